@@ -1,0 +1,43 @@
+# The two set-up commands (README): `make demo` and `make test`. Both create .venv on a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test bench lint docs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(DEV_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(STAMP)
+
+demo: $(STAMP)
+	@echo "== npu-lint check examples/  (diagnostics; exit code 1 is expected: the examples are GPU-only)"
+	-$(BIN)/npu-lint check --no-cache examples/
+	@echo
+	@echo "== npu-lint check --diff --unsafe-fixes examples/  (the fixes, as a diff; nothing is written)"
+	-$(BIN)/npu-lint check --no-cache --diff --unsafe-fixes examples/
+
+test: $(DEV_STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check npu_lint tests bench
+	$(BIN)/ruff format --check npu_lint tests bench
+
+docs: $(STAMP)
+	$(BIN)/python -m npu_lint.docs
+
+clean:
+	rm -rf $(VENV) .npu_lint_cache .pytest_cache

@@ -1,0 +1,16 @@
+from ....utils.device import IS_NPU_AVAILABLE  # noqa: F401  (not used yet: the package is GPU-only)
+from ...loader import MODELING_REGISTRY
+
+
+@MODELING_REGISTRY.register("toy")
+def register_toy_modeling(architecture: str):
+    from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForConditionalGeneration, ToyModel
+
+    if "ForConditionalGeneration" in architecture:
+        return ToyForConditionalGeneration
+    elif "ForCausalLM" in architecture:
+        return ToyForCausalLM
+    elif "Model" in architecture:
+        return ToyModel
+    else:
+        return ToyForConditionalGeneration

@@ -1,0 +1,473 @@
+"""Command line: ``npu-lint [check] [PATH ...]``, ``npu-lint rule``, ``npu-lint audit``, ``npu-lint server``.
+
+Flags follow ruff's conventions. Exit codes: 0 nothing to report, 1 diagnostics remain, 2 usage /
+configuration / internal error (one line on stderr; a traceback only with ``--verbose``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from npu_lint import __version__
+
+SUBCOMMANDS = ("check", "rule", "audit", "server")
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="npu-lint", description="Lint and fix VeOmni models for Ascend NPU migration.")
+    parser.add_argument("--version", action="version", version=f"npu-lint {__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    check = sub.add_parser("check", help="lint files (the default command)")
+    check.add_argument("paths", nargs="*", default=None, metavar="PATH")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    check.add_argument("--unsafe-fixes", action="store_true", help="also apply (and count) unsafe fixes")
+    check.add_argument("--diff", action="store_true", help="print fixes as a unified diff; write nothing")
+    check.add_argument("--show-fixes", action="store_true", help="list the fixes applied")
+    check.add_argument("--select", type=_csv, help="rule codes or prefixes to enable (replaces the default)")
+    check.add_argument("--extend-select", type=_csv, help="rule codes or prefixes to enable in addition")
+    check.add_argument("--ignore", type=_csv, help="rule codes or prefixes to disable")
+    from npu_lint.report import FORMATS
+
+    check.add_argument("--output-format", choices=FORMATS, default=None)
+    check.add_argument("-o", "--output-file", metavar="FILE")
+    check.add_argument("--statistics", action="store_true", help="count diagnostics per rule")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics remain")
+    check.add_argument("--no-cache", action="store_true")
+    check.add_argument("--cache-dir", metavar="DIR")
+    check.add_argument("--config", metavar="FILE", help="use this pyproject.toml / npu-lint.toml")
+    check.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named explicitly")
+    check.add_argument("--stdin-filename", metavar="PATH", help="lint standard input as if it were PATH")
+    check.add_argument("--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni")
+    check.add_argument("-q", "--quiet", action="store_true")
+    check.add_argument("-v", "--verbose", action="store_true")
+    check.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
+
+    rule = sub.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code", nargs="?")
+    rule.add_argument("--all", action="store_true")
+    rule.add_argument("--output-format", choices=("text", "json"), default="text")
+
+    audit = sub.add_parser("audit", help="migration inventory of a model package")
+    audit.add_argument("model_dir")
+    audit.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    audit.add_argument("--base", metavar="REV")
+    audit.add_argument("-o", "--output-file", metavar="FILE")
+    audit.add_argument("-v", "--verbose", action="store_true")
+
+    server = sub.add_parser("server", help="run the language server over stdio")
+    server.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def _normalise_argv(argv: list[str]) -> list[str]:
+    if not argv:
+        return ["check"]
+    if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    return ["check", *argv]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    verbose = "-v" in args_list or "--verbose" in args_list
+    try:
+        args = build_parser().parse_args(_normalise_argv(args_list))
+        if args.command == "rule":
+            return cmd_rule(args)
+        if args.command == "audit":
+            from npu_lint.audit import run_audit
+
+            return run_audit(args)
+        if args.command == "server":
+            try:
+                from npu_lint.lsp.server import run_server
+            except ImportError as exc:
+                raise UsageError(f"the language server needs the `lsp` extra (pip install 'npu-lint[lsp]'): {exc}")
+            return run_server(args)
+        return cmd_check(args)
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from npu_lint.config import ConfigError
+
+        if isinstance(exc, ConfigError):
+            print(f"npu-lint: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"npu-lint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+# -- rule -------------------------------------------------------------------------------------------
+
+
+def cmd_rule(args: argparse.Namespace) -> int:
+    from npu_lint.docs import render_rule
+    from npu_lint.rules.base import all_rules
+
+    rules = all_rules()
+    if args.all:
+        chosen = list(rules.values())
+    elif args.code:
+        code = args.code.upper()
+        if code not in rules:
+            raise UsageError(f"npu-lint: unknown rule code `{args.code}`")
+        chosen = [rules[code]]
+    else:
+        raise UsageError("npu-lint rule: give a rule CODE or --all")
+    if args.output_format == "json":
+        import json
+
+        data = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "summary": r.summary,
+                "why": r.why,
+                "fix_safety": r.fix_safety,
+                "default_enabled": r.default_enabled,
+                "precision": r.precision,
+            }
+            for r in chosen
+        ]
+        print(json.dumps(data if args.all else data[0], indent=2))
+    else:
+        print("\n\n".join(render_rule(r) for r in chosen))
+    return EXIT_CLEAN
+
+
+# -- check ------------------------------------------------------------------------------------------
+
+
+def _known_codes() -> dict[str, bool]:
+    from npu_lint.rules.base import all_rules
+
+    return {code: rule.default_enabled for code, rule in all_rules().items()}
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from npu_lint.config import resolve_settings, selected_codes, with_overrides
+
+    paths = args.paths or ["."]
+    anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
+    if args.stdin_filename and not anchor.is_absolute():
+        anchor = Path.cwd() / anchor
+    settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
+    settings = with_overrides(settings, cache_dir=args.cache_dir)
+    if args.select is not None:
+        settings.select = args.select
+    if args.extend_select:
+        settings.extend_select = [*settings.extend_select, *args.extend_select]
+    if args.ignore:
+        settings.ignore = [*settings.ignore, *args.ignore]
+    known = _known_codes()
+    codes = selected_codes(settings, known)
+    fmt = args.output_format or os.environ.get("NPU_LINT_OUTPUT_FORMAT") or "text"
+
+    from npu_lint.project import load_project
+
+    project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
+    if args.live_registry:
+        loader = getattr(project, "load_live_registry", None)
+        if loader is None:
+            raise UsageError("npu-lint: --live-registry is not supported by this version")
+        loader()
+
+    if args.stdin_filename is not None:
+        return _check_stdin(args, settings, codes, project, fmt)
+
+    from npu_lint.discovery import discover
+    from npu_lint.engine import Cache, lint_paths
+
+    found = discover(paths, settings, force_exclude=args.force_exclude)
+    errors = list(found.errors)
+    cache = None
+    if not args.no_cache:
+        cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
+        fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
+        cache = Cache(cache_dir, fp)
+    results = lint_paths(found.files, codes, settings, project, cache, jobs=args.jobs)
+    diagnostics = []
+    for res in results:
+        if res.error:
+            errors.append(res.error)
+        diagnostics.extend(res.diagnostics)
+    diagnostics.extend(_project_diagnostics(project, found.files, codes, settings))
+
+    fixed_counts: dict[str, Counter] = {}
+    dropped: list[str] = []
+    created: list[str] = []
+    if args.fix or args.diff:
+        diagnostics, fixed_counts, dropped, created, diff_text = _apply_fixes(
+            diagnostics, codes, settings, project, args
+        )
+        if args.diff:
+            _emit(diff_text, args.output_file if fmt == "text" else None)
+            for line in errors:
+                print(f"error: {line}", file=sys.stderr)
+            if errors:
+                return EXIT_ERROR
+            return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
+
+    diagnostics.sort(key=lambda d: d.sort_key())
+    _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    if errors:
+        return EXIT_ERROR
+    if diagnostics and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _project_diagnostics(project: object, files: list[str], codes: list[str], settings: object) -> list:
+    from npu_lint.engine import apply_suppressions, per_file_ignored, read_source
+    from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+
+    load_rule_modules()
+    rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
+    out = []
+    for cls in rules:
+        diags = list(cls().check(project, files))
+        for diag in diags:
+            try:
+                src = read_source(diag.path)
+            except Exception:
+                out.append(diag)
+                continue
+            ignored = per_file_ignored(diag.path, settings, codes)  # type: ignore[arg-type]
+            out.extend(apply_suppressions(src, [diag], ignored))
+    return out
+
+
+def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, ANN202
+    """Fix every file with applicable fixes. Project-rule fixes (computed over the whole tree) are applied
+    first, once, on the original text; file-rule fixes then run to a fixpoint with re-linting."""
+    from npu_lint.engine import apply_edits, fix_applicable, fix_source, parses, read_source, write_atomic
+    from npu_lint.source import SourceFile
+
+    by_path: dict[str, list] = {}
+    for diag in diagnostics:
+        by_path.setdefault(diag.path, []).append(diag)
+    remaining = []
+    fixed_counts: dict[str, Counter] = {}
+    dropped: list[str] = []
+    created: list[str] = []
+    diff_chunks: list[str] = []
+    for path in sorted(by_path):
+        diags = by_path[path]
+        if not any(fix_applicable(d.fix, args.unsafe_fixes) for d in diags):
+            remaining.extend(diags)
+            continue
+        src = read_source(path)
+        counts: Counter = Counter()
+        text = src.text
+        creates = []
+        project_diags = [d for d in diags if _is_project_code(d.code)]
+        taken = []
+        for diag in project_diags:
+            if not fix_applicable(diag.fix, args.unsafe_fixes):
+                remaining.append(diag)
+                continue
+            edits = list(diag.fix.edits)
+            if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
+                remaining.append(diag)
+                continue
+            attempt = apply_edits(text, edits, src.newline) if edits else text
+            if edits and taken:
+                attempt = apply_edits(src.text, [*taken, *edits], src.newline)
+            if not parses(attempt):
+                dropped.append(f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse")
+                remaining.append(diag)
+                continue
+            taken.extend(edits)
+            text = attempt
+            creates.extend(diag.fix.creates)
+            counts[diag.code] += 1
+        current = SourceFile(path, text, src.encoding, src.kind)
+        outcome = fix_source(current, codes, settings, project, unsafe=args.unsafe_fixes)
+        dropped.extend(outcome.dropped)
+        remaining.extend(outcome.remaining)
+        counts.update(outcome.applied_codes)
+        creates.extend(outcome.creates)
+        for create in creates:
+            if os.path.exists(create.path) or create.path in created:
+                continue
+            if args.diff:
+                diff_chunks.append(_diff("", create.content, create.path))
+            else:
+                Path(create.path).parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(create.path, create.content, "utf-8")
+            created.append(create.path)
+        if outcome.text != src.text:
+            fixed_counts[path] = counts
+            if args.diff:
+                diff_chunks.append(_diff(src.text, outcome.text, path))
+            else:
+                write_atomic(path, outcome.text, src.encoding)
+        elif counts:
+            fixed_counts[path] = counts
+    return remaining, fixed_counts, dropped, created, "".join(diff_chunks)
+
+
+def _is_project_code(code: str) -> bool:
+    from npu_lint.rules.base import PROJECT_REGISTRY
+
+    return code in PROJECT_REGISTRY
+
+
+def _diff(old: str, new: str, path: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{path.lstrip('/')}" if old else "/dev/null",
+        tofile=f"b/{path.lstrip('/')}",
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return text
+
+
+def _emit(text: str, output_file: str | None) -> None:
+    if output_file:
+        from npu_lint.engine import write_atomic
+
+        write_atomic(output_file, text, "utf-8")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created) -> None:  # noqa: ANN001
+    from npu_lint.engine import fix_applicable
+    from npu_lint.report import render
+    from npu_lint.rules.base import all_rules
+
+    rules = all_rules()
+    if args.statistics:
+        counts = Counter(d.code for d in diagnostics)
+        fixable = Counter(d.code for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
+        lines = []
+        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            mark = "[*]" if fixable[code] else "   "
+            name = rules[code].name if code in rules else ""
+            lines.append(f"{n:5d}\t{code}\t{mark} {name}")
+        text = "\n".join(lines) + ("\n" if lines else "")
+        _emit(text, args.output_file)
+        return
+    color = fmt == "text" and not args.output_file and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    body = render(
+        fmt,
+        diagnostics,
+        rules={c: rules[c] for c in {d.code for d in diagnostics} | set(codes) if c in rules},
+        root=os.getcwd(),
+        show_fixes=args.show_fixes,
+        unsafe_fixes=args.unsafe_fixes,
+        color=color,
+    )
+    if fmt in ("text", "concise") and not args.quiet:
+        body += _summary(diagnostics, args, fixed_counts, dropped, created)
+    elif fmt in ("text", "concise") and args.quiet:
+        body = body if diagnostics else ""
+    _emit(body, args.output_file)
+
+
+def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa: ANN001
+    from npu_lint.diagnostics import Applicability
+    from npu_lint.engine import fix_applicable
+
+    lines = []
+    n_fixed = sum(sum(c.values()) for c in fixed_counts.values())
+    if args.show_fixes and fixed_counts:
+        lines.append(f"Fixed {n_fixed} error{'s' if n_fixed != 1 else ''}:")
+        for path, counts in sorted(fixed_counts.items()):
+            lines.append(f"- {path}:")
+            for code, n in sorted(counts.items()):
+                lines.append(f"    {n} × {code}")
+    for path in created:
+        lines.append(f"Created {path}")
+    for line in dropped:
+        lines.append(line)
+    fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
+    hidden = sum(
+        1 for d in diagnostics if not args.unsafe_fixes and d.fix and d.fix.applicability is Applicability.UNSAFE
+    )
+    if diagnostics:
+        found = len(diagnostics) + n_fixed
+        head = f"Found {found} error{'s' if found != 1 else ''}"
+        head += f" ({n_fixed} fixed, {len(diagnostics)} remaining)." if n_fixed else "."
+        lines.append(head)
+        if fixable:
+            flag = "--fix --unsafe-fixes" if args.unsafe_fixes else "--fix"
+            lines.append(f"[*] {fixable} fixable with the `{flag}` option.")
+        if hidden:
+            lines.append(
+                f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option."
+            )
+    elif n_fixed:
+        lines.append(f"Found {n_fixed} error{'s' if n_fixed != 1 else ''} ({n_fixed} fixed, 0 remaining).")
+    else:
+        lines.append("All checks passed!")
+    return "\n".join(lines) + "\n"
+
+
+def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
+    from npu_lint.engine import fix_source, lint_source
+    from npu_lint.source import DecodeError, SourceFile, decode_source
+
+    data = sys.stdin.buffer.read()
+    try:
+        text, encoding = decode_source(data)
+    except DecodeError as exc:
+        raise UsageError(f"npu-lint: standard input: {exc}") from None
+    src = SourceFile.from_text(args.stdin_filename, text, encoding)
+    if args.fix or args.diff:
+        outcome = fix_source(src, codes, settings, project, unsafe=args.unsafe_fixes)
+        if args.diff:
+            sys.stdout.write(_diff(text, outcome.text, args.stdin_filename))
+            return EXIT_FINDINGS if outcome.text != text and not args.exit_zero else EXIT_CLEAN
+        sys.stdout.write(outcome.text)
+        remaining = outcome.remaining
+        if remaining:
+            from npu_lint.report import render
+            from npu_lint.rules.base import all_rules
+
+            rules = all_rules()
+            sys.stderr.write(
+                render("concise", remaining, rules={d.code: rules[d.code] for d in remaining if d.code in rules},
+                       root=os.getcwd())
+            )
+        return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
+    diagnostics = lint_source(src, codes, settings, project)
+    _report(diagnostics, fmt, args, settings, codes, {}, [], [])
+    return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Output formats for diagnostics.
+
+``render(fmt, diagnostics, ...)`` turns a list of :class:`~npu_lint.diagnostics.Diagnostic` into the text
+of one output format. Each formatter lives in its own module and is imported only when it is used.
+
+This module also holds the helpers the formatters share: path display relative to the project root, a
+per-render cache of file texts (diagnostics do not carry the file text, but edit offsets and multi-line
+ranges need it), offset -> position conversion and UTF-16 column conversion.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from npu_lint.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+
+FORMATS: tuple[str, ...] = ("text", "concise", "json", "json-lines", "sarif", "github", "junit")
+
+# format name -> (module under npu_lint.report, function name)
+_FORMATTERS: dict[str, tuple[str, str]] = {
+    "text": ("text", "render_text"),
+    "concise": ("text", "render_concise"),
+    "json": ("jsonfmt", "render_json"),
+    "json-lines": ("jsonfmt", "render_json_lines"),
+    "sarif": ("sarif", "render_sarif"),
+    "github": ("github", "render_github"),
+    "junit": ("junit", "render_junit"),
+}
+
+
+class RuleInfo(Protocol):
+    """What a formatter needs to know about a rule; rule classes provide these as class attributes."""
+
+    code: str  # e.g. "NPU001"
+    name: str  # kebab-case name, e.g. "cuda-device-call"
+    summary: str  # one line
+    why: str  # rationale, markdown
+    fix_safety: str  # "safe", "unsafe", "display" or "none"
+
+
+def render(
+    fmt: str,
+    diagnostics: list[Diagnostic],
+    *,
+    rules: Mapping[str, RuleInfo],
+    root: str,
+    show_fixes: bool = False,
+    unsafe_fixes: bool = False,
+    color: bool = False,
+) -> str:
+    """Render ``diagnostics`` in output format ``fmt`` (one of :data:`FORMATS`).
+
+    ``rules`` maps rule codes to rule classes (at least the codes that occur in ``diagnostics``);
+    ``root`` is the project root that paths are shown relative to. ``unsafe_fixes`` makes unsafe fixes count
+    as applicable; ``show_fixes`` and ``color`` only affect the ``text`` format (``color`` also ``concise``).
+    The result ends with a newline unless it is empty.
+    """
+    try:
+        module_name, func_name = _FORMATTERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of: {', '.join(FORMATS)}") from None
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    formatter = getattr(module, func_name)
+    ordered = sorted(diagnostics, key=Diagnostic.sort_key)
+    ctx = RenderContext(rules=rules, root=root, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes, color=color)
+    result: str = formatter(ordered, ctx)
+    return result
+
+
+def summarize(diagnostics: Sequence[Diagnostic], *, unsafe_fixes: bool = False) -> str:
+    """A closing summary line block for the human-readable formats (not included by :func:`render`)."""
+    if not diagnostics:
+        return "All checks passed!\n"
+    errors = sum(1 for d in diagnostics if d.severity == SEVERITY_ERROR)
+    warnings = len(diagnostics) - errors
+    parts = []
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+    total = len(diagnostics)
+    lines = [f"Found {total} problem{'s' if total != 1 else ''} ({', '.join(parts)})."]
+    fixable = sum(1 for d in diagnostics if fix_is_applicable(d.fix, unsafe_fixes))
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with the `--fix` option.")
+    if not unsafe_fixes:
+        hidden = sum(
+            1
+            for d in diagnostics
+            if d.fix is not None and d.fix.is_applicable and d.fix.applicability is Applicability.UNSAFE
+        )
+        if hidden:
+            noun = "fix" if hidden == 1 else "fixes"
+            lines.append(f"{hidden} hidden {noun} can be enabled with the `--unsafe-fixes` option.")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Shared helpers
+# --------------------------------------------------------------------------------------------------------
+
+
+def fix_is_applicable(fix: Fix | None, unsafe_fixes: bool) -> bool:
+    """Whether ``fix`` would be applied by ``--fix`` (safe fixes; unsafe ones too with ``unsafe_fixes``)."""
+    if fix is None or not fix.is_applicable:
+        return False
+    if fix.applicability is Applicability.SAFE:
+        return True
+    return fix.applicability is Applicability.UNSAFE and unsafe_fixes
+
+
+def rule_url(code: str) -> str:
+    """The documentation page of a rule (same as ``Diagnostic.url``)."""
+    from npu_lint import DOCS_URL
+
+    return f"{DOCS_URL}/{code}.md"
+
+
+def utf16_len(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units (characters outside the BMP count twice)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def utf16_column(line_text: str, col: int) -> int:
+    """Convert a 0-based code-point column on ``line_text`` to a 0-based UTF-16 column.
+
+    Columns past the end of the line (e.g. a range ending at the line break) keep their overhang.
+    """
+    if col <= 0:
+        return col
+    prefix = line_text[:col]
+    return utf16_len(prefix) + max(0, col - len(prefix))
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class SourceFile:
+    """The decoded text of one file with a line index (lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        starts = [0]
+        starts.extend(m.end() for m in _NEWLINE.finditer(text))
+        self._starts = starts
+
+    @property
+    def line_count(self) -> int:
+        return len(self._starts)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """Code-point ``offset`` -> (1-based row, 0-based code-point column)."""
+        offset = max(0, min(offset, len(self.text)))
+        lo, hi = 0, len(self._starts) - 1
+        while lo < hi:  # last line start <= offset
+            mid = (lo + hi + 1) // 2
+            if self._starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo + 1, offset - self._starts[lo]
+
+    def line(self, row: int) -> str:
+        """Text of 1-based line ``row`` without its line break ('' when out of range)."""
+        if row < 1 or row > len(self._starts):
+            return ""
+        start = self._starts[row - 1]
+        end = self._starts[row] if row < len(self._starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def line_start(self, row: int) -> int:
+        row = max(1, min(row, len(self._starts)))
+        return self._starts[row - 1]
+
+
+def decode_source(data: bytes) -> str:
+    """Decode file bytes as the linter does: UTF-8 (a BOM is dropped), falling back to latin-1."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+class RenderContext:
+    """Options of one render call plus the caches shared by its formatters."""
+
+    def __init__(
+        self,
+        *,
+        rules: Mapping[str, RuleInfo],
+        root: str,
+        show_fixes: bool = False,
+        unsafe_fixes: bool = False,
+        color: bool = False,
+    ) -> None:
+        self.rules = rules
+        self.root = os.path.abspath(root or ".")
+        self.show_fixes = show_fixes
+        self.unsafe_fixes = unsafe_fixes
+        self.color = color
+        self._files: dict[str, SourceFile | None] = {}
+
+    # paths -----------------------------------------------------------------------------------------------
+
+    def abspath(self, path: str) -> str:
+        return os.path.abspath(path)
+
+    def relpath(self, path: str) -> str | None:
+        """``path`` relative to the root (native separators), or None when it is not under the root."""
+        absolute = os.path.abspath(path)
+        try:
+            if os.path.commonpath([absolute, self.root]) != self.root:
+                return None
+        except ValueError:  # different drives on Windows
+            return None
+        return os.path.relpath(absolute, self.root)
+
+    def display_path(self, path: str) -> str:
+        """How a path is shown to people: relative to the root when under it, else as given."""
+        rel = self.relpath(path)
+        return rel if rel is not None else path
+
+    def root_uri(self) -> str:
+        uri = Path(self.root).as_uri()
+        return uri if uri.endswith("/") else uri + "/"
+
+    # file texts ------------------------------------------------------------------------------------------
+
+    def source(self, path: str) -> SourceFile | None:
+        """The decoded file (read once per render), or None when it cannot be read."""
+        key = os.path.abspath(path)
+        if key not in self._files:
+            try:
+                with open(key, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                self._files[key] = None
+            else:
+                self._files[key] = SourceFile(decode_source(data))
+        return self._files[key]
+
+    def line_text(self, diagnostic: Diagnostic, row: int) -> str | None:
+        """Line ``row`` of the file: ``source_line`` when it is that line, else read from the file."""
+        if row == diagnostic.line and diagnostic.source_line:
+            return diagnostic.source_line.rstrip("\r\n")
+        src = self.source(diagnostic.path)
+        if src is None:
+            return None
+        return src.line(row)
+
+    # rules -----------------------------------------------------------------------------------------------
+
+    def rule(self, code: str) -> RuleInfo | None:
+        return self.rules.get(code)
+
+    def rules_for(self, diagnostics: Iterable[Diagnostic]) -> list[str]:
+        """Codes to describe: every rule in ``rules`` plus any code only seen in diagnostics, sorted."""
+        codes = set(self.rules)
+        codes.update(d.code for d in diagnostics)
+        return sorted(codes)
+
+
+__all__ = [
+    "FORMATS",
+    "RenderContext",
+    "RuleInfo",
+    "SourceFile",
+    "decode_source",
+    "fix_is_applicable",
+    "render",
+    "rule_url",
+    "summarize",
+    "utf16_column",
+    "utf16_len",
+]

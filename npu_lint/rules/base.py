@@ -1,0 +1,332 @@
+"""The rule framework: ``Rule`` (one class per rule), ``Example``, and the per-file ``Context``.
+
+A rule declares the ``ast`` node types it wants (``node_types``); the engine walks each file's tree once
+and hands every node to the rules registered for its type (``visit``). Rules that need to know when a
+subtree ends declare ``leave_types`` and implement ``leave``. ``finish`` runs after the walk.
+
+The class attributes (code, name, summary, why, bad, good, fix_safety) are the rule's documentation
+(``npu-lint rule CODE``, docs/rules/*.md) and its test cases (tests/test_rule_examples.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from npu_lint.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
+
+if TYPE_CHECKING:
+    from npu_lint.source import SourceFile
+
+REGISTRY: dict[str, type[Rule]] = {}
+PROJECT_REGISTRY: dict[str, type[ProjectRule]] = {}
+
+DEFAULT_EXAMPLE_PATH = "veomni/models/transformers/toy/modeling_toy.py"
+
+
+@dataclass(frozen=True)
+class Example:
+    """A documented example. ``code`` is dedented. For bad examples ``fixed`` is the expected text after
+    applying every fix (safe and unsafe) to a fixpoint, or None when the rule offers no applicable fix."""
+
+    code: str
+    fixed: str | None = None
+    path: str = DEFAULT_EXAMPLE_PATH
+    title: str = ""
+
+    @property
+    def source(self) -> str:
+        return textwrap.dedent(self.code).lstrip("\n")
+
+    @property
+    def expected(self) -> str | None:
+        return None if self.fixed is None else textwrap.dedent(self.fixed).lstrip("\n")
+
+
+class RuleMeta:
+    """Documentation fields shared by file rules and project rules."""
+
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    why: ClassVar[str] = ""
+    bad: ClassVar[tuple[Example, ...]] = ()
+    good: ClassVar[tuple[Example, ...]] = ()
+    fix_safety: ClassVar[str] = "No fix."
+    precision: ClassVar[str] = ""  # measured precision on real code, stated in the docs
+    default_enabled: ClassVar[bool] = True  # low-confidence rules are off unless selected explicitly
+    severity: ClassVar[str] = SEVERITY_WARNING
+
+
+class Rule(RuleMeta):
+    node_types: ClassVar[tuple[type[ast.AST], ...]] = ()
+    leave_types: ClassVar[tuple[type[ast.AST], ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.code:
+            if cls.code in REGISTRY and REGISTRY[cls.code] is not cls:
+                raise RuntimeError(f"duplicate rule code {cls.code}")
+            REGISTRY[cls.code] = cls
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Whether this rule runs on the file at all (default: model code, i.e. not veomni/ops or tests)."""
+        return ctx.source.kind.model_code
+
+    def visit(self, node: ast.AST) -> None:  # pragma: no cover - interface
+        pass
+
+    def leave(self, node: ast.AST) -> None:  # pragma: no cover - interface
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def report(
+        self,
+        node: ast.AST | tuple[int, int, int, int],
+        message: str,
+        fix: Fix | None = None,
+        *,
+        origin: Origin | None = None,
+    ) -> Diagnostic:
+        """Report at ``node`` (or at (line, col, end_line, end_col) in code points, line 1-based)."""
+        return self.ctx.add(self, node, message, fix, origin)
+
+
+class ProjectRule(RuleMeta):
+    """A rule over the whole set of linted files (registration, specs, pins); runs after file rules."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.code:
+            if cls.code in PROJECT_REGISTRY and PROJECT_REGISTRY[cls.code] is not cls:
+                raise RuntimeError(f"duplicate rule code {cls.code}")
+            PROJECT_REGISTRY[cls.code] = cls
+
+    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:  # pragma: no cover
+        return ()
+
+
+def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
+    for stmt in body:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    imports[alias.asname] = alias.name
+                else:
+                    root = alias.name.split(".")[0]
+                    imports[root] = root
+        elif isinstance(stmt, ast.ImportFrom):
+            if stmt.level:
+                module = "." * stmt.level + (stmt.module or "")
+            else:
+                module = stmt.module or ""
+            for alias in stmt.names:
+                if alias.name != "*":
+                    imports[alias.asname or alias.name] = f"{module}.{alias.name}"
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            _collect_imports(stmt.body, imports)
+            _collect_imports(getattr(stmt, "orelse", []), imports)
+            for handler in getattr(stmt, "handlers", []):
+                _collect_imports(handler.body, imports)
+
+
+class Context:
+    """Per-file state shared by the rules during the single traversal."""
+
+    def __init__(self, source: SourceFile, tree: ast.Module, project: object | None = None) -> None:
+        self.source = source
+        self.tree = tree
+        self.project = project
+        self.parents: list[ast.AST] = []  # ancestors of the node being visited (outermost first)
+        self.diagnostics: list[Diagnostic] = []
+        self.imports: dict[str, str] = {}
+        _collect_imports(tree.body, self.imports)
+
+    # -- tree helpers -------------------------------------------------------------------------------
+    @property
+    def parent(self) -> ast.AST | None:
+        return self.parents[-1] if self.parents else None
+
+    def enclosing(self, *types: type[ast.AST]) -> ast.AST | None:
+        for node in reversed(self.parents):
+            if isinstance(node, types):
+                return node
+        return None
+
+    @property
+    def function(self) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        return self.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)  # type: ignore[return-value]
+
+    @property
+    def class_(self) -> ast.ClassDef | None:
+        return self.enclosing(ast.ClassDef)  # type: ignore[return-value]
+
+    def dotted(self, node: ast.AST) -> str | None:
+        """``a.b.c`` for a Name/Attribute chain, without resolving imports."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """The dotted name of a Name/Attribute chain with its root resolved through module imports."""
+        dotted = self.dotted(node)
+        if dotted is None:
+            return None
+        root, _, rest = dotted.partition(".")
+        resolved = self.imports.get(root, root)
+        return f"{resolved}.{rest}" if rest else resolved
+
+    # -- reporting ----------------------------------------------------------------------------------
+    def add(
+        self,
+        rule: Rule,
+        node: ast.AST | tuple[int, int, int, int],
+        message: str,
+        fix: Fix | None,
+        origin: Origin | None,
+    ) -> Diagnostic:
+        src = self.source
+        if isinstance(node, tuple):
+            line, col, end_line, end_col = node
+        else:
+            line = node.lineno  # type: ignore[attr-defined]
+            col = src.char_col(line, node.col_offset)  # type: ignore[attr-defined]
+            end_line = node.end_lineno or line  # type: ignore[attr-defined]
+            end_col = src.char_col(end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        diag = Diagnostic(
+            code=rule.code,
+            name=rule.name,
+            message=message,
+            path=src.path,
+            line=line,
+            col=col,
+            end_line=end_line,
+            end_col=end_col,
+            fix=fix,
+            origin=origin,
+            severity=rule.severity,
+            source_line=src.line_text(line),
+        )
+        self.diagnostics.append(diag)
+        return diag
+
+    # -- fix helpers --------------------------------------------------------------------------------
+    def replace(self, node: ast.AST, text: str) -> Edit:
+        start, end = self.source.node_range(node)
+        return Edit(start, end, text)
+
+    def import_edits(self, module: str, name: str) -> list[Edit]:
+        """Edits that make ``name`` importable from ``module`` in this file (none if already bound).
+
+        In a patch spec the name must also reach the generated file, so a ``config.add_import(...)`` call is
+        added as well (after the last one, or after the ``PatchConfig(...)`` assignment).
+        """
+        if self.imports.get(name) == f"{module}.{name}":
+            return []
+        edits = [self._module_import_edit(f"from {module} import {name}\n")]
+        if self.source.kind.spec:
+            edit = self._spec_import_edit(module, name)
+            if edit is not None:
+                edits.append(edit)
+        return edits
+
+    def _module_import_edit(self, line: str) -> Edit:
+        body = self.tree.body
+        insert_after: ast.stmt | None = None
+        for i, stmt in enumerate(body):
+            if i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                insert_after = stmt  # module docstring
+                continue
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                insert_after = stmt
+                continue
+            break
+        if insert_after is None:
+            return Edit(0, 0, line)
+        end_line = insert_after.end_lineno or insert_after.lineno
+        offset = self.source.offset(end_line + 1, 0) if end_line < len(self.source.lines) else None
+        if offset is None:
+            return Edit(len(self.source.text), len(self.source.text), "\n" + line.rstrip("\n"))
+        return Edit(offset, offset, line)
+
+    def _spec_import_edit(self, module: str, name: str) -> Edit | None:
+        last: ast.stmt | None = None
+        config_name = "config"
+        for stmt in self.tree.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Call)
+                and self.dotted(stmt.value.func) in ("PatchConfig", "deepcopy", "copy.deepcopy")
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
+                config_name = stmt.targets[0].id
+                last = stmt
+            elif (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Attribute)
+                and stmt.value.func.attr == "add_import"
+            ):
+                for arg in stmt.value.args[:1]:
+                    if isinstance(arg, ast.Constant) and arg.value == module:
+                        names = next((k.value for k in stmt.value.keywords if k.arg == "names"), None)
+                        if isinstance(names, (ast.List, ast.Tuple)) and any(
+                            isinstance(e, ast.Constant) and e.value == name for e in names.elts
+                        ):
+                            return None
+                last = stmt
+        if last is None:
+            return None
+        end_line = last.end_lineno or last.lineno
+        offset = self.source.offset(end_line + 1, 0)
+        text = f'{config_name}.add_import("{module}", names=["{name}"])\n'
+        return Edit(offset, offset, text)
+
+
+def make_fix(
+    title: str,
+    edits: Iterable[Edit],
+    applicability: Applicability = Applicability.SAFE,
+    reason: str = "",
+) -> Fix:
+    return Fix(title, tuple(edits), applicability, (), reason)
+
+
+def all_rules() -> dict[str, type[RuleMeta]]:
+    """Every registered rule (file and project rules), by code. Imports the rule modules."""
+    load_rule_modules()
+    merged: dict[str, type[RuleMeta]] = {**REGISTRY, **PROJECT_REGISTRY}
+    return dict(sorted(merged.items()))
+
+
+_LOADED = False
+
+
+def load_rule_modules() -> None:
+    """Import every module of ``npu_lint.rules`` so their classes register themselves."""
+    global _LOADED
+    if _LOADED:
+        return
+    import importlib
+    import pkgutil
+
+    import npu_lint.rules as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name != "base" and not info.name.startswith("_"):
+            importlib.import_module(f"npu_lint.rules.{info.name}")
+    _LOADED = True

@@ -1,0 +1,167 @@
+"""A decoded source file: text, encoding, newline style, and position conversions.
+
+``ast`` reports columns as UTF-8 byte offsets within a line; everything else in npu-lint counts code
+points. This module is the one place that converts between them.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+_LINE_SPLIT = re.compile(r"\r\n|\r|\n")
+GENERATED_BANNER = "AUTO-GENERATED FILE - DO NOT EDIT"
+
+
+class DecodeError(Exception):
+    """The bytes of a file could not be decoded with its declared (or default) encoding."""
+
+    def __init__(self, message: str, line: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def decode_source(data: bytes) -> tuple[str, str]:
+    """Decode bytes following PEP 263 (coding cookie) and PEP 3120 (UTF-8 default, BOM aware).
+
+    Returns ``(text, encoding)`` where encoding is the codec name to re-encode with (``utf-8-sig`` when
+    the file had a BOM, so writing it back keeps the BOM).
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # bad cookie
+        raise DecodeError(f"invalid encoding declaration: {exc.msg}") from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DecodeError(
+            f"cannot decode byte {data[exc.start] :#04x} as {encoding} (add a coding cookie or re-encode)",
+            line,
+        ) from None
+    if encoding == "utf-8-sig" and text.startswith("\ufeff"):
+        text = text[1:]
+    return text, encoding
+
+
+def detect_newline(text: str) -> str:
+    match = _LINE_SPLIT.search(text)
+    return match.group(0) if match else "\n"
+
+
+@dataclass
+class FileKind:
+    """What role a file plays in a VeOmni tree (decided from its path and first lines, never by import)."""
+
+    generated: bool = False
+    spec: bool = False
+    kernel: bool = False  # kernel/registration code under veomni/ops (not model code)
+    init: bool = False
+    test: bool = False
+
+    @property
+    def model_code(self) -> bool:
+        return not self.kernel and not self.test
+
+
+def classify(path: str, text: str) -> FileKind:
+    parts = PurePath(path.replace("\\", "/")).parts
+    name = parts[-1] if parts else ""
+    kind = FileKind()
+    kind.generated = "generated" in parts[:-1] or GENERATED_BANNER in text[:4096]
+    kind.spec = name.endswith("_patch_gen_config.py")
+    kind.init = name == "__init__.py"
+    for i in range(len(parts) - 1):
+        if parts[i] == "ops" and i > 0 and parts[i - 1] == "veomni":
+            kind.kernel = True
+    kind.test = (
+        name.startswith("test_") or name == "conftest.py" or "tests" in parts[:-1]
+    ) and not kind.generated
+    return kind
+
+
+@dataclass
+class SourceFile:
+    path: str
+    text: str
+    encoding: str = "utf-8"
+    kind: FileKind = field(default_factory=FileKind)
+    _lines: list[str] | None = None
+    _line_starts: list[int] | None = None
+
+    @classmethod
+    def from_text(cls, path: str, text: str, encoding: str = "utf-8") -> SourceFile:
+        return cls(path, text, encoding, classify(path, text))
+
+    @property
+    def newline(self) -> str:
+        return detect_newline(self.text)
+
+    def _index(self) -> None:
+        starts = [0]
+        lines = []
+        pos = 0
+        for match in _LINE_SPLIT.finditer(self.text):
+            lines.append(self.text[pos : match.start()])
+            pos = match.end()
+            starts.append(pos)
+        lines.append(self.text[pos:])
+        self._lines = lines
+        self._line_starts = starts
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._index()
+        return self._lines  # type: ignore[return-value]
+
+    @property
+    def line_starts(self) -> list[int]:
+        if self._line_starts is None:
+            self._index()
+        return self._line_starts  # type: ignore[return-value]
+
+    def line_text(self, line: int) -> str:
+        lines = self.lines
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    def char_col(self, line: int, byte_col: int) -> int:
+        """Convert an ``ast`` UTF-8 byte column on ``line`` (1-based) to a code point column."""
+        text = self.line_text(line)
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    def offset(self, line: int, col: int) -> int:
+        """Code point offset of (1-based line, code point column)."""
+        starts = self.line_starts
+        if line - 1 >= len(starts):
+            return len(self.text)
+        return starts[line - 1] + col
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """(1-based line, code point column) of a code point offset."""
+        import bisect
+
+        starts = self.line_starts
+        idx = bisect.bisect_right(starts, offset) - 1
+        return idx + 1, offset - starts[idx]
+
+    def node_range(self, node: ast.AST) -> tuple[int, int]:
+        """Start/end code point offsets of an ``ast`` node (which must carry positions)."""
+        start = self.offset(node.lineno, self.char_col(node.lineno, node.col_offset))  # type: ignore[attr-defined]
+        end_line = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        end = self.offset(end_line, self.char_col(end_line, node.end_col_offset))  # type: ignore[attr-defined]
+        return start, end
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.node_range(node)
+        return self.text[start:end]
+
+    def line_indent(self, line: int) -> str:
+        text = self.line_text(line)
+        return text[: len(text) - len(text.lstrip())]
