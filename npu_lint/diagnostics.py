@@ -69,6 +69,14 @@ class Fix:
     def is_applicable(self) -> bool:
         return self.applicability is not Applicability.DISPLAY and bool(self.edits or self.creates)
 
+    def applies(self, unsafe: bool = False) -> bool:
+        """Whether ``--fix`` applies it (safe fixes; unsafe ones too when ``unsafe``)."""
+        if not self.is_applicable:
+            return False
+        return self.applicability is Applicability.SAFE or (
+            unsafe and self.applicability is Applicability.UNSAFE
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "title": self.title,

@@ -246,8 +246,17 @@ def lint_path(path: str, codes: list[str], settings: Settings, project: object |
         if SYNTAX_CODE not in codes:
             return FileResult(path)
         src = SourceFile(path, "")
-        diag = Diagnostic(SYNTAX_CODE, "syntax-error", f"file could not be decoded: {exc}", path, exc.line, 0,
-                          exc.line, 0, severity=SEVERITY_ERROR)
+        diag = Diagnostic(
+            SYNTAX_CODE,
+            "syntax-error",
+            f"file could not be decoded: {exc}",
+            path,
+            exc.line,
+            0,
+            exc.line,
+            0,
+            severity=SEVERITY_ERROR,
+        )
         return FileResult(path, [diag])
     try:
         return FileResult(path, lint_source(src, codes, settings, project))
@@ -402,9 +411,7 @@ def parses(text: str) -> bool:
 
 
 def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
-    if fix is None or not fix.is_applicable:
-        return False
-    return fix.applicability is Applicability.SAFE or (unsafe and fix.applicability is Applicability.UNSAFE)
+    return fix is not None and fix.applies(unsafe)
 
 
 @dataclass
@@ -437,14 +444,14 @@ def fix_source(
     current = src
     diags = lint_source(current, codes, settings, project)
     for _ in range(MAX_FIX_PASSES):
-        candidates = [
-            d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected
-        ]
+        candidates = [d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected]
         if not candidates:
             break
         accepted: list[Diagnostic] = []
         taken: list[Edit] = []
-        for diag in sorted(candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)):
+        for diag in sorted(
+            candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)
+        ):
             edits = diag.fix.edits  # type: ignore[union-attr]
             if any(_overlaps(e, t) for e in edits for t in taken):
                 continue  # left for the next pass

@@ -27,16 +27,28 @@ def veomni_wheel_root() -> Path:
         return root
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp,
-               f"veomni=={VEOMNI_VERSION}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-q",
+            "-d",
+            tmp,
+            f"veomni=={VEOMNI_VERSION}",
+        ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
             pytest.skip(f"cannot download veomni=={VEOMNI_VERSION} from the package index: {exc}")
         wheels = list(Path(tmp).glob("veomni-*.whl"))
         if proc.returncode != 0 or not wheels:
-            pytest.skip(f"package index unreachable, veomni=={VEOMNI_VERSION} not downloaded: "
-                        f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+            pytest.skip(
+                f"package index unreachable, veomni=={VEOMNI_VERSION} not downloaded: "
+                f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}"
+            )
         staging = Path(tmp) / "x"
         with zipfile.ZipFile(wheels[0]) as zf:
             zf.extractall(staging)
