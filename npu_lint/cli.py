@@ -187,8 +187,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         anchor = Path.cwd() / anchor
     settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
     settings = with_overrides(settings, cache_dir=args.cache_dir)
-    if args.select is not None:
+    if args.select is not None:  # a later --select resets the selection made by the file (ruff's layering)
         settings.select = args.select
+        settings.ignore = []
+        settings.extend_select = []
     if args.extend_select:
         settings.extend_select = [*settings.extend_select, *args.extend_select]
     if args.ignore:

@@ -211,7 +211,7 @@ def per_file_ignored(path: str, settings: Settings, known: list[str]) -> set[str
         rel = Path(path).as_posix()
     out: set[str] = set()
     for pattern, codes in settings.per_file_ignores.items():
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         if spec.match_file(rel) or spec.match_file(Path(rel).name):
             out |= expand_codes(codes, known, "per-file-ignores")
     return out
