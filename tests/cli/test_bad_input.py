@@ -60,7 +60,6 @@ def test_symlink_loop(tree: Path) -> None:
 )
 def test_undecodable_or_unparsable_file_is_npu001(tree: Path, name: str, data: bytes, message: str) -> None:
     (tree / name).write_bytes(data)
-    before = snapshot(tree)
     res = run("--fix", ".", cwd=tree)
     assert res.returncode == 1
     assert f"{name}:" in res.stdout and "NPU001" in res.stdout and message in res.stdout
