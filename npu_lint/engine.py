@@ -104,6 +104,7 @@ def check_source(
     src: SourceFile,
     codes: list[str],
     project: object | None = None,
+    fix_mode: bool = False,
 ) -> list[Diagnostic]:
     """All diagnostics of the selected rules for one decoded file, before suppressions."""
     try:
@@ -120,7 +121,7 @@ def check_source(
         if SYNTAX_CODE not in codes:
             return []
         return [_syntax_diagnostic(src, "file could not be parsed: nesting too deep for the parser", 1, 0)]
-    ctx = Context(src, tree, project)
+    ctx = Context(src, tree, project, fix_mode)
     rules = [cls(ctx) for cls in rule_classes(codes) if cls.applies_to(ctx)]
     if not rules:
         return []
@@ -222,8 +223,9 @@ def lint_source(
     codes: list[str],
     settings: Settings,
     project: object | None = None,
+    fix_mode: bool = False,
 ) -> list[Diagnostic]:
-    diags = check_source(src, codes, project)
+    diags = check_source(src, codes, project, fix_mode)
     if diags:
         ignored = per_file_ignored(src.path, settings, codes)
         diags = apply_suppressions(src, diags, ignored)
@@ -442,7 +444,7 @@ def fix_source(
     rejected: set[tuple[str, str, str]] = set()
     created: dict[str, CreateFile] = {}
     current = src
-    diags = lint_source(current, codes, settings, project)
+    diags = lint_source(current, codes, settings, project, fix_mode=True)
     for _ in range(MAX_FIX_PASSES):
         candidates = [d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected]
         if not candidates:
@@ -482,9 +484,9 @@ def fix_source(
             break
         text = new_text
         current = SourceFile(src.path, text, src.encoding, src.kind)
-        diags = lint_source(current, codes, settings, project)
+        diags = lint_source(current, codes, settings, project, fix_mode=True)
     else:
-        diags = lint_source(current, codes, settings, project)
+        diags = lint_source(current, codes, settings, project, fix_mode=True)
     outcome.text = text
     outcome.creates = list(created.values())
     outcome.remaining = diags
