@@ -232,7 +232,7 @@ def register_op_row(call: ast.Call) -> OpRow | None:
     if _call_name(call) != "register_op" or len(call.args) < 1:
         return None
     params = ["op", "variant", "impl"]
-    values: dict[str, ast.expr] = dict(zip(params, call.args[:3]))
+    values: dict[str, ast.expr] = dict(zip(params, call.args[:3], strict=False))
     requirement = None
     for kw in call.keywords:
         if kw.arg in params:
@@ -254,7 +254,7 @@ def kernel_spec_rows(call: ast.Call, loop_bindings: dict[str, list[ast.expr]]) -
     """
     if _call_name(call) != "KernelSpec":
         return []
-    fields = dict(zip(("name", "op_name", "variant", "factory", "hardware"), call.args))
+    fields = dict(zip(("name", "op_name", "variant", "factory", "hardware"), call.args, strict=False))
     for kw in call.keywords:
         if kw.arg:
             fields[kw.arg] = kw.value
