@@ -229,7 +229,7 @@ def _call_name(node: ast.Call) -> str:
 
 def register_op_row(call: ast.Call) -> OpRow | None:
     """The row of a VeomniOp-generation ``register_op(op, variant, impl, ...)`` call (literals only)."""
-    if _call_name(call) != "register_op" or len(call.args) < 1:
+    if _call_name(call) != "register_op":
         return None
     params = ["op", "variant", "impl"]
     values: dict[str, ast.expr] = dict(zip(params, call.args[:3], strict=False))
