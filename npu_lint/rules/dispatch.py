@@ -1044,7 +1044,12 @@ class HardcodedOpImplementation(Rule):
         owner = "attention" if name in _ATTENTION_FIELDS else CONFIG_FIELD_TO_OP.get(name, "no op")
         expected = ", ".join(f"`{f}`" for f in fields) or "(none in the catalog)"
         fix = None
-        if len(fields) == 1 and op != "attention":
+        attribute_ok = isinstance(holder, ast.Constant) or (
+            isinstance(holder, ast.Attribute)
+            and isinstance(holder.value, ast.Attribute)
+            and holder.value.attr == "ops_config"
+        )
+        if len(fields) == 1 and op != "attention" and attribute_ok:
             if isinstance(holder, ast.Constant):
                 edit = ctx.replace(holder, f'"{fields[0]}"')
             else:
