@@ -27,7 +27,11 @@ def _write(root: Path, rel: str, text: str) -> Path:
 def veomni_op_tree(tmp_path: Path) -> Path:
     """A VeomniOp-generation tree: registry.py defines VeomniOp; kernels register rows."""
     _write(tmp_path, "veomni/ops/__init__.py", "from .registry import VeomniOp, register_op\n")
-    _write(tmp_path, "veomni/ops/registry.py", "class VeomniOp:\n    pass\n\n\ndef register_op(*a, **k):\n    pass\n")
+    _write(
+        tmp_path,
+        "veomni/ops/registry.py",
+        "class VeomniOp:\n    pass\n\n\ndef register_op(*a, **k):\n    pass\n",
+    )
     _write(
         tmp_path,
         "veomni/ops/kernels/rms_norm/__init__.py",

@@ -78,9 +78,9 @@ def test_post_import_block_positions() -> None:
 
 
 def test_post_import_block_with_escapes_reports_at_the_string() -> None:
-    code = '''
+    code = """
     config.add_post_import_block("from veomni.ops.dispatch import OpSlot\\nslot = OpSlot('rms_norm', 'standard')")
-    '''
+    """
     diags = lint(code, ["NPU201"], GPU_SPEC)
     assert where(diags) == [(1, 29, 1, 29)]
 
@@ -341,7 +341,9 @@ def test_implementation_sources() -> None:
     assert "`_attn_implementation`" in diags[1].message
     fixed = fix(code, ["NPU204"])
     assert 'VeomniOp("rms_norm", "standard", impl=resolve_op_impl("rms_norm_implementation"))' in fixed
-    assert 'VeomniOp("rms_norm", "standard", config._attn_implementation)' in fixed  # no fix: attribute of config
+    assert (
+        'VeomniOp("rms_norm", "standard", config._attn_implementation)' in fixed
+    )  # no fix: attribute of config
     assert 'resolve_op("moe_experts", "standard", resolve_op_impl("moe_implementation"))' in fixed
     assert "config.ops_config.moe_implementation if config" in fixed
     assert fixed.count("import resolve_op_impl") == 1  # already imported (older module): reused
@@ -396,7 +398,14 @@ def test_npu_targeted_code() -> None:
     assert [d.line for d in diags] == [6, 10, 11]
     assert 'resolve it to "eager"' in diags[0].message and "liger_kernel (gpu)" in diags[0].message
     generated = "veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py"
-    assert [d.line for d in lint("# AUTO-GENERATED FILE - DO NOT EDIT\n" + textwrap.dedent(code).lstrip("\n"), ["NPU205"], generated)] == [
+    assert [
+        d.line
+        for d in lint(
+            "# AUTO-GENERATED FILE - DO NOT EDIT\n" + textwrap.dedent(code).lstrip("\n"),
+            ["NPU205"],
+            generated,
+        )
+    ] == [
         7,
         11,
         12,
@@ -405,7 +414,9 @@ def test_npu_targeted_code() -> None:
 
 
 def test_opslot_variant_hint() -> None:
-    diags = lint('from veomni.ops import VeomniOp\nh = VeomniOp("rms_norm", "qwen3_5", "eager")\n', ["NPU205"])
+    diags = lint(
+        'from veomni.ops import VeomniOp\nh = VeomniOp("rms_norm", "qwen3_5", "eager")\n', ["NPU205"]
+    )
     assert "`rms_norm/offset` in VeomniOp" in diags[0].message
 
 
@@ -441,8 +452,14 @@ def test_kernel_rows() -> None:
     diags = lint(code, ["NPU206"], KERNEL)
     assert [d.line for d in diags] == [16, 17, 18, 19]
     fixed = fix(code, ["NPU206"], KERNEL)
-    assert 'register_op("rms_norm", "standard", "fused", wrapper=_npu_rms, requirement=NpuKernelRequirement())' in fixed
-    assert 'register_op("rms_norm", "standard", "npu", wrapper=_eager, requirement=NpuKernelRequirement())' in fixed
+    assert (
+        'register_op("rms_norm", "standard", "fused", wrapper=_npu_rms, requirement=NpuKernelRequirement())'
+        in fixed
+    )
+    assert (
+        'register_op("rms_norm", "standard", "npu", wrapper=_eager, requirement=NpuKernelRequirement())'
+        in fixed
+    )
     assert '"npu_v2", wrapper=_eager, requirement=NpuKernelRequirement())' in fixed
     assert "fused_rope_forward, fused_rope_backward, requirement=NpuKernelRequirement())" in fixed
     assert fixed.count("NpuKernelRequirement\n") == 1  # imported once, already there
