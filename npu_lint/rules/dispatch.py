@@ -1172,24 +1172,23 @@ class UnknownOpRow(Rule):
         op_rows = project.rows_for(op)
         if not op_rows:
             known = ", ".join(sorted({r.op for r in project.rows}))
-            self.report(node, f"no registered row has op `{op}` (per {origin}); known ops: {known}")
+            renamed_ops = sorted(
+                {new[0] for (old, _v), new in OPSLOT_TO_VEOMNIOP.items() if old == op and new[0] != op}
+            )
+            hint = f"; the OpSlot op `{op}` is `{renamed_ops[0]}` in VeomniOp" if renamed_ops else ""
+            self.report(node, f"no registered row has op `{op}` (per {origin}); known ops: {known}{hint}")
             return
         rows = [r for r in op_rows if r.variant == variant]
         if not rows:
             variants = ", ".join(sorted({r.variant for r in op_rows}))
             hint = ""
-            if (op, variant) in {(o, v) for (o, v) in OPSLOT_TO_VEOMNIOP} and OPSLOT_TO_VEOMNIOP[
-                (op, variant)
-            ] != (
-                op,
-                variant,
-            ):
-                new_op, new_variant = OPSLOT_TO_VEOMNIOP[(op, variant)]
-                hint = f" (the OpSlot variant `{variant}` is `{new_op}/{new_variant}` in VeomniOp)"
+            renamed = OPSLOT_TO_VEOMNIOP.get((op, variant))
+            if renamed is not None and renamed != (op, variant):
+                hint = f"; the OpSlot variant `{op}/{variant}` is `{renamed[0]}/{renamed[1]}` in VeomniOp"
             self.report(
                 node,
-                f"no registered row has op `{op}` variant `{variant}`{hint} (per {origin}); variants of `{op}`: "
-                f"{variants}",
+                f"no registered row has op `{op}` variant `{variant}` (per {origin}); variants of `{op}`: "
+                f"{variants}{hint}",
             )
             return
         impl_node = impl_argument(node)
