@@ -574,12 +574,17 @@ class HandleOutsideInit(Rule):
     )
     precision = "veomni 0.1.12 (OpSlot generation): no VeomniOp constructions, no findings."
     node_types = (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)
+    leave_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.constructions: list[tuple[ast.Call, ast.AST]] = []
         self.functions: dict[ast.AST, tuple[str | None, str | None, bool]] = {}  # func -> (cls, name, free)
         self.calls: dict[ast.AST, set[str]] = {}  # func -> names it calls ("f" or "self.m")
+        self.stack: list[ast.AST] = []  # enclosing functions (innermost last)
+
+    def leave(self, node: ast.AST) -> None:
+        self.stack.pop()
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
@@ -587,23 +592,22 @@ class HandleOutsideInit(Rule):
             cls = ctx.class_
             is_method = cls is not None and node in cls.body
             self.functions[node] = (owner_class(ctx, node), method_name(node), not is_method)
+            self.stack.append(node)
             return
         assert isinstance(node, ast.Call)
-        func = ctx.function
-        if func is None:
+        if not self.stack:
             return
-        name = call_name(node)
-        if name in ("VeomniOp", "attention_op"):
-            self.constructions.append((node, func))
+        func = self.stack[-1]
         callee = node.func
         if isinstance(callee, ast.Name):
             self.calls.setdefault(func, set()).add(callee.id)
-        elif (
-            isinstance(callee, ast.Attribute)
-            and isinstance(callee.value, ast.Name)
-            and callee.value.id == "self"
-        ):
-            self.calls.setdefault(func, set()).add("self." + callee.attr)
+            if callee.id in ("VeomniOp", "attention_op"):
+                self.constructions.append((node, func))
+        elif isinstance(callee, ast.Attribute):
+            if callee.attr in ("VeomniOp", "attention_op"):
+                self.constructions.append((node, func))
+            if isinstance(callee.value, ast.Name) and callee.value.id == "self":
+                self.calls.setdefault(func, set()).add("self." + callee.attr)
 
     def finish(self) -> None:
         if not self.constructions:

@@ -216,41 +216,82 @@ def upstream_zero_init(module: str, cls: str, attr: str = "weight", depth: int =
 # -- the shared collector ----------------------------------------------------------------------------
 
 
-class _RmsNormCalls(Rule):
-    """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``."""
+class _RmsNormState:
+    """What NPU401/NPU402 need from the traversal, collected once per file for both rules."""
 
-    node_types = (ast.Assign, ast.Call, ast.ClassDef, ast.FunctionDef)
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self) -> None:
         self.handles = HandleTable()
         self.calls: list[tuple[ast.Call, ast.AST | None, str | None]] = []  # (call, function, class)
         self.classes: dict[str, ast.ClassDef] = {}
         self.init_patches: dict[str, ast.AST] = {}  # class -> spec function replacing its __init__
         self.source_module: str | None = None
+        self.functions: list[tuple[ast.AST, str | None]] = []  # stack of (function, owning class)
+
+
+class _RmsNormCalls(Rule):
+    """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
+
+    The first of NPU401/NPU402 instantiated for a file feeds a state shared through the context; the other
+    only reads it.
+    """
+
+    node_types = (ast.Assign, ast.Call, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    leave_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        state = getattr(ctx, "_npu_rms_state", None)
+        self.feeder = state is None
+        if state is None:
+            state = _RmsNormState()
+            ctx._npu_rms_state = state  # type: ignore[attr-defined]
+        self.state = state
+        self.handles = state.handles
+        self.classes = state.classes
+        self.init_patches = state.init_patches
+
+    @property
+    def source_module(self) -> str | None:
+        return self.state.source_module
+
+    def leave(self, node: ast.AST) -> None:
+        if self.feeder:
+            self.state.functions.pop()
 
     def visit(self, node: ast.AST) -> None:
+        if not self.feeder:
+            return
         ctx = self.ctx
-        if isinstance(node, ast.Assign):
-            self.handles.visit_assign(ctx, node)
+        state = self.state
+        if isinstance(node, ast.Call):
+            if (
+                state.functions
+                and (len(node.args) >= 2 or any(k.arg == "weight" for k in node.keywords))
+                and isinstance(node.func, (ast.Name, ast.Attribute, ast.Call))
+            ):
+                func, cls = state.functions[-1]
+                if func is not None:
+                    state.calls.append((node, func, cls))
+        elif isinstance(node, ast.Assign):
+            state.handles.visit_assign(ctx, node)
             value = node.value
-            if ctx.function is None and isinstance(value, ast.Call) and _last(value.func) == "PatchConfig":
-                self.source_module = str_value(call_arg(value, 99, "source_module")) or self.source_module
+            if isinstance(value, ast.Call) and _last(value.func) == "PatchConfig" and not state.functions:
+                state.source_module = str_value(call_arg(value, 99, "source_module")) or state.source_module
+        elif isinstance(node, ast.Lambda):
+            state.functions.append((None, None))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            state.functions.append((node, owner_class(ctx, node)))
+            if isinstance(node, ast.FunctionDef):
+                cls, method = spec_target(node)
+                if cls is not None and method == "__init__":
+                    state.init_patches[cls] = node
         elif isinstance(node, ast.ClassDef):
-            if ctx.function is None:
-                self.classes.setdefault(node.name, node)
-        elif isinstance(node, ast.FunctionDef):
-            cls, method = spec_target(node)
-            if cls is not None and method == "__init__":
-                self.init_patches[cls] = node
-        elif isinstance(node, ast.Call):
-            func = ctx.function
-            if func is not None and isinstance(node.func, (ast.Name, ast.Attribute, ast.Call)):
-                self.calls.append((node, func, owner_class(ctx, func)))
+            if not state.functions:
+                state.classes.setdefault(node.name, node)
 
     def rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle]]:
         out = []
-        for call, func, cls in self.calls:
+        for call, func, cls in self.state.calls:
             handle = self.handles.resolve(self.ctx, call.func, cls)
             if handle is not None and handle.op == "rms_norm" and weight_argument(call) is not None:
                 out.append((call, func, cls, handle))
