@@ -15,7 +15,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from corpus import veomni_wheel_root
 
 REPO = Path(__file__).resolve().parents[2]
