@@ -671,7 +671,11 @@ def _impl_expr(ctx: Context, node: ast.AST) -> bool:
 
 
 def guard_of(ctx: Context, test: ast.AST) -> tuple[str, ast.AST | None, bool] | None:
-    """(description, guarded handle expression or None, needs-a-handle-call) of a dispatch guard."""
+    """(description, receiver, needs-a-check) of a dispatch guard.
+
+    When the last item is true the guard is only reported if the receiver is a known dispatch handle (or,
+    without a receiver, if the guarded code calls one).
+    """
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test = test.operand
     if isinstance(test, ast.BoolOp):
@@ -681,7 +685,8 @@ def guard_of(ctx: Context, test: ast.AST) -> tuple[str, ast.AST | None, bool] | 
                 return found
         return None
     if isinstance(test, ast.Attribute) and test.attr in GUARD_ATTRS:
-        return f"`.{test.attr}`", test.value, False
+        # `use_non_eager_impl` is VeOmni's own word; `is_bound` / `use_eager_impl` need a known handle
+        return f"`.{test.attr}`", test.value, test.attr != "use_non_eager_impl"
     if (
         isinstance(test, ast.Call)
         and call_name(test) == "bound_kernel"
@@ -792,7 +797,8 @@ class GuardedDispatch(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.handles = HandleTable()
-        self.pending: list[tuple[ast.AST, ast.AST, str, str | None]] = []  # (report node, region, what, cls)
+        # (report node, guarded region, what, class, guard receiver): judged once the handles are known
+        self.pending: list[tuple[ast.AST, ast.AST, str, str | None, ast.AST | None]] = []
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
@@ -812,15 +818,15 @@ class GuardedDispatch(Rule):
         guard = guard_of(ctx, test)
         if guard is None:
             return
-        what, _handle, needs_call = guard
+        what, receiver, needs_check = guard
         if isinstance(node, ast.If):
             has_fallback = bool(node.orelse) or self._falls_through(node)
         else:
             has_fallback = True
         if not has_fallback:
             return
-        if needs_call:
-            self.pending.append((test, node, what, owner_class(ctx, ctx.function)))
+        if needs_check:
+            self.pending.append((test, node, what, owner_class(ctx, ctx.function), receiver))
             return
         self._report(test, what)
 
@@ -836,7 +842,11 @@ class GuardedDispatch(Rule):
         return False
 
     def finish(self) -> None:
-        for test, region, what, cls in self.pending:
+        for test, region, what, cls, receiver in self.pending:
+            if receiver is not None:
+                if self.handles.is_handle(self.ctx, receiver, cls):  # type: ignore[arg-type]
+                    self._report(test, what)
+                continue
             for sub in ast.walk(region):
                 if isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls):
                     self._report(test, what)

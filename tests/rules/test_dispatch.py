@@ -281,6 +281,12 @@ def test_guard_forms() -> None:
         if slot.bound_kernel() is not None:
             return slot(x)
         return x
+
+
+    def g(sock):
+        if sock.is_bound:  # not a dispatch handle
+            return 1
+        return 0
     """
     diags = lint(code, ["NPU203"])
     assert [d.line for d in diags] == [7, 15, 27, 32, 36]
