@@ -185,3 +185,32 @@ def test_live_registry_on_opslot_veomni(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "veomni.ops", ops)
     with pytest.raises(ConfigError, match="no OP_REGISTRY"):
         Project().load_live_registry()
+
+
+def test_cli_live_registry_without_veomni(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    _write(tmp_path, "model.py", "x = 1\n")
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npu_lint",
+            "check",
+            "--no-cache",
+            "--live-registry",
+            str(tmp_path / "model.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    if "veomni" in sys.modules or proc.returncode == 0:
+        pytest.skip("veomni is importable here")
+    assert proc.returncode == 2
+    assert "--live-registry: cannot import veomni.ops" in proc.stderr
