@@ -137,12 +137,12 @@ class Block:
     first_line: int  # file line of the string's first content line
     first_col: int  # file column (code points) where the content starts on its first line
     exact: bool  # whether the literal's text equals its value (no escapes), so columns map exactly
+    anchor: tuple[int, int, int, int] = (1, 0, 1, 0)  # where the string literal starts (fallback position)
 
     def position(self, node: ast.AST) -> tuple[int, int, int, int]:
         """(line, col, end_line, end_col) in the spec file, code points."""
-        if not self.exact:
-            s = self.call.args[0]
-            return s.lineno, s.col_offset, s.lineno, s.col_offset  # type: ignore[return-value]
+        if not self.exact:  # the string literal's own position
+            return self.anchor
         line, col = self._map(node.lineno, node.col_offset)  # type: ignore[attr-defined]
         end_line, end_col = self._map(node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
         return line, col, end_line, end_col
@@ -192,10 +192,12 @@ def _parse_block(ctx: Context, call: ast.Call) -> Block | None:
     for quote in ('"""', "'''", '"', "'"):
         if body.startswith(quote) and body.endswith(quote) and len(body) >= 2 * len(quote):
             raw = body[len(quote) : -len(quote)]
-            exact = raw == value and margin >= 0
+            exact = raw.replace("\r\n", "\n").replace("\r", "\n") == value and margin >= 0
             first_col += prefix_len + len(quote)
             break
-    return Block(call, tree, lines, max(margin, 0), first_line, first_col, exact)
+    col = src.char_col(arg.lineno, arg.col_offset)
+    anchor = (arg.lineno, col, arg.lineno, col)
+    return Block(call, tree, lines, max(margin, 0), first_line, first_col, exact, anchor)
 
 
 def post_import_blocks(ctx: Context) -> list[Block]:

@@ -520,3 +520,9 @@ def test_kernel_spec_rows() -> None:
     """
     diags = lint(code, ["NPU206"], KERNEL)
     assert [d.line for d in diags] == [1]
+
+
+def test_post_import_block_in_a_crlf_file() -> None:
+    text = textwrap.dedent(SPEC_WITH_BLOCK).lstrip("\n").replace("\n", "\r\n")
+    diags = lint_source(SourceFile.from_text(GPU_SPEC, text), ["NPU201"], Settings())
+    assert where(diags)[0] == (10, 22, 10, 52)
