@@ -343,10 +343,16 @@ class HandleTable:
 # -- the migration fix (built by npu_lint.fixers.dispatch, when present) ---------------------------
 
 
-def migration_fix(ctx: Context, code: str, node: ast.AST) -> Fix | None:
-    """The whole-file dispatch migration, attached once per file (the first NPU201-203 finding)."""
+def migration_fix(ctx: Context, code: str, node: ast.AST, line: int | None = None) -> Fix | None:
+    """The whole-file dispatch migration, attached once per file: to the first NPU201-203 finding that is
+    not suppressed by a ``# noqa`` on its line (``line``, default the node's)."""
     if getattr(ctx, "_npu_migration_fix_done", False):
         return None
+    from npu_lint.engine import noqa_codes
+
+    noqa = noqa_codes(ctx.source.line_text(line or node.lineno))  # type: ignore[attr-defined]
+    if noqa is None or (noqa is not False and code in noqa):
+        return None  # this finding is suppressed: the next one carries the fix
     ctx._npu_migration_fix_done = True  # type: ignore[attr-defined]
     try:
         from npu_lint.fixers.dispatch import build_migration_fix
@@ -491,7 +497,10 @@ class ModuleGlobalDispatch(Rule):
             f"module-global dispatch{inside}: {what} is created at import time; {_dispatch_doc(kind)}. "
             "Build a VeomniOp handle in the owning class's `__init__` and store it on `self`"
         )
-        fix = migration_fix(self.ctx, self.code, call if block is None else block.call)
+        if block is None:
+            fix = migration_fix(self.ctx, self.code, call)
+        else:
+            fix = migration_fix(self.ctx, self.code, block.call, block.position(call)[0])
         self.report(where, message, fix)
 
 

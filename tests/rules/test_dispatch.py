@@ -526,3 +526,15 @@ def test_post_import_block_in_a_crlf_file() -> None:
     text = textwrap.dedent(SPEC_WITH_BLOCK).lstrip("\n").replace("\n", "\r\n")
     diags = lint_source(SourceFile.from_text(GPU_SPEC, text), ["NPU201"], Settings())
     assert where(diags)[0] == (10, 22, 10, 52)
+
+
+def test_migration_fix_skips_a_suppressed_finding(fake_codemod: list[tuple[str, int]]) -> None:
+    code = """
+    from veomni.ops.dispatch import OpSlot
+
+    a = OpSlot("rms_norm", "standard")  # noqa: NPU201
+    b = OpSlot("rotary_pos_emb", "full")
+    """
+    diags = lint(code, ["NPU201"])
+    assert [(d.line, d.fix is not None) for d in diags] == [(4, True)]
+    assert fake_codemod == [("NPU201", 4)]
