@@ -109,13 +109,23 @@ def _guard(ctx: Context, node: ast.AST) -> str:
     return ", ".join(dict.fromkeys(notes))
 
 
-def _describe(entries: list[tuple[str, vendor_map.VendorKernel]]) -> str:
-    """``npu_rms_norm -> rms_norm/standard, npu_rotary_mul -> rope/full`` for the mapped names."""
+def _describe(entries: list[tuple[str, vendor_map.VendorKernel]], lead: str = "reach it through") -> str:
+    """The advice part of a message: the registry ops that replace the names, or why none does."""
     mapped = [(short, k) for short, k in entries if k.op]
-    if not mapped:
-        notes = sorted({k.note for _, k in entries if k.note})
-        return f"no registry op covers it ({'; '.join(notes)})" if notes else "no registry op covers it"
-    return ", ".join(f"`{short}` -> `{k.replacement()}`" for short, k in mapped)
+    if mapped:
+        ops = ", ".join(f"`{short}` -> `{k.replacement()}`" for short, k in mapped)
+        return f"{lead} an instance-local `VeomniOp`: {ops}"
+    if all(k.name == "torch_npu" for _, k in entries):
+        return (
+            "its kernels (`torch_npu.npu_*`) belong behind `VeomniOp` handles (NPU302 reports each call) and the "
+            "device helpers of `veomni.utils.device` load torch_npu for model code"
+        )
+    notes = sorted({k.note for _, k in entries if k.note})
+    why = f" ({'; '.join(notes)})" if notes else ""
+    return (
+        f"no registry op covers it yet{why}: register the kernel as an op implementation under "
+        "`veomni/ops/kernels` and call it through a `VeomniOp`"
+    )
 
 
 def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
@@ -301,10 +311,7 @@ class VendorKernelImport(Rule):
         guard = _guard(self.ctx, node)
         where = f" ({guard}: still a direct vendor import)" if guard else ""
         shown = f"`{first}` (`{resolved}`)" if resolved else f"`{first}`"
-        return (
-            f"{shown} imports {what} into model code{where}; reach it through an instance-local `VeomniOp`: "
-            f"{_describe(entries)}"
-        )
+        return f"{shown} imports {what} into model code{where}; {_describe(entries)}"
 
     # -- spec calls ---------------------------------------------------------------------------------------
     def _spec_call(self, node: ast.Call) -> None:
@@ -334,10 +341,7 @@ class VendorKernelImport(Rule):
         entries_ok = [(n, k) for n, k in entries if k is not None]
         text = " ".join(self.ctx.source.segment(node).replace("( ", "(").split())
         text = text if len(text) <= 90 else text[:87] + "..."
-        msg = (
-            f"`{text}` adds a vendor import to the generated file; "
-            f"reach it through an instance-local `VeomniOp`: {_describe(entries_ok)}"
-        )
+        msg = f"`{text}` adds a vendor import to the generated file; {_describe(entries_ok)}"
         # no removal fix: the generated file (and inherited GPU patches) use the names, not the spec itself
         self.report(node, msg)
 
@@ -353,7 +357,7 @@ class VendorKernelImport(Rule):
         self.report(
             node,
             f"`{target}` is replaced by the vendor class `{dotted}` (imported into the generated file); "
-            f"keep the upstream class and call an instance-local `VeomniOp`: {_describe([(name or module, kernel)])}",
+            f"keep the upstream class and {_describe([(name or module, kernel)], 'call')}",
         )
 
     def _post_import_block(self, node: ast.Call) -> None:
@@ -377,7 +381,7 @@ class VendorKernelImport(Rule):
                 self.report(
                     arg,
                     f"the post-import block imports vendor code into the generated file (`{line.strip()[:80]}`); "
-                    f"reach it through an instance-local `VeomniOp`: {_describe(entries_ok)}",
+                    f"{_describe(entries_ok)}",
                 )
                 return
 
@@ -399,7 +403,7 @@ class VendorKernelImport(Rule):
             fix: Fix | None = None
             unused = bool(bound) and not (set(bound) & self.loaded)
             if unused and bound == ("torch_npu",):
-                message = message.split("; reach it through", 1)[0] + (
+                message = message.split("; its kernels", 1)[0] + (
                     "; it is imported only for its side effect (registering the `npu` device), which "
                     "`veomni.utils.device` already does"
                 )
