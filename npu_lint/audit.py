@@ -786,16 +786,17 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
 
 
 def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, str]:
-    def git(*args: str) -> str:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
+    def git(*args: str, cwd: Path = root) -> str:
+        proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git failed")
         return proc.stdout
 
     try:
         top = Path(git("rev-parse", "--show-toplevel").strip()).resolve()
-        names = git("diff", "--name-only", base).splitlines()
-        names += git("ls-files", "--others", "--exclude-standard").splitlines()
+        # paths relative to the repository root: diff (tracked changes since REV) and untracked files
+        names = git("diff", "--name-only", base, "--", cwd=top).splitlines()
+        names += git("ls-files", "--others", "--exclude-standard", cwd=top).splitlines()
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         return None, f"git: {exc}"
     model_rel = root.relative_to(top).as_posix() if root.is_relative_to(top) else ""
