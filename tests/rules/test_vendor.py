@@ -250,3 +250,29 @@ def test_framework_and_kernel_files_not_linted() -> None:
     code = "import torch_npu\n\ny = torch_npu.npu_rms_norm(1, 2)[0]\n"
     for path in ("veomni/utils/device.py", "veomni/ops/kernels/rms_norm/npu.py", "veomni/models/auto.py"):
         assert not lint(code, path=path), path
+
+
+def test_registry_backend_modules(tmp_path: Path) -> None:
+    """A model-local backend (named by a sibling's ``BackendSpec(entry=...)``, or registering backends itself):
+    its import is reported with the move-to-veomni/ops/kernels remedy; its kernel calls are the implementation."""
+    package = tmp_path / "veomni" / "models" / "transformers" / "demo"
+    package.mkdir(parents=True)
+    (package / "device_patch.py").write_text(
+        'from ....ops.config.registry import BackendSpec\n\n'
+        'NPU = BackendSpec(entry="veomni.models.transformers.demo.npu_patch:rms_norm_forward_npu")\n'
+    )
+    backend = package / "npu_patch.py"
+    backend.write_text(
+        "import torch_npu\n\n\ndef rms_norm_forward_npu(self, x):\n"
+        "    return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.eps)[0]\n"
+    )
+    diags = lint_source(SourceFile.from_text(str(backend), backend.read_text()), CODES, Settings())
+    assert [d.code for d in diags] == ["NPU301"]
+    assert "registry backend that lives in the model package" in diags[0].message
+    assert "veomni/ops/kernels" in diags[0].message
+    own = (
+        "import torch_npu\n\nfrom ....ops.config.registry import BackendSpec\n\n"
+        'SWIGLU = BackendSpec(entry="x:y")\ny = torch_npu.npu_swiglu(1)\n'
+    )
+    diags = lint_source(SourceFile.from_text(str(package / "other.py"), own), CODES, Settings())
+    assert [d.code for d in diags] == ["NPU301"]
