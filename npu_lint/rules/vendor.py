@@ -514,7 +514,7 @@ class VendorKernelCall(Rule):
         "are the same kernels and are reported too. Calls into `triton` itself (`triton.cdiv`, `tl.load`) are "
         "not: the `import triton` (NPU301) is the finding for a hand-written kernel. Calls inside a registry "
         "backend that lives in a model package (a module that registers `BackendSpec(...)`s, or that a sibling "
-        "names in `BackendSpec(entry=\"<module>:<function>\")`) are the kernel implementation and are not "
+        'names in `BackendSpec(entry="<module>:<function>")`) are the kernel implementation and are not '
         "reported either: NPU301 says where that backend belongs."
     )
     bad = (

@@ -258,7 +258,7 @@ def test_registry_backend_modules(tmp_path: Path) -> None:
     package = tmp_path / "veomni" / "models" / "transformers" / "demo"
     package.mkdir(parents=True)
     (package / "device_patch.py").write_text(
-        'from ....ops.config.registry import BackendSpec\n\n'
+        "from ....ops.config.registry import BackendSpec\n\n"
         'NPU = BackendSpec(entry="veomni.models.transformers.demo.npu_patch:rms_norm_forward_npu")\n'
     )
     backend = package / "npu_patch.py"
