@@ -202,8 +202,15 @@ def _spec_info(path: Path) -> dict[str, Any]:
                 ):
                     target = _str(dec.args[0]) if dec.args else None
             start = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+            uses = sorted({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)})
             funcs.append(
-                {"name": stmt.name, "target": target, "start": start, "end": stmt.end_lineno or stmt.lineno}
+                {
+                    "name": stmt.name,
+                    "target": target,
+                    "start": start,
+                    "end": stmt.end_lineno or stmt.lineno,
+                    "uses": uses,
+                }
             )
     info["functions"] = funcs
     info["dispatch"] = _dispatch_decls(tree)
@@ -538,7 +545,7 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     item("__init__ switch", init_path, bool(init and init["npu_switch"]), switch_note)
     item(
         "tests",
-        tests_dir,
+        Path("tests"),
         bool(tests),
         ", ".join(tests[:6]) + (" ..." if len(tests) > 6 else "")
         if tests
@@ -584,6 +591,18 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
             reuse.append({"file": r, "status": "regenerate", "why": why})
         elif n == 0:
             why = "no findings: device-neutral as it is"
+            spec = next((x for x in (gpu_spec, npu_spec) if x and rel(Path(x["path"])) == r), None)
+            slots = [name for kind, _, _, name in (spec or {}).get("dispatch", []) if kind == "OpSlot"]
+            if slots:
+                reuse.append(
+                    {
+                        "file": r,
+                        "status": "edit",
+                        "why": f"no findings, but it declares {len(slots)} module-global OpSlots "
+                        f"({', '.join(slots)}): the dispatch migration (NPU2xx) rewrites them",
+                    }
+                )
+                continue
             if r == "__init__.py":
                 why = "no findings" + ("" if init and init["npu_switch"] else "; but it needs the NPU switch")
                 reuse.append(
@@ -605,7 +624,19 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
             if not fn["target"]:
                 continue
             inside = [d for d in spec_diags if fn["start"] <= d.line <= fn["end"]]
-            if inside:
+            slots = [name for kind, _, _, name in gpu_spec.get("dispatch", []) if kind == "OpSlot"]
+            used_slots = [name for name in slots if name in fn.get("uses", [])]
+            if used_slots and not inside:
+                reuse.append(
+                    {
+                        "file": f"{spec_rel}::{fn['name']}",
+                        "status": "edit",
+                        "why": f"patch of `{fn['target']}` calls the module-global OpSlot "
+                        + ", ".join(f"`{n}`" for n in used_slots)
+                        + ": migrate it to an instance-local VeomniOp (NPU2xx), then the NPU spec reuses it",
+                    }
+                )
+            elif inside:
                 reuse.append(
                     {
                         "file": f"{spec_rel}::{fn['name']}",

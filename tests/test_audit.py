@@ -65,8 +65,10 @@ def test_json_inventory(tree: Path) -> None:
 
     reuse = {r["file"]: r for r in report["reuse"]}
     assert reuse["checkpoint_converter.py"]["status"] == "reuse"
-    assert reuse["demo_gpu_patch_gen_config.py::demo_rmsnorm_forward_patched"]["status"] == "reuse"
-    assert "deepcopy" in reuse["demo_gpu_patch_gen_config.py::demo_rmsnorm_forward_patched"]["why"]
+    assert reuse["demo_gpu_patch_gen_config.py::demo_mlp_forward_patched"]["status"] == "reuse"
+    assert "deepcopy" in reuse["demo_gpu_patch_gen_config.py::demo_mlp_forward_patched"]["why"]
+    rms_patch = reuse["demo_gpu_patch_gen_config.py::demo_rmsnorm_forward_patched"]
+    assert rms_patch["status"] == "edit" and "OpSlot `veomni_rms_norm`" in rms_patch["why"]
     assert reuse["demo_gpu_patch_gen_config.py::demo_model_forward_patched"]["status"] == "edit"
     assert reuse["generated/patched_modeling_demo_gpu.py"]["status"] == "regenerate"
     assert reuse["__init__.py"]["status"] == "edit"
