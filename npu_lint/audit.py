@@ -598,7 +598,7 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
                     {
                         "file": r,
                         "status": "edit",
-                        "why": f"no findings, but it declares {len(slots)} module-global OpSlots "
+                        "why": f"no findings, but it declares {len(slots)} module-global OpSlot{'s' if len(slots) > 1 else ''} "
                         f"({', '.join(slots)}): the dispatch migration (NPU2xx) rewrites them",
                     }
                 )
