@@ -75,7 +75,12 @@ TABLE: tuple[VendorKernel, ...] = (
     # -- torch_npu (Ascend) ---------------------------------------------------------------------------------
     _K("torch_npu.npu_rms_norm", "rms_norm", "standard", "returns (y, rstd); the op returns y"),
     _K("torch_npu.npu_add_rms_norm", "rms_norm", "standard", "fuses the residual add; the op does not"),
-    _K("torch_npu.npu_rotary_mul", "rope", "full", "rotary_mode='interleave' is the `wan` variant's layout"),
+    _K(
+        "torch_npu.npu_rotary_mul",
+        "rope",
+        "full",
+        "rotary_mode picks the layout: 'half' is full, 'interleave' wan",
+    ),
     _K("torch_npu.npu_apply_rotary_pos_emb", "rope", "full"),
     _K("torch_npu.npu_swiglu", "swiglu_mlp", "standard", "activation only; the op is the whole MLP"),
     _K("torch_npu.npu_geglu", "swiglu_mlp", "geglu", "activation only; the op is the whole MLP"),
