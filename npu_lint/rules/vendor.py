@@ -288,11 +288,12 @@ class VendorKernelImport(Rule):
         "51/51 on veomni 0.1.12's model packages (16 generated, 16 spec, 19 plain files; one debatable: a "
         "device-registration `import torch_npu` in a captioning helper); bench/accuracy/vendor.md"
     )
-    node_types = (ast.Import, ast.ImportFrom, ast.Call, ast.Name)
+    node_types = (ast.Import, ast.ImportFrom, ast.Call)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.loaded: set[str] = set()
+        if not ctx.source.kind.spec:
+            self.node_types = (ast.Import, ast.ImportFrom)  # calls matter only in specs (add_import...)
         # (node, statement, names it binds, message, removable) awaiting the unused-import check in finish()
         self.pending: list[tuple[ast.AST, ast.stmt | None, tuple[str, ...], str, bool]] = []
         self._backend: bool | None = None
@@ -308,10 +309,7 @@ class VendorKernelImport(Rule):
         return ctx.source.kind.model_code and in_model_scope(ctx.source.path)
 
     def visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                self.loaded.add(node.id)
-        elif isinstance(node, ast.Import):
+        if isinstance(node, ast.Import):
             self._import(node)
         elif isinstance(node, ast.ImportFrom):
             self._import_from(node)
@@ -455,10 +453,18 @@ class VendorKernelImport(Rule):
                     removable = len(block) > 1
         self.pending.append((node, stmt, bound, message, removable))
 
+    def _used(self, names: tuple[str, ...], stmt: ast.stmt) -> bool:
+        """Whether any name appears in the file outside ``stmt`` (a text search: a mention in a comment or a
+        string counts as a use, which only ever withholds the removal fix)."""
+        start, end = self.ctx.source.node_range(stmt)
+        text = self.ctx.source.text
+        rest = text[:start] + text[end:]
+        return any(re.search(rf"(?<![\w.]){re.escape(name)}\b", rest) for name in names)
+
     def finish(self) -> None:
         for node, stmt, bound, message, removable in self.pending:
             fix: Fix | None = None
-            unused = bool(bound) and not (set(bound) & self.loaded)
+            unused = bool(bound) and stmt is not None and not self._used(bound, stmt)
             if unused and bound == ("torch_npu",):
                 message = message.split("; its kernels", 1)[0] + (
                     "; it is imported only for its side effect (registering the `npu` device), which "
