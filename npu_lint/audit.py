@@ -412,6 +412,14 @@ def _dependencies(files: list[Path], model_dir: Path) -> list[dict[str, Any]]:
                         add("CUDA API", dotted, "CUDA-only: use veomni.utils.device helpers", path, line)
                     elif node.attr in ("cuda", "is_cuda") and not (dotted or "").startswith("torch."):
                         add("CUDA API", f".{node.attr}", "CUDA-only: device from data in scope", path, line)
+                elif isinstance(node, ast.Call) and re.search(r"flash_att(n|ention)", _call_name(node)):
+                    add(
+                        "attention implementation check",
+                        f"{_call_name(node)}()",
+                        "branches on FlashAttention: flash_attention_2 has an NPU row, 3/4 are GPU only",
+                        path,
+                        line,
+                    )
                 elif isinstance(node, ast.Constant) and node.value in ("cuda", "nccl"):
                     add(
                         "CUDA API",
