@@ -700,7 +700,17 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
                         slot_field if slot_field in catalog.CONFIG_FIELD_TO_OP else None,
                     )
                 else:
-                    add_op(op, variant, "OpSlot (unmapped)", f"{name} = OpSlot({op!r}, {variant!r})")
+                    # no renaming known: the op keeps its name when the registry has it
+                    known = any(r.op == op and r.variant == variant for r in rows)
+                    add_op(
+                        op,
+                        variant,
+                        "OpSlot" if known else "OpSlot (unmapped)",
+                        f"{name} = OpSlot({op!r}, {variant!r})",
+                        f"{op}_implementation"
+                        if f"{op}_implementation" in catalog.CONFIG_FIELD_TO_OP
+                        else None,
+                    )
             else:
                 add_op(op, variant, "VeomniOp", f"{name} = VeomniOp({op!r}, {variant!r}, ...)")
     for p in py_files:
@@ -736,7 +746,12 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     for (op, variant, _field), entry in sorted(ops.items()):
         gpu, npu, exists = _impls(rows, op, variant)
         sources = entry["sources"]
-        if not exists:
+        if not exists and "OpSlot (unmapped)" in sources:
+            action = (
+                f"migrate the OpSlot to an instance-local VeomniOp; the {rows_source} has no `{op}/{variant}` row: "
+                "check the registry for the variant's VeomniOp name"
+            )
+        elif not exists:
             action = f"no `{op}/{variant}` row in the {rows_source}: check the variant"
         elif "vendor kernel call" in sources:
             action = "replace the vendor call with an instance-local VeomniOp (NPU302)"
