@@ -750,6 +750,8 @@ class VendorKernelCall(Rule):
         init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
         if init is None or not init.body:
             return display(f"`{cls.name}` has no `__init__` in this file to build the handle in")
+        if init.body[0].lineno == init.lineno:
+            return display(f"`{cls.name}.__init__` is written on one line: build the handle in it by hand")
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return display("starred arguments")
         args = list(node.args)
@@ -804,9 +806,14 @@ class VendorKernelCall(Rule):
         line = f'{indent}self.{handle} = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))\n'
         if after is not None:
             end_line = after.end_lineno or after.lineno
+        elif isinstance(body[-1], ast.Return):
+            offset = src.offset(body[-1].lineno, 0)  # before a trailing `return`, where it still runs
+            return Edit(offset, offset, line)
         else:
             end_line = body[-1].end_lineno or body[-1].lineno
         offset = src.offset(end_line + 1, 0) if end_line < len(src.lines) else len(src.text)
+        if offset == len(src.text) and not src.text.endswith(("\n", "\r")):
+            line = "\n" + line.rstrip("\n")
         return Edit(offset, offset, line)
 
 

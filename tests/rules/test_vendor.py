@@ -26,7 +26,7 @@ def fix(text: str, path: str = MODEL, codes: list[str] = CODES) -> str:
     return fix_source(SourceFile.from_text(path, text), codes, Settings(), unsafe=True).text
 
 
-@pytest.mark.parametrize("name", ["rms_norm_module", "unused_import"])
+@pytest.mark.parametrize("name", ["rms_norm_module", "unused_import", "init_shapes"])
 def test_fixture_fix_whole_file(name: str) -> None:
     source = (FIXTURES / f"{name}.py").read_text()
     expected = (FIXTURES / f"{name}.expected.py").read_text()
