@@ -74,19 +74,21 @@ def resolve_relative(path: str, module: str) -> str:
 
 _ENTRY = re.compile(r"""entry\s*=\s*["']([\w.]+):""")
 _REGISTRATION_CALLS = ("BackendSpec(", "register_op(", "KernelSpec(")
-_ENTRY_CACHE: dict[str, frozenset[str]] = {}
+_ENTRY_CACHE: dict[tuple[str, tuple[tuple[str, int], ...]], frozenset[str]] = {}
 
 
 def _entries_in_directory(directory: Path) -> frozenset[str]:
-    """Modules named by ``BackendSpec(entry="module:func")`` in the .py files of one directory (cached)."""
-    key = str(directory)
+    """Modules named by ``BackendSpec(entry="module:func")`` in the .py files of one directory (cached by the
+    files' modification times, so a long-lived process such as the language server sees edits)."""
+    try:
+        siblings = sorted(directory.glob("*.py"))
+        stamp = tuple((p.name, p.stat().st_mtime_ns) for p in siblings)
+    except OSError:
+        return frozenset()
+    key = (str(directory), stamp)
     cached = _ENTRY_CACHE.get(key)
     if cached is None:
         found: set[str] = set()
-        try:
-            siblings = sorted(directory.glob("*.py"))
-        except OSError:
-            siblings = []
         for sibling in siblings:
             try:
                 text = sibling.read_text(encoding="utf-8", errors="replace")
@@ -94,6 +96,8 @@ def _entries_in_directory(directory: Path) -> frozenset[str]:
                 continue
             if "entry" in text:
                 found.update(_ENTRY.findall(text))
+        if len(_ENTRY_CACHE) > 256:
+            _ENTRY_CACHE.clear()
         cached = _ENTRY_CACHE[key] = frozenset(found)
     return cached
 
