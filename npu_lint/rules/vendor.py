@@ -144,7 +144,9 @@ def _guard(ctx: Context, node: ast.AST) -> str:
             if _AVAILABILITY.search(test):
                 if len(test) > 60:
                     test = test[:57] + "..."
-                notes.append(f"under `if {test}:`")
+                notes.append(
+                    f"under `if {test}:`" if child in parent.body else f"in the `else` of `if {test}:`"
+                )
         elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
             notes.append(f"imported lazily inside `{parent.name}()`")
             break

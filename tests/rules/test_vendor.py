@@ -276,3 +276,18 @@ def test_registry_backend_modules(tmp_path: Path) -> None:
     )
     diags = lint_source(SourceFile.from_text(str(package / "other.py"), own), CODES, Settings())
     assert [d.code for d in diags] == ["NPU301"]
+
+
+def test_else_branch_guard() -> None:
+    (diag,) = lint(
+        """
+        from veomni.utils.device import IS_NPU_AVAILABLE
+
+        if IS_NPU_AVAILABLE:
+            pass
+        else:
+            from flash_attn import flash_attn_func
+        """,
+        codes=["NPU301"],
+    )
+    assert "in the `else` of `if IS_NPU_AVAILABLE:`" in diag.message
