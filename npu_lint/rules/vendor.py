@@ -117,6 +117,15 @@ def is_backend_module(ctx: Context) -> bool:
     return dotted in _entries_in_directory(Path(ctx.source.path).parent)
 
 
+_VENDOR_WORDS = re.compile(r"\b(" + "|".join(sorted(vendor_map.VENDOR_PACKAGES)) + r"|kernels|npu_\w+)\b")
+
+
+def mentions_vendor(text: str) -> bool:
+    """A cheap text pre-check: a file that names no vendor package (nor ``kernels``, nor an ``npu_*`` name) can
+    hold no vendor import or call, and the rules skip its nodes entirely."""
+    return _VENDOR_WORDS.search(text) is not None
+
+
 def _from_module(path: str, node: ast.ImportFrom) -> str:
     module = node.module or ""
     if node.level:
@@ -298,7 +307,9 @@ class VendorKernelImport(Rule):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        if not ctx.source.kind.spec:
+        if not mentions_vendor(ctx.source.text):
+            self.node_types = ()
+        elif not ctx.source.kind.spec:
             self.node_types = (ast.Import, ast.ImportFrom)  # calls matter only in specs (add_import...)
         # (node, statement, names it binds, message, removable) awaiting the unused-import check in finish()
         self.pending: list[tuple[ast.AST, ast.stmt | None, tuple[str, ...], str, bool]] = []
@@ -613,6 +624,8 @@ class VendorKernelCall(Rule):
         super().__init__(ctx)
         self._local_imports: dict[int, dict[str, str]] = {}
         self._backend: bool | None = None
+        if not mentions_vendor(ctx.source.text):
+            self.node_types = ()
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
