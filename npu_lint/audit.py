@@ -491,7 +491,7 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     if tests_dir and tests_dir.is_dir():
         candidates = [p for g in _TEST_GLOBS for p in tests_dir.rglob(g)][:3000]
         for p in sorted(set(candidates)):
-            if any(k in p.name for k in keys):
+            if p.stem in {f"test_{k}" for k in keys} | {f"{k}_test" for k in keys}:
                 tests.append(str(p.relative_to(vroot)))
                 continue
             try:
