@@ -80,10 +80,11 @@ class HandleSpec:
     @property
     def construction(self) -> str:
         npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" else ""
-        return (
-            f'self.{self.attr} = VeomniOp("{self.op}", "{self.variant}", '
-            f'resolve_op_impl("{self.field}"{npu_as}))'
-        )
+        args = f'"{self.op}", "{self.variant}", resolve_op_impl("{self.field}"{npu_as})'
+        line = f"self.{self.attr} = VeomniOp({args})"
+        if len(line) <= 100:
+            return line
+        return f"self.{self.attr} = VeomniOp(\n    {args}\n)"
 
     def lines(self) -> list[str]:
         out = [self.construction]
@@ -160,6 +161,7 @@ class Plan:
     init_keys: dict[str, str] = field(default_factory=dict)  # class -> key of the existing __init__ to extend
     delegating_inits: dict[str, str] = field(default_factory=dict)  # plain module: class -> init text
     new_fn_names: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)  # function keys the rewrite has to visit
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -390,6 +392,7 @@ class _Analyzer:
                 continue
             assert guard is not None
             plan.free[fn.upstream or fn.key] = FreeFn(fn.upstream or fn.key, fn.key, guard[0])
+            plan.touched.add(fn.key)
 
     def _calls_to(self, node: ast.AST, name: str) -> list[ast.Call]:
         return [
@@ -428,6 +431,7 @@ class _Analyzer:
             free_calls = [c for name in plan.free for c in self._calls_to(fn.node, name)]
             if not uses and not free_calls:
                 continue
+            plan.touched.add(fn.key)
             owners = self._fn_owners(fn)
             if not owners:
                 plan.fail(
@@ -586,6 +590,7 @@ class _Analyzer:
                 key = fname
                 plan.functions[key] = FnInfo(key, ast.parse(text).body[0], cls, "method", target)  # type: ignore[arg-type]
                 plan.owners[key] = {cls}
+                plan.touched.add(key)
                 plan.add_handle(cls, free.slot)
 
     def _fresh_name(self, base: str) -> str:
@@ -715,6 +720,22 @@ class _Analyzer:
         return sorted(fns, key=lambda f: order.get(f.key, 10**9))
 
 
+def _drop_comment_runs(lines: Sequence[Any], pattern: str) -> list[Any]:
+    """Leading lines without the comment runs (consecutive comment lines) that mention ``pattern``."""
+    runs: list[list[Any]] = []
+    for line in lines:
+        if line.comment is not None and runs and runs[-1] and runs[-1][-1].comment is not None:
+            runs[-1].append(line)
+        else:
+            runs.append([line])
+    out: list[Any] = []
+    for run in runs:
+        if any(line.comment is not None and re.search(pattern, line.comment.value) for line in run):
+            continue
+        out.extend(run)
+    return out
+
+
 def _rename_def(text: str, old: str, new: str) -> str:
     return re.sub(rf"\bdef {re.escape(old)}\(", f"def {new}(", text, count=1)
 
@@ -724,7 +745,12 @@ def _append_lines(fn_text: str, lines: list[str]) -> str:
     body_line = fn.body[0].lineno if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else 2
     first = fn_text.splitlines()[body_line - 1]
     indent = first[: len(first) - len(first.lstrip())] or "    "
-    return fn_text.rstrip("\n") + "\n" + "".join(f"{indent}{line}\n" for line in lines)
+    return fn_text.rstrip("\n") + "\n" + _indent_lines(lines, indent)
+
+
+def _indent_lines(lines: Sequence[str], indent: str) -> str:
+    parts = [part for line in lines for part in line.rstrip("\n").split("\n")]
+    return "".join(f"{indent}{part}\n" if part.strip() else "\n" for part in parts)
 
 
 def _delegating_init(name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec]) -> str:
@@ -749,8 +775,7 @@ def _delegating_init(name: str, params: Sequence[tuple[str, str | None, str]], h
             sig.append(f"**{pname}")
             call.append(f"**{pname}")
     lines = [f"def {name}({', '.join(sig)}):", f"    super().__init__({', '.join(call)})"]
-    lines += [f"    {line}" for h in handles.values() for line in h.lines()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _indent_lines([line for h in handles.values() for line in h.lines()], "    ")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -777,6 +802,11 @@ class _Rewriter:
     def stmts(self, code: str) -> list[Any]:
         return list(self.cst.parse_module(code).body)
 
+    def block_stmts(self, lines: Sequence[str]) -> list[Any]:
+        """Statements parsed inside a function body, so continuation lines keep a relative indentation."""
+        fn = self.cst.parse_module("def _npu_lint_block():\n" + _indent_lines(lines, "    ")).body[0]
+        return list(fn.body.body)
+
     def expr(self, code: str) -> Any:
         return self.cst.parse_expression(code)
 
@@ -798,10 +828,12 @@ class _Rewriter:
     def rewrite_function(self, fn: Any, key: str, owner_handles: dict[str, HandleSpec] | None, free: bool) -> Any:
         rewriter = self
         cst = self.cst
+        info = self.plan.functions.get(key)
+        in_init = info is not None and (info.node.name == "__init__" or (info.target or "").endswith(".__init__"))
 
         class Transformer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
             def leave_IndentedBlock(self, original: Any, updated: Any) -> Any:
-                return updated.with_changes(body=rewriter.rewrite_block(list(updated.body), key, free))
+                return updated.with_changes(body=rewriter.rewrite_block(list(updated.body), key, free, in_init))
 
             def leave_Call(self, original: Any, updated: Any) -> Any:
                 if free:
@@ -810,7 +842,7 @@ class _Rewriter:
 
         return fn.visit(Transformer())
 
-    def rewrite_block(self, body: list[Any], key: str, free: bool) -> list[Any]:
+    def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
         cst = self.cst
         out: list[Any] = []
         for i, stmt in enumerate(body):
@@ -841,6 +873,18 @@ class _Rewriter:
                     out.extend(rest)
                     return out
                 continue
+            if in_init and eager is not None:
+                # the slot built a module in __init__: keep the eager module, flag the manual step
+                note = self.cst.EmptyLine(
+                    comment=self.cst.Comment(
+                        f"# npu-lint: manual step: `{slot.name}` built a module here; "
+                        "call its VeomniOp handle in that module's forward"
+                    )
+                )
+                eager = self._carry_comments(stmt, eager)
+                eager[0] = eager[0].with_changes(leading_lines=[*eager[0].leading_lines, note])
+                out.extend(eager)
+                continue
             if fused is None:
                 self.plan.fail(f"`{key}`: `if not {slot.name}.{GUARD_ATTR}` without else: cannot find the op path")
                 out.append(stmt)
@@ -859,18 +903,9 @@ class _Rewriter:
         """The guard's leading comments (minus the ones about OpSlot) go to the first new statement."""
         if not stmts:
             return stmts
-        kept = [
-            line
-            for line in guard.leading_lines
-            if line.comment is None
-            or not re.search(r"OpSlot|use_non_eager_impl|Original HF code|fused .* when bound", line.comment.value)
-        ]
+        kept = _drop_comment_runs(guard.leading_lines, r"OpSlot|use_non_eager_impl|Original HF code")
         first = stmts[0]
-        own = [
-            line
-            for line in first.leading_lines
-            if line.comment is None or not re.search(r"OpSlot|Original HF code below", line.comment.value)
-        ]
+        own = _drop_comment_runs(first.leading_lines, r"OpSlot|use_non_eager_impl|Original HF code below")
         while own and own[0].comment is None and (not kept or kept[-1].comment is None):
             own = own[1:]
         return [first.with_changes(leading_lines=[*kept, *own]), *stmts[1:]]
@@ -924,8 +959,20 @@ class _Rewriter:
             parts = [x]
             for proj in ("gate_proj", "up_proj", "down_proj"):
                 parts += [self.expr(f"self.{proj}.weight"), self.expr(f"linear_bias(self.{proj})")]
-            return call.with_changes(func=new_func, args=self._fix_commas([cst.Arg(p) for p in parts]))
+            return self._multiline(call.with_changes(func=new_func), [cst.Arg(p) for p in parts])
         return call.with_changes(func=new_func)
+
+    def _multiline(self, call: Any, args: list[Any]) -> Any:
+        """One argument per line, closing parenthesis on its own line (ruff-format's shape)."""
+        cst = self.cst
+
+        def ws(extra: str) -> Any:
+            return cst.ParenthesizedWhitespace(
+                first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True, last_line=cst.SimpleWhitespace(extra)
+            )
+
+        new = [a.with_changes(comma=cst.Comma(whitespace_after=ws("    " if i < len(args) - 1 else ""))) for i, a in enumerate(args)]
+        return call.with_changes(args=new, whitespace_before_args=ws("    "))
 
     def _fix_commas(self, args: list[Any]) -> list[Any]:
         cst = self.cst
@@ -1069,7 +1116,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
 
     def process_fn(stmt: Any, key: str) -> Any:
         info = plan.functions.get(key)
-        if info is None:
+        if info is None or key not in plan.touched:
             return stmt
         if info.kind == "free":
             if key in {f.key for f in plan.free.values()}:
@@ -1085,7 +1132,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
 
     def extend_init(stmt: Any, cls: str) -> Any:
         lines = [line for h in plan.handles[cls].values() for line in h.lines()]
-        new_stmts = rw.stmts("\n".join(lines) + "\n")
+        new_stmts = rw.block_stmts(lines)
         body = list(stmt.body.body)
         attrs = [f"self.{h.attr}" for h in plan.handles[cls].values()]
         index = len(body)
@@ -1106,11 +1153,32 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                 if isinstance(s, cst.FunctionDef):
                     key = s.name.value
                     s = process_fn(s, key)
-                    s = s.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+                    s = s.with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)])
                 out.append(s)
         return out
 
     new_body: list[Any] = []
+    pending_blank = 0
+    import_anchor: tuple[int, list[Any]] | None = None
+
+    def drop(stmt: Any) -> None:
+        nonlocal pending_blank
+        blanks = 0
+        for line in stmt.leading_lines:
+            if line.comment is not None:
+                break
+            blanks += 1
+        pending_blank = max(pending_blank, blanks)
+
+    def emit(stmt: Any) -> None:
+        nonlocal pending_blank
+        if pending_blank and new_body and hasattr(stmt, "leading_lines"):
+            lead = list(stmt.leading_lines)
+            if not lead or lead[0].comment is not None:
+                stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * pending_blank + lead)
+        pending_blank = 0
+        new_body.append(stmt)
+
     for stmt in module.body:
         # declarations -----------------------------------------------------------------------------
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -1120,7 +1188,13 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                     names = [a for a in small.names if a.name.value != "OpSlot"]
                     if names:
                         names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                        new_body.append(stmt.with_changes(body=[small.with_changes(names=names)]))
+                        emit(stmt.with_changes(body=[small.with_changes(names=names)]))
+                    else:
+                        if import_anchor is None:
+                            import_anchor = (len(new_body), list(stmt.leading_lines))
+                        drop(stmt)
+                else:
+                    emit(stmt)
                 continue
             if isinstance(small, cst.Assign) and len(small.targets) == 1:
                 target = small.targets[0].target
@@ -1129,37 +1203,42 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                     if (isinstance(value, cst.Call) and _cst_dotted(cst, value.func) in ("OpSlot", "dispatch.OpSlot")) or (
                         isinstance(value, cst.Name) and value.value == "None"
                     ):
+                        drop(stmt)
                         continue
             if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                 fname = _cst_dotted(cst, small.value.func)
                 if fname == f"{plan.config_name}.add_post_import_block":
                     replaced = _rewrite_block_call(cst, stmt, small.value, plan)
                     if replaced is not None:
-                        new_body.append(replaced)
+                        emit(replaced)
+                    else:
+                        drop(stmt)
                     continue
-            new_body.append(_rename_descriptions(cst, stmt))
+            emit(_rename_descriptions(cst, stmt))
             continue
         if isinstance(stmt, cst.FunctionDef):
             key = stmt.name.value
             if key in plan.before:
-                new_body.extend(new_defs(plan.before[key]))
+                for d in new_defs(plan.before[key]):
+                    emit(d)
             new = process_fn(stmt, key)
             if key in init_by_key:
                 new = extend_init(new, init_by_key[key])
             if new is not stmt:
                 new = new.with_changes(decorators=[_rename_descriptions(cst, d) for d in new.decorators])
-            new_body.append(new)
+            emit(new)
             if key in plan.after:
-                new_body.extend(new_defs(plan.after[key]))
+                for d in new_defs(plan.after[key]):
+                    emit(d)
             continue
         if isinstance(stmt, cst.ClassDef):
-            new_body.append(_process_class(cst, rw, stmt, plan, process_fn, extend_init, init_by_key))
+            emit(_process_class(cst, rw, stmt, plan, process_fn, extend_init, init_by_key))
             continue
-        new_body.append(stmt)
+        emit(stmt)
     if plan.tail:
         new_body.extend(new_defs(plan.tail))
     module = module.with_changes(body=new_body)
-    module = _add_imports(cst, module, plan, _needed_imports(plan, locations))
+    module = _add_imports(cst, module, plan, _needed_imports(plan, locations), import_anchor)
     return module.code
 
 
@@ -1171,7 +1250,12 @@ def _process_class(cst: Any, rw: _Rewriter, cls: Any, plan: Plan, process_fn: An
     delegating = plan.delegating_inits.get(cls.name.value)
     for item in cls.body.body:
         if delegating and isinstance(item, cst.FunctionDef):
-            body.extend(rw.stmts(delegating))
+            init = rw.block_stmts([delegating])[0].with_changes(leading_lines=item.leading_lines)
+            body.append(init)
+            lead = list(item.leading_lines)
+            while lead and lead[0].comment is None:
+                lead = lead[1:]
+            item = item.with_changes(leading_lines=[cst.EmptyLine(indent=False), *lead])
             delegating = None
             changed = True
         if isinstance(item, cst.FunctionDef):
@@ -1184,7 +1268,7 @@ def _process_class(cst: Any, rw: _Rewriter, cls: Any, plan: Plan, process_fn: An
         else:
             body.append(item)
     if delegating:
-        body.extend(rw.stmts(delegating))
+        body.append(rw.block_stmts([delegating])[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
         changed = True
     if not changed:
         return cls
@@ -1272,50 +1356,77 @@ def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | Non
     return stmt.with_changes(body=[stmt.body[0].with_changes(value=call.with_changes(args=new_args))])
 
 
-def _add_imports(cst: Any, module: Any, plan: Plan, need: list[tuple[str, str]]) -> Any:
+def _group(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for mod, name in pairs:
+        if name not in grouped.setdefault(mod, []):
+            grouped[mod].append(name)
+    return grouped
+
+
+def _add_imports(
+    cst: Any, module: Any, plan: Plan, need: list[tuple[str, str]], anchor_at: tuple[int, list[Any]] | None
+) -> Any:
     body = list(module.body)
     code = module.code
+    plain_lines: list[str] = []
     if plan.spec:
-        lines = []
-        for mod, name in need:
-            if re.search(rf'add_import\(\s*"{re.escape(mod)}"[^)]*"{re.escape(name)}"', code):
-                continue
-            lines.append(f'{plan.config_name}.add_import("{mod}", names=["{name}"])')
+        missing = [
+            (mod, name)
+            for mod, name in need
+            if not re.search(rf'add_import\(\s*"{re.escape(mod)}"[^)]*"{re.escape(name)}"', code)
+        ]
+        lines = [
+            f"{plan.config_name}.add_import(\"{mod}\", names=[{', '.join(repr(n).replace(chr(39), chr(34)) for n in names)}])"
+            for mod, names in _group(missing).items()
+        ]
         anchor = None
+        after_config = False
         for i, stmt in enumerate(body):
             if isinstance(stmt, cst.SimpleStatementLine):
                 small = stmt.body[0]
                 if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                     if _cst_dotted(cst, small.value.func) == f"{plan.config_name}.add_import":
-                        anchor = i
+                        anchor, after_config = i, False
                 elif isinstance(small, cst.Assign) and anchor is None:
                     if isinstance(small.value, cst.Call) and _cst_dotted(cst, small.value.func) in (
                         "PatchConfig",
                         "deepcopy",
                         "copy.deepcopy",
                     ):
-                        anchor = i
+                        anchor, after_config = i, True
         if lines:
             new = list(cst.parse_module("\n".join(lines) + "\n").body)
+            if after_config:
+                new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
             at = (anchor + 1) if anchor is not None else len(body)
             body[at:at] = new
-        plain = [line for line in plan.extra_imports if line not in code]
+            if anchor_at is not None and anchor_at[0] >= at:
+                anchor_at = (anchor_at[0] + len(new), anchor_at[1])
+        plain_lines = sorted({line for line in plan.extra_imports if line not in code})
     else:
-        plain = [
-            f"from {mod} import {name}"
+        missing = [
+            (mod, name)
             for mod, name in need
             if not re.search(rf"^from {re.escape(mod)} import .*\b{name}\b", code, re.M)
         ]
-        plain += [line for line in plan.extra_imports if line not in code]
-    if plain:
-        last_import = None
-        for i, stmt in enumerate(body):
-            if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)):
-                last_import = i
-            elif last_import is not None and not _is_docstring(cst, stmt):
-                break
-        new = list(cst.parse_module("\n".join(dict.fromkeys(plain)) + "\n").body)
-        at = (last_import + 1) if last_import is not None else _after_docstring(cst, body)
+        plain_lines = [f"from {mod} import {', '.join(sorted(names))}" for mod, names in _group(missing).items()]
+        plain_lines += sorted({line for line in plan.extra_imports if line not in code})
+    if plain_lines:
+        new = list(cst.parse_module("\n".join(dict.fromkeys(plain_lines)) + "\n").body)
+        if anchor_at is not None and not plan.spec:
+            at = anchor_at[0]
+            new[0] = new[0].with_changes(leading_lines=anchor_at[1])
+        else:
+            last_import = None
+            for i, stmt in enumerate(body):
+                if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)):
+                    last_import = i
+                elif last_import is not None and not _is_docstring(cst, stmt):
+                    break
+            at = (last_import + 1) if last_import is not None else _after_docstring(cst, body)
+            if last_import is None and at < len(body):
+                new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[at:at] = new
     return module.with_changes(body=body)
 

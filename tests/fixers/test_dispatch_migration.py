@@ -1,0 +1,155 @@
+"""The dispatch-migration codemod on small specs and modules written for these tests (tests/fixtures/codemod).
+
+Each fixture ``<name>.py`` has its whole expected output ``<name>.expected.py``; the spec fixtures read the
+installed transformers source (llama), so they are skipped when transformers is not installed.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from npu_lint.diagnostics import Applicability
+from npu_lint.fixers import upstream
+from npu_lint.fixers.dispatch import build_migration_fix, edits_between, migrate_source
+from npu_lint.rules.base import Context
+from npu_lint.source import SourceFile
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codemod"
+
+CASES = {
+    # name: (applicability on a VeomniOp tree, reason fragment or "")
+    "spec_llama_norm_mlp": (Applicability.SAFE, ""),
+    "spec_llama_rope": (Applicability.SAFE, ""),
+    "spec_llama_loss": (Applicability.SAFE, ""),
+    "module_gemma_norm": (Applicability.SAFE, ""),
+    "module_rope_mlp": (Applicability.SAFE, ""),
+    "module_display_unknown_op": (Applicability.DISPLAY, "no VeomniOp row is known"),
+    "module_display_no_self": (Applicability.DISPLAY, "no `self` for the handle"),
+}
+
+needs_transformers = pytest.mark.skipif(upstream.transformers_root() is None, reason="transformers not installed")
+
+
+def _run(name: str, generation: str | None = "veomniop"):
+    path = FIXTURES / f"{name}.py"
+    return migrate_source(path.read_text(), str(path), generation=generation)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fixture_whole_output(name: str) -> None:
+    if name.startswith("spec_") and upstream.transformers_root() is None:
+        pytest.skip("transformers not installed")
+    result = _run(name)
+    expected = (FIXTURES / f"{name}.expected.py").read_text()
+    assert result.text == expected
+    applicability, reason = CASES[name]
+    assert result.applicability is applicability, result.reasons
+    if reason:
+        assert any(reason in r for r in result.reasons), result.reasons
+    else:
+        assert result.reasons == ()
+    ast.parse(result.text)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_second_run_changes_nothing(name: str) -> None:
+    if name.startswith("spec_") and upstream.transformers_root() is None:
+        pytest.skip("transformers not installed")
+    once = _run(name)
+    if once.applicability is Applicability.DISPLAY:
+        return  # display-only texts are never written
+    again = migrate_source(once.text, str(FIXTURES / f"{name}.py"), generation="veomniop")
+    assert again.text == once.text
+    assert not again.handles and not again.reasons
+
+
+def test_gemma_one_plus_weight_becomes_offset_with_raw_weight() -> None:
+    result = _run("module_gemma_norm")
+    variants = {h.attr: (h.op, h.variant) for h in result.handles}
+    assert variants == {"norm_slot": ("rms_norm", "offset"), "zero_centred_norm": ("rms_norm", "offset")}
+    assert "1.0 + self.weight.float(), " not in result.text.split("def forward")[1]
+
+
+def test_opslot_generation_is_unsafe_with_reason() -> None:
+    result = _run("module_rope_mlp", generation="opslot")
+    assert result.applicability is Applicability.UNSAFE
+    assert "OpSlot generation" in result.reasons[0]
+
+
+def test_unknown_generation_is_unsafe() -> None:
+    result = _run("module_rope_mlp", generation=None)
+    assert result.applicability is Applicability.UNSAFE
+
+
+def test_file_without_slots_is_untouched() -> None:
+    text = "import torch\n\n\ndef f(x):\n    return x\n"
+    result = migrate_source(text, "veomni/models/transformers/toy/modeling_toy.py")
+    assert result.text == text and not result.handles and not result.reasons
+
+
+def test_guard_raising_in_fused_branch_is_display_only() -> None:
+    text = (FIXTURES / "module_gemma_norm.py").read_text().replace(
+        "            return norm_slot(x, 1.0 + self.weight.float(), self.eps)",
+        "            if x.dim() != 3:\n                raise ValueError('3D only')\n"
+        "            return norm_slot(x, 1.0 + self.weight.float(), self.eps)",
+    )
+    result = migrate_source(text, "m.py", generation="veomniop")
+    assert result.applicability is Applicability.DISPLAY
+    assert any("raises" in r for r in result.reasons)
+
+
+def _ctx(name: str, path: str | None = None, generation: str | None = "veomniop") -> Context:
+    text = (FIXTURES / f"{name}.py").read_text()
+    source = SourceFile.from_text(path or str(FIXTURES / f"{name}.py"), text)
+
+    class Project:
+        root = None
+
+    project = Project()
+    project.generation = generation  # type: ignore[attr-defined]
+    return Context(source, ast.parse(text), project)
+
+
+def test_build_migration_fix_edits_reproduce_the_migrated_text() -> None:
+    ctx = _ctx("module_rope_mlp")
+    fix = build_migration_fix(ctx, "NPU201", None)
+    assert fix is not None and fix.applicability is Applicability.SAFE
+    text = ctx.source.text
+    for edit in sorted(fix.edits, reverse=True):
+        text = text[: edit.start] + edit.content + text[edit.end :]
+    assert text == (FIXTURES / "module_rope_mlp.expected.py").read_text()
+    assert "VeomniOp" in fix.title
+
+
+def test_build_migration_fix_skips_generated_files() -> None:
+    ctx = _ctx("module_rope_mlp", path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py")
+    ctx.source.kind.generated = True
+    assert build_migration_fix(ctx, "NPU201", None) is None
+
+
+def test_build_migration_fix_display_carries_reason() -> None:
+    fix = build_migration_fix(_ctx("module_display_no_self"), "NPU203", None)
+    assert fix is not None and fix.applicability is Applicability.DISPLAY
+    assert "no `self`" in fix.reason
+
+
+def test_edits_between_are_minimal() -> None:
+    old = "a\nb\nc\n"
+    new = "a\nB\nc\nd\n"
+    edits = edits_between(old, new)
+    assert [(e.start, e.end, e.content) for e in edits] == [(2, 4, "B\n"), (6, 6, "d\n")]
+
+
+@needs_transformers
+def test_spec_migrates_fast() -> None:
+    import time
+
+    _run("spec_llama_rope")  # warm astroid / libcst
+    path = FIXTURES / "spec_llama_norm_mlp.py"
+    text = path.read_text() + "\n# fresh text, not cached\n"
+    start = time.perf_counter()
+    migrate_source(text, str(path), generation="veomniop")
+    assert time.perf_counter() - start < 1.0
