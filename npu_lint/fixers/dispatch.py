@@ -38,8 +38,6 @@ from npu_lint.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
 from npu_lint.diagnostics import Applicability, Edit, Fix
 
 if TYPE_CHECKING:  # pragma: no cover
-    import libcst as cst
-
     from npu_lint.rules.base import Context
 
 __all__ = ["MigrationResult", "HandleSpec", "migrate_source", "build_migration_fix", "edits_between"]
@@ -175,7 +173,9 @@ class Plan:
     def add_handle(self, cls: str, slot: Slot, variant: str | None = None) -> HandleSpec | None:
         target = slot.target
         if target is None:
-            self.fail(f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no VeomniOp row is known for it")
+            self.fail(
+                f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no VeomniOp row is known for it"
+            )
             return None
         op, var = target
         if variant is not None:
@@ -242,7 +242,9 @@ def _post_import_block_text(stmt: ast.stmt, config_name: str) -> str | None:
     return None
 
 
-def _decorator_target(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, config_name: str) -> tuple[str, str] | None:
+def _decorator_target(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, config_name: str
+) -> tuple[str, str] | None:
     for dec in fn.decorator_list:
         call = dec if isinstance(dec, ast.Call) else None
         name = _dotted(call.func if call else dec)
@@ -254,7 +256,13 @@ def _decorator_target(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
             target = _const_str(call.args[0]) if call.args else None
             if target is None:
                 for kw in call.keywords:
-                    if kw.arg in ("target", "target_method", "target_func", "target_class", "target_function"):
+                    if kw.arg in (
+                        "target",
+                        "target_method",
+                        "target_func",
+                        "target_class",
+                        "target_function",
+                    ):
                         target = _const_str(kw.value)
         return method, target or ""
     return None
@@ -283,7 +291,11 @@ def _is_offset_weight(node: ast.expr) -> ast.expr | None:
     """``1 + w`` / ``1.0 + w`` / ``w + 1.0`` -> ``w``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         for const, other in ((node.left, node.right), (node.right, node.left)):
-            if isinstance(const, ast.Constant) and const.value in (1, 1.0) and not isinstance(const.value, bool):
+            if (
+                isinstance(const, ast.Constant)
+                and const.value in (1, 1.0)
+                and not isinstance(const.value, bool)
+            ):
                 return other
     return None
 
@@ -347,9 +359,13 @@ class _Analyzer:
                     owner = dec[1].split(".")[0]
                     plan.functions[stmt.name] = FnInfo(stmt.name, stmt, owner, "method", dec[1])
                 elif dec and dec[0] == "replace_function":
-                    plan.functions[stmt.name] = FnInfo(stmt.name, stmt, None, "free", dec[1], dec[1] or stmt.name)
+                    plan.functions[stmt.name] = FnInfo(
+                        stmt.name, stmt, None, "free", dec[1], dec[1] or stmt.name
+                    )
                 elif params[:1] == ["self"]:
-                    plan.functions[stmt.name] = FnInfo(stmt.name, stmt, None, "helper", dec[1] if dec else None)
+                    plan.functions[stmt.name] = FnInfo(
+                        stmt.name, stmt, None, "helper", dec[1] if dec else None
+                    )
                 else:
                     plan.functions[stmt.name] = FnInfo(stmt.name, stmt, None, "free", None, stmt.name)
             elif isinstance(stmt, ast.ClassDef):
@@ -383,7 +399,9 @@ class _Analyzer:
                 and isinstance(first.body[0].value.func, ast.Name)  # type: ignore[union-attr]
                 and first.body[0].value.func.id == guard[0].name  # type: ignore[union-attr]
             )
-            rest_uses = [n for s in body[1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in plan.slots]
+            rest_uses = [
+                n for s in body[1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in plan.slots
+            ]
             if not ok or rest_uses:
                 plan.fail(
                     f"`{fn.key}` uses a slot in a free function in a shape other than "
@@ -396,7 +414,9 @@ class _Analyzer:
 
     def _calls_to(self, node: ast.AST, name: str) -> list[ast.Call]:
         return [
-            c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
+            c
+            for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
         ]
 
     def _helper_owners(self, helper: FnInfo) -> set[str] | None:
@@ -452,8 +472,12 @@ class _Analyzer:
         for node in ast.walk(fn.node):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in plan.free:
                 plan.add_handle(owner, plan.free[node.func.id].slot)
-                if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-                    plan.fail(f"`{fn.key}` calls `{node.func.id}` with *args/**kwargs: cannot inline the op call")
+                if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                    k.arg is None for k in node.keywords
+                ):
+                    plan.fail(
+                        f"`{fn.key}` calls `{node.func.id}` with *args/**kwargs: cannot inline the op call"
+                    )
             if not (isinstance(node, ast.Name) and node.id in plan.slots):
                 continue
             slot = plan.slots[node.id]
@@ -471,7 +495,9 @@ class _Analyzer:
                 )
                 continue
             plan.add_handle(owner, slot)
-            plan.fail(f"`{fn.key}` uses `{slot.name}` as a value, not in a call or guard: cannot translate it")
+            plan.fail(
+                f"`{fn.key}` uses `{slot.name}` as a value, not in a call or guard: cannot translate it"
+            )
         for node in ast.walk(fn.node):
             if isinstance(node, ast.If) and _guard_slot(node.test, plan.slots):
                 for stmt in node.body:
@@ -487,8 +513,10 @@ class _Analyzer:
         plan = self.plan
         variant = None
         if slot.op == "rms_norm":
-            weight = call.args[1] if len(call.args) > 1 else next(
-                (k.value for k in call.keywords if k.arg in ("weight", "w")), None
+            weight = (
+                call.args[1]
+                if len(call.args) > 1
+                else next((k.value for k in call.keywords if k.arg in ("weight", "w")), None)
             )
             if weight is not None and _is_offset_weight(weight) is not None:
                 if slot.variant == "standard":
@@ -552,10 +580,14 @@ class _Analyzer:
             for name in plan.free:
                 for fn in plan.functions.values():
                     if fn.kind == "free" and fn.key != plan.free[name].key and self._calls_to(fn.node, name):
-                        plan.fail(f"module-level function `{fn.key}` calls `{name}`: it has no `self` for the handle")
+                        plan.fail(
+                            f"module-level function `{fn.key}` calls `{name}`: it has no `self` for the handle"
+                        )
             return
         if not plan.source_module:
-            plan.fail("the spec names no source_module: cannot find the upstream callers of replaced functions")
+            plan.fail(
+                "the spec names no source_module: cannot find the upstream callers of replaced functions"
+            )
             return
         from npu_lint.fixers import upstream
 
@@ -585,7 +617,9 @@ class _Analyzer:
                 text = _rename_def(src.text, meth, fname)
                 self._signature_imports(text)
                 desc = f"Call the {free.slot.target[0] if free.slot.target else free.slot.op} op through self.{free.slot.name}"
-                deco = f'@{plan.config_name}.override_method(\n    "{target}",\n    description="{desc}",\n)\n'
+                deco = (
+                    f'@{plan.config_name}.override_method(\n    "{target}",\n    description="{desc}",\n)\n'
+                )
                 plan.after.setdefault(free.key, []).append(deco + text)
                 key = fname
                 plan.functions[key] = FnInfo(key, ast.parse(text).body[0], cls, "method", target)  # type: ignore[arg-type]
@@ -594,7 +628,11 @@ class _Analyzer:
                 plan.add_handle(cls, free.slot)
 
     def _fresh_name(self, base: str) -> str:
-        taken = {s.name for s in self.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        taken = {
+            s.name
+            for s in self.tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
         taken |= self.plan.new_fn_names
         name, i = base, 2
         while name in taken:
@@ -636,7 +674,9 @@ class _Analyzer:
         for name in sorted(names - bound - added):
             line = upstream.resolve_name_import(plan.source_module or "", name)
             if line is None:
-                plan.fail(f"a copied upstream signature uses `{name}`, which the upstream module does not bind")
+                plan.fail(
+                    f"a copied upstream signature uses `{name}`, which the upstream module does not bind"
+                )
             else:
                 plan.extra_imports.append(line)
 
@@ -696,14 +736,20 @@ class _Analyzer:
         desc = f"Construct the VeomniOp handles of {cls} in __init__"
         deco = f'@{plan.config_name}.override_method(\n    "{cls}.__init__",\n    description="{desc}",\n)\n'
         anchor = next(
-            (fn.key for fn in self._spec_order() if fn.kind == "method" and (fn.target or "").startswith(cls + ".")),
+            (
+                fn.key
+                for fn in self._spec_order()
+                if fn.kind == "method" and (fn.target or "").startswith(cls + ".")
+            ),
             None,
         )
-        if anchor is not None and anchor in {s.name for s in self.tree.body if isinstance(s, ast.FunctionDef)}:
+        if anchor is not None and anchor in {
+            s.name for s in self.tree.body if isinstance(s, ast.FunctionDef)
+        }:
             plan.before.setdefault(anchor, []).append(deco + text)
         elif anchor is not None:
             # the anchor is itself a new override (copied from upstream): put the __init__ just before it
-            for key, texts in plan.after.items():
+            for texts in plan.after.values():
                 for i, t in enumerate(texts):
                     if f"def {anchor}(" in t:
                         texts.insert(i, deco + text)
@@ -715,7 +761,11 @@ class _Analyzer:
             plan.tail.append(deco + text)
 
     def _spec_order(self) -> list[FnInfo]:
-        order = {s.name: i for i, s in enumerate(self.tree.body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        order = {
+            s.name: i
+            for i, s in enumerate(self.tree.body)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
         fns = list(self.plan.functions.values())
         return sorted(fns, key=lambda f: order.get(f.key, 10**9))
 
@@ -753,7 +803,9 @@ def _indent_lines(lines: Sequence[str], indent: str) -> str:
     return "".join(f"{indent}{part}\n" if part.strip() else "\n" for part in parts)
 
 
-def _delegating_init(name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec]) -> str:
+def _delegating_init(
+    name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec]
+) -> str:
     sig = ["self"]
     call: list[str] = []
     star = False
@@ -775,7 +827,11 @@ def _delegating_init(name: str, params: Sequence[tuple[str, str | None, str]], h
             sig.append(f"**{pname}")
             call.append(f"**{pname}")
     lines = [f"def {name}({', '.join(sig)}):", f"    super().__init__({', '.join(call)})"]
-    return "\n".join(lines) + "\n" + _indent_lines([line for h in handles.values() for line in h.lines()], "    ")
+    return (
+        "\n".join(lines)
+        + "\n"
+        + _indent_lines([line for h in handles.values() for line in h.lines()], "    ")
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -825,15 +881,21 @@ class _Rewriter:
         return None
 
     # -- the function-level transformer ---------------------------------------------------------------
-    def rewrite_function(self, fn: Any, key: str, owner_handles: dict[str, HandleSpec] | None, free: bool) -> Any:
+    def rewrite_function(
+        self, fn: Any, key: str, owner_handles: dict[str, HandleSpec] | None, free: bool
+    ) -> Any:
         rewriter = self
         cst = self.cst
         info = self.plan.functions.get(key)
-        in_init = info is not None and (info.node.name == "__init__" or (info.target or "").endswith(".__init__"))
+        in_init = info is not None and (
+            info.node.name == "__init__" or (info.target or "").endswith(".__init__")
+        )
 
         class Transformer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
             def leave_IndentedBlock(self, original: Any, updated: Any) -> Any:
-                return updated.with_changes(body=rewriter.rewrite_block(list(updated.body), key, free, in_init))
+                return updated.with_changes(
+                    body=rewriter.rewrite_block(list(updated.body), key, free, in_init)
+                )
 
             def leave_Call(self, original: Any, updated: Any) -> Any:
                 if free:
@@ -886,7 +948,9 @@ class _Rewriter:
                 out.extend(eager)
                 continue
             if fused is None:
-                self.plan.fail(f"`{key}`: `if not {slot.name}.{GUARD_ATTR}` without else: cannot find the op path")
+                self.plan.fail(
+                    f"`{key}`: `if not {slot.name}.{GUARD_ATTR}` without else: cannot find the op path"
+                )
                 out.append(stmt)
                 continue
             out.extend(self._carry_comments(stmt, fused))
@@ -897,7 +961,9 @@ class _Rewriter:
 
     def _terminates(self, stmt: Any) -> bool:
         cst = self.cst
-        return isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[-1], (cst.Return, cst.Raise))
+        return isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+            stmt.body[-1], (cst.Return, cst.Raise)
+        )
 
     def _carry_comments(self, guard: Any, stmts: list[Any]) -> list[Any]:
         """The guard's leading comments (minus the ones about OpSlot) go to the first new statement."""
@@ -968,10 +1034,16 @@ class _Rewriter:
 
         def ws(extra: str) -> Any:
             return cst.ParenthesizedWhitespace(
-                first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True, last_line=cst.SimpleWhitespace(extra)
+                first_line=cst.TrailingWhitespace(),
+                empty_lines=[],
+                indent=True,
+                last_line=cst.SimpleWhitespace(extra),
             )
 
-        new = [a.with_changes(comma=cst.Comma(whitespace_after=ws("    " if i < len(args) - 1 else ""))) for i, a in enumerate(args)]
+        new = [
+            a.with_changes(comma=cst.Comma(whitespace_after=ws("    " if i < len(args) - 1 else "")))
+            for i, a in enumerate(args)
+        ]
         return call.with_changes(args=new, whitespace_before_args=ws("    "))
 
     def _fix_commas(self, args: list[Any]) -> list[Any]:
@@ -1014,7 +1086,9 @@ class _Rewriter:
         binding: dict[str, Any] = {}
         names = [p.name.value for p in (*params.posonly_params, *params.params)]
         pos = [a for a in call.args if a.keyword is None]
-        for pname, arg in zip(names, pos):
+        if len(pos) > len(names) or any(a.star for a in call.args):
+            self.plan.fail(f"`{key}`: `{name}(...)` is called with arguments its signature cannot bind")
+        for pname, arg in zip(names, pos, strict=False):
             binding[pname] = arg.value
         for a in call.args:
             if a.keyword is not None:
@@ -1066,7 +1140,11 @@ def _locate_module(root: str | None, symbol: str, candidates: Sequence[str]) -> 
     return None
 
 
-RESOLVE_CANDIDATES = ("veomni.ops.config", "veomni.models.utils.op_utils", "veomni.models_kernel.utils.op_utils")
+RESOLVE_CANDIDATES = (
+    "veomni.ops.config",
+    "veomni.models.utils.op_utils",
+    "veomni.models_kernel.utils.op_utils",
+)
 LOSS_CANDIDATES = ("veomni.ops.kernels.cross_entropy", "veomni.ops.cross_entropy", "veomni.ops")
 
 
@@ -1080,7 +1158,7 @@ def _locations(root: str | None) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=16)
 def detect_generation(root: str | None) -> str | None:
-    """"opslot" / "veomniop" for a VeOmni tree at ``root`` (read statically), None when unknown."""
+    """ "opslot" / "veomniop" for a VeOmni tree at ``root`` (read statically), None when unknown."""
     if not root:
         return None
     try:
@@ -1096,7 +1174,10 @@ def detect_generation(root: str | None) -> str | None:
 
 def _needed_imports(plan: Plan, locations: dict[str, str]) -> list[tuple[str, str]]:
     handles = [h for per in plan.handles.values() for h in per.values()]
-    need: list[tuple[str, str]] = [("veomni.ops", "VeomniOp"), (locations["resolve_op_impl"], "resolve_op_impl")]
+    need: list[tuple[str, str]] = [
+        ("veomni.ops", "VeomniOp"),
+        (locations["resolve_op_impl"], "resolve_op_impl"),
+    ]
     if any(h.op == "swiglu_mlp" for h in handles):
         need.append((locations["linear_bias"], "linear_bias"))
     losses = sorted({h.loss for h in handles if h.loss})
@@ -1153,7 +1234,9 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                 if isinstance(s, cst.FunctionDef):
                     key = s.name.value
                     s = process_fn(s, key)
-                    s = s.with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)])
+                    s = s.with_changes(
+                        leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+                    )
                 out.append(s)
         return out
 
@@ -1200,9 +1283,10 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                 target = small.targets[0].target
                 if isinstance(target, cst.Name) and target.value in slots:
                     value = small.value
-                    if (isinstance(value, cst.Call) and _cst_dotted(cst, value.func) in ("OpSlot", "dispatch.OpSlot")) or (
-                        isinstance(value, cst.Name) and value.value == "None"
-                    ):
+                    if (
+                        isinstance(value, cst.Call)
+                        and _cst_dotted(cst, value.func) in ("OpSlot", "dispatch.OpSlot")
+                    ) or (isinstance(value, cst.Name) and value.value == "None"):
                         drop(stmt)
                         continue
             if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
@@ -1238,11 +1322,19 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
     if plan.tail:
         new_body.extend(new_defs(plan.tail))
     module = module.with_changes(body=new_body)
-    module = _add_imports(cst, module, plan, _needed_imports(plan, locations), import_anchor)
+    module = _add_imports(cst, module, plan, _needed_imports(plan, locations), import_anchor, text)
     return module.code
 
 
-def _process_class(cst: Any, rw: _Rewriter, cls: Any, plan: Plan, process_fn: Any, extend_init: Any, init_by_key: dict[str, str]) -> Any:
+def _process_class(
+    cst: Any,
+    rw: _Rewriter,
+    cls: Any,
+    plan: Plan,
+    process_fn: Any,
+    extend_init: Any,
+    init_by_key: dict[str, str],
+) -> Any:
     if not isinstance(cls.body, cst.IndentedBlock):
         return cls
     body = []
@@ -1365,10 +1457,15 @@ def _group(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def _add_imports(
-    cst: Any, module: Any, plan: Plan, need: list[tuple[str, str]], anchor_at: tuple[int, list[Any]] | None
+    cst: Any,
+    module: Any,
+    plan: Plan,
+    need: list[tuple[str, str]],
+    anchor_at: tuple[int, list[Any]] | None,
+    original: str,
 ) -> Any:
     body = list(module.body)
-    code = module.code
+    code = original  # the statements these checks look for are never removed by the migration
     plain_lines: list[str] = []
     if plan.spec:
         missing = [
@@ -1377,7 +1474,7 @@ def _add_imports(
             if not re.search(rf'add_import\(\s*"{re.escape(mod)}"[^)]*"{re.escape(name)}"', code)
         ]
         lines = [
-            f"{plan.config_name}.add_import(\"{mod}\", names=[{', '.join(repr(n).replace(chr(39), chr(34)) for n in names)}])"
+            f'{plan.config_name}.add_import("{mod}", names=[{", ".join(repr(n).replace(chr(39), chr(34)) for n in names)}])'
             for mod, names in _group(missing).items()
         ]
         anchor = None
@@ -1410,7 +1507,9 @@ def _add_imports(
             for mod, name in need
             if not re.search(rf"^from {re.escape(mod)} import .*\b{name}\b", code, re.M)
         ]
-        plain_lines = [f"from {mod} import {', '.join(sorted(names))}" for mod, names in _group(missing).items()]
+        plain_lines = [
+            f"from {mod} import {', '.join(sorted(names))}" for mod, names in _group(missing).items()
+        ]
         plain_lines += sorted({line for line in plan.extra_imports if line not in code})
     if plain_lines:
         new = list(cst.parse_module("\n".join(dict.fromkeys(plain_lines)) + "\n").body)
@@ -1420,7 +1519,9 @@ def _add_imports(
         else:
             last_import = None
             for i, stmt in enumerate(body):
-                if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)):
+                if isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+                    stmt.body[0], (cst.Import, cst.ImportFrom)
+                ):
                     last_import = i
                 elif last_import is not None and not _is_docstring(cst, stmt):
                     break
@@ -1468,7 +1569,9 @@ def _migrate_cached(text: str, path: str, generation: str | None, root: str | No
     try:
         out_tree = ast.parse(new_text)
     except SyntaxError as exc:
-        return MigrationResult(text, Applicability.DISPLAY, (*plan.reasons, f"the migrated text does not parse: {exc}"))
+        return MigrationResult(
+            text, Applicability.DISPLAY, (*plan.reasons, f"the migrated text does not parse: {exc}")
+        )
     left = sorted(
         {n.id for n in ast.walk(out_tree) if isinstance(n, ast.Name) and n.id in plan.slots}
         | {n.attr for n in ast.walk(out_tree) if isinstance(n, ast.Attribute) and n.attr == GUARD_ATTR}
@@ -1489,7 +1592,9 @@ def _migrate_cached(text: str, path: str, generation: str | None, root: str | No
                 "code needs a VeOmni with the VeomniOp API",
             )
         else:
-            plan.reasons.insert(0, "cannot tell the VeOmni generation of this tree: the VeomniOp API must exist")
+            plan.reasons.insert(
+                0, "cannot tell the VeOmni generation of this tree: the VeomniOp API must exist"
+            )
     return MigrationResult(new_text, applicability, tuple(plan.reasons), handles)
 
 
@@ -1537,5 +1642,7 @@ def build_migration_fix(ctx: Context, diagnostic_kind: str, node: ast.AST | None
         return None
     ops = sorted({f"{h.op}/{h.variant}" for h in result.handles})
     classes = sorted({h.cls for h in result.handles})
-    title = f"Migrate OpSlot dispatch to VeomniOp handles ({', '.join(ops)}) owned by {len(classes)} class(es)"
+    title = (
+        f"Migrate OpSlot dispatch to VeomniOp handles ({', '.join(ops)}) owned by {len(classes)} class(es)"
+    )
     return Fix(title, edits, result.applicability, (), "; ".join(result.reasons))

@@ -216,7 +216,7 @@ def _params(fn: Any) -> tuple[tuple[str, str | None, str], ...]:
         out.append((arg.name, default, "positional"))
     if args.vararg:
         out.append((args.vararg, None, "vararg"))
-    for arg, default in zip(args.kwonlyargs or [], args.kw_defaults or []):
+    for arg, default in zip(args.kwonlyargs or [], args.kw_defaults or [], strict=False):
         out.append((arg.name, default.as_string() if default is not None else None, "kwonly"))
     if args.kwarg:
         out.append((args.kwarg, None, "kwarg"))

@@ -30,7 +30,9 @@ CASES = {
     "module_display_no_self": (Applicability.DISPLAY, "no `self` for the handle"),
 }
 
-needs_transformers = pytest.mark.skipif(upstream.transformers_root() is None, reason="transformers not installed")
+needs_transformers = pytest.mark.skipif(
+    upstream.transformers_root() is None, reason="transformers not installed"
+)
 
 
 def _run(name: str, generation: str | None = "veomniop"):
@@ -91,10 +93,14 @@ def test_file_without_slots_is_untouched() -> None:
 
 
 def test_guard_raising_in_fused_branch_is_display_only() -> None:
-    text = (FIXTURES / "module_gemma_norm.py").read_text().replace(
-        "            return norm_slot(x, 1.0 + self.weight.float(), self.eps)",
-        "            if x.dim() != 3:\n                raise ValueError('3D only')\n"
-        "            return norm_slot(x, 1.0 + self.weight.float(), self.eps)",
+    text = (
+        (FIXTURES / "module_gemma_norm.py")
+        .read_text()
+        .replace(
+            "            return norm_slot(x, 1.0 + self.weight.float(), self.eps)",
+            "            if x.dim() != 3:\n                raise ValueError('3D only')\n"
+            "            return norm_slot(x, 1.0 + self.weight.float(), self.eps)",
+        )
     )
     result = migrate_source(text, "m.py", generation="veomniop")
     assert result.applicability is Applicability.DISPLAY

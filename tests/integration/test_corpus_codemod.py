@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
@@ -44,7 +43,11 @@ def migrated() -> dict[str, tuple[str, object]]:
 
 def _target(fn: ast.FunctionDef) -> str | None:
     for dec in fn.decorator_list:
-        if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "override_method":
+        if (
+            isinstance(dec, ast.Call)
+            and isinstance(dec.func, ast.Attribute)
+            and dec.func.attr == "override_method"
+        ):
             if dec.args and isinstance(dec.args[0], ast.Constant):
                 return dec.args[0].value
     return None
@@ -66,7 +69,9 @@ def test_migrated_spec_shape(model: str, migrated: dict) -> None:
     built: dict[str, set[str]] = {}
     handles = 0
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "VeomniOp"):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "VeomniOp"
+        ):
             continue
         handles += 1
         op, variant = (a.value for a in node.args[:2])  # type: ignore[attr-defined]
@@ -76,12 +81,18 @@ def test_migrated_spec_shape(model: str, migrated: dict) -> None:
             continue
         target = _target(fn)
         for node in ast.walk(fn):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and getattr(
-                node.value.func, "id", None
-            ) == "VeomniOp":
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "id", None) == "VeomniOp"
+            ):
                 assert target and target.endswith(".__init__"), (fn.name, target)
                 (tgt,) = node.targets
-                assert isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id == "self"
+                assert (
+                    isinstance(tgt, ast.Attribute)
+                    and isinstance(tgt.value, ast.Name)
+                    and tgt.value.id == "self"
+                )
                 built.setdefault(target.split(".")[0], set()).add(tgt.attr)
     assert handles == len(result.handles) > 0
     # handles called on self in a class's overrides are constructed by that class
@@ -91,7 +102,9 @@ def test_migrated_spec_shape(model: str, migrated: dict) -> None:
             used = {
                 n.attr
                 for n in ast.walk(fn)
-                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "self"
                 and any(n.attr == h.attr for h in result.handles)
             }
             assert used <= built.get(cls, set()), (target, used, built.get(cls))
