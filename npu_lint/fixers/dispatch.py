@@ -347,6 +347,16 @@ class _Analyzer:
         self._analyse_free_functions()
         self._analyse_uses()
         self._plan_inits()
+        used = {h.attr for per in plan.handles.values() for h in per.values()} | {
+            f.slot.name for f in plan.free.values()
+        }
+        unused = sorted(set(plan.slots) - used)
+        if unused:
+            plan.fail(
+                f"slot(s) {', '.join(unused)} are declared here but no function of this file uses them (patch "
+                "functions imported from another spec?): migrate the spec that uses them and re-register its new "
+                "__init__ overrides here"
+            )
         return plan
 
     def _collect_functions(self) -> None:
@@ -499,6 +509,22 @@ class _Analyzer:
                 f"`{fn.key}` uses `{slot.name}` as a value, not in a call or guard: cannot translate it"
             )
         for node in ast.walk(fn.node):
+            guard = _guard_slot(node.test, plan.slots) if isinstance(node, ast.If) else None
+            if guard is not None:
+                fused = node.orelse if guard[1] else node.body
+                calls = {
+                    c.func.id
+                    for stmt in fused
+                    for c in ast.walk(stmt)
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                }
+                if guard[0].name not in calls and not any(
+                    plan.free[f].slot == guard[0] for f in calls if f in plan.free
+                ):
+                    plan.fail(
+                        f"`{fn.key}` tests `{guard[0].name}.{GUARD_ATTR}` but its branch does not call the slot; "
+                        "a VeomniOp handle has no such flag: choose the implementation by hand"
+                    )
             if isinstance(node, ast.If) and _guard_slot(node.test, plan.slots):
                 for stmt in node.body:
                     for sub in ast.walk(stmt):
@@ -536,6 +562,20 @@ class _Analyzer:
                     f"`{owner}` has no gate_proj/up_proj/down_proj linears (checked in its __init__): "
                     "cannot spell the VeomniOp swiglu_mlp call"
                 )
+        if slot.op == "rms_norm":
+            positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+            if len(positional) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
+                plan.fail(f"`{fn.key}` calls the RMSNorm slot `{slot.name}` with an unexpected argument list")
+        if (
+            slot.op not in ("swiglu_mlp", "cross_entropy_loss")
+            and call.args
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == "self"
+        ):
+            plan.fail(
+                f"`{fn.key}` passes the module itself to `{slot.name}` ({slot.op}); the VeomniOp call contract for "
+                f"{slot.op} with a module argument is not known: migrate that call by hand"
+            )
         if slot.op == "cross_entropy_loss" and slot.variant not in CE_LOSS:
             plan.fail(f"cross_entropy_loss variant {slot.variant!r} has no loss helper")
         if fn.node.name == "__init__" or (fn.target or "").endswith(".__init__"):
@@ -1007,8 +1047,8 @@ class _Rewriter:
                 stripped = self._strip_offset(weight.value)
                 if stripped is not None and handle is not None and handle.variant == "offset":
                     args[args.index(weight)] = weight.with_changes(value=stripped)
-            eps_index = 2 if slot.variant != "unweighted" else 1
-            if len(positional) > eps_index:
+            eps_index = 1 if (slot.variant == "unweighted" and len(positional) == 2) else 2
+            if len(positional) == eps_index + 1:
                 eps = positional[eps_index]
                 args[args.index(eps)] = eps.with_changes(
                     keyword=cst.Name("eps"),
@@ -1413,6 +1453,7 @@ def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | Non
         return stmt
     tree = ast.parse(textwrap.dedent(value))
     drop: set[int] = set()
+    partial_imports: dict[int, list[ast.alias]] = {}
     for node in tree.body:
         is_import = isinstance(node, ast.ImportFrom) and node.module == "veomni.ops.dispatch"
         is_slot = (
@@ -1423,11 +1464,19 @@ def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | Non
             and _opslot_call(node.value) is not None
         )
         if is_import and any(a.name != "OpSlot" for a in node.names):
-            plan.fail("the post-import block imports more than OpSlot from veomni.ops.dispatch")
+            if node.lineno == node.end_lineno:
+                partial_imports[node.lineno] = [a for a in node.names if a.name != "OpSlot"]
+            else:
+                plan.fail("the post-import block imports more than OpSlot from veomni.ops.dispatch")
             continue
         if is_import or is_slot:
             drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     lines = raw.splitlines(keepends=True)
+    for lineno, names in partial_imports.items():
+        line = lines[lineno - 1]
+        indent = line[: len(line) - len(line.lstrip())]
+        spelled = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in names)
+        lines[lineno - 1] = f"{indent}from veomni.ops.dispatch import {spelled}\n"
     # comment lines right above a dropped statement describe it: they go too
     for lineno in sorted(drop):
         j = lineno - 1

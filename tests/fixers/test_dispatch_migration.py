@@ -159,3 +159,48 @@ def test_spec_migrates_fast() -> None:
     start = time.perf_counter()
     migrate_source(text, str(path), generation="veomniop")
     assert time.perf_counter() - start < 1.0
+
+
+def test_guard_whose_branch_does_not_call_the_slot_is_display_only() -> None:
+    text = (
+        "from veomni.ops.dispatch import OpSlot\n\nmoe = OpSlot('moe_experts', 'standard')\n\n\n"
+        "class Experts:\n"
+        "    def forward(self, x):\n"
+        "        if moe.use_non_eager_impl:\n"
+        "            return fused_experts(x)\n"
+        "        return x\n"
+    )
+    result = migrate_source(text, "m.py", generation="veomniop")
+    assert result.applicability is Applicability.DISPLAY
+    assert any("does not call the slot" in r for r in result.reasons)
+
+
+def test_module_passed_to_a_non_swiglu_slot_is_display_only() -> None:
+    text = (
+        "from veomni.ops.dispatch import OpSlot\n\nmoe = OpSlot('moe_experts', 'standard')\n\n\n"
+        "class Experts:\n"
+        "    def forward(self, x, idx, w):\n"
+        "        if moe.use_non_eager_impl:\n"
+        "            return moe(self, x, idx, w)\n"
+        "        return x\n"
+    )
+    result = migrate_source(text, "m.py", generation="veomniop")
+    assert result.applicability is Applicability.DISPLAY
+    assert any("passes the module itself" in r for r in result.reasons)
+
+
+def test_slots_declared_but_used_elsewhere_is_display_only() -> None:
+    text = (
+        "from veomni.patchgen.patch_spec import PatchConfig\n\n"
+        "config = PatchConfig(source_module='transformers.models.llama.modeling_llama', target_file='x.py')\n"
+        "config.add_post_import_block(\n"
+        '    """\n'
+        "    from veomni.ops.dispatch import OpSlot\n"
+        "    veomni_rms_norm = OpSlot('rms_norm', 'standard')\n"
+        '    """\n'
+        ")\n"
+    )
+    result = migrate_source(text, "x_npu_patch_gen_config.py", generation="veomniop")
+    assert result.applicability is Applicability.DISPLAY
+    assert "add_post_import_block" not in result.text
+    assert any("declared here but no function" in r for r in result.reasons)
