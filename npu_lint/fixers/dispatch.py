@@ -160,6 +160,7 @@ class Plan:
     delegating_inits: dict[str, str] = field(default_factory=dict)  # plain module: class -> init text
     new_fn_names: set[str] = field(default_factory=set)
     touched: set[str] = field(default_factory=set)  # function keys the rewrite has to visit
+    guarded: set[str] = field(default_factory=set)  # slots whose use_non_eager_impl some function tests
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -350,7 +351,7 @@ class _Analyzer:
         used = {h.attr for per in plan.handles.values() for h in per.values()} | {
             f.slot.name for f in plan.free.values()
         }
-        unused = sorted(set(plan.slots) - used)
+        unused = sorted(set(plan.slots) - used - plan.guarded)
         if unused:
             plan.fail(
                 f"slot(s) {', '.join(unused)} are declared here but no function of this file uses them (patch "
@@ -511,6 +512,7 @@ class _Analyzer:
         for node in ast.walk(fn.node):
             guard = _guard_slot(node.test, plan.slots) if isinstance(node, ast.If) else None
             if guard is not None:
+                plan.guarded.add(guard[0].name)
                 fused = node.orelse if guard[1] else node.body
                 calls = {
                     c.func.id
