@@ -1649,17 +1649,38 @@ def _migrate_cached(text: str, path: str, generation: str | None, root: str | No
     return MigrationResult(new_text, applicability, tuple(plan.reasons), handles)
 
 
+def normalize_generation(generation: str | None) -> str | None:
+    """ "opslot" / "veomniop" from any spelling ("op-slot", "OpSlot", "veomni-op", "VeomniOp", ...)."""
+    if not generation:
+        return None
+    key = re.sub(r"[^a-z]", "", str(generation).lower())
+    return {"opslot": "opslot", "veomniop": "veomniop"}.get(key)
+
+
 def migrate_source(
-    text: str, path: str, *, generation: str | None = None, root: str | None = None
+    text: str,
+    path: str,
+    *,
+    generation: str | None = None,
+    root: str | None = None,
+    pairs: frozenset[tuple[str, str]] | None = None,
 ) -> MigrationResult:
     """Migrate OpSlot dispatch in one file (a patch spec or a plain model module) to VeomniOp handles.
 
     ``generation`` is the tree's API generation ("opslot" / "veomniop" / None); ``root`` the VeOmni tree root
-    (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from). Pure and cached.
+    (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from); ``pairs`` the
+    (op, variant) pairs the tree's registry has (default: the built-in catalog). Pure and cached.
     """
-    if generation is None:
-        generation = detect_generation(root)
-    return _migrate_cached(text, path, generation, root)
+    generation = normalize_generation(generation) or detect_generation(root)
+    result = _migrate_cached(text, path, generation, root)
+    if pairs is not None and result.handles:
+        missing = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
+        if missing:
+            reason = "the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in missing)
+            return MigrationResult(
+                result.text, Applicability.DISPLAY, (*result.reasons, reason), result.handles
+            )
+    return result
 
 
 def edits_between(old: str, new: str) -> tuple[Edit, ...]:
@@ -1683,9 +1704,16 @@ def build_migration_fix(ctx: Context, diagnostic_kind: str, node: ast.AST | None
     if getattr(kind, "generated", False):
         return None
     project = getattr(ctx, "project", None)
-    generation = getattr(project, "generation", None)
+    generation = normalize_generation(getattr(project, "generation", None))
     root = getattr(project, "root", None)
-    result = migrate_source(source.text, source.path, generation=generation, root=root)
+    pairs = None
+    if generation == "veomniop":
+        try:
+            rows = getattr(project, "rows", None)
+            pairs = frozenset((r.op, r.variant) for r in rows) if rows else None
+        except Exception:  # noqa: BLE001 - a partial index must not stop the fix
+            pairs = None
+    result = migrate_source(source.text, source.path, generation=generation, root=root, pairs=pairs)
     if not result.handles and not result.reasons:
         return None
     edits = edits_between(source.text, result.text)

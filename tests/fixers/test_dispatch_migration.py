@@ -204,3 +204,34 @@ def test_slots_declared_but_used_elsewhere_is_display_only() -> None:
     assert result.applicability is Applicability.DISPLAY
     assert "add_post_import_block" not in result.text
     assert any("declared here but no function" in r for r in result.reasons)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "expected"),
+    [
+        ("op-slot", "opslot"),
+        ("OpSlot", "opslot"),
+        ("veomni-op", "veomniop"),
+        ("VeomniOp", "veomniop"),
+        (None, None),
+    ],
+)
+def test_generation_spellings(spelling: str | None, expected: str | None) -> None:
+    from npu_lint.fixers.dispatch import normalize_generation
+
+    assert normalize_generation(spelling) == expected
+
+
+def test_project_generation_spelled_with_hyphen_and_registry_rows() -> None:
+    from npu_lint.catalog import BUILTIN_ROWS
+
+    ctx = _ctx("module_gemma_norm", generation="veomni-op")
+    fix = build_migration_fix(ctx, "NPU201", None)
+    assert fix is not None and fix.applicability is Applicability.SAFE
+    # a VeomniOp tree whose registry lacks rms_norm/offset: display-only, with the reason
+    ctx.project.rows = tuple(r for r in BUILTIN_ROWS if r.variant != "offset")  # type: ignore[union-attr]
+    ctx2 = _ctx("module_gemma_norm", generation="veomni-op")
+    ctx2.project.rows = ctx.project.rows  # type: ignore[union-attr]
+    fix2 = build_migration_fix(ctx2, "NPU201", None)
+    assert fix2 is not None and fix2.applicability is Applicability.DISPLAY
+    assert "rms_norm/offset" in fix2.reason
