@@ -161,6 +161,7 @@ class Plan:
     new_fn_names: set[str] = field(default_factory=set)
     touched: set[str] = field(default_factory=set)  # function keys the rewrite has to visit
     guarded: set[str] = field(default_factory=set)  # slots whose use_non_eager_impl some function tests
+    free_callers: dict[str, int] = field(default_factory=dict)  # free function -> methods that call it
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -348,6 +349,13 @@ class _Analyzer:
         self._analyse_free_functions()
         self._analyse_uses()
         self._plan_inits()
+        for name, free in plan.free.items():
+            if not plan.free_callers.get(name):
+                where = "upstream or in this spec" if plan.spec else "in this module (callers elsewhere?)"
+                plan.fail(
+                    f"`{free.key}` uses `{free.slot.name}` but no method calls `{name}` {where}: "
+                    "there is no class to own the handle"
+                )
         used = {h.attr for per in plan.handles.values() for h in per.values()} | {
             f.slot.name for f in plan.free.values()
         }
@@ -482,6 +490,7 @@ class _Analyzer:
                 parents[child] = node
         for node in ast.walk(fn.node):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in plan.free:
+                plan.free_callers[node.func.id] = plan.free_callers.get(node.func.id, 0) + 1
                 plan.add_handle(owner, plan.free[node.func.id].slot)
                 if any(isinstance(a, ast.Starred) for a in node.args) or any(
                     k.arg is None for k in node.keywords
@@ -667,6 +676,7 @@ class _Analyzer:
                 plan.functions[key] = FnInfo(key, ast.parse(text).body[0], cls, "method", target)  # type: ignore[arg-type]
                 plan.owners[key] = {cls}
                 plan.touched.add(key)
+                plan.free_callers[name] = plan.free_callers.get(name, 0) + 1
                 plan.add_handle(cls, free.slot)
 
     def _fresh_name(self, base: str) -> str:
@@ -1216,6 +1226,8 @@ def detect_generation(root: str | None) -> str | None:
 
 def _needed_imports(plan: Plan, locations: dict[str, str]) -> list[tuple[str, str]]:
     handles = [h for per in plan.handles.values() for h in per.values()]
+    if not handles:
+        return []
     need: list[tuple[str, str]] = [
         ("veomni.ops", "VeomniOp"),
         (locations["resolve_op_impl"], "resolve_op_impl"),
