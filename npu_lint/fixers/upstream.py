@@ -71,12 +71,13 @@ def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | Non
             text = fh.read()
     except OSError:
         return None
-    builder = AstroidBuilder(astroid.MANAGER, apply_transforms=False)
     try:
-        # The plain tree, without astroid's post-build inference (which would build dozens of modules).
-        module, _ = builder._data_build(text, modname, path)
-    except AttributeError:  # pragma: no cover - astroid moved the private helper
-        module = astroid.MANAGER.ast_from_file(path, modname, source=True)
+        try:
+            # The plain tree, without astroid's post-build inference (which would build dozens of modules).
+            builder = AstroidBuilder(astroid.MANAGER, apply_transforms=False)
+            module, _ = builder._data_build(text, modname, path)
+        except (AttributeError, TypeError):  # pragma: no cover - astroid changed its private helper
+            module = astroid.MANAGER.ast_from_file(path, modname, source=True)
     except Exception:  # noqa: BLE001 - a syntax error in site-packages is not ours to raise
         return None
     return module, text.splitlines(keepends=True)

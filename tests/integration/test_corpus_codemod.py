@@ -27,7 +27,10 @@ DISPLAY = {
 }
 PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
 
-pytestmark = pytest.mark.skipif(upstream.transformers_root() is None, reason="transformers not installed")
+pytestmark = [
+    pytest.mark.corpus,
+    pytest.mark.skipif(upstream.transformers_root() is None, reason="transformers not installed"),
+]
 
 
 @pytest.fixture(scope="module")
