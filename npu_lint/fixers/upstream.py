@@ -12,6 +12,7 @@ cascade into other modules); names are resolved by following import statements b
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import os
@@ -64,7 +65,6 @@ def module_path(modname: str) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | None:
     import astroid
-    from astroid.builder import AstroidBuilder
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -73,10 +73,15 @@ def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | Non
         return None
     try:
         try:
-            # The plain tree, without astroid's post-build inference (which would build dozens of modules).
-            builder = AstroidBuilder(astroid.MANAGER, apply_transforms=False)
-            module, _ = builder._data_build(text, modname, path)
-        except (AttributeError, TypeError):  # pragma: no cover - astroid changed its private helper
+            # The plain tree, rebuilt from the stdlib parse: no astroid bootstrapping and none of its
+            # post-build inference (which would build dozens of other modules).
+            from astroid.rebuilder import TreeRebuilder
+
+            tree = ast.parse(text, path, type_comments=True)
+            module = TreeRebuilder(astroid.MANAGER, data=text).visit_module(
+                tree, modname, path, path.endswith("__init__.py")
+            )
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - astroid changed its internals
             module = astroid.MANAGER.ast_from_file(path, modname, source=True)
     except Exception:  # noqa: BLE001 - a syntax error in site-packages is not ours to raise
         return None
