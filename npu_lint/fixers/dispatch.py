@@ -465,7 +465,12 @@ class _Analyzer:
         plan = self.plan
         for fn in plan.functions.values():
             if fn.kind == "free":
-                continue  # handled through their callers
+                for name, free in plan.free.items():
+                    if free.key != fn.key and self._calls_to(fn.node, name):
+                        plan.fail(
+                            f"module-level function `{fn.key}` calls `{name}`: it has no `self` for the handle"
+                        )
+                continue  # its own slot use is handled through its callers
             uses = self._uses(fn)
             free_calls = [c for name in plan.free for c in self._calls_to(fn.node, name)]
             if not uses and not free_calls:
@@ -628,12 +633,6 @@ class _Analyzer:
         if not plan.free:
             return
         if not plan.spec:
-            for name in plan.free:
-                for fn in plan.functions.values():
-                    if fn.kind == "free" and fn.key != plan.free[name].key and self._calls_to(fn.node, name):
-                        plan.fail(
-                            f"module-level function `{fn.key}` calls `{name}`: it has no `self` for the handle"
-                        )
             return
         if not plan.source_module:
             plan.fail(
@@ -1454,8 +1453,10 @@ def _rename_descriptions(cst: Any, node: Any) -> Any:
 def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | None:
     """Drop the OpSlot import and slot assignments from a post-import block; None when nothing is left."""
     if not call.args or not isinstance(call.args[0].value, cst.SimpleString):
-        if "OpSlot" in stmt.__class__.__name__:
-            plan.fail("a post-import block is not a plain string literal")
+        if "OpSlot" in cst.Module(body=[]).code_for_node(call):
+            plan.fail(
+                "a post-import block with OpSlot declarations is not a plain string literal: edit it by hand"
+            )
         return stmt
     literal = call.args[0].value
     value = literal.evaluated_value

@@ -235,3 +235,17 @@ def test_project_generation_spelled_with_hyphen_and_registry_rows() -> None:
     fix2 = build_migration_fix(ctx2, "NPU201", None)
     assert fix2 is not None and fix2.applicability is Applicability.DISPLAY
     assert "rms_norm/offset" in fix2.reason
+
+
+def test_post_import_block_built_by_concatenation_is_display_only() -> None:
+    text = (
+        "from veomni.patchgen.patch_spec import PatchConfig\n\n"
+        "config = PatchConfig(source_module='transformers.models.llama.modeling_llama', target_file='x.py')\n"
+        "config.add_post_import_block(\n"
+        "    'from veomni.ops.dispatch import OpSlot\\n'\n"
+        '    \'veomni_rms_norm = OpSlot("rms_norm", "standard")\\n\'\n'
+        ")\n"
+    )
+    result = migrate_source(text, "x_gpu_patch_gen_config.py", generation="veomniop")
+    assert result.applicability is Applicability.DISPLAY
+    assert any("not a plain string literal" in r for r in result.reasons)
