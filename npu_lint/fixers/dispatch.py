@@ -80,7 +80,7 @@ class HandleSpec:
         npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" else ""
         args = f'"{self.op}", "{self.variant}", resolve_op_impl("{self.field}"{npu_as})'
         line = f"self.{self.attr} = VeomniOp({args})"
-        if len(line) <= 100:
+        if len(line) <= 102:  # fits in 110 columns at a method body's indentation
             return line
         return f"self.{self.attr} = VeomniOp(\n    {args}\n)"
 
@@ -1616,7 +1616,9 @@ def _is_spec(text: str, path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _migrate_cached(text: str, path: str, generation: str | None, root: str | None) -> MigrationResult:
+def _migrate_cached(
+    text: str, path: str, generation: str | None, root: str | None, upstream_root: str | None
+) -> MigrationResult:
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -1684,8 +1686,10 @@ def migrate_source(
     (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from); ``pairs`` the
     (op, variant) pairs the tree's registry has (default: the built-in catalog). Pure and cached.
     """
+    from npu_lint.fixers.upstream import transformers_root
+
     generation = normalize_generation(generation) or detect_generation(root)
-    result = _migrate_cached(text, path, generation, root)
+    result = _migrate_cached(text, path, generation, root, transformers_root())
     if pairs is not None and result.handles:
         missing = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
         if missing:

@@ -13,10 +13,12 @@ cascade into other modules); names are resolved by following import statements b
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib.util
 import os
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,12 +36,32 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=1)
+_ROOT_OVERRIDE: list[str] = []
+
+
+@contextlib.contextmanager
+def use_transformers_root(path: str) -> Iterator[None]:
+    """Read ``transformers`` from ``path`` (a directory named like the package) inside the block (tests)."""
+    _ROOT_OVERRIDE.append(path)
+    try:
+        yield
+    finally:
+        _ROOT_OVERRIDE.pop()
+
+
 def transformers_root() -> str | None:
-    """Directory of the installed ``transformers`` package (``NPU_LINT_TRANSFORMERS_SRC`` overrides)."""
+    """Directory of the ``transformers`` package to read (``NPU_LINT_TRANSFORMERS_SRC`` overrides the
+    installed one)."""
+    if _ROOT_OVERRIDE:
+        return _ROOT_OVERRIDE[-1]
     override = os.environ.get("NPU_LINT_TRANSFORMERS_SRC")
     if override:
         return override if os.path.isdir(override) else None
+    return _installed_root()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_root() -> str | None:
     try:
         spec = importlib.util.find_spec("transformers")
     except (ImportError, ValueError):
