@@ -1624,7 +1624,10 @@ def _migrate_cached(
     except SyntaxError:
         return MigrationResult(text, Applicability.DISPLAY, ("the file does not parse",))
     analyzer = _Analyzer(tree, text, path, _is_spec(text, path), root)
-    plan = analyzer.run()
+    try:
+        plan = analyzer.run()
+    except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
+        return MigrationResult(text, Applicability.DISPLAY, (f"the codemod's analysis failed: {exc!r}",))
     if not plan.slots:
         return MigrationResult(text, Applicability.SAFE)
     try:
