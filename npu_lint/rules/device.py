@@ -661,9 +661,25 @@ class HardcodedCudaDevice(Rule):
                 return
             name = _target_name(targets[0])
             if _is_device_name(name) and _cuda_string(node.value):
+                if self._overridden_next(node, targets[0]):
+                    return  # a fallback replaced right away: ``device = "cuda"; if <accelerator>: device = ...``
                 self._report_string(node.value, f"assigned to `{name}`")
             elif name and "backend" in name.lower() and _is_nccl(node.value):
                 self._report_string(node.value, f"assigned to `{name}`")
+
+    def _overridden_next(self, stmt: ast.stmt, target: ast.expr) -> bool:
+        parent = self.ctx.parent
+        block = getattr(parent, "body", None)
+        if not isinstance(block, list) or stmt not in block:
+            return False
+        index = block.index(stmt)
+        follower = block[index + 1] if index + 1 < len(block) else None
+        if not isinstance(follower, ast.If):
+            return False
+        dumped = ast.dump(target)
+        return any(
+            isinstance(s, ast.Assign) and any(ast.dump(t) == dumped for t in s.targets) for s in follower.body
+        )
 
     def _visit_defaults(self, args: ast.arguments) -> None:
         positional = [*args.posonlyargs, *args.args]
@@ -894,6 +910,10 @@ class HardcodedCudaDevice(Rule):
         body only raises or records an unsupported reason."""
         ctx = self.ctx
         for parent, child in _child_of(ctx, node):
+            if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+                targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+                # ``use_cuda = x.is_cuda`` names a flag that selects a CUDA kernel
+                return any("cuda" in (_target_name(t) or "").lower() for t in targets)
             if isinstance(parent, ast.BoolOp):
                 for value in parent.values:
                     if value is not child and _names_kernel(ctx, value):
@@ -929,3 +949,628 @@ def _is_requirement_stmt(stmt: ast.stmt) -> bool:
         and isinstance(stmt.value.func, ast.Attribute)
         and stmt.value.func.attr in ("append", "add", "warning", "warn", "info")
     )
+
+
+# -- NPU103 -------------------------------------------------------------------------------------------
+
+FACTORIES = frozenset(
+    {
+        "zeros", "ones", "empty", "full", "arange", "range", "tensor", "as_tensor", "rand", "randn",
+        "randint", "randperm", "eye", "linspace", "logspace", "empty_strided", "tril_indices",
+        "triu_indices", "bartlett_window", "hann_window", "hamming_window", "blackman_window", "normal",
+        "scalar_tensor", "sparse_coo_tensor", "asarray",
+    }
+)  # fmt: skip
+INIT_METHODS = frozenset(
+    {
+        "__init__", "_init_weights", "init_weights", "reset_parameters", "_reset_parameters", "post_init",
+        "_initialize_weights", "initialize_weights", "from_pretrained", "_from_config", "from_config",
+        "_post_init", "tie_weights", "_tie_weights", "reset_buffers",
+    }
+)  # fmt: skip
+_MODULE_BASES = frozenset(
+    {"Module", "ModuleList", "ModuleDict", "Sequential", "GradientCheckpointingLayer", "PreTrainedModel",
+     "ModelMixin", "Embedding", "Linear", "LayerNorm", "Conv1d", "Conv2d", "Conv3d"}
+)  # fmt: skip
+# method calls a freshly allocated tensor can pass through before a device move (``.to(x.device)``)
+_HOST_SINKS = frozenset({"tolist", "item", "numpy", "cpu", "pin_memory"})
+# tensor methods that return host values (ints, bools, strings), not tensors
+_SCALAR_METHODS = frozenset(
+    {"size", "dim", "numel", "nelement", "element_size", "stride", "is_contiguous", "data_ptr", "get_device",
+     "type", "is_floating_point", "is_complex", "storage_offset", "__len__"}
+)  # fmt: skip
+_MOVES = frozenset({"to", "cuda", "npu", "type_as", "new_tensor"})
+_DTYPE_WORDS = ("dtype", "float", "int", "bool", "half", "bfloat16", "long", "double", "complex")
+
+
+def _is_init_method(name: str) -> bool:
+    return name in INIT_METHODS or name.startswith(("_init_", "init_"))
+
+
+def _module_classes(tree: ast.Module, ctx: Context) -> set[str]:
+    """Top-level classes that are ``nn.Module`` subclasses (by base name, transitively within the file)."""
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in out:
+                continue
+            for base in cls.bases:
+                last = (ctx.dotted(base) or "").split(".")[-1]
+                if last in _MODULE_BASES or last.endswith(("PreTrainedModel", "Module")) or last in out:
+                    out.add(name)
+                    changed = True
+                    break
+    return out
+
+
+def _spec_targets(tree: ast.Module) -> dict[str, str]:
+    """Spec functions installed by ``@config.override_method("Cls.m")`` / ``replace_function("f")``:
+    function name -> the method or function name they replace."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef):
+            continue
+        for deco in stmt.decorator_list:
+            if (
+                isinstance(deco, ast.Call)
+                and isinstance(deco.func, ast.Attribute)
+                and deco.func.attr in ("override_method", "replace_function", "modify_init")
+            ):
+                target = next((a.value for a in deco.args[:1] if isinstance(a, ast.Constant)), None)
+                if deco.func.attr == "modify_init":
+                    out[stmt.name] = "__init__"
+                elif isinstance(target, str):
+                    out[stmt.name] = target.split(".")[-1]
+    return out
+
+
+def _is_dtype_expr(ctx: Context, node: ast.AST) -> bool:
+    dotted = ctx.dotted(node) or ""
+    last = dotted.split(".")[-1].lower()
+    return bool(last) and any(w in last for w in _DTYPE_WORDS)
+
+
+def _moves_device(ctx: Context, call: ast.Call) -> bool:
+    """``.to(...)``-style call that sets a device (not ``.to(torch.float32)``)."""
+    func = call.func
+    assert isinstance(func, ast.Attribute)
+    if func.attr in ("cuda", "npu", "type_as"):
+        return True
+    if any(k.arg == "device" or k.arg is None for k in call.keywords):
+        return True
+    if func.attr == "new_tensor":
+        return False
+    return bool(call.args) and not _is_dtype_expr(ctx, call.args[0])
+
+
+def _is_submodule_call(node: ast.AST) -> bool:
+    """``self.norm(x)`` / ``self.layers[i](x)``: a submodule's output lives on the accelerator."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Subscript):
+        func = func.value
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+        and not func.attr.startswith(("_", "get_", "compute_", "prepare_"))
+    )
+
+
+def _bound_before(func: ast.AST, name: str, line: int) -> bool:
+    """Every assignment of ``name`` in ``func`` comes before ``line`` (so ``name`` is bound there)."""
+    lines = [
+        t.lineno
+        for n in ast.walk(func)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id == name
+    ]
+    return bool(lines) and max(lines) < line
+
+
+def _to_cpu(call: ast.Call) -> bool:
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "to"
+        and any(
+            isinstance(a, ast.Constant) and a.value == "cpu"
+            for a in [*call.args, *(k.value for k in call.keywords)]
+        )
+    )
+
+
+def _uses_after(func: ast.AST, name: str, assign: ast.Assign) -> list[ast.Name] | None:
+    """Loads of ``name`` after ``assign`` up to its next rebinding; None when the value is moved
+    (``name.to(...)``, ``name.cpu()``) before that: later uses then no longer see the allocation."""
+    line = assign.end_lineno or assign.lineno
+    events: list[tuple[int, int, ast.Name, ast.AST]] = []
+    for parent in ast.walk(func):
+        for child in ast.iter_child_nodes(parent):
+            if isinstance(child, ast.Name) and child.id == name and child.lineno > line:
+                events.append((child.lineno, child.col_offset, child, parent))
+    events.sort(key=lambda e: (e[0], e[1]))
+    uses: list[ast.Name] = []
+    for _, _, child, parent in events:
+        if isinstance(child.ctx, ast.Store):
+            break
+        if isinstance(parent, ast.Attribute) and parent.attr in (
+            "to",
+            "cuda",
+            "npu",
+            "cpu",
+            "tolist",
+            "type_as",
+        ):
+            return None
+        uses.append(child)
+    return uses
+
+
+def _used_as_tensor(func: ast.AST, name: str) -> bool:
+    """Whether ``name`` is used as a tensor in ``func`` (``name.device`` / ``.dtype`` / ``.shape``...)."""
+    for sub in ast.walk(func):
+        if (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == name
+            and sub.attr in ("device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose")
+        ):
+            return True
+    return False
+
+
+class DevicelessAllocation(Rule):
+    code = "NPU103"
+    name = "device-less-allocation"
+    summary = "A tensor factory without `device=` on the forward path allocates on the CPU, next to accelerator data."
+    why = (
+        "`torch.zeros(n)`, `torch.arange(n)`, `torch.tensor([...])`... without `device=` allocate on the CPU "
+        "(or wherever a global default device points). In `forward` the result then meets accelerator tensors: "
+        "a host-to-device copy and a synchronisation on every step, an error where an op refuses mixed "
+        "devices, and code that only worked because a CUDA default device was set. Device-neutral code "
+        "allocates where its data lives: `device=hidden_states.device`. The `*_like` and `x.new_*` families "
+        "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
+        "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
+        '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyAttention(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    seq_len = hidden_states.shape[1]
+                    positions = torch.arange(seq_len)
+                    mask = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+                    return hidden_states.masked_fill(~mask, 0.0) + positions[None, :, None]
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToyAttention(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    seq_len = hidden_states.shape[1]
+                    positions = torch.arange(seq_len, device=hidden_states.device)
+                    mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=hidden_states.device).tril()
+                    return hidden_states.masked_fill(~mask, 0.0) + positions[None, :, None]
+            """,
+            title="the input tensor gives the device",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def make_causal_mask(attention_mask: torch.Tensor, seq_len: int) -> torch.Tensor:
+                causal = torch.full((seq_len, seq_len), float("-inf")).triu(1)
+                return causal[None, None] + attention_mask[:, None, None, :]
+
+
+            class ToyModel(torch.nn.Module):
+                def forward(self, input_ids, attention_mask):
+                    return make_causal_mask(attention_mask, input_ids.shape[1])
+            """,
+            fixed="""
+            import torch
+
+
+            def make_causal_mask(attention_mask: torch.Tensor, seq_len: int) -> torch.Tensor:
+                causal = torch.full((seq_len, seq_len), float("-inf"), device=attention_mask.device).triu(1)
+                return causal[None, None] + attention_mask[:, None, None, :]
+
+
+            class ToyModel(torch.nn.Module):
+                def forward(self, input_ids, attention_mask):
+                    return make_causal_mask(attention_mask, input_ids.shape[1])
+            """,
+            title="a module-level helper called from forward",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyHead(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(4, 4)
+
+                def forward(self, features):
+                    return self.proj(features) + torch.ones(4)
+            """,
+            title="no tensor in scope: reported without a fix",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyRotary(nn.Module):
+                def __init__(self, dim, base=10000.0):
+                    super().__init__()
+                    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                    self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+                def forward(self, hidden_states, position_ids):
+                    ids = torch.arange(position_ids.shape[-1]).to(hidden_states.device)
+                    lengths = torch.tensor([3, 4]).tolist()
+                    zeros = torch.zeros_like(hidden_states)
+                    with torch.device(hidden_states.device):
+                        extra = torch.ones(3)
+                    host = torch.zeros(2, device="cpu")
+                    return zeros, ids, lengths, extra, host
+            """
+        ),
+    )
+    fix_safety = (
+        "Safe: `device=` is added from the nearest tensor in scope (a parameter annotated or used as a tensor, "
+        "else a parameter the module creates in `__init__`, `self.weight.device`). The values are the same; "
+        "they are created on the device they were going to meet. When no tensor is in scope there is no fix "
+        "and the message says so."
+    )
+    precision = ""
+    node_types = (ast.Call,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.module_classes = _module_classes(ctx.tree, ctx)
+        self.spec_targets = _spec_targets(ctx.tree)
+        self.functions = {
+            s.name for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        # unit -> names it calls; a unit is ("", function) or (class, method)
+        self.calls: dict[tuple[str, str], set[str]] = {}
+        self.self_calls: dict[tuple[str, str], set[str]] = {}
+        self.pending: list[tuple[tuple[str, str], ast.Call, str, str | None]] = []
+        self._accel_cache: dict[int, set[str]] = {}
+        self._param_cache: dict[int, set[str]] = {}
+        self._parents_cache: dict[int, dict[int, ast.AST]] = {}
+
+    def _unit(self) -> tuple[str, str] | None:
+        parents = self.ctx.parents
+        if len(parents) < 2:
+            return None
+        top = parents[1]
+        if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return ("", top.name)
+        if isinstance(top, ast.ClassDef) and len(parents) >= 3:
+            method = parents[2]
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return (top.name, method.name)
+        return None
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        unit = self._unit()
+        if unit is None:
+            return
+        func = node.func
+        if isinstance(func, ast.Name):
+            self.calls.setdefault(unit, set()).add(func.id)
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in ("self", "cls")
+        ):
+            self.self_calls.setdefault(unit, set()).add(func.attr)
+        qual = self.ctx.qualname(func) or ""
+        if not qual.startswith("torch.") or qual.count(".") != 1 or qual[6:] not in FACTORIES:
+            return
+        if any(k.arg == "device" or k.arg is None for k in node.keywords):
+            return
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return
+        if self._exempt(node):
+            return
+        met = self._meets_accelerator(node)
+        if met is None:
+            return
+        source = self._device_source(node, met)
+        self.pending.append((unit, node, qual[6:], source))
+
+    # -- does the allocation meet accelerator data? ---------------------------------------------------
+    def _accel_names(self, func: ast.AST) -> set[str]:
+        """Names holding accelerator tensors in ``func``: parameters used as tensors, and locals assigned
+        from a submodule call (``self.norm(x)``) or from another such name without a host move."""
+        cached = self._accel_cache.get(id(func))
+        if cached is not None:
+            return cached
+        names: set[str] = set()
+        assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        args = func.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            if arg.arg in ("self", "cls"):
+                continue
+            if _is_tensor_annotation(self.ctx, arg.annotation) or _used_as_tensor(func, arg.arg):
+                names.add(arg.arg)
+        assigns = [n for n in ast.walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        changed = True
+        while changed:
+            changed = False
+            for assign in assigns:
+                target = assign.targets[0]
+                if isinstance(target, ast.Name) and target.id not in names:
+                    value = assign.value
+                    if _is_submodule_call(value) or self._is_accel(value, names):
+                        names.add(target.id)
+                        changed = True
+        self._accel_cache[id(func)] = names
+        return names
+
+    def _is_accel(self, expr: ast.AST, names: set[str]) -> bool:
+        """``expr`` is (a view or method result of) an accelerator tensor, with no host move on the way."""
+        node = expr
+        while True:
+            if _is_submodule_call(node):
+                return True
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Attribute):
+                    if node.func.attr in _HOST_SINKS or node.func.attr in _SCALAR_METHODS or _to_cpu(node):
+                        return False
+                    node = node.func.value
+                    continue
+                return False
+            if isinstance(node, ast.Subscript):
+                node = node.value
+                continue
+            if isinstance(node, ast.Attribute):
+                if isinstance(node.value, ast.Name) and node.value.id == "self":
+                    return node.attr in self._self_params()
+                if node.attr in ("shape", "device", "dtype", "ndim", "T", "mT") and node is expr:
+                    return False
+                if node.attr in ("shape", "device", "dtype", "ndim"):
+                    return False
+                node = node.value
+                continue
+            if isinstance(node, ast.Name):
+                return node.id in names
+            return False
+
+    def _self_params(self) -> set[str]:
+        cls = self.ctx.class_
+        if cls is None:
+            return set()
+        cached = self._param_cache.get(id(cls))
+        if cached is None:
+            cached = set(_self_parameters(cls))
+            self._param_cache[id(cls)] = cached
+        return cached
+
+    def _parent_map(self, func: ast.AST) -> dict[int, ast.AST]:
+        cached = self._parents_cache.get(id(func))
+        if cached is None:
+            cached = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
+            self._parents_cache[id(func)] = cached
+        return cached
+
+    def _climb(self, expr: ast.AST, parents: dict[int, ast.AST]) -> tuple[ast.AST, ast.AST | None]:
+        """From a value up through method chains, subscripts and unary operators to where it is used."""
+        while True:
+            parent = parents.get(id(expr))
+            if parent is None:
+                return expr, None
+            if isinstance(parent, ast.Attribute) and parent.value is expr:
+                grand = parents.get(id(parent))
+                if isinstance(grand, ast.Call) and grand.func is parent and parent.attr not in _HOST_SINKS:
+                    expr = grand
+                    continue
+                return expr, parent
+            if isinstance(parent, ast.Subscript) and parent.value is expr:
+                expr = parent
+                continue
+            if isinstance(parent, ast.UnaryOp):
+                expr = parent
+                continue
+            return expr, parent
+
+    def _meets_accelerator(self, node: ast.Call) -> ast.AST | None:
+        """The accelerator expression the allocation's value meets (directly, or through one local name)."""
+        func = self.ctx.function
+        if func is None:
+            return None
+        names = self._accel_names(func)
+        parents = self._parent_map(func)
+        expr, parent = self._climb(node, parents)
+        if parent is None:
+            return None
+        met = self._meets(expr, parent, names, parents)
+        if met is not None:
+            return met
+        if (
+            isinstance(parent, ast.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name)
+        ):
+            target = parent.targets[0].id
+            others = names - {target}
+            for use in _uses_after(func, target, parent) or ():
+                use_expr, use_parent = self._climb(use, parents)
+                if use_parent is not None:
+                    met = self._meets(use_expr, use_parent, others, parents)
+                    if met is not None:
+                        return met
+        return None
+
+    def _meets(
+        self, expr: ast.AST, parent: ast.AST, names: set[str], parents: dict[int, ast.AST]
+    ) -> ast.AST | None:
+        """The accelerator operand ``expr`` meets at ``parent`` (an arithmetic operand, a comparison, an index
+        into an accelerator tensor, a sibling argument of a torch op or a method of an accelerator tensor)."""
+        accel = self._is_accel
+        candidates: list[ast.AST] = []
+        if isinstance(parent, ast.BinOp):
+            candidates = [parent.right if parent.left is expr else parent.left]
+        elif isinstance(parent, ast.Compare):
+            candidates = [o for o in [parent.left, *parent.comparators] if o is not expr]
+        elif isinstance(parent, ast.Subscript) and parent.value is not expr:
+            candidates = [parent.value]
+        elif isinstance(parent, (ast.Tuple, ast.List)) and isinstance(parent.ctx, ast.Load):
+            candidates = [e for e in parent.elts if e is not expr]
+            grand = parents.get(id(parent))
+            if isinstance(grand, ast.Subscript) and grand.slice is parent:
+                candidates.append(grand.value)
+        elif isinstance(parent, ast.Call) and expr is not parent.func:
+            func = parent.func
+            if isinstance(func, ast.Attribute):
+                candidates = [func.value]
+            if (self.ctx.qualname(func) or "").startswith("torch."):
+                candidates += [a for a in parent.args if a is not expr]
+        return next((c for c in candidates if accel(c, names)), None)
+
+    def _exempt(self, node: ast.Call) -> bool:
+        ctx = self.ctx
+        chain = [*ctx.parents, node]
+        # passes through method calls (``.float()``, ``.view(...)``) to a move or a host sink
+        i = len(chain) - 1
+        while i >= 2:
+            attr, call = chain[i - 1], chain[i - 2]
+            if not (isinstance(attr, ast.Attribute) and attr.value is chain[i]):
+                break
+            if not (isinstance(call, ast.Call) and call.func is attr):
+                break
+            if attr.attr in _HOST_SINKS:
+                return True
+            if attr.attr in _MOVES and _moves_device(ctx, call):
+                return True
+            i -= 2
+        for parent in ctx.parents:
+            if isinstance(parent, ast.With):
+                for item in parent.items:
+                    if (
+                        ctx.qualname(getattr(item.context_expr, "func", item.context_expr)) or ""
+                    ) == "torch.device":
+                        return True
+            if isinstance(parent, ast.Call):
+                name = (ctx.dotted(parent.func) or "").split(".")[-1]
+                if name in ("Parameter", "register_buffer", "Buffer"):
+                    return True
+        return False
+
+    def _device_source(self, node: ast.Call, met: ast.AST) -> str | None:
+        """The device of the tensor the allocation meets, when it is nameable at the allocation (a
+        parameter, a local bound before the allocation, ``self.<param>``); else ``device_source()``."""
+        root = met
+        while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+            if (
+                isinstance(root, ast.Attribute)
+                and isinstance(root.value, ast.Name)
+                and root.value.id == "self"
+            ):
+                if root.attr in self._self_params():
+                    return f"self.{root.attr}.device"
+                break
+            if isinstance(root, ast.Call):
+                if not isinstance(root.func, ast.Attribute):
+                    break
+                root = root.func.value
+            else:
+                root = root.value
+        if isinstance(root, ast.Name) and root.id != "self":
+            func = self.ctx.function
+            assert func is not None
+            params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+            if root.id in params or _bound_before(func, root.id, node.lineno):
+                return f"{root.id}.device"
+        return device_source(self.ctx)
+
+    def finish(self) -> None:
+        if not self.pending:
+            return
+        forward = self._forward_units()
+        for unit, node, factory, source in self.pending:
+            if unit not in forward:
+                continue
+            if source is None:
+                self.report(
+                    node,
+                    f"`torch.{factory}(...)` without `device=` allocates on the CPU on the forward path; no tensor "
+                    "in scope gives the device (pass one in, or use `device=` from the caller's data)",
+                )
+                continue
+            fix = make_fix(f"Add `device={source}`", [self._device_edit(node, source)])
+            self.report(
+                node,
+                f"`torch.{factory}(...)` without `device=` allocates on the CPU on the forward path; "
+                f"add `device={source}`",
+                fix,
+            )
+
+    def _device_edit(self, node: ast.Call, source: str) -> Edit:
+        src = self.ctx.source
+        items = [*node.args, *node.keywords]
+        if items:
+            last = max(items, key=lambda n: (n.end_lineno, n.end_col_offset))
+            end = src.node_range(last)[1]
+            return Edit(end, end, f", device={source}")
+        end = src.node_range(node)[1]
+        return Edit(end - 1, end - 1, f"device={source}")
+
+    def _forward_units(self) -> set[tuple[str, str]]:
+        roots: set[tuple[str, str]] = set()
+        units = set(self.calls) | set(self.self_calls) | {u for u, *_ in self.pending}
+        init_only: set[tuple[str, str]] = set()
+        for cls in self.module_classes:
+            methods = {u[1] for u in units if u[0] == cls}
+            called_from: dict[str, set[str]] = {}
+            for (c, m), names in self.self_calls.items():
+                if c == cls:
+                    for name in names:
+                        called_from.setdefault(name, set()).add(m)
+            # methods reached only from construction/init methods are init-time too
+            init_side = {m for m in methods if _is_init_method(m)}
+            changed = True
+            while changed:
+                changed = False
+                for m in methods - init_side:
+                    callers = called_from.get(m)
+                    if callers and callers <= init_side:
+                        init_side.add(m)
+                        changed = True
+            init_only |= {(cls, m) for m in init_side}
+            roots |= {(cls, m) for m in methods - init_side}
+        for func, target in self.spec_targets.items():
+            if not _is_init_method(target):
+                roots.add(("", func))
+        forward = set(roots)
+        todo = list(roots)
+        while todo:
+            unit = todo.pop()
+            for name in self.calls.get(unit, ()):
+                if name in self.functions and ("", name) not in forward:
+                    forward.add(("", name))
+                    todo.append(("", name))
+        return forward - init_only
