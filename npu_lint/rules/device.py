@@ -979,7 +979,7 @@ _SCALAR_METHODS = frozenset(
     {"size", "dim", "numel", "nelement", "element_size", "stride", "is_contiguous", "data_ptr", "get_device",
      "type", "is_floating_point", "is_complex", "storage_offset", "__len__"}
 )  # fmt: skip
-_MOVES = frozenset({"to", "cuda", "npu", "type_as", "new_tensor"})
+_MOVES = frozenset({"to", "cuda", "npu", "type_as", "type"})
 _DTYPE_WORDS = ("dtype", "float", "int", "bool", "half", "bfloat16", "long", "double", "complex")
 
 
@@ -1039,10 +1039,10 @@ def _moves_device(ctx: Context, call: ast.Call) -> bool:
     assert isinstance(func, ast.Attribute)
     if func.attr in ("cuda", "npu", "type_as"):
         return True
+    if func.attr == "type":
+        return any("cuda" in ast.dump(a) for a in call.args)
     if any(k.arg == "device" or k.arg is None for k in call.keywords):
         return True
-    if func.attr == "new_tensor":
-        return False
     return bool(call.args) and not _is_dtype_expr(ctx, call.args[0])
 
 
@@ -1059,6 +1059,16 @@ def _is_submodule_call(node: ast.AST) -> bool:
         and func.value.id == "self"
         and not func.attr.startswith(("_", "get_", "compute_", "prepare_"))
     )
+
+
+def _zero_size(call: ast.Call) -> bool:
+    """``torch.empty(0)`` / ``torch.empty([0])``: an empty placeholder argument, never computed with."""
+    if len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, (ast.List, ast.Tuple)) and len(arg.elts) == 1:
+        arg = arg.elts[0]
+    return isinstance(arg, ast.Constant) and arg.value == 0
 
 
 def _bound_before(func: ast.AST, name: str, line: int) -> bool:
@@ -1084,9 +1094,12 @@ def _to_cpu(call: ast.Call) -> bool:
     )
 
 
-def _uses_after(func: ast.AST, name: str, assign: ast.Assign) -> list[ast.Name] | None:
-    """Loads of ``name`` after ``assign`` up to its next rebinding; None when the value is moved
-    (``name.to(...)``, ``name.cpu()``) before that: later uses then no longer see the allocation."""
+def _uses_after(
+    ctx: Context, func: ast.AST, name: str, assign: ast.Assign, parents: dict[int, ast.AST]
+) -> list[ast.Name] | None:
+    """Loads of ``name`` after ``assign`` up to its next rebinding; None when the value is moved to a
+    device or the host (``name.to(x.device)``, ``name.cpu()``, ``name.tolist()``) before that: later uses
+    then no longer see the allocation."""
     line = assign.end_lineno or assign.lineno
     events: list[tuple[int, int, ast.Name, ast.AST]] = []
     for parent in ast.walk(func):
@@ -1098,15 +1111,13 @@ def _uses_after(func: ast.AST, name: str, assign: ast.Assign) -> list[ast.Name] 
     for _, _, child, parent in events:
         if isinstance(child.ctx, ast.Store):
             break
-        if isinstance(parent, ast.Attribute) and parent.attr in (
-            "to",
-            "cuda",
-            "npu",
-            "cpu",
-            "tolist",
-            "type_as",
-        ):
-            return None
+        if isinstance(parent, ast.Attribute):
+            if parent.attr in _HOST_SINKS:
+                return None
+            call = parents.get(id(parent))
+            if parent.attr in _MOVES and isinstance(call, ast.Call) and call.func is parent:
+                if _moves_device(ctx, call):
+                    return None
         uses.append(child)
     return uses
 
@@ -1294,7 +1305,7 @@ class DevicelessAllocation(Rule):
             return
         if any(isinstance(a, ast.Starred) for a in node.args):
             return
-        if self._exempt(node):
+        if self._exempt(node) or _zero_size(node):
             return
         met = self._meets_accelerator(node)
         if met is None:
@@ -1325,7 +1336,11 @@ class DevicelessAllocation(Rule):
                 target = assign.targets[0]
                 if isinstance(target, ast.Name) and target.id not in names:
                     value = assign.value
-                    if _is_submodule_call(value) or self._is_accel(value, names):
+                    if isinstance(value, ast.BinOp):
+                        is_accel = self._is_accel(value.left, names) or self._is_accel(value.right, names)
+                    else:
+                        is_accel = _is_submodule_call(value) or self._is_accel(value, names)
+                    if is_accel:
                         names.add(target.id)
                         changed = True
         self._accel_cache[id(func)] = names
@@ -1417,7 +1432,7 @@ class DevicelessAllocation(Rule):
         ):
             target = parent.targets[0].id
             others = names - {target}
-            for use in _uses_after(func, target, parent) or ():
+            for use in _uses_after(self.ctx, func, target, parent, parents) or ():
                 use_expr, use_parent = self._climb(use, parents)
                 if use_parent is not None:
                     met = self._meets(use_expr, use_parent, others, parents)
