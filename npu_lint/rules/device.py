@@ -273,6 +273,16 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
         ):
             return None
+    if not ctx.source.kind.spec:
+        for stmt in ctx.tree.body:
+            if (
+                isinstance(stmt, ast.ImportFrom)
+                and (stmt.module or "").endswith("utils.device")
+                and (stmt.level > 0 or stmt.module == DEVICE_MODULE)
+                and all(a.name != "*" for a in stmt.names)
+            ):
+                end = ctx.source.node_range(stmt.names[-1])[1]
+                return [Edit(end, end, f", {name}")]
     return ctx.import_edits(DEVICE_MODULE, name)
 
 
@@ -476,9 +486,7 @@ class HardcodedCudaDevice(Rule):
             """,
             fixed="""
             import torch
-            from veomni.utils.device import get_device_type
-            from veomni.utils.device import synchronize
-            from veomni.utils.device import get_device_id
+            from veomni.utils.device import get_device_type, synchronize, get_device_id
 
 
             def load(model, path, init_device=get_device_type()):
@@ -519,8 +527,7 @@ class HardcodedCudaDevice(Rule):
             """,
             fixed="""
             import torch
-            from veomni.utils.device import get_device_type
-            from veomni.utils.device import get_torch_device
+            from veomni.utils.device import get_device_type, get_torch_device
 
 
             def forward(self, hidden_states):
@@ -554,8 +561,7 @@ class HardcodedCudaDevice(Rule):
             """,
             fixed="""
             import torch
-            from veomni.utils.device import get_device_type
-            from veomni.utils.device import synchronize
+            from veomni.utils.device import get_device_type, synchronize
 
 
             def maybe_sync():
@@ -1068,7 +1074,7 @@ def _zero_size(call: ast.Call) -> bool:
     arg = call.args[0]
     if isinstance(arg, (ast.List, ast.Tuple)) and len(arg.elts) == 1:
         arg = arg.elts[0]
-    return isinstance(arg, ast.Constant) and arg.value == 0
+    return isinstance(arg, ast.Constant) and type(arg.value) is int and arg.value == 0
 
 
 def _bound_before(func: ast.AST, name: str, line: int) -> bool:
@@ -1305,7 +1311,7 @@ class DevicelessAllocation(Rule):
             return
         if any(isinstance(a, ast.Starred) for a in node.args):
             return
-        if self._exempt(node) or _zero_size(node):
+        if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and _zero_size(node)):
             return
         met = self._meets_accelerator(node)
         if met is None:
@@ -1350,6 +1356,8 @@ class DevicelessAllocation(Rule):
         """``expr`` is (a view or method result of) an accelerator tensor, with no host move on the way."""
         node = expr
         while True:
+            if isinstance(node, ast.BinOp):
+                return self._is_accel(node.left, names) or self._is_accel(node.right, names)
             if _is_submodule_call(node):
                 return True
             if isinstance(node, ast.Call):
