@@ -363,6 +363,10 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
                     break
                 if _mentions_cuda_dispatch(ctx, value):
                     return True
+        elif isinstance(parent, ast.Dict) and child in parent.values:
+            key = parent.keys[parent.values.index(child)]
+            if _cuda_string(key):
+                return True  # a dispatch table: {"cuda": torch.cuda.empty_cache, "npu": ...}
         elif isinstance(parent, ast.match_case):
             for sub in ast.walk(parent.pattern):
                 if isinstance(sub, ast.MatchValue) and _cuda_string(sub.value):
