@@ -67,7 +67,8 @@ def device_source(ctx: Context, avoid: str | None = None) -> str | None:
     """An expression naming the training device from data in scope, e.g. ``hidden_states.device``.
 
     Candidates, nearest first: required parameters of the enclosing function annotated as tensors (a
-    conventional name such as ``hidden_states`` preferred), then ``self.<p>.device`` for a parameter the
+    conventional name such as ``hidden_states`` preferred), else required parameters it uses as tensors
+    (``x.shape``, ``x.device``, ``x.view(...)``), then ``self.<p>.device`` for a parameter the
     enclosing class creates in ``__init__``. ``avoid`` is a root name that must not be used (the receiver
     of ``.cuda()``: its own device would make the move a no-op). None when nothing in scope qualifies.
     """
@@ -79,6 +80,12 @@ def device_source(ctx: Context, avoid: str | None = None) -> str | None:
         required = positional[: len(positional) - n_defaults] if n_defaults else positional
         required += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None]
         tensors = [a.arg for a in required if a.arg != avoid and _is_tensor_annotation(ctx, a.annotation)]
+        if not tensors:  # else a required parameter the function uses as a tensor (``x.shape``, ``x.device``)
+            tensors = [
+                a.arg
+                for a in required
+                if a.arg not in (avoid, "self", "cls") and _used_as_tensor(func, a.arg)
+            ]
         for name in _PREFERRED_PARAMS:
             if name in tensors:
                 return f"{name}.device"
