@@ -196,6 +196,17 @@ class CudaCall(Rule):
             ok = torch.cuda.is_available()
             """
         ),
+        Example(
+            """
+            from veomni.utils.device import get_device_type
+
+
+            def place(x):
+                if get_device_type() == "cuda":  # explicit dispatch: the CUDA branch is deliberate
+                    x = x.cuda(non_blocking=True)
+                return x
+            """
+        ),
     )
     fix_safety = (
         "Safe: `.to(<device>)` moves to the device the surrounding data already lives on (a tensor "
@@ -215,6 +226,8 @@ class CudaCall(Rule):
         dotted = self.ctx.qualname(receiver)
         if dotted == "torch":  # torch.cuda(...) is not a thing; be conservative
             return
+        if in_cuda_dispatch(self.ctx, node):
+            return  # ``if get_device_type() == "cuda": x = x.cuda()`` is deliberate
         ctx = self.ctx
         avoid = _root_name(receiver)
         source = device_source(ctx, avoid=avoid)
