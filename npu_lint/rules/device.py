@@ -729,7 +729,9 @@ class HardcodedCudaDevice(Rule):
         qual = ctx.qualname(node.func) or ""
         func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual
         for kw in node.keywords:
-            if _is_device_name(kw.arg) and _cuda_string(kw.value):
+            if kw.arg == "type" and qual == "torch.device" and _cuda_string(kw.value):
+                self._report_string(kw.value, "`type=` argument of `torch.device(...)`")
+            elif _is_device_name(kw.arg) and _cuda_string(kw.value):
                 self._report_string(kw.value, f"`{kw.arg}=` argument")
             elif kw.arg == "backend" and _is_nccl(kw.value):
                 self._report_string(kw.value, "`backend=` argument")
