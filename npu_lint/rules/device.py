@@ -226,15 +226,26 @@ class CudaCall(Rule):
         dotted = self.ctx.qualname(receiver)
         if dotted == "torch":  # torch.cuda(...) is not a thing; be conservative
             return
+        if any(k.arg not in ("device", "non_blocking", "memory_format") for k in node.keywords):
+            return  # not Tensor.cuda / Module.cuda (a quantizer's own ``cuda(t, meta=...)``, ``**kwargs``)
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return
+        enclosing = self.ctx.function
+        if enclosing is not None and enclosing.name == "cuda":
+            return  # an override of ``Module.cuda`` implements the API it calls
         if in_cuda_dispatch(self.ctx, node):
             return  # ``if get_device_type() == "cuda": x = x.cuda()`` is deliberate
         ctx = self.ctx
         avoid = _root_name(receiver)
         source = device_source(ctx, avoid=avoid)
-        edits = []
+        edits: list[Edit] = []
         if source is None:
             source = "get_device_type()"
-            edits.extend(ctx.import_edits(DEVICE_MODULE, "get_device_type"))
+            helper = helper_edits(ctx, "get_device_type")
+            if helper is None:
+                self._report_no_fix(node, func)
+                return
+            edits.extend(helper)
         args = [source]
         applicability = Applicability.SAFE
         reason = ""
@@ -253,12 +264,22 @@ class CudaCall(Rule):
         end = ctx.source.node_range(node)[1]
         edits.append(Edit(start, end, f".to({', '.join(args)})"))
         fix = make_fix(f"Replace `.cuda()` with `.to({source})`", edits, applicability, reason)
-        src = ctx.source
+        self.report(
+            self._where(node, func), f"`.cuda()` hard-codes the CUDA backend; use `.to({source})`", fix
+        )
+
+    def _where(self, node: ast.Call, func: ast.Attribute) -> tuple[int, int, int, int]:
+        src = self.ctx.source
         line = func.end_lineno or node.lineno
         col = src.char_col(line, func.end_col_offset or 0) - len("cuda")
         end_line = node.end_lineno or line
-        where = (line, col, end_line, src.char_col(end_line, node.end_col_offset or 0))
-        self.report(where, f"`.cuda()` hard-codes the CUDA backend; use `.to({source})`", fix)
+        return (line, col, end_line, src.char_col(end_line, node.end_col_offset or 0))
+
+    def _report_no_fix(self, node: ast.Call, func: ast.Attribute) -> None:
+        self.report(
+            self._where(node, func),
+            "`.cuda()` hard-codes the CUDA backend; use `.to(get_device_type())` (veomni.utils.device)",
+        )
 
 
 # -- shared helpers for NPU102-NPU104 ----------------------------------------------------------------
@@ -835,27 +856,31 @@ class HardcodedCudaDevice(Rule):
         if self._kernel_gate(call):
             return  # availability of a CUDA-only kernel (triton...)
         text = 'get_device_type() != "cpu"'
-        if not isinstance(
-            parent,
-            (
-                ast.If,
-                ast.IfExp,
-                ast.While,
-                ast.BoolOp,
-                ast.Assign,
-                ast.Return,
-                ast.keyword,
-                ast.Call,
-                ast.Assert,
-            ),
-        ) and not (isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)):
+        target: ast.AST = call
+        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+            # ``not torch.cuda.is_available()`` -> ``get_device_type() == "cpu"``
+            text, target = 'get_device_type() == "cpu"', parent
+            parent = ctx.parents[-3] if len(ctx.parents) >= 3 else None
+        statement_like = (
+            ast.If,
+            ast.IfExp,
+            ast.While,
+            ast.BoolOp,
+            ast.Assign,
+            ast.Return,
+            ast.keyword,
+            ast.Call,
+        )
+        if not isinstance(parent, (*statement_like, ast.Assert)) and not (
+            isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        ):
             text = f"({text})"
         edits = helper_edits(ctx, "get_device_type")
         fix = None
         if edits is not None and not call.args and not call.keywords:
             fix = make_fix(
                 f"Replace with `{text}`",
-                [*edits, ctx.replace(call, text)],
+                [*edits, ctx.replace(target, text)],
                 Applicability.UNSAFE,
                 "the guarded code then also runs on NPU hosts; keep `IS_CUDA_AVAILABLE` if it is CUDA-only",
             )

@@ -111,3 +111,25 @@ def test_relative_device_import_is_reused() -> None:
     out = fix_source(SourceFile.from_text(f"{MODEL_DIR}/m.py", text), CODES, Settings(), unsafe=True).text
     assert "from ....utils.device import IS_NPU_AVAILABLE, empty_cache\n" in out
     assert "veomni.utils.device" not in out
+
+
+def test_npu101_leaves_other_cuda_apis_alone() -> None:
+    text = (
+        "import torch\n\n\n"
+        "class Cache(torch.nn.Module):\n"
+        "    def cuda(self, *args, **kwargs):\n"
+        "        return super().cuda(*args, **kwargs)\n\n"
+        "    def update(self, qtensor, meta):\n"
+        "        self.quantizer.cuda(qtensor, meta=meta, device=self.keys.device)\n"
+        "        return qtensor.cuda(non_blocking=True)\n"
+    )
+    diags = lint_source(SourceFile.from_text(f"{MODEL_DIR}/cache.py", text), ["NPU101"], Settings())
+    assert [(d.line, d.code) for d in diags] == [(10, "NPU101")]
+
+
+def test_not_is_available_becomes_a_cpu_check() -> None:
+    text = (
+        "import torch\n\n\ndef f():\n    if not torch.cuda.is_available():\n        return 0\n    return 1\n"
+    )
+    out = fix_source(SourceFile.from_text(f"{MODEL_DIR}/g.py", text), CODES, Settings(), unsafe=True).text
+    assert '    if get_device_type() == "cpu":\n' in out
