@@ -1314,11 +1314,11 @@ class DevicelessAllocation(Rule):
         "and the message says so."
     )
     precision = (
-        "veomni 0.1.12 `veomni/models`: 1 finding, 1 true positive; transformers 5.9.0 `models/`: 22 of 22. "
-        "Of the 96 forward-path allocations a purely syntactic check reports in `veomni/models`, 93 are host-side "
-        "bookkeeping moved to the device later (rope indices, vision metadata): the rule reports only values "
-        "that meet accelerator data in the same expression or through one local name, trading recall for "
-        "precision. Reviewed by hand: bench/accuracy/device.md."
+        "veomni 0.1.12 `veomni/models` and transformers 5.9.0 `models/`: 0 findings (VeOmni's gate keeps `.cuda()` "
+        "out; transformers' four are inside OpenFold's own `def cuda(self)` methods, which implement a `cuda()` "
+        "API and are reported at their callers instead). Whole transformers package: 1 finding, a false "
+        "positive (HQQ's `module.cuda(device)` used to emulate `.to`; its fix is unsafe). Reviewed by hand: "
+        "bench/accuracy/device.md."
     )
     node_types = (ast.Call,)
 
