@@ -61,15 +61,30 @@ _BANNER_PATCH = re.compile(r"^#\s+(?:-\s+)?(?P<kind>\w+):\s*(?P<target>[\w.]+)")
 # -- parsed files (cached by path, mtime and size) ---------------------------------------------------
 
 
-@dataclass
 class ParsedFile:
-    path: str
-    text: str
-    tree: ast.Module | None
+    """A file's text, its lines and (parsed on first use) its ``ast`` tree."""
+
+    __slots__ = ("path", "text", "_tree", "_parsed", "_lines")
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.text = text
+        self._tree: ast.Module | None = None
+        self._parsed = False
+        self._lines: list[str] | None = None
+
+    @property
+    def tree(self) -> ast.Module | None:
+        if not self._parsed:
+            self._tree = _parse(self.text, self.path)
+            self._parsed = True
+        return self._tree
 
     @property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
 
 
 _FILES: dict[str, tuple[tuple[int, int], ParsedFile]] = {}
@@ -91,7 +106,7 @@ def load_file(path: str) -> ParsedFile | None:
         text, _ = decode_source(Path(path).read_bytes())
     except Exception:
         return None
-    parsed = ParsedFile(path, text, _parse(text, path))
+    parsed = ParsedFile(path, text)
     _FILES[path] = (stamp, parsed)
     return parsed
 
@@ -472,6 +487,13 @@ def effective_target_file(spec: Spec, depth: int = 0) -> str | None:
         return spec.target_file
     base = base_spec(spec) if depth < 4 else None
     return effective_target_file(base, depth + 1) if base else None
+
+
+def effective_description(spec: Spec, depth: int = 0) -> str | None:
+    if spec.description:
+        return spec.description
+    base = base_spec(spec) if depth < 4 else None
+    return effective_description(base, depth + 1) if base else None
 
 
 def package_specs(package_dir: str) -> list[str]:

@@ -1,0 +1,1 @@
+"""Structural fixes (codemods) that are larger than a token edit."""
