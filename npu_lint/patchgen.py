@@ -946,10 +946,10 @@ class OriginMap:
 
     spec: Spec
     gen: Generated
-    spans: list[tuple[int, int, Pair, dict[int, int] | None, int]] = field(default_factory=list)
+    spans: list[tuple[int, int, Pair, dict[int, int] | None]] = field(default_factory=list)
 
     def origin(self, line: int) -> Origin | None:
-        for start, end, pair, lines, delta in self.spans:
+        for start, end, pair, lines in self.spans:
             if start <= line <= end:
                 ref = pair.ref
                 assert ref is not None
@@ -1030,7 +1030,7 @@ def build_origin_map(path: str, text: str, tree: ast.Module | None = None) -> Or
             lines.setdefault(gen_node.lineno, pair.ref.node.lineno)
             for g in range(start, gen_node.lineno):
                 lines.setdefault(g, pair.ref.node.lineno)
-        omap.spans.append((start, end, pair, lines, 0))
+        omap.spans.append((start, end, pair, lines))
     return omap
 
 

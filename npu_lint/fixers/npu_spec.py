@@ -146,7 +146,7 @@ def format_many(items: list[tuple[str, str]]) -> list[str]:
     if not items or importlib.util.find_spec("ruff") is None:
         return [text for text, _ in items]
     procs = []
-    for text, path in items:
+    for _text, path in items:
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ruff", "format", "--stdin-filename", path, "-"],

@@ -221,33 +221,32 @@ class MissingNpuSpec(ProjectRule):
                 found.append((pkg, gpu, spec, npu_path, npu_target, build_npu_spec(gpu, format=False)))
         texts = format_many([(plan.content, plan.path) for *_, plan in found if plan is not None])
         for pkg, gpu, spec, npu_path, npu_target, plan in found:
-            if True:
-                fix = None
-                if plan is not None:
-                    plan.content = texts.pop(0)
-                    unsafe = bool(plan.gpu_only)
-                    fix = Fix(
-                        f"Create {os.path.basename(plan.path)} (deepcopy of the GPU spec), then run "
-                        f"`{plan.command}`",
-                        (),
-                        Applicability.UNSAFE if unsafe else Applicability.SAFE,
-                        (CreateFile(plan.path, plan.content),),
-                        "the GPU spec uses GPU-only replacements that the NPU path must override: "
-                        + "; ".join(plan.gpu_only)
-                        if unsafe
-                        else "",
-                    )
-                col, end = _first_line_range(gpu, spec.config_line)
-                yield _diag(
-                    self,
-                    gpu,
-                    spec.config_line,
-                    f"model package `{os.path.basename(pkg.dir) or '.'}` has a GPU patch spec but no NPU sibling "
-                    f"`{os.path.basename(npu_path)}` (target `{npu_target}`)",
-                    col=col,
-                    end_col=end,
-                    fix=fix,
+            fix = None
+            if plan is not None:
+                plan.content = texts.pop(0)
+                unsafe = bool(plan.gpu_only)
+                fix = Fix(
+                    f"Create {os.path.basename(plan.path)} (deepcopy of the GPU spec), then run "
+                    f"`{plan.command}`",
+                    (),
+                    Applicability.UNSAFE if unsafe else Applicability.SAFE,
+                    (CreateFile(plan.path, plan.content),),
+                    "the GPU spec uses GPU-only replacements that the NPU path must override: "
+                    + "; ".join(plan.gpu_only)
+                    if unsafe
+                    else "",
                 )
+            col, end = _first_line_range(gpu, spec.config_line)
+            yield _diag(
+                self,
+                gpu,
+                spec.config_line,
+                f"model package `{os.path.basename(pkg.dir) or '.'}` has a GPU patch spec but no NPU sibling "
+                f"`{os.path.basename(npu_path)}` (target `{npu_target}`)",
+                col=col,
+                end_col=end,
+                fix=fix,
+            )
 
 
 # -- NPU502 ------------------------------------------------------------------------------------------
@@ -448,12 +447,9 @@ def _transformers_dir() -> str | None:
 
 def _model_type(source_module: str | None, config_class: str) -> str | None:
     """``model_type`` of a transformers config class, read from the installed transformers source."""
-    if not source_module or not source_module.startswith("transformers.models."):
+    model_dir = _model_dir(source_module)
+    if model_dir is None:
         return None
-    base = _transformers_dir()
-    if base is None:
-        return None
-    model_dir = os.path.join(base, *source_module.split(".")[1:-1])
     try:
         names = sorted(
             n for n in os.listdir(model_dir) if n.startswith("configuration_") and n.endswith(".py")
@@ -515,6 +511,20 @@ def _registrations(tree: ast.Module) -> list[Registration]:
         line = min(d.lineno for d in stmt.decorator_list)
         out.append(Registration(stmt, types, line, imports))
     return out
+
+
+def _imports(reg: Registration, name: str) -> bool:
+    return any(n == name for _, n, _ in reg.imports)
+
+
+def _model_dir(source_module: str | None) -> str | None:
+    if not source_module or not source_module.startswith("transformers.models."):
+        return None
+    base = _transformers_dir()
+    if base is None:
+        return None
+    model_dir = os.path.join(base, *source_module.split(".")[1:-1])
+    return model_dir if os.path.isdir(model_dir) else None
 
 
 class IncompleteRegistration(ProjectRule):
@@ -580,6 +590,14 @@ class IncompleteRegistration(ProjectRule):
         "is skipped."
     )
 
+    @staticmethod
+    def _type_of(text: str, cls: str, source_module: str | None) -> str | None:
+        block = _class_block(text, cls)
+        match = _CONFIG_ATTR.search(block or "")
+        if match is None:
+            return None
+        return _model_type(source_module, match.group(1) or match.group(2))
+
     def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
         for pkg in packages(paths):
@@ -632,19 +650,23 @@ class IncompleteRegistration(ProjectRule):
             )
             main = [p for p in prefixes if p and not any(q != p and p.startswith(q) for q in prefixes)]
             missing: list[str] = []
+            source_known = _model_dir(banner.source_module) is not None
             for prefix in main:
-                wanted = [(f"{prefix}ForConditionalGeneration", "multimodal")]
-                if f"{prefix}ForCausalLM" in classes:
-                    wanted.append((f"{prefix}ForCausalLM", "text-backbone"))
-                for cls, role in wanted:
-                    block = _class_block(text, cls)
-                    match = _CONFIG_ATTR.search(block or "")
-                    if match is None:
-                        continue
-                    model_type = _model_type(banner.source_module, match.group(1) or match.group(2))
-                    if model_type is None or model_type in registered:
-                        continue
-                    missing.append(f"the {role} model type `{model_type}` (`{cls}`)")
+                fcg, clm = f"{prefix}ForConditionalGeneration", f"{prefix}ForCausalLM"
+                mm_type = self._type_of(text, fcg, banner.source_module)
+                if mm_type is not None and mm_type not in registered:
+                    missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
+                if clm not in classes:
+                    continue
+                text_type = self._type_of(text, clm, banner.source_module)
+                if text_type is None and not source_known:
+                    # no transformers source for this model: VeOmni's convention, `<multimodal type>_text`
+                    mm_types = (
+                        [mm_type] if mm_type else [t for r in regs if _imports(r, fcg) for t in r.types]
+                    )
+                    text_type = f"{mm_types[0]}_text" if mm_types else None
+                if text_type is not None and text_type not in registered:
+                    missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
             if missing:
                 first = regs[0]
                 col, end = _first_line_range(pkg.init, first.decorator_line)
@@ -758,10 +780,10 @@ class DuplicatedGpuPatch(ProjectRule):
                             self,
                             npu_path,
                             node.lineno,
-                            f"`{node.name}` repeats `{other_ref.node.name}` of {os.path.basename(other_ref.path)} "
-                            f"(same body for `{patch.target}`): import and reuse it instead of a copy",
+                            f"`{node.name}` repeats `{other_ref.node.name}` "
+                            f"({os.path.basename(other_ref.path)}:{other_ref.line}, same body for `{patch.target}`): "
+                            "import and reuse it instead of a copy",
                             col=node.col_offset,
-                            origin=Origin(other_ref.path, other_ref.line),
                         )
 
 
