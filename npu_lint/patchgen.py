@@ -780,8 +780,8 @@ def same_body(a: ast.stmt, a_text: str, b: ast.stmt, b_text: str) -> bool:
             elif ast.dump(x) != ast.dump(y):
                 return False
         return True
-    ta, tb = _body_text(a, a_text), _body_text(b, b_text)
-    if ta is not None and ta == tb:
+    ta, tb = (_body_text(a, a_text), _body_text(b, b_text)) if a_text and b_text else (None, None)
+    if ta and ta == tb:
         return True
     return body_key(a) == body_key(b)
 
@@ -934,6 +934,7 @@ def _line_map(spec_node: ast.AST, gen_node: ast.AST) -> dict[int, int] | None:
         if type(x) is not type(y):
             return None
         out.setdefault(y.lineno, x.lineno)  # type: ignore[attr-defined]
+    for x, y in zip(a, b):  # closing lines of multi-line nodes, where no node starts
         end_y, end_x = getattr(y, "end_lineno", None), getattr(x, "end_lineno", None)
         if end_y is not None and end_x is not None:
             out.setdefault(end_y, end_x)

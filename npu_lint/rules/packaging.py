@@ -654,17 +654,21 @@ class IncompleteRegistration(ProjectRule):
             for prefix in main:
                 fcg, clm = f"{prefix}ForConditionalGeneration", f"{prefix}ForCausalLM"
                 mm_type = self._type_of(text, fcg, banner.source_module)
+                text_type = self._type_of(text, clm, banner.source_module) if clm in classes else None
+                if not source_known and clm in classes:
+                    # no transformers source for this model: VeOmni's convention, `<m>` and `<m>_text`
+                    if mm_type is None:
+                        text_types = [
+                            t for r in regs if _imports(r, clm) for t in r.types if t.endswith("_text")
+                        ]
+                        mm_type = text_types[0][: -len("_text")] if text_types else None
+                    if text_type is None:
+                        mm_types = (
+                            [mm_type] if mm_type else [t for r in regs if _imports(r, fcg) for t in r.types]
+                        )
+                        text_type = f"{mm_types[0]}_text" if mm_types else None
                 if mm_type is not None and mm_type not in registered:
                     missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
-                if clm not in classes:
-                    continue
-                text_type = self._type_of(text, clm, banner.source_module)
-                if text_type is None and not source_known:
-                    # no transformers source for this model: VeOmni's convention, `<multimodal type>_text`
-                    mm_types = (
-                        [mm_type] if mm_type else [t for r in regs if _imports(r, fcg) for t in r.types]
-                    )
-                    text_type = f"{mm_types[0]}_text" if mm_types else None
                 if text_type is not None and text_type not in registered:
                     missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
             if missing:
