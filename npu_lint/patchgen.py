@@ -609,11 +609,58 @@ def _section_nodes(gen: Generated, lines: list[str]) -> bool:
                 continue  # an external replacement is an import, not a block
             return False
         start, end = block
+        if section.kind == "MODIFIED CLASS" and section.methods:
+            node = _patched_methods(lines, start, end, section)
+            if node is None:
+                return False
+            section.node = node
+            continue
         tree = _parse("\n" * start + "\n".join(lines[start:end]))
         if tree is None or len(tree.body) != 1 or getattr(tree.body[0], "name", None) != section.target:
             return False
         section.node = tree.body[0]
     return True
+
+
+def _patched_methods(lines: list[str], start: int, end: int, section: Section) -> ast.ClassDef | None:
+    """A stand-in ``ClassDef`` holding only the patched methods of a class block, each parsed on its own at
+    its own line numbers (classes are large; their patched methods are a small part)."""
+    class_line = next((i for i in range(start, end) if lines[i].startswith("class ")), None)
+    if class_line is None:
+        return None
+    methods: list[ast.stmt] = []
+    for name in section.methods:
+        pattern = re.compile(rf"^    (?:async )?def {re.escape(name)}\(")
+        def_line = next((i for i in range(class_line + 1, end) if pattern.match(lines[i])), None)
+        if def_line is None:
+            return None
+        first = def_line
+        while first - 1 > class_line and lines[first - 1].startswith("    @"):
+            first -= 1
+        stop = def_line + 1
+        last = def_line
+        while stop < end:
+            line = lines[stop]
+            if line.strip() and not line.startswith("#"):
+                indent = len(line) - len(line.lstrip())
+                if indent <= 4 and not line.lstrip().startswith((")", "]", "}", "#")):
+                    break
+                last = stop
+            stop += 1
+        chunk = "\n" * (first - 1) + "class _:\n" + "\n".join(lines[first : last + 1])
+        if first == 0:
+            return None
+        tree = _parse(chunk)
+        if tree is None or not isinstance(tree.body[0], ast.ClassDef) or len(tree.body[0].body) != 1:
+            return None
+        method = tree.body[0].body[0]
+        if getattr(method, "name", None) != name:
+            return None
+        methods.append(method)
+    cls = ast.ClassDef(name=section.target, bases=[], keywords=[], body=methods, decorator_list=[])
+    cls.lineno, cls.col_offset = class_line + 1, 0
+    cls.end_lineno, cls.end_col_offset = end, 0
+    return cls
 
 
 def parse_generated(path: str, text: str, tree: ast.Module | None = None, full: bool = True) -> Generated:
@@ -783,7 +830,26 @@ def same_body(a: ast.stmt, a_text: str, b: ast.stmt, b_text: str) -> bool:
     ta, tb = (_body_text(a, a_text), _body_text(b, b_text)) if a_text and b_text else (None, None)
     if ta and ta == tb:
         return True
-    return body_key(a) == body_key(b)
+    if not (a_text and b_text):
+        return body_key(a) == body_key(b)
+    xs, ys = _strip_docstring(list(getattr(a, "body", []))), _strip_docstring(list(getattr(b, "body", [])))
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):  # statement by statement: text with layout removed, else the ASTs
+        if _squeezed(x, a_text) != _squeezed(y, b_text) and ast.dump(x) != ast.dump(y):
+            return False
+    return True
+
+
+_SPACE = re.compile(r"\s+")
+_TRAILING_COMMA = re.compile(r",(?=[)\]}])")
+
+
+def _squeezed(node: ast.stmt, text: str) -> str:
+    """A statement's text without layout: comment-only lines, whitespace and magic trailing commas removed."""
+    lines = _splitlines(text)[node.lineno - 1 : node.end_lineno]
+    kept = "".join(line for line in lines if not line.lstrip().startswith("#"))
+    return _TRAILING_COMMA.sub("", _SPACE.sub("", kept))
 
 
 def find_method(cls: ast.stmt | None, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
