@@ -421,18 +421,19 @@ def _defines(path: str, name: str, names: set[str]) -> bool:
 
 
 def _class_block(text: str, name: str) -> str | None:
+    """The source of a top-level class (up to the next top-level statement), found textually."""
     match = re.search(rf"^class\s+{re.escape(name)}\s*[(:]", text, re.MULTILINE)
     if not match:
         return None
-    nxt = re.search(r"^\S", text[match.end() :], re.MULTILINE)
-    end = match.end() + nxt.start() if nxt else len(text)
-    while True:  # decorators / comments at column 0 inside are not the end: stop at the next class/def
-        block = text[match.start() : end]
-        rest = text[end:]
-        if not rest or re.match(r"(class|def|async def|@|[A-Za-z_]\w*\s*[=:(])", rest):
-            return block
-        nxt = re.search(r"^\S", rest[1:], re.MULTILINE)
-        end = end + 1 + nxt.start() if nxt else len(text)
+    line_end = text.find("\n", match.end())
+    if line_end == -1:
+        return text[match.start() :]
+    pos = line_end + 1
+    for line in text[pos:].splitlines(keepends=True):
+        if line[:1] and not line[0].isspace() and not line.startswith(("#", ")")):
+            break
+        pos += len(line)
+    return text[match.start() : pos]
 
 
 def _transformers_dir() -> str | None:
