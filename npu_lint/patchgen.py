@@ -235,6 +235,13 @@ class Spec:
     defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = field(default_factory=dict)
     imports: dict[str, tuple[str, str]] = field(default_factory=dict)  # local name -> (module, name)
     text: str = ""
+    post_blocks: list[tuple[int, str]] = field(default_factory=list)  # (line of the string, code)
+    added_imports: list[tuple[int, str, tuple[str, ...]]] = field(
+        default_factory=list
+    )  # (line, module, names)
+    copies_from: list[str] = field(
+        default_factory=list
+    )  # spec modules whose lists are ``.extend``ed into this one
 
     def resolve(self, name: str, depth: int = 0) -> DefRef | None:
         """The definition bound to ``name`` in this spec module (following imports through the tree)."""
@@ -409,10 +416,43 @@ def parse_spec(path: str, text: str | None = None) -> Spec:
                 spec.patches.append(patch)
                 continue
             func = call.func
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in config_names
+            ):
+                if func.attr == "add_post_import_block" and call.args:
+                    code = _str(call.args[0])
+                    if code is not None:
+                        spec.post_blocks.append((call.args[0].lineno, code))
+                elif func.attr == "add_import" and call.args:
+                    module = _str(call.args[0])
+                    names = _kw(call, "names")
+                    if module is not None:
+                        found = names.elts if isinstance(names, (ast.List, ast.Tuple)) else []
+                        spec.added_imports.append(
+                            (stmt.lineno, module, tuple(v for v in (_str(e) for e in found) if v))
+                        )
+                continue
             # config.patches.append(create_patch_from_external(target=..., replacement_module=...))
-            # config.patches.extend(other.patches)
+            # config.patches.extend(other.patches); config.helpers.extend(other.helpers) ...
             if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and call.args:
                 owner = _dotted(func.value)
+                arg0 = call.args[0]
+                if (
+                    owner is not None
+                    and owner.split(".")[0] in config_names
+                    and owner.endswith((".post_import_blocks", ".additional_imports", ".helpers"))
+                ):
+                    source = _dotted(arg0) or ""
+                    for node in ast.walk(arg0):
+                        if isinstance(node, ast.Name) and node.id in imported_configs:
+                            source = node.id
+                            break
+                    root = source.split(".")[0]
+                    if root in imported_configs and imported_configs[root] not in spec.copies_from:
+                        spec.copies_from.append(imported_configs[root])
+                    continue
                 if owner is None or not owner.endswith(".patches"):
                     continue
                 if owner.split(".")[0] not in config_names:
@@ -480,6 +520,43 @@ def effective_patches(spec: Spec, depth: int = 0) -> list[Patch]:
     for patch in spec.patches:
         out[(patch.kind, patch.target or (patch.replacement or ""))] = patch
     return list(out.values())
+
+
+def _sources(spec: Spec) -> list[Spec]:
+    out = []
+    for module in ([spec.base_module] if spec.base_module else []) + spec.copies_from:
+        other = spec_for_module(module, spec.path)
+        if other is not None and other.path != spec.path and other not in out:
+            out.append(other)
+    return out
+
+
+def effective_post_blocks(spec: Spec, depth: int = 0) -> list[tuple[str, int, str]]:
+    """(spec path, line, code) of every post-import block the generated file gets (inherited ones first)."""
+    out = []
+    if depth < 4:
+        for other in _sources(spec):
+            out.extend(effective_post_blocks(other, depth + 1))
+    out.extend((spec.path, line, code) for line, code in spec.post_blocks)
+    return out
+
+
+def effective_added_imports(spec: Spec, depth: int = 0) -> list[tuple[str, int, str, tuple[str, ...]]]:
+    out = []
+    if depth < 4:
+        for other in _sources(spec):
+            out.extend(effective_added_imports(other, depth + 1))
+    out.extend((spec.path, line, module, names) for line, module, names in spec.added_imports)
+    return out
+
+
+def effective_helpers(spec: Spec, depth: int = 0) -> list[Patch]:
+    out = []
+    if depth < 4:
+        for other in _sources(spec):
+            out.extend(effective_helpers(other, depth + 1))
+    out.extend(p for p in spec.patches if p.kind == "helper" and p.replacement)
+    return out
 
 
 def effective_target_file(spec: Spec, depth: int = 0) -> str | None:
@@ -1031,6 +1108,27 @@ class OriginMap:
         tree = self.gen.tree
         if tree is None:
             return None
+        text = (
+            _splitlines(self.gen.text)[line - 1].strip()
+            if 0 < line <= len(_splitlines(self.gen.text))
+            else ""
+        )
+        if text and not text.startswith("#"):
+            for path, start, code in effective_post_blocks(self.spec):
+                for k, block_line in enumerate(code.split("\n")):
+                    if block_line.strip() == text:
+                        return Origin(path, start + k)
+        stmt_at = next(
+            (s for s in tree.body if s.lineno <= line <= (s.end_lineno or s.lineno)),
+            None,
+        )
+        if isinstance(stmt_at, (ast.Import, ast.ImportFrom)):
+            module = stmt_at.module if isinstance(stmt_at, ast.ImportFrom) else stmt_at.names[0].name
+            bound = {a.asname or a.name for a in stmt_at.names}
+            for path, call_line, added, names in effective_added_imports(self.spec):
+                if added == module and (not names or bound & set(names)):
+                    return Origin(path, call_line)
+            return None
         stmt = next(
             (
                 s
@@ -1074,7 +1172,7 @@ def build_origin_map(path: str, text: str, tree: ast.Module | None = None) -> Or
         return None
     gen = parse_generated(path, text, tree)
     omap = OriginMap(spec, gen)
-    for pair in pair_patches(spec, gen):
+    for pair in [*pair_patches(spec, gen), *_helper_pairs(spec, gen)]:
         if pair.ref is None or pair.generated is None:
             continue
         renamed = replacement_node(pair.ref, pair.patch.name_map)
@@ -1099,6 +1197,20 @@ def build_origin_map(path: str, text: str, tree: ast.Module | None = None) -> Or
                 lines.setdefault(g, pair.ref.node.lineno)
         omap.spans.append((start, end, pair, lines))
     return omap
+
+
+def _helper_pairs(spec: Spec, gen: Generated) -> list[Pair]:
+    """Helpers (``add_helper``) are emitted verbatim as top-level defs of the same name."""
+    if gen.tree is None:
+        return []
+    out = []
+    for patch in effective_helpers(spec):
+        owner = load_spec(patch.spec_path)
+        ref = owner.resolve(patch.replacement) if owner and patch.replacement else None
+        node = gen.top_level(patch.replacement or "")
+        if ref is not None and node is not None:
+            out.append(Pair(patch, ref, node, None))
+    return out
 
 
 def attach_origins(

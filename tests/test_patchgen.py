@@ -83,7 +83,7 @@ def test_deepcopy_and_shared_shapes_inherit_patches(tmp_path: Path) -> None:
     assert spec is not None and spec.base_mode == "deepcopy"
     assert patchgen.effective_target_file(spec) == "patched_modeling_widget_npu.py"
     assert patchgen.effective_description(spec) == "Widget VLM with VeOmni patches"
-    patches = {(p.kind, p.target): p for p in patchgen.effective_patches(spec)}
+    patches = {(p.kind, p.target): p for p in patchgen.effective_patches(spec) if p.kind != "helper"}
     assert set(patches) == {
         ("method_override", "WidgetTextModel.forward"),
         ("function_replacement", "rotate_half"),
@@ -99,7 +99,12 @@ def test_deepcopy_and_shared_shapes_inherit_patches(tmp_path: Path) -> None:
         """,
     )
     spec = patchgen.parse_spec(str(shared))
-    assert spec.base_mode == "shared" and len(patchgen.effective_patches(spec)) == 2
+    assert spec.base_mode == "shared"
+    assert [p.kind for p in patchgen.effective_patches(spec)] == [
+        "helper",
+        "method_override",
+        "function_replacement",
+    ]
     found = patchgen.spec_for_generated(str(tmp_path / pkg / "generated" / "patched_modeling_widget_npu.py"))
     assert found is not None and found.path == str(shared)
 
@@ -117,6 +122,7 @@ def test_generated_banner_and_sections() -> None:
         ]
         kinds = [(s.kind, s.target, s.methods, s.source) for s in gen.sections]
         assert kinds == [
+            ("HELPERS", "Module-level", (), None),
             (
                 "PATCHED FUNCTION",
                 "rotate_half",
@@ -125,9 +131,9 @@ def test_generated_banner_and_sections() -> None:
             ),
             ("MODIFIED CLASS", "WidgetTextModel", ("forward",), None),
         ]
-        cls = gen.sections[1].node
-        assert isinstance(cls, ast.ClassDef) and cls.lineno == 48
-        assert patchgen.find_method(cls, "forward").lineno == 58  # type: ignore[union-attr]
+        cls = gen.sections[2].node
+        assert isinstance(cls, ast.ClassDef) and cls.lineno == 67
+        assert patchgen.find_method(cls, "forward").lineno == 77  # type: ignore[union-attr]
         assert (gen.tree is None) == (not full)
 
 
@@ -175,23 +181,24 @@ def test_compare_generated_clean_and_drift(tmp_path: Path) -> None:
     spec = patchgen.spec_for_generated(str(gen))
     assert spec is not None
     drifts = patchgen.compare_generated(spec, patchgen.parse_generated(str(gen), gen.read_text()))
-    assert [(d.kind, d.origin.line if d.origin else None) for d in drifts] == [("missing-section", 36)]
+    assert [(d.kind, d.origin.line if d.origin else None) for d in drifts] == [("missing-section", 49)]
 
 
 @pytest.mark.parametrize(
     "line,expected",
     [
-        (
-            61,
-            (27, ""),
-        ),  # `.cuda()` in the patched method -> the spec line that holds it (a comment before it)
-        (60, (25, "")),  # the statement before it
-        (62, (28, "")),  # the `for` line
-        (63, (29, "")),  # a call the formatter joined on one line -> the call's first spec line
-        (64, (33, "")),  # after the multi-line call
-        (58, (22, "")),  # the def line -> the spec function's def
-        (57, (22, "")),  # an upstream decorator of the patched method -> the spec function's def
-        (29, (38, "")),  # a replaced function's body
+        (80, (40, "")),  # `.cuda()` in the patched method -> its spec line (a comment line before it)
+        (79, (38, "")),  # the statement before it
+        (81, (41, "")),  # the `for` line
+        (82, (42, "")),  # a call the formatter joined on one line -> the call's first spec line
+        (83, (46, "")),  # after the multi-line call
+        (77, (35, "")),  # the def line -> the spec function's def
+        (76, (35, "")),  # an upstream decorator of the patched method -> the spec function's def
+        (48, (51, "")),  # a replaced function's body
+        (37, (31, "")),  # a helper (``add_helper``), emitted verbatim
+        (27, (23, "")),  # an OpSlot declared in ``add_post_import_block``: the line inside the spec's string
+        (21, (22, "")),  # the post-import block's own import
+        (24, (19, "")),  # an import added with ``config.add_import``
     ],
 )
 def test_origin_of_patched_lines(line: int, expected: tuple[int, str]) -> None:
@@ -209,14 +216,14 @@ def test_origin_of_unpatched_lines_names_the_override() -> None:
     text = path.read_text()
     omap = patchgen.build_origin_map(str(path), text, ast.parse(text))
     assert omap is not None
-    origin = omap.origin(39)  # WidgetVisionTower.forward
+    origin = omap.origin(58)  # WidgetVisionTower.forward
     assert origin is not None and origin.line == 14
     assert origin.note == (
         'unpatched upstream code: add `@config.override_method("WidgetVisionTower.forward")` in '
         "widget_gpu_patch_gen_config.py"
     )
-    assert 'replace_class("WidgetForCausalLM")' in omap.origin(67).note  # type: ignore[union-attr]
-    assert omap.origin(16) is None  # imports: no origin
+    assert 'replace_class("WidgetForCausalLM")' in omap.origin(86).note  # type: ignore[union-attr]
+    assert omap.origin(16) is None  # upstream imports: no origin
 
 
 def test_unparsable_spec_is_not_fatal(tmp_path: Path) -> None:

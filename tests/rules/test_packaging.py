@@ -142,15 +142,15 @@ def test_fix_in_generated_file_goes_to_the_spec(tree: Path) -> None:
     assert (tree / WIDGET / "widget_gpu_patch_gen_config.py").read_text() == (
         EXPECTED / "widget_gpu_patch_gen_config.py"
     ).read_text()
-    assert "generated/patched_modeling_widget_gpu.py:61:52: NPU101" in res.stdout
-    assert "origin: veomni/models/transformers/widget/widget_gpu_patch_gen_config.py:27" in res.stdout
+    assert "generated/patched_modeling_widget_gpu.py:80:52: NPU101" in res.stdout
+    assert "origin: veomni/models/transformers/widget/widget_gpu_patch_gen_config.py:40" in res.stdout
 
 
 def test_origin_in_every_output_format(tree: Path) -> None:
     gen = "veomni/models/transformers/widget/generated/patched_modeling_widget_gpu.py"
     for fmt, needle in (
-        ("text", "widget_gpu_patch_gen_config.py:27"),
-        ("concise", "widget_gpu_patch_gen_config.py:27"),
+        ("text", "widget_gpu_patch_gen_config.py:40"),
+        ("concise", "widget_gpu_patch_gen_config.py:40"),
         ("json", "widget_gpu_patch_gen_config.py"),
         ("sarif", "widget_gpu_patch_gen_config.py"),
     ):
