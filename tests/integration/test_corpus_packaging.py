@@ -47,7 +47,9 @@ def test_fix_tree(tmp_path: Path) -> None:
     start = time.perf_counter()
     res = _run(root, "--fix", "--unsafe-fixes", "--select", "NPU5", "veomni/models")
     elapsed = time.perf_counter() - start
-    print(f"NPU5 --fix over veomni/models: {elapsed:.2f}s")  # shown with pytest -s; reported in bench/accuracy
+    print(
+        f"NPU5 --fix over veomni/models: {elapsed:.2f}s"
+    )  # shown with pytest -s; reported in bench/accuracy
     assert res.returncode in (0, 1), res.stderr
     after = _snapshot(models)
 
@@ -59,7 +61,8 @@ def test_fix_tree(tmp_path: Path) -> None:
     created = sorted(k for k in after if k not in before)
     assert f"transformers/{GEMMA3.name}/gemma3_npu_patch_gen_config.py" in created
     assert sorted(created) == sorted(
-        f"transformers/{m}/{'qwen2_5_vl' if m == 'qwen2_5vl' else m}_npu_patch_gen_config.py" for m in GPU_ONLY
+        f"transformers/{m}/{'qwen2_5_vl' if m == 'qwen2_5vl' else m}_npu_patch_gen_config.py"
+        for m in GPU_ONLY
     )
     for rel in touched:
         text = (models / rel).read_text()
@@ -78,11 +81,17 @@ def test_fix_tree(tmp_path: Path) -> None:
         fn
         for fn in tree.body
         if isinstance(fn, ast.FunctionDef)
-        and any(isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "register" for d in fn.decorator_list)
+        and any(
+            isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "register" for d in fn.decorator_list
+        )
     ]
     assert registered
     for fn in registered:
-        ifs = [n for n in ast.walk(fn) if isinstance(n, ast.If) and getattr(n.test, "id", "") == "IS_NPU_AVAILABLE"]
+        ifs = [
+            n
+            for n in ast.walk(fn)
+            if isinstance(n, ast.If) and getattr(n.test, "id", "") == "IS_NPU_AVAILABLE"
+        ]
         assert ifs, fn.name
         body_mod = [s.module for s in ifs[0].body if isinstance(s, ast.ImportFrom)]
         else_mod = [s.module for s in ifs[0].orelse if isinstance(s, ast.ImportFrom)]
