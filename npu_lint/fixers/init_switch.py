@@ -218,9 +218,13 @@ def switch_edit(text: str, item: StaticImport) -> Edit | None:
     npu_text = _npu_statement(statement, item)
     if npu_text is None:
         return None
-    inner = indent + "    "
+    step = "\t" if "\t" in indent else "    "
+    inner = indent + step
     out = (
-        f"{indent}if {FLAG}:\n" + _reindent(npu_text, inner) + f"{indent}else:\n" + _reindent(gpu_text, inner)
+        f"{indent}if {FLAG}:\n"
+        + _reindent(npu_text, inner, step)
+        + f"{indent}else:\n"
+        + _reindent(gpu_text, inner, step)
     )
     if not text[first:last_end].endswith("\n"):
         out = out.rstrip("\n")
@@ -245,9 +249,9 @@ def _npu_statement(statement: str, item: StaticImport) -> str | None:
     return head + sep + tail if n else None
 
 
-def _reindent(statement: str, indent: str) -> str:
+def _reindent(statement: str, indent: str, step: str = "    ") -> str:
     lines = statement.splitlines(keepends=True)
     out = [indent + lines[0]]
     for line in lines[1:]:
-        out.append(("    " + line) if line.strip() else line)
+        out.append((step + line) if line.strip() else line)
     return "".join(out)
