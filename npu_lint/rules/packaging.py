@@ -938,7 +938,7 @@ def patchgen_banner(text: str) -> bool:
 
 # -- NPU506 ------------------------------------------------------------------------------------------
 
-_PIN = re.compile(r"""["']transformers\s*==\s*([\w.+-]+)["']""")
+_PIN = re.compile(r"""["']transformers\s*==\s*([\w.+-]+)\s*(?:;[^"'\n]*)?["']""")
 
 
 def _installed_transformers() -> str | None:
@@ -956,14 +956,30 @@ def _repo_pin(root: str | None) -> tuple[str, str, int] | None:
     path = os.path.join(root, "pyproject.toml")
     try:
         with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+            text = fh.read()
     except (OSError, UnicodeDecodeError):
         return None
+    lines = text.splitlines()
+    preferred: str | None = None  # the pin in [project] dependencies wins over extras
+    try:
+        import tomllib
+
+        deps = tomllib.loads(text).get("project", {}).get("dependencies", [])
+        for dep in deps if isinstance(deps, list) else []:
+            match = re.fullmatch(r"\s*transformers\s*==\s*([\w.+-]+)\s*(;.*)?", str(dep))
+            if match:
+                preferred = match.group(1)
+                break
+    except (ImportError, ValueError):
+        pass
+    first: tuple[str, str, int] | None = None
     for i, line in enumerate(lines, 1):
         match = _PIN.search(line)
         if match and not line.lstrip().startswith("#"):
-            return match.group(1), path, i
-    return None
+            if preferred is None or match.group(1) == preferred:
+                return match.group(1), path, i
+            first = first or (match.group(1), path, i)
+    return first
 
 
 def _version_key(version: str) -> tuple:

@@ -200,3 +200,15 @@ def test_npu506_installed_differs_from_pin(tmp_path: Path) -> None:
     res = _run(tmp_path, "NPU506")
     assert res.stdout.count(" NPU506 ") == 1, res.stdout
     assert "pyproject.toml:2:" in res.stdout
+
+
+def test_npu506_pin_prefers_project_dependencies(tmp_path: Path) -> None:
+    from npu_lint.rules.packaging import _repo_pin
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project.optional-dependencies]\nold = ["transformers==4.57.0"]\n\n'
+        '[project]\nname = "v"\ndependencies = [\n    "transformers==5.9.0; python_version >= \'3.10\'",\n]\n'
+    )
+    assert _repo_pin(str(tmp_path)) == ("5.9.0", str(tmp_path / "pyproject.toml"), 7)
+    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["torch"]\n')
+    assert _repo_pin(str(tmp_path)) is None
