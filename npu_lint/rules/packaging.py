@@ -831,7 +831,8 @@ class GeneratedDrift(ProjectRule):
         "the next regeneration silently drops a hand edit, and a spec change that was not regenerated is not what "
         "runs. Each patched section must hold the spec function's body (compared as normalised ASTs after "
         "`name_map`, ignoring docstrings, comments and formatting), every patch in the spec must have its section, "
-        "and every section its patch. This works without patchgen (VeOmni's own gate is `patchgen --check`)."
+        "and every section its patch. A spec whose generated file does not exist yet (a new NPU sibling) is "
+        "reported on the spec. This works without patchgen (VeOmni's own gate is `patchgen --check`)."
     )
     bad = (
         Example(
@@ -900,6 +901,38 @@ class GeneratedDrift(ProjectRule):
         linted = _linted(paths)
         have_patchgen = shutil.which("patchgen") is not None
         for pkg in packages(paths):
+            # a spec whose generated file does not exist yet (e.g. an NPU sibling just created by NPU501)
+            for spec_path in pkg.specs:
+                if os.path.normpath(spec_path) not in linted:
+                    continue
+                spec = patchgen.load_spec(spec_path)
+                target = patchgen.effective_target_file(spec) if spec is not None and spec.parsed else None
+                if (
+                    spec is None
+                    or not target
+                    or not target.endswith(".py")
+                    or os.sep in target
+                    or "/" in target
+                ):
+                    continue
+                if os.path.exists(os.path.join(pkg.dir or ".", "generated", target)):
+                    continue
+                command = regen_command(spec_path)
+                col, end = _first_line_range(spec_path, spec.config_line)
+                yield _diag(
+                    self,
+                    spec_path,
+                    spec.config_line,
+                    f"`generated/{target}` has not been generated from this spec yet: run `{command}`",
+                    col=col,
+                    end_col=end,
+                    fix=Fix(
+                        f"Generate: `{command}`",
+                        (),
+                        Applicability.DISPLAY,
+                        reason="patchgen writes generated/",
+                    ),
+                )
             for gen_path in pkg.generated:
                 if os.path.normpath(gen_path) not in linted:
                     continue
