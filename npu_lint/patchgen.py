@@ -823,15 +823,6 @@ def _strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return body
 
 
-def _segment(text: str, node: ast.AST) -> str:
-    import textwrap
-
-    lines = text.splitlines(keepends=True)
-    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])  # type: ignore[attr-defined]
-    chunk = "".join(lines[start - 1 : node.end_lineno])  # type: ignore[attr-defined]
-    return textwrap.dedent(chunk)
-
-
 def replacement_node(ref: DefRef, name_map: dict[str, str]) -> tuple[ast.stmt, str] | None:
     """The replacing def after ``name_map`` and the text its positions refer to (the renamed segment,
     re-parsed at the same line numbers, when there is a ``name_map``)."""
