@@ -153,6 +153,8 @@ def test_origin_in_every_output_format(tree: Path) -> None:
         ("concise", "widget_gpu_patch_gen_config.py:40"),
         ("json", "widget_gpu_patch_gen_config.py"),
         ("sarif", "widget_gpu_patch_gen_config.py"),
+        ("github", "widget_gpu_patch_gen_config.py:40"),
+        ("junit", "widget_gpu_patch_gen_config.py:40"),
     ):
         res = run("check", "--no-cache", "--select", "NPU101", "--output-format", fmt, gen, cwd=tree)
         assert needle in res.stdout, (fmt, res.stdout[:2000])
