@@ -8,6 +8,7 @@ left for the NPU path; then the fix is unsafe. The text is formatted with ruff w
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import subprocess
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_lint import patchgen
+from npu_lint.diagnostics import Edit
 
 FORMAT_LINE_LENGTH = (
     88  # ruff's default; the wrapped import form (magic trailing comma) is stable at any length
@@ -190,3 +192,85 @@ def format_with_ruff(text: str, path: str) -> str:
     if proc.returncode != 0 or not proc.stdout.strip():
         return text
     return proc.stdout
+
+
+def reuse_gpu_patch_edits(
+    spec: patchgen.Spec, patch: patchgen.Patch, gpu_module: str, gpu_name: str
+) -> list[Edit] | None:
+    """Edits (in the NPU spec) that drop a copied patch function and register the GPU spec's instead (NPU504):
+
+        @config.override_method("Cls.forward", description="...")     config.override_method(
+        def cls_forward_npu(self, x):                          ->          "Cls.forward", replacement=<gpu_name>, description="..."
+            ...                                                         )
+
+    plus ``from <gpu spec module> import <gpu_name>``. None when the copy is not registered with a decorator, is
+    used elsewhere in the file, or the GPU function's name is already bound to something else.
+    """
+    tree = patchgen.load_file(spec.path).tree if patchgen.load_file(spec.path) else None
+    if tree is None or patch.replacement is None:
+        return None
+    node = spec.defs.get(patch.replacement)
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    deco = next(
+        (
+            d
+            for d in node.decorator_list
+            if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.lineno == patch.line
+        ),
+        None,
+    )
+    if deco is None or len(node.decorator_list) != 1:
+        return None
+    for other in ast.walk(tree):
+        if isinstance(other, ast.Name) and other.id == node.name:
+            return None  # the copy is referenced elsewhere
+    bound = spec.imports.get(gpu_name)
+    if bound is not None and bound != (gpu_module, gpu_name):
+        return None
+    if gpu_name in spec.defs and gpu_name != node.name:
+        return None
+    text = spec.text
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    segment = ast.get_source_segment
+    args = [segment(text, a) or "" for a in deco.args]
+    keywords = [
+        f"{k.arg}={segment(text, k.value)}" if k.arg else f"**{segment(text, k.value)}" for k in deco.keywords
+    ]
+    if any(not a for a in args) or "replacement=" in " ".join(keywords):
+        return None
+    call = segment(text, deco.func) or ""
+    inner = ", ".join([*args[:1], f"replacement={gpu_name}", *args[1:], *keywords])
+    new = f"{call}({inner})\n"
+    if len(new) > FORMAT_LINE_LENGTH:
+        new = (
+            f"{call}(\n"
+            + "".join(
+                f"    {part},\n" for part in [*args[:1], f"replacement={gpu_name}", *args[1:], *keywords]
+            )
+            + ")\n"
+        )
+    start = starts[deco.lineno - 1]
+    end = starts[min(node.end_lineno or node.lineno, len(lines))]
+    edits = [Edit(start, end, new)]
+    if bound is None:
+        last_import = None
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                last_import = stmt
+            elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                break
+        same = [
+            s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == gpu_module and not s.level
+        ]
+        if same:  # next to the other imports from the GPU spec
+            last_import = same[-1]
+        offset = starts[last_import.end_lineno] if last_import is not None and last_import.end_lineno else 0
+        line = f"from {gpu_module} import {gpu_name}\n"
+        if len(line) > FORMAT_LINE_LENGTH + 1:
+            line = f"from {gpu_module} import (\n    {gpu_name},\n)\n"
+        edits.append(Edit(offset, offset, line))
+    return edits

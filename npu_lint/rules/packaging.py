@@ -735,13 +735,32 @@ class DuplicatedGpuPatch(ProjectRule):
             )
 
 
-            @config.override_method("ToyModel.forward")
-            def toy_model_forward_patched(self, input_ids):
+            @config.override_method("ToyModel.forward", description="Embed then normalise")
+            def toy_model_forward_npu(self, input_ids):
                 hidden_states = self.embed_tokens(input_ids)
                 return self.norm(hidden_states)
             """,
+            fixed="""
+            from veomni.models.transformers.toy.toy_gpu_patch_gen_config import config as gpu_config
+            from veomni.models.transformers.toy.toy_gpu_patch_gen_config import (
+                toy_model_forward_patched,
+            )
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(
+                source_module="transformers.models.toy.modeling_toy",
+                target_file="patched_modeling_toy_npu.py",
+            )
+
+
+            config.override_method(
+                "ToyModel.forward",
+                replacement=toy_model_forward_patched,
+                description="Embed then normalise",
+            )
+            """,
             path="veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
-            title="the GPU spec's `ToyModel.forward` patch has the same body",
+            title="the GPU spec's `toy_model_forward_patched` has the same body for `ToyModel.forward`",
         ),
     )
     good = (
@@ -760,7 +779,10 @@ class DuplicatedGpuPatch(ProjectRule):
         ),
     )
     fix_safety = (
-        "No fix: moving a patch function between modules is left to the author (the message names both)."
+        "Unsafe: when the copy is registered with a decorator and used nowhere else, the fix deletes it, imports the "
+        "GPU function from the GPU spec and registers it with `replacement=` (same target, description and "
+        "`name_map`). The regenerated NPU file then carries the GPU function's docstring and comments, and imports "
+        "that only the copy used become unused. Otherwise no fix (the message names both functions)."
     )
     precision = (
         "veomni 0.1.12 `veomni/models`: 2 findings (seed_oss and glm_moe_dsa NPU specs copy the GPU "
@@ -769,6 +791,8 @@ class DuplicatedGpuPatch(ProjectRule):
 
     @_guarded
     def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+        from npu_lint.fixers.npu_spec import reuse_gpu_patch_edits
+
         linted = _linted(paths)
         for pkg in packages(paths):
             for npu_path in pkg.npu_specs:
@@ -808,6 +832,19 @@ class DuplicatedGpuPatch(ProjectRule):
                     )
                     if args_equal and patchgen.same_body(mine[0], mine[1], theirs[0], theirs[1]):
                         node = ref.node
+                        fix = None
+                        gpu_module = patchgen.module_of(other_ref.path)
+                        if gpu_module is not None and patch.name_map == other.name_map:
+                            edits = reuse_gpu_patch_edits(spec, patch, gpu_module, other_ref.node.name)
+                            if edits:
+                                fix = Fix(
+                                    f"Register `{other_ref.node.name}` from {os.path.basename(other_ref.path)} "
+                                    "instead of the copy",
+                                    tuple(edits),
+                                    Applicability.UNSAFE,
+                                    reason="the NPU generated file then takes the GPU function's docstring and "
+                                    "comments (regenerate it); imports only the copy used become unused",
+                                )
                         yield _diag(
                             self,
                             npu_path,
@@ -816,6 +853,7 @@ class DuplicatedGpuPatch(ProjectRule):
                             f"({os.path.basename(other_ref.path)}:{other_ref.line}, same body for `{patch.target}`): "
                             "import and reuse it instead of a copy",
                             col=node.col_offset,
+                            fix=fix,
                         )
 
 

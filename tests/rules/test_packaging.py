@@ -103,6 +103,8 @@ def test_fix_creates_npu_spec_and_switches_init(tree: Path) -> None:
         EXPECTED / "widget_npu_patch_gen_config.py"
     ).read_text()
     assert (tree / WIDGET / "__init__.py").read_text() == (EXPECTED / "widget__init__.py").read_text()
+    gadget_npu = tree / "veomni/models/transformers/gadget/gadget_npu_patch_gen_config.py"
+    assert gadget_npu.read_text() == (EXPECTED / "gadget_npu_patch_gen_config.py").read_text()  # NPU504
     assert _digest(tree) == before, "a fix touched generated/"
     subprocess.run(
         [sys.executable, "-m", "py_compile", str(tree / WIDGET / "widget_npu_patch_gen_config.py")],
