@@ -1087,7 +1087,8 @@ class OriginMap:
         for start, end, pair, lines in self.spans:
             if start <= line <= end:
                 ref = pair.ref
-                assert ref is not None
+                if ref is None:  # an external replacement: the import that stands for the class
+                    return Origin(pair.patch.spec_path, pair.patch.line)
                 if lines:
                     best = max((g for g in lines if g <= line), default=None)
                     if best is not None:
@@ -1164,6 +1165,10 @@ def build_origin_map(path: str, text: str, tree: ast.Module | None = None) -> Or
     gen = parse_generated(path, text, tree)
     omap = OriginMap(spec, gen)
     for pair in [*pair_patches(spec, gen), *_helper_pairs(spec, gen)]:
+        if pair.patch.kind == "external" and isinstance(pair.generated, ast.ImportFrom):
+            node = pair.generated
+            omap.spans.append((node.lineno, node.end_lineno or node.lineno, pair, None))
+            continue
         if pair.ref is None or pair.generated is None:
             continue
         renamed = replacement_node(pair.ref, pair.patch.name_map)

@@ -232,3 +232,45 @@ def test_unparsable_spec_is_not_fatal(tmp_path: Path) -> None:
     )
     spec = patchgen.parse_spec(str(path))
     assert not spec.parsed and spec.patches == []
+
+
+def test_origin_of_an_external_replacement_import(tmp_path: Path) -> None:
+    spec = _write(
+        tmp_path,
+        "veomni/models/transformers/knob/knob_gpu_patch_gen_config.py",
+        """
+        from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+        config = PatchConfig(source_module="transformers.models.knob.modeling_knob", target_file="patched_modeling_knob_gpu.py")
+        config.patches.append(
+            create_patch_from_external(
+                target="KnobRMSNorm", replacement_module="fastnorm.rms", replacement_name="FastRMSNorm"
+            )
+        )
+        """,
+    )
+    gen = _write(
+        tmp_path,
+        "veomni/models/transformers/knob/generated/patched_modeling_knob_gpu.py",
+        """
+        # AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY
+        import torch
+
+        # ======================================================================
+        # [PATCHED CLASS] KnobRMSNorm
+        # Original class replaced with: external
+        # Source: fastnorm.rms
+        # ======================================================================
+        # Import from: fastnorm.rms.FastRMSNorm
+        from fastnorm.rms import FastRMSNorm as KnobRMSNorm
+        """,
+    )
+    parsed = patchgen.parse_spec(str(spec))
+    assert [(p.kind, p.target, p.external_module, p.replacement, p.line) for p in parsed.patches] == [
+        ("external", "KnobRMSNorm", "fastnorm.rms", "FastRMSNorm", 4)
+    ]
+    text = gen.read_text()
+    omap = patchgen.build_origin_map(str(gen), text, ast.parse(text))
+    assert omap is not None
+    assert omap.origin(10) == patchgen.Origin(str(spec), 4)
+    assert patchgen.compare_generated(parsed, patchgen.parse_generated(str(gen), text, full=False)) == []
