@@ -159,6 +159,10 @@ def check_source(
     diags = ctx.diagnostics
     if src.kind.generated:
         diags = [_generated_policy(d) for d in diags]
+        if diags:  # where each finding comes from in the patch spec (npu_lint.patchgen)
+            from npu_lint.patchgen import attach_origins
+
+            diags = attach_origins(src.path, src.text, tree, diags)
     return diags
 
 

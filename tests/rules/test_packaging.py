@@ -1,0 +1,177 @@
+"""NPU5xx (project rules) on the fixture tree tests/fixtures/packaging/tree, run through the CLI as a user would.
+
+The tree holds two model packages of our own writing: ``widget`` (GPU-only VLM: no NPU spec, static imports, a
+`.cuda()` in a patched method and one in unpatched upstream code) and ``gadget`` (migrated: an NPU spec that copies
+a GPU patch, a hand-edited NPU generated file, an import of a class the generated modules lack).
+Expected outputs are whole files under tests/fixtures/packaging/expected/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "packaging"
+EXPECTED = FIXTURES / "expected"
+WIDGET = Path("veomni/models/transformers/widget")
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "npu_lint", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    shutil.copytree(FIXTURES / "tree", tmp_path / "tree")
+    return tmp_path / "tree"
+
+
+def _digest(root: Path, sub: str = "generated") -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.py"))
+        if sub in p.parts
+    }
+
+
+def _findings(tree: Path, *select: str) -> list[dict]:
+    res = run(
+        "check", "--no-cache", "--select", ",".join(select), "--output-format", "json", "veomni", cwd=tree
+    )
+    assert res.returncode in (0, 1), res.stderr
+    out = []
+    for d in json.loads(res.stdout):
+        origin = d["origin"]
+        if origin is not None:
+            origin = {
+                "path": Path(origin["filename"]).resolve().relative_to(tree.resolve()).as_posix(),
+                "row": origin["row"],
+                "note": origin["note"],
+            }
+        out.append(
+            {
+                "code": d["code"],
+                "path": Path(d["filename"]).resolve().relative_to(tree.resolve()).as_posix(),
+                "row": d["location"]["row"],
+                "column": d["location"]["column"],
+                "origin": origin,
+            }
+        )
+    return out
+
+
+def test_findings_and_origins(tree: Path) -> None:
+    """Every NPU5 finding on the tree, plus NPU101 in the generated file with its spec origin (a patched line maps
+    to the spec line that produced it; unpatched upstream code names the override that would change it)."""
+    got = _findings(tree, "NPU501", "NPU502", "NPU503", "NPU504", "NPU505", "NPU101")
+    expected = json.loads((EXPECTED / "findings.json").read_text())
+    assert got == expected
+
+
+def test_fix_creates_npu_spec_and_switches_init(tree: Path) -> None:
+    before = _digest(tree)
+    res = run(
+        "check",
+        "--no-cache",
+        "--fix",
+        "--unsafe-fixes",
+        "--select",
+        "NPU5",
+        "--ignore",
+        "NPU506",
+        "veomni",
+        cwd=tree,
+    )
+    assert res.returncode == 1, res.stdout + res.stderr  # NPU503/504/505 have no applicable fix
+    assert f"Created {WIDGET / 'widget_npu_patch_gen_config.py'}" in res.stdout
+    assert (tree / WIDGET / "widget_npu_patch_gen_config.py").read_text() == (
+        EXPECTED / "widget_npu_patch_gen_config.py"
+    ).read_text()
+    assert (tree / WIDGET / "__init__.py").read_text() == (EXPECTED / "widget__init__.py").read_text()
+    gadget_npu = tree / "veomni/models/transformers/gadget/gadget_npu_patch_gen_config.py"
+    assert gadget_npu.read_text() == (EXPECTED / "gadget_npu_patch_gen_config.py").read_text()  # NPU504
+    assert _digest(tree) == before, "a fix touched generated/"
+    subprocess.run(
+        [sys.executable, "-m", "py_compile", str(tree / WIDGET / "widget_npu_patch_gen_config.py")],
+        check=True,
+    )
+    snapshot = {p: p.read_bytes() for p in tree.rglob("*.py")}
+    again = run(
+        "check",
+        "--no-cache",
+        "--fix",
+        "--unsafe-fixes",
+        "--select",
+        "NPU5",
+        "--ignore",
+        "NPU506",
+        "veomni",
+        cwd=tree,
+    )
+    assert {p: p.read_bytes() for p in tree.rglob("*.py")} == snapshot, again.stdout
+    assert "NPU501" not in again.stdout and "NPU502" not in again.stdout
+
+
+def test_safe_fix_only_creates_the_spec(tree: Path) -> None:
+    res = run("check", "--no-cache", "--fix", "--select", "NPU501,NPU502", "veomni", cwd=tree)
+    assert (tree / WIDGET / "widget_npu_patch_gen_config.py").exists()
+    assert "IS_NPU_AVAILABLE" not in (tree / WIDGET / "__init__.py").read_text(), (
+        res.stdout
+    )  # NPU502 is unsafe
+    assert "NPU502" in res.stdout
+
+
+def test_fix_in_generated_file_goes_to_the_spec(tree: Path) -> None:
+    """NPU101 in a generated file is display-only there; the same finding in the spec is what --fix changes."""
+    before = _digest(tree)
+    res = run("check", "--no-cache", "--fix", "--select", "NPU101", "veomni", cwd=tree)
+    assert _digest(tree) == before
+    assert (tree / WIDGET / "widget_gpu_patch_gen_config.py").read_text() == (
+        EXPECTED / "widget_gpu_patch_gen_config.py"
+    ).read_text()
+    assert "generated/patched_modeling_widget_gpu.py:80:52: NPU101" in res.stdout
+    assert "origin: veomni/models/transformers/widget/widget_gpu_patch_gen_config.py:40" in res.stdout
+
+
+def test_origin_in_every_output_format(tree: Path) -> None:
+    gen = "veomni/models/transformers/widget/generated/patched_modeling_widget_gpu.py"
+    for fmt, needle in (
+        ("text", "widget_gpu_patch_gen_config.py:40"),
+        ("concise", "widget_gpu_patch_gen_config.py:40"),
+        ("json", "widget_gpu_patch_gen_config.py"),
+        ("sarif", "widget_gpu_patch_gen_config.py"),
+        ("github", "widget_gpu_patch_gen_config.py:40"),
+        ("junit", "widget_gpu_patch_gen_config.py:40"),
+    ):
+        res = run("check", "--no-cache", "--select", "NPU101", "--output-format", fmt, gen, cwd=tree)
+        assert needle in res.stdout, (fmt, res.stdout[:2000])
+
+
+def test_npu505_clean_after_regeneration(tree: Path) -> None:
+    """A generated file that matches its spec (the GPU modules here) has no NPU505 finding."""
+    got = _findings(tree, "NPU505")
+    assert {f["path"] for f in got} == {
+        "veomni/models/transformers/gadget/generated/patched_modeling_gadget_npu.py"
+    }
+
+
+def test_noqa_on_project_rule(tree: Path) -> None:
+    spec = tree / WIDGET / "widget_gpu_patch_gen_config.py"
+    text = spec.read_text().replace("config = PatchConfig(", "config = PatchConfig(  # noqa: NPU501")
+    spec.write_text(text)
+    assert not [f for f in _findings(tree, "NPU501") if f["code"] == "NPU501"]
