@@ -79,6 +79,21 @@ class Project:
         for table in (self.registered, self.slot_rows, self.live_rows or ()):
             h.update(b"\0")
             h.update(repr(table).encode())
+        # Findings in one file can depend on its package's other files (a generated file's origins come
+        # from the spec; backend modules are recognised from their siblings): the per-file cache must be
+        # invalidated when any of them changes, so their sizes and mtimes are part of the key.
+        for package in self.model_packages:
+            try:
+                entries = sorted(os.scandir(package), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    h.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}".encode())
         return h.hexdigest()[:16]
 
     # -- live registry ------------------------------------------------------------------------------

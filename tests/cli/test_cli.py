@@ -292,3 +292,19 @@ def test_internal_error_is_one_line_unless_verbose(tree: Path, monkeypatch, caps
     assert err.strip() == "npu-lint: internal error: RuntimeError: kaboom"
     assert main(["--no-cache", "--verbose", "pkg"]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_cache_invalidated_when_a_sibling_spec_changes(tmp_path: Path) -> None:
+    """A generated file's findings carry origins read from the spec: editing only the spec must not
+    leave the generated file's cached origins stale."""
+    pkg = tmp_path / "veomni" / "models" / "transformers" / "m"
+    (pkg / "generated").mkdir(parents=True)
+    spec = pkg / "m_gpu_patch_gen_config.py"
+    spec.write_text("x = 1\n")
+    (pkg / "generated" / "patched_modeling_m_gpu.py").write_text(BAD)
+    cache = tmp_path / "cache"
+    run("--cache-dir", str(cache), "--select", "NPU101", str(pkg), cwd=tmp_path)
+    n_entries = len(list(cache.rglob("*.json")))
+    spec.write_text("x = 2  # changed\n")
+    run("--cache-dir", str(cache), "--select", "NPU101", str(pkg), cwd=tmp_path)
+    assert len(list(cache.rglob("*.json"))) > n_entries  # new keys: the package changed
