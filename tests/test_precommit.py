@@ -105,7 +105,7 @@ def test_hooks_end_to_end(tmp_path: Path) -> None:
     assert checked.returncode == 1, output
     assert "NPU101" in output, output
     assert str(MODEL) in output, output
-    assert "clean.py" not in output.split("npu-lint", 1)[-1] or "clean.py:" not in output
+    assert "clean.py:" not in output  # the clean file has nothing to report
     assert bad.read_text(encoding="utf-8") == BAD  # the checking hook writes nothing
 
     # the fixing hook rewrites the file (pre-commit fails the run because files were modified)
