@@ -153,6 +153,7 @@ class NpuLintServer(LanguageServer):
         self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._reported: set[str] = set()
+        self._excluded: dict[tuple[object, ...], bool] = {}
 
     # -- paths, configuration, project ------------------------------------------------------------------
 
@@ -238,17 +239,22 @@ class NpuLintServer(LanguageServer):
         return self._projects[key]
 
     def excluded(self, path: str, settings: Settings) -> bool:
+        """Whether the configuration excludes ``path`` (as ``npu-lint check --force-exclude`` would)."""
         if settings.config_path is None:
             return False
-        from npu_lint.discovery import is_excluded
+        key = (path, settings.config_path, tuple(settings.exclude), tuple(settings.extend_exclude))
+        if key not in self._excluded:
+            from npu_lint.discovery import is_excluded
 
-        root = Path(settings.root).resolve()
-        target = Path(path)
-        try:
-            target.resolve().relative_to(root)
-        except ValueError:
-            return False
-        return is_excluded(target, settings, root)
+            root = Path(settings.root).resolve()
+            target = Path(path)
+            try:
+                target.resolve().relative_to(root)
+            except ValueError:
+                self._excluded[key] = False
+            else:
+                self._excluded[key] = is_excluded(target, settings, root)
+        return self._excluded[key]
 
     # -- linting ---------------------------------------------------------------------------------------
 
