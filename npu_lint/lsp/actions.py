@@ -17,7 +17,7 @@ from pygls.uris import from_fs_path
 from pygls.workspace import PositionCodec
 
 from npu_lint.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix
-from npu_lint.engine import fix_applicable
+from npu_lint.engine import SYNTAX_CODE, fix_applicable
 from npu_lint.lsp.convert import text_edit, to_lsp_diagnostic, whole_text_edit
 from npu_lint.source import SourceFile
 
@@ -156,7 +156,7 @@ def diagnostic_actions(
             action = _fix_action(ctx, diag, fix, lsp_diag)
             if action is not None:
                 actions.append(action)
-        if show_disable and (diag.line, diag.code) not in seen_disable:
+        if show_disable and diag.code != SYNTAX_CODE and (diag.line, diag.code) not in seen_disable:
             seen_disable.add((diag.line, diag.code))
             action = _disable_action(ctx, diag, lsp_diag)
             if action is not None:

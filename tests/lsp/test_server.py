@@ -281,8 +281,7 @@ async def test_syntax_error_mid_edit(push_client: LanguageClient, project: Path)
     replace_text(push_client, uri, broken, 2)
     diags = await wait_diagnostics(push_client, uri, lambda d: codes(d) == ["NPU001"])
     assert diags[0].severity == types.DiagnosticSeverity.Error
-    actions = await _actions(push_client, uri, list(diags))  # no fix, and no crash
-    assert all("NPU001" in a.title for a in actions)
+    assert await _actions(push_client, uri, list(diags)) == []  # no fix to offer, and no crash
     replace_text(push_client, uri, NON_ASCII, 3)
     await wait_diagnostics(push_client, uri, lambda d: codes(d) == ["NPU101"])
 
