@@ -37,14 +37,20 @@ BUILTIN_ROWS: tuple[OpRow, ...] = tuple(
             *_rows("rope", ("wan",), {"eager": ANY, "triton": GPU, "npu": NPU}),
             *_rows("rope", ("interleave", "mrope"), {"eager": ANY}),
             *_rows("swiglu_mlp", ("standard", "geglu"), {"eager": ANY, "liger_kernel": GPU}),
-            *_rows("cross_entropy_loss", ("standard",), {"eager": ANY, "liger_kernel": GPU, "chunk_loss": ANY}),
+            *_rows(
+                "cross_entropy_loss", ("standard",), {"eager": ANY, "liger_kernel": GPU, "chunk_loss": ANY}
+            ),
             *_rows("load_balancing_loss", ("standard",), {"eager": ANY, "triton": GPU}),
             *_rows(
                 "moe_experts",
                 ("standard",),
                 {"eager": ANY, "fused_triton": GPU, "fused_quack": GPU, "fused_npu": NPU, "fused_mlu": MLU},
             ),
-            *_rows("moe_experts_lora", ("shared", "independent"), {"eager": ANY, "fused_triton": GPU, "fused_npu": NPU}),
+            *_rows(
+                "moe_experts_lora",
+                ("shared", "independent"),
+                {"eager": ANY, "fused_triton": GPU, "fused_npu": NPU},
+            ),
             *_rows(
                 "attention",
                 ("standard",),

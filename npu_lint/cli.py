@@ -56,9 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true")
     check.add_argument("--cache-dir", metavar="DIR")
     check.add_argument("--config", metavar="FILE", help="use this pyproject.toml / npu-lint.toml")
-    check.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named explicitly")
+    check.add_argument(
+        "--force-exclude", action="store_true", help="apply excludes to paths named explicitly"
+    )
     check.add_argument("--stdin-filename", metavar="PATH", help="lint standard input as if it were PATH")
-    check.add_argument("--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni")
+    check.add_argument(
+        "--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni"
+    )
     check.add_argument("-q", "--quiet", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true")
     check.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
@@ -103,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 from npu_lint.lsp.server import run_server
             except ImportError as exc:
-                raise UsageError(f"the language server needs the `lsp` extra (pip install 'npu-lint[lsp]'): {exc}")
+                raise UsageError(
+                    f"npu-lint: the language server needs the `lsp` extra (pip install 'npu-lint[lsp]'): {exc}"
+                ) from None
             return run_server(args)
         return cmd_check(args)
     except UsageError as exc:
@@ -181,8 +187,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         anchor = Path.cwd() / anchor
     settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
     settings = with_overrides(settings, cache_dir=args.cache_dir)
-    if args.select is not None:
+    if args.select is not None:  # a later --select resets the selection made by the file (ruff's layering)
         settings.select = args.select
+        settings.ignore = []
+        settings.extend_select = []
     if args.extend_select:
         settings.extend_select = [*settings.extend_select, *args.extend_select]
     if args.ignore:
@@ -304,7 +312,9 @@ def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, 
             if edits and taken:
                 attempt = apply_edits(src.text, [*taken, *edits], src.newline)
             if not parses(attempt):
-                dropped.append(f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse")
+                dropped.append(
+                    f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
+                )
                 remaining.append(diag)
                 continue
             taken.extend(edits)
@@ -350,7 +360,9 @@ def _diff(old: str, new: str, path: str) -> str:
         fromfile=f"a/{path.lstrip('/')}" if old else "/dev/null",
         tofile=f"b/{path.lstrip('/')}",
     )
-    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    text = "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
     return text
 
 
@@ -416,7 +428,9 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
         lines.append(line)
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
     hidden = sum(
-        1 for d in diagnostics if not args.unsafe_fixes and d.fix and d.fix.applicability is Applicability.UNSAFE
+        1
+        for d in diagnostics
+        if not args.unsafe_fixes and d.fix and d.fix.applicability is Applicability.UNSAFE
     )
     if diagnostics:
         found = len(diagnostics) + n_fixed
@@ -460,8 +474,12 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
 
             rules = all_rules()
             sys.stderr.write(
-                render("concise", remaining, rules={d.code: rules[d.code] for d in remaining if d.code in rules},
-                       root=os.getcwd())
+                render(
+                    "concise",
+                    remaining,
+                    rules={d.code: rules[d.code] for d in remaining if d.code in rules},
+                    root=os.getcwd(),
+                )
             )
         return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
     diagnostics = lint_source(src, codes, settings, project)

@@ -64,10 +64,21 @@ class Fix:
     applicability: Applicability = Applicability.SAFE
     creates: tuple[CreateFile, ...] = ()
     reason: str = ""  # why the fix is unsafe / display-only
+    # True when the edits were not computed because the run does not apply fixes (a plain `check`):
+    # expensive fixes (libcst / astroid codemods) are built only by `--fix`, `--diff` and editor actions.
+    deferred: bool = False
 
     @property
     def is_applicable(self) -> bool:
-        return self.applicability is not Applicability.DISPLAY and bool(self.edits or self.creates)
+        return self.applicability is not Applicability.DISPLAY and bool(self.edits or self.creates or self.deferred)
+
+    def applies(self, unsafe: bool = False) -> bool:
+        """Whether ``--fix`` applies it (safe fixes; unsafe ones too when ``unsafe``)."""
+        if not self.is_applicable:
+            return False
+        return self.applicability is Applicability.SAFE or (
+            unsafe and self.applicability is Applicability.UNSAFE
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +87,7 @@ class Fix:
             "edits": [e.to_json() for e in self.edits],
             "creates": [c.to_json() for c in self.creates],
             "reason": self.reason,
+            "deferred": self.deferred,
         }
 
     @classmethod
@@ -86,6 +98,7 @@ class Fix:
             Applicability(data["applicability"]),
             tuple(CreateFile.from_json(c) for c in data.get("creates", ())),
             data.get("reason", ""),
+            data.get("deferred", False),
         )
 
 

@@ -18,7 +18,7 @@ class Discovery:
 def _spec(patterns: list[str]):  # noqa: ANN202 - pathspec type imported lazily
     import pathspec
 
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -68,6 +68,8 @@ def write_docs(directory: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "docs" / "rules"
+    target = (
+        Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "docs" / "rules"
+    )
     for name in write_docs(target):
         print(f"updated {target / name}")

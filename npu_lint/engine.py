@@ -104,6 +104,7 @@ def check_source(
     src: SourceFile,
     codes: list[str],
     project: object | None = None,
+    fix_mode: bool = False,
 ) -> list[Diagnostic]:
     """All diagnostics of the selected rules for one decoded file, before suppressions."""
     try:
@@ -120,7 +121,7 @@ def check_source(
         if SYNTAX_CODE not in codes:
             return []
         return [_syntax_diagnostic(src, "file could not be parsed: nesting too deep for the parser", 1, 0)]
-    ctx = Context(src, tree, project)
+    ctx = Context(src, tree, project, fix_mode)
     rules = [cls(ctx) for cls in rule_classes(codes) if cls.applies_to(ctx)]
     if not rules:
         return []
@@ -211,7 +212,7 @@ def per_file_ignored(path: str, settings: Settings, known: list[str]) -> set[str
         rel = Path(path).as_posix()
     out: set[str] = set()
     for pattern, codes in settings.per_file_ignores.items():
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         if spec.match_file(rel) or spec.match_file(Path(rel).name):
             out |= expand_codes(codes, known, "per-file-ignores")
     return out
@@ -222,8 +223,9 @@ def lint_source(
     codes: list[str],
     settings: Settings,
     project: object | None = None,
+    fix_mode: bool = False,
 ) -> list[Diagnostic]:
-    diags = check_source(src, codes, project)
+    diags = check_source(src, codes, project, fix_mode)
     if diags:
         ignored = per_file_ignored(src.path, settings, codes)
         diags = apply_suppressions(src, diags, ignored)
@@ -246,8 +248,17 @@ def lint_path(path: str, codes: list[str], settings: Settings, project: object |
         if SYNTAX_CODE not in codes:
             return FileResult(path)
         src = SourceFile(path, "")
-        diag = Diagnostic(SYNTAX_CODE, "syntax-error", f"file could not be decoded: {exc}", path, exc.line, 0,
-                          exc.line, 0, severity=SEVERITY_ERROR)
+        diag = Diagnostic(
+            SYNTAX_CODE,
+            "syntax-error",
+            f"file could not be decoded: {exc}",
+            path,
+            exc.line,
+            0,
+            exc.line,
+            0,
+            severity=SEVERITY_ERROR,
+        )
         return FileResult(path, [diag])
     try:
         return FileResult(path, lint_source(src, codes, settings, project))
@@ -402,9 +413,7 @@ def parses(text: str) -> bool:
 
 
 def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
-    if fix is None or not fix.is_applicable:
-        return False
-    return fix.applicability is Applicability.SAFE or (unsafe and fix.applicability is Applicability.UNSAFE)
+    return fix is not None and fix.applies(unsafe)
 
 
 @dataclass
@@ -435,16 +444,16 @@ def fix_source(
     rejected: set[tuple[str, str, str]] = set()
     created: dict[str, CreateFile] = {}
     current = src
-    diags = lint_source(current, codes, settings, project)
+    diags = lint_source(current, codes, settings, project, fix_mode=True)
     for _ in range(MAX_FIX_PASSES):
-        candidates = [
-            d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected
-        ]
+        candidates = [d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected]
         if not candidates:
             break
         accepted: list[Diagnostic] = []
         taken: list[Edit] = []
-        for diag in sorted(candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)):
+        for diag in sorted(
+            candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)
+        ):
             edits = diag.fix.edits  # type: ignore[union-attr]
             if any(_overlaps(e, t) for e in edits for t in taken):
                 continue  # left for the next pass
@@ -475,9 +484,9 @@ def fix_source(
             break
         text = new_text
         current = SourceFile(src.path, text, src.encoding, src.kind)
-        diags = lint_source(current, codes, settings, project)
+        diags = lint_source(current, codes, settings, project, fix_mode=True)
     else:
-        diags = lint_source(current, codes, settings, project)
+        diags = lint_source(current, codes, settings, project, fix_mode=True)
     outcome.text = text
     outcome.creates = list(created.values())
     outcome.remaining = diags

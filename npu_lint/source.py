@@ -40,7 +40,7 @@ def decode_source(data: bytes) -> tuple[str, str]:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise DecodeError(
-            f"cannot decode byte {data[exc.start] :#04x} as {encoding} (add a coding cookie or re-encode)",
+            f"cannot decode byte {data[exc.start]:#04x} as {encoding} (add a coding cookie or re-encode)",
             line,
         ) from None
     if encoding == "utf-8-sig" and text.startswith("\ufeff"):
@@ -128,6 +128,11 @@ class SourceFile:
     def line_text(self, line: int) -> str:
         lines = self.lines
         return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    def line_offset(self, line: int) -> int:
+        """Code point offset where 1-based ``line`` starts (clamped to the file)."""
+        starts = self.line_starts
+        return starts[max(1, min(line, len(starts))) - 1]
 
     def char_col(self, line: int, byte_col: int) -> int:
         """Convert an ``ast`` UTF-8 byte column on ``line`` (1-based) to a code point column."""

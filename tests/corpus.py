@@ -1,7 +1,9 @@
-"""The real corpora used by integration tests: the veomni==0.1.12 wheel from PyPI (downloaded once with
-``pip download --no-deps``, cached outside the repository) and the installed transformers source.
+"""The real corpora used by integration tests and benchmarks: the veomni==0.1.12 wheel from PyPI
+(downloaded once with ``pip download --no-deps``, cached outside the repository) and the installed
+transformers source.
 
-Tests call ``veomni_wheel_root()``; when the package index is unreachable they are skipped with a reason.
+Tests call ``veomni_wheel_root()``, which skips with a reason when the package index is unreachable;
+benchmarks call ``fetch_veomni()``, which raises ``CorpusUnavailable``.
 """
 
 from __future__ import annotations
@@ -14,29 +16,35 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-import pytest
-
 VEOMNI_VERSION = "0.1.12"
 CACHE = Path(os.environ.get("NPU_LINT_CORPUS_CACHE", Path.home() / ".cache" / "npu-lint-corpus"))
 
 
-def veomni_wheel_root() -> Path:
-    """Directory holding the extracted wheel (``<root>/veomni/models``...). Skips the test if unavailable."""
+class CorpusUnavailable(Exception):
+    pass
+
+
+def fetch_veomni() -> Path:
+    """Directory holding the extracted wheel (``<root>/veomni/models``...), downloading it once."""
     root = CACHE / f"veomni-{VEOMNI_VERSION}"
     if (root / "veomni" / "models").is_dir():
         return root
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp,
-               f"veomni=={VEOMNI_VERSION}"]
+        cmd = [
+            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+            "-d", tmp, f"veomni=={VEOMNI_VERSION}",
+        ]  # fmt: skip
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            pytest.skip(f"cannot download veomni=={VEOMNI_VERSION} from the package index: {exc}")
+            raise CorpusUnavailable(f"cannot download veomni=={VEOMNI_VERSION}: {exc}") from None
         wheels = list(Path(tmp).glob("veomni-*.whl"))
         if proc.returncode != 0 or not wheels:
-            pytest.skip(f"package index unreachable, veomni=={VEOMNI_VERSION} not downloaded: "
-                        f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+            detail = (proc.stderr.strip().splitlines() or [f"pip exited {proc.returncode}"])[-1]
+            raise CorpusUnavailable(
+                f"package index unreachable, veomni=={VEOMNI_VERSION} not downloaded: {detail}"
+            )
         staging = Path(tmp) / "x"
         with zipfile.ZipFile(wheels[0]) as zf:
             zf.extractall(staging)
@@ -46,8 +54,17 @@ def veomni_wheel_root() -> Path:
     return root
 
 
+def veomni_wheel_root() -> Path:
+    """``fetch_veomni()`` for tests: skips the test with the reason when the corpus cannot be had."""
+    try:
+        return fetch_veomni()
+    except CorpusUnavailable as exc:
+        import pytest
+
+        pytest.skip(str(exc))
+
+
 def veomni_models_copy(dest: Path) -> Path:
-    """A writable copy of the wheel's tree (``dest/veomni``), for fix tests. Returns ``dest``."""
-    src = veomni_wheel_root() / "veomni"
-    shutil.copytree(src, dest / "veomni")
+    """A writable copy of the wheel's tree (``dest/veomni``). Returns ``dest``."""
+    shutil.copytree(veomni_wheel_root() / "veomni", dest / "veomni")
     return dest

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.diagnostics import Diagnostic, Fix
+from npu_lint.source import DecodeError, SourceFile, decode_source
 
 FORMATS: tuple[str, ...] = ("text", "concise", "json", "json-lines", "sarif", "github", "junit")
 
@@ -72,34 +72,6 @@ def render(
     return result
 
 
-def summarize(diagnostics: Sequence[Diagnostic], *, unsafe_fixes: bool = False) -> str:
-    """A closing summary line block for the human-readable formats (not included by :func:`render`)."""
-    if not diagnostics:
-        return "All checks passed!\n"
-    errors = sum(1 for d in diagnostics if d.severity == SEVERITY_ERROR)
-    warnings = len(diagnostics) - errors
-    parts = []
-    if errors:
-        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
-    if warnings:
-        parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
-    total = len(diagnostics)
-    lines = [f"Found {total} problem{'s' if total != 1 else ''} ({', '.join(parts)})."]
-    fixable = sum(1 for d in diagnostics if fix_is_applicable(d.fix, unsafe_fixes))
-    if fixable:
-        lines.append(f"[*] {fixable} fixable with the `--fix` option.")
-    if not unsafe_fixes:
-        hidden = sum(
-            1
-            for d in diagnostics
-            if d.fix is not None and d.fix.is_applicable and d.fix.applicability is Applicability.UNSAFE
-        )
-        if hidden:
-            noun = "fix" if hidden == 1 else "fixes"
-            lines.append(f"{hidden} hidden {noun} can be enabled with the `--unsafe-fixes` option.")
-    return "\n".join(lines) + "\n"
-
-
 # --------------------------------------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------------------------------------
@@ -107,11 +79,7 @@ def summarize(diagnostics: Sequence[Diagnostic], *, unsafe_fixes: bool = False) 
 
 def fix_is_applicable(fix: Fix | None, unsafe_fixes: bool) -> bool:
     """Whether ``fix`` would be applied by ``--fix`` (safe fixes; unsafe ones too with ``unsafe_fixes``)."""
-    if fix is None or not fix.is_applicable:
-        return False
-    if fix.applicability is Applicability.SAFE:
-        return True
-    return fix.applicability is Applicability.UNSAFE and unsafe_fixes
+    return fix is not None and fix.applies(unsafe_fixes)
 
 
 def rule_url(code: str) -> str:
@@ -135,55 +103,6 @@ def utf16_column(line_text: str, col: int) -> int:
         return col
     prefix = line_text[:col]
     return utf16_len(prefix) + max(0, col - len(prefix))
-
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-class SourceFile:
-    """The decoded text of one file with a line index (lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        starts = [0]
-        starts.extend(m.end() for m in _NEWLINE.finditer(text))
-        self._starts = starts
-
-    @property
-    def line_count(self) -> int:
-        return len(self._starts)
-
-    def position(self, offset: int) -> tuple[int, int]:
-        """Code-point ``offset`` -> (1-based row, 0-based code-point column)."""
-        offset = max(0, min(offset, len(self.text)))
-        lo, hi = 0, len(self._starts) - 1
-        while lo < hi:  # last line start <= offset
-            mid = (lo + hi + 1) // 2
-            if self._starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo + 1, offset - self._starts[lo]
-
-    def line(self, row: int) -> str:
-        """Text of 1-based line ``row`` without its line break ('' when out of range)."""
-        if row < 1 or row > len(self._starts):
-            return ""
-        start = self._starts[row - 1]
-        end = self._starts[row] if row < len(self._starts) else len(self.text)
-        return self.text[start:end].rstrip("\r\n")
-
-    def line_start(self, row: int) -> int:
-        row = max(1, min(row, len(self._starts)))
-        return self._starts[row - 1]
-
-
-def decode_source(data: bytes) -> str:
-    """Decode file bytes as the linter does: UTF-8 (a BOM is dropped), falling back to latin-1."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
 
 
 class RenderContext:
@@ -241,7 +160,11 @@ class RenderContext:
             except OSError:
                 self._files[key] = None
             else:
-                self._files[key] = SourceFile(decode_source(data))
+                try:
+                    text, encoding = decode_source(data)
+                except DecodeError:
+                    text, encoding = data.decode("latin-1"), "latin-1"
+                self._files[key] = SourceFile(key, text, encoding)
         return self._files[key]
 
     def line_text(self, diagnostic: Diagnostic, row: int) -> str | None:
@@ -251,7 +174,7 @@ class RenderContext:
         src = self.source(diagnostic.path)
         if src is None:
             return None
-        return src.line(row)
+        return src.line_text(row)
 
     # rules -----------------------------------------------------------------------------------------------
 
@@ -269,12 +192,9 @@ __all__ = [
     "FORMATS",
     "RenderContext",
     "RuleInfo",
-    "SourceFile",
-    "decode_source",
     "fix_is_applicable",
     "render",
     "rule_url",
-    "summarize",
     "utf16_column",
     "utf16_len",
 ]

@@ -70,9 +70,9 @@ def _fixes(fix: Fix, d: Diagnostic, ctx: RenderContext) -> list[dict[str, Any]]:
             end_row, end_col = src.position(edit.end)
             region = {
                 "startLine": start_row,
-                "startColumn": _column(src.line(start_row), start_col),
+                "startColumn": _column(src.line_text(start_row), start_col),
                 "endLine": end_row,
-                "endColumn": _column(src.line(end_row), end_col),
+                "endColumn": _column(src.line_text(end_row), end_col),
             }
             replacements.append({"deletedRegion": region, "insertedContent": {"text": edit.content}})
         changes.append({"artifactLocation": _artifact_location(d.path, ctx), "replacements": replacements})

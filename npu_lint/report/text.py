@@ -138,8 +138,8 @@ def _fix_preview(fix: Fix, d: Diagnostic, ctx: RenderContext, style: _Style, gut
     edits = sorted(fix.edits)
     first_row = src.position(edits[0].start)[0]
     last_row = src.position(max(e.end for e in edits))[0]
-    seg_start = src.line_start(first_row)
-    seg_end = src.line_start(last_row) + len(src.line(last_row))
+    seg_start = src.line_offset(first_row)
+    seg_end = src.line_offset(last_row) + len(src.line_text(last_row))
     old = src.text[seg_start:seg_end]
     new_parts: list[str] = []
     cursor = seg_start

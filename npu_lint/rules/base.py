@@ -142,10 +142,15 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
 class Context:
     """Per-file state shared by the rules during the single traversal."""
 
-    def __init__(self, source: SourceFile, tree: ast.Module, project: object | None = None) -> None:
+    def __init__(
+        self, source: SourceFile, tree: ast.Module, project: object | None = None, fix_mode: bool = False
+    ) -> None:
         self.source = source
         self.tree = tree
         self.project = project
+        # True when fixes will be applied (--fix, --diff, editor code actions). Rules whose fixes are
+        # expensive to build return ``Fix(..., deferred=True)`` without edits when it is False.
+        self.fix_mode = fix_mode
         self.parents: list[ast.AST] = []  # ancestors of the node being visited (outermost first)
         self.diagnostics: list[Diagnostic] = []
         self.imports: dict[str, str] = {}

@@ -45,7 +45,11 @@ def _self_parameters(cls: ast.ClassDef) -> list[str]:
                     isinstance(node, ast.Assign)
                     and isinstance(node.value, ast.Call)
                     and isinstance(node.value.func, (ast.Name, ast.Attribute))
-                    and (node.value.func.attr if isinstance(node.value.func, ast.Attribute) else node.value.func.id)
+                    and (
+                        node.value.func.attr
+                        if isinstance(node.value.func, ast.Attribute)
+                        else node.value.func.id
+                    )
                     == "Parameter"
                 ):
                     for target in node.targets:
@@ -187,7 +191,7 @@ class CudaCall(Rule):
     )
     fix_safety = (
         "Safe: `.to(<device>)` moves to the device the surrounding data already lives on (a tensor "
-        "parameter, else a parameter of the module), or to `get_device_type()`, which is `\"cuda\"` on a GPU "
+        'parameter, else a parameter of the module), or to `get_device_type()`, which is `"cuda"` on a GPU '
         "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. When `.cuda(i)` "
         "names an explicit device index the fix is unsafe: the index is dropped in favour of the current device."
     )

@@ -21,7 +21,7 @@ from npu_lint.diagnostics import (
     Fix,
     Origin,
 )
-from npu_lint.report import FORMATS, render, summarize, utf16_column
+from npu_lint.report import FORMATS, render, utf16_column
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "sarif-schema-2.1.0.json"
 
@@ -140,16 +140,6 @@ def test_utf16_column() -> None:
     assert utf16_column(LINE2, 10) == 10  # before the emoji
     assert utf16_column(LINE2, 11) == 12  # after it
     assert utf16_column("ab", 5) == 5  # past the end keeps the overhang
-
-
-def test_summarize(project: Path) -> None:
-    diags = make_diagnostics(project)
-    assert summarize([]) == "All checks passed!\n"
-    text = summarize(diags)
-    assert "Found 2 problems (1 error, 1 warning)." in text
-    assert "[*] 1 fixable" in text
-    assert "1 hidden fix can be enabled" in text
-    assert "[*] 2 fixable" in summarize(diags, unsafe_fixes=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,10 +18,14 @@ load_rule_modules()
 FILE_RULES = sorted(REGISTRY.items())
 
 BAD = [
-    pytest.param(code, i, ex, id=f"{code}-bad{i}") for code, rule in FILE_RULES for i, ex in enumerate(rule.bad, 1)
+    pytest.param(code, i, ex, id=f"{code}-bad{i}")
+    for code, rule in FILE_RULES
+    for i, ex in enumerate(rule.bad, 1)
 ]
 GOOD = [
-    pytest.param(code, i, ex, id=f"{code}-good{i}") for code, rule in FILE_RULES for i, ex in enumerate(rule.good, 1)
+    pytest.param(code, i, ex, id=f"{code}-good{i}")
+    for code, rule in FILE_RULES
+    for i, ex in enumerate(rule.good, 1)
 ]
 
 
