@@ -79,6 +79,8 @@ def _fix_action(
 ) -> types.CodeAction | None:
     if fix.creates and not ctx.can_create_files:
         return None
+    if not fix.edits and not fix.creates:
+        return None  # nothing to apply (a deferred fix that was not built)
     unsafe = fix.applicability is Applicability.UNSAFE
     title = fix.title
     if unsafe:

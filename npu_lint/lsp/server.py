@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,7 @@ class LintResult:
     settings: Settings
     project: object | None
     fixed: dict[bool, tuple[str, list[CreateFile]]]  # fix-all results by `unsafe`
+    with_fixes: list[Diagnostic] | None = None  # the diagnostics with every fix built (fix mode), lazily
 
     @property
     def result_id(self) -> str:
@@ -326,6 +328,22 @@ class NpuLintServer(LanguageServer):
         text, version = self.diagnostics_text(uri)
         return self.lint(uri, text, version)
 
+    def diagnostics_with_fixes(self, result: LintResult) -> list[Diagnostic]:
+        """The document's diagnostics with their fixes built. A plain lint defers expensive fixes
+        (``Fix.deferred``: no edits yet); code actions need the edits, so the document is linted again in
+        fix mode, once per text."""
+        if result.with_fixes is None:
+            if not any(d.fix is not None and getattr(d.fix, "deferred", False) for d in result.diagnostics):
+                result.with_fixes = result.diagnostics
+            else:
+                fixed = lint_source(result.src, result.codes, result.settings, result.project, fix_mode=True)
+                by_place = {(d.code, d.line, d.col, d.end_line, d.end_col): d for d in fixed}
+                result.with_fixes = [
+                    by_place.get((d.code, d.line, d.col, d.end_line, d.end_col), d)
+                    for d in result.diagnostics
+                ]
+        return result.with_fixes
+
     def fix_all(self, result: LintResult, unsafe: bool) -> tuple[str, list[CreateFile]]:
         if unsafe not in result.fixed:
             outcome = fix_source(result.src, result.codes, result.settings, result.project, unsafe=unsafe)
@@ -336,15 +354,26 @@ class NpuLintServer(LanguageServer):
     # -- push ------------------------------------------------------------------------------------------
 
     def publish(self, uri: str) -> None:
+        start = time.perf_counter()
         try:
             result = self.lint_for_diagnostics(uri)
         except Exception as exc:
             logger.exception("diagnostics for %s failed", uri)
             self.log(f"npu-lint: internal error: {type(exc).__name__}: {exc}", types.MessageType.Error)
             return
+        linted = time.perf_counter()
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=result.lsp, version=result.version)
         )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "published %d diagnostics for %s v%s: lint %.1f ms, send %.1f ms",
+                len(result.lsp),
+                uri,
+                result.version,
+                (linted - start) * 1000,
+                (time.perf_counter() - linted) * 1000,
+            )
 
     def cancel_pending(self, uri: str) -> None:
         task = self._pending.pop(uri, None)
@@ -576,8 +605,8 @@ def create_server() -> NpuLintServer:
                 for d in params.context.diagnostics
                 if d.source == SECTION
             }
-            chosen = []
-            for diag, lsp_diag in zip(result.diagnostics, result.lsp, strict=True):
+            chosen: list[int] = []
+            for index, (diag, lsp_diag) in enumerate(zip(result.diagnostics, result.lsp, strict=True)):
                 d_start = result.src.offset(diag.line, diag.col)
                 d_end = result.src.offset(diag.end_line, diag.end_col)
                 key = (
@@ -588,8 +617,13 @@ def create_server() -> NpuLintServer:
                     lsp_diag.range.end.character,
                 )
                 if key in wanted or (d_start <= end and start <= d_end):
-                    chosen.append(diag)
-            actions.extend(diagnostic_actions(ctx, chosen, ls.settings.show_disable_action))
+                    chosen.append(index)
+            diags = result.diagnostics
+            if any(diags[i].fix is not None and getattr(diags[i].fix, "deferred", False) for i in chosen):
+                diags = ls.diagnostics_with_fixes(result)
+            actions.extend(
+                diagnostic_actions(ctx, [diags[i] for i in chosen], ls.settings.show_disable_action)
+            )
         if ls.settings.fix_all and kind_requested(FIX_ALL_KIND, only) and (only or result.diagnostics):
             try:
                 action = fix_all_action(

@@ -188,3 +188,28 @@ def test_unsafe_and_display_fixes() -> None:
         "Disable NPU101 for this line",
         "Disable NPU101 for this line",
     ]
+
+
+def test_deferred_fixes_are_built_for_code_actions(monkeypatch) -> None:  # noqa: ANN001
+    """A plain lint may defer expensive fixes (no edits); code actions lint again in fix mode, once."""
+    from npu_lint.config import Settings
+    from npu_lint.lsp import server as srv
+
+    src = SourceFile.from_text("m.py", "x = y.cuda()\n")
+    deferred = _diag(src, 1, 6, 12, fix=Fix("Use .to()", (), Applicability.SAFE, deferred=True))
+    built = deferred.replace(fix=Fix("Use .to()", (Edit(5, 12, ".to(d)"),)))
+    calls: list[bool] = []
+
+    def fake_lint(src_, codes, settings, project=None, fix_mode=False):  # noqa: ANN001, ANN202
+        calls.append(fix_mode)
+        return [built] if fix_mode else [deferred]
+
+    monkeypatch.setattr(srv, "lint_source", fake_lint)
+    ls = srv.NpuLintServer()
+    result = srv.LintResult(src.text, 0, 1, src, [deferred], [], [], Settings(), None, {})
+    assert ls.diagnostics_with_fixes(result) == [built]
+    assert ls.diagnostics_with_fixes(result) == [built]
+    assert calls == [True]
+    ctx = ActionContext("file:///m.py", 1, src, UTF16, [deferred])
+    assert diagnostic_actions(ctx, [deferred], show_disable=False) == []  # no edits: nothing offered
+    assert len(diagnostic_actions(ctx, [built], show_disable=False)) == 1
