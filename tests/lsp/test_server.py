@@ -305,3 +305,16 @@ async def test_malformed_requests_get_errors(push_client: LanguageClient, projec
     # still serving
     replace_text(push_client, uri, FIXED_NON_ASCII, 2)
     await wait_diagnostics(push_client, uri, lambda d: len(d) == 0)
+
+
+@pytest.mark.parametrize(
+    "push_client",
+    [{"select": ["NPU001"], "lint": {"debounce": 0}, "showDisableAction": False}],
+    indirect=True,
+)
+async def test_initialization_options_settings(push_client: LanguageClient, project: Path) -> None:
+    uri = open_document(push_client, project / MODEL, NON_ASCII.replace("return", "return (", 1))
+    diags = await wait_diagnostics(push_client, uri, lambda d: len(d) == 1)
+    assert diags[0].code == "NPU001"  # NPU101 is not selected
+    replace_text(push_client, uri, NON_ASCII, 2)
+    await wait_diagnostics(push_client, uri, lambda d: len(d) == 0)
