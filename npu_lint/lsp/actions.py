@@ -150,6 +150,8 @@ def diagnostic_actions(
     """Quick fixes for ``diags``: the safe fix (preferred) or the unsafe one, then "Disable ... for this line"."""
     actions: list[types.CodeAction] = []
     disables: list[types.CodeAction] = []
+    # a generated file is rewritten by patchgen: a suppression there would be lost, and npu-lint never edits it
+    show_disable = show_disable and not ctx.src.kind.generated
     seen_disable: set[tuple[int, str]] = set()
     for diag in diags:
         lsp_diag = to_lsp_diagnostic(ctx.src, ctx.codec, diag)

@@ -213,3 +213,11 @@ def test_deferred_fixes_are_built_for_code_actions(monkeypatch) -> None:  # noqa
     ctx = ActionContext("file:///m.py", 1, src, UTF16, [deferred])
     assert diagnostic_actions(ctx, [deferred], show_disable=False) == []  # no edits: nothing offered
     assert len(diagnostic_actions(ctx, [built], show_disable=False)) == 1
+
+
+def test_no_edits_offered_in_generated_files(tmp_path: Path) -> None:
+    src = SourceFile.from_text(str(tmp_path / "generated" / "patched_modeling_toy.py"), "x = y.cuda()\n")
+    fix = Fix("Fix the spec", (Edit(5, 12, ".to(d)"),), Applicability.DISPLAY, reason="generated file")
+    diag = _diag(src, 1, 6, 12, fix=fix)
+    ctx = ActionContext(Path(src.path).as_uri(), 1, src, UTF16, [diag])
+    assert diagnostic_actions(ctx, [diag]) == []
