@@ -210,12 +210,15 @@ class NpuLintServer(LanguageServer):
 
         base = self.config_for(path)
         editor = self.settings
-        settings = replace(
-            base,
-            select=list(editor.select) if editor.select is not None else base.select,
-            extend_select=[*base.extend_select, *editor.extend_select],
-            ignore=[*base.ignore, *editor.ignore],
-        )
+        # the command line's layering (cli.cmd_check): an editor `select` resets the file's selection,
+        # including its ignore / extend-select; extendSelect and ignore add to what is there
+        settings = replace(base)
+        if editor.select is not None:
+            settings.select = list(editor.select)
+            settings.ignore = []
+            settings.extend_select = []
+        settings.extend_select = [*settings.extend_select, *editor.extend_select]
+        settings.ignore = [*settings.ignore, *editor.ignore]
         known = {code: rule.default_enabled for code, rule in all_rules().items()}
         try:
             return settings, selected_codes(settings, known)
