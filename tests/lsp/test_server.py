@@ -318,3 +318,15 @@ async def test_initialization_options_settings(push_client: LanguageClient, proj
     assert diags[0].code == "NPU001"  # NPU101 is not selected
     replace_text(push_client, uri, NON_ASCII, 2)
     await wait_diagnostics(push_client, uri, lambda d: len(d) == 0)
+
+
+async def test_crlf_document_fix_all(push_client: LanguageClient, project: Path) -> None:
+    text = TWO_FINDINGS.replace("\n", "\r\n")
+    uri = open_document(push_client, project / MODEL, text)
+    diags = await wait_diagnostics(push_client, uri, lambda d: len(d) == 3)
+    assert diags[0].range == expected_range(TWO_FINDINGS, 4, "cuda", "cuda()", "utf-16")
+    actions = await _actions(push_client, uri, [], only=[types.CodeActionKind.SourceFixAll])
+    fixed = apply_text_edits(text, edits_for(actions[0].edit, uri), "utf-16")
+    assert "\n" not in fixed.replace("\r\n", "")  # line endings kept
+    replace_text(push_client, uri, fixed, 2)
+    await wait_diagnostics(push_client, uri, lambda d: len(d) == 1)
