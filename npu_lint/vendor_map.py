@@ -1,0 +1,201 @@
+"""Vendor kernels and the registry ops that replace them (used by NPU301/NPU302 and ``npu-lint audit``).
+
+Model code must reach vendor code (``torch_npu``, ``liger_kernel``, ``flash_attn``, ``triton``, ...) only
+through a ``VeomniOp``; the kernel modules under ``veomni/ops/kernels`` are where vendor imports belong. This
+table says, for a vendor name a model imports or calls, which registry op/variant covers it, so a finding can
+name the replacement. Lookups use the longest dotted prefix: ``flash_attn`` covers every name in the package.
+
+The ``torch_npu`` names in this table are checked against the ``torch-npu`` wheel's Python sources by
+``tests/test_vendor_map.py`` (read statically: torch_npu cannot be imported without Ascend drivers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# families of GPU-only / vendor dependencies (the audit classifies by these)
+NPU_VENDOR, GPU_KERNEL, GPU_ATTENTION, VEOMNI_KERNEL = (
+    "npu-vendor",
+    "gpu-kernel",
+    "gpu-attention",
+    "veomni-kernel",
+)
+
+# top-level packages that are vendor kernel libraries, and their family
+VENDOR_PACKAGES: dict[str, str] = {
+    "torch_npu": NPU_VENDOR,
+    "liger_kernel": GPU_KERNEL,
+    "triton": GPU_KERNEL,
+    "flash_attn": GPU_ATTENTION,
+    "flash_attn_interface": GPU_ATTENTION,  # FlashAttention 3 (hopper) python interface
+    "xformers": GPU_ATTENTION,
+    "sageattention": GPU_ATTENTION,
+    "flash_mla": GPU_ATTENTION,
+    "fla": GPU_KERNEL,  # flash-linear-attention (triton)
+    "causal_conv1d": GPU_KERNEL,
+    "deep_gemm": GPU_KERNEL,
+    "tilelang": GPU_KERNEL,
+    "quack": GPU_KERNEL,
+    "apex": GPU_KERNEL,
+}
+
+# VeOmni's own kernel modules: model code reaches them through the registry, not by import
+VEOMNI_KERNELS_PREFIX = "veomni.ops.kernels"
+
+# names that live under veomni.ops.kernels but are dispatch helpers meant for model code (they take a VeomniOp
+# or build one): importing them is not a vendor-kernel import
+VEOMNI_KERNEL_HELPERS = frozenset(
+    {"ForCausalLMLoss", "ForSequenceClassificationLoss", "attention_op", "linear_bias"}
+)
+
+
+@dataclass(frozen=True)
+class VendorKernel:
+    """A vendor name (a dotted prefix) and the registry op that replaces it in model code."""
+
+    name: str  # dotted: "torch_npu.npu_rms_norm", "liger_kernel.transformers.rope", "flash_attn"
+    op: str | None  # registry op, None when no registry op covers it
+    variant: str | None = None
+    note: str = ""
+
+    @property
+    def family(self) -> str:
+        return family_of(self.name) or GPU_KERNEL
+
+    def replacement(self) -> str:
+        """``rms_norm/standard`` (or ``rms_norm``), or "" when no registry op covers the name."""
+        if self.op is None:
+            return ""
+        return f"{self.op}/{self.variant}" if self.variant else self.op
+
+
+_K = VendorKernel
+
+TABLE: tuple[VendorKernel, ...] = (
+    # -- torch_npu (Ascend) ---------------------------------------------------------------------------------
+    _K("torch_npu.npu_rms_norm", "rms_norm", "standard", "returns (y, rstd); the op returns y"),
+    _K("torch_npu.npu_add_rms_norm", "rms_norm", "standard", "fuses the residual add; the op does not"),
+    _K(
+        "torch_npu.npu_rotary_mul",
+        "rope",
+        "full",
+        "rotary_mode picks the layout: 'half' is full, 'interleave' wan",
+    ),
+    _K("torch_npu.npu_apply_rotary_pos_emb", "rope", "full"),
+    _K("torch_npu.npu_swiglu", "swiglu_mlp", "standard", "activation only; the op is the whole MLP"),
+    _K("torch_npu.npu_geglu", "swiglu_mlp", "geglu", "activation only; the op is the whole MLP"),
+    _K("torch_npu.npu_fusion_attention", "attention", "standard", "NPU rows: flash_attention_2"),
+    _K("torch_npu.npu_fusion_attention_grad", "attention", "standard"),
+    _K("torch_npu.npu_prompt_flash_attention", "attention", "standard", "inference kernel"),
+    _K("torch_npu.npu_incre_flash_attention", "attention", "standard", "inference kernel"),
+    _K("torch_npu.npu_fused_infer_attention_score", "attention", "standard", "inference kernel"),
+    _K("torch_npu.npu_grouped_matmul", "moe_experts", "standard", "NPU row: fused_npu"),
+    _K("torch_npu.npu_moe_init_routing", "moe_experts", "standard"),
+    _K("torch_npu.npu_moe_token_permute", "moe_experts", "standard"),
+    _K("torch_npu.npu_moe_token_unpermute", "moe_experts", "standard"),
+    _K("torch_npu.npu_moe_gating_top_k_softmax", "moe_experts", "standard"),
+    _K("torch_npu.npu_cross_entropy_loss", "cross_entropy_loss", "standard", "NPU uses chunk_loss"),
+    _K("torch_npu", None, None, "the Ascend adapter; device helpers come from veomni.utils.device"),
+    # -- liger_kernel -----------------------------------------------------------------------------------------
+    _K("liger_kernel.transformers.rms_norm", "rms_norm", "standard"),
+    _K("liger_kernel.ops.rms_norm", "rms_norm", "standard"),
+    _K("liger_kernel.transformers.swiglu", "swiglu_mlp", "standard"),
+    _K("liger_kernel.ops.swiglu", "swiglu_mlp", "standard", "activation only; the op is the whole MLP"),
+    _K("liger_kernel.transformers.geglu", "swiglu_mlp", "geglu"),
+    _K("liger_kernel.ops.geglu", "swiglu_mlp", "geglu", "activation only; the op is the whole MLP"),
+    _K("liger_kernel.transformers.rope", "rope", "full"),
+    _K("liger_kernel.ops.rope", "rope", "full"),
+    _K("liger_kernel.transformers.fused_linear_cross_entropy", "cross_entropy_loss", "standard"),
+    _K("liger_kernel.transformers.cross_entropy", "cross_entropy_loss", "standard"),
+    _K("liger_kernel.ops.fused_linear_cross_entropy", "cross_entropy_loss", "standard"),
+    _K("liger_kernel.ops.cross_entropy", "cross_entropy_loss", "standard"),
+    _K("liger_kernel.transformers.functional.liger_cross_entropy", "cross_entropy_loss", "standard"),
+    _K(
+        "liger_kernel.transformers.functional.liger_fused_linear_cross_entropy",
+        "cross_entropy_loss",
+        "standard",
+    ),
+    _K("liger_kernel.transformers.functional.liger_rope", "rope", "full"),
+    _K("liger_kernel.transformers.functional.liger_swiglu", "swiglu_mlp", "standard"),
+    _K("liger_kernel.transformers.functional.liger_rms_norm", "rms_norm", "standard"),
+    _K("liger_kernel", None, None, "GPU-only (triton) kernels"),
+    # -- attention --------------------------------------------------------------------------------------------
+    _K("flash_attn", "attention", "standard", "flash_attention_2 has an NPU row"),
+    _K("flash_attn.cute", "attention", "standard", "FlashAttention 4 (flash_attention_4, GPU only)"),
+    _K("flash_attn_interface", "attention", "standard", "FlashAttention 3 (flash_attention_3, GPU only)"),
+    _K("xformers", "attention", "standard", "xformers memory-efficient attention (GPU only)"),
+    _K("sageattention", "attention", "standard", "SageAttention (GPU only)"),
+    _K("flash_mla", "attention", "standard", "FlashMLA (GPU only)"),
+    # -- other GPU kernel libraries ---------------------------------------------------------------------------
+    _K("triton", None, None, "a hand-written triton kernel: register it as an op implementation"),
+    _K(
+        "fla",
+        None,
+        None,
+        "flash-linear-attention: the GPU-only `fla` rows of rms_norm_gated, causal_conv1d, "
+        "chunk_gated_delta_rule",
+    ),
+    _K("fla.ops.gated_delta_rule", "chunk_gated_delta_rule", "standard", "the `fla` row is GPU only"),
+    _K("causal_conv1d", "causal_conv1d", "standard"),
+    _K("deep_gemm", "moe_experts", "standard"),
+    _K("quack", "moe_experts", "standard", "fused_quack (GPU only)"),
+    _K("tilelang", None, None, "tilelang kernels (GPU only)"),
+    _K("apex", None, None, "NVIDIA apex (GPU only)"),
+    # -- VeOmni's own kernel modules --------------------------------------------------------------------------
+    _K("veomni.ops.kernels.rms_norm", "rms_norm", "standard"),
+    _K("veomni.ops.kernels.rotary", "rope", "full"),
+    _K("veomni.ops.kernels.swiglu", "swiglu_mlp", "standard"),
+    _K("veomni.ops.kernels.cross_entropy", "cross_entropy_loss", "standard"),
+    _K("veomni.ops.kernels.load_balancing_loss", "load_balancing_loss", "standard"),
+    _K("veomni.ops.kernels.moe", "moe_experts", "standard"),
+    _K("veomni.ops.kernels.attention", "attention", "standard"),
+    _K("veomni.ops.kernels.gated_delta_rule", "chunk_gated_delta_rule", "standard"),
+    _K("veomni.ops.kernels.gated_delta_rule.npu_causal_conv1d", "causal_conv1d", "standard"),
+    _K("veomni.ops.kernels.gated_delta_rule.npu_rms_norm_gated", "rms_norm_gated", "standard"),
+    _K("veomni.ops.kernels.deepseek_sparse_attention", "dsa_attention", None, "DeepSeek sparse attention"),
+    _K(
+        "veomni.ops.kernels.deepseek_sparse_attention.flashmla_cudnn.indexer_select_topk", "dsa_indexer", None
+    ),
+    _K("veomni.ops.kernels.mhc", "mhc", None),
+    _K(
+        "veomni.ops.kernels.deepseek_v4", None, None, "DeepSeek-V4 kernels with no registry op in the catalog"
+    ),
+    _K("veomni.ops.kernels", None, None, "a VeOmni kernel module"),
+)
+
+_BY_NAME: dict[str, VendorKernel] = {k.name: k for k in TABLE}
+
+
+def family_of(dotted: str) -> str | None:
+    """The vendor family of a dotted module/name, or None when it is not vendor kernel code."""
+    if is_veomni_kernel(dotted):
+        return VEOMNI_KERNEL
+    return VENDOR_PACKAGES.get(dotted.split(".", 1)[0])
+
+
+def is_veomni_kernel(dotted: str) -> bool:
+    if not (dotted == VEOMNI_KERNELS_PREFIX or dotted.startswith(VEOMNI_KERNELS_PREFIX + ".")):
+        return False
+    return dotted.rsplit(".", 1)[-1] not in VEOMNI_KERNEL_HELPERS
+
+
+def is_vendor(dotted: str) -> bool:
+    """Whether a dotted module or name is vendor kernel code (``torch_npu.npu_rms_norm``, ``flash_attn``...)."""
+    return family_of(dotted) is not None
+
+
+def lookup(dotted: str) -> VendorKernel | None:
+    """The table entry for the longest dotted prefix of ``dotted`` (None if not vendor code)."""
+    if not is_vendor(dotted):
+        return None
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        entry = _BY_NAME.get(".".join(parts[:n]))
+        if entry is not None:
+            return entry
+    return VendorKernel(parts[0], None, None)
+
+
+def torch_npu_names() -> list[str]:
+    """The ``torch_npu.<name>`` kernel names the table relies on (checked against the wheel by a test)."""
+    return sorted(k.name.split(".", 1)[1] for k in TABLE if k.name.startswith("torch_npu."))

@@ -1,0 +1,216 @@
+"""The project index (npu_lint.project): VeOmni root, dispatch generation, registry rows, model packages."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from npu_lint.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
+from npu_lint.config import ConfigError
+from npu_lint.project import OP_SLOT, VEOMNI_OP, Project, load_project
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def veomni_op_tree(tmp_path: Path) -> Path:
+    """A VeomniOp-generation tree: registry.py defines VeomniOp; kernels register rows."""
+    _write(tmp_path, "veomni/ops/__init__.py", "from .registry import VeomniOp, register_op\n")
+    _write(
+        tmp_path,
+        "veomni/ops/registry.py",
+        "class VeomniOp:\n    pass\n\n\ndef register_op(*a, **k):\n    pass\n",
+    )
+    _write(
+        tmp_path,
+        "veomni/ops/kernels/rms_norm/__init__.py",
+        """
+        from veomni.ops import register_op
+        from veomni.ops.platform import GpuKernelRequirement, MluKernelRequirement, NpuKernelRequirement
+
+
+        def _f(x):
+            return x
+
+
+        register_op("rms_norm", "standard", "eager", wrapper=_f)
+        register_op("rms_norm", "standard", "npu", wrapper=_f, requirement=NpuKernelRequirement())
+        register_op("rms_norm", "standard", "liger_kernel", wrapper=_f, requirement=GpuKernelRequirement(platforms=("cuda",)))
+        register_op(op="rms_norm", variant="offset", impl="mlu", wrapper=_f, requirement=MluKernelRequirement())
+        register_op("rms_norm", "offset", "eager", wrapper=_f, requirement=None)
+        name = "computed"
+        register_op("rms_norm", name, "eager", wrapper=_f)  # not a literal: skipped
+        """,
+    )
+    _write(tmp_path, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py", "config = None\n")
+    _write(tmp_path, "veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py", "x = 1\n")
+    _write(tmp_path, "veomni/models/transformers/other/modeling_other.py", "x = 1\n")
+    return tmp_path
+
+
+def test_veomni_op_tree(veomni_op_tree: Path) -> None:
+    project = load_project([str(veomni_op_tree / "veomni" / "models" / "transformers" / "toy")])
+    assert project.root == str(veomni_op_tree.resolve())
+    assert project.generation == VEOMNI_OP
+    assert set(project.registered) == {
+        OpRow("rms_norm", "standard", "eager", ANY),
+        OpRow("rms_norm", "standard", "npu", NPU),
+        OpRow("rms_norm", "standard", "liger_kernel", GPU),
+        OpRow("rms_norm", "offset", "mlu", MLU),
+        OpRow("rms_norm", "offset", "eager", ANY),
+    }
+    # a VeomniOp tree's own rows are authoritative
+    assert project.rows == project.registered
+    assert project.has_triple("rms_norm", "standard", "npu")
+    assert not project.has_triple("rope", "full", "eager")
+    assert project.model_packages == (str((veomni_op_tree / "veomni/models/transformers/toy").resolve()),)
+    assert "rms_norm/standard/npu" in project.row_sources
+
+
+def test_fingerprint_follows_rows(veomni_op_tree: Path) -> None:
+    before = load_project([str(veomni_op_tree)]).fingerprint()
+    assert load_project([str(veomni_op_tree)]).fingerprint() == before  # stable
+    kernel = veomni_op_tree / "veomni/ops/kernels/rms_norm/__init__.py"
+    kernel.write_text(kernel.read_text().replace('"liger_kernel"', '"triton"'), encoding="utf-8")
+    assert load_project([str(veomni_op_tree)]).fingerprint() != before
+
+
+def test_project_is_picklable(veomni_op_tree: Path) -> None:
+    project = load_project([str(veomni_op_tree)])
+    clone = pickle.loads(pickle.dumps(project))
+    assert clone == project
+    assert clone.fingerprint() == project.fingerprint()
+
+
+def test_out_of_tree_falls_back_to_builtin_rows(tmp_path: Path) -> None:
+    _write(tmp_path, "mymodel/mymodel_gpu_patch_gen_config.py", "config = None\n")
+    _write(tmp_path, "mymodel/modeling.py", "x = 1\n")
+    project = load_project([str(tmp_path / "mymodel" / "modeling.py")])
+    assert project.root is None and project.generation is None
+    assert project.rows == BUILTIN_ROWS
+    assert project.rows_origin == "the built-in catalog"
+    assert project.model_packages == (str((tmp_path / "mymodel").resolve()),)
+    assert Project().rows == BUILTIN_ROWS
+
+
+def test_unknown_generation_merges_tree_rows_with_catalog(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "veomni/ops/kernels/extra.py",
+        'from veomni.ops import register_op\nregister_op("rope", "full", "flash_rope", wrapper=None)\n',
+    )
+    project = load_project([str(tmp_path)])
+    assert project.generation is None
+    assert project.has_triple("rope", "full", "flash_rope")  # the tree's row
+    assert project.has_triple("rms_norm", "offset", "npu")  # the catalog's
+
+
+def test_wheel_index(tmp_path: Path) -> None:
+    from corpus import veomni_wheel_root
+
+    root = veomni_wheel_root()
+    start = time.perf_counter()
+    project = load_project([str(root / "veomni" / "models")])
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, f"building the index took {elapsed:.2f}s"
+    assert project.root == str(root.resolve())
+    assert project.generation == OP_SLOT
+    # 0.1.12's register_op(OpSpec(...)) is the config registry, not VeomniOp rows
+    assert project.registered == ()
+    assert project.rows == BUILTIN_ROWS
+    slots = set(project.slot_rows)
+    # KernelSpec rows, including both rows of the `for _name, _hw in (...)` loop in cross_entropy
+    assert OpRow("cross_entropy_loss", "causal", "npu", NPU) in slots
+    assert OpRow("cross_entropy_loss", "causal", "chunk_loss", ANY) in slots
+    assert OpRow("rms_norm", "qwen3_5", "npu", NPU) in slots
+    assert OpRow("rms_norm", "standard", "liger_kernel", GPU) in slots  # from veomni/ops/liger
+    assert OpRow("mhc", "pre", "tilelang", GPU) in slots  # `for variant, ... in (...)` loop
+    assert OpRow("moe_experts", "standard", "triton", GPU) in slots  # device_type=["gpu", "mlu"]
+    assert len(slots) == 35
+    assert len(project.model_packages) == 18
+    assert all(list(Path(p).glob("*_gpu_patch_gen_config.py")) for p in project.model_packages)
+
+
+def test_live_registry_needs_veomni(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "veomni", None)  # not importable
+    with pytest.raises(ConfigError, match="cannot import veomni.ops"):
+        Project().load_live_registry()
+
+
+def test_live_registry_reads_op_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Requirement:
+        device = "npu"
+
+    registry = types.SimpleNamespace(
+        _entries={
+            ("rms_norm", "offset", "eager", "any"): types.SimpleNamespace(requirement=None),
+            ("rms_norm", "offset", "npu", "npu"): types.SimpleNamespace(requirement=Requirement()),
+            ("rope", "full", "liger_kernel", "cuda"): types.SimpleNamespace(requirement=None),
+        }
+    )
+    veomni = types.ModuleType("veomni")
+    ops = types.ModuleType("veomni.ops")
+    ops.OP_REGISTRY = registry  # type: ignore[attr-defined]
+    veomni.ops = ops  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "veomni", veomni)
+    monkeypatch.setitem(sys.modules, "veomni.ops", ops)
+    project = Project()
+    before = project.fingerprint()
+    project.load_live_registry()
+    assert set(project.rows) == {
+        OpRow("rms_norm", "offset", "eager", ANY),
+        OpRow("rms_norm", "offset", "npu", NPU),
+        OpRow("rope", "full", "liger_kernel", GPU),
+    }
+    assert project.rows_origin == "the live OP_REGISTRY"
+    assert project.fingerprint() != before
+
+
+def test_live_registry_on_opslot_veomni(monkeypatch: pytest.MonkeyPatch) -> None:
+    veomni = types.ModuleType("veomni")
+    ops = types.ModuleType("veomni.ops")
+    veomni.ops = ops  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "veomni", veomni)
+    monkeypatch.setitem(sys.modules, "veomni.ops", ops)
+    with pytest.raises(ConfigError, match="no OP_REGISTRY"):
+        Project().load_live_registry()
+
+
+def test_cli_live_registry_without_veomni(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    _write(tmp_path, "model.py", "x = 1\n")
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npu_lint",
+            "check",
+            "--no-cache",
+            "--live-registry",
+            str(tmp_path / "model.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    if "veomni" in sys.modules or proc.returncode == 0:
+        pytest.skip("veomni is importable here")
+    assert proc.returncode == 2
+    assert "--live-registry: cannot import veomni.ops" in proc.stderr
