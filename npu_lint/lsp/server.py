@@ -233,8 +233,9 @@ class NpuLintServer(LanguageServer):
     def project_for(self, path: str, settings: Settings) -> object | None:
         from npu_lint.project import find_veomni_root, load_project
 
+        # one index per VeOmni root; outside one, the index depends on the file's own directory
         root = find_veomni_root(Path(path))
-        key = str(root) if root is not None else settings.root
+        key = str(root) if root is not None else str(Path(path).parent)
         if key not in self._projects:
             try:
                 self._projects[key] = load_project([path], settings)
