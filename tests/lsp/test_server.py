@@ -330,3 +330,24 @@ async def test_crlf_document_fix_all(push_client: LanguageClient, project: Path)
     assert "\n" not in fixed.replace("\r\n", "")  # line endings kept
     replace_text(push_client, uri, fixed, 2)
     await wait_diagnostics(push_client, uri, lambda d: len(d) == 1)
+
+
+async def test_pull_client_settings_change(pull_client: LanguageClient, project: Path) -> None:
+    uri = open_document(pull_client, project / MODEL, NON_ASCII)
+    ident = types.TextDocumentIdentifier(uri=uri)
+    first = await pull_client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident)
+    )
+    assert codes(first.items) == ["NPU101"]
+    pull_client.set_configuration({"ignore": ["NPU101"]}, section="npu-lint")
+    pull_client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while True:  # the server re-reads workspace/configuration asynchronously
+        report = await pull_client.text_document_diagnostic_async(
+            types.DocumentDiagnosticParams(text_document=ident, previous_result_id=first.result_id)
+        )
+        if report.kind == "full" and not report.items:
+            break
+        assert loop.time() < deadline, report
+        await asyncio.sleep(0.05)
