@@ -634,24 +634,14 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
             inside = [d for d in spec_diags if fn["start"] <= d.line <= fn["end"]]
             slots = [name for kind, _, _, name in gpu_spec.get("dispatch", []) if kind == "OpSlot"]
             used_slots = [name for name in slots if name in fn.get("uses", [])]
-            if used_slots and not inside:
-                reuse.append(
-                    {
-                        "file": f"{spec_rel}::{fn['name']}",
-                        "status": "edit",
-                        "why": f"patch of `{fn['target']}` calls the module-global OpSlot "
-                        + ", ".join(f"`{n}`" for n in used_slots)
-                        + ": migrate it to an instance-local VeomniOp (NPU2xx), then the NPU spec reuses it",
-                    }
-                )
-            elif inside:
-                reuse.append(
-                    {
-                        "file": f"{spec_rel}::{fn['name']}",
-                        "status": "edit",
-                        "why": f"patch of `{fn['target']}`: " + ", ".join(sorted({d.code for d in inside})),
-                    }
-                )
+            if used_slots or inside:
+                why = f"patch of `{fn['target']}`"
+                if used_slots:
+                    why += " calls the module-global OpSlot " + ", ".join(f"`{n}`" for n in used_slots)
+                    why += ": migrate it to an instance-local VeomniOp (NPU2xx), then the NPU spec reuses it"
+                if inside:
+                    why += "; findings: " + ", ".join(sorted({d.code for d in inside}))
+                reuse.append({"file": f"{spec_rel}::{fn['name']}", "status": "edit", "why": why})
             else:
                 if npu_spec is None:
                     how = "the NPU spec to create keeps it (deepcopy of the GPU config)"

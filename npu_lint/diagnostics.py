@@ -70,7 +70,9 @@ class Fix:
 
     @property
     def is_applicable(self) -> bool:
-        return self.applicability is not Applicability.DISPLAY and bool(self.edits or self.creates or self.deferred)
+        return self.applicability is not Applicability.DISPLAY and bool(
+            self.edits or self.creates or self.deferred
+        )
 
     def applies(self, unsafe: bool = False) -> bool:
         """Whether ``--fix`` applies it (safe fixes; unsafe ones too when ``unsafe``)."""

@@ -55,7 +55,13 @@ def rule_classes(codes: Iterable[str]) -> list[type[Rule]]:
     return [REGISTRY[c] for c in sorted(codes) if c in REGISTRY]
 
 
+# Leaf-only node kinds (expression contexts and operators) that no rule asks for are skipped.
+_SKIPPABLE = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
+    """Pre-order traversal, iterative (deep trees cannot hit the recursion limit), once for all rules."""
     visit: dict[type, list[Callable[[ast.AST], None]]] = {}
     leave: dict[type, list[Callable[[ast.AST], None]]] = {}
     for rule in rules:
@@ -63,25 +69,44 @@ def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
             visit.setdefault(typ, []).append(rule.visit)
         for typ in rule.leave_types:
             leave.setdefault(typ, []).append(rule.leave)
+    wanted_leaves = any(issubclass(t, _SKIPPABLE) for t in (*visit, *leave))
+    skip: tuple[type, ...] = () if wanted_leaves else _SKIPPABLE
     parents = ctx.parents
-    iter_children = ast.iter_child_nodes
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
-    pop = stack.pop
-    push = stack.append
+    fields_of = _FIELDS
+    AST = ast.AST
+    LEAVE = None  # stack marker: the next entry is a node to leave
+    stack: list[ast.AST | None] = [tree]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, leaving = pop()
-        if leaving:
+        node = pop()
+        if node is LEAVE:
+            node = pop()
             for fn in leave.get(type(node), ()):
                 fn(node)
             parents.pop()
             continue
-        for fn in visit.get(type(node), ()):
+        typ = type(node)
+        for fn in visit.get(typ, ()):
             fn(node)
-        push((node, True))
-        parents.append(node)
-        children = list(iter_children(node))
-        for child in reversed(children):
-            push((child, False))
+        fields = fields_of.get(typ)
+        if fields is None:
+            fields = fields_of[typ] = tuple(f for f in typ._fields if f != "ctx")
+        children: list[ast.AST] = []
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                if not isinstance(value, skip):
+                    children.append(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, AST) and not isinstance(item, skip):
+                        children.append(item)
+        if children or typ in leave:
+            push(node)
+            push(LEAVE)
+            parents.append(node)
+            children.reverse()
+            stack.extend(children)
 
 
 def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Diagnostic:

@@ -354,6 +354,17 @@ def migration_fix(ctx: Context, code: str, node: ast.AST, line: int | None = Non
     if noqa is None or (noqa is not False and code in noqa):
         return None  # this finding is suppressed: the next one carries the fix
     ctx._npu_migration_fix_done = True  # type: ignore[attr-defined]
+    if not ctx.fix_mode:
+        # the codemod (libcst + astroid) runs only when fixes are applied: a plain check shows a deferred fix
+        return Fix(
+            "Migrate module-global dispatch to instance-local VeomniOp handles",
+            (),
+            Applicability.UNSAFE,
+            (),
+            "computed by --fix/--diff/editor actions; where a step cannot be done exactly the migration is "
+            "shown as a display-only proposal instead",
+            deferred=True,
+        )
     try:
         from npu_lint.fixers.dispatch import build_migration_fix
     except ImportError:

@@ -618,7 +618,7 @@ class VendorKernelCall(Rule):
         "54/54 on veomni 0.1.12's model packages (24 generated, 12 spec, 18 plain files); "
         "bench/accuracy/vendor.md"
     )
-    node_types = (ast.Call,)
+    node_types = (ast.Call, ast.Import, ast.ImportFrom)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -632,24 +632,23 @@ class VendorKernelCall(Rule):
         return ctx.source.kind.model_code and in_model_scope(ctx.source.path)
 
     # -- name resolution (module imports, function-local imports, relative imports) -----------------------
+    def _record_local_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        """Function-local imports are collected as the traversal meets them (they precede their uses)."""
+        func = self.ctx.function
+        if func is None:
+            return
+        names = self._local_imports.setdefault(id(func), {})
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        else:
+            module = _from_module(self.ctx.source.path, node)
+            for a in node.names:
+                if a.name != "*":
+                    names[a.asname or a.name] = f"{module}.{a.name}"
+
     def _imports_of(self, func: ast.AST) -> dict[str, str]:
-        key = id(func)
-        cached = self._local_imports.get(key)
-        if cached is None:
-            cached = {}
-            for node in ast.walk(func):
-                if isinstance(node, ast.Import):
-                    for a in node.names:
-                        cached[a.asname or a.name.split(".")[0]] = (
-                            a.name if a.asname else a.name.split(".")[0]
-                        )
-                elif isinstance(node, ast.ImportFrom):
-                    module = _from_module(self.ctx.source.path, node)
-                    for a in node.names:
-                        if a.name != "*":
-                            cached[a.asname or a.name] = f"{module}.{a.name}"
-            self._local_imports[key] = cached
-        return cached
+        return self._local_imports.get(id(func), {})
 
     def resolve(self, node: ast.AST) -> str | None:
         dotted = self.ctx.dotted(node)
@@ -671,6 +670,9 @@ class VendorKernelCall(Rule):
         return full
 
     def visit(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self._record_local_import(node)
+            return
         assert isinstance(node, ast.Call)
         full = self.resolve(node.func)
         if full is None or not vendor_map.is_vendor(full):

@@ -21,9 +21,11 @@ NPU_SPEC = "veomni/models/transformers/toy/toy_npu_patch_gen_config.py"
 KERNEL = "veomni/ops/kernels/rope/npu.py"
 
 
-def lint(code: str, codes: list[str], path: str = MODEL, project: object | None = None):
+def lint(
+    code: str, codes: list[str], path: str = MODEL, project: object | None = None, fix_mode: bool = True
+):
     src = SourceFile.from_text(path, textwrap.dedent(code).lstrip("\n"))
-    return lint_source(src, codes, Settings(), project)
+    return lint_source(src, codes, Settings(), project, fix_mode=fix_mode)
 
 
 def fix(code: str, codes: list[str], path: str = MODEL, project: object | None = None) -> str:
@@ -159,6 +161,13 @@ def test_migration_fix_attached_once_per_file(fake_codemod: list[tuple[str, int]
     assert [d.code for d in diags] == ["NPU201", "NPU201", "NPU203"]
     assert [d.fix is not None for d in diags] == [True, False, False]
     assert fake_codemod == [("NPU201", 3)]
+
+
+def test_plain_check_defers_the_migration(fake_codemod: list[tuple[str, int]]) -> None:
+    diags = lint('from veomni.ops.dispatch import OpSlot\na = OpSlot("rms_norm", "standard")\n', ["NPU201"],
+                 fix_mode=False)  # fmt: skip
+    assert diags[0].fix is not None and diags[0].fix.deferred and not diags[0].fix.edits
+    assert fake_codemod == []  # the codemod did not run
 
 
 def test_migration_fix_for_a_block_gets_the_spec_call(fake_codemod: list[tuple[str, int]]) -> None:

@@ -1,0 +1,1747 @@
+"""The dispatch-migration codemod: OpSlot module globals -> VeomniOp handles owned by the model classes.
+
+Offered as the fix of NPU201/NPU202/NPU203 (``build_migration_fix``) on patch specs and plain model modules;
+``migrate_source`` is the pure entry point. The migration, per the VeOmni contract (sections 2 and 3):
+
+1. declarations: the ``OpSlot`` assignments (module level, or inside ``config.add_post_import_block``) and the
+   ``OpSlot`` import go; ``VeomniOp`` / ``resolve_op_impl`` (+ ``linear_bias``, ``partial``, loss helpers when
+   used) are imported (``config.add_import`` in a spec, ordinary imports in a module);
+2. handles: every class whose methods used a slot constructs ``self.<slot> = VeomniOp(op, variant,
+   resolve_op_impl("<field>"))`` in its ``__init__`` (in a spec: an ``override_method("Cls.__init__")`` whose
+   body is the upstream ``__init__``, read with astroid, or ``super().__init__`` when the class inherits it);
+3. guarded bodies become unconditional ``self.<slot>(...)`` calls with the call contract translated (RMSNorm
+   ``eps=``; ``rotary_pos_emb`` -> ``rope``; SwiGLU ``(self, x)`` -> weights + ``linear_bias``; cross-entropy
+   through ``self.loss_function = partial(<Loss>, op=...)``; ``rms_norm/qwen3_5`` and the Gemma ``1 + w``
+   idiom -> ``rms_norm/offset`` with the raw weight);
+4. a replaced free function that used a slot keeps its eager body; its slot call is inlined, through ``self``,
+   into the methods that call it (the spec's overrides, ``self``-taking helpers, and upstream methods, which
+   are then overridden with their upstream source).
+
+Anything that cannot be migrated exactly makes the fix ``display`` with the reason; on an OpSlot-generation
+tree the fix is ``unsafe`` (the VeomniOp API is not in that tree).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import functools
+import os
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from npu_lint.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
+from npu_lint.diagnostics import Applicability, Edit, Fix
+
+if TYPE_CHECKING:  # pragma: no cover
+    from npu_lint.rules.base import Context
+
+__all__ = ["MigrationResult", "HandleSpec", "migrate_source", "build_migration_fix", "edits_between"]
+
+# OpSlot op -> ops-config field (the contract's config-field -> op table, keyed by the slot's op name)
+SLOT_FIELD: dict[str, str] = {
+    "rms_norm": "rms_norm_implementation",
+    "rotary_pos_emb": "rotary_pos_emb_implementation",
+    "rotary_pos_emb_vision": "rotary_pos_emb_vision_implementation",
+    "swiglu_mlp": "swiglu_mlp_implementation",
+    "cross_entropy_loss": "cross_entropy_loss_implementation",
+    "moe_experts": "moe_implementation",
+    "load_balancing_loss": "load_balancing_loss_implementation",
+    "rms_norm_gated": "rms_norm_gated_implementation",
+    "causal_conv1d": "causal_conv1d_implementation",
+    "chunk_gated_delta_rule": "chunk_gated_delta_rule_implementation",
+}
+CE_LOSS = {"causal": "ForCausalLMLoss", "seq_cls": "ForSequenceClassificationLoss"}
+DEFAULT_RESOLVE_MODULE = "veomni.ops.config"
+DEFAULT_LOSS_MODULE = "veomni.ops.kernels.cross_entropy"
+GUARD_ATTR = "use_non_eager_impl"
+_CATALOG_PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
+_BUILTINS = set(dir(builtins)) | {"None", "True", "False"}
+
+
+# ----------------------------------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HandleSpec:
+    cls: str
+    attr: str
+    op: str
+    variant: str
+    field: str
+    loss: str | None = None  # loss helper bound through self.loss_function (cross-entropy only)
+
+    @property
+    def construction(self) -> str:
+        npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" else ""
+        args = f'"{self.op}", "{self.variant}", resolve_op_impl("{self.field}"{npu_as})'
+        line = f"self.{self.attr} = VeomniOp({args})"
+        if len(line) <= 102:  # fits in 110 columns at a method body's indentation
+            return line
+        return f"self.{self.attr} = VeomniOp(\n    {args}\n)"
+
+    def lines(self) -> list[str]:
+        out = [self.construction]
+        if self.loss:
+            out.append(f"self.loss_function = partial({self.loss}, op=self.{self.attr})")
+        return out
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    text: str
+    applicability: Applicability
+    reasons: tuple[str, ...] = ()
+    handles: tuple[HandleSpec, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.handles) or bool(self.reasons)
+
+
+# ----------------------------------------------------------------------------------------------------
+# analysis (stdlib ast over the original text)
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    op: str
+    variant: str
+
+    @property
+    def target(self) -> tuple[str, str] | None:
+        mapped = OPSLOT_TO_VEOMNIOP.get((self.op, self.variant))
+        if mapped is None and (self.op, self.variant) in _CATALOG_PAIRS:
+            mapped = (self.op, self.variant)
+        return mapped
+
+
+@dataclass
+class FnInfo:
+    key: str  # top-level def name, or "Cls.meth" for a method inside a class
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    owner: str | None  # the class whose instance ``self`` is
+    kind: str  # method | free | helper
+    target: str | None = None  # spec decorator target ("Cls.meth" / "func")
+    upstream: str | None = None  # for free functions: the name the function has in the generated module
+
+
+@dataclass
+class FreeFn:
+    """A replaced free function whose body starts with ``if S.use_non_eager_impl: return S(...)``."""
+
+    name: str  # upstream name (what callers call)
+    key: str
+    slot: Slot
+
+
+@dataclass
+class Plan:
+    spec: bool
+    config_name: str = "config"
+    source_module: str | None = None
+    slots: dict[str, Slot] = field(default_factory=dict)
+    functions: dict[str, FnInfo] = field(default_factory=dict)
+    free: dict[str, FreeFn] = field(default_factory=dict)
+    handles: dict[str, dict[str, HandleSpec]] = field(default_factory=dict)
+    owners: dict[str, set[str]] = field(default_factory=dict)  # fn key -> classes (helpers may have several)
+    reasons: list[str] = field(default_factory=list)
+    display: bool = False
+    # new top-level statements (spec): anchor key -> texts to insert before / after it
+    before: dict[str, list[str]] = field(default_factory=dict)
+    after: dict[str, list[str]] = field(default_factory=dict)
+    tail: list[str] = field(default_factory=list)
+    extra_imports: list[str] = field(default_factory=list)  # plain import lines (names of copied signatures)
+    init_keys: dict[str, str] = field(default_factory=dict)  # class -> key of the existing __init__ to extend
+    delegating_inits: dict[str, str] = field(default_factory=dict)  # plain module: class -> init text
+    new_fn_names: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)  # function keys the rewrite has to visit
+    guarded: set[str] = field(default_factory=set)  # slots whose use_non_eager_impl some function tests
+    free_callers: dict[str, int] = field(default_factory=dict)  # free function -> methods that call it
+
+    def fail(self, reason: str) -> None:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        self.display = True
+
+    def note(self, reason: str) -> None:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    def add_handle(self, cls: str, slot: Slot, variant: str | None = None) -> HandleSpec | None:
+        target = slot.target
+        if target is None:
+            self.fail(
+                f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no VeomniOp row is known for it"
+            )
+            return None
+        op, var = target
+        if variant is not None:
+            var = variant
+        loss = None
+        if slot.op == "cross_entropy_loss":
+            loss = CE_LOSS.get(slot.variant)
+        spec = HandleSpec(cls, slot.name, op, var, SLOT_FIELD.get(slot.op, f"{slot.op}_implementation"), loss)
+        existing = self.handles.setdefault(cls, {}).get(slot.name)
+        if existing is not None and existing != spec:
+            self.fail(
+                f"`{cls}` would need `{slot.name}` as both {existing.op}/{existing.variant} and {op}/{var}"
+            )
+            return existing
+        self.handles[cls][slot.name] = spec
+        return spec
+
+
+def _const_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _opslot_call(node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or _dotted(node.func) not in ("OpSlot", "dispatch.OpSlot"):
+        return None
+    args = [_const_str(a) for a in node.args[:2]]
+    kw = {k.arg: _const_str(k.value) for k in node.keywords}
+    op = args[0] if args else kw.get("op") or kw.get("op_name")
+    variant = args[1] if len(args) > 1 else kw.get("variant")
+    if op is None or variant is None:
+        return None
+    return op, variant
+
+
+def _slots_in(body: Iterable[ast.stmt]) -> list[Slot]:
+    out = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            found = _opslot_call(stmt.value)
+            if found:
+                out.append(Slot(stmt.targets[0].id, *found))
+    return out
+
+
+def _post_import_block_text(stmt: ast.stmt, config_name: str) -> str | None:
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and _dotted(stmt.value.func) == f"{config_name}.add_post_import_block"
+        and stmt.value.args
+    ):
+        return _const_str(stmt.value.args[0])
+    return None
+
+
+def _decorator_target(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, config_name: str
+) -> tuple[str, str] | None:
+    for dec in fn.decorator_list:
+        call = dec if isinstance(dec, ast.Call) else None
+        name = _dotted(call.func if call else dec)
+        if not name or not name.startswith(config_name + "."):
+            continue
+        method = name.split(".", 1)[1]
+        target = None
+        if call is not None:
+            target = _const_str(call.args[0]) if call.args else None
+            if target is None:
+                for kw in call.keywords:
+                    if kw.arg in (
+                        "target",
+                        "target_method",
+                        "target_func",
+                        "target_class",
+                        "target_function",
+                    ):
+                        target = _const_str(kw.value)
+        return method, target or ""
+    return None
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return s.lower()
+
+
+def _guard_slot(test: ast.expr, slots: dict[str, Slot]) -> tuple[Slot, bool] | None:
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if (
+        isinstance(test, ast.Attribute)
+        and test.attr == GUARD_ATTR
+        and isinstance(test.value, ast.Name)
+        and test.value.id in slots
+    ):
+        return slots[test.value.id], negated
+    return None
+
+
+def _is_offset_weight(node: ast.expr) -> ast.expr | None:
+    """``1 + w`` / ``1.0 + w`` / ``w + 1.0`` -> ``w``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        for const, other in ((node.left, node.right), (node.right, node.left)):
+            if (
+                isinstance(const, ast.Constant)
+                and const.value in (1, 1.0)
+                and not isinstance(const.value, bool)
+            ):
+                return other
+    return None
+
+
+def _walk_fn(fn: ast.AST) -> Iterable[ast.AST]:
+    """Nodes of a function body (nested defs included: a slot used there is still this method's)."""
+    return ast.walk(fn)
+
+
+class _Analyzer:
+    def __init__(self, tree: ast.Module, text: str, path: str, spec: bool, root: str | None) -> None:
+        self.tree = tree
+        self.text = text
+        self.path = path
+        self.root = root
+        self.plan = Plan(spec=spec)
+
+    # -- collection ---------------------------------------------------------------------------------
+    def run(self) -> Plan:
+        plan = self.plan
+        tree = self.tree
+        if plan.spec:
+            for stmt in tree.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.value, ast.Call)
+                    and _dotted(stmt.value.func) in ("PatchConfig", "patch_spec.PatchConfig")
+                    and isinstance(stmt.targets[0], ast.Name)
+                ):
+                    plan.config_name = stmt.targets[0].id
+                    for kw in stmt.value.keywords:
+                        if kw.arg == "source_module":
+                            plan.source_module = _const_str(kw.value)
+        for slot in _slots_in(tree.body):
+            plan.slots[slot.name] = slot
+        for stmt in tree.body:
+            block = _post_import_block_text(stmt, plan.config_name)
+            if block is not None and "OpSlot" in block:
+                try:
+                    inner = ast.parse(textwrap.dedent(block))
+                except SyntaxError:
+                    plan.fail("a post-import block with OpSlot declarations does not parse")
+                    continue
+                for slot in _slots_in(inner.body):
+                    plan.slots[slot.name] = slot
+        if not plan.slots:
+            return plan
+        self._collect_functions()
+        self._analyse_free_functions()
+        self._analyse_uses()
+        self._plan_inits()
+        for name, free in plan.free.items():
+            if not plan.free_callers.get(name):
+                where = "upstream or in this spec" if plan.spec else "in this module (callers elsewhere?)"
+                plan.fail(
+                    f"`{free.key}` uses `{free.slot.name}` but no method calls `{name}` {where}: "
+                    "there is no class to own the handle"
+                )
+        used = {h.attr for per in plan.handles.values() for h in per.values()} | {
+            f.slot.name for f in plan.free.values()
+        }
+        unused = sorted(set(plan.slots) - used - plan.guarded)
+        if unused:
+            plan.fail(
+                f"slot(s) {', '.join(unused)} are declared here but no function of this file uses them (patch "
+                "functions imported from another spec?): migrate the spec that uses them and re-register its new "
+                "__init__ overrides here"
+            )
+        return plan
+
+    def _collect_functions(self) -> None:
+        plan = self.plan
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                dec = _decorator_target(stmt, plan.config_name) if plan.spec else None
+                params = [a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args)]
+                if dec and dec[0] == "override_method" and "." in dec[1]:
+                    owner = dec[1].split(".")[0]
+                    plan.functions[stmt.name] = FnInfo(stmt.name, stmt, owner, "method", dec[1])
+                elif dec and dec[0] == "replace_function":
+                    plan.functions[stmt.name] = FnInfo(
+                        stmt.name, stmt, None, "free", dec[1], dec[1] or stmt.name
+                    )
+                elif params[:1] == ["self"]:
+                    plan.functions[stmt.name] = FnInfo(
+                        stmt.name, stmt, None, "helper", dec[1] if dec else None
+                    )
+                else:
+                    plan.functions[stmt.name] = FnInfo(stmt.name, stmt, None, "free", None, stmt.name)
+            elif isinstance(stmt, ast.ClassDef):
+                dec = _decorator_target(stmt, plan.config_name) if plan.spec else None
+                cls_name = dec[1] if dec and dec[0] == "replace_class" and dec[1] else stmt.name
+                for item in stmt.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        key = f"{stmt.name}.{item.name}"
+                        plan.functions[key] = FnInfo(key, item, cls_name, "method", None)
+
+    def _uses(self, fn: FnInfo) -> list[ast.Name]:
+        return [n for n in _walk_fn(fn.node) if isinstance(n, ast.Name) and n.id in self.plan.slots]
+
+    def _analyse_free_functions(self) -> None:
+        plan = self.plan
+        for fn in plan.functions.values():
+            if fn.kind != "free" or not self._uses(fn):
+                continue
+            body = list(fn.node.body)
+            if body and isinstance(body[0], ast.Expr) and _const_str(body[0].value) is not None:
+                body = body[1:]
+            first = body[0] if body else None
+            guard = _guard_slot(first.test, plan.slots) if isinstance(first, ast.If) else None
+            ok = (
+                guard is not None
+                and not guard[1]
+                and not first.orelse  # type: ignore[union-attr]
+                and len(first.body) == 1  # type: ignore[union-attr]
+                and isinstance(first.body[0], ast.Return)  # type: ignore[union-attr]
+                and isinstance(first.body[0].value, ast.Call)  # type: ignore[union-attr]
+                and isinstance(first.body[0].value.func, ast.Name)  # type: ignore[union-attr]
+                and first.body[0].value.func.id == guard[0].name  # type: ignore[union-attr]
+            )
+            rest_uses = [
+                n for s in body[1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in plan.slots
+            ]
+            if not ok or rest_uses:
+                plan.fail(
+                    f"`{fn.key}` uses a slot in a free function in a shape other than "
+                    "`if slot.use_non_eager_impl: return slot(...)` at its top; its callers cannot be rewritten exactly"
+                )
+                continue
+            assert guard is not None
+            plan.free[fn.upstream or fn.key] = FreeFn(fn.upstream or fn.key, fn.key, guard[0])
+            plan.touched.add(fn.key)
+
+    def _calls_to(self, node: ast.AST, name: str) -> list[ast.Call]:
+        return [
+            c
+            for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
+        ]
+
+    def _helper_owners(self, helper: FnInfo) -> set[str] | None:
+        owners: set[str] = set()
+        for fn in self.plan.functions.values():
+            if fn.kind != "method" or fn.owner is None:
+                continue
+            for call in self._calls_to(fn.node, helper.key):
+                if not (call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
+                    return None
+                owners.add(fn.owner)
+        return owners or None
+
+    def _fn_owners(self, fn: FnInfo) -> set[str]:
+        if fn.key in self.plan.owners:
+            return self.plan.owners[fn.key]
+        if fn.kind == "method" and fn.owner:
+            owners = {fn.owner}
+        elif fn.kind == "helper":
+            owners = self._helper_owners(fn) or set()
+        else:
+            owners = set()
+        self.plan.owners[fn.key] = owners
+        return owners
+
+    def _analyse_uses(self) -> None:
+        plan = self.plan
+        for fn in plan.functions.values():
+            if fn.kind == "free":
+                for name, free in plan.free.items():
+                    if free.key != fn.key and self._calls_to(fn.node, name):
+                        plan.fail(
+                            f"module-level function `{fn.key}` calls `{name}`: it has no `self` for the handle"
+                        )
+                continue  # its own slot use is handled through its callers
+            uses = self._uses(fn)
+            free_calls = [c for name in plan.free for c in self._calls_to(fn.node, name)]
+            if not uses and not free_calls:
+                continue
+            plan.touched.add(fn.key)
+            owners = self._fn_owners(fn)
+            if not owners:
+                plan.fail(
+                    f"`{fn.key}` uses a slot but is neither a method nor a helper called as `helper(self, ...)` "
+                    "from methods: there is no `self` to own the handle"
+                )
+                continue
+            for owner in sorted(owners):
+                self._record_uses(fn, owner)
+        self._upstream_callers()
+
+    def _record_uses(self, fn: FnInfo, owner: str) -> None:
+        plan = self.plan
+        parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(fn.node):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in plan.free:
+                plan.free_callers[node.func.id] = plan.free_callers.get(node.func.id, 0) + 1
+                plan.add_handle(owner, plan.free[node.func.id].slot)
+                if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                    k.arg is None for k in node.keywords
+                ):
+                    plan.fail(
+                        f"`{fn.key}` calls `{node.func.id}` with *args/**kwargs: cannot inline the op call"
+                    )
+            if not (isinstance(node, ast.Name) and node.id in plan.slots):
+                continue
+            slot = plan.slots[node.id]
+            parent = parents.get(node)
+            if isinstance(parent, ast.Attribute) and parent.attr == GUARD_ATTR:
+                continue  # a guard; handled by the rewrite
+            if isinstance(parent, ast.Call) and parent.func is node:
+                self._record_call(fn, owner, slot, parent)
+                continue
+            if isinstance(parent, ast.Attribute) and parent.attr == "bound_kernel":
+                plan.add_handle(owner, slot)
+                plan.fail(
+                    f"`{fn.key}` freezes `{slot.name}.bound_kernel()` (None for eager); a VeomniOp handle is always "
+                    "callable, so code that tests the kernel for None changes behaviour: review by hand"
+                )
+                continue
+            plan.add_handle(owner, slot)
+            plan.fail(
+                f"`{fn.key}` uses `{slot.name}` as a value, not in a call or guard: cannot translate it"
+            )
+        for node in ast.walk(fn.node):
+            guard = _guard_slot(node.test, plan.slots) if isinstance(node, ast.If) else None
+            if guard is not None:
+                plan.guarded.add(guard[0].name)
+                fused = node.orelse if guard[1] else node.body
+                calls = {
+                    c.func.id
+                    for stmt in fused
+                    for c in ast.walk(stmt)
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                }
+                if guard[0].name not in calls and not any(
+                    plan.free[f].slot == guard[0] for f in calls if f in plan.free
+                ):
+                    plan.fail(
+                        f"`{fn.key}` tests `{guard[0].name}.{GUARD_ATTR}` but its branch does not call the slot; "
+                        "a VeomniOp handle has no such flag: choose the implementation by hand"
+                    )
+            if isinstance(node, ast.If) and _guard_slot(node.test, plan.slots):
+                for stmt in node.body:
+                    for sub in ast.walk(stmt):
+                        if isinstance(sub, ast.Raise):
+                            plan.fail(
+                                f"`{fn.key}`: the guarded branch of `{_guard_slot(node.test, plan.slots)[0].name}` "  # type: ignore[index]
+                                "raises where the eager fallback did not; made unconditional, that error would "
+                                "hit every implementation"
+                            )
+
+    def _record_call(self, fn: FnInfo, owner: str, slot: Slot, call: ast.Call) -> None:
+        plan = self.plan
+        variant = None
+        if slot.op == "rms_norm":
+            weight = (
+                call.args[1]
+                if len(call.args) > 1
+                else next((k.value for k in call.keywords if k.arg in ("weight", "w")), None)
+            )
+            if weight is not None and _is_offset_weight(weight) is not None:
+                if slot.variant == "standard":
+                    variant = "offset"  # Gemma: norm(x) * (1 + w) through a standard slot is an offset norm
+                else:
+                    plan.fail(f"`{fn.key}` passes `1 + weight` to the {slot.variant} slot `{slot.name}`")
+            elif weight is not None and isinstance(weight, ast.Name) and slot.variant == "standard":
+                plan.note(
+                    f"`{fn.key}` passes the variable `{weight.id}` as the RMSNorm weight of `{slot.name}`; "
+                    "kept as the standard variant"
+                )
+        if slot.op == "swiglu_mlp":
+            if not (call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
+                plan.fail(f"`{fn.key}` calls the SwiGLU slot without the module as first argument")
+            elif not self._has_projections(owner):
+                plan.fail(
+                    f"`{owner}` has no gate_proj/up_proj/down_proj linears (checked in its __init__): "
+                    "cannot spell the VeomniOp swiglu_mlp call"
+                )
+        if slot.op == "rms_norm":
+            positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+            if len(positional) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
+                plan.fail(f"`{fn.key}` calls the RMSNorm slot `{slot.name}` with an unexpected argument list")
+        if (
+            slot.op not in ("swiglu_mlp", "cross_entropy_loss")
+            and call.args
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == "self"
+        ):
+            plan.fail(
+                f"`{fn.key}` passes the module itself to `{slot.name}` ({slot.op}); the VeomniOp call contract for "
+                f"{slot.op} with a module argument is not known: migrate that call by hand"
+            )
+        if slot.op == "cross_entropy_loss" and slot.variant not in CE_LOSS:
+            plan.fail(f"cross_entropy_loss variant {slot.variant!r} has no loss helper")
+        if fn.node.name == "__init__" or (fn.target or "").endswith(".__init__"):
+            plan.fail(
+                f"`{fn.key}` calls `{slot.name}` inside __init__ (the slot builds a module there); the VeomniOp "
+                "handle is a per-tensor op: migrate the module's forward by hand"
+            )
+        plan.add_handle(owner, slot, variant)
+
+    def _has_projections(self, owner: str) -> bool:
+        needed = {"gate_proj", "up_proj", "down_proj"}
+        init = self.plan.functions.get(f"{owner}.__init__")
+        if init is None:
+            init_key = self._spec_init_key(owner)
+            init = self.plan.functions.get(init_key) if init_key else None
+        if init is not None:
+            attrs = {
+                t.attr
+                for t in ast.walk(init.node)
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            }
+            return needed <= attrs
+        if self.plan.spec and self.plan.source_module:
+            from npu_lint.fixers import upstream
+
+            attrs_up = upstream.self_attributes(self.plan.source_module, owner)
+            return attrs_up is not None and needed <= attrs_up
+        return False
+
+    def _spec_init_key(self, cls: str) -> str | None:
+        for fn in self.plan.functions.values():
+            if fn.kind == "method" and fn.target == f"{cls}.__init__":
+                return fn.key
+        return None
+
+    # -- free-function callers upstream ---------------------------------------------------------------
+    def _upstream_callers(self) -> None:
+        plan = self.plan
+        if not plan.free:
+            return
+        if not plan.spec:
+            return
+        if not plan.source_module:
+            plan.fail(
+                "the spec names no source_module: cannot find the upstream callers of replaced functions"
+            )
+            return
+        from npu_lint.fixers import upstream
+
+        overridden = {fn.target for fn in plan.functions.values() if fn.kind == "method" and fn.target}
+        replaced = {fn.upstream for fn in plan.functions.values() if fn.kind == "free" and fn.target}
+        for name, free in plan.free.items():
+            found = upstream.callers_of(plan.source_module, name)
+            if found is None:
+                plan.fail(f"cannot read upstream `{plan.source_module}` (transformers not installed?)")
+                return
+            methods, functions = found
+            for func in functions:
+                if func not in replaced:
+                    plan.fail(
+                        f"upstream function `{func}` calls `{name}`; it has no `self` for the handle "
+                        "(it keeps the eager body)"
+                    )
+            for cls, meth in methods:
+                target = f"{cls}.{meth}"
+                if target in overridden:
+                    continue
+                src = upstream.method_source(plan.source_module, cls, meth)
+                if src is None:
+                    plan.fail(f"cannot read upstream `{target}`")
+                    continue
+                fname = self._fresh_name(f"{_snake(cls)}_{meth.strip('_')}_patched")
+                text = _rename_def(src.text, meth, fname)
+                self._signature_imports(text)
+                desc = f"Call the {free.slot.target[0] if free.slot.target else free.slot.op} op through self.{free.slot.name}"
+                deco = (
+                    f'@{plan.config_name}.override_method(\n    "{target}",\n    description="{desc}",\n)\n'
+                )
+                plan.after.setdefault(free.key, []).append(deco + text)
+                key = fname
+                plan.functions[key] = FnInfo(key, ast.parse(text).body[0], cls, "method", target)  # type: ignore[arg-type]
+                plan.owners[key] = {cls}
+                plan.touched.add(key)
+                plan.free_callers[name] = plan.free_callers.get(name, 0) + 1
+                plan.add_handle(cls, free.slot)
+
+    def _fresh_name(self, base: str) -> str:
+        taken = {
+            s.name
+            for s in self.tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
+        taken |= self.plan.new_fn_names
+        name, i = base, 2
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        self.plan.new_fn_names.add(name)
+        return name
+
+    def _bound_names(self) -> set[str]:
+        names: set[str] = set()
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                for alias in stmt.names:
+                    names.add((alias.asname or alias.name).split(".")[0])
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(stmt.name)
+            elif isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                names.add(stmt.target.id)
+        return names
+
+    def _signature_imports(self, fn_text: str) -> None:
+        """Names evaluated when the spec defines a copied function (annotations, defaults) must be bound there."""
+        plan = self.plan
+        fn = ast.parse(fn_text).body[0]
+        assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        evaluated: list[ast.AST] = [*fn.args.defaults, *(d for d in fn.args.kw_defaults if d is not None)]
+        if fn.returns is not None:
+            evaluated.append(fn.returns)
+        for arg in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg):
+            if arg is not None and arg.annotation is not None:
+                evaluated.append(arg.annotation)
+        names = {n.id for e in evaluated for n in ast.walk(e) if isinstance(n, ast.Name)}
+        bound = self._bound_names() | _BUILTINS
+        added = {line.split(" import ")[-1].split(" as ")[-1] for line in plan.extra_imports}
+        from npu_lint.fixers import upstream
+
+        for name in sorted(names - bound - added):
+            line = upstream.resolve_name_import(plan.source_module or "", name)
+            if line is None:
+                plan.fail(
+                    f"a copied upstream signature uses `{name}`, which the upstream module does not bind"
+                )
+            else:
+                plan.extra_imports.append(line)
+
+    # -- __init__ plans -------------------------------------------------------------------------------
+    def _plan_inits(self) -> None:
+        plan = self.plan
+        for cls in sorted(plan.handles):
+            if plan.spec and not self._is_spec_class(cls):
+                existing = self._spec_init_key(cls)
+                if existing:
+                    plan.init_keys[cls] = existing
+                    continue
+                self._plan_upstream_init(cls)
+            else:
+                local = self._local_class(cls)
+                if local is None:
+                    plan.fail(f"class `{cls}` is not defined in this module: cannot construct its handles")
+                    continue
+                if f"{local.name}.__init__" in plan.functions:
+                    plan.init_keys[cls] = f"{local.name}.__init__"
+                else:
+                    plan.delegating_inits[local.name] = _delegating_init(
+                        "__init__", (("args", None, "vararg"), ("kwargs", None, "kwarg")), plan.handles[cls]
+                    )
+
+    def _local_class(self, cls: str) -> ast.ClassDef | None:
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                dec = _decorator_target(stmt, self.plan.config_name) if self.plan.spec else None
+                target = dec[1] if dec and dec[0] == "replace_class" and dec[1] else stmt.name
+                if target == cls:
+                    return stmt
+        return None
+
+    def _is_spec_class(self, cls: str) -> bool:
+        return self._local_class(cls) is not None
+
+    def _plan_upstream_init(self, cls: str) -> None:
+        plan = self.plan
+        if not plan.source_module:
+            plan.fail(f"the spec names no source_module: cannot read `{cls}.__init__` upstream")
+            return
+        from npu_lint.fixers import upstream
+
+        init = upstream.class_init(plan.source_module, cls)
+        if init is None:
+            plan.fail(f"upstream `{plan.source_module}` has no class `{cls}` (or it cannot be read)")
+            return
+        fname = self._fresh_name(f"{_snake(cls)}_init_patched")
+        handles = plan.handles[cls]
+        if isinstance(init, upstream.MethodSource):
+            text = _rename_def(init.text, "__init__", fname)
+            self._signature_imports(text)
+            text = _append_lines(text, [line for h in handles.values() for line in h.lines()])
+        else:
+            text = _delegating_init(fname, init.params, handles)
+        desc = f"Construct the VeomniOp handles of {cls} in __init__"
+        deco = f'@{plan.config_name}.override_method(\n    "{cls}.__init__",\n    description="{desc}",\n)\n'
+        anchor = next(
+            (
+                fn.key
+                for fn in self._spec_order()
+                if fn.kind == "method" and (fn.target or "").startswith(cls + ".")
+            ),
+            None,
+        )
+        if anchor is not None and anchor in {
+            s.name for s in self.tree.body if isinstance(s, ast.FunctionDef)
+        }:
+            plan.before.setdefault(anchor, []).append(deco + text)
+        elif anchor is not None:
+            # the anchor is itself a new override (copied from upstream): put the __init__ just before it
+            for texts in plan.after.values():
+                for i, t in enumerate(texts):
+                    if f"def {anchor}(" in t:
+                        texts.insert(i, deco + text)
+                        break
+                else:
+                    continue
+                break
+        else:
+            plan.tail.append(deco + text)
+
+    def _spec_order(self) -> list[FnInfo]:
+        order = {
+            s.name: i
+            for i, s in enumerate(self.tree.body)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        fns = list(self.plan.functions.values())
+        return sorted(fns, key=lambda f: order.get(f.key, 10**9))
+
+
+def _drop_comment_runs(lines: Sequence[Any], pattern: str) -> list[Any]:
+    """Leading lines without the comment runs (consecutive comment lines) that mention ``pattern``."""
+    runs: list[list[Any]] = []
+    for line in lines:
+        if line.comment is not None and runs and runs[-1] and runs[-1][-1].comment is not None:
+            runs[-1].append(line)
+        else:
+            runs.append([line])
+    out: list[Any] = []
+    for run in runs:
+        if any(line.comment is not None and re.search(pattern, line.comment.value) for line in run):
+            continue
+        out.extend(run)
+    return out
+
+
+def _rename_def(text: str, old: str, new: str) -> str:
+    return re.sub(rf"\bdef {re.escape(old)}\(", f"def {new}(", text, count=1)
+
+
+def _append_lines(fn_text: str, lines: list[str]) -> str:
+    fn = ast.parse(fn_text).body[0]
+    body_line = fn.body[0].lineno if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else 2
+    first = fn_text.splitlines()[body_line - 1]
+    indent = first[: len(first) - len(first.lstrip())] or "    "
+    return fn_text.rstrip("\n") + "\n" + _indent_lines(lines, indent)
+
+
+def _indent_lines(lines: Sequence[str], indent: str) -> str:
+    parts = [part for line in lines for part in line.rstrip("\n").split("\n")]
+    return "".join(f"{indent}{part}\n" if part.strip() else "\n" for part in parts)
+
+
+def _delegating_init(
+    name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec]
+) -> str:
+    sig = ["self"]
+    call: list[str] = []
+    star = False
+    for pname, default, kind in params:
+        if kind == "positional":
+            sig.append(f"{pname}={default}" if default is not None else pname)
+            call.append(pname)
+        elif kind == "vararg":
+            sig.append(f"*{pname}")
+            call.append(f"*{pname}")
+            star = True
+        elif kind == "kwonly":
+            if not star:
+                sig.append("*")
+                star = True
+            sig.append(f"{pname}={default}" if default is not None else pname)
+            call.append(f"{pname}={pname}")
+        elif kind == "kwarg":
+            sig.append(f"**{pname}")
+            call.append(f"**{pname}")
+    lines = [f"def {name}({', '.join(sig)}):", f"    super().__init__({', '.join(call)})"]
+    return (
+        "\n".join(lines)
+        + "\n"
+        + _indent_lines([line for h in handles.values() for line in h.lines()], "    ")
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# rewriting (libcst)
+# ----------------------------------------------------------------------------------------------------
+def _cst() -> Any:
+    import libcst
+
+    return libcst
+
+
+class _Rewriter:
+    """Builds the libcst transformers lazily (libcst is imported only when a fix is built)."""
+
+    def __init__(self, plan: Plan, text: str, generation: str | None, root: str | None) -> None:
+        self.plan = plan
+        self.text = text
+        self.cst = _cst()
+        self.generation = generation
+        self.root = root
+        self.templates: dict[str, tuple[Any, Any]] = {}  # free fn name -> (cst Call template, cst Parameters)
+
+    # -- small helpers ------------------------------------------------------------------------------
+    def stmts(self, code: str) -> list[Any]:
+        return list(self.cst.parse_module(code).body)
+
+    def block_stmts(self, lines: Sequence[str]) -> list[Any]:
+        """Statements parsed inside a function body, so continuation lines keep a relative indentation."""
+        fn = self.cst.parse_module("def _npu_lint_block():\n" + _indent_lines(lines, "    ")).body[0]
+        return list(fn.body.body)
+
+    def expr(self, code: str) -> Any:
+        return self.cst.parse_expression(code)
+
+    def is_slot_guard(self, test: Any) -> tuple[Slot, bool] | None:
+        cst = self.cst
+        negated = False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negated = test.expression, True
+        if (
+            isinstance(test, cst.Attribute)
+            and test.attr.value == GUARD_ATTR
+            and isinstance(test.value, cst.Name)
+            and test.value.value in self.plan.slots
+        ):
+            return self.plan.slots[test.value.value], negated
+        return None
+
+    # -- the function-level transformer ---------------------------------------------------------------
+    def rewrite_function(
+        self, fn: Any, key: str, owner_handles: dict[str, HandleSpec] | None, free: bool
+    ) -> Any:
+        rewriter = self
+        cst = self.cst
+        info = self.plan.functions.get(key)
+        in_init = info is not None and (
+            info.node.name == "__init__" or (info.target or "").endswith(".__init__")
+        )
+
+        class Transformer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
+            def leave_IndentedBlock(self, original: Any, updated: Any) -> Any:
+                return updated.with_changes(
+                    body=rewriter.rewrite_block(list(updated.body), key, free, in_init)
+                )
+
+            def leave_Call(self, original: Any, updated: Any) -> Any:
+                if free:
+                    return updated
+                return rewriter.rewrite_call(updated, key, owner_handles or {})
+
+        return fn.visit(Transformer())
+
+    def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
+        cst = self.cst
+        out: list[Any] = []
+        for i, stmt in enumerate(body):
+            guard = self.is_slot_guard(stmt.test) if isinstance(stmt, cst.If) else None
+            if guard is None:
+                out.append(stmt)
+                continue
+            slot, negated = guard
+            fused: list[Any] | None
+            eager: list[Any] | None
+            fused = list(stmt.body.body) if not negated else None
+            orelse = stmt.orelse
+            else_body = list(orelse.body.body) if isinstance(orelse, cst.Else) else None
+            if negated:
+                fused, eager = else_body, list(stmt.body.body)
+            else:
+                eager = else_body if orelse is not None else None
+                if isinstance(orelse, cst.If):
+                    eager = [orelse]
+            if free:
+                # the free function keeps its eager body; its op call moved to the callers
+                if eager is not None:
+                    out.extend(self._carry_comments(stmt, eager))
+                    continue
+                rest = body[i + 1 :]
+                if rest:
+                    rest = self._carry_comments(stmt, rest)
+                    out.extend(rest)
+                    return out
+                continue
+            if in_init and eager is not None:
+                # the slot built a module in __init__: keep the eager module, flag the manual step
+                note = self.cst.EmptyLine(
+                    comment=self.cst.Comment(
+                        f"# npu-lint: manual step: `{slot.name}` built a module here; "
+                        "call its VeomniOp handle in that module's forward"
+                    )
+                )
+                eager = self._carry_comments(stmt, eager)
+                eager[0] = eager[0].with_changes(leading_lines=[*eager[0].leading_lines, note])
+                out.extend(eager)
+                continue
+            if fused is None:
+                self.plan.fail(
+                    f"`{key}`: `if not {slot.name}.{GUARD_ATTR}` without else: cannot find the op path"
+                )
+                out.append(stmt)
+                continue
+            out.extend(self._carry_comments(stmt, fused))
+            if orelse is None and fused and self._terminates(fused[-1]):
+                # everything after `if slot...: return slot(...)` is the eager fallback: it goes
+                return out
+        return out
+
+    def _terminates(self, stmt: Any) -> bool:
+        cst = self.cst
+        return isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+            stmt.body[-1], (cst.Return, cst.Raise)
+        )
+
+    def _carry_comments(self, guard: Any, stmts: list[Any]) -> list[Any]:
+        """The guard's leading comments (minus the ones about OpSlot) go to the first new statement."""
+        if not stmts:
+            return stmts
+        kept = _drop_comment_runs(guard.leading_lines, r"OpSlot|use_non_eager_impl|Original HF code")
+        first = stmts[0]
+        own = _drop_comment_runs(first.leading_lines, r"OpSlot|use_non_eager_impl|Original HF code below")
+        while own and own[0].comment is None and (not kept or kept[-1].comment is None):
+            own = own[1:]
+        return [first.with_changes(leading_lines=[*kept, *own]), *stmts[1:]]
+
+    def rewrite_call(self, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
+        cst = self.cst
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in self.plan.slots:
+            return self.translate(self.plan.slots[func.value], call, key, handles)
+        if isinstance(func, cst.Name) and func.value in self.plan.free and func.value in self.templates:
+            return self.inline(func.value, call, key, handles)
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "bound_kernel"
+            and isinstance(func.value, cst.Name)
+            and func.value.value in self.plan.slots
+        ):
+            return self.expr(f"self.{func.value.value}")
+        return call
+
+    def translate(self, slot: Slot, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
+        """``slot(args)`` -> the VeomniOp call of the owner's handle, per the call contract."""
+        cst = self.cst
+        handle = handles.get(slot.name)
+        args = list(call.args)
+        positional = [a for a in args if a.keyword is None and not a.star]
+        if slot.op == "cross_entropy_loss":
+            return call.with_changes(func=self.expr("self.loss_function"))
+        new_func = self.expr(f"self.{slot.name}")
+        if slot.op == "rms_norm":
+            if len(positional) >= 2:
+                weight = positional[1]
+                stripped = self._strip_offset(weight.value)
+                if stripped is not None and handle is not None and handle.variant == "offset":
+                    args[args.index(weight)] = weight.with_changes(value=stripped)
+            eps_index = 1 if (slot.variant == "unweighted" and len(positional) == 2) else 2
+            if len(positional) == eps_index + 1:
+                eps = positional[eps_index]
+                args[args.index(eps)] = eps.with_changes(
+                    keyword=cst.Name("eps"),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                    ),
+                )
+            return call.with_changes(func=new_func, args=self._fix_commas(args))
+        if slot.op == "swiglu_mlp":
+            rest = [a for a in args[1:]]
+            if not rest:
+                return call.with_changes(func=new_func)
+            x = rest[0].value
+            parts = [x]
+            for proj in ("gate_proj", "up_proj", "down_proj"):
+                parts += [self.expr(f"self.{proj}.weight"), self.expr(f"linear_bias(self.{proj})")]
+            return self._multiline(call.with_changes(func=new_func), [cst.Arg(p) for p in parts])
+        return call.with_changes(func=new_func)
+
+    def _multiline(self, call: Any, args: list[Any]) -> Any:
+        """One argument per line, closing parenthesis on its own line (ruff-format's shape)."""
+        cst = self.cst
+
+        def ws(extra: str) -> Any:
+            return cst.ParenthesizedWhitespace(
+                first_line=cst.TrailingWhitespace(),
+                empty_lines=[],
+                indent=True,
+                last_line=cst.SimpleWhitespace(extra),
+            )
+
+        new = [
+            a.with_changes(comma=cst.Comma(whitespace_after=ws("    " if i < len(args) - 1 else "")))
+            for i, a in enumerate(args)
+        ]
+        return call.with_changes(args=new, whitespace_before_args=ws("    "))
+
+    def _fix_commas(self, args: list[Any]) -> list[Any]:
+        cst = self.cst
+        out = []
+        for i, a in enumerate(args):
+            if i < len(args) - 1 and a.comma is cst.MaybeSentinel.DEFAULT:
+                a = a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            out.append(a)
+        return out
+
+    def _strip_offset(self, node: Any) -> Any | None:
+        cst = self.cst
+        while isinstance(node, cst.BaseExpression) and node.lpar and isinstance(node, cst.BinaryOperation):
+            node = node.with_changes(lpar=[], rpar=[])
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+            for const, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(const, (cst.Integer, cst.Float)) and const.evaluated_value in (1, 1.0):
+                    return other.with_changes(lpar=[], rpar=[]) if hasattr(other, "lpar") else other
+        return None
+
+    def prepare_templates(self, module: Any) -> None:
+        """The ``return slot(...)`` call at the top of each replaced free function, with its parameters."""
+        cst = self.cst
+        for stmt in module.body:
+            if not isinstance(stmt, cst.FunctionDef):
+                continue
+            for name, free in self.plan.free.items():
+                if free.key != stmt.name.value:
+                    continue
+                for inner in stmt.body.body:
+                    if isinstance(inner, cst.If) and self.is_slot_guard(inner.test):
+                        ret = inner.body.body[0].body[0]
+                        self.templates[name] = (ret.value, stmt.params)
+                        break
+
+    def inline(self, name: str, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
+        cst = self.cst
+        template, params = self.templates[name]
+        binding: dict[str, Any] = {}
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        pos = [a for a in call.args if a.keyword is None]
+        if len(pos) > len(names) or any(a.star for a in call.args):
+            self.plan.fail(f"`{key}`: `{name}(...)` is called with arguments its signature cannot bind")
+        for pname, arg in zip(names, pos, strict=False):
+            binding[pname] = arg.value
+        for a in call.args:
+            if a.keyword is not None:
+                binding[a.keyword.value] = a.value
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if p.name.value not in binding and p.default is not None:
+                binding[p.name.value] = p.default
+        missing = []
+
+        class Subst(cst.CSTTransformer):  # type: ignore[misc, name-defined]
+            def leave_Name(self, original: Any, updated: Any) -> Any:
+                if updated.value in binding:
+                    return binding[updated.value]
+                if updated.value in names:
+                    missing.append(updated.value)
+                return updated
+
+            def leave_Arg(self, original: Any, updated: Any) -> Any:
+                return updated  # keyword names are Names too but stay (handled in leave_Name below)
+
+        new_args = []
+        for arg in template.args:
+            value = arg.value.visit(Subst())
+            new_args.append(arg.with_changes(value=value))
+        if missing:
+            self.plan.fail(f"`{key}`: `{name}(...)` does not bind {sorted(set(missing))}")
+        inlined = template.with_changes(args=new_args)
+        slot = self.plan.free[name].slot
+        result = self.translate(slot, inlined, key, handles)
+        return result.with_changes(lpar=call.lpar, rpar=call.rpar)
+
+
+# ----------------------------------------------------------------------------------------------------
+# module-level transformation
+# ----------------------------------------------------------------------------------------------------
+def _locate_module(root: str | None, symbol: str, candidates: Sequence[str]) -> str | None:
+    """Which of ``candidates`` (dotted modules, file or package) defines ``def symbol`` in the tree at root."""
+    if not root:
+        return None
+    for mod in candidates:
+        base = os.path.join(root, *mod.split("."))
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    if re.search(rf"^def {symbol}\(|^from .* import .*\b{symbol}\b", fh.read(), re.M):
+                        return mod
+            except OSError:
+                continue
+    return None
+
+
+RESOLVE_CANDIDATES = (
+    "veomni.ops.config",
+    "veomni.models.utils.op_utils",
+    "veomni.models_kernel.utils.op_utils",
+)
+LOSS_CANDIDATES = ("veomni.ops.kernels.cross_entropy", "veomni.ops.cross_entropy", "veomni.ops")
+
+
+@functools.lru_cache(maxsize=16)
+def _locations(root: str | None) -> dict[str, str]:
+    resolve = _locate_module(root, "resolve_op_impl", RESOLVE_CANDIDATES) or DEFAULT_RESOLVE_MODULE
+    bias = _locate_module(root, "linear_bias", RESOLVE_CANDIDATES) or resolve
+    loss = _locate_module(root, "ForCausalLMLoss", LOSS_CANDIDATES) or DEFAULT_LOSS_MODULE
+    return {"VeomniOp": "veomni.ops", "resolve_op_impl": resolve, "linear_bias": bias, "loss": loss}
+
+
+@functools.lru_cache(maxsize=16)
+def detect_generation(root: str | None) -> str | None:
+    """ "opslot" / "veomniop" for a VeOmni tree at ``root`` (read statically), None when unknown."""
+    if not root:
+        return None
+    try:
+        with open(os.path.join(root, "veomni", "ops", "__init__.py"), encoding="utf-8") as fh:
+            if re.search(r"\bVeomniOp\b", fh.read()):
+                return "veomniop"
+    except OSError:
+        pass
+    if os.path.isfile(os.path.join(root, "veomni", "ops", "dispatch.py")):
+        return "opslot"
+    return None
+
+
+def _needed_imports(plan: Plan, locations: dict[str, str]) -> list[tuple[str, str]]:
+    handles = [h for per in plan.handles.values() for h in per.values()]
+    if not handles:
+        return []
+    need: list[tuple[str, str]] = [
+        ("veomni.ops", "VeomniOp"),
+        (locations["resolve_op_impl"], "resolve_op_impl"),
+    ]
+    if any(h.op == "swiglu_mlp" for h in handles):
+        need.append((locations["linear_bias"], "linear_bias"))
+    losses = sorted({h.loss for h in handles if h.loss})
+    if losses:
+        need.append(("functools", "partial"))
+        need += [(locations["loss"], loss) for loss in losses]
+    return need
+
+
+def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> str:
+    rw = _Rewriter(plan, text, generation, root)
+    cst = rw.cst
+    module = cst.parse_module(text)
+    rw.prepare_templates(module)
+    locations = _locations(root)
+    slots = plan.slots
+
+    def process_fn(stmt: Any, key: str) -> Any:
+        info = plan.functions.get(key)
+        if info is None or key not in plan.touched:
+            return stmt
+        if info.kind == "free":
+            if key in {f.key for f in plan.free.values()}:
+                return rw.rewrite_function(stmt, key, None, free=True)
+            return stmt
+        owners = plan.owners.get(key) or set()
+        handles: dict[str, HandleSpec] = {}
+        for owner in sorted(owners):
+            for attr, h in plan.handles.get(owner, {}).items():
+                handles.setdefault(attr, h)
+        new = rw.rewrite_function(stmt, key, handles, free=False)
+        return new
+
+    def extend_init(stmt: Any, cls: str) -> Any:
+        lines = [line for h in plan.handles[cls].values() for line in h.lines()]
+        new_stmts = rw.block_stmts(lines)
+        body = list(stmt.body.body)
+        attrs = [f"self.{h.attr}" for h in plan.handles[cls].values()]
+        index = len(body)
+        for i, s in enumerate(body):
+            code = module.code_for_node(s)
+            if any(re.search(rf"{re.escape(a)}\b(?!\s*=[^=])", code) for a in attrs):
+                index = i
+                break
+        body[index:index] = new_stmts
+        return stmt.with_changes(body=stmt.body.with_changes(body=body))
+
+    init_by_key = {key: cls for cls, key in plan.init_keys.items()}
+
+    def new_defs(texts: list[str]) -> list[Any]:
+        out = []
+        for t in texts:
+            for s in rw.stmts(t):
+                if isinstance(s, cst.FunctionDef):
+                    key = s.name.value
+                    s = process_fn(s, key)
+                    s = s.with_changes(
+                        leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+                    )
+                out.append(s)
+        return out
+
+    new_body: list[Any] = []
+    pending_blank = 0
+    import_anchor: tuple[int, list[Any]] | None = None
+
+    def drop(stmt: Any) -> None:
+        nonlocal pending_blank
+        blanks = 0
+        for line in stmt.leading_lines:
+            if line.comment is not None:
+                break
+            blanks += 1
+        pending_blank = max(pending_blank, blanks)
+
+    def emit(stmt: Any) -> None:
+        nonlocal pending_blank
+        if pending_blank and new_body and hasattr(stmt, "leading_lines"):
+            lead = list(stmt.leading_lines)
+            if not lead or lead[0].comment is not None:
+                stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * pending_blank + lead)
+        pending_blank = 0
+        new_body.append(stmt)
+
+    for stmt in module.body:
+        # declarations -----------------------------------------------------------------------------
+        if isinstance(stmt, cst.SimpleStatementLine):
+            small = stmt.body[0]
+            if isinstance(small, cst.ImportFrom) and _cst_dotted(cst, small.module) == "veomni.ops.dispatch":
+                if isinstance(small.names, Sequence):
+                    names = [a for a in small.names if a.name.value != "OpSlot"]
+                    if names:
+                        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                        emit(stmt.with_changes(body=[small.with_changes(names=names)]))
+                    else:
+                        if import_anchor is None:
+                            import_anchor = (len(new_body), list(stmt.leading_lines))
+                        drop(stmt)
+                else:
+                    emit(stmt)
+                continue
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name) and target.value in slots:
+                    value = small.value
+                    if (
+                        isinstance(value, cst.Call)
+                        and _cst_dotted(cst, value.func) in ("OpSlot", "dispatch.OpSlot")
+                    ) or (isinstance(value, cst.Name) and value.value == "None"):
+                        drop(stmt)
+                        continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                fname = _cst_dotted(cst, small.value.func)
+                if fname == f"{plan.config_name}.add_post_import_block":
+                    replaced = _rewrite_block_call(cst, stmt, small.value, plan)
+                    if replaced is not None:
+                        emit(replaced)
+                    else:
+                        drop(stmt)
+                    continue
+            emit(_rename_descriptions(cst, stmt))
+            continue
+        if isinstance(stmt, cst.FunctionDef):
+            key = stmt.name.value
+            if key in plan.before:
+                for d in new_defs(plan.before[key]):
+                    emit(d)
+            new = process_fn(stmt, key)
+            if key in init_by_key:
+                new = extend_init(new, init_by_key[key])
+            if new is not stmt:
+                new = new.with_changes(decorators=[_rename_descriptions(cst, d) for d in new.decorators])
+            emit(new)
+            if key in plan.after:
+                for d in new_defs(plan.after[key]):
+                    emit(d)
+            continue
+        if isinstance(stmt, cst.ClassDef):
+            emit(_process_class(cst, rw, stmt, plan, process_fn, extend_init, init_by_key))
+            continue
+        emit(stmt)
+    if plan.tail:
+        new_body.extend(new_defs(plan.tail))
+    module = module.with_changes(body=new_body)
+    module = _add_imports(cst, module, plan, _needed_imports(plan, locations), import_anchor, text)
+    return module.code
+
+
+def _process_class(
+    cst: Any,
+    rw: _Rewriter,
+    cls: Any,
+    plan: Plan,
+    process_fn: Any,
+    extend_init: Any,
+    init_by_key: dict[str, str],
+) -> Any:
+    if not isinstance(cls.body, cst.IndentedBlock):
+        return cls
+    body = []
+    changed = False
+    delegating = plan.delegating_inits.get(cls.name.value)
+    for item in cls.body.body:
+        if delegating and isinstance(item, cst.FunctionDef):
+            init = rw.block_stmts([delegating])[0].with_changes(leading_lines=item.leading_lines)
+            body.append(init)
+            lead = list(item.leading_lines)
+            while lead and lead[0].comment is None:
+                lead = lead[1:]
+            item = item.with_changes(leading_lines=[cst.EmptyLine(indent=False), *lead])
+            delegating = None
+            changed = True
+        if isinstance(item, cst.FunctionDef):
+            key = f"{cls.name.value}.{item.name.value}"
+            new = process_fn(item, key)
+            if key in init_by_key:
+                new = extend_init(new, init_by_key[key])
+            changed |= new is not item
+            body.append(new)
+        else:
+            body.append(item)
+    if delegating:
+        body.append(rw.block_stmts([delegating])[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+        changed = True
+    if not changed:
+        return cls
+    return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
+def _cst_dotted(cst: Any, node: Any) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _rename_descriptions(cst: Any, node: Any) -> Any:
+    """``description="OpSlot guard for ..."`` -> ``"VeomniOp dispatch for ..."`` (strings in patch calls)."""
+
+    class Renamer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
+        def leave_Arg(self, original: Any, updated: Any) -> Any:
+            if (
+                updated.keyword is not None
+                and updated.keyword.value == "description"
+                and isinstance(updated.value, cst.SimpleString)
+                and "OpSlot" in updated.value.value
+            ):
+                value = updated.value.value.replace("OpSlot guard", "VeomniOp dispatch")
+                value = value.replace("OpSlot-based", "VeomniOp-based").replace("OpSlot", "VeomniOp")
+                return updated.with_changes(value=updated.value.with_changes(value=value))
+            return updated
+
+    return node.visit(Renamer())
+
+
+def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | None:
+    """Drop the OpSlot import and slot assignments from a post-import block; None when nothing is left."""
+    if not call.args or not isinstance(call.args[0].value, cst.SimpleString):
+        if "OpSlot" in cst.Module(body=[]).code_for_node(call):
+            plan.fail(
+                "a post-import block with OpSlot declarations is not a plain string literal: edit it by hand"
+            )
+        return stmt
+    literal = call.args[0].value
+    value = literal.evaluated_value
+    if not isinstance(value, str) or "OpSlot" not in value:
+        return stmt
+    raw = literal.raw_value
+    if raw.count("\n") != value.count("\n"):
+        plan.fail("a post-import block with OpSlot declarations uses escaped newlines: edit it by hand")
+        return stmt
+    tree = ast.parse(textwrap.dedent(value))
+    drop: set[int] = set()
+    partial_imports: dict[int, list[ast.alias]] = {}
+    for node in tree.body:
+        is_import = isinstance(node, ast.ImportFrom) and node.module == "veomni.ops.dispatch"
+        is_slot = (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in plan.slots
+            and _opslot_call(node.value) is not None
+        )
+        if is_import and any(a.name != "OpSlot" for a in node.names):
+            if node.lineno == node.end_lineno:
+                partial_imports[node.lineno] = [a for a in node.names if a.name != "OpSlot"]
+            else:
+                plan.fail("the post-import block imports more than OpSlot from veomni.ops.dispatch")
+            continue
+        if is_import or is_slot:
+            drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    lines = raw.splitlines(keepends=True)
+    for lineno, names in partial_imports.items():
+        line = lines[lineno - 1]
+        indent = line[: len(line) - len(line.lstrip())]
+        spelled = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in names)
+        lines[lineno - 1] = f"{indent}from veomni.ops.dispatch import {spelled}\n"
+    # comment lines right above a dropped statement describe it: they go too
+    for lineno in sorted(drop):
+        j = lineno - 1
+        while j >= 1 and j not in drop and lines[j - 1].strip().startswith("#"):
+            drop.add(j)
+            j -= 1
+    kept = [line for i, line in enumerate(lines, start=1) if i not in drop]
+    remaining = "".join(kept)
+    try:
+        left = ast.parse(textwrap.dedent(remaining))
+    except SyntaxError:
+        plan.fail("the post-import block would not parse after removing the OpSlot declarations")
+        return stmt
+    if not left.body:
+        return None
+    new_literal = literal.with_changes(value=f"{literal.prefix}{literal.quote}{remaining}{literal.quote}")
+    new_args = [call.args[0].with_changes(value=new_literal), *call.args[1:]]
+    return stmt.with_changes(body=[stmt.body[0].with_changes(value=call.with_changes(args=new_args))])
+
+
+def _group(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for mod, name in pairs:
+        if name not in grouped.setdefault(mod, []):
+            grouped[mod].append(name)
+    return grouped
+
+
+def _add_imports(
+    cst: Any,
+    module: Any,
+    plan: Plan,
+    need: list[tuple[str, str]],
+    anchor_at: tuple[int, list[Any]] | None,
+    original: str,
+) -> Any:
+    body = list(module.body)
+    code = original  # the statements these checks look for are never removed by the migration
+    plain_lines: list[str] = []
+    if plan.spec:
+        missing = [
+            (mod, name)
+            for mod, name in need
+            if not re.search(rf'add_import\(\s*"{re.escape(mod)}"[^)]*"{re.escape(name)}"', code)
+        ]
+        lines = [
+            f'{plan.config_name}.add_import("{mod}", names=[{", ".join(repr(n).replace(chr(39), chr(34)) for n in names)}])'
+            for mod, names in _group(missing).items()
+        ]
+        anchor = None
+        after_config = False
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                small = stmt.body[0]
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    if _cst_dotted(cst, small.value.func) == f"{plan.config_name}.add_import":
+                        anchor, after_config = i, False
+                elif isinstance(small, cst.Assign) and anchor is None:
+                    if isinstance(small.value, cst.Call) and _cst_dotted(cst, small.value.func) in (
+                        "PatchConfig",
+                        "deepcopy",
+                        "copy.deepcopy",
+                    ):
+                        anchor, after_config = i, True
+        if lines:
+            new = list(cst.parse_module("\n".join(lines) + "\n").body)
+            if after_config:
+                new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            at = (anchor + 1) if anchor is not None else len(body)
+            body[at:at] = new
+            if anchor_at is not None and anchor_at[0] >= at:
+                anchor_at = (anchor_at[0] + len(new), anchor_at[1])
+        plain_lines = sorted({line for line in plan.extra_imports if line not in code})
+    else:
+        missing = [
+            (mod, name)
+            for mod, name in need
+            if not re.search(rf"^from {re.escape(mod)} import .*\b{name}\b", code, re.M)
+        ]
+        plain_lines = [
+            f"from {mod} import {', '.join(sorted(names))}" for mod, names in _group(missing).items()
+        ]
+        plain_lines += sorted({line for line in plan.extra_imports if line not in code})
+    if plain_lines:
+        new = list(cst.parse_module("\n".join(dict.fromkeys(plain_lines)) + "\n").body)
+        if anchor_at is not None and not plan.spec:
+            at = anchor_at[0]
+            new[0] = new[0].with_changes(leading_lines=anchor_at[1])
+        else:
+            last_import = None
+            for i, stmt in enumerate(body):
+                if isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+                    stmt.body[0], (cst.Import, cst.ImportFrom)
+                ):
+                    last_import = i
+                elif last_import is not None and not _is_docstring(cst, stmt):
+                    break
+            at = (last_import + 1) if last_import is not None else _after_docstring(cst, body)
+            if last_import is None and at < len(body):
+                new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        body[at:at] = new
+    return module.with_changes(body=body)
+
+
+def _is_docstring(cst: Any, stmt: Any) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _after_docstring(cst: Any, body: list[Any]) -> int:
+    return 1 if body and _is_docstring(cst, body[0]) else 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# entry points
+# ----------------------------------------------------------------------------------------------------
+def _is_spec(text: str, path: str) -> bool:
+    return path.endswith("_patch_gen_config.py") or bool(re.search(r"^\w+\s*=\s*PatchConfig\(", text, re.M))
+
+
+@functools.lru_cache(maxsize=64)
+def _migrate_cached(
+    text: str, path: str, generation: str | None, root: str | None, upstream_root: str | None
+) -> MigrationResult:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return MigrationResult(text, Applicability.DISPLAY, ("the file does not parse",))
+    analyzer = _Analyzer(tree, text, path, _is_spec(text, path), root)
+    try:
+        plan = analyzer.run()
+    except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
+        return MigrationResult(text, Applicability.DISPLAY, (f"the codemod's analysis failed: {exc!r}",))
+    if not plan.slots:
+        return MigrationResult(text, Applicability.SAFE)
+    try:
+        new_text = _apply(plan, text, generation, root)
+    except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
+        return MigrationResult(text, Applicability.DISPLAY, (*plan.reasons, f"the codemod failed: {exc!r}"))
+    # verify: parses, no slot left
+    try:
+        out_tree = ast.parse(new_text)
+    except SyntaxError as exc:
+        return MigrationResult(
+            text, Applicability.DISPLAY, (*plan.reasons, f"the migrated text does not parse: {exc}")
+        )
+    left = sorted(
+        {n.id for n in ast.walk(out_tree) if isinstance(n, ast.Name) and n.id in plan.slots}
+        | {n.attr for n in ast.walk(out_tree) if isinstance(n, ast.Attribute) and n.attr == GUARD_ATTR}
+    )
+    if left:
+        plan.fail(f"left untranslated: {', '.join(left)}")
+    handles = tuple(h for cls in sorted(plan.handles) for h in plan.handles[cls].values())
+    if plan.display:
+        applicability = Applicability.DISPLAY
+    elif generation == "veomniop":
+        applicability = Applicability.SAFE
+    else:
+        applicability = Applicability.UNSAFE
+        if generation == "opslot":
+            plan.reasons.insert(
+                0,
+                "this tree is the OpSlot generation: VeomniOp / resolve_op_impl are not in it, so the migrated "
+                "code needs a VeOmni with the VeomniOp API",
+            )
+        else:
+            plan.reasons.insert(
+                0, "cannot tell the VeOmni generation of this tree: the VeomniOp API must exist"
+            )
+    return MigrationResult(new_text, applicability, tuple(plan.reasons), handles)
+
+
+def normalize_generation(generation: str | None) -> str | None:
+    """ "opslot" / "veomniop" from any spelling ("op-slot", "OpSlot", "veomni-op", "VeomniOp", ...)."""
+    if not generation:
+        return None
+    key = re.sub(r"[^a-z]", "", str(generation).lower())
+    return {"opslot": "opslot", "veomniop": "veomniop"}.get(key)
+
+
+def migrate_source(
+    text: str,
+    path: str,
+    *,
+    generation: str | None = None,
+    root: str | None = None,
+    pairs: frozenset[tuple[str, str]] | None = None,
+) -> MigrationResult:
+    """Migrate OpSlot dispatch in one file (a patch spec or a plain model module) to VeomniOp handles.
+
+    ``generation`` is the tree's API generation ("opslot" / "veomniop" / None); ``root`` the VeOmni tree root
+    (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from); ``pairs`` the
+    (op, variant) pairs the tree's registry has (default: the built-in catalog). Pure and cached.
+    """
+    from npu_lint.fixers.upstream import transformers_root
+
+    generation = normalize_generation(generation) or detect_generation(root)
+    result = _migrate_cached(text, path, generation, root, transformers_root())
+    if pairs is not None and result.handles:
+        missing = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
+        if missing:
+            reason = "the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in missing)
+            return MigrationResult(
+                result.text, Applicability.DISPLAY, (*result.reasons, reason), result.handles
+            )
+    return result
+
+
+def edits_between(old: str, new: str) -> tuple[Edit, ...]:
+    """Minimal line-level edits turning ``old`` into ``new`` (code-point offsets)."""
+    a = old.splitlines(keepends=True)
+    b = new.splitlines(keepends=True)
+    offsets = [0]
+    for line in a:
+        offsets.append(offsets[-1] + len(line))
+    edits = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            edits.append(Edit(offsets[i1], offsets[i2], "".join(b[j1:j2])))
+    return tuple(edits)
+
+
+def build_migration_fix(ctx: Context, diagnostic_kind: str, node: ast.AST | None) -> Fix | None:
+    """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it)."""
+    source = ctx.source
+    kind = getattr(source, "kind", None)
+    if getattr(kind, "generated", False):
+        return None
+    project = getattr(ctx, "project", None)
+    generation = normalize_generation(getattr(project, "generation", None))
+    root = getattr(project, "root", None)
+    pairs = None
+    if generation == "veomniop":
+        try:
+            rows = getattr(project, "rows", None)
+            pairs = frozenset((r.op, r.variant) for r in rows) if rows else None
+        except Exception:  # noqa: BLE001 - a partial index must not stop the fix
+            pairs = None
+    result = migrate_source(source.text, source.path, generation=generation, root=root, pairs=pairs)
+    if not result.handles and not result.reasons:
+        return None
+    edits = edits_between(source.text, result.text)
+    if not edits and result.applicability is not Applicability.DISPLAY:
+        return None
+    ops = sorted({f"{h.op}/{h.variant}" for h in result.handles})
+    classes = sorted({h.cls for h in result.handles})
+    title = (
+        f"Migrate OpSlot dispatch to VeomniOp handles ({', '.join(ops)}) owned by {len(classes)} class(es)"
+    )
+    return Fix(title, edits, result.applicability, (), "; ".join(result.reasons))
