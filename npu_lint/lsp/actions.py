@@ -168,6 +168,22 @@ def diagnostic_actions(
     return actions + disables
 
 
+def fix_all_title(unsafe: bool) -> str:
+    return "npu-lint: fix all auto-fixable problems" + (" (including unsafe fixes)" if unsafe else "")
+
+
+def fix_all_placeholder(ctx: ActionContext, unsafe: bool) -> types.CodeAction | None:
+    """The fix-all action without its edit, for clients that resolve it (``codeAction/resolve``) only when
+    chosen: building it lints the document several times, too much for every cursor move."""
+    if not any(fix_applicable(d.fix, unsafe) for d in ctx.diagnostics):
+        return None
+    return types.CodeAction(
+        title=fix_all_title(unsafe),
+        kind=FIX_ALL_KIND,
+        data={"uri": ctx.uri, "fixAll": True, "unsafe": unsafe},
+    )
+
+
 def fix_all_action(
     ctx: ActionContext, fix: Callable[[SourceFile, bool], tuple[str, list[CreateFile]]], unsafe: bool
 ) -> types.CodeAction | None:
@@ -184,5 +200,6 @@ def fix_all_action(
     edits = [whole_text_edit(ctx.src, ctx.codec, new_text)] if new_text != ctx.src.text else []
     if not edits and not creates:
         return None
-    title = "npu-lint: fix all auto-fixable problems" + (" (including unsafe fixes)" if unsafe else "")
-    return types.CodeAction(title=title, kind=FIX_ALL_KIND, edit=_workspace_edit(ctx, edits, creates))
+    return types.CodeAction(
+        title=fix_all_title(unsafe), kind=FIX_ALL_KIND, edit=_workspace_edit(ctx, edits, creates)
+    )

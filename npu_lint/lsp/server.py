@@ -40,6 +40,7 @@ from npu_lint.lsp.actions import (
     ActionContext,
     diagnostic_actions,
     fix_all_action,
+    fix_all_placeholder,
     kind_requested,
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
@@ -149,6 +150,7 @@ class NpuLintServer(LanguageServer):
         self.config_support = False
         self.refresh_support = False
         self.can_create_files = False
+        self.resolve_edits = False  # the client resolves a code action's `edit` lazily (codeAction/resolve)
         self._configs: dict[str, _Config] = {}
         self._projects: dict[str, object] = {}
         self._results: dict[str, LintResult] = {}
@@ -466,6 +468,8 @@ def create_server() -> NpuLintServer:
         ls.refresh_support = bool(_capability(caps, "workspace", "diagnostics", "refresh_support"))
         ops = _capability(caps, "workspace", "workspace_edit", "resource_operations") or []
         ls.can_create_files = types.ResourceOperationKind.Create in ops or "create" in ops
+        resolvable = _capability(caps, "text_document", "code_action", "resolve_support", "properties") or []
+        ls.resolve_edits = "edit" in resolvable
         ls.pull_mode = _capability(caps, "text_document", "diagnostic") is not None
         if ls.pull_mode:
             ls.feature(
@@ -587,7 +591,7 @@ def create_server() -> NpuLintServer:
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(
-            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=False
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
         ),
     )
     def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
@@ -628,7 +632,12 @@ def create_server() -> NpuLintServer:
             actions.extend(
                 diagnostic_actions(ctx, [diags[i] for i in chosen], ls.settings.show_disable_action)
             )
-        if ls.settings.fix_all and kind_requested(FIX_ALL_KIND, only) and (only or result.diagnostics):
+        if ls.settings.fix_all and not only and result.diagnostics and ls.resolve_edits:
+            # a general request (the lightbulb): the fix-all edit is built when the action is chosen
+            action = fix_all_placeholder(ctx, ls.settings.unsafe_fixes)
+            if action is not None:
+                actions.append(action)
+        elif ls.settings.fix_all and kind_requested(FIX_ALL_KIND, only) and (only or result.diagnostics):
             try:
                 action = fix_all_action(
                     ctx, lambda _src, unsafe: ls.fix_all(result, unsafe), ls.settings.unsafe_fixes
@@ -640,6 +649,28 @@ def create_server() -> NpuLintServer:
             if action is not None:
                 actions.append(action)
         return actions
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        uri = data.get("uri")
+        if not data.get("fixAll") or not isinstance(uri, str) or uri not in ls.workspace.text_documents:
+            return action
+        text, version = ls.document_text(uri)
+        result = ls.lint(uri, text, version)
+        ctx = ActionContext(
+            uri, version, result.src, ls.workspace.position_codec, result.diagnostics, ls.can_create_files
+        )
+        unsafe = bool(data.get("unsafe"))
+        try:
+            full = fix_all_action(ctx, lambda _src, u: ls.fix_all(result, u), unsafe)
+        except Exception as exc:
+            logger.exception("fix-all failed")
+            ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            full = None
+        # nothing left to fix (the document changed meanwhile): an empty edit
+        action.edit = full.edit if full is not None else types.WorkspaceEdit(changes={uri: []})
+        return action
 
     return server
 

@@ -351,3 +351,23 @@ async def test_pull_client_settings_change(pull_client: LanguageClient, project:
             break
         assert loop.time() < deadline, report
         await asyncio.sleep(0.05)
+
+
+async def test_fix_all_resolved_lazily(pull_client: LanguageClient, project: Path) -> None:
+    """A general code action request lists fix-all without its edit; codeAction/resolve builds it."""
+    uri = open_document(pull_client, project / MODEL, TWO_FINDINGS)
+    ident = types.TextDocumentIdentifier(uri=uri)
+    report = await pull_client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident)
+    )
+    actions = await _actions(pull_client, uri, list(report.items[:1]))
+    fix_all = [a for a in actions if a.kind == "source.fixAll.npu-lint"]
+    assert len(fix_all) == 1 and fix_all[0].edit is None
+    resolved = await pull_client.code_action_resolve_async(fix_all[0])
+    fixed = apply_text_edits(TWO_FINDINGS, edits_for(resolved.edit, uri), "utf-8")
+    assert "model = model.to(hidden_states.device)" in fixed and "torch.ones(2).cuda(1)" in fixed
+    replace_text(pull_client, uri, fixed, 2)
+    report = await pull_client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=ident)
+    )
+    assert [d.range.start.line for d in report.items] == [6]
