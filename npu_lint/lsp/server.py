@@ -1,0 +1,688 @@
+"""``npu-lint server``: the language server (pygls 2.x over stdio).
+
+Diagnostics for open Python documents from their unsaved text, with the CLI's configuration discovery (the
+nearest pyproject.toml / npu-lint.toml, ``[tool.npu-lint]``) plus the editor's settings on top. Pull
+diagnostics (``textDocument/diagnostic``) when the client supports them, otherwise pushed
+(``textDocument/publishDiagnostics``) after a per-document debounce; never both. Code actions: quick fixes,
+"Disable NPUxxx for this line", and ``source.fixAll.npu-lint``.
+
+A document that does not parse gets NPU001 (from the engine) and the server keeps serving; an internal error
+while linting one document is logged to the client and yields no diagnostics for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument, Workspace
+
+from npu_lint import __version__
+from npu_lint.config import ConfigError, Settings, find_config_file, load_config, selected_codes
+from npu_lint.diagnostics import CreateFile, Diagnostic
+from npu_lint.engine import fix_source, lint_source
+from npu_lint.lsp.actions import (
+    FIX_ALL_KIND,
+    ActionContext,
+    diagnostic_actions,
+    fix_all_action,
+    fix_all_placeholder,
+    kind_requested,
+)
+from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
+from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
+from npu_lint.source import SourceFile
+
+logger = logging.getLogger("npu_lint.lsp")
+
+CONFIG_NAMES = ("pyproject.toml", "npu-lint.toml")
+PYTHON_SUFFIXES = (".py", ".pyi")
+SECTION = "npu-lint"
+_LSP_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+class LspTextDocument(TextDocument):
+    """pygls' document with lines split as the LSP specification (and Python's tokenizer) split them:
+    only at ``\\n``, ``\\r\\n`` and ``\\r``. ``str.splitlines`` also splits at form feeds, ``\\x1c``-``\\x1e``,
+    ``\\x85``, U+2028/U+2029, which would shift every later line of an incremental change."""
+
+    @property
+    def lines(self) -> list[str]:  # type: ignore[override]
+        return _LSP_LINES.findall(self.source)
+
+
+def _use_lsp_lines(workspace: Workspace) -> None:
+    def create(
+        doc_uri: str, source: str | None = None, version: int | None = None, language_id: str | None = None
+    ) -> TextDocument:
+        return LspTextDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=workspace._sync_kind,
+            position_codec=workspace.position_codec,
+        )
+
+    if hasattr(workspace, "_create_text_document") and hasattr(workspace, "_sync_kind"):
+        workspace._create_text_document = create  # type: ignore[method-assign]
+
+
+@dataclass
+class _Config:
+    settings: Settings
+    config_path: str | None
+    mtime_ns: int | None
+
+
+@dataclass
+class LintResult:
+    """The diagnostics of one document text under one settings generation."""
+
+    text: str
+    generation: int
+    version: int | None
+    src: SourceFile
+    diagnostics: list[Diagnostic]
+    lsp: list[types.Diagnostic]
+    codes: list[str]
+    settings: Settings
+    project: object | None
+    fixed: dict[bool, tuple[str, list[CreateFile]]]  # fix-all results by `unsafe`
+    with_fixes: list[Diagnostic] | None = None  # the diagnostics with every fix built (fix mode), lazily
+
+    @property
+    def result_id(self) -> str:
+        digest = hashlib.blake2b(self.text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        return f"{self.generation}-{digest}"
+
+
+class _Rejected:
+    """Stands for a message that could not be decoded; pygls' dispatcher ignores it (unknown version)."""
+
+    jsonrpc = "rejected"
+
+
+class NpuLintProtocol(LanguageServerProtocol):
+    """pygls' protocol, except that a request whose params do not decode gets an error response (pygls
+    only logs it, and the client would wait forever)."""
+
+    def structure_message(self, data: Any) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                logger.warning("rejected %s request %r: %s", data.get("method"), data.get("id"), exc.message)
+                self._send_response(data["id"], error=exc.to_response_error())
+                return _Rejected()
+            if isinstance(data, dict) and "method" in data:
+                logger.warning("ignored malformed %s notification", data.get("method"))
+                return _Rejected()
+            raise
+
+
+class NpuLintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            "npu-lint",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=NpuLintProtocol,
+        )
+        self.init_settings = ServerSettings()
+        self.settings = ServerSettings()
+        self.pull_mode = False
+        self.generation = 0  # bumped when settings or configuration files change
+        self.config_support = False
+        self.refresh_support = False
+        self.can_create_files = False
+        self.resolve_edits = False  # the client resolves a code action's `edit` lazily (codeAction/resolve)
+        self._configs: dict[str, _Config] = {}
+        self._projects: dict[str, object] = {}
+        self._results: dict[str, LintResult] = {}
+        self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._reported: set[str] = set()
+        self._excluded: dict[tuple[object, ...], bool] = {}
+
+    # -- paths, configuration, project ------------------------------------------------------------------
+
+    def path_for(self, uri: str) -> str:
+        path = to_fs_path(uri)
+        if path:
+            return os.path.abspath(path)
+        root = self.workspace.root_path or os.getcwd()
+        name = uri.rsplit("/", 1)[-1] or "untitled.py"
+        return os.path.join(root, name)
+
+    def is_python(self, uri: str, language_id: str | None) -> bool:
+        return language_id == "python" or uri.endswith(PYTHON_SUFFIXES)
+
+    def show_once(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        if message in self._reported:
+            return
+        self._reported.add(message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def config_for(self, path: str) -> Settings:
+        """The CLI's configuration for ``path`` (nearest config file), cached per directory and re-read
+        when the file's modification time changes."""
+        directory = str(Path(path).parent)
+        entry = self._configs.get(directory)
+        if entry is not None and entry.config_path is not None:
+            try:
+                mtime = os.stat(entry.config_path).st_mtime_ns
+            except OSError:
+                mtime = None
+            if mtime != entry.mtime_ns:
+                entry = None
+        if entry is None:
+            try:
+                found = find_config_file(Path(directory))
+                if found is None:
+                    entry = _Config(Settings(root=directory), None, None)
+                else:
+                    entry = _Config(load_config(found), str(found), os.stat(found).st_mtime_ns)
+            except (ConfigError, OSError) as exc:
+                self.show_once(f"npu-lint: {exc} (linting with the default settings)")
+                entry = _Config(Settings(root=directory), None, None)
+            self._configs[directory] = entry
+        return entry.settings
+
+    def effective(self, path: str) -> tuple[Settings, list[str]]:
+        """Configuration with the editor's select / extendSelect / ignore applied, and the rule codes."""
+        from npu_lint.rules.base import all_rules
+
+        base = self.config_for(path)
+        editor = self.settings
+        # the command line's layering (cli.cmd_check): an editor `select` resets the file's selection,
+        # including its ignore / extend-select; extendSelect and ignore add to what is there
+        settings = replace(base)
+        if editor.select is not None:
+            settings.select = list(editor.select)
+            settings.ignore = []
+            settings.extend_select = []
+        settings.extend_select = [*settings.extend_select, *editor.extend_select]
+        settings.ignore = [*settings.ignore, *editor.ignore]
+        known = {code: rule.default_enabled for code, rule in all_rules().items()}
+        try:
+            return settings, selected_codes(settings, known)
+        except ConfigError as exc:
+            self.show_once(f"npu-lint: {exc} (editor settings ignored)")
+            try:
+                return base, selected_codes(base, known)
+            except ConfigError as exc2:
+                self.show_once(f"npu-lint: {exc2}")
+                return Settings(root=base.root), selected_codes(Settings(), known)
+
+    def project_for(self, path: str, settings: Settings) -> object | None:
+        from npu_lint.project import find_veomni_root, load_project
+
+        # one index per VeOmni root; outside one, the index depends on the file's own directory
+        root = find_veomni_root(Path(path))
+        key = str(root) if root is not None else str(Path(path).parent)
+        if key not in self._projects:
+            try:
+                self._projects[key] = load_project([path], settings)
+            except Exception as exc:  # the index is an aid; linting goes on without it
+                self.log(f"npu-lint: cannot index the project at {key}: {type(exc).__name__}: {exc}")
+                self._projects[key] = None
+        return self._projects[key]
+
+    def excluded(self, path: str, settings: Settings) -> bool:
+        """Whether the configuration excludes ``path`` (as ``npu-lint check --force-exclude`` would)."""
+        if settings.config_path is None:
+            return False
+        key = (path, settings.config_path, tuple(settings.exclude), tuple(settings.extend_exclude))
+        if key not in self._excluded:
+            from npu_lint.discovery import is_excluded
+
+            root = Path(settings.root).resolve()
+            target = Path(path)
+            try:
+                target.resolve().relative_to(root)
+            except ValueError:
+                self._excluded[key] = False
+            else:
+                self._excluded[key] = is_excluded(target, settings, root)
+        return self._excluded[key]
+
+    # -- linting ---------------------------------------------------------------------------------------
+
+    def lint(self, uri: str, text: str, version: int | None) -> LintResult:
+        cached = self._results.get(uri)
+        if cached is not None and cached.generation == self.generation and cached.text == text:
+            cached.version = version
+            return cached
+        path = self.path_for(uri)
+        settings, codes = self.effective(path)
+        src = SourceFile.from_text(path, text)
+        project: object | None = None
+        diags: list[Diagnostic] = []
+        if not self.excluded(path, settings):
+            project = self.project_for(path, settings)
+            try:
+                diags = lint_source(src, codes, settings, project)
+                diags.extend(self._project_diagnostics(src, codes, settings, project))
+            except Exception as exc:  # keep serving; say what happened
+                logger.exception("linting %s failed", path)
+                self.log(
+                    f"npu-lint: internal error on {path}: {type(exc).__name__}: {exc}",
+                    types.MessageType.Error,
+                )
+                diags = []
+        codec = self.workspace.position_codec
+        lsp = [to_lsp_diagnostic(src, codec, d) for d in diags]
+        result = LintResult(text, self.generation, version, src, diags, lsp, codes, settings, project, {})
+        self._results[uri] = result
+        return result
+
+    def _project_diagnostics(
+        self, src: SourceFile, codes: list[str], settings: Settings, project: object | None
+    ) -> list[Diagnostic]:
+        """Whole-tree rules read files from disk: their findings for this document are shown while the
+        buffer matches the file on disk (on open and after a save)."""
+        from npu_lint.engine import apply_suppressions, per_file_ignored
+        from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+
+        load_rule_modules()
+        rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
+        if not rules:
+            return []
+        try:
+            on_disk = Path(src.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return []
+        if on_disk.replace("\r\n", "\n") != src.text.replace("\r\n", "\n"):
+            return []
+        out: list[Diagnostic] = []
+        target = os.path.abspath(src.path)
+        ignored = per_file_ignored(src.path, settings, codes)
+        for cls in rules:
+            found = [d for d in cls().check(project, [src.path]) if os.path.abspath(d.path) == target]
+            out.extend(apply_suppressions(src, found, ignored))
+        return sorted(out, key=Diagnostic.sort_key)
+
+    def document_text(self, uri: str) -> tuple[str, int | None]:
+        doc = self.workspace.get_text_document(uri)
+        return doc.source, doc.version
+
+    def diagnostics_text(self, uri: str) -> tuple[str, int | None]:
+        """The text diagnostics are shown for: the buffer, or in onSave mode the text as of the last save."""
+        if self.settings.run == RUN_ON_SAVE and uri in self._lint_text:
+            return self._lint_text[uri]
+        return self.document_text(uri)
+
+    def lint_for_diagnostics(self, uri: str) -> LintResult:
+        text, version = self.diagnostics_text(uri)
+        return self.lint(uri, text, version)
+
+    def diagnostics_with_fixes(self, result: LintResult) -> list[Diagnostic]:
+        """The document's diagnostics with their fixes built. A plain lint defers expensive fixes
+        (``Fix.deferred``: no edits yet); code actions need the edits, so the document is linted again in
+        fix mode, once per text."""
+        if result.with_fixes is None:
+            if not any(d.fix is not None and getattr(d.fix, "deferred", False) for d in result.diagnostics):
+                result.with_fixes = result.diagnostics
+            else:
+                fixed = lint_source(result.src, result.codes, result.settings, result.project, fix_mode=True)
+                by_place = {(d.code, d.line, d.col, d.end_line, d.end_col): d for d in fixed}
+                result.with_fixes = [
+                    by_place.get((d.code, d.line, d.col, d.end_line, d.end_col), d)
+                    for d in result.diagnostics
+                ]
+        return result.with_fixes
+
+    def fix_all(self, result: LintResult, unsafe: bool) -> tuple[str, list[CreateFile]]:
+        if unsafe not in result.fixed:
+            outcome = fix_source(result.src, result.codes, result.settings, result.project, unsafe=unsafe)
+            creates = [c for c in outcome.creates if not os.path.exists(c.path)]
+            result.fixed[unsafe] = (outcome.text, creates)
+        return result.fixed[unsafe]
+
+    # -- push ------------------------------------------------------------------------------------------
+
+    def publish(self, uri: str) -> None:
+        start = time.perf_counter()
+        try:
+            result = self.lint_for_diagnostics(uri)
+        except Exception as exc:
+            logger.exception("diagnostics for %s failed", uri)
+            self.log(f"npu-lint: internal error: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            return
+        linted = time.perf_counter()
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=result.lsp, version=result.version)
+        )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "published %d diagnostics for %s v%s: lint %.1f ms, send %.1f ms",
+                len(result.lsp),
+                uri,
+                result.version,
+                (linted - start) * 1000,
+                (time.perf_counter() - linted) * 1000,
+            )
+
+    def cancel_pending(self, uri: str) -> None:
+        task = self._pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+
+    def schedule(self, uri: str) -> None:
+        """Publish after the debounce delay; a newer change cancels the pending run."""
+        self.cancel_pending(uri)
+        self._pending[uri] = asyncio.ensure_future(self._publish_later(uri, self.settings.debounce_ms / 1000))
+
+    async def _publish_later(self, uri: str, delay: float) -> None:
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            return
+        if self._pending.get(uri) is asyncio.current_task():
+            del self._pending[uri]
+        if uri in self.workspace.text_documents:
+            self.publish(uri)
+
+    def open_python_documents(self) -> list[str]:
+        return [
+            uri for uri, doc in self.workspace.text_documents.items() if self.is_python(uri, doc.language_id)
+        ]
+
+    def relint_all(self) -> None:
+        self.generation += 1
+        self._results.clear()
+        if self.pull_mode:
+            if self.refresh_support:
+                self.workspace_diagnostic_refresh(None)
+            return
+        for uri in self.open_python_documents():
+            self.cancel_pending(uri)
+            self.publish(uri)
+
+    # -- settings --------------------------------------------------------------------------------------
+
+    def apply_settings(self, new: ServerSettings) -> None:
+        for problem in new.problems:
+            self.show_once(problem, types.MessageType.Warning)
+        old = self.settings
+        self.settings = new
+        if new != old:
+            self.relint_all()
+
+    async def pull_configuration(self) -> None:
+        if not self.config_support:
+            return
+        try:
+            result = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception as exc:
+            self.log(f"npu-lint: workspace/configuration failed: {exc}", types.MessageType.Warning)
+            return
+        data = result[0] if result else None
+        self.apply_settings(
+            merge_settings(self.init_settings, data) if isinstance(data, dict) else self.init_settings
+        )
+
+    def forget_configuration(self) -> None:
+        self._configs.clear()
+        self._projects.clear()
+
+
+def _capability(obj: Any, *names: str) -> Any:
+    for name in names:
+        if obj is None:
+            return None
+        obj = getattr(obj, name, None)
+    return obj
+
+
+def create_server() -> NpuLintServer:
+    server = NpuLintServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: NpuLintServer, params: types.InitializeParams) -> None:
+        caps = params.capabilities
+        _use_lsp_lines(ls.workspace)
+        ls.init_settings = settings_from_init_options(params.initialization_options)
+        ls.settings = ls.init_settings
+        ls.config_support = bool(_capability(caps, "workspace", "configuration"))
+        ls.refresh_support = bool(_capability(caps, "workspace", "diagnostics", "refresh_support"))
+        ops = _capability(caps, "workspace", "workspace_edit", "resource_operations") or []
+        ls.can_create_files = types.ResourceOperationKind.Create in ops or "create" in ops
+        resolvable = _capability(caps, "text_document", "code_action", "resolve_support", "properties") or []
+        ls.resolve_edits = "edit" in resolvable
+        ls.pull_mode = _capability(caps, "text_document", "diagnostic") is not None
+        if ls.pull_mode:
+            ls.feature(
+                types.TEXT_DOCUMENT_DIAGNOSTIC,
+                types.DiagnosticOptions(
+                    identifier=SECTION, inter_file_dependencies=False, workspace_diagnostics=False
+                ),
+            )(document_diagnostic)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: NpuLintServer, params: types.InitializedParams) -> None:
+        for problem in ls.init_settings.problems:
+            ls.show_once(problem, types.MessageType.Warning)
+        caps = ls.client_capabilities
+        registrations = []
+        if _capability(caps, "workspace", "did_change_watched_files", "dynamic_registration"):
+            watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_NAMES]
+            registrations.append(
+                types.Registration(
+                    id="npu-lint-config-files",
+                    method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                    register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+                )
+            )
+        if _capability(caps, "workspace", "did_change_configuration", "dynamic_registration"):
+            registrations.append(
+                types.Registration(
+                    id="npu-lint-configuration", method=types.WORKSPACE_DID_CHANGE_CONFIGURATION
+                )
+            )
+        if registrations:
+            try:
+                await ls.client_register_capability_async(
+                    types.RegistrationParams(registrations=registrations)
+                )
+            except Exception as exc:
+                ls.log(f"npu-lint: capability registration failed: {exc}", types.MessageType.Warning)
+        await ls.pull_configuration()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: NpuLintServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        if not ls.is_python(doc.uri, doc.language_id):
+            return
+        ls._lint_text[doc.uri] = (doc.text, doc.version)
+        if not ls.pull_mode:
+            ls.publish(doc.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: NpuLintServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        doc = ls.workspace.text_documents.get(uri)
+        if doc is None or not ls.is_python(uri, doc.language_id):
+            return
+        if ls.pull_mode or ls.settings.run == RUN_ON_SAVE:
+            return
+        ls.schedule(uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: NpuLintServer, params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if uri.endswith(CONFIG_NAMES):
+            ls.forget_configuration()
+            ls.relint_all()
+            return
+        doc = ls.workspace.text_documents.get(uri)
+        if doc is None or not ls.is_python(uri, doc.language_id):
+            return
+        ls._lint_text[uri] = (doc.source, doc.version)
+        # other files' specs, registrations... may have changed: rebuild the project index lazily
+        ls._projects.clear()
+        ls._results.pop(uri, None)
+        if ls.pull_mode:
+            if ls.settings.run == RUN_ON_SAVE and ls.refresh_support:
+                ls.workspace_diagnostic_refresh(None)
+            return
+        ls.cancel_pending(uri)
+        ls.publish(uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: NpuLintServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.cancel_pending(uri)
+        ls._results.pop(uri, None)
+        ls._lint_text.pop(uri, None)
+        if not ls.pull_mode:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def document_diagnostic(
+        ls: NpuLintServer, params: types.DocumentDiagnosticParams
+    ) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
+        uri = params.text_document.uri
+        doc = ls.workspace.text_documents.get(uri)
+        if doc is None or not ls.is_python(uri, doc.language_id):
+            return types.RelatedFullDocumentDiagnosticReport(items=[])
+        result = ls.lint_for_diagnostics(uri)
+        if params.previous_result_id is not None and params.previous_result_id == result.result_id:
+            return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result.result_id)
+        return types.RelatedFullDocumentDiagnosticReport(items=result.lsp, result_id=result.result_id)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: NpuLintServer, params: types.DidChangeConfigurationParams) -> None:
+        if ls.config_support:
+            await ls.pull_configuration()
+            return
+        data = params.settings
+        if isinstance(data, dict) and isinstance(data.get(SECTION), dict):
+            data = data[SECTION]
+        ls.apply_settings(
+            merge_settings(ls.init_settings, data) if isinstance(data, dict) else ls.init_settings
+        )
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: NpuLintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        if any(change.uri.endswith(CONFIG_NAMES) for change in params.changes):
+            ls.forget_configuration()
+            ls.relint_all()
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
+        ),
+    )
+    def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        uri = params.text_document.uri
+        doc = ls.workspace.text_documents.get(uri)
+        if doc is None or not ls.is_python(uri, doc.language_id):
+            return None
+        text, version = ls.document_text(uri)
+        result = ls.lint(uri, text, version)  # fixes always apply to the buffer as it is now
+        codec = ls.workspace.position_codec
+        ctx = ActionContext(uri, version, result.src, codec, result.diagnostics, ls.can_create_files)
+        only = params.context.only
+        actions: list[types.CodeAction] = []
+        if kind_requested(types.CodeActionKind.QuickFix, only):
+            start = offset_of_client_position(result.src, codec, params.range.start)
+            end = offset_of_client_position(result.src, codec, params.range.end)
+            wanted = {
+                (d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character)
+                for d in params.context.diagnostics
+                if d.source == SECTION
+            }
+            chosen: list[int] = []
+            for index, (diag, lsp_diag) in enumerate(zip(result.diagnostics, result.lsp, strict=True)):
+                d_start = result.src.offset(diag.line, diag.col)
+                d_end = result.src.offset(diag.end_line, diag.end_col)
+                key = (
+                    diag.code,
+                    lsp_diag.range.start.line,
+                    lsp_diag.range.start.character,
+                    lsp_diag.range.end.line,
+                    lsp_diag.range.end.character,
+                )
+                if key in wanted or (d_start <= end and start <= d_end):
+                    chosen.append(index)
+            diags = result.diagnostics
+            if any(diags[i].fix is not None and getattr(diags[i].fix, "deferred", False) for i in chosen):
+                diags = ls.diagnostics_with_fixes(result)
+            actions.extend(
+                diagnostic_actions(ctx, [diags[i] for i in chosen], ls.settings.show_disable_action)
+            )
+        if ls.settings.fix_all and not only and result.diagnostics and ls.resolve_edits:
+            # a general request (the lightbulb): the fix-all edit is built when the action is chosen
+            action = fix_all_placeholder(ctx, ls.settings.unsafe_fixes)
+            if action is not None:
+                actions.append(action)
+        elif ls.settings.fix_all and kind_requested(FIX_ALL_KIND, only) and (only or result.diagnostics):
+            try:
+                action = fix_all_action(
+                    ctx, lambda _src, unsafe: ls.fix_all(result, unsafe), ls.settings.unsafe_fixes
+                )
+            except Exception as exc:
+                logger.exception("fix-all failed")
+                ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+                action = None
+            if action is not None:
+                actions.append(action)
+        return actions
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        uri = data.get("uri")
+        if not data.get("fixAll") or not isinstance(uri, str) or uri not in ls.workspace.text_documents:
+            return action
+        text, version = ls.document_text(uri)
+        result = ls.lint(uri, text, version)
+        ctx = ActionContext(
+            uri, version, result.src, ls.workspace.position_codec, result.diagnostics, ls.can_create_files
+        )
+        unsafe = bool(data.get("unsafe"))
+        try:
+            full = fix_all_action(ctx, lambda _src, u: ls.fix_all(result, u), unsafe)
+        except Exception as exc:
+            logger.exception("fix-all failed")
+            ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            full = None
+        # nothing left to fix (the document changed meanwhile): an empty edit
+        action.edit = full.edit if full is not None else types.WorkspaceEdit(changes={uri: []})
+        return action
+
+    return server
+
+
+def run_server(args: argparse.Namespace | None = None) -> int:
+    """Serve over stdio until the client exits."""
+    verbose = bool(getattr(args, "verbose", False))
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    server = create_server()
+    server.start_io()
+    return 0
