@@ -69,6 +69,11 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args()
 
+    # Byte-compile npu_lint first: with PYTHONDONTWRITEBYTECODE set (as on the CI machines) every run would
+    # otherwise recompile the package from source, which no installed copy does.
+    import compileall
+
+    compileall.compile_dir(str(HERE.parent / "npu_lint"), quiet=1)
     root = fetch_veomni()
     models = root / "veomni" / "models"
     files = sorted(models.rglob("*.py"))

@@ -221,13 +221,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
         fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
         cache = Cache(cache_dir, fp)
-    results = lint_paths(found.files, codes, settings, project, cache, jobs=args.jobs)
+    project_diags: list = []
+
+    def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
+        project_diags.extend(
+            _project_diagnostics(
+                project, found.files, codes, settings, fix_mode=args.fix or args.diff, cache=cache
+            )
+        )
+
+    results = lint_paths(
+        found.files, codes, settings, project, cache, jobs=args.jobs, during=run_project_rules
+    )
     diagnostics = []
     for res in results:
         if res.error:
             errors.append(res.error)
         diagnostics.extend(res.diagnostics)
-    diagnostics.extend(_project_diagnostics(project, found.files, codes, settings))
+    diagnostics.extend(project_diags)
 
     fixed_counts: dict[str, Counter] = {}
     dropped: list[str] = []
@@ -255,15 +266,34 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _project_diagnostics(project: object, files: list[str], codes: list[str], settings: object) -> list:
+def _project_diagnostics(
+    project: object,
+    files: list[str],
+    codes: list[str],
+    settings: object,
+    fix_mode: bool = False,
+    cache: object | None = None,
+) -> list:
+    """Diagnostics of the project (whole-tree) rules, suppressions applied. Cached, like file results,
+    under a key covering every linted file's key (content, configuration, project index)."""
     from npu_lint.engine import apply_suppressions, per_file_ignored, read_source
     from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
 
     load_rule_modules()
     rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
+    if not rules:
+        return []
+    key = None
+    if cache is not None and not fix_mode:
+        key = cache.tree_key("project:" + ",".join(c.code for c in rules))  # type: ignore[attr-defined]
+        hit = cache.get(key)  # type: ignore[attr-defined]
+        if hit is not None:
+            return hit
     out = []
     for cls in rules:
-        diags = list(cls().check(project, files))
+        rule = cls()
+        rule.fix_mode = fix_mode
+        diags = list(rule.check(project, files))
         for diag in diags:
             try:
                 src = read_source(diag.path)
@@ -272,6 +302,8 @@ def _project_diagnostics(project: object, files: list[str], codes: list[str], se
                 continue
             ignored = per_file_ignored(diag.path, settings, codes)  # type: ignore[arg-type]
             out.extend(apply_suppressions(src, [diag], ignored))
+    if key is not None:
+        cache.put(key, out)  # type: ignore[attr-defined]
     return out
 
 

@@ -304,6 +304,14 @@ class Cache:
     def __init__(self, directory: str, fingerprint: str) -> None:
         self.directory = Path(directory) / f"v{__version__}"
         self.fingerprint = fingerprint
+        self.keys: dict[str, str] = {}  # path -> key of every file looked up in this run
+
+    def tree_key(self, extra: str) -> str:
+        """A key for results computed over all files looked up so far (project rules)."""
+        h = hashlib.sha256(self.fingerprint.encode() + b"\0" + extra.encode())
+        for path in sorted(self.keys):
+            h.update(f"\0{path}\0{self.keys[path]}".encode())
+        return h.hexdigest()
 
     def key(self, path: str, data: bytes) -> str:
         h = hashlib.sha256()
@@ -362,7 +370,10 @@ def lint_paths(
     project: object | None = None,
     cache: Cache | None = None,
     jobs: int | None = None,
+    during: Callable[[], None] | None = None,
 ) -> list[FileResult]:
+    """Lint files (cache first, then a process pool for many files). ``during`` runs in this process while
+    the pool's workers lint (the CLI runs the project rules there), or after a serial run."""
     results: dict[str, FileResult] = {}
     todo: list[str] = []
     keys: dict[str, str] = {}
@@ -373,7 +384,7 @@ def lint_paths(
             except OSError:
                 todo.append(path)
                 continue
-            key = cache.key(path, data)
+            key = cache.keys[path] = cache.key(path, data)
             hit = cache.get(key)
             if hit is None:
                 keys[path] = key
@@ -392,11 +403,16 @@ def lint_paths(
             max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(codes, settings, project)
         ) as pool:
             chunk = max(1, len(todo) // (workers * 4))
-            for res in pool.map(_work, todo, chunksize=chunk):
+            pending = pool.map(_work, todo, chunksize=chunk)  # submits every chunk now
+            if during is not None:
+                during()
+            for res in pending:
                 results[res.path] = res
     else:
         for path in todo:
             results[path] = lint_path(path, codes, settings, project)
+        if during is not None:
+            during()
     if cache is not None:
         for path, key in keys.items():
             res = results[path]

@@ -1084,8 +1084,11 @@ class OriginMap:
     spans: list[tuple[int, int, Pair, dict[int, int] | None]] = field(default_factory=list)
 
     def origin(self, line: int) -> Origin | None:
-        for start, end, pair, lines in self.spans:
+        for i, (start, end, pair, lines) in enumerate(self.spans):
             if start <= line <= end:
+                if lines is _LAZY:  # line maps are built only for sections that hold a finding
+                    lines = _pair_lines(pair)
+                    self.spans[i] = (start, end, pair, lines)
                 ref = pair.ref
                 if ref is None:  # an external replacement: the import that stands for the class
                     return Origin(pair.patch.spec_path, pair.patch.line)
@@ -1171,28 +1174,39 @@ def build_origin_map(path: str, text: str, tree: ast.Module | None = None) -> Or
             continue
         if pair.ref is None or pair.generated is None:
             continue
-        renamed = replacement_node(pair.ref, pair.patch.name_map)
         gen_node = pair.generated
         start = min([gen_node.lineno, *(d.lineno for d in getattr(gen_node, "decorator_list", []))])
         end = gen_node.end_lineno or gen_node.lineno
-        lines: dict[int, int] | None = None
-        if renamed is not None:
-            body_a = _strip_docstring(list(getattr(renamed[0], "body", [])))
-            body_b = _strip_docstring(list(getattr(gen_node, "body", [])))
-            if len(body_a) == len(body_b):
-                lines = {}
-                for x, y in zip(body_a, body_b):
-                    sub = _line_map(x, y)
-                    if sub is None:
-                        lines = None
-                        break
-                    lines.update(sub)
-        if lines is not None:
-            lines.setdefault(gen_node.lineno, pair.ref.node.lineno)
-            for g in range(start, gen_node.lineno):
-                lines.setdefault(g, pair.ref.node.lineno)
-        omap.spans.append((start, end, pair, lines))
+        omap.spans.append((start, end, pair, _LAZY))
     return omap
+
+
+_LAZY: dict[int, int] = {}  # sentinel: the span's line map is not built yet
+
+
+def _pair_lines(pair: Pair) -> dict[int, int] | None:
+    """Generated line -> spec line inside one patched section (None when the trees differ)."""
+    assert pair.ref is not None and pair.generated is not None
+    gen_node = pair.generated
+    start = min([gen_node.lineno, *(d.lineno for d in getattr(gen_node, "decorator_list", []))])
+    renamed = replacement_node(pair.ref, pair.patch.name_map)
+    lines: dict[int, int] | None = None
+    if renamed is not None:
+        body_a = _strip_docstring(list(getattr(renamed[0], "body", [])))
+        body_b = _strip_docstring(list(getattr(gen_node, "body", [])))
+        if len(body_a) == len(body_b):
+            lines = {}
+            for x, y in zip(body_a, body_b):
+                sub = _line_map(x, y)
+                if sub is None:
+                    lines = None
+                    break
+                lines.update(sub)
+    if lines is not None:
+        lines.setdefault(gen_node.lineno, pair.ref.node.lineno)
+        for g in range(start, gen_node.lineno):
+            lines.setdefault(g, pair.ref.node.lineno)
+    return lines
 
 
 def _helper_pairs(spec: Spec, gen: Generated) -> list[Pair]:

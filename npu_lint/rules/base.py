@@ -102,7 +102,12 @@ class Rule(RuleMeta):
 
 
 class ProjectRule(RuleMeta):
-    """A rule over the whole set of linted files (registration, specs, pins); runs after file rules."""
+    """A rule over the whole set of linted files (registration, specs, pins); runs after file rules.
+
+    ``fix_mode`` is True when the run applies or shows fixes (--fix, --diff, editor actions): expensive
+    parts of a fix (formatting a created file) may be skipped otherwise."""
+
+    fix_mode: bool = False
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -1182,17 +1182,29 @@ def _uses_after(
     return uses
 
 
+_TENSOR_ATTRS = frozenset(("device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose"))
+_TENSOR_USES: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+
+
+def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
+    """Names used as tensors in ``func`` (``name.device`` / ``.dtype`` / ``.shape``...), one walk per function."""
+    cached = _TENSOR_USES.get(id(func))
+    if cached is not None and cached[0] is func:
+        return cached[1]
+    names = frozenset(
+        sub.value.id
+        for sub in ast.walk(func)
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
+    )
+    if len(_TENSOR_USES) > 4096:
+        _TENSOR_USES.clear()
+    _TENSOR_USES[id(func)] = (func, names)
+    return names
+
+
 def _used_as_tensor(func: ast.AST, name: str) -> bool:
-    """Whether ``name`` is used as a tensor in ``func`` (``name.device`` / ``.dtype`` / ``.shape``...)."""
-    for sub in ast.walk(func):
-        if (
-            isinstance(sub, ast.Attribute)
-            and isinstance(sub.value, ast.Name)
-            and sub.value.id == name
-            and sub.attr in ("device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose")
-        ):
-            return True
-    return False
+    """Whether ``name`` is used as a tensor in ``func``."""
+    return name in _names_used_as_tensors(func)
 
 
 class DevicelessAllocation(Rule):

@@ -240,7 +240,9 @@ class MissingNpuSpec(ProjectRule):
                 if npu_target in targets:
                     continue  # an NPU spec under another name exists
                 found.append((pkg, gpu, spec, npu_path, npu_target, build_npu_spec(gpu, format=False)))
-        texts = format_many([(plan.content, plan.path) for *_, plan in found if plan is not None])
+        plans = [(plan.content, plan.path) for *_, plan in found if plan is not None]
+        # formatting runs ruff in a subprocess: only worth it when the file will be written or shown
+        texts = format_many(plans) if self.fix_mode else [content for content, _ in plans]
         for pkg, gpu, spec, npu_path, npu_target, plan in found:
             fix = None
             if plan is not None:
