@@ -55,9 +55,23 @@ def rule_classes(codes: Iterable[str]) -> list[type[Rule]]:
     return [REGISTRY[c] for c in sorted(codes) if c in REGISTRY]
 
 
-# Leaf-only node kinds (expression contexts and operators) that no rule asks for are skipped.
+# Leaf-only node kinds (expression contexts and operators) that no rule asks for are skipped, and so are the
+# fields that never hold a node (names, identifiers, constants' values, operator fields).
 _SKIPPABLE = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+_SCALAR_FIELDS = frozenset(
+    ("ctx", "op", "id", "attr", "name", "arg", "module", "level", "kind", "type_comment", "asname",
+     "conversion", "is_async", "simple", "n", "s", "tag")
+)  # fmt: skip
+_SCALAR_BY_TYPE = {ast.Constant: ("value",), ast.MatchSingleton: ("value",), ast.Compare: ("ops",),
+                   ast.Global: ("names",), ast.Nonlocal: ("names",)}  # fmt: skip
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _node_fields(typ: type) -> tuple[str, ...]:
+    skip = _SCALAR_BY_TYPE.get(typ, ())
+    fields = tuple(f for f in typ._fields if f not in _SCALAR_FIELDS and f not in skip)  # type: ignore[attr-defined]
+    _FIELDS[typ] = fields
+    return fields
 
 
 def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
@@ -69,11 +83,11 @@ def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
             visit.setdefault(typ, []).append(rule.visit)
         for typ in rule.leave_types:
             leave.setdefault(typ, []).append(rule.leave)
-    wanted_leaves = any(issubclass(t, _SKIPPABLE) for t in (*visit, *leave))
-    skip: tuple[type, ...] = () if wanted_leaves else _SKIPPABLE
+    if any(issubclass(t, _SKIPPABLE) for t in (*visit, *leave)):
+        _walk_generic(tree, ctx, visit, leave)
+        return
     parents = ctx.parents
     fields_of = _FIELDS
-    AST = ast.AST
     LEAVE = None  # stack marker: the next entry is a node to leave
     stack: list[ast.AST | None] = [tree]
     pop, push = stack.pop, stack.append
@@ -90,23 +104,40 @@ def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
             fn(node)
         fields = fields_of.get(typ)
         if fields is None:
-            fields = fields_of[typ] = tuple(f for f in typ._fields if f != "ctx")
+            fields = _node_fields(typ)
         children: list[ast.AST] = []
         for name in fields:
             value = getattr(node, name, None)
-            if isinstance(value, AST):
-                if not isinstance(value, skip):
-                    children.append(value)
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, AST) and not isinstance(item, skip):
-                        children.append(item)
+            if value is None:
+                continue
+            if type(value) is list:
+                children.extend([item for item in value if item is not None])  # Dict.keys holds None for **x
+            else:
+                children.append(value)
         if children or typ in leave:
             push(node)
             push(LEAVE)
             parents.append(node)
             children.reverse()
             stack.extend(children)
+
+
+def _walk_generic(tree: ast.AST, ctx: Context, visit: dict, leave: dict) -> None:  # noqa: ANN001
+    """The same traversal over every node, operators and contexts included (when a rule asks for them)."""
+    parents = ctx.parents
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            for fn in leave.get(type(node), ()):
+                fn(node)
+            parents.pop()
+            continue
+        for fn in visit.get(type(node), ()):
+            fn(node)
+        stack.append((node, True))
+        parents.append(node)
+        stack.extend((child, False) for child in reversed(list(ast.iter_child_nodes(node))))
 
 
 def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Diagnostic:
