@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_lint import catalog, vendor_map
+from npu_lint.astutil import dotted_name as _dotted
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
@@ -429,17 +430,6 @@ def _dependencies(files: list[Path], model_dir: Path) -> list[dict[str, Any]]:
                         line,
                     )
     return sorted(found.values(), key=lambda e: (e["kind"], e["name"], e["file"]))
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _undispatched_ops(path: Path) -> list[tuple[str, str, str]]:

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu_lint.astutil import dotted_name as _dotted
 from npu_lint.diagnostics import Diagnostic, Origin
 
 SPEC_SUFFIX = "_patch_gen_config.py"
@@ -266,17 +267,6 @@ def _str(node: ast.AST | None) -> str | None:
         left, right = _str(node.left), _str(node.right)
         return left + right if left is not None and right is not None else None
     return None
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _kw(call: ast.Call, name: str) -> ast.expr | None:

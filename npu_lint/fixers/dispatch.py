@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from npu_lint.astutil import dotted_name as _dotted
 from npu_lint.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
 from npu_lint.diagnostics import Applicability, Edit, Fix
 
@@ -198,17 +199,6 @@ class Plan:
 
 def _const_str(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _opslot_call(node: ast.AST) -> tuple[str, str] | None:

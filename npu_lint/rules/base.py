@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from npu_lint.astutil import dotted_name
 from npu_lint.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 
 if TYPE_CHECKING:
@@ -182,14 +183,7 @@ class Context:
 
     def dotted(self, node: ast.AST) -> str | None:
         """``a.b.c`` for a Name/Attribute chain, without resolving imports."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        parts.append(node.id)
-        return ".".join(reversed(parts))
+        return dotted_name(node)
 
     def qualname(self, node: ast.AST) -> str | None:
         """The dotted name of a Name/Attribute chain with its root resolved through module imports."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from npu_lint import patchgen
+from npu_lint.astutil import transformers_dir
 from npu_lint.diagnostics import Applicability, CreateFile, Diagnostic, Fix, Origin
 from npu_lint.rules.base import Example, ProjectRule
 
@@ -461,13 +461,8 @@ def _class_block(text: str, name: str) -> str | None:
 
 
 def _transformers_dir() -> str | None:
-    try:
-        spec = importlib.util.find_spec("transformers")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return list(spec.submodule_search_locations)[0]
+    found = transformers_dir()
+    return str(found) if found is not None else None
 
 
 def _model_type(source_module: str | None, config_class: str) -> str | None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 from pathlib import Path
 
+from npu_lint.astutil import transformers_dir
 from npu_lint.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.dispatch import (
@@ -126,17 +126,6 @@ def _last(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     return None
-
-
-@functools.lru_cache(maxsize=1)
-def transformers_dir() -> Path | None:
-    try:
-        spec = importlib.util.find_spec("transformers")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin:
-        return None
-    return Path(spec.origin).parent
 
 
 def upstream_path(module: str) -> Path | None:
