@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from npu_lint.engine import _SKIPPABLE, check_source
+from npu_lint.config import Settings
+from npu_lint.engine import _SKIPPABLE, check_source, fix_source
 from npu_lint.rules.base import REGISTRY, Context, load_rule_modules
 from npu_lint.source import SourceFile
 
@@ -53,6 +54,17 @@ def _lint(text: str, fix: bool = False) -> None:
     check_source(src, ALL, None, fix)
 
 
+def _fixed(text: str, path: str = "pkg/mod.py") -> str:
+    """Every rule's fixes, unsafe included: none dropped as unparsable, and a second run changes nothing."""
+    src = SourceFile.from_text(path, textwrap.dedent(text))
+    outcome = fix_source(src, ALL, Settings(), unsafe=True)
+    assert outcome.dropped == []
+    ast.parse(outcome.text)
+    again = fix_source(SourceFile.from_text(path, outcome.text), ALL, Settings(), unsafe=True)
+    assert again.text == outcome.text
+    return outcome.text
+
+
 def test_every_rule_survives_many_shapes() -> None:
     _lint(MANY_SHAPES)
     _lint(MANY_SHAPES, fix=True)
@@ -80,3 +92,20 @@ def test_traversal_reaches_every_node() -> None:
     engine._walk(tree, ctx, [Every()])  # type: ignore[list-item]
     expected = [n for n in ast.walk(tree) if not isinstance(n, _SKIPPABLE)]
     assert sorted(map(id, seen)) == sorted(map(id, expected))
+
+
+def test_is_available_inside_fstring_is_not_reported() -> None:
+    """``{torch.cuda.is_available() = }`` in a message: the parenthesised replacement used the f-string's own
+    quote (unparsable before Python 3.12), and the call only shows a value, it does not branch."""
+    text = """
+    import torch
+
+    def check(log):
+        use = torch.cuda.is_available()
+        log.warning(f"turning graphs off: {torch.cuda.is_available() = }")
+        return use
+    """
+    src = SourceFile.from_text("pkg/mod.py", textwrap.dedent(text))
+    lines = sorted(d.line for d in check_source(src, ["NPU102"], None, True))
+    assert lines == [5]
+    assert "{torch.cuda.is_available() = }" in _fixed(text)
