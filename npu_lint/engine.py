@@ -63,7 +63,8 @@ _SCALAR_FIELDS = frozenset(
      "conversion", "is_async", "simple", "n", "s", "tag")
 )  # fmt: skip
 _SCALAR_BY_TYPE = {ast.Constant: ("value",), ast.MatchSingleton: ("value",), ast.Compare: ("ops",),
-                   ast.Global: ("names",), ast.Nonlocal: ("names",)}  # fmt: skip
+                   ast.Global: ("names",), ast.Nonlocal: ("names",), ast.MatchClass: ("kwd_attrs",),
+                   ast.MatchMapping: ("rest",)}  # fmt: skip
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 

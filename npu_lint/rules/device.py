@@ -855,6 +855,8 @@ class HardcodedCudaDevice(Rule):
             return  # defines a CUDA flag (IS_CUDA_AVAILABLE = torch.cuda.is_available())
         if self._kernel_gate(call):
             return  # availability of a CUDA-only kernel (triton...)
+        if _in_fstring(ctx):
+            return  # shown in a message (``f"{torch.cuda.is_available() = }"``), not a branch
         text = 'get_device_type() != "cpu"'
         target: ast.AST = call
         if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
