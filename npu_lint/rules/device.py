@@ -304,7 +304,16 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
     A helper already imported from any ``...utils.device`` module (VeOmni's own files import it relatively)
     needs no edit; a name bound to something else (a local function, another import) blocks the fix.
+    The answer depends only on the file, so it is computed once per file and name (a fresh list each call).
     """
+    key = ("helper_edits", name)
+    cached = ctx.memo.get(key, ctx)
+    if cached is ctx:
+        cached = ctx.memo[key] = _helper_edits(ctx, name)
+    return None if cached is None else list(cached)  # type: ignore[call-overload]
+
+
+def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     bound = ctx.imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
