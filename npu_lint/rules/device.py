@@ -710,10 +710,11 @@ class HardcodedCudaDevice(Rule):
         self.report(node, message, fix)
 
     def visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Call):
-            self._visit_call(node)
-        elif isinstance(node, ast.Attribute):
-            self._visit_attribute(node)
+        typ = type(node)
+        if typ is ast.Call:
+            self._visit_call(node)  # type: ignore[arg-type]
+        elif typ is ast.Attribute:
+            self._visit_attribute(node)  # type: ignore[arg-type]
         elif isinstance(node, ast.Compare):
             self._visit_compare(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -755,6 +756,16 @@ class HardcodedCudaDevice(Rule):
                 self._report_string(default, f"default of `{arg.arg}`")
 
     def _visit_call(self, node: ast.Call) -> None:
+        args = node.args
+        if not node.keywords and (
+            not args
+            or (
+                len(args) < 2
+                and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
+                and _cuda_string(args[0]) is None
+            )
+        ):
+            return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
         ctx = self.ctx
         qual = ctx.qualname(node.func) or ""
         func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual
@@ -1385,6 +1396,8 @@ class DevicelessAllocation(Rule):
             and func.value.id in ("self", "cls")
         ):
             self.self_calls.setdefault(unit, set()).add(func.attr)
+        if type(func) is ast.Attribute and func.attr not in FACTORIES:
+            return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
         if not qual.startswith("torch.") or qual.count(".") != 1 or qual[6:] not in FACTORIES:
             return

@@ -482,9 +482,13 @@ class ModuleGlobalDispatch(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
+        kind = constructor_kind(node)
+        if kind is None and not (
+            isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
+        ):
+            return  # the cheap checks first: only module-scope calls of these names matter
         if in_function(self.ctx):
             return
-        kind = constructor_kind(node)
         if kind is not None:
             self._report(node, kind, None)
             return
