@@ -822,7 +822,10 @@ class HardcodedCudaDevice(Rule):
         if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load):
             self._visit_is_cuda(node)
             return
-        if ctx.qualname(node.value) != "torch.cuda":
+        value = node.value
+        if type(value) is ast.Attribute and value.attr != "cuda":
+            return  # the qualname below ends with the attribute
+        if ctx.qualname(value) != "torch.cuda":
             return
         if node.attr in LEGACY_TENSOR_TYPES or in_annotation(ctx, node) or in_cuda_dispatch(ctx, node):
             return

@@ -256,7 +256,10 @@ class RawDistributedApi(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         ctx = self.ctx
-        qual = ctx.qualname(node.func) or ""
+        func = node.func
+        if type(func) is ast.Attribute and func.attr not in ("get_rank", "get_world_size"):
+            return  # the qualname below ends with the attribute
+        qual = ctx.qualname(func) or ""
         if qual not in ("torch.distributed.get_rank", "torch.distributed.get_world_size"):
             return
         which = qual.rsplit(".", 1)[1]
