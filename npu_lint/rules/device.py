@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.astutil import walk
 from npu_lint.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 
@@ -1158,7 +1159,7 @@ def _bound_before(func: ast.AST, name: str, line: int) -> bool:
     """Every assignment of ``name`` in ``func`` comes before ``line`` (so ``name`` is bound there)."""
     lines = [
         t.lineno
-        for n in ast.walk(func)
+        for n in walk(func)
         if isinstance(n, ast.Assign)
         for t in n.targets
         if isinstance(t, ast.Name) and t.id == name
@@ -1177,6 +1178,21 @@ def _to_cpu(call: ast.Call) -> bool:
     )
 
 
+def _names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:
+    """Every ``Name`` in ``func`` with its parent, by identifier, in ``ast.walk`` order (once per function)."""
+    key = ("names_with_parents", id(func))
+    cached = ctx.memo.get(key)
+    if cached is not None and cached[0] is func:  # type: ignore[index]
+        return cached[1]  # type: ignore[index]
+    out: dict[str, list[tuple[ast.Name, ast.AST]]] = {}
+    for parent in walk(func):
+        for child in ast.iter_child_nodes(parent):
+            if isinstance(child, ast.Name):
+                out.setdefault(child.id, []).append((child, parent))
+    ctx.memo[key] = (func, out)
+    return out
+
+
 def _uses_after(
     ctx: Context, func: ast.AST, name: str, assign: ast.Assign, parents: dict[int, ast.AST]
 ) -> list[ast.Name] | None:
@@ -1184,11 +1200,11 @@ def _uses_after(
     device or the host (``name.to(x.device)``, ``name.cpu()``, ``name.tolist()``) before that: later uses
     then no longer see the allocation."""
     line = assign.end_lineno or assign.lineno
-    events: list[tuple[int, int, ast.Name, ast.AST]] = []
-    for parent in ast.walk(func):
-        for child in ast.iter_child_nodes(parent):
-            if isinstance(child, ast.Name) and child.id == name and child.lineno > line:
-                events.append((child.lineno, child.col_offset, child, parent))
+    events = [
+        (child.lineno, child.col_offset, child, parent)
+        for child, parent in _names_with_parents(ctx, func).get(name, ())
+        if child.lineno > line
+    ]
     events.sort(key=lambda e: (e[0], e[1]))
     uses: list[ast.Name] = []
     for _, _, child, parent in events:
@@ -1216,7 +1232,7 @@ def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
         return cached[1]
     names = frozenset(
         sub.value.id
-        for sub in ast.walk(func)
+        for sub in walk(func)
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
     )
     if len(_TENSOR_USES) > 4096:
@@ -1431,7 +1447,7 @@ class DevicelessAllocation(Rule):
                 continue
             if _is_tensor_annotation(self.ctx, arg.annotation) or _used_as_tensor(func, arg.arg):
                 names.add(arg.arg)
-        assigns = [n for n in ast.walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        assigns = [n for n in walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
         changed = True
         while changed:
             changed = False
@@ -1493,7 +1509,7 @@ class DevicelessAllocation(Rule):
     def _parent_map(self, func: ast.AST) -> dict[int, ast.AST]:
         cached = self._parents_cache.get(id(func))
         if cached is None:
-            cached = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
+            cached = {id(c): p for p in walk(func) for c in ast.iter_child_nodes(p)}
             self._parents_cache[id(func)] = cached
         return cached
 
