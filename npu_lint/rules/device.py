@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.astutil import walk
+from npu_lint.astutil import walk, walk_pairs
 from npu_lint.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 
@@ -1178,6 +1178,11 @@ def _to_cpu(call: ast.Call) -> bool:
     )
 
 
+def _subtree(func: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(func))``, sharing the walk of ``walk_pairs`` with the other per-function helpers."""
+    return [func, *(child for child, _ in walk_pairs(func))]
+
+
 def _names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:
     """Every ``Name`` in ``func`` with its parent, by identifier, in ``ast.walk`` order (once per function)."""
     key = ("names_with_parents", id(func))
@@ -1185,10 +1190,9 @@ def _names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast
     if cached is not None and cached[0] is func:  # type: ignore[index]
         return cached[1]  # type: ignore[index]
     out: dict[str, list[tuple[ast.Name, ast.AST]]] = {}
-    for parent in walk(func):
-        for child in ast.iter_child_nodes(parent):
-            if isinstance(child, ast.Name):
-                out.setdefault(child.id, []).append((child, parent))
+    for child, parent in walk_pairs(func):
+        if isinstance(child, ast.Name):
+            out.setdefault(child.id, []).append((child, parent))  # type: ignore[arg-type]
     ctx.memo[key] = (func, out)
     return out
 
@@ -1232,7 +1236,7 @@ def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
         return cached[1]
     names = frozenset(
         sub.value.id
-        for sub in walk(func)
+        for sub in _subtree(func)
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
     )
     if len(_TENSOR_USES) > 4096:
@@ -1447,7 +1451,7 @@ class DevicelessAllocation(Rule):
                 continue
             if _is_tensor_annotation(self.ctx, arg.annotation) or _used_as_tensor(func, arg.arg):
                 names.add(arg.arg)
-        assigns = [n for n in walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        assigns = [n for n in _subtree(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
         changed = True
         while changed:
             changed = False
@@ -1509,7 +1513,7 @@ class DevicelessAllocation(Rule):
     def _parent_map(self, func: ast.AST) -> dict[int, ast.AST]:
         cached = self._parents_cache.get(id(func))
         if cached is None:
-            cached = {id(c): p for p in walk(func) for c in ast.iter_child_nodes(p)}
+            cached = {id(c): p for c, p in walk_pairs(func)}
             self._parents_cache[id(func)] = cached
         return cached
 
