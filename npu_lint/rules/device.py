@@ -1796,6 +1796,12 @@ class CudaTensorType(Rule):
     precision = "No findings in veomni 0.1.12 `veomni/models` nor in transformers 5.9.0 `models/` (legacy CUDA types are gone from both); measured on the rule's examples and fixtures only."
     node_types = (ast.Call, ast.Attribute)
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(name in text for name in LEGACY_TENSOR_TYPES):
+            self.node_types = (ast.Call,)  # an attribute is reported only when it names a legacy type
+
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
         if isinstance(node, ast.Call):

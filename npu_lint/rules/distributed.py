@@ -109,6 +109,12 @@ class ReduceOpAvg(Rule):
     )
     node_types = (ast.Attribute,)
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("AVG",)):
+            self.node_types = ()  # only `<...>.AVG` is checked
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Attribute)
         ctx = self.ctx
@@ -246,6 +252,12 @@ class RawDistributedApi(Rule):
         "Ulysses group size/rank, each a field of the parallel state. Reviewed by hand: bench/accuracy/device.md."
     )
     node_types = (ast.Call,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("get_rank", "get_world_size")):
+            self.node_types = ()  # only get_rank() / get_world_size() calls are checked
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:

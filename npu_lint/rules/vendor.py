@@ -665,7 +665,7 @@ class VendorKernelCall(Rule):
             return None
         root, _, rest = dotted.partition(".")
         resolved = None
-        for parent in reversed(self.ctx.parents):
+        for parent in reversed(self.ctx.parents) if self._local_imports else ():
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 resolved = self._imports_of(parent).get(root)
                 if resolved is not None:
