@@ -30,3 +30,77 @@ def transformers_dir() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+# fields that never hold a node (identifiers, numbers, flags): walk() does not read them
+_NO_NODE_FIELDS = frozenset(
+    ("id", "attr", "name", "arg", "module", "level", "kind", "type_comment", "asname", "conversion",
+     "is_async", "simple", "tag")
+)  # fmt: skip
+_WALK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def walk_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """(child, parent) for every node under ``node``, children in exactly ``ast.walk`` order (so ``[node,
+    *children]`` is ``list(ast.walk(node))`` and each parent's children come in ``iter_child_nodes`` order).
+    The last answer is kept: helpers asking about the same function share one walk."""
+    if _LAST_PAIRS and _LAST_PAIRS[0][0] is node:
+        return _LAST_PAIRS[0][1]
+    out: list[tuple[ast.AST, ast.AST]] = []
+    append = out.append
+    AST = ast.AST
+    fields_of = _WALK_FIELDS
+    queue = [node]
+    push = queue.append
+    for sub in queue:
+        typ = type(sub)
+        fields = fields_of.get(typ)
+        if fields is None:
+            fields = _walk_fields(typ)
+        for name in fields:
+            value = getattr(sub, name, None)
+            if isinstance(value, AST):
+                push(value)
+                append((value, sub))
+            elif type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        push(item)
+                        append((item, sub))
+    _LAST_PAIRS[:] = [(node, out)]
+    return out
+
+
+_LAST_PAIRS: list[tuple[ast.AST, list[tuple[ast.AST, ast.AST]]]] = []
+
+
+def _walk_fields(typ: type) -> tuple[str, ...]:
+    fields = _WALK_FIELDS[typ] = tuple(
+        f
+        for f in typ._fields  # type: ignore[attr-defined]
+        if f not in _NO_NODE_FIELDS and not (typ is ast.Constant and f == "value")
+    )
+    return fields
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """Every node of ``node``'s subtree, in exactly the order of ``ast.walk`` (breadth first, children in
+    field order, contexts and operators included), as a list: several times faster than the generator."""
+    out = [node]
+    append = out.append
+    AST = ast.AST
+    fields_of = _WALK_FIELDS
+    for sub in out:  # the list grows while it is read: breadth-first order
+        typ = type(sub)
+        fields = fields_of.get(typ)
+        if fields is None:
+            fields = _walk_fields(typ)
+        for name in fields:
+            value = getattr(sub, name, None)
+            if isinstance(value, AST):
+                append(value)
+            elif type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        append(item)
+    return out

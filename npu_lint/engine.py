@@ -8,6 +8,7 @@ per-file-ignores -> sorted diagnostics. Trees are linted in a process pool; resu
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import json
 import os
@@ -163,7 +164,26 @@ def check_source(
     project: object | None = None,
     fix_mode: bool = False,
 ) -> list[Diagnostic]:
-    """All diagnostics of the selected rules for one decoded file, before suppressions."""
+    """All diagnostics of the selected rules for one decoded file, before suppressions.
+
+    The cyclic garbage collector is paused meanwhile: parsing and walking allocate tens of thousands of
+    acyclic nodes, and the collections they trigger cost a third of the time; whatever is left to collect
+    is collected once the collector runs again."""
+    if not gc.isenabled():
+        return _check_source(src, codes, project, fix_mode)
+    gc.disable()
+    try:
+        return _check_source(src, codes, project, fix_mode)
+    finally:
+        gc.enable()
+
+
+def _check_source(
+    src: SourceFile,
+    codes: list[str],
+    project: object | None,
+    fix_mode: bool,
+) -> list[Diagnostic]:
     try:
         tree = ast.parse(src.text, filename=src.path)
     except SyntaxError as exc:

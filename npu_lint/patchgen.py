@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_lint.astutil import dotted_name as _dotted
+from npu_lint.astutil import walk as _walk_list
 from npu_lint.diagnostics import Diagnostic, Origin
 
 SPEC_SUFFIX = "_patch_gen_config.py"
@@ -1049,8 +1050,8 @@ def _first_difference(spec_node: ast.stmt, gen_node: ast.stmt) -> int | None:
 
 def _line_map(spec_node: ast.AST, gen_node: ast.AST) -> dict[int, int] | None:
     """Generated line -> spec line for two structurally equal trees (None when they differ)."""
-    a = [n for n in ast.walk(spec_node) if hasattr(n, "lineno")]
-    b = [n for n in ast.walk(gen_node) if hasattr(n, "lineno")]
+    a = [n for n in _walk_list(spec_node) if hasattr(n, "lineno")]
+    b = [n for n in _walk_list(gen_node) if hasattr(n, "lineno")]
     if len(a) != len(b):
         return None
     out: dict[int, int] = {}

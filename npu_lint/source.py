@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -102,6 +103,13 @@ class SourceFile:
         return detect_newline(self.text)
 
     def _index(self) -> None:
+        if "\r" not in self.text:  # the common case: str.split, several times faster than the regex
+            lines = self.text.split("\n")
+            starts = [0]
+            starts.extend(itertools.accumulate([len(line) + 1 for line in lines[:-1]]))
+            self._lines = lines
+            self._line_starts = starts
+            return
         starts = [0]
         lines = []
         pos = 0

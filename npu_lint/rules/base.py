@@ -145,6 +145,9 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
                 _collect_imports(handler.body, imports)
 
 
+_UNSET = object()
+
+
 class Context:
     """Per-file state shared by the rules during the single traversal."""
 
@@ -161,6 +164,9 @@ class Context:
         self.diagnostics: list[Diagnostic] = []
         self.imports: dict[str, str] = {}
         _collect_imports(tree.body, self.imports)
+        self._qualnames: dict[ast.AST, str | None] = {}  # qualname() per node: several rules ask per call
+        # per-file results of rule helpers, computed once (key: a tuple naming the helper and its arguments)
+        self.memo: dict[object, object] = {}
 
     # -- tree helpers -------------------------------------------------------------------------------
     @property
@@ -187,12 +193,23 @@ class Context:
 
     def qualname(self, node: ast.AST) -> str | None:
         """The dotted name of a Name/Attribute chain with its root resolved through module imports."""
-        dotted = self.dotted(node)
-        if dotted is None:
+        typ = type(node)
+        if typ is ast.Name:
+            name = node.id  # type: ignore[attr-defined]
+            return self.imports.get(name, name)
+        if typ is not ast.Attribute:
             return None
-        root, _, rest = dotted.partition(".")
-        resolved = self.imports.get(root, root)
-        return f"{resolved}.{rest}" if rest else resolved
+        cached = self._qualnames.get(node, _UNSET)
+        if cached is not _UNSET:
+            return cached  # type: ignore[return-value]
+        dotted = dotted_name(node)
+        if dotted is None:
+            qual = None
+        else:
+            root, _, rest = dotted.partition(".")
+            qual = f"{self.imports.get(root, root)}.{rest}"
+        self._qualnames[node] = qual
+        return qual
 
     # -- reporting ----------------------------------------------------------------------------------
     def add(

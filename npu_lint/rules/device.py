@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.astutil import walk, walk_pairs
 from npu_lint.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 
@@ -304,7 +305,16 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
     A helper already imported from any ``...utils.device`` module (VeOmni's own files import it relatively)
     needs no edit; a name bound to something else (a local function, another import) blocks the fix.
+    The answer depends only on the file, so it is computed once per file and name (a fresh list each call).
     """
+    key = ("helper_edits", name)
+    cached = ctx.memo.get(key, ctx)
+    if cached is ctx:
+        cached = ctx.memo[key] = _helper_edits(ctx, name)
+    return None if cached is None else list(cached)  # type: ignore[call-overload]
+
+
+def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     bound = ctx.imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
@@ -701,10 +711,11 @@ class HardcodedCudaDevice(Rule):
         self.report(node, message, fix)
 
     def visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Call):
-            self._visit_call(node)
-        elif isinstance(node, ast.Attribute):
-            self._visit_attribute(node)
+        typ = type(node)
+        if typ is ast.Call:
+            self._visit_call(node)  # type: ignore[arg-type]
+        elif typ is ast.Attribute:
+            self._visit_attribute(node)  # type: ignore[arg-type]
         elif isinstance(node, ast.Compare):
             self._visit_compare(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -746,6 +757,16 @@ class HardcodedCudaDevice(Rule):
                 self._report_string(default, f"default of `{arg.arg}`")
 
     def _visit_call(self, node: ast.Call) -> None:
+        args = node.args
+        if not node.keywords and (
+            not args
+            or (
+                len(args) < 2
+                and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
+                and _cuda_string(args[0]) is None
+            )
+        ):
+            return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
         ctx = self.ctx
         qual = ctx.qualname(node.func) or ""
         func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual
@@ -802,7 +823,10 @@ class HardcodedCudaDevice(Rule):
         if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load):
             self._visit_is_cuda(node)
             return
-        if ctx.qualname(node.value) != "torch.cuda":
+        value = node.value
+        if type(value) is ast.Attribute and value.attr != "cuda":
+            return  # the qualname below ends with the attribute
+        if ctx.qualname(value) != "torch.cuda":
             return
         if node.attr in LEGACY_TENSOR_TYPES or in_annotation(ctx, node) or in_cuda_dispatch(ctx, node):
             return
@@ -1137,7 +1161,7 @@ def _bound_before(func: ast.AST, name: str, line: int) -> bool:
     """Every assignment of ``name`` in ``func`` comes before ``line`` (so ``name`` is bound there)."""
     lines = [
         t.lineno
-        for n in ast.walk(func)
+        for n in walk(func)
         if isinstance(n, ast.Assign)
         for t in n.targets
         if isinstance(t, ast.Name) and t.id == name
@@ -1156,6 +1180,25 @@ def _to_cpu(call: ast.Call) -> bool:
     )
 
 
+def _subtree(func: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(func))``, sharing the walk of ``walk_pairs`` with the other per-function helpers."""
+    return [func, *(child for child, _ in walk_pairs(func))]
+
+
+def _names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:
+    """Every ``Name`` in ``func`` with its parent, by identifier, in ``ast.walk`` order (once per function)."""
+    key = ("names_with_parents", id(func))
+    cached = ctx.memo.get(key)
+    if cached is not None and cached[0] is func:  # type: ignore[index]
+        return cached[1]  # type: ignore[index]
+    out: dict[str, list[tuple[ast.Name, ast.AST]]] = {}
+    for child, parent in walk_pairs(func):
+        if isinstance(child, ast.Name):
+            out.setdefault(child.id, []).append((child, parent))  # type: ignore[arg-type]
+    ctx.memo[key] = (func, out)
+    return out
+
+
 def _uses_after(
     ctx: Context, func: ast.AST, name: str, assign: ast.Assign, parents: dict[int, ast.AST]
 ) -> list[ast.Name] | None:
@@ -1163,11 +1206,11 @@ def _uses_after(
     device or the host (``name.to(x.device)``, ``name.cpu()``, ``name.tolist()``) before that: later uses
     then no longer see the allocation."""
     line = assign.end_lineno or assign.lineno
-    events: list[tuple[int, int, ast.Name, ast.AST]] = []
-    for parent in ast.walk(func):
-        for child in ast.iter_child_nodes(parent):
-            if isinstance(child, ast.Name) and child.id == name and child.lineno > line:
-                events.append((child.lineno, child.col_offset, child, parent))
+    events = [
+        (child.lineno, child.col_offset, child, parent)
+        for child, parent in _names_with_parents(ctx, func).get(name, ())
+        if child.lineno > line
+    ]
     events.sort(key=lambda e: (e[0], e[1]))
     uses: list[ast.Name] = []
     for _, _, child, parent in events:
@@ -1195,7 +1238,7 @@ def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
         return cached[1]
     names = frozenset(
         sub.value.id
-        for sub in ast.walk(func)
+        for sub in _subtree(func)
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
     )
     if len(_TENSOR_USES) > 4096:
@@ -1378,6 +1421,8 @@ class DevicelessAllocation(Rule):
             and func.value.id in ("self", "cls")
         ):
             self.self_calls.setdefault(unit, set()).add(func.attr)
+        if type(func) is ast.Attribute and func.attr not in FACTORIES:
+            return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
         if not qual.startswith("torch.") or qual.count(".") != 1 or qual[6:] not in FACTORIES:
             return
@@ -1408,7 +1453,7 @@ class DevicelessAllocation(Rule):
                 continue
             if _is_tensor_annotation(self.ctx, arg.annotation) or _used_as_tensor(func, arg.arg):
                 names.add(arg.arg)
-        assigns = [n for n in ast.walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        assigns = [n for n in _subtree(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
         changed = True
         while changed:
             changed = False
@@ -1470,7 +1515,7 @@ class DevicelessAllocation(Rule):
     def _parent_map(self, func: ast.AST) -> dict[int, ast.AST]:
         cached = self._parents_cache.get(id(func))
         if cached is None:
-            cached = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
+            cached = {id(c): p for c, p in walk_pairs(func)}
             self._parents_cache[id(func)] = cached
         return cached
 
@@ -1752,6 +1797,12 @@ class CudaTensorType(Rule):
     )
     precision = "No findings in veomni 0.1.12 `veomni/models` nor in transformers 5.9.0 `models/` (legacy CUDA types are gone from both); measured on the rule's examples and fixtures only."
     node_types = (ast.Call, ast.Attribute)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(name in text for name in LEGACY_TENSOR_TYPES):
+            self.node_types = (ast.Call,)  # an attribute is reported only when it names a legacy type
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx

@@ -109,6 +109,12 @@ class ReduceOpAvg(Rule):
     )
     node_types = (ast.Attribute,)
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("AVG",)):
+            self.node_types = ()  # only `<...>.AVG` is checked
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Attribute)
         ctx = self.ctx
@@ -247,6 +253,12 @@ class RawDistributedApi(Rule):
     )
     node_types = (ast.Call,)
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("get_rank", "get_world_size")):
+            self.node_types = ()  # only get_rank() / get_world_size() calls are checked
+
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         parts = PurePath(ctx.source.path.replace("\\", "/")).parts
@@ -256,7 +268,10 @@ class RawDistributedApi(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         ctx = self.ctx
-        qual = ctx.qualname(node.func) or ""
+        func = node.func
+        if type(func) is ast.Attribute and func.attr not in ("get_rank", "get_world_size"):
+            return  # the qualname below ends with the attribute
+        qual = ctx.qualname(func) or ""
         if qual not in ("torch.distributed.get_rank", "torch.distributed.get_world_size"):
             return
         which = qual.rsplit(".", 1)[1]

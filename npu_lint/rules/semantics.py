@@ -235,6 +235,9 @@ class _RmsNormCalls(Rule):
             state = _RmsNormState()
             ctx._npu_rms_state = state  # type: ignore[attr-defined]
         self.state = state
+        if not self.feeder:  # visit/leave do nothing for the reader: the walk need not call them
+            self.node_types = ()
+            self.leave_types = ()
         self.handles = state.handles
         self.classes = state.classes
         self.init_patches = state.init_patches

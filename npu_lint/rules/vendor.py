@@ -120,10 +120,19 @@ def is_backend_module(ctx: Context) -> bool:
 _VENDOR_WORDS = re.compile(r"\b(" + "|".join(sorted(vendor_map.VENDOR_PACKAGES)) + r"|kernels|npu_\w+)\b")
 
 
+# every match of _VENDOR_WORDS contains one of these substrings: when none occurs the regex cannot match
+_VENDOR_LITERALS = (*sorted(vendor_map.VENDOR_PACKAGES), "kernels", "npu_")
+_MENTIONS_MEMO: list[tuple[str, bool]] = []  # (text, answer) of the last call: two rules ask about each file
+
+
 def mentions_vendor(text: str) -> bool:
     """A cheap text pre-check: a file that names no vendor package (nor ``kernels``, nor an ``npu_*`` name) can
     hold no vendor import or call, and the rules skip its nodes entirely."""
-    return _VENDOR_WORDS.search(text) is not None
+    if _MENTIONS_MEMO and _MENTIONS_MEMO[0][0] is text:
+        return _MENTIONS_MEMO[0][1]
+    found = any(word in text for word in _VENDOR_LITERALS) and _VENDOR_WORDS.search(text) is not None
+    _MENTIONS_MEMO[:] = [(text, found)]
+    return found
 
 
 def _from_module(path: str, node: ast.ImportFrom) -> str:
@@ -656,7 +665,7 @@ class VendorKernelCall(Rule):
             return None
         root, _, rest = dotted.partition(".")
         resolved = None
-        for parent in reversed(self.ctx.parents):
+        for parent in reversed(self.ctx.parents) if self._local_imports else ():
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 resolved = self._imports_of(parent).get(root)
                 if resolved is not None:
