@@ -308,9 +308,9 @@ def _impls(rows: list[_Row], op: str, variant: str) -> tuple[list[str], list[str
 
 def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any], object, list[str]]:
     from npu_lint.config import resolve_settings
-    from npu_lint.engine import lint_paths
+    from npu_lint.engine import lint_paths, project_diagnostics
     from npu_lint.project import load_project
-    from npu_lint.rules.base import PROJECT_REGISTRY, all_rules
+    from npu_lint.rules.base import all_rules
 
     rules = all_rules()
     codes = sorted(rules)
@@ -322,16 +322,14 @@ def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any],
         if res.error:
             errors.append(res.error)
         diags.extend(res.diagnostics)
-    for code in codes:
-        cls = PROJECT_REGISTRY.get(code)
-        if cls is None:
-            continue
-        try:
-            diags.extend(
-                d for d in cls().check(project, files) if os.path.abspath(d.path).startswith(str(model_dir))
-            )
-        except Exception as exc:  # a project rule failing must not stop the audit
-            errors.append(f"{code}: internal error: {type(exc).__name__}: {exc}")
+    try:
+        diags.extend(
+            d
+            for d in project_diagnostics(project, files, codes, settings)
+            if os.path.abspath(d.path).startswith(str(model_dir))
+        )
+    except Exception as exc:  # a project rule failing must not stop the audit
+        errors.append(f"project rules: internal error: {type(exc).__name__}: {exc}")
     diags.sort(key=lambda d: d.sort_key())
     return diags, rules, project, errors
 

@@ -212,7 +212,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _check_stdin(args, settings, codes, project, fmt)
 
     from npu_lint.discovery import discover
-    from npu_lint.engine import Cache, lint_paths
+    from npu_lint.engine import Cache, lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
     errors = list(found.errors)
@@ -225,7 +225,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
         project_diags.extend(
-            _project_diagnostics(
+            project_diagnostics(
                 project, found.files, codes, settings, fix_mode=args.fix or args.diff, cache=cache
             )
         )
@@ -266,47 +266,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _project_diagnostics(
-    project: object,
-    files: list[str],
-    codes: list[str],
-    settings: object,
-    fix_mode: bool = False,
-    cache: object | None = None,
-) -> list:
-    """Diagnostics of the project (whole-tree) rules, suppressions applied. Cached, like file results,
-    under a key covering every linted file's key (content, configuration, project index)."""
-    from npu_lint.engine import apply_suppressions, per_file_ignored, read_source
-    from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
-
-    load_rule_modules()
-    rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
-    if not rules:
-        return []
-    key = None
-    if cache is not None and not fix_mode:
-        key = cache.tree_key("project:" + ",".join(c.code for c in rules))  # type: ignore[attr-defined]
-        hit = cache.get(key)  # type: ignore[attr-defined]
-        if hit is not None:
-            return hit
-    out = []
-    for cls in rules:
-        rule = cls()
-        rule.fix_mode = fix_mode
-        diags = list(rule.check(project, files))
-        for diag in diags:
-            try:
-                src = read_source(diag.path)
-            except Exception:
-                out.append(diag)
-                continue
-            ignored = per_file_ignored(diag.path, settings, codes)  # type: ignore[arg-type]
-            out.extend(apply_suppressions(src, [diag], ignored))
-    if key is not None:
-        cache.put(key, out)  # type: ignore[attr-defined]
-    return out
-
-
 def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, ANN202
     """Fix every file with applicable fixes. Project-rule fixes (computed over the whole tree) are applied
     first, once, on the original text; file-rule fixes then run to a fixpoint with re-linting."""
@@ -340,9 +299,7 @@ def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, 
             if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
                 remaining.append(diag)
                 continue
-            attempt = apply_edits(text, edits, src.newline) if edits else text
-            if edits and taken:
-                attempt = apply_edits(src.text, [*taken, *edits], src.newline)
+            attempt = apply_edits(src.text, [*taken, *edits], src.newline)
             if not parses(attempt):
                 dropped.append(
                     f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"

@@ -21,7 +21,7 @@ from pathlib import Path
 from npu_lint import __version__
 from npu_lint.config import Settings
 from npu_lint.diagnostics import SEVERITY_ERROR, Applicability, CreateFile, Diagnostic, Edit, Fix
-from npu_lint.rules.base import REGISTRY, Context, Rule, load_rule_modules
+from npu_lint.rules.base import PROJECT_REGISTRY, REGISTRY, Context, Rule, load_rule_modules
 from npu_lint.source import DecodeError, SourceFile, decode_source
 
 SYNTAX_CODE = "NPU001"
@@ -471,6 +471,49 @@ def lint_paths(
             if res.error is None:
                 cache.put(key, res.diagnostics)
     return [results[p] for p in sorted(results)]
+
+
+def project_diagnostics(
+    project: object,
+    files: list[str],
+    codes: list[str],
+    settings: Settings,
+    fix_mode: bool = False,
+    cache: Cache | None = None,
+    sources: dict[str, SourceFile] | None = None,
+) -> list[Diagnostic]:
+    """Diagnostics of the project (whole-tree) rules, suppressions applied. Cached, like file results,
+    under a key covering every linted file's key (content, configuration, project index). ``sources`` gives
+    the text to read suppressions from for some paths (an editor's unsaved buffer); others are read from disk.
+    Used by the CLI, the audit and the language server."""
+    load_rule_modules()
+    rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
+    if not rules:
+        return []
+    key = None
+    if cache is not None and not fix_mode:
+        key = cache.tree_key("project:" + ",".join(c.code for c in rules))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    out = []
+    for cls in rules:
+        rule = cls()
+        rule.fix_mode = fix_mode
+        diags = list(rule.check(project, files))
+        for diag in diags:
+            src = (sources or {}).get(diag.path)
+            if src is None:
+                try:
+                    src = read_source(diag.path)
+                except (OSError, DecodeError):
+                    out.append(diag)
+                    continue
+            ignored = per_file_ignored(diag.path, settings, codes)
+            out.extend(apply_suppressions(src, [diag], ignored))
+    if key is not None:
+        cache.put(key, out)
+    return out
 
 
 # -- fixes ------------------------------------------------------------------------------------------

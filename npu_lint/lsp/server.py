@@ -299,12 +299,11 @@ class NpuLintServer(LanguageServer):
     ) -> list[Diagnostic]:
         """Whole-tree rules read files from disk: their findings for this document are shown while the
         buffer matches the file on disk (on open and after a save)."""
-        from npu_lint.engine import apply_suppressions, per_file_ignored
+        from npu_lint.engine import project_diagnostics
         from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
 
         load_rule_modules()
-        rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
-        if not rules:
+        if not any(c in PROJECT_REGISTRY for c in codes):
             return []
         try:
             on_disk = Path(src.path).read_text(encoding="utf-8")
@@ -312,13 +311,9 @@ class NpuLintServer(LanguageServer):
             return []
         if on_disk.replace("\r\n", "\n") != src.text.replace("\r\n", "\n"):
             return []
-        out: list[Diagnostic] = []
         target = os.path.abspath(src.path)
-        ignored = per_file_ignored(src.path, settings, codes)
-        for cls in rules:
-            found = [d for d in cls().check(project, [src.path]) if os.path.abspath(d.path) == target]
-            out.extend(apply_suppressions(src, found, ignored))
-        return sorted(out, key=Diagnostic.sort_key)
+        found = project_diagnostics(project, [src.path], codes, settings, sources={src.path: src})
+        return sorted((d for d in found if os.path.abspath(d.path) == target), key=Diagnostic.sort_key)
 
     def document_text(self, uri: str) -> tuple[str, int | None]:
         doc = self.workspace.get_text_document(uri)
