@@ -202,7 +202,7 @@ def _parse_block(ctx: Context, call: ast.Call) -> Block | None:
 
 def post_import_blocks(ctx: Context) -> list[Block]:
     """Every ``<config>.add_post_import_block("...")`` at module level of the file, parsed (cached)."""
-    cached = getattr(ctx, "_npu_post_import_blocks", None)
+    cached = ctx.memo.get("post_import_blocks")
     if cached is not None:
         return cached
     blocks: list[Block] = []
@@ -216,7 +216,7 @@ def post_import_blocks(ctx: Context) -> list[Block]:
             block = _parse_block(ctx, stmt.value)
             if block is not None:
                 blocks.append(block)
-    ctx._npu_post_import_blocks = blocks  # type: ignore[attr-defined]
+    ctx.memo["post_import_blocks"] = blocks
     return blocks
 
 
@@ -346,14 +346,14 @@ class HandleTable:
 def migration_fix(ctx: Context, code: str, node: ast.AST, line: int | None = None) -> Fix | None:
     """The whole-file dispatch migration, attached once per file: to the first NPU201-203 finding that is
     not suppressed by a ``# noqa`` on its line (``line``, default the node's)."""
-    if getattr(ctx, "_npu_migration_fix_done", False):
+    if ctx.memo.get("migration_fix_done"):
         return None
     from npu_lint.engine import noqa_codes
 
     noqa = noqa_codes(ctx.source.line_text(line or node.lineno))  # type: ignore[attr-defined]
     if noqa is None or (noqa is not False and code in noqa):
         return None  # this finding is suppressed: the next one carries the fix
-    ctx._npu_migration_fix_done = True  # type: ignore[attr-defined]
+    ctx.memo["migration_fix_done"] = True
     if not ctx.fix_mode:
         # the codemod (libcst + astroid) runs only when fixes are applied: a plain check shows a deferred fix
         return Fix(

@@ -229,11 +229,11 @@ class _RmsNormCalls(Rule):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        state = getattr(ctx, "_npu_rms_state", None)
+        state = ctx.memo.get("rms_state")
         self.feeder = state is None
         if state is None:
             state = _RmsNormState()
-            ctx._npu_rms_state = state  # type: ignore[attr-defined]
+            ctx.memo["rms_state"] = state
         self.state = state
         if not self.feeder:  # visit/leave do nothing for the reader: the walk need not call them
             self.node_types = ()
