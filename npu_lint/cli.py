@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        from npu_lint.config import ConfigError
+        from npu_lint.core.config import ConfigError
 
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
@@ -179,7 +179,7 @@ def _known_codes() -> dict[str, bool]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from npu_lint.config import resolve_settings, selected_codes, with_overrides
+    from npu_lint.core.config import resolve_settings, selected_codes, with_overrides
 
     paths = args.paths or ["."]
     anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
@@ -199,7 +199,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     codes = selected_codes(settings, known)
     fmt = args.output_format or os.environ.get("NPU_LINT_OUTPUT_FORMAT") or "text"
 
-    from npu_lint.project import load_project
+    from npu_lint.veomni.project import load_project
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
     if args.live_registry:
@@ -211,7 +211,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
 
-    from npu_lint.discovery import discover
+    from npu_lint.core.discovery import discover
     from npu_lint.engine import Cache, lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
@@ -269,8 +269,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, ANN202
     """Fix every file with applicable fixes. Project-rule fixes (computed over the whole tree) are applied
     first, once, on the original text; file-rule fixes then run to a fixpoint with re-linting."""
+    from npu_lint.core.source import SourceFile
     from npu_lint.engine import apply_edits, fix_applicable, fix_source, parses, read_source, write_atomic
-    from npu_lint.source import SourceFile
 
     by_path: dict[str, list] = {}
     for diag in diagnostics:
@@ -400,7 +400,7 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
 
 
 def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa: ANN001
-    from npu_lint.diagnostics import Applicability
+    from npu_lint.core.diagnostics import Applicability
     from npu_lint.engine import fix_applicable
 
     lines = []
@@ -441,8 +441,8 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
 
 
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
+    from npu_lint.core.source import DecodeError, SourceFile, decode_source
     from npu_lint.engine import fix_source, lint_source
-    from npu_lint.source import DecodeError, SourceFile, decode_source
 
     data = sys.stdin.buffer.read()
     try:

@@ -25,8 +25,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint import patchgen
-from npu_lint.diagnostics import Edit
+from npu_lint.core.diagnostics import Edit
+from npu_lint.veomni import patchgen
 
 DEVICE_MODULE = "veomni.utils.device"
 FLAG = "IS_NPU_AVAILABLE"

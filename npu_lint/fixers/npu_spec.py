@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint import patchgen
-from npu_lint.diagnostics import Edit
+from npu_lint.core.diagnostics import Edit
+from npu_lint.veomni import patchgen
 
 FORMAT_LINE_LENGTH = (
     88  # ruff's default; the wrapped import form (magic trailing comma) is stable at any length
