@@ -101,6 +101,8 @@ def project_diagnostics(
     under a key covering every linted file's key (content, configuration, project index). ``sources`` gives
     the text to read suppressions from for some paths (an editor's unsaved buffer); others are read from disk.
     Used by the CLI, the audit and the language server."""
+    from npu_lint.fixers import builder as fixer_builder
+
     load_rule_modules()
     rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
     if not rules:
@@ -115,6 +117,7 @@ def project_diagnostics(
     for cls in rules:
         rule = cls()
         rule.fix_mode = fix_mode
+        rule.fixer_lookup = fixer_builder
         diags = list(rule.check(project, files))
         for diag in diags:
             src = (sources or {}).get(diag.path)

@@ -17,6 +17,12 @@ from typing import Any
 # builder name -> "module:function"; the function takes the file's Context and returns a Fix or None
 BUILDERS: dict[str, str] = {
     "dispatch-migration": "npu_lint.fixers.dispatch:build_migration_fix",
+    # project rules (NPU501, NPU502, NPU504) ask for these through ProjectRule.fixer
+    "npu-spec": "npu_lint.fixers.npu_spec:build_npu_spec",
+    "npu-spec-format": "npu_lint.fixers.npu_spec:format_many",
+    "reuse-gpu-patch": "npu_lint.fixers.npu_spec:reuse_gpu_patch_edits",
+    "init-switch-flag-edit": "npu_lint.fixers.init_switch:flag_import_edit",
+    "init-switch-edit": "npu_lint.fixers.init_switch:switch_edit",
 }
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from npu_lint.core.astutil import dotted_name
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
@@ -109,6 +109,14 @@ class ProjectRule(RuleMeta):
     parts of a fix (formatting a created file) may be skipped otherwise."""
 
     fix_mode: bool = False
+    # the fixer registry's lookup (``npu_lint.fixers.builder``), set on the instance by the engine: project
+    # rules build their fixes through it and never import a fixer
+    fixer_lookup: Callable[[str], Callable[..., Any]] | None = None
+
+    def fixer(self, name: str) -> Callable[..., Any]:
+        if self.fixer_lookup is None:
+            raise RuntimeError(f"{self.code}: no fixer registry (project rules run through the engine)")
+        return self.fixer_lookup(name)
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -1238,3 +1238,28 @@ def attach_origins(
                 diag = diag.replace(origin=origin)
         out.append(diag)
     return out
+
+
+def npu_spec_path(gpu_spec_path: str) -> str:
+    directory, name = os.path.split(gpu_spec_path)
+    return os.path.join(directory, name[: -len(GPU_SPEC_SUFFIX)] + NPU_SPEC_SUFFIX)
+
+
+def npu_target_file(spec: Spec) -> str:
+    target = effective_target_file(spec)
+    if target and target.endswith("_gpu.py"):
+        return target[: -len("_gpu.py")] + "_npu.py"
+    stem = os.path.basename(spec.path)[: -len(GPU_SPEC_SUFFIX)]
+    return f"patched_modeling_{stem}_npu.py"
+
+
+def regen_command(spec_path: str) -> str:
+    """``patchgen <dotted.module> -o <package>/generated --diff -v`` (paths relative to the VeOmni root)."""
+    module = module_of(spec_path)
+    root = veomni_root_of(spec_path)
+    package = os.path.dirname(os.path.abspath(spec_path))
+    if module is None or root is None:
+        stem = Path(spec_path).stem
+        return f"patchgen {stem} -o {os.path.join(os.path.dirname(spec_path) or '.', 'generated')} --diff -v"
+    rel = Path(os.path.relpath(package, os.path.abspath(root))).as_posix()
+    return f"patchgen {module} -o {rel}/generated --diff -v"

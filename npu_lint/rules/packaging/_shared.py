@@ -13,6 +13,7 @@ from npu_lint.core.astutil import transformers_dir
 from npu_lint.core.diagnostics import Diagnostic, Fix, Origin
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import registered_types
 
 
 def _guarded(check: Callable[..., Iterable[Diagnostic]]) -> Callable[..., list[Diagnostic]]:
@@ -251,8 +252,6 @@ class Registration:
 
 
 def _registrations(tree: ast.Module) -> list[Registration]:
-    from npu_lint.fixers.init_switch import registered_types
-
     out = []
     for stmt in tree.body:
         if not isinstance(stmt, ast.FunctionDef):

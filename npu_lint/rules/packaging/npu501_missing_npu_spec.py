@@ -9,6 +9,7 @@ from npu_lint.core.diagnostics import Applicability, CreateFile, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _first_line_range, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file
 
 
 class MissingNpuSpec(ProjectRule):
@@ -73,8 +74,7 @@ class MissingNpuSpec(ProjectRule):
 
     @_guarded
     def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
-        from npu_lint.fixers.npu_spec import build_npu_spec, format_many, npu_spec_path, npu_target_file
-
+        build_npu_spec, format_many = self.fixer("npu-spec"), self.fixer("npu-spec-format")
         linted = _linted(paths)
         found = []
         for pkg in packages(paths):

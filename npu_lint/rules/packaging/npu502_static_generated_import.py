@@ -9,6 +9,7 @@ from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
 
 
 class StaticGeneratedImport(ProjectRule):
@@ -87,8 +88,6 @@ class StaticGeneratedImport(ProjectRule):
 
     @_guarded
     def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
-        from npu_lint.fixers import init_switch
-
         linted = _linted(paths)
         for pkg in packages(paths):
             if pkg.init is None or os.path.normpath(pkg.init) not in linted:
@@ -96,20 +95,20 @@ class StaticGeneratedImport(ProjectRule):
             parsed = patchgen.load_file(pkg.init)
             if parsed is None or parsed.tree is None:
                 continue
-            static = init_switch.find_static_imports(parsed.tree)
+            static = find_static_imports(parsed.tree)
             if not static:
                 continue
             targets = pkg.targets()
             existing = {os.path.basename(g) for g in pkg.generated}
             flag_edit = None
-            if not init_switch.flag_bound(parsed.tree):
-                module = init_switch.flag_import_module(pkg.init, parsed.tree)
-                flag_edit = init_switch.flag_import_edit(parsed.text, parsed.tree, module)
+            if not flag_bound(parsed.tree):
+                module = flag_import_module(pkg.init, parsed.tree)
+                flag_edit = self.fixer("init-switch-flag-edit")(parsed.text, parsed.tree, module)
             for item in static:
                 gpu_file, npu_file = item.gpu_module + ".py", item.npu_module + ".py"
                 if not ({gpu_file, npu_file} & targets or npu_file in existing):
                     continue  # no spec produces this module: nothing to choose from
-                edit = init_switch.switch_edit(parsed.text, item)
+                edit = self.fixer("init-switch-edit")(parsed.text, item)
                 fix = None
                 if edit is not None:
                     edits = (edit,) if flag_edit is None else (flag_edit, edit)

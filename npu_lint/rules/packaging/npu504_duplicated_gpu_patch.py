@@ -90,8 +90,7 @@ class DuplicatedGpuPatch(ProjectRule):
 
     @_guarded
     def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
-        from npu_lint.fixers.npu_spec import reuse_gpu_patch_edits
-
+        reuse_gpu_patch_edits = self.fixer("reuse-gpu-patch")
         linted = _linted(paths)
         for pkg in packages(paths):
             for npu_path in pkg.npu_specs:

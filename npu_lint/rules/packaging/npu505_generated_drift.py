@@ -17,6 +17,7 @@ from npu_lint.rules.packaging._shared import (
     patchgen_banner,
 )
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.patchgen import regen_command
 
 
 class GeneratedDrift(ProjectRule):
@@ -93,8 +94,6 @@ class GeneratedDrift(ProjectRule):
 
     @_guarded
     def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
-        from npu_lint.fixers.npu_spec import regen_command
-
         linted = _linted(paths)
         have_patchgen = shutil.which("patchgen") is not None
         for pkg in packages(paths):
