@@ -3,7 +3,7 @@
 Front ends (cli, lsp, audit) import from here; the engine imports rules and fixers, never the reverse."""
 
 from npu_lint.engine.cache import Cache
-from npu_lint.engine.fix import FixOutcome, apply_edits, fix_applicable, fix_source, parses
+from npu_lint.engine.fix import FixOutcome, TreeFix, apply_edits, fix_applicable, fix_source, fix_tree, parses
 from npu_lint.engine.lint import (
     GENERATED_FIX_REASON,
     SYNTAX_CODE,
@@ -32,6 +32,8 @@ __all__ = [
     "file_suppression",
     "fix_applicable",
     "fix_source",
+    "fix_tree",
+    "TreeFix",
     "lint_path",
     "lint_paths",
     "lint_source",
