@@ -155,12 +155,14 @@ def fix_tree(
     project: object | None = None,
     unsafe: bool = False,
     write: bool = True,
+    sources: dict[str, SourceFile] | None = None,
 ) -> TreeFix:
     """Fix every file with applicable fixes (the one orchestration for the CLI and the language server).
 
     Project-rule fixes (computed over the whole tree) are applied first, once, on the file's text; file-rule
     fixes then run to a fixpoint with re-linting. Created files are written (or only reported when ``write``
-    is false) before the files that will import them."""
+    is false) before the files that will import them. ``sources`` gives the text of some paths (an editor's
+    buffer); the others are read from disk."""
     from npu_lint.engine.lint import read_source
     from npu_lint.engine.write import write_atomic
 
@@ -173,7 +175,7 @@ def fix_tree(
         if not any(fix_applicable(d.fix, unsafe) for d in diags):
             out.remaining.extend(diags)
             continue
-        src = read_source(path)
+        src = (sources or {}).get(path) or read_source(path)
         counts: Counter[str] = Counter()
         text = src.text
         creates: list[CreateFile] = []

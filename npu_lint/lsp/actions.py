@@ -189,7 +189,7 @@ def fix_all_action(
 ) -> types.CodeAction | None:
     """One ``source.fixAll.npu-lint`` action: every applicable fix to a fixpoint, sent as one edit.
 
-    ``fix(src, unsafe)`` returns the fixed text and the files to create (``npu_lint.engine.fix_source``)."""
+    ``fix(src, unsafe)`` returns the fixed text and the files to create (``npu_lint.engine.fix_tree``: project fixes included)."""
     if not any(fix_applicable(d.fix, unsafe) for d in ctx.diagnostics):
         return None
     new_text, creates = fix(ctx.src, unsafe)

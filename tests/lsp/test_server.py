@@ -371,3 +371,20 @@ async def test_fix_all_resolved_lazily(pull_client: LanguageClient, project: Pat
         types.DocumentDiagnosticParams(text_document=ident)
     )
     assert [d.range.start.line for d in report.items] == [6]
+
+
+async def test_fix_all_applies_project_fixes(push_client: LanguageClient, project: Path) -> None:
+    """Editor fix-all goes through the same orchestration as `--fix` (engine.fix_tree): on a GPU spec whose
+    package has no NPU sibling, it creates the sibling (NPU501, a project-rule fix)."""
+    import shutil
+
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "veomni", project / "veomni")
+    spec = project / "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    text = spec.read_text(encoding="utf-8")
+    uri = open_document(push_client, spec, text)
+    await wait_diagnostics(push_client, uri, lambda d: "NPU501" in codes(d))
+    actions = await _actions(push_client, uri, [], only=[types.CodeActionKind.SourceFixAll])
+    assert [a.kind for a in actions] == ["source.fixAll.npu-lint"]
+    changes = actions[0].edit.document_changes or []
+    created = [c.uri for c in changes if isinstance(c, types.CreateFile)]
+    assert any(u.endswith("toy_npu_patch_gen_config.py") for u in created), changes
