@@ -90,7 +90,11 @@ def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module
                             _add_all(stmt.value)
             elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
                 _bind_targets(stmt.target, info.local)
-                if isinstance(stmt.target, ast.Name) and stmt.target.id == "__all__" and stmt.value is not None:
+                if (
+                    isinstance(stmt.target, ast.Name)
+                    and stmt.target.id == "__all__"
+                    and stmt.value is not None
+                ):
                     _add_all(stmt.value)
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
                     info.constants[stmt.target.id] = stmt.value

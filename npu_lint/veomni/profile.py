@@ -149,7 +149,10 @@ _OPSLOT_SLOTS: Variants = (
 _CATALOG_VARIANTS = _variants(BUILTIN_ROWS)
 _KERNEL_VARIANTS = _variants(
     [
-        *(OpRow(r.op, "qwen3_5" if (r.op, r.variant) == ("rms_norm", "offset") else r.variant, r.impl) for r in BUILTIN_ROWS),
+        *(
+            OpRow(r.op, "qwen3_5" if (r.op, r.variant) == ("rms_norm", "offset") else r.variant, r.impl)
+            for r in BUILTIN_ROWS
+        ),
         OpRow("rope_vision", "full", "eager"),
     ]
 )
@@ -379,10 +382,15 @@ def detect_profile(
     loss_module, loss_helpers, loss_keyword = base.loss_module, base.loss_helpers, base.loss_handle_keyword
     candidates = defs.get("ForCausalLMLoss", [])
     if candidates:
+
         def score(module: str) -> tuple[int, int, str]:
             info = index.info(module)
             keyword = _loss_keyword(info.functions.get("ForCausalLMLoss", ())) if info else None
-            return (0 if keyword == base.loss_handle_keyword else 1, 0 if module == base.loss_module else 1, module)
+            return (
+                0 if keyword == base.loss_handle_keyword else 1,
+                0 if module == base.loss_module else 1,
+                module,
+            )
 
         best = min(candidates, key=score)
         info = index.info(best)

@@ -128,7 +128,9 @@ def kernel_spec_row(call: ast.Call, env: Env | None = None, constants: Env | Non
     for kw in call.keywords:
         if kw.arg:
             fields[kw.arg] = kw.value
-    name, op, variant = (_str(_resolve(fields.get(f), env, constants)) for f in ("name", "op_name", "variant"))
+    name, op, variant = (
+        _str(_resolve(fields.get(f), env, constants)) for f in ("name", "op_name", "variant")
+    )
     if name is None or op is None or variant is None:
         return None
     kind = hardware_kind(_resolve(fields.get("hardware"), env, constants)) or ANY
@@ -194,9 +196,9 @@ def read_registry_tree(tree: ast.Module) -> tuple[list[OpRow], list[OpRow], list
     def scan(stmts: list[ast.stmt], envs: list[Env]) -> None:
         for stmt in stmts:
             if isinstance(stmt, ast.For):
-                inner = [
-                    {**env, **it} for env in envs for it in loop_iterations(stmt, env, constants)
-                ][:_MAX_ENVS]
+                inner = [{**env, **it} for env in envs for it in loop_iterations(stmt, env, constants)][
+                    :_MAX_ENVS
+                ]
                 if inner:
                     scan(stmt.body, inner)
                 continue
