@@ -201,7 +201,7 @@ class ModuleIndex:
         if info.is_package and self.has_module(f"{module}.{name}"):
             return True
         if _depth >= MAX_REEXPORT_DEPTH:
-            return name in info.reexports  # bound syntactically; too deep to follow further
+            return False  # too deep to follow: not shown to resolve (fixes must not rely on it)
         if name in info.reexports:
             source, source_name = info.reexports[name]
             if source_name is None:  # import a.b as name
