@@ -254,7 +254,7 @@ def builtin_profile(generation: Generation | str | None = None) -> ApiProfile:
 # -- reading a tree -------------------------------------------------------------------------------------
 
 _REQUIREMENT = re.compile(r"^\w*KernelRequirement$|^HardwareRequirement$")
-_LOSS = re.compile(r"^For\w*Loss$")
+_LOSS = re.compile(r"^For[A-Z]\w*$")  # loss helpers: ForCausalLMLoss, ForTokenClassification, ...
 _INTEREST = {
     *_HANDLES.values(),
     *(n for p in BUILTIN_PROFILES.values() for n in (p.resolver, p.attention_helper, p.register_function)),
@@ -366,9 +366,16 @@ def detect_profile(
         )
 
     def where(name: str | None, preferred: str | None) -> str | None:
+        """The module to import ``name`` from; None when a tree that has this API does not define it."""
         if name is None:
             return None
-        return _public_module(index, name, defs.get(name, []), preferred) or preferred
+        found = _public_module(index, name, defs.get(name, []), preferred)
+        if found is None and not has_handle:
+            return preferred  # the API is absent altogether: keep the generation's names (see notes)
+        return found
+
+    def named(name: str | None, module: str | None) -> str | None:
+        return name if module is not None else None
 
     handle_module = where(base.handle, base.handle_module) or base.handle_module
     resolver_module = where(base.resolver, base.resolver_module)
@@ -377,6 +384,14 @@ def detect_profile(
         where(base.bias_helpers[0], resolver_module or base.bias_module) if base.bias_helpers else None
     )
     registry_module = where(base.register_function, base.registry_module)
+
+    def beside(name: str | None) -> str | None:  # a registry name importable from the registry module
+        if name is None or not has_handle:
+            return name
+        return name if registry_module and index.defines(registry_module, name) else None
+
+    registry_object = beside(base.registry_object)
+    resolve_function = beside(base.resolve_function)
 
     # loss helpers: the module whose ForCausalLMLoss takes this generation's handle keyword
     loss_module, loss_helpers, loss_keyword = base.loss_module, base.loss_helpers, base.loss_handle_keyword
@@ -396,8 +411,14 @@ def detect_profile(
         info = index.info(best)
         if info is not None and score(best)[0] == 0:
             loss_module = where("ForCausalLMLoss", best)
-            loss_helpers = tuple(sorted(n for n in info.functions if _LOSS.match(n)))
             loss_keyword = _loss_keyword(info.functions.get("ForCausalLMLoss", ()))
+            loss_helpers = tuple(
+                sorted(
+                    n
+                    for n, params in info.functions.items()
+                    if n.startswith("For") and (loss_keyword is None or loss_keyword in params)
+                )
+            )
 
     # requirement classes: the module (near the registry) that defines them
     requirement_module, requirement_classes = base.requirement_module, base.requirement_classes
@@ -443,6 +464,12 @@ def detect_profile(
         loss_handle_keyword=loss_keyword,
         bias_module=bias_module,
         registry_module=registry_module,
+        resolver=named(base.resolver, resolver_module),
+        attention_helper=named(base.attention_helper, attention_module),
+        bias_helpers=base.bias_helpers if bias_module else (),
+        register_function=named(base.register_function, registry_module),
+        registry_object=registry_object,
+        resolve_function=resolve_function,
         requirement_classes=requirement_classes,
         requirement_module=requirement_module,
         device_helpers=device_helpers,
