@@ -2,8 +2,9 @@
 
 A :class:`ModuleIndex` maps a dotted module to its file under the tree root (``a/b.py`` or
 ``a/b/__init__.py``) and reads the names bound at its top level with ``ast`` (never importing it): ``def``,
-``class``, assignments, ``import`` / ``from ... import`` bindings (relative ones resolved), names listed in
-``__all__``, and submodules of a package. Re-exports and star imports are followed a bounded number of
+``class``, assignments, ``import`` / ``from ... import`` bindings (relative ones resolved), star imports
+(honouring the source's ``__all__``), submodules of a package, and, as a last resort, names listed in
+``__all__``. Re-exports and star imports are followed a bounded number of
 levels. Results are cached on the instance (one index per run; no module-level memo).
 """
 
@@ -22,7 +23,8 @@ class ModuleInfo:
 
     path: str
     is_package: bool
-    local: set[str] = field(default_factory=set)  # def / class / assignment / __all__ / plain import
+    local: set[str] = field(default_factory=set)  # def / class / assignment / plain import
+    all_names: tuple[str, ...] | None = None  # the literal ``__all__``, when there is one
     reexports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name -> (module, name|None)
     star: list[str] = field(default_factory=list)  # modules star-imported
     functions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # def name -> parameter names
@@ -125,9 +127,8 @@ def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module
 
     def _add_all(value: ast.expr) -> None:
         if isinstance(value, (ast.List, ast.Tuple)):
-            for elt in value.elts:
-                if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
-                    info.local.add(elt.value)
+            names = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            info.all_names = (*(info.all_names or ()), *names)
 
     scan(tree.body)
     return info
@@ -210,11 +211,22 @@ class ModuleIndex:
                 return True  # bound from an external package: its import is not ours to check
             return self.defines(source, source_name, _depth + 1) or self.has_module(f"{source}.{source_name}")
         for source in info.star:
-            if not self.is_local(source):
-                continue
-            if self.defines(source, name, _depth + 1):
+            if self.is_local(source) and self._star_exports(source, name, _depth + 1):
                 return True
-        return False
+        # listed in __all__ without a binding we can see (e.g. served by a module __getattr__)
+        return name in (info.all_names or ())
+
+    def _star_exports(self, module: str, name: str, depth: int) -> bool:
+        """Whether ``from module import *`` binds ``name``."""
+        info = self.info(module)
+        if info is None:
+            return False
+        if info.all_names is not None:
+            if name not in info.all_names:
+                return False
+        elif name.startswith("_"):
+            return False
+        return self.defines(module, name, depth)
 
     def can_import(self, module: str, names: list[str] | tuple[str, ...]) -> bool:
         return all(self.defines(module, n) for n in names)
@@ -231,7 +243,11 @@ class ModuleIndex:
             if source_name is not None and self.is_local(source):
                 return self.origin(source, source_name, _depth + 1)
         for source in info.star:
-            if self.is_local(source) and _depth < MAX_REEXPORT_DEPTH:
+            if (
+                self.is_local(source)
+                and _depth < MAX_REEXPORT_DEPTH
+                and self._star_exports(source, name, _depth + 1)
+            ):
                 found = self.origin(source, name, _depth + 1)
                 if found:
                     return found
