@@ -8,7 +8,8 @@ cheap to build: only files whose bytes mention a registration call are parsed.
 ``profile`` (:class:`npu_lint.veomni.profile.ApiProfile`) names, for the tree's generation (OpSlot, VeomniOp
 or VeomniKernel; ``target-api`` overrides it), every API name a rule or fix uses and the module defining it,
 and answers ``defines(module, name)`` statically. ``generation`` is the profile's generation when the tree
-has a known one (or target-api forces one), else None.
+defines its handle, else the generation the tree has (None: unknown); ``notes`` say once per run when
+target-api forces an API the tree lacks.
 
 Two row tables are kept:
 
@@ -273,7 +274,9 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
     profile = detect_profile(root, target_api, rows=registered or slots, packages=packages_found)
     return Project(
         root=str(root),
-        generation=profile.generation if (profile.detected or target_api != "auto") else None,
+        # the API the code may use: the profile's, when the tree has it; else what the tree has (a forced
+        # target-api the tree lacks changes the names in messages, never what fixes may import)
+        generation=profile.generation if profile.has_handle else profile.detected,
         registered=registered,
         slot_rows=slots,
         model_packages=packages_found,

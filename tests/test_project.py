@@ -143,7 +143,12 @@ def test_wheel_index(tmp_path: Path) -> None:
     assert len(slots) == 35
     # 18 with a patch spec, 10 found by their registration (diffusers, flux, movqgan, ...)
     assert len(project.model_packages) == 28
-    assert sum(any(f.endswith("_gpu_patch_gen_config.py") for f in os.listdir(p)) for p in project.model_packages) == 18
+    assert (
+        sum(
+            any(f.endswith("_gpu_patch_gen_config.py") for f in os.listdir(p)) for p in project.model_packages
+        )
+        == 18
+    )
     assert all((Path(p) / "__init__.py").is_file() for p in project.model_packages)
 
 
