@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
-from npu_lint.catalog import BUILTIN_ROWS, OpRow
+from npu_lint.catalog import BUILTIN_ROWS, OpRow, catalog_rows
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.layout import SKIP_DIRS, find_model_packages, layouts_of
 
@@ -147,15 +147,7 @@ _OPSLOT_SLOTS: Variants = (
     ("swiglu_mlp", ("standard",)),
 )
 _CATALOG_VARIANTS = _variants(BUILTIN_ROWS)
-_KERNEL_VARIANTS = _variants(
-    [
-        *(
-            OpRow(r.op, "qwen3_5" if (r.op, r.variant) == ("rms_norm", "offset") else r.variant, r.impl)
-            for r in BUILTIN_ROWS
-        ),
-        OpRow("rope_vision", "full", "eager"),
-    ]
-)
+_KERNEL_VARIANTS = _variants([*catalog_rows("qwen3_5"), OpRow("rope_vision", "full", "eager")])
 
 BUILTIN_PROFILES: dict[Generation, ApiProfile] = {
     Generation.OP_SLOT: ApiProfile(

@@ -235,3 +235,30 @@ def test_fixture_tree_outside_the_repo_layout(tmp_path: Path) -> None:
     assert profile.handle_module == "veomni.kernels"
     assert profile.device_helpers == BUILTIN_PROFILES[Generation.VEOMNI_KERNEL].device_helpers
     assert profile.layouts == ("veomni/models_kernel",)  # no packages: the generation's default
+
+
+def test_catalog_in_a_profile_s_names() -> None:
+    from npu_lint.catalog import BUILTIN_ROWS, catalog_rows, slot_target
+
+    assert catalog_rows() is BUILTIN_ROWS
+    kernel = builtin_profile(Generation.VEOMNI_KERNEL)
+    rows = catalog_rows(kernel.offset_rms_variant)
+    assert {r.variant for r in rows if r.op == "rms_norm"} == {
+        "standard",
+        "qwen3_5",
+        "unweighted",
+        "deepseek_v4",
+    }
+    assert kernel.variants_of("rms_norm") == ("deepseek_v4", "qwen3_5", "standard", "unweighted")
+    tree = detect_profile(TREES / "veomni_op_models_kernel")
+    assert slot_target("rms_norm", "qwen3_5", tree.offset_rms_variant, tree.vision_rope) == (
+        "rms_norm",
+        "qwen3_5",
+    )
+    assert slot_target("rotary_pos_emb_vision", "full", tree.offset_rms_variant, tree.vision_rope) == (
+        "rope_vision",
+        "full",
+    )
+    assert slot_target("rms_norm", "qwen3_5") == ("rms_norm", "offset")
+    assert slot_target("rotary_pos_emb", "full") == ("rope", "full")
+    assert slot_target("nope", "x") is None
