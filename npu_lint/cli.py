@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        from npu_lint.config import ConfigError
+        from npu_lint.core.config import ConfigError
 
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
@@ -179,7 +179,7 @@ def _known_codes() -> dict[str, bool]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from npu_lint.config import resolve_settings, selected_codes, with_overrides
+    from npu_lint.core.config import resolve_settings, selected_codes, with_overrides
 
     paths = args.paths or ["."]
     anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
@@ -199,7 +199,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     codes = selected_codes(settings, known)
     fmt = args.output_format or os.environ.get("NPU_LINT_OUTPUT_FORMAT") or "text"
 
-    from npu_lint.project import load_project
+    from npu_lint.veomni.project import load_project
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
@@ -213,7 +213,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
 
-    from npu_lint.discovery import discover
+    from npu_lint.core.discovery import discover
     from npu_lint.engine import Cache, lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
@@ -246,9 +246,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     dropped: list[str] = []
     created: list[str] = []
     if args.fix or args.diff:
-        diagnostics, fixed_counts, dropped, created, diff_text = _apply_fixes(
-            diagnostics, codes, settings, project, args
+        from npu_lint.engine import fix_tree
+
+        tree_fix = fix_tree(
+            diagnostics, codes, settings, project, unsafe=args.unsafe_fixes, write=not args.diff
         )
+        diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
+        created = tree_fix.created
+        diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
             _emit(diff_text, args.output_file if fmt == "text" else None)
             for line in errors:
@@ -266,82 +271,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
-
-
-def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, ANN202
-    """Fix every file with applicable fixes. Project-rule fixes (computed over the whole tree) are applied
-    first, once, on the original text; file-rule fixes then run to a fixpoint with re-linting."""
-    from npu_lint.engine import apply_edits, fix_applicable, fix_source, parses, read_source, write_atomic
-    from npu_lint.source import SourceFile
-
-    by_path: dict[str, list] = {}
-    for diag in diagnostics:
-        by_path.setdefault(diag.path, []).append(diag)
-    remaining = []
-    fixed_counts: dict[str, Counter] = {}
-    dropped: list[str] = []
-    created: list[str] = []
-    diff_chunks: list[str] = []
-    for path in sorted(by_path):
-        diags = by_path[path]
-        if not any(fix_applicable(d.fix, args.unsafe_fixes) for d in diags):
-            remaining.extend(diags)
-            continue
-        src = read_source(path)
-        counts: Counter = Counter()
-        text = src.text
-        creates = []
-        project_diags = [d for d in diags if _is_project_code(d.code)]
-        taken = []
-        for diag in project_diags:
-            if not fix_applicable(diag.fix, args.unsafe_fixes):
-                remaining.append(diag)
-                continue
-            edits = list(diag.fix.edits)
-            if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
-                remaining.append(diag)
-                continue
-            attempt = apply_edits(src.text, [*taken, *edits], src.newline)
-            if not parses(attempt):
-                dropped.append(
-                    f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
-                )
-                remaining.append(diag)
-                continue
-            taken.extend(edits)
-            text = attempt
-            creates.extend(diag.fix.creates)
-            counts[diag.code] += 1
-        current = SourceFile(path, text, src.encoding, src.kind)
-        outcome = fix_source(current, codes, settings, project, unsafe=args.unsafe_fixes)
-        dropped.extend(outcome.dropped)
-        remaining.extend(outcome.remaining)
-        counts.update(outcome.applied_codes)
-        creates.extend(outcome.creates)
-        for create in creates:
-            if os.path.exists(create.path) or create.path in created:
-                continue
-            if args.diff:
-                diff_chunks.append(_diff("", create.content, create.path))
-            else:
-                Path(create.path).parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(create.path, create.content, "utf-8")
-            created.append(create.path)
-        if outcome.text != src.text:
-            fixed_counts[path] = counts
-            if args.diff:
-                diff_chunks.append(_diff(src.text, outcome.text, path))
-            else:
-                write_atomic(path, outcome.text, src.encoding)
-        elif counts:
-            fixed_counts[path] = counts
-    return remaining, fixed_counts, dropped, created, "".join(diff_chunks)
-
-
-def _is_project_code(code: str) -> bool:
-    from npu_lint.rules.base import PROJECT_REGISTRY
-
-    return code in PROJECT_REGISTRY
 
 
 def _diff(old: str, new: str, path: str) -> str:
@@ -402,7 +331,7 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
 
 
 def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa: ANN001
-    from npu_lint.diagnostics import Applicability
+    from npu_lint.core.diagnostics import Applicability
     from npu_lint.engine import fix_applicable
 
     lines = []
@@ -443,8 +372,8 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
 
 
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
+    from npu_lint.core.source import DecodeError, SourceFile, decode_source
     from npu_lint.engine import fix_source, lint_source
-    from npu_lint.source import DecodeError, SourceFile, decode_source
 
     data = sys.stdin.buffer.read()
     try:

@@ -1,4 +1,4 @@
-"""The project index (npu_lint.project): VeOmni root, dispatch generation, registry rows, model packages."""
+"""The project index (npu_lint.veomni.project): VeOmni root, dispatch generation, registry rows, model packages."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
-from npu_lint.config import ConfigError
-from npu_lint.project import OP_SLOT, VEOMNI_OP, Project, load_project
+from npu_lint.core.config import ConfigError
+from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
+from npu_lint.veomni.project import OP_SLOT, VEOMNI_OP, Project, load_project
 
 
 def _write(root: Path, rel: str, text: str) -> Path:

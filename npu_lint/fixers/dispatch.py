@@ -34,9 +34,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from npu_lint.astutil import dotted_name as _dotted
-from npu_lint.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
-from npu_lint.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.astutil import dotted_name as _dotted
+from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.veomni.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
 
 if TYPE_CHECKING:  # pragma: no cover
     from npu_lint.rules.base import Context
@@ -605,7 +605,7 @@ class _Analyzer:
             }
             return needed <= attrs
         if self.plan.spec and self.plan.source_module:
-            from npu_lint.fixers import upstream
+            from npu_lint.veomni import upstream
 
             attrs_up = upstream.self_attributes(self.plan.source_module, owner)
             return attrs_up is not None and needed <= attrs_up
@@ -629,7 +629,7 @@ class _Analyzer:
                 "the spec names no source_module: cannot find the upstream callers of replaced functions"
             )
             return
-        from npu_lint.fixers import upstream
+        from npu_lint.veomni import upstream
 
         overridden = {fn.target for fn in plan.functions.values() if fn.kind == "method" and fn.target}
         replaced = {fn.upstream for fn in plan.functions.values() if fn.kind == "free" and fn.target}
@@ -710,7 +710,7 @@ class _Analyzer:
         names = {n.id for e in evaluated for n in ast.walk(e) if isinstance(n, ast.Name)}
         bound = self._bound_names() | _BUILTINS
         added = {line.split(" import ")[-1].split(" as ")[-1] for line in plan.extra_imports}
-        from npu_lint.fixers import upstream
+        from npu_lint.veomni import upstream
 
         for name in sorted(names - bound - added):
             line = upstream.resolve_name_import(plan.source_module or "", name)
@@ -760,7 +760,7 @@ class _Analyzer:
         if not plan.source_module:
             plan.fail(f"the spec names no source_module: cannot read `{cls}.__init__` upstream")
             return
-        from npu_lint.fixers import upstream
+        from npu_lint.veomni import upstream
 
         init = upstream.class_init(plan.source_module, cls)
         if init is None:
@@ -1679,7 +1679,7 @@ def migrate_source(
     (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from); ``pairs`` the
     (op, variant) pairs the tree's registry has (default: the built-in catalog). Pure and cached.
     """
-    from npu_lint.fixers.upstream import transformers_root
+    from npu_lint.veomni.upstream import transformers_root
 
     generation = normalize_generation(generation) or detect_generation(root)
     result = _migrate_cached(text, path, generation, root, transformers_root())
@@ -1707,7 +1707,7 @@ def edits_between(old: str, new: str) -> tuple[Edit, ...]:
     return tuple(edits)
 
 
-def build_migration_fix(ctx: Context, diagnostic_kind: str, node: ast.AST | None) -> Fix | None:
+def build_migration_fix(ctx: Context) -> Fix | None:
     """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it)."""
     source = ctx.source
     kind = getattr(source, "kind", None)

@@ -16,8 +16,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint import patchgen
-from npu_lint.diagnostics import Edit
+from npu_lint.core.diagnostics import Edit
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file, regen_command
 
 FORMAT_LINE_LENGTH = (
     88  # ruff's default; the wrapped import form (magic trailing comma) is stable at any length
@@ -31,31 +32,6 @@ class NpuSpecPlan:
     module: str | None  # dotted module of the new spec
     command: str  # the patchgen regeneration command
     gpu_only: list[str] = field(default_factory=list)  # GPU-only replacements the NPU path must override
-
-
-def npu_spec_path(gpu_spec_path: str) -> str:
-    directory, name = os.path.split(gpu_spec_path)
-    return os.path.join(directory, name[: -len(patchgen.GPU_SPEC_SUFFIX)] + patchgen.NPU_SPEC_SUFFIX)
-
-
-def npu_target_file(spec: patchgen.Spec) -> str:
-    target = patchgen.effective_target_file(spec)
-    if target and target.endswith("_gpu.py"):
-        return target[: -len("_gpu.py")] + "_npu.py"
-    stem = os.path.basename(spec.path)[: -len(patchgen.GPU_SPEC_SUFFIX)]
-    return f"patched_modeling_{stem}_npu.py"
-
-
-def regen_command(spec_path: str) -> str:
-    """``patchgen <dotted.module> -o <package>/generated --diff -v`` (paths relative to the VeOmni root)."""
-    module = patchgen.module_of(spec_path)
-    root = patchgen.veomni_root_of(spec_path)
-    package = os.path.dirname(os.path.abspath(spec_path))
-    if module is None or root is None:
-        stem = Path(spec_path).stem
-        return f"patchgen {stem} -o {os.path.join(os.path.dirname(spec_path) or '.', 'generated')} --diff -v"
-    rel = Path(os.path.relpath(package, os.path.abspath(root))).as_posix()
-    return f"patchgen {module} -o {rel}/generated --diff -v"
 
 
 def _header(text: str) -> str:

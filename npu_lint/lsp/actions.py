@@ -16,10 +16,10 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace import PositionCodec
 
-from npu_lint.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import SYNTAX_CODE, fix_applicable
 from npu_lint.lsp.convert import text_edit, to_lsp_diagnostic, whole_text_edit
-from npu_lint.source import SourceFile
 
 FIX_ALL_KIND = "source.fixAll.npu-lint"
 # the suppression comment form the engine honours (npu_lint.engine), with the span of its code list

@@ -32,8 +32,9 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from npu_lint import __version__
-from npu_lint.config import ConfigError, Settings, find_config_file, load_config, selected_codes
-from npu_lint.diagnostics import CreateFile, Diagnostic
+from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
+from npu_lint.core.diagnostics import CreateFile, Diagnostic
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source
 from npu_lint.lsp.actions import (
     FIX_ALL_KIND,
@@ -45,7 +46,6 @@ from npu_lint.lsp.actions import (
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
 from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
-from npu_lint.source import SourceFile
 
 logger = logging.getLogger("npu_lint.lsp")
 
@@ -233,7 +233,7 @@ class NpuLintServer(LanguageServer):
                 return Settings(root=base.root), selected_codes(Settings(), known)
 
     def project_for(self, path: str, settings: Settings) -> object | None:
-        from npu_lint.project import find_veomni_root, load_project
+        from npu_lint.veomni.project import find_veomni_root, load_project
 
         # one index per VeOmni root; outside one, the index depends on the file's own directory
         root = find_veomni_root(Path(path))
@@ -252,7 +252,7 @@ class NpuLintServer(LanguageServer):
             return False
         key = (path, settings.config_path, tuple(settings.exclude), tuple(settings.extend_exclude))
         if key not in self._excluded:
-            from npu_lint.discovery import is_excluded
+            from npu_lint.core.discovery import is_excluded
 
             root = Path(settings.root).resolve()
             target = Path(path)

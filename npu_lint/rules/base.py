@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from npu_lint.astutil import dotted_name
-from npu_lint.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.astutil import dotted_name
+from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 
 if TYPE_CHECKING:
-    from npu_lint.source import SourceFile
+    from npu_lint.core.source import SourceFile
 
 REGISTRY: dict[str, type[Rule]] = {}
 PROJECT_REGISTRY: dict[str, type[ProjectRule]] = {}
@@ -109,6 +109,14 @@ class ProjectRule(RuleMeta):
     parts of a fix (formatting a created file) may be skipped otherwise."""
 
     fix_mode: bool = False
+    # the fixer registry's lookup (``npu_lint.fixers.builder``), set on the instance by the engine: project
+    # rules build their fixes through it and never import a fixer
+    fixer_lookup: Callable[[str], Callable[..., Any]] | None = None
+
+    def fixer(self, name: str) -> Callable[..., Any]:
+        if self.fixer_lookup is None:
+            raise RuntimeError(f"{self.code}: no fixer registry (project rules run through the engine)")
+        return self.fixer_lookup(name)
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -338,7 +346,7 @@ _LOADED = False
 
 
 def load_rule_modules() -> None:
-    """Import every module of ``npu_lint.rules`` so their classes register themselves."""
+    """Import every rule module of ``npu_lint.rules`` (all families) so their classes register themselves."""
     global _LOADED
     if _LOADED:
         return
@@ -347,7 +355,9 @@ def load_rule_modules() -> None:
 
     import npu_lint.rules as pkg
 
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name != "base" and not info.name.startswith("_"):
-            importlib.import_module(f"npu_lint.rules.{info.name}")
+    # one rule per module: npu_lint/rules/<family>/<code>_<name>.py (private modules start with "_")
+    for info in sorted(pkgutil.walk_packages(pkg.__path__, "npu_lint.rules."), key=lambda m: m.name):
+        leaf = info.name.rpartition(".")[2]
+        if not info.ispkg and leaf != "base" and not leaf.startswith("_"):
+            importlib.import_module(info.name)
     _LOADED = True

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
-from npu_lint.catalog import BUILTIN_ROWS, OpRow, catalog_rows
+from npu_lint.veomni.catalog import BUILTIN_ROWS, OpRow, catalog_rows
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.layout import SKIP_DIRS, find_model_packages, layouts_of
 

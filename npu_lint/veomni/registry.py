@@ -15,7 +15,7 @@ import ast
 import os
 from pathlib import Path
 
-from npu_lint.catalog import ANY, GPU, MLU, NPU, OpRow
+from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
 
 REGISTER_CALLS = ("register_op", "register_kernel")
 _MARKERS = (b"register_op(", b"register_kernel(", b"KernelSpec(")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.diagnostics import Applicability
-from npu_lint.fixers import upstream
+from npu_lint.core.diagnostics import Applicability
+from npu_lint.core.source import SourceFile
 from npu_lint.fixers.dispatch import build_migration_fix, edits_between, migrate_source
 from npu_lint.rules.base import Context
-from npu_lint.source import SourceFile
+from npu_lint.veomni import upstream
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codemod"
 UPSTREAM = str(FIXTURES / "upstream" / "transformers")
@@ -119,7 +119,7 @@ def _ctx(name: str, path: str | None = None, generation: str | None = "veomniop"
 
 def test_build_migration_fix_edits_reproduce_the_migrated_text() -> None:
     ctx = _ctx("module_rope_mlp")
-    fix = build_migration_fix(ctx, "NPU201", None)
+    fix = build_migration_fix(ctx)
     assert fix is not None and fix.applicability is Applicability.SAFE
     text = ctx.source.text
     for edit in sorted(fix.edits, reverse=True):
@@ -131,11 +131,11 @@ def test_build_migration_fix_edits_reproduce_the_migrated_text() -> None:
 def test_build_migration_fix_skips_generated_files() -> None:
     ctx = _ctx("module_rope_mlp", path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py")
     ctx.source.kind.generated = True
-    assert build_migration_fix(ctx, "NPU201", None) is None
+    assert build_migration_fix(ctx) is None
 
 
 def test_build_migration_fix_display_carries_reason() -> None:
-    fix = build_migration_fix(_ctx("module_display_no_self"), "NPU203", None)
+    fix = build_migration_fix(_ctx("module_display_no_self"))
     assert fix is not None and fix.applicability is Applicability.DISPLAY
     assert "no `self`" in fix.reason
 
@@ -221,16 +221,16 @@ def test_generation_spellings(spelling: str | None, expected: str | None) -> Non
 
 
 def test_project_generation_spelled_with_hyphen_and_registry_rows() -> None:
-    from npu_lint.catalog import BUILTIN_ROWS
+    from npu_lint.veomni.catalog import BUILTIN_ROWS
 
     ctx = _ctx("module_gemma_norm", generation="veomni-op")
-    fix = build_migration_fix(ctx, "NPU201", None)
+    fix = build_migration_fix(ctx)
     assert fix is not None and fix.applicability is Applicability.SAFE
     # a VeomniOp tree whose registry lacks rms_norm/offset: display-only, with the reason
     ctx.project.rows = tuple(r for r in BUILTIN_ROWS if r.variant != "offset")  # type: ignore[union-attr]
     ctx2 = _ctx("module_gemma_norm", generation="veomni-op")
     ctx2.project.rows = ctx.project.rows  # type: ignore[union-attr]
-    fix2 = build_migration_fix(ctx2, "NPU201", None)
+    fix2 = build_migration_fix(ctx2)
     assert fix2 is not None and fix2.applicability is Applicability.DISPLAY
     assert "rms_norm/offset" in fix2.reason
 

@@ -13,10 +13,10 @@ import re
 
 import pytest
 
-from npu_lint.catalog import BUILTIN_ROWS
-from npu_lint.diagnostics import Applicability
-from npu_lint.fixers import upstream
+from npu_lint.core.diagnostics import Applicability
 from npu_lint.fixers.dispatch import migrate_source
+from npu_lint.veomni import upstream
+from npu_lint.veomni.catalog import BUILTIN_ROWS
 from tests.corpus import veomni_wheel_root
 
 MODELS = ("qwen3", "seed_oss", "qwen3_vl", "gemma3", "qwen3_5")

@@ -7,7 +7,8 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.workspace import PositionCodec
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Applicability, CreateFile, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, CreateFile, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import apply_edits
 from npu_lint.lsp.actions import ActionContext, diagnostic_actions, kind_requested, noqa_edit
 from npu_lint.lsp.convert import (
@@ -18,7 +19,6 @@ from npu_lint.lsp.convert import (
 )
 from npu_lint.lsp.server import LspTextDocument
 from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
-from npu_lint.source import SourceFile
 from tests.lsp.helpers import apply_text_edits
 
 UTF16 = PositionCodec(types.PositionEncodingKind.Utf16)
@@ -192,7 +192,7 @@ def test_unsafe_and_display_fixes() -> None:
 
 def test_deferred_fixes_are_built_for_code_actions(monkeypatch) -> None:  # noqa: ANN001
     """A plain lint may defer expensive fixes (no edits); code actions lint again in fix mode, once."""
-    from npu_lint.config import Settings
+    from npu_lint.core.config import Settings
     from npu_lint.lsp import server as srv
 
     src = SourceFile.from_text("m.py", "x = y.cuda()\n")

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.config import Settings
-from npu_lint.project import VEOMNI_KERNEL, VEOMNI_OP, load_project
+from npu_lint.core.config import Settings
 from npu_lint.veomni.profile import (
     BUILTIN_PROFILES,
     ApiProfile,
@@ -17,6 +16,7 @@ from npu_lint.veomni.profile import (
     detect_generation,
     detect_profile,
 )
+from npu_lint.veomni.project import VEOMNI_KERNEL, VEOMNI_OP, load_project
 
 TREES = Path(__file__).resolve().parent.parent / "fixtures" / "trees"
 
@@ -217,7 +217,7 @@ def test_project_with_profile_pickles_and_keeps_answering() -> None:
 
 
 def test_a_project_built_by_hand_gets_the_builtin_profile() -> None:
-    from npu_lint.project import Project
+    from npu_lint.veomni.project import Project
 
     project = Project(root="/x", generation="veomni-kernel")
     assert project.generation is Generation.VEOMNI_KERNEL
@@ -238,7 +238,7 @@ def test_fixture_tree_outside_the_repo_layout(tmp_path: Path) -> None:
 
 
 def test_catalog_in_a_profile_s_names() -> None:
-    from npu_lint.catalog import BUILTIN_ROWS, catalog_rows, slot_target
+    from npu_lint.veomni.catalog import BUILTIN_ROWS, catalog_rows, slot_target
 
     assert catalog_rows() is BUILTIN_ROWS
     kernel = builtin_profile(Generation.VEOMNI_KERNEL)

@@ -6,9 +6,9 @@ import ast
 import textwrap
 from pathlib import Path
 
-from npu_lint.catalog import ANY, GPU, MLU, NPU, OpRow
-from npu_lint.project import load_project
+from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
 from npu_lint.veomni.layout import find_model_packages, find_veomni_root
+from npu_lint.veomni.project import load_project
 from npu_lint.veomni.registry import read_registry_tree
 
 TREES = Path(__file__).resolve().parent.parent / "fixtures" / "trees"

@@ -1,0 +1,232 @@
+"""Helpers shared by the rules of the semantics family (private to it)."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules._handles import (
+    Handle,
+    HandleTable,
+    call_arg,
+    owner_class,
+    spec_target,
+    str_value,
+)
+from npu_lint.rules.base import Context, Rule
+from npu_lint.veomni.upstream import last_name, param_init, upstream_zero_init
+
+_CASTS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous"}
+_SIMPLE = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+
+
+def _is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 1
+
+
+def _paren_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Extend [start, end) over one pair of parentheses around it (whitespace allowed)."""
+    i, j = start - 1, end
+    while i >= 0 and text[i] in " \t\r\n":
+        i -= 1
+    while j < len(text) and text[j] in " \t\r\n":
+        j += 1
+    if i >= 0 and j < len(text) and text[i] == "(" and text[j] == ")":
+        return i, j + 1
+    return start, end
+
+
+def offset_raw(ctx: Context, expr: ast.AST) -> str | None:
+    """For `1 + w`, `1.0 + w.float()`, `w + 1`, `(1 + w).to(x.dtype)`: the text with the offset removed."""
+    src = ctx.source
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        other = expr.right if _is_one(expr.left) else expr.left if _is_one(expr.right) else None
+        if other is None:
+            return None
+        text = src.segment(other)
+        return text if isinstance(other, _SIMPLE) else f"({text})"
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _CASTS
+        and isinstance(expr.func.value, ast.BinOp)
+    ):
+        inner = offset_raw(ctx, expr.func.value)
+        if inner is None:
+            return None
+        start, end = src.node_range(expr.func.value)
+        _, after = _paren_span(src.text, start, end)
+        call_end = src.node_range(expr)[1]
+        return inner + src.text[after:call_end]
+    return None
+
+
+def _assigned_in(func: ast.AST | None, name: str) -> list[ast.expr]:
+    if func is None:
+        return []
+    values: list[ast.expr] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            values.append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            if node.target.id == name:
+                values.append(node.value or node.target)  # type: ignore[arg-type]
+    return values
+
+
+def weight_argument(call: ast.Call) -> ast.expr | None:
+    return call_arg(call, 1, "weight")
+
+
+def raw_weight_attr(expr: ast.AST) -> str | None:
+    """`self.weight`, `self.weight.float()`, `self.weight.to(x.dtype)` -> "weight"."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
+        expr = expr.func.value
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+# -- zero-initialised weights -------------------------------------------------------------------------
+
+
+# -- the shared collector ----------------------------------------------------------------------------
+
+
+class _RmsNormState:
+    """What NPU401/NPU402 need from the traversal, collected once per file for both rules."""
+
+    def __init__(self) -> None:
+        self.handles = HandleTable()
+        self.calls: list[tuple[ast.Call, ast.AST | None, str | None]] = []  # (call, function, class)
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.init_patches: dict[str, ast.AST] = {}  # class -> spec function replacing its __init__
+        self.source_module: str | None = None
+        self.functions: list[tuple[ast.AST, str | None]] = []  # stack of (function, owning class)
+
+
+class _RmsNormCalls(Rule):
+    """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
+
+    The first of NPU401/NPU402 instantiated for a file feeds a state shared through the context; the other
+    only reads it.
+    """
+
+    node_types = (ast.Assign, ast.Call, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    leave_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        state = ctx.memo.get("rms_state")
+        self.feeder = state is None
+        if state is None:
+            state = _RmsNormState()
+            ctx.memo["rms_state"] = state
+        self.state = state
+        if not self.feeder:  # visit/leave do nothing for the reader: the walk need not call them
+            self.node_types = ()
+            self.leave_types = ()
+        self.handles = state.handles
+        self.classes = state.classes
+        self.init_patches = state.init_patches
+
+    @property
+    def source_module(self) -> str | None:
+        return self.state.source_module
+
+    def leave(self, node: ast.AST) -> None:
+        if self.feeder:
+            self.state.functions.pop()
+
+    def visit(self, node: ast.AST) -> None:
+        if not self.feeder:
+            return
+        ctx = self.ctx
+        state = self.state
+        if isinstance(node, ast.Call):
+            if (
+                state.functions
+                and (len(node.args) >= 2 or any(k.arg == "weight" for k in node.keywords))
+                and isinstance(node.func, (ast.Name, ast.Attribute, ast.Call))
+            ):
+                func, cls = state.functions[-1]
+                if func is not None:
+                    state.calls.append((node, func, cls))
+        elif isinstance(node, ast.Assign):
+            state.handles.visit_assign(ctx, node)
+            value = node.value
+            if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig" and not state.functions:
+                state.source_module = str_value(call_arg(value, 99, "source_module")) or state.source_module
+        elif isinstance(node, ast.Lambda):
+            state.functions.append((None, None))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            state.functions.append((node, owner_class(ctx, node)))
+            if isinstance(node, ast.FunctionDef):
+                cls, method = spec_target(node)
+                if cls is not None and method == "__init__":
+                    state.init_patches[cls] = node
+        elif isinstance(node, ast.ClassDef):
+            if not state.functions:
+                state.classes.setdefault(node.name, node)
+
+    def rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle]]:
+        out = []
+        for call, func, cls in self.state.calls:
+            handle = self.handles.resolve(self.ctx, call.func, cls)
+            if handle is not None and handle.op == "rms_norm" and weight_argument(call) is not None:
+                out.append((call, func, cls, handle))
+        return out
+
+    # -- is the class's weight zero-initialised?
+    def _module_of_file(self) -> str | None:
+        if self.source_module:
+            return self.source_module
+        head = self.ctx.source.text[:4096]
+        for line in head.splitlines():
+            stripped = line.lstrip("# ").strip()
+            if stripped.startswith("Source:"):
+                return stripped.split(":", 1)[1].strip() or None
+        return None
+
+    def zero_init(self, cls: str | None, attr: str) -> bool:
+        if cls is None:
+            return False
+        patch = self.init_patches.get(cls)
+        if patch is not None:
+            result = param_init(patch, attr)
+            if result is not None:
+                return result
+        node = self.classes.get(cls)
+        if node is not None:
+            init = next(
+                (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+            )
+            if init is not None:
+                result = param_init(init, attr)
+                if result is not None:
+                    return result
+            for base in node.bases:
+                name = last_name(base)
+                if name in self.classes and name != cls:
+                    if self.zero_init(name, attr):
+                        return True
+                    continue
+                target = self.ctx.imports.get(name or "", "")
+                if target.startswith("transformers."):
+                    mod, _, real = target.rpartition(".")
+                    if upstream_zero_init(mod, real, attr):
+                        return True
+            if init is not None or node.bases:
+                return False
+        # not set in the file: a patched copy of an upstream class (spec, generated file) reads upstream
+        module = self._module_of_file()
+        if module and module.startswith("transformers."):
+            return bool(upstream_zero_init(module, cls, attr))
+        return False
+
+
+# -- NPU401 -----------------------------------------------------------------------------------------
+
+
+# -- NPU402 -----------------------------------------------------------------------------------------
