@@ -202,6 +202,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.veomni.project import load_project
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
+    for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
+        print(f"npu-lint: note: {note}", file=sys.stderr)
     if args.live_registry:
         loader = getattr(project, "load_live_registry", None)
         if loader is None:
