@@ -49,7 +49,12 @@ class Result:
         self.details.append(why)
 
     def as_dict(self) -> dict[str, object]:
-        return {"status": self.status, "findings": self.findings, "details": "\n".join(self.details), "facts": self.facts}
+        return {
+            "status": self.status,
+            "findings": self.findings,
+            "details": "\n".join(self.details),
+            "facts": self.facts,
+        }
 
 
 class CannotRun(Exception):
@@ -187,6 +192,13 @@ def tiny_config(config_class):
             vision.image_size = vision.patch_size * 4
         if hasattr(cfg, "mm_tokens_per_image"):
             cfg.mm_tokens_per_image = 4
+    vocab = (text or cfg).vocab_size
+    special = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
+               "vision_end_token_id", "boi_token_index", "eoi_token_index", "audio_token_id")  # fmt: skip
+    for i, key in enumerate(special):
+        for c in (cfg, text):
+            if c is not None and isinstance(getattr(c, key, None), int) and getattr(c, key) >= vocab:
+                setattr(c, key, vocab - 1 - i)
     for c in (cfg, text, vision):
         if c is not None:
             c._attn_implementation = "eager"
@@ -220,7 +232,7 @@ def _text_batch(cfg, seed: int = 1, seq: int = 12):
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
 
 
-def _media_batch(cfg, seed: int = 2):
+def _media_batch(cfg, seed: int = 2, upstream: bool = False):
     """A batch with one image per sample, for the model families whose media inputs are known."""
     import torch
 
@@ -234,12 +246,19 @@ def _media_batch(cfg, seed: int = 2):
         grid = torch.tensor([[1, 2 * merge, 2 * merge]] * ids.shape[0])
         n_patches = int(grid[0].prod())
         n_tokens = n_patches // (merge * merge)
-        pixel = torch.randn(ids.shape[0] * n_patches, vision.in_channels * temporal * patch * patch, generator=g)
-        ids = torch.cat([ids[:, :2], torch.full((ids.shape[0], n_tokens), cfg.image_token_id), ids[:, 2:]], dim=1)
+        pixel = torch.randn(
+            ids.shape[0] * n_patches, vision.in_channels * temporal * patch * patch, generator=g
+        )
+        ids = torch.cat(
+            [ids[:, :2], torch.full((ids.shape[0], n_tokens), cfg.image_token_id), ids[:, 2:]], dim=1
+        )
         labels = ids.clone()
         labels[ids == cfg.image_token_id] = -100
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-                "pixel_values": pixel, "image_grid_thw": grid}  # fmt: skip
+        out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+               "pixel_values": pixel, "image_grid_thw": grid}  # fmt: skip
+        if upstream:
+            out["mm_token_type_ids"] = (ids == cfg.image_token_id).long()
+        return out
     token = getattr(cfg, "image_token_id", None) or getattr(cfg, "image_token_index", None)
     if token is not None and hasattr(vision, "image_size"):  # SigLIP-style towers (Gemma 3, LLaVA...)
         n_tokens = getattr(cfg, "mm_tokens_per_image", None) or (vision.image_size // vision.patch_size) ** 2
@@ -248,7 +267,12 @@ def _media_batch(cfg, seed: int = 2):
         ids = torch.cat([ids[:, :2], torch.full((ids.shape[0], n_tokens), token), ids[:, 2:]], dim=1)
         labels = ids.clone()
         labels[ids == token] = -100
-        out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels, "pixel_values": pixel}
+        out = {
+            "input_ids": ids,
+            "attention_mask": torch.ones_like(ids),
+            "labels": labels,
+            "pixel_values": pixel,
+        }
         if "gemma3" in type(cfg).__name__.lower():
             out["token_type_ids"] = (ids == token).long()
         return out
@@ -327,6 +351,27 @@ def veomni_eager(modules):
         loss_utils.LOSS_MAPPING.update(saved)
 
 
+@contextlib.contextmanager
+def simulated_fsdp():
+    """Make VeOmni's parallel state report FSDP as enabled (one process), so the text-only path takes the
+    branch a data-parallel rank without media takes: the towers' dummy forward."""
+    try:
+        ps_mod = importlib.import_module("veomni.distributed.parallel_state")
+        state_cls = type(ps_mod.get_parallel_state())
+    except Exception:
+        yield False
+        return
+    saved = state_cls.__dict__.get("fsdp_enabled")
+    state_cls.fsdp_enabled = property(lambda self: True)
+    try:
+        yield True
+    finally:
+        if saved is None:
+            del state_cls.fsdp_enabled
+        else:
+            state_cls.fsdp_enabled = saved
+
+
 def _build(cls, cfg, seed: int = 0):
     import torch
 
@@ -403,7 +448,9 @@ def check_pin(req: dict, res: Result) -> None:
     res.facts["installed"] = installed
     res.facts["pin"] = pin
     if not pin:
-        res.skip("the tree pins no transformers release (no `transformers==` in pyproject.toml, no generated banner)")
+        res.skip(
+            "the tree pins no transformers release (no `transformers==` in pyproject.toml, no generated banner)"
+        )
         return
     if installed != pin:
         res.fail(
@@ -458,7 +505,9 @@ def check_patchgen(req: dict, res: Result) -> None:
             for spec in req["specs"]:
                 log = io.StringIO()
                 with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                    text = run_codegen(spec, out, save_diff=True, ruff_extra_ignore=extra, ruff_isolated=isolated)
+                    text = run_codegen(
+                        spec, out, save_diff=True, ruff_extra_ignore=extra, ruff_isolated=isolated
+                    )
                 if text is None:
                     res.fail(
                         f"patchgen failed on {spec}",
@@ -493,7 +542,11 @@ def check_patchgen(req: dict, res: Result) -> None:
             if old != fresh:
                 diff = "".join(
                     difflib.unified_diff(
-                        old.splitlines(True), fresh.splitlines(True), f"committed/{name}", f"patchgen/{name}", n=2
+                        old.splitlines(True),
+                        fresh.splitlines(True),
+                        f"committed/{name}",
+                        f"patchgen/{name}",
+                        n=2,
                     )
                 )
                 res.details.append(diff[:20000])
@@ -507,9 +560,27 @@ def check_patchgen(req: dict, res: Result) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _registry():
+    for name in ("veomni.models.loader", "veomni.models.registry"):
+        try:
+            return getattr(importlib.import_module(name), "MODELING_REGISTRY", None)
+        except ModuleNotFoundError:
+            continue
+    return None
+
+
+def _entries(registry, package: str) -> dict:
+    entries = {}
+    for attr in ("_local_mapping", "_global_mapping"):
+        for key, fn in (getattr(registry, attr, None) or {}).items():
+            if getattr(fn, "__module__", "") == package:
+                entries[key] = fn
+    return entries
+
+
 def check_import(req: dict, res: Result) -> None:
-    _force_npu(bool(req.get("force_npu")))
-    side = "npu" if req.get("force_npu") else "gpu"
+    force = bool(req.get("force_npu"))
+    side = "npu" if force else "gpu"
     for s in ("gpu", "npu"):
         name = req.get(f"{s}_module")
         if not name:
@@ -535,24 +606,21 @@ def check_import(req: dict, res: Result) -> None:
         return
     with _quiet():
         pkg = _import(req["package"])
-    if hasattr(pkg, "IS_NPU_AVAILABLE"):
-        pkg.IS_NPU_AVAILABLE = bool(req.get("force_npu"))
-    loader = None
-    for name in ("veomni.models.loader", "veomni.models.registry"):
-        try:
-            loader = importlib.import_module(name)
-            break
-        except ModuleNotFoundError:
-            continue
-    registry = getattr(loader, "MODELING_REGISTRY", None)
+    registry = _registry()
     if registry is None:
         res.skip("no MODELING_REGISTRY in the tree: registration not checked")
         return
-    entries = {}
-    for attr in ("_local_mapping", "_global_mapping", "_registry", "_obj_map"):
-        for key, fn in (getattr(registry, attr, None) or {}).items():
-            if getattr(fn, "__module__", "") == pkg.__name__:
-                entries[key] = fn
+    # force the device flag after the generated modules imported (forcing it earlier makes VeOmni import
+    # torch_npu), then re-run the package's __init__ so a choice made at import time sees it too
+    _force_npu(force)
+    for key in _entries(registry, pkg.__name__):
+        for attr in ("_local_mapping", "_global_mapping"):
+            (getattr(registry, attr, None) or {}).pop(key, None)
+    with _quiet():
+        pkg = importlib.reload(pkg)
+    if hasattr(pkg, "IS_NPU_AVAILABLE"):
+        pkg.IS_NPU_AVAILABLE = force
+    entries = _entries(registry, pkg.__name__)
     if not entries:
         res.fail(
             f"{req['package']} registers no model type",
@@ -579,9 +647,8 @@ def check_import(req: dict, res: Result) -> None:
             seen[f"{key}:{arch}"] = f"{mod}.{getattr(cls, '__name__', cls)}"
             if mod == other or (mod != want and mod.startswith(req["package"])):
                 res.fail(
-                    f"with IS_NPU_AVAILABLE={side == 'npu'}, {key!r} returns {mod}.{cls.__name__} for {arch}",
-                    f"on {'an NPU' if side == 'npu' else 'a GPU'} the {'GPU' if side == 'npu' else 'NPU'} "
-                    "module would be trained",
+                    f"with IS_NPU_AVAILABLE={force}, {key!r} returns {mod}.{cls.__name__} for {arch}",
+                    f"on {'an NPU' if force else 'a GPU'} the {'GPU' if force else 'NPU'} module would be trained",
                     "choose the generated module with `if IS_NPU_AVAILABLE:` in __init__.py "
                     "(NPU502 static-generated-import)",
                 )
@@ -599,6 +666,7 @@ def check_parity(req: dict, res: Result) -> None:
     res.facts["config"] = type(trio.cfg).__name__
     res.facts["model"] = trio.up_cls.__name__
     batch = _media_batch(trio.cfg) if trio.is_vlm else _text_batch(trio.cfg)
+    up_batch = _media_batch(trio.cfg, upstream=True) if trio.is_vlm else batch
     for side, (missing, unexpected) in trio.load_report.items():
         if missing or unexpected:
             res.fail(
@@ -609,7 +677,7 @@ def check_parity(req: dict, res: Result) -> None:
     if res.status == "fail":
         return
     torch.manual_seed(7)
-    up_logits, up_loss = _run(trio.up_model, batch)
+    up_logits, up_loss = _run(trio.up_model, up_batch)
     res.facts["upstream_loss"] = float(up_loss)
     for side, model in trio.models.items():
         torch.manual_seed(7)
@@ -639,7 +707,9 @@ def check_parity(req: dict, res: Result) -> None:
         if not torch.isfinite(logits).all() or not torch.isfinite(loss):
             res.fail(f"{side}-generated forward is not finite", "NaN/inf in logits or loss", "see NPU4xx")
         loss.backward()
-        bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+        bad = [
+            n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()
+        ]
         none = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
         if bad:
             res.fail(f"{side}: non-finite gradients in {bad[:10]}", "backward is not finite", "see NPU4xx")
@@ -656,7 +726,11 @@ def check_isolation(req: dict, res: Result) -> None:
     import torch
 
     handle_types = []
-    for mod, cls in (("veomni.ops.dispatch", "OpSlot"), ("veomni.ops", "VeomniOp"), ("veomni.kernels", "VeomniKernel")):
+    for mod, cls in (
+        ("veomni.ops.dispatch", "OpSlot"),
+        ("veomni.ops", "VeomniOp"),
+        ("veomni.kernels", "VeomniKernel"),
+    ):
         try:
             handle_types.append(getattr(importlib.import_module(mod), cls))
         except (ImportError, AttributeError):
@@ -790,7 +864,7 @@ def check_multimodal(req: dict, res: Result) -> None:
         for label, batch in (("media", media), ("text-only", text)):
             model.zero_grad(set_to_none=True)
             try:
-                with veomni_eager(trio.gen_modules.values()):
+                with veomni_eager(trio.gen_modules.values()), simulated_fsdp():
                     out = model(**batch)
             except Exception as exc:
                 res.fail(
@@ -850,7 +924,13 @@ def main(argv: list[str]) -> int:
         CHECKS[req["check"]](req, res)
         out = res.as_dict()
     except CannotRun as exc:
-        out = {"status": "error", "findings": [], "details": str(exc), "facts": res.facts, "cannot_run": str(exc)}
+        out = {
+            "status": "error",
+            "findings": [],
+            "details": str(exc),
+            "facts": res.facts,
+            "cannot_run": str(exc),
+        }
     except Exception as exc:
         out = res.as_dict()
         out["status"] = "fail"
