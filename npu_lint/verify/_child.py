@@ -102,8 +102,11 @@ def _generated_classes(module) -> dict[str, type]:
     return out
 
 
-def _top_class(module, kinds: tuple[str, ...] = ("ForConditionalGeneration", "ForCausalLM")) -> type | None:
+def _top_class(module, registered=(), kinds: tuple[str, ...] = ("ForConditionalGeneration", "ForCausalLM")):
+    """The class to build: among those the package registers when it names them, else the generated ones."""
     classes = _generated_classes(module)
+    if registered:
+        classes = {k: v for k, v in classes.items() if k in registered} or classes
     for kind in kinds:
         for name in sorted(classes):
             if name.endswith(kind):
@@ -398,7 +401,9 @@ class Trio:
             raise CannotRun("the package has no generated module to build a model from")
         first = next(iter(self.gen_modules.values()))
         self.upstream = _import(_upstream_module(Path(first.__file__)))
-        self.gen_cls = {side: _top_class(m) for side, m in self.gen_modules.items()}
+        self.gen_cls = {
+            side: _top_class(m, req.get("registered") or ()) for side, m in self.gen_modules.items()
+        }
         if any(c is None for c in self.gen_cls.values()):
             raise CannotRun("no *ForConditionalGeneration / *ForCausalLM class in the generated module")
         cls_name = next(iter(self.gen_cls.values())).__name__

@@ -7,6 +7,7 @@ few path and text reads.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ class ModelPackage:
     generated: dict[str, Path] = field(default_factory=dict)  # side -> generated .py path (may not exist yet)
     pin: str | None = None
     pin_source: str = ""
+    registered: list[str] = field(default_factory=list)  # classes __init__.py imports from generated modules
 
     def module_for(self, side: str) -> str | None:
         path = self.generated.get(side)
@@ -99,4 +101,18 @@ def load_model_package(path: str | Path) -> ModelPackage:
         elif (gen_dir / default).is_file():
             pkg.generated[side] = gen_dir / default
     pkg.pin, pkg.pin_source = _pin(root, list(pkg.generated.values()))
+    pkg.registered = _registered_classes(model_dir / "__init__.py")
     return pkg
+
+
+def _registered_classes(init: Path) -> list[str]:
+    """Names ``__init__.py`` imports from its generated modules (the classes VeOmni builds)."""
+    try:
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and "generated" in node.module.split("."):
+            names.extend(a.name for a in node.names if a.name not in names)
+    return names

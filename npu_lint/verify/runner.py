@@ -87,6 +87,7 @@ def request(pkg: ModelPackage, check: str, patchgen: str | None = None, force_np
         "gpu_module": pkg.module_for("gpu"),
         "npu_module": pkg.module_for("npu"),
         "specs": [pkg.specs[s] for s in ("gpu", "npu") if s in pkg.specs],
+        "registered": pkg.registered,
         "pin": pkg.pin,
         "pin_source": pkg.pin_source,
         "sys_path": [str(pkg.root), *patchgen_dirs(pkg, patchgen)],
