@@ -410,11 +410,21 @@ class Trio:
         self.up_cls = getattr(self.upstream, cls_name, None)
         if self.up_cls is None:
             raise CannotRun(f"upstream {self.upstream.__name__} has no {cls_name}")
-        self.cfg = tiny_config(self.up_cls.config_class)
+        try:
+            self.cfg = tiny_config(self.up_cls.config_class)
+        except Exception as exc:
+            raise CannotRun(
+                f"npu-lint cannot build a tiny {self.up_cls.config_class.__name__}: {type(exc).__name__}: {exc}"
+            ) from None
         self.is_vlm = getattr(self.cfg, "vision_config", None) is not None and cls_name.endswith(
             "ForConditionalGeneration"
         )
-        self.up_model = _build(self.up_cls, self.cfg)
+        try:
+            self.up_model = _build(self.up_cls, self.cfg)
+        except Exception as exc:
+            raise CannotRun(
+                f"upstream {cls_name} cannot be built from npu-lint's tiny config: {type(exc).__name__}: {exc}"
+            ) from None
         self.up_state = self.up_model.state_dict()
         self.models = {}
         self.load_report = {}
@@ -682,7 +692,12 @@ def check_parity(req: dict, res: Result) -> None:
     if res.status == "fail":
         return
     torch.manual_seed(7)
-    up_logits, up_loss = _run(trio.up_model, up_batch)
+    try:
+        up_logits, up_loss = _run(trio.up_model, up_batch)
+    except Exception as exc:
+        raise CannotRun(
+            f"upstream {trio.up_cls.__name__} does not run on npu-lint's inputs: {type(exc).__name__}: {exc}"
+        ) from None
     res.facts["upstream_loss"] = float(up_loss)
     for side, model in trio.models.items():
         torch.manual_seed(7)
