@@ -100,3 +100,23 @@ def test_text_only_path_that_skips_the_vision_tower(mutable_tree):
     fs = findings(report, "multimodal")
     assert [f["what"].split(":")[0] for f in fs] == ["gpu", "npu"]
     assert all("only with media: model.visual." in f["what"] and "dummy_forward" in f["fix"] for f in fs)
+
+
+def test_projector_renamed_is_left_uninitialised(mutable_tree):
+    vl = mutable_tree / TRANSFORMERS / "qwen3_vl"
+    gen = vl / "generated" / "patched_modeling_qwen3_vl_npu.py"
+    _edit(gen, "self.merger = Qwen3VLVisionPatchMerger(", "self.projector = Qwen3VLVisionPatchMerger(")
+    _edit(
+        gen,
+        "merged_hidden_states = self.merger(hidden_states)",
+        "merged_hidden_states = self.projector(hidden_states)",
+    )
+    code, report, _ = run_verify(str(vl), "--checks", "checkpoint", "--format", "json")
+    assert code == 1
+    whats = [f["what"] for f in findings(report, "checkpoint")]
+    assert len(whats) == 3 and all(w.startswith("npu: ") for w in whats)
+    assert "model.visual.merger." in whats[0]
+    assert "model.visual.projector." in whats[1]
+    assert whats[2].startswith(
+        "npu: vision/projector parameters left uninitialised after loading: model.visual.projector."
+    )
