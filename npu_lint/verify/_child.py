@@ -872,7 +872,7 @@ def check_multimodal(req: dict, res: Result) -> None:
 
     trio = _trio(req)
     if not trio.is_vlm:
-        res.skip("not a vision-language model")
+        res.skip("not a vision-language model (it registers no *ForConditionalGeneration)")
         return
     media = _media_batch(trio.cfg)
     text = _text_batch(trio.cfg, seed=3)

@@ -160,6 +160,14 @@ def run_child(req: dict, python: str, timeout: float, cwd: Path) -> CheckResult:
 def run_check(
     pkg: ModelPackage, check: str, python: str, timeout: float, patchgen: str | None = None
 ) -> CheckResult:
+    if (
+        check == "multimodal"
+        and pkg.registered
+        and not any(n.endswith("ForConditionalGeneration") for n in pkg.registered)
+    ):
+        return CheckResult(
+            check, "skip", details="not a vision-language model (it registers no *ForConditionalGeneration)"
+        )
     if check != "import":
         return run_child(request(pkg, check, patchgen), python, timeout, pkg.root)
     # registration is checked twice: IS_NPU_AVAILABLE forced true, and as found (false on this machine)
