@@ -68,12 +68,22 @@ def _quiet():
     return contextlib.redirect_stdout(io.StringIO())
 
 
+VENDOR_MODULES = ("torch_npu", "liger_kernel", "flash_attn", "flash_attn_interface", "triton", "apex", "quack",
+                  "flashinfer", "mindspeed")  # fmt: skip
+
+
+class VendorImport(Exception):
+    """A module imports a device vendor's kernel package at import time."""
+
+
 def _import(name: str):
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         missing = exc.name or name
         top = missing.split(".")[0]
+        if top in VENDOR_MODULES:
+            raise VendorImport(top) from exc
         if top in {"torch", "transformers"}:
             raise CannotRun(f"`{top}` is not installed: pip install 'npu-lint[verify]'") from None
         if top == "veomni":
@@ -610,6 +620,13 @@ def check_import(req: dict, res: Result) -> None:
                 _import(name)
         except CannotRun:
             raise
+        except VendorImport as exc:
+            res.fail(
+                f"{name} imports `{exc}` at import time, which this machine does not have",
+                "the generated module only imports where that vendor's kernels are installed: a GPU-only kernel "
+                "breaks the NPU module, torch_npu breaks every other device",
+                "import vendor kernels lazily, behind a registry row (NPU301 vendor-kernel-import)",
+            )
         except Exception as exc:
             res.fail(
                 f"{name} does not import: {type(exc).__name__}: {exc}",
@@ -815,7 +832,8 @@ def check_isolation(req: dict, res: Result) -> None:
                 "handles are shared across model instances",
                 "store per-instance handles built in __init__ (NPU201, NPU202)",
             )
-    setter(None)
+    with contextlib.suppress(Exception):
+        setter(None)
     del torch
 
 
@@ -943,6 +961,16 @@ def main(argv: list[str]) -> int:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         CHECKS[req["check"]](req, res)
         out = res.as_dict()
+    except VendorImport as exc:
+        out = res.as_dict()
+        out["status"] = "fail"
+        out["findings"].append(
+            {
+                "what": f"the model imports `{exc}` at import time, which this machine does not have",
+                "meaning": "the model cannot be built where that vendor's kernels are missing",
+                "fix": "import vendor kernels lazily, behind a registry row (NPU301 vendor-kernel-import)",
+            }
+        )
     except CannotRun as exc:
         out = {
             "status": "error",

@@ -120,3 +120,21 @@ def test_projector_renamed_is_left_uninitialised(mutable_tree):
     assert whats[2].startswith(
         "npu: vision/projector parameters left uninitialised after loading: model.visual.projector."
     )
+
+
+def test_vendor_kernel_imported_at_module_level(mutable_tree):
+    import importlib.util
+
+    if importlib.util.find_spec("torch_npu") is not None:
+        pytest.skip("torch_npu is installed here: the injected import succeeds")
+    qwen3 = mutable_tree / TRANSFORMERS / "qwen3"
+    gen = qwen3 / "generated" / "patched_modeling_qwen3_npu.py"
+    _edit(
+        gen,
+        "from veomni.ops.dispatch import OpSlot",
+        "from veomni.ops.dispatch import OpSlot\nimport torch_npu",
+    )
+    code, report, _ = run_verify(str(qwen3), "--checks", "import", "--format", "json")
+    assert code == 1 and statuses(report) == {"import": "fail"}
+    (finding,) = findings(report, "import")
+    assert "imports `torch_npu` at import time" in finding["what"] and "NPU301" in finding["fix"]
