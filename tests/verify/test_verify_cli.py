@@ -94,3 +94,18 @@ def test_check_never_imports_verify():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.corpus
+def test_several_models_one_report(wheel_tree):
+    code, report, _ = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), str(wheel_tree / TRANSFORMERS / "llama"), "--checks", "pin,multimodal",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0
+    assert [m["package"] for m in report["models"]] == [
+        "veomni.models.transformers.qwen3",
+        "veomni.models.transformers.llama",
+    ]
+    assert statuses(report, 1) == {"pin": "pass", "multimodal": "skip"}
+    assert report["models"][1]["checks"][0]["facts"] == {"installed": "5.9.0", "pin": "5.9.0"}
