@@ -16,7 +16,7 @@ from pathlib import Path
 
 from npu_lint import __version__
 
-SUBCOMMANDS = ("check", "rule", "audit", "server")
+SUBCOMMANDS = ("check", "rule", "audit", "server", "verify")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = sub.add_parser("server", help="run the language server over stdio")
     server.add_argument("-v", "--verbose", action="store_true")
+    # listed for --help only: `verify` has its own parser (npu_lint.verify.cli), which `check` never imports
+    sub.add_parser("verify", help="run a migrated model for real (see `npu-lint verify --help`)")
     return parser
 
 
@@ -95,6 +97,10 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
+    if args_list[:1] == ["verify"]:
+        from npu_lint.verify.cli import main as verify_main
+
+        return verify_main(args_list[1:])
     try:
         args = build_parser().parse_args(_normalise_argv(args_list))
         if args.command == "rule":
