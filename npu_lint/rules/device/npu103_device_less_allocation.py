@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import PurePath
 
 from npu_lint.core.astutil import walk_pairs
 from npu_lint.core.diagnostics import Edit
@@ -33,6 +34,9 @@ _TENSOR_NAME = re.compile(
     r"^(hidden_states|inputs_embeds|input_ids|position_ids|attention_mask|pixel_values\w*|input_features|"
     r"\w*_embeds|\w*_lens|\w*_mask|grid_thw|query|key|value|x|q|k|v|cos|sin|logits|labels)$"
 )
+_HOST_SIDE_FILE = re.compile(
+    r"(image_processing|processing|feature_extraction|tokenization|video_processing|convert)_\w*\.py$"
+)
 _SCALAR_TYPES = frozenset({"int", "bool", "str", "float", "None"})
 
 
@@ -48,6 +52,36 @@ def _scalar_annotation(ann: ast.expr | None) -> bool:
         return _scalar_annotation(ann.left) and _scalar_annotation(ann.right)
     if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "Optional":
         return _scalar_annotation(ann.slice)
+    return False
+
+
+def _never(expr: ast.AST, names: object) -> bool:
+    return False
+
+
+_SCALAR_CALLS = frozenset({"min", "max", "int", "float", "len", "sum", "bool", "round", "abs"})
+_SCALAR_ATTRS = frozenset({"max", "min", "eps", "tiny", "item", "size", "numel", "dim"})
+
+
+def _scalar_tensor(call: ast.Call) -> bool:
+    """``torch.tensor(<a Python scalar>)`` / ``torch.scalar_tensor(...)``: a 0-dim tensor."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name == "scalar_tensor":
+        return True
+    if name not in ("tensor", "as_tensor") or not call.args:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant):
+        return not isinstance(arg.value, (tuple, bytes))
+    if isinstance(arg, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(arg, ast.Call):
+        callee = arg.func
+        last = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+        return last in _SCALAR_CALLS or last in _SCALAR_ATTRS
+    if isinstance(arg, ast.Attribute):
+        return arg.attr in _SCALAR_ATTRS or arg.attr.endswith(("_size", "_dim", "_id", "_index", "_value"))
     return False
 
 
@@ -78,7 +112,9 @@ def _statement(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
     return node
 
 
-def _loads_after(ctx: Context, func: ast.AST, name: str, stmt: ast.AST, parents: dict[int, ast.AST]) -> list[ast.Name]:
+def _loads_after(
+    ctx: Context, func: ast.AST, name: str, stmt: ast.AST, parents: dict[int, ast.AST]
+) -> list[ast.Name]:
     """Loads of ``name`` after ``stmt`` up to its next rebinding. A rebinding takes effect at the end of its
     statement, so ``x = x.unsqueeze(0)`` still reads the old value."""
     end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)  # type: ignore[attr-defined]
@@ -253,7 +289,11 @@ class DevicelessAllocation(Rule):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
+        if _HOST_SIDE_FILE.match(PurePath(ctx.source.path).name):
+            self.node_types = ()  # preprocessing runs on the host, before data reaches the device
         self.module_classes = _module_classes(ctx.tree, ctx)
+        path = ctx.source.path.replace("\\", "/")
+        self.model_file = "/models/" in path or PurePath(path).name.startswith("modeling_")
         self.spec_targets = _spec_targets(ctx.tree)
         self.functions = {
             s.name for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -262,7 +302,8 @@ class DevicelessAllocation(Rule):
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
         self.pending: list[tuple[tuple[str, str], ast.Call, str, str | None]] = []
-        self._accel_cache: dict[int, set[str]] = {}
+        self._accel_cache: dict[int, dict[str, int]] = {}
+        self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
         self._parents_cache: dict[int, dict[int, ast.AST]] = {}
 
@@ -299,7 +340,8 @@ class DevicelessAllocation(Rule):
         if not qual.startswith("torch.") or qual.count(".") != 1 or qual[6:] not in FACTORIES:
             return
         if any(
-            k.arg is None or (k.arg == "device" and not (isinstance(k.value, ast.Constant) and k.value.value is None))
+            k.arg is None
+            or (k.arg == "device" and not (isinstance(k.value, ast.Constant) and k.value.value is None))
             for k in node.keywords
         ):
             return
@@ -323,6 +365,8 @@ class DevicelessAllocation(Rule):
         if cached is not None:
             return cached
         names: dict[str, int] = {}
+        sites: dict[str, ast.AST] = {}
+        self._accel_sites[id(func)] = sites
         assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         args = func.args
         for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
@@ -335,21 +379,55 @@ class DevicelessAllocation(Rule):
             ):
                 names[arg.arg] = 0
         assigns = [n for n in _subtree(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        # a name also bound to a device-less allocation holds host data on some path: not evidence of device data
+        mixed = {
+            a.targets[0].id
+            for a in assigns
+            if isinstance(a.targets[0], ast.Name) and self._host_allocation(a.value)
+        }
+        for name in mixed:
+            names.pop(name, None)
         changed = True
         while changed:
             changed = False
             for assign in assigns:
                 target = assign.targets[0]
-                if isinstance(target, ast.Name) and target.id not in names:
+                if (
+                    isinstance(target, ast.Name)
+                    and target.id not in mixed
+                    and (target.id not in names or 0 < (assign.end_lineno or 0) < names[target.id])
+                ):
                     if _is_submodule_call(assign.value) or self._is_accel(assign.value, names):
                         names[target.id] = assign.end_lineno or assign.lineno
-                        changed = True
-                elif isinstance(target, ast.Name) and 0 < (assign.end_lineno or 0) < names[target.id]:
-                    if _is_submodule_call(assign.value) or self._is_accel(assign.value, names):
-                        names[target.id] = assign.end_lineno or assign.lineno
+                        sites[target.id] = assign
                         changed = True
         self._accel_cache[id(func)] = names
         return names
+
+    def _host_allocation(self, value: ast.AST) -> bool:
+        """``torch.arange(n)[:, None]``, ``torch.tensor(xs).long()``: a device-less factory at the root."""
+        node = value
+        while True:
+            if isinstance(node, ast.Subscript):
+                node = node.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and not (isinstance(node.func.value, ast.Name))
+            ):
+                if node.func.attr in _MOVES:
+                    return False
+                node = node.func.value
+            else:
+                break
+        if not isinstance(node, ast.Call):
+            return False
+        qual = self.ctx.qualname(node.func) or ""
+        return (
+            qual.startswith("torch.")
+            and qual[6:] in FACTORIES
+            and not any(k.arg == "device" and _device_value(k.value) for k in node.keywords)
+        )
 
     def _is_accel(self, expr: ast.AST, names: dict[str, int]) -> bool:
         """``expr`` is (a view, a method result or a ``torch.*`` op of) an accelerator tensor, with no host move
@@ -369,7 +447,7 @@ class DevicelessAllocation(Rule):
                     if func.attr in _HOST_SINKS or func.attr in _SCALAR_METHODS or _to_cpu(node):
                         return False
                     if func.attr in _MOVES and _moves_device(self.ctx, node):
-                        return True
+                        return self._device_target(node, names)
                     qual = self.ctx.qualname(func) or ""
                     if qual.startswith("torch.") and not isinstance(func.value, ast.Call):
                         if qual[6:] in FACTORIES:
@@ -390,10 +468,58 @@ class DevicelessAllocation(Rule):
                 continue
             if isinstance(node, ast.Name):
                 line = names.get(node.id)
-                return line is not None and line < node.lineno
+                if line is None or line >= node.lineno:
+                    return False
+                return not line or not self._exclusive(node)
             if isinstance(node, (ast.List, ast.Tuple)):
                 return any(self._is_accel(e, names) for e in node.elts)
             return False
+
+    def _exclusive(self, use: ast.Name) -> bool:
+        """The assignment that put ``use``'s name on the device is in the other branch of an ``if`` than ``use``."""
+        func = self.ctx.function
+        if func is None:
+            return False
+        site = self._accel_sites.get(id(func), {}).get(use.id)
+        if site is None:
+            return False
+        parents = self._parent_map(func)
+        chain: dict[int, ast.AST] = {}  # ancestor id -> the child of it on the way to the site
+        child: ast.AST = site
+        node = parents.get(id(site))
+        while node is not None:
+            chain[id(node)] = child
+            child, node = node, parents.get(id(node))
+        child = use
+        node = parents.get(id(use))
+        while node is not None:
+            if id(node) in chain:
+                if isinstance(node, ast.If):
+                    site_child = chain[id(node)]
+                    return (site_child in node.body) != (child in node.body) and child is not node.test
+                return False
+            child, node = node, parents.get(id(node))
+        return False
+
+    def _device_target(self, move: ast.Call, names: dict[str, int]) -> bool:
+        """A move whose target is accelerator data: ``.cuda()``, ``.to(x.device)``, ``.to(device)``, ``.to(x)``
+        with ``x`` on the device; not ``.to(host_tensor)``."""
+        func = move.func
+        assert isinstance(func, ast.Attribute)
+        if func.attr in ("cuda", "npu"):
+            return True
+        target = next((k.value for k in move.keywords if k.arg == "device"), None)
+        if target is None:
+            target = move.args[0] if move.args else None
+        if isinstance(target, ast.Attribute) and target.attr == "device":
+            return (
+                not isinstance(target.value, ast.Name)
+                or target.value.id == "self"
+                or self._is_accel(target.value, names)
+            )
+        if isinstance(target, ast.Name):
+            return "device" in target.id or self._is_accel(target, names)
+        return target is not None and not isinstance(target, ast.Constant)
 
     def _self_params(self) -> set[str]:
         cls = self.ctx.class_
@@ -423,12 +549,14 @@ class DevicelessAllocation(Rule):
         names = self._accel_names(func)
         parents = self._parent_map(func)
         tainted: set[str] = set()
-        work: list[ast.AST] = [node]
+        work: list[tuple[ast.AST, bool]] = [(node, False)]
+        self._scalar = _scalar_tensor(node)
         budget = 200
         while work and budget:
             budget -= 1
             live = {k: v for k, v in names.items() if k not in tainted}
-            met = self._follow(work.pop(), live, parents, work, tainted, func)
+            expr, self._boxed = work.pop()
+            met = self._follow(expr, live, parents, work, tainted, func)
             if met is not None:
                 return met
         return None
@@ -441,21 +569,23 @@ class DevicelessAllocation(Rule):
             return
         tainted.add(key)
         tainted.add(name)
-        work.extend(_loads_after(self.ctx, func, name, stmt, parents))
+        work.extend((use, self._boxed) for use in _loads_after(self.ctx, func, name, stmt, parents))
 
     def _follow(
         self,
         expr: ast.AST,
         names: dict[str, int],
         parents: dict[int, ast.AST],
-        work: list[ast.AST],
+        work: list[tuple[ast.AST, bool]],
         tainted: set[str],
         func: ast.AST,
     ) -> ast.AST | None:
         """Climb from one expression carrying the host value to where it meets device data (returned), or to a
-        name it is stored in (queued), or to a dead end (None)."""
+        name it is stored in (queued), or to a dead end (None). A 0-dim tensor built from a Python scalar only
+        counts where it is an index or a module's input: elsewhere torch treats it as a scalar (no copy)."""
         ctx = self.ctx
-        accel = self._is_accel
+        real = self._is_accel
+        accel = _never if self._scalar else real
         while True:
             parent = parents.get(id(expr))
             if parent is None:
@@ -505,7 +635,7 @@ class DevicelessAllocation(Rule):
                     expr = parent
                     continue
                 # the value is (part of) an index
-                if accel(parent.value, names):
+                if real(parent.value, names):
                     return parent.value
                 return None
             if typ in (ast.Tuple, ast.List):
@@ -514,7 +644,7 @@ class DevicelessAllocation(Rule):
                     return None
                 grand = parents.get(id(parent))
                 if isinstance(grand, ast.Subscript) and grand.slice is parent:
-                    if accel(grand.value, names):
+                    if real(grand.value, names):
                         return grand.value
                     return None
                 expr = parent
@@ -522,8 +652,12 @@ class DevicelessAllocation(Rule):
             if typ in (ast.UnaryOp, ast.Starred, ast.IfExp, ast.ListComp, ast.GeneratorExp, ast.NamedExpr):
                 if typ is ast.IfExp and parent.test is expr:  # type: ignore[attr-defined]
                     return None
-                if typ in (ast.ListComp, ast.GeneratorExp) and parent.elt is not expr:  # type: ignore[attr-defined]
-                    return None
+                if typ in (ast.ListComp, ast.GeneratorExp):
+                    if parent.elt is not expr:  # type: ignore[attr-defined]
+                        return None
+                    self._boxed = (
+                        True  # a list of host tensors (matcher indices...) is host data when returned
+                    )
                 if typ is ast.NamedExpr:
                     self._taint(parent.target.id, _statement(parent, parents), work, tainted, func, parents)  # type: ignore[attr-defined]
                 expr = parent
@@ -533,11 +667,15 @@ class DevicelessAllocation(Rule):
                 other = parent.right if parent.left is expr else parent.left
                 if accel(other, names):
                     return other
+                if self._scalar and real(other, names):
+                    return None
                 expr = parent
                 continue
             if typ is ast.Compare:
                 assert isinstance(parent, ast.Compare)
-                return next((o for o in [parent.left, *parent.comparators] if o is not expr and accel(o, names)), None)
+                return next(
+                    (o for o in [parent.left, *parent.comparators] if o is not expr and accel(o, names)), None
+                )
             if typ is ast.Call:
                 assert isinstance(parent, ast.Call)
                 if parent.func is expr:
@@ -570,6 +708,8 @@ class DevicelessAllocation(Rule):
                 return None
             if typ is ast.Return:
                 # handed back to device code: reported when the function works on device data
+                if self._boxed or self._scalar:
+                    return None
                 return parent if names and self._returns_device_code(func) else None
             return None
 
@@ -581,15 +721,27 @@ class DevicelessAllocation(Rule):
     def _calls_module(self, call: ast.Call, func: ast.AST) -> bool:
         """A call into a module: ``self.proj(x)``, ``self(...)``, ``self.get_input_embeddings()(ids)``, or a
         loop variable over a module list (``for block in self.blocks: block(x)``)."""
-        if _is_submodule_call(call):
-            return True
         callee = call.func
+        if _is_submodule_call(call):
+            attr = (callee.value if isinstance(callee, ast.Subscript) else callee).attr  # type: ignore[attr-defined]
+            return attr not in self._class_methods()
         if isinstance(callee, ast.Name):
             return callee.id == "self" or callee.id in self._module_loop_names(func)
         if isinstance(callee, ast.Call) and isinstance(callee.func, ast.Attribute):
             inner = callee.func
-            return isinstance(inner.value, ast.Name) and inner.value.id == "self" and inner.attr.startswith("get_")
+            return (
+                isinstance(inner.value, ast.Name)
+                and inner.value.id == "self"
+                and inner.attr.startswith("get_")
+            )
         return False
+
+    def _class_methods(self) -> set[str]:
+        """Methods of the enclosing class: ``self.helper(x)`` is a call into plain code, not a submodule."""
+        cls = self.ctx.class_
+        if cls is None:
+            return set()
+        return {s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def _module_loop_names(self, func: ast.AST) -> set[str]:
         key = ("npu103-loop-modules", id(func))
@@ -600,7 +752,11 @@ class DevicelessAllocation(Rule):
         for node in _subtree(func):
             if isinstance(node, (ast.For, ast.AsyncFor)):
                 it = node.iter
-                if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip"):
+                if (
+                    isinstance(it, ast.Call)
+                    and isinstance(it.func, ast.Name)
+                    and it.func.id in ("enumerate", "zip")
+                ):
                     it = it.args[0] if it.args else it
                 while isinstance(it, ast.Subscript):
                     it = it.value
@@ -730,7 +886,8 @@ class DevicelessAllocation(Rule):
         # module-level functions nothing in the file calls are entry points for other modules (model helpers)
         called = {name for names in self.calls.values() for name in names}
         called |= set(self.spec_targets)
-        roots |= {("", f) for f in self.functions if f not in called and not _is_init_method(f)}
+        if self.model_file:
+            roots |= {("", f) for f in self.functions if f not in called and not _is_init_method(f)}
         forward = set(roots)
         todo = list(roots)
         while todo:
