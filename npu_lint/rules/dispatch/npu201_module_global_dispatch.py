@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules._handles import (
+    REGISTRY_OBJECTS,
     Block,
     _dispatch_doc,
     block_of,
@@ -12,6 +13,7 @@ from npu_lint.rules._handles import (
     constructor_kind,
     in_function,
     migration_fix,
+    module_handle_names,
     module_scope_calls,
     str_value,
 )
@@ -106,7 +108,7 @@ class ModuleGlobalDispatch(Rule):
         "blocks and generated files), matching an independent count of 226 (bench/count_opslots.py); "
         "no false positives."
     )
-    node_types = (ast.Call,)
+    node_types = (ast.Call, ast.Assign)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -120,13 +122,17 @@ class ModuleGlobalDispatch(Rule):
                 "attention_op",
                 "bound_kernel",
                 "add_post_import_block",
+                *REGISTRY_OBJECTS,
             )
         ):
             self.node_types = ()  # every finding names one of these in a call
 
     def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign):
+            self._slot_on_self(node)
+            return
         assert isinstance(node, ast.Call)
-        kind = constructor_kind(node)
+        kind = constructor_kind(node, self.ctx)
         if kind is None and not (
             isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
         ):
@@ -141,9 +147,31 @@ class ModuleGlobalDispatch(Rule):
             if block is None:
                 return
             for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset)):
-                kind = constructor_kind(call)
+                kind = constructor_kind(call, self.ctx)
                 if kind is not None:
                     self._report(call, kind, block)
+
+    def _slot_on_self(self, node: ast.Assign) -> None:
+        """``self.fn = veomni_slot`` in a method: the instance keeps the module-global slot itself, so a later
+        ``bind()`` by another model switches this instance's kernel too (its bound kernel was meant)."""
+        value = node.value
+        if not isinstance(value, ast.Name) or self.ctx.function is None:
+            return
+        if not any(
+            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            for t in node.targets
+        ):
+            return
+        if value.id not in module_handle_names(self.ctx):
+            return
+        target = self.ctx.source.segment(node.targets[0])
+        self.report(
+            node,
+            f"`{target} = {value.id}` stores the module-global dispatch slot on the instance: a later `bind()` by "
+            f"another model switches this instance's kernel too; store `{value.id}.bound_kernel()` (or build a "
+            "VeomniOp handle in `__init__`)",
+            migration_fix(self.ctx),
+        )
 
     def _report(self, call: ast.Call, kind: str, block: Block | None) -> None:
         where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
