@@ -20,6 +20,7 @@ from npu_lint.rules.device._shared import (
     _is_requirement_stmt,
     _names_kernel,
     _target_name,
+    cuda_gate_on_npu_path,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
@@ -475,8 +476,8 @@ class HardcodedCudaDevice(Rule):
 
     def _visit_is_cuda(self, node: ast.Attribute) -> None:
         ctx = self.ctx
-        if _in_fstring(ctx) or self._kernel_gate(node):
-            return
+        if _in_fstring(ctx) or self._kernel_gate(node) or cuda_gate_on_npu_path(ctx, node):
+            return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
         if in_cuda_dispatch(ctx, node):
             return
         what = ctx.source.segment(node)
@@ -499,6 +500,8 @@ class HardcodedCudaDevice(Rule):
             return
         if _in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
             return
+        if cuda_gate_on_npu_path(ctx, node):
+            return  # NPU105
         what = ctx.source.segment(node)
         self.report(
             node,
