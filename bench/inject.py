@@ -160,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     if bugs:
         caught = sum(o.ok for o in bugs)
         print(f"| all bugs | {caught} | {len(bugs)} | {caught / len(bugs):.2f} |")
+    if args.verbose:
+        print()
+        print("| rule | caught | injected |")
+        print("|---|---|---|")
+        for code in sorted({o.injection.expect for o in bugs}):
+            mine = [o for o in bugs if o.injection.expect == code]
+            print(f"| {code} | {sum(o.ok for o in mine)} | {len(mine)} |")
     return 0
 
 
