@@ -4,6 +4,7 @@ handle table of module globals and ``self.<attr>``): shared by the dispatch and 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -432,6 +433,25 @@ def _impl_expr(ctx: Context, node: ast.AST) -> bool:
     return last.endswith(("_implementation", "_impl", "_impl_name")) or last in ("impl", "implementation")
 
 
+_FLAG_TARGET = re.compile(r"\s*(\w+)\s*=[^=]")
+
+
+def _guard_flags(ctx: Context) -> frozenset[str]:
+    """Names a file assigns from a dispatch guard attribute (``fused = slot.use_non_eager_impl``): a cheap text
+    scan, so only those names are looked up as local flags."""
+    cached = ctx.memo.get("guard_flags")
+    if cached is None:
+        found: set[str] = set()
+        for line in ctx.source.text.splitlines():
+            if ("use_" in line or "is_bound" in line) and any(attr in line for attr in GUARD_ATTRS):
+                match = _FLAG_TARGET.match(line)
+                if match:
+                    found.add(match.group(1))
+        cached = frozenset(found)
+        ctx.memo["guard_flags"] = cached
+    return cached  # type: ignore[return-value]
+
+
 def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast.AST | None, bool] | None:
     """(description, receiver, needs-a-check) of a dispatch guard.
 
@@ -441,6 +461,8 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test = test.operand
     if isinstance(test, ast.Name) and not _seen:
+        if test.id not in _guard_flags(ctx):
+            return None
         value = _local_value(ctx, test)  # fused = slot.use_non_eager_impl; if fused: ...
         return guard_of(ctx, value, _seen=True) if value is not None else None
     literal = literal_getattr(test)

@@ -11,6 +11,7 @@ The class attributes (code, name, summary, why, bad, good, fix_safety) are the r
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -166,6 +167,7 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
 
 
 _UNSET = object()
+_WORD = re.compile(r"\w+")
 
 
 class Context:
@@ -269,6 +271,10 @@ class Context:
         if cached is not None and cached[0] is func:  # type: ignore[index]
             return cached[1]  # type: ignore[index]
         names: dict[str, str] = {}
+        first, last = getattr(func, "lineno", 1), getattr(func, "end_lineno", None) or 0
+        if not any("import" in line for line in self.source.lines[first - 1 : last]):
+            self.memo[key] = (func, names)
+            return names
         stack = list(getattr(func, "body", []))
         while stack:
             stmt = stack.pop()
@@ -281,14 +287,35 @@ class Context:
         self.memo[key] = (func, names)
         return names
 
+    def may_be_imported(self, name: str) -> bool:
+        """A cheap pre-check: ``name`` appears on a line that imports something (anywhere in the file, in
+        strings too). Names that do not can skip :meth:`local_qualname`."""
+        words = self.memo.get("import_words")
+        if words is None:
+            found: set[str] = set()
+            for line in self.source.text.splitlines():
+                if "import" in line:
+                    found.update(_WORD.findall(line))
+            words = self.memo["import_words"] = frozenset(found)
+        return name in words  # type: ignore[operator]
+
     def local_qualname(self, node: ast.AST) -> str | None:
-        """:meth:`qualname` at the current traversal position: imports of the enclosing functions first."""
-        for parent in reversed(self.parents):
-            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                local = self.local_imports(parent)
-                if local:
-                    merged = {**self.imports, **local}
-                    return self._resolve_chain(node, merged)
+        """:meth:`qualname` at the current traversal position: imports of the enclosing function first."""
+        if type(node) is ast.Name and not self.may_be_imported(node.id):  # type: ignore[attr-defined]
+            return node.id  # type: ignore[attr-defined]
+        func = self.function
+        if func is not None:
+            key = ("scope_imports", id(func))
+            cached = self.memo.get(key)
+            if cached is None or cached[0] is not func:  # type: ignore[index]
+                local = self.local_imports(func)
+                cached = (func, {**self.imports, **local} if local else None)
+                self.memo[key] = cached
+            merged = cached[1]  # type: ignore[index]
+            if merged is not None:
+                if type(node) is ast.Name:
+                    return merged.get(node.id, node.id)  # type: ignore[attr-defined]
+                return self._resolve_chain(node, merged)
         return self.qualname(node)
 
     def add_imports(self, bindings: dict[str, str]) -> None:

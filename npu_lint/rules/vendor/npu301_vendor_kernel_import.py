@@ -131,8 +131,11 @@ class VendorKernelImport(Rule):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        if not mentions_vendor(ctx.source.text):
+        text = ctx.source.text
+        if not mentions_vendor(text):
             self.node_types = ()
+        elif not ctx.source.kind.spec and "import_module" not in text and "__import__" not in text:
+            self.node_types = (ast.Import, ast.ImportFrom)  # calls matter in specs and for dynamic imports
         # (node, statement, names it binds, message, removable) awaiting the unused-import check in finish()
         self.pending: list[tuple[ast.AST, ast.stmt | None, tuple[str, ...], str, bool]] = []
         self._backend: bool | None = None
