@@ -293,9 +293,16 @@ class Context:
         words = self.memo.get("import_words")
         if words is None:
             found: set[str] = set()
+            continued = False  # inside a parenthesised or backslash-continued import
             for line in self.source.text.splitlines():
-                if "import" in line:
-                    found.update(_WORD.findall(line))
+                if not (continued or "import" in line):
+                    continue
+                found.update(_WORD.findall(line))
+                if continued:
+                    continued = ")" not in line and not line.rstrip().endswith(")")
+                else:
+                    tail = line.split("import", 1)[1]
+                    continued = ("(" in tail and ")" not in tail) or line.rstrip().endswith("\\")
             words = self.memo["import_words"] = frozenset(found)
         return name in words  # type: ignore[operator]
 
@@ -308,8 +315,13 @@ class Context:
             key = ("scope_imports", id(func))
             cached = self.memo.get(key)
             if cached is None or cached[0] is not func:  # type: ignore[index]
-                local = self.local_imports(func)
-                cached = (func, {**self.imports, **local} if local else None)
+                merged: dict[str, str] | None = None
+                for parent in self.parents:  # outermost first: inner imports win
+                    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        local = self.local_imports(parent)
+                        if local:
+                            merged = {**(merged or self.imports), **local}
+                cached = (func, merged)
                 self.memo[key] = cached
             merged = cached[1]  # type: ignore[index]
             if merged is not None:
