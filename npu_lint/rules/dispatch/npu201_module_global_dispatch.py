@@ -31,6 +31,9 @@ class ModuleGlobalDispatch(Rule):
         "silently retargets the first. VeOmni's VeomniOp generation gives each model class its own handles, "
         "built in `__init__` from the model's ops config and stored on `self`. Declarations inside a spec's "
         "post-import block are reported at their line inside the string."
+        " Names are resolved: an aliased import (`OpSlot as _Slot`), a kernel read from the registry object "
+        "(`KERNEL_REGISTRY.resolve(...)`) and a module-global slot stored on `self` where its bound kernel was "
+        "meant (`self.fn = slot` instead of `slot.bound_kernel()`) are all module-global dispatch."
     )
     bad = (
         Example(
@@ -73,6 +76,22 @@ class ModuleGlobalDispatch(Rule):
             ROPE = VeomniOp("rope", "full", "eager")
             """,
             title="a VeomniOp handle at import time",
+        ),
+        Example(
+            """
+            from veomni.ops.dispatch import OpSlot as _Slot
+            from veomni.ops.kernel_registry import KERNEL_REGISTRY
+
+            veomni_causal_conv1d = _Slot("causal_conv1d", "standard")
+            conv_kernel = KERNEL_REGISTRY.resolve("causal_conv1d", "standard", "triton")
+
+
+            class ToyGatedDeltaNet:
+                def __init__(self):
+                    self.causal_conv1d_fn = veomni_causal_conv1d
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py",
+            title="names hide the dispatch: an aliased OpSlot, a registry read, the slot stored on self",
         ),
     )
     good = (

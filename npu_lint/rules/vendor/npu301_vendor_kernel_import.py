@@ -38,6 +38,8 @@ class VendorKernelImport(Rule):
         "replaces the kernel when the mapping table (`npu_lint/vendor_map.py`) knows it. In a patch spec, "
         "`config.add_import(...)`, `create_patch_from_external(replacement_module=...)` and import lines in "
         "`add_post_import_block(...)` put the import into the generated file, and are reported too."
+        ' Dynamic imports with a literal name count too: `importlib.import_module("torch_npu")`, '
+        "`import_module(...)`, `__import__(...)`."
     )
     bad = (
         Example(
@@ -88,6 +90,18 @@ class VendorKernelImport(Rule):
                 return hidden_states * 2
             """,
             title="an unused vendor import is removed (unsafe: it may be imported for a side effect)",
+        ),
+        Example(
+            """
+            import importlib
+
+            torch_npu = importlib.import_module("torch_npu")
+
+
+            def rms_norm(hidden_states, weight, eps):
+                return torch_npu.npu_rms_norm(hidden_states, weight, epsilon=eps)[0]
+            """,
+            title="a vendor module loaded dynamically",
         ),
     )
     good = (

@@ -39,6 +39,8 @@ class VendorKernelCall(Rule):
         "backend that lives in a model package (a module that registers `BackendSpec(...)`s, or that a sibling "
         'names in `BackendSpec(entry="<module>:<function>")`) are the kernel implementation and are not '
         "reported either: NPU301 says where that backend belongs."
+        " Callees are resolved through aliases, function-local and dynamic imports "
+        '(`importlib.import_module("torch_npu").npu_x(...)`) and `getattr(module, "literal")`.'
     )
     bad = (
         Example(
@@ -86,6 +88,16 @@ class VendorKernelCall(Rule):
                 return liger_rotary_pos_emb(q, k, cos, sin, position_ids=position_ids, unsqueeze_dim=unsqueeze_dim)
             """,
             title="a module-level function: no `__init__` to own the handle (display-only)",
+        ),
+        Example(
+            """
+            import torch_npu
+
+
+            def apply_rotary(q, cos, sin):
+                return getattr(torch_npu, "npu_rotary_mul")(q, cos, sin)
+            """,
+            title="a kernel reached through getattr with a literal name",
         ),
     )
     good = (
