@@ -11,12 +11,13 @@ The class attributes (code, name, summary, why, bad, good, fix_safety) are the r
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from npu_lint.core.astutil import dotted_name
+from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 
 if TYPE_CHECKING:
@@ -129,6 +130,11 @@ class ProjectRule(RuleMeta):
         return ()
 
 
+def collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
+    """Import bindings of a statement list (``if``/``try`` blocks included) into ``imports``."""
+    _collect_imports(body, imports)
+
+
 def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
     for stmt in body:
         if isinstance(stmt, ast.Import):
@@ -146,6 +152,13 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
             for alias in stmt.names:
                 if alias.name != "*":
                     imports[alias.asname or alias.name] = f"{module}.{alias.name}"
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and (module := literal_import(stmt.value)) is not None
+        ):  # torch_npu = importlib.import_module("torch_npu")
+            imports[stmt.targets[0].id] = module
         elif isinstance(stmt, (ast.If, ast.Try)):
             _collect_imports(stmt.body, imports)
             _collect_imports(getattr(stmt, "orelse", []), imports)
@@ -154,6 +167,7 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
 
 
 _UNSET = object()
+_WORD = re.compile(r"\w+")
 
 
 class Context:
@@ -200,24 +214,129 @@ class Context:
         return dotted_name(node)
 
     def qualname(self, node: ast.AST) -> str | None:
-        """The dotted name of a Name/Attribute chain with its root resolved through module imports."""
+        """The dotted name of a Name/Attribute chain with its root resolved through module imports (aliases
+        included: ``from veomni.ops.dispatch import OpSlot as _Slot`` makes ``_Slot`` ``veomni.ops.dispatch.OpSlot``;
+        ``npu = importlib.import_module("torch_npu")`` makes ``npu`` ``torch_npu``). A chain may start at a
+        dynamic import or a ``getattr`` with literal names: ``importlib.import_module("torch_npu").npu_x`` and
+        ``getattr(torch_npu, "npu_x")`` are both ``torch_npu.npu_x``. This is the one name resolver of the rules:
+        :meth:`local_qualname` adds function-local imports."""
         typ = type(node)
         if typ is ast.Name:
             name = node.id  # type: ignore[attr-defined]
             return self.imports.get(name, name)
-        if typ is not ast.Attribute:
+        if typ is not ast.Attribute and typ is not ast.Call:
             return None
         cached = self._qualnames.get(node, _UNSET)
         if cached is not _UNSET:
             return cached  # type: ignore[return-value]
-        dotted = dotted_name(node)
-        if dotted is None:
-            qual = None
-        else:
-            root, _, rest = dotted.partition(".")
-            qual = f"{self.imports.get(root, root)}.{rest}"
+        qual = self._resolve_chain(node, self.imports)
         self._qualnames[node] = qual
         return qual
+
+    def _resolve_chain(self, node: ast.AST, imports: dict[str, str]) -> str | None:
+        attrs: list[str] = []
+        while True:
+            if isinstance(node, ast.Attribute):
+                attrs.append(node.attr)
+                node = node.value
+                continue
+            if isinstance(node, ast.Call):
+                found = literal_getattr(node)
+                if found is not None:
+                    attrs.append(found[1])
+                    node = found[0]
+                    continue
+                module = literal_import(node)
+                if module is None and node.args and isinstance(node.func, (ast.Name, ast.Attribute)):
+                    func = self._resolve_chain(node.func, imports)
+                    if func == "importlib.import_module":
+                        first = node.args[0]
+                        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                            module = first.value
+                if module is None:
+                    return None
+                root = module
+                break
+            if isinstance(node, ast.Name):
+                root = imports.get(node.id, node.id)
+                break
+            return None
+        return ".".join([root, *reversed(attrs)])
+
+    def local_imports(self, func: ast.AST) -> dict[str, str]:
+        """Names bound by imports inside ``func`` (its own body, nested blocks included): ``import x as y``,
+        ``from m import n``, ``y = importlib.import_module("x")``. Relative modules stay relative."""
+        key = ("local_imports", id(func))
+        cached = self.memo.get(key)
+        if cached is not None and cached[0] is func:  # type: ignore[index]
+            return cached[1]  # type: ignore[index]
+        names: dict[str, str] = {}
+        first, last = getattr(func, "lineno", 1), getattr(func, "end_lineno", None) or 0
+        if not any("import" in line for line in self.source.lines[first - 1 : last]):
+            self.memo[key] = (func, names)
+            return names
+        stack = list(getattr(func, "body", []))
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign)):
+                _collect_imports([stmt], names)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(stmt, field, ()))
+        self.memo[key] = (func, names)
+        return names
+
+    def may_be_imported(self, name: str) -> bool:
+        """A cheap pre-check: ``name`` appears on a line that imports something (anywhere in the file, in
+        strings too). Names that do not can skip :meth:`local_qualname`."""
+        words = self.memo.get("import_words")
+        if words is None:
+            found: set[str] = set()
+            continued = False  # inside a parenthesised or backslash-continued import
+            for line in self.source.text.splitlines():
+                if not (continued or "import" in line):
+                    continue
+                found.update(_WORD.findall(line))
+                if continued:
+                    continued = ")" not in line and not line.rstrip().endswith(")")
+                else:
+                    tail = line.split("import", 1)[1]
+                    continued = ("(" in tail and ")" not in tail) or line.rstrip().endswith("\\")
+            words = self.memo["import_words"] = frozenset(found)
+        return name in words  # type: ignore[operator]
+
+    def local_qualname(self, node: ast.AST) -> str | None:
+        """:meth:`qualname` at the current traversal position: imports of the enclosing function first."""
+        if type(node) is ast.Name and not self.may_be_imported(node.id):  # type: ignore[attr-defined]
+            return node.id  # type: ignore[attr-defined]
+        func = self.function
+        if func is not None:
+            key = ("scope_imports", id(func))
+            cached = self.memo.get(key)
+            if cached is None or cached[0] is not func:  # type: ignore[index]
+                merged: dict[str, str] | None = None
+                for parent in self.parents:  # outermost first: inner imports win
+                    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        local = self.local_imports(parent)
+                        if local:
+                            merged = {**(merged or self.imports), **local}
+                cached = (func, merged)
+                self.memo[key] = cached
+            merged = cached[1]  # type: ignore[index]
+            if merged is not None:
+                if type(node) is ast.Name:
+                    return merged.get(node.id, node.id)  # type: ignore[attr-defined]
+                return self._resolve_chain(node, merged)
+        return self.qualname(node)
+
+    def add_imports(self, bindings: dict[str, str]) -> None:
+        """Import bindings from code the file carries as strings (post-import blocks of a patch spec): they
+        reach the generated module's scope. Existing bindings win."""
+        for name, target in bindings.items():
+            if name not in self.imports:
+                self.imports[name] = target
+                self._qualnames.clear()
 
     # -- reporting ----------------------------------------------------------------------------------
     def add(

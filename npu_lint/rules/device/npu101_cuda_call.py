@@ -122,7 +122,7 @@ class CudaCall(Rule):
         "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. When `.cuda(i)` "
         "names an explicit device index the fix is unsafe: the index is dropped in favour of the current device."
     )
-    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md."
+    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
     node_types = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:

@@ -20,6 +20,7 @@ from npu_lint.rules.device._shared import (
     _is_requirement_stmt,
     _names_kernel,
     _target_name,
+    cuda_gate_on_npu_path,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
@@ -186,7 +187,7 @@ class HardcodedCudaDevice(Rule):
         'when that code is CUDA-only). No fix for `.is_cuda` / `device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
-    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md.'
+    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 6 of 6.'
     node_types = (
         ast.Call,
         ast.Attribute,
@@ -475,8 +476,8 @@ class HardcodedCudaDevice(Rule):
 
     def _visit_is_cuda(self, node: ast.Attribute) -> None:
         ctx = self.ctx
-        if _in_fstring(ctx) or self._kernel_gate(node):
-            return
+        if _in_fstring(ctx) or self._kernel_gate(node) or cuda_gate_on_npu_path(ctx, node):
+            return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
         if in_cuda_dispatch(ctx, node):
             return
         what = ctx.source.segment(node)
@@ -499,6 +500,8 @@ class HardcodedCudaDevice(Rule):
             return
         if _in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
             return
+        if cuda_gate_on_npu_path(ctx, node):
+            return  # NPU105
         what = ctx.source.segment(node)
         self.report(
             node,
