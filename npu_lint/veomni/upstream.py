@@ -426,3 +426,44 @@ def upstream_zero_init(module: str, cls: str, attr: str = "weight", depth: int =
             if result is not None:
                 return result
     return None
+
+
+def upstream_class(module: str, cls: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+    """The stdlib-ast ClassDef of upstream ``module.cls`` and the module defining it (imports followed)."""
+    found = _upstream_module(module)
+    if found is None or depth > 4:
+        return None
+    classes, imports = found
+    node = classes.get(cls)
+    if node is not None:
+        return module, node
+    target = imports.get(cls)
+    if target and target.startswith("transformers."):
+        mod, _, name = target.rpartition(".")
+        return upstream_class(mod, name, depth + 1)
+    return None
+
+
+def upstream_class_method(module: str, cls: str, name: str, depth: int = 0) -> ast.FunctionDef | None:
+    """The method ``name`` upstream ``module.cls`` defines or inherits from a transformers base (stdlib ast)."""
+    found = upstream_class(module, cls)
+    if found is None or depth > 6:
+        return None
+    mod, node = found
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            return stmt
+    for base in node.bases:
+        base_name = last_name(base)
+        if not base_name or base_name in ("Module", "object", "GenerationMixin"):
+            continue
+        result = upstream_class_method(mod, base_name, name, depth + 1)
+        if result is not None:
+            return result
+    return None
+
+
+def upstream_class_names(module: str) -> list[str]:
+    """The classes an upstream module defines (empty when it cannot be read)."""
+    found = _upstream_module(module)
+    return list(found[0]) if found is not None else []

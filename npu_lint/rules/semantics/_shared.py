@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules._handles import (
     Handle,
     HandleTable,
     call_arg,
     owner_class,
+    project_of,
     spec_target,
     str_value,
 )
-from npu_lint.rules.base import Context, Rule
-from npu_lint.veomni.upstream import last_name, param_init, upstream_zero_init
+from npu_lint.rules.base import Context, Rule, make_fix
+from npu_lint.veomni import vendor_map
+from npu_lint.veomni.norms import (
+    RmsContract,
+    class_rms_contract,
+    param_init_kind,
+    rms_variant_contract,
+    variant_for_contract,
+)
+from npu_lint.veomni.upstream import last_name, upstream_class_method
 
 _CASTS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous"}
 _SIMPLE = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
@@ -174,6 +184,11 @@ class _RmsNormCalls(Rule):
         out = []
         for call, func, cls in self.state.calls:
             handle = self.handles.resolve(self.ctx, call.func, cls)
+            if handle is None and isinstance(call.func, ast.Name):  # a handle local to the function
+                values = [v for v in _assigned_in(func, call.func.id) if isinstance(v, ast.Call)]
+                found = [HandleTable._handle(v) for v in values]
+                if len(found) == 1 and found[0] is not None:
+                    handle = found[0]
             if handle is not None and handle.op == "rms_norm" and weight_argument(call) is not None:
                 out.append((call, func, cls, handle))
         return out
@@ -190,40 +205,136 @@ class _RmsNormCalls(Rule):
         return None
 
     def zero_init(self, cls: str | None, attr: str) -> bool:
-        if cls is None:
-            return False
+        return self.weight_kind(cls, attr) == "zeros"
+
+    def _local_init(self, cls: str) -> ast.FunctionDef | None:
+        node = self.classes.get(cls)
+        if node is None:
+            return None
+        return next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+
+    def weight_kind(self, cls: str | None, attr: str, depth: int = 0) -> str | None:
+        """How the class initialises ``self.<attr>``: "zeros" | "ones" | "other" | None (unknown).
+
+        Read from a spec's ``__init__`` patch, the class's own ``__init__`` in the file, its bases (in the file
+        or upstream transformers), or, for a patched copy of an upstream class, the upstream class."""
+        if cls is None or depth > 6:
+            return None
         patch = self.init_patches.get(cls)
         if patch is not None:
-            result = param_init(patch, attr)
+            result = param_init_kind(patch, attr)
             if result is not None:
                 return result
         node = self.classes.get(cls)
         if node is not None:
-            init = next(
-                (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
-            )
+            init = self._local_init(cls)
             if init is not None:
-                result = param_init(init, attr)
+                result = param_init_kind(init, attr)
                 if result is not None:
                     return result
             for base in node.bases:
                 name = last_name(base)
                 if name in self.classes and name != cls:
-                    if self.zero_init(name, attr):
-                        return True
+                    result = self.weight_kind(name, attr, depth + 1)
+                    if result is not None:
+                        return result
                     continue
                 target = self.ctx.imports.get(name or "", "")
                 if target.startswith("transformers."):
                     mod, _, real = target.rpartition(".")
-                    if upstream_zero_init(mod, real, attr):
-                        return True
+                    up = upstream_class_method(mod, real, "__init__")
+                    result = param_init_kind(up, attr) if up is not None else None
+                    if result is not None:
+                        return result
             if init is not None or node.bases:
-                return False
+                return None
         # not set in the file: a patched copy of an upstream class (spec, generated file) reads upstream
         module = self._module_of_file()
         if module and module.startswith("transformers."):
-            return bool(upstream_zero_init(module, cls, attr))
-        return False
+            up = upstream_class_method(module, cls, "__init__")
+            return param_init_kind(up, attr) if up is not None else None
+        return None
+
+    def class_contract(self, cls: str | None) -> RmsContract | None:
+        """What the model's RMSNorm class computes: its weight init (as above), and from the upstream class
+        (or the class in the file when it is not an upstream one) the offset, the eps attribute, the upcast."""
+        if cls is None:
+            return None
+        init_kind = self.weight_kind(cls, "weight")
+        module = self._module_of_file()
+        forward = init = None
+        if module and module.startswith("transformers."):
+            forward = upstream_class_method(module, cls, "forward")
+            init = upstream_class_method(module, cls, "__init__")
+        if forward is None and init is None:
+            init = self._local_init(cls)
+        base = class_rms_contract(init, forward)
+        return RmsContract(init_kind or base.weight_init, base.offset, base.eps_attr, base.upcast)
+
+    def assigned_attrs(self, cls: str | None) -> set[str] | None:
+        """Attributes the class's effective ``__init__`` assigns on self (None: no ``__init__`` read)."""
+        if cls is None:
+            return None
+        inits: list[ast.AST] = []
+        for init in (self.init_patches.get(cls), self._local_init(cls)):
+            if init is not None:
+                inits.append(init)
+        module = self._module_of_file()
+        if not inits and module and module.startswith("transformers."):
+            up = upstream_class_method(module, cls, "__init__")
+            if up is not None:
+                inits.append(up)
+        if not inits:
+            return None
+        out: set[str] = set()
+        for init in inits:
+            for node in ast.walk(init):
+                targets = (
+                    node.targets
+                    if isinstance(node, ast.Assign)
+                    else ([node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+                )
+                for target in targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
+                        out.add(target.attr)
+        return out
+
+    def contract_of(self, handle: Handle) -> str | None:
+        """The registry contract of an RMSNorm handle's variant ("offset" | "standard" | ...)."""
+        return rms_variant_contract(project_of(self.ctx), handle.raw_variant or handle.variant)
+
+    def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
+        """Direct vendor RMSNorm kernel calls (`torch_npu.npu_rms_norm(x, w, ...)`): (call, func, class, name)."""
+        out = []
+        for call, func, cls in self.state.calls:
+            qual = self.ctx.qualname(call.func)
+            if not qual:
+                continue
+            kernel = vendor_map.lookup(qual)
+            if kernel is not None and kernel.op == "rms_norm" and weight_argument(call) is not None:
+                out.append((call, func, cls, qual))
+        return out
+
+    def variant_fix(self, handle: Handle, contract: str, reason: str) -> Fix | None:
+        """Switch a literal handle declaration to the variant the tree's registry names for ``contract``."""
+        ctx = self.ctx
+        node = call_arg(handle.call, 1, "variant")
+        if node is None or str_value(node) is None:
+            return None
+        name = variant_for_contract(project_of(ctx), contract, handle.kind)
+        new = f'"{name}"'
+        if handle.block is not None:
+            span = handle.block.offsets(ctx, node)
+            if span is None:
+                return None
+            edit = Edit(span[0], span[1], new)
+        else:
+            edit = ctx.replace(node, new)
+        return make_fix(f"Switch the handle to the {new} variant", [edit], Applicability.UNSAFE, reason)
 
 
 # -- NPU401 -----------------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
     def finish(self) -> None:
         ctx = self.ctx
         for call, func, _cls, handle in self.rms_calls():
-            if handle.variant != "offset":
+            if self.contract_of(handle) != "offset":
                 continue
             arg = weight_argument(call)
             assert arg is not None

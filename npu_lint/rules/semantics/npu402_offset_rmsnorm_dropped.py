@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from npu_lint.core.diagnostics import Applicability, Edit, Fix
-from npu_lint.rules._handles import (
-    Handle,
-    call_arg,
-    str_value,
-)
-from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
 
 
@@ -160,7 +154,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         uses: dict[int, int] = {}
         for call, _func, cls, handle in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
-            if handle.variant != "standard":
+            if self.contract_of(handle) != "standard":
                 continue
             arg = weight_argument(call)
             attr = raw_weight_attr(arg) if arg is not None else None
@@ -174,30 +168,14 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             fix = None
             key = id(handle.call)
             if flagged[key] == uses[key]:
-                fix = self._variant_fix(handle)
+                fix = self.variant_fix(
+                    handle,
+                    "offset",
+                    "changes the normalisation to norm(x) * (1 + weight), as the zero-initialised weight intends",
+                )
             self.report(
                 arg,  # type: ignore[arg-type]
                 f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
                 "passed to a `standard` RMSNorm handle: the offset is dropped; use the `offset` variant",
                 fix,
             )
-
-    def _variant_fix(self, handle: Handle) -> Fix | None:
-        ctx = self.ctx
-        node = call_arg(handle.call, 1, "variant")
-        if node is None or str_value(node) is None:
-            return None
-        new = '"qwen3_5"' if handle.kind == "OpSlot" else '"offset"'
-        if handle.block is not None:
-            span = handle.block.offsets(ctx, node)
-            if span is None:
-                return None
-            edit = Edit(span[0], span[1], new)
-        else:
-            edit = ctx.replace(node, new)
-        return make_fix(
-            f"Switch the handle to the {new} variant",
-            [edit],
-            Applicability.UNSAFE,
-            "changes the normalisation to norm(x) * (1 + weight), as the zero-initialised weight intends",
-        )
