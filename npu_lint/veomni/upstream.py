@@ -467,3 +467,75 @@ def upstream_class_names(module: str) -> list[str]:
     """The classes an upstream module defines (empty when it cannot be read)."""
     found = _upstream_module(module)
     return list(found[0]) if found is not None else []
+
+
+# -- the methods a file replaces, paired with the upstream ones ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PatchedMethod:
+    """A method of an upstream class as a spec (decorated replacement) or generated file (class body) has it."""
+
+    module: str  # the upstream transformers module
+    cls: str
+    name: str
+    func: ast.FunctionDef  # in the linted file
+    upstream: ast.FunctionDef  # the upstream method it replaces
+
+
+def file_source_module(tree: ast.Module, text: str) -> str | None:
+    """The upstream module a spec (``PatchConfig(source_module=...)``) or generated file (banner) copies."""
+    for stmt in tree.body:
+        value = getattr(stmt, "value", None)
+        if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig":
+            for kw in value.keywords:
+                if kw.arg == "source_module" and isinstance(kw.value, ast.Constant):
+                    return str(kw.value.value)
+    for line in text[:4096].splitlines():
+        stripped = line.lstrip("# ").strip()
+        if stripped.startswith("Source:"):
+            return stripped.split(":", 1)[1].strip() or None
+    return None
+
+
+def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
+    for deco in func.decorator_list:
+        if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
+            continue
+        if deco.func.attr != "override_method" or not deco.args:
+            continue
+        target = deco.args[0]
+        if isinstance(target, ast.Constant) and isinstance(target.value, str) and "." in target.value:
+            cls, _, method = target.value.rpartition(".")
+            return cls, method
+    return None
+
+
+def patched_methods(
+    tree: ast.Module, text: str, method: str, cls_suffixes: tuple[str, ...]
+) -> list[PatchedMethod]:
+    """Methods named ``method`` of classes ending with one of ``cls_suffixes`` that the file replaces (spec
+    ``override_method`` functions) or holds (generated-file classes), each with its upstream original; only
+    those whose body differs from the upstream one."""
+    module = file_source_module(tree, text)
+    if module is None or not module.startswith("transformers."):
+        return []
+    out: list[PatchedMethod] = []
+    candidates: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            target = _decorator_target(stmt)
+            if target is not None and target[1] == method:
+                candidates.append((target[0], stmt))
+        elif isinstance(stmt, ast.ClassDef):
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    candidates.append((stmt.name, item))
+    for cls, func in candidates:
+        if not cls.endswith(cls_suffixes):
+            continue
+        upstream = upstream_class_method(module, cls, method)
+        if upstream is None or [ast.dump(s) for s in upstream.body] == [ast.dump(s) for s in func.body]:
+            continue
+        out.append(PatchedMethod(module, cls, method, func, upstream))
+    return out

@@ -23,7 +23,7 @@ from npu_lint.veomni.norms import (
     rms_variant_contract,
     variant_for_contract,
 )
-from npu_lint.veomni.upstream import last_name, upstream_class_method
+from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_class_method
 
 _CASTS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous"}
 _SIMPLE = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
@@ -341,3 +341,89 @@ class _RmsNormCalls(Rule):
 
 
 # -- NPU402 -----------------------------------------------------------------------------------------
+
+
+# -- loss paths (NPU41x) ------------------------------------------------------------------------------
+
+LOSS_CLASSES = ("ForCausalLM", "ForConditionalGeneration")
+_LOSS_FUNCS = {"ForCausalLMLoss", "fixed_cross_entropy", "causal_lm_loss"}
+_DIRECT_CE = {"cross_entropy", "CrossEntropyLoss"}
+
+
+class LossRule(Rule):
+    """Base of the NPU41x rules: each patched loss forward of the file, paired with the upstream forward."""
+
+    node_types = ()
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        memo_key = "loss_patched"
+        found = ctx.memo.get(memo_key)
+        if found is None:
+            text = ctx.source.text
+            if "forward" not in text or (
+                "ForCausalLM" not in text and "ForConditionalGeneration" not in text
+            ):
+                found = []
+            else:
+                found = patched_methods(ctx.tree, text, "forward", LOSS_CLASSES)
+            ctx.memo[memo_key] = found
+        for patched in found:
+            self.check(patched)
+
+    def check(self, patched: PatchedMethod) -> None:  # pragma: no cover - interface
+        pass
+
+
+def loss_calls(func: ast.AST) -> list[ast.Call]:
+    """Calls that compute the causal-LM loss: `self.loss_function(...)`, the loss helpers, a loss handle."""
+    out = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = last_name(node.func)
+        if name in ("loss_function", *_LOSS_FUNCS) or (
+            isinstance(node.func, ast.Name)
+            and name is not None
+            and name.endswith("_loss")
+            and "veomni" in name
+        ):
+            out.append(node)
+    return out
+
+
+def direct_ce_calls(func: ast.AST) -> list[ast.Call]:
+    out = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call):
+            if last_name(node.func) in _DIRECT_CE:
+                out.append(node)
+            elif isinstance(node.func, ast.Call) and last_name(node.func.func) in _DIRECT_CE:
+                out.append(node)
+    return out
+
+
+def mentions_attr(func: ast.AST, attr: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(func))
+
+
+def names_in(func: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+
+
+def forwards_kwargs(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords)
+
+
+def params_of(func: ast.FunctionDef) -> list[str]:
+    args = func.args
+    return [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+
+
+def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
+    """The `def name` of a function, as a report range (line 1-based, columns in code points)."""
+    line = func.lineno
+    text = ctx.source.text.splitlines()[line - 1] if line - 1 < len(ctx.source.text.splitlines()) else ""
+    col = text.find("def ")
+    col = col if col >= 0 else 0
+    return line, col, line, col + 4 + len(func.name)
