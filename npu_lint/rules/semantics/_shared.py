@@ -383,10 +383,7 @@ def loss_calls(func: ast.AST) -> list[ast.Call]:
             continue
         name = last_name(node.func)
         if name in ("loss_function", *_LOSS_FUNCS) or (
-            isinstance(node.func, ast.Name)
-            and name is not None
-            and name.endswith("_loss")
-            and "veomni" in name
+            name is not None and ("causal_lm_loss" in name or "cross_entropy" in name or name.endswith("_ce"))
         ):
             out.append(node)
     return out
