@@ -1,0 +1,287 @@
+"""Recall of the model-semantics rules (NPU40x RMSNorm, NPU41x loss, NPU7xx multimodal) on bugs injected into
+copies of real files of the veomni==0.1.12 wheel, one bug at a time.
+
+Each injection is a list of exact-string edits (old -> new, on every occurrence or the first) of our own writing,
+applied to one file of the wheel; the rule is credited when the injected copy has more findings of the expected
+code than the original. The wheel is read from the corpus cache (tests/corpus.py); nothing of it is committed.
+
+    .venv/bin/python bench/semantics_recall.py [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from npu_lint.rules.base import load_rule_modules
+
+WHEEL = Path.home() / ".cache/npu-lint-corpus/veomni-0.1.12/veomni/models/transformers"
+
+# (name, file under WHEEL, [(old, new, all_occurrences)], expected code)
+INJECTIONS: list[tuple[str, str, list[tuple[str, str, bool]], str]] = [
+    # -- RMSNorm contracts --------------------------------------------------------------------------
+    (
+        "gemma-style model switched to the standard variant (spec)",
+        "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
+        [('OpSlot("rms_norm", "qwen3_5")', 'OpSlot("rms_norm", "standard")', True)],
+        "NPU402",
+    ),
+    (
+        "gemma-style model switched to the standard variant (generated)",
+        "qwen3_5/generated/patched_modeling_qwen3_5_gpu.py",
+        [('OpSlot("rms_norm", "qwen3_5")', 'OpSlot("rms_norm", "standard")', True)],
+        "NPU402",
+    ),
+    (
+        "standard model switched to the offset variant (spec)",
+        "qwen3/qwen3_gpu_patch_gen_config.py",
+        [('OpSlot("rms_norm", "standard")', 'OpSlot("rms_norm", "qwen3_5")', True)],
+        "NPU403",
+    ),
+    (
+        "standard model switched to the offset variant (generated)",
+        "qwen3/generated/patched_modeling_qwen3_gpu.py",
+        [('OpSlot("rms_norm", "standard")', 'OpSlot("rms_norm", "qwen3_5")', True)],
+        "NPU403",
+    ),
+    (
+        "standard model switched to the offset variant (qwen3_vl text norm)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [('OpSlot("rms_norm", "standard")', 'OpSlot("rms_norm", "qwen3_5")', True)],
+        "NPU403",
+    ),
+    (
+        "1.0 + weight passed to the standard slot of a standard model (spec)",
+        "qwen3/qwen3_gpu_patch_gen_config.py",
+        [
+            (
+                "veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)",
+                "veomni_rms_norm(hidden_states, 1.0 + self.weight, self.variance_epsilon)",
+                True,
+            )
+        ],
+        "NPU404",
+    ),
+    (
+        "1.0 + weight passed to the standard slot of a standard model (generated)",
+        "qwen3/generated/patched_modeling_qwen3_gpu.py",
+        [
+            (
+                "veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)",
+                "veomni_rms_norm(hidden_states, 1.0 + self.weight.float(), self.variance_epsilon)",
+                True,
+            )
+        ],
+        "NPU404",
+    ),
+    (
+        "1 + weight passed to the qwen3_5 (offset) slot (spec)",
+        "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
+        [("veomni_rms_norm(x, self.weight, self.eps)", "veomni_rms_norm(x, 1 + self.weight, self.eps)", True)],
+        "NPU401",
+    ),
+    (
+        "1 + weight passed to the qwen3_5 (offset) slot (generated)",
+        "qwen3_5/generated/patched_modeling_qwen3_5_gpu.py",
+        [("veomni_rms_norm(x, self.weight, self.eps)", "veomni_rms_norm(x, (1.0 + self.weight).to(x.dtype), self.eps)", True)],
+        "NPU401",
+    ),
+    (
+        "Llama-style eps attribute in a Gemma-style norm (spec)",
+        "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
+        [("veomni_rms_norm(x, self.weight, self.eps)", "veomni_rms_norm(x, self.weight, self.variance_epsilon)", True)],
+        "NPU405",
+    ),
+    (
+        "Gemma-style eps attribute in a standard norm (spec)",
+        "qwen3/qwen3_gpu_patch_gen_config.py",
+        [
+            (
+                "veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)",
+                "veomni_rms_norm(hidden_states, self.weight, self.eps)",
+                True,
+            )
+        ],
+        "NPU405",
+    ),
+    # -- loss semantics -----------------------------------------------------------------------------------
+    (
+        "final-logit soft-capping dropped (gemma3 spec)",
+        "gemma3/gemma3_gpu_patch_gen_config.py",
+        [
+            (
+                "            if self.config.final_logit_softcapping is not None:\n"
+                "                raise ValueError(\n",
+                "            if False:\n                raise ValueError(\n",
+                False,
+            ),
+            (
+                "    if self.config.final_logit_softcapping is not None:\n"
+                "                logits = logits / self.config.final_logit_softcapping\n"
+                "                logits = torch.tanh(logits)\n"
+                "                logits = logits * self.config.final_logit_softcapping\n",
+                "    pass\n",
+                True,
+            ),
+            (
+                "        if self.config.final_logit_softcapping is not None:\n"
+                "            logits = logits / self.config.final_logit_softcapping\n"
+                "            logits = torch.tanh(logits)\n"
+                "            logits = logits * self.config.final_logit_softcapping\n",
+                "",
+                True,
+            ),
+        ],
+        "NPU411",
+    ),
+    (
+        "final-logit soft-capping applied twice (gemma3 spec)",
+        "gemma3/gemma3_gpu_patch_gen_config.py",
+        [
+            (
+                "            logits = torch.tanh(logits)\n",
+                "            logits = torch.tanh(logits)\n            logits = torch.tanh(logits)\n",
+                False,
+            )
+        ],
+        "NPU411",
+    ),
+    (
+        "labels shifted by hand, then again by the loss (qwen3_moe spec)",
+        "qwen3_moe/qwen3_moe_gpu_patch_gen_config.py",
+        [("                labels=labels,\n", "                labels=labels[..., 1:],\n", True)],
+        "NPU412",
+    ),
+    (
+        "loss kwargs (num_items_in_batch) dropped (qwen3_moe spec)",
+        "qwen3_moe/qwen3_moe_gpu_patch_gen_config.py",
+        [
+            (
+                "                weights=self.lm_head.weight,\n                **kwargs,\n",
+                "                weights=self.lm_head.weight,\n",
+                True,
+            )
+        ],
+        "NPU413",
+    ),
+    (
+        "loss kwargs dropped (qwen3_5_moe generated)",
+        "qwen3_5_moe/generated/patched_modeling_qwen3_5_moe_gpu.py",
+        [
+            (
+                "                    weights=self.lm_head.weight,\n                    **kwargs,\n",
+                "                    weights=self.lm_head.weight,\n",
+                True,
+            )
+        ],
+        "NPU413",
+    ),
+    (
+        "logits_to_keep ignored (qwen3_moe spec)",
+        "qwen3_moe/qwen3_moe_gpu_patch_gen_config.py",
+        [
+            (
+                "slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep",
+                "slice_indices = slice(None)",
+                True,
+            )
+        ],
+        "NPU414",
+    ),
+    (
+        "logits_to_keep ignored (qwen3_vl spec)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [
+            (
+                "slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep",
+                "slice_indices = slice(None)",
+                True,
+            )
+        ],
+        "NPU414",
+    ),
+    (
+        "VLM loss with the top-level vocab size (qwen3_vl spec)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [("vocab_size=self.config.text_config.vocab_size", "vocab_size=self.config.vocab_size", False)],
+        "NPU415",
+    ),
+    (
+        "VLM loss with the top-level vocab size (qwen3_vl generated)",
+        "qwen3_vl/generated/patched_modeling_qwen3_vl_gpu.py",
+        [("vocab_size=self.config.text_config.vocab_size", "vocab_size=self.config.vocab_size", False)],
+        "NPU415",
+    ),
+    # -- multimodal wrappers -------------------------------------------------------------------------------
+    (
+        "pixel_values_videos accepted, not passed on (qwen3_vl spec)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [("        pixel_values_videos=pixel_values_videos,\n", "", True)],
+        "NPU701",
+    ),
+    (
+        "text-only micro-batch skips the vision tower (qwen3_vl spec)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [("self.visual.dummy_forward()", "None", True)],
+        "NPU703",
+    ),
+    (
+        "dummy forward without the zero-valued dependency (qwen3_vl spec)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [(".mean() * 0.0", ".mean()", True)],
+        "NPU703",
+    ),
+    (
+        "dummy_forward dtype from self.dtype (qwen3_5_moe spec, after a correct version)",
+        "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
+        [],
+        "NPU702",
+    ),
+]
+
+
+def _findings(path: str, text: str, code: str) -> int:
+    return sum(1 for d in lint_source(SourceFile.from_text(path, text), [code], Settings()) if d.code == code)
+
+
+def run() -> list[dict[str, object]]:
+    load_rule_modules()
+    out = []
+    for name, rel, edits, code in INJECTIONS:
+        path = WHEEL / rel
+        original = path.read_text(encoding="utf-8")
+        text = original
+        applied = True
+        for old, new, every in edits:
+            if old not in text:
+                applied = False
+                break
+            text = text.replace(old, new) if every else text.replace(old, new, 1)
+        if not edits:  # the wheel's own bug (no injection): the rule must report the original
+            before, after = 0, _findings(str(path), original, code)
+        else:
+            before, after = _findings(str(path), original, code), _findings(str(path), text, code)
+        out.append(
+            {"bug": name, "file": rel, "code": code, "applied": applied, "detected": applied and after > before}
+        )
+    return out
+
+
+def main() -> None:
+    results = run()
+    if "--json" in sys.argv:
+        print(json.dumps(results, indent=2))
+        return
+    detected = sum(1 for r in results if r["detected"])
+    for r in results:
+        mark = "yes" if r["detected"] else ("NOT APPLIED" if not r["applied"] else "no")
+        print(f"{r['code']}  {mark:11}  {r['bug']}  [{r['file']}]")
+    print(f"recall: {detected}/{len(results)}")
+
+
+if __name__ == "__main__":
+    main()
