@@ -81,19 +81,37 @@ INJECTIONS: list[tuple[str, str, list[tuple[str, str, bool]], str]] = [
     (
         "1 + weight passed to the qwen3_5 (offset) slot (spec)",
         "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
-        [("veomni_rms_norm(x, self.weight, self.eps)", "veomni_rms_norm(x, 1 + self.weight, self.eps)", True)],
+        [
+            (
+                "veomni_rms_norm(x, self.weight, self.eps)",
+                "veomni_rms_norm(x, 1 + self.weight, self.eps)",
+                True,
+            )
+        ],
         "NPU401",
     ),
     (
         "1 + weight passed to the qwen3_5 (offset) slot (generated)",
         "qwen3_5/generated/patched_modeling_qwen3_5_gpu.py",
-        [("veomni_rms_norm(x, self.weight, self.eps)", "veomni_rms_norm(x, (1.0 + self.weight).to(x.dtype), self.eps)", True)],
+        [
+            (
+                "veomni_rms_norm(x, self.weight, self.eps)",
+                "veomni_rms_norm(x, (1.0 + self.weight).to(x.dtype), self.eps)",
+                True,
+            )
+        ],
         "NPU401",
     ),
     (
         "Llama-style eps attribute in a Gemma-style norm (spec)",
         "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
-        [("veomni_rms_norm(x, self.weight, self.eps)", "veomni_rms_norm(x, self.weight, self.variance_epsilon)", True)],
+        [
+            (
+                "veomni_rms_norm(x, self.weight, self.eps)",
+                "veomni_rms_norm(x, self.weight, self.variance_epsilon)",
+                True,
+            )
+        ],
         "NPU405",
     ),
     (
@@ -143,8 +161,8 @@ INJECTIONS: list[tuple[str, str, list[tuple[str, str, bool]], str]] = [
         "gemma3/gemma3_gpu_patch_gen_config.py",
         [
             (
-                "            logits = torch.tanh(logits)\n",
-                "            logits = torch.tanh(logits)\n            logits = torch.tanh(logits)\n",
+                "                logits = torch.tanh(logits)\n",
+                "                logits = torch.tanh(logits)\n                logits = torch.tanh(logits)\n",
                 False,
             )
         ],
@@ -236,6 +254,30 @@ INJECTIONS: list[tuple[str, str, list[tuple[str, str, bool]], str]] = [
         "NPU703",
     ),
     (
+        "get_position_id_func wraps another model's rope index (qwen3_5 spec)",
+        "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
+        [("Qwen3_5Model.get_rope_index", "Qwen3VLModel.get_rope_index", True)],
+        "NPU704",
+    ),
+    (
+        "get_position_id_func wraps another model's rope index (qwen2_vl generated)",
+        "qwen2_vl/generated/patched_modeling_qwen2_vl_gpu.py",
+        [("Qwen2VLModel.get_rope_index", "Qwen2_5_VLModel.get_rope_index", True)],
+        "NPU704",
+    ),
+    (
+        "Model.forward drops the 3-D position ids (qwen3_vl spec)",
+        "qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        [("position_ids = self.compute_3d_position_ids(", "position_ids = plain_position_ids(", True)],
+        "NPU704",
+    ),
+    (
+        "wrapper __init__ renames a submodule without a mapping (qwen3_omni_moe spec)",
+        "qwen3_omni_moe/qwen3_omni_moe_gpu_patch_gen_config.py",
+        [("    self.thinker = Qwen3OmniMoeThinker", "    self.thinker_model = Qwen3OmniMoeThinker", True)],
+        "NPU705",
+    ),
+    (
         "dummy_forward dtype from self.dtype (qwen3_5_moe spec, after a correct version)",
         "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
         [],
@@ -266,7 +308,13 @@ def run() -> list[dict[str, object]]:
         else:
             before, after = _findings(str(path), original, code), _findings(str(path), text, code)
         out.append(
-            {"bug": name, "file": rel, "code": code, "applied": applied, "detected": applied and after > before}
+            {
+                "bug": name,
+                "file": rel,
+                "code": code,
+                "applied": applied,
+                "detected": applied and after > before,
+            }
         )
     return out
 

@@ -480,7 +480,7 @@ class PatchedMethod:
     cls: str
     name: str
     func: ast.FunctionDef  # in the linted file
-    upstream: ast.FunctionDef  # the upstream method it replaces
+    upstream: ast.FunctionDef  # the upstream method it replaces (an empty stand-in when upstream has none)
 
 
 def file_source_module(tree: ast.Module, text: str) -> str | None:
@@ -502,21 +502,26 @@ def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
     for deco in func.decorator_list:
         if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
             continue
-        if deco.func.attr != "override_method" or not deco.args:
+        if deco.func.attr not in ("override_method", "modify_init") or not deco.args:
             continue
         target = deco.args[0]
-        if isinstance(target, ast.Constant) and isinstance(target.value, str) and "." in target.value:
+        if not (isinstance(target, ast.Constant) and isinstance(target.value, str)):
+            continue
+        if deco.func.attr == "modify_init":
+            return target.value, "__init__"
+        if "." in target.value:
             cls, _, method = target.value.rpartition(".")
             return cls, method
     return None
 
 
 def patched_methods(
-    tree: ast.Module, text: str, method: str, cls_suffixes: tuple[str, ...]
+    tree: ast.Module, text: str, method: str, cls_suffixes: tuple[str, ...], new_ok: bool = False
 ) -> list[PatchedMethod]:
     """Methods named ``method`` of classes ending with one of ``cls_suffixes`` that the file replaces (spec
     ``override_method`` functions) or holds (generated-file classes), each with its upstream original; only
-    those whose body differs from the upstream one."""
+    those whose body differs from the upstream one. ``new_ok``: also methods the upstream class lacks (a
+    method VeOmni adds, such as ``get_position_id_func``), paired with an empty stand-in."""
     module = file_source_module(tree, text)
     if module is None or not module.startswith("transformers."):
         return []
@@ -535,6 +540,9 @@ def patched_methods(
         if not cls.endswith(cls_suffixes):
             continue
         upstream = upstream_class_method(module, cls, method)
+        if upstream is None and new_ok and upstream_class(module, cls) is not None:
+            upstream = ast.parse(f"def {method}(self):\n    pass").body[0]  # type: ignore[assignment]
+            upstream.body = []  # type: ignore[union-attr]
         if upstream is None or [ast.dump(s) for s in upstream.body] == [ast.dump(s) for s in func.body]:
             continue
         out.append(PatchedMethod(module, cls, method, func, upstream))

@@ -109,11 +109,7 @@ class TextOnlyDummyForward(WrapperRule):
         func = patched.func
         if not any(MEDIA.match(p) and p.startswith("pixel_values") for p in params_of(func)):
             return  # the patch does not handle media itself
-        towers = [
-            t
-            for t in upstream_towers(patched)
-            if any(isinstance(n, ast.Attribute) and n.attr == t for n in ast.walk(func))
-        ]
+        towers = upstream_towers(patched)
         if not towers:
             return
         calls = _dummy_calls(func)
