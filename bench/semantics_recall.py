@@ -290,10 +290,87 @@ def _findings(path: str, text: str, code: str) -> int:
     return sum(1 for d in lint_source(SourceFile.from_text(path, text), [code], Settings()) if d.code == code)
 
 
+# the same edits, injected into every file of the wheel that holds the first edit's text ("*" as the file)
+SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str]] = [
+    (
+        "standard model switched to the offset variant",
+        [('OpSlot("rms_norm", "standard")', 'OpSlot("rms_norm", "qwen3_5")', True)],
+        "NPU403",
+    ),
+    (
+        "gemma-style model switched to the standard variant",
+        [('OpSlot("rms_norm", "qwen3_5")', 'OpSlot("rms_norm", "standard")', True)],
+        "NPU402",
+    ),
+    (
+        "1.0 + weight passed to the standard slot of a standard model",
+        [
+            (
+                "veomni_rms_norm(hidden_states, self.weight,",
+                "veomni_rms_norm(hidden_states, 1.0 + self.weight,",
+                True,
+            )
+        ],
+        "NPU404",
+    ),
+    (
+        "offset applied twice through the qwen3_5 slot",
+        [("veomni_rms_norm(x, self.weight,", "veomni_rms_norm(x, 1.0 + self.weight.float(),", True)],
+        "NPU401",
+    ),
+    (
+        "Gemma-style eps attribute in a standard norm",
+        [
+            (
+                "veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)",
+                "veomni_rms_norm(hidden_states, self.weight, self.eps)",
+                True,
+            )
+        ],
+        "NPU405",
+    ),
+    (
+        "VLM loss with the top-level vocab size",
+        [("vocab_size=self.config.text_config.vocab_size", "vocab_size=self.config.vocab_size", False)],
+        "NPU415",
+    ),
+    (
+        "logits_to_keep ignored",
+        [
+            (
+                "slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep",
+                "slice_indices = slice(None)",
+                True,
+            )
+        ],
+        "NPU414",
+    ),
+    ("text-only micro-batch skips the tower", [(".dummy_forward()", ".forward_nothing()", True)], "NPU703"),
+    ("dummy forward without the zero-valued dependency", [(".mean() * 0.0", ".mean()", True)], "NPU703"),
+    (
+        "another model's rope index",
+        [("Model.get_rope_index, fake_model", "VLModelX.get_rope_index, fake_model", True)],
+        "NPU704",
+    ),
+]
+
+
+def _expanded() -> list[tuple[str, str, list[tuple[str, str, bool]], str]]:
+    out = list(INJECTIONS)
+    files = sorted(
+        p for p in WHEEL.rglob("*.py") if p.name.endswith(("_patch_gen_config.py",)) or "generated" in p.parts
+    )
+    for name, edits, code in SWEEPS:
+        for path in files:
+            if edits[0][0] in path.read_text(encoding="utf-8"):
+                out.append((f"{name} (sweep)", str(path.relative_to(WHEEL)), edits, code))
+    return out
+
+
 def run() -> list[dict[str, object]]:
     load_rule_modules()
     out = []
-    for name, rel, edits, code in INJECTIONS:
+    for name, rel, edits, code in _expanded():
         path = WHEEL / rel
         original = path.read_text(encoding="utf-8")
         text = original
@@ -325,9 +402,16 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     detected = sum(1 for r in results if r["detected"])
+    by_code: dict[str, list[int]] = {}
+    for r in results:
+        counts = by_code.setdefault(str(r["code"]), [0, 0])
+        counts[0] += bool(r["detected"])
+        counts[1] += 1
     for r in results:
         mark = "yes" if r["detected"] else ("NOT APPLIED" if not r["applied"] else "no")
         print(f"{r['code']}  {mark:11}  {r['bug']}  [{r['file']}]")
+    for code, (hit, total) in sorted(by_code.items()):
+        print(f"{code}: {hit}/{total}")
     print(f"recall: {detected}/{len(results)}")
 
 
