@@ -85,6 +85,18 @@ def _assigned_in(func: ast.AST | None, name: str) -> list[ast.expr]:
     return values
 
 
+def offset_inner(expr: ast.AST) -> ast.AST | None:
+    """For `1 + w`, `w + 1`, `(1.0 + w).to(d)`: the `w` node (no text needed: for code of another file)."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
+        expr = expr.func.value
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        if _is_one(expr.left):
+            return expr.right
+        if _is_one(expr.right):
+            return expr.left
+    return None
+
+
 def weight_argument(call: ast.Call) -> ast.expr | None:
     return call_arg(call, 1, "weight")
 
@@ -114,6 +126,7 @@ class _RmsNormState:
         self.init_patches: dict[str, ast.AST] = {}  # class -> spec function replacing its __init__
         self.source_module: str | None = None
         self.functions: list[tuple[ast.AST, str | None]] = []  # stack of (function, owning class)
+        self.reused: list[tuple[ast.Name, str]] = []  # (replacement= name, patched class) in a spec
 
 
 class _RmsNormCalls(Rule):
@@ -163,6 +176,8 @@ class _RmsNormCalls(Rule):
                 func, cls = state.functions[-1]
                 if func is not None:
                     state.calls.append((node, func, cls))
+            elif not state.functions and ctx.source.kind.spec:
+                self._note_reuse(node)
         elif isinstance(node, ast.Assign):
             state.handles.visit_assign(ctx, node)
             value = node.value
@@ -179,6 +194,53 @@ class _RmsNormCalls(Rule):
         elif isinstance(node, ast.ClassDef):
             if not state.functions:
                 state.classes.setdefault(node.name, node)
+
+    def _note_reuse(self, node: ast.Call) -> None:
+        """``config.override_method("Cls.meth", replacement=name)`` at module scope of a spec."""
+        if not (isinstance(node.func, ast.Attribute) and node.func.attr == "override_method" and node.args):
+            return
+        target = str_value(node.args[0])
+        repl = next((k.value for k in node.keywords if k.arg == "replacement"), None)
+        if target is None or "." not in target or not isinstance(repl, ast.Name):
+            return
+        self.state.reused.append((repl, target.rpartition(".")[0]))
+
+    def reused_rms_calls(self) -> list[tuple[ast.Call, ast.AST, str | None, Handle, ast.Name]]:
+        """RMSNorm handle calls inside a patch function another spec defines and this spec re-registers
+        (``override_method(..., replacement=imported_fn)``), with the handles this spec declares:
+        (call in the other file, its function, class, handle, the ``replacement=`` name to report at)."""
+        if not self.state.reused:
+            return []
+        memo = self.ctx.memo.get("rms_reused")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
+        out: list[tuple[ast.Call, ast.AST, str | None, Handle, ast.Name]] = []
+        from npu_lint.veomni.patchgen import parse_spec
+
+        try:
+            spec = parse_spec(self.ctx.source.path, self.ctx.source.text)
+        except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
+            spec = None
+        for name_node, cls in self.state.reused if spec is not None else ():
+            ref = spec.resolve(name_node.id)  # type: ignore[union-attr]
+            if ref is None or ref.path == self.ctx.source.path or isinstance(ref.node, ast.ClassDef):
+                continue
+            for call in ast.walk(ref.node):
+                if not isinstance(call, ast.Call) or weight_argument(call) is None:
+                    continue
+                handle = self.handles.resolve(self.ctx, call.func, cls)
+                if handle is not None and handle.op == "rms_norm":
+                    out.append((call, ref.node, cls, handle, name_node))
+        self.ctx.memo["rms_reused"] = out
+        return out
+
+    def all_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle, ast.Name | None]]:
+        """``rms_calls`` of this file (anchor None) and ``reused_rms_calls`` (anchored at ``replacement=``)."""
+        out: list[tuple[ast.Call, ast.AST | None, str | None, Handle, ast.Name | None]] = [
+            (c, f, k, h, None) for c, f, k, h in self.rms_calls()
+        ]
+        out.extend(self.reused_rms_calls())
+        return out
 
     def rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle]]:
         out = []

@@ -6,7 +6,13 @@ import ast
 
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import _assigned_in, _RmsNormCalls, offset_raw, weight_argument
+from npu_lint.rules.semantics._shared import (
+    _assigned_in,
+    _RmsNormCalls,
+    offset_inner,
+    offset_raw,
+    weight_argument,
+)
 
 
 class OffsetRmsNormDoubleApplication(_RmsNormCalls):
@@ -161,4 +167,14 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                 f"`{shown}` passed to an offset RMSNorm handle (variant `{variant}`), which adds the 1 itself: "
                 "the offset is applied twice; pass the raw weight",
                 fix,
+            )
+        for call, _func, cls, handle, anchor in self.reused_rms_calls():
+            arg = weight_argument(call)
+            if self.contract_of(handle) != "offset" or arg is None or offset_inner(arg) is None:
+                continue
+            self.report(
+                anchor,
+                f"`{anchor.id}` (reused for `{cls}`) passes `{ast.unparse(arg)}` to this spec's offset RMSNorm handle "
+                f"(variant `{handle.raw_variant or handle.variant}`), which adds the 1 itself: the offset is applied "
+                "twice",
             )

@@ -147,12 +147,12 @@ class OffsetRmsNormDropped(_RmsNormCalls):
     precision = "veomni 0.1.12: no findings (Qwen3.5 uses the `qwen3_5` slot; Gemma 3 has no RMSNorm slot)."
 
     def finish(self) -> None:
-        calls = self.rms_calls()
+        calls = self.all_rms_calls()
         if not calls:
             return
         findings = []
         uses: dict[int, int] = {}
-        for call, _func, cls, handle in calls:
+        for call, _func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
             if self.contract_of(handle) != "standard":
                 continue
@@ -160,7 +160,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             attr = raw_weight_attr(arg) if arg is not None else None
             if attr is None or not self.zero_init(cls, attr):
                 continue
-            findings.append((call, arg, cls, handle))
+            findings.append((call, anchor or arg, cls, handle))
         flagged: dict[int, int] = {}
         for _call, _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1

@@ -130,12 +130,12 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
     )
 
     def finish(self) -> None:
-        calls = self.rms_calls()
+        calls = self.all_rms_calls()
         if not calls:
             return
         uses: dict[int, int] = {}
         findings = []
-        for call, _func, cls, handle in calls:
+        for call, _func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
             if self.contract_of(handle) != "offset":
                 continue
@@ -143,7 +143,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             attr = raw_weight_attr(arg) if arg is not None else None
             if attr is None or self.weight_kind(cls, attr) != "ones":
                 continue
-            findings.append((arg, cls, handle))
+            findings.append((anchor or arg, cls, handle))
         flagged: dict[int, int] = {}
         for _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1

@@ -9,6 +9,7 @@ from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _assigned_in,
     _RmsNormCalls,
+    offset_inner,
     offset_raw,
     raw_weight_attr,
     weight_argument,
@@ -138,6 +139,21 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                 )
         for call, func, cls, qual in self.vendor_rms_calls():
             targets.append((call, func, cls, f"`{qual}` (a standard RMSNorm kernel)"))
+        for call, _func, cls, handle, anchor in self.reused_rms_calls():
+            arg = weight_argument(call)
+            inner = offset_inner(arg) if arg is not None else None
+            attr = raw_weight_attr(inner) if inner is not None else None
+            if (
+                self.contract_of(handle) != "standard"
+                or attr is None
+                or self.weight_kind(cls, attr) != "ones"
+            ):
+                continue
+            self.report(
+                anchor,
+                f"`{anchor.id}` (reused for `{cls}`) passes `{ast.unparse(arg)}` to this spec's standard RMSNorm "
+                f"handle, but `{cls}` initialises `{attr}` to ones: the offset does not belong to this model",
+            )
         for call, func, cls, what in targets:
             arg = weight_argument(call)
             if arg is None:
