@@ -11,6 +11,7 @@ code than the original. The wheel is read from the corpus cache (tests/corpus.py
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -355,14 +356,95 @@ SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str]] = [
 ]
 
 
+# regex sweeps: (name, edits, code, a text the file must hold to be a candidate)
+RE_SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str, str]] = [
+    (
+        "final-logit soft-capping dropped",
+        [
+            (
+                r"re:( +)if self\.config\.final_logit_softcapping is not None:\n\s+raise ValueError\(",
+                r"\1if False:\n\1    raise ValueError(",
+                True,
+            ),
+            (
+                r"re:( +)if self\.config\.final_logit_softcapping is not None:\n\s+logits = logits / "
+                r"self\.config\.final_logit_softcapping\n\s+logits = torch\.tanh\(logits\)\n\s+logits = logits \* "
+                r"self\.config\.final_logit_softcapping\n",
+                r"\1pass\n",
+                True,
+            ),
+        ],
+        "NPU411",
+        "final_logit_softcapping",
+    ),
+    (
+        "soft-capping applied twice",
+        [
+            (
+                r"re:( +)logits = torch\.tanh\(logits\)\n",
+                r"\1logits = torch.tanh(logits)\n\1logits = torch.tanh(logits)\n",
+                False,
+            )
+        ],
+        "NPU411",
+        "final_logit_softcapping",
+    ),
+    (
+        "labels shifted by hand, then again by the loss",
+        [(r"re:( +)labels=labels,\n", r"\1labels=labels[..., 1:],\n", True)],
+        "NPU412",
+        "loss_function(",
+    ),
+    (
+        "loss kwargs dropped from a causal-LM loss",
+        [(r"re:(weights=self\.lm_head\.weight,\n)\s+\*\*kwargs,\n", r"\1", True)],
+        "NPU413",
+        'ForCausalLM.forward"',
+    ),
+    (
+        "pixel_values_videos accepted, not passed on",
+        [(r"re:\n +pixel_values_videos=pixel_values_videos,", "", True)],
+        "NPU701",
+        "pixel_values_videos=pixel_values_videos",
+    ),
+    (
+        "image_grid_thw accepted, not passed on",
+        [(r"re:\n +image_grid_thw=image_grid_thw,", "", True)],
+        "NPU701",
+        "image_grid_thw=image_grid_thw",
+    ),
+    (
+        "wrapper submodule renamed without a mapping",
+        [
+            (
+                r"re:(\n +)self\.(thinker|model|visual|language_model) = (\w+)\(",
+                r"\1self.\2_renamed = \3(",
+                False,
+            )
+        ],
+        "NPU705",
+        "__init__",
+    ),
+]
+
+
+def _files() -> list[Path]:
+    return sorted(
+        p for p in WHEEL.rglob("*.py") if p.name.endswith("_patch_gen_config.py") or "generated" in p.parts
+    )
+
+
 def _expanded() -> list[tuple[str, str, list[tuple[str, str, bool]], str]]:
     out = list(INJECTIONS)
-    files = sorted(
-        p for p in WHEEL.rglob("*.py") if p.name.endswith(("_patch_gen_config.py",)) or "generated" in p.parts
-    )
+    files = _files()
     for name, edits, code in SWEEPS:
         for path in files:
             if edits[0][0] in path.read_text(encoding="utf-8"):
+                out.append((f"{name} (sweep)", str(path.relative_to(WHEEL)), edits, code))
+    for name, edits, code, needle in RE_SWEEPS:
+        for path in files:
+            text = path.read_text(encoding="utf-8")
+            if needle in text and re.search(edits[0][0][3:], text):
                 out.append((f"{name} (sweep)", str(path.relative_to(WHEEL)), edits, code))
     return out
 
@@ -376,6 +458,12 @@ def run() -> list[dict[str, object]]:
         text = original
         applied = True
         for old, new, every in edits:
+            if old.startswith("re:"):
+                text, n = re.subn(old[3:], new, text, count=0 if every else 1)
+                if not n:
+                    applied = False
+                    break
+                continue
             if old not in text:
                 applied = False
                 break

@@ -91,3 +91,34 @@ def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
     text = lines[func.lineno - 1] if func.lineno - 1 < len(lines) else ""
     col = max(text.find("def "), 0)
     return func.lineno, col, func.lineno, col + 4 + len(func.name)
+
+
+def passed_on(func: ast.FunctionDef, name: str, depth: int = 0) -> bool:
+    """Whether the parameter ``name`` reaches a call argument, a returned value or a container (directly, or
+    through a local it is assigned to); a name only tested (``if x is not None``) is not passed on."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(func):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+            continue
+        child: ast.AST = node
+        parent = parents.get(child)
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Call) and child is not parent.func:
+                return True
+            if isinstance(parent, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+                return True
+            child, parent = parent, parents.get(parent)
+        if isinstance(parent, ast.Return) or isinstance(parent, ast.Expr) and isinstance(child, ast.Yield):
+            return True
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and depth < 2:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            for target in targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name) and t.id != name and passed_on(func, t.id, depth + 1):
+                        return True
+                    if isinstance(t, (ast.Attribute, ast.Subscript)):
+                        return True  # stored on an object or into a mapping
+    return False

@@ -5,13 +5,16 @@ from __future__ import annotations
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
+    WRAPPERS,
     PatchedMethod,
     WrapperRule,
     body_names,
     def_span,
     forwards_kwargs,
     params_of,
+    passed_on,
 )
+from npu_lint.veomni.upstream import patched_methods
 
 
 class MediaParameters(WrapperRule):
@@ -23,7 +26,8 @@ class MediaParameters(WrapperRule):
         "`image_grid_thw`, `video_grid_thw`, `token_type_ids`, ...) and hands them to the inner model or the "
         "tower. A patched `ForConditionalGeneration.forward` / `Model.forward` that leaves one out of its "
         "signature (without forwarding `**kwargs`) or accepts it and never uses it trains on text only: images "
-        "are silently ignored. The parameters are compared with the upstream forward's."
+        "are silently ignored. The parameters are compared with the upstream forward's (and "
+        "`prepare_inputs_for_generation`'s, which hands them to generation)."
     )
     bad = (
         Example(
@@ -70,6 +74,15 @@ class MediaParameters(WrapperRule):
     fix_safety = "No fix: where a media input goes depends on the patch."
     precision = "veomni 0.1.12 and transformers 5.9.0: see bench/accuracy/semantics.md."
 
+    def finish(self) -> None:
+        super().finish()
+        ctx = self.ctx
+        if "prepare_inputs_for_generation" in ctx.source.text:
+            for patched in patched_methods(
+                ctx.tree, ctx.source.text, "prepare_inputs_for_generation", WRAPPERS
+            ):
+                self.check(patched)
+
     def check(self, patched: PatchedMethod) -> None:
         media = [p for p in params_of(patched.upstream) if MEDIA.match(p)]
         if not media:
@@ -81,10 +94,10 @@ class MediaParameters(WrapperRule):
         if missing and not forwards_kwargs(func):
             self.report(
                 def_span(self.ctx, func),
-                f"`{patched.cls}.forward` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}",
+                f"`{patched.cls}.{patched.name}` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}",
             )
         for arg in [*func.args.args, *func.args.kwonlyargs]:
-            if arg.arg in media and arg.arg not in used:
+            if arg.arg in media and (arg.arg not in used or not passed_on(func, arg.arg)):
                 self.report(
                     arg, f"`{arg.arg}` is accepted but never passed on: that input is silently ignored"
                 )

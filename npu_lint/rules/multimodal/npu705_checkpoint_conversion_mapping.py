@@ -43,7 +43,9 @@ def _module_attrs(init: ast.AST) -> dict[str, str]:
 class CheckpointConversionMapping(Rule):
     code = "NPU705"
     name = "checkpoint-conversion-mapping"
-    summary = "A patched wrapper `__init__` renames or re-nests submodules without a `_checkpoint_conversion_mapping`."
+    summary = (
+        "A patched `__init__` renames or re-nests submodules without a `_checkpoint_conversion_mapping`."
+    )
     why = (
         "Checkpoint keys are module attribute paths (`model.language_model.layers.0...`). A patched "
         "`ForConditionalGeneration`/`Model.__init__` that stores a submodule under another name, or builds a "
@@ -101,14 +103,14 @@ class CheckpointConversionMapping(Rule):
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
-        if "__init__" not in text or ("Model" not in text and "ForConditionalGeneration" not in text):
+        if "__init__" not in text:
             return
         mapping = (
             [n.value for n in ast.walk(ctx.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
             if "_checkpoint_conversion_mapping" in text
             else None
         )
-        for patched in patched_methods(ctx.tree, text, "__init__", ("ForConditionalGeneration", "Model")):
+        for patched in patched_methods(ctx.tree, text, "__init__", ("",)):
             self._check(patched, mapping)
 
     def _nested(self, patched: PatchedMethod, cls: str) -> dict[str, str] | None:
