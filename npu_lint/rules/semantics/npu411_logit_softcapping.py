@@ -92,8 +92,8 @@ class LogitSoftcapping(LossRule):
     )
     fix_safety = "No fix: where the cap belongs depends on the loss path the patch chose."
     precision = (
-        "veomni 0.1.12 and transformers 5.9.0: no findings (the Gemma 3 patch keeps the cap on its eager path "
-        "and refuses the fused path when a cap is configured). See bench/accuracy/semantics.md."
+        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 6/6. "
+        "See bench/accuracy/semantics.md."
     )
 
     def check(self, patched: PatchedMethod) -> None:
