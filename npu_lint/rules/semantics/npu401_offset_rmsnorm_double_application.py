@@ -18,10 +18,13 @@ from npu_lint.rules.semantics._shared import (
 class OffsetRmsNormDoubleApplication(_RmsNormCalls):
     code = "NPU401"
     name = "offset-rmsnorm-double-application"
-    summary = "`1 + weight` is passed to an `offset` RMSNorm handle, which adds the 1 itself."
+    summary = (
+        "`1 + weight` is passed to an offset RMSNorm handle (`qwen3_5`, `offset`), which adds the 1 itself."
+    )
     why = (
         "Gemma-style RMSNorm (Gemma 3, Qwen3.5, Qwen3-Next) computes `norm(x) * (1 + weight)` with a weight "
-        "initialised to zeros. VeomniOp's `rms_norm/offset` variant (the OpSlot `qwen3_5` variant) adds the 1 "
+        "initialised to zeros. The offset variant of `rms_norm` (named `qwen3_5` in VeOmni's trees, OpSlot and VeomniOp "
+        "alike, and `offset` in some catalogs; `veomni/norms.py` maps names to contracts) adds the 1 "
         "inside the kernel, so the caller passes the raw weight. Passing `1 + w` (or `1.0 + w.float()`, "
         "`w + 1`, `(1 + w).to(dtype)`, or a variable holding one of those) applies the offset twice: training "
         "runs, the loss is just wrong. This happens when OpSlot-era Gemma 3 code, which passed `1.0 + w` to a "
@@ -64,6 +67,41 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                     return self.veomni_rms_norm(x, self.weight.float(), eps=self.eps)
             """,
             title="the offset written at the call",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyQwen35RMSNorm(nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", impl)
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight + 1, eps=self.eps)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyQwen35RMSNorm(nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", impl)
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """,
+            title="the offset variant under the name VeOmni's trees give it (`qwen3_5`)",
         ),
         Example(
             '''

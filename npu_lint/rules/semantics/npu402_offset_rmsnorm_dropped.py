@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from npu_lint.rules._handles import project_of
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+from npu_lint.veomni.norms import variant_for_contract
 
 
 class OffsetRmsNormDropped(_RmsNormCalls):
@@ -13,7 +15,8 @@ class OffsetRmsNormDropped(_RmsNormCalls):
     why = (
         "An RMSNorm whose weight is initialised to zeros computes `norm(x) * (1 + weight)`. The `standard` "
         "variant computes `norm(x) * weight`: with the raw weight it multiplies by roughly zero, dropping the "
-        "offset. Such a norm needs the `offset` variant (which adds the 1 inside the op). The initialisation is "
+        "offset. Such a norm needs the offset variant (which adds the 1 inside the op; `qwen3_5` in VeOmni's trees, "
+        "`offset` in some catalogs: the fix takes the name the tree's own registry uses). The initialisation is "
         "read from the class's `__init__` in the file, from a spec's `__init__` patch, or from the upstream "
         "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
         "slot (OpSlot-era Gemma 3) is correct and not reported."
@@ -179,6 +182,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             self.report(
                 arg,  # type: ignore[arg-type]
                 f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
-                "passed to a `standard` RMSNorm handle: the offset is dropped; use the `offset` variant",
+                "passed to a `standard` RMSNorm handle: the offset is dropped; use the "
+                f"`{variant_for_contract(project_of(self.ctx), 'offset', handle.kind)}` variant",
                 fix,
             )
