@@ -127,6 +127,12 @@ INJECTIONS: list[tuple[str, str, list[tuple[str, str, bool]], str]] = [
         ],
         "NPU405",
     ),
+    (
+        "standard class replaced by an offset (Gemma) vendor RMSNorm (seed_oss spec)",
+        "seed_oss/seed_oss_gpu_patch_gen_config.py",
+        [('replacement_name="LigerRMSNorm"', 'replacement_name="LigerRMSNormForGemma"', True)],
+        "NPU403",
+    ),
     # -- loss semantics -----------------------------------------------------------------------------------
     (
         "final-logit soft-capping dropped (gemma3 spec)",
@@ -325,6 +331,28 @@ SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str]] = [
             (
                 "veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)",
                 "veomni_rms_norm(hidden_states, self.weight, self.eps)",
+                True,
+            )
+        ],
+        "NPU405",
+    ),
+    (
+        "1.0 + weight passed to the vendor kernel of a standard norm",
+        [
+            (
+                "npu_rms_norm(hidden_states.float(), self.weight.float(),",
+                "npu_rms_norm(hidden_states.float(), 1.0 + self.weight.float(),",
+                True,
+            )
+        ],
+        "NPU404",
+    ),
+    (
+        "Gemma-style eps attribute in a vendor kernel call of a standard norm",
+        [
+            (
+                "self.weight.float(), epsilon=self.variance_epsilon)",
+                "self.weight.float(), epsilon=self.eps)",
                 True,
             )
         ],

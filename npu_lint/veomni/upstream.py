@@ -483,8 +483,27 @@ class PatchedMethod:
     upstream: ast.FunctionDef  # the upstream method it replaces (an empty stand-in when upstream has none)
 
 
-def file_source_module(tree: ast.Module, text: str) -> str | None:
-    """The upstream module a spec (``PatchConfig(source_module=...)``) or generated file (banner) copies."""
+def spec_source_module(path: str, text: str) -> str | None:
+    """The ``source_module`` of a spec that builds on another one (``deepcopy(gpu_config)``, or an imported
+    config mutated in place): followed through its base specs on disk."""
+    from npu_lint.veomni.patchgen import base_spec, parse_spec
+
+    try:
+        spec = parse_spec(path, text)
+    except Exception:  # noqa: BLE001 - a spec we cannot model has no known source
+        return None
+    for _ in range(4):
+        if spec is None:
+            return None
+        if spec.source_module:
+            return spec.source_module
+        spec = base_spec(spec)
+    return None
+
+
+def file_source_module(tree: ast.Module, text: str, path: str | None = None) -> str | None:
+    """The upstream module a spec (``PatchConfig(source_module=...)``, or its base spec's) or generated file
+    (banner) copies."""
     for stmt in tree.body:
         value = getattr(stmt, "value", None)
         if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig":
@@ -495,6 +514,8 @@ def file_source_module(tree: ast.Module, text: str) -> str | None:
         stripped = line.lstrip("# ").strip()
         if stripped.startswith("Source:"):
             return stripped.split(":", 1)[1].strip() or None
+    if path is not None and path.endswith("_patch_gen_config.py"):
+        return spec_source_module(path, text)
     return None
 
 
@@ -516,13 +537,18 @@ def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
 
 
 def patched_methods(
-    tree: ast.Module, text: str, method: str, cls_suffixes: tuple[str, ...], new_ok: bool = False
+    tree: ast.Module,
+    text: str,
+    method: str,
+    cls_suffixes: tuple[str, ...],
+    new_ok: bool = False,
+    path: str | None = None,
 ) -> list[PatchedMethod]:
     """Methods named ``method`` of classes ending with one of ``cls_suffixes`` that the file replaces (spec
     ``override_method`` functions) or holds (generated-file classes), each with its upstream original; only
     those whose body differs from the upstream one. ``new_ok``: also methods the upstream class lacks (a
     method VeOmni adds, such as ``get_position_id_func``), paired with an empty stand-in."""
-    module = file_source_module(tree, text)
+    module = file_source_module(tree, text, path)
     if module is None or not module.startswith("transformers."):
         return []
     out: list[PatchedMethod] = []

@@ -26,7 +26,7 @@ def patched_wrappers(ctx: Context) -> list[PatchedMethod]:
         else:
             found = [
                 p
-                for p in patched_methods(ctx.tree, text, "forward", WRAPPERS)
+                for p in patched_methods(ctx.tree, text, "forward", WRAPPERS, path=ctx.source.path)
                 if not p.cls.endswith("TextModel")
             ]
         ctx.memo["mm_patched"] = found

@@ -82,7 +82,7 @@ class MediaParameters(WrapperRule):
         ctx = self.ctx
         if "prepare_inputs_for_generation" in ctx.source.text:
             for patched in patched_methods(
-                ctx.tree, ctx.source.text, "prepare_inputs_for_generation", WRAPPERS
+                ctx.tree, ctx.source.text, "prepare_inputs_for_generation", WRAPPERS, path=ctx.source.path
             ):
                 self.check(patched)
 

@@ -106,7 +106,9 @@ class PositionIdFunction(WrapperRule):
         ctx = self.ctx
         if "get_position_id_func" not in ctx.source.text:
             return
-        for patched in patched_methods(ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True):
+        for patched in patched_methods(
+            ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
+        ):
             self._borrowed(patched)
 
     def _borrowed(self, patched: PatchedMethod) -> None:

@@ -113,7 +113,7 @@ class CheckpointConversionMapping(Rule):
             if "_checkpoint_conversion_mapping" in text
             else None
         )
-        for patched in patched_methods(ctx.tree, text, "__init__", ("",)):
+        for patched in patched_methods(ctx.tree, text, "__init__", ("",), path=ctx.source.path):
             self._check(patched, mapping)
 
     def _nested(self, patched: PatchedMethod, cls: str) -> dict[str, str] | None:

@@ -23,7 +23,13 @@ from npu_lint.veomni.norms import (
     rms_variant_contract,
     variant_for_contract,
 )
-from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_class_method
+from npu_lint.veomni.upstream import (
+    PatchedMethod,
+    last_name,
+    patched_methods,
+    spec_source_module,
+    upstream_class_method,
+)
 
 _CASTS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous"}
 _SIMPLE = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
@@ -127,6 +133,10 @@ class _RmsNormState:
         self.source_module: str | None = None
         self.functions: list[tuple[ast.AST, str | None]] = []  # stack of (function, owning class)
         self.reused: list[tuple[ast.Name, str]] = []  # (replacement= name, patched class) in a spec
+        self.replaced: dict[str, str] = {}  # spec class -> the upstream class it replaces (replace_class)
+        # (replacement_name node, target, dotted replacement) of create_patch_from_external
+        self.externals: list[tuple[ast.expr, str, str]] = []
+        self.spec_imports: dict[str, str] = {}  # name -> dotted, from a spec's config.add_import(...)
 
 
 class _RmsNormCalls(Rule):
@@ -178,6 +188,26 @@ class _RmsNormCalls(Rule):
                     state.calls.append((node, func, cls))
             elif not state.functions and ctx.source.kind.spec:
                 self._note_reuse(node)
+            if (
+                not state.functions
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_import"
+                and ctx.source.kind.spec
+            ):
+                module = str_value(call_arg(node, 0, "module"))
+                names = call_arg(node, 1, "names")
+                if module and isinstance(names, (ast.List, ast.Tuple)):
+                    for elt in names.elts:
+                        name = str_value(elt)
+                        if name:
+                            state.spec_imports[name] = f"{module}.{name}"
+            if last_name(node.func) == "create_patch_from_external":
+                target = str_value(call_arg(node, 0, "target"))
+                module = str_value(call_arg(node, 1, "replacement_module"))
+                name_node = call_arg(node, 2, "replacement_name")
+                name = str_value(name_node)
+                if target and module and name and name_node is not None and "RMSNorm" in name:
+                    state.externals.append((name_node, target, f"{module}.{name}"))
         elif isinstance(node, ast.Assign):
             state.handles.visit_assign(ctx, node)
             value = node.value
@@ -194,6 +224,15 @@ class _RmsNormCalls(Rule):
         elif isinstance(node, ast.ClassDef):
             if not state.functions:
                 state.classes.setdefault(node.name, node)
+                for deco in node.decorator_list:
+                    if (
+                        isinstance(deco, ast.Call)
+                        and isinstance(deco.func, ast.Attribute)
+                        and deco.func.attr == "replace_class"
+                    ):
+                        target = str_value(call_arg(deco, 0, "target"))
+                        if target:
+                            state.replaced[node.name] = target
 
     def _note_reuse(self, node: ast.Call) -> None:
         """``config.override_method("Cls.meth", replacement=name)`` at module scope of a spec."""
@@ -264,6 +303,12 @@ class _RmsNormCalls(Rule):
             stripped = line.lstrip("# ").strip()
             if stripped.startswith("Source:"):
                 return stripped.split(":", 1)[1].strip() or None
+        if self.ctx.source.kind.spec:  # a spec built on another one: its base spec's source module
+            memo = self.ctx.memo.get("rms_spec_source", "")
+            if memo == "":
+                memo = spec_source_module(self.ctx.source.path, self.ctx.source.text)
+                self.ctx.memo["rms_spec_source"] = memo
+            return memo  # type: ignore[return-value]
         return None
 
     def zero_init(self, cls: str | None, attr: str) -> bool:
@@ -313,9 +358,23 @@ class _RmsNormCalls(Rule):
         # not set in the file: a patched copy of an upstream class (spec, generated file) reads upstream
         module = self._module_of_file()
         if module and module.startswith("transformers."):
-            up = upstream_class_method(module, cls, "__init__")
+            up = upstream_class_method(module, self.state.replaced.get(cls, cls), "__init__")
             return param_init_kind(up, attr) if up is not None else None
         return None
+
+    def external_rms(self) -> list[tuple[ast.expr, str, str, str, RmsContract]]:
+        """``create_patch_from_external(target=<RMSNorm class>, replacement=<vendor RMSNorm>)``: (the
+        replacement_name node, target, dotted replacement, the replacement's contract, the target's contract)."""
+        out = []
+        for node, target, dotted in self.state.externals:
+            kernel = vendor_map.lookup(dotted)
+            if kernel is None or kernel.op != "rms_norm":
+                continue
+            contract = "offset" if "gemma" in dotted.lower() else rms_variant_contract(None, kernel.variant)
+            mine = self.class_contract(target)
+            if contract is not None and mine is not None:
+                out.append((node, target, dotted, contract, mine))
+        return out
 
     def class_contract(self, cls: str | None) -> RmsContract | None:
         """What the model's RMSNorm class computes: its weight init (as above), and from the upstream class
@@ -374,6 +433,8 @@ class _RmsNormCalls(Rule):
         out = []
         for call, func, cls in self.state.calls:
             qual = self.ctx.qualname(call.func)
+            if isinstance(call.func, ast.Name) and call.func.id in self.state.spec_imports:
+                qual = self.state.spec_imports[call.func.id]
             if not qual:
                 continue
             kernel = vendor_map.lookup(qual)
@@ -428,7 +489,7 @@ class LossRule(Rule):
             ):
                 found = []
             else:
-                found = patched_methods(ctx.tree, text, "forward", LOSS_CLASSES)
+                found = patched_methods(ctx.tree, text, "forward", LOSS_CLASSES, path=ctx.source.path)
             ctx.memo[memo_key] = found
         for patched in found:
             self.check(patched)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import project_of
-from npu_lint.rules.base import Example
+from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
 from npu_lint.veomni.norms import variant_for_contract
 
@@ -101,6 +102,55 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="zeros in the upstream class (transformers' Gemma3RMSNorm)",
         ),
+        Example(
+            """
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.eps)[0]
+            """,
+            fixed="""
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    return torch_npu.npu_rms_norm(x, 1.0 + self.weight, epsilon=self.eps)[0]
+            """,
+            title="a vendor kernel given a zero-initialised weight raw",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+            config.patches.append(
+                create_patch_from_external(
+                    target="Gemma3RMSNorm",
+                    replacement_module="liger_kernel.transformers.rms_norm",
+                    replacement_name="LigerRMSNorm",
+                )
+            )
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="a Gemma-style class replaced by a standard vendor class",
+        ),
     )
     good = (
         Example(
@@ -153,6 +203,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
     )
 
     def finish(self) -> None:
+        self._vendor_and_external()
         calls = self.all_rms_calls()
         if not calls:
             return
@@ -186,3 +237,32 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 f"`{variant_for_contract(project_of(self.ctx), 'offset', handle.kind)}` variant",
                 fix,
             )
+
+    def _vendor_and_external(self) -> None:
+        ctx = self.ctx
+        for call, _func, cls, qual in self.vendor_rms_calls():
+            arg = weight_argument(call)
+            attr = raw_weight_attr(arg) if arg is not None else None
+            if arg is None or attr is None or not self.zero_init(cls, attr):
+                continue
+            text = ctx.source.segment(arg)
+            fix = make_fix(
+                f"Pass `1.0 + {text}`",
+                [ctx.replace(arg, f"1.0 + {text}")],
+                Applicability.UNSAFE,
+                "changes the scale to norm(x) * (1 + weight), as the zero-initialised weight intends",
+            )
+            self.report(
+                arg,
+                f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but `{qual}` is a "
+                "standard RMSNorm kernel given the raw weight: the offset is dropped",
+                fix,
+            )
+        for node, target, dotted, contract, mine in self.external_rms():
+            if contract == "standard" and mine.gemma_style:
+                self.report(
+                    node,
+                    f"`{target}` is a Gemma-style RMSNorm (`norm(x) * (1 + weight)`, weight initialised to zeros) but "
+                    f"is replaced by `{dotted}`, a standard RMSNorm: the offset is dropped; use an offset "
+                    "implementation",
+                )

@@ -128,7 +128,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "because a checkpoint trained with the wrong scale would change behaviour."
     )
     precision = (
-        "no false positive on veomni 0.1.12 (its only `1 + weight` is Gemma 3's zero-initialised norm) nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 20/20. "
+        "no false positive on veomni 0.1.12 (its only `1 + weight` is Gemma 3's zero-initialised norm) nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 22/22. "
         "See bench/accuracy/semantics.md."
     )
 

@@ -85,7 +85,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         "(`self.variance_epsilon` <-> `self.eps`); offered only when the class's `__init__` was read and sets it."
     )
     precision = (
-        "no false positive on veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 20/20. "
+        "no false positive on veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 22/22. "
         "See bench/accuracy/semantics.md."
     )
 
