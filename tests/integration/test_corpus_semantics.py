@@ -19,14 +19,26 @@ from corpus import veomni_wheel_root
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.corpus
-CODES = "NPU401,NPU402,NPU403,NPU404,NPU405,NPU411,NPU412,NPU413,NPU414,NPU415,NPU701,NPU702,NPU703,NPU704,NPU705"
+CODES = (
+    "NPU401,NPU402,NPU403,NPU404,NPU405,NPU411,NPU412,NPU413,NPU414,NPU415,NPU701,NPU702,NPU703,NPU704,NPU705"
+)
 
 
 def test_wheel_findings(tmp_path: Path) -> None:
     root = veomni_wheel_root()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--select", CODES, "--output-format", "json"]
+        [
+            sys.executable,
+            "-m",
+            "npu_lint",
+            "check",
+            "--no-cache",
+            "--select",
+            CODES,
+            "--output-format",
+            "json",
+        ]
         + [str(root / "veomni" / "models")],
         cwd=tmp_path,
         env=env,

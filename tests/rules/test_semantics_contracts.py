@@ -28,7 +28,13 @@ QWEN3 = "transformers.models.qwen3.modeling_qwen3"
 
 @pytest.mark.parametrize(
     "variant,expected",
-    [("qwen3_5", "offset"), ("offset", "offset"), ("standard", "standard"), ("unweighted", "unweighted"), ("x", None)],
+    [
+        ("qwen3_5", "offset"),
+        ("offset", "offset"),
+        ("standard", "standard"),
+        ("unweighted", "unweighted"),
+        ("x", None),
+    ],
 )
 def test_variant_contract(variant: str, expected: str | None) -> None:
     assert rms_variant_contract(Project(), variant) == expected
@@ -91,7 +97,12 @@ def test_patched_methods_skip_unchanged_copies() -> None:
 def _pair(tmp_path: Path, variant: str) -> tuple[Path, Path]:
     pkg = tmp_path / "veomni" / "models" / "transformers" / "qwen3_5"
     pkg.mkdir(parents=True)
-    for d in (tmp_path / "veomni", tmp_path / "veomni" / "models", tmp_path / "veomni" / "models" / "transformers", pkg):
+    for d in (
+        tmp_path / "veomni",
+        tmp_path / "veomni" / "models",
+        tmp_path / "veomni" / "models" / "transformers",
+        pkg,
+    ):
         (d / "__init__.py").write_text("")
     gpu = pkg / "qwen3_5_gpu_patch_gen_config.py"
     gpu.write_text(

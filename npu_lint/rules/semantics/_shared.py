@@ -123,7 +123,7 @@ def raw_weight_attr(expr: ast.AST) -> str | None:
 
 
 class _RmsNormState:
-    """What NPU401/NPU402 need from the traversal, collected once per file for both rules."""
+    """What the RMSNorm rules (NPU401-405) need from the traversal, collected once per file for all of them."""
 
     def __init__(self) -> None:
         self.handles = HandleTable()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.diagnostics import Applicability, Edit
+from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import (
     LossRule,
@@ -144,7 +144,7 @@ class LossReduction(LossRule):
                         "scales the loss down once more",
                     )
 
-    def _fix(self, call: ast.Call, kwarg: str | None):  # type: ignore[no-untyped-def]
+    def _fix(self, call: ast.Call, kwarg: str | None) -> Fix | None:
         if kwarg is None:
             return None
         src = self.ctx.source
