@@ -426,3 +426,150 @@ def upstream_zero_init(module: str, cls: str, attr: str = "weight", depth: int =
             if result is not None:
                 return result
     return None
+
+
+def upstream_class(module: str, cls: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+    """The stdlib-ast ClassDef of upstream ``module.cls`` and the module defining it (imports followed)."""
+    found = _upstream_module(module)
+    if found is None or depth > 4:
+        return None
+    classes, imports = found
+    node = classes.get(cls)
+    if node is not None:
+        return module, node
+    target = imports.get(cls)
+    if target and target.startswith("transformers."):
+        mod, _, name = target.rpartition(".")
+        return upstream_class(mod, name, depth + 1)
+    return None
+
+
+def upstream_class_method(module: str, cls: str, name: str, depth: int = 0) -> ast.FunctionDef | None:
+    """The method ``name`` upstream ``module.cls`` defines or inherits from a transformers base (stdlib ast)."""
+    found = upstream_class(module, cls)
+    if found is None or depth > 6:
+        return None
+    mod, node = found
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            return stmt
+    for base in node.bases:
+        base_name = last_name(base)
+        if not base_name or base_name in ("Module", "object", "GenerationMixin"):
+            continue
+        result = upstream_class_method(mod, base_name, name, depth + 1)
+        if result is not None:
+            return result
+    return None
+
+
+def upstream_class_names(module: str) -> list[str]:
+    """The classes an upstream module defines (empty when it cannot be read)."""
+    found = _upstream_module(module)
+    return list(found[0]) if found is not None else []
+
+
+# -- the methods a file replaces, paired with the upstream ones ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PatchedMethod:
+    """A method of an upstream class as a spec (decorated replacement) or generated file (class body) has it."""
+
+    module: str  # the upstream transformers module
+    cls: str
+    name: str
+    func: ast.FunctionDef  # in the linted file
+    upstream: ast.FunctionDef  # the upstream method it replaces (an empty stand-in when upstream has none)
+
+
+def spec_source_module(path: str, text: str) -> str | None:
+    """The ``source_module`` of a spec that builds on another one (``deepcopy(gpu_config)``, or an imported
+    config mutated in place): followed through its base specs on disk."""
+    from npu_lint.veomni.patchgen import base_spec, parse_spec
+
+    try:
+        spec = parse_spec(path, text)
+    except Exception:  # noqa: BLE001 - a spec we cannot model has no known source
+        return None
+    for _ in range(4):
+        if spec is None:
+            return None
+        if spec.source_module:
+            return spec.source_module
+        spec = base_spec(spec)
+    return None
+
+
+def file_source_module(tree: ast.Module, text: str, path: str | None = None) -> str | None:
+    """The upstream module a spec (``PatchConfig(source_module=...)``, or its base spec's) or generated file
+    (banner) copies."""
+    for stmt in tree.body:
+        value = getattr(stmt, "value", None)
+        if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig":
+            for kw in value.keywords:
+                if kw.arg == "source_module" and isinstance(kw.value, ast.Constant):
+                    return str(kw.value.value)
+    for line in text[:4096].splitlines():
+        stripped = line.lstrip("# ").strip()
+        if stripped.startswith("Source:"):
+            return stripped.split(":", 1)[1].strip() or None
+    if path is not None and path.endswith("_patch_gen_config.py"):
+        return spec_source_module(path, text)
+    return None
+
+
+def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
+    for deco in func.decorator_list:
+        if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
+            continue
+        if deco.func.attr not in ("override_method", "modify_init") or not deco.args:
+            continue
+        target = deco.args[0]
+        if not (isinstance(target, ast.Constant) and isinstance(target.value, str)):
+            continue
+        if deco.func.attr == "modify_init":
+            return target.value, "__init__"
+        if "." in target.value:
+            cls, _, method = target.value.rpartition(".")
+            return cls, method
+    return None
+
+
+def patched_methods(
+    tree: ast.Module,
+    text: str,
+    method: str,
+    cls_suffixes: tuple[str, ...],
+    new_ok: bool = False,
+    path: str | None = None,
+) -> list[PatchedMethod]:
+    """Methods named ``method`` of classes ending with one of ``cls_suffixes`` that the file replaces (spec
+    ``override_method`` functions) or holds (generated-file classes), each with its upstream original; only
+    those whose body differs from the upstream one. ``new_ok``: also methods the upstream class lacks (a
+    method VeOmni adds, such as ``get_position_id_func``), paired with an empty stand-in."""
+    module = file_source_module(tree, text, path)
+    if module is None or not module.startswith("transformers."):
+        return []
+    out: list[PatchedMethod] = []
+    candidates: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            target = _decorator_target(stmt)
+            if target is not None and target[1] == method:
+                candidates.append((target[0], stmt))
+        elif isinstance(stmt, ast.ClassDef):
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    candidates.append((stmt.name, item))
+    for cls, func in candidates:
+        if not cls.endswith(cls_suffixes):
+            continue
+        upstream = upstream_class_method(module, cls, method)
+        if upstream is None and new_ok and upstream_class(module, cls) is not None:
+            upstream = ast.parse(f"def {method}(self):\n    pass").body[0]  # type: ignore[assignment]
+            upstream.body = []  # type: ignore[union-attr]
+        if upstream is None or [ast.dump(s) for s in upstream.body] == [ast.dump(s) for s in func.body]:
+            continue
+        out.append(PatchedMethod(module, cls, method, func, upstream))
+    return out

@@ -6,16 +6,25 @@ import ast
 
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import _assigned_in, _RmsNormCalls, offset_raw, weight_argument
+from npu_lint.rules.semantics._shared import (
+    _assigned_in,
+    _RmsNormCalls,
+    offset_inner,
+    offset_raw,
+    weight_argument,
+)
 
 
 class OffsetRmsNormDoubleApplication(_RmsNormCalls):
     code = "NPU401"
     name = "offset-rmsnorm-double-application"
-    summary = "`1 + weight` is passed to an `offset` RMSNorm handle, which adds the 1 itself."
+    summary = (
+        "`1 + weight` is passed to an offset RMSNorm handle (`qwen3_5`, `offset`), which adds the 1 itself."
+    )
     why = (
         "Gemma-style RMSNorm (Gemma 3, Qwen3.5, Qwen3-Next) computes `norm(x) * (1 + weight)` with a weight "
-        "initialised to zeros. VeomniOp's `rms_norm/offset` variant (the OpSlot `qwen3_5` variant) adds the 1 "
+        "initialised to zeros. The offset variant of `rms_norm` (named `qwen3_5` in VeOmni's trees, OpSlot and VeomniOp "
+        "alike, and `offset` in some catalogs; `veomni/norms.py` maps names to contracts) adds the 1 "
         "inside the kernel, so the caller passes the raw weight. Passing `1 + w` (or `1.0 + w.float()`, "
         "`w + 1`, `(1 + w).to(dtype)`, or a variable holding one of those) applies the offset twice: training "
         "runs, the loss is just wrong. This happens when OpSlot-era Gemma 3 code, which passed `1.0 + w` to a "
@@ -58,6 +67,41 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                     return self.veomni_rms_norm(x, self.weight.float(), eps=self.eps)
             """,
             title="the offset written at the call",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyQwen35RMSNorm(nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", impl)
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight + 1, eps=self.eps)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyQwen35RMSNorm(nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", impl)
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """,
+            title="the offset variant under the name VeOmni's trees give it (`qwen3_5`)",
         ),
         Example(
             '''
@@ -133,13 +177,14 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
         "from), which is what the `offset` kernel expects. The variable itself is left for other uses."
     )
     precision = (
-        "veomni 0.1.12: no findings (its `qwen3_5` slots get the raw weight; Gemma 3 has no RMSNorm slot)."
+        "no false positive on the 27 RMSNorm slot calls of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 8/8. "
+        "See bench/accuracy/semantics.md."
     )
 
     def finish(self) -> None:
         ctx = self.ctx
         for call, func, _cls, handle in self.rms_calls():
-            if handle.variant != "offset":
+            if self.contract_of(handle) != "offset":
                 continue
             arg = weight_argument(call)
             assert arg is not None
@@ -161,4 +206,14 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                 f"`{shown}` passed to an offset RMSNorm handle (variant `{variant}`), which adds the 1 itself: "
                 "the offset is applied twice; pass the raw weight",
                 fix,
+            )
+        for call, _func, cls, handle, anchor in self.reused_rms_calls():
+            arg = weight_argument(call)
+            if self.contract_of(handle) != "offset" or arg is None or offset_inner(arg) is None:
+                continue
+            self.report(
+                anchor,
+                f"`{anchor.id}` (reused for `{cls}`) passes `{ast.unparse(arg)}` to this spec's offset RMSNorm handle "
+                f"(variant `{handle.raw_variant or handle.variant}`), which adds the 1 itself: the offset is applied "
+                "twice",
             )
