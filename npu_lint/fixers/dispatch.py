@@ -27,7 +27,6 @@ import ast
 import builtins
 import difflib
 import functools
-import os
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
@@ -36,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
-from npu_lint.veomni.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
+from npu_lint.veomni.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP, slot_target
+from npu_lint.veomni.profile import ApiProfile, Generation, builtin_profile, detect_profile
 
 if TYPE_CHECKING:  # pragma: no cover
     from npu_lint.rules.base import Context
@@ -57,8 +57,7 @@ SLOT_FIELD: dict[str, str] = {
     "chunk_gated_delta_rule": "chunk_gated_delta_rule_implementation",
 }
 CE_LOSS = {"causal": "ForCausalLMLoss", "seq_cls": "ForSequenceClassificationLoss"}
-DEFAULT_RESOLVE_MODULE = "veomni.ops.config"
-DEFAULT_LOSS_MODULE = "veomni.ops.kernels.cross_entropy"
+POST_INIT = re.compile(r"^\s*self\.post_init\(\s*\)\s*$")  # handles are built before it, as upstream does
 GUARD_ATTR = "use_non_eager_impl"
 _CATALOG_PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
 _BUILTINS = set(dir(builtins)) | {"None", "True", "False"}
@@ -68,6 +67,53 @@ _BUILTINS = set(dir(builtins)) | {"None", "True", "False"}
 # results
 # ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Names:
+    """Every name the migration writes, taken from the target :class:`ApiProfile` (never hard-coded)."""
+
+    generation: str  # "veomni-op" / "veomni-kernel"
+    handle: str  # VeomniOp / VeomniKernel
+    handle_module: str
+    resolver: str  # resolve_op_impl / resolve_kernel_impl
+    resolver_module: str
+    npu_as: bool  # the resolver takes ``npu_as=`` (cross-entropy's NPU impl is ``chunk_loss``)
+    loss_module: str
+    loss_keyword: str | None  # "op" / "kernel": how a loss helper is bound to its handle
+    loss_helpers: tuple[str, ...]
+    bias_module: str
+    linear_bias: str
+    offset_variant: str  # the (1 + weight) RMSNorm variant ("qwen3_5" / "offset")
+    vision_rope: tuple[str, str]  # (op, variant) of the vision RoPE
+    attention_helper: str | None
+    attention_module: str | None
+
+    @classmethod
+    def of(cls, api: ApiProfile) -> Names:
+        """The names of ``api``; a name the profile lacks keeps its generation's built-in spelling (the
+        import check then makes the fix display-only, naming it)."""
+        from npu_lint.veomni.profile import builtin_profile
+
+        base = builtin_profile(api.generation)
+        bias = "linear_bias" if "linear_bias" in (api.bias_helpers or base.bias_helpers) else "linear_bias"
+        return cls(
+            generation=str(api.generation),
+            handle=api.handle,
+            handle_module=api.handle_module,
+            resolver=api.resolver or base.resolver or "resolve_op_impl",
+            resolver_module=api.resolver_module or base.resolver_module or "",
+            npu_as="npu_as" in (api.resolver_options or base.resolver_options),
+            loss_module=api.loss_module or base.loss_module or "",
+            loss_keyword=api.loss_handle_keyword,
+            loss_helpers=tuple(api.loss_helpers),
+            bias_module=api.bias_module or base.bias_module or "",
+            linear_bias=bias,
+            offset_variant=api.offset_rms_variant,
+            vision_rope=tuple(api.vision_rope),  # type: ignore[arg-type]
+            attention_helper=api.attention_helper,
+            attention_module=api.attention_module,
+        )
+
+
+@dataclass(frozen=True)
 class HandleSpec:
     cls: str
     attr: str
@@ -76,19 +122,19 @@ class HandleSpec:
     field: str
     loss: str | None = None  # loss helper bound through self.loss_function (cross-entropy only)
 
-    @property
-    def construction(self) -> str:
-        npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" else ""
-        args = f'"{self.op}", "{self.variant}", resolve_op_impl("{self.field}"{npu_as})'
-        line = f"self.{self.attr} = VeomniOp({args})"
+    def construction(self, names: Names) -> str:
+        npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" and names.npu_as else ""
+        args = f'"{self.op}", "{self.variant}", {names.resolver}("{self.field}"{npu_as})'
+        line = f"self.{self.attr} = {names.handle}({args})"
         if len(line) <= 102:  # fits in 110 columns at a method body's indentation
             return line
-        return f"self.{self.attr} = VeomniOp(\n    {args}\n)"
+        return f"self.{self.attr} = {names.handle}(\n    {args}\n)"
 
-    def lines(self) -> list[str]:
-        out = [self.construction]
+    def lines(self, names: Names) -> list[str]:
+        out = [self.construction(names)]
         if self.loss:
-            out.append(f"self.loss_function = partial({self.loss}, op=self.{self.attr})")
+            keyword = names.loss_keyword or "op"
+            out.append(f"self.loss_function = partial({self.loss}, {keyword}=self.{self.attr})")
         return out
 
 
@@ -98,6 +144,7 @@ class MigrationResult:
     applicability: Applicability
     reasons: tuple[str, ...] = ()
     handles: tuple[HandleSpec, ...] = ()
+    imports: tuple[tuple[str, str], ...] = ()  # (module, name) the migrated text imports
 
     @property
     def changed(self) -> bool:
@@ -143,6 +190,7 @@ class FreeFn:
 @dataclass
 class Plan:
     spec: bool
+    names: Names
     config_name: str = "config"
     source_module: str | None = None
     slots: dict[str, Slot] = field(default_factory=dict)
@@ -173,11 +221,18 @@ class Plan:
         if reason not in self.reasons:
             self.reasons.append(reason)
 
+    def target(self, slot: Slot) -> tuple[str, str] | None:
+        """The handle (op, variant) of ``slot`` in the target profile's names."""
+        if (slot.op, slot.variant) not in OPSLOT_TO_VEOMNIOP:
+            return slot.target
+        return slot_target(slot.op, slot.variant, self.names.offset_variant, self.names.vision_rope)
+
     def add_handle(self, cls: str, slot: Slot, variant: str | None = None) -> HandleSpec | None:
-        target = slot.target
+        target = self.target(slot)
         if target is None:
             self.fail(
-                f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no VeomniOp row is known for it"
+                f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no {self.names.handle} row is known "
+                "for it"
             )
             return None
         op, var = target
@@ -298,12 +353,11 @@ def _walk_fn(fn: ast.AST) -> Iterable[ast.AST]:
 
 
 class _Analyzer:
-    def __init__(self, tree: ast.Module, text: str, path: str, spec: bool, root: str | None) -> None:
+    def __init__(self, tree: ast.Module, text: str, path: str, spec: bool, names: Names) -> None:
         self.tree = tree
         self.text = text
         self.path = path
-        self.root = root
-        self.plan = Plan(spec=spec)
+        self.plan = Plan(spec=spec, names=names)
 
     # -- collection ---------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -552,7 +606,8 @@ class _Analyzer:
             )
             if weight is not None and _is_offset_weight(weight) is not None:
                 if slot.variant == "standard":
-                    variant = "offset"  # Gemma: norm(x) * (1 + w) through a standard slot is an offset norm
+                    # Gemma: norm(x) * (1 + w) through a standard slot is the offset norm
+                    variant = plan.names.offset_variant
                 else:
                     plan.fail(f"`{fn.key}` passes `1 + weight` to the {slot.variant} slot `{slot.name}`")
             elif weight is not None and isinstance(weight, ast.Name) and slot.variant == "standard":
@@ -656,7 +711,8 @@ class _Analyzer:
                 fname = self._fresh_name(f"{_snake(cls)}_{meth.strip('_')}_patched")
                 text = _rename_def(src.text, meth, fname)
                 self._signature_imports(text)
-                desc = f"Call the {free.slot.target[0] if free.slot.target else free.slot.op} op through self.{free.slot.name}"
+                op_name = (plan.target(free.slot) or (free.slot.op,))[0]
+                desc = f"Call the {op_name} op through self.{free.slot.name}"
                 deco = (
                     f'@{plan.config_name}.override_method(\n    "{target}",\n    description="{desc}",\n)\n'
                 )
@@ -740,7 +796,10 @@ class _Analyzer:
                     plan.init_keys[cls] = f"{local.name}.__init__"
                 else:
                     plan.delegating_inits[local.name] = _delegating_init(
-                        "__init__", (("args", None, "vararg"), ("kwargs", None, "kwarg")), plan.handles[cls]
+                        "__init__",
+                        (("args", None, "vararg"), ("kwargs", None, "kwarg")),
+                        plan.handles[cls],
+                        plan.names,
                     )
 
     def _local_class(self, cls: str) -> ast.ClassDef | None:
@@ -771,10 +830,10 @@ class _Analyzer:
         if isinstance(init, upstream.MethodSource):
             text = _rename_def(init.text, "__init__", fname)
             self._signature_imports(text)
-            text = _append_lines(text, [line for h in handles.values() for line in h.lines()])
+            text = _append_lines(text, [line for h in handles.values() for line in h.lines(plan.names)])
         else:
-            text = _delegating_init(fname, init.params, handles)
-        desc = f"Construct the VeomniOp handles of {cls} in __init__"
+            text = _delegating_init(fname, init.params, handles, plan.names)
+        desc = f"Construct the {plan.names.handle} handles of {cls} in __init__"
         deco = f'@{plan.config_name}.override_method(\n    "{cls}.__init__",\n    description="{desc}",\n)\n'
         anchor = next(
             (
@@ -832,10 +891,27 @@ def _rename_def(text: str, old: str, new: str) -> str:
 
 
 def _append_lines(fn_text: str, lines: list[str]) -> str:
+    """``lines`` at the end of the function's body, or just before its last ``self.post_init()``."""
     fn = ast.parse(fn_text).body[0]
     body_line = fn.body[0].lineno if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else 2
     first = fn_text.splitlines()[body_line - 1]
     indent = first[: len(first) - len(first.lstrip())] or "    "
+    text_lines = fn_text.rstrip("\n").split("\n")
+    last = fn.body[-1] if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if (
+        last is not None
+        and last.lineno == last.end_lineno
+        and POST_INIT.match(text_lines[last.lineno - 1])
+        and last.col_offset == len(indent)
+    ):
+        at = last.lineno - 1
+        return (
+            "\n".join(text_lines[:at])
+            + "\n"
+            + _indent_lines(lines, indent)
+            + "\n".join(text_lines[at:])
+            + "\n"
+        )
     return fn_text.rstrip("\n") + "\n" + _indent_lines(lines, indent)
 
 
@@ -845,7 +921,7 @@ def _indent_lines(lines: Sequence[str], indent: str) -> str:
 
 
 def _delegating_init(
-    name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec]
+    name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec], names: Names
 ) -> str:
     sig = ["self"]
     call: list[str] = []
@@ -871,7 +947,7 @@ def _delegating_init(
     return (
         "\n".join(lines)
         + "\n"
-        + _indent_lines([line for h in handles.values() for line in h.lines()], "    ")
+        + _indent_lines([line for h in handles.values() for line in h.lines(names)], "    ")
     )
 
 
@@ -887,12 +963,10 @@ def _cst() -> Any:
 class _Rewriter:
     """Builds the libcst transformers lazily (libcst is imported only when a fix is built)."""
 
-    def __init__(self, plan: Plan, text: str, generation: str | None, root: str | None) -> None:
+    def __init__(self, plan: Plan, text: str) -> None:
         self.plan = plan
         self.text = text
         self.cst = _cst()
-        self.generation = generation
-        self.root = root
         self.templates: dict[str, tuple[Any, Any]] = {}  # free fn name -> (cst Call template, cst Parameters)
 
     # -- small helpers ------------------------------------------------------------------------------
@@ -1046,7 +1120,11 @@ class _Rewriter:
             if len(positional) >= 2:
                 weight = positional[1]
                 stripped = self._strip_offset(weight.value)
-                if stripped is not None and handle is not None and handle.variant == "offset":
+                if (
+                    stripped is not None
+                    and handle is not None
+                    and handle.variant == self.plan.names.offset_variant
+                ):
                     args[args.index(weight)] = weight.with_changes(value=stripped)
             eps_index = 1 if (slot.variant == "unweighted" and len(positional) == 2) else 2
             if len(positional) == eps_index + 1:
@@ -1065,7 +1143,10 @@ class _Rewriter:
             x = rest[0].value
             parts = [x]
             for proj in ("gate_proj", "up_proj", "down_proj"):
-                parts += [self.expr(f"self.{proj}.weight"), self.expr(f"linear_bias(self.{proj})")]
+                parts += [
+                    self.expr(f"self.{proj}.weight"),
+                    self.expr(f"{self.plan.names.linear_bias}(self.{proj})"),
+                ]
             return self._multiline(call.with_changes(func=new_func), [cst.Arg(p) for p in parts])
         return call.with_changes(func=new_func)
 
@@ -1165,77 +1246,29 @@ class _Rewriter:
 # ----------------------------------------------------------------------------------------------------
 # module-level transformation
 # ----------------------------------------------------------------------------------------------------
-def _locate_module(root: str | None, symbol: str, candidates: Sequence[str]) -> str | None:
-    """Which of ``candidates`` (dotted modules, file or package) defines ``def symbol`` in the tree at root."""
-    if not root:
-        return None
-    for mod in candidates:
-        base = os.path.join(root, *mod.split("."))
-        for path in (base + ".py", os.path.join(base, "__init__.py")):
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    if re.search(rf"^def {symbol}\(|^from .* import .*\b{symbol}\b", fh.read(), re.M):
-                        return mod
-            except OSError:
-                continue
-    return None
-
-
-RESOLVE_CANDIDATES = (
-    "veomni.ops.config",
-    "veomni.models.utils.op_utils",
-    "veomni.models_kernel.utils.op_utils",
-)
-LOSS_CANDIDATES = ("veomni.ops.kernels.cross_entropy", "veomni.ops.cross_entropy", "veomni.ops")
-
-
-@functools.lru_cache(maxsize=16)
-def _locations(root: str | None) -> dict[str, str]:
-    resolve = _locate_module(root, "resolve_op_impl", RESOLVE_CANDIDATES) or DEFAULT_RESOLVE_MODULE
-    bias = _locate_module(root, "linear_bias", RESOLVE_CANDIDATES) or resolve
-    loss = _locate_module(root, "ForCausalLMLoss", LOSS_CANDIDATES) or DEFAULT_LOSS_MODULE
-    return {"VeomniOp": "veomni.ops", "resolve_op_impl": resolve, "linear_bias": bias, "loss": loss}
-
-
-@functools.lru_cache(maxsize=16)
-def detect_generation(root: str | None) -> str | None:
-    """ "opslot" / "veomniop" for a VeOmni tree at ``root`` (read statically), None when unknown."""
-    if not root:
-        return None
-    try:
-        with open(os.path.join(root, "veomni", "ops", "__init__.py"), encoding="utf-8") as fh:
-            if re.search(r"\bVeomniOp\b", fh.read()):
-                return "veomniop"
-    except OSError:
-        pass
-    if os.path.isfile(os.path.join(root, "veomni", "ops", "dispatch.py")):
-        return "opslot"
-    return None
-
-
-def _needed_imports(plan: Plan, locations: dict[str, str]) -> list[tuple[str, str]]:
+def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
     handles = [h for per in plan.handles.values() for h in per.values()]
     if not handles:
         return []
+    names = plan.names
     need: list[tuple[str, str]] = [
-        ("veomni.ops", "VeomniOp"),
-        (locations["resolve_op_impl"], "resolve_op_impl"),
+        (names.handle_module, names.handle),
+        (names.resolver_module, names.resolver),
     ]
     if any(h.op == "swiglu_mlp" for h in handles):
-        need.append((locations["linear_bias"], "linear_bias"))
+        need.append((names.bias_module, names.linear_bias))
     losses = sorted({h.loss for h in handles if h.loss})
     if losses:
         need.append(("functools", "partial"))
-        need += [(locations["loss"], loss) for loss in losses]
+        need += [(names.loss_module, loss) for loss in losses]
     return need
 
 
-def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> str:
-    rw = _Rewriter(plan, text, generation, root)
+def _apply(plan: Plan, text: str) -> str:
+    rw = _Rewriter(plan, text)
     cst = rw.cst
     module = cst.parse_module(text)
     rw.prepare_templates(module)
-    locations = _locations(root)
     slots = plan.slots
 
     def process_fn(stmt: Any, key: str) -> Any:
@@ -1255,14 +1288,16 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
         return new
 
     def extend_init(stmt: Any, cls: str) -> Any:
-        lines = [line for h in plan.handles[cls].values() for line in h.lines()]
+        lines = [line for h in plan.handles[cls].values() for line in h.lines(plan.names)]
         new_stmts = rw.block_stmts(lines)
         body = list(stmt.body.body)
         attrs = [f"self.{h.attr}" for h in plan.handles[cls].values()]
         index = len(body)
         for i, s in enumerate(body):
             code = module.code_for_node(s)
-            if any(re.search(rf"{re.escape(a)}\b(?!\s*=[^=])", code) for a in attrs):
+            if any(re.search(rf"{re.escape(a)}\b(?!\s*=[^=])", code) for a in attrs) or any(
+                POST_INIT.match(line) for line in code.strip().splitlines()[-1:]
+            ):
                 index = i
                 break
         body[index:index] = new_stmts
@@ -1341,7 +1376,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                     else:
                         drop(stmt)
                     continue
-            emit(_rename_descriptions(cst, stmt))
+            emit(_rename_descriptions(cst, stmt, plan.names.handle))
             continue
         if isinstance(stmt, cst.FunctionDef):
             key = stmt.name.value
@@ -1352,7 +1387,9 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
             if key in init_by_key:
                 new = extend_init(new, init_by_key[key])
             if new is not stmt:
-                new = new.with_changes(decorators=[_rename_descriptions(cst, d) for d in new.decorators])
+                new = new.with_changes(
+                    decorators=[_rename_descriptions(cst, d, plan.names.handle) for d in new.decorators]
+                )
             emit(new)
             if key in plan.after:
                 for d in new_defs(plan.after[key]):
@@ -1365,7 +1402,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
     if plan.tail:
         new_body.extend(new_defs(plan.tail))
     module = module.with_changes(body=new_body)
-    module = _add_imports(cst, module, plan, _needed_imports(plan, locations), import_anchor, text)
+    module = _add_imports(cst, module, plan, _needed_imports(plan), import_anchor, text)
     return module.code
 
 
@@ -1421,8 +1458,8 @@ def _cst_dotted(cst: Any, node: Any) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _rename_descriptions(cst: Any, node: Any) -> Any:
-    """``description="OpSlot guard for ..."`` -> ``"VeomniOp dispatch for ..."`` (strings in patch calls)."""
+def _rename_descriptions(cst: Any, node: Any, handle: str) -> Any:
+    """``description="OpSlot guard for ..."`` -> ``"<handle> dispatch for ..."`` (strings in patch calls)."""
 
     class Renamer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
         def leave_Arg(self, original: Any, updated: Any) -> Any:
@@ -1432,8 +1469,8 @@ def _rename_descriptions(cst: Any, node: Any) -> Any:
                 and isinstance(updated.value, cst.SimpleString)
                 and "OpSlot" in updated.value.value
             ):
-                value = updated.value.value.replace("OpSlot guard", "VeomniOp dispatch")
-                value = value.replace("OpSlot-based", "VeomniOp-based").replace("OpSlot", "VeomniOp")
+                value = updated.value.value.replace("OpSlot guard", f"{handle} dispatch")
+                value = value.replace("OpSlot-based", f"{handle}-based").replace("OpSlot", handle)
                 return updated.with_changes(value=updated.value.with_changes(value=value))
             return updated
 
@@ -1606,14 +1643,12 @@ def _is_spec(text: str, path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _migrate_cached(
-    text: str, path: str, generation: str | None, root: str | None, upstream_root: str | None
-) -> MigrationResult:
+def _migrate_cached(text: str, path: str, names: Names, upstream_root: str | None) -> MigrationResult:
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return MigrationResult(text, Applicability.DISPLAY, ("the file does not parse",))
-    analyzer = _Analyzer(tree, text, path, _is_spec(text, path), root)
+    analyzer = _Analyzer(tree, text, path, _is_spec(text, path), names)
     try:
         plan = analyzer.run()
     except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
@@ -1621,7 +1656,7 @@ def _migrate_cached(
     if not plan.slots:
         return MigrationResult(text, Applicability.SAFE)
     try:
-        new_text = _apply(plan, text, generation, root)
+        new_text = _apply(plan, text)
     except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
         return MigrationResult(text, Applicability.DISPLAY, (*plan.reasons, f"the codemod failed: {exc!r}"))
     # verify: parses, no slot left
@@ -1637,60 +1672,112 @@ def _migrate_cached(
     )
     if left:
         plan.fail(f"left untranslated: {', '.join(left)}")
+    if any(h.loss for per in plan.handles.values() for h in per.values()) and not names.loss_keyword:
+        plan.fail(
+            f"the loss helpers of {names.loss_module} take no {names.handle} keyword: cannot bind the "
+            "cross-entropy handle to them"
+        )
     handles = tuple(h for cls in sorted(plan.handles) for h in plan.handles[cls].values())
-    if plan.display:
-        applicability = Applicability.DISPLAY
-    elif generation == "veomniop":
-        applicability = Applicability.SAFE
-    else:
-        applicability = Applicability.UNSAFE
-        if generation == "opslot":
-            plan.reasons.insert(
-                0,
-                "this tree is the OpSlot generation: VeomniOp / resolve_op_impl are not in it, so the migrated "
-                "code needs a VeOmni with the VeomniOp API",
-            )
-        else:
-            plan.reasons.insert(
-                0, "cannot tell the VeOmni generation of this tree: the VeomniOp API must exist"
-            )
-    return MigrationResult(new_text, applicability, tuple(plan.reasons), handles)
+    applicability = Applicability.DISPLAY if plan.display else Applicability.SAFE
+    imports = tuple(_needed_imports(plan))
+    return MigrationResult(new_text, applicability, tuple(plan.reasons), handles, imports)
 
 
-def normalize_generation(generation: str | None) -> str | None:
-    """ "opslot" / "veomniop" from any spelling ("op-slot", "OpSlot", "veomni-op", "VeomniOp", ...)."""
+_SPELLINGS = {
+    "opslot": Generation.OP_SLOT,
+    "veomniop": Generation.VEOMNI_OP,
+    "veomnikernel": Generation.VEOMNI_KERNEL,
+}
+
+
+def normalize_generation(generation: str | None) -> Generation | None:
+    """The :class:`Generation` from any spelling ("op-slot", "OpSlot", "veomni-op", "VeomniKernel", ...)."""
     if not generation:
         return None
     key = re.sub(r"[^a-z]", "", str(generation).lower())
-    return {"opslot": "opslot", "veomniop": "veomniop"}.get(key)
+    return _SPELLINGS.get(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_profile(root: str) -> ApiProfile:
+    return detect_profile(root)
+
+
+def target_profile(
+    profile: ApiProfile | None = None, generation: str | None = None, root: str | None = None
+) -> ApiProfile:
+    """The profile the migration writes names from: ``profile``; else the tree's at ``root`` (its generation,
+    or ``generation`` when given and the tree has it); else the built-in profile of ``generation``."""
+    if profile is not None:
+        return profile
+    wanted = normalize_generation(generation)
+    if root:
+        found = _tree_profile(str(root))
+        if wanted is None or found.generation == wanted:
+            return found
+    return builtin_profile(wanted)
+
+
+def opslot_reason(api: ApiProfile) -> str:
+    return (
+        f"this tree is of the OpSlot generation ({api.root or 'no tree'}): it has no handle API to migrate to "
+        "(set target-api to the VeOmni API you migrate to, in a tree that has it)"
+    )
 
 
 def migrate_source(
     text: str,
     path: str,
     *,
+    profile: ApiProfile | None = None,
     generation: str | None = None,
     root: str | None = None,
     pairs: frozenset[tuple[str, str]] | None = None,
 ) -> MigrationResult:
-    """Migrate OpSlot dispatch in one file (a patch spec or a plain model module) to VeomniOp handles.
+    """Migrate OpSlot dispatch in one file (a patch spec or a plain model module) to instance-local handles.
 
-    ``generation`` is the tree's API generation ("opslot" / "veomniop" / None); ``root`` the VeOmni tree root
-    (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from); ``pairs`` the
-    (op, variant) pairs the tree's registry has (default: the built-in catalog). Pure and cached.
+    Every name written (handle class, resolver, loss / bias helpers and their modules, loss keyword, offset
+    RMSNorm and vision RoPE variants) comes from the target profile (:func:`target_profile`); every import the
+    result adds must be confirmed by ``profile.can_import``, else the result is display-only with the reason.
+    On an OpSlot profile nothing is migrated (there is no handle API). ``pairs``: the (op, variant) pairs of
+    the tree's registry (default: not checked). Pure and cached.
     """
     from npu_lint.veomni.upstream import transformers_root
 
-    generation = normalize_generation(generation) or detect_generation(root)
-    result = _migrate_cached(text, path, generation, root, transformers_root())
+    api = target_profile(profile, generation, root)
+    if api.generation == Generation.OP_SLOT:
+        return MigrationResult(text, Applicability.DISPLAY, (opslot_reason(api),))
+    result = _migrate_cached(text, path, Names.of(api), transformers_root())
+    if not result.handles and not result.reasons:
+        return result
+    reasons = list(result.reasons)
+    applicability = result.applicability
+    missing = [(m, n) for m, n in result.imports if m != "functools" and not api.defines(m, n)]
+    if missing:
+        where = f"the VeOmni tree at {api.root}" if api.root else f"the built-in {api.handle} profile"
+        reasons.append(
+            "not importable in "
+            + where
+            + ": "
+            + ", ".join(f"`{n}` from {m}" for m, n in missing)
+            + " (a fix never imports a name the tree does not define)"
+        )
+        applicability = Applicability.DISPLAY
     if pairs is not None and result.handles:
-        missing = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
-        if missing:
-            reason = "the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in missing)
-            return MigrationResult(
-                result.text, Applicability.DISPLAY, (*result.reasons, reason), result.handles
-            )
-    return result
+        absent = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
+        if absent:
+            reasons.append("the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in absent))
+            applicability = Applicability.DISPLAY
+    if applicability is Applicability.SAFE and api.builtin:
+        applicability = Applicability.UNSAFE
+        reasons.insert(
+            0,
+            f"no VeOmni tree was found: the names are the built-in {api.handle} profile's; check that your "
+            "VeOmni defines them",
+        )
+    if applicability is result.applicability and reasons == list(result.reasons):
+        return result
+    return MigrationResult(result.text, applicability, tuple(reasons), result.handles, result.imports)
 
 
 def edits_between(old: str, new: str) -> tuple[Edit, ...]:
@@ -1708,22 +1795,26 @@ def edits_between(old: str, new: str) -> tuple[Edit, ...]:
 
 
 def build_migration_fix(ctx: Context) -> Fix | None:
-    """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it)."""
+    """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it); None on
+    an OpSlot profile (no handle API to migrate to) and in generated files (the spec is fixed instead)."""
     source = ctx.source
     kind = getattr(source, "kind", None)
     if getattr(kind, "generated", False):
         return None
     project = getattr(ctx, "project", None)
-    generation = normalize_generation(getattr(project, "generation", None))
-    root = getattr(project, "root", None)
+    api = getattr(project, "api", None) if project is not None else None
+    if api is None:
+        api = target_profile(None, getattr(project, "generation", None), getattr(project, "root", None))
+    if api.generation == Generation.OP_SLOT:
+        return None
     pairs = None
-    if generation == "veomniop":
+    if api.has_handle and not api.builtin:
         try:
             rows = getattr(project, "rows", None)
             pairs = frozenset((r.op, r.variant) for r in rows) if rows else None
         except Exception:  # noqa: BLE001 - a partial index must not stop the fix
             pairs = None
-    result = migrate_source(source.text, source.path, generation=generation, root=root, pairs=pairs)
+    result = migrate_source(source.text, source.path, profile=api, pairs=pairs)
     if not result.handles and not result.reasons:
         return None
     edits = edits_between(source.text, result.text)
@@ -1731,7 +1822,7 @@ def build_migration_fix(ctx: Context) -> Fix | None:
         return None
     ops = sorted({f"{h.op}/{h.variant}" for h in result.handles})
     classes = sorted({h.cls for h in result.handles})
-    title = (
-        f"Migrate OpSlot dispatch to VeomniOp handles ({', '.join(ops)}) owned by {len(classes)} class(es)"
-    )
+    title = f"Migrate OpSlot dispatch to {api.handle} handles"
+    if ops:
+        title += f" ({', '.join(ops)}) owned by {len(classes)} class(es)"
     return Fix(title, edits, result.applicability, (), "; ".join(result.reasons))
