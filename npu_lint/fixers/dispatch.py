@@ -27,10 +27,11 @@ import ast
 import builtins
 import difflib
 import functools
+import os
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from npu_lint.core.astutil import dotted_name as _dotted
@@ -145,10 +146,11 @@ class MigrationResult:
     reasons: tuple[str, ...] = ()
     handles: tuple[HandleSpec, ...] = ()
     imports: tuple[tuple[str, str], ...] = ()  # (module, name) the migrated text imports
+    registrations: tuple[tuple[str, str], ...] = ()  # NPU sibling: (GPU function, target) re-registered
 
     @property
     def changed(self) -> bool:
-        return bool(self.handles) or bool(self.reasons)
+        return bool(self.handles) or bool(self.reasons) or bool(self.registrations)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -1747,8 +1749,24 @@ def migrate_source(
     api = target_profile(profile, generation, root)
     if api.generation == Generation.OP_SLOT:
         return MigrationResult(text, Applicability.DISPLAY, (opslot_reason(api),))
-    result = _migrate_cached(text, path, Names.of(api), transformers_root())
-    if not result.handles and not result.reasons:
+    names = Names.of(api)
+    result = _migrate_cached(text, path, names, transformers_root())
+    if result.applicability is not Applicability.DISPLAY and path.endswith("_npu_patch_gen_config.py"):
+        sibling = sibling_registrations(result.text, path, names)
+        if sibling.added or sibling.reasons:
+            result = MigrationResult(
+                sibling.text,
+                Applicability.DISPLAY if sibling.reasons else result.applicability,
+                (*result.reasons, *sibling.reasons),
+                result.handles,
+                result.imports,
+                registrations=sibling.added,
+            )
+    if result.text != text:
+        reworded = refresh_wording(result.text, names.handle)
+        if reworded != result.text:
+            result = replace(result, text=reworded)
+    if not result.handles and not result.reasons and not result.registrations:
         return result
     reasons = list(result.reasons)
     applicability = result.applicability
@@ -1777,7 +1795,7 @@ def migrate_source(
         )
     if applicability is result.applicability and reasons == list(result.reasons):
         return result
-    return MigrationResult(result.text, applicability, tuple(reasons), result.handles, result.imports)
+    return replace(result, applicability=applicability, reasons=tuple(reasons))
 
 
 def edits_between(old: str, new: str) -> tuple[Edit, ...]:
@@ -1815,7 +1833,7 @@ def build_migration_fix(ctx: Context) -> Fix | None:
         except Exception:  # noqa: BLE001 - a partial index must not stop the fix
             pairs = None
     result = migrate_source(source.text, source.path, profile=api, pairs=pairs)
-    if not result.handles and not result.reasons:
+    if not result.changed:
         return None
     edits = edits_between(source.text, result.text)
     if not edits and result.applicability is not Applicability.DISPLAY:
@@ -1826,3 +1844,240 @@ def build_migration_fix(ctx: Context) -> Fix | None:
     if ops:
         title += f" ({', '.join(ops)}) owned by {len(classes)} class(es)"
     return Fix(title, edits, result.applicability, (), "; ".join(result.reasons))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the NPU sibling that re-registers the GPU spec's patch functions
+# ----------------------------------------------------------------------------------------------------
+_WORDING = (
+    ("OpSlot-based", "{handle}-based"),
+    ("OpSlot guard for", "{handle} dispatch for"),
+    ("OpSlot guard", "{handle} dispatch"),
+    ("via OpSlot", "via {handle}"),
+)
+
+
+def refresh_wording(text: str, handle: str) -> str:
+    """Comments, section banners and the module docstring that still describe the OpSlot mechanism, reworded
+    for ``handle`` (a banner ``# ── title ───`` keeps its width)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    lines = text.splitlines(keepends=True)
+    first_stmt = next(
+        (t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)), None
+    )
+    for tok in tokens:
+        is_doc = tok is first_stmt and tok.type == tokenize.STRING
+        if tok.type != tokenize.COMMENT and not is_doc:
+            continue
+        (srow, scol), (erow, ecol) = tok.start, tok.end
+        for row in range(srow, erow + 1):
+            line = lines[row - 1]
+            start = scol if row == srow else 0
+            end = ecol if row == erow else len(line.rstrip("\r\n"))
+            segment = line[start:end]
+            new = segment
+            for old, repl in _WORDING:
+                new = new.replace(old, repl.format(handle=handle))
+            if new == segment:
+                continue
+            banner = re.match(r"(#\s*─+ .*? )(─+)$", segment)
+            if banner and tok.type == tokenize.COMMENT:
+                head = re.match(r"(#\s*─+ .*? )(─+)$", new)
+                if head:
+                    fill = max(2, len(segment) - len(head.group(1)))
+                    new = head.group(1) + "─" * fill
+            lines[row - 1] = line[:start] + new + line[end:]
+    return "".join(lines)
+
+
+def _registered(tree: ast.Module, config_name: str) -> dict[str, str]:
+    """``config.override_method("T", replacement=fn)`` / ``replace_function`` calls: fn -> target."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        name = _dotted(call.func) or ""
+        if name not in (f"{config_name}.override_method", f"{config_name}.replace_function"):
+            continue
+        target = _const_str(call.args[0]) if call.args else None
+        repl = next((k.value for k in call.keywords if k.arg == "replacement"), None)
+        if target and isinstance(repl, ast.Name):
+            out[repl.id] = target
+    return out
+
+
+def _spec_functions(tree: ast.Module, config_name: str) -> dict[str, tuple[str, str]]:
+    """Top-level patch functions of a spec: name -> (decorator kind, target)."""
+    out: dict[str, tuple[str, str]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            dec = _decorator_target(stmt, config_name)
+            if dec and dec[0] in ("override_method", "replace_function") and dec[1]:
+                out[stmt.name] = dec
+    return out
+
+
+def _builds_handle(fn: ast.AST, handle: str) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == handle for n in ast.walk(fn)
+    )
+
+
+@dataclass(frozen=True)
+class SiblingResult:
+    text: str
+    added: tuple[tuple[str, str], ...] = ()  # (function, target) re-registered from the GPU spec
+    reasons: tuple[str, ...] = ()
+
+
+def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | None = None) -> SiblingResult:
+    """For an NPU spec of the sibling shape (a fresh ``PatchConfig`` that imports the GPU spec's patch functions
+    and registers them with ``replacement=``): the GPU spec's migrated patch functions this spec must also
+    register - the ``__init__`` overrides that build the handles its registered methods call, and the
+    overrides that call a handle in place of a replaced function it registers. ``gpu_text`` is the GPU spec's
+    text (read beside ``path`` when omitted); it is migrated first when it still has OpSlot dispatch."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return SiblingResult(text)
+    gpu_module = None
+    imported: dict[str, str] = {}  # local name -> GPU function name
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_gpu_patch_gen_config"):
+            gpu_module = stmt.module
+            for alias in stmt.names:
+                imported[alias.asname or alias.name] = alias.name
+    config_name = "config"
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and _dotted(stmt.value.func) in ("PatchConfig", "patch_spec.PatchConfig")
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            config_name = stmt.targets[0].id
+    registered = _registered(tree, config_name)
+    if gpu_module is None or not registered:
+        return SiblingResult(text)
+    if gpu_text is None:
+        gpu_path = os.path.join(os.path.dirname(path), gpu_module.rsplit(".", 1)[-1] + ".py")
+        try:
+            with open(gpu_path, encoding="utf-8") as fh:
+                gpu_text = fh.read()
+        except OSError:
+            return SiblingResult(text)
+    if re.search(r"\bOpSlot\(", gpu_text):
+        migrated = _migrate_cached(gpu_text, gpu_module.replace(".", "/") + ".py", names, _upstream_key())
+        if migrated.applicability is Applicability.DISPLAY:
+            return SiblingResult(
+                text,
+                reasons=(
+                    f"the GPU spec {gpu_module} cannot be migrated exactly, so the {names.handle} "
+                    "registrations this spec re-uses are not known yet: migrate the GPU spec first",
+                ),
+            )
+        gpu_text = migrated.text
+    try:
+        gpu_tree = ast.parse(gpu_text)
+    except SyntaxError:
+        return SiblingResult(text)
+    gpu_cfg = "config"
+    gpu_fns = _spec_functions(gpu_tree, gpu_cfg)
+    fn_nodes = {s.name: s for s in gpu_tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    targets_here = set(registered.values())
+    used = {imported.get(local, local) for local in registered}
+    classes = {gpu_fns[f][1].split(".")[0] for f in used if f in gpu_fns and "." in gpu_fns[f][1]}
+    # overrides the migration added in place of a replaced function this spec registers
+    replaced_here = {gpu_fns[f][1] for f in used if f in gpu_fns and gpu_fns[f][0] == "replace_function"}
+    handle_attrs = {
+        t.attr
+        for node in fn_nodes.values()
+        for n in ast.walk(node)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.value.func.id == names.handle
+        for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+    add: list[tuple[str, str, str]] = []
+    for fname, (kind, target) in gpu_fns.items():
+        if target in targets_here or fname in used or kind != "override_method" or "." not in target:
+            continue
+        cls, meth = target.split(".", 1)
+        if meth == "__init__":
+            continue  # decided below, once the classes are known
+        calls_handle = any(
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in handle_attrs
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "self"
+            for n in ast.walk(fn_nodes[fname])
+        )
+        if calls_handle and (cls in classes or replaced_here):
+            add.append((fname, target, kind))
+            classes.add(cls)
+    for fname, (kind, target) in gpu_fns.items():
+        if target in targets_here or fname in used or kind != "override_method":
+            continue
+        cls, _, meth = target.partition(".")
+        if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names.handle):
+            add.append((fname, target, kind))
+    if not add:
+        return SiblingResult(text)
+    add.sort(key=lambda a: list(gpu_fns).index(a[0]))
+    lines = text.splitlines(keepends=True)
+    # import the functions from the GPU spec (a new import statement after the last one from it)
+    last_import = (
+        max(
+            s.end_lineno or s.lineno
+            for s in tree.body
+            if isinstance(s, ast.ImportFrom)
+            and s.module == gpu_module
+            and all(a.name != "config" for a in s.names)
+        )
+        if any(
+            isinstance(s, ast.ImportFrom)
+            and s.module == gpu_module
+            and all(a.name != "config" for a in s.names)
+            for s in tree.body
+        )
+        else None
+    )
+    import_text = f"from {gpu_module} import (\n" + "".join(f"    {f},\n" for f, _, _ in add) + ")\n"
+    registrations = "".join(
+        f"\n\n{config_name}.{kind}(\n"
+        f'    "{target}",\n'
+        f"    replacement={fname},\n"
+        f'    description="{_registration_description(target, names)}",\n'
+        ")\n"
+        for fname, target, kind in add
+    )
+    body = "".join(lines)
+    if not body.endswith("\n"):
+        body += "\n"
+    body += registrations
+    out_lines = body.splitlines(keepends=True)
+    at = last_import if last_import is not None else 0
+    out_lines[at:at] = [import_text]
+    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, _ in add))
+
+
+def _registration_description(target: str, names: Names) -> str:
+    if target.endswith(".__init__"):
+        return f"Construct the {names.handle} handles of {target.split('.')[0]} in __init__"
+    return f"Call the {names.handle} handle of {target.split('.')[0]}"
+
+
+def _upstream_key() -> str | None:
+    from npu_lint.veomni.upstream import transformers_root
+
+    return transformers_root()
