@@ -1850,6 +1850,8 @@ def build_migration_fix(ctx: Context) -> Fix | None:
 # the NPU sibling that re-registers the GPU spec's patch functions
 # ----------------------------------------------------------------------------------------------------
 _WORDING = (
+    ("an OpSlot guard", "a {handle} dispatch"),
+    ("OpSlot guards", "{handle} handles"),
     ("OpSlot-based", "{handle}-based"),
     ("OpSlot guard for", "{handle} dispatch for"),
     ("OpSlot guard", "{handle} dispatch"),
