@@ -123,7 +123,14 @@ class HandleSpec:
     field: str
     loss: str | None = None  # loss helper bound through self.loss_function (cross-entropy only)
 
+    @property
+    def is_config(self) -> bool:
+        """An OpsConfigSlot: the instance keeps the implementation name its config selects."""
+        return self.op == CONFIG_SLOT
+
     def construction(self, names: Names) -> str:
+        if self.is_config:
+            return f'self.{self.attr} = {names.resolver}("{self.field}")'
         npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" and names.npu_as else ""
         args = f'"{self.op}", "{self.variant}", {names.resolver}("{self.field}"{npu_as})'
         line = f"self.{self.attr} = {names.handle}({args})"
@@ -164,6 +171,8 @@ class Slot:
 
     @property
     def target(self) -> tuple[str, str] | None:
+        if self.op == CONFIG_SLOT:
+            return (self.op, self.variant)
         mapped = OPSLOT_TO_VEOMNIOP.get((self.op, self.variant))
         if mapped is None and (self.op, self.variant) in _CATALOG_PAIRS:
             mapped = (self.op, self.variant)
@@ -243,7 +252,10 @@ class Plan:
         loss = None
         if slot.op == "cross_entropy_loss":
             loss = CE_LOSS.get(slot.variant)
-        spec = HandleSpec(cls, slot.name, op, var, SLOT_FIELD.get(slot.op, f"{slot.op}_implementation"), loss)
+        field_name = (
+            slot.variant if slot.op == CONFIG_SLOT else SLOT_FIELD.get(slot.op, f"{slot.op}_implementation")
+        )
+        spec = HandleSpec(cls, slot.name, op, var, field_name, loss)
         existing = self.handles.setdefault(cls, {}).get(slot.name)
         if existing is not None and existing != spec:
             self.fail(
@@ -258,7 +270,18 @@ def _const_str(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+CONFIG_SLOT = "__ops_config__"  # the op of an OpsConfigSlot("<field>") (its variant is the field)
+SLOT_CLASSES = ("OpSlot", "OpsConfigSlot")
+
+
 def _opslot_call(node: ast.AST) -> tuple[str, str] | None:
+    if isinstance(node, ast.Call) and _dotted(node.func) in ("OpsConfigSlot", "dispatch.OpsConfigSlot"):
+        field_name = _const_str(node.args[0]) if node.args else None
+        if field_name is None:
+            field_name = next(
+                (_const_str(k.value) for k in node.keywords if k.arg in ("field", "name")), None
+            )
+        return (CONFIG_SLOT, field_name) if field_name else None
     if not isinstance(node, ast.Call) or _dotted(node.func) not in ("OpSlot", "dispatch.OpSlot"):
         return None
     args = [_const_str(a) for a in node.args[:2]]
@@ -381,7 +404,7 @@ class _Analyzer:
             plan.slots[slot.name] = slot
         for stmt in tree.body:
             block = _post_import_block_text(stmt, plan.config_name)
-            if block is not None and "OpSlot" in block:
+            if block is not None and ("OpSlot" in block or "OpsConfigSlot" in block):
                 try:
                     inner = ast.parse(textwrap.dedent(block))
                 except SyntaxError:
@@ -557,6 +580,13 @@ class _Analyzer:
                 continue  # a guard; handled by the rewrite
             if isinstance(parent, ast.Call) and parent.func is node:
                 self._record_call(fn, owner, slot, parent)
+                continue
+            if slot.op == CONFIG_SLOT:
+                if isinstance(parent, ast.Attribute) and parent.attr == "value":
+                    plan.add_handle(owner, slot)
+                else:
+                    plan.add_handle(owner, slot)
+                    plan.fail(f"`{fn.key}` uses the OpsConfigSlot `{slot.name}` other than through `.value`")
                 continue
             if isinstance(parent, ast.Attribute) and parent.attr == "bound_kernel":
                 plan.add_handle(owner, slot)
@@ -1019,6 +1049,18 @@ class _Rewriter:
                     return updated
                 return rewriter.rewrite_call(updated, key, owner_handles or {})
 
+            def leave_Attribute(self, original: Any, updated: Any) -> Any:
+                value = updated.value
+                if (
+                    not free
+                    and updated.attr.value == "value"
+                    and isinstance(value, cst.Name)
+                    and value.value in rewriter.plan.slots
+                    and rewriter.plan.slots[value.value].op == CONFIG_SLOT
+                ):
+                    return rewriter.expr(f"self.{value.value}")
+                return updated
+
         return fn.visit(Transformer())
 
     def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
@@ -1253,10 +1295,10 @@ def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
     if not handles:
         return []
     names = plan.names
-    need: list[tuple[str, str]] = [
-        (names.handle_module, names.handle),
-        (names.resolver_module, names.resolver),
-    ]
+    need: list[tuple[str, str]] = []
+    if any(not h.is_config for h in handles):
+        need.append((names.handle_module, names.handle))
+    need.append((names.resolver_module, names.resolver))
     if any(h.op == "swiglu_mlp" for h in handles):
         need.append((names.bias_module, names.linear_bias))
     losses = sorted({h.loss for h in handles if h.loss})
@@ -1348,7 +1390,7 @@ def _apply(plan: Plan, text: str) -> str:
             small = stmt.body[0]
             if isinstance(small, cst.ImportFrom) and _cst_dotted(cst, small.module) == "veomni.ops.dispatch":
                 if isinstance(small.names, Sequence):
-                    names = [a for a in small.names if a.name.value != "OpSlot"]
+                    names = [a for a in small.names if a.name.value not in SLOT_CLASSES]
                     if names:
                         names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                         emit(stmt.with_changes(body=[small.with_changes(names=names)]))
@@ -1365,7 +1407,8 @@ def _apply(plan: Plan, text: str) -> str:
                     value = small.value
                     if (
                         isinstance(value, cst.Call)
-                        and _cst_dotted(cst, value.func) in ("OpSlot", "dispatch.OpSlot")
+                        and _cst_dotted(cst, value.func)
+                        in ("OpSlot", "dispatch.OpSlot", "OpsConfigSlot", "dispatch.OpsConfigSlot")
                     ) or (isinstance(value, cst.Name) and value.value == "None"):
                         drop(stmt)
                         continue
@@ -1482,14 +1525,14 @@ def _rename_descriptions(cst: Any, node: Any, handle: str) -> Any:
 def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | None:
     """Drop the OpSlot import and slot assignments from a post-import block; None when nothing is left."""
     if not call.args or not isinstance(call.args[0].value, cst.SimpleString):
-        if "OpSlot" in cst.Module(body=[]).code_for_node(call):
+        if re.search(r"\bOps?(Config)?Slot\b", cst.Module(body=[]).code_for_node(call)):
             plan.fail(
                 "a post-import block with OpSlot declarations is not a plain string literal: edit it by hand"
             )
         return stmt
     literal = call.args[0].value
     value = literal.evaluated_value
-    if not isinstance(value, str) or "OpSlot" not in value:
+    if not isinstance(value, str) or ("OpSlot" not in value and "OpsConfigSlot" not in value):
         return stmt
     raw = literal.raw_value
     if raw.count("\n") != value.count("\n"):
@@ -1507,9 +1550,9 @@ def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | Non
             and node.targets[0].id in plan.slots
             and _opslot_call(node.value) is not None
         )
-        if is_import and any(a.name != "OpSlot" for a in node.names):
+        if is_import and any(a.name not in SLOT_CLASSES for a in node.names):
             if node.lineno == node.end_lineno:
-                partial_imports[node.lineno] = [a for a in node.names if a.name != "OpSlot"]
+                partial_imports[node.lineno] = [a for a in node.names if a.name not in SLOT_CLASSES]
             else:
                 plan.fail("the post-import block imports more than OpSlot from veomni.ops.dispatch")
             continue
@@ -1782,7 +1825,7 @@ def migrate_source(
         )
         applicability = Applicability.DISPLAY
     if pairs is not None and result.handles:
-        absent = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
+        absent = sorted({(h.op, h.variant) for h in result.handles if not h.is_config} - set(pairs))
         if absent:
             reasons.append("the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in absent))
             applicability = Applicability.DISPLAY
@@ -1838,7 +1881,7 @@ def build_migration_fix(ctx: Context) -> Fix | None:
     edits = edits_between(source.text, result.text)
     if not edits and result.applicability is not Applicability.DISPLAY:
         return None
-    ops = sorted({f"{h.op}/{h.variant}" for h in result.handles})
+    ops = sorted({f"{h.op}/{h.variant}" if not h.is_config else h.field for h in result.handles})
     classes = sorted({h.cls for h in result.handles})
     title = f"Migrate OpSlot dispatch to {api.handle} handles"
     if ops:
@@ -1856,6 +1899,7 @@ _WORDING = (
     ("OpSlot guard for", "{handle} dispatch for"),
     ("OpSlot guard", "{handle} dispatch"),
     ("via OpSlot", "via {handle}"),
+    ("with OpSlot", "with {handle}"),
 )
 
 
@@ -1873,8 +1917,16 @@ def refresh_wording(text: str, handle: str) -> str:
     first_stmt = next(
         (t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)), None
     )
+    significant = [t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
+    descriptions = {
+        id(significant[i])
+        for i in range(2, len(significant))
+        if significant[i].type == tokenize.STRING
+        and significant[i - 1].string == "="
+        and significant[i - 2].string == "description"
+    }
     for tok in tokens:
-        is_doc = tok is first_stmt and tok.type == tokenize.STRING
+        is_doc = (tok is first_stmt and tok.type == tokenize.STRING) or id(tok) in descriptions
         if tok.type != tokenize.COMMENT and not is_doc:
             continue
         (srow, scol), (erow, ecol) = tok.start, tok.end
