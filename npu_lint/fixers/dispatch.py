@@ -1710,8 +1710,9 @@ def _migrate_cached(text: str, path: str, names: Names, upstream_root: str | Non
         return MigrationResult(original, Applicability.DISPLAY, (f"the codemod's analysis failed: {exc!r}",))
     for note in vendor_notes:
         plan.note(note)
-    if not plan.slots:
-        return MigrationResult(original, Applicability.SAFE, tuple(plan.reasons))
+    if not plan.slots:  # nothing to migrate; a vendor patch that could not be restated says why
+        applicability = Applicability.DISPLAY if plan.reasons else Applicability.SAFE
+        return MigrationResult(original, applicability, tuple(plan.reasons))
     try:
         new_text = _apply(plan, text)
     except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
