@@ -359,6 +359,16 @@ def _guard_slot(test: ast.expr, slots: dict[str, Slot]) -> tuple[Slot, bool] | N
     return None
 
 
+def _unsupported_case(stmt: ast.stmt) -> bool:
+    """``if <condition>: raise ...`` (no else): the fused path refuses a case the eager path handles."""
+    return (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Raise)
+    )
+
+
 def _is_offset_weight(node: ast.expr) -> ast.expr | None:
     """``1 + w`` / ``1.0 + w`` / ``w + 1.0`` -> ``w``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -618,7 +628,12 @@ class _Analyzer:
                         "a VeomniOp handle has no such flag: choose the implementation by hand"
                     )
             if isinstance(node, ast.If) and _guard_slot(node.test, plan.slots):
-                for stmt in node.body:
+                guard_info = _guard_slot(node.test, plan.slots)
+                body = list(node.body)
+                if guard_info and not guard_info[1] and node.orelse and _unsupported_case(body[0]):
+                    # `if slot: if C: raise ...` with an eager else: C takes the eager path (upstream's shape)
+                    body = body[1:]
+                for stmt in body:
                     for sub in ast.walk(stmt):
                         if isinstance(sub, ast.Raise):
                             plan.fail(
@@ -1111,6 +1126,27 @@ class _Rewriter:
                     f"`{key}`: `if not {slot.name}.{GUARD_ATTR}` without else: cannot find the op path"
                 )
                 out.append(stmt)
+                continue
+            if (
+                eager is not None
+                and not negated
+                and fused
+                and isinstance(fused[0], cst.If)
+                and fused[0].orelse is None
+                and len(fused[0].body.body) == 1
+                and isinstance(fused[0].body.body[0], cst.SimpleStatementLine)
+                and isinstance(fused[0].body.body[0].body[0], cst.Raise)
+            ):
+                # the fused path refused case C: C takes the eager path (with the handle-bound loss function,
+                # given logits only), every other case the fused path
+                case = fused[0]
+                eager_body = [s.visit(_LogitsOnlyLoss(cst)) for s in eager]
+                new_if = case.with_changes(
+                    body=case.body.with_changes(body=eager_body),
+                    orelse=cst.Else(body=cst.IndentedBlock(body=fused[1:])),
+                    leading_lines=case.leading_lines,
+                )
+                out.extend(self._carry_comments(stmt, [new_if]))
                 continue
             out.extend(self._carry_comments(stmt, fused))
             if orelse is None and fused and self._terminates(fused[-1]):
@@ -2396,3 +2432,36 @@ def _function_source(module: str, name: str) -> str | None:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
             return ast.get_source_segment(text, stmt)
     return None
+
+
+def _LogitsOnlyLoss(cst: Any) -> Any:  # noqa: N802 - a transformer class built lazily (libcst)
+    """``self.loss_function(logits=<x>, ..., hidden_states=..., weights=...)`` -> the logits path only: a loss
+    function given computed logits gets neither the hidden states nor the head weight (upstream's shape)."""
+
+    class Transformer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
+        def leave_Call(self, original: Any, updated: Any) -> Any:
+            func = updated.func
+            if not (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "loss_function"
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+            ):
+                return updated
+            keywords = {a.keyword.value: a for a in updated.args if a.keyword is not None}
+            logits = keywords.get("logits")
+            if logits is None or (isinstance(logits.value, cst.Name) and logits.value.value == "None"):
+                return updated
+            args = [
+                a
+                for a in updated.args
+                if a.keyword is None or a.keyword.value not in ("hidden_states", "weights")
+            ]
+            if len(args) == len(updated.args):
+                return updated
+            last = args[-1]
+            if updated.args[-1] is not last:
+                args[-1] = last.with_changes(comma=updated.args[-1].comma)
+            return updated.with_changes(args=args)
+
+    return Transformer()

@@ -304,3 +304,34 @@ def test_unknown_upstream_class_is_display_only() -> None:
         result = migrate_source(text, "toy_gpu_patch_gen_config.py", generation="veomniop")
     assert result.applicability is Applicability.DISPLAY
     assert any("has no class `ToyMissingNorm`" in r for r in result.reasons)
+
+
+def test_fused_path_refusing_a_case_gives_that_case_to_the_eager_path() -> None:
+    """Gemma-style soft-capped logits: the fused branch raised for soft-capping; migrated, soft-capped models
+    take the eager branch (logits computed and capped, the handle-bound loss given logits only) and the
+    others the fused branch, as VeOmni's maintainers wrote it for gemma3."""
+    text = (
+        "from veomni.ops.dispatch import OpSlot\n\nloss_slot = OpSlot('cross_entropy_loss', 'causal')\n\n\n"
+        "class ToyLM:\n"
+        "    def __init__(self, config):\n"
+        "        self.config = config\n\n"
+        "    def forward(self, hidden_states, labels):\n"
+        "        if loss_slot.use_non_eager_impl:\n"
+        "            if self.config.cap is not None:\n"
+        "                raise ValueError('no cap in the fused loss')\n"
+        "            loss, _, _ = loss_slot(logits=None, labels=labels, hidden_states=hidden_states, weights=self.w)\n"
+        "        else:\n"
+        "            logits = self.head(hidden_states)\n"
+        "            if self.config.cap is not None:\n"
+        "                logits = (logits / self.config.cap).tanh() * self.config.cap\n"
+        "            loss, _, _ = self.loss_function(logits=logits, labels=labels, hidden_states=hidden_states, weights=self.w)\n"
+        "        return loss\n"
+    )
+    result = migrate_source(text, "m.py", root=str(OP_TREE))
+    assert result.applicability is Applicability.SAFE, result.reasons
+    forward = result.text.split("def forward")[1]
+    assert "raise" not in forward
+    assert "if self.config.cap is not None:\n            logits = self.head(hidden_states)" in forward
+    assert "self.loss_function(logits=logits, labels=labels)" in forward  # logits path only
+    assert "else:\n            loss, _, _ = self.loss_function(logits=None" in forward
+    assert "(logits / self.config.cap).tanh()" in forward  # soft-capping stays applied

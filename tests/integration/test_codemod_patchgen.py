@@ -57,7 +57,7 @@ UPSTREAM_MODELS = (
 )
 # those the codemod migrates exactly today (the others are display-only proposals; see
 # bench/accuracy/codemod-vs-upstream.md for why)
-MIGRATED = ("qwen3", "llama", "qwen2", "qwen3_vl", "seed_oss", "glm_moe_dsa")
+MIGRATED = ("qwen3", "llama", "qwen2", "qwen3_vl", "seed_oss", "gemma3", "glm_moe_dsa")
 OPSLOT_MODULES = ("veomni.ops.dispatch", "veomni.ops.kernels.cross_entropy")
 
 pytestmark = pytest.mark.corpus
