@@ -180,3 +180,32 @@ def test_cli_fix_migrates_a_spec_end_to_end(tmp_path) -> None:
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert spec.read_text() == fixed
     assert "NPU201" not in again.stdout and "NPU203" not in again.stdout
+
+
+def test_cli_fix_migrates_gpu_spec_and_npu_sibling(tmp_path) -> None:
+    """`npu-lint check --fix` over qwen3's package (wheel copy + our VeomniOp stand-in): the GPU spec migrates,
+    its NPU sibling re-registers the new `__init__` overrides (NPU208), and a second `--fix` changes nothing."""
+    import subprocess
+    import sys
+
+    from tests.corpus import veomni_models_copy
+
+    veomni_models_copy(tmp_path)
+    shutil.copytree(STANDIN / "veomni", tmp_path / "veomni", dirs_exist_ok=True)
+    package = tmp_path / "veomni" / "models" / "transformers" / "qwen3"
+    cmd = [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--select", "NPU2", "--fix", str(package)]
+    subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    gpu = (package / "qwen3_gpu_patch_gen_config.py").read_text()
+    npu = (package / "qwen3_npu_patch_gen_config.py").read_text()
+    assert "OpSlot(" not in gpu and "def qwen3_rms_norm_init_patched(" in gpu
+    assert '"Qwen3RMSNorm.__init__",\n    replacement=qwen3_rms_norm_init_patched' in npu
+    assert "OpSlot" not in npu
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert (package / "qwen3_gpu_patch_gen_config.py").read_text() == gpu
+    assert (package / "qwen3_npu_patch_gen_config.py").read_text() == npu
+    specs_left = [
+        line
+        for line in again.stdout.splitlines()
+        if "_patch_gen_config.py:" in line and any(code in line for code in ("NPU201", "NPU203", "NPU208"))
+    ]
+    assert not specs_left, specs_left  # what remains is in generated/ (regenerate with patchgen)
