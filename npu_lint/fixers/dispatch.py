@@ -107,7 +107,6 @@ class Names:
         from npu_lint.veomni.profile import builtin_profile
 
         base = builtin_profile(api.generation)
-        bias = "linear_bias" if "linear_bias" in (api.bias_helpers or base.bias_helpers) else "linear_bias"
         return cls(
             generation=str(api.generation),
             handle=api.handle,
@@ -119,7 +118,7 @@ class Names:
             loss_keyword=api.loss_handle_keyword,
             loss_helpers=tuple(api.loss_helpers),
             bias_module=api.bias_module or base.bias_module or "",
-            linear_bias=bias,
+            linear_bias="linear_bias",  # the only bias helper a migration writes (checked by can_import)
             offset_variant=api.offset_rms_variant,
             vision_rope=tuple(api.vision_rope),  # type: ignore[arg-type]
             attention_helper=api.attention_helper,
