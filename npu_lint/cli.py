@@ -262,12 +262,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
             _emit(diff_text, args.output_file if fmt == "text" else None)
+            from npu_lint.engine import build_deferred_fixes
+
+            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
                 print(f"error: {line}", file=sys.stderr)
             if errors:
                 return EXIT_ERROR
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
 
+    if args.show_fixes or fmt in ("json", "json-lines", "sarif"):
+        # outputs that show fixes carry the built fix (edits, and a display-only proposal's reason)
+        from npu_lint.engine import build_deferred_fixes
+
+        diagnostics = build_deferred_fixes(diagnostics, codes, settings, project)
     diagnostics.sort(key=lambda d: d.sort_key())
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
@@ -277,6 +285,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
+    """With ``--diff``: the fixes that were not applied (display-only proposals, unsafe fixes not enabled), with
+    their reasons and proposed diffs, on stderr (stdout stays a clean diff)."""
+    from npu_lint.report import RenderContext
+    from npu_lint.report.proposals import render_proposals
+
+    ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
+    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
+    if text:
+        sys.stderr.write(text)
 
 
 def _diff(old: str, new: str, path: str) -> str:

@@ -172,7 +172,8 @@ def fix_tree(
         by_path.setdefault(diag.path, []).append(diag)
     for path in sorted(by_path):
         diags = by_path[path]
-        if not any(fix_applicable(d.fix, unsafe) for d in diags):
+        # a deferred fix's applicability is known once built (in fix mode): its file is processed
+        if not any(fix_applicable(d.fix, unsafe) or (d.fix is not None and d.fix.deferred) for d in diags):
             out.remaining.extend(diags)
             continue
         src = (sources or {}).get(path) or read_source(path)
