@@ -128,6 +128,31 @@ def recall_table(outcomes: list[Outcome]) -> list[tuple[str, int, int]]:
     return [(fam, sum(v), len(v)) for fam, v in sorted(per.items())]
 
 
+def markdown(outcomes: list[Outcome]) -> str:
+    """The per-rule table and one row per entry (bench/accuracy/injections.md)."""
+    bugs = [o for o in outcomes if o.injection.expect != "none"]
+    lines = ["| rule | caught | injected |", "|---|---|---|"]
+    for code in sorted({o.injection.expect for o in bugs}):
+        mine = [o for o in bugs if o.injection.expect == code]
+        lines.append(f"| {code} | {sum(o.ok for o in mine)} | {len(mine)} |")
+    lines.append(f"| all | {sum(o.ok for o in bugs)} | {len(bugs)} |")
+    controls = [o for o in outcomes if o.injection.expect == "none"]
+    lines += ["", f"Controls silent: {sum(o.ok for o in controls)} of {len(controls)}.", "", "## Entries", ""]
+    lines += ["| id | expected | file | shape | source | result |", "|---|---|---|---|---|---|"]
+    for o in outcomes:
+        i = o.injection
+        where = i.file.replace("veomni/models/transformers/", "")
+        if i.expect == "none":
+            result = "silent" if o.ok else "REPORTED"
+        else:
+            result = "caught" if o.ok else "MISSED"
+        keep = " (keep)" if i.mode == "keep" else ""
+        lines.append(
+            f"| `{i.id}` | {i.expect}{keep} | `{where}` | {i.shape} | {i.source or '-'} | {result} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from corpus import fetch_veomni
 
@@ -135,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", help="only entries whose expected code starts with this (or 'none')")
     parser.add_argument("--id", help="only this entry")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--markdown", action="store_true", help="print the per-rule and per-entry tables")
     args = parser.parse_args(argv)
     injections = load_injections()
     if args.family:
@@ -143,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         injections = [i for i in injections if i.id == args.id]
     runner = Runner(fetch_veomni())
     outcomes = [runner.run(i) for i in injections]
+    if args.markdown:
+        print(markdown(outcomes))
+        return 0
     for o in outcomes:
         if args.verbose or not o.ok:
             mark = "ok  " if o.ok else "MISS" if o.injection.expect != "none" else "FP  "

@@ -130,6 +130,30 @@ class ProjectRule(RuleMeta):
         return ()
 
 
+def _static_alias(value: ast.AST, imports: dict[str, str]) -> str | None:
+    """What an assigned value names statically: a literal dynamic import, or an attribute / ``getattr``-literal
+    chain rooted at one or at an imported name (``kernel = torch_npu.npu_rms_norm``)."""
+    attrs: list[str] = []
+    node = value
+    while True:
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+            continue
+        found = literal_getattr(node)
+        if found is not None:
+            attrs.append(found[1])
+            node = found[0]
+            continue
+        break
+    root = literal_import(node)
+    if root is None:
+        if not (isinstance(node, ast.Name) and node.id in imports and node is not value):
+            return None
+        root = imports[node.id]
+    return ".".join([root, *reversed(attrs)])
+
+
 def collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
     """Import bindings of a statement list (``if``/``try`` blocks included) into ``imports``."""
     _collect_imports(body, imports)
@@ -156,8 +180,8 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
             isinstance(stmt, ast.Assign)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
-            and (module := literal_import(stmt.value)) is not None
-        ):  # torch_npu = importlib.import_module("torch_npu")
+            and (module := _static_alias(stmt.value, imports)) is not None
+        ):  # npu = importlib.import_module("torch_npu"); fa = getattr(flash_attn, "flash_attn_func")
             imports[stmt.targets[0].id] = module
         elif isinstance(stmt, (ast.If, ast.Try)):
             _collect_imports(stmt.body, imports)
@@ -168,6 +192,7 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
 
 _UNSET = object()
 _WORD = re.compile(r"\w+")
+_ASSIGNED_ROOT = re.compile(r"=\s*(\w+)\.")
 
 
 class Context:
@@ -272,16 +297,32 @@ class Context:
             return cached[1]  # type: ignore[index]
         names: dict[str, str] = {}
         first, last = getattr(func, "lineno", 1), getattr(func, "end_lineno", None) or 0
-        if not any("import" in line for line in self.source.lines[first - 1 : last]):
+        text = "\n".join(self.source.lines[first - 1 : last])
+        if (
+            "import" not in text
+            and "getattr" not in text
+            and not any(root in self.imports for root in _ASSIGNED_ROOT.findall(text))
+        ):
             self.memo[key] = (func, names)
             return names
+        seeded = dict(self.imports)  # chains rooted at module imports resolve (kernel = torch_npu.npu_x)
         stack = list(getattr(func, "body", []))
         while stack:
             stmt = stack.pop()
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign)):
-                _collect_imports([stmt], names)
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                found: dict[str, str] = {}
+                _collect_imports([stmt], found)
+                seeded.update(found)
+                names.update(found)
+            elif (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and (alias := _static_alias(stmt.value, seeded)) is not None
+            ):
+                seeded[stmt.targets[0].id] = names[stmt.targets[0].id] = alias
             for field in ("body", "orelse", "finalbody", "handlers"):
                 stack.extend(getattr(stmt, field, ()))
         self.memo[key] = (func, names)

@@ -314,8 +314,10 @@ class DevicelessAllocation(Rule):
         ),
     )
     fix_safety = (
-        "Safe: `device=` is added from the nearest tensor in scope (a parameter annotated or used as a tensor, "
-        "else a parameter the module creates in `__init__`, `self.weight.device`). The values are the same; "
+        "Safe: `device=` is added (or `device=None` replaced) naming the tensor the value meets, when that tensor "
+        "is nameable at the allocation (a parameter, a local bound before it, `self.<parameter>`); else the "
+        "nearest tensor in scope (a parameter annotated or used as a tensor, else a parameter the module "
+        "creates in `__init__`, `self.weight.device`). The values are the same; "
         "they are created on the device they were going to meet. When no tensor is in scope there is no fix "
         "and the message says so."
     )

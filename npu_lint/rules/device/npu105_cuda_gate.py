@@ -100,7 +100,7 @@ class CudaGate(Rule):
     precision = (
         "veomni 0.1.12 (whole wheel) and transformers 5.9.0 `models/`: 0 findings (every CUDA test there sits "
         "next to a CUDA-only implementation: deepseek_v4's tilelang gates, glm_moe_dsa's cudnn branch). "
-        "Recall on injected gates: 4 of 4, and the tilelang/triton control stays silent (bench/inject.py). "
+        "Recall on injected gates: 5 of 5, and the tilelang/triton control stays silent (bench/inject.py). "
         "Reviewed by hand: bench/accuracy/device.md."
     )
     node_types = (ast.Attribute, ast.Compare)
