@@ -25,6 +25,12 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault(
+            "allow_abbrev", False
+        )  # `--fi` is not `--fix` (subparsers too: they use this class)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> None:  # one line, exit code 2
         raise UsageError(f"{self.prog}: {message}")
 
@@ -89,6 +95,13 @@ def _normalise_argv(argv: list[str]) -> list[str]:
         return ["check"]
     if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
+    first = argv[0]
+    if not first.startswith("-") and not os.path.lexists(first):
+        close = difflib.get_close_matches(first, SUBCOMMANDS, n=1, cutoff=0.6)
+        if close:  # `npu-lint chek PATH`: a mistyped subcommand, not a path to lint
+            raise UsageError(
+                f"npu-lint: `{first}` is neither a subcommand nor an existing path; did you mean `{close[0]}`?"
+            )
     return ["check", *argv]
 
 
@@ -261,6 +274,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
 
     diagnostics.sort(key=lambda d: d.sort_key())
+    args.input_errors = bool(errors)  # no "All checks passed!" over an error
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
@@ -286,6 +300,9 @@ def _diff(old: str, new: str, path: str) -> str:
 
 def _emit(text: str, output_file: str | None) -> None:
     if output_file:
+        parent = os.path.dirname(os.path.abspath(output_file))
+        if not os.path.isdir(parent):
+            raise UsageError(f"npu-lint: cannot write {output_file}: directory {parent} does not exist")
         from npu_lint.engine import write_atomic
 
         write_atomic(output_file, text, "utf-8")
@@ -364,7 +381,7 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
             )
     elif n_fixed:
         lines.append(f"Found {n_fixed} error{'s' if n_fixed != 1 else ''} ({n_fixed} fixed, 0 remaining).")
-    else:
+    elif not getattr(args, "input_errors", False):
         lines.append("All checks passed!")
     return "\n".join(lines) + "\n"
 
