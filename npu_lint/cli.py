@@ -185,6 +185,12 @@ def cmd_rule(args: argparse.Namespace) -> int:
 # -- check ------------------------------------------------------------------------------------------
 
 
+NO_VEOMNI_NOTE = (
+    "note: no veomni package found (none in the tree, none installed): fixes that import VeOmni's device "
+    "helpers are not offered"
+)
+
+
 def _known_codes() -> dict[str, bool]:
     from npu_lint.rules.base import all_rules
 
@@ -195,6 +201,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.core.config import resolve_settings, selected_codes, with_overrides
 
     paths = args.paths or ["."]
+    if args.output_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.output_file))):
+        parent = os.path.dirname(os.path.abspath(args.output_file))
+        raise UsageError(f"npu-lint: cannot write {args.output_file}: directory {parent} does not exist")
     anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor
@@ -275,6 +284,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     diagnostics.sort(key=lambda d: d.sort_key())
     args.input_errors = bool(errors)  # no "All checks passed!" over an error
+    if not getattr(project, "veomni_available", True) and not args.quiet:
+        if any(d.code.startswith("NPU1") for d in diagnostics):
+            print(NO_VEOMNI_NOTE, file=sys.stderr)
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)

@@ -44,6 +44,8 @@ class Project:
     model_packages: tuple[str, ...] = ()  # directories holding a *_gpu_patch_gen_config.py
     live_rows: tuple[OpRow, ...] | None = None  # OP_REGISTRY, when --live-registry was given
     row_sources: dict[str, str] = field(default_factory=dict)  # "op/variant/impl" -> file:line (messages)
+    # False when no veomni package is in the tree or installed: fixes that import ``veomni.*`` are not offered
+    veomni_available: bool = True
 
     # -- rows ---------------------------------------------------------------------------------------
     @property
@@ -75,7 +77,7 @@ class Project:
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
-        h.update(repr((self.root, self.generation, self.model_packages)).encode())
+        h.update(repr((self.root, self.generation, self.model_packages, self.veomni_available)).encode())
         for table in (self.registered, self.slot_rows, self.live_rows or ()):
             h.update(b"\0")
             h.update(repr(table).encode())
@@ -395,6 +397,16 @@ def find_model_packages(base: Path, limit: int = _MAX_PACKAGE_SCAN) -> list[str]
     return out
 
 
+def veomni_installed() -> bool:
+    """Whether a ``veomni`` package can be imported here (found by the import system, never imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("veomni") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def load_project(paths: list[str], settings: object | None = None) -> Project:
     root: Path | None = None
     for raw in paths:
@@ -409,7 +421,7 @@ def load_project(paths: list[str], settings: object | None = None) -> Project:
                 # a package named directly, or one of its files, or a tree of packages
                 start = path if path.is_dir() else path.parent
                 packages.update(find_model_packages(start))
-        return Project(model_packages=tuple(sorted(packages)))
+        return Project(model_packages=tuple(sorted(packages)), veomni_available=veomni_installed())
     registered, slots, sources = read_registry(root)
     models = root / "veomni" / "models"
     packages = find_model_packages(models) if models.is_dir() else []
