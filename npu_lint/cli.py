@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni"
     )
+    # adoption on a tree with existing findings (engine/adopt.py)
+    check.add_argument(
+        "--add-noqa", action="store_true", help="add `# noqa: CODE` to each line with findings"
+    )
+    check.add_argument(
+        "--baseline", metavar="FILE", help="report only findings that are not in this baseline"
+    )
+    check.add_argument("--write-baseline", metavar="FILE", help="record the current findings as a baseline")
     check.add_argument("-q", "--quiet", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true")
     check.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
@@ -201,6 +209,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.core.config import resolve_settings, selected_codes, with_overrides
 
     paths = args.paths or ["."]
+    _check_adoption_flags(args)
     if args.output_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.output_file))):
         parent = os.path.dirname(os.path.abspath(args.output_file))
         raise UsageError(f"npu-lint: cannot write {args.output_file}: directory {parent} does not exist")
@@ -284,6 +293,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     diagnostics.sort(key=lambda d: d.sort_key())
     args.input_errors = bool(errors)  # no "All checks passed!" over an error
+    adopted = _adoption(args, diagnostics, errors)
+    if isinstance(adopted, int):
+        return adopted
+    diagnostics = adopted
     if not getattr(project, "veomni_available", True) and not args.quiet:
         if any(d.code.startswith("NPU1") for d in diagnostics):
             print(NO_VEOMNI_NOTE, file=sys.stderr)
@@ -295,6 +308,47 @@ def cmd_check(args: argparse.Namespace) -> int:
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _check_adoption_flags(args: argparse.Namespace) -> None:
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("npu-lint: --add-noqa cannot be combined with --fix or --diff")
+    if args.write_baseline and (args.diff or args.add_noqa or args.baseline):
+        raise UsageError(
+            "npu-lint: --write-baseline cannot be combined with --diff, --add-noqa or --baseline"
+        )
+    if args.stdin_filename and (args.add_noqa or args.baseline or args.write_baseline):
+        raise UsageError("npu-lint: --add-noqa and baselines work on files, not on standard input")
+
+
+def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) -> list | int:  # noqa: C901
+    """--add-noqa / --write-baseline (the run ends here: an exit code) and --baseline (the findings left)."""
+    from npu_lint.engine.adopt import BaselineError, add_noqa, filter_baseline, write_baseline
+
+    def finish() -> int:
+        for line in errors:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_ERROR if errors else EXIT_CLEAN
+
+    if args.add_noqa:
+        result = add_noqa(d for d in diagnostics if d.code != "NPU001")
+        for line in result.skipped:
+            print(f"warning: no noqa added at {line}", file=sys.stderr)
+        if not args.quiet:
+            print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
+        return finish()
+    if args.write_baseline:
+        n = write_baseline(args.write_baseline, diagnostics)
+        if not args.quiet:
+            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {args.write_baseline}.")
+        return finish()
+    if args.baseline:
+        try:
+            diagnostics, hidden = filter_baseline(args.baseline, diagnostics)
+        except BaselineError as exc:
+            raise UsageError(f"npu-lint: {exc}") from None
+        args.baseline_hidden = hidden
+    return diagnostics
 
 
 def _diff(old: str, new: str, path: str) -> str:
@@ -395,6 +449,11 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
         lines.append(f"Found {n_fixed} error{'s' if n_fixed != 1 else ''} ({n_fixed} fixed, 0 remaining).")
     elif not getattr(args, "input_errors", False):
         lines.append("All checks passed!")
+    hidden_known = getattr(args, "baseline_hidden", 0)
+    if hidden_known:
+        lines.append(
+            f"{hidden_known} known finding{'s' if hidden_known != 1 else ''} in the baseline not shown."
+        )
     return "\n".join(lines) + "\n"
 
 
