@@ -425,6 +425,7 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
                 lines.append(f"    {n} × {code}")
     for path in created:
         lines.append(f"Created {path}")
+    lines.extend(_next_steps(created))
     for line in dropped:
         lines.append(line)
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
@@ -455,6 +456,17 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
             f"{hidden_known} known finding{'s' if hidden_known != 1 else ''} in the baseline not shown."
         )
     return "\n".join(lines) + "\n"
+
+
+def _next_steps(created: list[str]) -> list[str]:
+    """After a new NPU spec is created: the patchgen command that generates its module (not run by npu-lint)."""
+    from npu_lint.veomni import patchgen
+
+    out = []
+    for path in created:
+        if path.endswith(patchgen.NPU_SPEC_SUFFIX):
+            out.append(f"Next: run `{patchgen.regen_command(path)}` to generate the module it describes.")
+    return out
 
 
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001

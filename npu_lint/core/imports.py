@@ -194,12 +194,17 @@ def add_import_edit(
     level, bare = split_module(module)
     doc, block, first_code = leading_block(tree)
     for stmt in block:
-        if isinstance(stmt, ast.ImportFrom) and stmt.level == level and (stmt.module or "") == bare:
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and stmt.level == level
+            and (stmt.module or "") == bare
+            and not any(a.asname for a in stmt.names)  # isort keeps ``x as y`` imports apart (combine-as off)
+        ):
             edit = merge_edit(source, stmt, name, style)
             if edit is not None:
                 return edit
     nl = source.newline
-    line = f"from {module} import {name}"
+    line = _render_from(module, [name], style).replace("\n", nl)
     key = (style.section(bare, level), 1, -level, bare.lower())
     if not block:
         want = style.lines_after_imports

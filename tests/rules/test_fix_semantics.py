@@ -128,7 +128,9 @@ def test_no_veomni_note_once(tmp_path) -> None:  # noqa: ANN001
     import subprocess
     import sys
 
-    (tmp_path / "m.py").write_text("import torch\n\n\ndef f(m):\n    torch.cuda.synchronize()\n    return m.cuda()\n")
+    (tmp_path / "m.py").write_text(
+        "import torch\n\n\ndef f(m):\n    torch.cuda.synchronize()\n    return m.cuda()\n"
+    )
     res = subprocess.run(
         [sys.executable, "-m", "npu_lint", "--no-cache", "--fix", "m.py"],
         cwd=tmp_path,
