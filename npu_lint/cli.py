@@ -384,13 +384,19 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
 
     rules = all_rules()
     if args.statistics:
-        counts = Counter(d.code for d in diagnostics)
+        from npu_lint.engine.adopt import distinct
+
+        # findings in generated files that trace to one spec line count once (+N generated copies)
+        unique, _ = distinct(diagnostics)
+        counts = Counter(d.code for d in unique)
+        copies = Counter(d.code for d in diagnostics) - counts
         fixable = Counter(d.code for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
         lines = []
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             mark = "[*]" if fixable[code] else "   "
             name = rules[code].name if code in rules else ""
-            lines.append(f"{n:5d}\t{code}\t{mark} {name}")
+            extra = f" (+{copies[code]} generated copies)" if copies[code] else ""
+            lines.append(f"{n:5d}\t{code}\t{mark} {name}{extra}")
         text = "\n".join(lines) + ("\n" if lines else "")
         _emit(text, args.output_file)
         return

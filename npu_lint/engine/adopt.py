@@ -210,3 +210,26 @@ def filter_baseline(path: str, diagnostics: list[Diagnostic]) -> tuple[list[Diag
         else:
             kept.append(diag)
     return kept, hidden
+
+
+# -- findings in generated files that one spec line explains ------------------------------------------------
+
+
+def distinct(diagnostics: list[Diagnostic]) -> tuple[list[Diagnostic], int]:
+    """Findings in generated files that trace to one spec line (same rule, same ``origin``) in several generated
+    files (a GPU and an NPU module generated from one spec, or a deepcopied spec) are counted once: the findings
+    of the first file are kept, those of the other files are folded. Returns the kept findings and how many
+    copies were folded (statistics and the audit say "+N generated copies")."""
+    primary: dict[tuple[str, str, int], str] = {}
+    out = []
+    folded = 0
+    for diag in diagnostics:
+        origin = diag.origin
+        if origin is not None and origin.path and origin.line > 0:
+            key = (diag.code, origin.path, origin.line)
+            owner = primary.setdefault(key, diag.path)
+            if owner != diag.path:
+                folded += 1
+                continue
+        out.append(diag)
+    return out, folded
