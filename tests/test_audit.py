@@ -203,6 +203,15 @@ def test_base_lists_out_of_scope_files(tree: Path) -> None:
     (tree / "loss_curve.png").write_bytes(b"\x89PNG")
     (tree / "tests").mkdir()
     (tree / "tests" / "test_demo.py").write_text("def test_x():\n    pass\n")
+    # a lint run leaves its cache in the tree: ignored by git (its .gitignore), so not a changed file
+    subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", MODEL],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=300,
+    )
+    assert (tree / ".npu_lint_cache" / ".gitignore").is_file()
     proc = run(tree, MODEL, "--format", "json", "--base", "HEAD")
     report = json.loads(proc.stdout)
     changed = {c["path"]: (c["category"], c["scope"]) for c in report["changed_since_base"]}
