@@ -298,7 +298,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         return adopted
     diagnostics = adopted
     if not getattr(project, "veomni_available", True) and not args.quiet:
-        if any(d.code.startswith("NPU1") for d in diagnostics):
+        from npu_lint.veomni.patchgen import module_of
+
+        if any(d.code.startswith("NPU1") and module_of(d.path) is None for d in diagnostics):
             print(NO_VEOMNI_NOTE, file=sys.stderr)
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:

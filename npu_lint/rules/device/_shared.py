@@ -8,6 +8,7 @@ import re
 from npu_lint.core.astutil import walk, walk_pairs
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules.base import Context
+from npu_lint.veomni import patchgen
 from npu_lint.veomni.registration import DEVICE_MODULE, device_module_for
 
 _TENSOR_ANNOTATIONS = {
@@ -133,8 +134,9 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
-    if not getattr(ctx.project, "veomni_available", True):
-        return None  # no veomni package in the tree or installed: the import would be broken (one CLI note)
+    if not getattr(ctx.project, "veomni_available", True) and patchgen.module_of(ctx.source.path) is None:
+        # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
+        return None
     bound = ctx.runtime_imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
