@@ -17,8 +17,8 @@ CODES = sorted(c for c in REGISTRY if c.startswith("NPU1"))
 PATH = "veomni/models/transformers/toy/modeling_toy.py"
 
 
-def _diags(text: str, project: Project | None = None) -> list:
-    src = SourceFile.from_text(PATH, textwrap.dedent(text))
+def _diags(text: str, project: Project | None = None, path: str = PATH) -> list:
+    src = SourceFile.from_text(path, textwrap.dedent(text))
     return lint_source(src, CODES, Settings(), project, fix_mode=True)
 
 
@@ -116,6 +116,7 @@ def test_no_veomni_no_veomni_imports() -> None:
             return model.cuda(), hidden_states
         """,
         project,
+        path="pkg/m.py",  # not inside a veomni package either
     )
     sync = next(d for d in diags if "synchronize" in d.message)
     assert sync.fix is None
