@@ -118,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = "-v" in args_list or "--verbose" in args_list
     try:
         args = build_parser().parse_args(_normalise_argv(args_list))
+        # `npu-lint WORD ...` where WORD is neither a subcommand nor a path: its error says so (see cmd_check)
+        implicit = args.command == "check" and (not args_list or args_list[0] != "check")
+        args.implicit_word = args.paths[0] if implicit and args.paths else None
         if args.command == "rule":
             return cmd_rule(args)
         if args.command == "audit":
@@ -292,6 +295,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
 
     diagnostics.sort(key=lambda d: d.sort_key())
+    word = getattr(args, "implicit_word", None)
+    if word and f"{word}: no such file or directory" in errors and "/" not in word and "." not in word:
+        i = errors.index(f"{word}: no such file or directory")
+        errors[i] += f"; `{word}` is not a subcommand either (did you mean `check`?)"
     args.input_errors = bool(errors)  # no "All checks passed!" over an error
     adopted = _adoption(args, diagnostics, errors)
     if isinstance(adopted, int):

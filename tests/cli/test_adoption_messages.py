@@ -66,3 +66,14 @@ def test_cache_is_gitignored(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert ".npu_lint_cache" not in status
+
+
+def test_unknown_word_first(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text(BAD)
+    res = run("--no-cache", "lint", "bad.py", cwd=tmp_path)
+    assert res.returncode == 2
+    assert (
+        "error: lint: no such file or directory; `lint` is not a subcommand either (did you mean `check`?)"
+        in (res.stderr)
+    )
+    assert "NPU101" in res.stdout  # the real path is still linted
