@@ -23,10 +23,10 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_nonexistent_path_is_an_error_only(tmp_path: Path) -> None:
-    res = run("--no-cache", "nosuch", cwd=tmp_path)
+    res = run("--no-cache", "nosuch.py", cwd=tmp_path)
     assert res.returncode == 2
     assert "All checks passed" not in res.stdout
-    assert res.stderr.strip() == "error: nosuch: no such file or directory"
+    assert res.stderr.strip() == "error: nosuch.py: no such file or directory"
 
 
 def test_mistyped_subcommand(tmp_path: Path) -> None:
