@@ -48,13 +48,21 @@ class NoqaResult:
     skipped: list[str] = field(default_factory=list)  # "path:line: why"
 
 
-def _uncommentable_lines(text: str) -> set[int]:
-    """Lines that end inside a multi-line string or token (a comment there would change the code)."""
+def _uncommentable_lines(text: str, spec: bool = False) -> set[int]:
+    """Lines that end inside a multi-line string or token (a comment there would change the code). In a patch
+    spec, the inner lines of a plain multi-line string are code that patchgen copies into the generated file
+    (the code blocks of ``add_post_import_block(...)``: the only strings rules read as code), so a comment
+    may go there: it lands in the generated file too."""
     out: set[int] = set()
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.start[0] != tok.end[0] and tok.type not in (tokenize.NL, tokenize.NEWLINE):
-                out.update(range(tok.start[0], tok.end[0]))
+                lines = range(tok.start[0], tok.end[0])
+                body = tok.string.lstrip("rRuUbBfF")
+                prefix = tok.string[: len(tok.string) - len(body)].lower()
+                if spec and tok.type == tokenize.STRING and not ({"f", "b", "r"} & set(prefix)):
+                    lines = range(tok.start[0], tok.start[0] + 1)  # the opening line stays blocked
+                out.update(lines)
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
     return out
@@ -83,7 +91,18 @@ def add_noqa(diagnostics: Iterable[Diagnostic]) -> NoqaResult:
     result = NoqaResult()
     by_path: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     for diag in diagnostics:
-        by_path[diag.path][diag.line].add(diag.code)
+        origin = diag.origin
+        if origin is not None and origin.note.startswith("unpatched"):
+            result.skipped.append(
+                f"{diag.path}:{diag.line}: unpatched upstream code in a generated file (use a baseline)"
+            )
+            continue
+        if origin is not None and origin.path and origin.line > 0:
+            # a finding in a generated file: generated files are never edited, the noqa goes on the spec line
+            # the finding comes from (suppression reads it there)
+            by_path[origin.path][origin.line].add(diag.code)
+        else:
+            by_path[diag.path][diag.line].add(diag.code)
     for path in sorted(by_path):
         try:
             src = read_source(path)
@@ -94,7 +113,7 @@ def add_noqa(diagnostics: Iterable[Diagnostic]) -> NoqaResult:
             result.skipped.append(f"{path}: generated file (suppress in the spec, or regenerate)")
             continue
         lines = src.text.split(src.newline) if src.newline != "\n" else src.text.split("\n")
-        blocked = _uncommentable_lines(src.text)
+        blocked = _uncommentable_lines(src.text, spec=src.kind.spec)
         changed = False
         for line_no, codes in sorted(by_path[path].items()):
             if line_no < 1 or line_no > len(lines):

@@ -123,3 +123,34 @@ def test_bad_baseline_is_a_one_line_error(tree: Path, content: str | None) -> No
     res = run("--baseline", "b.json", "m.py", cwd=tree)
     assert res.returncode == 2
     assert len(res.stderr.strip().splitlines()) == 1 and "internal error" not in res.stderr
+
+
+def test_noqa_on_the_spec_line_suppresses_its_generated_findings(tmp_path: Path) -> None:
+    from npu_lint.core.diagnostics import Diagnostic, Origin
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import apply_suppressions
+
+    spec = tmp_path / "toy_gpu_patch_gen_config.py"
+    spec.write_text(
+        "config = PatchConfig()\n\n\n@config.override_method('A.f')  # noqa: NPU101\ndef f(self):\n    pass\n"
+    )
+    gen = SourceFile.from_text(str(tmp_path / "generated" / "patched_modeling_toy_gpu.py"), "x = 1\ny = 2\n")
+
+    def diag(code: str, line: int, note: str = "") -> Diagnostic:
+        return Diagnostic(code, "n", "m", gen.path, 1, 0, 1, 1, origin=Origin(str(spec), line, note))
+
+    kept = apply_suppressions(
+        gen,
+        [
+            diag("NPU101", 4),
+            diag("NPU102", 4),
+            diag("NPU101", 1),
+            diag("NPU101", 4, "unpatched upstream code: x"),
+        ],
+        set(),
+    )
+    assert [(d.code, d.origin.line, d.origin.note) for d in kept] == [
+        ("NPU102", 4, ""),
+        ("NPU101", 1, ""),
+        ("NPU101", 4, "unpatched upstream code: x"),
+    ]
