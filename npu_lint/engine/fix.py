@@ -11,6 +11,7 @@ from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import SourceFile
 from npu_lint.engine.lint import lint_source
 from npu_lint.rules.base import PROJECT_REGISTRY
@@ -49,6 +50,15 @@ def parses(text: str) -> bool:
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return False
     return True
+
+
+def remove_orphaned_imports(before: str, current: SourceFile) -> str:
+    """``current``'s text without the module-level imports that ``before`` used and the fixes orphaned."""
+    edits = orphaned_import_edits(before, current)
+    if not edits:
+        return current.text
+    cleaned = apply_edits(current.text, edits, current.newline)
+    return cleaned if parses(cleaned) else current.text
 
 
 def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
@@ -126,6 +136,12 @@ def fix_source(
         diags = lint_source(current, codes, settings, project, fix_mode=True)
     else:
         diags = lint_source(current, codes, settings, project, fix_mode=True)
+    if text != src.text:
+        cleaned = remove_orphaned_imports(src.text, current)
+        if cleaned != text:
+            text = cleaned
+            current = SourceFile(src.path, text, src.encoding, src.kind)
+            diags = lint_source(current, codes, settings, project, fix_mode=True)
     outcome.text = text
     outcome.creates = list(created.values())
     outcome.remaining = diags
@@ -203,6 +219,9 @@ def fix_tree(
             counts[diag.code] += 1
         current = SourceFile(path, text, src.encoding, src.kind)
         outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
+        if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
+            fixed = SourceFile(path, outcome.text, src.encoding, src.kind)
+            outcome.text = remove_orphaned_imports(src.text, fixed)
         out.dropped.extend(outcome.dropped)
         out.remaining.extend(outcome.remaining)
         counts.update(outcome.applied_codes)

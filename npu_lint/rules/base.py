@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.imports import add_import_edit
 
 if TYPE_CHECKING:
     from npu_lint.core.source import SourceFile
@@ -159,7 +160,11 @@ def collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
     _collect_imports(body, imports)
 
 
-def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
+def _is_type_checking(test: ast.expr) -> bool:
+    return (dotted_name(test) or "").split(".")[-1] == "TYPE_CHECKING"
+
+
+def _collect_imports(body: list[ast.stmt], imports: dict[str, str], runtime_only: bool = False) -> None:
     for stmt in body:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
@@ -184,10 +189,11 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
         ):  # npu = importlib.import_module("torch_npu"); fa = getattr(flash_attn, "flash_attn_func")
             imports[stmt.targets[0].id] = module
         elif isinstance(stmt, (ast.If, ast.Try)):
-            _collect_imports(stmt.body, imports)
-            _collect_imports(getattr(stmt, "orelse", []), imports)
+            if not (runtime_only and isinstance(stmt, ast.If) and _is_type_checking(stmt.test)):
+                _collect_imports(stmt.body, imports, runtime_only)
+            _collect_imports(getattr(stmt, "orelse", []), imports, runtime_only)
             for handler in getattr(stmt, "handlers", []):
-                _collect_imports(handler.body, imports)
+                _collect_imports(handler.body, imports, runtime_only)
 
 
 _UNSET = object()
@@ -214,6 +220,15 @@ class Context:
         self._qualnames: dict[ast.AST, str | None] = {}  # qualname() per node: several rules ask per call
         # per-file results of rule helpers, computed once (key: a tuple naming the helper and its arguments)
         self.memo: dict[object, object] = {}
+
+    @property
+    def runtime_imports(self) -> dict[str, str]:
+        """Like ``imports`` without the names bound only under ``if TYPE_CHECKING:`` (absent at run time)."""
+        cached = self.memo.get("runtime_imports")
+        if cached is None:
+            cached = self.memo["runtime_imports"] = {}
+            _collect_imports(self.tree.body, cached, runtime_only=True)  # type: ignore[arg-type]
+        return cached  # type: ignore[return-value]
 
     # -- tree helpers -------------------------------------------------------------------------------
     @property
@@ -396,6 +411,8 @@ class Context:
             col = src.char_col(line, node.col_offset)  # type: ignore[attr-defined]
             end_line = node.end_lineno or line  # type: ignore[attr-defined]
             end_col = src.char_col(end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        if fix is not None and fix.applicability is Applicability.SAFE and fix.edits:
+            fix = self._import_time_guard(node, fix)
         diag = Diagnostic(
             code=rule.code,
             name=rule.name,
@@ -413,6 +430,38 @@ class Context:
         self.diagnostics.append(diag)
         return diag
 
+    def evaluated_at_import(self, node: ast.AST | tuple[int, int, int, int]) -> bool:
+        """Whether the node being reported runs when the module is imported: module level, a class body, a
+        default value, decorator or annotation of a function (anything not inside a function or lambda body)."""
+        chain = [*self.parents] if isinstance(node, tuple) else [*self.parents, node]
+        for i in range(len(chain) - 1, 0, -1):
+            parent, child = chain[i - 1], chain[i]
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and child in parent.body:
+                return False
+            if isinstance(parent, ast.Lambda) and child is parent.body:
+                return False
+        return True
+
+    def _import_time_guard(self, node: ast.AST | tuple[int, int, int, int], fix: Fix) -> Fix:
+        """A fix that makes a default value or module-level expression call a function at import time is unsafe
+        (ruff B008; VeOmni's ``init_device="cuda"`` defaults would query the device on import)."""
+        text = self.source.text
+        adds_call = any(
+            e.content.count("(") > text[e.start : e.end].count("(")
+            and not e.content.lstrip().startswith(("from ", "import "))
+            and ".add_import(" not in e.content
+            for e in fix.edits
+        )
+        if not adds_call or not self.evaluated_at_import(node):
+            return fix
+        from dataclasses import replace
+
+        return replace(
+            fix,
+            applicability=Applicability.UNSAFE,
+            reason="the new call runs at import time (a default value or module-level expression)",
+        )
+
     # -- fix helpers --------------------------------------------------------------------------------
     def replace(self, node: ast.AST, text: str) -> Edit:
         start, end = self.source.node_range(node)
@@ -424,33 +473,14 @@ class Context:
         In a patch spec the name must also reach the generated file, so a ``config.add_import(...)`` call is
         added as well (after the last one, or after the ``PatchConfig(...)`` assignment).
         """
-        if self.imports.get(name) == f"{module}.{name}":
+        if self.runtime_imports.get(name) == f"{module}.{name}":
             return []
-        edits = [self._module_import_edit(f"from {module} import {name}\n")]
+        edits = [add_import_edit(self.source, self.tree, module, name)]
         if self.source.kind.spec:
             edit = self._spec_import_edit(module, name)
             if edit is not None:
                 edits.append(edit)
         return edits
-
-    def _module_import_edit(self, line: str) -> Edit:
-        body = self.tree.body
-        insert_after: ast.stmt | None = None
-        for i, stmt in enumerate(body):
-            if i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-                insert_after = stmt  # module docstring
-                continue
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                insert_after = stmt
-                continue
-            break
-        if insert_after is None:
-            return Edit(0, 0, line)
-        end_line = insert_after.end_lineno or insert_after.lineno
-        offset = self.source.offset(end_line + 1, 0) if end_line < len(self.source.lines) else None
-        if offset is None:
-            return Edit(len(self.source.text), len(self.source.text), "\n" + line.rstrip("\n"))
-        return Edit(offset, offset, line)
 
     def _spec_import_edit(self, module: str, name: str) -> Edit | None:
         last: ast.stmt | None = None

@@ -101,6 +101,8 @@ class Project:
     def notes(self) -> tuple[str, ...]:
         """What the run says once (e.g. target-api forces an API the tree lacks)."""
         return self.api.notes
+    # False when no veomni package is in the tree or installed: fixes that import ``veomni.*`` are not offered
+    veomni_available: bool = True
 
     # -- rows ---------------------------------------------------------------------------------------
     @property
@@ -133,7 +135,7 @@ class Project:
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
-        h.update(repr((self.root, self.generation, self.model_packages, self.profile)).encode())
+        h.update(repr((self.root, self.generation, self.model_packages, self.profile, self.veomni_available)).encode())
         for table in (self.registered, self.slot_rows, self.live_rows or ()):
             h.update(b"\0")
             h.update(repr(table).encode())
@@ -268,6 +270,7 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
             model_packages=tuple(sorted(packages)),
             generation=generation,
             profile=builtin_profile(target_api),
+            veomni_available=veomni_installed(),
         )
     registered, slots, sources = read_registry(root)
     packages_found = tuple(sorted(find_model_packages(root / "veomni")))
@@ -283,3 +286,13 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
         row_sources=sources,
         profile=profile,
     )
+
+
+def veomni_installed() -> bool:
+    """Whether a ``veomni`` package can be imported here (found by the import system, never imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("veomni") is not None
+    except (ImportError, ValueError):
+        return False

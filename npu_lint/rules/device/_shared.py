@@ -9,8 +9,8 @@ from npu_lint.core.astutil import walk, walk_pairs
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules._handles import GUARD_ATTRS, call_name, module_handle_names, npu_targeted
 from npu_lint.rules.base import Context
-
-DEVICE_MODULE = "veomni.utils.device"
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import DEVICE_MODULE, device_module_for
 
 _TENSOR_ANNOTATIONS = {
     "Tensor",
@@ -135,7 +135,10 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
-    bound = ctx.imports.get(name)
+    if not getattr(ctx.project, "veomni_available", True) and patchgen.module_of(ctx.source.path) is None:
+        # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
+        return None
+    bound = ctx.runtime_imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
         return [] if bound.endswith(f"utils.device.{name}") or bound == f".device.{name}" else None
@@ -146,17 +149,9 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
         ):
             return None
-    if not ctx.source.kind.spec:
-        for stmt in ctx.tree.body:
-            if (
-                isinstance(stmt, ast.ImportFrom)
-                and (stmt.module or "").endswith("utils.device")
-                and (stmt.level > 0 or stmt.module == DEVICE_MODULE)
-                and all(a.name != "*" for a in stmt.names)
-            ):
-                end = ctx.source.node_range(stmt.names[-1])[1]
-                return [Edit(end, end, f", {name}")]
-    return ctx.import_edits(DEVICE_MODULE, name)
+    if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
+        return ctx.import_edits(DEVICE_MODULE, name)
+    return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree), name)
 
 
 def _child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
@@ -280,6 +275,25 @@ _EXACT_HELPERS: dict[str, tuple[str, int, frozenset[str]]] = {
     "Stream": ("create_stream", 2, frozenset({"device", "priority"})),
     "Event": ("create_event", 2, frozenset({"enable_timing", "blocking"})),
 }
+# what ``torch.cpu`` offers: on a CPU-only host VeOmni's ``get_torch_device()`` is ``torch.cpu``, so a call of
+# any other runtime function through it (``manual_seed``, ``empty_cache``...) raises AttributeError there,
+# where ``torch.cuda.<f>`` was a no-op: such fixes are unsafe
+CPU_NAMESPACE = frozenset(
+    {
+        "synchronize",
+        "current_device",
+        "set_device",
+        "current_stream",
+        "stream",
+        "Stream",
+        "Event",
+        "device_count",
+    }
+)
+CPU_HOST_REASON = (
+    "on a CPU-only host `get_torch_device()` is `torch.cpu`, which has no `{name}` (AttributeError where "
+    "`torch.cuda.{name}` did nothing)"
+)
 # torch.cuda attributes that torch.npu (torch_npu) mirrors with the same signature: `get_torch_device().<f>`.
 _MIRRORED = frozenset(
     {
