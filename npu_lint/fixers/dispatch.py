@@ -71,6 +71,14 @@ SLOT_FIELD: dict[str, str] = {
     "chunk_gated_delta_rule": "chunk_gated_delta_rule_implementation",
 }
 CE_LOSS = {"causal": "ForCausalLMLoss", "seq_cls": "ForSequenceClassificationLoss"}
+# kernels an OpSlot hands out with ``.bound_kernel()`` (called with keywords) -> the handle's call contract:
+# the keywords passed positionally, in this order (a missing one is None), and whether the kernel's result was a
+# tuple whose first item the caller took (``[0]``) while the op returns the tensor itself (VeOmni @5d90dd16)
+KERNEL_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
+    # op: (positional keywords, aliases of the positional names by position, op returns the first item)
+    "causal_conv1d": (("x", "weight", "bias", "cu_seqlens"), (), True),
+    "chunk_gated_delta_rule": (("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"), (), False),
+}
 POST_INIT = re.compile(r"^\s*self\.post_init\(\s*\)\s*$")  # handles are built before it, as upstream does
 GUARD_ATTR = "use_non_eager_impl"
 _CATALOG_PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
@@ -234,6 +242,12 @@ class Plan:
     touched: set[str] = field(default_factory=set)  # function keys the rewrite has to visit
     guarded: set[str] = field(default_factory=set)  # slots whose use_non_eager_impl some function tests
     free_callers: dict[str, int] = field(default_factory=dict)  # free function -> methods that call it
+    # (class, attr) -> slot: `self.attr = slot.bound_kernel() [or fallback]` in __init__ (the attr goes; its calls
+    # and None / fallback tests are rewritten to the handle)
+    kernel_attrs: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (class, attr) -> (slot, eps source, activation source): a gated-norm module built from the slot in __init__
+    # (the eager module stays; its calls become handle calls with its weight)
+    module_attrs: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -439,6 +453,7 @@ class _Analyzer:
         self._collect_functions()
         self._analyse_free_functions()
         self._analyse_uses()
+        self._kernel_and_module_users()
         self._plan_inits()
         for name, free in plan.free.items():
             if not plan.free_callers.get(name):
@@ -611,6 +626,11 @@ class _Analyzer:
                     plan.fail(f"`{fn.key}` uses the OpsConfigSlot `{slot.name}` other than through `.value`")
                 continue
             if isinstance(parent, ast.Attribute) and parent.attr == "bound_kernel":
+                attr = self._kernel_alias(fn, parents, parent)
+                if attr is not None and slot.op in KERNEL_CONTRACTS:
+                    plan.add_handle(owner, slot)
+                    plan.kernel_attrs[(owner, attr)] = slot.name
+                    continue
                 plan.add_handle(owner, slot)
                 plan.fail(
                     f"`{fn.key}` freezes `{slot.name}.bound_kernel()` (None for eager); a VeomniOp handle is always "
@@ -654,8 +674,85 @@ class _Analyzer:
                                 "hit every implementation"
                             )
 
+    def _kernel_and_module_users(self) -> None:
+        """Methods of a class whose bound-kernel / gated-norm attributes became handles are rewritten too."""
+        plan = self.plan
+        attrs = {*plan.kernel_attrs, *plan.module_attrs}
+        if not attrs:
+            return
+        for fn in plan.functions.values():
+            if fn.kind != "method" or fn.owner is None:
+                continue
+            used = {
+                n.attr
+                for n in ast.walk(fn.node)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+            }
+            if any(owner == fn.owner and attr in used for owner, attr in attrs):
+                plan.touched.add(fn.key)
+                plan.owners.setdefault(fn.key, set()).add(fn.owner)
+
+    def _kernel_alias(
+        self, fn: FnInfo, parents: dict[ast.AST, ast.AST], attribute: ast.Attribute
+    ) -> str | None:
+        """``self.<attr> = slot.bound_kernel() [or fallback]`` in an ``__init__``: the attr."""
+        if not (fn.node.name == "__init__" or (fn.target or "").endswith(".__init__")):
+            return None
+        call = parents.get(attribute)
+        node = parents.get(call) if isinstance(call, ast.Call) else None
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and node.values[0] is call:
+            node = parents.get(node)
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+        ):
+            return node.targets[0].attr
+        return None
+
+    def _gated_norm_module(self, fn: FnInfo, slot: Slot, call: ast.Call) -> str | None:
+        """``if slot.use_non_eager_impl: self.<a> = slot(dim, eps=E, activation=A, ...) else: self.<a> =
+        Eager(dim, eps=E)`` in an ``__init__`` (a gated RMSNorm module): the attr, recorded with E and A."""
+        if slot.op != "rms_norm_gated":
+            return None
+        for node in ast.walk(fn.node):
+            if not (isinstance(node, ast.If) and _guard_slot(node.test, self.plan.slots)):
+                continue
+            body, orelse = node.body, node.orelse
+            if not (len(body) == 1 and len(orelse) == 1):
+                continue
+            fused, eager = body[0], orelse[0]
+            if not (isinstance(fused, ast.Assign) and fused.value is call and isinstance(eager, ast.Assign)):
+                continue
+            t1, t2 = fused.targets[0], eager.targets[0]
+            if not (
+                isinstance(t1, ast.Attribute)
+                and isinstance(t2, ast.Attribute)
+                and t1.attr == t2.attr
+                and isinstance(t1.value, ast.Name)
+                and t1.value.id == "self"
+            ):
+                continue
+            keywords = {k.arg: k.value for k in call.keywords}
+            if "eps" not in keywords or "activation" not in keywords:
+                return None
+            eps = ast.get_source_segment(self.text, keywords["eps"])
+            activation = ast.get_source_segment(self.text, keywords["activation"])
+            if eps is None or activation is None:
+                return None
+            self.plan.module_attrs[(fn.owner or "", t1.attr)] = (slot.name, eps, activation)
+            return t1.attr
+        return None
+
     def _record_call(self, fn: FnInfo, owner: str, slot: Slot, call: ast.Call) -> None:
         plan = self.plan
+        if (
+            fn.node.name == "__init__" or (fn.target or "").endswith(".__init__")
+        ) and self._gated_norm_module(fn, slot, call):
+            plan.add_handle(owner, slot)
+            return
         variant = None
         if slot.op == "rms_norm":
             weight = (
@@ -1074,7 +1171,31 @@ class _Rewriter:
             def leave_Call(self, original: Any, updated: Any) -> Any:
                 if free:
                     return updated
+                module_call = rewriter.module_call(updated, key)
+                if module_call is not None:
+                    return module_call
+                kernel_call = rewriter.kernel_call(updated, key)
+                if kernel_call is not None:
+                    return kernel_call
                 return rewriter.rewrite_call(updated, key, owner_handles or {})
+
+            def leave_Subscript(self, original: Any, updated: Any) -> Any:
+                # `self.<kernel>(...)[0]` where the op returns the first item itself
+                if free or not isinstance(original.value, cst.Call):
+                    return updated
+                slot_name = rewriter.kernel_attr(original.value.func, key)
+                if slot_name is None:
+                    return updated
+                op = rewriter.plan.slots[slot_name].op
+                index = updated.slice[0].slice if len(updated.slice) == 1 else None
+                if (
+                    KERNEL_CONTRACTS[op][2]
+                    and isinstance(index, cst.Index)
+                    and isinstance(index.value, cst.Integer)
+                    and index.value.value == "0"
+                ):
+                    return updated.value
+                return updated
 
             def leave_Attribute(self, original: Any, updated: Any) -> Any:
                 value = updated.value
@@ -1090,10 +1211,60 @@ class _Rewriter:
 
         return fn.visit(Transformer())
 
+    def _owners(self, key: str) -> set[str]:
+        return self.plan.owners.get(key) or set()
+
+    def kernel_attr(self, node: Any, key: str) -> str | None:
+        """``self.<attr>`` that aliased a slot's bound kernel in this function's class: the slot name."""
+        cst = self.cst
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            for owner in self._owners(key):
+                slot = self.plan.kernel_attrs.get((owner, node.attr.value))
+                if slot is not None:
+                    return slot
+        return None
+
+    def _kernel_test(self, test: Any, key: str) -> str | None:
+        """``self.<kernel attr> is [not] <x>``: "is-not-none" / "is-none" / "is-fallback" (None: another test)."""
+        cst = self.cst
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+            return None
+        if self.kernel_attr(test.left, key) is None:
+            return None
+        target = test.comparisons[0]
+        right = target.comparator
+        if isinstance(target.operator, cst.IsNot) and isinstance(right, cst.Name) and right.value == "None":
+            return "is-not-none"
+        if isinstance(target.operator, cst.Is) and isinstance(right, cst.Name):
+            return "is-none" if right.value == "None" else "is-fallback"
+        return None
+
+    def _kernel_alias_stmt(self, stmt: Any, key: str) -> bool:
+        cst = self.cst
+        if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
+            return False
+        assign = stmt.body[0]
+        return len(assign.targets) == 1 and self.kernel_attr(assign.targets[0].target, key) is not None
+
     def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
         cst = self.cst
         out: list[Any] = []
         for i, stmt in enumerate(body):
+            if not free and self._kernel_alias_stmt(stmt, key):
+                continue  # `self.<attr> = slot.bound_kernel()`: the handle replaces it
+            kernel_test = self._kernel_test(stmt.test, key) if isinstance(stmt, cst.If) and not free else None
+            if kernel_test is not None:
+                # a handle is always callable (its eager row is the fallback): keep the kernel path only
+                orelse = stmt.orelse
+                else_body = list(orelse.body.body) if isinstance(orelse, cst.Else) else []
+                kept = list(stmt.body.body) if kernel_test == "is-not-none" else else_body
+                if kept:
+                    out.extend(self._carry_comments(stmt, kept))
+                    continue
             guard = self.is_slot_guard(stmt.test) if isinstance(stmt, cst.If) else None
             if guard is None:
                 out.append(stmt)
@@ -1120,6 +1291,14 @@ class _Rewriter:
                     rest = self._carry_comments(stmt, rest)
                     out.extend(rest)
                     return out
+                continue
+            if (
+                in_init
+                and eager is not None
+                and any(s == slot.name for s, _, _ in self.plan.module_attrs.values())
+            ):
+                # a gated-norm module: the eager module stays (its weight feeds the handle)
+                out.extend(self._carry_comments(stmt, eager))
                 continue
             if in_init and eager is not None:
                 # the slot built a module in __init__: keep the eager module, flag the manual step
@@ -1182,6 +1361,70 @@ class _Rewriter:
         while own and own[0].comment is None and (not kept or kept[-1].comment is None):
             own = own[1:]
         return [first.with_changes(leading_lines=[*kept, *own]), *stmts[1:]]
+
+    def module_call(self, call: Any, key: str) -> Any | None:
+        """``self.<gated norm>(x, z)`` -> ``self.<handle>(x, z, self.<gated norm>.weight, eps=E, activation=A)``."""
+        cst = self.cst
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            return None
+        for owner in self._owners(key):
+            found = self.plan.module_attrs.get((owner, func.attr.value))
+            if found is None:
+                continue
+            slot_name, eps, activation = found
+            if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
+                self.plan.fail(f"`{key}` calls `self.{func.attr.value}` with other than (x, gate)")
+                return None
+            x, z = (a.value for a in call.args)
+            args = ", ".join(
+                [
+                    self.module_code(x),
+                    self.module_code(z),
+                    f"self.{func.attr.value}.weight",
+                    f"eps={eps}",
+                    f"activation={activation}",
+                ]
+            )
+            built = self.expr(f"self.{slot_name}({args})")
+            return self._multiline(built, list(built.args))
+        return None
+
+    def module_code(self, node: Any) -> str:
+        return self.cst.Module(body=[]).code_for_node(node)
+
+    def kernel_call(self, call: Any, key: str) -> Any | None:
+        """``self.<kernel attr>(...)`` -> the handle with the op's call contract: the contract's keywords passed
+        positionally (in order; a missing one is None), the other keywords kept."""
+        slot_name = self.kernel_attr(call.func, key)
+        if slot_name is None:
+            return None
+        op = self.plan.slots[slot_name].op
+        names, _, _ = KERNEL_CONTRACTS[op]
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args) or len(positional) > len(names):
+            self.plan.fail(f"`{key}`: the `{op}` kernel call has arguments its handle contract cannot bind")
+            return None
+        bound: dict[str, str] = {
+            n: self.module_code(a.value) for n, a in zip(names, positional, strict=False)
+        }
+        rest: list[str] = []
+        for a in call.args:
+            if a.keyword is None:
+                continue
+            name = a.keyword.value
+            if name in names:
+                bound[name] = self.module_code(a.value)
+            else:
+                rest.append(f"{name}={self.module_code(a.value)}")
+        last = max((i for i, n in enumerate(names) if n in bound), default=-1)
+        args = [bound.get(n, "None") for n in names[: last + 1]] + rest
+        built = self.expr(f"self.{slot_name}({', '.join(args)})")
+        return self._multiline(built, list(built.args))
 
     def rewrite_call(self, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
         cst = self.cst
@@ -1868,6 +2111,20 @@ def migrate_source(
                 result.imports,
                 registrations=sibling.added,
             )
+    if result.text != text and result.applicability is not Applicability.DISPLAY:
+        dependents = spec_dependents(path)
+        if dependents:
+            result = replace(
+                result,
+                applicability=Applicability.UNSAFE,
+                reasons=(
+                    *result.reasons,
+                    "specs of other models import this spec's patch functions ("
+                    + ", ".join(dependents)
+                    + "): after this migration those functions call handles their classes do not build "
+                    "and use names those specs do not import; migrate them in the same change",
+                ),
+            )
     if result.text != text:
         reworded = refresh_wording(result.text, names.handle)
         if reworded != result.text:
@@ -1963,6 +2220,7 @@ _WORDING = (
     ("OpSlot guard", "{handle} dispatch"),
     ("via OpSlot", "via {handle}"),
     ("with OpSlot", "with {handle}"),
+    ("OpSlot factory wrappers", "{handle} wrappers"),
 )
 
 
@@ -1985,8 +2243,10 @@ def refresh_wording(text: str, handle: str) -> str:
         id(significant[i])
         for i in range(2, len(significant))
         if significant[i].type == tokenize.STRING
-        and significant[i - 1].string == "="
-        and significant[i - 2].string == "description"
+        and (
+            (significant[i - 1].string == "=" and significant[i - 2].string == "description")
+            or (significant[i - 1].string == "(" and significant[i - 2].string == "add_post_import_block")
+        )
     }
     for tok in tokens:
         is_doc = (tok is first_stmt and tok.type == tokenize.STRING) or id(tok) in descriptions
@@ -2477,3 +2737,37 @@ def _LogitsOnlyLoss(cst: Any) -> Any:  # noqa: N802 - a transformer class built 
             return updated.with_changes(args=args)
 
     return Transformer()
+
+
+def spec_dependents(path: str) -> tuple[str, ...]:
+    """Patch specs of *other* model packages that import from the spec at ``path`` (its own package's NPU
+    sibling is handled by :func:`sibling_registrations`), as ``<package>/<file>``."""
+    spec = os.path.abspath(path)
+    if not spec.endswith("_patch_gen_config.py") or not os.path.isfile(spec):
+        return ()
+    package_dir = os.path.dirname(spec)
+    models_dir = os.path.dirname(package_dir)
+    parts = spec[:-3].split(os.sep)
+    if "veomni" not in parts:
+        return ()
+    module = ".".join(parts[len(parts) - 1 - parts[::-1].index("veomni") :])
+    pattern = re.compile(rf"^\s*from\s+{re.escape(module)}\s+import\b", re.M)
+    found = []
+    try:
+        packages = sorted(os.listdir(models_dir))
+    except OSError:
+        return ()
+    for name in packages:
+        other = os.path.join(models_dir, name)
+        if other == package_dir or not os.path.isdir(other):
+            continue
+        for filename in sorted(os.listdir(other)):
+            if not filename.endswith("_patch_gen_config.py"):
+                continue
+            try:
+                with open(os.path.join(other, filename), encoding="utf-8") as fh:
+                    if pattern.search(fh.read()):
+                        found.append(f"{name}/{filename}")
+            except OSError:
+                continue
+    return tuple(found)
