@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--stdin-filename", metavar="PATH", help="lint standard input as if it were PATH")
     check.add_argument(
-        "--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni"
+        "--live-registry",
+        action="store_true",
+        help="read OP_REGISTRY by importing veomni.ops in a subprocess (runs the tree's code)",
     )
     check.add_argument("-q", "--quiet", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true")
@@ -206,7 +208,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         loader = getattr(project, "load_live_registry", None)
         if loader is None:
             raise UsageError("npu-lint: --live-registry is not supported by this version")
-        loader()
+        note = loader()  # imports the tree's veomni.ops, in a subprocess, only with this flag
+        if note and not args.quiet:
+            print(f"npu-lint: {note}", file=sys.stderr)
 
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from npu_lint.core.config import Settings
+from npu_lint.core.safeio import read_regular
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
@@ -176,10 +177,15 @@ def lint_source(
 
 
 def read_source(path: str) -> SourceFile:
-    """Read and decode; raises OSError (unreadable) or DecodeError (undecodable)."""
-    data = Path(path).read_bytes()
+    """Read and decode; raises OSError (unreadable, not a regular file, too large) or DecodeError."""
+    return read_snapshot(path)[0]
+
+
+def read_snapshot(path: str) -> tuple[SourceFile, tuple[bytes, os.stat_result]]:
+    """``read_source`` and what was read (bytes, stat): a write of a fix checks the file still has them."""
+    data, st = read_regular(path)
     text, encoding = decode_source(data)
-    return SourceFile.from_text(path, text, encoding)
+    return SourceFile.from_text(path, text, encoding), (data, st)
 
 
 def lint_path(path: str, codes: list[str], settings: Settings, project: object | None = None) -> FileResult:
