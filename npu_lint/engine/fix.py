@@ -239,7 +239,9 @@ def _fix_one(
             continue
         attempt = apply_edits(src.text, [*taken, *edits], src.newline)
         if not parses(attempt):
-            out.dropped.append(f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse")
+            out.dropped.append(
+                f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
+            )
             out.remaining.append(diag)
             continue
         taken.extend(edits)

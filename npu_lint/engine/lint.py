@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass, field
 
 from npu_lint.core.config import Settings
-from npu_lint.core.safeio import read_regular
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes

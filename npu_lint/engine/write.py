@@ -47,7 +47,9 @@ def _check_unchanged(path: Path, expect: tuple[bytes, os.stat_result] | None) ->
     try:
         now_data, now = read_regular(path, limit=max(len(data), 1) * 2 + 4096)
     except OSError as exc:
-        raise ConcurrentChange(f"{path}: changed while being fixed ({exc.strerror or exc}); not written") from None
+        raise ConcurrentChange(
+            f"{path}: changed while being fixed ({exc.strerror or exc}); not written"
+        ) from None
     if (
         now.st_size != before.st_size
         or now.st_mtime_ns != before.st_mtime_ns
