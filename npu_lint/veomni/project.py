@@ -199,7 +199,10 @@ def _device_kind(device: str, entry: object) -> str:
 
 
 def find_veomni_root(start: Path) -> Path | None:
-    start = start.resolve()
+    try:
+        start = start.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: reported by discovery, per path
+        return None
     if start.is_file():
         start = start.parent
     for directory in (start, *start.parents):
