@@ -1,0 +1,67 @@
+"""The server survives hostile input: a wrong Content-Length, odd URIs, FIFOs and devices as documents."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+BAD = "import torch\n\n\ndef f(model):\n    return model.cuda()\n"
+RAW = Path(__file__).resolve().parents[2] / "bench" / "lsp_raw.py"
+
+
+def _raw():  # noqa: ANN202
+    spec = importlib.util.spec_from_file_location("lsp_raw", RAW)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.fixture
+def client(tmp_path: Path):  # noqa: ANN201
+    (tmp_path / "npu-lint.toml").write_text("")
+    c = _raw().RawClient(tmp_path)
+    c.initialize()
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("delta", [3, -3, 40])
+def test_recovers_from_a_wrong_content_length(client, tmp_path: Path, delta: int) -> None:  # noqa: ANN001
+    client.open((tmp_path / "first.py").as_uri(), BAD, delta=delta)
+    second = (tmp_path / "second.py").as_uri()
+    client.open(second, BAD)
+    if delta > 10:  # the first frame waits for bytes: the second message completes it
+        client.open(second, BAD)
+    assert any(d["code"] == "NPU101" for d in client.diagnostics_for(second))
+
+
+def test_odd_uris_get_diagnostics(client, tmp_path: Path) -> None:  # noqa: ANN001
+    for uri in (
+        tmp_path.as_uri() + "/a%00b.py",
+        "untitled:Untitled-1.py",
+        tmp_path.as_uri() + "/%E2%82%AC.py",
+    ):
+        client.open(uri, BAD)
+        assert any(d["code"] == "NPU101" for d in client.diagnostics_for(uri)), uri
+
+
+def test_fifo_and_device_documents_do_not_hang(client, tmp_path: Path) -> None:  # noqa: ANN001
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    for uri in (fifo.as_uri(), "file:///dev/zero"):
+        client.open(uri, BAD)
+        assert client.diagnostics_for(uri)
+        # a request on a document the client never opened is served from disk: regular files only
+        answer = client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": uri.replace("pipe.py", "other.py") if "pipe" in uri else uri + "x"},
+                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                "context": {"diagnostics": []},
+            },
+            timeout=30,
+        )
+        assert "result" in answer or "error" in answer
