@@ -451,3 +451,29 @@ def test_pathological_config_is_a_config_error(tmp_path: Path, text: str, messag
 def test_audit_of_root_is_a_clean_error(tmp_path: Path) -> None:
     res = run("audit", "/", cwd=tmp_path)
     assert res.returncode == 2 and "not a model package" in res.stderr
+
+
+def test_sigterm_during_a_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    target = tmp_path / "m.py"
+    target.write_text("x = 1\n")
+    script = (
+        "import os, sys, time\n"
+        "import npu_lint.engine.write as w\n"
+        "from npu_lint.cli import _exit_on_sigterm\n"
+        "_exit_on_sigterm()\n"
+        "def slow(a, b):\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+        "os.replace = slow\n"
+        "try:\n"
+        f"    w.write_atomic({str(target)!r}, 'x = 2\\n', 'utf-8')\n"
+        "except SystemExit as exc:\n"
+        "    sys.exit(exc.code)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # the write is in progress
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 143
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]
+    assert target.read_text() == "x = 1\n"
