@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 
@@ -78,7 +79,7 @@ def lint_paths(
     the pool's workers lint (the CLI runs the project rules there), or after a serial run."""
     results: dict[str, FileResult] = {}
     todo: list[str] = []
-    keys: dict[str, str] = {}
+    keys: dict[str, tuple[str, str]] = {}  # path -> (cache key, digest of the bytes it was computed from)
     if cache is not None:
         for path in paths:
             try:
@@ -89,7 +90,7 @@ def lint_paths(
             key = cache.keys[path] = cache.key(path, data)
             hit = cache.get(key)
             if hit is None:
-                keys[path] = key
+                keys[path] = (key, hashlib.sha256(data).hexdigest())
                 todo.append(path)
             else:
                 results[path] = FileResult(path, hit, cached=True)
@@ -129,9 +130,9 @@ def lint_paths(
         if during is not None:
             during()
     if cache is not None:
-        for path, key in keys.items():
+        for path, (key, digest) in keys.items():
             res = results[path]
-            if res.error is None:
+            if res.error is None and res.digest == digest:  # the file did not change between the reads
                 cache.put(key, res.diagnostics)
     return [results[p] for p in sorted(results)]
 
