@@ -94,13 +94,13 @@ class RawClient:
         )
         return msg["params"]["diagnostics"]
 
-    def initialize(self) -> None:
+    def initialize(self, capabilities: dict[str, Any] | None = None) -> None:
         self.request(
             "initialize",
             {
                 "processId": os.getpid(),
                 "rootUri": self.root.as_uri(),
-                "capabilities": {},
+                "capabilities": capabilities or {},
                 "initializationOptions": {"settings": {"lint": {"debounce": 0}}},
             },
         )
