@@ -27,6 +27,16 @@ ATTACKS: list[tuple[str, str, str]] = [
         "no marker; the spec is formatted by npu-lint's own ruff (absolute path, neutral cwd)",
     ),
     (
+        "the same trapped tree served by `npu-lint server`: open every file, fix-all and quick-fix actions",
+        f"{CLI}::test_server_and_its_code_actions_do_not_run_the_linted_tree",
+        "actions built (libcst included), no marker",
+    ),
+    (
+        "`audit --base HEAD` in a repository whose `.git/config` sets `core.fsmonitor` to a command",
+        f"{CLI}::test_audit_base_does_not_run_the_repository_config",
+        "git run with `core.fsmonitor=false`, no hooks, no external diff: no marker",
+    ),
+    (
         "`--live-registry`",
         f"{CLI}::test_live_registry_says_it_imports_the_tree",
         "imports `veomni.ops` only in a child process, and says so on stderr",

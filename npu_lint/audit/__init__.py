@@ -858,7 +858,16 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
 
 def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, str]:
     def git(*args: str, cwd: Path = root) -> str:
-        proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=60)
+        # the repository's own config must not run anything (core.fsmonitor is a command git runs on diff
+        # and ls-files); no external diff or textconv either
+        safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external="]
+        proc = subprocess.run(
+            ["git", *safe, "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"},
+        )
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git failed")
         return proc.stdout
@@ -866,7 +875,7 @@ def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, 
     try:
         top = Path(git("rev-parse", "--show-toplevel").strip()).resolve()
         # paths relative to the repository root: diff (tracked changes since REV) and untracked files
-        names = git("diff", "--name-only", base, "--", cwd=top).splitlines()
+        names = git("diff", "--no-ext-diff", "--no-textconv", "--name-only", base, "--", cwd=top).splitlines()
         names += git("ls-files", "--others", "--exclude-standard", cwd=top).splitlines()
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         return None, f"git: {exc}"

@@ -13,7 +13,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.lint import InternalError, lint_source
-from npu_lint.engine.write import ConcurrentChange, write_atomic
+from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
 from npu_lint.rules.base import PROJECT_REGISTRY
 
 MAX_FIX_PASSES = 10
@@ -260,10 +260,14 @@ def _fix_one(
         if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
             out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")
             continue
-        out.changes.append((create.path, "", create.content))
         if write:
             Path(create.path).parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(create.path, create.content, "utf-8")
+            try:
+                create_new(create.path, create.content, "utf-8")  # never replaces a file made meanwhile
+            except FileExistsError:
+                out.errors.append(f"{create.path}: not created: a file appeared there meanwhile")
+                continue
+        out.changes.append((create.path, "", create.content))
         out.created.append(create.path)
     if outcome.text != src.text:
         out.fixed_counts[path] = counts

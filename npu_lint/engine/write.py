@@ -104,6 +104,40 @@ def write_atomic(
         raise
 
 
+def create_new(path: str, text: str, encoding: str = "utf-8") -> None:
+    """Create ``path`` with ``text`` atomically, never replacing anything: a file (or link) that appears there
+    meanwhile wins (``FileExistsError``). The content is written to a temporary file and hard-linked into place
+    (``link`` fails when the name exists), so the new file is never seen half-written."""
+    target = Path(path)
+    tmp = _temp_name(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode(encoding))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
+        try:
+            os.link(tmp, target)
+        except OSError as exc:
+            if isinstance(exc, FileExistsError):
+                raise
+            # no hard links on this file system: exclusive create, then write
+            with open(target, "xb") as fh:
+                fh.write(text.encode(encoding))
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _write_in_place(target: Path, data: bytes) -> None:
     fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
     try:

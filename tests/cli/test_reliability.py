@@ -75,6 +75,41 @@ def test_no_command_runs_the_linted_tree(tmp_path: Path) -> None:
     assert created == expected  # formatted by npu-lint's own ruff, not the tree's
 
 
+def test_server_and_its_code_actions_do_not_run_the_linted_tree(tmp_path: Path) -> None:
+    import importlib.util
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES, tree)
+    marker = tmp_path / "MARKER"
+    _booby_trap(tree, marker)
+    spec = importlib.util.spec_from_file_location(
+        "lsp_raw", Path(__file__).parents[2] / "bench" / "lsp_raw.py"
+    )
+    raw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(raw)  # type: ignore[union-attr]
+    client = raw.RawClient(tree)
+    actions = 0
+    try:
+        client.initialize()
+        for rel in sorted((tree / WIDGET).rglob("*.py")):
+            uri = rel.as_uri()
+            client.open(uri, rel.read_text())
+            diags = client.diagnostics_for(uri)
+            whole = {"start": {"line": 0, "character": 0}, "end": {"line": 10_000, "character": 0}}
+            for only in (["source.fixAll"], ["quickfix"]):
+                context = {"diagnostics": diags, "only": only}
+                answer = client.request(
+                    "textDocument/codeAction",
+                    {"textDocument": {"uri": uri}, "range": whole, "context": context},
+                )
+                assert "result" in answer, answer
+                actions += len(answer["result"] or [])
+    finally:
+        client.close()
+    assert actions  # fixes were built (libcst codemods included), and nothing of the tree ran
+    assert not marker.exists(), marker.read_text()
+
+
 def test_live_registry_says_it_imports_the_tree(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(FIXTURES, tree)
@@ -484,3 +519,21 @@ def test_sigterm_during_a_write_leaves_no_temporary_file(tmp_path: Path) -> None
     assert proc.wait(30) == 143
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]
     assert target.read_text() == "x = 1\n"
+
+
+def test_audit_base_does_not_run_the_repository_config(tmp_path: Path) -> None:
+    """`audit --base` runs git in the tree: a `core.fsmonitor` command in the repository's config must not run."""
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES, repo)
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    marker = tmp_path / "MARKER"
+    subprocess.run([*git, "config", "core.fsmonitor", f"touch {marker}; false"], check=True)
+    (repo / WIDGET / "__init__.py").write_text((repo / WIDGET / "__init__.py").read_text() + "\n")
+    res = run("audit", str(WIDGET), "--base", "HEAD", cwd=repo)
+    assert res.returncode in (0, 1), res.stderr
+    assert not marker.exists()
