@@ -461,6 +461,8 @@ def test_pool_workers_die_with_the_parent(tmp_path: Path) -> None:
     while alive and time.monotonic() < deadline:
         alive = {c for c in alive if Path(f"/proc/{c}").exists() and "Z" not in _state(c)}
         time.sleep(0.1)
+    for orphan in alive:  # do not leave them behind when the test fails
+        os.kill(orphan, signal.SIGKILL)
     assert not alive
     assert proc.stdout is not None and proc.stdout.read() is not None  # EOF: nobody holds the pipe
 
