@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import stat
+import time
 from pathlib import Path
 
 TEMP_PATTERN = re.compile(r"^\..*\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
@@ -167,10 +168,13 @@ def remove_stale_temps(paths: list[str]) -> list[str]:
     removed = []
     for path in paths:
         match = TEMP_PATTERN.match(os.path.basename(path))
-        if match is None or _pid_alive(int(match.group(1))):
+        if match is None:
             continue
         try:
-            if stat.S_ISREG(os.lstat(path).st_mode):
+            st = os.lstat(path)
+            # the owner is gone, or the pid was reused long after (a write takes seconds, not a day)
+            gone = not _pid_alive(int(match.group(1))) or time.time() - st.st_mtime > 86400
+            if gone and stat.S_ISREG(st.st_mode):
                 os.unlink(path)
                 removed.append(path)
         except OSError:
