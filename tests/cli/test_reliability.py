@@ -539,3 +539,46 @@ def test_audit_base_does_not_run_the_repository_config(tmp_path: Path) -> None:
     res = run("audit", str(WIDGET), "--base", "HEAD", cwd=repo)
     assert res.returncode in (0, 1), res.stderr
     assert not marker.exists()
+
+
+def test_output_file_dev_stdout_is_written_through(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text(BAD)
+    res = run("check", "--no-cache", "bad.py", "-o", "/dev/stdout", cwd=tmp_path)
+    assert res.returncode == 1 and "NPU101" in res.stdout
+    assert Path("/dev/stdout").is_symlink()
+
+
+def test_cli_fix_runs_during_an_editor_save_loop(tmp_path: Path) -> None:
+    """End to end: `npu-lint check --fix` started again and again while an editor saves every 20 ms; every
+    save is kept or fixed, never replaced by the fix of an older save."""
+    path = tmp_path / "m.py"
+    path.write_text(BAD + "# save 0\n")
+    stop = threading.Event()
+    lost: list[tuple[int, int]] = []
+    last = [0]
+
+    def editor() -> None:
+        n = 0
+        while not stop.is_set():
+            seen = int(path.read_text().rsplit("# save ", 1)[1].split()[0])
+            if seen != n:
+                lost.append((n, seen))
+            n += 1
+            path.write_text(BAD + f"# save {n}\n")
+            last[0] = n
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=editor)
+    thread.start()
+    try:
+        for _ in range(4):
+            res = run(
+                "check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU101", "m.py", cwd=tmp_path
+            )
+            assert res.returncode in (0, 1, 2), res.stderr
+            assert "internal error" not in res.stderr
+    finally:
+        stop.set()
+        thread.join()
+    assert not lost, lost
+    assert path.read_text().endswith(f"# save {last[0]}\n")
