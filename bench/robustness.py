@@ -48,6 +48,11 @@ ATTACKS: list[tuple[str, str, str]] = [
     ),
     ("`-o /dev/null` (run as root)", f"{CLI}::test_output_file_dev_null_stays_a_device", "stays a device"),
     (
+        "`-o /dev/stdout` (a symlink)",
+        f"{CLI}::test_output_file_dev_stdout_is_written_through",
+        "written through",
+    ),
+    (
         "`-o` in a missing directory",
         f"{CLI}::test_output_file_in_missing_directory_is_one_line",
         "one line, exit 2",
@@ -66,6 +71,11 @@ ATTACKS: list[tuple[str, str, str]] = [
         "an editor saving every 20 ms during 2 s of fixes",
         f"{CLI}::test_editor_save_loop_loses_nothing",
         "no save lost, the last save on disk",
+    ),
+    (
+        "`npu-lint check --fix` run 4 times while an editor saves every 20 ms",
+        f"{CLI}::test_cli_fix_runs_during_an_editor_save_loop",
+        "no save lost, no internal error",
     ),
     (
         "cache entry set to `[]`, a symlink to `/dev/zero`, wrong types",
