@@ -267,7 +267,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
         fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
-        cache = Cache(cache_dir, fp)
+        cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
 
     def run_project_rules() -> None:  # in this process, while the pool's workers lint the files

@@ -116,18 +116,25 @@ def _check_diag(d: Any) -> bool:
 class Cache:
     """Per-file results keyed by (tool version, effective config, project index, path, content hash)."""
 
-    def __init__(self, directory: str, fingerprint: str) -> None:
+    def __init__(self, directory: str, fingerprint: str, follow_symlink: bool = True) -> None:
         self.directory = Path(directory) / f"v{__version__}"
         self.fingerprint = fingerprint
         self.keys: dict[str, str] = {}  # path -> key of every file looked up in this run
         self.invalid = 0  # entries ignored because they were not valid (the front end says so)
+        # the default cache directory lives in the project: a symlink there (committed, planted) would send
+        # the cache's writes outside it, so it is not used
+        self.disabled = not follow_symlink and os.path.islink(directory)
+        self._notes = [f"{directory} is a symbolic link: the cache is not used"] if self.disabled else []
 
     @property
     def notes(self) -> list[str]:
         if not self.invalid:
-            return []
+            return list(self._notes)
         n = self.invalid
-        return [f"ignored {n} invalid cache entr{'ies' if n != 1 else 'y'} in {self.directory} (re-linted)"]
+        return [
+            *self._notes,
+            f"ignored {n} invalid cache entr{'ies' if n != 1 else 'y'} in {self.directory} (re-linted)",
+        ]
 
     def tree_key(self, extra: str) -> str:
         """A key for results computed over all files looked up so far (project rules)."""
@@ -155,6 +162,8 @@ class Cache:
     def get(self, key: str) -> list[Diagnostic] | None:
         from npu_lint.core.safeio import read_regular
 
+        if self.disabled:
+            return None
         try:
             raw, _ = read_regular(self._file(key), limit=MAX_ENTRY_BYTES, follow_symlinks=False)
         except FileNotFoundError:
@@ -179,6 +188,8 @@ class Cache:
             return None
 
     def put(self, key: str, diags: list[Diagnostic]) -> None:
+        if self.disabled:
+            return
         target = self._file(key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)

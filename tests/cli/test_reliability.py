@@ -582,3 +582,16 @@ def test_cli_fix_runs_during_an_editor_save_loop(tmp_path: Path) -> None:
         thread.join()
     assert not lost, lost
     assert path.read_text().endswith(f"# save {last[0]}\n")
+
+
+def test_symlinked_default_cache_directory_is_not_used(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text(BAD)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "bad.py").write_text(BAD)
+    (project / ".npu_lint_cache").symlink_to(outside, target_is_directory=True)
+    res = run("check", "bad.py", cwd=project)
+    assert res.returncode == 1 and "is a symbolic link: the cache is not used" in res.stderr
+    assert not list(outside.iterdir())
