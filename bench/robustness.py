@@ -88,6 +88,11 @@ ATTACKS: list[tuple[str, str, str]] = [
         "never applied: --fix re-lints every file it fixes",
     ),
     (
+        "`.npu_lint_cache` planted as a symlink to a directory outside the project",
+        f"{CLI}::test_symlinked_default_cache_directory_is_not_used",
+        "the cache is not used (a note); nothing written outside",
+    ),
+    (
         '`cache-dir = "../x"`, `""`, `"~/x"`',
         f"{CLI}::test_cache_dir_must_stay_inside_the_project",
         "outside / empty: config error; `~` expanded",
