@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--stdin-filename", metavar="PATH", help="lint standard input as if it were PATH")
     check.add_argument(
-        "--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni"
+        "--live-registry",
+        action="store_true",
+        help="read OP_REGISTRY by importing veomni.ops in a subprocess (runs the tree's code)",
     )
     # adoption on a tree with existing findings (engine/adopt.py)
     check.add_argument(
@@ -118,6 +120,7 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
+    _exit_on_sigterm()
     if args_list[:1] == ["verify"]:
         from npu_lint.verify.cli import main as verify_main
 
@@ -147,6 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        if exc.code == 143:  # SIGTERM: temporary files were removed on the way out
+            return 143
+        raise
     except Exception as exc:
         from npu_lint.core.config import ConfigError
 
@@ -159,6 +166,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"npu-lint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like ^C (``SystemExit(143)``), so a write in progress removes its temporary file."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(143)
+
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, stop)
+    except (ValueError, OSError):
+        pass
 
 
 # -- rule -------------------------------------------------------------------------------------------
@@ -215,7 +240,7 @@ def _known_codes() -> dict[str, bool]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from npu_lint.core.config import resolve_settings, selected_codes, with_overrides
+    from npu_lint.core.config import resolve_settings, selected_codes
 
     paths = args.paths or ["."]
     _check_adoption_flags(args)
@@ -226,7 +251,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor
     settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
-    settings = with_overrides(settings, cache_dir=args.cache_dir)
+    if args.cache_dir is not None:
+        from npu_lint.core.config import cache_dir_setting
+
+        settings.cache_dir = cache_dir_setting(args.cache_dir, Path.cwd(), "--cache-dir", inside=False)
     if args.select is not None:  # a later --select resets the selection made by the file (ruff's layering)
         settings.select = args.select
         settings.ignore = []
@@ -248,7 +276,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         loader = getattr(project, "load_live_registry", None)
         if loader is None:
             raise UsageError("npu-lint: --live-registry is not supported by this version")
-        loader()
+        note = loader()  # imports the tree's veomni.ops, in a subprocess, only with this flag
+        if note and not args.quiet:
+            print(f"npu-lint: {note}", file=sys.stderr)
 
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
@@ -258,11 +288,28 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
     errors = list(found.errors)
+    if found.temp_files:  # left by an npu-lint that was killed while writing
+        from npu_lint.engine.write import remove_stale_temps
+
+        remove_stale_temps(found.temp_files)
+    if not found.files:  # never a silent "All checks passed!" over nothing
+        if errors:
+            for line in errors:
+                print(f"error: {line}", file=sys.stderr)
+            return EXIT_ERROR
+        if args.force_exclude and found.excluded and all(Path(p).is_file() for p in paths):
+            if not args.quiet:  # pre-commit passing only excluded files: nothing to do
+                print("npu-lint: warning: every file named is excluded (--force-exclude)", file=sys.stderr)
+            return EXIT_CLEAN
+        where = f" by {settings.config_path}" if settings.config_path and found.excluded else ""
+        excluded = f" ({found.excluded} excluded{where})" if found.excluded else ""
+        links = f" ({found.symlinks} symbolic links not followed)" if found.symlinks else ""
+        raise UsageError(f"npu-lint: error: no Python files to lint in {', '.join(paths)}{excluded}{links}")
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
         fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
-        cache = Cache(cache_dir, fp)
+        cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
 
     def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
@@ -281,6 +328,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             errors.append(res.error)
         diagnostics.extend(res.diagnostics)
     diagnostics.extend(project_diags)
+    for note in cache.notes if cache is not None else []:
+        print(f"npu-lint: note: {note}", file=sys.stderr)
 
     fixed_counts: dict[str, Counter] = {}
     dropped: list[str] = []
@@ -292,6 +341,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             diagnostics, codes, settings, project, unsafe=args.unsafe_fixes, write=not args.diff
         )
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
+        errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
@@ -345,6 +395,8 @@ def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
     text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
     if text:
         sys.stderr.write(text)
+
+
 def _check_adoption_flags(args: argparse.Namespace) -> None:
     if args.add_noqa and (args.fix or args.diff):
         raise UsageError("npu-lint: --add-noqa cannot be combined with --fix or --diff")
@@ -401,12 +453,12 @@ def _diff(old: str, new: str, path: str) -> str:
 
 def _emit(text: str, output_file: str | None) -> None:
     if output_file:
-        parent = os.path.dirname(os.path.abspath(output_file))
-        if not os.path.isdir(parent):
-            raise UsageError(f"npu-lint: cannot write {output_file}: directory {parent} does not exist")
-        from npu_lint.engine import write_atomic
+        from npu_lint.engine.write import write_output
 
-        write_atomic(output_file, text, "utf-8")
+        try:  # a regular file is replaced atomically; a device, FIFO or symlink is written in place
+            write_output(output_file, text)
+        except OSError as exc:
+            raise UsageError(f"npu-lint: cannot write {output_file}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

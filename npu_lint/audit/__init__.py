@@ -16,6 +16,7 @@ import argparse
 import ast
 import os
 import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -456,10 +457,46 @@ def _undispatched_ops(path: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+MAX_AUDIT_FILES = 5000
+
+
+class AuditError(Exception):
+    """The directory cannot be audited (one line, exit code 2)."""
+
+
+def _model_files(root: Path) -> list[Path]:
+    """Regular files of a model package (symbolic links not followed, unreadable directories skipped), at
+    most ``MAX_AUDIT_FILES``: a model package is small; anything larger is not one (``audit /``)."""
+    if not any(e.name.endswith(".py") and e.is_file(follow_symlinks=False) for e in _scandir(root)):
+        raise AuditError(f"{root}: not a model package (no Python file at its top level)")
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda exc: None):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+        for name in filenames:
+            path = Path(dirpath) / name
+            try:
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+            except OSError:
+                continue
+            out.append(path)
+            if len(out) > MAX_AUDIT_FILES:
+                raise AuditError(f"{root}: more than {MAX_AUDIT_FILES} files: not a model package")
+    return sorted(out)
+
+
+def _scandir(root: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(root) as it:
+            return list(it)
+    except OSError as exc:
+        raise AuditError(f"{root}: cannot read directory: {exc.strerror or exc}") from None
+
+
 def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     root = Path(model_dir).resolve()
     model = root.name
-    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = _model_files(root)
     py_files = [p for p in files if p.suffix == ".py"]
     gen_dir = root / "generated"
 
@@ -484,7 +521,9 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
                 tests.append(str(p.relative_to(vroot)))
                 continue
             try:
-                text = p.read_text(encoding="utf-8", errors="replace")
+                from npu_lint.core.safeio import read_regular
+
+                text = read_regular(p, limit=4 * 1024 * 1024)[0].decode("utf-8", errors="replace")
             except OSError:
                 continue
             if any(f'"{k}"' in text or f"'{k}'" in text or f"transformers.{model}." in text for k in keys):
@@ -832,7 +871,16 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
 
 def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, str]:
     def git(*args: str, cwd: Path = root) -> str:
-        proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=60)
+        # the repository's own config must not run anything (core.fsmonitor is a command git runs on diff
+        # and ls-files); no external diff or textconv either
+        safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external="]
+        proc = subprocess.run(
+            ["git", *safe, "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"},
+        )
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git failed")
         return proc.stdout
@@ -840,7 +888,7 @@ def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, 
     try:
         top = Path(git("rev-parse", "--show-toplevel").strip()).resolve()
         # paths relative to the repository root: diff (tracked changes since REV) and untracked files
-        names = git("diff", "--name-only", base, "--", cwd=top).splitlines()
+        names = git("diff", "--no-ext-diff", "--no-textconv", "--name-only", base, "--", cwd=top).splitlines()
         names += git("ls-files", "--others", "--exclude-standard", cwd=top).splitlines()
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         return None, f"git: {exc}"
@@ -1221,7 +1269,11 @@ def run_audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    report = build_audit(str(model_dir), base=getattr(args, "base", None))
+    try:
+        report = build_audit(str(model_dir), base=getattr(args, "base", None))
+    except AuditError as exc:
+        print(f"npu-lint audit: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     if getattr(args, "format", "markdown") == "json":
         import json
 
@@ -1230,9 +1282,13 @@ def run_audit(args: argparse.Namespace) -> int:
         text = render_markdown(report)
     output = getattr(args, "output_file", None)
     if output:
-        from npu_lint.engine import write_atomic
+        from npu_lint.engine.write import write_output
 
-        write_atomic(output, text, "utf-8")
+        try:  # never replaces a device, FIFO or symlink
+            write_output(output, text)
+        except OSError as exc:
+            print(f"npu-lint audit: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_ERROR
     else:
         sys.stdout.write(text)
     return EXIT_OK if all(c["status"] == PASS for c in report["checklist"]) else EXIT_FAIL

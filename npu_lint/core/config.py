@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -84,15 +85,17 @@ def find_config_file(start: Path) -> Path | None:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = candidate.read_bytes()
+                from npu_lint.core.safeio import read_regular
+
+                data, _ = read_regular(candidate, limit=MAX_CONFIG_BYTES)
             except OSError:
                 continue
             if b"npu-lint" in data:
-                try:
-                    parsed = tomllib.loads(data.decode("utf-8"))
-                except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                    raise ConfigError(f"{candidate}: malformed TOML: {exc}") from None
-                if "npu-lint" in parsed.get("tool", {}):
+                parsed = _parse_toml(data, candidate)
+                tool = parsed.get("tool", {})
+                if not isinstance(tool, dict):
+                    raise ConfigError(f"{candidate}: `tool` must be a table, got {type(tool).__name__}")
+                if "npu-lint" in tool:
                     return candidate
     return None
 
@@ -105,15 +108,56 @@ def _str_list(key: str, value: Any, path: Path) -> list[str]:
     return list(value)
 
 
-def load_config(path: Path) -> Settings:
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _parse_toml(data: bytes, path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes().decode("utf-8")
-        data = tomllib.loads(raw)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{path}: malformed TOML: {exc}") from None
-    table = data if path.name == "npu-lint.toml" else data.get("tool", {}).get("npu-lint", {})
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: malformed TOML: nested too deeply") from None
+
+
+def cache_dir_setting(value: Any, base: Path, where: str, inside: bool = True) -> str:
+    """``cache-dir``: ``~`` expanded; an empty value is an error; a relative path is taken from ``base`` and,
+    when ``inside`` (the configuration file), must stay inside it (an absolute path may go anywhere)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: `cache-dir` must be a string")
+    if not value.strip():
+        raise ConfigError(f"{where}: `cache-dir` must not be empty")
+    expanded = os.path.expanduser(value)
+    if os.path.isabs(expanded):
+        return os.path.normpath(expanded)
+    resolved = (base / expanded).resolve()
+    if inside:
+        root = base.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise ConfigError(
+                f"{where}: `cache-dir` {value!r} is outside the project ({root}); give an absolute path to "
+                "put the cache elsewhere"
+            )
+        if resolved == root:
+            raise ConfigError(f"{where}: `cache-dir` must not be the project root itself")
+    return str(resolved)
+
+
+def load_config(path: Path) -> Settings:
+    from npu_lint.core.safeio import read_regular
+
+    try:
+        raw, _ = read_regular(path, limit=MAX_CONFIG_BYTES)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    data = _parse_toml(raw, path)
+    if path.name == "npu-lint.toml":
+        table = data
+    else:
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{path}: `tool` must be a table, got {type(tool).__name__}")
+        table = tool.get("npu-lint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.npu-lint] must be a table")
     unknown = sorted(set(table) - KNOWN_KEYS)
@@ -141,9 +185,7 @@ def load_config(path: Path) -> Settings:
             raise ConfigError(f"{path}: `target-api` must be one of {', '.join(TARGET_APIS)}, got {value!r}")
         settings.target_api = value
     if "cache-dir" in table:
-        if not isinstance(table["cache-dir"], str):
-            raise ConfigError(f"{path}: `cache-dir` must be a string")
-        settings.cache_dir = str((path.parent / table["cache-dir"]).resolve())
+        settings.cache_dir = cache_dir_setting(table["cache-dir"], path.parent, str(path))
     return settings
 
 
@@ -165,7 +207,7 @@ def expand_codes(patterns: list[str], known: list[str], where: str) -> set[str]:
     for pattern in patterns:
         pat = pattern.strip().upper()
         if not pat:
-            continue
+            raise ConfigError(f"empty rule code in {where}")
         if pat == "ALL":
             out.update(known)
             continue
@@ -187,6 +229,9 @@ def selected_codes(settings: Settings, known: dict[str, bool]) -> list[str]:
     active -= expand_codes(settings.ignore, codes, "ignore")
     for pattern, values in settings.per_file_ignores.items():
         expand_codes(values, codes, f"per-file-ignores `{pattern}`")
+    if not active:
+        where = f" ({settings.config_path})" if settings.config_path else ""
+        raise ConfigError(f"no rule is selected{where}: check `select`, `extend-select` and `ignore`")
     return sorted(active)
 
 

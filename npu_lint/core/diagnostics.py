@@ -26,6 +26,13 @@ class Applicability(str, enum.Enum):
         return self.value
 
 
+def text_hash(text: str) -> str:
+    """The content hash an edit's ``Fix.basis`` names: sha256 of the decoded text (UTF-8)."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclass(frozen=True, order=True)
 class Edit:
     """Replace ``text[start:end]`` with ``content``. Offsets count code points of the decoded file."""
@@ -70,6 +77,9 @@ class Fix:
     # the fixer that builds the edits of a deferred fix (``npu_lint.fixers.BUILDERS``), resolved by the engine
     # in fix mode: rules never import fixers.
     builder: str | None = None
+    # the content hash (``text_hash``) of the text the edits were computed on, for fixes computed away from
+    # the fixing pass (project rules): an edit is applied only to that very text.
+    basis: str = ""
 
     @property
     def is_applicable(self) -> bool:
@@ -94,6 +104,7 @@ class Fix:
             "reason": self.reason,
             "deferred": self.deferred,
             "builder": self.builder,
+            **({"basis": self.basis} if self.basis else {}),
         }
 
     @classmethod
@@ -106,6 +117,7 @@ class Fix:
             data.get("reason", ""),
             data.get("deferred", False),
             data.get("builder"),
+            data.get("basis", ""),
         )
 
 

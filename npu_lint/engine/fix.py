@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_lint.core.config import Settings
-from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.imports import orphaned_import_edits
-from npu_lint.core.source import SourceFile
-from npu_lint.engine.lint import lint_source
+from npu_lint.core.source import DecodeError, SourceFile
+from npu_lint.engine.lint import InternalError, lint_source
+from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
 from npu_lint.rules.base import PROJECT_REGISTRY
 
 MAX_FIX_PASSES = 10
@@ -151,17 +152,24 @@ def fix_source(
 @dataclass
 class TreeFix:
     """What ``fix_tree`` did: per-file fix counts, created files, the (path, old, new) texts it changed (written
-    unless asked not to), fixes dropped because their result would not parse, and the findings that remain."""
+    unless asked not to), fixes dropped because their result would not parse or their file changed, files that
+    could not be fixed (one line each: the other files are still fixed), and the findings that remain."""
 
     remaining: list[Diagnostic] = field(default_factory=list)
     fixed_counts: dict[str, Counter[str]] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (path, old text, new text); "" = new
+    errors: list[str] = field(default_factory=list)  # per-file failures (exit code 2)
 
 
 def _is_project_code(code: str) -> bool:
     return code in PROJECT_REGISTRY
+
+
+def _inside(path: str, root: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def fix_tree(
@@ -175,13 +183,14 @@ def fix_tree(
 ) -> TreeFix:
     """Fix every file with applicable fixes (the one orchestration for the CLI and the language server).
 
-    Project-rule fixes (computed over the whole tree) are applied first, once, on the file's text; file-rule
-    fixes then run to a fixpoint with re-linting. Created files are written (or only reported when ``write``
-    is false) before the files that will import them. ``sources`` gives the text of some paths (an editor's
-    buffer); the others are read from disk."""
-    from npu_lint.engine.lint import read_source
-    from npu_lint.engine.write import write_atomic
-
+    Each file is read once, at fix time, and every fix applied to it is computed on that text: file-rule fixes
+    are recomputed by re-linting it (cached or earlier edits are never applied), and project-rule fixes
+    (computed over the whole tree) are applied, once, only if their ``basis`` is the hash of that text
+    (otherwise they are skipped with a message). The write happens only if the file still has the content
+    that was read (``write_atomic(expect=...)``): a concurrent save wins and is reported. One file's failure
+    is reported in ``errors`` and the other files are still fixed. Created files are written (or only
+    reported when ``write`` is false) before the files that will import them, and only inside the project.
+    ``sources`` gives the text of some paths (an editor's buffers): those are fixed but never written."""
     out = TreeFix()
     by_path: dict[str, list[Diagnostic]] = {}
     for diag in diagnostics:
@@ -192,53 +201,98 @@ def fix_tree(
         if not any(fix_applicable(d.fix, unsafe) or (d.fix is not None and d.fix.deferred) for d in diags):
             out.remaining.extend(diags)
             continue
-        src = (sources or {}).get(path) or read_source(path)
-        counts: Counter[str] = Counter()
-        text = src.text
-        creates: list[CreateFile] = []
-        taken: list[Edit] = []
-        for diag in (d for d in diags if _is_project_code(d.code)):
-            fix = diag.fix
-            if fix is None or not fix_applicable(fix, unsafe):
-                out.remaining.append(diag)
-                continue
-            edits = list(fix.edits)
-            if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
-                out.remaining.append(diag)
-                continue
-            attempt = apply_edits(src.text, [*taken, *edits], src.newline)
-            if not parses(attempt):
-                out.dropped.append(
-                    f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
-                )
-                out.remaining.append(diag)
-                continue
-            taken.extend(edits)
-            text = attempt
-            creates.extend(fix.creates)
-            counts[diag.code] += 1
-        current = SourceFile(path, text, src.encoding, src.kind)
-        outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
-        if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
-            fixed = SourceFile(path, outcome.text, src.encoding, src.kind)
-            outcome.text = remove_orphaned_imports(src.text, fixed)
-        out.dropped.extend(outcome.dropped)
-        out.remaining.extend(outcome.remaining)
-        counts.update(outcome.applied_codes)
-        creates.extend(outcome.creates)
-        for create in creates:
-            if os.path.exists(create.path) or create.path in out.created:
-                continue
-            out.changes.append((create.path, "", create.content))
-            if write:
-                Path(create.path).parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(create.path, create.content, "utf-8")
-            out.created.append(create.path)
-        if outcome.text != src.text:
-            out.fixed_counts[path] = counts
-            out.changes.append((path, src.text, outcome.text))
-            if write:
-                write_atomic(path, outcome.text, src.encoding)
-        elif counts:
-            out.fixed_counts[path] = counts
+        try:
+            _fix_one(path, diags, codes, settings, project, unsafe, write, out, (sources or {}).get(path))
+        except ConcurrentChange as exc:
+            out.errors.append(str(exc))
+            out.remaining.extend(diags)
+        except OSError as exc:
+            out.errors.append(f"{path}: cannot fix: {exc.strerror or exc}")
+            out.remaining.extend(diags)
+        except (DecodeError, InternalError) as exc:
+            out.errors.append(f"{path}: cannot fix: {exc}")
+            out.remaining.extend(diags)
     return out
+
+
+def _fix_one(
+    path: str,
+    diags: list[Diagnostic],
+    codes: list[str],
+    settings: Settings,
+    project: object | None,
+    unsafe: bool,
+    write: bool,
+    out: TreeFix,
+    buffer: SourceFile | None,
+) -> None:
+    from npu_lint.engine.lint import read_snapshot
+
+    if buffer is not None:
+        src, snapshot = buffer, None
+        write = False
+    else:
+        src, snapshot = read_snapshot(path)  # the fix-time read: every edit applies to this text
+    basis = text_hash(src.text)
+    counts: Counter[str] = Counter()
+    text = src.text
+    creates: list[CreateFile] = []
+    taken: list[Edit] = []
+    for diag in (d for d in diags if _is_project_code(d.code)):
+        fix = diag.fix
+        if fix is None or not fix_applicable(fix, unsafe):
+            out.remaining.append(diag)
+            continue
+        edits = list(fix.edits)
+        if edits and fix.basis != basis:
+            out.dropped.append(
+                f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix skipped: the file changed after it was "
+                "linted (run again)"
+            )
+            out.remaining.append(diag)
+            continue
+        if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
+            out.remaining.append(diag)
+            continue
+        attempt = apply_edits(src.text, [*taken, *edits], src.newline)
+        if not parses(attempt):
+            out.dropped.append(
+                f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
+            )
+            out.remaining.append(diag)
+            continue
+        taken.extend(edits)
+        text = attempt
+        creates.extend(fix.creates)
+        counts[diag.code] += 1
+    current = SourceFile(path, text, src.encoding, src.kind)
+    outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
+    if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
+        fixed = SourceFile(path, outcome.text, src.encoding, src.kind)
+        outcome.text = remove_orphaned_imports(src.text, fixed)
+    out.dropped.extend(outcome.dropped)
+    out.remaining.extend(outcome.remaining)
+    counts.update(outcome.applied_codes)
+    creates.extend(outcome.creates)
+    for create in creates:
+        if os.path.lexists(create.path) or create.path in out.created:
+            continue
+        if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
+            out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")
+            continue
+        if write:
+            Path(create.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                create_new(create.path, create.content, "utf-8")  # never replaces a file made meanwhile
+            except FileExistsError:
+                out.errors.append(f"{create.path}: not created: a file appeared there meanwhile")
+                continue
+        out.changes.append((create.path, "", create.content))
+        out.created.append(create.path)
+    if outcome.text != src.text:
+        out.fixed_counts[path] = counts
+        out.changes.append((path, src.text, outcome.text))
+        if write:
+            write_atomic(path, outcome.text, src.encoding, expect=snapshot)
+    elif counts:
+        out.fixed_counts[path] = counts

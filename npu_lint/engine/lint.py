@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ast
 import gc
+import hashlib
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
@@ -29,6 +31,8 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: str | None = None  # one-line message for an unreadable file / internal error (exit code 2)
     cached: bool = False
+    size: int = -1  # bytes linted (the cache stores the result only if they are the bytes it keyed)
+    digest: str = ""
 
 
 def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Diagnostic:
@@ -204,20 +208,28 @@ def build_deferred_fixes(
 
 
 def read_source(path: str) -> SourceFile:
-    """Read and decode; raises OSError (unreadable) or DecodeError (undecodable)."""
-    data = Path(path).read_bytes()
+    """Read and decode; raises OSError (unreadable, not a regular file, too large) or DecodeError."""
+    return read_snapshot(path)[0]
+
+
+def read_snapshot(path: str) -> tuple[SourceFile, tuple[bytes, os.stat_result]]:
+    """``read_source`` and what was read (bytes, stat): a write of a fix checks the file still has them."""
+    data, st = read_regular(path)
     text, encoding = decode_source(data)
-    return SourceFile.from_text(path, text, encoding)
+    return SourceFile.from_text(path, text, encoding), (data, st)
 
 
 def lint_path(path: str, codes: list[str], settings: Settings, project: object | None = None) -> FileResult:
     try:
-        src = read_source(path)
+        data, _ = read_regular(path)
+        text, encoding = decode_source(data)
+        src = SourceFile.from_text(path, text, encoding)
     except OSError as exc:
         return FileResult(path, error=f"{path}: cannot read file: {exc.strerror or exc}")
     except DecodeError as exc:
+        digest = hashlib.sha256(data).hexdigest()
         if SYNTAX_CODE not in codes:
-            return FileResult(path)
+            return FileResult(path, size=len(data), digest=digest)
         src = SourceFile(path, "")
         diag = Diagnostic(
             SYNTAX_CODE,
@@ -230,9 +242,11 @@ def lint_path(path: str, codes: list[str], settings: Settings, project: object |
             0,
             severity=SEVERITY_ERROR,
         )
-        return FileResult(path, [diag])
+        return FileResult(path, [diag], size=len(data), digest=digest)
     try:
-        return FileResult(path, lint_source(src, codes, settings, project))
+        result = FileResult(path, lint_source(src, codes, settings, project))
+        result.size, result.digest = len(data), hashlib.sha256(data).hexdigest()
+        return result
     except InternalError as exc:  # the other files are still linted; the run exits 2
         return FileResult(path, error=f"{path}: {exc}")
     except Exception as exc:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.cache import Cache
 from npu_lint.engine.lint import FileResult, lint_path, read_source
@@ -20,7 +21,42 @@ POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
 _WORKER: dict[str, object] = {}
 
 
-def _init_worker(codes: list[str], settings: Settings, project: object | None) -> None:
+def _die_with_parent(parent: int) -> None:
+    """A worker must not outlive the npu-lint process that started it (it would hold stdout open and hang a
+    ``npu-lint ... | consumer`` pipe forever): on Linux the kernel kills it when its parent dies
+    (``PR_SET_PDEATHSIG``); everywhere a daemon thread exits it once its parent is gone."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the check above was in place
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="npu-lint-parent-watch", daemon=True).start()
+
+
+def _init_worker(codes: list[str], settings: Settings, project: object | None, parent: int = 0) -> None:
+    import signal
+
+    if parent:
+        _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and shuts the pool down
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["args"] = (codes, settings, project)
     load_rule_modules()
 
@@ -43,18 +79,18 @@ def lint_paths(
     the pool's workers lint (the CLI runs the project rules there), or after a serial run."""
     results: dict[str, FileResult] = {}
     todo: list[str] = []
-    keys: dict[str, str] = {}
+    keys: dict[str, tuple[str, str]] = {}  # path -> (cache key, digest of the bytes it was computed from)
     if cache is not None:
         for path in paths:
             try:
-                data = Path(path).read_bytes()
+                data, _ = read_regular(path)
             except OSError:
                 todo.append(path)
                 continue
             key = cache.keys[path] = cache.key(path, data)
             hit = cache.get(key)
             if hit is None:
-                keys[path] = key
+                keys[path] = (key, hashlib.sha256(data).hexdigest())
                 todo.append(path)
             else:
                 results[path] = FileResult(path, hit, cached=True)
@@ -66,24 +102,37 @@ def lint_paths(
         import multiprocessing
 
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-        with concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(codes, settings, project)
-        ) as pool:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(codes, settings, project, os.getpid()),
+        )
+        try:
             chunk = max(1, len(todo) // (workers * 4))
             pending = pool.map(_work, todo, chunksize=chunk)  # submits every chunk now
             if during is not None:
                 during()
             for res in pending:
                 results[res.path] = res
+        except BaseException:  # ^C, SIGTERM (SystemExit), an error: stop the workers now, do not wait
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                try:
+                    proc.terminate()
+                except (OSError, AttributeError):
+                    pass
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     else:
         for path in todo:
             results[path] = lint_path(path, codes, settings, project)
         if during is not None:
             during()
     if cache is not None:
-        for path, key in keys.items():
+        for path, (key, digest) in keys.items():
             res = results[path]
-            if res.error is None:
+            if res.error is None and res.digest == digest:  # the file did not change between the reads
                 cache.put(key, res.diagnostics)
     return [results[p] for p in sorted(results)]
 

@@ -3,20 +3,20 @@
 The sibling has the smallest shape patchgen accepts: ``config = deepcopy(gpu_config)`` with its own
 ``target_file`` and ``description``, reusing every device-neutral GPU patch. Patches the GPU spec takes from
 GPU-only libraries (``create_patch_from_external`` from ``liger_kernel``...) are listed in the new file as work
-left for the NPU path; then the fix is unsafe. The text is formatted with ruff when ruff is installed.
+left for the NPU path; then the fix is unsafe. The text is formatted with npu-lint's own ruff
+(a runtime dependency, run by absolute path outside the linted tree).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_lint.core.diagnostics import Edit
+from npu_lint.core.tools import ruff_binary, run_tool
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file, regen_command
 
@@ -120,19 +120,17 @@ def _quote(value: str) -> str:
 
 
 def format_many(items: list[tuple[str, str]]) -> list[str]:
-    """``format_with_ruff`` for several (text, path) pairs, the ruff processes running side by side."""
-    if not items or importlib.util.find_spec("ruff") is None:
+    """``format_with_ruff`` for several (text, path) pairs, the ruff processes running side by side.
+
+    ruff is npu-lint's own (``npu_lint.core.tools.ruff_binary``: an absolute path in npu-lint's environment),
+    started in a neutral working directory: nothing of the linted tree runs."""
+    binary = ruff_binary()
+    if not items or binary is None:
         return [text for text, _ in items]
     procs = []
     for _text, path in items:
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ruff", "format", "--stdin-filename", path, "-"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            proc = run_tool([binary, "format", "--stdin-filename", os.path.abspath(path), "-"], _text)
         except OSError:
             proc = None
         procs.append(proc)
@@ -145,6 +143,7 @@ def format_many(items: list[tuple[str, str]]) -> list[str]:
             stdout, _ = proc.communicate(text, timeout=30)
         except (OSError, subprocess.SubprocessError):
             proc.kill()
+            proc.wait()
             out.append(text)
             continue
         out.append(stdout if proc.returncode == 0 and stdout.strip() else text)
@@ -153,21 +152,7 @@ def format_many(items: list[tuple[str, str]]) -> list[str]:
 
 def format_with_ruff(text: str, path: str) -> str:
     """``ruff format`` the text (with the project's settings, found from ``path``); unchanged without ruff."""
-    if importlib.util.find_spec("ruff") is None:
-        return text
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ruff", "format", "--stdin-filename", path, "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return text
-    if proc.returncode != 0 or not proc.stdout.strip():
-        return text
-    return proc.stdout
+    return format_many([(text, path)])[0]
 
 
 def reuse_gpu_patch_edits(

@@ -18,7 +18,10 @@ _REGISTRATION = b"MODELING_REGISTRY.register("
 
 def find_veomni_root(start: Path) -> Path | None:
     """The nearest directory at or above ``start`` holding ``veomni/ops`` or ``veomni/kernels``."""
-    start = start.resolve()
+    try:
+        start = start.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: reported by discovery, per path
+        return None
     if start.is_file():
         start = start.parent
     for directory in (start, *start.parents):

@@ -101,6 +101,7 @@ class Project:
     def notes(self) -> tuple[str, ...]:
         """What the run says once (e.g. target-api forces an API the tree lacks)."""
         return self.api.notes
+
     # False when no veomni package is in the tree or installed: fixes that import ``veomni.*`` are not offered
     veomni_available: bool = True
 
@@ -135,7 +136,11 @@ class Project:
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
-        h.update(repr((self.root, self.generation, self.model_packages, self.profile, self.veomni_available)).encode())
+        h.update(
+            repr(
+                (self.root, self.generation, self.model_packages, self.profile, self.veomni_available)
+            ).encode()
+        )
         for table in (self.registered, self.slot_rows, self.live_rows or ()):
             h.update(b"\0")
             h.update(repr(table).encode())
@@ -157,30 +162,72 @@ class Project:
         return h.hexdigest()[:16]
 
     # -- live registry ------------------------------------------------------------------------------
-    def load_live_registry(self) -> None:
-        """Read ``OP_REGISTRY`` from an importable ``veomni.ops`` (``--live-registry``)."""
+    def load_live_registry(self, timeout: float = 120) -> str:
+        """Read ``OP_REGISTRY`` from an importable ``veomni.ops`` (``--live-registry``).
+
+        Importing ``veomni.ops`` runs the tree's code, so it happens only when asked for, and never in this
+        process: a child interpreter (working directory: the tree's root, so the tree's ``veomni`` is the one
+        imported) prints the rows as JSON. Returns the note the front end shows (what was imported, where)."""
+        import json
+        import subprocess
+        import sys
+
         from npu_lint.core.config import ConfigError
 
+        cwd = self.root or os.getcwd()
+        script = "import json, npu_lint.veomni.project as p; print(json.dumps(p.live_rows_json()))"
         try:
-            import importlib
-
-            ops = importlib.import_module("veomni.ops")
-        except Exception as exc:  # ImportError, or anything the package raises on import
-            raise ConfigError(
-                f"--live-registry: cannot import veomni.ops ({type(exc).__name__}: {exc}); install VeOmni in "
-                "this environment or drop the flag to read the registry statically"
-            ) from None
-        registry = getattr(ops, "OP_REGISTRY", None)
-        if registry is None:
-            raise ConfigError(
-                "--live-registry: veomni.ops has no OP_REGISTRY (an OpSlot-generation VeOmni); drop the flag"
+            proc = subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, cwd=cwd
             )
-        self.live_rows = tuple(sorted(set(live_rows(registry))))
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"--live-registry: importing veomni.ops took more than {timeout:g} s") from None
+        except OSError as exc:
+            raise ConfigError(f"--live-registry: cannot start {sys.executable}: {exc}") from None
+        try:
+            answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ConfigError(f"--live-registry: importing veomni.ops failed: {tail}") from None
+        if isinstance(answer, dict) and "error" in answer:
+            raise ConfigError(f"--live-registry: {answer['error']}")
+        self.live_rows = tuple(sorted({OpRow(*(str(v) for v in row)) for row in answer}))
         self.generation = VEOMNI_OP
         if self.api.generation != VEOMNI_OP:
             self.profile = (
                 detect_profile(self.root, VEOMNI_OP.value) if self.root else builtin_profile(VEOMNI_OP)
             )
+        return f"--live-registry: imported veomni.ops (the tree's code) in a subprocess, from {cwd}"
+
+
+def read_live_rows() -> list[OpRow]:
+    """``OP_REGISTRY`` rows of the ``veomni.ops`` importable in *this* interpreter (the child process of
+    ``Project.load_live_registry``); raises ConfigError when there is none."""
+    from npu_lint.core.config import ConfigError
+
+    try:
+        import importlib
+
+        ops = importlib.import_module("veomni.ops")
+    except Exception as exc:  # ImportError, or anything the package raises on import
+        raise ConfigError(
+            f"cannot import veomni.ops ({type(exc).__name__}: {exc}); install VeOmni in "
+            "this environment or drop the flag to read the registry statically"
+        ) from None
+    registry = getattr(ops, "OP_REGISTRY", None)
+    if registry is None:
+        raise ConfigError("veomni.ops has no OP_REGISTRY (an OpSlot-generation VeOmni); drop the flag")
+    return live_rows(registry)
+
+
+def live_rows_json() -> object:
+    """``read_live_rows`` as JSON-ready data (the child process's answer)."""
+    from npu_lint.core.config import ConfigError
+
+    try:
+        return [[r.op, r.variant, r.impl, r.requirement] for r in read_live_rows()]
+    except ConfigError as exc:
+        return {"error": str(exc)}
 
 
 def live_rows(registry: object) -> list[OpRow]:

@@ -263,15 +263,17 @@ def test_unsafe_fixes_hidden_count(tmp_path: Path) -> None:
 
 
 def test_unreadable_file_is_reported_and_others_linted(tree: Path, monkeypatch, capsys) -> None:
+    import npu_lint.engine.lint as lint_module
+
     target = str(tree / "pkg" / "clean.py")
-    real = Path.read_bytes
+    real = lint_module.read_regular
 
-    def read_bytes(self: Path) -> bytes:
-        if str(self) == target:
+    def read_regular(path, *args, **kwargs):  # noqa: ANN001, ANN202
+        if str(path) == target:
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(lint_module, "read_regular", read_regular)
     monkeypatch.chdir(tree)
     code = main(["--no-cache", "--jobs", "1", str(tree / "pkg")])
     out = capsys.readouterr()

@@ -229,9 +229,9 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
                     break
                 if _mentions_cuda_dispatch(ctx, value):
                     return True
-        elif isinstance(parent, ast.Dict) and child in parent.values:
-            key = parent.keys[parent.values.index(child)]
-            if _cuda_string(key):
+        elif isinstance(parent, ast.Dict):
+            key = _dict_key_of(ctx, parent, child)
+            if key is not None and _cuda_string(key):
                 return True  # a dispatch table: {"cuda": torch.cuda.empty_cache, "npu": ...}
         elif isinstance(parent, ast.match_case):
             for sub in ast.walk(parent.pattern):
@@ -242,20 +242,46 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
+def _dict_key_of(ctx: Context, table: ast.Dict, value: ast.AST) -> ast.expr | None:
+    """The key of ``value`` in a dict display (positions memoised per dict: linear for large tables)."""
+    memo_key = ("dict-values", id(table))
+    info = ctx.memo.get(memo_key)
+    if info is None:
+        info = ctx.memo[memo_key] = ({id(v): i for i, v in enumerate(table.values)}, table)
+    index = info[0].get(id(value))  # type: ignore[index]
+    return table.keys[index] if index is not None else None
+
+
 def _after_cuda_exit(ctx: Context, parent: ast.AST, child: ast.stmt) -> bool:
-    """``child`` follows ``if not IS_CUDA_AVAILABLE: return`` in the same block."""
+    """``child`` follows ``if not IS_CUDA_AVAILABLE: return`` in the same block.
+
+    Linear per block: the first such guard of a block and the position of each statement are computed once
+    per file (``Context.memo``), so a block with many findings is not rescanned for each of them."""
     for field in ("body", "orelse", "finalbody"):
         block = getattr(parent, field, None)
-        if isinstance(block, list) and child in block:
-            for stmt in block[: block.index(child)]:
-                if (
-                    isinstance(stmt, ast.If)
+        if not isinstance(block, list) or not block:
+            continue
+        key = ("cuda-exit-block", id(block))
+        info = ctx.memo.get(key)
+        if info is None:
+            positions = {id(stmt): i for i, stmt in enumerate(block)}
+            first = next(
+                (
+                    i
+                    for i, stmt in enumerate(block)
+                    if isinstance(stmt, ast.If)
                     and isinstance(stmt.test, ast.UnaryOp)
                     and isinstance(stmt.test.op, ast.Not)
                     and _exits(stmt.body)
                     and _guard_test(ctx, stmt.test.operand)
-                ):
-                    return True
+                ),
+                len(block),
+            )
+            info = ctx.memo[key] = (positions, first, block)  # the block is kept: its id stays unique
+        positions, first, _ = info  # type: ignore[misc]
+        index = positions.get(id(child))
+        if index is not None and index > first:
+            return True
     return False
 
 

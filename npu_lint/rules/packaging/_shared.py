@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import os
 import re
@@ -10,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import transformers_dir
-from npu_lint.core.diagnostics import Diagnostic, Fix, Origin
+from npu_lint.core.diagnostics import Diagnostic, Fix, Origin, text_hash
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.registration import registered_types
@@ -134,7 +135,16 @@ def _diag(
     end_line: int | None = None,
     fix: Fix | None = None,
     origin: Origin | None = None,
+    basis: str | None = None,
 ) -> Diagnostic:
+    if fix is not None and fix.edits and not fix.basis:
+        # the text the edits were computed on (``basis``, else the cached read the rule parsed): the fix
+        # pass applies them only to that text (engine.fix.fix_tree)
+        if basis is None:
+            loaded = patchgen.load_file(path)
+            basis = loaded.text if loaded is not None else None
+        if basis is not None:
+            fix = dataclasses.replace(fix, basis=text_hash(basis))
     lines = _lines(path)
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     if end_col is None:

@@ -153,4 +153,5 @@ class StaticGeneratedImport(ProjectRule):
                     end_line=node.end_lineno or node.lineno,
                     end_col=node.end_col_offset,
                     fix=fix,
+                    basis=parsed.text,
                 )

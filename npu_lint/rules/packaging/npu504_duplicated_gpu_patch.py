@@ -152,4 +152,5 @@ class DuplicatedGpuPatch(ProjectRule):
                             "import and reuse it instead of a copy",
                             col=node.col_offset,
                             fix=fix,
+                            basis=spec.text,
                         )
