@@ -19,6 +19,7 @@ config = PatchConfig(
     description="Qwen3-VL with VeOmni's multimodal wrapper",
 )
 
+config.add_import("functools", names=["partial"])
 config.add_import("transformers.models.qwen2_vl.modeling_qwen2_vl", names=["Qwen2VLModel"])
 config.add_import("veomni.models.position_ids", names=["get_position_id"])
 

@@ -17,6 +17,7 @@ from torch import nn
 # ======================================================================
 # Additional imports for patches
 # ======================================================================
+from functools import partial
 from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
 from veomni.models.position_ids import get_position_id
 
