@@ -44,7 +44,9 @@ def gemma3_rmsnorm_forward_patched(self, x: torch.Tensor) -> torch.Tensor:
     return self.veomni_rms_norm(x, self.weight, eps=self.variance_epsilon)
 
 
-@config.override_method("Gemma3ForCausalLM.forward", description="Logits for the kept positions, then the loss")
+@config.override_method(
+    "Gemma3ForCausalLM.forward", description="Logits for the kept positions, then the loss"
+)
 def gemma3_forcausallm_forward_patched(
     self, input_ids=None, attention_mask=None, labels=None, logits_to_keep=0, **kwargs
 ):

@@ -34,7 +34,13 @@ def qwen3_vl_vision_dummy_forward_patched(self):
 
 @config.override_method("Qwen3VLModel.forward", description="Images only; no position-id precompute")
 def qwen3_vl_model_forward_patched(
-    self, input_ids=None, attention_mask=None, position_ids=None, pixel_values=None, image_grid_thw=None, **kwargs
+    self,
+    input_ids=None,
+    attention_mask=None,
+    position_ids=None,
+    pixel_values=None,
+    image_grid_thw=None,
+    **kwargs,
 ):
     inputs_embeds = self.get_input_embeddings()(input_ids)
     if pixel_values is not None:
@@ -60,8 +66,16 @@ def qwen3_vl_init_patched(self, config):
 
 @config.override_method("Qwen3VLForConditionalGeneration.forward", description="Loss on the kept positions")
 def qwen3_vl_forward_patched(
-    self, input_ids=None, attention_mask=None, labels=None, pixel_values=None, pixel_values_videos=None,
-    image_grid_thw=None, video_grid_thw=None, logits_to_keep=0, **kwargs
+    self,
+    input_ids=None,
+    attention_mask=None,
+    labels=None,
+    pixel_values=None,
+    pixel_values_videos=None,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    logits_to_keep=0,
+    **kwargs,
 ):
     # NPU701: the video inputs are accepted and never passed on: videos are silently ignored
     outputs = self.backbone(
@@ -81,7 +95,8 @@ def qwen3_vl_forward_patched(
 
 
 @config.override_method(
-    "Qwen3VLForConditionalGeneration.get_position_id_func", description="Precompute positions in the dataloader"
+    "Qwen3VLForConditionalGeneration.get_position_id_func",
+    description="Precompute positions in the dataloader",
 )
 def qwen3_vl_get_position_id_func_patched(self):
     # NPU704: Qwen2-VL's rope index, copied from the model this port started from

@@ -18,6 +18,7 @@ from torch import nn
 from veomni.ops import VeomniOp
 from veomni.ops.config import resolve_op_impl
 from veomni.ops.dispatch import OpsConfigSlot
+
 veomni_rms_norm_impl = OpsConfigSlot("rms_norm_implementation")
 
 
@@ -46,9 +47,7 @@ class Gemma3RMSNorm(nn.Module):
 # Methods patched: forward
 # ======================================================================
 class Gemma3ForCausalLM(nn.Module):
-    def forward(
-        self, input_ids=None, attention_mask=None, labels=None, logits_to_keep=0, **kwargs
-    ):
+    def forward(self, input_ids=None, attention_mask=None, labels=None, logits_to_keep=0, **kwargs):
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         # NPU411: upstream caps the logits with `config.final_logit_softcapping` here; this patch forgot it

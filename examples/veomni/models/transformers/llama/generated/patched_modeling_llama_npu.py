@@ -40,5 +40,7 @@ class LlamaForCausalLM(nn.Module):
         if labels is not None:
             # NPU412: shifted here, and shifted again inside loss_function
             shifted = labels[..., 1:].contiguous()
-            loss = self.loss_function(logits=logits, labels=shifted, vocab_size=self.config.vocab_size, **kwargs)
+            loss = self.loss_function(
+                logits=logits, labels=shifted, vocab_size=self.config.vocab_size, **kwargs
+            )
         return loss, logits

@@ -40,7 +40,13 @@ class Qwen3VLVisionModel(nn.Module):
 # ======================================================================
 class Qwen3VLModel(nn.Module):
     def forward(
-        self, input_ids=None, attention_mask=None, position_ids=None, pixel_values=None, image_grid_thw=None, **kwargs
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        pixel_values=None,
+        image_grid_thw=None,
+        **kwargs,
     ):
         inputs_embeds = self.get_input_embeddings()(input_ids)
         if pixel_values is not None:
@@ -68,8 +74,16 @@ class Qwen3VLForConditionalGeneration(nn.Module):
         self.post_init()
 
     def forward(
-        self, input_ids=None, attention_mask=None, labels=None, pixel_values=None, pixel_values_videos=None,
-        image_grid_thw=None, video_grid_thw=None, logits_to_keep=0, **kwargs
+        self,
+        input_ids=None,
+        attention_mask=None,
+        labels=None,
+        pixel_values=None,
+        pixel_values_videos=None,
+        image_grid_thw=None,
+        video_grid_thw=None,
+        logits_to_keep=0,
+        **kwargs,
     ):
         # NPU701: the video inputs are accepted and never passed on: videos are silently ignored
         outputs = self.backbone(
