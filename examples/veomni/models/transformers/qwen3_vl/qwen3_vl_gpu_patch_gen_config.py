@@ -1,0 +1,103 @@
+"""
+Patch spec for Qwen3-VL (GPU): the VeOmni-style multimodal wrapper, with the mistakes the NPU70x rules catch.
+
+Regen command:
+patchgen veomni.models.transformers.qwen3_vl.qwen3_vl_gpu_patch_gen_config -o veomni/models/transformers/qwen3_vl/generated
+"""
+
+from functools import partial
+
+import torch
+from torch import nn
+
+from veomni.patchgen.patch_spec import PatchConfig
+
+
+config = PatchConfig(
+    source_module="transformers.models.qwen3_vl.modeling_qwen3_vl",
+    target_file="patched_modeling_qwen3_vl_gpu.py",
+    description="Qwen3-VL with VeOmni's multimodal wrapper",
+)
+
+config.add_import("functools", names=["partial"])
+config.add_import("transformers.models.qwen2_vl.modeling_qwen2_vl", names=["Qwen2VLModel"])
+config.add_import("veomni.models.position_ids", names=["get_position_id"])
+
+
+@config.override_method("Qwen3VLVisionModel.dummy_forward", description="Fake image for text-only ranks")
+def qwen3_vl_vision_dummy_forward_patched(self):
+    # NPU702: `self.dtype` can differ from the tower's compute dtype under FSDP mixed precision
+    pixel_values = torch.zeros((16, 1536), dtype=self.dtype, device=self.device)
+    grid_thw = torch.tensor([[1, 4, 4]], device=self.device)
+    return self(pixel_values, grid_thw=grid_thw)
+
+
+@config.override_method("Qwen3VLModel.forward", description="Images only; no position-id precompute")
+def qwen3_vl_model_forward_patched(
+    self,
+    input_ids=None,
+    attention_mask=None,
+    position_ids=None,
+    pixel_values=None,
+    image_grid_thw=None,
+    **kwargs,
+):
+    inputs_embeds = self.get_input_embeddings()(input_ids)
+    if pixel_values is not None:
+        image_embeds = self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output
+        image_mask = (input_ids == self.config.image_token_id).unsqueeze(-1).expand_as(inputs_embeds)
+        inputs_embeds = inputs_embeds.masked_scatter(image_mask, image_embeds.to(inputs_embeds.dtype))
+    # NPU703: no `else: self.visual.dummy_forward()` -- a text-only rank skips the tower's FSDP collectives
+    # NPU704: the upstream multimodal position ids (compute_3d_position_ids) are never computed
+    return self.language_model(
+        inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids, **kwargs
+    )
+
+
+@config.override_method("Qwen3VLForConditionalGeneration.__init__", description="Shorter attribute names")
+def qwen3_vl_init_patched(self, config):
+    super().__init__(config)
+    # NPU705: `model` renamed to `backbone` with no checkpoint key mapping: the checkpoint's `model.*`
+    # weights load nowhere
+    self.backbone = Qwen3VLModel(config)
+    self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False)
+    self.post_init()
+
+
+@config.override_method("Qwen3VLForConditionalGeneration.forward", description="Loss on the kept positions")
+def qwen3_vl_forward_patched(
+    self,
+    input_ids=None,
+    attention_mask=None,
+    labels=None,
+    pixel_values=None,
+    pixel_values_videos=None,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    logits_to_keep=0,
+    **kwargs,
+):
+    # NPU701: the video inputs are accepted and never passed on: videos are silently ignored
+    outputs = self.backbone(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        pixel_values=pixel_values,
+        image_grid_thw=image_grid_thw,
+        **kwargs,
+    )
+    slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+    logits = self.lm_head(outputs[0][:, slice_indices, :])
+    loss = None
+    if labels is not None:
+        # NPU415: a VLM config nests the vocabulary size under `text_config`
+        loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size)
+    return loss, logits
+
+
+@config.override_method(
+    "Qwen3VLForConditionalGeneration.get_position_id_func",
+    description="Precompute positions in the dataloader",
+)
+def qwen3_vl_get_position_id_func_patched(self):
+    # NPU704: Qwen2-VL's rope index, copied from the model this port started from
+    return partial(get_position_id, Qwen2VLModel.get_rope_index, self.model)
