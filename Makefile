@@ -16,7 +16,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e . transformers==5.9.0
 	touch $@
 
 $(DEV_STAMP): $(BIN)/python pyproject.toml

@@ -246,7 +246,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     _check_adoption_flags(args)
     if args.output_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.output_file))):
         parent = os.path.dirname(os.path.abspath(args.output_file))
-        raise UsageError(f"npu-lint: cannot write {args.output_file}: directory {parent} does not exist")
+        raise UsageError(f"npu-lint: cannot write {args.output_file}: no such directory: {parent}")
     anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor

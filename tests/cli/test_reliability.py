@@ -24,6 +24,8 @@ from npu_lint.veomni.project import load_project
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "packaging" / "tree"
 WIDGET = Path("veomni/models/transformers/widget")
 BAD = "import torch\n\n\ndef f(model):\n    return model.cuda()\n"
+# fixable without VeOmni's device helpers (outside a VeOmni tree no fix imports them): the device of a tensor
+FIXABLE = "import torch\n\n\ndef f(model, hidden_states: torch.Tensor):\n    return model.cuda()\n"
 
 
 def run(*args: str, cwd: Path, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -252,10 +254,10 @@ def test_editor_save_loop_loses_nothing(tmp_path: Path) -> None:
 def test_one_failing_file_does_not_stop_the_fix(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
-    (ro / "a.py").write_text(BAD)
-    (tmp_path / "b.py").write_text(BAD)
+    (ro / "a.py").write_text(FIXABLE)
+    (tmp_path / "b.py").write_text(FIXABLE)
     long_name = "x" * 248 + ".py"  # the temporary name must not overflow NAME_MAX
-    (tmp_path / long_name).write_text(BAD)
+    (tmp_path / long_name).write_text(FIXABLE)
     os.chmod(ro, 0o555)
     try:
         res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU101", ".", cwd=tmp_path)
@@ -270,7 +272,7 @@ def test_one_failing_file_does_not_stop_the_fix(tmp_path: Path) -> None:
 
 def test_links_keep_their_identity(tmp_path: Path) -> None:
     target = tmp_path / "real.py"
-    target.write_text(BAD)
+    target.write_text(FIXABLE)
     hard = tmp_path / "hard.py"
     os.link(target, hard)
     link = tmp_path / "link.py"
@@ -280,7 +282,7 @@ def test_links_keep_their_identity(tmp_path: Path) -> None:
     run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU101", "link.py", cwd=tmp_path)
     assert link.is_symlink() and ".cuda()" not in target.read_text()  # written through
     assert os.stat(target).st_ino == os.stat(hard).st_ino  # the hard link still shares the file
-    target.write_text(BAD)
+    target.write_text(FIXABLE)
     run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU101", "hard.py", cwd=tmp_path)
     assert os.stat(target).st_ino == os.stat(hard).st_ino and ".cuda()" not in target.read_text()
 
