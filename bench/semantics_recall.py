@@ -442,6 +442,18 @@ RE_SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str, str]] = [
         "image_grid_thw=image_grid_thw",
     ),
     (
+        "image_grid_thw overwritten before it is read",
+        [
+            (
+                r"re:\n( +)(if pixel_values is not None:\n\s+image_outputs)",
+                r"\n\1image_grid_thw = None\n\1\2",
+                False,
+            )
+        ],
+        "NPU701",
+        "image_outputs",
+    ),
+    (
         "wrapper submodule renamed without a mapping",
         [
             (

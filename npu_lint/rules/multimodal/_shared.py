@@ -122,3 +122,23 @@ def passed_on(func: ast.FunctionDef, name: str, depth: int = 0) -> bool:
                     if isinstance(t, (ast.Attribute, ast.Subscript)):
                         return True  # stored on an object or into a mapping
     return False
+
+
+def overwritten_before_read(func: ast.FunctionDef, name: str) -> ast.AST | None:
+    """The assignment that overwrites parameter ``name`` before any statement reads it (None: read first)."""
+    first_load: tuple[int, int] | None = None
+    first_store: tuple[int, int, ast.AST] | None = None
+    for stmt in func.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id == name:
+                key = (node.lineno, node.col_offset)
+                if isinstance(node.ctx, ast.Load):
+                    if first_load is None or key < first_load:
+                        first_load = key
+                elif first_store is None or key < first_store[:2]:
+                    first_store = (*key, node)
+    if first_store is None:
+        return None
+    if first_load is not None and first_load[0] <= first_store[0]:
+        return None  # read on an earlier line, or on the same line (`x = f(x)`)
+    return first_store[2]
