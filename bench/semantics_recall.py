@@ -454,6 +454,18 @@ RE_SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str, str]] = [
         "image_outputs",
     ),
     (
+        "audio tower skipped on text-only micro-batches",
+        [("self.audio_tower.dummy_forward()", "self.audio_tower.forward_nothing()", True)],
+        "NPU703",
+        "audio_tower.dummy_forward",
+    ),
+    (
+        "audio dummy forward without the zero-valued dependency",
+        [(r"re:(audio_tower\.dummy_forward\(\)\.last_hidden_state\.mean\(\)) \* 0\.0", r"\1", True)],
+        "NPU703",
+        "audio_tower.dummy_forward",
+    ),
+    (
         "wrapper submodule renamed without a mapping",
         [
             (
