@@ -42,23 +42,26 @@ def _zero_products(func: ast.AST) -> list[ast.BinOp]:
 def _zeroed(func: ast.FunctionDef, call: ast.Call) -> bool:
     """Whether the dummy forward's output reaches a multiplication by zero: directly
     (`tower.dummy_forward().x.mean() * 0.0`) or through locals it is assigned to (three steps at most)."""
-    products = _zero_products(func)
-    if any(call in set(ast.walk(p)) for p in products):
+    products = [set(ast.walk(p)) for p in _zero_products(func)]
+    if any(call in nodes for nodes in products):
         return True
-    assigns = [n for n in ast.walk(func) if isinstance(n, ast.Assign)]
-    names: set[str] = set()
-    for _ in range(3):
-        grown = False
-        for stmt in assigns:
+    product_names = {n.id for nodes in products for n in nodes if isinstance(n, ast.Name)}
+    assigns = []
+    for stmt in ast.walk(func):
+        if isinstance(stmt, ast.Assign):
             inside = set(ast.walk(stmt.value))
-            if call in inside or any(isinstance(n, ast.Name) and n.id in names for n in inside):
-                for target in stmt.targets:
-                    if isinstance(target, ast.Name) and target.id not in names:
-                        names.add(target.id)
-                        grown = True
-        if not grown:
+            names = {n.id for n in inside if isinstance(n, ast.Name)}
+            targets = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            assigns.append((call in inside, names, targets))
+    derived: set[str] = set()
+    for _ in range(3):
+        before = len(derived)
+        for has_call, names, targets in assigns:
+            if has_call or names & derived:
+                derived |= targets
+        if len(derived) == before:
             break
-    return any(isinstance(n, ast.Name) and n.id in names for p in products for n in ast.walk(p))
+    return bool(derived & product_names)
 
 
 class TextOnlyDummyForward(WrapperRule):
