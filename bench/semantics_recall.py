@@ -387,6 +387,12 @@ SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str]] = [
 # regex sweeps: (name, edits, code, a text the file must hold to be a candidate)
 RE_SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str, str]] = [
     (
+        "RMSNorm eager fallback without the fp32 upcast",
+        [(r"re:\n +hidden_states = hidden_states\.to\(torch\.float32\)\n", "\n", False)],
+        "NPU406",
+        "RMSNorm",
+    ),
+    (
         "final-logit soft-capping dropped",
         [
             (

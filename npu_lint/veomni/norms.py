@@ -192,10 +192,8 @@ def class_rms_contract(init: ast.AST | None, forward: ast.AST | None) -> RmsCont
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr == "float" and not node.args:
                     upcast = True
-                elif node.func.attr == "to" and any(
-                    isinstance(a, ast.Attribute) and a.attr == "float32" for a in node.args
-                ):
-                    upcast = True
+            elif isinstance(node, ast.Attribute) and node.attr == "float32":
+                upcast = True  # .to(torch.float32), .to(dtype=torch.float32), .type(torch.float32)
         uses_weight = any(_self_target(n, "weight") for n in ast.walk(forward))
         if not uses_weight:
             offset = None
