@@ -19,9 +19,7 @@ from corpus import veomni_wheel_root
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.corpus
-CODES = (
-    "NPU401,NPU402,NPU403,NPU404,NPU405,NPU406,NPU411,NPU412,NPU413,NPU414,NPU415,NPU701,NPU702,NPU703,NPU704,NPU705"
-)
+CODES = "NPU401,NPU402,NPU403,NPU404,NPU405,NPU406,NPU411,NPU412,NPU413,NPU414,NPU415,NPU701,NPU702,NPU703,NPU704,NPU705"
 
 
 def test_wheel_findings(tmp_path: Path) -> None:
