@@ -4,6 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# `make test` also installs the verify extra (torch==2.13.0, CPU). Where pip's configuration offers no CPU
+# wheel of torch (it would fetch the multi-GB CUDA build), pass TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 
 .PHONY: demo test bench lint docs clean
 
@@ -16,7 +20,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $@
 
 $(DEV_STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,verify]' $(PIP_TORCH)
 	touch $@ $(STAMP)
 
 demo: $(STAMP)

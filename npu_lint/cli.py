@@ -16,7 +16,7 @@ from pathlib import Path
 
 from npu_lint import __version__
 
-SUBCOMMANDS = ("check", "rule", "audit", "server")
+SUBCOMMANDS = ("check", "rule", "audit", "server", "verify")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -25,6 +25,12 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault(
+            "allow_abbrev", False
+        )  # `--fi` is not `--fix` (subparsers too: they use this class)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> None:  # one line, exit code 2
         raise UsageError(f"{self.prog}: {message}")
 
@@ -63,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni"
     )
+    # adoption on a tree with existing findings (engine/adopt.py)
+    check.add_argument(
+        "--add-noqa", action="store_true", help="add `# noqa: CODE` to each line with findings"
+    )
+    check.add_argument(
+        "--baseline", metavar="FILE", help="report only findings that are not in this baseline"
+    )
+    check.add_argument("--write-baseline", metavar="FILE", help="record the current findings as a baseline")
     check.add_argument("-q", "--quiet", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true")
     check.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
@@ -81,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = sub.add_parser("server", help="run the language server over stdio")
     server.add_argument("-v", "--verbose", action="store_true")
+    # listed for --help only: `verify` has its own parser (npu_lint.verify.cli), which `check` never imports
+    sub.add_parser("verify", help="run a migrated model for real (see `npu-lint verify --help`)")
     return parser
 
 
@@ -89,14 +105,28 @@ def _normalise_argv(argv: list[str]) -> list[str]:
         return ["check"]
     if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
+    first = argv[0]
+    if not first.startswith("-") and not os.path.lexists(first):
+        close = difflib.get_close_matches(first, SUBCOMMANDS, n=1, cutoff=0.6)
+        if close:  # `npu-lint chek PATH`: a mistyped subcommand, not a path to lint
+            raise UsageError(
+                f"npu-lint: `{first}` is neither a subcommand nor an existing path; did you mean `{close[0]}`?"
+            )
     return ["check", *argv]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
+    if args_list[:1] == ["verify"]:
+        from npu_lint.verify.cli import main as verify_main
+
+        return verify_main(args_list[1:])
     try:
         args = build_parser().parse_args(_normalise_argv(args_list))
+        # `npu-lint WORD ...` where WORD is neither a subcommand nor a path: its error says so (see cmd_check)
+        implicit = args.command == "check" and (not args_list or args_list[0] != "check")
+        args.implicit_word = args.paths[0] if implicit and args.paths else None
         if args.command == "rule":
             return cmd_rule(args)
         if args.command == "audit":
@@ -172,6 +202,12 @@ def cmd_rule(args: argparse.Namespace) -> int:
 # -- check ------------------------------------------------------------------------------------------
 
 
+NO_VEOMNI_NOTE = (
+    "note: no veomni package found (none in the tree, none installed): fixes that import VeOmni's device "
+    "helpers are not offered"
+)
+
+
 def _known_codes() -> dict[str, bool]:
     from npu_lint.rules.base import all_rules
 
@@ -182,6 +218,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.core.config import resolve_settings, selected_codes, with_overrides
 
     paths = args.paths or ["."]
+    _check_adoption_flags(args)
+    if args.output_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.output_file))):
+        parent = os.path.dirname(os.path.abspath(args.output_file))
+        raise UsageError(f"npu-lint: cannot write {args.output_file}: directory {parent} does not exist")
     anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor
@@ -202,6 +242,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.veomni.project import load_project
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
+    for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
+        print(f"npu-lint: note: {note}", file=sys.stderr)
     if args.live_registry:
         loader = getattr(project, "load_live_registry", None)
         if loader is None:
@@ -254,13 +296,35 @@ def cmd_check(args: argparse.Namespace) -> int:
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
             _emit(diff_text, args.output_file if fmt == "text" else None)
+            from npu_lint.engine import build_deferred_fixes
+
+            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
                 print(f"error: {line}", file=sys.stderr)
             if errors:
                 return EXIT_ERROR
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
 
+    if args.show_fixes or fmt in ("json", "json-lines", "sarif"):
+        # outputs that show fixes carry the built fix (edits, and a display-only proposal's reason)
+        from npu_lint.engine import build_deferred_fixes
+
+        diagnostics = build_deferred_fixes(diagnostics, codes, settings, project)
     diagnostics.sort(key=lambda d: d.sort_key())
+    word = getattr(args, "implicit_word", None)
+    if word and f"{word}: no such file or directory" in errors and "/" not in word and "." not in word:
+        i = errors.index(f"{word}: no such file or directory")
+        errors[i] += f"; `{word}` is not a subcommand either (did you mean `check`?)"
+    args.input_errors = bool(errors)  # no "All checks passed!" over an error
+    adopted = _adoption(args, diagnostics, errors)
+    if isinstance(adopted, int):
+        return adopted
+    diagnostics = adopted
+    if not getattr(project, "veomni_available", True) and not args.quiet:
+        from npu_lint.veomni.patchgen import module_of
+
+        if any(d.code.startswith("NPU1") and module_of(d.path) is None for d in diagnostics):
+            print(NO_VEOMNI_NOTE, file=sys.stderr)
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
@@ -269,6 +333,57 @@ def cmd_check(args: argparse.Namespace) -> int:
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
+    """With ``--diff``: the fixes that were not applied (display-only proposals, unsafe fixes not enabled), with
+    their reasons and proposed diffs, on stderr (stdout stays a clean diff)."""
+    from npu_lint.report import RenderContext
+    from npu_lint.report.proposals import render_proposals
+
+    ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
+    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
+    if text:
+        sys.stderr.write(text)
+def _check_adoption_flags(args: argparse.Namespace) -> None:
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("npu-lint: --add-noqa cannot be combined with --fix or --diff")
+    if args.write_baseline and (args.diff or args.add_noqa or args.baseline):
+        raise UsageError(
+            "npu-lint: --write-baseline cannot be combined with --diff, --add-noqa or --baseline"
+        )
+    if args.stdin_filename and (args.add_noqa or args.baseline or args.write_baseline):
+        raise UsageError("npu-lint: --add-noqa and baselines work on files, not on standard input")
+
+
+def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) -> list | int:  # noqa: C901
+    """--add-noqa / --write-baseline (the run ends here: an exit code) and --baseline (the findings left)."""
+    from npu_lint.engine.adopt import BaselineError, add_noqa, filter_baseline, write_baseline
+
+    def finish() -> int:
+        for line in errors:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_ERROR if errors else EXIT_CLEAN
+
+    if args.add_noqa:
+        result = add_noqa(d for d in diagnostics if d.code != "NPU001")
+        for line in result.skipped:
+            print(f"warning: no noqa added at {line}", file=sys.stderr)
+        if not args.quiet:
+            print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
+        return finish()
+    if args.write_baseline:
+        n = write_baseline(args.write_baseline, diagnostics)
+        if not args.quiet:
+            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {args.write_baseline}.")
+        return finish()
+    if args.baseline:
+        try:
+            diagnostics, hidden = filter_baseline(args.baseline, diagnostics)
+        except BaselineError as exc:
+            raise UsageError(f"npu-lint: {exc}") from None
+        args.baseline_hidden = hidden
+    return diagnostics
 
 
 def _diff(old: str, new: str, path: str) -> str:
@@ -286,6 +401,9 @@ def _diff(old: str, new: str, path: str) -> str:
 
 def _emit(text: str, output_file: str | None) -> None:
     if output_file:
+        parent = os.path.dirname(os.path.abspath(output_file))
+        if not os.path.isdir(parent):
+            raise UsageError(f"npu-lint: cannot write {output_file}: directory {parent} does not exist")
         from npu_lint.engine import write_atomic
 
         write_atomic(output_file, text, "utf-8")
@@ -301,13 +419,19 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
 
     rules = all_rules()
     if args.statistics:
-        counts = Counter(d.code for d in diagnostics)
+        from npu_lint.engine.adopt import distinct
+
+        # findings in generated files that trace to one spec line count once (+N generated copies)
+        unique, _ = distinct(diagnostics)
+        counts = Counter(d.code for d in unique)
+        copies = Counter(d.code for d in diagnostics) - counts
         fixable = Counter(d.code for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
         lines = []
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             mark = "[*]" if fixable[code] else "   "
             name = rules[code].name if code in rules else ""
-            lines.append(f"{n:5d}\t{code}\t{mark} {name}")
+            extra = f" (+{copies[code]} generated copies)" if copies[code] else ""
+            lines.append(f"{n:5d}\t{code}\t{mark} {name}{extra}")
         text = "\n".join(lines) + ("\n" if lines else "")
         _emit(text, args.output_file)
         return
@@ -342,6 +466,7 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
                 lines.append(f"    {n} × {code}")
     for path in created:
         lines.append(f"Created {path}")
+    lines.extend(_next_steps(created))
     for line in dropped:
         lines.append(line)
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
@@ -364,9 +489,25 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
             )
     elif n_fixed:
         lines.append(f"Found {n_fixed} error{'s' if n_fixed != 1 else ''} ({n_fixed} fixed, 0 remaining).")
-    else:
+    elif not getattr(args, "input_errors", False):
         lines.append("All checks passed!")
+    hidden_known = getattr(args, "baseline_hidden", 0)
+    if hidden_known:
+        lines.append(
+            f"{hidden_known} known finding{'s' if hidden_known != 1 else ''} in the baseline not shown."
+        )
     return "\n".join(lines) + "\n"
+
+
+def _next_steps(created: list[str]) -> list[str]:
+    """After a new NPU spec is created: the patchgen command that generates its module (not run by npu-lint)."""
+    from npu_lint.veomni import patchgen
+
+    out = []
+    for path in created:
+        if path.endswith(patchgen.NPU_SPEC_SUFFIX):
+            out.append(f"Next: run `{patchgen.regen_command(path)}` to generate the module it describes.")
+    return out
 
 
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001

@@ -43,7 +43,7 @@ CHECKLIST: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("veomniop", "every model-side operator an instance-local VeomniOp", ("NPU201", "NPU202", "NPU203")),
     ("semantics", "normalisation and loss semantics preserved", ("NPU401", "NPU402")),
     ("npu-spec", "NPU spec reuses GPU bodies", ("NPU504",)),
-    ("registration", "text and multimodal types registered", ("NPU503",)),
+    ("registration", "every model type registered (a multimodal wrapper and its text backbone)", ("NPU503",)),
     ("generated", "generated files in sync", ("NPU505",)),
     ("scope", "no out-of-scope files", ()),
 )
@@ -286,7 +286,8 @@ def _registry_rows(project: object) -> tuple[list[_Row], str]:
                 req = getattr(r, "requirement", catalog.ANY)
                 rows.append(_Row(op, variant, impl, str(getattr(req, "value", req) or catalog.ANY).lower()))
         if rows:
-            return rows, f"project index ({attr})"
+            origin = getattr(project, "rows_origin", None)
+            return rows, origin if isinstance(origin, str) and origin else "the tree's registry"
     return [_Row(r.op, r.variant, r.impl, r.requirement) for r in catalog.BUILTIN_ROWS], "built-in catalog"
 
 
@@ -538,7 +539,7 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
             else "no `if IS_NPU_AVAILABLE:` switch to the `_npu` module"
         )
         switch_note += f"; registers {', '.join(f'`{t}`' for t in init['model_types']) or 'no model type'}"
-    item("__init__ switch", init_path, bool(init and init["npu_switch"]), switch_note)
+    item("__init__ switch", init_path, init_path.is_file(), switch_note or "no `__init__.py`")
     item(
         "tests",
         Path("tests"),
@@ -554,6 +555,10 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
 
     # -- lint with every rule ------------------------------------------------------------------------------
     diags, rules, project, errors = _lint([str(p) for p in py_files], root)
+    from npu_lint.engine.adopt import distinct
+
+    # findings in generated files that trace to one spec line count once ("+N generated copies")
+    diags, generated_copies = distinct(diags)
     by_code = Counter(d.code for d in diags)
     by_file: dict[str, Counter] = {}
     for d in diags:
@@ -657,8 +662,12 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     def add_op(op: str, variant: str, source: str, decl: str, fld: str | None = None) -> None:
         fld = fld or field_of.get(op, "")
         entry = ops.setdefault(
-            (op, variant, fld), {"op": op, "variant": variant, "field": fld, "sources": [], "decls": []}
+            (op, variant, fld),
+            {"op": op, "variant": variant, "field": fld, "sources": [], "decls": [], "declared_variants": []},
         )
+        declared = re.search(r"OpSlot\('[^']*', '([^']*)'\)", decl or "")
+        if declared and declared.group(1) not in entry["declared_variants"]:
+            entry["declared_variants"].append(declared.group(1))
         if source not in entry["sources"]:
             entry["sources"].append(source)
         if decl and decl not in entry["decls"]:
@@ -759,10 +768,13 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
             if exists and {"OpSlot", "VeomniOp", "vendor kernel call"} & set(sources):
                 agnostic = [x.split(" ")[0] for x in npu]
                 action += f"; no NPU row: NPU uses {', '.join(agnostic) or 'eager'}"
+        shown = [v for v in entry["declared_variants"] if v != variant]
         op_table.append(
             {
                 "op": op,
-                "variant": variant,
+                # ``OpSlot("cross_entropy_loss", "causal")`` is the causal variant, looked up as the registry's
+                # ``standard`` row: both are named
+                "variant": f"{'/'.join(shown)} (registry row: {variant})" if shown else variant,
                 "config_field": entry["field"],
                 "source": ", ".join(sources),
                 "declared": entry["decls"][:4],
@@ -808,6 +820,7 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
         "dependencies": deps,
         "findings": findings,
         "findings_total": len(diags),
+        "generated_copies": generated_copies,
         "rules_run": len(rules),
         "errors": errors,
         "changed_since_base": changed,
@@ -947,6 +960,8 @@ def _checklist(rules, by_code, diags, inventory, op_table, deps, changed, scope_
                 evidence.append("vendor imports: " + ", ".join(sorted({d["name"] for d in gpu_only})))
         elif key == "registration" and init is not None:
             evidence.append("registered: " + (", ".join(init["model_types"]) or "none"))
+            if not init["model_types"] and status == PASS:
+                status, note = FAIL, "`__init__.py` registers no model type"
             classes = _generated_classes(root, inventory)
             wrappers = sorted(c for c in classes if c.endswith("ForConditionalGeneration"))
             backbones = sorted(c for c in classes if c.endswith(("TextModel", "ForCausalLM")))
@@ -964,6 +979,19 @@ def _checklist(rules, by_code, diags, inventory, op_table, deps, changed, scope_
             except Exception:
                 installed = "not installed"
             evidence.append(f"generated files: {'; '.join(pins) or 'no banner'}; installed: {installed}")
+            versions = {m.group(1) for p in pins for m in [re.search(r"transformers==(\S+)", p)] if m}
+            if status != FAIL:  # a pass needs the comparison to have been made, and to agree
+                if installed == "not installed":
+                    status, note = UNKNOWN, "transformers is not installed here: the pin cannot be compared"
+                elif not versions:
+                    status, note = UNKNOWN, "no generated file names its transformers version"
+                elif versions != {installed}:
+                    status, note = (
+                        FAIL,
+                        f"generated from transformers {', '.join(sorted(versions))}, installed {installed}",
+                    )
+                else:
+                    note = f"generated from transformers {installed}, the installed version"
         out.append(
             {
                 "item": label,
@@ -1037,7 +1065,7 @@ def _steps(model, root, repo_rel, by_code, inventory, op_table, npu_spec, gpu_sp
     if not (init and init.get("npu_switch")):
         steps.append(
             "Add the `__init__` switch: `if IS_NPU_AVAILABLE:` import the `_npu` generated module, else the "
-            "`_gpu` one (NPU503)."
+            "`_gpu` one (NPU502)."
         )
     if status.get("registration") == FAIL:
         steps.append("Register every model type (the multimodal wrapper and its text backbone) (NPU503).")
@@ -1073,7 +1101,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     w(f"Model directory: `{report['model_dir']}`  ")
     w(
         f"Registry rows: {report['registry_rows']}; rules run: {report['rules_run']}; "
-        f"findings: {report['findings_total']}\n"
+        f"findings: {report['findings_total']}"
+        + (f" (+{report['generated_copies']} generated copies)" if report.get("generated_copies") else "")
+        + "\n"
     )
     w("## Files\n")
     w("| role | path | present | note |")
@@ -1165,10 +1195,31 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def is_model_dir(path: Path) -> bool:
+    """A model package: a patch spec, a ``generated/`` directory or a ``modeling_*.py`` directly inside it."""
+    try:
+        names = [e.name for e in os.scandir(path)]
+    except OSError:
+        return False
+    return any(
+        n.endswith("_patch_gen_config.py")
+        or n == "generated"
+        or (n.startswith("modeling_") and n.endswith(".py"))
+        for n in names
+    )
+
+
 def run_audit(args: argparse.Namespace) -> int:
     model_dir = Path(args.model_dir)
     if not model_dir.is_dir():
         print(f"npu-lint audit: {args.model_dir}: not a directory", file=sys.stderr)
+        return EXIT_ERROR
+    if not is_model_dir(model_dir):
+        print(
+            f"npu-lint audit: {args.model_dir} is not a model package (no *_patch_gen_config.py, generated/ or "
+            "modeling_*.py): give a directory such as veomni/models/transformers/<model>",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     report = build_audit(str(model_dir), base=getattr(args, "base", None))
     if getattr(args, "format", "markdown") == "json":

@@ -20,6 +20,50 @@ def dotted_name(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+_IMPORT_FUNCTIONS = frozenset({"import_module", "importlib.import_module", "__import__"})
+
+
+def literal_import(node: ast.AST) -> str | None:
+    """The module a dynamic import with a literal name loads: ``importlib.import_module("torch_npu")``,
+    ``import_module("a.b")`` -> ``a.b``; ``__import__("a.b")`` -> ``a`` (its value is the top package unless
+    ``fromlist`` is given). Syntactic: the caller resolves ``import_module`` aliases if it must."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    name = dotted_name(node.func)
+    if name not in _IMPORT_FUNCTIONS:
+        return None
+    first = node.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value):
+        return None
+    module = first.value
+    if name == "__import__":
+        fromlist = (
+            node.args[3]
+            if len(node.args) > 3
+            else next((k.value for k in node.keywords if k.arg == "fromlist"), None)
+        )
+        empty = fromlist is None or (isinstance(fromlist, (ast.List, ast.Tuple)) and not fromlist.elts)
+        if empty:
+            return module.split(".")[0]
+    return module
+
+
+def literal_getattr(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """(object, attribute) of ``getattr(obj, "literal")`` / ``getattr(obj, "literal", default)``."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) in (2, 3)
+        and not node.keywords
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+        and node.args[1].value.isidentifier()
+    ):
+        return node.args[0], node.args[1].value
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def transformers_dir() -> Path | None:
     """Directory of the installed ``transformers`` package, found without importing it."""

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TARGET_APIS = ("auto", "veomni-op", "op-slot")
+TARGET_APIS = ("auto", "veomni-op", "op-slot", "veomni-kernel")
 DEFAULT_EXCLUDE = (
     ".git",
     ".hg",

@@ -125,8 +125,18 @@ class Origin:
         return cls(data["path"], data["line"], data.get("note", ""))
 
 
-SEVERITY_ERROR = "error"
-SEVERITY_WARNING = "warning"
+class Severity(str, enum.Enum):
+    """How a finding is shown (LSP severity, SARIF level). A str enum: it serialises as its value."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+SEVERITY_ERROR = Severity.ERROR
+SEVERITY_WARNING = Severity.WARNING
 
 
 @dataclass(frozen=True)
@@ -182,7 +192,7 @@ class Diagnostic:
             data["end_col"],
             Fix.from_json(data["fix"]) if data.get("fix") else None,
             Origin.from_json(data["origin"]) if data.get("origin") else None,
-            data.get("severity", SEVERITY_WARNING),
+            Severity(data.get("severity", SEVERITY_WARNING)),
             data.get("source_line", ""),
         )
 

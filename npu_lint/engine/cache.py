@@ -16,7 +16,9 @@ class Cache:
     """Per-file results keyed by (tool version, effective config, project index, path, content hash)."""
 
     def __init__(self, directory: str, fingerprint: str) -> None:
-        self.directory = Path(directory) / f"v{__version__}"
+        self.root = Path(directory)
+        self.directory = self.root / f"v{__version__}"
+        self._ignored = False  # the root's .gitignore checked (written on the first put)
         self.fingerprint = fingerprint
         self.keys: dict[str, str] = {}  # path -> key of every file looked up in this run
 
@@ -49,9 +51,22 @@ class Cache:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def _ensure_gitignore(self) -> None:
+        """Keep the cache out of git (``git status``, ``audit --base``), as ruff does: a ``.gitignore`` of ``*``."""
+        self._ignored = True
+        marker = self.root / ".gitignore"
+        if not marker.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write("# Automatically created by npu-lint.\n*\n")
+            os.replace(tmp, marker)
+
     def put(self, key: str, diags: list[Diagnostic]) -> None:
         target = self._file(key)
         try:
+            if not self._ignored:
+                self._ensure_gitignore()
             target.parent.mkdir(parents=True, exist_ok=True)
             data = json.dumps([d.to_json() for d in diags], separators=(",", ":")).encode()
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")

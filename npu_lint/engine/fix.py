@@ -11,6 +11,7 @@ from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import SourceFile
 from npu_lint.engine.lint import lint_source
 from npu_lint.rules.base import PROJECT_REGISTRY
@@ -49,6 +50,15 @@ def parses(text: str) -> bool:
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return False
     return True
+
+
+def remove_orphaned_imports(before: str, current: SourceFile) -> str:
+    """``current``'s text without the module-level imports that ``before`` used and the fixes orphaned."""
+    edits = orphaned_import_edits(before, current)
+    if not edits:
+        return current.text
+    cleaned = apply_edits(current.text, edits, current.newline)
+    return cleaned if parses(cleaned) else current.text
 
 
 def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
@@ -126,6 +136,12 @@ def fix_source(
         diags = lint_source(current, codes, settings, project, fix_mode=True)
     else:
         diags = lint_source(current, codes, settings, project, fix_mode=True)
+    if text != src.text:
+        cleaned = remove_orphaned_imports(src.text, current)
+        if cleaned != text:
+            text = cleaned
+            current = SourceFile(src.path, text, src.encoding, src.kind)
+            diags = lint_source(current, codes, settings, project, fix_mode=True)
     outcome.text = text
     outcome.creates = list(created.values())
     outcome.remaining = diags
@@ -155,12 +171,14 @@ def fix_tree(
     project: object | None = None,
     unsafe: bool = False,
     write: bool = True,
+    sources: dict[str, SourceFile] | None = None,
 ) -> TreeFix:
     """Fix every file with applicable fixes (the one orchestration for the CLI and the language server).
 
     Project-rule fixes (computed over the whole tree) are applied first, once, on the file's text; file-rule
     fixes then run to a fixpoint with re-linting. Created files are written (or only reported when ``write``
-    is false) before the files that will import them."""
+    is false) before the files that will import them. ``sources`` gives the text of some paths (an editor's
+    buffer); the others are read from disk."""
     from npu_lint.engine.lint import read_source
     from npu_lint.engine.write import write_atomic
 
@@ -170,10 +188,11 @@ def fix_tree(
         by_path.setdefault(diag.path, []).append(diag)
     for path in sorted(by_path):
         diags = by_path[path]
-        if not any(fix_applicable(d.fix, unsafe) for d in diags):
+        # a deferred fix's applicability is known once built (in fix mode): its file is processed
+        if not any(fix_applicable(d.fix, unsafe) or (d.fix is not None and d.fix.deferred) for d in diags):
             out.remaining.extend(diags)
             continue
-        src = read_source(path)
+        src = (sources or {}).get(path) or read_source(path)
         counts: Counter[str] = Counter()
         text = src.text
         creates: list[CreateFile] = []
@@ -200,6 +219,9 @@ def fix_tree(
             counts[diag.code] += 1
         current = SourceFile(path, text, src.encoding, src.kind)
         outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
+        if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
+            fixed = SourceFile(path, outcome.text, src.encoding, src.kind)
+            outcome.text = remove_orphaned_imports(src.text, fixed)
         out.dropped.extend(outcome.dropped)
         out.remaining.extend(outcome.remaining)
         counts.update(outcome.applied_codes)

@@ -175,6 +175,34 @@ def lint_source(
     return sorted(diags, key=Diagnostic.sort_key)
 
 
+def build_deferred_fixes(
+    diagnostics: list[Diagnostic], codes: list[str], settings: Settings, project: object | None = None
+) -> list[Diagnostic]:
+    """``diagnostics`` with every deferred fix built (each file that has one is linted again in fix mode, once),
+    so that outputs which show fixes (``--show-fixes``, JSON, ``--diff``'s proposals) carry the real fix:
+    its edits, and, for a display-only proposal, its reason. A file that cannot be read keeps its deferred
+    fixes."""
+    paths = sorted({d.path for d in diagnostics if d.fix is not None and d.fix.deferred})
+    if not paths:
+        return diagnostics
+    built: dict[str, dict[tuple[str, int, int, int, int], Diagnostic]] = {}
+    for path in paths:
+        try:
+            src = read_source(path)
+        except (OSError, DecodeError):
+            continue
+        fixed = lint_source(src, codes, settings, project, fix_mode=True)
+        built[path] = {(d.code, d.line, d.col, d.end_line, d.end_col): d for d in fixed}
+    out = []
+    for d in diagnostics:
+        if d.fix is not None and d.fix.deferred and d.path in built:
+            found = built[d.path].get((d.code, d.line, d.col, d.end_line, d.end_col))
+            if found is not None:
+                d = d.replace(fix=found.fix)
+        out.append(d)
+    return out
+
+
 def read_source(path: str) -> SourceFile:
     """Read and decode; raises OSError (unreadable) or DecodeError (undecodable)."""
     data = Path(path).read_bytes()

@@ -41,6 +41,42 @@ def noqa_codes(line_text: str) -> set[str] | None | bool:
     return _codes_in(match.group("codes"))
 
 
+_SPEC_LINES: dict[str, tuple[tuple[int, int], list[str]]] = {}
+
+
+def _origin_line(path: str, line: int) -> str:
+    """The text of a spec line a generated finding comes from (read once per file version)."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _SPEC_LINES.get(path)
+    if cached is None or cached[0] != stamp:
+        if st.st_size > 8 * 1024 * 1024:
+            return ""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                cached = (stamp, fh.read().splitlines())
+        except OSError:
+            return ""
+        _SPEC_LINES[path] = cached
+    lines = cached[1]
+    return lines[line - 1] if 1 <= line <= len(lines) else ""
+
+
+def _suppressed_at_origin(diag: Diagnostic) -> bool:
+    """A finding in a generated file is suppressed by a noqa comment on the spec line it comes from (where
+    ``--add-noqa`` puts it: generated files are never edited)."""
+    origin = diag.origin
+    if origin is None or not origin.path or origin.line <= 0 or origin.note.startswith("unpatched"):
+        return False  # unpatched upstream code: its origin is the spec's config line, shared by everything
+    noqa = noqa_codes(_origin_line(origin.path, origin.line))
+    return noqa is None or (noqa is not False and diag.code in noqa)
+
+
 def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[str]) -> list[Diagnostic]:
     file_level = file_suppression(src.text) if "npu-lint" in src.text else False
     if file_level is True:
@@ -53,7 +89,8 @@ def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[st
             continue
         noqa = noqa_codes(src.line_text(diag.line))
         if noqa is False:
-            out.append(diag)
+            if not (diag.origin is not None and _suppressed_at_origin(diag)):
+                out.append(diag)
         elif noqa is None or diag.code in noqa:
             continue
         else:

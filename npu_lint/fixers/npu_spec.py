@@ -232,21 +232,11 @@ def reuse_gpu_patch_edits(
     start = starts[deco.lineno - 1]
     end = starts[min(node.end_lineno or node.lineno, len(lines))]
     edits = [Edit(start, end, new)]
-    if bound is None:
-        last_import = None
-        for stmt in tree.body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                last_import = stmt
-            elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
-                break
-        same = [
-            s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == gpu_module and not s.level
-        ]
-        if same:  # next to the other imports from the GPU spec
-            last_import = same[-1]
-        offset = starts[last_import.end_lineno] if last_import is not None and last_import.end_lineno else 0
-        line = f"from {gpu_module} import {gpu_name}\n"
-        if len(line) > FORMAT_LINE_LENGTH + 1:
-            line = f"from {gpu_module} import (\n    {gpu_name},\n)\n"
-        edits.append(Edit(offset, offset, line))
+    if (
+        bound is None
+    ):  # placed as the tree's isort wants it (core.imports), merged with an import of the module
+        from npu_lint.core.imports import add_import_edit
+        from npu_lint.core.source import SourceFile
+
+        edits.append(add_import_edit(SourceFile.from_text(spec.path, text), tree, gpu_module, gpu_name))
     return edits

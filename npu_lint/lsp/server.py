@@ -35,7 +35,7 @@ from npu_lint import __version__
 from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
 from npu_lint.core.diagnostics import CreateFile, Diagnostic
 from npu_lint.core.source import SourceFile
-from npu_lint.engine import fix_source, lint_source
+from npu_lint.engine import fix_tree, lint_source
 from npu_lint.lsp.actions import (
     FIX_ALL_KIND,
     ActionContext,
@@ -346,10 +346,26 @@ class NpuLintServer(LanguageServer):
         return result.with_fixes
 
     def fix_all(self, result: LintResult, unsafe: bool) -> tuple[str, list[CreateFile]]:
+        """Every applicable fix of the document, project-rule fixes (NPU501/502/504/505) included: the same
+        orchestration as `npu-lint --fix` (``engine.fix_tree``), on the buffer's text, writing nothing."""
         if unsafe not in result.fixed:
-            outcome = fix_source(result.src, result.codes, result.settings, result.project, unsafe=unsafe)
-            creates = [c for c in outcome.creates if not os.path.exists(c.path)]
-            result.fixed[unsafe] = (outcome.text, creates)
+            path = result.src.path
+            tree = fix_tree(
+                list(result.diagnostics),
+                result.codes,
+                result.settings,
+                result.project,
+                unsafe=unsafe,
+                write=False,
+                sources={path: result.src},
+            )
+            text = next((new for p, _old, new in tree.changes if p == path), result.src.text)
+            creates = [
+                CreateFile(p, new)
+                for p, _old, new in tree.changes
+                if p in tree.created and p != path and not os.path.exists(p)
+            ]
+            result.fixed[unsafe] = (text, creates)
         return result.fixed[unsafe]
 
     # -- push ------------------------------------------------------------------------------------------

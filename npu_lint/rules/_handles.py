@@ -4,11 +4,13 @@ handle table of module globals and ``self.<attr>``): shared by the dispatch and 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from npu_lint.core.astutil import literal_getattr
 from npu_lint.core.diagnostics import Applicability, Fix
-from npu_lint.rules.base import Context
+from npu_lint.rules.base import Context, collect_imports
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
 from npu_lint.veomni.project import Project
 
@@ -27,26 +29,65 @@ def project_of(ctx: Context) -> Project:
     return project if isinstance(project, Project) else _EMPTY_PROJECT
 
 
-def call_name(node: ast.AST) -> str | None:
-    """Last component of a called name: ``OpSlot`` for ``dispatch.OpSlot(...)``."""
+def call_name(node: ast.AST, ctx: Context | None = None) -> str | None:
+    """Last component of a called name: ``OpSlot`` for ``dispatch.OpSlot(...)``. With ``ctx`` a bare name is
+    resolved through the file's imports first (the Context's resolver), so ``_Slot(...)`` after
+    ``from veomni.ops.dispatch import OpSlot as _Slot`` is ``OpSlot``."""
     if not isinstance(node, ast.Call):
         return None
     func = node.func
     if isinstance(func, ast.Name):
+        if ctx is not None:
+            qual = ctx.local_qualname(func)
+            if qual:
+                return qual.rsplit(".", 1)[-1]
         return func.id
     if isinstance(func, ast.Attribute):
         return func.attr
     return None
 
 
-def constructor_kind(node: ast.AST) -> str | None:
-    """OpSlot / VeomniOp / resolve_op / attention_op / bound_kernel for a dispatch-creating call."""
-    name = call_name(node)
+REGISTRY_OBJECTS = frozenset({"KERNEL_REGISTRY", "OP_REGISTRY"})
+
+
+def registry_read(node: ast.AST, ctx: Context) -> bool:
+    """``KERNEL_REGISTRY.resolve(op, variant, impl)`` (the registry object under any alias or module path):
+    a kernel taken from the registry, like ``resolve_op``."""
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "resolve"
+    ):
+        return False
+    receiver = ctx.qualname(node.func.value) or ""
+    return receiver.rsplit(".", 1)[-1] in REGISTRY_OBJECTS
+
+
+def constructor_kind(node: ast.AST, ctx: Context | None = None) -> str | None:
+    """OpSlot / VeomniOp / resolve_op / attention_op / bound_kernel for a dispatch-creating call (import
+    aliases resolved when ``ctx`` is given; a registry-object read counts as ``resolve_op``)."""
+    name = call_name(node, ctx)
     if name in CONSTRUCTORS:
         return name
     if name == "bound_kernel" and isinstance(node.func, ast.Attribute):  # type: ignore[union-attr]
         return "bound_kernel"
+    if ctx is not None and registry_read(node, ctx):
+        return "resolve_op"
     return None
+
+
+def module_handle_names(ctx: Context) -> frozenset[str]:
+    """Module globals bound to an OpSlot / VeomniOp / resolved row (file scope or post-import blocks)."""
+    cached = ctx.memo.get("module_handle_names")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    names: set[str] = set()
+    bodies = [ctx.tree.body, *(b.tree.body for b in post_import_blocks(ctx))]
+    for body in bodies:
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and constructor_kind(stmt.value, ctx) in HANDLE_CONSTRUCTORS:
+                names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    frozen = frozenset(names)
+    ctx.memo["module_handle_names"] = frozen
+    return frozen
 
 
 def str_value(node: ast.AST | None) -> str | None:
@@ -62,12 +103,13 @@ def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
     return None
 
 
-def op_variant(call: ast.Call) -> tuple[str | None, str | None]:
+def op_variant(call: ast.Call, kind: str | None = None) -> tuple[str | None, str | None]:
     """(op, variant) literals of a handle constructor, OpSlot names mapped to the VeomniOp ones."""
-    first = "op_name" if call_name(call) == "OpSlot" else "op"
+    kind = kind or call_name(call)
+    first = "op_name" if kind == "OpSlot" else "op"
     op = str_value(call_arg(call, 0, first))
     variant = str_value(call_arg(call, 1, "variant"))
-    if call_name(call) == "OpSlot" and op is not None and variant is not None:
+    if kind == "OpSlot" and op is not None and variant is not None:
         op, variant = OPSLOT_TO_VEOMNIOP.get((op, variant), (op, variant))
     return op, variant
 
@@ -212,6 +254,9 @@ def post_import_blocks(ctx: Context) -> list[Block]:
             block = _parse_block(ctx, stmt.value)
             if block is not None:
                 blocks.append(block)
+                bindings: dict[str, str] = {}
+                collect_imports(block.tree.body, bindings)
+                ctx.add_imports(bindings)  # the block's imports reach the generated module's scope
     ctx.memo["post_import_blocks"] = blocks
     return blocks
 
@@ -256,11 +301,11 @@ class HandleTable:
     blocks_done: bool = False
 
     @staticmethod
-    def _handle(call: ast.Call, block: Block | None = None) -> Handle | None:
-        kind = call_name(call)
+    def _handle(call: ast.Call, block: Block | None = None, ctx: Context | None = None) -> Handle | None:
+        kind = constructor_kind(call, ctx)
         if kind not in HANDLE_CONSTRUCTORS:
             return None
-        op, variant = op_variant(call)
+        op, variant = op_variant(call, kind)
         raw = str_value(call_arg(call, 1, "variant"))
         return Handle(kind, op, variant, call, block, raw)  # type: ignore[arg-type]
 
@@ -271,7 +316,7 @@ class HandleTable:
         for block in post_import_blocks(ctx):
             for stmt in block.tree.body:
                 if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
-                    handle = self._handle(stmt.value, block)
+                    handle = self._handle(stmt.value, block, ctx)
                     if handle is not None:
                         for target in stmt.targets:
                             if isinstance(target, ast.Name):
@@ -283,7 +328,7 @@ class HandleTable:
         value = node.value
         if not isinstance(value, ast.Call):
             return
-        handle = self._handle(value)
+        handle = self._handle(value, None, ctx)
         if handle is None:
             return
         func = ctx.enclosing(*_SCOPES)
@@ -303,7 +348,7 @@ class HandleTable:
         self.add_blocks(ctx)
         found: list[Handle] = []
         if isinstance(callee, ast.Call):
-            handle = self._handle(callee)
+            handle = self._handle(callee, None, ctx)
             found = [handle] if handle else []
         elif isinstance(callee, ast.Name):
             found = self.module.get(callee.id, [])
@@ -324,7 +369,7 @@ class HandleTable:
     def is_handle(self, ctx: Context, callee: ast.expr, cls: str | None) -> bool:
         self.add_blocks(ctx)
         if isinstance(callee, ast.Call):
-            return call_name(callee) in HANDLE_CONSTRUCTORS
+            return constructor_kind(callee, ctx) in HANDLE_CONSTRUCTORS
         if isinstance(callee, ast.Name):
             return callee.id in self.module
         if (
@@ -388,7 +433,26 @@ def _impl_expr(ctx: Context, node: ast.AST) -> bool:
     return last.endswith(("_implementation", "_impl", "_impl_name")) or last in ("impl", "implementation")
 
 
-def guard_of(ctx: Context, test: ast.AST) -> tuple[str, ast.AST | None, bool] | None:
+_FLAG_TARGET = re.compile(r"\s*(\w+)\s*=[^=]")
+
+
+def _guard_flags(ctx: Context) -> frozenset[str]:
+    """Names a file assigns from a dispatch guard attribute (``fused = slot.use_non_eager_impl``): a cheap text
+    scan, so only those names are looked up as local flags."""
+    cached = ctx.memo.get("guard_flags")
+    if cached is None:
+        found: set[str] = set()
+        for line in ctx.source.text.splitlines():
+            if ("use_" in line or "is_bound" in line) and any(attr in line for attr in GUARD_ATTRS):
+                match = _FLAG_TARGET.match(line)
+                if match:
+                    found.add(match.group(1))
+        cached = frozenset(found)
+        ctx.memo["guard_flags"] = cached
+    return cached  # type: ignore[return-value]
+
+
+def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast.AST | None, bool] | None:
     """(description, receiver, needs-a-check) of a dispatch guard.
 
     When the last item is true the guard is only reported if the receiver is a known dispatch handle (or,
@@ -396,9 +460,17 @@ def guard_of(ctx: Context, test: ast.AST) -> tuple[str, ast.AST | None, bool] | 
     """
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test = test.operand
+    if isinstance(test, ast.Name) and not _seen:
+        if test.id not in _guard_flags(ctx):
+            return None
+        value = _local_value(ctx, test)  # fused = slot.use_non_eager_impl; if fused: ...
+        return guard_of(ctx, value, _seen=True) if value is not None else None
+    literal = literal_getattr(test)
+    if literal is not None and literal[1] in GUARD_ATTRS:  # getattr(slot, "use_non_eager_impl")
+        test = ast.Attribute(value=literal[0], attr=literal[1], ctx=ast.Load())
     if isinstance(test, ast.BoolOp):
         for value in test.values:
-            found = guard_of(ctx, value)
+            found = guard_of(ctx, value, _seen)
             if found is not None:
                 return found
         return None
@@ -457,22 +529,28 @@ def _field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
 def _local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
     """The single value assigned to a local name in the enclosing function (or the module)."""
     scope = ctx.function
-    body = scope.body if scope is not None else ctx.tree.body
-    values: list[ast.expr] = []
-    stack: list[ast.AST] = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (*_SCOPES, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name.id for t in node.targets
-        ):
-            values.append(node.value)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-            if node.target.id == name.id:
-                return None
-        stack.extend(ast.iter_child_nodes(node))
-    return values[0] if len(values) == 1 else None
+    key = ("local_values", id(scope) if scope is not None else 0)
+    cached = ctx.memo.get(key)
+    if cached is None or cached[0] is not scope:  # type: ignore[index]
+        values: dict[str, list[ast.expr] | None] = {}
+        stack: list[ast.AST] = list(scope.body if scope is not None else ctx.tree.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (*_SCOPES, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        found = values.setdefault(t.id, [])
+                        if found is not None:
+                            found.append(node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+                values[node.target.id] = None  # annotated or updated: not a single value
+            stack.extend(ast.iter_child_nodes(node))
+        cached = (scope, values)
+        ctx.memo[key] = cached
+    found = cached[1].get(name.id)  # type: ignore[index]
+    return found[0] if found is not None and len(found) == 1 else None
 
 
 def impl_argument(call: ast.Call) -> ast.expr | None:

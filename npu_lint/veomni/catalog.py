@@ -1,7 +1,9 @@
 """The built-in operator catalog: VeOmni's registry rows (VeomniOp generation), as the contract states them.
 
 Used when no VeOmni tree is present (out-of-tree models); the project index (npu_lint.veomni.project) reads the
-real rows of a tree statically and falls back to this table.
+real rows of a tree statically and falls back to this table. The catalog names the offset (Gemma-style)
+RMSNorm ``offset``; trees name it as they register it (``qwen3_5`` in VeOmni's), which the tree's
+ApiProfile (npu_lint.veomni.profile) records: :func:`catalog_rows` and :func:`slot_target` take that name.
 """
 
 from __future__ import annotations
@@ -110,3 +112,37 @@ OPSLOT_TO_VEOMNIOP: dict[tuple[str, str], tuple[str, str]] = {
 
 def rows_for(op: str, variant: str | None = None, rows: tuple[OpRow, ...] = BUILTIN_ROWS) -> list[OpRow]:
     return [r for r in rows if r.op == op and (variant is None or r.variant == variant)]
+
+
+CATALOG_OFFSET_VARIANT = "offset"
+
+
+def catalog_rows(offset_variant: str = CATALOG_OFFSET_VARIANT) -> tuple[OpRow, ...]:
+    """The built-in rows with the offset RMSNorm variant named ``offset_variant`` (a profile's name)."""
+    if offset_variant == CATALOG_OFFSET_VARIANT:
+        return BUILTIN_ROWS
+    renamed = (
+        OpRow(r.op, offset_variant, r.impl, r.requirement)
+        if (r.op, r.variant) == ("rms_norm", CATALOG_OFFSET_VARIANT)
+        else r
+        for r in BUILTIN_ROWS
+    )
+    return tuple(sorted(set(renamed)))
+
+
+def slot_target(
+    op: str,
+    variant: str,
+    offset_variant: str = CATALOG_OFFSET_VARIANT,
+    vision_rope: tuple[str, str] | None = None,
+) -> tuple[str, str] | None:
+    """The handle (op, variant) an OpSlot (op, variant) migrates to, in a profile's names: the offset RMSNorm
+    is ``offset_variant``, the vision RoPE ``vision_rope`` (when given); None for an unknown slot."""
+    target = OPSLOT_TO_VEOMNIOP.get((op, variant))
+    if target is None:
+        return None
+    if target == ("rms_norm", CATALOG_OFFSET_VARIANT):
+        return ("rms_norm", offset_variant)
+    if op == "rotary_pos_emb_vision" and vision_rope is not None:
+        return vision_rope
+    return target

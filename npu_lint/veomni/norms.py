@@ -46,6 +46,16 @@ _OPSLOT_NAMES = {OFFSET: "qwen3_5", STANDARD: "standard", UNWEIGHTED: "unweighte
 _EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
 
 
+def _registered_tree_variants(project: object | None) -> list[str]:
+    """``rms_norm`` variants the tree itself registers (``register_op``/``register_kernel``/``KernelSpec``)."""
+    out: list[str] = []
+    for attr in ("registered", "slot_rows"):
+        for row in getattr(project, attr, ()) or ():
+            if row.op == "rms_norm" and row.variant not in out:
+                out.append(row.variant)
+    return out
+
+
 def _registered_variants(project: object | None) -> list[str]:
     """``rms_norm`` variants of the project's registry rows (the tree's rows when it has any)."""
     out: list[str] = []
@@ -78,6 +88,13 @@ def variant_for_contract(project: object | None, contract: str, kind: str = "Veo
             if _NAMES.get(name) == contract:
                 return name
         return _OPSLOT_NAMES[contract]
+    for name in _registered_tree_variants(project):
+        if _NAMES.get(name) == contract:
+            return name
+    if contract == OFFSET:  # no tree rows: the project's API profile names it (veomni.profile)
+        named = getattr(getattr(project, "profile", None), "offset_rms_variant", None)
+        if isinstance(named, str) and named:
+            return named
     for name in _registered_variants(project):
         if _NAMES.get(name) == contract:
             return name

@@ -18,6 +18,7 @@ of the spec function that replaced it (after ``name_map`` renames and formatting
 from __future__ import annotations
 
 import ast
+import enum
 import functools
 import os
 import re
@@ -43,13 +44,28 @@ GPU_ONLY_MODULES = (
     "quack",
 )
 
+
+class PatchKind(str, enum.Enum):
+    """What a spec patch does (patchgen's own names; a str enum, so it compares equal to them)."""
+
+    METHOD_OVERRIDE = "method_override"
+    FUNCTION_REPLACEMENT = "function_replacement"
+    CLASS_REPLACEMENT = "class_replacement"
+    INIT_MODIFICATION = "init_modification"
+    HELPER = "helper"
+    EXTERNAL = "external"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 _PATCH_METHODS = {
-    "override_method": "method_override",
-    "replace_function": "function_replacement",
-    "replace_class": "class_replacement",
-    "modify_init": "init_modification",
-    "add_helper": "helper",
-    "add_helper_after": "helper",
+    "override_method": PatchKind.METHOD_OVERRIDE,
+    "replace_function": PatchKind.FUNCTION_REPLACEMENT,
+    "replace_class": PatchKind.CLASS_REPLACEMENT,
+    "modify_init": PatchKind.INIT_MODIFICATION,
+    "add_helper": PatchKind.HELPER,
+    "add_helper_after": PatchKind.HELPER,
 }
 _DEF = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _MARKER = re.compile(r"^# \[(?P<kind>[A-Z][A-Z ]*[A-Z])\](?:\s+(?P<target>\S+))?")
@@ -185,7 +201,7 @@ def _resolve_relative(
 class Patch:
     """One patch registered in a spec."""
 
-    kind: str  # method_override / function_replacement / class_replacement / init_modification / helper / external
+    kind: PatchKind
     target: str  # "Cls.meth", "func", "Cls"
     line: int  # registration (decorator or call) line in ``spec_path``
     spec_path: str
@@ -461,7 +477,7 @@ def parse_spec(path: str, text: str | None = None) -> Spec:
                 ):
                     spec.patches.append(
                         Patch(
-                            "external",
+                            PatchKind.EXTERNAL,
                             _str(_kw(arg, "target")) or "",
                             stmt.lineno,
                             path,

@@ -1,21 +1,28 @@
-"""The cross-file index of a VeOmni tree: root, dispatch generation, registry rows, model packages.
+"""The cross-file index of a VeOmni tree: root, API profile, dispatch generation, registry rows, packages.
 
 Built once per run from the linted paths, statically (never imports the linted code: every registry row is
-read with ``ast`` from the kernel registration modules), and handed to every rule through
-``Context.project``. It must stay picklable (it is sent to worker processes) and cheap to build: only files
-under ``veomni/ops`` whose bytes mention a registration call are parsed.
+read with ``ast`` from the registration modules under ``veomni/ops`` and ``veomni/kernels``), and handed
+to every rule through ``Context.project``. It must stay picklable (it is sent to worker processes) and
+cheap to build: only files whose bytes mention a registration call are parsed.
+
+``profile`` (:class:`npu_lint.veomni.profile.ApiProfile`) names, for the tree's generation (OpSlot, VeomniOp
+or VeomniKernel; ``target-api`` overrides it), every API name a rule or fix uses and the module defining it,
+and answers ``defines(module, name)`` statically. ``generation`` is the profile's generation when the tree
+defines its handle, else the generation the tree has (None: unknown); ``notes`` say once per run when
+target-api forces an API the tree lacks.
 
 Two row tables are kept:
 
-* ``registered``: the VeomniOp-generation rows, one per ``register_op(op, variant, impl, ...,
-  requirement=...)`` call (requirement kind npu / gpu / mlu / any).
+* ``registered``: one row per ``register_op`` / ``register_kernel(op, variant, impl, ...,
+  requirement=...)`` call (literals, module constants, loops over literal or constant tuples; requirement
+  kind npu / gpu / mlu / any, also through a module-level name).
 * ``slot_rows``: the OpSlot-generation ``KernelSpec(name=, op_name=, variant=, hardware=...)`` table
   (eager is implicit there: an OpSlot bound to "eager" falls through to the original code).
 
-``rows`` (what rules check VeomniOp triples against) is ``registered`` when the tree is of the VeomniOp
-generation (its registry is authoritative), else the built-in catalog (the migration target) merged with
-whatever rows the tree registers; with ``--live-registry`` it is ``OP_REGISTRY`` read from an importable
-``veomni``.
+``rows`` (what rules check handle triples against) is ``registered`` when the tree is of the VeomniOp or
+VeomniKernel generation (its registry is authoritative), else the built-in catalog (the migration target)
+merged with whatever rows the tree registers; with ``--live-registry`` it is ``OP_REGISTRY`` read from an
+importable ``veomni``.
 """
 
 from __future__ import annotations
@@ -25,25 +32,77 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
+from npu_lint.veomni.layout import find_model_packages, find_veomni_root
+from npu_lint.veomni.profile import ApiProfile, Generation, builtin_profile, detect_profile
+from npu_lint.veomni.profile import detect_generation as _detect_generation
+from npu_lint.veomni.registry import (
+    hardware_kind,
+    kernel_spec_row,
+    read_registry,
+    read_registry_file,
+    register_row,
+    requirement_kind,
+)
 
-OP_SLOT = "op-slot"
-VEOMNI_OP = "veomni-op"
+if TYPE_CHECKING:
+    from npu_lint.core.config import Settings
 
-_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", "generated"}
-_MAX_PACKAGE_SCAN = 5000  # directories visited when looking for model packages outside a VeOmni tree
+OP_SLOT = Generation.OP_SLOT
+VEOMNI_OP = Generation.VEOMNI_OP
+VEOMNI_KERNEL = Generation.VEOMNI_KERNEL
+_HANDLE_GENERATIONS = (VEOMNI_OP, VEOMNI_KERNEL)  # generations whose registry is authoritative for rows
+
+__all__ = [
+    "OP_SLOT",
+    "VEOMNI_KERNEL",
+    "VEOMNI_OP",
+    "ApiProfile",
+    "Generation",
+    "Project",
+    "detect_generation",
+    "find_model_packages",
+    "find_veomni_root",
+    "kernel_spec_rows",
+    "live_rows",
+    "load_project",
+    "read_registry",
+    "read_registry_file",
+    "register_op_row",
+]
 
 
 @dataclass
 class Project:
-    root: str | None = None  # directory that holds veomni/ops (the VeOmni checkout or wheel root)
-    generation: str | None = None  # "veomni-op" | "op-slot" | None (unknown)
-    registered: tuple[OpRow, ...] = ()  # register_op rows of the tree (VeomniOp generation)
+    root: str | None = None  # directory that holds the veomni package (the VeOmni checkout or wheel root)
+    generation: Generation | None = None  # the tree's generation (or target-api's); None: unknown / no tree
+    registered: tuple[OpRow, ...] = ()  # register_op / register_kernel rows of the tree
     slot_rows: tuple[OpRow, ...] = ()  # KernelSpec rows of the tree (OpSlot generation)
-    model_packages: tuple[str, ...] = ()  # directories holding a *_gpu_patch_gen_config.py
+    model_packages: tuple[str, ...] = ()  # model packages (spec, generated/ or registration), any layout
     live_rows: tuple[OpRow, ...] | None = None  # OP_REGISTRY, when --live-registry was given
     row_sources: dict[str, str] = field(default_factory=dict)  # "op/variant/impl" -> file:line (messages)
+    profile: ApiProfile | None = None  # the names of this tree's API; built-in for the generation when None
+
+    def __post_init__(self) -> None:
+        if self.generation is not None and not isinstance(self.generation, Generation):
+            self.generation = Generation(self.generation)
+        if self.profile is None:
+            self.profile = builtin_profile(self.generation)
+
+    @property
+    def api(self) -> ApiProfile:
+        """The profile, typed as always present."""
+        assert self.profile is not None
+        return self.profile
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the run says once (e.g. target-api forces an API the tree lacks)."""
+        return self.api.notes
+    # False when no veomni package is in the tree or installed: fixes that import ``veomni.*`` are not offered
+    veomni_available: bool = True
 
     # -- rows ---------------------------------------------------------------------------------------
     @property
@@ -51,7 +110,7 @@ class Project:
         """The rows VeomniOp triples are checked against."""
         if self.live_rows is not None:
             return self.live_rows
-        if self.generation == VEOMNI_OP and self.registered:
+        if self.generation in _HANDLE_GENERATIONS and self.registered:
             return self.registered
         if not self.registered:
             return BUILTIN_ROWS
@@ -61,10 +120,11 @@ class Project:
     def rows_origin(self) -> str:
         if self.live_rows is not None:
             return "the live OP_REGISTRY"
-        if self.generation == VEOMNI_OP and self.registered:
-            return "the tree's register_op rows"
+        register = self.api.register_function or "register_op"
+        if self.generation in _HANDLE_GENERATIONS and self.registered:
+            return f"the tree's {register} rows"
         if self.registered:
-            return "the built-in catalog and the tree's register_op rows"
+            return f"the built-in catalog and the tree's {register} rows"
         return "the built-in catalog"
 
     def rows_for(self, op: str, variant: str | None = None) -> list[OpRow]:
@@ -75,7 +135,7 @@ class Project:
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
-        h.update(repr((self.root, self.generation, self.model_packages)).encode())
+        h.update(repr((self.root, self.generation, self.model_packages, self.profile, self.veomni_available)).encode())
         for table in (self.registered, self.slot_rows, self.live_rows or ()):
             h.update(b"\0")
             h.update(repr(table).encode())
@@ -117,6 +177,10 @@ class Project:
             )
         self.live_rows = tuple(sorted(set(live_rows(registry))))
         self.generation = VEOMNI_OP
+        if self.api.generation != VEOMNI_OP:
+            self.profile = (
+                detect_profile(self.root, VEOMNI_OP.value) if self.root else builtin_profile(VEOMNI_OP)
+            )
 
 
 def live_rows(registry: object) -> list[OpRow]:
@@ -153,249 +217,41 @@ def _device_kind(device: str, entry: object) -> str:
     return ANY
 
 
-# -- static reading of the tree ---------------------------------------------------------------------
+# -- static reading of the tree (the readers live in npu_lint.veomni; these names stay for callers) -------
 
-
-def find_veomni_root(start: Path) -> Path | None:
-    start = start.resolve()
-    if start.is_file():
-        start = start.parent
-    for directory in (start, *start.parents):
-        if (directory / "veomni" / "ops").is_dir():
-            return directory
-        if directory.name == "veomni" and (directory / "ops").is_dir():
-            return directory.parent
-    return None
-
-
-def _defines_class(path: Path, name: str) -> bool:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return False
-    return f"class {name}".encode() in data
-
-
-def detect_generation(root: Path) -> str | None:
-    ops = root / "veomni" / "ops"
-    if _defines_class(ops / "registry.py", "VeomniOp"):
-        return VEOMNI_OP
-    if _defines_class(ops / "dispatch.py", "OpSlot"):
-        return OP_SLOT
-    return None
-
-
-def _requirement_kind(node: ast.expr | None) -> str:
-    """npu / gpu / mlu / any from ``requirement=NpuKernelRequirement()``-style expressions."""
-    if node is None or (isinstance(node, ast.Constant) and node.value is None):
-        return ANY
-    func = node.func if isinstance(node, ast.Call) else node
-    name = ""
-    while isinstance(func, ast.Attribute):
-        name = name or func.attr
-        func = func.value
-    if not name and isinstance(func, ast.Name):
-        name = func.id
-    lowered = name.lower()
-    if lowered.startswith("npu"):
-        return NPU
-    if lowered.startswith(("gpu", "cuda")):
-        return GPU
-    if lowered.startswith("mlu"):
-        return MLU
-    return ANY
+register_op_row = register_row  # older name: reads register_kernel calls too
 
 
 def _hardware_kind(node: ast.expr | None) -> str | None:
-    """Requirement kind of ``HardwareRequirement(device_type=...)``; None when not a literal."""
-    if not isinstance(node, ast.Call):
-        return None
-    value: ast.expr | None = node.args[0] if node.args else None
-    for kw in node.keywords:
-        if kw.arg == "device_type":
-            value = kw.value
-    kinds: list[str] = []
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        kinds = [value.value]
-    elif isinstance(value, (ast.List, ast.Tuple)):
-        kinds = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    if not kinds:
-        return None
-    if len(kinds) > 1:
-        # several devices: NPU-capable only if npu (or any) is among them
-        if "any" in kinds or "npu" in kinds:
-            return ANY
-        return GPU if "gpu" in kinds else MLU
-    return {"npu": NPU, "gpu": GPU, "mlu": MLU}.get(kinds[0], ANY)
+    return hardware_kind(node)
 
 
-def _str(node: ast.expr | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _call_name(node: ast.Call) -> str:
-    func = node.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return ""
-
-
-def register_op_row(call: ast.Call) -> OpRow | None:
-    """The row of a VeomniOp-generation ``register_op(op, variant, impl, ...)`` call (literals only)."""
-    if _call_name(call) != "register_op":
-        return None
-    params = ["op", "variant", "impl"]
-    values: dict[str, ast.expr] = dict(zip(params, call.args[:3], strict=False))
-    requirement = None
-    for kw in call.keywords:
-        if kw.arg in params:
-            values[kw.arg] = kw.value
-        elif kw.arg == "requirement":
-            requirement = kw.value
-    op, variant, impl = (_str(values.get(p)) for p in params)
-    if op is None or variant is None or impl is None:
-        return None  # e.g. the 0.1.12 config registry's register_op(OpSpec(...)), or computed names
-    return OpRow(op, variant, impl, _requirement_kind(requirement))
+def _requirement_kind(node: ast.expr | None) -> str:
+    return requirement_kind(node)
 
 
 def kernel_spec_rows(call: ast.Call, loop_bindings: dict[str, list[ast.expr]]) -> list[OpRow]:
-    """Rows of an OpSlot-generation ``KernelSpec(name=, op_name=, variant=, hardware=...)`` call.
-
-    ``loop_bindings`` maps loop variables of enclosing module-level ``for`` loops over literal tuples to
-    their values, so ``for _name, _hw in (("chunk_loss", ...), ("npu", ...)): KernelSpec(name=_name, ...)``
-    yields both rows.
-    """
-    if _call_name(call) != "KernelSpec":
-        return []
-    fields = dict(zip(("name", "op_name", "variant", "factory", "hardware"), call.args, strict=False))
-    for kw in call.keywords:
-        if kw.arg:
-            fields[kw.arg] = kw.value
-
-    def values(node: ast.expr | None) -> list[ast.expr | None]:
-        if isinstance(node, ast.Name) and node.id in loop_bindings:
-            return list(loop_bindings[node.id])
-        return [node]
-
-    names = values(fields.get("name"))
-    ops = values(fields.get("op_name"))
-    variants = values(fields.get("variant"))
-    hardware = values(fields.get("hardware"))
+    """Rows of an OpSlot-generation ``KernelSpec(...)`` call; ``loop_bindings`` maps loop variables bound
+    together (same tuple position) to their values, zipped."""
+    width = max((len(v) for v in loop_bindings.values()), default=1)
     out: list[OpRow] = []
-    # loop variables bound together (same tuple position) are zipped; independent literals broadcast
-    width = max(len(names), len(ops), len(variants), len(hardware))
     for i in range(width):
-        name = _str(names[i % len(names)])
-        op = _str(ops[i % len(ops)])
-        variant = _str(variants[i % len(variants)])
-        if name is None or op is None or variant is None:
-            continue
-        kind = _hardware_kind(hardware[i % len(hardware)]) or ANY  # type: ignore[arg-type]
-        out.append(OpRow(op, variant, name, kind))
+        env = {name: values[i] for name, values in loop_bindings.items() if i < len(values)}
+        row = kernel_spec_row(call, env)
+        if row is not None:
+            out.append(row)
     return out
 
 
-def _loop_bindings(loop: ast.For) -> dict[str, list[ast.expr]]:
-    """``for a, b in ((x1, y1), (x2, y2)):`` -> {"a": [x1, x2], "b": [y1, y2]} (literal tuples only)."""
-    if not isinstance(loop.iter, (ast.Tuple, ast.List)):
-        return {}
-    targets: list[str]
-    if isinstance(loop.target, ast.Name):
-        targets = [loop.target.id]
-        rows = [[e] for e in loop.iter.elts]
-    elif isinstance(loop.target, ast.Tuple) and all(isinstance(t, ast.Name) for t in loop.target.elts):
-        targets = [t.id for t in loop.target.elts]  # type: ignore[union-attr]
-        rows = []
-        for elt in loop.iter.elts:
-            if not isinstance(elt, (ast.Tuple, ast.List)) or len(elt.elts) != len(targets):
-                return {}
-            rows.append(list(elt.elts))
-    else:
-        return {}
-    return {name: [row[i] for row in rows] for i, name in enumerate(targets)}
+def detect_generation(root: Path) -> Generation | None:
+    """The dispatch generation of the tree at ``root`` (OpSlot, VeomniOp or VeomniKernel), or None."""
+    return _detect_generation(root)
 
 
-def read_registry_file(path: Path) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]]]:
-    """(register_op rows, KernelSpec rows, [(row, line)]) of one kernel module, read statically."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return [], [], []
-    if b"register_op(" not in data and b"KernelSpec(" not in data:
-        return [], [], []
-    try:
-        tree = ast.parse(data, filename=str(path))
-    except (SyntaxError, ValueError, RecursionError):
-        return [], [], []
-    ops: list[OpRow] = []
-    slots: list[OpRow] = []
-    where: list[tuple[OpRow, int]] = []
-
-    def scan(stmts: list[ast.stmt], bindings: dict[str, list[ast.expr]]) -> None:
-        for stmt in stmts:
-            if isinstance(stmt, ast.For):
-                scan(stmt.body, {**bindings, **_loop_bindings(stmt)})
-                continue
-            if isinstance(stmt, (ast.If, ast.Try)):
-                scan(stmt.body, bindings)
-                scan(getattr(stmt, "orelse", []), bindings)
-                for handler in getattr(stmt, "handlers", []):
-                    scan(handler.body, bindings)
-                continue
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue  # registration happens at import time, at module level
-            for node in ast.walk(stmt):
-                if not isinstance(node, ast.Call):
-                    continue
-                row = register_op_row(node)
-                if row is not None:
-                    ops.append(row)
-                    where.append((row, node.lineno))
-                for slot in kernel_spec_rows(node, bindings):
-                    slots.append(slot)
-
-    scan(tree.body, {})
-    return ops, slots, where
-
-
-def read_registry(root: Path) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]:
-    ops_dir = root / "veomni" / "ops"
-    registered: set[OpRow] = set()
-    slots: set[OpRow] = set()
-    sources: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(ops_dir):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(filenames):
-            if not name.endswith(".py"):
-                continue
-            path = Path(dirpath) / name
-            ops, slot_rows, where = read_registry_file(path)
-            registered.update(ops)
-            slots.update(slot_rows)
-            for row, line in where:
-                sources.setdefault("/".join(row.triple), f"{path}:{line}")
-    return tuple(sorted(registered)), tuple(sorted(slots)), sources
-
-
-def find_model_packages(base: Path, limit: int = _MAX_PACKAGE_SCAN) -> list[str]:
-    """Directories under ``base`` holding a ``*_gpu_patch_gen_config.py`` (a VeOmni model package)."""
-    out: list[str] = []
-    if base.is_file():
-        base = base.parent
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(base):
-        seen += 1
-        if seen > limit:
-            break
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        if any(f.endswith("_gpu_patch_gen_config.py") for f in filenames):
-            out.append(str(Path(dirpath).resolve()))
-    return out
-
-
-def load_project(paths: list[str], settings: object | None = None) -> Project:
+def load_project(paths: list[str], settings: Settings | None = None) -> Project:
+    """The project index of the VeOmni tree holding ``paths`` (or, outside any tree, of the model packages
+    found under them, with the built-in profile). ``settings.target_api`` overrides the generation."""
+    target_api = getattr(settings, "target_api", "auto") if settings is not None else "auto"
     root: Path | None = None
     for raw in paths:
         root = find_veomni_root(Path(raw))
@@ -409,15 +265,34 @@ def load_project(paths: list[str], settings: object | None = None) -> Project:
                 # a package named directly, or one of its files, or a tree of packages
                 start = path if path.is_dir() else path.parent
                 packages.update(find_model_packages(start))
-        return Project(model_packages=tuple(sorted(packages)))
+        generation = None if target_api == "auto" else Generation(target_api)
+        return Project(
+            model_packages=tuple(sorted(packages)),
+            generation=generation,
+            profile=builtin_profile(target_api),
+            veomni_available=veomni_installed(),
+        )
     registered, slots, sources = read_registry(root)
-    models = root / "veomni" / "models"
-    packages = find_model_packages(models) if models.is_dir() else []
+    packages_found = tuple(sorted(find_model_packages(root / "veomni")))
+    profile = detect_profile(root, target_api, rows=registered or slots, packages=packages_found)
     return Project(
         root=str(root),
-        generation=detect_generation(root),
+        # the API the code may use: the profile's, when the tree has it; else what the tree has (a forced
+        # target-api the tree lacks changes the names in messages, never what fixes may import)
+        generation=profile.generation if profile.has_handle else profile.detected,
         registered=registered,
         slot_rows=slots,
-        model_packages=tuple(sorted(packages)),
+        model_packages=packages_found,
         row_sources=sources,
+        profile=profile,
     )
+
+
+def veomni_installed() -> bool:
+    """Whether a ``veomni`` package can be imported here (found by the import system, never imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("veomni") is not None
+    except (ImportError, ValueError):
+        return False

@@ -111,6 +111,27 @@ def flag_bound(tree: ast.Module) -> bool:
     return False
 
 
+def device_module_for(path: str, tree: ast.Module) -> str:
+    """How a module imports VeOmni's device helpers, in its own style: relative (``....utils.device``) when it
+    is inside the ``veomni`` package and imports its other veomni modules relatively, else absolute."""
+    absolute = relative = False
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom):
+            if stmt.level:
+                relative = True
+            elif (stmt.module or "").split(".")[0] == "veomni":
+                absolute = True
+        elif isinstance(stmt, ast.Import) and any(a.name.split(".")[0] == "veomni" for a in stmt.names):
+            absolute = True
+    module = patchgen.module_of(path)
+    if relative and not absolute and module is not None and module.startswith("veomni."):
+        parts = module.split(".")
+        is_init = os.path.basename(path) == "__init__.py"
+        depth = len(parts) if is_init else len(parts) - 1  # level 1 is the module's own package
+        return "." * depth + DEVICE_MODULE[len("veomni.") :]
+    return DEVICE_MODULE
+
+
 def flag_import_module(init_path: str, tree: ast.Module) -> str:
     """Where to import ``IS_NPU_AVAILABLE`` from, following the tree's own style."""
     package_dir = os.path.dirname(os.path.abspath(init_path))

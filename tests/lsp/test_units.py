@@ -180,14 +180,24 @@ def test_unsafe_and_display_fixes() -> None:
     unsafe = _diag(
         src, 1, 6, 13, fix=Fix("Use .to()", (Edit(5, 13, ".to(d)"),), Applicability.UNSAFE, reason="drops 1")
     )
-    display = _diag(src, 2, 6, 12, fix=Fix("Fix the spec", (Edit(5, 12, ".to(d)"),), Applicability.DISPLAY))
+    display = _diag(
+        src,
+        2,
+        6,
+        12,
+        fix=Fix("Fix the spec", (Edit(5, 12, ".to(d)"),), Applicability.DISPLAY, reason="not exact"),
+    )
     ctx = ActionContext("file:///m.py", 1, src, UTF16, [unsafe, display])
-    titles = [a.title for a in diagnostic_actions(ctx, [unsafe, display])]
-    assert titles == [
+    actions = diagnostic_actions(ctx, [unsafe, display])
+    assert [a.title for a in actions] == [
         "npu-lint (NPU101): Use .to() (unsafe): drops 1",
+        "npu-lint (NPU101): Fix the spec (not applicable)",
         "Disable NPU101 for this line",
         "Disable NPU101 for this line",
     ]
+    # a display-only proposal is offered disabled, with its reason, and carries no edit
+    shown = actions[1]
+    assert shown.disabled is not None and shown.disabled.reason == "not exact" and shown.edit is None
 
 
 def test_deferred_fixes_are_built_for_code_actions(monkeypatch) -> None:  # noqa: ANN001

@@ -559,7 +559,7 @@ def test_per_file_ignore_of_npu201_keeps_the_migration_on_npu203(fake_codemod: l
     from npu_lint.engine import lint_source
 
     code = (
-        "from veomni.ops.dispatch import OpSlot\n\na = OpSlot(\"rms_norm\", \"standard\")\n\n\n"
+        'from veomni.ops.dispatch import OpSlot\n\na = OpSlot("rms_norm", "standard")\n\n\n'
         "def f(x):\n    if a.use_non_eager_impl:\n        return a(x)\n    return x\n"
     )
     settings = Settings(per_file_ignores={"*.py": ["NPU201"]})

@@ -7,9 +7,10 @@ import re
 
 from npu_lint.core.astutil import walk, walk_pairs
 from npu_lint.core.diagnostics import Edit
+from npu_lint.rules._handles import GUARD_ATTRS, call_name, module_handle_names, npu_targeted
 from npu_lint.rules.base import Context
-
-DEVICE_MODULE = "veomni.utils.device"
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import DEVICE_MODULE, device_module_for
 
 _TENSOR_ANNOTATIONS = {
     "Tensor",
@@ -134,7 +135,10 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
-    bound = ctx.imports.get(name)
+    if not getattr(ctx.project, "veomni_available", True) and patchgen.module_of(ctx.source.path) is None:
+        # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
+        return None
+    bound = ctx.runtime_imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
         return [] if bound.endswith(f"utils.device.{name}") or bound == f".device.{name}" else None
@@ -145,17 +149,9 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
         ):
             return None
-    if not ctx.source.kind.spec:
-        for stmt in ctx.tree.body:
-            if (
-                isinstance(stmt, ast.ImportFrom)
-                and (stmt.module or "").endswith("utils.device")
-                and (stmt.level > 0 or stmt.module == DEVICE_MODULE)
-                and all(a.name != "*" for a in stmt.names)
-            ):
-                end = ctx.source.node_range(stmt.names[-1])[1]
-                return [Edit(end, end, f", {name}")]
-    return ctx.import_edits(DEVICE_MODULE, name)
+    if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
+        return ctx.import_edits(DEVICE_MODULE, name)
+    return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree), name)
 
 
 def _child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
@@ -279,6 +275,25 @@ _EXACT_HELPERS: dict[str, tuple[str, int, frozenset[str]]] = {
     "Stream": ("create_stream", 2, frozenset({"device", "priority"})),
     "Event": ("create_event", 2, frozenset({"enable_timing", "blocking"})),
 }
+# what ``torch.cpu`` offers: on a CPU-only host VeOmni's ``get_torch_device()`` is ``torch.cpu``, so a call of
+# any other runtime function through it (``manual_seed``, ``empty_cache``...) raises AttributeError there,
+# where ``torch.cuda.<f>`` was a no-op: such fixes are unsafe
+CPU_NAMESPACE = frozenset(
+    {
+        "synchronize",
+        "current_device",
+        "set_device",
+        "current_stream",
+        "stream",
+        "Stream",
+        "Event",
+        "device_count",
+    }
+)
+CPU_HOST_REASON = (
+    "on a CPU-only host `get_torch_device()` is `torch.cpu`, which has no `{name}` (AttributeError where "
+    "`torch.cuda.{name}` did nothing)"
+)
 # torch.cuda attributes that torch.npu (torch_npu) mirrors with the same signature: `get_torch_device().<f>`.
 _MIRRORED = frozenset(
     {
@@ -574,3 +589,109 @@ def _used_as_tensor(func: ast.AST, name: str) -> bool:
 # -- NPU104 -------------------------------------------------------------------------------------------
 
 _LEGACY_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
+
+
+# -- NPU105 (and NPU102, which leaves these to it) ------------------------------------------------------------
+
+# implementation names that exist only on CUDA: a CUDA test next to one of them guards a CUDA kernel
+CUDA_ONLY_IMPLS = (
+    "triton", "tilelang", "cudnn", "cutlass", "flash_attention", "flash_attn", "fa2", "fa3", "liger", "quack",
+    "deep_gemm", "deepgemm", "sage", "mamba_ssm", "causal_conv1d_cuda", "flashmla", "cuda_graph",
+)  # fmt: skip
+
+
+def _names_cuda_only_impl(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            word = sub.value
+        elif isinstance(sub, ast.Name):
+            word = sub.id
+        elif isinstance(sub, ast.Attribute):
+            word = sub.attr
+        else:
+            continue
+        lower = word.lower()
+        if any(w in lower for w in CUDA_ONLY_IMPLS):
+            return True
+    return False
+
+
+def cuda_gate_condition(ctx: Context, node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+    """(condition root, statement) when the CUDA test ``node`` is (part of) the test of an ``if`` / ``while`` /
+    conditional expression, or the value of a flag assignment; None when it is used otherwise."""
+    root: ast.AST = node
+    for parent, child in _child_of(ctx, node):
+        if isinstance(parent, (ast.BoolOp, ast.UnaryOp)):
+            root = parent
+            continue
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is parent.test:
+            return root, parent
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and child is parent.value:
+            return root, parent
+        return None
+    return None
+
+
+def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
+    """What NPU path a CUDA test (``x.is_cuda``, ``x.device.type == "cuda"``) disables, or None.
+
+    Reported: the condition also tests a dispatch guard (``slot.use_non_eager_impl``, ``is_bound``,
+    ``.bound_kernel()``); the guarded branch calls a registry handle of the file; or the file is an NPU module
+    or spec. Exempt: the condition, an enclosing ``if`` or the enclosing function names a CUDA-only
+    implementation (``impl == "triton"``, ``"tilelang"``, ``use_flash_attn``...): that guard selects a CUDA
+    kernel on purpose."""
+    found = cuda_gate_condition(ctx, node)
+    if found is None:
+        return None
+    root, stmt = found
+    if _names_cuda_only_impl(root):
+        return None
+    for parent, child in _child_of(ctx, stmt):
+        if isinstance(parent, (ast.If, ast.While)) and child is not parent.test:
+            if _names_cuda_only_impl(parent.test):
+                return None
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(w in parent.name.lower() for w in CUDA_ONLY_IMPLS):
+                return None
+            break
+    for sub in ast.walk(root):
+        if isinstance(sub, ast.Attribute) and sub.attr in GUARD_ATTRS:
+            return f"the dispatch guard `{ctx.source.segment(sub)}`"
+        if isinstance(sub, ast.Call) and call_name(sub) == "bound_kernel":
+            return f"the dispatch guard `{ctx.source.segment(sub)}`"
+    if isinstance(stmt, ast.If):
+        handles = module_handle_names(ctx)
+        if handles:
+            for s in stmt.body:
+                for sub in ast.walk(s):
+                    if (
+                        isinstance(sub, ast.Call)
+                        and isinstance(sub.func, ast.Name)
+                        and sub.func.id in handles
+                    ):
+                        return f"a call of the dispatch handle `{sub.func.id}`"
+    if npu_targeted(ctx):
+        return "code of an NPU module"
+    return None
+
+
+def bool_operand_removal(ctx: Context, node: ast.AST) -> Edit | None:
+    """An edit removing ``node`` from the ``and`` it is a direct operand of (``a and x.is_cuda`` -> ``a``)."""
+    parent = ctx.parents[-1] if ctx.parents else None
+    if not (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)) or len(parent.values) < 2:
+        return None
+    values = parent.values
+    i = next((k for k, v in enumerate(values) if v is node), None)
+    if i is None:
+        return None
+    src = ctx.source
+    if i > 0:
+        start = src.node_range(values[i - 1])[1]
+        end = src.node_range(node)[1]
+    else:
+        start = src.node_range(node)[0]
+        end = src.node_range(values[1])[0]
+    text = src.text[start:end]
+    if "#" in text:
+        return None
+    return Edit(start, end, "")

@@ -119,10 +119,12 @@ class CudaCall(Rule):
     fix_safety = (
         "Safe: `.to(<device>)` moves to the device the surrounding data already lives on (a tensor "
         'parameter, else a parameter of the module), or to `get_device_type()`, which is `"cuda"` on a GPU '
-        "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. When `.cuda(i)` "
-        "names an explicit device index the fix is unsafe: the index is dropped in favour of the current device."
+        "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. The device the caller "
+        'asks for is kept: `.cuda(1)` becomes `.to(f"{get_device_type()}:1")` (safe); `.cuda(device)` becomes '
+        "`.to(device)`, unsafe: a CUDA device passed in still names CUDA. A new call in a default value or at "
+        "module level (evaluated on import) makes the fix unsafe."
     )
-    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md."
+    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
     node_types = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:
@@ -144,28 +146,44 @@ class CudaCall(Rule):
         if in_cuda_dispatch(self.ctx, node):
             return  # ``if get_device_type() == "cuda": x = x.cuda()`` is deliberate
         ctx = self.ctx
-        avoid = _root_name(receiver)
-        source = device_source(ctx, avoid=avoid)
+        if len(node.args) > 1:
+            return  # not a real .cuda() signature; leave it alone
+        requested = (
+            node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "device"), None)
+        )
         edits: list[Edit] = []
-        if source is None:
-            source = "get_device_type()"
-            helper = helper_edits(ctx, "get_device_type")
-            if helper is None:
-                self._report_no_fix(node, func)
-                return
-            edits.extend(helper)
-        args = [source]
         applicability = Applicability.SAFE
         reason = ""
-        if node.args:
-            applicability = Applicability.UNSAFE
-            reason = "drops the explicit device index passed to .cuda()"
-            if len(node.args) > 1:
-                return  # not a real .cuda() signature; leave it alone
+        if requested is not None:
+            # ``.cuda(device)``: keep the device the caller asked for
+            index = requested.value if isinstance(requested, ast.Constant) else None
+            if isinstance(index, int) and not isinstance(index, bool):
+                source = f'f"{{get_device_type()}}:{index}"'
+                helper = helper_edits(ctx, "get_device_type")
+                if helper is None:
+                    self._report_no_fix(node, func)
+                    return
+                edits.extend(helper)
+            else:
+                source = ctx.source.segment(requested)
+                applicability = Applicability.UNSAFE
+                reason = (
+                    f"keeps the requested device `{source}` as given: check what callers pass (a CUDA device "
+                    "or a bare ordinal still names CUDA)"
+                )
+        else:
+            avoid = _root_name(receiver)
+            source = device_source(ctx, avoid=avoid)
+            if source is None:
+                source = "get_device_type()"
+                helper = helper_edits(ctx, "get_device_type")
+                if helper is None:
+                    self._report_no_fix(node, func)
+                    return
+                edits.extend(helper)
+        args = [source]
         for kw in node.keywords:
             if kw.arg == "device":
-                applicability = Applicability.UNSAFE
-                reason = "drops the explicit device passed to .cuda()"
                 continue
             args.append(ctx.source.segment(kw))
         start = ctx.source.node_range(receiver)[1]

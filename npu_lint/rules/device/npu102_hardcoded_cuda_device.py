@@ -11,6 +11,8 @@ from npu_lint.rules.device._shared import (
     _DEVICE_FIRST_ARG,
     _EXACT_HELPERS,
     _MIRRORED,
+    CPU_HOST_REASON,
+    CPU_NAMESPACE,
     LEGACY_TENSOR_TYPES,
     _child_of,
     _cuda_string,
@@ -20,10 +22,24 @@ from npu_lint.rules.device._shared import (
     _is_requirement_stmt,
     _names_kernel,
     _target_name,
+    cuda_gate_on_npu_path,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
 )
+
+
+def _names_cuda(node: ast.AST) -> bool:
+    """Whether a guarded statement or expression names CUDA itself (a ``"cuda[:N]"`` string, ``.cuda(...)``)."""
+    for sub in ast.walk(node):
+        if _cuda_string(sub) is not None:
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "cuda" and not isinstance(sub.value, ast.Name):
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "cuda" and isinstance(sub.value, ast.Name):
+            if sub.value.id != "torch":
+                return True
+    return False
 
 
 class HardcodedCudaDevice(Rule):
@@ -58,7 +74,7 @@ class HardcodedCudaDevice(Rule):
             """,
             fixed="""
             import torch
-            from veomni.utils.device import get_device_type, synchronize, get_device_id
+            from veomni.utils.device import get_device_id, get_device_type, synchronize
 
 
             def load(model, path, init_device=get_device_type()):
@@ -132,7 +148,6 @@ class HardcodedCudaDevice(Rule):
                     torch.cuda.synchronize()
             """,
             fixed="""
-            import torch
             from veomni.utils.device import get_device_type, synchronize
 
 
@@ -179,14 +194,19 @@ class HardcodedCudaDevice(Rule):
         "`current_stream()` / `stream(s)` / `Stream(...)` / `Event(...)` become `synchronize()` / "
         "`get_device_id()` / `empty_cache()` / `set_device(d)` / `get_current_stream()` / "
         "`switch_to_specified_stream(s)` / `create_stream(...)` / `create_event(...)`, other runtime calls "
-        "that torch_npu mirrors become `get_torch_device().<name>(...)`, and `torch.cuda.amp.autocast(...)` "
+        "that torch_npu mirrors become `get_torch_device().<name>(...)` (unsafe unless `torch.cpu` has the "
+        "function too: on a CPU-only host `get_torch_device()` is `torch.cpu`, and `manual_seed`, "
+        "`empty_cache`... would raise AttributeError there), and `torch.cuda.amp.autocast(...)` "
         "becomes `torch.autocast(get_device_type(), ...)`. The import from `veomni.utils.device` is added (and "
         "`config.add_import(...)` in a patch spec). Unsafe: `torch.cuda.is_available()` becomes "
         '`get_device_type() != "cpu"`, which also runs the guarded code on NPU hosts (keep `IS_CUDA_AVAILABLE` '
-        'when that code is CUDA-only). No fix for `.is_cuda` / `device.type == "cuda"` branches and '
+        'when that code is CUDA-only); no fix when the guarded code itself names CUDA (`"cuda:0" if '
+        "torch.cuda.is_available() else ...` would pick `cuda:0` on NPU). Any fix that would make a default value or "
+        "module-level expression call a helper at import time is unsafe. No fix for `.is_cuda` / "
+        '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
-    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md.'
+    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 6 of 6.'
     node_types = (
         ast.Call,
         ast.Attribute,
@@ -362,6 +382,10 @@ class HardcodedCudaDevice(Rule):
                     start = ctx.source.node_range(node)[0]
                     end = ctx.source.node_range(node)[1]
                     fix = make_fix(f"Replace with `{helper}(...)`", [*edits, Edit(start, end, helper)])
+                    if node.attr not in CPU_NAMESPACE:
+                        fix = make_fix(
+                            fix.title, fix.edits, Applicability.UNSAFE, CPU_HOST_REASON.format(name=node.attr)
+                        )
                     self.report(
                         node,
                         f"`torch.cuda.{node.attr}()` is CUDA-only; use `{helper}()` (veomni.utils.device)",
@@ -373,7 +397,12 @@ class HardcodedCudaDevice(Rule):
             fix = None
             if edits is not None:
                 text = f"get_torch_device().{node.attr}"
-                fix = make_fix(f"Replace with `{text}`", [*edits, ctx.replace(node, text)])
+                applicability, reason = Applicability.SAFE, ""
+                if node.attr not in CPU_NAMESPACE:
+                    applicability, reason = Applicability.UNSAFE, CPU_HOST_REASON.format(name=node.attr)
+                fix = make_fix(
+                    f"Replace with `{text}`", [*edits, ctx.replace(node, text)], applicability, reason
+                )
             self.report(
                 node,
                 f"`torch.cuda.{node.attr}` is CUDA-only; use `get_torch_device().{node.attr}` "
@@ -418,6 +447,9 @@ class HardcodedCudaDevice(Rule):
             text = f"({text})"
         edits = helper_edits(ctx, "get_device_type")
         fix = None
+        if isinstance(parent, (ast.If, ast.IfExp)) and _names_cuda(parent):
+            # ``"cuda:0" if torch.cuda.is_available() else "cpu"``: on NPU the new test would pick "cuda:0"
+            edits = None
         if edits is not None and not call.args and not call.keywords:
             fix = make_fix(
                 f"Replace with `{text}`",
@@ -475,8 +507,8 @@ class HardcodedCudaDevice(Rule):
 
     def _visit_is_cuda(self, node: ast.Attribute) -> None:
         ctx = self.ctx
-        if _in_fstring(ctx) or self._kernel_gate(node):
-            return
+        if _in_fstring(ctx) or self._kernel_gate(node) or cuda_gate_on_npu_path(ctx, node):
+            return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
         if in_cuda_dispatch(ctx, node):
             return
         what = ctx.source.segment(node)
@@ -499,6 +531,8 @@ class HardcodedCudaDevice(Rule):
             return
         if _in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
             return
+        if cuda_gate_on_npu_path(ctx, node):
+            return  # NPU105
         what = ctx.source.segment(node)
         self.report(
             node,

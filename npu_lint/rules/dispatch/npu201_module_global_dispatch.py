@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules._handles import (
+    REGISTRY_OBJECTS,
     Block,
     _dispatch_doc,
     block_of,
@@ -12,6 +13,7 @@ from npu_lint.rules._handles import (
     constructor_kind,
     in_function,
     migration_fix,
+    module_handle_names,
     module_scope_calls,
     str_value,
 )
@@ -29,6 +31,9 @@ class ModuleGlobalDispatch(Rule):
         "silently retargets the first. VeOmni's VeomniOp generation gives each model class its own handles, "
         "built in `__init__` from the model's ops config and stored on `self`. Declarations inside a spec's "
         "post-import block are reported at their line inside the string."
+        " Names are resolved: an aliased import (`OpSlot as _Slot`), a kernel read from the registry object "
+        "(`KERNEL_REGISTRY.resolve(...)`) and a module-global slot stored on `self` where its bound kernel was "
+        "meant (`self.fn = slot` instead of `slot.bound_kernel()`) are all module-global dispatch."
     )
     bad = (
         Example(
@@ -72,6 +77,22 @@ class ModuleGlobalDispatch(Rule):
             """,
             title="a VeomniOp handle at import time",
         ),
+        Example(
+            """
+            from veomni.ops.dispatch import OpSlot as _Slot
+            from veomni.ops.kernel_registry import KERNEL_REGISTRY
+
+            veomni_causal_conv1d = _Slot("causal_conv1d", "standard")
+            conv_kernel = KERNEL_REGISTRY.resolve("causal_conv1d", "standard", "triton")
+
+
+            class ToyGatedDeltaNet:
+                def __init__(self):
+                    self.causal_conv1d_fn = veomni_causal_conv1d
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py",
+            title="names hide the dispatch: an aliased OpSlot, a registry read, the slot stored on self",
+        ),
     )
     good = (
         Example(
@@ -105,8 +126,9 @@ class ModuleGlobalDispatch(Rule):
         "veomni 0.1.12: 226 findings, all module-level OpSlot declarations (in specs, their post-import "
         "blocks and generated files), matching an independent count of 226 (bench/count_opslots.py); "
         "no false positives."
+        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 10 of 10."
     )
-    node_types = (ast.Call,)
+    node_types = (ast.Call, ast.Assign)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -120,13 +142,17 @@ class ModuleGlobalDispatch(Rule):
                 "attention_op",
                 "bound_kernel",
                 "add_post_import_block",
+                *REGISTRY_OBJECTS,
             )
         ):
             self.node_types = ()  # every finding names one of these in a call
 
     def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign):
+            self._slot_on_self(node)
+            return
         assert isinstance(node, ast.Call)
-        kind = constructor_kind(node)
+        kind = constructor_kind(node, self.ctx)
         if kind is None and not (
             isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
         ):
@@ -141,9 +167,31 @@ class ModuleGlobalDispatch(Rule):
             if block is None:
                 return
             for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset)):
-                kind = constructor_kind(call)
+                kind = constructor_kind(call, self.ctx)
                 if kind is not None:
                     self._report(call, kind, block)
+
+    def _slot_on_self(self, node: ast.Assign) -> None:
+        """``self.fn = veomni_slot`` in a method: the instance keeps the module-global slot itself, so a later
+        ``bind()`` by another model switches this instance's kernel too (its bound kernel was meant)."""
+        value = node.value
+        if not isinstance(value, ast.Name) or self.ctx.function is None:
+            return
+        if not any(
+            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            for t in node.targets
+        ):
+            return
+        if value.id not in module_handle_names(self.ctx):
+            return
+        target = self.ctx.source.segment(node.targets[0])
+        self.report(
+            node,
+            f"`{target} = {value.id}` stores the module-global dispatch slot on the instance: a later `bind()` by "
+            f"another model switches this instance's kernel too; store `{value.id}.bound_kernel()` (or build a "
+            "VeomniOp handle in `__init__`)",
+            migration_fix(self.ctx),
+        )
 
     def _report(self, call: ast.Call, kind: str, block: Block | None) -> None:
         where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
@@ -151,6 +199,11 @@ class ModuleGlobalDispatch(Rule):
         op = str_value(call_arg(call, 0, "op_name" if kind == "OpSlot" else "op"))
         variant = str_value(call_arg(call, 1, "variant"))
         what = f'`{kind}("{op}", "{variant}")`' if op and variant and kind != "attention_op" else f"`{label}`"
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "resolve":  # a kernel-registry read
+            what = "`KERNEL_REGISTRY.resolve(...)`"
+            if block is None:
+                shown = " ".join(self.ctx.source.segment(call).split())
+                what = f"`{shown}`" if len(shown) <= 80 else what
         inside = " (in a post-import block)" if block is not None else ""
         message = (
             f"module-global dispatch{inside}: {what} is created at import time; {_dispatch_doc(kind)}. "

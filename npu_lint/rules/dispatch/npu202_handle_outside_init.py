@@ -87,6 +87,7 @@ class HandleOutsideInit(Rule):
     precision = (
         "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
         "pinned by tests."
+        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 2 of 2."
     )
     node_types = (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)
     leave_types = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -116,7 +117,7 @@ class HandleOutsideInit(Rule):
         callee = node.func
         if isinstance(callee, ast.Name):
             self.calls.setdefault(func, set()).add(callee.id)
-            if callee.id in ("VeomniOp", "attention_op"):
+            if call_name(node, ctx) in ("VeomniOp", "attention_op"):  # import aliases resolved
                 self.constructions.append((node, func))
         elif isinstance(callee, ast.Attribute):
             if callee.attr in ("VeomniOp", "attention_op"):
@@ -162,7 +163,7 @@ class HandleOutsideInit(Rule):
                 else f"`{method_name(func)}`, which runs every step"
             )
             message = (
-                f"`{call_name(call)}(...)` is constructed in {where}: build the handle once in `__init__`, "
+                f"`{call_name(call, self.ctx)}(...)` is constructed in {where}: build the handle once in `__init__`, "
                 "store it on `self`, and call it in `forward`"
             )
             self.report(call, message, migration_fix(self.ctx))

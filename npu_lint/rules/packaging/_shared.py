@@ -63,20 +63,33 @@ class Package:
         return out
 
 
-_MEMO: dict[tuple[str, ...], list[Package]] = {}
+_MEMO: dict[tuple[object, ...], list[Package]] = {}
+
+
+def _dir_stamp(directory: str) -> tuple[object, ...]:
+    """The names in a package directory and its ``generated/``: a created NPU spec or generated module
+    invalidates the memo (the language server lives long; mtimes can be too coarse to tell)."""
+    out: list[object] = []
+    for d in (directory or ".", os.path.join(directory or ".", "generated")):
+        try:
+            out.append(hash(tuple(sorted(os.listdir(d)))))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def packages(paths: list[str]) -> list[Package]:
-    """Model packages (directories with a ``*_patch_gen_config.py``) holding at least one linted file."""
-    key = tuple(paths)
-    if key in _MEMO:
-        return _MEMO[key]
+    """Model packages (directories with a ``*_patch_gen_config.py``) holding at least one linted file.
+    Remembered for the last set of paths while none of their directories changed."""
     dirs: dict[str, None] = {}
     for path in paths:
         directory = os.path.dirname(path)
         if os.path.basename(directory) == "generated":
             directory = os.path.dirname(directory)
         dirs.setdefault(directory, None)
+    key = (tuple(paths), tuple(_dir_stamp(d) for d in dirs))
+    if key in _MEMO:
+        return _MEMO[key]
     out = []
     for directory in sorted(dirs):
         specs = patchgen.package_specs(directory or ".")

@@ -12,6 +12,24 @@ from npu_lint.veomni import patchgen
 from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
 
 
+def _missing_module_reason(pkg: object, npu_file: str) -> str:
+    """Why switching to a generated module that does not exist yet is unsafe, naming the command that makes it."""
+    spec = None
+    for path in pkg.npu_specs:  # type: ignore[attr-defined]
+        loaded = patchgen.load_spec(path)
+        if loaded is not None and patchgen.effective_target_file(loaded) == npu_file:
+            spec = path
+    created = ""
+    if spec is None and pkg.gpu_specs:  # type: ignore[attr-defined]
+        spec = patchgen.npu_spec_path(pkg.gpu_specs[0])  # type: ignore[attr-defined]
+        created = f" after NPU501's fix creates `{os.path.basename(spec)}`"
+    command = patchgen.regen_command(spec) if spec else "patchgen"
+    return (
+        f"`generated/{npu_file}` does not exist yet: NPU hosts fail to import the package until "
+        f"`{command}` has run{created}"
+    )
+
+
 class StaticGeneratedImport(ProjectRule):
     code = "NPU502"
     name = "static-generated-import"
@@ -112,11 +130,14 @@ class StaticGeneratedImport(ProjectRule):
                 fix = None
                 if edit is not None:
                     edits = (edit,) if flag_edit is None else (flag_edit, edit)
+                    reason = "NPU hosts import the NPU generated module, which patchgen must have generated"
+                    if npu_file not in existing:
+                        reason = _missing_module_reason(pkg, npu_file)
                     fix = Fix(
                         f"Choose `{item.npu_module}` when `IS_NPU_AVAILABLE`",
                         edits,
                         Applicability.UNSAFE,
-                        reason="NPU hosts import the NPU generated module, which patchgen must have generated",
+                        reason=reason,
                     )
                 where = f"`{item.function}`" if item.function else "the module"
                 types = ", ".join(f"`{t}`" for t in item.model_types)

@@ -1,0 +1,78 @@
+"""Benchmark: wall time of ``npu-lint verify`` per model of veomni==0.1.12, every check, one run each.
+
+Models: qwen3 (text), llama (text, GPU spec only), qwen3_vl (vision-language), gemma3 after npu-lint's NPU501
+fix and a patchgen run (text). The tree is a copy of the wheel with VeOmni's ruff settings (as the tests use).
+Each check is a fresh interpreter (torch + transformers + veomni imported each time); the import check runs
+twice (IS_NPU_AVAILABLE forced true, then false).
+
+Usage: python bench/verify_time.py [--patchgen DIR] [--models qwen3,qwen3_vl]
+The patchgen directory defaults to the one the tests fetch into the corpus cache. A benchmark, not a test:
+the target (<= 60 s per text model on 2 cores) is printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "verify"))
+
+from conftest import PATCHGEN_COMMIT  # noqa: E402
+from corpus import CACHE  # noqa: E402
+from verify_helpers import TRANSFORMERS, make_tree, regenerate  # noqa: E402
+
+TEXT = {"qwen3", "llama", "gemma3"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--patchgen", default=str(CACHE / f"patchgen-{PATCHGEN_COMMIT}" / "patchgen-pkg"))
+    parser.add_argument("--models", default="qwen3,llama,qwen3_vl,gemma3")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = make_tree(Path(tmp))
+        for model in args.models.split(","):
+            model_dir = tree / TRANSFORMERS / model
+            if model == "gemma3":
+                subprocess.run(
+                    [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--fix", "--unsafe-fixes", "-q",
+                     str(model_dir)],
+                    capture_output=True,
+                )  # fmt: skip
+                regenerate(
+                    tree, "veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config", Path(args.patchgen)
+                )
+            start = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "npu_lint", "verify", str(model_dir), "--format", "json", "-q",
+                 "--patchgen", args.patchgen],
+                capture_output=True, text=True, env={**os.environ},
+            )  # fmt: skip
+            wall = time.perf_counter() - start
+            report = json.loads(proc.stdout)
+            checks = report["models"][0]["checks"]
+            per = ", ".join(f"{c['check']} {c['duration_s']:.1f}" for c in checks)
+            statuses = " ".join(f"{c['check']}={c['status']}" for c in checks)
+            target = " (target <= 60 s)" if model in TEXT else ""
+            rows.append((model, wall, per, statuses, target))
+            print(f"{model}: {wall:.1f} s{target}; {per}; {statuses}", flush=True)
+    print()
+    print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print("| model | wall time | per check (s) |\n|---|---|---|")
+    for model, wall, per, _statuses, target in rows:
+        print(f"| {model} | {wall:.1f} s{target} | {per} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""``npu-lint verify MODEL_DIR [MODEL_DIR ...]``: the opt-in dynamic validation of a migrated model.
+
+Unlike ``check``, this runs the model: each check in a subprocess of the interpreter that has torch and
+transformers (``pip install 'npu-lint[verify]'``) and imports VeOmni from the tree being verified.
+Exit codes: 0 every check passed, 1 a check failed, 2 a check could not run (usage, missing dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from npu_lint.verify.model import NotAModel, load_model_package
+from npu_lint.verify.report import exit_code, render_json, render_markdown
+from npu_lint.verify.runner import (
+    CHECKS,
+    DEFAULT_TIMEOUT,
+    MissingDependency,
+    default_python,
+    probe,
+    run_check,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="npu-lint verify",
+        description="Run a migrated VeOmni model for real: patchgen reproducibility, imports and registration, "
+        "numerical parity with upstream transformers, handle isolation, checkpoint keys, multimodal paths.",
+    )
+    p.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR")
+    p.add_argument(
+        "--checks",
+        type=lambda v: [c.strip() for c in v.split(",") if c.strip()],
+        default=list(CHECKS),
+        help=f"comma-separated subset of: {', '.join(CHECKS)} (default: all)",
+    )
+    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.add_argument("-o", "--output-file", metavar="FILE")
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check (default %(default)s)"
+    )
+    p.add_argument(
+        "--python", default=None, help="interpreter with torch and transformers (default: this one)"
+    )
+    p.add_argument(
+        "--patchgen", metavar="DIR", help="directory holding VeOmni's `patchgen` package (patchgen-pkg/)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def _write(path: str, text: str) -> None:
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=str(target.parent.resolve()), prefix=f".{target.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    os.replace(tmp, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run_verify(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # an npu-lint bug, not a model failure (those are reported by the checks)
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"npu-lint verify: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from npu_lint import __version__
+
+    unknown = [c for c in args.checks if c not in CHECKS]
+    if unknown or not args.checks:
+        print(f"npu-lint verify: unknown check {', '.join(unknown) or '(none)'}; choose from {', '.join(CHECKS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        packages = [load_model_package(d) for d in args.model_dirs]
+    except NotAModel as exc:
+        print(f"npu-lint verify: {exc}", file=sys.stderr)
+        return 2
+    python = args.python or default_python()
+    try:
+        probe(python)
+    except MissingDependency as exc:
+        print(f"npu-lint verify: {exc}", file=sys.stderr)
+        return 2
+    models = []
+    for pkg in packages:
+        results = []
+        for check in [c for c in CHECKS if c in args.checks]:
+            if not args.quiet:
+                print(f"npu-lint verify: {pkg.name}: {check} ...", file=sys.stderr, flush=True)
+            result = run_check(pkg, check, python, args.timeout, args.patchgen)
+            results.append(result)
+            if not args.quiet:
+                print(f"npu-lint verify: {pkg.name}: {check} {result.status} ({result.duration:.1f} s)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                if result.status == "error":
+                    print(f"npu-lint verify: {pkg.name}: {check}: {result.details}", file=sys.stderr)
+        models.append({"package": pkg, "checks": results})
+    render = render_json if args.format == "json" else render_markdown
+    text = render(models, __version__)
+    if args.output_file:
+        _write(args.output_file, text)
+    else:
+        sys.stdout.write(text)
+    return exit_code(models)

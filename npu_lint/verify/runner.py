@@ -1,0 +1,193 @@
+"""Runs each check of ``npu-lint verify`` in its own interpreter, with a timeout.
+
+The child is ``_child.py`` of this package, run by file path with ``python -I`` (isolated mode: neither
+the working directory, ``PYTHONPATH`` nor the script's directory lands on ``sys.path``). Its working
+directory is the VeOmni tree root, and the request lists exactly what goes on ``sys.path``: the tree root
+(so ``veomni`` is the tree being verified, not another copy) and, when there is one, the directory holding
+VeOmni's ``patchgen`` package. A crash, a hang or a ``sys.exit`` in model code ends the child, never
+npu-lint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npu_lint.verify.model import ModelPackage
+
+CHILD = Path(__file__).with_name("_child.py")
+CHECKS = ("pin", "patchgen", "import", "parity", "isolation", "checkpoint", "multimodal")
+DEFAULT_TIMEOUT = 600.0
+INSTALL_HINT = "pip install 'npu-lint[verify]'"
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # pass, fail, skip, error (cannot run)
+    duration: float = 0.0
+    findings: list[dict[str, str]] = field(default_factory=list)
+    details: str = ""
+    facts: dict[str, object] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "check": self.name,
+            "status": self.status,
+            "duration_s": round(self.duration, 2),
+            "findings": self.findings,
+            "details": self.details,
+            "facts": self.facts,
+        }
+
+
+class MissingDependency(Exception):
+    """The child interpreter lacks torch or transformers (exit 2)."""
+
+
+def probe(python: str) -> None:
+    """Fail early, naming the install command, when the child interpreter cannot run any check."""
+    code = (
+        "import importlib.util as u, json; "
+        "print(json.dumps({m: u.find_spec(m) is not None for m in ('torch', 'transformers')}))"
+    )
+    try:
+        proc = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=120)
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        raise MissingDependency(f"cannot run the interpreter {python}: {exc}") from None
+    missing = [m for m, ok in found.items() if not ok]
+    if missing:
+        raise MissingDependency(f"{' and '.join(missing)} not installed for {python}: {INSTALL_HINT}")
+
+
+def patchgen_dirs(pkg: ModelPackage, explicit: str | None) -> list[str]:
+    """Where the child imports ``patchgen`` from, besides its site-packages."""
+    if explicit:
+        path = Path(explicit).resolve()
+        return [str(path.parent if path.name == "patchgen" else path)]
+    checkout = pkg.root / "patchgen-pkg"
+    if (checkout / "patchgen" / "__init__.py").is_file():
+        return [str(checkout)]
+    return []
+
+
+def request(pkg: ModelPackage, check: str, patchgen: str | None = None, force_npu: bool = False) -> dict:
+    return {
+        "check": check,
+        "root": str(pkg.root),
+        "model_dir": str(pkg.model_dir),
+        "package": pkg.package,
+        "gpu_module": pkg.module_for("gpu"),
+        "npu_module": pkg.module_for("npu"),
+        "specs": [pkg.specs[s] for s in ("gpu", "npu") if s in pkg.specs],
+        "registered": pkg.registered,
+        "pin": pkg.pin,
+        "pin_source": pkg.pin_source,
+        "sys_path": [str(pkg.root), *patchgen_dirs(pkg, patchgen)],
+        "force_npu": force_npu,
+    }
+
+
+def run_child(req: dict, python: str, timeout: float, cwd: Path) -> CheckResult:
+    name = req["check"]
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="npu-lint-verify-") as tmp:
+        req_path, res_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        req_path.write_text(json.dumps(req), encoding="utf-8")
+        env = dict(os.environ)
+        # patchgen runs `ruff` from PATH: the one installed next to the child interpreter comes first
+        env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
+        env.pop("PYTHONPATH", None)
+        env.setdefault("OMP_NUM_THREADS", "2")
+        try:
+            proc = subprocess.run(
+                [python, "-I", str(CHILD), str(req_path), str(res_path)],
+                cwd=str(cwd),
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return CheckResult(
+                name,
+                "fail",
+                time.perf_counter() - start,
+                [
+                    {
+                        "what": f"the check did not finish within {timeout:g} s",
+                        "meaning": "model code hangs (a collective without peers, an endless loop) or is far too "
+                        "slow for a two-layer model",
+                        "fix": "run the check alone with a larger --timeout to tell the two apart",
+                    }
+                ],
+            )
+        duration = time.perf_counter() - start
+        if not res_path.is_file():
+            tail = "\n".join((proc.stderr or "").strip().splitlines()[-25:])
+            return CheckResult(
+                name,
+                "fail",
+                duration,
+                [
+                    {
+                        "what": f"the check's interpreter died (exit code {proc.returncode})",
+                        "meaning": "model code crashed the process (segfault, abort, os._exit) while importing or "
+                        "running the model",
+                        "fix": "read the captured stderr in the details",
+                    }
+                ],
+                tail,
+            )
+        data = json.loads(res_path.read_text(encoding="utf-8"))
+    return CheckResult(
+        name,
+        data.get("status", "fail"),
+        duration,
+        list(data.get("findings") or []),
+        data.get("details") or "",
+        dict(data.get("facts") or {}),
+    )
+
+
+def run_check(
+    pkg: ModelPackage, check: str, python: str, timeout: float, patchgen: str | None = None
+) -> CheckResult:
+    if (
+        check == "multimodal"
+        and pkg.registered
+        and not any(n.endswith("ForConditionalGeneration") for n in pkg.registered)
+    ):
+        return CheckResult(
+            check, "skip", details="not a vision-language model (it registers no *ForConditionalGeneration)"
+        )
+    if check != "import":
+        return run_child(request(pkg, check, patchgen), python, timeout, pkg.root)
+    # registration is checked twice: IS_NPU_AVAILABLE forced true, and as found (false on this machine)
+    results = [
+        run_child(request(pkg, check, patchgen, force_npu=f), python, timeout, pkg.root)
+        for f in (False, True)
+    ]
+    merged = CheckResult(check, "pass", sum(r.duration for r in results))
+    order = {"pass": 0, "skip": 1, "error": 2, "fail": 3}
+    for r in results:
+        if order[r.status] > order[merged.status]:
+            merged.status = r.status
+        for f in r.findings:
+            if f not in merged.findings:
+                merged.findings.append(f)
+        if r.details and r.details not in merged.details:
+            merged.details = "\n".join(x for x in (merged.details, r.details) if x)
+        merged.facts.update(r.facts)
+    return merged
+
+
+def default_python() -> str:
+    return sys.executable

@@ -1,0 +1,111 @@
+"""``npu-lint verify`` as a command: exit codes, isolation of the child processes, and `check` not importing it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from verify_helpers import TRANSFORMERS, findings, run_verify, statuses
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_not_a_model_package_exits_2(tmp_path):
+    code, out, err = run_verify(str(tmp_path))
+    assert code == 2 and out == ""
+    assert (
+        err.strip()
+        == f"npu-lint verify: {tmp_path}: not a VeOmni model package (no *_gpu_patch_gen_config.py and no generated/)"
+    )
+
+
+@pytest.mark.corpus
+def test_unknown_check_exits_2(wheel_tree):
+    code, _, err = run_verify(str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,speed")
+    assert code == 2 and "unknown check speed" in err
+
+
+@pytest.mark.corpus
+def test_missing_torch_is_named_with_the_install_command(wheel_tree):
+    base = getattr(sys, "_base_executable", None)
+    if not base or base == sys.executable:
+        pytest.skip("no base interpreter outside the virtualenv")
+    probe = subprocess.run([base, "-I", "-c", "import torch"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("the base interpreter has torch")
+    code, _, err = run_verify(str(wheel_tree / TRANSFORMERS / "qwen3"), "--python", base)
+    assert code == 2
+    assert "not installed" in err and "pip install 'npu-lint[verify]'" in err
+
+
+@pytest.mark.corpus
+def test_patchgen_missing_cannot_run(wheel_tree):
+    """The wheel ships only the veomni.patchgen shim: without VeOmni's patchgen the check cannot run (exit 2)."""
+    code, report, err = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,patchgen", "--format", "json"
+    )
+    if statuses(report)["patchgen"] == "pass":
+        pytest.skip("patchgen is installed in this environment")
+    assert code == 2 and statuses(report) == {"pin": "pass", "patchgen": "error"}
+    assert "patchgen-pkg" in report["models"][0]["checks"][1]["details"]
+
+
+@pytest.mark.corpus
+def test_a_hang_is_a_timeout_not_a_hang_of_npu_lint(wheel_tree):
+    code, report, _ = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "parity", "--timeout", "0.5", "--format", "json"
+    )
+    assert code == 1
+    assert findings(report, "parity")[0]["what"] == "the check did not finish within 0.5 s"
+
+
+@pytest.mark.corpus
+def test_a_crash_in_model_code_is_a_failure(mutable_tree):
+    qwen3 = mutable_tree / TRANSFORMERS / "qwen3"
+    gen = qwen3 / "generated" / "patched_modeling_qwen3_gpu.py"
+    gen.write_text(gen.read_text() + "\nimport os\n\nos._exit(7)\n")
+    code, report, _ = run_verify(str(qwen3), "--checks", "parity", "--format", "json")
+    assert code == 1
+    assert findings(report, "parity")[0]["what"] == "the check's interpreter died (exit code 7)"
+
+
+@pytest.mark.corpus
+def test_the_child_imports_the_tree_not_the_working_directory(wheel_tree, tmp_path):
+    """A `veomni` package in the caller's working directory must not shadow the tree being verified."""
+    decoy = tmp_path / "veomni"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy veomni in the working directory')\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "verify", str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "checkpoint",
+         "--format", "json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{REPO}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_check_never_imports_verify():
+    code = (
+        "import sys; from npu_lint.cli import main; main(['check', '--no-cache', '-q', 'examples']); "
+        "bad = [m for m in sys.modules if m.startswith(('npu_lint.verify', 'torch', 'transformers'))]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.corpus
+def test_several_models_one_report(wheel_tree):
+    code, report, _ = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), str(wheel_tree / TRANSFORMERS / "llama"), "--checks", "pin,multimodal",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0
+    assert [m["package"] for m in report["models"]] == [
+        "veomni.models.transformers.qwen3",
+        "veomni.models.transformers.llama",
+    ]
+    assert statuses(report, 1) == {"pin": "pass", "multimodal": "skip"}
+    assert report["models"][1]["checks"][0]["facts"] == {"installed": "5.9.0", "pin": "5.9.0"}

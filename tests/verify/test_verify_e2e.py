@@ -1,0 +1,111 @@
+"""``npu-lint verify`` end to end on real models of the veomni==0.1.12 wheel, every check."""
+
+from __future__ import annotations
+
+import pytest
+from verify_helpers import TRANSFORMERS, findings, regenerate, run_verify, statuses
+
+pytestmark = pytest.mark.corpus
+
+
+def test_qwen3_every_check(wheel_tree, patchgen_dir):
+    code, report, err = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), "--format", "json", "--patchgen", str(patchgen_dir)
+    )
+    assert statuses(report) == {
+        "pin": "pass",
+        "patchgen": "pass",
+        "import": "pass",
+        "parity": "pass",
+        "isolation": "fail",  # the OpSlot generation binds handles at module scope
+        "checkpoint": "pass",
+        "multimodal": "skip",
+    }, err
+    assert code == 1 and report["exit_code"] == 1
+    iso = findings(report, "isolation")
+    assert {f["what"].split(" ")[0] for f in iso} == {"gpu", "npu"}
+    assert all("NPU201" in f["meaning"] and "veomni_rms_norm" in f["what"] for f in iso)
+    checks = {c["check"]: c for c in report["models"][0]["checks"]}
+    assert checks["parity"]["facts"]["npu_max_abs_logits_diff"] <= 1e-5
+    reg = checks["import"]["facts"]
+    assert reg["registration_npu"]["qwen3:ForCausalLM"].endswith(
+        "patched_modeling_qwen3_npu.Qwen3ForCausalLM"
+    )
+    assert reg["registration_gpu"]["qwen3:ForCausalLM"].endswith(
+        "patched_modeling_qwen3_gpu.Qwen3ForCausalLM"
+    )
+    assert "qwen3: parity pass" in err  # progress on stderr
+
+
+def test_qwen3_vl_every_check(wheel_tree, patchgen_dir):
+    code, report, err = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--format", "json", "--patchgen", str(patchgen_dir)
+    )
+    assert statuses(report) == {
+        "pin": "pass",
+        "patchgen": "pass",
+        "import": "pass",
+        "parity": "pass",
+        "isolation": "fail",
+        "checkpoint": "pass",
+        "multimodal": "pass",
+    }, err
+    facts = {c["check"]: c["facts"] for c in report["models"][0]["checks"]}
+    assert facts["parity"]["model"] == "Qwen3VLForConditionalGeneration"
+    assert facts["multimodal"]["npu_text_only_max_abs_logits_diff"] <= 1e-5
+
+
+def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
+    """The NPU501 fix creates gemma3's NPU spec and switches __init__; patchgen generates it; verify passes."""
+    import subprocess
+    import sys
+
+    gemma3 = mutable_tree / TRANSFORMERS / "gemma3"
+    assert not (gemma3 / "gemma3_npu_patch_gen_config.py").exists()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npu_lint",
+            "check",
+            "--no-cache",
+            "--fix",
+            "--unsafe-fixes",
+            "-q",
+            str(gemma3),
+        ],
+        capture_output=True,
+        timeout=600,
+    )
+    assert (gemma3 / "gemma3_npu_patch_gen_config.py").is_file()
+    code, report, _ = run_verify(
+        str(gemma3), "--checks", "patchgen", "--format", "json", "--patchgen", str(patchgen_dir)
+    )
+    assert statuses(report) == {"patchgen": "fail"}  # the spec exists, its generated module not yet
+    assert any("patched_modeling_gemma3_npu.py is missing" in f["what"] for f in findings(report, "patchgen"))
+
+    regenerate(mutable_tree, "veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config", patchgen_dir)
+    code, report, err = run_verify(str(gemma3), "--format", "json", "--patchgen", str(patchgen_dir))
+    assert statuses(report) == {
+        "pin": "pass",
+        "patchgen": "pass",
+        "import": "pass",
+        "parity": "pass",
+        "isolation": "fail",
+        "checkpoint": "pass",
+        "multimodal": "skip",
+    }, err
+    reg = {c["check"]: c for c in report["models"][0]["checks"]}["import"]["facts"]
+    assert reg["registration_npu"]["gemma3_text:ForCausalLM"].endswith("_npu.Gemma3ForCausalLM")
+
+
+def test_markdown_report_to_file(wheel_tree, tmp_path):
+    out = tmp_path / "report.md"
+    code, stdout, err = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,isolation", "-o", str(out)
+    )
+    assert code == 1 and stdout == ""
+    text = out.read_text()
+    assert "| pin | pass |" in text and "| isolation | **FAIL** |" in text
+    assert "what it means:" in text and "fix:" in text and "NPU201" in text
+    assert "Result: a check failed (exit 1)." in text
