@@ -387,6 +387,12 @@ SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str]] = [
 # regex sweeps: (name, edits, code, a text the file must hold to be a candidate)
 RE_SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str, str]] = [
     (
+        "RMSNorm eager fallback without the fp32 upcast",
+        [(r"re:\n +hidden_states = hidden_states\.to\(torch\.float32\)\n", "\n", False)],
+        "NPU406",
+        "RMSNorm",
+    ),
+    (
         "final-logit soft-capping dropped",
         [
             (
@@ -440,6 +446,30 @@ RE_SWEEPS: list[tuple[str, list[tuple[str, str, bool]], str, str]] = [
         [(r"re:\n +image_grid_thw=image_grid_thw,", "", True)],
         "NPU701",
         "image_grid_thw=image_grid_thw",
+    ),
+    (
+        "image_grid_thw overwritten before it is read",
+        [
+            (
+                r"re:\n( +)(if pixel_values is not None:\n\s+image_outputs)",
+                r"\n\1image_grid_thw = None\n\1\2",
+                False,
+            )
+        ],
+        "NPU701",
+        "image_outputs",
+    ),
+    (
+        "audio tower skipped on text-only micro-batches",
+        [("self.audio_tower.dummy_forward()", "self.audio_tower.forward_nothing()", True)],
+        "NPU703",
+        "audio_tower.dummy_forward",
+    ),
+    (
+        "audio dummy forward without the zero-valued dependency",
+        [(r"re:(audio_tower\.dummy_forward\(\)\.last_hidden_state\.mean\(\)) \* 0\.0", r"\1", True)],
+        "NPU703",
+        "audio_tower.dummy_forward",
     ),
     (
         "wrapper submodule renamed without a mapping",

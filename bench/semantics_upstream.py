@@ -19,7 +19,7 @@ from npu_lint.veomni.norms import upstream_rms_contract
 from npu_lint.veomni.upstream import upstream_class_method
 
 CODES = [
-    "NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU411", "NPU412", "NPU413", "NPU414", "NPU415",
+    "NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU406", "NPU411", "NPU412", "NPU413", "NPU414", "NPU415",
     "NPU701", "NPU702", "NPU703", "NPU704", "NPU705",
 ]  # fmt: skip
 

@@ -46,6 +46,16 @@ _OPSLOT_NAMES = {OFFSET: "qwen3_5", STANDARD: "standard", UNWEIGHTED: "unweighte
 _EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
 
 
+def _registered_tree_variants(project: object | None) -> list[str]:
+    """``rms_norm`` variants the tree itself registers (``register_op``/``register_kernel``/``KernelSpec``)."""
+    out: list[str] = []
+    for attr in ("registered", "slot_rows"):
+        for row in getattr(project, attr, ()) or ():
+            if row.op == "rms_norm" and row.variant not in out:
+                out.append(row.variant)
+    return out
+
+
 def _registered_variants(project: object | None) -> list[str]:
     """``rms_norm`` variants of the project's registry rows (the tree's rows when it has any)."""
     out: list[str] = []
@@ -78,6 +88,13 @@ def variant_for_contract(project: object | None, contract: str, kind: str = "Veo
             if _NAMES.get(name) == contract:
                 return name
         return _OPSLOT_NAMES[contract]
+    for name in _registered_tree_variants(project):
+        if _NAMES.get(name) == contract:
+            return name
+    if contract == OFFSET:  # no tree rows: the project's API profile names it (veomni.profile)
+        named = getattr(getattr(project, "profile", None), "offset_rms_variant", None)
+        if isinstance(named, str) and named:
+            return named
     for name in _registered_variants(project):
         if _NAMES.get(name) == contract:
             return name
@@ -192,10 +209,8 @@ def class_rms_contract(init: ast.AST | None, forward: ast.AST | None) -> RmsCont
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr == "float" and not node.args:
                     upcast = True
-                elif node.func.attr == "to" and any(
-                    isinstance(a, ast.Attribute) and a.attr == "float32" for a in node.args
-                ):
-                    upcast = True
+            elif isinstance(node, ast.Attribute) and node.attr == "float32":
+                upcast = True  # .to(torch.float32), .to(dtype=torch.float32), .type(torch.float32)
         uses_weight = any(_self_target(n, "weight") for n in ast.walk(forward))
         if not uses_weight:
             offset = None

@@ -536,6 +536,22 @@ def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
     return None
 
 
+_UPSTREAM_DUMPS: dict[int, tuple[ast.AST, list[str]]] = {}
+
+
+def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
+    """Whether ``func`` has the upstream method's body (formatting aside); upstream dumps are cached."""
+    if len(upstream.body) != len(func.body):
+        return False
+    hit = _UPSTREAM_DUMPS.get(id(upstream))
+    if hit is None or hit[0] is not upstream:
+        hit = (upstream, [ast.dump(s) for s in upstream.body])
+        if len(_UPSTREAM_DUMPS) > 512:
+            _UPSTREAM_DUMPS.clear()
+        _UPSTREAM_DUMPS[id(upstream)] = hit
+    return all(ast.dump(a) == b for a, b in zip(func.body, hit[1], strict=True))
+
+
 def patched_methods(
     tree: ast.Module,
     text: str,
@@ -569,7 +585,7 @@ def patched_methods(
         if upstream is None and new_ok and upstream_class(module, cls) is not None:
             upstream = ast.parse(f"def {method}(self):\n    pass").body[0]  # type: ignore[assignment]
             upstream.body = []  # type: ignore[union-attr]
-        if upstream is None or [ast.dump(s) for s in upstream.body] == [ast.dump(s) for s in func.body]:
+        if upstream is None or _same_body(upstream, func):
             continue
         out.append(PatchedMethod(module, cls, method, func, upstream))
     return out

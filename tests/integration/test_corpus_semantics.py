@@ -19,9 +19,7 @@ from corpus import veomni_wheel_root
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.corpus
-CODES = (
-    "NPU401,NPU402,NPU403,NPU404,NPU405,NPU411,NPU412,NPU413,NPU414,NPU415,NPU701,NPU702,NPU703,NPU704,NPU705"
-)
+CODES = "NPU401,NPU402,NPU403,NPU404,NPU405,NPU406,NPU411,NPU412,NPU413,NPU414,NPU415,NPU701,NPU702,NPU703,NPU704,NPU705"
 
 
 def test_wheel_findings(tmp_path: Path) -> None:
@@ -48,10 +46,13 @@ def test_wheel_findings(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
-    # every finding is a dummy_forward reading self.dtype (6 spec functions, 12 generated copies)
-    assert Counter(d["code"] for d in data) == {"NPU702": 18}
-    specs = [d for d in data if d["filename"].endswith("_patch_gen_config.py")]
+    # NPU702: every dummy_forward reads self.dtype (6 spec functions, 12 generated copies);
+    # NPU701: Qwen3.5's Model.forward overwrites its mm_token_type_ids parameter from kwargs (spec + 2 copies)
+    assert Counter(d["code"] for d in data) == {"NPU702": 18, "NPU701": 3}
+    specs = [d for d in data if d["filename"].endswith("_patch_gen_config.py") and d["code"] == "NPU702"]
     assert len(specs) == 6 and all(d["fix"] and d["fix"]["applicability"] == "safe" for d in specs)
+    overwritten = [d for d in data if d["code"] == "NPU701"]
+    assert all("mm_token_type_ids" in d["message"] and "/qwen3_5/" in d["filename"] for d in overwritten)
 
 
 def test_injected_bugs_are_found() -> None:

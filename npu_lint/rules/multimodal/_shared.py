@@ -93,15 +93,48 @@ def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
     return func.lineno, col, func.lineno, col + 4 + len(func.name)
 
 
-def passed_on(func: ast.FunctionDef, name: str, depth: int = 0) -> bool:
-    """Whether the parameter ``name`` reaches a call argument, a returned value or a container (directly, or
-    through a local it is assigned to); a name only tested (``if x is not None``) is not passed on."""
+_PARENTS: dict[int, tuple[ast.AST, dict[ast.AST, ast.AST]]] = {}
+
+
+_NAMES: dict[int, tuple[ast.AST, dict[str, list[ast.Name]]]] = {}
+
+
+def _parents(func: ast.AST) -> dict[ast.AST, ast.AST]:
+    """Child -> parent map of a function (the last few kept: rules ask about several parameters in a row)."""
+    hit = _PARENTS.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
     parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(func):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
+    if len(_PARENTS) > 8:
+        _PARENTS.clear()
+    _PARENTS[id(func)] = (func, parents)
+    return parents
+
+
+def name_nodes(func: ast.AST) -> dict[str, list[ast.Name]]:
+    """Every ``Name`` of a function by identifier (cached for the last few functions)."""
+    hit = _NAMES.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    out: dict[str, list[ast.Name]] = {}
     for node in ast.walk(func):
-        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+        if isinstance(node, ast.Name):
+            out.setdefault(node.id, []).append(node)
+    if len(_NAMES) > 8:
+        _NAMES.clear()
+    _NAMES[id(func)] = (func, out)
+    return out
+
+
+def passed_on(func: ast.FunctionDef, name: str, depth: int = 0) -> bool:
+    """Whether the parameter ``name`` reaches a call argument, a returned value or a container (directly, or
+    through a local it is assigned to); a name only tested (``if x is not None``) is not passed on."""
+    parents = _parents(func)
+    for node in name_nodes(func).get(name, []):
+        if not isinstance(node.ctx, ast.Load):
             continue
         child: ast.AST = node
         parent = parents.get(child)
@@ -122,3 +155,21 @@ def passed_on(func: ast.FunctionDef, name: str, depth: int = 0) -> bool:
                     if isinstance(t, (ast.Attribute, ast.Subscript)):
                         return True  # stored on an object or into a mapping
     return False
+
+
+def overwritten_before_read(func: ast.FunctionDef, name: str) -> ast.AST | None:
+    """The assignment that overwrites parameter ``name`` before any statement reads it (None: read first)."""
+    first_load: tuple[int, int] | None = None
+    first_store: tuple[int, int, ast.AST] | None = None
+    for node in name_nodes(func).get(name, []):
+        key = (node.lineno, node.col_offset)
+        if isinstance(node.ctx, ast.Load):
+            if first_load is None or key < first_load:
+                first_load = key
+        elif first_store is None or key < first_store[:2]:
+            first_store = (*key, node)
+    if first_store is None:
+        return None
+    if first_load is not None and first_load[0] <= first_store[0]:
+        return None  # read on an earlier line, or on the same line (`x = f(x)`)
+    return first_store[2]

@@ -11,6 +11,7 @@ from npu_lint.rules.multimodal._shared import (
     body_names,
     def_span,
     forwards_kwargs,
+    overwritten_before_read,
     params_of,
     passed_on,
 )
@@ -25,9 +26,9 @@ class MediaParameters(WrapperRule):
         "A vision-language wrapper's forward receives the media inputs (`pixel_values`, `pixel_values_videos`, "
         "`image_grid_thw`, `video_grid_thw`, `token_type_ids`, ...) and hands them to the inner model or the "
         "tower. A patched `ForConditionalGeneration.forward` / `Model.forward` that leaves one out of its "
-        "signature (without forwarding `**kwargs`) or accepts it and never uses it trains on text only: images "
-        "are silently ignored. The parameters are compared with the upstream forward's (and "
-        "`prepare_inputs_for_generation`'s, which hands them to generation)."
+        "signature (without forwarding `**kwargs`), accepts it and never passes it on, or overwrites it before "
+        "reading it, trains without that input: images are silently ignored or recomputed. The parameters are "
+        "compared with the upstream forward's (and `prepare_inputs_for_generation`'s)."
     )
     bad = (
         Example(
@@ -54,6 +55,22 @@ class MediaParameters(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="video inputs accepted, never passed on",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def qwen3_vl_model_forward_patched(self, input_ids=None, pixel_values=None, mm_token_type_ids=None, **kwargs):
+                mm_token_type_ids = kwargs.pop("mm_token_type_ids", None)
+                position_ids = self.compute_3d_position_ids(input_ids=input_ids, mm_token_type_ids=mm_token_type_ids)
+                return self.language_model(input_ids=input_ids, position_ids=position_ids, pixel_values=pixel_values)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a parameter overwritten from kwargs before it is read",
+        ),
     )
     good = (
         Example(
@@ -73,7 +90,9 @@ class MediaParameters(WrapperRule):
     )
     fix_safety = "No fix: where a media input goes depends on the patch."
     precision = (
-        "no false positive on the 60 patched wrapper forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 39/39. "
+        "veomni 0.1.12: 3/3 true positives (Qwen3.5's `Model.forward` overwrites its `mm_token_type_ids` "
+        "parameter from kwargs; spec + 2 generated copies), no false positive on its 60 patched wrapper forwards "
+        "nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 54/54. "
         "See bench/accuracy/semantics.md."
     )
 
@@ -100,7 +119,16 @@ class MediaParameters(WrapperRule):
                 f"`{patched.cls}.{patched.name}` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}",
             )
         for arg in [*func.args.args, *func.args.kwonlyargs]:
-            if arg.arg in media and (arg.arg not in used or not passed_on(func, arg.arg)):
+            if arg.arg not in media:
+                continue
+            store = overwritten_before_read(func, arg.arg)
+            if store is not None:
+                self.report(
+                    store,
+                    f"`{arg.arg}` is overwritten before it is read: the caller's value is dropped",
+                )
+                continue
+            if arg.arg not in used or not passed_on(func, arg.arg):
                 self.report(
                     arg, f"`{arg.arg}` is accepted but never passed on: that input is silently ignored"
                 )

@@ -137,6 +137,7 @@ class _RmsNormState:
         # (replacement_name node, target, dotted replacement) of create_patch_from_external
         self.externals: list[tuple[ast.expr, str, str]] = []
         self.spec_imports: dict[str, str] = {}  # name -> dotted, from a spec's config.add_import(...)
+        self.local_handles: dict[tuple[int, str], list[Handle]] = {}  # (id(function), name) -> handles
 
 
 class _RmsNormCalls(Rule):
@@ -211,6 +212,13 @@ class _RmsNormCalls(Rule):
         elif isinstance(node, ast.Assign):
             state.handles.visit_assign(ctx, node)
             value = node.value
+            if state.functions and isinstance(value, ast.Call) and state.functions[-1][0] is not None:
+                local = HandleTable._handle(value)
+                if local is not None:
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            key = (id(state.functions[-1][0]), target.id)
+                            state.local_handles.setdefault(key, []).append(local)
             if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig" and not state.functions:
                 state.source_module = str_value(call_arg(value, 99, "source_module")) or state.source_module
         elif isinstance(node, ast.Lambda):
@@ -282,16 +290,20 @@ class _RmsNormCalls(Rule):
         return out
 
     def rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle]]:
+        """RMSNorm handle calls of this file (computed once per file, shared by the RMSNorm rules)."""
+        memo = self.ctx.memo.get("rms_calls")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
         out = []
         for call, func, cls in self.state.calls:
             handle = self.handles.resolve(self.ctx, call.func, cls)
             if handle is None and isinstance(call.func, ast.Name):  # a handle local to the function
-                values = [v for v in _assigned_in(func, call.func.id) if isinstance(v, ast.Call)]
-                found = [HandleTable._handle(v) for v in values]
-                if len(found) == 1 and found[0] is not None:
+                found = self.state.local_handles.get((id(func), call.func.id), [])
+                if len(found) == 1:
                     handle = found[0]
             if handle is not None and handle.op == "rms_norm" and weight_argument(call) is not None:
                 out.append((call, func, cls, handle))
+        self.ctx.memo["rms_calls"] = out
         return out
 
     # -- is the class's weight zero-initialised?
@@ -498,8 +510,23 @@ class LossRule(Rule):
         pass
 
 
+_LOSS_CALLS: dict[int, tuple[ast.AST, list[ast.Call]]] = {}
+
+
 def loss_calls(func: ast.AST) -> list[ast.Call]:
-    """Calls that compute the causal-LM loss: `self.loss_function(...)`, the loss helpers, a loss handle."""
+    """Calls that compute the causal-LM loss: `self.loss_function(...)`, the loss helpers, a loss handle
+    (cached per function: several rules ask about the same upstream and patched forwards)."""
+    hit = _LOSS_CALLS.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    out = _loss_calls(func)
+    if len(_LOSS_CALLS) > 256:
+        _LOSS_CALLS.clear()
+    _LOSS_CALLS[id(func)] = (func, out)
+    return out
+
+
+def _loss_calls(func: ast.AST) -> list[ast.Call]:
     out = []
     for node in ast.walk(func):
         if not isinstance(node, ast.Call):

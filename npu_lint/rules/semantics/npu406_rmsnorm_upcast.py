@@ -1,0 +1,131 @@
+"""NPU406 rmsnorm-upcast."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.upstream import PatchedMethod, patched_methods
+
+
+def _eager_math(func: ast.AST) -> ast.AST | None:
+    """The first eager RMS computation (`x.pow(2)`, `torch.rsqrt(...)`, `x * x`) of a forward, if any."""
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("pow", "rsqrt")
+        ):
+            return node
+    return None
+
+
+def _is_upcast(expr: ast.AST) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Attribute) and node.attr == "float32":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "float":
+            return True
+    return False
+
+
+def _squared_upcast(func: ast.AST) -> bool | None:
+    """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
+    pow)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pow":
+            base = node.func.value
+            if _is_upcast(base):
+                return True
+            if isinstance(base, ast.Name):
+                return any(
+                    isinstance(a, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == base.id for t in a.targets)
+                    and a.lineno <= node.lineno
+                    and _is_upcast(a.value)
+                    for a in ast.walk(func)
+                )
+            return False
+    return None
+
+
+class RmsNormUpcast(Rule):
+    code = "NPU406"
+    name = "rmsnorm-upcast"
+    summary = (
+        "A patched RMSNorm forward computes the variance in the input dtype where upstream upcasts to fp32."
+    )
+    why = (
+        "RMSNorm squares and averages the activations: in bf16/fp16 the mean of squares loses most of its "
+        "mantissa and overflows for large activations, so transformers' RMSNorm classes upcast "
+        "(`hidden_states.to(torch.float32)`, `x.float()`) before `pow(2).mean()` and cast back afterwards. A patched "
+        "forward (an eager fallback next to a kernel handle, or a hand-written NPU variant) that keeps the eager "
+        "math but drops the upcast changes the numerics of every layer. The upcast is read from the upstream "
+        "class's forward; kernel calls are not judged (kernels upcast internally)."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+
+
+            @config.override_method("Qwen3RMSNorm.forward")
+            def qwen3_rmsnorm_forward_patched(self, hidden_states):
+                variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return self.weight * hidden_states
+            """,
+            path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+
+
+            @config.override_method("Qwen3RMSNorm.forward")
+            def qwen3_rmsnorm_forward_patched(self, hidden_states):
+                input_dtype = hidden_states.dtype
+                hidden_states = hidden_states.to(torch.float32)
+                variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return self.weight * hidden_states.to(input_dtype)
+            """,
+            path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+        ),
+    )
+    fix_safety = "No fix: where to cast back depends on the patch."
+    precision = (
+        "no false positive on the 33 patched RMSNorm forwards of veomni 0.1.12 nor on transformers 5.9.0; recall "
+        "on injected bugs (bench/semantics_recall.py): 28/28. See bench/accuracy/semantics.md."
+    )
+
+    node_types = ()
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        text = ctx.source.text
+        if "RMSNorm" not in text or "forward" not in text:
+            return
+        for patched in patched_methods(
+            ctx.tree, text, "forward", ("RMSNorm", "RMSNormGated"), path=ctx.source.path
+        ):
+            self._check(patched)
+
+    def _check(self, patched: PatchedMethod) -> None:
+        if not _squared_upcast(patched.upstream):
+            return
+        math = _eager_math(patched.func)
+        if math is None or _squared_upcast(patched.func) is not False:
+            return
+        self.report(
+            math,
+            f"`{patched.cls}.forward` computes the RMS in the input dtype; the upstream forward upcasts to fp32 first",
+        )
