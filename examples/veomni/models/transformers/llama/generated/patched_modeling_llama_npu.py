@@ -22,9 +22,10 @@ class LlamaRMSNorm(nn.Module):
         if veomni_rms_norm.use_non_eager_impl and hidden_states.is_cuda:
             # NPU404: `1 + weight` (Gemma's formula) on a norm whose weight starts at ones
             return veomni_rms_norm(hidden_states, 1.0 + self.weight, self.variance_epsilon)
-        variance = hidden_states.float().pow(2).mean(-1, keepdim=True)
-        normed = hidden_states.float() * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * normed.to(hidden_states.dtype)
+        # NPU406: the eager path squares bf16 activations; upstream upcasts to fp32 first
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        normed = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * normed
 
 
 # ======================================================================
