@@ -205,10 +205,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
         print(f"npu-lint: note: {note}", file=sys.stderr)
     if args.live_registry:
-        loader = getattr(project, "load_live_registry", None)
-        if loader is None:
-            raise UsageError("npu-lint: --live-registry is not supported by this version")
-        loader()
+        project.load_live_registry()
 
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
@@ -221,7 +218,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
-        fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
+        fp = settings.fingerprint(codes) + project.fingerprint()
         cache = Cache(cache_dir, fp)
     project_diags: list = []
 

@@ -14,6 +14,7 @@ from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix
 from npu_lint.core.source import SourceFile
 from npu_lint.engine.lint import lint_source
 from npu_lint.rules.base import PROJECT_REGISTRY
+from npu_lint.veomni.project import Project
 
 MAX_FIX_PASSES = 10
 
@@ -73,7 +74,7 @@ def fix_source(
     src: SourceFile,
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     unsafe: bool = False,
 ) -> FixOutcome:
     """Apply fixes to a fixpoint (bounded). Never returns text that does not parse (if the input parsed)."""
@@ -152,7 +153,7 @@ def fix_tree(
     diagnostics: list[Diagnostic],
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     unsafe: bool = False,
     write: bool = True,
     sources: dict[str, SourceFile] | None = None,

@@ -13,6 +13,7 @@ from npu_lint.core.source import DecodeError, SourceFile, decode_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
+from npu_lint.veomni.project import Project
 
 SYNTAX_CODE = "NPU001"
 
@@ -50,7 +51,7 @@ def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Di
 def check_source(
     src: SourceFile,
     codes: list[str],
-    project: object | None = None,
+    project: Project | None = None,
     fix_mode: bool = False,
 ) -> list[Diagnostic]:
     """All diagnostics of the selected rules for one decoded file, before suppressions.
@@ -70,7 +71,7 @@ def check_source(
 def _check_source(
     src: SourceFile,
     codes: list[str],
-    project: object | None,
+    project: Project | None,
     fix_mode: bool,
 ) -> list[Diagnostic]:
     try:
@@ -165,7 +166,7 @@ def lint_source(
     src: SourceFile,
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     fix_mode: bool = False,
 ) -> list[Diagnostic]:
     diags = check_source(src, codes, project, fix_mode)
@@ -182,7 +183,7 @@ def read_source(path: str) -> SourceFile:
     return SourceFile.from_text(path, text, encoding)
 
 
-def lint_path(path: str, codes: list[str], settings: Settings, project: object | None = None) -> FileResult:
+def lint_path(path: str, codes: list[str], settings: Settings, project: Project | None = None) -> FileResult:
     try:
         src = read_source(path)
     except OSError as exc:

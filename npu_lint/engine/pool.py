@@ -13,6 +13,7 @@ from npu_lint.engine.cache import Cache
 from npu_lint.engine.lint import FileResult, lint_path, read_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+from npu_lint.veomni.project import Project
 
 POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
 
@@ -20,7 +21,7 @@ POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
 _WORKER: dict[str, object] = {}
 
 
-def _init_worker(codes: list[str], settings: Settings, project: object | None) -> None:
+def _init_worker(codes: list[str], settings: Settings, project: Project | None) -> None:
     _WORKER["args"] = (codes, settings, project)
     load_rule_modules()
 
@@ -34,7 +35,7 @@ def lint_paths(
     paths: list[str],
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     cache: Cache | None = None,
     jobs: int | None = None,
     during: Callable[[], None] | None = None,
@@ -89,7 +90,7 @@ def lint_paths(
 
 
 def project_diagnostics(
-    project: object,
+    project: Project,
     files: list[str],
     codes: list[str],
     settings: Settings,

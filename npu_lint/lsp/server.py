@@ -46,6 +46,7 @@ from npu_lint.lsp.actions import (
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
 from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
+from npu_lint.veomni.project import Project
 
 logger = logging.getLogger("npu_lint.lsp")
 
@@ -101,7 +102,7 @@ class LintResult:
     lsp: list[types.Diagnostic]
     codes: list[str]
     settings: Settings
-    project: object | None
+    project: Project | None
     fixed: dict[bool, tuple[str, list[CreateFile]]]  # fix-all results by `unsafe`
     with_fixes: list[Diagnostic] | None = None  # the diagnostics with every fix built (fix mode), lazily
 
@@ -152,7 +153,7 @@ class NpuLintServer(LanguageServer):
         self.can_create_files = False
         self.resolve_edits = False  # the client resolves a code action's `edit` lazily (codeAction/resolve)
         self._configs: dict[str, _Config] = {}
-        self._projects: dict[str, object] = {}
+        self._projects: dict[str, Project | None] = {}
         self._results: dict[str, LintResult] = {}
         self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -232,7 +233,7 @@ class NpuLintServer(LanguageServer):
                 self.show_once(f"npu-lint: {exc2}")
                 return Settings(root=base.root), selected_codes(Settings(), known)
 
-    def project_for(self, path: str, settings: Settings) -> object | None:
+    def project_for(self, path: str, settings: Settings) -> Project | None:
         from npu_lint.veomni.project import find_veomni_root, load_project
 
         # one index per VeOmni root; outside one, the index depends on the file's own directory
@@ -274,7 +275,7 @@ class NpuLintServer(LanguageServer):
         path = self.path_for(uri)
         settings, codes = self.effective(path)
         src = SourceFile.from_text(path, text)
-        project: object | None = None
+        project: Project | None = None
         diags: list[Diagnostic] = []
         if not self.excluded(path, settings):
             project = self.project_for(path, settings)
@@ -295,7 +296,7 @@ class NpuLintServer(LanguageServer):
         return result
 
     def _project_diagnostics(
-        self, src: SourceFile, codes: list[str], settings: Settings, project: object | None
+        self, src: SourceFile, codes: list[str], settings: Settings, project: Project | None
     ) -> list[Diagnostic]:
         """Whole-tree rules read files from disk: their findings for this document are shown while the
         buffer matches the file on disk (on open and after a save)."""

@@ -13,6 +13,7 @@ from npu_lint.core.astutil import transformers_dir
 from npu_lint.core.diagnostics import Diagnostic, Fix, Origin
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.project import Project
 from npu_lint.veomni.registration import registered_types
 
 
@@ -21,7 +22,7 @@ def _guarded(check: Callable[..., Iterable[Diagnostic]]) -> Callable[..., list[D
     (``NPU_LINT_DEBUG=1`` re-raises)."""
 
     @functools.wraps(check)
-    def wrapper(self: ProjectRule, project: object, paths: list[str]) -> list[Diagnostic]:
+    def wrapper(self: ProjectRule, project: Project, paths: list[str]) -> list[Diagnostic]:
         out: list[Diagnostic] = []
         try:
             for diag in check(self, project, paths):
