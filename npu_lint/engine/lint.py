@@ -10,6 +10,7 @@ from pathlib import Path
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
+from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
@@ -103,6 +104,8 @@ def _check_source(
     diags = ctx.diagnostics
     if fix_mode and not src.kind.generated:
         diags = _build_deferred(ctx, diags)
+    if not src.kind.generated and any(d.fix is not None for d in diags):
+        diags = guard_fixes(src.path, src.text, tree, diags, ctx.project)  # the fix invariant
     if src.kind.generated:
         diags = [_generated_policy(d) for d in diags]
         if diags:  # where each finding comes from in the patch spec (npu_lint.veomni.patchgen)

@@ -10,6 +10,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.cache import Cache
+from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import FileResult, lint_path, read_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
@@ -129,7 +130,8 @@ def project_diagnostics(
                     out.append(diag)
                     continue
             ignored = per_file_ignored(diag.path, settings, codes)
-            out.extend(apply_suppressions(src, [diag], ignored))
+            kept = apply_suppressions(src, [diag], ignored)
+            out.extend(guard_fixes(diag.path, src.text, None, kept, project))  # the fix invariant
     if key is not None:
         cache.put(key, out)
     return out

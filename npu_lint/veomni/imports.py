@@ -14,6 +14,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu_lint.core.astutil import resolve_relative as resolve_from_path
+
 MAX_REEXPORT_DEPTH = 8
 
 
@@ -252,3 +254,57 @@ class ModuleIndex:
                 if found:
                     return found
         return None
+
+
+# -- the names a file imports from the tree (the fix invariant) -------------------------------------------
+
+_POST_IMPORT_METHODS = ("add_post_import_block",)
+
+
+def veomni_imports(tree: ast.Module, path: str) -> set[tuple[str, str]]:
+    """Every ``(module, name)`` a file imports from the ``veomni`` package: ``from veomni... import X``
+    statements anywhere (relative ones resolved from ``path``), a patch spec's ``add_import("veomni...",
+    names=[...])`` calls (they reach the generated file), and the imports inside its post-import blocks (code
+    strings pasted into the generated file). ``import veomni.x`` gives ``("veomni.x", "")``."""
+    out: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = resolve_from_path(path, "." * node.level + module)
+            if module == "veomni" or module.startswith("veomni."):
+                out.update((module, a.name) for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Import):
+            out.update((a.name, "") for a in node.names if a.name.startswith("veomni."))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "add_import":
+                _spec_import(node, out)
+            elif node.func.attr in _POST_IMPORT_METHODS and node.args:
+                code = node.args[0]
+                if isinstance(code, ast.Constant) and isinstance(code.value, str):
+                    try:
+                        block = ast.parse(code.value)
+                    except (SyntaxError, ValueError):
+                        continue
+                    out |= veomni_imports(block, path)
+    return out
+
+
+def _spec_import(call: ast.Call, out: set[tuple[str, str]]) -> None:
+    module = call.args[0] if call.args else None
+    names: ast.expr | None = call.args[1] if len(call.args) > 1 else None
+    for kw in call.keywords:
+        if kw.arg == "module":
+            module = kw.value
+        elif kw.arg == "names":
+            names = kw.value
+    if not (isinstance(module, ast.Constant) and isinstance(module.value, str)):
+        return
+    if not module.value.startswith("veomni"):
+        return
+    if isinstance(names, (ast.List, ast.Tuple)):
+        for elt in names.elts:
+            if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
+                out.add((module.value, elt.value))
+    elif names is None:
+        out.add((module.value, ""))

@@ -117,6 +117,27 @@ class ApiProfile:
     def can_import(self, module: str, names: list[str] | tuple[str, ...]) -> bool:
         return all(self.defines(module, n) for n in names)
 
+    def import_problem(self, module: str, name: str) -> str | None:
+        """Why ``from module import name`` (``name`` empty: ``import module``) must not be written into this
+        tree, or None when it may. In a tree: when it does not resolve statically. Outside any tree (a
+        built-in profile, which knows only its own tables): when ``name`` belongs to another generation's API
+        and not to this one's."""
+        if self.index is not None:
+            ok = self.index.has_module(module) if not name else self.index.defines(module, name)
+            if ok:
+                return None
+            what = f"`{module}`" if not name else f"`{name}` from `{module}`"
+            return f"it would import {what}, which this VeOmni tree does not define"
+        if not name or self.module_of(name) is not None:
+            return None
+        for other in BUILTIN_PROFILES.values():
+            if other.generation is not self.generation and other.module_of(name) is not None:
+                return (
+                    f"it would import `{name}` ({other.handle} API), which the {self.generation.value} "
+                    "API does not have"
+                )
+        return None
+
     def _table(self) -> list[tuple[str, tuple[str, ...]]]:
         rows: list[tuple[str | None, tuple[str | None, ...]]] = [
             (self.handle_module, (self.handle,)),
