@@ -10,21 +10,32 @@ from dataclasses import dataclass, field
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
+from npu_lint.veomni.profile import BUILTIN_PROFILES, ApiProfile, Generation
 from npu_lint.veomni.project import Project
 
 # -- recognisers ------------------------------------------------------------------------------------
 
-CONSTRUCTORS = {"OpSlot", "VeomniOp", "resolve_op", "attention_op"}
-HANDLE_CONSTRUCTORS = {"OpSlot", "VeomniOp", "resolve_op"}
+# the API names of every generation, from the built-in profiles (npu_lint.veomni.profile): a file is read
+# whatever generation it was written for; messages and fixes use the tree's profile (``ctx.project.api``)
+_PROFILES = tuple(BUILTIN_PROFILES.values())
+HANDLES = frozenset(p.handle for p in _PROFILES)  # OpSlot, VeomniOp, VeomniKernel
+INSTANCE_HANDLES = frozenset(p.handle for p in _PROFILES if p.generation is not Generation.OP_SLOT)
+ROW_RESOLVERS = frozenset(p.resolve_function for p in _PROFILES if p.resolve_function)  # resolve_op, ...
+IMPL_RESOLVERS = frozenset(
+    p.resolver for p in _PROFILES if p.resolver
+)  # resolve_op_impl, resolve_kernel_impl
+ATTENTION_HELPERS = frozenset(p.attention_helper for p in _PROFILES if p.attention_helper)
+REGISTER_FUNCTIONS = frozenset(p.register_function for p in _PROFILES if p.register_function)
+CONSTRUCTORS = HANDLES | ROW_RESOLVERS | ATTENTION_HELPERS
+HANDLE_CONSTRUCTORS = HANDLES | ROW_RESOLVERS
 GUARD_ATTRS = {"use_non_eager_impl", "use_eager_impl", "is_bound"}
 _CAST_METHODS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous", "detach"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_EMPTY_PROJECT = Project()
 
 
 def project_of(ctx: Context) -> Project:
-    project = ctx.project
-    return project if isinstance(project, Project) else _EMPTY_PROJECT
+    """The file's project (``ctx.project``, never None); kept for callers."""
+    return ctx.project
 
 
 def call_name(node: ast.AST) -> str | None:
@@ -341,11 +352,41 @@ class HandleTable:
 MIGRATION_BUILDER = "dispatch-migration"
 
 
-def migration_fix(ctx: Context) -> Fix:
-    """The whole-file dispatch migration, attached to every NPU201-203 finding of a file. The fix is deferred:
+def migration_available(api: ApiProfile) -> bool:
+    """Whether this tree has an instance-local handle API to migrate to (VeomniOp / VeomniKernel)."""
+    return api.generation is not Generation.OP_SLOT and api.has_handle
+
+
+def handle_name(api: ApiProfile) -> str:
+    """The handle messages name: the tree's own, or, in an OpSlot-generation tree, the migration targets."""
+    if api.generation is Generation.OP_SLOT:
+        return " / ".join(sorted(INSTANCE_HANDLES))
+    return api.handle
+
+
+def migration_needs(api: ApiProfile) -> str:
+    """What the migration needs in a tree that lacks the target API ("" when the tree has it)."""
+    if migration_available(api):
+        return ""
+    if api.generation is Generation.OP_SLOT:
+        targets = ", ".join(
+            f"`{p.handle}` (`{p.handle_module}`)" for p in _PROFILES if p.generation is not Generation.OP_SLOT
+        )
+        return (
+            f"this VeOmni tree is of the OpSlot generation and defines no instance-local handle: the migration "
+            f"needs a VeOmni with {targets.replace(', ', ' or ')}; no fix is offered"
+        )
+    return f"this VeOmni tree does not define `{api.handle}` (`{api.handle_module}`); no fix is offered"
+
+
+def migration_fix(ctx: Context) -> Fix | None:
+    """The whole-file dispatch migration, attached to every NPU201-203 finding of a file (None when the tree
+    has no handle API to migrate to: the message says what is needed). The fix is deferred:
     the engine builds it once per file (libcst + astroid) when fixes are applied, and shares it between the
     findings; suppressions are the engine's, so a ``# noqa`` or per-file-ignore on one finding never removes the
     migration from the others."""
+    if not migration_available(ctx.project.api):
+        return None
     return Fix(
         "Migrate module-global dispatch to instance-local handles",
         (),
@@ -359,11 +400,14 @@ def migration_fix(ctx: Context) -> Fix:
 
 
 def _dispatch_doc(kind: str) -> str:
+    if kind in INSTANCE_HANDLES:
+        return f"a `{kind}` built at import time resolves its row before the ops config is installed"
+    if kind in ROW_RESOLVERS:
+        return "a row resolved at import time ignores the ops config installed later"
+    if kind in ATTENTION_HELPERS:
+        return "an attention handle built at import time ignores the model's config"
     return {
         "OpSlot": "an `OpSlot` is bound once per process and shared by every model instance",
-        "VeomniOp": "a `VeomniOp` built at import time resolves its row before the ops config is installed",
-        "resolve_op": "a row resolved at import time ignores the ops config installed later",
-        "attention_op": "an attention handle built at import time ignores the model's config",
         "bound_kernel": "a kernel taken from a module-global slot at import time is shared by every model",
     }[kind]
 
@@ -380,7 +424,7 @@ def _dispatch_doc(kind: str) -> str:
 def _impl_expr(ctx: Context, node: ast.AST) -> bool:
     """An expression naming a configured implementation: `*.rms_norm_implementation`, `resolve_op_impl()`."""
     if isinstance(node, ast.Call):
-        return call_name(node) == "resolve_op_impl"
+        return call_name(node) in IMPL_RESOLVERS
     dotted = ctx.dotted(node)
     if dotted is None:
         return False
@@ -442,7 +486,7 @@ _ATTENTION_FIELDS = {"_attn_implementation", "attn_implementation"}
 
 def _field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
     """(config field, the node holding it) of `resolve_op_impl("<field>")` / `config.ops_config.<field>`."""
-    if isinstance(node, ast.Call) and call_name(node) == "resolve_op_impl":
+    if isinstance(node, ast.Call) and call_name(node) in IMPL_RESOLVERS:
         arg = call_arg(node, 0, "field")
         value = str_value(arg)
         return (value, arg) if value is not None and arg is not None else None
