@@ -96,3 +96,78 @@ def test_veomni_op_tree_resolver_comes_from_op_utils(tmp_path: Path) -> None:
     _, src, settings, project = _lint(tmp_path, "veomni_op_models_kernel", rel, code, ["NPU204"])
     fixed = fix_source(src, ["NPU204"], settings, project, unsafe=True).text
     assert "from veomni.models_kernel.utils.op_utils import resolve_op_impl" in fixed
+
+
+def test_offset_variant_is_the_trees(tmp_path: Path) -> None:
+    code = """
+    import torch
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.zeros(dim))
+            self.eps = eps
+            self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", "eager")
+
+        def forward(self, x):
+            return self.veomni_rms_norm(x, 1.0 + self.weight, eps=self.eps)
+    """
+    rel = "veomni/models_kernel/transformers/toy/modeling_x.py"
+    diags, *_ = _lint(tmp_path, "veomni_op_models_kernel", rel, code, ["NPU401"])
+    assert [d.code for d in diags] == ["NPU401"]  # a double offset through the tree's `qwen3_5` variant
+
+
+def test_dropped_offset_fix_writes_the_trees_variant(tmp_path: Path) -> None:
+    code = """
+    import torch
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.zeros(dim))
+            self.eps = eps
+            self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "eager")
+
+        def forward(self, x):
+            return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+    """
+    rel = "veomni/models_kernel/transformers/toy/modeling_x.py"
+    diags, src, settings, project = _lint(tmp_path, "veomni_op_models_kernel", rel, code, ["NPU402"])
+    assert diags and "`qwen3_5` variant" in diags[0].message
+    fixed = fix_source(src, ["NPU402"], settings, project, unsafe=True).text
+    assert 'VeomniOp("rms_norm", "qwen3_5", "eager")' in fixed
+
+
+def test_raw_distributed_api_is_checked_under_models_kernel(tmp_path: Path) -> None:
+    code = """
+    import torch.distributed as dist
+
+
+    def world():
+        return dist.get_world_size()
+    """
+    rel = "veomni/models_kernel/transformers/toy/modeling_x.py"
+    diags, *_ = _lint(tmp_path, "veomni_op_models_kernel", rel, code, ["NPU602"])
+    assert [d.code for d in diags] == ["NPU602"]
+
+
+def test_framework_helpers_under_models_kernel_utils_are_not_model_code(tmp_path: Path) -> None:
+    code = """
+    import torch_npu
+
+
+    def rms(x, w):
+        return torch_npu.npu_rms_norm(x, w)[0]
+    """
+    rel = "veomni/models_kernel/utils/op_utils_npu.py"
+    diags, *_ = _lint(tmp_path, "veomni_op_models_kernel", rel, code, ["NPU301", "NPU302"])
+    assert diags == []
+    rel = "veomni/models_kernel/transformers/toy/modeling_x.py"
+    diags, *_ = _lint(tmp_path / "b", "veomni_op_models_kernel", rel, code, ["NPU301", "NPU302"])
+    assert {d.code for d in diags} == {"NPU301", "NPU302"}

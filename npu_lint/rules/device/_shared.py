@@ -8,8 +8,9 @@ import re
 from npu_lint.core.astutil import walk, walk_pairs
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules.base import Context
+from npu_lint.veomni.profile import DEVICE_MODULE as BUILTIN_DEVICE_MODULE
 
-DEVICE_MODULE = "veomni.utils.device"
+DEVICE_MODULE = BUILTIN_DEVICE_MODULE  # kept for callers; fixes use the profile's (``ctx.project.api``)
 
 _TENSOR_ANNOTATIONS = {
     "Tensor",
@@ -134,6 +135,9 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
+    # the module and names the tree's profile confirms (``api.defines``), or the built-in list outside a tree
+    api = ctx.project.api
+    module = api.device_module
     bound = ctx.imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
@@ -145,17 +149,19 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
         ):
             return None
+    if name not in api.device_helpers or not api.defines(module, name):
+        return None  # the tree does not define this helper: no fix imports it
     if not ctx.source.kind.spec:
         for stmt in ctx.tree.body:
             if (
                 isinstance(stmt, ast.ImportFrom)
                 and (stmt.module or "").endswith("utils.device")
-                and (stmt.level > 0 or stmt.module == DEVICE_MODULE)
+                and (stmt.level > 0 or stmt.module == module)
                 and all(a.name != "*" for a in stmt.names)
             ):
                 end = ctx.source.node_range(stmt.names[-1])[1]
                 return [Edit(end, end, f", {name}")]
-    return ctx.import_edits(DEVICE_MODULE, name)
+    return ctx.import_edits(module, name)
 
 
 def _child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:

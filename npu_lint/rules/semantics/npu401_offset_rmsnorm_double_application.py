@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _assigned_in, _RmsNormCalls, offset_raw, weight_argument
+from npu_lint.veomni.catalog import CATALOG_OFFSET_VARIANT
 
 
 class OffsetRmsNormDoubleApplication(_RmsNormCalls):
@@ -139,7 +140,7 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
     def finish(self) -> None:
         ctx = self.ctx
         for call, func, _cls, handle in self.rms_calls():
-            if handle.variant != "offset":
+            if handle.variant not in (CATALOG_OFFSET_VARIANT, ctx.project.api.offset_rms_variant):
                 continue
             arg = weight_argument(call)
             assert arg is not None

@@ -10,6 +10,7 @@ from npu_lint.rules._handles import (
 )
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+from npu_lint.veomni.profile import Generation, builtin_profile
 
 
 class OffsetRmsNormDropped(_RmsNormCalls):
@@ -178,7 +179,8 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             self.report(
                 arg,  # type: ignore[arg-type]
                 f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
-                "passed to a `standard` RMSNorm handle: the offset is dropped; use the `offset` variant",
+                f"passed to a `standard` RMSNorm handle: the offset is dropped; use the "
+                f"`{self.ctx.project.api.offset_rms_variant}` variant",
                 fix,
             )
 
@@ -187,7 +189,10 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         node = call_arg(handle.call, 1, "variant")
         if node is None or str_value(node) is None:
             return None
-        new = '"qwen3_5"' if handle.kind == "OpSlot" else '"offset"'
+        api = ctx.project.api  # the tree's offset variant (an OpSlot handle keeps the OpSlot slot name)
+        if handle.kind == "OpSlot" and api.generation is not Generation.OP_SLOT:
+            api = builtin_profile(Generation.OP_SLOT)
+        new = f'"{api.offset_rms_variant}"'
         if handle.block is not None:
             span = handle.block.offsets(ctx, node)
             if span is None:
