@@ -33,16 +33,23 @@ class Generation(str, Enum):
 
 TARGET_APIS = ("auto", *(g.value for g in Generation))
 DEVICE_MODULE = "veomni.utils.device"
-DEVICE_HELPERS = (
+DEVICE_HELPERS = (  # the helpers of veomni.utils.device that rules and fixes name (0.1.12's module has them all)
     "IS_CUDA_AVAILABLE",
     "IS_NPU_AVAILABLE",
+    "IS_MLU_AVAILABLE",
     "get_device_type",
+    "get_device_name",
     "get_torch_device",
     "get_device_id",
     "get_dist_comm_backend",
     "synchronize",
+    "stream_synchronize",
     "empty_cache",
     "set_device",
+    "create_stream",
+    "create_event",
+    "get_current_stream",
+    "switch_to_specified_stream",
 )
 OFFSET_RMS_VARIANTS = ("offset", "qwen3_5")  # the Gemma-style (1 + weight) RMSNorm, by preference
 VISION_ROPE_OPS = ("rope_vision", "rotary_pos_emb_vision")
