@@ -213,8 +213,11 @@ class ModuleIndex:
                 return True  # bound from an external package: its import is not ours to check
             return self.defines(source, source_name, _depth + 1) or self.has_module(f"{source}.{source_name}")
         for source in info.star:
-            if self.is_local(source) and self._star_exports(source, name, _depth + 1):
-                return True
+            if self.is_local(source):
+                if self._star_exports(source, name, _depth + 1):
+                    return True
+            elif not name.startswith("_"):
+                return True  # forwarded from an external package (a shim): not ours to check, as above
         # listed in __all__ without a binding we can see (e.g. served by a module __getattr__)
         return name in (info.all_names or ())
 
