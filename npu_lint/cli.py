@@ -221,11 +221,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         fp = settings.fingerprint(codes) + project.fingerprint()
         cache = Cache(cache_dir, fp)
     project_diags: list = []
+    project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)
 
     def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
         project_diags.extend(
             project_diagnostics(
-                project, found.files, codes, settings, fix_mode=args.fix or args.diff, cache=cache
+                project,
+                found.files,
+                codes,
+                settings,
+                fix_mode=args.fix or args.diff,
+                cache=cache,
+                errors=project_errors,
             )
         )
 
@@ -238,6 +245,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             errors.append(res.error)
         diagnostics.extend(res.diagnostics)
     diagnostics.extend(project_diags)
+    errors.extend(project_errors)
 
     fixed_counts: dict[str, Counter] = {}
     dropped: list[str] = []

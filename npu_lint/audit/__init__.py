@@ -307,14 +307,11 @@ def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any],
         if res.error:
             errors.append(res.error)
         diags.extend(res.diagnostics)
-    try:
-        diags.extend(
-            d
-            for d in project_diagnostics(project, files, codes, settings)
-            if os.path.abspath(d.path).startswith(str(model_dir))
-        )
-    except Exception as exc:  # a project rule failing must not stop the audit
-        errors.append(f"project rules: internal error: {type(exc).__name__}: {exc}")
+    diags.extend(  # a project rule failing is reported (internal error in NPUxxx), the audit goes on
+        d
+        for d in project_diagnostics(project, files, codes, settings, errors=errors)
+        if os.path.abspath(d.path).startswith(str(model_dir))
+    )
     diags.sort(key=lambda d: d.sort_key())
     return diags, rules, project, errors
 
@@ -951,7 +948,7 @@ def _checklist(rules, by_code, diags, inventory, op_table, deps, changed, scope_
                 import importlib.metadata as md
 
                 installed = md.version("transformers")
-            except Exception:
+            except md.PackageNotFoundError:
                 installed = "not installed"
             evidence.append(f"generated files: {'; '.join(pins) or 'no banner'}; installed: {installed}")
         out.append(

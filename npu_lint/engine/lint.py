@@ -111,7 +111,13 @@ def _check_source(
         if diags:  # where each finding comes from in the patch spec (npu_lint.veomni.patchgen)
             from npu_lint.veomni.patchgen import attach_origins
 
-            diags = attach_origins(src.path, src.text, tree, diags)
+            try:
+                diags = attach_origins(src.path, src.text, tree, diags)
+            except Exception as exc:  # one failure policy: name what raised and the findings it served
+                codes_seen = ",".join(sorted({d.code for d in diags}))
+                raise InternalError(
+                    f"internal error in {codes_seen} origins (patchgen): {type(exc).__name__}: {exc}"
+                ) from exc
     return diags
 
 

@@ -11,7 +11,7 @@ from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.cache import Cache
 from npu_lint.engine.guard import guard_fixes
-from npu_lint.engine.lint import FileResult, lint_path, read_source
+from npu_lint.engine.lint import FileResult, InternalError, lint_path, read_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
 from npu_lint.veomni.project import Project
@@ -98,8 +98,11 @@ def project_diagnostics(
     fix_mode: bool = False,
     cache: Cache | None = None,
     sources: dict[str, SourceFile] | None = None,
+    errors: list[str] | None = None,
 ) -> list[Diagnostic]:
-    """Diagnostics of the project (whole-tree) rules, suppressions applied. Cached, like file results,
+    """Diagnostics of the project (whole-tree) rules, suppressions applied. A rule that raises is the one
+    failure policy's ``internal error in NPUxxx``: appended to ``errors`` (the other rules still run; the
+    caller exits 2) or, without ``errors``, raised as ``InternalError``. Cached, like file results,
     under a key covering every linted file's key (content, configuration, project index). ``sources`` gives
     the text to read suppressions from for some paths (an editor's unsaved buffer); others are read from disk.
     Used by the CLI, the audit and the language server."""
@@ -120,7 +123,15 @@ def project_diagnostics(
         rule = cls()
         rule.fix_mode = fix_mode
         rule.fixer_lookup = fixer_builder
-        diags = list(rule.check(project, files))
+        try:
+            diags = list(rule.check(project, files))
+        except Exception as exc:  # one failure policy: name the rule; the run exits 2
+            message = f"internal error in {cls.code}: {type(exc).__name__}: {exc}"
+            if errors is None:
+                raise InternalError(message) from exc
+            errors.append(message)
+            key = None  # never cache a partial answer
+            continue
         for diag in diags:
             src = (sources or {}).get(diag.path)
             if src is None:

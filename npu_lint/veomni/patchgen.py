@@ -119,10 +119,10 @@ def load_file(path: str) -> ParsedFile | None:
     if hit is not None and hit[0] == stamp:
         return hit[1]
     try:
-        from npu_lint.core.source import decode_source
+        from npu_lint.core.source import DecodeError, decode_source
 
         text, _ = decode_source(Path(path).read_bytes())
-    except Exception:
+    except (OSError, DecodeError):  # unreadable or undecodable: no model of this file
         return None
     parsed = ParsedFile(path, text)
     _FILES[path] = (stamp, parsed)
@@ -1238,12 +1238,7 @@ def attach_origins(
     diags = list(diags)
     if not diags:
         return diags
-    try:
-        omap = build_origin_map(path, text, tree)
-    except Exception:  # origins are an annotation: never let them cost the findings themselves
-        if os.environ.get("NPU_LINT_DEBUG"):
-            raise
-        return diags
+    omap = build_origin_map(path, text, tree)  # a failure is the engine's (internal error, exit 2)
     if omap is None:
         return diags
     out = []

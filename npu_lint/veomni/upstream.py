@@ -108,8 +108,8 @@ def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | Non
             )
         except (ImportError, AttributeError, TypeError):  # pragma: no cover - astroid changed its internals
             module = astroid.MANAGER.ast_from_file(path, modname, source=True)
-    except Exception:  # noqa: BLE001 - a syntax error in site-packages is not ours to raise
-        return None
+    except (SyntaxError, ValueError, RecursionError, astroid.AstroidError):
+        return None  # a file of site-packages that does not parse or build: no model of it (documented)
     return module, text.splitlines(keepends=True)
 
 
