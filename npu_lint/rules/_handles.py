@@ -482,6 +482,15 @@ _OP_TO_FIELDS: dict[str, list[str]] = {}
 for _field, _op in CONFIG_FIELD_TO_OP.items():
     _OP_TO_FIELDS.setdefault(_op, []).append(_field)
 _ATTENTION_FIELDS = {"_attn_implementation", "attn_implementation"}
+VISION_ROPE_FIELD = "rotary_pos_emb_vision_implementation"
+
+
+def op_fields(op: str, api: ApiProfile) -> list[str]:
+    """The ops-config fields of ``op`` in this tree: the catalog's, and the vision RoPE field for the tree's own
+    vision RoPE op when it is separate from ``rope`` (``rope_vision`` in VeomniOp / VeomniKernel trees)."""
+    if op == api.vision_rope[0] and op not in _OP_TO_FIELDS:
+        return [VISION_ROPE_FIELD]
+    return _OP_TO_FIELDS.get(op, [])
 
 
 def _field_of(node: ast.AST) -> tuple[str, ast.AST] | None:

@@ -171,3 +171,18 @@ def test_framework_helpers_under_models_kernel_utils_are_not_model_code(tmp_path
     rel = "veomni/models_kernel/transformers/toy/modeling_x.py"
     diags, *_ = _lint(tmp_path / "b", "veomni_op_models_kernel", rel, code, ["NPU301", "NPU302"])
     assert {d.code for d in diags} == {"NPU301", "NPU302"}
+
+
+def test_the_trees_vision_rope_op_reads_the_vision_field(tmp_path: Path) -> None:
+    code = """
+    from veomni.kernels import VeomniKernel
+    from veomni.models_kernel.utils.kernel_utils import resolve_kernel_impl
+
+
+    def apply_rotary_pos_emb_vision(q, k, cos, sin):
+        rope = VeomniKernel("rope_vision", "full", resolve_kernel_impl("rotary_pos_emb_vision_implementation"))
+        return rope(q, k, cos, sin)
+    """
+    rel = "veomni/models_kernel/transformers/toy/modeling_x.py"
+    diags, *_ = _lint(tmp_path, "veomni_kernel_models_kernel", rel, code, ["NPU204"])
+    assert diags == []

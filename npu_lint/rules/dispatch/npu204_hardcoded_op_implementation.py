@@ -7,7 +7,6 @@ import ast
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules._handles import (
     _ATTENTION_FIELDS,
-    _OP_TO_FIELDS,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
     _field_of,
@@ -15,6 +14,7 @@ from npu_lint.rules._handles import (
     call_arg,
     call_name,
     impl_argument,
+    op_fields,
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -139,7 +139,7 @@ class HardcodedOpImplementation(Rule):
 
     def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
         ctx = self.ctx
-        fields = _OP_TO_FIELDS.get(op, [])
+        fields = op_fields(op, ctx.project.api)
         if isinstance(impl, ast.IfExp):
             for branch in (impl.body, impl.orelse):
                 self._check(call, op, branch, branch, depth)
