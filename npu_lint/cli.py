@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_rule(args: argparse.Namespace) -> int:
-    from npu_lint.docs import render_rule
+    from npu_lint.docs import precision_text, render_rule
     from npu_lint.rules.base import all_rules
 
     rules = all_rules()
@@ -159,7 +159,7 @@ def cmd_rule(args: argparse.Namespace) -> int:
                 "why": r.why,
                 "fix_safety": r.fix_safety,
                 "default_enabled": r.default_enabled,
-                "precision": r.precision,
+                "precision": precision_text(r),
             }
             for r in chosen
         ]

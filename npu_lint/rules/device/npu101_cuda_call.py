@@ -122,7 +122,12 @@ class CudaCall(Rule):
         "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. When `.cuda(i)` "
         "names an explicit device index the fix is unsafe: the index is dropped in favour of the current device."
     )
-    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md."
+    # the docs render npu_lint/rules/accuracy.json (bench/accuracy/figures.py); this is the fallback
+    precision = (
+        "veomni 0.1.12 `veomni/models`: 0 findings; transformers 5.9.0 `models/`: 0 findings; the whole "
+        "transformers package: 1 finding, a false positive (HQQ's `module.cuda(device)`). Reviewed by hand: "
+        "bench/accuracy/device.md."
+    )
     node_types = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:
