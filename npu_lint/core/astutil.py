@@ -125,14 +125,61 @@ def module_package(path: str) -> list[str]:
     return []
 
 
+def absolute_module(current: str, is_package: bool, level: int, target: str | None) -> str | None:
+    """The absolute module of ``from <level dots><target> import ...`` written in module ``current`` (a package
+    when ``is_package``); None when the dots climb above the top. The one relative-import resolver."""
+    if level == 0:
+        return target
+    parts = current.split(".") if current else []
+    if not is_package:
+        parts = parts[:-1]
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not target):
+        return None
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    if target:
+        parts = [*parts, *target.split(".")]
+    return ".".join(parts) if parts else None
+
+
 def resolve_relative(path: str, module: str) -> str:
-    """``....ops.kernels.x`` -> ``veomni.ops.kernels.x`` given the file's path (unchanged if not relative)."""
+    """``....ops.kernels.x`` -> ``veomni.ops.kernels.x`` given the file's path (unchanged if not relative or
+    unresolvable): :func:`absolute_module` with the file's package (:func:`module_package`)."""
     if not module.startswith("."):
         return module
     level = len(module) - len(module.lstrip("."))
-    rest = module[level:]
     package = module_package(path)
-    if not package or level - 1 > len(package):
+    if not package:
         return module
-    base = package[: len(package) - (level - 1)]
-    return ".".join([*base, rest] if rest else base)
+    return absolute_module(".".join(package), True, level, module[level:] or None) or module
+
+
+# -- call arguments and literals (the one copy; rules, fixers and the VeOmni model use these) ---------------
+
+
+def keyword_arg(call: ast.Call, name: str) -> ast.expr | None:
+    """The value of keyword ``name`` of ``call``, or None."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
+    """An argument given by keyword, or at position ``index`` (when no starred argument comes first)."""
+    found = keyword_arg(call, keyword)
+    if found is not None:
+        return found
+    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def str_value(node: ast.AST | None) -> str | None:
+    """The value of a string literal (also ``"a" + "b"`` of literals); None for anything else (f-strings)."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = str_value(node.left), str_value(node.right)
+        return left + right if left is not None and right is not None else None
+    return None

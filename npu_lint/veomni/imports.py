@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu_lint.core.astutil import absolute_module
 from npu_lint.core.astutil import resolve_relative as resolve_from_path
 
 MAX_REEXPORT_DEPTH = 8
@@ -33,20 +34,7 @@ class ModuleInfo:
     constants: dict[str, ast.expr] = field(default_factory=dict, repr=False)  # NAME = <literal expr>
 
 
-def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str | None:
-    """The absolute module of ``from <level dots><target> import ...`` written in ``module``."""
-    if level == 0:
-        return target
-    parts = module.split(".")
-    if not is_package:
-        parts = parts[:-1]
-    if level - 1 > len(parts) or (level - 1 == len(parts) and not target):
-        return None
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    if target:
-        parts = [*parts, *target.split(".")]
-    return ".".join(parts) if parts else None
+resolve_relative = absolute_module  # (module, is_package, level, target): core.astutil's one resolver
 
 
 def _bind_targets(target: ast.expr, out: set[str]) -> None:

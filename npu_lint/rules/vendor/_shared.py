@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path, PurePath
 
-from npu_lint.core.astutil import module_package, resolve_relative
+from npu_lint.core.astutil import call_arg, keyword_arg, module_package, resolve_relative, str_value
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules.base import Context
 from npu_lint.veomni import vendor_map
@@ -168,15 +168,11 @@ def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
     return Edit(start, end, "")
 
 
-def _kw(node: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in node.keywords if k.arg == name), None)
+_kw = keyword_arg  # core.astutil's helpers (thin aliases for the family's callers)
 
 
 def _str_arg(node: ast.Call, index: int, name: str) -> str | None:
-    value = node.args[index] if index < len(node.args) else _kw(node, name)
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return value.value
-    return None
+    return str_value(call_arg(node, index, name))
 
 
 # -- NPU302 ---------------------------------------------------------------------------------------------------
