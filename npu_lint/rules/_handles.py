@@ -7,6 +7,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from npu_lint.core.astutil import call_arg, str_value  # re-exported for the families
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
@@ -57,19 +58,6 @@ def constructor_kind(node: ast.AST) -> str | None:
         return name
     if name == "bound_kernel" and isinstance(node.func, ast.Attribute):  # type: ignore[union-attr]
         return "bound_kernel"
-    return None
-
-
-def str_value(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == keyword:
-            return kw.value
-    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-        return call.args[index]
     return None
 
 
@@ -374,7 +362,7 @@ def migration_needs(api: ApiProfile) -> str:
         )
         return (
             f"this VeOmni tree is of the OpSlot generation and defines no instance-local handle: the migration "
-            f"needs a VeOmni with {targets.replace(', ', ' or ')}; no fix is offered"
+            f"needs a VeOmni that defines {targets.replace(', ', ' or ')}; no fix is offered"
         )
     return f"this VeOmni tree does not define `{api.handle}` (`{api.handle_module}`); no fix is offered"
 

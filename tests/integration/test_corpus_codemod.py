@@ -138,9 +138,10 @@ def test_rms_norm_variants(migrated: dict) -> None:
     assert [(h.cls, h.variant) for h in qwen3.handles if h.op == "rms_norm"] == [("Qwen3RMSNorm", "standard")]
 
 
-def test_cli_fix_migrates_a_spec_end_to_end(tmp_path) -> None:
-    """`npu-lint check --fix --unsafe-fixes` on a copy of the wheel applies the migration (once NPU201-203,
-    which attach this fix, are registered), and a second run finds nothing left."""
+def test_cli_offers_no_migration_on_an_opslot_tree(tmp_path) -> None:
+    """`npu-lint check --fix --unsafe-fixes` on a copy of the wheel (an OpSlot-generation tree, target-api auto)
+    leaves the spec as it is: the tree defines neither `VeomniOp` nor `VeomniKernel`, so NPU201-203 say what the
+    migration needs and offer no fix (issue 9; the codemod itself is tested above through `migrate_source`)."""
     import subprocess
     import sys
 
@@ -163,10 +164,7 @@ def test_cli_fix_migrates_a_spec_end_to_end(tmp_path) -> None:
         "--unsafe-fixes",
         str(spec),
     ]
-    subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    fixed = spec.read_text()
-    expected = migrate_source(original, str(spec), root=str(tmp_path))
-    assert fixed == expected.text
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert spec.read_text() == fixed
-    assert "NPU201" not in again.stdout and "NPU203" not in again.stdout
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert spec.read_text() == original
+    assert "NPU201" in result.stdout and "OpSlot generation" in result.stdout
+    assert "VeomniOp" in result.stdout and "no fix is offered" in result.stdout
