@@ -183,3 +183,42 @@ def str_value(node: ast.AST | None) -> str | None:
         left, right = str_value(node.left), str_value(node.right)
         return left + right if left is not None and right is not None else None
     return None
+
+
+# -- the import table -------------------------------------------------------------------------------------
+
+
+def import_bindings(stmt: ast.Import | ast.ImportFrom, module: str | None = None) -> list[tuple[str, str]]:
+    """(bound name, dotted target) of one import statement: ``import a.b`` binds ``a`` -> ``a``, ``import a.b as
+    c`` binds ``c`` -> ``a.b``, ``from m import x as y`` binds ``y`` -> ``m.x``. ``module`` replaces the
+    statement's own module text (a resolved relative import); by default relative modules keep their dots."""
+    out: list[tuple[str, str]] = []
+    if isinstance(stmt, ast.Import):
+        for alias in stmt.names:
+            if alias.asname:
+                out.append((alias.asname, alias.name))
+            else:
+                root = alias.name.split(".")[0]
+                out.append((root, root))
+        return out
+    if module is None:
+        module = "." * stmt.level + (stmt.module or "")
+    for alias in stmt.names:
+        if alias.name != "*":
+            out.append((alias.asname or alias.name, f"{module}.{alias.name}"))
+    return out
+
+
+def import_table(body: list[ast.stmt], imports: dict[str, str] | None = None) -> dict[str, str]:
+    """Bound name -> dotted target of the imports of a module body, also inside top-level ``if`` / ``try``
+    blocks (later bindings win). The one import table (``Context.imports`` and the readers of other modules)."""
+    table: dict[str, str] = {} if imports is None else imports
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            table.update(import_bindings(stmt))
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            import_table(stmt.body, table)
+            import_table(getattr(stmt, "orelse", []), table)
+            for handler in getattr(stmt, "handlers", []):
+                import_table(handler.body, table)
+    return table

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from npu_lint.core.astutil import dotted_name
+from npu_lint.core.astutil import dotted_name, import_table
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 from npu_lint.veomni.project import Project
 
@@ -131,27 +131,7 @@ class ProjectRule(RuleMeta):
 
 
 def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
-    for stmt in body:
-        if isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                if alias.asname:
-                    imports[alias.asname] = alias.name
-                else:
-                    root = alias.name.split(".")[0]
-                    imports[root] = root
-        elif isinstance(stmt, ast.ImportFrom):
-            if stmt.level:
-                module = "." * stmt.level + (stmt.module or "")
-            else:
-                module = stmt.module or ""
-            for alias in stmt.names:
-                if alias.name != "*":
-                    imports[alias.asname or alias.name] = f"{module}.{alias.name}"
-        elif isinstance(stmt, (ast.If, ast.Try)):
-            _collect_imports(stmt.body, imports)
-            _collect_imports(getattr(stmt, "orelse", []), imports)
-            for handler in getattr(stmt, "handlers", []):
-                _collect_imports(handler.body, imports)
+    import_table(body, imports)  # core.astutil's one import table
 
 
 _UNSET = object()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import transformers_dir
+from npu_lint.core.astutil import import_bindings, transformers_dir
 
 __all__ = [
     "MethodSource",
@@ -389,8 +389,7 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
                 source = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 source = node.module or ""
-            for alias in node.names:
-                imports[alias.asname or alias.name] = f"{source}.{alias.name}"
+            imports.update(import_bindings(node, source))
     return classes, imports
 
 
