@@ -12,6 +12,7 @@ from pathlib import Path
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix
 from npu_lint.core.source import SourceFile
+from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import lint_source
 from npu_lint.rules.base import PROJECT_REGISTRY
 from npu_lint.veomni.project import Project
@@ -181,7 +182,10 @@ def fix_tree(
         text = src.text
         creates: list[CreateFile] = []
         taken: list[Edit] = []
-        for diag in (d for d in diags if _is_project_code(d.code)):
+        project_diags = [d for d in diags if _is_project_code(d.code)]
+        if project_diags and project is not None:  # the fix invariant, whatever mode computed them
+            project_diags = guard_fixes(path, src.text, None, project_diags, project)
+        for diag in project_diags:
             fix = diag.fix
             if fix is None or not fix_applicable(fix, unsafe):
                 out.remaining.append(diag)

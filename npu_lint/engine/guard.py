@@ -38,6 +38,8 @@ def _may_import(text: str, fix: Fix) -> bool:
     if fix.creates:
         return True
     for edit in fix.edits:
+        if not edit.content.strip():
+            continue  # a deletion adds no import
         if any(m in edit.content for m in _MARKERS):
             return True
         start = text.rfind("\n", 0, edit.start) + 1

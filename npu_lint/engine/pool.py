@@ -142,7 +142,9 @@ def project_diagnostics(
                     continue
             ignored = per_file_ignored(diag.path, settings, codes)
             kept = apply_suppressions(src, [diag], ignored)
-            out.extend(guard_fixes(diag.path, src.text, None, kept, project))  # the fix invariant
+            # the fix invariant (fix mode here; engine.fix.fix_tree checks again before applying, so a plain
+            # check does not pay for reading the modules a created file imports)
+            out.extend(guard_fixes(diag.path, src.text, None, kept, project) if fix_mode else kept)
     if key is not None:
         cache.put(key, out)
     return out
