@@ -543,9 +543,9 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     findings = [
         {
             "code": code,
-            "name": getattr(rules.get(code), "name", ""),
+            "name": rules[code].name if code in rules else "",
             "count": by_code[code],
-            "default_enabled": getattr(rules.get(code), "default_enabled", True),
+            "default_enabled": rules[code].default_enabled if code in rules else True,
             "examples": [
                 f"{rel(Path(d.path).resolve())}:{d.line}: {d.message}" for d in diags if d.code == code
             ][:3],

@@ -335,7 +335,7 @@ class NpuLintServer(LanguageServer):
         (``Fix.deferred``: no edits yet); code actions need the edits, so the document is linted again in
         fix mode, once per text."""
         if result.with_fixes is None:
-            if not any(d.fix is not None and getattr(d.fix, "deferred", False) for d in result.diagnostics):
+            if not any(d.fix is not None and d.fix.deferred for d in result.diagnostics):
                 result.with_fixes = result.diagnostics
             else:
                 fixed = lint_source(result.src, result.codes, result.settings, result.project, fix_mode=True)
@@ -639,7 +639,7 @@ def create_server() -> NpuLintServer:
                 if key in wanted or (d_start <= end and start <= d_end):
                     chosen.append(index)
             diags = result.diagnostics
-            if any(diags[i].fix is not None and getattr(diags[i].fix, "deferred", False) for i in chosen):
+            if any(diags[i].fix is not None and diags[i].fix.deferred for i in chosen):
                 diags = ls.diagnostics_with_fixes(result)
             actions.extend(
                 diagnostic_actions(ctx, [diags[i] for i in chosen], ls.settings.show_disable_action)
