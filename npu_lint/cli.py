@@ -190,7 +190,7 @@ def _exit_on_sigterm() -> None:
 
 
 def cmd_rule(args: argparse.Namespace) -> int:
-    from npu_lint.docs import render_rule
+    from npu_lint.docs import precision_text, render_rule
     from npu_lint.rules.base import all_rules
 
     rules = all_rules()
@@ -214,7 +214,7 @@ def cmd_rule(args: argparse.Namespace) -> int:
                 "why": r.why,
                 "fix_safety": r.fix_safety,
                 "default_enabled": r.default_enabled,
-                "precision": r.precision,
+                "precision": precision_text(r),
             }
             for r in chosen
         ]
@@ -273,10 +273,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
         print(f"npu-lint: note: {note}", file=sys.stderr)
     if args.live_registry:
-        loader = getattr(project, "load_live_registry", None)
-        if loader is None:
-            raise UsageError("npu-lint: --live-registry is not supported by this version")
-        note = loader()  # imports the tree's veomni.ops, in a subprocess, only with this flag
+        note = (
+            project.load_live_registry()
+        )  # imports the tree's veomni.ops, in a subprocess, only with this flag
         if note and not args.quiet:
             print(f"npu-lint: {note}", file=sys.stderr)
 
@@ -308,14 +307,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
-        fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
+        fp = settings.fingerprint(codes) + project.fingerprint()
         cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
+    project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)
 
     def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
         project_diags.extend(
             project_diagnostics(
-                project, found.files, codes, settings, fix_mode=args.fix or args.diff, cache=cache
+                project,
+                found.files,
+                codes,
+                settings,
+                fix_mode=args.fix or args.diff,
+                cache=cache,
+                errors=project_errors,
             )
         )
 
@@ -330,6 +336,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     diagnostics.extend(project_diags)
     for note in cache.notes if cache is not None else []:
         print(f"npu-lint: note: {note}", file=sys.stderr)
+    errors.extend(project_errors)
 
     fixed_counts: dict[str, Counter] = {}
     dropped: list[str] = []

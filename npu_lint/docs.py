@@ -1,14 +1,38 @@
 """Rule documentation rendered from the rule classes (``npu-lint rule``, docs/rules/*.md).
 
+The "Precision on real code" section comes from one data file, npu_lint/rules/accuracy.json, written by
+bench/accuracy/figures.py from the reviewed figures (bench/accuracy/reviewed.json); a rule without an entry there
+falls back to its ``precision`` metadata.
+
 ``python -m npu_lint.docs`` regenerates docs/rules/; tests/test_docs.py checks they are up to date.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import sys
 from pathlib import Path
 
 from npu_lint.rules.base import RuleMeta, all_rules
+
+ACCURACY_FILE = Path(__file__).resolve().parent / "rules" / "accuracy.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _accuracy() -> dict[str, str]:
+    """code -> "Precision on real code" text, from the data file the accuracy script writes
+    (bench/accuracy/figures.py from bench/accuracy/reviewed.json)."""
+    try:
+        data = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {code: entry["text"] for code, entry in data.get("rules", {}).items() if entry.get("text")}
+
+
+def precision_text(rule: type[RuleMeta]) -> str:
+    """The rule's measured accuracy: the data file's text, else the rule's own ``precision`` metadata."""
+    return _accuracy().get(rule.code) or rule.precision
 
 
 def _fence(code: str) -> str:
@@ -20,8 +44,9 @@ def render_rule(rule: type[RuleMeta]) -> str:
     if not rule.default_enabled:
         parts += ["*Off by default (lower confidence): enable with `--select " + rule.code + "`.*", ""]
     parts += ["## Why", "", rule.why, ""]
-    if rule.precision:
-        parts += ["## Precision on real code", "", rule.precision, ""]
+    precision = precision_text(rule)
+    if precision:
+        parts += ["## Precision on real code", "", precision, ""]
     for i, example in enumerate(rule.bad, 1):
         title = f" ({example.title})" if example.title else ""
         parts += [f"## Bad example {i}{title}", "", _fence(example.source), ""]

@@ -289,3 +289,28 @@ def test_generated_copies_are_counted_once() -> None:
     kept, folded = distinct(diags)
     assert folded == 2  # two findings of one file from spec line 5 stay two; the other file's copies fold
     assert [(d.path, d.line) for d in kept] == [(gpu, 10), (gpu, 11), (npu, 20)]
+
+
+def test_models_kernel_layout_finds_tests_and_the_registry_import(tmp_path: Path) -> None:
+    """The audit knows a model package in any layout (veomni/models_kernel/...): its tests are found and the
+    package that imports every model package is in scope with --base."""
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    tree = tmp_path / "repo"
+    shutil.copytree(FIXTURE, tree)
+    (tree / "veomni" / "models").rename(tree / "veomni" / "models_kernel")
+    model = MODEL.replace("veomni/models/", "veomni/models_kernel/")
+    registry = tree / "veomni" / "models_kernel" / "transformers" / "__init__.py"
+    registry.write_text("")
+    _git(tree, "init", "-q")
+    _git(tree, "add", ".")
+    _git(tree, "commit", "-qm", "base")
+    registry.write_text("from . import demo  # noqa: F401\n")
+    (tree / "tests").mkdir()
+    (tree / "tests" / "test_demo.py").write_text("def test_x():\n    pass\n")
+    proc = run(tree, model, "--format", "json", "--base", "HEAD")
+    report = json.loads(proc.stdout)
+    changed = {c["path"]: (c["category"], c["scope"]) for c in report["changed_since_base"]}
+    assert changed["veomni/models_kernel/transformers/__init__.py"] == ("model registry import", "in scope")
+    files = {f["role"]: f for f in report["files"]}
+    assert files["tests"]["present"] and "tests/test_demo.py" in files["tests"]["note"]

@@ -158,3 +158,25 @@ def test_single_traversal_visits_each_node_once(temp_rules, monkeypatch) -> None
     assert walks == [2]  # one traversal for both rules
     assert len(calls) == 2 * 5  # five Name nodes, each handed to both rules
     assert len(set(calls)) == 5
+
+
+def test_a_failing_project_rule_is_an_internal_error_naming_it(tmp_path, monkeypatch) -> None:
+    from npu_lint.core.config import Settings
+    from npu_lint.engine import project_diagnostics
+    from npu_lint.engine.lint import InternalError
+    from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+    from npu_lint.veomni.project import Project
+
+    load_rule_modules()
+
+    def boom(self, project, paths):
+        raise RuntimeError("unexpected shape")
+
+    monkeypatch.setattr(PROJECT_REGISTRY["NPU501"], "check", boom)
+    errors: list[str] = []
+    found = project_diagnostics(Project(), [], ["NPU501", "NPU502"], Settings(), errors=errors)
+    assert found == [] and errors == ["internal error in NPU501: RuntimeError: unexpected shape"]
+    import pytest
+
+    with pytest.raises(InternalError, match="internal error in NPU501"):
+        project_diagnostics(Project(), [], ["NPU501"], Settings())

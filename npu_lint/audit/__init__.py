@@ -27,6 +27,9 @@ from typing import Any
 
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.veomni import catalog, vendor_map
+from npu_lint.veomni.layout import find_veomni_root
+from npu_lint.veomni.patchgen import veomni_root_of
+from npu_lint.veomni.project import Project
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
@@ -259,37 +262,18 @@ def _init_info(path: Path) -> dict[str, Any]:
 
 
 def _veomni_root(model_dir: Path) -> Path | None:
-    for directory in (model_dir, *model_dir.parents):
-        if directory.name == "veomni" and (directory / "models").is_dir():
-            return directory.parent
-    return None
+    """The directory holding the ``veomni`` package (any model layout; ``npu_lint.veomni.layout``)."""
+    found = find_veomni_root(model_dir)
+    if found is None:
+        above = veomni_root_of(str(model_dir / "__init__.py"))
+        found = Path(above) if above else None
+    return found
 
 
-def _registry_rows(project: object) -> tuple[list[_Row], str]:
-    """Registry rows from the project index when it has them (read defensively), else the built-in catalog."""
-    for attr in ("rows", "registry_rows", "op_rows", "registry"):
-        value = getattr(project, attr, None)
-        if callable(value):
-            try:
-                value = value()
-            except Exception:
-                value = None
-        if isinstance(value, dict):
-            value = list(value.values())
-        try:
-            items = list(value) if value else []
-        except TypeError:
-            items = []
-        rows = []
-        for r in items:
-            op, variant, impl = getattr(r, "op", None), getattr(r, "variant", None), getattr(r, "impl", None)
-            if isinstance(op, str) and isinstance(variant, str) and isinstance(impl, str):
-                req = getattr(r, "requirement", catalog.ANY)
-                rows.append(_Row(op, variant, impl, str(getattr(req, "value", req) or catalog.ANY).lower()))
-        if rows:
-            origin = getattr(project, "rows_origin", None)
-            return rows, origin if isinstance(origin, str) and origin else "the tree's registry"
-    return [_Row(r.op, r.variant, r.impl, r.requirement) for r in catalog.BUILTIN_ROWS], "built-in catalog"
+def _registry_rows(project: Project) -> tuple[list[_Row], str]:
+    """The registry rows the rules check against (the tree's, else the built-in catalog)."""
+    rows = [_Row(r.op, r.variant, r.impl, r.requirement) for r in project.rows]
+    return rows, project.rows_origin
 
 
 def _impls(rows: list[_Row], op: str, variant: str) -> tuple[list[str], list[str], bool]:
@@ -308,7 +292,7 @@ def _impls(rows: list[_Row], op: str, variant: str) -> tuple[list[str], list[str
 # -- the audit ---------------------------------------------------------------------------------------------------
 
 
-def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any], object, list[str]]:
+def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any], Project, list[str]]:
     from npu_lint.core.config import resolve_settings
     from npu_lint.engine import lint_paths, project_diagnostics
     from npu_lint.rules.base import all_rules
@@ -324,14 +308,11 @@ def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any],
         if res.error:
             errors.append(res.error)
         diags.extend(res.diagnostics)
-    try:
-        diags.extend(
-            d
-            for d in project_diagnostics(project, files, codes, settings)
-            if os.path.abspath(d.path).startswith(str(model_dir))
-        )
-    except Exception as exc:  # a project rule failing must not stop the audit
-        errors.append(f"project rules: internal error: {type(exc).__name__}: {exc}")
+    diags.extend(  # a project rule failing is reported (internal error in NPUxxx), the audit goes on
+        d
+        for d in project_diagnostics(project, files, codes, settings, errors=errors)
+        if os.path.abspath(d.path).startswith(str(model_dir))
+    )
     diags.sort(key=lambda d: d.sort_key())
     return diags, rules, project, errors
 
@@ -605,9 +586,9 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     findings = [
         {
             "code": code,
-            "name": getattr(rules.get(code), "name", ""),
+            "name": rules[code].name if code in rules else "",
             "count": by_code[code],
-            "default_enabled": getattr(rules.get(code), "default_enabled", True),
+            "default_enabled": rules[code].default_enabled if code in rules else True,
             "examples": [
                 f"{rel(Path(d.path).resolve())}:{d.line}: {d.message}" for d in diags if d.code == code
             ][:3],
@@ -893,13 +874,18 @@ def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, 
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         return None, f"git: {exc}"
     model_rel = root.relative_to(top).as_posix() if root.is_relative_to(top) else ""
+    # the package that imports every model package (``<layout>/transformers/__init__.py``, any layout)
+    parent = root.resolve().parent
+    registry_import = (
+        (parent / "__init__.py").relative_to(top).as_posix() if parent.is_relative_to(top) else ""
+    )
     out = []
     for name in sorted(set(n.strip() for n in names if n.strip())):
         if model_rel and (name == model_rel or name.startswith(model_rel + "/")):
             category, scope = "model package", "in scope"
         elif re.search(r"(^|/)tests?/", name) or Path(name).name.startswith("test_"):
             category, scope = "test", "in scope"
-        elif name.endswith("models/transformers/__init__.py"):
+        elif registry_import and name == registry_import:
             category, scope = "model registry import", "in scope"
         else:
             category = next((label for label, rx in OUT_OF_SCOPE if rx.search(name)), "")
@@ -1024,7 +1010,7 @@ def _checklist(rules, by_code, diags, inventory, op_table, deps, changed, scope_
                 import importlib.metadata as md
 
                 installed = md.version("transformers")
-            except Exception:
+            except md.PackageNotFoundError:
                 installed = "not installed"
             evidence.append(f"generated files: {'; '.join(pins) or 'no banner'}; installed: {installed}")
             versions = {m.group(1) for p in pins for m in [re.search(r"transformers==(\S+)", p)] if m}

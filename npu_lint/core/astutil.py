@@ -169,14 +169,100 @@ def module_package(path: str) -> list[str]:
     return []
 
 
+def absolute_module(current: str, is_package: bool, level: int, target: str | None) -> str | None:
+    """The absolute module of ``from <level dots><target> import ...`` written in module ``current`` (a package
+    when ``is_package``); None when the dots climb above the top. The one relative-import resolver."""
+    if level == 0:
+        return target
+    parts = current.split(".") if current else []
+    if not is_package:
+        parts = parts[:-1]
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not target):
+        return None
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    if target:
+        parts = [*parts, *target.split(".")]
+    return ".".join(parts) if parts else None
+
+
 def resolve_relative(path: str, module: str) -> str:
-    """``....ops.kernels.x`` -> ``veomni.ops.kernels.x`` given the file's path (unchanged if not relative)."""
+    """``....ops.kernels.x`` -> ``veomni.ops.kernels.x`` given the file's path (unchanged if not relative or
+    unresolvable): :func:`absolute_module` with the file's package (:func:`module_package`)."""
     if not module.startswith("."):
         return module
     level = len(module) - len(module.lstrip("."))
-    rest = module[level:]
     package = module_package(path)
-    if not package or level - 1 > len(package):
+    if not package:
         return module
-    base = package[: len(package) - (level - 1)]
-    return ".".join([*base, rest] if rest else base)
+    return absolute_module(".".join(package), True, level, module[level:] or None) or module
+
+
+# -- call arguments and literals (the one copy; rules, fixers and the VeOmni model use these) ---------------
+
+
+def keyword_arg(call: ast.Call, name: str) -> ast.expr | None:
+    """The value of keyword ``name`` of ``call``, or None."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
+    """An argument given by keyword, or at position ``index`` (when no starred argument comes first)."""
+    found = keyword_arg(call, keyword)
+    if found is not None:
+        return found
+    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def str_value(node: ast.AST | None) -> str | None:
+    """The value of a string literal (also ``"a" + "b"`` of literals); None for anything else (f-strings)."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = str_value(node.left), str_value(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+# -- the import table -------------------------------------------------------------------------------------
+
+
+def import_bindings(stmt: ast.Import | ast.ImportFrom, module: str | None = None) -> list[tuple[str, str]]:
+    """(bound name, dotted target) of one import statement: ``import a.b`` binds ``a`` -> ``a``, ``import a.b as
+    c`` binds ``c`` -> ``a.b``, ``from m import x as y`` binds ``y`` -> ``m.x``. ``module`` replaces the
+    statement's own module text (a resolved relative import); by default relative modules keep their dots."""
+    out: list[tuple[str, str]] = []
+    if isinstance(stmt, ast.Import):
+        for alias in stmt.names:
+            if alias.asname:
+                out.append((alias.asname, alias.name))
+            else:
+                root = alias.name.split(".")[0]
+                out.append((root, root))
+        return out
+    if module is None:
+        module = "." * stmt.level + (stmt.module or "")
+    for alias in stmt.names:
+        if alias.name != "*":
+            out.append((alias.asname or alias.name, f"{module}.{alias.name}"))
+    return out
+
+
+def import_table(body: list[ast.stmt], imports: dict[str, str] | None = None) -> dict[str, str]:
+    """Bound name -> dotted target of the imports of a module body, also inside top-level ``if`` / ``try``
+    blocks (later bindings win). The one import table (``Context.imports`` and the readers of other modules)."""
+    table: dict[str, str] = {} if imports is None else imports
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            table.update(import_bindings(stmt))
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            import_table(stmt.body, table)
+            import_table(getattr(stmt, "orelse", []), table)
+            for handler in getattr(stmt, "handlers", []):
+                import_table(handler.body, table)
+    return table

@@ -13,9 +13,11 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import DecodeError, SourceFile
+from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import InternalError, lint_source
 from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
 from npu_lint.rules.base import PROJECT_REGISTRY
+from npu_lint.veomni.project import Project
 
 MAX_FIX_PASSES = 10
 
@@ -84,7 +86,7 @@ def fix_source(
     src: SourceFile,
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     unsafe: bool = False,
 ) -> FixOutcome:
     """Apply fixes to a fixpoint (bounded). Never returns text that does not parse (if the input parsed)."""
@@ -176,7 +178,7 @@ def fix_tree(
     diagnostics: list[Diagnostic],
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     unsafe: bool = False,
     write: bool = True,
     sources: dict[str, SourceFile] | None = None,
@@ -238,7 +240,10 @@ def _fix_one(
     text = src.text
     creates: list[CreateFile] = []
     taken: list[Edit] = []
-    for diag in (d for d in diags if _is_project_code(d.code)):
+    project_diags = [d for d in diags if _is_project_code(d.code)]
+    if project_diags and project is not None:  # the fix invariant, whatever mode computed them
+        project_diags = guard_fixes(path, src.text, None, project_diags, project)
+    for diag in project_diags:
         fix = diag.fix
         if fix is None or not fix_applicable(fix, unsafe):
             out.remaining.append(diag)

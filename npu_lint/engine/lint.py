@@ -12,9 +12,11 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
+from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
+from npu_lint.veomni.project import Project
 
 SYNTAX_CODE = "NPU001"
 
@@ -54,7 +56,7 @@ def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Di
 def check_source(
     src: SourceFile,
     codes: list[str],
-    project: object | None = None,
+    project: Project | None = None,
     fix_mode: bool = False,
 ) -> list[Diagnostic]:
     """All diagnostics of the selected rules for one decoded file, before suppressions.
@@ -74,7 +76,7 @@ def check_source(
 def _check_source(
     src: SourceFile,
     codes: list[str],
-    project: object | None,
+    project: Project | None,
     fix_mode: bool,
 ) -> list[Diagnostic]:
     try:
@@ -106,12 +108,20 @@ def _check_source(
     diags = ctx.diagnostics
     if fix_mode and not src.kind.generated:
         diags = _build_deferred(ctx, diags)
+    if not src.kind.generated and any(d.fix is not None for d in diags):
+        diags = guard_fixes(src.path, src.text, tree, diags, ctx.project)  # the fix invariant
     if src.kind.generated:
         diags = [_generated_policy(d) for d in diags]
         if diags:  # where each finding comes from in the patch spec (npu_lint.veomni.patchgen)
             from npu_lint.veomni.patchgen import attach_origins
 
-            diags = attach_origins(src.path, src.text, tree, diags)
+            try:
+                diags = attach_origins(src.path, src.text, tree, diags)
+            except Exception as exc:  # one failure policy: name what raised and the findings it served
+                codes_seen = ",".join(sorted({d.code for d in diags}))
+                raise InternalError(
+                    f"internal error in {codes_seen} origins (patchgen): {type(exc).__name__}: {exc}"
+                ) from exc
     return diags
 
 
@@ -169,7 +179,7 @@ def lint_source(
     src: SourceFile,
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     fix_mode: bool = False,
 ) -> list[Diagnostic]:
     diags = check_source(src, codes, project, fix_mode)
@@ -219,7 +229,7 @@ def read_snapshot(path: str) -> tuple[SourceFile, tuple[bytes, os.stat_result]]:
     return SourceFile.from_text(path, text, encoding), (data, st)
 
 
-def lint_path(path: str, codes: list[str], settings: Settings, project: object | None = None) -> FileResult:
+def lint_path(path: str, codes: list[str], settings: Settings, project: Project | None = None) -> FileResult:
     try:
         data, _ = read_regular(path)
         text, encoding = decode_source(data)

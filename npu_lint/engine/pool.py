@@ -11,9 +11,11 @@ from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.cache import Cache
-from npu_lint.engine.lint import FileResult, lint_path, read_source
+from npu_lint.engine.guard import guard_fixes
+from npu_lint.engine.lint import FileResult, InternalError, lint_path, read_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+from npu_lint.veomni.project import Project
 
 POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
 
@@ -50,7 +52,7 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="npu-lint-parent-watch", daemon=True).start()
 
 
-def _init_worker(codes: list[str], settings: Settings, project: object | None, parent: int = 0) -> None:
+def _init_worker(codes: list[str], settings: Settings, project: Project | None, parent: int = 0) -> None:
     import signal
 
     if parent:
@@ -70,7 +72,7 @@ def lint_paths(
     paths: list[str],
     codes: list[str],
     settings: Settings,
-    project: object | None = None,
+    project: Project | None = None,
     cache: Cache | None = None,
     jobs: int | None = None,
     during: Callable[[], None] | None = None,
@@ -138,15 +140,18 @@ def lint_paths(
 
 
 def project_diagnostics(
-    project: object,
+    project: Project,
     files: list[str],
     codes: list[str],
     settings: Settings,
     fix_mode: bool = False,
     cache: Cache | None = None,
     sources: dict[str, SourceFile] | None = None,
+    errors: list[str] | None = None,
 ) -> list[Diagnostic]:
-    """Diagnostics of the project (whole-tree) rules, suppressions applied. Cached, like file results,
+    """Diagnostics of the project (whole-tree) rules, suppressions applied. A rule that raises is the one
+    failure policy's ``internal error in NPUxxx``: appended to ``errors`` (the other rules still run; the
+    caller exits 2) or, without ``errors``, raised as ``InternalError``. Cached, like file results,
     under a key covering every linted file's key (content, configuration, project index). ``sources`` gives
     the text to read suppressions from for some paths (an editor's unsaved buffer); others are read from disk.
     Used by the CLI, the audit and the language server."""
@@ -167,7 +172,15 @@ def project_diagnostics(
         rule = cls()
         rule.fix_mode = fix_mode
         rule.fixer_lookup = fixer_builder
-        diags = list(rule.check(project, files))
+        try:
+            diags = list(rule.check(project, files))
+        except Exception as exc:  # one failure policy: name the rule; the run exits 2
+            message = f"internal error in {cls.code}: {type(exc).__name__}: {exc}"
+            if errors is None:
+                raise InternalError(message) from exc
+            errors.append(message)
+            key = None  # never cache a partial answer
+            continue
         for diag in diags:
             src = (sources or {}).get(diag.path)
             if src is None:
@@ -177,7 +190,10 @@ def project_diagnostics(
                     out.append(diag)
                     continue
             ignored = per_file_ignored(diag.path, settings, codes)
-            out.extend(apply_suppressions(src, [diag], ignored))
+            kept = apply_suppressions(src, [diag], ignored)
+            # the fix invariant (fix mode here; engine.fix.fix_tree checks again before applying, so a plain
+            # check does not pay for reading the modules a created file imports)
+            out.extend(guard_fixes(diag.path, src.text, None, kept, project) if fix_mode else kept)
     if key is not None:
         cache.put(key, out)
     return out

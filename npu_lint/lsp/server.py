@@ -46,6 +46,7 @@ from npu_lint.lsp.actions import (
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
 from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
+from npu_lint.veomni.project import Project
 
 logger = logging.getLogger("npu_lint.lsp")
 
@@ -178,7 +179,7 @@ class LintResult:
     lsp: list[types.Diagnostic]
     codes: list[str]
     settings: Settings
-    project: object | None
+    project: Project | None
     fixed: dict[bool, tuple[str, list[CreateFile]]]  # fix-all results by `unsafe`
     with_fixes: list[Diagnostic] | None = None  # the diagnostics with every fix built (fix mode), lazily
 
@@ -253,7 +254,7 @@ class NpuLintServer(LanguageServer):
         self.can_create_files = False
         self.resolve_edits = False  # the client resolves a code action's `edit` lazily (codeAction/resolve)
         self._configs: dict[str, _Config] = {}
-        self._projects: dict[str, object] = {}
+        self._projects: dict[str, Project | None] = {}
         self._results: dict[str, LintResult] = {}
         self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -338,7 +339,7 @@ class NpuLintServer(LanguageServer):
                 self.show_once(f"npu-lint: {exc2}")
                 return Settings(root=base.root), selected_codes(Settings(), known)
 
-    def project_for(self, path: str, settings: Settings) -> object | None:
+    def project_for(self, path: str, settings: Settings) -> Project | None:
         from npu_lint.veomni.project import find_veomni_root, load_project
 
         # one index per VeOmni root; outside one, the index depends on the file's own directory
@@ -380,7 +381,7 @@ class NpuLintServer(LanguageServer):
         path = self.path_for(uri)
         settings, codes = self.effective(path)
         src = SourceFile.from_text(path, text)
-        project: object | None = None
+        project: Project | None = None
         diags: list[Diagnostic] = []
         if not self.excluded(path, settings):
             project = self.project_for(path, settings)
@@ -401,7 +402,7 @@ class NpuLintServer(LanguageServer):
         return result
 
     def _project_diagnostics(
-        self, src: SourceFile, codes: list[str], settings: Settings, project: object | None
+        self, src: SourceFile, codes: list[str], settings: Settings, project: Project | None
     ) -> list[Diagnostic]:
         """Whole-tree rules read files from disk: their findings for this document are shown while the
         buffer matches the file on disk (on open and after a save)."""
@@ -442,7 +443,7 @@ class NpuLintServer(LanguageServer):
         (``Fix.deferred``: no edits yet); code actions need the edits, so the document is linted again in
         fix mode, once per text."""
         if result.with_fixes is None:
-            if not any(d.fix is not None and getattr(d.fix, "deferred", False) for d in result.diagnostics):
+            if not any(d.fix is not None and d.fix.deferred for d in result.diagnostics):
                 result.with_fixes = result.diagnostics
             else:
                 fixed = lint_source(result.src, result.codes, result.settings, result.project, fix_mode=True)
@@ -743,7 +744,7 @@ def create_server() -> NpuLintServer:
                 if key in wanted or (d_start <= end and start <= d_end):
                     chosen.append(index)
             diags = result.diagnostics
-            if any(diags[i].fix is not None and getattr(diags[i].fix, "deferred", False) for i in chosen):
+            if any(diags[i].fix is not None and diags[i].fix.deferred for i in chosen):
                 diags = ls.diagnostics_with_fixes(result)
             actions.extend(
                 diagnostic_actions(ctx, [diags[i] for i in chosen], ls.settings.show_disable_action)

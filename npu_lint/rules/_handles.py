@@ -8,25 +8,36 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import literal_getattr
+from npu_lint.core.astutil import call_arg, literal_getattr, str_value  # re-exported for the families
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context, collect_imports
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
+from npu_lint.veomni.profile import BUILTIN_PROFILES, ApiProfile, Generation
 from npu_lint.veomni.project import Project
 
 # -- recognisers ------------------------------------------------------------------------------------
 
-CONSTRUCTORS = {"OpSlot", "VeomniOp", "resolve_op", "attention_op"}
-HANDLE_CONSTRUCTORS = {"OpSlot", "VeomniOp", "resolve_op"}
+# the API names of every generation, from the built-in profiles (npu_lint.veomni.profile): a file is read
+# whatever generation it was written for; messages and fixes use the tree's profile (``ctx.project.api``)
+_PROFILES = tuple(BUILTIN_PROFILES.values())
+HANDLES = frozenset(p.handle for p in _PROFILES)  # OpSlot, VeomniOp, VeomniKernel
+INSTANCE_HANDLES = frozenset(p.handle for p in _PROFILES if p.generation is not Generation.OP_SLOT)
+ROW_RESOLVERS = frozenset(p.resolve_function for p in _PROFILES if p.resolve_function)  # resolve_op, ...
+IMPL_RESOLVERS = frozenset(
+    p.resolver for p in _PROFILES if p.resolver
+)  # resolve_op_impl, resolve_kernel_impl
+ATTENTION_HELPERS = frozenset(p.attention_helper for p in _PROFILES if p.attention_helper)
+REGISTER_FUNCTIONS = frozenset(p.register_function for p in _PROFILES if p.register_function)
+CONSTRUCTORS = HANDLES | ROW_RESOLVERS | ATTENTION_HELPERS
+HANDLE_CONSTRUCTORS = HANDLES | ROW_RESOLVERS
 GUARD_ATTRS = {"use_non_eager_impl", "use_eager_impl", "is_bound"}
 _CAST_METHODS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous", "detach"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_EMPTY_PROJECT = Project()
 
 
 def project_of(ctx: Context) -> Project:
-    project = ctx.project
-    return project if isinstance(project, Project) else _EMPTY_PROJECT
+    """The file's project (``ctx.project``, never None); kept for callers."""
+    return ctx.project
 
 
 def call_name(node: ast.AST, ctx: Context | None = None) -> str | None:
@@ -88,19 +99,6 @@ def module_handle_names(ctx: Context) -> frozenset[str]:
     frozen = frozenset(names)
     ctx.memo["module_handle_names"] = frozen
     return frozen
-
-
-def str_value(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == keyword:
-            return kw.value
-    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-        return call.args[index]
-    return None
 
 
 def op_variant(call: ast.Call, kind: str | None = None) -> tuple[str | None, str | None]:
@@ -386,11 +384,41 @@ class HandleTable:
 MIGRATION_BUILDER = "dispatch-migration"
 
 
-def migration_fix(ctx: Context) -> Fix:
-    """The whole-file dispatch migration, attached to every NPU201-203 finding of a file. The fix is deferred:
+def migration_available(api: ApiProfile) -> bool:
+    """Whether this tree has an instance-local handle API to migrate to (VeomniOp / VeomniKernel)."""
+    return api.generation is not Generation.OP_SLOT and api.has_handle
+
+
+def handle_name(api: ApiProfile) -> str:
+    """The handle messages name: the tree's own, or, in an OpSlot-generation tree, the migration targets."""
+    if api.generation is Generation.OP_SLOT:
+        return " / ".join(sorted(INSTANCE_HANDLES))
+    return api.handle
+
+
+def migration_needs(api: ApiProfile) -> str:
+    """What the migration needs in a tree that lacks the target API ("" when the tree has it)."""
+    if migration_available(api):
+        return ""
+    if api.generation is Generation.OP_SLOT:
+        targets = ", ".join(
+            f"`{p.handle}` (`{p.handle_module}`)" for p in _PROFILES if p.generation is not Generation.OP_SLOT
+        )
+        return (
+            f"this VeOmni tree is of the OpSlot generation and defines no instance-local handle: the migration "
+            f"needs a VeOmni that defines {targets.replace(', ', ' or ')}; no fix is offered"
+        )
+    return f"this VeOmni tree does not define `{api.handle}` (`{api.handle_module}`); no fix is offered"
+
+
+def migration_fix(ctx: Context) -> Fix | None:
+    """The whole-file dispatch migration, attached to every NPU201-203 finding of a file (None when the tree
+    has no handle API to migrate to: the message says what is needed). The fix is deferred:
     the engine builds it once per file (libcst + astroid) when fixes are applied, and shares it between the
     findings; suppressions are the engine's, so a ``# noqa`` or per-file-ignore on one finding never removes the
     migration from the others."""
+    if not migration_available(ctx.project.api):
+        return None
     return Fix(
         "Migrate module-global dispatch to instance-local handles",
         (),
@@ -404,11 +432,14 @@ def migration_fix(ctx: Context) -> Fix:
 
 
 def _dispatch_doc(kind: str) -> str:
+    if kind in INSTANCE_HANDLES:
+        return f"a `{kind}` built at import time resolves its row before the ops config is installed"
+    if kind in ROW_RESOLVERS:
+        return "a row resolved at import time ignores the ops config installed later"
+    if kind in ATTENTION_HELPERS:
+        return "an attention handle built at import time ignores the model's config"
     return {
         "OpSlot": "an `OpSlot` is bound once per process and shared by every model instance",
-        "VeomniOp": "a `VeomniOp` built at import time resolves its row before the ops config is installed",
-        "resolve_op": "a row resolved at import time ignores the ops config installed later",
-        "attention_op": "an attention handle built at import time ignores the model's config",
         "bound_kernel": "a kernel taken from a module-global slot at import time is shared by every model",
     }[kind]
 
@@ -425,7 +456,7 @@ def _dispatch_doc(kind: str) -> str:
 def _impl_expr(ctx: Context, node: ast.AST) -> bool:
     """An expression naming a configured implementation: `*.rms_norm_implementation`, `resolve_op_impl()`."""
     if isinstance(node, ast.Call):
-        return call_name(node) == "resolve_op_impl"
+        return call_name(node) in IMPL_RESOLVERS
     dotted = ctx.dotted(node)
     if dotted is None:
         return False
@@ -510,11 +541,20 @@ _OP_TO_FIELDS: dict[str, list[str]] = {}
 for _field, _op in CONFIG_FIELD_TO_OP.items():
     _OP_TO_FIELDS.setdefault(_op, []).append(_field)
 _ATTENTION_FIELDS = {"_attn_implementation", "attn_implementation"}
+VISION_ROPE_FIELD = "rotary_pos_emb_vision_implementation"
+
+
+def op_fields(op: str, api: ApiProfile) -> list[str]:
+    """The ops-config fields of ``op`` in this tree: the catalog's, and the vision RoPE field for the tree's own
+    vision RoPE op when it is separate from ``rope`` (``rope_vision`` in VeomniOp / VeomniKernel trees)."""
+    if op == api.vision_rope[0] and op not in _OP_TO_FIELDS:
+        return [VISION_ROPE_FIELD]
+    return _OP_TO_FIELDS.get(op, [])
 
 
 def _field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
     """(config field, the node holding it) of `resolve_op_impl("<field>")` / `config.ops_config.<field>`."""
-    if isinstance(node, ast.Call) and call_name(node) == "resolve_op_impl":
+    if isinstance(node, ast.Call) and call_name(node) in IMPL_RESOLVERS:
         arg = call_arg(node, 0, "field")
         value = str_value(arg)
         return (value, arg) if value is not None and arg is not None else None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 from npu_lint.core.imports import add_import_edit
+from npu_lint.veomni.project import Project
 
 if TYPE_CHECKING:
     from npu_lint.core.source import SourceFile
@@ -127,7 +128,7 @@ class ProjectRule(RuleMeta):
                 raise RuntimeError(f"duplicate rule code {cls.code}")
             PROJECT_REGISTRY[cls.code] = cls
 
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:  # pragma: no cover
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:  # pragma: no cover
         return ()
 
 
@@ -199,17 +200,26 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str], runtime_only
 _UNSET = object()
 _WORD = re.compile(r"\w+")
 _ASSIGNED_ROOT = re.compile(r"=\s*(\w+)\.")
+_EMPTY: list[Project] = []
+
+
+def _no_project() -> Project:
+    """The project of a file outside any tree (built-in profile), shared."""
+    if not _EMPTY:
+        _EMPTY.append(Project())
+    return _EMPTY[0]
 
 
 class Context:
     """Per-file state shared by the rules during the single traversal."""
 
     def __init__(
-        self, source: SourceFile, tree: ast.Module, project: object | None = None, fix_mode: bool = False
+        self, source: SourceFile, tree: ast.Module, project: Project | None = None, fix_mode: bool = False
     ) -> None:
         self.source = source
         self.tree = tree
-        self.project = project
+        # the tree's index and API profile; outside any tree, the built-in profile (never None)
+        self.project: Project = project if project is not None else _no_project()
         # True when fixes will be applied (--fix, --diff, editor code actions). Rules whose fixes are
         # expensive to build return ``Fix(..., deferred=True)`` without edits when it is False.
         self.fix_mode = fix_mode

@@ -14,6 +14,9 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu_lint.core.astutil import absolute_module
+from npu_lint.core.astutil import resolve_relative as resolve_from_path
+
 MAX_REEXPORT_DEPTH = 8
 
 
@@ -31,20 +34,7 @@ class ModuleInfo:
     constants: dict[str, ast.expr] = field(default_factory=dict, repr=False)  # NAME = <literal expr>
 
 
-def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str | None:
-    """The absolute module of ``from <level dots><target> import ...`` written in ``module``."""
-    if level == 0:
-        return target
-    parts = module.split(".")
-    if not is_package:
-        parts = parts[:-1]
-    if level - 1 > len(parts) or (level - 1 == len(parts) and not target):
-        return None
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    if target:
-        parts = [*parts, *target.split(".")]
-    return ".".join(parts) if parts else None
+resolve_relative = absolute_module  # (module, is_package, level, target): core.astutil's one resolver
 
 
 def _bind_targets(target: ast.expr, out: set[str]) -> None:
@@ -211,8 +201,11 @@ class ModuleIndex:
                 return True  # bound from an external package: its import is not ours to check
             return self.defines(source, source_name, _depth + 1) or self.has_module(f"{source}.{source_name}")
         for source in info.star:
-            if self.is_local(source) and self._star_exports(source, name, _depth + 1):
-                return True
+            if self.is_local(source):
+                if self._star_exports(source, name, _depth + 1):
+                    return True
+            elif not name.startswith("_"):
+                return True  # forwarded from an external package (a shim): not ours to check, as above
         # listed in __all__ without a binding we can see (e.g. served by a module __getattr__)
         return name in (info.all_names or ())
 
@@ -252,3 +245,57 @@ class ModuleIndex:
                 if found:
                     return found
         return None
+
+
+# -- the names a file imports from the tree (the fix invariant) -------------------------------------------
+
+_POST_IMPORT_METHODS = ("add_post_import_block",)
+
+
+def veomni_imports(tree: ast.Module, path: str) -> set[tuple[str, str]]:
+    """Every ``(module, name)`` a file imports from the ``veomni`` package: ``from veomni... import X``
+    statements anywhere (relative ones resolved from ``path``), a patch spec's ``add_import("veomni...",
+    names=[...])`` calls (they reach the generated file), and the imports inside its post-import blocks (code
+    strings pasted into the generated file). ``import veomni.x`` gives ``("veomni.x", "")``."""
+    out: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = resolve_from_path(path, "." * node.level + module)
+            if module == "veomni" or module.startswith("veomni."):
+                out.update((module, a.name) for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Import):
+            out.update((a.name, "") for a in node.names if a.name.startswith("veomni."))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "add_import":
+                _spec_import(node, out)
+            elif node.func.attr in _POST_IMPORT_METHODS and node.args:
+                code = node.args[0]
+                if isinstance(code, ast.Constant) and isinstance(code.value, str):
+                    try:
+                        block = ast.parse(code.value)
+                    except (SyntaxError, ValueError):
+                        continue
+                    out |= veomni_imports(block, path)
+    return out
+
+
+def _spec_import(call: ast.Call, out: set[tuple[str, str]]) -> None:
+    module = call.args[0] if call.args else None
+    names: ast.expr | None = call.args[1] if len(call.args) > 1 else None
+    for kw in call.keywords:
+        if kw.arg == "module":
+            module = kw.value
+        elif kw.arg == "names":
+            names = kw.value
+    if not (isinstance(module, ast.Constant) and isinstance(module.value, str)):
+        return
+    if not module.value.startswith("veomni"):
+        return
+    if isinstance(names, (ast.List, ast.Tuple)):
+        for elt in names.elts:
+            if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
+                out.add((module.value, elt.value))
+    elif names is None:
+        out.add((module.value, ""))

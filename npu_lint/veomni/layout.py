@@ -80,3 +80,102 @@ def layouts_of(root: Path, packages: list[str] | tuple[str, ...]) -> tuple[str, 
         if len(rel.parts) >= 2:
             out.add("/".join(rel.parts[:2]))
     return tuple(sorted(out))
+
+
+# top-level subpackages of VeOmni's framework: a file under ``veomni/<one of these>`` that is not inside a model
+# package is framework code (device layer, registry, loaders), not model code
+FRAMEWORK_SUBPACKAGES = frozenset(
+    {"ops", "kernels", "utils", "distributed", "trainer", "data", "checkpoint", "optim", "lora", "patchgen",
+     "arguments", "schedulers", "models", "models_kernel"}
+)  # fmt: skip
+BUILTIN_LAYOUTS = (
+    "veomni/models",
+    "veomni/models_kernel",
+)  # where model packages live (<layout>/<family>/<m>/)
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def in_model_package(
+    path: str,
+    root: str | None = None,
+    packages: tuple[str, ...] | list[str] = (),
+    layouts: tuple[str, ...] = (),
+) -> bool:
+    """Whether ``path`` is a file of a VeOmni model package: inside one of the tree's ``packages`` (found by
+    what is there), or, by shape, ``<layout>/<family>/<package>/...`` for one of the tree's ``layouts`` (or the
+    built-in ones) -- a package still being written may have no spec yet. Without a tree (``root`` None) the
+    path's own ``veomni/<layout>/...`` components decide."""
+    full = os.path.abspath(path)
+    if any(_under(full, package) for package in packages):
+        return True
+    if packages:
+        # a package being written (no spec yet) beside found ones: same family directory
+        families = {os.path.dirname(package) for package in packages}
+        return any(_under(full, family) and full != family for family in families) and not any(
+            os.path.dirname(full) == family for family in families
+        )
+    parts = Path(path.replace("\\", "/")).parts
+    if root is not None:
+        try:
+            parts = Path(full).relative_to(Path(root).resolve()).parts
+        except ValueError:
+            pass
+    for layout in tuple(layouts) + BUILTIN_LAYOUTS:
+        lparts = tuple(layout.split("/"))
+        n = len(lparts)
+        for i in range(len(parts) - n, -1, -1):
+            if parts[i : i + n] == lparts:
+                # <family>/<package>/<file>; framework helpers (``<layout>/utils/...``) are not a family
+                return len(parts) - (i + n) >= 3 and parts[i + n] != "utils"
+    return False
+
+
+def in_veomni_framework(path: str, root: str | None = None) -> bool:
+    """Whether ``path`` lies under a VeOmni framework subpackage (``veomni/ops``, ``veomni/utils``...), by its
+    position under the tree's root, or, without a tree, under its last ``veomni`` path component."""
+    full = os.path.abspath(path)
+    if root is not None:
+        try:
+            parts = Path(full).relative_to(Path(root).resolve()).parts
+        except ValueError:
+            return False
+        return len(parts) >= 2 and parts[0] == "veomni" and parts[1] in FRAMEWORK_SUBPACKAGES
+    parts = Path(path.replace("\\", "/")).parts
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == "veomni":
+            return parts[i + 1] in FRAMEWORK_SUBPACKAGES
+    return False
+
+
+def is_model_code(
+    path: str,
+    root: str | None = None,
+    packages: tuple[str, ...] | list[str] = (),
+    layouts: tuple[str, ...] = (),
+) -> bool:
+    """Model code for rules that keep vendor code out of models: a file of a model package, or any file that is
+    not part of VeOmni's framework (user code outside the tree). Framework files (``veomni/utils/device.py``,
+    ``veomni/models_kernel/utils/op_utils.py``, ``veomni/models/auto.py``) bind kernels for the models."""
+    if in_model_package(path, root, packages, layouts):
+        return True
+    return not in_veomni_framework(path, root)
+
+
+def in_model_layout(path: str, root: str | None = None, layouts: tuple[str, ...] = ()) -> bool:
+    """Whether ``path`` lies under a model layout directory (``veomni/models/``, ``veomni/models_kernel/``, or
+    another layout of the tree): model packages and the model-loading code beside them."""
+    parts = Path(path.replace("\\", "/")).parts
+    if root is not None:
+        try:
+            parts = Path(os.path.abspath(path)).relative_to(Path(root).resolve()).parts
+        except ValueError:
+            pass
+    for layout in tuple(layouts) + BUILTIN_LAYOUTS:
+        lparts = tuple(layout.split("/"))
+        n = len(lparts)
+        if any(parts[i : i + n] == lparts for i in range(len(parts) - n)):
+            return True
+    return False

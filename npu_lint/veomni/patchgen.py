@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu_lint.core.astutil import absolute_module, keyword_arg, str_value
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.astutil import walk as _walk_list
 from npu_lint.core.diagnostics import Diagnostic, Origin
@@ -119,10 +120,10 @@ def load_file(path: str) -> ParsedFile | None:
     if hit is not None and hit[0] == stamp:
         return hit[1]
     try:
-        from npu_lint.core.source import decode_source
+        from npu_lint.core.source import DecodeError, decode_source
 
         text, _ = decode_source(Path(path).read_bytes())
-    except Exception:
+    except (OSError, DecodeError):  # unreadable or undecodable: no model of this file
         return None
     parsed = ParsedFile(path, text)
     _FILES[path] = (stamp, parsed)
@@ -182,16 +183,7 @@ def _resolve_relative(
 ) -> str | None:
     if not level:
         return module
-    if current is None:
-        return None
-    parts = current.split(".")
-    if not is_package:
-        parts = parts[:-1]
-    if level - 1 > len(parts):
-        return None
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    return ".".join([*parts, module] if module else parts)
+    return None if current is None else absolute_module(current, is_package, level, module)
 
 
 # -- specs ----------------------------------------------------------------------------------------
@@ -275,22 +267,8 @@ class Spec:
         return other.resolve(orig, depth + 1)
 
 
-def _str(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _str(node.left), _str(node.right)
-        return left + right if left is not None and right is not None else None
-    return None
-
-
-def _kw(call: ast.Call, name: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    return None
+_str = str_value  # core.astutil's string-literal helper (concatenated literals too)
+_kw = keyword_arg
 
 
 def _dict_literal(node: ast.AST | None, consts: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -1238,12 +1216,7 @@ def attach_origins(
     diags = list(diags)
     if not diags:
         return diags
-    try:
-        omap = build_origin_map(path, text, tree)
-    except Exception:  # origins are an annotation: never let them cost the findings themselves
-        if os.environ.get("NPU_LINT_DEBUG"):
-            raise
-        return diags
+    omap = build_origin_map(path, text, tree)  # a failure is the engine's (internal error, exit 2)
     if omap is None:
         return diags
     out = []
@@ -1279,3 +1252,25 @@ def regen_command(spec_path: str) -> str:
         return f"patchgen {stem} -o {os.path.join(os.path.dirname(spec_path) or '.', 'generated')} --diff -v"
     rel = Path(os.path.relpath(package, os.path.abspath(root))).as_posix()
     return f"patchgen {module} -o {rel}/generated --diff -v"
+
+
+def produced_by_spec(package_dir: str, stem: str) -> bool:
+    """Whether ``generated/<stem>.py`` of a model package is patchgen output of one of its specs: a spec's
+    target file, or the NPU sibling a GPU spec implies (``npu_target_file``, the file NPU501 creates). Such a
+    module exists once the package is regenerated (NPU505 reports when it is not)."""
+    wanted = f"{stem}.py"
+    try:
+        names = sorted(os.listdir(package_dir))
+    except OSError:
+        return False
+    for name in names:
+        if not name.endswith("_patch_gen_config.py"):
+            continue
+        spec = load_spec(os.path.join(package_dir, name))
+        if spec is None:
+            continue
+        if effective_target_file(spec) == wanted:
+            return True
+        if name.endswith(GPU_SPEC_SUFFIX) and npu_target_file(spec) == wanted:
+            return True
+    return False

@@ -33,16 +33,23 @@ class Generation(str, Enum):
 
 TARGET_APIS = ("auto", *(g.value for g in Generation))
 DEVICE_MODULE = "veomni.utils.device"
-DEVICE_HELPERS = (
+DEVICE_HELPERS = (  # the helpers of veomni.utils.device that rules and fixes name (0.1.12's module has them all)
     "IS_CUDA_AVAILABLE",
     "IS_NPU_AVAILABLE",
+    "IS_MLU_AVAILABLE",
     "get_device_type",
+    "get_device_name",
     "get_torch_device",
     "get_device_id",
     "get_dist_comm_backend",
     "synchronize",
+    "stream_synchronize",
     "empty_cache",
     "set_device",
+    "create_stream",
+    "create_event",
+    "get_current_stream",
+    "switch_to_specified_stream",
 )
 OFFSET_RMS_VARIANTS = ("offset", "qwen3_5")  # the Gemma-style (1 + weight) RMSNorm, by preference
 VISION_ROPE_OPS = ("rope_vision", "rotary_pos_emb_vision")
@@ -116,6 +123,37 @@ class ApiProfile:
 
     def can_import(self, module: str, names: list[str] | tuple[str, ...]) -> bool:
         return all(self.defines(module, n) for n in names)
+
+    def import_problem(self, module: str, name: str) -> str | None:
+        """Why ``from module import name`` (``name`` empty: ``import module``) must not be written into this
+        tree, or None when it may. In a tree: when it does not resolve statically. Outside any tree (a
+        built-in profile, which knows only its own tables): when ``name`` belongs to another generation's API
+        and not to this one's."""
+        if self.index is not None:
+            ok = self.index.has_module(module) if not name else self.index.defines(module, name)
+            if ok or self._generated_later(module):
+                return None
+            what = f"`{module}`" if not name else f"`{name}` from `{module}`"
+            return f"it would import {what}, which this VeOmni tree does not define"
+        if not name or self.module_of(name) is not None:
+            return None
+        for other in BUILTIN_PROFILES.values():
+            if other.generation is not self.generation and other.module_of(name) is not None:
+                return (
+                    f"it would import `{name}` ({other.handle} API), which the {self.generation.value} "
+                    "API does not have"
+                )
+        return None
+
+    def _generated_later(self, module: str) -> bool:
+        """``<package>.generated.<stem>``: patchgen output of one of the package's specs, not yet generated (the
+        NPU switch NPU502 writes imports the `_npu` module NPU501's spec will produce)."""
+        parts = module.split(".")
+        if self.root is None or len(parts) < 3 or parts[-2] != "generated":
+            return False
+        from npu_lint.veomni.patchgen import produced_by_spec
+
+        return produced_by_spec(os.path.join(self.root, *parts[:-2]), parts[-1])
 
     def _table(self) -> list[tuple[str, tuple[str, ...]]]:
         rows: list[tuple[str | None, tuple[str | None, ...]]] = [

@@ -298,7 +298,7 @@ def detect_generation(root: Path) -> Generation | None:
 def load_project(paths: list[str], settings: Settings | None = None) -> Project:
     """The project index of the VeOmni tree holding ``paths`` (or, outside any tree, of the model packages
     found under them, with the built-in profile). ``settings.target_api`` overrides the generation."""
-    target_api = getattr(settings, "target_api", "auto") if settings is not None else "auto"
+    target_api = settings.target_api if settings is not None else "auto"
     root: Path | None = None
     for raw in paths:
         root = find_veomni_root(Path(raw))

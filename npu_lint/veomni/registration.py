@@ -111,9 +111,10 @@ def flag_bound(tree: ast.Module) -> bool:
     return False
 
 
-def device_module_for(path: str, tree: ast.Module) -> str:
-    """How a module imports VeOmni's device helpers, in its own style: relative (``....utils.device``) when it
-    is inside the ``veomni`` package and imports its other veomni modules relatively, else absolute."""
+def device_module_for(path: str, tree: ast.Module, device_module: str = DEVICE_MODULE) -> str:
+    """How a module imports VeOmni's device helpers (``device_module``, the profile's), in its own style:
+    relative (``....utils.device``) when it is inside the ``veomni`` package and imports its other veomni
+    modules relatively, else absolute."""
     absolute = relative = False
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom):
@@ -128,8 +129,8 @@ def device_module_for(path: str, tree: ast.Module) -> str:
         parts = module.split(".")
         is_init = os.path.basename(path) == "__init__.py"
         depth = len(parts) if is_init else len(parts) - 1  # level 1 is the module's own package
-        return "." * depth + DEVICE_MODULE[len("veomni.") :]
-    return DEVICE_MODULE
+        return "." * depth + device_module[len("veomni.") :]
+    return device_module
 
 
 def flag_import_module(init_path: str, tree: ast.Module) -> str:

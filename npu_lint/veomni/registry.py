@@ -15,6 +15,7 @@ import ast
 import os
 from pathlib import Path
 
+from npu_lint.core.astutil import str_value
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
 
 REGISTER_CALLS = ("register_op", "register_kernel")
@@ -94,8 +95,7 @@ def _resolve(node: ast.expr | None, env: Env, constants: Env) -> ast.expr | None
     return node
 
 
-def _str(node: ast.expr | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+_str = str_value  # core.astutil's string-literal helper
 
 
 def register_row(call: ast.Call, env: Env | None = None, constants: Env | None = None) -> OpRow | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import transformers_dir
+from npu_lint.core.astutil import import_bindings, transformers_dir
 
 __all__ = [
     "MethodSource",
@@ -108,8 +108,8 @@ def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | Non
             )
         except (ImportError, AttributeError, TypeError):  # pragma: no cover - astroid changed its internals
             module = astroid.MANAGER.ast_from_file(path, modname, source=True)
-    except Exception:  # noqa: BLE001 - a syntax error in site-packages is not ours to raise
-        return None
+    except (SyntaxError, ValueError, RecursionError, astroid.AstroidError):
+        return None  # a file of site-packages that does not parse or build: no model of it (documented)
     return module, text.splitlines(keepends=True)
 
 
@@ -389,8 +389,7 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
                 source = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 source = node.module or ""
-            for alias in node.names:
-                imports[alias.asname or alias.name] = f"{source}.{alias.name}"
+            imports.update(import_bindings(node, source))
     return classes, imports
 
 

@@ -144,9 +144,9 @@ def test_rms_norm_variants(migrated: dict) -> None:
     assert [(h.cls, h.variant) for h in qwen3.handles if h.op == "rms_norm"] == [("Qwen3RMSNorm", "standard")]
 
 
-def test_cli_fix_migrates_a_spec_end_to_end(tmp_path) -> None:
-    """`npu-lint check --fix --unsafe-fixes` on a copy of the wheel applies the migration (once NPU201-203,
-    which attach this fix, are registered), and a second run finds nothing left."""
+def test_cli_fix_migrates_a_spec_where_the_tree_has_the_handle_api(tmp_path) -> None:
+    """`npu-lint check --fix --unsafe-fixes` on a copy of the wheel with our VeomniOp-era stand-in laid over it
+    migrates the spec exactly as the codemod does, and a second run changes nothing."""
     import subprocess
     import sys
 
@@ -237,3 +237,32 @@ def test_qwen3_5_gated_delta_net(migrated: dict) -> None:
         text,
     )
     assert "self.norm = Qwen3_5RMSNormGated(self.head_v_dim, eps=self.layer_norm_epsilon)" in text
+
+
+def test_cli_offers_no_migration_on_an_opslot_tree(tmp_path) -> None:
+    """On a bare copy of the wheel (an OpSlot-generation tree, target-api auto) `--fix --unsafe-fixes` leaves the
+    spec as it is: the tree defines neither `VeomniOp` nor `VeomniKernel`, so NPU201-203 say what the migration
+    needs and offer no fix (issue 9)."""
+    import subprocess
+    import sys
+
+    from tests.corpus import veomni_models_copy
+
+    veomni_models_copy(tmp_path)
+    spec = tmp_path / "veomni" / "models" / "transformers" / "seed_oss" / "seed_oss_gpu_patch_gen_config.py"
+    original = spec.read_text()
+    cmd = [
+        sys.executable,
+        "-m",
+        "npu_lint",
+        "check",
+        "--select",
+        "NPU2",
+        "--fix",
+        "--unsafe-fixes",
+        str(spec),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert spec.read_text() == original
+    assert "NPU201" in result.stdout and "OpSlot generation" in result.stdout
+    assert "VeomniOp" in result.stdout and "no fix is offered" in result.stdout

@@ -502,7 +502,7 @@ def test_kernel_row_import_added_and_multiline() -> None:
     """
     expected = """
     from veomni.ops import register_op
-    from veomni.ops.platform import NpuKernelRequirement
+    from veomni.ops.requirement import NpuKernelRequirement
 
 
     def _f(x):

@@ -12,7 +12,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source
-from npu_lint.rules.vendor._shared import in_model_scope
+from npu_lint.veomni.layout import is_model_code
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vendor"
 MODEL = "veomni/models/transformers/toy/modeling_toy.py"
@@ -241,10 +241,27 @@ def test_lazy_unused_import_has_no_fix() -> None:
         ("veomni/distributed/parallel_state.py", False),
         ("my_models/modeling_foo.py", True),
         ("/home/u/VeOmni/veomni/models/transformers/qwen3/modeling.py", True),
+        ("veomni/models_kernel/transformers/qwen3/qwen3_gpu_patch_gen_config.py", True),
+        ("veomni/models_kernel/utils/op_utils.py", False),
+        ("veomni/models_kernel/utils/loss_utils/cross_entropy_loss.py", False),
+        ("veomni/kernels/_kernels/rms_norm/standard/npu.py", False),
     ],
 )
 def test_scope(path: str, expected: bool) -> None:
-    assert in_model_scope(path) is expected
+    assert is_model_code(path) is expected
+
+
+def test_scope_in_a_tree_is_its_model_packages(tmp_path) -> None:
+    root = tmp_path / "repo"
+    package = root / "veomni" / "models_kernel" / "transformers" / "toy"
+    (package / "generated").mkdir(parents=True)
+    (package / "toy_gpu_patch_gen_config.py").write_text("")
+    utils = root / "veomni" / "models_kernel" / "utils" / "loss_utils"
+    utils.mkdir(parents=True)
+    packages = (str(package.resolve()),)
+    assert is_model_code(str(package / "modeling.py"), str(root), packages)
+    assert not is_model_code(str(utils / "cross_entropy_loss.py"), str(root), packages)
+    assert is_model_code(str(tmp_path / "elsewhere.py"), str(root), packages)
 
 
 def test_framework_and_kernel_files_not_linted() -> None:

@@ -159,3 +159,16 @@ def test_unparsable_module_defines_nothing(tmp_path: Path) -> None:
     index = ModuleIndex(tmp_path)
     assert index.has_module("bad")
     assert not index.defines("bad", "broken")
+
+
+def test_a_shim_forwarding_an_external_package_resolves_public_names(tmp_path) -> None:
+    from npu_lint.veomni.imports import ModuleIndex
+
+    shim = tmp_path / "veomni" / "patchgen"
+    shim.mkdir(parents=True)
+    (tmp_path / "veomni" / "__init__.py").write_text("")
+    (shim / "__init__.py").write_text("")
+    (shim / "patch_spec.py").write_text("from patchgen.patch_spec import *  # noqa: F403\n")
+    index = ModuleIndex(tmp_path)
+    assert index.defines("veomni.patchgen.patch_spec", "PatchConfig")
+    assert not index.defines("veomni.patchgen.patch_spec", "_private")

@@ -10,7 +10,7 @@ from npu_lint.core.diagnostics import Edit
 from npu_lint.rules._handles import GUARD_ATTRS, call_name, module_handle_names, npu_targeted
 from npu_lint.rules.base import Context
 from npu_lint.veomni import patchgen
-from npu_lint.veomni.registration import DEVICE_MODULE, device_module_for
+from npu_lint.veomni.registration import device_module_for
 
 _TENSOR_ANNOTATIONS = {
     "Tensor",
@@ -135,9 +135,12 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
-    if not getattr(ctx.project, "veomni_available", True) and patchgen.module_of(ctx.source.path) is None:
+    if not ctx.project.veomni_available and patchgen.module_of(ctx.source.path) is None:
         # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
         return None
+    # the module and names the tree's profile confirms (``api.defines``), or the built-in list outside a tree
+    api = ctx.project.api
+    module = api.device_module
     bound = ctx.runtime_imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
@@ -149,9 +152,12 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
         ):
             return None
+    if name not in api.device_helpers or not api.defines(module, name):
+        return None  # the tree does not define this helper: no fix imports it
     if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
-        return ctx.import_edits(DEVICE_MODULE, name)
-    return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree), name)
+        return ctx.import_edits(module, name)
+    # the file's own style (relative inside the veomni package), merged and sorted by core.imports
+    return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree, module), name)
 
 
 def _child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules._handles import (
+    ATTENTION_HELPERS,
+    INSTANCE_HANDLES,
     REGISTRY_OBJECTS,
+    ROW_RESOLVERS,
     Block,
     _dispatch_doc,
     block_of,
     call_arg,
     constructor_kind,
+    handle_name,
     in_function,
     migration_fix,
+    migration_needs,
     module_handle_names,
     module_scope_calls,
     str_value,
@@ -137,9 +142,9 @@ class ModuleGlobalDispatch(Rule):
             word in text
             for word in (
                 "OpSlot",
-                "VeomniOp",
-                "resolve_op",
-                "attention_op",
+                *INSTANCE_HANDLES,
+                *ROW_RESOLVERS,
+                *ATTENTION_HELPERS,
                 "bound_kernel",
                 "add_post_import_block",
                 *REGISTRY_OBJECTS,
@@ -205,8 +210,11 @@ class ModuleGlobalDispatch(Rule):
                 shown = " ".join(self.ctx.source.segment(call).split())
                 what = f"`{shown}`" if len(shown) <= 80 else what
         inside = " (in a post-import block)" if block is not None else ""
+        api = self.ctx.project.api
+        needs = migration_needs(api)
         message = (
             f"module-global dispatch{inside}: {what} is created at import time; {_dispatch_doc(kind)}. "
-            "Build a VeomniOp handle in the owning class's `__init__` and store it on `self`"
+            f"Build a {handle_name(api)} handle in the owning class's `__init__` and store it on `self`"
+            + (f" ({needs})" if needs else "")
         )
         self.report(where, message, migration_fix(self.ctx))

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import call_name, method_name, migration_fix, owner_class, spec_target
+from npu_lint.rules._handles import (
+    ATTENTION_HELPERS,
+    INSTANCE_HANDLES,
+    call_name,
+    method_name,
+    migration_fix,
+    migration_needs,
+    owner_class,
+    spec_target,
+)
 from npu_lint.rules.base import Context, Example, Rule
+
+_BUILT_PER_CALL = INSTANCE_HANDLES | ATTENTION_HELPERS  # VeomniOp, VeomniKernel, attention_op, ...
 
 
 class HandleOutsideInit(Rule):
@@ -117,10 +128,10 @@ class HandleOutsideInit(Rule):
         callee = node.func
         if isinstance(callee, ast.Name):
             self.calls.setdefault(func, set()).add(callee.id)
-            if call_name(node, ctx) in ("VeomniOp", "attention_op"):  # import aliases resolved
+            if call_name(node, ctx) in _BUILT_PER_CALL:  # import aliases resolved
                 self.constructions.append((node, func))
         elif isinstance(callee, ast.Attribute):
-            if callee.attr in ("VeomniOp", "attention_op"):
+            if callee.attr in _BUILT_PER_CALL:
                 self.constructions.append((node, func))
             if isinstance(callee.value, ast.Name) and callee.value.id == "self":
                 self.calls.setdefault(func, set()).add("self." + callee.attr)
@@ -162,8 +173,9 @@ class HandleOutsideInit(Rule):
                 if method_name(func) == "forward"
                 else f"`{method_name(func)}`, which runs every step"
             )
+            needs = migration_needs(self.ctx.project.api)
             message = (
                 f"`{call_name(call, self.ctx)}(...)` is constructed in {where}: build the handle once in `__init__`, "
-                "store it on `self`, and call it in `forward`"
+                "store it on `self`, and call it in `forward`" + (f" ({needs})" if needs else "")
             )
             self.report(call, message, migration_fix(self.ctx))

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HandleTable, call_name, guard_of, migration_fix, owner_class
+from npu_lint.rules._handles import (
+    HandleTable,
+    call_name,
+    guard_of,
+    handle_name,
+    migration_fix,
+    migration_needs,
+    owner_class,
+)
 from npu_lint.rules.base import Context, Example, Rule
 
 
@@ -148,8 +156,10 @@ class GuardedDispatch(Rule):
                     break
 
     def _report(self, node: ast.AST, what: str) -> None:
+        api = self.ctx.project.api
+        needs = migration_needs(api)
         message = (
-            f"dispatch guarded by {what} with an eager fallback: call the VeomniOp handle unconditionally "
-            "(the registry's eager row is the fallback)"
+            f"dispatch guarded by {what} with an eager fallback: call the {handle_name(api)} handle "
+            "unconditionally (the registry's eager row is the fallback)" + (f"; {needs}" if needs else "")
         )
         self.report(node, message, migration_fix(self.ctx))

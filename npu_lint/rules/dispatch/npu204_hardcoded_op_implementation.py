@@ -7,16 +7,20 @@ import ast
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules._handles import (
     _ATTENTION_FIELDS,
-    _OP_TO_FIELDS,
+    INSTANCE_HANDLES,
+    ROW_RESOLVERS,
     _field_of,
     _local_value,
     call_arg,
     call_name,
     impl_argument,
+    op_fields,
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.veomni.catalog import CONFIG_FIELD_TO_OP
+
+_CHECKED = INSTANCE_HANDLES | ROW_RESOLVERS  # VeomniOp(...), VeomniKernel(...), resolve_op(...), ...
 
 
 class HardcodedOpImplementation(Rule):
@@ -45,7 +49,7 @@ class HardcodedOpImplementation(Rule):
             """,
             fixed="""
             from veomni.ops import VeomniOp
-            from veomni.ops.config import resolve_op_impl
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
 
 
             class ToyRMSNorm:
@@ -121,12 +125,12 @@ class HardcodedOpImplementation(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in ("VeomniOp", "resolve_op")):
-            self.node_types = ()  # only VeomniOp(...) / resolve_op(...) calls are checked
+        if not any(word in text for word in _CHECKED):
+            self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), ...) are checked
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if call_name(node) not in ("VeomniOp", "resolve_op"):
+        if call_name(node) not in _CHECKED:
             return
         op = str_value(call_arg(node, 0, "op"))
         impl = impl_argument(node)
@@ -136,7 +140,7 @@ class HardcodedOpImplementation(Rule):
 
     def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
         ctx = self.ctx
-        fields = _OP_TO_FIELDS.get(op, [])
+        fields = op_fields(op, ctx.project.api)
         if isinstance(impl, ast.IfExp):
             for branch in (impl.body, impl.orelse):
                 self._check(call, op, branch, branch, depth)
@@ -151,17 +155,23 @@ class HardcodedOpImplementation(Rule):
             if literal == "eager":
                 return
             fix = None
-            if len(fields) == 1 and op != "attention":
-                edits = [ctx.replace(impl, f'resolve_op_impl("{fields[0]}")')]
-                if "resolve_op_impl" not in ctx.imports:
-                    edits.extend(ctx.import_edits("veomni.ops.config", "resolve_op_impl"))
+            api = ctx.project.api  # the tree's resolver and the module defining it
+            resolver, module = api.resolver, api.resolver_module
+            if len(fields) == 1 and op != "attention" and resolver and module:
+                edits = [ctx.replace(impl, f'{resolver}("{fields[0]}")')]
+                if resolver not in ctx.imports:
+                    edits.extend(ctx.import_edits(module, resolver))
                 fix = make_fix(
-                    f'Read the implementation from the ops config: `resolve_op_impl("{fields[0]}")`',
+                    f'Read the implementation from the ops config: `{resolver}("{fields[0]}")`',
                     edits,
                     Applicability.UNSAFE,
                     f'the implementation then follows the ops config instead of always being "{literal}"',
                 )
-            where = f'`resolve_op_impl("{fields[0]}")`' if len(fields) == 1 else "the op's ops-config field"
+            where = (
+                f'`{resolver}("{fields[0]}")`'
+                if len(fields) == 1 and resolver
+                else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+            )
             self.report(
                 impl,
                 f'hard-coded implementation "{literal}" for op `{op}`: take it from the ops config ({where}); '

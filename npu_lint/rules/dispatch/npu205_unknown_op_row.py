@@ -6,10 +6,14 @@ import ast
 import difflib
 
 from npu_lint.rules._handles import (
+    IMPL_RESOLVERS,
+    INSTANCE_HANDLES,
+    ROW_RESOLVERS,
     _describe,
     _npu_capable,
     call_arg,
     call_name,
+    handle_name,
     impl_argument,
     npu_targeted,
     op_variant,
@@ -18,6 +22,8 @@ from npu_lint.rules._handles import (
 )
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.catalog import ANY, NPU, OPSLOT_TO_VEOMNIOP
+
+_CHECKED = INSTANCE_HANDLES | ROW_RESOLVERS  # VeomniOp(...), VeomniKernel(...), resolve_op(...), ...
 
 
 class UnknownOpRow(Rule):
@@ -96,8 +102,8 @@ class UnknownOpRow(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in ("VeomniOp", "resolve_op", "OpSlot")):
-            self.node_types = ()  # only VeomniOp(...) / resolve_op(...) / OpSlot(...) calls are checked
+        if not any(word in text for word in (*_CHECKED, "OpSlot")):
+            self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), OpSlot(...)) are checked
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -105,13 +111,14 @@ class UnknownOpRow(Rule):
         if kind == "OpSlot":
             self._opslot(node)
             return
-        if kind not in ("VeomniOp", "resolve_op"):
+        if kind not in _CHECKED:
             return
         op = str_value(call_arg(node, 0, "op"))
         variant = str_value(call_arg(node, 1, "variant"))
         if op is None or variant is None:
             return
-        project = project_of(self.ctx)
+        project = self.ctx.project
+        handle = handle_name(project.api)
         origin = project.rows_origin
         op_rows = project.rows_for(op)
         if not op_rows:
@@ -119,7 +126,7 @@ class UnknownOpRow(Rule):
             renamed_ops = sorted(
                 {new[0] for (old, _v), new in OPSLOT_TO_VEOMNIOP.items() if old == op and new[0] != op}
             )
-            hint = f"; the OpSlot op `{op}` is `{renamed_ops[0]}` in VeomniOp" if renamed_ops else ""
+            hint = f"; the OpSlot op `{op}` is `{renamed_ops[0]}` in {handle}" if renamed_ops else ""
             self.report(node, f"no registered row has op `{op}` (per {origin}); known ops: {known}{hint}")
             return
         rows = [r for r in op_rows if r.variant == variant]
@@ -128,7 +135,7 @@ class UnknownOpRow(Rule):
             hint = ""
             renamed = OPSLOT_TO_VEOMNIOP.get((op, variant))
             if renamed is not None and renamed != (op, variant):
-                hint = f"; the OpSlot variant `{op}/{variant}` is `{renamed[0]}/{renamed[1]}` in VeomniOp"
+                hint = f"; the OpSlot variant `{op}/{variant}` is `{renamed[0]}/{renamed[1]}` in {handle}"
             self.report(
                 node,
                 f"no registered row has op `{op}` variant `{variant}` (per {origin}); variants of `{op}`: "
@@ -153,7 +160,7 @@ class UnknownOpRow(Rule):
                     f"{_describe(rows)}",
                 )
             return
-        if isinstance(impl_node, ast.Call) and call_name(impl_node) == "resolve_op_impl":
+        if isinstance(impl_node, ast.Call) and call_name(impl_node) in IMPL_RESOLVERS:
             npu_as = str_value(call_arg(impl_node, 99, "npu_as"))
             if npu_as == "eager" or (npu_as is not None and any(r.impl == npu_as for r in rows)):
                 return

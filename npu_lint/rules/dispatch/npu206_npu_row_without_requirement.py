@@ -5,9 +5,18 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Edit
-from npu_lint.rules._handles import _npu_named, _uses_torch_npu, call_arg, call_name, str_value
+from npu_lint.rules._handles import (
+    REGISTER_FUNCTIONS,
+    _npu_named,
+    _uses_torch_npu,
+    call_arg,
+    call_name,
+    str_value,
+)
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.veomni.catalog import ANY, NPU
+
+_ROW_CALLS = REGISTER_FUNCTIONS | {"KernelSpec"}  # register_op / register_kernel rows, OpSlot KernelSpec
 
 
 class NpuRowWithoutRequirement(Rule):
@@ -37,7 +46,7 @@ class NpuRowWithoutRequirement(Rule):
             """,
             fixed="""
             from veomni.ops import register_op
-            from veomni.ops.platform import NpuKernelRequirement
+            from veomni.ops.requirement import NpuKernelRequirement
 
 
             def _npu_rope(q, k, cos, sin):
@@ -55,7 +64,7 @@ class NpuRowWithoutRequirement(Rule):
         Example(
             """
             from veomni.ops import register_op
-            from veomni.ops.platform import NpuKernelRequirement
+            from veomni.ops.requirement import NpuKernelRequirement
 
 
             def _npu_rope(q, k, cos, sin):
@@ -100,7 +109,7 @@ class NpuRowWithoutRequirement(Rule):
                 self.functions[node.name] = node
             return
         assert isinstance(node, ast.Call)
-        if call_name(node) in ("register_op", "KernelSpec") and self.ctx.function is None:
+        if call_name(node) in _ROW_CALLS and self.ctx.function is None:
             self.rows.append(node)
 
     def finish(self) -> None:
@@ -141,9 +150,13 @@ class NpuRowWithoutRequirement(Rule):
             if name.lower().startswith("npu"):
                 return
         ctx = self.ctx
-        module = "veomni.ops.platform"
-        if ctx.imports.get("NpuKernelRequirement", "").startswith("veomni.ops.requirement"):
-            module = "veomni.ops.requirement"
+        # the requirement class from the module the tree's profile found defining it
+        # (or, when the file already imports a requirement class, from that module)
+        module = ctx.project.api.requirement_module or ctx.project.api.registry_module or ""
+        for name, qual in ctx.imports.items():
+            if name.endswith("KernelRequirement") and "." in qual:
+                module = qual.rsplit(".", 1)[0]
+                break
         edits: list[Edit] = []
         if "NpuKernelRequirement" not in ctx.imports:
             edits.extend(ctx.import_edits(module, "NpuKernelRequirement"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_arg
+
 _COLLECTIVES = {
     # name -> (index of the result tensor, positional index of op, positional index of group)
     "all_reduce": (0, 1, 2),
@@ -28,10 +30,7 @@ def _pure(node: ast.AST | None) -> bool:
 
 
 def _arg(call: ast.Call, name: str, index: int) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    return call.args[index] if len(call.args) > index else None
+    return call_arg(call, index, name)  # core.astutil's one call_arg
 
 
 # parallel-state group attribute -> (size field, rank field)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ast
-from pathlib import PurePath
 
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.distributed._shared import _GROUP_FIELDS, _GROUP_GETTERS
+from npu_lint.veomni.layout import in_model_layout
 
 
 class RawDistributedApi(Rule):
@@ -71,9 +71,13 @@ class RawDistributedApi(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        parts = PurePath(ctx.source.path.replace("\\", "/")).parts
         kind = ctx.source.kind
-        return kind.model_code and ("models" in parts[:-1] or kind.spec or kind.generated)
+        if not kind.model_code:
+            return False
+        if kind.spec or kind.generated:
+            return True
+        project = ctx.project  # model code of the tree, in any layout (npu_lint.veomni.layout)
+        return in_model_layout(ctx.source.path, project.root, project.api.layouts)
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)

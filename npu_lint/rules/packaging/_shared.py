@@ -14,23 +14,17 @@ from npu_lint.core.astutil import transformers_dir
 from npu_lint.core.diagnostics import Diagnostic, Fix, Origin, text_hash
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.project import Project
 from npu_lint.veomni.registration import registered_types
 
 
 def _guarded(check: Callable[..., Iterable[Diagnostic]]) -> Callable[..., list[Diagnostic]]:
-    """A project rule reads a whole tree: an unexpected file shape must end that rule's pass, not the run
-    (``NPU_LINT_DEBUG=1`` re-raises)."""
+    """A project rule's findings as a list. Failures are not swallowed here: the engine reports them as
+    ``internal error in NPUxxx`` (``engine.pool.project_diagnostics``), the other rules still run, exit 2."""
 
     @functools.wraps(check)
-    def wrapper(self: ProjectRule, project: object, paths: list[str]) -> list[Diagnostic]:
-        out: list[Diagnostic] = []
-        try:
-            for diag in check(self, project, paths):
-                out.append(diag)
-        except Exception:
-            if os.environ.get("NPU_LINT_DEBUG"):
-                raise
-        return out
+    def wrapper(self: ProjectRule, project: Project, paths: list[str]) -> list[Diagnostic]:
+        return list(check(self, project, paths))
 
     return wrapper
 

@@ -10,6 +10,7 @@ from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _first_line_range, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file
+from npu_lint.veomni.project import Project
 
 
 class MissingNpuSpec(ProjectRule):
@@ -73,7 +74,7 @@ class MissingNpuSpec(ProjectRule):
     )
 
     @_guarded
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         build_npu_spec, format_many = self.fixer("npu-spec"), self.fixer("npu-spec-format")
         linted = _linted(paths)
         found = []

@@ -9,6 +9,7 @@ from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.project import Project
 from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
 
 
@@ -105,7 +106,7 @@ class StaticGeneratedImport(ProjectRule):
     )
 
     @_guarded
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
         for pkg in packages(paths):
             if pkg.init is None or os.path.normpath(pkg.init) not in linted:

@@ -24,6 +24,7 @@ from npu_lint.rules.packaging._shared import (
     packages,
 )
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.project import Project
 
 
 class IncompleteRegistration(ProjectRule):
@@ -98,7 +99,7 @@ class IncompleteRegistration(ProjectRule):
         return _model_type(source_module, match.group(1) or match.group(2))
 
     @_guarded
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
         for pkg in packages(paths):
             if pkg.init is None or os.path.normpath(pkg.init) not in linted:

@@ -10,6 +10,7 @@ from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.project import Project
 
 
 class DuplicatedGpuPatch(ProjectRule):
@@ -89,7 +90,7 @@ class DuplicatedGpuPatch(ProjectRule):
     )
 
     @_guarded
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         reuse_gpu_patch_edits = self.fixer("reuse-gpu-patch")
         linted = _linted(paths)
         for pkg in packages(paths):

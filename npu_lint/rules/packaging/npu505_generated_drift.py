@@ -18,6 +18,7 @@ from npu_lint.rules.packaging._shared import (
 )
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.patchgen import regen_command
+from npu_lint.veomni.project import Project
 
 
 class GeneratedDrift(ProjectRule):
@@ -93,7 +94,7 @@ class GeneratedDrift(ProjectRule):
     )
 
     @_guarded
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
         have_patchgen = shutil.which("patchgen") is not None
         for pkg in packages(paths):

@@ -18,6 +18,7 @@ from npu_lint.rules.packaging._shared import (
     packages,
 )
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.project import Project
 
 
 class TransformersPin(ProjectRule):
@@ -65,9 +66,9 @@ class TransformersPin(ProjectRule):
     )
 
     @_guarded
-    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+    def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         installed = _installed_transformers()
-        root = getattr(project, "root", None)
+        root = project.root
         if root is None and paths:
             root = patchgen.veomni_root_of(paths[0])
         pin = _repo_pin(root)

@@ -6,46 +6,24 @@ import ast
 import re
 from pathlib import Path, PurePath
 
-from npu_lint.core.astutil import module_package, resolve_relative
+from npu_lint.core.astutil import call_arg, keyword_arg, module_package, resolve_relative, str_value
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules.base import Context
 from npu_lint.veomni import vendor_map
+from npu_lint.veomni.layout import is_model_code
 
-OPS_MODULE = "veomni.ops"
-OPS_CONFIG_MODULE = "veomni.ops.config"
-
-# top-level subpackages of VeOmni: a file under veomni/<one of these> (other than models/<family>/<pkg>/) is
-# framework code, where the device layer legitimately imports vendor packages
-_VEOMNI_SUBPACKAGES = frozenset(
-    {
-        "models",
-        "ops",
-        "utils",
-        "distributed",
-        "trainer",
-        "data",
-        "checkpoint",
-        "optim",
-        "lora",
-        "patchgen",
-        "arguments",
-        "schedulers",
-    }
-)
 # an `if` test that checks a device or a package's availability (other conditions are not guards of the import)
 _AVAILABILITY = re.compile(r"available|IS_NPU|IS_CUDA|npu|cuda|device", re.IGNORECASE)
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
-def in_model_scope(path: str) -> bool:
-    """Whether ``path`` is model code for the vendor rules: a file inside a model package of a VeOmni tree
-    (``veomni/models/<family>/<package>/...``), or any file outside a VeOmni tree. VeOmni's framework files
-    (``veomni/models/auto.py``, ``veomni/utils/device.py``...) bind kernels for the models: not model code."""
-    parts = PurePath(path.replace("\\", "/")).parts
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "veomni" and parts[i + 1] in _VEOMNI_SUBPACKAGES:
-            return parts[i + 1] == "models" and len(parts) - i >= 5
-    return True
+def in_model_scope(ctx: Context) -> bool:
+    """Whether the file is model code for the vendor rules (``npu_lint.veomni.layout.is_model_code``): a file of
+    a model package of the tree (any layout), or any file outside VeOmni's framework. Framework files
+    (``veomni/models/auto.py``, ``veomni/utils/device.py``, ``veomni/models_kernel/utils/...``) bind kernels for
+    the models: not model code."""
+    project = ctx.project
+    return is_model_code(ctx.source.path, project.root, project.model_packages, project.api.layouts)
 
 
 _ENTRY = re.compile(r"""entry\s*=\s*["']([\w.]+):""")
@@ -150,22 +128,27 @@ def _guard(ctx: Context, node: ast.AST) -> str:
     return ", ".join(dict.fromkeys(notes))
 
 
-def _describe(entries: list[tuple[str, vendor_map.VendorKernel]], lead: str = "reach it through") -> str:
-    """The advice part of a message: the registry ops that replace the names, or why none does."""
+def _describe(
+    entries: list[tuple[str, vendor_map.VendorKernel]],
+    lead: str = "reach it through",
+    handle: str = "VeomniOp",
+) -> str:
+    """The advice part of a message: the registry ops that replace the names, or why none does. ``handle`` is
+    the tree's handle (``rules._handles.handle_name`` of the profile)."""
     mapped = [(short, k) for short, k in entries if k.op]
     if mapped:
         ops = ", ".join(f"`{short}` -> `{k.replacement()}`" for short, k in mapped)
-        return f"{lead} an instance-local `VeomniOp`: {ops}"
+        return f"{lead} an instance-local `{handle}`: {ops}"
     if all(k.name == "torch_npu" for _, k in entries):
         return (
-            "its kernels (`torch_npu.npu_*`) belong behind `VeomniOp` handles (NPU302 reports each call) and the "
-            "device helpers of `veomni.utils.device` load torch_npu for model code"
+            f"its kernels (`torch_npu.npu_*`) belong behind `{handle}` handles (NPU302 reports each call) and the "
+            "device helpers load torch_npu for model code"
         )
     notes = sorted({k.note for _, k in entries if k.note})
     why = f" ({'; '.join(notes)})" if notes else ""
     return (
-        f"no registry op covers it yet{why}: register the kernel as an op implementation under "
-        "`veomni/ops/kernels` and call it through a `VeomniOp`"
+        f"no registry op covers it yet{why}: register the kernel as an implementation in the registry "
+        f"and call it through a `{handle}`"
     )
 
 
@@ -185,15 +168,11 @@ def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
     return Edit(start, end, "")
 
 
-def _kw(node: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in node.keywords if k.arg == name), None)
+_kw = keyword_arg  # core.astutil's helpers (thin aliases for the family's callers)
 
 
 def _str_arg(node: ast.Call, index: int, name: str) -> str | None:
-    value = node.args[index] if index < len(node.args) else _kw(node, name)
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return value.value
-    return None
+    return str_value(call_arg(node, index, name))
 
 
 # -- NPU302 ---------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import textwrap
 
 from npu_lint.core.astutil import literal_import
 from npu_lint.core.diagnostics import Applicability, Fix
+from npu_lint.rules._handles import handle_name
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
     _describe,
@@ -162,7 +163,7 @@ class VendorKernelImport(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        return ctx.source.kind.model_code and in_model_scope(ctx.source.path)
+        return ctx.source.kind.model_code and in_model_scope(ctx)
 
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import):
@@ -224,7 +225,7 @@ class VendorKernelImport(Rule):
                 "VeomniOp generation backends are registered under `veomni/ops/kernels` with `register_op`: move "
                 "the implementation there"
             )
-        return f"{shown} imports {what} into model code{where}; {_describe(entries)}"
+        return f"{shown} imports {what} into model code{where}; {_describe(entries, handle=handle_name(self.ctx.project.api))}"
 
     # -- dynamic imports: importlib.import_module("x") / import_module("x") / __import__("x") -------------------
     def _dynamic_import(self, node: ast.Call) -> None:
@@ -280,7 +281,7 @@ class VendorKernelImport(Rule):
         entries_ok = [(n, k) for n, k in entries if k is not None]
         text = " ".join(self.ctx.source.segment(node).replace("( ", "(").split())
         text = text if len(text) <= 90 else text[:87] + "..."
-        msg = f"`{text}` adds a vendor import to the generated file; {_describe(entries_ok)}"
+        msg = f"`{text}` adds a vendor import to the generated file; {_describe(entries_ok, handle=handle_name(self.ctx.project.api))}"
         # no removal fix: the generated file (and inherited GPU patches) use the names, not the spec itself
         self.report(node, msg)
 
@@ -296,7 +297,7 @@ class VendorKernelImport(Rule):
         self.report(
             node,
             f"`{target}` is replaced by the vendor class `{dotted}` (imported into the generated file); "
-            f"keep the upstream class and {_describe([(name or module, kernel)], 'call')}",
+            f"keep the upstream class and {_describe([(name or module, kernel)], 'call', handle_name(self.ctx.project.api))}",
         )
 
     def _post_import_block(self, node: ast.Call) -> None:
@@ -320,7 +321,7 @@ class VendorKernelImport(Rule):
                 self.report(
                     arg,
                     f"the post-import block imports vendor code into the generated file (`{line.strip()[:80]}`); "
-                    f"{_describe(entries_ok)}",
+                    f"{_describe(entries_ok, handle=handle_name(self.ctx.project.api))}",
                 )
                 return
 

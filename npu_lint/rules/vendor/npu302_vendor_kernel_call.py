@@ -5,11 +5,10 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.rules._handles import handle_name, migration_available, migration_needs
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
     _HELPER_PREFIXES,
-    OPS_CONFIG_MODULE,
-    OPS_MODULE,
     RMS_NORM_FIX_REASON,
     _assigns_self_attr,
     _describe,
@@ -64,7 +63,7 @@ class VendorKernelCall(Rule):
             import torch_npu
             from torch import nn
             from veomni.ops import VeomniOp
-            from veomni.ops.config import resolve_op_impl
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
 
 
             class ToyRMSNorm(nn.Module):
@@ -141,7 +140,7 @@ class VendorKernelCall(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        return ctx.source.kind.model_code and in_model_scope(ctx.source.path)
+        return ctx.source.kind.model_code and in_model_scope(ctx)
 
     # -- name resolution: the Context's resolver (imports, aliases, function-local and dynamic imports,
     # getattr with a literal), then relative imports --------------------------------------------------------
@@ -195,7 +194,7 @@ class VendorKernelCall(Rule):
                 f"instance-local `VeomniOp` built in `__init__`"
             )
         else:
-            message = f"`{shown}(...)` {what}{resolved} directly; {_describe([(shown, kernel)])}"
+            message = f"`{shown}(...)` {what}{resolved} directly; {_describe([(shown, kernel)], handle=handle_name(self.ctx.project.api))}"
         fix = None
         if full == "torch_npu.npu_rms_norm":
             fix = self._rms_norm_fix(node)
@@ -227,7 +226,7 @@ class VendorKernelCall(Rule):
 
         def display(reason: str) -> Fix:
             return Fix(
-                "Call `rms_norm/standard` through an instance-local `VeomniOp`",
+                f"Call `rms_norm/standard` through an instance-local `{handle_name(ctx.project.api)}`",
                 (),
                 Applicability.DISPLAY,
                 reason=reason,
@@ -264,23 +263,29 @@ class VendorKernelCall(Rule):
         eps_node = args[2] if len(args) == 3 else kws.get("epsilon")
         weight = args[1]
         if not isinstance(weight, (ast.Name, ast.Attribute)):
+            offset = ctx.project.api.offset_rms_variant  # the tree's Gemma-style RMSNorm variant
             return display(
                 "the weight is an expression (e.g. `1 + self.weight`, Gemma-style): choose between the `standard` and "
-                "`offset` variants by hand (`offset` adds the 1 itself)"
+                f"`{offset}` variants by hand (`{offset}` adds the 1 itself)"
             )
         src = ctx.source
         x_text = src.segment(args[0])
         w_text = src.segment(weight)
         eps_text = src.segment(eps_node) if eps_node is not None else "1e-06"
+        api = ctx.project.api  # the handle, the resolver and their modules, as this tree defines them
+        if not migration_available(api) or not api.resolver or not api.resolver_module:
+            return display(
+                migration_needs(api) or f"this VeOmni tree has no implementation resolver for `{api.handle}`"
+            )
         handle = "veomni_rms_norm"
         edits = [ctx.replace(parent, f"self.{handle}({x_text}, {w_text}, eps={eps_text})")]
         if not _assigns_self_attr(init, handle):
             edits.append(self._init_edit(init, handle))
         import_edits = []
-        if "VeomniOp" not in ctx.imports:
-            import_edits += ctx.import_edits(OPS_MODULE, "VeomniOp")
-        if "resolve_op_impl" not in ctx.imports:
-            import_edits += ctx.import_edits(OPS_CONFIG_MODULE, "resolve_op_impl")
+        if api.handle not in ctx.imports:
+            import_edits += ctx.import_edits(api.handle_module, api.handle)
+        if api.resolver not in ctx.imports:
+            import_edits += ctx.import_edits(api.resolver_module, api.resolver)  # type: ignore[arg-type]
         edits += _merge_insertions(import_edits)
         return make_fix(
             f"Replace with `self.{handle}(...)` built in `{cls.name}.__init__`",
@@ -306,7 +311,11 @@ class VendorKernelCall(Rule):
                 after = stmt
                 break
         indent = src.line_indent(body[0].lineno)
-        line = f'{indent}self.{handle} = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))\n'
+        api = self.ctx.project.api
+        line = (
+            f'{indent}self.{handle} = {api.handle}("rms_norm", "standard", '
+            f'{api.resolver}("rms_norm_implementation"))\n'
+        )
         if after is not None:
             end_line = after.end_lineno or after.lineno
         elif isinstance(body[-1], ast.Return):

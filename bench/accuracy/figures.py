@@ -1,0 +1,126 @@
+"""Write npu_lint/rules/accuracy.json: each rule's "Precision on real code" text, from the reviewed figures.
+
+The reviewed figures (findings, true positives, recall, notes per corpus) are kept by hand in
+bench/accuracy/reviewed.json. This script recounts the findings on every corpus it can reach -- the veomni 0.1.12
+wheel (``tests/corpus.py``) and a VeomniOp-era tree (``NPU_LINT_VEOMNIOP_TREE``, default
+/work/corpora/veomni-5d90dd16 when present) -- and refuses to write when a recount disagrees with the reviewed
+count (the finding set changed: review it again), unless ``--force``. ``--check`` only compares. The rules' docs
+(``npu-lint rule``, docs/rules/*.md) are rendered from the written file (``npu_lint.docs``).
+
+    python bench/accuracy/figures.py [--check] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+REVIEWED = HERE / "reviewed.json"
+OUT = REPO / "npu_lint" / "rules" / "accuracy.json"
+
+
+def _count(path: Path) -> Counter[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", "--select", "ALL", "--no-cache", "--exit-zero",
+         "--output-format", "json", str(path)],
+        capture_output=True, text=True, timeout=1800, cwd=REPO,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"npu-lint failed on {path}: {proc.stderr.strip()}")
+    return Counter(d["code"] for d in json.loads(proc.stdout or "[]"))
+
+
+def _corpora() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    sys.path.insert(0, str(REPO))
+    try:
+        from tests.corpus import CorpusUnavailable, fetch_veomni
+
+        try:
+            found["wheel"] = fetch_veomni() / "veomni" / "models"
+        except CorpusUnavailable as exc:
+            print(f"wheel not available: {exc}", file=sys.stderr)
+    finally:
+        sys.path.pop(0)
+    tree = Path(os.environ.get("NPU_LINT_VEOMNIOP_TREE", "/work/corpora/veomni-5d90dd16"))
+    if (tree / "veomni").is_dir():
+        found["veomniop"] = tree
+    return found
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def render(code: str, entry: dict, labels: dict[str, str]) -> str:
+    """The docs text of one rule from its reviewed rows."""
+    parts = []
+    for row in entry.get("rows", []):
+        text = f"{labels.get(row['corpus'], row['corpus'])}: {_plural(row['findings'], 'finding')}"
+        tp = row.get("true_positives")
+        if row["findings"] and tp is not None:
+            text += f", {_plural(tp, 'true positive')} (precision {tp / row['findings']:.2f})"
+        if row.get("recall"):
+            text += f", recall {row['recall']}"
+        if row.get("note"):
+            text += f" ({row['note']})"
+        parts.append(text)
+    out = "; ".join(parts) + ("." if parts else "")
+    if entry.get("note"):
+        out = f"{out} {entry['note']}".strip()
+    if entry.get("review"):
+        out += f" Reviewed by hand: {entry['review']}."
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="compare recounts with the reviewed figures only"
+    )
+    parser.add_argument("--force", action="store_true", help="write even when a recount disagrees")
+    args = parser.parse_args(argv)
+    reviewed = json.loads(REVIEWED.read_text(encoding="utf-8"))
+    labels = reviewed["corpora"]
+    disagreements = []
+    for corpus, path in _corpora().items():
+        counts = _count(path)
+        for code, entry in reviewed["rules"].items():
+            for row in entry.get("rows", []):
+                if row["corpus"] == corpus and counts.get(code, 0) != row["findings"]:
+                    disagreements.append(
+                        f"{code} on {corpus}: {counts.get(code, 0)} now, {row['findings']} reviewed"
+                    )
+        print(f"recounted {corpus} ({path}): {sum(counts.values())} findings", file=sys.stderr)
+    for line in disagreements:
+        print(f"disagrees: {line}", file=sys.stderr)
+    if args.check:
+        return 1 if disagreements else 0
+    if disagreements and not args.force:
+        print("not written: review the changed findings, update reviewed.json, run again", file=sys.stderr)
+        return 1
+    data = {
+        "_comment": "Written by bench/accuracy/figures.py from bench/accuracy/reviewed.json; do not edit.",
+        "rules": {
+            code: {
+                "text": render(code, entry, labels),
+                "rows": entry.get("rows", []),
+                "review": entry.get("review"),
+            }
+            for code, entry in sorted(reviewed["rules"].items())
+        },
+    }
+    OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {OUT.relative_to(REPO)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The fix invariant: no fix adds an import of a module or name that the tree does not define.
+
+Applied by the engine to every built fix (file rules in ``engine.lint.check_source``, project rules in
+``engine.pool.project_diagnostics``): the fix's edits are applied to the file's text, the ``veomni`` imports
+of the result (``from veomni... import X``, relative imports, a spec's ``add_import`` calls and its
+post-import blocks; ``npu_lint.veomni.imports.veomni_imports``) are compared with the file's own, and every
+added one, and every one in a file the fix creates, is asked of the profile
+(``ApiProfile.import_problem``). A fix with an import the tree cannot resolve becomes display-only, with the
+reason, so ``--fix`` never writes it and editors show it as a proposal.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability, Diagnostic, Edit, Fix
+from npu_lint.veomni.imports import veomni_imports
+from npu_lint.veomni.project import Project
+
+_MARKERS = ("import", "veomni")
+
+
+def _apply(text: str, edits: tuple[Edit, ...]) -> str | None:
+    out: list[str] = []
+    pos = 0
+    for edit in sorted(set(edits), key=lambda e: (e.start, e.end)):
+        if edit.start < pos:
+            return None
+        out.append(text[pos : edit.start])
+        out.append(edit.content)
+        pos = edit.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _may_import(text: str, fix: Fix) -> bool:
+    """Cheap pre-check: an edit whose text, or whose line in the file, mentions an import."""
+    if fix.creates:
+        return True
+    for edit in fix.edits:
+        if not edit.content.strip():
+            continue  # a deletion adds no import
+        if any(m in edit.content for m in _MARKERS):
+            return True
+        start = text.rfind("\n", 0, edit.start) + 1
+        end = text.find("\n", edit.end)
+        if "import" in text[start : end if end >= 0 else len(text)]:
+            return True
+    return False
+
+
+def import_problem(path: str, text: str, tree: ast.Module | None, fix: Fix, project: Project) -> str | None:
+    """Why ``fix`` would add an import the tree does not define (None when every added import resolves)."""
+    api = project.api
+    added: set[tuple[str, str]] = set()
+    if fix.edits and _may_import(text, fix):
+        new = _apply(text, fix.edits)
+        if new is not None:
+            try:
+                new_tree = ast.parse(new)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                new_tree = None  # the engine drops fixes whose result does not parse
+            if new_tree is not None:
+                if tree is None:
+                    try:
+                        tree = ast.parse(text)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        tree = ast.Module(body=[], type_ignores=[])
+                added |= veomni_imports(new_tree, path) - veomni_imports(tree, path)
+    for create in fix.creates:
+        try:
+            added |= veomni_imports(ast.parse(create.content), create.path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    for module, name in sorted(added):
+        problem = api.import_problem(module, name)
+        if problem is not None:
+            return problem
+    return None
+
+
+def guard_fixes(
+    path: str, text: str, tree: ast.Module | None, diags: list[Diagnostic], project: Project
+) -> list[Diagnostic]:
+    """``diags`` with every fix that would add an unresolvable import turned display-only (with the reason).
+    Fixes shared by several findings are checked once."""
+    checked: dict[int, Fix] = {}
+    out: list[Diagnostic] = []
+    for diag in diags:
+        fix = diag.fix
+        if fix is None or fix.applicability is Applicability.DISPLAY or not (fix.edits or fix.creates):
+            out.append(diag)
+            continue
+        key = id(fix)
+        if key not in checked:
+            problem = import_problem(path, text, tree, fix, project)
+            checked[key] = (
+                fix
+                if problem is None
+                else Fix(fix.title, fix.edits, Applicability.DISPLAY, fix.creates, f"not applied: {problem}")
+            )
+        out.append(diag if checked[key] is fix else diag.replace(fix=checked[key]))
+    return out
