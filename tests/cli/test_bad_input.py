@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.veomni_stub import make_veomni_stub
+
 BAD = "def f(model):\n    return model.cuda()\n"
 
 
@@ -30,7 +32,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "veomni" / "ops").mkdir(parents=True)  # a VeOmni checkout: fixes may import its helpers
+    make_veomni_stub(tmp_path)  # a VeOmni checkout: fixes may import its helpers
     (tmp_path / "bad.py").write_text(BAD)
     return tmp_path
 

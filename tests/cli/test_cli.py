@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from npu_lint.cli import main
+from tests.veomni_stub import make_veomni_stub
 
 BAD = "import torch\n\n\ndef f(hidden_states: torch.Tensor, mask):\n    return hidden_states * mask.cuda()\n"
 FIXED = "import torch\n\n\ndef f(hidden_states: torch.Tensor, mask):\n    return hidden_states * mask.to(hidden_states.device)\n"
@@ -227,7 +228,7 @@ def test_fix_keeps_declared_encoding(tmp_path: Path) -> None:
 
 
 def test_fix_adds_import_once(tmp_path: Path) -> None:
-    (tmp_path / "veomni" / "ops").mkdir(parents=True)  # a VeOmni checkout: the device helpers exist
+    make_veomni_stub(tmp_path)  # a VeOmni checkout: the device helpers exist
     path = tmp_path / "m.py"
     path.write_text('"""doc"""\nimport torch\n\n\ndef f(a, b):\n    return a.cuda(), b.cuda()\n')
     run("--no-cache", "--fix", str(path), cwd=tmp_path)

@@ -20,6 +20,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source
 from npu_lint.rules.base import REGISTRY, load_rule_modules
 from npu_lint.veomni.project import load_project
+from tests.veomni_stub import make_veomni_stub
 
 load_rule_modules()
 CODES = sorted(c for c in REGISTRY if c.startswith("NPU1"))
@@ -109,6 +110,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "pyproject.toml").write_text(RUFF_CONFIG)
     for sub in ("veomni/ops", "veomni/utils", MODEL, "veomni/trainer"):
         (root / sub).mkdir(parents=True, exist_ok=True)
+    make_veomni_stub(root)  # the device helpers the fixes import
     return root
 
 
@@ -159,7 +161,7 @@ def test_ruff_style_read_from_the_tree(tree: Path) -> None:
 
 def test_long_merge_wraps_like_ruff(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 60\n")
-    (tmp_path / "veomni" / "ops").mkdir(parents=True)
+    make_veomni_stub(tmp_path)
     path = tmp_path / "veomni" / "m.py"
     text = "from veomni.utils.device import get_device_id, synchronize\n\n\ndef f(m):\n    return m.cuda()\n"
     out = fix_source(SourceFile.from_text(str(path), text), CODES, Settings(), load_project([str(path)]))

@@ -48,8 +48,8 @@ class HardcodedOpImplementation(Rule):
                     self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "liger_kernel")
             """,
             fixed="""
-            from veomni.ops import VeomniOp
             from veomni.models_kernel.utils.op_utils import resolve_op_impl
+            from veomni.ops import VeomniOp
 
 
             class ToyRMSNorm:
