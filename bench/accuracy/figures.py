@@ -77,6 +77,9 @@ def render(code: str, entry: dict, labels: dict[str, str]) -> str:
         out = f"{out} {entry['note']}".strip()
     if entry.get("review"):
         out += f" Reviewed by hand: {entry['review']}."
+    injected = entry.get("injected")
+    if injected:
+        out += f" Recall on injected bugs (one at a time, {injected['source']}): {injected['recall']}."
     return out
 
 
