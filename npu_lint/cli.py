@@ -272,6 +272,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
         print(f"npu-lint: note: {note}", file=sys.stderr)
+    if not args.quiet and any(c.startswith(("NPU4", "NPU7")) for c in codes):
+        from npu_lint.veomni.upstream import transformers_root
+
+        if (
+            transformers_root() is None
+        ):  # the semantics rules compare with the upstream model: say they cannot
+            print(
+                "npu-lint: note: no transformers source found (not installed; or NPU_LINT_TRANSFORMERS_SRC is not a directory): the NPU4xx/NPU7xx "
+                "checks that compare a patch with the upstream model are skipped",
+                file=sys.stderr,
+            )
     if args.live_registry:
         note = (
             project.load_live_registry()
