@@ -223,10 +223,10 @@ async def measure(path: Path, text: str, samples: int, pull: bool) -> tuple[list
 
 def in_process(path: Path, text: str, samples: int) -> list[float]:
     sys.path.insert(0, str(REPO))
-    from npu_lint.config import Settings, selected_codes
+    from npu_lint.core.config import Settings, selected_codes
+    from npu_lint.core.source import SourceFile
     from npu_lint.engine import lint_source
     from npu_lint.rules.base import all_rules
-    from npu_lint.source import SourceFile
 
     known = {code: rule.default_enabled for code, rule in all_rules().items()}
     settings = Settings(root=str(path.parent))

@@ -16,9 +16,9 @@ import sys
 import tokenize
 from pathlib import Path
 
-from npu_lint.config import Settings
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
-from npu_lint.source import SourceFile
 
 CODES = ["NPU101", "NPU102"]
 

@@ -25,6 +25,12 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault(
+            "allow_abbrev", False
+        )  # `--fi` is not `--fix` (subparsers too: they use this class)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> None:  # one line, exit code 2
         raise UsageError(f"{self.prog}: {message}")
 
@@ -61,8 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--stdin-filename", metavar="PATH", help="lint standard input as if it were PATH")
     check.add_argument(
-        "--live-registry", action="store_true", help="read OP_REGISTRY from an importable veomni"
+        "--live-registry",
+        action="store_true",
+        help="read OP_REGISTRY by importing veomni.ops in a subprocess (runs the tree's code)",
     )
+    # adoption on a tree with existing findings (engine/adopt.py)
+    check.add_argument(
+        "--add-noqa", action="store_true", help="add `# noqa: CODE` to each line with findings"
+    )
+    check.add_argument(
+        "--baseline", metavar="FILE", help="report only findings that are not in this baseline"
+    )
+    check.add_argument("--write-baseline", metavar="FILE", help="record the current findings as a baseline")
     check.add_argument("-q", "--quiet", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true")
     check.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
@@ -91,18 +107,29 @@ def _normalise_argv(argv: list[str]) -> list[str]:
         return ["check"]
     if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
+    first = argv[0]
+    if not first.startswith("-") and not os.path.lexists(first):
+        close = difflib.get_close_matches(first, SUBCOMMANDS, n=1, cutoff=0.6)
+        if close:  # `npu-lint chek PATH`: a mistyped subcommand, not a path to lint
+            raise UsageError(
+                f"npu-lint: `{first}` is neither a subcommand nor an existing path; did you mean `{close[0]}`?"
+            )
     return ["check", *argv]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
+    _exit_on_sigterm()
     if args_list[:1] == ["verify"]:
         from npu_lint.verify.cli import main as verify_main
 
         return verify_main(args_list[1:])
     try:
         args = build_parser().parse_args(_normalise_argv(args_list))
+        # `npu-lint WORD ...` where WORD is neither a subcommand nor a path: its error says so (see cmd_check)
+        implicit = args.command == "check" and (not args_list or args_list[0] != "check")
+        args.implicit_word = args.paths[0] if implicit and args.paths else None
         if args.command == "rule":
             return cmd_rule(args)
         if args.command == "audit":
@@ -123,8 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        if exc.code == 143:  # SIGTERM: temporary files were removed on the way out
+            return 143
+        raise
     except Exception as exc:
-        from npu_lint.config import ConfigError
+        from npu_lint.core.config import ConfigError
 
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
@@ -135,6 +166,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"npu-lint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like ^C (``SystemExit(143)``), so a write in progress removes its temporary file."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(143)
+
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, stop)
+    except (ValueError, OSError):
+        pass
 
 
 # -- rule -------------------------------------------------------------------------------------------
@@ -178,6 +227,12 @@ def cmd_rule(args: argparse.Namespace) -> int:
 # -- check ------------------------------------------------------------------------------------------
 
 
+NO_VEOMNI_NOTE = (
+    "note: no veomni package found (none in the tree, none installed): fixes that import VeOmni's device "
+    "helpers are not offered"
+)
+
+
 def _known_codes() -> dict[str, bool]:
     from npu_lint.rules.base import all_rules
 
@@ -185,14 +240,21 @@ def _known_codes() -> dict[str, bool]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from npu_lint.config import resolve_settings, selected_codes, with_overrides
+    from npu_lint.core.config import resolve_settings, selected_codes
 
     paths = args.paths or ["."]
+    _check_adoption_flags(args)
+    if args.output_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.output_file))):
+        parent = os.path.dirname(os.path.abspath(args.output_file))
+        raise UsageError(f"npu-lint: cannot write {args.output_file}: directory {parent} does not exist")
     anchor = Path(args.stdin_filename) if args.stdin_filename else Path(paths[0])
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor
     settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
-    settings = with_overrides(settings, cache_dir=args.cache_dir)
+    if args.cache_dir is not None:
+        from npu_lint.core.config import cache_dir_setting
+
+        settings.cache_dir = cache_dir_setting(args.cache_dir, Path.cwd(), "--cache-dir", inside=False)
     if args.select is not None:  # a later --select resets the selection made by the file (ruff's layering)
         settings.select = args.select
         settings.ignore = []
@@ -205,28 +267,49 @@ def cmd_check(args: argparse.Namespace) -> int:
     codes = selected_codes(settings, known)
     fmt = args.output_format or os.environ.get("NPU_LINT_OUTPUT_FORMAT") or "text"
 
-    from npu_lint.project import load_project
+    from npu_lint.veomni.project import load_project
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
+    for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
+        print(f"npu-lint: note: {note}", file=sys.stderr)
     if args.live_registry:
         loader = getattr(project, "load_live_registry", None)
         if loader is None:
             raise UsageError("npu-lint: --live-registry is not supported by this version")
-        loader()
+        note = loader()  # imports the tree's veomni.ops, in a subprocess, only with this flag
+        if note and not args.quiet:
+            print(f"npu-lint: {note}", file=sys.stderr)
 
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
 
-    from npu_lint.discovery import discover
+    from npu_lint.core.discovery import discover
     from npu_lint.engine import Cache, lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
     errors = list(found.errors)
+    if found.temp_files:  # left by an npu-lint that was killed while writing
+        from npu_lint.engine.write import remove_stale_temps
+
+        remove_stale_temps(found.temp_files)
+    if not found.files:  # never a silent "All checks passed!" over nothing
+        if errors:
+            for line in errors:
+                print(f"error: {line}", file=sys.stderr)
+            return EXIT_ERROR
+        if args.force_exclude and found.excluded and all(Path(p).is_file() for p in paths):
+            if not args.quiet:  # pre-commit passing only excluded files: nothing to do
+                print("npu-lint: warning: every file named is excluded (--force-exclude)", file=sys.stderr)
+            return EXIT_CLEAN
+        where = f" by {settings.config_path}" if settings.config_path and found.excluded else ""
+        excluded = f" ({found.excluded} excluded{where})" if found.excluded else ""
+        links = f" ({found.symlinks} symbolic links not followed)" if found.symlinks else ""
+        raise UsageError(f"npu-lint: error: no Python files to lint in {', '.join(paths)}{excluded}{links}")
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
         fp = settings.fingerprint(codes) + getattr(project, "fingerprint", lambda: "")()
-        cache = Cache(cache_dir, fp)
+        cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
 
     def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
@@ -245,23 +328,53 @@ def cmd_check(args: argparse.Namespace) -> int:
             errors.append(res.error)
         diagnostics.extend(res.diagnostics)
     diagnostics.extend(project_diags)
+    for note in cache.notes if cache is not None else []:
+        print(f"npu-lint: note: {note}", file=sys.stderr)
 
     fixed_counts: dict[str, Counter] = {}
     dropped: list[str] = []
     created: list[str] = []
     if args.fix or args.diff:
-        diagnostics, fixed_counts, dropped, created, diff_text = _apply_fixes(
-            diagnostics, codes, settings, project, args
+        from npu_lint.engine import fix_tree
+
+        tree_fix = fix_tree(
+            diagnostics, codes, settings, project, unsafe=args.unsafe_fixes, write=not args.diff
         )
+        diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
+        errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
+        created = tree_fix.created
+        diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
             _emit(diff_text, args.output_file if fmt == "text" else None)
+            from npu_lint.engine import build_deferred_fixes
+
+            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
                 print(f"error: {line}", file=sys.stderr)
             if errors:
                 return EXIT_ERROR
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
 
+    if args.show_fixes or fmt in ("json", "json-lines", "sarif"):
+        # outputs that show fixes carry the built fix (edits, and a display-only proposal's reason)
+        from npu_lint.engine import build_deferred_fixes
+
+        diagnostics = build_deferred_fixes(diagnostics, codes, settings, project)
     diagnostics.sort(key=lambda d: d.sort_key())
+    word = getattr(args, "implicit_word", None)
+    if word and f"{word}: no such file or directory" in errors and "/" not in word and "." not in word:
+        i = errors.index(f"{word}: no such file or directory")
+        errors[i] += f"; `{word}` is not a subcommand either (did you mean `check`?)"
+    args.input_errors = bool(errors)  # no "All checks passed!" over an error
+    adopted = _adoption(args, diagnostics, errors)
+    if isinstance(adopted, int):
+        return adopted
+    diagnostics = adopted
+    if not getattr(project, "veomni_available", True) and not args.quiet:
+        from npu_lint.veomni.patchgen import module_of
+
+        if any(d.code.startswith("NPU1") and module_of(d.path) is None for d in diagnostics):
+            print(NO_VEOMNI_NOTE, file=sys.stderr)
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
@@ -272,80 +385,57 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _apply_fixes(diagnostics, codes, settings, project, args):  # noqa: ANN001, ANN202
-    """Fix every file with applicable fixes. Project-rule fixes (computed over the whole tree) are applied
-    first, once, on the original text; file-rule fixes then run to a fixpoint with re-linting."""
-    from npu_lint.engine import apply_edits, fix_applicable, fix_source, parses, read_source, write_atomic
-    from npu_lint.source import SourceFile
+def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
+    """With ``--diff``: the fixes that were not applied (display-only proposals, unsafe fixes not enabled), with
+    their reasons and proposed diffs, on stderr (stdout stays a clean diff)."""
+    from npu_lint.report import RenderContext
+    from npu_lint.report.proposals import render_proposals
 
-    by_path: dict[str, list] = {}
-    for diag in diagnostics:
-        by_path.setdefault(diag.path, []).append(diag)
-    remaining = []
-    fixed_counts: dict[str, Counter] = {}
-    dropped: list[str] = []
-    created: list[str] = []
-    diff_chunks: list[str] = []
-    for path in sorted(by_path):
-        diags = by_path[path]
-        if not any(fix_applicable(d.fix, args.unsafe_fixes) for d in diags):
-            remaining.extend(diags)
-            continue
-        src = read_source(path)
-        counts: Counter = Counter()
-        text = src.text
-        creates = []
-        project_diags = [d for d in diags if _is_project_code(d.code)]
-        taken = []
-        for diag in project_diags:
-            if not fix_applicable(diag.fix, args.unsafe_fixes):
-                remaining.append(diag)
-                continue
-            edits = list(diag.fix.edits)
-            if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
-                remaining.append(diag)
-                continue
-            attempt = apply_edits(src.text, [*taken, *edits], src.newline)
-            if not parses(attempt):
-                dropped.append(
-                    f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
-                )
-                remaining.append(diag)
-                continue
-            taken.extend(edits)
-            text = attempt
-            creates.extend(diag.fix.creates)
-            counts[diag.code] += 1
-        current = SourceFile(path, text, src.encoding, src.kind)
-        outcome = fix_source(current, codes, settings, project, unsafe=args.unsafe_fixes)
-        dropped.extend(outcome.dropped)
-        remaining.extend(outcome.remaining)
-        counts.update(outcome.applied_codes)
-        creates.extend(outcome.creates)
-        for create in creates:
-            if os.path.exists(create.path) or create.path in created:
-                continue
-            if args.diff:
-                diff_chunks.append(_diff("", create.content, create.path))
-            else:
-                Path(create.path).parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(create.path, create.content, "utf-8")
-            created.append(create.path)
-        if outcome.text != src.text:
-            fixed_counts[path] = counts
-            if args.diff:
-                diff_chunks.append(_diff(src.text, outcome.text, path))
-            else:
-                write_atomic(path, outcome.text, src.encoding)
-        elif counts:
-            fixed_counts[path] = counts
-    return remaining, fixed_counts, dropped, created, "".join(diff_chunks)
+    ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
+    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
+    if text:
+        sys.stderr.write(text)
 
 
-def _is_project_code(code: str) -> bool:
-    from npu_lint.rules.base import PROJECT_REGISTRY
+def _check_adoption_flags(args: argparse.Namespace) -> None:
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("npu-lint: --add-noqa cannot be combined with --fix or --diff")
+    if args.write_baseline and (args.diff or args.add_noqa or args.baseline):
+        raise UsageError(
+            "npu-lint: --write-baseline cannot be combined with --diff, --add-noqa or --baseline"
+        )
+    if args.stdin_filename and (args.add_noqa or args.baseline or args.write_baseline):
+        raise UsageError("npu-lint: --add-noqa and baselines work on files, not on standard input")
 
-    return code in PROJECT_REGISTRY
+
+def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) -> list | int:  # noqa: C901
+    """--add-noqa / --write-baseline (the run ends here: an exit code) and --baseline (the findings left)."""
+    from npu_lint.engine.adopt import BaselineError, add_noqa, filter_baseline, write_baseline
+
+    def finish() -> int:
+        for line in errors:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_ERROR if errors else EXIT_CLEAN
+
+    if args.add_noqa:
+        result = add_noqa(d for d in diagnostics if d.code != "NPU001")
+        for line in result.skipped:
+            print(f"warning: no noqa added at {line}", file=sys.stderr)
+        if not args.quiet:
+            print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
+        return finish()
+    if args.write_baseline:
+        n = write_baseline(args.write_baseline, diagnostics)
+        if not args.quiet:
+            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {args.write_baseline}.")
+        return finish()
+    if args.baseline:
+        try:
+            diagnostics, hidden = filter_baseline(args.baseline, diagnostics)
+        except BaselineError as exc:
+            raise UsageError(f"npu-lint: {exc}") from None
+        args.baseline_hidden = hidden
+    return diagnostics
 
 
 def _diff(old: str, new: str, path: str) -> str:
@@ -363,9 +453,12 @@ def _diff(old: str, new: str, path: str) -> str:
 
 def _emit(text: str, output_file: str | None) -> None:
     if output_file:
-        from npu_lint.engine import write_atomic
+        from npu_lint.engine.write import write_output
 
-        write_atomic(output_file, text, "utf-8")
+        try:  # a regular file is replaced atomically; a device, FIFO or symlink is written in place
+            write_output(output_file, text)
+        except OSError as exc:
+            raise UsageError(f"npu-lint: cannot write {output_file}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -378,13 +471,19 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
 
     rules = all_rules()
     if args.statistics:
-        counts = Counter(d.code for d in diagnostics)
+        from npu_lint.engine.adopt import distinct
+
+        # findings in generated files that trace to one spec line count once (+N generated copies)
+        unique, _ = distinct(diagnostics)
+        counts = Counter(d.code for d in unique)
+        copies = Counter(d.code for d in diagnostics) - counts
         fixable = Counter(d.code for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
         lines = []
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             mark = "[*]" if fixable[code] else "   "
             name = rules[code].name if code in rules else ""
-            lines.append(f"{n:5d}\t{code}\t{mark} {name}")
+            extra = f" (+{copies[code]} generated copies)" if copies[code] else ""
+            lines.append(f"{n:5d}\t{code}\t{mark} {name}{extra}")
         text = "\n".join(lines) + ("\n" if lines else "")
         _emit(text, args.output_file)
         return
@@ -406,7 +505,7 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
 
 
 def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa: ANN001
-    from npu_lint.diagnostics import Applicability
+    from npu_lint.core.diagnostics import Applicability
     from npu_lint.engine import fix_applicable
 
     lines = []
@@ -419,6 +518,7 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
                 lines.append(f"    {n} × {code}")
     for path in created:
         lines.append(f"Created {path}")
+    lines.extend(_next_steps(created))
     for line in dropped:
         lines.append(line)
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
@@ -441,14 +541,30 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
             )
     elif n_fixed:
         lines.append(f"Found {n_fixed} error{'s' if n_fixed != 1 else ''} ({n_fixed} fixed, 0 remaining).")
-    else:
+    elif not getattr(args, "input_errors", False):
         lines.append("All checks passed!")
+    hidden_known = getattr(args, "baseline_hidden", 0)
+    if hidden_known:
+        lines.append(
+            f"{hidden_known} known finding{'s' if hidden_known != 1 else ''} in the baseline not shown."
+        )
     return "\n".join(lines) + "\n"
 
 
+def _next_steps(created: list[str]) -> list[str]:
+    """After a new NPU spec is created: the patchgen command that generates its module (not run by npu-lint)."""
+    from npu_lint.veomni import patchgen
+
+    out = []
+    for path in created:
+        if path.endswith(patchgen.NPU_SPEC_SUFFIX):
+            out.append(f"Next: run `{patchgen.regen_command(path)}` to generate the module it describes.")
+    return out
+
+
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
+    from npu_lint.core.source import DecodeError, SourceFile, decode_source
     from npu_lint.engine import fix_source, lint_source
-    from npu_lint.source import DecodeError, SourceFile, decode_source
 
     data = sys.stdin.buffer.read()
     try:

@@ -57,10 +57,12 @@ def test_json_inventory(tree: Path) -> None:
         "generated GPU diff",
         "generated NPU file",
         "generated NPU diff",
-        "__init__ switch",
         "tests",
     ):
         assert not files[role]["present"], role
+    # the file exists; what is missing is the switch, and the note says so
+    assert files["__init__ switch"]["present"]
+    assert "no `if IS_NPU_AVAILABLE:` switch" in files["__init__ switch"]["note"]
     assert "registers `demo`" in files["__init__ switch"]["note"]
 
     reuse = {r["file"]: r for r in report["reuse"]}
@@ -77,7 +79,7 @@ def test_json_inventory(tree: Path) -> None:
     ops = {(o["op"], o["variant"]): o for o in report["ops"]}
     assert set(ops) == {
         ("attention", "standard"),
-        ("cross_entropy_loss", "standard"),
+        ("cross_entropy_loss", "causal (registry row: standard)"),
         ("rms_norm", "standard"),
         ("rope", "full"),
         ("swiglu_mlp", "standard"),
@@ -85,8 +87,10 @@ def test_json_inventory(tree: Path) -> None:
     rms = ops[("rms_norm", "standard")]
     assert rms["source"] == "OpSlot" and rms["npu"] == ["npu"] and "liger_kernel" in rms["gpu"]
     assert "instance-local VeomniOp" in rms["action"]
-    assert ops[("cross_entropy_loss", "standard")]["npu"] == ["chunk_loss (device-agnostic)"]
-    assert "NPU uses chunk_loss" in ops[("cross_entropy_loss", "standard")]["action"]
+    assert ops[("cross_entropy_loss", "causal (registry row: standard)")]["npu"] == [
+        "chunk_loss (device-agnostic)"
+    ]
+    assert "NPU uses chunk_loss" in ops[("cross_entropy_loss", "causal (registry row: standard)")]["action"]
     assert ops[("rope", "full")]["source"] == "eager (not dispatched)"
     assert ops[("swiglu_mlp", "standard")]["action"] == "none: eager runs on NPU"
     assert "vendor kernel call" in ops[("attention", "standard")]["source"]
@@ -199,6 +203,15 @@ def test_base_lists_out_of_scope_files(tree: Path) -> None:
     (tree / "loss_curve.png").write_bytes(b"\x89PNG")
     (tree / "tests").mkdir()
     (tree / "tests" / "test_demo.py").write_text("def test_x():\n    pass\n")
+    # a lint run leaves its cache in the tree: ignored by git (its .gitignore), so not a changed file
+    subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", MODEL],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=300,
+    )
+    assert (tree / ".npu_lint_cache" / ".gitignore").is_file()
     proc = run(tree, MODEL, "--format", "json", "--base", "HEAD")
     report = json.loads(proc.stdout)
     changed = {c["path"]: (c["category"], c["scope"]) for c in report["changed_since_base"]}
@@ -227,3 +240,52 @@ def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     proc = run(tmp_path, "nope")
     assert proc.returncode == 2
     assert "not a directory" in proc.stderr
+
+
+# -- statements a reader can trust (issue 14) ---------------------------------------------------------------
+
+
+def test_not_a_model_directory_is_a_clear_error(tree: Path) -> None:
+    proc = run(tree, "veomni/models")
+    assert proc.returncode == 2
+    assert "is not a model package" in proc.stderr and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_statements_are_consistent(tree: Path) -> None:
+    report = json.loads(run(tree, MODEL, "--format", "json").stdout)
+    items = {c["key"]: c for c in report["checklist"]}
+    # the pin passes only when the comparison was made and agrees
+    pin = items["pin"]
+    try:
+        import importlib.metadata as md
+
+        installed = md.version("transformers")
+    except Exception:
+        installed = None
+    if installed is None:
+        assert pin["status"] == "unknown" and "not installed" in pin["note"]
+    elif installed == "5.9.0":
+        assert pin["status"] == "pass"
+    else:
+        assert pin["status"] == "fail" and installed in pin["note"]
+    # a registration item never passes next to "registered: none"
+    reg = items["registration"]
+    assert not (reg["status"] == "pass" and "registered: none" in reg["evidence"])
+    md_text = render_markdown(report)
+    assert "project index (" not in md_text  # the header names where the rows come from
+    assert "(NPU503)" not in next(s for s in report["steps"] if "__init__` switch" in s)
+
+
+def test_generated_copies_are_counted_once() -> None:
+    from npu_lint.core.diagnostics import Diagnostic, Origin
+    from npu_lint.engine.adopt import distinct
+
+    def diag(path: str, line: int, origin_line: int) -> Diagnostic:
+        return Diagnostic("NPU201", "n", "m", path, line, 0, line, 1, origin=Origin("spec.py", origin_line))
+
+    gpu, npu = "generated/patched_gpu.py", "generated/patched_npu.py"
+    diags = [diag(gpu, 10, 5), diag(gpu, 11, 5), diag(npu, 10, 5), diag(npu, 11, 5), diag(npu, 20, 7)]
+    kept, folded = distinct(diags)
+    assert folded == 2  # two findings of one file from spec line 5 stay two; the other file's copies fold
+    assert [(d.path, d.line) for d in kept] == [(gpu, 10), (gpu, 11), (npu, 20)]

@@ -8,18 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.config import Settings
-from npu_lint.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.config import Settings
+from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import (
-    REGISTRY,
     apply_edits,
     fix_source,
     lint_paths,
     lint_source,
     noqa_codes,
 )
-from npu_lint.rules.base import Rule
-from npu_lint.source import SourceFile
+from npu_lint.rules.base import REGISTRY, Rule
 
 
 @pytest.fixture
@@ -145,7 +144,7 @@ def test_single_traversal_visits_each_node_once(temp_rules, monkeypatch) -> None
         def visit(self, node: ast.AST) -> None:
             calls.append(id(node))
 
-    import npu_lint.engine as engine
+    import npu_lint.engine.lint as engine
 
     walks = []
     real_walk = engine._walk

@@ -1,4 +1,4 @@
-"""The static model of patch specs and generated files (npu_lint.patchgen), on the fixture tree."""
+"""The static model of patch specs and generated files (npu_lint.veomni.patchgen), on the fixture tree."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint import patchgen
+from npu_lint.veomni import patchgen
 
 TREE = Path(__file__).resolve().parent / "fixtures" / "packaging" / "tree"
 PKG = TREE / "veomni" / "models" / "transformers"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from corpus import CACHE
 
-from npu_lint import catalog, vendor_map
+from npu_lint.veomni import catalog, vendor_map
 
 TORCH_NPU_VERSION = "2.9.0"
 

@@ -1,24 +1,37 @@
-"""The dispatch-migration codemod: OpSlot module globals -> VeomniOp handles owned by the model classes.
+"""The dispatch-migration codemod: OpSlot-era dispatch -> handles owned by the model classes.
 
-Offered as the fix of NPU201/NPU202/NPU203 (``build_migration_fix``) on patch specs and plain model modules;
-``migrate_source`` is the pure entry point. The migration, per the VeOmni contract (sections 2 and 3):
+Offered as the fix of NPU201/NPU202/NPU203, NPU207 (``OpsConfigSlot``) and NPU303 (vendor classes swapped in by
+``create_patch_from_external``) through ``build_migration_fix``; ``migrate_source`` is the pure entry point.
+Every name it writes comes from the target :class:`~npu_lint.veomni.profile.ApiProfile` (:class:`Names`): the
+handle class and its module (``VeomniOp`` / ``VeomniKernel``), the resolver (``resolve_op_impl`` /
+``resolve_kernel_impl``, with ``npu_as=`` when it takes it), the bias and loss helpers, their modules and the
+loss keyword (``op=`` / ``kernel=``), the offset RMSNorm variant and the vision RoPE. Every import it adds must be
+confirmed by ``profile.defines``; otherwise the result is display-only, naming what is missing. On an OpSlot
+profile (an OpSlot-era tree under ``target-api = auto``) nothing is migrated: there is no handle API.
 
-1. declarations: the ``OpSlot`` assignments (module level, or inside ``config.add_post_import_block``) and the
-   ``OpSlot`` import go; ``VeomniOp`` / ``resolve_op_impl`` (+ ``linear_bias``, ``partial``, loss helpers when
-   used) are imported (``config.add_import`` in a spec, ordinary imports in a module);
-2. handles: every class whose methods used a slot constructs ``self.<slot> = VeomniOp(op, variant,
-   resolve_op_impl("<field>"))`` in its ``__init__`` (in a spec: an ``override_method("Cls.__init__")`` whose
-   body is the upstream ``__init__``, read with astroid, or ``super().__init__`` when the class inherits it);
-3. guarded bodies become unconditional ``self.<slot>(...)`` calls with the call contract translated (RMSNorm
-   ``eps=``; ``rotary_pos_emb`` -> ``rope``; SwiGLU ``(self, x)`` -> weights + ``linear_bias``; cross-entropy
-   through ``self.loss_function = partial(<Loss>, op=...)``; ``rms_norm/qwen3_5`` and the Gemma ``1 + w``
-   idiom -> ``rms_norm/offset`` with the raw weight);
+1. declarations: ``OpSlot`` / ``OpsConfigSlot`` assignments (module level, or inside
+   ``config.add_post_import_block``) and their import go; the handle API names are imported
+   (``config.add_import`` in a spec, ordinary imports in a module);
+2. handles: every class whose methods used a slot builds ``self.<slot> = <Handle>(op, variant,
+   <resolver>("<field>"))`` in its ``__init__`` (in a spec: an ``override_method("Cls.__init__")`` whose body is
+   the upstream ``__init__``, read with astroid), before a final ``self.post_init()``; an ``OpsConfigSlot``
+   becomes ``self.<slot> = <resolver>("<field>")`` and its ``.value`` reads ``self.<slot>``;
+3. guarded bodies become unconditional handle calls with the call contract translated (RMSNorm ``eps=``;
+   ``rotary_pos_emb`` -> ``rope``; vision RoPE -> the profile's vision op; SwiGLU ``(self, x)`` -> weights +
+   ``linear_bias``; cross-entropy through ``self.loss_function = partial(<Loss>, <keyword>=...)``;
+   ``rms_norm/qwen3_5`` and the Gemma ``1 + w`` idiom -> the offset variant with the raw weight); a fused
+   branch that refuses a case (``if C: raise``) hands case C to the eager branch (gemma3's soft-capping);
 4. a replaced free function that used a slot keeps its eager body; its slot call is inlined, through ``self``,
    into the methods that call it (the spec's overrides, ``self``-taking helpers, and upstream methods, which
-   are then overridden with their upstream source).
+   are then overridden with their upstream source);
+5. vendor patches (``create_patch_from_external`` of a Liger RMSNorm / SwiGLU MLP, a replaced
+   ``apply_rotary_pos_emb`` calling Liger) are first restated as slot dispatch (:func:`vendor_prepass`);
+6. an NPU sibling spec that re-registers the GPU spec's functions also re-registers the GPU spec's new
+   ``__init__`` overrides and handle-calling overrides (:func:`sibling_registrations`); comments, banners,
+   descriptions and the docstring that still describe the OpSlot mechanism are reworded (:func:`refresh_wording`).
 
-Anything that cannot be migrated exactly makes the fix ``display`` with the reason; on an OpSlot-generation
-tree the fix is ``unsafe`` (the VeomniOp API is not in that tree).
+Anything that cannot be migrated exactly makes the fix ``display`` with the reason; outside any VeOmni tree the
+built-in profile's names are used and the fix is ``unsafe``.
 """
 
 from __future__ import annotations
@@ -31,12 +44,13 @@ import os
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from npu_lint.astutil import dotted_name as _dotted
-from npu_lint.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP
-from npu_lint.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.astutil import dotted_name as _dotted
+from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.veomni.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP, slot_target
+from npu_lint.veomni.profile import ApiProfile, Generation, builtin_profile, detect_profile
 
 if TYPE_CHECKING:  # pragma: no cover
     from npu_lint.rules.base import Context
@@ -57,8 +71,15 @@ SLOT_FIELD: dict[str, str] = {
     "chunk_gated_delta_rule": "chunk_gated_delta_rule_implementation",
 }
 CE_LOSS = {"causal": "ForCausalLMLoss", "seq_cls": "ForSequenceClassificationLoss"}
-DEFAULT_RESOLVE_MODULE = "veomni.ops.config"
-DEFAULT_LOSS_MODULE = "veomni.ops.kernels.cross_entropy"
+# kernels an OpSlot hands out with ``.bound_kernel()`` (called with keywords) -> the handle's call contract:
+# the keywords passed positionally, in this order (a missing one is None), and whether the kernel's result was a
+# tuple whose first item the caller took (``[0]``) while the op returns the tensor itself (VeOmni @5d90dd16)
+KERNEL_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
+    # op: (positional keywords, aliases of the positional names by position, op returns the first item)
+    "causal_conv1d": (("x", "weight", "bias", "cu_seqlens"), (), True),
+    "chunk_gated_delta_rule": (("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"), (), False),
+}
+POST_INIT = re.compile(r"^\s*self\.post_init\(\s*\)\s*$")  # handles are built before it, as upstream does
 GUARD_ATTR = "use_non_eager_impl"
 _CATALOG_PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
 _BUILTINS = set(dir(builtins)) | {"None", "True", "False"}
@@ -67,6 +88,52 @@ _BUILTINS = set(dir(builtins)) | {"None", "True", "False"}
 # ----------------------------------------------------------------------------------------------------
 # results
 # ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Names:
+    """Every name the migration writes, taken from the target :class:`ApiProfile` (never hard-coded)."""
+
+    generation: str  # "veomni-op" / "veomni-kernel"
+    handle: str  # VeomniOp / VeomniKernel
+    handle_module: str
+    resolver: str  # resolve_op_impl / resolve_kernel_impl
+    resolver_module: str
+    npu_as: bool  # the resolver takes ``npu_as=`` (cross-entropy's NPU impl is ``chunk_loss``)
+    loss_module: str
+    loss_keyword: str | None  # "op" / "kernel": how a loss helper is bound to its handle
+    loss_helpers: tuple[str, ...]
+    bias_module: str
+    linear_bias: str
+    offset_variant: str  # the (1 + weight) RMSNorm variant ("qwen3_5" / "offset")
+    vision_rope: tuple[str, str]  # (op, variant) of the vision RoPE
+    attention_helper: str | None
+    attention_module: str | None
+
+    @classmethod
+    def of(cls, api: ApiProfile) -> Names:
+        """The names of ``api``; a name the profile lacks keeps its generation's built-in spelling (the
+        import check then makes the fix display-only, naming it)."""
+        from npu_lint.veomni.profile import builtin_profile
+
+        base = builtin_profile(api.generation)
+        return cls(
+            generation=str(api.generation),
+            handle=api.handle,
+            handle_module=api.handle_module,
+            resolver=api.resolver or base.resolver or "resolve_op_impl",
+            resolver_module=api.resolver_module or base.resolver_module or "",
+            npu_as="npu_as" in (api.resolver_options or base.resolver_options),
+            loss_module=api.loss_module or base.loss_module or "",
+            loss_keyword=api.loss_handle_keyword,
+            loss_helpers=tuple(api.loss_helpers),
+            bias_module=api.bias_module or base.bias_module or "",
+            linear_bias="linear_bias",  # the only bias helper a migration writes (checked by can_import)
+            offset_variant=api.offset_rms_variant,
+            vision_rope=tuple(api.vision_rope),  # type: ignore[arg-type]
+            attention_helper=api.attention_helper,
+            attention_module=api.attention_module,
+        )
+
+
 @dataclass(frozen=True)
 class HandleSpec:
     cls: str
@@ -77,18 +144,25 @@ class HandleSpec:
     loss: str | None = None  # loss helper bound through self.loss_function (cross-entropy only)
 
     @property
-    def construction(self) -> str:
-        npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" else ""
-        args = f'"{self.op}", "{self.variant}", resolve_op_impl("{self.field}"{npu_as})'
-        line = f"self.{self.attr} = VeomniOp({args})"
+    def is_config(self) -> bool:
+        """An OpsConfigSlot: the instance keeps the implementation name its config selects."""
+        return self.op == CONFIG_SLOT
+
+    def construction(self, names: Names) -> str:
+        if self.is_config:
+            return f'self.{self.attr} = {names.resolver}("{self.field}")'
+        npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" and names.npu_as else ""
+        args = f'"{self.op}", "{self.variant}", {names.resolver}("{self.field}"{npu_as})'
+        line = f"self.{self.attr} = {names.handle}({args})"
         if len(line) <= 102:  # fits in 110 columns at a method body's indentation
             return line
-        return f"self.{self.attr} = VeomniOp(\n    {args}\n)"
+        return f"self.{self.attr} = {names.handle}(\n    {args}\n)"
 
-    def lines(self) -> list[str]:
-        out = [self.construction]
+    def lines(self, names: Names) -> list[str]:
+        out = [self.construction(names)]
         if self.loss:
-            out.append(f"self.loss_function = partial({self.loss}, op=self.{self.attr})")
+            keyword = names.loss_keyword or "op"
+            out.append(f"self.loss_function = partial({self.loss}, {keyword}=self.{self.attr})")
         return out
 
 
@@ -98,10 +172,12 @@ class MigrationResult:
     applicability: Applicability
     reasons: tuple[str, ...] = ()
     handles: tuple[HandleSpec, ...] = ()
+    imports: tuple[tuple[str, str], ...] = ()  # (module, name) the migrated text imports
+    registrations: tuple[tuple[str, str], ...] = ()  # NPU sibling: (GPU function, target) re-registered
 
     @property
     def changed(self) -> bool:
-        return bool(self.handles) or bool(self.reasons)
+        return bool(self.handles) or bool(self.reasons) or bool(self.registrations)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -115,6 +191,8 @@ class Slot:
 
     @property
     def target(self) -> tuple[str, str] | None:
+        if self.op == CONFIG_SLOT:
+            return (self.op, self.variant)
         mapped = OPSLOT_TO_VEOMNIOP.get((self.op, self.variant))
         if mapped is None and (self.op, self.variant) in _CATALOG_PAIRS:
             mapped = (self.op, self.variant)
@@ -143,6 +221,7 @@ class FreeFn:
 @dataclass
 class Plan:
     spec: bool
+    names: Names
     config_name: str = "config"
     source_module: str | None = None
     slots: dict[str, Slot] = field(default_factory=dict)
@@ -163,6 +242,12 @@ class Plan:
     touched: set[str] = field(default_factory=set)  # function keys the rewrite has to visit
     guarded: set[str] = field(default_factory=set)  # slots whose use_non_eager_impl some function tests
     free_callers: dict[str, int] = field(default_factory=dict)  # free function -> methods that call it
+    # (class, attr) -> slot: `self.attr = slot.bound_kernel() [or fallback]` in __init__ (the attr goes; its calls
+    # and None / fallback tests are rewritten to the handle)
+    kernel_attrs: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (class, attr) -> (slot, eps source, activation source): a gated-norm module built from the slot in __init__
+    # (the eager module stays; its calls become handle calls with its weight)
+    module_attrs: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -173,11 +258,18 @@ class Plan:
         if reason not in self.reasons:
             self.reasons.append(reason)
 
+    def target(self, slot: Slot) -> tuple[str, str] | None:
+        """The handle (op, variant) of ``slot`` in the target profile's names."""
+        if (slot.op, slot.variant) not in OPSLOT_TO_VEOMNIOP:
+            return slot.target
+        return slot_target(slot.op, slot.variant, self.names.offset_variant, self.names.vision_rope)
+
     def add_handle(self, cls: str, slot: Slot, variant: str | None = None) -> HandleSpec | None:
-        target = slot.target
+        target = self.target(slot)
         if target is None:
             self.fail(
-                f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no VeomniOp row is known for it"
+                f"`{slot.name}` is OpSlot({slot.op!r}, {slot.variant!r}): no {self.names.handle} row is known "
+                "for it"
             )
             return None
         op, var = target
@@ -186,7 +278,10 @@ class Plan:
         loss = None
         if slot.op == "cross_entropy_loss":
             loss = CE_LOSS.get(slot.variant)
-        spec = HandleSpec(cls, slot.name, op, var, SLOT_FIELD.get(slot.op, f"{slot.op}_implementation"), loss)
+        field_name = (
+            slot.variant if slot.op == CONFIG_SLOT else SLOT_FIELD.get(slot.op, f"{slot.op}_implementation")
+        )
+        spec = HandleSpec(cls, slot.name, op, var, field_name, loss)
         existing = self.handles.setdefault(cls, {}).get(slot.name)
         if existing is not None and existing != spec:
             self.fail(
@@ -201,7 +296,18 @@ def _const_str(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+CONFIG_SLOT = "__ops_config__"  # the op of an OpsConfigSlot("<field>") (its variant is the field)
+SLOT_CLASSES = ("OpSlot", "OpsConfigSlot")
+
+
 def _opslot_call(node: ast.AST) -> tuple[str, str] | None:
+    if isinstance(node, ast.Call) and _dotted(node.func) in ("OpsConfigSlot", "dispatch.OpsConfigSlot"):
+        field_name = _const_str(node.args[0]) if node.args else None
+        if field_name is None:
+            field_name = next(
+                (_const_str(k.value) for k in node.keywords if k.arg in ("field", "name")), None
+            )
+        return (CONFIG_SLOT, field_name) if field_name else None
     if not isinstance(node, ast.Call) or _dotted(node.func) not in ("OpSlot", "dispatch.OpSlot"):
         return None
     args = [_const_str(a) for a in node.args[:2]]
@@ -279,6 +385,16 @@ def _guard_slot(test: ast.expr, slots: dict[str, Slot]) -> tuple[Slot, bool] | N
     return None
 
 
+def _unsupported_case(stmt: ast.stmt) -> bool:
+    """``if <condition>: raise ...`` (no else): the fused path refuses a case the eager path handles."""
+    return (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Raise)
+    )
+
+
 def _is_offset_weight(node: ast.expr) -> ast.expr | None:
     """``1 + w`` / ``1.0 + w`` / ``w + 1.0`` -> ``w``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -298,12 +414,11 @@ def _walk_fn(fn: ast.AST) -> Iterable[ast.AST]:
 
 
 class _Analyzer:
-    def __init__(self, tree: ast.Module, text: str, path: str, spec: bool, root: str | None) -> None:
+    def __init__(self, tree: ast.Module, text: str, path: str, spec: bool, names: Names) -> None:
         self.tree = tree
         self.text = text
         self.path = path
-        self.root = root
-        self.plan = Plan(spec=spec)
+        self.plan = Plan(spec=spec, names=names)
 
     # -- collection ---------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -325,7 +440,7 @@ class _Analyzer:
             plan.slots[slot.name] = slot
         for stmt in tree.body:
             block = _post_import_block_text(stmt, plan.config_name)
-            if block is not None and "OpSlot" in block:
+            if block is not None and ("OpSlot" in block or "OpsConfigSlot" in block):
                 try:
                     inner = ast.parse(textwrap.dedent(block))
                 except SyntaxError:
@@ -338,6 +453,7 @@ class _Analyzer:
         self._collect_functions()
         self._analyse_free_functions()
         self._analyse_uses()
+        self._kernel_and_module_users()
         self._plan_inits()
         for name, free in plan.free.items():
             if not plan.free_callers.get(name):
@@ -502,7 +618,19 @@ class _Analyzer:
             if isinstance(parent, ast.Call) and parent.func is node:
                 self._record_call(fn, owner, slot, parent)
                 continue
+            if slot.op == CONFIG_SLOT:
+                if isinstance(parent, ast.Attribute) and parent.attr == "value":
+                    plan.add_handle(owner, slot)
+                else:
+                    plan.add_handle(owner, slot)
+                    plan.fail(f"`{fn.key}` uses the OpsConfigSlot `{slot.name}` other than through `.value`")
+                continue
             if isinstance(parent, ast.Attribute) and parent.attr == "bound_kernel":
+                attr = self._kernel_alias(fn, parents, parent)
+                if attr is not None and slot.op in KERNEL_CONTRACTS:
+                    plan.add_handle(owner, slot)
+                    plan.kernel_attrs[(owner, attr)] = slot.name
+                    continue
                 plan.add_handle(owner, slot)
                 plan.fail(
                     f"`{fn.key}` freezes `{slot.name}.bound_kernel()` (None for eager); a VeomniOp handle is always "
@@ -532,7 +660,12 @@ class _Analyzer:
                         "a VeomniOp handle has no such flag: choose the implementation by hand"
                     )
             if isinstance(node, ast.If) and _guard_slot(node.test, plan.slots):
-                for stmt in node.body:
+                guard_info = _guard_slot(node.test, plan.slots)
+                body = list(node.body)
+                if guard_info and not guard_info[1] and node.orelse and _unsupported_case(body[0]):
+                    # `if slot: if C: raise ...` with an eager else: C takes the eager path (upstream's shape)
+                    body = body[1:]
+                for stmt in body:
                     for sub in ast.walk(stmt):
                         if isinstance(sub, ast.Raise):
                             plan.fail(
@@ -541,8 +674,85 @@ class _Analyzer:
                                 "hit every implementation"
                             )
 
+    def _kernel_and_module_users(self) -> None:
+        """Methods of a class whose bound-kernel / gated-norm attributes became handles are rewritten too."""
+        plan = self.plan
+        attrs = {*plan.kernel_attrs, *plan.module_attrs}
+        if not attrs:
+            return
+        for fn in plan.functions.values():
+            if fn.kind != "method" or fn.owner is None:
+                continue
+            used = {
+                n.attr
+                for n in ast.walk(fn.node)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+            }
+            if any(owner == fn.owner and attr in used for owner, attr in attrs):
+                plan.touched.add(fn.key)
+                plan.owners.setdefault(fn.key, set()).add(fn.owner)
+
+    def _kernel_alias(
+        self, fn: FnInfo, parents: dict[ast.AST, ast.AST], attribute: ast.Attribute
+    ) -> str | None:
+        """``self.<attr> = slot.bound_kernel() [or fallback]`` in an ``__init__``: the attr."""
+        if not (fn.node.name == "__init__" or (fn.target or "").endswith(".__init__")):
+            return None
+        call = parents.get(attribute)
+        node = parents.get(call) if isinstance(call, ast.Call) else None
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and node.values[0] is call:
+            node = parents.get(node)
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+        ):
+            return node.targets[0].attr
+        return None
+
+    def _gated_norm_module(self, fn: FnInfo, slot: Slot, call: ast.Call) -> str | None:
+        """``if slot.use_non_eager_impl: self.<a> = slot(dim, eps=E, activation=A, ...) else: self.<a> =
+        Eager(dim, eps=E)`` in an ``__init__`` (a gated RMSNorm module): the attr, recorded with E and A."""
+        if slot.op != "rms_norm_gated":
+            return None
+        for node in ast.walk(fn.node):
+            if not (isinstance(node, ast.If) and _guard_slot(node.test, self.plan.slots)):
+                continue
+            body, orelse = node.body, node.orelse
+            if not (len(body) == 1 and len(orelse) == 1):
+                continue
+            fused, eager = body[0], orelse[0]
+            if not (isinstance(fused, ast.Assign) and fused.value is call and isinstance(eager, ast.Assign)):
+                continue
+            t1, t2 = fused.targets[0], eager.targets[0]
+            if not (
+                isinstance(t1, ast.Attribute)
+                and isinstance(t2, ast.Attribute)
+                and t1.attr == t2.attr
+                and isinstance(t1.value, ast.Name)
+                and t1.value.id == "self"
+            ):
+                continue
+            keywords = {k.arg: k.value for k in call.keywords}
+            if "eps" not in keywords or "activation" not in keywords:
+                return None
+            eps = ast.get_source_segment(self.text, keywords["eps"])
+            activation = ast.get_source_segment(self.text, keywords["activation"])
+            if eps is None or activation is None:
+                return None
+            self.plan.module_attrs[(fn.owner or "", t1.attr)] = (slot.name, eps, activation)
+            return t1.attr
+        return None
+
     def _record_call(self, fn: FnInfo, owner: str, slot: Slot, call: ast.Call) -> None:
         plan = self.plan
+        if (
+            fn.node.name == "__init__" or (fn.target or "").endswith(".__init__")
+        ) and self._gated_norm_module(fn, slot, call):
+            plan.add_handle(owner, slot)
+            return
         variant = None
         if slot.op == "rms_norm":
             weight = (
@@ -552,7 +762,8 @@ class _Analyzer:
             )
             if weight is not None and _is_offset_weight(weight) is not None:
                 if slot.variant == "standard":
-                    variant = "offset"  # Gemma: norm(x) * (1 + w) through a standard slot is an offset norm
+                    # Gemma: norm(x) * (1 + w) through a standard slot is the offset norm
+                    variant = plan.names.offset_variant
                 else:
                     plan.fail(f"`{fn.key}` passes `1 + weight` to the {slot.variant} slot `{slot.name}`")
             elif weight is not None and isinstance(weight, ast.Name) and slot.variant == "standard":
@@ -605,7 +816,7 @@ class _Analyzer:
             }
             return needed <= attrs
         if self.plan.spec and self.plan.source_module:
-            from npu_lint.fixers import upstream
+            from npu_lint.veomni import upstream
 
             attrs_up = upstream.self_attributes(self.plan.source_module, owner)
             return attrs_up is not None and needed <= attrs_up
@@ -629,7 +840,7 @@ class _Analyzer:
                 "the spec names no source_module: cannot find the upstream callers of replaced functions"
             )
             return
-        from npu_lint.fixers import upstream
+        from npu_lint.veomni import upstream
 
         overridden = {fn.target for fn in plan.functions.values() if fn.kind == "method" and fn.target}
         replaced = {fn.upstream for fn in plan.functions.values() if fn.kind == "free" and fn.target}
@@ -656,7 +867,8 @@ class _Analyzer:
                 fname = self._fresh_name(f"{_snake(cls)}_{meth.strip('_')}_patched")
                 text = _rename_def(src.text, meth, fname)
                 self._signature_imports(text)
-                desc = f"Call the {free.slot.target[0] if free.slot.target else free.slot.op} op through self.{free.slot.name}"
+                op_name = (plan.target(free.slot) or (free.slot.op,))[0]
+                desc = f"Call the {op_name} op through self.{free.slot.name}"
                 deco = (
                     f'@{plan.config_name}.override_method(\n    "{target}",\n    description="{desc}",\n)\n'
                 )
@@ -710,7 +922,7 @@ class _Analyzer:
         names = {n.id for e in evaluated for n in ast.walk(e) if isinstance(n, ast.Name)}
         bound = self._bound_names() | _BUILTINS
         added = {line.split(" import ")[-1].split(" as ")[-1] for line in plan.extra_imports}
-        from npu_lint.fixers import upstream
+        from npu_lint.veomni import upstream
 
         for name in sorted(names - bound - added):
             line = upstream.resolve_name_import(plan.source_module or "", name)
@@ -740,7 +952,10 @@ class _Analyzer:
                     plan.init_keys[cls] = f"{local.name}.__init__"
                 else:
                     plan.delegating_inits[local.name] = _delegating_init(
-                        "__init__", (("args", None, "vararg"), ("kwargs", None, "kwarg")), plan.handles[cls]
+                        "__init__",
+                        (("args", None, "vararg"), ("kwargs", None, "kwarg")),
+                        plan.handles[cls],
+                        plan.names,
                     )
 
     def _local_class(self, cls: str) -> ast.ClassDef | None:
@@ -760,7 +975,7 @@ class _Analyzer:
         if not plan.source_module:
             plan.fail(f"the spec names no source_module: cannot read `{cls}.__init__` upstream")
             return
-        from npu_lint.fixers import upstream
+        from npu_lint.veomni import upstream
 
         init = upstream.class_init(plan.source_module, cls)
         if init is None:
@@ -771,10 +986,10 @@ class _Analyzer:
         if isinstance(init, upstream.MethodSource):
             text = _rename_def(init.text, "__init__", fname)
             self._signature_imports(text)
-            text = _append_lines(text, [line for h in handles.values() for line in h.lines()])
+            text = _append_lines(text, [line for h in handles.values() for line in h.lines(plan.names)])
         else:
-            text = _delegating_init(fname, init.params, handles)
-        desc = f"Construct the VeomniOp handles of {cls} in __init__"
+            text = _delegating_init(fname, init.params, handles, plan.names)
+        desc = f"Construct the {plan.names.handle} handles of {cls} in __init__"
         deco = f'@{plan.config_name}.override_method(\n    "{cls}.__init__",\n    description="{desc}",\n)\n'
         anchor = next(
             (
@@ -832,10 +1047,27 @@ def _rename_def(text: str, old: str, new: str) -> str:
 
 
 def _append_lines(fn_text: str, lines: list[str]) -> str:
+    """``lines`` at the end of the function's body, or just before its last ``self.post_init()``."""
     fn = ast.parse(fn_text).body[0]
     body_line = fn.body[0].lineno if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else 2
     first = fn_text.splitlines()[body_line - 1]
     indent = first[: len(first) - len(first.lstrip())] or "    "
+    text_lines = fn_text.rstrip("\n").split("\n")
+    last = fn.body[-1] if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if (
+        last is not None
+        and last.lineno == last.end_lineno
+        and POST_INIT.match(text_lines[last.lineno - 1])
+        and last.col_offset == len(indent)
+    ):
+        at = last.lineno - 1
+        return (
+            "\n".join(text_lines[:at])
+            + "\n"
+            + _indent_lines(lines, indent)
+            + "\n".join(text_lines[at:])
+            + "\n"
+        )
     return fn_text.rstrip("\n") + "\n" + _indent_lines(lines, indent)
 
 
@@ -845,7 +1077,7 @@ def _indent_lines(lines: Sequence[str], indent: str) -> str:
 
 
 def _delegating_init(
-    name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec]
+    name: str, params: Sequence[tuple[str, str | None, str]], handles: dict[str, HandleSpec], names: Names
 ) -> str:
     sig = ["self"]
     call: list[str] = []
@@ -871,7 +1103,7 @@ def _delegating_init(
     return (
         "\n".join(lines)
         + "\n"
-        + _indent_lines([line for h in handles.values() for line in h.lines()], "    ")
+        + _indent_lines([line for h in handles.values() for line in h.lines(names)], "    ")
     )
 
 
@@ -887,12 +1119,10 @@ def _cst() -> Any:
 class _Rewriter:
     """Builds the libcst transformers lazily (libcst is imported only when a fix is built)."""
 
-    def __init__(self, plan: Plan, text: str, generation: str | None, root: str | None) -> None:
+    def __init__(self, plan: Plan, text: str) -> None:
         self.plan = plan
         self.text = text
         self.cst = _cst()
-        self.generation = generation
-        self.root = root
         self.templates: dict[str, tuple[Any, Any]] = {}  # free fn name -> (cst Call template, cst Parameters)
 
     # -- small helpers ------------------------------------------------------------------------------
@@ -941,14 +1171,100 @@ class _Rewriter:
             def leave_Call(self, original: Any, updated: Any) -> Any:
                 if free:
                     return updated
+                module_call = rewriter.module_call(updated, key)
+                if module_call is not None:
+                    return module_call
+                kernel_call = rewriter.kernel_call(updated, key)
+                if kernel_call is not None:
+                    return kernel_call
                 return rewriter.rewrite_call(updated, key, owner_handles or {})
 
+            def leave_Subscript(self, original: Any, updated: Any) -> Any:
+                # `self.<kernel>(...)[0]` where the op returns the first item itself
+                if free or not isinstance(original.value, cst.Call):
+                    return updated
+                slot_name = rewriter.kernel_attr(original.value.func, key)
+                if slot_name is None:
+                    return updated
+                op = rewriter.plan.slots[slot_name].op
+                index = updated.slice[0].slice if len(updated.slice) == 1 else None
+                if (
+                    KERNEL_CONTRACTS[op][2]
+                    and isinstance(index, cst.Index)
+                    and isinstance(index.value, cst.Integer)
+                    and index.value.value == "0"
+                ):
+                    return updated.value
+                return updated
+
+            def leave_Attribute(self, original: Any, updated: Any) -> Any:
+                value = updated.value
+                if (
+                    not free
+                    and updated.attr.value == "value"
+                    and isinstance(value, cst.Name)
+                    and value.value in rewriter.plan.slots
+                    and rewriter.plan.slots[value.value].op == CONFIG_SLOT
+                ):
+                    return rewriter.expr(f"self.{value.value}")
+                return updated
+
         return fn.visit(Transformer())
+
+    def _owners(self, key: str) -> set[str]:
+        return self.plan.owners.get(key) or set()
+
+    def kernel_attr(self, node: Any, key: str) -> str | None:
+        """``self.<attr>`` that aliased a slot's bound kernel in this function's class: the slot name."""
+        cst = self.cst
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            for owner in self._owners(key):
+                slot = self.plan.kernel_attrs.get((owner, node.attr.value))
+                if slot is not None:
+                    return slot
+        return None
+
+    def _kernel_test(self, test: Any, key: str) -> str | None:
+        """``self.<kernel attr> is [not] <x>``: "is-not-none" / "is-none" / "is-fallback" (None: another test)."""
+        cst = self.cst
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+            return None
+        if self.kernel_attr(test.left, key) is None:
+            return None
+        target = test.comparisons[0]
+        right = target.comparator
+        if isinstance(target.operator, cst.IsNot) and isinstance(right, cst.Name) and right.value == "None":
+            return "is-not-none"
+        if isinstance(target.operator, cst.Is) and isinstance(right, cst.Name):
+            return "is-none" if right.value == "None" else "is-fallback"
+        return None
+
+    def _kernel_alias_stmt(self, stmt: Any, key: str) -> bool:
+        cst = self.cst
+        if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
+            return False
+        assign = stmt.body[0]
+        return len(assign.targets) == 1 and self.kernel_attr(assign.targets[0].target, key) is not None
 
     def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
         cst = self.cst
         out: list[Any] = []
         for i, stmt in enumerate(body):
+            if not free and self._kernel_alias_stmt(stmt, key):
+                continue  # `self.<attr> = slot.bound_kernel()`: the handle replaces it
+            kernel_test = self._kernel_test(stmt.test, key) if isinstance(stmt, cst.If) and not free else None
+            if kernel_test is not None:
+                # a handle is always callable (its eager row is the fallback): keep the kernel path only
+                orelse = stmt.orelse
+                else_body = list(orelse.body.body) if isinstance(orelse, cst.Else) else []
+                kept = list(stmt.body.body) if kernel_test == "is-not-none" else else_body
+                if kept:
+                    out.extend(self._carry_comments(stmt, kept))
+                    continue
             guard = self.is_slot_guard(stmt.test) if isinstance(stmt, cst.If) else None
             if guard is None:
                 out.append(stmt)
@@ -976,6 +1292,14 @@ class _Rewriter:
                     out.extend(rest)
                     return out
                 continue
+            if (
+                in_init
+                and eager is not None
+                and any(s == slot.name for s, _, _ in self.plan.module_attrs.values())
+            ):
+                # a gated-norm module: the eager module stays (its weight feeds the handle)
+                out.extend(self._carry_comments(stmt, eager))
+                continue
             if in_init and eager is not None:
                 # the slot built a module in __init__: keep the eager module, flag the manual step
                 note = self.cst.EmptyLine(
@@ -993,6 +1317,27 @@ class _Rewriter:
                     f"`{key}`: `if not {slot.name}.{GUARD_ATTR}` without else: cannot find the op path"
                 )
                 out.append(stmt)
+                continue
+            if (
+                eager is not None
+                and not negated
+                and fused
+                and isinstance(fused[0], cst.If)
+                and fused[0].orelse is None
+                and len(fused[0].body.body) == 1
+                and isinstance(fused[0].body.body[0], cst.SimpleStatementLine)
+                and isinstance(fused[0].body.body[0].body[0], cst.Raise)
+            ):
+                # the fused path refused case C: C takes the eager path (with the handle-bound loss function,
+                # given logits only), every other case the fused path
+                case = fused[0]
+                eager_body = [s.visit(_LogitsOnlyLoss(cst)) for s in eager]
+                new_if = case.with_changes(
+                    body=case.body.with_changes(body=eager_body),
+                    orelse=cst.Else(body=cst.IndentedBlock(body=fused[1:])),
+                    leading_lines=case.leading_lines,
+                )
+                out.extend(self._carry_comments(stmt, [new_if]))
                 continue
             out.extend(self._carry_comments(stmt, fused))
             if orelse is None and fused and self._terminates(fused[-1]):
@@ -1016,6 +1361,70 @@ class _Rewriter:
         while own and own[0].comment is None and (not kept or kept[-1].comment is None):
             own = own[1:]
         return [first.with_changes(leading_lines=[*kept, *own]), *stmts[1:]]
+
+    def module_call(self, call: Any, key: str) -> Any | None:
+        """``self.<gated norm>(x, z)`` -> ``self.<handle>(x, z, self.<gated norm>.weight, eps=E, activation=A)``."""
+        cst = self.cst
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            return None
+        for owner in self._owners(key):
+            found = self.plan.module_attrs.get((owner, func.attr.value))
+            if found is None:
+                continue
+            slot_name, eps, activation = found
+            if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
+                self.plan.fail(f"`{key}` calls `self.{func.attr.value}` with other than (x, gate)")
+                return None
+            x, z = (a.value for a in call.args)
+            args = ", ".join(
+                [
+                    self.module_code(x),
+                    self.module_code(z),
+                    f"self.{func.attr.value}.weight",
+                    f"eps={eps}",
+                    f"activation={activation}",
+                ]
+            )
+            built = self.expr(f"self.{slot_name}({args})")
+            return self._multiline(built, list(built.args))
+        return None
+
+    def module_code(self, node: Any) -> str:
+        return self.cst.Module(body=[]).code_for_node(node)
+
+    def kernel_call(self, call: Any, key: str) -> Any | None:
+        """``self.<kernel attr>(...)`` -> the handle with the op's call contract: the contract's keywords passed
+        positionally (in order; a missing one is None), the other keywords kept."""
+        slot_name = self.kernel_attr(call.func, key)
+        if slot_name is None:
+            return None
+        op = self.plan.slots[slot_name].op
+        names, _, _ = KERNEL_CONTRACTS[op]
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args) or len(positional) > len(names):
+            self.plan.fail(f"`{key}`: the `{op}` kernel call has arguments its handle contract cannot bind")
+            return None
+        bound: dict[str, str] = {
+            n: self.module_code(a.value) for n, a in zip(names, positional, strict=False)
+        }
+        rest: list[str] = []
+        for a in call.args:
+            if a.keyword is None:
+                continue
+            name = a.keyword.value
+            if name in names:
+                bound[name] = self.module_code(a.value)
+            else:
+                rest.append(f"{name}={self.module_code(a.value)}")
+        last = max((i for i, n in enumerate(names) if n in bound), default=-1)
+        args = [bound.get(n, "None") for n in names[: last + 1]] + rest
+        built = self.expr(f"self.{slot_name}({', '.join(args)})")
+        return self._multiline(built, list(built.args))
 
     def rewrite_call(self, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
         cst = self.cst
@@ -1046,7 +1455,11 @@ class _Rewriter:
             if len(positional) >= 2:
                 weight = positional[1]
                 stripped = self._strip_offset(weight.value)
-                if stripped is not None and handle is not None and handle.variant == "offset":
+                if (
+                    stripped is not None
+                    and handle is not None
+                    and handle.variant == self.plan.names.offset_variant
+                ):
                     args[args.index(weight)] = weight.with_changes(value=stripped)
             eps_index = 1 if (slot.variant == "unweighted" and len(positional) == 2) else 2
             if len(positional) == eps_index + 1:
@@ -1065,7 +1478,10 @@ class _Rewriter:
             x = rest[0].value
             parts = [x]
             for proj in ("gate_proj", "up_proj", "down_proj"):
-                parts += [self.expr(f"self.{proj}.weight"), self.expr(f"linear_bias(self.{proj})")]
+                parts += [
+                    self.expr(f"self.{proj}.weight"),
+                    self.expr(f"{self.plan.names.linear_bias}(self.{proj})"),
+                ]
             return self._multiline(call.with_changes(func=new_func), [cst.Arg(p) for p in parts])
         return call.with_changes(func=new_func)
 
@@ -1165,77 +1581,29 @@ class _Rewriter:
 # ----------------------------------------------------------------------------------------------------
 # module-level transformation
 # ----------------------------------------------------------------------------------------------------
-def _locate_module(root: str | None, symbol: str, candidates: Sequence[str]) -> str | None:
-    """Which of ``candidates`` (dotted modules, file or package) defines ``def symbol`` in the tree at root."""
-    if not root:
-        return None
-    for mod in candidates:
-        base = os.path.join(root, *mod.split("."))
-        for path in (base + ".py", os.path.join(base, "__init__.py")):
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    if re.search(rf"^def {symbol}\(|^from .* import .*\b{symbol}\b", fh.read(), re.M):
-                        return mod
-            except OSError:
-                continue
-    return None
-
-
-RESOLVE_CANDIDATES = (
-    "veomni.ops.config",
-    "veomni.models.utils.op_utils",
-    "veomni.models_kernel.utils.op_utils",
-)
-LOSS_CANDIDATES = ("veomni.ops.kernels.cross_entropy", "veomni.ops.cross_entropy", "veomni.ops")
-
-
-@functools.lru_cache(maxsize=16)
-def _locations(root: str | None) -> dict[str, str]:
-    resolve = _locate_module(root, "resolve_op_impl", RESOLVE_CANDIDATES) or DEFAULT_RESOLVE_MODULE
-    bias = _locate_module(root, "linear_bias", RESOLVE_CANDIDATES) or resolve
-    loss = _locate_module(root, "ForCausalLMLoss", LOSS_CANDIDATES) or DEFAULT_LOSS_MODULE
-    return {"VeomniOp": "veomni.ops", "resolve_op_impl": resolve, "linear_bias": bias, "loss": loss}
-
-
-@functools.lru_cache(maxsize=16)
-def detect_generation(root: str | None) -> str | None:
-    """ "opslot" / "veomniop" for a VeOmni tree at ``root`` (read statically), None when unknown."""
-    if not root:
-        return None
-    try:
-        with open(os.path.join(root, "veomni", "ops", "__init__.py"), encoding="utf-8") as fh:
-            if re.search(r"\bVeomniOp\b", fh.read()):
-                return "veomniop"
-    except OSError:
-        pass
-    if os.path.isfile(os.path.join(root, "veomni", "ops", "dispatch.py")):
-        return "opslot"
-    return None
-
-
-def _needed_imports(plan: Plan, locations: dict[str, str]) -> list[tuple[str, str]]:
+def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
     handles = [h for per in plan.handles.values() for h in per.values()]
     if not handles:
         return []
-    need: list[tuple[str, str]] = [
-        ("veomni.ops", "VeomniOp"),
-        (locations["resolve_op_impl"], "resolve_op_impl"),
-    ]
+    names = plan.names
+    need: list[tuple[str, str]] = []
+    if any(not h.is_config for h in handles):
+        need.append((names.handle_module, names.handle))
+    need.append((names.resolver_module, names.resolver))
     if any(h.op == "swiglu_mlp" for h in handles):
-        need.append((locations["linear_bias"], "linear_bias"))
+        need.append((names.bias_module, names.linear_bias))
     losses = sorted({h.loss for h in handles if h.loss})
     if losses:
         need.append(("functools", "partial"))
-        need += [(locations["loss"], loss) for loss in losses]
+        need += [(names.loss_module, loss) for loss in losses]
     return need
 
 
-def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> str:
-    rw = _Rewriter(plan, text, generation, root)
+def _apply(plan: Plan, text: str) -> str:
+    rw = _Rewriter(plan, text)
     cst = rw.cst
     module = cst.parse_module(text)
     rw.prepare_templates(module)
-    locations = _locations(root)
     slots = plan.slots
 
     def process_fn(stmt: Any, key: str) -> Any:
@@ -1255,14 +1623,16 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
         return new
 
     def extend_init(stmt: Any, cls: str) -> Any:
-        lines = [line for h in plan.handles[cls].values() for line in h.lines()]
+        lines = [line for h in plan.handles[cls].values() for line in h.lines(plan.names)]
         new_stmts = rw.block_stmts(lines)
         body = list(stmt.body.body)
         attrs = [f"self.{h.attr}" for h in plan.handles[cls].values()]
         index = len(body)
         for i, s in enumerate(body):
             code = module.code_for_node(s)
-            if any(re.search(rf"{re.escape(a)}\b(?!\s*=[^=])", code) for a in attrs):
+            if any(re.search(rf"{re.escape(a)}\b(?!\s*=[^=])", code) for a in attrs) or any(
+                POST_INIT.match(line) for line in code.strip().splitlines()[-1:]
+            ):
                 index = i
                 break
         body[index:index] = new_stmts
@@ -1311,7 +1681,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
             small = stmt.body[0]
             if isinstance(small, cst.ImportFrom) and _cst_dotted(cst, small.module) == "veomni.ops.dispatch":
                 if isinstance(small.names, Sequence):
-                    names = [a for a in small.names if a.name.value != "OpSlot"]
+                    names = [a for a in small.names if a.name.value not in SLOT_CLASSES]
                     if names:
                         names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                         emit(stmt.with_changes(body=[small.with_changes(names=names)]))
@@ -1328,7 +1698,8 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                     value = small.value
                     if (
                         isinstance(value, cst.Call)
-                        and _cst_dotted(cst, value.func) in ("OpSlot", "dispatch.OpSlot")
+                        and _cst_dotted(cst, value.func)
+                        in ("OpSlot", "dispatch.OpSlot", "OpsConfigSlot", "dispatch.OpsConfigSlot")
                     ) or (isinstance(value, cst.Name) and value.value == "None"):
                         drop(stmt)
                         continue
@@ -1341,7 +1712,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
                     else:
                         drop(stmt)
                     continue
-            emit(_rename_descriptions(cst, stmt))
+            emit(_rename_descriptions(cst, stmt, plan.names.handle))
             continue
         if isinstance(stmt, cst.FunctionDef):
             key = stmt.name.value
@@ -1352,7 +1723,9 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
             if key in init_by_key:
                 new = extend_init(new, init_by_key[key])
             if new is not stmt:
-                new = new.with_changes(decorators=[_rename_descriptions(cst, d) for d in new.decorators])
+                new = new.with_changes(
+                    decorators=[_rename_descriptions(cst, d, plan.names.handle) for d in new.decorators]
+                )
             emit(new)
             if key in plan.after:
                 for d in new_defs(plan.after[key]):
@@ -1365,7 +1738,7 @@ def _apply(plan: Plan, text: str, generation: str | None, root: str | None) -> s
     if plan.tail:
         new_body.extend(new_defs(plan.tail))
     module = module.with_changes(body=new_body)
-    module = _add_imports(cst, module, plan, _needed_imports(plan, locations), import_anchor, text)
+    module = _add_imports(cst, module, plan, _needed_imports(plan), import_anchor, text)
     return module.code
 
 
@@ -1421,8 +1794,8 @@ def _cst_dotted(cst: Any, node: Any) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _rename_descriptions(cst: Any, node: Any) -> Any:
-    """``description="OpSlot guard for ..."`` -> ``"VeomniOp dispatch for ..."`` (strings in patch calls)."""
+def _rename_descriptions(cst: Any, node: Any, handle: str) -> Any:
+    """``description="OpSlot guard for ..."`` -> ``"<handle> dispatch for ..."`` (strings in patch calls)."""
 
     class Renamer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
         def leave_Arg(self, original: Any, updated: Any) -> Any:
@@ -1432,8 +1805,8 @@ def _rename_descriptions(cst: Any, node: Any) -> Any:
                 and isinstance(updated.value, cst.SimpleString)
                 and "OpSlot" in updated.value.value
             ):
-                value = updated.value.value.replace("OpSlot guard", "VeomniOp dispatch")
-                value = value.replace("OpSlot-based", "VeomniOp-based").replace("OpSlot", "VeomniOp")
+                value = updated.value.value.replace("OpSlot guard", f"{handle} dispatch")
+                value = value.replace("OpSlot-based", f"{handle}-based").replace("OpSlot", handle)
                 return updated.with_changes(value=updated.value.with_changes(value=value))
             return updated
 
@@ -1443,14 +1816,14 @@ def _rename_descriptions(cst: Any, node: Any) -> Any:
 def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | None:
     """Drop the OpSlot import and slot assignments from a post-import block; None when nothing is left."""
     if not call.args or not isinstance(call.args[0].value, cst.SimpleString):
-        if "OpSlot" in cst.Module(body=[]).code_for_node(call):
+        if re.search(r"\bOps?(Config)?Slot\b", cst.Module(body=[]).code_for_node(call)):
             plan.fail(
                 "a post-import block with OpSlot declarations is not a plain string literal: edit it by hand"
             )
         return stmt
     literal = call.args[0].value
     value = literal.evaluated_value
-    if not isinstance(value, str) or "OpSlot" not in value:
+    if not isinstance(value, str) or ("OpSlot" not in value and "OpsConfigSlot" not in value):
         return stmt
     raw = literal.raw_value
     if raw.count("\n") != value.count("\n"):
@@ -1468,9 +1841,9 @@ def _rewrite_block_call(cst: Any, stmt: Any, call: Any, plan: Plan) -> Any | Non
             and node.targets[0].id in plan.slots
             and _opslot_call(node.value) is not None
         )
-        if is_import and any(a.name != "OpSlot" for a in node.names):
+        if is_import and any(a.name not in SLOT_CLASSES for a in node.names):
             if node.lineno == node.end_lineno:
-                partial_imports[node.lineno] = [a for a in node.names if a.name != "OpSlot"]
+                partial_imports[node.lineno] = [a for a in node.names if a.name not in SLOT_CLASSES]
             else:
                 plan.fail("the post-import block imports more than OpSlot from veomni.ops.dispatch")
             continue
@@ -1606,30 +1979,43 @@ def _is_spec(text: str, path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _migrate_cached(
-    text: str, path: str, generation: str | None, root: str | None, upstream_root: str | None
-) -> MigrationResult:
+def _migrate_cached(text: str, path: str, names: Names, upstream_root: str | None) -> MigrationResult:
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return MigrationResult(text, Applicability.DISPLAY, ("the file does not parse",))
-    analyzer = _Analyzer(tree, text, path, _is_spec(text, path), root)
+    spec = _is_spec(text, path)
+    original = text
+    vendor_notes: tuple[str, ...] = ()
+    if spec:
+        try:
+            text, vendor_notes, restated = vendor_prepass(text, path)
+        except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
+            text, vendor_notes, restated = original, (f"restating the vendor patches failed: {exc!r}",), False
+        if restated:
+            tree = ast.parse(text)
+    analyzer = _Analyzer(tree, text, path, spec, names)
     try:
         plan = analyzer.run()
     except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
-        return MigrationResult(text, Applicability.DISPLAY, (f"the codemod's analysis failed: {exc!r}",))
-    if not plan.slots:
-        return MigrationResult(text, Applicability.SAFE)
+        return MigrationResult(original, Applicability.DISPLAY, (f"the codemod's analysis failed: {exc!r}",))
+    for note in vendor_notes:
+        plan.note(note)
+    if not plan.slots:  # nothing to migrate; a vendor patch that could not be restated says why
+        applicability = Applicability.DISPLAY if plan.reasons else Applicability.SAFE
+        return MigrationResult(original, applicability, tuple(plan.reasons))
     try:
-        new_text = _apply(plan, text, generation, root)
+        new_text = _apply(plan, text)
     except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
-        return MigrationResult(text, Applicability.DISPLAY, (*plan.reasons, f"the codemod failed: {exc!r}"))
+        return MigrationResult(
+            original, Applicability.DISPLAY, (*plan.reasons, f"the codemod failed: {exc!r}")
+        )
     # verify: parses, no slot left
     try:
         out_tree = ast.parse(new_text)
     except SyntaxError as exc:
         return MigrationResult(
-            text, Applicability.DISPLAY, (*plan.reasons, f"the migrated text does not parse: {exc}")
+            original, Applicability.DISPLAY, (*plan.reasons, f"the migrated text does not parse: {exc}")
         )
     left = sorted(
         {n.id for n in ast.walk(out_tree) if isinstance(n, ast.Name) and n.id in plan.slots}
@@ -1637,60 +2023,142 @@ def _migrate_cached(
     )
     if left:
         plan.fail(f"left untranslated: {', '.join(left)}")
+    if any(h.loss for per in plan.handles.values() for h in per.values()) and not names.loss_keyword:
+        plan.fail(
+            f"the loss helpers of {names.loss_module} take no {names.handle} keyword: cannot bind the "
+            "cross-entropy handle to them"
+        )
     handles = tuple(h for cls in sorted(plan.handles) for h in plan.handles[cls].values())
-    if plan.display:
-        applicability = Applicability.DISPLAY
-    elif generation == "veomniop":
-        applicability = Applicability.SAFE
-    else:
-        applicability = Applicability.UNSAFE
-        if generation == "opslot":
-            plan.reasons.insert(
-                0,
-                "this tree is the OpSlot generation: VeomniOp / resolve_op_impl are not in it, so the migrated "
-                "code needs a VeOmni with the VeomniOp API",
-            )
-        else:
-            plan.reasons.insert(
-                0, "cannot tell the VeOmni generation of this tree: the VeomniOp API must exist"
-            )
-    return MigrationResult(new_text, applicability, tuple(plan.reasons), handles)
+    applicability = Applicability.DISPLAY if plan.display else Applicability.SAFE
+    imports = tuple(_needed_imports(plan))
+    return MigrationResult(new_text, applicability, tuple(plan.reasons), handles, imports)
 
 
-def normalize_generation(generation: str | None) -> str | None:
-    """ "opslot" / "veomniop" from any spelling ("op-slot", "OpSlot", "veomni-op", "VeomniOp", ...)."""
+_SPELLINGS = {
+    "opslot": Generation.OP_SLOT,
+    "veomniop": Generation.VEOMNI_OP,
+    "veomnikernel": Generation.VEOMNI_KERNEL,
+}
+
+
+def normalize_generation(generation: str | None) -> Generation | None:
+    """The :class:`Generation` from any spelling ("op-slot", "OpSlot", "veomni-op", "VeomniKernel", ...)."""
     if not generation:
         return None
     key = re.sub(r"[^a-z]", "", str(generation).lower())
-    return {"opslot": "opslot", "veomniop": "veomniop"}.get(key)
+    return _SPELLINGS.get(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_profile(root: str) -> ApiProfile:
+    return detect_profile(root)
+
+
+def target_profile(
+    profile: ApiProfile | None = None, generation: str | None = None, root: str | None = None
+) -> ApiProfile:
+    """The profile the migration writes names from: ``profile``; else the tree's at ``root`` (its generation,
+    or ``generation`` when given and the tree has it); else the built-in profile of ``generation``."""
+    if profile is not None:
+        return profile
+    wanted = normalize_generation(generation)
+    if root:
+        found = _tree_profile(str(root))
+        if wanted is None or found.generation == wanted:
+            return found
+    return builtin_profile(wanted)
+
+
+def opslot_reason(api: ApiProfile) -> str:
+    return (
+        f"this tree is of the OpSlot generation ({api.root or 'no tree'}): it has no handle API to migrate to "
+        "(set target-api to the VeOmni API you migrate to, in a tree that has it)"
+    )
 
 
 def migrate_source(
     text: str,
     path: str,
     *,
+    profile: ApiProfile | None = None,
     generation: str | None = None,
     root: str | None = None,
     pairs: frozenset[tuple[str, str]] | None = None,
 ) -> MigrationResult:
-    """Migrate OpSlot dispatch in one file (a patch spec or a plain model module) to VeomniOp handles.
+    """Migrate OpSlot dispatch in one file (a patch spec or a plain model module) to instance-local handles.
 
-    ``generation`` is the tree's API generation ("opslot" / "veomniop" / None); ``root`` the VeOmni tree root
-    (to pick the modules ``resolve_op_impl`` / ``linear_bias`` / the loss helpers come from); ``pairs`` the
-    (op, variant) pairs the tree's registry has (default: the built-in catalog). Pure and cached.
+    Every name written (handle class, resolver, loss / bias helpers and their modules, loss keyword, offset
+    RMSNorm and vision RoPE variants) comes from the target profile (:func:`target_profile`); every import the
+    result adds must be confirmed by ``profile.can_import``, else the result is display-only with the reason.
+    On an OpSlot profile nothing is migrated (there is no handle API). ``pairs``: the (op, variant) pairs of
+    the tree's registry (default: not checked). Pure and cached.
     """
-    from npu_lint.fixers.upstream import transformers_root
+    from npu_lint.veomni.upstream import transformers_root
 
-    generation = normalize_generation(generation) or detect_generation(root)
-    result = _migrate_cached(text, path, generation, root, transformers_root())
-    if pairs is not None and result.handles:
-        missing = sorted({(h.op, h.variant) for h in result.handles} - set(pairs))
-        if missing:
-            reason = "the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in missing)
-            return MigrationResult(
-                result.text, Applicability.DISPLAY, (*result.reasons, reason), result.handles
+    api = target_profile(profile, generation, root)
+    if api.generation == Generation.OP_SLOT:
+        return MigrationResult(text, Applicability.DISPLAY, (opslot_reason(api),))
+    names = Names.of(api)
+    result = _migrate_cached(text, path, names, transformers_root())
+    if result.applicability is not Applicability.DISPLAY and path.endswith("_npu_patch_gen_config.py"):
+        sibling = sibling_registrations(result.text, path, names)
+        if sibling.added or sibling.reasons:
+            result = MigrationResult(
+                sibling.text,
+                Applicability.DISPLAY if sibling.reasons else result.applicability,
+                (*result.reasons, *sibling.reasons),
+                result.handles,
+                result.imports,
+                registrations=sibling.added,
             )
-    return result
+    if result.text != text and result.applicability is not Applicability.DISPLAY:
+        dependents = spec_dependents(path)
+        if dependents:
+            result = replace(
+                result,
+                applicability=Applicability.UNSAFE,
+                reasons=(
+                    *result.reasons,
+                    "specs of other models import this spec's patch functions ("
+                    + ", ".join(dependents)
+                    + "): after this migration those functions call handles their classes do not build "
+                    "and use names those specs do not import; migrate them in the same change",
+                ),
+            )
+    if result.text != text:
+        reworded = refresh_wording(result.text, names.handle)
+        if reworded != result.text:
+            result = replace(result, text=reworded)
+    if not result.handles and not result.reasons and not result.registrations:
+        return result
+    reasons = list(result.reasons)
+    applicability = result.applicability
+    missing = [(m, n) for m, n in result.imports if m != "functools" and not api.defines(m, n)]
+    if missing:
+        where = f"the VeOmni tree at {api.root}" if api.root else f"the built-in {api.handle} profile"
+        reasons.append(
+            "not importable in "
+            + where
+            + ": "
+            + ", ".join(f"`{n}` from {m}" for m, n in missing)
+            + " (a fix never imports a name the tree does not define)"
+        )
+        applicability = Applicability.DISPLAY
+    if pairs is not None and result.handles:
+        absent = sorted({(h.op, h.variant) for h in result.handles if not h.is_config} - set(pairs))
+        if absent:
+            reasons.append("the tree's registry has no row for " + ", ".join(f"{o}/{v}" for o, v in absent))
+            applicability = Applicability.DISPLAY
+    if applicability is Applicability.SAFE and api.builtin:
+        applicability = Applicability.UNSAFE
+        reasons.insert(
+            0,
+            f"no VeOmni tree was found: the names are the built-in {api.handle} profile's; check that your "
+            "VeOmni defines them",
+        )
+    if applicability is result.applicability and reasons == list(result.reasons):
+        return result
+    return replace(result, applicability=applicability, reasons=tuple(reasons))
 
 
 def edits_between(old: str, new: str) -> tuple[Edit, ...]:
@@ -1707,31 +2175,599 @@ def edits_between(old: str, new: str) -> tuple[Edit, ...]:
     return tuple(edits)
 
 
-def build_migration_fix(ctx: Context, diagnostic_kind: str, node: ast.AST | None) -> Fix | None:
-    """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it)."""
+def build_migration_fix(ctx: Context) -> Fix | None:
+    """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it); None on
+    an OpSlot profile (no handle API to migrate to) and in generated files (the spec is fixed instead)."""
     source = ctx.source
     kind = getattr(source, "kind", None)
     if getattr(kind, "generated", False):
         return None
     project = getattr(ctx, "project", None)
-    generation = normalize_generation(getattr(project, "generation", None))
-    root = getattr(project, "root", None)
+    api = getattr(project, "api", None) if project is not None else None
+    if api is None:
+        api = target_profile(None, getattr(project, "generation", None), getattr(project, "root", None))
+    if api.generation == Generation.OP_SLOT:
+        return None
     pairs = None
-    if generation == "veomniop":
+    if api.has_handle and not api.builtin:
         try:
             rows = getattr(project, "rows", None)
             pairs = frozenset((r.op, r.variant) for r in rows) if rows else None
         except Exception:  # noqa: BLE001 - a partial index must not stop the fix
             pairs = None
-    result = migrate_source(source.text, source.path, generation=generation, root=root, pairs=pairs)
-    if not result.handles and not result.reasons:
+    result = migrate_source(source.text, source.path, profile=api, pairs=pairs)
+    if not result.changed:
         return None
     edits = edits_between(source.text, result.text)
     if not edits and result.applicability is not Applicability.DISPLAY:
         return None
-    ops = sorted({f"{h.op}/{h.variant}" for h in result.handles})
+    ops = sorted({f"{h.op}/{h.variant}" if not h.is_config else h.field for h in result.handles})
     classes = sorted({h.cls for h in result.handles})
-    title = (
-        f"Migrate OpSlot dispatch to VeomniOp handles ({', '.join(ops)}) owned by {len(classes)} class(es)"
-    )
+    title = f"Migrate OpSlot dispatch to {api.handle} handles"
+    if ops:
+        title += f" ({', '.join(ops)}) owned by {len(classes)} class(es)"
     return Fix(title, edits, result.applicability, (), "; ".join(result.reasons))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the NPU sibling that re-registers the GPU spec's patch functions
+# ----------------------------------------------------------------------------------------------------
+_WORDING = (
+    ("an OpSlot guard", "a {handle} dispatch"),
+    ("OpSlot guards", "{handle} handles"),
+    ("OpSlot-based", "{handle}-based"),
+    ("OpSlot guard for", "{handle} dispatch for"),
+    ("OpSlot guard", "{handle} dispatch"),
+    ("via OpSlot", "via {handle}"),
+    ("with OpSlot", "with {handle}"),
+    ("OpSlot factory wrappers", "{handle} wrappers"),
+)
+
+
+def refresh_wording(text: str, handle: str) -> str:
+    """Comments, section banners and the module docstring that still describe the OpSlot mechanism, reworded
+    for ``handle`` (a banner ``# ── title ───`` keeps its width)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    lines = text.splitlines(keepends=True)
+    first_stmt = next(
+        (t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)), None
+    )
+    significant = [t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
+    descriptions = {
+        id(significant[i])
+        for i in range(2, len(significant))
+        if significant[i].type == tokenize.STRING
+        and (
+            (significant[i - 1].string == "=" and significant[i - 2].string == "description")
+            or (significant[i - 1].string == "(" and significant[i - 2].string == "add_post_import_block")
+        )
+    }
+    for tok in tokens:
+        is_doc = (tok is first_stmt and tok.type == tokenize.STRING) or id(tok) in descriptions
+        if tok.type != tokenize.COMMENT and not is_doc:
+            continue
+        (srow, scol), (erow, ecol) = tok.start, tok.end
+        for row in range(srow, erow + 1):
+            line = lines[row - 1]
+            start = scol if row == srow else 0
+            end = ecol if row == erow else len(line.rstrip("\r\n"))
+            segment = line[start:end]
+            new = segment
+            for old, repl in _WORDING:
+                new = new.replace(old, repl.format(handle=handle))
+            if new == segment:
+                continue
+            banner = re.match(r"(#\s*─+ .*? )(─+)$", segment)
+            if banner and tok.type == tokenize.COMMENT:
+                head = re.match(r"(#\s*─+ .*? )(─+)$", new)
+                if head:
+                    fill = max(2, len(segment) - len(head.group(1)))
+                    new = head.group(1) + "─" * fill
+            lines[row - 1] = line[:start] + new + line[end:]
+    return "".join(lines)
+
+
+def _registered(tree: ast.Module, config_name: str) -> dict[str, str]:
+    """``config.override_method("T", replacement=fn)`` / ``replace_function`` calls: fn -> target."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        name = _dotted(call.func) or ""
+        if name not in (f"{config_name}.override_method", f"{config_name}.replace_function"):
+            continue
+        target = _const_str(call.args[0]) if call.args else None
+        repl = next((k.value for k in call.keywords if k.arg == "replacement"), None)
+        if target and isinstance(repl, ast.Name):
+            out[repl.id] = target
+    return out
+
+
+def _spec_functions(tree: ast.Module, config_name: str) -> dict[str, tuple[str, str]]:
+    """Top-level patch functions of a spec: name -> (decorator kind, target)."""
+    out: dict[str, tuple[str, str]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            dec = _decorator_target(stmt, config_name)
+            if dec and dec[0] in ("override_method", "replace_function") and dec[1]:
+                out[stmt.name] = dec
+    return out
+
+
+def _builds_handle(fn: ast.AST, handle: str) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == handle for n in ast.walk(fn)
+    )
+
+
+@dataclass(frozen=True)
+class SiblingResult:
+    text: str
+    added: tuple[tuple[str, str], ...] = ()  # (function, target) re-registered from the GPU spec
+    reasons: tuple[str, ...] = ()
+
+
+def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | None = None) -> SiblingResult:
+    """For an NPU spec of the sibling shape (a fresh ``PatchConfig`` that imports the GPU spec's patch functions
+    and registers them with ``replacement=``): the GPU spec's migrated patch functions this spec must also
+    register - the ``__init__`` overrides that build the handles its registered methods call, and the
+    overrides that call a handle in place of a replaced function it registers. ``gpu_text`` is the GPU spec's
+    text (read beside ``path`` when omitted); it is migrated first when it still has OpSlot dispatch."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return SiblingResult(text)
+    gpu_module = None
+    imported: dict[str, str] = {}  # local name -> GPU function name
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_gpu_patch_gen_config"):
+            gpu_module = stmt.module
+            for alias in stmt.names:
+                imported[alias.asname or alias.name] = alias.name
+    config_name = "config"
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and _dotted(stmt.value.func) in ("PatchConfig", "patch_spec.PatchConfig")
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            config_name = stmt.targets[0].id
+    registered = _registered(tree, config_name)
+    if gpu_module is None or not registered:
+        return SiblingResult(text)
+    if gpu_text is None:
+        gpu_path = os.path.join(os.path.dirname(path), gpu_module.rsplit(".", 1)[-1] + ".py")
+        try:
+            with open(gpu_path, encoding="utf-8") as fh:
+                gpu_text = fh.read()
+        except OSError:
+            return SiblingResult(text)
+    if re.search(r"\bOpSlot\(", gpu_text):
+        migrated = _migrate_cached(gpu_text, gpu_module.replace(".", "/") + ".py", names, _upstream_key())
+        if migrated.applicability is Applicability.DISPLAY:
+            return SiblingResult(
+                text,
+                reasons=(
+                    f"the GPU spec {gpu_module} cannot be migrated exactly, so the {names.handle} "
+                    "registrations this spec re-uses are not known yet: migrate the GPU spec first",
+                ),
+            )
+        gpu_text = migrated.text
+    try:
+        gpu_tree = ast.parse(gpu_text)
+    except SyntaxError:
+        return SiblingResult(text)
+    gpu_cfg = "config"
+    gpu_fns = _spec_functions(gpu_tree, gpu_cfg)
+    fn_nodes = {s.name: s for s in gpu_tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    targets_here = set(registered.values())
+    used = {imported.get(local, local) for local in registered}
+    classes = {gpu_fns[f][1].split(".")[0] for f in used if f in gpu_fns and "." in gpu_fns[f][1]}
+    # overrides the migration added in place of a replaced function this spec registers
+    replaced_here = {gpu_fns[f][1] for f in used if f in gpu_fns and gpu_fns[f][0] == "replace_function"}
+    handle_attrs = {
+        t.attr
+        for node in fn_nodes.values()
+        for n in ast.walk(node)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.value.func.id == names.handle
+        for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+    add: list[tuple[str, str, str]] = []
+    for fname, (kind, target) in gpu_fns.items():
+        if target in targets_here or fname in used or kind != "override_method" or "." not in target:
+            continue
+        cls, meth = target.split(".", 1)
+        if meth == "__init__":
+            continue  # decided below, once the classes are known
+        calls_handle = any(
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in handle_attrs
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "self"
+            for n in ast.walk(fn_nodes[fname])
+        )
+        if calls_handle and (cls in classes or replaced_here):
+            add.append((fname, target, kind))
+            classes.add(cls)
+    for fname, (kind, target) in gpu_fns.items():
+        if target in targets_here or fname in used or kind != "override_method":
+            continue
+        cls, _, meth = target.partition(".")
+        if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names.handle):
+            add.append((fname, target, kind))
+    if not add:
+        return SiblingResult(text)
+    add.sort(key=lambda a: list(gpu_fns).index(a[0]))
+    lines = text.splitlines(keepends=True)
+    # import the functions from the GPU spec (a new import statement after the last one from it)
+    last_import = (
+        max(
+            s.end_lineno or s.lineno
+            for s in tree.body
+            if isinstance(s, ast.ImportFrom)
+            and s.module == gpu_module
+            and all(a.name != "config" for a in s.names)
+        )
+        if any(
+            isinstance(s, ast.ImportFrom)
+            and s.module == gpu_module
+            and all(a.name != "config" for a in s.names)
+            for s in tree.body
+        )
+        else None
+    )
+    import_text = f"from {gpu_module} import (\n" + "".join(f"    {f},\n" for f, _, _ in add) + ")\n"
+    registrations = "".join(
+        f"\n\n{config_name}.{kind}(\n"
+        f'    "{target}",\n'
+        f"    replacement={fname},\n"
+        f'    description="{_registration_description(target, names)}",\n'
+        ")\n"
+        for fname, target, kind in add
+    )
+    body = "".join(lines)
+    if not body.endswith("\n"):
+        body += "\n"
+    body += registrations
+    out_lines = body.splitlines(keepends=True)
+    at = last_import if last_import is not None else 0
+    out_lines[at:at] = [import_text]
+    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, _ in add))
+
+
+def _registration_description(target: str, names: Names) -> str:
+    if target.endswith(".__init__"):
+        return f"Construct the {names.handle} handles of {target.split('.')[0]} in __init__"
+    return f"Call the {names.handle} handle of {target.split('.')[0]}"
+
+
+def _upstream_key() -> str | None:
+    from npu_lint.veomni.upstream import transformers_root
+
+    return transformers_root()
+
+
+# ----------------------------------------------------------------------------------------------------
+# vendor classes / functions named by a spec (create_patch_from_external, a vendor-calling replace_function)
+# ----------------------------------------------------------------------------------------------------
+_VENDOR_SLOT = {  # registry op -> (OpSlot op, variant, slot name) the pre-pass declares for the main migration
+    ("rms_norm", "standard"): ("rms_norm", "standard", "veomni_rms_norm"),
+    ("swiglu_mlp", "standard"): ("swiglu_mlp", "standard", "veomni_swiglu_mlp"),
+    ("rope", "full"): ("rotary_pos_emb", "full", "veomni_apply_rotary_pos_emb"),
+}
+_SWIGLU_EXPR = re.compile(
+    r"self\.down_proj\(\s*self\.act_fn\(\s*self\.gate_proj\((\w+)\)\s*\)\s*\*\s*self\.up_proj\(\1\)\s*\)"
+)
+
+
+def external_patch_target(call: ast.Call) -> tuple[str, str, str] | None:
+    """``create_patch_from_external(target=..., replacement_module=..., replacement_name=...)``: the three
+    strings (positional or keyword), None when any is not a literal."""
+    keys = ("target", "replacement_module", "replacement_name")
+    values = {k: _const_str(a) for k, a in zip(keys, call.args, strict=False)}
+    for kw in call.keywords:
+        if kw.arg in keys:
+            values[kw.arg] = _const_str(kw.value)
+    if all(values.get(k) for k in keys):
+        return values["target"], values["replacement_module"], values["replacement_name"]  # type: ignore[return-value]
+    return None
+
+
+def _vendor_op(module: str, name: str) -> tuple[str, str] | None:
+    from npu_lint.veomni import vendor_map
+
+    found = vendor_map.lookup(f"{module}.{name}") or vendor_map.lookup(module)
+    if found is None or found.op is None:
+        return None
+    return found.op, found.variant or "standard"
+
+
+def vendor_prepass(text: str, path: str) -> tuple[str, tuple[str, ...], bool]:
+    """Spec patches that swap a model class or function for a vendor kernel, restated as OpSlot dispatch that
+    the migration then turns into handles: ``create_patch_from_external`` of a vendor RMSNorm / SwiGLU MLP
+    class -> a ``forward`` override calling the op through a slot (the upstream ``forward`` with its eager
+    formula replaced, so the rest of it - e.g. a dropout - stays); a replaced ``apply_rotary_pos_emb`` whose
+    body calls a vendor kernel -> the upstream body behind a slot guard. Returns (text, reasons, changed);
+    a patch that cannot be restated exactly is left as is, with the reason."""
+    if "create_patch_from_external" not in text and "replace_function" not in text:
+        return text, (), False
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text, (), False
+    config_name, source_module = "config", None
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and _dotted(stmt.value.func) in ("PatchConfig", "patch_spec.PatchConfig")
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            config_name = stmt.targets[0].id
+            for kw in stmt.value.keywords:
+                if kw.arg == "source_module":
+                    source_module = _const_str(kw.value)
+    if source_module is None:
+        return text, (), False
+    from npu_lint.veomni import upstream
+    from npu_lint.veomni.vendor_map import is_vendor
+
+    lines = text.splitlines(keepends=True)
+    replacements: list[tuple[int, int, str]] = []  # (first line, last line) 1-based inclusive -> text
+    reasons: list[str] = []
+    declared: set[str] = set()
+    bound = {
+        t.id for s in tree.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)
+    }
+
+    def declare(op: str, variant: str, slot: str) -> str:
+        if slot in declared or slot in bound:
+            return ""
+        declared.add(slot)
+        return f'{slot} = OpSlot("{op}", "{variant}")\n\n\n'
+
+    for stmt in tree.body:
+        call = next(
+            (
+                c
+                for c in ast.walk(stmt)
+                if isinstance(c, ast.Call) and (_dotted(c.func) or "").endswith("create_patch_from_external")
+            ),
+            None,
+        )
+        if isinstance(stmt, ast.Expr) and call is not None:
+            found = external_patch_target(call)
+            if found is None:
+                continue
+            target, module, name = found
+            if not is_vendor(module):
+                continue
+            op = _vendor_op(module, name)
+            slot = _VENDOR_SLOT.get(op) if op else None
+            if slot is None or "." in target:
+                reasons.append(
+                    f"`{target}` is replaced by the vendor class {module}.{name}, which no handle migration "
+                    "covers: migrate it by hand"
+                )
+                continue
+            forward = upstream.method_source(source_module, target, "forward")
+            attrs = upstream.self_attributes(source_module, target) or set()
+            if forward is None:
+                reasons.append(f"cannot read upstream `{target}.forward` to restate the {name} patch")
+                continue
+            fn_name = f"{_snake(target)}_forward_patched"
+            fn = ast.parse(forward.text).body[0]
+            assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            params = [a.arg for a in fn.args.args]
+            if slot[0] == "rms_norm":
+                eps = next((e for e in ("variance_epsilon", "eps") if e in attrs), None)
+                src = forward.text
+                standard = (
+                    "rsqrt" in src
+                    and "self.weight" in src
+                    and not re.search(r"1(\.0)?\s*\+\s*self\.weight", src)
+                )
+                if eps is None or len(params) != 2 or not standard:
+                    reasons.append(
+                        f"upstream `{target}.forward` is not the standard RMSNorm formula: the {name} patch "
+                        "cannot be restated exactly"
+                    )
+                    continue
+                x = params[1]
+                body = (
+                    f"def {fn_name}(self, {x}):\n"
+                    f"    if {slot[2]}.use_non_eager_impl:\n"
+                    f"        return {slot[2]}({x}, self.weight, self.{eps})\n"
+                    + "".join(
+                        "    " + line + "\n" if line.strip() else "\n" for line in _body_lines(forward.text)
+                    )
+                )
+            else:
+                src = _rename_def(forward.text, "forward", fn_name)
+                match = _SWIGLU_EXPR.search(src)
+                if match is None:
+                    reasons.append(
+                        f"upstream `{target}.forward` has no `down_proj(act_fn(gate_proj(x)) * up_proj(x))`: "
+                        f"the {name} patch cannot be restated exactly"
+                    )
+                    continue
+                body = src[: match.start()] + f"{slot[2]}(self, {match.group(1)})" + src[match.end() :]
+            desc = f"{slot[0]} op in place of the vendor class {name}"
+            new = (
+                declare(*slot)
+                + f'@{config_name}.override_method("{target}.forward", description="{desc}")\n'
+                + body
+            )
+            replacements.append((_first_line(stmt), stmt.end_lineno or stmt.lineno, new))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            dec = _decorator_target(stmt, config_name)
+            if not dec or dec[0] != "replace_function" or dec[1] != "apply_rotary_pos_emb":
+                continue
+            vendor = [
+                n
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.ImportFrom) and n.module and is_vendor(n.module)
+            ]
+            if not vendor:
+                continue
+            slot = _VENDOR_SLOT[("rope", "full")]
+            upstream_fn = _function_source(source_module, "apply_rotary_pos_emb")
+            if upstream_fn is None:
+                reasons.append(f"cannot read upstream `apply_rotary_pos_emb` to restate `{stmt.name}`")
+                continue
+            up = ast.parse(upstream_fn).body[0]
+            assert isinstance(up, ast.FunctionDef)
+            up_params = [a.arg for a in up.args.args]
+            mine = [a.arg for a in stmt.args.args]
+            if up_params[:4] != mine[:4] or not set(up_params) <= set(mine):
+                reasons.append(f"`{stmt.name}` and upstream `apply_rotary_pos_emb` take different parameters")
+                continue
+            keyword = ", unsqueeze_dim=unsqueeze_dim" if "unsqueeze_dim" in mine else ""
+            head_end = stmt.body[0].lineno - 1  # the def line(s) stay
+            doc = (
+                stmt.body[0]
+                if isinstance(stmt.body[0], ast.Expr) and _const_str(stmt.body[0].value)
+                else None
+            )
+            keep_to = (doc.end_lineno or doc.lineno) if doc else head_end
+            new_body = (
+                f"    if {slot[2]}.use_non_eager_impl:\n"
+                f"        return {slot[2]}({', '.join(mine[:4])}{keyword})\n"
+                + "".join("    " + line + "\n" if line.strip() else "\n" for line in _body_lines(upstream_fn))
+            )
+            text_head = "".join(lines[_first_line(stmt) - 1 : keep_to])
+            new = declare(*slot) + text_head + new_body
+            new = new.replace(
+                'description="Use LigerKernel rotary embedding"',
+                'description="Rotary embedding through the rope op"',
+            )
+            replacements.append((_first_line(stmt), stmt.end_lineno or stmt.lineno, new))
+    if not replacements:
+        return text, tuple(reasons), False
+    for first, last, new in sorted(replacements, reverse=True):
+        lines[first - 1 : last] = [new]
+    out = "".join(lines)
+    if "create_patch_from_external(" not in out.replace("def create_patch_from_external(", ""):
+        out = re.sub(r",\s*create_patch_from_external\b", "", out)
+        out = re.sub(r"\bcreate_patch_from_external,\s*", "", out)
+    try:
+        ast.parse(out)
+    except SyntaxError:
+        return text, (*reasons, "restating the vendor patches did not parse"), False
+    return out, tuple(reasons), True
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", [])
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
+
+
+def _body_lines(fn_text: str) -> list[str]:
+    """The body of a function's source (docstring dropped), dedented."""
+    fn = ast.parse(fn_text).body[0]
+    assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and _const_str(body[0].value) is not None:
+        body = body[1:]
+    src = fn_text.splitlines()
+    chunk = src[body[0].lineno - 1 : (body[-1].end_lineno or body[-1].lineno)]
+    return textwrap.dedent("\n".join(chunk)).splitlines()
+
+
+def _function_source(module: str, name: str) -> str | None:
+    """The source of the module-level function ``name`` of the upstream (transformers) ``module``."""
+    from npu_lint.veomni import upstream
+
+    path = upstream.module_path(module)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        tree = ast.parse(text)
+    except (OSError, SyntaxError):
+        return None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            return ast.get_source_segment(text, stmt)
+    return None
+
+
+def _LogitsOnlyLoss(cst: Any) -> Any:  # noqa: N802 - a transformer class built lazily (libcst)
+    """``self.loss_function(logits=<x>, ..., hidden_states=..., weights=...)`` -> the logits path only: a loss
+    function given computed logits gets neither the hidden states nor the head weight (upstream's shape)."""
+
+    class Transformer(cst.CSTTransformer):  # type: ignore[misc, name-defined]
+        def leave_Call(self, original: Any, updated: Any) -> Any:
+            func = updated.func
+            if not (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "loss_function"
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+            ):
+                return updated
+            keywords = {a.keyword.value: a for a in updated.args if a.keyword is not None}
+            logits = keywords.get("logits")
+            if logits is None or (isinstance(logits.value, cst.Name) and logits.value.value == "None"):
+                return updated
+            args = [
+                a
+                for a in updated.args
+                if a.keyword is None or a.keyword.value not in ("hidden_states", "weights")
+            ]
+            if len(args) == len(updated.args):
+                return updated
+            last = args[-1]
+            if updated.args[-1] is not last:
+                args[-1] = last.with_changes(comma=updated.args[-1].comma)
+            return updated.with_changes(args=args)
+
+    return Transformer()
+
+
+def spec_dependents(path: str) -> tuple[str, ...]:
+    """Patch specs of *other* model packages that import from the spec at ``path`` (its own package's NPU
+    sibling is handled by :func:`sibling_registrations`), as ``<package>/<file>``."""
+    spec = os.path.abspath(path)
+    if not spec.endswith("_patch_gen_config.py") or not os.path.isfile(spec):
+        return ()
+    package_dir = os.path.dirname(spec)
+    models_dir = os.path.dirname(package_dir)
+    parts = spec[:-3].split(os.sep)
+    if "veomni" not in parts:
+        return ()
+    module = ".".join(parts[len(parts) - 1 - parts[::-1].index("veomni") :])
+    pattern = re.compile(rf"^\s*from\s+{re.escape(module)}\s+import\b", re.M)
+    found = []
+    try:
+        packages = sorted(os.listdir(models_dir))
+    except OSError:
+        return ()
+    for name in packages:
+        other = os.path.join(models_dir, name)
+        if other == package_dir or not os.path.isdir(other):
+            continue
+        for filename in sorted(os.listdir(other)):
+            if not filename.endswith("_patch_gen_config.py"):
+                continue
+            try:
+                with open(os.path.join(other, filename), encoding="utf-8") as fh:
+                    if pattern.search(fh.read()):
+                        found.append(f"{name}/{filename}")
+            except OSError:
+                continue
+    return tuple(found)

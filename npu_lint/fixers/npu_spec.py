@@ -3,21 +3,22 @@
 The sibling has the smallest shape patchgen accepts: ``config = deepcopy(gpu_config)`` with its own
 ``target_file`` and ``description``, reusing every device-neutral GPU patch. Patches the GPU spec takes from
 GPU-only libraries (``create_patch_from_external`` from ``liger_kernel``...) are listed in the new file as work
-left for the NPU path; then the fix is unsafe. The text is formatted with ruff when ruff is installed.
+left for the NPU path; then the fix is unsafe. The text is formatted with npu-lint's own ruff
+(a runtime dependency, run by absolute path outside the linted tree).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint import patchgen
-from npu_lint.diagnostics import Edit
+from npu_lint.core.diagnostics import Edit
+from npu_lint.core.tools import ruff_binary, run_tool
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file, regen_command
 
 FORMAT_LINE_LENGTH = (
     88  # ruff's default; the wrapped import form (magic trailing comma) is stable at any length
@@ -31,31 +32,6 @@ class NpuSpecPlan:
     module: str | None  # dotted module of the new spec
     command: str  # the patchgen regeneration command
     gpu_only: list[str] = field(default_factory=list)  # GPU-only replacements the NPU path must override
-
-
-def npu_spec_path(gpu_spec_path: str) -> str:
-    directory, name = os.path.split(gpu_spec_path)
-    return os.path.join(directory, name[: -len(patchgen.GPU_SPEC_SUFFIX)] + patchgen.NPU_SPEC_SUFFIX)
-
-
-def npu_target_file(spec: patchgen.Spec) -> str:
-    target = patchgen.effective_target_file(spec)
-    if target and target.endswith("_gpu.py"):
-        return target[: -len("_gpu.py")] + "_npu.py"
-    stem = os.path.basename(spec.path)[: -len(patchgen.GPU_SPEC_SUFFIX)]
-    return f"patched_modeling_{stem}_npu.py"
-
-
-def regen_command(spec_path: str) -> str:
-    """``patchgen <dotted.module> -o <package>/generated --diff -v`` (paths relative to the VeOmni root)."""
-    module = patchgen.module_of(spec_path)
-    root = patchgen.veomni_root_of(spec_path)
-    package = os.path.dirname(os.path.abspath(spec_path))
-    if module is None or root is None:
-        stem = Path(spec_path).stem
-        return f"patchgen {stem} -o {os.path.join(os.path.dirname(spec_path) or '.', 'generated')} --diff -v"
-    rel = Path(os.path.relpath(package, os.path.abspath(root))).as_posix()
-    return f"patchgen {module} -o {rel}/generated --diff -v"
 
 
 def _header(text: str) -> str:
@@ -144,19 +120,17 @@ def _quote(value: str) -> str:
 
 
 def format_many(items: list[tuple[str, str]]) -> list[str]:
-    """``format_with_ruff`` for several (text, path) pairs, the ruff processes running side by side."""
-    if not items or importlib.util.find_spec("ruff") is None:
+    """``format_with_ruff`` for several (text, path) pairs, the ruff processes running side by side.
+
+    ruff is npu-lint's own (``npu_lint.core.tools.ruff_binary``: an absolute path in npu-lint's environment),
+    started in a neutral working directory: nothing of the linted tree runs."""
+    binary = ruff_binary()
+    if not items or binary is None:
         return [text for text, _ in items]
     procs = []
     for _text, path in items:
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ruff", "format", "--stdin-filename", path, "-"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            proc = run_tool([binary, "format", "--stdin-filename", os.path.abspath(path), "-"], _text)
         except OSError:
             proc = None
         procs.append(proc)
@@ -169,6 +143,7 @@ def format_many(items: list[tuple[str, str]]) -> list[str]:
             stdout, _ = proc.communicate(text, timeout=30)
         except (OSError, subprocess.SubprocessError):
             proc.kill()
+            proc.wait()
             out.append(text)
             continue
         out.append(stdout if proc.returncode == 0 and stdout.strip() else text)
@@ -177,21 +152,7 @@ def format_many(items: list[tuple[str, str]]) -> list[str]:
 
 def format_with_ruff(text: str, path: str) -> str:
     """``ruff format`` the text (with the project's settings, found from ``path``); unchanged without ruff."""
-    if importlib.util.find_spec("ruff") is None:
-        return text
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ruff", "format", "--stdin-filename", path, "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return text
-    if proc.returncode != 0 or not proc.stdout.strip():
-        return text
-    return proc.stdout
+    return format_many([(text, path)])[0]
 
 
 def reuse_gpu_patch_edits(
@@ -256,21 +217,11 @@ def reuse_gpu_patch_edits(
     start = starts[deco.lineno - 1]
     end = starts[min(node.end_lineno or node.lineno, len(lines))]
     edits = [Edit(start, end, new)]
-    if bound is None:
-        last_import = None
-        for stmt in tree.body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                last_import = stmt
-            elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
-                break
-        same = [
-            s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == gpu_module and not s.level
-        ]
-        if same:  # next to the other imports from the GPU spec
-            last_import = same[-1]
-        offset = starts[last_import.end_lineno] if last_import is not None and last_import.end_lineno else 0
-        line = f"from {gpu_module} import {gpu_name}\n"
-        if len(line) > FORMAT_LINE_LENGTH + 1:
-            line = f"from {gpu_module} import (\n    {gpu_name},\n)\n"
-        edits.append(Edit(offset, offset, line))
+    if (
+        bound is None
+    ):  # placed as the tree's isort wants it (core.imports), merged with an import of the module
+        from npu_lint.core.imports import add_import_edit
+        from npu_lint.core.source import SourceFile
+
+        edits.append(add_import_edit(SourceFile.from_text(spec.path, text), tree, gpu_module, gpu_name))
     return edits

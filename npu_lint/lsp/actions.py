@@ -16,10 +16,10 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace import PositionCodec
 
-from npu_lint.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import SYNTAX_CODE, fix_applicable
 from npu_lint.lsp.convert import text_edit, to_lsp_diagnostic, whole_text_edit
-from npu_lint.source import SourceFile
 
 FIX_ALL_KIND = "source.fixAll.npu-lint"
 # the suppression comment form the engine honours (npu_lint.engine), with the span of its code list
@@ -95,6 +95,21 @@ def _fix_action(
     )
 
 
+def _display_action(
+    ctx: ActionContext, diag: Diagnostic, fix: Fix, lsp_diag: types.Diagnostic
+) -> types.CodeAction:
+    """A proposal that cannot be applied: offered disabled, with the reason (clients show it greyed out, the
+    reason on hover or when chosen); no edit is attached, so it can never be applied by accident."""
+    reason = fix.reason or "this proposal cannot be applied automatically"
+    return types.CodeAction(
+        title=f"npu-lint ({diag.code}): {fix.title} (not applicable)",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[lsp_diag],
+        is_preferred=False,
+        disabled=types.CodeActionDisabled(reason=reason),
+    )
+
+
 def _line_end_in_string(src: SourceFile, line: int) -> bool:
     """Whether the end of ``line`` is inside a multi-line string token (a comment there would change it)."""
     try:
@@ -160,6 +175,13 @@ def diagnostic_actions(
             action = _fix_action(ctx, diag, fix, lsp_diag)
             if action is not None:
                 actions.append(action)
+        elif (
+            fix is not None
+            and fix.applicability is Applicability.DISPLAY
+            and not fix.deferred
+            and not ctx.src.kind.generated  # there the spec is fixed instead (its own finding says so)
+        ):
+            actions.append(_display_action(ctx, diag, fix, lsp_diag))
         if show_disable and diag.code != SYNTAX_CODE and (diag.line, diag.code) not in seen_disable:
             seen_disable.add((diag.line, diag.code))
             action = _disable_action(ctx, diag, lsp_diag)
@@ -189,7 +211,7 @@ def fix_all_action(
 ) -> types.CodeAction | None:
     """One ``source.fixAll.npu-lint`` action: every applicable fix to a fixpoint, sent as one edit.
 
-    ``fix(src, unsafe)`` returns the fixed text and the files to create (``npu_lint.engine.fix_source``)."""
+    ``fix(src, unsafe)`` returns the fixed text and the files to create (``npu_lint.engine.fix_tree``: project fixes included)."""
     if not any(fix_applicable(d.fix, unsafe) for d in ctx.diagnostics):
         return None
     new_text, creates = fix(ctx.src, unsafe)

@@ -14,8 +14,8 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace import PositionCodec
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Diagnostic, Edit
-from npu_lint.source import SourceFile
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Diagnostic, Edit
+from npu_lint.core.source import SourceFile
 
 SOURCE = "npu-lint"
 

@@ -32,9 +32,10 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from npu_lint import __version__
-from npu_lint.config import ConfigError, Settings, find_config_file, load_config, selected_codes
-from npu_lint.diagnostics import CreateFile, Diagnostic
-from npu_lint.engine import fix_source, lint_source
+from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
+from npu_lint.core.diagnostics import CreateFile, Diagnostic
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import fix_tree, lint_source
 from npu_lint.lsp.actions import (
     FIX_ALL_KIND,
     ActionContext,
@@ -45,7 +46,6 @@ from npu_lint.lsp.actions import (
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
 from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
-from npu_lint.source import SourceFile
 
 logger = logging.getLogger("npu_lint.lsp")
 
@@ -63,6 +63,83 @@ class LspTextDocument(TextDocument):
     @property
     def lines(self) -> list[str]:  # type: ignore[override]
         return _LSP_LINES.findall(self.source)
+
+    @property
+    def source(self) -> str:  # type: ignore[override]
+        """A document the client did not open is read from disk only if it is a regular file under
+        ``MAX_DISK_DOCUMENT`` bytes (never a FIFO or ``/dev/zero``); otherwise it is empty."""
+        if self._source is None:
+            return _read_disk_document(self.path)
+        return self._source or ""
+
+
+MAX_DISK_DOCUMENT = 16 * 1024 * 1024
+
+
+def _read_disk_document(path: str | None) -> str:
+    from npu_lint.core.safeio import read_regular
+
+    if not path:
+        return ""
+    try:
+        data, _ = read_regular(path, limit=MAX_DISK_DOCUMENT)
+    except (OSError, ValueError):
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+_HEADER = b"Content-Length: "
+
+
+class ResyncReader:
+    """pygls' stdin reader, made to recover from a wrong ``Content-Length``.
+
+    pygls reads a header line, then exactly ``Content-Length`` bytes. A length that is a few bytes off leaves
+    the rest of one message glued to the next header line, which then never matches, so every later message
+    is lost. This reader (1) starts a header line at its ``Content-Length:`` when junk precedes it, and (2)
+    gives back to the stream the start of the next message when a body does not end like a JSON-RPC object
+    (a body too long by a few bytes swallowed ``Content-Length: ...`` or a prefix of it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.pending = b""
+
+    async def readline(self) -> bytes:
+        while b"\n" not in self.pending:
+            more = await self.inner.readline()
+            if not more:
+                break
+            self.pending += more
+        index = self.pending.find(b"\n")
+        if index < 0:
+            line, self.pending = self.pending, b""
+        else:
+            line, self.pending = self.pending[: index + 1], self.pending[index + 1 :]
+        start = line.find(_HEADER)
+        if start > 0:
+            line = line[start:]  # junk from a mis-sized body before a header
+        return line
+
+    async def readexactly(self, n: int) -> bytes:
+        body = self.pending[:n]
+        self.pending = self.pending[n:]
+        while len(body) < n:
+            more = await self.inner.readexactly(n - len(body))
+            if not more:
+                break
+            body += more
+        if body.rstrip().endswith(b"}"):
+            return body
+        cut = body.find(_HEADER)
+        if cut < 0:  # a prefix of the next header at the very end ("...}Conte")
+            for size in range(min(len(_HEADER), len(body)), 0, -1):
+                if body.endswith(_HEADER[:size]):
+                    cut = len(body) - size
+                    break
+        if cut > 0:
+            self.pending = body[cut:] + self.pending
+            body = body[:cut]
+        return body
 
 
 def _use_lsp_lines(workspace: Workspace) -> None:
@@ -119,7 +196,31 @@ class _Rejected:
 
 class NpuLintProtocol(LanguageServerProtocol):
     """pygls' protocol, except that a request whose params do not decode gets an error response (pygls
-    only logs it, and the client would wait forever)."""
+    only logs it, and the client would wait forever), and that notifications leave nothing behind.
+
+    pygls 2.x files the future of every notification whose handler is a generator or a coroutine (its own
+    ``didChange`` / ``didOpen`` handlers are generators) in ``_request_futures`` under a fresh uuid, and only a
+    response ever removes an entry: about 2 KiB per edit, forever (bench/lsp_memory.py). The entry of a
+    notification is dropped once its handler is done."""
+
+    def _execute_handler(  # type: ignore[override]
+        self,
+        msg_id: Any,
+        handler: Any,
+        callback: Any,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        if callback != self._check_handler_result:
+            return  # a request: its response removes the entry
+        future = self._request_futures.get(msg_id)
+        if future is None:
+            return
+        if future.done():
+            self._request_futures.pop(msg_id, None)
+        else:
+            future.add_done_callback(lambda _f, key=msg_id: self._request_futures.pop(key, None))
 
     def structure_message(self, data: Any) -> Any:
         try:
@@ -162,7 +263,12 @@ class NpuLintServer(LanguageServer):
     # -- paths, configuration, project ------------------------------------------------------------------
 
     def path_for(self, uri: str) -> str:
-        path = to_fs_path(uri)
+        try:
+            path = to_fs_path(uri)
+        except Exception:  # an undecodable URI: lint it under its name
+            path = None
+        if path and "\x00" in path:
+            path = path.replace("\x00", "%00")  # a NUL cannot reach the file system (os.stat raises)
         if path:
             return os.path.abspath(path)
         root = self.workspace.root_path or os.getcwd()
@@ -233,7 +339,7 @@ class NpuLintServer(LanguageServer):
                 return Settings(root=base.root), selected_codes(Settings(), known)
 
     def project_for(self, path: str, settings: Settings) -> object | None:
-        from npu_lint.project import find_veomni_root, load_project
+        from npu_lint.veomni.project import find_veomni_root, load_project
 
         # one index per VeOmni root; outside one, the index depends on the file's own directory
         root = find_veomni_root(Path(path))
@@ -252,7 +358,7 @@ class NpuLintServer(LanguageServer):
             return False
         key = (path, settings.config_path, tuple(settings.exclude), tuple(settings.extend_exclude))
         if key not in self._excluded:
-            from npu_lint.discovery import is_excluded
+            from npu_lint.core.discovery import is_excluded
 
             root = Path(settings.root).resolve()
             target = Path(path)
@@ -306,8 +412,10 @@ class NpuLintServer(LanguageServer):
         if not any(c in PROJECT_REGISTRY for c in codes):
             return []
         try:
-            on_disk = Path(src.path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            from npu_lint.core.safeio import read_regular
+
+            on_disk = read_regular(src.path, limit=MAX_DISK_DOCUMENT)[0].decode("utf-8")
+        except (OSError, UnicodeDecodeError, ValueError):
             return []
         if on_disk.replace("\r\n", "\n") != src.text.replace("\r\n", "\n"):
             return []
@@ -346,10 +454,23 @@ class NpuLintServer(LanguageServer):
         return result.with_fixes
 
     def fix_all(self, result: LintResult, unsafe: bool) -> tuple[str, list[CreateFile]]:
+        """Every applicable fix of the document, project-rule fixes (NPU501/502/504/505) included: the same
+        orchestration as `npu-lint --fix` (``engine.fix_tree``), on the buffer's text, writing nothing."""
         if unsafe not in result.fixed:
-            outcome = fix_source(result.src, result.codes, result.settings, result.project, unsafe=unsafe)
-            creates = [c for c in outcome.creates if not os.path.exists(c.path)]
-            result.fixed[unsafe] = (outcome.text, creates)
+            # the one fix orchestration (engine.fix_tree), on the buffer's text, writing nothing
+            path = result.src.path
+            done = fix_tree(
+                [d.replace(path=path) for d in result.diagnostics],
+                result.codes,
+                result.settings,
+                result.project,
+                unsafe=unsafe,
+                write=False,
+                sources={path: result.src},
+            )
+            text = next((new for p, _old, new in done.changes if p == path), result.src.text)
+            creates = [CreateFile(p, new) for p, _old, new in done.changes if p != path]
+            result.fixed[unsafe] = (text, creates)
         return result.fixed[unsafe]
 
     # -- push ------------------------------------------------------------------------------------------
@@ -679,5 +800,24 @@ def run_server(args: argparse.Namespace | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     server = create_server()
-    server.start_io()
+    _start_io(server)
     return 0
+
+
+def _start_io(server: NpuLintServer) -> None:
+    """pygls' stdio loop with ``ResyncReader`` (recovers from a wrong ``Content-Length``)."""
+    import threading
+
+    from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+
+    server._stop_event = stop = threading.Event()  # type: ignore[attr-defined]
+    server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    reader = ResyncReader(StdinAsyncReader(sys.stdin.buffer, server.thread_pool))
+    try:
+        asyncio.run(run_async(stop, reader, server.protocol, logger, server.report_server_error))
+    except BrokenPipeError:
+        logger.error("the client closed the connection")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()

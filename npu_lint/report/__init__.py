@@ -1,6 +1,6 @@
 """Output formats for diagnostics.
 
-``render(fmt, diagnostics, ...)`` turns a list of :class:`~npu_lint.diagnostics.Diagnostic` into the text
+``render(fmt, diagnostics, ...)`` turns a list of :class:`~npu_lint.core.diagnostics.Diagnostic` into the text
 of one output format. Each formatter lives in its own module and is imported only when it is used.
 
 This module also holds the helpers the formatters share: path display relative to the project root, a
@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from npu_lint.diagnostics import Diagnostic, Fix
-from npu_lint.source import DecodeError, SourceFile, decode_source
+from npu_lint.core.diagnostics import Diagnostic, Fix
+from npu_lint.core.source import DecodeError, SourceFile, decode_source
 
 FORMATS: tuple[str, ...] = ("text", "concise", "json", "json-lines", "sarif", "github", "junit")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Diagnostic
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Diagnostic
 from npu_lint.report import RenderContext
 
 

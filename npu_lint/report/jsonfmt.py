@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from npu_lint.diagnostics import Diagnostic, Edit, Fix
+from npu_lint.core.diagnostics import Diagnostic, Edit, Fix
 from npu_lint.report import RenderContext
 
 

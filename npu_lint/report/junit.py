@@ -11,7 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from npu_lint.diagnostics import Diagnostic
+from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.report import RenderContext
 
 SUITE_NAME = "npu-lint"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Diagnostic, Fix
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Diagnostic, Fix
 from npu_lint.report import RenderContext, fix_is_applicable, rule_url, utf16_column
 
 SARIF_VERSION = "2.1.0"

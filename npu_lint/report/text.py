@@ -18,7 +18,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.report import RenderContext, fix_is_applicable
 
 TAB_WIDTH = 4

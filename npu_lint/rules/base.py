@@ -11,16 +11,18 @@ The class attributes (code, name, summary, why, bad, good, fix_safety) are the r
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from npu_lint.astutil import dotted_name
-from npu_lint.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import
+from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.imports import add_import_edit
 
 if TYPE_CHECKING:
-    from npu_lint.source import SourceFile
+    from npu_lint.core.source import SourceFile
 
 REGISTRY: dict[str, type[Rule]] = {}
 PROJECT_REGISTRY: dict[str, type[ProjectRule]] = {}
@@ -109,6 +111,14 @@ class ProjectRule(RuleMeta):
     parts of a fix (formatting a created file) may be skipped otherwise."""
 
     fix_mode: bool = False
+    # the fixer registry's lookup (``npu_lint.fixers.builder``), set on the instance by the engine: project
+    # rules build their fixes through it and never import a fixer
+    fixer_lookup: Callable[[str], Callable[..., Any]] | None = None
+
+    def fixer(self, name: str) -> Callable[..., Any]:
+        if self.fixer_lookup is None:
+            raise RuntimeError(f"{self.code}: no fixer registry (project rules run through the engine)")
+        return self.fixer_lookup(name)
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -121,7 +131,40 @@ class ProjectRule(RuleMeta):
         return ()
 
 
-def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
+def _static_alias(value: ast.AST, imports: dict[str, str]) -> str | None:
+    """What an assigned value names statically: a literal dynamic import, or an attribute / ``getattr``-literal
+    chain rooted at one or at an imported name (``kernel = torch_npu.npu_rms_norm``)."""
+    attrs: list[str] = []
+    node = value
+    while True:
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+            continue
+        found = literal_getattr(node)
+        if found is not None:
+            attrs.append(found[1])
+            node = found[0]
+            continue
+        break
+    root = literal_import(node)
+    if root is None:
+        if not (isinstance(node, ast.Name) and node.id in imports and node is not value):
+            return None
+        root = imports[node.id]
+    return ".".join([root, *reversed(attrs)])
+
+
+def collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
+    """Import bindings of a statement list (``if``/``try`` blocks included) into ``imports``."""
+    _collect_imports(body, imports)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (dotted_name(test) or "").split(".")[-1] == "TYPE_CHECKING"
+
+
+def _collect_imports(body: list[ast.stmt], imports: dict[str, str], runtime_only: bool = False) -> None:
     for stmt in body:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
@@ -138,14 +181,24 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str]) -> None:
             for alias in stmt.names:
                 if alias.name != "*":
                     imports[alias.asname or alias.name] = f"{module}.{alias.name}"
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and (module := _static_alias(stmt.value, imports)) is not None
+        ):  # npu = importlib.import_module("torch_npu"); fa = getattr(flash_attn, "flash_attn_func")
+            imports[stmt.targets[0].id] = module
         elif isinstance(stmt, (ast.If, ast.Try)):
-            _collect_imports(stmt.body, imports)
-            _collect_imports(getattr(stmt, "orelse", []), imports)
+            if not (runtime_only and isinstance(stmt, ast.If) and _is_type_checking(stmt.test)):
+                _collect_imports(stmt.body, imports, runtime_only)
+            _collect_imports(getattr(stmt, "orelse", []), imports, runtime_only)
             for handler in getattr(stmt, "handlers", []):
-                _collect_imports(handler.body, imports)
+                _collect_imports(handler.body, imports, runtime_only)
 
 
 _UNSET = object()
+_WORD = re.compile(r"\w+")
+_ASSIGNED_ROOT = re.compile(r"=\s*(\w+)\.")
 
 
 class Context:
@@ -167,6 +220,15 @@ class Context:
         self._qualnames: dict[ast.AST, str | None] = {}  # qualname() per node: several rules ask per call
         # per-file results of rule helpers, computed once (key: a tuple naming the helper and its arguments)
         self.memo: dict[object, object] = {}
+
+    @property
+    def runtime_imports(self) -> dict[str, str]:
+        """Like ``imports`` without the names bound only under ``if TYPE_CHECKING:`` (absent at run time)."""
+        cached = self.memo.get("runtime_imports")
+        if cached is None:
+            cached = self.memo["runtime_imports"] = {}
+            _collect_imports(self.tree.body, cached, runtime_only=True)  # type: ignore[arg-type]
+        return cached  # type: ignore[return-value]
 
     # -- tree helpers -------------------------------------------------------------------------------
     @property
@@ -192,24 +254,145 @@ class Context:
         return dotted_name(node)
 
     def qualname(self, node: ast.AST) -> str | None:
-        """The dotted name of a Name/Attribute chain with its root resolved through module imports."""
+        """The dotted name of a Name/Attribute chain with its root resolved through module imports (aliases
+        included: ``from veomni.ops.dispatch import OpSlot as _Slot`` makes ``_Slot`` ``veomni.ops.dispatch.OpSlot``;
+        ``npu = importlib.import_module("torch_npu")`` makes ``npu`` ``torch_npu``). A chain may start at a
+        dynamic import or a ``getattr`` with literal names: ``importlib.import_module("torch_npu").npu_x`` and
+        ``getattr(torch_npu, "npu_x")`` are both ``torch_npu.npu_x``. This is the one name resolver of the rules:
+        :meth:`local_qualname` adds function-local imports."""
         typ = type(node)
         if typ is ast.Name:
             name = node.id  # type: ignore[attr-defined]
             return self.imports.get(name, name)
-        if typ is not ast.Attribute:
+        if typ is not ast.Attribute and typ is not ast.Call:
             return None
         cached = self._qualnames.get(node, _UNSET)
         if cached is not _UNSET:
             return cached  # type: ignore[return-value]
-        dotted = dotted_name(node)
-        if dotted is None:
-            qual = None
-        else:
-            root, _, rest = dotted.partition(".")
-            qual = f"{self.imports.get(root, root)}.{rest}"
+        qual = self._resolve_chain(node, self.imports)
         self._qualnames[node] = qual
         return qual
+
+    def _resolve_chain(self, node: ast.AST, imports: dict[str, str]) -> str | None:
+        attrs: list[str] = []
+        while True:
+            if isinstance(node, ast.Attribute):
+                attrs.append(node.attr)
+                node = node.value
+                continue
+            if isinstance(node, ast.Call):
+                found = literal_getattr(node)
+                if found is not None:
+                    attrs.append(found[1])
+                    node = found[0]
+                    continue
+                module = literal_import(node)
+                if module is None and node.args and isinstance(node.func, (ast.Name, ast.Attribute)):
+                    func = self._resolve_chain(node.func, imports)
+                    if func == "importlib.import_module":
+                        first = node.args[0]
+                        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                            module = first.value
+                if module is None:
+                    return None
+                root = module
+                break
+            if isinstance(node, ast.Name):
+                root = imports.get(node.id, node.id)
+                break
+            return None
+        return ".".join([root, *reversed(attrs)])
+
+    def local_imports(self, func: ast.AST) -> dict[str, str]:
+        """Names bound by imports inside ``func`` (its own body, nested blocks included): ``import x as y``,
+        ``from m import n``, ``y = importlib.import_module("x")``. Relative modules stay relative."""
+        key = ("local_imports", id(func))
+        cached = self.memo.get(key)
+        if cached is not None and cached[0] is func:  # type: ignore[index]
+            return cached[1]  # type: ignore[index]
+        names: dict[str, str] = {}
+        first, last = getattr(func, "lineno", 1), getattr(func, "end_lineno", None) or 0
+        text = "\n".join(self.source.lines[first - 1 : last])
+        if (
+            "import" not in text
+            and "getattr" not in text
+            and not any(root in self.imports for root in _ASSIGNED_ROOT.findall(text))
+        ):
+            self.memo[key] = (func, names)
+            return names
+        seeded = dict(self.imports)  # chains rooted at module imports resolve (kernel = torch_npu.npu_x)
+        stack = list(getattr(func, "body", []))
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                found: dict[str, str] = {}
+                _collect_imports([stmt], found)
+                seeded.update(found)
+                names.update(found)
+            elif (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and (alias := _static_alias(stmt.value, seeded)) is not None
+            ):
+                seeded[stmt.targets[0].id] = names[stmt.targets[0].id] = alias
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(stmt, field, ()))
+        self.memo[key] = (func, names)
+        return names
+
+    def may_be_imported(self, name: str) -> bool:
+        """A cheap pre-check: ``name`` appears on a line that imports something (anywhere in the file, in
+        strings too). Names that do not can skip :meth:`local_qualname`."""
+        words = self.memo.get("import_words")
+        if words is None:
+            found: set[str] = set()
+            continued = False  # inside a parenthesised or backslash-continued import
+            for line in self.source.text.splitlines():
+                if not (continued or "import" in line):
+                    continue
+                found.update(_WORD.findall(line))
+                if continued:
+                    continued = ")" not in line and not line.rstrip().endswith(")")
+                else:
+                    tail = line.split("import", 1)[1]
+                    continued = ("(" in tail and ")" not in tail) or line.rstrip().endswith("\\")
+            words = self.memo["import_words"] = frozenset(found)
+        return name in words  # type: ignore[operator]
+
+    def local_qualname(self, node: ast.AST) -> str | None:
+        """:meth:`qualname` at the current traversal position: imports of the enclosing function first."""
+        if type(node) is ast.Name and not self.may_be_imported(node.id):  # type: ignore[attr-defined]
+            return node.id  # type: ignore[attr-defined]
+        func = self.function
+        if func is not None:
+            key = ("scope_imports", id(func))
+            cached = self.memo.get(key)
+            if cached is None or cached[0] is not func:  # type: ignore[index]
+                merged: dict[str, str] | None = None
+                for parent in self.parents:  # outermost first: inner imports win
+                    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        local = self.local_imports(parent)
+                        if local:
+                            merged = {**(merged or self.imports), **local}
+                cached = (func, merged)
+                self.memo[key] = cached
+            merged = cached[1]  # type: ignore[index]
+            if merged is not None:
+                if type(node) is ast.Name:
+                    return merged.get(node.id, node.id)  # type: ignore[attr-defined]
+                return self._resolve_chain(node, merged)
+        return self.qualname(node)
+
+    def add_imports(self, bindings: dict[str, str]) -> None:
+        """Import bindings from code the file carries as strings (post-import blocks of a patch spec): they
+        reach the generated module's scope. Existing bindings win."""
+        for name, target in bindings.items():
+            if name not in self.imports:
+                self.imports[name] = target
+                self._qualnames.clear()
 
     # -- reporting ----------------------------------------------------------------------------------
     def add(
@@ -228,6 +411,8 @@ class Context:
             col = src.char_col(line, node.col_offset)  # type: ignore[attr-defined]
             end_line = node.end_lineno or line  # type: ignore[attr-defined]
             end_col = src.char_col(end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        if fix is not None and fix.applicability is Applicability.SAFE and fix.edits:
+            fix = self._import_time_guard(node, fix)
         diag = Diagnostic(
             code=rule.code,
             name=rule.name,
@@ -245,6 +430,38 @@ class Context:
         self.diagnostics.append(diag)
         return diag
 
+    def evaluated_at_import(self, node: ast.AST | tuple[int, int, int, int]) -> bool:
+        """Whether the node being reported runs when the module is imported: module level, a class body, a
+        default value, decorator or annotation of a function (anything not inside a function or lambda body)."""
+        chain = [*self.parents] if isinstance(node, tuple) else [*self.parents, node]
+        for i in range(len(chain) - 1, 0, -1):
+            parent, child = chain[i - 1], chain[i]
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and child in parent.body:
+                return False
+            if isinstance(parent, ast.Lambda) and child is parent.body:
+                return False
+        return True
+
+    def _import_time_guard(self, node: ast.AST | tuple[int, int, int, int], fix: Fix) -> Fix:
+        """A fix that makes a default value or module-level expression call a function at import time is unsafe
+        (ruff B008; VeOmni's ``init_device="cuda"`` defaults would query the device on import)."""
+        text = self.source.text
+        adds_call = any(
+            e.content.count("(") > text[e.start : e.end].count("(")
+            and not e.content.lstrip().startswith(("from ", "import "))
+            and ".add_import(" not in e.content
+            for e in fix.edits
+        )
+        if not adds_call or not self.evaluated_at_import(node):
+            return fix
+        from dataclasses import replace
+
+        return replace(
+            fix,
+            applicability=Applicability.UNSAFE,
+            reason="the new call runs at import time (a default value or module-level expression)",
+        )
+
     # -- fix helpers --------------------------------------------------------------------------------
     def replace(self, node: ast.AST, text: str) -> Edit:
         start, end = self.source.node_range(node)
@@ -256,33 +473,14 @@ class Context:
         In a patch spec the name must also reach the generated file, so a ``config.add_import(...)`` call is
         added as well (after the last one, or after the ``PatchConfig(...)`` assignment).
         """
-        if self.imports.get(name) == f"{module}.{name}":
+        if self.runtime_imports.get(name) == f"{module}.{name}":
             return []
-        edits = [self._module_import_edit(f"from {module} import {name}\n")]
+        edits = [add_import_edit(self.source, self.tree, module, name)]
         if self.source.kind.spec:
             edit = self._spec_import_edit(module, name)
             if edit is not None:
                 edits.append(edit)
         return edits
-
-    def _module_import_edit(self, line: str) -> Edit:
-        body = self.tree.body
-        insert_after: ast.stmt | None = None
-        for i, stmt in enumerate(body):
-            if i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-                insert_after = stmt  # module docstring
-                continue
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                insert_after = stmt
-                continue
-            break
-        if insert_after is None:
-            return Edit(0, 0, line)
-        end_line = insert_after.end_lineno or insert_after.lineno
-        offset = self.source.offset(end_line + 1, 0) if end_line < len(self.source.lines) else None
-        if offset is None:
-            return Edit(len(self.source.text), len(self.source.text), "\n" + line.rstrip("\n"))
-        return Edit(offset, offset, line)
 
     def _spec_import_edit(self, module: str, name: str) -> Edit | None:
         last: ast.stmt | None = None
@@ -338,7 +536,7 @@ _LOADED = False
 
 
 def load_rule_modules() -> None:
-    """Import every module of ``npu_lint.rules`` so their classes register themselves."""
+    """Import every rule module of ``npu_lint.rules`` (all families) so their classes register themselves."""
     global _LOADED
     if _LOADED:
         return
@@ -347,7 +545,9 @@ def load_rule_modules() -> None:
 
     import npu_lint.rules as pkg
 
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name != "base" and not info.name.startswith("_"):
-            importlib.import_module(f"npu_lint.rules.{info.name}")
+    # one rule per module: npu_lint/rules/<family>/<code>_<name>.py (private modules start with "_")
+    for info in sorted(pkgutil.walk_packages(pkg.__path__, "npu_lint.rules."), key=lambda m: m.name):
+        leaf = info.name.rpartition(".")[2]
+        if not info.ispkg and leaf != "base" and not leaf.startswith("_"):
+            importlib.import_module(info.name)
     _LOADED = True

@@ -30,6 +30,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
+    (tmp_path / "veomni" / "ops").mkdir(parents=True)  # a VeOmni checkout: fixes may import its helpers
     (tmp_path / "bad.py").write_text(BAD)
     return tmp_path
 

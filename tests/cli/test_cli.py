@@ -227,6 +227,7 @@ def test_fix_keeps_declared_encoding(tmp_path: Path) -> None:
 
 
 def test_fix_adds_import_once(tmp_path: Path) -> None:
+    (tmp_path / "veomni" / "ops").mkdir(parents=True)  # a VeOmni checkout: the device helpers exist
     path = tmp_path / "m.py"
     path.write_text('"""doc"""\nimport torch\n\n\ndef f(a, b):\n    return a.cuda(), b.cuda()\n')
     run("--no-cache", "--fix", str(path), cwd=tmp_path)
@@ -249,28 +250,30 @@ def test_generated_files_are_never_fixed(tmp_path: Path) -> None:
 
 def test_unsafe_fixes_hidden_count(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
-    path.write_text("def f(model):\n    return model.cuda(1)\n")
+    path.write_text("def f(model, device):\n    return model.cuda(device)\n")
     res = run("--no-cache", str(path), cwd=tmp_path)
     assert "1 hidden fix can be enabled with the `--unsafe-fixes` option." in res.stdout
     run("--no-cache", "--fix", str(path), cwd=tmp_path)
-    assert "model.cuda(1)" in path.read_text()
+    assert "model.cuda(device)" in path.read_text()
     run("--no-cache", "--fix", "--unsafe-fixes", str(path), cwd=tmp_path)
-    assert "model.to(get_device_type())" in path.read_text()
+    assert "model.to(device)" in path.read_text()  # the requested device is kept
 
 
 # -- in-process failure paths -------------------------------------------------------------------------
 
 
 def test_unreadable_file_is_reported_and_others_linted(tree: Path, monkeypatch, capsys) -> None:
+    import npu_lint.engine.lint as lint_module
+
     target = str(tree / "pkg" / "clean.py")
-    real = Path.read_bytes
+    real = lint_module.read_regular
 
-    def read_bytes(self: Path) -> bytes:
-        if str(self) == target:
+    def read_regular(path, *args, **kwargs):  # noqa: ANN001, ANN202
+        if str(path) == target:
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(lint_module, "read_regular", read_regular)
     monkeypatch.chdir(tree)
     code = main(["--no-cache", "--jobs", "1", str(tree / "pkg")])
     out = capsys.readouterr()

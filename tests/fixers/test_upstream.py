@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from npu_lint.fixers import upstream
+from npu_lint.veomni import upstream
 
 pytestmark = pytest.mark.skipif(upstream.transformers_root() is None, reason="transformers not installed")
 LLAMA = "transformers.models.llama.modeling_llama"
@@ -64,7 +64,7 @@ def test_self_attributes_of_init() -> None:
 def test_reading_never_imports_transformers() -> None:
     code = (
         "import sys\n"
-        "from npu_lint.fixers import upstream\n"
+        "from npu_lint.veomni import upstream\n"
         f"assert upstream.class_init({LLAMA!r}, 'LlamaForSequenceClassification') is not None\n"
         f"assert upstream.callers_of({LLAMA!r}, 'apply_rotary_pos_emb')\n"
         "assert 'transformers' not in sys.modules, sorted(m for m in sys.modules if 'transformers' in m)\n"

@@ -120,14 +120,18 @@ def test_audit_on_the_wheel(model: str, tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     files = {f["role"]: f["present"] for f in report["files"]}
+    notes = {f["role"]: f["note"] for f in report["files"]}
     ops = {(o["op"], o["variant"], o["config_field"]): o["source"] for o in report["ops"]}
     assert files["GPU patch spec"] and files["generated GPU file"]
     assert not files["generated GPU diff"]  # the wheel ships no .diff files
     if model == "gemma3":
-        assert not files["NPU patch spec"] and not files["__init__ switch"]
+        # the __init__.py exists; the switch in it does not
+        assert not files["NPU patch spec"] and files["__init__ switch"]
+        assert "no `if IS_NPU_AVAILABLE:` switch" in notes["__init__ switch"]
         assert ops[("rms_norm", "offset", "rms_norm_implementation")] == "eager (not dispatched)"
         assert ops[("swiglu_mlp", "geglu", "swiglu_mlp_implementation")] == "eager (not dispatched)"
-        assert ops[("cross_entropy_loss", "standard", "cross_entropy_loss_implementation")] == "OpSlot"
+        key = ("cross_entropy_loss", "causal (registry row: standard)", "cross_entropy_loss_implementation")
+        assert ops[key] == "OpSlot"
     else:
         assert files["NPU patch spec"] and files["generated NPU file"] and files["__init__ switch"]
         assert ops[("rms_norm", "standard", "rms_norm_implementation")] == "OpSlot"

@@ -42,10 +42,10 @@ TWO_FINDINGS = """\
 import torch
 
 
-def build(model, hidden_states: torch.Tensor):
+def build(model, hidden_states: torch.Tensor, rank: int):
     model = model.cuda()
     buf = torch.zeros(4).cuda(non_blocking=True)
-    pinned = torch.ones(2).cuda(1)
+    pinned = torch.ones(2).cuda(rank)
     return model, buf, pinned
 """
 
@@ -206,7 +206,7 @@ async def test_fix_all_and_unsafe_fix(push_client: LanguageClient, project: Path
     fixed = apply_text_edits(TWO_FINDINGS, edits, "utf-16")
     assert "model = model.to(hidden_states.device)" in fixed
     assert "torch.zeros(4).to(hidden_states.device, non_blocking=True)" in fixed
-    assert "torch.ones(2).cuda(1)" in fixed  # unsafe: not part of fix-all by default
+    assert "torch.ones(2).cuda(rank)" in fixed  # unsafe: not part of fix-all by default
     replace_text(push_client, uri, fixed, 2)
     remaining = await wait_diagnostics(push_client, uri, lambda d: len(d) == 1)
     assert remaining[0].range.start.line == 6
@@ -365,9 +365,26 @@ async def test_fix_all_resolved_lazily(pull_client: LanguageClient, project: Pat
     assert len(fix_all) == 1 and fix_all[0].edit is None
     resolved = await pull_client.code_action_resolve_async(fix_all[0])
     fixed = apply_text_edits(TWO_FINDINGS, edits_for(resolved.edit, uri), "utf-8")
-    assert "model = model.to(hidden_states.device)" in fixed and "torch.ones(2).cuda(1)" in fixed
+    assert "model = model.to(hidden_states.device)" in fixed and "torch.ones(2).cuda(rank)" in fixed
     replace_text(pull_client, uri, fixed, 2)
     report = await pull_client.text_document_diagnostic_async(
         types.DocumentDiagnosticParams(text_document=ident)
     )
     assert [d.range.start.line for d in report.items] == [6]
+
+
+async def test_fix_all_applies_project_fixes(push_client: LanguageClient, project: Path) -> None:
+    """Editor fix-all goes through the same orchestration as `--fix` (engine.fix_tree): on a GPU spec whose
+    package has no NPU sibling, it creates the sibling (NPU501, a project-rule fix)."""
+    import shutil
+
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "veomni", project / "veomni")
+    spec = project / "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    text = spec.read_text(encoding="utf-8")
+    uri = open_document(push_client, spec, text)
+    await wait_diagnostics(push_client, uri, lambda d: "NPU501" in codes(d))
+    actions = await _actions(push_client, uri, [], only=[types.CodeActionKind.SourceFixAll])
+    assert [a.kind for a in actions] == ["source.fixAll.npu-lint"]
+    changes = actions[0].edit.document_changes or []
+    created = [c.uri for c in changes if isinstance(c, types.CreateFile)]
+    assert any(u.endswith("toy_npu_patch_gen_config.py") for u in created), changes

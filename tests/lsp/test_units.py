@@ -7,7 +7,8 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.workspace import PositionCodec
 
-from npu_lint.diagnostics import SEVERITY_ERROR, Applicability, CreateFile, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, CreateFile, Diagnostic, Edit, Fix, Origin
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import apply_edits
 from npu_lint.lsp.actions import ActionContext, diagnostic_actions, kind_requested, noqa_edit
 from npu_lint.lsp.convert import (
@@ -18,7 +19,6 @@ from npu_lint.lsp.convert import (
 )
 from npu_lint.lsp.server import LspTextDocument
 from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
-from npu_lint.source import SourceFile
 from tests.lsp.helpers import apply_text_edits
 
 UTF16 = PositionCodec(types.PositionEncodingKind.Utf16)
@@ -180,19 +180,29 @@ def test_unsafe_and_display_fixes() -> None:
     unsafe = _diag(
         src, 1, 6, 13, fix=Fix("Use .to()", (Edit(5, 13, ".to(d)"),), Applicability.UNSAFE, reason="drops 1")
     )
-    display = _diag(src, 2, 6, 12, fix=Fix("Fix the spec", (Edit(5, 12, ".to(d)"),), Applicability.DISPLAY))
+    display = _diag(
+        src,
+        2,
+        6,
+        12,
+        fix=Fix("Fix the spec", (Edit(5, 12, ".to(d)"),), Applicability.DISPLAY, reason="not exact"),
+    )
     ctx = ActionContext("file:///m.py", 1, src, UTF16, [unsafe, display])
-    titles = [a.title for a in diagnostic_actions(ctx, [unsafe, display])]
-    assert titles == [
+    actions = diagnostic_actions(ctx, [unsafe, display])
+    assert [a.title for a in actions] == [
         "npu-lint (NPU101): Use .to() (unsafe): drops 1",
+        "npu-lint (NPU101): Fix the spec (not applicable)",
         "Disable NPU101 for this line",
         "Disable NPU101 for this line",
     ]
+    # a display-only proposal is offered disabled, with its reason, and carries no edit
+    shown = actions[1]
+    assert shown.disabled is not None and shown.disabled.reason == "not exact" and shown.edit is None
 
 
 def test_deferred_fixes_are_built_for_code_actions(monkeypatch) -> None:  # noqa: ANN001
     """A plain lint may defer expensive fixes (no edits); code actions lint again in fix mode, once."""
-    from npu_lint.config import Settings
+    from npu_lint.core.config import Settings
     from npu_lint.lsp import server as srv
 
     src = SourceFile.from_text("m.py", "x = y.cuda()\n")

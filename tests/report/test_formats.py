@@ -12,7 +12,7 @@ import pytest
 from jsonschema.validators import validator_for
 
 from npu_lint import DOCS_URL, INFO_URL, __version__
-from npu_lint.diagnostics import (
+from npu_lint.core.diagnostics import (
     SEVERITY_ERROR,
     Applicability,
     CreateFile,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.config import Settings
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source, parses
 from npu_lint.rules.base import REGISTRY, load_rule_modules
-from npu_lint.source import SourceFile
 
 load_rule_modules()
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "device"
@@ -51,7 +51,7 @@ def test_expected_findings_per_fixture() -> None:
 
 def test_remaining_after_fix_are_the_unfixable_ones() -> None:
     outcome = fix_source(_source("runtime_calls"), CODES, Settings(), unsafe=True)
-    assert [(d.code, d.line) for d in outcome.remaining] == [("NPU102", 27)]  # get_device_capability
+    assert [(d.code, d.line) for d in outcome.remaining] == [("NPU102", 37)]  # get_device_capability
     outcome = fix_source(_source("collectives"), CODES, Settings(), unsafe=True)
     assert sorted(d.fix.applicability.value for d in outcome.remaining if d.fix) == ["display", "display"]
 

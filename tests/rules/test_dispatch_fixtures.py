@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.config import Settings
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source
 from npu_lint.rules.base import REGISTRY, load_rule_modules
-from npu_lint.source import SourceFile
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "dispatch"
 VIRTUAL = {

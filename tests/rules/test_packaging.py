@@ -175,3 +175,17 @@ def test_noqa_on_project_rule(tree: Path) -> None:
     text = spec.read_text().replace("config = PatchConfig(", "config = PatchConfig(  # noqa: NPU501")
     spec.write_text(text)
     assert not [f for f in _findings(tree, "NPU501") if f["code"] == "NPU501"]
+
+
+def test_package_memo_sees_a_created_npu_spec(tmp_path) -> None:  # noqa: ANN001
+    """The language server lives long: after an NPU spec is created, NPU504/505 must see it."""
+    from npu_lint.rules.packaging._shared import packages
+
+    pkg = tmp_path / "toy"
+    pkg.mkdir()
+    gpu = pkg / "toy_gpu_patch_gen_config.py"
+    gpu.write_text("config = None\n", encoding="utf-8")
+    paths = [str(gpu)]
+    assert [p.npu_specs for p in packages(paths)] == [[]]
+    (pkg / "toy_npu_patch_gen_config.py").write_text("config = None\n", encoding="utf-8")
+    assert [len(p.npu_specs) for p in packages(paths)] == [1]

@@ -203,7 +203,7 @@ def test_npu506_installed_differs_from_pin(tmp_path: Path) -> None:
 
 
 def test_npu506_pin_prefers_project_dependencies(tmp_path: Path) -> None:
-    from npu_lint.rules.packaging import _repo_pin
+    from npu_lint.rules.packaging._shared import _repo_pin
 
     (tmp_path / "pyproject.toml").write_text(
         '[project.optional-dependencies]\nold = ["transformers==4.57.0"]\n\n'

@@ -8,6 +8,7 @@ import pytest
 
 from npu_lint.engine import apply_edits
 from npu_lint.fixers import init_switch
+from npu_lint.veomni import registration
 
 HEAD = "from ...loader import MODELING_REGISTRY\n"
 
@@ -17,10 +18,10 @@ def _fix(text: str, module: str = "veomni.utils.device") -> str:
     tree = ast.parse(text)
     edits = [
         e
-        for e in (init_switch.switch_edit(text, item) for item in init_switch.find_static_imports(tree))
+        for e in (init_switch.switch_edit(text, item) for item in registration.find_static_imports(tree))
         if e
     ]
-    if edits and not init_switch.flag_bound(tree):
+    if edits and not registration.flag_bound(tree):
         edits.append(init_switch.flag_import_edit(text, tree, module))
     out = apply_edits(text, edits, newline) if edits else text
     ast.parse(out)
@@ -100,4 +101,4 @@ def test_already_switched_and_npu_only_imports_are_not_static() -> None:
         "if not IS_NPU_AVAILABLE:\n    from .generated.patched_modeling_t_gpu import A\n"
         "from .generated.patched_modeling_t_npu import B\n"
     )
-    assert init_switch.find_static_imports(ast.parse(text)) == []
+    assert registration.find_static_imports(ast.parse(text)) == []

@@ -7,10 +7,11 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from npu_lint.config import Settings
-from npu_lint.engine import _SKIPPABLE, check_source, fix_source
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import check_source, fix_source
+from npu_lint.engine.walk import _SKIPPABLE
 from npu_lint.rules.base import REGISTRY, Context, load_rule_modules
-from npu_lint.source import SourceFile
 
 load_rule_modules()
 ALL = sorted(REGISTRY)
@@ -73,7 +74,7 @@ def test_every_rule_survives_many_shapes() -> None:
 def test_traversal_reaches_every_node() -> None:
     """The walker reads only the fields that can hold nodes: a field holding identifiers (MatchClass.kwd_attrs,
     MatchMapping.rest) once reached the walker as a str and raised."""
-    import npu_lint.engine as engine
+    import npu_lint.engine.walk as engine
 
     tree = ast.parse(MANY_SHAPES)
     seen: list[ast.AST] = []

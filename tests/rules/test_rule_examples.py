@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from npu_lint.config import Settings
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source
 from npu_lint.rules.base import REGISTRY, load_rule_modules
-from npu_lint.source import SourceFile
 
 load_rule_modules()
 FILE_RULES = sorted(REGISTRY.items())

@@ -6,10 +6,11 @@ import textwrap
 
 import pytest
 
-from npu_lint.config import Settings
+from npu_lint.core.astutil import transformers_dir
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source
-from npu_lint.rules.semantics import transformers_dir, upstream_path, upstream_zero_init
-from npu_lint.source import SourceFile
+from npu_lint.veomni.upstream import upstream_path, upstream_zero_init
 
 MODEL = "veomni/models/transformers/toy/modeling_toy.py"
 SPEC = "veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py"

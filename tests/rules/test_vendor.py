@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.config import Settings
-from npu_lint.diagnostics import Applicability
+from npu_lint.core.astutil import resolve_relative
+from npu_lint.core.config import Settings
+from npu_lint.core.diagnostics import Applicability
+from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_source, lint_source
-from npu_lint.rules.vendor import in_model_scope, resolve_relative
-from npu_lint.source import SourceFile
+from npu_lint.rules.vendor._shared import in_model_scope
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vendor"
 MODEL = "veomni/models/transformers/toy/modeling_toy.py"

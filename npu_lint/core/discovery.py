@@ -1,0 +1,138 @@
+"""Which files to lint: walk the given paths, apply gitignore-style excludes (pathspec)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npu_lint.core.config import Settings
+
+
+@dataclass
+class Discovery:
+    files: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one-line messages (exit code 2)
+    excluded: int = 0  # Python files left out by the excludes
+    symlinks: int = 0  # symbolic links met inside directories (not followed)
+    temp_files: list[str] = field(default_factory=list)  # dot-named *.tmp files met on the way
+
+
+def _spec(patterns: list[str]):  # noqa: ANN202 - pathspec type imported lazily
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def is_excluded(path: Path, settings: Settings, root: Path, spec=None, base: Path | None = None) -> bool:  # noqa: ANN001
+    """Whether ``path`` matches an exclude pattern: by its name, or by its path relative to the config root.
+
+    ``base`` is an explicitly named directory that is itself excluded: its descendants are then matched
+    relative to it (naming a directory on the command line lints it, as in ruff).
+    """
+    spec = spec or _spec([*settings.exclude, *settings.extend_exclude])
+    if spec.match_file(path.name) or spec.match_file(path.name + "/"):
+        return True
+    rel = _rel(path, base.resolve()) if base is not None else _rel(path, root)
+    return spec.match_file(rel) or spec.match_file(rel + "/")
+
+
+def _explicit_kind(path: Path) -> str:
+    """``file``, ``dir``, or a one-line reason it is neither (a symlink named explicitly is followed)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if os.path.islink(path):
+            return "broken symbolic link"
+        return "no such file or directory" if exc.errno == errno.ENOENT else (exc.strerror or str(exc))
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    return "not a regular file or directory"
+
+
+def discover(paths: list[str], settings: Settings, force_exclude: bool = False) -> Discovery:
+    """The files to lint. Inside a directory only regular files are taken: symbolic links (files and
+    directories) are not followed (name one explicitly to lint it), and a FIFO, socket or device named
+    ``*.py`` is reported, never opened. An unreadable directory is reported (exit code 2), never skipped
+    silently. npu-lint's own temporary files (``.*.npu-lint-<pid>.*.tmp``) met on the way are listed in
+    ``temp_files`` so that stale ones can be removed."""
+    root = Path(settings.root).resolve()
+    spec = _spec([*settings.exclude, *settings.extend_exclude])
+    found: dict[str, None] = {}
+    out = Discovery()
+    for raw in paths:
+        path = Path(raw)
+        kind = _explicit_kind(path)
+        if kind == "file":
+            # explicitly named files are linted unless --force-exclude
+            if force_exclude and is_excluded(path, settings, root, spec):
+                out.excluded += 1
+                continue
+            found[os.path.normpath(str(path))] = None
+            continue
+        if kind != "dir":
+            out.errors.append(f"{raw}: {kind}")
+            continue
+        base = path if is_excluded(path, settings, root, spec) else None
+        seen_dirs: set[tuple[int, int]] = set()
+
+        def unreadable(exc: OSError) -> None:
+            out.errors.append(f"{exc.filename}: cannot read directory: {exc.strerror or exc}")
+
+        for dirpath, dirnames, filenames in os.walk(path, followlinks=False, onerror=unreadable):
+            current = Path(dirpath)
+            try:
+                st = current.stat()
+                key = (st.st_dev, st.st_ino)
+            except OSError as exc:
+                out.errors.append(f"{dirpath}: {exc.strerror}")
+                dirnames[:] = []
+                continue
+            if key in seen_dirs:  # symlink loop guard (followlinks=False makes this rare)
+                dirnames[:] = []
+                continue
+            seen_dirs.add(key)
+            kept = []
+            for d in sorted(dirnames):
+                sub = current / d
+                if sub.is_symlink() or is_excluded(sub, settings, root, spec, base):
+                    continue
+                kept.append(d)
+            dirnames[:] = kept
+            for name in sorted(filenames):
+                if name.endswith(".tmp") and name.startswith("."):
+                    out.temp_files.append(str(current / name))
+                    continue
+                if not (name.endswith(".py") or name.endswith(".pyi")):
+                    continue
+                file = current / name
+                try:
+                    mode = os.lstat(file).st_mode
+                except OSError as exc:
+                    out.errors.append(f"{file}: {exc.strerror or exc}")
+                    continue
+                if stat.S_ISLNK(mode):
+                    out.symlinks += 1  # not followed inside a directory (docs/architecture.md)
+                    continue
+                if is_excluded(file, settings, root, spec, base):
+                    out.excluded += 1
+                    continue
+                if not stat.S_ISREG(mode):
+                    out.errors.append(f"{file}: not a regular file (skipped)")
+                    continue
+                found[os.path.normpath(str(file))] = None
+    out.files = sorted(found)
+    return out

@@ -1,0 +1,344 @@
+"""Adding a ``from M import name`` the way the file's own isort (ruff ``I001``) would have placed it.
+
+The new import goes into the module's leading import block, in its isort section (``__future__``, standard
+library, third party, first party, relative), in ruff's default order inside the section (``import x`` before
+``from x import``, modules compared case-insensitively, relative imports furthest first), merged into an existing
+``from M import ...`` of the same module (members in ruff's order-by-type order, wrapped in parentheses when
+the line would exceed the target tree's line length). The insertion point is never after the first statement
+that is not an import, so the name is bound before any module-level use (compound ``import x; y = x.f()``
+lines, docstrings, ``__future__`` imports, ``if TYPE_CHECKING:`` blocks that follow the imports).
+
+The target tree's ruff settings (``line-length``, ``lint.isort.known-first-party``) are read from the nearest
+``pyproject.toml`` / ``ruff.toml`` / ``.ruff.toml``; a top-level package next to that file (or under ``src/``)
+is first party, as in ruff's default ``src``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import sys
+from dataclasses import dataclass
+
+from npu_lint.core.diagnostics import Edit
+from npu_lint.core.source import SourceFile
+
+FUTURE, STDLIB, THIRD_PARTY, FIRST_PARTY, LOCAL = range(5)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
+
+
+@dataclass(frozen=True)
+class RuffStyle:
+    root: str | None = None  # the directory of the ruff configuration (or None: none found)
+    line_length: int = 88
+    known_first_party: frozenset[str] = frozenset()
+    known_third_party: frozenset[str] = frozenset()
+    lines_after_imports: int = -1  # -1: ruff's automatic choice
+
+    def section(self, module: str, level: int) -> int:
+        if level:
+            return LOCAL
+        top = module.split(".")[0]
+        if top == "__future__":
+            return FUTURE
+        if top in self.known_first_party:
+            return FIRST_PARTY
+        if top in self.known_third_party:
+            return THIRD_PARTY
+        if top in _STDLIB:
+            return STDLIB
+        if self.root is not None and any(
+            os.path.isdir(os.path.join(self.root, *sub, top)) for sub in ((), ("src",))
+        ):
+            return FIRST_PARTY
+        return THIRD_PARTY
+
+
+def _read_toml(path: str) -> dict | None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def ruff_style(directory: str) -> RuffStyle:
+    """The ruff settings that govern files in ``directory`` (nearest configuration upwards)."""
+    current = os.path.abspath(directory)
+    while True:
+        for name in ("ruff.toml", ".ruff.toml", "pyproject.toml"):
+            path = os.path.join(current, name)
+            if not os.path.isfile(path):
+                continue
+            data = _read_toml(path)
+            if data is None:
+                continue
+            cfg = data.get("tool", {}).get("ruff") if name == "pyproject.toml" else data
+            if not isinstance(cfg, dict):
+                continue
+            length = cfg.get("line-length", 88)
+            lint = cfg.get("lint", {}) if isinstance(cfg.get("lint"), dict) else {}
+            isort = lint.get("isort", cfg.get("isort", {}))
+            isort = isort if isinstance(isort, dict) else {}
+            after = isort.get("lines-after-imports", -1)
+            return RuffStyle(
+                root=current,
+                line_length=length if isinstance(length, int) and length > 0 else 88,
+                known_first_party=_names(isort.get("known-first-party")),
+                known_third_party=_names(isort.get("known-third-party")),
+                lines_after_imports=after if isinstance(after, int) else -1,
+            )
+        parent = os.path.dirname(current)
+        if parent == current:
+            return RuffStyle()
+        current = parent
+
+
+def _names(value: object) -> frozenset[str]:
+    return frozenset(x for x in value if isinstance(x, str)) if isinstance(value, list) else frozenset()
+
+
+def _member_key(name: str) -> tuple[int, str, str]:
+    """ruff's ``order-by-type``: CONSTANTS, then Classes, then everything else; case-insensitive."""
+    bare = name.split(" as ")[0]
+    if bare.isupper() and len(bare) > 1:
+        kind = 0
+    elif bare[:1].isupper():
+        kind = 1
+    else:
+        kind = 2
+    return (kind, bare.lower(), name)
+
+
+def _stmt_key(stmt: ast.stmt, style: RuffStyle) -> tuple[int, int, int, str]:
+    if isinstance(stmt, ast.ImportFrom):
+        module = stmt.module or ""
+        return (style.section(module, stmt.level), 1, -stmt.level, module.lower())
+    assert isinstance(stmt, ast.Import)
+    module = stmt.names[0].name
+    return (style.section(module, 0), 0, 0, module.lower())
+
+
+def split_module(module: str) -> tuple[int, str]:
+    """``"....utils.device"`` -> (4, "utils.device")."""
+    bare = module.lstrip(".")
+    return len(module) - len(bare), bare
+
+
+def leading_block(tree: ast.Module) -> tuple[ast.stmt | None, list[ast.stmt], ast.stmt | None]:
+    """(docstring, the leading import statements, the first other statement)."""
+    body = tree.body
+    i = 0
+    doc = None
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if isinstance(body[0].value.value, str):
+            doc, i = body[0], 1
+    block: list[ast.stmt] = []
+    while i < len(body) and isinstance(body[i], (ast.Import, ast.ImportFrom)):
+        block.append(body[i])
+        i += 1
+    return doc, block, body[i] if i < len(body) else None
+
+
+def _line_start(source: SourceFile, line: int) -> int:
+    """Offset of the start of 1-based ``line`` (the end of the text after the last line)."""
+    if line > len(source.lines):
+        return len(source.text)
+    return source.offset(line, 0)
+
+
+def _after(source: SourceFile, stmt: ast.stmt) -> tuple[int, str]:
+    """Offset just after ``stmt``'s last line, and a newline to prepend when the file ends there unterminated."""
+    end_line = stmt.end_lineno or stmt.lineno
+    if end_line < len(source.lines):
+        return source.offset(end_line + 1, 0), ""
+    text = source.text
+    return len(text), "" if text.endswith(("\n", "\r")) else "\n"
+
+
+def _render_from(module: str, names: list[str], style: RuffStyle, indent: str = "") -> str:
+    one = f"{indent}from {module} import {', '.join(names)}"
+    if len(one) <= style.line_length:
+        return one
+    inner = "".join(f"{indent}    {n},\n" for n in names)
+    return f"{indent}from {module} import (\n{inner}{indent})"
+
+
+def _alias_text(alias: ast.alias) -> str:
+    return f"{alias.name} as {alias.asname}" if alias.asname else alias.name
+
+
+def merge_edit(source: SourceFile, stmt: ast.ImportFrom, name: str, style: RuffStyle) -> Edit | None:
+    """Add ``name`` to an existing ``from M import ...`` (members re-sorted); None when it has comments."""
+    start, end = source.node_range(stmt)
+    if "#" in source.text[start:end] or any(a.name == "*" for a in stmt.names):
+        return None
+    names = sorted({*(_alias_text(a) for a in stmt.names), name}, key=_member_key)
+    module = "." * stmt.level + (stmt.module or "")
+    text = _render_from(module, names, style, "").replace("\n", source.newline)
+    return Edit(start, end, text)
+
+
+def add_import_edit(
+    source: SourceFile, tree: ast.Module, module: str, name: str, style: RuffStyle | None = None
+) -> Edit:
+    """The edit that adds ``from module import name`` (``module`` may be relative: ``..utils.device``)."""
+    if style is None:
+        style = ruff_style(os.path.dirname(os.path.abspath(source.path)))
+    level, bare = split_module(module)
+    doc, block, first_code = leading_block(tree)
+    for stmt in block:
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and stmt.level == level
+            and (stmt.module or "") == bare
+            and not any(a.asname for a in stmt.names)  # isort keeps ``x as y`` imports apart (combine-as off)
+        ):
+            edit = merge_edit(source, stmt, name, style)
+            if edit is not None:
+                return edit
+    nl = source.newline
+    line = _render_from(module, [name], style).replace("\n", nl)
+    key = (style.section(bare, level), 1, -level, bare.lower())
+    if not block:
+        want = style.lines_after_imports
+        if want < 0:
+            defines = isinstance(first_code, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            want = 2 if defines else 1
+        if doc is not None:
+            offset, pre = _after(source, doc)
+            text = f"{pre}{nl}{line}{nl}"
+            after_line = (doc.end_lineno or doc.lineno) + 1
+        else:
+            # after a shebang / encoding / licence comment header, before the first statement
+            first_line = first_code.lineno if first_code is not None else len(source.lines) + 1
+            header = 0
+            for i, raw in enumerate(source.lines[: first_line - 1], start=1):
+                if raw.strip() and not raw.lstrip().startswith("#"):
+                    break
+                if raw.lstrip().startswith("#"):
+                    header = i
+            offset = _line_start(source, header + 1)
+            pre = "" if header == 0 or offset == 0 or source.text[offset - 1] in "\r\n" else nl
+            text = f"{pre}{nl if header else ''}{line}{nl}"
+            after_line = header + 1
+        if first_code is not None:
+            # blank lines between the new import and the code it now precedes (ruff's lines-after-imports)
+            gap = sum(1 for raw in source.lines[after_line - 1 : first_code.lineno - 1] if not raw.strip())
+            text += nl * max(0, want - gap)
+        return Edit(offset, offset, text)
+    keys = [_stmt_key(s, style) for s in block]
+    index = next((i for i, k in enumerate(keys) if k > key), len(block))
+    if index < len(block) and keys[index][0] == key[0]:  # inside its section, before one that sorts after it
+        offset = _line_start(source, block[index].lineno)
+        text = f"{line}{nl}"
+    elif index > 0 and keys[index - 1][0] == key[0]:  # the last of its section
+        offset, pre = _after(source, block[index - 1])
+        text = f"{pre}{line}{nl}"
+    elif index < len(block):
+        if index > 0:  # a new section between two others: after the previous one, blank lines around it
+            offset, pre = _after(source, block[index - 1])
+            text = f"{pre}{nl}{line}{nl}"
+        else:  # a new first section
+            offset = _line_start(source, block[0].lineno)
+            text = f"{line}{nl}{nl}"
+    else:
+        last = block[-1]
+        offset, pre = _after(source, last)
+        text = f"{pre}{line}{nl}" if keys[-1][0] == key[0] else f"{pre}{nl}{line}{nl}"
+    if first_code is not None:
+        # never after the first statement that is not an import (``import torch; x = torch.ones(2)``)
+        limit = _line_start(source, first_code.lineno)
+        if offset > limit:
+            offset, text = limit, f"{line}{nl}"
+    return Edit(offset, offset, text)
+
+
+# -- imports a fix orphaned ---------------------------------------------------------------------------
+
+
+# modules imported for their side effect as well (``import torch_npu`` registers the ``npu`` device): the
+# decision to drop them belongs to the rule that reports them (NPU301), never to the orphan clean-up
+_SIDE_EFFECT_IMPORTS = frozenset({"torch_npu", "transformer_engine", "apex", "deepspeed", "mindspeed"})
+
+
+def _top_imports(tree: ast.Module) -> list[tuple[ast.stmt, ast.alias, str]]:
+    out = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                out.append((stmt, alias, alias.asname or alias.name.split(".")[0]))
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__":
+            for alias in stmt.names:
+                if alias.name != "*":
+                    out.append((stmt, alias, alias.asname or alias.name))
+    return out
+
+
+def _used_names(tree: ast.Module) -> set[str]:
+    """Names the module reads (``Name`` nodes), plus every word of its string constants (string annotations,
+    ``__all__``): conservative, a name mentioned in a string counts as used."""
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 2000:
+            used.update(w for w in node.value.replace(".", " ").replace("[", " ").split() if w.isidentifier())
+    return used
+
+
+def orphaned_import_edits(before: str, source: SourceFile, tree: ast.Module | None = None) -> list[Edit]:
+    """Edits removing the module-level imports that ``before`` used and ``source`` no longer uses: a fix that
+    replaced the last ``torch.cuda.synchronize()`` must not leave ``import torch`` behind (ruff F401).
+    Package ``__init__.py`` files are left alone (their imports are re-exports)."""
+    if os.path.basename(source.path) == "__init__.py":
+        return []
+    try:
+        old_tree = ast.parse(before)
+        new_tree = tree or ast.parse(source.text)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    used_before, used_after = _used_names(old_tree), _used_names(new_tree)
+    bound_before = {name for _, _, name in _top_imports(old_tree)}
+    orphans: dict[ast.stmt, list[ast.alias]] = {}
+    for stmt, alias, name in _top_imports(new_tree):
+        if isinstance(stmt, ast.Import) and alias.name.split(".")[0] in _SIDE_EFFECT_IMPORTS:
+            continue
+        if name in bound_before and name in used_before and name not in used_after:
+            orphans.setdefault(stmt, []).append(alias)
+    edits = []
+    text, lines = source.text, source.lines
+    for stmt, aliases in orphans.items():
+        start, end = source.node_range(stmt)
+        first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+        alone = not text[source.offset(first, 0) : start].strip() and (
+            not lines[last - 1][end - source.offset(last, 0) :].strip()
+            or lines[last - 1][end - source.offset(last, 0) :].lstrip().startswith("#")
+        )
+        if len(aliases) == len(stmt.names):
+            if not alone:
+                continue  # ``import torch; x = 1``: leave it
+            cut_end = last + 1
+            above_blank = first == 1 or not lines[first - 2].strip()
+            if above_blank and cut_end <= len(lines) and not lines[cut_end - 1].strip():
+                cut_end += (
+                    1  # the statement was a section of its own: drop one of the two blank lines around it
+                )
+            edits.append(Edit(source.offset(first, 0), _line_start(source, cut_end), ""))
+            continue
+        if "#" in text[start:end]:
+            continue
+        keep = [_alias_text(a) for a in stmt.names if a not in aliases]
+        if isinstance(stmt, ast.Import):
+            new = f"import {', '.join(keep)}"
+        else:
+            module = "." * stmt.level + (stmt.module or "")
+            new = _render_from(module, keep, ruff_style(os.path.dirname(os.path.abspath(source.path))))
+        edits.append(Edit(start, end, new.replace("\n", source.newline)))
+    return edits

@@ -1,0 +1,69 @@
+"""Helper tools run from npu-lint's own environment, never from the linted tree.
+
+The linted tree is data: no helper is started with the tree as its working directory or on its ``sys.path``,
+and no helper is found by importing a module (``python -m ruff`` from a tree with a ``ruff/`` package would run
+that package). ruff is a runtime dependency; its binary is looked up by absolute path in the scripts directory
+of the interpreter running npu-lint (the place pip installed it), never on the tree's ``PATH`` entries.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+_RUFF: list[str | None] = []
+
+
+def _script_dirs() -> list[Path]:
+    dirs: list[Path] = []
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            path = sysconfig.get_path("scripts") if scheme is None else sysconfig.get_path("scripts", scheme)
+        except KeyError:
+            continue
+        if path:
+            dirs.append(Path(path))
+    dirs.append(Path(sys.executable).parent)
+    return dirs
+
+
+def ruff_binary() -> str | None:
+    """The absolute path of the ruff binary installed with npu-lint (None when there is none)."""
+    if _RUFF:
+        return _RUFF[0]
+    found = None
+    name = "ruff.exe" if os.name == "nt" else "ruff"
+    for directory in _script_dirs():
+        candidate = directory / name
+        try:
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                found = str(candidate.resolve())
+                break
+        except OSError:
+            continue
+    _RUFF.append(found)
+    return found
+
+
+def neutral_cwd() -> str:
+    """A working directory for helper processes that is not the linted tree."""
+    return tempfile.gettempdir()
+
+
+def run_tool(argv: Sequence[str], stdin: str, timeout: float = 30) -> subprocess.Popen[str]:
+    """Start a helper binary (absolute path) in a neutral directory with a clean ``PYTHONPATH``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")}
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=neutral_cwd(),
+        env=env,
+    )

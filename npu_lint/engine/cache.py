@@ -1,0 +1,227 @@
+"""The result cache: per-file diagnostics keyed by tool version, settings, project index, path and content.
+
+The cache holds findings, never fixes to apply: a fix run re-lints every file it fixes (``engine.fix``), so a
+cached edit is never written anywhere. Entries are still treated as untrusted input:
+
+* each entry is signed (HMAC-SHA256) with a key kept outside the project (``$XDG_CACHE_HOME/npu-lint/key``,
+  created 0600); an entry that was not written by this user's npu-lint (crafted, copied, edited) is ignored;
+* entries are read only when they are regular files (no symlinks), with a size cap, and checked against a
+  schema before use; an invalid entry is ignored and counted (``notes``), and the file is linted again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from npu_lint import __version__
+from npu_lint.core.diagnostics import Diagnostic
+
+MAX_ENTRY_BYTES = 8 * 1024 * 1024
+_KEY: list[bytes] = []
+
+
+def _key() -> bytes:
+    """This user's cache signing key (outside any project); a per-process key when it cannot be stored."""
+    if _KEY:
+        return _KEY[0]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+    path = base / "npu-lint" / "key"
+    key = b""
+    try:
+        from npu_lint.core.safeio import read_regular
+
+        data, st = read_regular(path, limit=4096, follow_symlinks=False)
+        if len(data) >= 32 and (st.st_mode & 0o077) == 0 and st.st_uid == os.getuid():
+            key = data
+    except (OSError, AttributeError):
+        pass
+    if not key:
+        key = secrets.token_bytes(32)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = path.with_name(f".key.{os.getpid()}.{secrets.token_hex(4)}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(key)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # not stored: this process's entries are valid only for itself
+    _KEY.append(key)
+    return key
+
+
+_STR = str
+_INT = int
+
+
+def _check_edit(e: Any) -> bool:
+    return (
+        isinstance(e, dict)
+        and isinstance(e.get("start"), _INT)
+        and isinstance(e.get("end"), _INT)
+        and isinstance(e.get("content"), _STR)
+        and 0 <= e["start"] <= e["end"]
+    )
+
+
+def _check_fix(f: Any) -> bool:
+    if f is None:
+        return True
+    return (
+        isinstance(f, dict)
+        and isinstance(f.get("title"), _STR)
+        and f.get("applicability") in ("safe", "unsafe", "display")
+        and isinstance(f.get("edits"), list)
+        and all(_check_edit(e) for e in f["edits"])
+        and isinstance(f.get("creates", []), list)
+        and all(
+            isinstance(c, dict) and isinstance(c.get("path"), _STR) and isinstance(c.get("content"), _STR)
+            for c in f.get("creates", [])
+        )
+        and isinstance(f.get("reason", ""), _STR)
+        and isinstance(f.get("deferred", False), bool)
+        and (f.get("builder") is None or isinstance(f.get("builder"), _STR))
+    )
+
+
+def _check_diag(d: Any) -> bool:
+    if not isinstance(d, dict):
+        return False
+    for name in ("code", "name", "message", "path"):
+        if not isinstance(d.get(name), _STR):
+            return False
+    for name in ("line", "col", "end_line", "end_col"):
+        if not isinstance(d.get(name), _INT) or isinstance(d.get(name), bool) or d[name] < 0:
+            return False
+    origin = d.get("origin")
+    if origin is not None and not (
+        isinstance(origin, dict)
+        and isinstance(origin.get("path"), _STR)
+        and isinstance(origin.get("line"), _INT)
+    ):
+        return False
+    return (
+        _check_fix(d.get("fix"))
+        and isinstance(d.get("severity", ""), _STR)
+        and isinstance(d.get("source_line", ""), _STR)
+    )
+
+
+class Cache:
+    """Per-file results keyed by (tool version, effective config, project index, path, content hash)."""
+
+    def __init__(self, directory: str, fingerprint: str, follow_symlink: bool = True) -> None:
+        self.root = Path(directory)
+        self.directory = self.root / f"v{__version__}"
+        self._ignored = False  # the root's .gitignore checked (written on the first put)
+        self.fingerprint = fingerprint
+        self.keys: dict[str, str] = {}  # path -> key of every file looked up in this run
+        self.invalid = 0  # entries ignored because they were not valid (the front end says so)
+        # the default cache directory lives in the project: a symlink there (committed, planted) would send
+        # the cache's writes outside it, so it is not used
+        self.disabled = not follow_symlink and os.path.islink(directory)
+        self._notes = [f"{directory} is a symbolic link: the cache is not used"] if self.disabled else []
+
+    @property
+    def notes(self) -> list[str]:
+        if not self.invalid:
+            return list(self._notes)
+        n = self.invalid
+        return [
+            *self._notes,
+            f"ignored {n} invalid cache entr{'ies' if n != 1 else 'y'} in {self.directory} (re-linted)",
+        ]
+
+    def tree_key(self, extra: str) -> str:
+        """A key for results computed over all files looked up so far (project rules)."""
+        h = hashlib.sha256(self.fingerprint.encode() + b"\0" + extra.encode())
+        for path in sorted(self.keys):
+            h.update(f"\0{path}\0{self.keys[path]}".encode())
+        return h.hexdigest()
+
+    def key(self, path: str, data: bytes) -> str:
+        h = hashlib.sha256()
+        h.update(self.fingerprint.encode())
+        h.update(b"\0")
+        h.update(os.path.abspath(path).encode())
+        h.update(b"\0")
+        h.update(data)
+        return h.hexdigest()
+
+    def _file(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    @staticmethod
+    def _sign(key: str, payload: bytes) -> str:
+        return hmac.new(_key(), key.encode() + b"\0" + payload, hashlib.sha256).hexdigest()
+
+    def get(self, key: str) -> list[Diagnostic] | None:
+        from npu_lint.core.safeio import read_regular
+
+        if self.disabled:
+            return None
+        try:
+            raw, _ = read_regular(self._file(key), limit=MAX_ENTRY_BYTES, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            self.invalid += 1  # a symlink, a device, too large, unreadable
+            return None
+        try:
+            entry = json.loads(raw)
+            payload = entry["diagnostics"]
+            signature = entry["mac"]
+            if not isinstance(payload, str) or not isinstance(signature, str):
+                raise TypeError
+            if not hmac.compare_digest(signature, self._sign(key, payload.encode())):
+                raise ValueError("signature")
+            data = json.loads(payload)
+            if not isinstance(data, list) or not all(_check_diag(d) for d in data):
+                raise TypeError
+            return [Diagnostic.from_json(d) for d in data]
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.invalid += 1
+            return None
+
+    def _ensure_gitignore(self) -> None:
+        """Keep the cache out of git (``git status``, ``audit --base``), as ruff does: a ``.gitignore`` of ``*``."""
+        self._ignored = True
+        marker = self.root / ".gitignore"
+        if not marker.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.root / f".gitignore.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            tmp.write_text("# Automatically created by npu-lint.\n*\n", encoding="utf-8")
+            os.replace(tmp, marker)
+
+    def put(self, key: str, diags: list[Diagnostic]) -> None:
+        if self.disabled:
+            return
+        target = self._file(key)
+        try:
+            if not self._ignored:
+                self._ensure_gitignore()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            payload = json.dumps([d.to_json() for d in diags], separators=(",", ":"))
+            data = json.dumps({"diagnostics": payload, "mac": self._sign(key, payload.encode())}).encode()
+            if len(data) > MAX_ENTRY_BYTES:
+                return
+            tmp = target.parent / f".{key[:16]}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        except OSError:
+            pass  # a cache that cannot be written is not an error

@@ -1,0 +1,298 @@
+"""Fixes: non-overlapping edits, re-parse, re-lint to a bounded fixpoint; never returns unparsable text."""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npu_lint.core.config import Settings
+from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
+from npu_lint.core.imports import orphaned_import_edits
+from npu_lint.core.source import DecodeError, SourceFile
+from npu_lint.engine.lint import InternalError, lint_source
+from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
+from npu_lint.rules.base import PROJECT_REGISTRY
+
+MAX_FIX_PASSES = 10
+
+
+def _overlaps(a: Edit, b: Edit) -> bool:
+    if a == b:
+        return False
+    if a.start == a.end == b.start == b.end:
+        return True  # two different insertions at one point: order would be arbitrary
+    return a.start < b.end and b.start < a.end
+
+
+def apply_edits(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
+    unique = sorted(set(edits), key=lambda e: (e.start, e.end))
+    out = []
+    pos = 0
+    for edit in unique:
+        if edit.start < pos:
+            raise ValueError("overlapping edits")
+        out.append(text[pos : edit.start])
+        content = edit.content
+        if newline != "\n" and "\n" in content:
+            content = content.replace("\r\n", "\n").replace("\n", newline)
+        out.append(content)
+        pos = edit.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return False
+    return True
+
+
+def remove_orphaned_imports(before: str, current: SourceFile) -> str:
+    """``current``'s text without the module-level imports that ``before`` used and the fixes orphaned."""
+    edits = orphaned_import_edits(before, current)
+    if not edits:
+        return current.text
+    cleaned = apply_edits(current.text, edits, current.newline)
+    return cleaned if parses(cleaned) else current.text
+
+
+def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
+    return fix is not None and fix.applies(unsafe)
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    applied: int = 0
+    applied_codes: dict[str, int] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)  # fixes whose result did not parse
+    creates: list[CreateFile] = field(default_factory=list)
+    remaining: list[Diagnostic] = field(default_factory=list)
+
+
+def _fix_id(diag: Diagnostic) -> tuple[str, str, str]:
+    return (diag.code, diag.fix.title if diag.fix else "", diag.source_line.strip())
+
+
+def fix_source(
+    src: SourceFile,
+    codes: list[str],
+    settings: Settings,
+    project: object | None = None,
+    unsafe: bool = False,
+) -> FixOutcome:
+    """Apply fixes to a fixpoint (bounded). Never returns text that does not parse (if the input parsed)."""
+    text = src.text
+    newline = src.newline
+    outcome = FixOutcome(text)
+    rejected: set[tuple[str, str, str]] = set()
+    created: dict[str, CreateFile] = {}
+    current = src
+    diags = lint_source(current, codes, settings, project, fix_mode=True)
+    for _ in range(MAX_FIX_PASSES):
+        candidates = [d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected]
+        if not candidates:
+            break
+        accepted: list[Diagnostic] = []
+        taken: list[Edit] = []
+        for diag in sorted(
+            candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)
+        ):
+            edits = diag.fix.edits  # type: ignore[union-attr]
+            if any(_overlaps(e, t) for e in edits for t in taken):
+                continue  # left for the next pass
+            accepted.append(diag)
+            taken.extend(edits)
+        new_text = apply_edits(text, taken, newline)
+        if not parses(new_text):
+            # find the culprit(s): keep the first fix that parses on its own, retry the rest next pass
+            new_text = text
+            good: list[Diagnostic] = []
+            for diag in accepted:
+                attempt = apply_edits(text, diag.fix.edits, newline)  # type: ignore[union-attr]
+                if parses(attempt):
+                    good.append(diag)
+                    new_text = attempt
+                    break
+                rejected.add(_fix_id(diag))
+                outcome.dropped.append(
+                    f"{src.path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
+                )
+            accepted = good
+        for diag in accepted:
+            for create in diag.fix.creates:  # type: ignore[union-attr]
+                created.setdefault(create.path, create)
+            outcome.applied += 1
+            outcome.applied_codes[diag.code] = outcome.applied_codes.get(diag.code, 0) + 1
+        if new_text == text:
+            break
+        text = new_text
+        current = SourceFile(src.path, text, src.encoding, src.kind)
+        diags = lint_source(current, codes, settings, project, fix_mode=True)
+    else:
+        diags = lint_source(current, codes, settings, project, fix_mode=True)
+    if text != src.text:
+        cleaned = remove_orphaned_imports(src.text, current)
+        if cleaned != text:
+            text = cleaned
+            current = SourceFile(src.path, text, src.encoding, src.kind)
+            diags = lint_source(current, codes, settings, project, fix_mode=True)
+    outcome.text = text
+    outcome.creates = list(created.values())
+    outcome.remaining = diags
+    return outcome
+
+
+@dataclass
+class TreeFix:
+    """What ``fix_tree`` did: per-file fix counts, created files, the (path, old, new) texts it changed (written
+    unless asked not to), fixes dropped because their result would not parse or their file changed, files that
+    could not be fixed (one line each: the other files are still fixed), and the findings that remain."""
+
+    remaining: list[Diagnostic] = field(default_factory=list)
+    fixed_counts: dict[str, Counter[str]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    changes: list[tuple[str, str, str]] = field(default_factory=list)  # (path, old text, new text); "" = new
+    errors: list[str] = field(default_factory=list)  # per-file failures (exit code 2)
+
+
+def _is_project_code(code: str) -> bool:
+    return code in PROJECT_REGISTRY
+
+
+def _inside(path: str, root: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def fix_tree(
+    diagnostics: list[Diagnostic],
+    codes: list[str],
+    settings: Settings,
+    project: object | None = None,
+    unsafe: bool = False,
+    write: bool = True,
+    sources: dict[str, SourceFile] | None = None,
+) -> TreeFix:
+    """Fix every file with applicable fixes (the one orchestration for the CLI and the language server).
+
+    Each file is read once, at fix time, and every fix applied to it is computed on that text: file-rule fixes
+    are recomputed by re-linting it (cached or earlier edits are never applied), and project-rule fixes
+    (computed over the whole tree) are applied, once, only if their ``basis`` is the hash of that text
+    (otherwise they are skipped with a message). The write happens only if the file still has the content
+    that was read (``write_atomic(expect=...)``): a concurrent save wins and is reported. One file's failure
+    is reported in ``errors`` and the other files are still fixed. Created files are written (or only
+    reported when ``write`` is false) before the files that will import them, and only inside the project.
+    ``sources`` gives the text of some paths (an editor's buffers): those are fixed but never written."""
+    out = TreeFix()
+    by_path: dict[str, list[Diagnostic]] = {}
+    for diag in diagnostics:
+        by_path.setdefault(diag.path, []).append(diag)
+    for path in sorted(by_path):
+        diags = by_path[path]
+        # a deferred fix's applicability is known once built (in fix mode): its file is processed
+        if not any(fix_applicable(d.fix, unsafe) or (d.fix is not None and d.fix.deferred) for d in diags):
+            out.remaining.extend(diags)
+            continue
+        try:
+            _fix_one(path, diags, codes, settings, project, unsafe, write, out, (sources or {}).get(path))
+        except ConcurrentChange as exc:
+            out.errors.append(str(exc))
+            out.remaining.extend(diags)
+        except OSError as exc:
+            out.errors.append(f"{path}: cannot fix: {exc.strerror or exc}")
+            out.remaining.extend(diags)
+        except (DecodeError, InternalError) as exc:
+            out.errors.append(f"{path}: cannot fix: {exc}")
+            out.remaining.extend(diags)
+    return out
+
+
+def _fix_one(
+    path: str,
+    diags: list[Diagnostic],
+    codes: list[str],
+    settings: Settings,
+    project: object | None,
+    unsafe: bool,
+    write: bool,
+    out: TreeFix,
+    buffer: SourceFile | None,
+) -> None:
+    from npu_lint.engine.lint import read_snapshot
+
+    if buffer is not None:
+        src, snapshot = buffer, None
+        write = False
+    else:
+        src, snapshot = read_snapshot(path)  # the fix-time read: every edit applies to this text
+    basis = text_hash(src.text)
+    counts: Counter[str] = Counter()
+    text = src.text
+    creates: list[CreateFile] = []
+    taken: list[Edit] = []
+    for diag in (d for d in diags if _is_project_code(d.code)):
+        fix = diag.fix
+        if fix is None or not fix_applicable(fix, unsafe):
+            out.remaining.append(diag)
+            continue
+        edits = list(fix.edits)
+        if edits and fix.basis != basis:
+            out.dropped.append(
+                f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix skipped: the file changed after it was "
+                "linted (run again)"
+            )
+            out.remaining.append(diag)
+            continue
+        if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
+            out.remaining.append(diag)
+            continue
+        attempt = apply_edits(src.text, [*taken, *edits], src.newline)
+        if not parses(attempt):
+            out.dropped.append(
+                f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
+            )
+            out.remaining.append(diag)
+            continue
+        taken.extend(edits)
+        text = attempt
+        creates.extend(fix.creates)
+        counts[diag.code] += 1
+    current = SourceFile(path, text, src.encoding, src.kind)
+    outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
+    if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
+        fixed = SourceFile(path, outcome.text, src.encoding, src.kind)
+        outcome.text = remove_orphaned_imports(src.text, fixed)
+    out.dropped.extend(outcome.dropped)
+    out.remaining.extend(outcome.remaining)
+    counts.update(outcome.applied_codes)
+    creates.extend(outcome.creates)
+    for create in creates:
+        if os.path.lexists(create.path) or create.path in out.created:
+            continue
+        if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
+            out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")
+            continue
+        if write:
+            Path(create.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                create_new(create.path, create.content, "utf-8")  # never replaces a file made meanwhile
+            except FileExistsError:
+                out.errors.append(f"{create.path}: not created: a file appeared there meanwhile")
+                continue
+        out.changes.append((create.path, "", create.content))
+        out.created.append(create.path)
+    if outcome.text != src.text:
+        out.fixed_counts[path] = counts
+        out.changes.append((path, src.text, outcome.text))
+        if write:
+            write_atomic(path, outcome.text, src.encoding, expect=snapshot)
+    elif counts:
+        out.fixed_counts[path] = counts

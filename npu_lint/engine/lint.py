@@ -1,0 +1,253 @@
+"""Lint one file: decode, parse once, walk once, generated-file policy, suppressions."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+from npu_lint.core.config import Settings
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.core.safeio import read_regular
+from npu_lint.core.source import DecodeError, SourceFile, decode_source
+from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
+from npu_lint.engine.walk import _walk, rule_classes
+from npu_lint.rules.base import Context
+
+SYNTAX_CODE = "NPU001"
+
+GENERATED_FIX_REASON = "generated file: fix the patch spec and regenerate (patchgen), never edit generated/"
+
+
+class InternalError(Exception):
+    pass
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    error: str | None = None  # one-line message for an unreadable file / internal error (exit code 2)
+    cached: bool = False
+    size: int = -1  # bytes linted (the cache stores the result only if they are the bytes it keyed)
+    digest: str = ""
+
+
+def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Diagnostic:
+    line = max(1, min(line, len(src.lines)))
+    return Diagnostic(
+        code=SYNTAX_CODE,
+        name="syntax-error",
+        message=message,
+        path=src.path,
+        line=line,
+        col=max(0, col),
+        end_line=line,
+        end_col=max(0, col),
+        severity=SEVERITY_ERROR,
+        source_line=src.line_text(line),
+    )
+
+
+def check_source(
+    src: SourceFile,
+    codes: list[str],
+    project: object | None = None,
+    fix_mode: bool = False,
+) -> list[Diagnostic]:
+    """All diagnostics of the selected rules for one decoded file, before suppressions.
+
+    The cyclic garbage collector is paused meanwhile: parsing and walking allocate tens of thousands of
+    acyclic nodes, and the collections they trigger cost a third of the time; whatever is left to collect
+    is collected once the collector runs again."""
+    if not gc.isenabled():
+        return _check_source(src, codes, project, fix_mode)
+    gc.disable()
+    try:
+        return _check_source(src, codes, project, fix_mode)
+    finally:
+        gc.enable()
+
+
+def _check_source(
+    src: SourceFile,
+    codes: list[str],
+    project: object | None,
+    fix_mode: bool,
+) -> list[Diagnostic]:
+    try:
+        tree = ast.parse(src.text, filename=src.path)
+    except SyntaxError as exc:
+        if SYNTAX_CODE not in codes:
+            return []
+        line = exc.lineno or 1
+        col = (exc.offset or 1) - 1
+        text = src.line_text(line)
+        col = min(col, len(text))
+        return [_syntax_diagnostic(src, f"file could not be parsed: {exc.msg}", line, col)]
+    except (RecursionError, MemoryError):
+        if SYNTAX_CODE not in codes:
+            return []
+        return [_syntax_diagnostic(src, "file could not be parsed: nesting too deep for the parser", 1, 0)]
+    ctx = Context(src, tree, project, fix_mode)
+    rules = [cls(ctx) for cls in rule_classes(codes) if cls.applies_to(ctx)]
+    if not rules:
+        return []
+    try:
+        _walk(tree, ctx, rules)
+        for rule in rules:
+            rule.finish()
+    except RecursionError:
+        return [_syntax_diagnostic(src, "file could not be analysed: nesting too deep", 1, 0)]
+    except Exception as exc:  # one failure policy: name the rule, the caller reports it (exit 2)
+        raise InternalError(f"internal error in {_culprit(exc)}: {type(exc).__name__}: {exc}") from exc
+    diags = ctx.diagnostics
+    if fix_mode and not src.kind.generated:
+        diags = _build_deferred(ctx, diags)
+    if src.kind.generated:
+        diags = [_generated_policy(d) for d in diags]
+        if diags:  # where each finding comes from in the patch spec (npu_lint.veomni.patchgen)
+            from npu_lint.veomni.patchgen import attach_origins
+
+            diags = attach_origins(src.path, src.text, tree, diags)
+    return diags
+
+
+def _culprit(exc: BaseException) -> str:
+    """The rule (or fixer) whose code raised: the innermost traceback frame whose ``self`` is a rule."""
+    from npu_lint.rules.base import Rule
+
+    found = "npu-lint"
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, Rule) and owner.code:
+            found = owner.code
+        tb = tb.tb_next
+    return found
+
+
+def _build_deferred(ctx: Context, diags: list[Diagnostic]) -> list[Diagnostic]:
+    """Replace deferred fixes by the fixes their builders compute (``npu_lint.fixers``), once per builder and
+    file; every finding that carries the same deferred fix shares the built one."""
+    built: dict[str, Fix | None] = {}
+    out = []
+    for diag in diags:
+        fix = diag.fix
+        if fix is None or not fix.deferred or fix.builder is None:
+            out.append(diag)
+            continue
+        if fix.builder not in built:
+            from npu_lint.fixers import builder
+
+            try:
+                built[fix.builder] = builder(fix.builder)(ctx)
+            except Exception as exc:  # one failure policy: reported with the codes it serves, exit 2
+                raise InternalError(
+                    f"internal error in {diag.code} fix ({fix.builder}): {type(exc).__name__}: {exc}"
+                ) from exc
+        out.append(diag.replace(fix=built[fix.builder]))
+    return out
+
+
+def _generated_policy(diag: Diagnostic) -> Diagnostic:
+    if diag.fix is None or diag.fix.applicability is Applicability.DISPLAY:
+        return diag
+    fix = Fix(
+        diag.fix.title,
+        diag.fix.edits,
+        Applicability.DISPLAY,
+        (),
+        GENERATED_FIX_REASON,
+    )
+    return diag.replace(fix=fix)
+
+
+def lint_source(
+    src: SourceFile,
+    codes: list[str],
+    settings: Settings,
+    project: object | None = None,
+    fix_mode: bool = False,
+) -> list[Diagnostic]:
+    diags = check_source(src, codes, project, fix_mode)
+    if diags:
+        ignored = per_file_ignored(src.path, settings, codes)
+        diags = apply_suppressions(src, diags, ignored)
+    return sorted(diags, key=Diagnostic.sort_key)
+
+
+def build_deferred_fixes(
+    diagnostics: list[Diagnostic], codes: list[str], settings: Settings, project: object | None = None
+) -> list[Diagnostic]:
+    """``diagnostics`` with every deferred fix built (each file that has one is linted again in fix mode, once),
+    so that outputs which show fixes (``--show-fixes``, JSON, ``--diff``'s proposals) carry the real fix:
+    its edits, and, for a display-only proposal, its reason. A file that cannot be read keeps its deferred
+    fixes."""
+    paths = sorted({d.path for d in diagnostics if d.fix is not None and d.fix.deferred})
+    if not paths:
+        return diagnostics
+    built: dict[str, dict[tuple[str, int, int, int, int], Diagnostic]] = {}
+    for path in paths:
+        try:
+            src = read_source(path)
+        except (OSError, DecodeError):
+            continue
+        fixed = lint_source(src, codes, settings, project, fix_mode=True)
+        built[path] = {(d.code, d.line, d.col, d.end_line, d.end_col): d for d in fixed}
+    out = []
+    for d in diagnostics:
+        if d.fix is not None and d.fix.deferred and d.path in built:
+            found = built[d.path].get((d.code, d.line, d.col, d.end_line, d.end_col))
+            if found is not None:
+                d = d.replace(fix=found.fix)
+        out.append(d)
+    return out
+
+
+def read_source(path: str) -> SourceFile:
+    """Read and decode; raises OSError (unreadable, not a regular file, too large) or DecodeError."""
+    return read_snapshot(path)[0]
+
+
+def read_snapshot(path: str) -> tuple[SourceFile, tuple[bytes, os.stat_result]]:
+    """``read_source`` and what was read (bytes, stat): a write of a fix checks the file still has them."""
+    data, st = read_regular(path)
+    text, encoding = decode_source(data)
+    return SourceFile.from_text(path, text, encoding), (data, st)
+
+
+def lint_path(path: str, codes: list[str], settings: Settings, project: object | None = None) -> FileResult:
+    try:
+        data, _ = read_regular(path)
+        text, encoding = decode_source(data)
+        src = SourceFile.from_text(path, text, encoding)
+    except OSError as exc:
+        return FileResult(path, error=f"{path}: cannot read file: {exc.strerror or exc}")
+    except DecodeError as exc:
+        digest = hashlib.sha256(data).hexdigest()
+        if SYNTAX_CODE not in codes:
+            return FileResult(path, size=len(data), digest=digest)
+        src = SourceFile(path, "")
+        diag = Diagnostic(
+            SYNTAX_CODE,
+            "syntax-error",
+            f"file could not be decoded: {exc}",
+            path,
+            exc.line,
+            0,
+            exc.line,
+            0,
+            severity=SEVERITY_ERROR,
+        )
+        return FileResult(path, [diag], size=len(data), digest=digest)
+    try:
+        result = FileResult(path, lint_source(src, codes, settings, project))
+        result.size, result.digest = len(data), hashlib.sha256(data).hexdigest()
+        return result
+    except InternalError as exc:  # the other files are still linted; the run exits 2
+        return FileResult(path, error=f"{path}: {exc}")
+    except Exception as exc:
+        return FileResult(path, error=f"{path}: internal error: {type(exc).__name__}: {exc}")

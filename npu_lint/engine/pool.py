@@ -1,0 +1,183 @@
+"""Many files: cache first, then a process pool; the project (whole-tree) rules, suppressions applied."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+
+from npu_lint.core.config import Settings
+from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.safeio import read_regular
+from npu_lint.core.source import DecodeError, SourceFile
+from npu_lint.engine.cache import Cache
+from npu_lint.engine.lint import FileResult, lint_path, read_source
+from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
+from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+
+POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
+
+
+_WORKER: dict[str, object] = {}
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker must not outlive the npu-lint process that started it (it would hold stdout open and hang a
+    ``npu-lint ... | consumer`` pipe forever): on Linux the kernel kills it when its parent dies
+    (``PR_SET_PDEATHSIG``); everywhere a daemon thread exits it once its parent is gone."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the check above was in place
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="npu-lint-parent-watch", daemon=True).start()
+
+
+def _init_worker(codes: list[str], settings: Settings, project: object | None, parent: int = 0) -> None:
+    import signal
+
+    if parent:
+        _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and shuts the pool down
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER["args"] = (codes, settings, project)
+    load_rule_modules()
+
+
+def _work(path: str) -> FileResult:
+    codes, settings, project = _WORKER["args"]  # type: ignore[misc]
+    return lint_path(path, codes, settings, project)
+
+
+def lint_paths(
+    paths: list[str],
+    codes: list[str],
+    settings: Settings,
+    project: object | None = None,
+    cache: Cache | None = None,
+    jobs: int | None = None,
+    during: Callable[[], None] | None = None,
+) -> list[FileResult]:
+    """Lint files (cache first, then a process pool for many files). ``during`` runs in this process while
+    the pool's workers lint (the CLI runs the project rules there), or after a serial run."""
+    results: dict[str, FileResult] = {}
+    todo: list[str] = []
+    keys: dict[str, tuple[str, str]] = {}  # path -> (cache key, digest of the bytes it was computed from)
+    if cache is not None:
+        for path in paths:
+            try:
+                data, _ = read_regular(path)
+            except OSError:
+                todo.append(path)
+                continue
+            key = cache.keys[path] = cache.key(path, data)
+            hit = cache.get(key)
+            if hit is None:
+                keys[path] = (key, hashlib.sha256(data).hexdigest())
+                todo.append(path)
+            else:
+                results[path] = FileResult(path, hit, cached=True)
+    else:
+        todo = list(paths)
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if len(todo) >= POOL_THRESHOLD and workers > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(codes, settings, project, os.getpid()),
+        )
+        try:
+            chunk = max(1, len(todo) // (workers * 4))
+            pending = pool.map(_work, todo, chunksize=chunk)  # submits every chunk now
+            if during is not None:
+                during()
+            for res in pending:
+                results[res.path] = res
+        except BaseException:  # ^C, SIGTERM (SystemExit), an error: stop the workers now, do not wait
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                try:
+                    proc.terminate()
+                except (OSError, AttributeError):
+                    pass
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+    else:
+        for path in todo:
+            results[path] = lint_path(path, codes, settings, project)
+        if during is not None:
+            during()
+    if cache is not None:
+        for path, (key, digest) in keys.items():
+            res = results[path]
+            if res.error is None and res.digest == digest:  # the file did not change between the reads
+                cache.put(key, res.diagnostics)
+    return [results[p] for p in sorted(results)]
+
+
+def project_diagnostics(
+    project: object,
+    files: list[str],
+    codes: list[str],
+    settings: Settings,
+    fix_mode: bool = False,
+    cache: Cache | None = None,
+    sources: dict[str, SourceFile] | None = None,
+) -> list[Diagnostic]:
+    """Diagnostics of the project (whole-tree) rules, suppressions applied. Cached, like file results,
+    under a key covering every linted file's key (content, configuration, project index). ``sources`` gives
+    the text to read suppressions from for some paths (an editor's unsaved buffer); others are read from disk.
+    Used by the CLI, the audit and the language server."""
+    from npu_lint.fixers import builder as fixer_builder
+
+    load_rule_modules()
+    rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
+    if not rules:
+        return []
+    key = None
+    if cache is not None and not fix_mode:
+        key = cache.tree_key("project:" + ",".join(c.code for c in rules))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    out = []
+    for cls in rules:
+        rule = cls()
+        rule.fix_mode = fix_mode
+        rule.fixer_lookup = fixer_builder
+        diags = list(rule.check(project, files))
+        for diag in diags:
+            src = (sources or {}).get(diag.path)
+            if src is None:
+                try:
+                    src = read_source(diag.path)
+                except (OSError, DecodeError):
+                    out.append(diag)
+                    continue
+            ignored = per_file_ignored(diag.path, settings, codes)
+            out.extend(apply_suppressions(src, [diag], ignored))
+    if key is not None:
+        cache.put(key, out)
+    return out

@@ -1,0 +1,221 @@
+"""Writes that lose nothing: atomic, keeping encoding (BOM included) and mode, and only over what was read.
+
+* ``write_atomic`` writes a temporary file beside the target and renames it over the target, but only if the
+  target still has the content the fix was computed on (size, mtime and hash checked just before the rename);
+  otherwise it raises ``ConcurrentChange`` and writes nothing (a concurrent save wins).
+* A symbolic link is written through (its target is replaced, the link stays); a file with several hard
+  links is rewritten in place so every link keeps seeing it.
+* Temporary files are named ``.<name>.npu-lint-<pid>.<random>.tmp``: a run removes those whose process is
+  gone (``remove_stale_temps``), and a run stopped by SIGINT/SIGTERM removes its own.
+* ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import stat
+import time
+from pathlib import Path
+
+TEMP_PATTERN = re.compile(r"^\..*\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
+_NAME_ROOM = 80  # characters of the target's name kept in a temporary name (NAME_MAX is 255 bytes)
+
+
+class ConcurrentChange(Exception):
+    """The file changed between the read a fix was computed on and the write: nothing was written."""
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _temp_name(target: Path) -> Path:
+    stem = target.name
+    while len(stem.encode("utf-8", "surrogateescape")) > _NAME_ROOM:
+        stem = stem[:-1]
+    return target.parent / f".{stem}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
+
+
+def _check_unchanged(path: Path, expect: tuple[bytes, os.stat_result] | None) -> None:
+    if expect is None:
+        return
+    data, before = expect
+    from npu_lint.core.safeio import read_regular
+
+    try:
+        now_data, now = read_regular(path, limit=max(len(data), 1) * 2 + 4096)
+    except OSError as exc:
+        raise ConcurrentChange(
+            f"{path}: changed while being fixed ({exc.strerror or exc}); not written"
+        ) from None
+    if (
+        now.st_size != before.st_size
+        or now.st_mtime_ns != before.st_mtime_ns
+        or now.st_ino != before.st_ino
+        or now_data != data
+    ):
+        raise ConcurrentChange(f"{path}: changed while being fixed (a concurrent write won); not written")
+
+
+def write_atomic(
+    path: str, text: str, encoding: str, expect: tuple[bytes, os.stat_result] | None = None
+) -> None:
+    """Write ``text`` to ``path`` keeping the encoding (BOM included) and the file mode.
+
+    ``expect`` is the (bytes, stat) of the read the text was computed from: the write happens only if the file
+    still matches it (else ``ConcurrentChange``). A symlink is written through, a multiply linked file in
+    place; anything but a regular file (or a missing one) is refused with ``OSError``."""
+    target = Path(path)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))  # written through: the link stays a link
+    data = text.encode(encoding)
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        import errno
+
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    if st is None and expect is not None:
+        raise ConcurrentChange(f"{path}: deleted while being fixed; not written")
+    mode = st.st_mode & 0o7777 if st is not None else 0o644
+    if st is not None and st.st_nlink > 1:
+        _check_unchanged(target, expect)
+        _write_in_place(target, data)  # keeps every hard link pointing at the fixed file
+        return
+    tmp = _temp_name(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        _check_unchanged(target, expect)
+        os.replace(tmp, target)
+    except BaseException:  # KeyboardInterrupt / SystemExit (SIGTERM) included: no leftovers
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def create_new(path: str, text: str, encoding: str = "utf-8") -> None:
+    """Create ``path`` with ``text`` atomically, never replacing anything: a file (or link) that appears there
+    meanwhile wins (``FileExistsError``). The content is written to a temporary file and hard-linked into place
+    (``link`` fails when the name exists), so the new file is never seen half-written."""
+    target = Path(path)
+    tmp = _temp_name(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode(encoding))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
+        try:
+            os.link(tmp, target)
+        except OSError as exc:
+            if isinstance(exc, FileExistsError):
+                raise
+            # no hard links on this file system: exclusive create, then write
+            with open(target, "xb") as fh:
+                fh.write(text.encode(encoding))
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_in_place(target: Path, data: bytes) -> None:
+    fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def remove_stale_temps(paths: list[str]) -> list[str]:
+    """Remove npu-lint's own temporary files (``TEMP_PATTERN``) left by a process that is gone; returns them."""
+    removed = []
+    for path in paths:
+        match = TEMP_PATTERN.match(os.path.basename(path))
+        if match is None:
+            continue
+        try:
+            st = os.lstat(path)
+            # the owner is gone, or the pid was reused long after (a write takes seconds, not a day)
+            gone = not _pid_alive(int(match.group(1))) or time.time() - st.st_mtime > 86400
+            if gone and stat.S_ISREG(st.st_mode):
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
+def write_output(path: str, text: str) -> None:
+    """``-o FILE``: a regular file (or a new one) is written atomically; a device, FIFO or symlink is written
+    in place, never replaced. Raises ``OSError`` (one-line ``strerror``) when that cannot be done."""
+    import errno
+
+    target = Path(path)
+    data = text.encode("utf-8")
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        st = None
+    if st is None:
+        if not target.parent.is_dir():
+            raise OSError(errno.ENOENT, "no such directory", str(target.parent))
+        write_atomic(path, text, "utf-8")
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise OSError(errno.EISDIR, "is a directory", path)
+    try:
+        real = os.stat(path)
+    except OSError:
+        real = None
+    if real is not None and stat.S_ISREG(real.st_mode) and real.st_nlink == 1:
+        write_atomic(path, text, "utf-8")  # a symlink to a regular file is written through
+        return
+    # a symlink (/dev/stdout), a device (/dev/null), a FIFO, a hard-linked file: write in place
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    finally:
+        os.close(fd)

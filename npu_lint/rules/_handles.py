@@ -1,0 +1,596 @@
+"""Dispatch handles as a file declares them (OpSlot / VeomniOp constructors, post-import blocks, the
+handle table of module globals and ``self.<attr>``): shared by the dispatch and semantics families."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from npu_lint.core.astutil import literal_getattr
+from npu_lint.core.diagnostics import Applicability, Fix
+from npu_lint.rules.base import Context, collect_imports
+from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
+from npu_lint.veomni.project import Project
+
+# -- recognisers ------------------------------------------------------------------------------------
+
+CONSTRUCTORS = {"OpSlot", "VeomniOp", "resolve_op", "attention_op"}
+HANDLE_CONSTRUCTORS = {"OpSlot", "VeomniOp", "resolve_op"}
+GUARD_ATTRS = {"use_non_eager_impl", "use_eager_impl", "is_bound"}
+_CAST_METHODS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous", "detach"}
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_EMPTY_PROJECT = Project()
+
+
+def project_of(ctx: Context) -> Project:
+    project = ctx.project
+    return project if isinstance(project, Project) else _EMPTY_PROJECT
+
+
+def call_name(node: ast.AST, ctx: Context | None = None) -> str | None:
+    """Last component of a called name: ``OpSlot`` for ``dispatch.OpSlot(...)``. With ``ctx`` a bare name is
+    resolved through the file's imports first (the Context's resolver), so ``_Slot(...)`` after
+    ``from veomni.ops.dispatch import OpSlot as _Slot`` is ``OpSlot``."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name):
+        if ctx is not None:
+            qual = ctx.local_qualname(func)
+            if qual:
+                return qual.rsplit(".", 1)[-1]
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+REGISTRY_OBJECTS = frozenset({"KERNEL_REGISTRY", "OP_REGISTRY"})
+
+
+def registry_read(node: ast.AST, ctx: Context) -> bool:
+    """``KERNEL_REGISTRY.resolve(op, variant, impl)`` (the registry object under any alias or module path):
+    a kernel taken from the registry, like ``resolve_op``."""
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "resolve"
+    ):
+        return False
+    receiver = ctx.qualname(node.func.value) or ""
+    return receiver.rsplit(".", 1)[-1] in REGISTRY_OBJECTS
+
+
+def constructor_kind(node: ast.AST, ctx: Context | None = None) -> str | None:
+    """OpSlot / VeomniOp / resolve_op / attention_op / bound_kernel for a dispatch-creating call (import
+    aliases resolved when ``ctx`` is given; a registry-object read counts as ``resolve_op``)."""
+    name = call_name(node, ctx)
+    if name in CONSTRUCTORS:
+        return name
+    if name == "bound_kernel" and isinstance(node.func, ast.Attribute):  # type: ignore[union-attr]
+        return "bound_kernel"
+    if ctx is not None and registry_read(node, ctx):
+        return "resolve_op"
+    return None
+
+
+def module_handle_names(ctx: Context) -> frozenset[str]:
+    """Module globals bound to an OpSlot / VeomniOp / resolved row (file scope or post-import blocks)."""
+    cached = ctx.memo.get("module_handle_names")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    names: set[str] = set()
+    bodies = [ctx.tree.body, *(b.tree.body for b in post_import_blocks(ctx))]
+    for body in bodies:
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and constructor_kind(stmt.value, ctx) in HANDLE_CONSTRUCTORS:
+                names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    frozen = frozenset(names)
+    ctx.memo["module_handle_names"] = frozen
+    return frozen
+
+
+def str_value(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def op_variant(call: ast.Call, kind: str | None = None) -> tuple[str | None, str | None]:
+    """(op, variant) literals of a handle constructor, OpSlot names mapped to the VeomniOp ones."""
+    kind = kind or call_name(call)
+    first = "op_name" if kind == "OpSlot" else "op"
+    op = str_value(call_arg(call, 0, first))
+    variant = str_value(call_arg(call, 1, "variant"))
+    if kind == "OpSlot" and op is not None and variant is not None:
+        op, variant = OPSLOT_TO_VEOMNIOP.get((op, variant), (op, variant))
+    return op, variant
+
+
+def in_function(ctx: Context) -> bool:
+    return ctx.enclosing(*_SCOPES) is not None
+
+
+def spec_target(func: ast.AST) -> tuple[str | None, str | None]:
+    """(class, method) a patch-spec function replaces, from its decorator.
+
+    ``@config.override_method("Cls.forward")`` -> ("Cls", "forward"); ``@config.modify_init("Cls")`` ->
+    ("Cls", "__init__"); ``@config.replace_function("name")`` -> (None, "name").
+    """
+    for deco in getattr(func, "decorator_list", ()):
+        if not isinstance(deco, ast.Call) or not isinstance(deco.func, ast.Attribute):
+            continue
+        target = str_value(deco.args[0]) if deco.args else None
+        if target is None:
+            target = next((str_value(k.value) for k in deco.keywords if k.arg in ("target", "name")), None)
+        if target is None:
+            continue
+        kind = deco.func.attr
+        if kind == "override_method" and "." in target:
+            cls, _, method = target.rpartition(".")
+            return cls, method
+        if kind == "modify_init":
+            return target, "__init__"
+        if kind == "replace_function":
+            return None, target
+    return None, None
+
+
+def owner_class(ctx: Context, func: ast.AST | None) -> str | None:
+    """The class a function belongs to: its enclosing class, or the class a patch-spec function patches."""
+    if func is None:
+        return None
+    cls = ctx.class_
+    if cls is not None and func in cls.body:
+        return cls.name
+    return spec_target(func)[0]
+
+
+def method_name(func: ast.AST | None) -> str | None:
+    """A function's effective name: the patched method's name for a patch-spec replacement."""
+    if func is None:
+        return None
+    target = spec_target(func)[1]
+    return target or getattr(func, "name", None)
+
+
+# -- post-import blocks -----------------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    """A parsed ``config.add_post_import_block("...")`` string, with positions mapped to the file."""
+
+    call: ast.Call
+    tree: ast.Module
+    lines: list[str]  # lines of the dedented code
+    margin: int  # indentation removed by the dedent
+    first_line: int  # file line of the string's first content line
+    first_col: int  # file column (code points) where the content starts on its first line
+    exact: bool  # whether the literal's text equals its value (no escapes), so columns map exactly
+    anchor: tuple[int, int, int, int] = (1, 0, 1, 0)  # where the string literal starts (fallback position)
+
+    def position(self, node: ast.AST) -> tuple[int, int, int, int]:
+        """(line, col, end_line, end_col) in the spec file, code points."""
+        if not self.exact:  # the string literal's own position
+            return self.anchor
+        line, col = self._map(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end_line, end_col = self._map(node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        return line, col, end_line, end_col
+
+    def _map(self, line: int, byte_col: int) -> tuple[int, int]:
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        col = len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+        file_line = self.first_line + line - 1
+        base = self.first_col if line == 1 else 0
+        return file_line, base + self.margin + col
+
+    def offsets(self, ctx: Context, node: ast.AST) -> tuple[int, int] | None:
+        if not self.exact:
+            return None
+        line, col, end_line, end_col = self.position(node)
+        return ctx.source.offset(line, col), ctx.source.offset(end_line, end_col)
+
+
+def _dedent(value: str) -> tuple[list[str], int]:
+    lines = value.split("\n")
+    indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
+    margin = min(indents) if indents else 0
+    prefixes = {ln[:margin] for ln in lines if ln.strip()}
+    if len(prefixes) > 1:  # mixed tabs/spaces: give up on mapping, keep textwrap's behaviour
+        import textwrap
+
+        return textwrap.dedent(value).split("\n"), -1
+    return [ln[margin:] if ln.strip() else "" for ln in lines], margin
+
+
+def _parse_block(ctx: Context, call: ast.Call) -> Block | None:
+    arg = call.args[0] if call.args else None
+    value = str_value(arg)
+    if arg is None or value is None:
+        return None
+    lines, margin = _dedent(value)
+    try:
+        tree = ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    src = ctx.source
+    literal = src.segment(arg)
+    exact = False
+    first_line, first_col = arg.lineno, src.char_col(arg.lineno, arg.col_offset)
+    prefix_len = len(literal) - len(literal.lstrip("rRuUbBfF"))
+    body = literal[prefix_len:]
+    for quote in ('"""', "'''", '"', "'"):
+        if body.startswith(quote) and body.endswith(quote) and len(body) >= 2 * len(quote):
+            raw = body[len(quote) : -len(quote)]
+            exact = raw.replace("\r\n", "\n").replace("\r", "\n") == value and margin >= 0
+            first_col += prefix_len + len(quote)
+            break
+    col = src.char_col(arg.lineno, arg.col_offset)
+    anchor = (arg.lineno, col, arg.lineno, col)
+    return Block(call, tree, lines, max(margin, 0), first_line, first_col, exact, anchor)
+
+
+def post_import_blocks(ctx: Context) -> list[Block]:
+    """Every ``<config>.add_post_import_block("...")`` at module level of the file, parsed (cached)."""
+    cached = ctx.memo.get("post_import_blocks")
+    if cached is not None:
+        return cached
+    blocks: list[Block] = []
+    for stmt in ctx.tree.body:
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)
+            and stmt.value.func.attr == "add_post_import_block"
+        ):
+            block = _parse_block(ctx, stmt.value)
+            if block is not None:
+                blocks.append(block)
+                bindings: dict[str, str] = {}
+                collect_imports(block.tree.body, bindings)
+                ctx.add_imports(bindings)  # the block's imports reach the generated module's scope
+    ctx.memo["post_import_blocks"] = blocks
+    return blocks
+
+
+def block_of(ctx: Context, call: ast.Call) -> Block | None:
+    return next((b for b in post_import_blocks(ctx) if b.call is call), None)
+
+
+def module_scope_calls(tree: ast.Module) -> Iterator[ast.Call]:
+    """Calls evaluated at import time of a (small) block: module level, not inside functions or lambdas."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_SCOPES, ast.ClassDef)):
+            if isinstance(node, ast.ClassDef):
+                stack.extend(node.body)
+            continue
+        if isinstance(node, ast.Call):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+# -- the handle table ------------------------------------------------------------------------------
+
+
+@dataclass
+class Handle:
+    kind: str  # OpSlot | VeomniOp | resolve_op
+    op: str | None
+    variant: str | None  # VeomniOp naming (OpSlot qwen3_5 -> offset)
+    call: ast.Call  # the constructor call
+    block: Block | None = None  # set when declared inside a post-import block
+    raw_variant: str | None = None  # the variant literal as written
+
+
+@dataclass
+class HandleTable:
+    """Dispatch handles a file declares: module globals (file or post-import blocks) and ``self.<attr>``."""
+
+    module: dict[str, list[Handle]] = field(default_factory=dict)
+    attrs: dict[tuple[str | None, str], list[Handle]] = field(default_factory=dict)
+    blocks_done: bool = False
+
+    @staticmethod
+    def _handle(call: ast.Call, block: Block | None = None, ctx: Context | None = None) -> Handle | None:
+        kind = constructor_kind(call, ctx)
+        if kind not in HANDLE_CONSTRUCTORS:
+            return None
+        op, variant = op_variant(call, kind)
+        raw = str_value(call_arg(call, 1, "variant"))
+        return Handle(kind, op, variant, call, block, raw)  # type: ignore[arg-type]
+
+    def add_blocks(self, ctx: Context) -> None:
+        if self.blocks_done:
+            return
+        self.blocks_done = True
+        for block in post_import_blocks(ctx):
+            for stmt in block.tree.body:
+                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+                    handle = self._handle(stmt.value, block, ctx)
+                    if handle is not None:
+                        for target in stmt.targets:
+                            if isinstance(target, ast.Name):
+                                self.module.setdefault(target.id, []).append(handle)
+
+    def visit_assign(self, ctx: Context, node: ast.Assign) -> None:
+        """Feed an ``Assign`` met during the traversal."""
+        self.add_blocks(ctx)
+        value = node.value
+        if not isinstance(value, ast.Call):
+            return
+        handle = self._handle(value, None, ctx)
+        if handle is None:
+            return
+        func = ctx.enclosing(*_SCOPES)
+        for target in node.targets:
+            if isinstance(target, ast.Name) and func is None:
+                self.module.setdefault(target.id, []).append(handle)
+            elif (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+                and func is not None
+            ):
+                self.attrs.setdefault((owner_class(ctx, func), target.attr), []).append(handle)
+
+    def resolve(self, ctx: Context, callee: ast.expr, cls: str | None) -> Handle | None:
+        """The handle a call's callee refers to, when it is unambiguous (one op and variant)."""
+        self.add_blocks(ctx)
+        found: list[Handle] = []
+        if isinstance(callee, ast.Call):
+            handle = self._handle(callee, None, ctx)
+            found = [handle] if handle else []
+        elif isinstance(callee, ast.Name):
+            found = self.module.get(callee.id, [])
+        elif (
+            isinstance(callee, ast.Attribute)
+            and isinstance(callee.value, ast.Name)
+            and callee.value.id == "self"
+        ):
+            found = self.attrs.get((cls, callee.attr), [])
+            if not found:
+                found = [h for (c, a), hs in self.attrs.items() if a == callee.attr for h in hs]
+        if not found:
+            return None
+        if len({(h.op, h.variant) for h in found}) != 1:
+            return None
+        return found[0]
+
+    def is_handle(self, ctx: Context, callee: ast.expr, cls: str | None) -> bool:
+        self.add_blocks(ctx)
+        if isinstance(callee, ast.Call):
+            return constructor_kind(callee, ctx) in HANDLE_CONSTRUCTORS
+        if isinstance(callee, ast.Name):
+            return callee.id in self.module
+        if (
+            isinstance(callee, ast.Attribute)
+            and isinstance(callee.value, ast.Name)
+            and callee.value.id == "self"
+        ):
+            return any(a == callee.attr for (_c, a) in self.attrs)
+        return False
+
+
+# -- the migration fix (built by the engine from the fixer registry: ``npu_lint.fixers.dispatch``) -------
+
+MIGRATION_BUILDER = "dispatch-migration"
+
+
+def migration_fix(ctx: Context) -> Fix:
+    """The whole-file dispatch migration, attached to every NPU201-203 finding of a file. The fix is deferred:
+    the engine builds it once per file (libcst + astroid) when fixes are applied, and shares it between the
+    findings; suppressions are the engine's, so a ``# noqa`` or per-file-ignore on one finding never removes the
+    migration from the others."""
+    return Fix(
+        "Migrate module-global dispatch to instance-local handles",
+        (),
+        Applicability.UNSAFE,
+        (),
+        "computed by --fix/--diff/editor actions; where a step cannot be done exactly the migration is "
+        "shown as a display-only proposal instead",
+        deferred=True,
+        builder=MIGRATION_BUILDER,
+    )
+
+
+def _dispatch_doc(kind: str) -> str:
+    return {
+        "OpSlot": "an `OpSlot` is bound once per process and shared by every model instance",
+        "VeomniOp": "a `VeomniOp` built at import time resolves its row before the ops config is installed",
+        "resolve_op": "a row resolved at import time ignores the ops config installed later",
+        "attention_op": "an attention handle built at import time ignores the model's config",
+        "bound_kernel": "a kernel taken from a module-global slot at import time is shared by every model",
+    }[kind]
+
+
+# -- NPU201 -----------------------------------------------------------------------------------------
+
+
+# -- NPU202 -----------------------------------------------------------------------------------------
+
+
+# -- NPU203 -----------------------------------------------------------------------------------------
+
+
+def _impl_expr(ctx: Context, node: ast.AST) -> bool:
+    """An expression naming a configured implementation: `*.rms_norm_implementation`, `resolve_op_impl()`."""
+    if isinstance(node, ast.Call):
+        return call_name(node) == "resolve_op_impl"
+    dotted = ctx.dotted(node)
+    if dotted is None:
+        return False
+    last = dotted.rsplit(".", 1)[-1]
+    return last.endswith(("_implementation", "_impl", "_impl_name")) or last in ("impl", "implementation")
+
+
+_FLAG_TARGET = re.compile(r"\s*(\w+)\s*=[^=]")
+
+
+def _guard_flags(ctx: Context) -> frozenset[str]:
+    """Names a file assigns from a dispatch guard attribute (``fused = slot.use_non_eager_impl``): a cheap text
+    scan, so only those names are looked up as local flags."""
+    cached = ctx.memo.get("guard_flags")
+    if cached is None:
+        found: set[str] = set()
+        for line in ctx.source.text.splitlines():
+            if ("use_" in line or "is_bound" in line) and any(attr in line for attr in GUARD_ATTRS):
+                match = _FLAG_TARGET.match(line)
+                if match:
+                    found.add(match.group(1))
+        cached = frozenset(found)
+        ctx.memo["guard_flags"] = cached
+    return cached  # type: ignore[return-value]
+
+
+def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast.AST | None, bool] | None:
+    """(description, receiver, needs-a-check) of a dispatch guard.
+
+    When the last item is true the guard is only reported if the receiver is a known dispatch handle (or,
+    without a receiver, if the guarded code calls one).
+    """
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Name) and not _seen:
+        if test.id not in _guard_flags(ctx):
+            return None
+        value = _local_value(ctx, test)  # fused = slot.use_non_eager_impl; if fused: ...
+        return guard_of(ctx, value, _seen=True) if value is not None else None
+    literal = literal_getattr(test)
+    if literal is not None and literal[1] in GUARD_ATTRS:  # getattr(slot, "use_non_eager_impl")
+        test = ast.Attribute(value=literal[0], attr=literal[1], ctx=ast.Load())
+    if isinstance(test, ast.BoolOp):
+        for value in test.values:
+            found = guard_of(ctx, value, _seen)
+            if found is not None:
+                return found
+        return None
+    if isinstance(test, ast.Attribute) and test.attr in GUARD_ATTRS:
+        # `use_non_eager_impl` is VeOmni's own word; `is_bound` / `use_eager_impl` need a known handle
+        return f"`.{test.attr}`", test.value, test.attr != "use_non_eager_impl"
+    if (
+        isinstance(test, ast.Call)
+        and call_name(test) == "bound_kernel"
+        and isinstance(test.func, ast.Attribute)
+    ):
+        return "`.bound_kernel()`", test.func.value, False
+    if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+        left, right = test.left, test.comparators[0]
+        if (
+            isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(right, ast.Constant)
+            and right.value is None
+        ):
+            if isinstance(left, ast.Call) and call_name(left) == "bound_kernel":
+                return "`.bound_kernel()`", left.func.value, False  # type: ignore[union-attr]
+            return None
+        if isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+            for a, b in ((left, right), (right, left)):
+                literal = str_value(b) is not None or (
+                    isinstance(b, (ast.Tuple, ast.List, ast.Set))
+                    and all(str_value(e) is not None for e in b.elts)
+                )
+                if literal and _impl_expr(ctx, a):
+                    return "a comparison of the configured implementation name", None, True
+    return None
+
+
+# -- NPU204 -----------------------------------------------------------------------------------------
+
+_OP_TO_FIELDS: dict[str, list[str]] = {}
+for _field, _op in CONFIG_FIELD_TO_OP.items():
+    _OP_TO_FIELDS.setdefault(_op, []).append(_field)
+_ATTENTION_FIELDS = {"_attn_implementation", "attn_implementation"}
+
+
+def _field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
+    """(config field, the node holding it) of `resolve_op_impl("<field>")` / `config.ops_config.<field>`."""
+    if isinstance(node, ast.Call) and call_name(node) == "resolve_op_impl":
+        arg = call_arg(node, 0, "field")
+        value = str_value(arg)
+        return (value, arg) if value is not None and arg is not None else None
+    if isinstance(node, ast.Attribute):
+        if node.attr in _ATTENTION_FIELDS:
+            return node.attr, node
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "ops_config":
+            return node.attr, node
+    return None
+
+
+def _local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
+    """The single value assigned to a local name in the enclosing function (or the module)."""
+    scope = ctx.function
+    key = ("local_values", id(scope) if scope is not None else 0)
+    cached = ctx.memo.get(key)
+    if cached is None or cached[0] is not scope:  # type: ignore[index]
+        values: dict[str, list[ast.expr] | None] = {}
+        stack: list[ast.AST] = list(scope.body if scope is not None else ctx.tree.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (*_SCOPES, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        found = values.setdefault(t.id, [])
+                        if found is not None:
+                            found.append(node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+                values[node.target.id] = None  # annotated or updated: not a single value
+            stack.extend(ast.iter_child_nodes(node))
+        cached = (scope, values)
+        ctx.memo[key] = cached
+    found = cached[1].get(name.id)  # type: ignore[index]
+    return found[0] if found is not None and len(found) == 1 else None
+
+
+def impl_argument(call: ast.Call) -> ast.expr | None:
+    return call_arg(call, 2, "impl")
+
+
+# -- NPU205 -----------------------------------------------------------------------------------------
+
+
+def _npu_capable(rows: list[OpRow]) -> list[OpRow]:
+    return [r for r in rows if r.requirement == NPU or (r.requirement == ANY and r.impl != "eager")]
+
+
+def _describe(rows: list[OpRow]) -> str:
+    parts = []
+    for r in sorted(rows, key=lambda r: (r.impl != "eager", r.impl)):
+        parts.append(r.impl if r.requirement == ANY else f"{r.impl} ({r.requirement})")
+    return ", ".join(dict.fromkeys(parts))
+
+
+def npu_targeted(ctx: Context) -> bool:
+    name = ctx.source.path.replace("\\", "/").rsplit("/", 1)[-1]
+    if name.endswith("_npu_patch_gen_config.py"):
+        return True
+    return ctx.source.kind.generated and name.endswith("_npu.py")
+
+
+# -- NPU206 -----------------------------------------------------------------------------------------
+
+
+def _npu_named(impl: str) -> bool:
+    return impl == "npu" or impl.endswith("_npu") or impl.startswith("npu_")
+
+
+def _uses_torch_npu(func: ast.AST) -> bool:
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and node.id == "torch_npu":
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "torch_npu" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch_npu":
+            return True
+    return False

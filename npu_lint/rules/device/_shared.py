@@ -1,0 +1,723 @@
+"""Helpers shared by the rules of the device family (private to it)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from npu_lint.core.astutil import walk, walk_pairs
+from npu_lint.core.diagnostics import Edit
+from npu_lint.rules._handles import GUARD_ATTRS, call_name, module_handle_names, npu_targeted
+from npu_lint.rules.base import Context
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import DEVICE_MODULE, device_module_for
+
+_TENSOR_ANNOTATIONS = {
+    "Tensor",
+    "FloatTensor",
+    "LongTensor",
+    "BoolTensor",
+    "IntTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+}
+_PREFERRED_PARAMS = ("hidden_states", "inputs_embeds", "x", "input", "inputs", "query", "q")
+
+
+def _is_tensor_annotation(ctx: Context, ann: ast.expr | None) -> bool:
+    """``torch.Tensor`` / ``Tensor`` / ``torch.FloatTensor``... (not Optional: it may be None)."""
+    if ann is None:
+        return False
+    dotted = ctx.dotted(ann)
+    return dotted is not None and dotted.split(".")[-1] in _TENSOR_ANNOTATIONS
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _self_parameters(cls: ast.ClassDef) -> list[str]:
+    """Attributes assigned ``nn.Parameter(...)`` in the class's ``__init__`` (``self.weight``...)."""
+    out: list[str] = []
+    for stmt in cls.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            for node in ast.walk(stmt):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, (ast.Name, ast.Attribute))
+                    and (
+                        node.value.func.attr
+                        if isinstance(node.value.func, ast.Attribute)
+                        else node.value.func.id
+                    )
+                    == "Parameter"
+                ):
+                    for target in node.targets:
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                        ):
+                            out.append(target.attr)
+    return out
+
+
+def device_source(ctx: Context, avoid: str | None = None) -> str | None:
+    """An expression naming the training device from data in scope, e.g. ``hidden_states.device``.
+
+    Candidates, nearest first: required parameters of the enclosing function annotated as tensors (a
+    conventional name such as ``hidden_states`` preferred), else required parameters it uses as tensors
+    (``x.shape``, ``x.device``, ``x.view(...)``), then ``self.<p>.device`` for a parameter the
+    enclosing class creates in ``__init__``. ``avoid`` is a root name that must not be used (the receiver
+    of ``.cuda()``: its own device would make the move a no-op). None when nothing in scope qualifies.
+    """
+    func = ctx.function
+    if func is not None:
+        args = func.args
+        positional = [*args.posonlyargs, *args.args]
+        n_defaults = len(args.defaults)
+        required = positional[: len(positional) - n_defaults] if n_defaults else positional
+        required += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None]
+        tensors = [a.arg for a in required if a.arg != avoid and _is_tensor_annotation(ctx, a.annotation)]
+        if not tensors:  # else a required parameter the function uses as a tensor (``x.shape``, ``x.device``)
+            tensors = [
+                a.arg
+                for a in required
+                if a.arg not in (avoid, "self", "cls") and _used_as_tensor(func, a.arg)
+            ]
+        for name in _PREFERRED_PARAMS:
+            if name in tensors:
+                return f"{name}.device"
+        if tensors:
+            return f"{tensors[0]}.device"
+        is_method = positional and positional[0].arg == "self"
+        cls = ctx.class_
+        if is_method and cls is not None and avoid != "self":
+            params = _self_parameters(cls)
+            if params:
+                name = "weight" if "weight" in params else params[0]
+                return f"self.{name}.device"
+    return None
+
+
+# -- shared helpers for NPU102-NPU104 ----------------------------------------------------------------
+
+_CUDA_INDEXED = re.compile(r"cuda:(\d+)")
+
+
+def _cuda_string(node: ast.AST | None) -> str | None:
+    """``"cuda"`` or ``"cuda:N"`` when ``node`` is that string constant."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if node.value == "cuda" or _CUDA_INDEXED.fullmatch(node.value):
+            return node.value
+    return None
+
+
+def _is_nccl(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "nccl"
+
+
+def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
+    """Edits that make VeOmni's device helper ``name`` callable here; None when the name is taken.
+
+    A helper already imported from any ``...utils.device`` module (VeOmni's own files import it relatively)
+    needs no edit; a name bound to something else (a local function, another import) blocks the fix.
+    The answer depends only on the file, so it is computed once per file and name (a fresh list each call).
+    """
+    key = ("helper_edits", name)
+    cached = ctx.memo.get(key, ctx)
+    if cached is ctx:
+        cached = ctx.memo[key] = _helper_edits(ctx, name)
+    return None if cached is None else list(cached)  # type: ignore[call-overload]
+
+
+def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
+    if not getattr(ctx.project, "veomni_available", True) and patchgen.module_of(ctx.source.path) is None:
+        # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
+        return None
+    bound = ctx.runtime_imports.get(name)
+    if bound is not None:
+        # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
+        return [] if bound.endswith(f"utils.device.{name}") or bound == f".device.{name}" else None
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+            return None
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in stmt.targets
+        ):
+            return None
+    if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
+        return ctx.import_edits(DEVICE_MODULE, name)
+    return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree), name)
+
+
+def _child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """(ancestor, child-on-the-path) pairs, innermost first."""
+    chain = [*ctx.parents, node]
+    return [(chain[i], chain[i + 1]) for i in range(len(chain) - 2, -1, -1)]
+
+
+def in_annotation(ctx: Context, node: ast.AST) -> bool:
+    for parent, child in _child_of(ctx, node):
+        if isinstance(parent, ast.arg) and parent.annotation is child:
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child:
+            return True
+        if isinstance(parent, ast.AnnAssign) and parent.annotation is child:
+            return True
+        if isinstance(parent, ast.Subscript) and (ctx.dotted(parent.value) or "").split(".")[-1] == "Literal":
+            return True
+        if isinstance(parent, (ast.stmt, ast.Lambda)):
+            return False
+    return False
+
+
+def _mentions_cuda_dispatch(ctx: Context, test: ast.AST) -> bool:
+    """Whether a condition explicitly selects the CUDA backend (VeOmni's flag or device-type helper)."""
+    for sub in ast.walk(test):
+        if isinstance(sub, (ast.Name, ast.Attribute)):
+            dotted = ctx.dotted(sub) or ""
+            last = dotted.split(".")[-1]
+            if last in ("IS_CUDA_AVAILABLE", "is_cuda"):
+                return True
+        if isinstance(sub, ast.Compare) and any(_cuda_string(c) for c in [sub.left, *sub.comparators]):
+            return True
+        if isinstance(sub, ast.Compare) and any(
+            isinstance(c, (ast.Tuple, ast.List, ast.Set)) and any(_cuda_string(e) for e in c.elts)
+            for c in sub.comparators
+        ):
+            return True
+    return False
+
+
+def _guard_test(ctx: Context, test: ast.AST) -> bool:
+    """``_mentions_cuda_dispatch``, also through a local flag (``unsupported = not IS_CUDA_AVAILABLE``)."""
+    if _mentions_cuda_dispatch(ctx, test):
+        return True
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    func = ctx.function
+    if not names or func is None:
+        return False
+    for sub in ast.walk(func):
+        if (
+            isinstance(sub, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id in names for t in sub.targets)
+            and _mentions_cuda_dispatch(ctx, sub.value)
+        ):
+            return True
+    return False
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
+    """Inside a branch that explicitly selects CUDA (``if IS_CUDA_AVAILABLE:``, ``if get_device_type() ==
+    "cuda":``, ``match device_type: case "cuda":``, ``x.is_cuda and ...``, or after ``if not
+    IS_CUDA_AVAILABLE: return``): CUDA-only code there is deliberate."""
+    for parent, child in _child_of(ctx, node):
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test:
+            if _guard_test(ctx, parent.test):
+                return True
+        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            for value in parent.values:
+                if value is child:
+                    break
+                if _mentions_cuda_dispatch(ctx, value):
+                    return True
+        elif isinstance(parent, ast.Dict):
+            key = _dict_key_of(ctx, parent, child)
+            if key is not None and _cuda_string(key):
+                return True  # a dispatch table: {"cuda": torch.cuda.empty_cache, "npu": ...}
+        elif isinstance(parent, ast.match_case):
+            for sub in ast.walk(parent.pattern):
+                if isinstance(sub, ast.MatchValue) and _cuda_string(sub.value):
+                    return True
+        if isinstance(child, ast.stmt) and _after_cuda_exit(ctx, parent, child):
+            return True
+    return False
+
+
+def _dict_key_of(ctx: Context, table: ast.Dict, value: ast.AST) -> ast.expr | None:
+    """The key of ``value`` in a dict display (positions memoised per dict: linear for large tables)."""
+    memo_key = ("dict-values", id(table))
+    info = ctx.memo.get(memo_key)
+    if info is None:
+        info = ctx.memo[memo_key] = ({id(v): i for i, v in enumerate(table.values)}, table)
+    index = info[0].get(id(value))  # type: ignore[index]
+    return table.keys[index] if index is not None else None
+
+
+def _after_cuda_exit(ctx: Context, parent: ast.AST, child: ast.stmt) -> bool:
+    """``child`` follows ``if not IS_CUDA_AVAILABLE: return`` in the same block.
+
+    Linear per block: the first such guard of a block and the position of each statement are computed once
+    per file (``Context.memo``), so a block with many findings is not rescanned for each of them."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if not isinstance(block, list) or not block:
+            continue
+        key = ("cuda-exit-block", id(block))
+        info = ctx.memo.get(key)
+        if info is None:
+            positions = {id(stmt): i for i, stmt in enumerate(block)}
+            first = next(
+                (
+                    i
+                    for i, stmt in enumerate(block)
+                    if isinstance(stmt, ast.If)
+                    and isinstance(stmt.test, ast.UnaryOp)
+                    and isinstance(stmt.test.op, ast.Not)
+                    and _exits(stmt.body)
+                    and _guard_test(ctx, stmt.test.operand)
+                ),
+                len(block),
+            )
+            info = ctx.memo[key] = (positions, first, block)  # the block is kept: its id stays unique
+        positions, first, _ = info  # type: ignore[misc]
+        index = positions.get(id(child))
+        if index is not None and index > first:
+            return True
+    return False
+
+
+def _in_fstring(ctx: Context) -> bool:
+    return any(isinstance(p, ast.JoinedStr) for p in ctx.parents)
+
+
+# torch.cuda.<f>() with an exact VeOmni helper: helper name, and the arguments the helper accepts
+# (positional count, keyword names) for the replacement to be exact.
+_EXACT_HELPERS: dict[str, tuple[str, int, frozenset[str]]] = {
+    "synchronize": ("synchronize", 0, frozenset()),
+    "current_device": ("get_device_id", 0, frozenset()),
+    "empty_cache": ("empty_cache", 0, frozenset()),
+    "set_device": ("set_device", 1, frozenset({"device"})),
+    "current_stream": ("get_current_stream", 0, frozenset()),
+    "stream": ("switch_to_specified_stream", 1, frozenset({"stream"})),
+    "Stream": ("create_stream", 2, frozenset({"device", "priority"})),
+    "Event": ("create_event", 2, frozenset({"enable_timing", "blocking"})),
+}
+# what ``torch.cpu`` offers: on a CPU-only host VeOmni's ``get_torch_device()`` is ``torch.cpu``, so a call of
+# any other runtime function through it (``manual_seed``, ``empty_cache``...) raises AttributeError there,
+# where ``torch.cuda.<f>`` was a no-op: such fixes are unsafe
+CPU_NAMESPACE = frozenset(
+    {
+        "synchronize",
+        "current_device",
+        "set_device",
+        "current_stream",
+        "stream",
+        "Stream",
+        "Event",
+        "device_count",
+    }
+)
+CPU_HOST_REASON = (
+    "on a CPU-only host `get_torch_device()` is `torch.cpu`, which has no `{name}` (AttributeError where "
+    "`torch.cuda.{name}` did nothing)"
+)
+# torch.cuda attributes that torch.npu (torch_npu) mirrors with the same signature: `get_torch_device().<f>`.
+_MIRRORED = frozenset(
+    {
+        "synchronize", "current_device", "empty_cache", "set_device", "current_stream", "stream", "Stream",
+        "Event", "device", "device_count", "default_stream", "memory_allocated", "max_memory_allocated",
+        "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+        "memory_stats", "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed",
+        "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+        "get_device_name", "get_device_properties", "is_bf16_supported", "ipc_collect", "set_stream",
+    }
+)  # fmt: skip
+LEGACY_TENSOR_TYPES: dict[str, str] = {
+    "FloatTensor": "torch.float32",
+    "DoubleTensor": "torch.float64",
+    "HalfTensor": "torch.float16",
+    "BFloat16Tensor": "torch.bfloat16",
+    "ByteTensor": "torch.uint8",
+    "CharTensor": "torch.int8",
+    "ShortTensor": "torch.int16",
+    "IntTensor": "torch.int32",
+    "LongTensor": "torch.int64",
+    "BoolTensor": "torch.bool",
+}
+# calls whose first positional argument is a device (type) string
+_DEVICE_FIRST_ARG = (
+    "torch.device",
+    "torch.autocast",
+    "torch.amp.autocast",
+    "torch.set_default_device",
+    "torch.get_device_module",
+    "torch.amp.GradScaler",
+    "torch.Generator",
+    "torch.distributed.device_mesh.init_device_mesh",
+    "torch.distributed.init_device_mesh",
+    "torch.distributed.device_mesh.DeviceMesh",
+)
+_KERNEL_WORDS = ("impl", "kernel", "triton", "tilelang", "flash", "cudnn", "liger", "fused", "cutlass", "fa3")
+
+
+def _is_device_name(name: str | None) -> bool:
+    return bool(name) and ("device" in name.lower() or name == "map_location")  # type: ignore[union-attr]
+
+
+def _target_name(target: ast.AST) -> str | None:
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return None
+
+
+def _names_kernel(ctx: Context, node: ast.AST) -> bool:
+    """A condition that selects a kernel implementation (``impl == "tilelang"``, ``use_triton``...)."""
+    for sub in ast.walk(node):
+        words: list[str] = []
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            words.append(sub.value)
+        elif isinstance(sub, ast.Name):
+            words.append(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            words.append(sub.attr)
+        if any(w in word.lower() for word in words for w in _KERNEL_WORDS):
+            return True
+    return False
+
+
+def _is_requirement_stmt(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Raise):
+        return True
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr in ("append", "add", "warning", "warn", "info")
+    )
+
+
+# -- NPU103 -------------------------------------------------------------------------------------------
+
+FACTORIES = frozenset(
+    {
+        "zeros", "ones", "empty", "full", "arange", "range", "tensor", "as_tensor", "rand", "randn",
+        "randint", "randperm", "eye", "linspace", "logspace", "empty_strided", "tril_indices",
+        "triu_indices", "bartlett_window", "hann_window", "hamming_window", "blackman_window", "normal",
+        "scalar_tensor", "sparse_coo_tensor", "asarray",
+    }
+)  # fmt: skip
+INIT_METHODS = frozenset(
+    {
+        "__init__", "_init_weights", "init_weights", "reset_parameters", "_reset_parameters", "post_init",
+        "_initialize_weights", "initialize_weights", "from_pretrained", "_from_config", "from_config",
+        "_post_init", "tie_weights", "_tie_weights", "reset_buffers",
+    }
+)  # fmt: skip
+_MODULE_BASES = frozenset(
+    {"Module", "ModuleList", "ModuleDict", "Sequential", "GradientCheckpointingLayer", "PreTrainedModel",
+     "ModelMixin", "Embedding", "Linear", "LayerNorm", "Conv1d", "Conv2d", "Conv3d"}
+)  # fmt: skip
+# method calls a freshly allocated tensor can pass through before a device move (``.to(x.device)``)
+_HOST_SINKS = frozenset({"tolist", "item", "numpy", "cpu", "pin_memory"})
+# tensor methods that return host values (ints, bools, strings), not tensors
+_SCALAR_METHODS = frozenset(
+    {"size", "dim", "numel", "nelement", "element_size", "stride", "is_contiguous", "data_ptr", "get_device",
+     "type", "is_floating_point", "is_complex", "storage_offset", "__len__"}
+)  # fmt: skip
+_MOVES = frozenset({"to", "cuda", "npu", "type_as", "type"})
+_DTYPE_WORDS = ("dtype", "float", "int", "bool", "half", "bfloat16", "long", "double", "complex")
+
+
+def _is_init_method(name: str) -> bool:
+    return name in INIT_METHODS or name.startswith(("_init_", "init_"))
+
+
+def _module_classes(tree: ast.Module, ctx: Context) -> set[str]:
+    """Top-level classes that are ``nn.Module`` subclasses (by base name, transitively within the file)."""
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in out:
+                continue
+            for base in cls.bases:
+                last = (ctx.dotted(base) or "").split(".")[-1]
+                if last in _MODULE_BASES or last.endswith(("PreTrainedModel", "Module")) or last in out:
+                    out.add(name)
+                    changed = True
+                    break
+    return out
+
+
+def _spec_targets(tree: ast.Module) -> dict[str, str]:
+    """Spec functions installed by ``@config.override_method("Cls.m")`` / ``replace_function("f")``:
+    function name -> the method or function name they replace."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef):
+            continue
+        for deco in stmt.decorator_list:
+            if (
+                isinstance(deco, ast.Call)
+                and isinstance(deco.func, ast.Attribute)
+                and deco.func.attr in ("override_method", "replace_function", "modify_init")
+            ):
+                target = next((a.value for a in deco.args[:1] if isinstance(a, ast.Constant)), None)
+                if deco.func.attr == "modify_init":
+                    out[stmt.name] = "__init__"
+                elif isinstance(target, str):
+                    out[stmt.name] = target.split(".")[-1]
+    return out
+
+
+def _is_dtype_expr(ctx: Context, node: ast.AST) -> bool:
+    dotted = ctx.dotted(node) or ""
+    last = dotted.split(".")[-1].lower()
+    return bool(last) and any(w in last for w in _DTYPE_WORDS)
+
+
+def _moves_device(ctx: Context, call: ast.Call) -> bool:
+    """``.to(...)``-style call that sets a device (not ``.to(torch.float32)``)."""
+    func = call.func
+    assert isinstance(func, ast.Attribute)
+    if func.attr in ("cuda", "npu", "type_as"):
+        return True
+    if func.attr == "type":
+        return any("cuda" in ast.dump(a) for a in call.args)
+    if any(k.arg == "device" or k.arg is None for k in call.keywords):
+        return True
+    return bool(call.args) and not _is_dtype_expr(ctx, call.args[0])
+
+
+def _is_submodule_call(node: ast.AST) -> bool:
+    """``self.norm(x)`` / ``self.layers[i](x)``: a submodule's output lives on the accelerator."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Subscript):
+        func = func.value
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+        and not func.attr.startswith(("_", "get_", "compute_", "prepare_"))
+    )
+
+
+def _zero_size(call: ast.Call) -> bool:
+    """``torch.empty(0)`` / ``torch.empty([0])``: an empty placeholder argument, never computed with."""
+    if len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, (ast.List, ast.Tuple)) and len(arg.elts) == 1:
+        arg = arg.elts[0]
+    return isinstance(arg, ast.Constant) and type(arg.value) is int and arg.value == 0
+
+
+def _bound_before(func: ast.AST, name: str, line: int) -> bool:
+    """Every assignment of ``name`` in ``func`` comes before ``line`` (so ``name`` is bound there)."""
+    lines = [
+        t.lineno
+        for n in walk(func)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id == name
+    ]
+    return bool(lines) and max(lines) < line
+
+
+def _to_cpu(call: ast.Call) -> bool:
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "to"
+        and any(
+            isinstance(a, ast.Constant) and a.value == "cpu"
+            for a in [*call.args, *(k.value for k in call.keywords)]
+        )
+    )
+
+
+def _subtree(func: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(func))``, sharing the walk of ``walk_pairs`` with the other per-function helpers."""
+    return [func, *(child for child, _ in walk_pairs(func))]
+
+
+def _names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:
+    """Every ``Name`` in ``func`` with its parent, by identifier, in ``ast.walk`` order (once per function)."""
+    key = ("names_with_parents", id(func))
+    cached = ctx.memo.get(key)
+    if cached is not None and cached[0] is func:  # type: ignore[index]
+        return cached[1]  # type: ignore[index]
+    out: dict[str, list[tuple[ast.Name, ast.AST]]] = {}
+    for child, parent in walk_pairs(func):
+        if isinstance(child, ast.Name):
+            out.setdefault(child.id, []).append((child, parent))  # type: ignore[arg-type]
+    ctx.memo[key] = (func, out)
+    return out
+
+
+def _uses_after(
+    ctx: Context, func: ast.AST, name: str, assign: ast.Assign, parents: dict[int, ast.AST]
+) -> list[ast.Name] | None:
+    """Loads of ``name`` after ``assign`` up to its next rebinding; None when the value is moved to a
+    device or the host (``name.to(x.device)``, ``name.cpu()``, ``name.tolist()``) before that: later uses
+    then no longer see the allocation."""
+    line = assign.end_lineno or assign.lineno
+    events = [
+        (child.lineno, child.col_offset, child, parent)
+        for child, parent in _names_with_parents(ctx, func).get(name, ())
+        if child.lineno > line
+    ]
+    events.sort(key=lambda e: (e[0], e[1]))
+    uses: list[ast.Name] = []
+    for _, _, child, parent in events:
+        if isinstance(child.ctx, ast.Store):
+            break
+        if isinstance(parent, ast.Attribute):
+            if parent.attr in _HOST_SINKS:
+                return None
+            call = parents.get(id(parent))
+            if parent.attr in _MOVES and isinstance(call, ast.Call) and call.func is parent:
+                if _moves_device(ctx, call):
+                    return None
+        uses.append(child)
+    return uses
+
+
+_TENSOR_ATTRS = frozenset(("device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose"))
+_TENSOR_USES: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+
+
+def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
+    """Names used as tensors in ``func`` (``name.device`` / ``.dtype`` / ``.shape``...), one walk per function."""
+    cached = _TENSOR_USES.get(id(func))
+    if cached is not None and cached[0] is func:
+        return cached[1]
+    names = frozenset(
+        sub.value.id
+        for sub in _subtree(func)
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
+    )
+    if len(_TENSOR_USES) > 4096:
+        _TENSOR_USES.clear()
+    _TENSOR_USES[id(func)] = (func, names)
+    return names
+
+
+def _used_as_tensor(func: ast.AST, name: str) -> bool:
+    """Whether ``name`` is used as a tensor in ``func``."""
+    return name in _names_used_as_tensors(func)
+
+
+# -- NPU104 -------------------------------------------------------------------------------------------
+
+_LEGACY_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
+
+
+# -- NPU105 (and NPU102, which leaves these to it) ------------------------------------------------------------
+
+# implementation names that exist only on CUDA: a CUDA test next to one of them guards a CUDA kernel
+CUDA_ONLY_IMPLS = (
+    "triton", "tilelang", "cudnn", "cutlass", "flash_attention", "flash_attn", "fa2", "fa3", "liger", "quack",
+    "deep_gemm", "deepgemm", "sage", "mamba_ssm", "causal_conv1d_cuda", "flashmla", "cuda_graph",
+)  # fmt: skip
+
+
+def _names_cuda_only_impl(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            word = sub.value
+        elif isinstance(sub, ast.Name):
+            word = sub.id
+        elif isinstance(sub, ast.Attribute):
+            word = sub.attr
+        else:
+            continue
+        lower = word.lower()
+        if any(w in lower for w in CUDA_ONLY_IMPLS):
+            return True
+    return False
+
+
+def cuda_gate_condition(ctx: Context, node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+    """(condition root, statement) when the CUDA test ``node`` is (part of) the test of an ``if`` / ``while`` /
+    conditional expression, or the value of a flag assignment; None when it is used otherwise."""
+    root: ast.AST = node
+    for parent, child in _child_of(ctx, node):
+        if isinstance(parent, (ast.BoolOp, ast.UnaryOp)):
+            root = parent
+            continue
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is parent.test:
+            return root, parent
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and child is parent.value:
+            return root, parent
+        return None
+    return None
+
+
+def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
+    """What NPU path a CUDA test (``x.is_cuda``, ``x.device.type == "cuda"``) disables, or None.
+
+    Reported: the condition also tests a dispatch guard (``slot.use_non_eager_impl``, ``is_bound``,
+    ``.bound_kernel()``); the guarded branch calls a registry handle of the file; or the file is an NPU module
+    or spec. Exempt: the condition, an enclosing ``if`` or the enclosing function names a CUDA-only
+    implementation (``impl == "triton"``, ``"tilelang"``, ``use_flash_attn``...): that guard selects a CUDA
+    kernel on purpose."""
+    found = cuda_gate_condition(ctx, node)
+    if found is None:
+        return None
+    root, stmt = found
+    if _names_cuda_only_impl(root):
+        return None
+    for parent, child in _child_of(ctx, stmt):
+        if isinstance(parent, (ast.If, ast.While)) and child is not parent.test:
+            if _names_cuda_only_impl(parent.test):
+                return None
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(w in parent.name.lower() for w in CUDA_ONLY_IMPLS):
+                return None
+            break
+    for sub in ast.walk(root):
+        if isinstance(sub, ast.Attribute) and sub.attr in GUARD_ATTRS:
+            return f"the dispatch guard `{ctx.source.segment(sub)}`"
+        if isinstance(sub, ast.Call) and call_name(sub) == "bound_kernel":
+            return f"the dispatch guard `{ctx.source.segment(sub)}`"
+    if isinstance(stmt, ast.If):
+        handles = module_handle_names(ctx)
+        if handles:
+            for s in stmt.body:
+                for sub in ast.walk(s):
+                    if (
+                        isinstance(sub, ast.Call)
+                        and isinstance(sub.func, ast.Name)
+                        and sub.func.id in handles
+                    ):
+                        return f"a call of the dispatch handle `{sub.func.id}`"
+    if npu_targeted(ctx):
+        return "code of an NPU module"
+    return None
+
+
+def bool_operand_removal(ctx: Context, node: ast.AST) -> Edit | None:
+    """An edit removing ``node`` from the ``and`` it is a direct operand of (``a and x.is_cuda`` -> ``a``)."""
+    parent = ctx.parents[-1] if ctx.parents else None
+    if not (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)) or len(parent.values) < 2:
+        return None
+    values = parent.values
+    i = next((k for k, v in enumerate(values) if v is node), None)
+    if i is None:
+        return None
+    src = ctx.source
+    if i > 0:
+        start = src.node_range(values[i - 1])[1]
+        end = src.node_range(node)[1]
+    else:
+        start = src.node_range(node)[0]
+        end = src.node_range(values[1])[0]
+    text = src.text[start:end]
+    if "#" in text:
+        return None
+    return Edit(start, end, "")

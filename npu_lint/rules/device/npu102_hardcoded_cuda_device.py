@@ -1,0 +1,560 @@
+"""NPU102 hardcoded-cuda-device."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability, Edit
+from npu_lint.rules.base import Context, Example, Rule, make_fix
+from npu_lint.rules.device._shared import (
+    _CUDA_INDEXED,
+    _DEVICE_FIRST_ARG,
+    _EXACT_HELPERS,
+    _MIRRORED,
+    CPU_HOST_REASON,
+    CPU_NAMESPACE,
+    LEGACY_TENSOR_TYPES,
+    _child_of,
+    _cuda_string,
+    _in_fstring,
+    _is_device_name,
+    _is_nccl,
+    _is_requirement_stmt,
+    _names_kernel,
+    _target_name,
+    cuda_gate_on_npu_path,
+    helper_edits,
+    in_annotation,
+    in_cuda_dispatch,
+)
+
+
+def _names_cuda(node: ast.AST) -> bool:
+    """Whether a guarded statement or expression names CUDA itself (a ``"cuda[:N]"`` string, ``.cuda(...)``)."""
+    for sub in ast.walk(node):
+        if _cuda_string(sub) is not None:
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "cuda" and not isinstance(sub.value, ast.Name):
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "cuda" and isinstance(sub.value, ast.Name):
+            if sub.value.id != "torch":
+                return True
+    return False
+
+
+class HardcodedCudaDevice(Rule):
+    code = "NPU102"
+    name = "hardcoded-cuda-device"
+    summary = (
+        'Model code names the CUDA backend: a `"cuda"` device, a `torch.cuda.*` runtime call, a CUDA-only '
+        'branch (`.is_cuda`, `device.type == "cuda"`), or the `"nccl"` backend.'
+    )
+    why = (
+        "On an Ascend NPU host the device type is `npu` and the collective backend is `hccl`. A literal "
+        '`"cuda"` device fails there (or, as a default, silently picks the wrong device); `torch.cuda.*` calls '
+        'act on a backend that is not present; a branch on `x.is_cuda` or `x.device.type == "cuda"` treats '
+        'NPU tensors like CPU tensors; `"nccl"` cannot initialise a process group. VeOmni\'s '
+        "`veomni.utils.device` names the current backend: `get_device_type()`, `get_torch_device()`, "
+        "`get_device_id()`, `synchronize()`, `empty_cache()`, `set_device()`, `create_stream()`, "
+        "`create_event()`, `get_dist_comm_backend()`, `IS_CUDA_AVAILABLE`. Comments, docstrings, type "
+        'annotations (`Literal["cpu", "cuda"]`), explicit device dispatch (`if get_device_type() == '
+        '"cuda":`, `if IS_CUDA_AVAILABLE:`) and guards of CUDA-only kernels (`impl == "triton" and '
+        "x.is_cuda`) are legitimate and not reported."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+
+
+            def load(model, path, init_device="cuda"):
+                model.to_empty(device=init_device)
+                torch.cuda.synchronize()
+                return torch.device("cuda", torch.cuda.current_device())
+            """,
+            fixed="""
+            import torch
+            from veomni.utils.device import get_device_id, get_device_type, synchronize
+
+
+            def load(model, path, init_device=get_device_type()):
+                model.to_empty(device=init_device)
+                synchronize()
+                return torch.device(get_device_type(), get_device_id())
+            """,
+            title="device defaults and runtime calls",
+        ),
+        Example(
+            """
+            import torch.distributed as dist
+
+
+            def setup(rank, world_size):
+                dist.init_process_group(backend="nccl", rank=rank, world_size=world_size)
+            """,
+            fixed="""
+            import torch.distributed as dist
+            from veomni.utils.device import get_dist_comm_backend
+
+
+            def setup(rank, world_size):
+                dist.init_process_group(backend=get_dist_comm_backend(), rank=rank, world_size=world_size)
+            """,
+            title="the collective backend",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def forward(self, hidden_states):
+                with torch.autocast(device_type="cuda", enabled=False):
+                    hidden_states = self.proj(hidden_states.float())
+                stats = torch.cuda.max_memory_allocated()
+                return hidden_states, stats
+            """,
+            fixed="""
+            import torch
+            from veomni.utils.device import get_device_type, get_torch_device
+
+
+            def forward(self, hidden_states):
+                with torch.autocast(device_type=get_device_type(), enabled=False):
+                    hidden_states = self.proj(hidden_states.float())
+                stats = get_torch_device().max_memory_allocated()
+                return hidden_states, stats
+            """,
+            title="autocast and memory statistics",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def gather(hidden_states):
+                if hidden_states.is_cuda:
+                    hidden_states = hidden_states.contiguous()
+                return hidden_states
+            """,
+            title="a CUDA-only branch (no fix: what the branch needs on NPU is a judgement)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def maybe_sync():
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+            """,
+            fixed="""
+            from veomni.utils.device import get_device_type, synchronize
+
+
+            def maybe_sync():
+                if get_device_type() != "cpu":
+                    synchronize()
+            """,
+            title="an availability guard (unsafe fix: the guarded code then also runs on NPU)",
+        ),
+    )
+    good = (
+        Example(
+            '''
+            from typing import Literal
+
+            import torch
+            from veomni.utils.device import IS_CUDA_AVAILABLE, get_device_type
+
+
+            def pick(init_device: Literal["cpu", "cuda", "npu"]) -> torch.device:
+                """Defaults to "cuda" on GPU hosts."""
+                # a "cuda" string in a comment is fine
+                if get_device_type() == "cuda":
+                    torch.cuda.synchronize()
+                if IS_CUDA_AVAILABLE:
+                    major, _ = torch.cuda.get_device_capability()
+                return torch.device(get_device_type())
+            '''
+        ),
+        Example(
+            """
+            def select_kernel(self, hidden_states, impl):
+                use_triton = impl == "triton" and hidden_states.is_cuda
+                if not hidden_states.is_cuda:
+                    raise ValueError(f"triton kernel needs CUDA tensors, is_cuda={hidden_states.is_cuda}")
+                return use_triton
+            """
+        ),
+    )
+    fix_safety = (
+        'Safe where the replacement is exact on a GPU host: a `"cuda"` device becomes `get_device_type()` '
+        '(`"cuda:N"` becomes `f"{get_device_type()}:N"`), `"nccl"` becomes `get_dist_comm_backend()`, '
+        "`torch.cuda.synchronize()` / `current_device()` / `empty_cache()` / `set_device(d)` / "
+        "`current_stream()` / `stream(s)` / `Stream(...)` / `Event(...)` become `synchronize()` / "
+        "`get_device_id()` / `empty_cache()` / `set_device(d)` / `get_current_stream()` / "
+        "`switch_to_specified_stream(s)` / `create_stream(...)` / `create_event(...)`, other runtime calls "
+        "that torch_npu mirrors become `get_torch_device().<name>(...)` (unsafe unless `torch.cpu` has the "
+        "function too: on a CPU-only host `get_torch_device()` is `torch.cpu`, and `manual_seed`, "
+        "`empty_cache`... would raise AttributeError there), and `torch.cuda.amp.autocast(...)` "
+        "becomes `torch.autocast(get_device_type(), ...)`. The import from `veomni.utils.device` is added (and "
+        "`config.add_import(...)` in a patch spec). Unsafe: `torch.cuda.is_available()` becomes "
+        '`get_device_type() != "cpu"`, which also runs the guarded code on NPU hosts (keep `IS_CUDA_AVAILABLE` '
+        'when that code is CUDA-only); no fix when the guarded code itself names CUDA (`"cuda:0" if '
+        "torch.cuda.is_available() else ...` would pick `cuda:0` on NPU). Any fix that would make a default value or "
+        "module-level expression call a helper at import time is unsafe. No fix for `.is_cuda` / "
+        '`device.type == "cuda"` branches and '
+        "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
+    )
+    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 6 of 6.'
+    node_types = (
+        ast.Call,
+        ast.Attribute,
+        ast.Compare,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Lambda,
+        ast.Assign,
+        ast.AnnAssign,
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._seen: set[int] = set()
+
+    # -- reporting helpers ----------------------------------------------------------------------------
+    def _report_string(self, node: ast.expr, what: str) -> None:
+        """Report a ``"cuda"`` / ``"nccl"`` literal in a device or backend position, with its fix."""
+        if id(node) in self._seen or in_cuda_dispatch(self.ctx, node):
+            return
+        self._seen.add(id(node))
+        ctx = self.ctx
+        if _is_nccl(node):
+            helper, text = "get_dist_comm_backend", "get_dist_comm_backend()"
+            message = f'`"nccl"` ({what}) is the CUDA collective backend (NPU uses HCCL); use `get_dist_comm_backend()`'
+        else:
+            value = _cuda_string(node)
+            assert value is not None
+            helper = "get_device_type"
+            match = _CUDA_INDEXED.fullmatch(value)
+            text = f'f"{{get_device_type()}}:{match.group(1)}"' if match else "get_device_type()"
+            message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` (veomni.utils.device)'
+        edits = helper_edits(ctx, helper)
+        fix = None
+        if edits is not None:
+            fix = make_fix(f"Replace with `{text}`", [*edits, ctx.replace(node, text)])
+        self.report(node, message, fix)
+
+    def visit(self, node: ast.AST) -> None:
+        typ = type(node)
+        if typ is ast.Call:
+            self._visit_call(node)  # type: ignore[arg-type]
+        elif typ is ast.Attribute:
+            self._visit_attribute(node)  # type: ignore[arg-type]
+        elif isinstance(node, ast.Compare):
+            self._visit_compare(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            self._visit_defaults(node.args)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is None or len(targets) != 1:
+                return
+            name = _target_name(targets[0])
+            if _is_device_name(name) and _cuda_string(node.value):
+                if self._overridden_next(node, targets[0]):
+                    return  # a fallback replaced right away: ``device = "cuda"; if <accelerator>: device = ...``
+                self._report_string(node.value, f"assigned to `{name}`")
+            elif name and "backend" in name.lower() and _is_nccl(node.value):
+                self._report_string(node.value, f"assigned to `{name}`")
+
+    def _overridden_next(self, stmt: ast.stmt, target: ast.expr) -> bool:
+        parent = self.ctx.parent
+        block = getattr(parent, "body", None)
+        if not isinstance(block, list) or stmt not in block:
+            return False
+        index = block.index(stmt)
+        follower = block[index + 1] if index + 1 < len(block) else None
+        if not isinstance(follower, ast.If):
+            return False
+        dumped = ast.dump(target)
+        return any(
+            isinstance(s, ast.Assign) and any(ast.dump(t) == dumped for t in s.targets) for s in follower.body
+        )
+
+    def _visit_defaults(self, args: ast.arguments) -> None:
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None]
+        for arg, default in pairs:
+            if _is_device_name(arg.arg) and _cuda_string(default):
+                self._report_string(default, f"default of `{arg.arg}`")
+            elif "backend" in arg.arg.lower() and _is_nccl(default):
+                self._report_string(default, f"default of `{arg.arg}`")
+
+    def _visit_call(self, node: ast.Call) -> None:
+        args = node.args
+        if not node.keywords and (
+            not args
+            or (
+                len(args) < 2
+                and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
+                and _cuda_string(args[0]) is None
+            )
+        ):
+            return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
+        ctx = self.ctx
+        qual = ctx.qualname(node.func) or ""
+        func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual
+        for kw in node.keywords:
+            if kw.arg == "type" and qual == "torch.device" and _cuda_string(kw.value):
+                self._report_string(kw.value, "`type=` argument of `torch.device(...)`")
+            elif _is_device_name(kw.arg) and _cuda_string(kw.value):
+                self._report_string(kw.value, f"`{kw.arg}=` argument")
+            elif kw.arg == "backend" and _is_nccl(kw.value):
+                self._report_string(kw.value, "`backend=` argument")
+        if not node.args:
+            return
+        first = node.args[0]
+        if _cuda_string(first):
+            if qual in _DEVICE_FIRST_ARG or qual.endswith(("init_device_mesh", "DeviceMesh")):
+                if qual == "torch.device" and len(node.args) == 1 and _CUDA_INDEXED.fullmatch(first.value):
+                    self._report_torch_device_index(node, first)
+                else:
+                    self._report_string(first, f"argument of `{qual.split('.')[-1]}(...)`")
+            elif func_attr in ("to", "pin_memory") and isinstance(node.func, ast.Attribute):
+                self._report_string(first, f"argument of `.{func_attr}(...)`")
+        elif _is_nccl(first) and qual.endswith(("init_process_group", "new_group")):
+            self._report_string(first, f"argument of `{qual.split('.')[-1]}(...)`")
+        if (
+            len(node.args) >= 2
+            and func_attr in ("pop", "get", "getattr")
+            and (_cuda_string(node.args[-1]) or _is_nccl(node.args[-1]))
+        ):
+            key = node.args[-2]
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if _is_device_name(key.value) or ("backend" in key.value and _is_nccl(node.args[-1])):
+                    self._report_string(node.args[-1], f"default of `{key.value}`")
+
+    def _report_torch_device_index(self, node: ast.Call, first: ast.Constant) -> None:
+        if id(first) in self._seen or in_cuda_dispatch(self.ctx, first):
+            return
+        self._seen.add(id(first))
+        match = _CUDA_INDEXED.fullmatch(first.value)
+        assert match is not None
+        text = f"get_device_type(), {match.group(1)}"
+        edits = helper_edits(self.ctx, "get_device_type")
+        fix = (
+            None
+            if edits is None
+            else make_fix(f"Use `torch.device({text})`", [*edits, self.ctx.replace(first, text)])
+        )
+        self.report(
+            first, f'`torch.device("{first.value}")` names the CUDA backend; use `torch.device({text})`', fix
+        )
+
+    # -- torch.cuda.* and .is_cuda -----------------------------------------------------------------------
+    def _visit_attribute(self, node: ast.Attribute) -> None:
+        ctx = self.ctx
+        if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load):
+            self._visit_is_cuda(node)
+            return
+        value = node.value
+        if type(value) is ast.Attribute and value.attr != "cuda":
+            return  # the qualname below ends with the attribute
+        if ctx.qualname(value) != "torch.cuda":
+            return
+        if node.attr in LEGACY_TENSOR_TYPES or in_annotation(ctx, node) or in_cuda_dispatch(ctx, node):
+            return
+        parent = ctx.parent
+        if node.attr == "amp":
+            if isinstance(parent, ast.Attribute):
+                self._visit_amp(node, parent)
+            return
+        call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+        if node.attr == "is_available" and call is not None:
+            self._visit_is_available(call)
+            return
+        if call is not None and node.attr in _EXACT_HELPERS:
+            helper, n_pos, kws = _EXACT_HELPERS[node.attr]
+            if len(call.args) <= n_pos and all(k.arg in kws for k in call.keywords):
+                edits = helper_edits(ctx, helper)
+                if edits is not None:
+                    start = ctx.source.node_range(node)[0]
+                    end = ctx.source.node_range(node)[1]
+                    fix = make_fix(f"Replace with `{helper}(...)`", [*edits, Edit(start, end, helper)])
+                    if node.attr not in CPU_NAMESPACE:
+                        fix = make_fix(
+                            fix.title, fix.edits, Applicability.UNSAFE, CPU_HOST_REASON.format(name=node.attr)
+                        )
+                    self.report(
+                        node,
+                        f"`torch.cuda.{node.attr}()` is CUDA-only; use `{helper}()` (veomni.utils.device)",
+                        fix,
+                    )
+                    return
+        if node.attr in _MIRRORED:
+            edits = helper_edits(ctx, "get_torch_device")
+            fix = None
+            if edits is not None:
+                text = f"get_torch_device().{node.attr}"
+                applicability, reason = Applicability.SAFE, ""
+                if node.attr not in CPU_NAMESPACE:
+                    applicability, reason = Applicability.UNSAFE, CPU_HOST_REASON.format(name=node.attr)
+                fix = make_fix(
+                    f"Replace with `{text}`", [*edits, ctx.replace(node, text)], applicability, reason
+                )
+            self.report(
+                node,
+                f"`torch.cuda.{node.attr}` is CUDA-only; use `get_torch_device().{node.attr}` "
+                "(veomni.utils.device)",
+                fix,
+            )
+            return
+        self.report(
+            node,
+            f"`torch.cuda.{node.attr}` is a CUDA-only API with no NPU equivalent; put it behind "
+            "`if IS_CUDA_AVAILABLE:` (veomni.utils.device) or dispatch on `get_device_type()`",
+        )
+
+    def _visit_is_available(self, call: ast.Call) -> None:
+        ctx = self.ctx
+        parent = ctx.parents[-2] if len(ctx.parents) >= 2 else None
+        if isinstance(parent, ast.Assign) and any("CUDA" in (_target_name(t) or "") for t in parent.targets):
+            return  # defines a CUDA flag (IS_CUDA_AVAILABLE = torch.cuda.is_available())
+        if self._kernel_gate(call):
+            return  # availability of a CUDA-only kernel (triton...)
+        if _in_fstring(ctx):
+            return  # shown in a message (``f"{torch.cuda.is_available() = }"``), not a branch
+        text = 'get_device_type() != "cpu"'
+        target: ast.AST = call
+        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+            # ``not torch.cuda.is_available()`` -> ``get_device_type() == "cpu"``
+            text, target = 'get_device_type() == "cpu"', parent
+            parent = ctx.parents[-3] if len(ctx.parents) >= 3 else None
+        statement_like = (
+            ast.If,
+            ast.IfExp,
+            ast.While,
+            ast.BoolOp,
+            ast.Assign,
+            ast.Return,
+            ast.keyword,
+            ast.Call,
+        )
+        if not isinstance(parent, (*statement_like, ast.Assert)) and not (
+            isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        ):
+            text = f"({text})"
+        edits = helper_edits(ctx, "get_device_type")
+        fix = None
+        if isinstance(parent, (ast.If, ast.IfExp)) and _names_cuda(parent):
+            # ``"cuda:0" if torch.cuda.is_available() else "cpu"``: on NPU the new test would pick "cuda:0"
+            edits = None
+        if edits is not None and not call.args and not call.keywords:
+            fix = make_fix(
+                f"Replace with `{text}`",
+                [*edits, ctx.replace(target, text)],
+                Applicability.UNSAFE,
+                "the guarded code then also runs on NPU hosts; keep `IS_CUDA_AVAILABLE` if it is CUDA-only",
+            )
+        self.report(
+            call,
+            '`torch.cuda.is_available()` is False on an NPU host; use `get_device_type() != "cpu"` for '
+            '"any accelerator", or `IS_CUDA_AVAILABLE` (veomni.utils.device) for CUDA-only code',
+            fix,
+        )
+
+    def _visit_amp(self, amp: ast.Attribute, node: ast.Attribute) -> None:
+        ctx = self.ctx
+        grand = ctx.parents[-2] if len(ctx.parents) >= 2 else None
+        call = grand if isinstance(grand, ast.Call) and grand.func is node else None
+        fix = None
+        if node.attr in ("autocast", "GradScaler") and ctx.imports.get("torch") == "torch":
+            edits = helper_edits(ctx, "get_device_type")
+            if edits is not None:
+                if node.attr == "autocast":
+                    names = ("enabled", "dtype", "cache_enabled")
+                    if call is None or len(call.args) > len(names):
+                        edits = None
+                    else:
+                        args = ["get_device_type()"]
+                        args += [
+                            f"{n}={ctx.source.segment(a)}" for n, a in zip(names, call.args, strict=False)
+                        ]
+                        args += [ctx.source.segment(k) for k in call.keywords]
+                        edits = [*edits, ctx.replace(call, f"torch.autocast({', '.join(args)})")]
+                        text = "torch.autocast(get_device_type(), ...)"
+                else:
+                    if call is None:
+                        edits = None
+                    else:
+                        start = ctx.source.node_range(call)[0]
+                        open_paren = ctx.source.node_range(node)[1]
+                        sep = ", " if call.args or call.keywords else ""
+                        edits = [
+                            *edits,
+                            Edit(start, open_paren + 1, f"torch.amp.GradScaler(get_device_type(){sep}"),
+                        ]
+                        text = "torch.amp.GradScaler(get_device_type(), ...)"
+                if edits is not None:
+                    fix = make_fix(f"Replace with `{text}`", edits)
+        self.report(
+            node,
+            f"`torch.cuda.amp.{node.attr}` is CUDA-only; use `torch.amp.{node.attr}` with "
+            "`get_device_type()` (veomni.utils.device)",
+            fix,
+        )
+
+    def _visit_is_cuda(self, node: ast.Attribute) -> None:
+        ctx = self.ctx
+        if _in_fstring(ctx) or self._kernel_gate(node) or cuda_gate_on_npu_path(ctx, node):
+            return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
+        if in_cuda_dispatch(ctx, node):
+            return
+        what = ctx.source.segment(node)
+        self.report(
+            node,
+            f"`{what}` is False for NPU tensors, so this branch treats them like CPU tensors; compare "
+            '`.device.type` with `get_device_type()` (veomni.utils.device), or with `"cpu"`',
+        )
+
+    def _visit_compare(self, node: ast.Compare) -> None:
+        ctx = self.ctx
+        if len(node.comparators) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            return
+        left, right = node.left, node.comparators[0]
+        side = left if _cuda_string(right) else right if _cuda_string(left) else None
+        if not (isinstance(side, ast.Attribute) and side.attr == "type"):
+            return
+        owner = _target_name(side.value) if not isinstance(side.value, ast.Call) else None
+        if not _is_device_name(owner):
+            return
+        if _in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
+            return
+        if cuda_gate_on_npu_path(ctx, node):
+            return  # NPU105
+        what = ctx.source.segment(node)
+        self.report(
+            node,
+            f"`{what}` is False for NPU tensors, so this branch treats them like CPU tensors; compare with "
+            '`get_device_type()` (veomni.utils.device), or with `"cpu"`',
+        )
+
+    def _kernel_gate(self, node: ast.AST) -> bool:
+        """A guard of a CUDA-only kernel: ``impl == "triton" and x.is_cuda``, or ``if not x.is_cuda:`` whose
+        body only raises or records an unsupported reason."""
+        ctx = self.ctx
+        for parent, child in _child_of(ctx, node):
+            if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+                targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+                # ``use_cuda = x.is_cuda`` names a flag that selects a CUDA kernel
+                return any("cuda" in (_target_name(t) or "").lower() for t in targets)
+            if isinstance(parent, ast.BoolOp):
+                for value in parent.values:
+                    if value is not child and _names_kernel(ctx, value):
+                        return True
+            elif isinstance(parent, ast.If) and child is parent.test:
+                return all(_is_requirement_stmt(s) for s in parent.body)
+            elif isinstance(parent, (ast.stmt, ast.Lambda)):
+                return False
+        return False

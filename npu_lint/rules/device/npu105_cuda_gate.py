@@ -1,0 +1,148 @@
+"""NPU105 cuda-gate."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules.base import Context, Example, Rule, make_fix
+from npu_lint.rules.device._shared import (
+    _cuda_string,
+    _in_fstring,
+    bool_operand_removal,
+    cuda_gate_on_npu_path,
+)
+
+
+class CudaGate(Rule):
+    code = "NPU105"
+    name = "cuda-gate"
+    summary = (
+        'A CUDA test (`.is_cuda`, `device.type == "cuda"`) guards a dispatch handle or an NPU code path.'
+    )
+    why = (
+        '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
+        "guard (`if slot.use_non_eager_impl and x.is_cuda:`), to the branch that calls a registry handle, or "
+        "to any condition in an NPU module or spec, they switch the NPU kernel off: the eager fallback runs "
+        "silently, every step, on the hardware the kernel was bound for. The registry already picks the "
+        "kernel per device, so the guard needs no device test. A CUDA test that sits next to a CUDA-only "
+        'implementation name (`impl == "triton"`, `"tilelang"`, `use_flash_attn`...) or inside a branch '
+        "or function that selects one guards a CUDA kernel on purpose and is not reported (NPU102 reports "
+        "other device-type branches)."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            class ToyRMSNorm(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    if veomni_rms_norm.use_non_eager_impl and hidden_states.is_cuda:
+                        return veomni_rms_norm(hidden_states, self.weight, self.eps)
+                    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                    return self.weight * hidden_states * torch.rsqrt(variance + self.eps)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            class ToyRMSNorm(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    if veomni_rms_norm.use_non_eager_impl:
+                        return veomni_rms_norm(hidden_states, self.weight, self.eps)
+                    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                    return self.weight * hidden_states * torch.rsqrt(variance + self.eps)
+            """,
+            title="a CUDA test added to a generic non-eager guard (unsafe fix: drop it)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def apply_rope(q, cos, sin, rope_kernel):
+                if q.device.type == "cuda":
+                    return rope_kernel(q, cos, sin)
+                return q * cos
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py",
+            title="any device-type gate in an NPU module",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+
+
+            def select(hidden_states: torch.Tensor, impl: str, slot):
+                use_tilelang = impl == "tilelang" and hidden_states.is_cuda
+                if slot.use_non_eager_impl and impl == "triton" and hidden_states.is_cuda:
+                    return slot(hidden_states)
+                return use_tilelang
+            """
+        ),
+    )
+    fix_safety = (
+        "Unsafe, offered when the CUDA test is an operand of an `and`: the test is removed. It is unsafe because "
+        "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
+        "NPU row. No fix otherwise."
+    )
+    precision = (
+        "veomni 0.1.12 (whole wheel) and transformers 5.9.0 `models/`: 0 findings (every CUDA test there sits "
+        "next to a CUDA-only implementation: deepseek_v4's tilelang gates, glm_moe_dsa's cudnn branch). "
+        "Recall on injected gates: 5 of 5, and the tilelang/triton control stays silent (bench/inject.py). "
+        "Reviewed by hand: bench/accuracy/device.md."
+    )
+    node_types = (ast.Attribute, ast.Compare)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if "is_cuda" not in text and "cuda" not in text:
+            self.node_types = ()
+
+    def visit(self, node: ast.AST) -> None:
+        ctx = self.ctx
+        if isinstance(node, ast.Attribute):
+            if node.attr != "is_cuda" or not isinstance(node.ctx, ast.Load):
+                return
+        else:
+            assert isinstance(node, ast.Compare)
+            if len(node.comparators) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+                return
+            left, right = node.left, node.comparators[0]
+            side = left if _cuda_string(right) else right if _cuda_string(left) else None
+            if not (isinstance(side, ast.Attribute) and side.attr == "type"):
+                return
+        if _in_fstring(ctx):
+            return
+        what = cuda_gate_on_npu_path(ctx, node)
+        if what is None:
+            return
+        test = ctx.source.segment(node)
+        fix = None
+        edit = bool_operand_removal(ctx, node)
+        if edit is not None:
+            fix = make_fix(
+                f"Remove `{test}` from the condition",
+                [edit],
+                Applicability.UNSAFE,
+                "the guarded kernel may be CUDA-only under a generic name: check that it has an NPU row",
+            )
+        self.report(
+            node,
+            f"`{test}` is False on an Ascend NPU, so the condition around {what} switches the NPU path off; "
+            "drop the CUDA test (the registry picks the kernel per device) or test a CUDA-only implementation "
+            "name",
+            fix,
+        )

@@ -1,0 +1,209 @@
+"""NPU204 hardcoded-op-implementation."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability, Edit
+from npu_lint.rules._handles import (
+    _ATTENTION_FIELDS,
+    _OP_TO_FIELDS,
+    _field_of,
+    _local_value,
+    call_arg,
+    call_name,
+    impl_argument,
+    str_value,
+)
+from npu_lint.rules.base import Context, Example, Rule, make_fix
+from npu_lint.veomni.catalog import CONFIG_FIELD_TO_OP
+
+
+class HardcodedOpImplementation(Rule):
+    code = "NPU204"
+    name = "hardcoded-op-implementation"
+    summary = (
+        'An operator implementation is a literal (other than "eager") or read from the wrong config field.'
+    )
+    why = (
+        "The implementation of a VeomniOp handle is the user's choice, made in the ops config: "
+        '`resolve_op_impl("rms_norm_implementation")` ("eager" when no config is installed) or '
+        '`config.ops_config.rms_norm_implementation`. A literal such as "liger_kernel" pins a GPU kernel on '
+        "every device (on an NPU host the handle raises at construction), and a field of another op "
+        '(`rope` reading `rms_norm_implementation`) silently follows the wrong switch. "eager" is the one '
+        "literal that is always valid."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.ops import VeomniOp
+
+
+            class ToyRMSNorm:
+                def __init__(self):
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "liger_kernel")
+            """,
+            fixed="""
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyRMSNorm:
+                def __init__(self):
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+            """,
+            title="a literal implementation",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyRotary:
+                def __init__(self):
+                    self.veomni_rope = VeomniOp("rope", "full", resolve_op_impl("rms_norm_implementation"))
+            """,
+            title="the wrong config field (rope has two fields: no automatic fix)",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+
+
+            class ToyMLP:
+                def __init__(self, config):
+                    impl = config.ops_config.rms_norm_implementation
+                    self.veomni_swiglu = VeomniOp("swiglu_mlp", "standard", impl)
+            """,
+            fixed="""
+            from veomni.ops import VeomniOp
+
+
+            class ToyMLP:
+                def __init__(self, config):
+                    impl = config.ops_config.swiglu_mlp_implementation
+                    self.veomni_swiglu = VeomniOp("swiglu_mlp", "standard", impl)
+            """,
+            title="the wrong field, through a local variable",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyModel:
+                def __init__(self, config):
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "offset", resolve_op_impl("rms_norm_implementation"))
+                    self.veomni_rope = VeomniOp("rope", "full", "eager")
+                    self.veomni_attn = VeomniOp("attention", "standard", config._attn_implementation)
+                    impl = config.ops_config.moe_implementation if config is not None else "eager"
+                    self.veomni_moe = VeomniOp("moe_experts", "standard", impl)
+            """
+        ),
+    )
+    fix_safety = (
+        "Unsafe (the implementation then follows the ops config, whose default may differ from the literal): a "
+        'literal becomes `resolve_op_impl("<field>")` of the op\'s config field, and a wrong field is replaced '
+        "by the op's field. No fix when the op has several fields (`rope`: `rotary_pos_emb_implementation` or "
+        "`rotary_pos_emb_vision_implementation`) or none."
+    )
+    precision = (
+        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
+        "pinned by tests."
+        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 1 of 1."
+    )
+    node_types = (ast.Call,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("VeomniOp", "resolve_op")):
+            self.node_types = ()  # only VeomniOp(...) / resolve_op(...) calls are checked
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        if call_name(node) not in ("VeomniOp", "resolve_op"):
+            return
+        op = str_value(call_arg(node, 0, "op"))
+        impl = impl_argument(node)
+        if op is None or impl is None:
+            return
+        self._check(node, op, impl, impl, depth=0)
+
+    def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
+        ctx = self.ctx
+        fields = _OP_TO_FIELDS.get(op, [])
+        if isinstance(impl, ast.IfExp):
+            for branch in (impl.body, impl.orelse):
+                self._check(call, op, branch, branch, depth)
+            return
+        if isinstance(impl, ast.Name) and depth == 0:
+            value = _local_value(ctx, impl)
+            if value is not None:
+                self._check(call, op, value, value, depth + 1)
+            return
+        literal = str_value(impl)
+        if literal is not None:
+            if literal == "eager":
+                return
+            fix = None
+            if len(fields) == 1 and op != "attention":
+                edits = [ctx.replace(impl, f'resolve_op_impl("{fields[0]}")')]
+                if "resolve_op_impl" not in ctx.imports:
+                    edits.extend(ctx.import_edits("veomni.ops.config", "resolve_op_impl"))
+                fix = make_fix(
+                    f'Read the implementation from the ops config: `resolve_op_impl("{fields[0]}")`',
+                    edits,
+                    Applicability.UNSAFE,
+                    f'the implementation then follows the ops config instead of always being "{literal}"',
+                )
+            where = f'`resolve_op_impl("{fields[0]}")`' if len(fields) == 1 else "the op's ops-config field"
+            self.report(
+                impl,
+                f'hard-coded implementation "{literal}" for op `{op}`: take it from the ops config ({where}); '
+                '"eager" is the only literal allowed',
+                fix,
+            )
+            return
+        found = _field_of(impl)
+        if found is None:
+            return
+        name, holder = found
+        if op == "attention":
+            if name in _ATTENTION_FIELDS:
+                return
+        elif name in fields:
+            return
+        if name not in CONFIG_FIELD_TO_OP and name not in _ATTENTION_FIELDS:
+            if not name.endswith("_implementation"):
+                return
+        owner = "attention" if name in _ATTENTION_FIELDS else CONFIG_FIELD_TO_OP.get(name, "no op")
+        expected = ", ".join(f"`{f}`" for f in fields) or "(none in the catalog)"
+        fix = None
+        attribute_ok = isinstance(holder, ast.Constant) or (
+            isinstance(holder, ast.Attribute)
+            and isinstance(holder.value, ast.Attribute)
+            and holder.value.attr == "ops_config"
+        )
+        if len(fields) == 1 and op != "attention" and attribute_ok:
+            if isinstance(holder, ast.Constant):
+                edit = ctx.replace(holder, f'"{fields[0]}"')
+            else:
+                assert isinstance(holder, ast.Attribute)
+                start, end = ctx.source.node_range(holder)
+                edit = Edit(end - len(holder.attr), end, fields[0])
+            fix = make_fix(
+                f"Read `{fields[0]}`",
+                [edit],
+                Applicability.UNSAFE,
+                "the handle then follows another config switch",
+            )
+        self.report(
+            at if depth == 0 else holder,
+            f"op `{op}` reads the implementation from `{name}` (the field of {owner}); its field is {expected}",
+            fix,
+        )

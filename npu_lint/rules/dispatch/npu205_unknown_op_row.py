@@ -1,0 +1,189 @@
+"""NPU205 unknown-op-row."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+
+from npu_lint.rules._handles import (
+    _describe,
+    _npu_capable,
+    call_arg,
+    call_name,
+    impl_argument,
+    npu_targeted,
+    op_variant,
+    project_of,
+    str_value,
+)
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.catalog import ANY, NPU, OPSLOT_TO_VEOMNIOP
+
+
+class UnknownOpRow(Rule):
+    code = "NPU205"
+    name = "unknown-op-row"
+    summary = "A VeomniOp names a row nobody registered, or an NPU spec selects an op with no NPU row."
+    why = (
+        "`VeomniOp(op, variant, impl)` resolves its row at construction: an unknown triple raises KeyError, and "
+        "on an NPU host a selection without an NPU (or device-agnostic) row raises RuntimeError. There is no "
+        "silent eager fallback. Rows come from the tree's `register_op` calls (read statically), from "
+        "`OP_REGISTRY` with `--live-registry`, or from the built-in catalog for out-of-tree models. In an "
+        'NPU-targeted spec an op without an NPU row (e.g. `swiglu_mlp`) must be resolved to "eager".'
+    )
+    bad = (
+        Example(
+            """
+            from veomni.ops import VeomniOp
+
+
+            class ToyRMSNorm:
+                def __init__(self, impl):
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", impl)
+            """,
+            title="an OpSlot-era variant that VeomniOp does not register (it is `offset` now)",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            def toy_mlp_init_patched(self, config):
+                self.veomni_swiglu = VeomniOp("swiglu_mlp", "standard", resolve_op_impl("swiglu_mlp_implementation"))
+            """,
+            path="veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
+            title="an NPU spec selecting an op without an NPU row",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+
+            def build():
+                return VeomniOp("rope", "full", "flash_rope")
+            """,
+            title="an implementation nobody registered",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            def toy_init_patched(self, config):
+                self.veomni_swiglu = VeomniOp("swiglu_mlp", "standard", "eager")
+                self.veomni_rms_norm = VeomniOp("rms_norm", "offset", resolve_op_impl("rms_norm_implementation"))
+                self.veomni_ce = VeomniOp(
+                    "cross_entropy_loss", "standard",
+                    resolve_op_impl("cross_entropy_loss_implementation", npu_as="chunk_loss"),
+                )
+            """,
+            path="veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
+        ),
+    )
+    fix_safety = (
+        "No fix: the right row depends on what the op should do; the message lists the registered rows."
+    )
+    precision = (
+        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
+        "pinned by tests."
+        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 1 of 1."
+    )
+    node_types = (ast.Call,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("VeomniOp", "resolve_op", "OpSlot")):
+            self.node_types = ()  # only VeomniOp(...) / resolve_op(...) / OpSlot(...) calls are checked
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        kind = call_name(node, self.ctx)
+        if kind == "OpSlot":
+            self._opslot(node)
+            return
+        if kind not in ("VeomniOp", "resolve_op"):
+            return
+        op = str_value(call_arg(node, 0, "op"))
+        variant = str_value(call_arg(node, 1, "variant"))
+        if op is None or variant is None:
+            return
+        project = project_of(self.ctx)
+        origin = project.rows_origin
+        op_rows = project.rows_for(op)
+        if not op_rows:
+            known = ", ".join(sorted({r.op for r in project.rows}))
+            renamed_ops = sorted(
+                {new[0] for (old, _v), new in OPSLOT_TO_VEOMNIOP.items() if old == op and new[0] != op}
+            )
+            hint = f"; the OpSlot op `{op}` is `{renamed_ops[0]}` in VeomniOp" if renamed_ops else ""
+            self.report(node, f"no registered row has op `{op}` (per {origin}); known ops: {known}{hint}")
+            return
+        rows = [r for r in op_rows if r.variant == variant]
+        if not rows:
+            variants = ", ".join(sorted({r.variant for r in op_rows}))
+            hint = ""
+            renamed = OPSLOT_TO_VEOMNIOP.get((op, variant))
+            if renamed is not None and renamed != (op, variant):
+                hint = f"; the OpSlot variant `{op}/{variant}` is `{renamed[0]}/{renamed[1]}` in VeomniOp"
+            self.report(
+                node,
+                f"no registered row has op `{op}` variant `{variant}` (per {origin}); variants of `{op}`: "
+                f"{variants}{hint}",
+            )
+            return
+        impl_node = impl_argument(node)
+        impl = str_value(impl_node) if impl_node is not None else "eager"
+        if impl is not None and not any(r.impl == impl for r in rows):
+            self.report(
+                node,
+                f"no registered row `{op}/{variant}/{impl}` (per {origin}); implementations: {_describe(rows)}",
+            )
+            return
+        if not npu_targeted(self.ctx) or impl == "eager":
+            return
+        if _npu_capable(rows):
+            if impl is not None and impl not in {r.impl for r in rows if r.requirement in (NPU, ANY)}:
+                self.report(
+                    node,
+                    f"NPU-targeted code selects `{op}/{variant}/{impl}`, which has no NPU row; implementations: "
+                    f"{_describe(rows)}",
+                )
+            return
+        if isinstance(impl_node, ast.Call) and call_name(impl_node) == "resolve_op_impl":
+            npu_as = str_value(call_arg(impl_node, 99, "npu_as"))
+            if npu_as == "eager" or (npu_as is not None and any(r.impl == npu_as for r in rows)):
+                return
+        self.report(
+            node,
+            f'NPU-targeted code: op `{op}/{variant}` has no NPU row ({_describe(rows)}); resolve it to "eager"',
+        )
+
+    def _opslot(self, node: ast.Call) -> None:
+        """``OpSlot(op, variant)`` whose variant no row of a known op has (its binder raises at build time)."""
+        raw_op = str_value(call_arg(node, 0, "op_name"))
+        raw_variant = str_value(call_arg(node, 1, "variant"))
+        if raw_op is None or raw_variant is None:
+            return
+        op, variant = op_variant(node, "OpSlot")
+        project = project_of(self.ctx)
+        op_rows = project.rows_for(op or "")
+        if not op_rows or any(r.variant == variant for r in op_rows):
+            return  # unknown ops are left alone: OpSlot-generation trees register more ops than the catalog
+        if any(old == raw_op and old_variant == raw_variant for old, old_variant in OPSLOT_TO_VEOMNIOP):
+            return
+        known = sorted({r.variant for r in op_rows})
+        if project.live_rows is None and not project.registered:
+            # the built-in catalog is not the tree's whole registry: only a near miss of a known variant (a typo)
+            close = difflib.get_close_matches(variant or "", known, n=1, cutoff=0.75)
+            if not close:
+                return
+            known = close
+        self.report(
+            node,
+            f"no registered row has op `{op}` variant `{variant}` (per {project.rows_origin}); did you mean "
+            f"{', '.join(f'`{v}`' for v in known)}?",
+        )

@@ -1,0 +1,166 @@
+"""NPU207 module-global-ops-config-slot."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules._handles import (
+    Block,
+    block_of,
+    call_arg,
+    call_name,
+    in_function,
+    migration_fix,
+    module_scope_calls,
+    str_value,
+)
+from npu_lint.rules.base import Context, Example, Rule
+
+
+class ModuleGlobalOpsConfigSlot(Rule):
+    code = "NPU207"
+    name = "module-global-ops-config-slot"
+    summary = "An `OpsConfigSlot` (a kernel choice read from the ops config) is declared at module scope."
+    why = (
+        'OpSlot-era specs declare `veomni_dsa_indexer_implementation = OpsConfigSlot("dsa_indexer_implementation")` '
+        "at module scope (usually in a spec's `add_post_import_block`) and branch on its `.value` inside the "
+        "model's methods. Like an `OpSlot`, the slot is bound once per process: every model built from the "
+        "module shares one choice, and a second model built with another ops config silently changes the "
+        "first model's kernel. In the handle generations the choice belongs to the instance: the owning "
+        "class reads it in `__init__` with the profile's resolver (`resolve_op_impl` / `resolve_kernel_impl`) "
+        "and stores it on `self`. VeOmni's maintainers went further for glm_moe_dsa (dedicated `dsa_indexer` "
+        "/ `dsa_attention` handles); the migration keeps the model's own branches and makes the choice "
+        "instance-local, which is exact."
+    )
+    bad = (
+        Example(
+            """
+            from torch import nn
+            from veomni.ops.dispatch import OpsConfigSlot
+
+            veomni_indexer_impl = OpsConfigSlot("dsa_indexer_implementation")
+
+
+            class ToyIndexer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+
+                def forward(self, x):
+                    if veomni_indexer_impl.value == "eager":
+                        return self.proj(x)
+                    return self.proj(x).relu()
+            """,
+            fixed="""
+            from torch import nn
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+            class ToyIndexer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+                    self.veomni_indexer_impl = resolve_op_impl("dsa_indexer_implementation")
+
+                def forward(self, x):
+                    if self.veomni_indexer_impl == "eager":
+                        return self.proj(x)
+                    return self.proj(x).relu()
+            """,
+            title="a module-global kernel choice in model code",
+        ),
+        Example(
+            '''
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(
+                source_module="transformers.models.toy.modeling_toy",
+                target_file="patched_modeling_toy_gpu.py",
+            )
+
+            config.add_post_import_block(
+                """
+                from veomni.ops.dispatch import OpsConfigSlot
+                veomni_attention_impl = OpsConfigSlot("dsa_attention_implementation")
+                """
+            )
+            ''',
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="declared in a patch spec's post-import block (no method uses it here: display-only)",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from torch import nn
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+            class ToyIndexer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.impl = resolve_op_impl("dsa_indexer_implementation")
+            """
+        ),
+        Example(
+            """
+            from veomni.ops.dispatch import OpsConfigSlot  # importing the name is not a declaration
+
+
+            def build():
+                return OpsConfigSlot("dsa_indexer_implementation")  # built per call, not at import
+            """
+        ),
+    )
+    fix_safety = (
+        "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), shared with NPU201-203: each class "
+        "whose methods read `<slot>.value` gets `self.<slot> = <resolver>(<field>)` in its `__init__` "
+        "(an `__init__` override in a spec) and reads `self.<slot>`; the declaration goes. Names come from the "
+        "tree's API profile; it is offered only where the tree defines them, never on an OpSlot-era tree "
+        "under `target-api = auto`. A slot no method of the file uses makes the fix display-only, with the "
+        "reason."
+    )
+    precision = (
+        "veomni 0.1.12: every finding is an `OpsConfigSlot(...)` declaration at module scope or in a "
+        "post-import block (deepseek_v4 and glm_moe_dsa specs and their generated files); the class definition "
+        "in veomni/ops/dispatch.py and calls inside functions are not reported. Precision 1.0 and recall 1.0 "
+        "against a grep of `OpsConfigSlot(` outside its own definition (tests/rules/test_npu207_npu303.py)."
+    )
+    node_types = (ast.Call,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        if "OpsConfigSlot" not in ctx.source.text:
+            self.node_types = ()
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        name = call_name(node)
+        block_call = isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
+        if name != "OpsConfigSlot" and not block_call:
+            return
+        if in_function(self.ctx):
+            return
+        if name == "OpsConfigSlot":
+            self._report(node, None)
+            return
+        block = block_of(self.ctx, node)
+        if block is None:
+            return
+        for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset)):
+            if call_name(call) == "OpsConfigSlot":
+                self._report(call, block)
+
+    def _report(self, call: ast.Call, block: Block | None) -> None:
+        where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
+        field = str_value(call_arg(call, 0, "field"))
+        what = f'`OpsConfigSlot("{field}")`' if field else "`OpsConfigSlot(...)`"
+        inside = " (in a post-import block)" if block is not None else ""
+        project = getattr(self.ctx, "project", None)
+        api = getattr(project, "api", None)
+        resolver = getattr(api, "resolver", None) or "the ops-config resolver"
+        message = (
+            f"module-global kernel choice{inside}: {what} is bound once per process and shared by every model "
+            f"instance; read it in the owning class's `__init__` (`{resolver}(...)`) and store it on `self`"
+        )
+        self.report(where, message, migration_fix(self.ctx))

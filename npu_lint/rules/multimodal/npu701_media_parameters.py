@@ -1,0 +1,106 @@
+"""NPU701 media-parameters."""
+
+from __future__ import annotations
+
+from npu_lint.rules.base import Example
+from npu_lint.rules.multimodal._shared import (
+    MEDIA,
+    WRAPPERS,
+    PatchedMethod,
+    WrapperRule,
+    body_names,
+    def_span,
+    forwards_kwargs,
+    params_of,
+    passed_on,
+)
+from npu_lint.veomni.upstream import patched_methods
+
+
+class MediaParameters(WrapperRule):
+    code = "NPU701"
+    name = "media-parameters"
+    summary = "A patched multimodal forward drops an upstream media parameter, or accepts it and never passes it on."
+    why = (
+        "A vision-language wrapper's forward receives the media inputs (`pixel_values`, `pixel_values_videos`, "
+        "`image_grid_thw`, `video_grid_thw`, `token_type_ids`, ...) and hands them to the inner model or the "
+        "tower. A patched `ForConditionalGeneration.forward` / `Model.forward` that leaves one out of its "
+        "signature (without forwarding `**kwargs`) or accepts it and never uses it trains on text only: images "
+        "are silently ignored. The parameters are compared with the upstream forward's (and "
+        "`prepare_inputs_for_generation`'s, which hands them to generation)."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.forward")
+            def qwen3_vl_forward_patched(
+                self, input_ids=None, attention_mask=None, labels=None, pixel_values=None, pixel_values_videos=None,
+                image_grid_thw=None, video_grid_thw=None, logits_to_keep=0, **kwargs
+            ):
+                outputs = self.model(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    pixel_values=pixel_values,
+                    image_grid_thw=image_grid_thw,
+                    **kwargs,
+                )
+                return outputs
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="video inputs accepted, never passed on",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.forward")
+            def qwen3_vl_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                # media parameters travel in **kwargs to the inner model
+                return self.model(input_ids=input_ids, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        ),
+    )
+    fix_safety = "No fix: where a media input goes depends on the patch."
+    precision = (
+        "no false positive on the 60 patched wrapper forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 39/39. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    def finish(self) -> None:
+        super().finish()
+        ctx = self.ctx
+        if "prepare_inputs_for_generation" in ctx.source.text:
+            for patched in patched_methods(
+                ctx.tree, ctx.source.text, "prepare_inputs_for_generation", WRAPPERS, path=ctx.source.path
+            ):
+                self.check(patched)
+
+    def check(self, patched: PatchedMethod) -> None:
+        media = [p for p in params_of(patched.upstream) if MEDIA.match(p)]
+        if not media:
+            return
+        func = patched.func
+        mine = params_of(func)
+        used = body_names(func)
+        missing = [m for m in media if m not in mine]
+        if missing and not forwards_kwargs(func):
+            self.report(
+                def_span(self.ctx, func),
+                f"`{patched.cls}.{patched.name}` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}",
+            )
+        for arg in [*func.args.args, *func.args.kwonlyargs]:
+            if arg.arg in media and (arg.arg not in used or not passed_on(func, arg.arg)):
+                self.report(
+                    arg, f"`{arg.arg}` is accepted but never passed on: that input is silently ignored"
+                )

@@ -1,0 +1,157 @@
+"""NPU704 position-id-function."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span
+from npu_lint.veomni.upstream import patched_methods, upstream_class, upstream_class_names
+
+_POSITION_HINTS = ("rope_index", "position_ids", "position_id")
+
+
+def _self_calls(func: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        ):
+            out.add(node.func.attr)
+    return out
+
+
+def _position_methods(names: set[str]) -> set[str]:
+    return {n for n in names if any(h in n for h in _POSITION_HINTS)}
+
+
+class PositionIdFunction(WrapperRule):
+    code = "NPU704"
+    name = "position-id-function"
+    summary = "A patched multimodal wrapper drops, or borrows from another model, the model's own position-id function."
+    why = (
+        "Vision-language models place text, image and video tokens with their own multimodal RoPE index "
+        "(`get_rope_index`, `compute_3d_position_ids`): the spatial merge size, the temporal scaling and the "
+        "token-type rules differ from one model to the next. A patched `Model.forward` that no longer calls "
+        "the upstream position-id method gives image tokens plain 1-D positions; a VeOmni "
+        "`get_position_id_func` that wraps another model's `<Other>Model.get_rope_index` (a copy-paste from "
+        "the model it was adapted from) precomputes positions with the wrong rules. Both train, silently worse."
+    )
+    bad = (
+        Example(
+            """
+            from functools import partial
+
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.get_position_id_func")
+            def qwen3_vl_get_position_id_func_patched(self):
+                fake_model = FakeModel(self.config)
+                return partial(get_position_id, Qwen2VLModel.get_rope_index, fake_model)
+            """,
+            fixed="""
+            from functools import partial
+
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.get_position_id_func")
+            def qwen3_vl_get_position_id_func_patched(self):
+                fake_model = FakeModel(self.config)
+                return partial(get_position_id, Qwen3VLModel.get_rope_index, fake_model)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="another model's rope index",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from functools import partial
+
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.get_position_id_func")
+            def qwen3_vl_get_position_id_func_patched(self):
+                fake_model = FakeModel(self.config)
+                return partial(get_position_id, Qwen3VLModel.get_rope_index, fake_model)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        ),
+    )
+    fix_safety = (
+        "Safe for a borrowed `get_rope_index`: the class becomes the upstream module's own class that defines "
+        "it (the generated file defines it); offered only when exactly one class of the module defines it. "
+        "A dropped call has no fix."
+    )
+    precision = (
+        "no false positive on the 25 `get_position_id_func` patches and 60 wrapper forwards of veomni 0.1.12; recall on injected bugs (bench/semantics_recall.py): 18/18. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    def finish(self) -> None:
+        super().finish()
+        ctx = self.ctx
+        if "get_position_id_func" not in ctx.source.text:
+            return
+        for patched in patched_methods(
+            ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
+        ):
+            self._borrowed(patched)
+
+    def _borrowed(self, patched: PatchedMethod) -> None:
+        own_names = set(upstream_class_names(patched.module))
+        owners = []
+        for name in sorted(own_names):
+            found = upstream_class(patched.module, name)
+            if found is not None and found[0] == patched.module:
+                if any(isinstance(s, ast.FunctionDef) and s.name == "get_rope_index" for s in found[1].body):
+                    owners.append(name)
+        if not owners:
+            return
+        for node in ast.walk(patched.func):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "get_rope_index"
+                and isinstance(node.value, ast.Name)
+                and node.value.id not in own_names
+                and node.value.id not in ("self", "cls")
+                and node.value.id[:1].isupper()
+            ):
+                fix = None
+                if len(owners) == 1:
+                    fix = make_fix(
+                        f"Use `{owners[0]}.get_rope_index`",
+                        [self.ctx.replace(node.value, owners[0])],
+                        Applicability.SAFE,
+                    )
+                self.report(
+                    node.value,
+                    f"`{node.value.id}.get_rope_index` is not this model's position-id function "
+                    f"({patched.module} defines {', '.join(f'`{o}`' for o in owners)})",
+                    fix,
+                )
+
+    def check(self, patched: PatchedMethod) -> None:
+        upstream = _position_methods(_self_calls(patched.upstream))
+        if not upstream or not patched.cls.endswith("Model"):
+            return
+        if _position_methods(_self_calls(patched.func)):
+            return
+        self.report(
+            def_span(self.ctx, patched.func),
+            f"`{patched.cls}.forward` no longer calls the model's position-id function "
+            f"({', '.join(f'`self.{m}`' for m in sorted(upstream))}): image and video tokens get 1-D text positions",
+        )

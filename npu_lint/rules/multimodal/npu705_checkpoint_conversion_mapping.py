@@ -1,0 +1,159 @@
+"""NPU705 checkpoint-conversion-mapping."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.multimodal._shared import PatchedMethod, def_span
+from npu_lint.veomni.upstream import patched_methods, upstream_class_method
+
+
+def _module_attrs(init: ast.AST) -> dict[str, str]:
+    """`self.<attr> = <Class>(...)` / `<Class>._from_config(...)` / `nn.<Layer>(...)`: attr -> class name."""
+    out: dict[str, str] = {}
+    for node in ast.walk(init):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        func = node.value.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "_from_config"
+            and isinstance(func.value, ast.Name)
+        ):
+            cls = func.value.id
+        elif isinstance(func, ast.Name):
+            cls = func.id
+        elif isinstance(func, ast.Attribute):
+            cls = func.attr
+        else:
+            continue
+        if not cls[:1].isupper():
+            continue
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ):
+                out.setdefault(target.attr, cls)
+    return out
+
+
+class CheckpointConversionMapping(Rule):
+    code = "NPU705"
+    name = "checkpoint-conversion-mapping"
+    summary = (
+        "A patched `__init__` renames or re-nests submodules without a `_checkpoint_conversion_mapping`."
+    )
+    why = (
+        "Checkpoint keys are module attribute paths (`model.language_model.layers.0...`). A patched "
+        "`ForConditionalGeneration`/`Model.__init__` that stores a submodule under another name, or builds a "
+        "nested wrapper of another class whose own attribute names differ, changes those paths: loading the "
+        "upstream checkpoint leaves the renamed weights at their random initialisation (transformers only warns "
+        "about missing keys). A `_checkpoint_conversion_mapping` (regex -> replacement) must map the upstream "
+        "prefixes to the new ones. The attribute paths of the upstream and the patched class trees are compared "
+        "statically (one level, and one nested level for a submodule whose class changed)."
+    )
+    bad = (
+        Example(
+            """
+            from torch import nn
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.__init__")
+            def qwen3_vl_init_patched(self, config):
+                super().__init__(config)
+                self.backbone = Qwen3VLModel(config)
+                self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False)
+                self.post_init()
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="`model` renamed to `backbone`",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from torch import nn
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.__init__")
+            def qwen3_vl_init_patched(self, config):
+                super().__init__(config)
+                self._checkpoint_conversion_mapping = {"^model": "backbone"}
+                self.backbone = Qwen3VLModel(config)
+                self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False)
+                self.post_init()
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        ),
+    )
+    fix_safety = "No fix: the mapping's regexes depend on the checkpoint's layout."
+    precision = (
+        "no false positive on the 25 patched `__init__`s of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 29/29. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    node_types = ()
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        text = ctx.source.text
+        if "__init__" not in text:
+            return
+        mapping = (
+            [n.value for n in ast.walk(ctx.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            if "_checkpoint_conversion_mapping" in text
+            else None
+        )
+        for patched in patched_methods(ctx.tree, text, "__init__", ("",), path=ctx.source.path):
+            self._check(patched, mapping)
+
+    def _nested(self, patched: PatchedMethod, cls: str) -> dict[str, str] | None:
+        init = upstream_class_method(patched.module, cls, "__init__")
+        if init is None:
+            for node in self.ctx.tree.body:
+                if isinstance(node, ast.ClassDef) and node.name == cls:
+                    init = next(
+                        (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+                        None,
+                    )
+        return _module_attrs(init) if init is not None else None
+
+    def _check(self, patched: PatchedMethod, mapping: list[str] | None) -> None:
+        before = _module_attrs(patched.upstream)
+        after = _module_attrs(patched.func)
+        if not before or not after:
+            return
+        lost = sorted(set(before) - set(after))
+        new = sorted(set(after) - set(before))
+        renamed: list[tuple[str, str]] = []
+        if lost and new:
+            renamed.extend((old, ", ".join(new)) for old in lost)
+        for attr in sorted(set(before) & set(after)):
+            if before[attr] == after[attr]:
+                continue
+            inner_before = self._nested(patched, before[attr])
+            inner_after = self._nested(patched, after[attr])
+            if not inner_before or not inner_after:
+                continue
+            gone = sorted(set(inner_before) - set(inner_after))
+            added = sorted(set(inner_after) - set(inner_before))
+            if gone and added:
+                renamed.extend((f"{attr}.{g}", ", ".join(f"{attr}.{a}" for a in added)) for g in gone)
+        for old, new_paths in renamed:
+            leaf = old.split(".")[-1]
+            if mapping is not None and any(leaf in s for s in mapping):
+                continue
+            self.report(
+                def_span(self.ctx, patched.func),
+                f"`{patched.cls}.__init__` moves the upstream checkpoint keys `{old}.*` (now {new_paths}) and no "
+                "`_checkpoint_conversion_mapping` maps them: those weights load as random initialisation",
+            )

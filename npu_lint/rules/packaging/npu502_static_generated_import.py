@@ -1,0 +1,157 @@
+"""NPU502 static-generated-import."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
+from npu_lint.rules.base import Example, ProjectRule
+from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
+
+
+def _missing_module_reason(pkg: object, npu_file: str) -> str:
+    """Why switching to a generated module that does not exist yet is unsafe, naming the command that makes it."""
+    spec = None
+    for path in pkg.npu_specs:  # type: ignore[attr-defined]
+        loaded = patchgen.load_spec(path)
+        if loaded is not None and patchgen.effective_target_file(loaded) == npu_file:
+            spec = path
+    created = ""
+    if spec is None and pkg.gpu_specs:  # type: ignore[attr-defined]
+        spec = patchgen.npu_spec_path(pkg.gpu_specs[0])  # type: ignore[attr-defined]
+        created = f" after NPU501's fix creates `{os.path.basename(spec)}`"
+    command = patchgen.regen_command(spec) if spec else "patchgen"
+    return (
+        f"`generated/{npu_file}` does not exist yet: NPU hosts fail to import the package until "
+        f"`{command}` has run{created}"
+    )
+
+
+class StaticGeneratedImport(ProjectRule):
+    code = "NPU502"
+    name = "static-generated-import"
+    summary = "`__init__.py` imports the GPU generated module without choosing by `IS_NPU_AVAILABLE`."
+    why = (
+        "A registered modeling function that always imports `generated.patched_modeling_<m>_gpu` gives NPU hosts "
+        "the GPU module even when an NPU spec exists (or is being created): the NPU patches are never used. "
+        "Migrated packages choose at import time: `if IS_NPU_AVAILABLE: from .generated.patched_modeling_<m>_npu "
+        "import ...` else the `_gpu` module, in every registered function."
+    )
+    bad = (
+        Example(
+            """
+            from ....utils.device import IS_NPU_AVAILABLE
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyModel
+
+                if "ForCausalLM" in architecture:
+                    return ToyForCausalLM
+                return ToyModel
+            """,
+            fixed="""
+            from ....utils.device import IS_NPU_AVAILABLE
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                if IS_NPU_AVAILABLE:
+                    from .generated.patched_modeling_toy_npu import ToyForCausalLM, ToyModel
+                else:
+                    from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyModel
+
+                if "ForCausalLM" in architecture:
+                    return ToyForCausalLM
+                return ToyModel
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the package has `toy_gpu_patch_gen_config.py` and `toy_npu_patch_gen_config.py`",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from ....utils.device import IS_NPU_AVAILABLE
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                if IS_NPU_AVAILABLE:
+                    from .generated.patched_modeling_toy_npu import ToyForCausalLM
+                else:
+                    from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+                return ToyForCausalLM
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+        ),
+    )
+    fix_safety = (
+        "Unsafe: NPU hosts then import `patched_modeling_<m>_npu`, which must have been generated "
+        "(`patchgen <m>_npu_patch_gen_config ...`). The fix rewrites each unconditional import in place "
+        "(every registered function; the architecture fallback logic is untouched) and imports "
+        "`IS_NPU_AVAILABLE` the way sibling packages do (relative `....utils.device`, or `veomni.utils.device`)."
+    )
+    precision = (
+        "veomni 0.1.12 `veomni/models`: 7 findings (the `__init__.py` of the 7 GPU-only packages, one per "
+        "unconditional import), 7 true positives: 100%."
+    )
+
+    @_guarded
+    def check(self, project: object, paths: list[str]) -> Iterable[Diagnostic]:
+        linted = _linted(paths)
+        for pkg in packages(paths):
+            if pkg.init is None or os.path.normpath(pkg.init) not in linted:
+                continue
+            parsed = patchgen.load_file(pkg.init)
+            if parsed is None or parsed.tree is None:
+                continue
+            static = find_static_imports(parsed.tree)
+            if not static:
+                continue
+            targets = pkg.targets()
+            existing = {os.path.basename(g) for g in pkg.generated}
+            flag_edit = None
+            if not flag_bound(parsed.tree):
+                module = flag_import_module(pkg.init, parsed.tree)
+                flag_edit = self.fixer("init-switch-flag-edit")(parsed.text, parsed.tree, module)
+            for item in static:
+                gpu_file, npu_file = item.gpu_module + ".py", item.npu_module + ".py"
+                if not ({gpu_file, npu_file} & targets or npu_file in existing):
+                    continue  # no spec produces this module: nothing to choose from
+                edit = self.fixer("init-switch-edit")(parsed.text, item)
+                fix = None
+                if edit is not None:
+                    edits = (edit,) if flag_edit is None else (flag_edit, edit)
+                    reason = "NPU hosts import the NPU generated module, which patchgen must have generated"
+                    if npu_file not in existing:
+                        reason = _missing_module_reason(pkg, npu_file)
+                    fix = Fix(
+                        f"Choose `{item.npu_module}` when `IS_NPU_AVAILABLE`",
+                        edits,
+                        Applicability.UNSAFE,
+                        reason=reason,
+                    )
+                where = f"`{item.function}`" if item.function else "the module"
+                types = ", ".join(f"`{t}`" for t in item.model_types)
+                registers = f" (registers {types})" if types else ""
+                node = item.node
+                yield _diag(
+                    self,
+                    pkg.init,
+                    node.lineno,
+                    f"{where}{registers} imports `{item.gpu_module}` on every device; choose "
+                    f"`{item.npu_module}` with `if IS_NPU_AVAILABLE:`",
+                    col=node.col_offset,
+                    end_line=node.end_lineno or node.lineno,
+                    end_col=node.end_col_offset,
+                    fix=fix,
+                    basis=parsed.text,
+                )

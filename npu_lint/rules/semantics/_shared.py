@@ -1,0 +1,549 @@
+"""Helpers shared by the rules of the semantics family (private to it)."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.rules._handles import (
+    Handle,
+    HandleTable,
+    call_arg,
+    owner_class,
+    project_of,
+    spec_target,
+    str_value,
+)
+from npu_lint.rules.base import Context, Rule, make_fix
+from npu_lint.veomni import vendor_map
+from npu_lint.veomni.norms import (
+    RmsContract,
+    class_rms_contract,
+    param_init_kind,
+    rms_variant_contract,
+    variant_for_contract,
+)
+from npu_lint.veomni.upstream import (
+    PatchedMethod,
+    last_name,
+    patched_methods,
+    spec_source_module,
+    upstream_class_method,
+)
+
+_CASTS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous"}
+_SIMPLE = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+
+
+def _is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 1
+
+
+def _paren_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Extend [start, end) over one pair of parentheses around it (whitespace allowed)."""
+    i, j = start - 1, end
+    while i >= 0 and text[i] in " \t\r\n":
+        i -= 1
+    while j < len(text) and text[j] in " \t\r\n":
+        j += 1
+    if i >= 0 and j < len(text) and text[i] == "(" and text[j] == ")":
+        return i, j + 1
+    return start, end
+
+
+def offset_raw(ctx: Context, expr: ast.AST) -> str | None:
+    """For `1 + w`, `1.0 + w.float()`, `w + 1`, `(1 + w).to(x.dtype)`: the text with the offset removed."""
+    src = ctx.source
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        other = expr.right if _is_one(expr.left) else expr.left if _is_one(expr.right) else None
+        if other is None:
+            return None
+        text = src.segment(other)
+        return text if isinstance(other, _SIMPLE) else f"({text})"
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _CASTS
+        and isinstance(expr.func.value, ast.BinOp)
+    ):
+        inner = offset_raw(ctx, expr.func.value)
+        if inner is None:
+            return None
+        start, end = src.node_range(expr.func.value)
+        _, after = _paren_span(src.text, start, end)
+        call_end = src.node_range(expr)[1]
+        return inner + src.text[after:call_end]
+    return None
+
+
+def _assigned_in(func: ast.AST | None, name: str) -> list[ast.expr]:
+    if func is None:
+        return []
+    values: list[ast.expr] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            values.append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            if node.target.id == name:
+                values.append(node.value or node.target)  # type: ignore[arg-type]
+    return values
+
+
+def offset_inner(expr: ast.AST) -> ast.AST | None:
+    """For `1 + w`, `w + 1`, `(1.0 + w).to(d)`: the `w` node (no text needed: for code of another file)."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
+        expr = expr.func.value
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        if _is_one(expr.left):
+            return expr.right
+        if _is_one(expr.right):
+            return expr.left
+    return None
+
+
+def weight_argument(call: ast.Call) -> ast.expr | None:
+    return call_arg(call, 1, "weight")
+
+
+def raw_weight_attr(expr: ast.AST) -> str | None:
+    """`self.weight`, `self.weight.float()`, `self.weight.to(x.dtype)` -> "weight"."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
+        expr = expr.func.value
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+# -- zero-initialised weights -------------------------------------------------------------------------
+
+
+# -- the shared collector ----------------------------------------------------------------------------
+
+
+class _RmsNormState:
+    """What the RMSNorm rules (NPU401-405) need from the traversal, collected once per file for all of them."""
+
+    def __init__(self) -> None:
+        self.handles = HandleTable()
+        self.calls: list[tuple[ast.Call, ast.AST | None, str | None]] = []  # (call, function, class)
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.init_patches: dict[str, ast.AST] = {}  # class -> spec function replacing its __init__
+        self.source_module: str | None = None
+        self.functions: list[tuple[ast.AST, str | None]] = []  # stack of (function, owning class)
+        self.reused: list[tuple[ast.Name, str]] = []  # (replacement= name, patched class) in a spec
+        self.replaced: dict[str, str] = {}  # spec class -> the upstream class it replaces (replace_class)
+        # (replacement_name node, target, dotted replacement) of create_patch_from_external
+        self.externals: list[tuple[ast.expr, str, str]] = []
+        self.spec_imports: dict[str, str] = {}  # name -> dotted, from a spec's config.add_import(...)
+
+
+class _RmsNormCalls(Rule):
+    """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
+
+    The first of NPU401/NPU402 instantiated for a file feeds a state shared through the context; the other
+    only reads it.
+    """
+
+    node_types = (ast.Assign, ast.Call, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    leave_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        state = ctx.memo.get("rms_state")
+        self.feeder = state is None
+        if state is None:
+            state = _RmsNormState()
+            ctx.memo["rms_state"] = state
+        self.state = state
+        if not self.feeder:  # visit/leave do nothing for the reader: the walk need not call them
+            self.node_types = ()
+            self.leave_types = ()
+        self.handles = state.handles
+        self.classes = state.classes
+        self.init_patches = state.init_patches
+
+    @property
+    def source_module(self) -> str | None:
+        return self.state.source_module
+
+    def leave(self, node: ast.AST) -> None:
+        if self.feeder:
+            self.state.functions.pop()
+
+    def visit(self, node: ast.AST) -> None:
+        if not self.feeder:
+            return
+        ctx = self.ctx
+        state = self.state
+        if isinstance(node, ast.Call):
+            if (
+                state.functions
+                and (len(node.args) >= 2 or any(k.arg == "weight" for k in node.keywords))
+                and isinstance(node.func, (ast.Name, ast.Attribute, ast.Call))
+            ):
+                func, cls = state.functions[-1]
+                if func is not None:
+                    state.calls.append((node, func, cls))
+            elif not state.functions and ctx.source.kind.spec:
+                self._note_reuse(node)
+            if (
+                not state.functions
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_import"
+                and ctx.source.kind.spec
+            ):
+                module = str_value(call_arg(node, 0, "module"))
+                names = call_arg(node, 1, "names")
+                if module and isinstance(names, (ast.List, ast.Tuple)):
+                    for elt in names.elts:
+                        name = str_value(elt)
+                        if name:
+                            state.spec_imports[name] = f"{module}.{name}"
+            if last_name(node.func) == "create_patch_from_external":
+                target = str_value(call_arg(node, 0, "target"))
+                module = str_value(call_arg(node, 1, "replacement_module"))
+                name_node = call_arg(node, 2, "replacement_name")
+                name = str_value(name_node)
+                if target and module and name and name_node is not None and "RMSNorm" in name:
+                    state.externals.append((name_node, target, f"{module}.{name}"))
+        elif isinstance(node, ast.Assign):
+            state.handles.visit_assign(ctx, node)
+            value = node.value
+            if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig" and not state.functions:
+                state.source_module = str_value(call_arg(value, 99, "source_module")) or state.source_module
+        elif isinstance(node, ast.Lambda):
+            state.functions.append((None, None))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            state.functions.append((node, owner_class(ctx, node)))
+            if isinstance(node, ast.FunctionDef):
+                cls, method = spec_target(node)
+                if cls is not None and method == "__init__":
+                    state.init_patches[cls] = node
+        elif isinstance(node, ast.ClassDef):
+            if not state.functions:
+                state.classes.setdefault(node.name, node)
+                for deco in node.decorator_list:
+                    if (
+                        isinstance(deco, ast.Call)
+                        and isinstance(deco.func, ast.Attribute)
+                        and deco.func.attr == "replace_class"
+                    ):
+                        target = str_value(call_arg(deco, 0, "target"))
+                        if target:
+                            state.replaced[node.name] = target
+
+    def _note_reuse(self, node: ast.Call) -> None:
+        """``config.override_method("Cls.meth", replacement=name)`` at module scope of a spec."""
+        if not (isinstance(node.func, ast.Attribute) and node.func.attr == "override_method" and node.args):
+            return
+        target = str_value(node.args[0])
+        repl = next((k.value for k in node.keywords if k.arg == "replacement"), None)
+        if target is None or "." not in target or not isinstance(repl, ast.Name):
+            return
+        self.state.reused.append((repl, target.rpartition(".")[0]))
+
+    def reused_rms_calls(self) -> list[tuple[ast.Call, ast.AST, str | None, Handle, ast.Name]]:
+        """RMSNorm handle calls inside a patch function another spec defines and this spec re-registers
+        (``override_method(..., replacement=imported_fn)``), with the handles this spec declares:
+        (call in the other file, its function, class, handle, the ``replacement=`` name to report at)."""
+        if not self.state.reused:
+            return []
+        memo = self.ctx.memo.get("rms_reused")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
+        out: list[tuple[ast.Call, ast.AST, str | None, Handle, ast.Name]] = []
+        from npu_lint.veomni.patchgen import parse_spec
+
+        try:
+            spec = parse_spec(self.ctx.source.path, self.ctx.source.text)
+        except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
+            spec = None
+        for name_node, cls in self.state.reused if spec is not None else ():
+            ref = spec.resolve(name_node.id)  # type: ignore[union-attr]
+            if ref is None or ref.path == self.ctx.source.path or isinstance(ref.node, ast.ClassDef):
+                continue
+            for call in ast.walk(ref.node):
+                if not isinstance(call, ast.Call) or weight_argument(call) is None:
+                    continue
+                handle = self.handles.resolve(self.ctx, call.func, cls)
+                if handle is not None and handle.op == "rms_norm":
+                    out.append((call, ref.node, cls, handle, name_node))
+        self.ctx.memo["rms_reused"] = out
+        return out
+
+    def all_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle, ast.Name | None]]:
+        """``rms_calls`` of this file (anchor None) and ``reused_rms_calls`` (anchored at ``replacement=``)."""
+        out: list[tuple[ast.Call, ast.AST | None, str | None, Handle, ast.Name | None]] = [
+            (c, f, k, h, None) for c, f, k, h in self.rms_calls()
+        ]
+        out.extend(self.reused_rms_calls())
+        return out
+
+    def rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, Handle]]:
+        out = []
+        for call, func, cls in self.state.calls:
+            handle = self.handles.resolve(self.ctx, call.func, cls)
+            if handle is None and isinstance(call.func, ast.Name):  # a handle local to the function
+                values = [v for v in _assigned_in(func, call.func.id) if isinstance(v, ast.Call)]
+                found = [HandleTable._handle(v) for v in values]
+                if len(found) == 1 and found[0] is not None:
+                    handle = found[0]
+            if handle is not None and handle.op == "rms_norm" and weight_argument(call) is not None:
+                out.append((call, func, cls, handle))
+        return out
+
+    # -- is the class's weight zero-initialised?
+    def _module_of_file(self) -> str | None:
+        if self.source_module:
+            return self.source_module
+        head = self.ctx.source.text[:4096]
+        for line in head.splitlines():
+            stripped = line.lstrip("# ").strip()
+            if stripped.startswith("Source:"):
+                return stripped.split(":", 1)[1].strip() or None
+        if self.ctx.source.kind.spec:  # a spec built on another one: its base spec's source module
+            memo = self.ctx.memo.get("rms_spec_source", "")
+            if memo == "":
+                memo = spec_source_module(self.ctx.source.path, self.ctx.source.text)
+                self.ctx.memo["rms_spec_source"] = memo
+            return memo  # type: ignore[return-value]
+        return None
+
+    def zero_init(self, cls: str | None, attr: str) -> bool:
+        return self.weight_kind(cls, attr) == "zeros"
+
+    def _local_init(self, cls: str) -> ast.FunctionDef | None:
+        node = self.classes.get(cls)
+        if node is None:
+            return None
+        return next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+
+    def weight_kind(self, cls: str | None, attr: str, depth: int = 0) -> str | None:
+        """How the class initialises ``self.<attr>``: "zeros" | "ones" | "other" | None (unknown).
+
+        Read from a spec's ``__init__`` patch, the class's own ``__init__`` in the file, its bases (in the file
+        or upstream transformers), or, for a patched copy of an upstream class, the upstream class."""
+        if cls is None or depth > 6:
+            return None
+        patch = self.init_patches.get(cls)
+        if patch is not None:
+            result = param_init_kind(patch, attr)
+            if result is not None:
+                return result
+        node = self.classes.get(cls)
+        if node is not None:
+            init = self._local_init(cls)
+            if init is not None:
+                result = param_init_kind(init, attr)
+                if result is not None:
+                    return result
+            for base in node.bases:
+                name = last_name(base)
+                if name in self.classes and name != cls:
+                    result = self.weight_kind(name, attr, depth + 1)
+                    if result is not None:
+                        return result
+                    continue
+                target = self.ctx.imports.get(name or "", "")
+                if target.startswith("transformers."):
+                    mod, _, real = target.rpartition(".")
+                    up = upstream_class_method(mod, real, "__init__")
+                    result = param_init_kind(up, attr) if up is not None else None
+                    if result is not None:
+                        return result
+            if init is not None or node.bases:
+                return None
+        # not set in the file: a patched copy of an upstream class (spec, generated file) reads upstream
+        module = self._module_of_file()
+        if module and module.startswith("transformers."):
+            up = upstream_class_method(module, self.state.replaced.get(cls, cls), "__init__")
+            return param_init_kind(up, attr) if up is not None else None
+        return None
+
+    def external_rms(self) -> list[tuple[ast.expr, str, str, str, RmsContract]]:
+        """``create_patch_from_external(target=<RMSNorm class>, replacement=<vendor RMSNorm>)``: (the
+        replacement_name node, target, dotted replacement, the replacement's contract, the target's contract)."""
+        out = []
+        for node, target, dotted in self.state.externals:
+            kernel = vendor_map.lookup(dotted)
+            if kernel is None or kernel.op != "rms_norm":
+                continue
+            contract = "offset" if "gemma" in dotted.lower() else rms_variant_contract(None, kernel.variant)
+            mine = self.class_contract(target)
+            if contract is not None and mine is not None:
+                out.append((node, target, dotted, contract, mine))
+        return out
+
+    def class_contract(self, cls: str | None) -> RmsContract | None:
+        """What the model's RMSNorm class computes: its weight init (as above), and from the upstream class
+        (or the class in the file when it is not an upstream one) the offset, the eps attribute, the upcast."""
+        if cls is None:
+            return None
+        init_kind = self.weight_kind(cls, "weight")
+        module = self._module_of_file()
+        forward = init = None
+        if module and module.startswith("transformers."):
+            forward = upstream_class_method(module, cls, "forward")
+            init = upstream_class_method(module, cls, "__init__")
+        if forward is None and init is None:
+            init = self._local_init(cls)
+        base = class_rms_contract(init, forward)
+        return RmsContract(init_kind or base.weight_init, base.offset, base.eps_attr, base.upcast)
+
+    def assigned_attrs(self, cls: str | None) -> set[str] | None:
+        """Attributes the class's effective ``__init__`` assigns on self (None: no ``__init__`` read)."""
+        if cls is None:
+            return None
+        inits: list[ast.AST] = []
+        for init in (self.init_patches.get(cls), self._local_init(cls)):
+            if init is not None:
+                inits.append(init)
+        module = self._module_of_file()
+        if not inits and module and module.startswith("transformers."):
+            up = upstream_class_method(module, cls, "__init__")
+            if up is not None:
+                inits.append(up)
+        if not inits:
+            return None
+        out: set[str] = set()
+        for init in inits:
+            for node in ast.walk(init):
+                targets = (
+                    node.targets
+                    if isinstance(node, ast.Assign)
+                    else ([node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+                )
+                for target in targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
+                        out.add(target.attr)
+        return out
+
+    def contract_of(self, handle: Handle) -> str | None:
+        """The registry contract of an RMSNorm handle's variant ("offset" | "standard" | ...)."""
+        return rms_variant_contract(project_of(self.ctx), handle.raw_variant or handle.variant)
+
+    def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
+        """Direct vendor RMSNorm kernel calls (`torch_npu.npu_rms_norm(x, w, ...)`): (call, func, class, name)."""
+        out = []
+        for call, func, cls in self.state.calls:
+            qual = self.ctx.qualname(call.func)
+            if isinstance(call.func, ast.Name) and call.func.id in self.state.spec_imports:
+                qual = self.state.spec_imports[call.func.id]
+            if not qual:
+                continue
+            kernel = vendor_map.lookup(qual)
+            if kernel is not None and kernel.op == "rms_norm" and weight_argument(call) is not None:
+                out.append((call, func, cls, qual))
+        return out
+
+    def variant_fix(self, handle: Handle, contract: str, reason: str) -> Fix | None:
+        """Switch a literal handle declaration to the variant the tree's registry names for ``contract``."""
+        ctx = self.ctx
+        node = call_arg(handle.call, 1, "variant")
+        if node is None or str_value(node) is None:
+            return None
+        name = variant_for_contract(project_of(ctx), contract, handle.kind)
+        new = f'"{name}"'
+        if handle.block is not None:
+            span = handle.block.offsets(ctx, node)
+            if span is None:
+                return None
+            edit = Edit(span[0], span[1], new)
+        else:
+            edit = ctx.replace(node, new)
+        return make_fix(f"Switch the handle to the {new} variant", [edit], Applicability.UNSAFE, reason)
+
+
+# -- NPU401 -----------------------------------------------------------------------------------------
+
+
+# -- NPU402 -----------------------------------------------------------------------------------------
+
+
+# -- loss paths (NPU41x) ------------------------------------------------------------------------------
+
+LOSS_CLASSES = ("ForCausalLM", "ForConditionalGeneration")
+_LOSS_FUNCS = {"ForCausalLMLoss", "fixed_cross_entropy", "causal_lm_loss"}
+_DIRECT_CE = {"cross_entropy", "CrossEntropyLoss"}
+
+
+class LossRule(Rule):
+    """Base of the NPU41x rules: each patched loss forward of the file, paired with the upstream forward."""
+
+    node_types = ()
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        memo_key = "loss_patched"
+        found = ctx.memo.get(memo_key)
+        if found is None:
+            text = ctx.source.text
+            if "forward" not in text or (
+                "ForCausalLM" not in text and "ForConditionalGeneration" not in text
+            ):
+                found = []
+            else:
+                found = patched_methods(ctx.tree, text, "forward", LOSS_CLASSES, path=ctx.source.path)
+            ctx.memo[memo_key] = found
+        for patched in found:
+            self.check(patched)
+
+    def check(self, patched: PatchedMethod) -> None:  # pragma: no cover - interface
+        pass
+
+
+def loss_calls(func: ast.AST) -> list[ast.Call]:
+    """Calls that compute the causal-LM loss: `self.loss_function(...)`, the loss helpers, a loss handle."""
+    out = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = last_name(node.func)
+        if name in ("loss_function", *_LOSS_FUNCS) or (
+            name is not None and ("causal_lm_loss" in name or "cross_entropy" in name or name.endswith("_ce"))
+        ):
+            out.append(node)
+    return out
+
+
+def direct_ce_calls(func: ast.AST) -> list[ast.Call]:
+    out = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call):
+            if last_name(node.func) in _DIRECT_CE:
+                out.append(node)
+            elif isinstance(node.func, ast.Call) and last_name(node.func.func) in _DIRECT_CE:
+                out.append(node)
+    return out
+
+
+def mentions_attr(func: ast.AST, attr: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(func))
+
+
+def names_in(func: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+
+
+def forwards_kwargs(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords)
+
+
+def params_of(func: ast.FunctionDef) -> list[str]:
+    args = func.args
+    return [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+
+
+def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
+    """The `def name` of a function, as a report range (line 1-based, columns in code points)."""
+    line = func.lineno
+    text = ctx.source.text.splitlines()[line - 1] if line - 1 < len(ctx.source.text.splitlines()) else ""
+    col = text.find("def ")
+    col = col if col >= 0 else 0
+    return line, col, line, col + 4 + len(func.name)

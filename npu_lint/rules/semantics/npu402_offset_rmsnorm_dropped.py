@@ -1,0 +1,268 @@
+"""NPU402 offset-rmsnorm-dropped."""
+
+from __future__ import annotations
+
+from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules._handles import project_of
+from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+from npu_lint.veomni.norms import variant_for_contract
+
+
+class OffsetRmsNormDropped(_RmsNormCalls):
+    code = "NPU402"
+    name = "offset-rmsnorm-dropped"
+    summary = "A zero-initialised (Gemma-style) RMSNorm weight is passed raw to a `standard` RMSNorm handle."
+    why = (
+        "An RMSNorm whose weight is initialised to zeros computes `norm(x) * (1 + weight)`. The `standard` "
+        "variant computes `norm(x) * weight`: with the raw weight it multiplies by roughly zero, dropping the "
+        "offset. Such a norm needs the offset variant (which adds the 1 inside the op; `qwen3_5` in VeOmni's trees, "
+        "`offset` in some catalogs: the fix takes the name the tree's own registry uses). The initialisation is "
+        "read from the class's `__init__` in the file, from a spec's `__init__` patch, or from the upstream "
+        "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
+        "slot (OpSlot-era Gemma 3) is correct and not reported."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "offset", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """,
+            title="zeros in the class's own __init__",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+
+
+            @config.override_method("Gemma3RMSNorm.__init__")
+            def gemma3_rmsnorm_init_patched(self, dim, eps=1e-6):
+                super().__init__()
+                self.eps = eps
+                self.veomni_rms_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+
+            @config.override_method("Gemma3RMSNorm.forward")
+            def gemma3_rmsnorm_forward_patched(self, x):
+                return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """,
+            fixed="""
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+
+
+            @config.override_method("Gemma3RMSNorm.__init__")
+            def gemma3_rmsnorm_init_patched(self, dim, eps=1e-6):
+                super().__init__()
+                self.eps = eps
+                self.veomni_rms_norm = VeomniOp("rms_norm", "offset", resolve_op_impl("rms_norm_implementation"))
+
+
+            @config.override_method("Gemma3RMSNorm.forward")
+            def gemma3_rmsnorm_forward_patched(self, x):
+                return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="zeros in the upstream class (transformers' Gemma3RMSNorm)",
+        ),
+        Example(
+            """
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.eps)[0]
+            """,
+            fixed="""
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    return torch_npu.npu_rms_norm(x, 1.0 + self.weight, epsilon=self.eps)[0]
+            """,
+            title="a vendor kernel given a zero-initialised weight raw",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+            config.patches.append(
+                create_patch_from_external(
+                    target="Gemma3RMSNorm",
+                    replacement_module="liger_kernel.transformers.rms_norm",
+                    replacement_name="LigerRMSNorm",
+                )
+            )
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="a Gemma-style class replaced by a standard vendor class",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    # OpSlot-era Gemma 3: the caller adds the 1 for a standard slot
+                    return veomni_rms_norm(x, 1.0 + self.weight, self.eps)
+            """
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.variance_epsilon = eps
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "standard", impl)
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.variance_epsilon)
+            """
+        ),
+    )
+    fix_safety = (
+        "Unsafe (changes the numerics, to the intended ones): the handle's declared variant becomes `offset` "
+        "(`qwen3_5` for an OpSlot). Offered only when every call of that handle in the file passes a "
+        "zero-initialised weight raw, and the declaration is a literal in this file."
+    )
+    precision = (
+        "no false positive on the 27 RMSNorm slot calls of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 10/10. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    def finish(self) -> None:
+        self._vendor_and_external()
+        calls = self.all_rms_calls()
+        if not calls:
+            return
+        findings = []
+        uses: dict[int, int] = {}
+        for call, _func, cls, handle, anchor in calls:
+            uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
+            if self.contract_of(handle) != "standard":
+                continue
+            arg = weight_argument(call)
+            attr = raw_weight_attr(arg) if arg is not None else None
+            if attr is None or not self.zero_init(cls, attr):
+                continue
+            findings.append((call, anchor or arg, cls, handle))
+        flagged: dict[int, int] = {}
+        for _call, _arg, _cls, handle in findings:
+            flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
+        for _call, arg, cls, handle in findings:
+            fix = None
+            key = id(handle.call)
+            if flagged[key] == uses[key]:
+                fix = self.variant_fix(
+                    handle,
+                    "offset",
+                    "changes the normalisation to norm(x) * (1 + weight), as the zero-initialised weight intends",
+                )
+            self.report(
+                arg,  # type: ignore[arg-type]
+                f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
+                "passed to a `standard` RMSNorm handle: the offset is dropped; use the "
+                f"`{variant_for_contract(project_of(self.ctx), 'offset', handle.kind)}` variant",
+                fix,
+            )
+
+    def _vendor_and_external(self) -> None:
+        ctx = self.ctx
+        for call, _func, cls, qual in self.vendor_rms_calls():
+            arg = weight_argument(call)
+            attr = raw_weight_attr(arg) if arg is not None else None
+            if arg is None or attr is None or not self.zero_init(cls, attr):
+                continue
+            text = ctx.source.segment(arg)
+            fix = make_fix(
+                f"Pass `1.0 + {text}`",
+                [ctx.replace(arg, f"1.0 + {text}")],
+                Applicability.UNSAFE,
+                "changes the scale to norm(x) * (1 + weight), as the zero-initialised weight intends",
+            )
+            self.report(
+                arg,
+                f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but `{qual}` is a "
+                "standard RMSNorm kernel given the raw weight: the offset is dropped",
+                fix,
+            )
+        for node, target, dotted, contract, mine in self.external_rms():
+            if contract == "standard" and mine.gemma_style:
+                self.report(
+                    node,
+                    f"`{target}` is a Gemma-style RMSNorm (`norm(x) * (1 + weight)`, weight initialised to zeros) but "
+                    f"is replaced by `{dotted}`, a standard RMSNorm: the offset is dropped; use an offset "
+                    "implementation",
+                )

@@ -1,0 +1,171 @@
+"""NPU403 standard-rmsnorm-offset-variant."""
+
+from __future__ import annotations
+
+from npu_lint.rules.base import Example
+from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+
+
+class StandardRmsNormOffsetVariant(_RmsNormCalls):
+    code = "NPU403"
+    name = "standard-rmsnorm-offset-variant"
+    summary = (
+        "A standard (ones-initialised) RMSNorm weight is passed to an offset RMSNorm handle, which adds 1."
+    )
+    why = (
+        "A standard RMSNorm (Llama, Qwen3, Qwen3-VL's text norm) initialises its weight to ones and computes "
+        "`norm(x) * weight`. The offset variant (`qwen3_5` in VeOmni's trees, `offset` in some catalogs) "
+        "computes `norm(x) * (1 + weight)`: given a standard weight it scales every activation by about 2, and "
+        "a loaded checkpoint's weights are off by one everywhere. The weight's initialiser is read from the "
+        "class's `__init__` (in the file, a spec's `__init__` patch, or the upstream transformers class); the "
+        "variant's contract from the tree's registry names."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.variance_epsilon = eps
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.variance_epsilon)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.variance_epsilon = eps
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.variance_epsilon)
+            """,
+            title="ones in the class's own __init__, offset variant named as VeOmni's trees name it",
+        ),
+        Example(
+            '''
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+            config.add_post_import_block(
+                """
+                from veomni.ops.dispatch import OpSlot
+                veomni_rms_norm = OpSlot("rms_norm", "qwen3_5")
+                """
+            )
+
+
+            @config.override_method("Qwen3RMSNorm.forward")
+            def qwen3_rmsnorm_forward_patched(self, hidden_states):
+                if veomni_rms_norm.use_non_eager_impl:
+                    return veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)
+                return hidden_states
+            ''',
+            fixed='''
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+            config.add_post_import_block(
+                """
+                from veomni.ops.dispatch import OpSlot
+                veomni_rms_norm = OpSlot("rms_norm", "standard")
+                """
+            )
+
+
+            @config.override_method("Qwen3RMSNorm.forward")
+            def qwen3_rmsnorm_forward_patched(self, hidden_states):
+                if veomni_rms_norm.use_non_eager_impl:
+                    return veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)
+                return hidden_states
+            ''',
+            path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+            title="ones in the upstream class (transformers' Qwen3RMSNorm), OpSlot qwen3_5 slot",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "qwen3_5", impl)
+
+                def forward(self, x):
+                    return self.veomni_rms_norm(x, self.weight, eps=self.eps)
+            """
+        ),
+    )
+    fix_safety = (
+        "Unsafe (changes the numerics, to the intended ones): the handle's declared variant becomes the standard "
+        "one, named as the tree's registry names it. Offered only when every call of that handle in the file "
+        "passes a ones-initialised weight raw, and the declaration is a literal in this file."
+    )
+    precision = (
+        "no false positive on the 27 RMSNorm slot calls of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 23/23. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    def finish(self) -> None:
+        for node, target, dotted, contract, mine in self.external_rms():
+            if contract == "offset" and mine.standard_style:
+                self.report(
+                    node,
+                    f"`{target}` is a standard RMSNorm (weight initialised to ones, `norm(x) * weight`) but is "
+                    f"replaced by `{dotted}`, an offset RMSNorm that multiplies by `1 + weight`",
+                )
+        calls = self.all_rms_calls()
+        if not calls:
+            return
+        uses: dict[int, int] = {}
+        findings = []
+        for call, _func, cls, handle, anchor in calls:
+            uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
+            if self.contract_of(handle) != "offset":
+                continue
+            arg = weight_argument(call)
+            attr = raw_weight_attr(arg) if arg is not None else None
+            if attr is None or self.weight_kind(cls, attr) != "ones":
+                continue
+            findings.append((anchor or arg, cls, handle))
+        flagged: dict[int, int] = {}
+        for _arg, _cls, handle in findings:
+            flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
+        for arg, cls, handle in findings:
+            fix = None
+            if flagged[id(handle.call)] == uses[id(handle.call)]:
+                fix = self.variant_fix(
+                    handle,
+                    "standard",
+                    "changes the normalisation to norm(x) * weight, as the ones-initialised weight intends",
+                )
+            variant = handle.raw_variant or handle.variant
+            self.report(
+                arg,
+                f"`{cls}` initialises its weight to ones (output `norm(x) * weight`), but it is passed to an offset "
+                f"RMSNorm handle (variant `{variant}`), which multiplies by `1 + weight`; use the standard variant",
+                fix,
+            )

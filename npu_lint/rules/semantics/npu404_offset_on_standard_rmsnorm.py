@@ -1,0 +1,189 @@
+"""NPU404 offset-on-standard-rmsnorm."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.semantics._shared import (
+    _assigned_in,
+    _RmsNormCalls,
+    offset_inner,
+    offset_raw,
+    raw_weight_attr,
+    weight_argument,
+)
+
+
+def _raw_attr(raw: str) -> str | None:
+    try:
+        return raw_weight_attr(ast.parse(raw.strip(), mode="eval").body)
+    except SyntaxError:
+        return None
+
+
+class OffsetOnStandardRmsNorm(_RmsNormCalls):
+    code = "NPU404"
+    name = "offset-on-standard-rmsnorm"
+    summary = (
+        "`1 + weight` is passed to a standard RMSNorm kernel in a model whose RMSNorm weight starts at ones."
+    )
+    why = (
+        "Only Gemma-style RMSNorms (weight initialised to zeros) compute `norm(x) * (1 + weight)`. A model whose "
+        "RMSNorm initialises its weight to ones (Llama, Qwen3, Qwen3-VL text) computes `norm(x) * weight`; "
+        "passing `1 + weight` (or `1.0 + w.float()`, a variable holding it) to a standard handle, an OpSlot or a "
+        "vendor kernel such as `torch_npu.npu_rms_norm` doubles every activation scale. It happens when a "
+        "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
+        "(file, spec `__init__` patch, or the upstream transformers class)."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.variance_epsilon = eps
+                    self.weight = nn.Parameter(torch.ones(dim))
+
+                def forward(self, x):
+                    return torch_npu.npu_rms_norm(x, 1.0 + self.weight, epsilon=self.variance_epsilon)[0]
+            """,
+            fixed="""
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.variance_epsilon = eps
+                    self.weight = nn.Parameter(torch.ones(dim))
+
+                def forward(self, x):
+                    return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.variance_epsilon)[0]
+            """,
+            title="a vendor kernel call",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaRMSNorm.forward")
+            def llama_rmsnorm_forward_patched(self, hidden_states):
+                op = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+                return op(hidden_states, 1.0 + self.weight.float(), eps=self.variance_epsilon)
+            """,
+            fixed="""
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaRMSNorm.forward")
+            def llama_rmsnorm_forward_patched(self, hidden_states):
+                op = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+                return op(hidden_states, self.weight.float(), eps=self.variance_epsilon)
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="upstream LlamaRMSNorm initialises to ones",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    return veomni_rms_norm(x, 1.0 + self.weight, self.eps)
+            """
+        ),
+    )
+    fix_safety = (
+        "Unsafe (changes the numerics, to the intended ones): the argument becomes the raw weight. Unsafe "
+        "because a checkpoint trained with the wrong scale would change behaviour."
+    )
+    precision = (
+        "no false positive on veomni 0.1.12 (its only `1 + weight` is Gemma 3's zero-initialised norm) nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 22/22. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        targets: list[tuple[ast.Call, ast.AST | None, str | None, str]] = []
+        for call, func, cls, handle in self.rms_calls():
+            if self.contract_of(handle) == "standard":
+                targets.append(
+                    (call, func, cls, f"a standard RMSNorm handle (variant `{handle.raw_variant}`)")
+                )
+        for call, func, cls, qual in self.vendor_rms_calls():
+            targets.append((call, func, cls, f"`{qual}` (a standard RMSNorm kernel)"))
+        for call, _func, cls, handle, anchor in self.reused_rms_calls():
+            arg = weight_argument(call)
+            inner = offset_inner(arg) if arg is not None else None
+            attr = raw_weight_attr(inner) if inner is not None else None
+            if (
+                self.contract_of(handle) != "standard"
+                or attr is None
+                or self.weight_kind(cls, attr) != "ones"
+            ):
+                continue
+            self.report(
+                anchor,
+                f"`{anchor.id}` (reused for `{cls}`) passes `{ast.unparse(arg)}` to this spec's standard RMSNorm "
+                f"handle, but `{cls}` initialises `{attr}` to ones: the offset does not belong to this model",
+            )
+        for call, func, cls, what in targets:
+            arg = weight_argument(call)
+            if arg is None:
+                continue
+            raw = offset_raw(ctx, arg)
+            shown = ctx.source.segment(arg)
+            if raw is None and isinstance(arg, ast.Name):
+                values = _assigned_in(func, arg.id)
+                raws = [offset_raw(ctx, v) for v in values]
+                if not values or any(r is None for r in raws) or len(set(raws)) != 1:
+                    continue
+                raw = raws[0]
+                shown = f"{arg.id} = {ctx.source.segment(values[0])}"
+            if raw is None:
+                continue
+            attr = _raw_attr(raw)
+            if attr is None or self.weight_kind(cls, attr) != "ones":
+                continue
+            fix = make_fix(
+                f"Pass the raw weight `{raw}`",
+                [ctx.replace(arg, raw)],
+                Applicability.UNSAFE,
+                "changes the scale to norm(x) * weight, as the ones-initialised weight intends",
+            )
+            self.report(
+                arg,
+                f"`{shown}` passed to {what}, but `{cls}` initialises `{attr}` to ones (a standard RMSNorm): "
+                "the offset does not belong to this model; pass the raw weight",
+                fix,
+            )

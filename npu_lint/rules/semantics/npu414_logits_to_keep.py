@@ -1,0 +1,82 @@
+"""NPU414 logits-to-keep."""
+
+from __future__ import annotations
+
+from npu_lint.rules.base import Example
+from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, def_span, names_in, params_of
+
+_PARAM = "logits_to_keep"
+
+
+class LogitsToKeep(LossRule):
+    code = "NPU414"
+    name = "logits-to-keep"
+    summary = "A patched causal-LM forward drops or ignores the upstream `logits_to_keep` parameter."
+    why = (
+        "Upstream causal-LM forwards take `logits_to_keep` and project only the last positions through "
+        "`lm_head` (generation and RL rollouts keep 1; an int or an index tensor). A patched forward that drops "
+        "the parameter, or keeps it but never reads it, computes the full `[batch, seq, vocab]` logits: memory "
+        "blows up at large vocabularies and callers get a different shape than they asked for."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def llama_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                logits = self.lm_head(hidden_states)
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="kept in the signature, never read",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def llama_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                logits = self.lm_head(hidden_states[:, slice_indices, :])
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+        ),
+    )
+    fix_safety = "No fix: where to slice depends on the loss path the patch chose."
+    precision = (
+        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 46/46. "
+        "See bench/accuracy/semantics.md."
+    )
+
+    def check(self, patched: PatchedMethod) -> None:
+        if _PARAM not in params_of(patched.upstream) or _PARAM not in names_in(patched.upstream):
+            return
+        func = patched.func
+        if _PARAM not in params_of(func):
+            self.report(
+                def_span(self.ctx, func),
+                f"`{patched.cls}.forward` drops the upstream `{_PARAM}` parameter: full logits are computed",
+            )
+            return
+        body_names = {n for stmt in func.body for n in names_in(stmt)}
+        if _PARAM not in body_names:
+            arg = next(a for a in [*func.args.args, *func.args.kwonlyargs] if a.arg == _PARAM)
+            self.report(arg, f"`{_PARAM}` is accepted but never read: full logits are computed")

@@ -1,0 +1,1 @@
+"""NPU0xx: problems with the file itself."""

@@ -1,0 +1,237 @@
+"""Helpers shared by the rules of the vendor family (private to it)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path, PurePath
+
+from npu_lint.core.astutil import module_package, resolve_relative
+from npu_lint.core.diagnostics import Edit
+from npu_lint.rules.base import Context
+from npu_lint.veomni import vendor_map
+
+OPS_MODULE = "veomni.ops"
+OPS_CONFIG_MODULE = "veomni.ops.config"
+
+# top-level subpackages of VeOmni: a file under veomni/<one of these> (other than models/<family>/<pkg>/) is
+# framework code, where the device layer legitimately imports vendor packages
+_VEOMNI_SUBPACKAGES = frozenset(
+    {
+        "models",
+        "ops",
+        "utils",
+        "distributed",
+        "trainer",
+        "data",
+        "checkpoint",
+        "optim",
+        "lora",
+        "patchgen",
+        "arguments",
+        "schedulers",
+    }
+)
+# an `if` test that checks a device or a package's availability (other conditions are not guards of the import)
+_AVAILABILITY = re.compile(r"available|IS_NPU|IS_CUDA|npu|cuda|device", re.IGNORECASE)
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def in_model_scope(path: str) -> bool:
+    """Whether ``path`` is model code for the vendor rules: a file inside a model package of a VeOmni tree
+    (``veomni/models/<family>/<package>/...``), or any file outside a VeOmni tree. VeOmni's framework files
+    (``veomni/models/auto.py``, ``veomni/utils/device.py``...) bind kernels for the models: not model code."""
+    parts = PurePath(path.replace("\\", "/")).parts
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == "veomni" and parts[i + 1] in _VEOMNI_SUBPACKAGES:
+            return parts[i + 1] == "models" and len(parts) - i >= 5
+    return True
+
+
+_ENTRY = re.compile(r"""entry\s*=\s*["']([\w.]+):""")
+_REGISTRATION_CALLS = ("BackendSpec(", "register_op(", "KernelSpec(")
+_ENTRY_CACHE: dict[tuple[str, tuple[tuple[str, int], ...]], frozenset[str]] = {}
+
+
+def _entries_in_directory(directory: Path) -> frozenset[str]:
+    """Modules named by ``BackendSpec(entry="module:func")`` in the .py files of one directory (cached by the
+    files' modification times, so a long-lived process such as the language server sees edits)."""
+    try:
+        siblings = sorted(directory.glob("*.py"))
+        stamp = tuple((p.name, p.stat().st_mtime_ns) for p in siblings)
+    except OSError:
+        return frozenset()
+    key = (str(directory), stamp)
+    cached = _ENTRY_CACHE.get(key)
+    if cached is None:
+        found: set[str] = set()
+        for sibling in siblings:
+            try:
+                text = sibling.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "entry" in text:
+                found.update(_ENTRY.findall(text))
+        if len(_ENTRY_CACHE) > 256:
+            _ENTRY_CACHE.clear()
+        cached = _ENTRY_CACHE[key] = frozenset(found)
+    return cached
+
+
+def is_backend_module(ctx: Context) -> bool:
+    """Whether a file in a model package is a registry backend: it registers backends itself
+    (``BackendSpec(...)``, ``register_op(...)``), or a sibling names it in ``BackendSpec(entry="<module>:...")``.
+    Its vendor calls are the kernel implementation (OpSlot generation); its imports are still reported (NPU301):
+    in the VeomniOp generation backends live under ``veomni/ops/kernels``."""
+    text = ctx.source.text
+    if any(call in text for call in _REGISTRATION_CALLS):
+        return True
+    package = module_package(ctx.source.path)
+    if not package:
+        return False
+    dotted = ".".join([*package, PurePath(ctx.source.path).stem])
+    return dotted in _entries_in_directory(Path(ctx.source.path).parent)
+
+
+_VENDOR_WORDS = re.compile(r"\b(" + "|".join(sorted(vendor_map.VENDOR_PACKAGES)) + r"|kernels|npu_\w+)\b")
+
+
+# every match of _VENDOR_WORDS contains one of these substrings: when none occurs the regex cannot match
+_VENDOR_LITERALS = (*sorted(vendor_map.VENDOR_PACKAGES), "kernels", "npu_")
+_MENTIONS_MEMO: list[tuple[str, bool]] = []  # (text, answer) of the last call: two rules ask about each file
+
+
+def mentions_vendor(text: str) -> bool:
+    """A cheap text pre-check: a file that names no vendor package (nor ``kernels``, nor an ``npu_*`` name) can
+    hold no vendor import or call, and the rules skip its nodes entirely."""
+    if _MENTIONS_MEMO and _MENTIONS_MEMO[0][0] is text:
+        return _MENTIONS_MEMO[0][1]
+    found = any(word in text for word in _VENDOR_LITERALS) and _VENDOR_WORDS.search(text) is not None
+    _MENTIONS_MEMO[:] = [(text, found)]
+    return found
+
+
+def _from_module(path: str, node: ast.ImportFrom) -> str:
+    module = node.module or ""
+    if node.level:
+        return resolve_relative(path, "." * node.level + module)
+    return module
+
+
+def _guard(ctx: Context, node: ast.AST) -> str:
+    """How an import is guarded (``if IS_NPU_AVAILABLE:``, ``try/except ImportError``, a function), or ""."""
+    child: ast.AST = node
+    notes: list[str] = []
+    for parent in reversed(ctx.parents):
+        if isinstance(parent, ast.Try) and child in parent.body:
+            caught = set()
+            for handler in parent.handlers:
+                if handler.type is None:
+                    caught.add("Exception")
+                for t in handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]:
+                    if t is not None:
+                        caught.add((ctx.dotted(t) or "").rsplit(".", 1)[-1])
+            if caught & _IMPORT_ERRORS:
+                notes.append("inside `try: ... except ImportError`")
+        elif isinstance(parent, ast.If) and (child in parent.body or child in parent.orelse):
+            test = " ".join(ctx.source.segment(parent.test).split())
+            if _AVAILABILITY.search(test):
+                if len(test) > 60:
+                    test = test[:57] + "..."
+                notes.append(
+                    f"under `if {test}:`" if child in parent.body else f"in the `else` of `if {test}:`"
+                )
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            notes.append(f"imported lazily inside `{parent.name}()`")
+            break
+        elif isinstance(parent, ast.ClassDef):
+            break
+        child = parent
+    return ", ".join(dict.fromkeys(notes))
+
+
+def _describe(entries: list[tuple[str, vendor_map.VendorKernel]], lead: str = "reach it through") -> str:
+    """The advice part of a message: the registry ops that replace the names, or why none does."""
+    mapped = [(short, k) for short, k in entries if k.op]
+    if mapped:
+        ops = ", ".join(f"`{short}` -> `{k.replacement()}`" for short, k in mapped)
+        return f"{lead} an instance-local `VeomniOp`: {ops}"
+    if all(k.name == "torch_npu" for _, k in entries):
+        return (
+            "its kernels (`torch_npu.npu_*`) belong behind `VeomniOp` handles (NPU302 reports each call) and the "
+            "device helpers of `veomni.utils.device` load torch_npu for model code"
+        )
+    notes = sorted({k.note for _, k in entries if k.note})
+    why = f" ({'; '.join(notes)})" if notes else ""
+    return (
+        f"no registry op covers it yet{why}: register the kernel as an op implementation under "
+        "`veomni/ops/kernels` and call it through a `VeomniOp`"
+    )
+
+
+def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
+    """An edit deleting ``stmt`` when it occupies whole lines of its own, else None."""
+    src = ctx.source
+    first = src.line_text(stmt.lineno)
+    start_col = src.char_col(stmt.lineno, stmt.col_offset)
+    if first[:start_col].strip():
+        return None
+    end_line = stmt.end_lineno or stmt.lineno
+    tail = src.line_text(end_line)[src.char_col(end_line, stmt.end_col_offset or 0) :]
+    if tail.strip() and not tail.strip().startswith("#"):
+        return None
+    start = src.offset(stmt.lineno, 0)
+    end = src.offset(end_line + 1, 0) if end_line < len(src.lines) else len(src.text)
+    return Edit(start, end, "")
+
+
+def _kw(node: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in node.keywords if k.arg == name), None)
+
+
+def _str_arg(node: ast.Call, index: int, name: str) -> str | None:
+    value = node.args[index] if index < len(node.args) else _kw(node, name)
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value
+    return None
+
+
+# -- NPU302 ---------------------------------------------------------------------------------------------------
+
+# names of kernel-module functions that are not kernels (compatibility predicates, metadata builders)
+_HELPER_PREFIXES = ("check_", "is_", "has_", "get_", "supports_", "precompute_")
+
+RMS_NORM_FIX_REASON = (
+    "the implementation now comes from the ops config (`rms_norm_implementation`): without an ops config the "
+    "handle resolves to eager instead of always running the Ascend kernel, and on a GPU host it no longer needs "
+    "torch_npu"
+)
+
+
+def _assigns_self_attr(func: ast.FunctionDef, attr: str) -> bool:
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name):
+                    if t.value.id == "self":
+                        return True
+    return False
+
+
+def _merge_insertions(edits: list[Edit]) -> list[Edit]:
+    """Combine insertions at one offset into one edit, in the given order (the engine would order them
+    arbitrarily otherwise)."""
+    merged: dict[tuple[int, int], str] = {}
+    order: list[tuple[int, int]] = []
+    out: list[Edit] = []
+    for e in edits:
+        if e.start == e.end:
+            key = (e.start, e.end)
+            if key not in merged:
+                merged[key] = ""
+                order.append(key)
+            merged[key] += e.content
+        else:
+            out.append(e)
+    return out + [Edit(k[0], k[1], merged[k]) for k in order]

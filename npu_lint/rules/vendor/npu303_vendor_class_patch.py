@@ -1,0 +1,115 @@
+"""NPU303 vendor-class-patch."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules._handles import migration_fix
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.vendor._shared import _str_arg
+from npu_lint.veomni import vendor_map
+
+
+class VendorClassPatch(Rule):
+    code = "NPU303"
+    name = "vendor-class-patch"
+    summary = "A patch spec swaps a model class for a vendor kernel class named by strings (`create_patch_from_external`)."
+    why = (
+        '`config.patches.append(create_patch_from_external(target="ToyRMSNorm", '
+        'replacement_module="liger_kernel.transformers.rms_norm", replacement_name="LigerRMSNorm"))` makes '
+        "patchgen import the vendor class into the generated file and use it in place of the model's class. "
+        "The strings hide the dependency from imports, the generated file cannot be imported where the "
+        "vendor package does not exist (Liger has no Ascend build), and the choice ignores the ops config. "
+        "VeOmni's maintainers replaced these patches (seed_oss) with `__init__` / `forward` overrides of the "
+        "model's own class that call the op's handle; the registry then picks Liger, the NPU kernel or the "
+        "eager formula per device. NPU301 reports the same call as a vendor import; this finding carries the "
+        "migration."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+            config = PatchConfig(
+                source_module="transformers.models.toy.modeling_toy",
+                target_file="patched_modeling_toy_gpu.py",
+            )
+
+            config.patches.append(
+                create_patch_from_external(
+                    target="ToyRMSNorm",
+                    replacement_module="liger_kernel.transformers.rms_norm",
+                    replacement_name="LigerRMSNorm",
+                )
+            )
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="a Liger RMSNorm swapped in by name",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+            config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="x.py")
+            config.patches.append(
+                create_patch_from_external(
+                    target="ToyRMSNorm",
+                    replacement_module="veomni.models.transformers.toy.layers",
+                    replacement_name="ToyFastRMSNorm",
+                )
+            )
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="a replacement class of the project's own is not a vendor class",
+        ),
+    )
+    fix_safety = (
+        "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), shared with NPU201-203 and NPU207: "
+        "a vendor RMSNorm or SwiGLU MLP class becomes an `__init__` override of the model's class (the "
+        "upstream `__init__` plus the op's handle) and a `forward` override calling the handle; the rest of "
+        "the upstream `forward` stays (e.g. SeedOssMLP's dropout). It is offered only where the tree's API "
+        "profile defines every name it imports (never on an OpSlot-era tree under `target-api = auto`), and "
+        "is display-only, with the reason, for a vendor class no handle covers or an upstream `forward` "
+        "whose formula is not the standard one. The example has no tree to migrate into (no upstream "
+        "`ToyRMSNorm`), so its fix is display-only."
+    )
+    precision = (
+        "veomni 0.1.12: 2 findings (seed_oss: Liger RMSNorm and SwiGLU MLP), the only `create_patch_from_external` "
+        "calls naming a vendor module; precision 1.0, recall 1.0 against a grep of the call "
+        "(tests/rules/test_npu207_npu303.py)."
+    )
+    node_types = (ast.Call,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        if "create_patch_from_external" not in ctx.source.text:
+            self.node_types = ()
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name != "create_patch_from_external":
+            return
+        module = _str_arg(node, 1, "replacement_module")
+        if module is None or not vendor_map.is_vendor(module):
+            return
+        cls = _str_arg(node, 2, "replacement_name") or ""
+        target = _str_arg(node, 0, "target") or "a class"
+        kernel = vendor_map.lookup(f"{module}.{cls}" if cls else module)
+        op = (
+            f"the `{kernel.op}/{kernel.variant or 'standard'}` op"
+            if kernel and kernel.op
+            else "a registry op"
+        )
+        project = getattr(self.ctx, "project", None)
+        handle = getattr(getattr(project, "api", None), "handle", None) or "handle"
+        dotted = f"{module}.{cls}" if cls else module
+        self.report(
+            node,
+            f"`{target}` is swapped for the vendor class `{dotted}` by name; override `{target}.__init__` / "
+            f"`forward` to call {op} through a {handle} instead",
+            migration_fix(self.ctx),
+        )

@@ -1,0 +1,1 @@
+"""The one model of a VeOmni tree, read statically from the tree (never imported)."""

@@ -1,0 +1,254 @@
+"""Static import resolution in a VeOmni tree: does ``from module import name`` resolve?
+
+A :class:`ModuleIndex` maps a dotted module to its file under the tree root (``a/b.py`` or
+``a/b/__init__.py``) and reads the names bound at its top level with ``ast`` (never importing it): ``def``,
+``class``, assignments, ``import`` / ``from ... import`` bindings (relative ones resolved), star imports
+(honouring the source's ``__all__``), submodules of a package, and, as a last resort, names listed in
+``__all__``. Re-exports and star imports are followed a bounded number of
+levels. Results are cached on the instance (one index per run; no module-level memo).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_REEXPORT_DEPTH = 8
+
+
+@dataclass
+class ModuleInfo:
+    """The top-level bindings of one module, as read from its source."""
+
+    path: str
+    is_package: bool
+    local: set[str] = field(default_factory=set)  # def / class / assignment / plain import
+    all_names: tuple[str, ...] | None = None  # the literal ``__all__``, when there is one
+    reexports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name -> (module, name|None)
+    star: list[str] = field(default_factory=list)  # modules star-imported
+    functions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # def name -> parameter names
+    constants: dict[str, ast.expr] = field(default_factory=dict, repr=False)  # NAME = <literal expr>
+
+
+def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str | None:
+    """The absolute module of ``from <level dots><target> import ...`` written in ``module``."""
+    if level == 0:
+        return target
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not target):
+        return None
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    if target:
+        parts = [*parts, *target.split(".")]
+    return ".".join(parts) if parts else None
+
+
+def _bind_targets(target: ast.expr, out: set[str]) -> None:
+    if isinstance(target, ast.Name):
+        out.add(target.id)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            _bind_targets(elt, out)
+    elif isinstance(target, ast.Starred):
+        _bind_targets(target.value, out)
+
+
+def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    a = node.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    if a.vararg:
+        names.append("*" + a.vararg.arg)
+    if a.kwarg:
+        names.append("**" + a.kwarg.arg)
+    return tuple(names)
+
+
+def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module | None = None) -> ModuleInfo:
+    """Read the top-level bindings of ``module`` (source at ``path``)."""
+    info = ModuleInfo(str(path), is_package)
+    if tree is None:
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            return info
+
+    def scan(stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                info.local.add(stmt.name)
+                info.functions[stmt.name] = _params(stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                info.local.add(stmt.name)
+            elif isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    _bind_targets(target, info.local)
+                    if isinstance(target, ast.Name):
+                        info.constants[target.id] = stmt.value
+                        if target.id == "__all__":
+                            _add_all(stmt.value)
+            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                _bind_targets(stmt.target, info.local)
+                if (
+                    isinstance(stmt.target, ast.Name)
+                    and stmt.target.id == "__all__"
+                    and stmt.value is not None
+                ):
+                    _add_all(stmt.value)
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+                    info.constants[stmt.target.id] = stmt.value
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if alias.asname:
+                        info.reexports[alias.asname] = (alias.name, None)
+                    else:
+                        info.local.add(alias.name.split(".")[0])
+            elif isinstance(stmt, ast.ImportFrom):
+                source = resolve_relative(module, is_package, stmt.level, stmt.module)
+                for alias in stmt.names:
+                    if alias.name == "*":
+                        if source:
+                            info.star.append(source)
+                        continue
+                    bound = alias.asname or alias.name
+                    if source is None:
+                        info.local.add(bound)
+                    else:
+                        info.reexports[bound] = (source, alias.name)
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)) or type(stmt).__name__ == "TryStar":
+                scan(getattr(stmt, "body", []))
+                scan(getattr(stmt, "orelse", []))
+                scan(getattr(stmt, "finalbody", []))
+                for handler in getattr(stmt, "handlers", []):
+                    scan(handler.body)
+
+    def _add_all(value: ast.expr) -> None:
+        if isinstance(value, (ast.List, ast.Tuple)):
+            names = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            info.all_names = (*(info.all_names or ()), *names)
+
+    scan(tree.body)
+    return info
+
+
+class ModuleIndex:
+    """Answers statically whether ``from module import name`` resolves in the tree under ``root``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._infos: dict[str, ModuleInfo | None] = {}
+        self._top: set[str] | None = None
+
+    def __getstate__(self) -> dict[str, object]:  # sent to worker processes without its caches
+        return {"root": self.root, "_infos": {}, "_top": None}
+
+    # -- modules ----------------------------------------------------------------------------------------
+    def module_path(self, module: str) -> tuple[Path, bool] | None:
+        """(file, is_package) of ``module`` under the root, or None."""
+        if not module or any(not p.isidentifier() for p in module.split(".")):
+            return None
+        base = self.root.joinpath(*module.split("."))
+        init = base / "__init__.py"
+        if init.is_file():
+            return init, True
+        py = base.with_suffix(".py")
+        if py.is_file():
+            return py, False
+        if base.is_dir():  # a namespace package: only submodules are importable from it
+            return base, True
+        return None
+
+    def has_module(self, module: str) -> bool:
+        return self.module_path(module) is not None
+
+    def is_local(self, module: str) -> bool:
+        """True when ``module``'s top-level package lives under the root (else it is external)."""
+        if self._top is None:
+            try:
+                self._top = {
+                    p.name if p.is_dir() else p.stem
+                    for p in self.root.iterdir()
+                    if (p.is_dir() and not p.name.startswith(".")) or p.suffix == ".py"
+                }
+            except OSError:
+                self._top = set()
+        return module.split(".")[0] in self._top
+
+    def info(self, module: str) -> ModuleInfo | None:
+        if module in self._infos:
+            return self._infos[module]
+        found = self.module_path(module)
+        result: ModuleInfo | None = None
+        if found is not None:
+            path, is_package = found
+            if path.is_dir():
+                result = ModuleInfo(str(path), True)
+            else:
+                result = read_module_info(module, path, is_package)
+        self._infos[module] = result
+        return result
+
+    # -- names ------------------------------------------------------------------------------------------
+    def defines(self, module: str, name: str, _depth: int = 0) -> bool:
+        """Whether ``from module import name`` resolves in this tree (statically)."""
+        info = self.info(module)
+        if info is None:
+            return False
+        if name in info.local:
+            return True
+        if info.is_package and self.has_module(f"{module}.{name}"):
+            return True
+        if _depth >= MAX_REEXPORT_DEPTH:
+            return False  # too deep to follow: not shown to resolve (fixes must not rely on it)
+        if name in info.reexports:
+            source, source_name = info.reexports[name]
+            if source_name is None:  # import a.b as name
+                return self.has_module(source) or not self.is_local(source)
+            if not self.is_local(source):
+                return True  # bound from an external package: its import is not ours to check
+            return self.defines(source, source_name, _depth + 1) or self.has_module(f"{source}.{source_name}")
+        for source in info.star:
+            if self.is_local(source) and self._star_exports(source, name, _depth + 1):
+                return True
+        # listed in __all__ without a binding we can see (e.g. served by a module __getattr__)
+        return name in (info.all_names or ())
+
+    def _star_exports(self, module: str, name: str, depth: int) -> bool:
+        """Whether ``from module import *`` binds ``name``."""
+        info = self.info(module)
+        if info is None:
+            return False
+        if info.all_names is not None:
+            if name not in info.all_names:
+                return False
+        elif name.startswith("_"):
+            return False
+        return self.defines(module, name, depth)
+
+    def can_import(self, module: str, names: list[str] | tuple[str, ...]) -> bool:
+        return all(self.defines(module, n) for n in names)
+
+    def origin(self, module: str, name: str, _depth: int = 0) -> str | None:
+        """The module whose top level defines ``name`` as reached from ``module`` (following re-exports)."""
+        info = self.info(module)
+        if info is None:
+            return None
+        if name in info.local:
+            return module
+        if name in info.reexports and _depth < MAX_REEXPORT_DEPTH:
+            source, source_name = info.reexports[name]
+            if source_name is not None and self.is_local(source):
+                return self.origin(source, source_name, _depth + 1)
+        for source in info.star:
+            if (
+                self.is_local(source)
+                and _depth < MAX_REEXPORT_DEPTH
+                and self._star_exports(source, name, _depth + 1)
+            ):
+                found = self.origin(source, name, _depth + 1)
+                if found:
+                    return found
+        return None

@@ -1,0 +1,211 @@
+"""RMSNorm semantics: what a registry variant computes, and what a model's RMSNorm class computes.
+
+Two questions, each behind one function, so the rules never hard-code variant names:
+
+* ``rms_variant_contract(project, variant)``: the contract of a registered ``rms_norm`` variant,
+  ``"offset"`` (the op computes ``norm(x) * (1 + weight)``; VeOmni's trees call it ``qwen3_5``, some catalogs
+  ``offset``), ``"standard"`` (``norm(x) * weight``), ``"unweighted"`` (no weight), or None (unknown variant).
+  ``variant_for_contract`` is the inverse: the name the tree's own registry gives a contract.
+* ``class_rms_contract(init, forward)`` / ``upstream_rms_contract(module, cls)``: what an RMSNorm class does,
+  read statically: the weight's initialiser (zeros / ones), whether ``forward`` multiplies by ``1 + weight``,
+  the attribute holding eps, and whether it upcasts to fp32.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from npu_lint.veomni.upstream import last_name, upstream_class_method
+
+__all__ = [
+    "OFFSET",
+    "STANDARD",
+    "UNWEIGHTED",
+    "RmsContract",
+    "rms_variant_contract",
+    "variant_for_contract",
+    "param_init_kind",
+    "class_rms_contract",
+    "upstream_rms_contract",
+]
+
+OFFSET = "offset"
+STANDARD = "standard"
+UNWEIGHTED = "unweighted"
+
+# variant names by contract, as VeOmni's trees and catalogs spell them (the tree's own rows decide which exist)
+_NAMES: dict[str, str] = {
+    "qwen3_5": OFFSET,
+    "offset": OFFSET,
+    "gemma": OFFSET,
+    "standard": STANDARD,
+    "unweighted": UNWEIGHTED,
+}
+_OPSLOT_NAMES = {OFFSET: "qwen3_5", STANDARD: "standard", UNWEIGHTED: "unweighted"}
+_EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
+
+
+def _registered_variants(project: object | None) -> list[str]:
+    """``rms_norm`` variants of the project's registry rows (the tree's rows when it has any)."""
+    out: list[str] = []
+    for attr in ("registered", "slot_rows"):
+        for row in getattr(project, attr, ()) or ():
+            if row.op == "rms_norm" and row.variant not in out:
+                out.append(row.variant)
+    if out:
+        return out
+    rows_for = getattr(project, "rows_for", None)
+    if rows_for is not None:
+        for row in rows_for("rms_norm"):
+            if row.variant not in out:
+                out.append(row.variant)
+    return out
+
+
+def rms_variant_contract(project: object | None, variant: str | None) -> str | None:
+    """The contract of ``rms_norm/<variant>``: "offset" | "standard" | "unweighted" | None (unknown)."""
+    if variant is None:
+        return None
+    return _NAMES.get(variant)
+
+
+def variant_for_contract(project: object | None, contract: str, kind: str = "VeomniOp") -> str:
+    """The variant name the project's registry gives ``contract`` (an OpSlot handle: the slot name)."""
+    if kind == "OpSlot":
+        slot_variants = [r.variant for r in getattr(project, "slot_rows", ()) or () if r.op == "rms_norm"]
+        for name in slot_variants:
+            if _NAMES.get(name) == contract:
+                return name
+        return _OPSLOT_NAMES[contract]
+    for name in _registered_variants(project):
+        if _NAMES.get(name) == contract:
+            return name
+    return contract if contract != OFFSET else "qwen3_5"
+
+
+# -- what a class does ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RmsContract:
+    """What an RMSNorm class computes. None: not read (the part is absent or not recognisable)."""
+
+    weight_init: str | None  # "zeros" | "ones" | "other" | None
+    offset: bool | None  # forward multiplies by `1 + weight`
+    eps_attr: str | None  # the attribute holding eps: "variance_epsilon", "eps", ...
+    upcast: bool | None  # forward computes in fp32
+
+    @property
+    def gemma_style(self) -> bool:
+        return self.weight_init == "zeros" or self.offset is True
+
+    @property
+    def standard_style(self) -> bool:
+        return self.weight_init == "ones" and self.offset is not True
+
+
+def _self_target(node: ast.AST, attr: str | None = None) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        if attr is None or node.attr == attr:
+            return node.attr
+    return None
+
+
+def param_init_kind(func: ast.AST, attr: str) -> str | None:
+    """How ``func`` initialises ``self.<attr>``: "zeros", "ones", "other", or None when it does not set it."""
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assign) or not any(_self_target(t, attr) for t in node.targets):
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and last_name(value.func) == "Parameter" and value.args:
+            inner = value.args[0]
+            name = last_name(inner.func) if isinstance(inner, ast.Call) else None
+            if name in ("zeros", "zeros_like", "new_zeros"):
+                return "zeros"
+            if name in ("ones", "ones_like", "new_ones"):
+                return "ones"
+        return "other"
+    return None
+
+
+def _is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 1
+
+
+def _strip_casts(node: ast.AST) -> ast.AST:
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr
+        in (
+            "float",
+            "to",
+            "type_as",
+            "type",
+        )
+    ):
+        node = node.func.value
+    return node
+
+
+def _is_offset_weight(node: ast.AST) -> bool:
+    node = _strip_casts(node)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _strip_casts(node.left), _strip_casts(node.right)
+        return (_is_one(node.left) and _self_target(right, "weight") is not None) or (
+            _is_one(node.right) and _self_target(left, "weight") is not None
+        )
+    return False
+
+
+def _eps_attr(init: ast.AST | None, forward: ast.AST | None) -> str | None:
+    used: list[str] = []
+    if forward is not None:
+        for node in ast.walk(forward):
+            name = _self_target(node)
+            if name in _EPS_NAMES and name not in used:
+                used.append(name)
+    if len(used) == 1:
+        return used[0]
+    if init is not None:
+        for node in ast.walk(init):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    name = _self_target(target)
+                    if name in _EPS_NAMES:
+                        return name
+    return used[0] if used else None
+
+
+def class_rms_contract(init: ast.AST | None, forward: ast.AST | None) -> RmsContract:
+    """The contract of an RMSNorm class from its ``__init__`` and ``forward`` (either may be None)."""
+    weight_init = param_init_kind(init, "weight") if init is not None else None
+    offset: bool | None = None
+    upcast: bool | None = None
+    if forward is not None:
+        offset = False
+        upcast = False
+        for node in ast.walk(forward):
+            if _is_offset_weight(node):
+                offset = True
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "float" and not node.args:
+                    upcast = True
+                elif node.func.attr == "to" and any(
+                    isinstance(a, ast.Attribute) and a.attr == "float32" for a in node.args
+                ):
+                    upcast = True
+        uses_weight = any(_self_target(n, "weight") for n in ast.walk(forward))
+        if not uses_weight:
+            offset = None
+    return RmsContract(weight_init, offset, _eps_attr(init, forward), upcast)
+
+
+def upstream_rms_contract(module: str, cls: str) -> RmsContract | None:
+    """The contract of the upstream transformers class ``module.cls`` (read from source, never imported)."""
+    init = upstream_class_method(module, cls, "__init__")
+    forward = upstream_class_method(module, cls, "forward")
+    if init is None and forward is None:
+        return None
+    return class_rms_contract(init, forward)

@@ -1,0 +1,476 @@
+"""The API profile of a VeOmni tree: its dispatch generation and where every name a message or fix uses lives.
+
+Three generations exist (see /work/shared/veomni-contract.md): ``OpSlot`` (module-level slots, veomni 0.1.12),
+``VeomniOp`` (handles owned by model classes; ``veomni.ops``) and ``VeomniKernel`` (``veomni.kernels``).
+:func:`detect_profile` reads the generation and the modules that actually define each name from the tree's
+own sources, statically (``ast``; the tree is never imported). Files outside any tree get the built-in
+profile of the generation (:data:`BUILTIN_PROFILES`), answered from its own tables.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+
+from npu_lint.veomni.catalog import BUILTIN_ROWS, OpRow, catalog_rows
+from npu_lint.veomni.imports import ModuleIndex
+from npu_lint.veomni.layout import SKIP_DIRS, find_model_packages, layouts_of
+
+
+class Generation(str, Enum):
+    """A dispatch API generation. A ``str`` so it compares equal to its config spelling."""
+
+    OP_SLOT = "op-slot"
+    VEOMNI_OP = "veomni-op"
+    VEOMNI_KERNEL = "veomni-kernel"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TARGET_APIS = ("auto", *(g.value for g in Generation))
+DEVICE_MODULE = "veomni.utils.device"
+DEVICE_HELPERS = (
+    "IS_CUDA_AVAILABLE",
+    "IS_NPU_AVAILABLE",
+    "get_device_type",
+    "get_torch_device",
+    "get_device_id",
+    "get_dist_comm_backend",
+    "synchronize",
+    "empty_cache",
+    "set_device",
+)
+OFFSET_RMS_VARIANTS = ("offset", "qwen3_5")  # the Gemma-style (1 + weight) RMSNorm, by preference
+VISION_ROPE_OPS = ("rope_vision", "rotary_pos_emb_vision")
+
+Variants = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class ApiProfile:
+    """For one generation, every name a rule message or a fix writes, and the module that defines it."""
+
+    generation: Generation
+    handle: str  # OpSlot / VeomniOp / VeomniKernel
+    handle_module: str
+    resolver: str | None  # resolve_op_impl / resolve_kernel_impl (None: OpSlot's build-time binder)
+    resolver_module: str | None
+    resolver_options: tuple[str, ...]  # keyword options of the resolver ("npu_as",)
+    attention_helper: str | None  # attention_op / attention_kernel
+    attention_module: str | None
+    loss_helpers: tuple[str, ...]  # ForCausalLMLoss, ForSequenceClassificationLoss, ...
+    loss_module: str | None
+    loss_handle_keyword: str | None  # "op" / "kernel"; None when the helpers take no handle
+    bias_helpers: tuple[str, ...]  # linear_bias, empty_bias
+    bias_module: str | None
+    register_function: str | None  # register_op / register_kernel (KernelSpec for OpSlot)
+    registry_object: str | None  # OP_REGISTRY / KERNEL_REGISTRY
+    resolve_function: str | None  # resolve_op / resolve_kernel
+    registry_module: str | None
+    requirement_classes: tuple[str, ...]
+    requirement_module: str | None
+    device_module: str
+    device_helpers: tuple[str, ...]
+    layouts: tuple[str, ...]  # model layouts present: "veomni/models", "veomni/models_kernel"
+    variants: Variants  # registered variants per op, sorted
+    offset_rms_variant: str  # the Gemma-style (1 + weight) RMSNorm variant ("qwen3_5" / "offset")
+    vision_rope: tuple[str, str]  # (op, variant) of the vision RoPE
+    root: str | None = None  # the tree this was read from; None for a built-in profile
+    detected: Generation | None = None  # the generation the tree itself has (None: unknown / no tree)
+    notes: tuple[str, ...] = ()  # said once per run (e.g. target-api forces an API the tree lacks)
+    index: ModuleIndex | None = field(default=None, repr=False, compare=False, hash=False)
+
+    # -- questions -------------------------------------------------------------------------------------
+    @property
+    def builtin(self) -> bool:
+        return self.index is None
+
+    @property
+    def has_handle(self) -> bool:
+        """Whether the tree (or, for a built-in profile, the generation) has this profile's handle."""
+        return self.defines(self.handle_module, self.handle)
+
+    def variants_of(self, op: str) -> tuple[str, ...]:
+        for name, variants in self.variants:
+            if name == op:
+                return variants
+        return ()
+
+    def module_of(self, name: str) -> str | None:
+        """The module this profile imports ``name`` from (None when the profile does not name it)."""
+        for module, names in self._table():
+            if name in names:
+                return module
+        return None
+
+    def defines(self, module: str, name: str) -> bool:
+        """Whether ``from module import name`` resolves: in the tree (statically), or, for a built-in
+        profile, in the profile's own tables."""
+        if self.index is not None:
+            return self.index.defines(module, name)
+        return any(m == module and name in names for m, names in self._table())
+
+    def can_import(self, module: str, names: list[str] | tuple[str, ...]) -> bool:
+        return all(self.defines(module, n) for n in names)
+
+    def _table(self) -> list[tuple[str, tuple[str, ...]]]:
+        rows: list[tuple[str | None, tuple[str | None, ...]]] = [
+            (self.handle_module, (self.handle,)),
+            (self.resolver_module, (self.resolver,)),
+            (self.attention_module, (self.attention_helper,)),
+            (self.loss_module, self.loss_helpers),
+            (self.bias_module, self.bias_helpers),
+            (self.registry_module, (self.register_function, self.registry_object, self.resolve_function)),
+            (self.requirement_module, self.requirement_classes),
+            (self.device_module, self.device_helpers),
+        ]
+        return [(m, tuple(n for n in names if n)) for m, names in rows if m]
+
+
+def _variants(rows: tuple[OpRow, ...] | list[OpRow]) -> Variants:
+    table: dict[str, set[str]] = {}
+    for row in rows:
+        table.setdefault(row.op, set()).add(row.variant)
+    return tuple((op, tuple(sorted(v))) for op, v in sorted(table.items()))
+
+
+_OPSLOT_SLOTS: Variants = (
+    ("cross_entropy_loss", ("causal", "seq_cls")),
+    ("moe_experts", ("standard",)),
+    ("rms_norm", ("qwen3_5", "standard", "unweighted")),
+    ("rotary_pos_emb", ("full", "partial")),
+    ("rotary_pos_emb_vision", ("full",)),
+    ("swiglu_mlp", ("standard",)),
+)
+_CATALOG_VARIANTS = _variants(BUILTIN_ROWS)
+_KERNEL_VARIANTS = _variants([*catalog_rows("qwen3_5"), OpRow("rope_vision", "full", "eager")])
+
+BUILTIN_PROFILES: dict[Generation, ApiProfile] = {
+    Generation.OP_SLOT: ApiProfile(
+        generation=Generation.OP_SLOT,
+        handle="OpSlot",
+        handle_module="veomni.ops.dispatch",
+        resolver=None,
+        resolver_module=None,
+        resolver_options=(),
+        attention_helper=None,
+        attention_module=None,
+        loss_helpers=("ForCausalLMLoss", "ForSequenceClassificationLoss"),
+        loss_module="veomni.ops.kernels.cross_entropy",
+        loss_handle_keyword=None,
+        bias_helpers=(),
+        bias_module=None,
+        register_function="KernelSpec",
+        registry_object="KERNEL_REGISTRY",
+        resolve_function=None,
+        registry_module="veomni.ops.kernel_registry",
+        requirement_classes=("HardwareRequirement",),
+        requirement_module="veomni.ops.kernel_registry",
+        device_module=DEVICE_MODULE,
+        device_helpers=DEVICE_HELPERS,
+        layouts=("veomni/models",),
+        variants=_OPSLOT_SLOTS,
+        offset_rms_variant="qwen3_5",
+        vision_rope=("rotary_pos_emb_vision", "full"),
+    ),
+    Generation.VEOMNI_OP: ApiProfile(
+        generation=Generation.VEOMNI_OP,
+        handle="VeomniOp",
+        handle_module="veomni.ops",
+        resolver="resolve_op_impl",
+        resolver_module="veomni.models_kernel.utils.op_utils",
+        resolver_options=("npu_as",),
+        attention_helper="attention_op",
+        attention_module="veomni.models_kernel.utils.op_utils",
+        loss_helpers=("ForCausalLMLoss", "ForSequenceClassificationLoss"),
+        loss_module="veomni.models_kernel.loss_utils",
+        loss_handle_keyword="op",
+        bias_helpers=("empty_bias", "linear_bias"),
+        bias_module="veomni.models_kernel.utils.op_utils",
+        register_function="register_op",
+        registry_object="OP_REGISTRY",
+        resolve_function="resolve_op",
+        registry_module="veomni.ops",
+        requirement_classes=("CudaKernelRequirement", "MluKernelRequirement", "NpuKernelRequirement"),
+        requirement_module="veomni.ops.requirement",
+        device_module=DEVICE_MODULE,
+        device_helpers=DEVICE_HELPERS,
+        layouts=("veomni/models_kernel",),
+        variants=_CATALOG_VARIANTS,  # the built-in catalog names the offset RMSNorm "offset"
+        offset_rms_variant="offset",
+        vision_rope=("rope", "full"),
+    ),
+    Generation.VEOMNI_KERNEL: ApiProfile(
+        generation=Generation.VEOMNI_KERNEL,
+        handle="VeomniKernel",
+        handle_module="veomni.kernels",
+        resolver="resolve_kernel_impl",
+        resolver_module="veomni.models_kernel.utils.kernel_utils",
+        resolver_options=("npu_as",),
+        attention_helper="attention_kernel",
+        attention_module="veomni.models_kernel.utils.kernel_utils",
+        loss_helpers=("ForCausalLMLoss", "ForSequenceClassificationLoss"),
+        loss_module="veomni.models_kernel.utils.loss_utils",
+        loss_handle_keyword="kernel",
+        bias_helpers=("empty_bias", "linear_bias"),
+        bias_module="veomni.models_kernel.utils.kernel_utils",
+        register_function="register_kernel",
+        registry_object="KERNEL_REGISTRY",
+        resolve_function="resolve_kernel",
+        registry_module="veomni.kernels",
+        requirement_classes=("CudaKernelRequirement", "MluKernelRequirement", "NpuKernelRequirement"),
+        requirement_module="veomni.kernels.requirement",
+        device_module=DEVICE_MODULE,
+        device_helpers=DEVICE_HELPERS,
+        layouts=("veomni/models_kernel",),
+        variants=_KERNEL_VARIANTS,
+        offset_rms_variant="qwen3_5",
+        vision_rope=("rope_vision", "full"),
+    ),
+}
+DEFAULT_GENERATION = Generation.VEOMNI_OP  # out of any tree: the catalog's generation (the migration target)
+_HANDLES = {g: p.handle for g, p in BUILTIN_PROFILES.items()}
+
+
+def builtin_profile(generation: Generation | str | None = None) -> ApiProfile:
+    """The built-in profile of ``generation`` (default: the catalog's, VeomniOp)."""
+    if generation is None or generation == "auto":
+        return BUILTIN_PROFILES[DEFAULT_GENERATION]
+    return BUILTIN_PROFILES[Generation(generation)]
+
+
+# -- reading a tree -------------------------------------------------------------------------------------
+
+_REQUIREMENT = re.compile(r"^\w*KernelRequirement$|^HardwareRequirement$")
+_LOSS = re.compile(r"^For[A-Z]\w*$")  # loss helpers: ForCausalLMLoss, ForTokenClassification, ...
+_INTEREST = {
+    *_HANDLES.values(),
+    *(n for p in BUILTIN_PROFILES.values() for n in (p.resolver, p.attention_helper, p.register_function)),
+    *(n for p in BUILTIN_PROFILES.values() for n in (p.registry_object, p.resolve_function)),
+    "linear_bias",
+    "empty_bias",
+} - {None}
+_TOP_DEF = re.compile(rb"^(?:async\s+def|def|class)\s+(\w+)|^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+
+
+def _interesting(name: str) -> bool:
+    return name in _INTEREST or bool(_LOSS.match(name) or _REQUIREMENT.match(name))
+
+
+def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
+    """name -> modules whose top level defines it (def / class / assignment), for the names a profile
+    needs; files are pre-filtered by a byte scan, then read with ``ast`` through ``index``."""
+    found: dict[str, list[str]] = {}
+    base = root / "veomni"
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for filename in sorted(filenames):
+            if not filename.endswith(".py"):
+                continue
+            path = Path(dirpath) / filename
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            names = {(m.group(1) or m.group(2)).decode() for m in _TOP_DEF.finditer(data)}
+            if not any(_interesting(n) for n in names):
+                continue
+            rel = path.relative_to(root).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            module = ".".join(parts)
+            info = index.info(module)
+            if info is None:
+                continue
+            for name in sorted(info.local):
+                if _interesting(name):
+                    found.setdefault(name, []).append(module)
+    return found
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _public_module(index: ModuleIndex, name: str, modules: list[str], preferred: str | None) -> str | None:
+    """Where to import ``name`` from: the built-in module when the tree defines it there, else the shortest
+    package re-exporting it, else the defining module."""
+    if preferred and index.defines(preferred, name):
+        return preferred
+    for module in modules:
+        for ancestor in _ancestors(module):
+            if ancestor.count(".") >= 1 and index.defines(ancestor, name):
+                return ancestor
+    return modules[0] if modules else None
+
+
+def _loss_keyword(params: tuple[str, ...]) -> str | None:
+    for keyword in ("kernel", "op"):
+        if keyword in params:
+            return keyword
+    return None
+
+
+def detect_generation(root: Path, defs: dict[str, list[str]] | None = None) -> Generation | None:
+    """The generation a tree has, from which handle class its sources define (newest first)."""
+    if defs is None:
+        defs = scan_definitions(root, ModuleIndex(root))
+    for generation in (Generation.VEOMNI_KERNEL, Generation.VEOMNI_OP, Generation.OP_SLOT):
+        if any(defs.get(_HANDLES[generation], ())):
+            return generation
+    return None
+
+
+def detect_profile(
+    root: Path | str | None,
+    target_api: str = "auto",
+    *,
+    rows: tuple[OpRow, ...] | None = None,
+    packages: list[str] | tuple[str, ...] | None = None,
+) -> ApiProfile:
+    """The profile of the tree at ``root`` (its generation and names read from its sources), or the built-in
+    profile when there is no tree. ``target_api`` ("auto" | "op-slot" | "veomni-op" | "veomni-kernel")
+    overrides the generation; forcing one the tree lacks adds a note. ``rows`` are the tree's registry rows
+    (read when omitted); ``packages`` its model packages (found when omitted)."""
+    if target_api not in TARGET_APIS:
+        raise ValueError(f"target-api must be one of {', '.join(TARGET_APIS)}, got {target_api!r}")
+    if root is None:
+        return builtin_profile(target_api)
+    root = Path(root)
+    index = ModuleIndex(root)
+    defs = scan_definitions(root, index)
+    detected = detect_generation(root, defs)
+    generation = Generation(target_api) if target_api != "auto" else (detected or DEFAULT_GENERATION)
+    base = BUILTIN_PROFILES[generation]
+    notes: list[str] = []
+    has_handle = bool(defs.get(base.handle))
+    if target_api != "auto" and not has_handle:
+        notes.append(
+            f"target-api = {generation.value!r}, but this VeOmni tree ({root}) does not define {base.handle}"
+            f" (it is of the {detected.value if detected else 'unknown'} generation): findings name the "
+            f"{base.handle} API, and fixes that would import it are not offered"
+        )
+
+    def where(name: str | None, preferred: str | None) -> str | None:
+        """The module to import ``name`` from; None when a tree that has this API does not define it."""
+        if name is None:
+            return None
+        found = _public_module(index, name, defs.get(name, []), preferred)
+        if found is None and not has_handle:
+            return preferred  # the API is absent altogether: keep the generation's names (see notes)
+        return found
+
+    def named(name: str | None, module: str | None) -> str | None:
+        return name if module is not None else None
+
+    handle_module = where(base.handle, base.handle_module) or base.handle_module
+    resolver_module = where(base.resolver, base.resolver_module)
+    attention_module = where(base.attention_helper, resolver_module or base.attention_module)
+    bias_module = (
+        where(base.bias_helpers[0], resolver_module or base.bias_module) if base.bias_helpers else None
+    )
+    registry_module = where(base.register_function, base.registry_module)
+
+    def beside(name: str | None) -> str | None:  # a registry name importable from the registry module
+        if name is None or not has_handle:
+            return name
+        return name if registry_module and index.defines(registry_module, name) else None
+
+    registry_object = beside(base.registry_object)
+    resolve_function = beside(base.resolve_function)
+
+    # loss helpers: the module whose ForCausalLMLoss takes this generation's handle keyword
+    loss_module, loss_helpers, loss_keyword = base.loss_module, base.loss_helpers, base.loss_handle_keyword
+    candidates = defs.get("ForCausalLMLoss", [])
+    if candidates:
+
+        def score(module: str) -> tuple[int, int, str]:
+            info = index.info(module)
+            keyword = _loss_keyword(info.functions.get("ForCausalLMLoss", ())) if info else None
+            return (
+                0 if keyword == base.loss_handle_keyword else 1,
+                0 if module == base.loss_module else 1,
+                module,
+            )
+
+        best = min(candidates, key=score)
+        info = index.info(best)
+        if info is not None and score(best)[0] == 0:
+            loss_module = where("ForCausalLMLoss", best)
+            loss_keyword = _loss_keyword(info.functions.get("ForCausalLMLoss", ()))
+            loss_helpers = tuple(
+                sorted(
+                    n
+                    for n, params in info.functions.items()
+                    if n.startswith("For") and (loss_keyword is None or loss_keyword in params)
+                )
+            )
+
+    # requirement classes: the module (near the registry) that defines them
+    requirement_module, requirement_classes = base.requirement_module, base.requirement_classes
+    req_modules = sorted({m for n, ms in defs.items() if _REQUIREMENT.match(n) for m in ms})
+    if req_modules:
+        family = ".".join((registry_module or base.handle_module).split(".")[:2])
+        req_modules.sort(key=lambda m: (m != base.requirement_module, not m.startswith(family), m))
+        requirement_module = req_modules[0]
+        info = index.info(requirement_module)
+        if info is not None:
+            requirement_classes = tuple(sorted(n for n in info.local if _REQUIREMENT.match(n)))
+
+    device_helpers = base.device_helpers
+    if index.has_module(DEVICE_MODULE):
+        device_helpers = tuple(n for n in DEVICE_HELPERS if index.defines(DEVICE_MODULE, n))
+
+    if packages is None:
+        packages = find_model_packages(root / "veomni")
+    layouts = layouts_of(root, packages) or base.layouts
+
+    if rows is None:
+        from npu_lint.veomni.registry import read_registry
+
+        registered, slot_rows, _ = read_registry(root)
+        rows = registered or slot_rows
+    variants = _variants(rows) if rows and has_handle else base.variants
+    rms = dict(variants).get("rms_norm", ())
+    offset = next((v for v in OFFSET_RMS_VARIANTS if v in rms), base.offset_rms_variant)
+    vision = base.vision_rope
+    table = dict(variants)
+    for op in VISION_ROPE_OPS:
+        if op in table:
+            vision = (op, "full" if "full" in table[op] else table[op][0])
+            break
+
+    return replace(
+        base,
+        handle_module=handle_module,
+        resolver_module=resolver_module,
+        attention_module=attention_module,
+        loss_helpers=loss_helpers,
+        loss_module=loss_module,
+        loss_handle_keyword=loss_keyword,
+        bias_module=bias_module,
+        registry_module=registry_module,
+        resolver=named(base.resolver, resolver_module),
+        attention_helper=named(base.attention_helper, attention_module),
+        bias_helpers=base.bias_helpers if bias_module else (),
+        register_function=named(base.register_function, registry_module),
+        registry_object=registry_object,
+        resolve_function=resolve_function,
+        requirement_classes=requirement_classes,
+        requirement_module=requirement_module,
+        device_helpers=device_helpers,
+        layouts=layouts,
+        variants=variants,
+        offset_rms_variant=offset,
+        vision_rope=vision,
+        root=str(root),
+        detected=detected,
+        notes=tuple(notes),
+        index=index,
+    )

@@ -1,0 +1,267 @@
+"""Registry rows of a VeOmni tree, read statically from its kernel registration modules.
+
+Every generation is read: ``register_op(op, variant, impl, ..., requirement=...)`` (VeomniOp),
+``register_kernel(...)`` (VeomniKernel) and ``KernelSpec(name=, op_name=, variant=, hardware=...)`` (OpSlot).
+Arguments may be literals, module-level constants (``_OP = "rms_norm"``), or variables of enclosing
+module-level ``for`` loops over literal tuples/lists or over module-level constants holding them
+(``_IMPLS = ("eager", "sdpa")`` then ``for impl in _IMPLS: register_op("attention", "standard", impl)``);
+nested loops give their product. A requirement may be a call or a module-level name bound to one
+(``_CUDA = CudaKernelRequirement()`` then ``requirement=_CUDA``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
+
+REGISTER_CALLS = ("register_op", "register_kernel")
+_MARKERS = (b"register_op(", b"register_kernel(", b"KernelSpec(")
+_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", "generated"}
+_MAX_ENVS = 4096  # loop-variable combinations followed per statement
+
+Env = dict[str, ast.expr]
+
+
+def requirement_kind(node: ast.expr | None, constants: Env | None = None) -> str:
+    """npu / gpu / mlu / any from ``requirement=NpuKernelRequirement()``-style expressions."""
+    if isinstance(node, ast.Name) and constants and node.id in constants:
+        node = constants[node.id]
+    if node is None or (isinstance(node, ast.Constant) and node.value is None):
+        return ANY
+    func = node.func if isinstance(node, ast.Call) else node
+    name = ""
+    while isinstance(func, ast.Attribute):
+        name = name or func.attr
+        func = func.value
+    if not name and isinstance(func, ast.Name):
+        name = func.id
+    if name == "HardwareRequirement":
+        return hardware_kind(node) or ANY
+    lowered = name.lower().lstrip("_")
+    if lowered.startswith("npu"):
+        return NPU
+    if lowered.startswith(("gpu", "cuda")):
+        return GPU
+    if lowered.startswith("mlu"):
+        return MLU
+    return ANY
+
+
+def hardware_kind(node: ast.expr | None) -> str | None:
+    """Requirement kind of ``HardwareRequirement(device_type=...)``; None when not a literal."""
+    if not isinstance(node, ast.Call):
+        return None
+    value: ast.expr | None = node.args[0] if node.args else None
+    for kw in node.keywords:
+        if kw.arg == "device_type":
+            value = kw.value
+    kinds: list[str] = []
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        kinds = [value.value]
+    elif isinstance(value, (ast.List, ast.Tuple)):
+        kinds = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    if not kinds:
+        return None
+    if len(kinds) > 1:
+        if "any" in kinds or "npu" in kinds:
+            return ANY
+        return GPU if "gpu" in kinds else MLU
+    return {"npu": NPU, "gpu": GPU, "mlu": MLU}.get(kinds[0], ANY)
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def _resolve(node: ast.expr | None, env: Env, constants: Env) -> ast.expr | None:
+    for _ in range(4):
+        if isinstance(node, ast.Name):
+            if node.id in env:
+                node = env[node.id]
+                continue
+            if node.id in constants:
+                node = constants[node.id]
+                continue
+        break
+    return node
+
+
+def _str(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def register_row(call: ast.Call, env: Env | None = None, constants: Env | None = None) -> OpRow | None:
+    """The row of a ``register_op`` / ``register_kernel(op, variant, impl, ...)`` call, or None."""
+    if _call_name(call) not in REGISTER_CALLS:
+        return None
+    env = env or {}
+    constants = constants or {}
+    params = ["op", "variant", "impl"]
+    values: dict[str, ast.expr] = dict(zip(params, call.args[:3], strict=False))
+    requirement: ast.expr | None = None
+    for kw in call.keywords:
+        if kw.arg in params:
+            values[kw.arg] = kw.value
+        elif kw.arg == "requirement":
+            requirement = kw.value
+    op, variant, impl = (_str(_resolve(values.get(p), env, constants)) for p in params)
+    if op is None or variant is None or impl is None:
+        return None  # e.g. the 0.1.12 config registry's register_op(OpSpec(...)), or computed names
+    return OpRow(op, variant, impl, requirement_kind(_resolve(requirement, env, constants), constants))
+
+
+def kernel_spec_row(call: ast.Call, env: Env | None = None, constants: Env | None = None) -> OpRow | None:
+    """The row of an OpSlot-generation ``KernelSpec(name=, op_name=, variant=, hardware=...)`` call."""
+    if _call_name(call) != "KernelSpec":
+        return None
+    env = env or {}
+    constants = constants or {}
+    fields: dict[str, ast.expr] = dict(zip(("name", "op_name", "variant", "factory", "hardware"), call.args))
+    for kw in call.keywords:
+        if kw.arg:
+            fields[kw.arg] = kw.value
+    name, op, variant = (
+        _str(_resolve(fields.get(f), env, constants)) for f in ("name", "op_name", "variant")
+    )
+    if name is None or op is None or variant is None:
+        return None
+    kind = hardware_kind(_resolve(fields.get("hardware"), env, constants)) or ANY
+    return OpRow(op, variant, name, kind)
+
+
+def module_constants(tree: ast.Module) -> Env:
+    """Module-level ``NAME = <expr>`` bindings (the last one wins), including inside top-level if/try."""
+    out: Env = {}
+
+    def scan(stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name):
+                        out[target.id] = stmt.value
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+                out[stmt.target.id] = stmt.value
+            elif isinstance(stmt, (ast.If, ast.Try)):
+                scan(stmt.body)
+                scan(stmt.orelse)
+
+    scan(tree.body)
+    return out
+
+
+def loop_iterations(loop: ast.For, env: Env, constants: Env) -> list[Env]:
+    """One binding of the loop target per iteration, when the iterable is a literal (or a constant holding
+    one); ``[]`` when it cannot be read statically."""
+    iterable = _resolve(loop.iter, env, constants)
+    if not isinstance(iterable, (ast.Tuple, ast.List, ast.Set)):
+        return []
+    out: list[Env] = []
+    for elt in iterable.elts:
+        binding: Env = {}
+        if not _bind(loop.target, _resolve(elt, env, constants), binding, env, constants):
+            return []
+        out.append(binding)
+    return out
+
+
+def _bind(target: ast.expr, value: ast.expr | None, out: Env, env: Env, constants: Env) -> bool:
+    if isinstance(target, ast.Name) and value is not None:
+        out[target.id] = value
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+        if len(target.elts) != len(value.elts):
+            return False
+        return all(
+            _bind(t, _resolve(v, env, constants), out, env, constants)
+            for t, v in zip(target.elts, value.elts, strict=True)
+        )
+    return False
+
+
+def read_registry_tree(tree: ast.Module) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]]]:
+    """(register_op / register_kernel rows, KernelSpec rows, [(row, line)]) of one parsed module."""
+    constants = module_constants(tree)
+    ops: list[OpRow] = []
+    slots: list[OpRow] = []
+    where: list[tuple[OpRow, int]] = []
+
+    def scan(stmts: list[ast.stmt], envs: list[Env]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ast.For):
+                inner = [{**env, **it} for env in envs for it in loop_iterations(stmt, env, constants)][
+                    :_MAX_ENVS
+                ]
+                if inner:
+                    scan(stmt.body, inner)
+                continue
+            if isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                scan(stmt.body, envs)
+                scan(getattr(stmt, "orelse", []), envs)
+                scan(getattr(stmt, "finalbody", []), envs)
+                for handler in getattr(stmt, "handlers", []):
+                    scan(handler.body, envs)
+                continue
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # registration happens at import time, at module level
+            for node in ast.walk(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                for env in envs:
+                    row = register_row(node, env, constants)
+                    if row is not None:
+                        ops.append(row)
+                        where.append((row, node.lineno))
+                    slot = kernel_spec_row(node, env, constants)
+                    if slot is not None:
+                        slots.append(slot)
+
+    scan(tree.body, [{}])
+    return ops, slots, where
+
+
+def read_registry_file(path: Path) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]]]:
+    """(register rows, KernelSpec rows, [(row, line)]) of one kernel module, read statically."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return [], [], []
+    if not any(marker in data for marker in _MARKERS):
+        return [], [], []
+    try:
+        tree = ast.parse(data, filename=str(path))
+    except (SyntaxError, ValueError, RecursionError):
+        return [], [], []
+    return read_registry_tree(tree)
+
+
+def registry_dirs(root: Path) -> list[Path]:
+    """The directories of a tree that hold registration modules (``veomni/ops``, ``veomni/kernels``)."""
+    return [d for d in (root / "veomni" / "ops", root / "veomni" / "kernels") if d.is_dir()]
+
+
+def read_registry(root: Path) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]:
+    """(registered rows, KernelSpec rows, {"op/variant/impl": "file:line"}) of a whole tree."""
+    registered: set[OpRow] = set()
+    slots: set[OpRow] = set()
+    sources: dict[str, str] = {}
+    for base in registry_dirs(root):
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+            for name in sorted(filenames):
+                if not name.endswith(".py"):
+                    continue
+                path = Path(dirpath) / name
+                ops, slot_rows, where = read_registry_file(path)
+                registered.update(ops)
+                slots.update(slot_rows)
+                for row, line in where:
+                    sources.setdefault("/".join(row.triple), f"{path}:{line}")
+    return tuple(sorted(registered)), tuple(sorted(slots)), sources

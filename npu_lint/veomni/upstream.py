@@ -1,0 +1,575 @@
+"""Read the installed ``transformers`` source with astroid, never importing it.
+
+The dispatch-migration codemod needs a few facts about the upstream modeling module a patch spec targets
+(``PatchConfig(source_module=...)``): the source text of a class's ``__init__`` (to copy it into an
+``override_method("Cls.__init__")``), the ``__init__`` a class inherits when it has none, which methods call a
+module-level function (``apply_rotary_pos_emb``), and where a name used in a copied signature comes from.
+
+Modules are located on disk from ``importlib.util.find_spec("transformers")`` (which does not execute the
+package) and built with astroid without its inference-driven post-processing, so a build stays bounded (no
+cascade into other modules); names are resolved by following import statements by hand, one module at a time.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import importlib.util
+import os
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from npu_lint.core.astutil import transformers_dir
+
+__all__ = [
+    "MethodSource",
+    "InheritedInit",
+    "transformers_root",
+    "module_path",
+    "build_module",
+    "method_source",
+    "class_init",
+    "callers_of",
+    "resolve_name_import",
+    "self_attributes",
+]
+
+
+_ROOT_OVERRIDE: list[str] = []
+
+
+@contextlib.contextmanager
+def use_transformers_root(path: str) -> Iterator[None]:
+    """Read ``transformers`` from ``path`` (a directory named like the package) inside the block (tests)."""
+    _ROOT_OVERRIDE.append(path)
+    try:
+        yield
+    finally:
+        _ROOT_OVERRIDE.pop()
+
+
+def transformers_root() -> str | None:
+    """Directory of the ``transformers`` package to read (``NPU_LINT_TRANSFORMERS_SRC`` overrides the
+    installed one)."""
+    if _ROOT_OVERRIDE:
+        return _ROOT_OVERRIDE[-1]
+    override = os.environ.get("NPU_LINT_TRANSFORMERS_SRC")
+    if override:
+        return override if os.path.isdir(override) else None
+    return _installed_root()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_root() -> str | None:
+    try:
+        spec = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def module_path(modname: str) -> str | None:
+    """File of a ``transformers.*`` module, or None."""
+    root = transformers_root()
+    if root is None or not (modname == "transformers" or modname.startswith("transformers.")):
+        return None
+    rel = modname.split(".")[1:]
+    base = os.path.join(root, *rel)
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | None:
+    import astroid
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    try:
+        try:
+            # The plain tree, rebuilt from the stdlib parse: no astroid bootstrapping and none of its
+            # post-build inference (which would build dozens of other modules).
+            from astroid.rebuilder import TreeRebuilder
+
+            tree = ast.parse(text, path, type_comments=True)
+            module = TreeRebuilder(astroid.MANAGER, data=text).visit_module(
+                tree, modname, path, path.endswith("__init__.py")
+            )
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - astroid changed its internals
+            module = astroid.MANAGER.ast_from_file(path, modname, source=True)
+    except Exception:  # noqa: BLE001 - a syntax error in site-packages is not ours to raise
+        return None
+    return module, text.splitlines(keepends=True)
+
+
+def build_module(modname: str) -> tuple[Any, list[str]] | None:
+    """The astroid Module and source lines of ``modname`` (cached), or None when not found."""
+    path = module_path(modname)
+    if path is None:
+        return None
+    return _build(path, modname, os.path.getmtime(path))
+
+
+def _class(modname: str, cls: str) -> Any | None:
+    built = build_module(modname)
+    if built is None:
+        return None
+    module, _ = built
+    for node in module.body:
+        if type(node).__name__ == "ClassDef" and node.name == cls:
+            return node
+    return None
+
+
+def _method(cls_node: Any, name: str) -> Any | None:
+    for node in cls_node.body:
+        if type(node).__name__ in ("FunctionDef", "AsyncFunctionDef") and node.name == name:
+            return node
+    return None
+
+
+@dataclass(frozen=True)
+class MethodSource:
+    """The dedented text of an upstream method (``def`` line to its end, without decorators)."""
+
+    module: str
+    cls: str
+    name: str
+    text: str
+
+
+def method_source(modname: str, cls: str, name: str) -> MethodSource | None:
+    cls_node = _class(modname, cls)
+    if cls_node is None:
+        return None
+    fn = _method(cls_node, name)
+    if fn is None:
+        return None
+    _, lines = build_module(modname)  # type: ignore[misc]
+    text = textwrap.dedent("".join(lines[fn.lineno - 1 : fn.end_lineno]))
+    return MethodSource(modname, cls, name, text)
+
+
+@dataclass(frozen=True)
+class InheritedInit:
+    """A class without its own ``__init__``: the parameters of the one it inherits (``self`` excluded),
+    as ``(name, default source or None, kind)`` with kind in positional / vararg / kwonly / kwarg."""
+
+    module: str
+    owner: str
+    params: tuple[tuple[str, str | None, str], ...]
+
+
+def _absolute(modname: str, imported: str, level: int, is_package: bool = False) -> str:
+    if not level:
+        return imported
+    parts = modname.split(".")
+    base = parts if is_package else parts[:-1]
+    if level > 1:
+        base = base[: -(level - 1)]
+    return ".".join([*base, imported] if imported else base)
+
+
+def _resolve_class(modname: str, name: str, depth: int = 0) -> tuple[str, Any] | None:
+    """Follow ``name`` in ``modname`` to the ClassDef it denotes (imports followed by hand)."""
+    if depth > 6:
+        return None
+    built = build_module(modname)
+    if built is None:
+        return None
+    module, _ = built
+    for node in module.body:
+        if type(node).__name__ == "ClassDef" and node.name == name:
+            return modname, node
+    for node in module.body:
+        kind = type(node).__name__
+        if kind == "ImportFrom":
+            for imported, asname in node.names:
+                if (asname or imported) == name:
+                    target = _absolute(modname, node.modname or "", node.level or 0)
+                    return _resolve_class(target, imported, depth + 1)
+    return None
+
+
+def class_init(modname: str, cls: str) -> MethodSource | InheritedInit | None:
+    """The class's own ``__init__`` (its source) or, when it has none, the inherited one's parameters
+    (depth-first over the bases, left to right: the MRO in the single-inheritance chains transformers uses).
+    """
+    cls_node = _class(modname, cls)
+    if cls_node is None:
+        return None
+    own = method_source(modname, cls, "__init__")
+    if own is not None:
+        return own
+    seen: set[tuple[str, str]] = set()
+
+    def search(mod: str, node: Any) -> InheritedInit | None:
+        for base in node.bases:
+            if type(base).__name__ != "Name":
+                continue
+            found = _resolve_class(mod, base.name)
+            if found is None or (found[0], found[1].name) in seen:
+                continue
+            seen.add((found[0], found[1].name))
+            base_mod, base_node = found
+            init = _method(base_node, "__init__")
+            if init is not None:
+                return InheritedInit(base_mod, base_node.name, _params(init))
+            deeper = search(base_mod, base_node)
+            if deeper is not None:
+                return deeper
+        return None
+
+    return search(modname, cls_node)
+
+
+def _params(fn: Any) -> tuple[tuple[str, str | None, str], ...]:
+    args = fn.args
+    out: list[tuple[str, str | None, str]] = []
+    positional = [*(args.posonlyargs or []), *(args.args or [])]
+    defaults = list(args.defaults or [])
+    first_default = len(positional) - len(defaults)
+    for i, arg in enumerate(positional):
+        if i == 0 and arg.name in ("self", "cls"):
+            continue
+        default = defaults[i - first_default].as_string() if i >= first_default else None
+        out.append((arg.name, default, "positional"))
+    if args.vararg:
+        out.append((args.vararg, None, "vararg"))
+    for arg, default in zip(args.kwonlyargs or [], args.kw_defaults or [], strict=False):
+        out.append((arg.name, default.as_string() if default is not None else None, "kwonly"))
+    if args.kwarg:
+        out.append((args.kwarg, None, "kwarg"))
+    return tuple(out)
+
+
+def callers_of(modname: str, function: str) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """Which methods (``(Class, method)``) and which module-level functions of ``modname`` call
+    ``function(...)`` by its bare name. None when the module cannot be read."""
+    built = build_module(modname)
+    if built is None:
+        return None
+    module, _ = built
+    methods: list[tuple[str, str]] = []
+    functions: list[str] = []
+
+    def calls(node: Any) -> bool:
+        for call in node.nodes_of_class(_call_type()):
+            func = call.func
+            if type(func).__name__ == "Name" and func.name == function:
+                return True
+        return False
+
+    for node in module.body:
+        kind = type(node).__name__
+        if kind == "ClassDef":
+            for item in node.body:
+                if type(item).__name__ in ("FunctionDef", "AsyncFunctionDef") and calls(item):
+                    methods.append((node.name, item.name))
+        elif kind in ("FunctionDef", "AsyncFunctionDef") and node.name != function and calls(node):
+            functions.append(node.name)
+    return methods, functions
+
+
+def _call_type() -> Any:
+    from astroid import nodes
+
+    return nodes.Call
+
+
+def resolve_name_import(modname: str, name: str) -> str | None:
+    """An import statement that binds ``name`` as the upstream module ``modname`` binds it."""
+    built = build_module(modname)
+    if built is None:
+        return None
+    module, _ = built
+    for node in module.body:
+        kind = type(node).__name__
+        if kind in ("ClassDef", "FunctionDef", "AsyncFunctionDef") and node.name == name:
+            return f"from {modname} import {name}"
+        if kind == "ImportFrom":
+            for imported, asname in node.names:
+                if (asname or imported) == name and imported != "*":
+                    target = _absolute(modname, node.modname or "", node.level or 0)
+                    alias = f" as {asname}" if asname and asname != imported else ""
+                    return f"from {target} import {imported}{alias}"
+        if kind == "Import":
+            for imported, asname in node.names:
+                if (asname or imported.split(".")[0]) == name:
+                    return f"import {imported} as {asname}" if asname else f"import {imported}"
+    return None
+
+
+def self_attributes(modname: str, cls: str) -> set[str] | None:
+    """Attributes assigned on ``self`` in the class's own ``__init__`` (None when it has none)."""
+    cls_node = _class(modname, cls)
+    if cls_node is None:
+        return None
+    init = _method(cls_node, "__init__")
+    if init is None:
+        return None
+    from astroid import nodes
+
+    return {n.attrname for n in init.nodes_of_class(nodes.AssignAttr) if n.expr.as_string() == "self"}
+
+
+def param_init(func: ast.AST, attr: str) -> bool | None:
+    """True: `self.<attr> = nn.Parameter(torch.zeros(...))`; False: another initialiser; None: not set."""
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assign):
+            continue
+        if not any(
+            isinstance(t, ast.Attribute)
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            and t.attr == attr
+            for t in node.targets
+        ):
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and last_name(value.func) == "Parameter" and value.args:
+            inner = value.args[0]
+            if isinstance(inner, ast.Call) and last_name(inner.func) in ("zeros", "zeros_like", "new_zeros"):
+                return True
+        return False
+    return None
+
+
+def last_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def upstream_path(module: str) -> Path | None:
+    """File of a `transformers.*` module, by path arithmetic from the installed package."""
+    parts = module.split(".")
+    if parts[0] != "transformers" or len(parts) < 2:
+        return None
+    base = transformers_dir()
+    if base is None:
+        return None
+    path = base.joinpath(*parts[1:]).with_suffix(".py")
+    if path.is_file():
+        return path
+    init = base.joinpath(*parts[1:], "__init__.py")
+    return init if init.is_file() else None
+
+
+@functools.lru_cache(maxsize=64)
+def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
+    path = upstream_path(module)
+    if path is None:
+        return None
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    imports: dict[str, str] = {}
+    package = module.rsplit(".", 1)[0]
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                imports[alias.asname or alias.name] = f"{source}.{alias.name}"
+    return classes, imports
+
+
+@functools.lru_cache(maxsize=256)
+def upstream_zero_init(module: str, cls: str, attr: str = "weight", depth: int = 0) -> bool | None:
+    """Whether upstream ``module.cls`` initialises ``self.<attr>`` to zeros (None: unknown)."""
+    found = _upstream_module(module)
+    if found is None or depth > 4:
+        return None
+    classes, imports = found
+    node = classes.get(cls)
+    if node is None:
+        target = imports.get(cls)
+        if target and target.startswith("transformers."):
+            mod, _, name = target.rpartition(".")
+            return upstream_zero_init(mod, name, attr, depth + 1)
+        return None
+    init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+    if init is not None:
+        result = param_init(init, attr)
+        if result is not None:
+            return result
+    for base in node.bases:
+        name = last_name(base)
+        if name and name != "Module":
+            if name in classes:
+                result = upstream_zero_init(module, name, attr, depth + 1)
+            elif name in imports and imports[name].startswith("transformers."):
+                mod, _, real = imports[name].rpartition(".")
+                result = upstream_zero_init(mod, real, attr, depth + 1)
+            else:
+                result = None
+            if result is not None:
+                return result
+    return None
+
+
+def upstream_class(module: str, cls: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+    """The stdlib-ast ClassDef of upstream ``module.cls`` and the module defining it (imports followed)."""
+    found = _upstream_module(module)
+    if found is None or depth > 4:
+        return None
+    classes, imports = found
+    node = classes.get(cls)
+    if node is not None:
+        return module, node
+    target = imports.get(cls)
+    if target and target.startswith("transformers."):
+        mod, _, name = target.rpartition(".")
+        return upstream_class(mod, name, depth + 1)
+    return None
+
+
+def upstream_class_method(module: str, cls: str, name: str, depth: int = 0) -> ast.FunctionDef | None:
+    """The method ``name`` upstream ``module.cls`` defines or inherits from a transformers base (stdlib ast)."""
+    found = upstream_class(module, cls)
+    if found is None or depth > 6:
+        return None
+    mod, node = found
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            return stmt
+    for base in node.bases:
+        base_name = last_name(base)
+        if not base_name or base_name in ("Module", "object", "GenerationMixin"):
+            continue
+        result = upstream_class_method(mod, base_name, name, depth + 1)
+        if result is not None:
+            return result
+    return None
+
+
+def upstream_class_names(module: str) -> list[str]:
+    """The classes an upstream module defines (empty when it cannot be read)."""
+    found = _upstream_module(module)
+    return list(found[0]) if found is not None else []
+
+
+# -- the methods a file replaces, paired with the upstream ones ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PatchedMethod:
+    """A method of an upstream class as a spec (decorated replacement) or generated file (class body) has it."""
+
+    module: str  # the upstream transformers module
+    cls: str
+    name: str
+    func: ast.FunctionDef  # in the linted file
+    upstream: ast.FunctionDef  # the upstream method it replaces (an empty stand-in when upstream has none)
+
+
+def spec_source_module(path: str, text: str) -> str | None:
+    """The ``source_module`` of a spec that builds on another one (``deepcopy(gpu_config)``, or an imported
+    config mutated in place): followed through its base specs on disk."""
+    from npu_lint.veomni.patchgen import base_spec, parse_spec
+
+    try:
+        spec = parse_spec(path, text)
+    except Exception:  # noqa: BLE001 - a spec we cannot model has no known source
+        return None
+    for _ in range(4):
+        if spec is None:
+            return None
+        if spec.source_module:
+            return spec.source_module
+        spec = base_spec(spec)
+    return None
+
+
+def file_source_module(tree: ast.Module, text: str, path: str | None = None) -> str | None:
+    """The upstream module a spec (``PatchConfig(source_module=...)``, or its base spec's) or generated file
+    (banner) copies."""
+    for stmt in tree.body:
+        value = getattr(stmt, "value", None)
+        if isinstance(value, ast.Call) and last_name(value.func) == "PatchConfig":
+            for kw in value.keywords:
+                if kw.arg == "source_module" and isinstance(kw.value, ast.Constant):
+                    return str(kw.value.value)
+    for line in text[:4096].splitlines():
+        stripped = line.lstrip("# ").strip()
+        if stripped.startswith("Source:"):
+            return stripped.split(":", 1)[1].strip() or None
+    if path is not None and path.endswith("_patch_gen_config.py"):
+        return spec_source_module(path, text)
+    return None
+
+
+def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
+    for deco in func.decorator_list:
+        if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
+            continue
+        if deco.func.attr not in ("override_method", "modify_init") or not deco.args:
+            continue
+        target = deco.args[0]
+        if not (isinstance(target, ast.Constant) and isinstance(target.value, str)):
+            continue
+        if deco.func.attr == "modify_init":
+            return target.value, "__init__"
+        if "." in target.value:
+            cls, _, method = target.value.rpartition(".")
+            return cls, method
+    return None
+
+
+def patched_methods(
+    tree: ast.Module,
+    text: str,
+    method: str,
+    cls_suffixes: tuple[str, ...],
+    new_ok: bool = False,
+    path: str | None = None,
+) -> list[PatchedMethod]:
+    """Methods named ``method`` of classes ending with one of ``cls_suffixes`` that the file replaces (spec
+    ``override_method`` functions) or holds (generated-file classes), each with its upstream original; only
+    those whose body differs from the upstream one. ``new_ok``: also methods the upstream class lacks (a
+    method VeOmni adds, such as ``get_position_id_func``), paired with an empty stand-in."""
+    module = file_source_module(tree, text, path)
+    if module is None or not module.startswith("transformers."):
+        return []
+    out: list[PatchedMethod] = []
+    candidates: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            target = _decorator_target(stmt)
+            if target is not None and target[1] == method:
+                candidates.append((target[0], stmt))
+        elif isinstance(stmt, ast.ClassDef):
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    candidates.append((stmt.name, item))
+    for cls, func in candidates:
+        if not cls.endswith(cls_suffixes):
+            continue
+        upstream = upstream_class_method(module, cls, method)
+        if upstream is None and new_ok and upstream_class(module, cls) is not None:
+            upstream = ast.parse(f"def {method}(self):\n    pass").body[0]  # type: ignore[assignment]
+            upstream.body = []  # type: ignore[union-attr]
+        if upstream is None or [ast.dump(s) for s in upstream.body] == [ast.dump(s) for s in func.body]:
+            continue
+        out.append(PatchedMethod(module, cls, method, func, upstream))
+    return out
