@@ -550,6 +550,7 @@ def check_patchgen(req: dict, res: Result) -> None:
                     "the spec depends on something other than its text (ordering of a set, time, environment)",
                     "make the spec deterministic, then regenerate (guide: regenerate and check drift)",
                 )
+        spec_of = {v.split("|")[1]: v.split("|")[0] for v in (req.get("generated_missing") or {}).values()}
         for name in names:
             committed = gen_dir / name
             fresh = (a / name).read_text(encoding="utf-8")
@@ -560,7 +561,7 @@ def check_patchgen(req: dict, res: Result) -> None:
                 res.fail(
                     f"generated/{name} is missing",
                     "the spec exists but its generated module was never produced, so the package cannot import it",
-                    f"run patchgen: patchgen {req['package']}.{name[:-3]} (or npu-lint's NPU505 hint)",
+                    f"run patchgen: patchgen {spec_of.get(name, 'SPEC_MODULE')}",
                 )
                 continue
             old = committed.read_text(encoding="utf-8")
@@ -608,6 +609,14 @@ def check_import(req: dict, res: Result) -> None:
     side = "npu" if force else "gpu"
     for s in ("gpu", "npu"):
         name = req.get(f"{s}_module")
+        if not name and s in (req.get("generated_missing") or {}):
+            spec, filename = req["generated_missing"][s].split("|")
+            res.fail(
+                f"generated/{filename} does not exist",
+                f"the {s.upper()} spec was never run through patchgen, so the package has nothing to import",
+                f"run patchgen: patchgen {spec} (then verify again)",
+            )
+            continue
         if not name:
             res.fail(
                 f"no {s.upper()} generated module",

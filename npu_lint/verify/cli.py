@@ -90,6 +90,9 @@ def run_verify(args: argparse.Namespace) -> int:
     except NotAModel as exc:
         print(f"npu-lint verify: {exc}", file=sys.stderr)
         return 2
+    if args.output_file and not Path(args.output_file).resolve().parent.is_dir():
+        print(f"npu-lint verify: cannot write {args.output_file}: no such directory", file=sys.stderr)
+        return 2
     python = args.python or default_python()
     try:
         probe(python)
@@ -113,7 +116,11 @@ def run_verify(args: argparse.Namespace) -> int:
     render = render_json if args.format == "json" else render_markdown
     text = render(models, __version__)
     if args.output_file:
-        _write(args.output_file, text)
+        try:
+            _write(args.output_file, text)
+        except OSError as exc:
+            print(f"npu-lint verify: cannot write {args.output_file}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     else:
         sys.stdout.write(text)
     return exit_code(models)

@@ -37,7 +37,7 @@ class ModelPackage:
 
     def module_for(self, side: str) -> str | None:
         path = self.generated.get(side)
-        if path is None:
+        if path is None or not path.is_file():
             return None
         return f"{self.package}.generated.{path.stem}"
 

@@ -88,6 +88,11 @@ def request(pkg: ModelPackage, check: str, patchgen: str | None = None, force_np
         "npu_module": pkg.module_for("npu"),
         "specs": [pkg.specs[s] for s in ("gpu", "npu") if s in pkg.specs],
         "registered": pkg.registered,
+        "generated_missing": {
+            side: f"{pkg.specs[side]}|{path.name}"
+            for side, path in pkg.generated.items()
+            if side in pkg.specs and not path.is_file()
+        },
         "pin": pkg.pin,
         "pin_source": pkg.pin_source,
         "sys_path": [str(pkg.root), *patchgen_dirs(pkg, patchgen)],

@@ -109,3 +109,12 @@ def test_several_models_one_report(wheel_tree):
     ]
     assert statuses(report, 1) == {"pin": "pass", "multimodal": "skip"}
     assert report["models"][1]["checks"][0]["facts"] == {"installed": "5.9.0", "pin": "5.9.0"}
+
+
+@pytest.mark.corpus
+def test_output_file_in_a_missing_directory_exits_2_before_running(wheel_tree, tmp_path):
+    code, out, err = run_verify(
+        str(wheel_tree / TRANSFORMERS / "qwen3"), "-o", str(tmp_path / "nope" / "r.md")
+    )
+    assert code == 2 and out == ""
+    assert err == f"npu-lint verify: cannot write {tmp_path / 'nope' / 'r.md'}: no such directory\n"

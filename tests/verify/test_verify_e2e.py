@@ -79,10 +79,20 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
     )
     assert (gemma3 / "gemma3_npu_patch_gen_config.py").is_file()
     code, report, _ = run_verify(
-        str(gemma3), "--checks", "patchgen", "--format", "json", "--patchgen", str(patchgen_dir)
+        str(gemma3), "--checks", "patchgen,import,parity", "--format", "json", "--patchgen", str(patchgen_dir)
     )
-    assert statuses(report) == {"patchgen": "fail"}  # the spec exists, its generated module not yet
-    assert any("patched_modeling_gemma3_npu.py is missing" in f["what"] for f in findings(report, "patchgen"))
+    # the spec exists, its generated module not yet; parity compares upstream with the GPU module meanwhile
+    assert statuses(report) == {"patchgen": "fail", "import": "fail", "parity": "pass"}
+    (gone,) = findings(report, "patchgen")
+    assert gone["what"] == "generated/patched_modeling_gemma3_npu.py is missing"
+    assert (
+        gone["fix"] == "run patchgen: patchgen veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config"
+    )
+    (missing,) = findings(report, "import")
+    assert missing["what"] == "generated/patched_modeling_gemma3_npu.py does not exist"
+    assert missing["fix"].startswith(
+        "run patchgen: patchgen veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config"
+    )
 
     regenerate(mutable_tree, "veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config", patchgen_dir)
     code, report, err = run_verify(str(gemma3), "--format", "json", "--patchgen", str(patchgen_dir))
