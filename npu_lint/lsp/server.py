@@ -221,7 +221,17 @@ class NpuLintProtocol(LanguageServerProtocol):
         if future.done():
             self._request_futures.pop(msg_id, None)
         else:
-            future.add_done_callback(lambda _f, key=msg_id: self._request_futures.pop(key, None))
+            future.add_done_callback(lambda _f, key=msg_id: self._forget(key))
+
+    def _forget(self, key: Any) -> None:
+        """Drop a finished notification's future, after the current callback: ``concurrent.futures`` runs done
+        callbacks synchronously, and pygls' shutdown cancels futures while it iterates ``_request_futures``."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._request_futures.pop(key, None)
+        else:
+            loop.call_soon(self._request_futures.pop, key, None)
 
     def structure_message(self, data: Any) -> Any:
         try:
