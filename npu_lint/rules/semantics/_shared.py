@@ -265,7 +265,7 @@ class _RmsNormCalls(Rule):
         from npu_lint.veomni.patchgen import parse_spec
 
         try:
-            spec = parse_spec(self.ctx.source.path, self.ctx.source.text)
+            spec = parse_spec(self.ctx.source.path, self.ctx.source.text, self.ctx.tree)
         except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
             spec = None
         for name_node, cls in self.state.reused if spec is not None else ():
@@ -318,7 +318,7 @@ class _RmsNormCalls(Rule):
         if self.ctx.source.kind.spec:  # a spec built on another one: its base spec's source module
             memo = self.ctx.memo.get("rms_spec_source", "")
             if memo == "":
-                memo = spec_source_module(self.ctx.source.path, self.ctx.source.text)
+                memo = spec_source_module(self.ctx.source.path, self.ctx.source.text, self.ctx.tree)
                 self.ctx.memo["rms_spec_source"] = memo
             return memo  # type: ignore[return-value]
         return None
