@@ -49,8 +49,16 @@ def _may_import(text: str, fix: Fix) -> bool:
     return False
 
 
-def import_problem(path: str, text: str, tree: ast.Module | None, fix: Fix, project: Project) -> str | None:
-    """Why ``fix`` would add an import the tree does not define (None when every added import resolves)."""
+def import_problem(
+    path: str,
+    text: str,
+    tree: ast.Module | None,
+    fix: Fix,
+    project: Project,
+    _own: dict[str, set[tuple[str, str]]] | None = None,
+) -> str | None:
+    """Why ``fix`` would add an import the tree does not define (None when every added import resolves).
+    ``_own`` holds the file's own ``veomni_imports`` once computed (``guard_fixes`` shares it between fixes)."""
     api = project.api
     added: set[tuple[str, str]] = set()
     if fix.edits and _may_import(text, fix):
@@ -61,12 +69,17 @@ def import_problem(path: str, text: str, tree: ast.Module | None, fix: Fix, proj
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 new_tree = None  # the engine drops fixes whose result does not parse
             if new_tree is not None:
-                if tree is None:
-                    try:
-                        tree = ast.parse(text)
-                    except (SyntaxError, ValueError, RecursionError, MemoryError):
-                        tree = ast.Module(body=[], type_ignores=[])
-                added |= veomni_imports(new_tree, path) - veomni_imports(tree, path)
+                own = None if _own is None else _own.get("own")
+                if own is None:
+                    if tree is None:
+                        try:
+                            tree = ast.parse(text)
+                        except (SyntaxError, ValueError, RecursionError, MemoryError):
+                            tree = ast.Module(body=[], type_ignores=[])
+                    own = veomni_imports(tree, path)
+                    if _own is not None:
+                        _own["own"] = own
+                added |= veomni_imports(new_tree, path) - own
     for create in fix.creates:
         try:
             added |= veomni_imports(ast.parse(create.content), create.path)
@@ -85,6 +98,7 @@ def guard_fixes(
     """``diags`` with every fix that would add an unresolvable import turned display-only (with the reason).
     Fixes shared by several findings are checked once."""
     checked: dict[int, Fix] = {}
+    own: dict[str, set[tuple[str, str]]] = {}  # the file's own veomni imports, computed once
     out: list[Diagnostic] = []
     for diag in diags:
         fix = diag.fix
@@ -93,7 +107,7 @@ def guard_fixes(
             continue
         key = id(fix)
         if key not in checked:
-            problem = import_problem(path, text, tree, fix, project)
+            problem = import_problem(path, text, tree, fix, project, own)
             checked[key] = (
                 fix
                 if problem is None

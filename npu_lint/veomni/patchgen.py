@@ -284,13 +284,14 @@ def _dict_literal(node: ast.AST | None, consts: dict[str, dict[str, str]]) -> di
     return {}
 
 
-def parse_spec(path: str, text: str | None = None) -> Spec:
-    """Read a patch spec statically. ``text`` defaults to the file's content."""
+def parse_spec(path: str, text: str | None = None, tree: ast.Module | None = None) -> Spec:
+    """Read a patch spec statically. ``text`` defaults to the file's content; ``tree``, when given, is
+    ``text`` already parsed (the engine's tree of the linted file), read instead of parsing it again."""
     if text is None:
         parsed = load_file(path)
         text = parsed.text if parsed else ""
         tree = parsed.tree if parsed else None
-    else:
+    elif tree is None:
         tree = _parse(text, path)
     spec = Spec(path=path, module=module_of(path), text=text)
     if tree is None:
@@ -479,7 +480,7 @@ def load_spec(path: str) -> Spec | None:
     hit = _SPECS.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    spec = parse_spec(path, parsed.text)
+    spec = parse_spec(path, parsed.text, parsed.tree)  # the file's tree, parsed once
     _SPECS[path] = (stamp, spec)
     return spec
 

@@ -482,13 +482,13 @@ class PatchedMethod:
     upstream: ast.FunctionDef  # the upstream method it replaces (an empty stand-in when upstream has none)
 
 
-def spec_source_module(path: str, text: str) -> str | None:
+def spec_source_module(path: str, text: str, tree: ast.Module | None = None) -> str | None:
     """The ``source_module`` of a spec that builds on another one (``deepcopy(gpu_config)``, or an imported
     config mutated in place): followed through its base specs on disk."""
     from npu_lint.veomni.patchgen import base_spec, parse_spec
 
     try:
-        spec = parse_spec(path, text)
+        spec = parse_spec(path, text, tree)
     except Exception:  # noqa: BLE001 - a spec we cannot model has no known source
         return None
     for _ in range(4):
@@ -514,7 +514,7 @@ def file_source_module(tree: ast.Module, text: str, path: str | None = None) -> 
         if stripped.startswith("Source:"):
             return stripped.split(":", 1)[1].strip() or None
     if path is not None and path.endswith("_patch_gen_config.py"):
-        return spec_source_module(path, text)
+        return spec_source_module(path, text, tree)
     return None
 
 

@@ -109,6 +109,10 @@ class HandleOutsideInit(Rule):
         self.functions: dict[ast.AST, tuple[str | None, str | None, bool]] = {}  # func -> (cls, name, free)
         self.calls: dict[ast.AST, set[str]] = {}  # func -> names it calls ("f" or "self.m")
         self.stack: list[ast.AST] = []  # enclosing functions (innermost last)
+        text = ctx.source.text
+        if not any(name in text for name in _BUILT_PER_CALL):
+            self.node_types = ()  # every construction names one of them (finish has nothing to check)
+            self.leave_types = ()
 
     def leave(self, node: ast.AST) -> None:
         self.stack.pop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.core.astutil import walk_pairs
 from npu_lint.rules.base import Context, Rule
 from npu_lint.veomni.upstream import PatchedMethod, patched_methods, upstream_class_method
 
@@ -39,7 +41,7 @@ def params_of(func: ast.FunctionDef) -> list[str]:
 
 
 def body_names(func: ast.FunctionDef) -> set[str]:
-    return {n.id for stmt in func.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    return {n.id for stmt in func.body for n in _walk(stmt) if isinstance(n, ast.Name)}
 
 
 def forwards_kwargs(func: ast.FunctionDef) -> bool:
@@ -47,7 +49,7 @@ def forwards_kwargs(func: ast.FunctionDef) -> bool:
     if func.args.kwarg is None:
         return False
     name = func.args.kwarg.arg
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
                 if kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == name:
@@ -61,7 +63,7 @@ def upstream_towers(patched: PatchedMethod) -> list[str]:
     if init is None:
         return []
     out = []
-    for node in ast.walk(init):
+    for node in _walk(init):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if (
@@ -104,10 +106,7 @@ def _parents(func: ast.AST) -> dict[ast.AST, ast.AST]:
     hit = _PARENTS.get(id(func))
     if hit is not None and hit[0] is func:
         return hit[1]
-    parents: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(func):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
+    parents: dict[ast.AST, ast.AST] = dict(walk_pairs(func))
     if len(_PARENTS) > 8:
         _PARENTS.clear()
     _PARENTS[id(func)] = (func, parents)
@@ -120,7 +119,7 @@ def name_nodes(func: ast.AST) -> dict[str, list[ast.Name]]:
     if hit is not None and hit[0] is func:
         return hit[1]
     out: dict[str, list[ast.Name]] = {}
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Name):
             out.setdefault(node.id, []).append(node)
     if len(_NAMES) > 8:
@@ -149,7 +148,7 @@ def passed_on(func: ast.FunctionDef, name: str, depth: int = 0) -> bool:
         if isinstance(parent, (ast.Assign, ast.AnnAssign)) and depth < 2:
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             for target in targets:
-                for t in ast.walk(target):
+                for t in _walk(target):
                     if isinstance(t, ast.Name) and t.id != name and passed_on(func, t.id, depth + 1):
                         return True
                     if isinstance(t, (ast.Attribute, ast.Subscript)):

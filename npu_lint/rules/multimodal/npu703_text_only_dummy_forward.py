@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
@@ -18,7 +19,7 @@ from npu_lint.rules.multimodal._shared import (
 def _dummy_calls(func: ast.AST) -> list[ast.Call]:
     return [
         n
-        for n in ast.walk(func)
+        for n in _walk(func)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dummy_forward"
     ]
 
@@ -32,7 +33,7 @@ def _tower_of(call: ast.Call) -> str | None:
 
 def _zero_products(func: ast.AST) -> list[ast.BinOp]:
     out = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             if any(isinstance(side, ast.Constant) and side.value == 0 for side in (node.left, node.right)):
                 out.append(node)
@@ -42,14 +43,14 @@ def _zero_products(func: ast.AST) -> list[ast.BinOp]:
 def _zeroed(func: ast.FunctionDef, call: ast.Call) -> bool:
     """Whether the dummy forward's output reaches a multiplication by zero: directly
     (`tower.dummy_forward().x.mean() * 0.0`) or through locals it is assigned to (three steps at most)."""
-    products = [set(ast.walk(p)) for p in _zero_products(func)]
+    products = [set(_walk(p)) for p in _zero_products(func)]
     if any(call in nodes for nodes in products):
         return True
     product_names = {n.id for nodes in products for n in nodes if isinstance(n, ast.Name)}
     assigns = []
-    for stmt in ast.walk(func):
+    for stmt in _walk(func):
         if isinstance(stmt, ast.Assign):
-            inside = set(ast.walk(stmt.value))
+            inside = set(_walk(stmt.value))
             names = {n.id for n in inside if isinstance(n, ast.Name)}
             targets = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
             assigns.append((call in inside, names, targets))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span
@@ -14,7 +15,7 @@ _POSITION_HINTS = ("rope_index", "position_ids", "position_id")
 
 def _self_calls(func: ast.AST) -> set[str]:
     out = set()
-    for node in ast.walk(func):
+    for node in _walk(func):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -121,7 +122,7 @@ class PositionIdFunction(WrapperRule):
                     owners.append(name)
         if not owners:
             return
-        for node in ast.walk(patched.func):
+        for node in _walk(patched.func):
             if (
                 isinstance(node, ast.Attribute)
                 and node.attr == "get_rope_index"

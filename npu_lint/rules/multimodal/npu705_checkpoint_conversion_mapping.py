@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._shared import PatchedMethod, def_span
 from npu_lint.veomni.upstream import patched_methods, upstream_class_method
@@ -12,7 +13,7 @@ from npu_lint.veomni.upstream import patched_methods, upstream_class_method
 def _module_attrs(init: ast.AST) -> dict[str, str]:
     """`self.<attr> = <Class>(...)` / `<Class>._from_config(...)` / `nn.<Layer>(...)`: attr -> class name."""
     out: dict[str, str] = {}
-    for node in ast.walk(init):
+    for node in _walk(init):
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
             continue
         func = node.value.func
@@ -109,7 +110,7 @@ class CheckpointConversionMapping(Rule):
         if "__init__" not in text:
             return
         mapping = (
-            [n.value for n in ast.walk(ctx.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            [n.value for n in _walk(ctx.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
             if "_checkpoint_conversion_mapping" in text
             else None
         )

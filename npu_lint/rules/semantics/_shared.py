@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules._handles import (
     Handle,
@@ -80,7 +81,7 @@ def _assigned_in(func: ast.AST | None, name: str) -> list[ast.expr]:
     if func is None:
         return []
     values: list[ast.expr] = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == name for t in node.targets
         ):
@@ -265,14 +266,14 @@ class _RmsNormCalls(Rule):
         from npu_lint.veomni.patchgen import parse_spec
 
         try:
-            spec = parse_spec(self.ctx.source.path, self.ctx.source.text)
+            spec = parse_spec(self.ctx.source.path, self.ctx.source.text, self.ctx.tree)
         except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
             spec = None
         for name_node, cls in self.state.reused if spec is not None else ():
             ref = spec.resolve(name_node.id)  # type: ignore[union-attr]
             if ref is None or ref.path == self.ctx.source.path or isinstance(ref.node, ast.ClassDef):
                 continue
-            for call in ast.walk(ref.node):
+            for call in _walk(ref.node):
                 if not isinstance(call, ast.Call) or weight_argument(call) is None:
                     continue
                 handle = self.handles.resolve(self.ctx, call.func, cls)
@@ -318,7 +319,7 @@ class _RmsNormCalls(Rule):
         if self.ctx.source.kind.spec:  # a spec built on another one: its base spec's source module
             memo = self.ctx.memo.get("rms_spec_source", "")
             if memo == "":
-                memo = spec_source_module(self.ctx.source.path, self.ctx.source.text)
+                memo = spec_source_module(self.ctx.source.path, self.ctx.source.text, self.ctx.tree)
                 self.ctx.memo["rms_spec_source"] = memo
             return memo  # type: ignore[return-value]
         return None
@@ -421,7 +422,7 @@ class _RmsNormCalls(Rule):
             return None
         out: set[str] = set()
         for init in inits:
-            for node in ast.walk(init):
+            for node in _walk(init):
                 targets = (
                     node.targets
                     if isinstance(node, ast.Assign)
@@ -528,7 +529,7 @@ def loss_calls(func: ast.AST) -> list[ast.Call]:
 
 def _loss_calls(func: ast.AST) -> list[ast.Call]:
     out = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if not isinstance(node, ast.Call):
             continue
         name = last_name(node.func)
@@ -541,7 +542,7 @@ def _loss_calls(func: ast.AST) -> list[ast.Call]:
 
 def direct_ce_calls(func: ast.AST) -> list[ast.Call]:
     out = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Call):
             if last_name(node.func) in _DIRECT_CE:
                 out.append(node)
@@ -551,11 +552,11 @@ def direct_ce_calls(func: ast.AST) -> list[ast.Call]:
 
 
 def mentions_attr(func: ast.AST, attr: str) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(func))
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in _walk(func))
 
 
 def names_in(func: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+    return {n.id for n in _walk(func) if isinstance(n, ast.Name)}
 
 
 def forwards_kwargs(call: ast.Call) -> bool:

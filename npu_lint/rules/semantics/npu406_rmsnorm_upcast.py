@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.upstream import PatchedMethod, patched_methods
 
 
 def _eager_math(func: ast.AST) -> ast.AST | None:
     """The first eager RMS computation (`x.pow(2)`, `torch.rsqrt(...)`, `x * x`) of a forward, if any."""
-    for node in ast.walk(func):
+    for node in _walk(func):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -21,7 +22,7 @@ def _eager_math(func: ast.AST) -> ast.AST | None:
 
 
 def _is_upcast(expr: ast.AST) -> bool:
-    for node in ast.walk(expr):
+    for node in _walk(expr):
         if isinstance(node, ast.Attribute) and node.attr == "float32":
             return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "float":
@@ -32,7 +33,7 @@ def _is_upcast(expr: ast.AST) -> bool:
 def _squared_upcast(func: ast.AST) -> bool | None:
     """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
     pow)."""
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pow":
             base = node.func.value
             if _is_upcast(base):
@@ -43,7 +44,7 @@ def _squared_upcast(func: ast.AST) -> bool | None:
                     and any(isinstance(t, ast.Name) and t.id == base.id for t in a.targets)
                     and a.lineno <= node.lineno
                     and _is_upcast(a.value)
-                    for a in ast.walk(func)
+                    for a in _walk(func)
                 )
             return False
     return None

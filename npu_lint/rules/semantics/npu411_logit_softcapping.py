@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, def_span, mentions_attr
 
@@ -11,7 +12,7 @@ from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, def_span, 
 def _tanh_runs(func: ast.AST) -> list[ast.stmt]:
     """Second tanh soft-capping statements of one straight-line statement list (the cap applied twice)."""
     out = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         for field in ("body", "orelse", "finalbody"):
             stmts = getattr(node, field, None)
             if not isinstance(stmts, list):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, direct_ce_calls, loss_calls
@@ -29,8 +30,8 @@ def _is_shift(node: ast.AST) -> bool:
 
 def _shifted_names(func: ast.AST) -> set[str]:
     out: set[str] = set()
-    for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and any(_is_shift(n) for n in ast.walk(node.value)):
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and any(_is_shift(n) for n in _walk(node.value)):
             out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return out
 
@@ -112,9 +113,9 @@ class LabelShift(LossRule):
                     "labels already shifted by hand are passed as `labels=` to a loss that shifts them again: "
                     "every target is one token late; pass them as `shift_labels=` or pass the raw labels",
                 )
-        if shifted or any(_is_shift(n) for n in ast.walk(func)):
+        if shifted or any(_is_shift(n) for n in _walk(func)):
             return
-        if not loss_calls(patched.upstream) or any("shift" in getattr(n, "id", "") for n in ast.walk(func)):
+        if not loss_calls(patched.upstream) or any("shift" in getattr(n, "id", "") for n in _walk(func)):
             return
         for call in direct_ce_calls(func):
             self.report(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import (
@@ -136,7 +137,7 @@ class LossReduction(LossRule):
                             "upstream loss receives: the loss is averaged per micro-batch",
                         )
         if any(forwards_kwargs(c) or any(kw.arg == _CARRIED for kw in c.keywords) for c in calls):
-            for node in ast.walk(func):
+            for node in _walk(func):
                 if _divides_by_count(node):
                     self.report(
                         node,
