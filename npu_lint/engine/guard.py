@@ -33,20 +33,16 @@ def _apply(text: str, edits: tuple[Edit, ...]) -> str | None:
     return "".join(out)
 
 
-def _may_import(text: str, fix: Fix) -> bool:
-    """Cheap pre-check: an edit whose text, or whose line in the file, mentions an import."""
-    if fix.creates:
+def _edit_may_import(text: str, edit: Edit) -> bool:
+    """Cheap pre-check: an edit whose text, or whose line in the file, mentions an import (only such edits can
+    add a ``veomni`` import: a statement, an ``add_import`` call, a post-import block line)."""
+    if not edit.content.strip():
+        return False  # a deletion adds no import
+    if any(m in edit.content for m in _MARKERS):
         return True
-    for edit in fix.edits:
-        if not edit.content.strip():
-            continue  # a deletion adds no import
-        if any(m in edit.content for m in _MARKERS):
-            return True
-        start = text.rfind("\n", 0, edit.start) + 1
-        end = text.find("\n", edit.end)
-        if "import" in text[start : end if end >= 0 else len(text)]:
-            return True
-    return False
+    start = text.rfind("\n", 0, edit.start) + 1
+    end = text.find("\n", edit.end)
+    return "import" in text[start : end if end >= 0 else len(text)]
 
 
 def import_problem(
@@ -55,31 +51,40 @@ def import_problem(
     tree: ast.Module | None,
     fix: Fix,
     project: Project,
-    _own: dict[str, set[tuple[str, str]]] | None = None,
+    _own: dict[object, set[tuple[str, str]]] | None = None,
 ) -> str | None:
     """Why ``fix`` would add an import the tree does not define (None when every added import resolves).
     ``_own`` holds the file's own ``veomni_imports`` once computed (``guard_fixes`` shares it between fixes)."""
     api = project.api
     added: set[tuple[str, str]] = set()
-    if fix.edits and _may_import(text, fix):
-        new = _apply(text, fix.edits)
-        if new is not None:
-            try:
-                new_tree = ast.parse(new)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                new_tree = None  # the engine drops fixes whose result does not parse
-            if new_tree is not None:
-                own = None if _own is None else _own.get("own")
-                if own is None:
-                    if tree is None:
-                        try:
-                            tree = ast.parse(text)
-                        except (SyntaxError, ValueError, RecursionError, MemoryError):
-                            tree = ast.Module(body=[], type_ignores=[])
-                    own = veomni_imports(tree, path)
-                    if _own is not None:
-                        _own["own"] = own
-                added |= veomni_imports(new_tree, path) - own
+    # only the edits that can add an import are applied and parsed; fixes that share them (the same import
+    # added by many findings of one file) share the answer, so the check stays linear in the fixes
+    relevant = frozenset(e for e in fix.edits if _edit_may_import(text, e))
+    memo = _own if _own is not None else {}
+    if relevant:
+        key = ("added", relevant)
+        if key in memo:
+            added |= memo[key]  # type: ignore[arg-type]
+        else:
+            found: set[tuple[str, str]] = set()
+            new = _apply(text, tuple(relevant))
+            if new is not None:
+                try:
+                    new_tree = ast.parse(new)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    new_tree = None  # the engine drops fixes whose result does not parse
+                if new_tree is not None:
+                    own = memo.get("own")
+                    if own is None:
+                        if tree is None:
+                            try:
+                                tree = ast.parse(text)
+                            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                                tree = ast.Module(body=[], type_ignores=[])
+                        own = memo["own"] = veomni_imports(tree, path)
+                    found = veomni_imports(new_tree, path) - own  # type: ignore[operator]
+            memo[key] = found  # type: ignore[index]
+            added |= found
     for create in fix.creates:
         try:
             added |= veomni_imports(ast.parse(create.content), create.path)
@@ -98,7 +103,7 @@ def guard_fixes(
     """``diags`` with every fix that would add an unresolvable import turned display-only (with the reason).
     Fixes shared by several findings are checked once."""
     checked: dict[int, Fix] = {}
-    own: dict[str, set[tuple[str, str]]] = {}  # the file's own veomni imports, computed once
+    own: dict[object, set[tuple[str, str]]] = {}  # the file's own veomni imports and answers, computed once
     out: list[Diagnostic] = []
     for diag in diags:
         fix = diag.fix
