@@ -661,6 +661,15 @@ def _block_after(lines: list[str], marker_line: int) -> tuple[int, int] | None:
     return start, end
 
 
+def _parse_at(text: str, offset: int) -> ast.Module | None:
+    """``_parse`` of a chunk whose first line is line ``offset + 1`` of its file (line numbers shifted after
+    parsing: padding the chunk with newlines made the parser read the whole file's length every time)."""
+    tree = _parse(text)
+    if tree is not None and offset:
+        ast.increment_lineno(tree, offset)
+    return tree
+
+
 def _section_nodes(gen: Generated, lines: list[str]) -> bool:
     """Parse only the patched sections' blocks (much cheaper than the whole file). False on any doubt."""
     for section in gen.sections:
@@ -678,7 +687,7 @@ def _section_nodes(gen: Generated, lines: list[str]) -> bool:
                 return False
             section.node = node
             continue
-        tree = _parse("\n" * start + "\n".join(lines[start:end]))
+        tree = _parse_at("\n".join(lines[start:end]), start)
         if tree is None or len(tree.body) != 1 or getattr(tree.body[0], "name", None) != section.target:
             return False
         section.node = tree.body[0]
@@ -710,10 +719,9 @@ def _patched_methods(lines: list[str], start: int, end: int, section: Section) -
                     break
                 last = stop
             stop += 1
-        chunk = "\n" * (first - 1) + "class _:\n" + "\n".join(lines[first : last + 1])
         if first == 0:
             return None
-        tree = _parse(chunk)
+        tree = _parse_at("class _:\n" + "\n".join(lines[first : last + 1]), first - 1)
         if tree is None or not isinstance(tree.body[0], ast.ClassDef) or len(tree.body[0].body) != 1:
             return None
         method = tree.body[0].body[0]
