@@ -21,13 +21,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> list[tuple[str, bool]]:
-    """(imported npu_lint module, only under `if TYPE_CHECKING`)."""
+def _imports(path: Path) -> list[str]:
+    """Every npu_lint module a file imports, `if TYPE_CHECKING:` blocks and function-local imports included."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            typing_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     package = _module_name(path).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
@@ -43,7 +39,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
             names = [base] + [f"{base}.{a.name}" for a in node.names]
         for name in names:
             if name == "npu_lint" or name.startswith("npu_lint."):
-                out.append((name, id(node) in typing_only))
+                out.append(name)
     return out
 
 
@@ -77,7 +73,7 @@ def test_imports_run_one_way() -> None:
     problems = []
     for path in sorted(PKG.rglob("*.py")):
         here = _layer(_module_name(path))
-        for target, typing_only in _imports(path):
+        for target in _imports(path):
             if not _importable(target):
                 continue  # `from pkg import name` also lists pkg.name: only modules count
             there = _layer(target)
@@ -86,8 +82,6 @@ def test_imports_run_one_way() -> None:
             elif here.startswith("rules."):
                 if there not in ALLOWED["rules"] and there != here:
                     problems.append(f"{path.relative_to(PKG)}: a rule imports {target}")
-            elif here == "fixers" and there == "rules" and typing_only:
-                continue  # the Context type, for annotations only
             elif here in ALLOWED and there not in ALLOWED[here]:
                 problems.append(f"{path.relative_to(PKG)} ({here}) imports {target} ({there})")
             elif here == "front" and there.startswith("rules."):

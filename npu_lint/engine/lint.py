@@ -153,7 +153,7 @@ def _build_deferred(ctx: Context, diags: list[Diagnostic]) -> list[Diagnostic]:
             from npu_lint.fixers import builder
 
             try:
-                built[fix.builder] = builder(fix.builder)(ctx)
+                built[fix.builder] = builder(fix.builder)(ctx.source, ctx.project)
             except Exception as exc:  # one failure policy: reported with the codes it serves, exit 2
                 raise InternalError(
                     f"internal error in {diag.code} fix ({fix.builder}): {type(exc).__name__}: {exc}"

@@ -1,7 +1,7 @@
 """Structural codemods (libcst), built by the engine when fixes are applied; rules never import them.
 
 A rule attaches ``Fix(deferred=True, builder=NAME)``; in fix mode the engine calls the builder registered here
-under NAME (imported lazily) with the file's ``Context`` and replaces the deferred fix with the built one.
+under NAME (imported lazily) with the file's ``SourceFile`` and ``Project`` and replaces the deferred fix with the built one.
 
 * :mod:`npu_lint.fixers.dispatch` - module-global dispatch -> instance-local handles owned by classes.
 * :mod:`npu_lint.fixers.npu_spec` - the NPU sibling patch spec (NPU501) and reuse of a copied GPU patch (NPU504).
@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-# builder name -> "module:function"; the function takes the file's Context and returns a Fix or None
+# builder name -> "module:function"; the function takes the file's SourceFile and Project, returns a Fix or None
 BUILDERS: dict[str, str] = {
     "dispatch-migration": "npu_lint.fixers.dispatch:build_migration_fix",
     # project rules (NPU501, NPU502, NPU504) ask for these through ProjectRule.fixer

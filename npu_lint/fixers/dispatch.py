@@ -53,7 +53,8 @@ from npu_lint.veomni.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP, slot_targe
 from npu_lint.veomni.profile import ApiProfile, Generation, builtin_profile, detect_profile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from npu_lint.rules.base import Context
+    from npu_lint.core.source import SourceFile
+    from npu_lint.veomni.project import Project
 
 __all__ = ["MigrationResult", "HandleSpec", "migrate_source", "build_migration_fix", "edits_between"]
 
@@ -2175,26 +2176,16 @@ def edits_between(old: str, new: str) -> tuple[Edit, ...]:
     return tuple(edits)
 
 
-def build_migration_fix(ctx: Context) -> Fix | None:
+def build_migration_fix(source: SourceFile, project: Project) -> Fix | None:
     """The dispatch-migration fix for a file (the same Fix for every NPU201/202/203 diagnostic in it); None on
     an OpSlot profile (no handle API to migrate to) and in generated files (the spec is fixed instead)."""
-    source = ctx.source
-    kind = getattr(source, "kind", None)
-    if getattr(kind, "generated", False):
+    if source.kind.generated:
         return None
-    project = getattr(ctx, "project", None)
-    api = getattr(project, "api", None) if project is not None else None
-    if api is None:
-        api = target_profile(None, getattr(project, "generation", None), getattr(project, "root", None))
+    api = project.api
     if api.generation == Generation.OP_SLOT:
         return None
-    pairs = None
-    if api.has_handle and not api.builtin:
-        try:
-            rows = getattr(project, "rows", None)
-            pairs = frozenset((r.op, r.variant) for r in rows) if rows else None
-        except Exception:  # noqa: BLE001 - a partial index must not stop the fix
-            pairs = None
+    rows = project.rows if api.has_handle and not api.builtin else None
+    pairs = frozenset((r.op, r.variant) for r in rows) if rows else None
     result = migrate_source(source.text, source.path, profile=api, pairs=pairs)
     if not result.changed:
         return None

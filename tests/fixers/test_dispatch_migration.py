@@ -91,7 +91,7 @@ def test_opslot_tree_build_fix_is_none() -> None:
 
     ctx = _ctx("module_rope_mlp")
     ctx.project.api = detect_profile(TREES / "op_slot_models")  # type: ignore[union-attr]
-    assert build_migration_fix(ctx) is None
+    assert build_migration_fix(ctx.source, ctx.project) is None
 
 
 def test_forced_target_api_on_opslot_tree_is_display_only() -> None:
@@ -168,7 +168,7 @@ def _ctx(name: str, path: str | None = None, generation: str | None = "veomniop"
 
 def test_build_migration_fix_edits_reproduce_the_migrated_text() -> None:
     ctx = _ctx("module_rope_mlp")
-    fix = build_migration_fix(ctx)
+    fix = build_migration_fix(ctx.source, ctx.project)
     assert fix is not None and fix.applicability is Applicability.SAFE
     text = ctx.source.text
     for edit in sorted(fix.edits, reverse=True):
@@ -180,11 +180,12 @@ def test_build_migration_fix_edits_reproduce_the_migrated_text() -> None:
 def test_build_migration_fix_skips_generated_files() -> None:
     ctx = _ctx("module_rope_mlp", path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py")
     ctx.source.kind.generated = True
-    assert build_migration_fix(ctx) is None
+    assert build_migration_fix(ctx.source, ctx.project) is None
 
 
 def test_build_migration_fix_display_carries_reason() -> None:
-    fix = build_migration_fix(_ctx("module_display_no_self"))
+    ctx = _ctx("module_display_no_self")
+    fix = build_migration_fix(ctx.source, ctx.project)
     assert fix is not None and fix.applicability is Applicability.DISPLAY
     assert "no `self`" in fix.reason
 
@@ -274,12 +275,12 @@ def test_project_generation_spelled_with_hyphen_and_registry_rows() -> None:
     from npu_lint.veomni.catalog import BUILTIN_ROWS
 
     ctx = _ctx("module_gemma_norm", generation="veomni-op")
-    fix = build_migration_fix(ctx)
+    fix = build_migration_fix(ctx.source, ctx.project)
     assert fix is not None and fix.applicability is Applicability.SAFE, fix and fix.reason
     # a VeomniOp tree whose registry lacks rms_norm/qwen3_5: display-only, with the reason
     ctx2 = _ctx("module_gemma_norm", generation="veomni-op")
     ctx2.project.rows = tuple(r for r in BUILTIN_ROWS if r.op != "rms_norm")  # type: ignore[union-attr]
-    fix2 = build_migration_fix(ctx2)
+    fix2 = build_migration_fix(ctx2.source, ctx2.project)
     assert fix2 is not None and fix2.applicability is Applicability.DISPLAY
     assert "rms_norm/qwen3_5" in fix2.reason
 

@@ -131,8 +131,8 @@ def fake_codemod(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Install a stand-in for npu_lint.fixers.dispatch (the codemod helper's module)."""
     calls: list[tuple[str, int]] = []
 
-    def build_migration_fix(ctx):  # noqa: ANN001, ANN202
-        calls.append((ctx.source.path, 1))
+    def build_migration_fix(source, project):  # noqa: ANN001, ANN202
+        calls.append((source.path, 1))
         return Fix("Migrate to VeomniOp", (Edit(0, 0, "# migrated\n"),), Applicability.UNSAFE, (), "test")
 
     module = types.ModuleType("npu_lint.fixers.dispatch")
@@ -182,7 +182,7 @@ def test_codemod_failure_is_an_internal_error_naming_the_rule(monkeypatch: pytes
 
     module = types.ModuleType("npu_lint.fixers.dispatch")
 
-    def broken(ctx):  # noqa: ANN001, ANN202
+    def broken(source, project):  # noqa: ANN001, ANN202
         raise RuntimeError("boom")
 
     module.build_migration_fix = broken  # type: ignore[attr-defined]
