@@ -388,7 +388,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if isinstance(adopted, int):
         return adopted
     diagnostics = adopted
-    if not getattr(project, "veomni_available", True) and not args.quiet:
+    if not project.veomni_available and not args.quiet:
         from npu_lint.veomni.patchgen import module_of
 
         if any(d.code.startswith("NPU1") and module_of(d.path) is None for d in diagnostics):

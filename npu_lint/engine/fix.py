@@ -222,7 +222,7 @@ def _fix_one(
     diags: list[Diagnostic],
     codes: list[str],
     settings: Settings,
-    project: object | None,
+    project: Project | None,
     unsafe: bool,
     write: bool,
     out: TreeFix,

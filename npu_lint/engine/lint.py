@@ -190,7 +190,7 @@ def lint_source(
 
 
 def build_deferred_fixes(
-    diagnostics: list[Diagnostic], codes: list[str], settings: Settings, project: object | None = None
+    diagnostics: list[Diagnostic], codes: list[str], settings: Settings, project: Project | None = None
 ) -> list[Diagnostic]:
     """``diagnostics`` with every deferred fix built (each file that has one is linted again in fix mode, once),
     so that outputs which show fixes (``--show-fixes``, JSON, ``--diff``'s proposals) carry the real fix:

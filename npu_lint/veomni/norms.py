@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from npu_lint.veomni.catalog import OpRow
+from npu_lint.veomni.project import Project
 from npu_lint.veomni.upstream import last_name, upstream_class_method
 
 __all__ = [
@@ -46,59 +48,38 @@ _OPSLOT_NAMES = {OFFSET: "qwen3_5", STANDARD: "standard", UNWEIGHTED: "unweighte
 _EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
 
 
-def _registered_tree_variants(project: object | None) -> list[str]:
-    """``rms_norm`` variants the tree itself registers (``register_op``/``register_kernel``/``KernelSpec``)."""
+def _rms_variants(rows: tuple[OpRow, ...]) -> list[str]:
     out: list[str] = []
-    for attr in ("registered", "slot_rows"):
-        for row in getattr(project, attr, ()) or ():
-            if row.op == "rms_norm" and row.variant not in out:
-                out.append(row.variant)
+    for row in rows:
+        if row.op == "rms_norm" and row.variant not in out:
+            out.append(row.variant)
     return out
 
 
-def _registered_variants(project: object | None) -> list[str]:
-    """``rms_norm`` variants of the project's registry rows (the tree's rows when it has any)."""
-    out: list[str] = []
-    for attr in ("registered", "slot_rows"):
-        for row in getattr(project, attr, ()) or ():
-            if row.op == "rms_norm" and row.variant not in out:
-                out.append(row.variant)
-    if out:
-        return out
-    rows_for = getattr(project, "rows_for", None)
-    if rows_for is not None:
-        for row in rows_for("rms_norm"):
-            if row.variant not in out:
-                out.append(row.variant)
-    return out
-
-
-def rms_variant_contract(project: object | None, variant: str | None) -> str | None:
+def rms_variant_contract(project: Project | None, variant: str | None) -> str | None:
     """The contract of ``rms_norm/<variant>``: "offset" | "standard" | "unweighted" | None (unknown)."""
     if variant is None:
         return None
     return _NAMES.get(variant)
 
 
-def variant_for_contract(project: object | None, contract: str, kind: str = "VeomniOp") -> str:
-    """The variant name the project's registry gives ``contract`` (an OpSlot handle: the slot name)."""
+def variant_for_contract(project: Project, contract: str, kind: str = "VeomniOp") -> str:
+    """The variant name the project's registry gives ``contract`` (an OpSlot handle: the slot name): the tree's
+    own registrations first, then the API profile's offset variant, then the project's rows (the catalog)."""
     if kind == "OpSlot":
-        slot_variants = [r.variant for r in getattr(project, "slot_rows", ()) or () if r.op == "rms_norm"]
-        for name in slot_variants:
+        for name in _rms_variants(project.slot_rows):
             if _NAMES.get(name) == contract:
                 return name
         return _OPSLOT_NAMES[contract]
-    for name in _registered_tree_variants(project):
+    for name in _rms_variants((*project.registered, *project.slot_rows)):
         if _NAMES.get(name) == contract:
             return name
     if contract == OFFSET:  # no tree rows: the project's API profile names it (veomni.profile)
-        named = getattr(getattr(project, "profile", None), "offset_rms_variant", None)
-        if isinstance(named, str) and named:
-            return named
-    for name in _registered_variants(project):
+        return project.api.offset_rms_variant
+    for name in _rms_variants(tuple(project.rows_for("rms_norm"))):
         if _NAMES.get(name) == contract:
             return name
-    return contract if contract != OFFSET else "qwen3_5"
+    return contract
 
 
 # -- what a class does ---------------------------------------------------------------------------------

@@ -156,9 +156,7 @@ class ModuleGlobalOpsConfigSlot(Rule):
         field = str_value(call_arg(call, 0, "field"))
         what = f'`OpsConfigSlot("{field}")`' if field else "`OpsConfigSlot(...)`"
         inside = " (in a post-import block)" if block is not None else ""
-        project = getattr(self.ctx, "project", None)
-        api = getattr(project, "api", None)
-        resolver = getattr(api, "resolver", None) or "the ops-config resolver"
+        resolver = self.ctx.project.api.resolver or "the ops-config resolver"
         message = (
             f"module-global kernel choice{inside}: {what} is bound once per process and shared by every model "
             f"instance; read it in the owning class's `__init__` (`{resolver}(...)`) and store it on `self`"

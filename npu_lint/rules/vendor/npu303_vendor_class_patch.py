@@ -104,8 +104,7 @@ class VendorClassPatch(Rule):
             if kernel and kernel.op
             else "a registry op"
         )
-        project = getattr(self.ctx, "project", None)
-        handle = getattr(getattr(project, "api", None), "handle", None) or "handle"
+        handle = self.ctx.project.api.handle
         dotted = f"{module}.{cls}" if cls else module
         self.report(
             node,
