@@ -13,7 +13,6 @@ from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context, collect_imports
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
 from npu_lint.veomni.profile import BUILTIN_PROFILES, ApiProfile, Generation
-from npu_lint.veomni.project import Project
 
 # -- recognisers ------------------------------------------------------------------------------------
 
@@ -33,11 +32,6 @@ HANDLE_CONSTRUCTORS = HANDLES | ROW_RESOLVERS
 GUARD_ATTRS = {"use_non_eager_impl", "use_eager_impl", "is_bound"}
 _CAST_METHODS = {"to", "float", "type_as", "type", "half", "bfloat16", "contiguous", "detach"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-
-
-def project_of(ctx: Context) -> Project:
-    """The file's project (``ctx.project``, never None); kept for callers."""
-    return ctx.project
 
 
 def call_name(node: ast.AST, ctx: Context | None = None) -> str | None:

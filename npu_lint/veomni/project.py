@@ -43,7 +43,6 @@ from npu_lint.veomni.registry import (
     kernel_spec_row,
     read_registry,
     read_registry_file,
-    register_row,
     requirement_kind,
 )
 
@@ -70,7 +69,6 @@ __all__ = [
     "load_project",
     "read_registry",
     "read_registry_file",
-    "register_op_row",
 ]
 
 
@@ -265,8 +263,6 @@ def _device_kind(device: str, entry: object) -> str:
 
 
 # -- static reading of the tree (the readers live in npu_lint.veomni; these names stay for callers) -------
-
-register_op_row = register_row  # older name: reads register_kernel calls too
 
 
 def _hardware_kind(node: ast.expr | None) -> str | None:

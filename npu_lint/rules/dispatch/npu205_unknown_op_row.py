@@ -17,7 +17,6 @@ from npu_lint.rules._handles import (
     impl_argument,
     npu_targeted,
     op_variant,
-    project_of,
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule
@@ -176,7 +175,7 @@ class UnknownOpRow(Rule):
         if raw_op is None or raw_variant is None:
             return
         op, variant = op_variant(node, "OpSlot")
-        project = project_of(self.ctx)
+        project = self.ctx.project
         op_rows = project.rows_for(op or "")
         if not op_rows or any(r.variant == variant for r in op_rows):
             return  # unknown ops are left alone: OpSlot-generation trees register more ops than the catalog

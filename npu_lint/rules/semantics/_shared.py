@@ -11,7 +11,6 @@ from npu_lint.rules._handles import (
     HandleTable,
     call_arg,
     owner_class,
-    project_of,
     spec_target,
     str_value,
 )
@@ -439,7 +438,7 @@ class _RmsNormCalls(Rule):
 
     def contract_of(self, handle: Handle) -> str | None:
         """The registry contract of an RMSNorm handle's variant ("offset" | "standard" | ...)."""
-        return rms_variant_contract(project_of(self.ctx), handle.raw_variant or handle.variant)
+        return rms_variant_contract(self.ctx.project, handle.raw_variant or handle.variant)
 
     def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
         """Direct vendor RMSNorm kernel calls (`torch_npu.npu_rms_norm(x, w, ...)`): (call, func, class, name)."""
@@ -461,7 +460,7 @@ class _RmsNormCalls(Rule):
         node = call_arg(handle.call, 1, "variant")
         if node is None or str_value(node) is None:
             return None
-        name = variant_for_contract(project_of(ctx), contract, handle.kind)
+        name = variant_for_contract(ctx.project, contract, handle.kind)
         new = f'"{name}"'
         if handle.block is not None:
             span = handle.block.offsets(ctx, node)

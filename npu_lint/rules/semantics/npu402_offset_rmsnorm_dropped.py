@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from npu_lint.core.diagnostics import Applicability
-from npu_lint.rules._handles import project_of
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
 from npu_lint.veomni.norms import variant_for_contract
@@ -234,7 +233,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 arg,  # type: ignore[arg-type]
                 f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
                 "passed to a `standard` RMSNorm handle: the offset is dropped; use the "
-                f"`{variant_for_contract(project_of(self.ctx), 'offset', handle.kind)}` variant",
+                f"`{variant_for_contract(self.ctx.project, 'offset', handle.kind)}` variant",
                 fix,
             )
 
