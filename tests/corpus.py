@@ -1,6 +1,10 @@
-"""The real corpora used by integration tests and benchmarks: the veomni==0.1.12 wheel from PyPI
-(downloaded once with ``pip download --no-deps``, cached outside the repository) and the installed
-transformers source.
+"""The real corpora used by integration tests and benchmarks: the shared VeOmni trees beside the project
+(``../shared/corpora/``: VeOmni's public ``main`` with its real patchgen, and the VeomniOp-era tree at 5d90dd16;
+CI has them read-only), the veomni==0.1.12 wheel from PyPI (downloaded once with ``pip download --no-deps``,
+cached outside the repository) and the installed transformers source.
+
+Shared trees: ``shared_tree(name)`` (read-only path; a missing corpus fails the test, never skips it) and
+``shared_tree_copy(name, dest)`` (a writable copy).
 
 Tests call ``veomni_wheel_root()``, which skips with a reason when the package index is unreachable;
 benchmarks call ``fetch_veomni()``, which raises ``CorpusUnavailable``.
@@ -67,4 +71,23 @@ def veomni_wheel_root() -> Path:
 def veomni_models_copy(dest: Path) -> Path:
     """A writable copy of the wheel's tree (``dest/veomni``). Returns ``dest``."""
     shutil.copytree(veomni_wheel_root() / "veomni", dest / "veomni")
+    return dest
+
+
+SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+VEOMNI_MAIN = "veomni-main"  # OpSlot generation, veomni/models/, with patchgen-pkg/, Makefile, tests/models/
+VEOMNI_OP = "veomni-op-5d90dd16"  # VeomniOp generation, veomni/models_kernel/ (partial, see MANIFEST.txt)
+
+
+def shared_tree(name: str) -> Path:
+    """A shared corpus tree (read-only). Raises when it is missing: CI always has ``../shared/corpora``."""
+    root = SHARED_CORPORA / name
+    if not (root / "veomni").is_dir():
+        raise CorpusUnavailable(f"no shared corpus {name!r} at {root} (expected ../shared/corpora beside the project)")
+    return root
+
+
+def shared_tree_copy(name: str, dest: Path) -> Path:
+    """A writable copy of a shared corpus tree at ``dest`` (created). Returns ``dest``."""
+    shutil.copytree(shared_tree(name), dest, symlinks=True, dirs_exist_ok=True)
     return dest
