@@ -318,7 +318,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
-        fp = settings.fingerprint(codes) + project.fingerprint()
+        from npu_lint.core.astutil import transformers_dir, transformers_version
+
+        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC)
+        fp = (
+            settings.fingerprint(codes)
+            + project.fingerprint()
+            + f"|{transformers_dir()}|{transformers_version()}"
+        )
         cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
     project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)

@@ -5,30 +5,28 @@ The dispatch-migration codemod needs a few facts about the upstream modeling mod
 ``override_method("Cls.__init__")``), the ``__init__`` a class inherits when it has none, which methods call a
 module-level function (``apply_rotary_pos_emb``), and where a name used in a copied signature comes from.
 
-Modules are located on disk from ``importlib.util.find_spec("transformers")`` (which does not execute the
-package) and built with astroid without its inference-driven post-processing, so a build stays bounded (no
-cascade into other modules); names are resolved by following import statements by hand, one module at a time.
+Modules are located on disk by the one resolver, ``core.astutil.transformers_dir`` (``NPU_LINT_TRANSFORMERS_SRC``,
+else ``importlib.util.find_spec("transformers")``, which does not execute the package) and built with astroid
+without its inference-driven post-processing, so a build stays bounded (no cascade into other modules); names are resolved by following import statements by hand, one module at a time.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
-import importlib.util
 import os
 import textwrap
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import import_bindings, transformers_dir
+from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root
 
 __all__ = [
     "MethodSource",
     "InheritedInit",
     "transformers_root",
+    "use_transformers_root",
     "module_path",
     "build_module",
     "method_source",
@@ -39,39 +37,11 @@ __all__ = [
 ]
 
 
-_ROOT_OVERRIDE: list[str] = []
-
-
-@contextlib.contextmanager
-def use_transformers_root(path: str) -> Iterator[None]:
-    """Read ``transformers`` from ``path`` (a directory named like the package) inside the block (tests)."""
-    _ROOT_OVERRIDE.append(path)
-    try:
-        yield
-    finally:
-        _ROOT_OVERRIDE.pop()
-
-
 def transformers_root() -> str | None:
-    """Directory of the ``transformers`` package to read (``NPU_LINT_TRANSFORMERS_SRC`` overrides the
-    installed one)."""
-    if _ROOT_OVERRIDE:
-        return _ROOT_OVERRIDE[-1]
-    override = os.environ.get("NPU_LINT_TRANSFORMERS_SRC")
-    if override:
-        return override if os.path.isdir(override) else None
-    return _installed_root()
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_root() -> str | None:
-    try:
-        spec = importlib.util.find_spec("transformers")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return list(spec.submodule_search_locations)[0]
+    """Directory of the ``transformers`` package to read, as a string: :func:`npu_lint.core.astutil.transformers_dir`
+    (the one resolver: ``use_transformers_root``, ``NPU_LINT_TRANSFORMERS_SRC``, the installed package)."""
+    found = transformers_dir()
+    return str(found) if found is not None else None
 
 
 def module_path(modname: str) -> str | None:
@@ -369,11 +339,15 @@ def upstream_path(module: str) -> Path | None:
     return init if init.is_file() else None
 
 
-@functools.lru_cache(maxsize=64)
 def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
     path = upstream_path(module)
     if path is None:
         return None
+    return _parse_upstream(module, path)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_upstream(module: str, path: Path) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError, RecursionError):
@@ -393,9 +367,13 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
     return classes, imports
 
 
-@functools.lru_cache(maxsize=256)
 def upstream_zero_init(module: str, cls: str, attr: str = "weight", depth: int = 0) -> bool | None:
     """Whether upstream ``module.cls`` initialises ``self.<attr>`` to zeros (None: unknown)."""
+    return _zero_init(transformers_root(), module, cls, attr, depth)
+
+
+@functools.lru_cache(maxsize=256)
+def _zero_init(root: str | None, module: str, cls: str, attr: str, depth: int) -> bool | None:
     found = _upstream_module(module)
     if found is None or depth > 4:
         return None
