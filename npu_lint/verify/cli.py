@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_verify(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # the reader of stdout went away: npu_lint.cli.main exits quietly
     except Exception as exc:  # an npu-lint bug, not a model failure (those are reported by the checks)
         if args.verbose:
             import traceback
