@@ -60,10 +60,6 @@ class DummyForwardDtype(Rule):
         "Safe: `self.dtype` becomes `next(self.parameters()).dtype`, the dtype of the tower's first parameter "
         "(what `self.dtype` means on an unsharded full-precision model)."
     )
-    precision = (
-        "18/18 findings on veomni 0.1.12 are true positives of the contract (every `dummy_forward` reads `self.dtype`; 6 spec, 12 generated); recall 18/18 (an independent AST scan of the wheel finds the same 18 reads). "
-        "See bench/accuracy/semantics.md."
-    )
 
     node_types = (ast.Attribute,)
 

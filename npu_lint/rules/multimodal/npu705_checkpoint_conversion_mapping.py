@@ -97,10 +97,6 @@ class CheckpointConversionMapping(Rule):
         ),
     )
     fix_safety = "No fix: the mapping's regexes depend on the checkpoint's layout."
-    precision = (
-        "no false positive on the 25 patched `__init__`s of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 29/29. "
-        "See bench/accuracy/semantics.md."
-    )
 
     node_types = ()
 
