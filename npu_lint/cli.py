@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Every command; when the reader of stdout goes away (``npu-lint rule NPU702 | head``), exit quietly."""
     try:
         code = _main(argv)
-        sys.stdout.flush()  # a pending buffer meets the closed pipe here, not at interpreter exit
+        if sys.stdout is not None and not sys.stdout.closed:  # the server's transport closes it
+            sys.stdout.flush()  # a pending buffer meets the closed pipe here, not at interpreter exit
         return code
     except BrokenPipeError:
         _drop_stdout()
