@@ -26,9 +26,11 @@ QWEN3 = "transformers.models.qwen3.modeling_qwen3"
 )
 def test_mro_is_pythons(module: str, cls: str) -> None:
     """The statically read MRO is the runtime one, up to the first base the reader cannot follow."""
-    import importlib
-
-    runtime = [c.__name__ for c in getattr(importlib.import_module(module), cls).__mro__]
+    # Python's own answer, from a child process (this one must not import transformers: see test_semantics)
+    probe = f"import json, {module} as m; print(json.dumps([c.__name__ for c in m.{cls}.__mro__]))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    runtime = json.loads(proc.stdout.strip().splitlines()[-1])
     static = [e.name for e in upstream_mro(module, cls)]
     # a prefix of Python's order: it ends where a base the reader cannot follow hides its own bases
     assert len(static) >= 5 and static == runtime[: len(static)]
