@@ -117,7 +117,32 @@ def _normalise_argv(argv: list[str]) -> list[str]:
     return ["check", *argv]
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool its reader stopped reading
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every command; when the reader of stdout goes away (``npu-lint rule NPU702 | head``), exit quietly."""
+    try:
+        code = _main(argv)
+        if sys.stdout is not None and not sys.stdout.closed:  # the server's transport closes it
+            sys.stdout.flush()  # a pending buffer meets the closed pipe here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush does not report the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
     _exit_on_sigterm()
@@ -150,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # main exits quietly
     except SystemExit as exc:
         if exc.code == 143:  # SIGTERM: temporary files were removed on the way out
             return 143
@@ -318,7 +345,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
-        fp = settings.fingerprint(codes) + project.fingerprint()
+        from npu_lint.core.astutil import transformers_dir, transformers_version
+
+        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC)
+        fp = (
+            settings.fingerprint(codes)
+            + project.fingerprint()
+            + f"|{transformers_dir()}|{transformers_version()}"
+        )
         cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
     project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)

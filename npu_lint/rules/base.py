@@ -60,7 +60,8 @@ class RuleMeta:
     bad: ClassVar[tuple[Example, ...]] = ()
     good: ClassVar[tuple[Example, ...]] = ()
     fix_safety: ClassVar[str] = "No fix."
-    precision: ClassVar[str] = ""  # measured precision on real code, stated in the docs
+    # The measured precision on real code is not rule metadata: one source, npu_lint/rules/accuracy.json
+    # (written by bench/accuracy/figures.py from bench/accuracy/reviewed.json), read by npu_lint.docs.
     default_enabled: ClassVar[bool] = True  # low-confidence rules are off unless selected explicitly
     severity: ClassVar[str] = SEVERITY_WARNING
 

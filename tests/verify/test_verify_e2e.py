@@ -118,4 +118,4 @@ def test_markdown_report_to_file(wheel_tree, tmp_path):
     text = out.read_text()
     assert "| pin | pass |" in text and "| isolation | **FAIL** |" in text
     assert "what it means:" in text and "fix:" in text and "NPU201" in text
-    assert "Result: a check failed (exit 1)." in text
+    assert "Result: 1 of 2 checks passed, 1 failed (exit 1)." in text

@@ -124,7 +124,6 @@ class CudaCall(Rule):
         "`.to(device)`, unsafe: a CUDA device passed in still names CUDA. A new call in a default value or at "
         "module level (evaluated on import) makes the fix unsafe."
     )
-    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
     node_types = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:

@@ -206,7 +206,6 @@ class HardcodedCudaDevice(Rule):
         '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
-    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 6 of 6.'
     node_types = (
         ast.Call,
         ast.Attribute,

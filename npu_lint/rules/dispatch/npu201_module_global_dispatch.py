@@ -127,12 +127,6 @@ class ModuleGlobalDispatch(Rule):
         "module to per-instance VeomniOp handles, attached to the first finding of the file. In generated files "
         "it is display-only (fix the spec and regenerate)."
     )
-    precision = (
-        "veomni 0.1.12: 226 findings, all module-level OpSlot declarations (in specs, their post-import "
-        "blocks and generated files), matching an independent count of 226 (bench/count_opslots.py); "
-        "no false positives."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 10 of 10."
-    )
     node_types = (ast.Call, ast.Assign)
 
     def __init__(self, ctx: Context) -> None:

@@ -95,11 +95,6 @@ class HandleOutsideInit(Rule):
         "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), attached once per file; no separate "
         "fix is offered."
     )
-    precision = (
-        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
-        "pinned by tests."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 2 of 2."
-    )
     node_types = (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)
     leave_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 

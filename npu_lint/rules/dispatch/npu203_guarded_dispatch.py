@@ -89,12 +89,6 @@ class GuardedDispatch(Rule):
         "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), attached once per file: it replaces the "
         "guard and its eager copy by an unconditional handle call."
     )
-    precision = (
-        "veomni 0.1.12: 190 findings, all true positives (183 `use_non_eager_impl` guards, 2 `use_eager_impl` "
-        "guards, 5 `bound_kernel() or <fallback>`); transformers 5.9.0 models (Hugging Face's own "
-        "`_attn_implementation` switches): 0 findings."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
-    )
     node_types = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign)
 
     def __init__(self, ctx: Context) -> None:

@@ -91,11 +91,6 @@ class UnknownOpRow(Rule):
     fix_safety = (
         "No fix: the right row depends on what the op should do; the message lists the registered rows."
     )
-    precision = (
-        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
-        "pinned by tests."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 1 of 1."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:

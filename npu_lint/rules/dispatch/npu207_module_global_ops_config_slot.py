@@ -120,12 +120,6 @@ class ModuleGlobalOpsConfigSlot(Rule):
         "under `target-api = auto`. A slot no method of the file uses makes the fix display-only, with the "
         "reason."
     )
-    precision = (
-        "veomni 0.1.12: every finding is an `OpsConfigSlot(...)` declaration at module scope or in a "
-        "post-import block (deepseek_v4 and glm_moe_dsa specs and their generated files); the class definition "
-        "in veomni/ops/dispatch.py and calls inside functions are not reported. Precision 1.0 and recall 1.0 "
-        "against a grep of `OpsConfigSlot(` outside its own definition (tests/rules/test_npu207_npu303.py)."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:

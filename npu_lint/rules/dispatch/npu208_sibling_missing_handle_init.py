@@ -118,14 +118,6 @@ class SiblingMissingHandleInit(Rule):
         "OpSlot dispatch, the registrations are those its migration will add (the same function names). "
         "Display-only, with the reason, while the GPU spec cannot be migrated exactly."
     )
-    precision = (
-        "veomni 0.1.12 (every GPU spec still OpSlot-era): 6 findings, the re-registering NPU siblings of qwen3, "
-        "qwen3_vl, qwen3_moe, qwen3_5, deepseek_v3 and deepseek_v4, each of which re-registers a patch of a class "
-        "whose GPU migration adds an `__init__` override (checked by hand); the full-copy NPU specs (seed_oss, "
-        "glm_moe_dsa, ...) and specs that import nothing from their GPU sibling are not reported. After the "
-        "migration (tests/integration/test_codemod_patchgen.py) every handle the generated NPU modules call is "
-        "built. Precision 1.0 on these 6; recall not measured beyond the wheel (no other corpus has siblings)."
-    )
     node_types = (ast.Module,)
 
     @classmethod

@@ -129,10 +129,6 @@ class TextOnlyDummyForward(WrapperRule):
         ),
     )
     fix_safety = "No fix: the dummy input's shape is the tower's business."
-    precision = (
-        "no false positive on the 60 patched wrapper forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 54/54. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func

@@ -68,10 +68,6 @@ class MissingNpuSpec(ProjectRule):
         "spec replaces classes with GPU-only libraries (liger_kernel...): those are listed in the new file and "
         "need NPU replacements first."
     )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 7 findings (gemma3, gpt_oss, llama, qwen2, qwen2_5_omni, qwen2_5vl, "
-        "qwen2_vl: every GPU-only package), 7 true positives: 100%."
-    )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:

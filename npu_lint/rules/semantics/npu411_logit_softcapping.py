@@ -92,10 +92,6 @@ class LogitSoftcapping(LossRule):
         ),
     )
     fix_safety = "No fix: where the cap belongs depends on the loss path the patch chose."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 6/6. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         if not mentions_attr(patched.upstream, "final_logit_softcapping"):

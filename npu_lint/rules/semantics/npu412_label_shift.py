@@ -93,10 +93,6 @@ class LabelShift(LossRule):
         ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 50/50. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func

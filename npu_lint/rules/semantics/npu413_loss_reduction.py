@@ -108,10 +108,6 @@ class LossReduction(LossRule):
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
         "patched forward takes `**kwargs`."
     )
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 16/16. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func

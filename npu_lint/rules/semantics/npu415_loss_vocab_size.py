@@ -83,10 +83,6 @@ class LossVocabSize(LossRule):
         ),
     )
     fix_safety = "Safe: the argument becomes the expression the upstream forward passes (`self.config.text_config.vocab_size`)."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 21/21. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         expected = None

@@ -137,11 +137,6 @@ class VendorKernelImport(Rule):
         "its side effect (`import torch_npu` registers the `npu` device; `veomni.utils.device` does that for "
         "model code). A used import has no fix: migrate its calls (NPU302) first."
     )
-    precision = (
-        "51/51 on veomni 0.1.12's model packages (16 generated, 16 spec, 19 plain files; one debatable: a "
-        "device-registration `import torch_npu` in a captioning helper); bench/accuracy/vendor.md"
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 9 of 9."
-    )
     node_types = (ast.Import, ast.ImportFrom, ast.Call)
 
     def __init__(self, ctx: Context) -> None:

@@ -125,11 +125,6 @@ class VendorKernelCall(Rule):
         "the reason (another kernel's arguments do not map 1:1 onto its op, a patch spec needs "
         '`override_method("Cls.__init__")`, a function outside a class has no `__init__`).'
     )
-    precision = (
-        "54/54 on veomni 0.1.12's model packages (24 generated, 12 spec, 18 plain files); "
-        "bench/accuracy/vendor.md"
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 10 of 10."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:

@@ -75,11 +75,6 @@ class VendorClassPatch(Rule):
         "whose formula is not the standard one. The example has no tree to migrate into (no upstream "
         "`ToyRMSNorm`), so its fix is display-only."
     )
-    precision = (
-        "veomni 0.1.12: 2 findings (seed_oss: Liger RMSNorm and SwiGLU MLP), the only `create_patch_from_external` "
-        "calls naming a vendor module; precision 1.0, recall 1.0 against a grep of the call "
-        "(tests/rules/test_npu207_npu303.py)."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:
