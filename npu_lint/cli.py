@@ -591,7 +591,7 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
         raise UsageError(f"npu-lint: standard input: {exc}") from None
     src = SourceFile.from_text(args.stdin_filename, text, encoding)
     if args.fix or args.diff:
-        outcome = fix_source(src, codes, settings, project, unsafe=args.unsafe_fixes)
+        outcome = fix_source(src, codes, settings, project, unsafe=args.unsafe_fixes, format=True)
         if args.diff:
             sys.stdout.write(_diff(text, outcome.text, args.stdin_filename))
             return EXIT_FINDINGS if outcome.text != text and not args.exit_zero else EXIT_CLEAN
