@@ -361,6 +361,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
         errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
+        args.edited_specs = sorted(
+            path for path, old, _new in tree_fix.changes if old and path.endswith("_patch_gen_config.py")
+        )
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
             _emit(diff_text, args.output_file if fmt == "text" else None)
@@ -536,7 +539,7 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
                 lines.append(f"    {n} × {code}")
     for path in created:
         lines.append(f"Created {path}")
-    lines.extend(_next_steps(created))
+    lines.extend(_next_steps(created, getattr(args, "edited_specs", [])))
     for line in dropped:
         lines.append(line)
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
@@ -569,14 +572,20 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
     return "\n".join(lines) + "\n"
 
 
-def _next_steps(created: list[str]) -> list[str]:
-    """After a new NPU spec is created: the patchgen command that generates its module (not run by npu-lint)."""
+def _next_steps(created: list[str], edited: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+    """After a spec was created or edited: the tree's own patchgen command that regenerates its generated
+    module (npu-lint never runs it, and never edits generated/)."""
     from npu_lint.veomni import patchgen
 
     out = []
-    for path in created:
-        if path.endswith(patchgen.NPU_SPEC_SUFFIX):
-            out.append(f"Next: run `{patchgen.regen_command(path)}` to generate the module it describes.")
+    for path in [*created, *edited]:
+        if not path.endswith("_patch_gen_config.py"):
+            continue
+        command, where, make = patchgen.tree_regen_command(path)
+        what = "generate the module it describes" if path in created else "regenerate its generated module"
+        place = f" from {where}" if where else ""
+        also = " (`make patchgen` regenerates every spec)" if make else ""
+        out.append(f"Next: run `{command}`{place} to {what} ({os.path.basename(path)}){also}")
     return out
 
 
