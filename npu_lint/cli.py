@@ -231,6 +231,43 @@ NO_VEOMNI_NOTE = (
     "note: no veomni package found (none in the tree, none installed): fixes that import VeOmni's device "
     "helpers are not offered"
 )
+OUTSIDE_VEOMNI_NOTE = (
+    "note: {n} file{s} outside any VeOmni tree (no `veomni/` package at or above {where}): their device fixes "
+    "use torch's own `torch.accelerator.current_accelerator()` (torch >= 2.6), never a veomni import"
+)
+
+
+def _resolution_notes(project, diagnostics, args, changed=()) -> None:  # noqa: ANN001
+    """Which VeOmni tree the run resolved, said once on stderr: the tree's root and generation when fixes are
+    applied or shown, else the files outside any tree whose device findings get torch.accelerator fixes."""
+    from npu_lint.veomni.patchgen import module_of
+
+    device = [d for d in diagnostics if d.code.startswith("NPU1")]
+    outside = sorted(
+        {
+            path
+            for path in [*(d.path for d in device), *changed]
+            if module_of(path) is None and (project.root is None or not _is_under(path, project.root))
+        }
+    )
+    fixing = args.fix or args.diff or args.show_fixes
+    if project.root is not None and fixing and (diagnostics or changed):
+        generation = project.generation.value if project.generation is not None else "unknown generation"
+        print(
+            f"note: VeOmni tree resolved: {project.root} ({generation}); fixes import its own helpers",
+            file=sys.stderr,
+        )
+    if outside:
+        where = os.path.dirname(outside[0]) or "."
+        n = len(outside)
+        print(OUTSIDE_VEOMNI_NOTE.format(n=n, s="" if n == 1 else "s", where=where), file=sys.stderr)
+    elif not project.veomni_available and any(module_of(d.path) is None for d in device):
+        print(NO_VEOMNI_NOTE, file=sys.stderr)
+
+
+def _is_under(path: str, root: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _known_codes() -> dict[str, bool]:
@@ -361,6 +398,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
         errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
+        args.changed_paths = [path for path, _old, _new in tree_fix.changes]
         args.edited_specs = sorted(
             path for path, old, _new in tree_fix.changes if old and path.endswith("_patch_gen_config.py")
         )
@@ -369,6 +407,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             _emit(diff_text, args.output_file if fmt == "text" else None)
             from npu_lint.engine import build_deferred_fixes
 
+            if not args.quiet:
+                _resolution_notes(project, diagnostics, args, changed=[p for p, _o, _n in tree_fix.changes])
             _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
                 print(f"error: {line}", file=sys.stderr)
@@ -391,11 +431,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if isinstance(adopted, int):
         return adopted
     diagnostics = adopted
-    if not project.veomni_available and not args.quiet:
-        from npu_lint.veomni.patchgen import module_of
-
-        if any(d.code.startswith("NPU1") and module_of(d.path) is None for d in diagnostics):
-            print(NO_VEOMNI_NOTE, file=sys.stderr)
+    if not args.quiet:
+        _resolution_notes(project, diagnostics, args, getattr(args, "changed_paths", ()))
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)

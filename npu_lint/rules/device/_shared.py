@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from npu_lint.core.astutil import walk, walk_pairs
@@ -120,6 +121,33 @@ def _is_nccl(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "nccl"
 
 
+# Outside any VeOmni tree (a user's training script, a pre-commit hook's isolated environment): torch's own
+# accelerator API (torch >= 2.6). ``current_accelerator()`` is None on a CPU-only host, hence the fallbacks:
+# a device where a device is expected, its type where a string was.
+ACCELERATOR = "torch.accelerator.current_accelerator()"
+ACCELERATOR_DEVICE = f'{ACCELERATOR} or "cpu"'
+ACCELERATOR_TYPE = f'({ACCELERATOR} or torch.device("cpu")).type'
+ACCELERATOR_NOTE = "torch >= 2.6; `cpu` on a host without an accelerator"
+
+
+def outside_veomni(ctx: Context) -> bool:
+    """The file is outside any VeOmni tree: not in a ``veomni`` package, not under the project's root (the
+    directory holding ``veomni/``, where a script beside the package imports it). Its fixes never import
+    ``veomni`` (whatever the linting environment has installed: the fix must not depend on it)."""
+    if patchgen.module_of(ctx.source.path) is not None:
+        return False
+    root = ctx.project.root
+    if root is None:
+        return True
+    path, base = os.path.realpath(ctx.source.path), os.path.realpath(root)
+    return not (path == base or path.startswith(base.rstrip(os.sep) + os.sep))
+
+
+def accelerator_available(ctx: Context) -> bool:
+    """``torch.accelerator`` is reachable here: outside VeOmni, with ``torch`` bound to the torch module."""
+    return outside_veomni(ctx) and ctx.runtime_imports.get("torch") == "torch"
+
+
 def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     """Edits that make VeOmni's device helper ``name`` callable here; None when the name is taken.
 
@@ -135,6 +163,9 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
+    if outside_veomni(ctx):
+        # no VeOmni tree around this file: its fixes use torch's accelerator API, never a veomni import
+        return None
     if not ctx.project.veomni_available and patchgen.module_of(ctx.source.path) is None:
         # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
         return None

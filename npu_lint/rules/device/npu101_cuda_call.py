@@ -6,7 +6,16 @@ import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Example, Rule, make_fix
-from npu_lint.rules.device._shared import _root_name, device_source, helper_edits, in_cuda_dispatch
+from npu_lint.rules.device._shared import (
+    ACCELERATOR_DEVICE,
+    ACCELERATOR_NOTE,
+    _root_name,
+    accelerator_available,
+    device_source,
+    helper_edits,
+    in_cuda_dispatch,
+    outside_veomni,
+)
 
 
 class CudaCall(Rule):
@@ -159,7 +168,7 @@ class CudaCall(Rule):
             index = requested.value if isinstance(requested, ast.Constant) else None
             if isinstance(index, int) and not isinstance(index, bool):
                 source = f'f"{{get_device_type()}}:{index}"'
-                helper = helper_edits(ctx, "get_device_type")
+                helper = None if outside_veomni(ctx) else helper_edits(ctx, "get_device_type")
                 if helper is None:
                     self._report_no_fix(node, func)
                     return
@@ -174,7 +183,9 @@ class CudaCall(Rule):
         else:
             avoid = _root_name(receiver)
             source = device_source(ctx, avoid=avoid)
-            if source is None:
+            if source is None and accelerator_available(ctx):
+                source = ACCELERATOR_DEVICE  # outside VeOmni: torch's own accelerator, no import
+            elif source is None:
                 source = "get_device_type()"
                 helper = helper_edits(ctx, "get_device_type")
                 if helper is None:
@@ -189,7 +200,10 @@ class CudaCall(Rule):
         start = ctx.source.node_range(receiver)[1]
         end = ctx.source.node_range(node)[1]
         edits.append(Edit(start, end, f".to({', '.join(args)})"))
-        fix = make_fix(f"Replace `.cuda()` with `.to({source})`", edits, applicability, reason)
+        title = f"Replace `.cuda()` with `.to({source})`"
+        if source == ACCELERATOR_DEVICE:
+            title += f" ({ACCELERATOR_NOTE})"
+        fix = make_fix(title, edits, applicability, reason)
         self.report(
             self._where(node, func), f"`.cuda()` hard-codes the CUDA backend; use `.to({source})`", fix
         )
@@ -202,7 +216,9 @@ class CudaCall(Rule):
         return (line, col, end_line, src.char_col(end_line, node.end_col_offset or 0))
 
     def _report_no_fix(self, node: ast.Call, func: ast.Attribute) -> None:
-        self.report(
-            self._where(node, func),
-            "`.cuda()` hard-codes the CUDA backend; use `.to(get_device_type())` (veomni.utils.device)",
+        suggestion = (
+            f"`.to({ACCELERATOR_DEVICE})` ({ACCELERATOR_NOTE})"
+            if outside_veomni(self.ctx)
+            else "`.to(get_device_type())` (veomni.utils.device)"
         )
+        self.report(self._where(node, func), f"`.cuda()` hard-codes the CUDA backend; use {suggestion}")

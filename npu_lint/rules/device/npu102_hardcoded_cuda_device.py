@@ -11,6 +11,8 @@ from npu_lint.rules.device._shared import (
     _DEVICE_FIRST_ARG,
     _EXACT_HELPERS,
     _MIRRORED,
+    ACCELERATOR_NOTE,
+    ACCELERATOR_TYPE,
     CPU_HOST_REASON,
     CPU_NAMESPACE,
     LEGACY_TENSOR_TYPES,
@@ -22,10 +24,12 @@ from npu_lint.rules.device._shared import (
     _is_requirement_stmt,
     _names_kernel,
     _target_name,
+    accelerator_available,
     cuda_gate_on_npu_path,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
+    outside_veomni,
 )
 
 
@@ -259,6 +263,15 @@ class HardcodedCudaDevice(Rule):
             assert value is not None
             helper = "get_device_type"
             match = _CUDA_INDEXED.fullmatch(value)
+            if outside_veomni(ctx) and not match:
+                # outside VeOmni: torch's accelerator type (a string for a string), no import
+                text = ACCELERATOR_TYPE
+                message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` ({ACCELERATOR_NOTE})'
+                fix = None
+                if accelerator_available(ctx):
+                    fix = make_fix(f"Replace with `{text}` ({ACCELERATOR_NOTE})", [ctx.replace(node, text)])
+                self.report(node, message, fix)
+                return
             text = f'f"{{get_device_type()}}:{match.group(1)}"' if match else "get_device_type()"
             message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` (veomni.utils.device)'
         edits = helper_edits(ctx, helper)
@@ -324,10 +337,15 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(default))
         value = self.ctx.source.segment(default)
-        helper = "get_dist_comm_backend()" if _is_nccl(default) else "get_device_type()"
+        if _is_nccl(default):
+            helper = "`get_dist_comm_backend()` (veomni.utils.device)"
+        elif outside_veomni(self.ctx):
+            helper = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
+        else:
+            helper = "`get_device_type()` (veomni.utils.device)"
         self.report(
             default,
-            f"`{value}` ({what}) names the CUDA backend; take `{helper}` (veomni.utils.device) in the body, "
+            f"`{value}` ({what}) names the CUDA backend; take {helper} in the body, "
             f"not in the default (evaluated once, at import)",
             fix,
         )
@@ -338,8 +356,13 @@ class HardcodedCudaDevice(Rule):
         ctx = self.ctx
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not func.body:
             return None
+        helper: str | None
         if _is_nccl(default):
             helper, value = "get_dist_comm_backend", "get_dist_comm_backend()"
+        elif outside_veomni(ctx):
+            if not accelerator_available(ctx) or _CUDA_INDEXED.fullmatch(_cuda_string(default) or ""):
+                return None
+            helper, value = None, ACCELERATOR_TYPE
         else:
             helper = "get_device_type"
             match = _CUDA_INDEXED.fullmatch(_cuda_string(default) or "")
@@ -364,7 +387,7 @@ class HardcodedCudaDevice(Rule):
             return None  # ``def f(d="cuda"): return d`` or ``x = 1; y = 2``: no statement line of its own
         if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(func)):
             return None
-        edits = helper_edits(ctx, helper)
+        edits = helper_edits(ctx, helper) if helper is not None else []
         if edits is None:
             return None
         indent = line[: len(line) - len(line.lstrip())]
