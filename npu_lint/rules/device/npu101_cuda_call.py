@@ -131,7 +131,11 @@ class CudaCall(Rule):
         "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. The device the caller "
         'asks for is kept: `.cuda(1)` becomes `.to(f"{get_device_type()}:1")` (safe); `.cuda(device)` becomes '
         "`.to(device)`, unsafe: a CUDA device passed in still names CUDA. A new call in a default value or at "
-        "module level (evaluated on import) makes the fix unsafe."
+        "module level (evaluated on import) makes the fix unsafe. Outside any VeOmni tree (a training script, "
+        "a pre-commit hook's environment without veomni) the device is torch's own: "
+        '`.to(torch.accelerator.current_accelerator() or "cpu")` (torch >= 2.6; `current_accelerator()` is None '
+        'on a CPU-only host, hence `"cpu"`), never a veomni import; no fix there when `torch` is not imported '
+        "as `torch`."
     )
     precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
     node_types = (ast.Call,)

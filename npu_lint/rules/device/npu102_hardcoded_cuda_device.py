@@ -225,7 +225,10 @@ class HardcodedCudaDevice(Rule):
         "module-level expression call a helper at import time is unsafe; a call is never put into a default "
         'argument (ruff B008): `def f(device="cuda")` becomes `def f(device=None)` with `if device is None: '
         "device = get_device_type()` at the top of the body (unsafe: the signature changes; an annotation gets "
-        "`| None`). No fix for `.is_cuda` / "
+        "`| None`). Outside any VeOmni tree a `'cuda'` string becomes torch's own "
+        '`(torch.accelerator.current_accelerator() or torch.device("cpu")).type` (torch >= 2.6; a string for '
+        'a string), never a veomni import (no fix there for `"cuda:N"`, `"nccl"` or `torch.cuda.*`). '
+        "No fix for `.is_cuda` / "
         '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
