@@ -388,8 +388,6 @@ class HardcodedCudaDevice(Rule):
             or line[: src.char_col(first.lineno, first.col_offset)].strip()
         ):
             return None  # ``def f(d="cuda"): return d`` or ``x = 1; y = 2``: no statement line of its own
-        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(func)):
-            return None
         edits = helper_edits(ctx, helper) if helper is not None else []
         if edits is None:
             return None
