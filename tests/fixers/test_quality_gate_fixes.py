@@ -192,3 +192,25 @@ def test_creating_a_file_is_never_safe() -> None:
     fix = Fix("Create x.py", (), Applicability.SAFE, (CreateFile("x.py", ""),))
     assert fix.applicability is Applicability.UNSAFE and "never a safe fix" in fix.reason
     assert not fix.applies(unsafe=False) and fix.applies(unsafe=True)
+
+
+def test_default_in_body_despite_nested_nonlocal(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    path = root / "veomni" / "models" / "nested.py"
+    text = textwrap.dedent(
+        """\
+        def load(model, init_device="cuda"):
+            count = 0
+
+            def bump():
+                nonlocal count
+                count += 1
+
+            bump()
+            return model.to(init_device), count
+        """
+    )
+    outcome = fix_source(
+        SourceFile.from_text(str(path), text), ["NPU102"], Settings(), load_project([str(path)]), unsafe=True
+    )
+    assert "def load(model, init_device=None):\n    if init_device is None:\n" in outcome.text, outcome.text
