@@ -609,13 +609,13 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
     return "\n".join(lines) + "\n"
 
 
-def _next_steps(created: list[str], edited: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+def _next_steps(created: list[str], edited: list[str] | None = None) -> list[str]:
     """After a spec was created or edited: the tree's own patchgen command that regenerates its generated
     module (npu-lint never runs it, and never edits generated/)."""
     from npu_lint.veomni import patchgen
 
     out = []
-    for path in [*created, *edited]:
+    for path in [*created, *(edited or [])]:
         if not path.endswith("_patch_gen_config.py"):
             continue
         command, where, make = patchgen.tree_regen_command(path)
