@@ -3,7 +3,7 @@ with the tree's `[tool.ruff]`)? On a copy of ../shared/corpora/veomni-main: `npu
 `--fix --unsafe-fixes` over veomni/models; for every changed or created file, the ruff findings (per file and
 code) and the format check are compared with the unmodified copy.
 
-    python bench/fix_quality_gate.py [--keep DIR]
+    python bench/fix_quality_gate.py [--keep DIR] [--tree veomni-op-5d90dd16 --target veomni/models_kernel]
 
 Prints, per run, the changed/created files and the new findings. Exit 1 when any run added a finding.
 """
@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CORPUS = HERE.parent.parent / "shared" / "corpora" / "veomni-main"
+CORPORA = HERE.parent.parent / "shared" / "corpora"
 RUFF = str(Path(sys.executable).parent / "ruff")
 
 
@@ -61,17 +61,19 @@ def unformatted(root: Path, files: list[str]) -> set[str]:
     return out
 
 
-def run_fix(root: Path, unsafe: bool) -> subprocess.CompletedProcess[str]:
+def run_fix(root: Path, unsafe: bool, target: str = "veomni/models") -> subprocess.CompletedProcess[str]:
     args = ["--fix", "--unsafe-fixes"] if unsafe else ["--fix"]
     return subprocess.run(
-        [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--exit-zero", *args, "veomni/models"],
+        [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--exit-zero", *args, target],
         cwd=root, capture_output=True, text=True, timeout=1800, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
 
 
-def gate(root: Path, before: dict[str, bytes], unsafe: bool) -> dict[str, object]:
+def gate(
+    root: Path, before: dict[str, bytes], unsafe: bool, target: str = "veomni/models"
+) -> dict[str, object]:
     """Fix ``root`` in place and compare the changed files with ``before`` (their texts in the clean tree)."""
-    proc = run_fix(root, unsafe)
+    proc = run_fix(root, unsafe, target)
     after = snapshot(root)
     changed = sorted(p for p in after if before.get(p) != after[p])
     created = sorted(p for p in after if p not in before)
@@ -95,19 +97,21 @@ def gate(root: Path, before: dict[str, bytes], unsafe: bool) -> dict[str, object
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keep", type=Path)
+    parser.add_argument("--tree", default="veomni-main", help="a folder of ../shared/corpora")
+    parser.add_argument("--target", default="veomni/models", help="what npu-lint fixes, relative to the tree")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="npu-lint-gate-"))
     base.mkdir(parents=True, exist_ok=True)
     clean = base / "clean"
     if not clean.exists():
-        shutil.copytree(CORPUS, clean, symlinks=True)
+        shutil.copytree(CORPORA / args.tree, clean, symlinks=True)
     failed = False
     for unsafe in (False, True):
         work = base / ("unsafe" if unsafe else "safe")
         if work.exists():
             shutil.rmtree(work)
         shutil.copytree(clean, work, symlinks=True)
-        result = gate(work, snapshot(clean), unsafe)
+        result = gate(work, snapshot(clean), unsafe, args.target)
         label = "--fix --unsafe-fixes" if unsafe else "--fix"
         n_check = sum(result["new_ruff_check"].values())  # type: ignore[union-attr]
         n_fmt = len(result["new_ruff_format"])  # type: ignore[arg-type]
