@@ -155,3 +155,26 @@ def test_vendored_copy_and_script_beside_the_package(tmp_path: Path) -> None:
         or f"VeOmni tree resolved: {fork}" in res.stderr
     )
     assert "1 file outside any VeOmni tree" in res.stderr
+
+
+def test_no_accelerator_fix_when_the_project_pins_an_older_torch(tmp_path: Path) -> None:
+    """torch.accelerator needs torch >= 2.6: a project that pins an older torch gets no such fix."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\ndependencies = ["torch==2.4.1"]\n')
+    path = tmp_path / "train.py"
+    outcome = fix_source(
+        SourceFile.from_text(str(path), SCRIPT),
+        ["NPU101", "NPU102"],
+        Settings(),
+        load_project([str(path)]),
+        unsafe=True,
+    )
+    assert outcome.text == SCRIPT
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\ndependencies = ["torch>=2.6"]\n')
+    outcome = fix_source(
+        SourceFile.from_text(str(path), SCRIPT),
+        ["NPU101", "NPU102"],
+        Settings(),
+        load_project([str(path)]),
+        unsafe=True,
+    )
+    assert outcome.text == FIXED

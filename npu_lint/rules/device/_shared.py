@@ -144,8 +144,53 @@ def outside_veomni(ctx: Context) -> bool:
 
 
 def accelerator_available(ctx: Context) -> bool:
-    """``torch.accelerator`` is reachable here: outside VeOmni, with ``torch`` bound to the torch module."""
-    return outside_veomni(ctx) and ctx.runtime_imports.get("torch") == "torch"
+    """``torch.accelerator`` is reachable here: outside VeOmni, with ``torch`` bound to the torch module, and
+    the nearest ``pyproject.toml`` / ``requirements.txt`` does not pin torch below 2.6."""
+    if not outside_veomni(ctx) or ctx.runtime_imports.get("torch") != "torch":
+        return False
+    old = ctx.memo.get("torch-pinned-below-2.6")
+    if old is None:  # read once per file (never cached across runs: the project file may change)
+        old = ctx.memo["torch-pinned-below-2.6"] = torch_pinned_below(
+            os.path.dirname(os.path.abspath(ctx.source.path)), (2, 6)
+        )
+    return not old
+
+
+_TORCH_REQ = re.compile(r"""(?:^|["'\s])torch\s*((?:[<>=!~]=?\s*[\w.*+]+\s*,?\s*)+)""", re.M)
+
+
+def torch_pinned_below(directory: str, version: tuple[int, int]) -> bool:
+    """The nearest ``pyproject.toml`` or ``requirements.txt`` at or above ``directory`` pins ``torch`` to a
+    release below ``version`` (``torch==2.4.1``, ``torch<2.6``, ``torch<=2.5``); False when nothing says so."""
+    from npu_lint.core.safeio import read_regular
+
+    current = directory
+    while True:
+        found = False
+        for name in ("pyproject.toml", "requirements.txt"):
+            try:
+                text = read_regular(os.path.join(current, name))[0].decode("utf-8", "replace")
+            except OSError:
+                continue
+            found = True
+            for match in _TORCH_REQ.finditer(text):
+                for clause in match.group(1).split(","):
+                    clause = clause.strip()
+                    op = re.match(r"[<>=!~]=?", clause)
+                    numbers = re.findall(r"\d+", clause)
+                    if op is None or len(numbers) < 2:
+                        continue
+                    pinned = (int(numbers[0]), int(numbers[1]))
+                    if op.group() in ("==", "<=", "~=") and pinned < version:
+                        return True
+                    if op.group() == "<" and pinned <= version:
+                        return True
+        if found:
+            return False  # the nearest project directory decides
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
 
 
 def helper_edits(ctx: Context, name: str) -> list[Edit] | None:

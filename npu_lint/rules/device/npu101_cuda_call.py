@@ -135,7 +135,7 @@ class CudaCall(Rule):
         "a pre-commit hook's environment without veomni) the device is torch's own: "
         '`.to(torch.accelerator.current_accelerator() or "cpu")` (torch >= 2.6; `current_accelerator()` is None '
         'on a CPU-only host, hence `"cpu"`), never a veomni import; no fix there when `torch` is not imported '
-        "as `torch`."
+        "as `torch` or the nearest pyproject.toml / requirements.txt pins torch below 2.6."
     )
     precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
     node_types = (ast.Call,)
