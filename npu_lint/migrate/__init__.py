@@ -72,10 +72,10 @@ def migrate(
         ]
         run = Run(real_root, stage, packages, apply, python or default_python(), timeout, run_verify)
         original = run.tracked()
-        from npu_lint.migrate.testgen import test_path
+        from npu_lint.migrate.testgen import model_test_path
 
         for pkg in packages:  # the model tests are tracked from the start (they may exist already)
-            run.extra_files.add(test_path(stage, pkg))
+            run.extra_files.add(model_test_path(stage, pkg))
         original = run.tracked()
         actions = {
             "audit": step_audit,

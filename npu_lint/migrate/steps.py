@@ -383,10 +383,10 @@ def step_ruff(run: Run, result: StepResult, original: dict[str, bytes | None]) -
 
 
 def step_model_test(run: Run, result: StepResult) -> None:
-    from npu_lint.migrate.testgen import MARKER, render_test, test_path
+    from npu_lint.migrate.testgen import MARKER, model_test_path, render_test
 
     for pkg in run.packages:
-        rel = test_path(run.stage_root, pkg)
+        rel = model_test_path(run.stage_root, pkg)
         path = run.stage(rel)
         run.extra_files.add(rel)
         from npu_lint.fixers.npu_spec import format_with_ruff
@@ -416,7 +416,7 @@ VERIFY_CHECKS = ("pin", "checkpoint")
 
 
 def step_verify(run: Run, result: StepResult) -> None:
-    from npu_lint.migrate.testgen import test_path
+    from npu_lint.migrate.testgen import model_test_path
     from npu_lint.verify.model import NotAModel, load_model_package
     from npu_lint.verify.runner import MissingDependency, probe, run_check
 
@@ -445,7 +445,7 @@ def step_verify(run: Run, result: StepResult) -> None:
                     f" ({finding['fix']})" if finding.get("fix") else ""
                 )
                 (failed if res.status == "fail" else result.todo).append(line)
-        rel = test_path(run.stage_root, pkg)
+        rel = model_test_path(run.stage_root, pkg)
         proc = _python_child(run, ["-m", "pytest", "-q", "-p", "no:cacheprovider", rel], isolated=False)
         summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
         result.notes.append(f"{pkg.name}: pytest {rel}: {summary}")

@@ -19,7 +19,7 @@ MARKER = "Written by `npu-lint migrate`"
 _CLASS_ORDER = ("ForConditionalGeneration", "ForCausalLM", "Model")
 
 
-def test_path(root: Path, pkg: Package) -> str:
+def model_test_path(root: Path, pkg: Package) -> str:
     """``tests/models/test_<model>_npu.py`` when the tree has ``tests/models/``, else ``tests/test_<model>_npu.py``."""
     folder = "tests/models" if (root / "tests" / "models").is_dir() else "tests"
     return f"{folder}/test_{pkg.name}_npu.py"
@@ -150,6 +150,7 @@ def render_test(root: Path, pkg: Package) -> str:
         "HANDLE": api.handle,
         "HANDLE_MODULE": api.handle_module,
         "GENERATION": generation,
+        "DEPTH": str(model_test_path(root, pkg).count("/")),  # parents[DEPTH] of the test file is the root
     }
     text = _HEADER + _COMMON
     text += _VLM if vlm else _TEXT
@@ -183,7 +184,7 @@ from transformers import CONFIG_MAPPING
 from {{HANDLE_MODULE}} import {{HANDLE}}
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[{{DEPTH}}]
 PACKAGE = "{{PACKAGE}}"
 GPU_MODULE = "{{GPU_MODULE}}"
 NPU_MODULE = "{{NPU_MODULE}}"
@@ -244,32 +245,44 @@ def tiny_config():
     return config
 
 
-def eager_ops_config():
+def _optional(module, name):
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def eager_ops_config(**overrides):
     from veomni.arguments.arguments_types import OpsImplementationConfig
 
     fields = dataclasses.fields(OpsImplementationConfig)
-    return OpsImplementationConfig(**{f.name: "eager" for f in fields if f.name.endswith("_implementation")})
+    values = {f.name: "eager" for f in fields if f.name.endswith("_implementation")}
+    return OpsImplementationConfig(**{**values, **overrides})
+
+
+def install_ops(ops_config):
+    """The ops config as VeOmni's model builder installs it (loss mapping, global handles)."""
+    install = _optional("veomni.ops", "apply_ops_config") or _optional("veomni.ops.config", "set_ops_config")
+    install(ops_config)
 
 
 @pytest.fixture(autouse=True)
 def eager_ops():
-    """VeOmni's ops as its model builder installs them (loss mapping, handle bindings), all eager; then undone."""
+    """Every implementation eager for each test, then transformers' loss mapping restored."""
     from transformers.loss import loss_utils
 
-    from veomni.ops import apply_ops_config
-
     saved = dict(loss_utils.LOSS_MAPPING)
-    apply_ops_config(eager_ops_config())
+    install_ops(eager_ops_config())
     yield
     loss_utils.LOSS_MAPPING.clear()
     loss_utils.LOSS_MAPPING.update(saved)
 
 
 def build(module_name, config, seed=0):
-    from veomni.models.auto import _bind_veomni_ops
-
     module = importlib.import_module(module_name)
-    _bind_veomni_ops(module, eager_ops_config())
+    bind = _optional("veomni.models.auto", "_bind_veomni_ops")  # module-level handles (OpSlot trees)
+    if bind is not None:
+        bind(module, eager_ops_config())
     torch.manual_seed(seed)
     model = getattr(module, ARCHITECTURE)(config)
     return model.float().eval()
@@ -419,19 +432,23 @@ def test_two_models_keep_their_handles():
 _ISOLATION_HANDLES = '''
 
 def test_two_models_keep_their_handles():
-    """Two models built under different ops configs keep their own handles ({{HANDLE}} is instance-local)."""
-    config = tiny_config()
-    first, second = build(NPU_MODULE, config), build(NPU_MODULE, config)
+    """Model A built under eager ops, then model B under sdpa attention: A keeps its handles ({{HANDLE}} is
+    resolved per instance when the model is built)."""
 
     def handles(model):
         return {
-            (name, attr): value
+            (name, attr): (value.op, value.variant, getattr(value, "impl", None))
             for name, module in model.named_modules()
             for attr, value in vars(module).items()
             if isinstance(value, {{HANDLE}})
         }
 
-    mine, theirs = handles(first), handles(second)
-    assert mine and set(mine) == set(theirs)
-    assert all(mine[key] is not theirs[key] for key in mine), "a handle is shared between two models"
+    config = tiny_config()
+    install_ops(eager_ops_config())
+    first = build(NPU_MODULE, config)
+    before = handles(first)
+    install_ops(eager_ops_config(attn_implementation="sdpa"))
+    build(NPU_MODULE, config)
+    assert before, "the model holds no {{HANDLE}}"
+    assert handles(first) == before
 '''
