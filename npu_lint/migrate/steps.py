@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,10 +35,15 @@ def _codes(settings: object, want: Callable[[str], bool], force: tuple[str, ...]
 
 
 def _fix(
-    run: Run, result: StepResult, want: Callable[[str], bool], unsafe: bool, force: tuple[str, ...] = ()
+    run: Run,
+    result: StepResult,
+    want: Callable[[str], bool],
+    unsafe: bool,
+    force: tuple[str, ...] = (),
+    apply: bool = True,
 ):  # noqa: ANN202
     """Lint the packages' files with the step's codes and apply their fixes in the staging tree (``fix_tree``).
-    Returns the findings that remain."""
+    Returns the findings that remain (all of them when not ``apply``)."""
     from npu_lint.core.config import resolve_settings
     from npu_lint.core.discovery import discover
     from npu_lint.engine import fix_tree, lint_paths, project_diagnostics
@@ -58,6 +64,8 @@ def _fix(
             errors.append(res.error)
         diags.extend(res.diagnostics)
     diags.extend(project_diagnostics(project, found.files, codes, settings, fix_mode=True, errors=errors))
+    if not apply:
+        return diags
     tree_fix = fix_tree(diags, codes, settings, project, unsafe=unsafe, write=True)
     errors.extend(tree_fix.errors)
     if errors:
@@ -150,10 +158,14 @@ def step_dispatch(run: Run, result: StepResult) -> None:
     want = lambda c: c.startswith(_DISPATCH)  # noqa: E731
     if not api.has_handle or api.resolver is None:  # OpSlot: module globals bound at build time
         result.status = "skipped"
+        found = Counter(
+            d.code for d in _fix(run, result, want, unsafe=False, apply=False) if "/generated/" not in d.path
+        )
+        stay = ", ".join(f"{code} x{n}" for code, n in sorted(found.items()))
         result.notes.append(
             f"the tree has no instance-local handle API ({api.generation.value} generation, `{api.handle}` slots "
-            "bound at model-build time): the dispatch migration needs a VeomniOp/VeomniKernel tree; the other "
-            "steps are done"
+            "bound at model-build time): the dispatch migration needs a VeomniOp/VeomniKernel tree, so its "
+            f"findings stay ({stay or 'none'}); the other steps are done"
         )
         return
     remaining = _fix(run, result, want, unsafe=True)
@@ -462,8 +474,9 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("device", "Device fixes and certain semantic fixes (safe fixes of NPU1xx/NPU4xx/NPU6xx/NPU7xx)"),
     ("dispatch", "Dispatch migration to the tree's handle API (NPU2xx, NPU303)"),
     ("npu-spec", "NPU sibling spec: deepcopy of the GPU spec (NPU501, NPU504)"),
-    ("init", "`__init__` switch on IS_NPU_AVAILABLE and registration of every model type (NPU502, NPU503)"),
+    # patchgen before the switch: a failure never leaves an __init__ importing a module that does not exist
     ("patchgen", "The tree's patchgen, twice; the second run must change nothing"),
+    ("init", "`__init__` switch on IS_NPU_AVAILABLE and registration of every model type (NPU502, NPU503)"),
     ("model-test", "A focused model test in the style of the tree's tests/models/"),
     ("ruff", "The tree's ruff on the changed files"),
     ("verify", "verify (pin, checkpoint) and the generated model test, when the verify extra is installed"),

@@ -180,10 +180,10 @@ def test_failed_step_is_undone_and_stops_the_run(tmp_path: Path, monkeypatch: py
     assert result.failed is not None and result.failed.name == "patchgen"
     assert [r.name for r in result.run.results][-1] == "patchgen"  # the run stopped there
     after = _hashes(root)
-    # the tree is as it was before the failing step: the spec and the switch of the steps before it, nothing else
+    # the tree is as it was before the failing step: the spec of the step before it, nothing else (the
+    # `__init__` switch comes after patchgen, so it never imports a module that was not generated)
     changed = {k for k in set(after) | set(pristine) if after.get(k) != pristine.get(k)}
-    assert changed == {f"{MODELS}/qwen2/__init__.py", f"{MODELS}/qwen2/qwen2_npu_patch_gen_config.py"}
-    assert "if IS_NPU_AVAILABLE:" in (root / MODELS / "qwen2" / "__init__.py").read_text()
+    assert changed == {f"{MODELS}/qwen2/qwen2_npu_patch_gen_config.py"}
 
 
 def test_concurrent_edit_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
