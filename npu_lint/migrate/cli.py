@@ -58,6 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"npu-lint migrate: nothing written: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # an npu-lint bug: nothing was written (the staging copy is removed)
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"npu-lint migrate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     text = render_json(result) if args.format == "json" else render_markdown(result)
     if args.output_file:
         from npu_lint.engine.write import write_output
