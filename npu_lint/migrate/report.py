@@ -15,6 +15,8 @@ _STATUS = {
     "skipped": "skipped",
     "failed": "FAILED (undone)",
     "failed-check": "a check failed",
+    "read": "read (no edit)",
+    "passed": "passed",
 }
 
 

@@ -131,6 +131,7 @@ def step_audit(run: Run, result: StepResult) -> None:
                 f"{pkg.name}: {pin.get('note')} (NPU506): regenerate only with the pinned release"
             )
     result.data["audit"] = audits
+    result.status = "read"
 
 
 # -- fix steps ---------------------------------------------------------------------------------------------
@@ -467,6 +468,8 @@ def step_verify(run: Run, result: StepResult) -> None:
     if failed:
         result.todo.extend(failed)
         result.status = "failed-check"
+    else:
+        result.status = "passed"
 
 
 STEPS: tuple[tuple[str, str], ...] = (
