@@ -28,8 +28,7 @@ QUALITY_DIRS = ("tasks", "tests", "veomni", "docs")  # VeOmni's `make quality` d
 
 def _hashes(root: Path) -> dict[str, str]:
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+    for dirpath, _, filenames in os.walk(root):  # __pycache__ included: migrate never runs code in the tree
         for name in filenames:
             path = Path(dirpath) / name
             out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
