@@ -16,7 +16,7 @@ from pathlib import Path
 
 from npu_lint import __version__
 
-SUBCOMMANDS = ("check", "rule", "audit", "server", "verify")
+SUBCOMMANDS = ("check", "rule", "audit", "server", "verify", "migrate")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("-v", "--verbose", action="store_true")
     # listed for --help only: `verify` has its own parser (npu_lint.verify.cli), which `check` never imports
     sub.add_parser("verify", help="run a migrated model for real (see `npu-lint verify --help`)")
+    sub.add_parser(
+        "migrate", help="run the migration guide for model packages (see `npu-lint migrate --help`)"
+    )
     return parser
 
 
@@ -150,6 +153,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         from npu_lint.verify.cli import main as verify_main
 
         return verify_main(args_list[1:])
+    if args_list[:1] == ["migrate"]:
+        from npu_lint.migrate.cli import main as migrate_main
+
+        return migrate_main(args_list[1:])
     try:
         args = build_parser().parse_args(_normalise_argv(args_list))
         # `npu-lint WORD ...` where WORD is neither a subcommand nor a path: its error says so (see cmd_check)
