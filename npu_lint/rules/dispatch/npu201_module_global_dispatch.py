@@ -242,8 +242,8 @@ class ModuleGlobalDispatch(Rule):
         if configs:
             needs.append("reads each `OpsConfigSlot` field in `__init__` with the ops-config resolver")
         message = (
-            f"module-global dispatch in this file: {'; '.join(parts)}. This tree's generation ({api.handle}) has no "
-            f"instance-local handle API, so there is nothing to fix here until the tree moves to {targets}; there "
+            f"module-global dispatch in this file: {'; '.join(parts)}. This tree is of the {api.handle} generation, which "
+            f"has no instance-local handle API, so there is nothing to fix here until the tree moves to {targets}; there "
             f'a migration {_and(needs)} (`target-api = "veomni-op"` reports each one)'
         )
         self.report(self.items[0][0], message)
@@ -308,4 +308,4 @@ def _listing(items: list[str], limit: int = 6) -> str:
 
 
 def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", and " + items[-1]
