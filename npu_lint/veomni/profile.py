@@ -114,6 +114,11 @@ class ApiProfile:
         """Whether the tree (or, for a built-in profile, the generation) has this profile's handle."""
         return self.defines(self.handle_module, self.handle)
 
+    @property
+    def instance_local(self) -> bool:
+        """Whether the tree has an instance-local handle API (VeomniOp / VeomniKernel) to dispatch through."""
+        return self.generation is not Generation.OP_SLOT and self.has_handle
+
     def registers(self, op: str, variant: str | None = None) -> bool:
         """Whether the profile's registry (the tree's rows; a built-in profile's own table) has ``op`` (and
         ``variant``)."""

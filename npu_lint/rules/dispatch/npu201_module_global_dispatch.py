@@ -240,7 +240,7 @@ class ModuleGlobalDispatch(Rule):
         if guards:
             needs.append("calls it unconditionally in place of each guard and its eager copy")
         if configs:
-            needs.append("reads each `OpsConfigSlot` field in `__init__` with the ops-config resolver")
+            needs.append("reads each `OpsConfigSlot` field from the ops config in `__init__`")
         message = (
             f"module-global dispatch in this file: {'; '.join(parts)}. This tree is of the {api.handle} generation, which "
             f"has no instance-local handle API, so there is nothing to fix here until the tree moves to {targets}; there "
