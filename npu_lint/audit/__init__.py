@@ -347,7 +347,7 @@ def _lint(files: list[str], model_dir: Path) -> tuple[list[Any], dict[str, Any],
     return diags, rules, project, errors
 
 
-def _dependencies(files: list[Path], model_dir: Path) -> list[dict[str, Any]]:
+def _dependencies(files: list[Path], model_dir: Path, project: Project | None = None) -> list[dict[str, Any]]:
     """Vendor kernels, attention implementations and CUDA APIs named in the package, classified."""
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
 
@@ -396,6 +396,13 @@ def _dependencies(files: list[Path], model_dir: Path) -> list[dict[str, Any]]:
                         vendor_map.VEOMNI_KERNEL: "VeOmni kernel module: reach through the registry",
                     }[family]
                     repl = kernel.replacement()
+                    if repl and project is not None and project.root is not None and kernel.op:
+                        found_op = project.api.tree_op(kernel.op, kernel.variant)  # the tree's own names
+                        repl = (
+                            "/".join(p for p in found_op if p)
+                            if found_op
+                            else f"none: this tree registers no `{kernel.op}` op"
+                        )
                     add("vendor import", mod, label + (f" (registry op {repl})" if repl else ""), path, line)
                 if t is not tree:
                     continue
@@ -874,7 +881,7 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
             }
         )
 
-    deps = _dependencies(py_files, root)
+    deps = _dependencies(py_files, root, project)
 
     # -- out of scope -------------------------------------------------------------------------------------
     changed: list[dict[str, str]] | None = None

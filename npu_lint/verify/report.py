@@ -6,7 +6,13 @@ import json
 
 from npu_lint.verify.runner import CheckResult
 
-_MARK = {"pass": "pass", "fail": "**FAIL**", "skip": "skipped", "error": "cannot run"}
+_MARK = {
+    "pass": "pass",
+    "fail": "**FAIL**",
+    "skip": "skipped",
+    "error": "cannot run",
+    "not attainable": "not attainable on this generation",  # isolation on an OpSlot tree: not a failure
+}
 
 
 def exit_code(models: list[dict]) -> int:
@@ -60,5 +66,8 @@ def render_markdown(models: list[dict], version: str) -> str:
                 out.append("\n" + _fence(c.details))
     code = exit_code(models)
     summary = {0: "every check passed", 1: "a check failed", 2: "a check could not run"}[code]
+    unattainable = sum(c.status == "not attainable" for m in models for c in m["checks"])
+    if code == 0 and unattainable:
+        summary = f"no check failed; {unattainable} not attainable on this generation"
     out.append(f"\nResult: {summary} (exit {code}).\n")
     return "".join(out)

@@ -136,13 +136,15 @@ class ModuleGlobalOpsConfigSlot(Rule):
         what = f'`OpsConfigSlot("{field}")`' if field else "`OpsConfigSlot(...)`"
         inside = " (in a post-import block)" if block is not None else ""
         api = self.ctx.project.api
-        if api.resolver and api.resolver_module:
+        if api.resolver and api.resolver_module and api.defines(api.resolver_module, api.resolver):
             read = f'with `{api.resolver}("{field}")`' if field else f"with `{api.resolver}`"
             how = f"read it in the owning class's `__init__` {read} (`{api.resolver_module}`) and store it on `self`"
         else:
             how = (
                 "read it in the owning class's `__init__` and store it on `self` (this VeOmni tree defines no "
-                "ops-config resolver to read it with)"
+                "ops-config resolver to read it with"
+                + (f"; `{api.resolver}` is the {api.handle} generation's" if api.resolver else "")
+                + ")"
             )
         message = (
             f"module-global kernel choice{inside}: {what} is bound once per process and shared by every model "
