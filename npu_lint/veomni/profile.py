@@ -584,7 +584,7 @@ def detect_profile(
             f" (it is of the {detected.value if detected else 'unknown'} generation): findings name the "
             f"{base.handle} API, and fixes that would import it are not offered"
         )
-    elif generation is Generation.OP_SLOT and has_handle:
+    elif target_api == "auto" and generation is Generation.OP_SLOT and has_handle:
         notes.append(
             f"this VeOmni tree ({root}) is of the OpSlot generation, which has no instance-local handle API "
             "(VeomniOp / VeomniKernel): module-global dispatch is reported once per file (NPU201) and cannot be "

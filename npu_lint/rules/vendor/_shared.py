@@ -216,11 +216,28 @@ def _describe(
     api = project.api
     mapped = [(short, k) for short, k in entries if k.op]
     if mapped:
-        advice = []
+        through: list[str] = []  # "`short` -> what the tree calls"
+        other: list[str] = []  # ops the tree does not register: what it has instead
         for short, k in mapped:
-            text, _title = op_advice(project, k.op, k.variant, "call")
-            advice.append(f"`{short}`: {text}")
-        return "; ".join(dict.fromkeys(advice))
+            found = api.tree_op(k.op, k.variant)  # type: ignore[arg-type]
+            if found is not None and api.instance_local:
+                through.append(f"`{short}` -> `{'/'.join(p for p in found if p)}`")
+            elif found is not None and api.generation is Generation.OP_SLOT and found[1]:
+                field = api.config_field(found[0])
+                bound = f" (ops-config field `{field}`)" if field else ""
+                through.append(f'`{short}` -> `{api.handle}("{found[0]}", "{found[1]}")`{bound}')
+            else:
+                other.append(f"`{short}`: {op_advice(project, k.op, k.variant, 'call')[0]}")
+        parts = []
+        if through:
+            where = (
+                f"an instance-local `{api.handle}`"
+                if api.instance_local
+                else f"this tree's `{api.handle}` slots"
+            )
+            parts.append(f"{lead} {where}: {', '.join(through)}")
+        parts.extend(dict.fromkeys(other))
+        return "; ".join(parts)
     if all(k.name == "torch_npu" for _, k in entries):
         return (
             f"its kernels (`torch_npu.npu_*`) belong in the tree's registry ({register_advice(api)}; NPU302 "
