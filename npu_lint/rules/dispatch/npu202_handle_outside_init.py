@@ -31,6 +31,14 @@ class HandleOutsideInit(Rule):
         "`apply_rotary_pos_emb`, a loss helper), it pays a registry lookup per call, hides a configuration error "
         "until the first step, and cannot follow a per-model ops config. VeOmni's contract: handles are built "
         "in `__init__` and stored on `self`; `forward` only calls them."
+        " In a tree whose own sources document the handle as interned per (op, variant, impl) (read from the "
+        "handle class's docstring or its interning `__new__`; VeOmni's `VeomniOp` at 5d90dd16) a per-call "
+        "construction costs a dictionary lookup and returns the same handle, so it is reported only where it "
+        "can change behaviour: the op, variant or implementation comes from a value of the call (a parameter, or "
+        "a local computed from one), so calls may resolve different rows. A helper whose docstring says it is "
+        "interned or may be called in `forward` (`attention_op()` there) is not reported; a docstring that says "
+        "not to call it from `forward` makes every per-call construction a finding, citing it. Outside a tree "
+        "(no docstring to read) every per-call construction is reported."
     )
     bad = (
         Example(
@@ -98,8 +106,10 @@ class HandleOutsideInit(Rule):
         "fix is offered."
     )
     precision = (
-        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
-        "pinned by tests."
+        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings. VeOmni at "
+        "5d90dd16 (VeomniOp): 0 findings (16 before the tree's interning docstrings were read: RoPE handles and "
+        "`attention_op()` built per call with fixed arguments, harmless there); the cases that can change "
+        "behaviour are pinned by tests/integration/test_corpus_truth.py."
         " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 2 of 2."
     )
     node_types = (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)

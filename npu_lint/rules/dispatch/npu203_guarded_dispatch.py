@@ -19,6 +19,8 @@ class GuardedDispatch(Rule):
         "apart, and a kernel that fails to bind silently runs eager. A VeomniOp handle is called "
         "unconditionally: the registry's `eager` row is the fallback, and an impossible selection fails loudly at "
         "construction."
+        ' On an OpSlot-generation tree under `target-api = "auto"` the guards are the generation\'s design: '
+        'they are listed in NPU201\'s one finding per file instead (`target-api = "veomni-op"` reports each).'
     )
     bad = (
         Example(
@@ -83,7 +85,7 @@ class GuardedDispatch(Rule):
         "guard and its eager copy by an unconditional handle call."
     )
     precision = (
-        "veomni 0.1.12: 190 findings, all true positives (183 `use_non_eager_impl` guards, 2 `use_eager_impl` "
+        "veomni 0.1.12 with target-api = veomni-op (under auto NPU201 lists them): 190 findings, all true positives (183 `use_non_eager_impl` guards, 2 `use_eager_impl` "
         "guards, 5 `bound_kernel() or <fallback>`); transformers 5.9.0 models (Hugging Face's own "
         "`_attn_implementation` switches): 0 findings."
         " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."

@@ -22,7 +22,9 @@ class ModuleGlobalOpsConfigSlot(Rule):
         "class reads it in `__init__` with the profile's resolver (`resolve_op_impl` / `resolve_kernel_impl`) "
         "and stores it on `self`. VeOmni's maintainers went further for glm_moe_dsa (dedicated `dsa_indexer` "
         "/ `dsa_attention` handles); the migration keeps the model's own branches and makes the choice "
-        "instance-local, which is exact."
+        "instance-local, which is exact. The message names the tree's resolver, or says the tree has none."
+        ' On an OpSlot-generation tree under `target-api = "auto"` the slots are listed in NPU201\'s one finding '
+        'per file instead (`target-api = "veomni-op"` reports each).'
     )
     bad = (
         Example(
@@ -113,7 +115,7 @@ class ModuleGlobalOpsConfigSlot(Rule):
         "reason."
     )
     precision = (
-        "veomni 0.1.12: every finding is an `OpsConfigSlot(...)` declaration at module scope or in a "
+        "veomni 0.1.12 with target-api = veomni-op (under auto NPU201 lists them): every finding is an `OpsConfigSlot(...)` declaration at module scope or in a "
         "post-import block (deepseek_v4 and glm_moe_dsa specs and their generated files); the class definition "
         "in veomni/ops/dispatch.py and calls inside functions are not reported. Precision 1.0 and recall 1.0 "
         "against a grep of `OpsConfigSlot(` outside its own definition (tests/rules/test_npu207_npu303.py)."

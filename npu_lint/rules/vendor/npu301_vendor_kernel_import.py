@@ -41,6 +41,11 @@ class VendorKernelImport(Rule):
         "`add_post_import_block(...)` put the import into the generated file, and are reported too."
         ' Dynamic imports with a literal name count too: `importlib.import_module("torch_npu")`, '
         "`import_module(...)`, `__import__(...)`."
+        " The advice is in the linted tree's own names and dispatch API (read from its registry and ops "
+        "config): on a handle tree the registry op and its handle; on an OpSlot-generation tree the slot "
+        '(`OpSlot("rotary_pos_emb", "full")`), its ops-config field and its registered rows; for an op '
+        "the tree does not register, what it has instead (attention through transformers' "
+        "`ALL_ATTENTION_FUNCTIONS`) or how to register one with the tree's registration function."
     )
     bad = (
         Example(

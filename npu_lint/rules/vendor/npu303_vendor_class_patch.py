@@ -24,6 +24,11 @@ class VendorClassPatch(Rule):
         "model's own class that call the op's handle; the registry then picks Liger, the NPU kernel or the "
         "eager formula per device. NPU301 reports the same call as a vendor import; this finding carries the "
         "migration."
+        " The advice is in the linted tree's own names and dispatch API (read from its registry and ops "
+        "config): on a handle tree the registry op and its handle; on an OpSlot-generation tree the slot "
+        '(`OpSlot("rotary_pos_emb", "full")`), its ops-config field and its registered rows; for an op '
+        "the tree does not register, what it has instead (attention through transformers' "
+        "`ALL_ATTENTION_FUNCTIONS`) or how to register one with the tree's registration function."
     )
     bad = (
         Example(
