@@ -1285,7 +1285,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     w("|---|---|---|---|---|---|---|")
     for o in report["ops"]:
         w(
-            f"| {o['op']} | {o['variant']} | {o['config_field'] or '-'} | {_cell(o['source'])} | "
+            f"| {o['op']} | {o['variant'] or '(none registered here)'} | {o['config_field'] or '-'} | {_cell(o['source'])} | "
             f"{', '.join(o['gpu']) or '-'} | {', '.join(o['npu']) or 'none'} | {_cell(o['action'])} |"
         )
     if not report["ops"]:
