@@ -170,7 +170,8 @@ def op_advice(project: Project, op: str | None, variant: str | None, lead: str =
                 f"Dispatch through this tree's {slot} slot",
             )
         return (
-            f"the tree registers `{name}`{registered}, but defines no `{api.handle}` to call it through",
+            f"{lead} the `{name}` op of the {api.handle} API once the tree has it (target-api names "
+            f"`{api.handle}`, which this tree does not define)",
             "",
         )
     if op is None:
