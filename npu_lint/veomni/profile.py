@@ -519,7 +519,7 @@ def read_config_fields(root: Path) -> tuple[tuple[str, ...], str | None, tuple[s
                 data = path.read_bytes()
             except OSError:
                 continue
-            has_config = _CONFIG_MARK.search(data) is not None
+            has_config = b"_implementation" in data and _CONFIG_MARK.search(data) is not None
             has_attention = _ATTENTION_MARK in data
             if not (has_config or has_attention):
                 continue
@@ -528,7 +528,8 @@ def read_config_fields(root: Path) -> tuple[tuple[str, ...], str | None, tuple[s
             except (SyntaxError, ValueError, RecursionError):
                 continue
             module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-            for node in ast.walk(tree):
+            nodes = ast.walk(tree) if has_attention else (n for n in tree.body if isinstance(n, ast.ClassDef))
+            for node in nodes:
                 if has_config and isinstance(node, ast.ClassDef):
                     fields = tuple(
                         s.target.id
