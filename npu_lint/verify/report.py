@@ -6,7 +6,13 @@ import json
 
 from npu_lint.verify.runner import CheckResult
 
-_MARK = {"pass": "pass", "fail": "**FAIL**", "skip": "skipped", "error": "cannot run"}
+_MARK = {
+    "pass": "pass",
+    "fail": "**FAIL**",
+    "skip": "skipped",
+    "error": "cannot run",
+    "not attainable": "not attainable on this generation",  # isolation on an OpSlot tree: not a failure
+}
 
 
 def exit_code(models: list[dict]) -> int:
@@ -20,7 +26,7 @@ def exit_code(models: list[dict]) -> int:
 
 def counts(models: list[dict]) -> dict[str, int]:
     """How many checks passed, failed, were skipped and could not run (``error``), over every model."""
-    out = {"pass": 0, "fail": 0, "skip": 0, "error": 0}
+    out = {"pass": 0, "fail": 0, "skip": 0, "error": 0, "not attainable": 0}
     for m in models:
         for c in m["checks"]:
             out[c.status] = out.get(c.status, 0) + 1
@@ -37,6 +43,8 @@ def summary(models: list[dict]) -> str:
     parts = [f"{n['pass']} of {total} checks passed"]
     if n["skip"]:
         parts.append(f"{n['skip']} skipped (not run: see each skipped check above)")
+    if n["not attainable"]:
+        parts.append(f"{n['not attainable']} not attainable on this generation (not a failure)")
     if n["fail"]:
         parts.append(f"{n['fail']} failed")
     if n["error"]:
