@@ -297,8 +297,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.engine import Cache, lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
+    _refuse_output_over_input(args, paths, found.files)
     errors = list(found.errors)
-    if found.temp_files:  # left by an npu-lint that was killed while writing
+    if found.temp_files and (args.fix or args.add_noqa):  # left by an npu-lint killed while writing; a
+        # read-only run deletes nothing (a user's file may match the pattern)
         from npu_lint.engine.write import remove_stale_temps
 
         remove_stale_temps(found.temp_files)
@@ -340,10 +342,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         found.files, codes, settings, project, cache, jobs=args.jobs, during=run_project_rules
     )
     diagnostics = []
+    args.digests = {}
+    args.settings_root = str(settings.root)
     for res in results:
         if res.error:
             errors.append(res.error)
         diagnostics.extend(res.diagnostics)
+        args.digests[res.path] = res.digest
     diagnostics.extend(project_diags)
     for note in cache.notes if cache is not None else []:
         print(f"npu-lint: note: {note}", file=sys.stderr)
@@ -415,6 +420,36 @@ def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
         sys.stderr.write(text)
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files: list[str]) -> None:
+    """``-o m.py m.py`` or ``--write-baseline m.py m.py`` would replace the source with a report: refused."""
+    for flag, target in (("--output-file", args.output_file), ("--write-baseline", args.write_baseline)):
+        if not target or not os.path.lexists(target):
+            continue
+        names = {os.path.basename(target), os.path.basename(os.path.realpath(target))}
+        candidates = [*named, *(p for p in files if os.path.basename(p) in names)]
+        if any(_same_file(target, p) for p in candidates if os.path.isfile(p)):
+            raise UsageError(
+                f"npu-lint: {flag} {_shown(target)} is one of the files to lint; refusing to replace it"
+            )
+        if flag == "--write-baseline" and target.endswith((".py", ".pyi")):
+            raise UsageError(
+                f"npu-lint: --write-baseline {_shown(target)} is a Python file; refusing to replace it"
+            )
+
+
+def _shown(text: str) -> str:
+    from npu_lint.core.diagnostics import display_path
+
+    return display_path(text)
+
+
 def _check_adoption_flags(args: argparse.Namespace) -> None:
     if args.add_noqa and (args.fix or args.diff):
         raise UsageError("npu-lint: --add-noqa cannot be combined with --fix or --diff")
@@ -436,10 +471,17 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
         return EXIT_ERROR if errors else EXIT_CLEAN
 
     if args.add_noqa:
-        result = add_noqa(d for d in diagnostics if d.code != "NPU001")
+        paths = args.paths or ["."]
+        roots = [args.settings_root, *paths]
+        result = add_noqa(
+            (d for d in diagnostics if d.code != "NPU001"),
+            digests=getattr(args, "digests", None),
+            roots=roots,
+        )
         for line in result.skipped:
             print(f"warning: no noqa added at {line}", file=sys.stderr)
-        if not args.quiet:
+        errors.extend(result.errors)  # one file that cannot be written is reported; the others were written
+        if not args.quiet:  # ruff's wording; counts only directives in files actually written
             print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
         return finish()
     if args.write_baseline:

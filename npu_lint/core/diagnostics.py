@@ -26,6 +26,24 @@ class Applicability(str, enum.Enum):
         return self.value
 
 
+_UNPRINTABLE: dict[int, str] = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
+    **{c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)},  # undecodable bytes (surrogateescape)
+    **{c: f"\\u{c:04x}" for c in (*range(0xD800, 0xDC80), *range(0xDD00, 0xE000))},  # other lone surrogates
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+    0x202E: "\\u202e",  # right-to-left override
+}
+
+
+def display_path(text: str) -> str:
+    """A file name (or any text from the file system) safe to print on a terminal: control characters (escape
+    sequences, newlines), bidirectional overrides and undecodable bytes shown as ``\\xNN`` / ``\\uNNNN``."""
+    if text.isprintable() and text.isascii():
+        return text
+    return text.translate(_UNPRINTABLE)
+
+
 def text_hash(text: str) -> str:
     """The content hash an edit's ``Fix.basis`` names: sha256 of the decoded text (UTF-8)."""
     import hashlib

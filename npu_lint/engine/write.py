@@ -20,7 +20,7 @@ import stat
 import time
 from pathlib import Path
 
-TEMP_PATTERN = re.compile(r"^\..*\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
+TEMP_PATTERN = re.compile(r"^\.(?P<stem>.*)\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
 _NAME_ROOM = 80  # characters of the target's name kept in a temporary name (NAME_MAX is 255 bytes)
 
 
@@ -163,6 +163,20 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _has_target(path: str, stem: str) -> bool:
+    """Whether the file a temporary name was made for exists beside it (``_temp_name`` keeps at most
+    ``_NAME_ROOM`` bytes of the name: a longer name only has to start with the stem)."""
+    directory = os.path.dirname(path) or "."
+    if os.path.lexists(os.path.join(directory, stem)):
+        return True
+    if len(stem.encode("utf-8", "surrogateescape")) < _NAME_ROOM - 4:
+        return False
+    try:
+        return any(n.startswith(stem) and not TEMP_PATTERN.match(n) for n in os.listdir(directory))
+    except OSError:
+        return False
+
+
 def remove_stale_temps(paths: list[str]) -> list[str]:
     """Remove npu-lint's own temporary files (``TEMP_PATTERN``) left by a process that is gone; returns them."""
     removed = []
@@ -173,7 +187,9 @@ def remove_stale_temps(paths: list[str]) -> list[str]:
         try:
             st = os.lstat(path)
             # the owner is gone, or the pid was reused long after (a write takes seconds, not a day)
-            gone = not _pid_alive(int(match.group(1))) or time.time() - st.st_mtime > 86400
+            gone = not _pid_alive(int(match.group(2))) or time.time() - st.st_mtime > 86400
+            if not _has_target(path, match.group("stem")):
+                continue  # not beside the file it would replace: not ours to delete
             if gone and stat.S_ISREG(st.st_mode):
                 os.unlink(path)
                 removed.append(path)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_lint.core.astutil import import_bindings, transformers_dir
+from npu_lint.core.safeio import read_regular, read_text
 
 __all__ = [
     "MethodSource",
@@ -92,9 +93,8 @@ def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | Non
     import astroid
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError:
+        text = read_text(path)
+    except (OSError, UnicodeDecodeError):
         return None
     try:
         try:
@@ -375,7 +375,7 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
     if path is None:
         return None
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = ast.parse(read_regular(path)[0], filename=str(path))
     except (OSError, SyntaxError, ValueError, RecursionError):
         return None
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
