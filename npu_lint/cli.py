@@ -251,6 +251,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor
     settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
+    _say_config(settings, args)
     if args.cache_dir is not None:
         from npu_lint.core.config import cache_dir_setting
 
@@ -307,7 +308,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not found.files:  # never a silent "All checks passed!" over nothing
         if errors:
             for line in errors:
-                print(f"error: {line}", file=sys.stderr)
+                print(f"error: {_shown(line)}", file=sys.stderr)
             return EXIT_ERROR
         if args.force_exclude and found.excluded and all(Path(p).is_file() for p in paths):
             if not args.quiet:  # pre-commit passing only excluded files: nothing to do
@@ -316,7 +317,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         where = f" by {settings.config_path}" if settings.config_path and found.excluded else ""
         excluded = f" ({found.excluded} excluded{where})" if found.excluded else ""
         links = f" ({found.symlinks} symbolic links not followed)" if found.symlinks else ""
-        raise UsageError(f"npu-lint: error: no Python files to lint in {', '.join(paths)}{excluded}{links}")
+        raise UsageError(
+            f"npu-lint: error: no Python files to lint in {_shown(', '.join(paths))}{excluded}{links}"
+        )
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
@@ -344,12 +347,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     diagnostics = []
     args.digests = {}
     args.settings_root = str(settings.root)
+    analysed = 0
     for res in results:
         if res.error:
             errors.append(res.error)
+        elif res.not_analysed:
+            print(f"npu-lint: warning: {_shown(res.not_analysed)}", file=sys.stderr)
+        else:
+            analysed += 1
         diagnostics.extend(res.diagnostics)
         args.digests[res.path] = res.digest
     diagnostics.extend(project_diags)
+    if not analysed and not errors:  # never "All checks passed!" over nothing (ruff warns; npu-lint exits 2)
+        raise UsageError(f"npu-lint: error: none of the {len(results)} files could be analysed")
     for note in cache.notes if cache is not None else []:
         print(f"npu-lint: note: {note}", file=sys.stderr)
     errors.extend(project_errors)
@@ -373,7 +383,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
             _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
-                print(f"error: {line}", file=sys.stderr)
+                print(f"error: {_shown(line)}", file=sys.stderr)
             if errors:
                 return EXIT_ERROR
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
@@ -400,12 +410,32 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(NO_VEOMNI_NOTE, file=sys.stderr)
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {_shown(line)}", file=sys.stderr)
     if errors:
         return EXIT_ERROR
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _say_config(settings, args: argparse.Namespace) -> None:  # noqa: ANN001
+    """Which configuration file applies: always with ``--verbose``; otherwise when it was found above the
+    working directory (an ancestor's ``npu-lint.toml`` must not apply silently)."""
+    if not settings.config_path or args.quiet:
+        return
+    config_dir = Path(settings.config_path).resolve().parent
+    cwd = Path.cwd().resolve()
+    above = config_dir != cwd and config_dir in cwd.parents
+    if above:  # quiet when the file belongs to the repository the working directory is in
+        between = [cwd, *(p for p in cwd.parents if config_dir in p.parents)]
+        outside_repo = any((d / ".git").exists() for d in between)
+        in_repo = any((d / ".git").exists() for d in (config_dir, *config_dir.parents))
+        above = outside_repo or not in_repo
+    if args.verbose or (above and not args.config):
+        where = " (found above the working directory)" if above and not args.config else ""
+        print(
+            f"npu-lint: note: using configuration {_shown(str(settings.config_path))}{where}", file=sys.stderr
+        )
 
 
 def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
@@ -467,7 +497,7 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
 
     def finish() -> int:
         for line in errors:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {_shown(line)}", file=sys.stderr)
         return EXIT_ERROR if errors else EXIT_CLEAN
 
     if args.add_noqa:
@@ -479,7 +509,7 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
             roots=roots,
         )
         for line in result.skipped:
-            print(f"warning: no noqa added at {line}", file=sys.stderr)
+            print(f"warning: no noqa added at {_shown(line)}", file=sys.stderr)
         errors.extend(result.errors)  # one file that cannot be written is reported; the others were written
         if not args.quiet:  # ruff's wording; counts only directives in files actually written
             print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
@@ -623,10 +653,14 @@ def _next_steps(created: list[str]) -> list[str]:
 
 
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
+    from npu_lint.core.safeio import read_stream
     from npu_lint.core.source import DecodeError, SourceFile, decode_source
     from npu_lint.engine import fix_source, lint_source
 
-    data = sys.stdin.buffer.read()
+    try:
+        data = read_stream(sys.stdin.buffer)  # bounded: `yes | npu-lint --stdin-filename m.py` must end
+    except OSError as exc:
+        raise UsageError(f"npu-lint: standard input: {exc.strerror or exc}") from None
     try:
         text, encoding = decode_source(data)
     except DecodeError as exc:

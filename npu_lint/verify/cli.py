@@ -8,9 +8,7 @@ Exit codes: 0 every check passed, 1 a check failed, 2 a check could not run (usa
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from npu_lint.verify.model import NotAModel, load_model_package
@@ -55,11 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _write(path: str, text: str) -> None:
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=str(target.parent.resolve()), prefix=f".{target.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
+    """``-o``: the writer ``check -o`` uses (atomic for a regular file; a device, FIFO or symlink is never
+    replaced)."""
+    from npu_lint.engine.write import write_output
+
+    write_output(path, text)
 
 
 def main(argv: list[str] | None = None) -> int:
