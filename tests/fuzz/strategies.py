@@ -103,6 +103,26 @@ def mutated_source(draw: st.DrawFn) -> str:
     text = (
         "import torch\n" + header + "\n\n" + "\n\n".join(b if b.endswith("\n") else b + "\n" for b in blocks)
     )
+    for _ in range(draw(st.integers(0, 3))):  # line-level damage: the result may not parse (fixes must cope)
+        lines = text.split("\n")
+        i = draw(st.integers(0, len(lines) - 1))
+        op = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "tab", "keep"]))
+        if op == "delete":
+            del lines[i]
+        elif op == "duplicate":
+            lines.insert(i, lines[i])
+        elif op == "swap":
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif op == "insert":
+            col = draw(st.integers(0, len(lines[i])))
+            piece = draw(
+                st.sampled_from(["(", ")", ":", "\\", "'", '"""', "\t", "é", " # noqa", ".cuda()", "\x0c"])
+            )
+            lines[i] = lines[i][:col] + piece + lines[i][col:]
+        elif op == "tab":
+            lines[i] = "\t" + lines[i]
+        text = "\n".join(lines)
     ending = draw(st.sampled_from(["\n", "\r\n", "\n", "mixed"]))
     if ending == "\r\n":
         text = text.replace("\n", "\r\n")

@@ -29,7 +29,7 @@ MODEL_DIR = "veomni/models/transformers/qwen2"
 def _context():  # noqa: ANN202
     root = shared_tree(TREE)
     settings = Settings(root=str(root))
-    codes = sorted(c for c, r in all_rules().items() if r.default_enabled)
+    codes = sorted(all_rules())  # --select ALL
     return root, settings, codes, load_project([str(root / MODEL_DIR)], settings)
 
 
