@@ -458,20 +458,24 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files: list[str]) -> None:
-    """``-o m.py m.py`` or ``--write-baseline m.py m.py`` would replace the source with a report: refused."""
+    """``-o m.py m.py`` or ``--write-baseline m.py m.py`` would replace the source with a report: refused, as is
+    any existing Python source or project file, the baseline and the configuration in use."""
+    from npu_lint.engine.write import output_refusal
+
     for flag, target in (("--output-file", args.output_file), ("--write-baseline", args.write_baseline)):
-        if not target or not os.path.lexists(target):
+        if not target:
             continue
         names = {os.path.basename(target), os.path.basename(os.path.realpath(target))}
-        candidates = [*named, *(p for p in files if os.path.basename(p) in names)]
-        if any(_same_file(target, p) for p in candidates if os.path.isfile(p)):
-            raise UsageError(
-                f"npu-lint: {flag} {_shown(target)} is one of the files to lint; refusing to replace it"
-            )
-        if flag == "--write-baseline" and target.endswith((".py", ".pyi")):
-            raise UsageError(
-                f"npu-lint: --write-baseline {_shown(target)} is a Python file; refusing to replace it"
-            )
+        protected = [
+            *named,
+            *(p for p in files if os.path.basename(p) in names),
+            args.baseline or "",
+            getattr(args, "config", None) or "",
+            *(["" if flag == "--write-baseline" else args.write_baseline or ""]),
+        ]
+        why = output_refusal(target, protected)
+        if why:
+            raise UsageError(f"npu-lint: {flag} {_shown(target)} {why}; refusing to replace it")
 
 
 def _shown(text: str) -> str:

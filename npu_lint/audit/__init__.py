@@ -1297,8 +1297,12 @@ def run_audit(args: argparse.Namespace) -> int:
         text = render_markdown(report)
     output = getattr(args, "output_file", None)
     if output:
-        from npu_lint.engine.write import write_output
+        from npu_lint.engine.write import output_refusal, write_output
 
+        why = output_refusal(output)
+        if why:
+            print(f"npu-lint audit: cannot write {output}: {why}; refusing to replace it", file=sys.stderr)
+            return EXIT_ERROR
         try:  # never replaces a device, FIFO or symlink
             write_output(output, text)
         except OSError as exc:

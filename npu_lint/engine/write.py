@@ -198,6 +198,39 @@ def remove_stale_temps(paths: list[str]) -> list[str]:
     return removed
 
 
+_PROTECTED_NAMES = ("pyproject.toml", "npu-lint.toml", "setup.cfg", "setup.py", ".gitignore", "__init__.py")
+
+
+def output_refusal(path: str, protected: list[str] | tuple[str, ...] = ()) -> str:
+    """Why a report must not be written to ``path`` ("" when it may): an existing Python source or project
+    file (``-o m.py`` is a slip that would replace the source with a report), or one of ``protected`` (the
+    files being linted, the baseline, the configuration in use), symlinks and hard links resolved."""
+    if not os.path.lexists(path):
+        return ""
+    name = os.path.basename(os.path.realpath(path))
+    if name.endswith((".py", ".pyi")) or name in _PROTECTED_NAMES:
+        return "is a source or project file"
+    try:
+        target = os.stat(path)
+    except OSError:
+        return ""
+    names = {os.path.basename(path), name}
+    for other in protected:
+        if (
+            not other
+            or os.path.basename(other) not in names
+            and os.path.basename(os.path.realpath(other)) not in names
+        ):
+            continue
+        try:
+            st = os.stat(other)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+            return "is one of the files this run reads"
+    return ""
+
+
 def write_output(path: str, text: str) -> None:
     """``-o FILE``: a regular file (or a new one) is written atomically; a device, FIFO or symlink is written
     in place, never replaced. Raises ``OSError`` (one-line ``strerror``) when that cannot be done."""

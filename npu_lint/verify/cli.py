@@ -55,8 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _write(path: str, text: str) -> None:
     """``-o``: the writer ``check -o`` uses (atomic for a regular file; a device, FIFO or symlink is never
     replaced)."""
-    from npu_lint.engine.write import write_output
+    import errno
 
+    from npu_lint.engine.write import output_refusal, write_output
+
+    why = output_refusal(path)
+    if why:
+        raise OSError(errno.EEXIST, f"{why}; refusing to replace it", path)
     write_output(path, text)
 
 

@@ -218,6 +218,30 @@ def test_output_over_an_input_is_refused(tmp_path: Path, flag: str) -> None:
     assert (tmp_path / "m.py").read_text() == BAD
 
 
+def test_output_over_the_baseline_config_or_a_source_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    (tmp_path / "other.py").write_text("x = 1\n")
+    (tmp_path / "npu-lint.toml").write_text("")
+    assert run("check", "--no-cache", "--write-baseline", "b.json", "m.py", cwd=tmp_path).returncode == 0
+    baseline = (tmp_path / "b.json").read_text()
+    for args in (
+        ("-o", "b.json", "--baseline", "b.json"),
+        ("-o", "npu-lint.toml"),
+        ("--write-baseline", "npu-lint.toml"),
+        ("-o", "other.py"),  # not linted, still a source
+    ):
+        res = run("check", "--no-cache", *args, "m.py", cwd=tmp_path)
+        _one_line_error(res)
+        assert "refusing to replace it" in res.stderr, args
+    assert (tmp_path / "b.json").read_text() == baseline and (tmp_path / "other.py").read_text() == "x = 1\n"
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES, tree)
+    spec = next((tree / WIDGET).glob("*_gpu_patch_gen_config.py"))
+    before = spec.read_text()
+    res = run("audit", str(WIDGET), "-o", str(spec), cwd=tree)
+    assert res.returncode == 2 and "refusing to replace it" in res.stderr and spec.read_text() == before
+
+
 def test_cache_dir_dot_never_hides_the_repository_from_git(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "m.py").write_text(BAD)
@@ -563,6 +587,12 @@ def test_verify_runner_reports_a_forged_verdict_as_a_failure(tmp_path: Path) -> 
 
 def test_verify_output_never_replaces_a_symlink_or_fifo(tmp_path: Path) -> None:
     from npu_lint.verify.cli import _write
+
+    source = tmp_path / "modeling.py"
+    source.write_text("x = 1\n")
+    with pytest.raises(OSError, match="refusing to replace it"):
+        _write(str(source), "report\n")
+    assert source.read_text() == "x = 1\n"
 
     real = tmp_path / "real.md"
     real.write_text("old")
