@@ -176,9 +176,10 @@ class Project:
         # isolated interpreter (-I: neither the working directory nor PYTHONPATH on sys.path): npu-lint's own
         # package first, then the tree; the key is read before the tree's code runs
         script = (
-            "import sys; sys.path[:0] = sys.argv[1:3]\n"
+            "import sys; sys.path.insert(0, sys.argv[1])\n"
             "from npu_lint.core.process import child_read_key, child_send\n"
             "key, _ = child_read_key()\n"
+            "sys.path.insert(1, sys.argv[2])\n"  # the tree, only now: a module of it cannot shadow hmac or json
             "import npu_lint.veomni.project as p\n"
             "child_send(key, p.live_rows_json())\n"
         )

@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import filecmp
+import hashlib
+import hmac
 import importlib
 import io
 import json
@@ -973,10 +975,9 @@ def _read_request() -> tuple[bytes, dict]:
 
 
 def _send(key: bytes, answer: dict) -> None:
-    """The verdict on the result pipe, authenticated with the key (``npu_lint.core.process._verify``)."""
-    import hashlib
-    import hmac
-
+    """The verdict on the result pipe, authenticated with the key (``npu_lint.core.process._verify``); hashlib
+    and hmac are imported at module level, before the tree is on ``sys.path`` (a tree's ``hmac.py`` would
+    otherwise receive the key)."""
     payload = json.dumps(answer, default=str)
     mac = hmac.new(key, payload.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
     data = memoryview(json.dumps({"payload": payload, "mac": mac}).encode())

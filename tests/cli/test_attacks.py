@@ -608,3 +608,15 @@ def test_verify_output_never_replaces_a_symlink_or_fifo(tmp_path: Path) -> None:
     _write(str(fifo), "report\n")
     reader.join(30)
     assert fifo.is_fifo() and got == [b"report\n"]
+
+
+def test_a_tree_module_cannot_shadow_what_authenticates_the_verdict(tmp_path: Path) -> None:
+    """--live-registry puts the tree on sys.path only after the key is read and hmac / json are imported: a
+    tree's `hmac.py` never sees the key."""
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES, tree)
+    marker = tmp_path / "leaked"
+    for name in ("hmac", "json", "hashlib"):
+        (tree / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    run("check", "--no-cache", "--live-registry", "veomni", cwd=tree)
+    assert not marker.exists()
