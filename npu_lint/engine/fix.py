@@ -50,6 +50,10 @@ def apply_edits(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
 def parses(text: str) -> bool:
     try:
         ast.parse(text)
+    except UnicodeEncodeError:  # a lone surrogate (an editor buffer): the parser reads it as U+FFFD
+        from npu_lint.engine.lint import without_surrogates
+
+        return parses(without_surrogates(SourceFile("", text)).text)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return False
     return True

@@ -10,10 +10,11 @@ import json
 import re
 import threading
 
-from hypothesis import event, given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from .strategies import FUZZ, mutated_source
+from .test_fix_fuzz import MODEL_DIR, _context
 
 # -- framing ----------------------------------------------------------------------------------------------------
 
@@ -212,3 +213,39 @@ def test_incremental_changes_match_the_lsp_rules(data: st.DataObject) -> None:
         s, e = _offset(expected, l1, c1), _offset(expected, l2, c2)
         expected = expected[:s] + new + expected[e:]
     assert workspace.get_text_document(uri).source == expected
+
+
+# -- the server's fix-all is the CLI's fix --------------------------------------------------------------------
+
+
+@settings(FUZZ, max_examples=max(8, FUZZ.max_examples // 3))
+@given(mutated_source(), st.booleans())
+def test_server_fix_all_equals_the_cli_fix(text: str, surrogate: bool) -> None:
+    """Found by this property: a lone surrogate anywhere in an editor buffer made every fix "not parse" (the
+    parser cannot encode it), so fix-all and quick fixes silently did nothing."""
+    from lsprotocol import types
+    from pygls.workspace import Workspace
+
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import fix_source
+    from npu_lint.lsp.server import create_server
+
+    root, _settings, _codes, _project = _context()
+    server = create_server()
+    server.protocol._workspace = Workspace(None, sync_kind=types.TextDocumentSyncKind.Incremental)
+    plain = text
+    if surrogate:
+        text = 's = "\udcff"\n' + text
+    path = root / MODEL_DIR / "fuzz_case.py"
+    result = server.lint(path.as_uri(), text, 1)
+    fixed, _creates = server.fix_all(result, True)
+    cli = fix_source(
+        SourceFile.from_text(str(path), text), result.codes, result.settings, result.project, True
+    )
+    assert fixed == cli.text
+    if surrogate:  # the surrogate changes nothing else: the same fixes as without it
+        without = fix_source(
+            SourceFile.from_text(str(path), plain), result.codes, result.settings, result.project, True
+        )
+        assert fixed == 's = "\udcff"\n' + without.text or fixed.endswith(without.text[-200:])
+        event(f"surrogate buffer fixed: {fixed != text}")
