@@ -123,9 +123,9 @@ def mutated_source(draw: st.DrawFn) -> str:
         elif op == "tab":
             lines[i] = "\t" + lines[i]
         text = "\n".join(lines)
-    ending = draw(st.sampled_from(["\n", "\r\n", "\n", "mixed"]))
-    if ending == "\r\n":
-        text = text.replace("\n", "\r\n")
+    ending = draw(st.sampled_from(["\n", "\r\n", "\n", "\r", "mixed"]))
+    if ending in ("\r\n", "\r"):
+        text = text.replace("\n", ending)
     elif ending == "mixed":
         lines = text.split("\n")
         flips = draw(st.lists(st.booleans(), min_size=len(lines), max_size=len(lines)))

@@ -10,7 +10,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import event, given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from npu_lint.core.config import Settings
@@ -63,6 +63,22 @@ def test_fixes_parse_are_idempotent_and_honour_noqa(text: str) -> None:
     # the newline style of a file with one style is kept
     if "\r\n" in text and not re.search(r"(?<!\r)\n", text):
         assert not re.search(r"(?<!\r)\n", first.text)
+
+
+@settings(FUZZ, max_examples=max(8, FUZZ.max_examples // 3))
+@given(mutated_source(), st.sampled_from(["\r\n", "\r"]))
+def test_the_fix_does_not_depend_on_the_newline_style(text: str, newline: str) -> None:
+    """LibCST's round-trip anchor, for fixes: the same file with CRLF or CR line endings gets the same fix."""
+    root, settings_, codes, project = _context()
+    path = str(root / MODEL_DIR / "fuzz_case.py")
+    lf = text.replace("\r\n", "\n").replace("\r", "\n")
+    other = lf.replace("\n", newline)
+    fixed_lf = fix_source(SourceFile.from_text(path, lf), codes, settings_, project, unsafe=True).text
+    fixed = fix_source(SourceFile.from_text(path, other), codes, settings_, project, unsafe=True).text
+    assert fixed.replace(newline, "\n") == fixed_lf
+    assert (
+        "\n" not in fixed.replace("\r\n", "") or newline == "\r\n" and "\n" not in fixed.replace("\r\n", "")
+    )
 
 
 @FUZZ
