@@ -272,7 +272,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
-        print(f"npu-lint: note: {note}", file=sys.stderr)
+        print(f"npu-lint: note: {_shown(note)}", file=sys.stderr)
     if not args.quiet and any(c.startswith(("NPU4", "NPU7")) for c in codes):
         from npu_lint.veomni.upstream import transformers_root
 
@@ -289,7 +289,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             project.load_live_registry()
         )  # imports the tree's veomni.ops, in a subprocess, only with this flag
         if note and not args.quiet:
-            print(f"npu-lint: {note}", file=sys.stderr)
+            print(f"npu-lint: {_shown(note)}", file=sys.stderr)
 
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
@@ -361,7 +361,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not analysed and not errors:  # never "All checks passed!" over nothing (ruff warns; npu-lint exits 2)
         raise UsageError(f"npu-lint: error: none of the {len(results)} files could be analysed")
     for note in cache.notes if cache is not None else []:
-        print(f"npu-lint: note: {note}", file=sys.stderr)
+        print(f"npu-lint: note: {_shown(note)}", file=sys.stderr)
     errors.extend(project_errors)
 
     fixed_counts: dict[str, Counter] = {}
@@ -447,7 +447,9 @@ def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
     ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
     text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
     if text:
-        sys.stderr.write(text)
+        from npu_lint.core.diagnostics import terminal_text
+
+        sys.stderr.write(terminal_text(text))
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -521,7 +523,7 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
     if args.write_baseline:
         n = write_baseline(args.write_baseline, diagnostics)
         if not args.quiet:
-            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {args.write_baseline}.")
+            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {_shown(args.write_baseline)}.")
         return finish()
     if args.baseline:
         try:
@@ -536,8 +538,8 @@ def _diff(old: str, new: str, path: str) -> str:
     lines = difflib.unified_diff(
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),
-        fromfile=f"a/{path.lstrip('/')}" if old else "/dev/null",
-        tofile=f"b/{path.lstrip('/')}",
+        fromfile=f"a/{_shown(path.lstrip('/'))}" if old else "/dev/null",
+        tofile=f"b/{_shown(path.lstrip('/'))}",
     )
     text = "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
@@ -595,6 +597,10 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
         body += _summary(diagnostics, args, fixed_counts, dropped, created)
     elif fmt in ("text", "concise") and args.quiet:
         body = body if diagnostics else ""
+    if fmt in ("text", "concise", "github"):  # names and notes from the tree never drive the terminal
+        from npu_lint.core.diagnostics import terminal_text
+
+        body = terminal_text(body)
     _emit(body, args.output_file)
 
 
@@ -607,14 +613,14 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
     if args.show_fixes and fixed_counts:
         lines.append(f"Fixed {n_fixed} error{'s' if n_fixed != 1 else ''}:")
         for path, counts in sorted(fixed_counts.items()):
-            lines.append(f"- {path}:")
+            lines.append(f"- {_shown(path)}:")
             for code, n in sorted(counts.items()):
                 lines.append(f"    {n} × {code}")
     for path in created:
-        lines.append(f"Created {path}")
-    lines.extend(_next_steps(created))
+        lines.append(f"Created {_shown(path)}")
+    lines.extend(_shown(line) for line in _next_steps(created))
     for line in dropped:
-        lines.append(line)
+        lines.append(_shown(line))
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
     hidden = sum(
         1

@@ -11,6 +11,7 @@ Positions inside a file are kept in two forms:
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,22 @@ def display_path(text: str) -> str:
     if text.isprintable() and text.isascii():
         return text
     return text.translate(_UNPRINTABLE)
+
+
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
+
+
+def terminal_text(text: str) -> str:
+    """A whole report for a terminal: every control character escaped (``display_path``) except line breaks,
+    tabs and the colour sequences npu-lint itself writes (SGR ``ESC[...m``)."""
+    if text.isascii() and text.isprintable():
+        return text
+    parts = _SGR.split(text)
+    for i in range(0, len(parts), 2):  # the odd parts are colour sequences
+        parts[i] = "\n".join(
+            "\t".join(display_path(x) for x in line.split("\t")) for line in parts[i].split("\n")
+        )
+    return "".join(parts)
 
 
 def text_hash(text: str) -> str:

@@ -379,6 +379,20 @@ def test_non_utf8_and_escape_file_names_in_every_format(tmp_path: Path, fmt: str
         assert json.loads(res.stdout)[0]["code"] == "NPU101"
 
 
+def test_escape_sequences_in_a_model_directory_never_reach_the_terminal(tmp_path: Path) -> None:
+    """A directory name appears in messages (NPU501), the created-file and next-step lines: all escaped."""
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES, tree)
+    (tree / WIDGET).rename(tree / WIDGET.parent / "w\x1b]0;owned\x07")
+    for args in (("check", "--no-cache", "."), ("check", "--no-cache", "--fix", "--unsafe-fixes", ".")):
+        for fmt in ("text", "concise", "github"):
+            res = run(*args, "--output-format", fmt, cwd=tree)
+            assert "\x1b" not in res.stdout + res.stderr and "\x07" not in res.stdout + res.stderr, (
+                args,
+                fmt,
+            )
+
+
 def test_lone_surrogate_in_an_editor_buffer_keeps_the_finding(tmp_path: Path) -> None:
     from npu_lint.core.source import SourceFile
     from npu_lint.engine import lint_source
