@@ -452,13 +452,6 @@ def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
         sys.stderr.write(terminal_text(text))
 
 
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
 def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files: list[str]) -> None:
     """``-o m.py m.py`` or ``--write-baseline m.py m.py`` would replace the source with a report: refused, as is
     any existing Python source or project file, the baseline and the configuration in use."""

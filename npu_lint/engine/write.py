@@ -5,8 +5,10 @@
   otherwise it raises ``ConcurrentChange`` and writes nothing (a concurrent save wins).
 * A symbolic link is written through (its target is replaced, the link stays); a file with several hard
   links is rewritten in place so every link keeps seeing it.
-* Temporary files are named ``.<name>.npu-lint-<pid>.<random>.tmp``: a run removes those whose process is
-  gone (``remove_stale_temps``), and a run stopped by SIGINT/SIGTERM removes its own.
+* Temporary files are named ``.<name>.npu-lint-<pid>.<random>.tmp``: a run that writes (``--fix``,
+  ``--add-noqa``) removes those whose process is gone and whose ``<name>`` is beside them
+  (``remove_stale_temps``; a read-only run deletes nothing), and a run stopped by SIGINT/SIGTERM removes its own.
+* ``output_refusal``: a report (``-o``, a baseline) never replaces a source, a project file or an input.
 * ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place.
 """
 
