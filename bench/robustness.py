@@ -1,6 +1,6 @@
 """Re-run the adversarial attacks of issues 15 and 22 and print their table (bench/accuracy/robustness.md).
 
-    .venv/bin/python bench/robustness.py [--measure]
+    .venv/bin/python bench/robustness.py [--measure] [--issue 22]
 
 Each attack is a test (tests/cli/test_reliability.py, tests/cli/test_attacks.py, tests/lsp/test_robustness.py,
 tests/rules/test_scaling.py, tests/fuzz/, tests/test_layout.py) run through pytest; the table says what the attack does, what npu-lint does
@@ -183,6 +183,7 @@ ATTACKS: list[tuple[str, str, str]] = [
 ]
 
 # -- issue 22: an independent adversary's attacks (the classes of that issue) and the fuzzer's findings ----------
+ISSUE_22 = len(ATTACKS)  # `--issue 22` runs only the rows below
 ATTACKS += [
     (
         "a FIFO as `--baseline`",
@@ -394,7 +395,8 @@ def main() -> int:
     failed = 0
     print("| attack | npu-lint now | result | s |")
     print("|---|---|---|---:|")
-    for attack, node, outcome in ATTACKS:
+    rows = ATTACKS[ISSUE_22:] if "--issue" in sys.argv and "22" in sys.argv else ATTACKS
+    for attack, node, outcome in rows:
         result, took = run_one(node)
         failed += result == "FAIL"
         print(f"| {attack} | {outcome} | {result} | {took:.1f} |", flush=True)

@@ -95,6 +95,26 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _exited_unreaped(pid: int, timeout: float) -> bool:
+    """Wait until the child exits, without reaping it (``WNOWAIT``); False on timeout."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if info is not None and info.si_pid == pid:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.1)
+
+
 def run_untrusted(
     argv: list[str],
     *,
@@ -144,16 +164,15 @@ def run_untrusted(
             proc.stdin.close()  # type: ignore[union-attr]
         except (BrokenPipeError, OSError):
             pass
-        timed_out = False
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = not _exited_unreaped(proc.pid, timeout)
         except BaseException:  # ^C / SIGTERM: nothing of the child survives npu-lint
             _kill_group(proc.pid)
             proc.wait()
             raise
-        _kill_group(proc.pid)  # on a timeout the child; in every case what it left running in its group
+        # on a timeout the child; in every case what it left running in its group. The child is not reaped yet
+        # (a zombie keeps its pid, hence the group id, from being reused): the kill cannot reach another group
+        _kill_group(proc.pid)
         proc.wait()
         for t in threads:
             t.join(timeout=10)
