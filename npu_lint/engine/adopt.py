@@ -157,7 +157,7 @@ def add_noqa(
             continue
         lines = _split_keepends(src.text)
         blocked = _uncommentable_lines(src.text, spec=src.kind.spec)
-        comment_lines = comments(src.text)
+        comment_lines = comments(src.text, spec=src.kind.spec)
         added = 0
         for line_no, codes in sorted(by_path[path].items()):
             if line_no < 1 or line_no > len(lines):

@@ -31,8 +31,10 @@ def _codes_in(text: str | None) -> set[str] | None:
     return {c.upper() for c in re.split(r"[\s,]+", text) if c}
 
 
-def comments(text: str) -> dict[int, str] | None:
-    """1-based line -> the text of the comment token on it (None when the text does not tokenize)."""
+def comments(text: str, spec: bool = False) -> dict[int, str] | None:
+    """1-based line -> the text of the comment token on it (None when the text does not tokenize). In a patch
+    ``spec``, the inner lines of a plain multi-line string are code patchgen copies into the generated file
+    (``add_post_import_block``): the comments of that code count too (``--add-noqa`` writes them there)."""
     import io
     import tokenize
 
@@ -41,8 +43,31 @@ def comments(text: str) -> dict[int, str] | None:
         for tok in tokenize.generate_tokens(io.StringIO(text, newline="").readline):
             if tok.type == tokenize.COMMENT:
                 out[tok.start[0]] = tok.string
+            elif spec and tok.type == tokenize.STRING and tok.end[0] - tok.start[0] > 1:
+                if not {"f", "b", "r"} & set(tok.string[:3].lower().split(tok.string[-1])[0]):
+                    out.update(_code_block_comments(tok.string, tok.start[0]))
     except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
         return None
+    return out
+
+
+def _code_block_comments(literal: str, first_line: int) -> dict[int, str]:
+    """The comments of the code inside a multi-line string literal, by line of the enclosing file."""
+    import io
+    import textwrap
+    import tokenize
+
+    lines = _NEWLINE.split(literal)[1:-1]  # the inner lines (the opening and closing lines hold the quotes)
+    out: dict[int, str] = {}
+    try:
+        block = textwrap.dedent("\n".join(lines)) + "\n"
+        for tok in tokenize.generate_tokens(io.StringIO(block).readline):
+            if tok.type == tokenize.COMMENT:
+                out[first_line + tok.start[0]] = tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
+        for i, line in enumerate(lines, start=1):  # not code after all: a `#` starts a comment
+            if "#" in line:
+                out[first_line + i] = line[line.index("#") :]
     return out
 
 
@@ -116,7 +141,10 @@ def line_noqa(src: SourceFile, line: int, comment_lines: dict[int, str] | None) 
 def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[str]) -> list[Diagnostic]:
     lowered = src.text.lower() if diags else ""
     comment_lines = comments(src.text) if "noqa" in lowered else {}
+    # a file-level directive is a real comment; a line's noqa may also sit in a spec's code block
     file_level = file_suppression(src.text, comment_lines) if "npu-lint" in lowered else False
+    if src.kind.spec and comment_lines:
+        comment_lines = comments(src.text, spec=True)
     if file_level is True:
         return []
     if isinstance(file_level, set):

@@ -313,6 +313,20 @@ def test_noqa_in_a_string_or_docstring_suppresses_nothing(tmp_path: Path) -> Non
     assert run("check", "--no-cache", "m.py", cwd=tmp_path).returncode == 0  # a real comment still works
 
 
+def test_spec_code_blocks_carry_line_noqa_but_never_a_file_directive() -> None:
+    """In a patch spec, the code inside ``add_post_import_block(\"\"\"...\"\"\")`` is code (its comments count
+    for its lines, where --add-noqa puts them); the spec's docstring is not (`# npu-lint: noqa` there is text)."""
+    from npu_lint.engine.suppress import comments, file_suppression
+
+    spec = (
+        '"""Spec.\n# npu-lint: noqa\n"""\n'
+        'config.add_post_import_block("""\nfrom x import y  # noqa: NPU201\n""")\n'
+    )
+    assert comments(spec, spec=True)[5] == "# noqa: NPU201"
+    assert 5 not in comments(spec)
+    assert file_suppression(spec, comments(spec)) is False
+
+
 def test_fix_counts_only_written_files(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     from npu_lint.engine import fix_tree
 
