@@ -359,6 +359,38 @@ ATTACKS += [
         "exit code 1",
     ),
     (
+        "`-o b.json --baseline b.json`, `-o npu-lint.toml`, `--write-baseline npu-lint.toml`, `-o other.py`, "
+        "`audit -o <spec>`",
+        f"{ATK}::test_output_over_the_baseline_config_or_a_source_is_refused",
+        "refused, exit 2, files kept",
+    ),
+    (
+        "a model directory named with an OSC escape sequence (`w\\x1b]0;owned\\x07`), check and --fix, 3 text "
+        "formats",
+        f"{ATK}::test_escape_sequences_in_a_model_directory_never_reach_the_terminal",
+        "escaped in messages, notes, summary and next-step lines",
+    ),
+    (
+        "a tree's `hmac.py` / `json.py` / `hashlib.py` under --live-registry",
+        f"{ATK}::test_a_tree_module_cannot_shadow_what_authenticates_the_verdict",
+        "imported before the tree is on sys.path: never sees the key",
+    ),
+    (
+        "a spec's docstring line `# npu-lint: noqa`; a noqa inside its post-import code block",
+        f"{ATK}::test_spec_code_blocks_carry_line_noqa_but_never_a_file_directive",
+        "the code block's noqa counts for its line; the docstring suppresses nothing",
+    ),
+    (
+        "fuzz: server fix-all vs CLI fix, with a lone surrogate in the buffer",
+        f"{FUZZ}/test_lsp_fuzz.py::test_server_fix_all_equals_the_cli_fix",
+        "equal; the surrogate no longer blocks every fix (found by the fuzzer)",
+    ),
+    (
+        "fuzz: the same file with LF, CRLF, CR endings",
+        f"{FUZZ}/test_fix_fuzz.py::test_the_fix_does_not_depend_on_the_newline_style",
+        "the same fix; no LF line creeps in",
+    ),
+    (
         "fuzz: fixes on mutated real VeOmni code",
         f"{FUZZ}/test_fix_fuzz.py",
         "parse, idempotent, noqa lines kept, nothing written outside the tree, counts = written files",
@@ -396,6 +428,8 @@ def main() -> int:
     print("| attack | npu-lint now | result | s |")
     print("|---|---|---|---:|")
     rows = ATTACKS[ISSUE_22:] if "--issue" in sys.argv and "22" in sys.argv else ATTACKS
+    if "--last" in sys.argv:
+        rows = rows[-int(sys.argv[sys.argv.index("--last") + 1]) :]
     for attack, node, outcome in rows:
         result, took = run_one(node)
         failed += result == "FAIL"
