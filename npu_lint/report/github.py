@@ -44,7 +44,7 @@ def render_github(diagnostics: Sequence[Diagnostic], ctx: RenderContext) -> str:
             "endLine": str(max(end_line, 1)),
             "endColumn": str(d.end_col + 1),
         }
-        message = f"{d.code} {display_path(d.message)}"
+        message = f"{d.code} {d.message}"
         if d.origin is not None:
             origin = f"{_file(d.origin.path, ctx)}:{d.origin.line}"
             message += f" (origin: {origin}{' ' + d.origin.note if d.origin.note else ''})"
