@@ -56,7 +56,7 @@ def test_fixes_parse_are_idempotent_and_honour_noqa(text: str) -> None:
         assert _parses(first.text), "a fix produced unparsable code"
     second = fix_source(SourceFile.from_text(src.path, first.text), codes, settings, project, unsafe=True)
     assert second.text == first.text, "a second fix run changed the text"
-    # a line carrying a bare `# noqa` comment is never rewritten
+    # a line carrying a bare noqa comment is never rewritten
     for line in re.split(r"\r\n|\r|\n", text):
         if _BARE_NOQA.search(line) and "'" not in line and '"' not in line:
             assert line in re.split(r"\r\n|\r|\n", first.text), f"noqa line changed: {line!r}"
