@@ -322,6 +322,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.stdin_filename and not anchor.is_absolute():
         anchor = Path.cwd() / anchor
     settings = resolve_settings(anchor if anchor.exists() else anchor.parent, args.config)
+    _say_config(settings, args)
     if args.cache_dir is not None:
         from npu_lint.core.config import cache_dir_setting
 
@@ -342,7 +343,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
-        print(f"npu-lint: note: {note}", file=sys.stderr)
+        print(f"npu-lint: note: {_shown(note)}", file=sys.stderr)
     if not args.quiet and any(c.startswith(("NPU4", "NPU7")) for c in codes):
         from npu_lint.veomni.upstream import transformers_root
 
@@ -359,7 +360,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             project.load_live_registry()
         )  # imports the tree's veomni.ops, in a subprocess, only with this flag
         if note and not args.quiet:
-            print(f"npu-lint: {note}", file=sys.stderr)
+            print(f"npu-lint: {_shown(note)}", file=sys.stderr)
 
     if args.stdin_filename is not None:
         return _check_stdin(args, settings, codes, project, fmt)
@@ -368,15 +369,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npu_lint.engine import Cache, lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
+    _refuse_output_over_input(args, paths, found.files)
     errors = list(found.errors)
-    if found.temp_files:  # left by an npu-lint that was killed while writing
+    if found.temp_files and (args.fix or args.add_noqa):  # left by an npu-lint killed while writing; a
+        # read-only run deletes nothing (a user's file may match the pattern)
         from npu_lint.engine.write import remove_stale_temps
 
         remove_stale_temps(found.temp_files)
     if not found.files:  # never a silent "All checks passed!" over nothing
         if errors:
             for line in errors:
-                print(f"error: {line}", file=sys.stderr)
+                print(f"error: {_shown(line)}", file=sys.stderr)
             return EXIT_ERROR
         if args.force_exclude and found.excluded and all(Path(p).is_file() for p in paths):
             if not args.quiet:  # pre-commit passing only excluded files: nothing to do
@@ -385,7 +388,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         where = f" by {settings.config_path}" if settings.config_path and found.excluded else ""
         excluded = f" ({found.excluded} excluded{where})" if found.excluded else ""
         links = f" ({found.symlinks} symbolic links not followed)" if found.symlinks else ""
-        raise UsageError(f"npu-lint: error: no Python files to lint in {', '.join(paths)}{excluded}{links}")
+        raise UsageError(
+            f"npu-lint: error: no Python files to lint in {_shown(', '.join(paths))}{excluded}{links}"
+        )
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
@@ -418,13 +423,23 @@ def cmd_check(args: argparse.Namespace) -> int:
         found.files, codes, settings, project, cache, jobs=args.jobs, during=run_project_rules
     )
     diagnostics = []
+    args.digests = {}
+    args.settings_root = str(settings.root)
+    analysed = 0
     for res in results:
         if res.error:
             errors.append(res.error)
+        elif res.not_analysed:
+            print(f"npu-lint: warning: {_shown(res.not_analysed)}", file=sys.stderr)
+        else:
+            analysed += 1
         diagnostics.extend(res.diagnostics)
+        args.digests[res.path] = res.digest
     diagnostics.extend(project_diags)
+    if not analysed and not errors:  # never "All checks passed!" over nothing (ruff warns; npu-lint exits 2)
+        raise UsageError(f"npu-lint: error: none of the {len(results)} files could be analysed")
     for note in cache.notes if cache is not None else []:
-        print(f"npu-lint: note: {note}", file=sys.stderr)
+        print(f"npu-lint: note: {_shown(note)}", file=sys.stderr)
     errors.extend(project_errors)
 
     fixed_counts: dict[str, Counter] = {}
@@ -452,7 +467,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 _resolution_notes(project, diagnostics, args, changed=[p for p, _o, _n in tree_fix.changes])
             _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
-                print(f"error: {line}", file=sys.stderr)
+                print(f"error: {_shown(line)}", file=sys.stderr)
             if errors:
                 return EXIT_ERROR
             return EXIT_FINDINGS if diff_text and not args.exit_zero else EXIT_CLEAN
@@ -476,12 +491,32 @@ def cmd_check(args: argparse.Namespace) -> int:
         _resolution_notes(project, diagnostics, args, getattr(args, "changed_paths", ()))
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {_shown(line)}", file=sys.stderr)
     if errors:
         return EXIT_ERROR
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _say_config(settings, args: argparse.Namespace) -> None:  # noqa: ANN001
+    """Which configuration file applies: always with ``--verbose``; otherwise when it was found above the
+    working directory (an ancestor's ``npu-lint.toml`` must not apply silently)."""
+    if not settings.config_path or args.quiet:
+        return
+    config_dir = Path(settings.config_path).resolve().parent
+    cwd = Path.cwd().resolve()
+    above = config_dir != cwd and config_dir in cwd.parents
+    if above:  # quiet when the file belongs to the repository the working directory is in
+        between = [cwd, *(p for p in cwd.parents if config_dir in p.parents)]
+        outside_repo = any((d / ".git").exists() for d in between)
+        in_repo = any((d / ".git").exists() for d in (config_dir, *config_dir.parents))
+        above = outside_repo or not in_repo
+    if args.verbose or (above and not args.config):
+        where = " (found above the working directory)" if above and not args.config else ""
+        print(
+            f"npu-lint: note: using configuration {_shown(str(settings.config_path))}{where}", file=sys.stderr
+        )
 
 
 def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
@@ -493,7 +528,36 @@ def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
     ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
     text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
     if text:
-        sys.stderr.write(text)
+        from npu_lint.core.diagnostics import terminal_text
+
+        sys.stderr.write(terminal_text(text))
+
+
+def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files: list[str]) -> None:
+    """``-o m.py m.py`` or ``--write-baseline m.py m.py`` would replace the source with a report: refused, as is
+    any existing Python source or project file, the baseline and the configuration in use."""
+    from npu_lint.engine.write import output_refusal
+
+    for flag, target in (("--output-file", args.output_file), ("--write-baseline", args.write_baseline)):
+        if not target:
+            continue
+        names = {os.path.basename(target), os.path.basename(os.path.realpath(target))}
+        protected = [
+            *named,
+            *(p for p in files if os.path.basename(p) in names),
+            args.baseline or "",
+            getattr(args, "config", None) or "",
+            *(["" if flag == "--write-baseline" else args.write_baseline or ""]),
+        ]
+        why = output_refusal(target, protected)
+        if why:
+            raise UsageError(f"npu-lint: {flag} {_shown(target)} {why}; refusing to replace it")
+
+
+def _shown(text: str) -> str:
+    from npu_lint.core.diagnostics import display_path
+
+    return display_path(text)
 
 
 def _check_adoption_flags(args: argparse.Namespace) -> None:
@@ -513,20 +577,27 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
 
     def finish() -> int:
         for line in errors:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {_shown(line)}", file=sys.stderr)
         return EXIT_ERROR if errors else EXIT_CLEAN
 
     if args.add_noqa:
-        result = add_noqa(d for d in diagnostics if d.code != "NPU001")
+        paths = args.paths or ["."]
+        roots = [args.settings_root, *paths]
+        result = add_noqa(
+            (d for d in diagnostics if d.code != "NPU001"),
+            digests=getattr(args, "digests", None),
+            roots=roots,
+        )
         for line in result.skipped:
-            print(f"warning: no noqa added at {line}", file=sys.stderr)
-        if not args.quiet:
+            print(f"warning: no noqa added at {_shown(line)}", file=sys.stderr)
+        errors.extend(result.errors)  # one file that cannot be written is reported; the others were written
+        if not args.quiet:  # ruff's wording; counts only directives in files actually written
             print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
         return finish()
     if args.write_baseline:
         n = write_baseline(args.write_baseline, diagnostics)
         if not args.quiet:
-            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {args.write_baseline}.")
+            print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {_shown(args.write_baseline)}.")
         return finish()
     if args.baseline:
         try:
@@ -541,8 +612,8 @@ def _diff(old: str, new: str, path: str) -> str:
     lines = difflib.unified_diff(
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),
-        fromfile=f"a/{path.lstrip('/')}" if old else "/dev/null",
-        tofile=f"b/{path.lstrip('/')}",
+        fromfile=f"a/{_shown(path.lstrip('/'))}" if old else "/dev/null",
+        tofile=f"b/{_shown(path.lstrip('/'))}",
     )
     text = "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
@@ -600,6 +671,10 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
         body += _summary(diagnostics, args, fixed_counts, dropped, created)
     elif fmt in ("text", "concise") and args.quiet:
         body = body if diagnostics else ""
+    if fmt in ("text", "concise", "github"):  # names and notes from the tree never drive the terminal
+        from npu_lint.core.diagnostics import terminal_text
+
+        body = terminal_text(body)
     _emit(body, args.output_file)
 
 
@@ -612,14 +687,14 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
     if args.show_fixes and fixed_counts:
         lines.append(f"Fixed {n_fixed} error{'s' if n_fixed != 1 else ''}:")
         for path, counts in sorted(fixed_counts.items()):
-            lines.append(f"- {path}:")
+            lines.append(f"- {_shown(path)}:")
             for code, n in sorted(counts.items()):
                 lines.append(f"    {n} × {code}")
     for path in created:
-        lines.append(f"Created {path}")
-    lines.extend(_next_steps(created, getattr(args, "edited_specs", [])))
+        lines.append(f"Created {_shown(path)}")
+    lines.extend(_shown(line) for line in _next_steps(created, getattr(args, "edited_specs", [])))
     for line in dropped:
-        lines.append(line)
+        lines.append(_shown(line))
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
     hidden = sum(
         1
@@ -668,10 +743,14 @@ def _next_steps(created: list[str], edited: list[str] | None = None) -> list[str
 
 
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
+    from npu_lint.core.safeio import read_stream
     from npu_lint.core.source import DecodeError, SourceFile, decode_source
     from npu_lint.engine import fix_source, lint_source
 
-    data = sys.stdin.buffer.read()
+    try:
+        data = read_stream(sys.stdin.buffer)  # bounded: `yes | npu-lint --stdin-filename m.py` must end
+    except OSError as exc:
+        raise UsageError(f"npu-lint: standard input: {exc.strerror or exc}") from None
     try:
         text, encoding = decode_source(data)
     except DecodeError as exc:

@@ -10,10 +10,10 @@ bench/accuracy/figures.py from the reviewed figures (bench/accuracy/reviewed.jso
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from pathlib import Path
 
+from npu_lint.core.safeio import read_json, read_text
 from npu_lint.rules.base import RuleMeta, all_rules
 
 ACCURACY_FILE = Path(__file__).resolve().parent / "rules" / "accuracy.json"
@@ -24,7 +24,7 @@ def _accuracy() -> dict[str, str]:
     """code -> "Precision on real code" text, from the data file the accuracy script writes
     (bench/accuracy/figures.py from bench/accuracy/reviewed.json)."""
     try:
-        data = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
+        data = read_json(ACCURACY_FILE)
     except (OSError, ValueError):
         return {}
     return {code: entry["text"] for code, entry in data.get("rules", {}).items() if entry.get("text")}
@@ -82,7 +82,7 @@ def write_docs(directory: Path) -> list[str]:
     changed = []
     for name, text in wanted.items():
         path = directory / name
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
+        if not path.exists() or read_text(path) != text:
             path.write_text(text, encoding="utf-8")
             changed.append(name)
     for path in directory.glob("*.md"):

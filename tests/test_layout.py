@@ -101,3 +101,57 @@ def test_one_rule_per_module() -> None:
         assert len(codes) == 1, f"{module} defines {codes}"
         family = module.split(".")[2]
         assert family in FAMILIES and module.rsplit(".", 1)[1].startswith(codes[0].lower()), module
+
+
+# the one reader (core/safeio.py) and the one writer (engine/write.py); verify's child runs without npu-lint on
+# its path and the child-process module reads its own standard input (the result protocol)
+READ_EXEMPT = {"core/safeio.py", "engine/write.py", "verify/_child.py", "core/process.py"}
+
+
+def _reads(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            found.append((node.lineno, "open()"))
+        elif isinstance(func, ast.Attribute):
+            owner = func.value
+            owner_name = owner.id if isinstance(owner, ast.Name) else ""
+            if func.attr in ("read_text", "read_bytes", "open") and owner_name not in (
+                "os",
+                "io",
+                "webbrowser",
+            ):
+                found.append((node.lineno, f".{func.attr}()"))
+            elif func.attr == "load" and owner_name in ("json", "tomllib", "tomli", "pickle"):
+                found.append((node.lineno, f"{owner_name}.load()"))
+            elif func.attr in ("read", "readline", "readlines") and "stdin" in ast.unparse(owner):
+                found.append((node.lineno, f"{ast.unparse(owner)}.{func.attr}()"))
+    return found
+
+
+def test_every_read_goes_through_the_one_reader() -> None:
+    """No ``open()`` / ``read_text()`` / ``read_bytes()`` / ``json.load`` / ``tomllib.load`` / stdin read outside
+    ``core/safeio.py``: a FIFO, ``/dev/zero`` or a huge file anywhere in a tree must never hang npu-lint."""
+    problems = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel in READ_EXEMPT:
+            continue
+        for line, what in _reads(ast.parse(path.read_text(encoding="utf-8"))):
+            problems.append(f"{rel}:{line}: {what} (use npu_lint.core.safeio)")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layout_check_sees_a_read() -> None:
+    tree = ast.parse(
+        "import json\nopen('x')\nPath('x').read_text()\njson.load(fh)\nsys.stdin.buffer.read()\n"
+    )
+    assert [what for _, what in _reads(tree)] == [
+        "open()",
+        ".read_text()",
+        "json.load()",
+        "sys.stdin.buffer.read()",
+    ]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_lint.core.astutil import dotted_name as _dotted
+from npu_lint.core.safeio import read_text
 from npu_lint.veomni import catalog, vendor_map
 from npu_lint.veomni.layout import find_veomni_root
 from npu_lint.veomni.patchgen import veomni_root_of
@@ -102,7 +103,7 @@ class _Row:
 
 def _parse(path: Path) -> ast.Module | None:
     try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        return ast.parse(read_text(path), filename=str(path))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
 
@@ -232,7 +233,7 @@ def _spec_info(path: Path) -> dict[str, Any]:
 
 def _banner(path: Path) -> dict[str, Any]:
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:6000]
+        head = read_text(path, errors="replace")[:6000]
     except OSError:
         return {}
     out: dict[str, Any] = {}
@@ -938,6 +939,15 @@ def build_audit(model_dir: str, base: str | None = None) -> dict[str, Any]:
     }
 
 
+_REVISION = re.compile(r"[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]*")
+
+
+def valid_revision(rev: str) -> bool:
+    """A git revision given on the command line: never an option (``--output=FILE`` would make git write a
+    file), no whitespace or control characters."""
+    return bool(_REVISION.fullmatch(rev))
+
+
 def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, str]:
     def git(*args: str, cwd: Path = root) -> str:
         # the repository's own config must not run anything (core.fsmonitor is a command git runs on diff
@@ -954,10 +964,21 @@ def _changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, 
             raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git failed")
         return proc.stdout
 
+    if not valid_revision(base):
+        return None, f"not a revision: {base!r}"
     try:
         top = Path(git("rev-parse", "--show-toplevel").strip()).resolve()
+        # the revision resolved to a commit id first (after --end-of-options it can never be an option), then
+        # the diff names only that id: nothing the user typed reaches git's option parser
+        commit = git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}", cwd=top
+        ).strip()
+        if not re.fullmatch(r"[0-9a-f]{40,64}", commit):
+            return None, f"git: not a commit: {base!r}"
         # paths relative to the repository root: diff (tracked changes since REV) and untracked files
-        names = git("diff", "--no-ext-diff", "--no-textconv", "--name-only", base, "--", cwd=top).splitlines()
+        names = git(
+            "diff", "--no-ext-diff", "--no-textconv", "--name-only", commit, "--", cwd=top
+        ).splitlines()
         names += git("ls-files", "--others", "--exclude-standard", cwd=top).splitlines()
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         return None, f"git: {exc}"
@@ -1384,8 +1405,16 @@ def run_audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    base = getattr(args, "base", None)
+    if base is not None and not valid_revision(base):
+        print(
+            f"npu-lint audit: --base {base!r} is not a revision (a revision never starts with `-` and has no "
+            "spaces or control characters)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     try:
-        report = build_audit(str(model_dir), base=getattr(args, "base", None))
+        report = build_audit(str(model_dir), base=base)
     except AuditError as exc:
         print(f"npu-lint audit: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -1397,8 +1426,12 @@ def run_audit(args: argparse.Namespace) -> int:
         text = render_markdown(report)
     output = getattr(args, "output_file", None)
     if output:
-        from npu_lint.engine.write import write_output
+        from npu_lint.engine.write import output_refusal, write_output
 
+        why = output_refusal(output)
+        if why:
+            print(f"npu-lint audit: cannot write {output}: {why}; refusing to replace it", file=sys.stderr)
+            return EXIT_ERROR
         try:  # never replaces a device, FIFO or symlink
             write_output(output, text)
         except OSError as exc:

@@ -143,6 +143,19 @@ def cache_dir_setting(value: Any, base: Path, where: str, inside: bool = True) -
     return str(resolved)
 
 
+def check_patterns(key: str, patterns: list[str], where: str) -> None:
+    """Every gitignore-style pattern compiles (``!``, a lone backslash, ``[z-a]`` do not): ``ConfigError``."""
+    import pathspec
+
+    for pattern in patterns:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([pattern])
+        except Exception as exc:  # pathspec raises its own errors, re.error, ValueError, ...
+            raise ConfigError(
+                f"{where}: invalid `{key}` pattern {pattern!r}: {str(exc).splitlines()[0][:120]}"
+            ) from None
+
+
 def load_config(path: Path) -> Settings:
     from npu_lint.core.safeio import read_regular
 
@@ -179,6 +192,12 @@ def load_config(path: Path) -> Settings:
         if not isinstance(pfi, dict):
             raise ConfigError(f"{path}: `per-file-ignores` must be a table of pattern = [codes]")
         settings.per_file_ignores = {k: _str_list(f"per-file-ignores.{k}", v, path) for k, v in pfi.items()}
+    for key, patterns in (
+        ("exclude", settings.exclude),
+        ("extend-exclude", settings.extend_exclude),
+        ("per-file-ignores", list(settings.per_file_ignores)),
+    ):
+        check_patterns(key, patterns, str(path))
     if "target-api" in table:
         value = table["target-api"]
         if value not in TARGET_APIS:

@@ -11,6 +11,7 @@ Positions inside a file are kept in two forms:
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,40 @@ class Applicability(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+_UNPRINTABLE: dict[int, str] = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
+    **{c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)},  # undecodable bytes (surrogateescape)
+    **{c: f"\\u{c:04x}" for c in (*range(0xD800, 0xDC80), *range(0xDD00, 0xE000))},  # other lone surrogates
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+    0x202E: "\\u202e",  # right-to-left override
+}
+
+
+def display_path(text: str) -> str:
+    """A file name (or any text from the file system) safe to print on a terminal: control characters (escape
+    sequences, newlines), bidirectional overrides and undecodable bytes shown as ``\\xNN`` / ``\\uNNNN``."""
+    if text.isprintable() and text.isascii():
+        return text
+    return text.translate(_UNPRINTABLE)
+
+
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
+
+
+def terminal_text(text: str) -> str:
+    """A whole report for a terminal: every control character escaped (``display_path``) except line breaks,
+    tabs and the colour sequences npu-lint itself writes (SGR ``ESC[...m``)."""
+    if text.isascii() and text.isprintable():
+        return text
+    parts = _SGR.split(text)
+    for i in range(0, len(parts), 2):  # the odd parts are colour sequences
+        parts[i] = "\n".join(
+            "\t".join(display_path(x) for x in line.split("\t")) for line in parts[i].split("\n")
+        )
+    return "".join(parts)
 
 
 def text_hash(text: str) -> str:

@@ -56,14 +56,11 @@ class RuffStyle:
 
 
 def _read_toml(path: str) -> dict | None:
+    from npu_lint.core.safeio import read_toml
+
     try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, ValueError, RecursionError):
+        return read_toml(path)
+    except (OSError, ValueError):
         return None
 
 

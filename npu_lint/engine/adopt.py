@@ -24,10 +24,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.diagnostics import Diagnostic, display_path
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.lint import read_source
-from npu_lint.engine.suppress import noqa_codes
+from npu_lint.engine.suppress import comments, noqa_codes
 from npu_lint.engine.write import write_atomic
 
 BASELINE_VERSION = 1
@@ -43,9 +43,10 @@ class BaselineError(Exception):
 
 @dataclass
 class NoqaResult:
-    added: int = 0  # directives added or extended (one per line, as ruff counts)
-    files: list[str] = field(default_factory=list)
+    added: int = 0  # directives added or extended in files actually written (one per line, as ruff counts)
+    files: list[str] = field(default_factory=list)  # files written
     skipped: list[str] = field(default_factory=list)  # "path:line: why"
+    errors: list[str] = field(default_factory=list)  # files that could not be written (exit 2; others were)
 
 
 def _uncommentable_lines(text: str, spec: bool = False) -> set[int]:
@@ -68,9 +69,11 @@ def _uncommentable_lines(text: str, spec: bool = False) -> set[int]:
     return out
 
 
-def _with_codes(line: str, codes: set[str]) -> str | None:
-    """``line`` (no line ending) carrying ``codes`` in its noqa comment; None when nothing changes."""
-    present = noqa_codes(line)
+def _with_codes(line: str, codes: set[str], comment: str | None = None) -> str | None:
+    """``line`` (no line ending) carrying ``codes`` in its noqa comment; None when nothing changes. ``comment``
+    is the line's comment token ("" none; None: unknown, the line text is read): a ``# noqa`` inside a string
+    literal is not a directive."""
+    present = noqa_codes(line if comment is None else comment)
     if present is None:
         return None  # a bare noqa comment covers every code already
     if present is False:
@@ -79,15 +82,48 @@ def _with_codes(line: str, codes: set[str]) -> str | None:
     missing = sorted(codes - present)
     if not missing:
         return None
-    match = _NOQA_CODES.search(line)
+    start = 0 if comment is None else len(line) - len(comment)
+    if start < 0 or line[start:] != (comment if comment is not None else line):
+        return None
+    match = _NOQA_CODES.search(line, start)
     if match is None:
         return None
     end = match.end("codes")
     return f"{line[:end]}, {', '.join(missing)}{line[end:]}"
 
 
-def add_noqa(diagnostics: Iterable[Diagnostic]) -> NoqaResult:
-    """Add or extend ``# noqa: CODES`` on every line with findings (files written atomically)."""
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _split_keepends(text: str) -> list[tuple[str, str]]:
+    """(line, its own line ending) pairs: a file with mixed line endings keeps each line's ending."""
+    out = []
+    pos = 0
+    for match in _LINE_END.finditer(text):
+        out.append((text[pos : match.start()], match.group(0)))
+        pos = match.end()
+    out.append((text[pos:], ""))
+    return out
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def add_noqa(
+    diagnostics: Iterable[Diagnostic], digests: dict[str, str] | None = None, roots: Iterable[str] = ()
+) -> NoqaResult:
+    """Add or extend ``# noqa: CODES`` on every line with findings, with ``--fix``'s care: ``digests`` (path ->
+    sha256 of the bytes the findings were computed on) skips a file that changed since it was linted, the write
+    happens only over the bytes read here (``write_atomic``'s check), a file whose real path is outside
+    ``roots`` (a symlink out of the tree) is never edited, and a file that cannot be written is reported in
+    ``errors`` while the others are written. ``added`` counts directives in written files only."""
+    from npu_lint.core.diagnostics import display_path
+    from npu_lint.engine.lint import read_snapshot
+    from npu_lint.engine.write import ConcurrentChange, content_hash
+
+    real_roots = [os.path.realpath(r) for r in roots]
     result = NoqaResult()
     by_path: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     for diag in diagnostics:
@@ -104,32 +140,48 @@ def add_noqa(diagnostics: Iterable[Diagnostic]) -> NoqaResult:
         else:
             by_path[diag.path][diag.line].add(diag.code)
     for path in sorted(by_path):
+        shown = display_path(path)
+        if real_roots and not _inside(path, real_roots):
+            result.skipped.append(f"{shown}: outside the linted tree (a symbolic link); not edited")
+            continue
         try:
-            src = read_source(path)
+            src, snapshot = read_snapshot(path)
         except (OSError, DecodeError) as exc:
-            result.skipped.append(f"{path}: cannot read: {exc}")
+            result.skipped.append(f"{shown}: cannot read: {getattr(exc, 'strerror', None) or exc}")
+            continue
+        if digests and path in digests and digests[path] and content_hash(snapshot[0]) != digests[path]:
+            result.skipped.append(f"{shown}: changed since it was linted; run --add-noqa again")
             continue
         if src.kind.generated:
-            result.skipped.append(f"{path}: generated file (suppress in the spec, or regenerate)")
+            result.skipped.append(f"{shown}: generated file (suppress in the spec, or regenerate)")
             continue
-        lines = src.text.split(src.newline) if src.newline != "\n" else src.text.split("\n")
+        lines = _split_keepends(src.text)
         blocked = _uncommentable_lines(src.text, spec=src.kind.spec)
-        changed = False
+        comment_lines = comments(src.text, spec=src.kind.spec)
+        added = 0
         for line_no, codes in sorted(by_path[path].items()):
             if line_no < 1 or line_no > len(lines):
                 continue
-            text = lines[line_no - 1]
+            text, ending = lines[line_no - 1]
             if line_no in blocked or text.rstrip().endswith("\\"):
-                result.skipped.append(f"{path}:{line_no}: the line continues (string or backslash)")
+                result.skipped.append(f"{shown}:{line_no}: the line continues (string or backslash)")
                 continue
-            new = _with_codes(text, codes)
+            new = _with_codes(text, codes, None if comment_lines is None else comment_lines.get(line_no, ""))
             if new is not None and new != text:
-                lines[line_no - 1] = new
-                result.added += 1
-                changed = True
-        if changed:
-            write_atomic(path, src.newline.join(lines), src.encoding)
-            result.files.append(path)
+                lines[line_no - 1] = (new, ending)
+                added += 1
+        if not added:
+            continue
+        try:
+            write_atomic(path, "".join(t + e for t, e in lines), src.encoding, expect=snapshot)
+        except ConcurrentChange as exc:
+            result.skipped.append(display_path(str(exc)))
+            continue
+        except (OSError, UnicodeEncodeError) as exc:
+            result.errors.append(f"{shown}: cannot write: {getattr(exc, 'strerror', None) or exc}")
+            continue
+        result.added += added
+        result.files.append(path)
     return result
 
 
@@ -194,25 +246,41 @@ def write_baseline(path: str, diagnostics: Iterable[Diagnostic]) -> int:
 
 
 def read_baseline(path: str) -> Counter[tuple[str, str, str]]:
+    from npu_lint.core.safeio import MAX_SOURCE_BYTES, read_json
+
+    shown = display_path(path)
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read(64 * 1024 * 1024))
+        data = read_json(path, limit=MAX_SOURCE_BYTES)
     except FileNotFoundError:
-        raise BaselineError(f"baseline file not found: {path}") from None
+        raise BaselineError(f"baseline file not found: {shown}") from None
     except OSError as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+        raise BaselineError(f"cannot read baseline {shown}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise BaselineError(f"baseline {path} is not JSON: {exc}") from None
+        raise BaselineError(f"baseline {shown} is not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("npu-lint-baseline") != BASELINE_VERSION:
-        raise BaselineError(f"{path} is not an npu-lint baseline (version {BASELINE_VERSION})")
+        raise BaselineError(f"{shown} is not an npu-lint baseline (version {BASELINE_VERSION})")
+    findings = data.get("findings", [])
+    if not isinstance(findings, list):
+        raise BaselineError(f"{shown}: `findings` must be a list, got {type(findings).__name__}")
     out: Counter[tuple[str, str, str]] = Counter()
-    for entry in data.get("findings", []):
-        try:
-            key = (str(entry["code"]), str(entry["path"]), str(entry["fingerprint"]))
-            count = int(entry.get("count", 1))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise BaselineError(f"{path}: malformed baseline entry: {entry!r}"[:200]) from None
-        out[key] += max(count, 0)
+    for i, entry in enumerate(findings):
+        fields = (
+            (entry.get("code"), entry.get("path"), entry.get("fingerprint"))
+            if isinstance(entry, dict)
+            else ()
+        )
+        count = entry.get("count", 1) if isinstance(entry, dict) else None
+        if (
+            len(fields) != 3
+            or not all(isinstance(f, str) for f in fields)
+            or not isinstance(count, int)
+            or isinstance(count, bool)
+        ):
+            raise BaselineError(
+                f"{shown}: malformed baseline entry #{i + 1} (needs string code, path, fingerprint "
+                "and an integer count)"
+            )
+        out[fields] += max(count, 0)  # type: ignore[index]
     return out
 
 

@@ -149,7 +149,7 @@ class Cache:
         h = hashlib.sha256()
         h.update(self.fingerprint.encode())
         h.update(b"\0")
-        h.update(os.path.abspath(path).encode())
+        h.update(os.fsencode(os.path.abspath(path)))
         h.update(b"\0")
         h.update(data)
         return h.hexdigest()
@@ -190,14 +190,38 @@ class Cache:
             return None
 
     def _ensure_gitignore(self) -> None:
-        """Keep the cache out of git (``git status``, ``audit --base``), as ruff does: a ``.gitignore`` of ``*``."""
+        """Keep the cache out of git (``git status``, ``audit --base``), as ruff does: a ``.gitignore`` of ``*``,
+        written only in a directory npu-lint creates (``--cache-dir .`` must not hide the repository from git):
+        the cache root when it did not exist, and always the versioned directory the entries live in."""
         self._ignored = True
-        marker = self.root / ".gitignore"
-        if not marker.exists():
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.root / f".gitignore.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            tmp.write_text("# Automatically created by npu-lint.\n*\n", encoding="utf-8")
-            os.replace(tmp, marker)
+        created_root = not os.path.lexists(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        created_dir = not os.path.lexists(self.directory)
+        self._safe_dir(self.directory)
+        for directory, created in ((self.root, created_root), (self.directory, created_dir)):
+            if created:
+                from npu_lint.engine.write import create_new
+
+                try:
+                    create_new(str(directory / ".gitignore"), "# Automatically created by npu-lint.\n*\n")
+                except FileExistsError:
+                    pass
+
+    def _safe_dir(self, directory: Path) -> None:
+        """Create ``directory`` (under the cache root) unless it exists; a symbolic link there, or anything
+        but a directory, would send writes elsewhere: ``OSError`` (the cache is then not written)."""
+        import errno
+        import stat
+
+        try:
+            directory.mkdir(exist_ok=True)
+        except FileExistsError:
+            pass
+        st = os.lstat(directory)
+        if not stat.S_ISDIR(st.st_mode):
+            self.disabled = True
+            self._notes.append(f"{directory} is not a directory (a symbolic link?): the cache is not written")
+            raise OSError(errno.ENOTDIR, "not a directory", str(directory))
 
     def put(self, key: str, diags: list[Diagnostic]) -> None:
         if self.disabled:
@@ -206,13 +230,14 @@ class Cache:
         try:
             if not self._ignored:
                 self._ensure_gitignore()
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self._safe_dir(self.directory)
+            self._safe_dir(target.parent)
             payload = json.dumps([d.to_json() for d in diags], separators=(",", ":"))
             data = json.dumps({"diagnostics": payload, "mac": self._sign(key, payload.encode())}).encode()
             if len(data) > MAX_ENTRY_BYTES:
                 return
             tmp = target.parent / f".{key[:16]}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)

@@ -51,6 +51,10 @@ def apply_edits(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
 def parses(text: str) -> bool:
     try:
         ast.parse(text)
+    except UnicodeEncodeError:  # a lone surrogate (an editor buffer): the parser reads it as U+FFFD
+        from npu_lint.engine.lint import without_surrogates
+
+        return parses(without_surrogates(SourceFile("", text)).text)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return False
     return True
@@ -303,11 +307,13 @@ def _fix_one(
     out.remaining.extend(outcome.remaining)
     counts.update(outcome.applied_codes)
     creates.extend(outcome.creates)
+    create_failed = False
     for create in creates:
         if os.path.lexists(create.path) or create.path in out.created:
             continue
         if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
             out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")
+            create_failed = True
             continue
         if write:
             Path(create.path).parent.mkdir(parents=True, exist_ok=True)
@@ -315,13 +321,14 @@ def _fix_one(
                 create_new(create.path, create.content, "utf-8")  # never replaces a file made meanwhile
             except FileExistsError:
                 out.errors.append(f"{create.path}: not created: a file appeared there meanwhile")
+                create_failed = True
                 continue
         out.changes.append((create.path, "", create.content))
         out.created.append(create.path)
     if outcome.text != src.text:
+        if write:  # counted only once written (a concurrent save or an unwritable file raises first)
+            write_atomic(path, outcome.text, src.encoding, expect=snapshot)
         out.fixed_counts[path] = counts
         out.changes.append((path, src.text, outcome.text))
-        if write:
-            write_atomic(path, outcome.text, src.encoding, expect=snapshot)
-    elif counts:
+    elif counts and not create_failed:
         out.fixed_counts[path] = counts

@@ -6,6 +6,7 @@ import ast
 import gc
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 
 from npu_lint.core.config import Settings
@@ -35,6 +36,7 @@ class FileResult:
     cached: bool = False
     size: int = -1  # bytes linted (the cache stores the result only if they are the bytes it keyed)
     digest: str = ""
+    not_analysed: str = ""  # why the file was read but not analysed (said on stderr; never cached)
 
 
 def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Diagnostic:
@@ -175,6 +177,17 @@ def _generated_policy(diag: Diagnostic) -> Diagnostic:
     return diag.replace(fix=fix)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(src: SourceFile) -> SourceFile:
+    """An editor buffer may hold a lone surrogate (no file decoded from bytes can): the parser cannot encode it,
+    so it is read as U+FFFD, one code point (and one UTF-16 unit) for one: every position stays the same."""
+    if src.text.isascii() or not _SURROGATE.search(src.text):
+        return src
+    return SourceFile.from_text(src.path, _SURROGATE.sub("\ufffd", src.text), src.encoding)
+
+
 def lint_source(
     src: SourceFile,
     codes: list[str],
@@ -182,6 +195,7 @@ def lint_source(
     project: Project | None = None,
     fix_mode: bool = False,
 ) -> list[Diagnostic]:
+    src = without_surrogates(src)
     diags = check_source(src, codes, project, fix_mode)
     if diags:
         ignored = per_file_ignored(src.path, settings, codes)
@@ -238,8 +252,8 @@ def lint_path(path: str, codes: list[str], settings: Settings, project: Project 
         return FileResult(path, error=f"{path}: cannot read file: {exc.strerror or exc}")
     except DecodeError as exc:
         digest = hashlib.sha256(data).hexdigest()
-        if SYNTAX_CODE not in codes:
-            return FileResult(path, size=len(data), digest=digest)
+        if SYNTAX_CODE not in codes:  # not analysed, and said so (no digest: the result is not cached)
+            return FileResult(path, size=len(data), not_analysed=f"{path}: not analysed: {exc}")
         src = SourceFile(path, "")
         diag = Diagnostic(
             SYNTAX_CODE,

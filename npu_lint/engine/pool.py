@@ -96,7 +96,7 @@ def lint_paths(
                 keys[path] = (key, hashlib.sha256(data).hexdigest())
                 todo.append(path)
             else:
-                results[path] = FileResult(path, hit, cached=True)
+                results[path] = FileResult(path, hit, cached=True, digest=hashlib.sha256(data).hexdigest())
     else:
         todo = list(paths)
     workers = jobs if jobs is not None else (os.cpu_count() or 1)

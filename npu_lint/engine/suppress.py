@@ -1,4 +1,9 @@
-"""Suppressions: `# noqa[: CODES]` on a line, `# npu-lint: noqa[: CODES]` for a file, per-file-ignores."""
+"""Suppressions: `# noqa[: CODES]` on a line, `# npu-lint: noqa[: CODES]` for a file, per-file-ignores.
+
+A directive counts only in a comment token (``tokenize``): `"# noqa"` inside a string literal, or a docstring
+line `# npu-lint: noqa`, suppresses nothing. When the file does not tokenize (a syntax error), the line text
+is used, as before.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.safeio import read_text
 from npu_lint.core.source import SourceFile
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
@@ -16,19 +22,67 @@ _FILE_NOQA = re.compile(
 )
 
 
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
 def _codes_in(text: str | None) -> set[str] | None:
     if not text:
         return None
     return {c.upper() for c in re.split(r"[\s,]+", text) if c}
 
 
-def file_suppression(text: str) -> set[str] | None | bool:
-    """False: none. True: whole file. A set: codes suppressed for the file."""
-    match = _FILE_NOQA.search(text)
-    if not match:
-        return False
-    codes = _codes_in(match.group("codes"))
-    return True if codes is None else codes
+def comments(text: str, spec: bool = False) -> dict[int, str] | None:
+    """1-based line -> the text of the comment token on it (None when the text does not tokenize). In a patch
+    ``spec``, the inner lines of a plain multi-line string are code patchgen copies into the generated file
+    (``add_post_import_block``): the comments of that code count too (``--add-noqa`` writes them there)."""
+    import io
+    import tokenize
+
+    out: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline="").readline):
+            if tok.type == tokenize.COMMENT:
+                out[tok.start[0]] = tok.string
+            elif spec and tok.type == tokenize.STRING and tok.end[0] - tok.start[0] > 1:
+                if not {"f", "b", "r"} & set(tok.string[:3].lower().split(tok.string[-1])[0]):
+                    out.update(_code_block_comments(tok.string, tok.start[0]))
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
+        return None
+    return out
+
+
+def _code_block_comments(literal: str, first_line: int) -> dict[int, str]:
+    """The comments of the code inside a multi-line string literal, by line of the enclosing file."""
+    import io
+    import textwrap
+    import tokenize
+
+    lines = _NEWLINE.split(literal)[1:-1]  # the inner lines (the opening and closing lines hold the quotes)
+    out: dict[int, str] = {}
+    try:
+        block = textwrap.dedent("\n".join(lines)) + "\n"
+        for tok in tokenize.generate_tokens(io.StringIO(block).readline):
+            if tok.type == tokenize.COMMENT:
+                out[first_line + tok.start[0]] = tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
+        for i, line in enumerate(lines, start=1):  # not code after all: a `#` starts a comment
+            if "#" in line:
+                out[first_line + i] = line[line.index("#") :]
+    return out
+
+
+def file_suppression(text: str, comment_lines: dict[int, str] | None = None) -> set[str] | None | bool:
+    """False: none. True: whole file. A set: codes suppressed for the file. Only a line that is nothing but
+    a comment counts (``comment_lines`` from ``comments``; None: the text did not tokenize, lines are used)."""
+    for match in _FILE_NOQA.finditer(text):
+        if comment_lines is not None:
+            line = len(_NEWLINE.findall(text, 0, match.start())) + 1
+            comment = comment_lines.get(line)
+            if comment is None or comment.strip() != match.group(0).strip():
+                continue
+        codes = _codes_in(match.group("codes"))
+        return True if codes is None else codes
+    return False
 
 
 def noqa_codes(line_text: str) -> set[str] | None | bool:
@@ -58,8 +112,7 @@ def _origin_line(path: str, line: int) -> str:
         if st.st_size > 8 * 1024 * 1024:
             return ""
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                cached = (stamp, fh.read().splitlines())
+            cached = (stamp, read_text(path, limit=8 * 1024 * 1024, errors="replace").splitlines())
         except OSError:
             return ""
         _SPEC_LINES[path] = cached
@@ -77,8 +130,21 @@ def _suppressed_at_origin(diag: Diagnostic) -> bool:
     return noqa is None or (noqa is not False and diag.code in noqa)
 
 
+def line_noqa(src: SourceFile, line: int, comment_lines: dict[int, str] | None) -> set[str] | None | bool:
+    """``noqa_codes`` of the comment on ``line`` (of the line text when the file did not tokenize)."""
+    if comment_lines is None:
+        return noqa_codes(src.line_text(line))
+    comment = comment_lines.get(line)
+    return False if comment is None else noqa_codes(comment)
+
+
 def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[str]) -> list[Diagnostic]:
-    file_level = file_suppression(src.text) if "npu-lint" in src.text else False
+    lowered = src.text.lower() if diags else ""
+    comment_lines = comments(src.text) if "noqa" in lowered else {}
+    # a file-level directive is a real comment; a line's noqa may also sit in a spec's code block
+    file_level = file_suppression(src.text, comment_lines) if "npu-lint" in lowered else False
+    if src.kind.spec and comment_lines:
+        comment_lines = comments(src.text, spec=True)
     if file_level is True:
         return []
     if isinstance(file_level, set):
@@ -87,7 +153,7 @@ def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[st
     for diag in diags:
         if diag.code in ignored:
             continue
-        noqa = noqa_codes(src.line_text(diag.line))
+        noqa = line_noqa(src, diag.line, comment_lines)
         if noqa is False:
             if not (diag.origin is not None and _suppressed_at_origin(diag)):
                 out.append(diag)

@@ -5,8 +5,10 @@
   otherwise it raises ``ConcurrentChange`` and writes nothing (a concurrent save wins).
 * A symbolic link is written through (its target is replaced, the link stays); a file with several hard
   links is rewritten in place so every link keeps seeing it.
-* Temporary files are named ``.<name>.npu-lint-<pid>.<random>.tmp``: a run removes those whose process is
-  gone (``remove_stale_temps``), and a run stopped by SIGINT/SIGTERM removes its own.
+* Temporary files are named ``.<name>.npu-lint-<pid>.<random>.tmp``: a run that writes (``--fix``,
+  ``--add-noqa``) removes those whose process is gone and whose ``<name>`` is beside them
+  (``remove_stale_temps``; a read-only run deletes nothing), and a run stopped by SIGINT/SIGTERM removes its own.
+* ``output_refusal``: a report (``-o``, a baseline) never replaces a source, a project file or an input.
 * ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place.
 """
 
@@ -20,7 +22,7 @@ import stat
 import time
 from pathlib import Path
 
-TEMP_PATTERN = re.compile(r"^\..*\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
+TEMP_PATTERN = re.compile(r"^\.(?P<stem>.*)\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
 _NAME_ROOM = 80  # characters of the target's name kept in a temporary name (NAME_MAX is 255 bytes)
 
 
@@ -163,6 +165,20 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _has_target(path: str, stem: str) -> bool:
+    """Whether the file a temporary name was made for exists beside it (``_temp_name`` keeps at most
+    ``_NAME_ROOM`` bytes of the name: a longer name only has to start with the stem)."""
+    directory = os.path.dirname(path) or "."
+    if os.path.lexists(os.path.join(directory, stem)):
+        return True
+    if len(stem.encode("utf-8", "surrogateescape")) < _NAME_ROOM - 4:
+        return False
+    try:
+        return any(n.startswith(stem) and not TEMP_PATTERN.match(n) for n in os.listdir(directory))
+    except OSError:
+        return False
+
+
 def remove_stale_temps(paths: list[str]) -> list[str]:
     """Remove npu-lint's own temporary files (``TEMP_PATTERN``) left by a process that is gone; returns them."""
     removed = []
@@ -173,13 +189,48 @@ def remove_stale_temps(paths: list[str]) -> list[str]:
         try:
             st = os.lstat(path)
             # the owner is gone, or the pid was reused long after (a write takes seconds, not a day)
-            gone = not _pid_alive(int(match.group(1))) or time.time() - st.st_mtime > 86400
+            gone = not _pid_alive(int(match.group(2))) or time.time() - st.st_mtime > 86400
+            if not _has_target(path, match.group("stem")):
+                continue  # not beside the file it would replace: not ours to delete
             if gone and stat.S_ISREG(st.st_mode):
                 os.unlink(path)
                 removed.append(path)
         except OSError:
             continue
     return removed
+
+
+_PROTECTED_NAMES = ("pyproject.toml", "npu-lint.toml", "setup.cfg", "setup.py", ".gitignore", "__init__.py")
+
+
+def output_refusal(path: str, protected: list[str] | tuple[str, ...] = ()) -> str:
+    """Why a report must not be written to ``path`` ("" when it may): an existing Python source or project
+    file (``-o m.py`` is a slip that would replace the source with a report), or one of ``protected`` (the
+    files being linted, the baseline, the configuration in use), symlinks and hard links resolved."""
+    if not os.path.lexists(path):
+        return ""
+    name = os.path.basename(os.path.realpath(path))
+    if name.endswith((".py", ".pyi")) or name in _PROTECTED_NAMES:
+        return "is a source or project file"
+    try:
+        target = os.stat(path)
+    except OSError:
+        return ""
+    names = {os.path.basename(path), name}
+    for other in protected:
+        if (
+            not other
+            or os.path.basename(other) not in names
+            and os.path.basename(os.path.realpath(other)) not in names
+        ):
+            continue
+        try:
+            st = os.stat(other)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+            return "is one of the files this run reads"
+    return ""
 
 
 def write_output(path: str, text: str) -> None:

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.safeio import read_text
 from npu_lint.veomni.catalog import BUILTIN_ROWS, OPSLOT_TO_VEOMNIOP, slot_target
 from npu_lint.veomni.profile import ApiProfile, Generation, builtin_profile, detect_profile
 
@@ -2337,9 +2338,8 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     if gpu_text is None:
         gpu_path = os.path.join(os.path.dirname(path), gpu_module.rsplit(".", 1)[-1] + ".py")
         try:
-            with open(gpu_path, encoding="utf-8") as fh:
-                gpu_text = fh.read()
-        except OSError:
+            gpu_text = read_text(gpu_path)
+        except (OSError, UnicodeDecodeError):
             return SiblingResult(text)
     if re.search(r"\bOpSlot\(", gpu_text):
         migrated = _migrate_cached(gpu_text, gpu_module.replace(".", "/") + ".py", names, _upstream_key())
@@ -2686,10 +2686,9 @@ def _function_source(module: str, name: str) -> str | None:
     if path is None:
         return None
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_text(path)
         tree = ast.parse(text)
-    except (OSError, SyntaxError):
+    except (OSError, SyntaxError, ValueError, RecursionError):
         return None
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
@@ -2756,9 +2755,8 @@ def spec_dependents(path: str) -> tuple[str, ...]:
             if not filename.endswith("_patch_gen_config.py"):
                 continue
             try:
-                with open(os.path.join(other, filename), encoding="utf-8") as fh:
-                    if pattern.search(fh.read()):
-                        found.append(f"{name}/{filename}")
-            except OSError:
+                if pattern.search(read_text(os.path.join(other, filename))):
+                    found.append(f"{name}/{filename}")
+            except (OSError, UnicodeDecodeError):
                 continue
     return tuple(found)

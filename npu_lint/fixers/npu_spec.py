@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ class NpuSpecPlan:
     module: str | None  # dotted module of the new spec
     command: str  # the patchgen regeneration command
     gpu_only: list[str] = field(default_factory=list)  # GPU-only replacements the NPU path must override
+    refused: str = ""  # why no file is created (names that cannot be written into Python safely)
 
 
 def _header(text: str) -> str:
@@ -69,6 +71,9 @@ def build_npu_spec(gpu_spec_path: str, format: bool = True) -> NpuSpecPlan | Non
     gpu_description = patchgen.effective_description(spec)
     description = f"{gpu_description} (Ascend NPU)" if gpu_description else f"{model} for Ascend NPU"
     gpu_only = _gpu_only(spec)
+    refused = _unsafe_names(model, gpu_stem, gpu_module, module, command)
+    if refused:
+        return NpuSpecPlan(path, "", module, command, gpu_only, refused)
 
     if gpu_module is not None:
         import_line = f"from {gpu_module} import config as gpu_config"
@@ -115,8 +120,44 @@ def build_npu_spec(gpu_spec_path: str, format: bool = True) -> NpuSpecPlan | Non
     return NpuSpecPlan(path, format_with_ruff(text, path) if format else text, module, command, gpu_only)
 
 
+_COMMAND_CHARS = re.compile(r"[\w./=:+ -]*")
+
+
+def _unsafe_names(model: str, gpu_stem: str, gpu_module: str | None, module: str | None, command: str) -> str:
+    """Why the names a created spec writes (into its docstring and import) are refused, or "". A model
+    directory named with quotes (``x\"\"\"; import os; ...``) must never end up in generated code: every
+    name must be a Python identifier (as an importable package's are) and the command plain text."""
+    for what, name in (("model", model), ("spec", gpu_stem)):
+        if not name.isidentifier():
+            return f"the {what} name {name!r} is not a Python identifier: no spec is created"
+    for what, dotted in (("GPU spec module", gpu_module), ("NPU spec module", module)):
+        if dotted is not None and not all(part.isidentifier() for part in dotted.split(".")):
+            return f"the {what} {dotted!r} is not a dotted Python name: no spec is created"
+    if not _COMMAND_CHARS.fullmatch(command):
+        return (
+            f"the regeneration command {command!r} has characters a docstring cannot hold: no spec is created"
+        )
+    return ""
+
+
 def _quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A double-quoted Python literal of ``value``: backslashes, quotes, control characters, line breaks and
+    lone surrogates escaped (nothing in ``value`` can end the literal)."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch.isprintable() and not 0xD800 <= code < 0xE000:
+            out.append(ch)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def format_many(items: list[tuple[str, str]]) -> list[str]:

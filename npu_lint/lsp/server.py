@@ -97,6 +97,7 @@ def _read_disk_document(path: str | None) -> str:
 
 
 _HEADER = b"Content-Length: "
+MAX_MESSAGE = 64 * 1024 * 1024  # a Content-Length beyond this is never allocated: the message is skipped
 
 
 class ResyncReader:
@@ -118,6 +119,8 @@ class ResyncReader:
             if not more:
                 break
             self.pending += more
+            if len(self.pending) > MAX_MESSAGE:  # megabytes without a line break: junk, keep only the tail
+                self.pending = self.pending[-len(_HEADER) :]
         index = self.pending.find(b"\n")
         if index < 0:
             line, self.pending = self.pending, b""
@@ -129,6 +132,9 @@ class ResyncReader:
         return line
 
     async def readexactly(self, n: int) -> bytes:
+        if n > MAX_MESSAGE:  # an absurd Content-Length (MemoryError in the stream's read): skip the message
+            logger.error("Content-Length %d exceeds %d bytes: message skipped", n, MAX_MESSAGE)
+            return b" "  # not JSON: pygls logs it and reads the next header (resynchronised by readline)
         body = self.pending[:n]
         self.pending = self.pending[n:]
         while len(body) < n:
@@ -888,24 +894,48 @@ def run_server(args: argparse.Namespace | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     server = create_server()
-    _start_io(server)
-    return 0
+    return _start_io(server)
 
 
-def _start_io(server: NpuLintServer) -> None:
+class _BoundedStdin:
+    """pygls' ``StdinAsyncReader`` with a bounded ``readline`` (a header line is short: a stream without line
+    breaks is read 64 KiB at a time, never into one unbounded buffer)."""
+
+    def __init__(self, stdin: Any, executor: Any) -> None:
+        self.stdin = stdin
+        self.executor = executor
+
+    async def readline(self) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.readline, 1 << 16)
+
+    async def readexactly(self, n: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.read, n)
+
+
+def _start_io(server: NpuLintServer) -> int:
     """pygls' stdio loop with ``ResyncReader`` (recovers from a wrong ``Content-Length``)."""
     import threading
 
-    from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+    from pygls.io_ import StdoutWriter, run_async
 
     server._stop_event = stop = threading.Event()  # type: ignore[attr-defined]
     server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
-    reader = ResyncReader(StdinAsyncReader(sys.stdin.buffer, server.thread_pool))
+    reader = ResyncReader(_BoundedStdin(sys.stdin.buffer, server.thread_pool))
+    code = 0
     try:
         asyncio.run(run_async(stop, reader, server.protocol, logger, server.report_server_error))
     except BrokenPipeError:
         logger.error("the client closed the connection")
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
+    except SystemExit as exc:  # the `exit` notification: 1 when no `shutdown` request came first (LSP spec)
+        code = (
+            exc.code
+            if isinstance(exc.code, int)
+            else 0
+            if getattr(server.protocol, "_shutdown", False)
+            else 1
+        )
     finally:
         server.shutdown()
+    return code

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from npu_lint.core.diagnostics import Diagnostic, Fix
+from npu_lint.core.diagnostics import Diagnostic, Fix, display_path
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
 
 FORMATS: tuple[str, ...] = ("text", "concise", "json", "json-lines", "sarif", "github", "junit")
@@ -140,9 +140,10 @@ class RenderContext:
         return os.path.relpath(absolute, self.root)
 
     def display_path(self, path: str) -> str:
-        """How a path is shown to people: relative to the root when under it, else as given."""
+        """How a path is shown to people: relative to the root when under it, else as given; control characters
+        and undecodable bytes escaped (a file name must not drive the terminal)."""
         rel = self.relpath(path)
-        return rel if rel is not None else path
+        return display_path(rel if rel is not None else path)
 
     def root_uri(self) -> str:
         uri = Path(self.root).as_uri()
@@ -155,8 +156,9 @@ class RenderContext:
         key = os.path.abspath(path)
         if key not in self._files:
             try:
-                with open(key, "rb") as fh:
-                    data = fh.read()
+                from npu_lint.core.safeio import read_regular
+
+                data, _ = read_regular(key)
             except OSError:
                 self._files[key] = None
             else:

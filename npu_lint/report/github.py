@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from npu_lint.core.diagnostics import SEVERITY_ERROR, Diagnostic
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Diagnostic, display_path
 from npu_lint.report import RenderContext
 
 
@@ -28,7 +28,7 @@ def escape_property(text: str) -> str:
 
 def _file(path: str, ctx: RenderContext) -> str:
     rel = ctx.relpath(path)
-    return (rel if rel is not None else path).replace(os.sep, "/")
+    return display_path((rel if rel is not None else path).replace(os.sep, "/"))
 
 
 def render_github(diagnostics: Sequence[Diagnostic], ctx: RenderContext) -> str:

@@ -11,7 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.diagnostics import Diagnostic, display_path
 from npu_lint.report import RenderContext
 
 SUITE_NAME = "npu-lint"
@@ -26,7 +26,7 @@ def _clean(text: str) -> str:
 
 def _name(path: str, ctx: RenderContext) -> str:
     rel = ctx.relpath(path)
-    return (rel if rel is not None else path).replace(os.sep, "/")
+    return display_path((rel if rel is not None else path).replace(os.sep, "/"))
 
 
 def render_junit(diagnostics: Sequence[Diagnostic], ctx: RenderContext) -> str:

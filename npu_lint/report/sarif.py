@@ -31,7 +31,11 @@ def _artifact_location(path: str, ctx: RenderContext) -> dict[str, Any]:
     rel = ctx.relpath(path)
     if rel is None:
         return {"uri": Path(os.path.abspath(path)).as_uri()}
-    return {"uri": quote(rel.replace(os.sep, "/"), safe="/"), "uriBaseId": SRCROOT}
+    # a file name that is not UTF-8 (surrogateescape) is percent-encoded from its original bytes
+    return {
+        "uri": quote(rel.replace(os.sep, "/").encode("utf-8", "surrogateescape"), safe="/"),
+        "uriBaseId": SRCROOT,
+    }
 
 
 def _column(line_text: str | None, col: int) -> int:

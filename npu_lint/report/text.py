@@ -18,7 +18,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix, display_path
 from npu_lint.report import RenderContext, fix_is_applicable
 
 TAB_WIDTH = 4
@@ -98,7 +98,7 @@ def _header(d: Diagnostic, ctx: RenderContext, style: _Style) -> str:
     location = f"{style.bold(path)}{style.dim(':')}{d.line}{style.dim(':')}{d.col + 1}{style.dim(':')}"
     code = style.error(d.code) if d.severity == SEVERITY_ERROR else style.warning(d.code)
     marker = f" {style.fixable('[*]')}" if fix_is_applicable(d.fix, ctx.unsafe_fixes) else ""
-    return f"{location} {code}{marker} {d.message}"
+    return f"{location} {code}{marker} {display_path(d.message)}"
 
 
 def _origin_text(d: Diagnostic, ctx: RenderContext) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from npu_lint.core.astutil import absolute_module
 from npu_lint.core.astutil import resolve_relative as resolve_from_path
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.core.safeio import read_regular
 
 MAX_REEXPORT_DEPTH = 8
 
@@ -63,7 +64,7 @@ def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module
     info = ModuleInfo(str(path), is_package)
     if tree is None:
         try:
-            tree = ast.parse(path.read_bytes(), filename=str(path))
+            tree = ast.parse(read_regular(path)[0], filename=str(path))
         except (OSError, SyntaxError, ValueError, RecursionError):
             return info
 

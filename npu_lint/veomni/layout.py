@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from npu_lint.core.safeio import read_regular
+
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", "generated"}
 MAX_PACKAGE_SCAN = 5000  # directories visited when looking for model packages
 _REGISTRATION = b"MODELING_REGISTRY.register("
@@ -45,7 +47,7 @@ def is_model_package(directory: Path, filenames: list[str], dirnames: list[str])
             pass
     if "__init__.py" in filenames:
         try:
-            return _REGISTRATION in (directory / "__init__.py").read_bytes()
+            return _REGISTRATION in read_regular(directory / "__init__.py")[0]
         except OSError:
             return False
     return False

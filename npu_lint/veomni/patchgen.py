@@ -120,9 +120,10 @@ def load_file(path: str) -> ParsedFile | None:
     if hit is not None and hit[0] == stamp:
         return hit[1]
     try:
+        from npu_lint.core.safeio import read_regular
         from npu_lint.core.source import DecodeError, decode_source
 
-        text, _ = decode_source(Path(path).read_bytes())
+        text, _ = decode_source(read_regular(path)[0])
     except (OSError, DecodeError):  # unreadable or undecodable: no model of this file
         return None
     parsed = ParsedFile(path, text)

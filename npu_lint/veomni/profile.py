@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from npu_lint.core.safeio import read_regular
 from npu_lint.veomni.catalog import BUILTIN_ROWS, OpRow, catalog_rows
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.layout import SKIP_DIRS, find_model_packages, layouts_of
@@ -368,7 +369,7 @@ def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
                 continue
             path = Path(dirpath) / filename
             try:
-                data = path.read_bytes()
+                data = read_regular(path)[0]
             except OSError:
                 continue
             names = {(m.group(1) or m.group(2)).decode() for m in _TOP_DEF.finditer(data)}

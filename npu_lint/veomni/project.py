@@ -166,29 +166,43 @@ class Project:
         Importing ``veomni.ops`` runs the tree's code, so it happens only when asked for, and never in this
         process: a child interpreter (working directory: the tree's root, so the tree's ``veomni`` is the one
         imported) prints the rows as JSON. Returns the note the front end shows (what was imported, where)."""
-        import json
-        import subprocess
         import sys
 
+        import npu_lint
         from npu_lint.core.config import ConfigError
+        from npu_lint.core.process import run_untrusted
 
-        cwd = self.root or os.getcwd()
-        script = "import json, npu_lint.veomni.project as p; print(json.dumps(p.live_rows_json()))"
+        cwd = str(self.root or os.getcwd())
+        # isolated interpreter (-I: neither the working directory nor PYTHONPATH on sys.path): npu-lint's own
+        # package first, then the tree; the key is read before the tree's code runs
+        script = (
+            "import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from npu_lint.core.process import child_read_key, child_send\n"
+            "key, _ = child_read_key()\n"
+            "sys.path.insert(1, sys.argv[2])\n"  # the tree, only now: a module of it cannot shadow hmac or json
+            "import npu_lint.veomni.project as p\n"
+            "child_send(key, p.live_rows_json())\n"
+        )
+        ours = os.path.dirname(os.path.dirname(os.path.abspath(npu_lint.__file__)))
         try:
-            proc = subprocess.run(
-                [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, cwd=cwd
+            outcome = run_untrusted(
+                [sys.executable, "-I", "-c", script, ours, cwd],
+                cwd=cwd,
+                timeout=timeout,
+                python=sys.executable,
             )
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"--live-registry: importing veomni.ops took more than {timeout:g} s") from None
         except OSError as exc:
             raise ConfigError(f"--live-registry: cannot start {sys.executable}: {exc}") from None
-        try:
-            answer = json.loads(proc.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ConfigError(f"--live-registry: importing veomni.ops failed: {tail}") from None
+        if outcome.timed_out:
+            raise ConfigError(f"--live-registry: importing veomni.ops took more than {timeout:g} s") from None
+        answer = outcome.result
+        if answer is None:
+            tail = (outcome.stderr.strip().splitlines() or [outcome.result_problem])[-1]
+            raise ConfigError(f"--live-registry: importing veomni.ops failed: {tail}")
         if isinstance(answer, dict) and "error" in answer:
             raise ConfigError(f"--live-registry: {answer['error']}")
+        if not isinstance(answer, list) or not all(isinstance(r, list) and len(r) == 4 for r in answer):
+            raise ConfigError("--live-registry: the child's answer has the wrong shape")
         self.live_rows = tuple(sorted({OpRow(*(str(v) for v in row)) for row in answer}))
         self.generation = VEOMNI_OP
         if self.api.generation != VEOMNI_OP:

@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
 DEVICE_MODULE = "veomni.utils.device"
@@ -146,8 +147,7 @@ def flag_import_module(init_path: str, tree: ast.Module) -> str:
         if os.path.join(parent, name) == package_dir or not os.path.isfile(other):
             continue
         try:
-            with open(other, encoding="utf-8") as fh:
-                match = _FLAG_IMPORT.search(fh.read(8192))
+            match = _FLAG_IMPORT.search(read_text(other, limit=MAX_SMALL_BYTES)[:8192])
         except (OSError, UnicodeDecodeError):
             continue
         if match:

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from npu_lint.core.astutil import str_value
+from npu_lint.core.safeio import read_regular
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
 
 REGISTER_CALLS = ("register_op", "register_kernel")
@@ -230,7 +231,7 @@ def read_registry_tree(tree: ast.Module) -> tuple[list[OpRow], list[OpRow], list
 def read_registry_file(path: Path) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]]]:
     """(register rows, KernelSpec rows, [(row, line)]) of one kernel module, read statically."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)[0]
     except OSError:
         return [], [], []
     if not any(marker in data for marker in _MARKERS):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root
+from npu_lint.core.safeio import read_regular, read_text
 
 __all__ = [
     "MethodSource",
@@ -65,9 +66,8 @@ def _build(path: str, modname: str, mtime: float) -> tuple[Any, list[str]] | Non
     import astroid
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError:
+        text = read_text(path)
+    except (OSError, UnicodeDecodeError):
         return None
     try:
         try:
@@ -318,7 +318,7 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
 @functools.lru_cache(maxsize=64)
 def _parse_upstream(module: str, path: Path) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = ast.parse(read_regular(path)[0], filename=str(path))
     except (OSError, SyntaxError, ValueError, RecursionError):
         return None
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}

@@ -1,7 +1,8 @@
 """The child side of ``npu-lint verify``: one check, run in its own interpreter.
 
-Run by file path as ``python -I _child.py REQUEST.json RESULT.json`` (never imported by npu-lint's own
-process). ``-I`` keeps the caller's working directory, ``PYTHONPATH`` and this file's directory off
+Run by file path as ``python -I _child.py`` (never imported by npu-lint's own process): a key and the request
+come on standard input, read before any model code runs; the result goes back on the pipe named by
+``NPU_LINT_RESULT_FD``, authenticated with the key (``npu_lint.core.process``), never through a file. ``-I`` keeps the caller's working directory, ``PYTHONPATH`` and this file's directory off
 ``sys.path``; the request names the directories to import from (the VeOmni tree root and, when the tree
 is a checkout, its ``patchgen-pkg``), which are put first on ``sys.path`` here, deliberately.
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import filecmp
+import hashlib
+import hmac
 import importlib
 import io
 import json
@@ -975,9 +978,32 @@ CHECKS = {
 }
 
 
+def _read_request() -> tuple[bytes, dict]:
+    """The key and the request, from standard input (then closed), before any model code runs: the result
+    protocol of ``npu_lint.core.process`` (this file runs without npu-lint on its path, hence the copy)."""
+    line = sys.stdin.buffer.readline(200)
+    body = sys.stdin.buffer.read(16 * 1024 * 1024)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return bytes.fromhex(line.strip().decode("ascii")), json.loads(body)
+
+
+def _send(key: bytes, answer: dict) -> None:
+    """The verdict on the result pipe, authenticated with the key (``npu_lint.core.process._verify``); hashlib
+    and hmac are imported at module level, before the tree is on ``sys.path`` (a tree's ``hmac.py`` would
+    otherwise receive the key)."""
+    payload = json.dumps(answer, default=str)
+    mac = hmac.new(key, payload.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    data = memoryview(json.dumps({"payload": payload, "mac": mac}).encode())
+    fd = int(os.environ["NPU_LINT_RESULT_FD"])
+    while data:
+        data = data[os.write(fd, data) :]
+    os.close(fd)
+
+
 def main(argv: list[str]) -> int:
-    request_path, result_path = argv[1], argv[2]
-    req = json.loads(Path(request_path).read_text(encoding="utf-8"))
+    key, req = _read_request()
     for p in reversed(req.get("sys_path", [])):
         sys.path.insert(0, p)
     res = Result()
@@ -1014,7 +1040,7 @@ def main(argv: list[str]) -> int:
             }
         )
         out["details"] = (out.get("details") or "") + "\n" + traceback.format_exc()[-4000:]
-    Path(result_path).write_text(json.dumps(out, default=str), encoding="utf-8")
+    _send(key, out)
     return 0
 
 

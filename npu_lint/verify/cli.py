@@ -9,9 +9,7 @@ could not run (usage, missing dependency).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from npu_lint.verify.model import NotAModel, load_model_package
@@ -56,11 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _write(path: str, text: str) -> None:
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=str(target.parent.resolve()), prefix=f".{target.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
+    """``-o``: the writer ``check -o`` uses (atomic for a regular file; a device, FIFO or symlink is never
+    replaced)."""
+    import errno
+
+    from npu_lint.engine.write import output_refusal, write_output
+
+    why = output_refusal(path)
+    if why:
+        raise OSError(errno.EEXIST, f"{why}; refusing to replace it", path)
+    write_output(path, text)
 
 
 def main(argv: list[str] | None = None) -> int:

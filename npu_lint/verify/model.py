@@ -1,8 +1,8 @@
 """What ``verify`` needs to know about one model package, read from the files (nothing is imported).
 
-This is the one module of ``npu_lint.verify`` that may depend on the rest of npu-lint; today it needs
-nothing from it: the facts (tree root, dotted package, specs, generated modules, transformers pin) are a
-few path and text reads.
+This is the one module of ``npu_lint.verify`` that may depend on the rest of npu-lint; it needs only the one
+reader (``core.safeio``): the facts (tree root, dotted package, specs, generated modules, transformers pin)
+are a few path and text reads.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from npu_lint.core.safeio import read_text
 
 GPU_SPEC_SUFFIX = "_gpu_patch_gen_config.py"
 NPU_SPEC_SUFFIX = "_npu_patch_gen_config.py"
@@ -55,7 +57,7 @@ def _package_root(model_dir: Path) -> tuple[Path, str]:
 
 def _target_file(spec: Path, default: str) -> str:
     try:
-        found = _TARGET.findall(spec.read_text(encoding="utf-8"))
+        found = _TARGET.findall(read_text(spec))
     except (OSError, UnicodeDecodeError):
         return default
     return found[-1] if found else default  # a deepcopy sibling sets target_file after the copy
@@ -64,17 +66,20 @@ def _target_file(spec: Path, default: str) -> str:
 def _pin(root: Path, generated: list[Path]) -> tuple[str | None, str]:
     for name in ("pyproject.toml", "setup.cfg", "requirements.txt"):
         path = root / name
-        if path.is_file():
-            m = _PIN.search(path.read_text(encoding="utf-8", errors="replace")) or re.search(
-                r"^transformers\s*==\s*([\w.+-]+)", path.read_text(encoding="utf-8", errors="replace"), re.M
-            )
-            if m:
-                return m.group(1), name
+        try:
+            text = read_text(path, errors="replace")
+        except OSError:
+            continue
+        m = _PIN.search(text) or re.search(r"^transformers\s*==\s*([\w.+-]+)", text, re.M)
+        if m:
+            return m.group(1), name
     for path in generated:
-        if path.is_file():
-            m = _BANNER_PIN.search(path.read_text(encoding="utf-8", errors="replace")[:4000])
-            if m:
-                return m.group(1), f"`Based on:` banner of {path.name} (the tree has no pyproject pin)"
+        try:
+            m = _BANNER_PIN.search(read_text(path, errors="replace")[:4000])
+        except OSError:
+            continue
+        if m:
+            return m.group(1), f"`Based on:` banner of {path.name} (the tree has no pyproject pin)"
     return None, ""
 
 
@@ -108,7 +113,7 @@ def load_model_package(path: str | Path) -> ModelPackage:
 def _registered_classes(init: Path) -> list[str]:
     """Names ``__init__.py`` imports from its generated modules (the classes VeOmni builds)."""
     try:
-        tree = ast.parse(init.read_text(encoding="utf-8"))
+        tree = ast.parse(read_text(init))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return []
     names: list[str] = []

@@ -1,7 +1,8 @@
 """Runs each check of ``npu-lint verify`` in its own interpreter, with a timeout.
 
 The child is ``_child.py`` of this package, run by file path with ``python -I`` (isolated mode: neither
-the working directory, ``PYTHONPATH`` nor the script's directory lands on ``sys.path``). Its working
+the working directory, ``PYTHONPATH`` nor the script's directory lands on ``sys.path``), through
+``npu_lint.core.process`` (own process group, minimal environment, authenticated result pipe). Its working
 directory is the VeOmni tree root, and the request lists exactly what goes on ``sys.path``: the tree root
 (so ``veomni`` is the tree being verified, not another copy) and, when there is one, the directory holding
 VeOmni's ``patchgen`` package. A crash, a hang or a ``sys.exit`` in model code ends the child, never
@@ -11,10 +12,8 @@ npu-lint.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,65 +99,68 @@ def request(pkg: ModelPackage, check: str, patchgen: str | None = None, force_np
     }
 
 
+_STATUSES = ("pass", "fail", "skip", "error")
+
+
 def run_child(req: dict, python: str, timeout: float, cwd: Path) -> CheckResult:
+    """One check in its own interpreter (``core.process.run_untrusted``: own process group killed whole, minimal
+    environment, the request on standard input and the verdict on an authenticated pipe: model code that
+    writes a result file or prints "pass" is not believed)."""
+    from npu_lint.core.process import run_untrusted
+
     name = req["check"]
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="npu-lint-verify-") as tmp:
-        req_path, res_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        req_path.write_text(json.dumps(req), encoding="utf-8")
-        env = dict(os.environ)
-        # patchgen runs `ruff` from PATH: the one installed next to the child interpreter comes first
-        env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
-        env.pop("PYTHONPATH", None)
-        env.setdefault("OMP_NUM_THREADS", "2")
-        try:
-            proc = subprocess.run(
-                [python, "-I", str(CHILD), str(req_path), str(res_path)],
-                cwd=str(cwd),
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            return CheckResult(
-                name,
-                "fail",
-                time.perf_counter() - start,
-                [
-                    {
-                        "what": f"the check did not finish within {timeout:g} s",
-                        "meaning": "model code hangs (a collective without peers, an endless loop) or is far too "
-                        "slow for a two-layer model",
-                        "fix": "run the check alone with a larger --timeout to tell the two apart",
-                    }
-                ],
-            )
-        duration = time.perf_counter() - start
-        if not res_path.is_file():
-            tail = "\n".join((proc.stderr or "").strip().splitlines()[-25:])
-            return CheckResult(
-                name,
-                "fail",
-                duration,
-                [
-                    {
-                        "what": f"the check's interpreter died (exit code {proc.returncode})",
-                        "meaning": "model code crashed the process (segfault, abort, os._exit) while importing or "
-                        "running the model",
-                        "fix": "read the captured stderr in the details",
-                    }
-                ],
-                tail,
-            )
-        data = json.loads(res_path.read_text(encoding="utf-8"))
+    outcome = run_untrusted(
+        [python, "-I", str(CHILD)],
+        cwd=str(cwd),
+        timeout=timeout,
+        python=python,
+        stdin_data=json.dumps(req).encode(),
+    )
+    duration = time.perf_counter() - start
+    if outcome.timed_out:
+        return CheckResult(
+            name,
+            "fail",
+            duration,
+            [
+                {
+                    "what": f"the check did not finish within {timeout:g} s",
+                    "meaning": "model code hangs (a collective without peers, an endless loop) or is far too "
+                    "slow for a two-layer model",
+                    "fix": "run the check alone with a larger --timeout to tell the two apart",
+                }
+            ],
+        )
+    data = outcome.result
+    if not isinstance(data, dict) or data.get("status") not in _STATUSES:
+        tail = "\n".join((outcome.stderr or "").strip().splitlines()[-25:])
+        died = outcome.returncode != 0 or not outcome.result_problem.startswith("no answer")
+        return CheckResult(
+            name,
+            "fail",
+            duration,
+            [
+                {
+                    "what": f"the check's interpreter died (exit code {outcome.returncode})"
+                    if died and outcome.result_problem.startswith("no answer")
+                    else f"the check gave no trustworthy verdict: {outcome.result_problem or 'wrong shape'}",
+                    "meaning": "model code crashed the process (segfault, abort, os._exit) while importing or "
+                    "running the model, or wrote over the check's result",
+                    "fix": "read the captured stderr in the details",
+                }
+            ],
+            tail,
+        )
+    findings = data.get("findings") or []
+    facts = data.get("facts") or {}
     return CheckResult(
         name,
-        data.get("status", "fail"),
+        data["status"],
         duration,
-        list(data.get("findings") or []),
-        data.get("details") or "",
-        dict(data.get("facts") or {}),
+        [f for f in findings if isinstance(f, dict)] if isinstance(findings, list) else [],
+        data.get("details") if isinstance(data.get("details"), str) else "",
+        dict(facts) if isinstance(facts, dict) else {},
     )
 
 

@@ -306,8 +306,12 @@ def test_stale_temp_files_are_removed(tmp_path: Path) -> None:
     stale.write_text("half")
     foreign = tmp_path / ".bad.py.abcd.tmp"  # not ours: kept
     foreign.write_text("x")
+    orphan = tmp_path / f".notes.txt.npu-lint-{dead.stdout.strip()}.0badf00d.tmp"  # no notes.txt beside it
+    orphan.write_text("a user's file")
     run("check", "--no-cache", ".", cwd=tmp_path)
-    assert not stale.exists() and foreign.exists()
+    assert stale.exists(), "a read-only run deletes nothing"
+    run("check", "--no-cache", "--fix", ".", cwd=tmp_path)
+    assert not stale.exists() and foreign.exists() and orphan.exists()
 
 
 # -- the cache holds findings, never fixes ------------------------------------------------------------------

@@ -121,4 +121,6 @@ def test_markdown_report_to_file(wheel_tree, tmp_path):
     text = out.read_text()
     assert "| pin | pass |" in text and "| isolation | not attainable on this generation |" in text
     assert "OpSlot generation" in text and "NPU201" in text
-    assert "Result: 1 of 2 checks passed, 1 not attainable on this generation (not a failure) (exit 0)." in text
+    assert (
+        "Result: 1 of 2 checks passed, 1 not attainable on this generation (not a failure) (exit 0)." in text
+    )

@@ -49,7 +49,7 @@ def run_verify(*args: str, timeout: float = 900) -> tuple[int, dict | str, str]:
     )
     out: dict | str = proc.stdout
     if "--format" in args and args[args.index("--format") + 1] == "json":
-        out = json.loads(proc.stdout)
+        out = json.loads(proc.stdout) if proc.stdout else proc.stdout
     return proc.returncode, out, proc.stderr
 
 

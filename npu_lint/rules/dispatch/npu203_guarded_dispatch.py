@@ -84,7 +84,7 @@ class GuardedDispatch(Rule):
         "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), attached once per file: it replaces the "
         "guard and its eager copy by an unconditional handle call."
     )
-    node_types = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign)
+    node_types = GUARD_NODES
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import transformers_dir, transformers_version
 from npu_lint.core.diagnostics import Diagnostic, Fix, Origin, text_hash
+from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
@@ -341,8 +342,7 @@ def _repo_pin(root: str | None) -> tuple[str, str, int] | None:
         return None
     path = os.path.join(root, "pyproject.toml")
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_text(path, limit=MAX_SMALL_BYTES)
     except (OSError, UnicodeDecodeError):
         return None
     lines = text.splitlines()

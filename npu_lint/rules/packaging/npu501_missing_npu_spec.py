@@ -91,12 +91,16 @@ class MissingNpuSpec(ProjectRule):
                 if npu_target in targets:
                     continue  # an NPU spec under another name exists
                 found.append((pkg, gpu, spec, npu_path, npu_target, build_npu_spec(gpu, format=False)))
-        plans = [(plan.content, plan.path) for *_, plan in found if plan is not None]
+        plans = [(plan.content, plan.path) for *_, plan in found if plan is not None and not plan.refused]
         # formatting runs ruff in a subprocess: only worth it when the file will be written or shown
         texts = format_many(plans) if self.fix_mode else [content for content, _ in plans]
         for pkg, gpu, spec, npu_path, npu_target, plan in found:
             fix = None
-            if plan is not None:
+            if plan is not None and plan.refused:
+                fix = Fix(
+                    f"Create {os.path.basename(plan.path)}", (), Applicability.DISPLAY, (), plan.refused
+                )
+            elif plan is not None:
                 plan.content = texts.pop(0)
                 reason = CREATES_FILE_REASON
                 if plan.gpu_only:

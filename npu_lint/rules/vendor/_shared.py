@@ -8,6 +8,7 @@ from pathlib import Path, PurePath
 
 from npu_lint.core.astutil import call_arg, keyword_arg, module_package, resolve_relative, str_value
 from npu_lint.core.diagnostics import Edit
+from npu_lint.core.safeio import read_text
 from npu_lint.rules._handles import migration_available
 from npu_lint.rules.base import Context
 from npu_lint.veomni import vendor_map
@@ -48,7 +49,7 @@ def _entries_in_directory(directory: Path) -> frozenset[str]:
         found: set[str] = set()
         for sibling in siblings:
             try:
-                text = sibling.read_text(encoding="utf-8", errors="replace")
+                text = read_text(sibling, errors="replace")
             except OSError:
                 continue
             if "entry" in text:
