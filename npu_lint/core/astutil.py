@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 
+from npu_lint.core.safeio import read_text
+
 
 def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` for a Name/Attribute chain (no import resolution), else None."""
@@ -116,8 +118,7 @@ def transformers_version() -> str | None:
     if base is None:
         return None
     try:
-        with open(base / "__init__.py", encoding="utf-8") as fh:
-            head = fh.read(65536)
+        head = read_text(base / "__init__.py", limit=1 << 20)[:65536]
     except (OSError, UnicodeDecodeError):
         head = ""
     match = _VERSION_LINE.search(head)

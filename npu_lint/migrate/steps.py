@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from npu_lint.core.safeio import read_text
 from npu_lint.migrate.plan import Package, Run, StepResult
 
 
@@ -201,7 +202,7 @@ def step_init(run: Run, result: StepResult) -> None:
 
 def _parse(path: Path) -> ast.Module | None:
     try:
-        return ast.parse(path.read_text(encoding="utf-8"))
+        return ast.parse(read_text(path))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
 
@@ -408,7 +409,7 @@ def step_model_test(run: Run, result: StepResult) -> None:
             render_test(run.stage_root, pkg), str(path)
         )  # as the ruff step would leave it
         if path.is_file():
-            old = path.read_text(encoding="utf-8")
+            old = read_text(path)
             if MARKER not in old:
                 result.todo.append(f"{rel} exists and was not written by npu-lint migrate: left as is; compare it "
                                    "with the generated test (`--format json` carries it)")  # fmt: skip

@@ -13,6 +13,7 @@ import ast
 import re
 from pathlib import Path
 
+from npu_lint.core.safeio import read_text
 from npu_lint.migrate.plan import Package
 
 MARKER = "Written by `npu-lint migrate`"
@@ -27,7 +28,7 @@ def model_test_path(root: Path, pkg: Package) -> str:
 
 def _parse(path: Path) -> ast.Module | None:
     try:
-        return ast.parse(path.read_text(encoding="utf-8"))
+        return ast.parse(read_text(path))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
 
@@ -95,7 +96,7 @@ def _uses_mrope(source_module: str | None) -> bool:
         return False
     path = Path(base).joinpath(*source_module.split(".")[1:]).with_suffix(".py")
     try:
-        return "mrope_section" in path.read_text(encoding="utf-8")
+        return "mrope_section" in read_text(path)
     except OSError:
         return False
 
@@ -103,7 +104,7 @@ def _uses_mrope(source_module: str | None) -> bool:
 def _license(spec: Path) -> str:
     """The tree's own license header (the comment block its GPU spec starts with), or nothing."""
     try:
-        lines = spec.read_text(encoding="utf-8").splitlines()
+        lines = read_text(spec).splitlines()
     except OSError:
         return ""
     head = []
@@ -179,6 +180,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from npu_lint.core.safeio import read_text
 from transformers import CONFIG_MAPPING
 
 from {{HANDLE_MODULE}} import {{HANDLE}}

@@ -434,7 +434,7 @@ def _docstring_of(index: ModuleIndex, module: str, name: str) -> tuple[str, bool
     import ast
 
     try:
-        tree = ast.parse(found[0].read_bytes(), filename=str(found[0]))
+        tree = ast.parse(read_regular(found[0])[0], filename=str(found[0]))
     except (OSError, SyntaxError, ValueError, RecursionError):
         return None
     for stmt in tree.body:
@@ -517,7 +517,7 @@ def read_config_fields(root: Path) -> tuple[tuple[str, ...], str | None, tuple[s
                 continue
             path = Path(dirpath) / filename
             try:
-                data = path.read_bytes()
+                data = read_regular(path)[0]
             except OSError:
                 continue
             has_config = b"_implementation" in data and _CONFIG_MARK.search(data) is not None

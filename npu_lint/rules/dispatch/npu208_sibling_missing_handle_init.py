@@ -6,6 +6,7 @@ import ast
 import os
 import re
 
+from npu_lint.core.safeio import read_text
 from npu_lint.rules._handles import migration_fix
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch._shared import summarised
@@ -155,8 +156,7 @@ class SiblingMissingHandleInit(Rule):
             os.path.dirname(self.ctx.source.path), (gpu_import.module or "").rsplit(".", 1)[-1] + ".py"
         )
         try:
-            with open(gpu_path, encoding="utf-8") as fh:
-                gpu_text = fh.read()
+            gpu_text = read_text(gpu_path)
             gpu_tree = ast.parse(gpu_text)
         except (OSError, SyntaxError, ValueError):
             return
