@@ -574,3 +574,53 @@ def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
     col = text.find("def ")
     col = col if col >= 0 else 0
     return line, col, line, col + 4 + len(func.name)
+
+
+def class_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, method) pairs of a file: methods of its classes, and a spec's functions that replace a method
+    (`@config.override_method("Cls.meth")`, `@config.modify_init("Cls")`)."""
+    out: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            out.extend((stmt.name, item) for item in stmt.body if isinstance(item, ast.FunctionDef))
+        elif isinstance(stmt, ast.FunctionDef):
+            for deco in stmt.decorator_list:
+                if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args):
+                    continue
+                target = str_value(deco.args[0])
+                if target is None:
+                    continue
+                if deco.func.attr == "modify_init":
+                    out.append((target, stmt))
+                elif deco.func.attr == "override_method" and "." in target:
+                    out.append((target.rpartition(".")[0], stmt))
+    return out
+
+
+def functions_of(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of a file, nested ones included."""
+    return [n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def path_before(func: ast.AST, target: ast.AST) -> list[ast.AST]:
+    """What runs before ``target`` on its path through ``func``: the earlier statements of every enclosing
+    statement list and the tests of the enclosing branches (empty when ``target`` is not inside ``func``)."""
+
+    def visit(node: ast.AST) -> list[ast.AST] | None:
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, stmt in enumerate(stmts):
+                if stmt is target or any(n is target for n in _walk(stmt)):
+                    head: list[ast.AST] = list(stmts[:i])
+                    test = getattr(node, "test", None)
+                    if test is not None and node is not func:
+                        head.append(test)
+                    inner = visit(stmt)
+                    if inner is None:  # target is in this simple statement itself
+                        inner = [stmt] if stmt is not target else []
+                    return head + inner
+        return None
+
+    return visit(func) or []

@@ -12,10 +12,23 @@ from npu_lint.rules.semantics._shared import (
     PatchedMethod,
     direct_ce_calls,
     forwards_kwargs,
+    functions_of,
     loss_calls,
 )
+from npu_lint.veomni.constants import tree_constant
 
 _CARRIED = "num_items_in_batch"
+
+
+def str_is(node: ast.AST, value: str) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value
+
+
+def _assign_targets(func: ast.AST, value: ast.AST) -> list[ast.expr]:
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and node.value is value:
+            return list(node.targets)
+    return []
 
 
 def _kwarg_param(func: ast.FunctionDef) -> str | None:
@@ -35,6 +48,70 @@ def _divides_by_count(node: ast.AST) -> bool:
             bool(right.args) and isinstance(right.args[0], ast.Constant) and right.args[0].value == _CARRIED
         )
     return False
+
+
+_DEFAULT_IGNORE = -100  # transformers' loss default, and VeOmni's IGNORE_INDEX when the tree is not read
+
+
+def _int_literal(node: ast.AST | None) -> int | None:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        value = node.operand.value
+        return -value if type(value) is int else None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    args = func.args
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.arg, ast.expr]]:
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    out = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    out += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return out
+
+
+def _is_stub(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return all(isinstance(s, (ast.Pass, ast.Raise)) for s in body) or not body
+
+
+def _calls_loss(func: ast.AST) -> bool:
+    for node in _walk(func):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            low = name.lower()
+            if "loss" in low or "entropy" in low or low.endswith("_ce") or low == "apply":
+                return True
+    return False
+
+
+def _mentions_carried(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value == _CARRIED for n in _walk(node))
+
+
+def _aux_term(node: ast.AST) -> ast.AST | None:
+    """The `aux_loss` operand of `loss + aux_loss` when nothing multiplies it (no coefficient)."""
+    names = [n for n in _walk(node) if isinstance(n, (ast.Name, ast.Attribute))]
+    if not any("aux_loss" in (n.id if isinstance(n, ast.Name) else n.attr) for n in names):
+        return None
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div)) for n in _walk(node)):
+        return None
+    if any(
+        isinstance(n, (ast.Name, ast.Attribute))
+        and "coef" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
+        for n in names
+    ):
+        return None
+    return node
 
 
 class LossReduction(LossRule):
@@ -112,6 +189,152 @@ class LossReduction(LossRule):
         "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 16/16. "
         "See bench/accuracy/semantics.md."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: object) -> bool:  # model code and VeOmni's loss kernels (veomni/ops)
+        return not ctx.source.kind.test  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        if self.ctx.source.kind.model_code:
+            super().finish()
+        text = self.ctx.source.text
+        if "num_items_in_batch" not in text and "ignore_index" not in text and "aux_loss" not in text:
+            return
+        expected = tree_constant(self.ctx.project.root, "IGNORE_INDEX")
+        if expected is None:
+            expected = _DEFAULT_IGNORE
+        for func in functions_of(self.ctx.tree):
+            self._dropped_count(func)
+            self._ignore_index(func, expected)
+            self._aux_coefficient(func)
+
+    def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        params = {a.arg: a for a in _params(func)}
+        carried = params.get(_CARRIED)
+        if carried is not None and not _is_stub(func) and _calls_loss(func):
+            read = any(
+                isinstance(n, ast.Name) and n.id == _CARRIED and isinstance(n.ctx, ast.Load)
+                for n in _walk(func)
+            )
+            if not read and not any(
+                isinstance(n, ast.Call)
+                and n.func is not None
+                and any(k.arg is None for k in n.keywords)
+                and "locals" in ast.dump(n)
+                for n in _walk(func)
+            ):
+                self.report(
+                    carried,
+                    f"`{func.name}` takes `num_items_in_batch` but never passes it on: the loss is averaged per "
+                    "micro-batch instead of over the gradient-accumulation batch",
+                )
+        has_kwargs = func.args.kwarg is not None
+        for node in _walk(func):
+            if isinstance(node, ast.Call):
+                for kw in node.keywords:
+                    if (
+                        kw.arg == _CARRIED
+                        and isinstance(kw.value, ast.Constant)
+                        and kw.value.value is None
+                        and (carried is not None or has_kwargs)
+                    ):
+                        self.report(
+                            kw.value, "`num_items_in_batch=None` replaces the count this function received"
+                        )
+            if (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "pop"
+                and node.value.args
+                and _mentions_carried(node.value.args[0])
+            ):
+                self.report(
+                    node,
+                    "`num_items_in_batch` is popped from the kwargs and discarded: the loss never sees it",
+                )
+            elif isinstance(node, ast.Delete) and any(_mentions_carried(t) for t in node.targets):
+                self.report(node, "`num_items_in_batch` is deleted from the kwargs: the loss never sees it")
+            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+                for gen in node.generators:
+                    for cond in gen.ifs:
+                        if (
+                            isinstance(cond, ast.Compare)
+                            and any(isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in cond.ops)
+                            and _mentions_carried(cond)
+                        ):
+                            self.report(
+                                cond,
+                                "`num_items_in_batch` is filtered out of the kwargs: the loss never sees it",
+                            )
+
+    def _ignore_index(self, func: ast.FunctionDef | ast.AsyncFunctionDef, expected: int) -> None:
+        def judge(node: ast.AST | None, what: str) -> None:
+            value = _int_literal(node)
+            if value is not None and value != expected and node is not None:
+                self.report(
+                    node,
+                    f"{what} is {value}, but the data pipeline marks ignored label positions with {expected} "
+                    "(IGNORE_INDEX): padding and prompt tokens would be trained on",
+                )
+
+        for arg, default in _defaults(func):
+            if arg.arg == "ignore_index":
+                judge(default, "the `ignore_index` default")
+        label_names = {a.arg for a in _params(func) if "label" in a.arg}
+        for node in _walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            for kw in node.keywords:
+                if kw.arg == "ignore_index":
+                    judge(kw.value, "`ignore_index`")
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if callee == "get" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
+                judge(node.args[1], "the `ignore_index` fallback")
+            elif callee == "pad" and node.args and "label" in ast.unparse(node.args[0]).split("[")[0]:
+                for kw in node.keywords:
+                    if kw.arg == "value":
+                        judge(kw.value, "the label padding value")
+            elif callee in ("masked_fill", "masked_fill_") and len(node.args) == 2:
+                base = node.func.value if isinstance(node.func, ast.Attribute) else None
+                if base is not None and "label" in ast.unparse(base).split("[")[0]:
+                    judge(node.args[1], "the masked label value")
+            elif callee in ("full", "full_like") and any(
+                isinstance(t, ast.Name) and "label" in t.id for t in _assign_targets(func, node)
+            ):
+                fill = (
+                    node.args[1]
+                    if len(node.args) >= 2
+                    else next((k.value for k in node.keywords if k.arg == "fill_value"), None)
+                )
+                judge(fill, "the label fill value")
+        del label_names
+
+    def _aux_coefficient(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for node in _walk(func):
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                target = ast.unparse(node.target)
+                if "loss" in target and "aux" not in target and _aux_term(node.value) is not None:
+                    self._report_aux(node.value)
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Add)
+            ):
+                target = " ".join(ast.unparse(t) for t in node.targets)
+                if "loss" in target and "aux" not in target:
+                    for side in (node.value.left, node.value.right):
+                        if _aux_term(side) is not None and "aux" not in ast.unparse(
+                            node.value.right if side is node.value.left else node.value.left
+                        ):
+                            self._report_aux(side)
+
+    def _report_aux(self, node: ast.AST) -> None:
+        self.report(
+            node,
+            "the auxiliary (load-balancing) loss is added without its coefficient (`router_aux_loss_coef * "
+            "aux_loss` upstream): it dominates the language-model loss",
+        )
 
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func
