@@ -8,7 +8,59 @@ from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span
-from npu_lint.veomni.upstream import patched_methods, upstream_class, upstream_class_names
+from npu_lint.veomni.constants import tree_constant
+from npu_lint.veomni.upstream import (
+    composite_config_fields,
+    file_source_module,
+    patched_methods,
+    upstream_class,
+    upstream_class_names,
+)
+
+_MODALITIES = ("image", "video", "audio")
+
+
+def _token_assignments(func: ast.AST) -> list[tuple[ast.Assign, str, ast.expr]]:
+    """`<obj>.<modality>_token_id = value` statements: (statement, modality, value)."""
+    out = []
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Attribute):
+                for mod in _MODALITIES:
+                    if target.attr == f"{mod}_token_id":
+                        out.append((node, mod, node.value))
+    return out
+
+
+def _int_value(node: ast.AST) -> int | None:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        return -node.operand.value if type(node.operand.value) is int else None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _owner_classes(tree: ast.Module) -> list[tuple[str | None, ast.FunctionDef]]:
+    """Every function with the class it belongs to (a class body, or a spec's `override_method` target)."""
+    out: list[tuple[str | None, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            out.extend((stmt.name, f) for f in stmt.body if isinstance(f, ast.FunctionDef))
+        elif isinstance(stmt, ast.FunctionDef):
+            cls = None
+            for deco in stmt.decorator_list:
+                if isinstance(deco, ast.Call) and deco.args and isinstance(deco.args[0], ast.Constant):
+                    target = deco.args[0].value
+                    if isinstance(target, str) and "." in target:
+                        cls = target.rpartition(".")[0]
+            out.append((cls, stmt))
+    return out
+
 
 _POSITION_HINTS = ("rope_index", "position_ids", "position_id")
 
@@ -105,12 +157,71 @@ class PositionIdFunction(WrapperRule):
     def finish(self) -> None:
         super().finish()
         ctx = self.ctx
+        if "_token_id" in ctx.source.text and "INPUT_INDEX" in ctx.source.text:
+            self._token_mapping()
         if "get_position_id_func" not in ctx.source.text:
             return
         for patched in patched_methods(
             ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
         ):
             self._borrowed(patched)
+
+    def _token_mapping(self) -> None:
+        """The media token ids a position-id function maps must be the placeholders the data transform writes
+        into `input_ids` (the tree's `<MODALITY>_INPUT_INDEX`), one per modality the model's config has."""
+        ctx = self.ctx
+        root = ctx.project.root
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        for cls, func in _owner_classes(ctx.tree):
+            found = _token_assignments(func)
+            if not found:
+                continue
+            mapped: set[str] = set()
+            for _stmt, mod, value in found:
+                expected = f"{mod.upper()}_INPUT_INDEX"
+                name = (
+                    value.id
+                    if isinstance(value, ast.Name)
+                    else value.attr
+                    if isinstance(value, ast.Attribute)
+                    else None
+                )
+                if name is not None and name.endswith("_INPUT_INDEX"):
+                    mapped.add(mod)
+                    if name != expected:
+                        self.report(
+                            value,
+                            f"`{mod}_token_id` is mapped to `{name}`, but the data transform writes `{expected}` "
+                            f"at {mod} positions: the {mod} tokens get text positions",
+                        )
+                    continue
+                literal = _int_value(value)
+                want = tree_constant(root, expected)
+                if literal is not None:
+                    mapped.add(mod)
+                    if want is not None and literal != want:
+                        self.report(
+                            value,
+                            f"`{mod}_token_id` is mapped to {literal}, but the data transform writes {expected} = "
+                            f"{want} at {mod} positions",
+                        )
+            if not mapped or cls is None or module is None or not module.startswith("transformers."):
+                continue
+            fields = composite_config_fields(module, cls)
+            if fields is None:
+                continue
+            for mod in _MODALITIES:
+                if (
+                    mod not in mapped
+                    and f"{mod}_token_id" in fields[1]
+                    and tree_constant(root, f"{mod.upper()}_INPUT_INDEX") is not None
+                ):
+                    self.report(
+                        found[0][0],
+                        f"the position-id function maps {', '.join(sorted(mapped))} tokens to the data transform's "
+                        f"placeholders but not `{mod}_token_id` (the data transform writes "
+                        f"`{mod.upper()}_INPUT_INDEX`): {mod} tokens get text positions",
+                    )
 
     def _borrowed(self, patched: PatchedMethod) -> None:
         own_names = set(upstream_class_names(patched.module))
