@@ -157,7 +157,9 @@ class PositionIdFunction(WrapperRule):
     def finish(self) -> None:
         super().finish()
         ctx = self.ctx
-        if "_token_id" in ctx.source.text and "INPUT_INDEX" in ctx.source.text:
+        if "_token_id" in ctx.source.text and (
+            "INPUT_INDEX" in ctx.source.text or "position_id" in ctx.source.text
+        ):
             self._token_mapping()
         if "get_position_id_func" not in ctx.source.text:
             return

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import functools
+import os
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.safeio import read_regular
 from npu_lint.rules._handles import (
     Handle,
     HandleTable,
@@ -140,6 +143,81 @@ class _RmsNormState:
         self.local_handles: dict[tuple[int, str], list[Handle]] = {}  # (id(function), name) -> handles
 
 
+def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A module-level function written as a method (`def forward_npu(self, x)`) that touches a weight: a forward
+    replacement installed onto a class at run time (a kernel wrapper)."""
+    args = func.args.args
+    return (
+        bool(args)
+        and args[0].arg == "self"
+        and any(isinstance(n, ast.Attribute) and n.attr == "weight" for n in _walk(func))
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _norm_classes_in(directory: str) -> tuple[tuple[str, str, int], ...]:
+    """(file, class, line) of the RMSNorm-like classes (a `*Norm` class whose `__init__` sets `self.weight`) that
+    the Python files of one directory define."""
+    out = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return ()
+    for name in names:
+        if not name.endswith(".py"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            data, _ = read_regular(path)
+            tree = ast.parse(data)
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name.endswith("Norm"):
+                init = next(
+                    (f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+                )
+                if init is not None and any(
+                    isinstance(t, ast.Attribute) and t.attr == "weight"
+                    for n in _walk(init)
+                    if isinstance(n, ast.Assign)
+                    for t in n.targets
+                ):
+                    out.append((path, stmt.name, stmt.lineno))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _class_node(path: str, name: str, line: int) -> ast.ClassDef | None:
+    try:
+        data, _ = read_regular(path)
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    return next(
+        (s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name and s.lineno == line), None
+    )
+
+
+def _tree_norm_owner(ctx: Context, state: _RmsNormState) -> str | None:
+    """The RMSNorm class a kernel wrapper written as a module-level method belongs to: the only RMSNorm-like
+    class defined in the wrapper's own directory (the model package defines its norm there); its ClassDef is
+    added to the file's classes so its weight initialisation and eps attribute are read."""
+    if ctx.source.kind.generated or ctx.source.kind.spec:
+        return None
+    directory = os.path.dirname(os.path.abspath(ctx.source.path))
+    found = {(n, p, ln) for p, n, ln in _norm_classes_in(directory)}
+    if len({n for n, _, _ in found}) != 1 or len(found) != 1:
+        return None
+    name, path, line = next(iter(found))
+    if name not in state.classes:
+        node = _class_node(path, name, line)
+        if node is None:
+            return None
+        state.classes[name] = node
+    return name
+
+
 class _RmsNormCalls(Rule):
     """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
 
@@ -224,7 +302,10 @@ class _RmsNormCalls(Rule):
         elif isinstance(node, ast.Lambda):
             state.functions.append((None, None))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            state.functions.append((node, owner_class(ctx, node)))
+            owner = owner_class(ctx, node)
+            if owner is None and not state.functions and _self_method(node):
+                owner = _tree_norm_owner(ctx, state)
+            state.functions.append((node, owner))
             if isinstance(node, ast.FunctionDef):
                 cls, method = spec_target(node)
                 if cls is not None and method == "__init__":
