@@ -235,6 +235,31 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="no dummy forward for text-only ranks",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def qwen3_vl_model_forward_patched(self, input_ids=None, pixel_values=None, pixel_values_videos=None,
+                                               image_grid_thw=None, video_grid_thw=None, **kwargs):
+                inputs_embeds = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    image_embeds = self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output
+                    inputs_embeds = inputs_embeds + image_embeds.mean()
+                else:
+                    fake = self.visual.dummy_forward()
+                    fake_embeds = fake.pooler_output.mean() * 0.0
+                if pixel_values_videos is not None:
+                    video_embeds = self.visual(pixel_values_videos, grid_thw=video_grid_thw).pooler_output
+                    inputs_embeds = inputs_embeds + video_embeds.mean()
+                return self.language_model(inputs_embeds=inputs_embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="the zero-valued output computed but never added; the video branch has no dummy forward",
+        ),
     )
     good = (
         Example(

@@ -125,6 +125,26 @@ class PositionIdFunction(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="another model's rope index",
         ),
+        Example(
+            """
+            import copy
+
+            from veomni.patchgen.patch_spec import PatchConfig
+            from veomni.utils.constants import IMAGE_INPUT_INDEX, VIDEO_INPUT_INDEX
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.get_position_id_func")
+            def qwen3_vl_get_position_id_func_patched(self):
+                fake_config = copy.copy(self.config)
+                fake_config.image_token_id = IMAGE_INPUT_INDEX
+                fake_config.video_token_id = IMAGE_INPUT_INDEX
+                return partial(get_position_id, Qwen3VLModel.get_rope_index, fake_config)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a media token mapped to another modality's placeholder",
+        ),
     )
     good = (
         Example(

@@ -147,6 +147,44 @@ class LogitSoftcapping(LossRule):
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="the cap dropped",
         ),
+        Example(
+            """
+            import torch
+
+
+            def cap_logits(logits, softcap):
+                logits = logits / softcap
+                logits = torch.tanh(logits)
+                return logits
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="applied partially: divide and tanh without the final multiply",
+        ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+
+
+            @config.override_method("Gemma3ForCausalLM.forward")
+            def gemma3_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                if veomni_causal_lm_loss.use_non_eager_impl:
+                    loss, logits, aux = veomni_causal_lm_loss(
+                        logits=None, labels=labels, hidden_states=hidden_states, weights=self.lm_head.weight, **kwargs
+                    )
+                else:
+                    logits = self.lm_head(hidden_states)
+                    if self.config.final_logit_softcapping is not None:
+                        logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping
+                    loss, _, aux = self.loss_function(logits=logits, labels=labels, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="the fused branch skips the cap (no guard refusing a capped config)",
+        ),
     )
     good = (
         Example(

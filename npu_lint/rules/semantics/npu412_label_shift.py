@@ -99,6 +99,14 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="shifted by hand, then again by the loss",
         ),
+        Example(
+            """
+            def causal_loss(self, logits, labels, **kwargs):
+                return self.loss_function(logits=logits, labels=labels, shift_labels=labels, **kwargs)
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="unshifted labels handed over as `shift_labels`",
+        ),
     )
     good = (
         Example(

@@ -50,9 +50,6 @@ def _divides_by_count(node: ast.AST) -> bool:
     return False
 
 
-_DEFAULT_IGNORE = -100  # transformers' loss default, and VeOmni's IGNORE_INDEX when the tree is not read
-
-
 def _int_literal(node: ast.AST | None) -> int | None:
     if (
         isinstance(node, ast.UnaryOp)
@@ -96,6 +93,18 @@ def _calls_loss(func: ast.AST) -> bool:
 
 def _mentions_carried(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Constant) and n.value == _CARRIED for n in _walk(node))
+
+
+def _has_coefficient(node: ast.AST) -> bool:
+    for n in _walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div)):
+            return True
+        if (
+            isinstance(n, (ast.Name, ast.Attribute))
+            and "coef" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
+        ):
+            return True
+    return False
 
 
 def _aux_term(node: ast.AST) -> ast.AST | None:
@@ -160,6 +169,25 @@ class LossReduction(LossRule):
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="the loss kwargs dropped",
         ),
+        Example(
+            """
+            def moe_loss(self, loss, router_logits, attention_mask):
+                aux_loss = load_balancing_loss_func(router_logits, self.num_experts, self.top_k, attention_mask)
+                loss += aux_loss.to(loss.device)
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss added without its coefficient",
+        ),
+        Example(
+            """
+            def eager_cross_entropy(logits, labels, vocab_size=None, num_items_in_batch=None, ignore_index=-100, **kwargs):
+                kwargs.pop("num_items_in_batch", None)
+                return fixed_cross_entropy(logits, labels, None, ignore_index, **kwargs)
+            """,
+            path="veomni/ops/kernels/cross_entropy/eager.py",
+            title="a loss helper drops the count it receives (and pops it from the kwargs)",
+        ),
     )
     good = (
         Example(
@@ -200,12 +228,12 @@ class LossReduction(LossRule):
         text = self.ctx.source.text
         if "num_items_in_batch" not in text and "ignore_index" not in text and "aux_loss" not in text:
             return
+        # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_constant(self.ctx.project.root, "IGNORE_INDEX")
-        if expected is None:
-            expected = _DEFAULT_IGNORE
         for func in functions_of(self.ctx.tree):
             self._dropped_count(func)
-            self._ignore_index(func, expected)
+            if expected is not None:
+                self._ignore_index(func, expected)
             self._aux_coefficient(func)
 
     def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -311,6 +339,13 @@ class LossReduction(LossRule):
         del label_names
 
     def _aux_coefficient(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        scaled: set[str] = set()  # locals that hold a scaled value (`aux_loss = coef * (...)`)
+        unscaled: set[str] = set()
+        for n in _walk(func):
+            if isinstance(n, ast.Assign):
+                names = {t.id for t in n.targets if isinstance(t, ast.Name)}
+                (scaled if _has_coefficient(n.value) else unscaled).update(names)
+        self._scaled = scaled - unscaled
         for node in _walk(func):
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
                 target = ast.unparse(node.target)
@@ -330,6 +365,8 @@ class LossReduction(LossRule):
                             self._report_aux(side)
 
     def _report_aux(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name) and node.id in self._scaled:
+            return
         self.report(
             node,
             "the auxiliary (load-balancing) loss is added without its coefficient (`router_aux_loss_coef * "

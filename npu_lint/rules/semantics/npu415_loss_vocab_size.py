@@ -74,6 +74,34 @@ class LossVocabSize(LossRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLMoeForConditionalGeneration.forward")
+            def qwen3_vl_moe_forward_patched(self, input_ids=None, labels=None, **kwargs):
+                outputs = self.model(input_ids=input_ids, **kwargs)
+                loss = outputs.loss + self.config.router_aux_loss_coef * outputs.aux_loss
+                return loss
+            """,
+            fixed="""
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLMoeForConditionalGeneration.forward")
+            def qwen3_vl_moe_forward_patched(self, input_ids=None, labels=None, **kwargs):
+                outputs = self.model(input_ids=input_ids, **kwargs)
+                loss = outputs.loss + self.config.text_config.router_aux_loss_coef * outputs.aux_loss
+                return loss
+            """,
+            path="veomni/models/transformers/qwen3_vl_moe/qwen3_vl_moe_gpu_patch_gen_config.py",
+            title="a text-model field read from the composite config (any method, not only the loss)",
+        ),
     )
     good = (
         Example(
