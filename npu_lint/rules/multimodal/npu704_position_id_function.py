@@ -45,6 +45,33 @@ def _int_value(node: ast.AST) -> int | None:
     return None
 
 
+def _int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _axis_test(test: ast.AST) -> tuple[str, int] | None:
+    """`<pos>.shape[k] == 3` in a condition (an `and` of several tests allowed): (name, k)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for part in parts:
+        if (
+            isinstance(part, ast.Compare)
+            and len(part.ops) == 1
+            and isinstance(part.ops[0], ast.Eq)
+            and _int(part.comparators[0]) == 3
+            and isinstance(part.left, ast.Subscript)
+            and isinstance(part.left.value, ast.Attribute)
+            and part.left.value.attr == "shape"
+            and isinstance(part.left.value.value, ast.Name)
+            and "position" in part.left.value.value.id
+        ):
+            axis = _int(part.left.slice)
+            if axis is not None:
+                return part.left.value.value.id, axis
+    return None
+
+
 def _owner_classes(tree: ast.Module) -> list[tuple[str | None, ast.FunctionDef]]:
     """Every function with the class it belongs to (a class body, or a spec's `override_method` target)."""
     out: list[tuple[str | None, ast.FunctionDef]] = []
@@ -177,6 +204,8 @@ class PositionIdFunction(WrapperRule):
     def finish(self) -> None:
         super().finish()
         ctx = self.ctx
+        if "position_ids" in ctx.source.text and ".shape[" in ctx.source.text:
+            self._mrope_layouts()
         if "_token_id" in ctx.source.text and (
             "INPUT_INDEX" in ctx.source.text or "position_id" in ctx.source.text
         ):
@@ -187,6 +216,60 @@ class PositionIdFunction(WrapperRule):
             ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
         ):
             self._borrowed(patched)
+
+    def _mrope_layouts(self) -> None:
+        """`if position_ids.shape[k] == 3:` (the M-RoPE axis found at axis k of the collated batch) must move
+        that axis to the front (`transpose(0, k)`): the rotary embedding indexes the three sections on axis 0."""
+        lines = self.ctx.source.text.splitlines()
+        for func in [n for n in _walk(self.ctx.tree) if isinstance(n, ast.FunctionDef)]:
+            if not any(
+                "position" in line and ".shape[" in line for line in lines[func.lineno - 1 : func.end_lineno]
+            ):
+                continue
+            for node in _walk(func):
+                if not isinstance(node, ast.If):
+                    continue
+                found = _axis_test(node.test)
+                if found is None:
+                    continue
+                name, axis = found
+                moves = [
+                    c
+                    for stmt in node.body
+                    for c in _walk(stmt)
+                    if isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Attribute)
+                    and c.func.attr in ("transpose", "permute", "movedim", "swapaxes")
+                    and name in ast.unparse(c.func.value)
+                ]
+                if not moves:
+                    if axis != 0 and any(
+                        isinstance(t, ast.Name) and t.id == name
+                        for stmt in node.body
+                        if isinstance(stmt, ast.Assign)
+                        for t in stmt.targets
+                    ):
+                        self.report(
+                            node.test,
+                            f"`{name}` has its 3 M-RoPE sections on axis {axis} here, but the branch does not move "
+                            "them to axis 0 (`transpose(0, " + str(axis) + ")`): the rotary embedding reads "
+                            "batch rows as sections",
+                        )
+                    continue
+                for move in moves:
+                    dims = [_int(a) for a in move.args]
+                    if move.func.attr in ("transpose", "swapaxes", "movedim") and len(dims) == 2:  # type: ignore[attr-defined]
+                        ok = set(dims) == {0, axis} and axis != 0
+                    elif move.func.attr == "permute" and dims:  # type: ignore[attr-defined]
+                        ok = dims[0] == axis and axis != 0
+                    else:
+                        continue
+                    if not ok:
+                        self.report(
+                            move,
+                            f"`{name}` has its 3 M-RoPE sections on axis {axis}; `{ast.unparse(move.func)}"  # type: ignore[attr-defined]
+                            f"({', '.join(ast.unparse(a) for a in move.args)})` does not bring them to axis 0",
+                        )
 
     def _token_mapping(self) -> None:
         """The media token ids a position-id function maps must be the placeholders the data transform writes

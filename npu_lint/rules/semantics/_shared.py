@@ -678,9 +678,29 @@ def class_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
     return out
 
 
-def functions_of(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """Every function of a file, nested ones included."""
-    return [n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+_FUNCTIONS: dict[int, tuple[ast.Module, list[ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
+
+
+def functions_of(
+    tree: ast.Module, lines: list[str] | None = None, *words: str
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of a file, nested ones included (computed once per tree); with ``lines`` (the file's
+    lines) and ``words``, only the functions whose text contains one of the words (a cheap pre-filter)."""
+    hit = _FUNCTIONS.get(id(tree))
+    if hit is None or hit[0] is not tree:
+        found = [n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if len(_FUNCTIONS) > 8:
+            _FUNCTIONS.clear()
+        _FUNCTIONS[id(tree)] = hit = (tree, found)
+    funcs = hit[1]
+    if lines is None or not words:
+        return funcs
+    out = []
+    for func in funcs:
+        text = "\n".join(lines[func.lineno - 1 : func.end_lineno or func.lineno])
+        if any(w in text for w in words):
+            out.append(func)
+    return out
 
 
 def path_before(func: ast.AST, target: ast.AST) -> list[ast.AST]:

@@ -243,9 +243,10 @@ class LogitSoftcapping(LossRule):
 
     def finish(self) -> None:
         super().finish()
-        if "tanh" not in self.ctx.source.text:
+        text = self.ctx.source.text
+        if "tanh" not in text or "softcap" not in text.lower():
             return
-        for func in functions_of(self.ctx.tree):
+        for func in functions_of(self.ctx.tree, text.splitlines(), "tanh"):
             for stmt, missing in partial_caps(func):
                 self.report(
                     stmt, f"soft-capping applied partially: {missing} is missing (`tanh(x / cap) * cap`)"

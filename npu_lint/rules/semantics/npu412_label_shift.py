@@ -148,7 +148,7 @@ class LabelShift(LossRule):
         text = self.ctx.source.text
         if "label" not in text:
             return
-        for func in functions_of(self.ctx.tree):
+        for func in functions_of(self.ctx.tree, text.splitlines(), "shift", "1:]", "roll"):
             self._generic(func)
 
     def _generic(self, func: ast.AST) -> None:

@@ -230,7 +230,8 @@ class LossReduction(LossRule):
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_constant(self.ctx.project.root, "IGNORE_INDEX")
-        for func in functions_of(self.ctx.tree):
+        words = ("num_items_in_batch", "aux_loss") + (() if expected is None else ("label", "ignore_index"))
+        for func in functions_of(self.ctx.tree, text.splitlines(), *words):
             self._dropped_count(func)
             if expected is not None:
                 self._ignore_index(func, expected)
@@ -269,6 +270,21 @@ class LossReduction(LossRule):
                         self.report(
                             kw.value, "`num_items_in_batch=None` replaces the count this function received"
                         )
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "pop"
+                and node.value.args
+                and _mentions_carried(node.value.args[0])
+                and carried is None
+            ):
+                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if names and not any(
+                    isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                    for n in _walk(func)
+                ):
+                    self.report(node, "`num_items_in_batch` is popped from the kwargs and never passed on")
             if (
                 isinstance(node, ast.Expr)
                 and isinstance(node.value, ast.Call)
@@ -311,6 +327,18 @@ class LossReduction(LossRule):
                 judge(default, "the `ignore_index` default")
         label_names = {a.arg for a in _params(func) if "label" in a.arg}
         for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and "label" in ast.unparse(t.value) for t in node.targets
+            ):
+                judge(node.value, "the value written into the labels")  # labels[mask] = -1
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and "label" in key.value:
+                        for part in _walk(value):
+                            if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Mult):
+                                for side in (part.left, part.right):
+                                    if isinstance(side, ast.List) and len(side.elts) == 1:
+                                        judge(side.elts[0], "the label fill value")
             if not isinstance(node, ast.Call):
                 continue
             for kw in node.keywords:
