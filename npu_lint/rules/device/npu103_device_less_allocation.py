@@ -1043,12 +1043,18 @@ class DevicelessAllocation(Rule):
             func = self.ctx.function
             if func is None:
                 return False
-            values = [
-                n.value
-                for n in _subtree(func)
-                if isinstance(n, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == base.id for t in n.targets)
-            ]
+            key = ("npu103-local-values", id(func))
+            table = self.ctx.memo.get(key)
+            if table is None or table[0] is not func:  # type: ignore[index]
+                values_of: dict[str, list[ast.expr]] = {}
+                for n in _subtree(func):
+                    if isinstance(n, ast.Assign):
+                        for t in n.targets:
+                            if isinstance(t, ast.Name):
+                                values_of.setdefault(t.id, []).append(n.value)
+                table = (func, values_of)
+                self.ctx.memo[key] = table
+            values = table[1].get(base.id, [])  # type: ignore[index]
             return bool(values) and all(_on_cpu(v, self.ctx, plain=False) for v in values)
         if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
             cls = self.ctx.class_

@@ -221,55 +221,65 @@ class PositionIdFunction(WrapperRule):
         """`if position_ids.shape[k] == 3:` (the M-RoPE axis found at axis k of the collated batch) must move
         that axis to the front (`transpose(0, k)`): the rotary embedding indexes the three sections on axis 0."""
         lines = self.ctx.source.text.splitlines()
-        for func in [n for n in _walk(self.ctx.tree) if isinstance(n, ast.FunctionDef)]:
-            if not any(
-                "position" in line and ".shape[" in line for line in lines[func.lineno - 1 : func.end_lineno]
-            ):
+        wanted = {
+            i + 1
+            for i, line in enumerate(lines)
+            if "position" in line and ".shape[" in line and "== 3" in line
+        }
+        if not wanted:
+            return
+        stack: list[ast.AST] = [self.ctx.tree]
+        ifs: list[ast.If] = []
+        while stack:  # statements only: an `if` is never inside an expression
+            node = stack.pop()
+            if isinstance(node, ast.If) and node.lineno in wanted:
+                ifs.append(node)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                stmts = getattr(node, field, None)
+                if isinstance(stmts, list):
+                    stack.extend(stmts)
+        for node in sorted(ifs, key=lambda n: n.lineno):
+            found = _axis_test(node.test)
+            if found is None:
                 continue
-            for node in _walk(func):
-                if not isinstance(node, ast.If):
-                    continue
-                found = _axis_test(node.test)
-                if found is None:
-                    continue
-                name, axis = found
-                moves = [
-                    c
+            name, axis = found
+            moves = [
+                c
+                for stmt in node.body
+                for c in _walk(stmt)
+                if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("transpose", "permute", "movedim", "swapaxes")
+                and name in ast.unparse(c.func.value)
+            ]
+            if not moves:
+                if axis != 0 and any(
+                    isinstance(t, ast.Name) and t.id == name
                     for stmt in node.body
-                    for c in _walk(stmt)
-                    if isinstance(c, ast.Call)
-                    and isinstance(c.func, ast.Attribute)
-                    and c.func.attr in ("transpose", "permute", "movedim", "swapaxes")
-                    and name in ast.unparse(c.func.value)
-                ]
-                if not moves:
-                    if axis != 0 and any(
-                        isinstance(t, ast.Name) and t.id == name
-                        for stmt in node.body
-                        if isinstance(stmt, ast.Assign)
-                        for t in stmt.targets
-                    ):
-                        self.report(
-                            node.test,
-                            f"`{name}` has its 3 M-RoPE sections on axis {axis} here, but the branch does not move "
-                            "them to axis 0 (`transpose(0, " + str(axis) + ")`): the rotary embedding reads "
-                            "batch rows as sections",
-                        )
+                    if isinstance(stmt, ast.Assign)
+                    for t in stmt.targets
+                ):
+                    self.report(
+                        node.test,
+                        f"`{name}` has its 3 M-RoPE sections on axis {axis} here, but the branch does not move "
+                        "them to axis 0 (`transpose(0, " + str(axis) + ")`): the rotary embedding reads "
+                        "batch rows as sections",
+                    )
+                continue
+            for move in moves:
+                dims = [_int(a) for a in move.args]
+                if move.func.attr in ("transpose", "swapaxes", "movedim") and len(dims) == 2:  # type: ignore[attr-defined]
+                    ok = set(dims) == {0, axis} and axis != 0
+                elif move.func.attr == "permute" and dims:  # type: ignore[attr-defined]
+                    ok = dims[0] == axis and axis != 0
+                else:
                     continue
-                for move in moves:
-                    dims = [_int(a) for a in move.args]
-                    if move.func.attr in ("transpose", "swapaxes", "movedim") and len(dims) == 2:  # type: ignore[attr-defined]
-                        ok = set(dims) == {0, axis} and axis != 0
-                    elif move.func.attr == "permute" and dims:  # type: ignore[attr-defined]
-                        ok = dims[0] == axis and axis != 0
-                    else:
-                        continue
-                    if not ok:
-                        self.report(
-                            move,
-                            f"`{name}` has its 3 M-RoPE sections on axis {axis}; `{ast.unparse(move.func)}"  # type: ignore[attr-defined]
-                            f"({', '.join(ast.unparse(a) for a in move.args)})` does not bring them to axis 0",
-                        )
+                if not ok:
+                    self.report(
+                        move,
+                        f"`{name}` has its 3 M-RoPE sections on axis {axis}; `{ast.unparse(move.func)}"  # type: ignore[attr-defined]
+                        f"({', '.join(ast.unparse(a) for a in move.args)})` does not bring them to axis 0",
+                    )
 
     def _token_mapping(self) -> None:
         """The media token ids a position-id function maps must be the placeholders the data transform writes
@@ -277,7 +287,10 @@ class PositionIdFunction(WrapperRule):
         ctx = self.ctx
         root = ctx.project.root
         module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        lines = ctx.source.text.splitlines()
         for cls, func in _owner_classes(ctx.tree):
+            if not any("_token_id =" in line for line in lines[func.lineno - 1 : func.end_lineno]):
+                continue
             found = _token_assignments(func)
             if not found:
                 continue

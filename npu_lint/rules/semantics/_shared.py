@@ -688,7 +688,17 @@ def functions_of(
     lines) and ``words``, only the functions whose text contains one of the words (a cheap pre-filter)."""
     hit = _FUNCTIONS.get(id(tree))
     if hit is None or hit[0] is not tree:
-        found = [n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        found = []
+        stack: list[ast.AST] = [tree]
+        while stack:  # statements only: functions live in statement bodies, never inside expressions
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append(node)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                stmts = getattr(node, field, None)
+                if isinstance(stmts, list):
+                    stack.extend(stmts)
+        found.sort(key=lambda n: (n.lineno, n.col_offset))
         if len(_FUNCTIONS) > 8:
             _FUNCTIONS.clear()
         _FUNCTIONS[id(tree)] = hit = (tree, found)
