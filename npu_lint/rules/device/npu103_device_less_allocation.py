@@ -223,6 +223,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy)."
     )
     bad = (
         Example(

@@ -143,6 +143,7 @@ class MediaParameters(WrapperRule):
         "parameter from kwargs; spec + 2 generated copies), no false positive on its 60 patched wrapper forwards "
         "nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 54/54. "
         "See bench/accuracy/semantics.md."
+        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules): 2/2 (1/2 before)."
     )
 
     def finish(self) -> None:

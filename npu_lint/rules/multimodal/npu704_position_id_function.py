@@ -120,6 +120,7 @@ class PositionIdFunction(WrapperRule):
         "the upstream position-id method gives image tokens plain 1-D positions; a VeOmni "
         "`get_position_id_func` that wraps another model's `<Other>Model.get_rope_index` (a copy-paste from "
         "the model it was adapted from) precomputes positions with the wrong rules. Both train, silently worse."
+        " The media token ids a position-id function maps (`fake_config.image_token_id = ...`) must be the placeholders the data transform writes, the tree's `<MODALITY>_INPUT_INDEX` (read from the tree), one for each modality the model's config has; and a branch that finds the M-RoPE sections on axis k of `position_ids` (`shape[k] == 3`) must move them to axis 0."
     )
     bad = (
         Example(
@@ -199,6 +200,7 @@ class PositionIdFunction(WrapperRule):
     precision = (
         "no false positive on the 25 `get_position_id_func` patches and 60 wrapper forwards of veomni 0.1.12; recall on injected bugs (bench/semantics_recall.py): 18/18. "
         "See bench/accuracy/semantics.md."
+        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules: placeholder mapping, M-RoPE layout): 5/5 (0/5 before), controls quiet."
     )
 
     def finish(self) -> None:

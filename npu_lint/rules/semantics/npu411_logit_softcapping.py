@@ -124,6 +124,7 @@ class LogitSoftcapping(LossRule):
         "loss itself (a fused linear cross-entropy, a loss handle) and no longer mentions the cap trains on "
         "uncapped logits; one that caps twice squashes them. The upstream forward is read from the installed "
         "transformers source; only models whose upstream forward caps are checked."
+        " Each loss path is checked on its own: a fused branch (a loss that takes hidden states) must be preceded by the cap or by a guard that refuses a capped config; and in any function a soft-cap applied partially (`x / cap` and `tanh` without the final `* cap`) is reported."
     )
     bad = (
         Example(
@@ -216,6 +217,7 @@ class LogitSoftcapping(LossRule):
     precision = (
         "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 6/6. "
         "See bench/accuracy/semantics.md."
+        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules: fused branch without the cap, partial cap in spec and generated copy): 3/3 caught (0/3 before), its control quiet."
     )
 
     def check(self, patched: PatchedMethod) -> None:

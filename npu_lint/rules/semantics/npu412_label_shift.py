@@ -77,6 +77,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too."
     )
     bad = (
         Example(
@@ -135,6 +136,7 @@ class LabelShift(LossRule):
     precision = (
         "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 50/50. "
         "See bench/accuracy/semantics.md."
+        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules): 2/2 (0/2 before), its control quiet. transformers 5.9.0: 1 finding, moshi's `MoshiForCausalLM.forward` hands pre-shifted, flattened labels to `self.loss_function` (a ForCausalLM loss that shifts again): a true positive upstream."
     )
 
     @classmethod
