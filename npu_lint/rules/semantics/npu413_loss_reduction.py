@@ -31,6 +31,24 @@ def _assign_targets(func: ast.AST, value: ast.AST) -> list[ast.expr]:
     return []
 
 
+def _kwargs_carriers(func: ast.AST, kwarg: str | None) -> set[str]:
+    """The function's `**kwargs` name and the locals built from it (`loss_kwargs = dict(kwargs)`,
+    `{**kwargs, ...}`, through local helpers' returns it is passed to), followed a few steps."""
+    if kwarg is None:
+        return set()
+    out = {kwarg}
+    for _ in range(3):
+        before = len(out)
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id in out for n in _walk(node.value)
+            ):
+                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(out) == before:
+            break
+    return out
+
+
 def _kwarg_param(func: ast.FunctionDef) -> str | None:
     return func.args.kwarg.arg if func.args.kwarg is not None else None
 
@@ -409,8 +427,18 @@ class LossReduction(LossRule):
         calls = loss_calls(func)
         if upstream_forwards:
             kwarg = _kwarg_param(func)
+            carriers = _kwargs_carriers(func, kwarg)
             for call in calls:
-                if forwards_kwargs(call) or any(kw.arg == _CARRIED for kw in call.keywords):
+                if any(kw.arg == _CARRIED for kw in call.keywords):
+                    continue
+                if forwards_kwargs(call) and (
+                    kwarg is None
+                    or any(
+                        kw.arg is None
+                        and not (isinstance(kw.value, ast.Name) and kw.value.id not in carriers)
+                        for kw in call.keywords
+                    )
+                ):
                     continue
                 self.report(
                     call,
