@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import os
+import re
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
@@ -682,7 +684,7 @@ _FUNCTIONS: dict[int, tuple[ast.Module, list[ast.FunctionDef | ast.AsyncFunction
 
 
 def functions_of(
-    tree: ast.Module, lines: list[str] | None = None, *words: str
+    tree: ast.Module, lines: str | list[str] | None = None, *words: str
 ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Every function of a file, nested ones included (computed once per tree); with ``lines`` (the file's
     lines) and ``words``, only the functions whose text contains one of the words (a cheap pre-filter)."""
@@ -699,16 +701,22 @@ def functions_of(
                 if isinstance(stmts, list):
                     stack.extend(stmts)
         found.sort(key=lambda n: (n.lineno, n.col_offset))
-        if len(_FUNCTIONS) > 8:
-            _FUNCTIONS.clear()
+        _FUNCTIONS.clear()  # one file at a time: the rules of a file ask in turn
         _FUNCTIONS[id(tree)] = hit = (tree, found)
     funcs = hit[1]
     if lines is None or not words:
         return funcs
+    text = lines if isinstance(lines, str) else "\n".join(lines)
+    pattern = re.compile("|".join(re.escape(w) for w in words))
+    offsets = [m.start() for m in pattern.finditer(text)]
+    if not offsets:
+        return []
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    marked = sorted({bisect.bisect_right(starts, o) for o in offsets})  # 1-based line numbers
     out = []
     for func in funcs:
-        text = "\n".join(lines[func.lineno - 1 : func.end_lineno or func.lineno])
-        if any(w in text for w in words):
+        k = bisect.bisect_left(marked, func.lineno)
+        if k < len(marked) and marked[k] <= (func.end_lineno or func.lineno):
             out.append(func)
     return out
 

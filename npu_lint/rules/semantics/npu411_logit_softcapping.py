@@ -248,7 +248,7 @@ class LogitSoftcapping(LossRule):
         text = self.ctx.source.text
         if "tanh" not in text or "softcap" not in text.lower():
             return
-        for func in functions_of(self.ctx.tree, text.splitlines(), "tanh"):
+        for func in functions_of(self.ctx.tree, text, "tanh"):
             for stmt, missing in partial_caps(func):
                 self.report(
                     stmt, f"soft-capping applied partially: {missing} is missing (`tanh(x / cap) * cap`)"

@@ -150,7 +150,15 @@ class LabelShift(LossRule):
         text = self.ctx.source.text
         if "label" not in text:
             return
-        for func in functions_of(self.ctx.tree, text.splitlines(), "shift", "1:]", "roll"):
+        for func in functions_of(
+            self.ctx.tree,
+            text,
+            "shift_labels",
+            "shifted",
+            "loss_function",
+            "ForCausalLMLoss",
+            "causal_lm_loss",
+        ):
             self._generic(func)
 
     def _generic(self, func: ast.AST) -> None:

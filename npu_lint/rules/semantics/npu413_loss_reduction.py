@@ -251,7 +251,7 @@ class LossReduction(LossRule):
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_constant(self.ctx.project.root, "IGNORE_INDEX")
         words = ("num_items_in_batch", "aux_loss") + (() if expected is None else ("label", "ignore_index"))
-        for func in functions_of(self.ctx.tree, text.splitlines(), *words):
+        for func in functions_of(self.ctx.tree, text, *words):
             self._dropped_count(func)
             if expected is not None:
                 self._ignore_index(func, expected)
