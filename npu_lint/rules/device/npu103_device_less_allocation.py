@@ -494,6 +494,8 @@ class DevicelessAllocation(Rule):
         qual = self.ctx.qualname(func) or ""
         if not qual.startswith("torch.") or qual.count(".") != 1 or qual[6:] not in FACTORIES:
             return
+        if qual == "torch.normal" and len(node.args) < 3 and not any(k.arg == "size" for k in node.keywords):
+            return  # tensor moments: the result follows their device
         device_kw = next((k for k in node.keywords if k.arg == "device"), None)
         if device_kw is not None and self._cpu_resident_device(device_kw.value):
             self.cpu_devices.append((unit, node, qual[6:], self.ctx.source.segment(device_kw.value)))
