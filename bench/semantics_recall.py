@@ -284,12 +284,6 @@ INJECTIONS: list[tuple[str, str, list[tuple[str, str, bool]], str]] = [
         [("    self.thinker = Qwen3OmniMoeThinker", "    self.thinker_model = Qwen3OmniMoeThinker", True)],
         "NPU705",
     ),
-    (
-        "dummy_forward dtype from self.dtype (qwen3_5_moe spec, after a correct version)",
-        "qwen3_5/qwen3_5_gpu_patch_gen_config.py",
-        [],
-        "NPU702",
-    ),
 ]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from npu_lint import __version__
 
-SUBCOMMANDS = ("check", "rule", "audit", "server", "verify")
+SUBCOMMANDS = ("check", "rule", "audit", "server", "verify", "migrate")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("-v", "--verbose", action="store_true")
     # listed for --help only: `verify` has its own parser (npu_lint.verify.cli), which `check` never imports
     sub.add_parser("verify", help="run a migrated model for real (see `npu-lint verify --help`)")
+    sub.add_parser(
+        "migrate", help="run the migration guide for model packages (see `npu-lint migrate --help`)"
+    )
     return parser
 
 
@@ -117,7 +120,32 @@ def _normalise_argv(argv: list[str]) -> list[str]:
     return ["check", *argv]
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool its reader stopped reading
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every command; when the reader of stdout goes away (``npu-lint rule NPU702 | head``), exit quietly."""
+    try:
+        code = _main(argv)
+        if sys.stdout is not None and not sys.stdout.closed:  # the server's transport closes it
+            sys.stdout.flush()  # a pending buffer meets the closed pipe here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush does not report the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
     _exit_on_sigterm()
@@ -125,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from npu_lint.verify.cli import main as verify_main
 
         return verify_main(args_list[1:])
+    if args_list[:1] == ["migrate"]:
+        from npu_lint.migrate.cli import main as migrate_main
+
+        return migrate_main(args_list[1:])
     try:
         args = build_parser().parse_args(_normalise_argv(args_list))
         # `npu-lint WORD ...` where WORD is neither a subcommand nor a path: its error says so (see cmd_check)
@@ -150,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # main exits quietly
     except SystemExit as exc:
         if exc.code == 143:  # SIGTERM: temporary files were removed on the way out
             return 143
@@ -231,6 +265,43 @@ NO_VEOMNI_NOTE = (
     "note: no veomni package found (none in the tree, none installed): fixes that import VeOmni's device "
     "helpers are not offered"
 )
+OUTSIDE_VEOMNI_NOTE = (
+    "note: {n} file{s} outside any VeOmni tree (no `veomni/` package at or above {where}): their device fixes "
+    "use torch's own `torch.accelerator.current_accelerator()` (torch >= 2.6), never a veomni import"
+)
+
+
+def _resolution_notes(project, diagnostics, args, changed=()) -> None:  # noqa: ANN001
+    """Which VeOmni tree the run resolved, said once on stderr: the tree's root and generation when fixes are
+    applied or shown, else the files outside any tree whose device findings get torch.accelerator fixes."""
+    from npu_lint.veomni.patchgen import module_of
+
+    device = [d for d in diagnostics if d.code.startswith("NPU1")]
+    outside = sorted(
+        {
+            path
+            for path in [*(d.path for d in device), *changed]
+            if module_of(path) is None and (project.root is None or not _is_under(path, project.root))
+        }
+    )
+    fixing = args.fix or args.diff or args.show_fixes
+    if project.root is not None and fixing and (diagnostics or changed):
+        generation = project.generation.value if project.generation is not None else "unknown generation"
+        print(
+            f"note: VeOmni tree resolved: {project.root} ({generation}); fixes import its own helpers",
+            file=sys.stderr,
+        )
+    if outside:
+        where = os.path.dirname(outside[0]) or "."
+        n = len(outside)
+        print(OUTSIDE_VEOMNI_NOTE.format(n=n, s="" if n == 1 else "s", where=where), file=sys.stderr)
+    elif not project.veomni_available and any(module_of(d.path) is None for d in device):
+        print(NO_VEOMNI_NOTE, file=sys.stderr)
+
+
+def _is_under(path: str, root: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _known_codes() -> dict[str, bool]:
@@ -318,7 +389,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None
     if not args.no_cache:
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
-        fp = settings.fingerprint(codes) + project.fingerprint()
+        from npu_lint.core.astutil import transformers_dir, transformers_version
+
+        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC)
+        fp = (
+            settings.fingerprint(codes)
+            + project.fingerprint()
+            + f"|{transformers_dir()}|{transformers_version()}"
+        )
         cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
     project_diags: list = []
     project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)
@@ -361,11 +439,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
         errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
+        args.changed_paths = [path for path, _old, _new in tree_fix.changes]
+        args.edited_specs = sorted(
+            path for path, old, _new in tree_fix.changes if old and path.endswith("_patch_gen_config.py")
+        )
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
             _emit(diff_text, args.output_file if fmt == "text" else None)
             from npu_lint.engine import build_deferred_fixes
 
+            if not args.quiet:
+                _resolution_notes(project, diagnostics, args, changed=[p for p, _o, _n in tree_fix.changes])
             _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
             for line in errors:
                 print(f"error: {line}", file=sys.stderr)
@@ -388,11 +472,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if isinstance(adopted, int):
         return adopted
     diagnostics = adopted
-    if not project.veomni_available and not args.quiet:
-        from npu_lint.veomni.patchgen import module_of
-
-        if any(d.code.startswith("NPU1") and module_of(d.path) is None for d in diagnostics):
-            print(NO_VEOMNI_NOTE, file=sys.stderr)
+    if not args.quiet:
+        _resolution_notes(project, diagnostics, args, getattr(args, "changed_paths", ()))
     _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
@@ -536,7 +617,7 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
                 lines.append(f"    {n} × {code}")
     for path in created:
         lines.append(f"Created {path}")
-    lines.extend(_next_steps(created))
+    lines.extend(_next_steps(created, getattr(args, "edited_specs", [])))
     for line in dropped:
         lines.append(line)
     fixable = sum(1 for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
@@ -569,14 +650,20 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
     return "\n".join(lines) + "\n"
 
 
-def _next_steps(created: list[str]) -> list[str]:
-    """After a new NPU spec is created: the patchgen command that generates its module (not run by npu-lint)."""
+def _next_steps(created: list[str], edited: list[str] | None = None) -> list[str]:
+    """After a spec was created or edited: the tree's own patchgen command that regenerates its generated
+    module (npu-lint never runs it, and never edits generated/)."""
     from npu_lint.veomni import patchgen
 
     out = []
-    for path in created:
-        if path.endswith(patchgen.NPU_SPEC_SUFFIX):
-            out.append(f"Next: run `{patchgen.regen_command(path)}` to generate the module it describes.")
+    for path in [*created, *(edited or [])]:
+        if not path.endswith("_patch_gen_config.py"):
+            continue
+        command, where, make = patchgen.tree_regen_command(path)
+        what = "generate the module it describes" if path in created else "regenerate its generated module"
+        place = f" from {where}" if where else ""
+        also = " (`make patchgen` regenerates every spec)" if make else ""
+        out.append(f"Next: run `{command}`{place} to {what} ({os.path.basename(path)}){also}")
     return out
 
 
@@ -591,7 +678,7 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
         raise UsageError(f"npu-lint: standard input: {exc}") from None
     src = SourceFile.from_text(args.stdin_filename, text, encoding)
     if args.fix or args.diff:
-        outcome = fix_source(src, codes, settings, project, unsafe=args.unsafe_fixes)
+        outcome = fix_source(src, codes, settings, project, unsafe=args.unsafe_fixes, format=True)
         if args.diff:
             sys.stdout.write(_diff(text, outcome.text, args.stdin_filename))
             return EXIT_FINDINGS if outcome.text != text and not args.exit_zero else EXIT_CLEAN

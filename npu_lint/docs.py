@@ -1,8 +1,8 @@
 """Rule documentation rendered from the rule classes (``npu-lint rule``, docs/rules/*.md).
 
 The "Precision on real code" section comes from one data file, npu_lint/rules/accuracy.json, written by
-bench/accuracy/figures.py from the reviewed figures (bench/accuracy/reviewed.json); a rule without an entry there
-falls back to its ``precision`` metadata.
+bench/accuracy/figures.py from the reviewed figures (bench/accuracy/reviewed.json): the one source of that text
+(rule classes carry none; tests/test_docs.py checks every rule has an entry).
 
 ``python -m npu_lint.docs`` regenerates docs/rules/; tests/test_docs.py checks they are up to date.
 """
@@ -31,8 +31,8 @@ def _accuracy() -> dict[str, str]:
 
 
 def precision_text(rule: type[RuleMeta]) -> str:
-    """The rule's measured accuracy: the data file's text, else the rule's own ``precision`` metadata."""
-    return _accuracy().get(rule.code) or rule.precision
+    """The rule's measured accuracy, from the data file ("" when the rule has no entry)."""
+    return _accuracy().get(rule.code, "")
 
 
 def _fence(code: str) -> str:

@@ -86,7 +86,7 @@ def test_json_inventory(tree: Path) -> None:
     }
     rms = ops[("rms_norm", "standard")]
     assert rms["source"] == "OpSlot" and rms["npu"] == ["npu"] and "liger_kernel" in rms["gpu"]
-    assert "instance-local VeomniOp" in rms["action"]
+    assert "instance-local `VeomniOp`" in rms["action"]
     assert ops[("cross_entropy_loss", "causal (registry row: standard)")]["npu"] == [
         "chunk_loss (device-agnostic)"
     ]

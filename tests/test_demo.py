@@ -84,3 +84,59 @@ def test_examples_readme_names_every_rule() -> None:
     readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
     missing = sorted(code for code in all_rules() if code not in readme)
     assert not missing, f"examples/README.md has no row for {missing}"
+
+
+# -- the tour `make demo` prints ---------------------------------------------------------------------------
+
+
+def test_tour_is_short_and_complete(demo: Path) -> None:
+    """`make demo`: findings by family (counts and one example each), one fix as a diff, what to run next."""
+    import re
+
+    from npu_lint.demo import family_of
+
+    proc = run("check", "--no-cache", "--output-format", "json", "examples/", cwd=demo)
+    findings = json.loads(proc.stdout)
+    families = {family_of(d["code"]) for d in findings}
+    tour = subprocess.run(
+        [sys.executable, "-m", "npu_lint.demo", "examples/"],
+        cwd=demo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert tour.returncode == 0, tour.stderr
+    lines = tour.stdout.splitlines()
+    assert len(lines) <= 70, f"the tour is {len(lines)} lines: a newcomer reads it in a minute"
+    assert not any("Error" in line or "Traceback" in line for line in lines)
+    assert f"{len(findings)} findings in " in tour.stdout
+    # one row per family, with its count, then an example location and message
+    rows = {
+        m.group(1): int(m.group(2)) for m in re.finditer(r"^  (\w+)\s+(\d+)  NPU\d{3}", tour.stdout, re.M)
+    }
+    assert set(rows) == families
+    assert sum(rows.values()) == len(findings)
+    for fam in families:
+        at = next(i for i, line in enumerate(lines) if re.match(rf"^  {fam}\s+\d+  NPU", line))
+        assert re.match(r"^\s+examples/\S+:\d+$", lines[at + 1]), lines[at + 1]
+        assert re.match(r"^\s+NPU\d{3} ", lines[at + 2]), lines[at + 2]
+    # one fix, as a unified diff of one file
+    diff = [line.strip() for line in lines if line.startswith("  ")]
+    assert any(line.startswith("--- a/examples/") for line in diff)
+    assert any(line.startswith("@@ ") for line in diff)
+    assert any(line.startswith("-") and not line.startswith("---") for line in diff)
+    assert any(line.startswith("+") and not line.startswith("+++") for line in diff)
+    # what to run next, including the full output one flag away
+    assert "Next:" in lines and "make demo FULL=1" in tour.stdout
+    assert snapshot(demo / "examples") == snapshot(EXAMPLES)  # the tour writes nothing
+
+
+def test_make_demo_handles_the_linters_exit_code() -> None:
+    """No `-` prefix in the demo recipe (make would print "Error 1 (ignored)"): exit 1 is accepted explicitly."""
+    makefile = (EXAMPLES.parent / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    commands = [line for line in recipe.splitlines() if line.startswith("\t")]
+    assert commands and not any(line.startswith("\t-") for line in commands)
+    assert "npu_lint.demo" in recipe and "FULL" in recipe
+    runs = [line for line in commands if "/npu-lint check" in line]
+    assert runs and all("|| [ $$? -eq 1 ]" in line for line in runs)

@@ -1,10 +1,38 @@
-"""docs/rules/*.md are generated from the rule classes and must be up to date."""
+"""docs/rules/*.md are generated from the rule classes and the accuracy data file, and must be up to date.
 
+The "Precision on real code" text has one source: bench/accuracy/reviewed.json, rendered by
+bench/accuracy/figures.py into npu_lint/rules/accuracy.json, which `npu-lint rule` and docs/rules/ show.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
 from pathlib import Path
 
-from npu_lint.docs import expected_docs
+from npu_lint.docs import ACCURACY_FILE, expected_docs, render_rule
+from npu_lint.rules.base import all_rules
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "rules"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "rules"
+REVIEWED = ROOT / "bench" / "accuracy" / "reviewed.json"
+
+
+def _figures():
+    spec = importlib.util.spec_from_file_location(
+        "accuracy_figures", ROOT / "bench" / "accuracy" / "figures.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _section(markdown: str, title: str) -> str | None:
+    """The text under ``## title`` up to the next heading, or None."""
+    match = re.search(rf"^## {re.escape(title)}\n\n(.*?)\n\n(?=## |\Z)", markdown, re.S | re.M)
+    return match.group(1) if match else None
 
 
 def test_rule_docs_are_current() -> None:
@@ -15,16 +43,35 @@ def test_rule_docs_are_current() -> None:
         assert (DOCS / name).read_text(encoding="utf-8") == text, f"{name} is stale: run `make docs`"
 
 
-def test_precision_sections_come_from_the_accuracy_data_file() -> None:
-    import json
+def test_accuracy_file_is_what_the_script_makes_of_the_reviewed_figures() -> None:
+    figures = _figures()
+    reviewed = json.loads(REVIEWED.read_text(encoding="utf-8"))
+    expected = figures.dump(figures.build(reviewed))
+    assert ACCURACY_FILE.read_text(encoding="utf-8") == expected, (
+        "run `python bench/accuracy/figures.py` (or --render-only for a change of wording)"
+    )
 
-    from npu_lint.docs import ACCURACY_FILE, precision_text
-    from npu_lint.rules.base import all_rules
 
+def test_every_rule_has_one_precision_source() -> None:
     data = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))["rules"]
     rules = all_rules()
-    for code, entry in data.items():
-        assert precision_text(rules[code]) == entry["text"]
-    # the figures of bench/ACCURACY.md, not the texts that once disagreed with it
-    assert "52 findings, 52 true positives" in data["NPU103"]["text"]
-    assert "transformers 5.9.0 `models/`: 0 findings" in data["NPU101"]["text"]
+    assert set(data) == set(rules), "every rule has an entry in bench/accuracy/reviewed.json, and only rules"
+    for code, rule in rules.items():
+        # no second copy of the text in the rule class
+        assert "precision" not in vars(rule), (
+            f"{code}: remove `precision` from the class (reviewed.json has it)"
+        )
+        entry = data[code]["text"]
+        assert entry.strip(), code
+        # the rendered page (on disk) and `npu-lint rule` show exactly the data file's text
+        on_disk = (DOCS / f"{code}.md").read_text(encoding="utf-8")
+        assert _section(on_disk, "Precision on real code") == entry, code
+        assert _section(render_rule(rule), "Precision on real code") == entry, code
+
+
+def test_reviewed_figures_reach_the_pages() -> None:
+    # figures of bench/ACCURACY.md, read from the rendered pages (not from the function that renders them)
+    npu103 = _section((DOCS / "NPU103.md").read_text(encoding="utf-8"), "Precision on real code")
+    npu101 = _section((DOCS / "NPU101.md").read_text(encoding="utf-8"), "Precision on real code")
+    assert npu103 is not None and "52 findings, 52 true positives" in npu103
+    assert npu101 is not None and "transformers 5.9.0 `models/`: 0 findings" in npu101

@@ -50,7 +50,7 @@ def _layer(module: str) -> str:
     top = parts[1]
     if top == "rules" and len(parts) > 2 and parts[2] in FAMILIES:
         return f"rules.{parts[2]}"
-    return {"cli": "front", "lsp": "front", "audit": "front", "report": "front", "docs": "front",
+    return {"cli": "front", "lsp": "front", "audit": "front", "report": "front", "docs": "front", "demo": "front",
             "verify": "front", "__main__": "front"}.get(top, top)  # fmt: skip
 
 

@@ -7,7 +7,10 @@ wheel (``tests/corpus.py``) and a VeomniOp-era tree (``NPU_LINT_VEOMNIOP_TREE``,
 count (the finding set changed: review it again), unless ``--force``. ``--check`` only compares. The rules' docs
 (``npu-lint rule``, docs/rules/*.md) are rendered from the written file (``npu_lint.docs``).
 
-    python bench/accuracy/figures.py [--check] [--force]
+    python bench/accuracy/figures.py [--check] [--force] [--render-only]
+
+``--render-only`` writes the texts without recounting (a change of wording or of a review, no new count);
+tests/test_docs.py checks that accuracy.json is exactly what :func:`build` makes of reviewed.json.
 """
 
 from __future__ import annotations
@@ -83,17 +86,39 @@ def render(code: str, entry: dict, labels: dict[str, str]) -> str:
     return out
 
 
+def build(reviewed: dict) -> dict:
+    """The content of npu_lint/rules/accuracy.json for the reviewed figures (pure)."""
+    labels = reviewed["corpora"]
+    return {
+        "_comment": "Written by bench/accuracy/figures.py from bench/accuracy/reviewed.json; do not edit.",
+        "rules": {
+            code: {
+                "text": render(code, entry, labels),
+                "rows": entry.get("rows", []),
+                "review": entry.get("review"),
+            }
+            for code, entry in sorted(reviewed["rules"].items())
+        },
+    }
+
+
+def dump(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check", action="store_true", help="compare recounts with the reviewed figures only"
     )
     parser.add_argument("--force", action="store_true", help="write even when a recount disagrees")
+    parser.add_argument(
+        "--render-only", action="store_true", help="write the texts without recounting the corpora"
+    )
     args = parser.parse_args(argv)
     reviewed = json.loads(REVIEWED.read_text(encoding="utf-8"))
-    labels = reviewed["corpora"]
     disagreements = []
-    for corpus, path in _corpora().items():
+    for corpus, path in ({} if args.render_only else _corpora()).items():
         counts = _count(path)
         for code, entry in reviewed["rules"].items():
             for row in entry.get("rows", []):
@@ -109,18 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if disagreements and not args.force:
         print("not written: review the changed findings, update reviewed.json, run again", file=sys.stderr)
         return 1
-    data = {
-        "_comment": "Written by bench/accuracy/figures.py from bench/accuracy/reviewed.json; do not edit.",
-        "rules": {
-            code: {
-                "text": render(code, entry, labels),
-                "rows": entry.get("rows", []),
-                "review": entry.get("review"),
-            }
-            for code, entry in sorted(reviewed["rules"].items())
-        },
-    }
-    OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    OUT.write_text(dump(build(reviewed)), encoding="utf-8")
     print(f"wrote {OUT.relative_to(REPO)}", file=sys.stderr)
     return 0
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib.util
+import os
+import re
+from collections.abc import Iterator
 from pathlib import Path, PurePath
 
 
@@ -64,9 +68,35 @@ def literal_getattr(node: ast.AST) -> tuple[ast.expr, str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
+_TRANSFORMERS_OVERRIDE: list[str] = []
+
+TRANSFORMERS_SRC_ENV = "NPU_LINT_TRANSFORMERS_SRC"
+
+
+@contextlib.contextmanager
+def use_transformers_root(path: str) -> Iterator[None]:
+    """Read ``transformers`` from ``path`` (a directory named like the package) inside the block (tests)."""
+    _TRANSFORMERS_OVERRIDE.append(path)
+    try:
+        yield
+    finally:
+        _TRANSFORMERS_OVERRIDE.pop()
+
+
 def transformers_dir() -> Path | None:
-    """Directory of the installed ``transformers`` package, found without importing it."""
+    """Directory of the ``transformers`` source every reader uses, found without importing it: the one
+    resolver. ``use_transformers_root`` (tests) first, then ``NPU_LINT_TRANSFORMERS_SRC`` (None when it is not
+    a directory), then the installed package."""
+    if _TRANSFORMERS_OVERRIDE:
+        return Path(_TRANSFORMERS_OVERRIDE[-1])
+    override = os.environ.get(TRANSFORMERS_SRC_ENV)
+    if override:
+        return Path(override) if os.path.isdir(override) else None
+    return _installed_transformers_dir()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_transformers_dir() -> Path | None:
     try:
         spec = importlib.util.find_spec("transformers")
     except (ImportError, ValueError):
@@ -74,6 +104,33 @@ def transformers_dir() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.M)
+
+
+def transformers_version() -> str | None:
+    """Version of the ``transformers`` source :func:`transformers_dir` resolves (its ``__version__`` line;
+    the installed distribution's metadata when the line is absent)."""
+    base = transformers_dir()
+    if base is None:
+        return None
+    try:
+        with open(base / "__init__.py", encoding="utf-8") as fh:
+            head = fh.read(65536)
+    except (OSError, UnicodeDecodeError):
+        head = ""
+    match = _VERSION_LINE.search(head)
+    if match:
+        return match.group(1)
+    if base != _installed_transformers_dir():
+        return None
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 # fields that never hold a node (identifiers, numbers, flags): walk() does not read them

@@ -64,6 +64,9 @@ class CreateFile:
         return cls(data["path"], data["content"])
 
 
+CREATES_FILE_REASON = "creates a new file (nothing imports it yet): creating a file is never a safe fix"
+
+
 @dataclass(frozen=True)
 class Fix:
     title: str
@@ -80,6 +83,13 @@ class Fix:
     # the content hash (``text_hash``) of the text the edits were computed on, for fixes computed away from
     # the fixing pass (project rules): an edit is applied only to that very text.
     basis: str = ""
+
+    def __post_init__(self) -> None:
+        # creating a file is never a safe fix: a new module nothing imports yet (an NPU spec) belongs to
+        # --unsafe-fixes (and to a migration), never to a plain --fix
+        if self.creates and self.applicability is Applicability.SAFE:
+            object.__setattr__(self, "applicability", Applicability.UNSAFE)
+            object.__setattr__(self, "reason", self.reason or CREATES_FILE_REASON)
 
     @property
     def is_applicable(self) -> bool:

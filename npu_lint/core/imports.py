@@ -281,11 +281,27 @@ def _top_imports(tree: ast.Module) -> list[tuple[ast.stmt, ast.alias, str]]:
     return out
 
 
+_SPEC_IMPORT_CALLS = frozenset({"add_import", "add_post_import_block"})
+
+
 def _used_names(tree: ast.Module) -> set[str]:
     """Names the module reads (``Name`` nodes), plus every word of its string constants (string annotations,
     ``__all__``): conservative, a name mentioned in a string counts as used."""
     used: set[str] = set()
+    # a patch spec's ``config.add_import(module, names=[...])`` / ``add_post_import_block("...")`` strings name
+    # what the generated file imports, not a use of the spec's own imports (ruff reports those F401)
+    for_generated = {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _SPEC_IMPORT_CALLS
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.Constant)
+    }
     for node in ast.walk(tree):
+        if id(node) in for_generated:
+            continue
         if isinstance(node, ast.Name):
             used.add(node.id)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 2000:

@@ -67,3 +67,32 @@ def run_tool(argv: Sequence[str], stdin: str, timeout: float = 30) -> subprocess
         cwd=neutral_cwd(),
         env=env,
     )
+
+
+def ruff_format_range(text: str, path: str, first: int, last: int, timeout: float = 30) -> str | None:
+    """``text`` with the statements covering lines ``first``..``last`` (1-based, inclusive) formatted by
+    ``ruff format --range``, under the ruff configuration that governs ``path`` (found from the path given
+    as ``--stdin-filename``); the rest of the text is left as it is. None when ruff is missing or fails."""
+    binary = ruff_binary()
+    if binary is None:
+        return None
+    lines = text.splitlines()
+    if not lines or first < 1:
+        return None
+    last = min(last, len(lines))
+    end_col = len(lines[last - 1]) + 1
+    argv = [binary, "format", "--no-cache", "--range", f"{first}:1-{last}:{end_col}"]
+    argv += ["--stdin-filename", os.path.abspath(path), "-"]
+    try:
+        proc = run_tool(argv, text)
+    except OSError:
+        return None
+    try:
+        stdout, _ = proc.communicate(text, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        proc.kill()
+        proc.wait()
+        return None
+    if proc.returncode != 0 or (text.strip() and not stdout.strip()):
+        return None
+    return stdout

@@ -13,6 +13,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import DecodeError, SourceFile
+from npu_lint.engine.format import format_touched
 from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import InternalError, lint_source
 from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
@@ -64,6 +65,12 @@ def remove_orphaned_imports(before: str, current: SourceFile) -> str:
     return cleaned if parses(cleaned) else current.text
 
 
+def _format(before: str, after: str, src: SourceFile) -> str:
+    """``after`` with the statements that differ from ``before`` formatted (never unparsable text)."""
+    formatted = format_touched(before, after, src.path, src.newline)
+    return formatted if formatted != after and parses(formatted) else after
+
+
 def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
     return fix is not None and fix.applies(unsafe)
 
@@ -88,8 +95,12 @@ def fix_source(
     settings: Settings,
     project: Project | None = None,
     unsafe: bool = False,
+    format: bool = False,
 ) -> FixOutcome:
-    """Apply fixes to a fixpoint (bounded). Never returns text that does not parse (if the input parsed)."""
+    """Apply fixes to a fixpoint (bounded). Never returns text that does not parse (if the input parsed).
+
+    ``format``: the statements the fixes touched are then formatted under the tree's ruff configuration
+    (``engine.format``; what ``fix_tree`` and ``--stdin-filename --fix`` do)."""
     text = src.text
     newline = src.newline
     outcome = FixOutcome(text)
@@ -143,6 +154,12 @@ def fix_source(
         cleaned = remove_orphaned_imports(src.text, current)
         if cleaned != text:
             text = cleaned
+            current = SourceFile(src.path, text, src.encoding, src.kind)
+            diags = lint_source(current, codes, settings, project, fix_mode=True)
+    if format and text != src.text:
+        formatted = _format(src.text, text, src)
+        if formatted != text:
+            text = formatted
             current = SourceFile(src.path, text, src.encoding, src.kind)
             diags = lint_source(current, codes, settings, project, fix_mode=True)
     outcome.text = text
@@ -275,6 +292,13 @@ def _fix_one(
     if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
         fixed = SourceFile(path, outcome.text, src.encoding, src.kind)
         outcome.text = remove_orphaned_imports(src.text, fixed)
+    if outcome.text != src.text:  # the statements every fix touched, formatted as the tree's ruff would
+        formatted = _format(src.text, outcome.text, src)
+        if formatted != outcome.text:
+            outcome.text = formatted
+            outcome.remaining = lint_source(
+                SourceFile(path, formatted, src.encoding, src.kind), codes, settings, project, fix_mode=True
+            )
     out.dropped.extend(outcome.dropped)
     out.remaining.extend(outcome.remaining)
     counts.update(outcome.applied_codes)

@@ -51,6 +51,13 @@ from npu_lint.veomni.project import Project
 logger = logging.getLogger("npu_lint.lsp")
 
 CONFIG_NAMES = ("pyproject.toml", "npu-lint.toml")
+DEPENDENCY_GLOBS = (
+    "**/*_patch_gen_config.py",
+    "**/generated/*.py",
+    "**/__init__.py",
+    "**/veomni/ops/**/*.py",
+    "**/veomni/kernels/**/*.py",
+)
 PYTHON_SUFFIXES = (".py", ".pyi")
 SECTION = "npu-lint"
 _LSP_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -182,11 +189,12 @@ class LintResult:
     project: Project | None
     fixed: dict[bool, tuple[str, list[CreateFile]]]  # fix-all results by `unsafe`
     with_fixes: list[Diagnostic] | None = None  # the diagnostics with every fix built (fix mode), lazily
+    deps: str = ""  # the project version the result was computed under (see NpuLintServer.project_version)
 
     @property
     def result_id(self) -> str:
         digest = hashlib.blake2b(self.text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-        return f"{self.generation}-{digest}"
+        return f"{self.generation}-{self.deps}-{digest}"
 
 
 class _Rejected:
@@ -363,6 +371,12 @@ class NpuLintServer(LanguageServer):
                 self._projects[key] = None
         return self._projects[key]
 
+    def forget_project(self, path: str) -> None:
+        from npu_lint.veomni.project import find_veomni_root
+
+        root = find_veomni_root(Path(path))
+        self._projects.pop(str(root) if root is not None else str(Path(path).parent), None)
+
     def excluded(self, path: str, settings: Settings) -> bool:
         """Whether the configuration excludes ``path`` (as ``npu-lint check --force-exclude`` would)."""
         if settings.config_path is None:
@@ -383,12 +397,57 @@ class NpuLintServer(LanguageServer):
 
     # -- linting ---------------------------------------------------------------------------------------
 
+    def project_version(self, path: str) -> str:
+        """The state of the files a document's result depends on besides its own text: the other files of its
+        model package (specs, `__init__.py` registrations) and of its `generated/` directory, and the registry
+        modules (`veomni/ops`, `veomni/kernels`) of its VeOmni tree: names, sizes and modification times."""
+        from npu_lint.veomni.project import find_veomni_root
+
+        here = Path(path)
+        package = here.parent.parent if here.parent.name == "generated" else here.parent
+        directories = [package, package / "generated"]
+        root = find_veomni_root(here)
+        trees = [root / "veomni" / "ops", root / "veomni" / "kernels"] if root is not None else []
+        h = hashlib.blake2b(digest_size=8)
+        me = os.path.abspath(path)
+
+        def add(file: str) -> None:
+            if not file.endswith(".py") or file == me:
+                return
+            try:
+                st = os.stat(file)
+            except OSError:
+                return
+            h.update(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+
+        for directory in directories:
+            try:
+                names = sorted(os.listdir(directory))
+            except OSError:
+                continue
+            for name in names:
+                add(os.path.join(directory, name))
+        for tree in trees:
+            for dirpath, dirnames, filenames in os.walk(tree):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+                for name in sorted(filenames):
+                    add(os.path.join(dirpath, name))
+        return h.hexdigest()
+
     def lint(self, uri: str, text: str, version: int | None) -> LintResult:
+        path = self.path_for(uri)
+        deps = self.project_version(path)
         cached = self._results.get(uri)
-        if cached is not None and cached.generation == self.generation and cached.text == text:
+        if (
+            cached is not None
+            and cached.generation == self.generation
+            and cached.text == text
+            and cached.deps == deps
+        ):
             cached.version = version
             return cached
-        path = self.path_for(uri)
+        if cached is not None and cached.deps != deps:
+            self.forget_project(path)  # a spec, generated or registry file changed: index it again
         settings, codes = self.effective(path)
         src = SourceFile.from_text(path, text)
         project: Project | None = None
@@ -407,7 +466,9 @@ class NpuLintServer(LanguageServer):
                 diags = []
         codec = self.workspace.position_codec
         lsp = [to_lsp_diagnostic(src, codec, d) for d in diags]
-        result = LintResult(text, self.generation, version, src, diags, lsp, codes, settings, project, {})
+        result = LintResult(
+            text, self.generation, version, src, diags, lsp, codes, settings, project, {}, deps=deps
+        )
         self._results[uri] = result
         return result
 
@@ -533,6 +594,17 @@ class NpuLintServer(LanguageServer):
             uri for uri, doc in self.workspace.text_documents.items() if self.is_python(uri, doc.language_id)
         ]
 
+    def refresh_open_documents(self, skip: str | None = None) -> None:
+        """Another file changed (a spec, a generated file, a registration): show each open document's
+        diagnostics again; a document whose project version did not change keeps its result (``lint``)."""
+        if self.pull_mode:
+            if self.refresh_support:
+                self.workspace_diagnostic_refresh(None)
+            return
+        for uri in self.open_python_documents():
+            if uri != skip and uri not in self._pending:
+                self.publish(uri)
+
     def relint_all(self) -> None:
         self.generation += 1
         self._results.clear()
@@ -614,6 +686,8 @@ def create_server() -> NpuLintServer:
         registrations = []
         if _capability(caps, "workspace", "did_change_watched_files", "dynamic_registration"):
             watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_NAMES]
+            # the files other documents' results depend on: specs, generated files, registrations, registry
+            watchers += [types.FileSystemWatcher(glob_pattern=g) for g in DEPENDENCY_GLOBS]
             registrations.append(
                 types.Registration(
                     id="npu-lint-config-files",
@@ -670,11 +744,12 @@ def create_server() -> NpuLintServer:
         ls._projects.clear()
         ls._results.pop(uri, None)
         if ls.pull_mode:
-            if ls.settings.run == RUN_ON_SAVE and ls.refresh_support:
+            if ls.refresh_support:  # this document (onSave mode) and the ones that depend on it
                 ls.workspace_diagnostic_refresh(None)
             return
         ls.cancel_pending(uri)
         ls.publish(uri)
+        ls.refresh_open_documents(skip=uri)  # the saved file may be another document's spec or registration
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: NpuLintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -714,6 +789,8 @@ def create_server() -> NpuLintServer:
         if any(change.uri.endswith(CONFIG_NAMES) for change in params.changes):
             ls.forget_configuration()
             ls.relint_all()
+        elif any(change.uri.endswith(PYTHON_SUFFIXES) for change in params.changes):
+            ls.refresh_open_documents()
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,

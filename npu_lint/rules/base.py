@@ -60,7 +60,8 @@ class RuleMeta:
     bad: ClassVar[tuple[Example, ...]] = ()
     good: ClassVar[tuple[Example, ...]] = ()
     fix_safety: ClassVar[str] = "No fix."
-    precision: ClassVar[str] = ""  # measured precision on real code, stated in the docs
+    # The measured precision on real code is not rule metadata: one source, npu_lint/rules/accuracy.json
+    # (written by bench/accuracy/figures.py from bench/accuracy/reviewed.json), read by npu_lint.docs.
     default_enabled: ClassVar[bool] = True  # low-confidence rules are off unless selected explicitly
     severity: ClassVar[str] = SEVERITY_WARNING
 
@@ -421,6 +422,8 @@ class Context:
             col = src.char_col(line, node.col_offset)  # type: ignore[attr-defined]
             end_line = node.end_lineno or line  # type: ignore[attr-defined]
             end_col = src.char_col(end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        if fix is not None and fix.applicability is not Applicability.DISPLAY and fix.edits:
+            fix = self._default_call_guard(node, fix)
         if fix is not None and fix.applicability is Applicability.SAFE and fix.edits:
             fix = self._import_time_guard(node, fix)
         diag = Diagnostic(
@@ -451,6 +454,38 @@ class Context:
             if isinstance(parent, ast.Lambda) and child is parent.body:
                 return False
         return True
+
+    def default_ranges(self) -> list[tuple[int, int]]:
+        """Text ranges of every default value of a function or lambda parameter in the file (once per file)."""
+        cached = self.memo.get("default-ranges")
+        if cached is None:
+            out = []
+            for node in ast.walk(self.tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    for default in [*node.args.defaults, *node.args.kw_defaults]:
+                        if default is not None:
+                            out.append(self.source.node_range(default))
+            cached = self.memo["default-ranges"] = sorted(out)
+        return cached  # type: ignore[return-value]
+
+    def _default_call_guard(self, node: ast.AST | tuple[int, int, int, int], fix: Fix) -> Fix:
+        """A fix that would put a call into a default argument is never applied (ruff B008: the call runs
+        once, at import time, and the tree's quality gate rejects it): display only, with the reason. A fix
+        that takes the device inside the body instead (``device=None`` + ``if device is None: ...``) edits the
+        default without a call and passes."""
+        text = self.source.text
+        calls = [e for e in fix.edits if e.content.count("(") > text[e.start : e.end].count("(")]
+        if not calls or not any(
+            start <= e.start and e.end <= end for e in calls for start, end in self.default_ranges()
+        ):
+            return fix
+        from dataclasses import replace
+
+        return replace(
+            fix,
+            applicability=Applicability.DISPLAY,
+            reason="it would put a call into a default argument (ruff B008: evaluated once, at import time)",
+        )
 
     def _import_time_guard(self, node: ast.AST | tuple[int, int, int, int], fix: Fix) -> Fix:
         """A fix that makes a default value or module-level expression call a function at import time is unsafe

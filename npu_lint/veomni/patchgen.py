@@ -1263,6 +1263,46 @@ def regen_command(spec_path: str) -> str:
     return f"patchgen {module} -o {rel}/generated --diff -v"
 
 
+def _tree_patchgen(root: str) -> tuple[dict | None, bool]:
+    """The tree's ``[tool.patchgen]`` table (None: none) and whether its Makefile has a ``patchgen:`` target."""
+    from npu_lint.core.safeio import read_regular
+
+    table = None
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(read_regular(os.path.join(root, "pyproject.toml"))[0].decode("utf-8"))
+        found = data.get("tool", {}).get("patchgen")
+        table = found if isinstance(found, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
+    try:
+        makefile = read_regular(os.path.join(root, "Makefile"))[0].decode("utf-8", "replace")
+        has_target = re.search(r"^patchgen\s*:", makefile, re.M) is not None
+    except OSError:
+        has_target = False
+    return table, has_target
+
+
+def tree_regen_command(spec_path: str) -> tuple[str, str | None, bool]:
+    """(command, directory to run it from, whether ``make patchgen`` regenerates every spec) that regenerates ``spec_path``'s generated file the tree's own way.
+
+    A tree whose ``pyproject.toml`` configures ``[tool.patchgen]`` (VeOmni's main: ``search_root``,
+    ``package_prefix``) runs ``patchgen <dotted spec module> --diff`` from its root (output: the spec's sibling
+    ``generated/``, ruff settings and discovery from that table; its Makefile's ``make patchgen`` regenerates
+    every spec); other trees get ``regen_command``'s explicit ``-o <package>/generated`` form."""
+    root = veomni_root_of(os.path.abspath(spec_path))
+    module = module_of(spec_path)
+    if root is not None and module is not None:
+        table, make_target = _tree_patchgen(root)
+        prefix = table.get("package_prefix") if table else None
+        if isinstance(prefix, str) and (module == prefix or module.startswith(prefix + ".")):
+            return f"patchgen {module} --diff", root, make_target
+    return regen_command(spec_path), root, False
+
+
 def produced_by_spec(package_dir: str, stem: str) -> bool:
     """Whether ``generated/<stem>.py`` of a model package is patchgen output of one of its specs: a spec's
     target file, or the NPU sibling a GPU spec implies (``npu_target_file``, the file NPU501 creates). Such a

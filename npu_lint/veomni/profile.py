@@ -89,6 +89,19 @@ class ApiProfile:
     root: str | None = None  # the tree this was read from; None for a built-in profile
     detected: Generation | None = None  # the generation the tree itself has (None: unknown / no tree)
     notes: tuple[str, ...] = ()  # said once per run (e.g. target-api forces an API the tree lacks)
+    # what the tree's own docstrings say about building handles per call (read by `handle_docs`): where the
+    # handle documents interning ("`VeomniOp` (`veomni.ops.registry`)"; None: not documented or no tree), the
+    # helpers whose docstring allows a call in `forward` (interned), and a docstring that forbids one
+    interned_by: str | None = None
+    per_call_helpers: tuple[str, ...] = ()
+    forward_forbidden: str | None = None
+    # ops-config fields the tree's ops config declares (`*_implementation`), and the module declaring them
+    config_fields: tuple[str, ...] = ()
+    config_module: str | None = None
+    # attention implementations registered through transformers' `ALL_ATTENTION_FUNCTIONS` by the tree, and
+    # where (the OpSlot generation has no attention op: attention is chosen by `attn_implementation`)
+    attention_functions: tuple[str, ...] = ()
+    attention_functions_module: str | None = None
     index: ModuleIndex | None = field(default=None, repr=False, compare=False, hash=False)
 
     # -- questions -------------------------------------------------------------------------------------
@@ -100,6 +113,50 @@ class ApiProfile:
     def has_handle(self) -> bool:
         """Whether the tree (or, for a built-in profile, the generation) has this profile's handle."""
         return self.defines(self.handle_module, self.handle)
+
+    @property
+    def instance_local(self) -> bool:
+        """Whether the tree has an instance-local handle API (VeomniOp / VeomniKernel) to dispatch through."""
+        return self.generation is not Generation.OP_SLOT and self.has_handle
+
+    def registers(self, op: str, variant: str | None = None) -> bool:
+        """Whether the profile's registry (the tree's rows; a built-in profile's own table) has ``op`` (and
+        ``variant``)."""
+        variants = self.variants_of(op)
+        return bool(variants) and (variant is None or variant in variants)
+
+    def tree_op(self, op: str, variant: str | None) -> tuple[str, str | None] | None:
+        """The (op, variant) this tree registers for a catalog (VeomniOp-generation) ``op/variant``, in the
+        tree's own names: the offset RMSNorm under the tree's variant name, an OpSlot tree's slot names
+        (``rope`` -> ``rotary_pos_emb``); None when the tree registers nothing for it."""
+        from npu_lint.veomni.catalog import CATALOG_OFFSET_VARIANT, OPSLOT_TO_VEOMNIOP
+
+        if (op, variant) == ("rms_norm", CATALOG_OFFSET_VARIANT):
+            variant = self.offset_rms_variant
+        if self.registers(op, variant):
+            return op, variant
+        if variant is None:
+            return None
+        candidates = sorted(
+            slot
+            for slot, target in OPSLOT_TO_VEOMNIOP.items()
+            if target == (op, variant) and self.registers(*slot)
+        )
+        if candidates:
+            return candidates[0]
+        return None
+
+    def config_field(self, op: str) -> str | None:
+        """The ops-config field that chooses ``op``'s implementation in this tree (``<op>_implementation``, or
+        the catalog's field for the op), when the tree's ops config declares it."""
+        from npu_lint.veomni.catalog import CONFIG_FIELD_TO_OP
+
+        if f"{op}_implementation" in self.config_fields:
+            return f"{op}_implementation"
+        for field_name, target in CONFIG_FIELD_TO_OP.items():
+            if target == op and field_name in self.config_fields:
+                return field_name
+        return None
 
     def variants_of(self, op: str) -> tuple[str, ...]:
         for name, variants in self.variants:
@@ -365,6 +422,140 @@ def detect_generation(root: Path, defs: dict[str, list[str]] | None = None) -> G
     return None
 
 
+_FORBID = re.compile(r"(?:do not|don't|never)\s+(?:call|build|construct)[^.]*\bforward\b", re.IGNORECASE)
+
+
+def _docstring_of(index: ModuleIndex, module: str, name: str) -> tuple[str, bool] | None:
+    """(docstring, interning ``__new__``) of the top-level def/class ``name`` in ``module``, read statically."""
+    found = index.module_path(module)
+    if found is None or found[0].is_dir():
+        return None
+    import ast
+
+    try:
+        tree = ast.parse(found[0].read_bytes(), filename=str(found[0]))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+            doc = ast.get_docstring(stmt) or ""
+            interns = False
+            if isinstance(stmt, ast.ClassDef):
+                new = next(
+                    (s for s in stmt.body if isinstance(s, ast.FunctionDef) and s.name == "__new__"), None
+                )
+                class_dict = any(
+                    isinstance(s, (ast.Assign, ast.AnnAssign))
+                    and isinstance(s.value, (ast.Dict, ast.Call))
+                    and "intern" in ast.unparse(s).lower()
+                    for s in stmt.body
+                )
+                interns = new is not None and class_dict
+                if new is not None:
+                    doc += "\n" + (ast.get_docstring(new) or "")
+            return doc, interns
+    return None
+
+
+def handle_docs(
+    index: ModuleIndex, defs: dict[str, list[str]], handle: str, helpers: tuple[str | None, ...]
+) -> tuple[str | None, tuple[str, ...], str | None]:
+    """What the tree's docstrings say about per-call handles: (where the handle class documents interning,
+    helpers documented as interned or callable from ``forward``, a docstring forbidding a call from ``forward``)."""
+    interned_by: str | None = None
+    forbidden: str | None = None
+    for module in defs.get(handle, []):
+        found = _docstring_of(index, module, handle)
+        if found is None:
+            continue
+        doc, interns = found
+        if interns or re.search(r"\bintern", doc, re.IGNORECASE):
+            interned_by = f"`{handle}` (`{module}`)"
+        match = _FORBID.search(doc)
+        if match:
+            forbidden = f'`{handle}` (`{module}`): "{" ".join(match.group(0).split())}"'
+        break
+    per_call: list[str] = []
+    for helper in helpers:
+        if helper is None:
+            continue
+        for module in defs.get(helper, []):
+            found = _docstring_of(index, module, helper)
+            if found is None:
+                continue
+            doc = found[0]
+            match = _FORBID.search(doc)
+            if match:
+                forbidden = forbidden or f'`{helper}` (`{module}`): "{" ".join(match.group(0).split())}"'
+            elif re.search(r"\bintern|\bin ``?forward", doc, re.IGNORECASE):
+                per_call.append(helper)
+            break
+    return interned_by, tuple(per_call), forbidden
+
+
+_CONFIG_MARK = re.compile(rb"^\s+\w+_implementation\s*:", re.MULTILINE)
+_ATTENTION_MARK = b"ALL_ATTENTION_FUNCTIONS.register("
+
+
+def read_config_fields(root: Path) -> tuple[tuple[str, ...], str | None, tuple[str, ...], str | None]:
+    """(ops-config fields, their module, attention implementations registered through
+    ``ALL_ATTENTION_FUNCTIONS``, their module) of a tree, read statically: the class (under ``veomni/``) that
+    declares the most ``*_implementation`` fields is the ops config."""
+    import ast
+
+    best: tuple[int, tuple[str, ...], str | None] = (0, (), None)
+    attention: list[str] = []
+    attention_module: str | None = None
+    base = root / "veomni"
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".") and d != "models"
+        )
+        for filename in sorted(filenames):
+            if not filename.endswith(".py"):
+                continue
+            path = Path(dirpath) / filename
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            has_config = b"_implementation" in data and _CONFIG_MARK.search(data) is not None
+            has_attention = _ATTENTION_MARK in data
+            if not (has_config or has_attention):
+                continue
+            try:
+                tree = ast.parse(data, filename=str(path))
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+            nodes = ast.walk(tree) if has_attention else (n for n in tree.body if isinstance(n, ast.ClassDef))
+            for node in nodes:
+                if has_config and isinstance(node, ast.ClassDef):
+                    fields = tuple(
+                        s.target.id
+                        for s in node.body
+                        if isinstance(s, ast.AnnAssign)
+                        and isinstance(s.target, ast.Name)
+                        and s.target.id.endswith("_implementation")
+                    )
+                    if len(fields) > best[0]:
+                        best = (len(fields), fields, module)
+                elif (
+                    has_attention
+                    and isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "register"
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "ALL_ATTENTION_FUNCTIONS"
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                ):
+                    attention.append(node.args[0].value)
+                    attention_module = attention_module or module
+    return tuple(sorted(best[1])), best[2], tuple(sorted(set(attention))), attention_module
+
+
 def detect_profile(
     root: Path | str | None,
     target_api: str = "auto",
@@ -393,6 +584,13 @@ def detect_profile(
             f"target-api = {generation.value!r}, but this VeOmni tree ({root}) does not define {base.handle}"
             f" (it is of the {detected.value if detected else 'unknown'} generation): findings name the "
             f"{base.handle} API, and fixes that would import it are not offered"
+        )
+    elif target_api == "auto" and generation is Generation.OP_SLOT and has_handle:
+        notes.append(
+            f"this VeOmni tree ({root}) is of the OpSlot generation, which has no instance-local handle API "
+            "(VeomniOp / VeomniKernel): module-global dispatch is reported once per file (NPU201) and cannot be "
+            'fixed until the tree moves to a handle generation; target-api = "veomni-op" reports each slot, '
+            "guard and OpsConfigSlot"
         )
 
     def where(name: str | None, preferred: str | None) -> str | None:
@@ -484,8 +682,20 @@ def detect_profile(
             vision = (op, "full" if "full" in table[op] else table[op][0])
             break
 
+    interned_by, per_call_helpers, forward_forbidden = handle_docs(
+        index, defs, base.handle, (base.attention_helper,)
+    )
+    config_fields, config_module, attention_functions, attention_functions_module = read_config_fields(root)
+
     return replace(
         base,
+        interned_by=interned_by,
+        per_call_helpers=per_call_helpers,
+        forward_forbidden=forward_forbidden,
+        config_fields=config_fields,
+        config_module=config_module,
+        attention_functions=attention_functions,
+        attention_functions_module=attention_functions_module,
         handle_module=handle_module,
         resolver_module=resolver_module,
         attention_module=attention_module,

@@ -5,30 +5,28 @@ The dispatch-migration codemod needs a few facts about the upstream modeling mod
 ``override_method("Cls.__init__")``), the ``__init__`` a class inherits when it has none, which methods call a
 module-level function (``apply_rotary_pos_emb``), and where a name used in a copied signature comes from.
 
-Modules are located on disk from ``importlib.util.find_spec("transformers")`` (which does not execute the
-package) and built with astroid without its inference-driven post-processing, so a build stays bounded (no
-cascade into other modules); names are resolved by following import statements by hand, one module at a time.
+Modules are located on disk by the one resolver, ``core.astutil.transformers_dir`` (``NPU_LINT_TRANSFORMERS_SRC``,
+else ``importlib.util.find_spec("transformers")``, which does not execute the package) and built with astroid
+without its inference-driven post-processing, so a build stays bounded (no cascade into other modules); names are resolved by following import statements by hand, one module at a time.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
-import importlib.util
 import os
 import textwrap
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import import_bindings, transformers_dir
+from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root
 
 __all__ = [
     "MethodSource",
     "InheritedInit",
     "transformers_root",
+    "use_transformers_root",
     "module_path",
     "build_module",
     "method_source",
@@ -36,42 +34,17 @@ __all__ = [
     "callers_of",
     "resolve_name_import",
     "self_attributes",
+    "MroEntry",
+    "upstream_mro",
+    "super_inits",
 ]
 
 
-_ROOT_OVERRIDE: list[str] = []
-
-
-@contextlib.contextmanager
-def use_transformers_root(path: str) -> Iterator[None]:
-    """Read ``transformers`` from ``path`` (a directory named like the package) inside the block (tests)."""
-    _ROOT_OVERRIDE.append(path)
-    try:
-        yield
-    finally:
-        _ROOT_OVERRIDE.pop()
-
-
 def transformers_root() -> str | None:
-    """Directory of the ``transformers`` package to read (``NPU_LINT_TRANSFORMERS_SRC`` overrides the
-    installed one)."""
-    if _ROOT_OVERRIDE:
-        return _ROOT_OVERRIDE[-1]
-    override = os.environ.get("NPU_LINT_TRANSFORMERS_SRC")
-    if override:
-        return override if os.path.isdir(override) else None
-    return _installed_root()
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_root() -> str | None:
-    try:
-        spec = importlib.util.find_spec("transformers")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return list(spec.submodule_search_locations)[0]
+    """Directory of the ``transformers`` package to read, as a string: :func:`npu_lint.core.astutil.transformers_dir`
+    (the one resolver: ``use_transformers_root``, ``NPU_LINT_TRANSFORMERS_SRC``, the installed package)."""
+    found = transformers_dir()
+    return str(found) if found is not None else None
 
 
 def module_path(modname: str) -> str | None:
@@ -181,57 +154,23 @@ def _absolute(modname: str, imported: str, level: int, is_package: bool = False)
     return ".".join([*base, imported] if imported else base)
 
 
-def _resolve_class(modname: str, name: str, depth: int = 0) -> tuple[str, Any] | None:
-    """Follow ``name`` in ``modname`` to the ClassDef it denotes (imports followed by hand)."""
-    if depth > 6:
-        return None
-    built = build_module(modname)
-    if built is None:
-        return None
-    module, _ = built
-    for node in module.body:
-        if type(node).__name__ == "ClassDef" and node.name == name:
-            return modname, node
-    for node in module.body:
-        kind = type(node).__name__
-        if kind == "ImportFrom":
-            for imported, asname in node.names:
-                if (asname or imported) == name:
-                    target = _absolute(modname, node.modname or "", node.level or 0)
-                    return _resolve_class(target, imported, depth + 1)
-    return None
-
-
 def class_init(modname: str, cls: str) -> MethodSource | InheritedInit | None:
-    """The class's own ``__init__`` (its source) or, when it has none, the inherited one's parameters
-    (depth-first over the bases, left to right: the MRO in the single-inheritance chains transformers uses).
-    """
+    """The class's own ``__init__`` (its source) or, when it has none, the parameters of the one it inherits:
+    the first ``__init__`` in its MRO (:func:`upstream_mro`, the one class resolver)."""
     cls_node = _class(modname, cls)
     if cls_node is None:
         return None
     own = method_source(modname, cls, "__init__")
     if own is not None:
         return own
-    seen: set[tuple[str, str]] = set()
-
-    def search(mod: str, node: Any) -> InheritedInit | None:
-        for base in node.bases:
-            if type(base).__name__ != "Name":
-                continue
-            found = _resolve_class(mod, base.name)
-            if found is None or (found[0], found[1].name) in seen:
-                continue
-            seen.add((found[0], found[1].name))
-            base_mod, base_node = found
-            init = _method(base_node, "__init__")
-            if init is not None:
-                return InheritedInit(base_mod, base_node.name, _params(init))
-            deeper = search(base_mod, base_node)
-            if deeper is not None:
-                return deeper
-        return None
-
-    return search(modname, cls_node)
+    for entry in upstream_mro(modname, cls)[1:]:
+        if entry.node is None or entry.module is None or _own_method(entry.node, "__init__") is None:
+            continue
+        base_node = _class(entry.module, entry.name)
+        init = _method(base_node, "__init__") if base_node is not None else None
+        if init is not None:
+            return InheritedInit(entry.module, entry.name, _params(init))
+    return None
 
 
 def _params(fn: Any) -> tuple[tuple[str, str | None, str], ...]:
@@ -369,11 +308,15 @@ def upstream_path(module: str) -> Path | None:
     return init if init.is_file() else None
 
 
-@functools.lru_cache(maxsize=64)
 def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
     path = upstream_path(module)
     if path is None:
         return None
+    return _parse_upstream(module, path)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_upstream(module: str, path: Path) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError, RecursionError):
@@ -393,9 +336,13 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
     return classes, imports
 
 
-@functools.lru_cache(maxsize=256)
 def upstream_zero_init(module: str, cls: str, attr: str = "weight", depth: int = 0) -> bool | None:
     """Whether upstream ``module.cls`` initialises ``self.<attr>`` to zeros (None: unknown)."""
+    return _zero_init(transformers_root(), module, cls, attr, depth)
+
+
+@functools.lru_cache(maxsize=256)
+def _zero_init(root: str | None, module: str, cls: str, attr: str, depth: int) -> bool | None:
     found = _upstream_module(module)
     if found is None or depth > 4:
         return None
@@ -443,23 +390,144 @@ def upstream_class(module: str, cls: str, depth: int = 0) -> tuple[str, ast.Clas
     return None
 
 
-def upstream_class_method(module: str, cls: str, name: str, depth: int = 0) -> ast.FunctionDef | None:
-    """The method ``name`` upstream ``module.cls`` defines or inherits from a transformers base (stdlib ast)."""
-    found = upstream_class(module, cls)
-    if found is None or depth > 6:
-        return None
-    mod, node = found
-    for stmt in node.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-            return stmt
+@dataclass(frozen=True)
+class MroEntry:
+    """One class of an upstream class's method resolution order: where it is defined and its ClassDef (None
+    for a base the reader cannot follow, such as ``nn.Module`` or ``object``)."""
+
+    module: str | None
+    name: str
+    node: ast.ClassDef | None
+
+
+def _bases(module: str, node: ast.ClassDef) -> list[MroEntry]:
+    out = []
     for base in node.bases:
-        base_name = last_name(base)
-        if not base_name or base_name in ("Module", "object", "GenerationMixin"):
+        name = last_name(base)
+        if not name:
             continue
-        result = upstream_class_method(mod, base_name, name, depth + 1)
-        if result is not None:
-            return result
+        found = upstream_class(module, name) if isinstance(base, ast.Name) else None
+        out.append(MroEntry(found[0], found[1].name, found[1]) if found else MroEntry(None, name, None))
+    return out
+
+
+def _c3(seqs: list[list[MroEntry]]) -> list[MroEntry] | None:
+    """C3 merge of linearisations (entries compared by module and name); None when inconsistent."""
+    key = lambda e: (e.module, e.name)  # noqa: E731
+    seqs = [list(s) for s in seqs if s]
+    out: list[MroEntry] = []
+    while seqs:
+        for seq in seqs:
+            head = seq[0]
+            if not any(key(head) in {key(e) for e in other[1:]} for other in seqs):
+                break
+        else:
+            return None
+        out.append(head)
+        seqs = [[e for e in s if key(e) != key(head)] for s in seqs]
+        seqs = [s for s in seqs if s]
+    return out
+
+
+def upstream_mro(module: str, cls: str) -> list[MroEntry]:
+    """The method resolution order of upstream ``module.cls`` as Python computes it (C3 over the bases the
+    reader can follow; a base it cannot follow is a leaf), ``cls`` first; empty when the class is not found.
+    The one answer to "which class's method runs", for inherited methods and ``super()`` chains."""
+    found = upstream_class(module, cls)
+    if found is None:
+        return []
+    return list(_mro(found[0], found[1].name, transformers_root(), 0))
+
+
+@functools.lru_cache(maxsize=256)
+def _mro(module: str, cls: str, root: str | None, depth: int) -> tuple[MroEntry, ...]:
+    found = upstream_class(module, cls)
+    if found is None:
+        return ()
+    mod, node = found
+    head = MroEntry(mod, node.name, node)
+    bases = _bases(mod, node)
+    if depth > 12:
+        return (head, *bases)
+    linear = [list(_mro(b.module, b.name, root, depth + 1)) if b.node is not None else [b] for b in bases]
+    merged = _c3([*linear, list(bases)])
+    if merged is None:  # an order Python would reject: depth-first, first occurrence (still an answer)
+        merged, seen = [], set()
+        for seq in linear:
+            for e in seq:
+                if (e.module, e.name) not in seen:
+                    seen.add((e.module, e.name))
+                    merged.append(e)
+    return (head, *merged)
+
+
+def _own_method(node: ast.ClassDef | None, name: str) -> ast.FunctionDef | None:
+    if node is None:
+        return None
+    return next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == name), None)
+
+
+def upstream_class_method(module: str, cls: str, name: str) -> ast.FunctionDef | None:
+    """The method ``name`` upstream ``module.cls`` defines or inherits (first in its MRO; stdlib ast)."""
+    for entry in upstream_mro(module, cls):
+        found = _own_method(entry.node, name)
+        if found is not None:
+            return found
     return None
+
+
+def _super_starts(func: ast.FunctionDef, names: list[str], owner: int) -> list[int]:
+    """MRO indexes where the ``__init__`` lookups ``func`` makes start: ``super().__init__`` and
+    ``super(X, self).__init__`` (after ``owner`` / after X), ``Base.__init__(self, ...)`` (at Base)."""
+    starts = []
+    for node in ast.walk(func):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "__init__"
+        ):
+            continue
+        target = node.func.value
+        if isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "super":
+            if not target.args:
+                starts.append(owner + 1)
+            elif isinstance(target.args[0], ast.Name) and target.args[0].id in names:
+                starts.append(names.index(target.args[0].id) + 1)
+        elif isinstance(target, ast.Name) and target.id in names[owner + 1 :]:
+            starts.append(names.index(target.id, owner + 1))
+    return starts
+
+
+def super_inits(
+    module: str, cls: str, func: ast.FunctionDef, owner: str | None = None
+) -> list[ast.FunctionDef]:
+    """The upstream ``__init__`` methods that run when ``func`` (an ``__init__`` of ``owner``, default ``cls``,
+    as an instance of ``module.cls``) calls ``super().__init__`` / ``super(X, self).__init__`` /
+    ``Base.__init__(self)``, transitively, in the MRO of ``module.cls``. A chain stops at a base the reader
+    cannot follow (``nn.Module``)."""
+    mro = upstream_mro(module, cls)
+    names = [e.name for e in mro]
+    if not mro:
+        return []
+    at = names.index(owner) if owner in names else 0
+    out: list[ast.FunctionDef] = []
+    seen: set[int] = set()
+    todo = [(func, at)]
+    while todo:
+        fn, index = todo.pop()
+        for start in _super_starts(fn, names, index):
+            for j in range(start, len(mro)):
+                if mro[j].node is None:
+                    break
+                init = _own_method(mro[j].node, "__init__")
+                if init is None:
+                    continue
+                if j not in seen:
+                    seen.add(j)
+                    out.append(init)
+                    todo.append((init, j))
+                break
+    return out
 
 
 def upstream_class_names(module: str) -> list[str]:

@@ -2,7 +2,8 @@
 
 Unlike ``check``, this runs the model: each check in a subprocess of the interpreter that has torch and
 transformers (``pip install 'npu-lint[verify]'``) and imports VeOmni from the tree being verified.
-Exit codes: 0 every check passed, 1 a check failed, 2 a check could not run (usage, missing dependency).
+Exit codes: 0 no check failed (some may have been skipped: the report counts them), 1 a check failed, 2 a check
+could not run (usage, missing dependency).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_verify(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # the reader of stdout went away: npu_lint.cli.main exits quietly
     except Exception as exc:  # an npu-lint bug, not a model failure (those are reported by the checks)
         if args.verbose:
             import traceback

@@ -60,19 +60,7 @@ def _unformatted(root: Path) -> set[str]:
     return out
 
 
-UNSAFE_KNOWN = pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known: the NPU201/NPU203 dispatch migration of a patch spec writes __init__ bodies whose names "
-        "(nn, VeomniOp, resolve_op_impl...) reach only the generated file through config.add_import (F821 and "
-        "I001 in the spec); B008 from the unsafe import-time default fix in flux/encode_flux.py"
-    ),
-)
-
-
-@pytest.mark.parametrize(
-    "unsafe", [False, pytest.param(True, marks=UNSAFE_KNOWN)], ids=["fix", "unsafe-fixes"]
-)
+@pytest.mark.parametrize("unsafe", [False, True], ids=["fix", "unsafe-fixes"])
 def test_fixes_add_no_ruff_findings(tmp_path: Path, unsafe: bool) -> None:
     wheel = corpus.veomni_wheel_root()
     root = tmp_path / "tree"

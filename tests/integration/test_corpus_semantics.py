@@ -46,11 +46,10 @@ def test_wheel_findings(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
-    # NPU702: every dummy_forward reads self.dtype (6 spec functions, 12 generated copies);
+    # NPU702: no dummy_forward's `self.dtype` can differ from its tower's input layer (every tower registers
+    # its patch embedding first and keeps nothing in float32);
     # NPU701: Qwen3.5's Model.forward overwrites its mm_token_type_ids parameter from kwargs (spec + 2 copies)
-    assert Counter(d["code"] for d in data) == {"NPU702": 18, "NPU701": 3}
-    specs = [d for d in data if d["filename"].endswith("_patch_gen_config.py") and d["code"] == "NPU702"]
-    assert len(specs) == 6 and all(d["fix"] and d["fix"]["applicability"] == "safe" for d in specs)
+    assert Counter(d["code"] for d in data) == {"NPU701": 3}
     overwritten = [d for d in data if d["code"] == "NPU701"]
     assert all("mm_token_type_ids" in d["message"] and "/qwen3_5/" in d["filename"] for d in overwritten)
 

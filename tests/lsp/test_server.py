@@ -375,7 +375,8 @@ async def test_fix_all_resolved_lazily(pull_client: LanguageClient, project: Pat
 
 async def test_fix_all_applies_project_fixes(push_client: LanguageClient, project: Path) -> None:
     """Editor fix-all goes through the same orchestration as `--fix` (engine.fix_tree): on a GPU spec whose
-    package has no NPU sibling, it creates the sibling (NPU501, a project-rule fix)."""
+    package has no NPU sibling, it creates the sibling (NPU501, a project-rule fix) when unsafe fixes are
+    enabled (creating a file is never a safe fix)."""
     import shutil
 
     shutil.copytree(Path(__file__).parents[2] / "examples" / "veomni", project / "veomni")
@@ -383,6 +384,12 @@ async def test_fix_all_applies_project_fixes(push_client: LanguageClient, projec
     text = spec.read_text(encoding="utf-8")
     uri = open_document(push_client, spec, text)
     await wait_diagnostics(push_client, uri, lambda d: "NPU501" in codes(d))
+    safe = await _actions(push_client, uri, [], only=[types.CodeActionKind.SourceFixAll])
+    safe_changes = (safe[0].edit.document_changes or []) if safe and safe[0].edit else []
+    assert not any(isinstance(c, types.CreateFile) for c in safe_changes)
+    push_client.set_configuration({"unsafeFixes": True, "lint": {"debounce": 0}}, section="npu-lint")
+    push_client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    await asyncio.sleep(0.3)
     actions = await _actions(push_client, uri, [], only=[types.CodeActionKind.SourceFixAll])
     assert [a.kind for a in actions] == ["source.fixAll.npu-lint"]
     changes = actions[0].edit.document_changes or []

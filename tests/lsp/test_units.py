@@ -164,7 +164,8 @@ def test_fix_creating_a_file_is_a_workspace_edit(tmp_path: Path) -> None:
     uri = Path(src.path).as_uri()
     ctx = ActionContext(uri, 3, src, UTF16, [diag], can_create_files=True)
     actions = diagnostic_actions(ctx, [diag], show_disable=False)
-    assert len(actions) == 1 and actions[0].is_preferred
+    assert len(actions) == 1 and not actions[0].is_preferred  # creating a file is never safe: (unsafe)
+    assert "(unsafe)" in actions[0].title
     changes = actions[0].edit.document_changes
     assert isinstance(changes[0], types.CreateFile) and changes[0].uri == new_file.as_uri()
     assert isinstance(changes[1], types.TextDocumentEdit) and changes[1].edits[0].new_text == "spec\n"

@@ -127,13 +127,14 @@ def test_fix_creates_npu_spec_and_switches_init(tree: Path) -> None:
     assert "NPU501" not in again.stdout and "NPU502" not in again.stdout
 
 
-def test_safe_fix_only_creates_the_spec(tree: Path) -> None:
+def test_safe_fix_creates_no_file(tree: Path) -> None:
+    """Creating a file is never a safe fix: a plain --fix leaves NPU501's spec for --unsafe-fixes."""
+    before = {p for p in tree.rglob("*") if p.is_file()}
     res = run("check", "--no-cache", "--fix", "--select", "NPU501,NPU502", "veomni", cwd=tree)
-    assert (tree / WIDGET / "widget_npu_patch_gen_config.py").exists()
-    assert "IS_NPU_AVAILABLE" not in (tree / WIDGET / "__init__.py").read_text(), (
-        res.stdout
-    )  # NPU502 is unsafe
-    assert "NPU502" in res.stdout
+    assert {p for p in tree.rglob("*") if p.is_file()} == before, res.stdout
+    assert "NPU501" in res.stdout and "NPU502" in res.stdout
+    unsafe = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU501", "veomni", cwd=tree)
+    assert (tree / WIDGET / "widget_npu_patch_gen_config.py").exists(), unsafe.stdout
 
 
 def test_fix_in_generated_file_goes_to_the_spec(tree: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from npu_lint.docs import precision_text
 from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
 
 load_rule_modules()
@@ -141,7 +142,7 @@ def _source(code: str, example) -> str:  # noqa: ANN001
 def test_every_project_rule_is_documented() -> None:
     assert set(RULES) == {"NPU501", "NPU502", "NPU503", "NPU504", "NPU505", "NPU506"}
     for code, rule in RULES.items():
-        assert rule.name and rule.summary and rule.why and rule.fix_safety and rule.precision, code
+        assert rule.name and rule.summary and rule.why and rule.fix_safety and precision_text(rule), code
         assert rule.bad and rule.good, code
 
 

@@ -30,7 +30,9 @@ def test_forcing_an_api_the_tree_lacks_is_said_once(tmp_path: Path) -> None:
     assert len(notes) == 1
     assert "VeomniKernel" in notes[0] and "op-slot" in notes[0]
     (tree / "npu-lint.toml").write_text('target-api = "auto"\n')
-    assert "note:" not in run(tree).stderr
+    # under auto the one note is the OpSlot generation's limitation (dispatch summarised per file)
+    auto = [line for line in run(tree).stderr.splitlines() if line.startswith("npu-lint: note:")]
+    assert len(auto) == 1 and "OpSlot generation" in auto[0] and "target-api" in auto[0]
 
 
 def test_veomni_kernel_is_a_valid_target_api(tmp_path: Path) -> None:

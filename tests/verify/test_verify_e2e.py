@@ -17,14 +17,17 @@ def test_qwen3_every_check(wheel_tree, patchgen_dir):
         "patchgen": "pass",
         "import": "pass",
         "parity": "pass",
-        "isolation": "fail",  # the OpSlot generation binds handles at module scope
+        # the OpSlot generation binds slots at module scope by design: not attainable there, not a failure
+        "isolation": "not attainable",
         "checkpoint": "pass",
         "multimodal": "skip",
     }, err
-    assert code == 1 and report["exit_code"] == 1
-    iso = findings(report, "isolation")
-    assert {f["what"].split(" ")[0] for f in iso} == {"gpu", "npu"}
-    assert all("NPU201" in f["meaning"] and "veomni_rms_norm" in f["what"] for f in iso)
+    assert code == 0 and report["exit_code"] == 0
+    checks = {c["check"]: c for c in report["models"][0]["checks"]}
+    assert not findings(report, "isolation")
+    details = checks["isolation"]["details"].splitlines()
+    assert [d.split(" ")[0] for d in details if "OpSlots at module scope" in d] == ["gpu", "npu"]
+    assert all("veomni_rms_norm" in d and "OpSlot generation" in d and "NPU201" in d for d in details[:2])
     checks = {c["check"]: c for c in report["models"][0]["checks"]}
     assert checks["parity"]["facts"]["npu_max_abs_logits_diff"] <= 1e-5
     reg = checks["import"]["facts"]
@@ -46,7 +49,7 @@ def test_qwen3_vl_every_check(wheel_tree, patchgen_dir):
         "patchgen": "pass",
         "import": "pass",
         "parity": "pass",
-        "isolation": "fail",
+        "isolation": "not attainable",
         "checkpoint": "pass",
         "multimodal": "pass",
     }, err
@@ -101,7 +104,7 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
         "patchgen": "pass",
         "import": "pass",
         "parity": "pass",
-        "isolation": "fail",
+        "isolation": "not attainable",
         "checkpoint": "pass",
         "multimodal": "skip",
     }, err
@@ -114,8 +117,10 @@ def test_markdown_report_to_file(wheel_tree, tmp_path):
     code, stdout, err = run_verify(
         str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,isolation", "-o", str(out)
     )
-    assert code == 1 and stdout == ""
+    assert code == 0 and stdout == ""
     text = out.read_text()
-    assert "| pin | pass |" in text and "| isolation | **FAIL** |" in text
-    assert "what it means:" in text and "fix:" in text and "NPU201" in text
-    assert "Result: a check failed (exit 1)." in text
+    assert "| pin | pass |" in text and "| isolation | not attainable on this generation |" in text
+    assert "OpSlot generation" in text and "NPU201" in text
+    assert (
+        "Result: 1 of 2 checks passed, 1 not attainable on this generation (not a failure) (exit 0)." in text
+    )

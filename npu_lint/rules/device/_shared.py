@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from npu_lint.core.astutil import walk, walk_pairs
@@ -120,6 +121,78 @@ def _is_nccl(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "nccl"
 
 
+# Outside any VeOmni tree (a user's training script, a pre-commit hook's isolated environment): torch's own
+# accelerator API (torch >= 2.6). ``current_accelerator()`` is None on a CPU-only host, hence the fallbacks:
+# a device where a device is expected, its type where a string was.
+ACCELERATOR = "torch.accelerator.current_accelerator()"
+ACCELERATOR_DEVICE = f'{ACCELERATOR} or "cpu"'
+ACCELERATOR_TYPE = f'({ACCELERATOR} or torch.device("cpu")).type'
+ACCELERATOR_NOTE = "torch >= 2.6; `cpu` on a host without an accelerator"
+
+
+def outside_veomni(ctx: Context) -> bool:
+    """The file is outside any VeOmni tree: not in a ``veomni`` package, not under the project's root (the
+    directory holding ``veomni/``, where a script beside the package imports it). Its fixes never import
+    ``veomni`` (whatever the linting environment has installed: the fix must not depend on it)."""
+    if patchgen.module_of(ctx.source.path) is not None:
+        return False
+    root = ctx.project.root
+    if root is None:
+        return True
+    path, base = os.path.realpath(ctx.source.path), os.path.realpath(root)
+    return not (path == base or path.startswith(base.rstrip(os.sep) + os.sep))
+
+
+def accelerator_available(ctx: Context) -> bool:
+    """``torch.accelerator`` is reachable here: outside VeOmni, with ``torch`` bound to the torch module, and
+    the nearest ``pyproject.toml`` / ``requirements.txt`` does not pin torch below 2.6."""
+    if not outside_veomni(ctx) or ctx.runtime_imports.get("torch") != "torch":
+        return False
+    old = ctx.memo.get("torch-pinned-below-2.6")
+    if old is None:  # read once per file (never cached across runs: the project file may change)
+        old = ctx.memo["torch-pinned-below-2.6"] = torch_pinned_below(
+            os.path.dirname(os.path.abspath(ctx.source.path)), (2, 6)
+        )
+    return not old
+
+
+_TORCH_REQ = re.compile(r"""(?:^|["'\s])torch\s*((?:[<>=!~]=?\s*[\w.*+]+\s*,?\s*)+)""", re.M)
+
+
+def torch_pinned_below(directory: str, version: tuple[int, int]) -> bool:
+    """The nearest ``pyproject.toml`` or ``requirements.txt`` at or above ``directory`` pins ``torch`` to a
+    release below ``version`` (``torch==2.4.1``, ``torch<2.6``, ``torch<=2.5``); False when nothing says so."""
+    from npu_lint.core.safeio import read_regular
+
+    current = directory
+    while True:
+        found = False
+        for name in ("pyproject.toml", "requirements.txt"):
+            try:
+                text = read_regular(os.path.join(current, name))[0].decode("utf-8", "replace")
+            except OSError:
+                continue
+            found = True
+            for match in _TORCH_REQ.finditer(text):
+                for clause in match.group(1).split(","):
+                    clause = clause.strip()
+                    op = re.match(r"[<>=!~]=?", clause)
+                    numbers = re.findall(r"\d+", clause)
+                    if op is None or len(numbers) < 2:
+                        continue
+                    pinned = (int(numbers[0]), int(numbers[1]))
+                    if op.group() in ("==", "<=", "~=") and pinned < version:
+                        return True
+                    if op.group() == "<" and pinned <= version:
+                        return True
+        if found:
+            return False  # the nearest project directory decides
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
+
+
 def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     """Edits that make VeOmni's device helper ``name`` callable here; None when the name is taken.
 
@@ -135,6 +208,9 @@ def helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
+    if outside_veomni(ctx):
+        # no VeOmni tree around this file: its fixes use torch's accelerator API, never a veomni import
+        return None
     if not ctx.project.veomni_available and patchgen.module_of(ctx.source.path) is None:
         # no veomni package in the tree, installed, or around this file: the import would be broken (one CLI note)
         return None

@@ -6,7 +6,16 @@ import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Example, Rule, make_fix
-from npu_lint.rules.device._shared import _root_name, device_source, helper_edits, in_cuda_dispatch
+from npu_lint.rules.device._shared import (
+    ACCELERATOR_DEVICE,
+    ACCELERATOR_NOTE,
+    _root_name,
+    accelerator_available,
+    device_source,
+    helper_edits,
+    in_cuda_dispatch,
+    outside_veomni,
+)
 
 
 class CudaCall(Rule):
@@ -122,9 +131,12 @@ class CudaCall(Rule):
         "host: behaviour on GPUs is unchanged. `non_blocking=` and other keywords are kept. The device the caller "
         'asks for is kept: `.cuda(1)` becomes `.to(f"{get_device_type()}:1")` (safe); `.cuda(device)` becomes '
         "`.to(device)`, unsafe: a CUDA device passed in still names CUDA. A new call in a default value or at "
-        "module level (evaluated on import) makes the fix unsafe."
+        "module level (evaluated on import) makes the fix unsafe. Outside any VeOmni tree (a training script, "
+        "a pre-commit hook's environment without veomni) the device is torch's own: "
+        '`.to(torch.accelerator.current_accelerator() or "cpu")` (torch >= 2.6; `current_accelerator()` is None '
+        'on a CPU-only host, hence `"cpu"`), never a veomni import; no fix there when `torch` is not imported '
+        "as `torch` or the nearest pyproject.toml / requirements.txt pins torch below 2.6."
     )
-    precision = "veomni 0.1.12 `veomni/models`: 0 findings (VeOmni's own gate keeps `.cuda()` out). transformers 5.9.0 `models/`: 4 findings, 4 true positives (1.0). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
     node_types = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:
@@ -159,7 +171,7 @@ class CudaCall(Rule):
             index = requested.value if isinstance(requested, ast.Constant) else None
             if isinstance(index, int) and not isinstance(index, bool):
                 source = f'f"{{get_device_type()}}:{index}"'
-                helper = helper_edits(ctx, "get_device_type")
+                helper = None if outside_veomni(ctx) else helper_edits(ctx, "get_device_type")
                 if helper is None:
                     self._report_no_fix(node, func)
                     return
@@ -174,7 +186,9 @@ class CudaCall(Rule):
         else:
             avoid = _root_name(receiver)
             source = device_source(ctx, avoid=avoid)
-            if source is None:
+            if source is None and accelerator_available(ctx):
+                source = ACCELERATOR_DEVICE  # outside VeOmni: torch's own accelerator, no import
+            elif source is None:
                 source = "get_device_type()"
                 helper = helper_edits(ctx, "get_device_type")
                 if helper is None:
@@ -189,7 +203,10 @@ class CudaCall(Rule):
         start = ctx.source.node_range(receiver)[1]
         end = ctx.source.node_range(node)[1]
         edits.append(Edit(start, end, f".to({', '.join(args)})"))
-        fix = make_fix(f"Replace `.cuda()` with `.to({source})`", edits, applicability, reason)
+        title = f"Replace `.cuda()` with `.to({source})`"
+        if source == ACCELERATOR_DEVICE:
+            title += f" ({ACCELERATOR_NOTE})"
+        fix = make_fix(title, edits, applicability, reason)
         self.report(
             self._where(node, func), f"`.cuda()` hard-codes the CUDA backend; use `.to({source})`", fix
         )
@@ -202,7 +219,9 @@ class CudaCall(Rule):
         return (line, col, end_line, src.char_col(end_line, node.end_col_offset or 0))
 
     def _report_no_fix(self, node: ast.Call, func: ast.Attribute) -> None:
-        self.report(
-            self._where(node, func),
-            "`.cuda()` hard-codes the CUDA backend; use `.to(get_device_type())` (veomni.utils.device)",
+        suggestion = (
+            f"`.to({ACCELERATOR_DEVICE})` ({ACCELERATOR_NOTE})"
+            if outside_veomni(self.ctx)
+            else "`.to(get_device_type())` (veomni.utils.device)"
         )
+        self.report(self._where(node, func), f"`.cuda()` hard-codes the CUDA backend; use {suggestion}")

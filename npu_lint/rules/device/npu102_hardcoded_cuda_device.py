@@ -11,6 +11,8 @@ from npu_lint.rules.device._shared import (
     _DEVICE_FIRST_ARG,
     _EXACT_HELPERS,
     _MIRRORED,
+    ACCELERATOR_NOTE,
+    ACCELERATOR_TYPE,
     CPU_HOST_REASON,
     CPU_NAMESPACE,
     LEGACY_TENSOR_TYPES,
@@ -22,10 +24,12 @@ from npu_lint.rules.device._shared import (
     _is_requirement_stmt,
     _names_kernel,
     _target_name,
+    accelerator_available,
     cuda_gate_on_npu_path,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
+    outside_veomni,
 )
 
 
@@ -39,6 +43,20 @@ def _names_cuda(node: ast.AST) -> bool:
         if isinstance(sub, ast.Attribute) and sub.attr == "cuda" and isinstance(sub.value, ast.Name):
             if sub.value.id != "torch":
                 return True
+    return False
+
+
+def _allows_none(ann: ast.expr) -> bool:
+    """An annotation that already admits None (``Optional[...]``, ``X | None``, ``None``, a string)."""
+    for sub in ast.walk(ann):
+        if isinstance(sub, ast.Constant) and (
+            sub.value is None or isinstance(sub.value, str) and "None" in sub.value
+        ):
+            return True
+        if isinstance(sub, (ast.Name, ast.Attribute)) and (
+            (sub.id if isinstance(sub, ast.Name) else sub.attr) in ("Optional", "Any")
+        ):
+            return True
     return False
 
 
@@ -77,12 +95,14 @@ class HardcodedCudaDevice(Rule):
             from veomni.utils.device import get_device_id, get_device_type, synchronize
 
 
-            def load(model, path, init_device=get_device_type()):
+            def load(model, path, init_device=None):
+                if init_device is None:
+                    init_device = get_device_type()
                 model.to_empty(device=init_device)
                 synchronize()
                 return torch.device(get_device_type(), get_device_id())
             """,
-            title="device defaults and runtime calls",
+            title="device defaults (taken in the body: never a call in a default) and runtime calls",
         ),
         Example(
             """
@@ -202,11 +222,16 @@ class HardcodedCudaDevice(Rule):
         '`get_device_type() != "cpu"`, which also runs the guarded code on NPU hosts (keep `IS_CUDA_AVAILABLE` '
         'when that code is CUDA-only); no fix when the guarded code itself names CUDA (`"cuda:0" if '
         "torch.cuda.is_available() else ...` would pick `cuda:0` on NPU). Any fix that would make a default value or "
-        "module-level expression call a helper at import time is unsafe. No fix for `.is_cuda` / "
+        "module-level expression call a helper at import time is unsafe; a call is never put into a default "
+        'argument (ruff B008): `def f(device="cuda")` becomes `def f(device=None)` with `if device is None: '
+        "device = get_device_type()` at the top of the body (unsafe: the signature changes; an annotation gets "
+        "`| None`). Outside any VeOmni tree a `'cuda'` string becomes torch's own "
+        '`(torch.accelerator.current_accelerator() or torch.device("cpu")).type` (torch >= 2.6; a string for '
+        'a string), never a veomni import (no fix there for `"cuda:N"`, `"nccl"` or `torch.cuda.*`). '
+        "No fix for `.is_cuda` / "
         '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
-    precision = 'veomni 0.1.12 `veomni/models`: 7 findings, 7 true positives (1.0); rest of the wheel outside `veomni/ops`: 2 of 2; transformers 5.9.0 `models/`: 25 of 25 after the fixes to the false-positive patterns found there (CUDA-kernel flags such as `use_cuda = x.is_cuda`, a `"cuda"` fallback replaced on the next line). Reviewed by hand: bench/accuracy/device.md. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 6 of 6.'
     node_types = (
         ast.Call,
         ast.Attribute,
@@ -240,6 +265,15 @@ class HardcodedCudaDevice(Rule):
             assert value is not None
             helper = "get_device_type"
             match = _CUDA_INDEXED.fullmatch(value)
+            if outside_veomni(ctx) and not match:
+                # outside VeOmni: torch's accelerator type (a string for a string), no import
+                text = ACCELERATOR_TYPE
+                message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` ({ACCELERATOR_NOTE})'
+                fix = None
+                if accelerator_available(ctx):
+                    fix = make_fix(f"Replace with `{text}` ({ACCELERATOR_NOTE})", [ctx.replace(node, text)])
+                self.report(node, message, fix)
+                return
             text = f'f"{{get_device_type()}}:{match.group(1)}"' if match else "get_device_type()"
             message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` (veomni.utils.device)'
         edits = helper_edits(ctx, helper)
@@ -257,7 +291,7 @@ class HardcodedCudaDevice(Rule):
         elif isinstance(node, ast.Compare):
             self._visit_compare(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            self._visit_defaults(node.args)
+            self._visit_defaults(node.args, node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or len(targets) != 1:
@@ -284,15 +318,99 @@ class HardcodedCudaDevice(Rule):
             isinstance(s, ast.Assign) and any(ast.dump(t) == dumped for t in s.targets) for s in follower.body
         )
 
-    def _visit_defaults(self, args: ast.arguments) -> None:
+    def _visit_defaults(self, args: ast.arguments, func: ast.AST) -> None:
         positional = [*args.posonlyargs, *args.args]
         pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False))
         pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None]
         for arg, default in pairs:
             if _is_device_name(arg.arg) and _cuda_string(default):
-                self._report_string(default, f"default of `{arg.arg}`")
+                self._report_default(arg, default, func, f"default of `{arg.arg}`")
             elif "backend" in arg.arg.lower() and _is_nccl(default):
-                self._report_string(default, f"default of `{arg.arg}`")
+                self._report_default(arg, default, func, f"default of `{arg.arg}`")
+
+    def _report_default(self, arg: ast.arg, default: ast.expr, func: ast.AST, what: str) -> None:
+        """A ``"cuda"`` / ``"nccl"`` default: never a call in the default (ruff B008, evaluated at import);
+        the default becomes ``None`` and the body resolves it (``if device is None: device = ...``)."""
+        if id(default) in self._seen or in_cuda_dispatch(self.ctx, default):
+            return
+        fix = self._body_default_fix(arg, default, func)
+        if fix is None:
+            self._report_string(default, what)  # shown; the engine keeps a call out of the default
+            return
+        self._seen.add(id(default))
+        value = self.ctx.source.segment(default)
+        if _is_nccl(default):
+            helper = "`get_dist_comm_backend()` (veomni.utils.device)"
+        elif outside_veomni(self.ctx):
+            helper = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
+        else:
+            helper = "`get_device_type()` (veomni.utils.device)"
+        self.report(
+            default,
+            f"`{value}` ({what}) names the CUDA backend; take {helper} in the body, "
+            f"not in the default (evaluated once, at import)",
+            fix,
+        )
+
+    def _body_default_fix(self, arg: ast.arg, default: ast.expr, func: ast.AST):  # noqa: ANN202
+        """``def f(device="cuda"):`` -> ``def f(device=None):`` + ``if device is None: device = get_device_type()``
+        at the top of the body (after the docstring). None when that is not possible here."""
+        ctx = self.ctx
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not func.body:
+            return None
+        helper: str | None
+        if _is_nccl(default):
+            helper, value = "get_dist_comm_backend", "get_dist_comm_backend()"
+        elif outside_veomni(ctx):
+            if not accelerator_available(ctx) or _CUDA_INDEXED.fullmatch(_cuda_string(default) or ""):
+                return None
+            helper, value = None, ACCELERATOR_TYPE
+        else:
+            helper = "get_device_type"
+            match = _CUDA_INDEXED.fullmatch(_cuda_string(default) or "")
+            value = f'f"{{get_device_type()}}:{match.group(1)}"' if match else "get_device_type()"
+        body = func.body
+        first = body[0]
+        if (
+            len(body) > 1
+            and isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        ):
+            first = body[1]  # after the docstring
+        src = ctx.source
+        line = src.line_text(first.lineno)
+        before = (func.body[0].end_lineno or func.body[0].lineno) if first is not func.body[0] else None
+        if (
+            first.lineno == func.lineno
+            or (before is not None and first.lineno <= before)
+            or line[: src.char_col(first.lineno, first.col_offset)].strip()
+        ):
+            return None  # ``def f(d="cuda"): return d`` or ``x = 1; y = 2``: no statement line of its own
+        edits = helper_edits(ctx, helper) if helper is not None else []
+        if edits is None:
+            return None
+        indent = line[: len(line) - len(line.lstrip())]
+        name = arg.arg
+        insert = src.offset(first.lineno, 0)
+        block = f"{indent}if {name} is None:\n{indent}    {name} = {value}\n"
+        edits = [*edits, ctx.replace(default, "None"), Edit(insert, insert, block)]
+        ann = arg.annotation
+        if ann is not None and not _allows_none(ann):
+            if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+                if '"' in ann.value or "\\" in ann.value:
+                    return None
+                edits.append(ctx.replace(ann, f'"{ann.value} | None"'))  # a string annotation stays a string
+            else:
+                end = src.node_range(ann)[1]
+                edits.append(Edit(end, end, " | None"))
+        return make_fix(
+            f"Default `{name}` to None and take `{value}` in the body",
+            edits,
+            Applicability.UNSAFE,
+            f"the signature changes: `{name}` defaults to None, so a caller that passes None explicitly now "
+            f"gets `{value}`",
+        )
 
     def _visit_call(self, node: ast.Call) -> None:
         args = node.args

@@ -414,15 +414,6 @@ class DevicelessAllocation(Rule):
         "they are created on the device they were going to meet. When no tensor is in scope there is no fix "
         "and the message says so."
     )
-    precision = (
-        "veomni 0.1.12 (whole wheel): 1 finding, 1 true positive (flux `utils_flux.py`: a CPU index into a device "
-        "tensor). transformers 5.9.0 `models/`: 52 findings, 52 true positives read by hand (CPU index tensors "
-        "into device tensors: SAM-family relative positions, pooled-token gathers, informer/patchtst/timesfm "
-        "indices; CPU masks and normalisers meeting device tensors: blip, d_fine, deimv2, perceiver, superpoint; "
-        "host buffers filled from device data: ernie4_5_vl). Precision 1.00. Recall on injected bugs (exact-string "
-        "edits of the wheel, bench/inject.py): 28 of 29 (0.97; the miss: a dummy batch kept in a dict on `self`). "
-        "Reviewed by hand: bench/accuracy/device.md."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:

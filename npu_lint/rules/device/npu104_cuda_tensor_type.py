@@ -88,7 +88,6 @@ class CudaTensorType(Rule):
         "for a list or tuple literal and `torch.empty(...)` for integer sizes; an ambiguous single argument, "
         "`isinstance` checks and other references get no fix."
     )
-    precision = "No findings in veomni 0.1.12 `veomni/models` nor in transformers 5.9.0 `models/` (legacy CUDA types are gone from both); measured on the rule's examples and fixtures only. Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 2 of 2."
     node_types = (ast.Call, ast.Attribute)
 
     def __init__(self, ctx: Context) -> None:

@@ -157,13 +157,6 @@ class CudaGate(Rule):
         "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
         "NPU row. No fix otherwise."
     )
-    precision = (
-        "veomni 0.1.12 (whole wheel) and transformers 5.9.0 `models/`: 0 findings (every CUDA test there sits "
-        "next to a CUDA-only implementation: deepseek_v4's tilelang gates, glm_moe_dsa's cudnn branch). "
-        "Recall on injected gates: 5 of 5, and the tilelang/triton control stays silent (bench/inject.py). "
-        "Reviewed by hand: bench/accuracy/device.md."
-        " Dev set of issue 20 (bench/injections/device.toml, membership and `in str(device)` tests, written with the rules): 2/2 (0/2 before)."
-    )
     node_types = (ast.Attribute, ast.Compare)
 
     def __init__(self, ctx: Context) -> None:

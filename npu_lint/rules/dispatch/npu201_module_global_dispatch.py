@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.rules._handles import (
     ATTENTION_HELPERS,
+    GUARD_ATTRS,
     INSTANCE_HANDLES,
     REGISTRY_OBJECTS,
     ROW_RESOLVERS,
@@ -23,6 +24,8 @@ from npu_lint.rules._handles import (
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.dispatch._shared import GUARD_NODES, GuardFinder, ops_config_slots, summarised
+from npu_lint.veomni.profile import BUILTIN_PROFILES
 
 
 class ModuleGlobalDispatch(Rule):
@@ -39,6 +42,12 @@ class ModuleGlobalDispatch(Rule):
         " Names are resolved: an aliased import (`OpSlot as _Slot`), a kernel read from the registry object "
         "(`KERNEL_REGISTRY.resolve(...)`) and a module-global slot stored on `self` where its bound kernel was "
         "meant (`self.fn = slot` instead of `slot.bound_kernel()`) are all module-global dispatch."
+        ' On a tree of the OpSlot generation under `target-api = "auto"` this is the tree\'s own design and '
+        "nothing there can be migrated (the generation has no instance-local handle API): NPU201 then reports "
+        "each spec or generated file once, listing its slots, its guards (NPU203) and its `OpsConfigSlot`s "
+        "(NPU207) and what a migration would need on a handle generation, and the run says the generation's "
+        'limitation once; `target-api = "veomni-op"` (or a tree that has VeomniOp / VeomniKernel) gives one '
+        "finding per declaration, as in the examples."
     )
     bad = (
         Example(
@@ -125,38 +134,48 @@ class ModuleGlobalDispatch(Rule):
     fix_safety = (
         "The fix is the dispatch migration (`npu_lint.fixers.dispatch`): it rewrites the whole spec or model "
         "module to per-instance VeomniOp handles, attached to the first finding of the file. In generated files "
-        "it is display-only (fix the spec and regenerate)."
-    )
-    precision = (
-        "veomni 0.1.12: 226 findings, all module-level OpSlot declarations (in specs, their post-import "
-        "blocks and generated files), matching an independent count of 226 (bench/count_opslots.py); "
-        "no false positives."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 10 of 10."
+        "it is display-only (fix the spec and regenerate). No fix on an OpSlot-generation tree under "
+        '`target-api = "auto"` (the per-file summary says why).'
     )
     node_types = (ast.Call, ast.Assign)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(
-            word in text
-            for word in (
-                "OpSlot",
-                *INSTANCE_HANDLES,
-                *ROW_RESOLVERS,
-                *ATTENTION_HELPERS,
-                "bound_kernel",
-                "add_post_import_block",
-                *REGISTRY_OBJECTS,
-            )
-        ):
+        self.summary = summarised(ctx.project.api)
+        # the per-file summary (OpSlot-generation tree): (position, kind, description) of every item
+        self.items: list[tuple[tuple[int, int, int, int], str, str]] = []
+        self.guards = GuardFinder(ctx) if self.summary else None
+        words = (
+            "OpSlot",
+            *INSTANCE_HANDLES,
+            *ROW_RESOLVERS,
+            *ATTENTION_HELPERS,
+            "bound_kernel",
+            "add_post_import_block",
+            *REGISTRY_OBJECTS,
+        )
+        if self.summary:
+            words = (*words, "OpsConfigSlot", *GUARD_ATTRS, "_implementation", "_impl")
+        if not any(word in text for word in words):
             self.node_types = ()  # every finding names one of these in a call
+        elif self.summary:
+            self.node_types = (ast.Call, *GUARD_NODES)
 
     def visit(self, node: ast.AST) -> None:
+        if self.guards is not None and isinstance(node, GUARD_NODES):
+            self.guards.visit(node)
+            if not isinstance(node, (ast.Call, ast.Assign)):
+                return
         if isinstance(node, ast.Assign):
             self._slot_on_self(node)
             return
         assert isinstance(node, ast.Call)
+        if self.summary:
+            for call, block in ops_config_slots(self.ctx, node):
+                field = str_value(call_arg(call, 0, "field"))
+                shown = f'`OpsConfigSlot("{field}")`' if field else "`OpsConfigSlot(...)`"
+                self.items.append((self._position(call, block), "config", shown))
         kind = constructor_kind(node, self.ctx)
         if kind is None and not (
             isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
@@ -176,6 +195,60 @@ class ModuleGlobalDispatch(Rule):
                 if kind is not None:
                     self._report(call, kind, block)
 
+    def _position(self, node: ast.AST, block: Block | None) -> tuple[int, int, int, int]:
+        if block is not None and isinstance(node, ast.Call):
+            return block.position(node)
+        src = self.ctx.source
+        line, end_line = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        return (
+            line,
+            src.char_col(line, node.col_offset),  # type: ignore[attr-defined]
+            end_line,
+            src.char_col(end_line, node.end_col_offset or 0),  # type: ignore[attr-defined]
+        )
+
+    def finish(self) -> None:
+        if self.guards is not None:
+            for node, what in self.guards.found():
+                self.items.append((self._position(node, None), "guard", what))
+        if not self.items:
+            return
+        self.items.sort()
+        slots = [d for _p, k, d in self.items if k == "slot"]
+        stored = [d for _p, k, d in self.items if k == "stored"]
+        guards = [(p[0], d) for p, k, d in self.items if k == "guard"]
+        configs = [d for _p, k, d in self.items if k == "config"]
+        parts: list[str] = []
+        if slots:
+            parts.append(f"{_count(len(slots), 'module-level dispatch object')} ({_listing(slots)})")
+        if stored:
+            parts.append(f"{_count(len(stored), 'slot')} stored on an instance ({_listing(stored)})")
+        if guards:
+            kinds = _listing(sorted({d for _l, d in guards}))
+            lines = _listing([str(line) for line, _d in guards], limit=10)
+            parts.append(f"{_count(len(guards), 'guard')} with an eager fallback ({kinds}; line {lines})")
+        if configs:
+            parts.append(f"{_count(len(configs), '`OpsConfigSlot` kernel choice')} ({_listing(configs)})")
+        api = self.ctx.project.api
+        targets = " or ".join(
+            p.handle for p in BUILTIN_PROFILES.values() if p.generation is not api.generation
+        )
+        needs = []
+        if slots or stored:
+            needs.append(
+                "builds each handle in its owning class's `__init__` from the ops config and stores it on `self`"
+            )
+        if guards:
+            needs.append("calls it unconditionally in place of each guard and its eager copy")
+        if configs:
+            needs.append("reads each `OpsConfigSlot` field from the ops config in `__init__`")
+        message = (
+            f"module-global dispatch in this file: {'; '.join(parts)}. This tree is of the {api.handle} generation, which "
+            f"has no instance-local handle API, so there is nothing to fix here until the tree moves to {targets}; there "
+            f'a migration {_and(needs)} (`target-api = "veomni-op"` reports each one)'
+        )
+        self.report(self.items[0][0], message)
+
     def _slot_on_self(self, node: ast.Assign) -> None:
         """``self.fn = veomni_slot`` in a method: the instance keeps the module-global slot itself, so a later
         ``bind()`` by another model switches this instance's kernel too (its bound kernel was meant)."""
@@ -190,6 +263,9 @@ class ModuleGlobalDispatch(Rule):
         if value.id not in module_handle_names(self.ctx):
             return
         target = self.ctx.source.segment(node.targets[0])
+        if self.summary:
+            self.items.append((self._position(node, None), "stored", f"`{target} = {value.id}`"))
+            return
         self.report(
             node,
             f"`{target} = {value.id}` stores the module-global dispatch slot on the instance: a later `bind()` by "
@@ -210,6 +286,9 @@ class ModuleGlobalDispatch(Rule):
                 shown = " ".join(self.ctx.source.segment(call).split())
                 what = f"`{shown}`" if len(shown) <= 80 else what
         inside = " (in a post-import block)" if block is not None else ""
+        if self.summary:
+            self.items.append((self._position(call, block), "slot", what + inside))
+            return
         api = self.ctx.project.api
         needs = migration_needs(api)
         message = (
@@ -218,3 +297,16 @@ class ModuleGlobalDispatch(Rule):
             + (f" ({needs})" if needs else "")
         )
         self.report(where, message, migration_fix(self.ctx))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _listing(items: list[str], limit: int = 6) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", and " + items[-1]

@@ -6,7 +6,9 @@ import ast
 
 from npu_lint.rules._handles import (
     ATTENTION_HELPERS,
+    IMPL_RESOLVERS,
     INSTANCE_HANDLES,
+    call_arg,
     call_name,
     method_name,
     migration_fix,
@@ -29,6 +31,14 @@ class HandleOutsideInit(Rule):
         "`apply_rotary_pos_emb`, a loss helper), it pays a registry lookup per call, hides a configuration error "
         "until the first step, and cannot follow a per-model ops config. VeOmni's contract: handles are built "
         "in `__init__` and stored on `self`; `forward` only calls them."
+        " In a tree whose own sources document the handle as interned per (op, variant, impl) (read from the "
+        "handle class's docstring or its interning `__new__`; VeOmni's `VeomniOp` at 5d90dd16) a per-call "
+        "construction costs a dictionary lookup and returns the same handle, so it is reported only where it "
+        "can change behaviour: the op, variant or implementation comes from a value of the call (a parameter, or "
+        "a local computed from one), so calls may resolve different rows. A helper whose docstring says it is "
+        "interned or may be called in `forward` (`attention_op()` there) is not reported; a docstring that says "
+        "not to call it from `forward` makes every per-call construction a finding, citing it. Outside a tree "
+        "(no docstring to read) every per-call construction is reported."
     )
     bad = (
         Example(
@@ -94,11 +104,6 @@ class HandleOutsideInit(Rule):
     fix_safety = (
         "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), attached once per file; no separate "
         "fix is offered."
-    )
-    precision = (
-        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
-        "pinned by tests."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 2 of 2."
     )
     node_types = (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)
     leave_types = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -169,6 +174,7 @@ class HandleOutsideInit(Rule):
                     if target not in per_step and method_name(target) != "__init__":
                         per_step.add(target)
                         frontier.append(target)
+        api = self.ctx.project.api
         for call, func in self.constructions:
             if func not in per_step or method_name(func) == "__init__":
                 continue
@@ -177,9 +183,94 @@ class HandleOutsideInit(Rule):
                 if method_name(func) == "forward"
                 else f"`{method_name(func)}`, which runs every step"
             )
-            needs = migration_needs(self.ctx.project.api)
+            name = call_name(call, self.ctx)
+            how = self._how(call, func, name)
+            if how is None:
+                continue  # interned per triple and built from fixed arguments: the same handle every call
+            needs = migration_needs(api)
             message = (
-                f"`{call_name(call, self.ctx)}(...)` is constructed in {where}: build the handle once in `__init__`, "
+                f"`{name}(...)` is constructed in {where}{how}: build the handle once in `__init__`, "
                 "store it on `self`, and call it in `forward`" + (f" ({needs})" if needs else "")
             )
             self.report(call, message, migration_fix(self.ctx))
+
+    def _how(self, call: ast.Call, func: ast.AST, name: str | None) -> str | None:
+        """How a per-call construction can change behaviour ("" when the tree does not document its handles as
+        interned: every per-call construction is reported), or None when it cannot (the tree interns handles
+        per (op, variant, impl) and the arguments are the same on every call)."""
+        api = self.ctx.project.api
+        if api.forward_forbidden:
+            return f" although the tree's docstring forbids it ({api.forward_forbidden})"
+        if api.interned_by is None:
+            return ""
+        if name in api.per_call_helpers:
+            return None  # the tree documents the helper as interned and callable from forward
+        if name not in INSTANCE_HANDLES:
+            return ""
+        varying = [
+            (label, arg)
+            for label, arg in (
+                ("op", call_arg(call, 0, "op")),
+                ("variant", call_arg(call, 1, "variant")),
+                ("implementation", call_arg(call, 2, "impl")),
+            )
+            if arg is not None and not _fixed(arg, func, self.ctx)
+        ]
+        if not varying:
+            return None
+        shown = ", ".join(f"the {label} from `{self.ctx.source.segment(arg)}`" for label, arg in varying)
+        return (
+            f" with {shown}, a value of this call: {api.interned_by} interns one handle per (op, variant, impl), "
+            "so each call may resolve a different registry row than the model was built with"
+        )
+
+
+def _params(func: ast.AST) -> set[str]:
+    args = getattr(func, "args", None)
+    if args is None:
+        return set()
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return names
+
+
+def _fixed(node: ast.AST, func: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """Whether an argument is the same on every call: a literal, the ops-config resolver with literal
+    arguments, an attribute of `self`, a module-level name, or a local bound once to one of these."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Call):
+        return call_name(node) in IMPL_RESOLVERS and all(
+            isinstance(a, ast.Constant) for a in (*node.args, *(k.value for k in node.keywords))
+        )
+    if isinstance(node, ast.Attribute):
+        root: ast.AST = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return isinstance(root, ast.Name) and root.id == "self"
+    if isinstance(node, ast.Name):
+        if node.id in _params(func):
+            return False
+        values = [
+            sub.value
+            for sub in ast.walk(func)
+            if isinstance(sub, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets)
+        ]
+        if not values:
+            return not any(
+                isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr))
+                and any(isinstance(n, ast.Name) and n.id == node.id for n in ast.walk(sub))
+                for sub in ast.walk(func)
+            )  # a module-level name
+        return depth < 4 and len(values) == 1 and _fixed(values[0], func, ctx, depth + 1)
+    if isinstance(node, (ast.IfExp, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.JoinedStr)):
+        # `"eager" if impl == "triton" else impl`: fixed when every operand is
+        return all(
+            _fixed(child, func, ctx, depth + 1)
+            for child in ast.iter_child_nodes(node)
+            if isinstance(child, ast.expr)
+        )
+    if isinstance(node, ast.FormattedValue):
+        return _fixed(node.value, func, ctx, depth + 1)
+    return False

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import (
-    HandleTable,
-    call_name,
-    guard_of,
-    handle_name,
-    migration_fix,
-    migration_needs,
-    owner_class,
-)
+from npu_lint.rules._handles import handle_name, migration_fix, migration_needs
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.dispatch._shared import GUARD_NODES, GuardFinder, summarised
 
 
 class GuardedDispatch(Rule):
@@ -26,6 +19,8 @@ class GuardedDispatch(Rule):
         "apart, and a kernel that fails to bind silently runs eager. A VeomniOp handle is called "
         "unconditionally: the registry's `eager` row is the fallback, and an impossible selection fails loudly at "
         "construction."
+        ' On an OpSlot-generation tree under `target-api = "auto"` the guards are the generation\'s design: '
+        'they are listed in NPU201\'s one finding per file instead (`target-api = "veomni-op"` reports each).'
     )
     bad = (
         Example(
@@ -89,71 +84,20 @@ class GuardedDispatch(Rule):
         "The fix is the dispatch migration (`npu_lint.fixers.dispatch`), attached once per file: it replaces the "
         "guard and its eager copy by an unconditional handle call."
     )
-    precision = (
-        "veomni 0.1.12: 190 findings, all true positives (183 `use_non_eager_impl` guards, 2 `use_eager_impl` "
-        "guards, 5 `bound_kernel() or <fallback>`); transformers 5.9.0 models (Hugging Face's own "
-        "`_attn_implementation` switches): 0 findings."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 3 of 3."
-    )
     node_types = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.handles = HandleTable()
-        # (report node, guarded region, what, class, guard receiver): judged once the handles are known
-        self.pending: list[tuple[ast.AST, ast.AST, str, str | None, ast.AST | None]] = []
+        self.finder = GuardFinder(ctx)
+        if summarised(ctx.project.api):
+            self.node_types = ()  # an OpSlot-generation tree: NPU201 lists the file's guards in one finding
 
     def visit(self, node: ast.AST) -> None:
-        ctx = self.ctx
-        if isinstance(node, ast.Assign):
-            self.handles.visit_assign(ctx, node)
-            return
-        if isinstance(node, ast.BoolOp):
-            if isinstance(node.op, ast.Or) and len(node.values) >= 2:
-                first = node.values[0]
-                if isinstance(first, ast.Call) and call_name(first) == "bound_kernel":
-                    parent = ctx.parent
-                    if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and parent.test is node:
-                        return  # reported as the test of its if
-                    self._report(node, "`.bound_kernel() or <eager fallback>`")
-            return
-        test = node.test  # type: ignore[attr-defined]
-        guard = guard_of(ctx, test)
-        if guard is None:
-            return
-        what, receiver, needs_check = guard
-        if isinstance(node, ast.If):
-            has_fallback = bool(node.orelse) or self._falls_through(node)
-        else:
-            has_fallback = True
-        if not has_fallback:
-            return
-        if needs_check:
-            self.pending.append((test, node, what, owner_class(ctx, ctx.function), receiver))
-            return
-        self._report(test, what)
-
-    def _falls_through(self, node: ast.If) -> bool:
-        """The guarded branch returns and code follows the `if` in its block (the eager copy)."""
-        if not node.body or not isinstance(node.body[-1], (ast.Return, ast.Raise)):
-            return False
-        parent = self.ctx.parent
-        for name in ("body", "orelse", "finalbody"):
-            stmts = getattr(parent, name, None)
-            if isinstance(stmts, list) and node in stmts:
-                return stmts.index(node) < len(stmts) - 1
-        return False
+        self.finder.visit(node)
 
     def finish(self) -> None:
-        for test, region, what, cls, receiver in self.pending:
-            if receiver is not None:
-                if self.handles.is_handle(self.ctx, receiver, cls):  # type: ignore[arg-type]
-                    self._report(test, what)
-                continue
-            for sub in ast.walk(region):
-                if isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls):
-                    self._report(test, what)
-                    break
+        for node, what in self.finder.found():
+            self._report(node, what)
 
     def _report(self, node: ast.AST, what: str) -> None:
         api = self.ctx.project.api

@@ -115,11 +115,6 @@ class HardcodedOpImplementation(Rule):
         "by the op's field. No fix when the op has several fields (`rope`: `rotary_pos_emb_implementation` or "
         "`rotary_pos_emb_vision_implementation`) or none."
     )
-    precision = (
-        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
-        "pinned by tests."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 1 of 1."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:

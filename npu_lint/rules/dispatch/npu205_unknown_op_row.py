@@ -91,11 +91,6 @@ class UnknownOpRow(Rule):
     fix_safety = (
         "No fix: the right row depends on what the op should do; the message lists the registered rows."
     )
-    precision = (
-        "veomni 0.1.12 (OpSlot generation) and transformers 5.9.0: no VeomniOp code, no findings; behaviour "
-        "pinned by tests."
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 1 of 1."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:
@@ -163,10 +158,25 @@ class UnknownOpRow(Rule):
             npu_as = str_value(call_arg(impl_node, 99, "npu_as"))
             if npu_as == "eager" or (npu_as is not None and any(r.impl == npu_as for r in rows)):
                 return
-        self.report(
-            node,
-            f'NPU-targeted code: op `{op}/{variant}` has no NPU row ({_describe(rows)}); resolve it to "eager"',
-        )
+        api = project.api
+        how = 'resolve it to "eager"'
+        if (
+            isinstance(impl_node, ast.Call)
+            and call_name(impl_node) in IMPL_RESOLVERS
+            and api.resolver
+            and "npu_as" in api.resolver_options
+        ):
+            field = str_value(call_arg(impl_node, 0, "field"))
+            shown = (
+                f'`{api.resolver}("{field}", npu_as="eager")`'
+                if field
+                else f'`{api.resolver}(..., npu_as="eager")`'
+            )
+            how = (
+                f"an `npu` setting raises at construction (no `{op}/{variant}/npu` row): resolve it with {shown} "
+                'so the NPU setting runs eager, or pass "eager"'
+            )
+        self.report(node, f"NPU-targeted code: op `{op}/{variant}` has no NPU row ({_describe(rows)}); {how}")
 
     def _opslot(self, node: ast.Call) -> None:
         """``OpSlot(op, variant)`` whose variant no row of a known op has (its binder raises at build time)."""

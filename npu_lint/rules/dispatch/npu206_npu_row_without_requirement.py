@@ -88,10 +88,6 @@ class NpuRowWithoutRequirement(Rule):
         "the file already imports it from). On an NPU host resolution is unchanged; elsewhere the row is no "
         "longer selectable, which turns a late failure inside `torch_npu` into a clear error at construction."
     )
-    precision = (
-        "veomni 0.1.12: no findings (its `register_op(OpSpec(...))` is a different API and is skipped; every "
-        "`npu` KernelSpec row carries an npu hardware requirement)."
-    )
     node_types = (ast.Call, ast.FunctionDef)
 
     @classmethod

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import (
-    Block,
-    block_of,
-    call_arg,
-    call_name,
-    in_function,
-    migration_fix,
-    module_scope_calls,
-    str_value,
-)
+from npu_lint.rules._handles import Block, call_arg, migration_fix, str_value
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.dispatch._shared import ops_config_slots, summarised
 
 
 class ModuleGlobalOpsConfigSlot(Rule):
@@ -30,7 +22,9 @@ class ModuleGlobalOpsConfigSlot(Rule):
         "class reads it in `__init__` with the profile's resolver (`resolve_op_impl` / `resolve_kernel_impl`) "
         "and stores it on `self`. VeOmni's maintainers went further for glm_moe_dsa (dedicated `dsa_indexer` "
         "/ `dsa_attention` handles); the migration keeps the model's own branches and makes the choice "
-        "instance-local, which is exact."
+        "instance-local, which is exact. The message names the tree's resolver, or says the tree has none."
+        ' On an OpSlot-generation tree under `target-api = "auto"` the slots are listed in NPU201\'s one finding '
+        'per file instead (`target-api = "veomni-op"` reports each).'
     )
     bad = (
         Example(
@@ -120,45 +114,36 @@ class ModuleGlobalOpsConfigSlot(Rule):
         "under `target-api = auto`. A slot no method of the file uses makes the fix display-only, with the "
         "reason."
     )
-    precision = (
-        "veomni 0.1.12: every finding is an `OpsConfigSlot(...)` declaration at module scope or in a "
-        "post-import block (deepseek_v4 and glm_moe_dsa specs and their generated files); the class definition "
-        "in veomni/ops/dispatch.py and calls inside functions are not reported. Precision 1.0 and recall 1.0 "
-        "against a grep of `OpsConfigSlot(` outside its own definition (tests/rules/test_npu207_npu303.py)."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        if "OpsConfigSlot" not in ctx.source.text:
-            self.node_types = ()
+        if "OpsConfigSlot" not in ctx.source.text or summarised(ctx.project.api):
+            self.node_types = ()  # an OpSlot-generation tree: NPU201 lists the file's OpsConfigSlots in one finding
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        name = call_name(node)
-        block_call = isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
-        if name != "OpsConfigSlot" and not block_call:
-            return
-        if in_function(self.ctx):
-            return
-        if name == "OpsConfigSlot":
-            self._report(node, None)
-            return
-        block = block_of(self.ctx, node)
-        if block is None:
-            return
-        for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset)):
-            if call_name(call) == "OpsConfigSlot":
-                self._report(call, block)
+        for call, block in ops_config_slots(self.ctx, node):
+            self._report(call, block)
 
     def _report(self, call: ast.Call, block: Block | None) -> None:
         where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
         field = str_value(call_arg(call, 0, "field"))
         what = f'`OpsConfigSlot("{field}")`' if field else "`OpsConfigSlot(...)`"
         inside = " (in a post-import block)" if block is not None else ""
-        resolver = self.ctx.project.api.resolver or "the ops-config resolver"
+        api = self.ctx.project.api
+        if api.resolver and api.resolver_module and api.defines(api.resolver_module, api.resolver):
+            read = f'with `{api.resolver}("{field}")`' if field else f"with `{api.resolver}`"
+            how = f"read it in the owning class's `__init__` {read} (`{api.resolver_module}`) and store it on `self`"
+        else:
+            how = (
+                "read it in the owning class's `__init__` and store it on `self` (this VeOmni tree defines no "
+                "ops-config resolver to read it with"
+                + (f"; `{api.resolver}` is the {api.handle} generation's" if api.resolver else "")
+                + ")"
+            )
         message = (
             f"module-global kernel choice{inside}: {what} is bound once per process and shared by every model "
-            f"instance; read it in the owning class's `__init__` (`{resolver}(...)`) and store it on `self`"
+            f"instance; {how}"
         )
         self.report(where, message, migration_fix(self.ctx))

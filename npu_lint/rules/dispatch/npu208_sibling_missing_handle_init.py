@@ -8,6 +8,7 @@ import re
 
 from npu_lint.rules._handles import migration_fix
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.dispatch._shared import summarised
 
 _SLOT_DECL = re.compile(r"\b(?:OpSlot|OpsConfigSlot)\(")
 
@@ -66,7 +67,9 @@ class SiblingMissingHandleInit(Rule):
         "moment its GPU spec is migrated from OpSlot dispatch, which is why a GPU spec that still has OpSlot "
         "declarations is reported here too. VeOmni's maintainers re-register the `__init__` overrides in their "
         "NPU siblings (qwen3, qwen3_vl, seed_oss, qwen3_moe @5d90dd16). A spec in the `deepcopy(gpu_config)` "
-        "shape inherits every patch and is never reported."
+        "shape inherits every patch and is never reported. On an OpSlot-generation tree under "
+        '`target-api = "auto"` the GPU spec cannot be migrated, so only a missing `__init__` re-registration is '
+        "reported (NPU201's per-file summary covers the OpSlot dispatch)."
     )
     bad = (
         Example(
@@ -117,14 +120,6 @@ class SiblingMissingHandleInit(Rule):
         "replaced function it re-registers) and registers them with `replacement=`; when the GPU spec still has "
         "OpSlot dispatch, the registrations are those its migration will add (the same function names). "
         "Display-only, with the reason, while the GPU spec cannot be migrated exactly."
-    )
-    precision = (
-        "veomni 0.1.12 (every GPU spec still OpSlot-era): 6 findings, the re-registering NPU siblings of qwen3, "
-        "qwen3_vl, qwen3_moe, qwen3_5, deepseek_v3 and deepseek_v4, each of which re-registers a patch of a class "
-        "whose GPU migration adds an `__init__` override (checked by hand); the full-copy NPU specs (seed_oss, "
-        "glm_moe_dsa, ...) and specs that import nothing from their GPU sibling are not reported. After the "
-        "migration (tests/integration/test_codemod_patchgen.py) every handle the generated NPU modules call is "
-        "built. Precision 1.0 on these 6; recall not measured beyond the wheel (no other corpus has siblings)."
     )
     node_types = (ast.Module,)
 
@@ -185,6 +180,8 @@ class SiblingMissingHandleInit(Rule):
                 "build the handles those patches call: the generated NPU module would call attributes nothing "
                 "builds"
             )
+        elif summarised(self.ctx.project.api):
+            return  # an OpSlot-generation tree: the GPU spec cannot be migrated there (NPU201 says so per file)
         elif _SLOT_DECL.search(gpu_text) and any(decorated.get(fn) for fn in registered if fn in decorated):
             message = (
                 "this NPU spec re-registers patches of a GPU spec that still uses OpSlot dispatch: migrating the "

@@ -73,10 +73,6 @@ class ReduceOpAvg(Rule):
         "is what AVG computes (floating-point tensors; AVG on integer tensors is not portable either). "
         "Display-only otherwise (asynchronous calls, expressions, `ReduceOp.AVG` held in a variable)."
     )
-    precision = (
-        "No findings in veomni 0.1.12 `veomni/models` (VeOmni already reduces with SUM); measured on the "
-        "rule's examples and fixtures only. The match is exact (`ReduceOp.AVG` resolved through imports)."
-    )
     node_types = (ast.Attribute,)
 
     def __init__(self, ctx: Context) -> None:

@@ -57,10 +57,6 @@ class RawDistributedApi(Rule):
         "No fix: `get_parallel_state()` answers differently from `torch.distributed` when no process group is "
         "initialised (rank -1 / size 1 instead of an error), so the switch is left to the author."
     )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 6 findings, 6 true positives (1.0): global rank/world size and the "
-        "Ulysses group size/rank, each a field of the parallel state. Reviewed by hand: bench/accuracy/device.md."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:

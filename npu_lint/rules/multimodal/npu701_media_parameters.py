@@ -138,13 +138,6 @@ class MediaParameters(WrapperRule):
         ),
     )
     fix_safety = "No fix: where a media input goes depends on the patch."
-    precision = (
-        "veomni 0.1.12: 3/3 true positives (Qwen3.5's `Model.forward` overwrites its `mm_token_type_ids` "
-        "parameter from kwargs; spec + 2 generated copies), no false positive on its 60 patched wrapper forwards "
-        "nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 54/54. "
-        "See bench/accuracy/semantics.md."
-        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules): 2/2 (1/2 before)."
-    )
 
     def finish(self) -> None:
         super().finish()

@@ -292,11 +292,6 @@ class TextOnlyDummyForward(WrapperRule):
         ),
     )
     fix_safety = "No fix: the dummy input's shape is the tower's business."
-    precision = (
-        "no false positive on the 60 patched wrapper forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 54/54. "
-        "See bench/accuracy/semantics.md."
-        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules: zero-valued output not added, video/audio dummy lost, deepstack not fed): 5/5 (1/5 before), control quiet."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func

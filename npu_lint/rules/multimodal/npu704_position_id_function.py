@@ -197,11 +197,6 @@ class PositionIdFunction(WrapperRule):
         "it (the generated file defines it); offered only when exactly one class of the module defines it. "
         "A dropped call has no fix."
     )
-    precision = (
-        "no false positive on the 25 `get_position_id_func` patches and 60 wrapper forwards of veomni 0.1.12; recall on injected bugs (bench/semantics_recall.py): 18/18. "
-        "See bench/accuracy/semantics.md."
-        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules: placeholder mapping, M-RoPE layout): 5/5 (0/5 before), controls quiet."
-    )
 
     def finish(self) -> None:
         super().finish()

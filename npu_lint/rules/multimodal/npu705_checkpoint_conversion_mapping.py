@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._shared import PatchedMethod, def_span
-from npu_lint.veomni.upstream import patched_methods, upstream_class_method
+from npu_lint.veomni.upstream import patched_methods, super_inits, upstream_class_method, upstream_mro
 
 
 def _module_attrs(init: ast.AST) -> dict[str, str]:
@@ -41,6 +41,26 @@ def _module_attrs(init: ast.AST) -> dict[str, str]:
     return out
 
 
+def _built_attrs(module: str, cls: str, init: ast.FunctionDef, owner: str | None = None) -> dict[str, str]:
+    """What running ``init`` (an ``__init__`` of ``owner``, default ``cls``) builds on an instance of upstream
+    ``module.cls``: its own assignments and those of every ``__init__`` its ``super().__init__`` calls reach in
+    the class's MRO (``GenericForSequenceClassification.__init__`` builds ``score`` for
+    ``Qwen3ForSequenceClassification``)."""
+    out = _module_attrs(init)
+    for inherited in super_inits(module, cls, init, owner):
+        for attr, kind in _module_attrs(inherited).items():
+            out.setdefault(attr, kind)
+    return out
+
+
+def _owner(module: str, cls: str, init: ast.FunctionDef) -> str | None:
+    """The class of ``module.cls``'s MRO whose body holds ``init``."""
+    for entry in upstream_mro(module, cls):
+        if entry.node is not None and any(s is init for s in entry.node.body):
+            return entry.name
+    return None
+
+
 class CheckpointConversionMapping(Rule):
     code = "NPU705"
     name = "checkpoint-conversion-mapping"
@@ -54,7 +74,8 @@ class CheckpointConversionMapping(Rule):
         "upstream checkpoint leaves the renamed weights at their random initialisation (transformers only warns "
         "about missing keys). A `_checkpoint_conversion_mapping` (regex -> replacement) must map the upstream "
         "prefixes to the new ones. The attribute paths of the upstream and the patched class trees are compared "
-        "statically (one level, and one nested level for a submodule whose class changed)."
+        "statically (one level, and one nested level for a submodule whose class changed), each side with what "
+        "its `super().__init__` calls build through the class's MRO, read from the transformers source."
     )
     bad = (
         Example(
@@ -95,12 +116,27 @@ class CheckpointConversionMapping(Rule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from functools import partial
+
+            from transformers.loss.loss_utils import ForSequenceClassificationLoss
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+
+
+            @config.override_method("Qwen3ForSequenceClassification.__init__")
+            def qwen3_seq_cls_init_patched(self, config):
+                super(Qwen3ForSequenceClassification, self).__init__(config)
+                self.loss_op = LossOp("cross_entropy_loss")
+                self.loss_function = partial(ForSequenceClassificationLoss, op=self.loss_op)
+            """,
+            path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+            title="`super()` runs `GenericForSequenceClassification.__init__`, which still builds `model` and `score`",
+        ),
     )
     fix_safety = "No fix: the mapping's regexes depend on the checkpoint's layout."
-    precision = (
-        "no false positive on the 25 patched `__init__`s of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 29/29. "
-        "See bench/accuracy/semantics.md."
-    )
 
     node_types = ()
 
@@ -119,18 +155,19 @@ class CheckpointConversionMapping(Rule):
 
     def _nested(self, patched: PatchedMethod, cls: str) -> dict[str, str] | None:
         init = upstream_class_method(patched.module, cls, "__init__")
-        if init is None:
-            for node in self.ctx.tree.body:
-                if isinstance(node, ast.ClassDef) and node.name == cls:
-                    init = next(
-                        (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
-                        None,
-                    )
+        if init is not None:
+            return _built_attrs(patched.module, cls, init, _owner(patched.module, cls, init))
+        for node in self.ctx.tree.body:  # a class the file defines itself
+            if isinstance(node, ast.ClassDef) and node.name == cls:
+                init = next(
+                    (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+                )
         return _module_attrs(init) if init is not None else None
 
     def _check(self, patched: PatchedMethod, mapping: list[str] | None) -> None:
-        before = _module_attrs(patched.upstream)
-        after = _module_attrs(patched.func)
+        module, cls = patched.module, patched.cls
+        before = _built_attrs(module, cls, patched.upstream, _owner(module, cls, patched.upstream))
+        after = _built_attrs(module, cls, patched.func)
         if not before or not after:
             return
         lost = sorted(set(before) - set(after))

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import transformers_dir
+from npu_lint.core.astutil import transformers_dir, transformers_version
 from npu_lint.core.diagnostics import Diagnostic, Fix, Origin, text_hash
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
@@ -332,12 +332,8 @@ _PIN = re.compile(r"""["']transformers\s*==\s*([\w.+-]+)\s*(?:;[^"'\n]*)?["']"""
 
 
 def _installed_transformers() -> str | None:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("transformers")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """Version of the transformers source the linter reads (the one resolver: NPU_LINT_TRANSFORMERS_SRC first)."""
+    return transformers_version()
 
 
 def _repo_pin(root: str | None) -> tuple[str, str, int] | None:

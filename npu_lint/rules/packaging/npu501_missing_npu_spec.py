@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from npu_lint.core.diagnostics import Applicability, CreateFile, Diagnostic, Fix
+from npu_lint.core.diagnostics import CREATES_FILE_REASON, Applicability, CreateFile, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _first_line_range, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
@@ -63,14 +63,10 @@ class MissingNpuSpec(ProjectRule):
     )
     fix_safety = (
         "Creates `<m>_npu_patch_gen_config.py` (the `deepcopy(gpu_config)` shape, with the patchgen command in "
-        "its docstring; ruff-formatted when ruff is installed). Safe: nothing imports the new file until the "
-        "package's `__init__.py` chooses the NPU module (NPU502) and patchgen has been run. Unsafe when the GPU "
-        "spec replaces classes with GPU-only libraries (liger_kernel...): those are listed in the new file and "
-        "need NPU replacements first."
-    )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 7 findings (gemma3, gpt_oss, llama, qwen2, qwen2_5_omni, qwen2_5vl, "
-        "qwen2_vl: every GPU-only package), 7 true positives: 100%."
+        "its docstring; ruff-formatted when ruff is installed). Unsafe, always: creating a file is never a safe "
+        "fix (`--fix --unsafe-fixes` creates it; nothing imports it until the package's `__init__.py` chooses "
+        "the NPU module (NPU502) and patchgen has been run). When the GPU spec replaces classes with GPU-only "
+        "libraries (liger_kernel...), those are listed in the new file and need NPU replacements first."
     )
 
     @_guarded
@@ -102,17 +98,19 @@ class MissingNpuSpec(ProjectRule):
             fix = None
             if plan is not None:
                 plan.content = texts.pop(0)
-                unsafe = bool(plan.gpu_only)
+                reason = CREATES_FILE_REASON
+                if plan.gpu_only:
+                    reason += (
+                        "; the GPU spec uses GPU-only replacements that the NPU path must override: "
+                        + "; ".join(plan.gpu_only)
+                    )
                 fix = Fix(
                     f"Create {os.path.basename(plan.path)} (deepcopy of the GPU spec), then run "
                     f"`{plan.command}`",
                     (),
-                    Applicability.UNSAFE if unsafe else Applicability.SAFE,
+                    Applicability.UNSAFE,
                     (CreateFile(plan.path, plan.content),),
-                    "the GPU spec uses GPU-only replacements that the NPU path must override: "
-                    + "; ".join(plan.gpu_only)
-                    if unsafe
-                    else "",
+                    reason,
                 )
             col, end = _first_line_range(gpu, spec.config_line)
             yield _diag(

@@ -100,10 +100,6 @@ class StaticGeneratedImport(ProjectRule):
         "(every registered function; the architecture fallback logic is untouched) and imports "
         "`IS_NPU_AVAILABLE` the way sibling packages do (relative `....utils.device`, or `veomni.utils.device`)."
     )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 7 findings (the `__init__.py` of the 7 GPU-only packages, one per "
-        "unconditional import), 7 true positives: 100%."
-    )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:

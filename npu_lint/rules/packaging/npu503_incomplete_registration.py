@@ -83,12 +83,6 @@ class IncompleteRegistration(ProjectRule):
         "No fix: which classes a new model type should return (and whether the package means to be text-only) "
         "is a decision for the author."
     )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 1 finding (gemma3 registers only `gemma3_text` while its generated module "
-        "defines `Gemma3ForConditionalGeneration`), 1 true positive by the registration contract: 100%. Model "
-        "types are read from the installed transformers configuration classes; when one cannot be read the check "
-        "is skipped."
-    )
 
     @staticmethod
     def _type_of(text: str, cls: str, source_module: str | None) -> str | None:

@@ -84,10 +84,6 @@ class DuplicatedGpuPatch(ProjectRule):
         "`name_map`). The regenerated NPU file then carries the GPU function's docstring and comments, and imports "
         "that only the copy used become unused. Otherwise no fix (the message names both functions)."
     )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 2 findings (seed_oss and glm_moe_dsa NPU specs copy the GPU "
-        "`ForCausalLM.forward` patch, 66 identical lines each), 2 true positives: 100%."
-    )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:

@@ -87,11 +87,6 @@ class GeneratedDrift(ProjectRule):
         "message's fix title gives the exact command; run it where patchgen is installed). npu-lint never edits "
         "`generated/`."
     )
-    precision = (
-        "veomni 0.1.12 `veomni/models`: 0 findings over 29 generated files (345 patch/section pairs, all matching "
-        "their specs). Recall by mutation: one statement inserted into each of the 328 patched methods/functions "
-        "is reported 328/328."
-    )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:

@@ -60,10 +60,6 @@ class TransformersPin(ProjectRule):
         "No fix: install the pinned release (`pip install transformers==<pin>`), or move the pin and regenerate "
         "every generated file."
     )
-    precision = (
-        "veomni 0.1.12 wheel (no pyproject.toml: pin read from the 29 generated banners, all 5.9.0) with "
-        "transformers 5.9.0 installed: 0 findings. Reported once per run."
-    )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:

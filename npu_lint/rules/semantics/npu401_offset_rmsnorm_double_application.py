@@ -176,10 +176,6 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
         "`(1 + w).to(d)` -> `w.to(d)`; a variable is replaced at the call by the raw expression it was built "
         "from), which is what the `offset` kernel expects. The variable itself is left for other uses."
     )
-    precision = (
-        "no false positive on the 27 RMSNorm slot calls of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 8/8. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def finish(self) -> None:
         ctx = self.ctx

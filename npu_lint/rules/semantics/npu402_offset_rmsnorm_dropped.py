@@ -196,10 +196,6 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "(`qwen3_5` for an OpSlot). Offered only when every call of that handle in the file passes a "
         "zero-initialised weight raw, and the declaration is a literal in this file."
     )
-    precision = (
-        "no false positive on the 27 RMSNorm slot calls of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 10/10. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def finish(self) -> None:
         self._vendor_and_external()

@@ -124,10 +124,6 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "one, named as the tree's registry names it. Offered only when every call of that handle in the file "
         "passes a ones-initialised weight raw, and the declaration is a literal in this file."
     )
-    precision = (
-        "no false positive on the 27 RMSNorm slot calls of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 23/23. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def finish(self) -> None:
         for node, target, dotted, contract, mine in self.external_rms():

@@ -127,11 +127,6 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "Unsafe (changes the numerics, to the intended ones): the argument becomes the raw weight. Unsafe "
         "because a checkpoint trained with the wrong scale would change behaviour."
     )
-    precision = (
-        "no false positive on veomni 0.1.12 (its only `1 + weight` is Gemma 3's zero-initialised norm) nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 22/22. "
-        "See bench/accuracy/semantics.md."
-        " In-tree kernel wrappers (issue 20 dev set, wan's NPU RMSNorm wrapper): 1/1 (0/1 before), control quiet."
-    )
 
     def finish(self) -> None:
         ctx = self.ctx

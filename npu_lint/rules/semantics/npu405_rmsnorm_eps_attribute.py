@@ -84,11 +84,6 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         "Safe: the attribute becomes the one the class's `__init__` assigns and the upstream forward reads "
         "(`self.variance_epsilon` <-> `self.eps`); offered only when the class's `__init__` was read and sets it."
     )
-    precision = (
-        "no false positive on veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 22/22. "
-        "See bench/accuracy/semantics.md."
-        " In-tree kernel wrappers (issue 20 dev set, wan's NPU RMSNorm wrapper): 1/1 (0/1 before)."
-    )
 
     def finish(self) -> None:
         ctx = self.ctx

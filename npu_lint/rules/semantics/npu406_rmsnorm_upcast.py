@@ -103,10 +103,6 @@ class RmsNormUpcast(Rule):
         ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
-    precision = (
-        "no false positive on the 33 patched RMSNorm forwards of veomni 0.1.12 nor on transformers 5.9.0; recall "
-        "on injected bugs (bench/semantics_recall.py): 28/28. See bench/accuracy/semantics.md."
-    )
 
     node_types = ()
 

@@ -214,11 +214,6 @@ class LogitSoftcapping(LossRule):
         ),
     )
     fix_safety = "No fix: where the cap belongs depends on the loss path the patch chose."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 6/6. "
-        "See bench/accuracy/semantics.md."
-        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules: fused branch without the cap, partial cap in spec and generated copy): 3/3 caught (0/3 before), its control quiet."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         if not mentions_attr(patched.upstream, "final_logit_softcapping"):

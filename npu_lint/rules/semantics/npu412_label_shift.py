@@ -133,11 +133,6 @@ class LabelShift(LossRule):
         ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 50/50. "
-        "See bench/accuracy/semantics.md."
-        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules): 2/2 (0/2 before), its control quiet. transformers 5.9.0: 1 finding, moshi's `MoshiForCausalLM.forward` hands pre-shifted, flattened labels to `self.loss_function` (a ForCausalLM loss that shifts again): a true positive upstream."
-    )
 
     @classmethod
     def applies_to(cls, ctx: object) -> bool:  # model code and VeOmni's loss kernels (veomni/ops)

@@ -232,11 +232,6 @@ class LossReduction(LossRule):
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
         "patched forward takes `**kwargs`."
     )
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 16/16. "
-        "See bench/accuracy/semantics.md."
-        " Dev set of issue 20 (bench/injections/semantics.toml, written with the rules: dropped/popped count, ignore index, aux-loss coefficient): 6/6 (0/6 before), controls quiet. The whole veomni 0.1.12 wheel: 1 new finding, `fused_liger_kernel_cross_entropy` (veomni/ops) takes `num_items_in_batch` and never uses it (Liger's mean reduction): a true positive."
-    )
 
     @classmethod
     def applies_to(cls, ctx: object) -> bool:  # model code and VeOmni's loss kernels (veomni/ops)

@@ -61,10 +61,6 @@ class LogitsToKeep(LossRule):
         ),
     )
     fix_safety = "No fix: where to slice depends on the loss path the patch chose."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 46/46. "
-        "See bench/accuracy/semantics.md."
-    )
 
     def check(self, patched: PatchedMethod) -> None:
         if _PARAM not in params_of(patched.upstream) or _PARAM not in names_in(patched.upstream):

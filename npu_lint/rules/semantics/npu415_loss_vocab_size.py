@@ -126,11 +126,6 @@ class LossVocabSize(LossRule):
         ),
     )
     fix_safety = "Safe: the argument becomes the expression the upstream forward passes (`self.config.text_config.vocab_size`)."
-    precision = (
-        "no false positive on the 55 patched loss forwards of veomni 0.1.12 nor on transformers 5.9.0; recall on injected bugs (bench/semantics_recall.py): 21/21. "
-        "See bench/accuracy/semantics.md."
-        " Composite-config fields, dev set of issue 20 (bench/injections/semantics.toml, written with the rules): 2/2 (0/2 before), control quiet; 0 findings on VeOmni main, the VeomniOp tree and transformers 5.9.0."
-    )
 
     def finish(self) -> None:
         self._reported: set[tuple[int, int]] = set()

@@ -22,5 +22,4 @@ class SyntaxErrorRule(Rule):
     bad = (Example("def forward(self, x):\n    return x.cuda(\n"),)
     good = (Example("def forward(self, x):\n    return x\n"),)
     fix_safety = "No fix: repair the syntax error by hand."
-    precision = "1.0 by construction (reported exactly when `ast.parse` fails)."
     severity: ClassVar[str] = SEVERITY_ERROR

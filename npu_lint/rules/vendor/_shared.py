@@ -8,9 +8,12 @@ from pathlib import Path, PurePath
 
 from npu_lint.core.astutil import call_arg, keyword_arg, module_package, resolve_relative, str_value
 from npu_lint.core.diagnostics import Edit
+from npu_lint.rules._handles import migration_available
 from npu_lint.rules.base import Context
 from npu_lint.veomni import vendor_map
 from npu_lint.veomni.layout import is_model_code
+from npu_lint.veomni.profile import ApiProfile, Generation
+from npu_lint.veomni.project import Project
 
 # an `if` test that checks a device or a package's availability (other conditions are not guards of the import)
 _AVAILABILITY = re.compile(r"available|IS_NPU|IS_CUDA|npu|cuda|device", re.IGNORECASE)
@@ -128,28 +131,122 @@ def _guard(ctx: Context, node: ast.AST) -> str:
     return ", ".join(dict.fromkeys(notes))
 
 
+def tree_rows(project: Project, op: str, variant: str | None) -> str:
+    """The tree's registry rows of ``op/variant`` as ``impl (device)`` (an OpSlot tree's ``KernelSpec`` rows,
+    else its register rows), or ""."""
+    rows = [
+        r
+        for r in (project.registered or project.slot_rows)
+        if r.op == op and (variant is None or r.variant == variant)
+    ]
+    shown = [r.impl if r.requirement == "any" else f"{r.impl} ({r.requirement})" for r in sorted(rows)]
+    return ", ".join(dict.fromkeys(shown))
+
+
+def op_advice(project: Project, op: str | None, variant: str | None, lead: str = "call") -> tuple[str, str]:
+    """(advice, fix title) for reaching a catalog ``op/variant`` in this tree, in the tree's own names and
+    dispatch API: a handle generation's instance-local handle, an OpSlot tree's slot and its ops-config field,
+    or, when the tree registers nothing for it, what the tree has instead (attention through transformers'
+    ``ALL_ATTENTION_FUNCTIONS``) or how to register it. The title is "" when there is nothing to call."""
+    api = project.api
+    found = api.tree_op(op, variant) if op else None
+    if found is not None:
+        t_op, t_variant = found
+        name = f"{t_op}/{t_variant}" if t_variant else t_op
+        rows = tree_rows(project, t_op, t_variant)
+        registered = f"; registered here: {rows}" if rows else ""
+        if migration_available(api):
+            return (
+                f"{lead} the registry op `{name}` through an instance-local `{api.handle}` built in `__init__`"
+                f"{registered}",
+                f"Call `{name}` through an instance-local `{api.handle}`",
+            )
+        if api.generation is Generation.OP_SLOT and t_variant:
+            field = api.config_field(t_op)
+            bound = f", bound from the ops-config field `{field}`" if field else ""
+            slot = f'`{api.handle}("{t_op}", "{t_variant}")`'
+            return (
+                f"{lead} it through this tree's {slot} slot{bound}{registered}",
+                f"Dispatch through this tree's {slot} slot",
+            )
+        return (
+            f"{lead} the `{name}` op of the {api.handle} API once the tree has it (target-api names "
+            f"`{api.handle}`, which this tree does not define)",
+            "",
+        )
+    if op is None:
+        return "", ""
+    if op == "attention" and api.attention_functions:
+        field = api.config_field("attention")
+        chosen = f"by the ops-config field `{field}` " if field else ""
+        names = ", ".join(api.attention_functions[:4]) + (", ..." if len(api.attention_functions) > 4 else "")
+        where = f" in `{api.attention_functions_module}`" if api.attention_functions_module else ""
+        return (
+            f"this tree registers no `attention` op: attention is chosen {chosen}through transformers' "
+            f"`ALL_ATTENTION_FUNCTIONS` (this tree registers {names}{where}); register the kernel there",
+            "",
+        )
+    return f"this tree registers no `{op}` op: {register_advice(api)}", ""
+
+
+def register_advice(api: ApiProfile) -> str:
+    """How to add a kernel to this tree's registry, in its own names."""
+    where = f"`{api.register_function}`" if api.register_function else "the registry"
+    if api.register_function and api.registry_module:
+        where += f" (`{api.registry_module}`)"
+    return f"register the kernel as an implementation with {where} and {dispatch_phrase(api)}"
+
+
+def dispatch_phrase(api: ApiProfile) -> str:
+    """How model code reaches a registered kernel in this tree."""
+    if migration_available(api):
+        return f"call it through an instance-local `{api.handle}`"
+    if api.generation is Generation.OP_SLOT:
+        return f"dispatch it through this tree's `{api.handle}` slots"
+    return f"call it through a `{api.handle}` (which this tree does not define)"
+
+
 def _describe(
     entries: list[tuple[str, vendor_map.VendorKernel]],
     lead: str = "reach it through",
-    handle: str = "VeomniOp",
+    project: Project | None = None,
 ) -> str:
-    """The advice part of a message: the registry ops that replace the names, or why none does. ``handle`` is
-    the tree's handle (``rules._handles.handle_name`` of the profile)."""
+    """The advice part of a message: the tree's registry ops that replace the names (in the tree's names and
+    dispatch API), or why none does."""
+    assert project is not None
+    api = project.api
     mapped = [(short, k) for short, k in entries if k.op]
     if mapped:
-        ops = ", ".join(f"`{short}` -> `{k.replacement()}`" for short, k in mapped)
-        return f"{lead} an instance-local `{handle}`: {ops}"
+        through: list[str] = []  # "`short` -> what the tree calls"
+        other: list[str] = []  # ops the tree does not register: what it has instead
+        for short, k in mapped:
+            found = api.tree_op(k.op, k.variant)  # type: ignore[arg-type]
+            if found is not None and api.instance_local:
+                through.append(f"`{short}` -> `{'/'.join(p for p in found if p)}`")
+            elif found is not None and api.generation is Generation.OP_SLOT and found[1]:
+                field = api.config_field(found[0])
+                bound = f" (ops-config field `{field}`)" if field else ""
+                through.append(f'`{short}` -> `{api.handle}("{found[0]}", "{found[1]}")`{bound}')
+            else:
+                other.append(f"`{short}`: {op_advice(project, k.op, k.variant, 'call')[0]}")
+        parts = []
+        if through:
+            where = (
+                f"an instance-local `{api.handle}`"
+                if api.instance_local
+                else f"this tree's `{api.handle}` slots"
+            )
+            parts.append(f"{lead} {where}: {', '.join(through)}")
+        parts.extend(dict.fromkeys(other))
+        return "; ".join(parts)
     if all(k.name == "torch_npu" for _, k in entries):
         return (
-            f"its kernels (`torch_npu.npu_*`) belong behind `{handle}` handles (NPU302 reports each call) and the "
-            "device helpers load torch_npu for model code"
+            f"its kernels (`torch_npu.npu_*`) belong in the tree's registry ({register_advice(api)}; NPU302 "
+            "reports each call) and the device helpers load torch_npu for model code"
         )
     notes = sorted({k.note for _, k in entries if k.note})
     why = f" ({'; '.join(notes)})" if notes else ""
-    return (
-        f"no registry op covers it yet{why}: register the kernel as an implementation in the registry "
-        f"and call it through a `{handle}`"
-    )
+    return f"no registry op covers it yet{why}: {register_advice(api)}"
 
 
 def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:

@@ -8,7 +8,6 @@ import textwrap
 
 from npu_lint.core.astutil import literal_import
 from npu_lint.core.diagnostics import Applicability, Fix
-from npu_lint.rules._handles import handle_name
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
     _describe,
@@ -20,6 +19,7 @@ from npu_lint.rules.vendor._shared import (
     in_model_scope,
     is_backend_module,
     mentions_vendor,
+    register_advice,
 )
 from npu_lint.veomni import vendor_map
 
@@ -41,6 +41,11 @@ class VendorKernelImport(Rule):
         "`add_post_import_block(...)` put the import into the generated file, and are reported too."
         ' Dynamic imports with a literal name count too: `importlib.import_module("torch_npu")`, '
         "`import_module(...)`, `__import__(...)`."
+        " The advice is in the linted tree's own names and dispatch API (read from its registry and ops "
+        "config): on a handle tree the registry op and its handle; on an OpSlot-generation tree the slot "
+        '(`OpSlot("rotary_pos_emb", "full")`), its ops-config field and its registered rows; for an op '
+        "the tree does not register, what it has instead (attention through transformers' "
+        "`ALL_ATTENTION_FUNCTIONS`) or how to register one with the tree's registration function."
     )
     bad = (
         Example(
@@ -137,11 +142,6 @@ class VendorKernelImport(Rule):
         "its side effect (`import torch_npu` registers the `npu` device; `veomni.utils.device` does that for "
         "model code). A used import has no fix: migrate its calls (NPU302) first."
     )
-    precision = (
-        "51/51 on veomni 0.1.12's model packages (16 generated, 16 spec, 19 plain files; one debatable: a "
-        "device-registration `import torch_npu` in a captioning helper); bench/accuracy/vendor.md"
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 9 of 9."
-    )
     node_types = (ast.Import, ast.ImportFrom, ast.Call)
 
     def __init__(self, ctx: Context) -> None:
@@ -221,11 +221,12 @@ class VendorKernelImport(Rule):
         shown = f"`{first}` (`{resolved}`)" if resolved else f"`{first}`"
         if self.backend:
             return (
-                f"{shown} imports {what} into a registry backend that lives in the model package{where}; in the "
-                "VeomniOp generation backends are registered under `veomni/ops/kernels` with `register_op`: move "
-                "the implementation there"
+                f"{shown} imports {what} into a registry backend that lives in the model package{where}; move the "
+                f"implementation beside the tree's other kernels: {register_advice(self.ctx.project.api)}"
             )
-        return f"{shown} imports {what} into model code{where}; {_describe(entries, handle=handle_name(self.ctx.project.api))}"
+        return (
+            f"{shown} imports {what} into model code{where}; {_describe(entries, project=self.ctx.project)}"
+        )
 
     # -- dynamic imports: importlib.import_module("x") / import_module("x") / __import__("x") -------------------
     def _dynamic_import(self, node: ast.Call) -> None:
@@ -281,7 +282,7 @@ class VendorKernelImport(Rule):
         entries_ok = [(n, k) for n, k in entries if k is not None]
         text = " ".join(self.ctx.source.segment(node).replace("( ", "(").split())
         text = text if len(text) <= 90 else text[:87] + "..."
-        msg = f"`{text}` adds a vendor import to the generated file; {_describe(entries_ok, handle=handle_name(self.ctx.project.api))}"
+        msg = f"`{text}` adds a vendor import to the generated file; {_describe(entries_ok, project=self.ctx.project)}"
         # no removal fix: the generated file (and inherited GPU patches) use the names, not the spec itself
         self.report(node, msg)
 
@@ -297,7 +298,7 @@ class VendorKernelImport(Rule):
         self.report(
             node,
             f"`{target}` is replaced by the vendor class `{dotted}` (imported into the generated file); "
-            f"keep the upstream class and {_describe([(name or module, kernel)], 'call', handle_name(self.ctx.project.api))}",
+            f"keep the upstream class and {_describe([(name or module, kernel)], 'call', self.ctx.project)}",
         )
 
     def _post_import_block(self, node: ast.Call) -> None:
@@ -321,7 +322,7 @@ class VendorKernelImport(Rule):
                 self.report(
                     arg,
                     f"the post-import block imports vendor code into the generated file (`{line.strip()[:80]}`); "
-                    f"{_describe(entries_ok, handle=handle_name(self.ctx.project.api))}",
+                    f"{_describe(entries_ok, project=self.ctx.project)}",
                 )
                 return
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
-from npu_lint.rules._handles import handle_name, migration_available, migration_needs
+from npu_lint.rules._handles import migration_available, migration_needs
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
     _HELPER_PREFIXES,
@@ -17,6 +17,7 @@ from npu_lint.rules.vendor._shared import (
     in_model_scope,
     is_backend_module,
     mentions_vendor,
+    op_advice,
     resolve_relative,
 )
 from npu_lint.veomni import vendor_map
@@ -40,6 +41,11 @@ class VendorKernelCall(Rule):
         "reported either: NPU301 says where that backend belongs."
         " Callees are resolved through aliases, function-local and dynamic imports "
         '(`importlib.import_module("torch_npu").npu_x(...)`) and `getattr(module, "literal")`.'
+        " The advice is in the linted tree's own names and dispatch API (read from its registry and ops "
+        "config): on a handle tree the registry op and its handle; on an OpSlot-generation tree the slot "
+        '(`OpSlot("rotary_pos_emb", "full")`), its ops-config field and its registered rows; for an op '
+        "the tree does not register, what it has instead (attention through transformers' "
+        "`ALL_ATTENTION_FUNCTIONS`) or how to register one with the tree's registration function."
     )
     bad = (
         Example(
@@ -125,11 +131,6 @@ class VendorKernelCall(Rule):
         "the reason (another kernel's arguments do not map 1:1 onto its op, a patch spec needs "
         '`override_method("Cls.__init__")`, a function outside a class has no `__init__`).'
     )
-    precision = (
-        "54/54 on veomni 0.1.12's model packages (24 generated, 12 spec, 18 plain files); "
-        "bench/accuracy/vendor.md"
-        " Recall on injected bugs (exact-string edits of the wheel, one at a time; bench/inject.py): 10 of 10."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:
@@ -175,11 +176,11 @@ class VendorKernelCall(Rule):
             return  # a predicate / metadata helper of a kernel module, not a kernel (NPU301 reports the import)
         kernel = vendor_map.lookup(full)
         assert kernel is not None
-        replacement = kernel.replacement()
+        op, variant = kernel.op, kernel.variant
         if full == "torch_npu.npu_rotary_mul":
             mode = _kw(node, "rotary_mode")
             if isinstance(mode, ast.Constant) and mode.value == "interleave":
-                replacement = "rope/wan"
+                op, variant = "rope", "wan"
         shown = self.ctx.dotted(node.func) or full
         if last[:1].isupper():
             what = "instantiates the vendor class"
@@ -188,22 +189,21 @@ class VendorKernelCall(Rule):
         else:
             what = "calls the vendor kernel"
         resolved = f" `{full}`" if shown != full else ""
-        if replacement:
-            message = (
-                f"`{shown}(...)` {what}{resolved} directly; call the registry op `{replacement}` through an "
-                f"instance-local `VeomniOp` built in `__init__`"
-            )
+        if op:
+            advice, title = op_advice(self.ctx.project, op, variant, "call")
         else:
-            message = f"`{shown}(...)` {what}{resolved} directly; {_describe([(shown, kernel)], handle=handle_name(self.ctx.project.api))}"
+            advice, title = _describe([(shown, kernel)], project=self.ctx.project), ""
+        message = f"`{shown}(...)` {what}{resolved} directly; {advice}"
         fix = None
         if full == "torch_npu.npu_rms_norm":
-            fix = self._rms_norm_fix(node)
-        elif replacement:
+            fix = self._rms_norm_fix(node, title)
+        elif title:
+            tree = self.ctx.project.api.tree_op(op, variant) if op else None
             fix = Fix(
-                f"Call `{replacement}` through an instance-local `VeomniOp`",
+                title,
                 (),
                 Applicability.DISPLAY,
-                reason=self._display_reason(kernel, replacement),
+                reason=self._display_reason(kernel, "/".join(p for p in tree or () if p)),
             )
         self.report(node.func, message, fix)
 
@@ -216,17 +216,19 @@ class VendorKernelCall(Rule):
         if self.ctx.source.kind.generated:
             return "generated file: fix the patch spec and regenerate"
         return (
-            f"the kernel's arguments and outputs do not map 1:1 onto the `{replacement or kernel.replacement()}` op "
+            f"the kernel's arguments and outputs do not map 1:1 onto the `{replacement}` op "
             "contract" + (f" ({kernel.note})" if kernel.note else "") + ": rewrite the call by hand"
         )
 
     # -- the exact fix: torch_npu.npu_rms_norm(x, w, epsilon=eps)[0] --------------------------------------
-    def _rms_norm_fix(self, node: ast.Call) -> Fix:
+    def _rms_norm_fix(self, node: ast.Call, title: str) -> Fix | None:
         ctx = self.ctx
+        if not title:
+            return None  # the tree has no `rms_norm/standard` to call
 
         def display(reason: str) -> Fix:
             return Fix(
-                f"Call `rms_norm/standard` through an instance-local `{handle_name(ctx.project.api)}`",
+                title,
                 (),
                 Applicability.DISPLAY,
                 reason=reason,

@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.rules._handles import migration_fix
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.vendor._shared import _str_arg
+from npu_lint.rules.vendor._shared import _str_arg, op_advice, register_advice
 from npu_lint.veomni import vendor_map
 
 
@@ -24,6 +24,11 @@ class VendorClassPatch(Rule):
         "model's own class that call the op's handle; the registry then picks Liger, the NPU kernel or the "
         "eager formula per device. NPU301 reports the same call as a vendor import; this finding carries the "
         "migration."
+        " The advice is in the linted tree's own names and dispatch API (read from its registry and ops "
+        "config): on a handle tree the registry op and its handle; on an OpSlot-generation tree the slot "
+        '(`OpSlot("rotary_pos_emb", "full")`), its ops-config field and its registered rows; for an op '
+        "the tree does not register, what it has instead (attention through transformers' "
+        "`ALL_ATTENTION_FUNCTIONS`) or how to register one with the tree's registration function."
     )
     bad = (
         Example(
@@ -75,11 +80,6 @@ class VendorClassPatch(Rule):
         "whose formula is not the standard one. The example has no tree to migrate into (no upstream "
         "`ToyRMSNorm`), so its fix is display-only."
     )
-    precision = (
-        "veomni 0.1.12: 2 findings (seed_oss: Liger RMSNorm and SwiGLU MLP), the only `create_patch_from_external` "
-        "calls naming a vendor module; precision 1.0, recall 1.0 against a grep of the call "
-        "(tests/rules/test_npu207_npu303.py)."
-    )
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:
@@ -99,16 +99,14 @@ class VendorClassPatch(Rule):
         cls = _str_arg(node, 2, "replacement_name") or ""
         target = _str_arg(node, 0, "target") or "a class"
         kernel = vendor_map.lookup(f"{module}.{cls}" if cls else module)
-        op = (
-            f"the `{kernel.op}/{kernel.variant or 'standard'}` op"
-            if kernel and kernel.op
-            else "a registry op"
-        )
-        handle = self.ctx.project.api.handle
         dotted = f"{module}.{cls}" if cls else module
+        if kernel is not None and kernel.op:
+            advice, _title = op_advice(self.ctx.project, kernel.op, kernel.variant or "standard", "call")
+            how = f"override `{target}.__init__` / `forward` to keep the upstream class and {advice}"
+        else:
+            how = f"keep the upstream class; {register_advice(self.ctx.project.api)}"
         self.report(
             node,
-            f"`{target}` is swapped for the vendor class `{dotted}` by name; override `{target}.__init__` / "
-            f"`forward` to call {op} through a {handle} instead",
+            f"`{target}` is swapped for the vendor class `{dotted}` by name; {how}",
             migration_fix(self.ctx),
         )

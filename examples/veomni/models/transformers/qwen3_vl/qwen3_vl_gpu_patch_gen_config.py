@@ -26,7 +26,8 @@ config.add_import("veomni.models.position_ids", names=["get_position_id"])
 
 @config.override_method("Qwen3VLVisionModel.dummy_forward", description="Fake image for text-only ranks")
 def qwen3_vl_vision_dummy_forward_patched(self):
-    # NPU702: `self.dtype` can differ from the tower's compute dtype under FSDP mixed precision
+    # not NPU702: upstream Qwen3VLVisionModel registers patch_embed (its input layer) first, so `self.dtype` is
+    # the dtype that layer consumes
     pixel_values = torch.zeros((16, 1536), dtype=self.dtype, device=self.device)
     grid_thw = torch.tensor([[1, 4, 4]], device=self.device)
     return self(pixel_values, grid_thw=grid_thw)

@@ -28,7 +28,8 @@ from veomni.models.position_ids import get_position_id
 # ======================================================================
 class Qwen3VLVisionModel(nn.Module):
     def dummy_forward(self):
-        # NPU702: `self.dtype` can differ from the tower's compute dtype under FSDP mixed precision
+        # not NPU702: upstream Qwen3VLVisionModel registers patch_embed (its input layer) first, so `self.dtype` is
+        # the dtype that layer consumes
         pixel_values = torch.zeros((16, 1536), dtype=self.dtype, device=self.device)
         grid_thw = torch.tensor([[1, 4, 4]], device=self.device)
         return self(pixel_values, grid_thw=grid_thw)

@@ -1,0 +1,57 @@
+"""Formatting what a fix touched, and nothing else: the statements of a fixed file whose lines differ from
+the text that was read are formatted with ``ruff format --range`` under the target tree's own ruff
+configuration (line length, quotes...). A user's unrelated formatting never changes. Applies to every fixer
+(the one fix-application path, ``engine.fix``), only when a ruff configuration governs the file (a
+``[tool.ruff]`` table, ``ruff.toml`` or ``.ruff.toml`` at or above it): without one the tree has no ruff gate
+to keep and its style is not ruff's to choose."""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+from npu_lint.core.imports import ruff_style
+from npu_lint.core.tools import ruff_format_range
+
+
+def touched_lines(before: str, after: str) -> list[tuple[int, int]]:
+    """1-based inclusive line ranges of ``after`` that differ from ``before`` (a deletion touches the lines
+    around it), merged when they touch or are one line apart."""
+    old, new = before.splitlines(), after.splitlines()
+    ranges: list[tuple[int, int]] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "delete":
+            first, last = max(j1, 1), min(j1 + 1, len(new))
+        else:
+            first, last = j1 + 1, j2
+        if first > last:
+            continue
+        if ranges and first <= ranges[-1][1] + 2:
+            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], last))
+        else:
+            ranges.append((first, last))
+    return ranges
+
+
+def governed_by_ruff(path: str) -> bool:
+    return ruff_style(os.path.dirname(os.path.abspath(path))).root is not None
+
+
+def format_touched(before: str, after: str, path: str, newline: str = "\n") -> str:
+    """``after`` with the statements that differ from ``before`` formatted as the tree's ruff would format
+    them (bottom-up, so earlier line numbers stay valid). Unchanged when ruff or a ruff configuration is
+    missing, or when ruff fails on a range."""
+    if before == after or not governed_by_ruff(path):
+        return after
+    text = after.replace("\r\n", "\n") if newline != "\n" else after
+    base = before.replace("\r\n", "\n") if newline != "\n" else before
+    for first, last in reversed(touched_lines(base, text)):
+        formatted = ruff_format_range(text, path, first, last)
+        if formatted is not None:
+            text = formatted
+    if newline != "\n":
+        text = text.replace("\n", newline)
+    return text

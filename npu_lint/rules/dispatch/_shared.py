@@ -1,0 +1,122 @@
+"""Helpers shared by the rules of the dispatch family (private to it): the guard finder (NPU203, and NPU201's
+per-file summary), the ``OpsConfigSlot`` finder (NPU207, and the summary), and whether a tree's dispatch is
+summarised once per file (an OpSlot-generation tree: no instance-local handle API to migrate to)."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules._handles import (
+    Block,
+    HandleTable,
+    block_of,
+    call_name,
+    guard_of,
+    in_function,
+    module_scope_calls,
+    owner_class,
+)
+from npu_lint.rules.base import Context
+from npu_lint.veomni.profile import ApiProfile, Generation
+
+
+def summarised(api: ApiProfile) -> bool:
+    """Whether module-global dispatch is reported once per file (NPU201's summary) instead of once per slot,
+    guard and ``OpsConfigSlot`` (NPU201 / NPU203 / NPU207): the tree's generation is OpSlot, which has no
+    instance-local handle API, so no single slot can be fixed there. A handle generation targeted with
+    ``target-api`` (or present in the tree) gives the per-slot findings."""
+    return api.generation is Generation.OP_SLOT
+
+
+GUARD_NODES: tuple[type[ast.AST], ...] = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign)
+
+
+class GuardFinder:
+    """Dispatch guards with an eager fallback (``if slot.use_non_eager_impl: return slot(...)`` then the eager
+    copy; ``slot.bound_kernel() or fallback``; a test of the implementation name around a handle call). Feed it
+    the nodes of :data:`GUARD_NODES` during the traversal (the Context's parents and function must be those of
+    the node), then call :meth:`found` once the walk is over."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.handles = HandleTable()
+        self.reported: list[tuple[ast.AST, str]] = []
+        # (report node, guarded region, what, class, guard receiver): judged once the handles are known
+        self.pending: list[tuple[ast.AST, ast.AST, str, str | None, ast.AST | None]] = []
+
+    def visit(self, node: ast.AST) -> None:
+        ctx = self.ctx
+        if isinstance(node, ast.Assign):
+            self.handles.visit_assign(ctx, node)
+            return
+        if isinstance(node, ast.BoolOp):
+            if isinstance(node.op, ast.Or) and len(node.values) >= 2:
+                first = node.values[0]
+                if isinstance(first, ast.Call) and call_name(first) == "bound_kernel":
+                    parent = ctx.parent
+                    if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and parent.test is node:
+                        return  # reported as the test of its if
+                    self.reported.append((node, "`.bound_kernel() or <eager fallback>`"))
+            return
+        if not isinstance(node, (ast.If, ast.IfExp)):
+            return
+        test = node.test
+        guard = guard_of(ctx, test)
+        if guard is None:
+            return
+        what, receiver, needs_check = guard
+        has_fallback = (bool(node.orelse) or self._falls_through(node)) if isinstance(node, ast.If) else True
+        if not has_fallback:
+            return
+        if needs_check:
+            self.pending.append((test, node, what, owner_class(ctx, ctx.function), receiver))
+            return
+        self.reported.append((test, what))
+
+    def _falls_through(self, node: ast.If) -> bool:
+        """The guarded branch returns and code follows the `if` in its block (the eager copy)."""
+        if not node.body or not isinstance(node.body[-1], (ast.Return, ast.Raise)):
+            return False
+        parent = self.ctx.parent
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(parent, name, None)
+            if isinstance(stmts, list) and node in stmts:
+                return stmts.index(node) < len(stmts) - 1
+        return False
+
+    def found(self) -> list[tuple[ast.AST, str]]:
+        """(node to report, what the guard is) of every guard, in traversal order of their decision."""
+        out = list(self.reported)
+        for test, region, what, cls, receiver in self.pending:
+            if receiver is not None:
+                if self.handles.is_handle(self.ctx, receiver, cls):  # type: ignore[arg-type]
+                    out.append((test, what))
+                continue
+            for sub in ast.walk(region):
+                if isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls):
+                    out.append((test, what))
+                    break
+        self.pending = []
+        self.reported = []
+        return out
+
+
+def ops_config_slots(ctx: Context, node: ast.Call) -> list[tuple[ast.Call, Block | None]]:
+    """The module-scope ``OpsConfigSlot(...)`` declarations a call is or holds: the call itself at import time,
+    or those of a spec's post-import block (``config.add_post_import_block("...")``)."""
+    name = call_name(node)
+    block_call = isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
+    if name != "OpsConfigSlot" and not block_call:
+        return []
+    if in_function(ctx):
+        return []
+    if name == "OpsConfigSlot":
+        return [(node, None)]
+    block = block_of(ctx, node)
+    if block is None:
+        return []
+    return [
+        (call, block)
+        for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset))
+        if call_name(call) == "OpsConfigSlot"
+    ]
