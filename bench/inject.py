@@ -2,14 +2,14 @@
 
 Each entry of ``bench/injections/*.toml`` names a wheel file (relative to the wheel root), an ``old`` string
 that occurs exactly once in it, the ``new`` string, and ``expect``: the rule code that must report the bug,
-or ``"none"`` for a control (an edit that is correct and must not add any NPU1xx-NPU3xx finding).
+or ``"none"`` for a control (an edit that is correct and must not add any finding of the codes below).
 ``mode = "keep"`` is for edits that hide an existing finding behind a name (an import alias, a registry
 object): the expected code must be reported as often as before the edit.
 
 The edited text is linted in memory under the file's own path (its kind -- generated, spec, plain -- and
 the project index are those of the real tree); nothing is written. A bug is caught when the expected code
 is reported more often after the edit than before it (``keep``: at least as often, and at least once).
-A control passes when no code of NPU1xx-NPU3xx is reported more often than before.
+A control passes when no code of CODES (NPU1xx-NPU4xx, NPU7xx) is reported more often than before.
 
 Usage: python bench/inject.py [--family NPU1] [--id ID] [-v]   (prints recall per family; exit 1 on a
 malformed entry). ``tests/integration/test_injections.py`` runs every entry and pins the results.
@@ -35,6 +35,9 @@ CODES = [
     "NPU101", "NPU102", "NPU103", "NPU104", "NPU105",
     "NPU201", "NPU202", "NPU203", "NPU204", "NPU205", "NPU206",
     "NPU301", "NPU302",
+    "NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU406",
+    "NPU411", "NPU412", "NPU413", "NPU414", "NPU415",
+    "NPU701", "NPU702", "NPU703", "NPU704", "NPU705",
 ]  # fmt: skip
 
 

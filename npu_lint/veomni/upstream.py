@@ -656,3 +656,94 @@ def patched_methods(
             continue
         out.append(PatchedMethod(module, cls, method, func, upstream))
     return out
+
+
+# -- composite (multimodal) configs ------------------------------------------------------------------------
+
+
+def _class_annotation(module: str, cls: str, attr: str, depth: int = 0) -> tuple[str, str] | None:
+    """``(module, name)`` of the class annotation ``attr: Name`` upstream ``module.cls`` declares or inherits."""
+    found = upstream_class(module, cls)
+    if found is None or depth > 6:
+        return None
+    mod, node = found
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr:
+            name = last_name(stmt.annotation)
+            return (mod, name) if name else None
+    for base in node.bases:
+        base_name = last_name(base)
+        if base_name and base_name not in ("Module", "object", "GenerationMixin"):
+            result = _class_annotation(mod, base_name, attr, depth + 1)
+            if result is not None:
+                return result
+    return None
+
+
+def _config_fields(module: str, cls: str, depth: int = 0) -> set[str] | None:
+    """Every attribute a transformers config class defines: field annotations, class assignments,
+    ``self.x = ...`` in its methods, methods and properties, ``attribute_map`` keys; bases followed."""
+    found = upstream_class(module, cls)
+    if found is None or depth > 6:
+        return None
+    mod, node = found
+    out: set[str] = set()
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            out.add(stmt.target.id)
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    out.add(target.id)
+                    if target.id == "attribute_map" and isinstance(stmt.value, ast.Dict):
+                        out.update(k.value for k in stmt.value.keys if isinstance(k, ast.Constant))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.add(stmt.name)
+            for sub in ast.walk(stmt):
+                if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    for target in targets:
+                        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                            if target.value.id == "self":
+                                out.add(target.attr)
+    for base in node.bases:
+        base_name = last_name(base)
+        if base_name in (None, "object"):
+            continue
+        out |= _config_fields(mod, base_name, depth + 1) or set()  # type: ignore[arg-type]
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def composite_config_fields(module: str, cls: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
+    """For an upstream model class whose config (the ``config: X`` class annotation, inherited) is a composite
+    config with a ``text_config`` sub-config: (X's name, the fields X defines, the fields the text sub-config
+    defines). None when the class is not such a model or a config cannot be read."""
+    annotated = _class_annotation(module, cls, "config")
+    if annotated is None:
+        return None
+    found = upstream_class(*annotated)
+    if found is None:
+        return None
+    cfg_mod, node = found
+    text_cls = None
+    for stmt in node.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "sub_configs" for t in stmt.targets)
+            and isinstance(stmt.value, ast.Dict)
+        ):
+            for key, value in zip(stmt.value.keys, stmt.value.values):
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value == "text_config"
+                    and isinstance(value, ast.Name)
+                ):
+                    text_cls = value.id
+    if text_cls is None:
+        return None
+    mine = _config_fields(cfg_mod, node.name)
+    text = _config_fields(cfg_mod, text_cls)
+    if mine is None or not text:
+        return None
+    return node.name, frozenset(mine), frozenset(text)

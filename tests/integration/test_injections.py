@@ -31,7 +31,7 @@ def test_the_set_is_large_enough(outcomes: list[inject.Outcome]) -> None:
     controls = [o for o in outcomes if o.injection.expect == "none"]
     assert len(bugs) >= 60
     assert len(controls) >= 10
-    assert {o.injection.family for o in bugs} == {"NPU1xx", "NPU2xx", "NPU3xx"}
+    assert {o.injection.family for o in bugs} >= {"NPU1xx", "NPU2xx", "NPU3xx", "NPU4xx"}
 
 
 def test_every_control_stays_silent(outcomes: list[inject.Outcome]) -> None:

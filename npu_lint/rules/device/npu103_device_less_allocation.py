@@ -160,6 +160,50 @@ def _conditional(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST]) 
     return False
 
 
+def _on_cpu(value: ast.AST, ctx: Context, plain: bool) -> bool:
+    """A value that lives on the CPU: `x.cpu()`, `x.to("cpu")`, a factory with `device="cpu"`, or (``plain``: a
+    plain module attribute, which `model.to()` does not move) a `torch.*` factory without a device."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr == "cpu":
+            return True
+        if value.func.attr == "to" and value.args and isinstance(value.args[0], ast.Constant):
+            return value.args[0].value == "cpu"
+    if isinstance(value, ast.Call):
+        device = next((k.value for k in value.keywords if k.arg == "device"), None)
+        if isinstance(device, ast.Constant) and device.value == "cpu":
+            return True
+        qual = ctx.qualname(value.func) or ""
+        if plain and device is None and qual.startswith("torch.") and qual[6:] in FACTORIES:
+            return True
+    return False
+
+
+def _moved_after(call: ast.Call, method: ast.AST) -> bool:
+    """The helper's result is moved to a device at the call site (`helper(...).to(x.device)`), or the local it
+    is stored in is moved (`mask = mask.to(...)`, `mask.to(...)`) or only describes shapes."""
+    names: set[str] = set()
+    for node in _subtree(method):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.value is call
+            and node.attr in ("to", "cuda", "npu", "type_as")
+        ):
+            return True
+        if isinstance(node, ast.Assign) and node.value is call:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    if not names:
+        return False
+    for node in _subtree(method):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in names
+            and node.attr in ("to", "cuda", "npu", "type_as")
+        ):
+            return True
+    return False
+
+
 class DevicelessAllocation(Rule):
     code = "NPU103"
     name = "device-less-allocation"
@@ -179,6 +223,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy)."
     )
     bad = (
         Example(
@@ -288,6 +333,54 @@ class DevicelessAllocation(Rule):
             """,
             title="no tensor in scope: reported without a fix",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            def causal_mask(seq_len: int, dtype: torch.dtype) -> torch.Tensor:
+                mask = torch.full((seq_len, seq_len), float("-inf"), dtype=dtype)
+                return torch.triu(mask, diagonal=1)
+
+
+            class ToyAttention(nn.Module):
+                def forward(self, scores: torch.Tensor) -> torch.Tensor:
+                    return self.softmax(scores + causal_mask(scores.shape[-1], scores.dtype))
+            """,
+            title="a helper without device data whose host tensor the forward uses",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyDropPath(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    gen = torch.Generator()
+                    keep = torch.rand(hidden_states.shape[0], generator=gen, device=hidden_states.device)
+                    return self.proj(hidden_states * keep[:, None])
+            """,
+            title="a random generator without a device",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyCache(nn.Module):
+                def __init__(self, n: int):
+                    super().__init__()
+                    self.lengths = torch.zeros(n, dtype=torch.long)
+
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    idx = torch.arange(hidden_states.shape[1], device=self.lengths.device)
+                    return self.proj(hidden_states[:, idx])
+            """,
+            title="allocated on the device of a plain tensor attribute (`model.to()` leaves it on the CPU)",
+        ),
     )
     good = (
         Example(
@@ -338,6 +431,12 @@ class DevicelessAllocation(Rule):
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
         self.pending: list[tuple[tuple[str, str], ast.Call, str, str | None]] = []
+        # host allocations a module-level helper returns (no device data in the helper to take it from)
+        self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
+        self._returned = False
+        self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
+        # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
+        self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str]] = []
         self._accel_cache: dict[int, dict[str, int]] = {}
         self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
@@ -370,10 +469,27 @@ class DevicelessAllocation(Rule):
             and func.value.id in ("self", "cls")
         ):
             self.self_calls.setdefault(unit, set()).add(func.attr)
+        if (
+            (
+                (isinstance(func, ast.Attribute) and func.attr == "Generator")
+                or (isinstance(func, ast.Name) and func.id == "Generator")
+            )
+            and not node.args
+            and not any(k.arg in ("device", None) for k in node.keywords)
+        ):
+            if self.ctx.qualname(func) == "torch.Generator":
+                self.generators.append((unit, node))
+            return
         if type(func) is ast.Attribute and func.attr not in FACTORIES:
             return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
         if not qual.startswith("torch.") or qual.count(".") != 1 or qual[6:] not in FACTORIES:
+            return
+        if qual == "torch.normal" and len(node.args) < 3 and not any(k.arg == "size" for k in node.keywords):
+            return  # tensor moments: the result follows their device
+        device_kw = next((k for k in node.keywords if k.arg == "device"), None)
+        if device_kw is not None and self._cpu_resident_device(device_kw.value):
+            self.cpu_devices.append((unit, node, qual[6:], self.ctx.source.segment(device_kw.value)))
             return
         if any(
             k.arg is None
@@ -385,8 +501,11 @@ class DevicelessAllocation(Rule):
             return
         if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and _zero_size(node)):
             return
+        self._returned = False
         met = self._meets_accelerator(node)
         if met is None:
+            if self._returned and unit[0] == "":
+                self.helper_returns.append((unit, node, qual[6:]))
             return
         source = self._device_source(node, met)
         self.pending.append((unit, node, qual[6:], source))
@@ -746,6 +865,8 @@ class DevicelessAllocation(Rule):
                 # handed back to device code: reported when the function works on device data
                 if self._boxed or self._scalar:
                     return None
+                if not names and self._returns_device_code(func):
+                    self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
 
@@ -862,6 +983,28 @@ class DevicelessAllocation(Rule):
         return device_source(self.ctx)
 
     def finish(self) -> None:
+        if self.helper_returns:
+            self._helper_allocations()
+        if self.cpu_devices:
+            forward = self._forward_units()
+            for unit, node, factory, text in self.cpu_devices:
+                if unit in forward:
+                    self.report(
+                        node,
+                        f"`torch.{factory}(..., device={text})` allocates on the device of a tensor that stays on the "
+                        "CPU (a plain attribute or a `.cpu()` copy: `model.to(device)` does not move it); take the "
+                        "device from the forward's input data",
+                    )
+        if self.generators:
+            forward = self._forward_units()
+            for unit, node in self.generators:
+                if unit in forward:
+                    self.report(
+                        node,
+                        "`torch.Generator()` without `device=` is a CPU generator on the forward path: random ops "
+                        "on the accelerator reject it (or draw on the CPU and copy); create it with the data's "
+                        "device (`torch.Generator(device=x.device)`)",
+                    )
         if not self.pending:
             return
         forward = self._forward_units()
@@ -881,6 +1024,84 @@ class DevicelessAllocation(Rule):
                 f"`torch.{factory}(...)` without `device=` allocates on the CPU on the forward path; "
                 f"add `device={source}`",
                 fix,
+            )
+
+    def _cpu_resident_device(self, value: ast.AST) -> bool:
+        """`<x>.device` where `<x>` is a tensor kept on the CPU: a local or `self.<attr>` (assigned in the class's
+        `__init__` as a plain attribute, not a buffer or parameter) holding a `.cpu()` copy, a `device="cpu"`
+        allocation, or a device-less factory result stored as a plain attribute."""
+        if not (isinstance(value, ast.Attribute) and value.attr == "device"):
+            return False
+        base = value.value
+        if isinstance(base, ast.Name):
+            func = self.ctx.function
+            if func is None:
+                return False
+            key = ("npu103-local-values", id(func))
+            table = self.ctx.memo.get(key)
+            if table is None or table[0] is not func:  # type: ignore[index]
+                values_of: dict[str, list[ast.expr]] = {}
+                for n in _subtree(func):
+                    if isinstance(n, ast.Assign):
+                        for t in n.targets:
+                            if isinstance(t, ast.Name):
+                                values_of.setdefault(t.id, []).append(n.value)
+                table = (func, values_of)
+                self.ctx.memo[key] = table
+            values = table[1].get(base.id, [])  # type: ignore[index]
+            return bool(values) and all(_on_cpu(v, self.ctx, plain=False) for v in values)
+        if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
+            cls = self.ctx.class_
+            if cls is None:
+                return False
+            init = next(
+                (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+            )
+            if init is None:
+                return False
+            values = [
+                n.value
+                for n in _subtree(init)
+                if isinstance(n, ast.Assign)
+                and any(
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                    and t.attr == base.attr
+                    for t in n.targets
+                )
+            ]
+            return bool(values) and all(_on_cpu(v, self.ctx, plain=True) for v in values)
+        return False
+
+    def _helper_allocations(self) -> None:
+        """A helper that returns a host allocation, called from a module's forward-path method whose result is
+        used there without a device move: the tensor reaches the forward on the CPU."""
+        forward = self._forward_units()
+        callers: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+        for stmt in self.ctx.tree.body:
+            if not isinstance(stmt, ast.ClassDef) or stmt.name not in self.module_classes:
+                continue
+            for method in stmt.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if (stmt.name, method.name) not in forward:
+                    continue
+                for node in _subtree(method):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                        callers.setdefault(node.func.id, []).append((node, method))
+        for unit, node, factory in self.helper_returns:
+            sites = [
+                (call, method) for call, method in callers.get(unit[1], []) if not _moved_after(call, method)
+            ]
+            if not sites:
+                continue
+            call, method = sites[0]
+            self.report(
+                node,
+                f"`torch.{factory}(...)` without `device=` allocates on the CPU in `{unit[1]}`, whose result "
+                f"`{method.name}` (line {call.lineno}) uses on the forward path; pass the device in (from the "
+                "caller's data) and allocate with `device=`",
             )
 
     def _device_edit(self, node: ast.Call, source: str) -> Edit:

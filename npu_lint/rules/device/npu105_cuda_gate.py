@@ -14,11 +14,44 @@ from npu_lint.rules.device._shared import (
 )
 
 
+def _device_like(node: ast.AST) -> bool:
+    """`x.device.type`, `x.device`, `device_type`, `str(x.device)`, `x.device.type.lower()`."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("lower", "strip")
+    ):
+        node = node.func.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("type", "device", "device_type")
+    return isinstance(node, ast.Name) and "device" in node.id
+
+
+def _cuda_member(node: ast.AST) -> bool:
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_cuda_string(e) for e in node.elts)
+
+
+def _cuda_compare(node: ast.Compare) -> bool:
+    """`<device> == "cuda"`, `<device> in ("cuda", ...)`, `"cuda" in str(<device>)` (negations included)."""
+    left, right, op = node.left, node.comparators[0], node.ops[0]
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        side = left if _cuda_string(right) else right if _cuda_string(left) else None
+        return side is not None and _device_like(side)
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if _cuda_member(right):
+            return _device_like(left)
+        return _cuda_string(left) is not None and _device_like(right)
+    return False
+
+
 class CudaGate(Rule):
     code = "NPU105"
     name = "cuda-gate"
     summary = (
-        'A CUDA test (`.is_cuda`, `device.type == "cuda"`) guards a dispatch handle or an NPU code path.'
+        'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`) guards a dispatch '
+        "handle or an NPU code path."
     )
     why = (
         '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
@@ -77,6 +110,33 @@ class CudaGate(Rule):
             path="veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py",
             title="any device-type gate in an NPU module",
         ),
+        Example(
+            """
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rope = OpSlot("rotary_pos_emb", "full")
+
+
+            def apply_rope(q, k, cos, sin):
+                if veomni_rope.use_non_eager_impl and q.device.type in ("cuda", "xpu"):
+                    return veomni_rope(q, k, cos, sin)
+                return q * cos, k * cos
+            """,
+            fixed="""
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rope = OpSlot("rotary_pos_emb", "full")
+
+
+            def apply_rope(q, k, cos, sin):
+                if veomni_rope.use_non_eager_impl:
+                    return veomni_rope(q, k, cos, sin)
+                return q * cos, k * cos
+            """,
+            title="a device-type membership test in a dispatch guard",
+        ),
     )
     good = (
         Example(
@@ -112,11 +172,7 @@ class CudaGate(Rule):
                 return
         else:
             assert isinstance(node, ast.Compare)
-            if len(node.comparators) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
-                return
-            left, right = node.left, node.comparators[0]
-            side = left if _cuda_string(right) else right if _cuda_string(left) else None
-            if not (isinstance(side, ast.Attribute) and side.attr == "type"):
+            if len(node.comparators) != 1 or not _cuda_compare(node):
                 return
         if _in_fstring(ctx):
             return

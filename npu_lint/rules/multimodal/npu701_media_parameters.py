@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+
+from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
@@ -16,6 +19,52 @@ from npu_lint.rules.multimodal._shared import (
     passed_on,
 )
 from npu_lint.veomni.upstream import patched_methods
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _kwargs_reach_model(func: ast.FunctionDef) -> bool:
+    """`**kwargs` is passed on to a call that is not the loss (the inner model, a tower, `super().forward`)."""
+    name = func.args.kwarg.arg if func.args.kwarg is not None else None
+    for node in _walk(func):
+        if isinstance(node, ast.Call) and any(
+            kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == name for kw in node.keywords
+        ):
+            low = _callee(node).lower()
+            if "loss" not in low and "entropy" not in low:
+                return True
+    return False
+
+
+def _kwargs_removed(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
+    """Keys removed from `**kwargs` and discarded: `kwargs.pop("k")` as a statement, `del kwargs["k"]`."""
+    name = func.args.kwarg.arg if func.args.kwarg is not None else None
+    out: list[tuple[ast.AST, str]] = []
+    for node in _walk(func):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr == "pop"
+            and isinstance(node.value.func.value, ast.Name)
+            and node.value.func.value.id == name
+            and node.value.args
+            and isinstance(node.value.args[0], ast.Constant)
+        ):
+            out.append((node, str(node.value.args[0].value)))
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == name
+                    and isinstance(target.slice, ast.Constant)
+                ):
+                    out.append((node, str(target.slice.value)))
+    return out
 
 
 class MediaParameters(WrapperRule):
@@ -107,11 +156,20 @@ class MediaParameters(WrapperRule):
         mine = params_of(func)
         used = body_names(func)
         missing = [m for m in media if m not in mine]
-        if missing and not forwards_kwargs(func):
+        if missing and not (forwards_kwargs(func) and _kwargs_reach_model(func)):
             self.report(
                 def_span(self.ctx, func),
-                f"`{patched.cls}.{patched.name}` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}",
+                f"`{patched.cls}.{patched.name}` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}"
+                + (" (its `**kwargs` reach only the loss)" if forwards_kwargs(func) else ""),
             )
+        elif missing:
+            for node, key in _kwargs_removed(func):
+                if key in missing:
+                    self.report(
+                        node,
+                        f"`{key}` rides in `**kwargs` (the patch does not name it) and is removed from them here: "
+                        "that input never reaches the model",
+                    )
         for arg in [*func.args.args, *func.args.kwonlyargs]:
             if arg.arg not in media:
                 continue

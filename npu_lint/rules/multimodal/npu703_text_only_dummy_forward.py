@@ -8,6 +8,7 @@ from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
+    TOWERS,
     PatchedMethod,
     WrapperRule,
     def_span,
@@ -65,6 +66,139 @@ def _zeroed(func: ast.FunctionDef, call: ast.Call) -> bool:
     return bool(derived & product_names)
 
 
+_CASTS = {"to", "mean", "sum", "float", "type_as", "detach", "contiguous", "view", "reshape", "flatten"}
+_PRIMARY = {"pooler_output", "last_hidden_state", "hidden_states"}  # the tower's main output (any of them)
+
+
+def _mentions(node: ast.AST, roots: set[ast.AST], tainted: set[str]) -> bool:
+    return any(n in roots or (isinstance(n, ast.Name) and n.id in tainted) for n in _walk(node))
+
+
+class _Flow:
+    """Which definition of a local reaches a use: the last assignment of the name on an earlier line (textual
+    order approximates the branches of a forward, which VeOmni writes as sequential `if`/`elif` blocks)."""
+
+    def __init__(self, func: ast.FunctionDef) -> None:
+        self.defs: dict[str, list[tuple[int, ast.AST]]] = {}
+        for node in _walk(func):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for t in _walk(target):
+                        if isinstance(t, ast.Name):
+                            self.defs.setdefault(t.id, []).append((node.lineno, node))
+        for entries in self.defs.values():
+            entries.sort(key=lambda e: e[0])
+
+    def reaching(self, name: ast.Name) -> ast.AST | None:
+        found = None
+        for line, node in self.defs.get(name.id, []):
+            if line < name.lineno:
+                found = node
+        return found
+
+
+def _tainted_defs(func: ast.FunctionDef, flow: _Flow, roots: set[ast.AST]) -> set[ast.AST]:
+    tainted: set[ast.AST] = set()
+    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    for _ in range(6):
+        before = len(tainted)
+        for node in assigns:
+            if node not in tainted and _touches(node.value, flow, roots, tainted):
+                tainted.add(node)
+        if len(tainted) == before:
+            break
+    return tainted
+
+
+def _touches(node: ast.AST, flow: _Flow, roots: set[ast.AST], tainted: set[ast.AST]) -> bool:
+    for n in _walk(node):
+        if n in roots:
+            return True
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and flow.reaching(n) in tainted:
+            return True
+    return False
+
+
+def _derived(func: ast.FunctionDef, flow: _Flow, call: ast.Call) -> set[ast.AST]:
+    """The zero products (`x * 0.0`) computed from this dummy forward's output (through locals)."""
+    tainted = _tainted_defs(func, flow, {call})
+    return {p for p in _zero_products(func) if _touches(p, flow, {call}, tainted)}
+
+
+def _consumed(func: ast.FunctionDef, call: ast.Call) -> bool:
+    """Whether the dummy forward's zero-valued output reaches the text path: added to a value that is not part
+    of the dummy chain (`inputs_embeds + fake`), passed to a call that is not a conversion of it, or returned."""
+    flow = _Flow(func)
+    roots = _derived(func, flow, call) or {call}
+    tainted = _tainted_defs(func, flow, roots)
+
+    def touches(node: ast.AST) -> bool:
+        return _touches(node, flow, roots, tainted)
+
+    def clean_name(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
+            and n.id != "self"
+            and flow.reaching(n) not in tainted
+            and not any(r in set(_walk(node)) for r in roots)
+            for n in _walk(node)
+        )
+
+    for node in _walk(func):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                if touches(side) and not touches(other) and clean_name(other):
+                    return True
+        elif (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, (ast.Add, ast.Sub))
+            and touches(node.value)
+        ):
+            return True
+        elif isinstance(node, ast.Return) and node.value is not None and touches(node.value):
+            return True
+        elif isinstance(node, ast.Call) and node is not call and node not in roots:
+            func_node = node.func
+            if isinstance(func_node, ast.Attribute) and (
+                func_node.attr in _CASTS or touches(func_node.value)
+            ):
+                continue
+            if any(touches(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+                return True
+    return False
+
+
+def _output_attrs(func: ast.FunctionDef, sources: list[ast.Call]) -> set[str]:
+    """Attributes read from the outputs of ``sources`` (directly, or through a local whose reaching
+    assignment stores one of them)."""
+    flow = _Flow(func)
+    holders = {n for n in _walk(func) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value in sources}
+    out: set[str] = set()
+    for node in _walk(func):
+        if isinstance(node, ast.Attribute) and (
+            node.value in sources
+            or (isinstance(node.value, ast.Name) and flow.reaching(node.value) in holders)
+        ):
+            out.add(node.attr)
+    return out
+
+
+def _media_test(test: ast.AST) -> str | None:
+    """`<media> is not None` -> the media name."""
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left.id
+    return None
+
+
 class TextOnlyDummyForward(WrapperRule):
     code = "NPU703"
     name = "text-only-dummy-forward"
@@ -77,6 +211,7 @@ class TextOnlyDummyForward(WrapperRule):
         "embeddings, a zero-valued dependency that keeps the tower in the autograd graph. This rule checks a "
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
+        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too."
     )
     bad = (
         Example(
@@ -101,6 +236,31 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="no dummy forward for text-only ranks",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def qwen3_vl_model_forward_patched(self, input_ids=None, pixel_values=None, pixel_values_videos=None,
+                                               image_grid_thw=None, video_grid_thw=None, **kwargs):
+                inputs_embeds = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    image_embeds = self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output
+                    inputs_embeds = inputs_embeds + image_embeds.mean()
+                else:
+                    fake = self.visual.dummy_forward()
+                    fake_embeds = fake.pooler_output.mean() * 0.0
+                if pixel_values_videos is not None:
+                    video_embeds = self.visual(pixel_values_videos, grid_thw=video_grid_thw).pooler_output
+                    inputs_embeds = inputs_embeds + video_embeds.mean()
+                return self.language_model(inputs_embeds=inputs_embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="the zero-valued output computed but never added; the video branch has no dummy forward",
+        ),
     )
     good = (
         Example(
@@ -123,6 +283,9 @@ class TextOnlyDummyForward(WrapperRule):
                 if pixel_values_videos is not None:
                     video_embeds = self.visual(pixel_values_videos, grid_thw=video_grid_thw).pooler_output
                     inputs_embeds = inputs_embeds + video_embeds.mean()
+                else:
+                    fake = self.visual.dummy_forward()
+                    inputs_embeds = inputs_embeds + fake.pooler_output.mean() * 0.0
                 return self.language_model(inputs_embeds=inputs_embeds, **kwargs)
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
@@ -154,3 +317,85 @@ class TextOnlyDummyForward(WrapperRule):
                     "the dummy forward's output is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
                     "the tower drops out of the autograd graph",
                 )
+            elif not _consumed(func, call):
+                self.report(
+                    call,
+                    "the dummy forward's zero-valued output is computed but never added to the text path: the "
+                    "tower drops out of the autograd graph",
+                )
+        self._per_modality(func, calls)
+        self._side_features(func, calls)
+
+    def _per_modality(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """Each media branch of the real path (`if pixel_values_videos is not None:` running a tower) needs a
+        dummy forward on the ranks without that medium: in its `else`, or in a branch testing it is None."""
+        media = {
+            p for p in params_of(func) if MEDIA.match(p) and ("pixel_values" in p or p == "input_features")
+        }
+        covered_none: set[str] = set()
+        for node in _walk(func):
+            if isinstance(node, ast.If) and any(c in set(_walk(node)) for c in calls):
+                text = ast.unparse(node.test)
+                covered_none.update(m for m in media if m in text and "is None" in text)
+        for node in _walk(func):
+            if not isinstance(node, ast.If):
+                continue
+            name = _media_test(node.test)
+            if name not in media or name in covered_none:
+                continue
+            body_calls = [n for stmt in node.body for n in _walk(stmt) if isinstance(n, ast.Call)]
+            if not any(
+                isinstance(c.func, ast.Attribute)
+                and isinstance(c.func.value, ast.Name)
+                and c.func.value.id == "self"
+                for c in body_calls
+            ):
+                continue  # the branch runs no tower of this model
+            if any(c in set(n for stmt in node.orelse for n in _walk(stmt)) for c in calls):
+                continue
+            self.report(
+                node.test,
+                f"no dummy forward runs when a rank has no `{name}`: under FSDP that modality's tower skips its "
+                "collectives on the ranks without it (add the tower's `dummy_forward()` in the `else`)",
+            )
+
+    def _side_features(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """Side outputs the real path reads from a tower (deepstack features) must come from the dummy output
+        too, or the layers producing them get no gradient on text-only ranks."""
+        real = [
+            n
+            for n in _walk(func)
+            if isinstance(n, ast.Call)
+            and n not in calls
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "self"
+            and (
+                n.func.attr.startswith("get_") and n.func.attr.endswith("_features") or n.func.attr in TOWERS
+            )
+        ]
+        if not real:
+            return
+        side = {a for a in _output_attrs(func, real) if "deepstack" in a} - _PRIMARY
+        if not side:
+            return
+        fed = {id(c): _output_attrs(func, [c]) for c in calls}
+        for call in calls:
+            tower = _tower_of(call)
+            # the side outputs this tower makes: read from another dummy forward of the same tower, or from a
+            # direct call of the tower on the real path
+            makes = set()
+            for other in calls:
+                if other is not call and _tower_of(other) == tower:
+                    makes |= fed[id(other)] & side
+            direct = [c for c in real if isinstance(c.func, ast.Attribute) and c.func.attr == tower]
+            makes |= _output_attrs(func, direct) & side if direct else set()
+            missing = sorted(makes - fed[id(call)])
+            if not missing:
+                continue
+            attr = missing[0]
+            self.report(
+                call,
+                f"the real media path reads `{attr}` from the tower, the dummy forward's output does not feed it: "
+                "the layers producing it get no gradient on text-only ranks",
+            )

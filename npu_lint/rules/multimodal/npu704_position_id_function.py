@@ -8,7 +8,86 @@ from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span
-from npu_lint.veomni.upstream import patched_methods, upstream_class, upstream_class_names
+from npu_lint.veomni.constants import tree_constant
+from npu_lint.veomni.upstream import (
+    composite_config_fields,
+    file_source_module,
+    patched_methods,
+    upstream_class,
+    upstream_class_names,
+)
+
+_MODALITIES = ("image", "video", "audio")
+
+
+def _token_assignments(func: ast.AST) -> list[tuple[ast.Assign, str, ast.expr]]:
+    """`<obj>.<modality>_token_id = value` statements: (statement, modality, value)."""
+    out = []
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Attribute):
+                for mod in _MODALITIES:
+                    if target.attr == f"{mod}_token_id":
+                        out.append((node, mod, node.value))
+    return out
+
+
+def _int_value(node: ast.AST) -> int | None:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        return -node.operand.value if type(node.operand.value) is int else None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _axis_test(test: ast.AST) -> tuple[str, int] | None:
+    """`<pos>.shape[k] == 3` in a condition (an `and` of several tests allowed): (name, k)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for part in parts:
+        if (
+            isinstance(part, ast.Compare)
+            and len(part.ops) == 1
+            and isinstance(part.ops[0], ast.Eq)
+            and _int(part.comparators[0]) == 3
+            and isinstance(part.left, ast.Subscript)
+            and isinstance(part.left.value, ast.Attribute)
+            and part.left.value.attr == "shape"
+            and isinstance(part.left.value.value, ast.Name)
+            and "position" in part.left.value.value.id
+        ):
+            axis = _int(part.left.slice)
+            if axis is not None:
+                return part.left.value.value.id, axis
+    return None
+
+
+def _owner_classes(tree: ast.Module) -> list[tuple[str | None, ast.FunctionDef]]:
+    """Every function with the class it belongs to (a class body, or a spec's `override_method` target)."""
+    out: list[tuple[str | None, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            out.extend((stmt.name, f) for f in stmt.body if isinstance(f, ast.FunctionDef))
+        elif isinstance(stmt, ast.FunctionDef):
+            cls = None
+            for deco in stmt.decorator_list:
+                if isinstance(deco, ast.Call) and deco.args and isinstance(deco.args[0], ast.Constant):
+                    target = deco.args[0].value
+                    if isinstance(target, str) and "." in target:
+                        cls = target.rpartition(".")[0]
+            out.append((cls, stmt))
+    return out
+
 
 _POSITION_HINTS = ("rope_index", "position_ids", "position_id")
 
@@ -41,6 +120,7 @@ class PositionIdFunction(WrapperRule):
         "the upstream position-id method gives image tokens plain 1-D positions; a VeOmni "
         "`get_position_id_func` that wraps another model's `<Other>Model.get_rope_index` (a copy-paste from "
         "the model it was adapted from) precomputes positions with the wrong rules. Both train, silently worse."
+        " The media token ids a position-id function maps (`fake_config.image_token_id = ...`) must be the placeholders the data transform writes, the tree's `<MODALITY>_INPUT_INDEX` (read from the tree), one for each modality the model's config has; and a branch that finds the M-RoPE sections on axis k of `position_ids` (`shape[k] == 3`) must move them to axis 0."
     )
     bad = (
         Example(
@@ -73,6 +153,26 @@ class PositionIdFunction(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="another model's rope index",
         ),
+        Example(
+            """
+            import copy
+
+            from veomni.patchgen.patch_spec import PatchConfig
+            from veomni.utils.constants import IMAGE_INPUT_INDEX, VIDEO_INPUT_INDEX
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.get_position_id_func")
+            def qwen3_vl_get_position_id_func_patched(self):
+                fake_config = copy.copy(self.config)
+                fake_config.image_token_id = IMAGE_INPUT_INDEX
+                fake_config.video_token_id = IMAGE_INPUT_INDEX
+                return partial(get_position_id, Qwen3VLModel.get_rope_index, fake_config)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a media token mapped to another modality's placeholder",
+        ),
     )
     good = (
         Example(
@@ -101,12 +201,142 @@ class PositionIdFunction(WrapperRule):
     def finish(self) -> None:
         super().finish()
         ctx = self.ctx
+        if "position_ids" in ctx.source.text and ".shape[" in ctx.source.text:
+            self._mrope_layouts()
+        if "_token_id" in ctx.source.text and (
+            "INPUT_INDEX" in ctx.source.text or "position_id" in ctx.source.text
+        ):
+            self._token_mapping()
         if "get_position_id_func" not in ctx.source.text:
             return
         for patched in patched_methods(
             ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
         ):
             self._borrowed(patched)
+
+    def _mrope_layouts(self) -> None:
+        """`if position_ids.shape[k] == 3:` (the M-RoPE axis found at axis k of the collated batch) must move
+        that axis to the front (`transpose(0, k)`): the rotary embedding indexes the three sections on axis 0."""
+        lines = self.ctx.source.text.splitlines()
+        wanted = {
+            i + 1
+            for i, line in enumerate(lines)
+            if "position" in line and ".shape[" in line and "== 3" in line
+        }
+        if not wanted:
+            return
+        stack: list[ast.AST] = [self.ctx.tree]
+        ifs: list[ast.If] = []
+        while stack:  # statements only: an `if` is never inside an expression
+            node = stack.pop()
+            if isinstance(node, ast.If) and node.lineno in wanted:
+                ifs.append(node)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                stmts = getattr(node, field, None)
+                if isinstance(stmts, list):
+                    stack.extend(stmts)
+        for node in sorted(ifs, key=lambda n: n.lineno):
+            found = _axis_test(node.test)
+            if found is None:
+                continue
+            name, axis = found
+            moves = [
+                c
+                for stmt in node.body
+                for c in _walk(stmt)
+                if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("transpose", "permute", "movedim", "swapaxes")
+                and name in ast.unparse(c.func.value)
+            ]
+            if not moves:
+                if axis != 0 and any(
+                    isinstance(t, ast.Name) and t.id == name
+                    for stmt in node.body
+                    if isinstance(stmt, ast.Assign)
+                    for t in stmt.targets
+                ):
+                    self.report(
+                        node.test,
+                        f"`{name}` has its 3 M-RoPE sections on axis {axis} here, but the branch does not move "
+                        "them to axis 0 (`transpose(0, " + str(axis) + ")`): the rotary embedding reads "
+                        "batch rows as sections",
+                    )
+                continue
+            for move in moves:
+                dims = [_int(a) for a in move.args]
+                if move.func.attr in ("transpose", "swapaxes", "movedim") and len(dims) == 2:  # type: ignore[attr-defined]
+                    ok = set(dims) == {0, axis} and axis != 0
+                elif move.func.attr == "permute" and dims:  # type: ignore[attr-defined]
+                    ok = dims[0] == axis and axis != 0
+                else:
+                    continue
+                if not ok:
+                    self.report(
+                        move,
+                        f"`{name}` has its 3 M-RoPE sections on axis {axis}; `{ast.unparse(move.func)}"  # type: ignore[attr-defined]
+                        f"({', '.join(ast.unparse(a) for a in move.args)})` does not bring them to axis 0",
+                    )
+
+    def _token_mapping(self) -> None:
+        """The media token ids a position-id function maps must be the placeholders the data transform writes
+        into `input_ids` (the tree's `<MODALITY>_INPUT_INDEX`), one per modality the model's config has."""
+        ctx = self.ctx
+        root = ctx.project.root
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        lines = ctx.source.text.splitlines()
+        for cls, func in _owner_classes(ctx.tree):
+            if not any("_token_id =" in line for line in lines[func.lineno - 1 : func.end_lineno]):
+                continue
+            found = _token_assignments(func)
+            if not found:
+                continue
+            mapped: set[str] = set()
+            for _stmt, mod, value in found:
+                expected = f"{mod.upper()}_INPUT_INDEX"
+                name = (
+                    value.id
+                    if isinstance(value, ast.Name)
+                    else value.attr
+                    if isinstance(value, ast.Attribute)
+                    else None
+                )
+                if name is not None and name.endswith("_INPUT_INDEX"):
+                    mapped.add(mod)
+                    if name != expected:
+                        self.report(
+                            value,
+                            f"`{mod}_token_id` is mapped to `{name}`, but the data transform writes `{expected}` "
+                            f"at {mod} positions: the {mod} tokens get text positions",
+                        )
+                    continue
+                literal = _int_value(value)
+                want = tree_constant(root, expected)
+                if literal is not None:
+                    mapped.add(mod)
+                    if want is not None and literal != want:
+                        self.report(
+                            value,
+                            f"`{mod}_token_id` is mapped to {literal}, but the data transform writes {expected} = "
+                            f"{want} at {mod} positions",
+                        )
+            if not mapped or cls is None or module is None or not module.startswith("transformers."):
+                continue
+            fields = composite_config_fields(module, cls)
+            if fields is None:
+                continue
+            for mod in _MODALITIES:
+                if (
+                    mod not in mapped
+                    and f"{mod}_token_id" in fields[1]
+                    and tree_constant(root, f"{mod.upper()}_INPUT_INDEX") is not None
+                ):
+                    self.report(
+                        found[0][0],
+                        f"the position-id function maps {', '.join(sorted(mapped))} tokens to the data transform's "
+                        f"placeholders but not `{mod}_token_id` (the data transform writes "
+                        f"`{mod.upper()}_INPUT_INDEX`): {mod} tokens get text positions",
+                    )
 
     def _borrowed(self, patched: PatchedMethod) -> None:
         own_names = set(upstream_class_names(patched.module))

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
+import os
+import re
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
+from npu_lint.core.safeio import read_regular
 from npu_lint.rules._handles import (
     Handle,
     HandleTable,
@@ -140,6 +145,81 @@ class _RmsNormState:
         self.local_handles: dict[tuple[int, str], list[Handle]] = {}  # (id(function), name) -> handles
 
 
+def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A module-level function written as a method (`def forward_npu(self, x)`) that touches a weight: a forward
+    replacement installed onto a class at run time (a kernel wrapper)."""
+    args = func.args.args
+    return (
+        bool(args)
+        and args[0].arg == "self"
+        and any(isinstance(n, ast.Attribute) and n.attr == "weight" for n in _walk(func))
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _norm_classes_in(directory: str) -> tuple[tuple[str, str, int], ...]:
+    """(file, class, line) of the RMSNorm-like classes (a `*Norm` class whose `__init__` sets `self.weight`) that
+    the Python files of one directory define."""
+    out = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return ()
+    for name in names:
+        if not name.endswith(".py"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            data, _ = read_regular(path)
+            tree = ast.parse(data)
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name.endswith("Norm"):
+                init = next(
+                    (f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+                )
+                if init is not None and any(
+                    isinstance(t, ast.Attribute) and t.attr == "weight"
+                    for n in _walk(init)
+                    if isinstance(n, ast.Assign)
+                    for t in n.targets
+                ):
+                    out.append((path, stmt.name, stmt.lineno))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _class_node(path: str, name: str, line: int) -> ast.ClassDef | None:
+    try:
+        data, _ = read_regular(path)
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    return next(
+        (s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name and s.lineno == line), None
+    )
+
+
+def _tree_norm_owner(ctx: Context, state: _RmsNormState) -> str | None:
+    """The RMSNorm class a kernel wrapper written as a module-level method belongs to: the only RMSNorm-like
+    class defined in the wrapper's own directory (the model package defines its norm there); its ClassDef is
+    added to the file's classes so its weight initialisation and eps attribute are read."""
+    if ctx.source.kind.generated or ctx.source.kind.spec:
+        return None
+    directory = os.path.dirname(os.path.abspath(ctx.source.path))
+    found = {(n, p, ln) for p, n, ln in _norm_classes_in(directory)}
+    if len({n for n, _, _ in found}) != 1 or len(found) != 1:
+        return None
+    name, path, line = next(iter(found))
+    if name not in state.classes:
+        node = _class_node(path, name, line)
+        if node is None:
+            return None
+        state.classes[name] = node
+    return name
+
+
 class _RmsNormCalls(Rule):
     """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
 
@@ -224,7 +304,10 @@ class _RmsNormCalls(Rule):
         elif isinstance(node, ast.Lambda):
             state.functions.append((None, None))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            state.functions.append((node, owner_class(ctx, node)))
+            owner = owner_class(ctx, node)
+            if owner is None and not state.functions and _self_method(node):
+                owner = _tree_norm_owner(ctx, state)
+            state.functions.append((node, owner))
             if isinstance(node, ast.FunctionDef):
                 cls, method = spec_target(node)
                 if cls is not None and method == "__init__":
@@ -574,3 +657,89 @@ def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
     col = text.find("def ")
     col = col if col >= 0 else 0
     return line, col, line, col + 4 + len(func.name)
+
+
+def class_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, method) pairs of a file: methods of its classes, and a spec's functions that replace a method
+    (`@config.override_method("Cls.meth")`, `@config.modify_init("Cls")`)."""
+    out: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            out.extend((stmt.name, item) for item in stmt.body if isinstance(item, ast.FunctionDef))
+        elif isinstance(stmt, ast.FunctionDef):
+            for deco in stmt.decorator_list:
+                if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args):
+                    continue
+                target = str_value(deco.args[0])
+                if target is None:
+                    continue
+                if deco.func.attr == "modify_init":
+                    out.append((target, stmt))
+                elif deco.func.attr == "override_method" and "." in target:
+                    out.append((target.rpartition(".")[0], stmt))
+    return out
+
+
+_FUNCTIONS: dict[int, tuple[ast.Module, list[ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
+
+
+def functions_of(
+    tree: ast.Module, lines: str | list[str] | None = None, *words: str
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of a file, nested ones included (computed once per tree); with ``lines`` (the file's
+    lines) and ``words``, only the functions whose text contains one of the words (a cheap pre-filter)."""
+    hit = _FUNCTIONS.get(id(tree))
+    if hit is None or hit[0] is not tree:
+        found = []
+        stack: list[ast.AST] = [tree]
+        while stack:  # statements only: functions live in statement bodies, never inside expressions
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append(node)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                stmts = getattr(node, field, None)
+                if isinstance(stmts, list):
+                    stack.extend(stmts)
+        found.sort(key=lambda n: (n.lineno, n.col_offset))
+        _FUNCTIONS.clear()  # one file at a time: the rules of a file ask in turn
+        _FUNCTIONS[id(tree)] = hit = (tree, found)
+    funcs = hit[1]
+    if lines is None or not words:
+        return funcs
+    text = lines if isinstance(lines, str) else "\n".join(lines)
+    pattern = re.compile("|".join(re.escape(w) for w in words))
+    offsets = [m.start() for m in pattern.finditer(text)]
+    if not offsets:
+        return []
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    marked = sorted({bisect.bisect_right(starts, o) for o in offsets})  # 1-based line numbers
+    out = []
+    for func in funcs:
+        k = bisect.bisect_left(marked, func.lineno)
+        if k < len(marked) and marked[k] <= (func.end_lineno or func.lineno):
+            out.append(func)
+    return out
+
+
+def path_before(func: ast.AST, target: ast.AST) -> list[ast.AST]:
+    """What runs before ``target`` on its path through ``func``: the earlier statements of every enclosing
+    statement list and the tests of the enclosing branches (empty when ``target`` is not inside ``func``)."""
+
+    def visit(node: ast.AST) -> list[ast.AST] | None:
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, stmt in enumerate(stmts):
+                if stmt is target or any(n is target for n in _walk(stmt)):
+                    head: list[ast.AST] = list(stmts[:i])
+                    test = getattr(node, "test", None)
+                    if test is not None and node is not func:
+                        head.append(test)
+                    inner = visit(stmt)
+                    if inner is None:  # target is in this simple statement itself
+                        inner = [stmt] if stmt is not target else []
+                    return head + inner
+        return None
+
+    return visit(func) or []

@@ -6,7 +6,90 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example
-from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, def_span, mentions_attr
+from npu_lint.rules.semantics._shared import (
+    LossRule,
+    PatchedMethod,
+    def_span,
+    functions_of,
+    loss_calls,
+    mentions_attr,
+    path_before,
+)
+
+
+def _is_cap_ref(node: ast.AST, aliases: set[str]) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "softcap" in name.lower() or name in aliases
+
+
+def _mentions_cap(node: ast.AST, aliases: set[str]) -> bool:
+    return any(_is_cap_ref(n, aliases) for n in _walk(node))
+
+
+def _cap_aliases(func: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and _mentions_cap(node.value, set()):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+def _cap_steps(stmt: ast.stmt, aliases: set[str]) -> tuple[bool, bool, bool]:
+    """(divides by a cap, takes a tanh, multiplies by a cap) within one simple statement."""
+    div = tanh = mul = False
+    for node in _walk(stmt):
+        if isinstance(node, ast.BinOp) and _mentions_cap(node.right, aliases):
+            div = div or isinstance(node.op, ast.Div)
+            mul = mul or isinstance(node.op, ast.Mult)
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Mult)
+            and _mentions_cap(node.left, aliases)
+        ):
+            mul = True
+        elif isinstance(node, ast.Call) and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "tanh")
+            or (isinstance(node.func, ast.Name) and node.func.id == "tanh")
+        ):
+            tanh = True
+    return div, tanh, mul
+
+
+def partial_caps(func: ast.AST) -> list[tuple[ast.stmt, str]]:
+    """Soft-capping applied partially in one statement list: `x / cap` and `tanh` without the final `* cap`
+    (or a multiply without the division), with the missing step named."""
+    aliases = _cap_aliases(func)
+    out = []
+    for node in _walk(func):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            steps = []
+            for stmt in stmts:
+                if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)):
+                    found = _cap_steps(stmt, aliases)
+                    if any(found):
+                        steps.append((stmt, found))
+            if not steps:
+                continue
+            div = any(f[0] for _, f in steps)
+            tanh = any(f[1] for _, f in steps)
+            mul = any(f[2] for _, f in steps)
+            if not (div or mul) or not tanh and not (div and mul):
+                continue  # no cap arithmetic here, or only a tanh / a plain scale
+            missing = [
+                w
+                for w, ok in (
+                    ("the division by the cap", div),
+                    ("the tanh", tanh),
+                    ("the final multiplication by the cap", mul),
+                )
+                if not ok
+            ]
+            if missing:
+                out.append((steps[0][0], missing[0]))
+    return out
 
 
 def _tanh_runs(func: ast.AST) -> list[ast.stmt]:
@@ -41,6 +124,7 @@ class LogitSoftcapping(LossRule):
         "loss itself (a fused linear cross-entropy, a loss handle) and no longer mentions the cap trains on "
         "uncapped logits; one that caps twice squashes them. The upstream forward is read from the installed "
         "transformers source; only models whose upstream forward caps are checked."
+        " Each loss path is checked on its own: a fused branch (a loss that takes hidden states) must be preceded by the cap or by a guard that refuses a capped config; and in any function a soft-cap applied partially (`x / cap` and `tanh` without the final `* cap`) is reported."
     )
     bad = (
         Example(
@@ -63,6 +147,44 @@ class LogitSoftcapping(LossRule):
             """,
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="the cap dropped",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def cap_logits(logits, softcap):
+                logits = logits / softcap
+                logits = torch.tanh(logits)
+                return logits
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="applied partially: divide and tanh without the final multiply",
+        ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+
+
+            @config.override_method("Gemma3ForCausalLM.forward")
+            def gemma3_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                if veomni_causal_lm_loss.use_non_eager_impl:
+                    loss, logits, aux = veomni_causal_lm_loss(
+                        logits=None, labels=labels, hidden_states=hidden_states, weights=self.lm_head.weight, **kwargs
+                    )
+                else:
+                    logits = self.lm_head(hidden_states)
+                    if self.config.final_logit_softcapping is not None:
+                        logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping
+                    loss, _, aux = self.loss_function(logits=logits, labels=labels, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="the fused branch skips the cap (no guard refusing a capped config)",
         ),
     )
     good = (
@@ -107,3 +229,22 @@ class LogitSoftcapping(LossRule):
             return
         for stmt in _tanh_runs(func):
             self.report(stmt, "the final-logit soft-capping is applied a second time in the same path")
+        for call in loss_calls(func):
+            if any(mentions_attr(n, "final_logit_softcapping") for n in path_before(func, call)):
+                continue
+            self.report(
+                call,
+                "this loss path skips the final-logit soft-capping the upstream forward applies: cap the logits "
+                "before the loss, or, for a fused kernel that cannot apply the cap, refuse a capped config",
+            )
+
+    def finish(self) -> None:
+        super().finish()
+        text = self.ctx.source.text
+        if "tanh" not in text or "softcap" not in text.lower():
+            return
+        for func in functions_of(self.ctx.tree, text, "tanh"):
+            for stmt, missing in partial_caps(func):
+                self.report(
+                    stmt, f"soft-capping applied partially: {missing} is missing (`tanh(x / cap) * cap`)"
+                )

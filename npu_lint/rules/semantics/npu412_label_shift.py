@@ -7,11 +7,42 @@ import ast
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
-from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, direct_ce_calls, loss_calls
+from npu_lint.rules.semantics._shared import (
+    LossRule,
+    PatchedMethod,
+    direct_ce_calls,
+    functions_of,
+    loss_calls,
+)
+
+# losses that shift `labels` themselves unless `shift_labels=` is given (transformers' and VeOmni's)
+_SHIFTING = ("loss_function", "ForCausalLMLoss", "causal_lm_loss")
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _is_shift(node: ast.AST) -> bool:
-    """`labels[..., 1:]`, `labels[:, 1:]`, `input_labels[1:]`: a label tensor sliced from position 1."""
+    """`labels[..., 1:]`, `labels[:, 1:]`, `input_labels[1:]`: a label tensor sliced from position 1;
+    `torch.roll(labels, -1, ...)` / `labels.roll(-1, ...)`."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr
+        in (
+            "contiguous",
+            "to",
+            "view",
+            "reshape",
+            "long",
+        )
+    ):
+        node = node.func.value
+    if isinstance(node, ast.Call) and _callee(node) == "roll":
+        text = ast.unparse(node)
+        return "label" in text and ("-1" in text)
     if not isinstance(node, ast.Subscript):
         return False
     base = node.value
@@ -46,6 +77,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too."
     )
     bad = (
         Example(
@@ -67,6 +99,14 @@ class LabelShift(LossRule):
             """,
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="shifted by hand, then again by the loss",
+        ),
+        Example(
+            """
+            def causal_loss(self, logits, labels, **kwargs):
+                return self.loss_function(logits=logits, labels=labels, shift_labels=labels, **kwargs)
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="unshifted labels handed over as `shift_labels`",
         ),
     )
     good = (
@@ -94,6 +134,80 @@ class LabelShift(LossRule):
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
 
+    @classmethod
+    def applies_to(cls, ctx: object) -> bool:  # model code and VeOmni's loss kernels (veomni/ops)
+        return not ctx.source.kind.test  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        self._reported: set[tuple[int, int]] = set()
+        if self.ctx.source.kind.model_code:
+            super().finish()
+        text = self.ctx.source.text
+        if "label" not in text:
+            return
+        for func in functions_of(
+            self.ctx.tree,
+            text,
+            "shift_labels",
+            "shifted",
+            "loss_function",
+            "ForCausalLMLoss",
+            "causal_lm_loss",
+        ):
+            self._generic(func)
+
+    def _generic(self, func: ast.AST) -> None:
+        """Any function: shifted labels handed as `labels=` to a loss that shifts them; unshifted labels
+        handed as `shift_labels=` (the loss then skips its own shift)."""
+        shifted = _shifted_names(func)
+        raw = {
+            a.arg
+            for a in [*func.args.args, *func.args.kwonlyargs]
+            if "label" in a.arg and "shift" not in a.arg
+        }  # type: ignore[attr-defined]
+        for node in _walk(func):
+            if isinstance(node, ast.Subscript) and _is_shift(node):
+                base = ast.unparse(node.value)
+                if "shift" in base and self._once(node):
+                    self.report(
+                        node,
+                        f"`{base}` is already shifted; slicing it from position 1 shifts it twice: every target "
+                        "is one token late",
+                    )
+            if not isinstance(node, ast.Call):
+                continue
+            for kw in node.keywords:
+                value = kw.value
+                if (
+                    kw.arg == "shift_labels"
+                    and isinstance(value, ast.Name)
+                    and value.id in raw
+                    and value.id not in shifted
+                ):
+                    if self._once(value):
+                        self.report(
+                            value,
+                            f"`{value.id}` (the unshifted labels) is passed as `shift_labels=`: the loss takes them "
+                            "as already shifted and every position learns to predict itself",
+                        )
+            if _callee(node) not in _SHIFTING or any(kw.arg == "shift_labels" for kw in node.keywords):
+                continue
+            arg = call_arg(node, 1, "labels")
+            if arg is not None and ((isinstance(arg, ast.Name) and arg.id in shifted) or _is_shift(arg)):
+                if self._once(arg):
+                    self.report(
+                        arg,
+                        "labels already shifted by hand are passed as `labels=` to a loss that shifts them again: "
+                        "every target is one token late; pass them as `shift_labels=` or pass the raw labels",
+                    )
+
+    def _once(self, node: ast.AST) -> bool:
+        key = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        if key in self._reported:
+            return False
+        self._reported.add(key)
+        return True
+
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func
         shifted = _shifted_names(func)
@@ -103,7 +217,7 @@ class LabelShift(LossRule):
             arg = call_arg(call, 1, "labels")
             if arg is None:
                 continue
-            if (isinstance(arg, ast.Name) and arg.id in shifted) or _is_shift(arg):
+            if ((isinstance(arg, ast.Name) and arg.id in shifted) or _is_shift(arg)) and self._once(arg):
                 self.report(
                     arg,
                     "labels already shifted by hand are passed as `labels=` to a loss that shifts them again: "

@@ -12,10 +12,41 @@ from npu_lint.rules.semantics._shared import (
     PatchedMethod,
     direct_ce_calls,
     forwards_kwargs,
+    functions_of,
     loss_calls,
 )
+from npu_lint.veomni.constants import tree_constant
 
 _CARRIED = "num_items_in_batch"
+
+
+def str_is(node: ast.AST, value: str) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value
+
+
+def _assign_targets(func: ast.AST, value: ast.AST) -> list[ast.expr]:
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and node.value is value:
+            return list(node.targets)
+    return []
+
+
+def _kwargs_carriers(func: ast.AST, kwarg: str | None) -> set[str]:
+    """The function's `**kwargs` name and the locals built from it (`loss_kwargs = dict(kwargs)`,
+    `{**kwargs, ...}`, through local helpers' returns it is passed to), followed a few steps."""
+    if kwarg is None:
+        return set()
+    out = {kwarg}
+    for _ in range(3):
+        before = len(out)
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id in out for n in _walk(node.value)
+            ):
+                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(out) == before:
+            break
+    return out
 
 
 def _kwarg_param(func: ast.FunctionDef) -> str | None:
@@ -37,16 +68,90 @@ def _divides_by_count(node: ast.AST) -> bool:
     return False
 
 
+def _int_literal(node: ast.AST | None) -> int | None:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        value = node.operand.value
+        return -value if type(value) is int else None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    args = func.args
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.arg, ast.expr]]:
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    out = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    out += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return out
+
+
+def _is_stub(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return all(isinstance(s, (ast.Pass, ast.Raise)) for s in body) or not body
+
+
+def _calls_loss(func: ast.AST) -> bool:
+    for node in _walk(func):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            low = name.lower()
+            if "loss" in low or "entropy" in low or low.endswith("_ce") or low == "apply":
+                return True
+    return False
+
+
+def _mentions_carried(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value == _CARRIED for n in _walk(node))
+
+
+def _has_coefficient(node: ast.AST) -> bool:
+    for n in _walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div)):
+            return True
+        if (
+            isinstance(n, (ast.Name, ast.Attribute))
+            and "coef" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
+        ):
+            return True
+    return False
+
+
+def _aux_term(node: ast.AST) -> ast.AST | None:
+    """The `aux_loss` operand of `loss + aux_loss` when nothing multiplies it (no coefficient)."""
+    names = [n for n in _walk(node) if isinstance(n, (ast.Name, ast.Attribute))]
+    if not any("aux_loss" in (n.id if isinstance(n, ast.Name) else n.attr) for n in names):
+        return None
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div)) for n in _walk(node)):
+        return None
+    if any(
+        isinstance(n, (ast.Name, ast.Attribute))
+        and "coef" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
+        for n in names
+    ):
+        return None
+    return node
+
+
 class LossReduction(LossRule):
     code = "NPU413"
     name = "loss-reduction"
-    summary = "A patched causal-LM loss drops the `num_items_in_batch`/`ignore_index` the upstream forward passes, or divides twice."
+    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline, adds the auxiliary loss without its coefficient, or divides twice."
     why = (
         "transformers' causal-LM forwards pass `**kwargs` to `loss_function`: they carry `num_items_in_batch` "
         "(the loss is a sum over the tokens of the whole gradient-accumulation batch divided by their count), "
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient."
     )
     bad = (
         Example(
@@ -83,6 +188,25 @@ class LossReduction(LossRule):
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="the loss kwargs dropped",
         ),
+        Example(
+            """
+            def moe_loss(self, loss, router_logits, attention_mask):
+                aux_loss = load_balancing_loss_func(router_logits, self.num_experts, self.top_k, attention_mask)
+                loss += aux_loss.to(loss.device)
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss added without its coefficient",
+        ),
+        Example(
+            """
+            def eager_cross_entropy(logits, labels, vocab_size=None, num_items_in_batch=None, ignore_index=-100, **kwargs):
+                kwargs.pop("num_items_in_batch", None)
+                return fixed_cross_entropy(logits, labels, None, ignore_index, **kwargs)
+            """,
+            path="veomni/ops/kernels/cross_entropy/eager.py",
+            title="a loss helper drops the count it receives (and pops it from the kwargs)",
+        ),
     )
     good = (
         Example(
@@ -109,14 +233,207 @@ class LossReduction(LossRule):
         "patched forward takes `**kwargs`."
     )
 
+    @classmethod
+    def applies_to(cls, ctx: object) -> bool:  # model code and VeOmni's loss kernels (veomni/ops)
+        return not ctx.source.kind.test  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        if self.ctx.source.kind.model_code:
+            super().finish()
+        text = self.ctx.source.text
+        if "num_items_in_batch" not in text and "ignore_index" not in text and "aux_loss" not in text:
+            return
+        # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
+        expected = tree_constant(self.ctx.project.root, "IGNORE_INDEX")
+        words = ("num_items_in_batch", "aux_loss") + (() if expected is None else ("label", "ignore_index"))
+        for func in functions_of(self.ctx.tree, text, *words):
+            self._dropped_count(func)
+            if expected is not None:
+                self._ignore_index(func, expected)
+            self._aux_coefficient(func)
+
+    def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        params = {a.arg: a for a in _params(func)}
+        carried = params.get(_CARRIED)
+        if carried is not None and not _is_stub(func) and _calls_loss(func):
+            read = any(
+                isinstance(n, ast.Name) and n.id == _CARRIED and isinstance(n.ctx, ast.Load)
+                for n in _walk(func)
+            )
+            if not read and not any(
+                isinstance(n, ast.Call)
+                and n.func is not None
+                and any(k.arg is None for k in n.keywords)
+                and "locals" in ast.dump(n)
+                for n in _walk(func)
+            ):
+                self.report(
+                    carried,
+                    f"`{func.name}` takes `num_items_in_batch` but never passes it on: the loss is averaged per "
+                    "micro-batch instead of over the gradient-accumulation batch",
+                )
+        has_kwargs = func.args.kwarg is not None
+        for node in _walk(func):
+            if isinstance(node, ast.Call):
+                for kw in node.keywords:
+                    if (
+                        kw.arg == _CARRIED
+                        and isinstance(kw.value, ast.Constant)
+                        and kw.value.value is None
+                        and (carried is not None or has_kwargs)
+                    ):
+                        self.report(
+                            kw.value, "`num_items_in_batch=None` replaces the count this function received"
+                        )
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "pop"
+                and node.value.args
+                and _mentions_carried(node.value.args[0])
+                and carried is None
+            ):
+                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if names and not any(
+                    isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                    for n in _walk(func)
+                ):
+                    self.report(node, "`num_items_in_batch` is popped from the kwargs and never passed on")
+            if (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "pop"
+                and node.value.args
+                and _mentions_carried(node.value.args[0])
+            ):
+                self.report(
+                    node,
+                    "`num_items_in_batch` is popped from the kwargs and discarded: the loss never sees it",
+                )
+            elif isinstance(node, ast.Delete) and any(_mentions_carried(t) for t in node.targets):
+                self.report(node, "`num_items_in_batch` is deleted from the kwargs: the loss never sees it")
+            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+                for gen in node.generators:
+                    for cond in gen.ifs:
+                        if (
+                            isinstance(cond, ast.Compare)
+                            and any(isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in cond.ops)
+                            and _mentions_carried(cond)
+                        ):
+                            self.report(
+                                cond,
+                                "`num_items_in_batch` is filtered out of the kwargs: the loss never sees it",
+                            )
+
+    def _ignore_index(self, func: ast.FunctionDef | ast.AsyncFunctionDef, expected: int) -> None:
+        def judge(node: ast.AST | None, what: str) -> None:
+            value = _int_literal(node)
+            if value is not None and value != expected and node is not None:
+                self.report(
+                    node,
+                    f"{what} is {value}, but the data pipeline marks ignored label positions with {expected} "
+                    "(IGNORE_INDEX): padding and prompt tokens would be trained on",
+                )
+
+        for arg, default in _defaults(func):
+            if arg.arg == "ignore_index":
+                judge(default, "the `ignore_index` default")
+        label_names = {a.arg for a in _params(func) if "label" in a.arg}
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and "label" in ast.unparse(t.value) for t in node.targets
+            ):
+                judge(node.value, "the value written into the labels")  # labels[mask] = -1
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and "label" in key.value:
+                        for part in _walk(value):
+                            if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Mult):
+                                for side in (part.left, part.right):
+                                    if isinstance(side, ast.List) and len(side.elts) == 1:
+                                        judge(side.elts[0], "the label fill value")
+            if not isinstance(node, ast.Call):
+                continue
+            for kw in node.keywords:
+                if kw.arg == "ignore_index":
+                    judge(kw.value, "`ignore_index`")
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if callee == "get" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
+                judge(node.args[1], "the `ignore_index` fallback")
+            elif callee == "pad" and node.args and "label" in ast.unparse(node.args[0]).split("[")[0]:
+                for kw in node.keywords:
+                    if kw.arg == "value":
+                        judge(kw.value, "the label padding value")
+            elif callee in ("masked_fill", "masked_fill_") and len(node.args) == 2:
+                base = node.func.value if isinstance(node.func, ast.Attribute) else None
+                if base is not None and "label" in ast.unparse(base).split("[")[0]:
+                    judge(node.args[1], "the masked label value")
+            elif callee in ("full", "full_like") and any(
+                isinstance(t, ast.Name) and "label" in t.id for t in _assign_targets(func, node)
+            ):
+                fill = (
+                    node.args[1]
+                    if len(node.args) >= 2
+                    else next((k.value for k in node.keywords if k.arg == "fill_value"), None)
+                )
+                judge(fill, "the label fill value")
+        del label_names
+
+    def _aux_coefficient(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        scaled: set[str] = set()  # locals that hold a scaled value (`aux_loss = coef * (...)`)
+        unscaled: set[str] = set()
+        for n in _walk(func):
+            if isinstance(n, ast.Assign):
+                names = {t.id for t in n.targets if isinstance(t, ast.Name)}
+                (scaled if _has_coefficient(n.value) else unscaled).update(names)
+        self._scaled = scaled - unscaled
+        for node in _walk(func):
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                target = ast.unparse(node.target)
+                if "loss" in target and "aux" not in target and _aux_term(node.value) is not None:
+                    self._report_aux(node.value)
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Add)
+            ):
+                target = " ".join(ast.unparse(t) for t in node.targets)
+                if "loss" in target and "aux" not in target:
+                    for side in (node.value.left, node.value.right):
+                        if _aux_term(side) is not None and "aux" not in ast.unparse(
+                            node.value.right if side is node.value.left else node.value.left
+                        ):
+                            self._report_aux(side)
+
+    def _report_aux(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name) and node.id in self._scaled:
+            return
+        self.report(
+            node,
+            "the auxiliary (load-balancing) loss is added without its coefficient (`router_aux_loss_coef * "
+            "aux_loss` upstream): it dominates the language-model loss",
+        )
+
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func
         upstream_forwards = any(forwards_kwargs(c) for c in loss_calls(patched.upstream))
         calls = loss_calls(func)
         if upstream_forwards:
             kwarg = _kwarg_param(func)
+            carriers = _kwargs_carriers(func, kwarg)
             for call in calls:
-                if forwards_kwargs(call) or any(kw.arg == _CARRIED for kw in call.keywords):
+                if any(kw.arg == _CARRIED for kw in call.keywords):
+                    continue
+                if forwards_kwargs(call) and (
+                    kwarg is None
+                    or any(
+                        kw.arg is None
+                        and not (isinstance(kw.value, ast.Name) and kw.value.id not in carriers)
+                        for kw in call.keywords
+                    )
+                ):
                     continue
                 self.report(
                     call,

@@ -7,7 +7,21 @@ import ast
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, loss_calls
+from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, class_methods, loss_calls
+from npu_lint.veomni.upstream import composite_config_fields, file_source_module
+
+# classes that hold a sub-config (or, for the pretrained base, serve every sub-model) whatever they inherit
+_SUB_MODEL_PARTS = (
+    "PreTrained",
+    "Text",
+    "Vision",
+    "Visual",
+    "Audio",
+    "Encoder",
+    "Decoder",
+    "Talker",
+    "Tower",
+)
 
 
 def _vocab_arg(call: ast.Call) -> ast.expr | None:
@@ -17,12 +31,13 @@ def _vocab_arg(call: ast.Call) -> ast.expr | None:
 class LossVocabSize(LossRule):
     code = "NPU415"
     name = "loss-vocab-size"
-    summary = "A patched vision-language loss reads the vocabulary size from the wrong config."
+    summary = "A vision-language model reads a text-model field (the vocabulary size, an MoE coefficient) from the composite multimodal config."
     why = (
         "A vision-language model's config nests the language model's: the vocabulary size is "
         "`config.text_config.vocab_size`, and the top-level config has no `vocab_size` (an AttributeError) or a "
         "stale one. The loss reshapes logits to `[-1, vocab_size]`: a wrong size mixes tokens across rows or "
         "fails. The expression is compared with the one the upstream forward passes to its loss."
+        " Beyond the loss, every `self.config.<field>` read in a method of a class whose config (its `config:` annotation upstream) is a composite config with a `text_config` is checked: a field the composite config does not define but its text sub-config does is reported (the config classes are read from the installed transformers source)."
     )
     bad = (
         Example(
@@ -60,6 +75,34 @@ class LossVocabSize(LossRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLMoeForConditionalGeneration.forward")
+            def qwen3_vl_moe_forward_patched(self, input_ids=None, labels=None, **kwargs):
+                outputs = self.model(input_ids=input_ids, **kwargs)
+                loss = outputs.loss + self.config.router_aux_loss_coef * outputs.aux_loss
+                return loss
+            """,
+            fixed="""
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLMoeForConditionalGeneration.forward")
+            def qwen3_vl_moe_forward_patched(self, input_ids=None, labels=None, **kwargs):
+                outputs = self.model(input_ids=input_ids, **kwargs)
+                loss = outputs.loss + self.config.text_config.router_aux_loss_coef * outputs.aux_loss
+                return loss
+            """,
+            path="veomni/models/transformers/qwen3_vl_moe/qwen3_vl_moe_gpu_patch_gen_config.py",
+            title="a text-model field read from the composite config (any method, not only the loss)",
+        ),
     )
     good = (
         Example(
@@ -84,6 +127,60 @@ class LossVocabSize(LossRule):
     )
     fix_safety = "Safe: the argument becomes the expression the upstream forward passes (`self.config.text_config.vocab_size`)."
 
+    def finish(self) -> None:
+        self._reported: set[tuple[int, int]] = set()
+        super().finish()
+        self._composite_fields()
+
+    def _composite_fields(self) -> None:
+        """`self.config.<field>` in a class whose config is a composite multimodal config that does not define
+        the field (its text sub-config does), in every method of a spec or generated file."""
+        ctx = self.ctx
+        if "config" not in ctx.source.text:
+            return
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        if module is None or not module.startswith("transformers.models."):
+            return
+        for cls, func in class_methods(ctx.tree):
+            if any(part in cls for part in _SUB_MODEL_PARTS):
+                continue  # built with a sub-config (a tower, the text model) or shared by all of them
+            found = composite_config_fields(module, cls)
+            if found is None:
+                continue
+            cfg, mine, text = found
+            params = {a.arg for a in func.args.args}
+            for node in ast.walk(func):
+                if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)):
+                    continue
+                base = node.value
+                is_config = (
+                    isinstance(base, ast.Attribute)
+                    and base.attr == "config"
+                    and isinstance(base.value, ast.Name)
+                    and base.value.id == "self"
+                ) or (
+                    func.name == "__init__"
+                    and isinstance(base, ast.Name)
+                    and base.id == "config"
+                    and "config" in params
+                )
+                if not is_config or node.attr in mine or node.attr not in text:
+                    continue
+                key = (node.lineno, node.col_offset)
+                if key in self._reported:
+                    continue
+                self._reported.add(key)
+                self.report(
+                    node,
+                    f"`{cfg}` (the config of `{cls}`) has no `{node.attr}`: it is a field of its text sub-config; "
+                    f"read `config.text_config.{node.attr}` (or `config.get_text_config().{node.attr}`)",
+                    make_fix(
+                        f"Read `text_config.{node.attr}`",
+                        [self.ctx.replace(node, f"{ast.unparse(base)}.text_config.{node.attr}")],
+                        Applicability.SAFE,
+                    ),
+                )
+
     def check(self, patched: PatchedMethod) -> None:
         expected = None
         for call in loss_calls(patched.upstream):
@@ -99,6 +196,9 @@ class LossVocabSize(LossRule):
                 continue
             if isinstance(arg, ast.Name):
                 continue  # a local computed earlier: not judged
+            if (arg.lineno, arg.col_offset) in self._reported:
+                continue
+            self._reported.add((arg.lineno, arg.col_offset))
             fix = make_fix(f"Pass `{expected}`", [self.ctx.replace(arg, expected)], Applicability.SAFE)
             self.report(
                 arg,
