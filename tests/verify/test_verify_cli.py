@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from verify_helpers import TRANSFORMERS, findings, run_verify, statuses
+from verify_helpers import TRANSFORMERS, findings, make_tree, run_verify, statuses
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,27 +29,29 @@ def test_unknown_check_exits_2(wheel_tree):
 
 
 @pytest.mark.corpus
-def test_missing_torch_is_named_with_the_install_command(wheel_tree):
-    base = getattr(sys, "_base_executable", None)
-    if not base or base == sys.executable:
-        pytest.skip("no base interpreter outside the virtualenv")
-    probe = subprocess.run([base, "-I", "-c", "import torch"], capture_output=True)
-    if probe.returncode == 0:
-        pytest.skip("the base interpreter has torch")
-    code, _, err = run_verify(str(wheel_tree / TRANSFORMERS / "qwen3"), "--python", base)
+def test_missing_torch_is_named_with_the_install_command(wheel_tree, tmp_path):
+    """An interpreter without torch (a fresh virtualenv of the base interpreter: no site-packages of ours)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=120)
+    bare = tmp_path / "bare" / "bin" / "python"
+    probe = subprocess.run([str(bare), "-I", "-c", "import torch"], capture_output=True)
+    assert probe.returncode != 0, (
+        "a fresh virtualenv imports torch: the base interpreter has it in its stdlib path"
+    )
+    code, _, err = run_verify(str(wheel_tree / TRANSFORMERS / "qwen3"), "--python", str(bare))
     assert code == 2
     assert "not installed" in err and "pip install 'npu-lint[verify]'" in err
 
 
-@pytest.mark.corpus
-def test_patchgen_missing_cannot_run(wheel_tree):
-    """The wheel ships only the veomni.patchgen shim: without VeOmni's patchgen the check cannot run (exit 2)."""
+def test_patchgen_missing_cannot_run(tmp_path):
+    """A tree without ``patchgen-pkg`` (like the veomni wheel, which ships only the ``veomni.patchgen`` shim),
+    no ``--patchgen`` and no patchgen installed: the check cannot run (exit 2) and says where patchgen lives."""
+    assert importlib.util.find_spec("patchgen") is None, "patchgen is installed in the test environment"
+    tree = make_tree(tmp_path / "tree", patchgen=False)
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,patchgen", "--format", "json"
+        str(tree / TRANSFORMERS / "qwen3"), "--checks", "pin,patchgen", "--format", "json"
     )
-    if statuses(report)["patchgen"] == "pass":
-        pytest.skip("patchgen is installed in this environment")
-    assert code == 2 and statuses(report) == {"pin": "pass", "patchgen": "error"}
+    assert code == 2 and statuses(report) == {"pin": "pass", "patchgen": "error"}, err
     assert "patchgen-pkg" in report["models"][0]["checks"][1]["details"]
 
 

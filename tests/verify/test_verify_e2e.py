@@ -1,4 +1,6 @@
-"""``npu-lint verify`` end to end on real models of the veomni==0.1.12 wheel, every check."""
+"""``npu-lint verify`` end to end on real models of a copy of VeOmni ``main`` (``../shared/corpora/veomni-main``)
+with its own patchgen. qwen3 runs every check; the other models run the checks their case is about (each check
+starts interpreters that import torch and transformers: the suite's time budget is spent once per check)."""
 
 from __future__ import annotations
 
@@ -37,19 +39,12 @@ def test_qwen3_every_check(wheel_tree, patchgen_dir):
     assert "qwen3: parity pass" in err  # progress on stderr
 
 
-def test_qwen3_vl_every_check(wheel_tree, patchgen_dir):
+def test_qwen3_vl_parity_and_text_only_path(wheel_tree, patchgen_dir):
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--format", "json", "--patchgen", str(patchgen_dir)
-    )
-    assert statuses(report) == {
-        "pin": "pass",
-        "patchgen": "pass",
-        "import": "pass",
-        "parity": "pass",
-        "isolation": "fail",
-        "checkpoint": "pass",
-        "multimodal": "pass",
-    }, err
+        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--checks", "parity,multimodal", "--format", "json",
+        "--patchgen", str(patchgen_dir),
+    )  # fmt: skip
+    assert code == 0 and statuses(report) == {"parity": "pass", "multimodal": "pass"}, err
     facts = {c["check"]: c["facts"] for c in report["models"][0]["checks"]}
     assert facts["parity"]["model"] == "Qwen3VLForConditionalGeneration"
     assert facts["multimodal"]["npu_text_only_max_abs_logits_diff"] <= 1e-5
@@ -79,10 +74,10 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
     )
     assert (gemma3 / "gemma3_npu_patch_gen_config.py").is_file()
     code, report, _ = run_verify(
-        str(gemma3), "--checks", "patchgen,import,parity", "--format", "json", "--patchgen", str(patchgen_dir)
+        str(gemma3), "--checks", "patchgen,import", "--format", "json", "--patchgen", str(patchgen_dir)
     )
-    # the spec exists, its generated module not yet; parity compares upstream with the GPU module meanwhile
-    assert statuses(report) == {"patchgen": "fail", "import": "fail", "parity": "pass"}
+    # the spec exists, its generated module not yet
+    assert code == 1 and statuses(report) == {"patchgen": "fail", "import": "fail"}
     (gone,) = findings(report, "patchgen")
     assert gone["what"] == "generated/patched_modeling_gemma3_npu.py is missing"
     assert (
@@ -95,16 +90,10 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
     )
 
     regenerate(mutable_tree, "veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config", patchgen_dir)
-    code, report, err = run_verify(str(gemma3), "--format", "json", "--patchgen", str(patchgen_dir))
-    assert statuses(report) == {
-        "pin": "pass",
-        "patchgen": "pass",
-        "import": "pass",
-        "parity": "pass",
-        "isolation": "fail",
-        "checkpoint": "pass",
-        "multimodal": "skip",
-    }, err
+    code, report, err = run_verify(
+        str(gemma3), "--checks", "patchgen,import,parity", "--format", "json", "--patchgen", str(patchgen_dir)
+    )
+    assert code == 0 and statuses(report) == {"patchgen": "pass", "import": "pass", "parity": "pass"}, err
     reg = {c["check"]: c for c in report["models"][0]["checks"]}["import"]["facts"]
     assert reg["registration_npu"]["gemma3_text:ForCausalLM"].endswith("_npu.Gemma3ForCausalLM")
 
