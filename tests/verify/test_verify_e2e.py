@@ -39,14 +39,13 @@ def test_qwen3_every_check(wheel_tree, patchgen_dir):
     assert "qwen3: parity pass" in err  # progress on stderr
 
 
-def test_qwen3_vl_parity_and_text_only_path(wheel_tree, patchgen_dir):
+def test_qwen3_vl_text_only_path(wheel_tree):
+    """The unmodified VLM passes the multimodal check (test_verify_injected breaks it: this is the control)."""
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--checks", "parity,multimodal", "--format", "json",
-        "--patchgen", str(patchgen_dir),
-    )  # fmt: skip
-    assert code == 0 and statuses(report) == {"parity": "pass", "multimodal": "pass"}, err
+        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--checks", "multimodal", "--format", "json"
+    )
+    assert code == 0 and statuses(report) == {"multimodal": "pass"}, err
     facts = {c["check"]: c["facts"] for c in report["models"][0]["checks"]}
-    assert facts["parity"]["model"] == "Qwen3VLForConditionalGeneration"
     assert facts["multimodal"]["npu_text_only_max_abs_logits_diff"] <= 1e-5
 
 
@@ -73,16 +72,9 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
         timeout=600,
     )
     assert (gemma3 / "gemma3_npu_patch_gen_config.py").is_file()
-    code, report, _ = run_verify(
-        str(gemma3), "--checks", "patchgen,import", "--format", "json", "--patchgen", str(patchgen_dir)
-    )
-    # the spec exists, its generated module not yet
-    assert code == 1 and statuses(report) == {"patchgen": "fail", "import": "fail"}
-    (gone,) = findings(report, "patchgen")
-    assert gone["what"] == "generated/patched_modeling_gemma3_npu.py is missing"
-    assert (
-        gone["fix"] == "run patchgen: patchgen veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config"
-    )
+    code, report, _ = run_verify(str(gemma3), "--checks", "import", "--format", "json")
+    # the spec exists, its generated module not yet: the check names the command that makes it
+    assert code == 1 and statuses(report) == {"import": "fail"}
     (missing,) = findings(report, "import")
     assert missing["what"] == "generated/patched_modeling_gemma3_npu.py does not exist"
     assert missing["fix"].startswith(
@@ -90,10 +82,8 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
     )
 
     regenerate(mutable_tree, "veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config", patchgen_dir)
-    code, report, err = run_verify(
-        str(gemma3), "--checks", "patchgen,import,parity", "--format", "json", "--patchgen", str(patchgen_dir)
-    )
-    assert code == 0 and statuses(report) == {"patchgen": "pass", "import": "pass", "parity": "pass"}, err
+    code, report, err = run_verify(str(gemma3), "--checks", "import,parity", "--format", "json")
+    assert code == 0 and statuses(report) == {"import": "pass", "parity": "pass"}, err
     reg = {c["check"]: c for c in report["models"][0]["checks"]}["import"]["facts"]
     assert reg["registration_npu"]["gemma3_text:ForCausalLM"].endswith("_npu.Gemma3ForCausalLM")
 
