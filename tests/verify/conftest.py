@@ -36,7 +36,7 @@ def patchgen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def wheel_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def main_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One shared, unmodified copy of the tree for the end-to-end runs (never write into it)."""
     return make_tree(tmp_path_factory.mktemp("verify-tree"))
 

@@ -10,9 +10,9 @@ from verify_helpers import TRANSFORMERS, findings, regenerate, run_verify, statu
 pytestmark = pytest.mark.corpus
 
 
-def test_qwen3_every_check(wheel_tree, patchgen_dir):
+def test_qwen3_every_check(main_tree, patchgen_dir):
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3"), "--format", "json", "--patchgen", str(patchgen_dir)
+        str(main_tree / TRANSFORMERS / "qwen3"), "--format", "json", "--patchgen", str(patchgen_dir)
     )
     assert statuses(report) == {
         "pin": "pass",
@@ -39,10 +39,10 @@ def test_qwen3_every_check(wheel_tree, patchgen_dir):
     assert "qwen3: parity pass" in err  # progress on stderr
 
 
-def test_qwen3_vl_text_only_path(wheel_tree):
+def test_qwen3_vl_text_only_path(main_tree):
     """The unmodified VLM passes the multimodal check (test_verify_injected breaks it: this is the control)."""
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--checks", "multimodal", "--format", "json"
+        str(main_tree / TRANSFORMERS / "qwen3_vl"), "--checks", "multimodal", "--format", "json"
     )
     assert code == 0 and statuses(report) == {"multimodal": "pass"}, err
     facts = {c["check"]: c["facts"] for c in report["models"][0]["checks"]}
@@ -88,10 +88,10 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
     assert reg["registration_npu"]["gemma3_text:ForCausalLM"].endswith("_npu.Gemma3ForCausalLM")
 
 
-def test_markdown_report_to_file(wheel_tree, tmp_path):
+def test_markdown_report_to_file(main_tree, tmp_path):
     out = tmp_path / "report.md"
     code, stdout, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,isolation", "-o", str(out)
+        str(main_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,isolation", "-o", str(out)
     )
     assert code == 1 and stdout == ""
     text = out.read_text()

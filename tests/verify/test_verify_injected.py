@@ -1,4 +1,4 @@
-"""Injected failures, one per copy of the wheel tree, each caught by the check that owns it."""
+"""Injected failures, one per copy of VeOmni main (../shared/corpora), each caught by the check that owns it."""
 
 from __future__ import annotations
 
