@@ -1,12 +1,12 @@
-"""Benchmark: wall time of ``npu-lint verify`` per model of veomni==0.1.12, every check, one run each.
+"""Benchmark: wall time of ``npu-lint verify`` per model of VeOmni ``main``, every check, one run each.
 
 Models: qwen3 (text), llama (text, GPU spec only), qwen3_vl (vision-language), gemma3 after npu-lint's NPU501
-fix and a patchgen run (text). The tree is a copy of the wheel with VeOmni's ruff settings (as the tests use).
+fix and a patchgen run (text). The tree is a copy of ``../shared/corpora/veomni-main`` (as the tests use).
 Each check is a fresh interpreter (torch + transformers + veomni imported each time); the import check runs
 twice (IS_NPU_AVAILABLE forced true, then false).
 
 Usage: python bench/verify_time.py [--patchgen DIR] [--models qwen3,qwen3_vl]
-The patchgen directory defaults to the one the tests fetch into the corpus cache. A benchmark, not a test:
+The patchgen directory defaults to the tree's own ``patchgen-pkg``. A benchmark, not a test:
 the target (<= 60 s per text model on 2 cores) is printed, never asserted. The CPU time (user + sys of npu-lint
 and every child) is the figure to compare on a shared machine: the checks run one after another, mostly on one
 core, so on an idle machine the wall time is close to it.
@@ -29,8 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent / "tests" / "verify"))
 
-from conftest import PATCHGEN_COMMIT  # noqa: E402
-from corpus import CACHE  # noqa: E402
+from corpus import VEOMNI_MAIN, shared_tree  # noqa: E402
 from verify_helpers import TRANSFORMERS, make_tree, regenerate  # noqa: E402
 
 TEXT = {"qwen3", "llama", "gemma3"}
@@ -38,7 +37,7 @@ TEXT = {"qwen3", "llama", "gemma3"}
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--patchgen", default=str(CACHE / f"patchgen-{PATCHGEN_COMMIT}" / "patchgen-pkg"))
+    parser.add_argument("--patchgen", default=str(shared_tree(VEOMNI_MAIN) / "patchgen-pkg"))
     parser.add_argument("--models", default="qwen3,llama,qwen3_vl,gemma3")
     args = parser.parse_args()
     rows = []

@@ -189,8 +189,7 @@ def _git(cwd: Path, *args: str) -> None:
 
 
 def test_base_lists_out_of_scope_files(tree: Path) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git not installed")
+    assert shutil.which("git"), "git is not installed"
     _git(tree, "init", "-q")
     _git(tree, "add", ".")
     _git(tree, "commit", "-qm", "base")
@@ -294,8 +293,7 @@ def test_generated_copies_are_counted_once() -> None:
 def test_models_kernel_layout_finds_tests_and_the_registry_import(tmp_path: Path) -> None:
     """The audit knows a model package in any layout (veomni/models_kernel/...): its tests are found and the
     package that imports every model package is in scope with --base."""
-    if shutil.which("git") is None:
-        pytest.skip("git not installed")
+    assert shutil.which("git"), "git is not installed"
     tree = tmp_path / "repo"
     shutil.copytree(FIXTURE, tree)
     (tree / "veomni" / "models").rename(tree / "veomni" / "models_kernel")

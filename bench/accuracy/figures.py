@@ -2,8 +2,8 @@
 
 The reviewed figures (findings, true positives, recall, notes per corpus) are kept by hand in
 bench/accuracy/reviewed.json. This script recounts the findings on every corpus it can reach -- the veomni 0.1.12
-wheel (``tests/corpus.py``) and a VeomniOp-era tree (``NPU_LINT_VEOMNIOP_TREE``, default
-/work/corpora/veomni-5d90dd16 when present) -- and refuses to write when a recount disagrees with the reviewed
+wheel (``tests/corpus.py``) and a VeomniOp-era tree (``NPU_LINT_VEOMNIOP_TREE``, default the shared
+``../shared/corpora/veomni-op-5d90dd16``) -- and refuses to write when a recount disagrees with the reviewed
 count (the finding set changed: review it again), unless ``--force``. ``--check`` only compares. The rules' docs
 (``npu-lint rule``, docs/rules/*.md) are rendered from the written file (``npu_lint.docs``).
 
@@ -44,7 +44,7 @@ def _corpora() -> dict[str, Path]:
     found: dict[str, Path] = {}
     sys.path.insert(0, str(REPO))
     try:
-        from tests.corpus import CorpusUnavailable, fetch_veomni
+        from tests.corpus import SHARED_CORPORA, VEOMNI_OP, CorpusUnavailable, fetch_veomni
 
         try:
             found["wheel"] = fetch_veomni() / "veomni" / "models"
@@ -52,7 +52,7 @@ def _corpora() -> dict[str, Path]:
             print(f"wheel not available: {exc}", file=sys.stderr)
     finally:
         sys.path.pop(0)
-    tree = Path(os.environ.get("NPU_LINT_VEOMNIOP_TREE", "/work/corpora/veomni-5d90dd16"))
+    tree = Path(os.environ.get("NPU_LINT_VEOMNIOP_TREE", SHARED_CORPORA / VEOMNI_OP))
     if (tree / "veomni").is_dir():
         found["veomniop"] = tree
     return found

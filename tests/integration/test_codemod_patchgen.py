@@ -1,19 +1,21 @@
-"""The dispatch migration of the real veomni==0.1.12 specs, checked with VeOmni's own generator.
+"""The dispatch migration of the real specs of VeOmni ``main``, checked with that tree's own generator.
 
-For every model of the wheel whose migrated counterpart exists upstream, the GPU spec (and its NPU sibling) are
+The tree is ``../shared/corpora/veomni-main`` (VeOmni's public ``main``, OpSlot generation) with its real
+``patchgen-pkg`` and its own ``pyproject.toml`` (``[tool.patchgen]`` and the ruff settings patchgen formats with).
+For every model of the tree whose migrated counterpart exists upstream, the GPU spec (and its NPU sibling) are
 migrated with the names of a VeomniOp-era profile (our stand-in tree, tests/fixtures/trees/veomni_op_runtime,
 which names them as VeOmni's maintainers did at 5d90dd16). The migrated specs are written into a copy of the
-wheel and VeOmni's patchgen (``python -m patchgen --all``, what ``veomni.patchgen`` forwards to) generates the
+tree and its patchgen (``python -m patchgen --all``, what ``veomni.patchgen`` forwards to) generates the
 modules; then:
 
 * every generated module compiles, and a second run reproduces it byte for byte;
 * every name a generated module imports from ``veomni`` resolves: the handle API names in the target profile,
-  the rest in the wheel itself; nothing is imported from the OpSlot API;
+  the rest in the tree itself; nothing is imported from the OpSlot API;
 * every handle a generated module calls on ``self`` is built in that class's ``__init__`` (or a base's);
 * a second migration changes nothing.
 
-Needs torch==2.13.0, transformers==5.9.0, veomni==0.1.12 (--no-deps), psutil, ruff and VeOmni's ``patchgen``
-package (installed, or the copy cached in ~/.cache/npu-lint-corpus/patchgen-*/patchgen-pkg); skipped otherwise.
+Needs torch==2.13.0, transformers==5.9.0, psutil and ruff (``make test`` installs them): the test fails, naming
+what is missing, without them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import ast
 import filecmp
 import importlib.metadata
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -34,14 +35,11 @@ from npu_lint.core.diagnostics import Applicability
 from npu_lint.fixers.dispatch import migrate_source
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.profile import detect_profile
-from tests.corpus import veomni_wheel_root
+from tests.corpus import VEOMNI_MAIN, shared_tree
 
-INSTALL = (
-    "pip install torch==2.13.0 transformers==5.9.0 psutil && pip install --no-deps veomni==0.1.12 "
-    "(and VeOmni's patchgen package)"
-)
+INSTALL = "pip install -e '.[dev,verify]' (make test does)"
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "veomni_op_runtime"
-# models of the wheel with a migrated counterpart upstream (ByteDance-Seed/VeOmni @5d90dd16)
+# models of the tree with a migrated counterpart upstream (ByteDance-Seed/VeOmni @5d90dd16)
 UPSTREAM_MODELS = (
     "qwen3",
     "llama",
@@ -85,17 +83,6 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _patchgen_path() -> str | None:
-    """A directory to put on PYTHONPATH for ``patchgen`` ("" when it is installed), None when absent."""
-    if importlib.util.find_spec("patchgen") is not None:
-        return ""
-    cache = Path(os.environ.get("NPU_LINT_CORPUS_DIR", Path.home() / ".cache" / "npu-lint-corpus"))
-    for candidate in sorted(cache.glob("patchgen-*/patchgen-pkg")):
-        if (candidate / "patchgen" / "__init__.py").is_file():
-            return str(candidate)
-    return None
-
-
 def _requirements() -> str | None:
     missing = []
     if not (_version("torch") or "").startswith("2.13.0"):
@@ -104,8 +91,6 @@ def _requirements() -> str | None:
         missing.append("transformers==5.9.0")
     if _version("psutil") is None:
         missing.append("psutil")
-    if _patchgen_path() is None:
-        missing.append("patchgen")
     if (
         shutil.which("ruff", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         is None
@@ -114,22 +99,6 @@ def _requirements() -> str | None:
     if missing:
         return f"needs {', '.join(missing)}: {INSTALL}"
     return None
-
-
-PYPROJECT = """\
-[tool.patchgen]
-search_root = "veomni/models"
-package_prefix = "veomni.models"
-ruff_isolated = false
-ruff_extra_ignore = ["E501"]
-
-[tool.ruff]
-line-length = 120
-
-[tool.ruff.lint]
-select = ["E", "F", "I"]
-ignore = ["E501", "E731", "E741", "F401", "F811", "F841"]
-"""
 
 
 def _spec_path(root: Path, model: str, side: str) -> Path:
@@ -143,7 +112,7 @@ def api():  # noqa: ANN201
 
 @pytest.fixture(scope="module")
 def migrated(api) -> dict[tuple[str, str], object]:  # noqa: ANN001
-    root = veomni_wheel_root()
+    root = shared_tree(VEOMNI_MAIN)
     out = {}
     for model in UPSTREAM_MODELS:
         for side in ("gpu", "npu"):
@@ -162,7 +131,7 @@ def test_exact_migrations(migrated: dict) -> None:
 
 
 def test_second_migration_changes_nothing(migrated: dict, api) -> None:  # noqa: ANN001
-    root = veomni_wheel_root()
+    root = shared_tree(VEOMNI_MAIN)
     for model in MIGRATED:
         path = _spec_path(root, model, "gpu")
         once = migrated[(model, "gpu")]
@@ -173,10 +142,12 @@ def test_second_migration_changes_nothing(migrated: dict, api) -> None:  # noqa:
 @pytest.fixture(scope="module")
 def generated(migrated: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = _requirements()
-    if reason:
-        pytest.skip(reason)
+    assert reason is None, reason
+    source = shared_tree(VEOMNI_MAIN)
     tree = tmp_path_factory.mktemp("patchgen")
-    shutil.copytree(veomni_wheel_root() / "veomni", tree / "veomni")
+    for part in ("veomni", "patchgen-pkg"):
+        shutil.copytree(source / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(source / "pyproject.toml", tree / "pyproject.toml")  # [tool.patchgen] and the tree's ruff
     for model in MIGRATED:
         for side in ("gpu", "npu"):
             result = migrated.get((model, side))
@@ -198,9 +169,11 @@ def generated(migrated: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
                 _spec_path(tree, model, side).write_text(result.text)
     for dependent in DEPENDENTS:  # they would need migrating in the same change (the unsafe reason says so)
         shutil.rmtree(tree / "veomni" / "models" / "transformers" / dependent)
-    (tree / "pyproject.toml").write_text(PYPROJECT)
+    for spec in (tree / "veomni" / "models").rglob("*_patch_gen_config.py"):  # `--all` regenerates the rest
+        if spec.parent.name not in MIGRATED:
+            spec.unlink()
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), _patchgen_path()) if p)
+    env["PYTHONPATH"] = os.pathsep.join((str(tree), str(tree / "patchgen-pkg")))
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
 
     def run() -> None:
@@ -235,7 +208,7 @@ def _generated_files(tree: Path, model: str) -> list[Path]:
 
 @pytest.mark.parametrize("model", MIGRATED)
 def test_generated_modules(model: str, generated: Path, api) -> None:  # noqa: ANN001
-    wheel = ModuleIndex(veomni_wheel_root())
+    own = ModuleIndex(shared_tree(VEOMNI_MAIN))
     files = _generated_files(generated, model)
     assert {f.name for f in files} >= {f"patched_modeling_{model}_gpu.py"}
     for path in files:
@@ -260,7 +233,7 @@ def test_generated_modules(model: str, generated: Path, api) -> None:  # noqa: A
                     if node.module in api_modules:
                         assert api.defines(node.module, alias.name), (path.name, node.module, alias.name)
                     else:
-                        assert wheel.defines(node.module, alias.name), (path.name, node.module, alias.name)
+                        assert own.defines(node.module, alias.name), (path.name, node.module, alias.name)
         _check_handles_built(tree, path.name, api.handle)
 
 

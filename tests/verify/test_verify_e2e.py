@@ -1,4 +1,6 @@
-"""``npu-lint verify`` end to end on real models of the veomni==0.1.12 wheel, every check."""
+"""``npu-lint verify`` end to end on real models of a copy of VeOmni ``main`` (``../shared/corpora/veomni-main``)
+with its own patchgen. qwen3 runs every check; the other models run the checks their case is about (each check
+starts interpreters that import torch and transformers: the suite's time budget is spent once per check)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from verify_helpers import TRANSFORMERS, findings, regenerate, run_verify, statu
 pytestmark = pytest.mark.corpus
 
 
-def test_qwen3_every_check(wheel_tree, patchgen_dir):
+def test_qwen3_every_check(main_tree, patchgen_dir):
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3"), "--format", "json", "--patchgen", str(patchgen_dir)
+        str(main_tree / TRANSFORMERS / "qwen3"), "--format", "json", "--patchgen", str(patchgen_dir)
     )
     assert statuses(report) == {
         "pin": "pass",
@@ -40,21 +42,13 @@ def test_qwen3_every_check(wheel_tree, patchgen_dir):
     assert "qwen3: parity pass" in err  # progress on stderr
 
 
-def test_qwen3_vl_every_check(wheel_tree, patchgen_dir):
+def test_qwen3_vl_text_only_path(main_tree):
+    """The unmodified VLM passes the multimodal check (test_verify_injected breaks it: this is the control)."""
     code, report, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3_vl"), "--format", "json", "--patchgen", str(patchgen_dir)
+        str(main_tree / TRANSFORMERS / "qwen3_vl"), "--checks", "multimodal", "--format", "json"
     )
-    assert statuses(report) == {
-        "pin": "pass",
-        "patchgen": "pass",
-        "import": "pass",
-        "parity": "pass",
-        "isolation": "not attainable",
-        "checkpoint": "pass",
-        "multimodal": "pass",
-    }, err
+    assert code == 0 and statuses(report) == {"multimodal": "pass"}, err
     facts = {c["check"]: c["facts"] for c in report["models"][0]["checks"]}
-    assert facts["parity"]["model"] == "Qwen3VLForConditionalGeneration"
     assert facts["multimodal"]["npu_text_only_max_abs_logits_diff"] <= 1e-5
 
 
@@ -81,16 +75,9 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
         timeout=600,
     )
     assert (gemma3 / "gemma3_npu_patch_gen_config.py").is_file()
-    code, report, _ = run_verify(
-        str(gemma3), "--checks", "patchgen,import,parity", "--format", "json", "--patchgen", str(patchgen_dir)
-    )
-    # the spec exists, its generated module not yet; parity compares upstream with the GPU module meanwhile
-    assert statuses(report) == {"patchgen": "fail", "import": "fail", "parity": "pass"}
-    (gone,) = findings(report, "patchgen")
-    assert gone["what"] == "generated/patched_modeling_gemma3_npu.py is missing"
-    assert (
-        gone["fix"] == "run patchgen: patchgen veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config"
-    )
+    code, report, _ = run_verify(str(gemma3), "--checks", "import", "--format", "json")
+    # the spec exists, its generated module not yet: the check names the command that makes it
+    assert code == 1 and statuses(report) == {"import": "fail"}
     (missing,) = findings(report, "import")
     assert missing["what"] == "generated/patched_modeling_gemma3_npu.py does not exist"
     assert missing["fix"].startswith(
@@ -98,24 +85,16 @@ def test_gemma3_after_npu501_fix(mutable_tree, patchgen_dir):
     )
 
     regenerate(mutable_tree, "veomni.models.transformers.gemma3.gemma3_npu_patch_gen_config", patchgen_dir)
-    code, report, err = run_verify(str(gemma3), "--format", "json", "--patchgen", str(patchgen_dir))
-    assert statuses(report) == {
-        "pin": "pass",
-        "patchgen": "pass",
-        "import": "pass",
-        "parity": "pass",
-        "isolation": "not attainable",
-        "checkpoint": "pass",
-        "multimodal": "skip",
-    }, err
+    code, report, err = run_verify(str(gemma3), "--checks", "import,parity", "--format", "json")
+    assert code == 0 and statuses(report) == {"import": "pass", "parity": "pass"}, err
     reg = {c["check"]: c for c in report["models"][0]["checks"]}["import"]["facts"]
     assert reg["registration_npu"]["gemma3_text:ForCausalLM"].endswith("_npu.Gemma3ForCausalLM")
 
 
-def test_markdown_report_to_file(wheel_tree, tmp_path):
+def test_markdown_report_to_file(main_tree, tmp_path):
     out = tmp_path / "report.md"
     code, stdout, err = run_verify(
-        str(wheel_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,isolation", "-o", str(out)
+        str(main_tree / TRANSFORMERS / "qwen3"), "--checks", "pin,isolation", "-o", str(out)
     )
     assert code == 0 and stdout == ""
     text = out.read_text()

@@ -9,32 +9,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corpus import veomni_wheel_root
+from corpus import VEOMNI_MAIN, shared_tree
 
 TRANSFORMERS = "veomni/models/transformers"
 
-RUFF_SETTINGS = """\
-[tool.ruff]
-target-version = "py311"
-line-length = 119
 
-[tool.ruff.lint]
-select = ["B", "C", "E", "F", "I", "W"]
-ignore = ["B905", "C901", "E501", "E741", "W605", "C408"]
-
-[tool.ruff.lint.isort]
-lines-after-imports = 2
-known-first-party = ["veomni"]
-known-third-party = ["torch", "transformers", "wandb"]
-"""
-
-
-def make_tree(dest: Path) -> Path:
-    """A writable VeOmni tree: the wheel's ``veomni`` package and the checkout's ruff settings."""
+def make_tree(dest: Path, *, patchgen: bool = True) -> Path:
+    """A writable copy of VeOmni ``main`` (``../shared/corpora/veomni-main``): its ``veomni`` package, its
+    ``pyproject.toml`` (pin, ``[tool.patchgen]``, ruff settings) and, unless ``patchgen=False``, its
+    ``patchgen-pkg`` (which ``verify`` finds in a checkout by itself)."""
+    ignore = ["__pycache__"] if patchgen else ["__pycache__", "patchgen-pkg"]
     shutil.copytree(
-        veomni_wheel_root() / "veomni", dest / "veomni", ignore=shutil.ignore_patterns("__pycache__")
+        shared_tree(VEOMNI_MAIN), dest, ignore=shutil.ignore_patterns(*ignore), dirs_exist_ok=True
     )
-    (dest / "pyproject.toml").write_text(RUFF_SETTINGS, encoding="utf-8")
     return dest
 
 
