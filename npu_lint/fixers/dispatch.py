@@ -80,6 +80,12 @@ KERNEL_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "causal_conv1d": (("x", "weight", "bias", "cu_seqlens"), (), True),
     "chunk_gated_delta_rule": (("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"), (), False),
 }
+# attention: upstream forwards pick ``attention_interface`` from ``ALL_ATTENTION_FUNCTIONS.get_interface(...)``; on a
+# tree with an attention helper (``attention_op()`` / ``attention_kernel()``) the class builds that handle instead
+ATTENTION_OP = "attention"
+ATTENTION_ATTR = "veomni_attn"
+ATTENTION_VAR = "attention_interface"
+ATTENTION_FIELD = "attn_implementation"
 POST_INIT = re.compile(r"^\s*self\.post_init\(\s*\)\s*$")  # handles are built before it, as upstream does
 GUARD_ATTR = "use_non_eager_impl"
 _CATALOG_PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
@@ -152,6 +158,8 @@ class HandleSpec:
     def construction(self, names: Names) -> str:
         if self.is_config:
             return f'self.{self.attr} = {names.resolver}("{self.field}")'
+        if self.op == ATTENTION_OP and names.attention_helper:
+            return f"self.{self.attr} = {names.attention_helper}()"
         npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" and names.npu_as else ""
         args = f'"{self.op}", "{self.variant}", {names.resolver}("{self.field}"{npu_as})'
         line = f"self.{self.attr} = {names.handle}({args})"
@@ -249,6 +257,8 @@ class Plan:
     # (class, attr) -> (slot, eps source, activation source): a gated-norm module built from the slot in __init__
     # (the eager module stays; its calls become handle calls with its weight)
     module_attrs: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
+    # function key -> class: forwards whose ``attention_interface`` becomes the class's attention handle
+    attention: dict[str, str] = field(default_factory=dict)
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -455,6 +465,7 @@ class _Analyzer:
         self._analyse_free_functions()
         self._analyse_uses()
         self._kernel_and_module_users()
+        self._plan_attention()
         self._plan_inits()
         for name, free in plan.free.items():
             if not plan.free_callers.get(name):
@@ -881,6 +892,108 @@ class _Analyzer:
                 plan.free_callers[name] = plan.free_callers.get(name, 0) + 1
                 plan.add_handle(cls, free.slot)
 
+    # -- attention through the tree's helper ------------------------------------------------------------
+    def _attention_shape(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """``attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(...)`` (or the older
+        ``= eager_attention_forward; if ...: = ALL_ATTENTION_FUNCTIONS[...]``) then exactly one
+        ``attention_interface(self, ...)`` call, and no other use of the name."""
+        assigned = 0
+        calls = 0
+        loads = 0
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == ATTENTION_VAR for t in targets):
+                    source = ast.unparse(node.value) if node.value is not None else ""
+                    if "ALL_ATTENTION_FUNCTIONS" not in source and "eager_attention_forward" not in source:
+                        return False
+                    assigned += 1
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == ATTENTION_VAR
+            ):
+                if not (node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+                    return False
+                calls += 1
+            elif isinstance(node, ast.Name) and node.id == ATTENTION_VAR and isinstance(node.ctx, ast.Load):
+                loads += 1
+        return assigned >= 1 and calls == 1 and loads == 1
+
+    def _plan_attention(self) -> None:
+        """Each attention class's forward calls the tree's attention handle, built in its ``__init__``."""
+        plan = self.plan
+        names = plan.names
+        if not (plan.spec and names.attention_helper and names.attention_module and plan.source_module):
+            return
+        forwards: dict[str, FnInfo] = {}
+        for fn in plan.functions.values():
+            if fn.kind != "method" or fn.owner is None:
+                continue
+            meth = (fn.target or "").split(".")[-1] if fn.target else fn.node.name
+            if meth == "forward" and any(
+                isinstance(n, ast.Name) and n.id == ATTENTION_VAR for n in ast.walk(fn.node)
+            ):
+                forwards[fn.owner] = fn
+        from npu_lint.veomni import upstream
+
+        found = upstream.callers_of(plan.source_module, ATTENTION_VAR)
+        replaced = {fn.owner for fn in plan.functions.values() if fn.kind == "method" and fn.target is None}
+        for cls, meth in found[0] if found else []:
+            if meth != "forward" or cls in forwards or cls in replaced:
+                continue
+            src = upstream.method_source(plan.source_module, cls, meth)
+            if src is None:
+                plan.note(
+                    f"cannot read upstream `{cls}.forward`: its attention stays on ALL_ATTENTION_FUNCTIONS"
+                )
+                continue
+            node = ast.parse(src.text).body[0]
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not self._attention_shape(
+                node
+            ):
+                plan.note(
+                    f"`{cls}.forward` picks its attention function in a shape the codemod does not rewrite: it "
+                    f"stays on ALL_ATTENTION_FUNCTIONS (call `{names.attention_helper}()` there by hand)"
+                )
+                continue
+            fname = self._fresh_name(f"{_snake(cls)}_forward_patched")
+            text = _rename_def(src.text, meth, fname)
+            self._signature_imports(text)
+            desc = f"Call the attention op through self.{ATTENTION_ATTR}"
+            deco = (
+                f'@{plan.config_name}.override_method(\n    "{cls}.forward",\n    description="{desc}",\n)\n'
+            )
+            plan.tail.append(deco + text)
+            info = FnInfo(fname, ast.parse(text).body[0], cls, "method", f"{cls}.forward")  # type: ignore[arg-type]
+            plan.functions[fname] = info
+            forwards[cls] = info
+        for cls, fn in sorted(forwards.items()):
+            if not self._attention_shape(fn.node):
+                plan.note(
+                    f"`{fn.key}` picks its attention function in a shape the codemod does not rewrite: it stays "
+                    f"on ALL_ATTENTION_FUNCTIONS (call `{names.attention_helper}()` there by hand)"
+                )
+                continue
+            attrs = {
+                n.attr
+                for f in plan.functions.values()
+                if f.owner == cls
+                for n in ast.walk(f.node)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+            }
+            if ATTENTION_ATTR in attrs:
+                plan.note(
+                    f"`{cls}` already has an attribute `{ATTENTION_ATTR}`: its attention is left as it is"
+                )
+                continue
+            plan.attention[fn.key] = cls
+            plan.touched.add(fn.key)
+            plan.owners.setdefault(fn.key, set()).add(cls)
+            plan.handles.setdefault(cls, {})[ATTENTION_ATTR] = HandleSpec(
+                cls, ATTENTION_ATTR, ATTENTION_OP, "standard", ATTENTION_FIELD
+            )
+
     def _fresh_name(self, base: str) -> str:
         taken = {
             s.name
@@ -1006,7 +1119,7 @@ class _Analyzer:
             plan.before.setdefault(anchor, []).append(deco + text)
         elif anchor is not None:
             # the anchor is itself a new override (copied from upstream): put the __init__ just before it
-            for texts in plan.after.values():
+            for texts in (*plan.after.values(), plan.tail):
                 for i, t in enumerate(texts):
                     if f"def {anchor}(" in t:
                         texts.insert(i, deco + text)
@@ -1014,6 +1127,8 @@ class _Analyzer:
                 else:
                     continue
                 break
+            else:
+                plan.tail.append(deco + text)
         else:
             plan.tail.append(deco + text)
 
@@ -1251,10 +1366,31 @@ class _Rewriter:
         assign = stmt.body[0]
         return len(assign.targets) == 1 and self.kernel_attr(assign.targets[0].target, key) is not None
 
+    def _attention_pick(self, stmt: Any, key: str) -> bool:
+        """``attention_interface[: Callable] = ...`` or ``if ...: attention_interface = ...`` in an attention
+        forward whose attention goes through the class's handle."""
+        cst = self.cst
+        if key not in self.plan.attention:
+            return False
+        if isinstance(stmt, cst.If) and stmt.orelse is None:
+            return all(self._attention_pick(s, key) for s in stmt.body.body)
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            return False
+        small = stmt.body[0]
+        if isinstance(small, cst.AnnAssign):
+            target = small.target
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+        else:
+            return False
+        return isinstance(target, cst.Name) and target.value == ATTENTION_VAR
+
     def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
         cst = self.cst
         out: list[Any] = []
         for i, stmt in enumerate(body):
+            if not free and self._attention_pick(stmt, key):
+                continue  # the class's attention handle replaces the pick
             if not free and self._kernel_alias_stmt(stmt, key):
                 continue  # `self.<attr> = slot.bound_kernel()`: the handle replaces it
             kernel_test = self._kernel_test(stmt.test, key) if isinstance(stmt, cst.If) and not free else None
@@ -1430,6 +1566,8 @@ class _Rewriter:
     def rewrite_call(self, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
         cst = self.cst
         func = call.func
+        if isinstance(func, cst.Name) and func.value == ATTENTION_VAR and key in self.plan.attention:
+            return call.with_changes(func=self.expr(f"self.{ATTENTION_ATTR}"))
         if isinstance(func, cst.Name) and func.value in self.plan.slots:
             return self.translate(self.plan.slots[func.value], call, key, handles)
         if isinstance(func, cst.Name) and func.value in self.plan.free and func.value in self.templates:
@@ -1588,11 +1726,14 @@ def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
         return []
     names = plan.names
     need: list[tuple[str, str]] = []
-    if any(not h.is_config for h in handles):
+    if any(not h.is_config and h.op != ATTENTION_OP for h in handles):
         need.append((names.handle_module, names.handle))
-    need.append((names.resolver_module, names.resolver))
+    if any(h.op != ATTENTION_OP for h in handles):
+        need.append((names.resolver_module, names.resolver))
     if any(h.op == "swiglu_mlp" for h in handles):
         need.append((names.bias_module, names.linear_bias))
+    if any(h.op == ATTENTION_OP for h in handles) and names.attention_helper and names.attention_module:
+        need.append((names.attention_module, names.attention_helper))
     losses = sorted({h.loss for h in handles if h.loss})
     if losses:
         need.append(("functools", "partial"))

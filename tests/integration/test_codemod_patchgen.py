@@ -74,7 +74,8 @@ def exact(result) -> bool:  # noqa: ANN001
     if result.applicability is Applicability.SAFE:
         return True
     return result.applicability is Applicability.UNSAFE and all(
-        r.startswith("specs of other models import") for r in result.reasons
+        r.startswith("specs of other models import") or "stays on ALL_ATTENTION_FUNCTIONS" in r
+        for r in result.reasons
     )
 
 
