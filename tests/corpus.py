@@ -83,7 +83,9 @@ def shared_tree(name: str) -> Path:
     """A shared corpus tree (read-only). Raises when it is missing: CI always has ``../shared/corpora``."""
     root = SHARED_CORPORA / name
     if not (root / "veomni").is_dir():
-        raise CorpusUnavailable(f"no shared corpus {name!r} at {root} (expected ../shared/corpora beside the project)")
+        raise CorpusUnavailable(
+            f"no shared corpus {name!r} at {root} (expected ../shared/corpora beside the project)"
+        )
     return root
 
 

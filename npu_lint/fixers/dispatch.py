@@ -80,6 +80,45 @@ KERNEL_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "causal_conv1d": (("x", "weight", "bias", "cu_seqlens"), (), True),
     "chunk_gated_delta_rule": (("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"), (), False),
 }
+# MoE experts and the load-balancing loss (names looked up in the tree, used only when it defines them)
+MOE_RESOLVER = "resolve_moe_impl"
+EMPTY_BIAS = "empty_bias"
+LB_HELPER = "load_balancing_loss"
+# the moe_experts ops' call contracts (VeOmni @5d90dd16): positional names, then keywords; a fused MoE function
+# called with these keywords in the OpSlot era (``fused_moe_forward(hidden_states=..., ...)``) becomes the handle
+# called positionally (a None weight becomes the empty-bias sentinel)
+MOE_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "standard": (
+        (
+            "hidden_states",
+            "routing_weights",
+            "selected_experts",
+            "fc1_1_weight",
+            "fc1_2_weight",
+            "fc2_weight",
+            "fc1_1_2_weight",
+        ),
+        ("num_experts",),
+    ),
+}
+# OpSlot MoE kernels that took the experts module itself: slot(self, <args>) -> the handle with the module's
+# tensors. variant: (the slot's arguments after the module, the op's positional arguments (a slot argument's
+# name, or ``self.<attr>``), the op's keywords as ``self.<attr>``)
+MOE_MODULE_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "gpt_oss": (
+        ("hidden_states", "router_indices", "routing_weights"),
+        (
+            "hidden_states",
+            "routing_weights",
+            "router_indices",
+            "self.gate_up_proj",
+            "self.gate_up_proj_bias",
+            "self.down_proj",
+            "self.down_proj_bias",
+        ),
+        ("num_experts", "alpha", "limit"),
+    ),
+}
 # attention: upstream forwards pick ``attention_interface`` from ``ALL_ATTENTION_FUNCTIONS.get_interface(...)``; on a
 # tree with an attention helper (``attention_op()`` / ``attention_kernel()``) the class builds that handle instead
 ATTENTION_OP = "attention"
@@ -114,6 +153,10 @@ class Names:
     vision_rope: tuple[str, str]  # (op, variant) of the vision RoPE
     attention_helper: str | None
     attention_module: str | None
+    moe_resolver: str | None = None  # resolve_moe_impl (beside the resolver), when the tree defines it
+    empty_bias: str | None = None  # the empty-bias sentinel helper (beside linear_bias), when defined
+    lb_helper: str | None = None  # load_balancing_loss in the loss module, when it takes the handle keyword
+    pairs: frozenset[tuple[str, str]] = frozenset()  # (op, variant) the tree registers
 
     @classmethod
     def of(cls, api: ApiProfile) -> Names:
@@ -138,7 +181,15 @@ class Names:
             vision_rope=tuple(api.vision_rope),  # type: ignore[arg-type]
             attention_helper=api.attention_helper,
             attention_module=api.attention_module,
+            moe_resolver=_defined(api, api.resolver_module or base.resolver_module, MOE_RESOLVER),
+            empty_bias=_defined(api, api.bias_module or base.bias_module, EMPTY_BIAS),
+            lb_helper=_defined(api, api.loss_module or base.loss_module, LB_HELPER),
+            pairs=frozenset((op, v) for op, variants in api.variants for v in variants),
         )
+
+
+def _defined(api: ApiProfile, module: str | None, name: str) -> str | None:
+    return name if module and api.defines(module, name) else None
 
 
 @dataclass(frozen=True)
@@ -148,7 +199,8 @@ class HandleSpec:
     op: str
     variant: str
     field: str
-    loss: str | None = None  # loss helper bound through self.loss_function (cross-entropy only)
+    loss: str | None = None  # loss helper bound through self.<loss_attr> (cross-entropy, load balancing)
+    loss_attr: str = "loss_function"
 
     @property
     def is_config(self) -> bool:
@@ -160,6 +212,8 @@ class HandleSpec:
             return f'self.{self.attr} = {names.resolver}("{self.field}")'
         if self.op == ATTENTION_OP and names.attention_helper:
             return f"self.{self.attr} = {names.attention_helper}()"
+        if self.op == "moe_experts" and names.moe_resolver:
+            return f'self.{self.attr} = {names.handle}("{self.op}", "{self.variant}", {names.moe_resolver}())'
         npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" and names.npu_as else ""
         args = f'"{self.op}", "{self.variant}", {names.resolver}("{self.field}"{npu_as})'
         line = f"self.{self.attr} = {names.handle}({args})"
@@ -171,7 +225,7 @@ class HandleSpec:
         out = [self.construction(names)]
         if self.loss:
             keyword = names.loss_keyword or "op"
-            out.append(f"self.loss_function = partial({self.loss}, {keyword}=self.{self.attr})")
+            out.append(f"self.{self.loss_attr} = partial({self.loss}, {keyword}=self.{self.attr})")
         return out
 
 
@@ -259,6 +313,10 @@ class Plan:
     module_attrs: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
     # function key -> class: forwards whose ``attention_interface`` becomes the class's attention handle
     attention: dict[str, str] = field(default_factory=dict)
+    # (function key, callee) -> slot: a fused MoE function the guarded branch called with the op's keywords
+    moe_calls: dict[tuple[str, str], str] = field(default_factory=dict)
+    moe_fns: set[str] = field(default_factory=set)  # functions whose MoE path became the handle call
+    empty_bias_used: bool = False
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -272,6 +330,8 @@ class Plan:
     def target(self, slot: Slot) -> tuple[str, str] | None:
         """The handle (op, variant) of ``slot`` in the target profile's names."""
         if (slot.op, slot.variant) not in OPSLOT_TO_VEOMNIOP:
+            if slot.target is None and (slot.op, slot.variant) in self.names.pairs:
+                return (slot.op, slot.variant)  # the tree registers the slot's own (op, variant)
             return slot.target
         return slot_target(slot.op, slot.variant, self.names.offset_variant, self.names.vision_rope)
 
@@ -287,12 +347,15 @@ class Plan:
         if variant is not None:
             var = variant
         loss = None
+        loss_attr = "loss_function"
         if slot.op == "cross_entropy_loss":
             loss = CE_LOSS.get(slot.variant)
+        elif slot.op == "load_balancing_loss" and self.names.lb_helper and self.names.loss_keyword:
+            loss, loss_attr = self.names.lb_helper, LB_HELPER
         field_name = (
             slot.variant if slot.op == CONFIG_SLOT else SLOT_FIELD.get(slot.op, f"{slot.op}_implementation")
         )
-        spec = HandleSpec(cls, slot.name, op, var, field_name, loss)
+        spec = HandleSpec(cls, slot.name, op, var, field_name, loss, loss_attr)
         existing = self.handles.setdefault(cls, {}).get(slot.name)
         if existing is not None and existing != spec:
             self.fail(
@@ -627,6 +690,13 @@ class _Analyzer:
             parent = parents.get(node)
             if isinstance(parent, ast.Attribute) and parent.attr == GUARD_ATTR:
                 continue  # a guard; handled by the rewrite
+            if (
+                isinstance(parent, ast.Attribute)
+                and parent.attr == "use_eager_impl"
+                and slot.op == "moe_experts"
+                and plan.names.moe_resolver
+            ):
+                continue  # `if not slot.use_eager_impl: raise`: a handle always has a row; goes with the fallback
             if isinstance(parent, ast.Call) and parent.func is node:
                 self._record_call(fn, owner, slot, parent)
                 continue
@@ -664,8 +734,10 @@ class _Analyzer:
                     for c in ast.walk(stmt)
                     if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
                 }
-                if guard[0].name not in calls and not any(
-                    plan.free[f].slot == guard[0] for f in calls if f in plan.free
+                if (
+                    guard[0].name not in calls
+                    and not any(plan.free[f].slot == guard[0] for f in calls if f in plan.free)
+                    and not self._moe_keyword_call(fn, owner, guard[0], fused, guard[1])
                 ):
                     plan.fail(
                         f"`{fn.key}` tests `{guard[0].name}.{GUARD_ATTR}` but its branch does not call the slot; "
@@ -685,6 +757,49 @@ class _Analyzer:
                                 "raises where the eager fallback did not; made unconditional, that error would "
                                 "hit every implementation"
                             )
+
+    def _moe_keyword_call(
+        self, fn: FnInfo, owner: str, slot: Slot, fused: list[ast.stmt], negated: bool
+    ) -> bool:
+        """``if slot.use_non_eager_impl: return fused_fn(<the op's keywords>)``: the handle, called with them."""
+        plan = self.plan
+        if (
+            negated
+            or slot.op != "moe_experts"
+            or not plan.names.moe_resolver
+            or slot.variant not in MOE_CONTRACTS
+        ):
+            return False
+        positional, keywords = MOE_CONTRACTS[slot.variant]
+        if not (
+            len(fused) == 1 and isinstance(fused[0], ast.Return) and isinstance(fused[0].value, ast.Call)
+        ):
+            return False
+        call = fused[0].value
+        if not isinstance(call.func, ast.Name) or call.args:
+            return False
+        given = {k.arg for k in call.keywords}
+        if None in given or not given <= {*positional, *keywords} or positional[0] not in given:
+            return False
+        if any(
+            isinstance(k.value, ast.Constant) and k.value.value is None and k.arg in keywords
+            for k in call.keywords
+        ):
+            return False
+        if any(isinstance(k.value, ast.Constant) and k.value.value is None for k in call.keywords):
+            if not plan.names.empty_bias:
+                return False
+            weights = [
+                k
+                for k in call.keywords
+                if k.arg.endswith("_weight") and not isinstance(k.value, ast.Constant)
+            ]
+            if not weights:
+                return False
+        plan.moe_calls[(fn.key, call.func.id)] = slot.name
+        plan.moe_fns.add(fn.key)
+        plan.add_handle(owner, slot)
+        return True
 
     def _kernel_and_module_users(self) -> None:
         """Methods of a class whose bound-kernel / gated-norm attributes became handles are rewritten too."""
@@ -795,6 +910,9 @@ class _Analyzer:
             positional = [a for a in call.args if not isinstance(a, ast.Starred)]
             if len(positional) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
                 plan.fail(f"`{fn.key}` calls the RMSNorm slot `{slot.name}` with an unexpected argument list")
+        if slot.op == "moe_experts" and self._moe_module_call(fn, owner, slot, call):
+            plan.add_handle(owner, slot)
+            return
         if (
             slot.op not in ("swiglu_mlp", "cross_entropy_loss")
             and call.args
@@ -813,6 +931,48 @@ class _Analyzer:
                 "handle is a per-tensor op: migrate the module's forward by hand"
             )
         plan.add_handle(owner, slot, variant)
+
+    def _moe_module_call(self, fn: FnInfo, owner: str, slot: Slot, call: ast.Call) -> bool:
+        """``slot(self, a, b, c)`` of a MoE kernel that read the module's tensors: the op's contract is known and
+        the class builds every attribute it names."""
+        plan = self.plan
+        contract = MOE_MODULE_CONTRACTS.get(slot.variant)
+        if contract is None or not plan.names.moe_resolver or call.keywords:
+            return False
+        params, positional, keywords = contract
+        if not (
+            len(call.args) == len(params) + 1
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == "self"
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+        ):
+            return False
+        attrs = {p.split(".", 1)[1] for p in positional if p.startswith("self.")} | set(keywords)
+        if not self._has_attrs(owner, attrs):
+            plan.fail(
+                f"`{owner}` does not build {', '.join(sorted(attrs))} in its __init__: cannot spell the "
+                f"moe_experts/{slot.variant} call"
+            )
+            return True
+        plan.moe_fns.add(fn.key)
+        return True
+
+    def _has_attrs(self, owner: str, needed: set[str]) -> bool:
+        init = self.plan.functions.get(f"{owner}.__init__")
+        if init is None:
+            local = self._local_class(owner)
+            init = self.plan.functions.get(f"{local.name}.__init__") if local is not None else None
+        if init is None:
+            init_key = self._spec_init_key(owner)
+            init = self.plan.functions.get(init_key) if init_key else None
+        if init is None:
+            return False
+        attrs = {
+            t.attr
+            for t in ast.walk(init.node)
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        }
+        return needed <= attrs
 
     def _has_projections(self, owner: str) -> bool:
         needed = {"gate_proj", "up_proj", "down_proj"}
@@ -1325,7 +1485,38 @@ class _Rewriter:
                     return rewriter.expr(f"self.{value.value}")
                 return updated
 
-        return fn.visit(Transformer())
+        new = fn.visit(Transformer())
+        if key in self.plan.moe_fns and not free:
+            new = self._drop_dead_locals(new)
+        return new
+
+    def _drop_dead_locals(self, fn: Any) -> Any:
+        """``name = <call>`` at the top of a body whose name nothing reads any more (the eager MoE loop's
+        accumulator, once the handle call replaced the loop)."""
+        cst = self.cst
+        body = list(fn.body.body)
+        kept = []
+        for i, stmt in enumerate(body):
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Assign)
+                and len(stmt.body[0].targets) == 1
+                and isinstance(stmt.body[0].targets[0].target, cst.Name)
+                and isinstance(stmt.body[0].value, cst.Call)
+            ):
+                name = stmt.body[0].targets[0].target.value
+                rest = "\n".join(self.module_code(s) for s in body[i + 1 :])
+                if not re.search(rf"\b{re.escape(name)}\b", rest):
+                    continue
+            kept.append(stmt)
+        if len(kept) == len(body) or not kept:
+            return fn
+        first = kept[0]
+        kept[0] = first.with_changes(
+            leading_lines=[ln for ln in first.leading_lines if ln.comment is not None]
+        )
+        return fn.with_changes(body=fn.body.with_changes(body=kept))
 
     def _owners(self, key: str) -> set[str]:
         return self.plan.owners.get(key) or set()
@@ -1568,6 +1759,8 @@ class _Rewriter:
         func = call.func
         if isinstance(func, cst.Name) and func.value == ATTENTION_VAR and key in self.plan.attention:
             return call.with_changes(func=self.expr(f"self.{ATTENTION_ATTR}"))
+        if isinstance(func, cst.Name) and (key, func.value) in self.plan.moe_calls:
+            return self.moe_keyword_call(call, self.plan.slots[self.plan.moe_calls[(key, func.value)]])
         if isinstance(func, cst.Name) and func.value in self.plan.slots:
             return self.translate(self.plan.slots[func.value], call, key, handles)
         if isinstance(func, cst.Name) and func.value in self.plan.free and func.value in self.templates:
@@ -1581,6 +1774,31 @@ class _Rewriter:
             return self.expr(f"self.{func.value.value}")
         return call
 
+    def moe_keyword_call(self, call: Any, slot: Slot) -> Any:
+        """``fused(hidden_states=h, ..., fc1_1_weight=None, ...)`` -> ``self.<slot>(h, ..., empty_bias(w), ...)``."""
+        positional, keywords = MOE_CONTRACTS[slot.variant]
+        given = {a.keyword.value: self.module_code(a.value) for a in call.args}
+        weight = next((v for k, v in given.items() if k.endswith("_weight") and v != "None"), "hidden_states")
+        last = max(i for i, n in enumerate(positional) if n in given)
+        args = []
+        for name in positional[: last + 1]:
+            value = given.get(name, "None")
+            if value == "None":
+                value = f"{self.plan.names.empty_bias}({weight})"
+                self.plan.empty_bias_used = True
+            args.append(value)
+        args += [f"{k}={given[k]}" for k in keywords if k in given]
+        built = self.expr(f"self.{slot.name}({', '.join(args)})")
+        return self._multiline(built, list(built.args))
+
+    def moe_module_call(self, call: Any, slot: Slot) -> Any:
+        """``slot(self, a, b, c)`` -> ``self.<slot>(<the op's arguments>, <keywords>=self.<attr>)``."""
+        params, positional, keywords = MOE_MODULE_CONTRACTS[slot.variant]
+        bound = {p: self.module_code(a.value) for p, a in zip(params, call.args[1:], strict=True)}
+        args = [bound.get(p, p) for p in positional] + [f"{k}=self.{k}" for k in keywords]
+        built = self.expr(f"self.{slot.name}({', '.join(args)})")
+        return self._multiline(built, list(built.args))
+
     def translate(self, slot: Slot, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
         """``slot(args)`` -> the VeomniOp call of the owner's handle, per the call contract."""
         cst = self.cst
@@ -1589,6 +1807,10 @@ class _Rewriter:
         positional = [a for a in args if a.keyword is None and not a.star]
         if slot.op == "cross_entropy_loss":
             return call.with_changes(func=self.expr("self.loss_function"))
+        if slot.op == "load_balancing_loss" and handle is not None and handle.loss:
+            return call.with_changes(func=self.expr(f"self.{handle.loss_attr}"))
+        if slot.op == "moe_experts" and slot.variant in MOE_MODULE_CONTRACTS and key in self.plan.moe_fns:
+            return self.moe_module_call(call, slot)
         new_func = self.expr(f"self.{slot.name}")
         if slot.op == "rms_norm":
             if len(positional) >= 2:
@@ -1728,12 +1950,20 @@ def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
     need: list[tuple[str, str]] = []
     if any(not h.is_config and h.op != ATTENTION_OP for h in handles):
         need.append((names.handle_module, names.handle))
-    if any(h.op != ATTENTION_OP for h in handles):
+    if any(
+        h.op not in (ATTENTION_OP, "moe_experts") or not names.moe_resolver
+        for h in handles
+        if h.op != ATTENTION_OP
+    ):
         need.append((names.resolver_module, names.resolver))
     if any(h.op == "swiglu_mlp" for h in handles):
         need.append((names.bias_module, names.linear_bias))
     if any(h.op == ATTENTION_OP for h in handles) and names.attention_helper and names.attention_module:
         need.append((names.attention_module, names.attention_helper))
+    if any(h.op == "moe_experts" for h in handles) and names.moe_resolver:
+        need.append((names.resolver_module, names.moe_resolver))
+    if plan.empty_bias_used and names.empty_bias:
+        need.append((names.bias_module, names.empty_bias))
     losses = sorted({h.loss for h in handles if h.loss})
     if losses:
         need.append(("functools", "partial"))
@@ -2253,6 +2483,17 @@ def migrate_source(
                 result.imports,
                 registrations=sibling.added,
             )
+    runtime_patch = os.path.join(os.path.dirname(os.path.abspath(path)), "device_patch.py")
+    if _is_spec(text, path) and result.handles and os.path.isfile(runtime_patch):
+        result = replace(
+            result,
+            reasons=(
+                *result.reasons,
+                "this package also swaps kernels at runtime (device_patch.py, applied from its __init__): that is "
+                "not OpSlot dispatch in the spec, so the classes it patches get no handle here; migrate them to "
+                f"{names.handle} handles by hand and drop the runtime patch",
+            ),
+        )
     if result.text != text and result.applicability is not Applicability.DISPLAY:
         dependents = spec_dependents(path)
         if dependents:
