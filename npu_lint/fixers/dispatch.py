@@ -2111,7 +2111,53 @@ def _apply(plan: Plan, text: str) -> str:
         new_body.extend(new_defs(plan.tail))
     module = module.with_changes(body=new_body)
     module = _add_imports(cst, module, plan, _needed_imports(plan), import_anchor, text)
-    return module.code
+    code = module.code
+    replaced = sorted({callee for _, callee in plan.moe_calls})
+    return _drop_unused_imports(code, replaced, plan.config_name) if replaced else code
+
+
+def _drop_unused_imports(code: str, names: Sequence[str], config_name: str) -> str:
+    """``names`` no code reads any more leave the file's imports and its ``config.add_import(names=[...])``."""
+    cst = _cst()
+    tree = ast.parse(code)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    dead = {n for n in names if n not in read}
+    if not dead:
+        return code
+    module = cst.parse_module(code)
+    body = []
+    for stmt in module.body:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if isinstance(small, cst.ImportFrom) and isinstance(small.names, Sequence):
+            kept = [a for a in small.names if not (isinstance(a.name, cst.Name) and a.name.value in dead)]
+            if len(kept) != len(small.names):
+                if not kept:
+                    continue
+                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                stmt = stmt.with_changes(body=[small.with_changes(names=kept)])
+        elif (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, cst.Call)
+            and _cst_dotted(cst, small.value.func) == f"{config_name}.add_import"
+        ):
+            call = small.value
+            names_arg = next((a for a in call.args if a.keyword and a.keyword.value == "names"), None)
+            if names_arg is not None and isinstance(names_arg.value, cst.List):
+                elements = names_arg.value.elements
+                kept_el = [
+                    e
+                    for e in elements
+                    if not (isinstance(e.value, cst.SimpleString) and e.value.evaluated_value in dead)
+                ]
+                if len(kept_el) != len(elements):
+                    if not kept_el:
+                        continue
+                    kept_el[-1] = kept_el[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    new_list = names_arg.value.with_changes(elements=kept_el)
+                    args = [a.with_changes(value=new_list) if a is names_arg else a for a in call.args]
+                    stmt = stmt.with_changes(body=[small.with_changes(value=call.with_changes(args=args))])
+        body.append(stmt)
+    return module.with_changes(body=body).code
 
 
 def _process_class(

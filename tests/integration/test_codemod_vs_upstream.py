@@ -215,9 +215,18 @@ def test_pinned_handles_without_a_reference(model: str) -> None:
     assert handles(result.text) == OURS_ONLY[model]
 
 
+# gemma3 has no NPU spec on main. qwen3_5's NPU spec is not migrated yet: its own GatedDeltaNet forward calls the
+# kernels the GPU __init__ aliased (`self.chunk_gated_delta_rule`, the slot-built `self.norm`), which the GPU
+# migration replaces by handles; the codemod keeps it display-only with that reason (strict xfail: flips when done)
+NOT_YET = {("qwen3_5", "npu")}
 SPECS = [
-    (m, d) for m in ALL_SPECS for d in ("gpu", "npu") if d == "gpu" or spec_path(m, d).is_file()
-]  # gemma3 has no NPU spec on main
+    pytest.param(m, d, marks=pytest.mark.xfail(strict=True, reason="see NOT_YET"))
+    if (m, d) in NOT_YET
+    else (m, d)
+    for m in ALL_SPECS
+    for d in ("gpu", "npu")
+    if d == "gpu" or spec_path(m, d).is_file()
+]
 
 
 def test_the_specs_exist() -> None:
