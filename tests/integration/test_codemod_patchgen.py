@@ -34,7 +34,7 @@ from npu_lint.core.diagnostics import Applicability
 from npu_lint.fixers.dispatch import migrate_source
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.profile import detect_profile
-from tests.corpus import veomni_wheel_root
+from tests.corpus import SHARED_CORPORA, VEOMNI_MAIN, VEOMNI_OP, shared_tree, veomni_wheel_root
 
 INSTALL = (
     "pip install torch==2.13.0 transformers==5.9.0 psutil && pip install --no-deps veomni==0.1.12 "
@@ -57,9 +57,20 @@ UPSTREAM_MODELS = (
 )
 # those the codemod migrates exactly today (the others are display-only proposals; see
 # bench/accuracy/codemod-vs-upstream.md for why)
-MIGRATED = ("qwen3", "llama", "qwen2", "qwen3_vl", "seed_oss", "gemma3", "glm_moe_dsa", "qwen3_5")
+MIGRATED = (
+    "qwen3",
+    "llama",
+    "qwen2",
+    "qwen3_vl",
+    "seed_oss",
+    "gemma3",
+    "glm_moe_dsa",
+    "qwen3_5",
+    "deepseek_v3",
+    "gpt_oss",
+)
 # models whose NPU spec stays a display-only proposal (its own slots serve GPU-spec functions): GPU side only
-GPU_ONLY = ("qwen3_5",)
+GPU_ONLY = ("qwen3_5", "deepseek_v3")
 OPSLOT_MODULES = ("veomni.ops.dispatch", "veomni.ops.kernels.cross_entropy")
 
 pytestmark = pytest.mark.corpus
@@ -90,6 +101,11 @@ def _patchgen_path() -> str | None:
     """A directory to put on PYTHONPATH for ``patchgen`` ("" when it is installed), None when absent."""
     if importlib.util.find_spec("patchgen") is not None:
         return ""
+    shared = (
+        SHARED_CORPORA / VEOMNI_MAIN / "patchgen-pkg"
+    )  # VeOmni's own patchgen (CI has the shared corpora)
+    if (shared / "patchgen" / "__init__.py").is_file():
+        return str(shared)
     cache = Path(os.environ.get("NPU_LINT_CORPUS_DIR", Path.home() / ".cache" / "npu-lint-corpus"))
     for candidate in sorted(cache.glob("patchgen-*/patchgen-pkg")):
         if (candidate / "patchgen" / "__init__.py").is_file():
@@ -139,7 +155,8 @@ def _spec_path(root: Path, model: str, side: str) -> Path:
 
 @pytest.fixture(scope="module")
 def api():  # noqa: ANN201
-    return detect_profile(STANDIN)
+    # the maintainers' VeomniOp tree: every name a migration writes is one that tree defines
+    return detect_profile(shared_tree(VEOMNI_OP))
 
 
 @pytest.fixture(scope="module")
