@@ -316,6 +316,9 @@ class Plan:
     # (function key, callee) -> slot: a fused MoE function the guarded branch called with the op's keywords
     moe_calls: dict[tuple[str, str], str] = field(default_factory=dict)
     moe_fns: set[str] = field(default_factory=set)  # functions whose MoE path became the handle call
+    # NPU sibling: class -> handle attrs its GPU spec's migrated __init__ (registered here) builds
+    gpu_inits: dict[str, set[str]] = field(default_factory=dict)
+    gpu_slot_users: set[str] = field(default_factory=set)  # slots only the GPU spec's functions use
     empty_bias_used: bool = False
 
     def fail(self, reason: str) -> None:
@@ -525,6 +528,7 @@ class _Analyzer:
         if not plan.slots:
             return plan
         self._collect_functions()
+        self._inherit_from_gpu_sibling()
         self._analyse_free_functions()
         self._analyse_uses()
         self._kernel_and_module_users()
@@ -541,6 +545,15 @@ class _Analyzer:
             f.slot.name for f in plan.free.values()
         }
         unused = sorted(set(plan.slots) - used - plan.guarded)
+        served = sorted(set(unused) & plan.gpu_slot_users)
+        if served:
+            # an NPU sibling declares slots for the GPU spec's patch functions it re-registers: the declarations go,
+            # and the GPU spec's new __init__ overrides are re-registered here (sibling_registrations)
+            plan.note(
+                f"slot(s) {', '.join(served)} were declared here for the GPU spec's patch functions this spec "
+                "re-registers: the declarations go, the GPU spec's handle-building __init__ overrides are re-registered"
+            )
+            unused = sorted(set(unused) - set(served))
         if unused:
             plan.fail(
                 f"slot(s) {', '.join(unused)} are declared here but no function of this file uses them (patch "
@@ -575,6 +588,59 @@ class _Analyzer:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         key = f"{stmt.name}.{item.name}"
                         plan.functions[key] = FnInfo(key, item, cls_name, "method", None)
+
+    def _inherit_from_gpu_sibling(self) -> None:
+        """An NPU sibling that imports its GPU spec's patch functions: the GPU spec's migration builds the handles
+        of the classes whose ``__init__`` this spec registers from it, and its kernel / gated-norm attributes become
+        handles, so this spec's own methods that call those attributes are rewritten the same way."""
+        plan = self.plan
+        if not (plan.spec and self.path.endswith("_npu_patch_gen_config.py")):
+            return
+        gpu = next(
+            (
+                s
+                for s in self.tree.body
+                if isinstance(s, ast.ImportFrom) and (s.module or "").endswith("_gpu_patch_gen_config")
+            ),
+            None,
+        )
+        if gpu is None:
+            return
+        gpu_path = os.path.join(os.path.dirname(self.path), (gpu.module or "").rsplit(".", 1)[-1] + ".py")
+        try:
+            with open(gpu_path, encoding="utf-8") as fh:
+                gpu_text = fh.read()
+        except OSError:
+            return
+        try:
+            gpu_text, _, _ = vendor_prepass(gpu_text, gpu_path)
+            gpu_plan = _Analyzer(ast.parse(gpu_text), gpu_text, gpu_path, True, plan.names).run()
+        except Exception:  # noqa: BLE001 - the sibling is then analysed on its own
+            return
+        if gpu_plan.display:
+            return
+        imported = {a.asname or a.name: a.name for a in gpu.names}
+        registered = _registered(self.tree, plan.config_name)
+        for local, target in registered.items():
+            cls, _, meth = target.partition(".")
+            if meth == "__init__" and local in imported and cls in gpu_plan.handles:
+                plan.gpu_inits[cls] = set(gpu_plan.handles[cls])
+        gpu_users = {imported.get(local, local) for local in registered if local in imported}
+        for fn in gpu_plan.functions.values():
+            if fn.key in gpu_users:
+                plan.gpu_slot_users |= {n.id for n in ast.walk(fn.node) if isinstance(n, ast.Name)} & set(
+                    plan.slots
+                )
+        for per in gpu_plan.handles.values():
+            plan.gpu_slot_users |= set(per) & set(plan.slots)
+        for (cls, attr), slot in gpu_plan.kernel_attrs.items():
+            if cls in plan.gpu_inits and slot in plan.slots:
+                plan.kernel_attrs[(cls, attr)] = slot
+                plan.add_handle(cls, plan.slots[slot])
+        for (cls, attr), found in gpu_plan.module_attrs.items():
+            if cls in plan.gpu_inits and found[0] in plan.slots:
+                plan.module_attrs[(cls, attr)] = found
+                plan.add_handle(cls, plan.slots[found[0]])
 
     def _uses(self, fn: FnInfo) -> list[ast.Name]:
         return [n for n in _walk_fn(fn.node) if isinstance(n, ast.Name) and n.id in self.plan.slots]
@@ -1211,6 +1277,14 @@ class _Analyzer:
     def _plan_inits(self) -> None:
         plan = self.plan
         for cls in sorted(plan.handles):
+            if cls in plan.gpu_inits:
+                missing = sorted(set(plan.handles[cls]) - plan.gpu_inits[cls])
+                if missing:
+                    plan.fail(
+                        f"`{cls}.__init__` is the GPU spec's, which does not build {', '.join(missing)}: "
+                        "cannot build those handles here"
+                    )
+                continue
             if plan.spec and not self._is_spec_class(cls):
                 existing = self._spec_init_key(cls)
                 if existing:
@@ -2640,6 +2714,7 @@ _WORDING = (
     ("via OpSlot", "via {handle}"),
     ("with OpSlot", "with {handle}"),
     ("OpSlot factory wrappers", "{handle} wrappers"),
+    ("at OpSlot.bind() time", "when its {handle} is built"),  # a handle resolves its row at construction
 )
 
 
@@ -2709,6 +2784,25 @@ def _registered(tree: ast.Module, config_name: str) -> dict[str, str]:
     return out
 
 
+def _added_imports(tree: ast.Module, config_name: str) -> dict[str, str]:
+    """``config.add_import(module, names=[...])`` calls of a spec: name -> module."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call) and _dotted(call.func) == f"{config_name}.add_import" and call.args
+        ):
+            continue
+        module = _const_str(call.args[0])
+        names_kw = next((k.value for k in call.keywords if k.arg == "names"), None)
+        if module and isinstance(names_kw, (ast.List, ast.Tuple)):
+            for element in names_kw.elts:
+                name = _const_str(element)
+                if name:
+                    out[name] = module
+    return out
+
+
 def _spec_functions(tree: ast.Module, config_name: str) -> dict[str, tuple[str, str]]:
     """Top-level patch functions of a spec: name -> (decorator kind, target)."""
     out: dict[str, tuple[str, str]] = {}
@@ -2744,10 +2838,12 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     except SyntaxError:
         return SiblingResult(text)
     gpu_module = None
+    gpu_level = 0
     imported: dict[str, str] = {}  # local name -> GPU function name
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_gpu_patch_gen_config"):
             gpu_module = stmt.module
+            gpu_level = stmt.level
             for alias in stmt.names:
                 imported[alias.asname or alias.name] = alias.name
     config_name = "config"
@@ -2769,6 +2865,7 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
                 gpu_text = fh.read()
         except OSError:
             return SiblingResult(text)
+    original_gpu = gpu_text
     if re.search(r"\bOpSlot\(", gpu_text):
         migrated = _migrate_cached(gpu_text, gpu_module.replace(".", "/") + ".py", names, _upstream_key())
         if migrated.applicability is Applicability.DISPLAY:
@@ -2780,6 +2877,16 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
                 ),
             )
         gpu_text = migrated.text
+        try:
+            before = _added_imports(ast.parse(original_gpu), "config")
+            after = _added_imports(ast.parse(gpu_text), "config")
+        except SyntaxError:
+            before = after = {}
+        retired = sorted(set(before) - set(after))
+        if retired:
+            dropped = _drop_unused_imports(text, retired, config_name)
+            if dropped != text:
+                text, tree = dropped, ast.parse(dropped)
     try:
         gpu_tree = ast.parse(gpu_text)
     except SyntaxError:
@@ -2788,6 +2895,18 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     gpu_fns = _spec_functions(gpu_tree, gpu_cfg)
     fn_nodes = {s.name: s for s in gpu_tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     targets_here = set(registered.values())
+    # targets this spec patches with its own functions or classes: never re-registered from the GPU spec
+    targets_here |= {target for _, target in _spec_functions(tree, config_name).values()}
+    targets_here |= {
+        dec[1]
+        for s in tree.body
+        if isinstance(s, ast.ClassDef)
+        and (dec := _decorator_target(s, config_name))
+        and dec[0] == "replace_class"
+    }
+    bound_here = {
+        s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     used = {imported.get(local, local) for local in registered}
     classes = {gpu_fns[f][1].split(".")[0] for f in used if f in gpu_fns and "." in gpu_fns[f][1]}
     # overrides the migration added in place of a replaced function this spec registers
@@ -2827,7 +2946,36 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         cls, _, meth = target.partition(".")
         if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names.handle):
             add.append((fname, target, kind))
-    if not add:
+    clash = sorted(f for f, _, _ in add if f in bound_here)
+    if clash:
+        return SiblingResult(
+            text,
+            reasons=(
+                f"the GPU spec's {', '.join(clash)} would be re-registered here, but this spec defines the same "
+                "name(s): rename one before migrating",
+            ),
+        )
+    # the names the re-registered functions read that the GPU spec adds to its generated module must be added to
+    # this one's too (the loss helpers, ``partial``)
+    gpu_adds = _added_imports(gpu_tree, gpu_cfg)
+    here_adds = _added_imports(tree, config_name)
+    gpu_defs = {
+        s.name: s
+        for s in gpu_tree.body
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    reused = [fn_nodes[f] for f, _, _ in add] + [gpu_defs[n] for n in set(imported.values()) if n in gpu_defs]
+    read = {n.id for node in reused for n in ast.walk(node) if isinstance(n, ast.Name)}
+    wanted: dict[str, list[str]] = {}
+    for name in sorted(read):
+        module = gpu_adds.get(name)
+        if module is not None and name not in here_adds:
+            wanted.setdefault(module, []).append(name)
+    import_lines = "".join(
+        f"{config_name}.add_import({module!r}, names={names_!r})\n".replace("'", '"')
+        for module, names_ in sorted(wanted.items())
+    )
+    if not add and not wanted:
         return SiblingResult(text)
     add.sort(key=lambda a: list(gpu_fns).index(a[0]))
     lines = text.splitlines(keepends=True)
@@ -2848,8 +2996,10 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         )
         else None
     )
-    import_text = f"from {gpu_module} import (\n" + "".join(f"    {f},\n" for f, _, _ in add) + ")\n"
-    registrations = "".join(
+    import_text = (
+        f"from {'.' * gpu_level}{gpu_module} import (\n" + "".join(f"    {f},\n" for f, _, _ in add) + ")\n"
+    )
+    registrations = ("\n\n" + import_lines if import_lines else "") + "".join(
         f"\n\n{config_name}.{kind}(\n"
         f'    "{target}",\n'
         f"    replacement={fname},\n"
@@ -2863,7 +3013,8 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     body += registrations
     out_lines = body.splitlines(keepends=True)
     at = last_import if last_import is not None else 0
-    out_lines[at:at] = [import_text]
+    if add:
+        out_lines[at:at] = [import_text]
     return SiblingResult("".join(out_lines), tuple((f, t) for f, t, _ in add))
 
 

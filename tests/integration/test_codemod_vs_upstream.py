@@ -218,7 +218,7 @@ def test_pinned_handles_without_a_reference(model: str) -> None:
 # gemma3 has no NPU spec on main. qwen3_5's NPU spec is not migrated yet: its own GatedDeltaNet forward calls the
 # kernels the GPU __init__ aliased (`self.chunk_gated_delta_rule`, the slot-built `self.norm`), which the GPU
 # migration replaces by handles; the codemod keeps it display-only with that reason (strict xfail: flips when done)
-NOT_YET = {("qwen3_5", "npu")}
+NOT_YET: set[tuple[str, str]] = set()
 SPECS = [
     pytest.param(m, d, marks=pytest.mark.xfail(strict=True, reason="see NOT_YET"))
     if (m, d) in NOT_YET
