@@ -102,9 +102,23 @@ MOE_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
 }
 # OpSlot MoE kernels that took the experts module itself: slot(self, <args>) -> the handle with the module's
-# tensors. variant: (the slot's arguments after the module, the op's positional arguments (a slot argument's
-# name, or ``self.<attr>``), the op's keywords as ``self.<attr>``)
+# tensors (VeOmni main's OpSlot adapters read them off the module; the ops take them positionally). variant: (the
+# slot's arguments after the module, the op's positional arguments (a slot argument's name, ``self.<attr>``, or
+# ``empty:self.<attr>`` for the empty-bias sentinel of that weight), the op's keywords as ``self.<attr>``)
 MOE_MODULE_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "standard": (
+        ("hidden_states", "top_k_index", "top_k_weights"),
+        (
+            "hidden_states",
+            "top_k_weights",
+            "top_k_index",
+            "empty:self.gate_up_proj",
+            "empty:self.gate_up_proj",
+            "self.down_proj",
+            "self.gate_up_proj",
+        ),
+        ("num_experts",),
+    ),
     "gpt_oss": (
         ("hidden_states", "router_indices", "routing_weights"),
         (
@@ -1013,7 +1027,15 @@ class _Analyzer:
             and not any(isinstance(a, ast.Starred) for a in call.args)
         ):
             return False
-        attrs = {p.split(".", 1)[1] for p in positional if p.startswith("self.")} | set(keywords)
+        attrs = {p.split("self.", 1)[1] for p in positional if "self." in p} | set(keywords)
+        if any(p.startswith("empty:") for p in positional) and not plan.names.empty_bias:
+            return False
+        if self._has_attrs(owner, {"limit"}) and "limit" not in keywords:
+            plan.fail(
+                f"`{owner}` has a `limit` (clamped SwiGLU): the moe_experts/{slot.variant} call contract known here "
+                "has no place for it; migrate that call by hand"
+            )
+            return True
         if not self._has_attrs(owner, attrs):
             plan.fail(
                 f"`{owner}` does not build {', '.join(sorted(attrs))} in its __init__: cannot spell the "
@@ -1869,7 +1891,14 @@ class _Rewriter:
         """``slot(self, a, b, c)`` -> ``self.<slot>(<the op's arguments>, <keywords>=self.<attr>)``."""
         params, positional, keywords = MOE_MODULE_CONTRACTS[slot.variant]
         bound = {p: self.module_code(a.value) for p, a in zip(params, call.args[1:], strict=True)}
-        args = [bound.get(p, p) for p in positional] + [f"{k}=self.{k}" for k in keywords]
+        args = []
+        for p in positional:
+            if p.startswith("empty:"):
+                args.append(f"{self.plan.names.empty_bias}({p[len('empty:') :]})")
+                self.plan.empty_bias_used = True
+            else:
+                args.append(bound.get(p, p))
+        args += [f"{k}=self.{k}" for k in keywords]
         built = self.expr(f"self.{slot.name}({', '.join(args)})")
         return self._multiline(built, list(built.args))
 

@@ -68,6 +68,7 @@ MIGRATED = (
     "qwen3_5",
     "deepseek_v3",
     "gpt_oss",
+    "qwen3_moe",
 )
 # models whose NPU spec stays a display-only proposal (its own slots serve GPU-spec functions): GPU side only
 GPU_ONLY: tuple[str, ...] = ()
