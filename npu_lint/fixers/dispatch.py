@@ -608,19 +608,12 @@ class _Analyzer:
         of the classes whose ``__init__`` this spec registers from it, and its kernel / gated-norm attributes become
         handles, so this spec's own methods that call those attributes are rewritten the same way."""
         plan = self.plan
-        if not (plan.spec and self.path.endswith("_npu_patch_gen_config.py")):
+        if not plan.spec:
             return
-        gpu = next(
-            (
-                s
-                for s in self.tree.body
-                if isinstance(s, ast.ImportFrom) and (s.module or "").endswith("_gpu_patch_gen_config")
-            ),
-            None,
-        )
-        if gpu is None:
+        found_base = base_spec_import(self.tree, self.path)
+        if found_base is None:
             return
-        gpu_path = os.path.join(os.path.dirname(self.path), (gpu.module or "").rsplit(".", 1)[-1] + ".py")
+        gpu, gpu_path = found_base
         try:
             with open(gpu_path, encoding="utf-8") as fh:
                 gpu_text = fh.read()
@@ -635,10 +628,17 @@ class _Analyzer:
             return
         imported = {a.asname or a.name: a.name for a in gpu.names}
         registered = _registered(self.tree, plan.config_name)
+        init_owner = {
+            key: cls for cls, key in gpu_plan.init_keys.items()
+        }  # base spec __init__ fn -> its class
+        class_map: dict[str, str] = {}  # the base spec's class -> this spec's class
         for local, target in registered.items():
             cls, _, meth = target.partition(".")
-            if meth == "__init__" and local in imported and cls in gpu_plan.handles:
-                plan.gpu_inits[cls] = set(gpu_plan.handles[cls])
+            base_cls = init_owner.get(imported.get(local, ""))
+            if meth == "__init__" and local in imported and (base_cls or cls) in gpu_plan.handles:
+                base_cls = base_cls or cls
+                plan.gpu_inits[cls] = set(gpu_plan.handles[base_cls])
+                class_map[base_cls] = cls
         gpu_users = {imported.get(local, local) for local in registered if local in imported}
         for fn in gpu_plan.functions.values():
             if fn.key in gpu_users:
@@ -647,12 +647,14 @@ class _Analyzer:
                 )
         for per in gpu_plan.handles.values():
             plan.gpu_slot_users |= set(per) & set(plan.slots)
-        for (cls, attr), slot in gpu_plan.kernel_attrs.items():
-            if cls in plan.gpu_inits and slot in plan.slots:
+        for (base_cls, attr), slot in gpu_plan.kernel_attrs.items():
+            cls = class_map.get(base_cls)
+            if cls is not None and slot in plan.slots:
                 plan.kernel_attrs[(cls, attr)] = slot
                 plan.add_handle(cls, plan.slots[slot])
-        for (cls, attr), found in gpu_plan.module_attrs.items():
-            if cls in plan.gpu_inits and found[0] in plan.slots:
+        for (base_cls, attr), found in gpu_plan.module_attrs.items():
+            cls = class_map.get(base_cls)
+            if cls is not None and found[0] in plan.slots:
                 plan.module_attrs[(cls, attr)] = found
                 plan.add_handle(cls, plan.slots[found[0]])
 
@@ -1187,8 +1189,10 @@ class _Analyzer:
 
         found = upstream.callers_of(plan.source_module, ATTENTION_VAR)
         replaced = {fn.owner for fn in plan.functions.values() if fn.kind == "method" and fn.target is None}
+        # methods this spec registers with a function of another spec (``replacement=``): that function decides
+        registered = set(_registered(self.tree, plan.config_name).values())
         for cls, meth in found[0] if found else []:
-            if meth != "forward" or cls in forwards or cls in replaced:
+            if meth != "forward" or cls in forwards or cls in replaced or f"{cls}.forward" in registered:
                 continue
             src = upstream.method_source(plan.source_module, cls, meth)
             if src is None:
@@ -2621,7 +2625,7 @@ def migrate_source(
         return MigrationResult(text, Applicability.DISPLAY, (opslot_reason(api),))
     names = Names.of(api)
     result = _migrate_cached(text, path, names, transformers_root())
-    if result.applicability is not Applicability.DISPLAY and path.endswith("_npu_patch_gen_config.py"):
+    if result.applicability is not Applicability.DISPLAY and path.endswith("_patch_gen_config.py"):
         sibling = sibling_registrations(result.text, path, names)
         if sibling.added or sibling.reasons:
             result = MigrationResult(
@@ -2735,6 +2739,7 @@ def build_migration_fix(source: SourceFile, project: Project) -> Fix | None:
 # the NPU sibling that re-registers the GPU spec's patch functions
 # ----------------------------------------------------------------------------------------------------
 _WORDING = (
+    ("via the OpSlot guard", "via its {handle} handle"),
     ("an OpSlot guard", "a {handle} dispatch"),
     ("OpSlot guards", "{handle} handles"),
     ("OpSlot-based", "{handle}-based"),
@@ -2744,6 +2749,17 @@ _WORDING = (
     ("with OpSlot", "with {handle}"),
     ("OpSlot factory wrappers", "{handle} wrappers"),
     ("at OpSlot.bind() time", "when its {handle} is built"),  # a handle resolves its row at construction
+    ("`` OpSlot;", "`` {handle} handle;"),
+)
+# whole sentences (in docstrings, across lines) about when the OpSlot was bound: the handle is built in __init__
+_SENTENCES = (
+    (
+        re.compile(
+            r"The OpSlot is bound by\s+``_bind_veomni_ops``\s+after\s+model\s+construction;\s+eager\s+mode\s+falls"
+            r"\s+through\s+to\s+the\s+standard\s+expert\s+loop\s+below\."
+        ),
+        "The handle is built in ``__init__``; its eager row is the standard expert loop.",
+    ),
 )
 
 
@@ -2771,9 +2787,35 @@ def refresh_wording(text: str, handle: str) -> str:
             or (significant[i - 1].string == "(" and significant[i - 2].string == "add_post_import_block")
         )
     }
+    try:
+        doc_rows = {
+            node.body[0].lineno
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and _const_str(node.body[0].value) is not None
+        }
+    except SyntaxError:
+        doc_rows = set()
     for tok in tokens:
-        is_doc = (tok is first_stmt and tok.type == tokenize.STRING) or id(tok) in descriptions
+        is_doc = (
+            (tok is first_stmt and tok.type == tokenize.STRING)
+            or id(tok) in descriptions
+            or (tok.type == tokenize.STRING and tok.start[0] in doc_rows)
+        )
         if tok.type != tokenize.COMMENT and not is_doc:
+            continue
+        if tok.type == tokenize.STRING and any(p.search(tok.string) for p, _ in _SENTENCES):
+            (srow, scol), (erow, ecol) = tok.start, tok.end
+            new_tok = tok.string
+            for pattern, repl in _SENTENCES:
+                new_tok = pattern.sub(repl, new_tok)
+            for old, repl in _WORDING:
+                new_tok = new_tok.replace(old, repl.format(handle=handle))
+            head, tail = lines[srow - 1][:scol], lines[erow - 1][ecol:]
+            replaced = (head + new_tok + tail).splitlines(keepends=True)
+            lines[srow - 1 : erow] = replaced + [""] * (erow - srow + 1 - len(replaced))
             continue
         (srow, scol), (erow, ecol) = tok.start, tok.end
         for row in range(srow, erow + 1):
@@ -2813,6 +2855,47 @@ def _registered(tree: ast.Module, config_name: str) -> dict[str, str]:
     return out
 
 
+def base_spec_import(tree: ast.Module, path: str) -> tuple[ast.ImportFrom, str] | None:
+    """The ``from <...>_patch_gen_config import ...`` of another spec (its GPU sibling, or another model's spec
+    whose patch functions this one reuses) that brings patch functions, and that spec's file path."""
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_patch_gen_config")):
+            continue
+        if all(a.name == "config" for a in stmt.names):
+            continue
+        parts = (stmt.module or "").split(".")
+        here = os.path.dirname(os.path.abspath(path))
+        if stmt.level or len(parts) < 2 or parts[-2] == os.path.basename(here):
+            base = os.path.join(here, parts[-1] + ".py")
+        else:
+            base = os.path.join(os.path.dirname(here), parts[-2], parts[-1] + ".py")
+        if os.path.abspath(base) == os.path.abspath(path):
+            continue
+        return stmt, base
+    return None
+
+
+def _registrations(tree: ast.Module, text: str, config_name: str) -> dict[str, tuple[str, str | None]]:
+    """``config.override_method("T", replacement=fn[, name_map=M])`` calls: fn -> (target, source of M)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        if (_dotted(call.func) or "") not in (
+            f"{config_name}.override_method",
+            f"{config_name}.replace_function",
+        ):
+            continue
+        target = _const_str(call.args[0]) if call.args else None
+        repl = next((k.value for k in call.keywords if k.arg == "replacement"), None)
+        name_map = next((k.value for k in call.keywords if k.arg == "name_map"), None)
+        if target and isinstance(repl, ast.Name):
+            source = ast.get_source_segment(text, name_map) if name_map is not None else None
+            out[repl.id] = (target, source)
+    return out
+
+
 def _added_imports(tree: ast.Module, config_name: str) -> dict[str, str]:
     """``config.add_import(module, names=[...])`` calls of a spec: name -> module."""
     out: dict[str, str] = {}
@@ -2843,9 +2926,11 @@ def _spec_functions(tree: ast.Module, config_name: str) -> dict[str, tuple[str, 
     return out
 
 
-def _builds_handle(fn: ast.AST, handle: str) -> bool:
+def _builds_handle(fn: ast.AST, names: Names) -> bool:
+    builders = {names.handle, names.attention_helper}
     return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == handle for n in ast.walk(fn)
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in builders
+        for n in ast.walk(fn)
     )
 
 
@@ -2869,12 +2954,13 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     gpu_module = None
     gpu_level = 0
     imported: dict[str, str] = {}  # local name -> GPU function name
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_gpu_patch_gen_config"):
-            gpu_module = stmt.module
-            gpu_level = stmt.level
-            for alias in stmt.names:
-                imported[alias.asname or alias.name] = alias.name
+    found_base = base_spec_import(tree, path)
+    if found_base is not None:
+        stmt, gpu_path = found_base
+        gpu_module = stmt.module
+        gpu_level = stmt.level
+        for alias in stmt.names:
+            imported[alias.asname or alias.name] = alias.name
     config_name = "config"
     for stmt in tree.body:
         if (
@@ -2888,7 +2974,6 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     if gpu_module is None or not registered:
         return SiblingResult(text)
     if gpu_text is None:
-        gpu_path = os.path.join(os.path.dirname(path), gpu_module.rsplit(".", 1)[-1] + ".py")
         try:
             with open(gpu_path, encoding="utf-8") as fh:
                 gpu_text = fh.read()
@@ -2937,6 +3022,23 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     }
     used = {imported.get(local, local) for local in registered}
+    # the base spec's class -> (this spec's class, name_map source): a dependent model registers the base model's
+    # functions for its own classes, renaming with ``name_map=``; an NPU sibling uses the same classes
+    class_map: dict[str, tuple[str, str | None]] = {}
+    for local, (target, name_map) in _registrations(tree, text, config_name).items():
+        base = gpu_fns.get(imported.get(local, local))
+        if base is not None and "." in base[1] and "." in target:
+            class_map.setdefault(base[1].split(".")[0], (target.split(".")[0], name_map))
+    same_package = os.path.dirname(os.path.abspath(gpu_path)) == os.path.dirname(os.path.abspath(path))
+
+    def here(target: str) -> tuple[str, str | None] | None:
+        """``target`` of the base spec as this spec names it (and the name_map to register it with)."""
+        cls, _, meth = target.partition(".")
+        if cls in class_map:
+            mapped, name_map = class_map[cls]
+            return f"{mapped}.{meth}", name_map
+        return (target, None) if same_package else None
+
     classes = {gpu_fns[f][1].split(".")[0] for f in used if f in gpu_fns and "." in gpu_fns[f][1]}
     # overrides the migration added in place of a replaced function this spec registers
     replaced_here = {gpu_fns[f][1] for f in used if f in gpu_fns and gpu_fns[f][0] == "replace_function"}
@@ -2951,11 +3053,13 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         for t in n.targets
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
-    add: list[tuple[str, str, str]] = []
-    for fname, (kind, target) in gpu_fns.items():
-        if target in targets_here or fname in used or kind != "override_method" or "." not in target:
+    add: list[tuple[str, str, str, str | None]] = []
+    for fname, (kind, base_target) in gpu_fns.items():
+        mapped = here(base_target) if "." in base_target else None
+        if mapped is None or mapped[0] in targets_here or fname in used or kind != "override_method":
             continue
-        cls, meth = target.split(".", 1)
+        target, name_map = mapped
+        cls, meth = base_target.split(".", 1)
         if meth == "__init__":
             continue  # decided below, once the classes are known
         calls_handle = any(
@@ -2967,15 +3071,34 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
             for n in ast.walk(fn_nodes[fname])
         )
         if calls_handle and (cls in classes or replaced_here):
-            add.append((fname, target, kind))
+            add.append((fname, target, kind, name_map))
             classes.add(cls)
-    for fname, (kind, target) in gpu_fns.items():
-        if target in targets_here or fname in used or kind != "override_method":
+    for fname, (kind, base_target) in gpu_fns.items():
+        mapped = here(base_target) if "." in base_target else None
+        if mapped is None or mapped[0] in targets_here or fname in used or kind != "override_method":
             continue
-        cls, _, meth = target.partition(".")
-        if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names.handle):
-            add.append((fname, target, kind))
-    clash = sorted(f for f, _, _ in add if f in bound_here)
+        target, name_map = mapped
+        cls, _, meth = base_target.partition(".")
+        if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names):
+            add.append((fname, target, kind, name_map))
+    if not same_package:
+        # a dependent model reuses the base model's new __init__ overrides only where the two upstream classes
+        # build the same thing once renamed: otherwise it would get another model's attributes
+        differ = [
+            target
+            for fname, target, kind, name_map in add
+            if target.endswith(".__init__")
+            and not _same_upstream_init(gpu_tree, tree, gpu_fns[fname][1], target, name_map, path)
+        ]
+        if differ:
+            return SiblingResult(
+                text,
+                reasons=(
+                    f"{', '.join(differ)} would reuse the base spec's __init__ override ({gpu_module}), but the "
+                    "upstream classes differ beyond their name_map: build these handles here by hand",
+                ),
+            )
+    clash = sorted(f for f, *_ in add if f in bound_here)
     if clash:
         return SiblingResult(
             text,
@@ -2993,7 +3116,7 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         for s in gpu_tree.body
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     }
-    reused = [fn_nodes[f] for f, _, _ in add] + [gpu_defs[n] for n in set(imported.values()) if n in gpu_defs]
+    reused = [fn_nodes[f] for f, *_ in add] + [gpu_defs[n] for n in set(imported.values()) if n in gpu_defs]
     read = {n.id for node in reused for n in ast.walk(node) if isinstance(n, ast.Name)}
     wanted: dict[str, list[str]] = {}
     for name in sorted(read):
@@ -3026,15 +3149,16 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         else None
     )
     import_text = (
-        f"from {'.' * gpu_level}{gpu_module} import (\n" + "".join(f"    {f},\n" for f, _, _ in add) + ")\n"
+        f"from {'.' * gpu_level}{gpu_module} import (\n" + "".join(f"    {f},\n" for f, *_ in add) + ")\n"
     )
     registrations = ("\n\n" + import_lines if import_lines else "") + "".join(
         f"\n\n{config_name}.{kind}(\n"
         f'    "{target}",\n'
         f"    replacement={fname},\n"
-        f'    description="{_registration_description(target, names)}",\n'
+        + (f"    name_map={name_map},\n" if name_map else "")
+        + f'    description="{_registration_description(target, names)}",\n'
         ")\n"
-        for fname, target, kind in add
+        for fname, target, kind, name_map in add
     )
     body = "".join(lines)
     if not body.endswith("\n"):
@@ -3044,7 +3168,54 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     at = last_import if last_import is not None else 0
     if add:
         out_lines[at:at] = [import_text]
-    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, _ in add))
+    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, *_ in add))
+
+
+def _same_upstream_init(
+    base_tree: ast.Module, tree: ast.Module, base_target: str, target: str, name_map: str | None, path: str
+) -> bool:
+    """Whether upstream ``base_target``'s ``__init__`` equals ``target``'s once ``name_map`` renames it."""
+    from npu_lint.veomni import upstream
+
+    def source_module(t: ast.Module) -> str | None:
+        for stmt in t.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+                for kw in stmt.value.keywords:
+                    if kw.arg == "source_module":
+                        return _const_str(kw.value)
+        return None
+
+    renames: dict[str, str] = {}
+    if name_map:
+        value: ast.expr | None = ast.parse(name_map, mode="eval").body
+        if isinstance(value, ast.Name):
+            value = next(
+                (
+                    s.value
+                    for s in tree.body
+                    if isinstance(s, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == value.id for t in s.targets)  # type: ignore[union-attr]
+                ),
+                None,
+            )
+        try:
+            renames = dict(ast.literal_eval(value)) if value is not None else {}
+        except ValueError:
+            return False
+    base_module, module = source_module(base_tree), source_module(tree)
+    if not base_module or not module:
+        return False
+    base = upstream.class_init(base_module, base_target.split(".")[0])
+    mine = upstream.class_init(module, target.split(".")[0])
+    if not isinstance(base, upstream.MethodSource) or not isinstance(mine, upstream.MethodSource):
+        return False
+    text = base.text
+    for old, new in renames.items():
+        text = text.replace(old, new)
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(text))) == ast.dump(ast.parse(textwrap.dedent(mine.text)))
+    except SyntaxError:
+        return False
 
 
 def _registration_description(target: str, names: Names) -> str:
