@@ -240,3 +240,31 @@ def test_every_spec_migrates(model: str, device: str) -> None:
     assert result.text != spec_path(model, device).read_text()
     assert "OpSlot(" not in result.text and "use_non_eager_impl" not in result.text
     compile(result.text, str(spec_path(model, device)), "exec")
+
+
+@pytest.mark.parametrize(("dependent", "base"), [("qwen3_vl_moe", "qwen3_vl"), ("qwen3_5_moe", "qwen3_5")])
+def test_dependents_migrate_in_the_same_change(dependent: str, base: str) -> None:
+    """A spec whose patch functions another model reuses says so (unsafe alone); the dependent's own migration
+    builds what the reused functions call once the base is migrated."""
+    assert any(dependent in r for r in migrate(base).reasons)
+    result = migrate(dependent)
+    assert result.applicability is not Applicability.DISPLAY, result.reasons
+    assert "OpSlot(" not in result.text and "use_non_eager_impl" not in result.text
+    tree = ast.parse(result.text)
+    registered = {
+        (getattr(node.value.args[0], "value", None), kw.arg)
+        for node in tree.body
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node.value.args
+        for kw in node.value.keywords
+    }
+    if dependent == "qwen3_vl_moe":  # qwen3_vl's new __init__ overrides, renamed for the MoE classes
+        for cls in ("Qwen3VLMoeTextRMSNorm", "Qwen3VLMoeTextAttention", "Qwen3VLMoeVisionAttention"):
+            assert (f"{cls}.__init__", "replacement") in registered and (
+                f"{cls}.__init__",
+                "name_map",
+            ) in registered
+    else:  # qwen3_5's GatedDeltaNet __init__ (registered here) builds the three kernel handles: not rebuilt here
+        gdn = {h.op for h in result.handles if h.cls == "Qwen3_5MoeGatedDeltaNet"}
+        assert gdn == {"causal_conv1d", "chunk_gated_delta_rule", "rms_norm_gated"}
+        assert not any(f'VeomniOp("{op}"' in result.text for op in gdn)
+        assert ("Qwen3_5MoeGatedDeltaNet.__init__", "replacement") in registered
