@@ -509,6 +509,7 @@ class _Analyzer:
         self.tree = tree
         self.text = text
         self.path = path
+        self.base_migrated = False  # the spec whose functions this one reuses no longer has OpSlot dispatch
         self.plan = Plan(spec=spec, names=names)
 
     # -- collection ---------------------------------------------------------------------------------
@@ -568,7 +569,13 @@ class _Analyzer:
                 "re-registers: the declarations go, the GPU spec's handle-building __init__ overrides are re-registered"
             )
             unused = sorted(set(unused) - set(served))
-        if unused:
+        if unused and self.base_migrated:
+            plan.fail(
+                f"slot(s) {', '.join(unused)} serve the patch functions this spec reuses from a spec that was migrated "
+                "without it: migrate both from their OpSlot-era text in the same change (one `check --fix` run, or "
+                "`migrate`)"
+            )
+        elif unused:
             plan.fail(
                 f"slot(s) {', '.join(unused)} are declared here but no function of this file uses them (patch "
                 "functions imported from another spec?): migrate the spec that uses them and re-register its new "
@@ -616,9 +623,10 @@ class _Analyzer:
         gpu, gpu_path = found_base
         try:
             with open(gpu_path, encoding="utf-8") as fh:
-                gpu_text = fh.read()
+                gpu_text = _base_original(gpu_path, fh.read())
         except OSError:
             return
+        self.base_migrated = not re.search(r"\bOpSlot\(", gpu_text)
         try:
             gpu_text, _, _ = vendor_prepass(gpu_text, gpu_path)
             gpu_plan = _Analyzer(ast.parse(gpu_text), gpu_text, gpu_path, True, plan.names).run()
@@ -2499,6 +2507,23 @@ def _after_docstring(cst: Any, body: list[Any]) -> int:
 # ----------------------------------------------------------------------------------------------------
 # entry points
 # ----------------------------------------------------------------------------------------------------
+# the OpSlot-era text of specs this process migrated, keyed by (real path, migrated text): a sibling or dependent
+# migrated afterwards (``check --fix`` writes the GPU spec before its NPU sibling) still learns what the base
+# spec's migration did (its kernel attributes, its retired imports)
+_ORIGINALS: dict[tuple[str, str], str] = {}
+
+
+def _remember_original(path: str, migrated: str, original: str) -> None:
+    if len(_ORIGINALS) >= 64:
+        _ORIGINALS.pop(next(iter(_ORIGINALS)))
+    _ORIGINALS[(os.path.realpath(path), migrated)] = original
+
+
+def _base_original(path: str, text: str) -> str:
+    """The OpSlot-era text of the spec at ``path`` whose current text is ``text`` (``text`` when unknown)."""
+    return _ORIGINALS.get((os.path.realpath(path), text), text)
+
+
 def _is_spec(text: str, path: str) -> bool:
     return path.endswith("_patch_gen_config.py") or bool(re.search(r"^\w+\s*=\s*PatchConfig\(", text, re.M))
 
@@ -2665,6 +2690,8 @@ def migrate_source(
         reworded = refresh_wording(result.text, names.handle)
         if reworded != result.text:
             result = replace(result, text=reworded)
+    if result.text != text and result.applicability is not Applicability.DISPLAY:
+        _remember_original(path, result.text, text)
     if not result.handles and not result.reasons and not result.registrations:
         return result
     reasons = list(result.reasons)
@@ -2953,6 +2980,7 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         return SiblingResult(text)
     gpu_module = None
     gpu_level = 0
+    gpu_path = ""
     imported: dict[str, str] = {}  # local name -> GPU function name
     found_base = base_spec_import(tree, path)
     if found_base is not None:
@@ -2979,7 +3007,7 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
                 gpu_text = fh.read()
         except OSError:
             return SiblingResult(text)
-    original_gpu = gpu_text
+    original_gpu = _base_original(gpu_path, gpu_text) if gpu_path else gpu_text
     if re.search(r"\bOpSlot\(", gpu_text):
         migrated = _migrate_cached(gpu_text, gpu_module.replace(".", "/") + ".py", names, _upstream_key())
         if migrated.applicability is Applicability.DISPLAY:
@@ -2991,6 +3019,7 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
                 ),
             )
         gpu_text = migrated.text
+    if original_gpu != gpu_text:
         try:
             before = _added_imports(ast.parse(original_gpu), "config")
             after = _added_imports(ast.parse(gpu_text), "config")

@@ -268,3 +268,23 @@ def test_dependents_migrate_in_the_same_change(dependent: str, base: str) -> Non
         assert gdn == {"causal_conv1d", "chunk_gated_delta_rule", "rms_norm_gated"}
         assert not any(f'VeomniOp("{op}"' in result.text for op in gdn)
         assert ("Qwen3_5MoeGatedDeltaNet.__init__", "replacement") in registered
+
+
+def test_fixing_file_by_file_in_path_order(tmp_path: Path) -> None:
+    """``check --fix`` fixes files in path order, each read at fix time: the GPU spec is written before its NPU
+    sibling and the base model before its dependent. Every one still migrates, and a second pass changes nothing."""
+    import shutil
+
+    models = ("deepseek_v3", "qwen3_5", "qwen3_vl", "qwen3_vl_moe", "qwen3_5_moe")
+    root = tmp_path / "veomni" / "models" / "transformers"
+    for model in models:  # the packages involved (a copy: the shared corpus is read-only)
+        shutil.copytree(spec_path(model).parent, root / model, ignore=shutil.ignore_patterns("generated"))
+    order = [(m, d) for m in ("deepseek_v3", "qwen3_5", "qwen3_vl", "qwen3_vl_moe") for d in ("gpu", "npu")]
+    for model, device in order:
+        path = root / model / f"{model}_{device}_patch_gen_config.py"
+        result = migrate_source(path.read_text(), str(path), profile=profile())
+        assert result.applicability is not Applicability.DISPLAY, (model, device, result.reasons)
+        path.write_text(result.text)
+    for model, device in order:
+        path = root / model / f"{model}_{device}_patch_gen_config.py"
+        assert migrate_source(path.read_text(), str(path), profile=profile()).text == path.read_text()
