@@ -2065,11 +2065,9 @@ def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
     need: list[tuple[str, str]] = []
     if any(not h.is_config and h.op != ATTENTION_OP for h in handles):
         need.append((names.handle_module, names.handle))
-    if any(
-        h.op not in (ATTENTION_OP, "moe_experts") or not names.moe_resolver
-        for h in handles
-        if h.op != ATTENTION_OP
-    ):
+    # the resolver builds every handle but attention (its helper) and MoE experts (their own resolver)
+    own_builder = {ATTENTION_OP, "moe_experts"} if names.moe_resolver else {ATTENTION_OP}
+    if any(h.op not in own_builder for h in handles):
         need.append((names.resolver_module, names.resolver))
     if any(h.op == "swiglu_mlp" for h in handles):
         need.append((names.bias_module, names.linear_bias))
@@ -3148,7 +3146,8 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     reused = [fn_nodes[f] for f, *_ in add] + [gpu_defs[n] for n in set(imported.values()) if n in gpu_defs]
     read = {n.id for node in reused for n in ast.walk(node) if isinstance(n, ast.Name)}
     wanted: dict[str, list[str]] = {}
-    for name in sorted(read):
+    inherits = re.search(rf"^{re.escape(config_name)}\.additional_imports\.extend\(", text, re.M)
+    for name in sorted(read) if not inherits else ():  # a spec that extends the base's imports has them
         module = gpu_adds.get(name)
         if module is not None and name not in here_adds:
             wanted.setdefault(module, []).append(name)
