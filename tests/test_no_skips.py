@@ -14,7 +14,6 @@ TESTS = Path(__file__).resolve().parent
 MAY_SKIP = {
     "lsp/test_neovim.py": "a docs recipe for a Neovim newer than the installed one",
     # owned by another change (issue 18): reads a machine path; to be moved to ../shared/corpora
-    "integration/test_codemod_vs_upstream.py": "pending: the reconstruction moves to the shared corpora",
 }
 SKIPS = {"skip", "skipif", "importorskip"}
 

@@ -81,6 +81,65 @@ KERNEL_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "causal_conv1d": (("x", "weight", "bias", "cu_seqlens"), (), True),
     "chunk_gated_delta_rule": (("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"), (), False),
 }
+# MoE experts and the load-balancing loss (names looked up in the tree, used only when it defines them)
+MOE_RESOLVER = "resolve_moe_impl"
+EMPTY_BIAS = "empty_bias"
+LB_HELPER = "load_balancing_loss"
+# the moe_experts ops' call contracts (VeOmni @5d90dd16): positional names, then keywords; a fused MoE function
+# called with these keywords in the OpSlot era (``fused_moe_forward(hidden_states=..., ...)``) becomes the handle
+# called positionally (a None weight becomes the empty-bias sentinel)
+MOE_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "standard": (
+        (
+            "hidden_states",
+            "routing_weights",
+            "selected_experts",
+            "fc1_1_weight",
+            "fc1_2_weight",
+            "fc2_weight",
+            "fc1_1_2_weight",
+        ),
+        ("num_experts",),
+    ),
+}
+# OpSlot MoE kernels that took the experts module itself: slot(self, <args>) -> the handle with the module's
+# tensors (VeOmni main's OpSlot adapters read them off the module; the ops take them positionally). variant: (the
+# slot's arguments after the module, the op's positional arguments (a slot argument's name, ``self.<attr>``, or
+# ``empty:self.<attr>`` for the empty-bias sentinel of that weight), the op's keywords as ``self.<attr>``)
+MOE_MODULE_CONTRACTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "standard": (
+        ("hidden_states", "top_k_index", "top_k_weights"),
+        (
+            "hidden_states",
+            "top_k_weights",
+            "top_k_index",
+            "empty:self.gate_up_proj",
+            "empty:self.gate_up_proj",
+            "self.down_proj",
+            "self.gate_up_proj",
+        ),
+        ("num_experts",),
+    ),
+    "gpt_oss": (
+        ("hidden_states", "router_indices", "routing_weights"),
+        (
+            "hidden_states",
+            "routing_weights",
+            "router_indices",
+            "self.gate_up_proj",
+            "self.gate_up_proj_bias",
+            "self.down_proj",
+            "self.down_proj_bias",
+        ),
+        ("num_experts", "alpha", "limit"),
+    ),
+}
+# attention: upstream forwards pick ``attention_interface`` from ``ALL_ATTENTION_FUNCTIONS.get_interface(...)``; on a
+# tree with an attention helper (``attention_op()`` / ``attention_kernel()``) the class builds that handle instead
+ATTENTION_OP = "attention"
+ATTENTION_ATTR = "veomni_attn"
+ATTENTION_VAR = "attention_interface"
+ATTENTION_FIELD = "attn_implementation"
 POST_INIT = re.compile(r"^\s*self\.post_init\(\s*\)\s*$")  # handles are built before it, as upstream does
 GUARD_ATTR = "use_non_eager_impl"
 _CATALOG_PAIRS = {(r.op, r.variant) for r in BUILTIN_ROWS}
@@ -109,6 +168,10 @@ class Names:
     vision_rope: tuple[str, str]  # (op, variant) of the vision RoPE
     attention_helper: str | None
     attention_module: str | None
+    moe_resolver: str | None = None  # resolve_moe_impl (beside the resolver), when the tree defines it
+    empty_bias: str | None = None  # the empty-bias sentinel helper (beside linear_bias), when defined
+    lb_helper: str | None = None  # load_balancing_loss in the loss module, when it takes the handle keyword
+    pairs: frozenset[tuple[str, str]] = frozenset()  # (op, variant) the tree registers
 
     @classmethod
     def of(cls, api: ApiProfile) -> Names:
@@ -133,7 +196,15 @@ class Names:
             vision_rope=tuple(api.vision_rope),  # type: ignore[arg-type]
             attention_helper=api.attention_helper,
             attention_module=api.attention_module,
+            moe_resolver=_defined(api, api.resolver_module or base.resolver_module, MOE_RESOLVER),
+            empty_bias=_defined(api, api.bias_module or base.bias_module, EMPTY_BIAS),
+            lb_helper=_defined(api, api.loss_module or base.loss_module, LB_HELPER),
+            pairs=frozenset((op, v) for op, variants in api.variants for v in variants),
         )
+
+
+def _defined(api: ApiProfile, module: str | None, name: str) -> str | None:
+    return name if module and api.defines(module, name) else None
 
 
 @dataclass(frozen=True)
@@ -143,7 +214,8 @@ class HandleSpec:
     op: str
     variant: str
     field: str
-    loss: str | None = None  # loss helper bound through self.loss_function (cross-entropy only)
+    loss: str | None = None  # loss helper bound through self.<loss_attr> (cross-entropy, load balancing)
+    loss_attr: str = "loss_function"
 
     @property
     def is_config(self) -> bool:
@@ -153,6 +225,10 @@ class HandleSpec:
     def construction(self, names: Names) -> str:
         if self.is_config:
             return f'self.{self.attr} = {names.resolver}("{self.field}")'
+        if self.op == ATTENTION_OP and names.attention_helper:
+            return f"self.{self.attr} = {names.attention_helper}()"
+        if self.op == "moe_experts" and names.moe_resolver:
+            return f'self.{self.attr} = {names.handle}("{self.op}", "{self.variant}", {names.moe_resolver}())'
         npu_as = ', npu_as="chunk_loss"' if self.op == "cross_entropy_loss" and names.npu_as else ""
         args = f'"{self.op}", "{self.variant}", {names.resolver}("{self.field}"{npu_as})'
         line = f"self.{self.attr} = {names.handle}({args})"
@@ -164,7 +240,7 @@ class HandleSpec:
         out = [self.construction(names)]
         if self.loss:
             keyword = names.loss_keyword or "op"
-            out.append(f"self.loss_function = partial({self.loss}, {keyword}=self.{self.attr})")
+            out.append(f"self.{self.loss_attr} = partial({self.loss}, {keyword}=self.{self.attr})")
         return out
 
 
@@ -250,6 +326,15 @@ class Plan:
     # (class, attr) -> (slot, eps source, activation source): a gated-norm module built from the slot in __init__
     # (the eager module stays; its calls become handle calls with its weight)
     module_attrs: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
+    # function key -> class: forwards whose ``attention_interface`` becomes the class's attention handle
+    attention: dict[str, str] = field(default_factory=dict)
+    # (function key, callee) -> slot: a fused MoE function the guarded branch called with the op's keywords
+    moe_calls: dict[tuple[str, str], str] = field(default_factory=dict)
+    moe_fns: set[str] = field(default_factory=set)  # functions whose MoE path became the handle call
+    # NPU sibling: class -> handle attrs its GPU spec's migrated __init__ (registered here) builds
+    gpu_inits: dict[str, set[str]] = field(default_factory=dict)
+    gpu_slot_users: set[str] = field(default_factory=set)  # slots only the GPU spec's functions use
+    empty_bias_used: bool = False
 
     def fail(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -263,6 +348,8 @@ class Plan:
     def target(self, slot: Slot) -> tuple[str, str] | None:
         """The handle (op, variant) of ``slot`` in the target profile's names."""
         if (slot.op, slot.variant) not in OPSLOT_TO_VEOMNIOP:
+            if slot.target is None and (slot.op, slot.variant) in self.names.pairs:
+                return (slot.op, slot.variant)  # the tree registers the slot's own (op, variant)
             return slot.target
         return slot_target(slot.op, slot.variant, self.names.offset_variant, self.names.vision_rope)
 
@@ -278,12 +365,15 @@ class Plan:
         if variant is not None:
             var = variant
         loss = None
+        loss_attr = "loss_function"
         if slot.op == "cross_entropy_loss":
             loss = CE_LOSS.get(slot.variant)
+        elif slot.op == "load_balancing_loss" and self.names.lb_helper and self.names.loss_keyword:
+            loss, loss_attr = self.names.lb_helper, LB_HELPER
         field_name = (
             slot.variant if slot.op == CONFIG_SLOT else SLOT_FIELD.get(slot.op, f"{slot.op}_implementation")
         )
-        spec = HandleSpec(cls, slot.name, op, var, field_name, loss)
+        spec = HandleSpec(cls, slot.name, op, var, field_name, loss, loss_attr)
         existing = self.handles.setdefault(cls, {}).get(slot.name)
         if existing is not None and existing != spec:
             self.fail(
@@ -420,6 +510,7 @@ class _Analyzer:
         self.tree = tree
         self.text = text
         self.path = path
+        self.base_migrated = False  # the spec whose functions this one reuses no longer has OpSlot dispatch
         self.plan = Plan(spec=spec, names=names)
 
     # -- collection ---------------------------------------------------------------------------------
@@ -453,9 +544,11 @@ class _Analyzer:
         if not plan.slots:
             return plan
         self._collect_functions()
+        self._inherit_from_gpu_sibling()
         self._analyse_free_functions()
         self._analyse_uses()
         self._kernel_and_module_users()
+        self._plan_attention()
         self._plan_inits()
         for name, free in plan.free.items():
             if not plan.free_callers.get(name):
@@ -468,7 +561,22 @@ class _Analyzer:
             f.slot.name for f in plan.free.values()
         }
         unused = sorted(set(plan.slots) - used - plan.guarded)
-        if unused:
+        served = sorted(set(unused) & plan.gpu_slot_users)
+        if served:
+            # an NPU sibling declares slots for the GPU spec's patch functions it re-registers: the declarations go,
+            # and the GPU spec's new __init__ overrides are re-registered here (sibling_registrations)
+            plan.note(
+                f"slot(s) {', '.join(served)} were declared here for the GPU spec's patch functions this spec "
+                "re-registers: the declarations go, the GPU spec's handle-building __init__ overrides are re-registered"
+            )
+            unused = sorted(set(unused) - set(served))
+        if unused and self.base_migrated:
+            plan.fail(
+                f"slot(s) {', '.join(unused)} serve the patch functions this spec reuses from a spec that was migrated "
+                "without it: migrate both from their OpSlot-era text in the same change (one `check --fix` run, or "
+                "`migrate`)"
+            )
+        elif unused:
             plan.fail(
                 f"slot(s) {', '.join(unused)} are declared here but no function of this file uses them (patch "
                 "functions imported from another spec?): migrate the spec that uses them and re-register its new "
@@ -502,6 +610,62 @@ class _Analyzer:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         key = f"{stmt.name}.{item.name}"
                         plan.functions[key] = FnInfo(key, item, cls_name, "method", None)
+
+    def _inherit_from_gpu_sibling(self) -> None:
+        """An NPU sibling that imports its GPU spec's patch functions: the GPU spec's migration builds the handles
+        of the classes whose ``__init__`` this spec registers from it, and its kernel / gated-norm attributes become
+        handles, so this spec's own methods that call those attributes are rewritten the same way."""
+        plan = self.plan
+        if not plan.spec:
+            return
+        found_base = base_spec_import(self.tree, self.path)
+        if found_base is None:
+            return
+        gpu, gpu_path = found_base
+        try:
+            with open(gpu_path, encoding="utf-8") as fh:
+                gpu_text = _base_original(gpu_path, fh.read())
+        except OSError:
+            return
+        self.base_migrated = not re.search(r"\bOpSlot\(", gpu_text)
+        try:
+            gpu_text, _, _ = vendor_prepass(gpu_text, gpu_path)
+            gpu_plan = _Analyzer(ast.parse(gpu_text), gpu_text, gpu_path, True, plan.names).run()
+        except Exception:  # noqa: BLE001 - the sibling is then analysed on its own
+            return
+        if gpu_plan.display:
+            return
+        imported = {a.asname or a.name: a.name for a in gpu.names}
+        registered = _registered(self.tree, plan.config_name)
+        init_owner = {
+            key: cls for cls, key in gpu_plan.init_keys.items()
+        }  # base spec __init__ fn -> its class
+        class_map: dict[str, str] = {}  # the base spec's class -> this spec's class
+        for local, target in registered.items():
+            cls, _, meth = target.partition(".")
+            base_cls = init_owner.get(imported.get(local, ""))
+            if meth == "__init__" and local in imported and (base_cls or cls) in gpu_plan.handles:
+                base_cls = base_cls or cls
+                plan.gpu_inits[cls] = set(gpu_plan.handles[base_cls])
+                class_map[base_cls] = cls
+        gpu_users = {imported.get(local, local) for local in registered if local in imported}
+        for fn in gpu_plan.functions.values():
+            if fn.key in gpu_users:
+                plan.gpu_slot_users |= {n.id for n in ast.walk(fn.node) if isinstance(n, ast.Name)} & set(
+                    plan.slots
+                )
+        for per in gpu_plan.handles.values():
+            plan.gpu_slot_users |= set(per) & set(plan.slots)
+        for (base_cls, attr), slot in gpu_plan.kernel_attrs.items():
+            cls = class_map.get(base_cls)
+            if cls is not None and slot in plan.slots:
+                plan.kernel_attrs[(cls, attr)] = slot
+                plan.add_handle(cls, plan.slots[slot])
+        for (base_cls, attr), found in gpu_plan.module_attrs.items():
+            cls = class_map.get(base_cls)
+            if cls is not None and found[0] in plan.slots:
+                plan.module_attrs[(cls, attr)] = found
+                plan.add_handle(cls, plan.slots[found[0]])
 
     def _uses(self, fn: FnInfo) -> list[ast.Name]:
         return [n for n in _walk_fn(fn.node) if isinstance(n, ast.Name) and n.id in self.plan.slots]
@@ -617,6 +781,13 @@ class _Analyzer:
             parent = parents.get(node)
             if isinstance(parent, ast.Attribute) and parent.attr == GUARD_ATTR:
                 continue  # a guard; handled by the rewrite
+            if (
+                isinstance(parent, ast.Attribute)
+                and parent.attr == "use_eager_impl"
+                and slot.op == "moe_experts"
+                and plan.names.moe_resolver
+            ):
+                continue  # `if not slot.use_eager_impl: raise`: a handle always has a row; goes with the fallback
             if isinstance(parent, ast.Call) and parent.func is node:
                 self._record_call(fn, owner, slot, parent)
                 continue
@@ -654,8 +825,10 @@ class _Analyzer:
                     for c in ast.walk(stmt)
                     if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
                 }
-                if guard[0].name not in calls and not any(
-                    plan.free[f].slot == guard[0] for f in calls if f in plan.free
+                if (
+                    guard[0].name not in calls
+                    and not any(plan.free[f].slot == guard[0] for f in calls if f in plan.free)
+                    and not self._moe_keyword_call(fn, owner, guard[0], fused, guard[1])
                 ):
                     plan.fail(
                         f"`{fn.key}` tests `{guard[0].name}.{GUARD_ATTR}` but its branch does not call the slot; "
@@ -675,6 +848,49 @@ class _Analyzer:
                                 "raises where the eager fallback did not; made unconditional, that error would "
                                 "hit every implementation"
                             )
+
+    def _moe_keyword_call(
+        self, fn: FnInfo, owner: str, slot: Slot, fused: list[ast.stmt], negated: bool
+    ) -> bool:
+        """``if slot.use_non_eager_impl: return fused_fn(<the op's keywords>)``: the handle, called with them."""
+        plan = self.plan
+        if (
+            negated
+            or slot.op != "moe_experts"
+            or not plan.names.moe_resolver
+            or slot.variant not in MOE_CONTRACTS
+        ):
+            return False
+        positional, keywords = MOE_CONTRACTS[slot.variant]
+        if not (
+            len(fused) == 1 and isinstance(fused[0], ast.Return) and isinstance(fused[0].value, ast.Call)
+        ):
+            return False
+        call = fused[0].value
+        if not isinstance(call.func, ast.Name) or call.args:
+            return False
+        given = {k.arg for k in call.keywords}
+        if None in given or not given <= {*positional, *keywords} or positional[0] not in given:
+            return False
+        if any(
+            isinstance(k.value, ast.Constant) and k.value.value is None and k.arg in keywords
+            for k in call.keywords
+        ):
+            return False
+        if any(isinstance(k.value, ast.Constant) and k.value.value is None for k in call.keywords):
+            if not plan.names.empty_bias:
+                return False
+            weights = [
+                k
+                for k in call.keywords
+                if k.arg.endswith("_weight") and not isinstance(k.value, ast.Constant)
+            ]
+            if not weights:
+                return False
+        plan.moe_calls[(fn.key, call.func.id)] = slot.name
+        plan.moe_fns.add(fn.key)
+        plan.add_handle(owner, slot)
+        return True
 
     def _kernel_and_module_users(self) -> None:
         """Methods of a class whose bound-kernel / gated-norm attributes became handles are rewritten too."""
@@ -785,6 +1001,9 @@ class _Analyzer:
             positional = [a for a in call.args if not isinstance(a, ast.Starred)]
             if len(positional) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
                 plan.fail(f"`{fn.key}` calls the RMSNorm slot `{slot.name}` with an unexpected argument list")
+        if slot.op == "moe_experts" and self._moe_module_call(fn, owner, slot, call):
+            plan.add_handle(owner, slot)
+            return
         if (
             slot.op not in ("swiglu_mlp", "cross_entropy_loss")
             and call.args
@@ -803,6 +1022,56 @@ class _Analyzer:
                 "handle is a per-tensor op: migrate the module's forward by hand"
             )
         plan.add_handle(owner, slot, variant)
+
+    def _moe_module_call(self, fn: FnInfo, owner: str, slot: Slot, call: ast.Call) -> bool:
+        """``slot(self, a, b, c)`` of a MoE kernel that read the module's tensors: the op's contract is known and
+        the class builds every attribute it names."""
+        plan = self.plan
+        contract = MOE_MODULE_CONTRACTS.get(slot.variant)
+        if contract is None or not plan.names.moe_resolver or call.keywords:
+            return False
+        params, positional, keywords = contract
+        if not (
+            len(call.args) == len(params) + 1
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == "self"
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+        ):
+            return False
+        attrs = {p.split("self.", 1)[1] for p in positional if "self." in p} | set(keywords)
+        if any(p.startswith("empty:") for p in positional) and not plan.names.empty_bias:
+            return False
+        if self._has_attrs(owner, {"limit"}) and "limit" not in keywords:
+            plan.fail(
+                f"`{owner}` has a `limit` (clamped SwiGLU): the moe_experts/{slot.variant} call contract known here "
+                "has no place for it; migrate that call by hand"
+            )
+            return True
+        if not self._has_attrs(owner, attrs):
+            plan.fail(
+                f"`{owner}` does not build {', '.join(sorted(attrs))} in its __init__: cannot spell the "
+                f"moe_experts/{slot.variant} call"
+            )
+            return True
+        plan.moe_fns.add(fn.key)
+        return True
+
+    def _has_attrs(self, owner: str, needed: set[str]) -> bool:
+        init = self.plan.functions.get(f"{owner}.__init__")
+        if init is None:
+            local = self._local_class(owner)
+            init = self.plan.functions.get(f"{local.name}.__init__") if local is not None else None
+        if init is None:
+            init_key = self._spec_init_key(owner)
+            init = self.plan.functions.get(init_key) if init_key else None
+        if init is None:
+            return False
+        attrs = {
+            t.attr
+            for t in ast.walk(init.node)
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        }
+        return needed <= attrs
 
     def _has_projections(self, owner: str) -> bool:
         needed = {"gate_proj", "up_proj", "down_proj"}
@@ -882,6 +1151,110 @@ class _Analyzer:
                 plan.free_callers[name] = plan.free_callers.get(name, 0) + 1
                 plan.add_handle(cls, free.slot)
 
+    # -- attention through the tree's helper ------------------------------------------------------------
+    def _attention_shape(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """``attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(...)`` (or the older
+        ``= eager_attention_forward; if ...: = ALL_ATTENTION_FUNCTIONS[...]``) then exactly one
+        ``attention_interface(self, ...)`` call, and no other use of the name."""
+        assigned = 0
+        calls = 0
+        loads = 0
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == ATTENTION_VAR for t in targets):
+                    source = ast.unparse(node.value) if node.value is not None else ""
+                    if "ALL_ATTENTION_FUNCTIONS" not in source and "eager_attention_forward" not in source:
+                        return False
+                    assigned += 1
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == ATTENTION_VAR
+            ):
+                if not (node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+                    return False
+                calls += 1
+            elif isinstance(node, ast.Name) and node.id == ATTENTION_VAR and isinstance(node.ctx, ast.Load):
+                loads += 1
+        return assigned >= 1 and calls == 1 and loads == 1
+
+    def _plan_attention(self) -> None:
+        """Each attention class's forward calls the tree's attention handle, built in its ``__init__``."""
+        plan = self.plan
+        names = plan.names
+        if not (plan.spec and names.attention_helper and names.attention_module and plan.source_module):
+            return
+        forwards: dict[str, FnInfo] = {}
+        for fn in plan.functions.values():
+            if fn.kind != "method" or fn.owner is None:
+                continue
+            meth = (fn.target or "").split(".")[-1] if fn.target else fn.node.name
+            if meth == "forward" and any(
+                isinstance(n, ast.Name) and n.id == ATTENTION_VAR for n in ast.walk(fn.node)
+            ):
+                forwards[fn.owner] = fn
+        from npu_lint.veomni import upstream
+
+        found = upstream.callers_of(plan.source_module, ATTENTION_VAR)
+        replaced = {fn.owner for fn in plan.functions.values() if fn.kind == "method" and fn.target is None}
+        # methods this spec registers with a function of another spec (``replacement=``): that function decides
+        registered = set(_registered(self.tree, plan.config_name).values())
+        for cls, meth in found[0] if found else []:
+            if meth != "forward" or cls in forwards or cls in replaced or f"{cls}.forward" in registered:
+                continue
+            src = upstream.method_source(plan.source_module, cls, meth)
+            if src is None:
+                plan.note(
+                    f"cannot read upstream `{cls}.forward`: its attention stays on ALL_ATTENTION_FUNCTIONS"
+                )
+                continue
+            node = ast.parse(src.text).body[0]
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not self._attention_shape(
+                node
+            ):
+                plan.note(
+                    f"`{cls}.forward` picks its attention function in a shape the codemod does not rewrite: it "
+                    f"stays on ALL_ATTENTION_FUNCTIONS (call `{names.attention_helper}()` there by hand)"
+                )
+                continue
+            fname = self._fresh_name(f"{_snake(cls)}_forward_patched")
+            text = _rename_def(src.text, meth, fname)
+            self._signature_imports(text)
+            desc = f"Call the attention op through self.{ATTENTION_ATTR}"
+            deco = (
+                f'@{plan.config_name}.override_method(\n    "{cls}.forward",\n    description="{desc}",\n)\n'
+            )
+            plan.tail.append(deco + text)
+            info = FnInfo(fname, ast.parse(text).body[0], cls, "method", f"{cls}.forward")  # type: ignore[arg-type]
+            plan.functions[fname] = info
+            forwards[cls] = info
+        for cls, fn in sorted(forwards.items()):
+            if not self._attention_shape(fn.node):
+                plan.note(
+                    f"`{fn.key}` picks its attention function in a shape the codemod does not rewrite: it stays "
+                    f"on ALL_ATTENTION_FUNCTIONS (call `{names.attention_helper}()` there by hand)"
+                )
+                continue
+            attrs = {
+                n.attr
+                for f in plan.functions.values()
+                if f.owner == cls
+                for n in ast.walk(f.node)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+            }
+            if ATTENTION_ATTR in attrs:
+                plan.note(
+                    f"`{cls}` already has an attribute `{ATTENTION_ATTR}`: its attention is left as it is"
+                )
+                continue
+            plan.attention[fn.key] = cls
+            plan.touched.add(fn.key)
+            plan.owners.setdefault(fn.key, set()).add(cls)
+            plan.handles.setdefault(cls, {})[ATTENTION_ATTR] = HandleSpec(
+                cls, ATTENTION_ATTR, ATTENTION_OP, "standard", ATTENTION_FIELD
+            )
+
     def _fresh_name(self, base: str) -> str:
         taken = {
             s.name
@@ -939,6 +1312,14 @@ class _Analyzer:
     def _plan_inits(self) -> None:
         plan = self.plan
         for cls in sorted(plan.handles):
+            if cls in plan.gpu_inits:
+                missing = sorted(set(plan.handles[cls]) - plan.gpu_inits[cls])
+                if missing:
+                    plan.fail(
+                        f"`{cls}.__init__` is the GPU spec's, which does not build {', '.join(missing)}: "
+                        "cannot build those handles here"
+                    )
+                continue
             if plan.spec and not self._is_spec_class(cls):
                 existing = self._spec_init_key(cls)
                 if existing:
@@ -1007,7 +1388,7 @@ class _Analyzer:
             plan.before.setdefault(anchor, []).append(deco + text)
         elif anchor is not None:
             # the anchor is itself a new override (copied from upstream): put the __init__ just before it
-            for texts in plan.after.values():
+            for texts in (*plan.after.values(), plan.tail):
                 for i, t in enumerate(texts):
                     if f"def {anchor}(" in t:
                         texts.insert(i, deco + text)
@@ -1015,6 +1396,8 @@ class _Analyzer:
                 else:
                     continue
                 break
+            else:
+                plan.tail.append(deco + text)
         else:
             plan.tail.append(deco + text)
 
@@ -1211,7 +1594,38 @@ class _Rewriter:
                     return rewriter.expr(f"self.{value.value}")
                 return updated
 
-        return fn.visit(Transformer())
+        new = fn.visit(Transformer())
+        if key in self.plan.moe_fns and not free:
+            new = self._drop_dead_locals(new)
+        return new
+
+    def _drop_dead_locals(self, fn: Any) -> Any:
+        """``name = <call>`` at the top of a body whose name nothing reads any more (the eager MoE loop's
+        accumulator, once the handle call replaced the loop)."""
+        cst = self.cst
+        body = list(fn.body.body)
+        kept = []
+        for i, stmt in enumerate(body):
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Assign)
+                and len(stmt.body[0].targets) == 1
+                and isinstance(stmt.body[0].targets[0].target, cst.Name)
+                and isinstance(stmt.body[0].value, cst.Call)
+            ):
+                name = stmt.body[0].targets[0].target.value
+                rest = "\n".join(self.module_code(s) for s in body[i + 1 :])
+                if not re.search(rf"\b{re.escape(name)}\b", rest):
+                    continue
+            kept.append(stmt)
+        if len(kept) == len(body) or not kept:
+            return fn
+        first = kept[0]
+        kept[0] = first.with_changes(
+            leading_lines=[ln for ln in first.leading_lines if ln.comment is not None]
+        )
+        return fn.with_changes(body=fn.body.with_changes(body=kept))
 
     def _owners(self, key: str) -> set[str]:
         return self.plan.owners.get(key) or set()
@@ -1252,10 +1666,31 @@ class _Rewriter:
         assign = stmt.body[0]
         return len(assign.targets) == 1 and self.kernel_attr(assign.targets[0].target, key) is not None
 
+    def _attention_pick(self, stmt: Any, key: str) -> bool:
+        """``attention_interface[: Callable] = ...`` or ``if ...: attention_interface = ...`` in an attention
+        forward whose attention goes through the class's handle."""
+        cst = self.cst
+        if key not in self.plan.attention:
+            return False
+        if isinstance(stmt, cst.If) and stmt.orelse is None:
+            return all(self._attention_pick(s, key) for s in stmt.body.body)
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            return False
+        small = stmt.body[0]
+        if isinstance(small, cst.AnnAssign):
+            target = small.target
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+        else:
+            return False
+        return isinstance(target, cst.Name) and target.value == ATTENTION_VAR
+
     def rewrite_block(self, body: list[Any], key: str, free: bool, in_init: bool = False) -> list[Any]:
         cst = self.cst
         out: list[Any] = []
         for i, stmt in enumerate(body):
+            if not free and self._attention_pick(stmt, key):
+                continue  # the class's attention handle replaces the pick
             if not free and self._kernel_alias_stmt(stmt, key):
                 continue  # `self.<attr> = slot.bound_kernel()`: the handle replaces it
             kernel_test = self._kernel_test(stmt.test, key) if isinstance(stmt, cst.If) and not free else None
@@ -1431,6 +1866,10 @@ class _Rewriter:
     def rewrite_call(self, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
         cst = self.cst
         func = call.func
+        if isinstance(func, cst.Name) and func.value == ATTENTION_VAR and key in self.plan.attention:
+            return call.with_changes(func=self.expr(f"self.{ATTENTION_ATTR}"))
+        if isinstance(func, cst.Name) and (key, func.value) in self.plan.moe_calls:
+            return self.moe_keyword_call(call, self.plan.slots[self.plan.moe_calls[(key, func.value)]])
         if isinstance(func, cst.Name) and func.value in self.plan.slots:
             return self.translate(self.plan.slots[func.value], call, key, handles)
         if isinstance(func, cst.Name) and func.value in self.plan.free and func.value in self.templates:
@@ -1444,6 +1883,38 @@ class _Rewriter:
             return self.expr(f"self.{func.value.value}")
         return call
 
+    def moe_keyword_call(self, call: Any, slot: Slot) -> Any:
+        """``fused(hidden_states=h, ..., fc1_1_weight=None, ...)`` -> ``self.<slot>(h, ..., empty_bias(w), ...)``."""
+        positional, keywords = MOE_CONTRACTS[slot.variant]
+        given = {a.keyword.value: self.module_code(a.value) for a in call.args}
+        weight = next((v for k, v in given.items() if k.endswith("_weight") and v != "None"), "hidden_states")
+        last = max(i for i, n in enumerate(positional) if n in given)
+        args = []
+        for name in positional[: last + 1]:
+            value = given.get(name, "None")
+            if value == "None":
+                value = f"{self.plan.names.empty_bias}({weight})"
+                self.plan.empty_bias_used = True
+            args.append(value)
+        args += [f"{k}={given[k]}" for k in keywords if k in given]
+        built = self.expr(f"self.{slot.name}({', '.join(args)})")
+        return self._multiline(built, list(built.args))
+
+    def moe_module_call(self, call: Any, slot: Slot) -> Any:
+        """``slot(self, a, b, c)`` -> ``self.<slot>(<the op's arguments>, <keywords>=self.<attr>)``."""
+        params, positional, keywords = MOE_MODULE_CONTRACTS[slot.variant]
+        bound = {p: self.module_code(a.value) for p, a in zip(params, call.args[1:], strict=True)}
+        args = []
+        for p in positional:
+            if p.startswith("empty:"):
+                args.append(f"{self.plan.names.empty_bias}({p[len('empty:') :]})")
+                self.plan.empty_bias_used = True
+            else:
+                args.append(bound.get(p, p))
+        args += [f"{k}=self.{k}" for k in keywords]
+        built = self.expr(f"self.{slot.name}({', '.join(args)})")
+        return self._multiline(built, list(built.args))
+
     def translate(self, slot: Slot, call: Any, key: str, handles: dict[str, HandleSpec]) -> Any:
         """``slot(args)`` -> the VeomniOp call of the owner's handle, per the call contract."""
         cst = self.cst
@@ -1452,6 +1923,10 @@ class _Rewriter:
         positional = [a for a in args if a.keyword is None and not a.star]
         if slot.op == "cross_entropy_loss":
             return call.with_changes(func=self.expr("self.loss_function"))
+        if slot.op == "load_balancing_loss" and handle is not None and handle.loss:
+            return call.with_changes(func=self.expr(f"self.{handle.loss_attr}"))
+        if slot.op == "moe_experts" and slot.variant in MOE_MODULE_CONTRACTS and key in self.plan.moe_fns:
+            return self.moe_module_call(call, slot)
         new_func = self.expr(f"self.{slot.name}")
         if slot.op == "rms_norm":
             if len(positional) >= 2:
@@ -1589,11 +2064,20 @@ def _needed_imports(plan: Plan) -> list[tuple[str, str]]:
         return []
     names = plan.names
     need: list[tuple[str, str]] = []
-    if any(not h.is_config for h in handles):
+    if any(not h.is_config and h.op != ATTENTION_OP for h in handles):
         need.append((names.handle_module, names.handle))
-    need.append((names.resolver_module, names.resolver))
+    # the resolver builds every handle but attention (its helper) and MoE experts (their own resolver)
+    own_builder = {ATTENTION_OP, "moe_experts"} if names.moe_resolver else {ATTENTION_OP}
+    if any(h.op not in own_builder for h in handles):
+        need.append((names.resolver_module, names.resolver))
     if any(h.op == "swiglu_mlp" for h in handles):
         need.append((names.bias_module, names.linear_bias))
+    if any(h.op == ATTENTION_OP for h in handles) and names.attention_helper and names.attention_module:
+        need.append((names.attention_module, names.attention_helper))
+    if any(h.op == "moe_experts" for h in handles) and names.moe_resolver:
+        need.append((names.resolver_module, names.moe_resolver))
+    if plan.empty_bias_used and names.empty_bias:
+        need.append((names.bias_module, names.empty_bias))
     losses = sorted({h.loss for h in handles if h.loss})
     if losses:
         need.append(("functools", "partial"))
@@ -1741,7 +2225,53 @@ def _apply(plan: Plan, text: str) -> str:
         new_body.extend(new_defs(plan.tail))
     module = module.with_changes(body=new_body)
     module = _add_imports(cst, module, plan, _needed_imports(plan), import_anchor, text)
-    return module.code
+    code = module.code
+    replaced = sorted({callee for _, callee in plan.moe_calls})
+    return _drop_unused_imports(code, replaced, plan.config_name) if replaced else code
+
+
+def _drop_unused_imports(code: str, names: Sequence[str], config_name: str) -> str:
+    """``names`` no code reads any more leave the file's imports and its ``config.add_import(names=[...])``."""
+    cst = _cst()
+    tree = ast.parse(code)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    dead = {n for n in names if n not in read}
+    if not dead:
+        return code
+    module = cst.parse_module(code)
+    body = []
+    for stmt in module.body:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if isinstance(small, cst.ImportFrom) and isinstance(small.names, Sequence):
+            kept = [a for a in small.names if not (isinstance(a.name, cst.Name) and a.name.value in dead)]
+            if len(kept) != len(small.names):
+                if not kept:
+                    continue
+                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                stmt = stmt.with_changes(body=[small.with_changes(names=kept)])
+        elif (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, cst.Call)
+            and _cst_dotted(cst, small.value.func) == f"{config_name}.add_import"
+        ):
+            call = small.value
+            names_arg = next((a for a in call.args if a.keyword and a.keyword.value == "names"), None)
+            if names_arg is not None and isinstance(names_arg.value, cst.List):
+                elements = names_arg.value.elements
+                kept_el = [
+                    e
+                    for e in elements
+                    if not (isinstance(e.value, cst.SimpleString) and e.value.evaluated_value in dead)
+                ]
+                if len(kept_el) != len(elements):
+                    if not kept_el:
+                        continue
+                    kept_el[-1] = kept_el[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    new_list = names_arg.value.with_changes(elements=kept_el)
+                    args = [a.with_changes(value=new_list) if a is names_arg else a for a in call.args]
+                    stmt = stmt.with_changes(body=[small.with_changes(value=call.with_changes(args=args))])
+        body.append(stmt)
+    return module.with_changes(body=body).code
 
 
 def _process_class(
@@ -1976,6 +2506,23 @@ def _after_docstring(cst: Any, body: list[Any]) -> int:
 # ----------------------------------------------------------------------------------------------------
 # entry points
 # ----------------------------------------------------------------------------------------------------
+# the OpSlot-era text of specs this process migrated, keyed by (real path, migrated text): a sibling or dependent
+# migrated afterwards (``check --fix`` writes the GPU spec before its NPU sibling) still learns what the base
+# spec's migration did (its kernel attributes, its retired imports)
+_ORIGINALS: dict[tuple[str, str], str] = {}
+
+
+def _remember_original(path: str, migrated: str, original: str) -> None:
+    if len(_ORIGINALS) >= 64:
+        _ORIGINALS.pop(next(iter(_ORIGINALS)))
+    _ORIGINALS[(os.path.realpath(path), migrated)] = original
+
+
+def _base_original(path: str, text: str) -> str:
+    """The OpSlot-era text of the spec at ``path`` whose current text is ``text`` (``text`` when unknown)."""
+    return _ORIGINALS.get((os.path.realpath(path), text), text)
+
+
 def _is_spec(text: str, path: str) -> bool:
     return path.endswith("_patch_gen_config.py") or bool(re.search(r"^\w+\s*=\s*PatchConfig\(", text, re.M))
 
@@ -2102,7 +2649,7 @@ def migrate_source(
         return MigrationResult(text, Applicability.DISPLAY, (opslot_reason(api),))
     names = Names.of(api)
     result = _migrate_cached(text, path, names, transformers_root())
-    if result.applicability is not Applicability.DISPLAY and path.endswith("_npu_patch_gen_config.py"):
+    if result.applicability is not Applicability.DISPLAY and path.endswith("_patch_gen_config.py"):
         sibling = sibling_registrations(result.text, path, names)
         if sibling.added or sibling.reasons:
             result = MigrationResult(
@@ -2113,6 +2660,17 @@ def migrate_source(
                 result.imports,
                 registrations=sibling.added,
             )
+    runtime_patch = os.path.join(os.path.dirname(os.path.abspath(path)), "device_patch.py")
+    if _is_spec(text, path) and result.handles and os.path.isfile(runtime_patch):
+        result = replace(
+            result,
+            reasons=(
+                *result.reasons,
+                "this package also swaps kernels at runtime (device_patch.py, applied from its __init__): that is "
+                "not OpSlot dispatch in the spec, so the classes it patches get no handle here; migrate them to "
+                f"{names.handle} handles by hand and drop the runtime patch",
+            ),
+        )
     if result.text != text and result.applicability is not Applicability.DISPLAY:
         dependents = spec_dependents(path)
         if dependents:
@@ -2131,6 +2689,8 @@ def migrate_source(
         reworded = refresh_wording(result.text, names.handle)
         if reworded != result.text:
             result = replace(result, text=reworded)
+    if result.text != text and result.applicability is not Applicability.DISPLAY:
+        _remember_original(path, result.text, text)
     if not result.handles and not result.reasons and not result.registrations:
         return result
     reasons = list(result.reasons)
@@ -2205,6 +2765,7 @@ def build_migration_fix(source: SourceFile, project: Project) -> Fix | None:
 # the NPU sibling that re-registers the GPU spec's patch functions
 # ----------------------------------------------------------------------------------------------------
 _WORDING = (
+    ("via the OpSlot guard", "via its {handle} handle"),
     ("an OpSlot guard", "a {handle} dispatch"),
     ("OpSlot guards", "{handle} handles"),
     ("OpSlot-based", "{handle}-based"),
@@ -2213,6 +2774,18 @@ _WORDING = (
     ("via OpSlot", "via {handle}"),
     ("with OpSlot", "with {handle}"),
     ("OpSlot factory wrappers", "{handle} wrappers"),
+    ("at OpSlot.bind() time", "when its {handle} is built"),  # a handle resolves its row at construction
+    ("`` OpSlot;", "`` {handle} handle;"),
+)
+# whole sentences (in docstrings, across lines) about when the OpSlot was bound: the handle is built in __init__
+_SENTENCES = (
+    (
+        re.compile(
+            r"The OpSlot is bound by\s+``_bind_veomni_ops``\s+after\s+model\s+construction;\s+eager\s+mode\s+falls"
+            r"\s+through\s+to\s+the\s+standard\s+expert\s+loop\s+below\."
+        ),
+        "The handle is built in ``__init__``; its eager row is the standard expert loop.",
+    ),
 )
 
 
@@ -2240,9 +2813,35 @@ def refresh_wording(text: str, handle: str) -> str:
             or (significant[i - 1].string == "(" and significant[i - 2].string == "add_post_import_block")
         )
     }
+    try:
+        doc_rows = {
+            node.body[0].lineno
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and _const_str(node.body[0].value) is not None
+        }
+    except SyntaxError:
+        doc_rows = set()
     for tok in tokens:
-        is_doc = (tok is first_stmt and tok.type == tokenize.STRING) or id(tok) in descriptions
+        is_doc = (
+            (tok is first_stmt and tok.type == tokenize.STRING)
+            or id(tok) in descriptions
+            or (tok.type == tokenize.STRING and tok.start[0] in doc_rows)
+        )
         if tok.type != tokenize.COMMENT and not is_doc:
+            continue
+        if tok.type == tokenize.STRING and any(p.search(tok.string) for p, _ in _SENTENCES):
+            (srow, scol), (erow, ecol) = tok.start, tok.end
+            new_tok = tok.string
+            for pattern, repl in _SENTENCES:
+                new_tok = pattern.sub(repl, new_tok)
+            for old, repl in _WORDING:
+                new_tok = new_tok.replace(old, repl.format(handle=handle))
+            head, tail = lines[srow - 1][:scol], lines[erow - 1][ecol:]
+            replaced = (head + new_tok + tail).splitlines(keepends=True)
+            lines[srow - 1 : erow] = replaced + [""] * (erow - srow + 1 - len(replaced))
             continue
         (srow, scol), (erow, ecol) = tok.start, tok.end
         for row in range(srow, erow + 1):
@@ -2282,6 +2881,66 @@ def _registered(tree: ast.Module, config_name: str) -> dict[str, str]:
     return out
 
 
+def base_spec_import(tree: ast.Module, path: str) -> tuple[ast.ImportFrom, str] | None:
+    """The ``from <...>_patch_gen_config import ...`` of another spec (its GPU sibling, or another model's spec
+    whose patch functions this one reuses) that brings patch functions, and that spec's file path."""
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_patch_gen_config")):
+            continue
+        if all(a.name == "config" for a in stmt.names):
+            continue
+        parts = (stmt.module or "").split(".")
+        here = os.path.dirname(os.path.abspath(path))
+        if stmt.level or len(parts) < 2 or parts[-2] == os.path.basename(here):
+            base = os.path.join(here, parts[-1] + ".py")
+        else:
+            base = os.path.join(os.path.dirname(here), parts[-2], parts[-1] + ".py")
+        if os.path.abspath(base) == os.path.abspath(path):
+            continue
+        return stmt, base
+    return None
+
+
+def _registrations(tree: ast.Module, text: str, config_name: str) -> dict[str, tuple[str, str | None]]:
+    """``config.override_method("T", replacement=fn[, name_map=M])`` calls: fn -> (target, source of M)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        if (_dotted(call.func) or "") not in (
+            f"{config_name}.override_method",
+            f"{config_name}.replace_function",
+        ):
+            continue
+        target = _const_str(call.args[0]) if call.args else None
+        repl = next((k.value for k in call.keywords if k.arg == "replacement"), None)
+        name_map = next((k.value for k in call.keywords if k.arg == "name_map"), None)
+        if target and isinstance(repl, ast.Name):
+            source = ast.get_source_segment(text, name_map) if name_map is not None else None
+            out[repl.id] = (target, source)
+    return out
+
+
+def _added_imports(tree: ast.Module, config_name: str) -> dict[str, str]:
+    """``config.add_import(module, names=[...])`` calls of a spec: name -> module."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call) and _dotted(call.func) == f"{config_name}.add_import" and call.args
+        ):
+            continue
+        module = _const_str(call.args[0])
+        names_kw = next((k.value for k in call.keywords if k.arg == "names"), None)
+        if module and isinstance(names_kw, (ast.List, ast.Tuple)):
+            for element in names_kw.elts:
+                name = _const_str(element)
+                if name:
+                    out[name] = module
+    return out
+
+
 def _spec_functions(tree: ast.Module, config_name: str) -> dict[str, tuple[str, str]]:
     """Top-level patch functions of a spec: name -> (decorator kind, target)."""
     out: dict[str, tuple[str, str]] = {}
@@ -2293,9 +2952,11 @@ def _spec_functions(tree: ast.Module, config_name: str) -> dict[str, tuple[str, 
     return out
 
 
-def _builds_handle(fn: ast.AST, handle: str) -> bool:
+def _builds_handle(fn: ast.AST, names: Names) -> bool:
+    builders = {names.handle, names.attention_helper}
     return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == handle for n in ast.walk(fn)
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in builders
+        for n in ast.walk(fn)
     )
 
 
@@ -2317,12 +2978,16 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     except SyntaxError:
         return SiblingResult(text)
     gpu_module = None
+    gpu_level = 0
+    gpu_path = ""
     imported: dict[str, str] = {}  # local name -> GPU function name
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").endswith("_gpu_patch_gen_config"):
-            gpu_module = stmt.module
-            for alias in stmt.names:
-                imported[alias.asname or alias.name] = alias.name
+    found_base = base_spec_import(tree, path)
+    if found_base is not None:
+        stmt, gpu_path = found_base
+        gpu_module = stmt.module
+        gpu_level = stmt.level
+        for alias in stmt.names:
+            imported[alias.asname or alias.name] = alias.name
     config_name = "config"
     for stmt in tree.body:
         if (
@@ -2336,11 +3001,11 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     if gpu_module is None or not registered:
         return SiblingResult(text)
     if gpu_text is None:
-        gpu_path = os.path.join(os.path.dirname(path), gpu_module.rsplit(".", 1)[-1] + ".py")
         try:
             gpu_text = read_text(gpu_path)
         except (OSError, UnicodeDecodeError):
             return SiblingResult(text)
+    original_gpu = _base_original(gpu_path, gpu_text) if gpu_path else gpu_text
     if re.search(r"\bOpSlot\(", gpu_text):
         migrated = _migrate_cached(gpu_text, gpu_module.replace(".", "/") + ".py", names, _upstream_key())
         if migrated.applicability is Applicability.DISPLAY:
@@ -2352,6 +3017,17 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
                 ),
             )
         gpu_text = migrated.text
+    if original_gpu != gpu_text:
+        try:
+            before = _added_imports(ast.parse(original_gpu), "config")
+            after = _added_imports(ast.parse(gpu_text), "config")
+        except SyntaxError:
+            before = after = {}
+        retired = sorted(set(before) - set(after))
+        if retired:
+            dropped = _drop_unused_imports(text, retired, config_name)
+            if dropped != text:
+                text, tree = dropped, ast.parse(dropped)
     try:
         gpu_tree = ast.parse(gpu_text)
     except SyntaxError:
@@ -2360,7 +3036,36 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     gpu_fns = _spec_functions(gpu_tree, gpu_cfg)
     fn_nodes = {s.name: s for s in gpu_tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     targets_here = set(registered.values())
+    # targets this spec patches with its own functions or classes: never re-registered from the GPU spec
+    targets_here |= {target for _, target in _spec_functions(tree, config_name).values()}
+    targets_here |= {
+        dec[1]
+        for s in tree.body
+        if isinstance(s, ast.ClassDef)
+        and (dec := _decorator_target(s, config_name))
+        and dec[0] == "replace_class"
+    }
+    bound_here = {
+        s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     used = {imported.get(local, local) for local in registered}
+    # the base spec's class -> (this spec's class, name_map source): a dependent model registers the base model's
+    # functions for its own classes, renaming with ``name_map=``; an NPU sibling uses the same classes
+    class_map: dict[str, tuple[str, str | None]] = {}
+    for local, (target, name_map) in _registrations(tree, text, config_name).items():
+        base = gpu_fns.get(imported.get(local, local))
+        if base is not None and "." in base[1] and "." in target:
+            class_map.setdefault(base[1].split(".")[0], (target.split(".")[0], name_map))
+    same_package = os.path.dirname(os.path.abspath(gpu_path)) == os.path.dirname(os.path.abspath(path))
+
+    def here(target: str) -> tuple[str, str | None] | None:
+        """``target`` of the base spec as this spec names it (and the name_map to register it with)."""
+        cls, _, meth = target.partition(".")
+        if cls in class_map:
+            mapped, name_map = class_map[cls]
+            return f"{mapped}.{meth}", name_map
+        return (target, None) if same_package else None
+
     classes = {gpu_fns[f][1].split(".")[0] for f in used if f in gpu_fns and "." in gpu_fns[f][1]}
     # overrides the migration added in place of a replaced function this spec registers
     replaced_here = {gpu_fns[f][1] for f in used if f in gpu_fns and gpu_fns[f][0] == "replace_function"}
@@ -2375,11 +3080,13 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         for t in n.targets
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
-    add: list[tuple[str, str, str]] = []
-    for fname, (kind, target) in gpu_fns.items():
-        if target in targets_here or fname in used or kind != "override_method" or "." not in target:
+    add: list[tuple[str, str, str, str | None]] = []
+    for fname, (kind, base_target) in gpu_fns.items():
+        mapped = here(base_target) if "." in base_target else None
+        if mapped is None or mapped[0] in targets_here or fname in used or kind != "override_method":
             continue
-        cls, meth = target.split(".", 1)
+        target, name_map = mapped
+        cls, meth = base_target.split(".", 1)
         if meth == "__init__":
             continue  # decided below, once the classes are known
         calls_handle = any(
@@ -2391,15 +3098,64 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
             for n in ast.walk(fn_nodes[fname])
         )
         if calls_handle and (cls in classes or replaced_here):
-            add.append((fname, target, kind))
+            add.append((fname, target, kind, name_map))
             classes.add(cls)
-    for fname, (kind, target) in gpu_fns.items():
-        if target in targets_here or fname in used or kind != "override_method":
+    for fname, (kind, base_target) in gpu_fns.items():
+        mapped = here(base_target) if "." in base_target else None
+        if mapped is None or mapped[0] in targets_here or fname in used or kind != "override_method":
             continue
-        cls, _, meth = target.partition(".")
-        if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names.handle):
-            add.append((fname, target, kind))
-    if not add:
+        target, name_map = mapped
+        cls, _, meth = base_target.partition(".")
+        if meth == "__init__" and cls in classes and _builds_handle(fn_nodes[fname], names):
+            add.append((fname, target, kind, name_map))
+    if not same_package:
+        # a dependent model reuses the base model's new __init__ overrides only where the two upstream classes
+        # build the same thing once renamed: otherwise it would get another model's attributes
+        differ = [
+            target
+            for fname, target, kind, name_map in add
+            if target.endswith(".__init__")
+            and not _same_upstream_init(gpu_tree, tree, gpu_fns[fname][1], target, name_map, path)
+        ]
+        if differ:
+            return SiblingResult(
+                text,
+                reasons=(
+                    f"{', '.join(differ)} would reuse the base spec's __init__ override ({gpu_module}), but the "
+                    "upstream classes differ beyond their name_map: build these handles here by hand",
+                ),
+            )
+    clash = sorted(f for f, *_ in add if f in bound_here)
+    if clash:
+        return SiblingResult(
+            text,
+            reasons=(
+                f"the GPU spec's {', '.join(clash)} would be re-registered here, but this spec defines the same "
+                "name(s): rename one before migrating",
+            ),
+        )
+    # the names the re-registered functions read that the GPU spec adds to its generated module must be added to
+    # this one's too (the loss helpers, ``partial``)
+    gpu_adds = _added_imports(gpu_tree, gpu_cfg)
+    here_adds = _added_imports(tree, config_name)
+    gpu_defs = {
+        s.name: s
+        for s in gpu_tree.body
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    reused = [fn_nodes[f] for f, *_ in add] + [gpu_defs[n] for n in set(imported.values()) if n in gpu_defs]
+    read = {n.id for node in reused for n in ast.walk(node) if isinstance(n, ast.Name)}
+    wanted: dict[str, list[str]] = {}
+    inherits = re.search(rf"^{re.escape(config_name)}\.additional_imports\.extend\(", text, re.M)
+    for name in sorted(read) if not inherits else ():  # a spec that extends the base's imports has them
+        module = gpu_adds.get(name)
+        if module is not None and name not in here_adds:
+            wanted.setdefault(module, []).append(name)
+    import_lines = "".join(
+        f"{config_name}.add_import({module!r}, names={names_!r})\n".replace("'", '"')
+        for module, names_ in sorted(wanted.items())
+    )
+    if not add and not wanted:
         return SiblingResult(text)
     add.sort(key=lambda a: list(gpu_fns).index(a[0]))
     lines = text.splitlines(keepends=True)
@@ -2420,14 +3176,17 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         )
         else None
     )
-    import_text = f"from {gpu_module} import (\n" + "".join(f"    {f},\n" for f, _, _ in add) + ")\n"
-    registrations = "".join(
+    import_text = (
+        f"from {'.' * gpu_level}{gpu_module} import (\n" + "".join(f"    {f},\n" for f, *_ in add) + ")\n"
+    )
+    registrations = ("\n\n" + import_lines if import_lines else "") + "".join(
         f"\n\n{config_name}.{kind}(\n"
         f'    "{target}",\n'
         f"    replacement={fname},\n"
-        f'    description="{_registration_description(target, names)}",\n'
+        + (f"    name_map={name_map},\n" if name_map else "")
+        + f'    description="{_registration_description(target, names)}",\n'
         ")\n"
-        for fname, target, kind in add
+        for fname, target, kind, name_map in add
     )
     body = "".join(lines)
     if not body.endswith("\n"):
@@ -2435,8 +3194,56 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     body += registrations
     out_lines = body.splitlines(keepends=True)
     at = last_import if last_import is not None else 0
-    out_lines[at:at] = [import_text]
-    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, _ in add))
+    if add:
+        out_lines[at:at] = [import_text]
+    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, *_ in add))
+
+
+def _same_upstream_init(
+    base_tree: ast.Module, tree: ast.Module, base_target: str, target: str, name_map: str | None, path: str
+) -> bool:
+    """Whether upstream ``base_target``'s ``__init__`` equals ``target``'s once ``name_map`` renames it."""
+    from npu_lint.veomni import upstream
+
+    def source_module(t: ast.Module) -> str | None:
+        for stmt in t.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+                for kw in stmt.value.keywords:
+                    if kw.arg == "source_module":
+                        return _const_str(kw.value)
+        return None
+
+    renames: dict[str, str] = {}
+    if name_map:
+        value: ast.expr | None = ast.parse(name_map, mode="eval").body
+        if isinstance(value, ast.Name):
+            value = next(
+                (
+                    s.value
+                    for s in tree.body
+                    if isinstance(s, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == value.id for t in s.targets)  # type: ignore[union-attr]
+                ),
+                None,
+            )
+        try:
+            renames = dict(ast.literal_eval(value)) if value is not None else {}
+        except ValueError:
+            return False
+    base_module, module = source_module(base_tree), source_module(tree)
+    if not base_module or not module:
+        return False
+    base = upstream.class_init(base_module, base_target.split(".")[0])
+    mine = upstream.class_init(module, target.split(".")[0])
+    if not isinstance(base, upstream.MethodSource) or not isinstance(mine, upstream.MethodSource):
+        return False
+    text = base.text
+    for old, new in renames.items():
+        text = text.replace(old, new)
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(text))) == ast.dump(ast.parse(textwrap.dedent(mine.text)))
+    except SyntaxError:
+        return False
 
 
 def _registration_description(target: str, names: Names) -> str:

@@ -1,21 +1,20 @@
-"""The dispatch migration of the real specs of VeOmni ``main``, checked with that tree's own generator.
+"""The dispatch migration of the real veomni==0.1.12 specs, checked with VeOmni's own generator.
 
-The tree is ``../shared/corpora/veomni-main`` (VeOmni's public ``main``, OpSlot generation) with its real
-``patchgen-pkg`` and its own ``pyproject.toml`` (``[tool.patchgen]`` and the ruff settings patchgen formats with).
-For every model of the tree whose migrated counterpart exists upstream, the GPU spec (and its NPU sibling) are
+For every model of the wheel whose migrated counterpart exists upstream, the GPU spec (and its NPU sibling) are
 migrated with the names of a VeomniOp-era profile (our stand-in tree, tests/fixtures/trees/veomni_op_runtime,
 which names them as VeOmni's maintainers did at 5d90dd16). The migrated specs are written into a copy of the
-tree and its patchgen (``python -m patchgen --all``, what ``veomni.patchgen`` forwards to) generates the
+wheel and VeOmni's patchgen (``python -m patchgen --all``, what ``veomni.patchgen`` forwards to) generates the
 modules; then:
 
 * every generated module compiles, and a second run reproduces it byte for byte;
 * every name a generated module imports from ``veomni`` resolves: the handle API names in the target profile,
-  the rest in the tree itself; nothing is imported from the OpSlot API;
+  the rest in the wheel itself; nothing is imported from the OpSlot API;
 * every handle a generated module calls on ``self`` is built in that class's ``__init__`` (or a base's);
 * a second migration changes nothing.
 
-Needs torch==2.13.0, transformers==5.9.0, psutil and ruff (``make test`` installs them): the test fails, naming
-what is missing, without them.
+Needs torch==2.13.0, transformers==5.9.0, veomni==0.1.12 (--no-deps), psutil, ruff and VeOmni's ``patchgen``
+package (installed, or the shared corpus's ``../shared/corpora/veomni-main/patchgen-pkg``); a missing one fails the
+test (``make test`` installs the rest; CI has the shared corpora).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from __future__ import annotations
 import ast
 import filecmp
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -35,11 +35,14 @@ from npu_lint.core.diagnostics import Applicability
 from npu_lint.fixers.dispatch import migrate_source
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.profile import detect_profile
-from tests.corpus import VEOMNI_MAIN, shared_tree
+from tests.corpus import SHARED_CORPORA, VEOMNI_MAIN, VEOMNI_OP, shared_tree, veomni_wheel_root
 
-INSTALL = "pip install -e '.[dev,verify]' (make test does)"
+INSTALL = (
+    "pip install torch==2.13.0 transformers==5.9.0 psutil && pip install --no-deps veomni==0.1.12 "
+    "(and VeOmni's patchgen package)"
+)
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "veomni_op_runtime"
-# models of the tree with a migrated counterpart upstream (ByteDance-Seed/VeOmni @5d90dd16)
+# models of the wheel with a migrated counterpart upstream (ByteDance-Seed/VeOmni @5d90dd16)
 UPSTREAM_MODELS = (
     "qwen3",
     "llama",
@@ -52,19 +55,38 @@ UPSTREAM_MODELS = (
     "deepseek_v3",
     "gpt_oss",
     "qwen3_moe",
+    "qwen3_vl_moe",
+    "qwen3_5_moe",
 )
 # those the codemod migrates exactly today (the others are display-only proposals; see
 # bench/accuracy/codemod-vs-upstream.md for why)
-MIGRATED = ("qwen3", "llama", "qwen2", "qwen3_vl", "seed_oss", "gemma3", "glm_moe_dsa", "qwen3_5")
+MIGRATED = (
+    "qwen3",
+    "llama",
+    "qwen2",
+    "qwen3_vl",
+    "seed_oss",
+    "gemma3",
+    "glm_moe_dsa",
+    "qwen3_5",
+    "deepseek_v3",
+    "gpt_oss",
+    "qwen3_moe",
+    "qwen3_vl_moe",
+    "qwen3_5_moe",
+)
 # models whose NPU spec stays a display-only proposal (its own slots serve GPU-spec functions): GPU side only
-GPU_ONLY = ("qwen3_5",)
+GPU_ONLY = ("qwen3_5_moe",)
 OPSLOT_MODULES = ("veomni.ops.dispatch", "veomni.ops.kernels.cross_entropy")
 
 pytestmark = pytest.mark.corpus
-DEPENDENTS = (
-    "qwen3_vl_moe",
-    "qwen3_5_moe",
-)  # import qwen3_vl's / qwen3_5's patch functions (not migrated here)
+DEPENDENTS: tuple[str, ...] = ()  # qwen3_vl_moe / qwen3_5_moe (which reuse qwen3_vl's / qwen3_5's patch
+# functions) are migrated in the same change now
+
+
+# notes an exact migration may carry: what stays on the attention interface, the NPU sibling's slots that served
+# the GPU spec's functions, a runtime kernel patch beside the spec
+NOTES = ("stays on ALL_ATTENTION_FUNCTIONS", "were declared here for the GPU spec", "device_patch.py")
 
 
 def exact(result) -> bool:  # noqa: ANN001
@@ -72,7 +94,8 @@ def exact(result) -> bool:  # noqa: ANN001
     if result.applicability is Applicability.SAFE:
         return True
     return result.applicability is Applicability.UNSAFE and all(
-        r.startswith("specs of other models import") for r in result.reasons
+        r.startswith("specs of other models import") or any(note in r for note in NOTES)
+        for r in result.reasons
     )
 
 
@@ -83,6 +106,22 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _patchgen_path() -> str | None:
+    """A directory to put on PYTHONPATH for ``patchgen`` ("" when it is installed), None when absent."""
+    if importlib.util.find_spec("patchgen") is not None:
+        return ""
+    shared = (
+        SHARED_CORPORA / VEOMNI_MAIN / "patchgen-pkg"
+    )  # VeOmni's own patchgen (CI has the shared corpora)
+    if (shared / "patchgen" / "__init__.py").is_file():
+        return str(shared)
+    cache = Path(os.environ.get("NPU_LINT_CORPUS_DIR", Path.home() / ".cache" / "npu-lint-corpus"))
+    for candidate in sorted(cache.glob("patchgen-*/patchgen-pkg")):
+        if (candidate / "patchgen" / "__init__.py").is_file():
+            return str(candidate)
+    return None
+
+
 def _requirements() -> str | None:
     missing = []
     if not (_version("torch") or "").startswith("2.13.0"):
@@ -91,6 +130,8 @@ def _requirements() -> str | None:
         missing.append("transformers==5.9.0")
     if _version("psutil") is None:
         missing.append("psutil")
+    if _patchgen_path() is None:
+        missing.append("patchgen")
     if (
         shutil.which("ruff", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         is None
@@ -101,18 +142,35 @@ def _requirements() -> str | None:
     return None
 
 
+PYPROJECT = """\
+[tool.patchgen]
+search_root = "veomni/models"
+package_prefix = "veomni.models"
+ruff_isolated = false
+ruff_extra_ignore = ["E501"]
+
+[tool.ruff]
+line-length = 120
+
+[tool.ruff.lint]
+select = ["E", "F", "I"]
+ignore = ["E501", "E731", "E741", "F401", "F811", "F841"]
+"""
+
+
 def _spec_path(root: Path, model: str, side: str) -> Path:
     return root / "veomni" / "models" / "transformers" / model / f"{model}_{side}_patch_gen_config.py"
 
 
 @pytest.fixture(scope="module")
 def api():  # noqa: ANN201
-    return detect_profile(STANDIN)
+    # the maintainers' VeomniOp tree: every name a migration writes is one that tree defines
+    return detect_profile(shared_tree(VEOMNI_OP))
 
 
 @pytest.fixture(scope="module")
 def migrated(api) -> dict[tuple[str, str], object]:  # noqa: ANN001
-    root = shared_tree(VEOMNI_MAIN)
+    root = veomni_wheel_root()
     out = {}
     for model in UPSTREAM_MODELS:
         for side in ("gpu", "npu"):
@@ -131,7 +189,7 @@ def test_exact_migrations(migrated: dict) -> None:
 
 
 def test_second_migration_changes_nothing(migrated: dict, api) -> None:  # noqa: ANN001
-    root = shared_tree(VEOMNI_MAIN)
+    root = veomni_wheel_root()
     for model in MIGRATED:
         path = _spec_path(root, model, "gpu")
         once = migrated[(model, "gpu")]
@@ -142,12 +200,10 @@ def test_second_migration_changes_nothing(migrated: dict, api) -> None:  # noqa:
 @pytest.fixture(scope="module")
 def generated(migrated: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = _requirements()
-    assert reason is None, reason
-    source = shared_tree(VEOMNI_MAIN)
+    if reason:
+        pytest.fail(reason)  # make test installs all of it; CI has the shared corpora
     tree = tmp_path_factory.mktemp("patchgen")
-    for part in ("veomni", "patchgen-pkg"):
-        shutil.copytree(source / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(source / "pyproject.toml", tree / "pyproject.toml")  # [tool.patchgen] and the tree's ruff
+    shutil.copytree(veomni_wheel_root() / "veomni", tree / "veomni")
     for model in MIGRATED:
         for side in ("gpu", "npu"):
             result = migrated.get((model, side))
@@ -169,11 +225,9 @@ def generated(migrated: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
                 _spec_path(tree, model, side).write_text(result.text)
     for dependent in DEPENDENTS:  # they would need migrating in the same change (the unsafe reason says so)
         shutil.rmtree(tree / "veomni" / "models" / "transformers" / dependent)
-    for spec in (tree / "veomni" / "models").rglob("*_patch_gen_config.py"):  # `--all` regenerates the rest
-        if spec.parent.name not in MIGRATED:
-            spec.unlink()
+    (tree / "pyproject.toml").write_text(PYPROJECT)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join((str(tree), str(tree / "patchgen-pkg")))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), _patchgen_path()) if p)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
 
     def run() -> None:
@@ -208,7 +262,7 @@ def _generated_files(tree: Path, model: str) -> list[Path]:
 
 @pytest.mark.parametrize("model", MIGRATED)
 def test_generated_modules(model: str, generated: Path, api) -> None:  # noqa: ANN001
-    own = ModuleIndex(shared_tree(VEOMNI_MAIN))
+    wheel = ModuleIndex(veomni_wheel_root())
     files = _generated_files(generated, model)
     assert {f.name for f in files} >= {f"patched_modeling_{model}_gpu.py"}
     for path in files:
@@ -233,7 +287,7 @@ def test_generated_modules(model: str, generated: Path, api) -> None:  # noqa: A
                     if node.module in api_modules:
                         assert api.defines(node.module, alias.name), (path.name, node.module, alias.name)
                     else:
-                        assert own.defines(node.module, alias.name), (path.name, node.module, alias.name)
+                        assert wheel.defines(node.module, alias.name), (path.name, node.module, alias.name)
         _check_handles_built(tree, path.name, api.handle)
 
 

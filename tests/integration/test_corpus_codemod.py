@@ -78,6 +78,9 @@ def test_migrated_spec_shape(model: str, migrated: dict) -> None:
     built: dict[str, set[str]] = {}
     handles = 0
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "attention_op":
+            handles += 1  # the tree's attention helper builds the attention handle
+            continue
         if not (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "VeomniOp"
         ):
@@ -93,7 +96,7 @@ def test_migrated_spec_shape(model: str, migrated: dict) -> None:
             if (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Call)
-                and getattr(node.value.func, "id", None) == "VeomniOp"
+                and getattr(node.value.func, "id", None) in ("VeomniOp", "attention_op")
             ):
                 assert target and target.endswith(".__init__"), (fn.name, target)
                 (tgt,) = node.targets
@@ -123,7 +126,8 @@ def test_migrated_spec_shape(model: str, migrated: dict) -> None:
         assert any(DISPLAY[model] in r for r in result.reasons), result.reasons
     else:
         assert result.applicability is Applicability.SAFE or all(
-            r.startswith("specs of other models import") for r in result.reasons
+            r.startswith("specs of other models import") or "stays on ALL_ATTENTION_FUNCTIONS" in r
+            for r in result.reasons
         ), result.reasons
 
 

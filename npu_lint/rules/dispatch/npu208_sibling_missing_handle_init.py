@@ -92,6 +92,10 @@ class SiblingMissingHandleInit(Rule):
             config.override_method("ToyRMSNorm.forward", replacement=toy_rmsnorm_forward_patched)
 
 
+            config.add_import("veomni.models_kernel.utils.op_utils", names=["resolve_op_impl"])
+            config.add_import("veomni.ops", names=["VeomniOp"])
+
+
             config.override_method(
                 "ToyRMSNorm.__init__",
                 replacement=toy_rmsnorm_init_patched,
