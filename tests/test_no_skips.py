@@ -13,7 +13,6 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 MAY_SKIP = {
     "lsp/test_neovim.py": "a docs recipe for a Neovim newer than the installed one",
-    # owned by another change (issue 18): reads a machine path; to be moved to ../shared/corpora
 }
 SKIPS = {"skip", "skipif", "importorskip"}
 
