@@ -99,7 +99,7 @@ def request(pkg: ModelPackage, check: str, patchgen: str | None = None, force_np
     }
 
 
-_STATUSES = ("pass", "fail", "skip", "error")
+_STATUSES = ("pass", "fail", "skip", "error", "not attainable")  # not attainable: isolation on an OpSlot tree
 
 
 def run_child(req: dict, python: str, timeout: float, cwd: Path) -> CheckResult:
@@ -183,7 +183,7 @@ def run_check(
         for f in (False, True)
     ]
     merged = CheckResult(check, "pass", sum(r.duration for r in results))
-    order = {"pass": 0, "skip": 1, "error": 2, "fail": 3}
+    order = {"pass": 0, "not attainable": 1, "skip": 2, "error": 3, "fail": 4}
     for r in results:
         if order[r.status] > order[merged.status]:
             merged.status = r.status

@@ -208,16 +208,12 @@ def test_verify_isolation_separates_not_attainable_from_fails(tmp_path: Path, op
         )
         model = 'from veomni.ops import VeomniOp\n\nveomni_rms_norm = VeomniOp("rms_norm", "standard")\n'
     (tmp_path / "toy_model.py").write_text(model, encoding="utf-8")
+    from npu_lint.verify.runner import run_child
+
     request = {"check": "isolation", "gpu_module": "toy_model", "sys_path": [str(tmp_path)]}
-    (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
-    child = REPO / "npu_lint" / "verify" / "_child.py"
-    subprocess.run(
-        [sys.executable, "-I", str(child), str(tmp_path / "request.json"), str(tmp_path / "result.json")],
-        cwd=tmp_path,
-        check=True,
-        timeout=300,
-    )
-    result = json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))
+    # the child as verify runs it: own process group, minimal environment, verdict on an authenticated pipe
+    check = run_child(request, sys.executable, 300, tmp_path)
+    result = {"status": check.status, "findings": check.findings, "details": check.details}
     if opslot:
         assert result["status"] == "not attainable" and not result["findings"]
         assert "OpSlot generation" in result["details"] and "veomni_rms_norm" in result["details"]
