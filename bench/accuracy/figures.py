@@ -82,18 +82,49 @@ def render(code: str, entry: dict, labels: dict[str, str]) -> str:
         out += f" Reviewed by hand: {entry['review']}."
     injected = entry.get("injected")
     if injected:
-        out += f" Recall on injected bugs (one at a time, {injected['source']}): {injected['recall']}."
+        out += f" Dev-set recall on injected bugs (written with the rules; one at a time, {injected['source']}): {injected['recall']}."
     return out
+
+
+# held-out categories (bench/heldout/<round>/<category>.toml) -> the rule codes they grade
+HELDOUT_FAMILIES = {
+    "device": ("NPU1",),
+    "dispatch": ("NPU2",),
+    "vendor": ("NPU3",),
+    "rmsnorm": ("NPU40",),
+    "loss": ("NPU41",),
+    "multimodal": ("NPU7",),
+}
+
+
+def render_heldout(code: str, heldout: dict) -> str:
+    """The held-out (blind) figures of the category a rule belongs to, one sentence per round, newest first."""
+    out = []
+    for name, rnd in sorted(heldout.items(), reverse=True):
+        for category, fig in sorted(rnd.get("categories", {}).items()):
+            if not any(code.startswith(p) for p in HELDOUT_FAMILIES.get(category, ())):
+                continue
+            status = "held-out, written blind" if rnd.get("status") == "held-out" else "now a dev set"
+            out.append(
+                f"Family `{category}` on bench/heldout/{name} ({status}; {rnd['when']}): {fig['caught']} of "
+                f"{fig['bugs']} bugs caught in the edited file, {fig['at_lines']} at the edited lines; "
+                f"controls quiet {fig['controls_quiet']} of {fig['controls']}."
+            )
+    return " ".join(out)
 
 
 def build(reviewed: dict) -> dict:
     """The content of npu_lint/rules/accuracy.json for the reviewed figures (pure)."""
     labels = reviewed["corpora"]
+    heldout = reviewed.get("heldout", {})
     return {
         "_comment": "Written by bench/accuracy/figures.py from bench/accuracy/reviewed.json; do not edit.",
+        "heldout": heldout,
         "rules": {
             code: {
-                "text": render(code, entry, labels),
+                "text": " ".join(
+                    t for t in (render(code, entry, labels), render_heldout(code, heldout)) if t
+                ),
                 "rows": entry.get("rows", []),
                 "review": entry.get("review"),
             }
