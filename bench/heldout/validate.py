@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Validate the held-out cases (stdlib only, Python 3.11+)."""
+
 import ast
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 CORPORA = (HERE / "../../../shared/corpora").resolve()

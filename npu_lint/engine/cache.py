@@ -7,6 +7,14 @@ cached edit is never written anywhere. Entries are still treated as untrusted in
   created 0600); an entry that was not written by this user's npu-lint (crafted, copied, edited) is ignored;
 * entries are read only when they are regular files (no symlinks), with a size cap, and checked against a
   schema before use; an invalid entry is ignored and counted (``notes``), and the file is linted again.
+
+The warm path reads ONE file per run: a signed index (``index-<fingerprint>.json``: the MAC on its first line,
+the JSON payload after it) holding, per linted file, its stat key (size, mtime_ns, ctime_ns, inode, device),
+its content key and its results, and the project rules' result under the tree key. A file whose stat key
+matches is not read at all; one whose stat changed is read and hashed, and its results reused when the content
+key still matches. As in git's index, an entry is "racily clean" when the file was modified within
+``RACY_NS`` of the index write: its stat key is not stored (so a later edit that keeps the size and restores
+the mtime cannot hide behind it) and the next run hashes the file again.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import hmac
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +32,8 @@ from npu_lint import __version__
 from npu_lint.core.diagnostics import Diagnostic
 
 MAX_ENTRY_BYTES = 8 * 1024 * 1024
+MAX_INDEX_BYTES = 128 * 1024 * 1024
+RACY_NS = 2_000_000_000  # a file modified this close to the index write is hashed again next run (FAT: 2 s)
 _KEY: list[bytes] = []
 
 
@@ -127,6 +138,9 @@ class Cache:
         # the cache's writes outside it, so it is not used
         self.disabled = not follow_symlink and os.path.islink(directory)
         self._notes = [f"{directory} is a symbolic link: the cache is not used"] if self.disabled else []
+        self._index: dict[str, dict[str, Any]] | None = None  # read once, on first use
+        self._dirty = False
+        self.reads = 0  # cache files read in this run (the warm path reads one)
 
     @property
     def notes(self) -> list[str]:
@@ -188,6 +202,145 @@ class Cache:
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self.invalid += 1
             return None
+
+    # -- the index: one read per run --------------------------------------------------------------------------
+    def index_file(self) -> Path:
+        return self.directory / f"index-{hashlib.sha256(self.fingerprint.encode()).hexdigest()[:24]}.json"
+
+    def _load_index(self) -> dict[str, dict[str, Any]]:
+        if self._index is not None:
+            return self._index
+        from npu_lint.core.safeio import read_regular
+
+        self._index = {"files": {}, "project": {}}
+        if self.disabled:
+            return self._index
+        try:
+            self.reads += 1
+            raw, _ = read_regular(self.index_file(), limit=MAX_INDEX_BYTES, follow_symlinks=False)
+        except FileNotFoundError:
+            return self._index
+        except OSError:
+            self.invalid += 1  # a symlink, a device, too large, unreadable
+            return self._index
+        try:
+            mac, _, payload = raw.partition(b"\n")
+            if not hmac.compare_digest(mac, self._sign("index:" + self.fingerprint, payload).encode()):
+                raise ValueError("signature")
+            data = json.loads(payload)
+            files, project = data["files"], data["project"]
+            if not isinstance(files, dict) or not isinstance(project, dict):
+                raise TypeError
+            self._index = {"files": files, "project": project}
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.invalid += 1
+        return self._index
+
+    @staticmethod
+    def stat_key(st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+    def _entry_diags(self, entry: Any) -> list[Diagnostic] | None:
+        """The results of a valid index entry; None (counted) for one that fails the schema."""
+        diags = entry.get("diags") if isinstance(entry, dict) else None
+        if (
+            not isinstance(diags, list)
+            or not isinstance(entry.get("key"), _STR)
+            or not all(map(_check_diag, diags))
+        ):
+            self.invalid += 1
+            return None
+        try:
+            return [Diagnostic.from_json(d) for d in diags]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.invalid += 1
+            return None
+
+    def lookup_stat(self, path: str) -> list[Diagnostic] | None:
+        """The cached results of ``path`` when its stat key matches its entry (the file is not read)."""
+        entry = self._load_index()["files"].get(os.path.abspath(path))
+        if not isinstance(entry, dict) or entry.get("st") is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if entry["st"] != self.stat_key(st):
+            return None
+        diags = self._entry_diags(entry)
+        if diags is not None:
+            self.keys[path] = entry["key"]
+        return diags
+
+    def lookup_content(self, path: str, key: str, st: os.stat_result) -> list[Diagnostic] | None:
+        """The cached results of ``path`` when its content key (read and hashed) matches its entry; the
+        entry's stat key is refreshed."""
+        entry = self._load_index()["files"].get(os.path.abspath(path))
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        diags = self._entry_diags(entry)
+        if diags is not None and entry.get("st") != self.stat_key(st):
+            entry["st"] = self.stat_key(st)
+            self._dirty = True
+        return diags
+
+    def store(self, path: str, key: str, st: os.stat_result, diags: list[Diagnostic]) -> None:
+        """Record a file's results (written by ``flush``); ``st`` is the stat of the bytes that were linted."""
+        if self.disabled:
+            return
+        self._load_index()["files"][os.path.abspath(path)] = {
+            "st": self.stat_key(st),
+            "key": key,
+            "diags": [d.to_json() for d in diags],
+        }
+        self._dirty = True
+
+    def get_project(self, key: str) -> list[Diagnostic] | None:
+        entry = self._load_index()["project"].get(key)
+        return None if entry is None else self._entry_diags(entry)
+
+    def put_project(self, key: str, diags: list[Diagnostic]) -> None:
+        if self.disabled:
+            return
+        self._load_index()["project"] = {key: {"key": key, "diags": [d.to_json() for d in diags]}}
+        self._dirty = True
+
+    def flush(self) -> None:
+        """Write the index when it changed: signed, atomically. Entries of files modified within ``RACY_NS``
+        of now lose their stat key (racily clean: hashed again next run)."""
+        if self.disabled or not self._dirty or self._index is None:
+            return
+        self._dirty = False
+        now = time.time_ns()
+        for entry in self._index["files"].values():
+            st = entry.get("st") if isinstance(entry, dict) else None
+            if isinstance(st, list) and len(st) == 5 and max(st[1], st[2]) >= now - RACY_NS:
+                entry["st"] = None
+        payload = json.dumps(self._index, separators=(",", ":")).encode()
+        data = self._sign("index:" + self.fingerprint, payload).encode() + b"\n" + payload
+        if len(data) > MAX_INDEX_BYTES:
+            return
+        self._write(self.index_file(), data)
+
+    def _write(self, target: Path, data: bytes) -> None:
+        try:
+            if not self._ignored:
+                self._ensure_gitignore()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.parent / f".{target.stem[:16]}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        except OSError:
+            pass  # a cache that cannot be written is not an error
 
     def _ensure_gitignore(self) -> None:
         """Keep the cache out of git (``git status``, ``audit --base``), as ruff does: a ``.gitignore`` of ``*``."""

@@ -299,6 +299,18 @@ def _interesting(name: str) -> bool:
     return name in _INTEREST or bool(_LOSS.match(name) or _REQUIREMENT.match(name))
 
 
+# the byte pre-filter in one search: a top-level definition of an interesting name (``_TOP_DEF`` whose name
+# passes ``_interesting``), without collecting every top-level name of every file
+_NAMES = (
+    rb"(?:"
+    + b"|".join(re.escape(n.encode()) for n in sorted(_INTEREST))
+    + rb"|For[A-Z]\w*|\w*KernelRequirement|HardwareRequirement)(?!\w)"
+)
+_INTERESTING_DEF = re.compile(
+    rb"^(?:async\s+def|def|class)\s+" + _NAMES + rb"|^" + _NAMES + rb"\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE
+)
+
+
 def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
     """name -> modules whose top level defines it (def / class / assignment), for the names a profile
     needs; files are pre-filtered by a byte scan, then read with ``ast`` through ``index``."""
@@ -314,8 +326,7 @@ def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
                 data = path.read_bytes()
             except OSError:
                 continue
-            names = {(m.group(1) or m.group(2)).decode() for m in _TOP_DEF.finditer(data)}
-            if not any(_interesting(n) for n in names):
+            if not _INTERESTING_DEF.search(data):
                 continue
             rel = path.relative_to(root).with_suffix("")
             parts = list(rel.parts)

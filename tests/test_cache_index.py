@@ -1,0 +1,113 @@
+"""The warm path: one signed index per run, stat first, hash only on a stat change, racily clean entries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from corpus import VEOMNI_MAIN, shared_tree_copy
+
+BAD = "import torch\n\n\ndef f(model):\n    return model.cuda()\n"
+GOOD = "import torch\n\n\ndef f(model):\n    return model.cpu_()\n"  # same size as BAD, no finding
+
+
+def _check_json(tree: Path, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", "--exit-zero", "--output-format", "json", *args],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_cold_and_warm_runs_give_identical_json(tmp_path: Path) -> None:
+    tree = shared_tree_copy(VEOMNI_MAIN, tmp_path / "tree")
+    cold = _check_json(tree, "--no-cache", "veomni/models")
+    fill = _check_json(tree, "veomni/models")
+    warm = _check_json(tree, "veomni/models")
+    assert json.loads(cold)  # findings to compare
+    assert cold == fill == warm
+    (index,) = (tree / ".npu_lint_cache").rglob("index-*.json")
+    assert len(list((tree / ".npu_lint_cache").rglob("*.json"))) == 1  # one cache file, read once
+
+
+QUIET = 0.3  # seconds: files written this long before a run are outside the (shortened) racy window
+
+
+def _lint(tree: Path, monkeypatch: pytest.MonkeyPatch, racy_ns: int = 10**8) -> tuple[int, list[str]]:
+    """One ``check`` in this process: (exit code, the files read besides the cache index)."""
+    from npu_lint.cli import main
+    from npu_lint.engine import cache, lint, pool
+
+    monkeypatch.setattr(cache, "RACY_NS", racy_ns)
+    reads: list[str] = []
+
+    def counting(real):  # noqa: ANN001, ANN202
+        def read(path, *args, **kwargs):  # noqa: ANN001, ANN202
+            reads.append(os.path.basename(path))
+            return real(path, *args, **kwargs)
+
+        return read
+
+    monkeypatch.setattr(pool, "read_regular", counting(pool.read_regular))
+    monkeypatch.setattr(lint, "read_regular", counting(lint.read_regular))
+    monkeypatch.chdir(tree)
+    code = main(["check", "--jobs", "1", "-q", "--select", "NPU101", "."])
+    monkeypatch.undo()
+    return code, reads
+
+
+def test_unchanged_files_are_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    for i in range(3):
+        (tmp_path / f"m{i}.py").write_text(BAD)
+    time.sleep(QUIET)
+    assert _lint(tmp_path, monkeypatch) == (1, ["m0.py", "m1.py", "m2.py"] * 2)
+    assert _lint(tmp_path, monkeypatch) == (1, [])  # stat keys match: no file read, no hash
+    os.utime(tmp_path / "m1.py")  # touched, same content: read and hashed, results reused
+    time.sleep(QUIET)
+    assert _lint(tmp_path, monkeypatch) == (1, ["m1.py"])
+    (tmp_path / "m2.py").write_text(GOOD)  # changed: linted again
+    time.sleep(QUIET)
+    capsys.readouterr()
+    assert _lint(tmp_path, monkeypatch) == (1, ["m2.py", "m2.py"])
+    out = capsys.readouterr().out
+    assert "m0.py" in out and "m1.py" in out and "m2.py" not in out
+
+
+def test_racily_clean_file_is_linted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    """A file written just before the index (within its mtime granularity), then edited keeping its size
+    and mtime, is still linted again: its entry kept no stat key."""
+    path = tmp_path / "m.py"
+    path.write_text(BAD)
+    st = path.stat()
+    assert _lint(tmp_path, monkeypatch, racy_ns=60 * 10**9)[0] == 1  # written "within the granularity"
+    (index,) = (tmp_path / ".npu_lint_cache").rglob("index-*.json")
+    entry = json.loads(index.read_bytes().partition(b"\n")[2])["files"][str(path)]
+    assert entry["st"] is None  # racily clean: not trusted on its stat
+    path.write_text(GOOD)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    capsys.readouterr()
+    assert _lint(tmp_path, monkeypatch, racy_ns=60 * 10**9) == (0, ["m.py", "m.py"])
+
+
+def test_a_file_older_than_the_window_keeps_its_stat_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(BAD)
+    time.sleep(QUIET)
+    _lint(tmp_path, monkeypatch)
+    (index,) = (tmp_path / ".npu_lint_cache").rglob("index-*.json")
+    entry = json.loads(index.read_bytes().partition(b"\n")[2])["files"][str(path)]
+    st = path.stat()
+    assert entry["st"] == [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
