@@ -111,3 +111,40 @@ def test_a_file_older_than_the_window_keeps_its_stat_key(
     entry = json.loads(index.read_bytes().partition(b"\n")[2])["files"][str(path)]
     st = path.stat()
     assert entry["st"] == [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def test_a_serial_cold_run_parses_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:  # noqa: ANN001
+    """The project rules (run after the file pass in one process) read the file pass's trees of specs,
+    generated files and ``__init__`` files: each of them is parsed whole once, and the sections of a
+    generated file are located in its tree by line range, not parsed again."""
+    import ast
+
+    from npu_lint.cli import main
+
+    tree = shared_tree_copy(VEOMNI_MAIN, tmp_path / "tree")
+    models = tree / "veomni" / "models"
+    texts = {str(p.relative_to(tree)): p.read_text() for p in models.rglob("*.py")}
+    whole: dict[str, int] = {}
+    chunks = 0
+    real = ast.parse
+
+    def parse(source, filename="<unknown>", *args, **kwargs):  # noqa: ANN001, ANN202
+        nonlocal chunks
+        name = os.path.relpath(str(filename), tree) if os.path.isabs(str(filename)) else str(filename)
+        if texts.get(os.path.normpath(name)) == source:
+            whole[os.path.normpath(name)] = whole.get(os.path.normpath(name), 0) + 1
+        elif filename == "<spec>" and source.startswith("class _:\n"):
+            chunks += 1  # a patched method parsed on its own
+        return real(source, filename, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    monkeypatch.chdir(tree)
+    main(["check", "--no-cache", "--jobs", "1", "--exit-zero", "-q", "-o", os.devnull, "veomni/models"])
+    monkeypatch.undo()
+    generated = [p for p in texts if "/generated/" in p]
+    assert generated and all(whole.get(p) == 1 for p in generated), {p: whole.get(p) for p in generated}
+    assert all(n == 1 for n in whole.values()), {p: n for p, n in whole.items() if n != 1}
+    assert len(whole) >= 0.95 * len(texts)  # a few files decode to another text (line endings): not counted
+    assert chunks <= len(generated)  # was hundreds: only files the file pass could not share

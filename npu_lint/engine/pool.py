@@ -134,7 +134,7 @@ def lint_paths(
         pool.shutdown(wait=True)
     else:
         for path in todo:
-            results[path] = lint_path(path, codes, settings, project)
+            results[path] = lint_path(path, codes, settings, project, share=during is not None)
         if during is not None:
             during()
     if cache is not None:
