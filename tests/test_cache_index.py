@@ -148,3 +148,37 @@ def test_a_serial_cold_run_parses_each_file_once(
     assert all(n == 1 for n in whole.values()), {p: n for p, n in whole.items() if n != 1}
     assert len(whole) >= 0.95 * len(texts)  # a few files decode to another text (line endings): not counted
     assert chunks <= len(generated)  # was hundreds: only files the file pass could not share
+
+
+def test_the_project_scan_is_kept_in_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``profile.scan_definitions`` reads every veomni/*.py file; the index keeps its result keyed by the
+    files' stat keys, so an unchanged tree is not read again, and a changed file is."""
+    from npu_lint.engine import Cache
+    from npu_lint.veomni import profile
+    from npu_lint.veomni.imports import ModuleIndex
+
+    tree = shared_tree_copy(VEOMNI_MAIN, tmp_path / "tree")
+    time.sleep(QUIET)
+    monkeypatch.setattr(profile, "_RACY_NS", 10**8)
+    reads: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (reads.append(self), real(self))[1])
+
+    def scan() -> dict[str, list[str]]:
+        cache = Cache(str(tmp_path / "cache"), "fp")
+        profile.use_scan_store(cache)
+        try:
+            return profile.scan_definitions(tree, ModuleIndex(tree))
+        finally:
+            profile.use_scan_store(None)
+            cache.flush()
+
+    first = scan()
+    assert first and len(reads) > 100
+    reads.clear()
+    assert scan() == first and reads == []  # one index read, no source read
+    spec = next((tree / "veomni").rglob("*.py"))
+    spec.write_text(spec.read_text() + "\n\nclass HardwareRequirement:\n    pass\n")
+    time.sleep(QUIET)
+    changed = scan()
+    assert len(reads) > 100 and changed != first and "HardwareRequirement" in changed

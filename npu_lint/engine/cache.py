@@ -127,8 +127,14 @@ def _check_diag(d: Any) -> bool:
 class Cache:
     """Per-file results keyed by (tool version, effective config, project index, path, content hash)."""
 
-    def __init__(self, directory: str, fingerprint: str, follow_symlink: bool = True) -> None:
+    def __init__(
+        self, directory: str, fingerprint: str, follow_symlink: bool = True, name: str | None = None
+    ) -> None:
+        """``name`` (default: ``fingerprint``) names the index: a front end that opens the cache before it
+        knows the whole fingerprint (the project's part) names it by the settings and ``bind``s later."""
         self.root = Path(directory)
+        self.name = fingerprint if name is None else name
+        self._bound = name is None  # the fingerprint is whole: results stored under another are dropped
         self.directory = self.root / f"v{__version__}"
         self._ignored = False  # the root's .gitignore checked (written on the first put)
         self.fingerprint = fingerprint
@@ -205,14 +211,31 @@ class Cache:
 
     # -- the index: one read per run --------------------------------------------------------------------------
     def index_file(self) -> Path:
-        return self.directory / f"index-{hashlib.sha256(self.fingerprint.encode()).hexdigest()[:24]}.json"
+        return self.directory / f"index-{hashlib.sha256(self.name.encode()).hexdigest()[:24]}.json"
+
+    def bind(self, fingerprint: str) -> None:
+        """The whole fingerprint, once known: results stored under another one are dropped (the scan kept)."""
+        self.fingerprint, self._bound = fingerprint, True
+        index = self._load_index()
+        if index.get("fp") != fingerprint:
+            index["fp"], index["files"], index["project"] = fingerprint, {}, {}
+
+    def get_scan(self, key: str) -> Any:
+        """A value stored by ``put_scan`` under ``key`` (a project scan keyed by its files' stat keys)."""
+        entry = self._load_index()["scan"]
+        return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
+
+    def put_scan(self, key: str, value: Any) -> None:
+        if not self.disabled:
+            self._load_index()["scan"] = {"key": key, "value": value}
+            self._dirty = True
 
     def _load_index(self) -> dict[str, dict[str, Any]]:
         if self._index is not None:
             return self._index
         from npu_lint.core.safeio import read_regular
 
-        self._index = {"files": {}, "project": {}}
+        self._index = {"fp": self.fingerprint, "files": {}, "project": {}, "scan": {}}
         if self.disabled:
             return self._index
         try:
@@ -225,13 +248,16 @@ class Cache:
             return self._index
         try:
             mac, _, payload = raw.partition(b"\n")
-            if not hmac.compare_digest(mac, self._sign("index:" + self.fingerprint, payload).encode()):
+            if not hmac.compare_digest(mac, self._sign("index:" + self.name, payload).encode()):
                 raise ValueError("signature")
             data = json.loads(payload)
-            files, project = data["files"], data["project"]
-            if not isinstance(files, dict) or not isinstance(project, dict):
+            files, project, scan = data["files"], data["project"], data.get("scan", {})
+            if not isinstance(files, dict) or not isinstance(project, dict) or not isinstance(scan, dict):
                 raise TypeError
-            self._index = {"files": files, "project": project}
+            fp = data.get("fp")
+            if self._bound and fp != self.fingerprint:  # another fingerprint's results: only the scan is kept
+                fp, files, project = self.fingerprint, {}, {}
+            self._index = {"fp": fp, "files": files, "project": project, "scan": scan}
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self.invalid += 1
         return self._index
@@ -317,7 +343,7 @@ class Cache:
             if isinstance(st, list) and len(st) == 5 and max(st[1], st[2]) >= now - RACY_NS:
                 entry["st"] = None
         payload = json.dumps(self._index, separators=(",", ":")).encode()
-        data = self._sign("index:" + self.fingerprint, payload).encode() + b"\n" + payload
+        data = self._sign("index:" + self.name, payload).encode() + b"\n" + payload
         if len(data) > MAX_INDEX_BYTES:
             return
         self._write(self.index_file(), data)
