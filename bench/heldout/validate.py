@@ -1,11 +1,9 @@
 #!/usr/bin/env python3
 """Validate the held-out cases (stdlib only, Python 3.11+)."""
-
 import ast
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CORPORA = (HERE / "../../../shared/corpora").resolve()
