@@ -182,3 +182,14 @@ def test_the_project_scan_is_kept_in_the_index(tmp_path: Path, monkeypatch: pyte
     time.sleep(QUIET)
     changed = scan()
     assert len(reads) > 100 and changed != first and "HardwareRequirement" in changed
+
+
+def test_deleted_files_leave_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(BAD)
+    _lint(tmp_path, monkeypatch)
+    (tmp_path / "b.py").unlink()
+    (tmp_path / "a.py").write_text(GOOD)  # a change: the index is written again
+    _lint(tmp_path, monkeypatch)
+    (index,) = (tmp_path / ".npu_lint_cache").rglob("index-*.json")
+    assert sorted(json.loads(index.read_bytes().partition(b"\n")[2])["files"]) == [str(tmp_path / "a.py")]

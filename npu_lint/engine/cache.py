@@ -333,12 +333,15 @@ class Cache:
 
     def flush(self) -> None:
         """Write the index when it changed: signed, atomically. Entries of files modified within ``RACY_NS``
-        of now lose their stat key (racily clean: hashed again next run)."""
+        of now lose their stat key (racily clean: hashed again next run); entries of deleted files are dropped."""
         if self.disabled or not self._dirty or self._index is None:
             return
         self._dirty = False
+        files = self._index["files"]
+        for gone in [p for p in files if not os.path.lexists(p)]:  # bounded: deleted files leave the index
+            del files[gone]
         now = time.time_ns()
-        for entry in self._index["files"].values():
+        for entry in files.values():
             st = entry.get("st") if isinstance(entry, dict) else None
             if isinstance(st, list) and len(st) == 5 and max(st[1], st[2]) >= now - RACY_NS:
                 entry["st"] = None
