@@ -1,16 +1,17 @@
 """The result cache: per-file diagnostics keyed by tool version, settings, project index, path and content.
 
 The cache holds findings, never fixes to apply: a fix run re-lints every file it fixes (``engine.fix``), so a
-cached edit is never written anywhere. Entries are still treated as untrusted input:
+cached edit is never written anywhere. The cache is still treated as untrusted input:
 
-* each entry is signed (HMAC-SHA256) with a key kept outside the project (``$XDG_CACHE_HOME/npu-lint/key``,
-  created 0600); an entry that was not written by this user's npu-lint (crafted, copied, edited) is ignored;
-* entries are read only when they are regular files (no symlinks), with a size cap, and checked against a
-  schema before use; an invalid entry is ignored and counted (``notes``), and the file is linted again.
+* the index is signed (HMAC-SHA256) with a key kept outside the project (``$XDG_CACHE_HOME/npu-lint/key``,
+  created 0600); an index that was not written by this user's npu-lint (crafted, copied, edited) is ignored;
+* it is read only when it is a regular file (no symlinks), with a size cap, and each entry is checked against
+  a schema before use; an invalid one is ignored and counted (``notes``), and the file is linted again.
 
-The warm path reads ONE file per run: a signed index (``index-<fingerprint>.json``: the MAC on its first line,
-the JSON payload after it) holding, per linted file, its stat key (size, mtime_ns, ctime_ns, inode, device),
-its content key and its results, and the project rules' result under the tree key. A file whose stat key
+A run reads ONE cache file: a signed index (``index-<settings fingerprint>.json``: the MAC on its first line,
+the JSON payload after it) holding the whole fingerprint it was written under and, per linted file, its stat
+key (size, mtime_ns, ctime_ns, inode, device), its content key and its results; the project rules' result
+under the tree key; the project scan (``veomni.profile.scan_definitions``) under its files' stat keys. A file whose stat key
 matches is not read at all; one whose stat changed is read and hashed, and its results reused when the content
 key still matches. As in git's index, an entry is "racily clean" when the file was modified within
 ``RACY_NS`` of the index write: its stat key is not stored (so a later edit that keeps the size and restores
@@ -31,7 +32,6 @@ from typing import Any
 from npu_lint import __version__
 from npu_lint.core.diagnostics import Diagnostic
 
-MAX_ENTRY_BYTES = 8 * 1024 * 1024
 MAX_INDEX_BYTES = 128 * 1024 * 1024
 RACY_NS = 2_000_000_000  # a file modified this close to the index write is hashed again next run (FAT: 2 s)
 _KEY: list[bytes] = []
@@ -174,40 +174,9 @@ class Cache:
         h.update(data)
         return h.hexdigest()
 
-    def _file(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
-
     @staticmethod
     def _sign(key: str, payload: bytes) -> str:
         return hmac.new(_key(), key.encode() + b"\0" + payload, hashlib.sha256).hexdigest()
-
-    def get(self, key: str) -> list[Diagnostic] | None:
-        from npu_lint.core.safeio import read_regular
-
-        if self.disabled:
-            return None
-        try:
-            raw, _ = read_regular(self._file(key), limit=MAX_ENTRY_BYTES, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        except OSError:
-            self.invalid += 1  # a symlink, a device, too large, unreadable
-            return None
-        try:
-            entry = json.loads(raw)
-            payload = entry["diagnostics"]
-            signature = entry["mac"]
-            if not isinstance(payload, str) or not isinstance(signature, str):
-                raise TypeError
-            if not hmac.compare_digest(signature, self._sign(key, payload.encode())):
-                raise ValueError("signature")
-            data = json.loads(payload)
-            if not isinstance(data, list) or not all(_check_diag(d) for d in data):
-                raise TypeError
-            return [Diagnostic.from_json(d) for d in data]
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            self.invalid += 1
-            return None
 
     # -- the index: one read per run --------------------------------------------------------------------------
     def index_file(self) -> Path:
@@ -380,30 +349,3 @@ class Cache:
             tmp = self.root / f".gitignore.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
             tmp.write_text("# Automatically created by npu-lint.\n*\n", encoding="utf-8")
             os.replace(tmp, marker)
-
-    def put(self, key: str, diags: list[Diagnostic]) -> None:
-        if self.disabled:
-            return
-        target = self._file(key)
-        try:
-            if not self._ignored:
-                self._ensure_gitignore()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            payload = json.dumps([d.to_json() for d in diags], separators=(",", ":"))
-            data = json.dumps({"diagnostics": payload, "mac": self._sign(key, payload.encode())}).encode()
-            if len(data) > MAX_ENTRY_BYTES:
-                return
-            tmp = target.parent / f".{key[:16]}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, target)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-        except OSError:
-            pass  # a cache that cannot be written is not an error
