@@ -341,7 +341,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     from npu_lint.veomni.project import load_project
 
+    cache = None  # opened before the project is loaded: its one index also holds the project scan
+    if not args.no_cache and not args.stdin_filename:
+        from npu_lint.engine import Cache
+        from npu_lint.veomni.profile import use_scan_store
+
+        cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
+        cache = Cache(
+            cache_dir, "", follow_symlink=settings.cache_dir is not None, name=settings.fingerprint(codes)
+        )
+        use_scan_store(cache)
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
+    if cache is not None:
+        use_scan_store(None)
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
         print(f"npu-lint: note: {_shown(note)}", file=sys.stderr)
     if not args.quiet and any(c.startswith(("NPU4", "NPU7")) for c in codes):
@@ -366,7 +378,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _check_stdin(args, settings, codes, project, fmt)
 
     from npu_lint.core.discovery import discover
-    from npu_lint.engine import Cache, lint_paths, project_diagnostics
+    from npu_lint.engine import lint_paths, project_diagnostics
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
     _refuse_output_over_input(args, paths, found.files)
@@ -391,9 +403,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(
             f"npu-lint: error: no Python files to lint in {_shown(', '.join(paths))}{excluded}{links}"
         )
-    cache = None
-    if not args.no_cache:
-        cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
+    if cache is not None:
         from npu_lint.core.astutil import transformers_dir, transformers_version
 
         # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC)
@@ -402,7 +412,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             + project.fingerprint()
             + f"|{transformers_dir()}|{transformers_version()}"
         )
-        cache = Cache(cache_dir, fp, follow_symlink=settings.cache_dir is not None)
+        cache.bind(fp)
     project_diags: list = []
     project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)
 

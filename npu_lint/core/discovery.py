@@ -26,23 +26,26 @@ def _spec(patterns: list[str]):  # noqa: ANN202 - pathspec type imported lazily
     return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
-def _rel(path: Path, root: Path) -> str:
+def _rel(path: Path, root: Path, real: Path | None = None) -> str:
     try:
-        return path.resolve().relative_to(root).as_posix()
+        return (real or path.resolve()).relative_to(root).as_posix()
     except ValueError:
         return path.as_posix()
 
 
-def is_excluded(path: Path, settings: Settings, root: Path, spec=None, base: Path | None = None) -> bool:  # noqa: ANN001
+def is_excluded(  # noqa: ANN001
+    path: Path, settings: Settings, root: Path, spec=None, base: Path | None = None, real: Path | None = None
+) -> bool:
     """Whether ``path`` matches an exclude pattern: by its name, or by its path relative to the config root.
 
-    ``base`` is an explicitly named directory that is itself excluded: its descendants are then matched
-    relative to it (naming a directory on the command line lints it, as in ruff).
+    ``base`` is an explicitly named directory that is itself excluded, resolved: its descendants are then
+    matched relative to it (naming a directory on the command line lints it, as in ruff). ``real`` is
+    ``path`` already resolved (a walk resolves its top once and joins names to it).
     """
     spec = spec or _spec([*settings.exclude, *settings.extend_exclude])
     if spec.match_file(path.name) or spec.match_file(path.name + "/"):
         return True
-    rel = _rel(path, base.resolve()) if base is not None else _rel(path, root)
+    rel = _rel(path, base or root, real)
     return spec.match_file(rel) or spec.match_file(rel + "/")
 
 
@@ -86,14 +89,17 @@ def discover(paths: list[str], settings: Settings, force_exclude: bool = False) 
         if kind != "dir":
             out.errors.append(f"{raw}: {kind}")
             continue
-        base = path if is_excluded(path, settings, root, spec) else None
+        base = path.resolve() if is_excluded(path, settings, root, spec) else None
         seen_dirs: set[tuple[int, int]] = set()
 
         def unreadable(exc: OSError) -> None:
             out.errors.append(f"{exc.filename}: cannot read directory: {exc.strerror or exc}")
 
-        for dirpath, dirnames, filenames in os.walk(path, followlinks=False, onerror=unreadable):
+        top = str(path)
+        real_top = path.resolve()  # resolved once: links inside are not followed, so names join onto it
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False, onerror=unreadable):
             current = Path(dirpath)
+            real = real_top / dirpath[len(top) :].lstrip(os.sep) if dirpath != top else real_top
             try:
                 st = current.stat()
                 key = (st.st_dev, st.st_ino)
@@ -108,7 +114,7 @@ def discover(paths: list[str], settings: Settings, force_exclude: bool = False) 
             kept = []
             for d in sorted(dirnames):
                 sub = current / d
-                if sub.is_symlink() or is_excluded(sub, settings, root, spec, base):
+                if sub.is_symlink() or is_excluded(sub, settings, root, spec, base, real / d):
                     continue
                 kept.append(d)
             dirnames[:] = kept
@@ -127,7 +133,7 @@ def discover(paths: list[str], settings: Settings, force_exclude: bool = False) 
                 if stat.S_ISLNK(mode):
                     out.symlinks += 1  # not followed inside a directory (docs/architecture.md)
                     continue
-                if is_excluded(file, settings, root, spec, base):
+                if is_excluded(file, settings, root, spec, base, real / name):
                     out.excluded += 1
                     continue
                 if not stat.S_ISREG(mode):

@@ -1,12 +1,21 @@
 """The result cache: per-file diagnostics keyed by tool version, settings, project index, path and content.
 
 The cache holds findings, never fixes to apply: a fix run re-lints every file it fixes (``engine.fix``), so a
-cached edit is never written anywhere. Entries are still treated as untrusted input:
+cached edit is never written anywhere. The cache is still treated as untrusted input:
 
-* each entry is signed (HMAC-SHA256) with a key kept outside the project (``$XDG_CACHE_HOME/npu-lint/key``,
-  created 0600); an entry that was not written by this user's npu-lint (crafted, copied, edited) is ignored;
-* entries are read only when they are regular files (no symlinks), with a size cap, and checked against a
-  schema before use; an invalid entry is ignored and counted (``notes``), and the file is linted again.
+* the index is signed (HMAC-SHA256) with a key kept outside the project (``$XDG_CACHE_HOME/npu-lint/key``,
+  created 0600); an index that was not written by this user's npu-lint (crafted, copied, edited) is ignored;
+* it is read only when it is a regular file (no symlinks), with a size cap, and each entry is checked against
+  a schema before use; an invalid one is ignored and counted (``notes``), and the file is linted again.
+
+A run reads ONE cache file: a signed index (``index-<settings fingerprint>.json``: the MAC on its first line,
+the JSON payload after it) holding the whole fingerprint it was written under and, per linted file, its stat
+key (size, mtime_ns, ctime_ns, inode, device), its content key and its results; the project rules' result
+under the tree key; the project scan (``veomni.profile.scan_definitions``) under its files' stat keys. A file whose stat key
+matches is not read at all; one whose stat changed is read and hashed, and its results reused when the content
+key still matches. As in git's index, an entry is "racily clean" when the file was modified within
+``RACY_NS`` of the index write: its stat key is not stored (so a later edit that keeps the size and restores
+the mtime cannot hide behind it) and the next run hashes the file again.
 """
 
 from __future__ import annotations
@@ -16,13 +25,15 @@ import hmac
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
 from npu_lint import __version__
 from npu_lint.core.diagnostics import Diagnostic
 
-MAX_ENTRY_BYTES = 8 * 1024 * 1024
+MAX_INDEX_BYTES = 128 * 1024 * 1024
+RACY_NS = 2_000_000_000  # a file modified this close to the index write is hashed again next run (FAT: 2 s)
 _KEY: list[bytes] = []
 
 
@@ -116,8 +127,14 @@ def _check_diag(d: Any) -> bool:
 class Cache:
     """Per-file results keyed by (tool version, effective config, project index, path, content hash)."""
 
-    def __init__(self, directory: str, fingerprint: str, follow_symlink: bool = True) -> None:
+    def __init__(
+        self, directory: str, fingerprint: str, follow_symlink: bool = True, name: str | None = None
+    ) -> None:
+        """``name`` (default: ``fingerprint``) names the index: a front end that opens the cache before it
+        knows the whole fingerprint (the project's part) names it by the settings and ``bind``s later."""
         self.root = Path(directory)
+        self.name = fingerprint if name is None else name
+        self._bound = name is None  # the fingerprint is whole: results stored under another are dropped
         self.directory = self.root / f"v{__version__}"
         self._ignored = False  # the root's .gitignore checked (written on the first put)
         self.fingerprint = fingerprint
@@ -127,6 +144,9 @@ class Cache:
         # the cache's writes outside it, so it is not used
         self.disabled = not follow_symlink and os.path.islink(directory)
         self._notes = [f"{directory} is a symbolic link: the cache is not used"] if self.disabled else []
+        self._index: dict[str, dict[str, Any]] | None = None  # read once, on first use
+        self._dirty = False
+        self.reads = 0  # cache files read in this run (the warm path reads one)
 
     @property
     def notes(self) -> list[str]:
@@ -154,38 +174,80 @@ class Cache:
         h.update(data)
         return h.hexdigest()
 
-    def _file(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
-
     @staticmethod
     def _sign(key: str, payload: bytes) -> str:
         return hmac.new(_key(), key.encode() + b"\0" + payload, hashlib.sha256).hexdigest()
 
-    def get(self, key: str) -> list[Diagnostic] | None:
+    # -- the index: one read per run --------------------------------------------------------------------------
+    def index_file(self) -> Path:
+        return self.directory / f"index-{hashlib.sha256(self.name.encode()).hexdigest()[:24]}.json"
+
+    def bind(self, fingerprint: str) -> None:
+        """The whole fingerprint, once known: results stored under another one are dropped (the scan kept)."""
+        self.fingerprint, self._bound = fingerprint, True
+        index = self._load_index()
+        if index.get("fp") != fingerprint:
+            index["fp"], index["files"], index["project"] = fingerprint, {}, {}
+
+    def get_scan(self, key: str) -> Any:
+        """A value stored by ``put_scan`` under ``key`` (a project scan keyed by its files' stat keys)."""
+        entry = self._load_index()["scan"]
+        return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
+
+    def put_scan(self, key: str, value: Any) -> None:
+        if not self.disabled:
+            self._load_index()["scan"] = {"key": key, "value": value}
+            self._dirty = True
+
+    def _load_index(self) -> dict[str, dict[str, Any]]:
+        if self._index is not None:
+            return self._index
         from npu_lint.core.safeio import read_regular
 
+        self._index = {"fp": self.fingerprint, "files": {}, "project": {}, "scan": {}}
         if self.disabled:
-            return None
+            return self._index
         try:
-            raw, _ = read_regular(self._file(key), limit=MAX_ENTRY_BYTES, follow_symlinks=False)
+            self.reads += 1
+            raw, _ = read_regular(self.index_file(), limit=MAX_INDEX_BYTES, follow_symlinks=False)
         except FileNotFoundError:
-            return None
+            return self._index
         except OSError:
             self.invalid += 1  # a symlink, a device, too large, unreadable
-            return None
+            return self._index
         try:
-            entry = json.loads(raw)
-            payload = entry["diagnostics"]
-            signature = entry["mac"]
-            if not isinstance(payload, str) or not isinstance(signature, str):
-                raise TypeError
-            if not hmac.compare_digest(signature, self._sign(key, payload.encode())):
+            mac, _, payload = raw.partition(b"\n")
+            if not hmac.compare_digest(mac, self._sign("index:" + self.name, payload).encode()):
                 raise ValueError("signature")
             data = json.loads(payload)
-            if not isinstance(data, list) or not all(_check_diag(d) for d in data):
+            files, project, scan = data["files"], data["project"], data.get("scan", {})
+            if not isinstance(files, dict) or not isinstance(project, dict) or not isinstance(scan, dict):
                 raise TypeError
-            return [Diagnostic.from_json(d) for d in data]
+            fp = data.get("fp")
+            if self._bound and fp != self.fingerprint:  # another fingerprint's results: only the scan is kept
+                fp, files, project = self.fingerprint, {}, {}
+            self._index = {"fp": fp, "files": files, "project": project, "scan": scan}
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.invalid += 1
+        return self._index
+
+    @staticmethod
+    def stat_key(st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+    def _entry_diags(self, entry: Any) -> list[Diagnostic] | None:
+        """The results of a valid index entry; None (counted) for one that fails the schema."""
+        diags = entry.get("diags") if isinstance(entry, dict) else None
+        if (
+            not isinstance(diags, list)
+            or not isinstance(entry.get("key"), _STR)
+            or not all(map(_check_diag, diags))
+        ):
+            self.invalid += 1
+            return None
+        try:
+            return [Diagnostic.from_json(d) for d in diags]
+        except (ValueError, KeyError, TypeError, AttributeError):
             self.invalid += 1
             return None
 
@@ -223,20 +285,82 @@ class Cache:
             self._notes.append(f"{directory} is not a directory (a symbolic link?): the cache is not written")
             raise OSError(errno.ENOTDIR, "not a directory", str(directory))
 
-    def put(self, key: str, diags: list[Diagnostic]) -> None:
+    def lookup_stat(self, path: str) -> list[Diagnostic] | None:
+        """The cached results of ``path`` when its stat key matches its entry (the file is not read)."""
+        entry = self._load_index()["files"].get(os.path.abspath(path))
+        if not isinstance(entry, dict) or entry.get("st") is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if entry["st"] != self.stat_key(st):
+            return None
+        diags = self._entry_diags(entry)
+        if diags is not None:
+            self.keys[path] = entry["key"]
+        return diags
+
+    def lookup_content(self, path: str, key: str, st: os.stat_result) -> list[Diagnostic] | None:
+        """The cached results of ``path`` when its content key (read and hashed) matches its entry; the
+        entry's stat key is refreshed."""
+        entry = self._load_index()["files"].get(os.path.abspath(path))
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        diags = self._entry_diags(entry)
+        if diags is not None and entry.get("st") != self.stat_key(st):
+            entry["st"] = self.stat_key(st)
+            self._dirty = True
+        return diags
+
+    def store(self, path: str, key: str, st: os.stat_result, diags: list[Diagnostic]) -> None:
+        """Record a file's results (written by ``flush``); ``st`` is the stat of the bytes that were linted."""
         if self.disabled:
             return
-        target = self._file(key)
+        self._load_index()["files"][os.path.abspath(path)] = {
+            "st": self.stat_key(st),
+            "key": key,
+            "diags": [d.to_json() for d in diags],
+        }
+        self._dirty = True
+
+    def get_project(self, key: str) -> list[Diagnostic] | None:
+        entry = self._load_index()["project"].get(key)
+        return None if entry is None else self._entry_diags(entry)
+
+    def put_project(self, key: str, diags: list[Diagnostic]) -> None:
+        if self.disabled:
+            return
+        self._load_index()["project"] = {key: {"key": key, "diags": [d.to_json() for d in diags]}}
+        self._dirty = True
+
+    def flush(self) -> None:
+        """Write the index when it changed: signed, atomically. Entries of files modified within ``RACY_NS``
+        of now lose their stat key (racily clean: hashed again next run); entries of deleted files are dropped."""
+        if self.disabled or not self._dirty or self._index is None:
+            return
+        self._dirty = False
+        files = self._index["files"]
+        for gone in [p for p in files if not os.path.lexists(p)]:  # bounded: deleted files leave the index
+            del files[gone]
+        now = time.time_ns()
+        for entry in files.values():
+            st = entry.get("st") if isinstance(entry, dict) else None
+            if isinstance(st, list) and len(st) == 5 and max(st[1], st[2]) >= now - RACY_NS:
+                entry["st"] = None
+        payload = json.dumps(self._index, separators=(",", ":")).encode()
+        data = self._sign("index:" + self.name, payload).encode() + b"\n" + payload
+        if len(data) > MAX_INDEX_BYTES:
+            return
+        self._write(self.index_file(), data)
+
+    def _write(self, target: Path, data: bytes) -> None:
         try:
             if not self._ignored:
                 self._ensure_gitignore()
             self._safe_dir(self.directory)
             self._safe_dir(target.parent)
-            payload = json.dumps([d.to_json() for d in diags], separators=(",", ":"))
-            data = json.dumps({"diagnostics": payload, "mac": self._sign(key, payload.encode())}).encode()
-            if len(data) > MAX_ENTRY_BYTES:
-                return
-            tmp = target.parent / f".{key[:16]}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            tmp = target.parent / f".{target.stem[:16]}.npu-lint-{os.getpid()}.{secrets.token_hex(4)}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
             try:
                 with os.fdopen(fd, "wb") as fh:

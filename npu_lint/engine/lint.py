@@ -60,17 +60,19 @@ def check_source(
     codes: list[str],
     project: Project | None = None,
     fix_mode: bool = False,
+    share: os.stat_result | None = None,
 ) -> list[Diagnostic]:
     """All diagnostics of the selected rules for one decoded file, before suppressions.
 
     The cyclic garbage collector is paused meanwhile: parsing and walking allocate tens of thousands of
     acyclic nodes, and the collections they trigger cost a third of the time; whatever is left to collect
-    is collected once the collector runs again."""
+    is collected once the collector runs again. ``share`` (the stat of the bytes ``src`` was decoded from)
+    offers the tree of a generated file, spec or `__init__` to the project rules run later in this process."""
     if not gc.isenabled():
-        return _check_source(src, codes, project, fix_mode)
+        return _check_source(src, codes, project, fix_mode, share)
     gc.disable()
     try:
-        return _check_source(src, codes, project, fix_mode)
+        return _check_source(src, codes, project, fix_mode, share)
     finally:
         gc.enable()
 
@@ -80,9 +82,17 @@ def _check_source(
     codes: list[str],
     project: Project | None,
     fix_mode: bool,
+    share: os.stat_result | None = None,
 ) -> list[Diagnostic]:
+    shared = share is not None and (src.kind.generated or src.kind.spec or src.kind.init)
     try:
-        tree = ast.parse(src.text, filename=src.path)
+        tree = None
+        if shared:  # a spec or generated file the project (or another file's rules) already parsed
+            from npu_lint.veomni.patchgen import shared_tree
+
+            tree = shared_tree(src.path, src.text)
+        if tree is None:
+            tree = ast.parse(src.text, filename=src.path)
     except SyntaxError as exc:
         if SYNTAX_CODE not in codes:
             return []
@@ -95,6 +105,10 @@ def _check_source(
         if SYNTAX_CODE not in codes:
             return []
         return [_syntax_diagnostic(src, "file could not be parsed: nesting too deep for the parser", 1, 0)]
+    if shared:
+        from npu_lint.veomni.patchgen import share_tree
+
+        share_tree(src.path, src.text, tree, share)  # parsed once: the project rules read this tree
     ctx = Context(src, tree, project, fix_mode)
     rules = [cls(ctx) for cls in rule_classes(codes) if cls.applies_to(ctx)]
     if not rules:
@@ -194,9 +208,10 @@ def lint_source(
     settings: Settings,
     project: Project | None = None,
     fix_mode: bool = False,
+    share: os.stat_result | None = None,
 ) -> list[Diagnostic]:
     src = without_surrogates(src)
-    diags = check_source(src, codes, project, fix_mode)
+    diags = check_source(src, codes, project, fix_mode, share)
     if diags:
         ignored = per_file_ignored(src.path, settings, codes)
         diags = apply_suppressions(src, diags, ignored)
@@ -243,9 +258,13 @@ def read_snapshot(path: str) -> tuple[SourceFile, tuple[bytes, os.stat_result]]:
     return SourceFile.from_text(path, text, encoding), (data, st)
 
 
-def lint_path(path: str, codes: list[str], settings: Settings, project: Project | None = None) -> FileResult:
+def lint_path(
+    path: str, codes: list[str], settings: Settings, project: Project | None = None, share: bool = False
+) -> FileResult:
+    """Lint one file on disk. ``share``: offer its tree to the project rules run later in this process
+    (a serial run; a pool's workers do not)."""
     try:
-        data, _ = read_regular(path)
+        data, st = read_regular(path)
         text, encoding = decode_source(data)
         src = SourceFile.from_text(path, text, encoding)
     except OSError as exc:
@@ -268,7 +287,7 @@ def lint_path(path: str, codes: list[str], settings: Settings, project: Project 
         )
         return FileResult(path, [diag], size=len(data), digest=digest)
     try:
-        result = FileResult(path, lint_source(src, codes, settings, project))
+        result = FileResult(path, lint_source(src, codes, settings, project, share=st if share else None))
         result.size, result.digest = len(data), hashlib.sha256(data).hexdigest()
         return result
     except InternalError as exc:  # the other files are still linted; the run exits 2

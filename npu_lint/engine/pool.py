@@ -82,18 +82,23 @@ def lint_paths(
     the pool's workers lint (the CLI runs the project rules there), or after a serial run."""
     results: dict[str, FileResult] = {}
     todo: list[str] = []
-    keys: dict[str, tuple[str, str]] = {}  # path -> (cache key, digest of the bytes it was computed from)
+    # path -> (cache key, digest of the bytes it was computed from, their stat)
+    keys: dict[str, tuple[str, str, os.stat_result]] = {}
     if cache is not None:
         for path in paths:
+            hit = cache.lookup_stat(path)  # stat first: an unchanged file is not read
+            if hit is not None:
+                results[path] = FileResult(path, hit, cached=True)
+                continue
             try:
-                data, _ = read_regular(path)
+                data, st = read_regular(path)
             except OSError:
                 todo.append(path)
                 continue
             key = cache.keys[path] = cache.key(path, data)
-            hit = cache.get(key)
+            hit = cache.lookup_content(path, key, st)
             if hit is None:
-                keys[path] = (key, hashlib.sha256(data).hexdigest())
+                keys[path] = (key, hashlib.sha256(data).hexdigest(), st)
                 todo.append(path)
             else:
                 results[path] = FileResult(path, hit, cached=True, digest=hashlib.sha256(data).hexdigest())
@@ -129,14 +134,15 @@ def lint_paths(
         pool.shutdown(wait=True)
     else:
         for path in todo:
-            results[path] = lint_path(path, codes, settings, project)
+            results[path] = lint_path(path, codes, settings, project, share=during is not None)
         if during is not None:
             during()
     if cache is not None:
-        for path, (key, digest) in keys.items():
+        for path, (key, digest, st) in keys.items():
             res = results[path]
             if res.error is None and res.digest == digest:  # the file did not change between the reads
-                cache.put(key, res.diagnostics)
+                cache.store(path, key, st, res.diagnostics)
+        cache.flush()  # the one index write (the project rules' result, from ``during``, included)
     return [results[p] for p in sorted(results)]
 
 
@@ -187,7 +193,7 @@ def _project_diagnostics(
     key = None
     if cache is not None and not fix_mode:
         key = cache.tree_key("project:" + ",".join(c.code for c in rules))
-        hit = cache.get(key)
+        hit = cache.get_project(key)
         if hit is not None:
             return hit
     out = []
@@ -218,5 +224,5 @@ def _project_diagnostics(
             # check does not pay for reading the modules a created file imports)
             out.extend(guard_fixes(diag.path, src.text, None, kept, project) if fix_mode else kept)
     if key is not None:
-        cache.put(key, out)
+        cache.put_project(key, out)
     return out

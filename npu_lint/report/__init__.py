@@ -123,6 +123,7 @@ class RenderContext:
         self.unsafe_fixes = unsafe_fixes
         self.color = color
         self._files: dict[str, SourceFile | None] = {}
+        self._rel: dict[str, str | None] = {}  # path -> relpath (a render shows each path many times)
 
     # paths -----------------------------------------------------------------------------------------------
 
@@ -131,6 +132,13 @@ class RenderContext:
 
     def relpath(self, path: str) -> str | None:
         """``path`` relative to the root (native separators), or None when it is not under the root."""
+        try:
+            return self._rel[path]
+        except KeyError:
+            rel = self._rel[path] = self._relpath(path)
+            return rel
+
+    def _relpath(self, path: str) -> str | None:
         absolute = os.path.abspath(path)
         try:
             if os.path.commonpath([absolute, self.root]) != self.root:

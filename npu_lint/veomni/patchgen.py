@@ -119,6 +119,11 @@ def load_file(path: str) -> ParsedFile | None:
     hit = _FILES.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1]
+    absolute = os.path.abspath(path)
+    hit = _FILES.get(absolute)  # the same file under another spelling, or the file pass's tree (share_tree)
+    if hit is not None and hit[0] == stamp:
+        _FILES[path] = hit
+        return hit[1]
     try:
         from npu_lint.core.safeio import read_regular
         from npu_lint.core.source import DecodeError, decode_source
@@ -127,8 +132,34 @@ def load_file(path: str) -> ParsedFile | None:
     except (OSError, DecodeError):  # unreadable or undecodable: no model of this file
         return None
     parsed = ParsedFile(path, text)
-    _FILES[path] = (stamp, parsed)
+    _FILES[path] = _FILES[absolute] = (stamp, parsed)
     return parsed
+
+
+def share_tree(path: str, text: str, tree: ast.Module, st: os.stat_result) -> None:
+    """Offer the file pass's tree of ``path`` (``text`` as it decoded the bytes whose stat is ``st``) to the
+    project rules running later in this process: ``load_file`` returns it while the file is unchanged, and
+    ``parse_generated`` locates the sections in it by line range instead of parsing them again."""
+    stamp = (st.st_mtime_ns, st.st_size)
+    absolute = os.path.abspath(path)
+    hit = _FILES.get(absolute)
+    if hit is not None and hit[0] == stamp and hit[1].text == text:
+        parsed = hit[1]  # read earlier (another file's rules): every spelling of its path gets this tree
+        if not parsed._parsed:
+            parsed._tree, parsed._parsed = tree, True
+    else:
+        parsed = ParsedFile(path, text)
+        parsed._tree, parsed._parsed = tree, True
+    _FILES[path] = _FILES[absolute] = (stamp, parsed)
+
+
+def shared_tree(path: str, text: str) -> ast.Module | None:
+    """The tree of ``text`` already parsed in this process (``share_tree``, ``load_file``), if any."""
+    for key in (path, os.path.abspath(path)):
+        hit = _FILES.get(key)
+        if hit is not None and hit[1]._parsed and (hit[1].text is text or hit[1].text == text):
+            return hit[1]._tree
+    return None
 
 
 def _parse(text: str, path: str = "<spec>") -> ast.Module | None:
@@ -739,6 +770,8 @@ def parse_generated(path: str, text: str, tree: ast.Module | None = None, full: 
     """Banner and sections of a generated file. With ``full=False`` and no ``tree``, only the patched
     sections are parsed (``Generated.tree`` stays None) unless that fails, then the whole file is."""
     lines = text.splitlines()
+    if tree is None:
+        tree = shared_tree(path, text)  # the file pass's tree: sections are located in it by line range
     gen = Generated(path=path, tree=tree, text=text)
     # banner: the leading comment block
     in_patches = False

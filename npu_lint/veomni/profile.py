@@ -9,11 +9,14 @@ profile of the generation (:data:`BUILTIN_PROFILES`), answered from its own tabl
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from npu_lint.core.safeio import read_regular
 from npu_lint.veomni.catalog import BUILTIN_ROWS, OpRow, catalog_rows
@@ -357,35 +360,80 @@ def _interesting(name: str) -> bool:
     return name in _INTEREST or bool(_LOSS.match(name) or _REQUIREMENT.match(name))
 
 
+# the byte pre-filter in one search: a top-level definition of an interesting name (``_TOP_DEF`` whose name
+# passes ``_interesting``), without collecting every top-level name of every file
+_NAMES = (
+    rb"(?:"
+    + b"|".join(re.escape(n.encode()) for n in sorted(_INTEREST))
+    + rb"|For[A-Z]\w*|\w*KernelRequirement|HardwareRequirement)(?!\w)"
+)
+_INTERESTING_DEF = re.compile(
+    rb"^(?:async\s+def|def|class)\s+" + _NAMES + rb"|^" + _NAMES + rb"\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE
+)
+
+
+_SCAN_STORE: list[Any] = []  # the run's cache index (``get_scan``/``put_scan``), when the front end has one
+_RACY_NS = 2_000_000_000  # a file modified this recently may change again unseen within its mtime granularity
+
+
+def use_scan_store(store: Any) -> None:
+    """Keep ``scan_definitions``' result in ``store`` (an object with ``get_scan(key)`` and
+    ``put_scan(key, value)``: the cache index), keyed by the stat keys of the files scanned; None: no store."""
+    _SCAN_STORE[:] = [store] if store is not None else []
+
+
 def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
     """name -> modules whose top level defines it (def / class / assignment), for the names a profile
-    needs; files are pre-filtered by a byte scan, then read with ``ast`` through ``index``."""
+    needs; files are pre-filtered by a byte scan, then read with ``ast`` through ``index``. With a store
+    (``use_scan_store``) the result is reused while no file's stat key (size, mtime, ctime, inode) changed."""
     found: dict[str, list[str]] = {}
     base = root / "veomni"
+    files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        for filename in sorted(filenames):
-            if not filename.endswith(".py"):
-                continue
-            path = Path(dirpath) / filename
+        files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+    store = _SCAN_STORE[0] if _SCAN_STORE else None
+    key = None
+    if store is not None:
+        h = hashlib.sha256(str(root).encode())
+        newest = 0
+        for path in files:
             try:
-                data = read_regular(path)[0]
+                st = os.stat(path)
             except OSError:
+                h.update(f"\0{path}:-".encode())
                 continue
-            names = {(m.group(1) or m.group(2)).decode() for m in _TOP_DEF.finditer(data)}
-            if not any(_interesting(n) for n in names):
-                continue
-            rel = path.relative_to(root).with_suffix("")
-            parts = list(rel.parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            module = ".".join(parts)
-            info = index.info(module)
-            if info is None:
-                continue
-            for name in sorted(info.local):
-                if _interesting(name):
-                    found.setdefault(name, []).append(module)
+            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+            h.update(f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
+        key = h.hexdigest()
+        hit = store.get_scan(key)
+        if isinstance(hit, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(m, str) for m in v)
+            for k, v in hit.items()
+        ):
+            return {k: list(v) for k, v in hit.items()}
+        if newest >= time.time_ns() - _RACY_NS:
+            key = None  # racily clean: not stored
+    for path in files:
+        try:
+            data = read_regular(path)[0]
+        except OSError:
+            continue
+        if not _INTERESTING_DEF.search(data):
+            continue
+        rel = path.relative_to(root).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        module = ".".join(parts)
+        info = index.info(module)
+        if info is None:
+            continue
+        for name in sorted(info.local):
+            if _interesting(name):
+                found.setdefault(name, []).append(module)
+    if store is not None and key is not None:
+        store.put_scan(key, found)
     return found
 
 

@@ -307,8 +307,16 @@ def test_cache_invalidated_when_a_sibling_spec_changes(tmp_path: Path) -> None:
     spec.write_text("x = 1\n")
     (pkg / "generated" / "patched_modeling_m_gpu.py").write_text(BAD)
     cache = tmp_path / "cache"
+
+    def index() -> dict:
+        (path,) = cache.rglob("index-*.json")
+        return json.loads(path.read_bytes().partition(b"\n")[2])
+
     run("--cache-dir", str(cache), "--select", "NPU101", str(pkg), cwd=tmp_path)
-    n_entries = len(list(cache.rglob("*.json")))
+    before = index()
     spec.write_text("x = 2  # changed\n")
     run("--cache-dir", str(cache), "--select", "NPU101", str(pkg), cwd=tmp_path)
-    assert len(list(cache.rglob("*.json"))) > n_entries  # new keys: the package changed
+    after = index()
+    assert after["fp"] != before["fp"]  # new fingerprint: the package changed
+    gen = str(pkg / "generated" / "patched_modeling_m_gpu.py")
+    assert after["files"][gen]["key"] != before["files"][gen]["key"]  # the generated file was linted again

@@ -318,7 +318,7 @@ def test_stale_temp_files_are_removed(tmp_path: Path) -> None:
 
 
 def _entries(tree: Path) -> list[Path]:
-    """The cache entries holding an NPU101 finding (the file's entry, not the project rules' one)."""
+    """The cache files holding an NPU101 finding (the run's index)."""
     return [p for p in (tree / ".npu_lint_cache").rglob("*.json") if "NPU101" in p.read_text()]
 
 
@@ -326,9 +326,11 @@ def test_crafted_cache_entries_are_ignored(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text(BAD)
     assert run("check", "bad.py", cwd=tmp_path).returncode == 1
     (entry,) = _entries(tmp_path)
-    evil = json.loads(entry.read_text())
-    evil["diagnostics"] = "[]"  # "hide every finding"
-    entry.write_text(json.dumps(evil))
+    mac, _, payload = entry.read_bytes().partition(b"\n")
+    evil = json.loads(payload)
+    for file in evil["files"].values():
+        file["diags"] = []  # "hide every finding"
+    entry.write_bytes(mac + b"\n" + json.dumps(evil).encode())
     res = run("check", "bad.py", cwd=tmp_path)
     assert res.returncode == 1 and "NPU101" in res.stdout
     assert "ignored 1 invalid cache entry" in res.stderr
@@ -342,20 +344,33 @@ def test_crafted_cache_entries_are_ignored(tmp_path: Path) -> None:
     assert res.returncode == 1 and "internal error" not in res.stderr
 
 
-def test_cached_fix_edits_are_never_applied(tmp_path: Path) -> None:
-    from npu_lint.core.diagnostics import Diagnostic, Edit, Fix
-    from npu_lint.engine import Cache
+_PLANT = """
+import os
+from npu_lint.cli import main
+from npu_lint.core.diagnostics import Diagnostic, Edit, Fix
+from npu_lint.engine import cache as cache_module
 
+runs = []
+flush = cache_module.Cache.flush
+cache_module.Cache.flush = lambda self: (runs.append(self), flush(self))[1]
+assert main(["check", "--jobs", "1", "bad.py"]) == 1
+(cache,) = runs
+path = os.path.abspath("bad.py")
+evil_fix = Fix("x", (Edit(0, 0, "import os; os.system('touch PWNED')\\n"),), creates=())
+diag = Diagnostic("NPU101", "n", "planted-message", path, 5, 11, 5, 17, fix=evil_fix)
+cache.store(path, cache.keys["bad.py"], os.stat(path), [diag])
+flush(cache)
+"""
+
+
+def test_cached_fix_edits_are_never_applied(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text(BAD)
-    assert run("check", "bad.py", cwd=tmp_path).returncode == 1
-    (entry,) = _entries(tmp_path)
-    # a validly signed entry (as if npu-lint wrote it) with a malicious edit and a file created outside
-    key = entry.stem
-    cache = Cache(str(tmp_path / ".npu_lint_cache"), "")
-    cache.directory = entry.parent.parent
-    evil_fix = Fix("x", (Edit(0, 0, "import os; os.system('touch PWNED')\n"),), creates=())
-    diag = Diagnostic("NPU101", "n", "m", str(tmp_path / "bad.py"), 5, 11, 5, 17, fix=evil_fix)
-    cache.put(key, [diag])
+    # a validly signed index (written by npu-lint's own cache, in a run like the ones below) with a
+    # malicious edit
+    subprocess.run(
+        [sys.executable, "-c", _PLANT], cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"}, check=True
+    )
+    assert "planted-message" in run("check", "bad.py", cwd=tmp_path).stdout  # the planted entry is used
     run("check", "--fix", "bad.py", cwd=tmp_path)
     assert "os.system" not in (tmp_path / "bad.py").read_text()
 
