@@ -288,13 +288,13 @@ def _resolution_notes(project, diagnostics, args, changed=()) -> None:  # noqa: 
     if project.root is not None and fixing and (diagnostics or changed):
         generation = project.generation.value if project.generation is not None else "unknown generation"
         print(
-            f"note: VeOmni tree resolved: {project.root} ({generation}); fixes import its own helpers",
+            f"note: VeOmni tree resolved: {_shown(project.root)} ({generation}); fixes import its own helpers",
             file=sys.stderr,
         )
     if outside:
         where = os.path.dirname(outside[0]) or "."
         n = len(outside)
-        print(OUTSIDE_VEOMNI_NOTE.format(n=n, s="" if n == 1 else "s", where=where), file=sys.stderr)
+        print(_shown(OUTSIDE_VEOMNI_NOTE.format(n=n, s="" if n == 1 else "s", where=where)), file=sys.stderr)
     elif not project.veomni_available and any(module_of(d.path) is None for d in device):
         print(NO_VEOMNI_NOTE, file=sys.stderr)
 

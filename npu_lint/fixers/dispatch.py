@@ -623,9 +623,8 @@ class _Analyzer:
             return
         gpu, gpu_path = found_base
         try:
-            with open(gpu_path, encoding="utf-8") as fh:
-                gpu_text = _base_original(gpu_path, fh.read())
-        except OSError:
+            gpu_text = _base_original(gpu_path, read_text(gpu_path))
+        except (OSError, ValueError):
             return
         self.base_migrated = not re.search(r"\bOpSlot\(", gpu_text)
         try:
