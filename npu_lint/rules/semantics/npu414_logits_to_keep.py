@@ -164,7 +164,8 @@ class LogitsToKeep(LossRule):
         # read (a slice is computed) but no projection uses it, where upstream slices the `lm_head` input
         calls = _lm_head_calls(func)
         if calls and _slices_lm_head(patched.upstream) and not _slices_lm_head(func):
-            call = calls[-1]  # the projection of the path without labels comes last in the forwards
+            # the projection of the path without labels comes last in the forwards
+            call = max(calls, key=lambda c: (c.lineno, c.col_offset))
             self.report(
                 call,
                 f"no `lm_head` projection uses `{_PARAM}` (upstream projects `hidden_states[:, slice_indices, :]`): "
