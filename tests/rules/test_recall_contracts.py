@@ -145,6 +145,15 @@ def test_position_id_function_copies_the_config_without_a_mapping(tmp_path: Path
     mine = tmp_path / "mine"
     _write(mine, "veomni/utils/constants.py", "IMAGE_INPUT_INDEX = -200\nVIDEO_INPUT_INDEX = -300\n")
     assert _codes(_write(mine, rel, SPEC_COPY), ["NPU704"], mine) == [(11, "NPU704")]
+    # mapped in another form: setattr in a loop over the token-id names
+    mapped = SPEC_COPY.replace(
+        "    return fake_config",
+        '    for attr in ("image_token_id", "video_token_id"):\n'
+        "                setattr(fake_config, attr, IMAGE_INPUT_INDEX)\n"
+        "            return fake_config",
+    )
+    assert "setattr" in mapped
+    assert _codes(_write(mine, rel, mapped), ["NPU704"], mine) == []
     # without the tree's placeholders there is no contract to judge against
     other = tmp_path / "other"
     _write(other, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")

@@ -360,6 +360,18 @@ class PositionIdFunction(WrapperRule):
         ]
         if not copies:
             return
+        for n in _walk(func):  # a mapping in another form (`setattr(cfg, name, IMAGE_INPUT_INDEX)`, a loop)
+            word = (
+                n.id
+                if isinstance(n, ast.Name)
+                else n.attr
+                if isinstance(n, ast.Attribute)
+                else n.value
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                else ""
+            )
+            if "token_id" in word or "INPUT_INDEX" in word:
+                return
         fields = composite_config_fields(module, cls)
         if fields is None:
             return
