@@ -25,6 +25,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "read from the class's `__init__` in the file, from a spec's `__init__` patch, or from the upstream "
         "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
         "slot (OpSlot-era Gemma 3) is correct and not reported."
+        " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported."
     )
     bad = (
         Example(

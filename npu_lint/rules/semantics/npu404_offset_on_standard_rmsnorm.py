@@ -37,6 +37,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "vendor kernel such as `torch_npu.npu_rms_norm` doubles every activation scale. It happens when a "
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
+        " The eager math of the file's RMSNorm classes is read too: `x * (1 + self.weight)` on a ones-initialised weight (an in-tree model such as a diffusion transformer) is reported."
     )
     bad = (
         Example(

@@ -67,6 +67,7 @@ class RmsNormUpcast(Rule):
         "forward (an eager fallback next to a kernel handle, or a hand-written NPU variant) that keeps the eager "
         "math but drops the upcast changes the numerics of every layer. The upcast is read from the upstream "
         "class's forward; kernel calls are not judged (kernels upcast internally)."
+        " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
     )
     bad = (
         Example(

@@ -56,6 +56,7 @@ class LogitsToKeep(LossRule):
         "`lm_head` (generation and RL rollouts keep 1; an int or an index tensor). A patched forward that drops "
         "the parameter, or keeps it but never reads it, computes the full `[batch, seq, vocab]` logits: memory "
         "blows up at large vocabularies and callers get a different shape than they asked for."
+        " A forward that reads it (a slice is computed) but whose `lm_head` projections none use it (the path without labels projects all positions, or a hard-coded slice, or no projection without labels) is reported too, when the upstream forward slices the `lm_head` input."
     )
     bad = (
         Example(
