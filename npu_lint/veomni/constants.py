@@ -45,3 +45,53 @@ def tree_constant(root: str | None, name: str) -> int | None:
             if value is not None:
                 return value
     return None
+
+
+# the tree's loss entry points: their `ignore_index` default is the data contract when no IGNORE_INDEX is defined
+_LOSS_MODULES = (
+    "veomni/models_kernel/loss_utils/__init__.py",
+    "veomni/models/loss_utils.py",
+    "veomni/models/loss_utils/__init__.py",
+    "veomni/ops/kernels/cross_entropy/__init__.py",
+    "veomni/ops/kernels/cross_entropy/eager.py",
+)
+
+
+@functools.lru_cache(maxsize=32)
+def _ignore_defaults(path: str) -> frozenset[int]:
+    try:
+        data, _ = read_regular(path)
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        for arg, default in pairs:
+            if arg.arg != "ignore_index":
+                continue
+            value, sign = default, 1
+            if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+                value, sign = value.operand, -1
+            if isinstance(value, ast.Constant) and type(value.value) is int:
+                found.add(sign * value.value)
+    return frozenset(found)
+
+
+def tree_ignore_index(root: str | None) -> int | None:
+    """The label value the tree's data contract ignores: its ``IGNORE_INDEX`` constant, else the one ``ignore_index``
+    default its loss entry points agree on (None: not found, or they disagree)."""
+    value = tree_constant(root, "IGNORE_INDEX")
+    if value is not None or root is None:
+        return value
+    found: set[int] = set()
+    for rel in _LOSS_MODULES:
+        path = Path(root, rel)
+        if path.is_file():
+            found |= _ignore_defaults(str(path))
+    return next(iter(found)) if len(found) == 1 else None

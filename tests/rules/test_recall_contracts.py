@@ -123,3 +123,60 @@ def test_position_id_mapping_against_the_tree(tmp_path: Path) -> None:
     assert _codes(spec, ["NPU704"], tmp_path) == [(12, "NPU704")]
     spec.write_text(spec.read_text().replace("= -200\n", "= -200\n    fake_config.video_token_id = -200\n"))
     assert _codes(spec, ["NPU704"], tmp_path) == [(13, "NPU704")]
+
+
+SPEC_COPY = """
+        import copy
+
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+        @config.override_method("Qwen3VLForConditionalGeneration.get_position_id_func")
+        def qwen3_vl_get_position_id_func_patched(self):
+            fake_config = copy.copy(self.config)
+            return fake_config
+        """
+
+
+def test_position_id_function_copies_the_config_without_a_mapping(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py"
+    mine = tmp_path / "mine"
+    _write(mine, "veomni/utils/constants.py", "IMAGE_INPUT_INDEX = -200\nVIDEO_INPUT_INDEX = -300\n")
+    assert _codes(_write(mine, rel, SPEC_COPY), ["NPU704"], mine) == [(11, "NPU704")]
+    # mapped in another form: setattr in a loop over the token-id names
+    mapped = SPEC_COPY.replace(
+        "    return fake_config",
+        '    for attr in ("image_token_id", "video_token_id"):\n'
+        "                setattr(fake_config, attr, IMAGE_INPUT_INDEX)\n"
+        "            return fake_config",
+    )
+    assert "setattr" in mapped
+    assert _codes(_write(mine, rel, mapped), ["NPU704"], mine) == []
+    # without the tree's placeholders there is no contract to judge against
+    other = tmp_path / "other"
+    _write(other, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    assert _codes(_write(other, rel, SPEC_COPY), ["NPU704"], other) == []
+
+
+def test_ignore_index_from_the_tree_loss_defaults(tmp_path: Path) -> None:
+    """A tree without IGNORE_INDEX (the VeomniOp-era kernel tree): the default its loss entry point declares."""
+    from npu_lint.veomni.constants import tree_ignore_index
+
+    _write(
+        tmp_path,
+        "veomni/models_kernel/loss_utils/__init__.py",
+        "def ForCausalLMLoss(logits=None, labels=None, vocab_size=None, ignore_index=-100, **kwargs):\n    pass\n",
+    )
+    assert tree_ignore_index(str(tmp_path)) == -100
+    loss = _write(
+        tmp_path,
+        "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py",
+        """
+        def toy_loss(self, logits, labels, **kwargs):
+            return self.loss_function(logits=logits, labels=labels, ignore_index=-1, **kwargs)
+        """,
+    )
+    assert _codes(loss, ["NPU413"], tmp_path) == [(3, "NPU413")]
+    assert tree_ignore_index(None) is None

@@ -92,6 +92,14 @@ class GuardFinder:
                 if self.handles.is_handle(self.ctx, receiver, cls):  # type: ignore[arg-type]
                     out.append((test, what))
                 continue
+            # the handle whose implementation name is tested (`if self.veomni_moe.impl == "eager":`), or a
+            # handle called in the guarded region
+            if any(
+                isinstance(sub, ast.Attribute) and self.handles.is_handle(self.ctx, sub, cls)
+                for sub in ast.walk(test)
+            ):
+                out.append((test, what))
+                continue
             for sub in ast.walk(region):
                 if isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls):
                     out.append((test, what))

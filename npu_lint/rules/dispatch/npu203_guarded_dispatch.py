@@ -58,6 +58,24 @@ class GuardedDispatch(Rule):
             """,
             title="a test of the implementation name",
         ),
+        Example(
+            """
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyExperts(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.veomni_moe = VeomniOp("moe_experts", "standard", config.ops_config.moe_implementation)
+
+                def forward(self, hidden_states, router_indices=None, routing_weights=None):
+                    if self.veomni_moe.impl == "eager":
+                        return toy_eager_experts(self, hidden_states, router_indices, routing_weights)
+                    return self.veomni_moe(hidden_states, router_indices, routing_weights)
+            """,
+            title="the handle's own implementation name tested, the eager copy in the guarded branch",
+        ),
     )
     good = (
         Example(

@@ -211,7 +211,7 @@ class TextOnlyDummyForward(WrapperRule):
         "embeddings, a zero-valued dependency that keeps the tower in the autograd graph. This rule checks a "
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
-        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too."
+        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
     )
     bad = (
         Example(
@@ -260,6 +260,36 @@ class TextOnlyDummyForward(WrapperRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="the zero-valued output computed but never added; the video branch has no dummy forward",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def qwen3_vl_model_forward_patched(self, input_ids=None, pixel_values=None, pixel_values_videos=None,
+                                               image_grid_thw=None, video_grid_thw=None, **kwargs):
+                inputs_embeds = self.get_input_embeddings()(input_ids)
+                side = None
+                if pixel_values is not None:
+                    image_embeds = self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output
+                    inputs_embeds = inputs_embeds + image_embeds.mean()
+                else:
+                    fake = self.visual.dummy_forward()
+                    inputs_embeds = inputs_embeds + fake.pooler_output.mean() * 0.0
+                    fake_side = fake.deepstack_features
+                if pixel_values_videos is not None:
+                    video_embeds = self.visual(pixel_values_videos, grid_thw=video_grid_thw).pooler_output
+                    inputs_embeds = inputs_embeds + video_embeds.mean()
+                else:
+                    fake = self.visual.dummy_forward()
+                    inputs_embeds = inputs_embeds + fake.pooler_output.mean() * 0.0
+                return self.language_model(inputs_embeds=inputs_embeds, deepstack=side, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a side output of the dummy forward (deepstack features) kept in a local nobody reads",
         ),
     )
     good = (
@@ -325,6 +355,39 @@ class TextOnlyDummyForward(WrapperRule):
                 )
         self._per_modality(func, calls)
         self._side_features(func, calls)
+        self._dead_outputs(func, calls)
+
+    def _dead_outputs(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """A local that holds an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) but is
+        never read: that output never reaches the text path."""
+        holders = set()
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and node.value in calls:
+                holders.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if not holders:
+            return
+        loaded = {n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for node in _walk(func):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                continue
+            value = node.value
+            if not (
+                isinstance(value, ast.Attribute)
+                and isinstance(value.value, ast.Name)
+                and value.value.id in holders
+            ):
+                continue
+            name = node.targets[0].id
+            if name not in loaded:
+                self.report(
+                    node,
+                    f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
+                    "the text path, and the layers producing it get no gradient on text-only ranks",
+                )
 
     def _per_modality(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """Each media branch of the real path (`if pixel_values_videos is not None:` running a tower) needs a

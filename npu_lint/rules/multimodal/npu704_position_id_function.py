@@ -120,7 +120,7 @@ class PositionIdFunction(WrapperRule):
         "the upstream position-id method gives image tokens plain 1-D positions; a VeOmni "
         "`get_position_id_func` that wraps another model's `<Other>Model.get_rope_index` (a copy-paste from "
         "the model it was adapted from) precomputes positions with the wrong rules. Both train, silently worse."
-        " The media token ids a position-id function maps (`fake_config.image_token_id = ...`) must be the placeholders the data transform writes, the tree's `<MODALITY>_INPUT_INDEX` (read from the tree), one for each modality the model's config has; and a branch that finds the M-RoPE sections on axis k of `position_ids` (`shape[k] == 3`) must move them to axis 0."
+        " The media token ids a position-id function maps (`fake_config.image_token_id = ...`) must be the placeholders the data transform writes, the tree's `<MODALITY>_INPUT_INDEX` (read from the tree), one for each modality the model's config has; and a branch that finds the M-RoPE sections on axis k of `position_ids` (`shape[k] == 3`) must move them to axis 0. A position-id function that copies the config (`copy.copy(self.config)`) but maps no media token id at all, where the config has them and the tree defines the placeholders, is reported too."
     )
     bad = (
         Example(
@@ -203,7 +203,7 @@ class PositionIdFunction(WrapperRule):
         ctx = self.ctx
         if "position_ids" in ctx.source.text and ".shape[" in ctx.source.text:
             self._mrope_layouts()
-        if "_token_id" in ctx.source.text and (
+        if ("_token_id" in ctx.source.text or "position_id_func" in ctx.source.text) and (
             "INPUT_INDEX" in ctx.source.text or "position_id" in ctx.source.text
         ):
             self._token_mapping()
@@ -287,6 +287,7 @@ class PositionIdFunction(WrapperRule):
         lines = ctx.source.text.splitlines()
         for cls, func in _owner_classes(ctx.tree):
             if not any("_token_id =" in line for line in lines[func.lineno - 1 : func.end_lineno]):
+                self._unmapped_copy(cls, func, module)
                 continue
             found = _token_assignments(func)
             if not found:
@@ -337,6 +338,57 @@ class PositionIdFunction(WrapperRule):
                         f"placeholders but not `{mod}_token_id` (the data transform writes "
                         f"`{mod.upper()}_INPUT_INDEX`): {mod} tokens get text positions",
                     )
+
+    def _unmapped_copy(self, cls: str | None, func: ast.FunctionDef, module: str | None) -> None:
+        """A position-id function that copies the model config (`copy.copy(self.config)`: the copy exists to be
+        remapped) but maps no media token id onto the data transform's placeholders."""
+        if (
+            cls is None
+            or module is None
+            or not module.startswith("transformers.")
+            or "position_id" not in func.name
+        ):
+            return
+        copies = [
+            n
+            for n in _walk(func)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("copy", "deepcopy")
+            and n.args
+            and ast.unparse(n.args[0]).endswith("config")
+        ]
+        if not copies:
+            return
+        for n in _walk(func):  # a mapping in another form (`setattr(cfg, name, IMAGE_INPUT_INDEX)`, a loop)
+            word = (
+                n.id
+                if isinstance(n, ast.Name)
+                else n.attr
+                if isinstance(n, ast.Attribute)
+                else n.value
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                else ""
+            )
+            if "token_id" in word or "INPUT_INDEX" in word:
+                return
+        fields = composite_config_fields(module, cls)
+        if fields is None:
+            return
+        root = self.ctx.project.root
+        missing = [
+            mod
+            for mod in _MODALITIES
+            if f"{mod}_token_id" in fields[1]
+            and tree_constant(root, f"{mod.upper()}_INPUT_INDEX") is not None
+        ]
+        if missing:
+            self.report(
+                copies[0],
+                f"the position-id function copies the config but never maps "
+                f"{', '.join(f'`{m}_token_id`' for m in missing)} to the data transform's placeholders "
+                f"({', '.join(f'`{m.upper()}_INPUT_INDEX`' for m in missing)}): media tokens get text positions",
+            )
 
     def _borrowed(self, patched: PatchedMethod) -> None:
         own_names = set(upstream_class_names(patched.module))

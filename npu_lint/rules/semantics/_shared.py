@@ -121,6 +121,27 @@ def raw_weight_attr(expr: ast.AST) -> str | None:
     return None
 
 
+def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
+    """The eager RMSNorm math of the file's RMSNorm classes (the methods other than `__init__`): each operand of a
+    multiplication that is the class's weight, as (class, operand node, weight attribute, with the `1 +` offset)."""
+    out: list[tuple[str, ast.expr, str, bool]] = []
+    for cls in _walk(tree):
+        if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
+            continue
+        for func in cls.body:
+            if not isinstance(func, ast.FunctionDef) or func.name == "__init__":
+                continue
+            for node in _walk(func):
+                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                    continue
+                for side in (node.left, node.right):
+                    inner = offset_inner(side)
+                    attr = raw_weight_attr(inner if inner is not None else side)
+                    if attr is not None and "weight" in attr:
+                        out.append((cls.name, side, attr, inner is not None))
+    return out
+
+
 # -- zero-initialised weights -------------------------------------------------------------------------
 
 

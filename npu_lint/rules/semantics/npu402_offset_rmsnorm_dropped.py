@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+from npu_lint.rules.semantics._shared import (
+    _RmsNormCalls,
+    eager_weight_products,
+    raw_weight_attr,
+    weight_argument,
+)
 from npu_lint.veomni.norms import variant_for_contract
 
 
@@ -20,6 +25,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "read from the class's `__init__` in the file, from a spec's `__init__` patch, or from the upstream "
         "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
         "slot (OpSlot-era Gemma 3) is correct and not reported."
+        " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported."
     )
     bad = (
         Example(
@@ -150,6 +156,48 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="a Gemma-style class replaced by a standard vendor class",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def _norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    output = self._norm(x.float())
+                    output = output * self.weight.float()
+                    return output.type_as(x)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToyRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def _norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    output = self._norm(x.float())
+                    output = output * (1.0 + self.weight.float())
+                    return output.type_as(x)
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="the eager path of a zero-initialised RMSNorm (generated copies are reported, not fixed) multiplies by the raw weight",
+        ),
     )
     good = (
         Example(
@@ -199,6 +247,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
 
     def finish(self) -> None:
         self._vendor_and_external()
+        self._eager()
         calls = self.all_rms_calls()
         if not calls:
             return
@@ -231,6 +280,27 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 "passed to a `standard` RMSNorm handle: the offset is dropped; use the "
                 f"`{variant_for_contract(self.ctx.project, 'offset', handle.kind)}` variant",
                 fix,
+            )
+
+    def _eager(self) -> None:
+        """The eager math of a zero-initialised RMSNorm (a generated copy's fallback path, an in-tree class) that
+        multiplies by the raw weight."""
+        if "RMSNorm" not in self.ctx.source.text and "RmsNorm" not in self.ctx.source.text:
+            return
+        for cls, node, attr, offset in eager_weight_products(self.ctx.tree):
+            if offset or not self.zero_init(cls, attr):
+                continue
+            text = self.ctx.source.segment(node)
+            self.report(
+                node,
+                f"`{cls}` initialises `{attr}` to zeros (output `norm(x) * (1 + {attr})`), but its eager path "
+                f"multiplies by the raw `{text}`: the offset is dropped",
+                make_fix(
+                    f"Multiply by `(1.0 + {text})`",
+                    [self.ctx.replace(node, f"(1.0 + {text})")],
+                    Applicability.UNSAFE,
+                    "changes the scale to norm(x) * (1 + weight), as the zero-initialised weight intends",
+                ),
             )
 
     def _vendor_and_external(self) -> None:

@@ -9,6 +9,7 @@ from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _assigned_in,
     _RmsNormCalls,
+    eager_weight_products,
     offset_inner,
     offset_raw,
     raw_weight_attr,
@@ -36,6 +37,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "vendor kernel such as `torch_npu.npu_rms_norm` doubles every activation scale. It happens when a "
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
+        " The eager math of the file's RMSNorm classes is read too: `x * (1 + self.weight)` on a ones-initialised weight (an in-tree model such as a diffusion transformer) is reported."
     )
     bad = (
         Example(
@@ -101,6 +103,28 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="upstream LlamaRMSNorm initialises to ones",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class RMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-5):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.ones(dim))
+
+                def norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    dtype = x.dtype
+                    return self.norm(x.float()).to(dtype) * (1 + self.weight)
+            """,
+            path="veomni/models/transformers/wan/modeling_wan.py",
+            title="the eager math of a ones-initialised in-tree RMSNorm adds the offset",
+        ),
     )
     good = (
         Example(
@@ -130,6 +154,14 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
 
     def finish(self) -> None:
         ctx = self.ctx
+        if "RMSNorm" in ctx.source.text or "RmsNorm" in ctx.source.text:
+            for cls, node, attr, offset in eager_weight_products(ctx.tree):
+                if offset and self.weight_kind(cls, attr) == "ones":
+                    self.report(
+                        node,
+                        f"`{cls}` initialises `{attr}` to ones (a standard RMSNorm), but its eager path multiplies by "
+                        f"`{ctx.source.segment(node)}`: the offset does not belong to this model",
+                    )
         targets: list[tuple[ast.Call, ast.AST | None, str | None, str]] = []
         for call, func, cls, handle in self.rms_calls():
             if self.contract_of(handle) == "standard":

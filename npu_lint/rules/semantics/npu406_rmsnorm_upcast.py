@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
-from npu_lint.veomni.upstream import PatchedMethod, patched_methods
+from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods
 
 
 def _eager_math(func: ast.AST) -> ast.AST | None:
@@ -15,7 +15,7 @@ def _eager_math(func: ast.AST) -> ast.AST | None:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("pow", "rsqrt")
+            and node.func.attr in ("pow", "square", "rsqrt")
         ):
             return node
     return None
@@ -34,7 +34,11 @@ def _squared_upcast(func: ast.AST) -> bool | None:
     """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
     pow)."""
     for node in _walk(func):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pow":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("pow", "square")
+        ):
             base = node.func.value
             if _is_upcast(base):
                 return True
@@ -63,6 +67,7 @@ class RmsNormUpcast(Rule):
         "forward (an eager fallback next to a kernel handle, or a hand-written NPU variant) that keeps the eager "
         "math but drops the upcast changes the numerics of every layer. The upcast is read from the upstream "
         "class's forward; kernel calls are not judged (kernels upcast internally)."
+        " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
     )
     bad = (
         Example(
@@ -80,6 +85,25 @@ class RmsNormUpcast(Rule):
                 return self.weight * hidden_states
             """,
             path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class RMSNorm(torch.nn.Module):
+                def __init__(self, dim, eps):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = torch.nn.Parameter(torch.ones((dim,)))
+
+                def forward(self, hidden_states):
+                    variance = hidden_states.square().mean(-1, keepdim=True)
+                    hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+                    return hidden_states * self.weight
+            """,
+            path="veomni/models/transformers/flux/modeling_flux.py",
+            title="an RMSNorm the tree defines itself",
         ),
     )
     good = (
@@ -101,6 +125,24 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch
+
+
+            class RMSNorm(torch.nn.Module):
+                def __init__(self, dim, eps):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = torch.nn.Parameter(torch.ones((dim,)))
+
+                def forward(self, hidden_states):
+                    variance = hidden_states.to(torch.float32).square().mean(-1, keepdim=True)
+                    hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+                    return hidden_states * self.weight
+            """,
+            path="veomni/models/transformers/flux/modeling_flux.py",
+        ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
 
@@ -111,10 +153,30 @@ class RmsNormUpcast(Rule):
         text = ctx.source.text
         if "RMSNorm" not in text or "forward" not in text:
             return
+        module = file_source_module(ctx.tree, text, ctx.source.path)
+        if module is None or not module.startswith("transformers."):
+            self._in_tree()
+            return
         for patched in patched_methods(
             ctx.tree, text, "forward", ("RMSNorm", "RMSNormGated"), path=ctx.source.path
         ):
             self._check(patched)
+
+    def _in_tree(self) -> None:
+        """RMSNorm classes the tree defines itself (no upstream to compare with): a forward that squares the
+        activations in the input dtype."""
+        for cls in self.ctx.tree.body:
+            if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
+                continue
+            for func in cls.body:
+                if isinstance(func, ast.FunctionDef) and func.name == "forward":
+                    math = _eager_math(func)
+                    if math is not None and _squared_upcast(func) is False:
+                        self.report(
+                            math,
+                            f"`{cls.name}.forward` squares the activations in the input dtype: upcast to fp32 "
+                            "(`x.to(torch.float32)`) before the mean of squares, as RMSNorm implementations do",
+                        )
 
     def _check(self, patched: PatchedMethod) -> None:
         if not _squared_upcast(patched.upstream):

@@ -92,25 +92,43 @@ def partial_caps(func: ast.AST) -> list[tuple[ast.stmt, str]]:
     return out
 
 
+def _is_tanh(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr == "tanh")
+        or (isinstance(node.func, ast.Name) and node.func.id == "tanh")
+    )
+
+
+def _capped_names(stmt: ast.stmt, aliases: set[str]) -> set[str]:
+    """Names a statement soft-caps: an assignment whose value takes a tanh, or an `if <cap> ...:` block whose body
+    does (the block counts once, whatever the number of its steps)."""
+    if isinstance(stmt, ast.Assign) and any(_is_tanh(n) for n in _walk(stmt.value)):
+        return {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    if isinstance(stmt, ast.If) and _mentions_cap(stmt.test, aliases):
+        out: set[str] = set()
+        for inner in stmt.body:
+            out |= _capped_names(inner, aliases)
+        return out
+    return set()
+
+
 def _tanh_runs(func: ast.AST) -> list[ast.stmt]:
-    """Second tanh soft-capping statements of one straight-line statement list (the cap applied twice)."""
+    """Second soft-capping of the same tensor in one straight-line statement list (the cap applied twice),
+    a capping `if <cap> is not None:` block counting as one application."""
+    aliases = _cap_aliases(func)
     out = []
     for node in _walk(func):
         for field in ("body", "orelse", "finalbody"):
             stmts = getattr(node, field, None)
             if not isinstance(stmts, list):
                 continue
-            seen = 0
+            seen: set[str] = set()
             for stmt in stmts:
-                if (
-                    isinstance(stmt, ast.Assign)
-                    and isinstance(stmt.value, ast.Call)
-                    and isinstance(stmt.value.func, ast.Attribute)
-                    and stmt.value.func.attr == "tanh"
-                ):
-                    seen += 1
-                    if seen == 2:
-                        out.append(stmt)
+                capped = _capped_names(stmt, aliases)
+                if capped & seen:
+                    out.append(stmt)
+                    break
+                seen |= capped
     return out
 
 
@@ -185,6 +203,34 @@ class LogitSoftcapping(LossRule):
             """,
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="the fused branch skips the cap (no guard refusing a capped config)",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+
+
+            @config.override_method("Gemma3ForCausalLM.forward")
+            def gemma3_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                outputs = self.model(input_ids=input_ids, **kwargs)
+                hidden_states = outputs.last_hidden_state
+                slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                logits = self.lm_head(hidden_states[:, slice_indices, :])
+                if self.config.final_logit_softcapping is not None:
+                    logits = logits / self.config.final_logit_softcapping
+                    logits = torch.tanh(logits)
+                    logits = logits * self.config.final_logit_softcapping
+                limit = self.config.final_logit_softcapping
+                if limit is not None:
+                    logits = torch.tanh(logits / limit) * limit
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
+            title="capped twice: a second `if <cap> is not None:` block through a local",
         ),
     )
     good = (

@@ -59,6 +59,32 @@ def _is_shift(node: ast.AST) -> bool:
     )
 
 
+def _short_shift(node: ast.AST) -> bool:
+    """A label tensor sliced from position 1 and not padded back: one position shorter than the logits."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("contiguous", "to", "long")
+    ):
+        node = node.func.value
+    return isinstance(node, ast.Subscript) and _is_shift(node)
+
+
+def _short_names(func: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and _short_shift(node.value):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+def _trimmed(node: ast.AST | None) -> bool:
+    """`logits[:, :-1, :]`: the logits cut to the shifted length."""
+    return node is not None and any(
+        isinstance(n, ast.Slice) and n.upper is not None for n in _walk(node) if isinstance(n, ast.Slice)
+    )
+
+
 def _shifted_names(func: ast.AST) -> set[str]:
     out: set[str] = set()
     for node in _walk(func):
@@ -108,6 +134,15 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="unshifted labels handed over as `shift_labels`",
         ),
+        Example(
+            """
+            def causal_loss(self, logits, labels, **kwargs):
+                shifted = labels[..., 1:]
+                return self.loss_function(logits=logits, labels=shifted, shift_labels=shifted, **kwargs)
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="labels sliced from position 1 (one shorter than the logits) handed over as `shift_labels`",
+        ),
     )
     good = (
         Example(
@@ -123,7 +158,7 @@ class LabelShift(LossRule):
                 logits = self.lm_head(hidden_states)
                 loss = None
                 if labels is not None:
-                    shifted = labels[..., 1:].contiguous()
+                    shifted = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
                     loss = self.loss_function(
                         logits=logits, labels=labels, shift_labels=shifted, vocab_size=self.config.vocab_size, **kwargs
                     )
@@ -160,6 +195,7 @@ class LabelShift(LossRule):
         """Any function: shifted labels handed as `labels=` to a loss that shifts them; unshifted labels
         handed as `shift_labels=` (the loss then skips its own shift)."""
         shifted = _shifted_names(func)
+        short = _short_names(func)
         raw = {
             a.arg
             for a in [*func.args.args, *func.args.kwonlyargs]
@@ -189,6 +225,21 @@ class LabelShift(LossRule):
                             value,
                             f"`{value.id}` (the unshifted labels) is passed as `shift_labels=`: the loss takes them "
                             "as already shifted and every position learns to predict itself",
+                        )
+            if _callee(node) in _SHIFTING:
+                for kw in node.keywords:
+                    value = kw.value
+                    if (
+                        kw.arg == "shift_labels"
+                        and ((isinstance(value, ast.Name) and value.id in short) or _short_shift(value))
+                        and not _trimmed(call_arg(node, 0, "logits"))
+                        and self._once(value)
+                    ):
+                        self.report(
+                            value,
+                            f"`{ast.unparse(value)}` is sliced from position 1 and not padded back: as "
+                            "`shift_labels=` it is one position shorter than the full-length logits, so targets and "
+                            "logits no longer line up (pad it: `F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]`)",
                         )
             if _callee(node) not in _SHIFTING or any(kw.arg == "shift_labels" for kw in node.keywords):
                 continue

@@ -15,7 +15,7 @@ from npu_lint.rules.semantics._shared import (
     functions_of,
     loss_calls,
 )
-from npu_lint.veomni.constants import tree_constant
+from npu_lint.veomni.constants import tree_ignore_index
 
 _CARRIED = "num_items_in_batch"
 
@@ -200,6 +200,16 @@ class LossReduction(LossRule):
         ),
         Example(
             """
+            def moe_loss(self, loss, outputs):
+                balance = outputs.aux_loss.to(loss.device)
+                loss = loss + balance
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss added without its coefficient, through a local",
+        ),
+        Example(
+            """
             def eager_cross_entropy(logits, labels, vocab_size=None, num_items_in_batch=None, ignore_index=-100, **kwargs):
                 kwargs.pop("num_items_in_batch", None)
                 return fixed_cross_entropy(logits, labels, None, ignore_index, **kwargs)
@@ -227,6 +237,15 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            def moe_loss(self, loss, outputs):
+                balance = self.router_aux_loss_coef * outputs.aux_loss.to(loss.device)
+                loss = loss + balance
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
@@ -244,7 +263,7 @@ class LossReduction(LossRule):
         if "num_items_in_batch" not in text and "ignore_index" not in text and "aux_loss" not in text:
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
-        expected = tree_constant(self.ctx.project.root, "IGNORE_INDEX")
+        expected = tree_ignore_index(self.ctx.project.root)
         words = ("num_items_in_batch", "aux_loss") + (() if expected is None else ("label", "ignore_index"))
         for func in functions_of(self.ctx.tree, text, *words):
             self._dropped_count(func)
@@ -389,10 +408,29 @@ class LossReduction(LossRule):
                 names = {t.id for t in n.targets if isinstance(t, ast.Name)}
                 (scaled if _has_coefficient(n.value) else unscaled).update(names)
         self._scaled = scaled - unscaled
+        # locals that hold the bare auxiliary loss under another name (`balance = aux_loss.to(loss.device)`)
+        aux_locals: set[str] = set()
+        for n in _walk(func):
+            if (
+                isinstance(n, ast.Assign)
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+                and "aux" not in n.targets[0].id
+                and "loss" not in n.targets[0].id
+                and _aux_term(n.value) is not None
+            ):
+                aux_locals.add(n.targets[0].id)
+        aux_locals -= scaled
+
+        def term(side: ast.AST) -> ast.AST | None:
+            if isinstance(side, ast.Name) and side.id in aux_locals:
+                return side
+            return _aux_term(side)
+
         for node in _walk(func):
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
                 target = ast.unparse(node.target)
-                if "loss" in target and "aux" not in target and _aux_term(node.value) is not None:
+                if "loss" in target and "aux" not in target and term(node.value) is not None:
                     self._report_aux(node.value)
             elif (
                 isinstance(node, ast.Assign)
@@ -402,7 +440,7 @@ class LossReduction(LossRule):
                 target = " ".join(ast.unparse(t) for t in node.targets)
                 if "loss" in target and "aux" not in target:
                     for side in (node.value.left, node.value.right):
-                        if _aux_term(side) is not None and "aux" not in ast.unparse(
+                        if term(side) is not None and "aux" not in ast.unparse(
                             node.value.right if side is node.value.left else node.value.left
                         ):
                             self._report_aux(side)

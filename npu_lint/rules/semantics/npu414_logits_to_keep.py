@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
+import ast
+
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, def_span, names_in, params_of
 
 _PARAM = "logits_to_keep"
+
+
+def _derived(func: ast.AST, seed: str) -> set[str]:
+    """`seed` and every local assigned (transitively) from an expression that reads it."""
+    assigns: list[tuple[set[str], set[str]]] = []
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if node.value is not None:
+                assigns.append((bound, {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}))
+    found = {seed}
+    changed = True
+    while changed:
+        changed = False
+        for bound, used in assigns:
+            if used & found and not bound <= found:
+                found |= bound
+                changed = True
+    return found
+
+
+def _lm_head_calls(func: ast.AST) -> list[ast.Call]:
+    return [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "lm_head"
+    ]
+
+
+def _slices_lm_head(func: ast.AST) -> bool:
+    """Some `lm_head(...)` call's input reads `logits_to_keep` (directly or through locals)."""
+    derived = _derived(func, _PARAM)
+    return any(
+        any(isinstance(n, ast.Name) and n.id in derived for arg in call.args for n in ast.walk(arg))
+        for call in _lm_head_calls(func)
+    )
 
 
 class LogitsToKeep(LossRule):
@@ -17,6 +56,7 @@ class LogitsToKeep(LossRule):
         "`lm_head` (generation and RL rollouts keep 1; an int or an index tensor). A patched forward that drops "
         "the parameter, or keeps it but never reads it, computes the full `[batch, seq, vocab]` logits: memory "
         "blows up at large vocabularies and callers get a different shape than they asked for."
+        " A forward that reads it (a slice is computed) but whose `lm_head` projections none use it (the path without labels projects all positions, or a hard-coded slice, or no projection without labels) is reported too, when the upstream forward slices the `lm_head` input."
     )
     bad = (
         Example(
@@ -37,6 +77,28 @@ class LogitsToKeep(LossRule):
             """,
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="kept in the signature, never read",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def llama_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                loss = None
+                if labels is not None:
+                    logits = self.lm_head(hidden_states)
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                else:
+                    logits = self.lm_head(hidden_states[:, -1:, :])
+                return loss, logits
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="a slice computed, but the projection ignores it",
         ),
     )
     good = (
@@ -59,6 +121,29 @@ class LogitsToKeep(LossRule):
             """,
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def llama_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                loss = None
+                if labels is not None:
+                    logits = self.lm_head(hidden_states)
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                else:
+                    kept = hidden_states[:, slice_indices, :]
+                    logits = self.lm_head(kept)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="the slice applied through a local, on the path without labels",
+        ),
     )
     fix_safety = "No fix: where to slice depends on the loss path the patch chose."
 
@@ -76,3 +161,14 @@ class LogitsToKeep(LossRule):
         if _PARAM not in body_names:
             arg = next(a for a in [*func.args.args, *func.args.kwonlyargs] if a.arg == _PARAM)
             self.report(arg, f"`{_PARAM}` is accepted but never read: full logits are computed")
+            return
+        # read (a slice is computed) but no projection uses it, where upstream slices the `lm_head` input
+        calls = _lm_head_calls(func)
+        if calls and _slices_lm_head(patched.upstream) and not _slices_lm_head(func):
+            # the projection of the path without labels comes last in the forwards
+            call = max(calls, key=lambda c: (c.lineno, c.col_offset))
+            self.report(
+                call,
+                f"no `lm_head` projection uses `{_PARAM}` (upstream projects `hidden_states[:, slice_indices, :]`): "
+                "full logits are computed and callers get another shape than they asked for",
+            )

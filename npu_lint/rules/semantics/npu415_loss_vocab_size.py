@@ -28,6 +28,31 @@ def _vocab_arg(call: ast.Call) -> ast.expr | None:
     return call_arg(call, 2, "vocab_size")
 
 
+def _text_config_locals(func: ast.AST) -> set[str]:
+    """Local names bound (directly or through another such local) to the text sub-config or a field of it."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            bound.setdefault(node.target.id, []).append(node.value)
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in bound.items():
+            if name in found:
+                continue
+            for value in values:
+                text = ast.unparse(value)
+                names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                if "text_config" in text or names & found:
+                    found.add(name)
+                    changed = True
+                    break
+    return found
+
+
 class LossVocabSize(LossRule):
     code = "NPU415"
     name = "loss-vocab-size"
@@ -124,6 +149,26 @@ class LossVocabSize(LossRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLForConditionalGeneration.forward")
+            def qwen3_vl_forward_patched(self, input_ids=None, labels=None, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs)[0]
+                logits = self.lm_head(hidden_states)
+                text_cfg = self.config.get_text_config()
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=text_cfg.vocab_size)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="the text sub-config read through a local",
+        ),
     )
     fix_safety = "Safe: the argument becomes the expression the upstream forward passes (`self.config.text_config.vocab_size`)."
 
@@ -190,12 +235,15 @@ class LossVocabSize(LossRule):
                 break
         if expected is None:
             return
+        text_locals = _text_config_locals(patched.func)
         for call in loss_calls(patched.func):
             arg = _vocab_arg(call)
             if arg is None or "text_config" in ast.unparse(arg):
                 continue
             if isinstance(arg, ast.Name):
                 continue  # a local computed earlier: not judged
+            if any(isinstance(n, ast.Name) and n.id in text_locals for n in ast.walk(arg)):
+                continue  # read through a local bound to the text sub-config (`text_cfg = self.config.get_text_config()`)
             if (arg.lineno, arg.col_offset) in self._reported:
                 continue
             self._reported.add((arg.lineno, arg.col_offset))
