@@ -551,10 +551,9 @@ def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files:
     for flag, target in (("--output-file", args.output_file), ("--write-baseline", args.write_baseline)):
         if not target:
             continue
-        names = {os.path.basename(target), os.path.basename(os.path.realpath(target))}
         protected = [
             *named,
-            *(p for p in files if os.path.basename(p) in names),
+            *files,
             args.baseline or "",
             getattr(args, "config", None) or "",
             *(["" if flag == "--write-baseline" else args.write_baseline or ""]),

@@ -216,13 +216,11 @@ def output_refusal(path: str, protected: list[str] | tuple[str, ...] = ()) -> st
         target = os.stat(path)
     except OSError:
         return ""
-    names = {os.path.basename(path), name}
-    for other in protected:
-        if (
-            not other
-            or os.path.basename(other) not in names
-            and os.path.basename(os.path.realpath(other)) not in names
-        ):
+    if stat.S_ISREG(target.st_mode) and target.st_nlink > 1:
+        # a hard link: the report would be written in place, into every name of the file (a source, maybe)
+        return "has other hard links (a report written there would replace every linked file)"
+    for other in protected:  # by identity: another name, a symlink or a hard link of an input is the input
+        if not other:
             continue
         try:
             st = os.stat(other)

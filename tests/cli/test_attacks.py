@@ -218,6 +218,19 @@ def test_output_over_an_input_is_refused(tmp_path: Path, flag: str) -> None:
     assert (tmp_path / "m.py").read_text() == BAD
 
 
+@pytest.mark.parametrize("flag", ["--write-baseline", "-o"])
+def test_output_to_a_hard_link_of_a_source_is_refused(tmp_path: Path, flag: str) -> None:
+    """A report name that is another hard link of a linted source (found by an independent adversary)."""
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "a.py").write_text(BAD)
+    os.link(tree / "a.py", tree / "hl.txt")
+    res = run("check", "--no-cache", flag, "t/hl.txt", "t", cwd=tmp_path)
+    _one_line_error(res)
+    assert "refusing to replace it" in res.stderr
+    assert (tree / "a.py").read_text() == BAD
+
+
 def test_output_over_the_baseline_config_or_a_source_is_refused(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(BAD)
     (tmp_path / "other.py").write_text("x = 1\n")
