@@ -50,9 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--unsafe-fixes", action="store_true", help="also apply (and count) unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print fixes as a unified diff; write nothing")
     check.add_argument("--show-fixes", action="store_true", help="list the fixes applied")
-    check.add_argument("--select", type=_csv, help="rule codes or prefixes to enable (replaces the default)")
-    check.add_argument("--extend-select", type=_csv, help="rule codes or prefixes to enable in addition")
-    check.add_argument("--ignore", type=_csv, help="rule codes or prefixes to disable")
+    check.add_argument(
+        "--select", type=_csv, action="extend", help="rule codes or prefixes to enable (replaces the default)"
+    )
+    check.add_argument(
+        "--extend-select", type=_csv, action="extend", help="rule codes or prefixes to enable in addition"
+    )
+    check.add_argument("--ignore", type=_csv, action="extend", help="rule codes or prefixes to disable")
     from npu_lint.report import FORMATS
 
     check.add_argument("--output-format", choices=FORMATS, default=None)

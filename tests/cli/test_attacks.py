@@ -661,3 +661,14 @@ def test_a_tree_module_cannot_shadow_what_authenticates_the_verdict(tmp_path: Pa
         (tree / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
     run("check", "--no-cache", "--live-registry", "veomni", cwd=tree)
     assert not marker.exists()
+
+
+def test_repeated_select_and_ignore_accumulate(tmp_path: Path) -> None:
+    """``--select A --select B`` selects both, as ruff does (the last one alone hid findings: an independent
+    adversary, round 2)."""
+    (tmp_path / "a.py").write_text('import torch\nx = torch.ones(2).cuda()\ny = torch.device("cuda")\n')
+    args = ("check", "--no-cache", "--output-format", "json", "a.py")
+    res = run(*args, "--select", "NPU101", "--select", "NPU102", cwd=tmp_path)
+    assert sorted(d["code"] for d in json.loads(res.stdout)) == ["NPU101", "NPU102"]
+    res = run(*args, "--ignore", "NPU101", "--ignore", "NPU102", "--select", "NPU1", cwd=tmp_path)
+    assert [d["code"] for d in json.loads(res.stdout)] == []
