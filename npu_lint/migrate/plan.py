@@ -155,11 +155,27 @@ def resolve_packages(dirs: list[str]) -> tuple[Path, list[tuple[str, Path, str]]
             raise MigrateError(f"{raw}: no VeOmni tree holds it (no veomni/ops or veomni/kernels above it)")
         roots.add(vroot.resolve())
         directory = path.resolve()
+        linked = _symlink_inside(directory)
+        if linked is not None:
+            raise MigrateError(
+                f"{linked} is a symbolic link: migrate writes only regular files inside the tree (a linked "
+                "generated/ or spec would send the writes elsewhere); replace the link with the files it points to"
+            )
         if all(d != directory for _, d, _ in found):
             found.append((directory.name, directory, _dotted(vroot, directory)))
     if len(roots) != 1:
         raise MigrateError("the packages belong to different VeOmni trees: migrate one tree at a time")
     return roots.pop(), _dependency_order(found)
+
+
+def _symlink_inside(directory: Path) -> Path | None:
+    """The first symbolic link inside a package directory (its files, generated/, ...), or None."""
+    for dirpath, dirnames, filenames in os.walk(directory):
+        for name in [*dirnames, *filenames]:
+            candidate = Path(dirpath) / name
+            if candidate.is_symlink():
+                return candidate
+    return None
 
 
 def _imports_of(directory: Path) -> set[str]:

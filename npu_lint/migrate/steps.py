@@ -250,20 +250,22 @@ def patchgen_dirs(run: Run) -> list[str]:
 
 
 def _env(run: Run, isolated: bool = True) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")}
-    if not isolated:  # the tree's own tests import `veomni` from the tree root
-        env["PYTHONPATH"] = str(run.stage_root)
-    # patchgen formats with `ruff` from PATH: the one next to the interpreter comes first (as in verify)
-    env["PATH"] = os.pathsep.join([str(Path(run.python).parent), env.get("PATH", "")])
-    env.setdefault("OMP_NUM_THREADS", "2")
-    return env
+    """A minimal environment (``core.process.minimal_env``: no credentials, a private HOME and TMPDIR), the
+    interpreter's directory first on PATH (patchgen formats with the ``ruff`` beside it, as in verify)."""
+    from npu_lint.core.process import minimal_env
+
+    home = run.stage_root.parent / "home"
+    home.mkdir(exist_ok=True)
+    extra = (
+        {} if isolated else {"PYTHONPATH": str(run.stage_root)}
+    )  # the tree's tests import `veomni` from it
+    return minimal_env(run.python, str(home), extra)
 
 
 def _python_child(
     run: Run, argv: list[str], timeout: float | None = None, isolated: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """The tree's code in a child of its own process group (killed whole on timeout), cwd = the staging root."""
-    import signal
 
     limit = timeout or run.timeout
     cmd = [run.python, *(["-I"] if isolated else []), *argv]
@@ -282,15 +284,28 @@ def _python_child(
     try:
         out, err = proc.communicate(timeout=limit)
     except BaseException as exc:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.communicate()
+        _kill_group(proc.pid)
+        try:  # a grandchild that left the group may hold the pipes open: do not wait for it
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
         if isinstance(exc, subprocess.TimeoutExpired):
             raise StepFailed(f"`{' '.join(cmd[1:4])}` timed out after {limit:.0f} s") from None
         raise
+    _kill_group(proc.pid)  # whatever the child left running in its group
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(pid: int) -> None:
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def spec_modules(pkg: Package) -> list[tuple[str, str]]:

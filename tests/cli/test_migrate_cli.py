@@ -100,3 +100,33 @@ def test_report_lists_steps_changes_and_what_is_left(tmp_path: Path) -> None:
     assert data["left_for_a_person"] == [
         "[patchgen] step failed, its changes undone and the run stopped: boom"
     ]
+
+
+def test_a_symlink_inside_the_package_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A linked generated/ would send migrate's writes outside the tree, even in a dry run (an independent
+    adversary, round 2): refused before anything runs, and the outside copy is untouched."""
+    import shutil
+
+    root = tmp_path / "tree"
+    (root / "veomni" / "ops").mkdir(parents=True)
+    pkg = root / "veomni" / "models" / "transformers" / "qwen3"
+    shutil.copytree(corpus.shared_tree(corpus.VEOMNI_MAIN) / "veomni/models/transformers/qwen3", pkg)
+    outside = tmp_path / "outside"
+    shutil.move(pkg / "generated", outside)
+    (pkg / "generated").symlink_to(outside, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    assert main(["migrate", str(pkg), "--no-verify"]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+
+
+def test_children_get_a_minimal_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_lint.migrate.steps import _env
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    stage = tmp_path / "base" / "tree"
+    stage.mkdir(parents=True)
+    run = Run(tmp_path, stage, [], False, "/usr/bin/python3", 10.0, False)
+    env = _env(run)
+    assert "AWS_SECRET_ACCESS_KEY" not in env and env["HOME"].startswith(str(tmp_path / "base"))
+    assert _env(run, isolated=False)["PYTHONPATH"] == str(stage)
