@@ -61,10 +61,14 @@ def client_range(
     )
 
 
-def text_edit(src: SourceFile, codec: PositionCodec, edit: Edit) -> types.TextEdit:
+def text_edit(
+    src: SourceFile, codec: PositionCodec, edit: Edit, keep_newlines: bool = False
+) -> types.TextEdit:
+    """A rule's edit for the client: its ``\\n`` become the document's newline, unless ``keep_newlines`` (a
+    slice of an already fixed document, whose line endings are the document's own, line by line)."""
     content = edit.content
     newline = src.newline
-    if newline != "\n" and "\n" in content:
+    if not keep_newlines and newline != "\n" and "\n" in content:
         content = content.replace("\r\n", "\n").replace("\n", newline)
     return types.TextEdit(
         range=types.Range(
@@ -95,7 +99,8 @@ def whole_text_edit(src: SourceFile, codec: PositionCodec, new_text: str) -> typ
         and old[len(old) - suffix - 1 : len(old) - suffix] == "\r"
     ):
         suffix -= 1
-    return text_edit(src, codec, Edit(prefix, len(old) - suffix, new_text[prefix : len(new_text) - suffix]))
+    middle = Edit(prefix, len(old) - suffix, new_text[prefix : len(new_text) - suffix])
+    return text_edit(src, codec, middle, keep_newlines=True)
 
 
 def to_lsp_diagnostic(src: SourceFile, codec: PositionCodec, diag: Diagnostic) -> types.Diagnostic:

@@ -111,6 +111,15 @@ def test_whole_text_edit_crlf() -> None:
     assert edit.range.start.line == 1 and edit.range.start.character == 0
 
 
+def test_whole_text_edit_keeps_mixed_line_endings() -> None:
+    """A CRLF-first buffer with some LF lines: the fixed middle keeps each line's own ending (the server's
+    fix-all turned the LF line into CRLF: an independent adversary, round 2)."""
+    old = "import torch\r\ndef f():\r\n    return torch.zeros(3).cuda()\r\ndef g():\n    return torch.ones(2).cuda()\r\n"
+    new = old.replace(".cuda()", ".to(d)")
+    src = SourceFile.from_text("m.py", old)
+    assert apply_text_edits(old, [whole_text_edit(src, UTF16, new)], "utf-16") == new
+
+
 # -- diagnostics ---------------------------------------------------------------------------------------
 
 
