@@ -76,6 +76,10 @@ def ruff_format_range(text: str, path: str, first: int, last: int, timeout: floa
     binary = ruff_binary()
     if binary is None:
         return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (an editor buffer): ruff reads UTF-8 only; left unformatted
+        return None
     lines = text.splitlines()
     if not lines or first < 1:
         return None
@@ -89,7 +93,7 @@ def ruff_format_range(text: str, path: str, first: int, last: int, timeout: floa
         return None
     try:
         stdout, _ = proc.communicate(text, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):
         proc.kill()
         proc.wait()
         return None
