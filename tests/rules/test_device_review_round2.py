@@ -56,3 +56,23 @@ def test_no_device_from_a_value_that_can_be_a_plain_int() -> None:
     (diag,) = lint(code, ["NPU103"])
     assert "add `device=x_mask.device`" in diag.message
     assert diag.fix is not None and all("limit" not in e.content for e in diag.fix.edits)
+
+
+def test_cuda_only_method_walk_handles_every_call_shape() -> None:
+    """qwen3_next: a class with plain-function calls, chained calls and a CUDA runtime call (the method walk
+    raised on ``f(x)``); the unguarded `torch.cuda.current_device()` is still reported."""
+    code = """
+    import torch
+    from torch import nn
+
+
+    class Gated(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.norm = make_norm(dim, device=torch.cuda.current_device())
+            self.proj = nn.Linear(dim, dim).float()
+
+        def forward(self, x):
+            return self.proj(self.norm(x))
+    """
+    assert [d.line for d in lint(code, ["NPU102"])] == [8]

@@ -133,20 +133,20 @@ def _cuda_dispatch_sites(cls: ast.ClassDef, ctx: Context) -> dict[str, bool]:
             for stmt in node.orelse:
                 walk(stmt, guarded)
             return
-        if (
+        self_call = (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name)
             and node.func.value.id == "self"
-        ):
-            name = node.func.attr
+        )
+        if self_call:
+            name = node.func.attr  # type: ignore[union-attr]
             result[name] = result.get(name, True) and guarded
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             result[node.attr] = False  # referenced (not called): may be passed on, reached from anywhere
         for sub in ast.iter_child_nodes(node):
-            if isinstance(node, ast.Call) and sub is node.func:
-                walk(node.func.value, guarded)  # ``self`` itself, not the method reference
-                continue
+            if self_call and sub is node.func:  # type: ignore[union-attr]
+                continue  # the method reference itself (``self`` needs no walk)
             walk(sub, guarded)
 
     walk(cls, False)
