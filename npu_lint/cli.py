@@ -296,7 +296,9 @@ def _resolution_notes(project, diagnostics, args, changed=()) -> None:  # noqa: 
             file=sys.stderr,
         )
     if outside:
-        where = os.path.dirname(outside[0]) or "."
+        from npu_lint.core.diagnostics import display_path
+
+        where = display_path(os.path.dirname(outside[0]) or ".")
         n = len(outside)
         print(_shown(OUTSIDE_VEOMNI_NOTE.format(n=n, s="" if n == 1 else "s", where=where)), file=sys.stderr)
     elif not project.veomni_available and any(module_of(d.path) is None for d in device):

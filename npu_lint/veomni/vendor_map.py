@@ -132,8 +132,7 @@ TABLE: tuple[VendorKernel, ...] = (
         "fla",
         None,
         None,
-        "flash-linear-attention: the GPU-only `fla` rows of rms_norm_gated, causal_conv1d, "
-        "chunk_gated_delta_rule",
+        "flash-linear-attention (GPU only)",
     ),
     _K("fla.ops.gated_delta_rule", "chunk_gated_delta_rule", "standard", "the `fla` row is GPU only"),
     _K("causal_conv1d", "causal_conv1d", "standard"),
@@ -189,11 +188,46 @@ def lookup(dotted: str) -> VendorKernel | None:
     if not is_vendor(dotted):
         return None
     parts = dotted.split(".")
+    if len(parts) > 1 and parts[-1].startswith(HELPER_PREFIXES):
+        return VendorKernel(dotted, None, None, HELPER_NOTE)
     for n in range(len(parts), 0, -1):
         entry = _BY_NAME.get(".".join(parts[:n]))
         if entry is not None:
+            if entry.op is None and n < len(parts):
+                return _by_kernel_word(dotted) or entry
             return entry
-    return VendorKernel(parts[0], None, None)
+    return _by_kernel_word(dotted) or VendorKernel(parts[0], None, None)
+
+
+# names of kernel-module functions that are not kernels (compatibility predicates, metadata builders)
+HELPER_PREFIXES = ("check_", "is_", "has_", "get_", "supports_", "precompute_", "prepare_")
+HELPER_NOTE = "a host-side helper of the kernel module (metadata or a capability check), not a kernel"
+
+# words in a vendor kernel's own name and the registry op it implements (checked in order: the gated norm
+# before the plain one), for names under a package whose table entry names no op (``liger_kernel``, ``fla``)
+_KERNEL_WORDS: tuple[tuple[str, str, str], ...] = (
+    ("rmsnormgated", "rms_norm_gated", "standard"),
+    ("normgate", "rms_norm_gated", "standard"),
+    ("crossentropy", "cross_entropy_loss", "standard"),
+    ("rmsnorm", "rms_norm", "standard"),
+    ("swiglu", "swiglu_mlp", "standard"),
+    ("geglu", "swiglu_mlp", "geglu"),
+    ("rotary", "rope", "full"),
+    ("rope", "rope", "full"),
+    ("shortconvolution", "causal_conv1d", "standard"),
+    ("causalconv1d", "causal_conv1d", "standard"),
+    ("gateddeltarule", "chunk_gated_delta_rule", "standard"),
+)
+
+
+def _by_kernel_word(dotted: str) -> VendorKernel | None:
+    """The op a vendor name implements, from the words of its last component (``LigerFusedLinearCrossEntropyLoss``
+    -> cross_entropy_loss, ``FusedRMSNormGated`` -> rms_norm_gated)."""
+    last = dotted.rsplit(".", 1)[-1].replace("_", "").lower()
+    for word, op, variant in _KERNEL_WORDS:
+        if word in last:
+            return VendorKernel(dotted, op, variant)
+    return None
 
 
 def torch_npu_names() -> list[str]:

@@ -413,9 +413,10 @@ def test_npu_targeted_code() -> None:
         self.f = VeomniOp("load_balancing_loss", "standard", resolve_op_impl("load_balancing_loss_implementation"))
     """
     diags = lint(code, ["NPU205"], NPU_SPEC)
-    assert [d.line for d in diags] == [6, 10, 11]
-    assert 'resolve_op_impl("swiglu_mlp_implementation", npu_as="eager")' in diags[0].message
-    assert "liger_kernel (gpu)" in diags[0].message
+    # rows chosen through the ops-config resolver are the config's business (its NPU handling picks eager):
+    # only the hard-coded GPU implementation is reported, and npu_as="eager" (a silent fallback) is never advised
+    assert [d.line for d in diags] == [10]
+    assert all('npu_as="eager"' not in d.message for d in diags)
     generated = "veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py"
     assert [
         d.line
@@ -424,11 +425,7 @@ def test_npu_targeted_code() -> None:
             ["NPU205"],
             generated,
         )
-    ] == [
-        7,
-        11,
-        12,
-    ]
+    ] == [11]
     assert lint(code, ["NPU205"], GPU_SPEC) == []
 
 

@@ -178,3 +178,45 @@ def test_no_accelerator_fix_when_the_project_pins_an_older_torch(tmp_path: Path)
         unsafe=True,
     )
     assert outcome.text == FIXED
+
+
+RUNTIME = textwrap.dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+
+
+    def setup(model, batch):
+        n = torch.cuda.device_count()
+        torch.cuda.set_device(torch.cuda.current_device())
+        torch.cuda.synchronize()
+        dist.init_process_group(backend="nccl")
+        if batch.is_cuda or batch.device.type == "cuda":
+            batch = batch.to("cuda:0")
+        with torch.cuda.amp.autocast():
+            model(batch)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return n, torch.cuda.get_rng_state()
+    """
+)
+
+
+def test_runtime_messages_never_name_veomni_outside_any_tree(tmp_path: Path) -> None:
+    """The run's note says files outside VeOmni get torch's own API: no NPU102 message there may send the user
+    to `veomni.utils.device` (or its helpers) instead."""
+    path = tmp_path / "train.py"
+    diags = lint_source(
+        SourceFile.from_text(str(path), RUNTIME), ["NPU102"], Settings(), load_project([str(path)])
+    )
+    assert len(diags) >= 10
+    for d in diags:
+        for word in (
+            "veomni",
+            "get_device_type",
+            "get_torch_device",
+            "IS_CUDA_AVAILABLE",
+            "get_dist_comm_backend",
+        ):
+            assert word not in d.message, d.message
+    assert any("torch.accelerator.device_count" in d.message for d in diags)

@@ -190,3 +190,16 @@ def test_package_memo_sees_a_created_npu_spec(tmp_path) -> None:  # noqa: ANN001
     assert [p.npu_specs for p in packages(paths)] == [[]]
     (pkg / "toy_npu_patch_gen_config.py").write_text("config = None\n", encoding="utf-8")
     assert [len(p.npu_specs) for p in packages(paths)] == [1]
+
+
+def test_npu502_says_the_npu_module_must_be_generated_first(tree: Path) -> None:
+    """`widget` has no NPU spec: the message and the fix title say `patched_modeling_widget_npu` does not exist
+    yet (NPU501's spec, then patchgen), and the fix is never applied by a safe `--fix`."""
+    res = run("check", "--no-cache", "--select", "NPU502", "--output-format", "json", "veomni", cwd=tree)
+    diags = [d for d in json.loads(res.stdout) if "/widget/" in d["filename"].replace("\\", "/")]
+    assert diags
+    for d in diags:
+        assert "`patched_modeling_widget_npu` does not exist yet" in d["message"], d["message"]
+        assert "widget_npu_patch_gen_config.py` (NPU501)" in d["message"]
+        assert "generate it first" in d["fix"]["message"]
+        assert d["fix"]["applicability"] != "safe"

@@ -22,6 +22,7 @@ from npu_lint.rules.device._shared import (
     _is_device_name,
     _is_nccl,
     _is_requirement_stmt,
+    _mentions_cuda_dispatch,
     _names_kernel,
     _target_name,
     accelerator_available,
@@ -58,6 +59,156 @@ def _allows_none(ann: ast.expr) -> bool:
         ):
             return True
     return False
+
+
+_PRESENCE_PROBES = frozenset({"is_available", "device_count", "default_generators", "is_initialized"})
+
+
+def _is_presence_probe(ctx: Context, test: ast.AST) -> bool:
+    """A CUDA-presence test: ``torch.cuda.is_available()``, ``len(torch.cuda.default_generators) > 0``,
+    ``torch.cuda.device_count() > 0``, ``torch.cuda.is_initialized()``."""
+    for sub in ast.walk(test):
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr in _PRESENCE_PROBES
+            and ctx.qualname(sub.value) == "torch.cuda"
+        ):
+            return True
+    return False
+
+
+def _names_host(block: list[ast.stmt]) -> bool:
+    """A block that names a device itself (``"cpu"``, ``.cpu()``, ``"cuda"``, ``.cuda()``)."""
+    for stmt in block:
+        for sub in ast.walk(stmt):
+            if (
+                isinstance(sub, ast.Constant)
+                and isinstance(sub.value, str)
+                and sub.value.split(":")[0]
+                in (
+                    "cpu",
+                    "cuda",
+                )
+            ):
+                return True
+            if (
+                isinstance(sub, ast.Attribute)
+                and sub.attr in ("cpu", "cuda")
+                and isinstance(sub.ctx, ast.Load)
+            ):
+                if not (isinstance(sub.value, ast.Name) and sub.value.id == "torch"):
+                    return True
+    return False
+
+
+def _presence_guarded(ctx: Context, node: ast.AST) -> bool:
+    """``node`` is in the test or the body of ``if <CUDA present>: ... else: <device-neutral code>``: on a host
+    without CUDA (an NPU host) the else branch runs, and it names no device (``torch.seed()`` seeds every
+    device), so neither the probe nor the CUDA calls it guards change what an NPU host does. Without such an
+    else the block is skipped on NPU: the probe is reported (with the calls its fix would expose)."""
+    for parent, child in _child_of(ctx, node):
+        if isinstance(parent, ast.If) and child is not parent.orelse and child not in parent.orelse:
+            if _is_presence_probe(ctx, parent.test) and parent.orelse and not _names_host(parent.orelse):
+                return True
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return False
+    return False
+
+
+def _cuda_dispatch_sites(cls: ast.ClassDef, ctx: Context) -> dict[str, bool]:
+    """Method name -> every ``self.<name>(...)`` call in the class sits in a branch that selects CUDA
+    (``if "cuda" in x.device.type: return self.cuda_kernels_forward(...)``)."""
+    key = ("npu102-cuda-methods", id(cls))
+    cached = ctx.memo.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    result: dict[str, bool] = {}
+
+    def walk(node: ast.AST, guarded: bool) -> None:
+        if isinstance(node, ast.If):
+            walk(node.test, guarded)
+            inner = guarded or _mentions_cuda_dispatch(ctx, node.test)
+            for stmt in node.body:
+                walk(stmt, inner)
+            for stmt in node.orelse:
+                walk(stmt, guarded)
+            return
+        self_call = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        )
+        if self_call:
+            name = node.func.attr  # type: ignore[union-attr]
+            result[name] = result.get(name, True) and guarded
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            result[node.attr] = False  # referenced (not called): may be passed on, reached from anywhere
+        for sub in ast.iter_child_nodes(node):
+            if self_call and sub is node.func:  # type: ignore[union-attr]
+                continue  # the method reference itself (``self`` needs no walk)
+            walk(sub, guarded)
+
+    walk(cls, False)
+    ctx.memo[key] = result
+    return result
+
+
+def _in_cuda_only_method(ctx: Context) -> bool:
+    """Inside a method that the class only calls from branches selecting CUDA (a guarded CUDA kernel path)."""
+    func = ctx.function
+    if func is None:
+        return False
+    chain = ctx.parents
+    try:
+        index = next(i for i in range(len(chain) - 1, -1, -1) if chain[i] is func)
+    except StopIteration:
+        return False
+    cls = chain[index - 1] if index > 0 else None
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    return _cuda_dispatch_sites(cls, ctx).get(func.name, False)
+
+
+def cuda_only_here(ctx: Context, node: ast.AST) -> bool:
+    """CUDA code that an NPU host never reaches or does not need: an explicit CUDA dispatch, a CUDA-presence
+    test with a device-neutral else, or a method only called under a CUDA device-type test."""
+    return in_cuda_dispatch(ctx, node) or _presence_guarded(ctx, node) or _in_cuda_only_method(ctx)
+
+
+_ACCELERATOR_RENAMED = {"current_device": "current_device_index", "set_device": "set_device_index"}
+_ACCELERATOR_API = frozenset(
+    {
+        "device_count",
+        "synchronize",
+        "current_stream",
+        "set_stream",
+        "empty_cache",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_stats",
+        "reset_peak_memory_stats",
+        "get_device_capability",
+    }
+)
+
+
+def _outside_message(attr: str) -> str:
+    """The message for ``torch.cuda.<attr>`` in a file outside any VeOmni tree: torch's own device-neutral API."""
+    if attr in _ACCELERATOR_RENAMED or attr in _ACCELERATOR_API:
+        name = _ACCELERATOR_RENAMED.get(attr, attr)
+        return f"`torch.cuda.{attr}` is CUDA-only; use `torch.accelerator.{name}` (torch >= 2.6)"
+    if attr in _MIRRORED:
+        return (
+            f"`torch.cuda.{attr}` is CUDA-only; use `torch.get_device_module().{attr}` (the current "
+            "accelerator's module)"
+        )
+    return (
+        f"`torch.cuda.{attr}` is a CUDA-only API with no NPU equivalent; put it behind a CUDA test "
+        f'(`{ACCELERATOR_TYPE} == "cuda"`)'
+    )
 
 
 class HardcodedCudaDevice(Rule):
@@ -206,6 +357,39 @@ class HardcodedCudaDevice(Rule):
                 return use_triton
             """
         ),
+        Example(
+            """
+            import sys
+
+            import torch
+
+
+            def init_seed(self):
+                if len(torch.cuda.default_generators) > 0:
+                    device_idx = torch.cuda.current_device()
+                    self.seed = torch.cuda.default_generators[device_idx].seed()
+                else:
+                    self.seed = int(torch.seed() % sys.maxsize)  # seeds every device, NPU included
+            """,
+            title="a CUDA-presence test whose else branch is device-neutral",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class Mixer:
+                def cuda_kernels_forward(self, hidden_states):
+                    with torch.cuda.device(hidden_states.device):
+                        return self.kernel(hidden_states)
+
+                def forward(self, hidden_states):
+                    if "cuda" in hidden_states.device.type:
+                        return self.cuda_kernels_forward(hidden_states)
+                    return self.slow_forward(hidden_states)
+            """,
+            title="a method only called under a CUDA device-type test (a guarded CUDA kernel path)",
+        ),
     )
     fix_safety = (
         'Safe where the replacement is exact on a GPU host: a `"cuda"` device becomes `get_device_type()` '
@@ -257,6 +441,13 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(node))
         ctx = self.ctx
+        if _is_nccl(node) and outside_veomni(ctx):
+            self.report(
+                node,
+                f'`"nccl"` ({what}) is the CUDA collective backend (NPU uses HCCL); use '
+                f"`torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})`",
+            )
+            return
         if _is_nccl(node):
             helper, text = "get_dist_comm_backend", "get_dist_comm_backend()"
             message = f'`"nccl"` ({what}) is the CUDA collective backend (NPU uses HCCL); use `get_dist_comm_backend()`'
@@ -273,6 +464,12 @@ class HardcodedCudaDevice(Rule):
                 if accelerator_available(ctx):
                     fix = make_fix(f"Replace with `{text}` ({ACCELERATOR_NOTE})", [ctx.replace(node, text)])
                 self.report(node, message, fix)
+                return
+            if outside_veomni(ctx):
+                shown = f'f"{{{ACCELERATOR_TYPE}}}:{match.group(1)}"'
+                self.report(
+                    node, f'`"{value}"` ({what}) names the CUDA backend; use `{shown}` ({ACCELERATOR_NOTE})'
+                )
                 return
             text = f'f"{{get_device_type()}}:{match.group(1)}"' if match else "get_device_type()"
             message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` (veomni.utils.device)'
@@ -339,7 +536,9 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(default))
         value = self.ctx.source.segment(default)
-        if _is_nccl(default):
+        if _is_nccl(default) and outside_veomni(self.ctx):
+            helper = f"`torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})`"
+        elif _is_nccl(default):
             helper = "`get_dist_comm_backend()` (veomni.utils.device)"
         elif outside_veomni(self.ctx):
             helper = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
@@ -484,7 +683,7 @@ class HardcodedCudaDevice(Rule):
             return  # the qualname below ends with the attribute
         if ctx.qualname(value) != "torch.cuda":
             return
-        if node.attr in LEGACY_TENSOR_TYPES or in_annotation(ctx, node) or in_cuda_dispatch(ctx, node):
+        if node.attr in LEGACY_TENSOR_TYPES or in_annotation(ctx, node) or cuda_only_here(ctx, node):
             return
         parent = ctx.parent
         if node.attr == "amp":
@@ -494,6 +693,9 @@ class HardcodedCudaDevice(Rule):
         call = parent if isinstance(parent, ast.Call) and parent.func is node else None
         if node.attr == "is_available" and call is not None:
             self._visit_is_available(call)
+            return
+        if outside_veomni(ctx):
+            self.report(node, _outside_message(node.attr))  # no veomni to import: torch's own API, no fix
             return
         if call is not None and node.attr in _EXACT_HELPERS:
             helper, n_pos, kws = _EXACT_HELPERS[node.attr]
@@ -578,6 +780,13 @@ class HardcodedCudaDevice(Rule):
                 Applicability.UNSAFE,
                 "the guarded code then also runs on NPU hosts; keep `IS_CUDA_AVAILABLE` if it is CUDA-only",
             )
+        if outside_veomni(ctx):
+            self.report(
+                call,
+                "`torch.cuda.is_available()` is False on an NPU host; use `torch.accelerator.is_available()` "
+                'for "any accelerator" (torch >= 2.6), or keep it for CUDA-only code',
+            )
+            return
         self.report(
             call,
             '`torch.cuda.is_available()` is False on an NPU host; use `get_device_type() != "cpu"` for '
@@ -619,11 +828,13 @@ class HardcodedCudaDevice(Rule):
                         text = "torch.amp.GradScaler(get_device_type(), ...)"
                 if edits is not None:
                     fix = make_fix(f"Replace with `{text}`", edits)
+        where = (
+            f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
+            if outside_veomni(ctx)
+            else "`get_device_type()` (veomni.utils.device)"
+        )
         self.report(
-            node,
-            f"`torch.cuda.amp.{node.attr}` is CUDA-only; use `torch.amp.{node.attr}` with "
-            "`get_device_type()` (veomni.utils.device)",
-            fix,
+            node, f"`torch.cuda.amp.{node.attr}` is CUDA-only; use `torch.amp.{node.attr}` with {where}", fix
         )
 
     def _visit_is_cuda(self, node: ast.Attribute) -> None:
@@ -636,7 +847,7 @@ class HardcodedCudaDevice(Rule):
         self.report(
             node,
             f"`{what}` is False for NPU tensors, so this branch treats them like CPU tensors; compare "
-            '`.device.type` with `get_device_type()` (veomni.utils.device), or with `"cpu"`',
+            f'`.device.type` with {self._device_type_api()}, or with `"cpu"`',
         )
 
     def _visit_compare(self, node: ast.Compare) -> None:
@@ -658,8 +869,13 @@ class HardcodedCudaDevice(Rule):
         self.report(
             node,
             f"`{what}` is False for NPU tensors, so this branch treats them like CPU tensors; compare with "
-            '`get_device_type()` (veomni.utils.device), or with `"cpu"`',
+            f'{self._device_type_api()}, or with `"cpu"`',
         )
+
+    def _device_type_api(self) -> str:
+        if outside_veomni(self.ctx):
+            return f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
+        return "`get_device_type()` (veomni.utils.device)"
 
     def _kernel_gate(self, node: ast.AST) -> bool:
         """A guard of a CUDA-only kernel: ``impl == "triton" and x.is_cuda``, or ``if not x.is_cuda:`` whose

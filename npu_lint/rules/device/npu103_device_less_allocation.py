@@ -405,10 +405,25 @@ class DevicelessAllocation(Rule):
                     return zeros, ids, lengths, extra, host
             """
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyDeformableAttention(nn.Module):
+                def forward(self, reference_points, spatial_shapes):
+                    sizes = (spatial_shapes[:, 0] * spatial_shapes[:, 1]).sum()
+                    normalizer = torch.tensor(spatial_shapes).flip([1])
+                    return reference_points / normalizer, sizes
+            """,
+            title="`torch.tensor(x)` of a device tensor keeps its device",
+        ),
     )
     fix_safety = (
         "Safe: `device=` is added (or `device=None` replaced) naming the tensor the value meets, when that tensor "
-        "is nameable at the allocation (a parameter, a local bound before it, `self.<parameter>`); else the "
+        "is nameable at the allocation and always a tensor (a tensor parameter, a local every binding of which is "
+        "device data, `self.<parameter>`: never `n = min(t.max(), limit)`, which can be an int); else the "
         "nearest tensor in scope (a parameter annotated or used as a tensor, else a parameter the module "
         "creates in `__init__`, `self.weight.device`). The values are the same; "
         "they are created on the device they were going to meet. When no tensor is in scope there is no fix "
@@ -501,6 +516,8 @@ class DevicelessAllocation(Rule):
             return
         if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and _zero_size(node)):
             return
+        if qual[6:] in ("tensor", "as_tensor") and self._copies_device_tensor(node):
+            return  # ``torch.tensor(x)`` of a device tensor keeps that device: nothing is allocated on the CPU
         self._returned = False
         met = self._meets_accelerator(node)
         if met is None:
@@ -926,6 +943,33 @@ class DevicelessAllocation(Rule):
         self.ctx.memo[key] = (func, out)
         return out
 
+    def _copies_device_tensor(self, node: ast.Call) -> bool:
+        """``torch.tensor(x)`` / ``torch.as_tensor(x)`` whose data ``x`` is itself accelerator data (a tensor
+        parameter, or a local built from device data): the copy keeps its device. A list or tuple display is
+        not (its elements are gathered on the host)."""
+        data = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "data"), None)
+        if data is None or isinstance(data, (ast.List, ast.Tuple, ast.ListComp, ast.Constant)):
+            return False
+        func = self.ctx.function
+        if func is None:
+            return False
+        if self._is_accel(data, self._accel_names(func)):
+            return True
+        # indexed like a tensor (``x[:, 0]``: lists do not take a tuple index), in a file without numpy (whose
+        # arrays index the same way and do land on the CPU)
+        if not isinstance(data, ast.Name) or any(
+            q.split(".")[0] == "numpy" for q in self.ctx.imports.values()
+        ):
+            return False
+        return any(
+            isinstance(sub, ast.Subscript)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == data.id
+            and isinstance(sub.slice, ast.Tuple)
+            and any(isinstance(e, ast.Slice) for e in sub.slice.elts)
+            for sub in ast.walk(func)
+        )
+
     def _exempt(self, node: ast.Call) -> bool:
         ctx = self.ctx
         chain = [*ctx.parents, node]
@@ -978,9 +1022,46 @@ class DevicelessAllocation(Rule):
             func = self.ctx.function
             assert func is not None
             params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
-            if root.id in params or _bound_before(func, root.id, node.lineno):
+            if (root.id in params or _bound_before(func, root.id, node.lineno)) and self._always_tensor(
+                func, root.id
+            ):
                 return f"{root.id}.device"
         return device_source(self.ctx)
+
+    def _always_tensor(self, func: ast.AST, name: str) -> bool:
+        """Every binding of ``name`` in ``func`` is a tensor (a tensor parameter, a submodule call, device data):
+        ``n = min(t.max(), limit)`` can be a plain int, whose ``.device`` raises."""
+        names = self._accel_names(func)
+        assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        args = func.args
+        if (
+            name in {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+            and names.get(name) != 0
+        ):
+            return False
+        for sub in ast.walk(func):
+            if isinstance(sub, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in sub.targets
+            ):
+                if len(sub.targets) != 1 or not (
+                    _is_submodule_call(sub.value) or self._is_accel(sub.value, names)
+                ):
+                    return False
+            elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr, ast.withitem)):
+                target = getattr(sub, "target", None) or getattr(sub, "optional_vars", None)
+                if target is not None and any(
+                    isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)
+                ):
+                    if (
+                        isinstance(sub, ast.AnnAssign)
+                        and sub.value is not None
+                        and self._is_accel(sub.value, names)
+                    ):
+                        continue
+                    if isinstance(sub, ast.AugAssign):
+                        continue  # ``x += 1`` keeps a tensor a tensor
+                    return False
+        return True
 
     def finish(self) -> None:
         if self.helper_returns:

@@ -13,6 +13,23 @@ from npu_lint.veomni.project import Project
 from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
 
 
+def _missing_module_steps(pkg: object, npu_file: str) -> str:
+    """What must happen before the NPU module can be imported: the NPU spec (when missing) and patchgen."""
+    spec = None
+    for path in pkg.npu_specs:  # type: ignore[attr-defined]
+        loaded = patchgen.load_spec(path)
+        if loaded is not None and patchgen.effective_target_file(loaded) == npu_file:
+            spec = path
+    if spec is None and pkg.gpu_specs:  # type: ignore[attr-defined]
+        spec = patchgen.npu_spec_path(pkg.gpu_specs[0])  # type: ignore[attr-defined]
+        command = patchgen.regen_command(spec)
+        return (
+            f"create the NPU spec `{os.path.basename(spec)}` (NPU501) and generate it with `{command}` first"
+        )
+    command = patchgen.regen_command(spec) if spec else "patchgen"
+    return f"generate it with `{command}` first"
+
+
 def _missing_module_reason(pkg: object, npu_file: str) -> str:
     """Why switching to a generated module that does not exist yet is unsafe, naming the command that makes it."""
     spec = None
@@ -130,8 +147,11 @@ class StaticGeneratedImport(ProjectRule):
                     reason = "NPU hosts import the NPU generated module, which patchgen must have generated"
                     if npu_file not in existing:
                         reason = _missing_module_reason(pkg, npu_file)
+                    title = f"Choose `{item.npu_module}` when `IS_NPU_AVAILABLE`"
+                    if npu_file not in existing:
+                        title += " (it does not exist yet: generate it first)"
                     fix = Fix(
-                        f"Choose `{item.npu_module}` when `IS_NPU_AVAILABLE`",
+                        title,
                         edits,
                         Applicability.UNSAFE,
                         reason=reason,
@@ -140,12 +160,17 @@ class StaticGeneratedImport(ProjectRule):
                 types = ", ".join(f"`{t}`" for t in item.model_types)
                 registers = f" (registers {types})" if types else ""
                 node = item.node
+                missing = ""
+                if npu_file not in existing:
+                    missing = (
+                        f"; `{item.npu_module}` does not exist yet: {_missing_module_steps(pkg, npu_file)}"
+                    )
                 yield _diag(
                     self,
                     pkg.init,
                     node.lineno,
                     f"{where}{registers} imports `{item.gpu_module}` on every device; choose "
-                    f"`{item.npu_module}` with `if IS_NPU_AVAILABLE:`",
+                    f"`{item.npu_module}` with `if IS_NPU_AVAILABLE:`{missing}",
                     col=node.col_offset,
                     end_line=node.end_lineno or node.lineno,
                     end_col=node.end_col_offset,

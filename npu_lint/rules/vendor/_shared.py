@@ -245,6 +245,12 @@ def _describe(
             f"its kernels (`torch_npu.npu_*`) belong in the tree's registry ({register_advice(api)}; NPU302 "
             "reports each call) and the device helpers load torch_npu for model code"
         )
+    if all(k.note == vendor_map.HELPER_NOTE for _, k in entries):
+        names = ", ".join(f"`{short}`" for short, _ in entries)
+        return (
+            f"{names} is {vendor_map.HELPER_NOTE}, so no registry op replaces it: it belongs with the kernel "
+            "it serves, inside that op's implementation, not in model code"
+        )
     notes = sorted({k.note for _, k in entries if k.note})
     why = f" ({'; '.join(notes)})" if notes else ""
     return f"no registry op covers it yet{why}: {register_advice(api)}"
@@ -276,7 +282,7 @@ def _str_arg(node: ast.Call, index: int, name: str) -> str | None:
 # -- NPU302 ---------------------------------------------------------------------------------------------------
 
 # names of kernel-module functions that are not kernels (compatibility predicates, metadata builders)
-_HELPER_PREFIXES = ("check_", "is_", "has_", "get_", "supports_", "precompute_")
+_HELPER_PREFIXES = vendor_map.HELPER_PREFIXES
 
 RMS_NORM_FIX_REASON = (
     "the implementation now comes from the ops config (`rms_norm_implementation`): without an ops config the "

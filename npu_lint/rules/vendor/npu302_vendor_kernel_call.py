@@ -181,6 +181,8 @@ class VendorKernelCall(Rule):
             mode = _kw(node, "rotary_mode")
             if isinstance(mode, ast.Constant) and mode.value == "interleave":
                 op, variant = "rope", "wan"
+        if op is not None:
+            op, variant = self._vision_slot(op, variant)
         shown = self.ctx.dotted(node.func) or full
         if last[:1].isupper():
             what = "instantiates the vendor class"
@@ -221,6 +223,22 @@ class VendorKernelCall(Rule):
         )
 
     # -- the exact fix: torch_npu.npu_rms_norm(x, w, epsilon=eps)[0] --------------------------------------
+    def _vision_slot(self, op: str, variant: str | None) -> tuple[str, str | None]:
+        """In a vision tower's code (``apply_rotary_pos_emb_vision``, ``...VisionAttention``), the tree's vision
+        op (``rotary_pos_emb_vision``) when it registers one for the op, else the op itself."""
+        ctx = self.ctx
+        names = [n.name for n in (ctx.function, ctx.class_) if n is not None]
+        if not any("vision" in n.lower() or "visual" in n.lower() for n in names):
+            return op, variant
+        api = ctx.project.api
+        found = api.tree_op(op, variant)
+        if found is None:
+            return op, variant
+        vision = f"{found[0]}_vision"
+        if api.registers(vision, found[1]):
+            return vision, found[1]
+        return op, variant
+
     def _rms_norm_fix(self, node: ast.Call, title: str) -> Fix | None:
         ctx = self.ctx
         if not title:
