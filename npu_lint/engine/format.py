@@ -43,9 +43,12 @@ def governed_by_ruff(path: str) -> bool:
 def format_touched(before: str, after: str, path: str, newline: str = "\n") -> str:
     """``after`` with the statements that differ from ``before`` formatted as the tree's ruff would format
     them (bottom-up, so earlier line numbers stay valid). Unchanged when ruff or a ruff configuration is
-    missing, or when ruff fails on a range."""
+    missing, when ruff fails on a range, or when the text mixes line endings (each line keeps its own)."""
     if before == after or not governed_by_ruff(path):
         return after
+    crlf = after.count("\r\n")
+    if (crlf and crlf != after.count("\n")) or "\r" in after.replace("\r\n", ""):
+        return after  # mixed line endings: ruff would rewrite some of them, and each line keeps its own here
     text = after.replace("\r\n", "\n") if newline != "\n" else after
     base = before.replace("\r\n", "\n") if newline != "\n" else before
     for first, last in reversed(touched_lines(base, text)):

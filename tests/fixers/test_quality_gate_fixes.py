@@ -214,3 +214,17 @@ def test_default_in_body_despite_nested_nonlocal(tmp_path: Path) -> None:
         SourceFile.from_text(str(path), text), ["NPU102"], Settings(), load_project([str(path)]), unsafe=True
     )
     assert "def load(model, init_device=None):\n    if init_device is None:\n" in outcome.text, outcome.text
+
+
+def test_mixed_line_endings_are_not_reformatted(tmp_path: Path) -> None:
+    """ruff would rewrite some endings of a file that mixes them; each line keeps its own instead (the fuzzer:
+    the server's and the CLI's fix of an LF file whose last line ends in CRLF differed)."""
+    from npu_lint.engine.format import format_touched
+
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    path = str(tmp_path / "m.py")
+    before = "x = f(a,b)\ny = 1\r\n"
+    after = "x = f(a,b, device=d)\ny = 1\r\n"
+    assert format_touched(before, after, path) == after
+    lf = "x = f(a,b, device=d)\ny = 1\n"
+    assert format_touched(before.replace("\r\n", "\n"), lf, path) == "x = f(a, b, device=d)\ny = 1\n"
