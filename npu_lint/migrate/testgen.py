@@ -15,6 +15,7 @@ from pathlib import Path
 
 from npu_lint.core.safeio import read_text
 from npu_lint.migrate.plan import Package
+from npu_lint.veomni.patchgen import base_spec, effective_target_file, load_spec
 
 MARKER = "Written by `npu-lint migrate`"
 _CLASS_ORDER = ("ForConditionalGeneration", "ForCausalLM", "Model")
@@ -34,33 +35,19 @@ def _parse(path: Path) -> ast.Module | None:
 
 
 def _target(spec: Path) -> str | None:
-    tree = _parse(spec)
-    for node in ast.walk(tree) if tree else ():
-        if (
-            isinstance(node, ast.keyword)
-            and node.arg == "target_file"
-            and isinstance(node.value, ast.Constant)
-        ):
-            return str(node.value.value)
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Attribute) and t.attr == "target_file" for t in node.targets)
-            and isinstance(node.value, ast.Constant)
-        ):
-            return str(node.value.value)
-    return None
+    """The spec's generated file name, read by the one spec reader (``veomni.patchgen``; a deepcopied sibling
+    inherits its base's)."""
+    parsed = load_spec(str(spec))
+    return effective_target_file(parsed) if parsed is not None else None
 
 
 def _source_module(spec: Path) -> str | None:
-    tree = _parse(spec)
-    for node in ast.walk(tree) if tree else ():
-        if (
-            isinstance(node, ast.keyword)
-            and node.arg == "source_module"
-            and isinstance(node.value, ast.Constant)
-        ):
-            return str(node.value.value)
-    return None
+    """The upstream transformers module the spec patches (the one spec reader)."""
+    parsed = load_spec(str(spec))
+    if parsed is None:
+        return None
+    base = parsed if parsed.source_module else base_spec(parsed)
+    return base.source_module if base is not None else None
 
 
 def _registrations(init: Path) -> dict[str, list[str]]:
