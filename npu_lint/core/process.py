@@ -2,6 +2,11 @@
 
 * The child starts a session of its own (``start_new_session``): on a timeout the whole process group is killed
   (grandchildren too), and once the child exits whatever it left running in its group is killed as well.
+* A descendant that leaves the group (``setsid()``, a double fork) is caught too, on Linux: while a child runs,
+  npu-lint is a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so an orphaned descendant is re-parented
+  to npu-lint instead of ``init``; once the child is gone, every such process (a child of npu-lint that was not
+  one before the run and is in another session) is killed with its group and reaped, until none is left
+  (``EscapeGuard``). Elsewhere only the group is killed.
 * Its environment is minimal (``minimal_env``): ``PATH`` (the interpreter's directory first), ``HOME`` and
   ``TMPDIR`` in a fresh temporary directory, ``LANG``, and only the variables the caller sets (``PYTHONPATH``
   among them); nothing else of the user's environment (tokens, proxies, ``LD_PRELOAD``) reaches it.
@@ -88,11 +93,115 @@ def _discard(fd: int) -> None:
         pass
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` (nothing when it is gone)."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
         pass
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper_lock = threading.Lock()
+_subreaper_users = 0
+
+
+def _set_subreaper(on: bool) -> bool:
+    """Turn the Linux child-subreaper attribute of this process on or off; False where it is not available."""
+    if not os.path.isdir("/proc/self/task"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> set[int]:
+    """The pids of this process's children (every thread's), from ``/proc/self/task/*/children``."""
+    from npu_lint.core.safeio import read_regular
+
+    pids: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for tid in tasks:
+        try:
+            data, _ = read_regular(f"/proc/self/task/{tid}/children", limit=1 << 20)
+        except OSError:
+            continue
+        pids.update(int(p) for p in data.split() if p.isdigit())
+    return pids
+
+
+class EscapeGuard:
+    """Catch the descendants of an untrusted child that leave its process group (see the module docstring).
+
+    ``with EscapeGuard() as guard:`` around starting and waiting for the child, then ``guard.kill_escaped()``
+    once the child is gone (and its group killed)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.before: set[int] = set()
+
+    def __enter__(self) -> EscapeGuard:
+        global _subreaper_users
+        with _subreaper_lock:
+            if _subreaper_users or _set_subreaper(True):
+                _subreaper_users += 1
+                self.active = True
+        if self.active:
+            self.before = _children()
+        return self
+
+    def kill_escaped(self, limit: int = 1000) -> int:
+        """Kill and reap every re-parented descendant, repeatedly (killing one re-parents its children to us);
+        the number killed."""
+        if not self.active:
+            return 0
+        import time
+
+        killed = 0
+        own_session = os.getsid(0)
+        quiet_rounds = 0
+        while killed < limit and quiet_rounds < 3:
+            escaped = []
+            for pid in _children() - self.before:
+                try:
+                    if os.getsid(pid) != own_session:
+                        escaped.append(pid)
+                except OSError:
+                    continue
+            if not escaped:
+                quiet_rounds += 1  # a dying parent re-parents its children a moment later
+                time.sleep(0.01)
+                continue
+            quiet_rounds = 0
+            for pid in escaped:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+                killed += 1
+        return killed
+
+    def __exit__(self, *exc: object) -> None:
+        global _subreaper_users
+        if not self.active:
+            return
+        self.kill_escaped()
+        with _subreaper_lock:
+            _subreaper_users -= 1
+            if not _subreaper_users:
+                _set_subreaper(False)
 
 
 def _exited_unreaped(pid: int, timeout: float) -> bool:
@@ -127,7 +236,7 @@ def run_untrusted(
     """Run ``argv`` (a child that speaks the result protocol) and return what it said, authenticated."""
     key = secrets.token_bytes(32)
     read_end, write_end = os.pipe()
-    with tempfile.TemporaryDirectory(prefix="npu-lint-child-") as home:
+    with tempfile.TemporaryDirectory(prefix="npu-lint-child-") as home, EscapeGuard() as guard:
         env = minimal_env(python, home, {**(extra_env or {}), RESULT_FD_ENV: str(write_end)})
         try:
             proc = subprocess.Popen(
@@ -167,13 +276,14 @@ def run_untrusted(
         try:
             timed_out = not _exited_unreaped(proc.pid, timeout)
         except BaseException:  # ^C / SIGTERM: nothing of the child survives npu-lint
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
             raise
         # on a timeout the child; in every case what it left running in its group. The child is not reaped yet
         # (a zombie keeps its pid, hence the group id, from being reused): the kill cannot reach another group
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         proc.wait()
+        guard.kill_escaped()  # descendants that left the group hold the pipes open: they go before the reads end
         for t in threads:
             t.join(timeout=10)
         os.close(read_end)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from npu_lint.core.process import EscapeGuard, kill_group
 from npu_lint.core.safeio import read_text
 from npu_lint.migrate.plan import Package, Run, StepResult
 
@@ -269,43 +271,48 @@ def _python_child(
 
     limit = timeout or run.timeout
     cmd = [run.python, *(["-I"] if isolated else []), *argv]
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=str(run.stage_root),
-            env=_env(run, isolated),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise StepFailed(f"cannot run {run.python}: {exc}") from None
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except BaseException as exc:
-        _kill_group(proc.pid)
-        try:  # a grandchild that left the group may hold the pipes open: do not wait for it
-            proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            proc.wait()
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise StepFailed(f"`{' '.join(cmd[1:4])}` timed out after {limit:.0f} s") from None
-        raise
-    _kill_group(proc.pid)  # whatever the child left running in its group
+    with EscapeGuard() as guard:
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=str(run.stage_root),
+                env=_env(run, isolated),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise StepFailed(f"cannot run {run.python}: {exc}") from None
+        deadline = time.monotonic() + limit
+        try:
+            while True:
+                try:
+                    out, err = proc.communicate(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if proc.poll() is not None:
+                        # the child is gone but something still holds its pipes: what it left running, in its
+                        # group or (having left it) re-parented to us
+                        kill_group(proc.pid)
+                        guard.kill_escaped()
+        except BaseException as exc:
+            kill_group(proc.pid)
+            guard.kill_escaped()
+            try:
+                proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
+                proc.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise StepFailed(f"`{' '.join(cmd[1:4])}` timed out after {limit:.0f} s") from None
+            raise
+        kill_group(proc.pid)  # whatever the child left running in its group
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def _kill_group(pid: int) -> None:
-    import signal
-
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def spec_modules(pkg: Package) -> list[tuple[str, str]]:

@@ -579,6 +579,40 @@ def test_a_grandchild_left_running_is_killed_when_the_child_exits() -> None:
     assert _gone(grandchild)
 
 
+_SETSID_ESCAPE = (
+    "import os, sys, time\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.setsid()\n"  # leaves the child's process group and session
+    "    if os.fork():\n"
+    "        os._exit(0)\n"  # a double fork: the grandchild's grandchild is orphaned at once
+    "    print(os.getpid(), flush=True)\n"
+    "    time.sleep(120)\n"
+    "    os._exit(0)\n"
+    "time.sleep(0.5)\n"
+)
+
+
+def test_a_descendant_that_left_the_group_is_killed_too() -> None:
+    start = time.monotonic()
+    outcome = _run_child(_SETSID_ESCAPE, timeout=60)
+    assert not outcome.timed_out and time.monotonic() - start < 30  # its open pipes did not hold the run
+    escaped = int(outcome.stdout.split()[0])
+    assert _gone(escaped)  # killed and reaped before run_untrusted returned
+
+
+def test_the_migrate_runner_kills_a_descendant_that_left_the_group(tmp_path: Path) -> None:
+    from npu_lint.migrate.plan import Run
+    from npu_lint.migrate.steps import _python_child
+
+    (tmp_path / "stage").mkdir()
+    run = Run(tmp_path, tmp_path / "stage", [], False, sys.executable, 60.0)
+    start = time.monotonic()
+    proc = _python_child(run, ["-c", _SETSID_ESCAPE])
+    assert proc.returncode == 0 and time.monotonic() - start < 30
+    assert _gone(int(proc.stdout.split()[0]))
+
+
 def test_the_child_sees_a_minimal_environment(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("NPU_LINT_TEST_SECRET", "hunter2")
     code = (
