@@ -721,7 +721,13 @@ def _summary(diagnostics, args, fixed_counts, dropped, created) -> str:  # noqa:
         head = f"Found {found} error{'s' if found != 1 else ''}"
         head += f" ({n_fixed} fixed, {len(diagnostics)} remaining)." if n_fixed else "."
         lines.append(head)
-        if fixable:
+        if fixable and getattr(
+            args, "fix", False
+        ):  # this very run tried them: saying "fixable with --fix" misleads
+            lines.append(
+                f"{fixable} fix{'es' if fixable != 1 else ''} could not be applied in this run (see the reasons given)."
+            )
+        elif fixable:
             flag = "--fix --unsafe-fixes" if args.unsafe_fixes else "--fix"
             lines.append(f"[*] {fixable} fixable with the `{flag}` option.")
         if hidden:

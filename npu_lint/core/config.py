@@ -101,8 +101,10 @@ def find_config_file(start: Path) -> Path | None:
 
 
 def _str_list(key: str, value: Any, path: Path) -> list[str]:
-    if isinstance(value, str):
-        return [value]
+    if isinstance(value, str):  # as ruff: a bare string is a mistake, not a one-element list
+        raise ConfigError(
+            f"{path}: `{key}` must be a list of strings, got the string {value[:60]!r} (write [{value[:60]!r}])"
+        )
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: `{key}` must be a list of strings")
     return list(value)
@@ -143,11 +145,28 @@ def cache_dir_setting(value: Any, base: Path, where: str, inside: bool = True) -
     return str(resolved)
 
 
+def _unclosed_bracket(pattern: str) -> bool:
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "[":
+            close = pattern.find("]", i + 2)  # `[]...]`: a leading `]` is part of the set
+            if close < 0:
+                return True
+            i = close
+        i += 1
+    return False
+
+
 def check_patterns(key: str, patterns: list[str], where: str) -> None:
     """Every gitignore-style pattern compiles (``!``, a lone backslash, ``[z-a]`` do not): ``ConfigError``."""
     import pathspec
 
     for pattern in patterns:
+        if _unclosed_bracket(pattern):  # git (and pathspec) match nothing with it: a silent no-op is a trap
+            raise ConfigError(f"{where}: invalid `{key}` pattern {pattern!r}: `[` without a closing `]`")
         try:
             pathspec.GitIgnoreSpec.from_lines([pattern])
         except Exception as exc:  # pathspec raises its own errors, re.error, ValueError, ...

@@ -275,12 +275,13 @@ def read_baseline(path: str) -> Counter[tuple[str, str, str]]:
             or not all(isinstance(f, str) for f in fields)
             or not isinstance(count, int)
             or isinstance(count, bool)
+            or count < 1
         ):
             raise BaselineError(
                 f"{shown}: malformed baseline entry #{i + 1} (needs string code, path, fingerprint "
-                "and an integer count)"
+                "and a positive integer count)"
             )
-        out[fields] += max(count, 0)  # type: ignore[index]
+        out[fields] += count  # type: ignore[index]
     return out
 
 

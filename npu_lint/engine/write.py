@@ -8,6 +8,7 @@
 * Temporary files are named ``.<name>.npu-lint-<pid>.<random>.tmp``: a run that writes (``--fix``,
   ``--add-noqa``) removes those whose process is gone and whose ``<name>`` is beside them
   (``remove_stale_temps``; a read-only run deletes nothing), and a run stopped by SIGINT/SIGTERM removes its own.
+* A read-only file (no write bit, or not writable by this user) is refused, never replaced by the rename.
 * ``output_refusal``: a report (``-o``, a baseline) never replaces a source, a project file or an input.
 * ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place.
 """
@@ -84,6 +85,10 @@ def write_atomic(
         raise OSError(errno.EINVAL, "not a regular file", str(path))
     if st is None and expect is not None:
         raise ConcurrentChange(f"{path}: deleted while being fixed; not written")
+    if st is not None and (not st.st_mode & 0o222 or not os.access(target, os.W_OK)):
+        import errno  # as ruff: a file the user made read-only is not replaced behind their back
+
+        raise OSError(errno.EACCES, "read-only file (not written; make it writable to fix it)", str(path))
     mode = st.st_mode & 0o7777 if st is not None else 0o644
     if st is not None and st.st_nlink > 1:
         _check_unchanged(target, expect)

@@ -367,6 +367,8 @@ def test_fix_counts_only_written_files(tmp_path: Path, monkeypatch) -> None:  # 
         '{"npu-lint-baseline": 1, "findings": [{"code": 1, "path": [], "fingerprint": {}}]}',
         '{"npu-lint-baseline": 1, "findings": [{"code": "A", "path": "b", "fingerprint": "c", "count": "x"}]}',
         '{"npu-lint-baseline": 1, "findings": [7]}',
+        '{"npu-lint-baseline": 1, "findings": [{"code": "A", "path": "b", "fingerprint": "c", "count": -1}]}',
+        '{"npu-lint-baseline": 1, "findings": [{"code": "A", "path": "b", "fingerprint": "c", "count": 0}]}',
         "\xff\xfe",
     ],
 )
@@ -378,13 +380,25 @@ def test_malformed_baselines_are_one_line_errors(tmp_path: Path, content: str) -
     assert len(res.stderr.strip().splitlines()) <= 2, res.stderr
 
 
-@pytest.mark.parametrize("pattern", ["!", "\\", "[z-a]"])
+@pytest.mark.parametrize("pattern", ["!", "\\", "[z-a]", "[", "a[b.py", "x/[!a"])
 def test_invalid_exclude_pattern_is_a_config_error(tmp_path: Path, pattern: str) -> None:
     (tmp_path / "m.py").write_text(BAD)
     (tmp_path / "npu-lint.toml").write_text(f"exclude = [{json.dumps(pattern)}]\n")
     res = run("check", "--no-cache", ".", cwd=tmp_path)
     _one_line_error(res)
     assert "invalid `exclude` pattern" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['select = "NPU1"', 'exclude = "m.py"', 'per-file-ignores = {"m.py" = "NPU101"}', 'ignore = "NPU101"'],
+)
+def test_a_string_where_a_list_is_expected_is_a_config_error(tmp_path: Path, line: str) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    (tmp_path / "npu-lint.toml").write_text(line + "\n")
+    res = run("check", "--no-cache", ".", cwd=tmp_path)
+    _one_line_error(res)
+    assert "must be a list of strings, got the string" in res.stderr
 
 
 NON_UTF8 = os.fsdecode(b"bad\xff\x1b[31m.py")

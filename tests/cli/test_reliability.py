@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -268,6 +269,29 @@ def test_one_failing_file_does_not_stop_the_fix(tmp_path: Path) -> None:
     if os.geteuid() != 0:  # root writes into a read-only directory anyway
         assert res.returncode == 2
         assert "ro/a.py: cannot fix" in res.stderr
+
+
+def test_a_read_only_file_is_not_replaced(tmp_path: Path) -> None:
+    ro = tmp_path / "ro.py"
+    ro.write_text(FIXABLE)
+    ro.chmod(0o444)
+    (tmp_path / "b.py").write_text(FIXABLE)
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU101", ".", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "ro.py: cannot fix: read-only file" in res.stderr
+    assert ro.read_text() == FIXABLE and stat.S_IMODE(ro.stat().st_mode) == 0o444  # even as root
+    assert ".cuda()" not in (tmp_path / "b.py").read_text()
+
+
+def test_after_a_fix_run_the_summary_does_not_offer_the_fixes_that_failed(tmp_path: Path) -> None:
+    ro = tmp_path / "ro.py"
+    ro.write_text(FIXABLE)
+    ro.chmod(0o444)
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU101", ".", cwd=tmp_path)
+    assert "1 fix could not be applied in this run" in res.stdout + res.stderr
+    assert "fixable with the" not in res.stdout + res.stderr
+    res = run("check", "--no-cache", "--unsafe-fixes", "--select", "NPU101", ".", cwd=tmp_path)
+    assert "[*] 1 fixable with the `--fix --unsafe-fixes` option." in res.stdout  # without --fix: offered
 
 
 def test_links_keep_their_identity(tmp_path: Path) -> None:
