@@ -99,3 +99,23 @@ def test_resolve_reports_a_missing_fixer() -> None:
         resolve("npu_lint.fixers.dispatch:no_such_builder")
     with pytest.raises(ModuleNotFoundError):
         resolve("npu_lint.fixers.no_such_module:build")
+
+
+def test_a_cached_fix_naming_its_fixer_by_a_registry_key_is_not_believed() -> None:
+    """A cache entry written before fixers were referenced directly (``builder="dispatch-migration"``) fails the
+    cache's schema check (the file is linted again) instead of reaching ``resolve`` in fix mode."""
+    from npu_lint.core.diagnostics import Applicability, Fix
+    from npu_lint.engine.cache import _check_fix
+
+    fix = Fix(
+        "Migrate",
+        (),
+        Applicability.UNSAFE,
+        (),
+        "",
+        deferred=True,
+        builder="npu_lint.fixers.dispatch:build_migration_fix",
+    )
+    assert _check_fix(fix.to_json())
+    stale = {**fix.to_json(), "builder": "dispatch-migration"}
+    assert not _check_fix(stale)

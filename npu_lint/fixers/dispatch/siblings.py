@@ -2,7 +2,7 @@
 
 :func:`sibling_registrations` makes an NPU sibling spec that re-registers its GPU spec's functions also
 re-register the GPU spec's new ``__init__`` overrides and handle-calling overrides; :func:`spec_dependents` lists
-the specs that import a spec's patch functions.
+the patch specs of other model packages that import from a spec (their presence makes the migration unsafe).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Small functions over the original text shared by the analysis, the vendor pre-pass and the sibling edits: which
 slots a file declares (module level or in ``config.add_post_import_block``), what a ``@config.<method>(target)``
 decorator targets, which functions a spec registers and imports, ``base_spec_import`` (the spec whose functions
-this one reuses), and the OpSlot-era text of specs this process already migrated (``remember_original`` /
-``base_original``).
+this one reuses), the guard and offset-weight shapes the analysis recognises, the OpSlot-era text of specs this
+process already migrated (``remember_original`` / ``base_original``), and text helpers for copied functions
+(``rename_def``, ``indent_lines``).
 """
 
 from __future__ import annotations
