@@ -309,18 +309,3 @@ def import_bindings(stmt: ast.Import | ast.ImportFrom, module: str | None = None
         if alias.name != "*":
             out.append((alias.asname or alias.name, f"{module}.{alias.name}"))
     return out
-
-
-def import_table(body: list[ast.stmt], imports: dict[str, str] | None = None) -> dict[str, str]:
-    """Bound name -> dotted target of the imports of a module body, also inside top-level ``if`` / ``try``
-    blocks (later bindings win). The one import table (``Context.imports`` and the readers of other modules)."""
-    table: dict[str, str] = {} if imports is None else imports
-    for stmt in body:
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            table.update(import_bindings(stmt))
-        elif isinstance(stmt, (ast.If, ast.Try)):
-            import_table(stmt.body, table)
-            import_table(getattr(stmt, "orelse", []), table)
-            for handler in getattr(stmt, "handlers", []):
-                import_table(handler.body, table)
-    return table

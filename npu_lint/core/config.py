@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +271,3 @@ def selected_codes(settings: Settings, known: dict[str, bool]) -> list[str]:
         where = f" ({settings.config_path})" if settings.config_path else ""
         raise ConfigError(f"no rule is selected{where}: check `select`, `extend-select` and `ignore`")
     return sorted(active)
-
-
-def with_overrides(settings: Settings, **overrides: Any) -> Settings:
-    return replace(settings, **{k: v for k, v in overrides.items() if v is not None})

@@ -100,6 +100,13 @@ class CreateFile:
 
 
 CREATES_FILE_REASON = "creates a new file (nothing imports it yet): creating a file is never a safe fix"
+# a direct reference to a fixer function: its dotted path (``Fix.builder``, ``ProjectRule.fixer``)
+_FIXER_REF = re.compile(r"npu_lint\.fixers(?:\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
+
+
+def is_fixer_ref(ref: object) -> bool:
+    """``"npu_lint.fixers.<module>:<function>"``: the only way a rule names the fixer that builds its fix."""
+    return isinstance(ref, str) and _FIXER_REF.fullmatch(ref) is not None
 
 
 @dataclass(frozen=True)
@@ -112,8 +119,8 @@ class Fix:
     # True when the edits were not computed because the run does not apply fixes (a plain `check`):
     # expensive fixes (libcst / astroid codemods) are built only by `--fix`, `--diff` and editor actions.
     deferred: bool = False
-    # the fixer that builds the edits of a deferred fix (``npu_lint.fixers.BUILDERS``), resolved by the engine
-    # in fix mode: rules never import fixers.
+    # the fixer that builds the edits of a deferred fix: its dotted path ``"npu_lint.fixers.<module>:<function>"``
+    # (``is_fixer_ref``), imported by the engine in fix mode (``npu_lint.fixers.resolve``): rules never import fixers.
     builder: str | None = None
     # the content hash (``text_hash``) of the text the edits were computed on, for fixes computed away from
     # the fixing pass (project rules): an edit is applied only to that very text.

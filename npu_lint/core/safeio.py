@@ -53,14 +53,6 @@ def read_regular(
         os.close(fd)
 
 
-def is_regular(path: str | os.PathLike[str], follow_symlinks: bool = True) -> bool:
-    try:
-        st = os.stat(path) if follow_symlinks else os.lstat(path)
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISREG(st.st_mode)
-
-
 def read_text(
     path: str | os.PathLike[str],
     limit: int = MAX_SOURCE_BYTES,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_lint import __version__
-from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.diagnostics import Diagnostic, is_fixer_ref
 
 MAX_INDEX_BYTES = 128 * 1024 * 1024
 RACY_NS = 2_000_000_000  # a file modified this close to the index write is hashed again next run (FAT: 2 s)
@@ -97,7 +97,7 @@ def _check_fix(f: Any) -> bool:
         )
         and isinstance(f.get("reason", ""), _STR)
         and isinstance(f.get("deferred", False), bool)
-        and (f.get("builder") is None or isinstance(f.get("builder"), _STR))
+        and (f.get("builder") is None or is_fixer_ref(f.get("builder")))
     )
 
 

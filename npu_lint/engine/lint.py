@@ -156,7 +156,7 @@ def _culprit(exc: BaseException) -> str:
 
 
 def _build_deferred(ctx: Context, diags: list[Diagnostic]) -> list[Diagnostic]:
-    """Replace deferred fixes by the fixes their builders compute (``npu_lint.fixers``), once per builder and
+    """Replace deferred fixes by the fixes their builders compute (``npu_lint.fixers.resolve``), once per builder and
     file; every finding that carries the same deferred fix shares the built one."""
     built: dict[str, Fix | None] = {}
     out = []
@@ -166,10 +166,10 @@ def _build_deferred(ctx: Context, diags: list[Diagnostic]) -> list[Diagnostic]:
             out.append(diag)
             continue
         if fix.builder not in built:
-            from npu_lint.fixers import builder
+            from npu_lint.fixers import resolve
 
             try:
-                built[fix.builder] = builder(fix.builder)(ctx.source, ctx.project)
+                built[fix.builder] = resolve(fix.builder)(ctx.source, ctx.project)
             except Exception as exc:  # one failure policy: reported with the codes it serves, exit 2
                 raise InternalError(
                     f"internal error in {diag.code} fix ({fix.builder}): {type(exc).__name__}: {exc}"

@@ -184,7 +184,7 @@ def _project_diagnostics(
     sources: dict[str, SourceFile] | None,
     errors: list[str] | None,
 ) -> list[Diagnostic]:
-    from npu_lint.fixers import builder as fixer_builder
+    from npu_lint.fixers import resolve as resolve_fixer
 
     load_rule_modules()
     rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
@@ -200,7 +200,7 @@ def _project_diagnostics(
     for cls in rules:
         rule = cls()
         rule.fix_mode = fix_mode
-        rule.fixer_lookup = fixer_builder
+        rule.fixer_lookup = resolve_fixer
         try:
             diags = list(rule.check(project, files))
         except Exception as exc:  # one failure policy: name the rule; the run exits 2

@@ -1,7 +1,11 @@
 """Structural codemods (libcst), built by the engine when fixes are applied; rules never import them.
 
-A rule attaches ``Fix(deferred=True, builder=NAME)``; in fix mode the engine calls the builder registered here
-under NAME (imported lazily) with the file's ``SourceFile`` and ``Project`` and replaces the deferred fix with the built one.
+A rule names its fixer by a direct reference, the fixer function's dotted path
+``"npu_lint.fixers.<module>:<function>"`` (a string, so that rules need not import fixers and libcst / astroid
+load only when a fix is built): ``Fix(deferred=True, builder=REF)`` for a file rule, whose builder the engine
+calls in fix mode with the file's ``SourceFile`` and ``Project``, and ``ProjectRule.fixer(REF)`` for a project
+rule. :func:`resolve` imports the function; tests/fixers/test_fixer_refs.py checks that every reference in the
+package resolves.
 
 * :mod:`npu_lint.fixers.dispatch` - module-global dispatch -> instance-local handles owned by classes.
 * :mod:`npu_lint.fixers.npu_spec` - the NPU sibling patch spec (NPU501) and reuse of a copied GPU patch (NPU504).
@@ -14,19 +18,18 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-# builder name -> "module:function"; the function takes the file's SourceFile and Project, returns a Fix or None
-BUILDERS: dict[str, str] = {
-    "dispatch-migration": "npu_lint.fixers.dispatch:build_migration_fix",
-    # project rules (NPU501, NPU502, NPU504) ask for these through ProjectRule.fixer
-    "npu-spec": "npu_lint.fixers.npu_spec:build_npu_spec",
-    "npu-spec-format": "npu_lint.fixers.npu_spec:format_many",
-    "reuse-gpu-patch": "npu_lint.fixers.npu_spec:reuse_gpu_patch_edits",
-    "init-switch-flag-edit": "npu_lint.fixers.init_switch:flag_import_edit",
-    "init-switch-edit": "npu_lint.fixers.init_switch:switch_edit",
-}
+from npu_lint.core.diagnostics import is_fixer_ref
 
 
-def builder(name: str) -> Callable[..., Any]:
-    """The registered builder ``name`` (KeyError when unknown)."""
-    module, _, func = BUILDERS[name].partition(":")
-    return getattr(importlib.import_module(module), func)
+def resolve(ref: str) -> Callable[..., Any]:
+    """The fixer function ``ref`` (``"npu_lint.fixers.<module>:<function>"``) names, imported now.
+
+    ValueError for anything else (a fixer lives in this package); ImportError / AttributeError when the module
+    or the function does not exist."""
+    if not is_fixer_ref(ref):
+        raise ValueError(f"not a fixer reference (npu_lint.fixers.<module>:<function>): {ref!r}")
+    module, _, func = ref.partition(":")
+    found = getattr(importlib.import_module(module), func)
+    if not callable(found):
+        raise TypeError(f"fixer reference {ref!r} names a {type(found).__name__}, not a function")
+    return found

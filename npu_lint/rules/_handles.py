@@ -373,9 +373,9 @@ class HandleTable:
         return False
 
 
-# -- the migration fix (built by the engine from the fixer registry: ``npu_lint.fixers.dispatch``) -------
+# -- the migration fix (built by the engine: ``npu_lint.fixers.dispatch``) ------------------------------------
 
-MIGRATION_BUILDER = "dispatch-migration"
+MIGRATION_BUILDER = "npu_lint.fixers.dispatch:build_migration_fix"
 
 
 def migration_available(api: ApiProfile) -> bool:

@@ -113,8 +113,8 @@ class ProjectRule(RuleMeta):
     parts of a fix (formatting a created file) may be skipped otherwise."""
 
     fix_mode: bool = False
-    # the fixer registry's lookup (``npu_lint.fixers.builder``), set on the instance by the engine: project
-    # rules build their fixes through it and never import a fixer
+    # imports a fixer by its reference (``npu_lint.fixers.resolve``), set on the instance by the engine: project
+    # rules name their fixers as ``"npu_lint.fixers.<module>:<function>"`` and never import a fixer
     fixer_lookup: Callable[[str], Callable[..., Any]] | None = None
 
     def fixer(self, name: str) -> Callable[..., Any]:

@@ -43,7 +43,6 @@ from npu_lint.veomni.registry import (
     kernel_spec_row,
     read_registry,
     read_registry_file,
-    requirement_kind,
 )
 
 if TYPE_CHECKING:
@@ -281,10 +280,6 @@ def _device_kind(device: str, entry: object) -> str:
 
 def _hardware_kind(node: ast.expr | None) -> str | None:
     return hardware_kind(node)
-
-
-def _requirement_kind(node: ast.expr | None) -> str:
-    return requirement_kind(node)
 
 
 def kernel_spec_rows(call: ast.Call, loop_bindings: dict[str, list[ast.expr]]) -> list[OpRow]:

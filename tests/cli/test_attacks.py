@@ -298,10 +298,10 @@ def test_audit_base_cannot_be_a_git_option(tmp_path: Path) -> None:
 
 
 def test_audit_base_is_resolved_before_git_diff_sees_it(tmp_path: Path) -> None:
-    from npu_lint.audit import _changed_since, valid_revision
+    from npu_lint.audit import changed_since, valid_revision
 
     assert not valid_revision("--output=x") and not valid_revision("a b") and valid_revision("HEAD~1")
-    changed, problem = _changed_since(tmp_path, "-x")
+    changed, problem = changed_since(tmp_path, "-x")
     assert changed is None and "not a revision" in problem
 
 

@@ -71,7 +71,10 @@ class MissingNpuSpec(ProjectRule):
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
-        build_npu_spec, format_many = self.fixer("npu-spec"), self.fixer("npu-spec-format")
+        build_npu_spec, format_many = (
+            self.fixer("npu_lint.fixers.npu_spec:build_npu_spec"),
+            self.fixer("npu_lint.fixers.npu_spec:format_many"),
+        )
         linted = _linted(paths)
         found = []
         for pkg in packages(paths):

@@ -135,12 +135,14 @@ class StaticGeneratedImport(ProjectRule):
             flag_edit = None
             if not flag_bound(parsed.tree):
                 module = flag_import_module(pkg.init, parsed.tree)
-                flag_edit = self.fixer("init-switch-flag-edit")(parsed.text, parsed.tree, module)
+                flag_edit = self.fixer("npu_lint.fixers.init_switch:flag_import_edit")(
+                    parsed.text, parsed.tree, module
+                )
             for item in static:
                 gpu_file, npu_file = item.gpu_module + ".py", item.npu_module + ".py"
                 if not ({gpu_file, npu_file} & targets or npu_file in existing):
                     continue  # no spec produces this module: nothing to choose from
-                edit = self.fixer("init-switch-edit")(parsed.text, item)
+                edit = self.fixer("npu_lint.fixers.init_switch:switch_edit")(parsed.text, item)
                 fix = None
                 if edit is not None:
                     edits = (edit,) if flag_edit is None else (flag_edit, edit)

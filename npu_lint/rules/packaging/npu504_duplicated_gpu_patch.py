@@ -87,7 +87,7 @@ class DuplicatedGpuPatch(ProjectRule):
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
-        reuse_gpu_patch_edits = self.fixer("reuse-gpu-patch")
+        reuse_gpu_patch_edits = self.fixer("npu_lint.fixers.npu_spec:reuse_gpu_patch_edits")
         linted = _linted(paths)
         for pkg in packages(paths):
             for npu_path in pkg.npu_specs:
