@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.rules._handles import method_name
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
@@ -185,6 +186,107 @@ def _output_attrs(func: ast.FunctionDef, sources: list[ast.Call]) -> set[str]:
     return out
 
 
+# -- guards and graph cuts -----------------------------------------------------------------------------------
+
+
+def _narrowing_flags(test: ast.AST) -> list[str]:
+    """Parallelism flags other than data parallelism / FSDP that a condition reads (`state.sp_enabled`,
+    `ulysses_enabled`, `ps.tp_size > 1`): a dummy forward run only under one of them is skipped by the FSDP
+    ranks where that parallelism is off."""
+    out = []
+    for n in _walk(test):
+        if isinstance(n, ast.Attribute) and "dp" not in n.attr and n.attr.endswith(("_enabled", "_size")):
+            if n.attr.endswith("_size") and not any(
+                isinstance(c, ast.Compare) and n in set(_walk(c)) for c in _walk(test)
+            ):
+                continue
+            if n.attr not in out:
+                out.append(n.attr)
+    return out
+
+
+def _enclosing(func: ast.AST, target: ast.AST) -> list[tuple[ast.AST, str]]:
+    """The `if` / `with` statements around ``target`` (outermost first), with the side it is on."""
+    out: list[tuple[ast.AST, str]] = []
+
+    def visit(stmts: list[ast.stmt]) -> bool:
+        for stmt in stmts:
+            if target not in set(_walk(stmt)):
+                continue
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list) and any(target in set(_walk(s)) for s in inner):
+                    out.append((stmt, field))
+                    return visit(inner)
+            return True
+        return False
+
+    visit(getattr(func, "body", []))
+    return out
+
+
+_CUTS = {"detach", "detach_", "item", "tolist", "numpy"}
+_NO_GRAD = ("no_grad", "inference_mode")
+
+
+def _no_grad_with(node: ast.AST) -> str | None:
+    if isinstance(node, ast.With):
+        for item in node.items:
+            expr = item.context_expr
+            f = expr.func if isinstance(expr, ast.Call) else expr
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if (
+                name in _NO_GRAD
+                or name == "set_grad_enabled"
+                and isinstance(expr, ast.Call)
+                and any(isinstance(a, ast.Constant) and a.value is False for a in expr.args)
+            ):
+                return ast.unparse(expr)
+    return None
+
+
+def _graph_cut(node: ast.AST, flow: _Flow, roots: set[ast.AST], tainted: set[ast.AST]) -> str | None:
+    """`x.detach()`, `x.item()`, `x.data`, `x.requires_grad_(False)`, `float(x)` on a value derived from
+    ``roots``."""
+
+    def touches(n: ast.AST) -> bool:
+        return _touches(n, flow, roots, tainted)
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and touches(node.func.value):
+        if node.func.attr in _CUTS:
+            return f".{node.func.attr}()"
+        if node.func.attr == "requires_grad_" and any(
+            isinstance(a, ast.Constant) and a.value is False for a in node.args
+        ):
+            return ".requires_grad_(False)"
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "data"
+        and isinstance(node.ctx, ast.Load)
+        and touches(node.value)
+    ):
+        return ".data"
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("float", "int")
+        and node.args
+        and touches(node.args[0])
+    ):
+        return f"{node.func.id}()"
+    return None
+
+
+def _block_of(func: ast.AST, target: ast.AST) -> list[ast.stmt]:
+    """The innermost statement list holding ``target``, from its statement on."""
+    found = _enclosing(func, target)
+    stmts = getattr(found[-1][0], found[-1][1]) if found else getattr(func, "body", [])
+    for i, stmt in enumerate(stmts):
+        if target in set(_walk(stmt)):
+            return stmts[i:]
+    return []
+
+
 def _media_test(test: ast.AST) -> str | None:
     """`<media> is not None` -> the media name."""
     if (
@@ -212,6 +314,11 @@ class TextOnlyDummyForward(WrapperRule):
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
         " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
+        " A dummy forward guarded by another parallelism (`sp_enabled`, `ulysses_enabled`, `tp_size > 1`) is "
+        "skipped by the FSDP ranks where that parallelism is off (unless the other side of the test runs its own "
+        "dummy of that tower), and a dummy output cut out of autograd before it reaches the text path "
+        "(`.detach()`, `.data`, `.item()`, `float()`, `requires_grad_(False)`, or the call under "
+        "`torch.no_grad()`) keeps the collectives of the forward but drops the tower's gradient."
     )
     bad = (
         Example(
@@ -291,6 +398,71 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a side output of the dummy forward (deepstack features) kept in a local nobody reads",
         ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(
+                source_module="transformers.models.qwen2_audio.modeling_qwen2_audio", target_file="x.py"
+            )
+
+
+            @config.override_method("Qwen2AudioForConditionalGeneration.forward")
+            def audio_lm_forward(self, input_ids=None, input_features=None, **kwargs):
+                ps = get_parallel_state()
+                embeds = self.get_input_embeddings()(input_ids)
+                if input_features is not None:
+                    embeds = embeds + self.audio_tower(input_features).last_hidden_state.mean()
+                elif self.training and ps.ulysses_enabled:
+                    zero = self.audio_tower.dummy_forward().last_hidden_state.sum() * 0
+                    embeds = embeds + zero
+                return self.language_model(inputs_embeds=embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_audio/qwen2_audio_gpu_patch_gen_config.py",
+            title="the audio dummy forward runs only under Ulysses sequence parallelism",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+                hidden = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    hidden = hidden + self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output.mean()
+                else:
+                    out = self.visual.dummy_forward()
+                    zero = out.pooler_output.data.float().mean() * 0.0
+                    hidden = zero + hidden
+                return self.language_model(inputs_embeds=hidden, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="the dummy output read through `.data`: the zero term is outside the autograd graph",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyAudioEncoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv1d(128, 64, 3)
+
+                def forward(self, feats):
+                    return self.conv(feats)
+
+                @torch.no_grad()
+                def dummy_forward(self):
+                    return self(torch.zeros(1, 128, 8, dtype=self.conv.weight.dtype, device=self.conv.weight.device))
+            """,
+            title="a tower's dummy forward defined under `torch.no_grad()`",
+        ),
     )
     good = (
         Example(
@@ -320,12 +492,70 @@ class TextOnlyDummyForward(WrapperRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+                hidden = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    hidden = hidden + self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output.mean()
+                elif get_parallel_state().sp_enabled:
+                    hidden = hidden + self.visual.dummy_forward(sp=True).pooler_output.mean() * 0.0
+                else:
+                    hidden = hidden + self.visual.dummy_forward().pooler_output.mean() * 0.0
+                return self.language_model(inputs_embeds=hidden, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a sequence-parallel dummy and a plain one: every rank without images runs one",
+        ),
     )
     fix_safety = "No fix: the dummy input's shape is the tower's business."
 
+    def finish(self) -> None:
+        super().finish()
+        if "dummy_forward" in self.ctx.source.text and any(w in self.ctx.source.text for w in _NO_GRAD):
+            self._no_grad_definitions()
+
+    def _no_grad_definitions(self) -> None:
+        """A tower's `dummy_forward` defined under `torch.no_grad()` (decorator or a `with` around its body):
+        its output has no graph, so the zero-valued dependency the wrapper adds carries no gradient."""
+        for node in _walk(self.ctx.tree):
+            if not isinstance(node, ast.FunctionDef) or method_name(node) != "dummy_forward":
+                continue
+            for deco in node.decorator_list:
+                f = deco.func if isinstance(deco, ast.Call) else deco
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name in _NO_GRAD:
+                    self.report(
+                        deco,
+                        f"`dummy_forward` runs under `{ast.unparse(deco)}`: its output has no autograd graph, so "
+                        "the zero-valued dependency added on text-only ranks gives the tower no gradient and "
+                        "those ranks skip its reduce-scatter",
+                    )
+                    break
+            else:
+                for stmt in _walk(node):
+                    how = _no_grad_with(stmt)
+                    if how is not None:
+                        self.report(
+                            stmt.items[0].context_expr,  # type: ignore[attr-defined]
+                            f"`dummy_forward` runs the tower under `{how}`: its output has no autograd graph, so "
+                            "the zero-valued dependency added on text-only ranks gives the tower no gradient",
+                        )
+                        break
+
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func
-        if not any(MEDIA.match(p) and p.startswith("pixel_values") for p in params_of(func)):
+        if not any(
+            MEDIA.match(p) and (p.startswith("pixel_values") or p == "input_features")
+            for p in params_of(func)
+        ):
             return  # the patch does not handle media itself
         towers = upstream_towers(patched)
         if not towers:
@@ -356,6 +586,66 @@ class TextOnlyDummyForward(WrapperRule):
         self._per_modality(func, calls)
         self._side_features(func, calls)
         self._dead_outputs(func, calls)
+        self._guards(func, calls)
+        self._cuts(func, calls)
+
+    def _guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """A dummy forward run only under another parallelism (`elif get_parallel_state().sp_enabled:`): the
+        FSDP ranks where that parallelism is off and the medium is absent skip the tower's collectives."""
+        for call in calls:
+            tower = _tower_of(call)
+            for stmt, side in _enclosing(func, call):
+                if not isinstance(stmt, ast.If) or side not in ("body", "orelse"):
+                    continue
+                flags = _narrowing_flags(stmt.test)
+                if not flags:
+                    continue
+                other = stmt.orelse if side == "body" else stmt.body
+                if any(_tower_of(c) == tower for s in other for c in _dummy_calls(s)):
+                    continue  # the other side runs its own dummy forward of this tower
+                when = "only when" if side == "body" else "only when not"
+                self.report(
+                    stmt.test,
+                    f"`self.{tower}.dummy_forward()` runs {when} `{flags[0]}` (`{ast.unparse(stmt.test)}`): "
+                    f"under FSDP {'without' if side == 'body' else 'with'} that parallelism, a rank without "
+                    "this medium skips the tower's collectives while the ranks with it run them (guard the "
+                    "dummy forward by FSDP, not by another parallelism)",
+                )
+                break
+
+    def _cuts(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """The dummy forward's output cut out of autograd on its way to the text path (`.detach()`,
+        `.item()`, `.data`, `torch.no_grad()` around the call): the zero-valued dependency then carries no
+        gradient to the tower, so text-only ranks skip its gradient reduce-scatter."""
+        flow = _Flow(func)
+        for call in calls:
+            for stmt, _side in _enclosing(func, call):
+                how = _no_grad_with(stmt)
+                if how is not None:
+                    self.report(
+                        call,
+                        f"the dummy forward runs under `{how}`: its zero-valued output carries no gradient "
+                        "to the tower, so text-only ranks skip the tower's gradient reduce-scatter",
+                    )
+                    break
+            else:
+                tainted = _tainted_defs(func, flow, {call})
+                cut = next(
+                    (
+                        (node, how)
+                        for stmt in _block_of(func, call)
+                        for node in _walk(stmt)
+                        if (how := _graph_cut(node, flow, {call}, tainted)) is not None
+                    ),
+                    None,
+                )
+                if cut is not None:
+                    self.report(
+                        cut[0],
+                        f"`{cut[1]}` cuts the dummy forward's output out of the autograd graph: the zero-valued "
+                        "dependency no longer reaches the tower, so text-only ranks produce no gradient for it and "
+                        "skip its reduce-scatter",
+                    )
 
     def _dead_outputs(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """A local that holds an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) but is

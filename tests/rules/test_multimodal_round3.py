@@ -1,0 +1,98 @@
+"""Multimodal contracts generalised after the round-1/round-2 dev sets (issue 20, item 3): each test is a defect
+written in a shape the dev cases do not use (other names, other models, other guards), with the line it must be
+reported at, and the correct variant that must stay quiet."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+
+SPEC = "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py"
+
+
+def _lines(text: str, code: str, path: str = SPEC) -> list[int]:
+    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
+    return sorted(d.line for d in lint_source(src, [code], Settings()) if d.code == code)
+
+
+VL_FORWARD = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+@config.override_method("Qwen3VLModel.forward")
+def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+    state = get_parallel_state()
+    h = self.get_input_embeddings()(input_ids)
+    if pixel_values is not None:
+        h = h + self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output.mean()
+    elif GUARD:
+        res = self.visual.dummy_forward()
+        pooled = res.pooler_output
+        zero = pooled.mean() * 0.0
+        h = h + zero.to(h.dtype)
+    return self.language_model(inputs_embeds=h, **kwargs)
+"""
+
+
+def test_dummy_forward_guarded_by_another_parallelism() -> None:
+    for guard in ("state.tp_enabled", "self.training and state.cp_enabled", "state.sp_size > 1"):
+        assert _lines(VL_FORWARD.replace("GUARD", guard), "NPU703") == [13], guard
+    for guard in ("state.fsdp_enabled", "self.training and state.fsdp_enabled", "state.dp_shard_enabled"):
+        assert _lines(VL_FORWARD.replace("GUARD", guard), "NPU703") == [], guard
+
+
+def test_dummy_forward_only_without_sequence_parallelism() -> None:
+    text = VL_FORWARD.replace("    elif GUARD:\n", "    elif not state.sp_enabled:\n")
+    assert _lines(text, "NPU703") == [13]
+    # both sides of the test run a dummy forward of the tower: every rank without images joins
+    both = text.replace(
+        "    return self.language_model",
+        "    else:\n        h = h + self.visual.dummy_forward().pooler_output.mean() * 0.0\n    return self.language_model",
+    )
+    assert _lines(both, "NPU703") == []
+
+
+def test_dummy_output_cut_from_autograd() -> None:
+    base = VL_FORWARD.replace("GUARD", "state.fsdp_enabled")
+    assert _lines(base, "NPU703") == []
+    cuts = {
+        "        pooled = res.pooler_output\n": "        pooled = res.pooler_output.detach()\n",
+        "        zero = pooled.mean() * 0.0\n": "        zero = pooled.mean().item() * 0.0\n",
+        "        h = h + zero.to(h.dtype)\n": "        h = h + float(zero)\n",
+    }
+    for old, new in cuts.items():
+        assert old in base
+        line = base.lstrip("\n").splitlines().index(old.rstrip("\n")) + 1
+        assert _lines(base.replace(old, new), "NPU703") == [line], new
+    under = base.replace(
+        "        res = self.visual.dummy_forward()\n",
+        "        with torch.no_grad():\n            res = self.visual.dummy_forward()\n",
+    )
+    assert _lines(under, "NPU703") == [15]
+
+
+def test_dummy_forward_defined_without_grad() -> None:
+    tower = """
+    import torch
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+    @config.override_method("Qwen3VLVisionModel.dummy_forward")
+    def vision_dummy(self):
+        pixel_values = torch.zeros((16, 1536), dtype=self.dtype, device=self.device)
+        with torch.inference_mode():
+            out = self(pixel_values, grid_thw=torch.tensor([[1, 4, 4]], device=self.device))
+        return out
+    """
+    assert _lines(tower, "NPU703") == [10]
+    plain = tower.replace("        with torch.inference_mode():\n            out", "        out")
+    assert plain != tower
+    assert _lines(plain, "NPU703") == []
