@@ -96,3 +96,44 @@ def test_dummy_forward_defined_without_grad() -> None:
     plain = tower.replace("        with torch.inference_mode():\n            out", "        out")
     assert plain != tower
     assert _lines(plain, "NPU703") == []
+
+
+MROPE = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_5_vl.modeling_qwen2_5_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2_5_VLModel.forward")
+def model_forward(self, input_ids=None, position_ids=None, inputs_embeds=None, attention_mask=None, **kwargs):
+    if position_ids is None:
+        position_ids, deltas = self.get_rope_index(input_ids, None, None, None, attention_mask)
+    elif LAYOUT:
+        pass
+    out = self.language_model(position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+    return out
+"""
+
+
+def test_caller_position_ids_keep_the_collated_layout() -> None:
+    # no axis move anywhere: reported where the caller's ids are handled (the `elif` after `if position_ids is None`)
+    assert _lines(MROPE.replace("LAYOUT", "position_ids.ndim == 3"), "NPU704") == [10]
+    moved = {
+        "elif LAYOUT:\n        pass": "elif position_ids.ndim == 3:\n        position_ids = position_ids.movedim(1, 0)",
+        "elif LAYOUT:\n        pass\n": "else:\n        position_ids = einops.rearrange(position_ids, 'b s l -> s b l')\n",
+    }
+    for old, new in moved.items():
+        assert old in MROPE
+        assert _lines(MROPE.replace(old, new), "NPU704") == [], new
+    # re-derived from themselves without a move: reported at that statement
+    kept = MROPE.replace(
+        "elif LAYOUT:\n        pass", "else:\n        position_ids = position_ids.long().contiguous()"
+    )
+    assert _lines(kept, "NPU704") == [11]
+    # a forward that never takes position ids from the caller has nothing to transpose
+    own = (
+        MROPE.replace("position_ids=None, ", "")
+        .replace("    if position_ids is None:\n", "    if True:\n")
+        .replace("    elif LAYOUT:\n        pass\n", "")
+    )
+    assert _lines(own, "NPU704") == []

@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span
+from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span, params_of, passed_on
 from npu_lint.veomni.constants import tree_constant
 from npu_lint.veomni.upstream import (
     composite_config_fields,
@@ -105,6 +105,42 @@ def _self_calls(func: ast.AST) -> set[str]:
     return out
 
 
+_MROPE_HINTS = ("rope_index", "3d_position", "mrope")
+_MOVES = ("transpose", "permute", "movedim", "swapaxes", "swapdims", "rearrange")
+
+
+def _moves_axes(node: ast.AST, name: str, helpers: dict[str, ast.FunctionDef], depth: int = 0) -> bool:
+    """Whether ``node`` moves an axis of ``name`` (`name.transpose(0, 1)`, `torch.permute(name, ...)`,
+    `rearrange(name, ...)`, or a module-level helper called with it that does so)."""
+    for n in _walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        on = [f.value] if isinstance(f, ast.Attribute) else []
+        if callee in _MOVES and any(
+            isinstance(x, ast.Name) and x.id == name for a in [*on, *n.args] for x in _walk(a)
+        ):
+            return True
+        if isinstance(f, ast.Name) and f.id in helpers and depth < 2:
+            args = [*n.args, *(k.value for k in n.keywords)]
+            if any(isinstance(x, ast.Name) and x.id == name for a in args for x in _walk(a)):
+                helper = helpers[f.id]
+                params = [
+                    a.arg for a in [*helper.args.posonlyargs, *helper.args.args, *helper.args.kwonlyargs]
+                ]
+                if any(_moves_axes(helper, p, helpers, depth + 1) for p in params):
+                    return True
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "mT"
+            or isinstance(n, ast.Attribute)
+            and n.attr in ("mT", "T")
+        ):
+            return True
+    return False
+
+
 def _position_methods(names: set[str]) -> set[str]:
     return {n for n in names if any(h in n for h in _POSITION_HINTS)}
 
@@ -121,6 +157,10 @@ class PositionIdFunction(WrapperRule):
         "`get_position_id_func` that wraps another model's `<Other>Model.get_rope_index` (a copy-paste from "
         "the model it was adapted from) precomputes positions with the wrong rules. Both train, silently worse."
         " The media token ids a position-id function maps (`fake_config.image_token_id = ...`) must be the placeholders the data transform writes, the tree's `<MODALITY>_INPUT_INDEX` (read from the tree), one for each modality the model's config has; and a branch that finds the M-RoPE sections on axis k of `position_ids` (`shape[k] == 3`) must move them to axis 0. A position-id function that copies the config (`copy.copy(self.config)`) but maps no media token id at all, where the config has them and the tree defines the placeholders, is reported too."
+        " A patched forward of an M-RoPE model (its upstream forward calls `get_rope_index` / "
+        "`compute_3d_position_ids`) that takes `position_ids` from the caller and passes them on must move the "
+        "M-RoPE axis to the front somewhere (`transpose`, `permute`, `movedim`, `rearrange`, or a local helper "
+        "that does): VeOmni precomputes the ids per sample as (3, seq) and collates them as (batch, 3, seq)."
     )
     bad = (
         Example(
@@ -173,6 +213,24 @@ class PositionIdFunction(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a media token mapped to another modality's placeholder",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLModel.forward")
+            def qwen2_vl_model_forward(self, input_ids=None, position_ids=None, inputs_embeds=None, **kwargs):
+                if position_ids is None:
+                    position_ids, _ = self.get_rope_index(input_ids, None, None, None)
+                else:
+                    position_ids = position_ids.to(inputs_embeds.device)
+                return self.language_model(position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="precomputed (batch, 3, seq) position ids handed to the text model without moving the M-RoPE axis",
+        ),
     )
     good = (
         Example(
@@ -190,6 +248,28 @@ class PositionIdFunction(WrapperRule):
                 return partial(get_position_id, Qwen3VLModel.get_rope_index, fake_model)
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            def sections_first(ids):
+                return ids.permute(1, 0, 2) if ids.dim() == 3 else ids
+
+
+            @config.override_method("Qwen2VLModel.forward")
+            def qwen2_vl_model_forward(self, input_ids=None, position_ids=None, inputs_embeds=None, **kwargs):
+                if position_ids is None:
+                    position_ids, _ = self.get_rope_index(input_ids, None, None, None)
+                else:
+                    position_ids = sections_first(position_ids)
+                return self.language_model(position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the M-RoPE axis moved to the front by a local helper",
         ),
     )
     fix_safety = (
@@ -277,6 +357,59 @@ class PositionIdFunction(WrapperRule):
                         f"`{name}` has its 3 M-RoPE sections on axis {axis}; `{ast.unparse(move.func)}"  # type: ignore[attr-defined]
                         f"({', '.join(ast.unparse(a) for a in move.args)})` does not bring them to axis 0",
                     )
+
+    def _caller_layout(self, patched: PatchedMethod, methods: list[str]) -> None:
+        """Position ids the caller supplies (VeOmni precomputes M-RoPE ids per sample as (3, seq) and collates
+        them as (batch, 3, seq)) must have their 3 sections moved to axis 0 before the text model: a patched
+        forward that passes `position_ids` on and never transposes it feeds batch rows in as t/h/w sections."""
+        func = patched.func
+        if "position_ids" not in params_of(func) or not passed_on(func, "position_ids"):
+            return
+        helpers = {s.name: s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef)}
+        for stmt in func.body:
+            if _moves_axes(stmt, "position_ids", helpers):
+                return
+        # where the layout should be fixed: a statement re-deriving the caller's ids from themselves, else the
+        # `else` of `if position_ids is None:`, else where they are handed on
+        at: ast.AST | None = None
+        for node in _walk(func):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "position_ids" for t in node.targets)
+                and any(isinstance(n, ast.Name) and n.id == "position_ids" for n in _walk(node.value))
+                and not any(m in ast.unparse(node.value) for m in methods)
+            ):
+                if at is None or node.lineno < at.lineno:  # type: ignore[attr-defined]
+                    at = node
+        if at is None:
+            for node in _walk(func):
+                if (
+                    isinstance(node, ast.If)
+                    and "position_ids is None" in ast.unparse(node.test)
+                    and node.orelse
+                ):
+                    at = node.orelse[0]
+                    break
+        if at is None:
+            at = next(
+                (
+                    k
+                    for n in _walk(func)
+                    if isinstance(n, ast.Call)
+                    for k in n.keywords
+                    if k.arg == "position_ids"
+                    and isinstance(k.value, ast.Name)
+                    and k.value.id == "position_ids"
+                ),
+                None,
+            )
+        self.report(
+            at if at is not None else def_span(self.ctx, func),
+            f"`{patched.cls}.{patched.name}` passes caller-supplied `position_ids` on without moving the M-RoPE "
+            "axis to the front: precomputed ids arrive collated as (batch, 3, seq), the text model reads "
+            f"(3, batch, seq) (what `self.{methods[0]}` returns), so batch rows are read as t/h/w sections "
+            "(`position_ids.transpose(0, 1)` when `position_ids.dim() == 3 and position_ids.shape[1] == 3`)",
+        )
 
     def _token_mapping(self) -> None:
         """The media token ids a position-id function maps must be the placeholders the data transform writes
@@ -425,6 +558,8 @@ class PositionIdFunction(WrapperRule):
 
     def check(self, patched: PatchedMethod) -> None:
         upstream = _position_methods(_self_calls(patched.upstream))
+        if upstream and any(w in m for m in upstream for w in _MROPE_HINTS):
+            self._caller_layout(patched, sorted(upstream))
         if not upstream or not patched.cls.endswith("Model"):
             return
         if _position_methods(_self_calls(patched.func)):
