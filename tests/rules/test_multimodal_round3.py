@@ -137,3 +137,35 @@ def test_caller_position_ids_keep_the_collated_layout() -> None:
         .replace("    elif LAYOUT:\n        pass\n", "")
     )
     assert _lines(own, "NPU704") == []
+
+
+OMNI_SPEC = """
+import torch
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_5_omni.modeling_qwen2_5_omni", target_file="x.py")
+
+
+@config.override_method("Qwen2_5OmniAudioEncoder.dummy_forward")
+def audio_dummy(self):
+    conv = self.conv1
+    feats = torch.zeros((200, 128), dtype=conv.weight.dtype, device=self.device)
+    return self(feats, feature_lens=torch.tensor([200], device=self.device))
+
+
+@config.override_method("Qwen2_5OmniVisionEncoder.dummy_forward")
+def vision_dummy(self):
+    pixels = torch.zeros((16, 1176), dtype=VISION_DTYPE, device=self.device)
+    return self(pixels, grid_thw=torch.tensor([[1, 4, 4]], device=self.device))
+"""
+
+
+def test_dummy_dtype_against_the_files_own_convention() -> None:
+    path = "veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py"
+    for model_level in ("self.dtype", "self.config.torch_dtype", "next(self.parameters()).dtype"):
+        assert _lines(OMNI_SPEC.replace("VISION_DTYPE", model_level), "NPU702", path) == [16], model_level
+    for live in ("self.patch_embed.proj.weight.dtype", "next(self.patch_embed.parameters()).dtype"):
+        assert _lines(OMNI_SPEC.replace("VISION_DTYPE", live), "NPU702", path) == [], live
+    # no tower of the file reads a live layer: `self.dtype` is the first parameter's dtype (issue 18), not reported
+    both = OMNI_SPEC.replace("conv.weight.dtype", "self.dtype").replace("VISION_DTYPE", "self.dtype")
+    assert _lines(both, "NPU702", path) == []
