@@ -169,3 +169,126 @@ def test_dummy_dtype_against_the_files_own_convention() -> None:
     # no tower of the file reads a live layer: `self.dtype` is the first parameter's dtype (issue 18), not reported
     both = OMNI_SPEC.replace("conv.weight.dtype", "self.dtype").replace("VISION_DTYPE", "self.dtype")
     assert _lines(both, "NPU702", path) == []
+
+
+WRAPPER = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_5_vl.modeling_qwen2_5_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2_5_VLForConditionalGeneration.forward")
+def wrapper_forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None,
+                    video_grid_thw=None, second_per_grid_ts=None, labels=None, **kwargs):
+    outputs = self.model(
+        input_ids=input_ids,
+        pixel_values=pixel_values,
+        pixel_values_videos=pixel_values_videos,
+        image_grid_thw=image_grid_thw,
+        video_grid_thw=video_grid_thw,
+        second_per_grid_ts=second_per_grid_ts,
+        **kwargs,
+    )
+    return outputs
+"""
+
+
+def test_media_input_dropped_is_reported_in_the_call() -> None:
+    assert _lines(WRAPPER, "NPU701") == []
+    # a keyword left out of the inner model's call: reported at the keyword it used to follow (upstream order)
+    assert _lines(WRAPPER.replace("        image_grid_thw=image_grid_thw,\n", ""), "NPU701") == [12]
+    # passed as a constant instead: reported at that value
+    assert _lines(WRAPPER.replace("video_grid_thw=video_grid_thw,", "video_grid_thw=None,"), "NPU701") == [14]
+
+
+def test_missing_dummy_forward_is_reported_where_the_else_belongs() -> None:
+    text = VL_FORWARD.replace(
+        "    elif GUARD:\n        res = self.visual.dummy_forward()\n        pooled = res.pooler_output\n"
+        "        zero = pooled.mean() * 0.0\n        h = h + zero.to(h.dtype)\n",
+        "",
+    )
+    assert "dummy_forward" not in text
+    assert _lines(text, "NPU703") == [12]  # the last line of the `if pixel_values is not None:` branch
+    # an `else` that does something else: reported at its first statement
+    other = text.replace(
+        "    return self.language_model", "    else:\n        h = h * 1.0\n    return self.language_model"
+    )
+    assert _lines(other, "NPU703") == [14]
+
+
+def test_side_features_reset_in_the_text_only_branch() -> None:
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+    @config.override_method("Qwen3VLModel.forward")
+    def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+        h = self.get_input_embeddings()(input_ids)
+        if pixel_values is not None:
+            feats = self.get_image_features(pixel_values, image_grid_thw)
+            h = h + feats.pooler_output.mean()
+            layers_side = feats.deepstack_features
+        else:
+            dummy = self.visual.dummy_forward()
+            h = h + dummy.pooler_output.mean() * 0.0
+            dummy_side = dummy.deepstack_features
+        if pixel_values is not None:
+            side = layers_side
+        else:
+            side = None
+        return self.language_model(inputs_embeds=h, deepstack_visual_embeds=side, **kwargs)
+    """
+    assert _lines(text, "NPU703") == [20]
+    fed = text.replace("            side = None\n", "            side = dummy_side\n")
+    assert fed != text
+    assert _lines(fed, "NPU703") == []
+
+
+def test_checkpoint_rename_reported_at_the_assignment() -> None:
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+    @config.override_method("Qwen3VLModel.__init__")
+    def vl_init(self, config):
+        super().__init__(config)
+        self.visual = Qwen3VLVisionModel._from_config(config.vision_config)
+        self.text_model = Qwen3VLTextModel._from_config(config.text_config)
+        self.rope_deltas = None
+    """
+    assert _lines(text, "NPU705") == [10]
+
+
+def test_positional_media_argument_replaced_after_a_dropped_one() -> None:
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen2_5_omni.modeling_qwen2_5_omni", target_file="x.py")
+
+
+    @config.override_method("Qwen2_5OmniThinkerForConditionalGeneration.forward")
+    def thinker_forward(self, input_ids=None, input_features=None, pixel_values=None, pixel_values_videos=None,
+                        image_grid_thw=None, video_grid_thw=None, attention_mask=None, feature_attention_mask=None,
+                        audio_feature_lengths=None, position_ids=None, video_second_per_grid=None, **kwargs):
+        h = self.model(input_ids=input_ids, input_features=input_features, pixel_values=pixel_values,
+                       pixel_values_videos=pixel_values_videos, feature_attention_mask=feature_attention_mask)
+        if position_ids is None:
+            position_ids, _ = self.get_rope_index(
+                input_ids, image_grid_thw, video_grid_thw, attention_mask, audio_feature_lengths, GIVEN
+            )
+        else:
+            position_ids = position_ids.transpose(0, 1)
+        return h, position_ids
+    """
+    assert _lines(text.replace("GIVEN", "video_second_per_grid"), "NPU701") == []
+    # `use_audio_in_video` is not passed (upstream passes it before `audio_feature_lengths`): the argument after
+    # `audio_feature_lengths` is where `video_second_per_grid` belongs
+    assert _lines(text.replace("GIVEN", "None"), "NPU701") == [14]
+    # the argument left off the end of the call: reported at the last argument it used to follow
+    cut = text.replace("audio_feature_lengths, GIVEN\n", "audio_feature_lengths\n")
+    assert cut != text
+    assert _lines(cut, "NPU701") == [14]

@@ -67,6 +67,84 @@ def _kwargs_removed(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     return out
 
 
+def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
+    out: dict[str, list[ast.Call]] = {}
+    for node in _walk(func):
+        if isinstance(node, ast.Call) and _callee(node):
+            out.setdefault(_callee(node), []).append(node)
+    return out
+
+
+def _is(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _where_dropped(
+    func: ast.FunctionDef, upstream: ast.FunctionDef, name: str, media: list[str]
+) -> tuple[ast.AST | None, str]:
+    """Where the patch stops handing ``name`` on: in the call the upstream forward passes it to (same callee),
+    the argument that replaced it or the keyword it used to follow; else the call that receives the other media
+    inputs. (None, "") when there is no such call."""
+    mine = _calls_by_name(func)
+    for up in _walk(upstream):
+        if not isinstance(up, ast.Call) or not mine.get(_callee(up)):
+            continue
+        callee = _callee(up)
+        for i, a in enumerate(up.args):
+            if _is(a, name):
+                for call in mine[callee]:
+                    # align on the nearest earlier argument both calls pass by the same name (the patch may
+                    # drop an argument before it), else on the position
+                    names = [x.id if isinstance(x, ast.Name) else None for x in call.args]
+                    k = next(
+                        (
+                            names.index(p.id) + 1
+                            for p in reversed(up.args[:i])
+                            if isinstance(p, ast.Name) and p.id in names
+                        ),
+                        i,
+                    )
+                    if k < len(call.args) and not isinstance(call.args[k], ast.Starred):
+                        return call.args[k], (
+                            f" (`{ast.unparse(call.func)}` gets `{ast.unparse(call.args[k])}` in its place)"
+                        )
+                    if k == len(call.args) and call.args and not call.keywords:
+                        return call.args[-1], (
+                            f" (`{ast.unparse(call.func)}` ends at `{ast.unparse(call.args[-1])}`, where the upstream "
+                            "call passes it next)"
+                        )
+        for j, kw in enumerate(up.keywords):
+            if kw.arg is None or not _is(kw.value, name):
+                continue
+            before = [k.arg for k in up.keywords[:j] if k.arg][::-1]
+            for call in mine[callee]:
+                given = {k.arg: k for k in call.keywords if k.arg}
+                if kw.arg in given:
+                    return given[
+                        kw.arg
+                    ].value, f" (`{callee}` gets `{kw.arg}={ast.unparse(given[kw.arg].value)}`)"
+                near = next((given[b] for b in before if b in given), None)
+                if near is not None or call.keywords:
+                    return near or call.keywords[-1], f" (not in the `{ast.unparse(call.func)}(...)` call)"
+    # the call that receives the most of the other media inputs
+    best: tuple[int, ast.Call] | None = None
+    for calls in mine.values():
+        for call in calls:
+            got = sum(1 for k in call.keywords if k.arg in media and k.arg != name)
+            if got and (best is None or got > best[0]):
+                best = (got, call)
+    if best is None:
+        return None, ""
+    call = best[1]
+    order = [m for m in media if m != name]
+    earlier = order[: media.index(name)] if name in media else order
+    given = {k.arg: k for k in call.keywords if k.arg}
+    near = next((given[m] for m in reversed(earlier) if m in given), None)
+    return near or call.keywords[
+        -1
+    ], f" (not in the `{ast.unparse(call.func)}(...)` call with the other media inputs)"
+
+
 class MediaParameters(WrapperRule):
     code = "NPU701"
     name = "media-parameters"
@@ -78,6 +156,9 @@ class MediaParameters(WrapperRule):
         "signature (without forwarding `**kwargs`), accepts it and never passes it on, or overwrites it before "
         "reading it, trains without that input: images are silently ignored or recomputed. The parameters are "
         "compared with the upstream forward's (and `prepare_inputs_for_generation`'s)."
+        " An input accepted and never passed on is reported where the patch stops handing it on: in the call the "
+        "upstream forward passes it to, at the value that took its place (`get_rope_index(..., None)`) or the "
+        "argument it used to follow."
     )
     bad = (
         Example(
@@ -181,6 +262,8 @@ class MediaParameters(WrapperRule):
                 )
                 continue
             if arg.arg not in used or not passed_on(func, arg.arg):
+                at, where = _where_dropped(func, patched.upstream, arg.arg, media)
                 self.report(
-                    arg, f"`{arg.arg}` is accepted but never passed on: that input is silently ignored"
+                    at or arg,
+                    f"`{arg.arg}` is accepted but never passed on{where}: that input is silently ignored",
                 )

@@ -287,6 +287,83 @@ def _block_of(func: ast.AST, target: ast.AST) -> list[ast.stmt]:
     return []
 
 
+def _branch_end(node: ast.If) -> ast.AST | tuple[int, int, int, int]:
+    """Where a media branch's text-only counterpart belongs: the statement of its `else` / `elif` (the
+    first statement inside an `elif`), or the branch's last line when it has none."""
+    if node.orelse:
+        first = node.orelse[0]
+        if isinstance(first, ast.If) and first.body:
+            return first.body[0]
+        return first
+    last = node.body[-1]
+    end = last.end_lineno or last.lineno
+    return end, 0, end, last.end_col_offset or 0
+
+
+def _media_branch(func: ast.AST, tower: str) -> ast.If | None:
+    """The `if <media> is not None:` branch whose body runs ``tower`` (directly or through a
+    `self.get_*_features` helper of the tower's modality)."""
+    audio = "audio" in tower
+    for node in _walk(func):
+        if not isinstance(node, ast.If):
+            continue
+        name = _media_test(node.test)
+        if name is None or not MEDIA.match(name):
+            continue
+        if audio != ("audio" in name or name == "input_features"):
+            continue
+        for stmt in node.body:
+            for c in _walk(stmt):
+                if (
+                    isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Attribute)
+                    and isinstance(c.func.value, ast.Name)
+                    and c.func.value.id == "self"
+                    and (
+                        c.func.attr == tower
+                        or c.func.attr.startswith("get_")
+                        and c.func.attr.endswith("_features")
+                    )
+                ):
+                    return node
+    return None
+
+
+def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) -> ast.Assign | None:
+    """`<side> = None` in the final `else` of a branch chain, where `<side>` is what the real path fills with the
+    tower's ``attr`` (`deepstack_visual_embeds = deepstack_image_embeds`, itself read from `.deepstack_features`
+    of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path)."""
+    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    side: set[str] = set()
+    for _ in range(4):
+        before = len(side)
+        for node in assigns:
+            reads = any(
+                isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in dummy_reads
+                for n in _walk(node.value)
+            ) or any(isinstance(n, ast.Name) and n.id in side for n in _walk(node.value))
+            if reads:
+                side.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(side) == before:
+            break
+    if not side:
+        return None
+    for node in _walk(func):
+        if not isinstance(node, ast.If) or not node.orelse or isinstance(node.orelse[0], ast.If):
+            continue
+        for stmt in node.orelse:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id in side
+                and isinstance(stmt.value, ast.Constant)
+                and stmt.value.value is None
+            ):
+                return stmt
+    return None
+
+
 def _media_test(test: ast.AST) -> str | None:
     """`<media> is not None` -> the media name."""
     if (
@@ -564,8 +641,9 @@ class TextOnlyDummyForward(WrapperRule):
         covered = {_tower_of(c) for c in calls}
         missing = [t for t in towers if t not in covered]
         if missing:
+            branch = _media_branch(func, missing[0])
             self.report(
-                def_span(self.ctx, func),
+                _branch_end(branch) if branch is not None else def_span(self.ctx, func),
                 f"`{patched.cls}.forward` never runs `self.{missing[0]}.dummy_forward()` for a text-only micro-batch: "
                 "under FSDP the ranks without media skip the tower's collectives",
             )
@@ -657,6 +735,12 @@ class TextOnlyDummyForward(WrapperRule):
         if not holders:
             return
         loaded = {n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        reported: set[ast.AST] = set()
+        dummy_reads = {
+            id(n)
+            for n in _walk(func)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in holders
+        }
         for node in _walk(func):
             if not (
                 isinstance(node, ast.Assign)
@@ -672,12 +756,26 @@ class TextOnlyDummyForward(WrapperRule):
             ):
                 continue
             name = node.targets[0].id
-            if name not in loaded:
+            if name in loaded:
+                continue
+            reset = _text_only_reset(func, value.attr, dummy_reads)
+            if reset is not None:
+                if reset in reported:
+                    continue
+                reported.add(reset)
+                target = reset.targets[0].id  # type: ignore[attr-defined]
                 self.report(
-                    node,
-                    f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
-                    "the text path, and the layers producing it get no gradient on text-only ranks",
+                    reset,
+                    f"the text-only branch sets `{target}` (what the real path fills with the tower's "
+                    f"`{value.attr}`) to `None` while `{name}` holds the dummy forward's `{value.attr}` and is never "
+                    "read: the layers producing it get no gradient on text-only ranks",
                 )
+                continue
+            self.report(
+                node,
+                f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
+                "the text path, and the layers producing it get no gradient on text-only ranks",
+            )
 
     def _per_modality(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """Each media branch of the real path (`if pixel_values_videos is not None:` running a tower) needs a
@@ -707,7 +805,7 @@ class TextOnlyDummyForward(WrapperRule):
             if any(c in set(n for stmt in node.orelse for n in _walk(stmt)) for c in calls):
                 continue
             self.report(
-                node.test,
+                _branch_end(node),
                 f"no dummy forward runs when a rank has no `{name}`: under FSDP that modality's tower skips its "
                 "collectives on the ranks without it (add the tower's `dummy_forward()` in the `else`)",
             )
