@@ -292,3 +292,70 @@ def test_positional_media_argument_replaced_after_a_dropped_one() -> None:
     cut = text.replace("audio_feature_lengths, GIVEN\n", "audio_feature_lengths\n")
     assert cut != text
     assert _lines(cut, "NPU701") == [14]
+
+
+def test_swapped_media_keywords() -> None:
+    swapped = WRAPPER.replace("image_grid_thw=image_grid_thw,", "image_grid_thw=video_grid_thw,").replace(
+        "video_grid_thw=video_grid_thw,", "video_grid_thw=image_grid_thw,"
+    )
+    assert swapped.count("_grid_thw=") == 2 + 2  # the two keywords (and the two signature defaults)
+    assert _lines(swapped, "NPU701") == [13, 14]
+
+
+TWO_MEDIA = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2VLModel.forward")
+def vl_forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None,
+               video_grid_thw=None, **kwargs):
+    h = self.get_input_embeddings()(input_ids)
+    if pixel_values is not None:
+        h = h + self.visual(pixel_values, grid_thw=image_grid_thw).mean()
+    elif get_parallel_state().fsdp_enabled:
+        h = h + self.visual.dummy_forward().mean() * 0.0
+    if pixel_values_videos is not None:
+        h = h + self.visual(pixel_values_videos, grid_thw=video_grid_thw).mean()
+    elif VIDEO_GUARD:
+        h = h + self.visual.dummy_forward().mean() * 0.0
+    return self.language_model(inputs_embeds=h, **kwargs)
+"""
+
+
+def test_video_dummy_conditioned_on_images() -> None:
+    quiet = (
+        "get_parallel_state().fsdp_enabled",
+        "video_grid_thw is None and get_parallel_state().fsdp_enabled",
+    )
+    for guard in quiet:
+        assert _lines(TWO_MEDIA.replace("VIDEO_GUARD", guard), "NPU703") == [], guard
+    for guard in ("pixel_values is None", "image_grid_thw is None and get_parallel_state().fsdp_enabled"):
+        assert _lines(TWO_MEDIA.replace("VIDEO_GUARD", guard), "NPU703") == [17], guard
+
+
+def test_remapped_config_never_used() -> None:
+    text = """
+    import copy
+    from functools import partial
+
+    from veomni.patchgen.patch_spec import PatchConfig
+    from veomni.utils.constants import IMAGE_INPUT_INDEX, VIDEO_INPUT_INDEX
+
+    config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+    @config.override_method("Qwen2VLForConditionalGeneration.get_position_id_func")
+    def pos_func(self):
+        cfg = copy.deepcopy(self.config)
+        cfg.image_token_id = IMAGE_INPUT_INDEX
+        cfg.video_token_id = VIDEO_INPUT_INDEX
+        holder = PosHolder(config=self.config)
+        return partial(get_position_id, Qwen2VLModel.get_rope_index, holder)
+    """
+    assert _lines(text, "NPU704") == [15]
+    used = text.replace("PosHolder(config=self.config)", "PosHolder(config=cfg)")
+    assert used != text
+    assert _lines(used, "NPU704") == []

@@ -158,7 +158,8 @@ class MediaParameters(WrapperRule):
         "compared with the upstream forward's (and `prepare_inputs_for_generation`'s)."
         " An input accepted and never passed on is reported where the patch stops handing it on: in the call the "
         "upstream forward passes it to, at the value that took its place (`get_rope_index(..., None)`) or the "
-        "argument it used to follow."
+        "argument it used to follow. A media input handed on under another media input's name "
+        "(`video_grid_thw=image_grid_thw`) is reported too."
     )
     bad = (
         Example(
@@ -201,6 +202,22 @@ class MediaParameters(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a parameter overwritten from kwargs before it is read",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLForConditionalGeneration.forward")
+            def wrapper(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None,
+                        video_grid_thw=None, **kwargs):
+                return self.model(input_ids=input_ids, pixel_values=pixel_values, pixel_values_videos=pixel_values_videos,
+                                  image_grid_thw=video_grid_thw, video_grid_thw=image_grid_thw, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the image and video grids handed on under each other's names",
+        ),
     )
     good = (
         Example(
@@ -229,6 +246,26 @@ class MediaParameters(WrapperRule):
             ):
                 self.check(patched)
 
+    def _swapped(self, func: ast.FunctionDef) -> None:
+        """A media parameter handed on under another media input's name (`video_grid_thw=image_grid_thw`): the
+        callee reads one modality's tensor as another's."""
+        mine = {p for p in params_of(func) if MEDIA.match(p)}
+        for node in _walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            for kw in node.keywords:
+                if (
+                    kw.arg in mine
+                    and isinstance(kw.value, ast.Name)
+                    and kw.value.id in mine
+                    and kw.value.id != kw.arg
+                ):
+                    self.report(
+                        kw.value,
+                        f"`{ast.unparse(node.func)}` gets `{kw.arg}={kw.value.id}`: the forward's own `{kw.value.id}` "
+                        f"is handed on as `{kw.arg}`, so the callee reads one input as another",
+                    )
+
     def check(self, patched: PatchedMethod) -> None:
         media = [p for p in params_of(patched.upstream) if MEDIA.match(p)]
         if not media:
@@ -251,6 +288,7 @@ class MediaParameters(WrapperRule):
                         f"`{key}` rides in `**kwargs` (the patch does not name it) and is removed from them here: "
                         "that input never reaches the model",
                     )
+        self._swapped(func)
         for arg in [*func.args.args, *func.args.kwonlyargs]:
             if arg.arg not in media:
                 continue

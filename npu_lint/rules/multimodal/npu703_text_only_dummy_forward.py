@@ -364,6 +364,18 @@ def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) ->
     return None
 
 
+def _modality(name: str) -> str | None:
+    """The medium a media input carries: `pixel_values` / `image_*` -> image, `pixel_values_videos` /
+    `video_*` -> video, `input_features` / `audio_*` / `feature_attention_mask` -> audio."""
+    if "video" in name:
+        return "video"
+    if name.startswith(("pixel_values", "image_")):
+        return "image"
+    if "audio" in name or name in ("input_features", "feature_attention_mask"):
+        return "audio"
+    return None
+
+
 def _media_test(test: ast.AST) -> str | None:
     """`<media> is not None` -> the media name."""
     if (
@@ -395,7 +407,9 @@ class TextOnlyDummyForward(WrapperRule):
         "skipped by the FSDP ranks where that parallelism is off (unless the other side of the test runs its own "
         "dummy of that tower), and a dummy output cut out of autograd before it reaches the text path "
         "(`.detach()`, `.data`, `.item()`, `float()`, `requires_grad_(False)`, or the call under "
-        "`torch.no_grad()`) keeps the collectives of the forward but drops the tower's gradient."
+        "`torch.no_grad()`) keeps the collectives of the forward but drops the tower's gradient. A dummy forward for the ranks without one "
+        "medium that also tests another (`elif pixel_values is None:` in the video branch) makes a rank with only "
+        "that other medium run the tower fewer times than the ranks with both."
     )
     bad = (
         Example(
@@ -540,6 +554,29 @@ class TextOnlyDummyForward(WrapperRule):
             """,
             title="a tower's dummy forward defined under `torch.no_grad()`",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLModel.forward")
+            def forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, video_grid_thw=None, **kwargs):
+                x = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    x = x + self.visual(pixel_values).mean()
+                else:
+                    x = x + self.visual.dummy_forward().mean() * 0.0
+                if pixel_values_videos is not None:
+                    x = x + self.visual(pixel_values_videos, grid_thw=video_grid_thw).mean()
+                elif pixel_values is None:
+                    x = x + self.visual.dummy_forward().mean() * 0.0
+                return self.language_model(inputs_embeds=x, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the video pass's dummy forward skipped on ranks that have images",
+        ),
     )
     good = (
         Example(
@@ -665,6 +702,7 @@ class TextOnlyDummyForward(WrapperRule):
         self._side_features(func, calls)
         self._dead_outputs(func, calls)
         self._guards(func, calls)
+        self._other_media_guards(func, calls)
         self._cuts(func, calls)
 
     def _guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
@@ -690,6 +728,40 @@ class TextOnlyDummyForward(WrapperRule):
                     "dummy forward by FSDP, not by another parallelism)",
                 )
                 break
+
+    def _other_media_guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """A dummy forward for the ranks without one medium that also tests another medium
+        (`elif pixel_values is None and ...` under `if pixel_values_videos is not None:`): a rank with the other
+        medium skips this pass of the tower, so it runs the tower fewer times than the ranks with both and the
+        per-call collectives fall out of step."""
+        params = {p for p in params_of(func) if MEDIA.match(p)}
+        for call in calls:
+            chain = _enclosing(func, call)
+            own = None
+            for stmt, side in chain:
+                if isinstance(stmt, ast.If) and side == "orelse" and _media_test(stmt.test) in params:
+                    own = _media_test(stmt.test)
+            if own is None:
+                continue
+            for stmt, _side in chain:
+                if not isinstance(stmt, ast.If) or _media_test(stmt.test) == own:
+                    continue
+                others = [
+                    n.id
+                    for n in _walk(stmt.test)
+                    if isinstance(n, ast.Name)
+                    and n.id in params
+                    and _modality(n.id) not in (None, _modality(own))
+                ]
+                if others:
+                    self.report(
+                        stmt.test,
+                        f"the dummy forward for ranks without `{own}` also depends on `{others[0]}` "
+                        f"(`{ast.unparse(stmt.test)}`): a rank with `{others[0]}` but no `{own}` skips this pass of "
+                        "the tower and runs it fewer times than the ranks with both, so the tower's collectives "
+                        "fall out of step",
+                    )
+                    break
 
     def _cuts(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """The dummy forward's output cut out of autograd on its way to the text path (`.detach()`,

@@ -161,6 +161,8 @@ class PositionIdFunction(WrapperRule):
         "`compute_3d_position_ids`) that takes `position_ids` from the caller and passes them on must move the "
         "M-RoPE axis to the front somewhere (`transpose`, `permute`, `movedim`, `rearrange`, or a local helper "
         "that does): VeOmni precomputes the ids per sample as (3, seq) and collates them as (batch, 3, seq)."
+        " A remapped config copy that is never read after its token ids are mapped (the function is built from "
+        "`self.config`) leaves the mapping without effect."
     )
     bad = (
         Example(
@@ -230,6 +232,27 @@ class PositionIdFunction(WrapperRule):
             """,
             path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
             title="precomputed (batch, 3, seq) position ids handed to the text model without moving the M-RoPE axis",
+        ),
+        Example(
+            """
+            import copy
+            from functools import partial
+
+            from veomni.patchgen.patch_spec import PatchConfig
+            from veomni.utils.constants import IMAGE_INPUT_INDEX, VIDEO_INPUT_INDEX
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLForConditionalGeneration.get_position_id_func")
+            def pos_func(self):
+                remapped = copy.copy(self.config)
+                remapped.image_token_id = IMAGE_INPUT_INDEX
+                remapped.video_token_id = VIDEO_INPUT_INDEX
+                return partial(get_position_id, Qwen2VLModel.get_rope_index, Holder(self.config))
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the remapped config copy is built and never used",
         ),
     )
     good = (
@@ -425,6 +448,7 @@ class PositionIdFunction(WrapperRule):
             found = _token_assignments(func)
             if not found:
                 continue
+            self._mapping_unused(func, found)
             mapped: set[str] = set()
             for _stmt, mod, value in found:
                 expected = f"{mod.upper()}_INPUT_INDEX"
@@ -471,6 +495,50 @@ class PositionIdFunction(WrapperRule):
                         f"placeholders but not `{mod}_token_id` (the data transform writes "
                         f"`{mod.upper()}_INPUT_INDEX`): {mod} tokens get text positions",
                     )
+
+    def _mapping_unused(self, func: ast.FunctionDef, found: list[tuple[ast.Assign, str, ast.expr]]) -> None:
+        """The remapped config copy (`fake_config.image_token_id = IMAGE_INPUT_INDEX`) must be what the
+        position-id function is built from: a local that is never read after its mapping leaves the function
+        working on the original token ids (`Fake(config=self.config)`)."""
+        holders: dict[str, int] = {}
+        for stmt, _mod, _value in found:
+            target = stmt.targets[0]
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                name = target.value.id
+                holders[name] = max(holders.get(name, 0), stmt.end_lineno or stmt.lineno)
+        for name, last in holders.items():
+            if name == "self":
+                continue
+            assigned = any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in _walk(func)
+            )
+            if not assigned:
+                continue  # a parameter or a global: the caller holds it
+            read_after = any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > last
+                for n in _walk(func)
+            )
+            if read_after:
+                continue
+            instead = next(
+                (
+                    n
+                    for n in _walk(func)
+                    if isinstance(n, ast.Attribute)
+                    and n.attr == "config"
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == "self"
+                    and n.lineno > last
+                ),
+                None,
+            )
+            self.report(
+                instead if instead is not None else found[-1][0],
+                f"`{name}` gets the data transform's token ids but is never used after that"
+                + (" (the position-id function is built from `self.config`)" if instead is not None else "")
+                + ": the precomputed position ids look for the original token ids and give media tokens text "
+                "positions",
+            )
 
     def _unmapped_copy(self, cls: str | None, func: ast.FunctionDef, module: str | None) -> None:
         """A position-id function that copies the model config (`copy.copy(self.config)`: the copy exists to be
