@@ -359,3 +359,61 @@ def test_remapped_config_never_used() -> None:
     used = text.replace("PosHolder(config=self.config)", "PosHolder(config=cfg)")
     assert used != text
     assert _lines(used, "NPU704") == []
+
+
+def test_placeholder_stored_on_a_field_the_config_lacks() -> None:
+    text = """
+    import copy
+
+    from veomni.patchgen.patch_spec import PatchConfig
+    from veomni.utils.constants import IMAGE_INPUT_INDEX, VIDEO_INPUT_INDEX
+
+    config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+    @config.override_method("Qwen2VLForConditionalGeneration.get_position_id_func")
+    def pos_func(self):
+        cfg = copy.copy(self.config)
+        cfg.image_token_id = IMAGE_INPUT_INDEX
+        cfg.VIDEO_FIELD = VIDEO_INPUT_INDEX
+        return Holder(cfg)
+    """
+    assert _lines(text.replace("VIDEO_FIELD", "video_token_id"), "NPU704") == []
+    # `video_token_index` is not a Qwen2VLConfig field: reported there
+    assert _lines(text.replace("VIDEO_FIELD", "video_token_index"), "NPU704") == [13]
+
+
+KWARGS_WRAPPER = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2VLForConditionalGeneration.forward")
+def wrapper(self, input_ids=None, labels=None, **kwargs):
+    REMOVE
+    return self.model(input_ids=input_ids, **kwargs)
+"""
+
+
+def test_media_removed_from_kwargs_in_other_forms() -> None:
+    assert _lines(KWARGS_WRAPPER.replace("REMOVE", "pass"), "NPU701") == []
+    removals = (
+        "kwargs = {k: v for k, v in kwargs.items() if k not in ('pixel_values_videos', 'labels')}",
+        "kwargs = {k: v for k, v in kwargs.items() if k != 'image_grid_thw'}",
+        "unused = kwargs.pop('pixel_values', None)",
+        "kwargs['video_grid_thw'] = None",
+    )
+    for removal in removals:
+        assert _lines(KWARGS_WRAPPER.replace("REMOVE", removal), "NPU701") == [8], removal
+    # popped and handed on under its own name: not removed
+    kept = "grid = kwargs.pop('image_grid_thw', None)\n    kwargs['image_grid_thw'] = grid"
+    assert _lines(KWARGS_WRAPPER.replace("REMOVE", kept), "NPU701") == []
+    # a filtered side copy (for logging) while `**kwargs` itself is handed on: nothing is removed
+    side = "shown = {k: v for k, v in kwargs.items() if k != 'pixel_values'}\n    print(shown)"
+    assert _lines(KWARGS_WRAPPER.replace("REMOVE", side), "NPU701") == []
+    # a filtered copy handed on instead of `**kwargs`
+    copy = KWARGS_WRAPPER.replace("REMOVE", "rest = {k: v for k, v in kwargs.items() if k != 'pixel_values'}")
+    assert _lines(
+        copy.replace("input_ids=input_ids, **kwargs)", "input_ids=input_ids, **rest)"), "NPU701"
+    ) == [8]

@@ -13,7 +13,6 @@ from npu_lint.rules.multimodal._shared import (
     WrapperRule,
     body_names,
     def_span,
-    forwards_kwargs,
     overwritten_before_read,
     params_of,
     passed_on,
@@ -26,12 +25,60 @@ def _callee(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+def _kwargs_names(func: ast.FunctionDef) -> set[str]:
+    """`**kwargs` and the locals that copy it (`dict(kwargs)`, `kwargs.copy()`, `{**kwargs}`, a comprehension
+    over `kwargs.items()`), through a few steps."""
+    if func.args.kwarg is None:
+        return set()
+    names = {func.args.kwarg.arg}
+    for _ in range(3):
+        before = len(names)
+        for node in _walk(func):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                continue
+            value = node.value
+            copies = (
+                isinstance(value, ast.DictComp)
+                or isinstance(value, ast.Dict)
+                and any(k is None for k in value.keys)
+                or isinstance(value, ast.Call)
+                and (
+                    isinstance(value.func, ast.Name)
+                    and value.func.id == "dict"
+                    or isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "copy"
+                )
+            )
+            if copies and any(isinstance(n, ast.Name) and n.id in names for n in _walk(value)):
+                names.add(node.targets[0].id)
+        if len(names) == before:
+            break
+    return names
+
+
+def _splatted(func: ast.FunctionDef) -> bool:
+    """`**kwargs` (or a copy of it) is passed on to some call."""
+    names = _kwargs_names(func)
+    return any(
+        isinstance(node, ast.Call)
+        and any(
+            kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id in names for kw in node.keywords
+        )
+        for node in _walk(func)
+    )
+
+
 def _kwargs_reach_model(func: ast.FunctionDef) -> bool:
-    """`**kwargs` is passed on to a call that is not the loss (the inner model, a tower, `super().forward`)."""
-    name = func.args.kwarg.arg if func.args.kwarg is not None else None
+    """`**kwargs` (or a copy) is passed on to a call that is not the loss (the inner model, a tower,
+    `super().forward`)."""
+    names = _kwargs_names(func)
     for node in _walk(func):
         if isinstance(node, ast.Call) and any(
-            kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == name for kw in node.keywords
+            kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id in names for kw in node.keywords
         ):
             low = _callee(node).lower()
             if "loss" not in low and "entropy" not in low:
@@ -39,9 +86,32 @@ def _kwargs_reach_model(func: ast.FunctionDef) -> bool:
     return False
 
 
+def _store_names(node: ast.Assign) -> set[str]:
+    return {t.id for t in node.targets if isinstance(t, ast.Name)}
+
+
+def _excluded_keys(cond: ast.AST) -> list[str]:
+    """The literal keys a dict-comprehension filter leaves out: `k != "a"`, `k not in ("a", "b")`."""
+    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1):
+        return []
+    op, right = cond.ops[0], cond.comparators[0]
+    if isinstance(op, ast.NotEq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+        return [right.value]
+    if isinstance(op, ast.NotIn) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in right.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
 def _kwargs_removed(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     """Keys removed from `**kwargs` and discarded: `kwargs.pop("k")` as a statement, `del kwargs["k"]`."""
-    name = func.args.kwarg.arg if func.args.kwarg is not None else None
+    names = _kwargs_names(func)
+    splatted = {
+        kw.value.id
+        for node in _walk(func)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg is None and isinstance(kw.value, ast.Name)
+    }
     out: list[tuple[ast.AST, str]] = []
     for node in _walk(func):
         if (
@@ -50,17 +120,55 @@ def _kwargs_removed(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
             and isinstance(node.value.func, ast.Attribute)
             and node.value.func.attr == "pop"
             and isinstance(node.value.func.value, ast.Name)
-            and node.value.func.value.id == name
+            and node.value.func.value.id in names
             and node.value.args
             and isinstance(node.value.args[0], ast.Constant)
         ):
             out.append((node, str(node.value.args[0].value)))
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr == "pop"
+            and isinstance(node.value.func.value, ast.Name)
+            and node.value.func.value.id in names
+            and node.value.args
+            and isinstance(node.value.args[0], ast.Constant)
+            and isinstance(node.targets[0], ast.Name)
+            and not passed_on(func, node.targets[0].id)
+        ):
+            out.append((node, str(node.value.args[0].value)))  # popped into a local nobody hands on
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Subscript)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id in names
+            and isinstance(node.targets[0].slice, ast.Constant)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is None
+        ):
+            out.append((node, str(node.targets[0].slice.value)))  # `kwargs["k"] = None`
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.DictComp)
+            and any(isinstance(t, ast.Name) and t.id in splatted for t in node.targets)
+            and not any(
+                isinstance(n, ast.Name) and n.id in splatted and n.id not in _store_names(node)
+                for n in _walk(node.value)
+            )
+            and any(isinstance(n, ast.Name) and n.id in names for n in _walk(node.value))
+        ):
+            for cond in (c for gen in node.value.generators for c in gen.ifs):
+                for key in _excluded_keys(cond):
+                    out.append((node, key))  # `kwargs = {k: v for k, v in kwargs.items() if k not in (...)}`
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if (
                     isinstance(target, ast.Subscript)
                     and isinstance(target.value, ast.Name)
-                    and target.value.id == name
+                    and target.value.id in names
                     and isinstance(target.slice, ast.Constant)
                 ):
                     out.append((node, str(target.slice.value)))
@@ -159,7 +267,9 @@ class MediaParameters(WrapperRule):
         " An input accepted and never passed on is reported where the patch stops handing it on: in the call the "
         "upstream forward passes it to, at the value that took its place (`get_rope_index(..., None)`) or the "
         "argument it used to follow. A media input handed on under another media input's name "
-        "(`video_grid_thw=image_grid_thw`) is reported too."
+        "(`video_grid_thw=image_grid_thw`) is reported too, and so is a media input that rides in `**kwargs` "
+        "and is removed from them: popped as a statement or into a local nobody hands on, deleted, set to `None`, "
+        "or filtered out by a dict comprehension."
     )
     bad = (
         Example(
@@ -218,6 +328,21 @@ class MediaParameters(WrapperRule):
             path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
             title="the image and video grids handed on under each other's names",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLForConditionalGeneration.forward")
+            def wrapper(self, input_ids=None, labels=None, **kwargs):
+                extra = {key: val for key, val in kwargs.items() if key not in ("video_grid_thw", "return_dict")}
+                return self.model(input_ids=input_ids, **extra)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="a media input filtered out of `**kwargs` by a dict comprehension",
+        ),
     )
     good = (
         Example(
@@ -274,11 +399,11 @@ class MediaParameters(WrapperRule):
         mine = params_of(func)
         used = body_names(func)
         missing = [m for m in media if m not in mine]
-        if missing and not (forwards_kwargs(func) and _kwargs_reach_model(func)):
+        if missing and not (_splatted(func) and _kwargs_reach_model(func)):
             self.report(
                 def_span(self.ctx, func),
                 f"`{patched.cls}.{patched.name}` drops the upstream media parameter(s) {', '.join(f'`{m}`' for m in missing)}"
-                + (" (its `**kwargs` reach only the loss)" if forwards_kwargs(func) else ""),
+                + (" (its `**kwargs` reach only the loss)" if _splatted(func) else ""),
             )
         elif missing:
             for node, key in _kwargs_removed(func):

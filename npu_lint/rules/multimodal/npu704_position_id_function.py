@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules._handles import method_name
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span, params_of, passed_on
 from npu_lint.veomni.constants import tree_constant
@@ -162,7 +163,8 @@ class PositionIdFunction(WrapperRule):
         "M-RoPE axis to the front somewhere (`transpose`, `permute`, `movedim`, `rearrange`, or a local helper "
         "that does): VeOmni precomputes the ids per sample as (3, seq) and collates them as (batch, 3, seq)."
         " A remapped config copy that is never read after its token ids are mapped (the function is built from "
-        "`self.config`) leaves the mapping without effect."
+        "`self.config`) leaves the mapping without effect, and so does a placeholder stored on an attribute the model's config does "
+        "not define (`cfg.image_token_index` where the config has `image_token_id`)."
     )
     bad = (
         Example(
@@ -442,6 +444,8 @@ class PositionIdFunction(WrapperRule):
         module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
         lines = ctx.source.text.splitlines()
         for cls, func in _owner_classes(ctx.tree):
+            if "INPUT_INDEX" in ctx.source.text:
+                self._unknown_fields(cls, func, module)
             if not any("_token_id =" in line for line in lines[func.lineno - 1 : func.end_lineno]):
                 self._unmapped_copy(cls, func, module)
                 continue
@@ -495,6 +499,45 @@ class PositionIdFunction(WrapperRule):
                         f"placeholders but not `{mod}_token_id` (the data transform writes "
                         f"`{mod.upper()}_INPUT_INDEX`): {mod} tokens get text positions",
                     )
+
+    def _unknown_fields(self, cls: str | None, func: ast.FunctionDef, module: str | None) -> None:
+        """A data-transform placeholder stored on a config attribute the model's config does not define
+        (`cfg.image_token_index = IMAGE_INPUT_INDEX` where the config has `image_token_id`): the rope index never
+        reads it, so that medium keeps its original token id."""
+        if (
+            cls is None
+            or module is None
+            or not module.startswith("transformers.")
+            or "position_id" not in (method_name(func) or "")
+        ):
+            return
+        fields = None
+        for node in _walk(func):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target, value = node.targets[0], node.value
+            name = (
+                value.id
+                if isinstance(value, ast.Name)
+                else value.attr
+                if isinstance(value, ast.Attribute)
+                else ""
+            )
+            if not (name.endswith("_INPUT_INDEX") and isinstance(target, ast.Attribute)):
+                continue
+            if fields is None:
+                fields = composite_config_fields(module, cls)
+                if fields is None:
+                    return
+            if target.attr in fields[1] or target.attr in fields[2]:
+                continue
+            known = sorted(f for f in fields[1] if f in {f"{m}_token_id" for m in _MODALITIES})
+            self.report(
+                target,
+                f"`{ast.unparse(target)}` is not a field of `{fields[0]}` (its media token ids are "
+                f"{', '.join(f'`{k}`' for k in known) or 'other fields'}): the position-id function never reads it, "
+                f"so the placeholder `{name}` is not mapped",
+            )
 
     def _mapping_unused(self, func: ast.FunctionDef, found: list[tuple[ast.Assign, str, ast.expr]]) -> None:
         """The remapped config copy (`fake_config.image_token_id = IMAGE_INPUT_INDEX`) must be what the
