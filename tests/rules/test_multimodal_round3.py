@@ -417,3 +417,46 @@ def test_media_removed_from_kwargs_in_other_forms() -> None:
     assert _lines(
         copy.replace("input_ids=input_ids, **kwargs)", "input_ids=input_ids, **rest)"), "NPU701"
     ) == [8]
+
+
+def test_dummy_forward_that_never_runs_the_tower() -> None:
+    tower = """
+    import torch
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen2_audio.modeling_qwen2_audio", target_file="x.py")
+
+
+    @config.override_method("Qwen2AudioEncoder.dummy_forward")
+    def audio_dummy(self):
+        feats = torch.zeros((1, 128, 3000), dtype=self.conv1.weight.dtype, device=self.conv1.weight.device)
+        RESULT
+    """
+    assert _lines(tower.replace("RESULT", "return self(feats)"), "NPU703") == []
+    assert _lines(tower.replace("RESULT", "return super().forward(feats)"), "NPU703") == []
+    made_up = "return torch.zeros((1, 1500, 1280), dtype=feats.dtype, device=feats.device)"
+    assert _lines(tower.replace("RESULT", made_up), "NPU703") == [10]
+
+
+def test_media_passed_positionally_in_another_order() -> None:
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen2_5_omni.modeling_qwen2_5_omni", target_file="x.py")
+
+
+    @config.override_method("Qwen2_5OmniThinkerForConditionalGeneration.forward")
+    def thinker_forward(self, input_ids=None, input_features=None, pixel_values=None, pixel_values_videos=None,
+                        image_grid_thw=None, video_grid_thw=None, attention_mask=None, feature_attention_mask=None,
+                        audio_feature_lengths=None, position_ids=None, video_second_per_grid=None, **kwargs):
+        h = self.model(input_ids=input_ids, input_features=input_features, pixel_values=pixel_values,
+                       pixel_values_videos=pixel_values_videos, feature_attention_mask=feature_attention_mask)
+        position_ids, _ = self.get_rope_index(
+            input_ids, FIRST, SECOND, attention_mask, audio_feature_lengths, video_second_per_grid
+        )
+        return h, position_ids
+    """
+    ok = text.replace("FIRST", "image_grid_thw").replace("SECOND", "video_grid_thw")
+    assert _lines(ok, "NPU701") == []
+    swapped = text.replace("FIRST", "video_grid_thw").replace("SECOND", "image_grid_thw")
+    assert _lines(swapped, "NPU701") == [13]

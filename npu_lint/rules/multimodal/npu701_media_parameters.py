@@ -267,7 +267,8 @@ class MediaParameters(WrapperRule):
         " An input accepted and never passed on is reported where the patch stops handing it on: in the call the "
         "upstream forward passes it to, at the value that took its place (`get_rope_index(..., None)`) or the "
         "argument it used to follow. A media input handed on under another media input's name "
-        "(`video_grid_thw=image_grid_thw`) is reported too, and so is a media input that rides in `**kwargs` "
+        "(`video_grid_thw=image_grid_thw`), or passed positionally in another order than the upstream forward "
+        "passes them to the same callee, is reported too, and so is a media input that rides in `**kwargs` "
         "and is removed from them: popped as a statement or into a local nobody hands on, deleted, set to `None`, "
         "or filtered out by a dict comprehension."
     )
@@ -391,6 +392,34 @@ class MediaParameters(WrapperRule):
                         f"is handed on as `{kw.arg}`, so the callee reads one input as another",
                     )
 
+    def _reordered(self, func: ast.FunctionDef, upstream: ast.FunctionDef) -> None:
+        """Media inputs passed positionally in another order than the upstream forward passes them to the same
+        callee (`get_rope_index(input_ids, video_grid_thw, image_grid_thw, ...)`)."""
+        mine = {p for p in params_of(func) if MEDIA.match(p)}
+        calls = _calls_by_name(func)
+        for up in _walk(upstream):
+            if not isinstance(up, ast.Call) or not calls.get(_callee(up)):
+                continue
+            want = [a.id if isinstance(a, ast.Name) and a.id in mine else None for a in up.args]
+            if sum(1 for w in want if w) < 2:
+                continue
+            for call in calls[_callee(up)]:
+                got = [a.id if isinstance(a, ast.Name) and a.id in mine else None for a in call.args]
+                media_want = [w for w in want if w]
+                media_got = [g for g in got if g]
+                if sorted(media_want) != sorted(media_got) or media_want == media_got:
+                    continue
+                at = next(
+                    (a for a, g, w in zip(call.args, got, want) if g and w and g != w),
+                    call,
+                )
+                self.report(
+                    at,
+                    f"`{ast.unparse(call.func)}` gets the media inputs in the order {', '.join(media_got)}; the "
+                    f"upstream forward passes them as {', '.join(media_want)}: the callee reads one as another",
+                )
+                return
+
     def check(self, patched: PatchedMethod) -> None:
         media = [p for p in params_of(patched.upstream) if MEDIA.match(p)]
         if not media:
@@ -414,6 +443,7 @@ class MediaParameters(WrapperRule):
                         "that input never reaches the model",
                     )
         self._swapped(func)
+        self._reordered(func, patched.upstream)
         for arg in [*func.args.args, *func.args.kwonlyargs]:
             if arg.arg not in media:
                 continue

@@ -409,7 +409,8 @@ class TextOnlyDummyForward(WrapperRule):
         "(`.detach()`, `.data`, `.item()`, `float()`, `requires_grad_(False)`, or the call under "
         "`torch.no_grad()`) keeps the collectives of the forward but drops the tower's gradient. A dummy forward for the ranks without one "
         "medium that also tests another (`elif pixel_values is None:` in the video branch) makes a rank with only "
-        "that other medium run the tower fewer times than the ranks with both."
+        "that other medium run the tower fewer times than the ranks with both. A tower's `dummy_forward` must run the tower "
+        "(`self(...)`, its layers, `super().forward`): one that only builds a tensor joins no collective."
     )
     bad = (
         Example(
@@ -577,6 +578,25 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
             title="the video pass's dummy forward skipped on ranks that have images",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyVisionTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(588, 32)
+
+                def forward(self, patches):
+                    return self.proj(patches)
+
+                def dummy_forward(self):
+                    return torch.zeros((1, 32), dtype=self.proj.weight.dtype, device=self.proj.weight.device)
+            """,
+            title="a dummy forward that returns a made-up tensor instead of running the tower",
+        ),
     )
     good = (
         Example(
@@ -633,8 +653,46 @@ class TextOnlyDummyForward(WrapperRule):
 
     def finish(self) -> None:
         super().finish()
-        if "dummy_forward" in self.ctx.source.text and any(w in self.ctx.source.text for w in _NO_GRAD):
-            self._no_grad_definitions()
+        if "dummy_forward" in self.ctx.source.text:
+            if any(w in self.ctx.source.text for w in _NO_GRAD):
+                self._no_grad_definitions()
+            self._idle_definitions()
+
+    def _idle_definitions(self) -> None:
+        """A tower's `dummy_forward` that never runs the tower (no `self(...)`, `self.forward(...)`, or other call
+        on `self` / `super()`): it returns a made-up tensor, so the tower's collectives still do not run on
+        text-only ranks."""
+        for node in _walk(self.ctx.tree):
+            if not isinstance(node, ast.FunctionDef) or method_name(node) != "dummy_forward":
+                continue
+            runs = any(
+                isinstance(c, ast.Call)
+                and (
+                    isinstance(c.func, ast.Name)
+                    and c.func.id == "self"
+                    or isinstance(c.func, ast.Attribute)
+                    and (
+                        isinstance(c.func.value, ast.Name)
+                        and c.func.value.id == "self"
+                        or isinstance(c.func.value, ast.Attribute)
+                        and isinstance(c.func.value.value, ast.Name)
+                        and c.func.value.value.id == "self"
+                        or isinstance(c.func.value, ast.Call)
+                        and isinstance(c.func.value.func, ast.Name)
+                        and c.func.value.func.id == "super"
+                    )
+                )
+                for c in _walk(node)
+            )
+            if not runs:
+                returns = [r for r in _walk(node) if isinstance(r, ast.Return) and r.value is not None]
+                self.report(
+                    max(returns, key=lambda r: r.lineno)
+                    if returns
+                    else (node.lineno, node.col_offset, node.lineno, node.col_offset + 3),
+                    "`dummy_forward` never runs the tower (no `self(...)` or call of its layers): the fake output "
+                    "it returns keeps text-only ranks out of the tower's collectives",
+                )
 
     def _no_grad_definitions(self) -> None:
         """A tower's `dummy_forward` defined under `torch.no_grad()` (decorator or a `with` around its body):
