@@ -460,3 +460,12 @@ def test_media_passed_positionally_in_another_order() -> None:
     assert _lines(ok, "NPU701") == []
     swapped = text.replace("FIRST", "video_grid_thw").replace("SECOND", "image_grid_thw")
     assert _lines(swapped, "NPU701") == [13]
+
+
+def test_zero_term_added_into_a_local_nobody_reads() -> None:
+    base = VL_FORWARD.replace("GUARD", "state.fsdp_enabled")
+    dead = base.replace("        h = h + zero.to(h.dtype)\n", "        h_with_tower = h + zero.to(h.dtype)\n")
+    assert dead != base
+    assert _lines(dead, "NPU703") == [14]  # at the dummy forward: its zero-valued output never reaches `h`
+    read = dead.replace("inputs_embeds=h,", "inputs_embeds=h_with_tower if pixel_values is None else h,")
+    assert _lines(read, "NPU703") == []

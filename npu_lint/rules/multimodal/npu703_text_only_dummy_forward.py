@@ -147,10 +147,27 @@ def _consumed(func: ast.FunctionDef, call: ast.Call) -> bool:
             for n in _walk(node)
         )
 
+    holder: dict[ast.AST, tuple[str, int]] = {}  # BinOp -> the local its statement stores it in
+    loads: dict[str, list[int]] = {}
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            for n in _walk(node.value):
+                if isinstance(n, ast.BinOp):
+                    holder[n] = (node.targets[0].id, node.end_lineno or node.lineno)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node.lineno)
+
+    def dead(node: ast.BinOp) -> bool:
+        """The sum is stored in a local that is never read afterwards (`unused = inputs_embeds + fake`)."""
+        if node not in holder:
+            return False
+        name, line = holder[node]
+        return not any(at > line for at in loads.get(name, []))
+
     for node in _walk(func):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if touches(side) and not touches(other) and clean_name(other):
+                if touches(side) and not touches(other) and clean_name(other) and not dead(node):
                     return True
         elif (
             isinstance(node, ast.AugAssign)
@@ -402,7 +419,7 @@ class TextOnlyDummyForward(WrapperRule):
         "embeddings, a zero-valued dependency that keeps the tower in the autograd graph. This rule checks a "
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
-        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
+        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition; a sum stored in a local nobody reads does not count); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
         " A dummy forward guarded by another parallelism (`sp_enabled`, `ulysses_enabled`, `tp_size > 1`) is "
         "skipped by the FSDP ranks where that parallelism is off (unless the other side of the test runs its own "
         "dummy of that tower), and a dummy output cut out of autograd before it reaches the text path "
