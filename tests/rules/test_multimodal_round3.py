@@ -469,3 +469,42 @@ def test_zero_term_added_into_a_local_nobody_reads() -> None:
     assert _lines(dead, "NPU703") == [14]  # at the dummy forward: its zero-valued output never reaches `h`
     read = dead.replace("inputs_embeds=h,", "inputs_embeds=h_with_tower if pixel_values is None else h,")
     assert _lines(read, "NPU703") == []
+
+
+SP_TOWER = """
+import torch
+from torch import nn
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+class ToyVisionTower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(48, 16)
+        self.table = nn.Embedding(1024, 16)
+
+    def forward(self, patches, grid):
+        hidden = self.embed(patches)
+        table = self.table(torch.arange(int(grid.prod()), device=patches.device))
+        if get_parallel_state().sp_enabled:
+            table = sp_pad_and_slice(table, dim=0, pad_value=0, pad_scale=4)
+        return hidden + table
+
+    def dummy_forward(self):
+        state = get_parallel_state()
+        rows = 16 * (state.sp_size if state.sp_enabled else 1)
+        fake = torch.zeros((rows, 48), dtype=self.embed.weight.dtype, device=self.embed.weight.device)
+        SLICE
+        return self(fake, torch.tensor([1, 4, rows // 4], device=fake.device))
+"""
+
+
+def test_dummy_input_sized_for_sp_but_not_sliced() -> None:
+    path = "veomni/models/transformers/toy/modeling_toy.py"
+    assert _lines(SP_TOWER.replace("SLICE", "pass"), "NPU703", path) == [23]
+    sliced = "fake = sp_pad_and_slice(fake, dim=0, pad_value=0, pad_scale=4)"
+    assert _lines(SP_TOWER.replace("SLICE", sliced), "NPU703", path) == []
+    # a per-rank sized input (not derived from sp_size) needs no slicing
+    per_rank = SP_TOWER.replace("rows = 16 * (state.sp_size if state.sp_enabled else 1)", "rows = 16")
+    assert _lines(per_rank.replace("SLICE", "pass"), "NPU703", path) == []

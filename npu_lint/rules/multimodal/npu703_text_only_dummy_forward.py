@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
-from npu_lint.rules._handles import method_name
+from npu_lint.rules._handles import method_name, spec_target
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
@@ -393,6 +393,101 @@ def _modality(name: str) -> str | None:
     return None
 
 
+def _callee_name(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+_META = ("device", "dtype", "shape", "ndim", "size", "is_cuda")
+
+
+def _data_names(expr: ast.AST) -> set[str]:
+    """Names whose data an expression reads (`x.device`, `x.dtype`, `x.shape` read metadata only)."""
+    meta = {
+        id(n.value)
+        for n in _walk(expr)
+        if isinstance(n, ast.Attribute) and n.attr in _META and isinstance(n.value, ast.Name)
+    }
+    return {n.id for n in _walk(expr) if isinstance(n, ast.Name) and id(n) not in meta}
+
+
+def _sp_sliced_side(forward: ast.FunctionDef) -> str | None:
+    """A tensor the forward slices for sequence parallelism that does not derive from its input (the input
+    arrives pre-sliced); None when there is none, or when the forward gathers or slices its input itself."""
+    params = [a.arg for a in [*forward.args.posonlyargs, *forward.args.args]][1:]
+    if not params:
+        return None
+    derived = {params[0]}
+    assigns = [n for n in _walk(forward) if isinstance(n, ast.Assign)]
+    for _ in range(4):
+        before = len(derived)
+        for node in assigns:
+            if _data_names(node.value) & derived:
+                derived.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(derived) == before:
+            break
+    side = None
+    for node in _walk(forward):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        name = _callee_name(node).lower()
+        first = node.args[0]
+        from_input = bool(_data_names(first) & derived)
+        if "gather" in name and from_input:
+            return None  # the forward gathers its input itself
+        if "slice" in name and ("sp" in name or "sp_" in ast.unparse(node)):
+            if from_input:
+                return None
+            side = side or ast.unparse(first)
+    return side
+
+
+def _global_unsliced_input(dummy: ast.FunctionDef, forward: ast.FunctionDef) -> str | None:
+    """The fake input `dummy_forward` hands to the tower when it is sized from the sequence-parallel world size
+    (the global, unsliced size) and never sliced: its name, else None."""
+    params = [a.arg for a in [*forward.args.posonlyargs, *forward.args.args]][1:]
+    if not params:
+        return None
+    feed = None
+    for c in _walk(dummy):
+        if isinstance(c, ast.Call) and (
+            isinstance(c.func, ast.Name)
+            and c.func.id == "self"
+            or isinstance(c.func, ast.Attribute)
+            and c.func.attr == "forward"
+        ):
+            given = next((k.value for k in c.keywords if k.arg == params[0]), c.args[0] if c.args else None)
+            if isinstance(given, ast.Name):
+                feed = given.id
+    if feed is None:
+        return None
+    assigns = [n for n in _walk(dummy) if isinstance(n, ast.Assign)]
+    scaled: set[str] = set()
+    for _ in range(4):
+        before = len(scaled)
+        for node in assigns:
+            if any(
+                isinstance(n, ast.Attribute)
+                and n.attr == "sp_size"
+                or isinstance(n, ast.Name)
+                and n.id in scaled
+                for n in _walk(node.value)
+            ):
+                scaled.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(scaled) == before:
+            break
+    if feed not in scaled:
+        return None
+    for node in assigns:
+        if any(isinstance(t, ast.Name) and t.id == feed for t in node.targets) and any(
+            isinstance(n, ast.Call)
+            and any(w in _callee_name(n).lower() for w in ("slice", "shard", "chunk", "split"))
+            for n in _walk(node.value)
+        ):
+            return None
+    return feed
+
+
 def _media_test(test: ast.AST) -> str | None:
     """`<media> is not None` -> the media name."""
     if (
@@ -427,7 +522,9 @@ class TextOnlyDummyForward(WrapperRule):
         "`torch.no_grad()`) keeps the collectives of the forward but drops the tower's gradient. A dummy forward for the ranks without one "
         "medium that also tests another (`elif pixel_values is None:` in the video branch) makes a rank with only "
         "that other medium run the tower fewer times than the ranks with both. A tower's `dummy_forward` must run the tower "
-        "(`self(...)`, its layers, `super().forward`): one that only builds a tensor joins no collective."
+        "(`self(...)`, its layers, `super().forward`): one that only builds a tensor joins no collective. Where the tower's forward slices its own side "
+        "tensors for sequence parallelism (its input arrives pre-sliced by the collator), a fake input sized from "
+        "`sp_size` (the global size) must be sliced the same way."
     )
     bad = (
         Example(
@@ -614,6 +711,32 @@ class TextOnlyDummyForward(WrapperRule):
             """,
             title="a dummy forward that returns a made-up tensor instead of running the tower",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+            class ToyPatchTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.patchify = nn.Linear(12, 8)
+                    self.positions = nn.Parameter(torch.zeros(4096, 8))
+
+                def forward(self, pixels):
+                    pos = self.positions[: pixels.shape[0] * get_parallel_state().sp_size]
+                    pos = sp_pad_and_slice(pos, dim=0, pad_value=0, pad_scale=1)
+                    return self.patchify(pixels) + pos
+
+                def dummy_forward(self):
+                    n = 8 * get_parallel_state().sp_size
+                    pixels = torch.zeros((n, 12), dtype=self.patchify.weight.dtype, device=self.positions.device)
+                    return self(pixels)
+            """,
+            title="the fake input sized for the whole sequence-parallel group and never sliced to this rank",
+        ),
     )
     good = (
         Example(
@@ -674,6 +797,67 @@ class TextOnlyDummyForward(WrapperRule):
             if any(w in self.ctx.source.text for w in _NO_GRAD):
                 self._no_grad_definitions()
             self._idle_definitions()
+            if "slice" in self.ctx.source.text:
+                self._sequence_parallel_inputs()
+
+    def _sequence_parallel_inputs(self) -> None:
+        """A tower whose forward slices its own side tensors for sequence parallelism (`sp_pad_and_slice(
+        pos_embeds, ...)`) expects its input already sliced the same way (the collator does it for real data);
+        its `dummy_forward` must then shape its fake input for SP too, or the dummy forward fails on text-only
+        ranks under SP."""
+        tree = self.ctx.tree
+        forwards: dict[str, ast.FunctionDef] = {}
+        dummies: list[tuple[str, ast.FunctionDef]] = []
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                for f in stmt.body:
+                    if isinstance(f, ast.FunctionDef) and f.name in ("forward", "dummy_forward"):
+                        if f.name == "forward":
+                            forwards[stmt.name] = f
+                        else:
+                            dummies.append((stmt.name, f))
+            elif isinstance(stmt, ast.FunctionDef):
+                owner, method = spec_target(stmt)
+                if owner and method == "forward":
+                    forwards[owner] = stmt
+                elif owner and method == "dummy_forward":
+                    dummies.append((owner, stmt))
+        for owner, dummy in dummies:
+            forward = forwards.get(owner)
+            if forward is None:
+                continue
+            sliced = _sp_sliced_side(forward)
+            fake = _global_unsliced_input(dummy, forward) if sliced is not None else None
+            if fake is None:
+                continue
+            feed = next(
+                (
+                    c
+                    for c in _walk(dummy)
+                    if isinstance(c, ast.Call)
+                    and (
+                        isinstance(c.func, ast.Name)
+                        and c.func.id == "self"
+                        or isinstance(c.func, ast.Attribute)
+                        and c.func.attr == "forward"
+                    )
+                ),
+                None,
+            )
+            made = [
+                n
+                for n in _walk(dummy)
+                if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == fake for t in n.targets)
+            ]
+            at = max(made, key=lambda n: n.lineno) if made else feed
+            self.report(
+                at if at is not None else def_span(self.ctx, dummy),
+                f"`{owner}.forward` slices `{sliced}` for sequence parallelism and expects its input sliced the same "
+                f"way (the collator does it for real data), but `dummy_forward` sizes `{fake}` from `sp_size` (the "
+                "global size) and never slices it: under SP the fake input and the sliced tensors disagree and the "
+                "dummy forward fails on text-only ranks",
+            )
 
     def _idle_definitions(self) -> None:
         """A tower's `dummy_forward` that never runs the tower (no `self(...)`, `self.forward(...)`, or other call
