@@ -162,7 +162,11 @@ class DummyForwardDtype(Rule):
         "wrong dtype and the first matmul fails (or silently upcasts). Only that case is reported: the layers "
         "are read from the tower's `__init__` (with what its `super().__init__` chain builds, through the "
         "class's MRO in the transformers source) and `forward`; a case that cannot be decided statically is not "
-        "reported."
+        "reported. Where the file's other towers read their dummy input's dtype from a live layer "
+        "(`self.conv1.weight.dtype`, `next(self.patch_embed.parameters()).dtype`), a tower that reads the "
+        "model-level dtype (`self.dtype`, `next(self.parameters()).dtype`, `self.config.torch_dtype`) breaks the "
+        "file's own convention, which VeOmni's omni models state: under FSDP2 mixed precision the model-level "
+        "dtype can be the sharded fp32 master dtype while the layers compute in bf16."
     )
     bad = (
         Example(
@@ -208,6 +212,39 @@ class DummyForwardDtype(Rule):
             """,
             title="the first parameter is kept in float32, the patch embedding is not",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyImageTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.stem = nn.Linear(588, 64)
+
+                def forward(self, patches):
+                    return self.stem(patches)
+
+                def dummy_forward(self):
+                    stem = self.stem
+                    return self(torch.zeros((4, 588), dtype=stem.weight.dtype, device=stem.weight.device))
+
+
+            class ToySpeechTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.frontend = nn.Conv1d(80, 64, 3)
+
+                def forward(self, mel):
+                    return self.frontend(mel)
+
+                def dummy_forward(self):
+                    mel = torch.zeros((1, 80, 16), dtype=next(self.parameters()).dtype, device=self.frontend.weight.device)
+                    return self(mel)
+            """,
+            title="one tower's dummy input takes the model-level dtype where the file's other tower reads a live layer",
+        ),
     )
     good = (
         Example(
@@ -248,6 +285,37 @@ class DummyForwardDtype(Rule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="upstream `Qwen3VLVisionModel` registers `patch_embed` first and keeps nothing in float32",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyImageTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.stem = nn.Linear(588, 64)
+
+                def forward(self, patches):
+                    return self.stem(patches)
+
+                def dummy_forward(self):
+                    return self(torch.zeros((4, 588), dtype=next(self.stem.parameters()).dtype))
+
+
+            class ToySpeechTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.frontend = nn.Conv1d(80, 64, 3)
+
+                def forward(self, mel):
+                    return self.frontend(mel)
+
+                def dummy_forward(self):
+                    return self(torch.zeros((1, 80, 16), dtype=self.frontend.weight.dtype))
+            """,
+            title="every tower of the file reads its dummy input's dtype from a live layer",
+        ),
     )
     fix_safety = (
         "Safe: `self.dtype` becomes `next(self.<input layer>.parameters()).dtype`, the dtype of the layer the "
@@ -258,9 +326,10 @@ class DummyForwardDtype(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Attribute)
-        if node.attr != "dtype" or not isinstance(node.value, ast.Name) or node.value.id != "self":
+        if node.attr not in ("dtype", "torch_dtype") or not isinstance(node.ctx, ast.Load):
             return
-        if not isinstance(node.ctx, ast.Load):
+        model_level = _model_dtype(node)
+        if model_level is None:
             return
         func = self.ctx.function
         name = method_name(func)
@@ -268,9 +337,10 @@ class DummyForwardDtype(Rule):
             return
         key = ("npu702", id(func))
         if key not in self.ctx.memo:
-            self.ctx.memo[key] = _verdict(self.ctx, func)
+            self.ctx.memo[key] = _verdict(self.ctx, func) if model_level == "self.dtype" else None
         verdict = self.ctx.memo[key]
         if verdict is None:
+            self._against_siblings(node, func, model_level)
             return
         assert isinstance(verdict, _Verdict)
         fp32, other = (verdict.first, verdict.entry) if verdict.first_fp32 else (verdict.entry, verdict.first)
@@ -288,6 +358,111 @@ class DummyForwardDtype(Rule):
             f"read it from `self.{verdict.entry}`",
             fix,
         )
+
+    def _against_siblings(self, node: ast.Attribute, func: ast.AST, text: str) -> None:
+        """The file's other towers read their dummy input's dtype from a live layer (`self.conv1.weight.dtype`):
+        this one reads the model-level dtype, which under FSDP2 mixed precision can report the sharded fp32
+        master dtype while the layer computes in bf16 (the convention the sibling dummy forwards follow)."""
+        if _live_dtype(func) is not None:
+            return  # this dummy forward also reads a live layer's dtype
+        key = "npu702_live"
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = [
+                (owner, live)
+                for owner, f in _dummy_definitions(self.ctx.tree)
+                if (live := _live_dtype(f)) is not None
+            ]
+        siblings = [(o, live) for o, live in self.ctx.memo[key] if live]  # type: ignore[union-attr]
+        if not siblings:
+            return
+        owner, live = siblings[0]
+        self.report(
+            node,
+            f"`dummy_forward` builds its fake input with `{text}`, while `{owner}.dummy_forward` in this file reads "
+            f"the dtype from a live layer (`{live}`): under FSDP2 mixed precision the model-level dtype can be the "
+            "sharded fp32 master dtype while the layers compute in bf16, so this tower's dummy input can mismatch "
+            "its input layer; read the dtype from the layer the fake input enters",
+        )
+
+
+def _model_dtype(node: ast.Attribute) -> str | None:
+    """A model-level dtype read: `self.dtype`, `next(self.parameters()).dtype`, `self.config.torch_dtype` /
+    `self.config.dtype` (the text for the message), None for anything else."""
+    value = node.value
+    if node.attr in ("dtype", "torch_dtype") and isinstance(value, ast.Attribute) and value.attr == "config":
+        if isinstance(value.value, ast.Name) and value.value.id == "self":
+            return ast.unparse(node)
+    if node.attr != "dtype":
+        return None
+    if isinstance(value, ast.Name) and value.id == "self":
+        return "self.dtype"
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "next"
+        and len(value.args) == 1
+        and ast.unparse(value.args[0]) == "self.parameters()"
+    ):
+        return ast.unparse(node)
+    return None
+
+
+def _live_dtype(func: ast.AST) -> str | None:
+    """A dtype read from one of the tower's own layers (`self.conv1.weight.dtype`,
+    `next(self.patch_embed.parameters()).dtype`, through a local bound to `self.<layer>`), as written."""
+    bound = {
+        t.id
+        for n in ast.walk(func)
+        if isinstance(n, ast.Assign) and _self_attr(_root_attr(n.value)) is not None
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for n in ast.walk(func):
+        if not (isinstance(n, ast.Attribute) and n.attr == "dtype" and isinstance(n.ctx, ast.Load)):
+            continue
+        value = n.value
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "next"
+            and value.args
+        ):
+            inner = value.args[0]
+            if (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Attribute)
+                and inner.func.attr == "parameters"
+                and _self_attr(_root_attr(inner.func.value)) is not None
+            ):
+                return ast.unparse(n)
+            continue
+        if isinstance(value, ast.Attribute) and value.attr in ("weight", "bias"):
+            root = _root_attr(value.value)
+            if _self_attr(root) is not None or isinstance(root, ast.Name) and root.id in bound:
+                return ast.unparse(n)
+    return None
+
+
+def _root_attr(node: ast.AST) -> ast.AST:
+    """`self.a.b.c` -> `self.a` (the first attribute off a name); anything else unchanged."""
+    while isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+        node = node.value
+    return node
+
+
+def _dummy_definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """Every `dummy_forward` the file defines: (owner class, function), class methods and spec overrides."""
+    out: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            out.extend(
+                (stmt.name, f)
+                for f in stmt.body
+                if isinstance(f, ast.FunctionDef) and f.name == "dummy_forward"
+            )
+        elif isinstance(stmt, ast.FunctionDef) and method_name(stmt) == "dummy_forward":
+            out.append((spec_target(stmt)[0] or stmt.name, stmt))
+    return out
 
 
 def _tower(ctx: Context, func: ast.AST) -> tuple[str, str | None, ast.ClassDef | None] | None:

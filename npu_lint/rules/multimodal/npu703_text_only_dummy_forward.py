@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.rules._handles import method_name, spec_target
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
@@ -146,10 +147,27 @@ def _consumed(func: ast.FunctionDef, call: ast.Call) -> bool:
             for n in _walk(node)
         )
 
+    holder: dict[ast.AST, tuple[str, int]] = {}  # BinOp -> the local its statement stores it in
+    loads: dict[str, list[int]] = {}
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            for n in _walk(node.value):
+                if isinstance(n, ast.BinOp):
+                    holder[n] = (node.targets[0].id, node.end_lineno or node.lineno)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node.lineno)
+
+    def dead(node: ast.BinOp) -> bool:
+        """The sum is stored in a local that is never read afterwards (`unused = inputs_embeds + fake`)."""
+        if node not in holder:
+            return False
+        name, line = holder[node]
+        return not any(at > line for at in loads.get(name, []))
+
     for node in _walk(func):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if touches(side) and not touches(other) and clean_name(other):
+                if touches(side) and not touches(other) and clean_name(other) and not dead(node):
                     return True
         elif (
             isinstance(node, ast.AugAssign)
@@ -185,6 +203,291 @@ def _output_attrs(func: ast.FunctionDef, sources: list[ast.Call]) -> set[str]:
     return out
 
 
+# -- guards and graph cuts -----------------------------------------------------------------------------------
+
+
+def _narrowing_flags(test: ast.AST) -> list[str]:
+    """Parallelism flags other than data parallelism / FSDP that a condition reads (`state.sp_enabled`,
+    `ulysses_enabled`, `ps.tp_size > 1`): a dummy forward run only under one of them is skipped by the FSDP
+    ranks where that parallelism is off."""
+    out = []
+    for n in _walk(test):
+        if isinstance(n, ast.Attribute) and "dp" not in n.attr and n.attr.endswith(("_enabled", "_size")):
+            if n.attr.endswith("_size") and not any(
+                isinstance(c, ast.Compare) and n in set(_walk(c)) for c in _walk(test)
+            ):
+                continue
+            if n.attr not in out:
+                out.append(n.attr)
+    return out
+
+
+def _enclosing(func: ast.AST, target: ast.AST) -> list[tuple[ast.AST, str]]:
+    """The `if` / `with` statements around ``target`` (outermost first), with the side it is on."""
+    out: list[tuple[ast.AST, str]] = []
+
+    def visit(stmts: list[ast.stmt]) -> bool:
+        for stmt in stmts:
+            if target not in set(_walk(stmt)):
+                continue
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list) and any(target in set(_walk(s)) for s in inner):
+                    out.append((stmt, field))
+                    return visit(inner)
+            return True
+        return False
+
+    visit(getattr(func, "body", []))
+    return out
+
+
+_CUTS = {"detach", "detach_", "item", "tolist", "numpy"}
+_NO_GRAD = ("no_grad", "inference_mode")
+
+
+def _no_grad_with(node: ast.AST) -> str | None:
+    if isinstance(node, ast.With):
+        for item in node.items:
+            expr = item.context_expr
+            f = expr.func if isinstance(expr, ast.Call) else expr
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if (
+                name in _NO_GRAD
+                or name == "set_grad_enabled"
+                and isinstance(expr, ast.Call)
+                and any(isinstance(a, ast.Constant) and a.value is False for a in expr.args)
+            ):
+                return ast.unparse(expr)
+    return None
+
+
+def _graph_cut(node: ast.AST, flow: _Flow, roots: set[ast.AST], tainted: set[ast.AST]) -> str | None:
+    """`x.detach()`, `x.item()`, `x.data`, `x.requires_grad_(False)`, `float(x)` on a value derived from
+    ``roots``."""
+
+    def touches(n: ast.AST) -> bool:
+        return _touches(n, flow, roots, tainted)
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and touches(node.func.value):
+        if node.func.attr in _CUTS:
+            return f".{node.func.attr}()"
+        if node.func.attr == "requires_grad_" and any(
+            isinstance(a, ast.Constant) and a.value is False for a in node.args
+        ):
+            return ".requires_grad_(False)"
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "data"
+        and isinstance(node.ctx, ast.Load)
+        and touches(node.value)
+    ):
+        return ".data"
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("float", "int")
+        and node.args
+        and touches(node.args[0])
+    ):
+        return f"{node.func.id}()"
+    return None
+
+
+def _block_of(func: ast.AST, target: ast.AST) -> list[ast.stmt]:
+    """The innermost statement list holding ``target``, from its statement on."""
+    found = _enclosing(func, target)
+    stmts = getattr(found[-1][0], found[-1][1]) if found else getattr(func, "body", [])
+    for i, stmt in enumerate(stmts):
+        if target in set(_walk(stmt)):
+            return stmts[i:]
+    return []
+
+
+def _branch_end(node: ast.If) -> ast.AST | tuple[int, int, int, int]:
+    """Where a media branch's text-only counterpart belongs: the statement of its `else` / `elif` (the
+    first statement inside an `elif`), or the branch's last line when it has none."""
+    if node.orelse:
+        first = node.orelse[0]
+        if isinstance(first, ast.If) and first.body:
+            return first.body[0]
+        return first
+    last = node.body[-1]
+    end = last.end_lineno or last.lineno
+    return end, 0, end, last.end_col_offset or 0
+
+
+def _media_branch(func: ast.AST, tower: str) -> ast.If | None:
+    """The `if <media> is not None:` branch whose body runs ``tower`` (directly or through a
+    `self.get_*_features` helper of the tower's modality)."""
+    audio = "audio" in tower
+    for node in _walk(func):
+        if not isinstance(node, ast.If):
+            continue
+        name = _media_test(node.test)
+        if name is None or not MEDIA.match(name):
+            continue
+        if audio != ("audio" in name or name == "input_features"):
+            continue
+        for stmt in node.body:
+            for c in _walk(stmt):
+                if (
+                    isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Attribute)
+                    and isinstance(c.func.value, ast.Name)
+                    and c.func.value.id == "self"
+                    and (
+                        c.func.attr == tower
+                        or c.func.attr.startswith("get_")
+                        and c.func.attr.endswith("_features")
+                    )
+                ):
+                    return node
+    return None
+
+
+def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) -> ast.Assign | None:
+    """`<side> = None` in the final `else` of a branch chain, where `<side>` is what the real path fills with the
+    tower's ``attr`` (`deepstack_visual_embeds = deepstack_image_embeds`, itself read from `.deepstack_features`
+    of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path)."""
+    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    side: set[str] = set()
+    for _ in range(4):
+        before = len(side)
+        for node in assigns:
+            reads = any(
+                isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in dummy_reads
+                for n in _walk(node.value)
+            ) or any(isinstance(n, ast.Name) and n.id in side for n in _walk(node.value))
+            if reads:
+                side.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(side) == before:
+            break
+    if not side:
+        return None
+    for node in _walk(func):
+        if not isinstance(node, ast.If) or not node.orelse or isinstance(node.orelse[0], ast.If):
+            continue
+        for stmt in node.orelse:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id in side
+                and isinstance(stmt.value, ast.Constant)
+                and stmt.value.value is None
+            ):
+                return stmt
+    return None
+
+
+def _modality(name: str) -> str | None:
+    """The medium a media input carries: `pixel_values` / `image_*` -> image, `pixel_values_videos` /
+    `video_*` -> video, `input_features` / `audio_*` / `feature_attention_mask` -> audio."""
+    if "video" in name:
+        return "video"
+    if name.startswith(("pixel_values", "image_")):
+        return "image"
+    if "audio" in name or name in ("input_features", "feature_attention_mask"):
+        return "audio"
+    return None
+
+
+def _callee_name(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+_META = ("device", "dtype", "shape", "ndim", "size", "is_cuda")
+
+
+def _data_names(expr: ast.AST) -> set[str]:
+    """Names whose data an expression reads (`x.device`, `x.dtype`, `x.shape` read metadata only)."""
+    meta = {
+        id(n.value)
+        for n in _walk(expr)
+        if isinstance(n, ast.Attribute) and n.attr in _META and isinstance(n.value, ast.Name)
+    }
+    return {n.id for n in _walk(expr) if isinstance(n, ast.Name) and id(n) not in meta}
+
+
+def _sp_sliced_side(forward: ast.FunctionDef) -> str | None:
+    """A tensor the forward slices for sequence parallelism that does not derive from its input (the input
+    arrives pre-sliced); None when there is none, or when the forward gathers or slices its input itself."""
+    params = [a.arg for a in [*forward.args.posonlyargs, *forward.args.args]][1:]
+    if not params:
+        return None
+    derived = {params[0]}
+    assigns = [n for n in _walk(forward) if isinstance(n, ast.Assign)]
+    for _ in range(4):
+        before = len(derived)
+        for node in assigns:
+            if _data_names(node.value) & derived:
+                derived.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(derived) == before:
+            break
+    side = None
+    for node in _walk(forward):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        name = _callee_name(node).lower()
+        first = node.args[0]
+        from_input = bool(_data_names(first) & derived)
+        if "gather" in name and from_input:
+            return None  # the forward gathers its input itself
+        if "slice" in name and ("sp" in name or "sp_" in ast.unparse(node)):
+            if from_input:
+                return None
+            side = side or ast.unparse(first)
+    return side
+
+
+def _global_unsliced_input(dummy: ast.FunctionDef, forward: ast.FunctionDef) -> str | None:
+    """The fake input `dummy_forward` hands to the tower when it is sized from the sequence-parallel world size
+    (the global, unsliced size) and never sliced: its name, else None."""
+    params = [a.arg for a in [*forward.args.posonlyargs, *forward.args.args]][1:]
+    if not params:
+        return None
+    feed = None
+    for c in _walk(dummy):
+        if isinstance(c, ast.Call) and (
+            isinstance(c.func, ast.Name)
+            and c.func.id == "self"
+            or isinstance(c.func, ast.Attribute)
+            and c.func.attr == "forward"
+        ):
+            given = next((k.value for k in c.keywords if k.arg == params[0]), c.args[0] if c.args else None)
+            if isinstance(given, ast.Name):
+                feed = given.id
+    if feed is None:
+        return None
+    assigns = [n for n in _walk(dummy) if isinstance(n, ast.Assign)]
+    scaled: set[str] = set()
+    for _ in range(4):
+        before = len(scaled)
+        for node in assigns:
+            if any(
+                isinstance(n, ast.Attribute)
+                and n.attr == "sp_size"
+                or isinstance(n, ast.Name)
+                and n.id in scaled
+                for n in _walk(node.value)
+            ):
+                scaled.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(scaled) == before:
+            break
+    if feed not in scaled:
+        return None
+    for node in assigns:
+        if any(isinstance(t, ast.Name) and t.id == feed for t in node.targets) and any(
+            isinstance(n, ast.Call)
+            and any(w in _callee_name(n).lower() for w in ("slice", "shard", "chunk", "split"))
+            for n in _walk(node.value)
+        ):
+            return None
+    return feed
+
+
 def _media_test(test: ast.AST) -> str | None:
     """`<media> is not None` -> the media name."""
     if (
@@ -211,7 +514,17 @@ class TextOnlyDummyForward(WrapperRule):
         "embeddings, a zero-valued dependency that keeps the tower in the autograd graph. This rule checks a "
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
-        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
+        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition; a sum stored in a local nobody reads does not count); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
+        " A dummy forward guarded by another parallelism (`sp_enabled`, `ulysses_enabled`, `tp_size > 1`) is "
+        "skipped by the FSDP ranks where that parallelism is off (unless the other side of the test runs its own "
+        "dummy of that tower), and a dummy output cut out of autograd before it reaches the text path "
+        "(`.detach()`, `.data`, `.item()`, `float()`, `requires_grad_(False)`, or the call under "
+        "`torch.no_grad()`) keeps the collectives of the forward but drops the tower's gradient. A dummy forward for the ranks without one "
+        "medium that also tests another (`elif pixel_values is None:` in the video branch) makes a rank with only "
+        "that other medium run the tower fewer times than the ranks with both. A tower's `dummy_forward` must run the tower "
+        "(`self(...)`, its layers, `super().forward`): one that only builds a tensor joins no collective. Where the tower's forward slices its own side "
+        "tensors for sequence parallelism (its input arrives pre-sliced by the collator), a fake input sized from "
+        "`sp_size` (the global size) must be sliced the same way."
     )
     bad = (
         Example(
@@ -291,6 +604,139 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a side output of the dummy forward (deepstack features) kept in a local nobody reads",
         ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(
+                source_module="transformers.models.qwen2_audio.modeling_qwen2_audio", target_file="x.py"
+            )
+
+
+            @config.override_method("Qwen2AudioForConditionalGeneration.forward")
+            def audio_lm_forward(self, input_ids=None, input_features=None, **kwargs):
+                ps = get_parallel_state()
+                embeds = self.get_input_embeddings()(input_ids)
+                if input_features is not None:
+                    embeds = embeds + self.audio_tower(input_features).last_hidden_state.mean()
+                elif self.training and ps.ulysses_enabled:
+                    zero = self.audio_tower.dummy_forward().last_hidden_state.sum() * 0
+                    embeds = embeds + zero
+                return self.language_model(inputs_embeds=embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_audio/qwen2_audio_gpu_patch_gen_config.py",
+            title="the audio dummy forward runs only under Ulysses sequence parallelism",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+                hidden = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    hidden = hidden + self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output.mean()
+                else:
+                    out = self.visual.dummy_forward()
+                    zero = out.pooler_output.data.float().mean() * 0.0
+                    hidden = zero + hidden
+                return self.language_model(inputs_embeds=hidden, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="the dummy output read through `.data`: the zero term is outside the autograd graph",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyAudioEncoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv1d(128, 64, 3)
+
+                def forward(self, feats):
+                    return self.conv(feats)
+
+                @torch.no_grad()
+                def dummy_forward(self):
+                    return self(torch.zeros(1, 128, 8, dtype=self.conv.weight.dtype, device=self.conv.weight.device))
+            """,
+            title="a tower's dummy forward defined under `torch.no_grad()`",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLModel.forward")
+            def forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, video_grid_thw=None, **kwargs):
+                x = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    x = x + self.visual(pixel_values).mean()
+                else:
+                    x = x + self.visual.dummy_forward().mean() * 0.0
+                if pixel_values_videos is not None:
+                    x = x + self.visual(pixel_values_videos, grid_thw=video_grid_thw).mean()
+                elif pixel_values is None:
+                    x = x + self.visual.dummy_forward().mean() * 0.0
+                return self.language_model(inputs_embeds=x, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the video pass's dummy forward skipped on ranks that have images",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyVisionTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(588, 32)
+
+                def forward(self, patches):
+                    return self.proj(patches)
+
+                def dummy_forward(self):
+                    return torch.zeros((1, 32), dtype=self.proj.weight.dtype, device=self.proj.weight.device)
+            """,
+            title="a dummy forward that returns a made-up tensor instead of running the tower",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+            class ToyPatchTower(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.patchify = nn.Linear(12, 8)
+                    self.positions = nn.Parameter(torch.zeros(4096, 8))
+
+                def forward(self, pixels):
+                    pos = self.positions[: pixels.shape[0] * get_parallel_state().sp_size]
+                    pos = sp_pad_and_slice(pos, dim=0, pad_value=0, pad_scale=1)
+                    return self.patchify(pixels) + pos
+
+                def dummy_forward(self):
+                    n = 8 * get_parallel_state().sp_size
+                    pixels = torch.zeros((n, 12), dtype=self.patchify.weight.dtype, device=self.positions.device)
+                    return self(pixels)
+            """,
+            title="the fake input sized for the whole sequence-parallel group and never sliced to this rank",
+        ),
     )
     good = (
         Example(
@@ -320,12 +766,169 @@ class TextOnlyDummyForward(WrapperRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+                hidden = self.get_input_embeddings()(input_ids)
+                if pixel_values is not None:
+                    hidden = hidden + self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output.mean()
+                elif get_parallel_state().sp_enabled:
+                    hidden = hidden + self.visual.dummy_forward(sp=True).pooler_output.mean() * 0.0
+                else:
+                    hidden = hidden + self.visual.dummy_forward().pooler_output.mean() * 0.0
+                return self.language_model(inputs_embeds=hidden, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a sequence-parallel dummy and a plain one: every rank without images runs one",
+        ),
     )
     fix_safety = "No fix: the dummy input's shape is the tower's business."
 
+    def finish(self) -> None:
+        super().finish()
+        if "dummy_forward" in self.ctx.source.text:
+            if any(w in self.ctx.source.text for w in _NO_GRAD):
+                self._no_grad_definitions()
+            self._idle_definitions()
+            if "slice" in self.ctx.source.text:
+                self._sequence_parallel_inputs()
+
+    def _sequence_parallel_inputs(self) -> None:
+        """A tower whose forward slices its own side tensors for sequence parallelism (`sp_pad_and_slice(
+        pos_embeds, ...)`) expects its input already sliced the same way (the collator does it for real data);
+        its `dummy_forward` must then shape its fake input for SP too, or the dummy forward fails on text-only
+        ranks under SP."""
+        tree = self.ctx.tree
+        forwards: dict[str, ast.FunctionDef] = {}
+        dummies: list[tuple[str, ast.FunctionDef]] = []
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                for f in stmt.body:
+                    if isinstance(f, ast.FunctionDef) and f.name in ("forward", "dummy_forward"):
+                        if f.name == "forward":
+                            forwards[stmt.name] = f
+                        else:
+                            dummies.append((stmt.name, f))
+            elif isinstance(stmt, ast.FunctionDef):
+                owner, method = spec_target(stmt)
+                if owner and method == "forward":
+                    forwards[owner] = stmt
+                elif owner and method == "dummy_forward":
+                    dummies.append((owner, stmt))
+        for owner, dummy in dummies:
+            forward = forwards.get(owner)
+            if forward is None:
+                continue
+            sliced = _sp_sliced_side(forward)
+            fake = _global_unsliced_input(dummy, forward) if sliced is not None else None
+            if fake is None:
+                continue
+            feed = next(
+                (
+                    c
+                    for c in _walk(dummy)
+                    if isinstance(c, ast.Call)
+                    and (
+                        isinstance(c.func, ast.Name)
+                        and c.func.id == "self"
+                        or isinstance(c.func, ast.Attribute)
+                        and c.func.attr == "forward"
+                    )
+                ),
+                None,
+            )
+            made = [
+                n
+                for n in _walk(dummy)
+                if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == fake for t in n.targets)
+            ]
+            at = max(made, key=lambda n: n.lineno) if made else feed
+            self.report(
+                at if at is not None else def_span(self.ctx, dummy),
+                f"`{owner}.forward` slices `{sliced}` for sequence parallelism and expects its input sliced the same "
+                f"way (the collator does it for real data), but `dummy_forward` sizes `{fake}` from `sp_size` (the "
+                "global size) and never slices it: under SP the fake input and the sliced tensors disagree and the "
+                "dummy forward fails on text-only ranks",
+            )
+
+    def _idle_definitions(self) -> None:
+        """A tower's `dummy_forward` that never runs the tower (no `self(...)`, `self.forward(...)`, or other call
+        on `self` / `super()`): it returns a made-up tensor, so the tower's collectives still do not run on
+        text-only ranks."""
+        for node in _walk(self.ctx.tree):
+            if not isinstance(node, ast.FunctionDef) or method_name(node) != "dummy_forward":
+                continue
+            runs = any(
+                isinstance(c, ast.Call)
+                and (
+                    isinstance(c.func, ast.Name)
+                    and c.func.id == "self"
+                    or isinstance(c.func, ast.Attribute)
+                    and (
+                        isinstance(c.func.value, ast.Name)
+                        and c.func.value.id == "self"
+                        or isinstance(c.func.value, ast.Attribute)
+                        and isinstance(c.func.value.value, ast.Name)
+                        and c.func.value.value.id == "self"
+                        or isinstance(c.func.value, ast.Call)
+                        and isinstance(c.func.value.func, ast.Name)
+                        and c.func.value.func.id == "super"
+                    )
+                )
+                for c in _walk(node)
+            )
+            if not runs:
+                returns = [r for r in _walk(node) if isinstance(r, ast.Return) and r.value is not None]
+                self.report(
+                    max(returns, key=lambda r: r.lineno)
+                    if returns
+                    else (node.lineno, node.col_offset, node.lineno, node.col_offset + 3),
+                    "`dummy_forward` never runs the tower (no `self(...)` or call of its layers): the fake output "
+                    "it returns keeps text-only ranks out of the tower's collectives",
+                )
+
+    def _no_grad_definitions(self) -> None:
+        """A tower's `dummy_forward` defined under `torch.no_grad()` (decorator or a `with` around its body):
+        its output has no graph, so the zero-valued dependency the wrapper adds carries no gradient."""
+        for node in _walk(self.ctx.tree):
+            if not isinstance(node, ast.FunctionDef) or method_name(node) != "dummy_forward":
+                continue
+            for deco in node.decorator_list:
+                f = deco.func if isinstance(deco, ast.Call) else deco
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name in _NO_GRAD:
+                    self.report(
+                        deco,
+                        f"`dummy_forward` runs under `{ast.unparse(deco)}`: its output has no autograd graph, so "
+                        "the zero-valued dependency added on text-only ranks gives the tower no gradient and "
+                        "those ranks skip its reduce-scatter",
+                    )
+                    break
+            else:
+                for stmt in _walk(node):
+                    how = _no_grad_with(stmt)
+                    if how is not None:
+                        self.report(
+                            stmt.items[0].context_expr,  # type: ignore[attr-defined]
+                            f"`dummy_forward` runs the tower under `{how}`: its output has no autograd graph, so "
+                            "the zero-valued dependency added on text-only ranks gives the tower no gradient",
+                        )
+                        break
+
     def check(self, patched: PatchedMethod) -> None:
         func = patched.func
-        if not any(MEDIA.match(p) and p.startswith("pixel_values") for p in params_of(func)):
+        if not any(
+            MEDIA.match(p) and (p.startswith("pixel_values") or p == "input_features")
+            for p in params_of(func)
+        ):
             return  # the patch does not handle media itself
         towers = upstream_towers(patched)
         if not towers:
@@ -334,8 +937,9 @@ class TextOnlyDummyForward(WrapperRule):
         covered = {_tower_of(c) for c in calls}
         missing = [t for t in towers if t not in covered]
         if missing:
+            branch = _media_branch(func, missing[0])
             self.report(
-                def_span(self.ctx, func),
+                _branch_end(branch) if branch is not None else def_span(self.ctx, func),
                 f"`{patched.cls}.forward` never runs `self.{missing[0]}.dummy_forward()` for a text-only micro-batch: "
                 "under FSDP the ranks without media skip the tower's collectives",
             )
@@ -356,6 +960,101 @@ class TextOnlyDummyForward(WrapperRule):
         self._per_modality(func, calls)
         self._side_features(func, calls)
         self._dead_outputs(func, calls)
+        self._guards(func, calls)
+        self._other_media_guards(func, calls)
+        self._cuts(func, calls)
+
+    def _guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """A dummy forward run only under another parallelism (`elif get_parallel_state().sp_enabled:`): the
+        FSDP ranks where that parallelism is off and the medium is absent skip the tower's collectives."""
+        for call in calls:
+            tower = _tower_of(call)
+            for stmt, side in _enclosing(func, call):
+                if not isinstance(stmt, ast.If) or side not in ("body", "orelse"):
+                    continue
+                flags = _narrowing_flags(stmt.test)
+                if not flags:
+                    continue
+                other = stmt.orelse if side == "body" else stmt.body
+                if any(_tower_of(c) == tower for s in other for c in _dummy_calls(s)):
+                    continue  # the other side runs its own dummy forward of this tower
+                when = "only when" if side == "body" else "only when not"
+                self.report(
+                    stmt.test,
+                    f"`self.{tower}.dummy_forward()` runs {when} `{flags[0]}` (`{ast.unparse(stmt.test)}`): "
+                    f"under FSDP {'without' if side == 'body' else 'with'} that parallelism, a rank without "
+                    "this medium skips the tower's collectives while the ranks with it run them (guard the "
+                    "dummy forward by FSDP, not by another parallelism)",
+                )
+                break
+
+    def _other_media_guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """A dummy forward for the ranks without one medium that also tests another medium
+        (`elif pixel_values is None and ...` under `if pixel_values_videos is not None:`): a rank with the other
+        medium skips this pass of the tower, so it runs the tower fewer times than the ranks with both and the
+        per-call collectives fall out of step."""
+        params = {p for p in params_of(func) if MEDIA.match(p)}
+        for call in calls:
+            chain = _enclosing(func, call)
+            own = None
+            for stmt, side in chain:
+                if isinstance(stmt, ast.If) and side == "orelse" and _media_test(stmt.test) in params:
+                    own = _media_test(stmt.test)
+            if own is None:
+                continue
+            for stmt, _side in chain:
+                if not isinstance(stmt, ast.If) or _media_test(stmt.test) == own:
+                    continue
+                others = [
+                    n.id
+                    for n in _walk(stmt.test)
+                    if isinstance(n, ast.Name)
+                    and n.id in params
+                    and _modality(n.id) not in (None, _modality(own))
+                ]
+                if others:
+                    self.report(
+                        stmt.test,
+                        f"the dummy forward for ranks without `{own}` also depends on `{others[0]}` "
+                        f"(`{ast.unparse(stmt.test)}`): a rank with `{others[0]}` but no `{own}` skips this pass of "
+                        "the tower and runs it fewer times than the ranks with both, so the tower's collectives "
+                        "fall out of step",
+                    )
+                    break
+
+    def _cuts(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
+        """The dummy forward's output cut out of autograd on its way to the text path (`.detach()`,
+        `.item()`, `.data`, `torch.no_grad()` around the call): the zero-valued dependency then carries no
+        gradient to the tower, so text-only ranks skip its gradient reduce-scatter."""
+        flow = _Flow(func)
+        for call in calls:
+            for stmt, _side in _enclosing(func, call):
+                how = _no_grad_with(stmt)
+                if how is not None:
+                    self.report(
+                        call,
+                        f"the dummy forward runs under `{how}`: its zero-valued output carries no gradient "
+                        "to the tower, so text-only ranks skip the tower's gradient reduce-scatter",
+                    )
+                    break
+            else:
+                tainted = _tainted_defs(func, flow, {call})
+                cut = next(
+                    (
+                        (node, how)
+                        for stmt in _block_of(func, call)
+                        for node in _walk(stmt)
+                        if (how := _graph_cut(node, flow, {call}, tainted)) is not None
+                    ),
+                    None,
+                )
+                if cut is not None:
+                    self.report(
+                        cut[0],
+                        f"`{cut[1]}` cuts the dummy forward's output out of the autograd graph: the zero-valued "
+                        "dependency no longer reaches the tower, so text-only ranks produce no gradient for it and "
+                        "skip its reduce-scatter",
+                    )
 
     def _dead_outputs(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """A local that holds an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) but is
@@ -367,6 +1066,12 @@ class TextOnlyDummyForward(WrapperRule):
         if not holders:
             return
         loaded = {n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        reported: set[ast.AST] = set()
+        dummy_reads = {
+            id(n)
+            for n in _walk(func)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in holders
+        }
         for node in _walk(func):
             if not (
                 isinstance(node, ast.Assign)
@@ -382,12 +1087,26 @@ class TextOnlyDummyForward(WrapperRule):
             ):
                 continue
             name = node.targets[0].id
-            if name not in loaded:
+            if name in loaded:
+                continue
+            reset = _text_only_reset(func, value.attr, dummy_reads)
+            if reset is not None:
+                if reset in reported:
+                    continue
+                reported.add(reset)
+                target = reset.targets[0].id  # type: ignore[attr-defined]
                 self.report(
-                    node,
-                    f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
-                    "the text path, and the layers producing it get no gradient on text-only ranks",
+                    reset,
+                    f"the text-only branch sets `{target}` (what the real path fills with the tower's "
+                    f"`{value.attr}`) to `None` while `{name}` holds the dummy forward's `{value.attr}` and is never "
+                    "read: the layers producing it get no gradient on text-only ranks",
                 )
+                continue
+            self.report(
+                node,
+                f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
+                "the text path, and the layers producing it get no gradient on text-only ranks",
+            )
 
     def _per_modality(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """Each media branch of the real path (`if pixel_values_videos is not None:` running a tower) needs a
@@ -417,7 +1136,7 @@ class TextOnlyDummyForward(WrapperRule):
             if any(c in set(n for stmt in node.orelse for n in _walk(stmt)) for c in calls):
                 continue
             self.report(
-                node.test,
+                _branch_end(node),
                 f"no dummy forward runs when a rank has no `{name}`: under FSDP that modality's tower skips its "
                 "collectives on the ranks without it (add the tower's `dummy_forward()` in the `else`)",
             )

@@ -6,8 +6,9 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules._handles import method_name
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span
+from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span, params_of, passed_on
 from npu_lint.veomni.constants import tree_constant
 from npu_lint.veomni.upstream import (
     composite_config_fields,
@@ -105,6 +106,42 @@ def _self_calls(func: ast.AST) -> set[str]:
     return out
 
 
+_MROPE_HINTS = ("rope_index", "3d_position", "mrope")
+_MOVES = ("transpose", "permute", "movedim", "swapaxes", "swapdims", "rearrange")
+
+
+def _moves_axes(node: ast.AST, name: str, helpers: dict[str, ast.FunctionDef], depth: int = 0) -> bool:
+    """Whether ``node`` moves an axis of ``name`` (`name.transpose(0, 1)`, `torch.permute(name, ...)`,
+    `rearrange(name, ...)`, or a module-level helper called with it that does so)."""
+    for n in _walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        on = [f.value] if isinstance(f, ast.Attribute) else []
+        if callee in _MOVES and any(
+            isinstance(x, ast.Name) and x.id == name for a in [*on, *n.args] for x in _walk(a)
+        ):
+            return True
+        if isinstance(f, ast.Name) and f.id in helpers and depth < 2:
+            args = [*n.args, *(k.value for k in n.keywords)]
+            if any(isinstance(x, ast.Name) and x.id == name for a in args for x in _walk(a)):
+                helper = helpers[f.id]
+                params = [
+                    a.arg for a in [*helper.args.posonlyargs, *helper.args.args, *helper.args.kwonlyargs]
+                ]
+                if any(_moves_axes(helper, p, helpers, depth + 1) for p in params):
+                    return True
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "mT"
+            or isinstance(n, ast.Attribute)
+            and n.attr in ("mT", "T")
+        ):
+            return True
+    return False
+
+
 def _position_methods(names: set[str]) -> set[str]:
     return {n for n in names if any(h in n for h in _POSITION_HINTS)}
 
@@ -121,6 +158,13 @@ class PositionIdFunction(WrapperRule):
         "`get_position_id_func` that wraps another model's `<Other>Model.get_rope_index` (a copy-paste from "
         "the model it was adapted from) precomputes positions with the wrong rules. Both train, silently worse."
         " The media token ids a position-id function maps (`fake_config.image_token_id = ...`) must be the placeholders the data transform writes, the tree's `<MODALITY>_INPUT_INDEX` (read from the tree), one for each modality the model's config has; and a branch that finds the M-RoPE sections on axis k of `position_ids` (`shape[k] == 3`) must move them to axis 0. A position-id function that copies the config (`copy.copy(self.config)`) but maps no media token id at all, where the config has them and the tree defines the placeholders, is reported too."
+        " A patched forward of an M-RoPE model (its upstream forward calls `get_rope_index` / "
+        "`compute_3d_position_ids`) that takes `position_ids` from the caller and passes them on must move the "
+        "M-RoPE axis to the front somewhere (`transpose`, `permute`, `movedim`, `rearrange`, or a local helper "
+        "that does): VeOmni precomputes the ids per sample as (3, seq) and collates them as (batch, 3, seq)."
+        " A remapped config copy that is never read after its token ids are mapped (the function is built from "
+        "`self.config`) leaves the mapping without effect, and so does a placeholder stored on an attribute the model's config does "
+        "not define (`cfg.image_token_index` where the config has `image_token_id`)."
     )
     bad = (
         Example(
@@ -173,6 +217,45 @@ class PositionIdFunction(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a media token mapped to another modality's placeholder",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLModel.forward")
+            def qwen2_vl_model_forward(self, input_ids=None, position_ids=None, inputs_embeds=None, **kwargs):
+                if position_ids is None:
+                    position_ids, _ = self.get_rope_index(input_ids, None, None, None)
+                else:
+                    position_ids = position_ids.to(inputs_embeds.device)
+                return self.language_model(position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="precomputed (batch, 3, seq) position ids handed to the text model without moving the M-RoPE axis",
+        ),
+        Example(
+            """
+            import copy
+            from functools import partial
+
+            from veomni.patchgen.patch_spec import PatchConfig
+            from veomni.utils.constants import IMAGE_INPUT_INDEX, VIDEO_INPUT_INDEX
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLForConditionalGeneration.get_position_id_func")
+            def pos_func(self):
+                remapped = copy.copy(self.config)
+                remapped.image_token_id = IMAGE_INPUT_INDEX
+                remapped.video_token_id = VIDEO_INPUT_INDEX
+                return partial(get_position_id, Qwen2VLModel.get_rope_index, Holder(self.config))
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the remapped config copy is built and never used",
+        ),
     )
     good = (
         Example(
@@ -190,6 +273,28 @@ class PositionIdFunction(WrapperRule):
                 return partial(get_position_id, Qwen3VLModel.get_rope_index, fake_model)
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            def sections_first(ids):
+                return ids.permute(1, 0, 2) if ids.dim() == 3 else ids
+
+
+            @config.override_method("Qwen2VLModel.forward")
+            def qwen2_vl_model_forward(self, input_ids=None, position_ids=None, inputs_embeds=None, **kwargs):
+                if position_ids is None:
+                    position_ids, _ = self.get_rope_index(input_ids, None, None, None)
+                else:
+                    position_ids = sections_first(position_ids)
+                return self.language_model(position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the M-RoPE axis moved to the front by a local helper",
         ),
     )
     fix_safety = (
@@ -278,6 +383,59 @@ class PositionIdFunction(WrapperRule):
                         f"({', '.join(ast.unparse(a) for a in move.args)})` does not bring them to axis 0",
                     )
 
+    def _caller_layout(self, patched: PatchedMethod, methods: list[str]) -> None:
+        """Position ids the caller supplies (VeOmni precomputes M-RoPE ids per sample as (3, seq) and collates
+        them as (batch, 3, seq)) must have their 3 sections moved to axis 0 before the text model: a patched
+        forward that passes `position_ids` on and never transposes it feeds batch rows in as t/h/w sections."""
+        func = patched.func
+        if "position_ids" not in params_of(func) or not passed_on(func, "position_ids"):
+            return
+        helpers = {s.name: s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef)}
+        for stmt in func.body:
+            if _moves_axes(stmt, "position_ids", helpers):
+                return
+        # where the layout should be fixed: a statement re-deriving the caller's ids from themselves, else the
+        # `else` of `if position_ids is None:`, else where they are handed on
+        at: ast.AST | None = None
+        for node in _walk(func):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "position_ids" for t in node.targets)
+                and any(isinstance(n, ast.Name) and n.id == "position_ids" for n in _walk(node.value))
+                and not any(m in ast.unparse(node.value) for m in methods)
+            ):
+                if at is None or node.lineno < at.lineno:  # type: ignore[attr-defined]
+                    at = node
+        if at is None:
+            for node in _walk(func):
+                if (
+                    isinstance(node, ast.If)
+                    and "position_ids is None" in ast.unparse(node.test)
+                    and node.orelse
+                ):
+                    at = node.orelse[0]
+                    break
+        if at is None:
+            at = next(
+                (
+                    k
+                    for n in _walk(func)
+                    if isinstance(n, ast.Call)
+                    for k in n.keywords
+                    if k.arg == "position_ids"
+                    and isinstance(k.value, ast.Name)
+                    and k.value.id == "position_ids"
+                ),
+                None,
+            )
+        self.report(
+            at if at is not None else def_span(self.ctx, func),
+            f"`{patched.cls}.{patched.name}` passes caller-supplied `position_ids` on without moving the M-RoPE "
+            "axis to the front: precomputed ids arrive collated as (batch, 3, seq), the text model reads "
+            f"(3, batch, seq) (what `self.{methods[0]}` returns), so batch rows are read as t/h/w sections "
+            "(`position_ids.transpose(0, 1)` when `position_ids.dim() == 3 and position_ids.shape[1] == 3`)",
+        )
+
     def _token_mapping(self) -> None:
         """The media token ids a position-id function maps must be the placeholders the data transform writes
         into `input_ids` (the tree's `<MODALITY>_INPUT_INDEX`), one per modality the model's config has."""
@@ -286,12 +444,15 @@ class PositionIdFunction(WrapperRule):
         module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
         lines = ctx.source.text.splitlines()
         for cls, func in _owner_classes(ctx.tree):
+            if "INPUT_INDEX" in ctx.source.text:
+                self._unknown_fields(cls, func, module)
             if not any("_token_id =" in line for line in lines[func.lineno - 1 : func.end_lineno]):
                 self._unmapped_copy(cls, func, module)
                 continue
             found = _token_assignments(func)
             if not found:
                 continue
+            self._mapping_unused(func, found)
             mapped: set[str] = set()
             for _stmt, mod, value in found:
                 expected = f"{mod.upper()}_INPUT_INDEX"
@@ -338,6 +499,89 @@ class PositionIdFunction(WrapperRule):
                         f"placeholders but not `{mod}_token_id` (the data transform writes "
                         f"`{mod.upper()}_INPUT_INDEX`): {mod} tokens get text positions",
                     )
+
+    def _unknown_fields(self, cls: str | None, func: ast.FunctionDef, module: str | None) -> None:
+        """A data-transform placeholder stored on a config attribute the model's config does not define
+        (`cfg.image_token_index = IMAGE_INPUT_INDEX` where the config has `image_token_id`): the rope index never
+        reads it, so that medium keeps its original token id."""
+        if (
+            cls is None
+            or module is None
+            or not module.startswith("transformers.")
+            or "position_id" not in (method_name(func) or "")
+        ):
+            return
+        fields = None
+        for node in _walk(func):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target, value = node.targets[0], node.value
+            name = (
+                value.id
+                if isinstance(value, ast.Name)
+                else value.attr
+                if isinstance(value, ast.Attribute)
+                else ""
+            )
+            if not (name.endswith("_INPUT_INDEX") and isinstance(target, ast.Attribute)):
+                continue
+            if fields is None:
+                fields = composite_config_fields(module, cls)
+                if fields is None:
+                    return
+            if target.attr in fields[1] or target.attr in fields[2]:
+                continue
+            known = sorted(f for f in fields[1] if f in {f"{m}_token_id" for m in _MODALITIES})
+            self.report(
+                target,
+                f"`{ast.unparse(target)}` is not a field of `{fields[0]}` (its media token ids are "
+                f"{', '.join(f'`{k}`' for k in known) or 'other fields'}): the position-id function never reads it, "
+                f"so the placeholder `{name}` is not mapped",
+            )
+
+    def _mapping_unused(self, func: ast.FunctionDef, found: list[tuple[ast.Assign, str, ast.expr]]) -> None:
+        """The remapped config copy (`fake_config.image_token_id = IMAGE_INPUT_INDEX`) must be what the
+        position-id function is built from: a local that is never read after its mapping leaves the function
+        working on the original token ids (`Fake(config=self.config)`)."""
+        holders: dict[str, int] = {}
+        for stmt, _mod, _value in found:
+            target = stmt.targets[0]
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                name = target.value.id
+                holders[name] = max(holders.get(name, 0), stmt.end_lineno or stmt.lineno)
+        for name, last in holders.items():
+            if name == "self":
+                continue
+            assigned = any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in _walk(func)
+            )
+            if not assigned:
+                continue  # a parameter or a global: the caller holds it
+            read_after = any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > last
+                for n in _walk(func)
+            )
+            if read_after:
+                continue
+            instead = next(
+                (
+                    n
+                    for n in _walk(func)
+                    if isinstance(n, ast.Attribute)
+                    and n.attr == "config"
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == "self"
+                    and n.lineno > last
+                ),
+                None,
+            )
+            self.report(
+                instead if instead is not None else found[-1][0],
+                f"`{name}` gets the data transform's token ids but is never used after that"
+                + (" (the position-id function is built from `self.config`)" if instead is not None else "")
+                + ": the precomputed position ids look for the original token ids and give media tokens text "
+                "positions",
+            )
 
     def _unmapped_copy(self, cls: str | None, func: ast.FunctionDef, module: str | None) -> None:
         """A position-id function that copies the model config (`copy.copy(self.config)`: the copy exists to be
@@ -425,6 +669,8 @@ class PositionIdFunction(WrapperRule):
 
     def check(self, patched: PatchedMethod) -> None:
         upstream = _position_methods(_self_calls(patched.upstream))
+        if upstream and any(w in m for m in upstream for w in _MROPE_HINTS):
+            self._caller_layout(patched, sorted(upstream))
         if not upstream or not patched.cls.endswith("Model"):
             return
         if _position_methods(_self_calls(patched.func)):

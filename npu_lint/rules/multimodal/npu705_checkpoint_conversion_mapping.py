@@ -190,8 +190,24 @@ class CheckpointConversionMapping(Rule):
             leaf = old.split(".")[-1]
             if mapping is not None and any(leaf in s for s in mapping):
                 continue
+            head = new_paths.split(", ")[0].split(".")[0]
+            at = next(
+                (
+                    n
+                    for n in _walk(patched.func)
+                    if isinstance(n, ast.Assign)
+                    and any(
+                        isinstance(t, ast.Attribute)
+                        and t.attr == head
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                        for t in n.targets
+                    )
+                ),
+                None,
+            )
             self.report(
-                def_span(self.ctx, patched.func),
+                at if at is not None else def_span(self.ctx, patched.func),
                 f"`{patched.cls}.__init__` moves the upstream checkpoint keys `{old}.*` (now {new_paths}) and no "
                 "`_checkpoint_conversion_mapping` maps them: those weights load as random initialisation",
             )
