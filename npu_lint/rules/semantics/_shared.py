@@ -97,9 +97,19 @@ def _assigned_in(func: ast.AST | None, name: str) -> list[ast.expr]:
 
 
 def offset_inner(expr: ast.AST) -> ast.AST | None:
-    """For `1 + w`, `w + 1`, `(1.0 + w).to(d)`: the `w` node (no text needed: for code of another file)."""
+    """For `1 + w`, `w + 1`, `(1.0 + w).to(d)`, `w.float().add(1.0)`: the `w` node (no text needed: for code of
+    another file)."""
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
         expr = expr.func.value
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "add"
+        and len(expr.args) == 1
+        and not expr.keywords
+        and _is_one(expr.args[0])
+    ):
+        return expr.func.value
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
         if _is_one(expr.left):
             return expr.right
@@ -121,24 +131,54 @@ def raw_weight_attr(expr: ast.AST) -> str | None:
     return None
 
 
-def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
-    """The eager RMSNorm math of the file's RMSNorm classes (the methods other than `__init__`): each operand of a
-    multiplication that is the class's weight, as (class, operand node, weight attribute, with the `1 +` offset)."""
-    out: list[tuple[str, ast.expr, str, bool]] = []
+def _rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, method) of the file's RMSNorm classes other than `__init__`: the methods of the classes it defines
+    and a spec's functions that replace one (`@config.override_method("FooRMSNorm.forward")`), whose class is
+    the upstream one."""
+    out: list[tuple[str, ast.FunctionDef]] = []
     for cls in _walk(tree):
-        if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
+        if isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower():
+            out.extend(
+                (cls.name, f) for f in cls.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+            )
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef):
             continue
-        for func in cls.body:
-            if not isinstance(func, ast.FunctionDef) or func.name == "__init__":
+        for deco in stmt.decorator_list:
+            if not (
+                isinstance(deco, ast.Call)
+                and isinstance(deco.func, ast.Attribute)
+                and deco.func.attr == "override_method"
+                and deco.args
+            ):
                 continue
-            for node in _walk(func):
-                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
-                    continue
-                for side in (node.left, node.right):
-                    inner = offset_inner(side)
-                    attr = raw_weight_attr(inner if inner is not None else side)
-                    if attr is not None and "weight" in attr:
-                        out.append((cls.name, side, attr, inner is not None))
+            target = str_value(deco.args[0]) or ""
+            owner, _, method = target.rpartition(".")
+            if owner and method != "__init__" and "rmsnorm" in owner.lower():
+                out.append((owner, stmt))
+    return out
+
+
+def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
+    """The eager RMSNorm math of the file's RMSNorm classes (the methods other than `__init__`, in a class of the
+    file or a spec's replacement of one): each operand of a multiplication that is the class's weight, as (class,
+    operand node, weight attribute, with the `1 +` offset)."""
+    out: list[tuple[str, ast.expr, str, bool]] = []
+    for cls_name, func in _rms_norm_methods(tree):
+        for node in _walk(func):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for side in (node.left, node.right):
+                value = side
+                if isinstance(side, ast.Name):  # a local holding the scale (`scale = 1.0 + self.weight`)
+                    values = _assigned_in(func, side.id)
+                    if len(values) != 1:
+                        continue
+                    value = values[0]
+                inner = offset_inner(value)
+                attr = raw_weight_attr(inner if inner is not None else value)
+                if attr is not None and "weight" in attr:
+                    out.append((cls_name, side, attr, inner is not None))
     return out
 
 

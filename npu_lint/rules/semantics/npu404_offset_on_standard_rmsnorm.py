@@ -37,7 +37,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "vendor kernel such as `torch_npu.npu_rms_norm` doubles every activation scale. It happens when a "
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
-        " The eager math of the file's RMSNorm classes is read too: `x * (1 + self.weight)` on a ones-initialised weight (an in-tree model such as a diffusion transformer) is reported."
+        " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported."
     )
     bad = (
         Example(
@@ -124,6 +124,25 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
             """,
             path="veomni/models/transformers/wan/modeling_wan.py",
             title="the eager math of a ones-initialised in-tree RMSNorm adds the offset",
+        ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_rmsnorm_forward_patched(self, hidden_states):
+                input_dtype = hidden_states.dtype
+                hidden_states = hidden_states.to(torch.float32)
+                variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return self.weight.add(1) * hidden_states.to(input_dtype)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="a spec's replacement forward of an upstream ones-initialised norm adds the offset in its eager math",
         ),
     )
     good = (
