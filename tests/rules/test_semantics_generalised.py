@@ -58,3 +58,59 @@ def test_spec_eager_fallback_of_a_ones_initialised_norm_with_the_offset(tmp_path
     assert _codes(spec, ["NPU402", "NPU404"]) == [(12, "NPU404")]
     spec.write_text(textwrap.dedent(NORM_SPEC.format(scale="self.weight", **args)).lstrip("\n"))
     assert _codes(spec, ["NPU402", "NPU404"]) == []
+
+
+LOSS_HELPER = """
+import torch.nn.functional as F
+
+
+def shared_lm_loss(self, logits, labels, **kwargs):
+    {body}
+    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **kwargs)
+    {after}
+    return loss
+"""
+
+
+def _loss(tmp_path: Path, body: str = "pass", after: str = "pass") -> list[tuple[int, str]]:
+    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    path = _write(
+        tmp_path,
+        "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+        LOSS_HELPER.format(body=body, after=after),
+    )
+    return _codes(path, ["NPU413"], tmp_path)
+
+
+def test_padding_token_as_ignore_index_through_locals_and_kwargs(tmp_path: Path) -> None:
+    for body in (
+        'kwargs["ignore_index"] = self.config.get_text_config().pad_token_id',
+        "pad = self.tokenizer.pad_token_id\n    kwargs.setdefault('ignore_index', pad)",
+        "labels = F.pad(labels, (0, 1), value=self.config.pad_token_id)",
+        "kwargs = {**kwargs, 'ignore_index': self.padding_idx}",
+    ):
+        assert [code for _, code in _loss(tmp_path, body=body)] == ["NPU413"], body
+    for body in ('kwargs["ignore_index"] = -100', "labels = F.pad(labels, (0, 1), value=-100)"):
+        assert _loss(tmp_path, body=body) == [], body
+
+
+def test_reduced_loss_divided_again_by_a_label_count_in_a_helper(tmp_path: Path) -> None:
+    for after in (
+        "loss = loss / (labels != -100).sum()",
+        "n_valid = labels.ne(-100).sum()\n    loss /= n_valid",
+        "loss = loss / labels.numel()",
+        'loss = loss / kwargs["num_items_in_batch"]',
+    ):
+        found = _loss(tmp_path, after=after)
+        assert len(found) == 1 and found[0][1] == "NPU413" and found[0][0] >= 7, after
+    for after in ("loss = loss / self.config.gradient_accumulation_steps", "loss = loss / 2"):
+        assert _loss(tmp_path, after=after) == [], after
+
+
+def test_count_set_to_none_in_the_kwargs(tmp_path: Path) -> None:
+    assert _loss(tmp_path, body='kwargs["num_items_in_batch"] = None') == [(5, "NPU413")]
+    assert _loss(tmp_path, body='kwargs = {**kwargs, "num_items_in_batch": None}') == [(5, "NPU413")]
+    assert (
+        _loss(tmp_path, body='kwargs = {**kwargs, "num_items_in_batch": kwargs.get("num_items_in_batch")}')
+        == []
+    )

@@ -16,6 +16,7 @@ from npu_lint.rules.semantics._shared import (
     loss_calls,
 )
 from npu_lint.veomni.constants import tree_ignore_index
+from npu_lint.veomni.upstream import last_name
 
 _CARRIED = "num_items_in_batch"
 
@@ -47,6 +48,34 @@ def _kwargs_carriers(func: ast.AST, kwarg: str | None) -> set[str]:
         if len(out) == before:
             break
     return out
+
+
+def _local_values(func: ast.AST, name: str) -> list[ast.expr]:
+    """The values a plain local is assigned in the function (`name = value`; tuple targets are not followed)."""
+    out = []
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            out.append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            if node.target.id == name and node.value is not None:
+                out.append(node.value)
+    return out
+
+
+_PAD_WORDS = ("pad_token_id", "pad_id", "padding_idx", "pad_token_index")
+
+
+def _pad_token_ref(node: ast.AST) -> ast.AST | None:
+    """The padding-token id the expression reads (`self.config.text_config.pad_token_id`, `tokenizer.pad_id`)."""
+    for n in _walk(node):
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        if name is not None and name.lower() in _PAD_WORDS:
+            return n
+        if isinstance(n, ast.Constant) and n.value in _PAD_WORDS:  # config.get("pad_token_id")
+            return n
+    return None
 
 
 def _kwarg_param(func: ast.FunctionDef) -> str | None:
@@ -141,17 +170,58 @@ def _aux_term(node: ast.AST) -> ast.AST | None:
     return node
 
 
+def _reduces(call: ast.Call) -> bool:
+    """A loss call that returns a reduced loss: no `reduction=` keyword, or `reduction="mean"` (a per-token
+    cross-entropy with `reduction="sum"`/`"none"`, or a reduction held in a variable, is not judged)."""
+    name = last_name(call.func) or ""
+    if name in ("cross_entropy", "CrossEntropyLoss") or name.startswith("_"):
+        return False
+    for kw in call.keywords:
+        if kw.arg == "reduction":
+            return str_is(kw.value, "mean")
+    return True
+
+
+def _label_counts(func: ast.AST) -> set[str]:
+    """Names that hold the labels or a value derived from them (`n = (labels != -100).sum()`)."""
+    out = {a.arg for a in _params(func) if "label" in a.arg}  # type: ignore[arg-type]
+    out |= {n.id for n in _walk(func) if isinstance(n, ast.Name) and "label" in n.id}
+    for _ in range(3):
+        before = len(out)
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id in out for n in _walk(node.value)
+            ):
+                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(out) == before:
+            break
+    return out
+
+
+def _count_of(divisor: ast.AST, labels: set[str]) -> str | None:
+    """What token count the divisor is: the global count (`num_items_in_batch`), or one of the local labels."""
+    if isinstance(divisor, ast.Constant):
+        return None
+    for n in _walk(divisor):
+        if (isinstance(n, ast.Name) and n.id == _CARRIED) or str_is(n, _CARRIED):
+            return "the batch's token count"
+    for n in _walk(divisor):
+        if isinstance(n, ast.Name) and n.id in labels:
+            return "a count of the labels"
+    return None
+
+
 class LossReduction(LossRule):
     code = "NPU413"
     name = "loss-reduction"
-    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline, adds the auxiliary loss without its coefficient, or divides twice."
+    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient, or is reduced twice."
     why = (
         "transformers' causal-LM forwards pass `**kwargs` to `loss_function`: they carry `num_items_in_batch` "
         "(the loss is a sum over the tokens of the whole gradient-accumulation batch divided by their count), "
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss the helper returns already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle) divided again by a token count (`num_items_in_batch`, or a count of the labels: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
     )
     bad = (
         Example(
@@ -217,6 +287,27 @@ class LossReduction(LossRule):
             path="veomni/ops/kernels/cross_entropy/eager.py",
             title="a loss helper drops the count it receives (and pops it from the kwargs)",
         ),
+        Example(
+            """
+            def lm_loss(self, hidden_states, labels, **kwargs):
+                logits = self.lm_head(hidden_states)
+                loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **kwargs)
+                valid = labels.ne(-100).sum()
+                loss /= valid
+                return loss
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="an already reduced loss divided again by the count of its labels",
+        ),
+        Example(
+            """
+            def lm_loss(self, logits, labels, **kwargs):
+                loss_kwargs = dict(kwargs)
+                return self.loss_function(logits, labels, self.vocab_size, **{**loss_kwargs, "num_items_in_batch": None})
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="the count overridden with None inside the forwarded kwargs",
+        ),
     )
     good = (
         Example(
@@ -246,6 +337,17 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def token_mean_loss(logits, labels):
+                total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum")
+                return total / labels.ne(-100).sum()
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
@@ -257,16 +359,22 @@ class LossReduction(LossRule):
         return not ctx.source.kind.test  # type: ignore[attr-defined]
 
     def finish(self) -> None:
+        self._reported_divisions: set[int] = (
+            set()
+        )  # divisors reported (by the forward check or the general one)
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
-        if "num_items_in_batch" not in text and "ignore_index" not in text and "aux_loss" not in text:
+        if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux_loss", "loss_function")):
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_ignore_index(self.ctx.project.root)
-        words = ("num_items_in_batch", "aux_loss") + (() if expected is None else ("label", "ignore_index"))
+        words = ("num_items_in_batch", "aux_loss", "loss_function") + (
+            () if expected is None else ("label", "ignore_index")
+        )
         for func in functions_of(self.ctx.tree, text, *words):
             self._dropped_count(func)
+            self._reduced_twice(func)
             if expected is not None:
                 self._ignore_index(func, expected)
             self._aux_coefficient(func)
@@ -304,6 +412,23 @@ class LossReduction(LossRule):
                         self.report(
                             kw.value, "`num_items_in_batch=None` replaces the count this function received"
                         )
+            if isinstance(node, ast.Dict) and (carried is not None or has_kwargs):
+                for key, value in zip(node.keys, node.values):
+                    if str_is(key, _CARRIED) and isinstance(value, ast.Constant) and value.value is None:
+                        self.report(
+                            value, "`num_items_in_batch: None` replaces the count this function received"
+                        )
+            elif (
+                isinstance(node, ast.Assign)
+                and (carried is not None or has_kwargs)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value is None
+                and any(isinstance(t, ast.Subscript) and str_is(t.slice, _CARRIED) for t in node.targets)
+            ):
+                self.report(
+                    node.value,
+                    "`num_items_in_batch` is set to None: the count this function received is lost",
+                )
             if (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Call)
@@ -346,14 +471,69 @@ class LossReduction(LossRule):
                                 "`num_items_in_batch` is filtered out of the kwargs: the loss never sees it",
                             )
 
+    def _reduced_twice(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A loss returned already reduced (by `loss_function`, `ForCausalLMLoss`, a VeOmni loss handle: a mean over
+        the labels, or a sum divided by `num_items_in_batch`) divided again by a token count: the labels' count, or
+        `num_items_in_batch`."""
+        reducing = [c for c in loss_calls(func) if _reduces(c)]
+        if not reducing:
+            return
+        held: dict[str, str] = {}  # local -> the loss call it holds
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(node.value is c for c in reducing):
+                callee = ast.unparse(node.value.func)
+                for target in node.targets:
+                    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                    for i, elt in enumerate(elts):
+                        if isinstance(elt, ast.Name) and (i == 0 or "loss" in elt.id):
+                            held[elt.id] = callee
+        counts = _label_counts(func)
+        for node in _walk(func):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                left, divisor = node.left, node.right
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
+                left, divisor = node.target, node.value
+            else:
+                continue
+            if isinstance(left, ast.Name) and left.id in held:
+                callee = held[left.id]
+            elif any(left is c for c in reducing):
+                callee = ast.unparse(left.func)  # type: ignore[attr-defined]
+            else:
+                continue
+            what = _count_of(divisor, counts)
+            if what is None or id(divisor) in self._reported_divisions:
+                continue
+            self._reported_divisions.add(id(divisor))
+            self.report(
+                node,
+                f"the loss from `{callee}` is already reduced (a mean over the labels, or a sum divided by "
+                f"`num_items_in_batch`); dividing it by `{ast.unparse(divisor)}` ({what}) reduces it a second "
+                "time: the loss and its gradients shrink by the token count",
+            )
+
     def _ignore_index(self, func: ast.FunctionDef | ast.AsyncFunctionDef, expected: int) -> None:
         def judge(node: ast.AST | None, what: str) -> None:
-            value = _int_literal(node)
-            if value is not None and value != expected and node is not None:
+            if node is None:
+                return
+            shown = node
+            if isinstance(node, ast.Name):  # a local holding the value (`ignore = self.config.pad_token_id`)
+                values = _local_values(func, node.id)
+                if len(values) == 1:
+                    shown = values[0]
+            value = _int_literal(shown)
+            if value is not None and value != expected:
                 self.report(
                     node,
                     f"{what} is {value}, but the data pipeline marks ignored label positions with {expected} "
                     "(IGNORE_INDEX): padding and prompt tokens would be trained on",
+                )
+            elif value is None and _pad_token_ref(shown) is not None:
+                self.report(
+                    node,
+                    f"{what} is the padding token id `{ast.unparse(shown)}`, but the data pipeline marks ignored "
+                    f"label positions with {expected} (IGNORE_INDEX), not with the padding token: prompt and "
+                    "padding labels would be trained on (and a real token ignored)",
                 )
 
         for arg, default in _defaults(func):
@@ -365,8 +545,14 @@ class LossReduction(LossRule):
                 isinstance(t, ast.Subscript) and "label" in ast.unparse(t.value) for t in node.targets
             ):
                 judge(node.value, "the value written into the labels")  # labels[mask] = -1
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and str_is(t.slice, "ignore_index") for t in node.targets
+            ):
+                judge(node.value, "`ignore_index` in the loss kwargs")  # kwargs["ignore_index"] = ...
             elif isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
+                    if str_is(key, "ignore_index") and key is not None:
+                        judge(value, "`ignore_index` in the loss kwargs")  # {**kwargs, "ignore_index": ...}
                     if isinstance(key, ast.Constant) and isinstance(key.value, str) and "label" in key.value:
                         for part in _walk(value):
                             if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Mult):
@@ -381,6 +567,8 @@ class LossReduction(LossRule):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if callee == "get" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
                 judge(node.args[1], "the `ignore_index` fallback")
+            elif callee == "setdefault" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
+                judge(node.args[1], "`ignore_index` in the loss kwargs")
             elif callee == "pad" and node.args and "label" in ast.unparse(node.args[0]).split("[")[0]:
                 for kw in node.keywords:
                     if kw.arg == "value":
@@ -489,7 +677,8 @@ class LossReduction(LossRule):
                         )
         if any(forwards_kwargs(c) or any(kw.arg == _CARRIED for kw in c.keywords) for c in calls):
             for node in _walk(func):
-                if _divides_by_count(node):
+                if _divides_by_count(node) and id(node.right) not in self._reported_divisions:  # type: ignore[attr-defined]
+                    self._reported_divisions.add(id(node.right))  # type: ignore[attr-defined]
                     self.report(
                         node,
                         "the loss already receives `num_items_in_batch` and divides by it; dividing again "
