@@ -114,3 +114,49 @@ def test_count_set_to_none_in_the_kwargs(tmp_path: Path) -> None:
         _loss(tmp_path, body='kwargs = {**kwargs, "num_items_in_batch": kwargs.get("num_items_in_batch")}')
         == []
     )
+
+
+CAP_SPEC = """
+import torch
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
+
+
+@config.override_method("Gemma3ForCausalLM.forward")
+def capped_forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+    hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+    logits = self.lm_head(hidden_states)
+    if not self.config.final_logit_softcapping:
+        return self.loss_function(logits=None, labels=labels, hidden_states=hidden_states, **kwargs), None
+    {capping}
+    loss = self.loss_function(logits=logits, labels=labels, **kwargs)
+    if labels is None:
+        logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping
+    return loss, logits
+"""
+
+
+def path_with(path: Path, capping: str) -> Path:
+    path.write_text(textwrap.dedent(CAP_SPEC.format(capping=capping)).lstrip("\n"))
+    return path
+
+
+def test_loss_where_the_cap_is_set_needs_the_capping_itself(tmp_path: Path) -> None:
+    path = tmp_path / "veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py"
+    path.parent.mkdir(parents=True)
+    # below the early return of the uncapped case the cap is set: the loss needs the capping, not the test
+    assert _codes(path_with(path, "pass"), ["NPU411"]) == [(14, "NPU411")]
+    capped = "logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping"
+    assert _codes(path_with(path, capped), ["NPU411"]) == []
+    # a capped logits computed after the loss (for generation) is not an alias of the cap
+    nested = CAP_SPEC.replace(
+        "    {capping}\n    loss = self.loss_function(logits=logits, labels=labels, **kwargs)\n",
+        "    if self.config.final_logit_softcapping is not None:\n"
+        "        {capping}\n        loss = self.loss_function(logits=logits, labels=labels, **kwargs)\n",
+    )
+    path.write_text(textwrap.dedent(nested.format(capping="logits = logits.float()")).lstrip("\n"))
+    assert _codes(path, ["NPU411"]) == [(15, "NPU411")]
+    cap = "logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping"
+    path.write_text(textwrap.dedent(nested.format(capping=cap)).lstrip("\n"))
+    assert _codes(path, ["NPU411"]) == []
