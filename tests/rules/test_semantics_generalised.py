@@ -160,3 +160,22 @@ def test_loss_where_the_cap_is_set_needs_the_capping_itself(tmp_path: Path) -> N
     cap = "logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping"
     path.write_text(textwrap.dedent(nested.format(capping=cap)).lstrip("\n"))
     assert _codes(path, ["NPU411"]) == []
+
+
+def test_labels_followed_into_the_kwargs_and_through_a_rebinding(tmp_path: Path) -> None:
+    path = tmp_path / "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    path.parent.mkdir(parents=True)
+    body = "def lm_loss(self, logits, labels, **kwargs):\n{lines}\n    return self.loss_function(logits, labels, 10, **kwargs)\n"
+    for lines, expected in (
+        ('    kwargs = {**kwargs, "shift_labels": labels}', ["NPU412"]),
+        ('    kwargs["shift_labels"] = labels', ["NPU412"]),
+        (
+            "    labels = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()",
+            ["NPU412"],
+        ),
+        ("    if self.sp:\n        labels = labels[..., 1:]", ["NPU412"]),
+        ("    if self.sp:\n        return other_loss(logits, labels)\n    shifted = labels[..., 1:]", []),
+        ('    kwargs["shift_labels"] = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]', []),
+    ):
+        path.write_text(body.format(lines=lines))
+        assert [c for _, c in _codes(path, ["NPU412"])] == expected, lines
