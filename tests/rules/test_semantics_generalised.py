@@ -162,6 +162,44 @@ def test_loss_where_the_cap_is_set_needs_the_capping_itself(tmp_path: Path) -> N
     assert _codes(path, ["NPU411"]) == []
 
 
+def test_count_dropped_by_an_allowlist_of_kwargs(tmp_path: Path) -> None:
+    keep = "loss_kwargs = {{name: value for name, value in kwargs.items() if name in {keys}}}"
+    helper = """
+    def lm_loss(self, logits, labels, **kwargs):
+        {filter}
+        return self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **loss_kwargs)
+    """
+    path = tmp_path / "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    path.parent.mkdir(parents=True)
+    for keys, expected in (
+        ('["ignore_index", "shift_labels"]', ["NPU413"]),
+        ('("ignore_index", "num_items_in_batch")', []),
+    ):
+        path.write_text(textwrap.dedent(helper.format(filter=keep.format(keys=keys))).lstrip("\n"))
+        assert [c for _, c in _codes(path, ["NPU413"])] == expected, keys
+    # an allowlist for another call (the model's own kwargs) is not the loss's
+    other = helper.replace("**loss_kwargs)", "**kwargs)\n        self.model(**loss_kwargs)")
+    path.write_text(
+        textwrap.dedent(other.format(filter=keep.format(keys='("output_attentions",)'))).lstrip("\n")
+    )
+    assert _codes(path, ["NPU413"]) == []
+
+
+def test_auxiliary_loss_added_through_add_calls(tmp_path: Path) -> None:
+    path = tmp_path / "veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py"
+    path.parent.mkdir(parents=True)
+    body = "def moe_loss(self, loss, outputs):\n    {add}\n    return loss\n"
+    for add, expected in (
+        ("loss = torch.add(loss, outputs.aux_loss)", ["NPU413"]),
+        ("loss = loss.add(outputs.aux_loss.to(loss.device))", ["NPU413"]),
+        ("loss.add_(outputs.aux_loss)", ["NPU413"]),
+        ("loss = torch.add(loss, outputs.aux_loss, alpha=self.router_aux_loss_coef)", []),
+        ("loss = loss.add(self.router_aux_loss_coef * outputs.aux_loss)", []),
+    ):
+        path.write_text(body.format(add=add))
+        assert [c for _, c in _codes(path, ["NPU413"])] == expected, add
+
+
 def test_labels_followed_into_the_kwargs_and_through_a_rebinding(tmp_path: Path) -> None:
     path = tmp_path / "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
     path.parent.mkdir(parents=True)

@@ -170,6 +170,26 @@ def _aux_term(node: ast.AST) -> ast.AST | None:
     return node
 
 
+def _allowlist_without_count(comp: ast.DictComp) -> bool:
+    """`{k: v for k, v in kwargs.items() if k in ("ignore_index", ...)}`: keys kept from a literal list that
+    does not name `num_items_in_batch`."""
+    for gen in comp.generators:
+        it = gen.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "items"):
+            continue
+        for cond in gen.ifs:
+            if (
+                isinstance(cond, ast.Compare)
+                and len(cond.ops) == 1
+                and isinstance(cond.ops[0], ast.In)
+                and isinstance(cond.comparators[0], (ast.Tuple, ast.List, ast.Set))
+            ):
+                keys = [e.value for e in cond.comparators[0].elts if isinstance(e, ast.Constant)]
+                if keys and all(isinstance(k, str) for k in keys) and _CARRIED not in keys:
+                    return True
+    return False
+
+
 def _reduces(call: ast.Call) -> bool:
     """A loss call that returns a reduced loss: no `reduction=` keyword, or `reduction="mean"` (a per-token
     cross-entropy with `reduction="sum"`/`"none"`, or a reduction held in a variable, is not judged)."""
@@ -221,7 +241,7 @@ class LossReduction(LossRule):
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss the helper returns already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle) divided again by a token count (`num_items_in_batch`, or a count of the labels: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss the helper returns already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle) divided again by a token count (`num_items_in_batch`, or a count of the labels: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
     )
     bad = (
         Example(
@@ -307,6 +327,27 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
             title="the count overridden with None inside the forwarded kwargs",
+        ),
+        Example(
+            """
+            def lm_loss(self, logits, labels, **kwargs):
+                wanted = {key: kwargs[key] for key in kwargs.keys()}
+                loss_kwargs = {key: val for key, val in wanted.items() if key in ("ignore_index", "shift_labels")}
+                return self.loss_function(logits, labels, self.vocab_size, **loss_kwargs)
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="the kwargs filtered to an allowlist that leaves the count out",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def moe_loss(self, loss, router_outputs):
+                return torch.add(loss, router_outputs.aux_loss)
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss added with `torch.add`, without its coefficient",
         ),
     )
     good = (
@@ -458,7 +499,14 @@ class LossReduction(LossRule):
                 )
             elif isinstance(node, ast.Delete) and any(_mentions_carried(t) for t in node.targets):
                 self.report(node, "`num_items_in_batch` is deleted from the kwargs: the loss never sees it")
-            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            if isinstance(node, ast.DictComp) and has_kwargs and _allowlist_without_count(node):
+                if self._feeds_loss(func, node):
+                    self.report(
+                        node,
+                        "the kwargs are filtered to a list of keys without `num_items_in_batch`: the loss never "
+                        "sees it and averages per micro-batch",
+                    )
+            if isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
                 for gen in node.generators:
                     for cond in gen.ifs:
                         if (
@@ -511,6 +559,24 @@ class LossReduction(LossRule):
                 f"`num_items_in_batch`); dividing it by `{ast.unparse(divisor)}` ({what}) reduces it a second "
                 "time: the loss and its gradients shrink by the token count",
             )
+
+    @staticmethod
+    def _feeds_loss(func: ast.AST, comp: ast.DictComp) -> bool:
+        """The filtered dict reaches a loss call as `**` (directly, or through the local it is bound to)."""
+        names = {
+            t.id
+            for n in _walk(func)
+            if isinstance(n, ast.Assign) and n.value is comp
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for call in loss_calls(func):
+            for kw in call.keywords:
+                if kw.arg is None and (
+                    kw.value is comp or (isinstance(kw.value, ast.Name) and kw.value.id in names)
+                ):
+                    return True
+        return False
 
     def _ignore_index(self, func: ast.FunctionDef | ast.AsyncFunctionDef, expected: int) -> None:
         def judge(node: ast.AST | None, what: str) -> None:
@@ -620,6 +686,31 @@ class LossReduction(LossRule):
                 target = ast.unparse(node.target)
                 if "loss" in target and "aux" not in target and term(node.value) is not None:
                     self._report_aux(node.value)
+            elif isinstance(node, (ast.Assign, ast.Expr, ast.Return)) and isinstance(node.value, ast.Call):
+                # `loss = torch.add(loss, aux)`, `loss = loss.add(aux)`, `loss.add_(aux)`, `return torch.add(...)`
+                call = node.value
+                callee = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+                if callee not in ("add", "add_") or call.keywords:
+                    continue
+                operands = [*call.args]
+                if isinstance(call.func, ast.Attribute) and not (
+                    isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
+                ):
+                    operands.insert(0, call.func.value)
+                if len(operands) != 2:
+                    continue
+                target = (
+                    " ".join(ast.unparse(t) for t in node.targets)
+                    if isinstance(node, ast.Assign)
+                    else ast.unparse(operands[0])
+                )
+                sides = [ast.unparse(o) for o in operands]
+                if "loss" in target and "aux" not in target and any("aux" not in t for t in sides):
+                    for side in operands:
+                        if term(side) is not None and "aux" not in ast.unparse(
+                            operands[1] if side is operands[0] else operands[0]
+                        ):
+                            self._report_aux(side)
             elif (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.BinOp)
