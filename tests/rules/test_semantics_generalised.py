@@ -100,6 +100,7 @@ def test_reduced_loss_divided_again_by_a_label_count_in_a_helper(tmp_path: Path)
         "n_valid = labels.ne(-100).sum()\n    loss /= n_valid",
         "loss = loss / labels.numel()",
         'loss = loss / kwargs["num_items_in_batch"]',
+        'loss /= (kwargs["shift_labels"] != -100).sum()',
     ):
         found = _loss(tmp_path, after=after)
         assert len(found) == 1 and found[0][1] == "NPU413" and found[0][0] >= 7, after
@@ -109,6 +110,8 @@ def test_reduced_loss_divided_again_by_a_label_count_in_a_helper(tmp_path: Path)
 
 def test_count_set_to_none_in_the_kwargs(tmp_path: Path) -> None:
     assert _loss(tmp_path, body='kwargs["num_items_in_batch"] = None') == [(5, "NPU413")]
+    assert _loss(tmp_path, body='kwargs["num_items_in_batch"] = 1') == [(5, "NPU413")]
+    assert _loss(tmp_path, body="kwargs.update(num_items_in_batch=1.0)") == [(5, "NPU413")]
     assert _loss(tmp_path, body='kwargs = {**kwargs, "num_items_in_batch": None}') == [(5, "NPU413")]
     assert (
         _loss(tmp_path, body='kwargs = {**kwargs, "num_items_in_batch": kwargs.get("num_items_in_batch")}')

@@ -228,6 +228,15 @@ def _count_of(divisor: ast.AST, labels: set[str]) -> str | None:
     for n in _walk(divisor):
         if isinstance(n, ast.Name) and n.id in labels:
             return "a count of the labels"
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and "label" in n.value:
+            return "a count of the labels"  # kwargs["shift_labels"]
+    return None
+
+
+def _fixed_count(node: ast.AST) -> str | None:
+    """`None`, `1`, `1.0`: a constant put in place of the batch's token count (shown as written)."""
+    if isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (int, float)):
+        return repr(node.value)
     return None
 
 
@@ -241,7 +250,7 @@ class LossReduction(LossRule):
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss the helper returns already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle) divided again by a token count (`num_items_in_batch`, or a count of the labels: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss the helper returns already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
     )
     bad = (
         Example(
@@ -446,29 +455,31 @@ class LossReduction(LossRule):
                 for kw in node.keywords:
                     if (
                         kw.arg == _CARRIED
-                        and isinstance(kw.value, ast.Constant)
-                        and kw.value.value is None
+                        and _fixed_count(kw.value) is not None
                         and (carried is not None or has_kwargs)
                     ):
                         self.report(
-                            kw.value, "`num_items_in_batch=None` replaces the count this function received"
+                            kw.value,
+                            f"`num_items_in_batch={_fixed_count(kw.value)}` replaces the count this function "
+                            "received",
                         )
             if isinstance(node, ast.Dict) and (carried is not None or has_kwargs):
                 for key, value in zip(node.keys, node.values):
-                    if str_is(key, _CARRIED) and isinstance(value, ast.Constant) and value.value is None:
+                    if str_is(key, _CARRIED) and _fixed_count(value) is not None:
                         self.report(
-                            value, "`num_items_in_batch: None` replaces the count this function received"
+                            value,
+                            f"`num_items_in_batch: {_fixed_count(value)}` replaces the count this function received",
                         )
             elif (
                 isinstance(node, ast.Assign)
                 and (carried is not None or has_kwargs)
-                and isinstance(node.value, ast.Constant)
-                and node.value.value is None
+                and _fixed_count(node.value) is not None
                 and any(isinstance(t, ast.Subscript) and str_is(t.slice, _CARRIED) for t in node.targets)
             ):
                 self.report(
                     node.value,
-                    "`num_items_in_batch` is set to None: the count this function received is lost",
+                    f"`num_items_in_batch` is set to {_fixed_count(node.value)}: the count this function received "
+                    "is lost",
                 )
             if (
                 isinstance(node, ast.Assign)
