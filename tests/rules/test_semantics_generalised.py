@@ -220,3 +220,29 @@ def test_labels_followed_into_the_kwargs_and_through_a_rebinding(tmp_path: Path)
     ):
         path.write_text(body.format(lines=lines))
         assert [c for _, c in _codes(path, ["NPU412"])] == expected, lines
+
+
+OFFSET_HANDLE = """
+import torch
+from torch import nn
+from veomni.ops import VeomniOp
+
+
+class ToyRMSNorm(nn.Module):
+    def __init__(self, dim, impl, eps=1e-6):
+        super().__init__()
+        self.variance_epsilon = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.norm_op = VeomniOp("rms_norm", "qwen3_5", impl)
+
+    def forward(self, x):
+        return self.norm_op(x, self.weight, eps=self.variance_epsilon)
+
+    def forward_fp32(self, x):
+        return self.norm_op(x.float(), self.weight.float(), eps=self.variance_epsilon)
+"""
+
+
+def test_offset_variant_on_a_ones_weight_is_reported_at_the_declaration(tmp_path: Path) -> None:
+    path = _write(tmp_path, "veomni/models/transformers/toy/modeling_toy.py", OFFSET_HANDLE)
+    assert _codes(path, ["NPU403"]) == [(11, "NPU403")]  # once, at the variant every call contradicts

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+
+from npu_lint.core.astutil import walk as _walk
+from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
 
@@ -19,6 +23,8 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "a loaded checkpoint's weights are off by one everywhere. The weight's initialiser is read from the "
         "class's `__init__` (in the file, a spec's `__init__` patch, or the upstream transformers class); the "
         "variant's contract from the tree's registry names."
+        " When every call of a handle declared in the file contradicts its variant, the finding is reported once, "
+        "at the declared variant (where the defect and its fix are); otherwise at each call's weight."
     )
     bad = (
         Example(
@@ -150,6 +156,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         flagged: dict[int, int] = {}
         for _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
+        at_declaration: set[int] = set()
         for arg, cls, handle in findings:
             fix = None
             if flagged[id(handle.call)] == uses[id(handle.call)]:
@@ -159,8 +166,21 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                     "changes the normalisation to norm(x) * weight, as the ones-initialised weight intends",
                 )
             variant = handle.raw_variant or handle.variant
+            where: ast.AST = arg
+            declared = call_arg(handle.call, 1, "variant")
+            if (
+                fix is not None
+                and handle.block is None
+                and declared is not None
+                and any(n is handle.call for n in _walk(self.ctx.tree))
+            ):
+                # every call of the handle is wrong: the defect (and the fix) is the declared variant
+                if id(handle.call) in at_declaration:
+                    continue
+                at_declaration.add(id(handle.call))
+                where = declared
             self.report(
-                arg,
+                where,
                 f"`{cls}` initialises its weight to ones (output `norm(x) * weight`), but it is passed to an offset "
                 f"RMSNorm handle (variant `{variant}`), which multiplies by `1 + weight`; use the standard variant",
                 fix,
