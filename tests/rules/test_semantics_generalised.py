@@ -163,6 +163,19 @@ def test_loss_where_the_cap_is_set_needs_the_capping_itself(tmp_path: Path) -> N
     cap = "logits = torch.tanh(logits / self.config.final_logit_softcapping) * self.config.final_logit_softcapping"
     path.write_text(textwrap.dedent(nested.format(capping=cap)).lstrip("\n"))
     assert _codes(path, ["NPU411"]) == []
+    # a capping helper that reads the cap itself, or the cap handed to the loss, caps this path too
+    for kept in ("logits = self.apply_softcap(logits)", "logits = cap_logits(logits, self.config)"):
+        path.write_text(textwrap.dedent(nested.format(capping=kept)).lstrip("\n"))
+        assert _codes(path, ["NPU411"]) == [], kept
+    given = nested.replace(
+        "loss = self.loss_function(logits=logits, labels=labels, **kwargs)\n    if labels",
+        "loss = self.loss_function(logits=logits, labels=labels, softcap=self.config.final_logit_softcapping)\n"
+        "    if labels",
+    )
+    path.write_text(textwrap.dedent(given.format(capping="pass")).lstrip("\n"))
+    assert _codes(path, ["NPU411"]) == []
+    path.write_text(textwrap.dedent(nested.format(capping="logits = logits.tanh()")).lstrip("\n"))
+    assert [c for _, c in _codes(path, ["NPU411"])] == ["NPU411"]  # a bare tanh is no cap
 
 
 def test_count_dropped_by_an_allowlist_of_kwargs(tmp_path: Path) -> None:

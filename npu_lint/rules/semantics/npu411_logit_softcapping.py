@@ -223,7 +223,15 @@ def _applies_cap(stmt: ast.stmt, aliases: set[str]) -> bool:
             _mentions_cap(a, aliases) for a in [*node.args, *(k.value for k in node.keywords)]
         ):
             return True
+        if isinstance(node, ast.Call) and _capping_callee(node):
+            return True  # `logits = self.soft_cap(logits)`: a capping helper that reads the cap itself
     return False
+
+
+def _capping_callee(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return "cap" in name.lower()
 
 
 class LogitSoftcapping(LossRule):
@@ -236,7 +244,7 @@ class LogitSoftcapping(LossRule):
         "loss itself (a fused linear cross-entropy, a loss handle) and no longer mentions the cap trains on "
         "uncapped logits; one that caps twice squashes them. The upstream forward is read from the installed "
         "transformers source; only models whose upstream forward caps are checked."
-        " Each loss path is checked on its own: a fused branch (a loss that takes hidden states) must be preceded by the cap or by a guard that refuses a capped config; a loss inside the branch an `if` on the cap takes when the cap is set (`if cap is not None:`, `if config.final_logit_softcapping:`, the `else` of `if cap is None:`) must be preceded by the capping itself, not only by the test (a loss in the branch where the cap is unset needs none); and in any function a soft-cap applied partially (`x / cap` and `tanh` without the final `* cap`) is reported."
+        " Each loss path is checked on its own: a fused branch (a loss that takes hidden states) must be preceded by the cap or by a guard that refuses a capped config; a loss inside the branch an `if` on the cap takes when the cap is set (`if cap is not None:`, `if config.final_logit_softcapping:`, the `else` of `if cap is None:`) must be preceded by the capping itself (arithmetic on the cap, the cap handed to a call or to the loss, a helper named for capping), not only by the test (a loss in the branch where the cap is unset needs none); and in any function a soft-cap applied partially (`x / cap` and `tanh` without the final `* cap`) is reported."
     )
     bad = (
         Example(
@@ -428,8 +436,8 @@ class LogitSoftcapping(LossRule):
                     and not any(m is call for m in _walk(n))
                     and _applies_cap(n, aliases)
                     for n in before
-                ):
-                    continue
+                ) or any(_mentions_cap(a, aliases) for a in [*call.args, *(k.value for k in call.keywords)]):
+                    continue  # capped on the way, or the cap handed to the loss itself
             elif any(mentions_attr(n, "final_logit_softcapping") for n in before):
                 continue
             self.report(
