@@ -106,6 +106,25 @@ def test_reduced_loss_divided_again_by_a_label_count_in_a_helper(tmp_path: Path)
         assert len(found) == 1 and found[0][1] == "NPU413" and found[0][0] >= 7, after
     for after in ("loss = loss / self.config.gradient_accumulation_steps", "loss = loss / 2"):
         assert _loss(tmp_path, after=after) == [], after
+    # a direct cross-entropy means by default: dividing it by the count reduces twice; a sum is divided once
+    for ce, expected in (
+        ("F.cross_entropy(logits.flatten(0, 1), labels.flatten())", ["NPU413"]),
+        ('F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum")', []),
+        ("F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction=reduction)", []),
+    ):
+        path = _write(
+            tmp_path,
+            "veomni/models/transformers/toy/modeling_toy.py",
+            f"""
+            import torch.nn.functional as F
+
+
+            def token_loss(logits, labels, num_items_in_batch, reduction="sum"):
+                per_batch = {ce}
+                return per_batch / num_items_in_batch
+            """,
+        )
+        assert [c for _, c in _codes(path, ["NPU413"], tmp_path)] == expected, ce
 
 
 def test_count_set_to_none_in_the_kwargs(tmp_path: Path) -> None:

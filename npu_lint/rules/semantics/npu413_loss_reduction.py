@@ -191,11 +191,11 @@ def _allowlist_without_count(comp: ast.DictComp) -> bool:
 
 
 def _reduces(call: ast.Call) -> bool:
-    """A loss call that returns a reduced loss: no `reduction=` keyword, or `reduction="mean"` (a per-token
-    cross-entropy with `reduction="sum"`/`"none"`, or a reduction held in a variable, is not judged)."""
+    """A loss call that returns a reduced loss: no `reduction=` keyword (`F.cross_entropy` means by default), or
+    `reduction="mean"` (`reduction="sum"`/`"none"`, or a reduction held in a variable, is not judged)."""
     name = last_name(call.func) or ""
-    if name in ("cross_entropy", "CrossEntropyLoss") or name.startswith("_"):
-        return False
+    if name == "CrossEntropyLoss" or name.startswith("_"):
+        return False  # a loss module's constructor; a private helper (may return a sum)
     for kw in call.keywords:
         if kw.arg == "reduction":
             return str_is(kw.value, "mean")
@@ -250,7 +250,7 @@ class LossReduction(LossRule):
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss the helper returns already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
     )
     bad = (
         Example(
