@@ -278,3 +278,37 @@ class ToyRMSNorm(nn.Module):
 def test_offset_variant_on_a_ones_weight_is_reported_at_the_declaration(tmp_path: Path) -> None:
     path = _write(tmp_path, "veomni/models/transformers/toy/modeling_toy.py", OFFSET_HANDLE)
     assert _codes(path, ["NPU403"]) == [(11, "NPU403")]  # once, at the variant every call contradicts
+
+
+def test_kernel_wrapper_naming_its_module_otherwise(tmp_path: Path) -> None:
+    pkg = "veomni/models/transformers/toy_dit"
+    norm = """
+    import torch
+    from torch import nn
+
+
+    class DitRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.{init}(dim))
+    """
+    wrapper = """
+    import torch_npu
+
+
+    def dit_norm_forward_npu(norm_module, hidden):
+        return torch_npu.npu_rms_norm(hidden, {weight}, epsilon=norm_module.{eps})[0]
+    """
+    _write(tmp_path, f"{pkg}/modeling_toy_dit.py", norm.format(init="ones"))
+    path = _write(tmp_path, f"{pkg}/npu_patch.py", wrapper.format(weight="norm_module.weight + 1", eps="eps"))
+    codes = ["NPU402", "NPU404", "NPU405"]
+    assert _codes(path, codes) == [(5, "NPU404")]
+    path.write_text(textwrap.dedent(wrapper.format(weight="norm_module.weight", eps="variance_epsilon")))
+    assert [c for _, c in _codes(path, codes)] == ["NPU405"]
+    zeros = "veomni/models/transformers/toy_dit_offset"  # another package: the in-tree classes are read once
+    _write(tmp_path, f"{zeros}/modeling_toy_dit.py", norm.format(init="zeros"))
+    path = _write(tmp_path, f"{zeros}/npu_patch.py", wrapper.format(weight="norm_module.weight", eps="eps"))
+    assert [c for _, c in _codes(path, codes)] == ["NPU402"]
+    path.write_text(textwrap.dedent(wrapper.format(weight="1 + norm_module.weight", eps="eps")))
+    assert _codes(path, codes) == []

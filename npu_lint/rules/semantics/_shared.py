@@ -122,13 +122,22 @@ def weight_argument(call: ast.Call) -> ast.expr | None:
     return call_arg(call, 1, "weight")
 
 
-def raw_weight_attr(expr: ast.AST) -> str | None:
-    """`self.weight`, `self.weight.float()`, `self.weight.to(x.dtype)` -> "weight"."""
+def raw_weight_attr(expr: ast.AST, receiver: str = "self") -> str | None:
+    """`self.weight`, `self.weight.float()`, `self.weight.to(x.dtype)` -> "weight" (``receiver``: the name the
+    module goes by, `self` or a wrapper's first parameter)."""
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
         expr = expr.func.value
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == receiver:
         return expr.attr
     return None
+
+
+def receiver_of(func: ast.AST | None) -> str:
+    """The name a function calls its module by: `self` for a method, the first parameter of a module-level
+    forward replacement written as a plain function (`def rms_norm_forward_npu(module, x)`)."""
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and func.args.args:
+        return func.args.args[0].arg
+    return "self"
 
 
 def _rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
@@ -207,13 +216,16 @@ class _RmsNormState:
 
 
 def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A module-level function written as a method (`def forward_npu(self, x)`) that touches a weight: a forward
-    replacement installed onto a class at run time (a kernel wrapper)."""
+    """A module-level function written as a method (`def forward_npu(self, x)`, or with the module under another
+    name: `def forward_npu(module, x)`) that touches its weight: a forward replacement installed onto a class at run
+    time (a kernel wrapper)."""
     args = func.args.args
-    return (
-        bool(args)
-        and args[0].arg == "self"
-        and any(isinstance(n, ast.Attribute) and n.attr == "weight" for n in _walk(func))
+    return bool(args) and any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "weight"
+        and isinstance(n.value, ast.Name)
+        and n.value.id == args[0].arg
+        for n in _walk(func)
     )
 
 

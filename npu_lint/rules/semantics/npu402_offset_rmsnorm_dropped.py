@@ -8,6 +8,7 @@ from npu_lint.rules.semantics._shared import (
     _RmsNormCalls,
     eager_weight_products,
     raw_weight_attr,
+    receiver_of,
     weight_argument,
 )
 from npu_lint.veomni.norms import variant_for_contract
@@ -297,12 +298,12 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             return
         findings = []
         uses: dict[int, int] = {}
-        for call, _func, cls, handle, anchor in calls:
+        for call, func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
             if self.contract_of(handle) != "standard":
                 continue
             arg = weight_argument(call)
-            attr = raw_weight_attr(arg) if arg is not None else None
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if attr is None or not self.zero_init(cls, attr):
                 continue
             findings.append((call, anchor or arg, cls, handle))
@@ -349,9 +350,9 @@ class OffsetRmsNormDropped(_RmsNormCalls):
 
     def _vendor_and_external(self) -> None:
         ctx = self.ctx
-        for call, _func, cls, qual in self.vendor_rms_calls():
+        for call, func, cls, qual in self.vendor_rms_calls():
             arg = weight_argument(call)
-            attr = raw_weight_attr(arg) if arg is not None else None
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if arg is None or attr is None or not self.zero_init(cls, attr):
                 continue
             text = ctx.source.segment(arg)

@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
-from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, receiver_of, weight_argument
 
 
 class StandardRmsNormOffsetVariant(_RmsNormCalls):
@@ -144,12 +144,12 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             return
         uses: dict[int, int] = {}
         findings = []
-        for call, _func, cls, handle, anchor in calls:
+        for call, func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
             if self.contract_of(handle) != "offset":
                 continue
             arg = weight_argument(call)
-            attr = raw_weight_attr(arg) if arg is not None else None
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if attr is None or self.weight_kind(cls, attr) != "ones":
                 continue
             findings.append((anchor or arg, cls, handle))

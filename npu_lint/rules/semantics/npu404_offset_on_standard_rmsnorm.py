@@ -13,13 +13,14 @@ from npu_lint.rules.semantics._shared import (
     offset_inner,
     offset_raw,
     raw_weight_attr,
+    receiver_of,
     weight_argument,
 )
 
 
-def _raw_attr(raw: str) -> str | None:
+def _raw_attr(raw: str, receiver: str = "self") -> str | None:
     try:
-        return raw_weight_attr(ast.parse(raw.strip(), mode="eval").body)
+        return raw_weight_attr(ast.parse(raw.strip(), mode="eval").body, receiver)
     except SyntaxError:
         return None
 
@@ -37,7 +38,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "vendor kernel such as `torch_npu.npu_rms_norm` doubles every activation scale. It happens when a "
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
-        " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported."
+        " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported. A kernel wrapper of an in-tree norm may name the module otherwise than `self` (its first parameter)."
     )
     bad = (
         Example(
@@ -219,7 +220,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                 shown = f"{arg.id} = {ctx.source.segment(values[0])}"
             if raw is None:
                 continue
-            attr = _raw_attr(raw)
+            attr = _raw_attr(raw, receiver_of(func))
             if attr is None or self.weight_kind(cls, attr) != "ones":
                 continue
             fix = make_fix(
