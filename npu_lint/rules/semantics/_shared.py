@@ -97,9 +97,19 @@ def _assigned_in(func: ast.AST | None, name: str) -> list[ast.expr]:
 
 
 def offset_inner(expr: ast.AST) -> ast.AST | None:
-    """For `1 + w`, `w + 1`, `(1.0 + w).to(d)`: the `w` node (no text needed: for code of another file)."""
+    """For `1 + w`, `w + 1`, `(1.0 + w).to(d)`, `w.float().add(1.0)`: the `w` node (no text needed: for code of
+    another file)."""
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
         expr = expr.func.value
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "add"
+        and len(expr.args) == 1
+        and not expr.keywords
+        and _is_one(expr.args[0])
+    ):
+        return expr.func.value
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
         if _is_one(expr.left):
             return expr.right
@@ -112,33 +122,72 @@ def weight_argument(call: ast.Call) -> ast.expr | None:
     return call_arg(call, 1, "weight")
 
 
-def raw_weight_attr(expr: ast.AST) -> str | None:
-    """`self.weight`, `self.weight.float()`, `self.weight.to(x.dtype)` -> "weight"."""
+def raw_weight_attr(expr: ast.AST, receiver: str = "self") -> str | None:
+    """`self.weight`, `self.weight.float()`, `self.weight.to(x.dtype)` -> "weight" (``receiver``: the name the
+    module goes by, `self` or a wrapper's first parameter)."""
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CASTS:
         expr = expr.func.value
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == receiver:
         return expr.attr
     return None
 
 
-def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
-    """The eager RMSNorm math of the file's RMSNorm classes (the methods other than `__init__`): each operand of a
-    multiplication that is the class's weight, as (class, operand node, weight attribute, with the `1 +` offset)."""
-    out: list[tuple[str, ast.expr, str, bool]] = []
+def receiver_of(func: ast.AST | None) -> str:
+    """The name a function calls its module by: `self` for a method, the first parameter of a module-level
+    forward replacement written as a plain function (`def rms_norm_forward_npu(module, x)`)."""
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and func.args.args:
+        return func.args.args[0].arg
+    return "self"
+
+
+def _rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, method) of the file's RMSNorm classes other than `__init__`: the methods of the classes it defines
+    and a spec's functions that replace one (`@config.override_method("FooRMSNorm.forward")`), whose class is
+    the upstream one."""
+    out: list[tuple[str, ast.FunctionDef]] = []
     for cls in _walk(tree):
-        if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
+        if isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower():
+            out.extend(
+                (cls.name, f) for f in cls.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+            )
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef):
             continue
-        for func in cls.body:
-            if not isinstance(func, ast.FunctionDef) or func.name == "__init__":
+        for deco in stmt.decorator_list:
+            if not (
+                isinstance(deco, ast.Call)
+                and isinstance(deco.func, ast.Attribute)
+                and deco.func.attr == "override_method"
+                and deco.args
+            ):
                 continue
-            for node in _walk(func):
-                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
-                    continue
-                for side in (node.left, node.right):
-                    inner = offset_inner(side)
-                    attr = raw_weight_attr(inner if inner is not None else side)
-                    if attr is not None and "weight" in attr:
-                        out.append((cls.name, side, attr, inner is not None))
+            target = str_value(deco.args[0]) or ""
+            owner, _, method = target.rpartition(".")
+            if owner and method != "__init__" and "rmsnorm" in owner.lower():
+                out.append((owner, stmt))
+    return out
+
+
+def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
+    """The eager RMSNorm math of the file's RMSNorm classes (the methods other than `__init__`, in a class of the
+    file or a spec's replacement of one): each operand of a multiplication that is the class's weight, as (class,
+    operand node, weight attribute, with the `1 +` offset)."""
+    out: list[tuple[str, ast.expr, str, bool]] = []
+    for cls_name, func in _rms_norm_methods(tree):
+        for node in _walk(func):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for side in (node.left, node.right):
+                value = side
+                if isinstance(side, ast.Name):  # a local holding the scale (`scale = 1.0 + self.weight`)
+                    values = _assigned_in(func, side.id)
+                    if len(values) != 1:
+                        continue
+                    value = values[0]
+                inner = offset_inner(value)
+                attr = raw_weight_attr(inner if inner is not None else value)
+                if attr is not None and "weight" in attr:
+                    out.append((cls_name, side, attr, inner is not None))
     return out
 
 
@@ -167,13 +216,16 @@ class _RmsNormState:
 
 
 def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A module-level function written as a method (`def forward_npu(self, x)`) that touches a weight: a forward
-    replacement installed onto a class at run time (a kernel wrapper)."""
+    """A module-level function written as a method (`def forward_npu(self, x)`, or with the module under another
+    name: `def forward_npu(module, x)`) that touches its weight: a forward replacement installed onto a class at run
+    time (a kernel wrapper)."""
     args = func.args.args
-    return (
-        bool(args)
-        and args[0].arg == "self"
-        and any(isinstance(n, ast.Attribute) and n.attr == "weight" for n in _walk(func))
+    return bool(args) and any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "weight"
+        and isinstance(n.value, ast.Name)
+        and n.value.id == args[0].arg
+        for n in _walk(func)
     )
 
 

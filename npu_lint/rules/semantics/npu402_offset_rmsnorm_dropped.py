@@ -8,6 +8,7 @@ from npu_lint.rules.semantics._shared import (
     _RmsNormCalls,
     eager_weight_products,
     raw_weight_attr,
+    receiver_of,
     weight_argument,
 )
 from npu_lint.veomni.norms import variant_for_contract
@@ -25,7 +26,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "read from the class's `__init__` in the file, from a spec's `__init__` patch, or from the upstream "
         "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
         "slot (OpSlot-era Gemma 3) is correct and not reported."
-        " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported."
+        " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model, a spec's replacement of an upstream norm's forward) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported; `1 + w`, `w + 1` and `w.add(1)` keep the offset."
     )
     bad = (
         Example(
@@ -198,6 +199,36 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             path="veomni/models/transformers/toy/modeling_toy.py",
             title="the eager path of a zero-initialised RMSNorm (generated copies are reported, not fixed) multiplies by the raw weight",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma.modeling_gemma", target_file="x.py")
+
+
+            @config.override_method("GemmaRMSNorm.forward")
+            def gemma_rmsnorm_forward_patched(self, x):
+                if fused_norm is not None:
+                    return fused_norm(x, self.weight, self.eps)
+                normed = self._norm(x.float())
+                return (normed * self.weight.float()).type_as(x)
+            """,
+            fixed="""
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma.modeling_gemma", target_file="x.py")
+
+
+            @config.override_method("GemmaRMSNorm.forward")
+            def gemma_rmsnorm_forward_patched(self, x):
+                if fused_norm is not None:
+                    return fused_norm(x, self.weight, self.eps)
+                normed = self._norm(x.float())
+                return (normed * (1.0 + self.weight.float())).type_as(x)
+            """,
+            path="veomni/models/transformers/gemma/gemma_gpu_patch_gen_config.py",
+            title="a spec's replacement forward keeps the eager fallback of an upstream zero-initialised norm without the offset",
+        ),
     )
     good = (
         Example(
@@ -219,6 +250,20 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                     # OpSlot-era Gemma 3: the caller adds the 1 for a standard slot
                     return veomni_rms_norm(x, 1.0 + self.weight, self.eps)
             """
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma.modeling_gemma", target_file="x.py")
+
+
+            @config.override_method("GemmaRMSNorm.forward")
+            def gemma_rmsnorm_forward_patched(self, x):
+                normed = self._norm(x.float())
+                return (normed * self.weight.float().add(1.0)).type_as(x)
+            """,
+            path="veomni/models/transformers/gemma/gemma_gpu_patch_gen_config.py",
         ),
         Example(
             """
@@ -253,12 +298,12 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             return
         findings = []
         uses: dict[int, int] = {}
-        for call, _func, cls, handle, anchor in calls:
+        for call, func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
             if self.contract_of(handle) != "standard":
                 continue
             arg = weight_argument(call)
-            attr = raw_weight_attr(arg) if arg is not None else None
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if attr is None or not self.zero_init(cls, attr):
                 continue
             findings.append((call, anchor or arg, cls, handle))
@@ -305,9 +350,9 @@ class OffsetRmsNormDropped(_RmsNormCalls):
 
     def _vendor_and_external(self) -> None:
         ctx = self.ctx
-        for call, _func, cls, qual in self.vendor_rms_calls():
+        for call, func, cls, qual in self.vendor_rms_calls():
             arg = weight_argument(call)
-            attr = raw_weight_attr(arg) if arg is not None else None
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if arg is None or attr is None or not self.zero_init(cls, attr):
                 continue
             text = ctx.source.segment(arg)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+
+from npu_lint.core.astutil import walk as _walk
+from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
-from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, weight_argument
+from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, receiver_of, weight_argument
 
 
 class StandardRmsNormOffsetVariant(_RmsNormCalls):
@@ -19,6 +23,8 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "a loaded checkpoint's weights are off by one everywhere. The weight's initialiser is read from the "
         "class's `__init__` (in the file, a spec's `__init__` patch, or the upstream transformers class); the "
         "variant's contract from the tree's registry names."
+        " When every call of a handle declared in the file contradicts its variant, the finding is reported once, "
+        "at the declared variant (where the defect and its fix are); otherwise at each call's weight."
     )
     bad = (
         Example(
@@ -138,18 +144,19 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             return
         uses: dict[int, int] = {}
         findings = []
-        for call, _func, cls, handle, anchor in calls:
+        for call, func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
             if self.contract_of(handle) != "offset":
                 continue
             arg = weight_argument(call)
-            attr = raw_weight_attr(arg) if arg is not None else None
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if attr is None or self.weight_kind(cls, attr) != "ones":
                 continue
             findings.append((anchor or arg, cls, handle))
         flagged: dict[int, int] = {}
         for _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
+        at_declaration: set[int] = set()
         for arg, cls, handle in findings:
             fix = None
             if flagged[id(handle.call)] == uses[id(handle.call)]:
@@ -159,8 +166,21 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                     "changes the normalisation to norm(x) * weight, as the ones-initialised weight intends",
                 )
             variant = handle.raw_variant or handle.variant
+            where: ast.AST = arg
+            declared = call_arg(handle.call, 1, "variant")
+            if (
+                fix is not None
+                and handle.block is None
+                and declared is not None
+                and any(n is handle.call for n in _walk(self.ctx.tree))
+            ):
+                # every call of the handle is wrong: the defect (and the fix) is the declared variant
+                if id(handle.call) in at_declaration:
+                    continue
+                at_declaration.add(id(handle.call))
+                where = declared
             self.report(
-                arg,
+                where,
                 f"`{cls}` initialises its weight to ones (output `norm(x) * weight`), but it is passed to an offset "
                 f"RMSNorm handle (variant `{variant}`), which multiplies by `1 + weight`; use the standard variant",
                 fix,

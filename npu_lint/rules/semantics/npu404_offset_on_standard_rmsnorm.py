@@ -13,13 +13,14 @@ from npu_lint.rules.semantics._shared import (
     offset_inner,
     offset_raw,
     raw_weight_attr,
+    receiver_of,
     weight_argument,
 )
 
 
-def _raw_attr(raw: str) -> str | None:
+def _raw_attr(raw: str, receiver: str = "self") -> str | None:
     try:
-        return raw_weight_attr(ast.parse(raw.strip(), mode="eval").body)
+        return raw_weight_attr(ast.parse(raw.strip(), mode="eval").body, receiver)
     except SyntaxError:
         return None
 
@@ -37,7 +38,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "vendor kernel such as `torch_npu.npu_rms_norm` doubles every activation scale. It happens when a "
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
-        " The eager math of the file's RMSNorm classes is read too: `x * (1 + self.weight)` on a ones-initialised weight (an in-tree model such as a diffusion transformer) is reported."
+        " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported. A kernel wrapper of an in-tree norm may name the module otherwise than `self` (its first parameter)."
     )
     bad = (
         Example(
@@ -125,6 +126,25 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
             path="veomni/models/transformers/wan/modeling_wan.py",
             title="the eager math of a ones-initialised in-tree RMSNorm adds the offset",
         ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_rmsnorm_forward_patched(self, hidden_states):
+                input_dtype = hidden_states.dtype
+                hidden_states = hidden_states.to(torch.float32)
+                variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return self.weight.add(1) * hidden_states.to(input_dtype)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="a spec's replacement forward of an upstream ones-initialised norm adds the offset in its eager math",
+        ),
     )
     good = (
         Example(
@@ -200,7 +220,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                 shown = f"{arg.id} = {ctx.source.segment(values[0])}"
             if raw is None:
                 continue
-            attr = _raw_attr(raw)
+            attr = _raw_attr(raw, receiver_of(func))
             if attr is None or self.weight_kind(cls, attr) != "ones":
                 continue
             fix = make_fix(

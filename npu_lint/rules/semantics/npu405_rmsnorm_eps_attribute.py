@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import _RmsNormCalls
+from npu_lint.rules.semantics._shared import _RmsNormCalls, receiver_of
 
 _EPS_KEYWORDS = ("eps", "epsilon")
 
@@ -29,6 +29,9 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         "an AttributeError on the first step at best, or a class attribute of the same name with another value. "
         "The attributes are read from the class's effective `__init__` (the spec's `__init__` patch, the class "
         "in the file, or the upstream transformers class), and the right one from the upstream forward."
+        " A kernel wrapper written as a module-level forward of an in-tree norm (`def norm_forward_npu(self, x)`, "
+        "or with the module under another name as its first parameter) is read against the one norm class its "
+        "package defines."
     )
     bad = (
         Example(
@@ -87,12 +90,14 @@ class RmsNormEpsAttribute(_RmsNormCalls):
 
     def finish(self) -> None:
         ctx = self.ctx
-        calls = [(c, cls) for c, _f, cls, _h in self.rms_calls()]
-        calls += [(c, cls) for c, _f, cls, _q in self.vendor_rms_calls()]
-        for call, cls in calls:
+        calls = [(c, f, cls) for c, f, cls, _h in self.rms_calls()]
+        calls += [(c, f, cls) for c, f, cls, _q in self.vendor_rms_calls()]
+        for call, func, cls in calls:
             arg = _eps_argument(call)
             if not (
-                isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self"
+                isinstance(arg, ast.Attribute)
+                and isinstance(arg.value, ast.Name)
+                and arg.value.id == receiver_of(func)
             ):
                 continue
             attrs = self.assigned_attrs(cls)
@@ -102,7 +107,10 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             right = contract.eps_attr if contract is not None else None
             if right is None or right == arg.attr or right not in attrs:
                 continue
-            fix = make_fix(f"Read `self.{right}`", [ctx.replace(arg, f"self.{right}")], Applicability.SAFE)
+            recv = arg.value.id  # type: ignore[attr-defined]
+            fix = make_fix(
+                f"Read `{recv}.{right}`", [ctx.replace(arg, f"{recv}.{right}")], Applicability.SAFE
+            )
             self.report(
                 arg,
                 f"`{cls}` never sets `self.{arg.attr}`: its eps lives in `self.{right}`",

@@ -26,10 +26,28 @@ def _mentions_cap(node: ast.AST, aliases: set[str]) -> bool:
     return any(_is_cap_ref(n, aliases) for n in _walk(node))
 
 
+def _cap_value(node: ast.AST) -> bool:
+    """The cap itself (`config.final_logit_softcapping`, `getattr(config, "final_logit_softcapping", None)`,
+    `float(cap)`), not a value computed with it (`logits / cap` is no alias of the cap)."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return _is_cap_ref(node, set())
+    if not isinstance(node, ast.Call):
+        return False
+    callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if callee == "getattr" and len(node.args) >= 2:
+        return isinstance(node.args[1], ast.Constant) and "softcap" in str(node.args[1].value).lower()
+    if callee in ("float", "get") and node.args:
+        first = node.args[0]
+        return _cap_value(first) or (
+            isinstance(first, ast.Constant) and "softcap" in str(first.value).lower()
+        )
+    return False
+
+
 def _cap_aliases(func: ast.AST) -> set[str]:
     out: set[str] = set()
     for node in _walk(func):
-        if isinstance(node, ast.Assign) and _mentions_cap(node.value, set()):
+        if isinstance(node, ast.Assign) and _cap_value(node.value):
             out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return out
 
@@ -132,6 +150,90 @@ def _tanh_runs(func: ast.AST) -> list[ast.stmt]:
     return out
 
 
+def _test_states(test: ast.AST, aliases: set[str]) -> tuple[str | None, str | None]:
+    """What an `if` test says of the cap in its body and in its `else`: "none" (unset), "set", or None."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _mentions_cap(test.left, aliases):
+        right = test.comparators[0]
+        if isinstance(right, ast.Constant) and right.value is None:
+            if isinstance(test.ops[0], ast.Is):
+                return "none", "set"
+            if isinstance(test.ops[0], ast.IsNot):
+                return "set", "none"
+        return None, None
+    if isinstance(test, (ast.Name, ast.Attribute)) and _is_cap_ref(test, aliases):
+        return "set", "none"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        body, orelse = _test_states(test.operand, aliases)
+        return orelse, body
+    if isinstance(test, ast.BoolOp):
+        states = [_test_states(v, aliases) for v in test.values]
+        if isinstance(test.op, ast.And):  # the body holds every conjunct
+            known = [b for b, _ in states if b is not None]
+            return (known[0] if known else None), None
+        known = [o for _, o in states if o is not None]  # the `else` of an `or` holds no disjunct
+        return None, (known[0] if known else None)
+    return None, None
+
+
+def _cap_state(func: ast.AST, target: ast.AST, aliases: set[str]) -> str | None:
+    """Whether ``target`` runs where an enclosing `if` has the cap unset ("none") or set ("set")."""
+    found: str | None = None
+
+    def visit(node: ast.AST) -> bool:
+        nonlocal found
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, stmt in enumerate(stmts):
+                if stmt is target or any(n is target for n in _walk(stmt)):
+                    states = []
+                    if isinstance(node, ast.If) and field in ("body", "orelse"):
+                        body, orelse = _test_states(node.test, aliases)
+                        states.append(body if field == "body" else orelse)
+                    for earlier in stmts[:i]:  # `if cap is None: return ...` leaves the cap set below it
+                        if (
+                            isinstance(earlier, ast.If)
+                            and not earlier.orelse
+                            and isinstance(earlier.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+                        ):
+                            states.append(_test_states(earlier.test, aliases)[1])
+                    for state in states:
+                        if state == "none" or (state == "set" and found is None):
+                            found = state
+                    visit(stmt)
+                    return True
+        return False
+
+    visit(func)
+    return found
+
+
+def _applies_cap(stmt: ast.stmt, aliases: set[str]) -> bool:
+    """A statement that caps (arithmetic on the cap, the cap passed to a call) or refuses a capped config."""
+    if isinstance(stmt, ast.If) and _mentions_cap(stmt.test, aliases):
+        if any(isinstance(n, ast.Raise) for n in _walk(stmt)):
+            return True
+    for node in _walk(stmt):
+        if isinstance(node, ast.BinOp) and (
+            _mentions_cap(node.left, aliases) or _mentions_cap(node.right, aliases)
+        ):
+            return True
+        if isinstance(node, ast.Call) and any(
+            _mentions_cap(a, aliases) for a in [*node.args, *(k.value for k in node.keywords)]
+        ):
+            return True
+        if isinstance(node, ast.Call) and _capping_callee(node):
+            return True  # `logits = self.soft_cap(logits)`: a capping helper that reads the cap itself
+    return False
+
+
+def _capping_callee(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return "cap" in name.lower()
+
+
 class LogitSoftcapping(LossRule):
     code = "NPU411"
     name = "logit-softcapping"
@@ -142,7 +244,7 @@ class LogitSoftcapping(LossRule):
         "loss itself (a fused linear cross-entropy, a loss handle) and no longer mentions the cap trains on "
         "uncapped logits; one that caps twice squashes them. The upstream forward is read from the installed "
         "transformers source; only models whose upstream forward caps are checked."
-        " Each loss path is checked on its own: a fused branch (a loss that takes hidden states) must be preceded by the cap or by a guard that refuses a capped config; and in any function a soft-cap applied partially (`x / cap` and `tanh` without the final `* cap`) is reported."
+        " Each loss path is checked on its own: a fused branch (a loss that takes hidden states) must be preceded by the cap or by a guard that refuses a capped config; a loss inside the branch an `if` on the cap takes when the cap is set (`if cap is not None:`, `if config.final_logit_softcapping:`, the `else` of `if cap is None:`) must be preceded by the capping itself (arithmetic on the cap, the cap handed to a call or to the loss, a helper named for capping), not only by the test (a loss in the branch where the cap is unset needs none); and in any function a soft-cap applied partially (`x / cap` and `tanh` without the final `* cap`) is reported."
     )
     bad = (
         Example(
@@ -232,6 +334,28 @@ class LogitSoftcapping(LossRule):
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="capped twice: a second `if <cap> is not None:` block through a local",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2ForCausalLM.forward")
+            def gemma2_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                if getattr(self.config, "final_logit_softcapping", None):
+                    logits = self.lm_head(hidden_states)
+                    loss, _, aux = self.loss_function(logits=logits, labels=labels, **kwargs)
+                else:
+                    loss, logits, aux = self.loss_function(
+                        logits=None, labels=labels, hidden_states=hidden_states, weights=self.lm_head.weight, **kwargs
+                    )
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="the branch taken when the cap is set computes the loss on uncapped logits (only the test names the cap)",
+        ),
     )
     good = (
         Example(
@@ -258,6 +382,30 @@ class LogitSoftcapping(LossRule):
             """,
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2ForCausalLM.forward")
+            def gemma2_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                cap = self.config.final_logit_softcapping
+                if cap is None:
+                    loss, logits, aux = self.loss_function(
+                        logits=None, labels=labels, hidden_states=hidden_states, weights=self.lm_head.weight, **kwargs
+                    )
+                else:
+                    logits = self.lm_head(hidden_states)
+                    logits = torch.tanh(logits / cap) * cap
+                    loss, _, aux = self.loss_function(logits=logits, labels=labels, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+        ),
     )
     fix_safety = "No fix: where the cap belongs depends on the loss path the patch chose."
 
@@ -275,8 +423,22 @@ class LogitSoftcapping(LossRule):
             return
         for stmt in _tanh_runs(func):
             self.report(stmt, "the final-logit soft-capping is applied a second time in the same path")
+        aliases = _cap_aliases(func)
         for call in loss_calls(func):
-            if any(mentions_attr(n, "final_logit_softcapping") for n in path_before(func, call)):
+            before = path_before(func, call)
+            state = _cap_state(func, call, aliases)
+            if state == "none":
+                continue  # a branch where the cap is known unset (`if cap is None:`, the `else` of `if cap:`)
+            if state == "set":
+                # the branch where the cap is set: the cap must be applied on the way, not only tested
+                if any(
+                    isinstance(n, ast.stmt)
+                    and not any(m is call for m in _walk(n))
+                    and _applies_cap(n, aliases)
+                    for n in before
+                ) or any(_mentions_cap(a, aliases) for a in [*call.args, *(k.value for k in call.keywords)]):
+                    continue  # capped on the way, or the cap handed to the loss itself
+            elif any(mentions_attr(n, "final_logit_softcapping") for n in before):
                 continue
             self.report(
                 call,

@@ -13,6 +13,7 @@ from npu_lint.rules.semantics._shared import (
     direct_ce_calls,
     functions_of,
     loss_calls,
+    path_before,
 )
 
 # losses that shift `labels` themselves unless `shift_labels=` is given (transformers' and VeOmni's)
@@ -46,6 +47,10 @@ def _is_shift(node: ast.AST) -> bool:
     if not isinstance(node, ast.Subscript):
         return False
     base = node.value
+    if isinstance(base, ast.Call) and _callee(base) == "pad" and base.args:
+        base = base.args[
+            0
+        ]  # `F.pad(labels, (0, 1), value=-100)[..., 1:]`: the labels padded back, then shifted
     name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
     if "label" not in name:
         return False
@@ -67,7 +72,13 @@ def _short_shift(node: ast.AST) -> bool:
         and node.func.attr in ("contiguous", "to", "long")
     ):
         node = node.func.value
-    return isinstance(node, ast.Subscript) and _is_shift(node)
+    return (
+        isinstance(node, ast.Subscript)
+        and not (
+            isinstance(node.value, ast.Call) and _callee(node.value) == "pad"
+        )  # padded back: full length
+        and _is_shift(node)
+    )
 
 
 def _short_names(func: ast.AST) -> set[str]:
@@ -93,6 +104,19 @@ def _shifted_names(func: ast.AST) -> set[str]:
     return out
 
 
+def _shifted_before(func: ast.AST, node: ast.AST, name: str) -> bool:
+    """The local ``name`` is assigned a shifted label tensor on the way to ``node`` (not in another branch)."""
+    for stmt in path_before(func, node):
+        for n in _walk(stmt):
+            if (
+                isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                and any(_is_shift(m) for m in _walk(n.value))
+            ):
+                return True
+    return False
+
+
 class LabelShift(LossRule):
     code = "NPU412"
     name = "label-shift"
@@ -103,7 +127,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display)."
     )
     bad = (
         Example(
@@ -143,6 +167,27 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
             title="labels sliced from position 1 (one shorter than the logits) handed over as `shift_labels`",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def causal_loss(self, logits, labels, **kwargs):
+                labels = F.pad(labels, (0, 1), value=-100)[..., 1:]
+                return self.loss_function(logits, labels, self.vocab_size, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
+            title="the labels rebound to their padded shift, then shifted again by the loss",
+        ),
+        Example(
+            """
+            def causal_loss(self, logits, labels, **kwargs):
+                kwargs["shift_labels"] = labels
+                return self.loss_function(logits=logits, labels=None, vocab_size=self.vocab_size, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
+            title="unshifted labels placed in the forwarded kwargs as `shift_labels`",
+        ),
     )
     good = (
         Example(
@@ -165,6 +210,19 @@ class LabelShift(LossRule):
                 return loss, logits
             """,
             path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def causal_loss(self, logits, labels, use_fused, **kwargs):
+                if use_fused:
+                    return self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **kwargs)
+                labels = labels[..., 1:]
+                return F.cross_entropy(logits[..., :-1, :].flatten(0, 1), labels.flatten(), ignore_index=-100)
+            """,
+            path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
         ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
@@ -210,12 +268,30 @@ class LabelShift(LossRule):
                         f"`{base}` is already shifted; slicing it from position 1 shifts it twice: every target "
                         "is one token late",
                     )
-            if not isinstance(node, ast.Call):
+            given: list[
+                tuple[str | None, ast.AST]
+            ] = []  # (key, value) of what becomes the loss's shift_labels
+            if isinstance(node, ast.Assign):  # kwargs["shift_labels"] = labels
+                given = [
+                    ("shift_labels", node.value)
+                    for t in node.targets
+                    if isinstance(t, ast.Subscript)
+                    and isinstance(t.slice, ast.Constant)
+                    and t.slice.value == "shift_labels"
+                ]
+            elif isinstance(node, ast.Dict):  # {**kwargs, "shift_labels": labels}
+                given = [
+                    ("shift_labels", v)
+                    for k, v in zip(node.keys, node.values)
+                    if isinstance(k, ast.Constant) and k.value == "shift_labels"
+                ]
+            elif isinstance(node, ast.Call):
+                given = [(kw.arg, kw.value) for kw in node.keywords]
+            else:
                 continue
-            for kw in node.keywords:
-                value = kw.value
+            for key, value in given:
                 if (
-                    kw.arg == "shift_labels"
+                    key == "shift_labels"
                     and isinstance(value, ast.Name)
                     and value.id in raw
                     and value.id not in shifted
@@ -226,6 +302,8 @@ class LabelShift(LossRule):
                             f"`{value.id}` (the unshifted labels) is passed as `shift_labels=`: the loss takes them "
                             "as already shifted and every position learns to predict itself",
                         )
+            if not isinstance(node, ast.Call):
+                continue
             if _callee(node) in _SHIFTING:
                 for kw in node.keywords:
                     value = kw.value
@@ -244,7 +322,10 @@ class LabelShift(LossRule):
             if _callee(node) not in _SHIFTING or any(kw.arg == "shift_labels" for kw in node.keywords):
                 continue
             arg = call_arg(node, 1, "labels")
-            if arg is not None and ((isinstance(arg, ast.Name) and arg.id in shifted) or _is_shift(arg)):
+            if arg is not None and (
+                (isinstance(arg, ast.Name) and arg.id in shifted and _shifted_before(func, node, arg.id))
+                or _is_shift(arg)
+            ):
                 if self._once(arg):
                     self.report(
                         arg,
@@ -268,7 +349,10 @@ class LabelShift(LossRule):
             arg = call_arg(call, 1, "labels")
             if arg is None:
                 continue
-            if ((isinstance(arg, ast.Name) and arg.id in shifted) or _is_shift(arg)) and self._once(arg):
+            if (
+                (isinstance(arg, ast.Name) and arg.id in shifted and _shifted_before(func, call, arg.id))
+                or _is_shift(arg)
+            ) and self._once(arg):
                 self.report(
                     arg,
                     "labels already shifted by hand are passed as `labels=` to a loss that shifts them again: "

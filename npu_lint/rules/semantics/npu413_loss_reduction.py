@@ -16,6 +16,7 @@ from npu_lint.rules.semantics._shared import (
     loss_calls,
 )
 from npu_lint.veomni.constants import tree_ignore_index
+from npu_lint.veomni.upstream import last_name
 
 _CARRIED = "num_items_in_batch"
 
@@ -47,6 +48,34 @@ def _kwargs_carriers(func: ast.AST, kwarg: str | None) -> set[str]:
         if len(out) == before:
             break
     return out
+
+
+def _local_values(func: ast.AST, name: str) -> list[ast.expr]:
+    """The values a plain local is assigned in the function (`name = value`; tuple targets are not followed)."""
+    out = []
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            out.append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            if node.target.id == name and node.value is not None:
+                out.append(node.value)
+    return out
+
+
+_PAD_WORDS = ("pad_token_id", "pad_id", "padding_idx", "pad_token_index")
+
+
+def _pad_token_ref(node: ast.AST) -> ast.AST | None:
+    """The padding-token id the expression reads (`self.config.text_config.pad_token_id`, `tokenizer.pad_id`)."""
+    for n in _walk(node):
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        if name is not None and name.lower() in _PAD_WORDS:
+            return n
+        if isinstance(n, ast.Constant) and n.value in _PAD_WORDS:  # config.get("pad_token_id")
+            return n
+    return None
 
 
 def _kwarg_param(func: ast.FunctionDef) -> str | None:
@@ -141,17 +170,87 @@ def _aux_term(node: ast.AST) -> ast.AST | None:
     return node
 
 
+def _allowlist_without_count(comp: ast.DictComp) -> bool:
+    """`{k: v for k, v in kwargs.items() if k in ("ignore_index", ...)}`: keys kept from a literal list that
+    does not name `num_items_in_batch`."""
+    for gen in comp.generators:
+        it = gen.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "items"):
+            continue
+        for cond in gen.ifs:
+            if (
+                isinstance(cond, ast.Compare)
+                and len(cond.ops) == 1
+                and isinstance(cond.ops[0], ast.In)
+                and isinstance(cond.comparators[0], (ast.Tuple, ast.List, ast.Set))
+            ):
+                keys = [e.value for e in cond.comparators[0].elts if isinstance(e, ast.Constant)]
+                if keys and all(isinstance(k, str) for k in keys) and _CARRIED not in keys:
+                    return True
+    return False
+
+
+def _reduces(call: ast.Call) -> bool:
+    """A loss call that returns a reduced loss: no `reduction=` keyword (`F.cross_entropy` means by default), or
+    `reduction="mean"` (`reduction="sum"`/`"none"`, or a reduction held in a variable, is not judged)."""
+    name = last_name(call.func) or ""
+    if name == "CrossEntropyLoss" or name.startswith("_"):
+        return False  # a loss module's constructor; a private helper (may return a sum)
+    for kw in call.keywords:
+        if kw.arg == "reduction":
+            return str_is(kw.value, "mean")
+    return True
+
+
+def _label_counts(func: ast.AST) -> set[str]:
+    """Names that hold the labels or a value derived from them (`n = (labels != -100).sum()`)."""
+    out = {a.arg for a in _params(func) if "label" in a.arg}  # type: ignore[arg-type]
+    out |= {n.id for n in _walk(func) if isinstance(n, ast.Name) and "label" in n.id}
+    for _ in range(3):
+        before = len(out)
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id in out for n in _walk(node.value)
+            ):
+                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(out) == before:
+            break
+    return out
+
+
+def _count_of(divisor: ast.AST, labels: set[str]) -> str | None:
+    """What token count the divisor is: the global count (`num_items_in_batch`), or one of the local labels."""
+    if isinstance(divisor, ast.Constant):
+        return None
+    for n in _walk(divisor):
+        if (isinstance(n, ast.Name) and n.id == _CARRIED) or str_is(n, _CARRIED):
+            return "the batch's token count"
+    for n in _walk(divisor):
+        if isinstance(n, ast.Name) and n.id in labels:
+            return "a count of the labels"
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and "label" in n.value:
+            return "a count of the labels"  # kwargs["shift_labels"]
+    return None
+
+
+def _fixed_count(node: ast.AST) -> str | None:
+    """`None`, `1`, `1.0`: a constant put in place of the batch's token count (shown as written)."""
+    if isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (int, float)):
+        return repr(node.value)
+    return None
+
+
 class LossReduction(LossRule):
     code = "NPU413"
     name = "loss-reduction"
-    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline, adds the auxiliary loss without its coefficient, or divides twice."
+    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient, or is reduced twice."
     why = (
         "transformers' causal-LM forwards pass `**kwargs` to `loss_function`: they carry `num_items_in_batch` "
         "(the loss is a sum over the tokens of the whole gradient-accumulation batch divided by their count), "
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by `None`; an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
     )
     bad = (
         Example(
@@ -217,6 +316,48 @@ class LossReduction(LossRule):
             path="veomni/ops/kernels/cross_entropy/eager.py",
             title="a loss helper drops the count it receives (and pops it from the kwargs)",
         ),
+        Example(
+            """
+            def lm_loss(self, hidden_states, labels, **kwargs):
+                logits = self.lm_head(hidden_states)
+                loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **kwargs)
+                valid = labels.ne(-100).sum()
+                loss /= valid
+                return loss
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="an already reduced loss divided again by the count of its labels",
+        ),
+        Example(
+            """
+            def lm_loss(self, logits, labels, **kwargs):
+                loss_kwargs = dict(kwargs)
+                return self.loss_function(logits, labels, self.vocab_size, **{**loss_kwargs, "num_items_in_batch": None})
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="the count overridden with None inside the forwarded kwargs",
+        ),
+        Example(
+            """
+            def lm_loss(self, logits, labels, **kwargs):
+                wanted = {key: kwargs[key] for key in kwargs.keys()}
+                loss_kwargs = {key: val for key, val in wanted.items() if key in ("ignore_index", "shift_labels")}
+                return self.loss_function(logits, labels, self.vocab_size, **loss_kwargs)
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="the kwargs filtered to an allowlist that leaves the count out",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def moe_loss(self, loss, router_outputs):
+                return torch.add(loss, router_outputs.aux_loss)
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss added with `torch.add`, without its coefficient",
+        ),
     )
     good = (
         Example(
@@ -246,6 +387,17 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def token_mean_loss(logits, labels):
+                total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum")
+                return total / labels.ne(-100).sum()
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
@@ -257,16 +409,22 @@ class LossReduction(LossRule):
         return not ctx.source.kind.test  # type: ignore[attr-defined]
 
     def finish(self) -> None:
+        self._reported_divisions: set[int] = (
+            set()
+        )  # divisors reported (by the forward check or the general one)
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
-        if "num_items_in_batch" not in text and "ignore_index" not in text and "aux_loss" not in text:
+        if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux_loss", "loss_function")):
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_ignore_index(self.ctx.project.root)
-        words = ("num_items_in_batch", "aux_loss") + (() if expected is None else ("label", "ignore_index"))
+        words = ("num_items_in_batch", "aux_loss", "loss_function") + (
+            () if expected is None else ("label", "ignore_index")
+        )
         for func in functions_of(self.ctx.tree, text, *words):
             self._dropped_count(func)
+            self._reduced_twice(func)
             if expected is not None:
                 self._ignore_index(func, expected)
             self._aux_coefficient(func)
@@ -297,13 +455,32 @@ class LossReduction(LossRule):
                 for kw in node.keywords:
                     if (
                         kw.arg == _CARRIED
-                        and isinstance(kw.value, ast.Constant)
-                        and kw.value.value is None
+                        and _fixed_count(kw.value) is not None
                         and (carried is not None or has_kwargs)
                     ):
                         self.report(
-                            kw.value, "`num_items_in_batch=None` replaces the count this function received"
+                            kw.value,
+                            f"`num_items_in_batch={_fixed_count(kw.value)}` replaces the count this function "
+                            "received",
                         )
+            if isinstance(node, ast.Dict) and (carried is not None or has_kwargs):
+                for key, value in zip(node.keys, node.values):
+                    if str_is(key, _CARRIED) and _fixed_count(value) is not None:
+                        self.report(
+                            value,
+                            f"`num_items_in_batch: {_fixed_count(value)}` replaces the count this function received",
+                        )
+            elif (
+                isinstance(node, ast.Assign)
+                and (carried is not None or has_kwargs)
+                and _fixed_count(node.value) is not None
+                and any(isinstance(t, ast.Subscript) and str_is(t.slice, _CARRIED) for t in node.targets)
+            ):
+                self.report(
+                    node.value,
+                    f"`num_items_in_batch` is set to {_fixed_count(node.value)}: the count this function received "
+                    "is lost",
+                )
             if (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Call)
@@ -333,7 +510,14 @@ class LossReduction(LossRule):
                 )
             elif isinstance(node, ast.Delete) and any(_mentions_carried(t) for t in node.targets):
                 self.report(node, "`num_items_in_batch` is deleted from the kwargs: the loss never sees it")
-            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            if isinstance(node, ast.DictComp) and has_kwargs and _allowlist_without_count(node):
+                if self._feeds_loss(func, node):
+                    self.report(
+                        node,
+                        "the kwargs are filtered to a list of keys without `num_items_in_batch`: the loss never "
+                        "sees it and averages per micro-batch",
+                    )
+            if isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
                 for gen in node.generators:
                     for cond in gen.ifs:
                         if (
@@ -346,14 +530,87 @@ class LossReduction(LossRule):
                                 "`num_items_in_batch` is filtered out of the kwargs: the loss never sees it",
                             )
 
+    def _reduced_twice(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A loss returned already reduced (by `loss_function`, `ForCausalLMLoss`, a VeOmni loss handle: a mean over
+        the labels, or a sum divided by `num_items_in_batch`) divided again by a token count: the labels' count, or
+        `num_items_in_batch`."""
+        reducing = [c for c in loss_calls(func) if _reduces(c)]
+        if not reducing:
+            return
+        held: dict[str, str] = {}  # local -> the loss call it holds
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and any(node.value is c for c in reducing):
+                callee = ast.unparse(node.value.func)
+                for target in node.targets:
+                    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                    for i, elt in enumerate(elts):
+                        if isinstance(elt, ast.Name) and (i == 0 or "loss" in elt.id):
+                            held[elt.id] = callee
+        counts = _label_counts(func)
+        for node in _walk(func):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                left, divisor = node.left, node.right
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
+                left, divisor = node.target, node.value
+            else:
+                continue
+            if isinstance(left, ast.Name) and left.id in held:
+                callee = held[left.id]
+            elif any(left is c for c in reducing):
+                callee = ast.unparse(left.func)  # type: ignore[attr-defined]
+            else:
+                continue
+            what = _count_of(divisor, counts)
+            if what is None or id(divisor) in self._reported_divisions:
+                continue
+            self._reported_divisions.add(id(divisor))
+            self.report(
+                node,
+                f"the loss from `{callee}` is already reduced (a mean over the labels, or a sum divided by "
+                f"`num_items_in_batch`); dividing it by `{ast.unparse(divisor)}` ({what}) reduces it a second "
+                "time: the loss and its gradients shrink by the token count",
+            )
+
+    @staticmethod
+    def _feeds_loss(func: ast.AST, comp: ast.DictComp) -> bool:
+        """The filtered dict reaches a loss call as `**` (directly, or through the local it is bound to)."""
+        names = {
+            t.id
+            for n in _walk(func)
+            if isinstance(n, ast.Assign) and n.value is comp
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for call in loss_calls(func):
+            for kw in call.keywords:
+                if kw.arg is None and (
+                    kw.value is comp or (isinstance(kw.value, ast.Name) and kw.value.id in names)
+                ):
+                    return True
+        return False
+
     def _ignore_index(self, func: ast.FunctionDef | ast.AsyncFunctionDef, expected: int) -> None:
         def judge(node: ast.AST | None, what: str) -> None:
-            value = _int_literal(node)
-            if value is not None and value != expected and node is not None:
+            if node is None:
+                return
+            shown = node
+            if isinstance(node, ast.Name):  # a local holding the value (`ignore = self.config.pad_token_id`)
+                values = _local_values(func, node.id)
+                if len(values) == 1:
+                    shown = values[0]
+            value = _int_literal(shown)
+            if value is not None and value != expected:
                 self.report(
                     node,
                     f"{what} is {value}, but the data pipeline marks ignored label positions with {expected} "
                     "(IGNORE_INDEX): padding and prompt tokens would be trained on",
+                )
+            elif value is None and _pad_token_ref(shown) is not None:
+                self.report(
+                    node,
+                    f"{what} is the padding token id `{ast.unparse(shown)}`, but the data pipeline marks ignored "
+                    f"label positions with {expected} (IGNORE_INDEX), not with the padding token: prompt and "
+                    "padding labels would be trained on (and a real token ignored)",
                 )
 
         for arg, default in _defaults(func):
@@ -365,8 +622,14 @@ class LossReduction(LossRule):
                 isinstance(t, ast.Subscript) and "label" in ast.unparse(t.value) for t in node.targets
             ):
                 judge(node.value, "the value written into the labels")  # labels[mask] = -1
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and str_is(t.slice, "ignore_index") for t in node.targets
+            ):
+                judge(node.value, "`ignore_index` in the loss kwargs")  # kwargs["ignore_index"] = ...
             elif isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
+                    if str_is(key, "ignore_index") and key is not None:
+                        judge(value, "`ignore_index` in the loss kwargs")  # {**kwargs, "ignore_index": ...}
                     if isinstance(key, ast.Constant) and isinstance(key.value, str) and "label" in key.value:
                         for part in _walk(value):
                             if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Mult):
@@ -381,6 +644,8 @@ class LossReduction(LossRule):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if callee == "get" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
                 judge(node.args[1], "the `ignore_index` fallback")
+            elif callee == "setdefault" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
+                judge(node.args[1], "`ignore_index` in the loss kwargs")
             elif callee == "pad" and node.args and "label" in ast.unparse(node.args[0]).split("[")[0]:
                 for kw in node.keywords:
                     if kw.arg == "value":
@@ -432,6 +697,31 @@ class LossReduction(LossRule):
                 target = ast.unparse(node.target)
                 if "loss" in target and "aux" not in target and term(node.value) is not None:
                     self._report_aux(node.value)
+            elif isinstance(node, (ast.Assign, ast.Expr, ast.Return)) and isinstance(node.value, ast.Call):
+                # `loss = torch.add(loss, aux)`, `loss = loss.add(aux)`, `loss.add_(aux)`, `return torch.add(...)`
+                call = node.value
+                callee = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+                if callee not in ("add", "add_") or call.keywords:
+                    continue
+                operands = [*call.args]
+                if isinstance(call.func, ast.Attribute) and not (
+                    isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
+                ):
+                    operands.insert(0, call.func.value)
+                if len(operands) != 2:
+                    continue
+                target = (
+                    " ".join(ast.unparse(t) for t in node.targets)
+                    if isinstance(node, ast.Assign)
+                    else ast.unparse(operands[0])
+                )
+                sides = [ast.unparse(o) for o in operands]
+                if "loss" in target and "aux" not in target and any("aux" not in t for t in sides):
+                    for side in operands:
+                        if term(side) is not None and "aux" not in ast.unparse(
+                            operands[1] if side is operands[0] else operands[0]
+                        ):
+                            self._report_aux(side)
             elif (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.BinOp)
@@ -489,7 +779,8 @@ class LossReduction(LossRule):
                         )
         if any(forwards_kwargs(c) or any(kw.arg == _CARRIED for kw in c.keywords) for c in calls):
             for node in _walk(func):
-                if _divides_by_count(node):
+                if _divides_by_count(node) and id(node.right) not in self._reported_divisions:  # type: ignore[attr-defined]
+                    self._reported_divisions.add(id(node.right))  # type: ignore[attr-defined]
                     self.report(
                         node,
                         "the loss already receives `num_items_in_batch` and divides by it; dividing again "
