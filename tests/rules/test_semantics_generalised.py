@@ -312,3 +312,32 @@ def test_kernel_wrapper_naming_its_module_otherwise(tmp_path: Path) -> None:
     assert [c for _, c in _codes(path, codes)] == ["NPU402"]
     path.write_text(textwrap.dedent(wrapper.format(weight="1 + norm_module.weight", eps="eps")))
     assert _codes(path, codes) == []
+
+
+def test_an_edited_in_tree_norm_class_is_read_again(tmp_path: Path) -> None:
+    """A long-running process (the language server) sees the norm class's weight initialisation as it is now."""
+    pkg = "veomni/models/transformers/toy_dit_edit"
+    norm = """
+    import torch
+    from torch import nn
+
+
+    class EditRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.{init}(dim))
+    """
+    wrapper = """
+    import torch_npu
+
+
+    def edit_norm_forward_npu(norm_module, hidden):
+        return torch_npu.npu_rms_norm(hidden, norm_module.weight, epsilon=norm_module.eps)[0]
+    """
+    modeling = _write(tmp_path, f"{pkg}/modeling_toy_dit_edit.py", norm.format(init="ones"))
+    path = _write(tmp_path, f"{pkg}/npu_patch.py", wrapper)
+    codes = ["NPU402", "NPU404"]
+    assert _codes(path, codes) == []
+    modeling.write_text(textwrap.dedent(norm.format(init="zeros")) + "\n# edited\n")
+    assert [c for _, c in _codes(path, codes)] == ["NPU402"]  # the offset the zero weight needs is missing

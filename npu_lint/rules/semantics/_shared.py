@@ -229,18 +229,36 @@ def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     )
 
 
-@functools.lru_cache(maxsize=64)
-def _norm_classes_in(directory: str) -> tuple[tuple[str, str, int], ...]:
-    """(file, class, line) of the RMSNorm-like classes (a `*Norm` class whose `__init__` sets `self.weight`) that
-    the Python files of one directory define."""
-    out = []
+def _py_files_state(directory: str) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, size, mtime_ns, inode) of the directory's Python files: the cache key of what was read from them,
+    so an edit (a long-running language server) is seen."""
     try:
-        names = sorted(os.listdir(directory))
+        entries = list(os.scandir(directory))
     except OSError:
         return ()
-    for name in names:
-        if not name.endswith(".py"):
-            continue
+    out = []
+    for entry in entries:
+        if entry.name.endswith(".py"):
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            out.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(sorted(out))
+
+
+def _norm_classes_in(directory: str) -> tuple[tuple[str, str, int], ...]:
+    """(file, class, line) of the RMSNorm-like classes (a `*Norm` class whose `__init__` sets `self.weight`) that
+    the Python files of one directory define, as they are now."""
+    return _norm_classes_at(directory, _py_files_state(directory))
+
+
+@functools.lru_cache(maxsize=64)
+def _norm_classes_at(
+    directory: str, state: tuple[tuple[str, int, int, int], ...]
+) -> tuple[tuple[str, str, int], ...]:
+    out = []
+    for name, *_ in state:
         path = os.path.join(directory, name)
         try:
             data, _ = read_regular(path)
@@ -262,8 +280,16 @@ def _norm_classes_in(directory: str) -> tuple[tuple[str, str, int], ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=64)
 def _class_node(path: str, name: str, line: int) -> ast.ClassDef | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _class_node_at(path, name, line, (st.st_size, st.st_mtime_ns, st.st_ino))
+
+
+@functools.lru_cache(maxsize=64)
+def _class_node_at(path: str, name: str, line: int, state: tuple[int, int, int]) -> ast.ClassDef | None:
     try:
         data, _ = read_regular(path)
         tree = ast.parse(data)
