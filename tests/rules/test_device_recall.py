@@ -94,3 +94,66 @@ def test_npu105_cuda_test_around_an_instance_handle() -> None:
     diags = lint(INSTANCE_GATES, ["NPU105"], MODEL)
     assert [d.line for d in diags] == [19]
     assert "the dispatch handle `self.veomni_norm`" in diags[0].message
+
+
+OFF_DEVICE = """
+import torch
+from torch import nn
+
+
+class ToyVisionTower(nn.Module):
+    def forward(self, hidden_states: torch.Tensor, grid: torch.Tensor, meta=None):
+        starts = meta["starts"] if meta is not None else None
+        dev = starts.device if starts is not None else hidden_states.device
+        ids = torch.arange(grid.shape[0], device=dev)
+        starts_on_device = starts.to(device=hidden_states.device) if starts is not None else None
+        offsets = meta["offsets"]
+        offsets = offsets.to(hidden_states.device)
+        fine = torch.zeros(grid.shape[0], device=offsets.device)  # rebound to its moved copy: on the device
+        return self.blocks(hidden_states, ids, starts_on_device, fine)
+"""
+
+
+def test_npu103_allocation_on_the_device_of_host_metadata() -> None:
+    (diag,) = lint(OFF_DEVICE, ["NPU103"], MODEL)
+    assert diag.line == 9
+    assert "`starts`, which this function itself copies to `hidden_states.device` (line 10)" in diag.message
+
+
+HOST_LISTS = """
+import torch
+from torch import nn
+
+
+class ToyFrames(nn.Module):
+    def forward(self, frames: torch.Tensor, lens: torch.Tensor):
+        bounds = torch.tensor(lens.tolist() + [frames.shape[0]])
+        same = torch.tensor(lens * 2)  # a copy of device data keeps its device
+        return frames[bounds[0]] + lens + bounds + same
+"""
+
+
+def test_npu103_tensor_of_a_built_python_list() -> None:
+    (diag,) = lint(HOST_LISTS, ["NPU103"], MODEL)
+    assert diag.line == 7
+
+
+PLACEMENT = """
+import torch
+from torch import nn
+
+
+class ToyByteModel(nn.Module):
+    def forward(self, input_ids: torch.Tensor, lengths=None):
+        embeds = self.encoder(input_ids.to(self.encoder.embed.weight.device))
+        device = input_ids.device if input_ids is not None else embeds.device
+        ones = torch.ones(input_ids.shape, device=device)
+        labels = input_ids.to(embeds.device)  # a synchronous copy of the forward's own input
+        return self.head(embeds, ones, torch.zeros(3, device=input_ids.device), labels)
+"""
+
+
+def test_npu103_model_parallel_placement_is_not_host_data() -> None:
+    """Review of transformers 5.9.0 (blt): a forward input moved to a submodule's weight device (model-parallel
+    placement) is not host metadata, nor is one copied synchronously to another input's device."""
+    assert not lint(PLACEMENT, ["NPU103"], MODEL)
