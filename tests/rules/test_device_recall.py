@@ -157,3 +157,24 @@ def test_npu103_model_parallel_placement_is_not_host_data() -> None:
     """Review of transformers 5.9.0 (blt): a forward input moved to a submodule's weight device (model-parallel
     placement) is not host metadata, nor is one copied synchronously to another input's device."""
     assert not lint(PLACEMENT, ["NPU103"], MODEL)
+
+
+def test_npu102_collective_backend_gate() -> None:
+    code = """
+    import torch.distributed as dist
+
+
+    def gather_tokens(ids, group):
+        if dist.get_backend(group) != "nccl":
+            raise RuntimeError("token gather needs NCCL")
+        comm_backend = dist.get_backend()
+        if comm_backend == "nccl":
+            return ids  # an explicit dispatch, with a generic path after it
+        if comm_backend not in ("nccl", "hccl"):
+            raise RuntimeError("fine: HCCL is accepted")
+        return ids
+    """
+    (diag,) = lint(code, ["NPU102"], "veomni/models/transformers/toy/modeling_toy.py")
+    assert diag.line == 5
+    assert 'accepts the collective backend `"nccl"` but not `"hccl"`' in diag.message
+    assert "`get_dist_comm_backend()` (veomni.utils.device)" in diag.message

@@ -230,9 +230,11 @@ class HardcodedCudaDevice(Rule):
         'annotations (`Literal["cpu", "cuda"]`), explicit device dispatch (`if get_device_type() == '
         '"cuda":`, `if IS_CUDA_AVAILABLE:`) and guards of CUDA-only kernels (`impl == "triton" and '
         "x.is_cuda`) are legitimate and not reported. A configured device (`init_device`, `device_type`, "
-        '`kwargs.get("init_device")`) compared with `"cuda"` alone (`!=`, or `not in` a list without `"npu"`) is '
+        '`kwargs.get("init_device")`) compared with `"cuda"` alone (`!=`, or `not in` a list without `"npu"`), '
+        'or a collective backend (`dist.get_backend(group)`) with `"nccl"` alone, is '
         "reported where the branch an Ascend host takes only rejects the run (raises): a requirement on the "
-        "backend is written with VeOmni's device API (`IS_CUDA_AVAILABLE`, `get_device_type()`) or lists "
+        "backend is written with VeOmni's device API (`IS_CUDA_AVAILABLE`, `get_device_type()`, "
+        "`get_dist_comm_backend()`) or lists "
         '`"npu"` where NPU is supported.'
     )
     bad = (
@@ -902,25 +904,30 @@ class HardcodedCudaDevice(Rule):
         )
 
     def _configured_device_gate(self, node: ast.Compare) -> None:
-        """``if init_device != "cuda": raise ...`` (or ``not in ("cuda", "xpu")``): a configured device (a name,
-        attribute or option key naming a device, not a tensor's ``.device.type``) tested against CUDA alone,
-        where the branch an Ascend host takes only rejects the run. An explicit dispatch (``if device_type ==
-        "cuda": <CUDA path> else: <generic path>``) is not reported."""
+        """``if init_device != "cuda": raise ...`` (or ``not in ("cuda", "xpu")``; ``dist.get_backend(group) !=
+        "nccl"``): a configured device (a name, attribute or option key naming a device, not a tensor's
+        ``.device.type``) or a collective backend tested against CUDA's alone, where the branch an Ascend host
+        takes only rejects the run. An explicit dispatch (``if device_type == "cuda": <CUDA path> else: <generic
+        path>``) is not reported."""
         ctx = self.ctx
         op, right = node.ops[0], node.comparators[0]
-        if isinstance(op, (ast.Eq, ast.NotEq)):
-            side = node.left if _cuda_string(right) else right if _cuda_string(node.left) else None
-            cuda_only = side is not None
+        for literal, npu, is_value in (
+            (_cuda_string, "npu", _configured_device),
+            (lambda n: "nccl" if _is_nccl(n) else None, "hccl", _backend_value),
+        ):
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                side = node.left if literal(right) else right if literal(node.left) else None
+                cuda_only = side is not None
+            else:
+                side = node.left
+                elts = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else []
+                values = [str_value(e) for e in elts]
+                cuda_only = (
+                    any(literal(e) for e in elts) and npu not in values and all(v is not None for v in values)
+                )
+            if cuda_only and side is not None and is_value(side):
+                break
         else:
-            side = node.left
-            elts = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else []
-            values = [str_value(e) for e in elts]
-            cuda_only = (
-                any(_cuda_string(e) for e in elts)
-                and "npu" not in values
-                and all(v is not None for v in values)
-            )
-        if not cuda_only or side is None or not _configured_device(side):
             return
         # the `if` this comparison decides, and whether the comparison is true on an NPU host
         stmt: ast.AST = node
@@ -937,6 +944,18 @@ class HardcodedCudaDevice(Rule):
         if _in_fstring(ctx) or in_cuda_dispatch(ctx, node) or cuda_gate_on_npu_path(ctx, node):
             return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
         what = ctx.source.segment(node)
+        if npu == "hccl":
+            api = (
+                "`torch.distributed.get_default_backend_for_device(...)`"
+                if outside_veomni(ctx)
+                else "`get_dist_comm_backend()` (veomni.utils.device)"
+            )
+            self.report(
+                node,
+                f'`{what}` accepts the collective backend `"nccl"` but not `"hccl"` (Ascend\'s), so on an Ascend '
+                f'host this branch rejects the run; compare with {api}, or accept `"hccl"` where it works',
+            )
+            return
         if outside_veomni(ctx):
             api = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
         else:
@@ -993,3 +1012,13 @@ def _configured_device(node: ast.AST) -> bool:
         key = node.slice
     value = str_value(key) if key is not None else None
     return value is not None and _is_device_name(value)
+
+
+def _backend_value(node: ast.AST) -> bool:
+    """A collective backend: ``dist.get_backend(...)`` (any receiver), or a name / attribute naming a backend."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name == "get_backend"
+    name = _target_name(node)
+    return bool(name) and "backend" in name.lower()  # type: ignore[union-attr]
