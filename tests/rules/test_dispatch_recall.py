@@ -105,3 +105,61 @@ def test_npu201_instance_level_slot_defects_are_reported_on_an_opslot_tree() -> 
     assert "cached its kernel in `self.conv_fn` (in `__init__`)" in by_line[23]
     summary = [d for d in diags if d.line not in (18, 23)]
     assert len(summary) == 1 and "module-global dispatch in this file" in summary[0].message
+
+
+GPU_SIBLING = """
+from veomni.ops import VeomniOp
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="patched_modeling_toy_gpu.py")
+
+
+@config.override_method("ToyNorm.__init__")
+def toy_norm_init_patched(self, hidden_size):
+    self.veomni_norm = VeomniOp("rms_norm", "standard", "eager")
+
+
+@config.override_method("ToyNorm.forward")
+def toy_norm_forward_patched(self, x):
+    return self.veomni_norm(x, self.weight)
+
+
+@config.override_method("ToyLM.__init__")
+def toy_lm_init_patched(self, config):
+    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", "eager")
+
+
+@config.override_method("ToyLM.forward")
+def toy_lm_forward_patched(self, input_ids, labels=None):
+    return self.veomni_ce(input_ids, labels)
+"""
+
+NPU_SIBLING = """
+from veomni.models.transformers.toy.toy_gpu_patch_gen_config import (
+    toy_lm_forward_patched,
+    toy_norm_forward_patched,
+    toy_norm_init_patched,
+)
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="patched_modeling_toy_npu.py")
+
+config.override_method("ToyNorm.__init__", replacement=toy_norm_init_patched)
+config.override_method("ToyNorm.forward", replacement=toy_norm_forward_patched)
+
+config.override_method(
+    "ToyLM.forward",
+    replacement=toy_lm_forward_patched,
+)
+"""
+
+
+def test_npu208_reports_where_the_missing_init_registration_belongs(tmp_path) -> None:
+    package = tmp_path / "veomni" / "models" / "transformers" / "toy"
+    package.mkdir(parents=True)
+    (package / "toy_gpu_patch_gen_config.py").write_text(
+        textwrap.dedent(GPU_SIBLING).lstrip("\n"), encoding="utf-8"
+    )
+    (diag,) = lint(NPU_SIBLING, ["NPU208"], str(package / "toy_npu_patch_gen_config.py"))
+    assert diag.line == 13  # the first registration of a ToyLM patch, not the import at the top
+    assert "`ToyLM.__init__`" in diag.message and "ToyNorm" not in diag.message
