@@ -95,6 +95,42 @@ def module_handle_names(ctx: Context) -> frozenset[str]:
     return frozen
 
 
+def instance_handle_attrs(ctx: Context) -> frozenset[str]:
+    """``self.<attr>`` names the file binds to a dispatch handle (``self.veomni_x = VeomniOp(...)``, an OpSlot's
+    ``bound_kernel()``), or to a callable bound to one (``functools.partial(helper, op=self.veomni_x)``, a
+    lambda calling one). Cached per file."""
+    cached = ctx.memo.get("instance_handle_attrs")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    direct: set[str] = set()
+    wrappers: dict[str, list[ast.expr]] = {}
+    for sub in ast.walk(ctx.tree):
+        if not isinstance(sub, ast.Assign):
+            continue
+        attrs = [a for a in (self_attr(t) for t in sub.targets) if a is not None]
+        if not attrs:
+            continue
+        if isinstance(sub.value, ast.Call) and constructor_kind(sub.value, ctx) in (
+            *HANDLE_CONSTRUCTORS,
+            "bound_kernel",
+        ):
+            direct.update(attrs)
+        elif _wrapper(ctx, sub.value):
+            for attr in attrs:
+                wrappers.setdefault(attr, []).append(sub.value)
+    found = set(direct)
+    changed = True
+    while changed:  # wrappers of wrappers
+        changed = False
+        for attr, values in wrappers.items():
+            if attr not in found and any(self_attr(inner) in found for v in values for inner in _wrapped(v)):
+                found.add(attr)
+                changed = True
+    frozen = frozenset(found)
+    ctx.memo["instance_handle_attrs"] = frozen
+    return frozen
+
+
 def op_variant(call: ast.Call, kind: str | None = None) -> tuple[str | None, str | None]:
     """(op, variant) literals of a handle constructor, OpSlot names mapped to the VeomniOp ones."""
     kind = kind or call_name(call)
@@ -290,6 +326,10 @@ class HandleTable:
 
     module: dict[str, list[Handle]] = field(default_factory=dict)
     attrs: dict[tuple[str | None, str], list[Handle]] = field(default_factory=dict)
+    # callables that wrap a handle (``self.lb_loss = partial(lb_loss, op=self.veomni_lb)``, a lambda calling
+    # one): the wrapping expressions, judged when asked (the wrapped handle may be bound later in the walk)
+    wrapper_attrs: dict[str, list[ast.expr]] = field(default_factory=dict)
+    wrapper_names: dict[str, list[ast.expr]] = field(default_factory=dict)
     blocks_done: bool = False
 
     @staticmethod
@@ -318,6 +358,13 @@ class HandleTable:
         """Feed an ``Assign`` met during the traversal."""
         self.add_blocks(ctx)
         value = node.value
+        if _wrapper(ctx, value):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.wrapper_names.setdefault(target.id, []).append(value)
+                elif self_attr(target) is not None:
+                    self.wrapper_attrs.setdefault(target.attr, []).append(value)  # type: ignore[union-attr]
+            return
         if not isinstance(value, ast.Call):
             return
         handle = self._handle(value, None, ctx)
@@ -358,19 +405,52 @@ class HandleTable:
             return None
         return found[0]
 
-    def is_handle(self, ctx: Context, callee: ast.expr, cls: str | None) -> bool:
+    def is_handle(self, ctx: Context, callee: ast.expr, cls: str | None, _depth: int = 0) -> bool:
+        """Whether ``callee`` is a dispatch handle of the file, or a callable bound to one
+        (``functools.partial(helper, op=<handle>)``, a lambda that calls one)."""
         self.add_blocks(ctx)
         if isinstance(callee, ast.Call):
             return constructor_kind(callee, ctx) in HANDLE_CONSTRUCTORS
+        wrappers: list[ast.expr] = []
         if isinstance(callee, ast.Name):
-            return callee.id in self.module
-        if (
-            isinstance(callee, ast.Attribute)
-            and isinstance(callee.value, ast.Name)
-            and callee.value.id == "self"
-        ):
-            return any(a == callee.attr for (_c, a) in self.attrs)
-        return False
+            if callee.id in self.module:
+                return True
+            wrappers = self.wrapper_names.get(callee.id, [])
+        elif self_attr(callee) is not None:
+            if any(a == callee.attr for (_c, a) in self.attrs):  # type: ignore[union-attr]
+                return True
+            wrappers = self.wrapper_attrs.get(callee.attr, [])  # type: ignore[union-attr]
+        if _depth >= 3:
+            return False
+        return any(
+            self.is_handle(ctx, inner, cls, _depth + 1) for wrapper in wrappers for inner in _wrapped(wrapper)
+        )
+
+
+def self_attr(node: ast.AST) -> str | None:
+    """``attr`` of ``self.<attr>``, else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _is_partial(ctx: Context, call: ast.Call) -> bool:
+    qual = ctx.qualname(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
+    return (qual or "").rsplit(".", 1)[-1] == "partial" and (qual in ("functools.partial", "partial"))
+
+
+def _wrapper(ctx: Context, value: ast.expr) -> bool:
+    """A callable that may wrap another: ``functools.partial(...)`` or a lambda."""
+    return isinstance(value, ast.Lambda) or (isinstance(value, ast.Call) and _is_partial(ctx, value))
+
+
+def _wrapped(wrapper: ast.expr) -> list[ast.expr]:
+    """The callables a wrapper may call: a partial's arguments (the function and the ones bound to it, such as
+    ``op=<handle>``), or the callees of a lambda's calls."""
+    if isinstance(wrapper, ast.Lambda):
+        return [sub.func for sub in ast.walk(wrapper.body) if isinstance(sub, ast.Call)]
+    assert isinstance(wrapper, ast.Call)
+    return [*wrapper.args, *(k.value for k in wrapper.keywords)]
 
 
 # -- the migration fix (built by the engine: ``npu_lint.fixers.dispatch``) ------------------------------------
@@ -447,15 +527,41 @@ def _dispatch_doc(kind: str) -> str:
 # -- NPU203 -----------------------------------------------------------------------------------------
 
 
-def _impl_expr(ctx: Context, node: ast.AST) -> bool:
-    """An expression naming a configured implementation: `*.rms_norm_implementation`, `resolve_op_impl()`."""
+def _impl_expr(ctx: Context, node: ast.AST, _depth: int = 0) -> bool:
+    """An expression naming a configured implementation: `*.rms_norm_implementation`, `resolve_op_impl()`, or
+    a local or ``self.<attr>`` the file binds only to such expressions (``self.mode = cfg.moe_implementation``)."""
     if isinstance(node, ast.Call):
         return call_name(node) in IMPL_RESOLVERS
     dotted = ctx.dotted(node)
     if dotted is None:
         return False
     last = dotted.rsplit(".", 1)[-1]
-    return last.endswith(("_implementation", "_impl", "_impl_name")) or last in ("impl", "implementation")
+    if last.endswith(("_implementation", "_impl", "_impl_name")) or last in ("impl", "implementation"):
+        return True
+    if _depth >= 2:
+        return False
+    values: list[ast.expr] = []
+    if isinstance(node, ast.Name):
+        value = _local_value(ctx, node)
+        values = [value] if value is not None else []
+    elif self_attr(node) is not None:
+        values = _self_attr_values(ctx).get(node.attr, [])  # type: ignore[union-attr]
+    return bool(values) and all(_impl_expr(ctx, v, _depth + 1) for v in values)
+
+
+def _self_attr_values(ctx: Context) -> dict[str, list[ast.expr]]:
+    """Every value the file assigns to ``self.<attr>`` (cached per file)."""
+    cached = ctx.memo.get("self_attr_values")
+    if cached is None:
+        found: dict[str, list[ast.expr]] = {}
+        for sub in ast.walk(ctx.tree):
+            if isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    attr = self_attr(t)
+                    if attr is not None:
+                        found.setdefault(attr, []).append(sub.value)
+        cached = ctx.memo["self_attr_values"] = found
+    return cached  # type: ignore[return-value]
 
 
 _FLAG_TARGET = re.compile(r"\s*(\w+)\s*=[^=]")

@@ -8,7 +8,14 @@ import re
 
 from npu_lint.core.astutil import walk, walk_pairs
 from npu_lint.core.diagnostics import Edit
-from npu_lint.rules._handles import GUARD_ATTRS, call_name, module_handle_names, npu_targeted
+from npu_lint.rules._handles import (
+    GUARD_ATTRS,
+    call_name,
+    instance_handle_attrs,
+    module_handle_names,
+    npu_targeted,
+    self_attr,
+)
 from npu_lint.rules.base import Context
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.registration import device_module_for
@@ -769,15 +776,16 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
             return f"the dispatch guard `{ctx.source.segment(sub)}`"
     if isinstance(stmt, ast.If):
         handles = module_handle_names(ctx)
-        if handles:
+        attrs = instance_handle_attrs(ctx) if "self." in ctx.source.text else frozenset()
+        if handles or attrs:
             for s in stmt.body:
                 for sub in ast.walk(s):
-                    if (
-                        isinstance(sub, ast.Call)
-                        and isinstance(sub.func, ast.Name)
-                        and sub.func.id in handles
-                    ):
+                    if not isinstance(sub, ast.Call):
+                        continue
+                    if isinstance(sub.func, ast.Name) and sub.func.id in handles:
                         return f"a call of the dispatch handle `{sub.func.id}`"
+                    if self_attr(sub.func) in attrs:
+                        return f"a call of the dispatch handle `{ctx.source.segment(sub.func)}`"
     if npu_targeted(ctx):
         return "code of an NPU module"
     return None

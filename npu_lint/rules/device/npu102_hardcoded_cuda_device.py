@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import str_value
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -228,7 +229,13 @@ class HardcodedCudaDevice(Rule):
         "`create_event()`, `get_dist_comm_backend()`, `IS_CUDA_AVAILABLE`. Comments, docstrings, type "
         'annotations (`Literal["cpu", "cuda"]`), explicit device dispatch (`if get_device_type() == '
         '"cuda":`, `if IS_CUDA_AVAILABLE:`) and guards of CUDA-only kernels (`impl == "triton" and '
-        "x.is_cuda`) are legitimate and not reported."
+        "x.is_cuda`) are legitimate and not reported. A configured device (`init_device`, `device_type`, "
+        '`kwargs.get("init_device")`) compared with `"cuda"` alone (`!=`, or `not in` a list without `"npu"`), '
+        'or a collective backend (`dist.get_backend(group)`) with `"nccl"` alone, is '
+        "reported where the branch an Ascend host takes only rejects the run (raises): a requirement on the "
+        "backend is written with VeOmni's device API (`IS_CUDA_AVAILABLE`, `get_device_type()`, "
+        "`get_dist_comm_backend()`) or lists "
+        '`"npu"` where NPU is supported.'
     )
     bad = (
         Example(
@@ -328,6 +335,16 @@ class HardcodedCudaDevice(Rule):
             """,
             title="an availability guard (unsafe fix: the guarded code then also runs on NPU)",
         ),
+        Example(
+            """
+            def build_parallel_model(model, fsdp_enabled, **kwargs):
+                if not fsdp_enabled:
+                    if kwargs.get("init_device") not in ("cuda", "cpu"):
+                        raise ValueError("meta init needs FSDP")
+                return model
+            """,
+            title="a configured device tested against CUDA alone, where NPU falls into the rejection",
+        ),
     )
     good = (
         Example(
@@ -389,6 +406,16 @@ class HardcodedCudaDevice(Rule):
                     return self.slow_forward(hidden_states)
             """,
             title="a method only called under a CUDA device-type test (a guarded CUDA kernel path)",
+        ),
+        Example(
+            """
+            def pick_scan_kernel(device_type, fused_scan, generic_scan):
+                # an explicit dispatch: NPU takes the generic path
+                if device_type == "cuda":
+                    return fused_scan
+                return generic_scan
+            """,
+            title="a configured device selecting a CUDA path, with a generic path for the rest",
         ),
     )
     fix_safety = (
@@ -852,7 +879,11 @@ class HardcodedCudaDevice(Rule):
 
     def _visit_compare(self, node: ast.Compare) -> None:
         ctx = self.ctx
-        if len(node.comparators) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        if len(node.comparators) != 1:
+            return
+        if isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+            self._configured_device_gate(node)
+        if not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
             return
         left, right = node.left, node.comparators[0]
         side = left if _cuda_string(right) else right if _cuda_string(left) else None
@@ -870,6 +901,70 @@ class HardcodedCudaDevice(Rule):
             node,
             f"`{what}` is False for NPU tensors, so this branch treats them like CPU tensors; compare with "
             f'{self._device_type_api()}, or with `"cpu"`',
+        )
+
+    def _configured_device_gate(self, node: ast.Compare) -> None:
+        """``if init_device != "cuda": raise ...`` (or ``not in ("cuda", "xpu")``; ``dist.get_backend(group) !=
+        "nccl"``): a configured device (a name, attribute or option key naming a device, not a tensor's
+        ``.device.type``) or a collective backend tested against CUDA's alone, where the branch an Ascend host
+        takes only rejects the run. An explicit dispatch (``if device_type == "cuda": <CUDA path> else: <generic
+        path>``) is not reported."""
+        ctx = self.ctx
+        op, right = node.ops[0], node.comparators[0]
+        for literal, npu, is_value in (
+            (_cuda_string, "npu", _configured_device),
+            (lambda n: "nccl" if _is_nccl(n) else None, "hccl", _backend_value),
+        ):
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                side = node.left if literal(right) else right if literal(node.left) else None
+                cuda_only = side is not None
+            else:
+                side = node.left
+                elts = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else []
+                values = [str_value(e) for e in elts]
+                cuda_only = (
+                    any(literal(e) for e in elts) and npu not in values and all(v is not None for v in values)
+                )
+            if cuda_only and side is not None and is_value(side):
+                break
+        else:
+            return
+        # the `if` this comparison decides, and whether the comparison is true on an NPU host
+        stmt: ast.AST = node
+        npu_true = isinstance(op, (ast.NotEq, ast.NotIn))
+        parent = ctx.parent
+        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+            stmt, npu_true = parent, not npu_true
+            parent = ctx.parents[-2] if len(ctx.parents) >= 2 else None
+        if not isinstance(parent, ast.If) or parent.test is not stmt:
+            return
+        taken = parent.body if npu_true else parent.orelse
+        if not taken or not all(_is_requirement_stmt(s) for s in taken):
+            return
+        if _in_fstring(ctx) or in_cuda_dispatch(ctx, node) or cuda_gate_on_npu_path(ctx, node):
+            return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
+        what = ctx.source.segment(node)
+        if npu == "hccl":
+            api = (
+                "`torch.distributed.get_default_backend_for_device(...)`"
+                if outside_veomni(ctx)
+                else "`get_dist_comm_backend()` (veomni.utils.device)"
+            )
+            self.report(
+                node,
+                f'`{what}` accepts the collective backend `"nccl"` but not `"hccl"` (Ascend\'s), so on an Ascend '
+                f'host this branch rejects the run; compare with {api}, or accept `"hccl"` where it works',
+            )
+            return
+        if outside_veomni(ctx):
+            api = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
+        else:
+            api = "`get_device_type()` or `IS_CUDA_AVAILABLE` (veomni.utils.device)"
+        self.report(
+            node,
+            f'`{what}` accepts the configured device as `"cuda"` but not as `"npu"`, so on an Ascend host this '
+            f"branch rejects the run; test the backend with {api} if the feature is CUDA-only, or accept "
+            '`"npu"` where it is supported',
         )
 
     def _device_type_api(self) -> str:
@@ -895,3 +990,35 @@ class HardcodedCudaDevice(Rule):
             elif isinstance(parent, (ast.stmt, ast.Lambda)):
                 return False
         return False
+
+
+def _configured_device(node: ast.AST) -> bool:
+    """A configured device value: a name or attribute naming a device (``init_device``, ``self.device_type``),
+    or an option read by a device-naming key (``kwargs.get("init_device")``, ``cfg["device"]``); not a
+    tensor's device type (``x.device.type``, NPU102's own comparison) and not a call of VeOmni's device API."""
+    if isinstance(node, ast.Attribute) and node.attr == "type":
+        return False
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return _is_device_name(_target_name(node))
+    key: ast.AST | None = None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("get", "pop")
+        and node.args
+    ):
+        key = node.args[0]
+    elif isinstance(node, ast.Subscript):
+        key = node.slice
+    value = str_value(key) if key is not None else None
+    return value is not None and _is_device_name(value)
+
+
+def _backend_value(node: ast.AST) -> bool:
+    """A collective backend: ``dist.get_backend(...)`` (any receiver), or a name / attribute naming a backend."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name == "get_backend"
+    name = _target_name(node)
+    return bool(name) and "backend" in name.lower()  # type: ignore[union-attr]

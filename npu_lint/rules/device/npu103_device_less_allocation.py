@@ -75,7 +75,7 @@ def _scalar_tensor(call: ast.Call) -> bool:
     if isinstance(arg, ast.Constant):
         return not isinstance(arg.value, (tuple, bytes))
     if isinstance(arg, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
-        return True
+        return not _host_sequence(arg)  # `[n] * count` is a list, not a scalar
     if isinstance(arg, ast.Call):
         callee = arg.func
         last = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
@@ -160,6 +160,31 @@ def _conditional(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST]) 
     return False
 
 
+_CPU_RESIDENT = "a tensor that stays on the CPU (a plain attribute or a `.cpu()` copy: `model.to(device)` does not move it)"
+
+
+def _outcomes(value: ast.AST) -> list[ast.AST]:
+    """The values an expression may evaluate to: both branches of a conditional, the operands of `or`/`and`."""
+    if isinstance(value, ast.IfExp):
+        return [*_outcomes(value.body), *_outcomes(value.orelse)]
+    if isinstance(value, ast.BoolOp):
+        return [o for v in value.values for o in _outcomes(v)]
+    return [value]
+
+
+def _host_sequence(data: ast.AST) -> bool:
+    """A Python sequence (or scalar) display, or a repetition / concatenation of one: host data."""
+    if isinstance(data, (ast.List, ast.Tuple, ast.ListComp, ast.Constant)):
+        return True
+    if isinstance(data, ast.BinOp) and isinstance(data.op, (ast.Mult, ast.Add)):
+        return (
+            isinstance(data.left, (ast.List, ast.Tuple, ast.ListComp))
+            or isinstance(data.right, (ast.List, ast.Tuple, ast.ListComp))
+            or (isinstance(data.op, ast.Add) and (_host_sequence(data.left) and _host_sequence(data.right)))
+        )
+    return False
+
+
 def _on_cpu(value: ast.AST, ctx: Context, plain: bool) -> bool:
     """A value that lives on the CPU: `x.cpu()`, `x.to("cpu")`, a factory with `device="cpu"`, or (``plain``: a
     plain module attribute, which `model.to()` does not move) a `torch.*` factory without a device."""
@@ -223,7 +248,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
-        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy)."
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data."
     )
     bad = (
         Example(
@@ -381,6 +406,48 @@ class DevicelessAllocation(Rule):
             """,
             title="allocated on the device of a plain tensor attribute (`model.to()` leaves it on the CPU)",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyPatchEmbed(nn.Module):
+                def forward(self, pixels: torch.Tensor, patch_table=None) -> torch.Tensor:
+                    use_table = patch_table is not None
+                    device = patch_table.device if use_table else pixels.device
+                    rows = torch.arange(pixels.shape[0], device=device)
+                    table = patch_table.to(pixels.device, non_blocking=True) if use_table else None
+                    return self.proj(pixels[rows], table)
+            """,
+            title="allocated on the device of a tensor the forward itself copies to the data's device (host "
+            "metadata), through one outcome of a local",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToySplitter(nn.Module):
+                def forward(self, frames: torch.Tensor, frame_lens: torch.Tensor):
+                    n_windows = torch.ceil(frame_lens / self.window).long()
+                    sizes = torch.tensor([self.window] * n_windows.sum(), dtype=torch.long)
+                    return frame_lens + sizes
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToySplitter(nn.Module):
+                def forward(self, frames: torch.Tensor, frame_lens: torch.Tensor):
+                    n_windows = torch.ceil(frame_lens / self.window).long()
+                    sizes = torch.tensor([self.window] * n_windows.sum(), dtype=torch.long, device=frame_lens.device)
+                    return frame_lens + sizes
+            """,
+            title="a tensor from a repeated Python list (its length from device data) is host data",
+        ),
     )
     good = (
         Example(
@@ -451,7 +518,7 @@ class DevicelessAllocation(Rule):
         self._returned = False
         self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
         # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
-        self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str]] = []
+        self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str, str]] = []
         self._accel_cache: dict[int, dict[str, int]] = {}
         self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
@@ -503,8 +570,10 @@ class DevicelessAllocation(Rule):
         if qual == "torch.normal" and len(node.args) < 3 and not any(k.arg == "size" for k in node.keywords):
             return  # tensor moments: the result follows their device
         device_kw = next((k for k in node.keywords if k.arg == "device"), None)
-        if device_kw is not None and self._cpu_resident_device(device_kw.value):
-            self.cpu_devices.append((unit, node, qual[6:], self.ctx.source.segment(device_kw.value)))
+        off_device = self._off_device(device_kw.value) if device_kw is not None else None
+        if off_device is not None:
+            shown = self.ctx.source.segment(device_kw.value)  # type: ignore[union-attr]
+            self.cpu_devices.append((unit, node, qual[6:], shown, off_device))
             return
         if any(
             k.arg is None
@@ -946,9 +1015,10 @@ class DevicelessAllocation(Rule):
     def _copies_device_tensor(self, node: ast.Call) -> bool:
         """``torch.tensor(x)`` / ``torch.as_tensor(x)`` whose data ``x`` is itself accelerator data (a tensor
         parameter, or a local built from device data): the copy keeps its device. A list or tuple display is
-        not (its elements are gathered on the host)."""
+        not (its elements are gathered on the host), nor a sequence built from one (``[n] * count``, ``a + [b]``),
+        whatever tensors size or fill it."""
         data = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "data"), None)
-        if data is None or isinstance(data, (ast.List, ast.Tuple, ast.ListComp, ast.Constant)):
+        if data is None or _host_sequence(data):
             return False
         func = self.ctx.function
         if func is None:
@@ -1068,12 +1138,11 @@ class DevicelessAllocation(Rule):
             self._helper_allocations()
         if self.cpu_devices:
             forward = self._forward_units()
-            for unit, node, factory, text in self.cpu_devices:
+            for unit, node, factory, text, reason in self.cpu_devices:
                 if unit in forward:
                     self.report(
                         node,
-                        f"`torch.{factory}(..., device={text})` allocates on the device of a tensor that stays on the "
-                        "CPU (a plain attribute or a `.cpu()` copy: `model.to(device)` does not move it); take the "
+                        f"`torch.{factory}(..., device={text})` allocates on the device of {reason}; take the "
                         "device from the forward's input data",
                     )
         if self.generators:
@@ -1106,6 +1175,108 @@ class DevicelessAllocation(Rule):
                 f"add `device={source}`",
                 fix,
             )
+
+    def _off_device(self, value: ast.AST) -> str | None:
+        """Why a ``device=`` value is not the compute device (the reason, for the message), or None: the device of
+        a tensor that stays on the CPU, or of a tensor this function itself copies to another tensor's device
+        (``meta.to(hidden_states.device)``: ``meta`` is host data), directly or as one outcome of a local
+        (``device = meta.device if use_meta else hidden_states.device``)."""
+        if self._cpu_resident_device(value):
+            return _CPU_RESIDENT
+        func = self.ctx.function
+        if func is None:
+            return None
+        outcomes: list[ast.AST] = [value]
+        if isinstance(value, ast.Name):
+            values = self._local_values(func).get(value.id, [])
+            if len(values) != 1:
+                return None
+            outcomes = _outcomes(values[0])
+        for expr in outcomes:
+            if not (isinstance(expr, ast.Attribute) and expr.attr == "device"):
+                continue
+            if expr is not value and self._cpu_resident_device(expr):
+                return _CPU_RESIDENT
+            if not isinstance(expr.value, ast.Name):
+                continue
+            moved = self._moved_elsewhere(expr.value.id, func)
+            if moved is not None:
+                target, line = moved
+                return (
+                    f"`{expr.value.id}`, which this function itself copies to `{target}` (line {line}): it is "
+                    "host data, not on the compute device"
+                )
+        return None
+
+    def _local_values(self, func: ast.AST) -> dict[str, list[ast.expr]]:
+        key = ("npu103-local-values", id(func))
+        table = self.ctx.memo.get(key)
+        if table is None or table[0] is not func:  # type: ignore[index]
+            values_of: dict[str, list[ast.expr]] = {}
+            for n in _subtree(func):
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        if isinstance(t, ast.Name):
+                            values_of.setdefault(t.id, []).append(n.value)
+            table = (func, values_of)
+            self.ctx.memo[key] = table
+        return table[1]  # type: ignore[index]
+
+    def _moved_elsewhere(self, name: str, func: ast.AST) -> tuple[str, int] | None:
+        """(target, line) of ``<name>.to(<data>.device, ...)`` in ``func`` whose result goes to another name, where
+        ``name`` is host-side data: the copy is asynchronous (``non_blocking=True``, the host-to-device idiom) or
+        ``name`` is read from a container (batch metadata). None when ``name`` is ever rebound to a moved copy
+        (``x = x.to(...)``: after it, ``x.device`` is the compute device) or the target is a submodule's device
+        (``self.<sub>.weight.device``: model-parallel placement, not a host copy)."""
+        for values in (self._local_values(func).get(name, []),):
+            for v in values:
+                if any(
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MOVES
+                    for n in ast.walk(v)
+                ):
+                    return None
+        for n in _subtree(func):
+            if not (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "to"
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == name
+            ):
+                continue
+            target = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "device"), None)
+            if not (
+                isinstance(target, ast.Attribute)
+                and target.attr == "device"
+                and isinstance(
+                    target.value, ast.Name
+                )  # the device of data (`self.<sub>.weight.device` is placement)
+                and target.value.id not in (name, "self")
+            ):
+                continue
+            asynchronous = any(
+                k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in n.keywords
+            )
+            if asynchronous or self._read_from_container(name, func):
+                return self.ctx.source.segment(target), n.lineno
+        return None
+
+    def _read_from_container(self, name: str, func: ast.AST) -> bool:
+        """``name`` is bound once, to an entry of a container (``meta.get("k")``, ``kwargs["k"]``, possibly under
+        a conditional): side data that arrives with the batch, not the forward's own input tensor."""
+        values = self._local_values(func).get(name, [])
+        if len(values) != 1:
+            return False
+        return any(
+            isinstance(o, ast.Subscript)
+            or (
+                isinstance(o, ast.Call)
+                and isinstance(o.func, ast.Attribute)
+                and o.func.attr in ("get", "pop")
+            )
+            for o in _outcomes(values[0])
+        )
 
     def _cpu_resident_device(self, value: ast.AST) -> bool:
         """`<x>.device` where `<x>` is a tensor kept on the CPU: a local or `self.<attr>` (assigned in the class's

@@ -55,7 +55,8 @@ class CudaGate(Rule):
     )
     why = (
         '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
-        "guard (`if slot.use_non_eager_impl and x.is_cuda:`), to the branch that calls a registry handle, or "
+        "guard (`if slot.use_non_eager_impl and x.is_cuda:`), to the branch that calls a registry handle (a "
+        "module-global one, or one the instance owns: `self.veomni_x = VeomniOp(...)` or a callable bound to it), or "
         "to any condition in an NPU module or spec, they switch the NPU kernel off: the eager fallback runs "
         "silently, every step, on the hardware the kernel was bound for. The registry already picks the "
         "kernel per device, so the guard needs no device test. A CUDA test that sits next to a CUDA-only "
@@ -136,6 +137,24 @@ class CudaGate(Rule):
                 return q * cos, k * cos
             """,
             title="a device-type membership test in a dispatch guard",
+        ),
+        Example(
+            """
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyGatedMLP(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.veomni_gated_mlp = VeomniOp("swiglu_mlp", "standard", config.ops_config.swiglu_mlp_implementation)
+
+                def forward(self, x):
+                    if x.is_cuda:
+                        return self.veomni_gated_mlp(x, self.gate_w, None, self.up_w, None, self.down_w, None)
+                    return self.down(self.act(self.gate(x)) * self.up(x))
+            """,
+            title="a CUDA test around the call of a handle the instance owns",
         ),
     )
     good = (

@@ -7,14 +7,19 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules._handles import (
+    GUARD_ATTRS,
     Block,
     HandleTable,
     block_of,
     call_name,
     guard_of,
     in_function,
+    method_name,
+    module_handle_names,
     module_scope_calls,
     owner_class,
+    self_attr,
+    spec_target,
 )
 from npu_lint.rules.base import Context
 from npu_lint.veomni.profile import ApiProfile, Generation
@@ -42,7 +47,7 @@ class GuardFinder:
         self.handles = HandleTable()
         self.reported: list[tuple[ast.AST, str]] = []
         # (report node, guarded region, what, class, guard receiver): judged once the handles are known
-        self.pending: list[tuple[ast.AST, ast.AST, str, str | None, ast.AST | None]] = []
+        self.pending: list[tuple[ast.AST, list[ast.AST], str, str | None, ast.AST | None]] = []
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
@@ -69,9 +74,21 @@ class GuardFinder:
         if not has_fallback:
             return
         if needs_check:
-            self.pending.append((test, node, what, owner_class(ctx, ctx.function), receiver))
+            region: list[ast.AST] = [node]
+            if isinstance(node, ast.If) and not node.orelse:
+                region.extend(self._following(node))  # the path taken when the guarded branch returns
+            self.pending.append((test, region, what, owner_class(ctx, ctx.function), receiver))
             return
         self.reported.append((test, what))
+
+    def _following(self, node: ast.If) -> list[ast.stmt]:
+        """The statements after ``node`` in its block."""
+        parent = self.ctx.parent
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(parent, name, None)
+            if isinstance(stmts, list) and node in stmts:
+                return stmts[stmts.index(node) + 1 :]
+        return []
 
     def _falls_through(self, node: ast.If) -> bool:
         """The guarded branch returns and code follows the `if` in its block (the eager copy)."""
@@ -100,10 +117,12 @@ class GuardFinder:
             ):
                 out.append((test, what))
                 continue
-            for sub in ast.walk(region):
-                if isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls):
-                    out.append((test, what))
-                    break
+            if any(
+                isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls)
+                for part in region
+                for sub in ast.walk(part)
+            ):
+                out.append((test, what))
         self.pending = []
         self.reported = []
         return out
@@ -128,3 +147,71 @@ def ops_config_slots(ctx: Context, node: ast.Call) -> list[tuple[ast.Call, Block
         for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset))
         if call_name(call) == "OpsConfigSlot"
     ]
+
+
+def _owned_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(owner class, function) of every method: a class's own methods, and the module-level functions a patch
+    spec registers as a class's methods (``@config.override_method("Cls.forward")``)."""
+    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            for sub in stmt.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.append((stmt.name, sub))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cls = spec_target(stmt)[0]
+            if cls is not None:
+                out.append((cls, stmt))
+    return out
+
+
+def _slot_reads(node: ast.AST, slots: frozenset[str]) -> list[tuple[ast.AST, str]]:
+    """Reads of a module-global slot's binding in ``node``: ``slot.use_non_eager_impl`` (and the other guard
+    attributes), ``slot.bound_kernel()``, and the slot itself as a value."""
+    found: list[tuple[ast.AST, str]] = []
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id in slots
+            and (sub.attr in GUARD_ATTRS or sub.attr == "bound_kernel")
+        ):
+            found.append((sub, sub.value.id))
+    return found
+
+
+def cached_slot_reads(ctx: Context) -> list[tuple[ast.AST, str, str, str]]:
+    """Where a method reads the process-wide binding of a module-global slot although its instance cached the
+    slot's kernel on ``self`` in another method (``self.fn = slot.bound_kernel() or eager`` in ``__init__``,
+    then ``if not slot.use_non_eager_impl:`` in ``forward``): (read node, slot, ``self.<attr>``, the caching
+    method's name). Another model that rebinds the slot changes what the read says, not what the instance
+    runs, so the two diverge."""
+    slots = module_handle_names(ctx)
+    if not slots:
+        return []
+    owned = _owned_functions(ctx.tree)
+    # (class, slot) -> (attr, method) of the caching assignment, and the assignments' values (not reads)
+    caches: dict[tuple[str, str], tuple[str, ast.AST]] = {}
+    cache_values: set[int] = set()
+    for cls, func in owned:
+        for sub in ast.walk(func):
+            if not isinstance(sub, ast.Assign):
+                continue
+            attrs = [t.attr for t in sub.targets if self_attr(t) is not None]  # type: ignore[attr-defined]
+            if not attrs:
+                continue
+            for read, slot in _slot_reads(sub.value, slots):
+                if isinstance(read, ast.Attribute) and read.attr == "bound_kernel":
+                    caches.setdefault((cls, slot), (attrs[0], func))
+                    cache_values.update(id(n) for n in ast.walk(sub.value))
+    if not caches:
+        return []
+    out: list[tuple[ast.AST, str, str, str]] = []
+    for cls, func in owned:
+        for read, slot in _slot_reads(func, slots):
+            cache = caches.get((cls, slot))
+            if cache is None or cache[1] is func or id(read) in cache_values:
+                continue
+            out.append((read, slot, cache[0], method_name(cache[1]) or getattr(cache[1], "name", "?")))
+    out.sort(key=lambda item: (item[0].lineno, item[0].col_offset))  # type: ignore[attr-defined]
+    return out

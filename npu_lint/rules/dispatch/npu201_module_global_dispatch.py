@@ -24,7 +24,13 @@ from npu_lint.rules._handles import (
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.dispatch._shared import GUARD_NODES, GuardFinder, ops_config_slots, summarised
+from npu_lint.rules.dispatch._shared import (
+    GUARD_NODES,
+    GuardFinder,
+    cached_slot_reads,
+    ops_config_slots,
+    summarised,
+)
 from npu_lint.veomni.profile import BUILTIN_PROFILES
 
 
@@ -41,7 +47,12 @@ class ModuleGlobalDispatch(Rule):
         "post-import block are reported at their line inside the string."
         " Names are resolved: an aliased import (`OpSlot as _Slot`), a kernel read from the registry object "
         "(`KERNEL_REGISTRY.resolve(...)`) and a module-global slot stored on `self` where its bound kernel was "
-        "meant (`self.fn = slot` instead of `slot.bound_kernel()`) are all module-global dispatch."
+        "meant (`self.fn = slot` instead of `slot.bound_kernel()`, also as one outcome of a conditional or "
+        "`or`) are all module-global dispatch. A method that reads a slot's process-wide binding "
+        "(`slot.use_non_eager_impl`, `slot.bound_kernel()`) while its instance cached the slot's kernel on `self` "
+        "in another method diverges from what the instance runs once another model rebinds the slot. These two "
+        "are reported one by one on every tree, the OpSlot generation's included: that generation has the fix "
+        "(`bound_kernel()`, or testing the cached kernel)."
         ' On a tree of the OpSlot generation under `target-api = "auto"` this is the tree\'s own design and '
         "nothing there can be migrated (the generation has no instance-local handle API): NPU201 then reports "
         "each spec or generated file once, listing its slots, its guards (NPU203) and its `OpsConfigSlot`s "
@@ -106,6 +117,35 @@ class ModuleGlobalDispatch(Rule):
             """,
             path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py",
             title="names hide the dispatch: an aliased OpSlot, a registry read, the slot stored on self",
+        ),
+        Example(
+            """
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_toy_scan = OpSlot("toy_scan", "standard")
+
+
+            def toy_scan_eager(x):
+                return x.cumsum(-1)
+
+
+            class ToyMixer:
+                def __init__(self):
+                    self.scan_fn = veomni_toy_scan.bound_kernel() or toy_scan_eager
+
+                def forward(self, x, cu_seqlens=None):
+                    if cu_seqlens is not None and not veomni_toy_scan.use_non_eager_impl:
+                        raise RuntimeError("packed sequences need the fused scan")
+                    return self.scan_fn(x)
+
+
+            class ToyGate:
+                def __init__(self):
+                    self.gate_fn = veomni_toy_scan if veomni_toy_scan.is_bound else None
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py",
+            title="a method reads the slot's process-wide binding although the instance cached its kernel; the "
+            "slot itself stored as one outcome of a conditional",
         ),
     )
     good = (
@@ -208,6 +248,14 @@ class ModuleGlobalDispatch(Rule):
         )
 
     def finish(self) -> None:
+        for read, slot, attr, method in cached_slot_reads(self.ctx):
+            what = self.ctx.source.segment(read)
+            self.report(
+                read,
+                f"`{what}` reads the process-wide binding of the module-global slot `{slot}`, but this instance "
+                f"cached its kernel in `self.{attr}` (in `{method}`): once another model rebinds `{slot}` the two "
+                f"disagree; test `self.{attr}` instead",
+            )
         if self.guards is not None:
             for node, what in self.guards.found():
                 self.items.append((self._position(node, None), "guard", what))
@@ -215,14 +263,11 @@ class ModuleGlobalDispatch(Rule):
             return
         self.items.sort()
         slots = [d for _p, k, d in self.items if k == "slot"]
-        stored = [d for _p, k, d in self.items if k == "stored"]
         guards = [(p[0], d) for p, k, d in self.items if k == "guard"]
         configs = [d for _p, k, d in self.items if k == "config"]
         parts: list[str] = []
         if slots:
             parts.append(f"{_count(len(slots), 'module-level dispatch object')} ({_listing(slots)})")
-        if stored:
-            parts.append(f"{_count(len(stored), 'slot')} stored on an instance ({_listing(stored)})")
         if guards:
             kinds = _listing(sorted({d for _l, d in guards}))
             lines = _listing([str(line) for line, _d in guards], limit=10)
@@ -234,7 +279,7 @@ class ModuleGlobalDispatch(Rule):
             p.handle for p in BUILTIN_PROFILES.values() if p.generation is not api.generation
         )
         needs = []
-        if slots or stored:
+        if slots:
             needs.append(
                 "builds each handle in its owning class's `__init__` from the ops config and stores it on `self`"
             )
@@ -252,25 +297,27 @@ class ModuleGlobalDispatch(Rule):
     def _slot_on_self(self, node: ast.Assign) -> None:
         """``self.fn = veomni_slot`` in a method: the instance keeps the module-global slot itself, so a later
         ``bind()`` by another model switches this instance's kernel too (its bound kernel was meant)."""
-        value = node.value
-        if not isinstance(value, ast.Name) or self.ctx.function is None:
+        if self.ctx.function is None:
             return
         if not any(
             isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
             for t in node.targets
         ):
             return
-        if value.id not in module_handle_names(self.ctx):
+        handles = module_handle_names(self.ctx)
+        stored = next((n for n in _outcomes(node.value) if isinstance(n, ast.Name) and n.id in handles), None)
+        if stored is None:
             return
+        name = stored.id
         target = self.ctx.source.segment(node.targets[0])
-        if self.summary:
-            self.items.append((self._position(node, None), "stored", f"`{target} = {value.id}`"))
-            return
+        shown = f"`{target} = {name}`" if stored is node.value else f"`{target}` (one outcome: `{name}`)"
+        # reported one by one even on an OpSlot-generation tree: the generation itself has the fix
+        # (``bound_kernel()`` resolves the slot's kernel once, for this instance)
         self.report(
             node,
-            f"`{target} = {value.id}` stores the module-global dispatch slot on the instance: a later `bind()` by "
-            f"another model switches this instance's kernel too; store `{value.id}.bound_kernel()` (or build a "
-            "VeomniOp handle in `__init__`)",
+            f"{shown} stores the module-global dispatch slot on the instance: a later `bind()` by another model "
+            f"switches this instance's kernel too; store `{name}.bound_kernel()`, the kernel bound now"
+            + (" (or build a VeomniOp handle in `__init__`)" if not self.summary else ""),
             migration_fix(self.ctx),
         )
 
@@ -310,3 +357,13 @@ def _listing(items: list[str], limit: int = 6) -> str:
 
 def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", and " + items[-1]
+
+
+def _outcomes(value: ast.expr) -> list[ast.expr]:
+    """The values an expression may evaluate to: both branches of a conditional, each operand of `or` /
+    `and`, the expression itself otherwise."""
+    if isinstance(value, ast.IfExp):
+        return [*_outcomes(value.body), *_outcomes(value.orelse)]
+    if isinstance(value, ast.BoolOp):
+        return [o for v in value.values for o in _outcomes(v)]
+    return [value]

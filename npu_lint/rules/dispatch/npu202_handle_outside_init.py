@@ -35,7 +35,10 @@ class HandleOutsideInit(Rule):
         "handle class's docstring or its interning `__new__`; VeOmni's `VeomniOp` at 5d90dd16) a per-call "
         "construction costs a dictionary lookup and returns the same handle, so it is reported only where it "
         "can change behaviour: the op, variant or implementation comes from a value of the call (a parameter, or "
-        "a local computed from one), so calls may resolve different rows. A helper whose docstring says it is "
+        "a local computed from one), so calls may resolve different rows; or, in a method of a module (an "
+        "instance exists that could own the handle), the implementation is read from the process-wide ops "
+        "config when the call runs (`resolve_op_impl(...)`, `get_ops_config()`), so the layer follows whichever "
+        "ops config was installed last instead of the one it was built with. A helper whose docstring says it is "
         "interned or may be called in `forward` (`attention_op()` there) is not reported; a docstring that says "
         "not to call it from `forward` makes every per-call construction a finding, citing it. Outside a tree "
         "(no docstring to read) every per-call construction is reported."
@@ -194,6 +197,14 @@ class HandleOutsideInit(Rule):
             )
             self.report(call, message, migration_fix(self.ctx))
 
+    def _is_method(self, func: ast.AST) -> bool:
+        """A method of a class (its own, or the one a patch spec's function replaces a method of): an instance
+        exists that could own the handle."""
+        _cls, name, free = self.functions.get(func, (None, None, True))
+        if not free or spec_target(func)[0] is not None:
+            return name != "__init__"
+        return False
+
     def _how(self, call: ast.Call, func: ast.AST, name: str | None) -> str | None:
         """How a per-call construction can change behaviour ("" when the tree does not document its handles as
         interned: every per-call construction is reported), or None when it cannot (the tree interns handles
@@ -217,12 +228,52 @@ class HandleOutsideInit(Rule):
             if arg is not None and not _fixed(arg, func, self.ctx)
         ]
         if not varying:
+            if self._is_method(func):
+                read = next(
+                    (
+                        arg
+                        for arg in (
+                            call_arg(call, 2, "impl"),
+                            call_arg(call, 0, "op"),
+                            call_arg(call, 1, "variant"),
+                        )
+                        if arg is not None and _reads_installed_config(arg, func)
+                    ),
+                    None,
+                )
+                if read is not None:
+                    return (
+                        f" with the implementation from `{self.ctx.source.segment(read)}`, read from the ops config "
+                        "installed when the call runs: a model whose instance owns the handle keeps the row it was "
+                        "built with, this one follows whichever ops config was installed last"
+                    )
             return None
         shown = ", ".join(f"the {label} from `{self.ctx.source.segment(arg)}`" for label, arg in varying)
         return (
             f" with {shown}, a value of this call: {api.interned_by} interns one handle per (op, variant, impl), "
             "so each call may resolve a different registry row than the model was built with"
         )
+
+
+_CONFIG_GETTERS = frozenset({"get_ops_config"})
+
+
+def _reads_installed_config(node: ast.AST, func: ast.AST, depth: int = 0) -> bool:
+    """Whether a value reads the process-wide ops config when it is evaluated: ``resolve_op_impl("<field>")``,
+    ``get_ops_config().<field>``, or a local bound once to such a value (through conditionals on it)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and call_name(sub) in (IMPL_RESOLVERS | _CONFIG_GETTERS):
+            return True
+        if isinstance(sub, ast.Name) and depth < 4 and sub.id not in _params(func):
+            values = [
+                a.value
+                for a in ast.walk(func)
+                if isinstance(a, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == sub.id for t in a.targets)
+            ]
+            if len(values) == 1 and _reads_installed_config(values[0], func, depth + 1):
+                return True
+    return False
 
 
 def _params(func: ast.AST) -> set[str]:

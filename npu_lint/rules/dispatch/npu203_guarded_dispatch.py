@@ -18,7 +18,8 @@ class GuardedDispatch(Rule):
         "return slot(...)`) and otherwise falls through to a copy of the eager code. Two code paths per op drift "
         "apart, and a kernel that fails to bind silently runs eager. A VeomniOp handle is called "
         "unconditionally: the registry's `eager` row is the fallback, and an impossible selection fails loudly at "
-        "construction."
+        "construction. The guarded call may reach the handle through a callable bound to it "
+        "(`self.loss = functools.partial(loss_helper, op=self.veomni_loss)`, a lambda that calls it)."
         ' On an OpSlot-generation tree under `target-api = "auto"` the guards are the generation\'s design: '
         'they are listed in NPU201\'s one finding per file instead (`target-api = "veomni-op"` reports each).'
     )
@@ -75,6 +76,39 @@ class GuardedDispatch(Rule):
                     return self.veomni_moe(hidden_states, router_indices, routing_weights)
             """,
             title="the handle's own implementation name tested, the eager copy in the guarded branch",
+        ),
+        Example(
+            """
+            import functools
+
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            def toy_router_loss(router_logits, num_experts, op=None):
+                return op(router_logits, num_experts)
+
+
+            def toy_router_loss_eager(router_logits, num_experts):
+                return router_logits.softmax(-1).mean() * num_experts
+
+
+            class ToyMoeForCausalLM(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.veomni_router_loss = VeomniOp(
+                        "load_balancing_loss", "standard", resolve_op_impl("load_balancing_loss_implementation")
+                    )
+                    self.router_loss = functools.partial(toy_router_loss, op=self.veomni_router_loss)
+
+                def forward(self, router_logits):
+                    impl = resolve_op_impl("load_balancing_loss_implementation")
+                    if impl in ("eager",):
+                        return toy_router_loss_eager(router_logits, 8)
+                    return self.router_loss(router_logits, 8)
+            """,
+            title="the handle reached through a `functools.partial` that binds it, tested through a local",
         ),
     )
     good = (

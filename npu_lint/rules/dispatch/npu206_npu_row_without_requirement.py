@@ -82,6 +82,25 @@ class NpuRowWithoutRequirement(Rule):
             """,
             path="veomni/ops/kernels/rotary/npu.py",
         ),
+        Example(
+            """
+            from veomni.ops import register_op
+            from veomni.ops.requirement import NpuKernelRequirement
+
+            ON_ASCEND = NpuKernelRequirement()
+
+
+            def _npu_swiglu(gate, up):
+                import torch_npu
+
+                return torch_npu.npu_swiglu(gate, up)
+
+
+            register_op("swiglu_mlp", "standard", "npu", wrapper=_npu_swiglu, requirement=ON_ASCEND)
+            """,
+            path="veomni/ops/kernels/swiglu/npu.py",
+            title="the requirement bound to a module constant",
+        ),
     )
     fix_safety = (
         "Safe: adds `requirement=NpuKernelRequirement()` (imported from `veomni.ops.platform`, or the module "
@@ -142,7 +161,11 @@ class NpuRowWithoutRequirement(Rule):
             return
         requirement = next((k for k in call.keywords if k.arg == "requirement"), None)
         if requirement is not None:
-            name = call_name(requirement.value) or ""
+            value = self._module_value(requirement.value)
+            none = isinstance(value, ast.Constant) and value.value is None
+            if not none and not isinstance(value, ast.Call):
+                return  # a requirement this file does not show (an imported constant, a parameter): not judged
+            name = (call_name(value) if isinstance(value, ast.Call) else None) or ""
             if name.lower().startswith("npu"):
                 return
         ctx = self.ctx
@@ -172,6 +195,23 @@ class NpuRowWithoutRequirement(Rule):
             "it is selectable on every device",
             fix,
         )
+
+    def _module_value(self, node: ast.expr) -> ast.expr | None:
+        """The expression itself, or for a name the value the module binds it to once (``_ASCEND =
+        NpuKernelRequirement()`` at module level)."""
+        if not isinstance(node, ast.Name):
+            return node
+        values = [
+            stmt.value
+            for stmt in self.ctx.tree.body
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            and stmt.value is not None
+            and any(
+                isinstance(t, ast.Name) and t.id == node.id
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+            )
+        ]
+        return values[0] if len(values) == 1 else None
 
     def _kernel_spec(self, call: ast.Call) -> None:
         name = str_value(call_arg(call, 0, "name"))

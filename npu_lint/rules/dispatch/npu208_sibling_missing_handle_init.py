@@ -70,7 +70,8 @@ class SiblingMissingHandleInit(Rule):
         "NPU siblings (qwen3, qwen3_vl, seed_oss, qwen3_moe @5d90dd16). A spec in the `deepcopy(gpu_config)` "
         "shape inherits every patch and is never reported. On an OpSlot-generation tree under "
         '`target-api = "auto"` the GPU spec cannot be migrated, so only a missing `__init__` re-registration is '
-        "reported (NPU201's per-file summary covers the OpSlot dispatch)."
+        "reported (NPU201's per-file summary covers the OpSlot dispatch). A missing `__init__` is reported at "
+        "this spec's first registration of a patch of its class, where its own registration belongs."
     )
     bad = (
         Example(
@@ -179,11 +180,34 @@ class SiblingMissingHandleInit(Rule):
             and _builds_handle(fns[name], handles)
         )
         if missing:
-            message = (
-                f"this NPU spec re-registers GPU patches but not {', '.join(f'`{m}`' for m in missing)}, which "
-                "build the handles those patches call: the generated NPU module would call attributes nothing "
-                "builds"
-            )
+            # each at this spec's first registration of a patch of that class (where the re-registration
+            # belongs), else at the import of the GPU spec's patches
+            first: dict[str, ast.Call] = {}
+            for stmt in node.body:
+                call = stmt.value if isinstance(stmt, ast.Expr) else None
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "override_method"
+                    and call.args
+                    and isinstance(call.args[0], ast.Constant)
+                    and isinstance(call.args[0].value, str)
+                    and any(k.arg == "replacement" for k in call.keywords)
+                ):
+                    first.setdefault(call.args[0].value.split(".")[0], call)
+            by_anchor: dict[int, tuple[ast.AST, list[str]]] = {}
+            for target in missing:
+                anchor: ast.AST = first.get(target.split(".")[0], gpu_import)
+                by_anchor.setdefault(id(anchor), (anchor, []))[1].append(target)
+            for anchor, targets in sorted(by_anchor.values(), key=lambda a: a[0].lineno):  # type: ignore[attr-defined]
+                self.report(
+                    anchor,
+                    f"this NPU spec re-registers GPU patches but not {', '.join(f'`{m}`' for m in targets)}, "
+                    "which build the handles those patches call: the generated NPU module would call attributes "
+                    "nothing builds",
+                    migration_fix(self.ctx),
+                )
+            return
         elif summarised(self.ctx.project.api):
             return  # an OpSlot-generation tree: the GPU spec cannot be migrated there (NPU201 says so per file)
         elif _SLOT_DECL.search(gpu_text) and any(decorated.get(fn) for fn in registered if fn in decorated):
