@@ -341,3 +341,47 @@ def test_an_edited_in_tree_norm_class_is_read_again(tmp_path: Path) -> None:
     assert _codes(path, codes) == []
     modeling.write_text(textwrap.dedent(norm.format(init="zeros")) + "\n# edited\n")
     assert [c for _, c in _codes(path, codes)] == ["NPU402"]  # the offset the zero weight needs is missing
+
+
+def test_short_shift_labels_fit_logits_computed_from_hidden_states_cut_at_one(tmp_path: Path) -> None:
+    """Logits cut at position 1 (a model that drops a prefix position) match labels sliced from position 1."""
+    forward = """
+    def forward(self, hidden_states, labels=None, logits_to_keep=0, **kwargs):
+        if logits_to_keep == 0:
+            keep = slice(1, None)
+        else:
+            keep = slice(-logits_to_keep, None)
+        logits = self.head(hidden_states[:, {keep}, :]).contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+        return self.loss_function(logits=logits, labels=None, shift_labels=shift_labels, **kwargs)
+    """
+    cut = _write(tmp_path, "cut/modeling_cut.py", forward.format(keep="keep"))
+    assert _codes(cut, ["NPU412"]) == []
+    full = _write(tmp_path, "full/modeling_full.py", forward.format(keep=":"))
+    assert _codes(full, ["NPU412"]) == [(8, "NPU412")]  # full-length logits: the short labels misalign
+
+
+def test_upcast_followed_through_a_view(tmp_path: Path) -> None:
+    norm = """
+    import torch
+    from torch import nn
+
+
+    class GroupRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            input_dtype = hidden_states.dtype
+            hidden_states = hidden_states{cast}
+            grouped = hidden_states.view(-1, 4, hidden_states.shape[-1] // 4)
+            variance = grouped.pow(2).mean(-1, keepdim=True)
+            grouped = grouped * torch.rsqrt(variance + self.variance_epsilon)
+            return self.weight * grouped.view_as(hidden_states).to(input_dtype)
+    """
+    upcast = _write(tmp_path, "a/modeling_a.py", norm.format(cast=".to(torch.float32)"))
+    assert _codes(upcast, ["NPU406"]) == []
+    plain = _write(tmp_path, "b/modeling_b.py", norm.format(cast=".contiguous()"))
+    assert [c for _, c in _codes(plain, ["NPU406"])] == ["NPU406"]

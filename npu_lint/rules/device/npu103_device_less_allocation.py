@@ -7,7 +7,7 @@ import re
 from pathlib import PurePath
 
 from npu_lint.core.astutil import walk_pairs
-from npu_lint.core.diagnostics import Edit
+from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     _HOST_SINKS,
@@ -356,7 +356,7 @@ class DevicelessAllocation(Rule):
                 def forward(self, features):
                     return self.proj(features) + torch.ones(4)
             """,
-            title="no tensor in scope: reported without a fix",
+            title="no nameable device: reported without a fix",
         ),
         Example(
             """
@@ -493,8 +493,8 @@ class DevicelessAllocation(Rule):
         "device data, `self.<parameter>`: never `n = min(t.max(), limit)`, which can be an int); else the "
         "nearest tensor in scope (a parameter annotated or used as a tensor, else a parameter the module "
         "creates in `__init__`, `self.weight.device`). The values are the same; "
-        "they are created on the device they were going to meet. When no tensor is in scope there is no fix "
-        "and the message says so."
+        "they are created on the device they were going to meet. When npu-lint cannot name a tensor "
+        "that carries the device, there is no fix and the message says so."
     )
     node_types = (ast.Call,)
 
@@ -513,6 +513,7 @@ class DevicelessAllocation(Rule):
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
         self.pending: list[tuple[tuple[str, str], ast.Call, str, str | None]] = []
+        self._guessed: set[int] = set()  # allocations whose device= names a tensor other than the data met
         # host allocations a module-level helper returns (no device data in the helper to take it from)
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
@@ -594,7 +595,25 @@ class DevicelessAllocation(Rule):
                 self.helper_returns.append((unit, node, qual[6:]))
             return
         source = self._device_source(node, met)
+        if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
+            self._guessed.add(id(node))
         self.pending.append((unit, node, qual[6:], source))
+
+    def _combined_elsewhere(self, node: ast.Call, named: str) -> bool:
+        """The allocation is first combined by arithmetic with other data (``pos / torch.tensor(dims)``) that does
+        not involve ``named``: the device it must match is that data's, which ``named`` only guesses."""
+        func = self.ctx.function
+        if func is None:
+            return False
+        for op in _subtree(func):
+            if not isinstance(op, ast.BinOp):
+                continue
+            for mine, other in ((op.left, op.right), (op.right, op.left)):
+                if any(n is node for n in _subtree(mine)):
+                    names = {n.id for n in _subtree(other) if isinstance(n, ast.Name)}
+                    if names and named not in names and names - {"self", "torch", "math"}:
+                        return True
+        return False
 
     # -- does the allocation meet accelerator data? ---------------------------------------------------
     def _accel_names(self, func: ast.AST) -> dict[str, int]:
@@ -1096,6 +1115,9 @@ class DevicelessAllocation(Rule):
                 func, root.id
             ):
                 return f"{root.id}.device"
+            if root.id not in params and _bound_before(func, root.id, node.lineno):
+                # the data met is a local that may not always be a tensor: another tensor's device is a guess
+                self._guessed.add(id(node))
         return device_source(self.ctx)
 
     def _always_tensor(self, func: ast.AST, name: str) -> bool:
@@ -1164,11 +1186,20 @@ class DevicelessAllocation(Rule):
             if source is None:
                 self.report(
                     node,
-                    f"`torch.{factory}(...)` without `device=` allocates on the CPU on the forward path; no tensor "
-                    "in scope gives the device (pass one in, or use `device=` from the caller's data)",
+                    f"`torch.{factory}(...)` without `device=` allocates on the CPU on the forward path, where it "
+                    "meets device data; no fix is offered: npu-lint cannot tell which tensor here carries that "
+                    "device (add `device=` from one that does)",
                 )
                 continue
-            fix = make_fix(f"Add `device={source}`", [self._device_edit(node, source)])
+            if id(node) in self._guessed:
+                fix = make_fix(
+                    f"Add `device={source}`",
+                    [self._device_edit(node, source)],
+                    Applicability.UNSAFE,
+                    f"`{source}` is a tensor in scope, not the data the allocation meets: check they share a device",
+                )
+            else:
+                fix = make_fix(f"Add `device={source}`", [self._device_edit(node, source)])
             self.report(
                 node,
                 f"`torch.{factory}(...)` without `device=` allocates on the CPU on the forward path; "

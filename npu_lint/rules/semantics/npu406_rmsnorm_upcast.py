@@ -42,16 +42,44 @@ def _squared_upcast(func: ast.AST) -> bool | None:
             base = node.func.value
             if _is_upcast(base):
                 return True
-            if isinstance(base, ast.Name):
-                return any(
-                    isinstance(a, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == base.id for t in a.targets)
-                    and a.lineno <= node.lineno
-                    and _is_upcast(a.value)
-                    for a in _walk(func)
-                )
-            return False
+            root = _root(base)
+            return root is not None and _fp32_name(func, root, node.lineno, 4)
     return None
+
+
+def _root(expr: ast.AST) -> str | None:
+    """The local a tensor expression is computed from by dtype-keeping steps (`x.view(...)`, `x[...]`,
+    `x.reshape(...).contiguous()`): its name, or None."""
+    while True:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, ast.Subscript):
+            expr = expr.value
+        else:
+            break
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _fp32_name(func: ast.AST, name: str, line: int, depth: int) -> bool:
+    """`name` holds fp32 values at ``line``: assigned before it from a cast, or from an fp32 local by
+    dtype-keeping steps (a view, a reshape) or arithmetic with one (type promotion keeps fp32)."""
+    if depth < 0:
+        return False
+    for a in _walk(func):
+        if not (
+            isinstance(a, ast.Assign)
+            and a.lineno <= line
+            and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+        ):
+            continue
+        if _is_upcast(a.value):
+            return True
+        operands = [a.value.left, a.value.right] if isinstance(a.value, ast.BinOp) else [a.value]
+        for operand in operands:
+            root = _root(operand)
+            if root is not None and root != name and _fp32_name(func, root, a.lineno, depth - 1):
+                return True
+    return False
 
 
 class RmsNormUpcast(Rule):

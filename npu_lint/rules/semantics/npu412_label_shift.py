@@ -96,6 +96,50 @@ def _trimmed(node: ast.AST | None) -> bool:
     )
 
 
+def _starts_at_one(node: ast.AST) -> bool:
+    """`1:` or `slice(1, ...)`: a cut that drops the first position."""
+    if isinstance(node, ast.Slice):
+        return isinstance(node.lower, ast.Constant) and node.lower.value == 1
+    return (
+        isinstance(node, ast.Call)
+        and _callee(node) == "slice"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == 1
+    )
+
+
+def _logits_cut(func: ast.AST, logits: ast.AST | None) -> bool:
+    """The logits handed to the loss are themselves cut (`logits[:, :-1]`), or computed in this function from
+    hidden states cut at position 1 (`hidden[:, 1:]`, or a slice variable that may be `slice(1, None)`, as
+    models that drop a prefix position do): then they are not full-length and a short `shift_labels` fits."""
+    if logits is None:
+        return False
+    if _trimmed(logits):
+        return True
+    if not isinstance(logits, ast.Name):
+        return False
+    cut_slices = {
+        t.id
+        for n in _walk(func)
+        if isinstance(n, ast.Assign) and any(_starts_at_one(v) for v in _walk(n.value))
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for n in _walk(func):
+        if not (
+            isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == logits.id for t in n.targets)
+        ):
+            continue
+        for sub in _walk(n.value):
+            if isinstance(sub, ast.Subscript):
+                parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+                if any(_starts_at_one(p) or (isinstance(p, ast.Name) and p.id in cut_slices) for p in parts):
+                    return True
+    return False
+
+
 def _shifted_names(func: ast.AST) -> set[str]:
     out: set[str] = set()
     for node in _walk(func):
@@ -310,7 +354,7 @@ class LabelShift(LossRule):
                     if (
                         kw.arg == "shift_labels"
                         and ((isinstance(value, ast.Name) and value.id in short) or _short_shift(value))
-                        and not _trimmed(call_arg(node, 0, "logits"))
+                        and not _logits_cut(func, call_arg(node, 0, "logits"))
                         and self._once(value)
                     ):
                         self.report(
