@@ -6,6 +6,9 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core import astutil
+from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import suppress
 
 CODE = """\
 import torch
@@ -44,3 +47,35 @@ def test_walk_memo_is_bounded(monkeypatch) -> None:
         for node in nodes:
             astutil.walk(node)
             assert len(astutil._WALK_MEMO[-1]) <= 3
+
+
+def _diag(line: int) -> Diagnostic:
+    return Diagnostic("NPU101", "x", "m", "m.py", line, 0, line, 1)
+
+
+def test_suppressions_tokenize_only_when_a_directive_may_apply(monkeypatch) -> None:
+    calls = []
+    real = suppress.comments
+
+    def counting(text: str, spec: bool = False) -> dict[int, str] | None:
+        calls.append(spec)
+        return real(text, spec)
+
+    monkeypatch.setattr(suppress, "comments", counting)
+    src = SourceFile.from_text("m.py", CODE)
+    # the finding's line holds no "noqa": kept, and the file is not tokenized (another line's noqa is irrelevant)
+    assert suppress.apply_suppressions(src, [_diag(6)], set()) == [_diag(6)]
+    assert calls == []
+    # on the noqa line (other code): kept, after tokenizing; a bare noqa on the line suppresses
+    assert suppress.apply_suppressions(src, [_diag(5)], set()) == [_diag(5)]
+    assert calls == [False]
+    bare = SourceFile.from_text("m.py", CODE.replace("# noqa: E501", "# noqa"))
+    assert suppress.apply_suppressions(bare, [_diag(5), _diag(6)], set()) == [_diag(6)]
+    # "# noqa" inside a string on the finding's line is not a comment: kept
+    in_string = SourceFile.from_text(
+        "m.py", CODE.replace("# noqa: E501", "").replace("(3)", "(len('# noqa'))")
+    )
+    assert suppress.apply_suppressions(in_string, [_diag(6)], set()) == [_diag(6)]
+    # a file-level directive is honoured although no finding's line says noqa
+    whole = SourceFile.from_text("m.py", "# npu-lint: " + "noqa\n" + CODE)
+    assert suppress.apply_suppressions(whole, [_diag(7)], set()) == []
