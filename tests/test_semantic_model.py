@@ -4,6 +4,7 @@ apply, upstream config fields read once."""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from npu_lint.core import astutil
 from npu_lint.core.diagnostics import Diagnostic
@@ -69,13 +70,46 @@ def test_suppressions_tokenize_only_when_a_directive_may_apply(monkeypatch) -> N
     # on the noqa line (other code): kept, after tokenizing; a bare noqa on the line suppresses
     assert suppress.apply_suppressions(src, [_diag(5)], set()) == [_diag(5)]
     assert calls == [False]
-    bare = SourceFile.from_text("m.py", CODE.replace("# noqa: E501", "# noqa"))
+    bare = SourceFile.from_text("m.py", CODE.replace(": E501", ""))
     assert suppress.apply_suppressions(bare, [_diag(5), _diag(6)], set()) == [_diag(6)]
-    # "# noqa" inside a string on the finding's line is not a comment: kept
+    # the directive inside a string on the finding's line is not a comment: kept
     in_string = SourceFile.from_text(
-        "m.py", CODE.replace("# noqa: E501", "").replace("(3)", "(len('# noqa'))")
+        "m.py", CODE.replace("# noqa: E501", "").replace("(3)", "(len('# no' 'qa'))").replace("' '", "")
     )
     assert suppress.apply_suppressions(in_string, [_diag(6)], set()) == [_diag(6)]
     # a file-level directive is honoured although no finding's line says noqa
     whole = SourceFile.from_text("m.py", "# npu-lint: " + "noqa\n" + CODE)
     assert suppress.apply_suppressions(whole, [_diag(7)], set()) == []
+
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+
+
+def test_generated_banner_reads_what_parse_generated_reads_without_parsing(monkeypatch) -> None:
+    from npu_lint.veomni import patchgen
+
+    files = sorted((CORPORA / "veomni-main" / "veomni" / "models").rglob("generated/*.py"))
+    assert files
+    parses: list[tuple] = []
+    for path in files:
+        text = path.read_text()
+        want = patchgen.parse_generated(str(path), text[:4096], full=False)
+        monkeypatch.setattr(patchgen, "_parse", lambda *a: parses.append(a))
+        got = patchgen.generated_banner(str(path), text)
+        monkeypatch.undo()
+        assert parses == []
+        assert (got.source_module, got.based_on, got.based_on_line, got.banner_patches) == (
+            want.source_module,
+            want.based_on,
+            want.based_on_line,
+            want.banner_patches,
+        )
+
+
+def test_section_chunks_get_the_line_numbers_increment_lineno_gives() -> None:
+    from npu_lint.veomni import patchgen
+
+    mine, theirs = ast.parse(CODE), ast.parse(CODE)
+    patchgen._shift_lines(mine, 41)
+    ast.increment_lineno(theirs, 41)
+    assert ast.dump(mine, include_attributes=True) == ast.dump(theirs, include_attributes=True)
