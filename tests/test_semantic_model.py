@@ -113,3 +113,22 @@ def test_section_chunks_get_the_line_numbers_increment_lineno_gives() -> None:
     patchgen._shift_lines(mine, 41)
     ast.increment_lineno(theirs, 41)
     assert ast.dump(mine, include_attributes=True) == ast.dump(theirs, include_attributes=True)
+
+
+def test_a_run_of_files_pauses_the_collector_and_restores_it(tmp_path, monkeypatch) -> None:
+    import gc
+
+    from npu_lint.core.config import Settings
+    from npu_lint.engine import pool
+
+    for i in range(5):
+        (tmp_path / f"m{i}.py").write_text(f"import torch\nx{i} = torch.zeros(3).cuda()\n")
+    collected = []
+    monkeypatch.setattr(pool, "COLLECT_EVERY", 2)
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(gc.isenabled()) or 0)
+    files = sorted(str(p) for p in tmp_path.glob("*.py"))
+    assert gc.isenabled()
+    results = pool.lint_paths(files, ["NPU101"], Settings(root=str(tmp_path)), jobs=1)
+    assert [len(r.diagnostics) for r in results] == [1] * 5
+    assert collected == [False, False]  # files 2 and 4, with the automatic collector off meanwhile
+    assert gc.isenabled() and not gc.get_freeze_count()
