@@ -132,3 +132,18 @@ def test_a_run_of_files_pauses_the_collector_and_restores_it(tmp_path, monkeypat
     assert [len(r.diagnostics) for r in results] == [1] * 5
     assert collected == [False, False]  # files 2 and 4, with the automatic collector off meanwhile
     assert gc.isenabled() and not gc.get_freeze_count()
+
+
+def test_functions_without_lambdas_follow_statement_lists_only() -> None:
+    from npu_lint.rules.base import _functions
+
+    code = CODE + (
+        "try:\n    def h(a=1): pass\nexcept E:\n    def i(b=2): pass\nelse:\n    pass\nfinally:\n"
+        "    async def j(c=3): pass\nmatch x:\n    case 1:\n        def k(d=4): pass\n"
+        "with m:\n    while n:\n        for o in p:\n            if q:\n                def r(e=5): pass\n"
+    )
+    tree = ast.parse(code)
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    want = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, kinds))
+    assert sorted(n.lineno for n in _functions(tree, False)) == want
+    assert len(want) == 7
