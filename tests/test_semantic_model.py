@@ -147,3 +147,46 @@ def test_functions_without_lambdas_follow_statement_lists_only() -> None:
     want = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, kinds))
     assert sorted(n.lineno for n in _functions(tree, False)) == want
     assert len(want) == 7
+
+
+def test_the_ops_config_fields_are_kept_in_the_index(tmp_path: Path, monkeypatch) -> None:
+    """``profile.read_config_fields`` parses the tree's ops config and attention registrations on every run;
+    the index keeps its result keyed by the files' stat keys (a warm run reads none of them)."""
+    import shutil
+    import time
+
+    from npu_lint.engine import Cache
+    from npu_lint.veomni import profile
+
+    tree = tmp_path / "tree"
+    shutil.copytree(CORPORA / "veomni-main" / "veomni", tree / "veomni")
+    time.sleep(0.2)
+    monkeypatch.setattr(profile, "_RACY_NS", 10**8)
+    reads: list[Path] = []
+    real = profile.read_regular
+    monkeypatch.setattr(
+        profile, "read_regular", lambda path, *a, **k: (reads.append(path), real(path, *a, **k))[1]
+    )
+
+    def read() -> profile.ConfigFields:
+        cache = Cache(str(tmp_path / "cache"), "fp")
+        profile.use_scan_store(cache)
+        try:
+            return profile.read_config_fields(tree)
+        finally:
+            profile.use_scan_store(None)
+            cache.flush()
+
+    plain = profile.read_config_fields(tree)
+    assert plain[0] and plain[1]  # the tree has an ops config
+    reads.clear()
+    assert read() == plain and reads
+    reads.clear()
+    assert read() == plain and reads == []  # from the index
+    config = tree.joinpath(*plain[1].split(".")).with_suffix(".py")
+    if not config.exists():
+        config = tree.joinpath(*plain[1].split("."), "__init__.py")
+    text = config.read_text()
+    config.write_text(text.replace("_implementation:", "_implementation :", 1))  # same fields, new stat
+    time.sleep(0.2)
+    assert read() == plain and reads
