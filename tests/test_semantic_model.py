@@ -124,13 +124,13 @@ def test_a_run_of_files_pauses_the_collector_and_restores_it(tmp_path, monkeypat
     for i in range(5):
         (tmp_path / f"m{i}.py").write_text(f"import torch\nx{i} = torch.zeros(3).cuda()\n")
     collected = []
-    monkeypatch.setattr(pool, "COLLECT_EVERY", 2)
+    monkeypatch.setattr(pool, "COLLECT_OBJECTS", 1)
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(gc.isenabled()) or 0)
     files = sorted(str(p) for p in tmp_path.glob("*.py"))
     assert gc.isenabled()
     results = pool.lint_paths(files, ["NPU101"], Settings(root=str(tmp_path)), jobs=1)
     assert [len(r.diagnostics) for r in results] == [1] * 5
-    assert collected == [False, False]  # files 2 and 4, with the automatic collector off meanwhile
+    assert collected == [False] * 5  # after every file (1 object), with the automatic collector off meanwhile
     assert gc.isenabled() and not gc.get_freeze_count()
 
 
