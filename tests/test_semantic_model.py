@@ -190,3 +190,21 @@ def test_the_ops_config_fields_are_kept_in_the_index(tmp_path: Path, monkeypatch
     config.write_text(text.replace("_implementation:", "_implementation :", 1))  # same fields, new stat
     time.sleep(0.2)
     assert read() == plain and reads
+
+
+def test_the_program_freezes_what_it_kept_before_exiting_but_a_caller_keeps_its_collector(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import gc
+    import sys
+
+    from npu_lint import cli
+
+    (tmp_path / "m.py").write_text("x = 1\n")
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    assert cli.main(["check", "--no-cache", "-q", str(tmp_path)]) == 0
+    assert frozen == []  # an in-process caller (tests, the audit) keeps its objects collectable
+    monkeypatch.setattr(sys, "argv", ["npu-lint", "check", "--no-cache", "-q", str(tmp_path)])
+    assert cli.main() == 0
+    assert frozen == [True]  # the program: the interpreter's final collection is skipped
