@@ -189,14 +189,15 @@ class Cache:
         if index.get("fp") != fingerprint:
             index["fp"], index["files"], index["project"] = fingerprint, {}, {}
 
-    def get_scan(self, key: str) -> Any:
-        """A value stored by ``put_scan`` under ``key`` (a project scan keyed by its files' stat keys)."""
-        entry = self._load_index()["scan"]
+    def get_scan(self, key: str, slot: str = "scan") -> Any:
+        """A value stored by ``put_scan`` under ``key`` (a project scan keyed by its files' stat keys); one
+        value per ``slot`` (``scan``: the definitions scan; ``config``: the ops-config fields)."""
+        entry = self._load_index().get(slot)
         return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
 
-    def put_scan(self, key: str, value: Any) -> None:
+    def put_scan(self, key: str, value: Any, slot: str = "scan") -> None:
         if not self.disabled:
-            self._load_index()["scan"] = {"key": key, "value": value}
+            self._load_index()[slot] = {"key": key, "value": value}
             self._dirty = True
 
     def _load_index(self) -> dict[str, dict[str, Any]]:
@@ -204,7 +205,7 @@ class Cache:
             return self._index
         from npu_lint.core.safeio import read_regular
 
-        self._index = {"fp": self.fingerprint, "files": {}, "project": {}, "scan": {}}
+        self._index = {"fp": self.fingerprint, "files": {}, "project": {}, "scan": {}, "config": {}}
         if self.disabled:
             return self._index
         try:
@@ -221,12 +222,15 @@ class Cache:
                 raise ValueError("signature")
             data = json.loads(payload)
             files, project, scan = data["files"], data["project"], data.get("scan", {})
-            if not isinstance(files, dict) or not isinstance(project, dict) or not isinstance(scan, dict):
+            config = data.get("config", {})
+            if not all(isinstance(x, dict) for x in (files, project, scan, config)):
                 raise TypeError
             fp = data.get("fp")
-            if self._bound and fp != self.fingerprint:  # another fingerprint's results: only the scan is kept
+            if (
+                self._bound and fp != self.fingerprint
+            ):  # another fingerprint's results: only the scans are kept
                 fp, files, project = self.fingerprint, {}, {}
-            self._index = {"fp": fp, "files": files, "project": project, "scan": scan}
+            self._index = {"fp": fp, "files": files, "project": project, "scan": scan, "config": config}
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self.invalid += 1
         return self._index

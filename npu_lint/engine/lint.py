@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from npu_lint.core.astutil import walk_memo
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.safeio import read_regular
@@ -68,13 +69,14 @@ def check_source(
     acyclic nodes, and the collections they trigger cost a third of the time; whatever is left to collect
     is collected once the collector runs again. ``share`` (the stat of the bytes ``src`` was decoded from)
     offers the tree of a generated file, spec or `__init__` to the project rules run later in this process."""
-    if not gc.isenabled():
-        return _check_source(src, codes, project, fix_mode, share)
-    gc.disable()
-    try:
-        return _check_source(src, codes, project, fix_mode, share)
-    finally:
-        gc.enable()
+    with walk_memo():  # the rules of one file walk the same subtrees many times: listed once
+        if not gc.isenabled():
+            return _check_source(src, codes, project, fix_mode, share)
+        gc.disable()
+        try:
+            return _check_source(src, codes, project, fix_mode, share)
+        finally:
+            gc.enable()
 
 
 def _check_source(

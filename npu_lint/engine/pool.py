@@ -53,6 +53,38 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="npu-lint-parent-watch", daemon=True).start()
 
 
+COLLECT_OBJECTS = (
+    1_000_000  # objects allocated (net) between two collections while a run pauses the collector
+)
+
+
+class _Collector:
+    """The cyclic garbage collector paused for a whole run of files; once ``COLLECT_OBJECTS`` objects were
+    allocated (net) since the last one, a full collection, after which the survivors are frozen
+    (``gc.freeze``: later collections do not traverse them again), so the garbage a run leaves is bounded.
+    Pausing it per file (``check_source``) was not enough: every tree, upstream module and spec a run keeps
+    was traversed again by the automatic collections between files (on veomni/models they cost a quarter of
+    a serial check: 5.4 s of CPU against 3.8 s with the collector off, the same peak memory; a collection
+    every 64 files still cost 0.4 s). The collector's state is restored (and the frozen objects unfrozen) by
+    ``close``."""
+
+    def __init__(self) -> None:
+        self.enabled = gc.isenabled()
+        self.count = 0
+        gc.disable()
+
+    def tick(self) -> None:
+        self.count += 1
+        if gc.get_count()[0] >= COLLECT_OBJECTS:
+            gc.collect()
+            gc.freeze()
+
+    def close(self) -> None:
+        gc.unfreeze()
+        if self.enabled:
+            gc.enable()
+
+
 def _init_worker(codes: list[str], settings: Settings, project: Project | None, parent: int = 0) -> None:
     import signal
 
@@ -61,12 +93,16 @@ def _init_worker(codes: list[str], settings: Settings, project: Project | None, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and shuts the pool down
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["args"] = (codes, settings, project)
+    _WORKER["gc"] = _Collector()  # for the worker's life (it only lints)
     load_rule_modules()
 
 
 def _work(path: str) -> FileResult:
     codes, settings, project = _WORKER["args"]  # type: ignore[misc]
-    return lint_path(path, codes, settings, project)
+    try:
+        return lint_path(path, codes, settings, project)
+    finally:
+        _WORKER["gc"].tick()  # type: ignore[attr-defined]
 
 
 def lint_paths(
@@ -133,8 +169,13 @@ def lint_paths(
             raise
         pool.shutdown(wait=True)
     else:
-        for path in todo:
-            results[path] = lint_path(path, codes, settings, project, share=during is not None)
+        collector = _Collector()
+        try:
+            for path in todo:
+                results[path] = lint_path(path, codes, settings, project, share=during is not None)
+                collector.tick()
+        finally:
+            collector.close()
         if during is not None:
             during()
     if cache is not None:

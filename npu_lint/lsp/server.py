@@ -45,7 +45,14 @@ from npu_lint.lsp.actions import (
     kind_requested,
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
-from npu_lint.lsp.settings import RUN_ON_SAVE, ServerSettings, merge_settings, settings_from_init_options
+from npu_lint.lsp.settings import (
+    ADAPTIVE_MIN_MS,
+    DEFAULT_DEBOUNCE_MS,
+    RUN_ON_SAVE,
+    ServerSettings,
+    merge_settings,
+    settings_from_init_options,
+)
 from npu_lint.veomni.project import Project
 
 logger = logging.getLogger("npu_lint.lsp")
@@ -282,6 +289,9 @@ class NpuLintServer(LanguageServer):
         self._results: dict[str, LintResult] = {}
         self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
         self._pending: dict[str, asyncio.Task[None]] = {}
+        self._lint_ms: dict[
+            str, float
+        ] = {}  # per document: moving average of its lint time (adaptive debounce)
         self._reported: set[str] = set()
         self._excluded: dict[tuple[object, ...], bool] = {}
 
@@ -461,8 +471,10 @@ class NpuLintServer(LanguageServer):
         if not self.excluded(path, settings):
             project = self.project_for(path, settings)
             try:
+                start = time.perf_counter()
                 diags = lint_source(src, codes, settings, project)
                 diags.extend(self._project_diagnostics(src, codes, settings, project))
+                self.measured(uri, (time.perf_counter() - start) * 1000)
             except Exception as exc:  # keep serving; say what happened
                 logger.exception("linting %s failed", path)
                 self.log(
@@ -580,10 +592,30 @@ class NpuLintServer(LanguageServer):
         if task is not None:
             task.cancel()
 
+    def measured(self, uri: str, ms: float) -> None:
+        """Record one lint of ``uri`` (an exponential moving average: one slow lint does not set the pace)."""
+        last = self._lint_ms.get(uri)
+        self._lint_ms[uri] = ms if last is None else 0.7 * last + 0.3 * ms
+        if len(self._lint_ms) > 256:  # bounded: the oldest documents are forgotten
+            del self._lint_ms[next(iter(self._lint_ms))]
+
+    def debounce(self, uri: str) -> float:
+        """Seconds to wait after a change before linting ``uri`` (push mode). A configured ``lint.debounce``
+        is used as given; otherwise the delay adapts to the document's measured lint time, between
+        ADAPTIVE_MIN_MS and DEFAULT_DEBOUNCE_MS: a lint runs on the event loop, so waiting at least as
+        long as one lint takes keeps a typing burst from spending more than half the time linting, while a
+        cheap document is answered almost at once."""
+        if self.settings.debounce_ms is not None:
+            return self.settings.debounce_ms / 1000
+        ms = self._lint_ms.get(uri)
+        if ms is None:
+            return DEFAULT_DEBOUNCE_MS / 1000
+        return min(max(ms, ADAPTIVE_MIN_MS), DEFAULT_DEBOUNCE_MS) / 1000
+
     def schedule(self, uri: str) -> None:
         """Publish after the debounce delay; a newer change cancels the pending run."""
         self.cancel_pending(uri)
-        self._pending[uri] = asyncio.ensure_future(self._publish_later(uri, self.settings.debounce_ms / 1000))
+        self._pending[uri] = asyncio.ensure_future(self._publish_later(uri, self.debounce(uri)))
 
     async def _publish_later(self, uri: str, delay: float) -> None:
         try:
@@ -763,6 +795,7 @@ def create_server() -> NpuLintServer:
         ls.cancel_pending(uri)
         ls._results.pop(uri, None)
         ls._lint_text.pop(uri, None)
+        ls._lint_ms.pop(uri, None)
         if not ls.pull_mode:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 

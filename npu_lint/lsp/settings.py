@@ -12,7 +12,8 @@ from typing import Any
 
 RUN_ON_TYPE = "onType"
 RUN_ON_SAVE = "onSave"
-DEFAULT_DEBOUNCE_MS = 200
+DEFAULT_DEBOUNCE_MS = 200  # the adaptive debounce's ceiling, and its value before a document's first lint
+ADAPTIVE_MIN_MS = 30
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,9 @@ class ServerSettings:
     fix_all: bool = True  # offer the source.fixAll.npu-lint action
     show_disable_action: bool = True  # offer "Disable NPUxxx for this line"
     run: str = RUN_ON_TYPE  # lint while typing, or only when the document is opened / saved
-    debounce_ms: int = DEFAULT_DEBOUNCE_MS  # push mode: delay after the last change
+    # push mode: delay after the last change; None (the default): adaptive, the document's measured lint time
+    # (``NpuLintServer.debounce``) between ADAPTIVE_MIN_MS and DEFAULT_DEBOUNCE_MS
+    debounce_ms: int | None = None
     problems: tuple[str, ...] = field(default=(), compare=False)  # messages about rejected values
 
     def key(self) -> tuple[Any, ...]:

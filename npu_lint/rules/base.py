@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import
+from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import, walk
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 from npu_lint.core.imports import add_import_edit
 from npu_lint.veomni.project import Project
@@ -209,6 +209,28 @@ def _no_project() -> Project:
     if not _EMPTY:
         _EMPTY.append(Project())
     return _EMPTY[0]
+
+
+_BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _functions(tree: ast.AST, lambdas: bool) -> list[ast.AST]:
+    """Every function of ``tree`` (and every lambda when ``lambdas``). A ``def`` is a statement, so without
+    lambdas only statement lists are followed (a tenth of the nodes); a file that may hold a lambda (its
+    text says ``lambda``) is walked whole."""
+    if lambdas:
+        return walk(tree)
+    out: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(node)
+        for name in _BODY_FIELDS:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend(value)
+    return out
 
 
 class Context:
@@ -460,7 +482,7 @@ class Context:
         cached = self.memo.get("default-ranges")
         if cached is None:
             out = []
-            for node in ast.walk(self.tree):
+            for node in _functions(self.tree, "lambda" in self.source.text):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                     for default in [*node.args.defaults, *node.args.kw_defaults]:
                         if default is not None:

@@ -698,8 +698,18 @@ def _parse_at(text: str, offset: int) -> ast.Module | None:
     parsing: padding the chunk with newlines made the parser read the whole file's length every time)."""
     tree = _parse(text)
     if tree is not None and offset:
-        ast.increment_lineno(tree, offset)
+        _shift_lines(tree, offset)
     return tree
+
+
+def _shift_lines(tree: ast.AST, offset: int) -> None:
+    """``ast.increment_lineno`` over the list walk (the generator walk cost as much as the parse itself)."""
+    for node in _walk_list(tree):
+        if "lineno" in node._attributes:
+            node.lineno = getattr(node, "lineno", 0) + offset  # type: ignore[attr-defined]
+            end = getattr(node, "end_lineno", 0)
+            if end is not None:
+                node.end_lineno = end + offset  # type: ignore[attr-defined]
 
 
 def _section_nodes(gen: Generated, lines: list[str]) -> bool:
@@ -766,14 +776,8 @@ def _patched_methods(lines: list[str], start: int, end: int, section: Section) -
     return cls
 
 
-def parse_generated(path: str, text: str, tree: ast.Module | None = None, full: bool = True) -> Generated:
-    """Banner and sections of a generated file. With ``full=False`` and no ``tree``, only the patched
-    sections are parsed (``Generated.tree`` stays None) unless that fails, then the whole file is."""
-    lines = text.splitlines()
-    if tree is None:
-        tree = shared_tree(path, text)  # the file pass's tree: sections are located in it by line range
-    gen = Generated(path=path, tree=tree, text=text)
-    # banner: the leading comment block
+def _read_banner(gen: Generated, lines: list[str]) -> None:
+    """The leading comment block: source module, ``Based on`` version, the patches listed."""
     in_patches = False
     for i, line in enumerate(lines, 1):
         if not line.startswith("#"):
@@ -788,6 +792,24 @@ def parse_generated(path: str, text: str, tree: ast.Module | None = None, full: 
             in_patches = True
         elif in_patches and (m := _BANNER_PATCH.match(line)):
             gen.banner_patches.append((m.group("kind"), m.group("target"), i))
+
+
+def generated_banner(path: str, text: str) -> Generated:
+    """Only the banner of a generated file (its first 4 KB; no sections, no parse): what NPU503 and NPU506
+    read, without parsing a file the file pass parses anyway."""
+    gen = Generated(path=path, tree=None, text=text[:4096])
+    _read_banner(gen, gen.text.splitlines())
+    return gen
+
+
+def parse_generated(path: str, text: str, tree: ast.Module | None = None, full: bool = True) -> Generated:
+    """Banner and sections of a generated file. With ``full=False`` and no ``tree``, only the patched
+    sections are parsed (``Generated.tree`` stays None) unless that fails, then the whole file is."""
+    lines = text.splitlines()
+    if tree is None:
+        tree = shared_tree(path, text)  # the file pass's tree: sections are located in it by line range
+    gen = Generated(path=path, tree=tree, text=text)
+    _read_banner(gen, lines)
     # fenced sections
     for i, line in enumerate(lines, 1):
         if not line.startswith("# ["):

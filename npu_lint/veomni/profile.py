@@ -546,62 +546,110 @@ _CONFIG_MARK = re.compile(rb"^\s+\w+_implementation\s*:", re.MULTILINE)
 _ATTENTION_MARK = b"ALL_ATTENTION_FUNCTIONS.register("
 
 
-def read_config_fields(root: Path) -> tuple[tuple[str, ...], str | None, tuple[str, ...], str | None]:
+ConfigFields = tuple[tuple[str, ...], str | None, tuple[str, ...], str | None]
+
+
+def _stat_key(root: Path, files: list[Path]) -> tuple[str, int]:
+    """A key over the stat keys (size, mtime, ctime, inode) of ``files``, and the newest of their times."""
+    h = hashlib.sha256(str(root).encode())
+    newest = 0
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            h.update(f"\0{path}:-".encode())
+            continue
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+        h.update(f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
+    return h.hexdigest(), newest
+
+
+def _valid_config_fields(value: Any) -> bool:
+    def names(x: Any) -> bool:
+        return isinstance(x, list) and all(isinstance(n, str) for n in x)
+
+    def module(x: Any) -> bool:
+        return x is None or isinstance(x, str)
+
+    return (
+        isinstance(value, list)
+        and len(value) == 4
+        and names(value[0])
+        and module(value[1])
+        and names(value[2])
+        and module(value[3])
+    )
+
+
+def read_config_fields(root: Path) -> ConfigFields:
     """(ops-config fields, their module, attention implementations registered through
     ``ALL_ATTENTION_FUNCTIONS``, their module) of a tree, read statically: the class (under ``veomni/``) that
-    declares the most ``*_implementation`` fields is the ops config."""
+    declares the most ``*_implementation`` fields is the ops config. With a store (``use_scan_store``) the
+    result is reused while no file's stat key changed (a warm run parsed about 20 files for it)."""
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root / "veomni"):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".") and d != "models"
+        )
+        files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+    store = _SCAN_STORE[0] if _SCAN_STORE else None
+    if store is None:
+        return _read_config_fields(root, files)
+    key, newest = _stat_key(root, files)
+    hit = store.get_scan(key, "config")
+    if _valid_config_fields(hit):
+        return tuple(hit[0]), hit[1], tuple(hit[2]), hit[3]
+    found = _read_config_fields(root, files)
+    if newest < time.time_ns() - _RACY_NS:  # racily clean: not stored
+        store.put_scan(key, [list(found[0]), found[1], list(found[2]), found[3]], "config")
+    return found
+
+
+def _read_config_fields(root: Path, files: list[Path]) -> ConfigFields:
     import ast
 
     best: tuple[int, tuple[str, ...], str | None] = (0, (), None)
     attention: list[str] = []
     attention_module: str | None = None
-    base = root / "veomni"
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".") and d != "models"
-        )
-        for filename in sorted(filenames):
-            if not filename.endswith(".py"):
-                continue
-            path = Path(dirpath) / filename
-            try:
-                data = read_regular(path)[0]
-            except OSError:
-                continue
-            has_config = b"_implementation" in data and _CONFIG_MARK.search(data) is not None
-            has_attention = _ATTENTION_MARK in data
-            if not (has_config or has_attention):
-                continue
-            try:
-                tree = ast.parse(data, filename=str(path))
-            except (SyntaxError, ValueError, RecursionError):
-                continue
-            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-            nodes = ast.walk(tree) if has_attention else (n for n in tree.body if isinstance(n, ast.ClassDef))
-            for node in nodes:
-                if has_config and isinstance(node, ast.ClassDef):
-                    fields = tuple(
-                        s.target.id
-                        for s in node.body
-                        if isinstance(s, ast.AnnAssign)
-                        and isinstance(s.target, ast.Name)
-                        and s.target.id.endswith("_implementation")
-                    )
-                    if len(fields) > best[0]:
-                        best = (len(fields), fields, module)
-                elif (
-                    has_attention
-                    and isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "register"
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "ALL_ATTENTION_FUNCTIONS"
-                    and node.args
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)
-                ):
-                    attention.append(node.args[0].value)
-                    attention_module = attention_module or module
+    for path in files:
+        try:
+            data = read_regular(path)[0]
+        except OSError:
+            continue
+        has_config = b"_implementation" in data and _CONFIG_MARK.search(data) is not None
+        has_attention = _ATTENTION_MARK in data
+        if not (has_config or has_attention):
+            continue
+        try:
+            tree = ast.parse(data, filename=str(path))
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        nodes = ast.walk(tree) if has_attention else (n for n in tree.body if isinstance(n, ast.ClassDef))
+        for node in nodes:
+            if has_config and isinstance(node, ast.ClassDef):
+                fields = tuple(
+                    s.target.id
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign)
+                    and isinstance(s.target, ast.Name)
+                    and s.target.id.endswith("_implementation")
+                )
+                if len(fields) > best[0]:
+                    best = (len(fields), fields, module)
+            elif (
+                has_attention
+                and isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "ALL_ATTENTION_FUNCTIONS"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                attention.append(node.args[0].value)
+                attention_module = attention_module or module
     return tuple(sorted(best[1])), best[2], tuple(sorted(set(attention))), attention_module
 
 

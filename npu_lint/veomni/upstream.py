@@ -680,9 +680,15 @@ def _class_annotation(module: str, cls: str, attr: str, depth: int = 0) -> tuple
     return None
 
 
-def _config_fields(module: str, cls: str, depth: int = 0) -> set[str] | None:
+def _config_fields(module: str, cls: str, depth: int = 0) -> frozenset[str] | None:
     """Every attribute a transformers config class defines: field annotations, class assignments,
-    ``self.x = ...`` in its methods, methods and properties, ``attribute_map`` keys; bases followed."""
+    ``self.x = ...`` in its methods, methods and properties, ``attribute_map`` keys; bases followed.
+    Remembered per transformers source and class (every composite config shares ``PretrainedConfig``)."""
+    return _config_fields_at(transformers_root(), module, cls, depth)
+
+
+@functools.lru_cache(maxsize=256)
+def _config_fields_at(root: str | None, module: str, cls: str, depth: int) -> frozenset[str] | None:
     found = upstream_class(module, cls)
     if found is None or depth > 6:
         return None
@@ -711,7 +717,7 @@ def _config_fields(module: str, cls: str, depth: int = 0) -> set[str] | None:
         if base_name in (None, "object"):
             continue
         out |= _config_fields(mod, base_name, depth + 1) or set()  # type: ignore[arg-type]
-    return out
+    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=128)

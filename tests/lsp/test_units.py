@@ -241,3 +241,27 @@ def test_no_edits_offered_in_generated_files(tmp_path: Path) -> None:
     diag = _diag(src, 1, 6, 12, fix=fix)
     ctx = ActionContext(Path(src.path).as_uri(), 1, src, UTF16, [diag])
     assert diagnostic_actions(ctx, [diag]) == []
+
+
+def test_debounce_adapts_to_the_documents_lint_time_unless_configured() -> None:
+    from dataclasses import replace
+
+    import npu_lint.lsp.server as srv
+    from npu_lint.lsp.settings import ADAPTIVE_MIN_MS, DEFAULT_DEBOUNCE_MS
+
+    ls = srv.NpuLintServer()
+    assert ls.settings.debounce_ms is None  # adaptive by default
+    assert ls.debounce("file:///a.py") == DEFAULT_DEBOUNCE_MS / 1000  # not linted yet
+    ls.measured("file:///a.py", 5.0)
+    assert ls.debounce("file:///a.py") == ADAPTIVE_MIN_MS / 1000  # a cheap document: answered almost at once
+    ls.measured("file:///b.py", 120.0)
+    assert ls.debounce("file:///b.py") == 0.12
+    ls.measured("file:///b.py", 20.0)  # a moving average: one fast lint does not set the pace
+    assert ls.debounce("file:///b.py") == (0.7 * 120 + 0.3 * 20) / 1000
+    ls.measured("file:///c.py", 5000.0)
+    assert ls.debounce("file:///c.py") == DEFAULT_DEBOUNCE_MS / 1000  # capped
+    ls.settings = replace(ls.settings, debounce_ms=0)
+    assert ls.debounce("file:///c.py") == 0.0  # a configured value is used as given
+    for i in range(300):
+        ls.measured(f"file:///{i}.py", 1.0)
+    assert len(ls._lint_ms) <= 256

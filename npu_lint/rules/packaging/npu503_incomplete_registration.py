@@ -137,7 +137,7 @@ class IncompleteRegistration(ProjectRule):
                 continue
             text = gen_file.text
             classes = set(_CLASS.findall(text))
-            banner = patchgen.parse_generated(gen_path, text[:4096], full=False)
+            banner = patchgen.generated_banner(gen_path, text)
             prefixes = sorted(
                 c[: -len("ForConditionalGeneration")]
                 for c in classes

@@ -77,7 +77,7 @@ class TransformersPin(ProjectRule):
                 parsed = patchgen.load_file(gen_path)
                 if parsed is None:
                     continue
-                gen = patchgen.parse_generated(gen_path, parsed.text[:4096], full=False)
+                gen = patchgen.generated_banner(gen_path, parsed.text)
                 if gen.based_on:
                     banners.append((gen.based_on, gen_path, gen.based_on_line))
         if pin is not None:

@@ -1,0 +1,210 @@
+"""The shared per-run work (issue 19): walks listed once per file, suppressions tokenized only when they may
+apply, upstream config fields read once."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from npu_lint.core import astutil
+from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import suppress
+
+CODE = """\
+import torch
+
+
+def f(x):
+    y = [a + 1 for a in x]  # noqa: E501
+    return torch.zeros(3).cuda()
+
+
+class C:
+    def g(self):
+        return {k: v for k, v in self.items()}
+"""
+
+
+def test_walk_keeps_ast_walk_order_and_is_listed_once_inside_a_memo_scope() -> None:
+    tree = ast.parse(CODE)
+    func = tree.body[1]
+    assert astutil.walk(func) == list(ast.walk(func))
+    assert astutil.walk(func) is not astutil.walk(func)  # no scope: a fresh list each time
+    with astutil.walk_memo():
+        first = astutil.walk(func)
+        assert first == list(ast.walk(func))
+        assert astutil.walk(func) is first  # listed once
+        assert astutil.walk(tree) == list(ast.walk(tree))
+        with astutil.walk_memo():  # a nested scope starts empty
+            assert astutil.walk(func) is not first
+    assert astutil.walk(func) is not first  # the scope's lists are dropped with it
+
+
+def test_walk_memo_is_bounded(monkeypatch) -> None:
+    monkeypatch.setattr(astutil, "_WALK_MEMO_MAX", 3)
+    nodes = list(ast.walk(ast.parse(CODE)))[:10]
+    with astutil.walk_memo():
+        for node in nodes:
+            astutil.walk(node)
+            assert len(astutil._WALK_MEMO[-1]) <= 3
+
+
+def _diag(line: int) -> Diagnostic:
+    return Diagnostic("NPU101", "x", "m", "m.py", line, 0, line, 1)
+
+
+def test_suppressions_tokenize_only_when_a_directive_may_apply(monkeypatch) -> None:
+    calls = []
+    real = suppress.comments
+
+    def counting(text: str, spec: bool = False) -> dict[int, str] | None:
+        calls.append(spec)
+        return real(text, spec)
+
+    monkeypatch.setattr(suppress, "comments", counting)
+    src = SourceFile.from_text("m.py", CODE)
+    # the finding's line holds no "noqa": kept, and the file is not tokenized (another line's noqa is irrelevant)
+    assert suppress.apply_suppressions(src, [_diag(6)], set()) == [_diag(6)]
+    assert calls == []
+    # on the noqa line (other code): kept, after tokenizing; a bare noqa on the line suppresses
+    assert suppress.apply_suppressions(src, [_diag(5)], set()) == [_diag(5)]
+    assert calls == [False]
+    bare = SourceFile.from_text("m.py", CODE.replace(": E501", ""))
+    assert suppress.apply_suppressions(bare, [_diag(5), _diag(6)], set()) == [_diag(6)]
+    # the directive inside a string on the finding's line is not a comment: kept
+    in_string = SourceFile.from_text(
+        "m.py", CODE.replace("# noqa: E501", "").replace("(3)", "(len('# no' 'qa'))").replace("' '", "")
+    )
+    assert suppress.apply_suppressions(in_string, [_diag(6)], set()) == [_diag(6)]
+    # a file-level directive is honoured although no finding's line says noqa
+    whole = SourceFile.from_text("m.py", "# npu-lint: " + "noqa\n" + CODE)
+    assert suppress.apply_suppressions(whole, [_diag(7)], set()) == []
+
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+
+
+def test_generated_banner_reads_what_parse_generated_reads_without_parsing(monkeypatch) -> None:
+    from npu_lint.veomni import patchgen
+
+    files = sorted((CORPORA / "veomni-main" / "veomni" / "models").rglob("generated/*.py"))
+    assert files
+    parses: list[tuple] = []
+    for path in files:
+        text = path.read_text()
+        want = patchgen.parse_generated(str(path), text[:4096], full=False)
+        monkeypatch.setattr(patchgen, "_parse", lambda *a: parses.append(a))
+        got = patchgen.generated_banner(str(path), text)
+        monkeypatch.undo()
+        assert parses == []
+        assert (got.source_module, got.based_on, got.based_on_line, got.banner_patches) == (
+            want.source_module,
+            want.based_on,
+            want.based_on_line,
+            want.banner_patches,
+        )
+
+
+def test_section_chunks_get_the_line_numbers_increment_lineno_gives() -> None:
+    from npu_lint.veomni import patchgen
+
+    mine, theirs = ast.parse(CODE), ast.parse(CODE)
+    patchgen._shift_lines(mine, 41)
+    ast.increment_lineno(theirs, 41)
+    assert ast.dump(mine, include_attributes=True) == ast.dump(theirs, include_attributes=True)
+
+
+def test_a_run_of_files_pauses_the_collector_and_restores_it(tmp_path, monkeypatch) -> None:
+    import gc
+
+    from npu_lint.core.config import Settings
+    from npu_lint.engine import pool
+
+    for i in range(5):
+        (tmp_path / f"m{i}.py").write_text(f"import torch\nx{i} = torch.zeros(3).cuda()\n")
+    collected = []
+    monkeypatch.setattr(pool, "COLLECT_OBJECTS", 1)
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(gc.isenabled()) or 0)
+    files = sorted(str(p) for p in tmp_path.glob("*.py"))
+    assert gc.isenabled()
+    results = pool.lint_paths(files, ["NPU101"], Settings(root=str(tmp_path)), jobs=1)
+    assert [len(r.diagnostics) for r in results] == [1] * 5
+    assert collected == [False] * 5  # after every file (1 object), with the automatic collector off meanwhile
+    assert gc.isenabled() and not gc.get_freeze_count()
+
+
+def test_functions_without_lambdas_follow_statement_lists_only() -> None:
+    from npu_lint.rules.base import _functions
+
+    code = CODE + (
+        "try:\n    def h(a=1): pass\nexcept E:\n    def i(b=2): pass\nelse:\n    pass\nfinally:\n"
+        "    async def j(c=3): pass\nmatch x:\n    case 1:\n        def k(d=4): pass\n"
+        "with m:\n    while n:\n        for o in p:\n            if q:\n                def r(e=5): pass\n"
+    )
+    tree = ast.parse(code)
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    want = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, kinds))
+    assert sorted(n.lineno for n in _functions(tree, False)) == want
+    assert len(want) == 7
+
+
+def test_the_ops_config_fields_are_kept_in_the_index(tmp_path: Path, monkeypatch) -> None:
+    """``profile.read_config_fields`` parses the tree's ops config and attention registrations on every run;
+    the index keeps its result keyed by the files' stat keys (a warm run reads none of them)."""
+    import shutil
+    import time
+
+    from npu_lint.engine import Cache
+    from npu_lint.veomni import profile
+
+    tree = tmp_path / "tree"
+    shutil.copytree(CORPORA / "veomni-main" / "veomni", tree / "veomni")
+    time.sleep(0.2)
+    monkeypatch.setattr(profile, "_RACY_NS", 10**8)
+    reads: list[Path] = []
+    real = profile.read_regular
+    monkeypatch.setattr(
+        profile, "read_regular", lambda path, *a, **k: (reads.append(path), real(path, *a, **k))[1]
+    )
+
+    def read() -> profile.ConfigFields:
+        cache = Cache(str(tmp_path / "cache"), "fp")
+        profile.use_scan_store(cache)
+        try:
+            return profile.read_config_fields(tree)
+        finally:
+            profile.use_scan_store(None)
+            cache.flush()
+
+    plain = profile.read_config_fields(tree)
+    assert plain[0] and plain[1]  # the tree has an ops config
+    reads.clear()
+    assert read() == plain and reads
+    reads.clear()
+    assert read() == plain and reads == []  # from the index
+    config = tree.joinpath(*plain[1].split(".")).with_suffix(".py")
+    if not config.exists():
+        config = tree.joinpath(*plain[1].split("."), "__init__.py")
+    text = config.read_text()
+    config.write_text(text.replace("_implementation:", "_implementation :", 1))  # same fields, new stat
+    time.sleep(0.2)
+    assert read() == plain and reads
+
+
+def test_the_program_freezes_what_it_kept_before_exiting_but_a_caller_keeps_its_collector(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import gc
+    import sys
+
+    from npu_lint import cli
+
+    (tmp_path / "m.py").write_text("x = 1\n")
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    assert cli.main(["check", "--no-cache", "-q", str(tmp_path)]) == 0
+    assert frozen == []  # an in-process caller (tests, the audit) keeps its objects collectable
+    monkeypatch.setattr(sys, "argv", ["npu-lint", "check", "--no-cache", "-q", str(tmp_path)])
+    assert cli.main() == 0
+    assert frozen == [True]  # the program: the interpreter's final collection is skipped
