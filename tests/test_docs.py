@@ -73,5 +73,8 @@ def test_reviewed_figures_reach_the_pages() -> None:
     # figures of bench/ACCURACY.md, read from the rendered pages (not from the function that renders them)
     npu103 = _section((DOCS / "NPU103.md").read_text(encoding="utf-8"), "Precision on real code")
     npu101 = _section((DOCS / "NPU101.md").read_text(encoding="utf-8"), "Precision on real code")
-    assert npu103 is not None and "49 findings, 41 true positives, 1 false positive, 7 debatable (precision 0.98" in npu103
+    assert (
+        npu103 is not None
+        and "49 findings, 41 true positives, 1 false positive, 7 debatable (precision 0.98" in npu103
+    )
     assert npu101 is not None and "transformers 5.9.0 `models/`: 0 findings" in npu101

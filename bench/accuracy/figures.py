@@ -70,7 +70,9 @@ def render(code: str, entry: dict, labels: dict[str, str]) -> str:
         tp = row.get("true_positives")
         fp, debatable = row.get("false_positives"), row.get("debatable", 0)
         if row["findings"] and tp is not None and fp is not None:  # a review that classed every finding
-            text += f", {_plural(tp, 'true positive')}, {_plural(fp, 'false positive')}, {debatable} debatable"
+            text += (
+                f", {_plural(tp, 'true positive')}, {_plural(fp, 'false positive')}, {debatable} debatable"
+            )
             if tp + fp:
                 text += f" (precision {tp / (tp + fp):.2f}, counting debatable as wrong {tp / row['findings']:.2f})"
         elif row["findings"] and tp is not None:

@@ -505,7 +505,7 @@ def migration_fix(ctx: Context) -> Fix | None:
     )
 
 
-def _dispatch_doc(kind: str) -> str:
+def dispatch_doc(kind: str) -> str:
     if kind in INSTANCE_HANDLES:
         return f"a `{kind}` built at import time resolves its row before the ops config is installed"
     if kind in ROW_RESOLVERS:
@@ -542,7 +542,7 @@ def _impl_expr(ctx: Context, node: ast.AST, _depth: int = 0) -> bool:
         return False
     values: list[ast.expr] = []
     if isinstance(node, ast.Name):
-        value = _local_value(ctx, node)
+        value = local_value(ctx, node)
         values = [value] if value is not None else []
     elif self_attr(node) is not None:
         values = _self_attr_values(ctx).get(node.attr, [])  # type: ignore[union-attr]
@@ -594,7 +594,7 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
     if isinstance(test, ast.Name) and not _seen:
         if test.id not in _guard_flags(ctx):
             return None
-        value = _local_value(ctx, test)  # fused = slot.use_non_eager_impl; if fused: ...
+        value = local_value(ctx, test)  # fused = slot.use_non_eager_impl; if fused: ...
         return guard_of(ctx, value, _seen=True) if value is not None else None
     literal = literal_getattr(test)
     if literal is not None and literal[1] in GUARD_ATTRS:  # getattr(slot, "use_non_eager_impl")
@@ -640,7 +640,7 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
 _OP_TO_FIELDS: dict[str, list[str]] = {}
 for _field, _op in CONFIG_FIELD_TO_OP.items():
     _OP_TO_FIELDS.setdefault(_op, []).append(_field)
-_ATTENTION_FIELDS = {"_attn_implementation", "attn_implementation"}
+ATTENTION_FIELDS = {"_attn_implementation", "attn_implementation"}
 VISION_ROPE_FIELD = "rotary_pos_emb_vision_implementation"
 
 
@@ -652,21 +652,21 @@ def op_fields(op: str, api: ApiProfile) -> list[str]:
     return _OP_TO_FIELDS.get(op, [])
 
 
-def _field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
+def field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
     """(config field, the node holding it) of `resolve_op_impl("<field>")` / `config.ops_config.<field>`."""
     if isinstance(node, ast.Call) and call_name(node) in IMPL_RESOLVERS:
         arg = call_arg(node, 0, "field")
         value = str_value(arg)
         return (value, arg) if value is not None and arg is not None else None
     if isinstance(node, ast.Attribute):
-        if node.attr in _ATTENTION_FIELDS:
+        if node.attr in ATTENTION_FIELDS:
             return node.attr, node
         if isinstance(node.value, ast.Attribute) and node.value.attr == "ops_config":
             return node.attr, node
     return None
 
 
-def _local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
+def local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
     """The single value assigned to a local name in the enclosing function (or the module)."""
     scope = ctx.function
     key = ("local_values", id(scope) if scope is not None else 0)
@@ -700,11 +700,11 @@ def impl_argument(call: ast.Call) -> ast.expr | None:
 # -- NPU205 -----------------------------------------------------------------------------------------
 
 
-def _npu_capable(rows: list[OpRow]) -> list[OpRow]:
+def npu_capable(rows: list[OpRow]) -> list[OpRow]:
     return [r for r in rows if r.requirement == NPU or (r.requirement == ANY and r.impl != "eager")]
 
 
-def _describe(rows: list[OpRow]) -> str:
+def describe(rows: list[OpRow]) -> str:
     parts = []
     for r in sorted(rows, key=lambda r: (r.impl != "eager", r.impl)):
         parts.append(r.impl if r.requirement == ANY else f"{r.impl} ({r.requirement})")
@@ -721,11 +721,11 @@ def npu_targeted(ctx: Context) -> bool:
 # -- NPU206 -----------------------------------------------------------------------------------------
 
 
-def _npu_named(impl: str) -> bool:
+def npu_named(impl: str) -> bool:
     return impl == "npu" or impl.endswith("_npu") or impl.startswith("npu_")
 
 
-def _uses_torch_npu(func: ast.AST) -> bool:
+def uses_torch_npu(func: ast.AST) -> bool:
     for node in ast.walk(func):
         if isinstance(node, ast.Name) and node.id == "torch_npu":
             return True

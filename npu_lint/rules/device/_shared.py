@@ -32,7 +32,7 @@ _TENSOR_ANNOTATIONS = {
 _PREFERRED_PARAMS = ("hidden_states", "inputs_embeds", "x", "input", "inputs", "query", "q")
 
 
-def _is_tensor_annotation(ctx: Context, ann: ast.expr | None) -> bool:
+def is_tensor_annotation(ctx: Context, ann: ast.expr | None) -> bool:
     """``torch.Tensor`` / ``Tensor`` / ``torch.FloatTensor``... (not Optional: it may be None)."""
     if ann is None:
         return False
@@ -40,13 +40,13 @@ def _is_tensor_annotation(ctx: Context, ann: ast.expr | None) -> bool:
     return dotted is not None and dotted.split(".")[-1] in _TENSOR_ANNOTATIONS
 
 
-def _root_name(node: ast.AST) -> str | None:
+def root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _self_parameters(cls: ast.ClassDef) -> list[str]:
+def self_parameters(cls: ast.ClassDef) -> list[str]:
     """Attributes assigned ``nn.Parameter(...)`` in the class's ``__init__`` (``self.weight``...)."""
     out: list[str] = []
     for stmt in cls.body:
@@ -89,12 +89,10 @@ def device_source(ctx: Context, avoid: str | None = None) -> str | None:
         n_defaults = len(args.defaults)
         required = positional[: len(positional) - n_defaults] if n_defaults else positional
         required += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None]
-        tensors = [a.arg for a in required if a.arg != avoid and _is_tensor_annotation(ctx, a.annotation)]
+        tensors = [a.arg for a in required if a.arg != avoid and is_tensor_annotation(ctx, a.annotation)]
         if not tensors:  # else a required parameter the function uses as a tensor (``x.shape``, ``x.device``)
             tensors = [
-                a.arg
-                for a in required
-                if a.arg not in (avoid, "self", "cls") and _used_as_tensor(func, a.arg)
+                a.arg for a in required if a.arg not in (avoid, "self", "cls") and used_as_tensor(func, a.arg)
             ]
         for name in _PREFERRED_PARAMS:
             if name in tensors:
@@ -104,7 +102,7 @@ def device_source(ctx: Context, avoid: str | None = None) -> str | None:
         is_method = positional and positional[0].arg == "self"
         cls = ctx.class_
         if is_method and cls is not None and avoid != "self":
-            params = _self_parameters(cls)
+            params = self_parameters(cls)
             if params:
                 name = "weight" if "weight" in params else params[0]
                 return f"self.{name}.device"
@@ -113,18 +111,18 @@ def device_source(ctx: Context, avoid: str | None = None) -> str | None:
 
 # -- shared helpers for NPU102-NPU104 ----------------------------------------------------------------
 
-_CUDA_INDEXED = re.compile(r"cuda:(\d+)")
+CUDA_INDEXED = re.compile(r"cuda:(\d+)")
 
 
-def _cuda_string(node: ast.AST | None) -> str | None:
+def cuda_string(node: ast.AST | None) -> str | None:
     """``"cuda"`` or ``"cuda:N"`` when ``node`` is that string constant."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        if node.value == "cuda" or _CUDA_INDEXED.fullmatch(node.value):
+        if node.value == "cuda" or CUDA_INDEXED.fullmatch(node.value):
             return node.value
     return None
 
 
-def _is_nccl(node: ast.AST | None) -> bool:
+def is_nccl(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "nccl"
 
 
@@ -243,14 +241,14 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree, module), name)
 
 
-def _child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+def child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     """(ancestor, child-on-the-path) pairs, innermost first."""
     chain = [*ctx.parents, node]
     return [(chain[i], chain[i + 1]) for i in range(len(chain) - 2, -1, -1)]
 
 
 def in_annotation(ctx: Context, node: ast.AST) -> bool:
-    for parent, child in _child_of(ctx, node):
+    for parent, child in child_of(ctx, node):
         if isinstance(parent, ast.arg) and parent.annotation is child:
             return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child:
@@ -264,7 +262,7 @@ def in_annotation(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-def _mentions_cuda_dispatch(ctx: Context, test: ast.AST) -> bool:
+def mentions_cuda_dispatch(ctx: Context, test: ast.AST) -> bool:
     """Whether a condition explicitly selects the CUDA backend (VeOmni's flag or device-type helper)."""
     for sub in ast.walk(test):
         if isinstance(sub, (ast.Name, ast.Attribute)):
@@ -272,10 +270,10 @@ def _mentions_cuda_dispatch(ctx: Context, test: ast.AST) -> bool:
             last = dotted.split(".")[-1]
             if last in ("IS_CUDA_AVAILABLE", "is_cuda"):
                 return True
-        if isinstance(sub, ast.Compare) and any(_cuda_string(c) for c in [sub.left, *sub.comparators]):
+        if isinstance(sub, ast.Compare) and any(cuda_string(c) for c in [sub.left, *sub.comparators]):
             return True
         if isinstance(sub, ast.Compare) and any(
-            isinstance(c, (ast.Tuple, ast.List, ast.Set)) and any(_cuda_string(e) for e in c.elts)
+            isinstance(c, (ast.Tuple, ast.List, ast.Set)) and any(cuda_string(e) for e in c.elts)
             for c in sub.comparators
         ):
             return True
@@ -283,8 +281,8 @@ def _mentions_cuda_dispatch(ctx: Context, test: ast.AST) -> bool:
 
 
 def _guard_test(ctx: Context, test: ast.AST) -> bool:
-    """``_mentions_cuda_dispatch``, also through a local flag (``unsupported = not IS_CUDA_AVAILABLE``)."""
-    if _mentions_cuda_dispatch(ctx, test):
+    """``mentions_cuda_dispatch``, also through a local flag (``unsupported = not IS_CUDA_AVAILABLE``)."""
+    if mentions_cuda_dispatch(ctx, test):
         return True
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
     func = ctx.function
@@ -294,7 +292,7 @@ def _guard_test(ctx: Context, test: ast.AST) -> bool:
         if (
             isinstance(sub, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id in names for t in sub.targets)
-            and _mentions_cuda_dispatch(ctx, sub.value)
+            and mentions_cuda_dispatch(ctx, sub.value)
         ):
             return True
     return False
@@ -308,7 +306,7 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
     """Inside a branch that explicitly selects CUDA (``if IS_CUDA_AVAILABLE:``, ``if get_device_type() ==
     "cuda":``, ``match device_type: case "cuda":``, ``x.is_cuda and ...``, or after ``if not
     IS_CUDA_AVAILABLE: return``): CUDA-only code there is deliberate."""
-    for parent, child in _child_of(ctx, node):
+    for parent, child in child_of(ctx, node):
         if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test:
             if _guard_test(ctx, parent.test):
                 return True
@@ -316,15 +314,15 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
             for value in parent.values:
                 if value is child:
                     break
-                if _mentions_cuda_dispatch(ctx, value):
+                if mentions_cuda_dispatch(ctx, value):
                     return True
         elif isinstance(parent, ast.Dict):
             key = _dict_key_of(ctx, parent, child)
-            if key is not None and _cuda_string(key):
+            if key is not None and cuda_string(key):
                 return True  # a dispatch table: {"cuda": torch.cuda.empty_cache, "npu": ...}
         elif isinstance(parent, ast.match_case):
             for sub in ast.walk(parent.pattern):
-                if isinstance(sub, ast.MatchValue) and _cuda_string(sub.value):
+                if isinstance(sub, ast.MatchValue) and cuda_string(sub.value):
                     return True
         if isinstance(child, ast.stmt) and _after_cuda_exit(ctx, parent, child):
             return True
@@ -374,13 +372,13 @@ def _after_cuda_exit(ctx: Context, parent: ast.AST, child: ast.stmt) -> bool:
     return False
 
 
-def _in_fstring(ctx: Context) -> bool:
+def in_fstring(ctx: Context) -> bool:
     return any(isinstance(p, ast.JoinedStr) for p in ctx.parents)
 
 
 # torch.cuda.<f>() with an exact VeOmni helper: helper name, and the arguments the helper accepts
 # (positional count, keyword names) for the replacement to be exact.
-_EXACT_HELPERS: dict[str, tuple[str, int, frozenset[str]]] = {
+EXACT_HELPERS: dict[str, tuple[str, int, frozenset[str]]] = {
     "synchronize": ("synchronize", 0, frozenset()),
     "current_device": ("get_device_id", 0, frozenset()),
     "empty_cache": ("empty_cache", 0, frozenset()),
@@ -410,7 +408,7 @@ CPU_HOST_REASON = (
     "`torch.cuda.{name}` did nothing)"
 )
 # torch.cuda attributes that torch.npu (torch_npu) mirrors with the same signature: `get_torch_device().<f>`.
-_MIRRORED = frozenset(
+MIRRORED = frozenset(
     {
         "synchronize", "current_device", "empty_cache", "set_device", "current_stream", "stream", "Stream",
         "Event", "device", "device_count", "default_stream", "memory_allocated", "max_memory_allocated",
@@ -433,7 +431,7 @@ LEGACY_TENSOR_TYPES: dict[str, str] = {
     "BoolTensor": "torch.bool",
 }
 # calls whose first positional argument is a device (type) string
-_DEVICE_FIRST_ARG = (
+DEVICE_FIRST_ARG = (
     "torch.device",
     "torch.autocast",
     "torch.amp.autocast",
@@ -448,11 +446,11 @@ _DEVICE_FIRST_ARG = (
 _KERNEL_WORDS = ("impl", "kernel", "triton", "tilelang", "flash", "cudnn", "liger", "fused", "cutlass", "fa3")
 
 
-def _is_device_name(name: str | None) -> bool:
+def is_device_name(name: str | None) -> bool:
     return bool(name) and ("device" in name.lower() or name == "map_location")  # type: ignore[union-attr]
 
 
-def _target_name(target: ast.AST) -> str | None:
+def target_name(target: ast.AST) -> str | None:
     if isinstance(target, ast.Name):
         return target.id
     if isinstance(target, ast.Attribute):
@@ -460,7 +458,7 @@ def _target_name(target: ast.AST) -> str | None:
     return None
 
 
-def _names_kernel(ctx: Context, node: ast.AST) -> bool:
+def names_kernel(ctx: Context, node: ast.AST) -> bool:
     """A condition that selects a kernel implementation (``impl == "tilelang"``, ``use_triton``...)."""
     for sub in ast.walk(node):
         words: list[str] = []
@@ -475,7 +473,7 @@ def _names_kernel(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-def _is_requirement_stmt(stmt: ast.stmt) -> bool:
+def is_requirement_stmt(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.Raise):
         return True
     return (
@@ -508,21 +506,21 @@ _MODULE_BASES = frozenset(
      "ModelMixin", "Embedding", "Linear", "LayerNorm", "Conv1d", "Conv2d", "Conv3d"}
 )  # fmt: skip
 # method calls a freshly allocated tensor can pass through before a device move (``.to(x.device)``)
-_HOST_SINKS = frozenset({"tolist", "item", "numpy", "cpu", "pin_memory"})
+HOST_SINKS = frozenset({"tolist", "item", "numpy", "cpu", "pin_memory"})
 # tensor methods that return host values (ints, bools, strings), not tensors
-_SCALAR_METHODS = frozenset(
+SCALAR_METHODS = frozenset(
     {"size", "dim", "numel", "nelement", "element_size", "stride", "is_contiguous", "data_ptr", "get_device",
      "type", "is_floating_point", "is_complex", "storage_offset", "__len__"}
 )  # fmt: skip
-_MOVES = frozenset({"to", "cuda", "npu", "type_as", "type"})
+MOVES = frozenset({"to", "cuda", "npu", "type_as", "type"})
 _DTYPE_WORDS = ("dtype", "float", "int", "bool", "half", "bfloat16", "long", "double", "complex")
 
 
-def _is_init_method(name: str) -> bool:
+def is_init_method(name: str) -> bool:
     return name in INIT_METHODS or name.startswith(("_init_", "init_"))
 
 
-def _module_classes(tree: ast.Module, ctx: Context) -> set[str]:
+def module_classes(tree: ast.Module, ctx: Context) -> set[str]:
     """Top-level classes that are ``nn.Module`` subclasses (by base name, transitively within the file)."""
     classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
     out: set[str] = set()
@@ -541,7 +539,7 @@ def _module_classes(tree: ast.Module, ctx: Context) -> set[str]:
     return out
 
 
-def _spec_targets(tree: ast.Module) -> dict[str, str]:
+def spec_targets(tree: ast.Module) -> dict[str, str]:
     """Spec functions installed by ``@config.override_method("Cls.m")`` / ``replace_function("f")``:
     function name -> the method or function name they replace."""
     out: dict[str, str] = {}
@@ -568,7 +566,7 @@ def _is_dtype_expr(ctx: Context, node: ast.AST) -> bool:
     return bool(last) and any(w in last for w in _DTYPE_WORDS)
 
 
-def _moves_device(ctx: Context, call: ast.Call) -> bool:
+def moves_device(ctx: Context, call: ast.Call) -> bool:
     """``.to(...)``-style call that sets a device (not ``.to(torch.float32)``)."""
     func = call.func
     assert isinstance(func, ast.Attribute)
@@ -581,7 +579,7 @@ def _moves_device(ctx: Context, call: ast.Call) -> bool:
     return bool(call.args) and not _is_dtype_expr(ctx, call.args[0])
 
 
-def _is_submodule_call(node: ast.AST) -> bool:
+def is_submodule_call(node: ast.AST) -> bool:
     """``self.norm(x)`` / ``self.layers[i](x)``: a submodule's output lives on the accelerator."""
     if not isinstance(node, ast.Call):
         return False
@@ -596,7 +594,7 @@ def _is_submodule_call(node: ast.AST) -> bool:
     )
 
 
-def _zero_size(call: ast.Call) -> bool:
+def zero_size(call: ast.Call) -> bool:
     """``torch.empty(0)`` / ``torch.empty([0])``: an empty placeholder argument, never computed with."""
     if len(call.args) != 1:
         return False
@@ -606,7 +604,7 @@ def _zero_size(call: ast.Call) -> bool:
     return isinstance(arg, ast.Constant) and type(arg.value) is int and arg.value == 0
 
 
-def _bound_before(func: ast.AST, name: str, line: int) -> bool:
+def bound_before(func: ast.AST, name: str, line: int) -> bool:
     """Every assignment of ``name`` in ``func`` comes before ``line`` (so ``name`` is bound there)."""
     lines = [
         t.lineno
@@ -618,7 +616,7 @@ def _bound_before(func: ast.AST, name: str, line: int) -> bool:
     return bool(lines) and max(lines) < line
 
 
-def _to_cpu(call: ast.Call) -> bool:
+def to_cpu(call: ast.Call) -> bool:
     return (
         isinstance(call.func, ast.Attribute)
         and call.func.attr == "to"
@@ -629,12 +627,12 @@ def _to_cpu(call: ast.Call) -> bool:
     )
 
 
-def _subtree(func: ast.AST) -> list[ast.AST]:
+def subtree(func: ast.AST) -> list[ast.AST]:
     """``list(ast.walk(func))``, sharing the walk of ``walk_pairs`` with the other per-function helpers."""
     return [func, *(child for child, _ in walk_pairs(func))]
 
 
-def _names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:
+def names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:
     """Every ``Name`` in ``func`` with its parent, by identifier, in ``ast.walk`` order (once per function)."""
     key = ("names_with_parents", id(func))
     cached = ctx.memo.get(key)
@@ -657,7 +655,7 @@ def _uses_after(
     line = assign.end_lineno or assign.lineno
     events = [
         (child.lineno, child.col_offset, child, parent)
-        for child, parent in _names_with_parents(ctx, func).get(name, ())
+        for child, parent in names_with_parents(ctx, func).get(name, ())
         if child.lineno > line
     ]
     events.sort(key=lambda e: (e[0], e[1]))
@@ -666,11 +664,11 @@ def _uses_after(
         if isinstance(child.ctx, ast.Store):
             break
         if isinstance(parent, ast.Attribute):
-            if parent.attr in _HOST_SINKS:
+            if parent.attr in HOST_SINKS:
                 return None
             call = parents.get(id(parent))
-            if parent.attr in _MOVES and isinstance(call, ast.Call) and call.func is parent:
-                if _moves_device(ctx, call):
+            if parent.attr in MOVES and isinstance(call, ast.Call) and call.func is parent:
+                if moves_device(ctx, call):
                     return None
         uses.append(child)
     return uses
@@ -687,7 +685,7 @@ def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
         return cached[1]
     names = frozenset(
         sub.value.id
-        for sub in _subtree(func)
+        for sub in subtree(func)
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
     )
     if len(_TENSOR_USES) > 4096:
@@ -696,14 +694,14 @@ def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
     return names
 
 
-def _used_as_tensor(func: ast.AST, name: str) -> bool:
+def used_as_tensor(func: ast.AST, name: str) -> bool:
     """Whether ``name`` is used as a tensor in ``func``."""
     return name in _names_used_as_tensors(func)
 
 
 # -- NPU104 -------------------------------------------------------------------------------------------
 
-_LEGACY_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
+LEGACY_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 
 
 # -- NPU105 (and NPU102, which leaves these to it) ------------------------------------------------------------
@@ -735,7 +733,7 @@ def cuda_gate_condition(ctx: Context, node: ast.AST) -> tuple[ast.AST, ast.AST] 
     """(condition root, statement) when the CUDA test ``node`` is (part of) the test of an ``if`` / ``while`` /
     conditional expression, or the value of a flag assignment; None when it is used otherwise."""
     root: ast.AST = node
-    for parent, child in _child_of(ctx, node):
+    for parent, child in child_of(ctx, node):
         if isinstance(parent, (ast.BoolOp, ast.UnaryOp)):
             root = parent
             continue
@@ -761,7 +759,7 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
     root, stmt = found
     if _names_cuda_only_impl(root):
         return None
-    for parent, child in _child_of(ctx, stmt):
+    for parent, child in child_of(ctx, stmt):
         if isinstance(parent, (ast.If, ast.While)) and child is not parent.test:
             if _names_cuda_only_impl(parent.test):
                 return None

@@ -9,12 +9,12 @@ from npu_lint.rules.base import Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     ACCELERATOR_DEVICE,
     ACCELERATOR_NOTE,
-    _root_name,
     accelerator_available,
     device_source,
     helper_edits,
     in_cuda_dispatch,
     outside_veomni,
+    root_name,
 )
 
 
@@ -184,7 +184,7 @@ class CudaCall(Rule):
                     "or a bare ordinal still names CUDA)"
                 )
         else:
-            avoid = _root_name(receiver)
+            avoid = root_name(receiver)
             source = device_source(ctx, avoid=avoid)
             if source is None and accelerator_available(ctx):
                 source = ACCELERATOR_DEVICE  # outside VeOmni: torch's own accelerator, no import

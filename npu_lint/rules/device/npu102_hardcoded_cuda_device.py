@@ -8,37 +8,37 @@ from npu_lint.core.astutil import str_value
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
-    _CUDA_INDEXED,
-    _DEVICE_FIRST_ARG,
-    _EXACT_HELPERS,
-    _MIRRORED,
     ACCELERATOR_NOTE,
     ACCELERATOR_TYPE,
     CPU_HOST_REASON,
     CPU_NAMESPACE,
+    CUDA_INDEXED,
+    DEVICE_FIRST_ARG,
+    EXACT_HELPERS,
     LEGACY_TENSOR_TYPES,
-    _child_of,
-    _cuda_string,
-    _in_fstring,
-    _is_device_name,
-    _is_nccl,
-    _is_requirement_stmt,
-    _mentions_cuda_dispatch,
-    _names_kernel,
-    _target_name,
+    MIRRORED,
     accelerator_available,
+    child_of,
     cuda_gate_on_npu_path,
+    cuda_string,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
+    in_fstring,
+    is_device_name,
+    is_nccl,
+    is_requirement_stmt,
+    mentions_cuda_dispatch,
+    names_kernel,
     outside_veomni,
+    target_name,
 )
 
 
 def _names_cuda(node: ast.AST) -> bool:
     """Whether a guarded statement or expression names CUDA itself (a ``"cuda[:N]"`` string, ``.cuda(...)``)."""
     for sub in ast.walk(node):
-        if _cuda_string(sub) is not None:
+        if cuda_string(sub) is not None:
             return True
         if isinstance(sub, ast.Attribute) and sub.attr == "cuda" and not isinstance(sub.value, ast.Name):
             return True
@@ -107,7 +107,7 @@ def _presence_guarded(ctx: Context, node: ast.AST) -> bool:
     without CUDA (an NPU host) the else branch runs, and it names no device (``torch.seed()`` seeds every
     device), so neither the probe nor the CUDA calls it guards change what an NPU host does. Without such an
     else the block is skipped on NPU: the probe is reported (with the calls its fix would expose)."""
-    for parent, child in _child_of(ctx, node):
+    for parent, child in child_of(ctx, node):
         if isinstance(parent, ast.If) and child is not parent.orelse and child not in parent.orelse:
             if _is_presence_probe(ctx, parent.test) and parent.orelse and not _names_host(parent.orelse):
                 return True
@@ -128,7 +128,7 @@ def _cuda_dispatch_sites(cls: ast.ClassDef, ctx: Context) -> dict[str, bool]:
     def walk(node: ast.AST, guarded: bool) -> None:
         if isinstance(node, ast.If):
             walk(node.test, guarded)
-            inner = guarded or _mentions_cuda_dispatch(ctx, node.test)
+            inner = guarded or mentions_cuda_dispatch(ctx, node.test)
             for stmt in node.body:
                 walk(stmt, inner)
             for stmt in node.orelse:
@@ -201,7 +201,7 @@ def _outside_message(attr: str) -> str:
     if attr in _ACCELERATOR_RENAMED or attr in _ACCELERATOR_API:
         name = _ACCELERATOR_RENAMED.get(attr, attr)
         return f"`torch.cuda.{attr}` is CUDA-only; use `torch.accelerator.{name}` (torch >= 2.6)"
-    if attr in _MIRRORED:
+    if attr in MIRRORED:
         return (
             f"`torch.cuda.{attr}` is CUDA-only; use `torch.get_device_module().{attr}` (the current "
             "accelerator's module)"
@@ -468,21 +468,21 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(node))
         ctx = self.ctx
-        if _is_nccl(node) and outside_veomni(ctx):
+        if is_nccl(node) and outside_veomni(ctx):
             self.report(
                 node,
                 f'`"nccl"` ({what}) is the CUDA collective backend (NPU uses HCCL); use '
                 f"`torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})`",
             )
             return
-        if _is_nccl(node):
+        if is_nccl(node):
             helper, text = "get_dist_comm_backend", "get_dist_comm_backend()"
             message = f'`"nccl"` ({what}) is the CUDA collective backend (NPU uses HCCL); use `get_dist_comm_backend()`'
         else:
-            value = _cuda_string(node)
+            value = cuda_string(node)
             assert value is not None
             helper = "get_device_type"
-            match = _CUDA_INDEXED.fullmatch(value)
+            match = CUDA_INDEXED.fullmatch(value)
             if outside_veomni(ctx) and not match:
                 # outside VeOmni: torch's accelerator type (a string for a string), no import
                 text = ACCELERATOR_TYPE
@@ -520,12 +520,12 @@ class HardcodedCudaDevice(Rule):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or len(targets) != 1:
                 return
-            name = _target_name(targets[0])
-            if _is_device_name(name) and _cuda_string(node.value):
+            name = target_name(targets[0])
+            if is_device_name(name) and cuda_string(node.value):
                 if self._overridden_next(node, targets[0]):
                     return  # a fallback replaced right away: ``device = "cuda"; if <accelerator>: device = ...``
                 self._report_string(node.value, f"assigned to `{name}`")
-            elif name and "backend" in name.lower() and _is_nccl(node.value):
+            elif name and "backend" in name.lower() and is_nccl(node.value):
                 self._report_string(node.value, f"assigned to `{name}`")
 
     def _overridden_next(self, stmt: ast.stmt, target: ast.expr) -> bool:
@@ -547,9 +547,9 @@ class HardcodedCudaDevice(Rule):
         pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False))
         pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None]
         for arg, default in pairs:
-            if _is_device_name(arg.arg) and _cuda_string(default):
+            if is_device_name(arg.arg) and cuda_string(default):
                 self._report_default(arg, default, func, f"default of `{arg.arg}`")
-            elif "backend" in arg.arg.lower() and _is_nccl(default):
+            elif "backend" in arg.arg.lower() and is_nccl(default):
                 self._report_default(arg, default, func, f"default of `{arg.arg}`")
 
     def _report_default(self, arg: ast.arg, default: ast.expr, func: ast.AST, what: str) -> None:
@@ -563,9 +563,9 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(default))
         value = self.ctx.source.segment(default)
-        if _is_nccl(default) and outside_veomni(self.ctx):
+        if is_nccl(default) and outside_veomni(self.ctx):
             helper = f"`torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})`"
-        elif _is_nccl(default):
+        elif is_nccl(default):
             helper = "`get_dist_comm_backend()` (veomni.utils.device)"
         elif outside_veomni(self.ctx):
             helper = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
@@ -585,15 +585,15 @@ class HardcodedCudaDevice(Rule):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not func.body:
             return None
         helper: str | None
-        if _is_nccl(default):
+        if is_nccl(default):
             helper, value = "get_dist_comm_backend", "get_dist_comm_backend()"
         elif outside_veomni(ctx):
-            if not accelerator_available(ctx) or _CUDA_INDEXED.fullmatch(_cuda_string(default) or ""):
+            if not accelerator_available(ctx) or CUDA_INDEXED.fullmatch(cuda_string(default) or ""):
                 return None
             helper, value = None, ACCELERATOR_TYPE
         else:
             helper = "get_device_type"
-            match = _CUDA_INDEXED.fullmatch(_cuda_string(default) or "")
+            match = CUDA_INDEXED.fullmatch(cuda_string(default) or "")
             value = f'f"{{get_device_type()}}:{match.group(1)}"' if match else "get_device_type()"
         body = func.body
         first = body[0]
@@ -645,7 +645,7 @@ class HardcodedCudaDevice(Rule):
             or (
                 len(args) < 2
                 and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
-                and _cuda_string(args[0]) is None
+                and cuda_string(args[0]) is None
             )
         ):
             return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
@@ -653,40 +653,40 @@ class HardcodedCudaDevice(Rule):
         qual = ctx.qualname(node.func) or ""
         func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual
         for kw in node.keywords:
-            if kw.arg == "type" and qual == "torch.device" and _cuda_string(kw.value):
+            if kw.arg == "type" and qual == "torch.device" and cuda_string(kw.value):
                 self._report_string(kw.value, "`type=` argument of `torch.device(...)`")
-            elif _is_device_name(kw.arg) and _cuda_string(kw.value):
+            elif is_device_name(kw.arg) and cuda_string(kw.value):
                 self._report_string(kw.value, f"`{kw.arg}=` argument")
-            elif kw.arg == "backend" and _is_nccl(kw.value):
+            elif kw.arg == "backend" and is_nccl(kw.value):
                 self._report_string(kw.value, "`backend=` argument")
         if not node.args:
             return
         first = node.args[0]
-        if _cuda_string(first):
-            if qual in _DEVICE_FIRST_ARG or qual.endswith(("init_device_mesh", "DeviceMesh")):
-                if qual == "torch.device" and len(node.args) == 1 and _CUDA_INDEXED.fullmatch(first.value):
+        if cuda_string(first):
+            if qual in DEVICE_FIRST_ARG or qual.endswith(("init_device_mesh", "DeviceMesh")):
+                if qual == "torch.device" and len(node.args) == 1 and CUDA_INDEXED.fullmatch(first.value):
                     self._report_torch_device_index(node, first)
                 else:
                     self._report_string(first, f"argument of `{qual.split('.')[-1]}(...)`")
             elif func_attr in ("to", "pin_memory") and isinstance(node.func, ast.Attribute):
                 self._report_string(first, f"argument of `.{func_attr}(...)`")
-        elif _is_nccl(first) and qual.endswith(("init_process_group", "new_group")):
+        elif is_nccl(first) and qual.endswith(("init_process_group", "new_group")):
             self._report_string(first, f"argument of `{qual.split('.')[-1]}(...)`")
         if (
             len(node.args) >= 2
             and func_attr in ("pop", "get", "getattr")
-            and (_cuda_string(node.args[-1]) or _is_nccl(node.args[-1]))
+            and (cuda_string(node.args[-1]) or is_nccl(node.args[-1]))
         ):
             key = node.args[-2]
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                if _is_device_name(key.value) or ("backend" in key.value and _is_nccl(node.args[-1])):
+                if is_device_name(key.value) or ("backend" in key.value and is_nccl(node.args[-1])):
                     self._report_string(node.args[-1], f"default of `{key.value}`")
 
     def _report_torch_device_index(self, node: ast.Call, first: ast.Constant) -> None:
         if id(first) in self._seen or in_cuda_dispatch(self.ctx, first):
             return
         self._seen.add(id(first))
-        match = _CUDA_INDEXED.fullmatch(first.value)
+        match = CUDA_INDEXED.fullmatch(first.value)
         assert match is not None
         text = f"get_device_type(), {match.group(1)}"
         edits = helper_edits(self.ctx, "get_device_type")
@@ -724,8 +724,8 @@ class HardcodedCudaDevice(Rule):
         if outside_veomni(ctx):
             self.report(node, _outside_message(node.attr))  # no veomni to import: torch's own API, no fix
             return
-        if call is not None and node.attr in _EXACT_HELPERS:
-            helper, n_pos, kws = _EXACT_HELPERS[node.attr]
+        if call is not None and node.attr in EXACT_HELPERS:
+            helper, n_pos, kws = EXACT_HELPERS[node.attr]
             if len(call.args) <= n_pos and all(k.arg in kws for k in call.keywords):
                 edits = helper_edits(ctx, helper)
                 if edits is not None:
@@ -742,7 +742,7 @@ class HardcodedCudaDevice(Rule):
                         fix,
                     )
                     return
-        if node.attr in _MIRRORED:
+        if node.attr in MIRRORED:
             edits = helper_edits(ctx, "get_torch_device")
             fix = None
             if edits is not None:
@@ -769,11 +769,11 @@ class HardcodedCudaDevice(Rule):
     def _visit_is_available(self, call: ast.Call) -> None:
         ctx = self.ctx
         parent = ctx.parents[-2] if len(ctx.parents) >= 2 else None
-        if isinstance(parent, ast.Assign) and any("CUDA" in (_target_name(t) or "") for t in parent.targets):
+        if isinstance(parent, ast.Assign) and any("CUDA" in (target_name(t) or "") for t in parent.targets):
             return  # defines a CUDA flag (IS_CUDA_AVAILABLE = torch.cuda.is_available())
         if self._kernel_gate(call):
             return  # availability of a CUDA-only kernel (triton...)
-        if _in_fstring(ctx):
+        if in_fstring(ctx):
             return  # shown in a message (``f"{torch.cuda.is_available() = }"``), not a branch
         text = 'get_device_type() != "cpu"'
         target: ast.AST = call
@@ -866,7 +866,7 @@ class HardcodedCudaDevice(Rule):
 
     def _visit_is_cuda(self, node: ast.Attribute) -> None:
         ctx = self.ctx
-        if _in_fstring(ctx) or self._kernel_gate(node) or cuda_gate_on_npu_path(ctx, node):
+        if in_fstring(ctx) or self._kernel_gate(node) or cuda_gate_on_npu_path(ctx, node):
             return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
         if in_cuda_dispatch(ctx, node):
             return
@@ -886,13 +886,13 @@ class HardcodedCudaDevice(Rule):
         if not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
             return
         left, right = node.left, node.comparators[0]
-        side = left if _cuda_string(right) else right if _cuda_string(left) else None
+        side = left if cuda_string(right) else right if cuda_string(left) else None
         if not (isinstance(side, ast.Attribute) and side.attr == "type"):
             return
-        owner = _target_name(side.value) if not isinstance(side.value, ast.Call) else None
-        if not _is_device_name(owner):
+        owner = target_name(side.value) if not isinstance(side.value, ast.Call) else None
+        if not is_device_name(owner):
             return
-        if _in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
+        if in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
             return
         if cuda_gate_on_npu_path(ctx, node):
             return  # NPU105
@@ -912,8 +912,8 @@ class HardcodedCudaDevice(Rule):
         ctx = self.ctx
         op, right = node.ops[0], node.comparators[0]
         for literal, npu, is_value in (
-            (_cuda_string, "npu", _configured_device),
-            (lambda n: "nccl" if _is_nccl(n) else None, "hccl", _backend_value),
+            (cuda_string, "npu", _configured_device),
+            (lambda n: "nccl" if is_nccl(n) else None, "hccl", _backend_value),
         ):
             if isinstance(op, (ast.Eq, ast.NotEq)):
                 side = node.left if literal(right) else right if literal(node.left) else None
@@ -939,9 +939,9 @@ class HardcodedCudaDevice(Rule):
         if not isinstance(parent, ast.If) or parent.test is not stmt:
             return
         taken = parent.body if npu_true else parent.orelse
-        if not taken or not all(_is_requirement_stmt(s) for s in taken):
+        if not taken or not all(is_requirement_stmt(s) for s in taken):
             return
-        if _in_fstring(ctx) or in_cuda_dispatch(ctx, node) or cuda_gate_on_npu_path(ctx, node):
+        if in_fstring(ctx) or in_cuda_dispatch(ctx, node) or cuda_gate_on_npu_path(ctx, node):
             return  # (a CUDA gate on a dispatch or NPU path is NPU105's)
         what = ctx.source.segment(node)
         if npu == "hccl":
@@ -976,17 +976,17 @@ class HardcodedCudaDevice(Rule):
         """A guard of a CUDA-only kernel: ``impl == "triton" and x.is_cuda``, or ``if not x.is_cuda:`` whose
         body only raises or records an unsupported reason."""
         ctx = self.ctx
-        for parent, child in _child_of(ctx, node):
+        for parent, child in child_of(ctx, node):
             if isinstance(parent, (ast.Assign, ast.AnnAssign)):
                 targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
                 # ``use_cuda = x.is_cuda`` names a flag that selects a CUDA kernel
-                return any("cuda" in (_target_name(t) or "").lower() for t in targets)
+                return any("cuda" in (target_name(t) or "").lower() for t in targets)
             if isinstance(parent, ast.BoolOp):
                 for value in parent.values:
-                    if value is not child and _names_kernel(ctx, value):
+                    if value is not child and names_kernel(ctx, value):
                         return True
             elif isinstance(parent, ast.If) and child is parent.test:
-                return all(_is_requirement_stmt(s) for s in parent.body)
+                return all(is_requirement_stmt(s) for s in parent.body)
             elif isinstance(parent, (ast.stmt, ast.Lambda)):
                 return False
         return False
@@ -999,7 +999,7 @@ def _configured_device(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "type":
         return False
     if isinstance(node, (ast.Name, ast.Attribute)):
-        return _is_device_name(_target_name(node))
+        return is_device_name(target_name(node))
     key: ast.AST | None = None
     if (
         isinstance(node, ast.Call)
@@ -1011,7 +1011,7 @@ def _configured_device(node: ast.AST) -> bool:
     elif isinstance(node, ast.Subscript):
         key = node.slice
     value = str_value(key) if key is not None else None
-    return value is not None and _is_device_name(value)
+    return value is not None and is_device_name(value)
 
 
 def _backend_value(node: ast.AST) -> bool:
@@ -1020,5 +1020,5 @@ def _backend_value(node: ast.AST) -> bool:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         return name == "get_backend"
-    name = _target_name(node)
+    name = target_name(node)
     return bool(name) and "backend" in name.lower()  # type: ignore[union-attr]

@@ -10,24 +10,24 @@ from npu_lint.core.astutil import walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
-    _HOST_SINKS,
-    _MOVES,
-    _SCALAR_METHODS,
     FACTORIES,
-    _bound_before,
-    _is_init_method,
-    _is_submodule_call,
-    _is_tensor_annotation,
-    _module_classes,
-    _moves_device,
-    _names_with_parents,
-    _self_parameters,
-    _spec_targets,
-    _subtree,
-    _to_cpu,
-    _used_as_tensor,
-    _zero_size,
+    HOST_SINKS,
+    MOVES,
+    SCALAR_METHODS,
+    bound_before,
     device_source,
+    is_init_method,
+    is_submodule_call,
+    is_tensor_annotation,
+    module_classes,
+    moves_device,
+    names_with_parents,
+    self_parameters,
+    spec_targets,
+    subtree,
+    to_cpu,
+    used_as_tensor,
+    zero_size,
 )
 
 _TENSOR_NAME = re.compile(
@@ -119,7 +119,7 @@ def _loads_after(
     statement, so ``x = x.unsqueeze(0)`` still reads the old value."""
     end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)  # type: ignore[attr-defined]
     events: list[tuple[tuple[int, int], int, ast.Name]] = []
-    for child, _parent in _names_with_parents(ctx, func).get(name, ()):
+    for child, _parent in names_with_parents(ctx, func).get(name, ()):
         if isinstance(child.ctx, ast.Store):
             owner = _statement(child, parents)
             if isinstance(owner, (ast.For, ast.AsyncFor, ast.With)):
@@ -207,7 +207,7 @@ def _moved_after(call: ast.Call, method: ast.AST) -> bool:
     """The helper's result is moved to a device at the call site (`helper(...).to(x.device)`), or the local it
     is stored in is moved (`mask = mask.to(...)`, `mask.to(...)`) or only describes shapes."""
     names: set[str] = set()
-    for node in _subtree(method):
+    for node in subtree(method):
         if (
             isinstance(node, ast.Attribute)
             and node.value is call
@@ -218,7 +218,7 @@ def _moved_after(call: ast.Call, method: ast.AST) -> bool:
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     if not names:
         return False
-    for node in _subtree(method):
+    for node in subtree(method):
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
@@ -502,10 +502,10 @@ class DevicelessAllocation(Rule):
         super().__init__(ctx)
         if _HOST_SIDE_FILE.match(PurePath(ctx.source.path).name):
             self.node_types = ()  # preprocessing runs on the host, before data reaches the device
-        self.module_classes = _module_classes(ctx.tree, ctx)
+        self.module_classes = module_classes(ctx.tree, ctx)
         path = ctx.source.path.replace("\\", "/")
         self.model_file = "/models/" in path or PurePath(path).name.startswith("modeling_")
-        self.spec_targets = _spec_targets(ctx.tree)
+        self.spec_targets = spec_targets(ctx.tree)
         self.functions = {
             s.name for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
@@ -584,7 +584,7 @@ class DevicelessAllocation(Rule):
             return
         if any(isinstance(a, ast.Starred) for a in node.args):
             return
-        if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and _zero_size(node)):
+        if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and zero_size(node)):
             return
         if qual[6:] in ("tensor", "as_tensor") and self._copies_device_tensor(node):
             return  # ``torch.tensor(x)`` of a device tensor keeps that device: nothing is allocated on the CPU
@@ -605,12 +605,12 @@ class DevicelessAllocation(Rule):
         func = self.ctx.function
         if func is None:
             return False
-        for op in _subtree(func):
+        for op in subtree(func):
             if not isinstance(op, ast.BinOp):
                 continue
             for mine, other in ((op.left, op.right), (op.right, op.left)):
-                if any(n is node for n in _subtree(mine)):
-                    names = {n.id for n in _subtree(other) if isinstance(n, ast.Name)}
+                if any(n is node for n in subtree(mine)):
+                    names = {n.id for n in subtree(other) if isinstance(n, ast.Name)}
                     if names and named not in names and names - {"self", "torch", "math"}:
                         return True
         return False
@@ -633,12 +633,12 @@ class DevicelessAllocation(Rule):
             if arg.arg in ("self", "cls") or _scalar_annotation(arg.annotation):
                 continue
             if (
-                _is_tensor_annotation(self.ctx, arg.annotation)
-                or _used_as_tensor(func, arg.arg)
+                is_tensor_annotation(self.ctx, arg.annotation)
+                or used_as_tensor(func, arg.arg)
                 or _TENSOR_NAME.search(arg.arg)
             ):
                 names[arg.arg] = 0
-        assigns = [n for n in _subtree(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        assigns = [n for n in subtree(func) if isinstance(n, ast.Assign) and len(n.targets) == 1]
         # a name also bound to a device-less allocation holds host data on some path: not evidence of device data
         mixed = {
             a.targets[0].id
@@ -657,7 +657,7 @@ class DevicelessAllocation(Rule):
                     and target.id not in mixed
                     and (target.id not in names or 0 < (assign.end_lineno or 0) < names[target.id])
                 ):
-                    if _is_submodule_call(assign.value) or self._is_accel(assign.value, names):
+                    if is_submodule_call(assign.value) or self._is_accel(assign.value, names):
                         names[target.id] = assign.end_lineno or assign.lineno
                         sites[target.id] = assign
                         changed = True
@@ -675,7 +675,7 @@ class DevicelessAllocation(Rule):
                 and isinstance(node.func, ast.Attribute)
                 and not (isinstance(node.func.value, ast.Name))
             ):
-                if node.func.attr in _MOVES:
+                if node.func.attr in MOVES:
                     return False
                 node = node.func.value
             else:
@@ -699,14 +699,14 @@ class DevicelessAllocation(Rule):
             if isinstance(node, ast.UnaryOp):
                 node = node.operand
                 continue
-            if _is_submodule_call(node):
+            if is_submodule_call(node):
                 return True
             if isinstance(node, ast.Call):
                 func = node.func
                 if isinstance(func, ast.Attribute):
-                    if func.attr in _HOST_SINKS or func.attr in _SCALAR_METHODS or _to_cpu(node):
+                    if func.attr in HOST_SINKS or func.attr in SCALAR_METHODS or to_cpu(node):
                         return False
-                    if func.attr in _MOVES and _moves_device(self.ctx, node):
+                    if func.attr in MOVES and moves_device(self.ctx, node):
                         return self._device_target(node, names)
                     qual = self.ctx.qualname(func) or ""
                     if qual.startswith("torch.") and not isinstance(func.value, ast.Call):
@@ -787,7 +787,7 @@ class DevicelessAllocation(Rule):
             return set()
         cached = self._param_cache.get(id(cls))
         if cached is None:
-            cached = set(_self_parameters(cls))
+            cached = set(self_parameters(cls))
             self._param_cache[id(cls)] = cached
         return cached
 
@@ -863,9 +863,9 @@ class DevicelessAllocation(Rule):
                 grand = parents.get(id(parent))
                 if isinstance(grand, ast.Call) and grand.func is parent:
                     attr = parent.attr
-                    if attr in _HOST_SINKS or attr in _SCALAR_METHODS:
+                    if attr in HOST_SINKS or attr in SCALAR_METHODS:
                         return None
-                    if attr in _MOVES and _moves_device(ctx, grand):
+                    if attr in MOVES and moves_device(ctx, grand):
                         return None
                     if attr in ("append", "extend", "insert", "add"):
                         target = parent.value
@@ -984,7 +984,7 @@ class DevicelessAllocation(Rule):
         """A call into a module: ``self.proj(x)``, ``self(...)``, ``self.get_input_embeddings()(ids)``, or a
         loop variable over a module list (``for block in self.blocks: block(x)``)."""
         callee = call.func
-        if _is_submodule_call(call):
+        if is_submodule_call(call):
             attr = (callee.value if isinstance(callee, ast.Subscript) else callee).attr  # type: ignore[attr-defined]
             return attr not in self._class_methods()
         if isinstance(callee, ast.Name):
@@ -1011,7 +1011,7 @@ class DevicelessAllocation(Rule):
         if cached is not None and cached[0] is func:  # type: ignore[index]
             return cached[1]  # type: ignore[index]
         out: set[str] = set()
-        for node in _subtree(func):
+        for node in subtree(func):
             if isinstance(node, (ast.For, ast.AsyncFor)):
                 it = node.iter
                 if (
@@ -1070,9 +1070,9 @@ class DevicelessAllocation(Rule):
                 break
             if not (isinstance(call, ast.Call) and call.func is attr):
                 break
-            if attr.attr in _HOST_SINKS:
+            if attr.attr in HOST_SINKS:
                 return True
-            if attr.attr in _MOVES and _moves_device(ctx, call):
+            if attr.attr in MOVES and moves_device(ctx, call):
                 return True
             i -= 2
         for parent in ctx.parents:
@@ -1111,11 +1111,11 @@ class DevicelessAllocation(Rule):
             func = self.ctx.function
             assert func is not None
             params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
-            if (root.id in params or _bound_before(func, root.id, node.lineno)) and self._always_tensor(
+            if (root.id in params or bound_before(func, root.id, node.lineno)) and self._always_tensor(
                 func, root.id
             ):
                 return f"{root.id}.device"
-            if root.id not in params and _bound_before(func, root.id, node.lineno):
+            if root.id not in params and bound_before(func, root.id, node.lineno):
                 # the data met is a local that may not always be a tensor: another tensor's device is a guess
                 self._guessed.add(id(node))
         return device_source(self.ctx)
@@ -1136,7 +1136,7 @@ class DevicelessAllocation(Rule):
                 isinstance(t, ast.Name) and t.id == name for t in sub.targets
             ):
                 if len(sub.targets) != 1 or not (
-                    _is_submodule_call(sub.value) or self._is_accel(sub.value, names)
+                    is_submodule_call(sub.value) or self._is_accel(sub.value, names)
                 ):
                     return False
             elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr, ast.withitem)):
@@ -1244,7 +1244,7 @@ class DevicelessAllocation(Rule):
         table = self.ctx.memo.get(key)
         if table is None or table[0] is not func:  # type: ignore[index]
             values_of: dict[str, list[ast.expr]] = {}
-            for n in _subtree(func):
+            for n in subtree(func):
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         if isinstance(t, ast.Name):
@@ -1262,11 +1262,11 @@ class DevicelessAllocation(Rule):
         for values in (self._local_values(func).get(name, []),):
             for v in values:
                 if any(
-                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MOVES
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MOVES
                     for n in ast.walk(v)
                 ):
                     return None
-        for n in _subtree(func):
+        for n in subtree(func):
             if not (
                 isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute)
@@ -1324,7 +1324,7 @@ class DevicelessAllocation(Rule):
             table = self.ctx.memo.get(key)
             if table is None or table[0] is not func:  # type: ignore[index]
                 values_of: dict[str, list[ast.expr]] = {}
-                for n in _subtree(func):
+                for n in subtree(func):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
                             if isinstance(t, ast.Name):
@@ -1344,7 +1344,7 @@ class DevicelessAllocation(Rule):
                 return False
             values = [
                 n.value
-                for n in _subtree(init)
+                for n in subtree(init)
                 if isinstance(n, ast.Assign)
                 and any(
                     isinstance(t, ast.Attribute)
@@ -1370,7 +1370,7 @@ class DevicelessAllocation(Rule):
                     continue
                 if (stmt.name, method.name) not in forward:
                     continue
-                for node in _subtree(method):
+                for node in subtree(method):
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                         callers.setdefault(node.func.id, []).append((node, method))
         for unit, node, factory in self.helper_returns:
@@ -1412,7 +1412,7 @@ class DevicelessAllocation(Rule):
                     for name in names:
                         called_from.setdefault(name, set()).add(m)
             # methods reached only from construction/init methods are init-time too
-            init_side = {m for m in methods if _is_init_method(m)}
+            init_side = {m for m in methods if is_init_method(m)}
             changed = True
             while changed:
                 changed = False
@@ -1424,13 +1424,13 @@ class DevicelessAllocation(Rule):
             init_only |= {(cls, m) for m in init_side}
             roots |= {(cls, m) for m in methods - init_side}
         for func, target in self.spec_targets.items():
-            if not _is_init_method(target):
+            if not is_init_method(target):
                 roots.add(("", func))
         # module-level functions nothing in the file calls are entry points for other modules (model helpers)
         called = {name for names in self.calls.values() for name in names}
         called |= set(self.spec_targets)
         if self.model_file:
-            roots |= {("", f) for f in self.functions if f not in called and not _is_init_method(f)}
+            roots |= {("", f) for f in self.functions if f not in called and not is_init_method(f)}
         forward = set(roots)
         todo = list(roots)
         while todo:

@@ -7,12 +7,12 @@ import ast
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
-    _LEGACY_STRING,
+    LEGACY_STRING,
     LEGACY_TENSOR_TYPES,
-    _root_name,
     device_source,
     helper_edits,
     in_annotation,
+    root_name,
 )
 
 
@@ -131,7 +131,7 @@ class CudaTensorType(Rule):
 
     def _legacy_name(self, arg: ast.AST) -> str | None:
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            match = _LEGACY_STRING.fullmatch(arg.value)
+            match = LEGACY_STRING.fullmatch(arg.value)
             if match and match.group(1) in LEGACY_TENSOR_TYPES:
                 return match.group(1)
             return None
@@ -163,7 +163,7 @@ class CudaTensorType(Rule):
         ctx = self.ctx
         dtype = LEGACY_TENSOR_TYPES[type_name]
         message = f"`.type(torch.cuda.{type_name})` binds CUDA; use `.to(device=..., dtype={dtype})`"
-        found = self._source(_root_name(func.value))
+        found = self._source(root_name(func.value))
         torch_edits = self._torch_edits()
         fix = None
         if found is not None and torch_edits is not None:

@@ -7,10 +7,10 @@ import ast
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
-    _cuda_string,
-    _in_fstring,
     bool_operand_removal,
     cuda_gate_on_npu_path,
+    cuda_string,
+    in_fstring,
 )
 
 
@@ -30,19 +30,19 @@ def _device_like(node: ast.AST) -> bool:
 
 
 def _cuda_member(node: ast.AST) -> bool:
-    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_cuda_string(e) for e in node.elts)
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(cuda_string(e) for e in node.elts)
 
 
 def _cuda_compare(node: ast.Compare) -> bool:
     """`<device> == "cuda"`, `<device> in ("cuda", ...)`, `"cuda" in str(<device>)` (negations included)."""
     left, right, op = node.left, node.comparators[0], node.ops[0]
     if isinstance(op, (ast.Eq, ast.NotEq)):
-        side = left if _cuda_string(right) else right if _cuda_string(left) else None
+        side = left if cuda_string(right) else right if cuda_string(left) else None
         return side is not None and _device_like(side)
     if isinstance(op, (ast.In, ast.NotIn)):
         if _cuda_member(right):
             return _device_like(left)
-        return _cuda_string(left) is not None and _device_like(right)
+        return cuda_string(left) is not None and _device_like(right)
     return False
 
 
@@ -193,7 +193,7 @@ class CudaGate(Rule):
             assert isinstance(node, ast.Compare)
             if len(node.comparators) != 1 or not _cuda_compare(node):
                 return
-        if _in_fstring(ctx):
+        if in_fstring(ctx):
             return
         what = cuda_gate_on_npu_path(ctx, node)
         if what is None:

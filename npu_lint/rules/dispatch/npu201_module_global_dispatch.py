@@ -11,10 +11,10 @@ from npu_lint.rules._handles import (
     REGISTRY_OBJECTS,
     ROW_RESOLVERS,
     Block,
-    _dispatch_doc,
     block_of,
     call_arg,
     constructor_kind,
+    dispatch_doc,
     handle_name,
     in_function,
     migration_fix,
@@ -339,7 +339,7 @@ class ModuleGlobalDispatch(Rule):
         api = self.ctx.project.api
         needs = migration_needs(api)
         message = (
-            f"module-global dispatch{inside}: {what} is created at import time; {_dispatch_doc(kind)}. "
+            f"module-global dispatch{inside}: {what} is created at import time; {dispatch_doc(kind)}. "
             f"Build a {handle_name(api)} handle in the owning class's `__init__` and store it on `self`"
             + (f" ({needs})" if needs else "")
         )

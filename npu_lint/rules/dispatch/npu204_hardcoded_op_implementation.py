@@ -6,14 +6,14 @@ import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules._handles import (
-    _ATTENTION_FIELDS,
+    ATTENTION_FIELDS,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
-    _field_of,
-    _local_value,
     call_arg,
     call_name,
+    field_of,
     impl_argument,
+    local_value,
     op_fields,
     str_value,
 )
@@ -141,7 +141,7 @@ class HardcodedOpImplementation(Rule):
                 self._check(call, op, branch, branch, depth)
             return
         if isinstance(impl, ast.Name) and depth == 0:
-            value = _local_value(ctx, impl)
+            value = local_value(ctx, impl)
             if value is not None:
                 self._check(call, op, value, value, depth + 1)
             return
@@ -174,19 +174,19 @@ class HardcodedOpImplementation(Rule):
                 fix,
             )
             return
-        found = _field_of(impl)
+        found = field_of(impl)
         if found is None:
             return
         name, holder = found
         if op == "attention":
-            if name in _ATTENTION_FIELDS:
+            if name in ATTENTION_FIELDS:
                 return
         elif name in fields:
             return
-        if name not in CONFIG_FIELD_TO_OP and name not in _ATTENTION_FIELDS:
+        if name not in CONFIG_FIELD_TO_OP and name not in ATTENTION_FIELDS:
             if not name.endswith("_implementation"):
                 return
-        owner = "attention" if name in _ATTENTION_FIELDS else CONFIG_FIELD_TO_OP.get(name, "no op")
+        owner = "attention" if name in ATTENTION_FIELDS else CONFIG_FIELD_TO_OP.get(name, "no op")
         expected = ", ".join(f"`{f}`" for f in fields) or "(none in the catalog)"
         fix = None
         attribute_ok = isinstance(holder, ast.Constant) or (

@@ -9,12 +9,12 @@ from npu_lint.rules._handles import (
     IMPL_RESOLVERS,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
-    _describe,
-    _npu_capable,
     call_arg,
     call_name,
+    describe,
     handle_name,
     impl_argument,
+    npu_capable,
     npu_targeted,
     op_variant,
     str_value,
@@ -154,17 +154,17 @@ class UnknownOpRow(Rule):
         if impl is not None and not any(r.impl == impl for r in rows):
             self.report(
                 node,
-                f"no registered row `{op}/{variant}/{impl}` (per {origin}); implementations: {_describe(rows)}",
+                f"no registered row `{op}/{variant}/{impl}` (per {origin}); implementations: {describe(rows)}",
             )
             return
         if not npu_targeted(self.ctx) or impl == "eager":
             return
-        if _npu_capable(rows):
+        if npu_capable(rows):
             if impl is not None and impl not in {r.impl for r in rows if r.requirement in (NPU, ANY)}:
                 self.report(
                     node,
                     f"NPU-targeted code selects `{op}/{variant}/{impl}`, which has no NPU row; implementations: "
-                    f"{_describe(rows)}",
+                    f"{describe(rows)}",
                 )
             return
         if isinstance(impl_node, ast.Call) and call_name(impl_node) in IMPL_RESOLVERS:
@@ -174,7 +174,7 @@ class UnknownOpRow(Rule):
             return
         self.report(
             node,
-            f"NPU-targeted code: op `{op}/{variant}` has no NPU row ({_describe(rows)}), so {f'`{impl}`' if impl else 'a non-eager selection'} raises at "
+            f"NPU-targeted code: op `{op}/{variant}` has no NPU row ({describe(rows)}), so {f'`{impl}`' if impl else 'a non-eager selection'} raises at "
             'construction on an NPU host; pass "eager" or select it through the ops config',
         )
 

@@ -7,11 +7,11 @@ import ast
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules._handles import (
     REGISTER_FUNCTIONS,
-    _npu_named,
-    _uses_torch_npu,
     call_arg,
     call_name,
+    npu_named,
     str_value,
+    uses_torch_npu,
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.veomni.catalog import ANY, NPU
@@ -139,7 +139,7 @@ class NpuRowWithoutRequirement(Rule):
             ref = call_arg(call, index, key)
             if isinstance(ref, ast.Name):
                 func = self.functions.get(ref.id)
-                if func is not None and _uses_torch_npu(func):
+                if func is not None and uses_torch_npu(func):
                     return True
                 module = self.ctx.imports.get(ref.id, "")
                 if any(
@@ -147,7 +147,7 @@ class NpuRowWithoutRequirement(Rule):
                     for part in module.split(".")[:-1]
                 ):
                     return True
-            elif ref is not None and _uses_torch_npu(ref):
+            elif ref is not None and uses_torch_npu(ref):
                 return True
         return False
 
@@ -157,7 +157,7 @@ class NpuRowWithoutRequirement(Rule):
         variant = str_value(call_arg(call, 1, "variant"))
         if impl is None or op is None or variant is None:
             return  # not the VeomniOp register_op (e.g. register_op(OpSpec(...)))
-        if not (_npu_named(impl) or self._implementation_uses_npu(call)):
+        if not (npu_named(impl) or self._implementation_uses_npu(call)):
             return
         requirement = next((k for k in call.keywords if k.arg == "requirement"), None)
         if requirement is not None:
@@ -215,7 +215,7 @@ class NpuRowWithoutRequirement(Rule):
 
     def _kernel_spec(self, call: ast.Call) -> None:
         name = str_value(call_arg(call, 0, "name"))
-        if name is None or not _npu_named(name):
+        if name is None or not npu_named(name):
             return
         hardware = call_arg(call, 4, "hardware")
         from npu_lint.veomni.project import _hardware_kind

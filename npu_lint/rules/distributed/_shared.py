@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import call_arg
 
-_COLLECTIVES = {
+COLLECTIVES = {
     # name -> (index of the result tensor, positional index of op, positional index of group)
     "all_reduce": (0, 1, 2),
     "reduce_scatter_tensor": (0, 2, 3),
@@ -14,7 +14,7 @@ _COLLECTIVES = {
 }
 
 
-def _pure(node: ast.AST | None) -> bool:
+def pure(node: ast.AST | None) -> bool:
     """A Name/Attribute/Subscript chain of names and constants: evaluating it twice is harmless."""
     if node is None:
         return True
@@ -23,18 +23,18 @@ def _pure(node: ast.AST | None) -> bool:
     if isinstance(node, ast.Name):
         return True
     if isinstance(node, ast.Attribute):
-        return _pure(node.value)
+        return pure(node.value)
     if isinstance(node, ast.Subscript):
-        return _pure(node.value) and _pure(node.slice)
+        return pure(node.value) and pure(node.slice)
     return False
 
 
-def _arg(call: ast.Call, name: str, index: int) -> ast.expr | None:
+def arg(call: ast.Call, name: str, index: int) -> ast.expr | None:
     return call_arg(call, index, name)  # core.astutil's one call_arg
 
 
 # parallel-state group attribute -> (size field, rank field)
-_GROUP_FIELDS = {
+GROUP_FIELDS = {
     "sp_group": ("sp_size", "sp_rank"),
     "ulysses_group": ("ulysses_size", "ulysses_rank"),
     "cp_group": ("cp_size", "cp_rank"),
@@ -44,4 +44,4 @@ _GROUP_FIELDS = {
     "dp_shard_group": ("dp_shard_size", "dp_shard_rank"),
     "dp_replicate_group": ("dp_replicate_size", "dp_replicate_rank"),
 }
-_GROUP_GETTERS = {"get_ulysses_sequence_parallel_group": "ulysses_group"}
+GROUP_GETTERS = {"get_ulysses_sequence_parallel_group": "ulysses_group"}

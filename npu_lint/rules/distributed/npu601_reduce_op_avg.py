@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Context, Example, Rule, make_fix
-from npu_lint.rules.distributed._shared import _COLLECTIVES, _arg, _pure
+from npu_lint.rules.distributed._shared import COLLECTIVES, arg, pure
 
 
 class ReduceOpAvg(Rule):
@@ -106,22 +106,22 @@ class ReduceOpAvg(Rule):
         if not isinstance(call, ast.Call):
             return None
         name = (ctx.qualname(call.func) or "").split(".")[-1]
-        if name not in _COLLECTIVES:
+        if name not in COLLECTIVES:
             return None
-        result_i, op_i, group_i = _COLLECTIVES[name]
-        if _arg(call, "op", op_i) is not node:
+        result_i, op_i, group_i = COLLECTIVES[name]
+        if arg(call, "op", op_i) is not node:
             return None
-        async_op = _arg(call, "async_op", group_i + 1)
+        async_op = arg(call, "async_op", group_i + 1)
         stmt = parents[-2] if isinstance(parents[-1], ast.Call) else parents[-3]
         result = call.args[result_i] if len(call.args) > result_i else None
-        group = _arg(call, "group", group_i)
+        group = arg(call, "group", group_i)
         if (
             not (async_op is None or (isinstance(async_op, ast.Constant) and async_op.value is False))
             or not isinstance(stmt, ast.Expr)
             or stmt.value is not call
             or result is None
-            or not _pure(result)
-            or not _pure(group)
+            or not pure(result)
+            or not pure(group)
             or not self._own_line(stmt)
         ):
             reason = "not a synchronous collective statement of its own: divide after the reduction completes"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.distributed._shared import _GROUP_FIELDS, _GROUP_GETTERS
+from npu_lint.rules.distributed._shared import GROUP_FIELDS, GROUP_GETTERS
 from npu_lint.veomni.layout import in_model_layout
 
 
@@ -98,7 +98,7 @@ class RawDistributedApi(Rule):
             attr = self._group_attr(group)
             if attr is None:
                 return
-            size, rank = _GROUP_FIELDS[attr]
+            size, rank = GROUP_FIELDS[attr]
             field = rank if which == "get_rank" else size
         call = ctx.source.segment(node)
         self.report(
@@ -110,7 +110,7 @@ class RawDistributedApi(Rule):
     def _group_attr(self, group: ast.AST, depth: int = 0) -> str | None:
         """The parallel-state group attribute ``group`` evaluates to, if it provably comes from there."""
         ctx = self.ctx
-        if isinstance(group, ast.Attribute) and group.attr in _GROUP_FIELDS:
+        if isinstance(group, ast.Attribute) and group.attr in GROUP_FIELDS:
             owner = group.value
             if isinstance(owner, ast.Call) and (ctx.dotted(owner.func) or "").endswith("get_parallel_state"):
                 return group.attr
@@ -119,7 +119,7 @@ class RawDistributedApi(Rule):
             return None
         if isinstance(group, ast.Call) and not group.args:
             name = (ctx.dotted(group.func) or "").split(".")[-1]
-            return _GROUP_GETTERS.get(name)
+            return GROUP_GETTERS.get(name)
         if isinstance(group, ast.Name) and depth == 0:
             values = self._assignments(group.id)
             found = set()

@@ -93,7 +93,7 @@ def mentions_vendor(text: str) -> bool:
     return found
 
 
-def _from_module(path: str, node: ast.ImportFrom) -> str:
+def from_module(path: str, node: ast.ImportFrom) -> str:
     module = node.module or ""
     if node.level:
         return resolve_relative(path, "." * node.level + module)
@@ -207,7 +207,7 @@ def dispatch_phrase(api: ApiProfile) -> str:
     return f"call it through a `{api.handle}` (which this tree does not define)"
 
 
-def _describe(
+def describe(
     entries: list[tuple[str, vendor_map.VendorKernel]],
     lead: str = "reach it through",
     project: Project | None = None,
@@ -256,7 +256,7 @@ def _describe(
     return f"no registry op covers it yet{why}: {register_advice(api)}"
 
 
-def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
+def statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
     """An edit deleting ``stmt`` when it occupies whole lines of its own, else None."""
     src = ctx.source
     first = src.line_text(stmt.lineno)
@@ -272,17 +272,17 @@ def _statement_lines_edit(ctx: Context, stmt: ast.stmt) -> Edit | None:
     return Edit(start, end, "")
 
 
-_kw = keyword_arg  # core.astutil's helpers (thin aliases for the family's callers)
+kw = keyword_arg  # core.astutil's helpers (thin aliases for the family's callers)
 
 
-def _str_arg(node: ast.Call, index: int, name: str) -> str | None:
+def str_arg(node: ast.Call, index: int, name: str) -> str | None:
     return str_value(call_arg(node, index, name))
 
 
 # -- NPU302 ---------------------------------------------------------------------------------------------------
 
 # names of kernel-module functions that are not kernels (compatibility predicates, metadata builders)
-_HELPER_PREFIXES = vendor_map.HELPER_PREFIXES
+HELPER_PREFIXES = vendor_map.HELPER_PREFIXES
 
 RMS_NORM_FIX_REASON = (
     "the implementation now comes from the ops config (`rms_norm_implementation`): without an ops config the "
@@ -291,7 +291,7 @@ RMS_NORM_FIX_REASON = (
 )
 
 
-def _assigns_self_attr(func: ast.FunctionDef, attr: str) -> bool:
+def assigns_self_attr(func: ast.FunctionDef, attr: str) -> bool:
     for node in ast.walk(func):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -302,7 +302,7 @@ def _assigns_self_attr(func: ast.FunctionDef, attr: str) -> bool:
     return False
 
 
-def _merge_insertions(edits: list[Edit]) -> list[Edit]:
+def merge_insertions(edits: list[Edit]) -> list[Edit]:
     """Combine insertions at one offset into one edit, in the given order (the engine would order them
     arbitrarily otherwise)."""
     merged: dict[tuple[int, int], str] = {}

@@ -10,16 +10,16 @@ from npu_lint.core.astutil import literal_import
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
-    _describe,
-    _from_module,
     _guard,
-    _kw,
-    _statement_lines_edit,
-    _str_arg,
+    describe,
+    from_module,
     in_model_scope,
     is_backend_module,
+    kw,
     mentions_vendor,
     register_advice,
+    statement_lines_edit,
+    str_arg,
 )
 from npu_lint.veomni import vendor_map
 
@@ -189,7 +189,7 @@ class VendorKernelImport(Rule):
             self._pending(node, node, tuple(bound), self._message(text, entries, node))
 
     def _import_from(self, node: ast.ImportFrom) -> None:
-        module = _from_module(self.ctx.source.path, node)
+        module = from_module(self.ctx.source.path, node)
         if not vendor_map.is_vendor(module) and not any(
             vendor_map.is_vendor(f"{module}.{a.name}") for a in node.names
         ):
@@ -224,9 +224,7 @@ class VendorKernelImport(Rule):
                 f"{shown} imports {what} into a registry backend that lives in the model package{where}; move the "
                 f"implementation beside the tree's other kernels: {register_advice(self.ctx.project.api)}"
             )
-        return (
-            f"{shown} imports {what} into model code{where}; {_describe(entries, project=self.ctx.project)}"
-        )
+        return f"{shown} imports {what} into model code{where}; {describe(entries, project=self.ctx.project)}"
 
     # -- dynamic imports: importlib.import_module("x") / import_module("x") / __import__("x") -------------------
     def _dynamic_import(self, node: ast.Call) -> None:
@@ -266,10 +264,10 @@ class VendorKernelImport(Rule):
             self._post_import_block(node)
 
     def _add_import(self, node: ast.Call) -> None:
-        module = _str_arg(node, 0, "module")
+        module = str_arg(node, 0, "module")
         if module is None or not vendor_map.is_vendor(module):
             return
-        names_node = _kw(node, "names")
+        names_node = kw(node, "names")
         names = (
             [e.value for e in names_node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
             if isinstance(names_node, (ast.List, ast.Tuple))
@@ -282,27 +280,27 @@ class VendorKernelImport(Rule):
         entries_ok = [(n, k) for n, k in entries if k is not None]
         text = " ".join(self.ctx.source.segment(node).replace("( ", "(").split())
         text = text if len(text) <= 90 else text[:87] + "..."
-        msg = f"`{text}` adds a vendor import to the generated file; {_describe(entries_ok, project=self.ctx.project)}"
+        msg = f"`{text}` adds a vendor import to the generated file; {describe(entries_ok, project=self.ctx.project)}"
         # no removal fix: the generated file (and inherited GPU patches) use the names, not the spec itself
         self.report(node, msg)
 
     def _external(self, node: ast.Call) -> None:
-        module = _str_arg(node, 99, "replacement_module")
+        module = str_arg(node, 99, "replacement_module")
         if module is None or not vendor_map.is_vendor(module):
             return
-        name = _str_arg(node, 99, "replacement_name") or ""
-        target = _str_arg(node, 99, "target") or "a class"
+        name = str_arg(node, 99, "replacement_name") or ""
+        target = str_arg(node, 99, "target") or "a class"
         dotted = f"{module}.{name}" if name else module
         kernel = vendor_map.lookup(dotted)
         assert kernel is not None
         self.report(
             node,
             f"`{target}` is replaced by the vendor class `{dotted}` (imported into the generated file); "
-            f"keep the upstream class and {_describe([(name or module, kernel)], 'call', self.ctx.project)}",
+            f"keep the upstream class and {describe([(name or module, kernel)], 'call', self.ctx.project)}",
         )
 
     def _post_import_block(self, node: ast.Call) -> None:
-        arg = node.args[0] if node.args else _kw(node, "code")
+        arg = node.args[0] if node.args else kw(node, "code")
         if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
             return
         try:
@@ -322,7 +320,7 @@ class VendorKernelImport(Rule):
                 self.report(
                     arg,
                     f"the post-import block imports vendor code into the generated file (`{line.strip()[:80]}`); "
-                    f"{_describe(entries_ok, project=self.ctx.project)}",
+                    f"{describe(entries_ok, project=self.ctx.project)}",
                 )
                 return
 
@@ -357,7 +355,7 @@ class VendorKernelImport(Rule):
                     "`veomni.utils.device` already does"
                 )
             if stmt is not None and unused and removable:
-                edit = _statement_lines_edit(self.ctx, stmt)
+                edit = statement_lines_edit(self.ctx, stmt)
                 if edit is not None:
                     fix = make_fix(
                         "Remove the unused vendor import",

@@ -8,15 +8,15 @@ from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules._handles import migration_available, migration_needs
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
-    _HELPER_PREFIXES,
+    HELPER_PREFIXES,
     RMS_NORM_FIX_REASON,
-    _assigns_self_attr,
-    _describe,
-    _kw,
-    _merge_insertions,
+    assigns_self_attr,
+    describe,
     in_model_scope,
     is_backend_module,
+    kw,
     mentions_vendor,
+    merge_insertions,
     op_advice,
     resolve_relative,
 )
@@ -172,13 +172,13 @@ class VendorKernelCall(Rule):
             if not attr.startswith("npu_"):
                 return  # torch_npu.npu.* device APIs, torch_npu.contrib...: not kernels
         last = full.rsplit(".", 1)[-1]
-        if family == vendor_map.VEOMNI_KERNEL and last.startswith(_HELPER_PREFIXES):
+        if family == vendor_map.VEOMNI_KERNEL and last.startswith(HELPER_PREFIXES):
             return  # a predicate / metadata helper of a kernel module, not a kernel (NPU301 reports the import)
         kernel = vendor_map.lookup(full)
         assert kernel is not None
         op, variant = kernel.op, kernel.variant
         if full == "torch_npu.npu_rotary_mul":
-            mode = _kw(node, "rotary_mode")
+            mode = kw(node, "rotary_mode")
             if isinstance(mode, ast.Constant) and mode.value == "interleave":
                 op, variant = "rope", "wan"
         if op is not None:
@@ -194,7 +194,7 @@ class VendorKernelCall(Rule):
         if op:
             advice, title = op_advice(self.ctx.project, op, variant, "call")
         else:
-            advice, title = _describe([(shown, kernel)], project=self.ctx.project), ""
+            advice, title = describe([(shown, kernel)], project=self.ctx.project), ""
         message = f"`{shown}(...)` {what}{resolved} directly; {advice}"
         fix = None
         if full == "torch_npu.npu_rms_norm":
@@ -299,14 +299,14 @@ class VendorKernelCall(Rule):
             )
         handle = "veomni_rms_norm"
         edits = [ctx.replace(parent, f"self.{handle}({x_text}, {w_text}, eps={eps_text})")]
-        if not _assigns_self_attr(init, handle):
+        if not assigns_self_attr(init, handle):
             edits.append(self._init_edit(init, handle))
         import_edits = []
         if api.handle not in ctx.imports:
             import_edits += ctx.import_edits(api.handle_module, api.handle)
         if api.resolver not in ctx.imports:
             import_edits += ctx.import_edits(api.resolver_module, api.resolver)  # type: ignore[arg-type]
-        edits += _merge_insertions(import_edits)
+        edits += merge_insertions(import_edits)
         return make_fix(
             f"Replace with `self.{handle}(...)` built in `{cls.name}.__init__`",
             edits,

@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.rules._handles import migration_fix
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.vendor._shared import _str_arg, op_advice, register_advice
+from npu_lint.rules.vendor._shared import op_advice, register_advice, str_arg
 from npu_lint.veomni import vendor_map
 
 
@@ -93,11 +93,11 @@ class VendorClassPatch(Rule):
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if name != "create_patch_from_external":
             return
-        module = _str_arg(node, 1, "replacement_module")
+        module = str_arg(node, 1, "replacement_module")
         if module is None or not vendor_map.is_vendor(module):
             return
-        cls = _str_arg(node, 2, "replacement_name") or ""
-        target = _str_arg(node, 0, "target") or "a class"
+        cls = str_arg(node, 2, "replacement_name") or ""
+        target = str_arg(node, 0, "target") or "a class"
         kernel = vendor_map.lookup(f"{module}.{cls}" if cls else module)
         dotted = f"{module}.{cls}" if cls else module
         if kernel is not None and kernel.op:
