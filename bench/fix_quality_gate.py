@@ -22,6 +22,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CORPORA = HERE.parent.parent / "shared" / "corpora"
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from corpus import copy_writable  # noqa: E402  (the corpora are read-only; a working tree is not)
+
 RUFF = str(Path(sys.executable).parent / "ruff")
 
 
@@ -104,7 +108,7 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     clean = base / "clean"
     if not clean.exists():
-        shutil.copytree(CORPORA / args.tree, clean, symlinks=True)
+        shutil.copytree(CORPORA / args.tree, clean, symlinks=True, copy_function=copy_writable)
     failed = False
     for unsafe in (False, True):
         work = base / ("unsafe" if unsafe else "safe")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -91,6 +92,14 @@ def shared_tree(name: str) -> Path:
 
 
 def shared_tree_copy(name: str, dest: Path) -> Path:
-    """A writable copy of a shared corpus tree at ``dest`` (created). Returns ``dest``."""
-    shutil.copytree(shared_tree(name), dest, symlinks=True, dirs_exist_ok=True)
+    """A writable copy of a shared corpus tree at ``dest`` (created), as a user's working tree is (the corpora
+    are read-only, and ``--fix`` refuses a read-only file). Returns ``dest``."""
+    shutil.copytree(shared_tree(name), dest, symlinks=True, dirs_exist_ok=True, copy_function=copy_writable)
     return dest
+
+
+def copy_writable(src: str, dst: str) -> str:
+    """``shutil.copy2`` with the owner's write bit set on the copy."""
+    out = shutil.copy2(src, dst)
+    os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -216,11 +217,24 @@ def _dependency_order(found: list[tuple[str, Path, str]]) -> list[tuple[str, Pat
 
 
 def make_stage(real_root: Path) -> Path:
-    """A private copy of the tree (without VCS data, caches and checkpoints) for the steps to work on."""
+    """A private copy of the tree (without VCS data, caches and checkpoints) for the steps to work on. Its files
+    are the run's own, hence writable (a read-only file of the real tree is refused when the result is applied)."""
     base = Path(tempfile.mkdtemp(prefix="npu-lint-migrate-"))
     stage = base / real_root.name
-    shutil.copytree(real_root, stage, symlinks=True, ignore=shutil.ignore_patterns(*_IGNORED))
+    shutil.copytree(
+        real_root,
+        stage,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(*_IGNORED),
+        copy_function=_copy_writable,
+    )
     return stage
+
+
+def _copy_writable(src: str, dst: str) -> str:
+    out = shutil.copy2(src, dst)
+    os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
+    return out
 
 
 def drop_stage(stage_root: Path) -> None:
