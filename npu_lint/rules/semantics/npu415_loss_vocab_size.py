@@ -8,7 +8,7 @@ from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, class_methods, loss_calls
-from npu_lint.veomni.upstream import composite_config_fields, file_source_module
+from npu_lint.veomni.upstream import composite_config_fields, composite_text_only_fields, file_source_module
 
 # classes that hold a sub-config (or, for the pretrained base, serve every sub-model) whatever they inherit
 _SUB_MODEL_PARTS = (
@@ -26,6 +26,45 @@ _SUB_MODEL_PARTS = (
 
 def _vocab_arg(call: ast.Call) -> ast.expr | None:
     return call_arg(call, 2, "vocab_size")
+
+
+def _chain_root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _consults_text_config(func: ast.AST) -> bool:
+    for node in ast.walk(func):
+        if isinstance(node, ast.Attribute) and node.attr in ("text_config", "get_text_config"):
+            return True
+        if isinstance(node, ast.Constant) and node.value in ("text_config", "get_text_config"):
+            return True
+    return False
+
+
+def _defaulted_model_config_reads(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.Call, str]]:
+    """`getattr(<model>.config, "<field>", <default>)` where `<model>` is reached from a parameter or a local of
+    the function, not `self`/`cls` (a model handed to, or built by, code that serves every model type)."""
+    out = []
+    for node in ast.walk(func):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) == 3
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            continue
+        obj = node.args[0]
+        if (
+            isinstance(obj, ast.Attribute)
+            and obj.attr == "config"
+            and _chain_root(obj) not in (None, "self", "cls")
+        ):
+            out.append((node, node.args[1].value))
+    return out
 
 
 def _text_config_locals(func: ast.AST) -> set[str]:
@@ -62,7 +101,7 @@ class LossVocabSize(LossRule):
         "`config.text_config.vocab_size`, and the top-level config has no `vocab_size` (an AttributeError) or a "
         "stale one. The loss reshapes logits to `[-1, vocab_size]`: a wrong size mixes tokens across rows or "
         "fails. The expression is compared with the one the upstream forward passes to its loss."
-        " Beyond the loss, every `self.config.<field>` read in a method of a class whose config (its `config:` annotation upstream) is a composite config with a `text_config` is checked: a field the composite config does not define but its text sub-config does is reported (the config classes are read from the installed transformers source)."
+        " Beyond the loss, every `self.config.<field>` read in a method of a class whose config (its `config:` annotation upstream) is a composite config with a `text_config` is checked: a field the composite config does not define but its text sub-config does is reported (the config classes are read from the installed transformers source). Code that handles any model (`getattr(<model>.config, '<field>', <default>)`, the model a parameter or a local, not `self`) and reads a field that some composite config lacks while its text sub-config defines it, without consulting the text sub-config anywhere in the function, is reported too: on such a config the default silently wins."
     )
     bad = (
         Example(
@@ -128,6 +167,15 @@ class LossVocabSize(LossRule):
             path="veomni/models/transformers/qwen3_vl_moe/qwen3_vl_moe_gpu_patch_gen_config.py",
             title="a text-model field read from the composite config (any method, not only the loss)",
         ),
+        Example(
+            """
+            def share_output_head(net):
+                if getattr(net.backbone.config, "tie_word_embeddings", True):
+                    net.get_output_embeddings().weight = net.get_input_embeddings().weight
+            """,
+            path="veomni/models/weight_sharing.py",
+            title="a helper serving every model reads a text-model field from the outer config, with a default",
+        ),
     )
     good = (
         Example(
@@ -169,6 +217,17 @@ class LossVocabSize(LossRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="the text sub-config read through a local",
         ),
+        Example(
+            """
+            def share_output_head(net):
+                cfg = net.backbone.config
+                inner = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+                if getattr(cfg, "tie_word_embeddings", True) and getattr(inner, "tie_word_embeddings", True):
+                    net.get_output_embeddings().weight = net.get_input_embeddings().weight
+            """,
+            path="veomni/models/weight_sharing.py",
+            title="the helper consults the text sub-config as well",
+        ),
     )
     fix_safety = "Safe: the argument becomes the expression the upstream forward passes (`self.config.text_config.vocab_size`)."
 
@@ -176,6 +235,35 @@ class LossVocabSize(LossRule):
         self._reported: set[tuple[int, int]] = set()
         super().finish()
         self._composite_fields()
+        self._generic_model_config_reads()
+
+    def _generic_model_config_reads(self) -> None:
+        """Code that handles any model reads a text-model field from `<model>.config` with a default and
+        never consults the text sub-config: on a composite config without the field the default wins."""
+        ctx = self.ctx
+        if "getattr" not in ctx.source.text or ".config" not in ctx.source.text:
+            return
+        fields: frozenset[str] | None = None
+        for func in ast.walk(ctx.tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            reads = _defaulted_model_config_reads(func)
+            if not reads or _consults_text_config(func):
+                continue
+            if fields is None:
+                fields = composite_text_only_fields()
+            for call, field in reads:
+                key = (call.lineno, call.col_offset)
+                if field not in fields or key in self._reported:
+                    continue
+                self._reported.add(key)
+                cfg = ast.unparse(call.args[0])
+                self.report(
+                    call,
+                    f"`{cfg}` may be a composite multimodal config that lacks `{field}` (its text sub-config "
+                    f"defines it): the default `{ast.unparse(call.args[2])}` then wins whatever the language "
+                    f"model's config says; read `{field}` from `{cfg}.get_text_config(decoder=True)` too",
+                )
 
     def _composite_fields(self) -> None:
         """`self.config.<field>` in a class whose config is a composite multimodal config that does not define
