@@ -83,3 +83,44 @@ def test_defaulted_text_field_read_from_the_outer_config_of_a_built_model(tmp_pa
     # a field every config carries (the base config defines it): quiet
     base = LOADER.replace("{extra}", "pass").replace("{field}", "model_type")
     assert _codes(rel, base, ["NPU415"], tmp_path) == []
+
+
+def test_defaulted_text_field_read_through_a_helper_given_the_outer_config(tmp_path: Path) -> None:
+    rel = "veomni/models/head_utils.py"
+    text = """
+    def _wants_shared_head(cfg):
+        return bool(getattr(cfg, "tie_word_embeddings", True))
+
+
+    def finalize(net):
+        if _wants_shared_head(net.config):
+            net.tie_weights()
+    """
+    assert _codes(rel, text, ["NPU415"], tmp_path) == [(2, "NPU415")]
+    # the same helper given the text sub-config by its caller: quiet
+    given_text = text.replace(
+        "_wants_shared_head(net.config)", "_wants_shared_head(net.config.get_text_config())"
+    )
+    assert _codes(rel, given_text, ["NPU415"], tmp_path) == []
+
+
+def test_composite_self_config_followed_into_a_module_helper(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py"
+    spec = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+    def _flat_logits(logits, cfg):
+        return logits.reshape(-1, cfg.vocab_size)
+
+
+    @config.override_method("Qwen3VLForConditionalGeneration.forward")
+    def qwen3_vl_forward_patched(self, input_ids=None, labels=None, **kwargs):
+        hidden_states = self.model(input_ids=input_ids, **kwargs)[0]
+        logits = self.lm_head(hidden_states)
+        return _flat_logits(logits, {given})
+    """
+    assert _codes(rel, spec.replace("{given}", "self.config"), ["NPU415"], tmp_path) == [(7, "NPU415")]
+    assert _codes(rel, spec.replace("{given}", "self.config.text_config"), ["NPU415"], tmp_path) == []
