@@ -124,3 +124,33 @@ def test_composite_self_config_followed_into_a_module_helper(tmp_path: Path) -> 
     """
     assert _codes(rel, spec.replace("{given}", "self.config"), ["NPU415"], tmp_path) == [(7, "NPU415")]
     assert _codes(rel, spec.replace("{given}", "self.config.text_config"), ["NPU415"], tmp_path) == []
+
+
+ROUTER_SPEC = """
+import torch
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.mixtral.modeling_mixtral", target_file="x.py")
+
+
+@config.override_method("MixtralTopKRouter.forward")
+def mixtral_router_forward_patched(self, hidden_states):
+    flat = hidden_states.view(-1, hidden_states.shape[-1])
+    router_logits = torch.matmul(flat, self.weight.T)
+    {line}
+    weights, chosen = torch.topk({picked}, self.top_k, dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    return router_logits, weights, chosen
+"""
+
+
+def test_router_returning_probabilities_in_place_of_its_logits(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/mixtral/mixtral_gpu_patch_gen_config.py"
+    bad = ROUTER_SPEC.replace(
+        "{line}", "router_logits = torch.nn.functional.softmax(router_logits.float(), dim=-1)"
+    )
+    assert _codes(rel, bad.replace("{picked}", "router_logits"), ["NPU417"], tmp_path) == [(11, "NPU417")]
+    good = ROUTER_SPEC.replace(
+        "{line}", "scores = torch.nn.functional.softmax(router_logits.float(), dim=-1)"
+    )
+    assert _codes(rel, good.replace("{picked}", "scores"), ["NPU417"], tmp_path) == []
