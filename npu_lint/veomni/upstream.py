@@ -753,3 +753,81 @@ def composite_config_fields(module: str, cls: str) -> tuple[str, frozenset[str],
     if mine is None or not text:
         return None
     return node.name, frozenset(mine), frozenset(text)
+
+
+def composite_text_only_fields() -> frozenset[str]:
+    """Fields that some composite transformers config (one with a ``text_config`` sub-config) does not define
+    while its text sub-config does: read from such a composite config with a default, they silently take the
+    default. Read from the installed transformers source; empty when it cannot be read."""
+    root = transformers_dir()
+    return _composite_text_only(str(root)) if root is not None else frozenset()
+
+
+@functools.lru_cache(maxsize=4)
+def _composite_text_only(root: str) -> frozenset[str]:
+    base = frozenset(_config_fields("transformers.configuration_utils", "PreTrainedConfig") or ())
+    out: set[str] = set()
+    for path in sorted(Path(root, "models").glob("*/configuration_*.py")):
+        try:
+            text = read_text(path)
+        except (OSError, ValueError):
+            continue
+        if "sub_configs" not in text or "text_config" not in text:
+            continue
+        try:
+            tree = ast.parse(text, filename=str(path))
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+        def fields(name: str, depth: int = 0, classes: dict[str, ast.ClassDef] = classes) -> set[str]:
+            node = classes.get(name)
+            if node is None or depth > 6:
+                return set()
+            found: set[str] = set()
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    found.add(stmt.target.id)
+                elif isinstance(stmt, ast.Assign):
+                    found.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+                    if any(isinstance(t, ast.Name) and t.id == "attribute_map" for t in stmt.targets):
+                        if isinstance(stmt.value, ast.Dict):
+                            found.update(k.value for k in stmt.value.keys if isinstance(k, ast.Constant))
+                elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.add(stmt.name)
+                    for sub in ast.walk(stmt):
+                        targets = sub.targets if isinstance(sub, ast.Assign) else []
+                        if isinstance(sub, (ast.AnnAssign, ast.AugAssign)):
+                            targets = [sub.target]
+                        for target in targets:
+                            if (
+                                isinstance(target, ast.Attribute)
+                                and isinstance(target.value, ast.Name)
+                                and target.value.id == "self"
+                            ):
+                                found.add(target.attr)
+            for b in node.bases:
+                name_of = last_name(b)
+                if name_of is not None:
+                    found |= fields(name_of, depth + 1)
+            return found
+
+        for node in classes.values():
+            for stmt in node.body:
+                if not (
+                    isinstance(stmt, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "sub_configs" for t in stmt.targets)
+                    and isinstance(stmt.value, ast.Dict)
+                ):
+                    continue
+                for key, value in zip(stmt.value.keys, stmt.value.values):
+                    if (
+                        isinstance(key, ast.Constant)
+                        and key.value == "text_config"
+                        and isinstance(value, ast.Name)
+                    ):
+                        text_fields = fields(value.id)
+                        if value.id not in classes:
+                            continue  # the text config lives in another module: not judged
+                        out |= text_fields - fields(node.name) - base
+    return frozenset(out)
