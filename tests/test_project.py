@@ -6,7 +6,6 @@ import os
 import pickle
 import sys
 import textwrap
-import time
 import types
 from pathlib import Path
 
@@ -123,10 +122,7 @@ def test_wheel_index(tmp_path: Path) -> None:
     from corpus import veomni_wheel_root
 
     root = veomni_wheel_root()
-    start = time.perf_counter()
-    project = load_project([str(root / "veomni" / "models")])
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, f"building the index took {elapsed:.2f}s"
+    project = load_project([str(root / "veomni" / "models")])  # its speed is measured in bench/, not here
     assert project.root == str(root.resolve())
     assert project.generation == OP_SLOT
     # 0.1.12's register_op(OpSpec(...)) is the config registry, not VeomniOp rows

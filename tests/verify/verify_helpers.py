@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corpus import VEOMNI_MAIN, shared_tree
+from corpus import VEOMNI_MAIN, copy_writable, shared_tree
 
 TRANSFORMERS = "veomni/models/transformers"
 
@@ -20,7 +20,11 @@ def make_tree(dest: Path, *, patchgen: bool = True) -> Path:
     ``patchgen-pkg`` (which ``verify`` finds in a checkout by itself)."""
     ignore = ["__pycache__"] if patchgen else ["__pycache__", "patchgen-pkg"]
     shutil.copytree(
-        shared_tree(VEOMNI_MAIN), dest, ignore=shutil.ignore_patterns(*ignore), dirs_exist_ok=True
+        shared_tree(VEOMNI_MAIN),
+        dest,
+        ignore=shutil.ignore_patterns(*ignore),
+        dirs_exist_ok=True,
+        copy_function=copy_writable,  # the corpora are read-only; --fix refuses read-only files
     )
     return dest
 
