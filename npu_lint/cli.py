@@ -410,13 +410,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"npu-lint: error: no Python files to lint in {_shown(', '.join(paths))}{excluded}{links}"
         )
     if cache is not None:
-        from npu_lint.core.astutil import transformers_dir, transformers_version
+        from npu_lint.core.astutil import transformers_dir, transformers_state, transformers_version
 
-        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC)
+        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC); a
+        # checkout changes its files, not its version: key on their state too (stat only)
+        upstream = transformers_state(os.path.basename(p.rstrip(os.sep)) for p in project.model_packages)
         fp = (
             settings.fingerprint(codes)
             + project.fingerprint()
-            + f"|{transformers_dir()}|{transformers_version()}"
+            + f"|{transformers_dir()}|{transformers_version()}|{upstream}"
         )
         cache.bind(fp)
     project_diags: list = []

@@ -52,3 +52,73 @@ def test_non_text_codec_cookie_on_standard_input_is_a_one_line_error(tmp_path: P
     )
     err = res.stderr.decode()
     assert res.returncode == 2 and "internal error" not in err and "rot13" in err, err
+
+
+# -- B2: the cache follows the upstream source, not only its version -----------------------------------------------
+
+WRAPPER_SPEC = """from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_5_vl.modeling_qwen2_5_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2_5_VLForConditionalGeneration.forward")
+def wrapper_forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None,
+                    video_grid_thw=None, second_per_grid_ts=None, labels=None, **kwargs):
+    outputs = self.model(
+        input_ids=input_ids,
+        pixel_values=pixel_values,
+        pixel_values_videos=pixel_values_videos,
+        video_grid_thw=video_grid_thw,
+        second_per_grid_ts=second_per_grid_ts,
+        **kwargs,
+    )
+    return outputs
+"""
+
+# the upstream wrapper whose call passes `image_grid_thw` on: the spec above drops it (NPU701)
+UPSTREAM_MODELING = """class Qwen2_5_VLModel:
+    def forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None,
+                video_grid_thw=None, second_per_grid_ts=None, **kwargs):
+        return None
+
+
+class Qwen2_5_VLForConditionalGeneration:
+    def forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None,
+                video_grid_thw=None, second_per_grid_ts=None, labels=None, **kwargs):
+        outputs = self.model(
+            input_ids=input_ids,
+            pixel_values=pixel_values,
+            pixel_values_videos=pixel_values_videos,
+            image_grid_thw=image_grid_thw,
+            video_grid_thw=video_grid_thw,
+            second_per_grid_ts=second_per_grid_ts,
+            **kwargs,
+        )
+        return outputs
+"""
+
+
+@pytest.mark.parametrize("change", ["edited in place", "model directory added"])
+def test_cache_follows_the_upstream_source_when_its_version_stays(tmp_path: Path, change: str) -> None:
+    proj, tf = tmp_path / "proj", tmp_path / "tf"
+    package = proj / "veomni" / "models" / "transformers" / "qwen2_5_vl"
+    package.mkdir(parents=True)
+    (proj / "veomni" / "__init__.py").write_text("")
+    (package / "qwen2_5_vl_gpu_patch_gen_config.py").write_text(WRAPPER_SPEC)
+    (tf / "models").mkdir(parents=True)
+    (tf / "__init__.py").write_text('__version__ = "9.9.9"\n')
+    modeling = tf / "models" / "qwen2_5_vl" / "modeling_qwen2_5_vl.py"
+    if change == "edited in place":
+        modeling.parent.mkdir()
+        modeling.write_text("x = 1\n")
+    env = {"NPU_LINT_TRANSFORMERS_SRC": str(tf)}
+    args = ("check", "--select", "NPU701", ".")
+    first = run(*args, "--cache-dir", str(tmp_path / "cache"), cwd=proj, env=env)
+    assert first.returncode == 0, (first.stdout, first.stderr)
+    modeling.parent.mkdir(exist_ok=True)
+    with open(modeling, "w") as f:  # in place: the directory's mtime does not change
+        f.write(UPSTREAM_MODELING)
+    fresh = run(*args, "--no-cache", cwd=proj, env=env)
+    assert fresh.returncode == 1 and b"NPU701" in fresh.stdout, (fresh.stdout, fresh.stderr)
+    cached = run(*args, "--cache-dir", str(tmp_path / "cache"), cwd=proj, env=env)
+    assert cached.stdout == fresh.stdout, cached.stderr
