@@ -784,7 +784,15 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
         if args.diff:
             sys.stdout.write(_diff(text, outcome.text, args.stdin_filename))
             return EXIT_FINDINGS if outcome.text != text and not args.exit_zero else EXIT_CLEAN
-        sys.stdout.write(outcome.text)
+        try:  # in the input's own encoding, BOM included (``utf-8-sig``), as the file writer keeps it
+            out = outcome.text.encode(encoding)
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"npu-lint: standard input: the fixed text cannot be encoded as {encoding}: {exc.reason}"
+            ) from None
+        sys.stdout.flush()
+        sys.stdout.buffer.write(out)
+        sys.stdout.buffer.flush()
         remaining = outcome.remaining
         if remaining:
             from npu_lint.report import render

@@ -122,3 +122,28 @@ def test_cache_follows_the_upstream_source_when_its_version_stays(tmp_path: Path
     assert fresh.returncode == 1 and b"NPU701" in fresh.stdout, (fresh.stdout, fresh.stderr)
     cached = run(*args, "--cache-dir", str(tmp_path / "cache"), cwd=proj, env=env)
     assert cached.stdout == fresh.stdout, cached.stderr
+
+
+# -- B3: `--fix` on standard input keeps the input's encoding and BOM ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "encoding", "tail"),
+    [
+        (b"# coding: latin-1\n", "latin-1", 's = "\u00e9"\n'),
+        (b"\xef\xbb\xbf", "utf-8-sig", 's = "\u00e9\u20ac"\n'),
+        (b"# -*- coding: cp1252 -*-\r\n", "cp1252", 's = "\u00e9\u20ac"\r\n'),
+    ],
+)
+@pytest.mark.parametrize("body", [BAD, "import torch\n"])
+def test_stdin_fix_keeps_the_encoding_and_bom(
+    tmp_path: Path, head: bytes, encoding: str, tail: str, body: str
+) -> None:
+    newline = "\r\n" if head.endswith(b"\r\n") else "\n"
+    data = head + (body.replace("\n", newline) + tail).encode(encoding.removesuffix("-sig"))
+    res = run("check", "--no-cache", "--fix", "--stdin-filename", "x.py", "-", cwd=tmp_path, stdin=data)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(head) and res.stdout.endswith(tail.encode(encoding.removesuffix("-sig")))
+    assert b".cuda()" not in res.stdout
+    if body != BAD:
+        assert res.stdout == data  # nothing to fix: byte for byte
