@@ -195,6 +195,24 @@ def _inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
+def _linked_component(path: str, roots: tuple[str, ...]) -> str | None:
+    """The first symbolic link among the directories between the root that textually holds ``path`` and
+    ``path`` itself (a package directory linked out of the tree), or None. A link above the root is the
+    user's own way to reach the project and is not looked at."""
+    target = os.path.abspath(path)
+    for root in roots:
+        base = os.path.abspath(root)
+        if target == base or not target.startswith(base.rstrip(os.sep) + os.sep):
+            continue
+        current = base
+        for part in os.path.relpath(target, base).split(os.sep):
+            current = os.path.join(current, part)
+            if os.path.islink(current):
+                return current
+        return None
+    return None
+
+
 def fix_tree(
     diagnostics: list[Diagnostic],
     codes: list[str],
@@ -261,6 +279,7 @@ def _fix_one(
     text = src.text
     creates: list[CreateFile] = []
     taken: list[Edit] = []
+    applied: list[Diagnostic] = []  # the project fixes taken (a refused creation puts its finding back)
     project_diags = [d for d in diags if _is_project_code(d.code)]
     if project_diags and project is not None:  # the fix invariant, whatever mode computed them
         project_diags = guard_fixes(path, src.text, None, project_diags, project)
@@ -291,6 +310,7 @@ def _fix_one(
         text = attempt
         creates.extend(fix.creates)
         counts[diag.code] += 1
+        applied.append(diag)
     current = SourceFile(path, text, src.encoding, src.kind)
     outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
     if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
@@ -308,12 +328,23 @@ def _fix_one(
     counts.update(outcome.applied_codes)
     creates.extend(outcome.creates)
     create_failed = False
+    refused: set[str] = set()
     for create in creates:
         if os.path.lexists(create.path) or create.path in out.created:
             continue
         if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
             out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")
             create_failed = True
+            refused.add(create.path)
+            continue
+        linked = _linked_component(create.path, (str(settings.root), os.path.dirname(path) or "."))
+        if linked is not None:  # the file would land in the link's target, wherever that is
+            out.errors.append(
+                f"{create.path}: not created: {linked} is a symbolic link (--fix creates files only inside "
+                "the project, never through a link)"
+            )
+            create_failed = True
+            refused.add(create.path)
             continue
         if write:
             Path(create.path).parent.mkdir(parents=True, exist_ok=True)
@@ -325,6 +356,11 @@ def _fix_one(
                 continue
         out.changes.append((create.path, "", create.content))
         out.created.append(create.path)
+    for diag in applied:  # a fix whose file was not created is not applied: its finding remains
+        if diag.fix is not None and any(c.path in refused for c in diag.fix.creates):
+            out.remaining.append(diag)
+            counts[diag.code] -= 1
+    counts = +counts
     if outcome.text != src.text:
         if write:  # counted only once written (a concurrent save or an unwritable file raises first)
             write_atomic(path, outcome.text, src.encoding, expect=snapshot)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,33 @@ def test_stdin_fix_keeps_the_encoding_and_bom(
     assert b".cuda()" not in res.stdout
     if body != BAD:
         assert res.stdout == data  # nothing to fix: byte for byte
+
+
+# -- B4: `--fix` never creates a file through a package directory linked out of the project ------------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "packaging" / "tree"
+WIDGET = Path("veomni/models/transformers/widget")
+
+
+@pytest.mark.parametrize("named", [".", str(WIDGET)])
+def test_fix_creates_no_file_through_a_linked_package(tmp_path: Path, named: str) -> None:
+    tree, outside = tmp_path / "tree", tmp_path / "outside_widget"
+    shutil.copytree(FIXTURES, tree)
+    (tree / WIDGET).rename(outside)
+    (tree / WIDGET).symlink_to(outside, target_is_directory=True)
+    before = sorted(p.name for p in outside.iterdir())
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU501", named + "/", cwd=tree)
+    err = res.stderr.decode()
+    assert sorted(p.name for p in outside.iterdir()) == before, err
+    assert "internal error" not in err, err
+    if named == ".":  # a directory walk does not follow the link: the package is not linted
+        return
+    assert res.returncode == 2 and "is a symbolic link" in err, err
+    assert b"NPU501" in res.stdout  # not fixed: the finding remains
+
+
+def test_fix_still_creates_the_spec_in_a_real_package(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES, tree)
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU501", ".", cwd=tree)
+    assert (tree / WIDGET / "widget_npu_patch_gen_config.py").is_file(), res.stderr.decode()
