@@ -568,7 +568,8 @@ def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files:
         ]
         why = output_refusal(target, protected)
         if why:
-            raise UsageError(f"npu-lint: {flag} {_shown(target)} {why}; refusing to replace it")
+            refusing = "refusing to replace it" if os.path.lexists(target) else "refusing to write it"
+            raise UsageError(f"npu-lint: {flag} {_shown(target)} {why}; {refusing}")
 
 
 def _shown(text: str) -> str:
@@ -612,7 +613,12 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
             print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
         return finish()
     if args.write_baseline:
-        n = write_baseline(args.write_baseline, diagnostics)
+        try:
+            n = write_baseline(args.write_baseline, diagnostics)
+        except OSError as exc:  # a FIFO, a directory, a full disk: one line, not an internal error
+            raise UsageError(
+                f"npu-lint: --write-baseline {_shown(args.write_baseline)}: {exc.strerror or exc}"
+            ) from None
         if not args.quiet:
             print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {_shown(args.write_baseline)}.")
         return finish()

@@ -178,3 +178,71 @@ def test_fix_still_creates_the_spec_in_a_real_package(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES, tree)
     res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU501", ".", cwd=tree)
     assert (tree / WIDGET / "widget_npu_patch_gen_config.py").is_file(), res.stderr.decode()
+
+
+# -- B10: a report never becomes a project file; a configuration that is not a file is named -----------------------
+
+
+@pytest.mark.parametrize("flag", ["--write-baseline", "-o"])
+@pytest.mark.parametrize("name", ["pyproject.toml", "npu-lint.toml", "new_module.py"])
+def test_report_never_creates_a_project_or_source_file(tmp_path: Path, flag: str, name: str) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    res = run("check", "--no-cache", flag, name, "m.py", cwd=tmp_path)
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "names a source or project file" in err, err
+    assert not (tmp_path / name).exists()
+    assert run("check", "--no-cache", "m.py", cwd=tmp_path).returncode == 1  # later runs still work
+
+
+def test_write_baseline_to_a_fifo_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    os.mkfifo(tmp_path / "base.json")
+    res = run("check", "--no-cache", "--write-baseline", "base.json", "m.py", cwd=tmp_path)
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "internal error" not in err and "base.json" in err, err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "loop", "dangling"])
+@pytest.mark.parametrize("name", ["pyproject.toml", "npu-lint.toml"])
+def test_a_configuration_that_is_not_a_file_is_an_error(tmp_path: Path, kind: str, name: str) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    config = tmp_path / name
+    if kind == "fifo":
+        os.mkfifo(config)
+    elif kind == "directory":
+        config.mkdir()
+    elif kind == "loop":
+        config.symlink_to(name)
+    else:
+        config.symlink_to("nowhere.toml")
+    res = run("check", "--no-cache", "m.py", cwd=tmp_path)
+    err = res.stderr.decode()
+    assert res.returncode == 2 and f"{name}: not a regular file" in err and "internal error" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+# -- B8: a noqa where ruff reads it, at the end of a statement that ends in a multi-line string --------------------
+
+NOQA_AFTER_STRING = (
+    "import torch\n"
+    'x = torch.zeros(1).cuda() if True else """\n'
+    '"""  # noqa: NPU101\n'
+    'y = torch.zeros(1).cuda() if True else """\n'
+    '"""  # noqa: NPU999\n'
+    'z = torch.zeros(1).cuda() if True else f"""\n'
+    "{x}\n"
+    '"""  # noqa\n'
+    'w = torch.zeros(1).cuda() if True else """\n'
+    '"""\n'
+    "v = 1  # noqa\n"
+)
+
+
+def test_noqa_at_the_end_of_a_multi_line_string_statement() -> None:
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import lint_source
+
+    src = SourceFile.from_text("n.py", NOQA_AFTER_STRING)
+    lines = sorted(d.line for d in lint_source(src, ["NPU101"], Settings(), None) if d.code == "NPU101")
+    assert lines == [4, 9]  # another code's noqa, and none on the string's last line: still reported
