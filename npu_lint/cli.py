@@ -483,7 +483,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
             if not args.quiet:
                 _resolution_notes(project, diagnostics, args, changed=[p for p, _o, _n in tree_fix.changes])
-            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
+            fixed_texts = {path: new for path, old, new in tree_fix.changes if old}  # the findings' texts
+            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args, fixed_texts)
             for line in errors:
                 print(f"error: {_shown(line)}", file=sys.stderr)
             if errors:
@@ -537,14 +538,14 @@ def _say_config(settings, args: argparse.Namespace) -> None:  # noqa: ANN001
         )
 
 
-def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
+def _print_unapplied(diagnostics, args, texts: dict[str, str] | None = None) -> None:  # noqa: ANN001
     """With ``--diff``: the fixes that were not applied (display-only proposals, unsafe fixes not enabled), with
     their reasons and proposed diffs, on stderr (stdout stays a clean diff)."""
     from npu_lint.report import RenderContext
     from npu_lint.report.proposals import render_proposals
 
     ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
-    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
+    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx, texts)
     if text:
         from npu_lint.core.diagnostics import terminal_text
 

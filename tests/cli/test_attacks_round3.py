@@ -246,3 +246,19 @@ def test_noqa_at_the_end_of_a_multi_line_string_statement() -> None:
     src = SourceFile.from_text("n.py", NOQA_AFTER_STRING)
     lines = sorted(d.line for d in lint_source(src, ["NPU101"], Settings(), None) if d.code == "NPU101")
     assert lines == [4, 9]  # another code's noqa, and none on the string's last line: still reported
+
+
+# -- B5: `--diff`'s proposed diff for an unsafe fix after an applied safe one -------------------------------------
+
+
+def test_diff_proposal_after_an_applied_fix_replaces_the_right_text(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        'import torch\n\ndef f(x):\n    return x.cuda()\n\ny = torch.zeros(3, device="cuda")\n'
+    )
+    res = run("check", "--no-cache", "--diff", "a.py", cwd=tmp_path)
+    err = res.stderr.decode()
+    proposed = err[err.index("(proposed)") :]
+    removed = [line for line in proposed.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in proposed.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert removed == ['-y = torch.zeros(3, device="cuda")'], err
+    assert len(added) == 1 and added[0].startswith("+y = torch.zeros(3, device=") and '"cuda"' not in added[0]
