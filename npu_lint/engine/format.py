@@ -43,18 +43,21 @@ def governed_by_ruff(path: str) -> bool:
 def format_touched(before: str, after: str, path: str, newline: str = "\n") -> str:
     """``after`` with the statements that differ from ``before`` formatted as the tree's ruff would format
     them (bottom-up, so earlier line numbers stay valid). Unchanged when ruff or a ruff configuration is
-    missing, when ruff fails on a range, or when the text mixes line endings (each line keeps its own)."""
+    missing, when ruff fails on a range, or when the text mixes line endings (each line keeps its own). The
+    one line-ending style is read from the text (LF, CRLF or CR only); ``newline`` is kept for callers."""
     if before == after or not governed_by_ruff(path):
         return after
     crlf = after.count("\r\n")
-    if (crlf and crlf != after.count("\n")) or "\r" in after.replace("\r\n", ""):
+    lone_cr, lone_lf = after.count("\r") - crlf, after.count("\n") - crlf
+    if sum(1 for n in (crlf, lone_cr, lone_lf) if n) > 1:
         return after  # mixed line endings: ruff would rewrite some of them, and each line keeps its own here
-    text = after.replace("\r\n", "\n") if newline != "\n" else after
-    base = before.replace("\r\n", "\n") if newline != "\n" else before
+    style = "\r\n" if crlf else "\r" if lone_cr else "\n"  # the file's one style (CR-only files too)
+    text = after.replace(style, "\n") if style != "\n" else after
+    base = before.replace("\r\n", "\n").replace("\r", "\n") if style != "\n" else before
     for first, last in reversed(touched_lines(base, text)):
         formatted = ruff_format_range(text, path, first, last)
         if formatted is not None:
             text = formatted
-    if newline != "\n":
-        text = text.replace("\n", newline)
+    if style != "\n":
+        text = text.replace("\n", style)
     return text

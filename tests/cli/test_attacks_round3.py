@@ -262,3 +262,32 @@ def test_diff_proposal_after_an_applied_fix_replaces_the_right_text(tmp_path: Pa
     added = [line for line in proposed.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert removed == ['-y = torch.zeros(3, device="cuda")'], err
     assert len(added) == 1 and added[0].startswith("+y = torch.zeros(3, device=") and '"cuda"' not in added[0]
+
+
+# -- B7: a CR-only file is range-formatted like LF and CRLF ones ------------------------------------------------
+
+
+def _ruff_format_check(cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "cr.py"],
+        cwd=cwd,
+        capture_output=True,
+    )
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"])
+def test_fix_keeps_the_trees_ruff_format_clean_whatever_the_line_ending(tmp_path: Path, newline: str) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 60\n")
+    text = "import torch\n\n\ndef f(xxxxxxxxxxxxxxxxxxx):\n    return xxxxxxxxxxxxxxxxxxx.cuda()\n"
+    (tmp_path / "cr.py").write_bytes(text.replace("\n", newline).encode())
+    assert _ruff_format_check(tmp_path).returncode == 0
+    res = run("check", "--no-cache", "--fix", "cr.py", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = (tmp_path / "cr.py").read_bytes()
+    assert b".cuda()" not in data
+    assert (
+        data.replace(newline.encode(), b"").count(b"\r") + data.replace(newline.encode(), b"").count(b"\n")
+        == 0
+    )
+    check = _ruff_format_check(tmp_path)
+    assert check.returncode == 0, check.stdout
