@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import sys
 from collections import Counter
@@ -198,12 +199,21 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
+        if isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS:  # a full disk, /dev/full: not a bug
+            where = _shown(str(exc.filename)) if exc.filename else "the output"
+            print(f"npu-lint: error: cannot write {where}: {exc.strerror}", file=sys.stderr)
+            return EXIT_ERROR
         if verbose:
             import traceback
 
             traceback.print_exc()
         print(f"npu-lint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+_OUTPUT_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EIO", "EFBIG") if hasattr(errno, name)
+)
 
 
 def _exit_on_sigterm() -> None:

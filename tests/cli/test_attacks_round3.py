@@ -291,3 +291,21 @@ def test_fix_keeps_the_trees_ruff_format_clean_whatever_the_line_ending(tmp_path
     )
     check = _ruff_format_check(tmp_path)
     assert check.returncode == 0, check.stdout
+
+
+# -- A22 (wording): a full standard output is an error of the output, not an internal error ------------------------
+
+
+def test_standard_output_on_a_full_device_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    with open("/dev/full", "wb") as full:
+        res = subprocess.run(
+            [sys.executable, "-m", "npu_lint", "check", "--no-cache", "m.py"],
+            cwd=tmp_path,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1"},
+            timeout=120,
+        )
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "internal error" not in err and "No space left on device" in err, err
