@@ -309,3 +309,16 @@ def test_standard_output_on_a_full_device_is_a_one_line_error(tmp_path: Path) ->
         )
     err = res.stderr.decode()
     assert res.returncode == 2 and "internal error" not in err and "No space left on device" in err, err
+
+
+def test_add_noqa_writes_where_the_multi_line_string_ends(tmp_path: Path) -> None:
+    (tmp_path / "n.py").write_text(
+        'import torch\nx = torch.zeros(1).cuda() if True else """\n"""\n'
+        'y = torch.zeros(1).cuda() if True else """\n"""  # noqa: NPU999\n'
+    )
+    res = run("check", "--no-cache", "--add-noqa", "n.py", cwd=tmp_path)
+    assert res.returncode == 0 and b"the line continues" not in res.stderr, res.stderr
+    text = (tmp_path / "n.py").read_text()
+    assert '"""  # noqa: NPU101\n' in text and '"""  # noqa: NPU999, NPU101\n' in text, text
+    assert run("check", "--no-cache", "n.py", cwd=tmp_path).returncode == 0
+    assert run("check", "--no-cache", "--add-noqa", "n.py", cwd=tmp_path).stdout.startswith(b"Added 0")
