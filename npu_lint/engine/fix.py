@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +31,35 @@ def _overlaps(a: Edit, b: Edit) -> bool:
     if a.start == a.end == b.start == b.end:
         return True  # two different insertions at one point: order would be arbitrary
     return a.start < b.end and b.start < a.end
+
+
+class _Taken:
+    """The edits a pass has taken, sorted by start: "does this edit overlap one of them" in O(log n + k), not
+    against every one (a file with thousands of fixes made the pass quadratic)."""
+
+    def __init__(self) -> None:
+        self.edits: list[Edit] = []
+        self._keys: list[tuple[int, int]] = []
+
+    def overlaps(self, edit: Edit) -> bool:
+        lo = bisect.bisect_left(self._keys, (edit.start, -1))
+        hi = bisect.bisect_right(self._keys, (edit.end, sys.maxsize))
+        if any(_overlaps(edit, t) for t in self.edits[lo:hi]):  # those starting inside it
+            return True
+        i = (
+            lo - 1
+        )  # those starting before it: taken edits do not overlap, so their ends grow with their starts
+        while i >= 0 and self._keys[i][1] > edit.start:
+            if _overlaps(edit, self.edits[i]):
+                return True
+            i -= 1
+        return False
+
+    def add(self, edits: Iterable[Edit]) -> None:
+        for edit in edits:
+            i = bisect.bisect_right(self._keys, (edit.start, edit.end))
+            self._keys.insert(i, (edit.start, edit.end))
+            self.edits.insert(i, edit)
 
 
 def apply_edits(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
@@ -117,16 +148,16 @@ def fix_source(
         if not candidates:
             break
         accepted: list[Diagnostic] = []
-        taken: list[Edit] = []
+        taken = _Taken()
         for diag in sorted(
             candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)
         ):
             edits = diag.fix.edits  # type: ignore[union-attr]
-            if any(_overlaps(e, t) for e in edits for t in taken):
+            if any(taken.overlaps(e) for e in edits):
                 continue  # left for the next pass
             accepted.append(diag)
-            taken.extend(edits)
-        new_text = apply_edits(text, taken, newline)
+            taken.add(edits)
+        new_text = apply_edits(text, taken.edits, newline)
         if not parses(new_text):
             # find the culprit(s): keep the first fix that parses on its own, retry the rest next pass
             new_text = text

@@ -322,3 +322,27 @@ def test_add_noqa_writes_where_the_multi_line_string_ends(tmp_path: Path) -> Non
     assert '"""  # noqa: NPU101\n' in text and '"""  # noqa: NPU999, NPU101\n' in text, text
     assert run("check", "--no-cache", "n.py", cwd=tmp_path).returncode == 0
     assert run("check", "--no-cache", "--add-noqa", "n.py", cwd=tmp_path).stdout.startswith(b"Added 0")
+
+
+# -- B9: one pass over thousands of fixes compares each edit with its neighbours, not with every taken edit --------
+
+
+def test_fix_pass_overlap_checks_grow_linearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import fix as fixmod
+
+    calls = 0
+    real = fixmod._overlaps
+
+    def counting(a, b):  # noqa: ANN001, ANN202
+        nonlocal calls
+        calls += 1
+        return real(a, b)
+
+    monkeypatch.setattr(fixmod, "_overlaps", counting)
+    n = 600
+    src = SourceFile.from_text("c.py", "import torch\n\n\ndef f(x):\n" + "    x = x.cuda()\n" * n)
+    outcome = fixmod.fix_source(src, ["NPU101"], Settings(), None)
+    assert outcome.text.count(".cuda()") == 0 and outcome.applied == n
+    assert calls < 10 * n, calls  # every taken edit against every new one: n * n / 2
