@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import bisect
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import DecodeError, SourceFile
-from npu_lint.engine.format import format_touched
+from npu_lint.engine.format import fmt_protected_lines, format_touched, long_line_limit
 from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import InternalError, lint_source
 from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
@@ -124,6 +125,52 @@ def _fix_id(diag: Diagnostic) -> tuple[str, str, str]:
     return (diag.code, diag.fix.title if diag.fix else "", diag.source_line.strip())
 
 
+def _long_protected(text: str, protected: set[int], limit: int) -> int:
+    """How many of the ``protected`` lines of ``text`` are longer than ``limit`` (tabs as 4 columns)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    return sum(1 for n in protected if 0 < n <= len(lines) and len(lines[n - 1].expandtabs(4)) > limit)
+
+
+def _fmt_protected_fits(
+    candidates: list[Diagnostic],
+    text: str,
+    path: str,
+    newline: str,
+    rejected: set[tuple[str, str, str]],
+    outcome: FixOutcome,
+) -> list[Diagnostic]:
+    """``candidates`` without the fixes that would make a line ruff format leaves alone (``# fmt: skip``,
+    ``# fmt: off``) longer than the tree's E501 limit: nothing would wrap it and the tree's ``ruff check``
+    would fail. Those are dropped with the reason."""
+    protected = fmt_protected_lines(text)
+    if not protected:
+        return candidates
+    limit = long_line_limit(path)
+    if limit is None:
+        return candidates
+    starts = [0]
+    for match in re.finditer(r"\r\n|\r|\n", text):
+        starts.append(match.end())
+    before = _long_protected(text, protected, limit)
+    kept = []
+    for diag in candidates:
+        edits = diag.fix.edits  # type: ignore[union-attr]
+        lines = {bisect.bisect_right(starts, e.start) for e in edits}
+        if not lines & protected:
+            kept.append(diag)
+            continue
+        attempt = apply_edits(text, edits, newline)
+        if _long_protected(attempt, fmt_protected_lines(attempt), limit) <= before:
+            kept.append(diag)
+            continue
+        rejected.add(_fix_id(diag))
+        outcome.dropped.append(
+            f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: the line is under `# fmt: skip` or "
+            f"`# fmt: off` and would be longer than the tree's line length ({limit}); nothing would wrap it"
+        )
+    return kept
+
+
 def fix_source(
     src: SourceFile,
     codes: list[str],
@@ -145,6 +192,7 @@ def fix_source(
     diags = lint_source(current, codes, settings, project, fix_mode=True)
     for _ in range(MAX_FIX_PASSES):
         candidates = [d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected]
+        candidates = _fmt_protected_fits(candidates, text, src.path, newline, rejected, outcome)
         if not candidates:
             break
         accepted: list[Diagnostic] = []

@@ -346,3 +346,39 @@ def test_fix_pass_overlap_checks_grow_linearly(monkeypatch: pytest.MonkeyPatch) 
     outcome = fixmod.fix_source(src, ["NPU101"], Settings(), None)
     assert outcome.text.count(".cuda()") == 0 and outcome.applied == n
     assert calls < 10 * n, calls  # every taken edit against every new one: n * n / 2
+
+
+# -- B6: a fix never makes a line ruff format leaves alone longer than the tree's E501 limit ----------------------
+
+FMT_PROTECTED = (
+    "import torch\n\n\ndef g(m):\n    return torch.relu(m.cuda())  # fmt: skip\n\n\n"
+    "# fmt: off\ndef h(m):\n    return torch.relu(m.cuda())\n# fmt: on\n\n\n"
+    "def k(m):\n    return m.cuda()  # fmt: skip\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("select", "enforced"),
+    [
+        ('["E"]', True),
+        ('["E501"]', True),
+        ('["E4", "E7", "E9", "F"]', False),
+        ('["E"]\nignore = ["E501"]', False),
+    ],
+)
+def test_fix_under_fmt_skip_keeps_the_trees_ruff_check_clean(
+    tmp_path: Path, select: str, enforced: bool
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        f"[tool.ruff]\nline-length = 80\n[tool.ruff.lint]\nselect = {select}\n"
+    )
+    (tmp_path / "t.py").write_text(FMT_PROTECTED)
+    ruff = [sys.executable, "-m", "ruff", "check", "--no-cache", "t.py"]
+    assert subprocess.run(ruff, cwd=tmp_path, capture_output=True).returncode == 0
+    res = run("check", "--no-cache", "--fix", "t.py", cwd=tmp_path)
+    text = (tmp_path / "t.py").read_text()
+    check = subprocess.run(ruff, cwd=tmp_path, capture_output=True)
+    assert check.returncode == 0, (check.stdout, text)
+    # g's line would be 90 columns: kept (with the reason) only where E501 is enforced; h's and k's fit
+    assert text.count(".cuda()") == (1 if enforced else 0), (res.stdout, res.stderr, text)
+    assert (b"fmt: skip" in res.stdout + res.stderr) == enforced
