@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import sys
 from collections import Counter
@@ -202,12 +203,21 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
+        if isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS:  # a full disk, /dev/full: not a bug
+            where = _shown(str(exc.filename)) if exc.filename else "the output"
+            print(f"npu-lint: error: cannot write {where}: {exc.strerror}", file=sys.stderr)
+            return EXIT_ERROR
         if verbose:
             import traceback
 
             traceback.print_exc()
         print(f"npu-lint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+_OUTPUT_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EIO", "EFBIG") if hasattr(errno, name)
+)
 
 
 def _exit_on_sigterm() -> None:
@@ -414,13 +424,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"npu-lint: error: no Python files to lint in {_shown(', '.join(paths))}{excluded}{links}"
         )
     if cache is not None:
-        from npu_lint.core.astutil import transformers_dir, transformers_version
+        from npu_lint.core.astutil import transformers_dir, transformers_state, transformers_version
 
-        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC)
+        # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC); a
+        # checkout changes its files, not its version: key on their state too (stat only)
+        upstream = transformers_state(os.path.basename(p.rstrip(os.sep)) for p in project.model_packages)
         fp = (
             settings.fingerprint(codes)
             + project.fingerprint()
-            + f"|{transformers_dir()}|{transformers_version()}"
+            + f"|{transformers_dir()}|{transformers_version()}|{upstream}"
         )
         cache.bind(fp)
     project_diags: list = []
@@ -485,7 +497,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
             if not args.quiet:
                 _resolution_notes(project, diagnostics, args, changed=[p for p, _o, _n in tree_fix.changes])
-            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args)
+            fixed_texts = {path: new for path, old, new in tree_fix.changes if old}  # the findings' texts
+            _print_unapplied(build_deferred_fixes(diagnostics, codes, settings, project), args, fixed_texts)
             for line in errors:
                 print(f"error: {_shown(line)}", file=sys.stderr)
             if errors:
@@ -539,14 +552,14 @@ def _say_config(settings, args: argparse.Namespace) -> None:  # noqa: ANN001
         )
 
 
-def _print_unapplied(diagnostics, args) -> None:  # noqa: ANN001
+def _print_unapplied(diagnostics, args, texts: dict[str, str] | None = None) -> None:  # noqa: ANN001
     """With ``--diff``: the fixes that were not applied (display-only proposals, unsafe fixes not enabled), with
     their reasons and proposed diffs, on stderr (stdout stays a clean diff)."""
     from npu_lint.report import RenderContext
     from npu_lint.report.proposals import render_proposals
 
     ctx = RenderContext(rules={}, root=os.getcwd(), unsafe_fixes=args.unsafe_fixes)
-    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx)
+    text = render_proposals(sorted(diagnostics, key=lambda d: d.sort_key()), ctx, texts)
     if text:
         from npu_lint.core.diagnostics import terminal_text
 
@@ -570,7 +583,8 @@ def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files:
         ]
         why = output_refusal(target, protected)
         if why:
-            raise UsageError(f"npu-lint: {flag} {_shown(target)} {why}; refusing to replace it")
+            refusing = "refusing to replace it" if os.path.lexists(target) else "refusing to write it"
+            raise UsageError(f"npu-lint: {flag} {_shown(target)} {why}; {refusing}")
 
 
 def _shown(text: str) -> str:
@@ -614,7 +628,12 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
             print(f"Added {result.added} noqa directive{'s' if result.added != 1 else ''}.")
         return finish()
     if args.write_baseline:
-        n = write_baseline(args.write_baseline, diagnostics)
+        try:
+            n = write_baseline(args.write_baseline, diagnostics)
+        except OSError as exc:  # a FIFO, a directory, a full disk: one line, not an internal error
+            raise UsageError(
+                f"npu-lint: --write-baseline {_shown(args.write_baseline)}: {exc.strerror or exc}"
+            ) from None
         if not args.quiet:
             print(f"Wrote a baseline of {n} finding{'s' if n != 1 else ''} to {_shown(args.write_baseline)}.")
         return finish()
@@ -786,7 +805,15 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
         if args.diff:
             sys.stdout.write(_diff(text, outcome.text, args.stdin_filename))
             return EXIT_FINDINGS if outcome.text != text and not args.exit_zero else EXIT_CLEAN
-        sys.stdout.write(outcome.text)
+        try:  # in the input's own encoding, BOM included (``utf-8-sig``), as the file writer keeps it
+            out = outcome.text.encode(encoding)
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"npu-lint: standard input: the fixed text cannot be encoded as {encoding}: {exc.reason}"
+            ) from None
+        sys.stdout.flush()
+        sys.stdout.buffer.write(out)
+        sys.stdout.buffer.flush()
         remaining = outcome.remaining
         if remaining:
             from npu_lint.report import render

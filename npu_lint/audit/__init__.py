@@ -147,7 +147,8 @@ def run_audit(args: argparse.Namespace) -> int:
 
         why = output_refusal(output)
         if why:
-            print(f"npu-lint audit: cannot write {output}: {why}; refusing to replace it", file=sys.stderr)
+            refusing = "refusing to replace it" if os.path.lexists(output) else "refusing to write it"
+            print(f"npu-lint audit: cannot write {output}: {why}; {refusing}", file=sys.stderr)
             return EXIT_ERROR
         try:  # never replaces a device, FIFO or symlink
             write_output(output, text)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import hashlib
 import importlib.util
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePath
 
 from npu_lint.core.safeio import read_text
@@ -132,6 +133,53 @@ def transformers_version() -> str | None:
         return importlib.metadata.version("transformers")
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def transformers_state(models: Iterable[str] = ()) -> str:
+    """A cheap, stat-only digest of the state of the ``transformers`` source :func:`transformers_dir` resolves,
+    for cache keys: a git checkout or an editable install changes its files without changing its version.
+
+    Covers the package directory, its ``__init__.py`` and top-level modules, the ``models`` directory and each
+    model directory in it (a model added, removed or renamed, a file replaced: git checkouts and atomic saves),
+    and the files of the model directories named in ``models`` (edits in place). Never reads a file."""
+    base = transformers_dir()
+    if base is None:
+        return "-"
+    h = hashlib.sha256()
+
+    def add(path: str, st: os.stat_result) -> None:
+        h.update(f"{path}\0{st.st_mode}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+
+    def scan(directory: str, depth: int) -> None:
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            h.update(f"{directory}\0missing\0".encode())
+            return
+        for entry in entries:
+            if depth and entry.is_dir(follow_symlinks=False):
+                try:
+                    add(entry.path, entry.stat(follow_symlinks=False))
+                except OSError:
+                    continue
+            elif entry.name.endswith(".py"):
+                try:
+                    add(entry.path, entry.stat())
+                except OSError:
+                    continue
+
+    for path in (str(base), os.path.join(base, "models")):
+        try:
+            add(path, os.stat(path))
+        except OSError:
+            h.update(f"{path}\0missing\0".encode())
+    scan(str(base), 0)
+    scan(os.path.join(base, "models"), 1)
+    for name in sorted(set(models)):
+        if name and os.sep not in name and name not in (".", ".."):
+            scan(os.path.join(base, "models", name), 0)
+    return h.hexdigest()[:16]
 
 
 # fields that never hold a node (identifiers, numbers, flags): walk() does not read them

@@ -73,6 +73,16 @@ class Settings:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _config_candidate(path: Path) -> bool:
+    """Whether ``path`` is a configuration file to read; a name that is there but is not a regular file
+    (a directory, a FIFO, a device, a dangling or looping link) is an error, never silently passed over."""
+    if path.is_file():
+        return True
+    if os.path.lexists(path):
+        raise ConfigError(f"{path}: not a regular file (a directory, FIFO, device or broken link)")
+    return False
+
+
 def find_config_file(start: Path) -> Path | None:
     """Nearest ``npu-lint.toml`` or ``pyproject.toml`` with a ``[tool.npu-lint]`` table, walking up."""
     start = start.resolve()
@@ -80,16 +90,16 @@ def find_config_file(start: Path) -> Path | None:
         start = start.parent
     for directory in (start, *start.parents):
         candidate = directory / "npu-lint.toml"
-        if candidate.is_file():
+        if _config_candidate(candidate):
             return candidate
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
+        if _config_candidate(candidate):
             try:
                 from npu_lint.core.safeio import read_regular
 
                 data, _ = read_regular(candidate, limit=MAX_CONFIG_BYTES)
-            except OSError:
-                continue
+            except OSError as exc:  # never skipped without a word: the project's settings would not apply
+                raise ConfigError(f"{candidate}: cannot read: {exc.strerror or exc}") from None
             if b"npu-lint" in data:
                 parsed = _parse_toml(data, candidate)
                 tool = parsed.get("tool", {})

@@ -35,6 +35,7 @@ class RuffStyle:
     known_first_party: frozenset[str] = frozenset()
     known_third_party: frozenset[str] = frozenset()
     lines_after_imports: int = -1  # -1: ruff's automatic choice
+    long_line_limit: int | None = None  # the E501 limit when the tree's `ruff check` selects E501, else None
 
     def section(self, module: str, level: int) -> int:
         if level:
@@ -53,6 +54,28 @@ class RuffStyle:
         ):
             return FIRST_PARTY
         return THIRD_PARTY
+
+
+def _e501_limit(cfg: dict, lint: dict, line_length: int) -> int | None:
+    """The line length E501 enforces when the configuration selects it (the most specific selector wins; an
+    ignore wins a tie), else None. Per-file ignores are not read."""
+
+    def selectors(key: str) -> list[str]:
+        value = lint.get(key, cfg.get(key))
+        return [v.upper() for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    def specificity(codes: list[str]) -> int:
+        return max(
+            (0 if c == "ALL" else len(c) for c in codes if c == "ALL" or "E501".startswith(c)), default=-1
+        )
+
+    select = selectors("select") or ["E4", "E7", "E9", "F"]
+    chosen = max(specificity(select), specificity(selectors("extend-select")))
+    if chosen < 0 or specificity(selectors("ignore")) >= chosen:
+        return None
+    style = lint.get("pycodestyle", cfg.get("pycodestyle"))
+    limit = style.get("max-line-length") if isinstance(style, dict) else None
+    return limit if isinstance(limit, int) and limit > 0 else line_length
 
 
 def _read_toml(path: str) -> dict | None:
@@ -84,12 +107,14 @@ def ruff_style(directory: str) -> RuffStyle:
             isort = lint.get("isort", cfg.get("isort", {}))
             isort = isort if isinstance(isort, dict) else {}
             after = isort.get("lines-after-imports", -1)
+            line_length = length if isinstance(length, int) and length > 0 else 88
             return RuffStyle(
                 root=current,
-                line_length=length if isinstance(length, int) and length > 0 else 88,
+                line_length=line_length,
                 known_first_party=_names(isort.get("known-first-party")),
                 known_third_party=_names(isort.get("known-third-party")),
                 lines_after_imports=after if isinstance(after, int) else -1,
+                long_line_limit=_e501_limit(cfg, lint, line_length),
             )
         parent = os.path.dirname(current)
         if parent == current:

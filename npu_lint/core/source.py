@@ -44,6 +44,10 @@ def decode_source(data: bytes) -> tuple[str, str]:
             f"cannot decode byte {data[exc.start]:#04x} as {encoding} (add a coding cookie or re-encode)",
             line,
         ) from None
+    except (LookupError, UnicodeError):
+        # a cookie naming a codec that is not a text encoding (rot13, hex, base64) or refuses to decode
+        # (undefined): a problem of this file, never of the run
+        raise DecodeError(f"the coding cookie names {encoding!r}, which does not decode text") from None
     if encoding == "utf-8-sig" and text.startswith("\ufeff"):
         text = text[1:]
     return text, encoding

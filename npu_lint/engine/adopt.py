@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from npu_lint.core.diagnostics import Diagnostic, display_path
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.lint import read_source
-from npu_lint.engine.suppress import comments, noqa_codes
+from npu_lint.engine.suppress import comments, noqa_codes, string_ends
 from npu_lint.engine.write import write_atomic
 
 BASELINE_VERSION = 1
@@ -159,7 +159,13 @@ def add_noqa(
         blocked = _uncommentable_lines(src.text, spec=src.kind.spec)
         comment_lines = comments(src.text, spec=src.kind.spec)
         added = 0
-        for line_no, codes in sorted(by_path[path].items()):
+        ends = string_ends(src.text) if blocked else {}
+        targets: dict[int, set[str]] = defaultdict(set)
+        for line_no, codes in by_path[path].items():
+            # a line a multi-line string starts or continues on: the noqa goes where the string ends, where
+            # suppression (and ruff) reads it
+            targets[ends[line_no] if line_no in blocked and line_no in ends else line_no] |= codes
+        for line_no, codes in sorted(targets.items()):
             if line_no < 1 or line_no > len(lines):
                 continue
             text, ending = lines[line_no - 1]

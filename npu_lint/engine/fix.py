@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import os
+import re
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,7 +16,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import DecodeError, SourceFile
-from npu_lint.engine.format import format_touched
+from npu_lint.engine.format import fmt_protected_lines, format_touched, long_line_limit
 from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import InternalError, lint_source
 from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
@@ -29,6 +32,35 @@ def _overlaps(a: Edit, b: Edit) -> bool:
     if a.start == a.end == b.start == b.end:
         return True  # two different insertions at one point: order would be arbitrary
     return a.start < b.end and b.start < a.end
+
+
+class _Taken:
+    """The edits a pass has taken, sorted by start: "does this edit overlap one of them" in O(log n + k), not
+    against every one (a file with thousands of fixes made the pass quadratic)."""
+
+    def __init__(self) -> None:
+        self.edits: list[Edit] = []
+        self._keys: list[tuple[int, int]] = []
+
+    def overlaps(self, edit: Edit) -> bool:
+        lo = bisect.bisect_left(self._keys, (edit.start, -1))
+        hi = bisect.bisect_right(self._keys, (edit.end, sys.maxsize))
+        if any(_overlaps(edit, t) for t in self.edits[lo:hi]):  # those starting inside it
+            return True
+        i = (
+            lo - 1
+        )  # those starting before it: taken edits do not overlap, so their ends grow with their starts
+        while i >= 0 and self._keys[i][1] > edit.start:
+            if _overlaps(edit, self.edits[i]):
+                return True
+            i -= 1
+        return False
+
+    def add(self, edits: Iterable[Edit]) -> None:
+        for edit in edits:
+            i = bisect.bisect_right(self._keys, (edit.start, edit.end))
+            self._keys.insert(i, (edit.start, edit.end))
+            self.edits.insert(i, edit)
 
 
 def apply_edits(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
@@ -93,6 +125,52 @@ def _fix_id(diag: Diagnostic) -> tuple[str, str, str]:
     return (diag.code, diag.fix.title if diag.fix else "", diag.source_line.strip())
 
 
+def _long_protected(text: str, protected: set[int], limit: int) -> int:
+    """How many of the ``protected`` lines of ``text`` are longer than ``limit`` (tabs as 4 columns)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    return sum(1 for n in protected if 0 < n <= len(lines) and len(lines[n - 1].expandtabs(4)) > limit)
+
+
+def _fmt_protected_fits(
+    candidates: list[Diagnostic],
+    text: str,
+    path: str,
+    newline: str,
+    rejected: set[tuple[str, str, str]],
+    outcome: FixOutcome,
+) -> list[Diagnostic]:
+    """``candidates`` without the fixes that would make a line ruff format leaves alone (``# fmt: skip``,
+    ``# fmt: off``) longer than the tree's E501 limit: nothing would wrap it and the tree's ``ruff check``
+    would fail. Those are dropped with the reason."""
+    protected = fmt_protected_lines(text)
+    if not protected:
+        return candidates
+    limit = long_line_limit(path)
+    if limit is None:
+        return candidates
+    starts = [0]
+    for match in re.finditer(r"\r\n|\r|\n", text):
+        starts.append(match.end())
+    before = _long_protected(text, protected, limit)
+    kept = []
+    for diag in candidates:
+        edits = diag.fix.edits  # type: ignore[union-attr]
+        lines = {bisect.bisect_right(starts, e.start) for e in edits}
+        if not lines & protected:
+            kept.append(diag)
+            continue
+        attempt = apply_edits(text, edits, newline)
+        if _long_protected(attempt, fmt_protected_lines(attempt), limit) <= before:
+            kept.append(diag)
+            continue
+        rejected.add(_fix_id(diag))
+        outcome.dropped.append(
+            f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: the line is under `# fmt: skip` or "
+            f"`# fmt: off` and would be longer than the tree's line length ({limit}); nothing would wrap it"
+        )
+    return kept
+
+
 def fix_source(
     src: SourceFile,
     codes: list[str],
@@ -114,19 +192,20 @@ def fix_source(
     diags = lint_source(current, codes, settings, project, fix_mode=True)
     for _ in range(MAX_FIX_PASSES):
         candidates = [d for d in diags if fix_applicable(d.fix, unsafe) and _fix_id(d) not in rejected]
+        candidates = _fmt_protected_fits(candidates, text, src.path, newline, rejected, outcome)
         if not candidates:
             break
         accepted: list[Diagnostic] = []
-        taken: list[Edit] = []
+        taken = _Taken()
         for diag in sorted(
             candidates, key=lambda d: (min((e.start for e in d.fix.edits), default=0), d.code)
         ):
             edits = diag.fix.edits  # type: ignore[union-attr]
-            if any(_overlaps(e, t) for e in edits for t in taken):
+            if any(taken.overlaps(e) for e in edits):
                 continue  # left for the next pass
             accepted.append(diag)
-            taken.extend(edits)
-        new_text = apply_edits(text, taken, newline)
+            taken.add(edits)
+        new_text = apply_edits(text, taken.edits, newline)
         if not parses(new_text):
             # find the culprit(s): keep the first fix that parses on its own, retry the rest next pass
             new_text = text
@@ -195,6 +274,24 @@ def _inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
+def _linked_component(path: str, roots: tuple[str, ...]) -> str | None:
+    """The first symbolic link among the directories between the root that textually holds ``path`` and
+    ``path`` itself (a package directory linked out of the tree), or None. A link above the root is the
+    user's own way to reach the project and is not looked at."""
+    target = os.path.abspath(path)
+    for root in roots:
+        base = os.path.abspath(root)
+        if target == base or not target.startswith(base.rstrip(os.sep) + os.sep):
+            continue
+        current = base
+        for part in os.path.relpath(target, base).split(os.sep):
+            current = os.path.join(current, part)
+            if os.path.islink(current):
+                return current
+        return None
+    return None
+
+
 def fix_tree(
     diagnostics: list[Diagnostic],
     codes: list[str],
@@ -261,6 +358,7 @@ def _fix_one(
     text = src.text
     creates: list[CreateFile] = []
     taken: list[Edit] = []
+    applied: list[Diagnostic] = []  # the project fixes taken (a refused creation puts its finding back)
     project_diags = [d for d in diags if _is_project_code(d.code)]
     if project_diags and project is not None:  # the fix invariant, whatever mode computed them
         project_diags = guard_fixes(path, src.text, None, project_diags, project)
@@ -291,6 +389,7 @@ def _fix_one(
         text = attempt
         creates.extend(fix.creates)
         counts[diag.code] += 1
+        applied.append(diag)
     current = SourceFile(path, text, src.encoding, src.kind)
     outcome = fix_source(current, codes, settings, project, unsafe=unsafe)
     if text != src.text:  # imports the project fixes orphaned (NPU504 removes a copied patch's code)
@@ -308,12 +407,23 @@ def _fix_one(
     counts.update(outcome.applied_codes)
     creates.extend(outcome.creates)
     create_failed = False
+    refused: set[str] = set()
     for create in creates:
         if os.path.lexists(create.path) or create.path in out.created:
             continue
         if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
             out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")
             create_failed = True
+            refused.add(create.path)
+            continue
+        linked = _linked_component(create.path, (str(settings.root), os.path.dirname(path) or "."))
+        if linked is not None:  # the file would land in the link's target, wherever that is
+            out.errors.append(
+                f"{create.path}: not created: {linked} is a symbolic link (--fix creates files only inside "
+                "the project, never through a link)"
+            )
+            create_failed = True
+            refused.add(create.path)
             continue
         if write:
             Path(create.path).parent.mkdir(parents=True, exist_ok=True)
@@ -325,6 +435,11 @@ def _fix_one(
                 continue
         out.changes.append((create.path, "", create.content))
         out.created.append(create.path)
+    for diag in applied:  # a fix whose file was not created is not applied: its finding remains
+        if diag.fix is not None and any(c.path in refused for c in diag.fix.creates):
+            out.remaining.append(diag)
+            counts[diag.code] -= 1
+    counts = +counts
     if outcome.text != src.text:
         if write:  # counted only once written (a concurrent save or an unwritable file raises first)
             write_atomic(path, outcome.text, src.encoding, expect=snapshot)

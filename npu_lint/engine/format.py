@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 
 from npu_lint.core.imports import ruff_style
 from npu_lint.core.tools import ruff_format_range
@@ -43,18 +44,67 @@ def governed_by_ruff(path: str) -> bool:
 def format_touched(before: str, after: str, path: str, newline: str = "\n") -> str:
     """``after`` with the statements that differ from ``before`` formatted as the tree's ruff would format
     them (bottom-up, so earlier line numbers stay valid). Unchanged when ruff or a ruff configuration is
-    missing, when ruff fails on a range, or when the text mixes line endings (each line keeps its own)."""
+    missing, when ruff fails on a range, or when the text mixes line endings (each line keeps its own). The
+    one line-ending style is read from the text (LF, CRLF or CR only); ``newline`` is kept for callers."""
     if before == after or not governed_by_ruff(path):
         return after
     crlf = after.count("\r\n")
-    if (crlf and crlf != after.count("\n")) or "\r" in after.replace("\r\n", ""):
+    lone_cr, lone_lf = after.count("\r") - crlf, after.count("\n") - crlf
+    if sum(1 for n in (crlf, lone_cr, lone_lf) if n) > 1:
         return after  # mixed line endings: ruff would rewrite some of them, and each line keeps its own here
-    text = after.replace("\r\n", "\n") if newline != "\n" else after
-    base = before.replace("\r\n", "\n") if newline != "\n" else before
+    style = "\r\n" if crlf else "\r" if lone_cr else "\n"  # the file's one style (CR-only files too)
+    text = after.replace(style, "\n") if style != "\n" else after
+    base = before.replace("\r\n", "\n").replace("\r", "\n") if style != "\n" else before
     for first, last in reversed(touched_lines(base, text)):
         formatted = ruff_format_range(text, path, first, last)
         if formatted is not None:
             text = formatted
-    if newline != "\n":
-        text = text.replace("\n", newline)
+    if style != "\n":
+        text = text.replace("\n", style)
     return text
+
+
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+_FMT_SKIP = re.compile(r"#\s*fmt:\s*skip\b")
+_FMT_OFF = re.compile(r"^\s*#\s*fmt:\s*off\b")
+_FMT_ON = re.compile(r"^\s*#\s*fmt:\s*on\b")
+
+
+def fmt_protected_lines(text: str) -> set[int]:
+    """1-based lines ruff format leaves alone: the statement a trailing ``# fmt: skip`` ends, and the lines
+    from ``# fmt: off`` to ``# fmt: on`` (or the end of the file). Empty when the text has neither."""
+    if "fmt:" not in text:
+        return set()
+    import ast
+
+    lines = _NEWLINES.split(text)
+    out: set[int] = set()
+    off: int | None = None
+    for number, line in enumerate(lines, start=1):
+        if off is None and _FMT_OFF.match(line):
+            off = number
+        elif off is not None and _FMT_ON.match(line):
+            out.update(range(off, number + 1))
+            off = None
+    if off is not None:
+        out.update(range(off, len(lines) + 1))
+    skipped = {n for n, line in enumerate(lines, start=1) if _FMT_SKIP.search(line)}
+    if skipped:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return out | skipped
+        first: dict[int, int] = {}  # the innermost statement ending on a skipped line (not its enclosing def)
+        for node in ast.walk(tree):
+            end = getattr(node, "end_lineno", None)
+            if isinstance(node, ast.stmt) and end in skipped:
+                first[end] = max(first.get(end, 0), node.lineno)
+        for end, start in first.items():
+            out.update(range(start, end + 1))
+        out |= skipped
+    return out
+
+
+def long_line_limit(path: str) -> int | None:
+    """The line length the tree's ``ruff check`` enforces (E501) on ``path``, or None when it does not."""
+    return ruff_style(os.path.dirname(os.path.abspath(path))).long_line_limit

@@ -51,6 +51,34 @@ def comments(text: str, spec: bool = False) -> dict[int, str] | None:
     return out
 
 
+def string_ends(text: str) -> dict[int, int]:
+    """1-based line -> the last line of the multi-line string that starts or continues on it (not that last
+    line itself). As in ruff, a finding on such a line takes its ``# noqa`` from the line the string ends on:
+    no comment can follow code on the others."""
+    import io
+    import tokenize
+
+    fstring_start = getattr(tokenize, "FSTRING_START", None)
+    fstring_end = getattr(tokenize, "FSTRING_END", None)
+    out: dict[int, int] = {}
+    opened: list[int] = []  # start lines of the f-strings being read (3.12+ tokenizes their parts)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline="").readline):
+            first, last = tok.start[0], tok.end[0]
+            if fstring_start is not None and tok.type == fstring_start:
+                opened.append(first)
+                continue
+            if fstring_end is not None and tok.type == fstring_end and opened:
+                first = opened.pop()
+            elif tok.type != tokenize.STRING:
+                continue
+            for line in range(first, last):
+                out.setdefault(line, last)
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
+        return {}
+    return out
+
+
 def _code_block_comments(literal: str, first_line: int) -> dict[int, str]:
     """The comments of the code inside a multi-line string literal, by line of the enclosing file."""
     import io
@@ -157,10 +185,15 @@ def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[st
     if isinstance(file_level, set):
         ignored = ignored | file_level
     out = []
+    ends: dict[int, int] | None = None
     for diag in diags:
         if diag.code in ignored:
             continue
         noqa = line_noqa(src, diag.line, comment_lines)
+        if noqa is False and comment_lines:  # a line inside a multi-line string: its last line's noqa
+            ends = string_ends(src.text) if ends is None else ends
+            if diag.line in ends:
+                noqa = line_noqa(src, ends[diag.line], comment_lines)
         if noqa is False:
             if not (diag.origin is not None and _suppressed_at_origin(diag)):
                 out.append(diag)

@@ -209,13 +209,14 @@ _PROTECTED_NAMES = ("pyproject.toml", "npu-lint.toml", "setup.cfg", "setup.py", 
 
 
 def output_refusal(path: str, protected: list[str] | tuple[str, ...] = ()) -> str:
-    """Why a report must not be written to ``path`` ("" when it may): an existing Python source or project
-    file (``-o m.py`` is a slip that would replace the source with a report), or one of ``protected`` (the
+    """Why a report must not be written to ``path`` ("" when it may): a Python source or project file, even
+    a new one (``-o m.py`` is a slip that would replace the source with a report), or one of ``protected`` (the
     files being linted, the baseline, the configuration in use), symlinks and hard links resolved."""
-    if not os.path.lexists(path):
-        return ""
     name = os.path.basename(os.path.realpath(path))
-    if name.endswith((".py", ".pyi")) or name in _PROTECTED_NAMES:
+    source = name.endswith((".py", ".pyi")) or name in _PROTECTED_NAMES
+    if not os.path.lexists(path):  # a new pyproject.toml holding a report would break every later run
+        return "names a source or project file" if source else ""
+    if source:
         return "is a source or project file"
     try:
         target = os.stat(path)

@@ -126,7 +126,13 @@ def _line_end_in_string(src: SourceFile, line: int) -> bool:
 
 def noqa_edit(src: SourceFile, line: int, code: str) -> Edit | None:
     """The edit that adds ``code`` to line ``line``'s ``# noqa:`` comment (creating it), or None when the line
-    cannot take a comment (it ends inside a string or with a backslash continuation)."""
+    cannot take a comment (it ends with a backslash continuation, or inside a string that does not end on a
+    later line). A line a multi-line string continues takes it where the string ends (where it is read)."""
+    if _line_end_in_string(src, line):
+        from npu_lint.engine.suppress import string_ends
+
+        end_line = string_ends(src.text).get(line, 0)
+        return noqa_edit(src, end_line, code) if end_line > line else None
     text = src.line_text(line)
     start = src.offset(line, 0)
     match = _NOQA.search(text)
@@ -139,7 +145,7 @@ def noqa_edit(src: SourceFile, line: int, code: str) -> Edit | None:
         end = start + match.end("codes")
         return Edit(end, end, f", {code}")
     stripped = text.rstrip()
-    if stripped.endswith("\\") or _line_end_in_string(src, line):
+    if stripped.endswith("\\"):
         return None
     end = start + len(stripped)
     return Edit(end, start + len(text), f"  # noqa: {code}")

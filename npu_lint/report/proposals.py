@@ -8,9 +8,9 @@ it, its reason and, when it has edits, the diff it proposes.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
+from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix, text_hash
 from npu_lint.report import RenderContext
 
 
@@ -44,8 +44,12 @@ def unapplied(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool) -> list[tup
     return list(groups.values())
 
 
-def render_proposals(diagnostics: Sequence[Diagnostic], ctx: RenderContext) -> str:
-    """Each fix that was not applied: a header naming its findings and why, then its proposed diff."""
+def render_proposals(
+    diagnostics: Sequence[Diagnostic], ctx: RenderContext, texts: Mapping[str, str] | None = None
+) -> str:
+    """Each fix that was not applied: a header naming its findings and why, then its proposed diff. ``texts``:
+    path -> the text the findings were computed on when it is not the file's (``--diff``: after the safe
+    fixes, which are shown but not written); a fix's offsets are into that text."""
     out: list[str] = []
     for fix, diags in unapplied(diagnostics, ctx.unsafe_fixes):
         first = diags[0]
@@ -61,11 +65,16 @@ def render_proposals(diagnostics: Sequence[Diagnostic], ctx: RenderContext) -> s
         if fix.reason:
             out.append(f"  reason: {fix.reason}\n")
         src = ctx.source(first.path)
-        if fix.edits and src is not None:
-            new = _applied_text(src.text, fix)
+        text = src.text if src is not None else None
+        fixed = (texts or {}).get(first.path)
+        # a finding of the fixed text (a file rule's, re-linted), unless its fix names the file's own text
+        if fixed is not None and not (fix.basis and text is not None and fix.basis == text_hash(text)):
+            text = fixed
+        if fix.edits and text is not None:
+            new = _applied_text(text, fix)
             rel = path.lstrip("/")
             lines = difflib.unified_diff(
-                src.text.splitlines(keepends=True),
+                text.splitlines(keepends=True),
                 new.splitlines(keepends=True),
                 fromfile=f"a/{rel}",
                 tofile=f"b/{rel} (proposed)",

@@ -471,7 +471,8 @@ class Context:
         chain = [*self.parents] if isinstance(node, tuple) else [*self.parents, node]
         for i in range(len(chain) - 1, 0, -1):
             parent, child = chain[i - 1], chain[i]
-            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and child in parent.body:
+            # a statement child of a function is in its body (O(1): `in parent.body` scanned every statement)
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(child, ast.stmt):
                 return False
             if isinstance(parent, ast.Lambda) and child is parent.body:
                 return False

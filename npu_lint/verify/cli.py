@@ -57,12 +57,14 @@ def _write(path: str, text: str) -> None:
     """``-o``: the writer ``check -o`` uses (atomic for a regular file; a device, FIFO or symlink is never
     replaced)."""
     import errno
+    import os
 
     from npu_lint.engine.write import output_refusal, write_output
 
     why = output_refusal(path)
     if why:
-        raise OSError(errno.EEXIST, f"{why}; refusing to replace it", path)
+        refusing = "refusing to replace it" if os.path.lexists(path) else "refusing to write it"
+        raise OSError(errno.EEXIST, f"{why}; {refusing}", path)
     write_output(path, text)
 
 

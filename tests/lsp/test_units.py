@@ -155,8 +155,12 @@ def test_noqa_edit_forms() -> None:
 def test_noqa_edit_refuses_where_a_comment_cannot_go() -> None:
     text = 'a = f(x.cuda(), """doc\nmore""")\nb = x.cuda() + \\\n    1\n'
     src = SourceFile.from_text("m.py", text)
-    assert noqa_edit(src, 1, "NPU101") is None  # the line ends inside a string
     assert noqa_edit(src, 3, "NPU101") is None  # backslash continuation
+    # the line ends inside a string: the noqa goes where the string ends, where it is read (as ruff)
+    edit = noqa_edit(src, 1, "NPU101")
+    assert edit is not None
+    assert apply_edits(text, [edit]).splitlines()[1] == 'more""")  # noqa: NPU101'
+    assert noqa_edit(SourceFile.from_text("m.py", 'a = """x.cuda()\n'), 1, "NPU101") is None  # never ends
 
 
 # -- actions -------------------------------------------------------------------------------------------
