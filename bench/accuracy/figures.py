@@ -115,7 +115,13 @@ def render_heldout(code: str, heldout: dict) -> str:
             out.append(
                 f"Family `{category}` on bench/heldout/{name} ({status}; {rnd['when']}): {fig['caught']} of "
                 f"{fig['bugs']} bugs caught in the edited file, {fig['at_lines']} at the edited lines; "
-                f"controls quiet {fig['controls_quiet']} of {fig['controls']}."
+                f"controls quiet {fig['controls_quiet']} of {fig['controls']}"
+                + (
+                    f" (when it was held out: {fig['first_measured']['caught']} caught, "
+                    f"{fig['first_measured']['at_lines']} at the lines)."
+                    if "first_measured" in fig and rnd.get("status") != "held-out"
+                    else "."
+                )
             )
     return " ".join(out)
 
