@@ -166,14 +166,19 @@ def line_noqa(src: SourceFile, line: int, comment_lines: dict[int, str] | None) 
     return False if comment is None else noqa_codes(comment)
 
 
+def _may_hold_noqa(line: str) -> bool:
+    return "noqa" in line.lower() or '"""' in line or "'''" in line or line.rstrip().endswith("\\")
+
+
 def apply_suppressions(src: SourceFile, diags: list[Diagnostic], ignored: set[str]) -> list[Diagnostic]:
     lowered = src.text.lower() if diags else ""
     # tokenizing a file costs about a third of its parse: done only when a directive may apply, i.e. when a
     # finding's line holds "noqa" (a line without the word has no noqa comment, tokenized or not) or the text
     # holds a file-level directive; otherwise every finding's line answers False either way
+    # (or when a finding's line opens a string that continues onto later lines: its noqa sits where it ends)
     need = "noqa" in lowered and (
         ("npu-lint" in lowered and _FILE_NOQA.search(src.text) is not None)
-        or any("noqa" in src.line_text(d.line).lower() for d in diags)
+        or any(_may_hold_noqa(src.line_text(d.line)) for d in diags)
     )
     comment_lines = comments(src.text) if need else {}
     # a file-level directive is a real comment; a line's noqa may also sit in a spec's code block
