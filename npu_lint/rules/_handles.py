@@ -624,7 +624,9 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
             if isinstance(left, ast.Call) and call_name(left) == "bound_kernel":
                 return "`.bound_kernel()`", left.func.value, False  # type: ignore[union-attr]
             return None
-        if isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+        # every implementation-name expression (a field, a resolver call, a local bound to one) is spelt with
+        # "impl": a file without the word has none, and its comparisons are not guards
+        if isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) and "impl" in ctx.source.text:
             for a, b in ((left, right), (right, left)):
                 literal = str_value(b) is not None or (
                     isinstance(b, (ast.Tuple, ast.List, ast.Set))

@@ -186,6 +186,8 @@ def cached_slot_reads(ctx: Context) -> list[tuple[ast.AST, str, str, str]]:
     then ``if not slot.use_non_eager_impl:`` in ``forward``): (read node, slot, ``self.<attr>``, the caching
     method's name). Another model that rebinds the slot changes what the read says, not what the instance
     runs, so the two diverge."""
+    if "bound_kernel" not in ctx.source.text:  # no instance caches a slot's kernel
+        return []
     slots = module_handle_names(ctx)
     if not slots:
         return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable
 
+from npu_lint.core.astutil import walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
@@ -45,7 +46,7 @@ def _chain_root(node: ast.expr) -> str | None:
 
 
 def _consults_text_config(func: ast.AST) -> bool:
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, ast.Attribute) and node.attr in (
             "text_config",
             "get_text_config",
@@ -82,7 +83,7 @@ def _passed_params(call: ast.Call, helper: ast.FunctionDef, wanted: Callable[[as
 def _field_reads(func: ast.AST, names: set[str]) -> list[tuple[ast.AST, str]]:
     """`<name>.<field>` loads and `getattr(<name>, "<field>"...)` of the given local names."""
     out: list[tuple[ast.AST, str]] = []
-    for node in ast.walk(func):
+    for node in walk(func):
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.ctx, ast.Load)
@@ -129,12 +130,12 @@ def _defaulted_model_config_reads(
     the function, not `self`/`cls` (a model handed to, or built by, code that serves every model type), or
     through a local bound to that config or a parameter in `config_names` (given such a config by a caller)."""
     aliases = set(config_names)
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if _generic_config(node.value):
                 aliases.add(node.targets[0].id)
     out = []
-    for node in ast.walk(func):
+    for node in walk(func):
         if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -153,7 +154,7 @@ def _defaulted_model_config_reads(
 def _text_config_locals(func: ast.AST) -> set[str]:
     """Local names bound (directly or through another such local) to the text sub-config or a field of it."""
     bound: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             bound.setdefault(node.targets[0].id, []).append(node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
@@ -167,7 +168,7 @@ def _text_config_locals(func: ast.AST) -> set[str]:
                 continue
             for value in values:
                 text = ast.unparse(value)
-                names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                names = {n.id for n in walk(value) if isinstance(n, ast.Name)}
                 if "text_config" in text or names & found:
                     found.add(name)
                     changed = True
@@ -326,17 +327,32 @@ class LossVocabSize(LossRule):
         ctx = self.ctx
         if "getattr" not in ctx.source.text or ".config" not in ctx.source.text:
             return
+        # the reads are `getattr(x, "<field>", default)` calls: functions without one are skipped (one walk)
+        lines = [
+            n.lineno
+            for n in walk(ctx.tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "getattr"
+            and len(n.args) == 3
+            and isinstance(n.args[1], ast.Constant)
+        ]
+        if not lines:
+            return
         fields: frozenset[str] | None = None
         helpers = _module_functions(ctx.tree)
         receives: dict[
             str, set[str]
         ] = {}  # helper -> its parameters given `<model>.config` somewhere in the file
-        for call in ast.walk(ctx.tree):
+        for call in walk(ctx.tree):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in helpers:
                 passed = _passed_params(call, helpers[call.func.id], _generic_config)
                 receives.setdefault(call.func.id, set()).update(passed)
-        for func in ast.walk(ctx.tree):
+        for func in walk(ctx.tree):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            end = func.end_lineno or func.lineno
+            if not any(func.lineno <= line <= end for line in lines):
                 continue
             own = receives.get(func.name, set()) if helpers.get(func.name) is func else set()
             reads = _defaulted_model_config_reads(func, own)
@@ -375,7 +391,7 @@ class LossVocabSize(LossRule):
                 continue
             cfg, mine, text = found
             params = {a.arg for a in func.args.args}
-            for node in ast.walk(func):
+            for node in walk(func):
                 if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)):
                     continue
                 base = node.value
@@ -406,7 +422,7 @@ class LossVocabSize(LossRule):
                         Applicability.SAFE,
                     ),
                 )
-            for call in ast.walk(func):
+            for call in walk(func):
                 if not (
                     isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in helpers
                 ):
@@ -441,7 +457,7 @@ class LossVocabSize(LossRule):
                 continue
             if isinstance(arg, ast.Name):
                 continue  # a local computed earlier: not judged
-            if any(isinstance(n, ast.Name) and n.id in text_locals for n in ast.walk(arg)):
+            if any(isinstance(n, ast.Name) and n.id in text_locals for n in walk(arg)):
                 continue  # read through a local bound to the text sub-config (`text_cfg = self.config.get_text_config()`)
             if (arg.lineno, arg.col_offset) in self._reported:
                 continue
