@@ -57,5 +57,6 @@ def gemma3_forcausallm_forward_patched(
     loss = None
     if labels is not None:
         # NPU413: `**kwargs` (num_items_in_batch, ignore_index) no longer reach the loss
-        loss = self.loss_function(logits, labels, self.vocab_size)
+        # NPU416: the loss's own view of the logits (flattened, fp32) replaces the model's output
+        loss, logits = self.loss_function(logits, labels, self.vocab_size)
     return loss, logits

@@ -1,0 +1,22 @@
+"""GPU patch spec for Qwen3-MoE (only the router is patched)."""
+
+import torch
+
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(
+    source_module="transformers.models.qwen3_moe.modeling_qwen3_moe",
+    target_file="patched_modeling_qwen3_moe_gpu.py",
+)
+
+
+@config.override_method("Qwen3MoeTopKRouter.forward", description="Routing scores in float32")
+def qwen3_moe_router_forward_patched(self, hidden_states):
+    flat = hidden_states.reshape(-1, self.hidden_dim)
+    router_logits = torch.nn.functional.linear(flat, self.weight)
+    # NPU417: upstream returns the raw logits; the load-balancing loss applies its own softmax to them
+    router_logits = torch.softmax(router_logits.float(), dim=-1)
+    routing_weights, selected_experts = torch.topk(router_logits, self.top_k, dim=-1)
+    if self.norm_topk_prob:
+        routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
+    return router_logits, routing_weights.to(flat.dtype), selected_experts
