@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import walk_pairs
+from npu_lint.core.astutil import walk, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -38,6 +38,15 @@ _HOST_SIDE_FILE = re.compile(
     r"(image_processing|processing|feature_extraction|tokenization|video_processing|convert)_\w*\.py$"
 )
 _SCALAR_TYPES = frozenset({"int", "bool", "str", "float", "None"})
+
+
+def _names_cpu(device: ast.expr) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")`` (any ``"cpu..."`` string)."""
+    if isinstance(device, ast.Call) and device.args:
+        device = device.args[0]
+    return (
+        isinstance(device, ast.Constant) and isinstance(device.value, str) and device.value.startswith("cpu")
+    )
 
 
 def _scalar_annotation(ann: ast.expr | None) -> bool:
@@ -395,6 +404,35 @@ class DevicelessAllocation(Rule):
             from torch import nn
 
 
+            class ToyNoiser(nn.Module):
+                def __init__(self, device_type: str):
+                    super().__init__()
+                    self.rng = torch.Generator(device=device_type)
+
+                def drop_prompt(self, rate: float) -> bool:
+                    return bool(torch.rand((), generator=self.rng) < rate)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToyNoiser(nn.Module):
+                def __init__(self, device_type: str):
+                    super().__init__()
+                    self.rng = torch.Generator(device=device_type)
+
+                def drop_prompt(self, rate: float) -> bool:
+                    return bool(torch.rand((), generator=self.rng, device=self.rng.device) < rate)
+            """,
+            title="a draw on the CPU with a generator made on the accelerator",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
             class ToyCache(nn.Module):
                 def __init__(self, n: int):
                     super().__init__()
@@ -450,6 +488,22 @@ class DevicelessAllocation(Rule):
         ),
     )
     good = (
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyNoiser(nn.Module):
+                def __init__(self, device_type: str):
+                    super().__init__()
+                    self.rng = torch.Generator(device=device_type)
+
+                def drop_prompt(self, rate: float) -> bool:
+                    return bool(torch.rand((), device=self.rng.device, generator=self.rng) < rate)
+            """,
+            title="the draw takes the generator's device",
+        ),
         Example(
             """
             import torch
@@ -518,6 +572,8 @@ class DevicelessAllocation(Rule):
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
         self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
+        # random draws without device= that pass a generator: (unit, call, factory, generator expression)
+        self.generator_draws: list[tuple[tuple[str, str], ast.Call, str, ast.expr]] = []
         # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
         self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str, str]] = []
         self._accel_cache: dict[int, dict[str, int]] = {}
@@ -576,6 +632,10 @@ class DevicelessAllocation(Rule):
             shown = self.ctx.source.segment(device_kw.value)  # type: ignore[union-attr]
             self.cpu_devices.append((unit, node, qual[6:], shown, off_device))
             return
+        if device_kw is None:
+            gen_kw = next((k for k in node.keywords if k.arg == "generator"), None)
+            if gen_kw is not None and isinstance(gen_kw.value, (ast.Name, ast.Attribute)):
+                self.generator_draws.append((unit, node, qual[6:], gen_kw.value))
         if any(
             k.arg is None
             or (k.arg == "device" and not (isinstance(k.value, ast.Constant) and k.value.value is None))
@@ -1167,6 +1227,8 @@ class DevicelessAllocation(Rule):
                         f"`torch.{factory}(..., device={text})` allocates on the device of {reason}; take the "
                         "device from the forward's input data",
                     )
+        if self.generator_draws:
+            self._accelerator_generator_draws()
         if self.generators:
             forward = self._forward_units()
             for unit, node in self.generators:
@@ -1385,6 +1447,46 @@ class DevicelessAllocation(Rule):
                 f"`torch.{factory}(...)` without `device=` allocates on the CPU in `{unit[1]}`, whose result "
                 f"`{method.name}` (line {call.lineno}) uses on the forward path; pass the device in (from the "
                 "caller's data) and allocate with `device=`",
+            )
+
+    def _accelerator_generators(self) -> dict[str, int]:
+        """Source text of each name or ``self.<attr>`` bound to ``torch.Generator(device=...)`` with a device that
+        is not the CPU -> the line of that binding."""
+        out: dict[str, int] = {}
+        for node in walk(self.ctx.tree):
+            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+                continue
+            call = node.value
+            if self.ctx.qualname(call.func) != "torch.Generator":
+                continue
+            device = next((k.value for k in call.keywords if k.arg == "device"), None)
+            if device is None and call.args:
+                device = call.args[0]
+            if device is None or _names_cpu(device):
+                continue
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    out[self.ctx.source.segment(target)] = node.lineno
+        return out
+
+    def _accelerator_generator_draws(self) -> None:
+        """A random draw given an accelerator generator but no ``device=`` runs on the CPU, and torch rejects a
+        generator of another device: the draw fails on every call, whatever path it is on."""
+        generators = self._accelerator_generators()
+        if not generators:
+            return
+        pending = {id(node) for _, node, *_ in self.pending}
+        for _unit, node, factory, gen in self.generator_draws:
+            text = self.ctx.source.segment(gen)
+            line = generators.get(text)
+            if line is None or id(node) in pending:
+                continue
+            source = f"{text}.device"
+            self.report(
+                node,
+                f"`torch.{factory}(..., generator={text})` without `device=` draws on the CPU with a generator "
+                f"created on the accelerator (line {line}): torch rejects the mismatch; add `device={source}`",
+                make_fix(f"Add `device={source}`", [self._device_edit(node, source)]),
             )
 
     def _device_edit(self, node: ast.Call, source: str) -> Edit:
