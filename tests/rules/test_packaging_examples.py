@@ -67,6 +67,10 @@ class ToyForCausalLM(nn.Module):
     config: ToyTextConfig
 
 
+class ToyForTokenClassification(nn.Module):
+    config: ToyTextConfig
+
+
 class ToyForConditionalGeneration(nn.Module):
     config: ToyConfig
 """

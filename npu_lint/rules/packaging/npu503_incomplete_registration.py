@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Iterable
 
@@ -10,6 +11,7 @@ from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
     _CLASS,
     _CONFIG_ATTR,
+    Registration,
     _class_block,
     _defines,
     _diag,
@@ -32,14 +34,17 @@ class IncompleteRegistration(ProjectRule):
     name = "incomplete-registration"
     summary = (
         "A vision-language package does not register both its multimodal and its text-backbone model types, "
-        "or registers classes its generated module lacks."
+        "registers classes its generated module lacks, or never returns a head class it imports."
     )
     why = (
         "Registration is keyed by `config.json`'s `model_type`. A VLM's generated module serves two model types: "
         "the multimodal wrapper (`...ForConditionalGeneration`, e.g. `gemma3`) and its text backbone "
         "(`...ForCausalLM`, e.g. `gemma3_text`). A type that is not registered silently falls back to the stock "
         "transformers class, without VeOmni's patches (and without the NPU kernels). A registered function "
-        "that imports a class the generated module does not define fails only when that model is built."
+        "that imports a class the generated module does not define fails only when that model is built. A "
+        "registration that imports a head (`...ForTokenClassification`) from the generated module but whose "
+        '`if "..." in architecture` dispatch never returns it builds such checkpoints as its fallback class '
+        "(usually the causal LM): the wrong head trains without an error."
     )
     bad = (
         Example(
@@ -55,6 +60,30 @@ class IncompleteRegistration(ProjectRule):
             """,
             path="veomni/models/transformers/toy/__init__.py",
             title="the generated module defines `ToyForConditionalGeneration` (model type `toy`)",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
+
+                return ToyForConditionalGeneration
+
+
+            @MODELING_REGISTRY.register("toy_text")
+            def register_toy_text_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForTokenClassification
+
+                if "ForCausalLM" in architecture:
+                    return ToyForCausalLM
+                else:
+                    return ToyForCausalLM
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="`ToyForTokenClassification` is imported, but no architecture branch returns it",
         ),
     )
     good = (
@@ -72,8 +101,10 @@ class IncompleteRegistration(ProjectRule):
 
             @MODELING_REGISTRY.register("toy_text")
             def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForTokenClassification
 
+                if "ForTokenClassification" in architecture:
+                    return ToyForTokenClassification
                 return ToyForCausalLM
             """,
             path="veomni/models/transformers/toy/__init__.py",
@@ -91,6 +122,55 @@ class IncompleteRegistration(ProjectRule):
         if match is None:
             return None
         return _model_type(source_module, match.group(1) or match.group(2))
+
+    def _unreturned_heads(
+        self, init: str, reg: Registration, by_module: dict[str, str]
+    ) -> Iterable[Diagnostic]:
+        """``ForTokenClassification`` imported from the generated module, and an ``if "..." in architecture``
+        dispatch none of whose returns gives it: that checkpoint silently builds the fallback class."""
+        func = reg.function
+        if not func.args.args:
+            return
+        arch = func.args.args[0].arg
+        tests: list[ast.Compare] = []
+        returned: set[str] = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Name) and c.id == arch for c in node.comparators
+            ):
+                tests.append(node)
+            elif isinstance(node, ast.Return):
+                if not isinstance(node.value, ast.Name):
+                    return  # a computed return (a table, a call): not a plain dispatch
+                returned.add(node.value.id)
+        if not tests:
+            return
+        imported = {name for module, name, _ in reg.imports if module in by_module}
+        if not returned <= imported:
+            return  # returns a local variable: the dispatch is not read here
+        fallback = None
+        last = max(tests, key=lambda t: t.lineno)
+        for node in ast.walk(func):
+            if isinstance(node, ast.If) and node.test is last and node.orelse:
+                tail = node.orelse[-1]
+                if isinstance(tail, ast.Return) and isinstance(tail.value, ast.Name):
+                    fallback = tail.value.id
+        first = min(tests, key=lambda t: t.lineno)
+        for name in sorted(imported - returned):
+            head = name.find("For")
+            if head <= 0:
+                continue  # base models (`...Model`, `...TextModel`) are set up as parts of the heads
+            gets = f"`{fallback}`" if fallback else "the fallback"
+            yield _diag(
+                self,
+                init,
+                first.lineno,
+                f"`{func.name}` imports `{name}` from the generated module, but no branch of its "
+                f"`{arch}` dispatch returns it: a `...{name[head:]}` checkpoint is built as {gets}",
+                col=first.col_offset,
+                end_line=first.end_lineno,
+                end_col=first.end_col_offset,
+            )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
@@ -124,6 +204,9 @@ class IncompleteRegistration(ProjectRule):
                         end_line=node.end_lineno,
                         end_col=node.end_col_offset,
                     )
+            # a head class imported for the model type that no branch of the architecture dispatch returns
+            for reg in regs:
+                yield from self._unreturned_heads(pkg.init, reg, by_module)
             # the multimodal / text-backbone pair
             used = {m for r in regs for m, _, _ in r.imports}
             gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
