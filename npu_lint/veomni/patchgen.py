@@ -22,6 +22,7 @@ import enum
 import functools
 import os
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,6 +285,10 @@ class Spec:
     copies_from: list[str] = field(
         default_factory=list
     )  # spec modules whose lists are ``.extend``ed into this one
+    # list attribute copied from another spec's config (``config.helpers.extend(gpu_config.helpers)``,
+    # ``config.drop_imported_names.update(gpu_config.drop_imported_names)``) -> (line, that spec's module)
+    mirrors: dict[str, tuple[int, str]] = field(default_factory=dict)
+    dropped: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)  # drop_import_names(...) calls
 
     def resolve(self, name: str, depth: int = 0) -> DefRef | None:
         """The definition bound to ``name`` in this spec module (following imports through the tree)."""
@@ -443,6 +448,9 @@ def parse_spec(path: str, text: str | None = None, tree: ast.Module | None = Non
                     code = _str(call.args[0])
                     if code is not None:
                         spec.post_blocks.append((call.args[0].lineno, code))
+                elif func.attr == "drop_import_names":
+                    names = tuple(v for v in (_str(a) for a in call.args) if v)
+                    spec.dropped.append((stmt.lineno, names))
                 elif func.attr == "add_import" and call.args:
                     module = _str(call.args[0])
                     names = _kw(call, "names")
@@ -454,13 +462,15 @@ def parse_spec(path: str, text: str | None = None, tree: ast.Module | None = Non
                 continue
             # config.patches.append(create_patch_from_external(target=..., replacement_module=...))
             # config.patches.extend(other.patches); config.helpers.extend(other.helpers) ...
-            if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and call.args:
+            if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "update") and call.args:
                 owner = _dotted(func.value)
                 arg0 = call.args[0]
                 if (
                     owner is not None
                     and owner.split(".")[0] in config_names
-                    and owner.endswith((".post_import_blocks", ".additional_imports", ".helpers"))
+                    and owner.endswith(
+                        (".post_import_blocks", ".additional_imports", ".helpers", ".drop_imported_names")
+                    )
                 ):
                     source = _dotted(arg0) or ""
                     for node in ast.walk(arg0):
@@ -468,8 +478,12 @@ def parse_spec(path: str, text: str | None = None, tree: ast.Module | None = Non
                             source = node.id
                             break
                     root = source.split(".")[0]
-                    if root in imported_configs and imported_configs[root] not in spec.copies_from:
-                        spec.copies_from.append(imported_configs[root])
+                    if root in imported_configs:
+                        spec.mirrors[owner.rsplit(".", 1)[1]] = (stmt.lineno, imported_configs[root])
+                        if imported_configs[root] not in spec.copies_from:
+                            spec.copies_from.append(imported_configs[root])
+                    elif owner.endswith(".drop_imported_names") and isinstance(arg0, (ast.Set, ast.List, ast.Tuple)):
+                        spec.dropped.append((stmt.lineno, tuple(v for v in (_str(e) for e in arg0.elts) if v)))
                     continue
                 if owner is None or not owner.endswith(".patches"):
                     continue
@@ -565,6 +579,23 @@ def effective_added_imports(spec: Spec, depth: int = 0) -> list[tuple[str, int, 
         for other in _sources(spec):
             out.extend(effective_added_imports(other, depth + 1))
     out.extend((spec.path, line, module, names) for line, module, names in spec.added_imports)
+    return out
+
+
+def effective_drops(spec: Spec, depth: int = 0) -> set[str]:
+    """Names the generated file drops from the source module's imports: a deepcopied or shared base's, those
+    of every spec whose ``drop_imported_names`` this one copies, and its own."""
+    out: set[str] = set()
+    if depth < 4:
+        base = base_spec(spec) if spec.base_mode in ("deepcopy", "shared") else None
+        if base is not None:
+            out |= effective_drops(base, depth + 1)
+        if "drop_imported_names" in spec.mirrors:
+            other = spec_for_module(spec.mirrors["drop_imported_names"][1], spec.path)
+            if other is not None and other.path != spec.path:
+                out |= effective_drops(other, depth + 1)
+    for _, names in spec.dropped:
+        out.update(names)
     return out
 
 
@@ -1090,6 +1121,57 @@ def compare_generated(spec: Spec, gen: Generated) -> list[Drift]:
                         section.marker_line,
                     )
                 )
+    return out
+
+
+_FIRST_DEF = re.compile(r"^(?:class |def |async def |@)", re.MULTILINE)
+
+
+def generated_imports(text: str) -> dict[str, dict[str, int]]:
+    """``from M import a, b`` statements at the top of a generated file (before its first definition):
+    module -> imported name -> line. Only the import header is parsed."""
+    match = _FIRST_DEF.search(text)
+    header = text[: match.start()] if match else text
+    tree = _parse(header, "<generated header>")
+    out: dict[str, dict[str, int]] = {}
+    if tree is None:
+        return out
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            names = out.setdefault(stmt.module, {})
+            for alias in stmt.names:
+                names[alias.asname or alias.name] = stmt.lineno
+    return out
+
+
+def _block_imports(code: str) -> dict[str, set[str]]:
+    tree = _parse(textwrap.dedent(code), "<post-import block>")
+    out: dict[str, set[str]] = {}
+    for node in _walk_list(tree) if tree is not None else ():
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.setdefault(node.module, set()).update(a.asname or a.name for a in node.names)
+    return out
+
+
+def import_drift(spec: Spec, text: str) -> list[tuple[str, str, int]]:
+    """(module, name, line in the generated file) for each name the generated file imports from a ``veomni``
+    module that the spec no longer provides (neither an ``add_import`` nor a post-import block of it or of
+    the specs it copies): regenerating drops the import, and the patched code that uses the name breaks."""
+    provided: dict[str, set[str]] = {}
+    for _path, _line, module, names in effective_added_imports(spec):
+        if not names:
+            return []  # ``from M import *``: what it brings is not read here
+        provided.setdefault(module, set()).update(names)
+    for _path, _line, code in effective_post_blocks(spec):
+        for module, names in _block_imports(code).items():
+            provided.setdefault(module, set()).update(names)
+    out = []
+    for module, names in generated_imports(text).items():
+        if module.split(".")[0] != "veomni":
+            continue
+        for name, line in names.items():
+            if name not in provided.get(module, ()):
+                out.append((module, name, line))
     return out
 
 

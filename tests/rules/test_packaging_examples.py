@@ -90,6 +90,13 @@ CONTEXT: dict[str, dict[str, str]] = {
         f"{TOY}/toy_gpu_patch_gen_config.py": GPU_SPEC.split('\n\n@config.override_method("ToyModel')[0]
     },
     "NPU506": {"veomni/__init__.py": "", "veomni/ops/__init__.py": ""},
+    "NPU507": {
+        f"{TOY}/toy_gpu_patch_gen_config.py": GPU_SPEC
+        + """
+config.add_import("veomni.utils.model_outputs", names=["ToyCausalLMOutputWithLogProbs"])
+config.drop_import_names("ToyCausalLMOutputWithPast")
+"""
+    },
 }
 GOOD_CONTEXT = {"NPU501": {f"{TOY}/toy_gpu_patch_gen_config.py": GPU_SPEC}}
 
@@ -142,7 +149,7 @@ def _source(code: str, example) -> str:  # noqa: ANN001
 
 
 def test_every_project_rule_is_documented() -> None:
-    assert set(RULES) == {"NPU501", "NPU502", "NPU503", "NPU504", "NPU505", "NPU506"}
+    assert set(RULES) == {"NPU501", "NPU502", "NPU503", "NPU504", "NPU505", "NPU506", "NPU507"}
     for code, rule in RULES.items():
         assert rule.name and rule.summary and rule.why and rule.fix_safety and precision_text(rule), code
         assert rule.bad and rule.good, code

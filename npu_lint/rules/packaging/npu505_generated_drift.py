@@ -6,7 +6,7 @@ import os
 import shutil
 from collections.abc import Iterable
 
-from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
+from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix, Origin
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
     _diag,
@@ -31,7 +31,10 @@ class GeneratedDrift(ProjectRule):
         "runs. Each patched section must hold the spec function's body (compared as normalised ASTs after "
         "`name_map`, ignoring docstrings, comments and formatting), every patch in the spec must have its section, "
         "and every section its patch. A spec whose generated file does not exist yet (a new NPU sibling) is "
-        "reported on the spec. This works without patchgen (VeOmni's own gate is `patchgen --check`)."
+        "reported on the spec. The import header is compared too: a name the generated file imports from a "
+        "`veomni` module that the spec (its `add_import`s and post-import blocks, and those it copies) no longer "
+        "provides is reported on the spec, because regenerating drops it while the patched code still uses it. "
+        "This works without patchgen (VeOmni's own gate is `patchgen --check`)."
     )
     bad = (
         Example(
@@ -88,6 +91,39 @@ class GeneratedDrift(ProjectRule):
         "`generated/`."
     )
 
+    def _import_drift(
+        self, spec: patchgen.Spec, gen_path: str, text: str, linted: set[str], command: str
+    ) -> Iterable[Diagnostic]:
+        """Names the generated file imports from a veomni module that its spec no longer provides: reported on
+        the spec (at its ``add_import`` of that module) when the spec is linted, else on the generated line."""
+        by_module: dict[str, list[tuple[str, int]]] = {}
+        for module, name, line in patchgen.import_drift(spec, text):
+            by_module.setdefault(module, []).append((name, line))
+        target = os.path.basename(gen_path)
+        for module, items in by_module.items():
+            names = ", ".join(f"`{n}`" for n, _ in items)
+            message = (
+                f"`generated/{target}` imports {names} from `{module}`, which {os.path.basename(spec.path)} no "
+                "longer provides: regenerating drops the import and leaves the name undefined where the patched "
+                "code uses it; add it back to the spec's imports"
+            )
+            if os.path.normpath(spec.path) in linted:
+                line = next((ln for ln, mod, _ in spec.added_imports if mod == module), spec.config_line)
+                col, end = _first_line_range(spec.path, line)
+                yield _diag(self, spec.path, line, message, col=col, end_col=end)
+            else:
+                line = items[0][1]
+                col, end = _first_line_range(gen_path, line)
+                yield _diag(
+                    self,
+                    gen_path,
+                    line,
+                    message,
+                    col=col,
+                    end_col=end,
+                    origin=Origin(spec.path, spec.config_line),
+                )
+
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
@@ -136,6 +172,7 @@ class GeneratedDrift(ProjectRule):
                     continue
                 gen = patchgen.parse_generated(gen_path, parsed.text, None, full=False)
                 command = regen_command(spec.path)
+                yield from self._import_drift(spec, gen_path, parsed.text, linted, command)
                 for drift in patchgen.compare_generated(spec, gen):
                     fix = Fix(
                         f"Regenerate: `{command}`"

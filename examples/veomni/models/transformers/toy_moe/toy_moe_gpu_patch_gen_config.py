@@ -15,6 +15,9 @@ config = PatchConfig(
     target_file="patched_modeling_toy_moe_gpu.py",
     description="Toy MoE model with VeOmni patches",
 )
+# the patched forwards return VeOmni's output class with log-probs; upstream's is not imported
+config.add_import("veomni.utils.model_outputs", names=["MoeCausalLMOutputWithLogProbs"])
+config.drop_import_names("MoeCausalLMOutputWithPast")
 
 
 @config.override_method("ToyMoeRouter.forward", description="Top-k routing in float32")

@@ -7,6 +7,7 @@ patchgen veomni.models.transformers.toy_moe.toy_moe_npu_patch_gen_config -o veom
 
 import torch
 
+from veomni.models.transformers.toy_moe.toy_moe_gpu_patch_gen_config import config as gpu_config
 from veomni.patchgen.patch_spec import PatchConfig
 
 
@@ -15,6 +16,8 @@ config = PatchConfig(
     target_file="patched_modeling_toy_moe_npu.py",
     description="Toy MoE model for Ascend NPU",
 )
+config.additional_imports.extend(gpu_config.additional_imports)
+config.helpers.extend(gpu_config.helpers)
 
 
 @config.override_method("ToyMoeRouter.forward", description="Top-k routing in float32")
