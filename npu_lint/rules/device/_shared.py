@@ -17,7 +17,7 @@ from npu_lint.rules._handles import (
     self_attr,
 )
 from npu_lint.rules.base import Context
-from npu_lint.veomni import patchgen
+from npu_lint.veomni import patchgen, vendor_map
 from npu_lint.veomni.registration import device_module_for
 
 _TENSOR_ANNOTATIONS = {
@@ -280,9 +280,50 @@ def mentions_cuda_dispatch(ctx: Context, test: ast.AST) -> bool:
     return False
 
 
+def cuda_attention_flags(ctx: Context) -> frozenset[str]:
+    """Module-level flags set to True only in the ``try:`` that imports a CUDA-only attention library
+    (``try: import flash_attn_interface; FLASH_ATTN_3_AVAILABLE = True``): on an Ascend host that import
+    fails, so a branch taken only under such a flag is CUDA-only code."""
+    memo_key = ("cuda-attention-flags",)
+    found = ctx.memo.get(memo_key)
+    if found is None:
+        flags: set[str] = set()
+        for stmt in ctx.tree.body:
+            if not isinstance(stmt, ast.Try):
+                continue
+            imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+            modules = [a.name for s in imports if isinstance(s, ast.Import) for a in s.names] + [
+                s.module or "" for s in imports if isinstance(s, ast.ImportFrom) and not s.level
+            ]
+            if not modules or not all(vendor_map.family_of(m) == vendor_map.GPU_ATTENTION for m in modules):
+                continue
+            for sub in stmt.body:
+                if (
+                    isinstance(sub, ast.Assign)
+                    and isinstance(sub.value, ast.Constant)
+                    and sub.value.value is True
+                ):
+                    flags.update(t.id for t in sub.targets if isinstance(t, ast.Name))
+        found = ctx.memo[memo_key] = frozenset(flags)
+    return found  # type: ignore[return-value]
+
+
+def _cuda_attention_test(ctx: Context, test: ast.AST) -> bool:
+    """``if FLASH_ATTN_3_AVAILABLE:`` (or ``A or B`` of such flags, or ``A and ...``)."""
+    if isinstance(test, ast.Name):
+        return test.id in cuda_attention_flags(ctx)
+    if isinstance(test, ast.BoolOp):
+        parts = [_cuda_attention_test(ctx, v) for v in test.values]
+        return all(parts) if isinstance(test.op, ast.Or) else any(parts)
+    return False
+
+
 def _guard_test(ctx: Context, test: ast.AST) -> bool:
-    """``mentions_cuda_dispatch``, also through a local flag (``unsupported = not IS_CUDA_AVAILABLE``)."""
+    """``mentions_cuda_dispatch``, also through a local flag (``unsupported = not IS_CUDA_AVAILABLE``), or a
+    flag only a CUDA-only attention library's import sets."""
     if mentions_cuda_dispatch(ctx, test):
+        return True
+    if _cuda_attention_test(ctx, test):
         return True
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
     func = ctx.function

@@ -348,6 +348,26 @@ class HardcodedCudaDevice(Rule):
     )
     good = (
         Example(
+            """
+            import torch
+
+            try:
+                import flash_attn_interface
+
+                FA3_READY = True
+            except ImportError:
+                FA3_READY = False
+
+
+            def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                if FA3_READY:
+                    assert q.is_cuda, "FlashAttention 3 runs on CUDA tensors"
+                    return flash_attn_interface.flash_attn_func(q, k, v)[0]
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            """,
+            title="a branch only a CUDA-only attention library's import enables",
+        ),
+        Example(
             '''
             from typing import Literal
 
