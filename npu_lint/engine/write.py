@@ -10,7 +10,8 @@
   (``remove_stale_temps``; a read-only run deletes nothing), and a run stopped by SIGINT/SIGTERM removes its own.
 * A read-only file (no write bit, or not writable by this user) is refused, never replaced by the rename.
 * ``output_refusal``: a report (``-o``, a baseline) never replaces a source, a project file or an input.
-* ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place.
+* ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place; a FIFO
+  nobody reads is an error (ENXIO), never a wait.
 """
 
 from __future__ import annotations
@@ -263,9 +264,16 @@ def write_output(path: str, text: str) -> None:
         write_atomic(path, text, "utf-8")  # a symlink to a regular file is written through
         return
     # a symlink (/dev/stdout), a device (/dev/null), a FIFO, a hard-linked file: write in place
-    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    # never blocks on a FIFO nobody reads (ENXIO); blocking again once open, so a slow reader gets every byte
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a FIFO with no reader (refusing to wait for one)", path) from None
+        raise
+    try:
+        os.set_blocking(fd, True)
         if stat.S_ISREG(os.fstat(fd).st_mode):
             os.ftruncate(fd, 0)
         view = memoryview(data)

@@ -482,8 +482,12 @@ def parse_spec(path: str, text: str | None = None, tree: ast.Module | None = Non
                         spec.mirrors[owner.rsplit(".", 1)[1]] = (stmt.lineno, imported_configs[root])
                         if imported_configs[root] not in spec.copies_from:
                             spec.copies_from.append(imported_configs[root])
-                    elif owner.endswith(".drop_imported_names") and isinstance(arg0, (ast.Set, ast.List, ast.Tuple)):
-                        spec.dropped.append((stmt.lineno, tuple(v for v in (_str(e) for e in arg0.elts) if v)))
+                    elif owner.endswith(".drop_imported_names") and isinstance(
+                        arg0, (ast.Set, ast.List, ast.Tuple)
+                    ):
+                        spec.dropped.append(
+                            (stmt.lineno, tuple(v for v in (_str(e) for e in arg0.elts) if v))
+                        )
                     continue
                 if owner is None or not owner.endswith(".patches"):
                     continue

@@ -95,7 +95,9 @@ def test_spec_that_stops_importing_a_used_name_is_reported_on_its_import(tmp_pat
 def test_generated_file_alone_reports_on_its_import_line(tmp_path: Path) -> None:
     _tree(tmp_path, '"build_index"')
     got = _findings(tmp_path, f"{TOY}/generated/patched_modeling_toy_gpu.py")
-    assert [(Path(f["filename"]).name, f["location"]["row"]) for f in got] == [("patched_modeling_toy_gpu.py", 8)]
+    assert [(Path(f["filename"]).name, f["location"]["row"]) for f in got] == [
+        ("patched_modeling_toy_gpu.py", 8)
+    ]
 
 
 def test_names_from_add_import_and_post_import_blocks_are_provided(tmp_path: Path) -> None:

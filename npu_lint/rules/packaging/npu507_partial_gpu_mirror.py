@@ -81,7 +81,12 @@ class PartialGpuMirror(ProjectRule):
                 if os.path.normpath(npu_path) not in linted:
                     continue
                 spec = patchgen.load_spec(npu_path)
-                if spec is None or not spec.parsed or not spec.mirrors or spec.base_mode in ("deepcopy", "shared"):
+                if (
+                    spec is None
+                    or not spec.parsed
+                    or not spec.mirrors
+                    or spec.base_mode in ("deepcopy", "shared")
+                ):
                     continue
                 sources = {module for _, module in spec.mirrors.values()}
                 if len(sources) != 1:
@@ -96,7 +101,9 @@ class PartialGpuMirror(ProjectRule):
                     if attr == "drop_imported_names":
                         lacking = sorted(patchgen.effective_drops(gpu) - patchgen.effective_drops(spec))
                         if lacking:
-                            shown = ", ".join(f"`{n}`" for n in lacking[:3]) + (", ..." if len(lacking) > 3 else "")
+                            shown = ", ".join(f"`{n}`" for n in lacking[:3]) + (
+                                ", ..." if len(lacking) > 3 else ""
+                            )
                             missing.append(f"`drop_imported_names` ({shown})")
                     elif attr == "additional_imports":
                         own = {n for _, _, names in spec.added_imports for n in names}
@@ -105,7 +112,9 @@ class PartialGpuMirror(ProjectRule):
                             missing.append("`additional_imports`")
                     elif attr == "post_import_blocks":
                         own_blocks = {code.strip() for _, code in spec.post_blocks}
-                        if any(code.strip() not in own_blocks for *_, code in patchgen.effective_post_blocks(gpu)):
+                        if any(
+                            code.strip() not in own_blocks for *_, code in patchgen.effective_post_blocks(gpu)
+                        ):
                             missing.append("`post_import_blocks`")
                     elif attr == "helpers":
                         own_helpers = {p.replacement for p in spec.patches if p.kind == "helper"}

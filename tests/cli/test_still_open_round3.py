@@ -1,0 +1,84 @@
+"""The items adversary round 3 left open (bench/accuracy/adversary-round3.md, "Still open"): one test each."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+BAD = "import torch\n\n\ndef f(model):\n    return model.cuda()\n"
+
+
+def run(
+    *args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "npu_lint", *args],
+        cwd=cwd,
+        capture_output=True,
+        input=stdin,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        timeout=120,
+    )
+
+
+# -- `-o` onto a FIFO nobody reads: a one-line error, never a wait --------------------------------------------------
+
+
+def test_output_to_a_fifo_without_a_reader_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    os.mkfifo(tmp_path / "report.txt")
+    res = run(
+        "check", "--no-cache", "-o", "report.txt", "m.py", cwd=tmp_path
+    )  # before: blocked until timeout
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "FIFO with no reader" in err and "report.txt" in err, err
+    assert (
+        len([line for line in err.splitlines() if "report.txt" in line]) == 1 and "internal error" not in err
+    )
+
+
+def test_output_to_a_fifo_with_a_reader_is_written(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    fifo = tmp_path / "report.txt"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)  # opens the FIFO for reading
+    try:
+        res = None
+        for _ in range(600):  # the reader may not have opened it yet: the writer is refused, never blocked
+            res = run("check", "--no-cache", "-o", "report.txt", "m.py", cwd=tmp_path)
+            if b"no reader" not in res.stderr:
+                break
+        assert res is not None and res.returncode == 1, res.stderr if res else None
+        out, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+    assert b"NPU101" in out
+
+
+# -- B4: `check --fix link/` follows the path the user names (as ruff does), and says so --------------------------
+
+
+def test_fix_through_a_named_link_edits_the_target_and_says_so(tmp_path: Path) -> None:
+    proj, outside = tmp_path / "proj", tmp_path / "outside" / "pkg"
+    proj.mkdir()
+    outside.mkdir(parents=True)
+    (proj / "pyproject.toml").write_text("[tool.npu-lint]\n")
+    (proj / "inside.py").write_text(BAD)
+    (outside / "m.py").write_text(BAD)
+    (proj / "link").symlink_to(outside, target_is_directory=True)
+    walked = run("check", "--no-cache", "--fix", ".", cwd=proj)  # a directory walk does not follow the link
+    assert ".cuda()" in (outside / "m.py").read_text() and "outside the project" not in walked.stderr.decode()
+    assert ".cuda()" not in (proj / "inside.py").read_text()
+    res = run("check", "--no-cache", "--fix", "link/", cwd=proj)
+    err = res.stderr.decode()
+    assert res.returncode == 0, err
+    assert ".cuda()" not in (outside / "m.py").read_text()  # the named path is followed
+    said = [line for line in err.splitlines() if "outside the project root" in line]
+    assert len(said) == 1 and f"link/m.py -> {(outside / 'm.py').resolve()}" in said[0], err
+    assert str(proj.resolve()) in said[0]
+    (outside / "m.py").write_text(BAD)
+    shown = run("check", "--no-cache", "--diff", "link/", cwd=proj)  # --diff edits nothing: nothing to say
+    assert "outside the project root" not in shown.stderr.decode()
