@@ -81,3 +81,68 @@ def test_fix_through_a_named_link_edits_the_target_and_says_so(tmp_path: Path) -
     (outside / "m.py").write_text(BAD)
     shown = run("check", "--no-cache", "--diff", "link/", cwd=proj)  # --diff edits nothing: nothing to say
     assert "outside the project root" not in shown.stderr.decode()
+
+
+# -- B2: an in-place edit of an upstream model the tree reaches only through a base class --------------------------
+
+WRAPPER_SPEC = """from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_5_vl.modeling_qwen2_5_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2_5_VLForConditionalGeneration.forward")
+def wrapper_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, labels=None, **kwargs):
+    outputs = self.model(input_ids=input_ids, pixel_values=pixel_values, **kwargs)
+    return outputs
+"""
+
+# qwen2_5_vl's class inherits its forward from qwen2_vl, a model directory the tree does not name
+CHILD = """from ..qwen2_vl.modeling_qwen2_vl import Qwen2VLForConditionalGeneration, Qwen2VLModel
+
+
+class Qwen2_5_VLModel(Qwen2VLModel):
+    pass
+
+
+class Qwen2_5_VLForConditionalGeneration(Qwen2VLForConditionalGeneration):
+    pass
+"""
+
+BASE = """class Qwen2VLModel:
+    def forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+        return None
+
+
+class Qwen2VLForConditionalGeneration:
+    def forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, labels=None, **kwargs):
+        outputs = self.model(input_ids=input_ids, pixel_values=pixel_values{passed}, **kwargs)
+        return outputs
+"""
+
+
+def test_cache_sees_an_edit_of_a_model_reached_only_through_a_base_class(tmp_path: Path) -> None:
+    proj, tf = tmp_path / "proj", tmp_path / "tf"
+    package = proj / "veomni" / "models" / "transformers" / "qwen2_5_vl"
+    package.mkdir(parents=True)
+    (proj / "veomni" / "__init__.py").write_text("")
+    (package / "qwen2_5_vl_gpu_patch_gen_config.py").write_text(WRAPPER_SPEC)
+    for name in ("qwen2_5_vl", "qwen2_vl"):
+        (tf / "models" / name).mkdir(parents=True)
+        (tf / "models" / name / "__init__.py").write_text("")
+    (tf / "__init__.py").write_text('__version__ = "9.9.9"\n')
+    (tf / "models" / "__init__.py").write_text("")
+    (tf / "models" / "qwen2_5_vl" / "modeling_qwen2_5_vl.py").write_text(CHILD)
+    base = tf / "models" / "qwen2_vl" / "modeling_qwen2_vl.py"
+    base.write_text(BASE.format(passed=""))
+    env = {"NPU_LINT_TRANSFORMERS_SRC": str(tf)}
+    args = ("check", "--select", "NPU701", ".")
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    before = run(*args, "--no-cache", cwd=proj, env=env)
+    first = run(*args, *cache, cwd=proj, env=env)
+    assert first.returncode == 0 and first.stdout == before.stdout, (first.stdout, first.stderr)
+    with open(base, "w") as f:  # in place: neither directory's entry changes
+        f.write(BASE.format(passed=", image_grid_thw=image_grid_thw"))
+    fresh = run(*args, "--no-cache", cwd=proj, env=env)
+    assert fresh.returncode == 1 and b"NPU701" in fresh.stdout, (fresh.stdout, fresh.stderr)
+    cached = run(*args, *cache, cwd=proj, env=env)
+    assert cached.stdout == fresh.stdout, cached.stderr
