@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BAD = "import torch\n\n\ndef f(model):\n    return model.cuda()\n"
 
@@ -146,3 +149,80 @@ def test_cache_sees_an_edit_of_a_model_reached_only_through_a_base_class(tmp_pat
     assert fresh.returncode == 1 and b"NPU701" in fresh.stdout, (fresh.stdout, fresh.stderr)
     cached = run(*args, *cache, cwd=proj, env=env)
     assert cached.stdout == fresh.stdout, cached.stderr
+
+
+# -- B6: the `# fmt: skip`/`# fmt: off` check reads per-file-ignores, and checks the project rules' edits -----------
+
+FMT_SKIPPED = "import torch\n\n\ndef g(m):\n    return torch.relu(m.cuda())  # fmt: skip\n"
+
+
+def _ruff_check(cwd: Path, *paths: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", *paths], cwd=cwd, capture_output=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("ignores", "applied"),
+    [
+        ('"sub/t.py" = ["E501"]', True),
+        ('"**/t.py" = ["E5"]', True),
+        ('"t.py" = ["E"]', True),  # a file name matches at any depth
+        ('"sub/*" = ["ALL"]', True),
+        ('"other/*" = ["E501"]', False),
+        ('"sub/t.py" = ["F401"]', False),
+        ('"!sub/*" = ["E501"]', False),  # negated: every file but those
+    ],
+)
+def test_fmt_protected_check_reads_per_file_ignores(tmp_path: Path, ignores: str, applied: bool) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ruff]\nline-length = 80\n[tool.ruff.lint]\nselect = ["E", "F"]\n'
+        f"[tool.ruff.lint.per-file-ignores]\n{ignores}\n"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "t.py").write_text(FMT_SKIPPED)
+    assert _ruff_check(tmp_path, "sub/t.py").returncode == 0
+    res = run("check", "--no-cache", "--fix", "sub/t.py", cwd=tmp_path)
+    text = (tmp_path / "sub" / "t.py").read_text()
+    check = _ruff_check(tmp_path, "sub/t.py")
+    assert check.returncode == 0, (check.stdout, text)
+    assert (".cuda()" not in text) == applied, (res.stdout, res.stderr, text)
+
+
+WIDGET_INIT_FMT_OFF = """from ...loader import MODELING_REGISTRY
+
+
+@MODELING_REGISTRY.register("widget")
+def register_widget_modeling(architecture: str | None):
+    # fmt: off
+    from .generated.patched_modeling_widget_gpu import WidgetForConditionalGeneration, WidgetModel
+    # fmt: on
+
+    if "ForConditionalGeneration" in (architecture or ""):
+        return WidgetForConditionalGeneration
+    return WidgetModel
+"""
+
+
+@pytest.mark.parametrize("line_length", [99, 120])
+def test_project_rule_edit_under_fmt_off_keeps_the_trees_ruff_check_clean(
+    tmp_path: Path, line_length: int
+) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "packaging" / "tree", tree)
+    (tree / "pyproject.toml").write_text(
+        f'[tool.ruff]\nline-length = {line_length}\n[tool.ruff.lint]\nselect = ["E"]\n'
+    )
+    init = tree / "veomni" / "models" / "transformers" / "widget" / "__init__.py"
+    init.write_text(WIDGET_INIT_FMT_OFF)
+    rel = str(init.relative_to(tree))
+    assert _ruff_check(tree, rel).returncode == 0
+    # NPU502's switch indents the import under `if IS_NPU_AVAILABLE:` (100 columns), inside `# fmt: off`
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU502", ".", cwd=tree)
+    text = init.read_text()
+    check = _ruff_check(tree, rel)
+    assert check.returncode == 0, (check.stdout, text)
+    switched = "if IS_NPU_AVAILABLE:" in text
+    assert switched == (line_length == 120), (res.stdout, res.stderr, text)
+    if not switched:
+        assert b"NPU502 fix dropped: the line is under" in res.stdout + res.stderr
