@@ -35,16 +35,17 @@ from npu_lint import __version__
 from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
 from npu_lint.core.diagnostics import CreateFile, Diagnostic
 from npu_lint.core.source import SourceFile
-from npu_lint.engine import fix_tree, lint_source
+from npu_lint.engine import fix_applicable, fix_tree, lint_source
 from npu_lint.lsp.actions import (
     FIX_ALL_KIND,
     ActionContext,
     diagnostic_actions,
-    fix_all_action,
+    fix_all_edit_action,
     fix_all_placeholder,
     kind_requested,
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
+from npu_lint.lsp.longwork import ForkRunner
 from npu_lint.lsp.settings import (
     ADAPTIVE_MIN_MS,
     DEFAULT_DEBOUNCE_MS,
@@ -294,6 +295,7 @@ class NpuLintServer(LanguageServer):
         ] = {}  # per document: moving average of its lint time (adaptive debounce)
         self._reported: set[str] = set()
         self._excluded: dict[tuple[object, ...], bool] = {}
+        self.long_work = ForkRunner()  # fix-all runs in a forked child: the event loop keeps answering
 
     # -- paths, configuration, project ------------------------------------------------------------------
 
@@ -562,6 +564,44 @@ class NpuLintServer(LanguageServer):
             creates = [CreateFile(p, new) for p, _old, new in done.changes if p != path]
             result.fixed[unsafe] = (text, creates)
         return result.fixed[unsafe]
+
+    def current_result(self, uri: str, text: str) -> LintResult | None:
+        """The result ``lint`` would return for ``text`` without linting, if any."""
+        cached = self._results.get(uri)
+        if cached is None or cached.generation != self.generation or cached.text != text:
+            return None
+        return cached if cached.deps == self.project_version(self.path_for(uri)) else None
+
+    async def fix_all_code_action(
+        self, uri: str, text: str, version: int | None, unsafe: bool
+    ) -> types.CodeAction | None:
+        """The fix-all action for ``text``. Linting a large buffer and fixing it take seconds: unless the result
+        is known, both run in a forked child (``lsp.longwork``), and the event loop answers other requests
+        meanwhile. A failure is logged and yields no action."""
+        cached = self.current_result(uri, text)
+        try:
+            if cached is not None and unsafe in cached.fixed:
+                new_text, creates = cached.fixed[unsafe]
+            elif cached is not None and not any(fix_applicable(d.fix, unsafe) for d in cached.diagnostics):
+                return None
+            else:
+
+                def work() -> tuple[str, list[CreateFile]]:  # in the child
+                    result = self.lint(uri, text, version)
+                    if not any(fix_applicable(d.fix, unsafe) for d in result.diagnostics):
+                        return result.src.text, []
+                    return self.fix_all(result, unsafe)
+
+                new_text, creates = await self.long_work.run(work)
+                if cached is not None:
+                    cached.fixed.setdefault(unsafe, (new_text, creates))
+        except Exception as exc:
+            logger.exception("fix-all failed")
+            self.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            return None
+        src = cached.src if cached is not None else SourceFile.from_text(self.path_for(uri), text)
+        ctx = ActionContext(uri, version, src, self.workspace.position_codec, [], self.can_create_files)
+        return fix_all_edit_action(ctx, new_text, creates, unsafe)
 
     # -- push ------------------------------------------------------------------------------------------
 
@@ -837,16 +877,21 @@ def create_server() -> NpuLintServer:
             code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
         ),
     )
-    def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    async def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         uri = params.text_document.uri
         doc = ls.workspace.text_documents.get(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return None
         text, version = ls.document_text(uri)
+        only = params.context.only
+        if only and not kind_requested(types.CodeActionKind.QuickFix, only):  # fix-all only: off the loop
+            if not ls.settings.fix_all or not kind_requested(FIX_ALL_KIND, only):
+                return []
+            fix_all = await ls.fix_all_code_action(uri, text, version, ls.settings.unsafe_fixes)
+            return [fix_all] if fix_all is not None else []
         result = ls.lint(uri, text, version)  # fixes always apply to the buffer as it is now
         codec = ls.workspace.position_codec
         ctx = ActionContext(uri, version, result.src, codec, result.diagnostics, ls.can_create_files)
-        only = params.context.only
         actions: list[types.CodeAction] = []
         if kind_requested(types.CodeActionKind.QuickFix, only):
             start = offset_of_client_position(result.src, codec, params.range.start)
@@ -881,36 +926,19 @@ def create_server() -> NpuLintServer:
             if action is not None:
                 actions.append(action)
         elif ls.settings.fix_all and kind_requested(FIX_ALL_KIND, only) and (only or result.diagnostics):
-            try:
-                action = fix_all_action(
-                    ctx, lambda _src, unsafe: ls.fix_all(result, unsafe), ls.settings.unsafe_fixes
-                )
-            except Exception as exc:
-                logger.exception("fix-all failed")
-                ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
-                action = None
+            action = await ls.fix_all_code_action(uri, text, version, ls.settings.unsafe_fixes)
             if action is not None:
                 actions.append(action)
         return actions
 
     @server.feature(types.CODE_ACTION_RESOLVE)
-    def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
+    async def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
         uri = data.get("uri")
         if not data.get("fixAll") or not isinstance(uri, str) or uri not in ls.workspace.text_documents:
             return action
         text, version = ls.document_text(uri)
-        result = ls.lint(uri, text, version)
-        ctx = ActionContext(
-            uri, version, result.src, ls.workspace.position_codec, result.diagnostics, ls.can_create_files
-        )
-        unsafe = bool(data.get("unsafe"))
-        try:
-            full = fix_all_action(ctx, lambda _src, u: ls.fix_all(result, u), unsafe)
-        except Exception as exc:
-            logger.exception("fix-all failed")
-            ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
-            full = None
+        full = await ls.fix_all_code_action(uri, text, version, bool(data.get("unsafe")))
         # nothing left to fix (the document changed meanwhile): an empty edit
         action.edit = full.edit if full is not None else types.WorkspaceEdit(changes={uri: []})
         return action
@@ -970,5 +998,6 @@ def _start_io(server: NpuLintServer) -> int:
             else 1
         )
     finally:
+        server.long_work.kill_all()
         server.shutdown()
     return code
