@@ -90,6 +90,8 @@ class LspTextDocument(TextDocument):
 
 
 MAX_DISK_DOCUMENT = 16 * 1024 * 1024
+LONG_TEXT = 256 * 1024  # characters: a buffer this large is linted off the event loop (about 1 s of CPU)
+LONG_LINT_MS = 500.0  # so is a document whose lints took this long (moving average)
 
 
 def _read_disk_document(path: str | None) -> str:
@@ -605,7 +607,55 @@ class NpuLintServer(LanguageServer):
 
     # -- push ------------------------------------------------------------------------------------------
 
+    def long_lint(self, uri: str, text: str) -> bool:
+        """Whether linting ``text`` is long work (off the event loop): a large buffer, or a document whose
+        lints took long."""
+        return len(text) >= LONG_TEXT or self._lint_ms.get(uri, 0.0) >= LONG_LINT_MS
+
+    async def lint_off_loop(self, uri: str, text: str, version: int | None) -> LintResult:
+        """``lint``, with the linting of a long document in a forked child (``lsp.longwork``): the event loop
+        answers other requests meanwhile. The child sends back the diagnostics; the result is kept as
+        ``lint`` keeps it, with this process's project index."""
+        if not self.long_lint(uri, text):
+            return self.lint(uri, text, version)
+        cached = self.current_result(uri, text)
+        if cached is not None:
+            cached.version = version
+            return cached
+        generation, path = self.generation, self.path_for(uri)
+
+        def work() -> tuple[list[Diagnostic], list[types.Diagnostic], list[str], Settings, str, float]:
+            start = time.perf_counter()
+            done = self.lint(uri, text, version)
+            return (
+                done.diagnostics,
+                done.lsp,
+                done.codes,
+                done.settings,
+                done.deps,
+                time.perf_counter() - start,
+            )
+
+        diags, lsp, codes, settings, deps, seconds = await self.long_work.run(work)
+        self.measured(uri, seconds * 1000)
+        previous = self._results.get(uri)
+        if previous is not None and previous.deps != deps:
+            self.forget_project(path)  # as `lint` does: a spec, generated or registry file changed
+        project = None if self.excluded(path, settings) else self.project_for(path, settings)
+        src = SourceFile.from_text(path, text)
+        result = LintResult(
+            text, generation, version, src, diags, lsp, codes, settings, project, {}, deps=deps
+        )
+        if generation == self.generation:
+            self._results[uri] = result
+        return result
+
     def publish(self, uri: str) -> None:
+        text, _version = self.diagnostics_text(uri)
+        if self.long_lint(uri, text) and self.current_result(uri, text) is None:
+            self.cancel_pending(uri)  # a newer change, a close or a relint cancels it (and kills its child)
+            self._pending[uri] = asyncio.ensure_future(self._publish_off_loop(uri))
+            return
         start = time.perf_counter()
         try:
             result = self.lint_for_diagnostics(uri)
@@ -627,6 +677,23 @@ class NpuLintServer(LanguageServer):
                 (time.perf_counter() - linted) * 1000,
             )
 
+    async def _publish_off_loop(self, uri: str) -> None:
+        text, version = self.diagnostics_text(uri)
+        try:
+            result = await self.lint_off_loop(uri, text, version)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            logger.exception("diagnostics for %s failed", uri)
+            self.log(f"npu-lint: internal error: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            return
+        finally:
+            if self._pending.get(uri) is asyncio.current_task():
+                del self._pending[uri]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=result.lsp, version=result.version)
+        )
+
     def cancel_pending(self, uri: str) -> None:
         task = self._pending.pop(uri, None)
         if task is not None:
@@ -642,7 +709,7 @@ class NpuLintServer(LanguageServer):
     def debounce(self, uri: str) -> float:
         """Seconds to wait after a change before linting ``uri`` (push mode). A configured ``lint.debounce``
         is used as given; otherwise the delay adapts to the document's measured lint time, between
-        ADAPTIVE_MIN_MS and DEFAULT_DEBOUNCE_MS: a lint runs on the event loop, so waiting at least as
+        ADAPTIVE_MIN_MS and DEFAULT_DEBOUNCE_MS: a short lint runs on the event loop, so waiting at least as
         long as one lint takes keeps a typing burst from spending more than half the time linting, while a
         cheap document is answered almost at once."""
         if self.settings.debounce_ms is not None:
@@ -839,14 +906,14 @@ def create_server() -> NpuLintServer:
         if not ls.pull_mode:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
-    def document_diagnostic(
+    async def document_diagnostic(
         ls: NpuLintServer, params: types.DocumentDiagnosticParams
     ) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
         uri = params.text_document.uri
         doc = ls.workspace.text_documents.get(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return types.RelatedFullDocumentDiagnosticReport(items=[])
-        result = ls.lint_for_diagnostics(uri)
+        result = await ls.lint_off_loop(uri, *ls.diagnostics_text(uri))
         if params.previous_result_id is not None and params.previous_result_id == result.result_id:
             return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result.result_id)
         return types.RelatedFullDocumentDiagnosticReport(items=result.lsp, result_id=result.result_id)

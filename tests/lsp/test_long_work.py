@@ -1,5 +1,5 @@
-"""Long work does not block the language server (adversary round 3, B9/A40): a fix-all over 20 000 findings runs
-off the event loop, and requests about other documents are answered while it runs."""
+"""Long work does not block the language server (adversary round 3, B9/A40): a fix-all over 20 000 findings, and
+the lint of a 20 000-line buffer, run off the event loop; requests about other documents are answered meanwhile."""
 
 from __future__ import annotations
 
@@ -78,3 +78,34 @@ async def test_a_cancelled_fix_all_leaves_the_server_serving(
         _code_actions(push_client, small, [types.CodeActionKind.SourceFixAll]), GENEROUS
     )
     assert [a.kind for a in again] == ["source.fixAll.npu-lint"]
+
+
+async def test_other_documents_are_served_while_a_huge_buffer_is_linted(
+    push_client: LanguageClient, project: Path
+) -> None:
+    big = open_document(push_client, project / "big.py", BIG)
+    small = open_document(push_client, project / "small.py", SMALL)
+    await wait_diagnostics(push_client, small, lambda d: len(d) == 1, timeout=GENEROUS)
+    assert push_client.diagnostics.get(big) is None, "the small document waited for the big one's lint"
+    await wait_diagnostics(push_client, big, lambda d: len(d) == N, timeout=GENEROUS)
+
+
+async def test_pull_diagnostics_of_a_huge_buffer_do_not_block(
+    pull_client: LanguageClient, project: Path
+) -> None:
+    big = open_document(pull_client, project / "big.py", BIG)
+    small = open_document(pull_client, project / "small.py", SMALL)
+
+    def report(uri: str) -> asyncio.Future[types.DocumentDiagnosticReport]:
+        return asyncio.ensure_future(
+            pull_client.text_document_diagnostic_async(
+                types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
+        )
+
+    big_report = report(big)
+    await asyncio.sleep(0)
+    small_report = await asyncio.wait_for(report(small), GENEROUS)
+    assert not big_report.done(), "the small document's diagnostics waited for the big one's lint"
+    assert len(small_report.items) == 1
+    assert len((await asyncio.wait_for(big_report, GENEROUS)).items) == N
