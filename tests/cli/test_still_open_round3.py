@@ -49,7 +49,7 @@ def test_output_to_a_fifo_with_a_reader_is_written(tmp_path: Path) -> None:
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)  # opens the FIFO for reading
     try:
         res = None
-        for _ in range(600):  # the reader may not have opened it yet: the writer is refused, never blocked
+        for _ in range(20):  # a reader that has not opened it yet is waited for a few seconds, no longer
             res = run("check", "--no-cache", "-o", "report.txt", "m.py", cwd=tmp_path)
             if b"no reader" not in res.stderr:
                 break
