@@ -319,6 +319,25 @@ def _resolution_notes(project, diagnostics, args, changed=()) -> None:  # noqa: 
         print(NO_VEOMNI_NOTE, file=sys.stderr)
 
 
+def _say_edits_outside(changes: list[tuple[str, str, str]], root: str) -> None:
+    """``--fix`` follows the path the user names, as ruff does (a named link to a package, a linked file): the
+    files it edited whose real path is outside the project root are said in one line."""
+    outside = [path for path, old, _new in changes if old and not _is_under(path, root)]
+    if not outside:
+        return
+    first = outside[0]
+    real = os.path.realpath(first)
+    shown = first if real == os.path.abspath(first) else f"{first} -> {real}"
+    more = f" and {len(outside) - 1} more" if len(outside) > 1 else ""
+    print(
+        _shown(
+            f"npu-lint: warning: --fix edited {len(outside)} file{'s' if len(outside) > 1 else ''} whose real "
+            f"path is outside the project root {os.path.realpath(root)}: {shown}{more}"
+        ),
+        file=sys.stderr,
+    )
+
+
 def _is_under(path: str, root: str) -> bool:
     real, base = os.path.realpath(path), os.path.realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
@@ -428,7 +447,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC); a
         # checkout changes its files, not its version: key on their state too (stat only)
-        upstream = transformers_state(os.path.basename(p.rstrip(os.sep)) for p in project.model_packages)
+        upstream = transformers_state()
         fp = (
             settings.fingerprint(codes)
             + project.fingerprint()
@@ -486,6 +505,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
         errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
+        if not args.diff:
+            _say_edits_outside(tree_fix.changes, str(settings.root))
         args.changed_paths = [path for path, _old, _new in tree_fix.changes]
         args.edited_specs = sorted(
             path for path, old, _new in tree_fix.changes if old and path.endswith("_patch_gen_config.py")

@@ -36,6 +36,7 @@ class RuffStyle:
     known_third_party: frozenset[str] = frozenset()
     lines_after_imports: int = -1  # -1: ruff's automatic choice
     long_line_limit: int | None = None  # the E501 limit when the tree's `ruff check` selects E501, else None
+    e501_ignored_in: tuple[str, ...] = ()  # the (per-file-ignores) patterns of files where E501 is ignored
 
     def section(self, module: str, level: int) -> int:
         if level:
@@ -58,7 +59,7 @@ class RuffStyle:
 
 def _e501_limit(cfg: dict, lint: dict, line_length: int) -> int | None:
     """The line length E501 enforces when the configuration selects it (the most specific selector wins; an
-    ignore wins a tie), else None. Per-file ignores are not read."""
+    ignore wins a tie), else None. Per-file ignores: ``_e501_ignored_in``."""
 
     def selectors(key: str) -> list[str]:
         value = lint.get(key, cfg.get(key))
@@ -76,6 +77,23 @@ def _e501_limit(cfg: dict, lint: dict, line_length: int) -> int | None:
     style = lint.get("pycodestyle", cfg.get("pycodestyle"))
     limit = style.get("max-line-length") if isinstance(style, dict) else None
     return limit if isinstance(limit, int) and limit > 0 else line_length
+
+
+def _e501_ignored_in(cfg: dict, lint: dict) -> tuple[str, ...]:
+    """The ``per-file-ignores`` / ``extend-per-file-ignores`` patterns whose codes cover E501 (``E``, ``E5``,
+    ``E50``, ``E501``, ``ALL``), as written (a leading ``!`` negates)."""
+    out: list[str] = []
+    for key in ("per-file-ignores", "extend-per-file-ignores"):
+        table = lint.get(key, cfg.get(key))
+        if not isinstance(table, dict):
+            continue
+        for pattern, codes in table.items():
+            if isinstance(codes, list) and any(
+                isinstance(c, str) and (c.upper() == "ALL" or "E501".startswith(c.upper())) and c
+                for c in codes
+            ):
+                out.append(pattern)
+    return tuple(out)
 
 
 def _read_toml(path: str) -> dict | None:
@@ -115,6 +133,7 @@ def ruff_style(directory: str) -> RuffStyle:
                 known_third_party=_names(isort.get("known-third-party")),
                 lines_after_imports=after if isinstance(after, int) else -1,
                 long_line_limit=_e501_limit(cfg, lint, line_length),
+                e501_ignored_in=_e501_ignored_in(cfg, lint),
             )
         parent = os.path.dirname(current)
         if parent == current:

@@ -385,6 +385,11 @@ def _fix_one(
             )
             out.remaining.append(diag)
             continue
+        unfit = FixOutcome(src.text)  # an edit under `# fmt: skip`/`# fmt: off` too long for the tree's E501
+        if not _fmt_protected_fits([diag], src.text, path, src.newline, set(), unfit):
+            out.dropped.extend(unfit.dropped)
+            out.remaining.append(diag)
+            continue
         taken.extend(edits)
         text = attempt
         creates.extend(fix.creates)

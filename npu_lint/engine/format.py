@@ -106,5 +106,29 @@ def fmt_protected_lines(text: str) -> set[int]:
 
 
 def long_line_limit(path: str) -> int | None:
-    """The line length the tree's ``ruff check`` enforces (E501) on ``path``, or None when it does not."""
-    return ruff_style(os.path.dirname(os.path.abspath(path))).long_line_limit
+    """The line length the tree's ``ruff check`` enforces (E501) on ``path``, or None when it does not (not
+    selected, or ignored for ``path`` by a ``per-file-ignores`` pattern)."""
+    style = ruff_style(os.path.dirname(os.path.abspath(path)))
+    if style.long_line_limit is None or style.root is None:
+        return style.long_line_limit
+    if any(_pattern_matches(pattern, path, style.root) for pattern in style.e501_ignored_in):
+        return None
+    return style.long_line_limit
+
+
+def _pattern_matches(pattern: str, path: str, root: str) -> bool:
+    """Whether a ``per-file-ignores`` pattern applies to ``path``, as ruff matches them: a glob over the path
+    relative to the configuration's directory, or over the file name; ``!`` negates."""
+    import fnmatch
+
+    negated = pattern.startswith("!")
+    glob = pattern[1:] if negated else pattern
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute, root).replace(os.sep, "/")
+    candidates = {glob, glob[3:]} if glob.startswith("**/") else {glob}
+    matched = any(
+        fnmatch.fnmatchcase(target, g)
+        for g in candidates
+        for target in (relative, os.path.basename(absolute), absolute.replace(os.sep, "/"))
+    )
+    return matched != negated

@@ -10,7 +10,8 @@
   (``remove_stale_temps``; a read-only run deletes nothing), and a run stopped by SIGINT/SIGTERM removes its own.
 * A read-only file (no write bit, or not writable by this user) is refused, never replaced by the rename.
 * ``output_refusal``: a report (``-o``, a baseline) never replaces a source, a project file or an input.
-* ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place.
+* ``write_output`` (``-o FILE``) never replaces a device, a FIFO or a symlink: they are written in place; a FIFO
+  nobody opens for reading within ``FIFO_READER_WAIT`` seconds is an error (ENXIO), never an endless wait.
 """
 
 from __future__ import annotations
@@ -237,6 +238,9 @@ def output_refusal(path: str, protected: list[str] | tuple[str, ...] = ()) -> st
     return ""
 
 
+FIFO_READER_WAIT = 5.0  # seconds `-o FIFO` waits for a reader to open it
+
+
 def write_output(path: str, text: str) -> None:
     """``-o FILE``: a regular file (or a new one) is written atomically; a device, FIFO or symlink is written
     in place, never replaced. Raises ``OSError`` (one-line ``strerror``) when that cannot be done."""
@@ -263,9 +267,25 @@ def write_output(path: str, text: str) -> None:
         write_atomic(path, text, "utf-8")  # a symlink to a regular file is written through
         return
     # a symlink (/dev/stdout), a device (/dev/null), a FIFO, a hard-linked file: write in place
-    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    # never blocks on a FIFO nobody reads: opened non-blocking (ENXIO while no reader), retried for
+    # FIFO_READER_WAIT seconds (a reader started just before npu-lint may not have opened it yet), then an
+    # error; blocking again once open, so a slow reader gets every byte
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    deadline = time.monotonic() + FIFO_READER_WAIT
+    while True:
+        try:
+            fd = os.open(path, flags)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise OSError(
+                    errno.ENXIO, f"a FIFO with no reader (waited {FIFO_READER_WAIT:g} s for one)", path
+                ) from None
+            time.sleep(0.02)
     try:
+        os.set_blocking(fd, True)
         if stat.S_ISREG(os.fstat(fd).st_mode):
             os.ftruncate(fd, 0)
         view = memoryview(data)

@@ -221,6 +221,14 @@ def fix_all_action(
     if not any(fix_applicable(d.fix, unsafe) for d in ctx.diagnostics):
         return None
     new_text, creates = fix(ctx.src, unsafe)
+    return fix_all_edit_action(ctx, new_text, creates, unsafe)
+
+
+def fix_all_edit_action(
+    ctx: ActionContext, new_text: str, creates: list[CreateFile], unsafe: bool
+) -> types.CodeAction | None:
+    """The ``source.fixAll.npu-lint`` action for a fix-all already computed (``new_text``, ``creates``); None
+    when it changes nothing."""
     if new_text == ctx.src.text and not creates:
         return None
     if creates and not ctx.can_create_files:

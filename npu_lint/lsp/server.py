@@ -35,16 +35,17 @@ from npu_lint import __version__
 from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
 from npu_lint.core.diagnostics import CreateFile, Diagnostic
 from npu_lint.core.source import SourceFile
-from npu_lint.engine import fix_tree, lint_source
+from npu_lint.engine import fix_applicable, fix_tree, lint_source
 from npu_lint.lsp.actions import (
     FIX_ALL_KIND,
     ActionContext,
     diagnostic_actions,
-    fix_all_action,
+    fix_all_edit_action,
     fix_all_placeholder,
     kind_requested,
 )
 from npu_lint.lsp.convert import offset_of_client_position, to_lsp_diagnostic
+from npu_lint.lsp.longwork import ForkRunner
 from npu_lint.lsp.settings import (
     ADAPTIVE_MIN_MS,
     DEFAULT_DEBOUNCE_MS,
@@ -89,6 +90,8 @@ class LspTextDocument(TextDocument):
 
 
 MAX_DISK_DOCUMENT = 16 * 1024 * 1024
+LONG_TEXT = 256 * 1024  # characters: a buffer this large is linted off the event loop (about 1 s of CPU)
+LONG_LINT_MS = 500.0  # so is a document whose lints took this long (moving average)
 
 
 def _read_disk_document(path: str | None) -> str:
@@ -294,6 +297,7 @@ class NpuLintServer(LanguageServer):
         ] = {}  # per document: moving average of its lint time (adaptive debounce)
         self._reported: set[str] = set()
         self._excluded: dict[tuple[object, ...], bool] = {}
+        self.long_work = ForkRunner()  # fix-all runs in a forked child: the event loop keeps answering
 
     # -- paths, configuration, project ------------------------------------------------------------------
 
@@ -563,9 +567,95 @@ class NpuLintServer(LanguageServer):
             result.fixed[unsafe] = (text, creates)
         return result.fixed[unsafe]
 
+    def current_result(self, uri: str, text: str) -> LintResult | None:
+        """The result ``lint`` would return for ``text`` without linting, if any."""
+        cached = self._results.get(uri)
+        if cached is None or cached.generation != self.generation or cached.text != text:
+            return None
+        return cached if cached.deps == self.project_version(self.path_for(uri)) else None
+
+    async def fix_all_code_action(
+        self, uri: str, text: str, version: int | None, unsafe: bool
+    ) -> types.CodeAction | None:
+        """The fix-all action for ``text``. Linting a large buffer and fixing it take seconds: unless the result
+        is known, both run in a forked child (``lsp.longwork``), and the event loop answers other requests
+        meanwhile. A failure is logged and yields no action."""
+        cached = self.current_result(uri, text)
+        try:
+            if cached is not None and unsafe in cached.fixed:
+                new_text, creates = cached.fixed[unsafe]
+            elif cached is not None and not any(fix_applicable(d.fix, unsafe) for d in cached.diagnostics):
+                return None
+            else:
+
+                def work() -> tuple[str, list[CreateFile]]:  # in the child
+                    result = self.lint(uri, text, version)
+                    if not any(fix_applicable(d.fix, unsafe) for d in result.diagnostics):
+                        return result.src.text, []
+                    return self.fix_all(result, unsafe)
+
+                new_text, creates = await self.long_work.run(work)
+                if cached is not None:
+                    cached.fixed.setdefault(unsafe, (new_text, creates))
+        except Exception as exc:
+            logger.exception("fix-all failed")
+            self.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            return None
+        src = cached.src if cached is not None else SourceFile.from_text(self.path_for(uri), text)
+        ctx = ActionContext(uri, version, src, self.workspace.position_codec, [], self.can_create_files)
+        return fix_all_edit_action(ctx, new_text, creates, unsafe)
+
     # -- push ------------------------------------------------------------------------------------------
 
+    def long_lint(self, uri: str, text: str) -> bool:
+        """Whether linting ``text`` is long work (off the event loop): a large buffer, or a document whose
+        lints took long."""
+        return len(text) >= LONG_TEXT or self._lint_ms.get(uri, 0.0) >= LONG_LINT_MS
+
+    async def lint_off_loop(self, uri: str, text: str, version: int | None) -> LintResult:
+        """``lint``, with the linting of a long document in a forked child (``lsp.longwork``): the event loop
+        answers other requests meanwhile. The child sends back the diagnostics; the result is kept as
+        ``lint`` keeps it, with this process's project index."""
+        if not self.long_lint(uri, text):
+            return self.lint(uri, text, version)
+        cached = self.current_result(uri, text)
+        if cached is not None:
+            cached.version = version
+            return cached
+        generation, path = self.generation, self.path_for(uri)
+
+        def work() -> tuple[list[Diagnostic], list[types.Diagnostic], list[str], Settings, str, float]:
+            start = time.perf_counter()
+            done = self.lint(uri, text, version)
+            return (
+                done.diagnostics,
+                done.lsp,
+                done.codes,
+                done.settings,
+                done.deps,
+                time.perf_counter() - start,
+            )
+
+        diags, lsp, codes, settings, deps, seconds = await self.long_work.run(work)
+        self.measured(uri, seconds * 1000)
+        previous = self._results.get(uri)
+        if previous is not None and previous.deps != deps:
+            self.forget_project(path)  # as `lint` does: a spec, generated or registry file changed
+        project = None if self.excluded(path, settings) else self.project_for(path, settings)
+        src = SourceFile.from_text(path, text)
+        result = LintResult(
+            text, generation, version, src, diags, lsp, codes, settings, project, {}, deps=deps
+        )
+        if generation == self.generation:
+            self._results[uri] = result
+        return result
+
     def publish(self, uri: str) -> None:
+        text, _version = self.diagnostics_text(uri)
+        if self.long_lint(uri, text) and self.current_result(uri, text) is None:
+            self.cancel_pending(uri)  # a newer change, a close or a relint cancels it (and kills its child)
+            self._pending[uri] = asyncio.ensure_future(self._publish_off_loop(uri))
+            return
         start = time.perf_counter()
         try:
             result = self.lint_for_diagnostics(uri)
@@ -587,6 +677,23 @@ class NpuLintServer(LanguageServer):
                 (time.perf_counter() - linted) * 1000,
             )
 
+    async def _publish_off_loop(self, uri: str) -> None:
+        text, version = self.diagnostics_text(uri)
+        try:
+            result = await self.lint_off_loop(uri, text, version)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            logger.exception("diagnostics for %s failed", uri)
+            self.log(f"npu-lint: internal error: {type(exc).__name__}: {exc}", types.MessageType.Error)
+            return
+        finally:
+            if self._pending.get(uri) is asyncio.current_task():
+                del self._pending[uri]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=result.lsp, version=result.version)
+        )
+
     def cancel_pending(self, uri: str) -> None:
         task = self._pending.pop(uri, None)
         if task is not None:
@@ -602,7 +709,7 @@ class NpuLintServer(LanguageServer):
     def debounce(self, uri: str) -> float:
         """Seconds to wait after a change before linting ``uri`` (push mode). A configured ``lint.debounce``
         is used as given; otherwise the delay adapts to the document's measured lint time, between
-        ADAPTIVE_MIN_MS and DEFAULT_DEBOUNCE_MS: a lint runs on the event loop, so waiting at least as
+        ADAPTIVE_MIN_MS and DEFAULT_DEBOUNCE_MS: a short lint runs on the event loop, so waiting at least as
         long as one lint takes keeps a typing burst from spending more than half the time linting, while a
         cheap document is answered almost at once."""
         if self.settings.debounce_ms is not None:
@@ -799,14 +906,14 @@ def create_server() -> NpuLintServer:
         if not ls.pull_mode:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
-    def document_diagnostic(
+    async def document_diagnostic(
         ls: NpuLintServer, params: types.DocumentDiagnosticParams
     ) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
         uri = params.text_document.uri
         doc = ls.workspace.text_documents.get(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return types.RelatedFullDocumentDiagnosticReport(items=[])
-        result = ls.lint_for_diagnostics(uri)
+        result = await ls.lint_off_loop(uri, *ls.diagnostics_text(uri))
         if params.previous_result_id is not None and params.previous_result_id == result.result_id:
             return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result.result_id)
         return types.RelatedFullDocumentDiagnosticReport(items=result.lsp, result_id=result.result_id)
@@ -837,16 +944,21 @@ def create_server() -> NpuLintServer:
             code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
         ),
     )
-    def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    async def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         uri = params.text_document.uri
         doc = ls.workspace.text_documents.get(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return None
         text, version = ls.document_text(uri)
+        only = params.context.only
+        if only and not kind_requested(types.CodeActionKind.QuickFix, only):  # fix-all only: off the loop
+            if not ls.settings.fix_all or not kind_requested(FIX_ALL_KIND, only):
+                return []
+            fix_all = await ls.fix_all_code_action(uri, text, version, ls.settings.unsafe_fixes)
+            return [fix_all] if fix_all is not None else []
         result = ls.lint(uri, text, version)  # fixes always apply to the buffer as it is now
         codec = ls.workspace.position_codec
         ctx = ActionContext(uri, version, result.src, codec, result.diagnostics, ls.can_create_files)
-        only = params.context.only
         actions: list[types.CodeAction] = []
         if kind_requested(types.CodeActionKind.QuickFix, only):
             start = offset_of_client_position(result.src, codec, params.range.start)
@@ -881,36 +993,19 @@ def create_server() -> NpuLintServer:
             if action is not None:
                 actions.append(action)
         elif ls.settings.fix_all and kind_requested(FIX_ALL_KIND, only) and (only or result.diagnostics):
-            try:
-                action = fix_all_action(
-                    ctx, lambda _src, unsafe: ls.fix_all(result, unsafe), ls.settings.unsafe_fixes
-                )
-            except Exception as exc:
-                logger.exception("fix-all failed")
-                ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
-                action = None
+            action = await ls.fix_all_code_action(uri, text, version, ls.settings.unsafe_fixes)
             if action is not None:
                 actions.append(action)
         return actions
 
     @server.feature(types.CODE_ACTION_RESOLVE)
-    def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
+    async def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
         uri = data.get("uri")
         if not data.get("fixAll") or not isinstance(uri, str) or uri not in ls.workspace.text_documents:
             return action
         text, version = ls.document_text(uri)
-        result = ls.lint(uri, text, version)
-        ctx = ActionContext(
-            uri, version, result.src, ls.workspace.position_codec, result.diagnostics, ls.can_create_files
-        )
-        unsafe = bool(data.get("unsafe"))
-        try:
-            full = fix_all_action(ctx, lambda _src, u: ls.fix_all(result, u), unsafe)
-        except Exception as exc:
-            logger.exception("fix-all failed")
-            ls.log(f"npu-lint: fix-all failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
-            full = None
+        full = await ls.fix_all_code_action(uri, text, version, bool(data.get("unsafe")))
         # nothing left to fix (the document changed meanwhile): an empty edit
         action.edit = full.edit if full is not None else types.WorkspaceEdit(changes={uri: []})
         return action
@@ -970,5 +1065,6 @@ def _start_io(server: NpuLintServer) -> int:
             else 1
         )
     finally:
+        server.long_work.kill_all()
         server.shutdown()
     return code
