@@ -447,7 +447,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         # the upstream source the NPU4xx/NPU7xx rules read is an input too (NPU_LINT_TRANSFORMERS_SRC); a
         # checkout changes its files, not its version: key on their state too (stat only)
-        upstream = transformers_state()
+        upstream = transformers_state(os.path.basename(p.rstrip(os.sep)) for p in project.model_packages)
         fp = (
             settings.fingerprint(codes)
             + project.fingerprint()

@@ -9,7 +9,7 @@ import hashlib
 import importlib.util
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePath
 
 from npu_lint.core.safeio import read_text
@@ -135,17 +135,13 @@ def transformers_version() -> str | None:
         return None
 
 
-def transformers_state() -> str:
+def transformers_state(models: Iterable[str] = ()) -> str:
     """A cheap, stat-only digest of the state of the ``transformers`` source :func:`transformers_dir` resolves,
     for cache keys: a git checkout or an editable install changes its files without changing its version.
 
     Covers the package directory, its ``__init__.py`` and top-level modules, the ``models`` directory and each
     model directory in it (a model added, removed or renamed, a file replaced: git checkouts and atomic saves),
-    and the ``.py`` files of every model directory (edits in place: the rules read models the tree does not
-    name, through base classes, and every model's configuration file; the pool's workers read them in other
-    processes, so the files a run read are not known here: all are statted, about 2 100 on transformers
-    5.9). Never reads a
-    file."""
+    and the files of the model directories named in ``models`` (edits in place). Never reads a file."""
     base = transformers_dir()
     if base is None:
         return "-"
@@ -167,8 +163,6 @@ def transformers_state() -> str:
                     add(entry.path, entry.stat(follow_symlinks=False))
                 except OSError:
                     continue
-                if depth > 1:
-                    scan(entry.path, 0)  # a model directory: its files, edited in place or not
             elif entry.name.endswith(".py"):
                 try:
                     add(entry.path, entry.stat())
@@ -181,7 +175,10 @@ def transformers_state() -> str:
         except OSError:
             h.update(f"{path}\0missing\0".encode())
     scan(str(base), 0)
-    scan(os.path.join(base, "models"), 2)
+    scan(os.path.join(base, "models"), 1)
+    for name in sorted(set(models)):
+        if name and os.sep not in name and name not in (".", ".."):
+            scan(os.path.join(base, "models", name), 0)
     return h.hexdigest()[:16]
 
 
