@@ -184,8 +184,20 @@ class UnknownOpRow(Rule):
         raw_variant = str_value(call_arg(node, 1, "variant"))
         if raw_op is None or raw_variant is None:
             return
-        op, variant = op_variant(node, "OpSlot")
         project = self.ctx.project
+        if project.slot_rows and any(r.op == raw_op for r in project.slot_rows):
+            # an OpSlot-generation tree: its KernelSpec table is the registry the slot binds against, with the
+            # OpSlot names themselves (no mapping to the handle generation's)
+            slot_variants = sorted({r.variant for r in project.slot_rows if r.op == raw_op})
+            if raw_variant not in slot_variants:
+                self.report(
+                    node,
+                    f"no KernelSpec row has op `{raw_op}` variant `{raw_variant}` (per the tree's KernelSpec "
+                    f"rows): binding the slot to any implementation but eager raises KeyError; variants of "
+                    f"`{raw_op}`: {', '.join(f'`{v}`' for v in slot_variants)}",
+                )
+            return
+        op, variant = op_variant(node, "OpSlot")
         op_rows = project.rows_for(op or "")
         if not op_rows or any(r.variant == variant for r in op_rows):
             return  # unknown ops are left alone: OpSlot-generation trees register more ops than the catalog

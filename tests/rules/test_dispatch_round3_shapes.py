@@ -1,0 +1,141 @@
+"""Dispatch defects generalised from the round-3 dev misses: an eager fallback taken by a ``try``/``except``
+around the handle call (NPU203), a kernel choice read from the ops config at import time (NPU207), and an
+OpSlot variant the tree's KernelSpec table does not define (NPU205). Own examples, other names and ops."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from npu_lint.veomni.catalog import GPU, NPU, OpRow
+from npu_lint.veomni.project import OP_SLOT, VEOMNI_OP, Project
+
+
+def _lint(code: str, codes: list[str], path: str = "m.py", project: Project | None = None) -> list:
+    src = SourceFile.from_text(path, textwrap.dedent(code).lstrip())
+    return lint_source(src, codes, Settings(), project=project)
+
+
+_OP_TREE = Project(root="/x", generation=VEOMNI_OP)
+
+
+def test_npu203_try_except_fallback_through_a_local_alias_of_the_handle() -> None:
+    code = """
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyExperts(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.veomni_moe = VeomniOp("moe_experts", "standard", config.ops_config.moe_implementation)
+
+        def forward(self, hidden, idx, weights):
+            try:
+                out = self.veomni_moe(hidden, idx, weights)
+            except Exception:
+                out = toy_loop_experts(self, hidden, idx, weights)
+            return out
+    """
+    diags = _lint(code, ["NPU203"], project=_OP_TREE)
+    assert [(d.code, d.line) for d in diags] == [("NPU203", 11)]
+    assert "`try`/`except Exception`" in diags[0].message
+
+
+def test_npu203_try_except_pass_then_eager_code_after_the_try() -> None:
+    code = """
+    def toy_norm_forward_patched(self, x):
+        try:
+            return self.veomni_norm(x, self.weight, self.eps)
+        except (RuntimeError, ValueError):
+            pass
+        return x * self.weight
+
+
+    def toy_norm_init_patched(self, dim):
+        from veomni.ops import VeomniOp
+        self.veomni_norm = VeomniOp("rms_norm", "standard", "eager")
+    """
+    path = "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    assert [d.line for d in _lint(code, ["NPU203"], path, _OP_TREE)] == [2]
+
+
+def test_npu203_try_except_quiet_without_a_handle_or_when_it_reraises() -> None:
+    code = """
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyMLP(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.veomni_mlp = VeomniOp("swiglu_mlp", "standard", "eager")
+
+        def forward(self, x):
+            try:
+                y = self.proj(x)  # not a handle
+            except RuntimeError:
+                y = x
+            try:
+                return self.veomni_mlp(y)
+            except RuntimeError:
+                raise
+    """
+    assert _lint(code, ["NPU203"], project=_OP_TREE) == []
+
+
+def test_npu207_resolver_at_class_body_and_in_a_post_import_block() -> None:
+    code = """
+    from torch import nn
+    from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+    class ToyLoss(nn.Module):
+        loss_impl = resolve_op_impl("cross_entropy_loss_implementation", npu_as="chunk_loss")
+
+        def __init__(self):
+            super().__init__()
+            self.local = resolve_op_impl("moe_implementation")  # per instance: fine
+    """
+    diags = _lint(code, ["NPU207"], project=_OP_TREE)
+    assert [d.line for d in diags] == [6]
+    assert '`resolve_op_impl("cross_entropy_loss_implementation")`' in diags[0].message
+    spec = '''
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="patched_modeling_toy_gpu.py")
+
+    config.add_post_import_block(
+        """
+        from veomni.models_kernel.utils.op_utils import resolve_op_impl
+        TOY_MOE_IMPL = resolve_op_impl("moe_implementation")
+        """
+    )
+    '''
+    path = "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py"
+    diags = _lint(spec, ["NPU207"], path, _OP_TREE)
+    assert [d.line for d in diags] == [8]
+    assert "post-import block" in diags[0].message
+
+
+def test_npu205_opslot_variant_checked_against_the_trees_kernelspec_table() -> None:
+    slot_rows = (
+        OpRow("rotary_pos_emb", "full", "npu", NPU),
+        OpRow("rotary_pos_emb", "full", "liger_kernel", GPU),
+        OpRow("rotary_pos_emb", "partial", "npu", NPU),
+        OpRow("rms_norm", "standard", "npu", NPU),
+    )
+    project = Project(root="/x", generation=OP_SLOT, slot_rows=slot_rows)
+    code = """
+    from veomni.ops.dispatch import OpSlot
+
+    veomni_rope = OpSlot("rotary_pos_emb", "half")
+    veomni_rope_ok = OpSlot("rotary_pos_emb", "partial")
+    veomni_norm = OpSlot("rms_norm", "standard")
+    veomni_other = OpSlot("fancy_op", "standard")
+    """
+    diags = _lint(code, ["NPU205"], project=project)
+    assert [d.line for d in diags] == [3]
+    assert "variants of `rotary_pos_emb`: `full`, `partial`" in diags[0].message
