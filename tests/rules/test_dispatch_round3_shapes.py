@@ -139,3 +139,24 @@ def test_npu205_opslot_variant_checked_against_the_trees_kernelspec_table() -> N
     diags = _lint(code, ["NPU205"], project=project)
     assert [d.line for d in diags] == [3]
     assert "variants of `rotary_pos_emb`: `full`, `partial`" in diags[0].message
+
+
+def test_npu207_ops_config_getter_read_at_import() -> None:
+    code = """
+    from torch import nn
+    from veomni.ops import VeomniOp
+    from veomni.ops.config import get_ops_config
+
+    _CFG = get_ops_config()
+
+
+    class ToyExperts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            impl = getattr(_CFG, "moe_implementation", "eager")
+            self.veomni_moe = VeomniOp("moe_experts", "standard", impl)
+            self.ok = get_ops_config()  # per instance
+    """
+    diags = _lint(code, ["NPU207"], project=_OP_TREE)
+    assert [d.line for d in diags] == [5]
+    assert "`get_ops_config(...)`" in diags[0].message

@@ -165,7 +165,10 @@ class ModuleGlobalOpsConfigSlot(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        self.resolvers = IMPL_RESOLVERS | ({ctx.project.api.resolver} if ctx.project.api.resolver else set())
+        # the resolver, and the ops-config getter it reads (`get_ops_config().rms_norm_implementation`)
+        self.resolvers = (
+            IMPL_RESOLVERS | {"get_ops_config"} | ({ctx.project.api.resolver} if ctx.project.api.resolver else set())
+        )
         if summarised(ctx.project.api) or not (
             "OpsConfigSlot" in text or any(name in text for name in self.resolvers)
         ):
