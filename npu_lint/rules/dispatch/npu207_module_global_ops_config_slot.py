@@ -167,7 +167,9 @@ class ModuleGlobalOpsConfigSlot(Rule):
         text = ctx.source.text
         # the resolver, and the ops-config getter it reads (`get_ops_config().rms_norm_implementation`)
         self.resolvers = (
-            IMPL_RESOLVERS | {"get_ops_config"} | ({ctx.project.api.resolver} if ctx.project.api.resolver else set())
+            IMPL_RESOLVERS
+            | {"get_ops_config"}
+            | ({ctx.project.api.resolver} if ctx.project.api.resolver else set())
         )
         if summarised(ctx.project.api) or not (
             "OpsConfigSlot" in text or any(name in text for name in self.resolvers)
