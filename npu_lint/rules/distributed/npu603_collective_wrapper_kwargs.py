@@ -185,6 +185,12 @@ class CollectiveWrapperKwargs(Rule):
     )
     node_types = (ast.Subscript,)
 
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code and the tree's own platform code (``veomni/ops/platform/npu`` holds the HCCL patches):
+        anything but tests."""
+        return not ctx.source.kind.test
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text

@@ -68,6 +68,12 @@ class DivideFactorPremulSum(Rule):
     )
     node_types = (ast.Call,)
 
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code and the tree's own platform code (``veomni/ops/platform/npu`` holds the HCCL patches):
+        anything but tests."""
+        return not ctx.source.kind.test
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         if "divide_factor" not in ctx.source.text:
