@@ -91,3 +91,22 @@ def test_fix_reads_with_get_in_an_equality() -> None:
     text = fixed.text
     assert 'if kwargs.get("op") == dist.ReduceOp.PREMUL_SUM:' in text
     assert _lint(text) == []
+
+
+def test_runs_on_the_trees_platform_code() -> None:
+    code = """
+    import torch
+
+
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            return fn(*args, **kwargs) if kwargs["group"] is None else None
+
+        return inner
+
+
+    torch.distributed.all_reduce = wrap(torch.distributed.all_reduce)
+    """
+    src = SourceFile.from_text("veomni/ops/platform/npu/reduce_patch.py", textwrap.dedent(code).lstrip())
+    assert src.kind.kernel  # not model code, still checked
+    assert [d.line for d in lint_source(src, ["NPU603"], Settings())] == [6]
