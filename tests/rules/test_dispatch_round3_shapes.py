@@ -160,3 +160,26 @@ def test_npu207_ops_config_getter_read_at_import() -> None:
     diags = _lint(code, ["NPU207"], project=_OP_TREE)
     assert [d.line for d in diags] == [5]
     assert "`get_ops_config(...)`" in diags[0].message
+
+
+def test_npu204_module_constant_literal_but_not_a_shadowing_parameter() -> None:
+    code = """
+    from veomni.ops import VeomniOp
+
+    MOE_BACKEND = "fused_triton"
+    NORM_BACKEND = "eager"
+
+
+    class ToyExperts:
+        def __init__(self):
+            self.veomni_moe = VeomniOp("moe_experts", "standard", MOE_BACKEND)
+            self.veomni_norm = VeomniOp("rms_norm", "standard", NORM_BACKEND)
+
+
+    class ToyOther:
+        def __init__(self, MOE_BACKEND):
+            self.veomni_moe = VeomniOp("moe_experts", "standard", MOE_BACKEND)
+    """
+    diags = _lint(code, ["NPU204"], project=_OP_TREE)
+    assert [d.line for d in diags] == [9]
+    assert '"fused_triton"' in diags[0].message and "`MOE_BACKEND` (line 3)" in diags[0].message

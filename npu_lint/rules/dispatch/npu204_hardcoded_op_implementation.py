@@ -61,6 +61,20 @@ class HardcodedOpImplementation(Rule):
         Example(
             """
             from veomni.ops import VeomniOp
+            from veomni.utils.import_utils import is_torch_npu_available
+
+            _ROPE_IMPL = "npu" if is_torch_npu_available() else "liger_kernel"
+
+
+            class ToyAttention:
+                def __init__(self):
+                    self.veomni_rope = VeomniOp("rope", "full", _ROPE_IMPL)
+            """,
+            title="literals chosen by device in a module constant",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
             from veomni.ops.config import resolve_op_impl
 
 
@@ -133,6 +147,55 @@ class HardcodedOpImplementation(Rule):
             return
         self._check(node, op, impl, impl, depth=0)
 
+    def _module_constant(self, op: str, name: ast.Name) -> None:
+        """A module-level name bound once to literals (``_IMPL = "liger_kernel"``, ``_IMPL = "npu" if
+        is_torch_npu_available() else "liger_kernel"``): the handle is pinned the same way, one step away."""
+        func = self.ctx.function
+        if func is not None:
+            args = func.args
+            params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+            params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+            stored = {
+                sub.id
+                for sub in ast.walk(func)
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store)
+            }
+            if name.id in params | stored:
+                return  # a parameter or a local of the function, not the module constant
+        bindings = [
+            stmt
+            for stmt in self.ctx.tree.body
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            and any(
+                isinstance(t, ast.Name) and t.id == name.id
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+            )
+        ]
+        if len(bindings) != 1 or bindings[0].value is None:
+            return
+        value = bindings[0].value
+        branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        literals = [str_value(b) for b in branches]
+        if any(lit is None for lit in literals):
+            return
+        pinned = sorted({lit for lit in literals if lit and lit != "eager"})
+        if not pinned:
+            return
+        fields = op_fields(op, self.ctx.project.api)
+        resolver = self.ctx.project.api.resolver
+        where = (
+            f'`{resolver}("{fields[0]}")`'
+            if len(fields) == 1 and resolver
+            else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+        )
+        shown = " / ".join(f'"{lit}"' for lit in pinned)
+        self.report(
+            name,
+            f"hard-coded implementation {shown} for op `{op}` through the module constant `{name.id}` (line "
+            f"{bindings[0].lineno}): take it from the ops config ({where}) in the owning class's `__init__`; "
+            '"eager" is the only literal allowed',
+        )
+
     def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
         ctx = self.ctx
         fields = op_fields(op, ctx.project.api)
@@ -144,6 +207,8 @@ class HardcodedOpImplementation(Rule):
             value = local_value(ctx, impl)
             if value is not None:
                 self._check(call, op, value, value, depth + 1)
+                return
+            self._module_constant(op, impl)
             return
         literal = str_value(impl)
         if literal is not None:
