@@ -137,7 +137,7 @@ def test_npu205_opslot_variant_checked_against_the_trees_kernelspec_table() -> N
     veomni_other = OpSlot("fancy_op", "standard")
     """
     diags = _lint(code, ["NPU205"], project=project)
-    assert [d.line for d in diags] == [3]
+    assert [d.line for d in diags] == [3, 6]  # an op the table lacks: see the next test
     assert "variants of `rotary_pos_emb`: `full`, `partial`" in diags[0].message
 
 
@@ -183,3 +183,46 @@ def test_npu204_module_constant_literal_but_not_a_shadowing_parameter() -> None:
     diags = _lint(code, ["NPU204"], project=_OP_TREE)
     assert [d.line for d in diags] == [9]
     assert '"fused_triton"' in diags[0].message and "`MOE_BACKEND` (line 3)" in diags[0].message
+
+
+def test_npu205_opslot_op_missing_from_the_kernelspec_table() -> None:
+    slot_rows = (OpRow("rotary_pos_emb", "full", "npu", NPU), OpRow("layer_norm", "plain", "npu", NPU))
+    project = Project(root="/x", generation=OP_SLOT, slot_rows=slot_rows)
+    code = """
+    from veomni.ops.dispatch import OpSlot
+
+    veomni_rope = OpSlot("rotary_pos_embed", "full")
+    veomni_other = OpSlot("group_norm", "plain")
+    """
+    diags = _lint(code, ["NPU205"], project=project)
+    assert [d.line for d in diags] == [3, 4]
+    assert "did you mean `rotary_pos_emb`?" in diags[0].message
+    assert "ops with kernels: layer_norm, rotary_pos_emb" in diags[1].message
+
+
+def test_npu203_contextlib_suppress_around_the_handle_call() -> None:
+    code = """
+    import contextlib
+
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyLoss(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", config.ops_config.cross_entropy_loss_implementation)
+
+        def forward(self, logits, labels):
+            with contextlib.suppress(RuntimeError, NotImplementedError):
+                return self.veomni_ce(logits, labels)
+            return nn.functional.cross_entropy(logits, labels)
+
+        def other(self, x):
+            with contextlib.suppress(KeyError):
+                return x["a"]
+            return x
+    """
+    diags = _lint(code, ["NPU203"], project=_OP_TREE)
+    assert [d.line for d in diags] == [13]
+    assert "`with suppress(RuntimeError, NotImplementedError)`" in diags[0].message

@@ -33,7 +33,7 @@ def summarised(api: ApiProfile) -> bool:
     return api.generation is Generation.OP_SLOT
 
 
-GUARD_NODES: tuple[type[ast.AST], ...] = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign, ast.Try)
+GUARD_NODES: tuple[type[ast.AST], ...] = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign, ast.Try, ast.With)
 
 
 class GuardFinder:
@@ -67,6 +67,9 @@ class GuardFinder:
         if isinstance(node, ast.Try):
             self._try(node)
             return
+        if isinstance(node, ast.With):
+            self._suppress(node)
+            return
         if not isinstance(node, (ast.If, ast.IfExp)):
             return
         test = node.test
@@ -99,6 +102,18 @@ class GuardFinder:
         # the fallback's business, not the guarded call)
         self.pending.append((node, list(node.body), what, owner_class(self.ctx, self.ctx.function), None))
 
+    def _suppress(self, node: ast.With) -> None:
+        """``with contextlib.suppress(...): return <handle call>`` then eager code: the same swallowed error."""
+        for item in node.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and call_name(call) == "suppress":
+                caught = ", ".join(ast.unparse(a) for a in call.args) or "nothing"
+                what = f"`with suppress({caught})` around the handle call"
+                self.pending.append(
+                    (node, list(node.body), what, owner_class(self.ctx, self.ctx.function), None)
+                )
+                return
+
     def _following(self, node: ast.If) -> list[ast.stmt]:
         """The statements after ``node`` in its block."""
         parent = self.ctx.parent
@@ -129,7 +144,7 @@ class GuardFinder:
                 continue
             # the handle whose implementation name is tested (`if self.veomni_moe.impl == "eager":`), or a
             # handle called in the guarded region
-            if not isinstance(test, ast.Try) and any(
+            if not isinstance(test, (ast.Try, ast.With)) and any(
                 isinstance(sub, ast.Attribute) and self.handles.is_handle(self.ctx, sub, cls)
                 for sub in ast.walk(test)
             ):

@@ -21,7 +21,8 @@ class GuardedDispatch(Rule):
         "construction. The guarded call may reach the handle through a callable bound to it "
         "(`self.loss = functools.partial(loss_helper, op=self.veomni_loss)`, a lambda that calls it). A "
         "`try`/`except` around the handle call whose handler does not re-raise is the same guard: any kernel "
-        "error (a dtype or shape the kernel rejects) silently runs the eager copy."
+        "error (a dtype or shape the kernel rejects) silently runs the eager copy; so is `with contextlib.suppress(...)` "
+        "around it."
         ' On an OpSlot-generation tree under `target-api = "auto"` the guards are the generation\'s design: '
         'they are listed in NPU201\'s one finding per file instead (`target-api = "veomni-op"` reports each).'
     )

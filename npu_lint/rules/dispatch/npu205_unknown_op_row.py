@@ -185,7 +185,19 @@ class UnknownOpRow(Rule):
         if raw_op is None or raw_variant is None:
             return
         project = self.ctx.project
-        if project.slot_rows and any(r.op == raw_op for r in project.slot_rows):
+        if project.slot_rows and not any(r.op == raw_op for r in project.slot_rows):
+            # the tree's KernelSpec table is the registry the slot binds against: an op it lacks never gets a
+            # kernel (its binder asks the ops config for `<op>_implementation` and resolves to eager at best)
+            ops = sorted({r.op for r in project.slot_rows})
+            close = difflib.get_close_matches(raw_op, ops, n=1, cutoff=0.75)
+            hint = f"; did you mean `{close[0]}`?" if close else f"; ops with kernels: {', '.join(ops)}"
+            self.report(
+                node,
+                f"no KernelSpec row has op `{raw_op}` (per the tree's KernelSpec rows): the slot can never bind "
+                f"a kernel{hint}",
+            )
+            return
+        if project.slot_rows:
             # an OpSlot-generation tree: its KernelSpec table is the registry the slot binds against, with the
             # OpSlot names themselves (no mapping to the handle generation's)
             slot_variants = sorted({r.variant for r in project.slot_rows if r.op == raw_op})
