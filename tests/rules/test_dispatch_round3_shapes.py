@@ -9,7 +9,7 @@ import textwrap
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
-from npu_lint.veomni.catalog import GPU, NPU, OpRow
+from npu_lint.veomni.catalog import ANY, GPU, NPU, OpRow
 from npu_lint.veomni.project import OP_SLOT, VEOMNI_OP, Project
 
 
@@ -226,3 +226,46 @@ def test_npu203_contextlib_suppress_around_the_handle_call() -> None:
     diags = _lint(code, ["NPU203"], project=_OP_TREE)
     assert [d.line for d in diags] == [13]
     assert "`with suppress(RuntimeError, NotImplementedError)`" in diags[0].message
+
+
+def test_npu205_npu_file_selects_a_variant_without_the_ops_npu_kernel() -> None:
+    registered = (
+        OpRow("rope", "full", "eager", ANY),
+        OpRow("rope", "full", "npu", NPU),
+        OpRow("rope", "yarn", "eager", ANY),
+        OpRow("rope", "yarn", "triton", GPU),
+        OpRow("gelu", "tanh", "eager", ANY),
+    )
+    project = Project(root="/x", generation=VEOMNI_OP, registered=registered)
+    code = """
+    from veomni.ops import VeomniOp
+    from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+    def toy_attention_init_patched(self, config):
+        self.veomni_rope = VeomniOp("rope", "yarn", resolve_op_impl("rotary_pos_emb_implementation"))
+        self.veomni_rope_full = VeomniOp("rope", "full", resolve_op_impl("rotary_pos_emb_implementation"))
+        self.veomni_act = VeomniOp("gelu", "tanh", resolve_op_impl("gelu_implementation"))
+    """
+    npu = "veomni/models_kernel/transformers/toy/toy_npu_patch_gen_config.py"
+    diags = _lint(code, ["NPU205"], npu, project)
+    assert [d.line for d in diags] == [6]
+    assert (
+        "`rope/yarn` has no NPU row (eager, triton (gpu)) while `full` of `rope` have one" in diags[0].message
+    )
+    gpu = npu.replace("_npu_", "_gpu_")
+    assert _lint(code, ["NPU205"], gpu, project) == []
+
+
+def test_npu205_opslot_npu_generated_file_selects_a_variant_without_npu_kernelspec() -> None:
+    slot_rows = (
+        OpRow("moe_experts", "standard", "npu", NPU),
+        OpRow("moe_experts", "standard", "triton", GPU),
+        OpRow("moe_experts", "sparse", "triton", GPU),
+    )
+    project = Project(root="/x", generation=OP_SLOT, slot_rows=slot_rows)
+    code = 'from veomni.ops.dispatch import OpSlot\n\nveomni_moe = OpSlot("moe_experts", "sparse")\n'
+    path = "veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py"
+    diags = lint_source(SourceFile.from_text(path, code), ["NPU205"], Settings(), project=project)
+    assert [d.line for d in diags] == [3]
+    assert "`moe_experts/sparse` has no NPU KernelSpec row (triton (gpu))" in diags[0].message

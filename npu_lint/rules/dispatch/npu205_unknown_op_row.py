@@ -167,6 +167,18 @@ class UnknownOpRow(Rule):
                     f"{describe(rows)}",
                 )
             return
+        siblings = sorted({r.variant for r in npu_capable(op_rows) if r.variant != variant})
+        if siblings and isinstance(impl_node, ast.Call) and call_name(impl_node) in IMPL_RESOLVERS:
+            # the op has NPU kernels (for other variants): the config's NPU handling selects the op's NPU
+            # implementation, which this variant does not have
+            self.report(
+                node,
+                f"NPU-targeted code: `{op}/{variant}` has no NPU row ({describe(rows)}) while "
+                f"{', '.join(f'`{v}`' for v in siblings)} of `{op}` have one (per {origin}): when the ops "
+                f"config picks the NPU implementation of `{op}` on an NPU host, construction raises; register "
+                'the variant\'s NPU row or pass "eager"',
+            )
+            return
         if isinstance(impl_node, ast.Call) and call_name(impl_node) in IMPL_RESOLVERS:
             # The ops config chooses this row. For an op whose only device-agnostic row is eager, the config's NPU
             # handling is what picks eager (or rejects another value) on an NPU host: a raise on a misconfiguration
@@ -201,6 +213,26 @@ class UnknownOpRow(Rule):
             # an OpSlot-generation tree: its KernelSpec table is the registry the slot binds against, with the
             # OpSlot names themselves (no mapping to the handle generation's)
             slot_variants = sorted({r.variant for r in project.slot_rows if r.op == raw_op})
+            npu_variants = sorted(
+                {r.variant for r in project.slot_rows if r.op == raw_op and r.requirement in (NPU, ANY)}
+            )
+            if raw_variant in slot_variants and npu_targeted(self.ctx) and npu_variants:
+                if raw_variant not in npu_variants:
+                    kernels = ", ".join(
+                        sorted(
+                            f"{r.impl} ({r.requirement})"
+                            for r in project.slot_rows
+                            if (r.op, r.variant) == (raw_op, raw_variant)
+                        )
+                    )
+                    self.report(
+                        node,
+                        f"NPU-targeted code: `{raw_op}/{raw_variant}` has no NPU KernelSpec row ({kernels}) while "
+                        f"{', '.join(f'`{v}`' for v in npu_variants)} of `{raw_op}` have one (per the tree's "
+                        f"KernelSpec rows): when the ops config picks the NPU implementation of `{raw_op}`, "
+                        "binding raises KeyError",
+                    )
+                return
             if raw_variant not in slot_variants:
                 self.report(
                     node,
