@@ -168,7 +168,14 @@ class UnknownOpRow(Rule):
                 )
             return
         siblings = sorted({r.variant for r in npu_capable(op_rows) if r.variant != variant})
-        if siblings and isinstance(impl_node, ast.Call) and call_name(impl_node) in IMPL_RESOLVERS:
+        from_tree = project.live_rows is not None or bool(project.root and project.registered)
+        if (
+            siblings
+            and from_tree  # the built-in catalog is not this tree's registry
+            and isinstance(impl_node, ast.Call)
+            and call_name(impl_node) in IMPL_RESOLVERS
+            and not any(k.arg == "npu_as" for k in impl_node.keywords)  # the NPU name is remapped: judged below
+        ):
             # the op has NPU kernels (for other variants): the config's NPU handling selects the op's NPU
             # implementation, which this variant does not have
             self.report(
