@@ -13,7 +13,6 @@ from veomni.models_kernel.utils.op_utils import resolve_op_impl
 from veomni.ops import VeomniOp
 from veomni.patchgen.patch_spec import PatchConfig
 
-
 config = PatchConfig(
     source_module="transformers.models.llama.modeling_llama",
     target_file="patched_modeling_llama_npu.py",

@@ -6,11 +6,9 @@ patchgen veomni.models.transformers.toy.toy_gpu_patch_gen_config -o veomni/model
 """
 
 import torch
-
 from transformers.integrations.hub_kernels import use_kernel_forward_from_hub
 
 from veomni.patchgen.patch_spec import PatchConfig
-
 
 config = PatchConfig(
     source_module="transformers.models.toy.modeling_toy",
