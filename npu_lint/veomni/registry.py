@@ -320,3 +320,36 @@ def read_npu_selections(
                 op, variant = match.group(1).decode(), match.group(2).decode()
                 out.add((op, variant, f"{shown}:{line}"))
     return tuple(sorted(out))
+
+
+_REMAP = re.compile(
+    rb"""\b(resolve_op_impl|resolve_kernel_impl)\(\s*["'](\w+)["']\s*,\s*npu_as\s*=\s*["']([\w.-]+)["']"""
+)
+
+
+def read_npu_remaps(
+    packages: tuple[str, ...], root: Path | None = None
+) -> tuple[tuple[str, str, str, str], ...]:
+    """(resolver, field, npu_as value, "path:line") of every ops-config read in the model packages' patch specs
+    that remaps the NPU implementation name (``resolve_op_impl("cross_entropy_loss_implementation",
+    npu_as="chunk_loss")``): how the tree itself says a field's NPU name must be read."""
+    out: set[tuple[str, str, str, str]] = set()
+    for package in packages:
+        for path in sorted(Path(package).glob("*_patch_gen_config.py")):
+            try:
+                data = read_regular(path)[0]
+            except OSError:
+                continue
+            if b"npu_as" not in data:
+                continue
+            shown = str(path)
+            if root is not None:
+                try:
+                    shown = str(path.relative_to(root))
+                except ValueError:
+                    pass
+            for match in _REMAP.finditer(data):
+                line = data.count(b"\n", 0, match.start()) + 1
+                resolver, field, value = (g.decode() for g in match.groups())
+                out.add((resolver, field, value, f"{shown}:{line}"))
+    return tuple(sorted(out))

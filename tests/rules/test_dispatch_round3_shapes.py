@@ -269,3 +269,40 @@ def test_npu205_opslot_npu_generated_file_selects_a_variant_without_npu_kernelsp
     diags = lint_source(SourceFile.from_text(path, code), ["NPU205"], Settings(), project=project)
     assert [d.line for d in diags] == [3]
     assert "`moe_experts/sparse` has no NPU KernelSpec row (triton (gpu))" in diags[0].message
+
+
+def test_npu207_leaves_a_module_global_handles_argument_to_npu201() -> None:
+    code = """
+    from veomni.ops import VeomniOp
+    from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+    rope = VeomniOp("rope", "full", resolve_op_impl("rotary_pos_emb_implementation"))
+    """
+    assert _lint(code, ["NPU207"], project=_OP_TREE) == []
+    assert [d.code for d in _lint(code, ["NPU201"], project=_OP_TREE)] == ["NPU201"]
+
+
+def test_npu204_resolver_without_the_trees_npu_remap(tmp_path) -> None:  # noqa: ANN001
+    from npu_lint.veomni.project import load_project
+
+    (tmp_path / "veomni/ops").mkdir(parents=True)
+    (tmp_path / "veomni/ops/ce.py").write_text(
+        'register_op("cross_entropy_loss", "standard", "eager", None)\n'
+        'register_op("cross_entropy_loss", "standard", "chunk_loss", None)\n'
+    )
+    pkg = tmp_path / "veomni/models_kernel/transformers"
+    for name, remap in (("alpha", ', npu_as="chunk_loss"'), ("beta", "")):
+        (pkg / name).mkdir(parents=True)
+        (pkg / name / f"{name}_gpu_patch_gen_config.py").write_text(
+            "from veomni.models_kernel.utils.op_utils import resolve_op_impl\n\n\n"
+            "def loss_init_patched(self, config):\n"
+            f'    impl = resolve_op_impl("cross_entropy_loss_implementation"{remap})\n'
+            '    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", impl)\n'
+        )
+    project = load_project([str(tmp_path)])
+    beta = pkg / "beta/beta_gpu_patch_gen_config.py"
+    diags = _lint(beta.read_text(), ["NPU204"], str(beta), project)
+    assert [d.line for d in diags] == [5]
+    assert '`npu_as="chunk_loss"` (1 reads, e.g. veomni/models_kernel/transformers/alpha/' in diags[0].message
+    alpha = pkg / "alpha/alpha_gpu_patch_gen_config.py"
+    assert _lint(alpha.read_text(), ["NPU204"], str(alpha), project) == []

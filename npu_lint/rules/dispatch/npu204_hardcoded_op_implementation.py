@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules._handles import (
     ATTENTION_FIELDS,
+    IMPL_RESOLVERS,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
     call_arg,
@@ -134,18 +135,46 @@ class HardcodedOpImplementation(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in _CHECKED):
+        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)):
             self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), ...) are checked
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if call_name(node) not in _CHECKED:
+        name = call_name(node)
+        if name in IMPL_RESOLVERS:
+            self._unmapped_npu_name(node, name)
+            return
+        if name not in _CHECKED:
             return
         op = str_value(call_arg(node, 0, "op"))
         impl = impl_argument(node)
         if op is None or impl is None:
             return
         self._check(node, op, impl, impl, depth=0)
+
+    def _unmapped_npu_name(self, call: ast.Call, resolver: str) -> None:
+        """``resolve_op_impl(field)`` without ``npu_as`` where the tree's specs read the same field with
+        ``npu_as=...`` and the field's op has no row named by the config's NPU name: on an NPU host the handle
+        asks for a row nobody registered."""
+        if any(k.arg == "npu_as" for k in call.keywords):
+            return
+        field = str_value(call_arg(call, 0, "field"))
+        project = self.ctx.project
+        remaps = [(value, at) for r, f, value, at in project.npu_remaps if r == resolver and f == field]
+        if field is None or not remaps:
+            return
+        op = CONFIG_FIELD_TO_OP.get(field)
+        rows = project.rows_for(op) if op else []
+        if not rows or any(r.impl == "npu" for r in rows):
+            return  # the NPU name has a row: the remap is a choice, not a necessity
+        values = sorted({value for value, _at in remaps})
+        implementations = ", ".join(sorted({r.impl for r in rows}))
+        self.report(
+            call,
+            f'`{resolver}("{field}")` without `npu_as` returns the config\'s NPU name `npu` unchanged, and `{op}` has no `npu` row '
+            f"({implementations}, per {project.rows_origin}); the tree's specs read this field with "
+            f'`npu_as="{values[0]}"` ({len(remaps)} reads, e.g. {remaps[0][1]}): add it',
+        )
 
     def _module_constant(self, op: str, name: ast.Name) -> None:
         """A module-level name bound once to literals (``_IMPL = "liger_kernel"``, ``_IMPL = "npu" if

@@ -174,7 +174,9 @@ class UnknownOpRow(Rule):
             and from_tree  # the built-in catalog is not this tree's registry
             and isinstance(impl_node, ast.Call)
             and call_name(impl_node) in IMPL_RESOLVERS
-            and not any(k.arg == "npu_as" for k in impl_node.keywords)  # the NPU name is remapped: judged below
+            and not any(
+                k.arg == "npu_as" for k in impl_node.keywords
+            )  # the NPU name is remapped: judged below
         ):
             # the op has NPU kernels (for other variants): the config's NPU handling selects the op's NPU
             # implementation, which this variant does not have

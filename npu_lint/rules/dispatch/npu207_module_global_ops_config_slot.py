@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules._handles import (
+    HANDLE_CONSTRUCTORS,
     IMPL_RESOLVERS,
     Block,
     block_of,
@@ -181,6 +182,8 @@ class ModuleGlobalOpsConfigSlot(Rule):
         for call, block in ops_config_slots(self.ctx, node):
             self._report(call, block)
         if call_name(node) in self.resolvers and self.ctx.evaluated_at_import(node):
+            if any(isinstance(p, ast.Call) and call_name(p) in HANDLE_CONSTRUCTORS for p in self.ctx.parents):
+                return  # the argument of a module-global handle: NPU201 reports the handle
             self._import_time_read(node, None)
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block":
             block = block_of(self.ctx, node)
