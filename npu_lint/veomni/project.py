@@ -41,6 +41,8 @@ from npu_lint.veomni.profile import detect_generation as _detect_generation
 from npu_lint.veomni.registry import (
     hardware_kind,
     kernel_spec_row,
+    read_npu_remaps,
+    read_npu_selections,
     read_registry,
     read_registry_file,
 )
@@ -81,6 +83,10 @@ class Project:
     live_rows: tuple[OpRow, ...] | None = None  # OP_REGISTRY, when --live-registry was given
     row_sources: dict[str, str] = field(default_factory=dict)  # "op/variant/impl" -> file:line (messages)
     profile: ApiProfile | None = None  # the names of this tree's API; built-in for the generation when None
+    # (op, variant, "path:line") of the handles the tree's NPU-targeted model files construct (NPU209)
+    npu_selections: tuple[tuple[str, str, str], ...] = ()
+    # (resolver, field, npu_as value, "path:line") of the specs' ops-config reads that remap the NPU name (NPU204)
+    npu_remaps: tuple[tuple[str, str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.generation is not None and not isinstance(self.generation, Generation):
@@ -138,7 +144,13 @@ class Project:
                 (self.root, self.generation, self.model_packages, self.profile, self.veomni_available)
             ).encode()
         )
-        for table in (self.registered, self.slot_rows, self.live_rows or ()):
+        for table in (
+            self.registered,
+            self.slot_rows,
+            self.live_rows or (),
+            self.npu_selections,
+            self.npu_remaps,
+        ):
             h.update(b"\0")
             h.update(repr(table).encode())
         # Findings in one file can depend on its package's other files (a generated file's origins come
@@ -337,6 +349,8 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
         model_packages=packages_found,
         row_sources=sources,
         profile=profile,
+        npu_selections=read_npu_selections(packages_found, root),
+        npu_remaps=read_npu_remaps(packages_found, root),
     )
 
 

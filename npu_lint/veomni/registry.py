@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 from npu_lint.core.astutil import str_value
@@ -266,3 +267,89 @@ def read_registry(root: Path) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dic
                 for row, line in where:
                     sources.setdefault("/".join(row.triple), f"{path}:{line}")
     return tuple(sorted(registered)), tuple(sorted(slots)), sources
+
+
+_SELECTOR_MARKERS = (b"OpSlot(", b"VeomniOp(", b"VeomniKernel(")
+# a handle constructor with literal op and variant (every generation), read from the bytes: the NPU files of a
+# tree are large generated modules, and parsing them all would cost every run about a second
+_SELECTION = re.compile(
+    rb"""\b(?:OpSlot|VeomniOp|VeomniKernel)\(\s*(?:op(?:_name)?\s*=\s*)?["']([\w.-]+)["']\s*,\s*"""
+    rb"""(?:variant\s*=\s*)?["']([\w.-]+)["']\s*(,\s*(?:impl\s*=\s*)?["']eager["']\s*\))?"""
+)
+
+
+def npu_file(path: Path) -> bool:
+    """An NPU-targeted model file: an NPU patch spec, or a generated NPU modeling file."""
+    name = path.name
+    return name.endswith("_npu_patch_gen_config.py") or (
+        path.parent.name == "generated" and name.endswith("_npu.py")
+    )
+
+
+def read_npu_selections(
+    packages: tuple[str, ...], root: Path | None = None
+) -> tuple[tuple[str, str, str], ...]:
+    """(op, variant, "path:line") of every handle constructor with literal names in the NPU-targeted files of
+    the model packages (their specs and generated NPU copies): what an NPU host binds from the registry. A
+    selection of the literal ``"eager"`` implementation needs no NPU row and is left out, as are commented-out
+    lines. Paths are relative to ``root`` when given."""
+    out: set[tuple[str, str, str]] = set()
+    for package in packages:
+        base = Path(package)
+        candidates = [*base.glob("*_npu_patch_gen_config.py"), *base.glob("generated/*_npu.py")]
+        for path in sorted(candidates):
+            try:
+                data = read_regular(path)[0]
+            except OSError:
+                continue
+            if not any(marker in data for marker in _SELECTOR_MARKERS):
+                continue
+            shown = str(path)
+            if root is not None:
+                try:
+                    shown = str(path.relative_to(root))
+                except ValueError:
+                    pass
+            for match in _SELECTION.finditer(data):
+                if match.group(3):
+                    continue  # the eager implementation, spelled out
+                line_start = data.rfind(b"\n", 0, match.start()) + 1
+                if data[line_start : match.start()].lstrip().startswith(b"#"):
+                    continue
+                line = data.count(b"\n", 0, match.start()) + 1
+                op, variant = match.group(1).decode(), match.group(2).decode()
+                out.add((op, variant, f"{shown}:{line}"))
+    return tuple(sorted(out))
+
+
+_REMAP = re.compile(
+    rb"""\b(resolve_op_impl|resolve_kernel_impl)\(\s*["'](\w+)["']\s*,\s*npu_as\s*=\s*["']([\w.-]+)["']"""
+)
+
+
+def read_npu_remaps(
+    packages: tuple[str, ...], root: Path | None = None
+) -> tuple[tuple[str, str, str, str], ...]:
+    """(resolver, field, npu_as value, "path:line") of every ops-config read in the model packages' patch specs
+    that remaps the NPU implementation name (``resolve_op_impl("cross_entropy_loss_implementation",
+    npu_as="chunk_loss")``): how the tree itself says a field's NPU name must be read."""
+    out: set[tuple[str, str, str, str]] = set()
+    for package in packages:
+        for path in sorted(Path(package).glob("*_patch_gen_config.py")):
+            try:
+                data = read_regular(path)[0]
+            except OSError:
+                continue
+            if b"npu_as" not in data:
+                continue
+            shown = str(path)
+            if root is not None:
+                try:
+                    shown = str(path.relative_to(root))
+                except ValueError:
+                    pass
+            for match in _REMAP.finditer(data):
+                line = data.count(b"\n", 0, match.start()) + 1
+                resolver, field, value = (g.decode() for g in match.groups())
+                out.add((resolver, field, value, f"{shown}:{line}"))
+    return tuple(sorted(out))

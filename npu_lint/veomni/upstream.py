@@ -831,3 +831,74 @@ def _composite_text_only(root: str) -> frozenset[str]:
                             continue  # the text config lives in another module: not judged
                         out |= text_fields - fields(node.name) - base
     return frozenset(out)
+
+
+HUB_DECORATORS = ("use_kernel_forward_from_hub", "use_kernel_func_from_hub")
+
+
+def _device_keys(node: ast.expr) -> list[str]:
+    """Device names of one hub-mapping entry: ``{"cuda": ..., Device(type="npu"): ...}``."""
+    out: list[str] = []
+    if not isinstance(node, ast.Dict):
+        return out
+    for key in node.keys:
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            out.append(key.value)
+        elif isinstance(key, ast.Call):
+            value = (
+                key.args[0] if key.args else next((k.value for k in key.keywords if k.arg == "type"), None)
+            )
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                out.append(value.value)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _hub_mapping(path: Path, mtime: float) -> dict[str, tuple[str, ...]]:
+    del mtime  # part of the cache key only
+    try:
+        tree = ast.parse(read_regular(path)[0], filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return {}
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        for target in targets:
+            if (
+                isinstance(target, ast.Name)
+                and target.id == "_KERNEL_MAPPING"
+                and isinstance(value, ast.Dict)
+            ):
+                for key, entry in zip(value.keys, value.values, strict=True):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        out.setdefault(key.value, []).extend(_device_keys(entry))
+            elif (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "_KERNEL_MAPPING"
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)
+                and value is not None
+            ):
+                out.setdefault(target.slice.value, []).extend(_device_keys(value))
+    return {name: tuple(sorted(set(devices))) for name, devices in out.items()}
+
+
+def hub_kernel_devices(name: str) -> tuple[str, ...] | None:
+    """The devices for which the installed transformers maps the kernels-hub layer or function ``name``
+    (``_KERNEL_MAPPING`` in ``transformers/integrations/hub_kernels.py``, read statically), or None when
+    transformers is not found or does not map the name."""
+    base = transformers_dir()
+    if base is None:
+        return None
+    path = base / "integrations" / "hub_kernels.py"
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    return _hub_mapping(path, mtime).get(name)

@@ -37,6 +37,13 @@ VENDOR_PACKAGES: dict[str, str] = {
     "tilelang": GPU_KERNEL,
     "quack": GPU_KERNEL,
     "apex": GPU_KERNEL,
+    "megablocks": GPU_KERNEL,  # MegaBlocks MoE (CUDA)
+    "grouped_gemm": GPU_KERNEL,  # CUTLASS grouped GEMM (CUDA)
+    "transformer_engine": GPU_KERNEL,  # NVIDIA Transformer Engine
+    "cut_cross_entropy": GPU_KERNEL,  # Apple's cut cross-entropy (triton)
+    "flashinfer": GPU_ATTENTION,
+    "mamba_ssm": GPU_KERNEL,  # selective scan (CUDA / triton)
+    "kernels": GPU_KERNEL,  # the Hugging Face kernels hub loader (get_kernel / LayerRepository)
 }
 
 # VeOmni's own kernel modules: model code reaches them through the registry, not by import
@@ -140,6 +147,18 @@ TABLE: tuple[VendorKernel, ...] = (
     _K("quack", "moe_experts", "standard", "fused_quack (GPU only)"),
     _K("tilelang", None, None, "tilelang kernels (GPU only)"),
     _K("apex", None, None, "NVIDIA apex (GPU only)"),
+    _K("megablocks", "moe_experts", "standard", "MegaBlocks MoE (CUDA only)"),
+    _K("grouped_gemm", "moe_experts", "standard", "CUTLASS grouped GEMM (CUDA only)"),
+    _K("transformer_engine", None, None, "NVIDIA Transformer Engine (GPU only)"),
+    _K("cut_cross_entropy", "cross_entropy_loss", "standard", "cut cross-entropy (triton, GPU only)"),
+    _K("flashinfer", "attention", "standard", "FlashInfer (GPU only)"),
+    _K("mamba_ssm", None, None, "mamba selective-scan kernels (CUDA / triton)"),
+    _K(
+        "kernels",
+        None,
+        None,
+        "the Hugging Face kernels hub: it downloads a prebuilt kernel for the current device, outside the registry",
+    ),
     # -- VeOmni's own kernel modules --------------------------------------------------------------------------
     _K("veomni.ops.kernels.rms_norm", "rms_norm", "standard"),
     _K("veomni.ops.kernels.rotary", "rope", "full"),

@@ -33,13 +33,14 @@ def summarised(api: ApiProfile) -> bool:
     return api.generation is Generation.OP_SLOT
 
 
-GUARD_NODES: tuple[type[ast.AST], ...] = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign)
+GUARD_NODES: tuple[type[ast.AST], ...] = (ast.If, ast.IfExp, ast.BoolOp, ast.Assign, ast.Try, ast.With)
 
 
 class GuardFinder:
     """Dispatch guards with an eager fallback (``if slot.use_non_eager_impl: return slot(...)`` then the eager
     copy; ``slot.bound_kernel() or fallback``; a test of the implementation name around a handle call). Feed it
-    the nodes of :data:`GUARD_NODES` during the traversal (the Context's parents and function must be those of
+    the nodes of :data:`GUARD_NODES` during the traversal (a ``try`` whose body calls a handle and one of whose
+    ``except`` clauses goes on instead of re-raising is a guard too: any kernel error runs the eager copy) (the Context's parents and function must be those of
     the node), then call :meth:`found` once the walk is over."""
 
     def __init__(self, ctx: Context) -> None:
@@ -63,6 +64,12 @@ class GuardFinder:
                         return  # reported as the test of its if
                     self.reported.append((node, "`.bound_kernel() or <eager fallback>`"))
             return
+        if isinstance(node, ast.Try):
+            self._try(node)
+            return
+        if isinstance(node, ast.With):
+            self._suppress(node)
+            return
         if not isinstance(node, (ast.If, ast.IfExp)):
             return
         test = node.test
@@ -80,6 +87,32 @@ class GuardFinder:
             self.pending.append((test, region, what, owner_class(ctx, ctx.function), receiver))
             return
         self.reported.append((test, what))
+
+    def _try(self, node: ast.Try) -> None:
+        """``try: <handle call> except ...: <eager code>``: a handler that does not end by raising swallows the
+        kernel's error and runs its own code (or the code after the ``try``) instead."""
+        fallback = [h for h in node.handlers if not (h.body and isinstance(h.body[-1], ast.Raise))]
+        if not fallback:
+            return
+        caught = ", ".join(
+            sorted({ast.unparse(h.type) if h.type is not None else "everything" for h in fallback})
+        )
+        what = f"`try`/`except {caught}` around the handle call"
+        # judged once the handles are known: the region is the try body only (a handle called in a handler is
+        # the fallback's business, not the guarded call)
+        self.pending.append((node, list(node.body), what, owner_class(self.ctx, self.ctx.function), None))
+
+    def _suppress(self, node: ast.With) -> None:
+        """``with contextlib.suppress(...): return <handle call>`` then eager code: the same swallowed error."""
+        for item in node.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and call_name(call) == "suppress":
+                caught = ", ".join(ast.unparse(a) for a in call.args) or "nothing"
+                what = f"`with suppress({caught})` around the handle call"
+                self.pending.append(
+                    (node, list(node.body), what, owner_class(self.ctx, self.ctx.function), None)
+                )
+                return
 
     def _following(self, node: ast.If) -> list[ast.stmt]:
         """The statements after ``node`` in its block."""
@@ -111,7 +144,7 @@ class GuardFinder:
                 continue
             # the handle whose implementation name is tested (`if self.veomni_moe.impl == "eager":`), or a
             # handle called in the guarded region
-            if any(
+            if not isinstance(test, (ast.Try, ast.With)) and any(
                 isinstance(sub, ast.Attribute) and self.handles.is_handle(self.ctx, sub, cls)
                 for sub in ast.walk(test)
             ):

@@ -19,7 +19,10 @@ class GuardedDispatch(Rule):
         "apart, and a kernel that fails to bind silently runs eager. A VeomniOp handle is called "
         "unconditionally: the registry's `eager` row is the fallback, and an impossible selection fails loudly at "
         "construction. The guarded call may reach the handle through a callable bound to it "
-        "(`self.loss = functools.partial(loss_helper, op=self.veomni_loss)`, a lambda that calls it)."
+        "(`self.loss = functools.partial(loss_helper, op=self.veomni_loss)`, a lambda that calls it). A "
+        "`try`/`except` around the handle call whose handler does not re-raise is the same guard: any kernel "
+        "error (a dtype or shape the kernel rejects) silently runs the eager copy; so is `with contextlib.suppress(...)` "
+        "around it."
         ' On an OpSlot-generation tree under `target-api = "auto"` the guards are the generation\'s design: '
         'they are listed in NPU201\'s one finding per file instead (`target-api = "veomni-op"` reports each).'
     )
@@ -110,8 +113,47 @@ class GuardedDispatch(Rule):
             """,
             title="the handle reached through a `functools.partial` that binds it, tested through a local",
         ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            def toy_block_init_patched(self, config):
+                self.veomni_rotary = VeomniOp("rope", "full", resolve_op_impl("rope_implementation"))
+
+
+            def toy_block_forward_patched(self, q, k, cos, sin):
+                try:
+                    q, k = self.veomni_rotary(q, k, cos, sin)
+                except (RuntimeError, TypeError):
+                    q, k = toy_rotate(q, cos, sin), toy_rotate(k, cos, sin)
+                return q, k
+            """,
+            path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="a `try`/`except` whose handler runs eager code when the kernel raises",
+        ),
     )
     good = (
+        Example(
+            """
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyGate(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.veomni_gate = VeomniOp("swiglu_mlp", "standard", config.ops_config.swiglu_mlp_implementation)
+
+                def forward(self, x):
+                    try:
+                        return self.veomni_gate(x)
+                    except RuntimeError as err:
+                        raise RuntimeError(f"gate kernel failed for shape {tuple(x.shape)}") from err
+            """,
+            title="a handler that re-raises: the error still surfaces",
+        ),
         Example(
             """
             from torch import nn

@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules._handles import (
     ATTENTION_FIELDS,
+    IMPL_RESOLVERS,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
     call_arg,
@@ -57,6 +58,20 @@ class HardcodedOpImplementation(Rule):
                     self.veomni_rms_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
             """,
             title="a literal implementation",
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.utils.import_utils import is_torch_npu_available
+
+            _ROPE_IMPL = "npu" if is_torch_npu_available() else "liger_kernel"
+
+
+            class ToyAttention:
+                def __init__(self):
+                    self.veomni_rope = VeomniOp("rope", "full", _ROPE_IMPL)
+            """,
+            title="literals chosen by device in a module constant",
         ),
         Example(
             """
@@ -120,18 +135,95 @@ class HardcodedOpImplementation(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in _CHECKED):
+        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)):
             self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), ...) are checked
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if call_name(node) not in _CHECKED:
+        name = call_name(node)
+        if name in IMPL_RESOLVERS:
+            self._unmapped_npu_name(node, name)
+            return
+        if name not in _CHECKED:
             return
         op = str_value(call_arg(node, 0, "op"))
         impl = impl_argument(node)
         if op is None or impl is None:
             return
         self._check(node, op, impl, impl, depth=0)
+
+    def _unmapped_npu_name(self, call: ast.Call, resolver: str) -> None:
+        """``resolve_op_impl(field)`` without ``npu_as`` where the tree's specs read the same field with
+        ``npu_as=...`` and the field's op has no row named by the config's NPU name: on an NPU host the handle
+        asks for a row nobody registered."""
+        if any(k.arg == "npu_as" for k in call.keywords):
+            return
+        field = str_value(call_arg(call, 0, "field"))
+        project = self.ctx.project
+        remaps = [(value, at) for r, f, value, at in project.npu_remaps if r == resolver and f == field]
+        if field is None or not remaps:
+            return
+        op = CONFIG_FIELD_TO_OP.get(field)
+        rows = project.rows_for(op) if op else []
+        if not rows or any(r.impl == "npu" for r in rows):
+            return  # the NPU name has a row: the remap is a choice, not a necessity
+        values = sorted({value for value, _at in remaps})
+        implementations = ", ".join(sorted({r.impl for r in rows}))
+        self.report(
+            call,
+            f'`{resolver}("{field}")` without `npu_as` returns the config\'s NPU name `npu` unchanged, and `{op}` has no `npu` row '
+            f"({implementations}, per {project.rows_origin}); the tree's specs read this field with "
+            f'`npu_as="{values[0]}"` ({len(remaps)} reads, e.g. {remaps[0][1]}): add it',
+        )
+
+    def _module_constant(self, op: str, name: ast.Name) -> None:
+        """A module-level name bound once to literals (``_IMPL = "liger_kernel"``, ``_IMPL = "npu" if
+        is_torch_npu_available() else "liger_kernel"``): the handle is pinned the same way, one step away."""
+        func = self.ctx.function
+        if func is not None:
+            args = func.args
+            params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+            params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+            stored = {
+                sub.id
+                for sub in ast.walk(func)
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store)
+            }
+            if name.id in params | stored:
+                return  # a parameter or a local of the function, not the module constant
+        bindings = [
+            stmt
+            for stmt in self.ctx.tree.body
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            and any(
+                isinstance(t, ast.Name) and t.id == name.id
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+            )
+        ]
+        if len(bindings) != 1 or bindings[0].value is None:
+            return
+        value = bindings[0].value
+        branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        literals = [str_value(b) for b in branches]
+        if any(lit is None for lit in literals):
+            return
+        pinned = sorted({lit for lit in literals if lit and lit != "eager"})
+        if not pinned:
+            return
+        fields = op_fields(op, self.ctx.project.api)
+        resolver = self.ctx.project.api.resolver
+        where = (
+            f'`{resolver}("{fields[0]}")`'
+            if len(fields) == 1 and resolver
+            else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+        )
+        shown = " / ".join(f'"{lit}"' for lit in pinned)
+        self.report(
+            name,
+            f"hard-coded implementation {shown} for op `{op}` through the module constant `{name.id}` (line "
+            f"{bindings[0].lineno}): take it from the ops config ({where}) in the owning class's `__init__`; "
+            '"eager" is the only literal allowed',
+        )
 
     def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
         ctx = self.ctx
@@ -144,6 +236,8 @@ class HardcodedOpImplementation(Rule):
             value = local_value(ctx, impl)
             if value is not None:
                 self._check(call, op, value, value, depth + 1)
+                return
+            self._module_constant(op, impl)
             return
         literal = str_value(impl)
         if literal is not None:

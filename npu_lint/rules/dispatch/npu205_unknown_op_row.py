@@ -167,6 +167,27 @@ class UnknownOpRow(Rule):
                     f"{describe(rows)}",
                 )
             return
+        siblings = sorted({r.variant for r in npu_capable(op_rows) if r.variant != variant})
+        from_tree = project.live_rows is not None or bool(project.root and project.registered)
+        if (
+            siblings
+            and from_tree  # the built-in catalog is not this tree's registry
+            and isinstance(impl_node, ast.Call)
+            and call_name(impl_node) in IMPL_RESOLVERS
+            and not any(
+                k.arg == "npu_as" for k in impl_node.keywords
+            )  # the NPU name is remapped: judged below
+        ):
+            # the op has NPU kernels (for other variants): the config's NPU handling selects the op's NPU
+            # implementation, which this variant does not have
+            self.report(
+                node,
+                f"NPU-targeted code: `{op}/{variant}` has no NPU row ({describe(rows)}) while "
+                f"{', '.join(f'`{v}`' for v in siblings)} of `{op}` have one (per {origin}): when the ops "
+                f"config picks the NPU implementation of `{op}` on an NPU host, construction raises; register "
+                'the variant\'s NPU row or pass "eager"',
+            )
+            return
         if isinstance(impl_node, ast.Call) and call_name(impl_node) in IMPL_RESOLVERS:
             # The ops config chooses this row. For an op whose only device-agnostic row is eager, the config's NPU
             # handling is what picks eager (or rejects another value) on an NPU host: a raise on a misconfiguration
@@ -184,8 +205,52 @@ class UnknownOpRow(Rule):
         raw_variant = str_value(call_arg(node, 1, "variant"))
         if raw_op is None or raw_variant is None:
             return
-        op, variant = op_variant(node, "OpSlot")
         project = self.ctx.project
+        if project.slot_rows and not any(r.op == raw_op for r in project.slot_rows):
+            # the tree's KernelSpec table is the registry the slot binds against: an op it lacks never gets a
+            # kernel (its binder asks the ops config for `<op>_implementation` and resolves to eager at best)
+            ops = sorted({r.op for r in project.slot_rows})
+            close = difflib.get_close_matches(raw_op, ops, n=1, cutoff=0.75)
+            hint = f"; did you mean `{close[0]}`?" if close else f"; ops with kernels: {', '.join(ops)}"
+            self.report(
+                node,
+                f"no KernelSpec row has op `{raw_op}` (per the tree's KernelSpec rows): the slot can never bind "
+                f"a kernel{hint}",
+            )
+            return
+        if project.slot_rows:
+            # an OpSlot-generation tree: its KernelSpec table is the registry the slot binds against, with the
+            # OpSlot names themselves (no mapping to the handle generation's)
+            slot_variants = sorted({r.variant for r in project.slot_rows if r.op == raw_op})
+            npu_variants = sorted(
+                {r.variant for r in project.slot_rows if r.op == raw_op and r.requirement in (NPU, ANY)}
+            )
+            if raw_variant in slot_variants and npu_targeted(self.ctx) and npu_variants:
+                if raw_variant not in npu_variants:
+                    kernels = ", ".join(
+                        sorted(
+                            f"{r.impl} ({r.requirement})"
+                            for r in project.slot_rows
+                            if (r.op, r.variant) == (raw_op, raw_variant)
+                        )
+                    )
+                    self.report(
+                        node,
+                        f"NPU-targeted code: `{raw_op}/{raw_variant}` has no NPU KernelSpec row ({kernels}) while "
+                        f"{', '.join(f'`{v}`' for v in npu_variants)} of `{raw_op}` have one (per the tree's "
+                        f"KernelSpec rows): when the ops config picks the NPU implementation of `{raw_op}`, "
+                        "binding raises KeyError",
+                    )
+                return
+            if raw_variant not in slot_variants:
+                self.report(
+                    node,
+                    f"no KernelSpec row has op `{raw_op}` variant `{raw_variant}` (per the tree's KernelSpec "
+                    f"rows): binding the slot to any implementation but eager raises KeyError; variants of "
+                    f"`{raw_op}`: {', '.join(f'`{v}`' for v in slot_variants)}",
+                )
+            return
+        op, variant = op_variant(node, "OpSlot")
         op_rows = project.rows_for(op or "")
         if not op_rows or any(r.variant == variant for r in op_rows):
             return  # unknown ops are left alone: OpSlot-generation trees register more ops than the catalog

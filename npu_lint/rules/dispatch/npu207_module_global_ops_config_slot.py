@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import Block, call_arg, migration_fix, str_value
+from npu_lint.rules._handles import (
+    HANDLE_CONSTRUCTORS,
+    IMPL_RESOLVERS,
+    Block,
+    block_of,
+    call_arg,
+    call_name,
+    migration_fix,
+    module_scope_calls,
+    str_value,
+)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch._shared import ops_config_slots, summarised
 
@@ -12,7 +22,10 @@ from npu_lint.rules.dispatch._shared import ops_config_slots, summarised
 class ModuleGlobalOpsConfigSlot(Rule):
     code = "NPU207"
     name = "module-global-ops-config-slot"
-    summary = "An `OpsConfigSlot` (a kernel choice read from the ops config) is declared at module scope."
+    summary = (
+        "An `OpsConfigSlot` (a kernel choice read from the ops config) is declared at module scope, or the "
+        "ops-config resolver is called at import time."
+    )
     why = (
         'OpSlot-era specs declare `veomni_dsa_indexer_implementation = OpsConfigSlot("dsa_indexer_implementation")` '
         "at module scope (usually in a spec's `add_post_import_block`) and branch on its `.value` inside the "
@@ -25,6 +38,10 @@ class ModuleGlobalOpsConfigSlot(Rule):
         "instance-local, which is exact. The message names the tree's resolver, or says the tree has none."
         ' On an OpSlot-generation tree under `target-api = "auto"` the slots are listed in NPU201\'s one finding '
         'per file instead (`target-api = "veomni-op"` reports each).'
+        " The same choice made with the handle generation's own resolver at import time (a module constant, "
+        "a class attribute or a default argument holding `resolve_op_impl(...)`, then passed to the handle in "
+        "`__init__`) is worse: it runs before any ops config is installed, so every instance gets the "
+        "resolver's answer for no config and the NPU implementation the config selects is never used."
     )
     bad = (
         Example(
@@ -82,6 +99,36 @@ class ModuleGlobalOpsConfigSlot(Rule):
             path="veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
             title="declared in a patch spec's post-import block (no method uses it here: display-only)",
         ),
+        Example(
+            """
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+            _ROPE_IMPL = {"rope": resolve_op_impl("rope_implementation")}
+
+
+            class ToyAttention(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.veomni_rope = VeomniOp("rope", "full", _ROPE_IMPL["rope"])
+            """,
+            title="the resolver called at import (a module constant later passed to the handle)",
+        ),
+        Example(
+            """
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+            class ToyNorm(nn.Module):
+                def __init__(self, dim, impl=resolve_op_impl("rms_norm_implementation")):
+                    super().__init__()
+                    self.veomni_norm = VeomniOp("rms_norm", "standard", impl)
+            """,
+            title="the resolver as a default argument (evaluated once, when the class is defined)",
+        ),
     )
     good = (
         Example(
@@ -118,13 +165,47 @@ class ModuleGlobalOpsConfigSlot(Rule):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        if "OpsConfigSlot" not in ctx.source.text or summarised(ctx.project.api):
+        text = ctx.source.text
+        # the resolver, and the ops-config getter it reads (`get_ops_config().rms_norm_implementation`)
+        self.resolvers = (
+            IMPL_RESOLVERS
+            | {"get_ops_config"}
+            | ({ctx.project.api.resolver} if ctx.project.api.resolver else set())
+        )
+        if summarised(ctx.project.api) or not (
+            "OpsConfigSlot" in text or any(name in text for name in self.resolvers)
+        ):
             self.node_types = ()  # an OpSlot-generation tree: NPU201 lists the file's OpsConfigSlots in one finding
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         for call, block in ops_config_slots(self.ctx, node):
             self._report(call, block)
+        if call_name(node) in self.resolvers and self.ctx.evaluated_at_import(node):
+            if any(isinstance(p, ast.Call) and call_name(p) in HANDLE_CONSTRUCTORS for p in self.ctx.parents):
+                return  # the argument of a module-global handle: NPU201 reports the handle
+            self._import_time_read(node, None)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block":
+            block = block_of(self.ctx, node)
+            if block is not None:
+                for call in sorted(module_scope_calls(block.tree), key=lambda c: (c.lineno, c.col_offset)):
+                    if call_name(call) in self.resolvers:
+                        self._import_time_read(call, block)
+
+    def _import_time_read(self, call: ast.Call, block: Block | None) -> None:
+        """The ops-config resolver called when the module is imported (module level, a class body, a default
+        value, a post-import block): the choice is made before any model installs its ops config."""
+        where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
+        name = call_name(call)
+        field = str_value(call_arg(call, 0, "field"))
+        what = f'`{name}("{field}")`' if field else f"`{name}(...)`"
+        inside = " (in a post-import block)" if block is not None else ""
+        self.report(
+            where,
+            f"kernel choice read at import time{inside}: {what} runs once when the module is imported, before "
+            "any model installs its ops config, so every instance uses that one answer instead of its own "
+            f"config's implementation; call `{name}` in the owning class's `__init__`",
+        )
 
     def _report(self, call: ast.Call, block: Block | None) -> None:
         where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)

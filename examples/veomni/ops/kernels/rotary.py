@@ -15,3 +15,6 @@ def _npu_rope(q, k, cos, sin):
 
 register_op("rope", "full", "eager", wrapper=_eager_rope, description="reference RoPE")
 register_op("rope", "full", "npu", wrapper=_npu_rope, description="Ascend fused RoPE")
+# NPU209: partial RoPE has only its eager row, although full RoPE has an NPU row and the Llama NPU spec selects
+# `rope/partial` (llama_npu_patch_gen_config.py)
+register_op("rope", "partial", "eager", wrapper=_eager_rope, description="reference partial RoPE")

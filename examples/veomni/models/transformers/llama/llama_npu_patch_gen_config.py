@@ -9,8 +9,9 @@ from veomni.models.transformers.llama.llama_gpu_patch_gen_config import (
     llama_forcausallm_forward_patched,
     llama_rmsnorm_forward_patched,
 )
+from veomni.models_kernel.utils.op_utils import resolve_op_impl
+from veomni.ops import VeomniOp
 from veomni.patchgen.patch_spec import PatchConfig
-
 
 config = PatchConfig(
     source_module="transformers.models.llama.modeling_llama",
@@ -22,3 +23,8 @@ config = PatchConfig(
 # calls `self.veomni_rms_norm` that nothing here builds
 config.override_method("LlamaRMSNorm.forward", replacement=llama_rmsnorm_forward_patched)
 config.override_method("LlamaForCausalLM.forward", replacement=llama_forcausallm_forward_patched)
+
+
+def llama_partial_rope_init(self, config):
+    # NPU209: `rope/partial` has no NPU row while `rope/full` has one (reported in ops/kernels/rotary.py)
+    self.veomni_rope = VeomniOp("rope", "partial", resolve_op_impl("rotary_pos_emb_implementation"))

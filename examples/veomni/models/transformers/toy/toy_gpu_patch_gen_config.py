@@ -6,9 +6,9 @@ patchgen veomni.models.transformers.toy.toy_gpu_patch_gen_config -o veomni/model
 """
 
 import torch
+from transformers.integrations.hub_kernels import use_kernel_forward_from_hub
 
 from veomni.patchgen.patch_spec import PatchConfig
-
 
 config = PatchConfig(
     source_module="transformers.models.toy.modeling_toy",
@@ -59,3 +59,10 @@ def toy_model_forward_patched(self, input_ids: torch.LongTensor, attention_mask=
     for layer in self.layers:
         hidden_states = layer(hidden_states, causal)
     return self.norm(hidden_states)
+
+
+# NPU304: the kernels hub maps FastGELU for CUDA only; GPU runs may execute the hub kernel, NPU runs this code
+@config.replace_function("toy_gelu", description="tanh GELU")
+@use_kernel_forward_from_hub("FastGELU")
+def toy_gelu_patched(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x**3)))

@@ -1,0 +1,171 @@
+"""NPU209 npu-row-missing."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.catalog import ANY, NPU, OpRow
+from npu_lint.veomni.layout import find_veomni_root
+from npu_lint.veomni.project import Project, load_project
+from npu_lint.veomni.registry import kernel_spec_row, module_constants, read_registry_tree
+
+_MARKERS = ("register_op", "register_kernel", "KernelSpec")
+# the examples' tree (a toy model whose generated NPU file constructs `swiglu_mlp/gated`)
+_FIXTURE = "tests/fixtures/trees/npu_row_missing/veomni/ops/kernels/swiglu/__init__.py"
+_PROJECTS: dict[str, Project | None] = {}
+
+
+def _project_of(path: str) -> Project | None:
+    """The project of the tree holding a file linted without one (a single file, the rule's examples)."""
+    root = find_veomni_root(Path(path))
+    if root is None:
+        return None
+    key = str(root)
+    if key not in _PROJECTS:
+        _PROJECTS[key] = load_project([key])
+    return _PROJECTS[key]
+
+
+def _npu_capable(row: OpRow) -> bool:
+    """A row an NPU host can bind to a kernel: an NPU row, or a device-agnostic one other than eager."""
+    return row.requirement == NPU or (row.requirement == ANY and row.impl != "eager")
+
+
+class NpuRowMissing(Rule):
+    code = "NPU209"
+    name = "npu-row-missing"
+    summary = (
+        "A registry module gives NPU rows to some variants of an op but not to one that the tree's NPU model "
+        "code selects."
+    )
+    why = (
+        "On an NPU host the ops config selects the same NPU implementation of an op for every model (`npu`, "
+        "`fused_npu`, ...), and each handle (`OpSlot(op, variant)`, `VeomniOp(op, variant, impl)`) looks up "
+        "its own `op/variant` row of that implementation. When the registry module registers the NPU kernel "
+        "for some variants of the op but not for a variant an NPU spec or generated NPU file constructs, that "
+        "model's lookup raises KeyError at build time (or, through an eager fallback, silently runs the slow "
+        "path) although its siblings work. Rows are read from the tree's registration modules (every "
+        "generation: `register_op` / `register_kernel` rows, `KernelSpec` rows), the selections from the "
+        "model packages' NPU specs and generated NPU files (`*_npu_patch_gen_config.py`, "
+        "`generated/*_npu.py`), so the message names what this tree registers and where it is selected. The "
+        "finding sits on the last row of the variant in this module (or, when the module has none, on the "
+        "op's first NPU row here)."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.ops.registry import register_op
+            from veomni.ops.requirement import NpuKernelRequirement
+
+            from . import eager, ascend
+
+            register_op("swiglu_mlp", "standard", "eager", eager.swiglu)
+            register_op("swiglu_mlp", "standard", "npu", ascend.swiglu, requirement=NpuKernelRequirement())
+            register_op("swiglu_mlp", "gated", "eager", eager.gated_swiglu)
+            """,
+            path=_FIXTURE,
+            title="a variant an NPU model constructs has only its eager row",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.ops.registry import register_op
+            from veomni.ops.requirement import NpuKernelRequirement
+
+            from . import eager, ascend
+
+            for variant in ("standard", "gated"):
+                register_op("swiglu_mlp", variant, "eager", eager.swiglu)
+                register_op("swiglu_mlp", variant, "npu", ascend.swiglu, requirement=NpuKernelRequirement())
+            """,
+            path=_FIXTURE,
+        ),
+    )
+    fix_safety = "No fix: the NPU kernel of the variant has to be written or registered by hand."
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        if not any(word in ctx.source.text for word in _MARKERS):
+            return False
+        return bool(ctx.project.npu_selections) or ctx.project.root is None
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        project: Project | None = ctx.project
+        if project is not None and project.root is None:
+            project = _project_of(ctx.source.path)
+        if project is None or not project.npu_selections:
+            return
+        register_rows, _slots, where = read_registry_tree(ctx.tree)
+        spec_where = self._kernel_specs()
+        slot_tree = not register_rows and bool(spec_where)
+        if slot_tree:
+            local = spec_where
+            table = set(project.slot_rows) | {row for row, _line in spec_where}
+            kind = "KernelSpec"
+        else:
+            local = where
+            table = set(project.live_rows if project.live_rows is not None else project.registered) | set(
+                register_rows
+            )
+            kind = project.api.register_function or "register_op"
+        if not local:
+            return
+        selected: dict[tuple[str, str], str] = {}
+        for op, variant, at in project.npu_selections:
+            selected.setdefault((op, variant), at)
+        reported: set[tuple[str, str]] = set()
+        for op in sorted({row.op for row, _line in local}):
+            capable = sorted({r.variant for r in table if r.op == op and _npu_capable(r)})
+            if not capable:
+                continue  # the op has no NPU kernel at all: the ops config's NPU handling picks eager for it
+            for (sel_op, variant), at in sorted(selected.items()):
+                if sel_op != op or variant in capable or (op, variant) in reported:
+                    continue
+                own = [line for row, line in local if (row.op, row.variant) == (op, variant)]
+                npu_here = [line for row, line in local if row.op == op and _npu_capable(row)]
+                if own:
+                    line = max(own)
+                elif npu_here:
+                    line = min(npu_here)
+                else:
+                    continue  # another module holds the op's NPU rows: reported there
+                reported.add((op, variant))
+                rows = sorted(
+                    {f"{r.impl} ({r.requirement})" for r in table if (r.op, r.variant) == (op, variant)}
+                )
+                has = f"its rows: {', '.join(rows)}" if rows else "it has no row at all"
+                self.report(
+                    self._statement_at(line),
+                    f"no NPU {kind} row for `{op}/{variant}` ({has}) although `{op}` has NPU rows for "
+                    f"{', '.join(f'`{v}`' for v in capable)} and NPU-targeted code selects `{op}/{variant}` "
+                    f"({at}): when the ops config picks the NPU implementation of `{op}` there, the lookup "
+                    "raises KeyError; register the variant's NPU row",
+                )
+
+    def _kernel_specs(self) -> list[tuple[OpRow, int]]:
+        """(row, line) of every literal ``KernelSpec(...)`` of the module (OpSlot generation)."""
+        if "KernelSpec" not in self.ctx.source.text:
+            return []
+        constants = module_constants(self.ctx.tree)
+        out: list[tuple[OpRow, int]] = []
+        for node in ast.walk(self.ctx.tree):
+            if isinstance(node, ast.Call):
+                row = kernel_spec_row(node, None, constants)
+                if row is not None:
+                    out.append((row, node.lineno))
+        return out
+
+    def _statement_at(self, line: int) -> ast.AST:
+        """The top-level statement holding ``line`` (the registration call's statement)."""
+        for stmt in self.ctx.tree.body:
+            if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Call) and node.lineno == line:
+                        return node
+                return stmt
+        return self.ctx.tree.body[0]

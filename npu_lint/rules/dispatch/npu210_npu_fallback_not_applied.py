@@ -1,0 +1,142 @@
+"""NPU210 npu-fallback-not-applied."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Context, Example, Rule
+
+_SUFFIX = "_implementation"
+
+
+def _impl_defaults(cls: ast.ClassDef) -> list[tuple[str, str]]:
+    """(field, default) of the class's ``<op>_implementation`` fields with a literal default (``= "x"`` or
+    ``= field(default="x")``)."""
+    out: list[tuple[str, str]] = []
+    for stmt in cls.body:
+        if not (
+            isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None
+        ):
+            continue
+        name = stmt.target.id
+        if not name.endswith(_SUFFIX):
+            continue
+        value: ast.expr | None = stmt.value
+        if isinstance(value, ast.Call):
+            value = next((k.value for k in value.keywords if k.arg == "default"), None)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out.append((name, value.value))
+    return out
+
+
+class NpuFallbackNotApplied(Rule):
+    code = "NPU210"
+    name = "npu-fallback-not-applied"
+    summary = (
+        "An ops-implementation config defines its NPU fallback (a private method named for NPU) but nothing "
+        "calls it, so NPU hosts keep the GPU defaults."
+    )
+    why = (
+        "VeOmni's ops config (`OpsImplementationConfig`) defaults every `<op>_implementation` field to the "
+        "GPU-optimal kernel (`liger_kernel`, `fused_triton`, `triton`, ...). On an NPU host those defaults must "
+        "be mapped to the NPU rows or to eager before validation and binding (`_apply_npu_default_fallback` "
+        "in `__post_init__`); a mapping method that is defined but never called leaves the GPU names "
+        "selected, so validation rejects them or the binder resolves a CUDA-only kernel. The rule reports a "
+        "private method whose name mentions NPU, in a class with `*_implementation` fields, that the module "
+        "never references (a call, a `getattr` by name or a stored reference all count)."
+    )
+    bad = (
+        Example(
+            """
+            from dataclasses import dataclass, field
+
+            _ASCEND_DEFAULTS = {"norm_implementation": "npu", "mlp_implementation": "eager"}
+
+
+            @dataclass
+            class ToyOpsConfig:
+                norm_implementation: str = field(default="liger_kernel")
+                mlp_implementation: str = "fused_triton"
+
+                def __post_init__(self):
+                    self._check_names()
+
+                def _map_defaults_for_npu(self):
+                    for name, value in _ASCEND_DEFAULTS.items():
+                        setattr(self, name, value)
+
+                def _check_names(self):
+                    pass
+            """,
+            path="veomni/arguments/toy_arguments.py",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from dataclasses import dataclass, field
+
+
+            @dataclass
+            class ToyOpsConfig:
+                norm_implementation: str = field(default="liger_kernel")
+
+                def __post_init__(self):
+                    fallback = getattr(self, "_npu_fallback")
+                    fallback()
+
+                def _npu_fallback(self):
+                    self.norm_implementation = "npu"
+            """,
+            path="veomni/arguments/toy_arguments.py",
+        ),
+    )
+    fix_safety = (
+        "No fix: where the fallback runs (before validation, on NPU hosts only) is the config's choice."
+    )
+    node_types = (ast.ClassDef,)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if _SUFFIX not in text or "npu" not in text.lower():
+            self.node_types = ()
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.ClassDef)
+        defaults = _impl_defaults(node)
+        if not defaults:
+            return
+        used = self._referenced_names()
+        for stmt in node.body:
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            name = stmt.name
+            if not name.startswith("_") or name.startswith("__") or "npu" not in name.lower():
+                continue
+            if name in used:
+                continue
+            gpu = sorted({value for _field, value in defaults if value != "eager"})
+            shown = ", ".join(f"`{v}`" for v in gpu) or "their non-NPU values"
+            self.report(
+                stmt,
+                f"`{node.name}.{name}` (the config's NPU fallback) is never called: on an NPU host the "
+                f"`*{_SUFFIX}` fields keep their defaults ({shown}); call it from `__post_init__` before the "
+                "implementations are validated",
+            )
+
+    def _referenced_names(self) -> set[str]:
+        """Every attribute name read, every bare name read, and every string constant of the module (a
+        ``getattr(self, "_name")`` reference)."""
+        cached = self.ctx.memo.get("npu210-refs")
+        if cached is None:
+            refs: set[str] = set()
+            for sub in ast.walk(self.ctx.tree):
+                if isinstance(sub, ast.Attribute):
+                    refs.add(sub.attr)
+                elif isinstance(sub, ast.Name):
+                    refs.add(sub.id)
+                elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) < 80:
+                    refs.add(sub.value)
+            cached = self.ctx.memo["npu210-refs"] = refs
+        return cached  # type: ignore[return-value]

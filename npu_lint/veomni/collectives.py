@@ -1,0 +1,65 @@
+"""The HCCL reduce-op workarounds of a VeOmni tree, found statically (never imported).
+
+HCCL, the collective backend on Ascend NPUs, lacks ``ReduceOp.PREMUL_SUM``, which FSDP2 uses for its
+reduce-scatter as soon as a module is given a gradient divide factor other than its group size. NPU ports
+install a patch that rewrites those collectives (``torch.distributed.reduce_scatter_tensor = wrapper(...)``,
+SUM then a scale). :func:`read_premul_patches` finds, outside the model packages, each module-level function
+that installs such a patch (a file that names ``PREMUL_SUM`` and assigns a ``torch.distributed`` collective
+inside a top-level ``def``) and the files that call it, reading bytes only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from npu_lint.core.safeio import read_regular
+
+_SKIP = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", "generated"}
+_MODEL_DIRS = {"models", "models_kernel"}  # model packages never install process-wide patches
+_ASSIGN = re.compile(
+    rb"^[ \t]+(?:torch\.distributed|dist)\.(?:all_reduce|reduce_scatter\w*|all_gather\w*)\s*=", re.M
+)
+_DEF = re.compile(rb"^def (\w+)\(", re.M)
+
+
+def read_premul_patches(root: Path) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(function, defining file, calling files) of every PREMUL_SUM collective patch under ``root/veomni``;
+    paths relative to ``root``."""
+    texts: dict[str, bytes] = {}
+    base = root / "veomni"
+    for dirpath, dirnames, filenames in os.walk(base):
+        top = Path(dirpath) == base
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in _SKIP and not d.startswith(".") and not (top and d in _MODEL_DIRS)
+        )
+        for name in filenames:
+            if not name.endswith(".py"):
+                continue
+            path = Path(dirpath) / name
+            try:
+                texts[str(path.relative_to(root))] = read_regular(path)[0]
+            except (OSError, ValueError):
+                continue
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    for rel, data in sorted(texts.items()):
+        if b"PREMUL_SUM" not in data:
+            continue
+        defs = [(m.start(), m.group(1)) for m in _DEF.finditer(data)]
+        found: set[str] = set()
+        for assign in _ASSIGN.finditer(data):
+            owner = [name for start, name in defs if start < assign.start()]
+            if owner:
+                found.add(owner[-1].decode())
+        for function in sorted(found):
+            call = re.compile(rb"(?<![\w.])" + re.escape(function.encode()) + rb"\(")
+            callers = tuple(
+                other
+                for other, text in sorted(texts.items())
+                if any(
+                    not text[max(0, m.start() - 4) : m.start()].endswith(b"def ") for m in call.finditer(text)
+                )
+            )
+            out.append((function, rel, callers))
+    return tuple(out)
