@@ -170,6 +170,31 @@ def _aux_term(node: ast.AST) -> ast.AST | None:
     return node
 
 
+def _detached_aux(node: ast.AST, detached: set[str], aux_named: set[str]) -> ast.AST | None:
+    """The part of ``node`` that cuts an auxiliary loss off the graph: `aux_loss.detach()`, `aux_loss.item()`,
+    `aux_loss.data`, or a local holding one of those."""
+    for n in _walk(node):
+        if isinstance(n, ast.Name) and n.id in detached:
+            return n
+        base: ast.AST | None = None
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("detach", "item")
+        ):
+            base = n.func.value
+        elif isinstance(n, ast.Attribute) and n.attr == "data":
+            base = n.value
+        if base is not None and any(
+            "aux" in (m.id if isinstance(m, ast.Name) else m.attr)
+            or (isinstance(m, ast.Name) and m.id in aux_named)
+            for m in _walk(base)
+            if isinstance(m, (ast.Name, ast.Attribute))
+        ):
+            return n
+    return None
+
+
 def _allowlist_without_count(comp: ast.DictComp) -> bool:
     """`{k: v for k, v in kwargs.items() if k in ("ignore_index", ...)}`: keys kept from a literal list that
     does not name `num_items_in_batch`."""
@@ -243,14 +268,14 @@ def _fixed_count(node: ast.AST) -> str | None:
 class LossReduction(LossRule):
     code = "NPU413"
     name = "loss-reduction"
-    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient, or is reduced twice."
+    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient or detached, or is reduced twice."
     why = (
         "transformers' causal-LM forwards pass `**kwargs` to `loss_function`: they carry `num_items_in_batch` "
         "(the loss is a sum over the tokens of the whole gradient-accumulation batch divided by their count), "
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display). An auxiliary loss added through `.detach()`, `.item()` or `.data` (directly or through a local) is reported too: its value is logged but it sends no gradient to the routers. Labels padded with `pad(labels, ...)` and no `value=` are padded with 0, not with the tree's IGNORE_INDEX."
     )
     bad = (
         Example(
@@ -306,6 +331,26 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
             title="the auxiliary loss added without its coefficient, through a local",
+        ),
+        Example(
+            """
+            def moe_total_loss(self, lm_loss, gate_outputs, mask):
+                balance = load_balancing_loss_func(gate_outputs, self.num_experts, self.top_k, mask)
+                frozen_aux = balance.detach()
+                lm_loss = lm_loss + self.router_aux_loss_coef * frozen_aux
+                return lm_loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss detached through a local",
+        ),
+        Example(
+            """
+            def moe_total_loss(self, loss, outputs):
+                loss += self.router_aux_loss_coef * outputs.aux_loss.data.to(loss.device)
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py",
+            title="the auxiliary loss cut off the graph with `.data`",
         ),
         Example(
             """
@@ -398,6 +443,16 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
         ),
+        Example(
+            """
+            def moe_total_loss(self, loss, outputs, log):
+                log["aux_loss"] = outputs.aux_loss.detach().item()
+                loss = loss + self.router_aux_loss_coef * outputs.aux_loss.to(loss.device)
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss detached only for logging",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
@@ -415,7 +470,7 @@ class LossReduction(LossRule):
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
-        if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux_loss", "loss_function")):
+        if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux", "loss_function")):
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_ignore_index(self.ctx.project.root)
@@ -428,6 +483,8 @@ class LossReduction(LossRule):
             if expected is not None:
                 self._ignore_index(func, expected)
             self._aux_coefficient(func)
+        for func in functions_of(self.ctx.tree, text, "detach", ".data", ".item"):
+            self._aux_detached(func)
 
     def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = {a.arg: a for a in _params(func)}
@@ -647,9 +704,21 @@ class LossReduction(LossRule):
             elif callee == "setdefault" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
                 judge(node.args[1], "`ignore_index` in the loss kwargs")
             elif callee == "pad" and node.args and "label" in ast.unparse(node.args[0]).split("[")[0]:
-                for kw in node.keywords:
-                    if kw.arg == "value":
-                        judge(kw.value, "the label padding value")
+                value = next((kw.value for kw in node.keywords if kw.arg == "value"), None)
+                if value is None and len(node.args) >= 4:
+                    value = node.args[3]
+                mode = next((kw.value for kw in node.keywords if kw.arg == "mode"), None)
+                if mode is None and len(node.args) >= 3:
+                    mode = node.args[2]
+                if value is not None:
+                    judge(value, "the label padding value")
+                elif (mode is None or str_is(mode, "constant")) and expected != 0 and len(node.args) >= 2:
+                    self.report(
+                        node,
+                        f"the labels are padded without a `value=`: `pad` fills with 0, but the data pipeline "
+                        f"marks ignored label positions with {expected} (IGNORE_INDEX): the padded position is "
+                        "trained toward token 0 and counted in the token total",
+                    )
             elif callee in ("masked_fill", "masked_fill_") and len(node.args) == 2:
                 base = node.func.value if isinstance(node.func, ast.Attribute) else None
                 if base is not None and "label" in ast.unparse(base).split("[")[0]:
@@ -734,6 +803,50 @@ class LossReduction(LossRule):
                             node.value.right if side is node.value.left else node.value.left
                         ):
                             self._report_aux(side)
+
+    def _aux_detached(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """An auxiliary loss added to the loss through `.detach()` / `.item()` / `.data`: its value is logged but
+        it sends no gradient to the routers."""
+        detached: set[str] = set()  # locals holding a detached auxiliary loss (`balance = aux_loss.detach()`)
+        aux_named: set[str] = (
+            set()
+        )  # locals holding a load-balancing loss (`balance = load_balancing_loss_func(...)`)
+        for n in _walk(func):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+                callee = last_name(n.value.func) or ""
+                if "balanc" in callee or "aux" in callee:
+                    aux_named |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        for n in _walk(func):
+            if isinstance(n, ast.Assign) and _detached_aux(n.value, detached, aux_named) is not None:
+                detached |= {
+                    t.id
+                    for t in n.targets
+                    if isinstance(t, ast.Name) and ("aux" in t.id or "loss" not in t.id)
+                }
+        for node in _walk(func):
+            sides: list[ast.AST] = []
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                target = ast.unparse(node.target)
+                sides = [node.value]
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Add)
+            ):
+                target = " ".join(ast.unparse(t) for t in node.targets)
+                sides = [node.value.left, node.value.right]
+            else:
+                continue
+            if "loss" not in target or "aux" in target:
+                continue
+            for side in sides:
+                hit = _detached_aux(side, detached, aux_named)
+                if hit is not None:
+                    self.report(
+                        hit,
+                        "the auxiliary (load-balancing) loss is detached before it is added to the loss: its "
+                        "value is logged but it sends no gradient, so the routers are never balanced",
+                    )
 
     def _report_aux(self, node: ast.AST) -> None:
         if isinstance(node, ast.Name) and node.id in self._scaled:

@@ -1,0 +1,349 @@
+"""NPU418 aux-loss-inputs."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+from npu_lint.core.safeio import read_regular
+from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
+
+_SWITCH = "output_router_logits"
+_FIELD = "router_logits"
+
+
+def _mentions(func: ast.AST, attr: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(func))
+
+
+def _config_fallback(func: ast.AST) -> bool:
+    """The switch falls back to the model config: some `...config....output_router_logits` is read."""
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == _SWITCH and "config" in ast.unparse(n.value)
+        for n in ast.walk(func)
+    )
+
+
+def _switch_assignment(func: ast.FunctionDef) -> ast.Assign | None:
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == _SWITCH for t in node.targets
+        ):
+            return node
+    return None
+
+
+def _params(func: ast.FunctionDef) -> list[str]:
+    args = func.args
+    return [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+
+
+def _annotated(node: ast.ClassDef) -> set[str]:
+    return {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+
+
+def _class_fields(module: str, tree: ast.Module, name: str) -> set[str] | None:
+    """The dataclass fields of output class ``name``: a class of the linted file (its bases followed upstream)
+    or of the upstream module (None: not found)."""
+    local = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name), None)
+    if local is not None:
+        out = _annotated(local)
+        for base in local.bases:
+            base_name = last_name(base)
+            if base_name:
+                out |= {
+                    f
+                    for entry in upstream_mro(module, base_name)
+                    if entry.node
+                    for f in _annotated(entry.node)
+                }
+        return out
+    entries = upstream_mro(module, name)
+    if not entries:
+        return None
+    return {f for entry in entries if entry.node is not None for f in _annotated(entry.node)}
+
+
+def _returned_calls(func: ast.FunctionDef) -> list[ast.Call]:
+    return [
+        n.value
+        for n in ast.walk(func)
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+    ]
+
+
+def _passes_field(func: ast.FunctionDef) -> bool:
+    """The upstream forward hands the router logits on: a `router_logits=` keyword or `**outputs` in what it
+    returns."""
+    for call in _returned_calls(func):
+        if any(kw.arg in (_FIELD, None) for kw in call.keywords):
+            return True
+    return False
+
+
+# -- loss functions' definitions ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _module_functions(path: str) -> dict[str, tuple[str, ...]]:
+    try:
+        tree = ast.parse(read_regular(path)[0])
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return {}
+    return {
+        s.name: tuple(a.arg for a in [*s.args.posonlyargs, *s.args.args])
+        for s in tree.body
+        if isinstance(s, ast.FunctionDef)
+    }
+
+
+def _module_file(module: str, root: str | None) -> str | None:
+    if module.startswith("transformers."):
+        path = upstream_path(module)
+        return str(path) if path is not None else None
+    if root is None or not module.startswith("veomni"):
+        return None
+    base = Path(root, *module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _definitions(tree: ast.Module, root: str | None) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Positional parameters of the loss functions a file can call by name: its own module-level functions,
+    and those it imports from transformers or from the tree (``name -> (params, where)``)."""
+    out: dict[str, tuple[tuple[str, ...], str]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+            wanted = [(a.name, a.asname or a.name) for a in stmt.names if "loss" in (a.asname or a.name)]
+            if not wanted:
+                continue
+            path = _module_file(stmt.module, root)
+            if path is None:
+                continue
+            funcs = _module_functions(path)
+            for name, local in wanted:
+                if name in funcs:
+                    out[local] = (funcs[name], stmt.module)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and "loss" in stmt.name:
+            out[stmt.name] = (tuple(a.arg for a in [*stmt.args.posonlyargs, *stmt.args.args]), "this file")
+    return out
+
+
+def _arg_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+class AuxLossInputs(Rule):
+    code = "NPU418"
+    name = "aux-loss-inputs"
+    summary = "The MoE load-balancing loss loses its inputs: the router-logits switch no longer falls back to the config, a patched forward drops `router_logits` from the output upstream fills, or a loss function gets its arguments in another order than its parameters."
+    why = (
+        "The auxiliary (load-balancing) loss of an MoE model is computed from the router logits the decoder "
+        "layers record, and only when `output_router_logits` is on. VeOmni's trainers never pass that switch per "
+        "call: upstream causal-LM forwards fall back to `self.config.output_router_logits`, so a patched forward "
+        "whose fallback is a constant (or that drops the fallback) trains without any load-balancing term even "
+        "when the run configures it. A patched model forward that spells out the fields of its output but leaves "
+        "out `router_logits` (where the upstream one passes them, or `**outputs`) hands the head `None`, and the "
+        "auxiliary loss silently vanishes (the router collapses). Positional arguments of a loss function whose "
+        "definition the linter can read (a function of the same file, or one imported from transformers or from "
+        "the tree) are compared with its parameters: an argument named after another parameter of that function "
+        "(`num_experts` passed where `top_k` is expected) is reported; keyword arguments are never judged."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3MoeForCausalLM.forward")
+            def moe_lm_forward(self, input_ids=None, labels=None, output_router_logits=None, **kwargs):
+                want_router = output_router_logits if output_router_logits is not None else False
+                outputs = self.model(input_ids=input_ids, output_router_logits=want_router, **kwargs)
+                logits = self.lm_head(outputs.last_hidden_state)
+                loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **kwargs)
+                if want_router:
+                    loss = loss + self.router_aux_loss_coef * outputs.aux_loss
+                return loss, logits
+            """,
+            path="veomni/models/transformers/qwen3_moe/qwen3_moe_gpu_patch_gen_config.py",
+            title="the switch no longer falls back to the config",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLMoeModel.forward")
+            def vl_moe_model_forward(self, input_ids=None, attention_mask=None, pixel_values=None, **kwargs):
+                embeds = self.embed_with_media(input_ids, pixel_values)
+                text_out = self.language_model(inputs_embeds=embeds, attention_mask=attention_mask, **kwargs)
+                return Qwen3VLMoeModelOutputWithPast(
+                    last_hidden_state=text_out.last_hidden_state,
+                    past_key_values=text_out.past_key_values,
+                    rope_deltas=self.rope_deltas,
+                )
+            """,
+            path="veomni/models/transformers/qwen3_vl_moe/qwen3_vl_moe_gpu_patch_gen_config.py",
+            title="the model output spelled out without its router logits",
+        ),
+        Example(
+            """
+            def balance_loss(logits_per_layer, n_routed, k, mask=None):
+                return sum(x.softmax(-1).mean() for x in logits_per_layer) * n_routed / k
+
+
+            def moe_aux(self, outputs, mask):
+                return balance_loss(outputs.router_logits, self.k, self.n_routed, mask)
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="the expert count and the top-k swapped against the function's own parameters",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3MoeForCausalLM.forward")
+            def moe_lm_forward(self, input_ids=None, labels=None, output_router_logits=None, **kwargs):
+                if output_router_logits is None:
+                    output_router_logits = self.config.output_router_logits
+                outputs = self.model(input_ids=input_ids, output_router_logits=output_router_logits, **kwargs)
+                logits = self.lm_head(outputs.last_hidden_state)
+                loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.vocab_size, **kwargs)
+                if output_router_logits:
+                    loss = loss + self.router_aux_loss_coef * outputs.aux_loss
+                return loss, logits
+            """,
+            path="veomni/models/transformers/qwen3_moe/qwen3_moe_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLMoeModel.forward")
+            def vl_moe_model_forward(self, input_ids=None, attention_mask=None, pixel_values=None, **kwargs):
+                embeds = self.embed_with_media(input_ids, pixel_values)
+                text_out = self.language_model(inputs_embeds=embeds, attention_mask=attention_mask, **kwargs)
+                return Qwen3VLMoeModelOutputWithPast(
+                    last_hidden_state=text_out.last_hidden_state,
+                    router_logits=getattr(text_out, "router_logits", None),
+                    rope_deltas=self.rope_deltas,
+                )
+            """,
+            path="veomni/models/transformers/qwen3_vl_moe/qwen3_vl_moe_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            def balance_loss(logits_per_layer, n_routed, k, mask=None):
+                return sum(x.softmax(-1).mean() for x in logits_per_layer) * n_routed / k
+
+
+            def moe_aux(self, outputs, mask):
+                return balance_loss(outputs.router_logits, k=self.k, n_routed=self.n_routed, mask=mask)
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="keyword arguments in another order",
+        ),
+    )
+    fix_safety = "No fix: which value belongs where is the author's decision."
+
+    node_types = ()
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        text = ctx.source.text
+        if ctx.source.kind.test:
+            return
+        if "loss" in text and "(" in text:
+            self._swapped_arguments()
+        if _FIELD not in text and "forward" not in text:
+            return
+        if "forward" in text and ("Moe" in text or "MoE" in text or _FIELD in text or _SWITCH in text):
+            for patched in patched_methods(ctx.tree, text, "forward", ("",), path=ctx.source.path):
+                self._switch(patched)
+                self._dropped_field(patched)
+
+    def _switch(self, patched: PatchedMethod) -> None:
+        func, upstream = patched.func, patched.upstream
+        if not _config_fallback(upstream) or _SWITCH not in _params(upstream) or _config_fallback(func):
+            return
+        if _mentions(func, _SWITCH):  # read from somewhere else the patch chose (a sub-config attribute)
+            return
+        where: ast.AST | tuple[int, int, int, int]
+        assign = _switch_assignment(func)
+        if assign is not None:
+            where = assign.value
+        elif _SWITCH in _params(func):
+            where = next(a for a in [*func.args.args, *func.args.kwonlyargs] if a.arg == _SWITCH)
+        else:
+            where = (func.lineno, func.col_offset, func.lineno, func.col_offset + 3)
+        self.report(
+            where,
+            f"`{patched.cls}.forward` no longer falls back to `self.config.{_SWITCH}` when the caller passes none "
+            "(upstream does; VeOmni's trainers never pass it): a run configured with router logits trains "
+            "without the load-balancing loss",
+        )
+
+    def _dropped_field(self, patched: PatchedMethod) -> None:
+        if not _passes_field(patched.upstream):
+            return
+        for call in _returned_calls(patched.func):
+            if not call.keywords or any(kw.arg in (_FIELD, None) for kw in call.keywords):
+                continue
+            name = call.func.id  # type: ignore[attr-defined]
+            fields = _class_fields(patched.module, self.ctx.tree, name)
+            if not fields or _FIELD not in fields:
+                continue
+            self.report(
+                call,
+                f"`{patched.cls}.forward` returns `{name}` without `{_FIELD}=` (upstream hands them on): the "
+                "auxiliary loss reads `None` and silently vanishes, so the routers are never balanced",
+            )
+
+    def _swapped_arguments(self) -> None:
+        ctx = self.ctx
+        defs: dict[str, tuple[tuple[str, ...], str]] | None = None
+        for node in ast.walk(ctx.tree):
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and "loss" in node.func.id
+            ):
+                continue
+            if len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args):
+                continue
+            if defs is None:
+                defs = _definitions(ctx.tree, ctx.project.root if ctx.project else None)
+            found = defs.get(node.func.id)
+            if found is None:
+                continue
+            params, where = found
+            for i, arg in enumerate(node.args[: len(params)]):
+                named = _arg_name(arg)
+                if named is None or named == params[i] or named not in params:
+                    continue
+                j = params.index(named)
+                self.report(
+                    arg,
+                    f"`{ast.unparse(arg)}` is passed as parameter `{params[i]}` of `{node.func.id}` "
+                    f"({where}), but it is named after its parameter `{named}` (position {j + 1}): the "
+                    "arguments are out of order",
+                )
