@@ -161,17 +161,59 @@ def _shifted_before(func: ast.AST, node: ast.AST, name: str) -> bool:
     return False
 
 
+def _shifted_mask(node: ast.AST) -> str | None:
+    """`mask[..., 1:]` / `mask[:, 1:]` (a position mask cut from position 1 on its last axis): the mask's name."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and "mask" in node.value.id):
+        return None
+    last = node.slice.elts[-1] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+    if isinstance(node.slice, ast.Tuple) and len(node.slice.elts) < 2:
+        return None
+    return node.value.id if _starts_at_one(last) and isinstance(node.slice, ast.Tuple) else None
+
+
+def _unshifted_selections(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
+    """`hidden_states[mask]` where the same function shifts `mask` by one position elsewhere (`mask[..., 1:]`,
+    or `F.pad(mask[..., 1:], (0, 1))`): the mask marks target tokens, so the states that predict them are the
+    ones before (`hidden_states[..., :-1, :][mask[..., 1:]]`); selecting with the bare mask, with no shifted
+    rebinding of it on the path, trains each position to predict the token it already sees."""
+    shifted = {name for n in _walk(func) for name in [_shifted_mask(n)] if name}
+    if not shifted:
+        return []
+    out = []
+    for node in _walk(func):
+        if not (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Name)
+            and node.slice.id in shifted
+            and isinstance(node.ctx, ast.Load)
+            and any(
+                "hidden" in n.id or n.id.endswith("_hs") for n in _walk(node.value) if isinstance(n, ast.Name)
+            )
+        ):
+            continue
+        name = node.slice.id
+        rebound = any(
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            and any(_shifted_mask(n) == name for n in _walk(stmt.value))
+            for stmt in path_before(func, node)
+        )
+        if not rebound:
+            out.append((node, name))
+    return out
+
+
 class LabelShift(LossRule):
     code = "NPU412"
     name = "label-shift"
-    summary = "A patched causal-LM loss shifts the labels twice, or not at all."
+    summary = "A patched causal-LM loss shifts the labels twice, or not at all (a head's hidden states selected at the target positions themselves included)."
     why = (
         "Causal-LM losses predict token n+1 from position n. transformers' `loss_function` (`ForCausalLMLoss`) "
         "and VeOmni's loss helpers shift the labels themselves unless `shift_labels=` is given. A patch that "
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display)."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see."
     )
     bad = (
         Example(
@@ -232,6 +274,22 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
             title="unshifted labels placed in the forwarded kwargs as `shift_labels`",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def speech_head_loss(self, hidden_states, codec_mask, codec_ids, sp_enabled):
+                if sp_enabled:
+                    codec_mask = F.pad(codec_mask[:, 1:], (0, 1), value=0)
+                    selected = hidden_states[codec_mask]
+                else:
+                    selected = hidden_states[codec_mask]
+                return F.cross_entropy(self.codec_head(selected), codec_ids)
+            """,
+            path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
+            title="a head's states selected with the bare target mask on one branch",
+        ),
     )
     good = (
         Example(
@@ -268,6 +326,22 @@ class LabelShift(LossRule):
             """,
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def speech_head_loss(self, hidden_states, codec_mask, codec_ids, sp_enabled):
+                if sp_enabled:
+                    codec_mask = F.pad(codec_mask[:, 1:], (0, 1), value=0)
+                    selected = hidden_states[codec_mask]
+                else:
+                    selected = hidden_states[:, :-1][codec_mask[:, 1:]]
+                return F.cross_entropy(self.codec_head(selected), codec_ids)
+            """,
+            path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
+            title="both branches pair each state with the next target",
+        ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
 
@@ -280,6 +354,19 @@ class LabelShift(LossRule):
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
+        if "hidden" in text and "mask" in text:
+            seen: set[int] = set()  # a nested function is walked with its enclosing one too
+            for func in functions_of(self.ctx.tree, text, "1:]"):
+                for node, name in _unshifted_selections(func):
+                    if id(node) in seen:
+                        continue
+                    seen.add(id(node))
+                    self.report(
+                        node,
+                        f"`{ast.unparse(node)}` selects the hidden states at the `{name}` positions themselves, "
+                        f"where this function shifts `{name}` by one position elsewhere (`{name}[..., 1:]`): each "
+                        "selected state is trained to predict the token it already sees, not the next one",
+                    )
         if "label" not in text:
             return
         for func in functions_of(

@@ -314,8 +314,9 @@ class AuxLossInputs(Rule):
             fields = _class_fields(patched.module, self.ctx.tree, name)
             if not fields or _FIELD not in fields:
                 continue
+            # at the end of the field list, where the missing field belongs
             self.report(
-                call,
+                call.keywords[-1].value,
                 f"`{patched.cls}.forward` returns `{name}` without `{_FIELD}=` (upstream hands them on): the "
                 "auxiliary loss reads `None` and silently vanishes, so the routers are never balanced",
             )
