@@ -284,3 +284,62 @@ def test_states_selected_with_the_unshifted_target_mask(tmp_path: Path) -> None:
     ):
         path = _write(tmp_path, rel, SELECTED.format(sp=sp, after=after))
         assert bool(_codes(path, ["NPU412"])) is hit, (sp, after)
+
+
+def test_logits_to_keep_default_changed(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py"
+    text = KEEP.format(keep="slice(-logits_to_keep, None)")
+    bad = _write(tmp_path, rel, text.replace("logits_to_keep=0", "logits_to_keep=4"))
+    assert [c for _, c in _codes(bad, ["NPU414"])] == ["NPU414"]
+    assert _codes(_write(tmp_path, rel, text), ["NPU414"]) == []
+
+
+OLMOE = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.olmoe.modeling_olmoe", target_file="x.py")
+
+
+@config.override_method("OlmoeForCausalLM.forward")
+def olmoe_lm_forward(self, input_ids=None, attention_mask=None, labels=None, output_router_logits=None, **kwargs):
+    output_router_logits = output_router_logits if output_router_logits is not None else self.config.output_router_logits
+    outputs = self.model(input_ids=input_ids, output_router_logits=output_router_logits, **kwargs)
+    logits = self.lm_head(outputs.last_hidden_state)
+    loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+    gate_penalty = None
+    if output_router_logits:
+        gate_penalty = load_balancing_loss_func({args})
+        {add}
+    return loss, gate_penalty, logits
+"""
+
+
+def test_auxiliary_loss_compared_with_the_upstream_forward(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/olmoe/olmoe_gpu_patch_gen_config.py"
+    full = "outputs.router_logits, self.num_experts, self.num_experts_per_tok, attention_mask"
+    short = "outputs.router_logits, self.num_experts, self.num_experts_per_tok"
+    added = "loss += self.router_aux_loss_coef * gate_penalty.to(loss.device)"
+    for args, add, expected in (
+        (full, added, 0),
+        (short, added, 1),  # the attention mask dropped
+        (full, "pass", 1),  # computed, never added
+    ):
+        text = OLMOE.format(args=args, add=add)
+        if add == "pass":
+            text = text.replace("gate_penalty", "aux_loss")
+        path = _write(tmp_path, rel, text)
+        assert len(_codes(path, ["NPU418"])) == expected, (args, add)
+
+
+def test_fused_and_eager_branches_disagree_on_the_order(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/toy_moe/generated/patched_modeling_toy_moe_npu.py"
+    body = """
+    def penalty(self, logits_per_layer, mask):
+        if self.balance_op.use_non_eager_impl:
+            return self.balance_op_loss({fused}, mask)
+        return plain_balance_loss(logits_per_layer, self.experts, self.k, mask)
+    """
+    bad = _write(tmp_path, rel, body.format(fused="logits_per_layer, self.k, self.experts"))
+    assert [c for _, c in _codes(bad, ["NPU418"])] == ["NPU418"]
+    good = _write(tmp_path, rel, body.format(fused="logits_per_layer, self.experts, self.k"))
+    assert _codes(good, ["NPU418"]) == []

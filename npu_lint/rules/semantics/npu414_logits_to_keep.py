@@ -61,6 +61,15 @@ def _unsigned_starts(func: ast.AST) -> list[ast.expr]:
     return out
 
 
+def _default(func: ast.FunctionDef) -> ast.expr | None:
+    """The default of the `logits_to_keep` parameter (positional or keyword-only), if any."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return next((d for a, d in pairs if a.arg == _PARAM), None)
+
+
 def _lm_head_calls(func: ast.AST) -> list[ast.Call]:
     return [
         n
@@ -81,13 +90,13 @@ def _slices_lm_head(func: ast.AST) -> bool:
 class LogitsToKeep(LossRule):
     code = "NPU414"
     name = "logits-to-keep"
-    summary = "A patched causal-LM forward drops or ignores the upstream `logits_to_keep` parameter, or slices from `logits_to_keep` where upstream slices from `-logits_to_keep`."
+    summary = "A patched causal-LM forward drops or ignores the upstream `logits_to_keep` parameter, changes its default, or slices from `logits_to_keep` where upstream slices from `-logits_to_keep`."
     why = (
         "Upstream causal-LM forwards take `logits_to_keep` and project only the last positions through "
         "`lm_head` (generation and RL rollouts keep 1; an int or an index tensor). A patched forward that drops "
         "the parameter, or keeps it but never reads it, computes the full `[batch, seq, vocab]` logits: memory "
         "blows up at large vocabularies and callers get a different shape than they asked for."
-        " A slice that starts at `logits_to_keep` where the upstream one starts at `-logits_to_keep` (the sign dropped, in a `slice(...)` call or a subscript) keeps every position but the first ones instead of the last ones, and is reported too."
+        " A slice that starts at `logits_to_keep` where the upstream one starts at `-logits_to_keep` (the sign dropped, in a `slice(...)` call or a subscript) keeps every position but the first ones instead of the last ones, and is reported too. So is an integer default other than upstream's (`logits_to_keep=1` where upstream has 0): the trainer never passes it, so training computes the loss on the last position only."
         " A forward that reads it (a slice is computed) but whose `lm_head` projections none use it (the path without labels projects all positions, or a hard-coded slice, or no projection without labels) is reported too, when the upstream forward slices the `lm_head` input."
     )
     bad = (
@@ -154,6 +163,26 @@ class LogitsToKeep(LossRule):
             """,
             path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
             title="the slice starts at `logits_to_keep`, not `-logits_to_keep`",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2.modeling_qwen2", target_file="x.py")
+
+
+            @config.override_method("Qwen2ForCausalLM.forward")
+            def qwen2_lm_forward(self, input_ids=None, labels=None, logits_to_keep=1, **kwargs):
+                states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                scores = self.lm_head(states[:, keep, :])
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=scores, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                return loss, scores
+            """,
+            path="veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py",
+            title="the default changed to keep only the last position",
         ),
     )
     good = (
@@ -235,6 +264,21 @@ class LogitsToKeep(LossRule):
                 f"`{patched.cls}.forward` drops the upstream `{_PARAM}` parameter: full logits are computed",
             )
             return
+        # the default changed: upstream keeps every position unless asked (0); a default of 1 trains on one token
+        mine, theirs = _default(func), _default(patched.upstream)
+        if (
+            isinstance(mine, ast.Constant)
+            and isinstance(theirs, ast.Constant)
+            and type(mine.value) is int
+            and type(theirs.value) is int
+            and mine.value != theirs.value
+        ):
+            self.report(
+                mine,
+                f"`{_PARAM}` defaults to {mine.value} where upstream defaults to {theirs.value}: a caller that does "
+                f"not pass it (the trainer) gets the logits of {'every' if mine.value == 0 else f'only the last {mine.value}'} "
+                "position(s), and the loss is computed on another set of positions than upstream",
+            )
         body_names = {n for stmt in func.body for n in names_in(stmt)}
         if _PARAM not in body_names:
             arg = next(a for a in [*func.args.args, *func.args.kwonlyargs] if a.arg == _PARAM)

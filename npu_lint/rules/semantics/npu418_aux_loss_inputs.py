@@ -83,6 +83,47 @@ def _passes_field(func: ast.FunctionDef) -> bool:
     return False
 
 
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _adds_aux(func: ast.AST) -> bool:
+    """Some statement adds an auxiliary loss into the loss (`loss += coef * aux_loss`, `loss = loss + ...`,
+    `loss.add_(...)`, `torch.add(loss, ...)`)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            target, value = ast.unparse(node.target), node.value
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.BinOp, ast.Call)):
+            target, value = " ".join(ast.unparse(t) for t in node.targets), node.value
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            target, value = ast.unparse(node.value.func), node.value
+        else:
+            continue
+        if "loss" in target and "aux" not in target.split(".")[0] and any("aux" in n for n in _names(value)):
+            return True
+    return False
+
+
+def _aux_computed(func: ast.AST) -> ast.Assign | None:
+    """`aux_loss = <call>(...)`: an auxiliary loss computed into a local."""
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Name) and "aux" in t.id and "loss" in t.id for t in node.targets)
+        ):
+            return node
+    return None
+
+
+def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
+    out: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and "loss" in node.func.id:
+            out.setdefault(node.func.id, []).append(node)
+    return out
+
+
 # -- loss functions' definitions ----------------------------------------------------------------------------
 
 
@@ -145,7 +186,7 @@ def _arg_name(node: ast.expr) -> str | None:
 class AuxLossInputs(Rule):
     code = "NPU418"
     name = "aux-loss-inputs"
-    summary = "The MoE load-balancing loss loses its inputs: the router-logits switch no longer falls back to the config, a patched forward drops `router_logits` from the output upstream fills, or a loss function gets its arguments in another order than its parameters."
+    summary = "The MoE load-balancing loss loses its inputs or its effect: the router-logits switch no longer falls back to the config, `router_logits` is dropped from an output upstream fills, the loss gets fewer arguments than upstream passes or its arguments in another order than its parameters (or than the other branch), or it is computed and never added."
     why = (
         "The auxiliary (load-balancing) loss of an MoE model is computed from the router logits the decoder "
         "layers record, and only when `output_router_logits` is on. VeOmni's trainers never pass that switch per "
@@ -156,7 +197,7 @@ class AuxLossInputs(Rule):
         "auxiliary loss silently vanishes (the router collapses). Positional arguments of a loss function whose "
         "definition the linter can read (a function of the same file, or one imported from transformers or from "
         "the tree) are compared with its parameters: an argument named after another parameter of that function "
-        "(`num_experts` passed where `top_k` is expected) is reported; keyword arguments are never judged."
+        "(`num_experts` passed where `top_k` is expected) is reported; keyword arguments are never judged. Two loss calls of one function (the fused handle and the eager fallback) given the same values in another order are reported at the later one (or at the one the definition shows wrong). Compared with the upstream forward: a loss function it calls by name called with fewer arguments (no `**`; a dropped `attention_mask` counts padding tokens in the router statistics), and an auxiliary loss computed into a local but never added to the loss where upstream adds it."
     )
     bad = (
         Example(
@@ -211,6 +252,38 @@ class AuxLossInputs(Rule):
             path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
             title="the expert count and the top-k swapped against the function's own parameters",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mixtral.modeling_mixtral", target_file="x.py")
+
+
+            @config.override_method("MixtralForCausalLM.forward")
+            def mixtral_lm_forward(self, input_ids=None, attention_mask=None, labels=None, output_router_logits=None, **kwargs):
+                if output_router_logits is None:
+                    output_router_logits = self.config.output_router_logits
+                outputs = self.model(input_ids=input_ids, output_router_logits=output_router_logits, **kwargs)
+                logits = self.lm_head(outputs.last_hidden_state)
+                loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+                aux_loss = None
+                if output_router_logits:
+                    aux_loss = load_balancing_loss_func(outputs.router_logits, self.num_experts, self.num_experts_per_tok)
+                return loss, aux_loss, logits
+            """,
+            path="veomni/models/transformers/mixtral/generated/patched_modeling_mixtral_gpu.py",
+            title="the auxiliary loss computed without the attention mask, and never added to the loss",
+        ),
+        Example(
+            """
+            def routed_penalty(self, outputs, attention_mask):
+                if self.fused_balance.use_non_eager_impl:
+                    return self.fused_balance_loss(outputs.router_logits, self.top_k, self.n_experts, attention_mask)
+                return eager_balance_loss(outputs.router_logits, self.n_experts, self.top_k, attention_mask)
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_npu_patch_gen_config.py",
+            title="the fused and eager branches pass the same values in another order",
+        ),
     )
     good = (
         Example(
@@ -264,6 +337,16 @@ class AuxLossInputs(Rule):
             path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
             title="keyword arguments in another order",
         ),
+        Example(
+            """
+            def routed_penalty(self, outputs, attention_mask):
+                if self.fused_balance.use_non_eager_impl:
+                    return self.fused_balance_loss(outputs.router_logits, self.n_experts, self.top_k, attention_mask)
+                return eager_balance_loss(outputs.router_logits, self.n_experts, self.top_k, attention_mask)
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_npu_patch_gen_config.py",
+            title="both branches in one order",
+        ),
     )
     fix_safety = "No fix: which value belongs where is the author's decision."
 
@@ -282,6 +365,8 @@ class AuxLossInputs(Rule):
             for patched in patched_methods(ctx.tree, text, "forward", ("",), path=ctx.source.path):
                 self._switch(patched)
                 self._dropped_field(patched)
+                self._aux_not_added(patched)
+                self._missing_arguments(patched)
 
     def _switch(self, patched: PatchedMethod) -> None:
         func, upstream = patched.func, patched.upstream
@@ -300,8 +385,8 @@ class AuxLossInputs(Rule):
         self.report(
             where,
             f"`{patched.cls}.forward` no longer falls back to `self.config.{_SWITCH}` when the caller passes none "
-            "(upstream does; VeOmni's trainers never pass it): a run configured with router logits trains "
-            "without the load-balancing loss",
+            "(upstream does): a caller that passes none, such as a trainer, trains without the load-balancing "
+            "loss even when the config turns router logits on",
         )
 
     def _dropped_field(self, patched: PatchedMethod) -> None:
@@ -321,8 +406,96 @@ class AuxLossInputs(Rule):
                 "auxiliary loss reads `None` and silently vanishes, so the routers are never balanced",
             )
 
+    def _aux_not_added(self, patched: PatchedMethod) -> None:
+        if not _adds_aux(patched.upstream) or _adds_aux(patched.func):
+            return
+        computed = _aux_computed(patched.func)
+        if computed is None:
+            return
+        name = next(t.id for t in computed.targets if isinstance(t, ast.Name) and "aux" in t.id)
+        self.report(
+            computed.targets[0],
+            f"`{name}` is computed but never added to the loss in `{patched.cls}.forward` (upstream adds it, scaled "
+            "by `router_aux_loss_coef`): training runs without the load-balancing term",
+        )
+
+    def _missing_arguments(self, patched: PatchedMethod) -> None:
+        """A loss function the upstream forward calls by name, called with fewer arguments (no `**`)."""
+        theirs = _calls_by_name(patched.upstream)
+        for name, calls in _calls_by_name(patched.func).items():
+            if name not in theirs:
+                continue
+            reference = max(theirs[name], key=lambda c: len(c.args) + len(c.keywords))
+            if any(kw.arg is None for kw in reference.keywords):
+                continue
+            wanted = len(reference.args) + len(reference.keywords)
+            for call in calls:
+                if any(kw.arg is None for kw in call.keywords) or any(
+                    isinstance(a, ast.Starred) for a in call.args
+                ):
+                    continue
+                given = len(call.args) + len(call.keywords)
+                if given >= wanted:
+                    continue
+                passed = {ast.unparse(a) for a in call.args} | {ast.unparse(k.value) for k in call.keywords}
+                missing = [
+                    ast.unparse(a)
+                    for a in [*reference.args, *(k.value for k in reference.keywords)]
+                    if ast.unparse(a) not in passed
+                ]
+                shown = ", ".join(f"`{m}`" for m in missing) if missing else f"{wanted - given} argument(s)"
+                effect = (
+                    ": without the attention mask, padding tokens count in the router statistics"
+                    if any("mask" in m for m in missing)
+                    else ""
+                )
+                self.report(
+                    call,
+                    f"`{name}(...)` gets {given} argument(s) where the upstream `{patched.cls}.forward` passes "
+                    f"{wanted} (missing {shown}): the parameter falls back to its default{effect}",
+                )
+
+    def _branch_orders(self, reported: set[int]) -> None:
+        """Two loss calls of one function (the fused handle and the eager fallback, say) given the same
+        positional values in another order: one branch has them swapped."""
+        for func in ast.walk(self.ctx.tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            calls = []
+            for node in ast.walk(func):
+                if not isinstance(node, ast.Call) or len(node.args) < 3:
+                    continue
+                callee = last_name(node.func) or ""
+                if "loss" not in callee or callee == "loss_function":
+                    continue
+                if any(isinstance(a, ast.Starred) for a in node.args):
+                    continue
+                calls.append((node, [ast.unparse(a) for a in node.args]))
+            calls.sort(key=lambda c: (c[0].lineno, c[0].col_offset))
+            for i, (call, order) in enumerate(calls):
+                if id(call) in reported:
+                    continue
+                for other, other_order in calls[:i]:
+                    if (
+                        other_order != order
+                        and sorted(other_order) == sorted(order)
+                        and len(set(order)) == len(order)
+                    ):
+                        if id(other) in reported:
+                            continue  # the other one is the swapped call
+                        moved = [a for a, b in zip(order, other_order) if a != b]
+                        reported.add(id(call))
+                        self.report(
+                            call,
+                            f"`{last_name(call.func)}(...)` passes {', '.join(f'`{m}`' for m in moved)} in another "
+                            f"order than `{last_name(other.func)}(...)` on line {other.lineno} with the same values: "
+                            "one of the two branches computes the loss with its arguments swapped",
+                        )
+                        break
+
     def _swapped_arguments(self) -> None:
         ctx = self.ctx
+        reported: set[int] = set()
         defs: dict[str, tuple[tuple[str, ...], str]] | None = None
         for node in ast.walk(ctx.tree):
             if not (
@@ -342,9 +515,11 @@ class AuxLossInputs(Rule):
                 if named is None or named == params[i] or named not in params:
                     continue
                 j = params.index(named)
+                reported.add(id(node))
                 self.report(
                     arg,
                     f"`{ast.unparse(arg)}` is passed as parameter `{params[i]}` of `{node.func.id}` "
                     f"({where}), but it is named after its parameter `{named}` (position {j + 1}): the "
                     "arguments are out of order",
                 )
+        self._branch_orders(reported)
