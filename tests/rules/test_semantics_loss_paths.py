@@ -343,3 +343,52 @@ def test_fused_and_eager_branches_disagree_on_the_order(tmp_path: Path) -> None:
     assert [c for _, c in _codes(bad, ["NPU418"])] == ["NPU418"]
     good = _write(tmp_path, rel, body.format(fused="logits_per_layer, self.experts, self.k"))
     assert _codes(good, ["NPU418"]) == []
+
+
+UNPACKS = """
+class GraniteForCausalLM(GranitePreTrainedModel):
+    def forward(self, input_ids=None, labels=None, **kwargs):
+        states = self.model(input_ids, **kwargs).last_hidden_state
+        if self.ce.use_fused:
+            loss, scores, aux = self.loss_function(logits=None, labels=labels, hidden_states=states, **kwargs)
+        else:
+            loss, scores, aux = self.loss_function(logits=self.lm_head(states), labels=labels, **kwargs)
+        return loss, scores, aux
+
+
+class GraniteForSequenceClassification(GranitePreTrainedModel):
+    def forward(self, input_ids=None, labels=None, **kwargs):
+        states = self.model(input_ids, **kwargs).last_hidden_state
+        {unpack} = self.loss_function(logits=self.score(states), labels=labels, **kwargs)
+        return loss
+"""
+
+
+def test_loss_unpack_count_against_the_file_when_the_tree_cannot_tell(tmp_path: Path) -> None:
+    # the tree's loss module has no readable wrappers (an API stub): the file's other unpacks decide
+    _write(
+        tmp_path,
+        "veomni/models_kernel/loss_utils/__init__.py",
+        "def ForCausalLMLoss(**kwargs):\n    raise NotImplementedError\n",
+    )
+    rel = "veomni/models_kernel/transformers/granite/generated/patched_modeling_granite_gpu.py"
+    bad = _write(tmp_path, rel, UNPACKS.format(unpack="loss, scores"))
+    assert [c for _, c in _codes(bad, ["NPU419"], tmp_path)] == ["NPU419"]
+    good = _write(tmp_path, rel, UNPACKS.format(unpack="loss, scores, _"))
+    assert _codes(good, ["NPU419"], tmp_path) == []
+    # one against one: no majority, not judged
+    tied = _write(
+        tmp_path,
+        rel,
+        UNPACKS.replace(
+            "        else:\n            loss, scores, aux", "        else:\n            pass  #"
+        ).format(unpack="loss, scores"),
+    )
+    assert _codes(tied, ["NPU419"], tmp_path) == []
+
+
+def test_logits_to_keep_slice_on_another_axis(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py"
+    text = KEEP.format(keep="slice(-logits_to_keep, None)")
+    bad = _write(tmp_path, rel, text.replace("last[:, keep, :]", "last[keep, :, :]"))
+    assert [c for _, c in _codes(bad, ["NPU414"])] == ["NPU414"]

@@ -70,6 +70,19 @@ def _default(func: ast.FunctionDef) -> ast.expr | None:
     return next((d for a, d in pairs if a.arg == _PARAM), None)
 
 
+def _slice_axes(func: ast.AST) -> list[tuple[ast.Subscript, int, int]]:
+    """Subscripts that index with the `logits_to_keep` slice (a local derived from it) inside a tuple index:
+    (node, the axis it sits on, the tuple's length)."""
+    derived = _derived(func, _PARAM) - {_PARAM}
+    out = []
+    for n in ast.walk(func):
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple):
+            for axis, elt in enumerate(n.slice.elts):
+                if isinstance(elt, ast.Name) and elt.id in derived:
+                    out.append((n, axis, len(n.slice.elts)))
+    return out
+
+
 def _lm_head_calls(func: ast.AST) -> list[ast.Call]:
     return [
         n
@@ -90,13 +103,13 @@ def _slices_lm_head(func: ast.AST) -> bool:
 class LogitsToKeep(LossRule):
     code = "NPU414"
     name = "logits-to-keep"
-    summary = "A patched causal-LM forward drops or ignores the upstream `logits_to_keep` parameter, changes its default, or slices from `logits_to_keep` where upstream slices from `-logits_to_keep`."
+    summary = "A patched causal-LM forward drops or ignores the upstream `logits_to_keep` parameter, changes its default, applies the slice on another axis, or slices from `logits_to_keep` where upstream slices from `-logits_to_keep`."
     why = (
         "Upstream causal-LM forwards take `logits_to_keep` and project only the last positions through "
         "`lm_head` (generation and RL rollouts keep 1; an int or an index tensor). A patched forward that drops "
         "the parameter, or keeps it but never reads it, computes the full `[batch, seq, vocab]` logits: memory "
         "blows up at large vocabularies and callers get a different shape than they asked for."
-        " A slice that starts at `logits_to_keep` where the upstream one starts at `-logits_to_keep` (the sign dropped, in a `slice(...)` call or a subscript) keeps every position but the first ones instead of the last ones, and is reported too. So is an integer default other than upstream's (`logits_to_keep=1` where upstream has 0): the trainer never passes it, so training computes the loss on the last position only."
+        " A slice that starts at `logits_to_keep` where the upstream one starts at `-logits_to_keep` (the sign dropped, in a `slice(...)` call or a subscript) keeps every position but the first ones instead of the last ones, and is reported too. So is the slice applied on another axis of the hidden states than upstream's (the batch instead of the positions), and an integer default other than upstream's (`logits_to_keep=1` where upstream has 0): the trainer never passes it, so training computes the loss on the last position only."
         " A forward that reads it (a slice is computed) but whose `lm_head` projections none use it (the path without labels projects all positions, or a hard-coded slice, or no projection without labels) is reported too, when the upstream forward slices the `lm_head` input."
     )
     bad = (
@@ -184,6 +197,26 @@ class LogitsToKeep(LossRule):
             path="veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py",
             title="the default changed to keep only the last position",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2.modeling_qwen2", target_file="x.py")
+
+
+            @config.override_method("Qwen2ForCausalLM.forward")
+            def qwen2_lm_forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                scores = self.lm_head(states[keep, :, :])
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=scores, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                return loss, scores
+            """,
+            path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
+            title="the slice applied on the batch axis",
+        ),
     )
     good = (
         Example(
@@ -264,6 +297,17 @@ class LogitsToKeep(LossRule):
                 f"`{patched.cls}.forward` drops the upstream `{_PARAM}` parameter: full logits are computed",
             )
             return
+        # the slice moved to another axis (`hidden_states[slice_indices, :, :]` cuts the batch, not the positions)
+        upstream_axes = {(axis, size) for _, axis, size in _slice_axes(patched.upstream)}
+        if len(upstream_axes) == 1:
+            (want, size) = next(iter(upstream_axes))
+            for node, axis, length in _slice_axes(func):
+                if length == size and axis != want:
+                    self.report(
+                        node,
+                        f"the `{_PARAM}` slice is applied on axis {axis} of `{ast.unparse(node.value)}`, where "
+                        f"upstream applies it on axis {want} (the sequence positions): another axis is cut",
+                    )
         # the default changed: upstream keeps every position unless asked (0); a default of 1 trains on one token
         mine, theirs = _default(func), _default(patched.upstream)
         if (

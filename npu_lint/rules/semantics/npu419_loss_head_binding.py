@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections import Counter
 from pathlib import Path
 
 from npu_lint.core.safeio import read_regular
@@ -229,10 +230,7 @@ class LossHeadBinding(Rule):
                 )
 
     def _arity(self, variants: dict[str, str]) -> None:
-        found = tree_loss_arity(self.ctx.project.root if self.ctx.project else None)
-        if found is None:
-            return
-        arity, where = found
+        unpacks: list[tuple[ast.Tuple, str]] = []
         for node in ast.walk(self.ctx.tree):
             if not (
                 isinstance(node, ast.Assign)
@@ -241,14 +239,29 @@ class LossHeadBinding(Rule):
                 and isinstance(node.value, ast.Call)
             ):
                 continue
-            targets = node.targets[0].elts
-            if any(isinstance(t, ast.Starred) for t in targets) or len(targets) == arity:
+            if any(isinstance(t, ast.Starred) for t in node.targets[0].elts):
                 continue
             name = _returns_wrapper_tuple(node.value, variants)
-            if name is None:
+            if name is not None:
+                unpacks.append((node.targets[0], name))
+        if not unpacks:
+            return
+        found = tree_loss_arity(self.ctx.project.root if self.ctx.project else None)
+        if found is not None:
+            arity, where = found
+            source = f"the loss wrappers of `{where}`"
+        else:
+            # the tree cannot tell: the count the file's other loss unpacks agree on (at least two, a clear majority)
+            counts = Counter(len(t.elts) for t, _ in unpacks)
+            (arity, most), *rest = counts.most_common()
+            if most < 2 or (rest and rest[0][1] >= most):
+                return
+            source = f"as the file's {most} other unpacks of its loss calls take"
+        for target, name in unpacks:
+            if len(target.elts) == arity:
                 continue
             self.report(
-                node.targets[0],
-                f"`{name}(...)` returns {arity} values (the loss wrappers of `{where}`), but {len(targets)} are "
-                "unpacked here: every labelled step raises",
+                target,
+                f"`{name}(...)` returns {arity} values ({source}), but {len(target.elts)} are unpacked here: every "
+                "labelled step raises",
             )
