@@ -392,3 +392,71 @@ def test_logits_to_keep_slice_on_another_axis(tmp_path: Path) -> None:
     text = KEEP.format(keep="slice(-logits_to_keep, None)")
     bad = _write(tmp_path, rel, text.replace("last[:, keep, :]", "last[keep, :, :]"))
     assert [c for _, c in _codes(bad, ["NPU414"])] == ["NPU414"]
+
+
+def test_switch_handed_on_as_a_false_constant(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/mixtral/mixtral_gpu_patch_gen_config.py"
+    text = SWITCH.format(
+        switch="output_router_logits = output_router_logits or self.config.output_router_logits"
+    )
+    bad = _write(
+        tmp_path,
+        rel,
+        text.replace("output_router_logits=output_router_logits,", "output_router_logits=False,"),
+    )
+    assert [c for _, c in _codes(bad, ["NPU418"])] == ["NPU418"]
+
+
+def test_auxiliary_loss_computed_without_a_graph(tmp_path: Path) -> None:
+    body = (
+        "with torch.no_grad():\n        balance = gate_out.aux_loss\n"
+        "    ce_loss = ce_loss + self.router_aux_loss_coef * balance"
+    )
+    path = _write(
+        tmp_path,
+        "veomni/models/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py",
+        DETACHED.format(body=body.replace("balance", "aux_balance")),
+    )
+    assert [c for _, c in _codes(path, ["NPU413"])] == ["NPU413"]
+
+
+def test_labels_compared_with_another_ignore_value(tmp_path: Path) -> None:
+    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    rel = "veomni/models/transformers/toy/modeling_toy.py"
+    for count, hit in (
+        ("(target_labels != 0).sum()", True),
+        ("target_labels.ne(-1).sum()", True),
+        ("(target_labels != -100).sum()", False),
+        ("target_labels.ne(-100).sum()", False),
+        # a mask compared near the labels (gemma3's attention-mask crop), not the labels themselves
+        ("target_labels[ignore_index.to(target_labels.device) != 0]", False),
+    ):
+        path = _write(
+            tmp_path,
+            rel,
+            f"def token_count(target_labels, ignore_index=-100):\n    return {count}\n",
+        )
+        assert bool(_codes(path, ["NPU413"], tmp_path)) is hit, count
+
+
+def test_router_logits_returned_detached_through_a_spec(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "veomni/models/transformers/olmoe/olmoe_gpu_patch_gen_config.py",
+        """
+        import torch
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.olmoe.modeling_olmoe", target_file="x.py")
+
+
+        @config.override_method("OlmoeTopKRouter.forward")
+        def olmoe_router_forward(self, hidden_states):
+            flat = hidden_states.reshape(-1, self.hidden_dim)
+            router_logits = torch.nn.functional.linear(flat, self.weight)
+            probs = router_logits.softmax(dim=-1, dtype=torch.float)
+            top_value, top_index = torch.topk(probs, self.top_k, dim=-1)
+            return router_logits.data, top_value, top_index
+        """,
+    )
+    assert [c for _, c in _codes(path, ["NPU417"])] == ["NPU417"]

@@ -170,6 +170,25 @@ def _aux_term(node: ast.AST) -> ast.AST | None:
     return node
 
 
+def _label_operand(node: ast.AST) -> bool:
+    """The expression is a label tensor itself (`labels`, `shift_labels[..., 1:]`, `self.labels.view(-1)`), not
+    something merely computed near one (`mask.to(labels.device)`)."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("view", "reshape", "flatten", "long", "contiguous", "int")
+        ):
+            node = node.func.value
+        else:
+            break
+    if isinstance(node, ast.Name):
+        return "label" in node.id
+    return isinstance(node, ast.Attribute) and "label" in node.attr
+
+
 def _detached_aux(node: ast.AST, detached: set[str], aux_named: set[str]) -> ast.AST | None:
     """The part of ``node`` that cuts an auxiliary loss off the graph: `aux_loss.detach()`, `aux_loss.item()`,
     `aux_loss.data`, or a local holding one of those."""
@@ -275,7 +294,7 @@ class LossReduction(LossRule):
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display). An auxiliary loss added through `.detach()`, `.item()` or `.data` (directly or through a local) is reported too: its value is logged but it sends no gradient to the routers. Labels padded with `pad(labels, ...)` and no `value=` are padded with 0, not with the tree's IGNORE_INDEX."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display). An auxiliary loss added through `.detach()`, `.item()` or `.data` (directly or through a local), or computed under `torch.no_grad()` / `torch.inference_mode()`, is reported too: its value is logged but it sends no gradient to the routers. Labels padded with `pad(labels, ...)` and no `value=` are padded with 0, not with the tree's IGNORE_INDEX; labels compared (`==`, `!=`, `.eq`, `.ne`) with an integer other than IGNORE_INDEX (to count the valid tokens or mask the ignored ones) are reported too."
     )
     bad = (
         Example(
@@ -483,7 +502,9 @@ class LossReduction(LossRule):
             if expected is not None:
                 self._ignore_index(func, expected)
             self._aux_coefficient(func)
-        for func in functions_of(self.ctx.tree, text, "detach", ".data", ".item"):
+        for func in functions_of(
+            self.ctx.tree, text, "detach", ".data", ".item", "no_grad", "inference_mode"
+        ):
             self._aux_detached(func)
 
     def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -670,6 +691,16 @@ class LossReduction(LossRule):
                     "padding labels would be trained on (and a real token ignored)",
                 )
 
+        def judge_literal(node: ast.AST) -> None:
+            value = _int_literal(node)
+            if value is not None and value != expected:
+                self.report(
+                    node,
+                    f"the labels are compared with {value} to find the ignored (or the counted) positions, but the "
+                    f"data pipeline marks ignored label positions with {expected} (IGNORE_INDEX): padding and "
+                    "prompt tokens are counted (or real tokens dropped)",
+                )
+
         for arg, default in _defaults(func):
             if arg.arg == "ignore_index":
                 judge(default, "the `ignore_index` default")
@@ -693,8 +724,22 @@ class LossReduction(LossRule):
                                 for side in (part.left, part.right):
                                     if isinstance(side, ast.List) and len(side.elts) == 1:
                                         judge(side.elts[0], "the label fill value")
+            if (
+                isinstance(node, ast.Compare)
+                and len(node.ops) == 1
+                and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+                and _label_operand(node.left)
+            ):
+                judge_literal(node.comparators[0])  # (labels != -1).sum(), labels == 0
             if not isinstance(node, ast.Call):
                 continue
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("ne", "eq")
+                and len(node.args) == 1
+                and _label_operand(node.func.value)
+            ):
+                judge_literal(node.args[0])  # labels.ne(0).sum()
             for kw in node.keywords:
                 if kw.arg == "ignore_index":
                     judge(kw.value, "`ignore_index`")
@@ -816,6 +861,20 @@ class LossReduction(LossRule):
                 callee = last_name(n.value.func) or ""
                 if "balanc" in callee or "aux" in callee:
                     aux_named |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        for n in _walk(func):  # computed where no graph is recorded: `with torch.no_grad(): aux_loss = ...`
+            if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                isinstance(item.context_expr, ast.Call)
+                and last_name(item.context_expr.func) in ("no_grad", "inference_mode")
+                for item in n.items
+            ):
+                for inner in n.body:
+                    for m in _walk(inner):
+                        if isinstance(m, ast.Assign):
+                            detached |= {
+                                t.id
+                                for t in m.targets
+                                if isinstance(t, ast.Name) and ("aux" in t.id or t.id in aux_named)
+                            }
         for n in _walk(func):
             if isinstance(n, ast.Assign) and _detached_aux(n.value, detached, aux_named) is not None:
                 detached |= {

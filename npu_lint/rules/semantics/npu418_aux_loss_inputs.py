@@ -197,7 +197,7 @@ class AuxLossInputs(Rule):
         "auxiliary loss silently vanishes (the router collapses). Positional arguments of a loss function whose "
         "definition the linter can read (a function of the same file, or one imported from transformers or from "
         "the tree) are compared with its parameters: an argument named after another parameter of that function "
-        "(`num_experts` passed where `top_k` is expected) is reported; keyword arguments are never judged. Two loss calls of one function (the fused handle and the eager fallback) given the same values in another order are reported at the later one (or at the one the definition shows wrong). Compared with the upstream forward: a loss function it calls by name called with fewer arguments (no `**`; a dropped `attention_mask` counts padding tokens in the router statistics), and an auxiliary loss computed into a local but never added to the loss where upstream adds it."
+        "(`num_experts` passed where `top_k` is expected) is reported; keyword arguments are never judged. A switch handed on to the inner model as a false constant (`output_router_logits=False`) where upstream hands on the variable is reported too. Two loss calls of one function (the fused handle and the eager fallback) given the same values in another order are reported at the later one (or at the one the definition shows wrong). Compared with the upstream forward: a loss function it calls by name called with fewer arguments (no `**`; a dropped `attention_mask` counts padding tokens in the router statistics), and an auxiliary loss computed into a local but never added to the loss where upstream adds it."
     )
     bad = (
         Example(
@@ -370,6 +370,25 @@ class AuxLossInputs(Rule):
 
     def _switch(self, patched: PatchedMethod) -> None:
         func, upstream = patched.func, patched.upstream
+        # the switch handed on as a constant where upstream hands on the variable (`self.model(..., output_router_logits=False)`)
+        upstream_passes = any(
+            isinstance(n, ast.keyword) and n.arg == _SWITCH and not isinstance(n.value, ast.Constant)
+            for n in ast.walk(upstream)
+        )
+        if upstream_passes:
+            for n in ast.walk(func):
+                if (
+                    isinstance(n, ast.keyword)
+                    and n.arg == _SWITCH
+                    and isinstance(n.value, ast.Constant)
+                    and not n.value.value
+                ):
+                    self.report(
+                        n.value,
+                        f"`{_SWITCH}={n.value.value!r}` is handed on where upstream hands on the caller's (or the "
+                        "config's) switch: the layers never record their router logits and the load-balancing loss "
+                        "is never computed",
+                    )
         if not _config_fallback(upstream) or _SWITCH not in _params(upstream) or _config_fallback(func):
             return
         if _mentions(func, _SWITCH):  # read from somewhere else the patch chose (a sub-config attribute)
