@@ -460,3 +460,45 @@ def test_router_logits_returned_detached_through_a_spec(tmp_path: Path) -> None:
         """,
     )
     assert [c for _, c in _codes(path, ["NPU417"])] == ["NPU417"]
+
+
+def test_reverse_of_the_causal_pairing(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/toy_vlm/generated/patched_modeling_toy_vlm_gpu.py"
+    text = """
+    import torch.nn.functional as F
+
+
+    class ToyVlmForConditionalGeneration(ToyPreTrainedModel):
+        def forward(self, input_ids=None, labels=None, **kwargs):
+            logits = self.lm_head(self.model(input_ids, **kwargs).last_hidden_state)
+            {pair}
+            return F.cross_entropy(a.flatten(0, 1), b.flatten())
+    """
+    for pair, expected in (
+        ("a, b = logits[..., 1:, :], labels[..., :-1]", 2),
+        ("a, b = logits[..., :-1, :], labels[..., :-1]", 1),
+        ("a, b = logits[..., :-1, :], labels[..., 1:]", 0),
+    ):
+        path = _write(tmp_path, rel, text.format(pair=pair))
+        assert len(_codes(path, ["NPU412"])) == expected, pair
+
+
+def test_branch_order_blames_the_call_its_definition_does_not_confirm(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/toy_moe/toy_moe_npu_patch_gen_config.py"
+    path = _write(
+        tmp_path,
+        rel,
+        """
+        def balance_loss(router_logits, num_experts, top_k, attention_mask=None):
+            return 0
+
+
+        def penalty(self, router_logits, attention_mask):
+            if self.fused_balance_loss.use_non_eager_impl:
+                aux = self.fused_balance_loss(router_logits, self.top_k, self.num_experts, attention_mask)
+            else:
+                aux = balance_loss(router_logits, self.num_experts, self.top_k, attention_mask)
+            return aux
+        """,
+    )
+    assert _codes(path, ["NPU418"]) == [(7, "NPU418")]

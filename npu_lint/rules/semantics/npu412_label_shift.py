@@ -161,6 +161,50 @@ def _shifted_before(func: ast.AST, node: ast.AST, name: str) -> bool:
     return False
 
 
+def _minus_one(node: ast.AST | None) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and node.operand.value == 1
+    )
+
+
+def _base_name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _backward_cuts(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
+    """In a function that computes a cross-entropy: labels cut at the end (`labels[..., :-1]`) or logits cut at
+    the start (`logits[..., 1:, :]`), the reverse of the causal pairing (logits `[..., :-1, :]`, labels
+    `[..., 1:]`): each position is scored against its own token or the one before."""
+    out: list[tuple[ast.Subscript, str]] = []
+    for node in _walk(func):
+        if not isinstance(node, ast.Subscript):
+            continue
+        name = _base_name(node.value)
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if "label" in name and "shift" not in name and elts:
+            last = elts[-1]
+            if (
+                isinstance(last, ast.Slice)
+                and last.lower is None
+                and _minus_one(last.upper)
+                and last.step is None
+            ):
+                out.append((node, "labels"))
+        elif "logits" in name and "shift" not in name and len(elts) >= 2:
+            seq = elts[-2]
+            if (
+                isinstance(seq, ast.Slice)
+                and isinstance(seq.lower, ast.Constant)
+                and seq.lower.value == 1
+                and seq.upper is None
+            ):
+                out.append((node, "logits"))
+    return out
+
+
 def _shifted_mask(node: ast.AST) -> str | None:
     """`mask[..., 1:]` / `mask[:, 1:]` (a position mask cut from position 1 on its last axis): the mask's name."""
     if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and "mask" in node.value.id):
@@ -213,7 +257,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing."
     )
     bad = (
         Example(
@@ -290,6 +334,20 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
             title="a head's states selected with the bare target mask on one branch",
         ),
+        Example(
+            """
+            from torch import nn
+
+
+            def caption_loss(self, logits, labels):
+                pred = logits[:, :-1, :].contiguous()
+                gold = labels[:, :-1].contiguous()
+                loss_fct = nn.CrossEntropyLoss()
+                return loss_fct(pred.view(-1, pred.size(-1)), gold.view(-1))
+            """,
+            path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
+            title="the labels cut at the end instead of the start",
+        ),
     )
     good = (
         Example(
@@ -342,6 +400,21 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
             title="both branches pair each state with the next target",
         ),
+        Example(
+            """
+            from torch import nn
+
+
+            def caption_loss(self, logits, labels, input_ids):
+                decoder_inputs = input_ids[:, :-1]
+                pred = logits[:, :-1, :].contiguous()
+                gold = labels[:, 1:].contiguous()
+                loss_fct = nn.CrossEntropyLoss()
+                return loss_fct(pred.view(-1, pred.size(-1)), gold.view(-1)), decoder_inputs
+            """,
+            path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
+            title="the causal pairing (and an input cut, which is not a label)",
+        ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
 
@@ -369,6 +442,21 @@ class LabelShift(LossRule):
                     )
         if "label" not in text:
             return
+        for func in functions_of(self.ctx.tree, text, "CrossEntropyLoss", "cross_entropy", "loss_fct"):
+            if not direct_ce_calls(func) and "loss_fct" not in {
+                n.id for n in _walk(func) if isinstance(n, ast.Name)
+            }:
+                continue
+            for node, what in _backward_cuts(func):
+                if not self._once(node):
+                    continue
+                self.report(
+                    node,
+                    f"`{ast.unparse(node)}` cuts the {what} at the {'end' if what == 'labels' else 'start'}: a "
+                    "causal-LM loss pairs the logits without their last position with the labels without their "
+                    "first (`logits[..., :-1, :]`, `labels[..., 1:]`); this pairing scores each position against "
+                    "its own token or the one before",
+                )
         for func in functions_of(
             self.ctx.tree,
             text,

@@ -474,7 +474,7 @@ class AuxLossInputs(Rule):
                     f"{wanted} (missing {shown}): the parameter falls back to its default{effect}",
                 )
 
-    def _branch_orders(self, reported: set[int]) -> None:
+    def _branch_orders(self, reported: set[int], trusted: set[int]) -> None:
         """Two loss calls of one function (the fused handle and the eager fallback, say) given the same
         positional values in another order: one branch has them swapped."""
         for func in ast.walk(self.ctx.tree):
@@ -502,19 +502,31 @@ class AuxLossInputs(Rule):
                     ):
                         if id(other) in reported:
                             continue  # the other one is the swapped call
+                        # the call whose order its known definition confirms is the right one
+                        if id(call) in trusted and id(other) not in trusted:
+                            wrong, right = other, call
+                        else:
+                            wrong, right = call, other
                         moved = [a for a, b in zip(order, other_order) if a != b]
-                        reported.add(id(call))
+                        reported.add(id(wrong))
+                        verdict = (
+                            f" (its order matches the parameters of `{last_name(right.func)}`): this branch computes "
+                            "the loss with its arguments swapped"
+                            if id(right) in trusted
+                            else ": one of the two branches computes the loss with its arguments swapped"
+                        )
                         self.report(
-                            call,
-                            f"`{last_name(call.func)}(...)` passes {', '.join(f'`{m}`' for m in moved)} in another "
-                            f"order than `{last_name(other.func)}(...)` on line {other.lineno} with the same values: "
-                            "one of the two branches computes the loss with its arguments swapped",
+                            wrong,
+                            f"`{last_name(wrong.func)}(...)` passes {', '.join(f'`{m}`' for m in moved)} in another "
+                            f"order than `{last_name(right.func)}(...)` on line {right.lineno} with the same values"
+                            + verdict,
                         )
                         break
 
     def _swapped_arguments(self) -> None:
         ctx = self.ctx
         reported: set[int] = set()
+        trusted: set[int] = set()  # calls whose definition is known and whose order matches it
         defs: dict[str, tuple[tuple[str, ...], str]] | None = None
         for node in ast.walk(ctx.tree):
             if not (
@@ -529,6 +541,11 @@ class AuxLossInputs(Rule):
             if found is None:
                 continue
             params, where = found
+            names = [_arg_name(a) for a in node.args[: len(params)]]
+            if all(n is None or n == params[i] or n not in params for i, n in enumerate(names)) and any(
+                n == params[i] for i, n in enumerate(names)
+            ):
+                trusted.add(id(node))
             for i, arg in enumerate(node.args[: len(params)]):
                 named = _arg_name(arg)
                 if named is None or named == params[i] or named not in params:
@@ -541,4 +558,4 @@ class AuxLossInputs(Rule):
                     f"({where}), but it is named after its parameter `{named}` (position {j + 1}): the "
                     "arguments are out of order",
                 )
-        self._branch_orders(reported)
+        self._branch_orders(reported, trusted)
