@@ -502,3 +502,43 @@ def test_branch_order_blames_the_call_its_definition_does_not_confirm(tmp_path: 
         """,
     )
     assert _codes(path, ["NPU418"]) == [(7, "NPU418")]
+
+
+COLLATOR = """
+import torch.nn.functional as F
+
+
+class SequenceParallelCollator:
+    def __call__(self, batch):
+        shifted = batch["labels"][..., 1:].contiguous()
+        batch["labels"] = F.pad(shifted, (0, 1), "constant", -100)
+        return batch
+"""
+
+SP_LOSS = """
+import torch.nn.functional as F
+
+
+def token_loss(logits, labels, ignore_index=-100, **kwargs):
+    sp_enabled = kwargs.pop("sp_enabled", False)
+    if {test}:
+        targets = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    else:
+        targets = labels
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+"""
+
+
+def test_labels_shifted_again_on_the_sequence_parallel_branch(tmp_path: Path) -> None:
+    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    rel = "veomni/ops/kernels/toy_ce/__init__.py"
+    for test, hit in (("sp_enabled", True), ("not sp_enabled", False)):
+        _write(tmp_path, "veomni/data/data_collator.py", COLLATOR)
+        path = _write(tmp_path, rel, SP_LOSS.format(test=test))
+        assert bool(_codes(path, ["NPU412"], tmp_path)) is hit, test
+    # a tree whose collator does not shift: not judged
+    (tmp_path / "veomni/data/data_collator.py").write_text(
+        "class SequenceParallelCollator:\n    pass\n", encoding="utf-8"
+    )
+    path = _write(tmp_path, rel, SP_LOSS.format(test="sp_enabled"))
+    assert _codes(path, ["NPU412"], tmp_path) == []

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
+from pathlib import Path
 
-from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.core.astutil import walk as _walk
+from npu_lint.core.safeio import read_regular  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import (
@@ -205,6 +208,64 @@ def _backward_cuts(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
     return out
 
 
+_COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
+
+
+@functools.lru_cache(maxsize=16)
+def _sp_collator_at(path: str, mtime: float, size: int) -> str | None:
+    try:
+        tree = ast.parse(read_regular(path)[0])
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and "SequenceParallel" in node.name and "Collat" in node.name:
+            for sub in _walk(node):
+                if isinstance(sub, ast.Subscript) and "label" in ast.unparse(sub.value):
+                    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+                    if elts and _starts_at_one(elts[-1]):
+                        return node.name
+    return None
+
+
+def sp_collator_shifting(root: str | None) -> str | None:
+    """The tree's sequence-parallel collator class when it shifts the labels itself (None: not found)."""
+    if root is None:
+        return None
+    for rel in _COLLATOR_MODULES:
+        path = Path(root, rel)
+        if path.is_file():
+            stat = path.stat()
+            found = _sp_collator_at(str(path), stat.st_mtime, stat.st_size)
+            if found:
+                return found
+    return None
+
+
+def _sp_polarity(test: ast.AST) -> bool | None:
+    """True: the test holds when sequence parallelism is on (`if sp_enabled`, `if ps.sp_enabled`); False: when
+    it is off (`if not sp_enabled`); None: another test."""
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if isinstance(test, (ast.Name, ast.Attribute)) and _base_name(test) == "sp_enabled":
+        return not negated
+    return None
+
+
+def _sp_branch_shifts(func: ast.AST) -> list[ast.AST]:
+    """Label shifts on the branch that runs when sequence parallelism is on."""
+    out = []
+    for node in _walk(func):
+        if not isinstance(node, ast.If):
+            continue
+        polarity = _sp_polarity(node.test)
+        if polarity is None:
+            continue
+        branch = node.body if polarity else node.orelse
+        out.extend(n for stmt in branch for n in _walk(stmt) if _is_shift(n))
+    return out
+
+
 def _shifted_mask(node: ast.AST) -> str | None:
     """`mask[..., 1:]` / `mask[:, 1:]` (a position mask cut from position 1 on its last axis): the mask's name."""
     if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and "mask" in node.value.id):
@@ -257,7 +318,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice."
     )
     bad = (
         Example(
@@ -442,6 +503,17 @@ class LabelShift(LossRule):
                     )
         if "label" not in text:
             return
+        if "sp_enabled" in text:
+            collator = sp_collator_shifting(self.ctx.project.root if self.ctx.project else None)
+            if collator is not None:
+                for func in functions_of(self.ctx.tree, text, "sp_enabled"):
+                    for node in _sp_branch_shifts(func):
+                        if self._once(node):
+                            self.report(
+                                node,
+                                f"the labels are shifted on the sequence-parallel branch, but the tree's `{collator}` "
+                                "already shifts them when it splits the sequence: every target is one token late",
+                            )
         for func in functions_of(self.ctx.tree, text, "CrossEntropyLoss", "cross_entropy", "loss_fct"):
             if not direct_ce_calls(func) and "loss_fct" not in {
                 n.id for n in _walk(func) if isinstance(n, ast.Name)

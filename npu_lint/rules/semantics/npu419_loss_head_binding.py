@@ -64,7 +64,7 @@ def _handle_variants(tree: ast.Module) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=16)
-def _wrapper_arity(path: str, mtime: float) -> int | None:
+def _wrapper_arity(path: str, mtime: float, size: int) -> int | None:
     """The one tuple length every `For...Loss` wrapper of the module returns (None: none, or they disagree)."""
     try:
         tree = ast.parse(read_regular(path)[0])
@@ -91,7 +91,8 @@ def tree_loss_arity(root: str | None) -> tuple[int, str] | None:
     for rel in _WRAPPER_MODULES:
         path = Path(root, rel)
         if path.is_file():
-            arity = _wrapper_arity(str(path), path.stat().st_mtime)
+            stat = path.stat()
+            arity = _wrapper_arity(str(path), stat.st_mtime, stat.st_size)
             if arity is not None:
                 return arity, rel
     return None
