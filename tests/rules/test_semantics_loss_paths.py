@@ -542,3 +542,21 @@ def test_labels_shifted_again_on_the_sequence_parallel_branch(tmp_path: Path) ->
     )
     path = _write(tmp_path, rel, SP_LOSS.format(test="sp_enabled"))
     assert _codes(path, ["NPU412"], tmp_path) == []
+
+
+def test_controls_of_the_new_loss_checks(tmp_path: Path) -> None:
+    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    rel = "veomni/models/transformers/toy_moe/modeling_toy_moe.py"
+    for body in (
+        # a padding id mapped to the ignore index: the comparison picks the positions to rewrite
+        "label_ids[label_ids == 0] = -100\n    return label_ids",
+        "return torch.where(label_ids == 0, -100, label_ids)",
+        # the auxiliary loss detached for the returned output only, after it was added with its graph
+        "loss = loss + self.router_aux_loss_coef * aux_loss\n    aux_loss = aux_loss.detach()\n    return loss, aux_loss",
+    ):
+        path = _write(
+            tmp_path,
+            rel,
+            f"import torch\n\n\ndef head(self, loss, aux_loss, label_ids, ignore_index=-100):\n    {body}\n",
+        )
+        assert _codes(path, ["NPU413"], tmp_path) == [], body

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
@@ -189,11 +190,11 @@ def _label_operand(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and "label" in node.attr
 
 
-def _detached_aux(node: ast.AST, detached: set[str], aux_named: set[str]) -> ast.AST | None:
+def _detached_aux(node: ast.AST, detached: dict[str, int], aux_named: set[str]) -> ast.AST | None:
     """The part of ``node`` that cuts an auxiliary loss off the graph: `aux_loss.detach()`, `aux_loss.item()`,
-    `aux_loss.data`, or a local holding one of those."""
+    `aux_loss.data`, or a local bound to one of those on an earlier line."""
     for n in _walk(node):
-        if isinstance(n, ast.Name) and n.id in detached:
+        if isinstance(n, ast.Name) and n.id in detached and n.lineno > detached[n.id]:
             return n
         base: ast.AST | None = None
         if (
@@ -701,6 +702,21 @@ class LossReduction(LossRule):
                     "prompt tokens are counted (or real tokens dropped)",
                 )
 
+        # comparisons that pick positions to rewrite (`labels[labels == 0] = -100`, `torch.where(labels == 0, ...)`,
+        # `labels.masked_fill(labels == 0, ...)`): they map a value to the ignore index, the write is judged instead
+        remapped: set[int] = set()
+        for node in _walk(func):
+            holders: list[ast.AST] = []
+            if isinstance(node, ast.Assign):
+                holders = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
+            elif isinstance(node, ast.Call) and last_name(node.func) in (
+                "where",
+                "masked_fill",
+                "masked_fill_",
+            ):
+                holders = list(node.args)
+            remapped.update(id(m) for h in holders for m in _walk(h) if isinstance(m, ast.Compare))
+
         for arg, default in _defaults(func):
             if arg.arg == "ignore_index":
                 judge(default, "the `ignore_index` default")
@@ -726,6 +742,7 @@ class LossReduction(LossRule):
                                         judge(side.elts[0], "the label fill value")
             if (
                 isinstance(node, ast.Compare)
+                and id(node) not in remapped
                 and len(node.ops) == 1
                 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
                 and _label_operand(node.left)
@@ -852,15 +869,22 @@ class LossReduction(LossRule):
     def _aux_detached(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """An auxiliary loss added to the loss through `.detach()` / `.item()` / `.data`: its value is logged but
         it sends no gradient to the routers."""
-        detached: set[str] = set()  # locals holding a detached auxiliary loss (`balance = aux_loss.detach()`)
+        # locals holding a detached auxiliary loss (`balance = aux_loss.detach()`) -> the line they are bound on
+        detached: dict[str, int] = {}
         aux_named: set[str] = (
             set()
-        )  # locals holding a load-balancing loss (`balance = load_balancing_loss_func(...)`)
+        )  # locals holding a load-balancing loss (`b = load_balancing_loss_func(...)`)
         for n in _walk(func):
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
                 callee = last_name(n.value.func) or ""
                 if "balanc" in callee or "aux" in callee:
                     aux_named |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+
+        def bind(targets: list[ast.expr], line: int, wanted: Callable[[str], bool]) -> None:
+            for t in targets:
+                if isinstance(t, ast.Name) and wanted(t.id):
+                    detached[t.id] = min(line, detached.get(t.id, line))
+
         for n in _walk(func):  # computed where no graph is recorded: `with torch.no_grad(): aux_loss = ...`
             if isinstance(n, (ast.With, ast.AsyncWith)) and any(
                 isinstance(item.context_expr, ast.Call)
@@ -870,18 +894,10 @@ class LossReduction(LossRule):
                 for inner in n.body:
                     for m in _walk(inner):
                         if isinstance(m, ast.Assign):
-                            detached |= {
-                                t.id
-                                for t in m.targets
-                                if isinstance(t, ast.Name) and ("aux" in t.id or t.id in aux_named)
-                            }
+                            bind(m.targets, m.lineno, lambda name: "aux" in name or name in aux_named)
         for n in _walk(func):
             if isinstance(n, ast.Assign) and _detached_aux(n.value, detached, aux_named) is not None:
-                detached |= {
-                    t.id
-                    for t in n.targets
-                    if isinstance(t, ast.Name) and ("aux" in t.id or "loss" not in t.id)
-                }
+                bind(n.targets, n.lineno, lambda name: "aux" in name or "loss" not in name)
         for node in _walk(func):
             sides: list[ast.AST] = []
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
