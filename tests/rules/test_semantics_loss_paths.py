@@ -560,3 +560,31 @@ def test_controls_of_the_new_loss_checks(tmp_path: Path) -> None:
             f"import torch\n\n\ndef head(self, loss, aux_loss, label_ids, ignore_index=-100):\n    {body}\n",
         )
         assert _codes(path, ["NPU413"], tmp_path) == [], body
+
+
+def test_loss_bound_with_partial_on_the_instance(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "veomni/models_kernel/loss_utils/__init__.py",
+        "def balance_loss(gate_logits=None, num_experts=None, top_k=2, attention_mask=None, op=None):\n"
+        "    raise NotImplementedError\n",
+    )
+    text = """
+    from functools import partial
+
+    from veomni.models_kernel.loss_utils import balance_loss
+
+
+    class ToyMoeForCausalLM(ToyPreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.balance = partial(balance_loss, op=self.balance_op)
+
+        def penalty(self, outputs, attention_mask):
+            return self.balance(outputs.router_logits, {args}, attention_mask)
+    """
+    rel = "veomni/models_kernel/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py"
+    bad = _write(tmp_path, rel, text.format(args="self.top_k, self.num_experts"))
+    assert [c for _, c in _codes(bad, ["NPU418"], tmp_path)] == ["NPU418", "NPU418"]
+    good = _write(tmp_path, rel, text.format(args="self.num_experts, self.top_k"))
+    assert _codes(good, ["NPU418"], tmp_path) == []

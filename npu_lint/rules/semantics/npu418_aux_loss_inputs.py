@@ -175,6 +175,27 @@ def _definitions(tree: ast.Module, root: str | None) -> dict[str, tuple[tuple[st
     return out
 
 
+def _partial_bindings(tree: ast.Module) -> dict[str, str]:
+    """`self.<attr> = partial(<function>, <keywords only>)`: the attribute calls the function with its positional
+    parameters unchanged."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+            and isinstance(node.value, ast.Call)
+            and last_name(node.value.func) == "partial"
+            and len(node.value.args) == 1
+            and isinstance(node.value.args[0], ast.Name)
+        ):
+            continue
+        out[node.targets[0].attr] = node.value.args[0].id
+    return out
+
+
 def _arg_name(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
@@ -528,16 +549,25 @@ class AuxLossInputs(Rule):
         reported: set[int] = set()
         trusted: set[int] = set()  # calls whose definition is known and whose order matches it
         defs: dict[str, tuple[tuple[str, ...], str]] | None = None
+        # `self.lb = partial(load_balancing_loss, op=...)`: attribute -> function
+        bound = _partial_bindings(ctx.tree) if "partial" in ctx.source.text else {}
         for node in ast.walk(ctx.tree):
-            if not (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and "loss" in node.func.id
-            ):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = last_name(node.func) or ""
+            if isinstance(node.func, ast.Name):
+                target = callee
+            elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                target = bound.get(callee, "") if node.func.value.id == "self" else ""
+            else:
+                continue
+            if "loss" not in target:
                 continue
             if len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args):
                 continue
             if defs is None:
                 defs = _definitions(ctx.tree, ctx.project.root if ctx.project else None)
-            found = defs.get(node.func.id)
+            found = defs.get(target)
             if found is None:
                 continue
             params, where = found
@@ -554,7 +584,7 @@ class AuxLossInputs(Rule):
                 reported.add(id(node))
                 self.report(
                     arg,
-                    f"`{ast.unparse(arg)}` is passed as parameter `{params[i]}` of `{node.func.id}` "
+                    f"`{ast.unparse(arg)}` is passed as parameter `{params[i]}` of `{target}` "
                     f"({where}), but it is named after its parameter `{named}` (position {j + 1}): the "
                     "arguments are out of order",
                 )
