@@ -951,8 +951,11 @@ class LossReduction(LossRule):
                     )
                 ):
                     continue
+                # at the end of the call, where the fix inserts `**kwargs`
+                last = [*call.args, *(kw.value for kw in call.keywords)]
+                where = max(last, key=lambda n: (n.lineno, n.col_offset)) if last else call
                 self.report(
-                    call,
+                    where if where.lineno > call.lineno else call,
                     f"`{patched.cls}.forward` upstream forwards `**kwargs` (num_items_in_batch, ignore_index) to "
                     "its loss; this loss call drops them: the loss is averaged per micro-batch",
                     self._fix(call, kwarg),
