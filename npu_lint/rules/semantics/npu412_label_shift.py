@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
+from pathlib import Path
 
-from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.core.astutil import walk as _walk
+from npu_lint.core.safeio import read_regular  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import (
@@ -161,17 +164,161 @@ def _shifted_before(func: ast.AST, node: ast.AST, name: str) -> bool:
     return False
 
 
+def _minus_one(node: ast.AST | None) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and node.operand.value == 1
+    )
+
+
+def _base_name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _backward_cuts(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
+    """In a function that computes a cross-entropy: labels cut at the end (`labels[..., :-1]`) or logits cut at
+    the start (`logits[..., 1:, :]`), the reverse of the causal pairing (logits `[..., :-1, :]`, labels
+    `[..., 1:]`): each position is scored against its own token or the one before."""
+    out: list[tuple[ast.Subscript, str]] = []
+    for node in _walk(func):
+        if not isinstance(node, ast.Subscript):
+            continue
+        name = _base_name(node.value)
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if "label" in name and "shift" not in name and elts:
+            last = elts[-1]
+            if (
+                isinstance(last, ast.Slice)
+                and last.lower is None
+                and _minus_one(last.upper)
+                and last.step is None
+            ):
+                out.append((node, "labels"))
+        elif "logits" in name and "shift" not in name and len(elts) >= 2:
+            seq = elts[-2]
+            if (
+                isinstance(seq, ast.Slice)
+                and isinstance(seq.lower, ast.Constant)
+                and seq.lower.value == 1
+                and seq.upper is None
+            ):
+                out.append((node, "logits"))
+    return out
+
+
+_COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
+
+
+@functools.lru_cache(maxsize=16)
+def _sp_collator_at(path: str, mtime: float, size: int) -> str | None:
+    try:
+        tree = ast.parse(read_regular(path)[0])
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and "SequenceParallel" in node.name and "Collat" in node.name:
+            for sub in _walk(node):
+                if isinstance(sub, ast.Subscript) and "label" in ast.unparse(sub.value):
+                    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+                    if elts and _starts_at_one(elts[-1]):
+                        return node.name
+    return None
+
+
+def sp_collator_shifting(root: str | None) -> str | None:
+    """The tree's sequence-parallel collator class when it shifts the labels itself (None: not found)."""
+    if root is None:
+        return None
+    for rel in _COLLATOR_MODULES:
+        path = Path(root, rel)
+        if path.is_file():
+            stat = path.stat()
+            found = _sp_collator_at(str(path), stat.st_mtime, stat.st_size)
+            if found:
+                return found
+    return None
+
+
+def _sp_polarity(test: ast.AST) -> bool | None:
+    """True: the test holds when sequence parallelism is on (`if sp_enabled`, `if ps.sp_enabled`); False: when
+    it is off (`if not sp_enabled`); None: another test."""
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if isinstance(test, (ast.Name, ast.Attribute)) and _base_name(test) == "sp_enabled":
+        return not negated
+    return None
+
+
+def _sp_branch_shifts(func: ast.AST) -> list[ast.AST]:
+    """Label shifts on the branch that runs when sequence parallelism is on."""
+    out = []
+    for node in _walk(func):
+        if not isinstance(node, ast.If):
+            continue
+        polarity = _sp_polarity(node.test)
+        if polarity is None:
+            continue
+        branch = node.body if polarity else node.orelse
+        out.extend(n for stmt in branch for n in _walk(stmt) if _is_shift(n))
+    return out
+
+
+def _shifted_mask(node: ast.AST) -> str | None:
+    """`mask[..., 1:]` / `mask[:, 1:]` (a position mask cut from position 1 on its last axis): the mask's name."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and "mask" in node.value.id):
+        return None
+    last = node.slice.elts[-1] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+    if isinstance(node.slice, ast.Tuple) and len(node.slice.elts) < 2:
+        return None
+    return node.value.id if _starts_at_one(last) and isinstance(node.slice, ast.Tuple) else None
+
+
+def _unshifted_selections(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
+    """`hidden_states[mask]` where the same function shifts `mask` by one position elsewhere (`mask[..., 1:]`,
+    or `F.pad(mask[..., 1:], (0, 1))`): the mask marks target tokens, so the states that predict them are the
+    ones before (`hidden_states[..., :-1, :][mask[..., 1:]]`); selecting with the bare mask, with no shifted
+    rebinding of it on the path, trains each position to predict the token it already sees."""
+    shifted = {name for n in _walk(func) for name in [_shifted_mask(n)] if name}
+    if not shifted:
+        return []
+    out = []
+    for node in _walk(func):
+        if not (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Name)
+            and node.slice.id in shifted
+            and isinstance(node.ctx, ast.Load)
+            and any(
+                "hidden" in n.id or n.id.endswith("_hs") for n in _walk(node.value) if isinstance(n, ast.Name)
+            )
+        ):
+            continue
+        name = node.slice.id
+        rebound = any(
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            and any(_shifted_mask(n) == name for n in _walk(stmt.value))
+            for stmt in path_before(func, node)
+        )
+        if not rebound:
+            out.append((node, name))
+    return out
+
+
 class LabelShift(LossRule):
     code = "NPU412"
     name = "label-shift"
-    summary = "A patched causal-LM loss shifts the labels twice, or not at all."
+    summary = "A patched causal-LM loss shifts the labels twice, or not at all (a head's hidden states selected at the target positions themselves included)."
     why = (
         "Causal-LM losses predict token n+1 from position n. transformers' `loss_function` (`ForCausalLMLoss`) "
         "and VeOmni's loss helpers shift the labels themselves unless `shift_labels=` is given. A patch that "
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display)."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice."
     )
     bad = (
         Example(
@@ -232,6 +379,36 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
             title="unshifted labels placed in the forwarded kwargs as `shift_labels`",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def speech_head_loss(self, hidden_states, codec_mask, codec_ids, sp_enabled):
+                if sp_enabled:
+                    codec_mask = F.pad(codec_mask[:, 1:], (0, 1), value=0)
+                    selected = hidden_states[codec_mask]
+                else:
+                    selected = hidden_states[codec_mask]
+                return F.cross_entropy(self.codec_head(selected), codec_ids)
+            """,
+            path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
+            title="a head's states selected with the bare target mask on one branch",
+        ),
+        Example(
+            """
+            from torch import nn
+
+
+            def caption_loss(self, logits, labels):
+                pred = logits[:, :-1, :].contiguous()
+                gold = labels[:, :-1].contiguous()
+                loss_fct = nn.CrossEntropyLoss()
+                return loss_fct(pred.view(-1, pred.size(-1)), gold.view(-1))
+            """,
+            path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
+            title="the labels cut at the end instead of the start",
+        ),
     )
     good = (
         Example(
@@ -268,6 +445,37 @@ class LabelShift(LossRule):
             """,
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def speech_head_loss(self, hidden_states, codec_mask, codec_ids, sp_enabled):
+                if sp_enabled:
+                    codec_mask = F.pad(codec_mask[:, 1:], (0, 1), value=0)
+                    selected = hidden_states[codec_mask]
+                else:
+                    selected = hidden_states[:, :-1][codec_mask[:, 1:]]
+                return F.cross_entropy(self.codec_head(selected), codec_ids)
+            """,
+            path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
+            title="both branches pair each state with the next target",
+        ),
+        Example(
+            """
+            from torch import nn
+
+
+            def caption_loss(self, logits, labels, input_ids):
+                decoder_inputs = input_ids[:, :-1]
+                pred = logits[:, :-1, :].contiguous()
+                gold = labels[:, 1:].contiguous()
+                loss_fct = nn.CrossEntropyLoss()
+                return loss_fct(pred.view(-1, pred.size(-1)), gold.view(-1)), decoder_inputs
+            """,
+            path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
+            title="the causal pairing (and an input cut, which is not a label)",
+        ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
 
@@ -280,8 +488,47 @@ class LabelShift(LossRule):
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
+        if "hidden" in text and "mask" in text:
+            seen: set[int] = set()  # a nested function is walked with its enclosing one too
+            for func in functions_of(self.ctx.tree, text, "1:]"):
+                for node, name in _unshifted_selections(func):
+                    if id(node) in seen:
+                        continue
+                    seen.add(id(node))
+                    self.report(
+                        node,
+                        f"`{ast.unparse(node)}` selects the hidden states at the `{name}` positions themselves, "
+                        f"where this function shifts `{name}` by one position elsewhere (`{name}[..., 1:]`): each "
+                        "selected state is trained to predict the token it already sees, not the next one",
+                    )
         if "label" not in text:
             return
+        if "sp_enabled" in text:
+            collator = sp_collator_shifting(self.ctx.project.root if self.ctx.project else None)
+            if collator is not None:
+                for func in functions_of(self.ctx.tree, text, "sp_enabled"):
+                    for node in _sp_branch_shifts(func):
+                        if self._once(node):
+                            self.report(
+                                node,
+                                f"the labels are shifted on the sequence-parallel branch, but the tree's `{collator}` "
+                                "already shifts them when it splits the sequence: every target is one token late",
+                            )
+        for func in functions_of(self.ctx.tree, text, "CrossEntropyLoss", "cross_entropy", "loss_fct"):
+            if not direct_ce_calls(func) and "loss_fct" not in {
+                n.id for n in _walk(func) if isinstance(n, ast.Name)
+            }:
+                continue
+            for node, what in _backward_cuts(func):
+                if not self._once(node):
+                    continue
+                self.report(
+                    node,
+                    f"`{ast.unparse(node)}` cuts the {what} at the {'end' if what == 'labels' else 'start'}: a "
+                    "causal-LM loss pairs the logits without their last position with the labels without their "
+                    "first (`logits[..., :-1, :]`, `labels[..., 1:]`); this pairing scores each position against "
+                    "its own token or the one before",
+                )
         for func in functions_of(
             self.ctx.tree,
             text,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
@@ -170,6 +171,50 @@ def _aux_term(node: ast.AST) -> ast.AST | None:
     return node
 
 
+def _label_operand(node: ast.AST) -> bool:
+    """The expression is a label tensor itself (`labels`, `shift_labels[..., 1:]`, `self.labels.view(-1)`), not
+    something merely computed near one (`mask.to(labels.device)`)."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("view", "reshape", "flatten", "long", "contiguous", "int")
+        ):
+            node = node.func.value
+        else:
+            break
+    if isinstance(node, ast.Name):
+        return "label" in node.id
+    return isinstance(node, ast.Attribute) and "label" in node.attr
+
+
+def _detached_aux(node: ast.AST, detached: dict[str, int], aux_named: set[str]) -> ast.AST | None:
+    """The part of ``node`` that cuts an auxiliary loss off the graph: `aux_loss.detach()`, `aux_loss.item()`,
+    `aux_loss.data`, or a local bound to one of those on an earlier line."""
+    for n in _walk(node):
+        if isinstance(n, ast.Name) and n.id in detached and n.lineno > detached[n.id]:
+            return n
+        base: ast.AST | None = None
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("detach", "item")
+        ):
+            base = n.func.value
+        elif isinstance(n, ast.Attribute) and n.attr == "data":
+            base = n.value
+        if base is not None and any(
+            "aux" in (m.id if isinstance(m, ast.Name) else m.attr)
+            or (isinstance(m, ast.Name) and m.id in aux_named)
+            for m in _walk(base)
+            if isinstance(m, (ast.Name, ast.Attribute))
+        ):
+            return n
+    return None
+
+
 def _allowlist_without_count(comp: ast.DictComp) -> bool:
     """`{k: v for k, v in kwargs.items() if k in ("ignore_index", ...)}`: keys kept from a literal list that
     does not name `num_items_in_batch`."""
@@ -243,14 +288,14 @@ def _fixed_count(node: ast.AST) -> str | None:
 class LossReduction(LossRule):
     code = "NPU413"
     name = "loss-reduction"
-    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient, or is reduced twice."
+    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient or detached, or is reduced twice."
     why = (
         "transformers' causal-LM forwards pass `**kwargs` to `loss_function`: they carry `num_items_in_batch` "
         "(the loss is a sum over the tokens of the whole gradient-accumulation batch divided by their count), "
         "`ignore_index` and `shift_labels`. A patch whose loss call no longer forwards them averages per "
         "micro-batch instead (gradient accumulation and sequence-parallel ranks weight tokens unequally); one "
         "that divides the loss by `num_items_in_batch` after passing it to the loss divides twice."
-        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display)."
+        " Checked in every function of model code and of VeOmni's loss kernels (veomni/ops): a `num_items_in_batch` parameter never used, popped, deleted or filtered out of the kwargs, or replaced by a constant (`None`, `1`: as a keyword, a kwargs item or a dict display); an ignore index (a default, a keyword, a `.get` fallback, the label padding or fill value) other than the `IGNORE_INDEX` the tree's data contract defines (read from the tree's constants module; not judged without one); an auxiliary (load-balancing) loss added to the loss with no coefficient; a loss returned already reduced (`loss_function`, `ForCausalLMLoss`, a VeOmni loss handle, a `cross_entropy` without `reduction=` or with `'mean'`) divided again by a token count (`num_items_in_batch`, or a count of the labels, `kwargs['shift_labels']` included: a mean over the labels of a mean); the padding token id (`pad_token_id`, read directly or through a local) used as the ignore index or label fill value; `num_items_in_batch` set to None in the forwarded kwargs (`{**kwargs, 'num_items_in_batch': None}`, `kwargs['num_items_in_batch'] = None`). `num_items_in_batch` left out of an allowlist the forwarded kwargs are filtered to (`{k: v for k, v in kwargs.items() if k in (...)}` reaching the loss as `**`); an auxiliary loss added with `torch.add(loss, aux)` / `loss.add(aux)` / `loss.add_(aux)` without a coefficient (`alpha=` is one). The ignore index is also read where it enters the kwargs (`kwargs['ignore_index'] = ...`, `setdefault`, a dict display). An auxiliary loss added through `.detach()`, `.item()` or `.data` (directly or through a local), or computed under `torch.no_grad()` / `torch.inference_mode()`, is reported too: its value is logged but it sends no gradient to the routers. Labels padded with `pad(labels, ...)` and no `value=` are padded with 0, not with the tree's IGNORE_INDEX; labels compared (`==`, `!=`, `.eq`, `.ne`) with an integer other than IGNORE_INDEX (to count the valid tokens or mask the ignored ones) are reported too."
     )
     bad = (
         Example(
@@ -306,6 +351,26 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
             title="the auxiliary loss added without its coefficient, through a local",
+        ),
+        Example(
+            """
+            def moe_total_loss(self, lm_loss, gate_outputs, mask):
+                balance = load_balancing_loss_func(gate_outputs, self.num_experts, self.top_k, mask)
+                frozen_aux = balance.detach()
+                lm_loss = lm_loss + self.router_aux_loss_coef * frozen_aux
+                return lm_loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss detached through a local",
+        ),
+        Example(
+            """
+            def moe_total_loss(self, loss, outputs):
+                loss += self.router_aux_loss_coef * outputs.aux_loss.data.to(loss.device)
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py",
+            title="the auxiliary loss cut off the graph with `.data`",
         ),
         Example(
             """
@@ -398,6 +463,16 @@ class LossReduction(LossRule):
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
         ),
+        Example(
+            """
+            def moe_total_loss(self, loss, outputs, log):
+                log["aux_loss"] = outputs.aux_loss.detach().item()
+                loss = loss + self.router_aux_loss_coef * outputs.aux_loss.to(loss.device)
+                return loss
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the auxiliary loss detached only for logging",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the loss value, to the upstream one): `**kwargs` is added to the loss call when the "
@@ -415,7 +490,7 @@ class LossReduction(LossRule):
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
-        if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux_loss", "loss_function")):
+        if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux", "loss_function")):
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
         expected = tree_ignore_index(self.ctx.project.root)
@@ -428,6 +503,10 @@ class LossReduction(LossRule):
             if expected is not None:
                 self._ignore_index(func, expected)
             self._aux_coefficient(func)
+        for func in functions_of(
+            self.ctx.tree, text, "detach", ".data", ".item", "no_grad", "inference_mode"
+        ):
+            self._aux_detached(func)
 
     def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = {a.arg: a for a in _params(func)}
@@ -613,6 +692,31 @@ class LossReduction(LossRule):
                     "padding labels would be trained on (and a real token ignored)",
                 )
 
+        def judge_literal(node: ast.AST) -> None:
+            value = _int_literal(node)
+            if value is not None and value != expected:
+                self.report(
+                    node,
+                    f"the labels are compared with {value} to find the ignored (or the counted) positions, but the "
+                    f"data pipeline marks ignored label positions with {expected} (IGNORE_INDEX): padding and "
+                    "prompt tokens are counted (or real tokens dropped)",
+                )
+
+        # comparisons that pick positions to rewrite (`labels[labels == 0] = -100`, `torch.where(labels == 0, ...)`,
+        # `labels.masked_fill(labels == 0, ...)`): they map a value to the ignore index, the write is judged instead
+        remapped: set[int] = set()
+        for node in _walk(func):
+            holders: list[ast.AST] = []
+            if isinstance(node, ast.Assign):
+                holders = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
+            elif isinstance(node, ast.Call) and last_name(node.func) in (
+                "where",
+                "masked_fill",
+                "masked_fill_",
+            ):
+                holders = list(node.args)
+            remapped.update(id(m) for h in holders for m in _walk(h) if isinstance(m, ast.Compare))
+
         for arg, default in _defaults(func):
             if arg.arg == "ignore_index":
                 judge(default, "the `ignore_index` default")
@@ -636,8 +740,23 @@ class LossReduction(LossRule):
                                 for side in (part.left, part.right):
                                     if isinstance(side, ast.List) and len(side.elts) == 1:
                                         judge(side.elts[0], "the label fill value")
+            if (
+                isinstance(node, ast.Compare)
+                and id(node) not in remapped
+                and len(node.ops) == 1
+                and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+                and _label_operand(node.left)
+            ):
+                judge_literal(node.comparators[0])  # (labels != -1).sum(), labels == 0
             if not isinstance(node, ast.Call):
                 continue
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("ne", "eq")
+                and len(node.args) == 1
+                and _label_operand(node.func.value)
+            ):
+                judge_literal(node.args[0])  # labels.ne(0).sum()
             for kw in node.keywords:
                 if kw.arg == "ignore_index":
                     judge(kw.value, "`ignore_index`")
@@ -647,9 +766,21 @@ class LossReduction(LossRule):
             elif callee == "setdefault" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
                 judge(node.args[1], "`ignore_index` in the loss kwargs")
             elif callee == "pad" and node.args and "label" in ast.unparse(node.args[0]).split("[")[0]:
-                for kw in node.keywords:
-                    if kw.arg == "value":
-                        judge(kw.value, "the label padding value")
+                value = next((kw.value for kw in node.keywords if kw.arg == "value"), None)
+                if value is None and len(node.args) >= 4:
+                    value = node.args[3]
+                mode = next((kw.value for kw in node.keywords if kw.arg == "mode"), None)
+                if mode is None and len(node.args) >= 3:
+                    mode = node.args[2]
+                if value is not None:
+                    judge(value, "the label padding value")
+                elif (mode is None or str_is(mode, "constant")) and expected != 0 and len(node.args) >= 2:
+                    self.report(
+                        node,
+                        f"the labels are padded without a `value=`: `pad` fills with 0, but the data pipeline "
+                        f"marks ignored label positions with {expected} (IGNORE_INDEX): the padded position is "
+                        "trained toward token 0 and counted in the token total",
+                    )
             elif callee in ("masked_fill", "masked_fill_") and len(node.args) == 2:
                 base = node.func.value if isinstance(node.func, ast.Attribute) else None
                 if base is not None and "label" in ast.unparse(base).split("[")[0]:
@@ -735,6 +866,63 @@ class LossReduction(LossRule):
                         ):
                             self._report_aux(side)
 
+    def _aux_detached(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """An auxiliary loss added to the loss through `.detach()` / `.item()` / `.data`: its value is logged but
+        it sends no gradient to the routers."""
+        # locals holding a detached auxiliary loss (`balance = aux_loss.detach()`) -> the line they are bound on
+        detached: dict[str, int] = {}
+        aux_named: set[str] = (
+            set()
+        )  # locals holding a load-balancing loss (`b = load_balancing_loss_func(...)`)
+        for n in _walk(func):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+                callee = last_name(n.value.func) or ""
+                if "balanc" in callee or "aux" in callee:
+                    aux_named |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+
+        def bind(targets: list[ast.expr], line: int, wanted: Callable[[str], bool]) -> None:
+            for t in targets:
+                if isinstance(t, ast.Name) and wanted(t.id):
+                    detached[t.id] = min(line, detached.get(t.id, line))
+
+        for n in _walk(func):  # computed where no graph is recorded: `with torch.no_grad(): aux_loss = ...`
+            if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                isinstance(item.context_expr, ast.Call)
+                and last_name(item.context_expr.func) in ("no_grad", "inference_mode")
+                for item in n.items
+            ):
+                for inner in n.body:
+                    for m in _walk(inner):
+                        if isinstance(m, ast.Assign):
+                            bind(m.targets, m.lineno, lambda name: "aux" in name or name in aux_named)
+        for n in _walk(func):
+            if isinstance(n, ast.Assign) and _detached_aux(n.value, detached, aux_named) is not None:
+                bind(n.targets, n.lineno, lambda name: "aux" in name or "loss" not in name)
+        for node in _walk(func):
+            sides: list[ast.AST] = []
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                target = ast.unparse(node.target)
+                sides = [node.value]
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Add)
+            ):
+                target = " ".join(ast.unparse(t) for t in node.targets)
+                sides = [node.value.left, node.value.right]
+            else:
+                continue
+            if "loss" not in target or "aux" in target:
+                continue
+            for side in sides:
+                hit = _detached_aux(side, detached, aux_named)
+                if hit is not None:
+                    self.report(
+                        hit,
+                        "the auxiliary (load-balancing) loss is detached before it is added to the loss: its "
+                        "value is logged but it sends no gradient, so the routers are never balanced",
+                    )
+
     def _report_aux(self, node: ast.AST) -> None:
         if isinstance(node, ast.Name) and node.id in self._scaled:
             return
@@ -763,8 +951,11 @@ class LossReduction(LossRule):
                     )
                 ):
                     continue
+                # at the end of the call, where the fix inserts `**kwargs`
+                last = [*call.args, *(kw.value for kw in call.keywords)]
+                where = max(last, key=lambda n: (n.lineno, n.col_offset)) if last else call
                 self.report(
-                    call,
+                    where if where.lineno > call.lineno else call,
                     f"`{patched.cls}.forward` upstream forwards `**kwargs` (num_items_in_batch, ignore_index) to "
                     "its loss; this loss call drops them: the loss is averaged per micro-batch",
                     self._fix(call, kwarg),

@@ -51,19 +51,46 @@ def _normalised_returns(func: ast.FunctionDef) -> list[tuple[ast.Name, ast.expr,
     return out
 
 
+def _is_detach(node: ast.AST | None) -> str | None:
+    """`x.detach()` / `x.data` on a name: that name."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
+        node = node.func.value
+    elif isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    else:
+        return None
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _detached_returns(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
+    """Router logits a `return` hands back cut off the graph: `return logits.detach(), ...`, or a returned
+    local last bound to a detached value."""
+    out: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Return) and node.value is not None:
+            elts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for e in elts:
+                name = _is_detach(e)
+                if name is not None and "logits" in name:
+                    out.append((e, name))
+                elif isinstance(e, ast.Name) and "logits" in e.id:
+                    bound = _last_binding(func, e.id, node.lineno)
+                    if _is_detach(bound) is not None:
+                        out.append((bound, e.id))  # type: ignore[arg-type]
+    return out
+
+
 class RouterLogitsNormalised(Rule):
     code = "NPU417"
     name = "router-logits-normalised"
-    summary = (
-        "A patched MoE router returns normalised probabilities where the upstream router returns raw logits."
-    )
+    summary = "A patched MoE router returns normalised probabilities (or detached logits) where the upstream router returns raw logits."
     why = (
         "An MoE router's logits leave the layer (`router_logits` in the model output) and feed the "
         "load-balancing loss, which applies its own softmax. The upstream router keeps the raw logits and puts "
         "the softmax into a separate local. A patched router that rebinds the logits variable to "
         "`softmax(...)` (or `sigmoid(...)`) and returns it makes the auxiliary loss normalise twice: the loss is "
         "flattened towards uniform and the experts are no longer balanced, with no error. Compared with the "
-        "upstream method: reported only when the upstream returns the same name unnormalised."
+        "upstream method: reported only when the upstream returns the same name unnormalised. A router that returns its logits detached (`.detach()`, `.data`, directly or through a rebinding) where upstream returns them with their graph is reported too: the auxiliary loss then trains nothing."
     )
     bad = (
         Example(
@@ -85,6 +112,25 @@ class RouterLogitsNormalised(Rule):
                 return router_logits, top_value.to(hidden_states.dtype), top_index
             """,
             path="veomni/models/transformers/qwen3_moe/qwen3_moe_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            # Source: transformers.models.mixtral.modeling_mixtral
+            import torch
+            import torch.nn.functional as F
+
+
+            class MixtralTopKRouter(nn.Module):
+                def forward(self, hidden_states):
+                    flat = hidden_states.reshape(-1, self.hidden_dim)
+                    gate_logits = F.linear(flat, self.weight)
+                    scores = gate_logits.softmax(dim=-1, dtype=torch.float)
+                    top_value, top_index = torch.topk(scores, self.top_k, dim=-1)
+                    router_logits = gate_logits.detach()
+                    return router_logits, top_value / top_value.sum(dim=-1, keepdim=True), top_index
+            """,
+            path="veomni/models/transformers/mixtral/generated/patched_modeling_mixtral_gpu.py",
+            title="the router logits returned detached",
         ),
     )
     good = (
@@ -116,12 +162,20 @@ class RouterLogitsNormalised(Rule):
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
-        if "logits" not in text or not any(k in text for k in _NORMALISERS):
+        if "logits" not in text or not any(k in text for k in (*_NORMALISERS, "detach")):
             return
         for patched in patched_methods(ctx.tree, text, "forward", _ROUTING_CLASSES, path=ctx.source.path):
             upstream_names = {n.id for _, n in _returned_logits(patched.upstream)}
             if not upstream_names or _normalised_returns(patched.upstream):
                 continue
+            for node, name in _detached_returns(patched.func):
+                if name in upstream_names and not _detached_returns(patched.upstream):
+                    self.report(
+                        node,
+                        f"`{patched.cls}.forward` returns `{name}` detached, where upstream returns it with its "
+                        "graph: the load-balancing loss computed from the router logits sends no gradient to the "
+                        "router, so the experts are never balanced",
+                    )
             for name, value, kind in _normalised_returns(patched.func):
                 if name.id not in upstream_names:
                     continue

@@ -6,6 +6,8 @@ patchgen veomni.models.transformers.llama.llama_gpu_patch_gen_config -o veomni/m
 """
 
 import torch
+from torch import nn
+from transformers.loss.loss_utils import ForCausalLMLoss
 
 from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
 
@@ -56,3 +58,13 @@ def llama_forcausallm_forward_patched(self, input_ids=None, attention_mask=None,
         shifted = labels[..., 1:].contiguous()
         loss = self.loss_function(logits=logits, labels=shifted, vocab_size=self.config.vocab_size, **kwargs)
     return loss, logits
+
+
+@config.override_method("LlamaForSequenceClassification.__init__", description="Bind the head's loss once")
+def llama_seq_cls_init_patched(self, config):
+    nn.Module.__init__(self)
+    self.config = config
+    self.num_labels = config.num_labels
+    self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+    # NPU419: the causal-LM loss shifts the labels by one; a classification head has one label per position
+    self.loss_function = ForCausalLMLoss

@@ -7,10 +7,12 @@
 #   external_class: LlamaMLP - liger_kernel.transformers.swiglu.LigerSwiGLUMLP
 #   override_method: LlamaRMSNorm.forward - OpSlot guard for the fused RMSNorm
 #   override_method: LlamaForCausalLM.forward - Loss on the last positions only
+#   override_method: LlamaForSequenceClassification.__init__ - Bind the head's loss once
 # ======================================================================
 
 import torch
 from torch import nn
+from transformers.loss.loss_utils import ForCausalLMLoss
 
 # ======================================================================
 # Additional import blocks for patches
@@ -59,3 +61,17 @@ class LlamaForCausalLM(nn.Module):
                 logits=logits, labels=shifted, vocab_size=self.config.vocab_size, **kwargs
             )
         return loss, logits
+
+
+# ======================================================================
+# [MODIFIED CLASS] LlamaForSequenceClassification
+# Methods patched: __init__
+# ======================================================================
+class LlamaForSequenceClassification(nn.Module):
+    def __init__(self, config):
+        nn.Module.__init__(self)
+        self.config = config
+        self.num_labels = config.num_labels
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        # NPU419: the causal-LM loss shifts the labels by one; a classification head has one label per position
+        self.loss_function = ForCausalLMLoss

@@ -5,10 +5,12 @@
 #
 # Patches applied:
 #   override_method: Qwen3MoeTopKRouter.forward - Routing scores in float32
+#   override_method: Qwen3MoeForCausalLM.forward - Load-balancing loss from the recorded router logits
 # ======================================================================
 
 import torch
 from torch import nn
+from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
 
 # ======================================================================
@@ -25,3 +27,33 @@ class Qwen3MoeTopKRouter(nn.Module):
         if self.norm_topk_prob:
             routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
         return router_logits, routing_weights.to(flat.dtype), selected_experts
+
+
+# ======================================================================
+# [MODIFIED CLASS] Qwen3MoeForCausalLM
+# Methods patched: forward
+# ======================================================================
+class Qwen3MoeForCausalLM(nn.Module):
+    def forward(
+        self, input_ids=None, attention_mask=None, labels=None, output_router_logits=None, logits_to_keep=0, **kwargs
+    ):
+        output_router_logits = (
+            output_router_logits if output_router_logits is not None else self.config.output_router_logits
+        )
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, output_router_logits=output_router_logits, **kwargs
+        )
+        slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(outputs.last_hidden_state[:, slice_indices, :])
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+        aux_loss = None
+        if output_router_logits:
+            # NPU418: load_balancing_loss_func(gate_logits, num_experts, top_k, attention_mask): the two counts swapped
+            aux_loss = load_balancing_loss_func(
+                outputs.router_logits, self.num_experts_per_tok, self.num_experts, attention_mask
+            )
+            if labels is not None:
+                loss += self.router_aux_loss_coef * aux_loss.to(loss.device)
+        return loss, aux_loss, logits
