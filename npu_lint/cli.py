@@ -398,7 +398,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _check_stdin(args, settings, codes, project, fmt)
 
     from npu_lint.core.discovery import discover
-    from npu_lint.engine import lint_paths, project_diagnostics
+    from npu_lint.engine import ProjectJob, lint_paths
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
     _refuse_output_over_input(args, paths, found.files)
@@ -435,25 +435,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             + f"|{transformers_dir()}|{transformers_version()}|{upstream}"
         )
         cache.bind(fp)
-    project_diags: list = []
-    project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)
-
-    def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
-        project_diags.extend(
-            project_diagnostics(
-                project,
-                found.files,
-                codes,
-                settings,
-                fix_mode=args.fix or args.diff,
-                cache=cache,
-                errors=project_errors,
-            )
-        )
-
-    results = lint_paths(
-        found.files, codes, settings, project, cache, jobs=args.jobs, during=run_project_rules
-    )
+    # the project rules, run in the same pass (in the pool's workers, per package, when they can); their
+    # internal errors exit 2, the other findings are kept
+    job = ProjectJob(found.files, fix_mode=bool(args.fix or args.diff))
+    results = lint_paths(found.files, codes, settings, project, cache, jobs=args.jobs, project_job=job)
+    project_diags, project_errors = job.diagnostics, job.errors
     diagnostics = []
     args.digests = {}
     args.settings_root = str(settings.root)

@@ -4,7 +4,11 @@ apply, upstream config fields read once."""
 from __future__ import annotations
 
 import ast
+import collections
 from pathlib import Path
+
+import pytest
+from corpus import VEOMNI_MAIN, shared_tree
 
 from npu_lint.core import astutil
 from npu_lint.core.diagnostics import Diagnostic
@@ -208,3 +212,55 @@ def test_the_program_freezes_what_it_kept_before_exiting_but_a_caller_keeps_its_
     monkeypatch.setattr(sys, "argv", ["npu-lint", "check", "--no-cache", "-q", str(tmp_path)])
     assert cli.main() == 0
     assert frozen == [True]  # the program: the interpreter's final collection is skipped
+
+
+PACKAGES = (
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v3",
+)  # veomni-main packages with GPU + NPU specs and generated files
+
+DRIVER = """\
+import ast, os, sys
+from npu_lint.engine import pool
+from npu_lint.veomni import patchgen
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+real_parse, real_sections = ast.parse, patchgen._section_nodes
+def counting_parse(source, filename="<unknown>", *args, **kwargs):
+    os.write(fd, f"{filename}\\n".encode())
+    return real_parse(source, filename, *args, **kwargs)
+def counting_sections(*args, **kwargs):
+    os.write(fd, b"<sections parsed apart>\\n")
+    return real_sections(*args, **kwargs)
+ast.parse, patchgen._section_nodes = counting_parse, counting_sections
+pool.POOL_THRESHOLD = 2
+from npu_lint import cli
+sys.exit(cli.main(["check", "--no-cache", "--exit-zero", "-q", *sys.argv[2:]]))
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_cold_check_parses_each_file_once(tmp_path: Path, jobs: str) -> None:
+    """Every linted file is parsed once per run, in whichever process lints it (a pool's worker also runs the
+    per-package project rules on the trees it parsed); generated-file sections are located in that tree, never
+    parsed apart. Counted across processes (a fresh interpreter; every ``ast.parse`` appends its file name to
+    one log)."""
+    import os
+    import subprocess
+    import sys
+
+    root = shared_tree(VEOMNI_MAIN)
+    dirs = [root / "veomni" / "models" / "transformers" / name for name in PACKAGES]
+    log, driver = tmp_path / "parses.log", tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, str(driver), str(log), "--jobs", jobs, *map(str, dirs)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    counts = collections.Counter(log.read_text().splitlines())
+    linted = sorted(str(p) for d in dirs for p in d.rglob("*.py"))
+    generated = [p for p in linted if "/generated/" in p and os.path.basename(p).startswith("patched_")]
+    specs = [p for p in linted if p.endswith("_patch_gen_config.py")]
+    assert len(generated) >= 6 and len(specs) >= 6
+    assert {p: counts[p] for p in linted if counts[p] != 1} == {}
+    assert counts["<sections parsed apart>"] == 0

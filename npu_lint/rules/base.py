@@ -113,6 +113,10 @@ class ProjectRule(RuleMeta):
     parts of a fix (formatting a created file) may be skipped otherwise."""
 
     fix_mode: bool = False
+    # True when the rule's findings over a set of files are the union of its findings over each model package's
+    # files (nothing compared across packages): in a pool run it then runs in the worker that linted the
+    # package, on the trees that worker parsed (``engine.pool.ProjectJob``)
+    per_package: ClassVar[bool] = False
     # imports a fixer by its reference (``npu_lint.fixers.resolve``), set on the instance by the engine: project
     # rules name their fixers as ``"npu_lint.fixers.<module>:<function>"`` and never import a fixer
     fixer_lookup: Callable[[str], Callable[..., Any]] | None = None
