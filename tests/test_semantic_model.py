@@ -264,3 +264,38 @@ def test_a_cold_check_parses_each_file_once(tmp_path: Path, jobs: str) -> None:
     assert len(generated) >= 6 and len(specs) >= 6
     assert {p: counts[p] for p in linted if counts[p] != 1} == {}
     assert counts["<sections parsed apart>"] == 0
+
+
+def test_a_rule_whose_text_precheck_fails_is_never_entered(monkeypatch) -> None:
+    """``Rule.requires`` is applied by the engine before the walk: the rule is not even instantiated."""
+    from npu_lint.engine import check_source
+    from npu_lint.rules.base import DEFAULT_EXAMPLE_PATH, REGISTRY, Rule, load_rule_modules
+
+    load_rule_modules()
+    cls = REGISTRY["NPU601"]
+    assert cls.requires == ("AVG",)
+    entered: list[object] = []
+
+    def init(self: Rule, ctx: object) -> None:
+        entered.append(ctx)
+        Rule.__init__(self, ctx)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cls, "__init__", init)
+    code = "import torch.distributed as dist\n\n\ndef f(x):\n    dist.all_reduce(x, op=dist.ReduceOp.{})\n"
+    assert check_source(SourceFile.from_text(DEFAULT_EXAMPLE_PATH, code.format("SUM")), ["NPU601"]) == []
+    assert entered == []
+    found = check_source(SourceFile.from_text(DEFAULT_EXAMPLE_PATH, code.format("AVG")), ["NPU601"])
+    assert len(entered) == 1 and [d.code for d in found] == ["NPU601"]
+
+
+def test_every_text_precheck_admits_its_rules_bad_examples() -> None:
+    """A pre-check may only skip files that cannot hold a finding: each rule's documented findings pass it."""
+    from npu_lint.rules.base import REGISTRY, load_rule_modules
+
+    load_rule_modules()
+    declared = [cls for cls in REGISTRY.values() if cls.requires]
+    assert len(declared) >= 10
+    for cls in declared:
+        for example in cls.bad:
+            assert cls.may_fire(example.source), (cls.code, example.source[:80])
+        assert not cls.may_fire(""), cls.code

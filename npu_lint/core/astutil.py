@@ -288,6 +288,27 @@ def _walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def statements(node: ast.AST) -> list[ast.stmt]:
+    """Every statement of ``node``'s subtree (``node`` itself included when it is one), found by following
+    statement lists only (bodies, ``else`` / ``finally`` blocks, handlers, match cases): a tenth of the nodes
+    ``walk`` lists. Order: depth first, each list's statements in reverse; callers needing an order sort."""
+    out: list[ast.stmt] = []
+    stack = [node]
+    stmt = ast.stmt
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, stmt):
+            out.append(sub)
+        for name in _STATEMENT_LISTS:
+            value = getattr(sub, name, None)
+            if type(value) is list:
+                stack.extend(value)
+    return out
+
+
 def module_package(path: str) -> list[str]:
     """The dotted package of a file (``veomni.models_kernel.transformers.toy``), for relative imports; [] when
     unknown. On disk the package is read from the ``__init__.py`` chain; for a path that is not on disk (an

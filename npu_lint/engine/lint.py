@@ -112,7 +112,10 @@ def _check_source(
 
         share_tree(src.path, src.text, tree, share)  # parsed once: the project rules read this tree
     ctx = Context(src, tree, project, fix_mode)
-    rules = [cls(ctx) for cls in rule_classes(codes) if cls.applies_to(ctx)]
+    text = (
+        src.text
+    )  # each rule's text pre-check first (``Rule.requires``): a rule that cannot fire is not entered
+    rules = [cls(ctx) for cls in rule_classes(codes) if cls.may_fire(text) and cls.applies_to(ctx)]
     if not rules:
         return []
     try:
