@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from npu_lint.migrate.plan import copy_writable  # the one copy of a read-only tree (re-exported)
 
 VEOMNI_VERSION = "0.1.12"
 CACHE = Path(os.environ.get("NPU_LINT_CORPUS_CACHE", Path.home() / ".cache" / "npu-lint-corpus"))
@@ -96,10 +97,3 @@ def shared_tree_copy(name: str, dest: Path) -> Path:
     are read-only, and ``--fix`` refuses a read-only file). Returns ``dest``."""
     shutil.copytree(shared_tree(name), dest, symlinks=True, dirs_exist_ok=True, copy_function=copy_writable)
     return dest
-
-
-def copy_writable(src: str, dst: str) -> str:
-    """``shutil.copy2`` with the owner's write bit set on the copy."""
-    out = shutil.copy2(src, dst)
-    os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
-    return out
