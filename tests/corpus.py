@@ -21,8 +21,6 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from npu_lint.migrate.plan import copy_writable  # the one copy of a read-only tree (re-exported)
-
 VEOMNI_VERSION = "0.1.12"
 CACHE = Path(os.environ.get("NPU_LINT_CORPUS_CACHE", Path.home() / ".cache" / "npu-lint-corpus"))
 
@@ -97,3 +95,11 @@ def shared_tree_copy(name: str, dest: Path) -> Path:
     are read-only, and ``--fix`` refuses a read-only file). Returns ``dest``."""
     shutil.copytree(shared_tree(name), dest, symlinks=True, dirs_exist_ok=True, copy_function=copy_writable)
     return dest
+
+
+def copy_writable(src: str, dst: str) -> str:
+    """``npu_lint.migrate.plan.copy_writable`` (the one implementation), imported when first used: the benchmarks
+    import this module to fetch the corpus before choosing which npu-lint they run."""
+    from npu_lint.migrate.plan import copy_writable as copy
+
+    return copy(src, dst)

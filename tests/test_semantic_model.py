@@ -299,3 +299,15 @@ def test_every_text_precheck_admits_its_rules_bad_examples() -> None:
         for example in cls.bad:
             assert cls.may_fire(example.source), (cls.code, example.source[:80])
         assert not cls.may_fire(""), cls.code
+
+
+def test_the_shared_file_store_is_bounded_and_keeps_the_most_recently_used() -> None:
+    from npu_lint.core.memo import Bounded
+
+    store: Bounded[str, int] = Bounded(3)
+    for i, key in enumerate("abcd"):
+        store[key] = i
+    assert "a" not in store and len(store) == 3
+    assert store.get("b") == 1  # a use: "c" is now the oldest
+    store["e"] = 4
+    assert "c" not in store and store["b"] == 1 and store.get("zz") is None
