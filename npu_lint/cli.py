@@ -325,9 +325,9 @@ def _is_under(path: str, root: str) -> bool:
 
 
 def _known_codes() -> dict[str, bool]:
-    from npu_lint.rules.base import all_rules
+    from npu_lint.rules.index import known_codes  # without importing the rule modules (a warm run needs none)
 
-    return {code: rule.default_enabled for code, rule in all_rules().items()}
+    return known_codes()
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -663,7 +663,9 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
     from npu_lint.report import render
     from npu_lint.rules.base import all_rules
 
-    rules = all_rules()
+    # only SARIF (rule descriptors) and --statistics (names) read the rule classes: the other formats take
+    # everything from the findings, and a warm run then imports no rule module
+    rules = all_rules() if args.statistics or fmt == "sarif" else {}
     if args.statistics:
         from npu_lint.engine.adopt import distinct
 

@@ -311,3 +311,44 @@ def test_the_shared_file_store_is_bounded_and_keeps_the_most_recently_used() -> 
     assert store.get("b") == 1  # a use: "c" is now the oldest
     store["e"] = 4
     assert "c" not in store and store["b"] == 1 and store.get("zz") is None
+
+
+def test_the_rule_index_matches_the_imported_rules() -> None:
+    """The selection and the project rules' cache key are resolved without importing the rule modules (a warm
+    run imports none): the index read from the modules' names and text must be what importing them registers."""
+    from npu_lint.rules.base import PROJECT_REGISTRY, all_rules
+    from npu_lint.rules.index import known_codes, project_codes, rule_index
+
+    imported = {code: (rule.default_enabled, code in PROJECT_REGISTRY) for code, rule in all_rules().items()}
+    assert rule_index() == imported
+    assert known_codes() == {code: on for code, (on, _) in imported.items()}
+    assert project_codes(["NPU506", "NPU101", "NPU501"]) == ["NPU506", "NPU501"]
+
+
+def test_a_warm_check_imports_no_rule_module(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = shared_tree(VEOMNI_MAIN)
+    target = str(root / "veomni" / "models" / "transformers" / "qwen3")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [
+        sys.executable,
+        "-m",
+        "npu_lint",
+        "check",
+        "-q",
+        "--exit-zero",
+        "--cache-dir",
+        str(tmp_path),
+        target,
+    ]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=600).returncode == 0  # fills the cache
+    probe = (
+        "import sys\nfrom npu_lint import cli\n"
+        f"try:\n    cli.main({cmd[3:]!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('npu_lint.rules.') and '.npu' in m))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr

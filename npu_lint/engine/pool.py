@@ -17,6 +17,7 @@ from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import FileResult, InternalError, lint_path, read_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.rules.base import PROJECT_REGISTRY, ProjectRule, load_rule_modules
+from npu_lint.rules.index import project_codes
 from npu_lint.veomni.project import Project
 
 POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
@@ -216,20 +217,22 @@ def lint_paths(
     there: list[str] = []  # per-package project rules run in the workers
     key = None
     if project_job is not None:
-        load_rule_modules()
-        selected = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
+        chosen = project_codes(codes)  # from the rule index: a cache hit imports no rule module
         hit = None
-        if selected and cache is not None and not project_job.fix_mode:
-            key = cache.tree_key("project:" + ",".join(c.code for c in selected))
+        if chosen and cache is not None and not project_job.fix_mode:
+            key = cache.tree_key("project:" + ",".join(chosen))
             hit = cache.get_project(key)
         if hit is not None:
             project_job.diagnostics.extend(hit)
             key = None
-        elif pooled and not project_job.fix_mode:
-            here = [c for c in selected if not c.per_package]
-            there = [c.code for c in selected if c.per_package]
         else:
-            here = selected
+            load_rule_modules()
+            selected = [PROJECT_REGISTRY[c] for c in chosen]
+            if pooled and not project_job.fix_mode:
+                here = [c for c in selected if not c.per_package]
+                there = [c.code for c in selected if c.per_package]
+            else:
+                here = selected
     share = during is not None or bool(here)
 
     def run_here() -> None:
