@@ -8,8 +8,9 @@ tests/test_semantic_model.py checks the index against the imported registry."""
 
 from __future__ import annotations
 
+import functools
+import os
 import re
-from pathlib import Path
 
 from npu_lint.core.safeio import read_text
 
@@ -18,20 +19,22 @@ _PROJECT = re.compile(r"^class \w+\(ProjectRule\):", re.M)
 _MODULE = re.compile(r"npu\d{3}_\w+\.py")
 
 
+@functools.lru_cache(maxsize=1)  # the installed package's own files: read once per process
 def rule_index() -> dict[str, tuple[bool, bool]]:
     """``{code: (default_enabled, is_project_rule)}`` of every rule module, sorted by code."""
     out: dict[str, tuple[bool, bool]] = {}
-    for family in sorted(Path(__file__).parent.iterdir()):
-        if not family.is_dir() or family.name.startswith(("_", ".")):
+    root = os.path.dirname(__file__)
+    for family in sorted(os.listdir(root)):
+        directory = os.path.join(root, family)
+        if family.startswith(("_", ".")) or not os.path.isdir(directory):
             continue
-        for path in sorted(family.iterdir()):
-            if not _MODULE.fullmatch(path.name):
+        for name in sorted(os.listdir(directory)):
+            if not (name.startswith("npu") and name.endswith(".py") and _MODULE.fullmatch(name)):
                 continue
-            text = read_text(path)
-            out[path.name.split("_", 1)[0].upper()] = (
-                _OFF.search(text) is None,
-                _PROJECT.search(text) is not None,
-            )
+            text = read_text(os.path.join(directory, name))
+            off = "default_enabled" in text and _OFF.search(text) is not None
+            project = "(ProjectRule):" in text and _PROJECT.search(text) is not None
+            out[name.split("_", 1)[0].upper()] = (not off, project)
     return dict(sorted(out.items()))
 
 
