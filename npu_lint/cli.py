@@ -344,9 +344,9 @@ def _is_under(path: str, root: str) -> bool:
 
 
 def _known_codes() -> dict[str, bool]:
-    from npu_lint.rules.base import all_rules
+    from npu_lint.rules.index import known_codes  # without importing the rule modules (a warm run needs none)
 
-    return {code: rule.default_enabled for code, rule in all_rules().items()}
+    return known_codes()
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -417,7 +417,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _check_stdin(args, settings, codes, project, fmt)
 
     from npu_lint.core.discovery import discover
-    from npu_lint.engine import lint_paths, project_diagnostics
+    from npu_lint.engine import ProjectJob, lint_paths
 
     found = discover(paths, settings, force_exclude=args.force_exclude)
     _refuse_output_over_input(args, paths, found.files)
@@ -454,25 +454,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             + f"|{transformers_dir()}|{transformers_version()}|{upstream}"
         )
         cache.bind(fp)
-    project_diags: list = []
-    project_errors: list[str] = []  # internal errors of project rules (exit 2; the other findings are kept)
-
-    def run_project_rules() -> None:  # in this process, while the pool's workers lint the files
-        project_diags.extend(
-            project_diagnostics(
-                project,
-                found.files,
-                codes,
-                settings,
-                fix_mode=args.fix or args.diff,
-                cache=cache,
-                errors=project_errors,
-            )
-        )
-
-    results = lint_paths(
-        found.files, codes, settings, project, cache, jobs=args.jobs, during=run_project_rules
-    )
+    # the project rules, run in the same pass (in the pool's workers, per package, when they can); their
+    # internal errors exit 2, the other findings are kept
+    job = ProjectJob(found.files, fix_mode=bool(args.fix or args.diff))
+    results = lint_paths(found.files, codes, settings, project, cache, jobs=args.jobs, project_job=job)
+    project_diags, project_errors = job.diagnostics, job.errors
     diagnostics = []
     args.digests = {}
     args.settings_root = str(settings.root)
@@ -698,7 +684,9 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
     from npu_lint.report import render
     from npu_lint.rules.base import all_rules
 
-    rules = all_rules()
+    # only SARIF (rule descriptors) and --statistics (names) read the rule classes: the other formats take
+    # everything from the findings, and a warm run then imports no rule module
+    rules = all_rules() if args.statistics or fmt == "sarif" else {}
     if args.statistics:
         from npu_lint.engine.adopt import distinct
 

@@ -4,7 +4,11 @@ apply, upstream config fields read once."""
 from __future__ import annotations
 
 import ast
+import collections
 from pathlib import Path
+
+import pytest
+from corpus import VEOMNI_MAIN, shared_tree
 
 from npu_lint.core import astutil
 from npu_lint.core.diagnostics import Diagnostic
@@ -208,3 +212,143 @@ def test_the_program_freezes_what_it_kept_before_exiting_but_a_caller_keeps_its_
     monkeypatch.setattr(sys, "argv", ["npu-lint", "check", "--no-cache", "-q", str(tmp_path)])
     assert cli.main() == 0
     assert frozen == [True]  # the program: the interpreter's final collection is skipped
+
+
+PACKAGES = (
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v3",
+)  # veomni-main packages with GPU + NPU specs and generated files
+
+DRIVER = """\
+import ast, os, sys
+from npu_lint.engine import pool
+from npu_lint.veomni import patchgen
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+real_parse, real_sections = ast.parse, patchgen._section_nodes
+def counting_parse(source, filename="<unknown>", *args, **kwargs):
+    os.write(fd, f"{filename}\\n".encode())
+    return real_parse(source, filename, *args, **kwargs)
+def counting_sections(*args, **kwargs):
+    os.write(fd, b"<sections parsed apart>\\n")
+    return real_sections(*args, **kwargs)
+ast.parse, patchgen._section_nodes = counting_parse, counting_sections
+pool.POOL_THRESHOLD = 2
+from npu_lint import cli
+sys.exit(cli.main(["check", "--no-cache", "--exit-zero", "-q", *sys.argv[2:]]))
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_cold_check_parses_each_file_once(tmp_path: Path, jobs: str) -> None:
+    """Every linted file is parsed once per run, in whichever process lints it (a pool's worker also runs the
+    per-package project rules on the trees it parsed); generated-file sections are located in that tree, never
+    parsed apart. Counted across processes (a fresh interpreter; every ``ast.parse`` appends its file name to
+    one log)."""
+    import os
+    import subprocess
+    import sys
+
+    root = shared_tree(VEOMNI_MAIN)
+    dirs = [root / "veomni" / "models" / "transformers" / name for name in PACKAGES]
+    log, driver = tmp_path / "parses.log", tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, str(driver), str(log), "--jobs", jobs, *map(str, dirs)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    counts = collections.Counter(log.read_text().splitlines())
+    linted = sorted(str(p) for d in dirs for p in d.rglob("*.py"))
+    generated = [p for p in linted if "/generated/" in p and os.path.basename(p).startswith("patched_")]
+    specs = [p for p in linted if p.endswith("_patch_gen_config.py")]
+    assert len(generated) >= 6 and len(specs) >= 6
+    assert {p: counts[p] for p in linted if counts[p] != 1} == {}
+    assert counts["<sections parsed apart>"] == 0
+
+
+def test_a_rule_whose_text_precheck_fails_is_never_entered(monkeypatch) -> None:
+    """``Rule.requires`` is applied by the engine before the walk: the rule is not even instantiated."""
+    from npu_lint.engine import check_source
+    from npu_lint.rules.base import DEFAULT_EXAMPLE_PATH, REGISTRY, Rule, load_rule_modules
+
+    load_rule_modules()
+    cls = REGISTRY["NPU601"]
+    assert cls.requires == ("AVG",)
+    entered: list[object] = []
+
+    def init(self: Rule, ctx: object) -> None:
+        entered.append(ctx)
+        Rule.__init__(self, ctx)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cls, "__init__", init)
+    code = "import torch.distributed as dist\n\n\ndef f(x):\n    dist.all_reduce(x, op=dist.ReduceOp.{})\n"
+    assert check_source(SourceFile.from_text(DEFAULT_EXAMPLE_PATH, code.format("SUM")), ["NPU601"]) == []
+    assert entered == []
+    found = check_source(SourceFile.from_text(DEFAULT_EXAMPLE_PATH, code.format("AVG")), ["NPU601"])
+    assert len(entered) == 1 and [d.code for d in found] == ["NPU601"]
+
+
+def test_every_text_precheck_admits_its_rules_bad_examples() -> None:
+    """A pre-check may only skip files that cannot hold a finding: each rule's documented findings pass it."""
+    from npu_lint.rules.base import REGISTRY, load_rule_modules
+
+    load_rule_modules()
+    declared = [cls for cls in REGISTRY.values() if cls.requires]
+    assert len(declared) >= 10
+    for cls in declared:
+        for example in cls.bad:
+            assert cls.may_fire(example.source), (cls.code, example.source[:80])
+        assert not cls.may_fire(""), cls.code
+
+
+def test_the_shared_file_store_is_bounded_and_keeps_the_most_recently_used() -> None:
+    from npu_lint.core.memo import Bounded
+
+    store: Bounded[str, int] = Bounded(3)
+    for i, key in enumerate("abcd"):
+        store[key] = i
+    assert "a" not in store and len(store) == 3
+    assert store.get("b") == 1  # a use: "c" is now the oldest
+    store["e"] = 4
+    assert "c" not in store and store["b"] == 1 and store.get("zz") is None
+
+
+def test_the_rule_index_matches_the_imported_rules() -> None:
+    """The selection and the project rules' cache key are resolved without importing the rule modules (a warm
+    run imports none): the index read from the modules' names and text must be what importing them registers."""
+    from npu_lint.rules.base import PROJECT_REGISTRY, all_rules
+    from npu_lint.rules.index import known_codes, project_codes, rule_index
+
+    imported = {code: (rule.default_enabled, code in PROJECT_REGISTRY) for code, rule in all_rules().items()}
+    assert rule_index() == imported
+    assert known_codes() == {code: on for code, (on, _) in imported.items()}
+    assert project_codes(["NPU506", "NPU101", "NPU501"]) == ["NPU506", "NPU501"]
+
+
+def test_a_warm_check_imports_no_rule_module(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = shared_tree(VEOMNI_MAIN)
+    target = str(root / "veomni" / "models" / "transformers" / "qwen3")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [
+        sys.executable,
+        "-m",
+        "npu_lint",
+        "check",
+        "-q",
+        "--exit-zero",
+        "--cache-dir",
+        str(tmp_path),
+        target,
+    ]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=600).returncode == 0  # fills the cache
+    probe = (
+        "import sys\nfrom npu_lint import cli\n"
+        f"try:\n    cli.main({cmd[3:]!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('npu_lint.rules.') and '.npu' in m))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr

@@ -196,6 +196,12 @@ def walk_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     The last answer is kept: helpers asking about the same function share one walk."""
     if _LAST_PAIRS and _LAST_PAIRS[0][0] is node:
         return _LAST_PAIRS[0][1]
+    memo = _PAIRS_MEMO[-1] if _PAIRS_MEMO else None  # inside ``walk_memo``: every subtree's pairs listed once
+    if memo is not None:
+        hit = memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            _LAST_PAIRS[:] = [hit]
+            return hit[1]
     out: list[tuple[ast.AST, ast.AST]] = []
     append = out.append
     AST = ast.AST
@@ -218,10 +224,15 @@ def walk_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
                         push(item)
                         append((item, sub))
     _LAST_PAIRS[:] = [(node, out)]
+    if memo is not None:
+        if len(memo) >= _WALK_MEMO_MAX:
+            memo.clear()
+        memo[id(node)] = (node, out)
     return out
 
 
 _LAST_PAIRS: list[tuple[ast.AST, list[tuple[ast.AST, ast.AST]]]] = []
+_PAIRS_MEMO: list[dict[int, tuple[ast.AST, list[tuple[ast.AST, ast.AST]]]]] = []  # beside ``_WALK_MEMO``
 
 
 def _walk_fields(typ: type) -> tuple[str, ...]:
@@ -244,10 +255,12 @@ def walk_memo() -> Iterator[None]:
     times (44k calls over 6k distinct subtrees on veomni/models). The engine opens it around one file's
     rules, whose trees nobody modifies; it is dropped when the scope ends."""
     _WALK_MEMO.append({})
+    _PAIRS_MEMO.append({})
     try:
         yield
     finally:
         _WALK_MEMO.pop()
+        _PAIRS_MEMO.pop()
 
 
 def walk(node: ast.AST) -> list[ast.AST]:
@@ -285,6 +298,27 @@ def _walk(node: ast.AST) -> list[ast.AST]:
                 for item in value:
                     if isinstance(item, AST):
                         append(item)
+    return out
+
+
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def statements(node: ast.AST) -> list[ast.stmt]:
+    """Every statement of ``node``'s subtree (``node`` itself included when it is one), found by following
+    statement lists only (bodies, ``else`` / ``finally`` blocks, handlers, match cases): a tenth of the nodes
+    ``walk`` lists. Order: depth first, each list's statements in reverse; callers needing an order sort."""
+    out: list[ast.stmt] = []
+    stack = [node]
+    stmt = ast.stmt
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, stmt):
+            out.append(sub)
+        for name in _STATEMENT_LISTS:
+            value = getattr(sub, name, None)
+            if type(value) is list:
+                stack.extend(value)
     return out
 
 

@@ -15,7 +15,7 @@ from npu_lint.engine.lint import (
     lint_source,
     read_source,
 )
-from npu_lint.engine.pool import lint_paths, project_diagnostics
+from npu_lint.engine.pool import ProjectJob, lint_paths, project_diagnostics
 from npu_lint.engine.suppress import apply_suppressions, file_suppression, noqa_codes, per_file_ignored
 from npu_lint.engine.walk import rule_classes
 from npu_lint.engine.write import write_atomic
@@ -27,6 +27,7 @@ __all__ = [
     "FileResult",
     "FixOutcome",
     "InternalError",
+    "ProjectJob",
     "apply_edits",
     "apply_suppressions",
     "build_deferred_fixes",

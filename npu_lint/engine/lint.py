@@ -18,6 +18,7 @@ from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
+from npu_lint.veomni.norms import defines_norm_class
 from npu_lint.veomni.project import Project
 
 SYNTAX_CODE = "NPU001"
@@ -86,7 +87,10 @@ def _check_source(
     fix_mode: bool,
     share: os.stat_result | None = None,
 ) -> list[Diagnostic]:
-    shared = share is not None and (src.kind.generated or src.kind.spec or src.kind.init)
+    # the trees other files' rules read too (the project rules: specs, generated files, `__init__`s; the NPU40x
+    # rules: a package's RMSNorm classes) are shared: each file is parsed once per run
+    kind = src.kind
+    shared = share is not None and (kind.generated or kind.spec or kind.init or defines_norm_class(src.text))
     try:
         tree = None
         if shared:  # a spec or generated file the project (or another file's rules) already parsed
@@ -112,7 +116,10 @@ def _check_source(
 
         share_tree(src.path, src.text, tree, share)  # parsed once: the project rules read this tree
     ctx = Context(src, tree, project, fix_mode)
-    rules = [cls(ctx) for cls in rule_classes(codes) if cls.applies_to(ctx)]
+    text = (
+        src.text
+    )  # each rule's text pre-check first (``Rule.requires``): a rule that cannot fire is not entered
+    rules = [cls(ctx) for cls in rule_classes(codes) if cls.may_fire(text) and cls.applies_to(ctx)]
     if not rules:
         return []
     try:

@@ -6,6 +6,7 @@ import gc
 import hashlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
@@ -15,7 +16,8 @@ from npu_lint.engine.cache import Cache
 from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import FileResult, InternalError, lint_path, read_source
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
-from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+from npu_lint.rules.base import PROJECT_REGISTRY, ProjectRule, load_rule_modules
+from npu_lint.rules.index import project_codes
 from npu_lint.veomni.project import Project
 
 POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
@@ -105,6 +107,73 @@ def _work(path: str) -> FileResult:
         _WORKER["gc"].tick()  # type: ignore[attr-defined]
 
 
+@dataclass
+class ProjectJob:
+    """The project rules of a run handed to ``lint_paths`` (``files``: every linted file, cached ones included).
+    In a pool run without fixes, the rules that look at one model package at a time (``ProjectRule.per_package``)
+    run in the worker that linted that package's files, on the trees it parsed (each file parsed once per run);
+    the others run in this process. ``diagnostics`` and ``errors`` (internal errors, exit 2) are filled in."""
+
+    files: list[str]
+    fix_mode: bool = False
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def package_dir(path: str) -> str:
+    """The directory a file's package is read from: its own, or its parent for a file in ``generated/``."""
+    directory = os.path.dirname(path)
+    if os.path.basename(directory) == "generated":
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def _work_group(
+    lint: list[str], scope: list[str] | None, rules: list[str]
+) -> tuple[list[FileResult], list, list]:
+    """One model package in one worker: its files linted (trees kept for the project rules), then the
+    per-package project rules over ``scope`` (the package's linted files). Returns results, findings, errors."""
+    codes, settings, project = _WORKER["args"]  # type: ignore[misc]
+    out = []
+    for path in lint:
+        try:
+            out.append(lint_path(path, codes, settings, project, share=scope is not None))
+        finally:
+            _WORKER["gc"].tick()  # type: ignore[attr-defined]
+    diags: list[Diagnostic] = []
+    errors: list[str] = []
+    if scope is not None and rules:
+        classes = [PROJECT_REGISTRY[c] for c in rules]
+        diags = _run_project_rules(classes, project, scope, codes, settings, False, None, errors)
+    return out, diags, errors
+
+
+def _groups(todo: list[str], files: list[str] | None) -> list[tuple[list[str], list[str] | None]]:
+    """The pool's tasks: the files of one package directory together (its specs, ``__init__``, generated
+    files and modeling files: the project rules find their trees, and the upstream modules they name are read
+    by one worker), with the package's linted files as the project rules' scope; largest first."""
+    lint: dict[str, list[str]] = {}
+    for path in todo:
+        lint.setdefault(package_dir(path), []).append(path)
+    scope: dict[str, list[str]] = {}
+    for path in files or ():
+        scope.setdefault(package_dir(path), []).append(path)
+
+    def size(paths: list[str]) -> int:
+        total = 0
+        for path in paths:
+            try:
+                total += os.stat(path).st_size
+            except OSError:
+                pass
+        return total
+
+    tasks = [(paths, scope.pop(d, None) if files is not None else None) for d, paths in lint.items()]
+    tasks += [([], paths) for paths in scope.values()]  # packages whose files all came from the cache
+    tasks.sort(key=lambda t: -size(t[0]))
+    return tasks
+
+
 def lint_paths(
     paths: list[str],
     codes: list[str],
@@ -113,9 +182,11 @@ def lint_paths(
     cache: Cache | None = None,
     jobs: int | None = None,
     during: Callable[[], None] | None = None,
+    project_job: ProjectJob | None = None,
 ) -> list[FileResult]:
     """Lint files (cache first, then a process pool for many files). ``during`` runs in this process while
-    the pool's workers lint (the CLI runs the project rules there), or after a serial run."""
+    the pool's workers lint, or after a serial run. ``project_job``: the project rules, run in the same pass
+    (see ``ProjectJob``); their result is cached with the files'."""
     results: dict[str, FileResult] = {}
     todo: list[str] = []
     # path -> (cache key, digest of the bytes it was computed from, their stat)
@@ -141,7 +212,42 @@ def lint_paths(
     else:
         todo = list(paths)
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if len(todo) >= POOL_THRESHOLD and workers > 1:
+    pooled = len(todo) >= POOL_THRESHOLD and workers > 1
+    here: list[type[ProjectRule]] = []  # project rules run in this process
+    there: list[str] = []  # per-package project rules run in the workers
+    key = None
+    if project_job is not None:
+        chosen = project_codes(codes)  # from the rule index: a cache hit imports no rule module
+        hit = None
+        if chosen and cache is not None and not project_job.fix_mode:
+            key = cache.tree_key("project:" + ",".join(chosen))
+            hit = cache.get_project(key)
+        if hit is not None:
+            project_job.diagnostics.extend(hit)
+            key = None
+        else:
+            load_rule_modules()
+            selected = [PROJECT_REGISTRY[c] for c in chosen]
+            if pooled and not project_job.fix_mode:
+                here = [c for c in selected if not c.per_package]
+                there = [c.code for c in selected if c.per_package]
+            else:
+                here = selected
+    share = during is not None or bool(here)
+
+    def run_here() -> None:
+        if during is not None:
+            during()
+        if project_job is not None and here:
+            with _paused_collector():
+                project_job.diagnostics.extend(
+                    _run_project_rules(
+                        here, project, project_job.files, codes, settings, project_job.fix_mode, None,
+                        project_job.errors,
+                    )
+                )  # fmt: skip
+
+    if pooled:
         import concurrent.futures
         import multiprocessing
 
@@ -153,12 +259,16 @@ def lint_paths(
             initargs=(codes, settings, project, os.getpid()),
         )
         try:
-            chunk = max(1, len(todo) // (workers * 4))
-            pending = pool.map(_work, todo, chunksize=chunk)  # submits every chunk now
-            if during is not None:
-                during()
-            for res in pending:
-                results[res.path] = res
+            tasks = _groups(todo, project_job.files if there and project_job is not None else None)
+            futures = [pool.submit(_work_group, lint, scope, there) for lint, scope in tasks]
+            run_here()
+            for future in futures:
+                done, diags, errors = future.result()
+                for res in done:
+                    results[res.path] = res
+                if project_job is not None:
+                    project_job.diagnostics.extend(diags)
+                    project_job.errors.extend(errors)
         except BaseException:  # ^C, SIGTERM (SystemExit), an error: stop the workers now, do not wait
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
                 try:
@@ -172,12 +282,13 @@ def lint_paths(
         collector = _Collector()
         try:
             for path in todo:
-                results[path] = lint_path(path, codes, settings, project, share=during is not None)
+                results[path] = lint_path(path, codes, settings, project, share=share)
                 collector.tick()
         finally:
             collector.close()
-        if during is not None:
-            during()
+        run_here()
+    if key is not None and project_job is not None and not project_job.errors and cache is not None:
+        cache.put_project(key, project_job.diagnostics)
     if cache is not None:
         for path, (key, digest, st) in keys.items():
             res = results[path]
@@ -203,16 +314,22 @@ def project_diagnostics(
     under a key covering every linted file's key (content, configuration, project index). ``sources`` gives
     the text to read suppressions from for some paths (an editor's unsaved buffer); others are read from disk.
     Used by the CLI, the audit and the language server."""
-    # the cyclic collector is paused meanwhile, as in ``check_source``: the project rules parse and walk many
-    # files while the trees they cache stay alive, and the full collections this triggers cost a third of
-    # their time; whatever is left to collect is collected once the collector runs again
-    if not gc.isenabled():
+    with _paused_collector():
         return _project_diagnostics(project, files, codes, settings, fix_mode, cache, sources, errors)
-    gc.disable()
-    try:
-        return _project_diagnostics(project, files, codes, settings, fix_mode, cache, sources, errors)
-    finally:
-        gc.enable()
+
+
+class _paused_collector:  # noqa: N801 - a context manager
+    """The cyclic collector paused, as in ``check_source``: the project rules parse and walk many files while
+    the trees they cache stay alive, and the full collections this triggers cost a third of their time;
+    whatever is left to collect is collected once the collector runs again."""
+
+    def __enter__(self) -> None:
+        self.enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            gc.enable()
 
 
 def _project_diagnostics(
@@ -225,8 +342,6 @@ def _project_diagnostics(
     sources: dict[str, SourceFile] | None,
     errors: list[str] | None,
 ) -> list[Diagnostic]:
-    from npu_lint.fixers import resolve as resolve_fixer
-
     load_rule_modules()
     rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
     if not rules:
@@ -237,6 +352,32 @@ def _project_diagnostics(
         hit = cache.get_project(key)
         if hit is not None:
             return hit
+    own: list[str] = []
+    out = _run_project_rules(rules, project, files, codes, settings, fix_mode, sources, own)
+    if own:
+        key = None  # never cache a partial answer
+        if errors is None:
+            raise InternalError(own[0])
+        errors.extend(own)
+    if key is not None:
+        cache.put_project(key, out)
+    return out
+
+
+def _run_project_rules(
+    rules: list[type[ProjectRule]],
+    project: Project,
+    files: list[str],
+    codes: list[str],
+    settings: Settings,
+    fix_mode: bool,
+    sources: dict[str, SourceFile] | None,
+    errors: list[str],
+) -> list[Diagnostic]:
+    """The findings of ``rules`` over ``files``, suppressions applied; a rule that raises is reported in
+    ``errors`` (the one failure policy: ``internal error in NPUxxx``) and the others still run."""
+    from npu_lint.fixers import resolve as resolve_fixer
+
     out = []
     for cls in rules:
         rule = cls()
@@ -245,11 +386,7 @@ def _project_diagnostics(
         try:
             diags = list(rule.check(project, files))
         except Exception as exc:  # one failure policy: name the rule; the run exits 2
-            message = f"internal error in {cls.code}: {type(exc).__name__}: {exc}"
-            if errors is None:
-                raise InternalError(message) from exc
-            errors.append(message)
-            key = None  # never cache a partial answer
+            errors.append(f"internal error in {cls.code}: {type(exc).__name__}: {exc}")
             continue
         for diag in diags:
             src = (sources or {}).get(diag.path)
@@ -264,6 +401,4 @@ def _project_diagnostics(
             # the fix invariant (fix mode here; engine.fix.fix_tree checks again before applying, so a plain
             # check does not pay for reading the modules a created file imports)
             out.extend(guard_fixes(diag.path, src.text, None, kept, project) if fix_mode else kept)
-    if key is not None:
-        cache.put_project(key, out)
     return out

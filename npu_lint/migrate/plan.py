@@ -226,12 +226,14 @@ def make_stage(real_root: Path) -> Path:
         stage,
         symlinks=True,
         ignore=shutil.ignore_patterns(*_IGNORED),
-        copy_function=_copy_writable,
+        copy_function=copy_writable,
     )
     return stage
 
 
-def _copy_writable(src: str, dst: str) -> str:
+def copy_writable(src: str, dst: str) -> str:
+    """``shutil.copy2`` with the owner's write bit set on the copy (a read-only source tree staged for fixing;
+    the tests and benchmarks copy the read-only corpora with it too)."""
     out = shutil.copy2(src, dst)
     os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
     return out

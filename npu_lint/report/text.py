@@ -74,6 +74,8 @@ def _char_width(ch: str) -> int:
 
 def _expand(line: str) -> tuple[str, list[int]]:
     """Expand tabs; return the display text and the display column of every code point (plus the end)."""
+    if line.isascii() and line.isprintable():  # no tab, no control character: one column per code point
+        return line, list(range(len(line) + 1))
     out: list[str] = []
     cols: list[int] = []
     width = 0

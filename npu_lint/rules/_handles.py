@@ -8,7 +8,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import call_arg, literal_getattr, str_value  # re-exported for the families
+from npu_lint.core.astutil import (
+    call_arg,
+    literal_getattr,
+    statements,
+    str_value,
+)  # re-exported for the families
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context, collect_imports
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OPSLOT_TO_VEOMNIOP, OpRow
@@ -554,7 +559,7 @@ def _self_attr_values(ctx: Context) -> dict[str, list[ast.expr]]:
     cached = ctx.memo.get("self_attr_values")
     if cached is None:
         found: dict[str, list[ast.expr]] = {}
-        for sub in ast.walk(ctx.tree):
+        for sub in statements(ctx.tree):  # an assignment is a statement
             if isinstance(sub, ast.Assign):
                 for t in sub.targets:
                     attr = self_attr(t)

@@ -66,9 +66,16 @@ class RuleMeta:
     severity: ClassVar[str] = SEVERITY_WARNING
 
 
+TextCheck = str | tuple[str, ...] | Callable[[str], bool]
+
+
 class Rule(RuleMeta):
     node_types: ClassVar[tuple[type[ast.AST], ...]] = ()
     leave_types: ClassVar[tuple[type[ast.AST], ...]] = ()
+    # The cheap text pre-check: what a file's text must hold for the rule to find anything in it. Every entry
+    # must hold: a word (a substring), a tuple of words (any of them), or a function of the text. The engine
+    # applies it before the walk (``may_fire``): a rule that cannot fire on a file is never instantiated.
+    requires: ClassVar[tuple[TextCheck, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -79,6 +86,20 @@ class Rule(RuleMeta):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    @classmethod
+    def may_fire(cls, text: str) -> bool:
+        """Whether ``text`` passes the rule's ``requires`` pre-check (True when it declares none)."""
+        for entry in cls.requires:
+            if type(entry) is str:
+                if entry not in text:
+                    return False
+            elif type(entry) is tuple:
+                if not any(word in text for word in entry):
+                    return False
+            elif not entry(text):  # type: ignore[operator]
+                return False
+        return True
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
@@ -113,6 +134,10 @@ class ProjectRule(RuleMeta):
     parts of a fix (formatting a created file) may be skipped otherwise."""
 
     fix_mode: bool = False
+    # True when the rule's findings over a set of files are the union of its findings over each model package's
+    # files (nothing compared across packages): in a pool run it then runs in the worker that linted the
+    # package, on the trees that worker parsed (``engine.pool.ProjectJob``)
+    per_package: ClassVar[bool] = False
     # imports a fixer by its reference (``npu_lint.fixers.resolve``), set on the instance by the engine: project
     # rules name their fixers as ``"npu_lint.fixers.<module>:<function>"`` and never import a fixer
     fixer_lookup: Callable[[str], Callable[..., Any]] | None = None

@@ -14,6 +14,7 @@ Two questions, each behind one function, so the rules never hard-code variant na
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from npu_lint.veomni.catalog import OpRow
@@ -30,7 +31,19 @@ __all__ = [
     "param_init_kind",
     "class_rms_contract",
     "upstream_rms_contract",
+    "defines_norm_class",
 ]
+
+_NORM_CLASS = re.compile(r"^class\s+\w*Norm\b", re.M)
+
+
+def defines_norm_class(text: str) -> bool:
+    """Whether a module's text may define a top-level ``*Norm`` class (a top-level class statement starts its
+    line with ``class``): a cheap pre-check, true of every module that does. The NPU40x rules read such classes
+    from the sibling files of a kernel wrapper, so the file pass shares these files' trees
+    (``engine.lint.check_source``) and they are parsed once per run."""
+    return "Norm" in text and _NORM_CLASS.search(text) is not None
+
 
 OFFSET = "offset"
 STANDARD = "standard"

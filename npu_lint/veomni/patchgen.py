@@ -31,6 +31,7 @@ from npu_lint.core.astutil import absolute_module, keyword_arg, str_value
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.astutil import walk as _walk_list
 from npu_lint.core.diagnostics import Diagnostic, Origin
+from npu_lint.core.memo import Bounded
 
 SPEC_SUFFIX = "_patch_gen_config.py"
 GPU_SPEC_SUFFIX = "_gpu_patch_gen_config.py"
@@ -107,7 +108,9 @@ class ParsedFile:
         return self._lines
 
 
-_FILES: dict[str, tuple[tuple[int, int], ParsedFile]] = {}
+# every spelling of a path -> (its (mtime_ns, size), the file): bounded (a long-lived server, a huge tree); a run
+# of veomni/models shares about 130 files' trees (specs, generated files, `__init__`s, RMSNorm modules)
+_FILES: Bounded[str, tuple[tuple[int, int], ParsedFile]] = Bounded(2048)
 
 
 def load_file(path: str) -> ParsedFile | None:
@@ -518,7 +521,7 @@ def parse_spec(path: str, text: str | None = None, tree: ast.Module | None = Non
     return spec
 
 
-_SPECS: dict[str, tuple[tuple[int, int], Spec]] = {}
+_SPECS: Bounded[str, tuple[tuple[int, int], Spec]] = Bounded(512)
 
 
 def load_spec(path: str) -> Spec | None:

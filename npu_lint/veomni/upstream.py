@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root
+from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root, walk
 from npu_lint.core.safeio import read_regular, read_text
 
 __all__ = [
@@ -265,7 +265,7 @@ def self_attributes(modname: str, cls: str) -> set[str] | None:
 
 def param_init(func: ast.AST, attr: str) -> bool | None:
     """True: `self.<attr> = nn.Parameter(torch.zeros(...))`; False: another initialiser; None: not set."""
-    for node in ast.walk(func):
+    for node in walk(func):
         if not isinstance(node, ast.Assign):
             continue
         if not any(
@@ -480,7 +480,7 @@ def _super_starts(func: ast.FunctionDef, names: list[str], owner: int) -> list[i
     """MRO indexes where the ``__init__`` lookups ``func`` makes start: ``super().__init__`` and
     ``super(X, self).__init__`` (after ``owner`` / after X), ``Base.__init__(self, ...)`` (at Base)."""
     starts = []
-    for node in ast.walk(func):
+    for node in walk(func):
         if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -610,6 +610,8 @@ def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
     """Whether ``func`` has the upstream method's body (formatting aside); upstream dumps are cached."""
     if len(upstream.body) != len(func.body):
         return False
+    if any(type(a) is not type(b) for a, b in zip(func.body, upstream.body)):  # no dump can be equal
+        return False
     hit = _UPSTREAM_DUMPS.get(id(upstream))
     if hit is None or hit[0] is not upstream:
         hit = (upstream, [ast.dump(s) for s in upstream.body])
@@ -705,7 +707,7 @@ def _config_fields_at(root: str | None, module: str, cls: str, depth: int) -> fr
                         out.update(k.value for k in stmt.value.keys if isinstance(k, ast.Constant))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out.add(stmt.name)
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
                     for target in targets:
@@ -795,7 +797,7 @@ def _composite_text_only(root: str) -> frozenset[str]:
                             found.update(k.value for k in stmt.value.keys if isinstance(k, ast.Constant))
                 elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     found.add(stmt.name)
-                    for sub in ast.walk(stmt):
+                    for sub in walk(stmt):
                         targets = sub.targets if isinstance(sub, ast.Assign) else []
                         if isinstance(sub, (ast.AnnAssign, ast.AugAssign)):
                             targets = [sub.target]

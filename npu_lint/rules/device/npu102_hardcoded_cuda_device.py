@@ -463,6 +463,9 @@ class HardcodedCudaDevice(Rule):
         '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
+    requires = (
+        ("cuda", "nccl"),
+    )  # every finding is a "cuda"/"nccl" literal, a torch.cuda name or `.is_cuda`
     node_types = (
         ast.Call,
         ast.Attribute,
@@ -477,9 +480,6 @@ class HardcodedCudaDevice(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._seen: set[int] = set()
-        text = ctx.source.text
-        if "cuda" not in text and "nccl" not in text:
-            self.node_types = ()  # every finding is a "cuda"/"nccl" literal, a torch.cuda name or `.is_cuda`
 
     # -- reporting helpers ----------------------------------------------------------------------------
     def _report_string(self, node: ast.expr, what: str) -> None:

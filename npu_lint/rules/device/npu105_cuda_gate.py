@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability
-from npu_lint.rules.base import Context, Example, Rule, make_fix
+from npu_lint.rules.base import Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     bool_operand_removal,
     cuda_gate_on_npu_path,
@@ -176,13 +176,8 @@ class CudaGate(Rule):
         "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
         "NPU row. No fix otherwise."
     )
+    requires = ("cuda",)  # `.is_cuda`, or a comparison with a "cuda" device type
     node_types = (ast.Attribute, ast.Compare)
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        text = ctx.source.text
-        if "is_cuda" not in text and "cuda" not in text:
-            self.node_types = ()
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx

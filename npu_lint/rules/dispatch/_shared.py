@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk
 from npu_lint.rules._handles import (
     GUARD_ATTRS,
     Block,
@@ -146,14 +147,14 @@ class GuardFinder:
             # handle called in the guarded region
             if not isinstance(test, (ast.Try, ast.With)) and any(
                 isinstance(sub, ast.Attribute) and self.handles.is_handle(self.ctx, sub, cls)
-                for sub in ast.walk(test)
+                for sub in walk(test)
             ):
                 out.append((test, what))
                 continue
             if any(
                 isinstance(sub, ast.Call) and self.handles.is_handle(self.ctx, sub.func, cls)
                 for part in region
-                for sub in ast.walk(part)
+                for sub in walk(part)
             ):
                 out.append((test, what))
         self.pending = []
@@ -202,7 +203,7 @@ def _slot_reads(node: ast.AST, slots: frozenset[str]) -> list[tuple[ast.AST, str
     """Reads of a module-global slot's binding in ``node``: ``slot.use_non_eager_impl`` (and the other guard
     attributes), ``slot.bound_kernel()``, and the slot itself as a value."""
     found: list[tuple[ast.AST, str]] = []
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if (
             isinstance(sub, ast.Attribute)
             and isinstance(sub.value, ast.Name)
@@ -229,7 +230,7 @@ def cached_slot_reads(ctx: Context) -> list[tuple[ast.AST, str, str, str]]:
     caches: dict[tuple[str, str], tuple[str, ast.AST]] = {}
     cache_values: set[int] = set()
     for cls, func in owned:
-        for sub in ast.walk(func):
+        for sub in walk(func):
             if not isinstance(sub, ast.Assign):
                 continue
             attrs = [t.attr for t in sub.targets if self_attr(t) is not None]  # type: ignore[attr-defined]
@@ -238,7 +239,7 @@ def cached_slot_reads(ctx: Context) -> list[tuple[ast.AST, str, str, str]]:
             for read, slot in _slot_reads(sub.value, slots):
                 if isinstance(read, ast.Attribute) and read.attr == "bound_kernel":
                     caches.setdefault((cls, slot), (attrs[0], func))
-                    cache_values.update(id(n) for n in ast.walk(sub.value))
+                    cache_values.update(id(n) for n in walk(sub.value))
     if not caches:
         return []
     out: list[tuple[ast.AST, str, str, str]] = []

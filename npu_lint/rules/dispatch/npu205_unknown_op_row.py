@@ -19,7 +19,7 @@ from npu_lint.rules._handles import (
     op_variant,
     str_value,
 )
-from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.catalog import ANY, NPU, OPSLOT_TO_VEOMNIOP
 
 _CHECKED = INSTANCE_HANDLES | ROW_RESOLVERS  # VeomniOp(...), VeomniKernel(...), resolve_op(...), ...
@@ -104,13 +104,8 @@ class UnknownOpRow(Rule):
     fix_safety = (
         "No fix: the right row depends on what the op should do; the message lists the registered rows."
     )
+    requires = ((*sorted(_CHECKED), "OpSlot"),)  # only handle constructors (VeomniOp(...), OpSlot(...), ...)
     node_types = (ast.Call,)
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        text = ctx.source.text
-        if not any(word in text for word in (*_CHECKED, "OpSlot")):
-            self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), OpSlot(...)) are checked
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)

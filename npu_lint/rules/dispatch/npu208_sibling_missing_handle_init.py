@@ -127,18 +127,13 @@ class SiblingMissingHandleInit(Rule):
         "OpSlot dispatch, the registrations are those its migration will add (the same function names). "
         "Display-only, with the reason, while the GPU spec cannot be migrated exactly."
     )
+    requires = ("_gpu_patch_gen_config",)  # it compares the spec with the GPU spec it imports
     node_types = (ast.Module,)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         """NPU patch specs, wherever they live (the file name says what it is)."""
         return ctx.source.path.endswith("_npu_patch_gen_config.py") and not ctx.source.kind.generated
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        path = ctx.source.path
-        if not path.endswith("_npu_patch_gen_config.py") or "_gpu_patch_gen_config" not in ctx.source.text:
-            self.node_types = ()
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
-from npu_lint.rules.base import Context, Example, Rule, make_fix
+from npu_lint.rules.base import Example, Rule, make_fix
 from npu_lint.rules.distributed._shared import COLLECTIVES, arg, pure
 
 
@@ -73,13 +73,8 @@ class ReduceOpAvg(Rule):
         "is what AVG computes (floating-point tensors; AVG on integer tensors is not portable either). "
         "Display-only otherwise (asynchronous calls, expressions, `ReduceOp.AVG` held in a variable)."
     )
+    requires = ("AVG",)  # only `<...>.AVG` is checked
     node_types = (ast.Attribute,)
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        text = ctx.source.text
-        if not any(word in text for word in ("AVG",)):
-            self.node_types = ()  # only `<...>.AVG` is checked
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Attribute)

@@ -57,13 +57,8 @@ class RawDistributedApi(Rule):
         "No fix: `get_parallel_state()` answers differently from `torch.distributed` when no process group is "
         "initialised (rank -1 / size 1 instead of an error), so the switch is left to the author."
     )
+    requires = (("get_rank", "get_world_size"),)  # only get_rank() / get_world_size() calls are checked
     node_types = (ast.Call,)
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        text = ctx.source.text
-        if not any(word in text for word in ("get_rank", "get_world_size")):
-            self.node_types = ()  # only get_rank() / get_world_size() calls are checked
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:

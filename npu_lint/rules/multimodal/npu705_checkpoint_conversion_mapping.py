@@ -138,13 +138,12 @@ class CheckpointConversionMapping(Rule):
     )
     fix_safety = "No fix: the mapping's regexes depend on the checkpoint's layout."
 
+    requires = ("__init__",)
     node_types = ()
 
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
-        if "__init__" not in text:
-            return
         mapping = (
             [n.value for n in _walk(ctx.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
             if "_checkpoint_conversion_mapping" in text

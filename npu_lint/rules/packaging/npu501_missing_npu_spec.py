@@ -14,6 +14,7 @@ from npu_lint.veomni.project import Project
 
 
 class MissingNpuSpec(ProjectRule):
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU501"
     name = "missing-npu-spec"
     summary = "A model package has a GPU patch spec but no NPU sibling spec."

@@ -49,6 +49,7 @@ def _missing_module_reason(pkg: object, npu_file: str) -> str:
 
 
 class StaticGeneratedImport(ProjectRule):
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU502"
     name = "static-generated-import"
     summary = "`__init__.py` imports the GPU generated module without choosing by `IS_NPU_AVAILABLE`."

@@ -30,6 +30,7 @@ from npu_lint.veomni.project import Project
 
 
 class IncompleteRegistration(ProjectRule):
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU503"
     name = "incomplete-registration"
     summary = (

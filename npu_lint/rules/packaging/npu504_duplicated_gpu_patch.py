@@ -14,6 +14,7 @@ from npu_lint.veomni.project import Project
 
 
 class DuplicatedGpuPatch(ProjectRule):
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU504"
     name = "duplicated-gpu-patch"
     summary = "An NPU spec re-defines a patch function that the GPU spec already has, with the same body."

@@ -22,6 +22,7 @@ from npu_lint.veomni.project import Project
 
 
 class GeneratedDrift(ProjectRule):
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU505"
     name = "generated-drift"
     summary = "A generated file no longer matches its patch spec (edited by hand, or not regenerated)."

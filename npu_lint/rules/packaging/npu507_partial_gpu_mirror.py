@@ -17,6 +17,7 @@ _LISTS = ("additional_imports", "post_import_blocks", "helpers", "drop_imported_
 
 class PartialGpuMirror(ProjectRule):
     code = "NPU507"
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     name = "partial-gpu-mirror"
     summary = (
         "An NPU spec copies some of its GPU sibling's module-level lists (imports, import blocks, helpers, "

@@ -10,7 +10,6 @@ import re
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
-from npu_lint.core.safeio import read_regular
 from npu_lint.rules._handles import (
     Handle,
     HandleTable,
@@ -24,10 +23,12 @@ from npu_lint.veomni import vendor_map
 from npu_lint.veomni.norms import (
     RmsContract,
     class_rms_contract,
+    defines_norm_class,
     param_init_kind,
     rms_variant_contract,
     variant_for_contract,
 )
+from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import (
     PatchedMethod,
     last_name,
@@ -260,12 +261,10 @@ def _norm_classes_at(
     out = []
     for name, *_ in state:
         path = os.path.join(directory, name)
-        try:
-            data, _ = read_regular(path)
-            tree = ast.parse(data)
-        except (OSError, SyntaxError, ValueError, RecursionError):
+        parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
+        if parsed is None or not defines_norm_class(parsed.text) or parsed.tree is None:
             continue
-        for stmt in tree.body:
+        for stmt in parsed.tree.body:
             if isinstance(stmt, ast.ClassDef) and stmt.name.endswith("Norm"):
                 init = next(
                     (f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
@@ -290,10 +289,9 @@ def _class_node(path: str, name: str, line: int) -> ast.ClassDef | None:
 
 @functools.lru_cache(maxsize=64)
 def _class_node_at(path: str, name: str, line: int, state: tuple[int, int, int]) -> ast.ClassDef | None:
-    try:
-        data, _ = read_regular(path)
-        tree = ast.parse(data)
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    parsed = load_file(path)
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return None
     return next(
         (s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name and s.lineno == line), None

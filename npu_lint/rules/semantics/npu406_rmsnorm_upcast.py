@@ -174,13 +174,12 @@ class RmsNormUpcast(Rule):
     )
     fix_safety = "No fix: where to cast back depends on the patch."
 
+    requires = ("RMSNorm", "forward")
     node_types = ()
 
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
-        if "RMSNorm" not in text or "forward" not in text:
-            return
         module = file_source_module(ctx.tree, text, ctx.source.path)
         if module is None or not module.startswith("transformers."):
             self._in_tree()

@@ -157,13 +157,12 @@ class RouterLogitsNormalised(Rule):
     )
     fix_safety = "No fix: the probabilities must move to their own local and every later use be renamed."
 
+    requires = ("logits", tuple(sorted((*_NORMALISERS, "detach"))))
     node_types = ()
 
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
-        if "logits" not in text or not any(k in text for k in (*_NORMALISERS, "detach")):
-            return
         for patched in patched_methods(ctx.tree, text, "forward", _ROUTING_CLASSES, path=ctx.source.path):
             upstream_names = {n.id for _, n in _returned_logits(patched.upstream)}
             if not upstream_names or _normalised_returns(patched.upstream):

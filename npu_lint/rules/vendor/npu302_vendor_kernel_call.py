@@ -131,13 +131,12 @@ class VendorKernelCall(Rule):
         "the reason (another kernel's arguments do not map 1:1 onto its op, a patch spec needs "
         '`override_method("Cls.__init__")`, a function outside a class has no `__init__`).'
     )
+    requires = (mentions_vendor,)
     node_types = (ast.Call,)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._backend: bool | None = None
-        if not mentions_vendor(ctx.source.text):
-            self.node_types = ()
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules._handles import migration_fix
-from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.vendor._shared import op_advice, register_advice, str_arg
 from npu_lint.veomni import vendor_map
 
@@ -80,12 +80,8 @@ class VendorClassPatch(Rule):
         "whose formula is not the standard one. The example has no tree to migrate into (no upstream "
         "`ToyRMSNorm`), so its fix is display-only."
     )
+    requires = ("create_patch_from_external",)
     node_types = (ast.Call,)
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        if "create_patch_from_external" not in ctx.source.text:
-            self.node_types = ()
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
