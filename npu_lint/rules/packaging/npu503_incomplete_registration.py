@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Iterable
 
@@ -25,6 +26,24 @@ from npu_lint.rules.packaging._shared import (
 )
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
+from npu_lint.veomni.registration import explicit_registrations, registered_types
+
+
+def _unregistered_helper(tree: ast.Module, classes: set[str]) -> ast.FunctionDef | None:
+    """A module-level function that imports one of ``classes`` from a generated module but is registered under
+    no model type (the helper whose registration is missing)."""
+    explicit = explicit_registrations(tree)
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or registered_types(stmt, explicit):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").rsplit(".", 1)[-1].startswith("patched_modeling_")
+                and any(a.name in classes for a in node.names)
+            ):
+                return stmt
+    return None
 
 
 class IncompleteRegistration(ProjectRule):
@@ -56,6 +75,26 @@ class IncompleteRegistration(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="the generated module defines `ToyForConditionalGeneration` (model type `toy`)",
         ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
+
+                return ToyForConditionalGeneration
+
+
+            def register_toy_text_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+
+                return ToyForCausalLM
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the text-backbone helper is written but never registered (reported at the helper)",
+        ),
     )
     good = (
         Example(
@@ -77,6 +116,46 @@ class IncompleteRegistration(ProjectRule):
                 return ToyForCausalLM
             """,
             path="veomni/models/transformers/toy/__init__.py",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            def load_toy(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
+
+                return ToyForConditionalGeneration
+
+
+            def load_toy_text(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+
+                return ToyForCausalLM
+
+
+            MODELING_REGISTRY.register("toy")(load_toy)
+            MODELING_REGISTRY.register("toy_text", load_toy_text)
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="registered by calls at import time instead of decorators",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            def load_any_toy(architecture: str):
+                from .generated import patched_modeling_toy_gpu as generated
+
+                return getattr(generated, architecture)
+
+
+            for model_type in ("toy", "toy_text"):
+                MODELING_REGISTRY.register(model_type)(load_any_toy)
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="one loader registered for both types in a loop over literal model types",
         ),
     )
     fix_safety = (
@@ -145,6 +224,7 @@ class IncompleteRegistration(ProjectRule):
             )
             main = [p for p in prefixes if p and not any(q != p and p.startswith(q) for q in prefixes)]
             missing: list[str] = []
+            missing_classes: set[str] = set()
             source_known = _model_dir(banner.source_module) is not None
             for prefix in main:
                 fcg, clm = f"{prefix}ForConditionalGeneration", f"{prefix}ForCausalLM"
@@ -164,18 +244,26 @@ class IncompleteRegistration(ProjectRule):
                         text_type = f"{mm_types[0]}_text" if mm_types else None
                 if mm_type is not None and mm_type not in registered:
                     missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
+                    missing_classes.add(fcg)
                 if text_type is not None and text_type not in registered:
                     missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
+                    missing_classes.add(clm)
             if missing:
                 first = regs[0]
-                col, end = _first_line_range(pkg.init, first.decorator_line)
+                line = first.decorator_line
+                helper = _unregistered_helper(parsed.tree, missing_classes)
+                note = ""
+                if helper is not None:
+                    line = helper.lineno
+                    note = f" (`{helper.name}` loads it but is registered under no model type)"
+                col, end = _first_line_range(pkg.init, line)
                 have = ", ".join(f"`{t}`" for t in sorted(registered))
                 yield _diag(
                     self,
                     pkg.init,
-                    first.decorator_line,
-                    f"`{gpu_modules[0]}` serves {' and '.join(missing)}, but `__init__.py` registers only {have}: "
-                    "unregistered types load the stock transformers class",
+                    line,
+                    f"`{gpu_modules[0]}` serves {' and '.join(missing)}, but `__init__.py` registers only {have}"
+                    f"{note}: unregistered types load the stock transformers class",
                     col=col,
                     end_col=end,
                 )
