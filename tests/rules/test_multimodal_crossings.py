@@ -243,3 +243,30 @@ def test_registrations_written_as_calls() -> None:
     assert _types("for t in TYPES:\n    MODELING_REGISTRY.register(t)(load_vl)")["load_vl"] == ()
     # another registry is not the modeling registry
     assert _types('MODEL_CONFIG_REGISTRY.register("toy")(load_vl)')["load_vl"] == ()
+
+
+SP = """
+from veomni.distributed.sequence_parallel import gather_outputs
+
+
+def media_to_text(self, hidden, frames, stills, group):
+    still_out = self.encoder(stills)
+    image_feats = still_out.last_hidden_state
+    image_layers = still_out.intermediate
+    image_feats = gather_outputs(image_feats, gather_dim=0, group=group)
+    image_layers = [gather_outputs(x, gather_dim=0, group=group) for x in image_layers]
+    frame_out = self.encoder(frames)
+    video_feats = frame_out.last_hidden_state
+    video_layers = frame_out.intermediate
+    VIDEO_FEATS
+    VIDEO_LAYERS
+    return hidden, image_feats, video_feats, image_layers, video_layers
+"""
+
+
+def test_sequence_parallel_step_on_one_medium_only() -> None:
+    feats = "video_feats = gather_outputs(video_feats, gather_dim=0, group=group)"
+    layers = "video_layers = [gather_outputs(x, gather_dim=0, group=group) for x in video_layers]"
+    assert _lines(SP.replace("VIDEO_FEATS", feats).replace("VIDEO_LAYERS", layers), "NPU701") == []
+    assert _lines(SP.replace("VIDEO_FEATS", "pass").replace("VIDEO_LAYERS", layers), "NPU701") == [11]
+    assert _lines(SP.replace("VIDEO_FEATS", feats).replace("VIDEO_LAYERS", "pass"), "NPU701") == [12]

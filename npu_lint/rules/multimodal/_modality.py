@@ -218,3 +218,83 @@ def _holder(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[str, str] |
         if modality(name):
             return name, modality(name)  # type: ignore[return-value]
     return None
+
+
+_SP_WORDS = (
+    "gather",
+    "slice_input",
+    "sp_pad",
+    "sp_slice",
+    "sp_split",
+    "split_sp",
+    "all_to_all",
+    "scatter_heads",
+)
+_SWAP = {"image": ("video",), "video": ("image",), "images": ("videos",), "videos": ("images",)}
+_SWAP.update({"img": ("vid",), "vid": ("img",)})
+
+
+def _swapped(name: str) -> list[str]:
+    parts = name.split("_")
+    return [
+        "_".join([*parts[:i], other, *parts[i + 1 :]])
+        for i, part in enumerate(parts)
+        for other in _SWAP.get(part, ())
+    ]
+
+
+def _sp_step(call: ast.Call) -> bool:
+    low = _callee(call).lower()
+    return "masked" not in low and any(w in low for w in _SP_WORDS)
+
+
+def one_sided_sp(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
+    """A sequence-parallel step (`gather_outputs`, `slice_input_tensor`, ...) applied to one visual medium's
+    tensor (`image_embeds`, directly or element-wise in a comprehension) while the same tensor of the other medium
+    (`video_embeds`, assigned in the same function) never goes through it. (the sibling's first assignment,
+    message)."""
+    comp_iter: dict[ast.AST, dict[str, ast.AST]] = {}
+    for node in _walk(func):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            binds = {gen.target.id: gen.iter for gen in node.generators if isinstance(gen.target, ast.Name)}
+            for inner in _walk(node.elt):
+                comp_iter[inner] = binds
+    stepped: dict[str, set[str]] = {}
+    for node in _walk(func):
+        if not (isinstance(node, ast.Call) and node.args and _sp_step(node)):
+            continue
+        root = root_name(node.args[0])
+        if root is None:
+            continue
+        name = root.id
+        binds = comp_iter.get(node, {})
+        if name in binds:
+            outer = root_name(binds[name])
+            if outer is None:
+                continue
+            name = outer.id
+        stepped.setdefault(_callee(node), set()).add(name)
+    first: dict[str, ast.AST] = {}
+    for node in _walk(func):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and (
+                    target.id not in first or node.lineno < first[target.id].lineno  # type: ignore[attr-defined]
+                ):
+                    first[target.id] = node
+    out: list[tuple[ast.AST, str]] = []
+    for callee, names in stepped.items():
+        for name in sorted(names):
+            if modality(name) not in ("image", "video"):
+                continue
+            for sibling in _swapped(name):
+                if sibling in first and sibling not in names:
+                    out.append(
+                        (
+                            first[sibling],
+                            f"`{name}` goes through `{callee}` (sequence parallelism) but `{sibling}` never does: "
+                            f"under SP the {modality(sibling)} tensor keeps another layout than the "
+                            f"{modality(name)} one it mirrors",
+                        )
+                    )
+    return out

@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
-from npu_lint.rules.multimodal._modality import crossings, modality
+from npu_lint.rules.multimodal._modality import crossings, modality, one_sided_sp
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
     WRAPPERS,
@@ -362,7 +362,10 @@ class MediaParameters(WrapperRule):
         "`audio`); plain `pixel_values`, which carries video frames in many models, names none. A spec that patches "
         "one medium's method (`get_image_features`) to stop a step its upstream sibling (`get_video_features`) "
         "also takes (a `torch.split`), or to add a sequence-parallel step, while leaving the sibling unpatched is "
-        "reported at the end of the patched method (unless the sibling delegates to it)."
+        "reported at the end of the patched method (unless the sibling delegates to it). Inside a function, a "
+        "sequence-parallel step (`gather_outputs`, `slice_input_tensor`, ...) applied to one visual medium's tensor "
+        "(`image_embeds`, also element-wise in a comprehension) while its sibling (`video_embeds`, assigned in the "
+        "same function) never goes through it is reported at the sibling's first assignment."
     )
     bad = (
         Example(
@@ -532,7 +535,7 @@ class MediaParameters(WrapperRule):
             seen: set[int] = set()
             for node in _walk(ctx.tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    for at, message in crossings(node):  # type: ignore[arg-type]
+                    for at, message in [*crossings(node), *one_sided_sp(node)]:  # type: ignore[arg-type]
                         if id(at) not in seen:
                             seen.add(id(at))
                             self.report(at, message)

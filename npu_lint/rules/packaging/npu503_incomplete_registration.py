@@ -46,6 +46,35 @@ def _unregistered_helper(tree: ast.Module, classes: set[str]) -> ast.FunctionDef
     return None
 
 
+def _unreturned_heads(func: ast.FunctionDef, imported: list[str]) -> tuple[ast.stmt, list[str]] | None:
+    """A registered function that picks its class by ``architecture`` (``if "ForCausalLM" in architecture:``)
+    but returns some imported head class (``...For<Task>``) for no architecture: (the first dispatch test, the
+    heads)."""
+    dispatch = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.If)
+        and any(
+            isinstance(c, ast.Compare)
+            and any(isinstance(x, ast.Name) and x.id == "architecture" for x in c.comparators)
+            for c in ast.walk(n.test)
+        )
+    ]
+    if not dispatch:
+        return None
+    returned = {
+        x.id
+        for n in ast.walk(func)
+        if isinstance(n, ast.Return) and n.value is not None
+        for x in ast.walk(n.value)
+        if isinstance(x, ast.Name)
+    }
+    heads = [name for name in dict.fromkeys(imported) if "For" in name and name not in returned]
+    if not heads:
+        return None
+    return min(dispatch, key=lambda n: n.lineno), heads
+
+
 class IncompleteRegistration(ProjectRule):
     code = "NPU503"
     name = "incomplete-registration"
@@ -59,6 +88,12 @@ class IncompleteRegistration(ProjectRule):
         "(`...ForCausalLM`, e.g. `gemma3_text`). A type that is not registered silently falls back to the stock "
         "transformers class, without VeOmni's patches (and without the NPU kernels). A registered function "
         "that imports a class the generated module does not define fails only when that model is built."
+        " Registration is read however it is written: `@MODELING_REGISTRY.register(...)`, the call "
+        '`MODELING_REGISTRY.register("t")(fn)` or `register("t", fn)`, `MODELING_REGISTRY["t"] = fn`, or a loop '
+        "over literal model types; a helper that loads a missing type's class but is registered under no type is "
+        "where the finding goes. A registered function that picks its class by `architecture` and imports a head "
+        "class (`...ForTokenClassification`) it returns for no architecture sends that checkpoint to another "
+        "class."
     )
     bad = (
         Example(
@@ -94,6 +129,23 @@ class IncompleteRegistration(ProjectRule):
             """,
             path="veomni/models/transformers/toy/__init__.py",
             title="the text-backbone helper is written but never registered (reported at the helper)",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            @MODELING_REGISTRY.register("toy_text")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForConditionalGeneration, ToyModel
+
+                if "CausalLM" in architecture:
+                    return ToyForCausalLM
+                return ToyModel
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the multimodal head is imported but no architecture returns it",
         ),
     )
     good = (
@@ -203,6 +255,23 @@ class IncompleteRegistration(ProjectRule):
                         end_line=node.end_lineno,
                         end_col=node.end_col_offset,
                     )
+            # head classes imported by an architecture dispatch and returned for no architecture
+            for reg in regs:
+                found = _unreturned_heads(reg.function, [name for _, name, _ in reg.imports])
+                if found is None:
+                    continue
+                at, heads = found
+                yield _diag(
+                    self,
+                    pkg.init,
+                    at.lineno,
+                    f"`{reg.function.name}` imports {', '.join(f'`{h}`' for h in heads)} from the generated module "
+                    "but returns it for no `architecture`: such a checkpoint falls through to another class (the "
+                    "wrong head, or the stock one)",
+                    col=at.col_offset,
+                    end_line=at.lineno,
+                    end_col=at.col_offset + 2,
+                )
             # the multimodal / text-backbone pair
             used = {m for r in regs for m, _, _ in r.imports}
             gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
