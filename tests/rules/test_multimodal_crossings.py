@@ -270,3 +270,36 @@ def test_sequence_parallel_step_on_one_medium_only() -> None:
     assert _lines(SP.replace("VIDEO_FEATS", feats).replace("VIDEO_LAYERS", layers), "NPU701") == []
     assert _lines(SP.replace("VIDEO_FEATS", "pass").replace("VIDEO_LAYERS", layers), "NPU701") == [11]
     assert _lines(SP.replace("VIDEO_FEATS", feats).replace("VIDEO_LAYERS", "pass"), "NPU701") == [12]
+
+
+def test_where_and_helper_run_fallbacks() -> None:
+    where = """
+import torch
+
+
+def pick(self, hidden, audio_sel, image_sel, audio_embeds):
+    return torch.where(SEL[..., None], audio_embeds, hidden)
+"""
+    assert _lines(where.replace("SEL", "audio_sel"), "NPU701") == []
+    assert _lines(where.replace("SEL", "image_sel"), "NPU701") == [5]
+    # a fallback that hands the head to a helper runs it
+    helper = HEAD.replace("GUARD", "self.training").replace(
+        "FALLBACK", "extra = zero_term(self.denoiser, hidden)"
+    )
+    assert _lines(helper, "NPU703") == []
+
+
+def test_mapping_built_for_a_medium_and_never_read() -> None:
+    text = """
+def encode(self, stills, clips, meta):
+    image_opts = {"lengths": meta.get("image_lengths")}
+    video_opts = dict(lengths=meta.get("video_lengths"))
+    a = self.encode_image(stills, **image_opts)
+    b = self.encode_video(clips, **video_opts)
+    return a, b
+"""
+    assert _lines(text, "NPU701") == []
+    # left out of the video call: reported there (its sibling call gets the image mapping)
+    assert _lines(text.replace(", **video_opts)", ")"), "NPU701") == [5]
+    # no sibling call to point at: reported where it is built
+    assert _lines(text.replace(", **video_opts)", ")").replace("encode_video", "run_clips"), "NPU701") == [3]

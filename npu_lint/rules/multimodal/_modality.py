@@ -143,6 +143,16 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                         f"`{ast.unparse(node.args[0])}` ({mask}): the {src} features land on the {mask} placeholders",
                     )
                 )
+        elif isinstance(node, ast.Call) and _callee(node) == "where" and len(node.args) == 3:
+            mask, src = media.of(node.args[0]), _spelled(node.args[1])
+            if mask and src and mask != src:
+                out.append(
+                    (
+                        node.args[0],
+                        f"`torch.where` takes `{ast.unparse(node.args[1])}` ({src}) at the positions of "
+                        f"`{ast.unparse(node.args[0])}` ({mask}): the {src} values land on the {mask} positions",
+                    )
+                )
         elif (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -297,4 +307,51 @@ def one_sided_sp(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                             f"{modality(name)} one it mirrors",
                         )
                     )
+    return out
+
+
+def _twin_call(func: ast.FunctionDef, name: str) -> ast.Call | None:
+    """Where an unread mapping belongs: the call of this medium's method (`get_video_features`) whose sibling
+    call (`get_image_features`) receives the other medium's mapping (`image_vit_kwargs`)."""
+    twins = set(_swapped(name))
+    calls = [n for n in _walk(func) if isinstance(n, ast.Call)]
+    for call in calls:
+        if not any(isinstance(n, ast.Name) and n.id in twins for n in _walk(call)):
+            continue
+        siblings = set(_swapped(_callee(call)))
+        for other in calls:
+            if _callee(other) in siblings:
+                return other
+    return None
+
+
+def unused_media_mappings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
+    """A mapping built for one medium (`video_vit_kwargs = {...}`, `audio_opts = dict(...)`) that the function
+    never reads: that medium's metadata or options never reach its tower."""
+    loaded = {n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    out: list[tuple[ast.AST, str]] = []
+    for node in _walk(func):
+        if not (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            continue
+        name = node.targets[0].id
+        value = node.value
+        mapping = isinstance(value, (ast.Dict, ast.DictComp)) or (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict"
+        )
+        if mapping and modality(name) and name not in loaded and not name.startswith("_"):
+            twin = _twin_call(func, name)
+            where = (
+                f" (`{ast.unparse(twin.func)}(...)` does not get it, its sibling call gets the other medium's)"
+                if twin
+                else ""
+            )
+            out.append(
+                (
+                    twin or node,
+                    f"`{name}` is built for the {modality(name)} inputs but never read{where}: what it carries "
+                    f"never reaches the {modality(name)} path",
+                )
+            )
     return out

@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
-from npu_lint.rules.multimodal._modality import crossings, modality, one_sided_sp
+from npu_lint.rules.multimodal._modality import crossings, modality, one_sided_sp, unused_media_mappings
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
     WRAPPERS,
@@ -354,7 +354,7 @@ class MediaParameters(WrapperRule):
         " A media input (or its lengths or mask) that the forward has and hands on elsewhere but leaves out of "
         "its call of the method the upstream forward hands it to, though that method (the file's version, else "
         "upstream's) takes it, is reported at that call. In any function, one medium's data meeting another "
-        "medium's is reported: features scattered into another medium's placeholder mask (`masked_scatter`, "
+        "medium's is reported: features scattered into another medium's placeholder mask (`masked_scatter`, `torch.where`, "
         "the mask followed through locals), values written at another medium's positions (`x[mask, :] = v`), a "
         'metadata key of one medium read for another (`video_kwargs = {...: md.get("vit_image_...")}`, the holder '
         "being the dict key, keyword, call or local it goes to), and a mapping of one medium's arguments "
@@ -365,7 +365,8 @@ class MediaParameters(WrapperRule):
         "reported at the end of the patched method (unless the sibling delegates to it). Inside a function, a "
         "sequence-parallel step (`gather_outputs`, `slice_input_tensor`, ...) applied to one visual medium's tensor "
         "(`image_embeds`, also element-wise in a comprehension) while its sibling (`video_embeds`, assigned in the "
-        "same function) never goes through it is reported at the sibling's first assignment."
+        "same function) never goes through it is reported at the sibling's first assignment; so is a mapping built "
+        "for one medium (`video_vit_kwargs = {...}`) that the function never reads."
     )
     bad = (
         Example(
@@ -535,7 +536,7 @@ class MediaParameters(WrapperRule):
             seen: set[int] = set()
             for node in _walk(ctx.tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    for at, message in [*crossings(node), *one_sided_sp(node)]:  # type: ignore[arg-type]
+                    for at, message in [*crossings(node), *one_sided_sp(node), *unused_media_mappings(node)]:  # type: ignore[arg-type]
                         if id(at) not in seen:
                             seen.add(id(at))
                             self.report(at, message)

@@ -519,6 +519,14 @@ def _self_roots(expr: ast.AST) -> set[str]:
                 chain = chain.func
         if isinstance(chain, ast.Name) and chain.id == "self" and attrs:
             out.add(attrs[-1])
+        for arg in [*n.args, *(k.value for k in n.keywords)]:
+            # a helper handed `self` or one of its submodules runs them (`run_dummy(self.visual)`)
+            if isinstance(arg, ast.Name) and arg.id == "self":
+                out.add("self")
+            elif (
+                isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self"
+            ):
+                out.add(arg.attr)
     return out
 
 
@@ -622,7 +630,8 @@ class TextOnlyDummyForward(WrapperRule):
         "(the `elif self.training:` / `else:` of `if <media> is not None:`, when it tests training or FSDP or "
         "the forward runs a dummy forward elsewhere) that sets a local the media branch computes through "
         "submodules of `self` (a generation head, a projector) without running any of them (`torch.zeros(())`, "
-        "a zero product of other data) is reported: those submodules get no gradient on such ranks."
+        "a zero product of other data) is reported: those submodules get no gradient on such ranks. A call that "
+        "receives `self` or one of its submodules counts as running it."
     )
     bad = (
         Example(
