@@ -303,3 +303,26 @@ def encode(self, stills, clips, meta):
     assert _lines(text.replace(", **video_opts)", ")"), "NPU701") == [5]
     # no sibling call to point at: reported where it is built
     assert _lines(text.replace(", **video_opts)", ")").replace("encode_video", "run_clips"), "NPU701") == [3]
+
+
+def test_sequence_parallel_step_added_to_one_medium_method_only() -> None:
+    spec = "veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py"
+    text = """
+import torch
+from veomni.distributed.sequence_parallel import gather_outputs
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.glm4v.modeling_glm4v", target_file="x.py")
+
+
+@config.override_method("Glm4vModel.get_video_features")
+def video_feats(self, pixel_values_videos, video_grid_thw=None, **kwargs):
+    out = self.visual(pixel_values_videos, grid_thw=video_grid_thw, **kwargs)
+    sizes = (video_grid_thw.prod(-1) // self.visual.spatial_merge_size**2).tolist()
+    out.pooler_output = torch.split(POOLED, sizes)
+    return out
+"""
+    assert _lines(text.replace("POOLED", "out.pooler_output"), "NPU701", spec) == []
+    assert _lines(
+        text.replace("POOLED", "gather_outputs(out.pooler_output, gather_dim=0)"), "NPU701", spec
+    ) == [13]
