@@ -326,3 +326,25 @@ def video_feats(self, pixel_values_videos, video_grid_thw=None, **kwargs):
     assert _lines(
         text.replace("POOLED", "gather_outputs(out.pooler_output, gather_dim=0)"), "NPU701", spec
     ) == [13]
+
+
+def test_values_selected_by_the_same_mask_are_paired_whatever_their_names() -> None:
+    """A video DiT calls its frame latents `img`: rows picked with a mask and written back at that mask are paired
+    by construction (found on veomni 0.1.12's minimax_h3 DiT)."""
+    text = """
+import torch
+
+
+def tokens(self, latents, sound, img_rows, sound_rows, n):
+    picked = latents.flatten(0, -2).index_select(0, img_rows)
+    video_tokens = self.frame_proj(picked)
+    audio_tokens = self.sound_proj(sound.flatten(0, -2).index_select(0, sound_rows))
+    out = torch.zeros(n, video_tokens.shape[-1])
+    out[img_rows] = video_tokens
+    out[sound_rows] = audio_tokens
+    out[SEL] = video_tokens
+    return out
+"""
+    assert _lines(text.replace("SEL", "img_rows"), "NPU701") == []
+    assert _lines(text.replace("SEL", "sound_rows"), "NPU701") == []  # "sound" names no medium
+    assert _lines(text.replace("sound_rows", "audio_rows").replace("SEL", "audio_rows"), "NPU701") == [11]

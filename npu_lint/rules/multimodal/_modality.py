@@ -90,6 +90,29 @@ def _spelled(expr: ast.AST) -> str | None:
     return modality(name.id) if name is not None else None
 
 
+def _reads(media: Media, expr: ast.AST, name: str, depth: int = 0) -> bool:
+    """Whether ``expr`` is computed from ``name`` (through the locals' reaching assignments, a few steps): values
+    selected with a mask and written back at that same mask are paired by construction, whatever they are called."""
+    for n in _walk(expr):
+        if not isinstance(n, ast.Name):
+            continue
+        if n.id == name:
+            return True
+        if depth < 3:
+            value = None
+            for line, node in media.defs.get(n.id, []):
+                if line < n.lineno:
+                    value = node
+            if value is not None and _reads(media, value, name, depth + 1):
+                return True
+    return False
+
+
+def _paired(media: Media, index: ast.AST, value: ast.AST) -> bool:
+    root = root_name(index)
+    return root is not None and _reads(media, value, root.id)
+
+
 def _lookup_key(node: ast.AST, parent: ast.AST | None) -> bool:
     """A string constant used as a lookup key: `md.get("k")`, `md.pop("k")`, `md["k"]`."""
     if isinstance(parent, ast.Subscript) and parent.slice is node:
@@ -135,7 +158,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
             and len(node.args) >= 2
         ):
             mask, src = media.of(node.args[0]), _spelled(node.args[1])
-            if mask and src and mask != src:
+            if mask and src and mask != src and not _paired(media, node.args[0], node.args[1]):
                 out.append(
                     (
                         node.args[0],
@@ -145,7 +168,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                 )
         elif isinstance(node, ast.Call) and _callee(node) == "where" and len(node.args) == 3:
             mask, src = media.of(node.args[0]), _spelled(node.args[1])
-            if mask and src and mask != src:
+            if mask and src and mask != src and not _paired(media, node.args[0], node.args[1]):
                 out.append(
                     (
                         node.args[0],
@@ -166,6 +189,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                 and what
                 and where != what
                 and isinstance(first, (ast.Name, ast.Attribute, ast.Subscript))
+                and not _paired(media, first, node.value)
             ):
                 out.append(
                     (

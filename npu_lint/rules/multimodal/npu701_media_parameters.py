@@ -355,7 +355,8 @@ class MediaParameters(WrapperRule):
         "its call of the method the upstream forward hands it to, though that method (the file's version, else "
         "upstream's) takes it, is reported at that call. In any function, one medium's data meeting another "
         "medium's is reported: features scattered into another medium's placeholder mask (`masked_scatter`, `torch.where`, "
-        "the mask followed through locals), values written at another medium's positions (`x[mask, :] = v`), a "
+        "the mask followed through locals), values written at another medium's positions (`x[mask, :] = v`; values "
+        "computed from rows picked with that same mask are paired whatever their names), a "
         'metadata key of one medium read for another (`video_kwargs = {...: md.get("vit_image_...")}`, the holder '
         "being the dict key, keyword, call or local it goes to), and a mapping of one medium's arguments "
         "splatted into another's method. Media are read from the spelling (`image`/`img`, `video`/`vid`, "
