@@ -58,27 +58,102 @@ def _mentions_flag(test: ast.expr) -> bool:
     return False
 
 
-def registered_types(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+def _registry_call(node: ast.AST) -> bool:
+    """``MODELING_REGISTRY.register`` (the attribute, possibly qualified: ``loader.MODELING_REGISTRY.register``)."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "register"
+        and isinstance(node.value, (ast.Name, ast.Attribute))
+        and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) == "MODELING_REGISTRY"
+    )
+
+
+def _keys(node: ast.AST, loops: dict[str, list[str]]) -> list[str]:
+    """The model types a registration key spells: a string, or the loop variable over a literal tuple of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name) and node.id in loops:
+        return loops[node.id]
+    return []
+
+
+def _register_key(call: ast.Call) -> ast.AST | None:
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == "key"), None)
+
+
+def explicit_registrations(tree: ast.Module) -> dict[str, list[tuple[str, int]]]:
+    """Registrations written as statements at module level, by function name -> [(model type, line)]:
+    ``MODELING_REGISTRY.register("t")(fn)``, ``MODELING_REGISTRY.register("t", fn)``, ``MODELING_REGISTRY["t"] =
+    fn``, also inside a ``for t in ("a", "b"):`` loop over literal types."""
+    out: dict[str, list[tuple[str, int]]] = {}
+
+    def add(keys: list[str], fn: ast.AST | None, line: int) -> None:
+        if isinstance(fn, ast.Name):
+            for key in keys:
+                out.setdefault(fn.id, []).append((key, line))
+
+    def visit(body: list[ast.stmt], loops: dict[str, list[str]]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name):
+                values = stmt.iter.elts if isinstance(stmt.iter, (ast.Tuple, ast.List, ast.Set)) else []
+                keys = [v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+                if keys and len(keys) == len(values):
+                    visit(stmt.body, {**loops, stmt.target.id: keys})
+                continue
+            if isinstance(stmt, ast.If):
+                visit(stmt.body, loops)
+                visit(stmt.orelse, loops)
+                continue
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target = stmt.targets[0]
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, (ast.Name, ast.Attribute))
+                    and (target.value.id if isinstance(target.value, ast.Name) else target.value.attr)
+                    == "MODELING_REGISTRY"
+                ):
+                    add(_keys(target.slice, loops), stmt.value, stmt.lineno)
+                continue
+            if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+                continue
+            call = stmt.value
+            if isinstance(call.func, ast.Call) and _registry_call(call.func.func) and call.args:
+                key = _register_key(call.func)
+                add(_keys(key, loops) if key is not None else [], call.args[0], stmt.lineno)
+            elif _registry_call(call.func) and len(call.args) >= 2:
+                add(_keys(call.args[0], loops), call.args[1], stmt.lineno)
+            elif _registry_call(call.func):
+                fn = next((k.value for k in call.keywords if k.arg == "cls_or_func"), None)
+                key = _register_key(call)
+                add(_keys(key, loops) if key is not None else [], fn, stmt.lineno)
+
+    visit(tree.body, {})
+    return out
+
+
+def registered_types(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, explicit: dict[str, list[tuple[str, int]]] | None = None
+) -> tuple[str, ...]:
+    """Model types ``func`` is registered under: by ``@MODELING_REGISTRY.register(...)`` decorators, and by the
+    module-level statements ``explicit`` holds (:func:`explicit_registrations`)."""
     out = []
     for deco in func.decorator_list:
-        if (
-            isinstance(deco, ast.Call)
-            and isinstance(deco.func, ast.Attribute)
-            and deco.func.attr == "register"
-            and isinstance(deco.func.value, (ast.Name, ast.Attribute))
-            and (deco.func.value.id if isinstance(deco.func.value, ast.Name) else deco.func.value.attr)
-            == "MODELING_REGISTRY"
-            and deco.args
-            and isinstance(deco.args[0], ast.Constant)
-            and isinstance(deco.args[0].value, str)
-        ):
-            out.append(deco.args[0].value)
+        if isinstance(deco, ast.Call) and _registry_call(deco.func):
+            key = _register_key(deco)
+            if key is not None:
+                out.extend(_keys(key, {}))
+    for key, _line in (explicit or {}).get(func.name, []):
+        if key not in out:
+            out.append(key)
     return tuple(out)
 
 
 def find_static_imports(tree: ast.Module) -> list[StaticImport]:
     """Imports of a generated GPU module not chosen by an ``if IS_NPU_AVAILABLE`` (in either branch)."""
     out: list[StaticImport] = []
+    explicit = explicit_registrations(tree)
 
     def visit(body: list[ast.stmt], func: ast.FunctionDef | ast.AsyncFunctionDef | None) -> None:
         for stmt in body:
@@ -86,7 +161,7 @@ def find_static_imports(tree: ast.Module) -> list[StaticImport]:
                 gpu = generated_module(stmt)
                 if gpu is not None:
                     name = func.name if func is not None else None
-                    types = registered_types(func) if func is not None else ()
+                    types = registered_types(func, explicit) if func is not None else ()
                     out.append(StaticImport(stmt, gpu, name, types))
             elif isinstance(stmt, ast.If):
                 if _mentions_flag(stmt.test):

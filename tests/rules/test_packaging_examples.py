@@ -219,3 +219,41 @@ def test_npu506_pin_prefers_project_dependencies(tmp_path: Path) -> None:
     assert _repo_pin(str(tmp_path)) == ("5.9.0", str(tmp_path / "pyproject.toml"), 7)
     (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["torch"]\n')
     assert _repo_pin(str(tmp_path)) is None
+
+
+def test_npu503_lines_of_an_unregistered_helper_and_an_unreturned_head(tmp_path: Path) -> None:
+    """Registration read however it is written, and findings where the missing piece belongs: the helper that
+    loads the unregistered type's class, the architecture dispatch that returns an imported head for nothing."""
+    init = f"{TOY}/__init__.py"
+    rule = RULES["NPU503"]
+    helper = next(ex for ex in rule.bad if "never registered" in (ex.title or ""))
+    _build(tmp_path / "helper", CONTEXT["NPU503"], init, helper.source)
+    out = _run(tmp_path / "helper", "NPU503").stdout
+    assert f"{init}:11:" in out and "`register_toy_text_modeling` loads it" in out, out
+    dispatch = textwrap.dedent(
+        """
+        from ...loader import MODELING_REGISTRY
+
+
+        def build(architecture: str):
+            from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForConditionalGeneration
+
+            if "ForConditionalGeneration" in architecture:
+                return ToyForConditionalGeneration
+            return ToyForCausalLM
+
+
+        for name in ("toy", "toy_text"):
+            MODELING_REGISTRY[name] = build
+        """
+    )
+    _build(tmp_path / "ok", CONTEXT["NPU503"], init, dispatch)
+    assert "NPU503" not in _run(tmp_path / "ok", "NPU503").stdout
+    dropped = dispatch.replace(
+        '    if "ForConditionalGeneration" in architecture:\n        return ToyForConditionalGeneration\n',
+        '    if "Vision" in architecture:\n        return None\n',
+    )
+    assert dropped != dispatch
+    _build(tmp_path / "dropped", CONTEXT["NPU503"], init, dropped)
+    out = _run(tmp_path / "dropped", "NPU503").stdout
+    assert f"{init}:7:" in out and "`ToyForConditionalGeneration`" in out, out

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk as _walk
+from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
+from npu_lint.rules.multimodal._modality import crossings, modality, one_sided_sp, unused_media_mappings
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
     WRAPPERS,
@@ -17,7 +19,27 @@ from npu_lint.rules.multimodal._shared import (
     params_of,
     passed_on,
 )
-from npu_lint.veomni.upstream import patched_methods
+from npu_lint.veomni.upstream import (
+    file_source_module,
+    patched_methods,
+    upstream_class_method,
+)
+
+_CASTS = {
+    "type",
+    "to",
+    "float",
+    "contiguous",
+    "view",
+    "reshape",
+    "dtype",
+    "tolist",
+    "prod",
+    "item",
+    "sum",
+    "size",
+}
+_CASTS |= {"numel", "len", "list", "tuple", "int", "unsqueeze", "squeeze", "isinstance", "super", "getattr"}
 
 
 def _callee(call: ast.Call) -> str:
@@ -253,10 +275,68 @@ def _where_dropped(
     ], f" (not in the `{ast.unparse(call.func)}(...)` call with the other media inputs)"
 
 
+def _self_method(call: ast.Call) -> str | None:
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        return f.attr
+    return None
+
+
+def _local_method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef | None:
+    """The file's own version of ``cls.name``: a spec override, or the method of a class the file holds."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and spec_target(stmt) == (cls, name):
+            return stmt
+        if isinstance(stmt, ast.ClassDef) and stmt.name == cls:
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+    return None
+
+
+def _derived_names(func: ast.FunctionDef, name: str) -> set[str]:
+    """``name`` and the locals computed from it (a few steps)."""
+    names = {name}
+    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    for _ in range(3):
+        before = len(names)
+        for node in assigns:
+            if any(isinstance(n, ast.Name) and n.id in names for n in _walk(node.value)):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if len(names) == before:
+            break
+    return names
+
+
+_SIBLING = {"image": ("video",), "video": ("image",), "images": ("videos",), "videos": ("images",)}
+_SP_CALL = ("gather", "slice", "scatter", "all_to_all", "sp_pad", "split_sp", "sp_split")
+
+
+def _siblings(method: str) -> list[str]:
+    """The same method for the other visual medium (`get_image_features` -> `get_video_features`)."""
+    parts = method.split("_")
+    out = []
+    for i, part in enumerate(parts):
+        for other in _SIBLING.get(part, ()):
+            out.append("_".join([*parts[:i], other, *parts[i + 1 :]]))
+    return out
+
+
+def _callees(func: ast.AST) -> dict[str, ast.Call]:
+    out: dict[str, ast.Call] = {}
+    for node in (n for stmt in getattr(func, "body", []) for n in _walk(stmt)):
+        if isinstance(node, ast.Call) and _callee(node):
+            out.setdefault(_callee(node), node)
+    return out
+
+
 class MediaParameters(WrapperRule):
     code = "NPU701"
     name = "media-parameters"
-    summary = "A patched multimodal forward drops an upstream media parameter, or accepts it and never passes it on."
+    summary = (
+        "A patched multimodal forward drops an upstream media parameter, or accepts it and never passes it on; "
+        "or one medium's data is handed to another medium's mask, metadata or method."
+    )
     why = (
         "A vision-language wrapper's forward receives the media inputs (`pixel_values`, `pixel_values_videos`, "
         "`image_grid_thw`, `video_grid_thw`, `token_type_ids`, ...) and hands them to the inner model or the "
@@ -271,6 +351,23 @@ class MediaParameters(WrapperRule):
         "passes them to the same callee, is reported too, and so is a media input that rides in `**kwargs` "
         "and is removed from them: popped as a statement or into a local nobody hands on, deleted, set to `None`, "
         "or filtered out by a dict comprehension."
+        " A media input (or its lengths or mask) that the forward has and hands on elsewhere but leaves out of "
+        "its call of the method the upstream forward hands it to, though that method (the file's version, else "
+        "upstream's) takes it, is reported at that call. In any function, one medium's data meeting another "
+        "medium's is reported: features scattered into another medium's placeholder mask (`masked_scatter`, `torch.where`, "
+        "the mask followed through locals), values written at another medium's positions (`x[mask, :] = v`; values "
+        "computed from rows picked with that same mask are paired whatever their names), a "
+        'metadata key of one medium read for another (`video_kwargs = {...: md.get("vit_image_...")}`, the holder '
+        "being the dict key, keyword, call or local it goes to), and a mapping of one medium's arguments "
+        "splatted into another's method. Media are read from the spelling (`image`/`img`, `video`/`vid`, "
+        "`audio`); plain `pixel_values`, which carries video frames in many models, names none. A spec that patches "
+        "one medium's method (`get_image_features`) to stop a step its upstream sibling (`get_video_features`) "
+        "also takes (a `torch.split`), or to add a sequence-parallel step, while leaving the sibling unpatched is "
+        "reported at the end of the patched method (unless the sibling delegates to it). Inside a function, a "
+        "sequence-parallel step (`gather_outputs`, `slice_input_tensor`, ...) applied to one visual medium's tensor "
+        "(`image_embeds`, also element-wise in a comprehension) while its sibling (`video_embeds`, assigned in the "
+        "same function) never goes through it is reported at the sibling's first assignment; so is a mapping built "
+        "for one medium (`video_vit_kwargs = {...}`) that the function never reads."
     )
     bad = (
         Example(
@@ -344,6 +441,47 @@ class MediaParameters(WrapperRule):
             path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
             title="a media input filtered out of `**kwargs` by a dict comprehension",
         ),
+        Example(
+            """
+            import torch
+
+
+            def merge_media(self, embeds, token_ids, img_feats, vid_feats):
+                img_sel = token_ids == self.config.image_token_id
+                vid_sel = token_ids == self.config.video_token_id
+                sel = vid_sel[..., None].expand_as(embeds)
+                embeds = embeds.masked_scatter(sel, img_feats)
+                joint = torch.zeros_like(embeds[..., 0])
+                joint[img_sel] = vid_feats.sum(-1)
+                return embeds, joint
+            """,
+            path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
+            title="image features scattered through a local mask built from the video tokens, video values at image positions",
+        ),
+        Example(
+            """
+            def encode_clips(self, clips, side_info, **kwargs):
+                video_args = {"lengths": side_info.get("audio_clip_lengths"), "offsets": side_info["video_clip_offsets"]}
+                return self.encode_video_clips(clips, **video_args), self.encode_audio_stream(clips, **kwargs)
+            """,
+            path="veomni/models/transformers/toy_av/modeling_toy_av.py",
+            title="the video encoder's arguments read from the audio lengths key",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLModel.get_video_features")
+            def video_feats(self, pixel_values_videos, video_grid_thw=None, **kwargs):
+                out = self.visual(pixel_values_videos.type(self.visual.dtype), grid_thw=video_grid_thw, **kwargs)
+                return out
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the video features stop splitting the pooled output, the image features still split it upstream",
+        ),
     )
     good = (
         Example(
@@ -360,12 +498,49 @@ class MediaParameters(WrapperRule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            def merge_media(self, embeds, token_ids, img_feats, vid_feats):
+                vid_sel = token_ids == self.config.video_token_id
+                sel = vid_sel[..., None].expand_as(embeds)
+                embeds = embeds.masked_scatter(sel, vid_feats)
+                lookups = {"image_grid": self.meta.get("image_grid"), "video_grid": self.meta.get("video_grid")}
+                return embeds, lookups
+            """,
+            path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
+            title="each medium on its own mask; a mapping that is for both media",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.get_image_features")
+            def image_feats(self, pixel_values, image_grid_thw=None, **kwargs):
+                return self.visual(pixel_values.type(self.visual.dtype), grid_thw=image_grid_thw, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="upstream's video features call the image features: patching one patches both",
+        ),
     )
     fix_safety = "No fix: where a media input goes depends on the patch."
 
     def finish(self) -> None:
         super().finish()
         ctx = self.ctx
+        text = ctx.source.text
+        if "override_method" in text and ("_image_" in text or "_video_" in text):
+            self._unpatched_siblings()
+        if ("image" in text or "img" in text) + ("video" in text or "vid" in text) + ("audio" in text) >= 2:
+            seen: set[int] = set()
+            for node in _walk(ctx.tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for at, message in [*crossings(node), *one_sided_sp(node), *unused_media_mappings(node)]:  # type: ignore[arg-type]
+                        if id(at) not in seen:
+                            seen.add(id(at))
+                            self.report(at, message)
         if "prepare_inputs_for_generation" in ctx.source.text:
             for patched in patched_methods(
                 ctx.tree, ctx.source.text, "prepare_inputs_for_generation", WRAPPERS, path=ctx.source.path
@@ -390,6 +565,104 @@ class MediaParameters(WrapperRule):
                         kw.value,
                         f"`{ast.unparse(node.func)}` gets `{kw.arg}={kw.value.id}`: the forward's own `{kw.value.id}` "
                         f"is handed on as `{kw.arg}`, so the callee reads one input as another",
+                    )
+
+    def _unpatched_siblings(self) -> None:
+        """A spec that patches one medium's method (`get_image_features`) to stop doing something (a
+        `torch.split` of a sequence-parallel output) or to add a sequence-parallel step, while the other medium's
+        method of the same class (`get_video_features`), which upstream does the same thing, is left unpatched."""
+        ctx = self.ctx
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        if module is None or not module.startswith("transformers."):
+            return
+        for stmt in ctx.tree.body:
+            if not isinstance(stmt, ast.FunctionDef):
+                continue
+            cls, method = spec_target(stmt)
+            if cls is None or method is None or modality(method) is None:
+                continue
+            for sibling in _siblings(method):
+                if _local_method(ctx.tree, cls, sibling) is not None:
+                    continue
+                theirs = upstream_class_method(module, cls, sibling)
+                original = upstream_class_method(module, cls, method)
+                if theirs is None or original is None:
+                    continue
+                sib_calls = _callees(theirs)
+                if method in sib_calls:
+                    continue  # the sibling delegates to the patched method
+                up_calls, my_calls = _callees(original), _callees(stmt)
+                dropped = [c for c in up_calls if c not in my_calls and c in sib_calls and c not in _CASTS]
+                added = [
+                    c
+                    for c in my_calls
+                    if c not in up_calls and c not in sib_calls and any(w in c.lower() for w in _SP_CALL)
+                ]
+                if not dropped and not added:
+                    continue
+                what = (
+                    f"no longer calls `{ast.unparse(sib_calls[dropped[0]].func)}`"
+                    if dropped
+                    else f"adds `{ast.unparse(my_calls[added[0]].func)}`"
+                )
+                self.report(
+                    stmt.body[-1],
+                    f"the patched `{cls}.{method}` {what}, but `{cls}.{sibling}` is not patched and upstream "
+                    f"{'still does' if dropped else 'does not'}: the {modality(sibling)} inputs take the unpatched path",
+                )
+
+    def _withheld(self, patched: PatchedMethod) -> None:
+        """A media input (or its lengths / mask) the upstream forward hands to `self.<method>(...)`, that the patch
+        has and passes elsewhere, but leaves out of its own call of that method, though the method (the file's
+        version, else upstream's) takes it: `self.get_audio_features(input_features)` without the lengths."""
+        func, upstream = patched.func, patched.upstream
+        mine = set(params_of(func))
+        calls: dict[str, list[ast.Call]] = {}
+        for node in _walk(func):
+            if isinstance(node, ast.Call) and _self_method(node):
+                calls.setdefault(_self_method(node), []).append(node)  # type: ignore[arg-type]
+        done: set[tuple[int, str]] = set()
+        for up in _walk(upstream):
+            if not isinstance(up, ast.Call) or not calls.get(_self_method(up) or ""):
+                continue
+            method = _self_method(up) or ""
+            given: list[tuple[str, str | int]] = [
+                (a.id, i) for i, a in enumerate(up.args) if isinstance(a, ast.Name)
+            ] + [(k.value.id, k.arg) for k in up.keywords if k.arg and isinstance(k.value, ast.Name)]
+            for name, slot in given:
+                if name not in mine or not (MEDIA.match(name) or modality(name)):
+                    continue
+                if not passed_on(func, name):
+                    continue  # reported as never passed on
+                target = _local_method(self.ctx.tree, patched.cls, method) or upstream_class_method(
+                    patched.module, patched.cls, method
+                )
+                if target is None:
+                    continue
+                params = params_of(target)
+                if isinstance(slot, int):
+                    original = upstream_class_method(patched.module, patched.cls, method)
+                    spelled = params_of(original) if original is not None else []
+                    offset = 1 if spelled[:1] == ["self"] else 0
+                    if slot + offset >= len(spelled):
+                        continue
+                    slot = spelled[slot + offset]
+                if slot not in params:
+                    continue
+                derived = _derived_names(func, name)
+                for call in calls[method]:
+                    if any(k.arg is None for k in call.keywords):
+                        continue  # a `**` mapping may carry it
+                    if any(isinstance(n, ast.Name) and n.id in derived for n in _walk(call)):
+                        continue
+                    if (id(call), name) in done:
+                        continue
+                    done.add((id(call), name))
+                    self.report(
+                        call,
+                        f"`{ast.unparse(call.func)}(...)` does not get `{name}`: the upstream forward hands it "
+                        f"over as `{slot}`, this forward has it, and `{method}` takes it, so the callee runs "
+                        "without it",
                     )
 
     def _reordered(self, func: ast.FunctionDef, upstream: ast.FunctionDef) -> None:
@@ -444,6 +717,7 @@ class MediaParameters(WrapperRule):
                     )
         self._swapped(func)
         self._reordered(func, patched.upstream)
+        self._withheld(patched)
         for arg in [*func.args.args, *func.args.kwonlyargs]:
             if arg.arg not in media:
                 continue

@@ -502,6 +502,107 @@ def _media_test(test: ast.AST) -> str | None:
     return None
 
 
+def _self_roots(expr: ast.AST) -> set[str]:
+    """The submodules of `self` an expression runs: `self.gen_head(x)` -> gen_head, `self.tower.encode(x)` ->
+    tower (a call whose callee chain starts at `self`)."""
+    out = set()
+    for n in _walk(expr):
+        if not isinstance(n, ast.Call):
+            continue
+        chain = n.func
+        attrs = []
+        while isinstance(chain, (ast.Attribute, ast.Call)):
+            if isinstance(chain, ast.Attribute):
+                attrs.append(chain.attr)
+                chain = chain.value
+            else:
+                chain = chain.func
+        if isinstance(chain, ast.Name) and chain.id == "self" and attrs:
+            out.add(attrs[-1])
+        for arg in [*n.args, *(k.value for k in n.keywords)]:
+            # a helper handed `self` or one of its submodules runs them (`run_dummy(self.visual)`)
+            if isinstance(arg, ast.Name) and arg.id == "self":
+                out.add("self")
+            elif (
+                isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self"
+            ):
+                out.add(arg.attr)
+    return out
+
+
+def _module_lineage(stmts: list[ast.stmt]) -> dict[str, set[str]]:
+    """For each local a branch assigns: the submodules of `self` its value is computed through, inside the
+    branch (followed through the branch's locals in textual order)."""
+    assigns = sorted(
+        (
+            n
+            for stmt in stmts
+            for n in _walk(stmt)
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        ),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    lineage: dict[str, set[str]] = {}
+    for node in assigns:
+        value = node.value
+        if value is None:
+            continue
+        roots = _self_roots(value)
+        for n in _walk(value):
+            if isinstance(n, ast.Name) and n.id in lineage:
+                roots |= lineage[n.id]
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            for t in _walk(target):
+                if isinstance(t, ast.Name):
+                    if isinstance(node, ast.AugAssign):
+                        lineage[t.id] = lineage.get(t.id, set()) | roots
+                    else:
+                        lineage[t.id] = set(roots)
+    return lineage
+
+
+def _fallback_constants(func: ast.AST) -> list[tuple[ast.AST, str, str, set[str]]]:
+    """A branch for micro-batches without a medium (`elif self.training:` / `else:` of `if <media> is not
+    None:`) that sets a local the media branch computes through submodules of `self` (`self.gen_head(...)`)
+    without running any of them (`torch.zeros(())`, `hidden.sum() * 0.0`): those submodules get no gradient on
+    such ranks. Only training-time fallbacks count: the branch tests `training` / FSDP, or the input is a medium
+    and the function runs a dummy forward elsewhere. (assignment, local, medium input, submodules)"""
+    dummy_elsewhere = any(isinstance(n, ast.Attribute) and n.attr == "dummy_forward" for n in _walk(func))
+    out = []
+    for node in _walk(func):
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        name = _media_test(node.test)
+        if name is None:
+            continue
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            test: ast.AST | None = node.orelse[0].test
+            fallback = node.orelse[0].body
+        else:
+            test, fallback = None, node.orelse
+        words = {
+            n.attr if isinstance(n, ast.Attribute) else n.id
+            for n in (_walk(test) if test is not None else [])
+            if isinstance(n, (ast.Attribute, ast.Name))
+        }
+        media = bool(MEDIA.match(name) or _modality(name) or "pixel" in name)
+        if not (any("training" in w or "fsdp" in w for w in words) or dummy_elsewhere and media):
+            continue
+        real = _module_lineage(node.body)
+        fake = _module_lineage(fallback)
+        for stmt in (n for s in fallback for n in _walk(s)):
+            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
+                continue
+            if isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and real.get(target.id) and not fake.get(target.id):
+                    out.append((stmt, target.id, name, real[target.id]))
+    return out
+
+
 class TextOnlyDummyForward(WrapperRule):
     code = "NPU703"
     name = "text-only-dummy-forward"
@@ -525,6 +626,12 @@ class TextOnlyDummyForward(WrapperRule):
         "(`self(...)`, its layers, `super().forward`): one that only builds a tensor joins no collective. Where the tower's forward slices its own side "
         "tensors for sequence parallelism (its input arrives pre-sliced by the collator), a fake input sized from "
         "`sp_size` (the global size) must be sliced the same way."
+        " In any forward (in-tree models too), a training-time fallback for micro-batches without a medium "
+        "(the `elif self.training:` / `else:` of `if <media> is not None:`, when it tests training or FSDP or "
+        "the forward runs a dummy forward elsewhere) that sets a local the media branch computes through "
+        "submodules of `self` (a generation head, a projector) without running any of them (`torch.zeros(())`, "
+        "a zero product of other data) is reported: those submodules get no gradient on such ranks. A call that "
+        "receives `self` or one of its submodules counts as running it."
     )
     bad = (
         Example(
@@ -737,6 +844,24 @@ class TextOnlyDummyForward(WrapperRule):
             """,
             title="the fake input sized for the whole sequence-parallel group and never sliced to this rank",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToySpeechLM(nn.Module):
+                def forward(self, hidden, speech_targets=None):
+                    if speech_targets is not None:
+                        speech_logits = self.speech_head(hidden)
+                        aux = nn.functional.cross_entropy(speech_logits.flatten(0, 1), speech_targets.flatten())
+                    elif self.training:
+                        aux = hidden.new_zeros(())
+                    return aux
+            """,
+            path="veomni/models/transformers/toy_speech/modeling_toy_speech.py",
+            title="the head's zero-valued term replaced by a constant on micro-batches without speech targets",
+        ),
     )
     good = (
         Example(
@@ -788,17 +913,57 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a sequence-parallel dummy and a plain one: every rank without images runs one",
         ),
+        Example(
+            """
+            from torch import nn
+
+
+            class ToySpeechLM(nn.Module):
+                def forward(self, hidden, speech_targets=None):
+                    if speech_targets is not None:
+                        speech_logits = self.speech_head(hidden)
+                        aux = nn.functional.cross_entropy(speech_logits.flatten(0, 1), speech_targets.flatten())
+                    elif self.training:
+                        aux = self.speech_head(hidden[:, :1]).mean() * 0.0
+                    else:
+                        aux = None
+                    return aux
+            """,
+            path="veomni/models/transformers/toy_speech/modeling_toy_speech.py",
+            title="the fallback runs the head on a slice and multiplies by zero",
+        ),
     )
     fix_safety = "No fix: the dummy input's shape is the tower's business."
 
     def finish(self) -> None:
         super().finish()
+        text = self.ctx.source.text
+        if "is not None" in text and ("training" in text or "fsdp" in text or "dummy_forward" in text):
+            self._fallback_constants()
         if "dummy_forward" in self.ctx.source.text:
             if any(w in self.ctx.source.text for w in _NO_GRAD):
                 self._no_grad_definitions()
             self._idle_definitions()
             if "slice" in self.ctx.source.text:
                 self._sequence_parallel_inputs()
+
+    def _fallback_constants(self) -> None:
+        seen: set[int] = set()
+        for func in _walk(self.ctx.tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for stmt, local, medium, modules in _fallback_constants(func):
+                if id(stmt) in seen:
+                    continue
+                seen.add(id(stmt))
+                runs = ", ".join(f"`self.{m}`" for m in sorted(modules))
+                it, its = ("them", "their") if len(modules) > 1 else ("it", "its")
+                self.report(
+                    stmt,
+                    f"without `{medium}`, `{local}` is set without running {runs}, which the `{medium}` branch "
+                    f"computes it through: those ranks give {it} no gradient and skip {its} FSDP reduce-scatter "
+                    f"(run {it} on a dummy input and multiply by zero)",
+                )
 
     def _sequence_parallel_inputs(self) -> None:
         """A tower whose forward slices its own side tensors for sequence parallelism (`sp_pad_and_slice(

@@ -16,7 +16,7 @@ from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
-from npu_lint.veomni.registration import registered_types
+from npu_lint.veomni.registration import explicit_registrations, registered_types
 
 
 def _guarded(check: Callable[..., Iterable[Diagnostic]]) -> Callable[..., list[Diagnostic]]:
@@ -271,10 +271,11 @@ class Registration:
 
 def _registrations(tree: ast.Module) -> list[Registration]:
     out = []
+    explicit = explicit_registrations(tree)
     for stmt in tree.body:
         if not isinstance(stmt, ast.FunctionDef):
             continue
-        types = registered_types(stmt)
+        types = registered_types(stmt, explicit)
         if not types:
             continue
         imports: list[tuple[str, str, ast.AST]] = []
@@ -298,7 +299,8 @@ def _registrations(tree: ast.Module) -> list[Registration]:
                     and node.value.id in aliases
                 ):
                     imports.append((aliases[node.value.id], node.attr, node))
-        line = min(d.lineno for d in stmt.decorator_list)
+        lines = [d.lineno for d in stmt.decorator_list] + [at for _, at in explicit.get(stmt.name, [])]
+        line = min(lines) if stmt.decorator_list else stmt.lineno
         out.append(Registration(stmt, types, line, imports))
     return out
 

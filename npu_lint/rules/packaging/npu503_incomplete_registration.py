@@ -11,7 +11,6 @@ from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
     _CLASS,
     _CONFIG_ATTR,
-    Registration,
     _class_block,
     _defines,
     _diag,
@@ -27,25 +26,75 @@ from npu_lint.rules.packaging._shared import (
 )
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
+from npu_lint.veomni.registration import explicit_registrations, registered_types
+
+
+def _unregistered_helper(tree: ast.Module, classes: set[str]) -> ast.FunctionDef | None:
+    """A module-level function that imports one of ``classes`` from a generated module but is registered under
+    no model type (the helper whose registration is missing)."""
+    explicit = explicit_registrations(tree)
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or registered_types(stmt, explicit):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").rsplit(".", 1)[-1].startswith("patched_modeling_")
+                and any(a.name in classes for a in node.names)
+            ):
+                return stmt
+    return None
+
+
+def _unreturned_heads(func: ast.FunctionDef, imported: list[str]) -> tuple[ast.stmt, list[str]] | None:
+    """A registered function that picks its class by ``architecture`` (``if "ForCausalLM" in architecture:``)
+    but returns some imported head class (``...For<Task>``) for no architecture: (the first dispatch test, the
+    heads)."""
+    dispatch = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.If)
+        and any(
+            isinstance(c, ast.Compare)
+            and any(isinstance(x, ast.Name) and x.id == "architecture" for x in c.comparators)
+            for c in ast.walk(n.test)
+        )
+    ]
+    if not dispatch:
+        return None
+    returned = {
+        x.id
+        for n in ast.walk(func)
+        if isinstance(n, ast.Return) and n.value is not None
+        for x in ast.walk(n.value)
+        if isinstance(x, ast.Name)
+    }
+    heads = [name for name in dict.fromkeys(imported) if "For" in name and name not in returned]
+    if not heads:
+        return None
+    return min(dispatch, key=lambda n: n.lineno), heads
 
 
 class IncompleteRegistration(ProjectRule):
-    per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU503"
+    per_package = True  # findings of one model package at a time (the engine may run it per package)
     name = "incomplete-registration"
     summary = (
         "A vision-language package does not register both its multimodal and its text-backbone model types, "
-        "registers classes its generated module lacks, or never returns a head class it imports."
+        "or registers classes its generated module lacks."
     )
     why = (
         "Registration is keyed by `config.json`'s `model_type`. A VLM's generated module serves two model types: "
         "the multimodal wrapper (`...ForConditionalGeneration`, e.g. `gemma3`) and its text backbone "
         "(`...ForCausalLM`, e.g. `gemma3_text`). A type that is not registered silently falls back to the stock "
         "transformers class, without VeOmni's patches (and without the NPU kernels). A registered function "
-        "that imports a class the generated module does not define fails only when that model is built. A "
-        "registration that imports a head (`...ForTokenClassification`) from the generated module but whose "
-        '`if "..." in architecture` dispatch never returns it builds such checkpoints as its fallback class '
-        "(usually the causal LM): the wrong head trains without an error."
+        "that imports a class the generated module does not define fails only when that model is built."
+        " Registration is read however it is written: `@MODELING_REGISTRY.register(...)`, the call "
+        '`MODELING_REGISTRY.register("t")(fn)` or `register("t", fn)`, `MODELING_REGISTRY["t"] = fn`, or a loop '
+        "over literal model types; a helper that loads a missing type's class but is registered under no type is "
+        "where the finding goes. A registered function that picks its class by `architecture` and imports a head "
+        "class (`...ForTokenClassification`) it returns for no architecture sends that checkpoint to another "
+        "class."
     )
     bad = (
         Example(
@@ -74,17 +123,30 @@ class IncompleteRegistration(ProjectRule):
                 return ToyForConditionalGeneration
 
 
-            @MODELING_REGISTRY.register("toy_text")
             def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForTokenClassification
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
 
-                if "ForCausalLM" in architecture:
-                    return ToyForCausalLM
-                else:
-                    return ToyForCausalLM
+                return ToyForCausalLM
             """,
             path="veomni/models/transformers/toy/__init__.py",
-            title="`ToyForTokenClassification` is imported, but no architecture branch returns it",
+            title="the text-backbone helper is written but never registered (reported at the helper)",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            @MODELING_REGISTRY.register("toy_text")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForConditionalGeneration, ToyModel
+
+                if "CausalLM" in architecture:
+                    return ToyForCausalLM
+                return ToyModel
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the multimodal head is imported but no architecture returns it",
         ),
     )
     good = (
@@ -102,13 +164,51 @@ class IncompleteRegistration(ProjectRule):
 
             @MODELING_REGISTRY.register("toy_text")
             def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForTokenClassification
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
 
-                if "ForTokenClassification" in architecture:
-                    return ToyForTokenClassification
                 return ToyForCausalLM
             """,
             path="veomni/models/transformers/toy/__init__.py",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            def load_toy(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
+
+                return ToyForConditionalGeneration
+
+
+            def load_toy_text(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+
+                return ToyForCausalLM
+
+
+            MODELING_REGISTRY.register("toy")(load_toy)
+            MODELING_REGISTRY.register("toy_text", load_toy_text)
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="registered by calls at import time instead of decorators",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            def load_any_toy(architecture: str):
+                from .generated import patched_modeling_toy_gpu as generated
+
+                return getattr(generated, architecture)
+
+
+            for model_type in ("toy", "toy_text"):
+                MODELING_REGISTRY.register(model_type)(load_any_toy)
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="one loader registered for both types in a loop over literal model types",
         ),
     )
     fix_safety = (
@@ -123,55 +223,6 @@ class IncompleteRegistration(ProjectRule):
         if match is None:
             return None
         return _model_type(source_module, match.group(1) or match.group(2))
-
-    def _unreturned_heads(
-        self, init: str, reg: Registration, by_module: dict[str, str]
-    ) -> Iterable[Diagnostic]:
-        """``ForTokenClassification`` imported from the generated module, and an ``if "..." in architecture``
-        dispatch none of whose returns gives it: that checkpoint silently builds the fallback class."""
-        func = reg.function
-        if not func.args.args:
-            return
-        arch = func.args.args[0].arg
-        tests: list[ast.Compare] = []
-        returned: set[str] = set()
-        for node in ast.walk(func):
-            if isinstance(node, ast.Compare) and any(
-                isinstance(c, ast.Name) and c.id == arch for c in node.comparators
-            ):
-                tests.append(node)
-            elif isinstance(node, ast.Return):
-                if not isinstance(node.value, ast.Name):
-                    return  # a computed return (a table, a call): not a plain dispatch
-                returned.add(node.value.id)
-        if not tests:
-            return
-        imported = {name for module, name, _ in reg.imports if module in by_module}
-        if not returned <= imported:
-            return  # returns a local variable: the dispatch is not read here
-        fallback = None
-        last = max(tests, key=lambda t: t.lineno)
-        for node in ast.walk(func):
-            if isinstance(node, ast.If) and node.test is last and node.orelse:
-                tail = node.orelse[-1]
-                if isinstance(tail, ast.Return) and isinstance(tail.value, ast.Name):
-                    fallback = tail.value.id
-        first = min(tests, key=lambda t: t.lineno)
-        for name in sorted(imported - returned):
-            head = name.find("For")
-            if head <= 0:
-                continue  # base models (`...Model`, `...TextModel`) are set up as parts of the heads
-            gets = f"`{fallback}`" if fallback else "the fallback"
-            yield _diag(
-                self,
-                init,
-                first.lineno,
-                f"`{func.name}` imports `{name}` from the generated module, but no branch of its "
-                f"`{arch}` dispatch returns it: a `...{name[head:]}` checkpoint is built as {gets}",
-                col=first.col_offset,
-                end_line=first.end_lineno,
-                end_col=first.end_col_offset,
-            )
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
@@ -205,9 +256,23 @@ class IncompleteRegistration(ProjectRule):
                         end_line=node.end_lineno,
                         end_col=node.end_col_offset,
                     )
-            # a head class imported for the model type that no branch of the architecture dispatch returns
+            # head classes imported by an architecture dispatch and returned for no architecture
             for reg in regs:
-                yield from self._unreturned_heads(pkg.init, reg, by_module)
+                found = _unreturned_heads(reg.function, [name for _, name, _ in reg.imports])
+                if found is None:
+                    continue
+                at, heads = found
+                yield _diag(
+                    self,
+                    pkg.init,
+                    at.lineno,
+                    f"`{reg.function.name}` imports {', '.join(f'`{h}`' for h in heads)} from the generated module "
+                    "but returns it for no `architecture`: such a checkpoint falls through to another class (the "
+                    "wrong head, or the stock one)",
+                    col=at.col_offset,
+                    end_line=at.lineno,
+                    end_col=at.col_offset + 2,
+                )
             # the multimodal / text-backbone pair
             used = {m for r in regs for m, _, _ in r.imports}
             gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
@@ -229,6 +294,7 @@ class IncompleteRegistration(ProjectRule):
             )
             main = [p for p in prefixes if p and not any(q != p and p.startswith(q) for q in prefixes)]
             missing: list[str] = []
+            missing_classes: set[str] = set()
             source_known = _model_dir(banner.source_module) is not None
             for prefix in main:
                 fcg, clm = f"{prefix}ForConditionalGeneration", f"{prefix}ForCausalLM"
@@ -248,18 +314,26 @@ class IncompleteRegistration(ProjectRule):
                         text_type = f"{mm_types[0]}_text" if mm_types else None
                 if mm_type is not None and mm_type not in registered:
                     missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
+                    missing_classes.add(fcg)
                 if text_type is not None and text_type not in registered:
                     missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
+                    missing_classes.add(clm)
             if missing:
                 first = regs[0]
-                col, end = _first_line_range(pkg.init, first.decorator_line)
+                line = first.decorator_line
+                helper = _unregistered_helper(parsed.tree, missing_classes)
+                note = ""
+                if helper is not None:
+                    line = helper.lineno
+                    note = f" (`{helper.name}` loads it but is registered under no model type)"
+                col, end = _first_line_range(pkg.init, line)
                 have = ", ".join(f"`{t}`" for t in sorted(registered))
                 yield _diag(
                     self,
                     pkg.init,
-                    first.decorator_line,
-                    f"`{gpu_modules[0]}` serves {' and '.join(missing)}, but `__init__.py` registers only {have}: "
-                    "unregistered types load the stock transformers class",
+                    line,
+                    f"`{gpu_modules[0]}` serves {' and '.join(missing)}, but `__init__.py` registers only {have}"
+                    f"{note}: unregistered types load the stock transformers class",
                     col=col,
                     end_col=end,
                 )
