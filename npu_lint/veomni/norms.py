@@ -14,13 +14,17 @@ Two questions, each behind one function, so the rules never hard-code variant na
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from dataclasses import dataclass
 
+from npu_lint.core.safeio import read_regular
 from npu_lint.veomni.catalog import OpRow
 from npu_lint.veomni.project import Project
 from npu_lint.veomni.upstream import last_name, upstream_class_method
 
 __all__ = [
+    "EPS_NAMES",
     "OFFSET",
     "STANDARD",
     "UNWEIGHTED",
@@ -30,6 +34,8 @@ __all__ = [
     "param_init_kind",
     "class_rms_contract",
     "upstream_rms_contract",
+    "KernelFunction",
+    "kernel_function",
 ]
 
 OFFSET = "offset"
@@ -45,7 +51,8 @@ _NAMES: dict[str, str] = {
     "unweighted": UNWEIGHTED,
 }
 _OPSLOT_NAMES = {OFFSET: "qwen3_5", STANDARD: "standard", UNWEIGHTED: "unweighted"}
-_EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
+EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
+_EPS_NAMES = EPS_NAMES
 
 
 def _rms_variants(rows: tuple[OpRow, ...]) -> list[str]:
@@ -205,3 +212,111 @@ def upstream_rms_contract(module: str, cls: str) -> RmsContract | None:
     if init is None and forward is None:
         return None
     return class_rms_contract(init, forward)
+
+
+# -- what a kernel function of the tree computes ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelFunction:
+    """An RMSNorm kernel function of the tree (``veomni.ops.kernels.rms_norm.npu.<name>``), read from its source.
+
+    ``method_style``: written as a forward replacement (``def f(self, x)``: it reads the module's attributes,
+    ``module_attrs``); otherwise functional (``def f(x, weight, eps)``). ``contract``: "offset" when it adds 1 to
+    the weight it is given, "standard" when it uses the weight raw, "unweighted" when it takes none."""
+
+    name: str
+    contract: str | None
+    method_style: bool
+    module_attrs: frozenset[str] = frozenset()
+
+    @property
+    def eps_attrs(self) -> tuple[str, ...]:
+        return tuple(a for a in _EPS_NAMES if a in self.module_attrs)
+
+
+_NAME_WORDS = (("qwen3_5", OFFSET), ("gemma", OFFSET), ("offset", OFFSET), ("zero_centered", OFFSET))
+
+
+def _function_contract(func: ast.FunctionDef) -> KernelFunction:
+    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    first = params[0] if params else ""
+    module_attrs = frozenset(
+        n.attr
+        for n in ast.walk(func)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == first
+    )
+    method_style = "weight" in module_attrs
+    weight_param = next((p for p in params if "weight" in p), params[1] if len(params) > 1 else None)
+
+    def is_weight(node: ast.AST) -> bool:
+        node = _strip_casts(node)
+        if method_style:
+            return _named_attr(node, first, "weight")
+        return isinstance(node, ast.Name) and node.id == weight_param
+
+    offset = used = False
+    for node in ast.walk(func):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            if (_is_one(node.left) and is_weight(node.right)) or (
+                _is_one(node.right) and is_weight(node.left)
+            ):
+                offset = True
+        if is_weight(node) and not isinstance(node, ast.Call):
+            used = True
+    raises_on_weight = any(isinstance(n, ast.Raise) for n in ast.walk(func)) and not offset
+    if offset:
+        contract: str | None = OFFSET
+    elif used and raises_on_weight and not method_style:
+        contract = UNWEIGHTED  # `if weight is not None: raise ...`
+    elif used:
+        contract = STANDARD
+    else:
+        contract = None
+    return KernelFunction(func.name, contract, method_style, module_attrs if method_style else frozenset())
+
+
+def _named_attr(node: ast.AST, receiver: str, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == receiver
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_functions_at(path: str, state: tuple[int, int, int]) -> dict[str, KernelFunction]:
+    try:
+        data, _ = read_regular(path)
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return {}
+    return {s.name: _function_contract(s) for s in tree.body if isinstance(s, ast.FunctionDef)}
+
+
+def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
+    """The RMSNorm kernel function ``dotted`` (``veomni.ops.kernels.rms_norm.npu.qwen3_5_rms_norm_forward_npu``)
+    as the tree holding ``anchor`` defines it: read from the kernel module's source (never imported). Without
+    the tree's source, its contract is read from the words of its name (``qwen3_5_``/``gemma``: offset)."""
+    module, _, name = dotted.rpartition(".")
+    if not module.startswith("veomni.ops.kernels"):
+        return None
+    if anchor is not None:
+        from npu_lint.veomni.patchgen import path_of_module
+
+        path = path_of_module(module, anchor)
+        if path is not None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+            if st is not None:
+                found = _kernel_functions_at(path, (st.st_size, st.st_mtime_ns, st.st_ino)).get(name)
+                if found is not None:
+                    return found
+    lowered = name.lower()
+    if "unweighted" in lowered:
+        return KernelFunction(name, UNWEIGHTED, False)
+    contract = next((c for word, c in _NAME_WORDS if word in lowered), None)
+    return KernelFunction(name, contract, False) if contract is not None else None

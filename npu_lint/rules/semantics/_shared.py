@@ -22,8 +22,10 @@ from npu_lint.rules._handles import (
 from npu_lint.rules.base import Context, Rule, make_fix
 from npu_lint.veomni import vendor_map
 from npu_lint.veomni.norms import (
+    KernelFunction,
     RmsContract,
     class_rms_contract,
+    kernel_function,
     param_init_kind,
     rms_variant_contract,
     variant_for_contract,
@@ -174,20 +176,29 @@ def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bo
     operand node, weight attribute, with the `1 +` offset)."""
     out: list[tuple[str, ast.expr, str, bool]] = []
     for cls_name, func in _rms_norm_methods(tree):
-        for node in _walk(func):
-            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
-                continue
-            for side in (node.left, node.right):
-                value = side
-                if isinstance(side, ast.Name):  # a local holding the scale (`scale = 1.0 + self.weight`)
-                    values = _assigned_in(func, side.id)
-                    if len(values) != 1:
-                        continue
-                    value = values[0]
-                inner = offset_inner(value)
-                attr = raw_weight_attr(inner if inner is not None else value)
-                if attr is not None and "weight" in attr:
-                    out.append((cls_name, side, attr, inner is not None))
+        out.extend((cls_name, side, attr, offset) for side, attr, offset in weight_products(func))
+    return out
+
+
+def weight_products(func: ast.AST) -> list[tuple[ast.expr, str, bool]]:
+    """Each operand of a multiplication in ``func`` that is the module's weight: (operand, attribute, with the
+    `1 +` offset). A local holding the scale (`scale = 1.0 + self.weight`) counts."""
+    out: list[tuple[ast.expr, str, bool]] = []
+    receiver = receiver_of(func)
+    for node in _walk(func):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for side in (node.left, node.right):
+            value = side
+            if isinstance(side, ast.Name):
+                values = _assigned_in(func, side.id)
+                if len(values) != 1:
+                    continue
+                value = values[0]
+            inner = offset_inner(value)
+            attr = raw_weight_attr(inner if inner is not None else value, receiver)
+            if attr is not None and "weight" in attr:
+                out.append((side, attr, inner is not None))
     return out
 
 
@@ -434,6 +445,32 @@ class _RmsNormCalls(Rule):
             return
         self.state.reused.append((repl, target.rpartition(".")[0]))
 
+    def reused_functions(self) -> list[tuple[ast.Name, str, ast.FunctionDef, str]]:
+        """Patch functions another spec defines that this spec re-registers for one of its RMSNorm classes
+        (``override_method("FooRMSNorm.forward", replacement=imported_fn)``): (the ``replacement=`` name, the
+        patched class, the function in the other file, that file)."""
+        if not self.state.reused:
+            return []
+        memo = self.ctx.memo.get("rms_reused_functions")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
+        out: list[tuple[ast.Name, str, ast.FunctionDef, str]] = []
+        from npu_lint.veomni.patchgen import parse_spec
+
+        try:
+            spec = parse_spec(self.ctx.source.path, self.ctx.source.text, self.ctx.tree)
+        except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
+            spec = None
+        for name_node, cls in self.state.reused if spec is not None else ():
+            if "norm" not in cls.lower():
+                continue
+            ref = spec.resolve(name_node.id)  # type: ignore[union-attr]
+            if ref is None or ref.path == self.ctx.source.path or not isinstance(ref.node, ast.FunctionDef):
+                continue
+            out.append((name_node, cls, ref.node, ref.path))
+        self.ctx.memo["rms_reused_functions"] = out
+        return out
+
     def reused_rms_calls(self) -> list[tuple[ast.Call, ast.AST, str | None, Handle, ast.Name]]:
         """RMSNorm handle calls inside a patch function another spec defines and this spec re-registers
         (``override_method(..., replacement=imported_fn)``), with the handles this spec declares:
@@ -622,18 +659,66 @@ class _RmsNormCalls(Rule):
         """The registry contract of an RMSNorm handle's variant ("offset" | "standard" | ...)."""
         return rms_variant_contract(self.ctx.project, handle.raw_variant or handle.variant)
 
+    def _call_qualname(self, call: ast.Call, func: ast.AST | None) -> str | None:
+        """The dotted name a call reaches: module imports, a spec's ``add_import``, and the imports of the
+        enclosing function (a kernel imported lazily inside the patched forward)."""
+        node = call.func
+        if isinstance(node, ast.Name):
+            if node.id in self.state.spec_imports:
+                return self.state.spec_imports[node.id]
+            if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                local = self.ctx.local_imports(func)
+                if node.id in local:
+                    return local[node.id]
+        return self.ctx.qualname(node)
+
     def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
-        """Direct vendor RMSNorm kernel calls (`torch_npu.npu_rms_norm(x, w, ...)`): (call, func, class, name)."""
+        """Direct vendor RMSNorm kernel calls given a weight (`torch_npu.npu_rms_norm(x, w, ...)`,
+        `standard_rms_norm_forward_npu(x, w, eps)` of the tree's kernel module): (call, func, class, name).
+        Method-style kernels (`rms_norm_forward_npu(self, x)`) are in ``method_kernel_calls``."""
+        memo = self.ctx.memo.get("rms_vendor_calls")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
         out = []
         for call, func, cls in self.state.calls:
-            qual = self.ctx.qualname(call.func)
-            if isinstance(call.func, ast.Name) and call.func.id in self.state.spec_imports:
-                qual = self.state.spec_imports[call.func.id]
+            qual = self._call_qualname(call, func)
             if not qual:
                 continue
             kernel = vendor_map.lookup(qual)
-            if kernel is not None and kernel.op == "rms_norm" and weight_argument(call) is not None:
-                out.append((call, func, cls, qual))
+            if kernel is None or kernel.op != "rms_norm" or weight_argument(call) is None:
+                continue
+            found = kernel_function(qual, self.ctx.source.path)
+            if found is not None and found.method_style:
+                continue
+            out.append((call, func, cls, qual))
+        self.ctx.memo["rms_vendor_calls"] = out
+        return out
+
+    def kernel_contract(self, qual: str) -> str | None:
+        """What a vendor RMSNorm kernel does with its weight: the tree's kernel function read from its source
+        (``qwen3_5_rms_norm_forward_npu`` adds 1: "offset"), else the vendor table (`torch_npu.npu_rms_norm`:
+        "standard")."""
+        found = kernel_function(qual, self.ctx.source.path)
+        if found is not None:
+            return found.contract
+        kernel = vendor_map.lookup(qual)
+        return rms_variant_contract(None, kernel.variant) if kernel is not None else None
+
+    def method_kernel_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str, KernelFunction]]:
+        """Calls of a method-style RMSNorm kernel of the tree given the module itself (`rms_norm_forward_npu(self,
+        x)` in a patched forward): (call, func, class, name, the kernel as its source reads)."""
+        out = []
+        for call, func, cls in self.state.calls:
+            if not call.args or not isinstance(call.args[0], ast.Name):
+                continue
+            if call.args[0].id != receiver_of(func):
+                continue
+            qual = self._call_qualname(call, func)
+            if not qual or not vendor_map.is_veomni_kernel(qual):
+                continue
+            found = kernel_function(qual, self.ctx.source.path)
+            if found is not None and found.method_style:
+                out.append((call, func, cls, qual, found))
         return out
 
     def variant_fix(self, handle: Handle, contract: str, reason: str) -> Fix | None:

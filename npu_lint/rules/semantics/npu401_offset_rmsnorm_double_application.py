@@ -203,6 +203,19 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                 "the offset is applied twice; pass the raw weight",
                 fix,
             )
+        for call, _func, _cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual) != "offset":
+                continue
+            arg = weight_argument(call)
+            raw = offset_raw(ctx, arg) if arg is not None else None
+            if arg is None or raw is None:
+                continue
+            self.report(
+                arg,
+                f"`{ctx.source.segment(arg)}` passed to `{qual}`, an offset RMSNorm kernel that adds the 1 itself: "
+                "the offset is applied twice; pass the raw weight",
+                make_fix(f"Pass the raw weight `{raw}`", [ctx.replace(arg, raw)], Applicability.SAFE),
+            )
         for call, _func, cls, handle, anchor in self.reused_rms_calls():
             arg = weight_argument(call)
             if self.contract_of(handle) != "offset" or arg is None or offset_inner(arg) is None:

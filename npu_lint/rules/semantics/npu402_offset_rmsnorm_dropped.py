@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import os
+
+from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _RmsNormCalls,
@@ -10,6 +15,7 @@ from npu_lint.rules.semantics._shared import (
     raw_weight_attr,
     receiver_of,
     weight_argument,
+    weight_products,
 )
 from npu_lint.veomni.norms import variant_for_contract
 
@@ -310,6 +316,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         flagged: dict[int, int] = {}
         for _call, _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
+        at_declaration: set[int] = set()
         for _call, arg, cls, handle in findings:
             fix = None
             key = id(handle.call)
@@ -319,8 +326,22 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                     "offset",
                     "changes the normalisation to norm(x) * (1 + weight), as the zero-initialised weight intends",
                 )
+            where = arg
+            declared = call_arg(handle.call, 1, "variant")
+            if (
+                fix is not None
+                and handle.block is None
+                and declared is not None
+                and any(n is handle.call for n in _walk(self.ctx.tree))
+            ):
+                # every call of the handle is given the zero-initialised weight raw: the defect (and the fix) is
+                # the declared variant, reported where the handle is built
+                if key in at_declaration:
+                    continue
+                at_declaration.add(key)
+                where = declared
             self.report(
-                arg,  # type: ignore[arg-type]
+                where,  # type: ignore[arg-type]
                 f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
                 "passed to a `standard` RMSNorm handle: the offset is dropped; use the "
                 f"`{variant_for_contract(self.ctx.project, 'offset', handle.kind)}` variant",
@@ -350,7 +371,26 @@ class OffsetRmsNormDropped(_RmsNormCalls):
 
     def _vendor_and_external(self) -> None:
         ctx = self.ctx
+        for name_node, cls, func, path in self.reused_functions():
+            for side, attr, offset in weight_products(func):
+                if not offset and self.zero_init(cls, attr):
+                    self.report(
+                        name_node,
+                        f"`{name_node.id}` (from {os.path.basename(path)}) multiplies by the raw `{ast.unparse(side)}`, "
+                        f"but `{cls}`, which it is registered for here, initialises `{attr}` to zeros (output "
+                        f"`norm(x) * (1 + {attr})`): the offset is dropped",
+                    )
+                    break
+        for call, _func, cls, qual, kernel in self.method_kernel_calls():
+            if kernel.contract == "standard" and self.zero_init(cls, "weight"):
+                self.report(
+                    call,
+                    f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but `{qual}` "
+                    "multiplies by the module's raw `weight`: the offset is dropped",
+                )
         for call, func, cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual) != "standard":
+                continue
             arg = weight_argument(call)
             attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if arg is None or attr is None or not self.zero_init(cls, attr):

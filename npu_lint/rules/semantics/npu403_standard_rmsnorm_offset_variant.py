@@ -139,6 +139,26 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                     f"`{target}` is a standard RMSNorm (weight initialised to ones, `norm(x) * weight`) but is "
                     f"replaced by `{dotted}`, an offset RMSNorm that multiplies by `1 + weight`",
                 )
+        for call, func, cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual) != "offset":
+                continue
+            arg = weight_argument(call)
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
+            if arg is None or attr is None or self.weight_kind(cls, attr) != "ones":
+                continue
+            self.report(
+                arg,
+                f"`{cls}` initialises `{attr}` to ones (output `norm(x) * {attr}`), but `{qual}` is an offset "
+                f"RMSNorm kernel that multiplies by `1 + {attr}`: every norm is scaled by about 2; use a standard "
+                "kernel",
+            )
+        for call, _func, cls, qual, kernel in self.method_kernel_calls():
+            if kernel.contract == "offset" and self.weight_kind(cls, "weight") == "ones":
+                self.report(
+                    call,
+                    f"`{cls}` initialises its weight to ones (output `norm(x) * weight`), but `{qual}` multiplies "
+                    "the module's weight by `1 + weight`: every norm is scaled by about 2",
+                )
         calls = self.all_rms_calls()
         if not calls:
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
@@ -15,6 +16,7 @@ from npu_lint.rules.semantics._shared import (
     raw_weight_attr,
     receiver_of,
     weight_argument,
+    weight_products,
 )
 
 
@@ -182,6 +184,16 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                         f"`{cls}` initialises `{attr}` to ones (a standard RMSNorm), but its eager path multiplies by "
                         f"`{ctx.source.segment(node)}`: the offset does not belong to this model",
                     )
+        for name_node, cls, func, path in self.reused_functions():
+            for side, attr, offset in weight_products(func):
+                if offset and self.weight_kind(cls, attr) == "ones":
+                    self.report(
+                        name_node,
+                        f"`{name_node.id}` (from {os.path.basename(path)}) multiplies by `{ast.unparse(side)}`, but "
+                        f"`{cls}`, which it is registered for here, initialises `{attr}` to ones (a standard "
+                        "RMSNorm): the offset does not belong to this model",
+                    )
+                    break
         targets: list[tuple[ast.Call, ast.AST | None, str | None, str]] = []
         for call, func, cls, handle in self.rms_calls():
             if self.contract_of(handle) == "standard":
@@ -189,6 +201,8 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                     (call, func, cls, f"a standard RMSNorm handle (variant `{handle.raw_variant}`)")
                 )
         for call, func, cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual) != "standard":
+                continue
             targets.append((call, func, cls, f"`{qual}` (a standard RMSNorm kernel)"))
         for call, _func, cls, handle, anchor in self.reused_rms_calls():
             arg = weight_argument(call)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import os
 
+from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _RmsNormCalls, receiver_of
+from npu_lint.veomni.norms import EPS_NAMES
 
 _EPS_KEYWORDS = ("eps", "epsilon")
 
@@ -90,10 +93,26 @@ class RmsNormEpsAttribute(_RmsNormCalls):
 
     def finish(self) -> None:
         ctx = self.ctx
+        for call, _func, cls, qual, kernel in self.method_kernel_calls():
+            attrs = self.assigned_attrs(cls)
+            if attrs is None or not kernel.eps_attrs or any(a in attrs for a in kernel.eps_attrs):
+                continue
+            contract = self.class_contract(cls)
+            right = contract.eps_attr if contract is not None else None
+            if right is None or right not in attrs:
+                continue
+            self.report(
+                call,
+                f"`{qual}` reads `{kernel.eps_attrs[0]}` from the module, but `{cls}` never sets it: its eps lives "
+                f"in `self.{right}`",
+            )
+        self._reused()
         calls = [(c, f, cls) for c, f, cls, _h in self.rms_calls()]
         calls += [(c, f, cls) for c, f, cls, _q in self.vendor_rms_calls()]
         for call, func, cls in calls:
             arg = _eps_argument(call)
+            if arg is not None and self._fixed_eps(arg, func, cls):
+                continue
             if not (
                 isinstance(arg, ast.Attribute)
                 and isinstance(arg.value, ast.Name)
@@ -116,3 +135,75 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 f"`{cls}` never sets `self.{arg.attr}`: its eps lives in `self.{right}`",
                 fix,
             )
+
+    def _reused(self) -> None:
+        """A forward another spec defines, registered here for a class that keeps its eps elsewhere."""
+        for name_node, cls, func, path in self.reused_functions():
+            recv = receiver_of(func)
+            read = sorted(
+                {
+                    n.attr
+                    for n in _walk(func)
+                    if isinstance(n, ast.Attribute)
+                    and n.attr in EPS_NAMES
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == recv
+                }
+            )
+            attrs = self.assigned_attrs(cls)
+            if not read or attrs is None:
+                continue
+            missing = [a for a in read if a not in attrs]
+            contract = self.class_contract(cls)
+            right = contract.eps_attr if contract is not None else None
+            if not missing or right is None or right not in attrs:
+                continue
+            self.report(
+                name_node,
+                f"`{name_node.id}` (from {os.path.basename(path)}) reads `{recv}.{missing[0]}`, but `{cls}`, which it "
+                f"is registered for here, never sets it: its eps lives in `self.{right}`",
+            )
+
+    def _fixed_eps(self, arg: ast.expr, func: ast.AST | None, cls: str | None) -> bool:
+        """A kernel call of an RMSNorm class given a fixed epsilon (a literal, a module constant) while the class
+        keeps its own (set from its config): reported; True when reported."""
+        value = _fixed_number(self.ctx.tree, arg)
+        if value is None or cls is None or "norm" not in cls.lower():
+            return False
+        attrs = self.assigned_attrs(cls)
+        contract = self.class_contract(cls)
+        right = contract.eps_attr if contract is not None else None
+        if attrs is None or right is None or right not in attrs:
+            return False
+        recv = receiver_of(func)
+        shown = self.ctx.source.segment(arg)
+        what = f"the literal `{shown}`" if isinstance(arg, ast.Constant) else f"`{shown}` (= {value!r})"
+        self.report(
+            arg,
+            f"the RMSNorm kernel of `{cls}` is given {what} as epsilon, but `{cls}` is built with its own eps "
+            f"(`self.{right}`, the value it is constructed with): a model configured with another eps normalises "
+            "differently on this path",
+            make_fix(
+                f"Pass `{recv}.{right}`",
+                [self.ctx.replace(arg, f"{recv}.{right}")],
+                Applicability.UNSAFE,
+                "changes the epsilon to the one the model is configured with",
+            ),
+        )
+        return True
+
+
+def _fixed_number(tree: ast.Module, node: ast.expr) -> float | None:
+    """The value of a numeric literal, or of a module-level name bound once to one (`EPS = 1e-6`)."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.Name):
+        values = [
+            stmt.value
+            for stmt in tree.body
+            if isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)
+        ]
+        if len(values) == 1 and isinstance(values[0], ast.Constant) and type(values[0].value) in (int, float):
+            return float(values[0].value)
+    return None

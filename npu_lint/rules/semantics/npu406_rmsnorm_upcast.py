@@ -82,6 +82,99 @@ def _fp32_name(func: ast.AST, name: str, line: int, depth: int) -> bool:
     return False
 
 
+_DOWNCASTS = ("type_as", "half", "bfloat16")
+
+
+def _is_downcast(node: ast.AST) -> bool:
+    """A cast back to the input dtype: `.type_as(x)`, `.to(input_dtype)`, `.to(x.dtype)`, `.to(dtype=d)` (not
+    to fp32), `.half()`, `.bfloat16()`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    attr = node.func.attr
+    if attr in _DOWNCASTS:
+        return True
+    if attr not in ("to", "type"):
+        return False
+    args = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+    if not args or _is_upcast(args[0]):
+        return False
+    target = args[0]
+    text = ast.unparse(target)
+    return "dtype" in text or text in ("torch.bfloat16", "torch.float16", "torch.half")
+
+
+def _weight_operand(func: ast.AST, node: ast.AST) -> bool:
+    """`self.weight`, `1 + self.weight`, `(1.0 + self.weight.float())`, or a local holding one of them."""
+    if isinstance(node, ast.Name):
+        values = [
+            a.value
+            for a in _walk(func)
+            if isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)
+        ]
+        if len(values) != 1:
+            return False
+        node = values[0]
+    for n in _walk(node):
+        if isinstance(n, ast.Attribute) and n.attr == "weight" and isinstance(n.value, ast.Name):
+            return n.value.id == "self"
+    return False
+
+
+def _assigned_from(func: ast.AST, name: str, line: int) -> ast.AST | None:
+    """The value last assigned to ``name`` before ``line`` (None: not assigned, or assigned in a loop)."""
+    found = None
+    for a in _walk(func):
+        if (
+            isinstance(a, ast.Assign)
+            and a.lineno < line
+            and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+        ):
+            if found is None or a.lineno > found.lineno:
+                found = a
+    return found.value if found is not None else None
+
+
+def scale_order(func: ast.AST) -> tuple[str, ast.BinOp] | None:
+    """Where a forward applies its weight relative to the cast back to the input dtype: ("input", product) when
+    it multiplies an already cast-back tensor (Llama: `w * x.to(input_dtype)`), ("fp32", product) when the
+    product itself is cast back (Gemma: `(x * (1 + w)).type_as(x)`); None when neither is read."""
+    parents: dict[int, ast.AST] = {}
+    for node in _walk(func):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in _walk(func):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        sides = [(node.left, node.right), (node.right, node.left)]
+        other = next((o for w, o in sides if _weight_operand(func, w)), None)
+        if other is None:
+            continue
+        if isinstance(other, ast.Name):
+            value = _assigned_from(func, other.id, node.lineno)
+            if value is not None and _is_downcast(value):
+                return "input", node
+        elif _is_downcast(other):
+            return "input", node
+        # the product cast back: directly, or through the local it is assigned to
+        up = parents.get(id(node))
+        if up is not None and isinstance(up, ast.Attribute) and _is_downcast(parents.get(id(up), up)):
+            return "fp32", node
+        if isinstance(up, ast.Assign) and len(up.targets) == 1 and isinstance(up.targets[0], ast.Name):
+            name = up.targets[0].id
+            for later in _walk(func):
+                if (
+                    isinstance(later, ast.Call)
+                    and isinstance(later.func, ast.Attribute)
+                    and isinstance(later.func.value, ast.Name)
+                    and later.func.value.id == name
+                    and later.lineno >= up.lineno
+                    and _is_downcast(later)
+                ):
+                    return "fp32", node
+    return None
+
+
 class RmsNormUpcast(Rule):
     code = "NPU406"
     name = "rmsnorm-upcast"
@@ -207,6 +300,7 @@ class RmsNormUpcast(Rule):
                         )
 
     def _check(self, patched: PatchedMethod) -> None:
+        self._cast_order(patched)
         if not _squared_upcast(patched.upstream):
             return
         math = _eager_math(patched.func)
@@ -215,4 +309,19 @@ class RmsNormUpcast(Rule):
         self.report(
             math,
             f"`{patched.cls}.forward` computes the RMS in the input dtype; the upstream forward upcasts to fp32 first",
+        )
+
+    def _cast_order(self, patched: PatchedMethod) -> None:
+        """The weight applied on the other side of the cast back to the input dtype than upstream applies it."""
+        upstream = scale_order(patched.upstream)
+        mine = scale_order(patched.func)
+        # only the loss of precision: a patch that scales in fp32 where upstream scales after the cast back
+        # (DeepSeek V4's official fp32 fallback) is deliberate
+        if upstream is None or mine is None or upstream[0] != "fp32" or mine[0] != "input":
+            return
+        self.report(
+            mine[1],
+            f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in bf16/fp16); "
+            "the upstream forward scales in fp32 and casts the product back: the norm's numerics drift from the "
+            "checkpoint's reference",
         )
