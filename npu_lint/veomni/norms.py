@@ -14,6 +14,7 @@ Two questions, each behind one function, so the rules never hard-code variant na
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
@@ -229,6 +230,7 @@ class KernelFunction:
     contract: str | None
     method_style: bool
     module_attrs: frozenset[str] = frozenset()
+    rms: bool = True  # an RMSNorm kernel: it calls one (`npu_rms_norm`), or its module is an rms_norm one
 
     @property
     def eps_attrs(self) -> tuple[str, ...]:
@@ -273,7 +275,13 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
         contract = STANDARD
     else:
         contract = None
-    return KernelFunction(func.name, contract, method_style, module_attrs if method_style else frozenset())
+    calls_rms = any(
+        isinstance(n, ast.Call) and "rmsnorm" in (last_name(n.func) or "").replace("_", "").lower()
+        for n in ast.walk(func)
+    )
+    return KernelFunction(
+        func.name, contract, method_style, module_attrs if method_style else frozenset(), calls_rms
+    )
 
 
 def _named_attr(node: ast.AST, receiver: str, attr: str) -> bool:
@@ -314,8 +322,12 @@ def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
             if st is not None:
                 found = _kernel_functions_at(path, (st.st_size, st.st_mtime_ns, st.st_ino)).get(name)
                 if found is not None:
+                    if not found.rms and "rms_norm" in module:
+                        return dataclasses.replace(found, rms=True)
                     return found
     lowered = name.lower()
+    if "rms" not in dotted.lower():
+        return None
     if "unweighted" in lowered:
         return KernelFunction(name, UNWEIGHTED, False)
     contract = next((c for word, c in _NAME_WORDS if word in lowered), None)

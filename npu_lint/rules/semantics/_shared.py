@@ -685,10 +685,12 @@ class _RmsNormCalls(Rule):
             if not qual:
                 continue
             kernel = vendor_map.lookup(qual)
-            if kernel is None or kernel.op != "rms_norm" or weight_argument(call) is None:
+            if kernel is None or weight_argument(call) is None:
                 continue
             found = kernel_function(qual, self.ctx.source.path)
-            if found is not None and found.method_style:
+            if found is not None and (found.method_style or not found.rms):
+                continue
+            if kernel.op != "rms_norm" and found is None:
                 continue
             out.append((call, func, cls, qual))
         self.ctx.memo["rms_vendor_calls"] = out
@@ -717,7 +719,7 @@ class _RmsNormCalls(Rule):
             if not qual or not vendor_map.is_veomni_kernel(qual):
                 continue
             found = kernel_function(qual, self.ctx.source.path)
-            if found is not None and found.method_style:
+            if found is not None and found.method_style and found.rms:
                 out.append((call, func, cls, qual, found))
         return out
 

@@ -33,6 +33,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
         "slot (OpSlot-era Gemma 3) is correct and not reported."
         " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model, a spec's replacement of an upstream norm's forward) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported; `1 + w`, `w + 1` and `w.add(1)` keep the offset."
+        " A kernel function of the tree's own kernel package (`veomni.ops.kernels...`), imported at module level or inside the forward, is judged by what its source does with the weight (read from the tree, never imported; by its name without the tree): a functional kernel that uses it raw, or a method-style one (`kernel(self, x)`) that multiplies by the module's raw weight, drops the offset. A forward another model's spec defines and this spec registers for a zero-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by the raw weight."
     )
     bad = (
         Example(
@@ -235,6 +236,34 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             path="veomni/models/transformers/gemma/gemma_gpu_patch_gen_config.py",
             title="a spec's replacement forward keeps the eager fallback of an upstream zero-initialised norm without the offset",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import fused_rms_norm_npu
+
+                return fused_rms_norm_npu(hidden, self.weight, self.eps)
+            """,
+            fixed="""
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import fused_rms_norm_npu
+
+                return fused_rms_norm_npu(hidden, 1.0 + self.weight, self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
+            title="a standard kernel function of the tree, imported inside the forward, given a zero-initialised weight",
+        ),
     )
     good = (
         Example(
@@ -288,6 +317,21 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 def forward(self, x):
                     return self.veomni_rms_norm(x, self.weight, eps=self.variance_epsilon)
             """
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import gemma_rms_norm_npu
+
+                return gemma_rms_norm_npu(hidden, self.weight, self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
         ),
     )
     fix_safety = (

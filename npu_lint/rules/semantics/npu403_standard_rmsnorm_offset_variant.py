@@ -25,6 +25,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "variant's contract from the tree's registry names."
         " When every call of a handle declared in the file contradicts its variant, the finding is reported once, "
         "at the declared variant (where the defect and its fix are); otherwise at each call's weight."
+        " Kernel functions of the tree (`veomni.ops.kernels...`) are read from their source: one that adds 1 to the weight it is given (or, method-style, to the module's weight) is an offset kernel."
     )
     bad = (
         Example(
@@ -104,6 +105,22 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
             title="ones in the upstream class (transformers' Qwen3RMSNorm), OpSlot qwen3_5 slot",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import gemma_rms_norm_npu
+
+                return gemma_rms_norm_npu(hidden, self.weight, self.variance_epsilon)
+            """,
+            path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
+            title="an offset kernel function of the tree given a ones-initialised weight",
+        ),
     )
     good = (
         Example(
@@ -123,6 +140,21 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                 def forward(self, x):
                     return self.veomni_rms_norm(x, self.weight, eps=self.eps)
             """
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import fused_rms_norm_npu
+
+                return fused_rms_norm_npu(hidden, self.weight, self.variance_epsilon)
+            """,
+            path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
         ),
     )
     fix_safety = (

@@ -41,6 +41,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
         " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported. A kernel wrapper of an in-tree norm may name the module otherwise than `self` (its first parameter)."
+        " A forward another model's spec defines and this spec registers for a ones-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by `1 + weight`; so is a kernel function of the tree that uses its weight raw (read from its source) given `1 + weight`."
     )
     bad = (
         Example(

@@ -25,7 +25,10 @@ def _eps_argument(call: ast.Call) -> ast.expr | None:
 class RmsNormEpsAttribute(_RmsNormCalls):
     code = "NPU405"
     name = "rmsnorm-eps-attribute"
-    summary = "An RMSNorm kernel call reads an eps attribute that the model's RMSNorm class never sets."
+    summary = (
+        "An RMSNorm kernel call reads an eps attribute that the model's RMSNorm class never sets, or is given a fixed "
+        "epsilon instead of the class's own."
+    )
     why = (
         "Standard RMSNorm classes keep eps in `self.variance_epsilon`, Gemma-style ones in `self.eps`. A migration "
         "that copies a handle call from one family to the other passes an attribute the class does not have: "
@@ -35,6 +38,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         " A kernel wrapper written as a module-level forward of an in-tree norm (`def norm_forward_npu(self, x)`, "
         "or with the module under another name as its first parameter) is read against the one norm class its "
         "package defines."
+        " A kernel call of an RMSNorm class given a fixed epsilon (a literal, or a module constant bound to one) while the class keeps its own is reported too: a model configured with another eps normalises differently on the fused path. So is a method-style kernel of the tree (`kernel(self, x)`, read from its source) that reads an eps attribute the class never sets, and a forward another model's spec defines, registered here (`override_method(..., replacement=imported)`) for a class that keeps its eps under another name."
     )
     bad = (
         Example(
@@ -67,6 +71,44 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             path="veomni/models/transformers/gemma3/gemma3_gpu_patch_gen_config.py",
             title="a Llama-style eps attribute in Gemma 3's RMSNorm",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyDecoderNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.variance_epsilon = eps
+                    self.fused = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, x):
+                    return self.fused(x, self.weight, eps=1e-5)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyDecoderNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.variance_epsilon = eps
+                    self.fused = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, x):
+                    return self.fused(x, self.weight, eps=self.variance_epsilon)
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="a literal epsilon where the norm keeps its own",
+        ),
     )
     good = (
         Example(
@@ -84,6 +126,25 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 return op(x, self.weight, eps=self.variance_epsilon)
             """,
             path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+
+            class ToyAttention(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.k_scale = nn.Parameter(torch.ones(dim))
+                    self.k_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+                def forward(self, k):
+                    return self.k_norm(k, self.k_scale, eps=1e-6)
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
         ),
     )
     fix_safety = (

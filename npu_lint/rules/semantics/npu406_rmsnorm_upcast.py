@@ -179,7 +179,8 @@ class RmsNormUpcast(Rule):
     code = "NPU406"
     name = "rmsnorm-upcast"
     summary = (
-        "A patched RMSNorm forward computes the variance in the input dtype where upstream upcasts to fp32."
+        "A patched RMSNorm forward computes the variance, or applies the weight, in the input dtype where upstream "
+        "works in fp32."
     )
     why = (
         "RMSNorm squares and averages the activations: in bf16/fp16 the mean of squares loses most of its "
@@ -189,6 +190,7 @@ class RmsNormUpcast(Rule):
         "math but drops the upcast changes the numerics of every layer. The upcast is read from the upstream "
         "class's forward; kernel calls are not judged (kernels upcast internally)."
         " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
+        " The order of the cast back is compared too: where the upstream forward scales in fp32 and casts the product back (Gemma-style `(x * (1 + w)).to(dtype)`), a patched forward (a spec or its generated copy) that casts back first and multiplies in bf16/fp16 is reported. Scaling in fp32 where upstream scales after the cast (a deliberate fp32 fallback) is not."
     )
     bad = (
         Example(
@@ -225,6 +227,21 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/flux/modeling_flux.py",
             title="an RMSNorm the tree defines itself",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                normed = self._norm(hidden.float()).to(hidden.dtype)
+                return normed * (1 + self.weight)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="the scale applied after the cast back where upstream scales in fp32",
         ),
     )
     good = (
@@ -263,6 +280,20 @@ class RmsNormUpcast(Rule):
                     return hidden_states * self.weight
             """,
             path="veomni/models/transformers/flux/modeling_flux.py",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                normed = self._norm(hidden.float())
+                return (normed * (1 + self.weight.float())).to(hidden.dtype)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
         ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
