@@ -33,10 +33,12 @@ __all__ = [
     "rms_variant_contract",
     "variant_for_contract",
     "param_init_kind",
+    "fill_kind",
     "class_rms_contract",
     "upstream_rms_contract",
     "KernelFunction",
     "kernel_function",
+    "function_kernel",
 ]
 
 OFFSET = "offset"
@@ -119,7 +121,9 @@ def _self_target(node: ast.AST, attr: str | None = None) -> str | None:
 
 
 def param_init_kind(func: ast.AST, attr: str) -> str | None:
-    """How ``func`` initialises ``self.<attr>``: "zeros", "ones", "other", or None when it does not set it."""
+    """How ``func`` initialises ``self.<attr>``: "zeros", "ones", "other", or None when it does not set it.
+    A parameter created empty and filled in the same function (`nn.init.zeros_(self.weight)`,
+    `self.weight.data.fill_(1.0)`) counts as what it is filled with."""
     for node in ast.walk(func):
         if not isinstance(node, ast.Assign) or not any(_self_target(t, attr) for t in node.targets):
             continue
@@ -131,7 +135,43 @@ def param_init_kind(func: ast.AST, attr: str) -> str | None:
                 return "zeros"
             if name in ("ones", "ones_like", "new_ones"):
                 return "ones"
-        return "other"
+            if name in ("full", "new_full") and isinstance(inner, ast.Call) and len(inner.args) >= 2:
+                fill = _fill_kind(inner.args[1])
+                if fill is not None:
+                    return fill
+        return fill_kind(func, attr) or "other"
+    return None
+
+
+def _fill_kind(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return "zeros" if node.value == 0 else "ones" if node.value == 1 else None
+    return None
+
+
+def fill_kind(func: ast.AST, attr: str) -> str | None:
+    """What ``func`` fills ``self.<attr>`` with in place: `nn.init.zeros_(self.w)`, `nn.init.ones_(self.w)`,
+    `nn.init.constant_(self.w, 1.0)`, `self.w.data.zero_()`, `self.w.fill_(1)` ("zeros" | "ones" | None)."""
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = last_name(node.func)
+        if name in ("zeros_", "ones_", "constant_") and node.args:
+            target = node.args[0]
+            if isinstance(target, ast.Attribute) and target.attr == "data":
+                target = target.value
+            if _self_target(target, attr):
+                if name == "constant_":
+                    return _fill_kind(node.args[1]) if len(node.args) > 1 else None
+                return "zeros" if name == "zeros_" else "ones"
+        elif name in ("zero_", "fill_") and isinstance(node.func, ast.Attribute):
+            target = node.func.value
+            if isinstance(target, ast.Attribute) and target.attr == "data":
+                target = target.value
+            if _self_target(target, attr):
+                if name == "zero_":
+                    return "zeros"
+                return _fill_kind(node.args[0]) if node.args else None
     return None
 
 
@@ -238,6 +278,11 @@ class KernelFunction:
 
 
 _NAME_WORDS = (("qwen3_5", OFFSET), ("gemma", OFFSET), ("offset", OFFSET), ("zero_centered", OFFSET))
+
+
+def function_kernel(func: ast.FunctionDef) -> KernelFunction:
+    """A function read as an RMSNorm kernel: what it does with the weight it is given (or the module's)."""
+    return _function_contract(func)
 
 
 def _function_contract(func: ast.FunctionDef) -> KernelFunction:

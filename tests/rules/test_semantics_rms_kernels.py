@@ -243,3 +243,100 @@ def test_weight_applied_after_the_cast_back_where_upstream_scales_in_fp32(tmp_pa
     return (self.weight.float() * h).to(dtype)
     """
     assert _codes(_generated(root, "mistral", "MistralRMSNorm", fp32), root) == []
+
+
+HELPER_SPEC = """
+import torch_npu
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+def _npu_norm(x, scale, eps):
+    return torch_npu.npu_rms_norm(x, scale, epsilon=eps)[0]
+
+
+def _npu_module_norm(norm, x):
+    return torch_npu.npu_rms_norm(x, gamma=norm.weight, epsilon=norm.variance_epsilon)[0]
+
+
+@config.override_method("Gemma2RMSNorm.forward")
+def gemma2_norm_forward_npu(self, hidden):
+    return {call}
+"""
+
+
+def test_vendor_kernel_reached_through_a_local_helper_or_by_keyword(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py"
+    cases = {
+        "_npu_norm(hidden, self.weight, self.eps)": [(17, "NPU402")],
+        "_npu_norm(hidden, 1.0 + self.weight, self.eps)": [],
+        "_npu_module_norm(self, hidden)": [(17, "NPU402"), (17, "NPU405")],
+        "torch_npu.npu_rms_norm(hidden, gamma=self.weight, epsilon=self.eps)[0]": [(17, "NPU402")],
+    }
+    for call, expected in cases.items():
+        spec = _write(root, rel, HELPER_SPEC.format(call=call))
+        assert _codes(spec, root) == expected, call
+
+
+EAGER_EPS = """
+import torch
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+@config.override_method("MistralRMSNorm.forward")
+def mistral_norm_forward_patched(self, h):
+    dtype = h.dtype
+    h = h.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + {eps})
+    return self.weight * h.to(dtype)
+"""
+
+
+def test_literal_epsilon_in_the_eager_math_of_a_patched_norm(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
+    spec = _write(root, rel, EAGER_EPS.format(eps="1e-5"))
+    assert _codes(spec, root) == [(11, "NPU405")]
+    spec = _write(root, rel, EAGER_EPS.format(eps="self.variance_epsilon"))
+    assert _codes(spec, root) == []
+
+
+FILLED = """
+import torch
+from torch import nn
+from veomni.ops import VeomniOp
+
+
+class ToyShiftedNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(dim))
+        self.fused = VeomniOp("rms_norm", "standard", "eager")
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        {fill}
+
+    def forward(self, x):
+        return self.fused(x, self.weight, eps=self.eps)
+"""
+
+
+def test_weight_created_empty_and_filled_by_another_method(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/toy/modeling_toy.py"
+    for fill in (
+        "nn.init.zeros_(self.weight)",
+        "self.weight.data.zero_()",
+        "nn.init.constant_(self.weight, 0.0)",
+    ):
+        path = _write(root, rel, FILLED.format(fill=fill))
+        assert _codes(path, root) == [(11, "NPU402")], fill
+    for fill in ("nn.init.ones_(self.weight)", "self.weight.data.fill_(1.0)"):
+        path = _write(root, rel, FILLED.format(fill=fill))
+        assert _codes(path, root) == [], fill

@@ -25,6 +25,8 @@ from npu_lint.veomni.norms import (
     KernelFunction,
     RmsContract,
     class_rms_contract,
+    fill_kind,
+    function_kernel,
     kernel_function,
     param_init_kind,
     rms_variant_contract,
@@ -121,7 +123,11 @@ def offset_inner(expr: ast.AST) -> ast.AST | None:
 
 
 def weight_argument(call: ast.Call) -> ast.expr | None:
-    return call_arg(call, 1, "weight")
+    """The weight a kernel call is given: second positional, or `weight=` (`gamma=` for torch_npu's kernel)."""
+    found = call_arg(call, 1, "weight")
+    if found is None:
+        found = next((k.value for k in call.keywords if k.arg == "gamma"), None)
+    return found
 
 
 def raw_weight_attr(expr: ast.AST, receiver: str = "self") -> str | None:
@@ -371,7 +377,7 @@ class _RmsNormCalls(Rule):
         if isinstance(node, ast.Call):
             if (
                 state.functions
-                and (len(node.args) >= 2 or any(k.arg == "weight" for k in node.keywords))
+                and (len(node.args) >= 2 or any(k.arg in ("weight", "gamma") for k in node.keywords))
                 and isinstance(node.func, (ast.Name, ast.Attribute, ast.Call))
             ):
                 func, cls = state.functions[-1]
@@ -568,6 +574,15 @@ class _RmsNormCalls(Rule):
             init = self._local_init(cls)
             if init is not None:
                 result = param_init_kind(init, attr)
+                if result == "other":  # created empty: filled by another method (`reset_parameters`)?
+                    filled = [
+                        fill_kind(f, attr)
+                        for f in node.body
+                        if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+                    ]
+                    kinds = {k for k in filled if k is not None}
+                    if len(kinds) == 1:
+                        return kinds.pop()
                 if result is not None:
                     return result
             for base in node.bases:
@@ -684,6 +699,11 @@ class _RmsNormCalls(Rule):
             qual = self._call_qualname(call, func)
             if not qual:
                 continue
+            if "." not in qual and weight_argument(call) is not None:
+                local = self.local_kernel(qual)
+                if local is not None and not local.method_style:
+                    out.append((call, func, cls, qual))
+                continue
             kernel = vendor_map.lookup(qual)
             if kernel is None or weight_argument(call) is None:
                 continue
@@ -696,11 +716,50 @@ class _RmsNormCalls(Rule):
         self.ctx.memo["rms_vendor_calls"] = out
         return out
 
+    def local_kernel(self, name: str) -> KernelFunction | None:
+        """A module-level function of this file that wraps an RMSNorm kernel (`def _fused_norm(x, w, eps): return
+        torch_npu.npu_rms_norm(x, w, eps)[0]`), read as a kernel function; None for a forward replacement of a
+        class (decorated) or a function that calls no RMSNorm kernel."""
+        memo = self.ctx.memo.get("rms_local_kernels")
+        if memo is None:
+            memo = {}
+            for stmt in self.ctx.tree.body:
+                if (
+                    isinstance(stmt, ast.FunctionDef)
+                    and not stmt.decorator_list
+                    and self._wraps_vendor_rms(stmt)
+                ):
+                    found = function_kernel(stmt)
+                    if found.contract is not None:
+                        memo[stmt.name] = found
+            self.ctx.memo["rms_local_kernels"] = memo
+        return memo.get(name)  # type: ignore[union-attr]
+
+    def _wraps_vendor_rms(self, func: ast.FunctionDef) -> bool:
+        """``func`` calls a vendor RMSNorm kernel whose weight is used as given (`torch_npu.npu_rms_norm`, Liger's
+        functional norm): not a dispatch handle, whose variant decides."""
+        if "rms" not in self.ctx.source.segment(func).lower():
+            return False
+        local = self.ctx.local_imports(func)
+        for node in _walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            qual = local.get(name) if name in local else self.ctx.qualname(node.func)  # type: ignore[arg-type]
+            if not qual or not qual.startswith(("torch_npu.", "liger_kernel.")):
+                continue
+            kernel = vendor_map.lookup(qual)
+            if kernel is not None and kernel.op == "rms_norm" and kernel.variant == "standard":
+                return True
+        return False
+
     def kernel_contract(self, qual: str) -> str | None:
         """What a vendor RMSNorm kernel does with its weight: the tree's kernel function read from its source
         (``qwen3_5_rms_norm_forward_npu`` adds 1: "offset"), else the vendor table (`torch_npu.npu_rms_norm`:
         "standard")."""
-        found = kernel_function(qual, self.ctx.source.path)
+        found = self.local_kernel(qual) if "." not in qual else None
+        if found is None:
+            found = kernel_function(qual, self.ctx.source.path)
         if found is not None:
             return found.contract
         kernel = vendor_map.lookup(qual)
@@ -716,9 +775,14 @@ class _RmsNormCalls(Rule):
             if call.args[0].id != receiver_of(func):
                 continue
             qual = self._call_qualname(call, func)
-            if not qual or not vendor_map.is_veomni_kernel(qual):
+            if not qual:
                 continue
-            found = kernel_function(qual, self.ctx.source.path)
+            if "." not in qual:
+                found = self.local_kernel(qual)
+            elif vendor_map.is_veomni_kernel(qual):
+                found = kernel_function(qual, self.ctx.source.path)
+            else:
+                continue
             if found is not None and found.method_style and found.rms:
                 out.append((call, func, cls, qual, found))
         return out

@@ -34,6 +34,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "slot (OpSlot-era Gemma 3) is correct and not reported."
         " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model, a spec's replacement of an upstream norm's forward) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported; `1 + w`, `w + 1` and `w.add(1)` keep the offset."
         " A kernel function of the tree's own kernel package (`veomni.ops.kernels...`), imported at module level or inside the forward, is judged by what its source does with the weight (read from the tree, never imported; by its name without the tree): a functional kernel that uses it raw, or a method-style one (`kernel(self, x)`) that multiplies by the module's raw weight, drops the offset. A forward another model's spec defines and this spec registers for a zero-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by the raw weight."
+        " The weight's initialisation may be a fill: a parameter created empty and filled by `nn.init.zeros_`/`ones_`/`constant_`, `.zero_()` or `.fill_()` (in `__init__` or another method of the class) counts as zeros or ones; a vendor kernel reached through a helper function of the file (`def _npu_norm(x, w, eps)`, or `(module, x)`) is judged like the kernel, and torch_npu's `gamma=` keyword is read as the weight."
     )
     bad = (
         Example(
@@ -263,6 +264,84 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             """,
             path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
             title="a standard kernel function of the tree, imported inside the forward, given a zero-initialised weight",
+        ),
+        Example(
+            """
+            import torch_npu
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            def _npu_norm(x, scale, eps):
+                return torch_npu.npu_rms_norm(x, scale, epsilon=eps)[0]
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                return _npu_norm(hidden, self.weight, self.eps)
+            """,
+            fixed="""
+            import torch_npu
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            def _npu_norm(x, scale, eps):
+                return torch_npu.npu_rms_norm(x, scale, epsilon=eps)[0]
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                return _npu_norm(hidden, 1.0 + self.weight, self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
+            title="a vendor kernel reached through a helper of the file",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyShiftedNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.empty(dim))
+                    self.fused = VeomniOp("rms_norm", "standard", "eager")
+                    self.reset_parameters()
+
+                def reset_parameters(self):
+                    nn.init.zeros_(self.weight)
+
+                def forward(self, x):
+                    return self.fused(x, self.weight, eps=self.eps)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyShiftedNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.empty(dim))
+                    self.fused = VeomniOp("rms_norm", "offset", "eager")
+                    self.reset_parameters()
+
+                def reset_parameters(self):
+                    nn.init.zeros_(self.weight)
+
+                def forward(self, x):
+                    return self.fused(x, self.weight, eps=self.eps)
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="a weight created empty and zero-filled by another method",
         ),
     )
     good = (

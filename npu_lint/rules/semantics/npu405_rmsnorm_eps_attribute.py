@@ -9,8 +9,9 @@ from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import _RmsNormCalls, receiver_of
+from npu_lint.rules.semantics._shared import _rms_norm_methods, _RmsNormCalls, receiver_of
 from npu_lint.veomni.norms import EPS_NAMES
+from npu_lint.veomni.upstream import last_name
 
 _EPS_KEYWORDS = ("eps", "epsilon")
 
@@ -39,6 +40,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         "or with the module under another name as its first parameter) is read against the one norm class its "
         "package defines."
         " A kernel call of an RMSNorm class given a fixed epsilon (a literal, or a module constant bound to one) while the class keeps its own is reported too: a model configured with another eps normalises differently on the fused path. So is a method-style kernel of the tree (`kernel(self, x)`, read from its source) that reads an eps attribute the class never sets, and a forward another model's spec defines, registered here (`override_method(..., replacement=imported)`) for a class that keeps its eps under another name."
+        " The eager math of a norm class (in the file, or a spec's replacement of its forward) adding a literal epsilon under the root (`torch.rsqrt(variance + 1e-6)`) while the class keeps its own is reported the same way."
     )
     bad = (
         Example(
@@ -109,6 +111,38 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             path="veomni/models/transformers/toy/modeling_toy.py",
             title="a literal epsilon where the norm keeps its own",
         ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_patched(self, h):
+                dtype = h.dtype
+                h = h.to(torch.float32)
+                h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
+                return self.weight * h.to(dtype)
+            """,
+            fixed="""
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_patched(self, h):
+                dtype = h.dtype
+                h = h.to(torch.float32)
+                h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+                return self.weight * h.to(dtype)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="a literal epsilon in the eager math of a patched norm",
+        ),
     )
     good = (
         Example(
@@ -168,6 +202,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 f"in `self.{right}`",
             )
         self._reused()
+        self._eager_literal()
         calls = [(c, f, cls) for c, f, cls, _h in self.rms_calls()]
         calls += [(c, f, cls) for c, f, cls, _q in self.vendor_rms_calls()]
         for call, func, cls in calls:
@@ -196,6 +231,50 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 f"`{cls}` never sets `self.{arg.attr}`: its eps lives in `self.{right}`",
                 fix,
             )
+
+    def _eager_literal(self) -> None:
+        """The eager math of an RMSNorm class (in the file, or a spec's replacement of its forward) adding a
+        literal epsilon under the root (`torch.rsqrt(variance + 1e-6)`) while the class keeps its own eps."""
+        text = self.ctx.source.text
+        if "sqrt" not in text or ("RMSNorm" not in text and "RmsNorm" not in text):
+            return
+        for cls, func in _rms_norm_methods(self.ctx.tree):
+            for node in _walk(func):
+                if not (isinstance(node, ast.Call) and last_name(node.func) in ("rsqrt", "sqrt")):
+                    continue
+                root = node.args[0] if node.args else getattr(node.func, "value", None)
+                if not (isinstance(root, ast.BinOp) and isinstance(root.op, ast.Add)):
+                    continue
+                literal = next(
+                    (
+                        side
+                        for side in (root.left, root.right)
+                        if isinstance(side, ast.Constant)
+                        and type(side.value) is float
+                        and 0 < side.value < 1e-2
+                    ),
+                    None,
+                )
+                if literal is None:
+                    continue
+                attrs = self.assigned_attrs(cls)
+                contract = self.class_contract(cls)
+                right = contract.eps_attr if contract is not None else None
+                if attrs is None or right is None or right not in attrs:
+                    continue
+                recv = receiver_of(func)
+                self.report(
+                    literal,
+                    f"the eager RMSNorm math of `{cls}` adds the literal `{self.ctx.source.segment(literal)}` as "
+                    f"epsilon, but `{cls}` is built with its own eps (`self.{right}`): a model configured with "
+                    "another eps normalises differently",
+                    make_fix(
+                        f"Use `{recv}.{right}`",
+                        [self.ctx.replace(literal, f"{recv}.{right}")],
+                        Applicability.UNSAFE,
+                        "changes the epsilon to the one the model is configured with",
+                    ),
+                )
 
     def _reused(self) -> None:
         """A forward another spec defines, registered here for a class that keeps its eps elsewhere."""
