@@ -370,8 +370,8 @@ def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
                     if not found.rms and "rms_norm" in module:
                         return dataclasses.replace(found, rms=True)
                     return found
-    lowered = name.lower()
-    if "rms" not in dotted.lower():
+    lowered = dotted.lower()  # the module path names the variant too (`rms_norm.qwen3_5.npu.forward`)
+    if "rms" not in lowered:
         return None
     if "unweighted" in lowered:
         return KernelFunction(name, UNWEIGHTED, False)

@@ -340,3 +340,38 @@ def test_weight_created_empty_and_filled_by_another_method(tmp_path: Path) -> No
     for fill in ("nn.init.ones_(self.weight)", "self.weight.data.fill_(1.0)"):
         path = _write(root, rel, FILLED.format(fill=fill))
         assert _codes(path, root) == [], fill
+
+
+def test_kernel_module_imported_inside_the_forward_under_an_alias(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+    @config.override_method("MistralRMSNorm.forward")
+    def mistral_norm_forward_npu(self, x):
+        from veomni.ops.kernels import norm_npu as kernels
+
+        return kernels.{kernel}(x, self.weight, self.variance_epsilon)
+    """
+    rel = "veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py"
+    assert _codes(_write(root, rel, text.format(kernel="shifted_norm_npu")), root) == [(10, "NPU403")]
+    assert _codes(_write(root, rel, text.format(kernel="plain_norm_npu")), root) == []
+
+
+def test_method_style_kernel_registered_as_the_forward(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+    from veomni.ops.kernels.norm_npu import module_norm_npu
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.{model}.modeling_{model}", target_file="x.py")
+    config.override_method("{cls}.forward", replacement=module_norm_npu)
+    """
+    rel = "veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py"
+    spec = _write(root, rel, text.format(model="gemma2", cls="Gemma2RMSNorm"))
+    assert _codes(spec, root) == [(5, "NPU402"), (5, "NPU405")]
+    rel = "veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py"
+    assert _codes(_write(root, rel, text.format(model="mistral", cls="MistralRMSNorm")), root) == []

@@ -468,8 +468,8 @@ class _RmsNormCalls(Rule):
         except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
             spec = None
         for name_node, cls in self.state.reused if spec is not None else ():
-            if "norm" not in cls.lower():
-                continue
+            if "norm" not in cls.lower() or vendor_map.is_veomni_kernel(self.ctx.qualname(name_node) or ""):
+                continue  # a kernel function of the tree: ``method_kernel_calls``
             ref = spec.resolve(name_node.id)  # type: ignore[union-attr]
             if ref is None or ref.path == self.ctx.source.path or not isinstance(ref.node, ast.FunctionDef):
                 continue
@@ -678,13 +678,17 @@ class _RmsNormCalls(Rule):
         """The dotted name a call reaches: module imports, a spec's ``add_import``, and the imports of the
         enclosing function (a kernel imported lazily inside the patched forward)."""
         node = call.func
-        if isinstance(node, ast.Name):
-            if node.id in self.state.spec_imports:
-                return self.state.spec_imports[node.id]
-            if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, ast.Name) and node.id in self.state.spec_imports:
+            return self.state.spec_imports[node.id]
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(
+            node, (ast.Name, ast.Attribute)
+        ):
+            dotted = self.ctx.dotted(node)
+            if dotted:
+                head, _, rest = dotted.partition(".")
                 local = self.ctx.local_imports(func)
-                if node.id in local:
-                    return local[node.id]
+                if head in local:
+                    return f"{local[head]}.{rest}" if rest else local[head]
         return self.ctx.qualname(node)
 
     def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
@@ -765,9 +769,10 @@ class _RmsNormCalls(Rule):
         kernel = vendor_map.lookup(qual)
         return rms_variant_contract(None, kernel.variant) if kernel is not None else None
 
-    def method_kernel_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str, KernelFunction]]:
+    def method_kernel_calls(self) -> list[tuple[ast.expr, ast.AST | None, str | None, str, KernelFunction]]:
         """Calls of a method-style RMSNorm kernel of the tree given the module itself (`rms_norm_forward_npu(self,
-        x)` in a patched forward): (call, func, class, name, the kernel as its source reads)."""
+        x)` in a patched forward), and such a kernel registered as the forward (the ``replacement=`` name): (node,
+        func, class, name, the kernel as its source reads)."""
         out = []
         for call, func, cls in self.state.calls:
             if not call.args or not isinstance(call.args[0], ast.Name):
@@ -785,6 +790,15 @@ class _RmsNormCalls(Rule):
                 continue
             if found is not None and found.method_style and found.rms:
                 out.append((call, func, cls, qual, found))
+        # a spec registering a method-style kernel of the tree as a norm's forward
+        # (`override_method("FooRMSNorm.forward", replacement=rms_norm_forward_npu)`): anchored at the name
+        for name_node, cls in self.state.reused:
+            qual = self.ctx.qualname(name_node)
+            if "norm" not in cls.lower() or not qual or not vendor_map.is_veomni_kernel(qual):
+                continue
+            found = kernel_function(qual, self.ctx.source.path)
+            if found is not None and found.method_style and found.rms:
+                out.append((name_node, None, cls, qual, found))  # type: ignore[arg-type]
         return out
 
     def variant_fix(self, handle: Handle, contract: str, reason: str) -> Fix | None:
