@@ -375,3 +375,29 @@ def test_method_style_kernel_registered_as_the_forward(tmp_path: Path) -> None:
     assert _codes(spec, root) == [(5, "NPU402"), (5, "NPU405")]
     rel = "veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py"
     assert _codes(_write(root, rel, text.format(model="mistral", cls="MistralRMSNorm")), root) == []
+
+
+CTOR = """
+from torch import nn
+from transformers.models.mistral.modeling_mistral import MistralRMSNorm
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+@config.override_method("MistralDecoderLayer.__init__")
+def mistral_layer_init_patched(self, config, layer_idx):
+    nn.Module.__init__(self)
+    self.hidden_size = config.hidden_size
+    self.input_layernorm = MistralRMSNorm(config.hidden_size{eps})
+"""
+
+
+def test_norm_built_without_the_configured_eps_in_a_patched_init(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
+    for eps in (", eps=1e-5", "", ", eps=config.layer_norm_eps"):
+        spec = _write(root, rel, CTOR.format(eps=eps))
+        assert _codes(spec, root) == [(12, "NPU405")], eps
+    spec = _write(root, rel, CTOR.format(eps=", eps=config.rms_norm_eps"))
+    assert _codes(spec, root) == []

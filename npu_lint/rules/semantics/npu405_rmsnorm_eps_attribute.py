@@ -11,7 +11,7 @@ from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _rms_norm_methods, _RmsNormCalls, receiver_of
 from npu_lint.veomni.norms import EPS_NAMES
-from npu_lint.veomni.upstream import last_name
+from npu_lint.veomni.upstream import last_name, patched_methods
 
 _EPS_KEYWORDS = ("eps", "epsilon")
 
@@ -41,6 +41,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         "package defines."
         " A kernel call of an RMSNorm class given a fixed epsilon (a literal, or a module constant bound to one) while the class keeps its own is reported too: a model configured with another eps normalises differently on the fused path. So is a method-style kernel of the tree (`kernel(self, x)`, read from its source) that reads an eps attribute the class never sets, and a forward another model's spec defines, registered here (`override_method(..., replacement=imported)`) for a class that keeps its eps under another name."
         " The eager math of a norm class (in the file, or a spec's replacement of its forward) adding a literal epsilon under the root (`torch.rsqrt(variance + 1e-6)`) while the class keeps its own is reported the same way."
+        " A patched `__init__` (a spec's replacement or a generated copy) that builds a norm submodule with a fixed eps, another config field, or no eps at all (the class default), where the upstream `__init__` passes the config's eps to the same submodule, is reported at the construction."
     )
     bad = (
         Example(
@@ -143,6 +144,24 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
             title="a literal epsilon in the eager math of a patched norm",
         ),
+        Example(
+            """
+            from torch import nn
+            from transformers.models.mistral.modeling_mistral import MistralRMSNorm
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralDecoderLayer.__init__")
+            def mistral_layer_init_patched(self, config, layer_idx):
+                nn.Module.__init__(self)
+                self.hidden_size = config.hidden_size
+                self.post_attention_layernorm = MistralRMSNorm(config.hidden_size, eps=1e-6)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="a patched __init__ builds a norm with a fixed eps where upstream passes the config's",
+        ),
     )
     good = (
         Example(
@@ -180,6 +199,23 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
         ),
+        Example(
+            """
+            from torch import nn
+            from transformers.models.mistral.modeling_mistral import MistralRMSNorm
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralDecoderLayer.__init__")
+            def mistral_layer_init_patched(self, config, layer_idx):
+                nn.Module.__init__(self)
+                self.hidden_size = config.hidden_size
+                self.post_attention_layernorm = MistralRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+        ),
     )
     fix_safety = (
         "Safe: the attribute becomes the one the class's `__init__` assigns and the upstream forward reads "
@@ -203,6 +239,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             )
         self._reused()
         self._eager_literal()
+        self._constructed()
         calls = [(c, f, cls) for c, f, cls, _h in self.rms_calls()]
         calls += [(c, f, cls) for c, f, cls, _q in self.vendor_rms_calls()]
         for call, func, cls in calls:
@@ -231,6 +268,43 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 f"`{cls}` never sets `self.{arg.attr}`: its eps lives in `self.{right}`",
                 fix,
             )
+
+    def _constructed(self) -> None:
+        """A patched ``__init__`` (a spec's replacement, a generated copy) that builds a norm with a fixed eps, a
+        different config field, or none at all, where the upstream ``__init__`` passes the config's eps to the
+        same submodule."""
+        text = self.ctx.source.text
+        if "Norm(" not in text or "__init__" not in text:
+            return
+        for patched in patched_methods(self.ctx.tree, text, "__init__", ("",), path=self.ctx.source.path):
+            mine = _norm_constructions(patched.func)
+            if not mine:
+                continue
+            theirs = _norm_constructions(patched.upstream)
+            for attr, (call, eps) in mine.items():
+                if attr not in theirs:
+                    continue
+                up_eps = theirs[attr][1]
+                if up_eps is None or _fixed_number(self.ctx.tree, up_eps) is not None:
+                    continue  # upstream itself passes a constant (or the class default)
+                up_text = ast.unparse(up_eps)
+                if eps is None:
+                    where: ast.AST = call
+                    what = "without an eps (the class default)"
+                elif _fixed_number(self.ctx.tree, eps) is not None:
+                    where, what = eps, f"with the fixed eps `{self.ctx.source.segment(eps)}`"
+                elif _config_field(eps) is not None and _config_field(up_eps) not in (
+                    None,
+                    _config_field(eps),
+                ):
+                    where, what = eps, f"with `{self.ctx.source.segment(eps)}`"
+                else:
+                    continue
+                self.report(
+                    where,
+                    f"`{patched.cls}.__init__` builds `self.{attr}` {what}, but the upstream class passes "
+                    f"`{up_text}`: the norm ignores the model's configured epsilon",
+                )
 
     def _eager_literal(self) -> None:
         """The eager math of an RMSNorm class (in the file, or a spec's replacement of its forward) adding a
@@ -346,4 +420,35 @@ def _fixed_number(tree: ast.Module, node: ast.expr) -> float | None:
         ]
         if len(values) == 1 and isinstance(values[0], ast.Constant) and type(values[0].value) in (int, float):
             return float(values[0].value)
+    return None
+
+
+def _norm_constructions(func: ast.AST) -> dict[str, tuple[ast.Call, ast.expr | None]]:
+    """``self.<attr> = FooRMSNorm(dim, eps=...)`` in ``func``: attr -> (the call, its eps argument or None)."""
+    out: dict[str, tuple[ast.Call, ast.expr | None]] = {}
+    for node in _walk(func):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+            continue
+        target, call = node.targets[0], node.value
+        name = last_name(call.func) or ""
+        if not (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and "rmsnorm" in name.lower()
+        ):
+            continue
+        if any(k.arg is None for k in call.keywords):
+            continue  # **kwargs: not read
+        eps = next((k.value for k in call.keywords if k.arg in ("eps", "epsilon")), None)
+        if eps is None and len(call.args) > 1:
+            eps = call.args[1]
+        out[target.attr] = (call, eps)
+    return out
+
+
+def _config_field(node: ast.AST) -> str | None:
+    """`config.rms_norm_eps`, `self.config.text_config.rms_norm_eps` -> the field name."""
+    if isinstance(node, ast.Attribute) and "config" in ast.unparse(node.value):
+        return node.attr
     return None
