@@ -39,6 +39,7 @@ __all__ = [
     "KernelFunction",
     "kernel_function",
     "function_kernel",
+    "class_contract_of",
 ]
 
 OFFSET = "offset"
@@ -377,3 +378,37 @@ def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
         return KernelFunction(name, UNWEIGHTED, False)
     contract = next((c for word, c in _NAME_WORDS if word in lowered), None)
     return KernelFunction(name, contract, False) if contract is not None else None
+
+
+def class_contract_of(dotted: str, anchor: str | None) -> RmsContract | None:
+    """The contract of the RMSNorm class ``dotted``: a transformers class (its installed source), or a class of
+    the tree holding ``anchor`` (``veomni.models...``); None when it cannot be read."""
+    module, _, name = dotted.rpartition(".")
+    if module.startswith("transformers."):
+        return upstream_rms_contract(module, name)
+    if not module.startswith("veomni.") or anchor is None:
+        return None
+    from npu_lint.veomni.patchgen import path_of_module
+
+    path = path_of_module(module, anchor)
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    node = _classes_at(path, (st.st_size, st.st_mtime_ns, st.st_ino)).get(name)
+    if node is None:
+        return None
+    methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+    return class_rms_contract(methods.get("__init__"), methods.get("forward"))
+
+
+@functools.lru_cache(maxsize=32)
+def _classes_at(path: str, state: tuple[int, int, int]) -> dict[str, ast.ClassDef]:
+    try:
+        data, _ = read_regular(path)
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return {}
+    return {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}

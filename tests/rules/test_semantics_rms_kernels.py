@@ -401,3 +401,89 @@ def test_norm_built_without_the_configured_eps_in_a_patched_init(tmp_path: Path)
         assert _codes(spec, root) == [(12, "NPU405")], eps
     spec = _write(root, rel, CTOR.format(eps=", eps=config.rms_norm_eps"))
     assert _codes(spec, root) == []
+
+
+TORCH_FN = """
+import torch.nn.functional as F
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+@config.override_method("Gemma2RMSNorm.forward")
+def gemma2_norm_forward_patched(self, hidden):
+    out = F.rms_norm(hidden.float(), hidden.shape[-1:], {weight}, {eps})
+    return out.type_as(hidden)
+"""
+
+
+def test_torch_functional_rms_norm_is_a_standard_kernel(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py"
+    cases = {
+        ("self.weight.float()", "self.eps"): [(9, "NPU402")],
+        ("1.0 + self.weight.float()", "1e-6"): [(9, "NPU405")],
+        ("1.0 + self.weight.float()", "self.variance_epsilon"): [(9, "NPU405")],
+        ("1.0 + self.weight.float()", "self.eps"): [],
+    }
+    for (weight, eps), expected in cases.items():
+        spec = _write(root, rel, TORCH_FN.format(weight=weight, eps=eps))
+        assert _codes(spec, root) == expected, (weight, eps)
+
+
+EXTERNAL = """
+from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+config = PatchConfig(source_module="transformers.models.{model}.modeling_{model}", target_file="x.py")
+config.patches.append(
+    create_patch_from_external(
+        target="{cls}",
+        replacement_module="{module}",
+        replacement_name="{name}",
+    )
+)
+"""
+
+
+def test_norm_class_replaced_by_another_models_norm(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    _write(
+        root,
+        "veomni/models/transformers/toy/modeling_toy.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ToyShiftedRMSNorm(nn.Module):
+            def __init__(self, dim, eps=1e-6):
+                super().__init__()
+                self.eps = eps
+                self.weight = nn.Parameter(torch.zeros(dim))
+
+            def forward(self, x):
+                return x * (1 + self.weight)
+        """,
+    )
+    rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
+    for module, name in (
+        ("transformers.models.gemma2.modeling_gemma2", "Gemma2RMSNorm"),
+        ("veomni.models.transformers.toy.modeling_toy", "ToyShiftedRMSNorm"),
+    ):
+        text = EXTERNAL.format(model="mistral", cls="MistralRMSNorm", module=module, name=name)
+        assert _codes(_write(root, rel, text), root) == [(8, "NPU403")], name
+    text = EXTERNAL.format(
+        model="mistral",
+        cls="MistralRMSNorm",
+        module="transformers.models.qwen2.modeling_qwen2",
+        name="Qwen2RMSNorm",
+    )
+    assert _codes(_write(root, rel, text), root) == []
+    rel = "veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py"
+    text = EXTERNAL.format(
+        model="gemma2",
+        cls="Gemma2RMSNorm",
+        module="transformers.models.qwen2.modeling_qwen2",
+        name="Qwen2RMSNorm",
+    )
+    assert _codes(_write(root, rel, text), root) == [(8, "NPU402")]

@@ -8,6 +8,7 @@ import functools
 import os
 import re
 
+from npu_lint.core.astutil import dotted_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.core.safeio import read_regular
@@ -24,6 +25,7 @@ from npu_lint.veomni import vendor_map
 from npu_lint.veomni.norms import (
     KernelFunction,
     RmsContract,
+    class_contract_of,
     class_rms_contract,
     fill_kind,
     function_kernel,
@@ -122,8 +124,21 @@ def offset_inner(expr: ast.AST) -> ast.AST | None:
     return None
 
 
+# torch's own RMSNorm function: `rms_norm(input, normalized_shape, weight, eps)` (a standard norm)
+TORCH_RMS = frozenset({"torch.nn.functional.rms_norm", "torch.rms_norm"})
+_TORCH_RMS_TEXT = ("F.rms_norm", "functional.rms_norm", "torch.rms_norm")
+
+
+def is_torch_rms(call: ast.Call) -> bool:
+    text = dotted_name(call.func) or ""
+    return text.endswith(_TORCH_RMS_TEXT) and (text == "F.rms_norm" or text.startswith(("torch.", "nn.")))
+
+
 def weight_argument(call: ast.Call) -> ast.expr | None:
-    """The weight a kernel call is given: second positional, or `weight=` (`gamma=` for torch_npu's kernel)."""
+    """The weight a kernel call is given: second positional, or `weight=` (`gamma=` for torch_npu's kernel;
+    third positional for torch's `F.rms_norm(x, shape, weight, eps)`)."""
+    if is_torch_rms(call):
+        return call_arg(call, 2, "weight")
     found = call_arg(call, 1, "weight")
     if found is None:
         found = next((k.value for k in call.keywords if k.arg == "gamma"), None)
@@ -614,9 +629,25 @@ class _RmsNormCalls(Rule):
         out = []
         for node, target, dotted in self.state.externals:
             kernel = vendor_map.lookup(dotted)
-            if kernel is None or kernel.op != "rms_norm":
+            if (
+                kernel is None
+            ):  # another model's norm class (transformers, or the tree's own), read from source
+                other = class_contract_of(dotted, self.ctx.source.path)
+                contract = (
+                    None
+                    if other is None
+                    else "offset"
+                    if other.gemma_style
+                    else "standard"
+                    if other.standard_style
+                    else None
+                )
+            elif kernel.op != "rms_norm":
                 continue
-            contract = "offset" if "gemma" in dotted.lower() else rms_variant_contract(None, kernel.variant)
+            else:
+                contract = (
+                    "offset" if "gemma" in dotted.lower() else rms_variant_contract(None, kernel.variant)
+                )
             mine = self.class_contract(target)
             if contract is not None and mine is not None:
                 out.append((node, target, dotted, contract, mine))
@@ -708,6 +739,9 @@ class _RmsNormCalls(Rule):
                 if local is not None and not local.method_style:
                     out.append((call, func, cls, qual))
                 continue
+            if (qual in TORCH_RMS or is_torch_rms(call)) and weight_argument(call) is not None:
+                out.append((call, func, cls, "torch.nn.functional.rms_norm"))
+                continue
             kernel = vendor_map.lookup(qual)
             if kernel is None or weight_argument(call) is None:
                 continue
@@ -761,6 +795,8 @@ class _RmsNormCalls(Rule):
         """What a vendor RMSNorm kernel does with its weight: the tree's kernel function read from its source
         (``qwen3_5_rms_norm_forward_npu`` adds 1: "offset"), else the vendor table (`torch_npu.npu_rms_norm`:
         "standard")."""
+        if qual in TORCH_RMS:
+            return "standard"
         found = self.local_kernel(qual) if "." not in qual else None
         if found is None:
             found = kernel_function(qual, self.ctx.source.path)

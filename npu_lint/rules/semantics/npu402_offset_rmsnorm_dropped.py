@@ -35,6 +35,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model, a spec's replacement of an upstream norm's forward) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported; `1 + w`, `w + 1` and `w.add(1)` keep the offset."
         " A kernel function of the tree's own kernel package (`veomni.ops.kernels...`), imported at module level or inside the forward, is judged by what its source does with the weight (read from the tree, never imported; by its name without the tree): a functional kernel that uses it raw, or a method-style one (`kernel(self, x)`) that multiplies by the module's raw weight, drops the offset. A forward another model's spec defines and this spec registers for a zero-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by the raw weight."
         " The weight's initialisation may be a fill: a parameter created empty and filled by `nn.init.zeros_`/`ones_`/`constant_`, `.zero_()` or `.fill_()` (in `__init__` or another method of the class) counts as zeros or ones; a vendor kernel reached through a helper function of the file (`def _npu_norm(x, w, eps)`, or `(module, x)`) is judged like the kernel, and torch_npu's `gamma=` keyword is read as the weight."
+        " torch's own `F.rms_norm(x, shape, weight, eps)` is a standard kernel (weight third, eps fourth)."
     )
     bad = (
         Example(
@@ -342,6 +343,34 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
             title="a weight created empty and zero-filled by another method",
+        ),
+        Example(
+            """
+            import torch.nn.functional as F
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                out = F.rms_norm(hidden.float(), hidden.shape[-1:], self.weight.float(), self.eps)
+                return out.type_as(hidden)
+            """,
+            fixed="""
+            import torch.nn.functional as F
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                out = F.rms_norm(hidden.float(), hidden.shape[-1:], 1.0 + self.weight.float(), self.eps)
+                return out.type_as(hidden)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="torch's functional rms_norm (a standard norm) given a zero-initialised weight",
         ),
     )
     good = (

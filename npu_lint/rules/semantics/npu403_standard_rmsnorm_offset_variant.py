@@ -26,6 +26,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         " When every call of a handle declared in the file contradicts its variant, the finding is reported once, "
         "at the declared variant (where the defect and its fix are); otherwise at each call's weight."
         " Kernel functions of the tree (`veomni.ops.kernels...`) are read from their source: one that adds 1 to the weight it is given (or, method-style, to the module's weight) is an offset kernel."
+        " A norm class replaced by another model's norm class (transformers', or the tree's own, read from source) is judged by that class's contract."
     )
     bad = (
         Example(
@@ -120,6 +121,22 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             """,
             path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
             title="an offset kernel function of the tree given a ones-initialised weight",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+            config.patches.append(
+                create_patch_from_external(
+                    target="MistralRMSNorm",
+                    replacement_module="transformers.models.gemma2.modeling_gemma2",
+                    replacement_name="Gemma2RMSNorm",
+                )
+            )
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="a standard norm class replaced by another model's offset norm class",
         ),
     )
     good = (

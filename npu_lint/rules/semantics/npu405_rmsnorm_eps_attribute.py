@@ -9,7 +9,7 @@ from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
-from npu_lint.rules.semantics._shared import _rms_norm_methods, _RmsNormCalls, receiver_of
+from npu_lint.rules.semantics._shared import _rms_norm_methods, _RmsNormCalls, is_torch_rms, receiver_of
 from npu_lint.veomni.norms import EPS_NAMES
 from npu_lint.veomni.upstream import last_name, patched_methods
 
@@ -20,7 +20,7 @@ def _eps_argument(call: ast.Call) -> ast.expr | None:
     for kw in call.keywords:
         if kw.arg in _EPS_KEYWORDS:
             return kw.value
-    return call_arg(call, 2, "eps")
+    return call_arg(call, 3 if is_torch_rms(call) else 2, "eps")
 
 
 class RmsNormEpsAttribute(_RmsNormCalls):
