@@ -487,3 +487,61 @@ def test_norm_class_replaced_by_another_models_norm(tmp_path: Path) -> None:
         name="Qwen2RMSNorm",
     )
     assert _codes(_write(root, rel, text), root) == [(8, "NPU402")]
+
+
+DEVICE_PATCH = """
+from ....ops.config.registry import BackendSpec, apply_per_model_patches
+
+
+def _make_fused_norm_forward():
+    from ....ops.kernels.norm_npu import plain_norm_npu
+
+    def _fused_forward(self, hidden):
+        return plain_norm_npu(hidden, {weight}, {eps})
+
+    return _fused_forward
+
+
+_NORM_BACKEND = BackendSpec(entry="{factory}", entry_is_factory=True, replace_forward=True)
+
+
+def apply_device_patch(gen_module):
+    apply_per_model_patches(
+        hf_module=gen_module,
+        model_name="Toy",
+        targets={{"rms_norm": "{cls}"}},
+        extra_backends={{
+            "rms_norm": {{
+                "triton": _NORM_BACKEND,
+                "npu": BackendSpec(entry="{entry}", requires=("torch_npu",), replace_forward=True),
+            }},
+        }},
+    )
+"""
+
+
+def _device_patch(root: Path, model: str, cls: str, weight: str, eps: str, entry: str) -> Path:
+    rel = f"veomni/models/transformers/{model}/device_patch.py"
+    factory = f"veomni.models.transformers.{model}.device_patch:_make_fused_norm_forward"
+    text = DEVICE_PATCH.format(cls=cls, weight=weight, eps=eps, entry=entry, factory=factory)
+    return _write(root, rel, text)
+
+
+def test_forward_built_by_a_device_patch_factory_for_its_target_norm(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    ok_entry = "veomni.ops.kernels.norm_npu:module_norm_npu"  # reads variance_epsilon: Mistral's
+    good = _device_patch(root, "mistral", "MistralRMSNorm", "self.weight", "self.variance_epsilon", ok_entry)
+    assert _codes(good, root) == []
+    offset = _device_patch(
+        root, "mistral", "MistralRMSNorm", "1 + self.weight", "self.variance_epsilon", ok_entry
+    )
+    assert _codes(offset, root) == [(8, "NPU404")]
+    eps = _device_patch(root, "mistral", "MistralRMSNorm", "self.weight", "self.eps", ok_entry)
+    assert _codes(eps, root) == [(8, "NPU405")]
+
+
+def test_forward_replacing_backend_entry_checked_against_the_target_norm(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    entry = "veomni.ops.kernels.norm_npu:module_norm_npu"  # reads variance_epsilon, raw weight
+    patch = _device_patch(root, "gemma2", "Gemma2RMSNorm", "1 + self.weight", "self.eps", entry)
+    assert _codes(patch, root) == [(24, "NPU402"), (24, "NPU405")]

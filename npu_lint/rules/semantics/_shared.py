@@ -8,7 +8,7 @@ import functools
 import os
 import re
 
-from npu_lint.core.astutil import dotted_name
+from npu_lint.core.astutil import dotted_name, resolve_relative
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.core.safeio import read_regular
@@ -245,6 +245,10 @@ class _RmsNormState:
         self.externals: list[tuple[ast.expr, str, str]] = []
         self.spec_imports: dict[str, str] = {}  # name -> dotted, from a spec's config.add_import(...)
         self.local_handles: dict[tuple[int, str], list[Handle]] = {}  # (id(function), name) -> handles
+        # a device patch's `apply_per_model_patches(targets={"rms_norm": "FooRMSNorm"}, extra_backends=...)`:
+        # (the target class, or None; the `entry="mod:fn"` string nodes of its rms_norm backends that replace
+        # the forward); "" until read
+        self.dispatch_target: tuple[str | None, list[ast.Constant]] | str = ""
 
 
 def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -351,6 +355,92 @@ def _tree_norm_owner(ctx: Context, state: _RmsNormState) -> str | None:
     return name
 
 
+def _dispatch_target(ctx: Context, state: _RmsNormState) -> tuple[str | None, list[ast.Constant]]:
+    """The RMSNorm class a device patch dispatches (``apply_per_model_patches(targets={"rms_norm": "FooRMSNorm"},
+    extra_backends={"rms_norm": {...: BackendSpec(entry="mod:fn", replace_forward=True)}})``) and the entry
+    strings of its forward-replacing rms_norm backends. The class is read from the model package (an in-tree
+    class of the directory) or from the transformers module of the same model."""
+    if isinstance(state.dispatch_target, tuple):
+        return state.dispatch_target
+    found: tuple[str | None, list[ast.Constant]] = (None, [])
+    state.dispatch_target = found
+    if "apply_per_model_patches" not in ctx.source.text:
+        return found
+    assigned: dict[str, ast.expr] = {}
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            assigned[stmt.targets[0].id] = stmt.value
+    for call in _walk(ctx.tree):
+        if not (isinstance(call, ast.Call) and last_name(call.func) == "apply_per_model_patches"):
+            continue
+        targets = next((k.value for k in call.keywords if k.arg == "targets"), None)
+        if not isinstance(targets, ast.Dict):
+            continue
+        cls = next(
+            (
+                str_value(v)
+                for k, v in zip(targets.keys, targets.values)
+                if k is not None and str_value(k) == "rms_norm"
+            ),
+            None,
+        )
+        if not cls or not _resolve_target_class(ctx, state, cls):
+            continue
+        entries: list[ast.Constant] = []
+        backends = next((k.value for k in call.keywords if k.arg == "extra_backends"), None)
+        rms = None
+        if isinstance(backends, ast.Dict):
+            rms = next(
+                (
+                    v
+                    for k, v in zip(backends.keys, backends.values)
+                    if k is not None and str_value(k) == "rms_norm"
+                ),
+                None,
+            )
+        if isinstance(rms, ast.Dict):
+            for spec in rms.values:
+                if isinstance(spec, ast.Name):
+                    spec = assigned.get(spec.id, spec)
+                if not (isinstance(spec, ast.Call) and last_name(spec.func) == "BackendSpec"):
+                    continue
+                kws = {k.arg: k.value for k in spec.keywords}
+                replace = kws.get("replace_forward")
+                entry = kws.get("entry")
+                if (
+                    isinstance(replace, ast.Constant)
+                    and replace.value is True
+                    and "entry_is_factory" not in kws
+                    and "target_override" not in kws
+                    and isinstance(entry, ast.Constant)
+                    and isinstance(entry.value, str)
+                    and ":" in entry.value
+                ):
+                    entries.append(entry)
+        found = (cls, entries)
+        break
+    state.dispatch_target = found
+    return found
+
+
+def _resolve_target_class(ctx: Context, state: _RmsNormState, cls: str) -> bool:
+    if cls in state.classes:
+        return True
+    directory = os.path.dirname(os.path.abspath(ctx.source.path))
+    for path, name, line in _norm_classes_in(directory):
+        if name == cls:
+            node = _class_node(path, name, line)
+            if node is not None:
+                state.classes[name] = node
+                return True
+    model = os.path.basename(directory)
+    module = f"transformers.models.{model}.modeling_{model}"
+    if state.source_module is None and upstream_class_method(module, cls, "__init__") is not None:
+        state.source_module = module
+        return True
+    return False
+
+
 class _RmsNormCalls(Rule):
     """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
 
@@ -438,6 +528,8 @@ class _RmsNormCalls(Rule):
             owner = owner_class(ctx, node)
             if owner is None and not state.functions and _self_method(node):
                 owner = _tree_norm_owner(ctx, state)
+            if owner is None and _self_method(node):  # a forward built by a device patch's factory
+                owner = _dispatch_target(ctx, state)[0]
             state.functions.append((node, owner))
             if isinstance(node, ast.FunctionDef):
                 cls, method = spec_target(node)
@@ -715,12 +807,23 @@ class _RmsNormCalls(Rule):
             node, (ast.Name, ast.Attribute)
         ):
             dotted = self.ctx.dotted(node)
-            if dotted:
-                head, _, rest = dotted.partition(".")
-                local = self.ctx.local_imports(func)
+            head, _, rest = (dotted or "").partition(".")
+            if dotted and self.ctx.may_be_imported(head):
+                local: dict[str, str] = {}
+                for outer in functions_of(self.ctx.tree):  # enclosing functions first (a factory's imports)
+                    if (
+                        outer.lineno <= call.lineno <= (outer.end_lineno or outer.lineno)
+                        and outer is not func
+                    ):
+                        local.update(self.ctx.local_imports(outer))
+                local.update(self.ctx.local_imports(func))
                 if head in local:
-                    return f"{local[head]}.{rest}" if rest else local[head]
-        return self.ctx.qualname(node)
+                    full = f"{local[head]}.{rest}" if rest else local[head]
+                    return resolve_relative(self.ctx.source.path, full) if full.startswith(".") else full
+        found = self.ctx.qualname(node)
+        if found and found.startswith("."):
+            return resolve_relative(self.ctx.source.path, found)
+        return found
 
     def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
         """Direct vendor RMSNorm kernel calls given a weight (`torch_npu.npu_rms_norm(x, w, ...)`,
@@ -826,6 +929,14 @@ class _RmsNormCalls(Rule):
                 continue
             if found is not None and found.method_style and found.rms:
                 out.append((call, func, cls, qual, found))
+        cls_target, entries = _dispatch_target(self.ctx, self.state)
+        for entry in entries:
+            module, _, name = entry.value.partition(":")
+            qual = f"{module}.{name}"
+            # a wrapper of the model package reports in its own file; a kernel function of the tree here
+            found = kernel_function(qual, self.ctx.source.path) if vendor_map.is_veomni_kernel(qual) else None
+            if found is not None and found.method_style and found.rms:
+                out.append((entry, None, cls_target, qual, found))
         # a spec registering a method-style kernel of the tree as a norm's forward
         # (`override_method("FooRMSNorm.forward", replacement=rms_norm_forward_npu)`): anchored at the name
         for name_node, cls in self.state.reused:

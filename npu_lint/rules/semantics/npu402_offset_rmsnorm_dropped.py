@@ -36,6 +36,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         " A kernel function of the tree's own kernel package (`veomni.ops.kernels...`), imported at module level or inside the forward, is judged by what its source does with the weight (read from the tree, never imported; by its name without the tree): a functional kernel that uses it raw, or a method-style one (`kernel(self, x)`) that multiplies by the module's raw weight, drops the offset. A forward another model's spec defines and this spec registers for a zero-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by the raw weight."
         " The weight's initialisation may be a fill: a parameter created empty and filled by `nn.init.zeros_`/`ones_`/`constant_`, `.zero_()` or `.fill_()` (in `__init__` or another method of the class) counts as zeros or ones; a vendor kernel reached through a helper function of the file (`def _npu_norm(x, w, eps)`, or `(module, x)`) is judged like the kernel, and torch_npu's `gamma=` keyword is read as the weight."
         " torch's own `F.rms_norm(x, shape, weight, eps)` is a standard kernel (weight third, eps fourth)."
+        " Forwards a device patch installs for its target norm (a factory's inner forward, a `replace_forward` backend entry naming a kernel of the tree) are read against that class too."
     )
     bad = (
         Example(

@@ -42,6 +42,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         " A kernel call of an RMSNorm class given a fixed epsilon (a literal, or a module constant bound to one) while the class keeps its own is reported too: a model configured with another eps normalises differently on the fused path. So is a method-style kernel of the tree (`kernel(self, x)`, read from its source) that reads an eps attribute the class never sets, and a forward another model's spec defines, registered here (`override_method(..., replacement=imported)`) for a class that keeps its eps under another name."
         " The eager math of a norm class (in the file, or a spec's replacement of its forward) adding a literal epsilon under the root (`torch.rsqrt(variance + 1e-6)`) while the class keeps its own is reported the same way."
         " A patched `__init__` (a spec's replacement or a generated copy) that builds a norm submodule with a fixed eps, another config field, or no eps at all (the class default), where the upstream `__init__` passes the config's eps to the same submodule, is reported at the construction."
+        ' A forward a device patch builds for the norm it dispatches (`apply_per_model_patches(targets={"rms_norm": "FooRMSNorm"})`, a factory\'s inner `def forward(self, x)`, or a backend `entry=` naming a method-style kernel of the tree with `replace_forward=True`) is read against that class (the model package\'s own, or transformers\' class of the same model).'
     )
     bad = (
         Example(
