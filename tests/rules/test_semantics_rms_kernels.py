@@ -545,3 +545,33 @@ def test_forward_replacing_backend_entry_checked_against_the_target_norm(tmp_pat
     entry = "veomni.ops.kernels.norm_npu:module_norm_npu"  # reads variance_epsilon, raw weight
     patch = _device_patch(root, "gemma2", "Gemma2RMSNorm", "1 + self.weight", "self.eps", entry)
     assert _codes(patch, root) == [(24, "NPU402"), (24, "NPU405")]
+
+
+LIGER = """
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.{model}.modeling_{model}", target_file="x.py")
+
+
+@config.override_method("{cls}.forward")
+def patched_norm_forward(self, hidden):
+    return LigerRMSNormFunction.apply(hidden, self.weight, self.{eps}, {offset}, "{mode}", False, None)
+"""
+
+
+def test_liger_functional_norm_offset_and_casting_mode(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    gemma = {"model": "gemma2", "cls": "Gemma2RMSNorm", "eps": "eps"}
+    mistral = {"model": "mistral", "cls": "MistralRMSNorm", "eps": "variance_epsilon"}
+    cases = [
+        (gemma, "1.0", "gemma", []),
+        (gemma, "0.0", "gemma", [(9, "NPU402")]),
+        (gemma, "1.0", "llama", [(9, "NPU406")]),
+        (mistral, "0.0", "llama", []),
+        (mistral, "1.0", "llama", [(9, "NPU403")]),
+    ]
+    for args, offset, mode, expected in cases:
+        rel = f"veomni/models/transformers/{args['model']}/{args['model']}_gpu_patch_gen_config.py"
+        spec = _write(root, rel, LIGER.format(offset=offset, mode=mode, **args))
+        assert _codes(spec, root) == expected, (args["cls"], offset, mode)

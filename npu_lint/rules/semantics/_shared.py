@@ -134,6 +134,18 @@ def is_torch_rms(call: ast.Call) -> bool:
     return text.endswith(_TORCH_RMS_TEXT) and (text == "F.rms_norm" or text.startswith(("torch.", "nn.")))
 
 
+def liger_offset_contract(call: ast.Call) -> str | None:
+    """Liger's functional RMSNorm (`LigerRMSNormFunction.apply(x, w, eps, offset, casting_mode, ...)`,
+    `liger_rms_norm(x, w, eps, offset=...)`) adds its `offset` argument to the weight: "offset" for a literal
+    1, "standard" for 0 or none given (the default), None when it is not a literal."""
+    node = call_arg(call, 3, "offset")
+    if node is None:
+        return "standard"
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return "standard" if node.value == 0 else "offset" if node.value == 1 else None
+    return None
+
+
 def weight_argument(call: ast.Call) -> ast.expr | None:
     """The weight a kernel call is given: second positional, or `weight=` (`gamma=` for torch_npu's kernel;
     third positional for torch's `F.rms_norm(x, shape, weight, eps)`)."""
@@ -894,12 +906,14 @@ class _RmsNormCalls(Rule):
                 return True
         return False
 
-    def kernel_contract(self, qual: str) -> str | None:
+    def kernel_contract(self, qual: str, call: ast.Call | None = None) -> str | None:
         """What a vendor RMSNorm kernel does with its weight: the tree's kernel function read from its source
         (``qwen3_5_rms_norm_forward_npu`` adds 1: "offset"), else the vendor table (`torch_npu.npu_rms_norm`:
         "standard")."""
         if qual in TORCH_RMS:
             return "standard"
+        if call is not None and qual.startswith("liger_kernel") and "rms" in qual.lower():
+            return liger_offset_contract(call)
         found = self.local_kernel(qual) if "." not in qual else None
         if found is None:
             found = kernel_function(qual, self.ctx.source.path)

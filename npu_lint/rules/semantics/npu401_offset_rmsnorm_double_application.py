@@ -233,7 +233,7 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                 fix,
             )
         for call, _func, _cls, qual in self.vendor_rms_calls():
-            if self.kernel_contract(qual) != "offset":
+            if self.kernel_contract(qual, call) != "offset":
                 continue
             arg = weight_argument(call)
             raw = offset_raw(ctx, arg) if arg is not None else None

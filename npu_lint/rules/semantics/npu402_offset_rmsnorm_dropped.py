@@ -542,7 +542,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                     "multiplies by the module's raw `weight`: the offset is dropped",
                 )
         for call, func, cls, qual in self.vendor_rms_calls():
-            if self.kernel_contract(qual) != "standard":
+            if self.kernel_contract(qual, call) != "standard":
                 continue
             arg = weight_argument(call)
             attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None

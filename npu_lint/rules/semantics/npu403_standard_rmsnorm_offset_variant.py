@@ -27,6 +27,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "at the declared variant (where the defect and its fix are); otherwise at each call's weight."
         " Kernel functions of the tree (`veomni.ops.kernels...`) are read from their source: one that adds 1 to the weight it is given (or, method-style, to the module's weight) is an offset kernel."
         " A norm class replaced by another model's norm class (transformers', or the tree's own, read from source) is judged by that class's contract."
+        " Liger's functional RMSNorm adds its `offset` argument: a literal 1 makes it an offset kernel, 0 (or none, the default) a standard one."
     )
     bad = (
         Example(
@@ -173,6 +174,20 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             """,
             path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
         ),
+        Example(
+            """
+            from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_patched(self, hidden):
+                return LigerRMSNormFunction.apply(hidden, self.weight, self.variance_epsilon, 0.0, "llama", False, None)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the numerics, to the intended ones): the handle's declared variant becomes the standard "
@@ -189,7 +204,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                     f"replaced by `{dotted}`, an offset RMSNorm that multiplies by `1 + weight`",
                 )
         for call, func, cls, qual in self.vendor_rms_calls():
-            if self.kernel_contract(qual) != "offset":
+            if self.kernel_contract(qual, call) != "offset":
                 continue
             arg = weight_argument(call)
             attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None

@@ -202,7 +202,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                     (call, func, cls, f"a standard RMSNorm handle (variant `{handle.raw_variant}`)")
                 )
         for call, func, cls, qual in self.vendor_rms_calls():
-            if self.kernel_contract(qual) != "standard":
+            if self.kernel_contract(qual, call) != "standard":
                 continue
             targets.append((call, func, cls, f"`{qual}` (a standard RMSNorm kernel)"))
         for call, _func, cls, handle, anchor in self.reused_rms_calls():

@@ -175,6 +175,22 @@ def scale_order(func: ast.AST) -> tuple[str, ast.BinOp] | None:
     return None
 
 
+def _liger_casting_mode(node: ast.AST) -> tuple[str, ast.expr] | None:
+    """(mode, its node) of a Liger RMSNorm call given a literal `casting_mode` (`LigerRMSNormFunction.apply(x, w,
+    eps, offset, casting_mode)`, `liger_rms_norm(..., casting_mode=...)`)."""
+    if not isinstance(node, ast.Call):
+        return None
+    text = ast.unparse(node.func)
+    if "liger" not in text.lower() or "rms" not in text.lower():
+        return None
+    arg = next((k.value for k in node.keywords if k.arg == "casting_mode"), None)
+    if arg is None and len(node.args) > 4:
+        arg = node.args[4]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value, arg
+    return None
+
+
 class RmsNormUpcast(Rule):
     code = "NPU406"
     name = "rmsnorm-upcast"
@@ -191,6 +207,7 @@ class RmsNormUpcast(Rule):
         "class's forward; kernel calls are not judged (kernels upcast internally)."
         " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
         " The order of the cast back is compared too: where the upstream forward scales in fp32 and casts the product back (Gemma-style `(x * (1 + w)).to(dtype)`), a patched forward (a spec or its generated copy) that casts back first and multiplies in bf16/fp16 is reported. Scaling in fp32 where upstream scales after the cast (a deliberate fp32 fallback) is not."
+        " Liger's functional RMSNorm given a literal `casting_mode` of `llama` (or `none`) for a norm whose upstream forward scales in fp32 is reported the same way."
     )
     bad = (
         Example(
@@ -242,6 +259,21 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
             title="the scale applied after the cast back where upstream scales in fp32",
+        ),
+        Example(
+            """
+            from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                return LigerRMSNormFunction.apply(hidden, self.weight, self.eps, 1.0, "llama", False, None)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="Liger's RMSNorm in Llama casting mode for a norm that scales in fp32 upstream",
         ),
     )
     good = (
@@ -345,6 +377,17 @@ class RmsNormUpcast(Rule):
     def _cast_order(self, patched: PatchedMethod) -> None:
         """The weight applied on the other side of the cast back to the input dtype than upstream applies it."""
         upstream = scale_order(patched.upstream)
+        if upstream is not None and upstream[0] == "fp32":
+            for node in _walk(patched.func):
+                mode = _liger_casting_mode(node)
+                if mode is not None and mode[0] in ("llama", "none"):
+                    self.report(
+                        mode[1],
+                        f"`{patched.cls}.forward` calls Liger's RMSNorm with `casting_mode={mode[0]!r}` (the weight "
+                        "applied in the input dtype); the upstream forward scales in fp32 and casts the product back "
+                        '(`casting_mode="gemma"`)',
+                    )
+                    return
         mine = scale_order(patched.func)
         # only the loss of precision: a patch that scales in fp32 where upstream scales after the cast back
         # (DeepSeek V4's official fp32 fallback) is deliberate
