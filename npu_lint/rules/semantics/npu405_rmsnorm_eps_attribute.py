@@ -11,7 +11,7 @@ from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import _rms_norm_methods, _RmsNormCalls, is_torch_rms, receiver_of
 from npu_lint.veomni.norms import EPS_NAMES
-from npu_lint.veomni.upstream import last_name, patched_methods
+from npu_lint.veomni.upstream import last_name, patched_methods, upstream_class_method
 
 _EPS_KEYWORDS = ("eps", "epsilon")
 
@@ -330,7 +330,7 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                     ),
                     None,
                 )
-                if literal is None:
+                if literal is None or self._upstream_has_literal(cls, literal.value):
                     continue
                 attrs = self.assigned_attrs(cls)
                 contract = self.class_contract(cls)
@@ -350,6 +350,14 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                         "changes the epsilon to the one the model is configured with",
                     ),
                 )
+
+    def _upstream_has_literal(self, cls: str, value: object) -> bool:
+        """The upstream forward of a patched copy adds the same literal itself (then the copy is faithful)."""
+        module = self._module_of_file()
+        if not module or not module.startswith("transformers."):
+            return False
+        up = upstream_class_method(module, cls, "forward")
+        return up is not None and any(isinstance(n, ast.Constant) and n.value == value for n in _walk(up))
 
     def _reused(self) -> None:
         """A forward another spec defines, registered here for a class that keeps its eps elsewhere."""
