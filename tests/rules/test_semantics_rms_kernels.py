@@ -575,3 +575,23 @@ def test_liger_functional_norm_offset_and_casting_mode(tmp_path: Path) -> None:
         rel = f"veomni/models/transformers/{args['model']}/{args['model']}_gpu_patch_gen_config.py"
         spec = _write(root, rel, LIGER.format(offset=offset, mode=mode, **args))
         assert _codes(spec, root) == expected, (args["cls"], offset, mode)
+
+
+def test_one_plus_weight_held_in_a_local_given_to_an_offset_kernel(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+    @config.override_method("Gemma2RMSNorm.forward")
+    def gemma2_norm_forward_npu(self, x):
+        from veomni.ops.kernels.norm_npu import shifted_norm_npu
+
+        scale = {scale}
+        return shifted_norm_npu(x, scale, self.eps)
+    """
+    rel = "veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py"
+    assert _codes(_write(root, rel, text.format(scale="1.0 + self.weight.float()")), root) == [(11, "NPU401")]
+    assert _codes(_write(root, rel, text.format(scale="self.weight.float()")), root) == []

@@ -232,17 +232,27 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                 "the offset is applied twice; pass the raw weight",
                 fix,
             )
-        for call, _func, _cls, qual in self.vendor_rms_calls():
+        for call, func, _cls, qual in self.vendor_rms_calls():
             if self.kernel_contract(qual, call) != "offset":
                 continue
             arg = weight_argument(call)
-            raw = offset_raw(ctx, arg) if arg is not None else None
-            if arg is None or raw is None:
+            if arg is None:
+                continue
+            raw = offset_raw(ctx, arg)
+            shown = ctx.source.segment(arg)
+            if raw is None and isinstance(arg, ast.Name):  # a local holding `1 + w`
+                values = _assigned_in(func, arg.id)
+                raws = [offset_raw(ctx, v) for v in values]
+                if not values or any(r is None for r in raws) or len(set(raws)) != 1:
+                    continue
+                raw = raws[0]
+                shown = f"{arg.id} = {ctx.source.segment(values[0])}"
+            if raw is None:
                 continue
             self.report(
                 arg,
-                f"`{ctx.source.segment(arg)}` passed to `{qual}`, an offset RMSNorm kernel that adds the 1 itself: "
-                "the offset is applied twice; pass the raw weight",
+                f"`{shown}` passed to `{qual}`, an offset RMSNorm kernel that adds the 1 itself: the offset is "
+                "applied twice; pass the raw weight",
                 make_fix(f"Pass the raw weight `{raw}`", [ctx.replace(arg, raw)], Applicability.SAFE),
             )
         for call, _func, cls, handle, anchor in self.reused_rms_calls():
