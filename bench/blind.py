@@ -160,6 +160,24 @@ def judge(
             remaining[k] -= 1
         else:
             fresh.append(d)
+    if case.expect == "none":
+        # a finding on a line the edit replaced has no row to match by: for a control, one of the same code on
+        # the replaced lines before the edit (the same call, rewritten) is the same finding
+        old_last = last - delta
+        region_left = Counter(
+            d["code"]
+            for d in before
+            if in_file(d)
+            and first <= d["location"]["row"] <= old_last
+            and remaining[(d["code"], d["filename"], d["location"]["row"])]
+        )
+        kept = []
+        for d in fresh:
+            if in_file(d) and first <= d["location"]["row"] <= last and region_left[d["code"]]:
+                region_left[d["code"]] -= 1
+            else:
+                kept.append(d)
+        fresh = kept
     shown = [
         f"{Path(d['filename']).name}:{d['location']['row']} {d['code']} {d['message'][:140]}" for d in fresh
     ]

@@ -14,6 +14,9 @@ Two questions, each behind one function, so the rules never hard-code variant na
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
+import os
 import re
 from dataclasses import dataclass
 
@@ -22,6 +25,7 @@ from npu_lint.veomni.project import Project
 from npu_lint.veomni.upstream import last_name, upstream_class_method
 
 __all__ = [
+    "EPS_NAMES",
     "OFFSET",
     "STANDARD",
     "UNWEIGHTED",
@@ -29,8 +33,13 @@ __all__ = [
     "rms_variant_contract",
     "variant_for_contract",
     "param_init_kind",
+    "fill_kind",
     "class_rms_contract",
     "upstream_rms_contract",
+    "KernelFunction",
+    "kernel_function",
+    "function_kernel",
+    "class_contract_of",
     "defines_norm_class",
 ]
 
@@ -58,7 +67,8 @@ _NAMES: dict[str, str] = {
     "unweighted": UNWEIGHTED,
 }
 _OPSLOT_NAMES = {OFFSET: "qwen3_5", STANDARD: "standard", UNWEIGHTED: "unweighted"}
-_EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
+EPS_NAMES = ("variance_epsilon", "eps", "epsilon", "norm_eps", "layer_norm_eps")
+_EPS_NAMES = EPS_NAMES
 
 
 def _rms_variants(rows: tuple[OpRow, ...]) -> list[str]:
@@ -124,7 +134,9 @@ def _self_target(node: ast.AST, attr: str | None = None) -> str | None:
 
 
 def param_init_kind(func: ast.AST, attr: str) -> str | None:
-    """How ``func`` initialises ``self.<attr>``: "zeros", "ones", "other", or None when it does not set it."""
+    """How ``func`` initialises ``self.<attr>``: "zeros", "ones", "other", or None when it does not set it.
+    A parameter created empty and filled in the same function (`nn.init.zeros_(self.weight)`,
+    `self.weight.data.fill_(1.0)`) counts as what it is filled with."""
     for node in ast.walk(func):
         if not isinstance(node, ast.Assign) or not any(_self_target(t, attr) for t in node.targets):
             continue
@@ -136,7 +148,43 @@ def param_init_kind(func: ast.AST, attr: str) -> str | None:
                 return "zeros"
             if name in ("ones", "ones_like", "new_ones"):
                 return "ones"
-        return "other"
+            if name in ("full", "new_full") and isinstance(inner, ast.Call) and len(inner.args) >= 2:
+                fill = _fill_kind(inner.args[1])
+                if fill is not None:
+                    return fill
+        return fill_kind(func, attr) or "other"
+    return None
+
+
+def _fill_kind(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return "zeros" if node.value == 0 else "ones" if node.value == 1 else None
+    return None
+
+
+def fill_kind(func: ast.AST, attr: str) -> str | None:
+    """What ``func`` fills ``self.<attr>`` with in place: `nn.init.zeros_(self.w)`, `nn.init.ones_(self.w)`,
+    `nn.init.constant_(self.w, 1.0)`, `self.w.data.zero_()`, `self.w.fill_(1)` ("zeros" | "ones" | None)."""
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = last_name(node.func)
+        if name in ("zeros_", "ones_", "constant_") and node.args:
+            target = node.args[0]
+            if isinstance(target, ast.Attribute) and target.attr == "data":
+                target = target.value
+            if _self_target(target, attr):
+                if name == "constant_":
+                    return _fill_kind(node.args[1]) if len(node.args) > 1 else None
+                return "zeros" if name == "zeros_" else "ones"
+        elif name in ("zero_", "fill_") and isinstance(node.func, ast.Attribute):
+            target = node.func.value
+            if isinstance(target, ast.Attribute) and target.attr == "data":
+                target = target.value
+            if _self_target(target, attr):
+                if name == "zero_":
+                    return "zeros"
+                return _fill_kind(node.args[0]) if node.args else None
     return None
 
 
@@ -218,3 +266,166 @@ def upstream_rms_contract(module: str, cls: str) -> RmsContract | None:
     if init is None and forward is None:
         return None
     return class_rms_contract(init, forward)
+
+
+# -- what a kernel function of the tree computes ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelFunction:
+    """An RMSNorm kernel function of the tree (``veomni.ops.kernels.rms_norm.npu.<name>``), read from its source.
+
+    ``method_style``: written as a forward replacement (``def f(self, x)``: it reads the module's attributes,
+    ``module_attrs``); otherwise functional (``def f(x, weight, eps)``). ``contract``: "offset" when it adds 1 to
+    the weight it is given, "standard" when it uses the weight raw, "unweighted" when it takes none."""
+
+    name: str
+    contract: str | None
+    method_style: bool
+    module_attrs: frozenset[str] = frozenset()
+    rms: bool = True  # an RMSNorm kernel: it calls one (`npu_rms_norm`), or its module is an rms_norm one
+
+    @property
+    def eps_attrs(self) -> tuple[str, ...]:
+        return tuple(a for a in _EPS_NAMES if a in self.module_attrs)
+
+
+_NAME_WORDS = (("qwen3_5", OFFSET), ("gemma", OFFSET), ("offset", OFFSET), ("zero_centered", OFFSET))
+
+
+def function_kernel(func: ast.FunctionDef) -> KernelFunction:
+    """A function read as an RMSNorm kernel: what it does with the weight it is given (or the module's)."""
+    return _function_contract(func)
+
+
+def _function_contract(func: ast.FunctionDef) -> KernelFunction:
+    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    first = params[0] if params else ""
+    module_attrs = frozenset(
+        n.attr
+        for n in ast.walk(func)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == first
+    )
+    method_style = "weight" in module_attrs
+    weight_param = next((p for p in params if "weight" in p), params[1] if len(params) > 1 else None)
+
+    def is_weight(node: ast.AST) -> bool:
+        node = _strip_casts(node)
+        if method_style:
+            return _named_attr(node, first, "weight")
+        return isinstance(node, ast.Name) and node.id == weight_param
+
+    offset = used = False
+    for node in ast.walk(func):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            if (_is_one(node.left) and is_weight(node.right)) or (
+                _is_one(node.right) and is_weight(node.left)
+            ):
+                offset = True
+        if is_weight(node) and not isinstance(node, ast.Call):
+            used = True
+    raises_on_weight = any(isinstance(n, ast.Raise) for n in ast.walk(func)) and not offset
+    if offset:
+        contract: str | None = OFFSET
+    elif used and raises_on_weight and not method_style:
+        contract = UNWEIGHTED  # `if weight is not None: raise ...`
+    elif used:
+        contract = STANDARD
+    else:
+        contract = None
+    calls_rms = any(
+        isinstance(n, ast.Call) and "rmsnorm" in (last_name(n.func) or "").replace("_", "").lower()
+        for n in ast.walk(func)
+    )
+    return KernelFunction(
+        func.name, contract, method_style, module_attrs if method_style else frozenset(), calls_rms
+    )
+
+
+def _named_attr(node: ast.AST, receiver: str, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == receiver
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_functions_at(path: str, state: tuple[int, int, int]) -> dict[str, KernelFunction]:
+    tree = _tree_of(path)
+    if tree is None:
+        return {}
+    return {s.name: _function_contract(s) for s in tree.body if isinstance(s, ast.FunctionDef)}
+
+
+def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
+    """The RMSNorm kernel function ``dotted`` (``veomni.ops.kernels.rms_norm.npu.qwen3_5_rms_norm_forward_npu``)
+    as the tree holding ``anchor`` defines it: read from the kernel module's source (never imported). Without
+    the tree's source, its contract is read from the words of its name (``qwen3_5_``/``gemma``: offset)."""
+    module, _, name = dotted.rpartition(".")
+    if not module.startswith("veomni.ops.kernels"):
+        return None
+    if anchor is not None:
+        from npu_lint.veomni.patchgen import path_of_module
+
+        path = path_of_module(module, anchor)
+        if path is not None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+            if st is not None:
+                found = _kernel_functions_at(path, (st.st_size, st.st_mtime_ns, st.st_ino)).get(name)
+                if found is not None:
+                    if not found.rms and "rms_norm" in module:
+                        return dataclasses.replace(found, rms=True)
+                    return found
+    lowered = dotted.lower()  # the module path names the variant too (`rms_norm.qwen3_5.npu.forward`)
+    if "rms" not in lowered:
+        return None
+    if "unweighted" in lowered:
+        return KernelFunction(name, UNWEIGHTED, False)
+    contract = next((c for word, c in _NAME_WORDS if word in lowered), None)
+    return KernelFunction(name, contract, False) if contract is not None else None
+
+
+def class_contract_of(dotted: str, anchor: str | None) -> RmsContract | None:
+    """The contract of the RMSNorm class ``dotted``: a transformers class (its installed source), or a class of
+    the tree holding ``anchor`` (``veomni.models...``); None when it cannot be read."""
+    module, _, name = dotted.rpartition(".")
+    if module.startswith("transformers."):
+        return upstream_rms_contract(module, name)
+    if not module.startswith("veomni.") or anchor is None:
+        return None
+    from npu_lint.veomni.patchgen import path_of_module
+
+    path = path_of_module(module, anchor)
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    node = _classes_at(path, (st.st_size, st.st_mtime_ns, st.st_ino)).get(name)
+    if node is None:
+        return None
+    methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+    return class_rms_contract(methods.get("__init__"), methods.get("forward"))
+
+
+@functools.lru_cache(maxsize=32)
+def _classes_at(path: str, state: tuple[int, int, int]) -> dict[str, ast.ClassDef]:
+    tree = _tree_of(path)
+    if tree is None:
+        return {}
+    return {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+
+
+def _tree_of(path: str) -> ast.Module | None:
+    """The run's one tree of a module of the tree (patchgen's shared file store: parsed once per process, and
+    not again when the file pass lints it)."""
+    from npu_lint.veomni.patchgen import load_file
+
+    parsed = load_file(path)
+    return parsed.tree if parsed is not None else None

@@ -8,6 +8,7 @@ import functools
 import os
 import re
 
+from npu_lint.core.astutil import dotted_name, resolve_relative
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules._handles import (
@@ -21,9 +22,14 @@ from npu_lint.rules._handles import (
 from npu_lint.rules.base import Context, Rule, make_fix
 from npu_lint.veomni import vendor_map
 from npu_lint.veomni.norms import (
+    KernelFunction,
     RmsContract,
+    class_contract_of,
     class_rms_contract,
     defines_norm_class,
+    fill_kind,
+    function_kernel,
+    kernel_function,
     param_init_kind,
     rms_variant_contract,
     variant_for_contract,
@@ -119,8 +125,37 @@ def offset_inner(expr: ast.AST) -> ast.AST | None:
     return None
 
 
+# torch's own RMSNorm function: `rms_norm(input, normalized_shape, weight, eps)` (a standard norm)
+TORCH_RMS = frozenset({"torch.nn.functional.rms_norm", "torch.rms_norm"})
+_TORCH_RMS_TEXT = ("F.rms_norm", "functional.rms_norm", "torch.rms_norm")
+
+
+def is_torch_rms(call: ast.Call) -> bool:
+    text = dotted_name(call.func) or ""
+    return text.endswith(_TORCH_RMS_TEXT) and (text == "F.rms_norm" or text.startswith(("torch.", "nn.")))
+
+
+def liger_offset_contract(call: ast.Call) -> str | None:
+    """Liger's functional RMSNorm (`LigerRMSNormFunction.apply(x, w, eps, offset, casting_mode, ...)`,
+    `liger_rms_norm(x, w, eps, offset=...)`) adds its `offset` argument to the weight: "offset" for a literal
+    1, "standard" for 0 or none given (the default), None when it is not a literal."""
+    node = call_arg(call, 3, "offset")
+    if node is None:
+        return "standard"
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return "standard" if node.value == 0 else "offset" if node.value == 1 else None
+    return None
+
+
 def weight_argument(call: ast.Call) -> ast.expr | None:
-    return call_arg(call, 1, "weight")
+    """The weight a kernel call is given: second positional, or `weight=` (`gamma=` for torch_npu's kernel;
+    third positional for torch's `F.rms_norm(x, shape, weight, eps)`)."""
+    if is_torch_rms(call):
+        return call_arg(call, 2, "weight")
+    found = call_arg(call, 1, "weight")
+    if found is None:
+        found = next((k.value for k in call.keywords if k.arg == "gamma"), None)
+    return found
 
 
 def raw_weight_attr(expr: ast.AST, receiver: str = "self") -> str | None:
@@ -175,20 +210,29 @@ def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bo
     operand node, weight attribute, with the `1 +` offset)."""
     out: list[tuple[str, ast.expr, str, bool]] = []
     for cls_name, func in _rms_norm_methods(tree):
-        for node in _walk(func):
-            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
-                continue
-            for side in (node.left, node.right):
-                value = side
-                if isinstance(side, ast.Name):  # a local holding the scale (`scale = 1.0 + self.weight`)
-                    values = _assigned_in(func, side.id)
-                    if len(values) != 1:
-                        continue
-                    value = values[0]
-                inner = offset_inner(value)
-                attr = raw_weight_attr(inner if inner is not None else value)
-                if attr is not None and "weight" in attr:
-                    out.append((cls_name, side, attr, inner is not None))
+        out.extend((cls_name, side, attr, offset) for side, attr, offset in weight_products(func))
+    return out
+
+
+def weight_products(func: ast.AST) -> list[tuple[ast.expr, str, bool]]:
+    """Each operand of a multiplication in ``func`` that is the module's weight: (operand, attribute, with the
+    `1 +` offset). A local holding the scale (`scale = 1.0 + self.weight`) counts."""
+    out: list[tuple[ast.expr, str, bool]] = []
+    receiver = receiver_of(func)
+    for node in _walk(func):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for side in (node.left, node.right):
+            value = side
+            if isinstance(side, ast.Name):
+                values = _assigned_in(func, side.id)
+                if len(values) != 1:
+                    continue
+                value = values[0]
+            inner = offset_inner(value)
+            attr = raw_weight_attr(inner if inner is not None else value, receiver)
+            if attr is not None and "weight" in attr:
+                out.append((side, attr, inner is not None))
     return out
 
 
@@ -214,6 +258,10 @@ class _RmsNormState:
         self.externals: list[tuple[ast.expr, str, str]] = []
         self.spec_imports: dict[str, str] = {}  # name -> dotted, from a spec's config.add_import(...)
         self.local_handles: dict[tuple[int, str], list[Handle]] = {}  # (id(function), name) -> handles
+        # a device patch's `apply_per_model_patches(targets={"rms_norm": "FooRMSNorm"}, extra_backends=...)`:
+        # (the target class, or None; the `entry="mod:fn"` string nodes of its rms_norm backends that replace
+        # the forward); "" until read
+        self.dispatch_target: tuple[str | None, list[ast.Constant]] | str = ""
 
 
 def _self_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -317,6 +365,92 @@ def _tree_norm_owner(ctx: Context, state: _RmsNormState) -> str | None:
     return name
 
 
+def _dispatch_target(ctx: Context, state: _RmsNormState) -> tuple[str | None, list[ast.Constant]]:
+    """The RMSNorm class a device patch dispatches (``apply_per_model_patches(targets={"rms_norm": "FooRMSNorm"},
+    extra_backends={"rms_norm": {...: BackendSpec(entry="mod:fn", replace_forward=True)}})``) and the entry
+    strings of its forward-replacing rms_norm backends. The class is read from the model package (an in-tree
+    class of the directory) or from the transformers module of the same model."""
+    if isinstance(state.dispatch_target, tuple):
+        return state.dispatch_target
+    found: tuple[str | None, list[ast.Constant]] = (None, [])
+    state.dispatch_target = found
+    if "apply_per_model_patches" not in ctx.source.text:
+        return found
+    assigned: dict[str, ast.expr] = {}
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            assigned[stmt.targets[0].id] = stmt.value
+    for call in _walk(ctx.tree):
+        if not (isinstance(call, ast.Call) and last_name(call.func) == "apply_per_model_patches"):
+            continue
+        targets = next((k.value for k in call.keywords if k.arg == "targets"), None)
+        if not isinstance(targets, ast.Dict):
+            continue
+        cls = next(
+            (
+                str_value(v)
+                for k, v in zip(targets.keys, targets.values)
+                if k is not None and str_value(k) == "rms_norm"
+            ),
+            None,
+        )
+        if not cls or not _resolve_target_class(ctx, state, cls):
+            continue
+        entries: list[ast.Constant] = []
+        backends = next((k.value for k in call.keywords if k.arg == "extra_backends"), None)
+        rms = None
+        if isinstance(backends, ast.Dict):
+            rms = next(
+                (
+                    v
+                    for k, v in zip(backends.keys, backends.values)
+                    if k is not None and str_value(k) == "rms_norm"
+                ),
+                None,
+            )
+        if isinstance(rms, ast.Dict):
+            for spec in rms.values:
+                if isinstance(spec, ast.Name):
+                    spec = assigned.get(spec.id, spec)
+                if not (isinstance(spec, ast.Call) and last_name(spec.func) == "BackendSpec"):
+                    continue
+                kws = {k.arg: k.value for k in spec.keywords}
+                replace = kws.get("replace_forward")
+                entry = kws.get("entry")
+                if (
+                    isinstance(replace, ast.Constant)
+                    and replace.value is True
+                    and "entry_is_factory" not in kws
+                    and "target_override" not in kws
+                    and isinstance(entry, ast.Constant)
+                    and isinstance(entry.value, str)
+                    and ":" in entry.value
+                ):
+                    entries.append(entry)
+        found = (cls, entries)
+        break
+    state.dispatch_target = found
+    return found
+
+
+def _resolve_target_class(ctx: Context, state: _RmsNormState, cls: str) -> bool:
+    if cls in state.classes:
+        return True
+    directory = os.path.dirname(os.path.abspath(ctx.source.path))
+    for path, name, line in _norm_classes_in(directory):
+        if name == cls:
+            node = _class_node(path, name, line)
+            if node is not None:
+                state.classes[name] = node
+                return True
+    model = os.path.basename(directory)
+    module = f"transformers.models.{model}.modeling_{model}"
+    if state.source_module is None and upstream_class_method(module, cls, "__init__") is not None:
+        state.source_module = module
+        return True
+    return False
+
+
 class _RmsNormCalls(Rule):
     """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
 
@@ -358,7 +492,7 @@ class _RmsNormCalls(Rule):
         if isinstance(node, ast.Call):
             if (
                 state.functions
-                and (len(node.args) >= 2 or any(k.arg == "weight" for k in node.keywords))
+                and (len(node.args) >= 2 or any(k.arg in ("weight", "gamma") for k in node.keywords))
                 and isinstance(node.func, (ast.Name, ast.Attribute, ast.Call))
             ):
                 func, cls = state.functions[-1]
@@ -404,6 +538,8 @@ class _RmsNormCalls(Rule):
             owner = owner_class(ctx, node)
             if owner is None and not state.functions and _self_method(node):
                 owner = _tree_norm_owner(ctx, state)
+            if owner is None and _self_method(node):  # a forward built by a device patch's factory
+                owner = _dispatch_target(ctx, state)[0]
             state.functions.append((node, owner))
             if isinstance(node, ast.FunctionDef):
                 cls, method = spec_target(node)
@@ -431,6 +567,32 @@ class _RmsNormCalls(Rule):
         if target is None or "." not in target or not isinstance(repl, ast.Name):
             return
         self.state.reused.append((repl, target.rpartition(".")[0]))
+
+    def reused_functions(self) -> list[tuple[ast.Name, str, ast.FunctionDef, str]]:
+        """Patch functions another spec defines that this spec re-registers for one of its RMSNorm classes
+        (``override_method("FooRMSNorm.forward", replacement=imported_fn)``): (the ``replacement=`` name, the
+        patched class, the function in the other file, that file)."""
+        if not self.state.reused:
+            return []
+        memo = self.ctx.memo.get("rms_reused_functions")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
+        out: list[tuple[ast.Name, str, ast.FunctionDef, str]] = []
+        from npu_lint.veomni.patchgen import parse_spec
+
+        try:
+            spec = parse_spec(self.ctx.source.path, self.ctx.source.text, self.ctx.tree)
+        except Exception:  # noqa: BLE001 - a spec we cannot model is not reported on
+            spec = None
+        for name_node, cls in self.state.reused if spec is not None else ():
+            if "norm" not in cls.lower() or vendor_map.is_veomni_kernel(self.ctx.qualname(name_node) or ""):
+                continue  # a kernel function of the tree: ``method_kernel_calls``
+            ref = spec.resolve(name_node.id)  # type: ignore[union-attr]
+            if ref is None or ref.path == self.ctx.source.path or not isinstance(ref.node, ast.FunctionDef):
+                continue
+            out.append((name_node, cls, ref.node, ref.path))
+        self.ctx.memo["rms_reused_functions"] = out
+        return out
 
     def reused_rms_calls(self) -> list[tuple[ast.Call, ast.AST, str | None, Handle, ast.Name]]:
         """RMSNorm handle calls inside a patch function another spec defines and this spec re-registers
@@ -529,6 +691,15 @@ class _RmsNormCalls(Rule):
             init = self._local_init(cls)
             if init is not None:
                 result = param_init_kind(init, attr)
+                if result == "other":  # created empty: filled by another method (`reset_parameters`)?
+                    filled = [
+                        fill_kind(f, attr)
+                        for f in node.body
+                        if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+                    ]
+                    kinds = {k for k in filled if k is not None}
+                    if len(kinds) == 1:
+                        return kinds.pop()
                 if result is not None:
                     return result
             for base in node.bases:
@@ -560,9 +731,25 @@ class _RmsNormCalls(Rule):
         out = []
         for node, target, dotted in self.state.externals:
             kernel = vendor_map.lookup(dotted)
-            if kernel is None or kernel.op != "rms_norm":
+            if (
+                kernel is None
+            ):  # another model's norm class (transformers, or the tree's own), read from source
+                other = class_contract_of(dotted, self.ctx.source.path)
+                contract = (
+                    None
+                    if other is None
+                    else "offset"
+                    if other.gemma_style
+                    else "standard"
+                    if other.standard_style
+                    else None
+                )
+            elif kernel.op != "rms_norm":
                 continue
-            contract = "offset" if "gemma" in dotted.lower() else rms_variant_contract(None, kernel.variant)
+            else:
+                contract = (
+                    "offset" if "gemma" in dotted.lower() else rms_variant_contract(None, kernel.variant)
+                )
             mine = self.class_contract(target)
             if contract is not None and mine is not None:
                 out.append((node, target, dotted, contract, mine))
@@ -620,18 +807,157 @@ class _RmsNormCalls(Rule):
         """The registry contract of an RMSNorm handle's variant ("offset" | "standard" | ...)."""
         return rms_variant_contract(self.ctx.project, handle.raw_variant or handle.variant)
 
+    def _call_qualname(self, call: ast.Call, func: ast.AST | None) -> str | None:
+        """The dotted name a call reaches: module imports, a spec's ``add_import``, and the imports of the
+        enclosing function (a kernel imported lazily inside the patched forward)."""
+        node = call.func
+        if isinstance(node, ast.Name) and node.id in self.state.spec_imports:
+            return self.state.spec_imports[node.id]
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(
+            node, (ast.Name, ast.Attribute)
+        ):
+            dotted = self.ctx.dotted(node)
+            head, _, rest = (dotted or "").partition(".")
+            if dotted and self.ctx.may_be_imported(head):
+                local: dict[str, str] = {}
+                for outer in functions_of(self.ctx.tree):  # enclosing functions first (a factory's imports)
+                    if (
+                        outer.lineno <= call.lineno <= (outer.end_lineno or outer.lineno)
+                        and outer is not func
+                    ):
+                        local.update(self.ctx.local_imports(outer))
+                local.update(self.ctx.local_imports(func))
+                if head in local:
+                    full = f"{local[head]}.{rest}" if rest else local[head]
+                    return resolve_relative(self.ctx.source.path, full) if full.startswith(".") else full
+        found = self.ctx.qualname(node)
+        if found and found.startswith("."):
+            return resolve_relative(self.ctx.source.path, found)
+        return found
+
     def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
-        """Direct vendor RMSNorm kernel calls (`torch_npu.npu_rms_norm(x, w, ...)`): (call, func, class, name)."""
+        """Direct vendor RMSNorm kernel calls given a weight (`torch_npu.npu_rms_norm(x, w, ...)`,
+        `standard_rms_norm_forward_npu(x, w, eps)` of the tree's kernel module): (call, func, class, name).
+        Method-style kernels (`rms_norm_forward_npu(self, x)`) are in ``method_kernel_calls``."""
+        memo = self.ctx.memo.get("rms_vendor_calls")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
         out = []
         for call, func, cls in self.state.calls:
-            qual = self.ctx.qualname(call.func)
-            if isinstance(call.func, ast.Name) and call.func.id in self.state.spec_imports:
-                qual = self.state.spec_imports[call.func.id]
+            qual = self._call_qualname(call, func)
             if not qual:
                 continue
+            if "." not in qual and weight_argument(call) is not None:
+                local = self.local_kernel(qual)
+                if local is not None and not local.method_style:
+                    out.append((call, func, cls, qual))
+                continue
+            if (qual in TORCH_RMS or is_torch_rms(call)) and weight_argument(call) is not None:
+                out.append((call, func, cls, "torch.nn.functional.rms_norm"))
+                continue
             kernel = vendor_map.lookup(qual)
-            if kernel is not None and kernel.op == "rms_norm" and weight_argument(call) is not None:
-                out.append((call, func, cls, qual))
+            if kernel is None or weight_argument(call) is None:
+                continue
+            found = kernel_function(qual, self.ctx.source.path)
+            if found is not None and (found.method_style or not found.rms):
+                continue
+            if kernel.op != "rms_norm" and found is None:
+                continue
+            out.append((call, func, cls, qual))
+        self.ctx.memo["rms_vendor_calls"] = out
+        return out
+
+    def local_kernel(self, name: str) -> KernelFunction | None:
+        """A module-level function of this file that wraps an RMSNorm kernel (`def _fused_norm(x, w, eps): return
+        torch_npu.npu_rms_norm(x, w, eps)[0]`), read as a kernel function; None for a forward replacement of a
+        class (decorated) or a function that calls no RMSNorm kernel."""
+        memo = self.ctx.memo.get("rms_local_kernels")
+        if memo is None:
+            memo = {}
+            for stmt in self.ctx.tree.body:
+                if (
+                    isinstance(stmt, ast.FunctionDef)
+                    and not stmt.decorator_list
+                    and self._wraps_vendor_rms(stmt)
+                ):
+                    found = function_kernel(stmt)
+                    if found.contract is not None:
+                        memo[stmt.name] = found
+            self.ctx.memo["rms_local_kernels"] = memo
+        return memo.get(name)  # type: ignore[union-attr]
+
+    def _wraps_vendor_rms(self, func: ast.FunctionDef) -> bool:
+        """``func`` calls a vendor RMSNorm kernel whose weight is used as given (`torch_npu.npu_rms_norm`, Liger's
+        functional norm): not a dispatch handle, whose variant decides."""
+        if "rms" not in self.ctx.source.segment(func).lower():
+            return False
+        local = self.ctx.local_imports(func)
+        for node in _walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            qual = local.get(name) if name in local else self.ctx.qualname(node.func)  # type: ignore[arg-type]
+            if not qual or not qual.startswith(("torch_npu.", "liger_kernel.")):
+                continue
+            kernel = vendor_map.lookup(qual)
+            if kernel is not None and kernel.op == "rms_norm" and kernel.variant == "standard":
+                return True
+        return False
+
+    def kernel_contract(self, qual: str, call: ast.Call | None = None) -> str | None:
+        """What a vendor RMSNorm kernel does with its weight: the tree's kernel function read from its source
+        (``qwen3_5_rms_norm_forward_npu`` adds 1: "offset"), else the vendor table (`torch_npu.npu_rms_norm`:
+        "standard")."""
+        if qual in TORCH_RMS:
+            return "standard"
+        if call is not None and qual.startswith("liger_kernel") and "rms" in qual.lower():
+            return liger_offset_contract(call)
+        found = self.local_kernel(qual) if "." not in qual else None
+        if found is None:
+            found = kernel_function(qual, self.ctx.source.path)
+        if found is not None:
+            return found.contract
+        kernel = vendor_map.lookup(qual)
+        return rms_variant_contract(None, kernel.variant) if kernel is not None else None
+
+    def method_kernel_calls(self) -> list[tuple[ast.expr, ast.AST | None, str | None, str, KernelFunction]]:
+        """Calls of a method-style RMSNorm kernel of the tree given the module itself (`rms_norm_forward_npu(self,
+        x)` in a patched forward), and such a kernel registered as the forward (the ``replacement=`` name): (node,
+        func, class, name, the kernel as its source reads)."""
+        out = []
+        for call, func, cls in self.state.calls:
+            if not call.args or not isinstance(call.args[0], ast.Name):
+                continue
+            if call.args[0].id != receiver_of(func):
+                continue
+            qual = self._call_qualname(call, func)
+            if not qual:
+                continue
+            if "." not in qual:
+                found = self.local_kernel(qual)
+            elif vendor_map.is_veomni_kernel(qual):
+                found = kernel_function(qual, self.ctx.source.path)
+            else:
+                continue
+            if found is not None and found.method_style and found.rms:
+                out.append((call, func, cls, qual, found))
+        cls_target, entries = _dispatch_target(self.ctx, self.state)
+        for entry in entries:
+            module, _, name = entry.value.partition(":")
+            qual = f"{module}.{name}"
+            # a wrapper of the model package reports in its own file; a kernel function of the tree here
+            found = kernel_function(qual, self.ctx.source.path) if vendor_map.is_veomni_kernel(qual) else None
+            if found is not None and found.method_style and found.rms:
+                out.append((entry, None, cls_target, qual, found))
+        # a spec registering a method-style kernel of the tree as a norm's forward
+        # (`override_method("FooRMSNorm.forward", replacement=rms_norm_forward_npu)`): anchored at the name
+        for name_node, cls in self.state.reused:
+            qual = self.ctx.qualname(name_node)
+            if "norm" not in cls.lower() or not qual or not vendor_map.is_veomni_kernel(qual):
+                continue
+            found = kernel_function(qual, self.ctx.source.path)
+            if found is not None and found.method_style and found.rms:
+                out.append((name_node, None, cls, qual, found))  # type: ignore[arg-type]
         return out
 
     def variant_fix(self, handle: Handle, contract: str, reason: str) -> Fix | None:

@@ -29,6 +29,7 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
         "`w + 1`, `(1 + w).to(dtype)`, or a variable holding one of those) applies the offset twice: training "
         "runs, the loss is just wrong. This happens when OpSlot-era Gemma 3 code, which passed `1.0 + w` to a "
         "`standard` slot, is moved to the `offset` variant without dropping the 1."
+        " A kernel function of the tree that adds 1 to the weight it is given (read from its source) is an offset kernel too."
     )
     bad = (
         Example(
@@ -145,6 +146,34 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
             path="veomni/models/transformers/qwen3_5/qwen3_5_gpu_patch_gen_config.py",
             title="a variable holding 1 + w, passed to an OpSlot qwen3_5 slot declared in a post-import block",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import gemma_rms_norm_npu
+
+                return gemma_rms_norm_npu(hidden, 1.0 + self.weight.float(), self.eps)
+            """,
+            fixed="""
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import gemma_rms_norm_npu
+
+                return gemma_rms_norm_npu(hidden, self.weight.float(), self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
+            title="`1 + w` given to a kernel function of the tree that adds the 1 itself",
+        ),
     )
     good = (
         Example(
@@ -202,6 +231,29 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
                 f"`{shown}` passed to an offset RMSNorm handle (variant `{variant}`), which adds the 1 itself: "
                 "the offset is applied twice; pass the raw weight",
                 fix,
+            )
+        for call, func, _cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual, call) != "offset":
+                continue
+            arg = weight_argument(call)
+            if arg is None:
+                continue
+            raw = offset_raw(ctx, arg)
+            shown = ctx.source.segment(arg)
+            if raw is None and isinstance(arg, ast.Name):  # a local holding `1 + w`
+                values = _assigned_in(func, arg.id)
+                raws = [offset_raw(ctx, v) for v in values]
+                if not values or any(r is None for r in raws) or len(set(raws)) != 1:
+                    continue
+                raw = raws[0]
+                shown = f"{arg.id} = {ctx.source.segment(values[0])}"
+            if raw is None:
+                continue
+            self.report(
+                arg,
+                f"`{shown}` passed to `{qual}`, an offset RMSNorm kernel that adds the 1 itself: the offset is "
+                "applied twice; pass the raw weight",
+                make_fix(f"Pass the raw weight `{raw}`", [ctx.replace(arg, raw)], Applicability.SAFE),
             )
         for call, _func, cls, handle, anchor in self.reused_rms_calls():
             arg = weight_argument(call)

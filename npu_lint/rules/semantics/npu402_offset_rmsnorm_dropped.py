@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import os
+
+from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
+from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _RmsNormCalls,
@@ -10,6 +15,7 @@ from npu_lint.rules.semantics._shared import (
     raw_weight_attr,
     receiver_of,
     weight_argument,
+    weight_products,
 )
 from npu_lint.veomni.norms import variant_for_contract
 
@@ -27,6 +33,10 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "transformers class (read from the installed source, not imported). Passing `1 + w` to a `standard` "
         "slot (OpSlot-era Gemma 3) is correct and not reported."
         " The eager math of the file's RMSNorm classes (a generated copy's fallback path, an in-tree model, a spec's replacement of an upstream norm's forward) is read too: a zero-initialised weight multiplied in raw (`output * self.weight.float()`) is reported; `1 + w`, `w + 1` and `w.add(1)` keep the offset."
+        " A kernel function of the tree's own kernel package (`veomni.ops.kernels...`), imported at module level or inside the forward, is judged by what its source does with the weight (read from the tree, never imported; by its name without the tree): a functional kernel that uses it raw, or a method-style one (`kernel(self, x)`) that multiplies by the module's raw weight, drops the offset. A forward another model's spec defines and this spec registers for a zero-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by the raw weight."
+        " The weight's initialisation may be a fill: a parameter created empty and filled by `nn.init.zeros_`/`ones_`/`constant_`, `.zero_()` or `.fill_()` (in `__init__` or another method of the class) counts as zeros or ones; a vendor kernel reached through a helper function of the file (`def _npu_norm(x, w, eps)`, or `(module, x)`) is judged like the kernel, and torch_npu's `gamma=` keyword is read as the weight."
+        " torch's own `F.rms_norm(x, shape, weight, eps)` is a standard kernel (weight third, eps fourth)."
+        " Forwards a device patch installs for its target norm (a factory's inner forward, a `replace_forward` backend entry naming a kernel of the tree) are read against that class too."
     )
     bad = (
         Example(
@@ -229,6 +239,140 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             path="veomni/models/transformers/gemma/gemma_gpu_patch_gen_config.py",
             title="a spec's replacement forward keeps the eager fallback of an upstream zero-initialised norm without the offset",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import fused_rms_norm_npu
+
+                return fused_rms_norm_npu(hidden, self.weight, self.eps)
+            """,
+            fixed="""
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import fused_rms_norm_npu
+
+                return fused_rms_norm_npu(hidden, 1.0 + self.weight, self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
+            title="a standard kernel function of the tree, imported inside the forward, given a zero-initialised weight",
+        ),
+        Example(
+            """
+            import torch_npu
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            def _npu_norm(x, scale, eps):
+                return torch_npu.npu_rms_norm(x, scale, epsilon=eps)[0]
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                return _npu_norm(hidden, self.weight, self.eps)
+            """,
+            fixed="""
+            import torch_npu
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            def _npu_norm(x, scale, eps):
+                return torch_npu.npu_rms_norm(x, scale, epsilon=eps)[0]
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                return _npu_norm(hidden, 1.0 + self.weight, self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
+            title="a vendor kernel reached through a helper of the file",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyShiftedNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.empty(dim))
+                    self.fused = VeomniOp("rms_norm", "standard", "eager")
+                    self.reset_parameters()
+
+                def reset_parameters(self):
+                    nn.init.zeros_(self.weight)
+
+                def forward(self, x):
+                    return self.fused(x, self.weight, eps=self.eps)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.ops import VeomniOp
+
+
+            class ToyShiftedNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.empty(dim))
+                    self.fused = VeomniOp("rms_norm", "offset", "eager")
+                    self.reset_parameters()
+
+                def reset_parameters(self):
+                    nn.init.zeros_(self.weight)
+
+                def forward(self, x):
+                    return self.fused(x, self.weight, eps=self.eps)
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="a weight created empty and zero-filled by another method",
+        ),
+        Example(
+            """
+            import torch.nn.functional as F
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                out = F.rms_norm(hidden.float(), hidden.shape[-1:], self.weight.float(), self.eps)
+                return out.type_as(hidden)
+            """,
+            fixed="""
+            import torch.nn.functional as F
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                out = F.rms_norm(hidden.float(), hidden.shape[-1:], 1.0 + self.weight.float(), self.eps)
+                return out.type_as(hidden)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="torch's functional rms_norm (a standard norm) given a zero-initialised weight",
+        ),
     )
     good = (
         Example(
@@ -283,6 +427,21 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                     return self.veomni_rms_norm(x, self.weight, eps=self.variance_epsilon)
             """
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import gemma_rms_norm_npu
+
+                return gemma_rms_norm_npu(hidden, self.weight, self.eps)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the numerics, to the intended ones): the handle's declared variant becomes `offset` "
@@ -310,6 +469,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         flagged: dict[int, int] = {}
         for _call, _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
+        at_declaration: set[int] = set()
         for _call, arg, cls, handle in findings:
             fix = None
             key = id(handle.call)
@@ -319,8 +479,22 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                     "offset",
                     "changes the normalisation to norm(x) * (1 + weight), as the zero-initialised weight intends",
                 )
+            where = arg
+            declared = call_arg(handle.call, 1, "variant")
+            if (
+                fix is not None
+                and handle.block is None
+                and declared is not None
+                and any(n is handle.call for n in _walk(self.ctx.tree))
+            ):
+                # every call of the handle is given the zero-initialised weight raw: the defect (and the fix) is
+                # the declared variant, reported where the handle is built
+                if key in at_declaration:
+                    continue
+                at_declaration.add(key)
+                where = declared
             self.report(
-                arg,  # type: ignore[arg-type]
+                where,  # type: ignore[arg-type]
                 f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but the raw weight is "
                 "passed to a `standard` RMSNorm handle: the offset is dropped; use the "
                 f"`{variant_for_contract(self.ctx.project, 'offset', handle.kind)}` variant",
@@ -350,7 +524,26 @@ class OffsetRmsNormDropped(_RmsNormCalls):
 
     def _vendor_and_external(self) -> None:
         ctx = self.ctx
+        for name_node, cls, func, path in self.reused_functions():
+            for side, attr, offset in weight_products(func):
+                if not offset and self.zero_init(cls, attr):
+                    self.report(
+                        name_node,
+                        f"`{name_node.id}` (from {os.path.basename(path)}) multiplies by the raw `{ast.unparse(side)}`, "
+                        f"but `{cls}`, which it is registered for here, initialises `{attr}` to zeros (output "
+                        f"`norm(x) * (1 + {attr})`): the offset is dropped",
+                    )
+                    break
+        for call, _func, cls, qual, kernel in self.method_kernel_calls():
+            if kernel.contract == "standard" and self.zero_init(cls, "weight"):
+                self.report(
+                    call,
+                    f"`{cls}` initialises its weight to zeros (output `norm(x) * (1 + weight)`), but `{qual}` "
+                    "multiplies by the module's raw `weight`: the offset is dropped",
+                )
         for call, func, cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual, call) != "standard":
+                continue
             arg = weight_argument(call)
             attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
             if arg is None or attr is None or not self.zero_init(cls, attr):

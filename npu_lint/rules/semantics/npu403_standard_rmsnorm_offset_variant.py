@@ -25,6 +25,9 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "variant's contract from the tree's registry names."
         " When every call of a handle declared in the file contradicts its variant, the finding is reported once, "
         "at the declared variant (where the defect and its fix are); otherwise at each call's weight."
+        " Kernel functions of the tree (`veomni.ops.kernels...`) are read from their source: one that adds 1 to the weight it is given (or, method-style, to the module's weight) is an offset kernel."
+        " A norm class replaced by another model's norm class (transformers', or the tree's own, read from source) is judged by that class's contract."
+        " Liger's functional RMSNorm adds its `offset` argument: a literal 1 makes it an offset kernel, 0 (or none, the default) a standard one."
     )
     bad = (
         Example(
@@ -104,6 +107,38 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
             path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
             title="ones in the upstream class (transformers' Qwen3RMSNorm), OpSlot qwen3_5 slot",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import gemma_rms_norm_npu
+
+                return gemma_rms_norm_npu(hidden, self.weight, self.variance_epsilon)
+            """,
+            path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
+            title="an offset kernel function of the tree given a ones-initialised weight",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig, create_patch_from_external
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+            config.patches.append(
+                create_patch_from_external(
+                    target="MistralRMSNorm",
+                    replacement_module="transformers.models.gemma2.modeling_gemma2",
+                    replacement_name="Gemma2RMSNorm",
+                )
+            )
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="a standard norm class replaced by another model's offset norm class",
+        ),
     )
     good = (
         Example(
@@ -124,6 +159,35 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                     return self.veomni_rms_norm(x, self.weight, eps=self.eps)
             """
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_npu(self, hidden):
+                from veomni.ops.kernels.rms_norm.npu import fused_rms_norm_npu
+
+                return fused_rms_norm_npu(hidden, self.weight, self.variance_epsilon)
+            """,
+            path="veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.forward")
+            def mistral_norm_forward_patched(self, hidden):
+                return LigerRMSNormFunction.apply(hidden, self.weight, self.variance_epsilon, 0.0, "llama", False, None)
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+        ),
     )
     fix_safety = (
         "Unsafe (changes the numerics, to the intended ones): the handle's declared variant becomes the standard "
@@ -138,6 +202,26 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
                     node,
                     f"`{target}` is a standard RMSNorm (weight initialised to ones, `norm(x) * weight`) but is "
                     f"replaced by `{dotted}`, an offset RMSNorm that multiplies by `1 + weight`",
+                )
+        for call, func, cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual, call) != "offset":
+                continue
+            arg = weight_argument(call)
+            attr = raw_weight_attr(arg, receiver_of(func)) if arg is not None else None
+            if arg is None or attr is None or self.weight_kind(cls, attr) != "ones":
+                continue
+            self.report(
+                arg,
+                f"`{cls}` initialises `{attr}` to ones (output `norm(x) * {attr}`), but `{qual}` is an offset "
+                f"RMSNorm kernel that multiplies by `1 + {attr}`: every norm is scaled by about 2; use a standard "
+                "kernel",
+            )
+        for call, _func, cls, qual, kernel in self.method_kernel_calls():
+            if kernel.contract == "offset" and self.weight_kind(cls, "weight") == "ones":
+                self.report(
+                    call,
+                    f"`{cls}` initialises its weight to ones (output `norm(x) * weight`), but `{qual}` multiplies "
+                    "the module's weight by `1 + weight`: every norm is scaled by about 2",
                 )
         calls = self.all_rms_calls()
         if not calls:

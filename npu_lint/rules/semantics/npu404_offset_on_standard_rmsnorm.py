@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, make_fix
@@ -15,6 +16,7 @@ from npu_lint.rules.semantics._shared import (
     raw_weight_attr,
     receiver_of,
     weight_argument,
+    weight_products,
 )
 
 
@@ -39,6 +41,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "Gemma 3 migration is used as the template for another model. The initialiser is read from the class "
         "(file, spec `__init__` patch, or the upstream transformers class)."
         " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported. A kernel wrapper of an in-tree norm may name the module otherwise than `self` (its first parameter)."
+        " A forward another model's spec defines and this spec registers for a ones-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by `1 + weight`; so is a kernel function of the tree that uses its weight raw (read from its source) given `1 + weight`."
     )
     bad = (
         Example(
@@ -182,6 +185,16 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                         f"`{cls}` initialises `{attr}` to ones (a standard RMSNorm), but its eager path multiplies by "
                         f"`{ctx.source.segment(node)}`: the offset does not belong to this model",
                     )
+        for name_node, cls, func, path in self.reused_functions():
+            for side, attr, offset in weight_products(func):
+                if offset and self.weight_kind(cls, attr) == "ones":
+                    self.report(
+                        name_node,
+                        f"`{name_node.id}` (from {os.path.basename(path)}) multiplies by `{ast.unparse(side)}`, but "
+                        f"`{cls}`, which it is registered for here, initialises `{attr}` to ones (a standard "
+                        "RMSNorm): the offset does not belong to this model",
+                    )
+                    break
         targets: list[tuple[ast.Call, ast.AST | None, str | None, str]] = []
         for call, func, cls, handle in self.rms_calls():
             if self.contract_of(handle) == "standard":
@@ -189,6 +202,8 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
                     (call, func, cls, f"a standard RMSNorm handle (variant `{handle.raw_variant}`)")
                 )
         for call, func, cls, qual in self.vendor_rms_calls():
+            if self.kernel_contract(qual, call) != "standard":
+                continue
             targets.append((call, func, cls, f"`{qual}` (a standard RMSNorm kernel)"))
         for call, _func, cls, handle, anchor in self.reused_rms_calls():
             arg = weight_argument(call)

@@ -82,11 +82,121 @@ def _fp32_name(func: ast.AST, name: str, line: int, depth: int) -> bool:
     return False
 
 
+_DOWNCASTS = ("type_as", "half", "bfloat16")
+
+
+def _is_downcast(node: ast.AST) -> bool:
+    """A cast back to the input dtype: `.type_as(x)`, `.to(input_dtype)`, `.to(x.dtype)`, `.to(dtype=d)` (not
+    to fp32), `.half()`, `.bfloat16()`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    attr = node.func.attr
+    if attr in _DOWNCASTS:
+        return True
+    if attr not in ("to", "type"):
+        return False
+    args = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+    if not args or _is_upcast(args[0]):
+        return False
+    target = args[0]
+    text = ast.unparse(target)
+    return "dtype" in text or text in ("torch.bfloat16", "torch.float16", "torch.half")
+
+
+def _weight_operand(func: ast.AST, node: ast.AST) -> bool:
+    """`self.weight`, `1 + self.weight`, `(1.0 + self.weight.float())`, or a local holding one of them."""
+    if isinstance(node, ast.Name):
+        values = [
+            a.value
+            for a in _walk(func)
+            if isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)
+        ]
+        if len(values) != 1:
+            return False
+        node = values[0]
+    for n in _walk(node):
+        if isinstance(n, ast.Attribute) and n.attr == "weight" and isinstance(n.value, ast.Name):
+            return n.value.id == "self"
+    return False
+
+
+def _assigned_from(func: ast.AST, name: str, line: int) -> ast.AST | None:
+    """The value last assigned to ``name`` before ``line`` (None: not assigned, or assigned in a loop)."""
+    found = None
+    for a in _walk(func):
+        if (
+            isinstance(a, ast.Assign)
+            and a.lineno < line
+            and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+        ):
+            if found is None or a.lineno > found.lineno:
+                found = a
+    return found.value if found is not None else None
+
+
+def scale_order(func: ast.AST) -> tuple[str, ast.BinOp] | None:
+    """Where a forward applies its weight relative to the cast back to the input dtype: ("input", product) when
+    it multiplies an already cast-back tensor (Llama: `w * x.to(input_dtype)`), ("fp32", product) when the
+    product itself is cast back (Gemma: `(x * (1 + w)).type_as(x)`); None when neither is read."""
+    parents: dict[int, ast.AST] = {}
+    for node in _walk(func):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in _walk(func):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        sides = [(node.left, node.right), (node.right, node.left)]
+        other = next((o for w, o in sides if _weight_operand(func, w)), None)
+        if other is None:
+            continue
+        if isinstance(other, ast.Name):
+            value = _assigned_from(func, other.id, node.lineno)
+            if value is not None and _is_downcast(value):
+                return "input", node
+        elif _is_downcast(other):
+            return "input", node
+        # the product cast back: directly, or through the local it is assigned to
+        up = parents.get(id(node))
+        if up is not None and isinstance(up, ast.Attribute) and _is_downcast(parents.get(id(up), up)):
+            return "fp32", node
+        if isinstance(up, ast.Assign) and len(up.targets) == 1 and isinstance(up.targets[0], ast.Name):
+            name = up.targets[0].id
+            for later in _walk(func):
+                if (
+                    isinstance(later, ast.Call)
+                    and isinstance(later.func, ast.Attribute)
+                    and isinstance(later.func.value, ast.Name)
+                    and later.func.value.id == name
+                    and later.lineno >= up.lineno
+                    and _is_downcast(later)
+                ):
+                    return "fp32", node
+    return None
+
+
+def _liger_casting_mode(node: ast.AST) -> tuple[str, ast.expr] | None:
+    """(mode, its node) of a Liger RMSNorm call given a literal `casting_mode` (`LigerRMSNormFunction.apply(x, w,
+    eps, offset, casting_mode)`, `liger_rms_norm(..., casting_mode=...)`)."""
+    if not isinstance(node, ast.Call):
+        return None
+    text = ast.unparse(node.func)
+    if "liger" not in text.lower() or "rms" not in text.lower():
+        return None
+    arg = next((k.value for k in node.keywords if k.arg == "casting_mode"), None)
+    if arg is None and len(node.args) > 4:
+        arg = node.args[4]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value, arg
+    return None
+
+
 class RmsNormUpcast(Rule):
     code = "NPU406"
     name = "rmsnorm-upcast"
     summary = (
-        "A patched RMSNorm forward computes the variance in the input dtype where upstream upcasts to fp32."
+        "A patched RMSNorm forward computes the variance, or applies the weight, in the input dtype where upstream "
+        "works in fp32."
     )
     why = (
         "RMSNorm squares and averages the activations: in bf16/fp16 the mean of squares loses most of its "
@@ -96,6 +206,8 @@ class RmsNormUpcast(Rule):
         "math but drops the upcast changes the numerics of every layer. The upcast is read from the upstream "
         "class's forward; kernel calls are not judged (kernels upcast internally)."
         " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
+        " The order of the cast back is compared too: where the upstream forward scales in fp32 and casts the product back (Gemma-style `(x * (1 + w)).to(dtype)`), a patched forward (a spec or its generated copy) that casts back first and multiplies in bf16/fp16 is reported. Scaling in fp32 where upstream scales after the cast (a deliberate fp32 fallback) is not."
+        " Liger's functional RMSNorm given a literal `casting_mode` of `llama` (or `none`) for a norm whose upstream forward scales in fp32 is reported the same way."
     )
     bad = (
         Example(
@@ -132,6 +244,36 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/flux/modeling_flux.py",
             title="an RMSNorm the tree defines itself",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                normed = self._norm(hidden.float()).to(hidden.dtype)
+                return normed * (1 + self.weight)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="the scale applied after the cast back where upstream scales in fp32",
+        ),
+        Example(
+            """
+            from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                return LigerRMSNormFunction.apply(hidden, self.weight, self.eps, 1.0, "llama", False, None)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="Liger's RMSNorm in Llama casting mode for a norm that scales in fp32 upstream",
         ),
     )
     good = (
@@ -171,6 +313,20 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/flux/modeling_flux.py",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2RMSNorm.forward")
+            def gemma2_norm_forward_patched(self, hidden):
+                normed = self._norm(hidden.float())
+                return (normed * (1 + self.weight.float())).to(hidden.dtype)
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+        ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
 
@@ -206,6 +362,7 @@ class RmsNormUpcast(Rule):
                         )
 
     def _check(self, patched: PatchedMethod) -> None:
+        self._cast_order(patched)
         if not _squared_upcast(patched.upstream):
             return
         math = _eager_math(patched.func)
@@ -214,4 +371,30 @@ class RmsNormUpcast(Rule):
         self.report(
             math,
             f"`{patched.cls}.forward` computes the RMS in the input dtype; the upstream forward upcasts to fp32 first",
+        )
+
+    def _cast_order(self, patched: PatchedMethod) -> None:
+        """The weight applied on the other side of the cast back to the input dtype than upstream applies it."""
+        upstream = scale_order(patched.upstream)
+        if upstream is not None and upstream[0] == "fp32":
+            for node in _walk(patched.func):
+                mode = _liger_casting_mode(node)
+                if mode is not None and mode[0] in ("llama", "none"):
+                    self.report(
+                        mode[1],
+                        f"`{patched.cls}.forward` calls Liger's RMSNorm with `casting_mode={mode[0]!r}` (the weight "
+                        "applied in the input dtype); the upstream forward scales in fp32 and casts the product back "
+                        '(`casting_mode="gemma"`)',
+                    )
+                    return
+        mine = scale_order(patched.func)
+        # only the loss of precision: a patch that scales in fp32 where upstream scales after the cast back
+        # (DeepSeek V4's official fp32 fallback) is deliberate
+        if upstream is None or mine is None or upstream[0] != "fp32" or mine[0] != "input":
+            return
+        self.report(
+            mine[1],
+            f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in bf16/fp16); "
+            "the upstream forward scales in fp32 and casts the product back: the norm's numerics drift from the "
+            "checkpoint's reference",
         )
