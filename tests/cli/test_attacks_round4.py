@@ -236,3 +236,57 @@ def test_lsp_reader_resyncs_when_a_body_is_only_a_prefix_of_the_next_header() ->
 
     bodies = asyncio.run(go())
     assert nxt in bodies, f"the request after a body-less header was lost: {bodies!r}"
+
+
+@pytest.mark.corpus
+@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B14")
+def test_verify_import_check_honours_timeout_per_check(tmp_path: Path) -> None:
+    import shutil
+    import time
+
+    corpus = ROOT.parent / "shared" / "corpora" / "veomni-op-5d90dd16"
+    tree = tmp_path / "tree"
+    shutil.copytree(corpus, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    init = tree / "veomni" / "models_kernel" / "transformers" / "qwen3" / "__init__.py"
+    init.write_text("import time as _t\n\n_t.sleep(1000)\n" + init.read_text())
+    start = time.monotonic()
+    res = run(
+        "verify", str(init.parent), "--checks", "import", "--timeout", "5", "--format", "json", cwd=tmp_path
+    )
+    elapsed = time.monotonic() - start
+    assert res.returncode == 1
+    assert "did not finish within 5 s" in res.stdout
+    # one check, --timeout 5 ("seconds per check"): the registration import ran twice, 5 s each
+    assert elapsed < 9, f"the import check took {elapsed:.1f} s with --timeout 5"
+
+
+def _raw_client_module():  # noqa: ANN202
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lsp_raw", ROOT / "bench" / "lsp_raw.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B4")
+def test_lsp_offers_no_edit_to_a_generated_file_opened_through_a_symlinked_directory(tmp_path: Path) -> None:
+    pkg = _generated_tree(tmp_path)
+    (pkg / "gen").symlink_to("generated", target_is_directory=True)
+    uri = (pkg / "gen" / "extra.py").as_uri()
+    client = _raw_client_module().RawClient(tmp_path)
+    client.initialize({"textDocument": {"diagnostic": {"dynamicRegistration": False}}})
+    try:
+        client.open(uri, FIXABLE)
+        reply = client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                "context": {"diagnostics": [], "only": ["source.fixAll"]},
+            },
+        )
+    finally:
+        client.close()
+    edits = [a for a in reply.get("result") or [] if a.get("edit")]
+    assert not edits, f"fix-all edits a file under generated/: {edits!r}"
