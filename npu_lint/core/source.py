@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import io
 import itertools
+import os
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -73,11 +74,26 @@ class FileKind:
         return not self.kernel and not self.test
 
 
+def _in_generated_dir(path: str, parts: tuple[str, ...]) -> bool:
+    """Whether the file lives in a ``generated/`` directory: as typed, or once symlinks and a relative
+    path are resolved (``gen -> generated``, or a bare ``extra.py`` named from inside generated/)."""
+    if "generated" in parts[:-1]:
+        return True
+    if not path or path.startswith("<"):  # a pseudo name such as <stdin>: nothing on disk to resolve
+        return False
+    try:
+        real = os.path.realpath(os.path.dirname(os.path.abspath(path)) or ".")
+    except (OSError, ValueError):  # a too-long or NUL-holding path: no resolution, the typed path decided
+        return False
+    return "generated" in PurePath(real).parts
+
+
 def classify(path: str, text: str) -> FileKind:
     parts = PurePath(path.replace("\\", "/")).parts
     name = parts[-1] if parts else ""
     kind = FileKind()
-    kind.generated = "generated" in parts[:-1] or GENERATED_BANNER in text[:4096]
+    # the one place that decides "generated": the resolved directory, so no symlink or cwd hides it
+    kind.generated = GENERATED_BANNER in text[:4096] or _in_generated_dir(path, parts)
     kind.spec = name.endswith("_patch_gen_config.py")
     kind.init = name == "__init__.py"
     for i in range(len(parts) - 1):

@@ -42,7 +42,6 @@ def _generated_tree(tmp_path: Path) -> Path:
     return pkg
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B2")
 def test_generated_file_reached_through_a_symlinked_directory_is_not_edited(tmp_path: Path) -> None:
     pkg = _generated_tree(tmp_path)
     (pkg / "gen").symlink_to("generated", target_is_directory=True)
@@ -50,7 +49,6 @@ def test_generated_file_reached_through_a_symlinked_directory_is_not_edited(tmp_
     assert (pkg / "generated" / "extra.py").read_text() == FIXABLE
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B3")
 def test_generated_file_named_relative_to_cwd_inside_generated_is_not_edited(tmp_path: Path) -> None:
     pkg = _generated_tree(tmp_path)
     run("check", "--no-cache", "--fix", "extra.py", cwd=pkg / "generated")
@@ -87,7 +85,6 @@ def test_safe_fix_never_calls_a_parameter_or_local_that_shadows_the_helper(tmp_p
         assert not (calls & local), f"{func.name} now calls its own {sorted(calls & local)}"
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B5")
 def test_audit_base_runs_no_git_filter_configured_by_the_repository(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     make_veomni_stub(repo)
@@ -269,7 +266,6 @@ def _raw_client_module():  # noqa: ANN202
     return module
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B4")
 def test_lsp_offers_no_edit_to_a_generated_file_opened_through_a_symlinked_directory(tmp_path: Path) -> None:
     pkg = _generated_tree(tmp_path)
     (pkg / "gen").symlink_to("generated", target_is_directory=True)
