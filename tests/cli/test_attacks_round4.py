@@ -55,7 +55,6 @@ def test_generated_file_named_relative_to_cwd_inside_generated_is_not_edited(tmp
     assert (pkg / "generated" / "extra.py").read_text() == FIXABLE
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B1")
 def test_safe_fix_never_calls_a_parameter_or_local_that_shadows_the_helper(tmp_path: Path) -> None:
     make_veomni_stub(tmp_path)
     src = (
