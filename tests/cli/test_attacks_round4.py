@@ -108,7 +108,6 @@ def test_audit_base_runs_no_git_filter_configured_by_the_repository(tmp_path: Pa
     assert not marker.exists(), "audit ran a command configured in the linted repository"
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B6")
 def test_closed_stdout_is_a_one_line_output_error_not_an_internal_error(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("import torch\n\n\ndef f(x):\n    return x.cuda()\n")
     closed = subprocess.run(
@@ -125,7 +124,6 @@ def test_closed_stdout_is_a_one_line_output_error_not_an_internal_error(tmp_path
     assert "internal error" not in closed.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B7")
 def test_closed_stdin_with_stdin_filename_is_a_one_line_error(tmp_path: Path) -> None:
     closed = subprocess.run(
         f"exec {sys.executable} -m npu_lint check --no-cache --stdin-filename m.py <&-",
@@ -140,7 +138,6 @@ def test_closed_stdin_with_stdin_filename_is_a_one_line_error(tmp_path: Path) ->
     assert "internal error" not in closed.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B8")
 def test_rule_doc_to_a_closed_stdout_does_not_exit_zero(tmp_path: Path) -> None:
     closed = subprocess.run(
         f"exec {sys.executable} -m npu_lint rule NPU101 >&-",
