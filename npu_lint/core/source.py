@@ -7,6 +7,7 @@ points. This module is the one place that converts between them.
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import itertools
 import os
@@ -27,6 +28,14 @@ class DecodeError(Exception):
         self.line = line
 
 
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32 (little-endian, with BOM)"),  # before UTF-16 LE: it starts the same
+    (codecs.BOM_UTF32_BE, "UTF-32 (big-endian, with BOM)"),
+    (codecs.BOM_UTF16_LE, "UTF-16 (little-endian, with BOM)"),
+    (codecs.BOM_UTF16_BE, "UTF-16 (big-endian, with BOM)"),
+)
+
+
 def decode_source(data: bytes) -> tuple[str, str]:
     """Decode bytes following PEP 263 (coding cookie) and PEP 3120 (UTF-8 default, BOM aware).
 
@@ -35,7 +44,23 @@ def decode_source(data: bytes) -> tuple[str, str]:
     """
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # bad cookie
+    except SyntaxError as exc:  # bad cookie, or no cookie and a first line that is not UTF-8
+        head = b"\n".join(data.split(b"\n", 2)[:2])
+        if not re.search(rb"^[ \t\f]*#.*?coding[:=]", head, re.M):
+            # no declaration at all: the true problem is the bytes (a UTF-16/32 file, latin-1 without cookie)
+            bom = next((n for b, n in _WIDE_BOMS if data.startswith(b)), None)
+            if bom:
+                raise DecodeError(
+                    f"cannot decode as utf-8: the file is {bom} (re-encode it as UTF-8)"
+                ) from None
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                line = data[: err.start].count(b"\n") + 1
+                raise DecodeError(
+                    f"cannot decode byte {data[err.start]:#04x} as utf-8 (add a coding cookie or re-encode)",
+                    line,
+                ) from None
         raise DecodeError(f"invalid encoding declaration: {exc.msg}") from None
     try:
         text = data.decode(encoding)

@@ -174,7 +174,6 @@ def test_path_longer_than_path_max_is_skipped_and_the_run_goes_on(tmp_path: Path
     assert "top.py:5:14: NPU101" in res.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B10")
 def test_config_naming_a_directory_says_it_is_not_a_file(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("x = 1\n")
     (tmp_path / "cfgdir").mkdir()
@@ -183,7 +182,6 @@ def test_config_naming_a_directory_says_it_is_not_a_file(tmp_path: Path) -> None
     assert "not found" not in res.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B11")
 def test_utf16_file_is_not_reported_as_a_bad_encoding_declaration(tmp_path: Path) -> None:
     (tmp_path / "w.py").write_bytes("import torch\nx = 1\n".encode("utf-16"))
     res = run("check", "--no-cache", "--output-format", "concise", "w.py", cwd=tmp_path)
@@ -191,7 +189,6 @@ def test_utf16_file_is_not_reported_as_a_bad_encoding_declaration(tmp_path: Path
     assert "encoding declaration" not in res.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B12")
 def test_cache_dir_that_is_a_file_is_not_called_an_invalid_cache_entry(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("x = 1\n")
     (tmp_path / "not_a_dir").write_text("mine\n")
