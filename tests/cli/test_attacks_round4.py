@@ -152,7 +152,6 @@ def test_rule_doc_to_a_closed_stdout_does_not_exit_zero(tmp_path: Path) -> None:
     assert closed.returncode != 0
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B9")
 def test_path_longer_than_path_max_is_skipped_and_the_run_goes_on(tmp_path: Path) -> None:
     (tmp_path / "top.py").write_text("import torch\n\n\ndef f(x):\n    return x.cuda()\n")
     deep = tmp_path / "deep"
