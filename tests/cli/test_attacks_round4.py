@@ -196,7 +196,6 @@ def test_cache_dir_that_is_a_file_is_not_called_an_invalid_cache_entry(tmp_path:
     assert "invalid cache entry" not in res.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B13")
 def test_lsp_reader_resyncs_when_a_body_is_only_a_prefix_of_the_next_header() -> None:
     from npu_lint.lsp.server import ResyncReader
 
