@@ -227,25 +227,60 @@ def test_lsp_reader_resyncs_when_a_body_is_only_a_prefix_of_the_next_header() ->
 
 
 @pytest.mark.corpus
-@pytest.mark.xfail(strict=True, reason="adversary round 4: R4-B14")
-def test_verify_import_check_honours_timeout_per_check(tmp_path: Path) -> None:
+def test_verify_import_check_reports_the_timeout_it_was_given(tmp_path: Path) -> None:
+    """End to end on a hanging model __init__: the report names --timeout (the budget of the whole check);
+    the bound itself is asserted without a clock in the test below."""
     import shutil
-    import time
 
     corpus = ROOT.parent / "shared" / "corpora" / "veomni-op-5d90dd16"
     tree = tmp_path / "tree"
     shutil.copytree(corpus, tree, ignore=shutil.ignore_patterns("__pycache__"))
     init = tree / "veomni" / "models_kernel" / "transformers" / "qwen3" / "__init__.py"
     init.write_text("import time as _t\n\n_t.sleep(1000)\n" + init.read_text())
-    start = time.monotonic()
     res = run(
-        "verify", str(init.parent), "--checks", "import", "--timeout", "5", "--format", "json", cwd=tmp_path
+        "verify", str(init.parent), "--checks", "import", "--timeout", "3", "--format", "json", cwd=tmp_path
     )
-    elapsed = time.monotonic() - start
     assert res.returncode == 1
-    assert "did not finish within 5 s" in res.stdout
-    # one check, --timeout 5 ("seconds per check"): the registration import ran twice, 5 s each
-    assert elapsed < 9, f"the import check took {elapsed:.1f} s with --timeout 5"
+    assert "did not finish within 3 s" in res.stdout
+
+
+def _fake_import_check(
+    monkeypatch: pytest.MonkeyPatch, first: str, spent: float
+) -> list[tuple[float, float]]:
+    """run_check("import") with children replaced: the first child ``first``s ("hang" or "pass") after
+    ``spent`` seconds of a fake clock; returns the (timeout, limit) each child was given."""
+    from types import SimpleNamespace
+
+    from npu_lint.verify import runner
+
+    now = [100.0]
+    calls: list[tuple[float, float]] = []
+
+    def child(req: dict, python: str, timeout: float, cwd: Path, limit: float | None = None) -> object:
+        calls.append((timeout, limit if limit is not None else timeout))
+        if len(calls) == 1:
+            now[0] += min(spent, timeout)
+            if first == "hang":
+                return runner._timed_out("import", min(spent, timeout), calls[-1][1])
+        return runner.CheckResult("import", "pass", 0.0)
+
+    monkeypatch.setattr(runner, "_clock", lambda: now[0])
+    monkeypatch.setattr(runner, "run_child", child)
+    monkeypatch.setattr(runner, "request", lambda *a, **k: {"check": "import"})
+    pkg = SimpleNamespace(root=Path("."), registered=["ToyForCausalLM"])
+    result = runner.run_check(pkg, "import", sys.executable, 5.0)  # type: ignore[arg-type]
+    calls.append((result.status == "pass", result.findings[0]["what"] if result.findings else ""))  # type: ignore[arg-type]
+    return calls
+
+
+def test_verify_import_check_timeout_bounds_the_whole_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # R4-B14: the import check runs two children; --timeout 5 is "seconds per check", not per child
+    hang = _fake_import_check(monkeypatch, "hang", 1000.0)
+    assert hang == [(5.0, 5.0), (False, "the check did not finish within 5 s")]  # no second child
+    slow = _fake_import_check(monkeypatch, "pass", 3.0)
+    assert slow == [(5.0, 5.0), (2.0, 5.0), (True, "")]  # the second child gets what the first left
+    spent = _fake_import_check(monkeypatch, "pass", 5.0)
+    assert spent == [(5.0, 5.0), (False, "the check did not finish within 5 s")]
 
 
 def _raw_client_module():  # noqa: ANN202
