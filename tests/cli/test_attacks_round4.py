@@ -1,5 +1,5 @@
-"""Adversary round 4 (bench/accuracy/adversary-round4.md): each test reproduces one break that held before the
-fix is made as an xfail(strict=True), so the fixer flips it by removing the mark."""
+"""Adversary round 4 (bench/accuracy/adversary-round4.md): each test reproduces one break (R4-B1..B14); all were
+xfail(strict=True) until fixed on branch advfix4, and now must pass (the "Fixed" section names each mechanism)."""
 
 from __future__ import annotations
 
