@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import functools
 import io
 import itertools
 import os
@@ -107,10 +108,15 @@ def _in_generated_dir(path: str, parts: tuple[str, ...]) -> bool:
     if not path or path.startswith("<"):  # a pseudo name such as <stdin>: nothing on disk to resolve
         return False
     try:
-        real = os.path.realpath(os.path.dirname(os.path.abspath(path)) or ".")
+        return _resolves_into_generated(os.path.dirname(os.path.abspath(path)))
     except (OSError, ValueError):  # a too-long or NUL-holding path: no resolution, the typed path decided
         return False
-    return "generated" in PurePath(real).parts
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolves_into_generated(directory: str) -> bool:
+    """Once per directory (a file's siblings share it): realpath costs an lstat per component."""
+    return "generated" in PurePath(os.path.realpath(directory)).parts
 
 
 def classify(path: str, text: str) -> FileKind:
