@@ -158,6 +158,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
     _exit_on_sigterm()
+    if sys.stdout is None and args_list[:1] != ["server"]:  # `>&-`: every command reports on stdout
+        print("npu-lint: error: cannot write standard output: it is closed", file=sys.stderr)
+        return EXIT_ERROR
     if args_list[:1] == ["verify"]:
         from npu_lint.verify.cli import main as verify_main
 
@@ -800,6 +803,8 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
     from npu_lint.core.source import DecodeError, SourceFile, decode_source
     from npu_lint.engine import fix_source, lint_source
 
+    if sys.stdin is None:  # `<&-`: the interpreter has no stdin object at all
+        raise UsageError("npu-lint: error: cannot read standard input: it is closed")
     try:
         data = read_stream(sys.stdin.buffer)  # bounded: `yes | npu-lint --stdin-filename m.py` must end
     except OSError as exc:

@@ -75,11 +75,32 @@ def valid_revision(rev: str) -> bool:
     return bool(_REVISION.fullmatch(rev))
 
 
+_FILTER_KEYS = r"^filter\..*\.(clean|smudge|process|required)$"
+
+
+def _filter_overrides(listing: str) -> list[str]:
+    """``-c`` options that empty every filter driver the configuration (any level) names, so git compares
+    raw bytes and never runs a clean/smudge/process command; ``listing`` is ``git config -z --get-regexp``."""
+    out: list[str] = []
+    for entry in listing.split("\0"):
+        key = entry.split("\n", 1)[0]
+        if not key.startswith("filter.") or key.count(".") < 2:
+            continue
+        name = key[len("filter.") : key.rindex(".")]
+        for opt in ("clean=", "smudge=", "process=", "required=false"):
+            pair = f"filter.{name}.{opt}"
+            if pair not in out:
+                out += ["-c", pair]
+    return out
+
+
 def changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, str]:
-    def git(*args: str, cwd: Path = root) -> str:
-        # the repository's own config must not run anything (core.fsmonitor is a command git runs on diff
-        # and ls-files); no external diff or textconv either
-        safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external="]
+    # the repository's own config must not run anything (core.fsmonitor is a command git runs on diff
+    # and ls-files; a filter driver's clean/process command runs when diff hashes a modified work-tree file);
+    # no external diff or textconv either
+    safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external="]
+
+    def git(*args: str, cwd: Path = root, ok: tuple[int, ...] = (0,)) -> str:
         proc = subprocess.run(
             ["git", *safe, "-C", str(cwd), *args],
             capture_output=True,
@@ -87,7 +108,7 @@ def changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, s
             timeout=60,
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"},
         )
-        if proc.returncode != 0:
+        if proc.returncode not in ok:
             raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git failed")
         return proc.stdout
 
@@ -102,6 +123,7 @@ def changed_since(root: Path, base: str) -> tuple[list[dict[str, str]] | None, s
         ).strip()
         if not re.fullmatch(r"[0-9a-f]{40,64}", commit):
             return None, f"git: not a commit: {base!r}"
+        safe += _filter_overrides(git("config", "-z", "--get-regexp", _FILTER_KEYS, cwd=top, ok=(0, 1)))
         # paths relative to the repository root: diff (tracked changes since REV) and untracked files
         names = git(
             "diff", "--no-ext-diff", "--no-textconv", "--name-only", commit, "--", cwd=top

@@ -241,6 +241,9 @@ def resolve_settings(start: Path, config_file: str | None = None) -> Settings:
     if config_file:
         path = Path(config_file)
         if not path.is_file():
+            if path.exists():
+                # there, but a directory, FIFO, device (or a link to one): "not found" would be untrue
+                raise ConfigError(f"{config_file}: not a regular file (a directory, FIFO or device)")
             raise ConfigError(f"configuration file not found: {config_file}")
         return load_config(path)
     found = find_config_file(start)

@@ -114,7 +114,12 @@ def discover(paths: list[str], settings: Settings, force_exclude: bool = False) 
             kept = []
             for d in sorted(dirnames):
                 sub = current / d
-                if sub.is_symlink() or is_excluded(sub, settings, root, spec, base, real / d):
+                try:
+                    link = sub.is_symlink()
+                except OSError as exc:  # a name beyond PATH_MAX: that directory is skipped, the walk goes on
+                    out.errors.append(f"{sub}: {exc.strerror or exc} (skipped)")
+                    continue
+                if link or is_excluded(sub, settings, root, spec, base, real / d):
                     continue
                 kept.append(d)
             dirnames[:] = kept

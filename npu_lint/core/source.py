@@ -7,8 +7,11 @@ points. This module is the one place that converts between them.
 from __future__ import annotations
 
 import ast
+import codecs
+import functools
 import io
 import itertools
+import os
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -26,6 +29,14 @@ class DecodeError(Exception):
         self.line = line
 
 
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32 (little-endian, with BOM)"),  # before UTF-16 LE: it starts the same
+    (codecs.BOM_UTF32_BE, "UTF-32 (big-endian, with BOM)"),
+    (codecs.BOM_UTF16_LE, "UTF-16 (little-endian, with BOM)"),
+    (codecs.BOM_UTF16_BE, "UTF-16 (big-endian, with BOM)"),
+)
+
+
 def decode_source(data: bytes) -> tuple[str, str]:
     """Decode bytes following PEP 263 (coding cookie) and PEP 3120 (UTF-8 default, BOM aware).
 
@@ -34,7 +45,23 @@ def decode_source(data: bytes) -> tuple[str, str]:
     """
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # bad cookie
+    except SyntaxError as exc:  # bad cookie, or no cookie and a first line that is not UTF-8
+        head = b"\n".join(data.split(b"\n", 2)[:2])
+        if not re.search(rb"^[ \t\f]*#.*?coding[:=]", head, re.M):
+            # no declaration at all: the true problem is the bytes (a UTF-16/32 file, latin-1 without cookie)
+            bom = next((n for b, n in _WIDE_BOMS if data.startswith(b)), None)
+            if bom:
+                raise DecodeError(
+                    f"cannot decode as utf-8: the file is {bom} (re-encode it as UTF-8)"
+                ) from None
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                line = data[: err.start].count(b"\n") + 1
+                raise DecodeError(
+                    f"cannot decode byte {data[err.start]:#04x} as utf-8 (add a coding cookie or re-encode)",
+                    line,
+                ) from None
         raise DecodeError(f"invalid encoding declaration: {exc.msg}") from None
     try:
         text = data.decode(encoding)
@@ -73,11 +100,31 @@ class FileKind:
         return not self.kernel and not self.test
 
 
+def _in_generated_dir(path: str, parts: tuple[str, ...]) -> bool:
+    """Whether the file lives in a ``generated/`` directory: as typed, or once symlinks and a relative
+    path are resolved (``gen -> generated``, or a bare ``extra.py`` named from inside generated/)."""
+    if "generated" in parts[:-1]:
+        return True
+    if not path or path.startswith("<"):  # a pseudo name such as <stdin>: nothing on disk to resolve
+        return False
+    try:
+        return _resolves_into_generated(os.path.dirname(os.path.abspath(path)))
+    except (OSError, ValueError):  # a too-long or NUL-holding path: no resolution, the typed path decided
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolves_into_generated(directory: str) -> bool:
+    """Once per directory (a file's siblings share it): realpath costs an lstat per component."""
+    return "generated" in PurePath(os.path.realpath(directory)).parts
+
+
 def classify(path: str, text: str) -> FileKind:
     parts = PurePath(path.replace("\\", "/")).parts
     name = parts[-1] if parts else ""
     kind = FileKind()
-    kind.generated = "generated" in parts[:-1] or GENERATED_BANNER in text[:4096]
+    # the one place that decides "generated": the resolved directory, so no symlink or cwd hides it
+    kind.generated = GENERATED_BANNER in text[:4096] or _in_generated_dir(path, parts)
     kind.spec = name.endswith("_patch_gen_config.py")
     kind.init = name == "__init__.py"
     for i in range(len(parts) - 1):

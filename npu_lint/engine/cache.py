@@ -144,6 +144,10 @@ class Cache:
         # the cache's writes outside it, so it is not used
         self.disabled = not follow_symlink and os.path.islink(directory)
         self._notes = [f"{directory} is a symbolic link: the cache is not used"] if self.disabled else []
+        if not self.disabled and os.path.exists(directory) and not os.path.isdir(directory):
+            # a regular file (or FIFO, device) where the cache should be: left alone, and said so once
+            self.disabled = True
+            self._notes = [f"{directory} is not a directory: the cache is not used"]
         self._index: dict[str, dict[str, Any]] | None = None  # read once, on first use
         self._dirty = False
         self.reads = 0  # cache files read in this run (the warm path reads one)

@@ -160,9 +160,10 @@ class ResyncReader:
                 if body.endswith(_HEADER[:size]):
                     cut = len(body) - size
                     break
-        if cut > 0:
+        if cut >= 0:
             self.pending = body[cut:] + self.pending
-            body = body[:cut]
+            # cut == 0: a header with no body swallowed (a prefix of) the next header: all of it goes back
+            body = body[:cut] or b" "
         return body
 
 

@@ -102,10 +102,30 @@ def request(pkg: ModelPackage, check: str, patchgen: str | None = None, force_np
 _STATUSES = ("pass", "fail", "skip", "error", "not attainable")  # not attainable: isolation on an OpSlot tree
 
 
-def run_child(req: dict, python: str, timeout: float, cwd: Path) -> CheckResult:
+_clock = time.monotonic  # the import check's budget (a module attribute: tests replace it)
+
+
+def _timed_out(name: str, duration: float, limit: float) -> CheckResult:
+    return CheckResult(
+        name,
+        "fail",
+        duration,
+        [
+            {
+                "what": f"the check did not finish within {limit:g} s",
+                "meaning": "model code hangs (a collective without peers, an endless loop) or is far too "
+                "slow for a two-layer model",
+                "fix": "run the check alone with a larger --timeout to tell the two apart",
+            }
+        ],
+    )
+
+
+def run_child(req: dict, python: str, timeout: float, cwd: Path, limit: float | None = None) -> CheckResult:
     """One check in its own interpreter (``core.process.run_untrusted``: own process group killed whole, minimal
     environment, the request on standard input and the verdict on an authenticated pipe: model code that
-    writes a result file or prints "pass" is not believed)."""
+    writes a result file or prints "pass" is not believed). ``timeout`` is what is left of the check's
+    budget, ``limit`` (default: ``timeout``) the ``--timeout`` the report names."""
     from npu_lint.core.process import run_untrusted
 
     name = req["check"]
@@ -119,19 +139,7 @@ def run_child(req: dict, python: str, timeout: float, cwd: Path) -> CheckResult:
     )
     duration = time.perf_counter() - start
     if outcome.timed_out:
-        return CheckResult(
-            name,
-            "fail",
-            duration,
-            [
-                {
-                    "what": f"the check did not finish within {timeout:g} s",
-                    "meaning": "model code hangs (a collective without peers, an endless loop) or is far too "
-                    "slow for a two-layer model",
-                    "fix": "run the check alone with a larger --timeout to tell the two apart",
-                }
-            ],
-        )
+        return _timed_out(name, duration, timeout if limit is None else limit)
     data = outcome.result
     if not isinstance(data, dict) or data.get("status") not in _STATUSES:
         tail = "\n".join((outcome.stderr or "").strip().splitlines()[-25:])
@@ -177,11 +185,19 @@ def run_check(
         )
     if check != "import":
         return run_child(request(pkg, check, patchgen), python, timeout, pkg.root)
-    # registration is checked twice: IS_NPU_AVAILABLE forced true, and as found (false on this machine)
-    results = [
-        run_child(request(pkg, check, patchgen, force_npu=f), python, timeout, pkg.root)
-        for f in (False, True)
-    ]
+    # registration is checked twice: IS_NPU_AVAILABLE forced true, and as found (false on this machine);
+    # --timeout bounds the whole check (R4-B14): the second child gets what the first left, none after a timeout
+    deadline = _clock() + timeout
+    stop = _timed_out(check, 0.0, timeout).findings
+    results: list[CheckResult] = []
+    for f in (False, True):
+        left = deadline - _clock()
+        if left <= 0:  # the first child used the whole budget without timing out (to the microsecond)
+            results.append(_timed_out(check, 0.0, timeout))
+            break
+        results.append(run_child(request(pkg, check, patchgen, force_npu=f), python, left, pkg.root, timeout))
+        if results[-1].findings[:1] == stop:  # timed out: the second child would hang the same way
+            break
     merged = CheckResult(check, "pass", sum(r.duration for r in results))
     order = {"pass": 0, "not attainable": 1, "skip": 2, "error": 3, "fail": 4}
     for r in results:

@@ -222,6 +222,10 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     # the module and names the tree's profile confirms (``api.defines``), or the built-in list outside a tree
     api = ctx.project.api
     module = api.device_module
+    if name in ctx.source.text and _rebound(ctx.tree, name):
+        # a parameter, local, loop target, nested def ... named like the helper: the inserted call could
+        # reach that binding instead of the helper (R4-B1), so no safe fix is offered in this file
+        return None
     bound = ctx.runtime_imports.get(name)
     if bound is not None:
         # ``veomni.utils.device.X``, ``...utils.device.X``, or ``.device.X`` from a sibling in veomni/utils
@@ -239,6 +243,39 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
         return ctx.import_edits(module, name)
     # the file's own style (relative inside the veomni package), merged and sorted by core.imports
     return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree, module), name)
+
+
+def _rebound(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` is bound anywhere in the module other than by an import of the device helper
+    (module-level defs and assignments are handled by the caller)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            hit = node.arg == name
+        elif isinstance(node, ast.Name):
+            hit = node.id == name and not isinstance(node.ctx, ast.Load)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            hit = node.name == name and node not in tree.body
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            hit = name in node.names
+        elif isinstance(node, ast.ExceptHandler):
+            hit = node.name == name
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+            hit = node.name == name
+        elif isinstance(node, ast.MatchMapping):
+            hit = node.rest == name
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            # an import binding the name to anything but the helper itself (``from ...device import
+            # get_device_type``, at any level, binds the same function) shadows it
+            helper = isinstance(node, ast.ImportFrom) and (node.module or "").endswith("device")
+            hit = any(
+                (a.asname or a.name.split(".")[0]) == name and not (helper and a.name == name)
+                for a in node.names
+            )
+        else:
+            continue
+        if hit:
+            return True
+    return False
 
 
 def child_of(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
