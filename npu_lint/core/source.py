@@ -115,8 +115,10 @@ def _in_generated_dir(path: str, parts: tuple[str, ...]) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _resolves_into_generated(directory: str) -> bool:
-    """Once per directory (a file's siblings share it): realpath costs an lstat per component."""
-    return "generated" in PurePath(os.path.realpath(directory)).parts
+    """Once per directory (a file's siblings share it): realpath costs an lstat per component. Only the
+    directory itself and its parent are looked at (``<package>/generated/`` and a sub-directory of it), so a
+    checkout that happens to sit under a directory named ``generated`` is not all generated."""
+    return "generated" in PurePath(os.path.realpath(directory)).parts[-2:]
 
 
 def classify(path: str, text: str) -> FileKind:
