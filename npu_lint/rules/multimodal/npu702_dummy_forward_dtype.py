@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import method_name, spec_target
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -76,7 +77,7 @@ def _layers(inits: list[ast.FunctionDef]) -> list[_Layer]:
     out: list[_Layer] = []
     cast: set[str] = set()
     for init in inits:
-        for node in ast.walk(init):
+        for node in _walk(init):
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 attr = _self_attr(node.targets[0])
                 built = _ctor(node.value) if attr else None
@@ -97,7 +98,7 @@ def _input_layer(forward: ast.FunctionDef, attrs: set[str]) -> str | None:
         return None
     calls = [
         n
-        for n in ast.walk(forward)
+        for n in _walk(forward)
         if isinstance(n, ast.Call)
         and _self_attr(n.func) in attrs
         and any(isinstance(a, ast.Name) and a.id == params[0] for a in n.args)
@@ -412,12 +413,12 @@ def _live_dtype(func: ast.AST) -> str | None:
     `next(self.patch_embed.parameters()).dtype`, through a local bound to `self.<layer>`), as written."""
     bound = {
         t.id
-        for n in ast.walk(func)
+        for n in _walk(func)
         if isinstance(n, ast.Assign) and _self_attr(_root_attr(n.value)) is not None
         for t in n.targets
         if isinstance(t, ast.Name)
     }
-    for n in ast.walk(func):
+    for n in _walk(func):
         if not (isinstance(n, ast.Attribute) and n.attr == "dtype" and isinstance(n.ctx, ast.Load)):
             continue
         value = n.value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, def_span, names_in, params_of
 
@@ -13,12 +14,12 @@ _PARAM = "logits_to_keep"
 def _derived(func: ast.AST, seed: str) -> set[str]:
     """`seed` and every local assigned (transitively) from an expression that reads it."""
     assigns: list[tuple[set[str], set[str]]] = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            bound = {n.id for t in targets for n in _walk(t) if isinstance(n, ast.Name)}
             if node.value is not None:
-                assigns.append((bound, {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}))
+                assigns.append((bound, {n.id for n in _walk(node.value) if isinstance(n, ast.Name)}))
     found = {seed}
     changed = True
     while changed:
@@ -37,7 +38,7 @@ def _negated(func: ast.AST) -> bool:
         and isinstance(n.op, ast.USub)
         and isinstance(n.operand, ast.Name)
         and n.operand.id == _PARAM
-        for n in ast.walk(func)
+        for n in _walk(func)
     )
 
 
@@ -45,7 +46,7 @@ def _unsigned_starts(func: ast.AST) -> list[ast.expr]:
     """Slice starts that are `logits_to_keep` itself, not negated: `slice(logits_to_keep, None)`,
     `hidden_states[:, logits_to_keep:, :]` (they keep all positions but the first ones)."""
     out: list[ast.expr] = []
-    for n in ast.walk(func):
+    for n in _walk(func):
         start: ast.expr | None = None
         if (
             isinstance(n, ast.Call)
@@ -75,7 +76,7 @@ def _slice_axes(func: ast.AST) -> list[tuple[ast.Subscript, int, int]]:
     (node, the axis it sits on, the tuple's length)."""
     derived = _derived(func, _PARAM) - {_PARAM}
     out = []
-    for n in ast.walk(func):
+    for n in _walk(func):
         if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple):
             for axis, elt in enumerate(n.slice.elts):
                 if isinstance(elt, ast.Name) and elt.id in derived:
@@ -86,7 +87,7 @@ def _slice_axes(func: ast.AST) -> list[tuple[ast.Subscript, int, int]]:
 def _lm_head_calls(func: ast.AST) -> list[ast.Call]:
     return [
         n
-        for n in ast.walk(func)
+        for n in _walk(func)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "lm_head"
     ]
 
@@ -95,7 +96,7 @@ def _slices_lm_head(func: ast.AST) -> bool:
     """Some `lm_head(...)` call's input reads `logits_to_keep` (directly or through locals)."""
     derived = _derived(func, _PARAM)
     return any(
-        any(isinstance(n, ast.Name) and n.id in derived for arg in call.args for n in ast.walk(arg))
+        any(isinstance(n, ast.Name) and n.id in derived for arg in call.args for n in _walk(arg))
         for call in _lm_head_calls(func)
     )
 

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, loss_calls
 from npu_lint.veomni.upstream import last_name
 
 
 def _bound(target: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return {n.id for n in _walk(target) if isinstance(n, ast.Name)}
 
 
 def _projects(value: ast.AST, projected: set[str]) -> bool:
     """The value is the output projection (an `lm_head(...)` call) or an expression of a local holding it."""
-    for node in ast.walk(value):
+    for node in _walk(value):
         if isinstance(node, ast.Call) and last_name(node.func) == "lm_head":
             return True
         if isinstance(node, ast.Name) and node.id in projected:
@@ -39,9 +40,9 @@ def _overwrites(func: ast.FunctionDef) -> list[tuple[ast.Name, ast.Call]]:
                 value = stmt.value
                 bound = set().union(*(_bound(t) for t in targets))
                 if isinstance(value, ast.Call) and id(value) in losses:
-                    read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                    read = {n.id for n in _walk(value) if isinstance(n, ast.Name)}
                     for target in targets:
-                        for node in ast.walk(target):
+                        for node in _walk(target):
                             if isinstance(node, ast.Name) and node.id in projected and node.id in read:
                                 found.append((node, value))
                     projected -= bound
@@ -73,7 +74,7 @@ def _overwrites(func: ast.FunctionDef) -> list[tuple[ast.Name, ast.Call]]:
 def _read_after(func: ast.FunctionDef, name: str, line: int) -> bool:
     return any(
         isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > line
-        for n in ast.walk(func)
+        for n in _walk(func)
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.upstream import last_name, patched_methods
 
@@ -15,7 +16,7 @@ _ROUTING_CLASSES = ("Router", "Gate", "MoeBlock", "MoEBlock", "SparseMoeBlock", 
 def _returned_logits(func: ast.FunctionDef) -> list[tuple[ast.Return, ast.Name]]:
     """Names with `logits` in them that a `return` hands back (alone or in a tuple)."""
     out = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Return) and node.value is not None:
             elts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             out.extend((node, e) for e in elts if isinstance(e, ast.Name) and "logits" in e.id)
@@ -24,7 +25,7 @@ def _returned_logits(func: ast.FunctionDef) -> list[tuple[ast.Return, ast.Name]]
 
 def _last_binding(func: ast.FunctionDef, name: str, before: int) -> ast.expr | None:
     best: tuple[int, ast.expr] | None = None
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Assign) and node.lineno < before:
             if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
                 if best is None or node.lineno > best[0]:
@@ -35,7 +36,7 @@ def _last_binding(func: ast.FunctionDef, name: str, before: int) -> ast.expr | N
 def _normaliser(value: ast.expr | None) -> str | None:
     if value is None:
         return None
-    for node in ast.walk(value):
+    for node in _walk(value):
         if isinstance(node, ast.Call) and last_name(node.func) in _NORMALISERS:
             return last_name(node.func)
     return None
@@ -66,7 +67,7 @@ def _detached_returns(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     """Router logits a `return` hands back cut off the graph: `return logits.detach(), ...`, or a returned
     local last bound to a detached value."""
     out: list[tuple[ast.AST, str]] = []
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Return) and node.value is not None:
             elts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             for e in elts:

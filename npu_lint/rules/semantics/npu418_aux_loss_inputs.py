@@ -6,6 +6,7 @@ import ast
 import functools
 from pathlib import Path
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.core.safeio import read_regular
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
@@ -15,19 +16,19 @@ _FIELD = "router_logits"
 
 
 def _mentions(func: ast.AST, attr: str) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(func))
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in _walk(func))
 
 
 def _config_fallback(func: ast.AST) -> bool:
     """The switch falls back to the model config: some `...config....output_router_logits` is read."""
     return any(
         isinstance(n, ast.Attribute) and n.attr == _SWITCH and "config" in ast.unparse(n.value)
-        for n in ast.walk(func)
+        for n in _walk(func)
     )
 
 
 def _switch_assignment(func: ast.FunctionDef) -> ast.Assign | None:
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == _SWITCH for t in node.targets
         ):
@@ -69,7 +70,7 @@ def _class_fields(module: str, tree: ast.Module, name: str) -> set[str] | None:
 def _returned_calls(func: ast.FunctionDef) -> list[ast.Call]:
     return [
         n.value
-        for n in ast.walk(func)
+        for n in _walk(func)
         if isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
     ]
 
@@ -84,13 +85,13 @@ def _passes_field(func: ast.FunctionDef) -> bool:
 
 
 def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in _walk(node) if isinstance(n, ast.Name)}
 
 
 def _adds_aux(func: ast.AST) -> bool:
     """Some statement adds an auxiliary loss into the loss (`loss += coef * aux_loss`, `loss = loss + ...`,
     `loss.add_(...)`, `torch.add(loss, ...)`)."""
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
             target, value = ast.unparse(node.target), node.value
         elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.BinOp, ast.Call)):
@@ -106,7 +107,7 @@ def _adds_aux(func: ast.AST) -> bool:
 
 def _aux_computed(func: ast.AST) -> ast.Assign | None:
     """`aux_loss = <call>(...)`: an auxiliary loss computed into a local."""
-    for node in ast.walk(func):
+    for node in _walk(func):
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Call)
@@ -118,7 +119,7 @@ def _aux_computed(func: ast.AST) -> ast.Assign | None:
 
 def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
     out: dict[str, list[ast.Call]] = {}
-    for node in ast.walk(func):
+    for node in _walk(func):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and "loss" in node.func.id:
             out.setdefault(node.func.id, []).append(node)
     return out
@@ -179,7 +180,7 @@ def _partial_bindings(tree: ast.Module) -> dict[str, str]:
     """`self.<attr> = partial(<function>, <keywords only>)`: the attribute calls the function with its positional
     parameters unchanged."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -394,10 +395,10 @@ class AuxLossInputs(Rule):
         # the switch handed on as a constant where upstream hands on the variable (`self.model(..., output_router_logits=False)`)
         upstream_passes = any(
             isinstance(n, ast.keyword) and n.arg == _SWITCH and not isinstance(n.value, ast.Constant)
-            for n in ast.walk(upstream)
+            for n in _walk(upstream)
         )
         if upstream_passes:
-            for n in ast.walk(func):
+            for n in _walk(func):
                 if (
                     isinstance(n, ast.keyword)
                     and n.arg == _SWITCH
@@ -498,11 +499,11 @@ class AuxLossInputs(Rule):
     def _branch_orders(self, reported: set[int], trusted: set[int]) -> None:
         """Two loss calls of one function (the fused handle and the eager fallback, say) given the same
         positional values in another order: one branch has them swapped."""
-        for func in ast.walk(self.ctx.tree):
+        for func in _walk(self.ctx.tree):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             calls = []
-            for node in ast.walk(func):
+            for node in _walk(func):
                 if not isinstance(node, ast.Call) or len(node.args) < 3:
                     continue
                 callee = last_name(node.func) or ""
@@ -551,7 +552,7 @@ class AuxLossInputs(Rule):
         defs: dict[str, tuple[tuple[str, ...], str]] | None = None
         # `self.lb = partial(load_balancing_loss, op=...)`: attribute -> function
         bound = _partial_bindings(ctx.tree) if "partial" in ctx.source.text else {}
-        for node in ast.walk(ctx.tree):
+        for node in _walk(ctx.tree):
             if not isinstance(node, ast.Call):
                 continue
             callee = last_name(node.func) or ""

@@ -7,6 +7,7 @@ import functools
 from collections import Counter
 from pathlib import Path
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.core.safeio import read_regular
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.semantics._shared import class_methods
@@ -44,7 +45,7 @@ def _kind(name: str, variants: dict[str, str]) -> str | None:
 def _handle_variants(tree: ast.Module) -> dict[str, str]:
     """Loss handles with a literal variant (`veomni_x = OpSlot("cross_entropy_loss", "variant")`): name -> variant."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if not (
             isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.value.args) >= 2
         ):
@@ -76,7 +77,7 @@ def _wrapper_arity(path: str, mtime: float, size: int) -> int | None:
             isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("For") and stmt.name.endswith("Loss")
         ):
             continue
-        for node in ast.walk(stmt):
+        for node in _walk(stmt):
             if isinstance(node, ast.Return) and node.value is not None:
                 if not isinstance(node.value, ast.Tuple):
                     return None
@@ -196,7 +197,7 @@ class LossHeadBinding(Rule):
         cls_losses = sorted(
             {
                 name
-                for n in ast.walk(self.ctx.tree)
+                for n in _walk(self.ctx.tree)
                 if isinstance(n, (ast.Name, ast.Attribute))
                 for name in [last_name(n)]
                 if name and _kind(name, variants) == "cls"
@@ -212,7 +213,7 @@ class LossHeadBinding(Rule):
             else:
                 continue
             seen: set[str] = set()
-            for node in ast.walk(func):
+            for node in _walk(func):
                 if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
                     continue
                 name = last_name(node)
@@ -232,7 +233,7 @@ class LossHeadBinding(Rule):
 
     def _arity(self, variants: dict[str, str]) -> None:
         unpacks: list[tuple[ast.Tuple, str]] = []
-        for node in ast.walk(self.ctx.tree):
+        for node in _walk(self.ctx.tree):
             if not (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
