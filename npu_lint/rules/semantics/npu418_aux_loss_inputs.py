@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
@@ -128,8 +129,18 @@ def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
 # -- loss functions' definitions ----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=64)
 def _module_functions(path: str) -> dict[str, tuple[str, ...]]:
+    """Positional parameter names of a module's functions, re-read when the file changes (a language server
+    outlives edits of the module)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return {}
+    return _module_functions_at(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _module_functions_at(path: str, mtime_ns: int, size: int) -> dict[str, tuple[str, ...]]:
     try:
         tree = ast.parse(read_regular(path)[0])
     except (OSError, SyntaxError, ValueError, RecursionError):
