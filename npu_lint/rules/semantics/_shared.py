@@ -252,6 +252,9 @@ class _RmsNormState:
         self.init_patches: dict[str, ast.AST] = {}  # class -> spec function replacing its __init__
         self.source_module: str | None = None
         self.functions: list[tuple[ast.AST, str | None]] = []  # stack of (function, owning class)
+        self.enclosing: dict[
+            int, list[ast.AST]
+        ] = {}  # id(function) -> the functions around it, outermost first
         self.reused: list[tuple[ast.Name, str]] = []  # (replacement= name, patched class) in a spec
         self.replaced: dict[str, str] = {}  # spec class -> the upstream class it replaces (replace_class)
         # (replacement_name node, target, dotted replacement) of create_patch_from_external
@@ -498,6 +501,8 @@ class _RmsNormCalls(Rule):
                 func, cls = state.functions[-1]
                 if func is not None:
                     state.calls.append((node, func, cls))
+                    if id(func) not in state.enclosing:
+                        state.enclosing[id(func)] = [f for f, _ in state.functions[:-1] if f is not None]
             elif not state.functions and ctx.source.kind.spec:
                 self._note_reuse(node)
             if (
@@ -819,14 +824,7 @@ class _RmsNormCalls(Rule):
             dotted = self.ctx.dotted(node)
             head, _, rest = (dotted or "").partition(".")
             if dotted and self.ctx.may_be_imported(head):
-                local: dict[str, str] = {}
-                for outer in functions_of(self.ctx.tree):  # enclosing functions first (a factory's imports)
-                    if (
-                        outer.lineno <= call.lineno <= (outer.end_lineno or outer.lineno)
-                        and outer is not func
-                    ):
-                        local.update(self.ctx.local_imports(outer))
-                local.update(self.ctx.local_imports(func))
+                local = self._imports_in_scope(func)
                 if head in local:
                     full = f"{local[head]}.{rest}" if rest else local[head]
                     return resolve_relative(self.ctx.source.path, full) if full.startswith(".") else full
@@ -834,6 +832,27 @@ class _RmsNormCalls(Rule):
         if found and found.startswith("."):
             return resolve_relative(self.ctx.source.path, found)
         return found
+
+    def _imports_in_scope(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+        """The imports a call inside ``func`` (its innermost function) sees: those of the functions enclosing
+        ``func`` (a factory's imports) first, then ``func``'s own; computed once per function."""
+        key = ("rms-scope-imports", id(func))
+        found = self.ctx.memo.get(key)
+        if found is None:
+            local: dict[str, str] = {}
+            outers = self.state.enclosing.get(id(func))
+            if outers is None:  # not recorded by the walk: the functions whose lines hold ``func``
+                first, last = func.lineno, func.end_lineno or func.lineno
+                outers = [
+                    o
+                    for o in functions_of(self.ctx.tree)
+                    if o is not func and o.lineno <= first and last <= (o.end_lineno or o.lineno)
+                ]
+            for outer in outers:
+                local.update(self.ctx.local_imports(outer))
+            local.update(self.ctx.local_imports(func))
+            found = self.ctx.memo[key] = local
+        return found  # type: ignore[return-value]
 
     def vendor_rms_calls(self) -> list[tuple[ast.Call, ast.AST | None, str | None, str]]:
         """Direct vendor RMSNorm kernel calls given a weight (`torch_npu.npu_rms_norm(x, w, ...)`,
