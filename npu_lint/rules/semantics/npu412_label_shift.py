@@ -7,7 +7,6 @@ import functools
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk
-from npu_lint.core.safeio import read_regular  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import (
@@ -18,6 +17,7 @@ from npu_lint.rules.semantics._shared import (
     loss_calls,
     path_before,
 )
+from npu_lint.veomni.patchgen import load_file
 
 # losses that shift `labels` themselves unless `shift_labels=` is given (transformers' and VeOmni's)
 _SHIFTING = ("loss_function", "ForCausalLMLoss", "causal_lm_loss")
@@ -213,9 +213,9 @@ _COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
 
 @functools.lru_cache(maxsize=16)
 def _sp_collator_at(path: str, mtime: float, size: int) -> str | None:
-    try:
-        tree = ast.parse(read_regular(path)[0])
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and "SequenceParallel" in node.name and "Collat" in node.name:

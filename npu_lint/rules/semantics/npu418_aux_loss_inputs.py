@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
-from npu_lint.core.safeio import read_regular
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
 
 _SWITCH = "output_router_logits"
@@ -141,9 +141,9 @@ def _module_functions(path: str) -> dict[str, tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=64)
 def _module_functions_at(path: str, mtime_ns: int, size: int) -> dict[str, tuple[str, ...]]:
-    try:
-        tree = ast.parse(read_regular(path)[0])
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return {}
     return {
         s.name: tuple(a.arg for a in [*s.args.posonlyargs, *s.args.args])

@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
-from npu_lint.core.safeio import read_regular
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.semantics._shared import class_methods
+from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import last_name
 
 _CLS_HEADS = ("ForSequenceClassification", "ForTokenClassification")
@@ -67,9 +67,9 @@ def _handle_variants(tree: ast.Module) -> dict[str, str]:
 @functools.lru_cache(maxsize=16)
 def _wrapper_arity(path: str, mtime: float, size: int) -> int | None:
     """The one tuple length every `For...Loss` wrapper of the module returns (None: none, or they disagree)."""
-    try:
-        tree = ast.parse(read_regular(path)[0])
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return None
     found: set[int] = set()
     for stmt in tree.body:
