@@ -386,16 +386,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None  # opened before the project is loaded: its one index also holds the project scan
     if not args.no_cache and not args.stdin_filename:
         from npu_lint.engine import Cache
-        from npu_lint.veomni.profile import use_scan_store
+        from npu_lint.veomni.scanstore import use_store
 
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".npu_lint_cache")
         cache = Cache(
             cache_dir, "", follow_symlink=settings.cache_dir is not None, name=settings.fingerprint(codes)
         )
-        use_scan_store(cache)
+        use_store(cache)
     project = load_project([str(anchor)] if args.stdin_filename else paths, settings)
     if cache is not None:
-        use_scan_store(None)
+        use_store(None)
     for note in project.notes:  # said once per run (e.g. target-api forces an API the tree lacks)
         print(f"npu-lint: note: {_shown(note)}", file=sys.stderr)
     if not args.quiet and any(c.startswith(("NPU4", "NPU7")) for c in codes):

@@ -154,12 +154,12 @@ def test_the_project_scan_is_kept_in_the_index(tmp_path: Path, monkeypatch: pyte
     """``profile.scan_definitions`` reads every veomni/*.py file; the index keeps its result keyed by the
     files' stat keys, so an unchanged tree is not read again, and a changed file is."""
     from npu_lint.engine import Cache
-    from npu_lint.veomni import profile
+    from npu_lint.veomni import profile, scanstore
     from npu_lint.veomni.imports import ModuleIndex
 
     tree = shared_tree_copy(VEOMNI_MAIN, tmp_path / "tree")
     time.sleep(QUIET)
-    monkeypatch.setattr(profile, "_RACY_NS", 10**8)
+    monkeypatch.setattr(scanstore, "RACY_NS", 10**8)
     reads: list[Path] = []
     real = profile.read_regular  # the one reader, as the profile module calls it
     monkeypatch.setattr(
@@ -168,11 +168,11 @@ def test_the_project_scan_is_kept_in_the_index(tmp_path: Path, monkeypatch: pyte
 
     def scan() -> dict[str, list[str]]:
         cache = Cache(str(tmp_path / "cache"), "fp")
-        profile.use_scan_store(cache)
+        scanstore.use_store(cache)
         try:
             return profile.scan_definitions(tree, ModuleIndex(tree))
         finally:
-            profile.use_scan_store(None)
+            scanstore.use_store(None)
             cache.flush()
 
     first = scan()
@@ -195,3 +195,51 @@ def test_deleted_files_leave_the_index(tmp_path: Path, monkeypatch: pytest.Monke
     _lint(tmp_path, monkeypatch)
     (index,) = (tmp_path / ".npu_lint_cache").rglob("index-*.json")
     assert sorted(json.loads(index.read_bytes().partition(b"\n")[2])["files"]) == [str(tmp_path / "a.py")]
+
+
+def test_the_registry_and_npu_selections_are_kept_under_their_files_stat_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry rows and the NPU handle selections of a tree are read once and kept in the index under
+    their files' stat keys: a warm run reads no registration module and no NPU file; an edited ops module
+    is read again and its new row is seen."""
+    from npu_lint.engine import Cache
+    from npu_lint.veomni import registry, scanstore
+    from npu_lint.veomni.layout import find_model_packages
+
+    tree = shared_tree_copy(VEOMNI_MAIN, tmp_path / "tree")
+    time.sleep(QUIET)
+    monkeypatch.setattr(scanstore, "RACY_NS", 10**8)
+    reads: list[Path] = []
+    real = registry.read_regular
+    monkeypatch.setattr(
+        registry, "read_regular", lambda path, *a, **k: (reads.append(Path(path)), real(path, *a, **k))[1]
+    )
+    packages = tuple(sorted(find_model_packages(tree / "veomni")))
+
+    def load() -> tuple:
+        cache = Cache(str(tmp_path / "cache"), "fp")
+        scanstore.use_store(cache)
+        try:
+            return registry.read_registry(tree), registry.read_npu_selections(packages, tree)
+        finally:
+            scanstore.use_store(None)
+            cache.flush()
+
+    first = load()
+    assert first[0][0] or first[0][1]  # rows were found
+    assert first[1]  # and NPU selections
+    assert any("ops" in p.parts for p in reads) and any(p.name.endswith("_npu.py") for p in reads)
+    uncached = (registry.read_registry(tree), registry.read_npu_selections(packages, tree))
+    assert uncached == first  # the stored value is the computed one
+    reads.clear()
+    assert load() == first and reads == []  # one index read, no source read
+    ops = next(
+        p
+        for p in sorted((tree / "veomni" / "ops").rglob("*.py"))
+        if b"OpSlot(" in p.read_bytes() or b"KernelSpec(" in p.read_bytes()
+    )
+    ops.write_text(ops.read_text() + "\n")
+    time.sleep(QUIET)
+    again = load()
+    assert ops in reads and again == first

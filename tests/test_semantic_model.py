@@ -160,12 +160,12 @@ def test_the_ops_config_fields_are_kept_in_the_index(tmp_path: Path, monkeypatch
     import time
 
     from npu_lint.engine import Cache
-    from npu_lint.veomni import profile
+    from npu_lint.veomni import profile, scanstore
 
     tree = tmp_path / "tree"
     shutil.copytree(CORPORA / "veomni-main" / "veomni", tree / "veomni")
     time.sleep(0.2)
-    monkeypatch.setattr(profile, "_RACY_NS", 10**8)
+    monkeypatch.setattr(scanstore, "RACY_NS", 10**8)
     reads: list[Path] = []
     real = profile.read_regular
     monkeypatch.setattr(
@@ -174,11 +174,11 @@ def test_the_ops_config_fields_are_kept_in_the_index(tmp_path: Path, monkeypatch
 
     def read() -> profile.ConfigFields:
         cache = Cache(str(tmp_path / "cache"), "fp")
-        profile.use_scan_store(cache)
+        scanstore.use_store(cache)
         try:
             return profile.read_config_fields(tree)
         finally:
-            profile.use_scan_store(None)
+            scanstore.use_store(None)
             cache.flush()
 
     plain = profile.read_config_fields(tree)

@@ -34,6 +34,12 @@ from npu_lint.core.diagnostics import Diagnostic, is_fixer_ref
 
 MAX_INDEX_BYTES = 128 * 1024 * 1024
 RACY_NS = 2_000_000_000  # a file modified this close to the index write is hashed again next run (FAT: 2 s)
+SCAN_SLOTS = (
+    "scan",
+    "config",
+    "registry",
+    "selections",
+)  # the project scans kept in the index (veomni.scanstore)
 _KEY: list[bytes] = []
 
 
@@ -195,7 +201,8 @@ class Cache:
 
     def get_scan(self, key: str, slot: str = "scan") -> Any:
         """A value stored by ``put_scan`` under ``key`` (a project scan keyed by its files' stat keys); one
-        value per ``slot`` (``scan``: the definitions scan; ``config``: the ops-config fields)."""
+        value per ``slot`` (``SCAN_SLOTS``: the definitions scan, the ops-config fields, the registry rows, the
+        NPU handle selections; ``veomni.scanstore``)."""
         entry = self._load_index().get(slot)
         return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
 
@@ -209,7 +216,12 @@ class Cache:
             return self._index
         from npu_lint.core.safeio import read_regular
 
-        self._index = {"fp": self.fingerprint, "files": {}, "project": {}, "scan": {}, "config": {}}
+        self._index = {
+            "fp": self.fingerprint,
+            "files": {},
+            "project": {},
+            **{slot: {} for slot in SCAN_SLOTS},
+        }
         if self.disabled:
             return self._index
         try:
@@ -225,16 +237,16 @@ class Cache:
             if not hmac.compare_digest(mac, self._sign("index:" + self.name, payload).encode()):
                 raise ValueError("signature")
             data = json.loads(payload)
-            files, project, scan = data["files"], data["project"], data.get("scan", {})
-            config = data.get("config", {})
-            if not all(isinstance(x, dict) for x in (files, project, scan, config)):
+            files, project = data["files"], data["project"]
+            scans = {slot: data.get(slot, {}) for slot in SCAN_SLOTS}
+            if not all(isinstance(x, dict) for x in (files, project, *scans.values())):
                 raise TypeError
             fp = data.get("fp")
             if (
                 self._bound and fp != self.fingerprint
             ):  # another fingerprint's results: only the scans are kept
                 fp, files, project = self.fingerprint, {}, {}
-            self._index = {"fp": fp, "files": files, "project": project, "scan": scan, "config": config}
+            self._index = {"fp": fp, "files": files, "project": project, **scans}
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self.invalid += 1
         return self._index

@@ -9,16 +9,15 @@ profile of the generation (:data:`BUILTIN_PROFILES`), answered from its own tabl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from npu_lint.core.safeio import read_regular
+from npu_lint.veomni import scanstore
 from npu_lint.veomni.catalog import BUILTIN_ROWS, OpRow, catalog_rows
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.layout import SKIP_DIRS, find_model_packages, layouts_of
@@ -372,69 +371,47 @@ _INTERESTING_DEF = re.compile(
 )
 
 
-_SCAN_STORE: list[Any] = []  # the run's cache index (``get_scan``/``put_scan``), when the front end has one
-_RACY_NS = 2_000_000_000  # a file modified this recently may change again unseen within its mtime granularity
-
-
-def use_scan_store(store: Any) -> None:
-    """Keep ``scan_definitions``' result in ``store`` (an object with ``get_scan(key)`` and
-    ``put_scan(key, value)``: the cache index), keyed by the stat keys of the files scanned; None: no store."""
-    _SCAN_STORE[:] = [store] if store is not None else []
-
-
 def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
     """name -> modules whose top level defines it (def / class / assignment), for the names a profile
     needs; files are pre-filtered by a byte scan, then read with ``ast`` through ``index``. With a store
-    (``use_scan_store``) the result is reused while no file's stat key (size, mtime, ctime, inode) changed."""
-    found: dict[str, list[str]] = {}
+    (``scanstore.use_store``) the result is reused while no file's stat key (size, mtime, ctime, inode) changed."""
     base = root / "veomni"
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
         files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
-    store = _SCAN_STORE[0] if _SCAN_STORE else None
-    key = None
-    if store is not None:
-        h = hashlib.sha256(str(root).encode())
-        newest = 0
+
+    def compute() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
         for path in files:
             try:
-                st = os.stat(path)
+                data = read_regular(path)[0]
             except OSError:
-                h.update(f"\0{path}:-".encode())
                 continue
-            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-            h.update(f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
-        key = h.hexdigest()
-        hit = store.get_scan(key)
+            if not _INTERESTING_DEF.search(data):
+                continue
+            rel = path.relative_to(root).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            module = ".".join(parts)
+            info = index.info(module)
+            if info is None:
+                continue
+            for name in sorted(info.local):
+                if _interesting(name):
+                    found.setdefault(name, []).append(module)
+        return found
+
+    def decode(hit: Any) -> dict[str, list[str]] | None:
         if isinstance(hit, dict) and all(
             isinstance(k, str) and isinstance(v, list) and all(isinstance(m, str) for m in v)
             for k, v in hit.items()
         ):
             return {k: list(v) for k, v in hit.items()}
-        if newest >= time.time_ns() - _RACY_NS:
-            key = None  # racily clean: not stored
-    for path in files:
-        try:
-            data = read_regular(path)[0]
-        except OSError:
-            continue
-        if not _INTERESTING_DEF.search(data):
-            continue
-        rel = path.relative_to(root).with_suffix("")
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        module = ".".join(parts)
-        info = index.info(module)
-        if info is None:
-            continue
-        for name in sorted(info.local):
-            if _interesting(name):
-                found.setdefault(name, []).append(module)
-    if store is not None and key is not None:
-        store.put_scan(key, found)
-    return found
+        return None
+
+    return scanstore.stored("scan", root, files, compute, lambda found: found, decode)
 
 
 def _ancestors(module: str) -> list[str]:
@@ -549,21 +526,6 @@ _ATTENTION_MARK = b"ALL_ATTENTION_FUNCTIONS.register("
 ConfigFields = tuple[tuple[str, ...], str | None, tuple[str, ...], str | None]
 
 
-def _stat_key(root: Path, files: list[Path]) -> tuple[str, int]:
-    """A key over the stat keys (size, mtime, ctime, inode) of ``files``, and the newest of their times."""
-    h = hashlib.sha256(str(root).encode())
-    newest = 0
-    for path in files:
-        try:
-            st = os.stat(path)
-        except OSError:
-            h.update(f"\0{path}:-".encode())
-            continue
-        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-        h.update(f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
-    return h.hexdigest(), newest
-
-
 def _valid_config_fields(value: Any) -> bool:
     def names(x: Any) -> bool:
         return isinstance(x, list) and all(isinstance(n, str) for n in x)
@@ -584,7 +546,7 @@ def _valid_config_fields(value: Any) -> bool:
 def read_config_fields(root: Path) -> ConfigFields:
     """(ops-config fields, their module, attention implementations registered through
     ``ALL_ATTENTION_FUNCTIONS``, their module) of a tree, read statically: the class (under ``veomni/``) that
-    declares the most ``*_implementation`` fields is the ops config. With a store (``use_scan_store``) the
+    declares the most ``*_implementation`` fields is the ops config. With a store (``scanstore.use_store``) the
     result is reused while no file's stat key changed (a warm run parsed about 20 files for it)."""
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root / "veomni"):
@@ -592,17 +554,14 @@ def read_config_fields(root: Path) -> ConfigFields:
             d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".") and d != "models"
         )
         files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
-    store = _SCAN_STORE[0] if _SCAN_STORE else None
-    if store is None:
-        return _read_config_fields(root, files)
-    key, newest = _stat_key(root, files)
-    hit = store.get_scan(key, "config")
-    if _valid_config_fields(hit):
-        return tuple(hit[0]), hit[1], tuple(hit[2]), hit[3]
-    found = _read_config_fields(root, files)
-    if newest < time.time_ns() - _RACY_NS:  # racily clean: not stored
-        store.put_scan(key, [list(found[0]), found[1], list(found[2]), found[3]], "config")
-    return found
+    return scanstore.stored(
+        "config",
+        root,
+        files,
+        lambda: _read_config_fields(root, files),
+        lambda found: [list(found[0]), found[1], list(found[2]), found[3]],
+        lambda hit: (tuple(hit[0]), hit[1], tuple(hit[2]), hit[3]) if _valid_config_fields(hit) else None,
+    )
 
 
 def _read_config_fields(root: Path, files: list[Path]) -> ConfigFields:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from npu_lint.core.astutil import str_value
 from npu_lint.core.safeio import read_regular
+from npu_lint.veomni import scanstore
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
 
 REGISTER_CALLS = ("register_op", "register_kernel")
@@ -250,23 +251,44 @@ def registry_dirs(root: Path) -> list[Path]:
 
 
 def read_registry(root: Path) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]:
-    """(registered rows, KernelSpec rows, {"op/variant/impl": "file:line"}) of a whole tree."""
-    registered: set[OpRow] = set()
-    slots: set[OpRow] = set()
-    sources: dict[str, str] = {}
+    """(registered rows, KernelSpec rows, {"op/variant/impl": "file:line"}) of a whole tree; with a store
+    (``scanstore.use_store``) reused while no registration module's stat key changed."""
+    files: list[Path] = []
     for base in registry_dirs(root):
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-            for name in sorted(filenames):
-                if not name.endswith(".py"):
-                    continue
-                path = Path(dirpath) / name
-                ops, slot_rows, where = read_registry_file(path)
-                registered.update(ops)
-                slots.update(slot_rows)
-                for row, line in where:
-                    sources.setdefault("/".join(row.triple), f"{path}:{line}")
-    return tuple(sorted(registered)), tuple(sorted(slots)), sources
+            files.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(".py"))
+
+    def compute() -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]:
+        registered: set[OpRow] = set()
+        slots: set[OpRow] = set()
+        sources: dict[str, str] = {}
+        for path in files:
+            ops, slot_rows, where = read_registry_file(path)
+            registered.update(ops)
+            slots.update(slot_rows)
+            for row, line in where:
+                sources.setdefault("/".join(row.triple), f"{path}:{line}")
+        return tuple(sorted(registered)), tuple(sorted(slots)), sources
+
+    def encode(value: tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]) -> list:
+        rows = [[[r.op, r.variant, r.impl, r.requirement] for r in part] for part in value[:2]]
+        return [*rows, value[2]]
+
+    def decode(hit: list) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]] | None:
+        def rows(part: list) -> tuple[OpRow, ...]:
+            if not all(
+                isinstance(r, list) and len(r) == 4 and all(isinstance(x, str) for x in r) for r in part
+            ):
+                raise TypeError(part)
+            return tuple(OpRow(*r) for r in part)
+
+        registered, slots, sources = hit
+        if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+            return None
+        return rows(registered), rows(slots), dict(sources)
+
+    return scanstore.stored("registry", root, files, compute, encode, decode)
 
 
 _SELECTOR_MARKERS = (b"OpSlot(", b"VeomniOp(", b"VeomniKernel(")
@@ -293,11 +315,14 @@ def read_npu_selections(
     the model packages (their specs and generated NPU copies): what an NPU host binds from the registry. A
     selection of the literal ``"eager"`` implementation needs no NPU row and is left out, as are commented-out
     lines. Paths are relative to ``root`` when given."""
-    out: set[tuple[str, str, str]] = set()
+    files: list[Path] = []
     for package in packages:
         base = Path(package)
-        candidates = [*base.glob("*_npu_patch_gen_config.py"), *base.glob("generated/*_npu.py")]
-        for path in sorted(candidates):
+        files.extend(sorted([*base.glob("*_npu_patch_gen_config.py"), *base.glob("generated/*_npu.py")]))
+
+    def compute() -> tuple[tuple[str, str, str], ...]:
+        out: set[tuple[str, str, str]] = set()
+        for path in files:
             try:
                 data = read_regular(path)[0]
             except OSError:
@@ -319,7 +344,17 @@ def read_npu_selections(
                 line = data.count(b"\n", 0, match.start()) + 1
                 op, variant = match.group(1).decode(), match.group(2).decode()
                 out.add((op, variant, f"{shown}:{line}"))
-    return tuple(sorted(out))
+        return tuple(sorted(out))
+
+    def decode(hit: list) -> tuple[tuple[str, str, str], ...] | None:
+        if not all(isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in hit):
+            return None
+        return tuple(tuple(t) for t in hit)  # type: ignore[misc]
+
+    anchor = root if root is not None else Path(packages[0] if packages else ".")
+    return scanstore.stored(
+        "selections", anchor, files, compute, lambda value: [list(t) for t in value], decode
+    )
 
 
 _REMAP = re.compile(

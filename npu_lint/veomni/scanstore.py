@@ -1,0 +1,73 @@
+"""The project scans' store: results of whole-tree reads (the definitions scan, the ops-config fields, the
+registry rows, the NPU handle selections) kept in the run's cache index and reused while no file they read
+changed its stat key (size, mtime, ctime, inode). The front end hands the index in (``use_store``); without
+one every scan reads its files. A file modified within the racy window (its mtime granularity) makes the
+result not stored: it is read again next run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+RACY_NS = 2_000_000_000  # a file modified this recently may change again unseen within its mtime granularity
+_STORE: list[Any] = []  # the run's cache index (``get_scan``/``put_scan``), when the front end has one
+
+T = TypeVar("T")
+
+
+def use_store(store: Any) -> None:
+    """Keep the scans' results in ``store`` (an object with ``get_scan(key, slot)`` and
+    ``put_scan(key, value, slot)``: the cache index); None: no store."""
+    _STORE[:] = [store] if store is not None else []
+
+
+def current() -> Any:
+    """The store in use, or None."""
+    return _STORE[0] if _STORE else None
+
+
+def stat_key(root: Path, files: list[Path]) -> tuple[str, int]:
+    """A key over the stat keys (size, mtime, ctime, inode) of ``files``, and the newest of their times."""
+    h = hashlib.sha256(str(root).encode())
+    newest = 0
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            h.update(f"\0{path}:-".encode())
+            continue
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+        h.update(f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
+    return h.hexdigest(), newest
+
+
+def stored(
+    slot: str,
+    root: Path,
+    files: list[Path],
+    compute: Callable[[], T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T | None],
+) -> T:
+    """``compute()``, or the value stored under ``slot`` for the same stat keys of ``files`` (``decode``
+    returns None for a value of the wrong shape: computed again). ``encode`` makes the value JSON-ready."""
+    store = current()
+    if store is None:
+        return compute()
+    key, newest = stat_key(root, files)
+    hit = store.get_scan(key, slot)
+    if hit is not None:
+        try:
+            value = decode(hit)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+            value = None
+        if value is not None:
+            return value
+    value = compute()
+    if newest < time.time_ns() - RACY_NS:  # racily clean: not stored
+        store.put_scan(key, encode(value), slot)
+    return value
