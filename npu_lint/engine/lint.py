@@ -77,6 +77,13 @@ def check_source(
         try:
             return _check_source(src, codes, project, fix_mode, share)
         finally:
+            # what the rules keep (a file's tree in the per-file memos, until the next file replaces it) would
+            # be traversed by the young collection the next allocation triggers: 40-90 ms on a 2,500-line
+            # file in the language server, to collect nothing. The objects go straight to the oldest
+            # generation instead (freeze, then unfreeze, both constant time); cyclic garbage among them waits
+            # for the next full collection.
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
