@@ -200,7 +200,7 @@ def test_deleted_files_leave_the_index(tmp_path: Path, monkeypatch: pytest.Monke
 def test_the_registry_and_npu_selections_are_kept_under_their_files_stat_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The registry rows and the NPU handle selections of a tree are read once and kept in the index under
+    """The registry rows, the NPU handle selections and the NPU remaps of a tree are read once and kept in the index under
     their files' stat keys: a warm run reads no registration module and no NPU file; an edited ops module
     is read again and its new row is seen."""
     from npu_lint.engine import Cache
@@ -221,7 +221,11 @@ def test_the_registry_and_npu_selections_are_kept_under_their_files_stat_keys(
         cache = Cache(str(tmp_path / "cache"), "fp")
         scanstore.use_store(cache)
         try:
-            return registry.read_registry(tree), registry.read_npu_selections(packages, tree)
+            return (
+                registry.read_registry(tree),
+                registry.read_npu_selections(packages, tree),
+                registry.read_npu_remaps(packages, tree),
+            )
         finally:
             scanstore.use_store(None)
             cache.flush()
@@ -230,7 +234,12 @@ def test_the_registry_and_npu_selections_are_kept_under_their_files_stat_keys(
     assert first[0][0] or first[0][1]  # rows were found
     assert first[1]  # and NPU selections
     assert any("ops" in p.parts for p in reads) and any(p.name.endswith("_npu.py") for p in reads)
-    uncached = (registry.read_registry(tree), registry.read_npu_selections(packages, tree))
+    assert any(p.name.endswith("_gpu_patch_gen_config.py") for p in reads)  # the remaps' specs
+    uncached = (
+        registry.read_registry(tree),
+        registry.read_npu_selections(packages, tree),
+        registry.read_npu_remaps(packages, tree),
+    )
     assert uncached == first  # the stored value is the computed one
     reads.clear()
     assert load() == first and reads == []  # one index read, no source read

@@ -202,7 +202,7 @@ class Cache:
     def get_scan(self, key: str, slot: str = "scan") -> Any:
         """A value stored by ``put_scan`` under ``key`` (a project scan keyed by its files' stat keys); one
         value per ``slot`` (``SCAN_SLOTS``: the definitions scan, the ops-config fields, the registry rows, the
-        NPU handle selections; ``veomni.scanstore``)."""
+        NPU handle selections and remaps; ``veomni.scanstore``)."""
         entry = self._load_index().get(slot)
         return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
 

@@ -368,9 +368,11 @@ def read_npu_remaps(
     """(resolver, field, npu_as value, "path:line") of every ops-config read in the model packages' patch specs
     that remaps the NPU implementation name (``resolve_op_impl("cross_entropy_loss_implementation",
     npu_as="chunk_loss")``): how the tree itself says a field's NPU name must be read."""
-    out: set[tuple[str, str, str, str]] = set()
-    for package in packages:
-        for path in sorted(Path(package).glob("*_patch_gen_config.py")):
+    files = [path for package in packages for path in sorted(Path(package).glob("*_patch_gen_config.py"))]
+
+    def compute() -> tuple[tuple[str, str, str, str], ...]:
+        out: set[tuple[str, str, str, str]] = set()
+        for path in files:
             try:
                 data = read_regular(path)[0]
             except OSError:
@@ -387,4 +389,12 @@ def read_npu_remaps(
                 line = data.count(b"\n", 0, match.start()) + 1
                 resolver, field, value = (g.decode() for g in match.groups())
                 out.add((resolver, field, value, f"{shown}:{line}"))
-    return tuple(sorted(out))
+        return tuple(sorted(out))
+
+    def decode(hit: list) -> tuple[tuple[str, str, str, str], ...] | None:
+        if not all(isinstance(t, list) and len(t) == 4 and all(isinstance(x, str) for x in t) for t in hit):
+            return None
+        return tuple(tuple(t) for t in hit)  # type: ignore[misc]
+
+    anchor = root if root is not None else Path(packages[0] if packages else ".")
+    return scanstore.stored("remaps", anchor, files, compute, lambda value: [list(t) for t in value], decode)
