@@ -39,6 +39,7 @@ SCAN_SLOTS = (
     "config",
     "registry",
     "selections",
+    "remaps",
 )  # the project scans kept in the index (veomni.scanstore)
 _KEY: list[bytes] = []
 
