@@ -548,6 +548,18 @@ class NpuLintServer(LanguageServer):
                 ]
         return result.with_fixes
 
+    async def diagnostics_with_fixes_off_loop(self, uri: str, result: LintResult) -> list[Diagnostic]:
+        """``diagnostics_with_fixes``; for a long document (``long_lint``) the fix-mode lint runs in a forked
+        child (``lsp.longwork``), so a quick fix on a large buffer does not stop the server answering others."""
+        if result.with_fixes is not None or not self.long_lint(uri, result.text):
+            return self.diagnostics_with_fixes(result)
+        if not any(d.fix is not None and d.fix.deferred for d in result.diagnostics):
+            return self.diagnostics_with_fixes(result)
+        built = await self.long_work.run(lambda: self.diagnostics_with_fixes(result))
+        if result.with_fixes is None:
+            result.with_fixes = built
+        return built
+
     def fix_all(self, result: LintResult, unsafe: bool) -> tuple[str, list[CreateFile]]:
         """Every applicable fix of the document, project-rule fixes (NPU501/502/504/505) included: the same
         orchestration as `npu-lint --fix` (``engine.fix_tree``), on the buffer's text, writing nothing."""
@@ -957,7 +969,8 @@ def create_server() -> NpuLintServer:
                 return []
             fix_all = await ls.fix_all_code_action(uri, text, version, ls.settings.unsafe_fixes)
             return [fix_all] if fix_all is not None else []
-        result = ls.lint(uri, text, version)  # fixes always apply to the buffer as it is now
+        # fixes always apply to the buffer as it is now; a long document is linted off the event loop
+        result = await ls.lint_off_loop(uri, text, version)
         codec = ls.workspace.position_codec
         ctx = ActionContext(uri, version, result.src, codec, result.diagnostics, ls.can_create_files)
         actions: list[types.CodeAction] = []
@@ -984,7 +997,7 @@ def create_server() -> NpuLintServer:
                     chosen.append(index)
             diags = result.diagnostics
             if any(diags[i].fix is not None and diags[i].fix.deferred for i in chosen):
-                diags = ls.diagnostics_with_fixes(result)
+                diags = await ls.diagnostics_with_fixes_off_loop(uri, result)
             actions.extend(
                 diagnostic_actions(ctx, [diags[i] for i in chosen], ls.settings.show_disable_action)
             )

@@ -109,3 +109,35 @@ async def test_pull_diagnostics_of_a_huge_buffer_do_not_block(
     assert not big_report.done(), "the small document's diagnostics waited for the big one's lint"
     assert len(small_report.items) == 1
     assert len((await asyncio.wait_for(big_report, GENEROUS)).items) == N
+
+
+async def test_a_quick_fix_on_a_long_changed_document_does_not_block_the_server(
+    push_client: LanguageClient, project: Path
+) -> None:
+    """The quick fixes of a long document whose text changed since its last lint: that lint runs in a forked
+    child like the published one, and another document's quick fix is answered meanwhile."""
+    big = open_document(push_client, project / "big.py", BIG)
+    await wait_diagnostics(push_client, big, lambda d: len(d) == N, timeout=GENEROUS)
+    small = open_document(push_client, project / "small.py", SMALL)
+    diags = list(await wait_diagnostics(push_client, small, lambda d: len(d) == 1, timeout=GENEROUS))
+    replace_text(push_client, big, BIG.replace("def f(x):", "def f(x, y=None):"), 2)
+    big_diag = types.Diagnostic(
+        range=types.Range(types.Position(4, 8), types.Position(4, 16)),
+        message="",
+        code="NPU101",
+        source="npu-lint",
+    )
+    start = time.perf_counter()
+    on_big = asyncio.ensure_future(
+        _code_actions(push_client, big, [types.CodeActionKind.QuickFix], [big_diag])
+    )
+    await asyncio.sleep(0)  # the big document's request is sent first
+    quick = await asyncio.wait_for(
+        _code_actions(push_client, small, [types.CodeActionKind.QuickFix], diags), GENEROUS
+    )
+    answered = time.perf_counter() - start
+    assert not on_big.done(), "the small document's quick fix waited for the long document's lint"
+    assert any(a.is_preferred for a in quick)
+    actions = await asyncio.wait_for(on_big, GENEROUS)
+    assert any(a.is_preferred for a in actions)  # the changed text's fix, at the line asked about
+    print(f"\nanother document's quick fix answered after {answered:.2f} s")
