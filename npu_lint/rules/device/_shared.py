@@ -122,6 +122,22 @@ def cuda_string(node: ast.AST | None) -> str | None:
     return None
 
 
+def _cuda_prefix(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda:")
+
+
+def built_cuda_device(node: ast.AST | None) -> bool:
+    """A device name built at run time on CUDA's: ``f"cuda:{rank}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``,
+    ``"cuda:{}".format(i)``. A plain ``"cuda"``/``"cuda:N"`` constant is ``cuda_string``'s."""
+    if isinstance(node, ast.JoinedStr):
+        return len(node.values) > 1 and _cuda_prefix(node.values[0])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return _cuda_prefix(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _cuda_prefix(node.func.value)
+    return False
+
+
 def is_nccl(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "nccl"
 

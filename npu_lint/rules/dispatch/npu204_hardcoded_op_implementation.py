@@ -203,6 +203,10 @@ class HardcodedOpImplementation(Rule):
         if len(bindings) != 1 or bindings[0].value is None:
             return
         value = bindings[0].value
+        if self._environment_read(value) is not None:
+            fields = op_fields(op, self.ctx.project.api)
+            self._report_environment(op, value, self._environment_read(value), fields, name)  # type: ignore[arg-type]
+            return
         branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
         literals = [str_value(b) for b in branches]
         if any(lit is None for lit in literals):
@@ -225,6 +229,77 @@ class HardcodedOpImplementation(Rule):
             '"eager" is the only literal allowed',
         )
 
+    def _environment_read(self, node: ast.expr) -> ast.Call | ast.Subscript | None:
+        """``os.environ.get(K[, D])`` / ``os.getenv(K[, D])`` / ``os.environ[K]`` / ``os.environ.setdefault(...)``,
+        possibly normalised (``.lower()``, ``.strip()``, ``str(...)``): an implementation chosen by the process
+        environment."""
+        ctx = self.ctx
+        while True:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("lower", "strip", "upper", "casefold")
+            ):
+                node = node.func.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "str"
+                and node.args
+            ):
+                node = node.args[0]
+            else:
+                break
+        if isinstance(node, ast.Subscript):
+            return node if ctx.qualname(node.value) == "os.environ" else None
+        if isinstance(node, ast.Call):
+            qual = ctx.qualname(node.func) or ""
+            if qual == "os.getenv":
+                return node
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "setdefault", "pop")
+                and ctx.qualname(node.func.value) == "os.environ"
+            ):
+                return node
+        return None
+
+    def _report_environment(
+        self, op: str, impl: ast.expr, env: ast.Call | ast.Subscript, fields: list[str], at: ast.expr
+    ) -> None:
+        ctx = self.ctx
+        api = ctx.project.api
+        resolver, module = api.resolver, api.resolver_module
+        args = env.args if isinstance(env, ast.Call) else [env.slice]
+        variable = str_value(args[0]) if args else None
+        default = str_value(args[1]) if isinstance(env, ast.Call) and len(args) > 1 else None
+        var = f"`{variable}`" if variable else f"`{ctx.source.segment(env)}`"
+        where = (
+            f'`{resolver}("{fields[0]}")`'
+            if len(fields) == 1 and resolver
+            else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+        )
+        tail = ""
+        if default is not None and default != "eager":
+            tail = f'; its default "{default}" is bound on every device where the variable is unset'
+        fix = None
+        if len(fields) == 1 and op != "attention" and resolver and module and at is impl:
+            edits = [ctx.replace(impl, f'{resolver}("{fields[0]}")')]
+            if resolver not in ctx.imports:
+                edits.extend(ctx.import_edits(module, resolver))
+            fix = make_fix(
+                f'Read the implementation from the ops config: `{resolver}("{fields[0]}")`',
+                edits,
+                Applicability.UNSAFE,
+                f"the implementation then follows the ops config instead of the environment variable {var}",
+            )
+        self.report(
+            at,
+            f"op `{op}` takes its implementation from the environment variable {var}, outside the ops config "
+            f"(which selects and validates the row per device){tail}: take it from the ops config ({where})",
+            fix,
+        )
+
     def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
         ctx = self.ctx
         fields = op_fields(op, ctx.project.api)
@@ -238,6 +313,10 @@ class HardcodedOpImplementation(Rule):
                 self._check(call, op, value, value, depth + 1)
                 return
             self._module_constant(op, impl)
+            return
+        env = self._environment_read(impl)
+        if env is not None:
+            self._report_environment(op, impl, env, fields, at if depth == 0 else impl)
             return
         literal = str_value(impl)
         if literal is not None:

@@ -1,0 +1,20 @@
+"""Sequence-parallel communication of the example tree: gather the sequence shards of every rank."""
+
+import torch
+import torch.distributed as dist
+
+
+class GatherSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, group, local, dim):
+        ctx.group, ctx.dim = group, dim
+        ctx.rank = dist.get_rank(group)
+        shards = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(shards, local.contiguous(), group=group)
+        return torch.cat(shards, dim=dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # NPU606: every rank used the gathered sequence; without an all_reduce the other ranks' gradients are lost
+        world = dist.get_world_size(ctx.group)
+        return None, grad.chunk(world, dim=ctx.dim)[ctx.rank].contiguous(), None
