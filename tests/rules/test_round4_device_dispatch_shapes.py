@@ -319,3 +319,50 @@ def test_npu606_quiet_when_the_adjoint_is_applied_or_nothing_is_communicated() -
             return grad, None
     """
     assert _lint(code, ["NPU606"], path=DIST) == []
+
+
+# -- NPU607 -------------------------------------------------------------------------------------------
+
+
+def test_npu607_rank_slice_along_the_sequence_returned_with_contiguous() -> None:
+    code = """
+    import torch.distributed as dist
+
+
+    class ToySequenceSharder:
+        def __init__(self, group):
+            self.group = group
+
+        def local_part(self, hidden_states):
+            rank = dist.get_rank(self.group)
+            return hidden_states.split(hidden_states.size(1) // dist.get_world_size(self.group), dim=1)[rank].contiguous()
+
+        def local_rows(self, table):
+            rank = dist.get_rank(self.group)
+            return table.split(8)[rank].contiguous()
+
+        def local_copy(self, hidden_states):
+            rank = dist.get_rank(self.group)
+            return hidden_states.split(8, dim=1)[rank].clone()
+    """
+    diags = _lint(code, ["NPU607"], path=DIST)
+    assert [d.line for d in diags] == [10]  # not the rows (dimension 0) nor the clone
+
+
+def test_npu607_split_along_the_sequence_and_a_local() -> None:
+    code = """
+    import torch.distributed as dist
+
+
+    def local_part(hidden_states, group):
+        my_rank = dist.get_rank(group)
+        part = hidden_states.split(8, dim=1)[my_rank].contiguous()
+        return part
+
+
+    def local_rows(table, group):
+        return table.split(8)[dist.get_rank(group)].contiguous()
+    """
+    diags = _lint(code, ["NPU607"], path=DIST)
+    assert [d.line for d in diags] == [6]
+    assert diags[0].fix is not None and diags[0].fix.edits[0].content == ".clone()"

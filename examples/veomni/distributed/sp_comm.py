@@ -18,3 +18,10 @@ class GatherSequence(torch.autograd.Function):
         # NPU606: every rank used the gathered sequence; without an all_reduce the other ranks' gradients are lost
         world = dist.get_world_size(ctx.group)
         return None, grad.chunk(world, dim=ctx.dim)[ctx.rank].contiguous(), None
+
+
+def shard_sequence(hidden_states, dim, group):
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    chunk = hidden_states.size(dim) // world
+    # NPU607: a view of the whole sequence whenever the slice is already contiguous; `.clone()` owns its storage
+    return hidden_states.narrow(dim, rank * chunk, chunk).contiguous()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.distributed._shared import rank_slice
 
 # what a collective does to the tensor it is given, read from its name
 _GATHER = {"all_gather", "all_gather_into_tensor", "_all_gather_base"}
@@ -77,53 +78,6 @@ def _is_function_class(cls: ast.ClassDef) -> bool:
 
 def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
     return {s.name: s for s in cls.body if isinstance(s, ast.FunctionDef)}
-
-
-def _mentions_rank(node: ast.AST) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and "rank" in sub.id.lower():
-            return True
-        if isinstance(sub, ast.Attribute) and "rank" in sub.attr.lower():
-            return True
-    return False
-
-
-def _rank_slice(func: ast.AST) -> ast.AST | None:
-    """Where ``func`` keeps only this rank's part of a tensor: ``x.split(n, dim)[rank]``, ``x.chunk(k)[rank]``,
-    ``x.narrow(dim, rank * n, n)``, ``x[..., rank * n : (rank + 1) * n]``, ``x[tuple(slc)]`` with ``slc`` built
-    from the rank."""
-    rank_names: set[str] = set()
-    for sub in ast.walk(func):
-        if isinstance(sub, (ast.Assign, ast.AugAssign)) and _mentions_rank(sub.value):
-            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        rank_names.add(name.id)
-
-    def ranked(node: ast.AST) -> bool:
-        return _mentions_rank(node) or any(
-            isinstance(sub, ast.Name) and sub.id in rank_names for sub in ast.walk(node)
-        )
-
-    for sub in ast.walk(func):
-        if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load) and ranked(sub.slice):
-            value = sub.value
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-                if value.func.attr in ("split", "chunk", "tensor_split", "unbind"):
-                    return sub
-            elif isinstance(sub.slice, (ast.Slice, ast.Tuple, ast.Call, ast.Name)):
-                if isinstance(sub.slice, ast.Name) and sub.slice.id not in rank_names:
-                    continue
-                return sub
-        if (
-            isinstance(sub, ast.Call)
-            and isinstance(sub.func, ast.Attribute)
-            and sub.func.attr == "narrow"
-            and any(ranked(a) for a in sub.args[1:])
-        ):
-            return sub
-    return None
 
 
 class AutogradCollectiveAdjoint(Rule):
@@ -321,7 +275,7 @@ class AutogradCollectiveAdjoint(Rule):
                 "all-gather the gradient: every rank's input contributed to every shard",
                 back,
             )
-        elif not ahead and not back and _rank_slice(forward) is not None:
+        elif not ahead and not back and rank_slice(forward) is not None:
             wanted = (
                 "keeps only this rank's slice of its input",
                 "all-gather the gradient (the other ranks' slices have gradients too; here they stay zero)",
