@@ -366,3 +366,39 @@ def test_npu607_split_along_the_sequence_and_a_local() -> None:
     diags = _lint(code, ["NPU607"], path=DIST)
     assert [d.line for d in diags] == [6]
     assert diags[0].fix is not None and diags[0].fix.edits[0].content == ".clone()"
+
+
+# -- NPU608 -------------------------------------------------------------------------------------------
+
+
+def test_npu608_root_gets_the_layers_keywords_through_update_or_setdefault() -> None:
+    code = """
+    from torch.distributed.fsdp import fully_shard
+
+
+    def shard_vlm(vlm, mesh, free_after_forward):
+        common = {"mesh": mesh}
+        common.update(reshard_after_forward=free_after_forward)
+        fully_shard(vlm.visual, **common)
+        for block in vlm.language_model.layers:
+            fully_shard(block, **common)
+        fully_shard(vlm, **common)
+
+
+    def shard_lm(lm, mesh):
+        opts = {"mesh": mesh}
+        opts.setdefault("reshard_after_forward", True)
+        fully_shard(lm)  # a root alone: nothing sharded before it
+        for block in lm.layers:
+            fully_shard(block, **opts)
+        fully_shard(lm, reshard_after_forward=False, **{k: v for k, v in opts.items() if k != "mesh"})
+
+
+    def shard_plain(model, mesh):
+        for block in model.layers:
+            fully_shard(block, mesh=mesh, reshard_after_forward=True)
+        fully_shard(model, mesh=mesh)
+    """
+    diags = _lint(code, ["NPU608"], path="veomni/distributed/toy_fsdp.py")
+    assert [d.line for d in diags] == [10]
+    assert "through `**common`" in diags[0].message
