@@ -41,6 +41,17 @@ def test_npu102_device_names_built_on_cuda_in_every_device_position() -> None:
     assert all("builds a CUDA device name" in d.message for d in diags)
 
 
+def test_npu102_device_name_concatenated_from_cuda_and_its_fix() -> None:
+    code = """
+    def place(model, rank):
+        model.to("cuda" + ":" + str(rank))
+    """
+    diags = _lint(code, ["NPU102"])
+    assert [d.line for d in diags] == [2]
+    fix = diags[0].fix
+    assert fix is not None and any(e.content == "get_device_type()" for e in fix.edits)
+
+
 def test_npu102_cuda_passed_positionally_to_a_helper_through_a_spec() -> None:
     code = """
     from veomni.patchgen.patch_spec import PatchConfig
@@ -402,3 +413,38 @@ def test_npu608_root_gets_the_layers_keywords_through_update_or_setdefault() -> 
     diags = _lint(code, ["NPU608"], path="veomni/distributed/toy_fsdp.py")
     assert [d.line for d in diags] == [10]
     assert "through `**common`" in diags[0].message
+
+
+# -- NPU106 -------------------------------------------------------------------------------------------
+
+
+def test_npu106_cpu_materialisation_through_a_helper_without_a_buffer_move() -> None:
+    code = """
+    from veomni.utils.device import get_device_type
+
+
+    def _empty_on(module, device):
+        module.to_empty(device=device)
+
+
+    def build(model, args):
+        where = get_device_type() if not args.offload else "cpu"
+        _empty_on(model, where)
+        load_weights(model, args.path, where)
+        return model
+
+
+    def build_moved(model, args):
+        where = get_device_type() if not args.offload else "cpu"
+        _empty_on(model, where)
+        model.to(get_device_type())
+        return model
+
+
+    def build_on_accelerator(model):
+        model.to_empty(device=get_device_type())
+        return model
+    """
+    diags = _lint(code, ["NPU106"], path="veomni/distributed/toy_build.py")
+    assert [d.line for d in diags] == [11]  # the statement after the materialisation
+    assert "`model` is materialised on `where`" in diags[0].message

@@ -132,7 +132,12 @@ def built_cuda_device(node: ast.AST | None) -> bool:
     if isinstance(node, ast.JoinedStr):
         return len(node.values) > 1 and _cuda_prefix(node.values[0])
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
-        return _cuda_prefix(node.left)
+        left = node.left
+        if isinstance(node.op, ast.Add) and isinstance(left, ast.Constant) and left.value == "cuda":
+            return True  # "cuda" + ":" + str(i)
+        if isinstance(left, ast.BinOp):
+            return built_cuda_device(left)  # "cuda:" + str(i) + ...
+        return _cuda_prefix(left)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
         return _cuda_prefix(node.func.value)
     return False

@@ -706,13 +706,13 @@ class HardcodedCudaDevice(Rule):
                 )
         elif edits is not None and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left = node.left
+            while isinstance(left, ast.BinOp):
+                left = left.left
             assert isinstance(left, ast.Constant)
             rest = left.value[len("cuda") :]
             quoted = f'"{rest}"' if '"' not in rest and "\\" not in rest else repr(rest)
-            fix = make_fix(
-                "Build the name on `get_device_type()`",
-                [*edits, ctx.replace(left, f"get_device_type() + {quoted}")],
-            )
+            text = f"get_device_type() + {quoted}" if rest else "get_device_type()"
+            fix = make_fix("Build the name on `get_device_type()`", [*edits, ctx.replace(left, text)])
         self.report(
             node,
             f"`{shown}` ({what}) builds a CUDA device name, which does not exist on an Ascend host; build it on "
