@@ -448,3 +448,38 @@ def test_npu106_cpu_materialisation_through_a_helper_without_a_buffer_move() -> 
     diags = _lint(code, ["NPU106"], path="veomni/distributed/toy_build.py")
     assert [d.line for d in diags] == [11]  # the statement after the materialisation
     assert "`model` is materialised on `where`" in diags[0].message
+
+
+# -- NPU211 -------------------------------------------------------------------------------------------
+
+
+def test_npu211_required_table_checked_against_the_trees_kernelspec_rows() -> None:
+    from npu_lint.veomni.catalog import ANY, GPU, NPU, OpRow
+
+    slot_rows = (
+        OpRow("rotary_pos_emb", "full", "npu", NPU),
+        OpRow("rotary_pos_emb", "full", "liger_kernel", GPU),
+        OpRow("cross_entropy_loss", "causal", "chunk_loss", ANY),
+        OpRow("cross_entropy_loss", "causal", "npu", NPU),
+    )
+    project = Project(root="/x", generation=OP_SLOT, slot_rows=slot_rows)
+    code = """
+    from typing import Dict
+
+    ASCEND_FALLBACKS: Dict[str, str] = {
+        "rotary_pos_emb_implementation": "npu",
+        "cross_entropy_loss_implementation": "chunk_loss",
+    }
+    ASCEND_OK = {"cross_entropy_loss_implementation": ("chunk_loss", "npu")}
+    NPU_ONLY_REQUIRED: Dict[str, frozenset] = {
+        "cross_entropy_loss_implementation": frozenset({"npu"}),
+    }
+    """
+    diags = _lint(code, ["NPU211"], path="veomni/arguments/toy_args.py", project=project)
+    assert diags == []  # the tables' names do not say NPU: ASCEND_* are not read
+    code = code.replace("ASCEND_FALLBACKS", "NPU_FALLBACKS").replace("ASCEND_OK", "NPU_OK")
+    diags = _lint(code, ["NPU211"], path="veomni/arguments/toy_args.py", project=project)
+    assert [d.line for d in diags] == [8]
+    assert '`rotary_pos_emb_implementation`: "npu" (selected by `NPU_FALLBACKS`)' in diags[0].message
+    assert "chunk_loss" not in diags[0].message  # registered for any device: not NPU-only
+    assert "the tree's KernelSpec rows" in diags[0].message
