@@ -613,6 +613,8 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
     if isinstance(test, ast.Attribute) and test.attr in GUARD_ATTRS:
         # `use_non_eager_impl` is VeOmni's own word; `is_bound` / `use_eager_impl` need a known handle
         return f"`.{test.attr}`", test.value, test.attr != "use_non_eager_impl"
+    if isinstance(test, ast.Attribute) and not _seen:  # `if self.veomni_mlp:`: the handle's existence
+        return f"`{ctx.source.segment(test)}` (a test of whether the handle exists)", test, True
     if (
         isinstance(test, ast.Call)
         and call_name(test) == "bound_kernel"
@@ -632,6 +634,12 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
             if isinstance(left, ast.Call) and call_name(left) == "bound_kernel":
                 return "`.bound_kernel()`", left.func.value, False  # type: ignore[union-attr]
             held = _presence_receiver(left, getattr_only=False)
+            if held is None and isinstance(
+                left, ast.Name
+            ):  # op = getattr(self, "veomni_x", None); if op is None
+                bound = local_value(ctx, left)
+                if isinstance(bound, (ast.Call, ast.Attribute)):
+                    held = _presence_receiver(bound, getattr_only=False)
             if held is not None:  # getattr(self, "veomni_mlp", None) is None / self.veomni_mlp is not None
                 return f"`{ctx.source.segment(test)}` (a test of whether the handle exists)", held, True
             return None

@@ -483,3 +483,76 @@ def test_npu211_required_table_checked_against_the_trees_kernelspec_rows() -> No
     assert '`rotary_pos_emb_implementation`: "npu" (selected by `NPU_FALLBACKS`)' in diags[0].message
     assert "chunk_loss" not in diags[0].message  # registered for any device: not NPU-only
     assert "the tree's KernelSpec rows" in diags[0].message
+
+
+def test_npu204_opslot_bound_from_the_environment_or_a_literal_in_model_code() -> None:
+    code = """
+    import os
+
+    from veomni.ops.dispatch import OpSlot
+
+    toy_norm = OpSlot("rms_norm", "standard")
+    toy_moe = OpSlot("moe_experts", "standard")
+
+
+    def toy_model_init(self, config):
+        toy_norm.bind("liger_kernel")
+        choice = os.getenv("TOY_MOE_IMPL", "triton")
+        toy_moe.bind(choice)
+        toy_norm.bind("eager")
+        self.other.bind("liger_kernel")
+    """
+    diags = _lint(code, ["NPU204"], project=_SLOT_TREE)
+    assert [d.line for d in diags] == [10, 12]
+    assert 'hard-coded implementation "liger_kernel" bound to the OpSlot `toy_norm`' in diags[0].message
+    assert "`TOY_MOE_IMPL`" in diags[1].message
+
+
+def test_npu203_handle_truthiness_and_a_local_getattr() -> None:
+    code = """
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyRope(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.veomni_rope = VeomniOp("rope", "full", config.ops_config.rotary_pos_emb_implementation)
+
+        def forward(self, q, k, cos, sin):
+            if not self.veomni_rope:
+                return toy_rotate(q, cos, sin), toy_rotate(k, cos, sin)
+            return self.veomni_rope(q, k, cos, sin)
+
+        def apply(self, q, k, cos, sin):
+            rope = getattr(self, "veomni_rope", None)
+            if rope is None:
+                return q, k
+            return rope(q, k, cos, sin)
+
+        def other(self, x):
+            if self.training:
+                return x
+            return x * 2
+    """
+    diags = _lint(code, ["NPU203"], project=_OP_TREE)
+    assert [d.line for d in diags] == [11, 17]
+
+
+def test_npu102_device_in_a_mapping_entry_and_returned_by_a_device_function() -> None:
+    code = """
+    def _infer_device(rank):
+        return f"cuda:{rank}"
+
+
+    def build(model, rank):
+        loader_kwargs = {"device_map": "cuda", "dtype": "bfloat16", "name": "cuda"}
+        return model.load(**loader_kwargs)
+
+
+    def describe():
+        return "cuda"
+    """
+    diags = _lint(code, ["NPU102"])
+    assert [d.line for d in diags] == [2, 6]
+    assert "returned by `_infer_device()`" in diags[0].message and '`"device_map"` entry' in diags[1].message

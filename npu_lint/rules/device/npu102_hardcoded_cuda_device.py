@@ -614,6 +614,8 @@ class HardcodedCudaDevice(Rule):
         ast.Lambda,
         ast.Assign,
         ast.AnnAssign,
+        ast.Dict,
+        ast.Return,
     )
 
     def __init__(self, ctx: Context) -> None:
@@ -730,6 +732,26 @@ class HardcodedCudaDevice(Rule):
             self._visit_compare(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             self._visit_defaults(node.args, node)
+        elif typ is ast.Dict:
+            for key, value in zip(node.keys, node.values, strict=False):  # type: ignore[attr-defined]
+                name = str_value(key) if key is not None else None
+                if (
+                    name is not None
+                    and is_device_name(name)
+                    and (cuda_string(value) or built_cuda_device(value))
+                ):
+                    self._report_device(value, f'`"{name}"` entry')
+        elif typ is ast.Return:
+            value = node.value  # type: ignore[attr-defined]
+            func = self.ctx.function
+            if (
+                value is not None
+                and func is not None
+                and not isinstance(func, ast.Lambda)
+                and is_device_name(func.name)
+                and (cuda_string(value) or built_cuda_device(value))
+            ):
+                self._report_device(value, f"returned by `{func.name}()`")
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or len(targets) != 1:

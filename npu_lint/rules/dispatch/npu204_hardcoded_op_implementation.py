@@ -15,7 +15,9 @@ from npu_lint.rules._handles import (
     field_of,
     impl_argument,
     local_value,
+    module_handle_names,
     op_fields,
+    post_import_blocks,
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -135,7 +137,7 @@ class HardcodedOpImplementation(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)):
+        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)) and ".bind(" not in text:
             self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), ...) are checked
 
     def visit(self, node: ast.AST) -> None:
@@ -143,6 +145,9 @@ class HardcodedOpImplementation(Rule):
         name = call_name(node)
         if name in IMPL_RESOLVERS:
             self._unmapped_npu_name(node, name)
+            return
+        if name == "bind":
+            self._slot_binding(node)
             return
         if name not in _CHECKED:
             return
@@ -227,6 +232,45 @@ class HardcodedOpImplementation(Rule):
             f"hard-coded implementation {shown} for op `{op}` through the module constant `{name.id}` (line "
             f"{bindings[0].lineno}): take it from the ops config ({where}) in the owning class's `__init__`; "
             '"eager" is the only literal allowed',
+        )
+
+    def _slot_binding(self, call: ast.Call) -> None:
+        """``veomni_rms_norm.bind("liger_kernel")`` / ``.bind(os.environ.get(...))`` on a module-global OpSlot:
+        the OpSlot generation's binding, chosen in model code instead of from the ops config."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and call.args):
+            return
+        slot = func.value.id
+        if slot not in module_handle_names(self.ctx):
+            return
+        op = None
+        for body in (self.ctx.tree.body, *(b.tree.body for b in post_import_blocks(self.ctx))):
+            for stmt in body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == slot for t in stmt.targets)
+                    and isinstance(stmt.value, ast.Call)
+                ):
+                    op = str_value(call_arg(stmt.value, 0, "op_name"))
+        if op is None:
+            return
+        impl = call.args[0]
+        if isinstance(impl, ast.Name):
+            value = local_value(self.ctx, impl)
+            impl = value if value is not None else impl
+        env = self._environment_read(impl)
+        fields = op_fields(op, self.ctx.project.api)
+        if env is not None:
+            self._report_environment(op, impl, env, fields, call.args[0])
+            return
+        literal = str_value(impl)
+        if literal is None or literal == "eager":
+            return
+        where = f"the ops-config field `{fields[0]}`" if len(fields) == 1 else "the ops config"
+        self.report(
+            call.args[0],
+            f'hard-coded implementation "{literal}" bound to the OpSlot `{slot}` (op `{op}`): bind it from '
+            f'{where} (the tree\'s ops-config binding); "eager" is the only literal allowed',
         )
 
     def _environment_read(self, node: ast.expr) -> ast.Call | ast.Subscript | None:
