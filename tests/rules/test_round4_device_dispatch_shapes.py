@@ -556,3 +556,40 @@ def test_npu102_device_in_a_mapping_entry_and_returned_by_a_device_function() ->
     diags = _lint(code, ["NPU102"])
     assert [d.line for d in diags] == [2, 6]
     assert "returned by `_infer_device()`" in diags[0].message and '`"device_map"` entry' in diags[1].message
+
+
+# -- NPU609 -------------------------------------------------------------------------------------------
+
+
+def test_npu609_views_handed_to_collectives_directly_and_through_locals() -> None:
+    code = """
+    import torch
+    from torch import distributed as tdist
+
+
+    class HeadExchange:
+        def scatter_heads(self, hidden, out):
+            send = hidden.permute(2, 0, 1, 3)
+            tdist.all_to_all_single(out, send, group=self.group)
+            return out
+
+        def reduce_window(self, grad, out, start, end):
+            tdist.reduce_scatter_tensor(out, grad[:, start:end], group=self.group)
+            return out
+
+        def exchange_list(self, x, outs):
+            tdist.all_to_all(outs, [*x.chunk(4, dim=-1)], group=self.group)
+            tdist.all_to_all(outs, [p.contiguous() for p in x.chunk(4, dim=-1)], group=self.group)
+            tdist.all_to_all(outs, list(x.chunk(4)), group=self.group)
+            return outs
+
+        def receive_into(self, buf):
+            tdist.recv(buf.T, src=0)
+            tdist.all_reduce(buf.narrow(0, 0, 2))
+            return buf
+    """
+    diags = _lint(code, ["NPU609"], path="veomni/distributed/toy_heads.py")
+    assert [d.line for d in diags] == [8, 12, 16, 22]
+    fixes = [d.fix is not None for d in diags]
+    assert fixes == [True, True, False, False]  # a list of pieces and a written buffer get no fix
+    assert "`.permute(...)`" in diags[0].message and "a slice of an inner dimension" in diags[1].message

@@ -25,3 +25,10 @@ def shard_sequence(hidden_states, dim, group):
     chunk = hidden_states.size(dim) // world
     # NPU607: a view of the whole sequence whenever the slice is already contiguous; `.clone()` owns its storage
     return hidden_states.narrow(dim, rank * chunk, chunk).contiguous()
+
+
+def scatter_heads(hidden_states, group, world):
+    outputs = [torch.empty_like(hidden_states.narrow(2, 0, hidden_states.size(2) // world)) for _ in range(world)]
+    # NPU609: the pieces of a split along the head dimension are views with gaps: HCCL rejects them
+    dist.all_to_all(outputs, list(hidden_states.chunk(world, dim=2)), group=group)
+    return torch.cat(outputs, dim=1)
