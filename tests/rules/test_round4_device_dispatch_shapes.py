@@ -593,3 +593,22 @@ def test_npu609_views_handed_to_collectives_directly_and_through_locals() -> Non
     fixes = [d.fix is not None for d in diags]
     assert fixes == [True, True, False, False]  # a list of pieces and a written buffer get no fix
     assert "`.permute(...)`" in diags[0].message and "a slice of an inner dimension" in diags[1].message
+
+
+def test_npu204_configured_implementation_with_a_literal_fallback() -> None:
+    code = """
+    from torch import nn
+    from veomni.ops import VeomniOp
+
+
+    class ToyBlock(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            ops = config.ops_config
+            self.veomni_moe = VeomniOp("moe_experts", "standard", getattr(ops, "moe_implementation", "fused_triton"))
+            self.veomni_norm = VeomniOp("rms_norm", "standard", ops.rms_norm_implementation or "liger_kernel")
+            self.veomni_mlp = VeomniOp("swiglu_mlp", "standard", getattr(ops, "swiglu_mlp_implementation", "eager"))
+    """
+    diags = _lint(code, ["NPU204"], project=_OP_TREE)
+    assert [d.line for d in diags] == [9, 10]
+    assert 'falls back to the hard-coded implementation "fused_triton"' in diags[0].message

@@ -234,6 +234,24 @@ class HardcodedOpImplementation(Rule):
             '"eager" is the only literal allowed',
         )
 
+    @staticmethod
+    def _literal_fallback(impl: ast.expr) -> tuple[ast.expr, str] | None:
+        """``getattr(cfg, "moe_implementation", "fused_quack")``, ``cfg.get("...", "liger_kernel")``,
+        ``cfg.moe_implementation or "fused_triton"``: a configured value with a literal (non-eager) fallback."""
+        default: ast.expr | None = None
+        if isinstance(impl, ast.Call):
+            name = impl.func.attr if isinstance(impl.func, ast.Attribute) else getattr(impl.func, "id", "")
+            if name == "getattr" and len(impl.args) == 3:
+                default = impl.args[2]
+            elif name in ("get", "pop") and isinstance(impl.func, ast.Attribute) and len(impl.args) == 2:
+                default = impl.args[1]
+        elif isinstance(impl, ast.BoolOp) and isinstance(impl.op, ast.Or):
+            default = impl.values[-1]
+        literal = str_value(default) if default is not None else None
+        if default is None or literal is None or literal == "eager":
+            return None
+        return default, literal
+
     def _slot_binding(self, call: ast.Call) -> None:
         """``veomni_rms_norm.bind("liger_kernel")`` / ``.bind(os.environ.get(...))`` on a module-global OpSlot:
         the OpSlot generation's binding, chosen in model code instead of from the ops config."""
@@ -389,6 +407,21 @@ class HardcodedOpImplementation(Rule):
                 f'hard-coded implementation "{literal}" for op `{op}`: take it from the ops config ({where}); '
                 '"eager" is the only literal allowed',
                 fix,
+            )
+            return
+        fallback = self._literal_fallback(impl)
+        if fallback is not None:
+            node, literal = fallback
+            where = (
+                f'`{ctx.project.api.resolver}("{fields[0]}")`'
+                if len(fields) == 1 and ctx.project.api.resolver
+                else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+            )
+            self.report(
+                node,
+                f'op `{op}` falls back to the hard-coded implementation "{literal}" when the config has no value: '
+                f"that row is bound on every device, NPU included; take the implementation from the ops config "
+                f'({where}), whose default is device-aware; "eager" is the only literal allowed',
             )
             return
         found = field_of(impl)
