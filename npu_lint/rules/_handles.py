@@ -613,12 +613,17 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
     if isinstance(test, ast.Attribute) and test.attr in GUARD_ATTRS:
         # `use_non_eager_impl` is VeOmni's own word; `is_bound` / `use_eager_impl` need a known handle
         return f"`.{test.attr}`", test.value, test.attr != "use_non_eager_impl"
+    if isinstance(test, ast.Attribute) and not _seen:  # `if self.veomni_mlp:`: the handle's existence
+        return f"`{ctx.source.segment(test)}` (a test of whether the handle exists)", test, True
     if (
         isinstance(test, ast.Call)
         and call_name(test) == "bound_kernel"
         and isinstance(test.func, ast.Attribute)
     ):
         return "`.bound_kernel()`", test.func.value, False
+    presence = _presence_receiver(test)
+    if presence is not None:  # hasattr(self, "veomni_mlp"): a handle missing on the instance runs eager code
+        return f"`{ctx.source.segment(test)}` (a test of whether the handle exists)", presence, True
     if isinstance(test, ast.Compare) and len(test.comparators) == 1:
         left, right = test.left, test.comparators[0]
         if (
@@ -628,6 +633,15 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
         ):
             if isinstance(left, ast.Call) and call_name(left) == "bound_kernel":
                 return "`.bound_kernel()`", left.func.value, False  # type: ignore[union-attr]
+            held = _presence_receiver(left, getattr_only=False)
+            if held is None and isinstance(
+                left, ast.Name
+            ):  # op = getattr(self, "veomni_x", None); if op is None
+                bound = local_value(ctx, left)
+                if isinstance(bound, (ast.Call, ast.Attribute)):
+                    held = _presence_receiver(bound, getattr_only=False)
+            if held is not None:  # getattr(self, "veomni_mlp", None) is None / self.veomni_mlp is not None
+                return f"`{ctx.source.segment(test)}` (a test of whether the handle exists)", held, True
             return None
         # every implementation-name expression (a field, a resolver call, a local bound to one) is spelt with
         # "impl": a file without the word has none, and its comparisons are not guards
@@ -639,6 +653,21 @@ def guard_of(ctx: Context, test: ast.AST, _seen: bool = False) -> tuple[str, ast
                 )
                 if literal and _impl_expr(ctx, a):
                     return "a comparison of the configured implementation name", None, True
+    return None
+
+
+def _presence_receiver(node: ast.AST, getattr_only: bool = True) -> ast.Attribute | None:
+    """The attribute a presence test reads: ``hasattr(obj, "name")`` / ``getattr(obj, "name", None)`` give
+    ``obj.name`` (the latter only compared with None, ``getattr_only`` False, as a plain ``obj.name`` is). Only
+    judged a guard when ``obj.name`` is one of the file's dispatch handles."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2:
+        name = str_value(node.args[1])
+        wanted = ("hasattr",) if getattr_only else ("getattr",)
+        if node.func.id in wanted and name is not None and name.isidentifier():
+            return ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load())
+        return None
+    if not getattr_only and isinstance(node, ast.Attribute):
+        return node
     return None
 
 

@@ -24,6 +24,9 @@ NPU_VENDOR, GPU_KERNEL, GPU_ATTENTION, VEOMNI_KERNEL = (
 # top-level packages that are vendor kernel libraries, and their family
 VENDOR_PACKAGES: dict[str, str] = {
     "torch_npu": NPU_VENDOR,
+    "mindspeed": NPU_VENDOR,  # MindSpeed (Ascend's Megatron acceleration library) and its fused ops
+    "mindspeed_llm": NPU_VENDOR,
+    "mindspeed_mm": NPU_VENDOR,
     "liger_kernel": GPU_KERNEL,
     "triton": GPU_KERNEL,
     "flash_attn": GPU_ATTENTION,
@@ -103,6 +106,13 @@ TABLE: tuple[VendorKernel, ...] = (
     _K("torch_npu.npu_moe_gating_top_k_softmax", "moe_experts", "standard"),
     _K("torch_npu.npu_cross_entropy_loss", "cross_entropy_loss", "standard", "NPU uses chunk_loss"),
     _K("torch_npu", None, None, "the Ascend adapter; device helpers come from veomni.utils.device"),
+    # -- MindSpeed (Ascend) -----------------------------------------------------------------------------------
+    _K("mindspeed.ops.npu_rotary_position_embedding", "rope", "full"),
+    _K("mindspeed.ops.gmm", "moe_experts", "standard", "grouped matmul (NPU row: fused_npu)"),
+    _K("mindspeed.ops.grouped_matmul", "moe_experts", "standard", "grouped matmul (NPU row: fused_npu)"),
+    _K("mindspeed", None, None, "MindSpeed (Ascend) kernels: register one as an op implementation"),
+    _K("mindspeed_llm", None, None, "MindSpeed-LLM (Ascend) kernels: register one as an op implementation"),
+    _K("mindspeed_mm", None, None, "MindSpeed-MM (Ascend) kernels: register one as an op implementation"),
     # -- liger_kernel -----------------------------------------------------------------------------------------
     _K("liger_kernel.transformers.rms_norm", "rms_norm", "standard"),
     _K("liger_kernel.ops.rms_norm", "rms_norm", "standard"),

@@ -113,3 +113,32 @@ def test_selections_come_from_npu_files_only(tmp_path: Path) -> None:
     assert read_npu_selections((str(pkg),), tmp_path) == (
         ("c", "d", "veomni/models/transformers/toy/toy_npu_patch_gen_config.py:1"),
     )
+
+
+def test_the_npu_row_registered_under_a_variant_nobody_selects_is_pointed_at(tmp_path: Path) -> None:
+    registry = _write(
+        tmp_path,
+        "veomni/ops/kernels/gelu/__init__.py",
+        """
+        from ...registry import register_op
+        from ...requirement import NpuKernelRequirement
+
+        register_op("gelu", "tanh", "npu", None, requirement=NpuKernelRequirement())
+        register_op(
+            "gelu",
+            "erf",
+            "npu",
+            None,
+            requirement=NpuKernelRequirement(),
+        )
+        """,
+    )
+    model = "veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_npu.py"
+    _write(
+        tmp_path,
+        model,
+        'self.a = VeomniOp("gelu", "tanh", impl)\nself.b = VeomniOp("gelu", "exact", resolve_op_impl("gelu_implementation"))\n',
+    )
+    diags = _lint(tmp_path, registry)
+    assert [(d.line, d.col) for d in diags] == [(7, 4)]  # the `"erf"` of the stray row, not its siblings
+    assert "registered as `gelu/erf`, which no NPU-targeted code of this tree selects" in diags[0].message

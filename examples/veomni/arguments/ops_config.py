@@ -3,6 +3,9 @@
 from dataclasses import dataclass, field
 
 _NPU_DEFAULTS = {"rms_norm_implementation": "npu", "swiglu_mlp_implementation": "eager"}
+_NPU_ALLOWED = {"moe_implementation": frozenset({"fused_npu"}), "swiglu_mlp_implementation": frozenset()}
+# NPU211: "fused_npu" MoE is registered for Ascend only, yet a GPU config choosing it passes validation
+_NPU_REQUIRED = {"swiglu_mlp_implementation": frozenset()}
 
 
 @dataclass

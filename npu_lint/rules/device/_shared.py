@@ -122,6 +122,27 @@ def cuda_string(node: ast.AST | None) -> str | None:
     return None
 
 
+def _cuda_prefix(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda:")
+
+
+def built_cuda_device(node: ast.AST | None) -> bool:
+    """A device name built at run time on CUDA's: ``f"cuda:{rank}"``, ``"cuda:" + str(i)``, ``"cuda:%d" % i``,
+    ``"cuda:{}".format(i)``. A plain ``"cuda"``/``"cuda:N"`` constant is ``cuda_string``'s."""
+    if isinstance(node, ast.JoinedStr):
+        return len(node.values) > 1 and _cuda_prefix(node.values[0])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        left = node.left
+        if isinstance(node.op, ast.Add) and isinstance(left, ast.Constant) and left.value == "cuda":
+            return True  # "cuda" + ":" + str(i)
+        if isinstance(left, ast.BinOp):
+            return built_cuda_device(left)  # "cuda:" + str(i) + ...
+        return _cuda_prefix(left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _cuda_prefix(node.func.value)
+    return False
+
+
 def is_nccl(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "nccl"
 

@@ -18,6 +18,7 @@ from npu_lint.rules.device._shared import (
     LEGACY_TENSOR_TYPES,
     MIRRORED,
     accelerator_available,
+    built_cuda_device,
     child_of,
     cuda_gate_on_npu_path,
     cuda_string,
@@ -212,6 +213,86 @@ def _outside_message(attr: str) -> str:
     )
 
 
+# calls whose positional "cuda" string is not a device: string and mapping methods, object lookups, messages,
+# kernel and backend registrations keyed by a device type (CUDA-only on purpose), membership helpers
+_NOT_DEVICE_CALLS = frozenset(
+    {
+        "startswith",
+        "endswith",
+        "replace",
+        "split",
+        "rsplit",
+        "count",
+        "find",
+        "rfind",
+        "index",
+        "rindex",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "removeprefix",
+        "removesuffix",
+        "format",
+        "join",
+        "partition",
+        "get",
+        "pop",
+        "setdefault",
+        "__getitem__",
+        "__contains__",
+        "remove",
+        "append",
+        "add",
+        "discard",
+        "getattr",
+        "hasattr",
+        "setattr",
+        "delattr",
+        "isinstance",
+        "issubclass",
+        "print",
+        "str",
+        "repr",
+        "info",
+        "debug",
+        "warning",
+        "warn",
+        "warning_once",
+        "info_once",
+        "error",
+        "exception",
+        "critical",
+        "log",
+        "info_rank0",
+        "warning_rank0",
+        "register_kernel",
+        "register_fake",
+        "register_autograd",
+        "impl",
+        "register_backend",
+        "register",
+        "Library",
+        "is_available",
+        "skipIf",
+        "skipUnless",
+        "mark",
+        "parametrize",
+        "environ",
+        "getenv",
+        "import_module",
+        "find_spec",
+        "is_package_available",
+        "version",
+        "RuntimeError",
+        "ValueError",
+        "TypeError",
+        "NotImplementedError",
+        "AssertionError",
+        "Exception",
+    }
+)
+
+
 class HardcodedCudaDevice(Rule):
     code = "NPU102"
     name = "hardcoded-cuda-device"
@@ -345,6 +426,43 @@ class HardcodedCudaDevice(Rule):
             """,
             title="a configured device tested against CUDA alone, where NPU falls into the rejection",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.utils.device import get_device_id
+
+
+            def make_inv_freq(config, device):
+                return 1.0 / (config.base ** (torch.arange(0, config.dim, 2, device=device).float() / config.dim))
+
+
+            class ToyRotary(nn.Module):
+                def __init__(self, config, rank):
+                    super().__init__()
+                    self.register_buffer("inv_freq", make_inv_freq(config, "cuda"), persistent=False)
+                    self.gate_norm = ToyGatedNorm(config.hidden_size, device=f"cuda:{get_device_id()}")
+                    self.device = "cuda:" + str(rank)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+            from veomni.utils.device import get_device_id, get_device_type
+
+
+            def make_inv_freq(config, device):
+                return 1.0 / (config.base ** (torch.arange(0, config.dim, 2, device=device).float() / config.dim))
+
+
+            class ToyRotary(nn.Module):
+                def __init__(self, config, rank):
+                    super().__init__()
+                    self.register_buffer("inv_freq", make_inv_freq(config, get_device_type()), persistent=False)
+                    self.gate_norm = ToyGatedNorm(config.hidden_size, device=f"{get_device_type()}:{get_device_id()}")
+                    self.device = get_device_type() + ":" + str(rank)
+            """,
+            title="a device passed positionally to any function, and device names built on `cuda:` at run time",
+        ),
     )
     good = (
         Example(
@@ -437,6 +555,27 @@ class HardcodedCudaDevice(Rule):
             """,
             title="a configured device selecting a CUDA path, with a generic path for the rest",
         ),
+        Example(
+            """
+            import logging
+
+            import torch
+
+            logger = logging.getLogger(__name__)
+
+
+            @torch.library.register_kernel("toy::scan", "cuda")
+            def toy_scan_cuda(x):
+                return x.cumsum(-1)
+
+
+            def describe(device_name: str, backends: dict) -> str:
+                if device_name.startswith("cuda"):
+                    logger.info("cuda")
+                return backends.get("cuda", device_name.replace("cuda", "gpu"))
+            """,
+            title='`"cuda"` as a kernel registration key, a string method\'s argument, a message, a mapping key',
+        ),
     )
     fix_safety = (
         'Safe where the replacement is exact on a GPU host: a `"cuda"` device becomes `get_device_type()` '
@@ -475,6 +614,8 @@ class HardcodedCudaDevice(Rule):
         ast.Lambda,
         ast.Assign,
         ast.AnnAssign,
+        ast.Dict,
+        ast.Return,
     )
 
     def __init__(self, ctx: Context) -> None:
@@ -526,6 +667,61 @@ class HardcodedCudaDevice(Rule):
             fix = make_fix(f"Replace with `{text}`", [*edits, ctx.replace(node, text)])
         self.report(node, message, fix)
 
+    def _report_device(self, node: ast.expr, what: str) -> None:
+        """Report a device value naming CUDA: a ``"cuda[:N]"`` constant or a name built on ``"cuda:"``."""
+        if cuda_string(node) is not None:
+            self._report_string(node, what)
+        elif built_cuda_device(node):
+            self._report_built(node, what)
+
+    def _report_built(self, node: ast.expr, what: str) -> None:
+        """``f"cuda:{rank}"`` (or ``"cuda:" + str(i)``...) in a device position: CUDA's name with a run-time
+        index. The f-string and ``+`` forms get the current backend's name in place of ``cuda``."""
+        if id(node) in self._seen or in_cuda_dispatch(self.ctx, node):
+            return
+        self._seen.add(id(node))
+        ctx = self.ctx
+        shown = ctx.source.segment(node)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        if outside_veomni(ctx):
+            self.report(
+                node,
+                f"`{shown}` ({what}) builds a CUDA device name; build it on `{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})",
+            )
+            return
+        fix = None
+        edits = helper_edits(ctx, "get_device_type")
+        text = ctx.source.segment(node)
+        if edits is not None and isinstance(node, ast.JoinedStr):
+            # the prefix and quote of the f-string, then ``cuda``: the backend's name is formatted in instead
+            head = 0
+            while head < len(text) and text[head] in "fFrR":
+                head += 1
+            while head < len(text) and text[head] in "'\"":
+                head += 1
+            if text[head : head + 5] == "cuda:":
+                start = ctx.source.node_range(node)[0] + head
+                fix = make_fix(
+                    "Format `get_device_type()` in place of `cuda`",
+                    [*edits, Edit(start, start + 4, "{get_device_type()}")],
+                )
+        elif edits is not None and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left = node.left
+            while isinstance(left, ast.BinOp):
+                left = left.left
+            assert isinstance(left, ast.Constant)
+            rest = left.value[len("cuda") :]
+            quoted = f'"{rest}"' if '"' not in rest and "\\" not in rest else repr(rest)
+            text = f"get_device_type() + {quoted}" if rest else "get_device_type()"
+            fix = make_fix("Build the name on `get_device_type()`", [*edits, ctx.replace(left, text)])
+        self.report(
+            node,
+            f"`{shown}` ({what}) builds a CUDA device name, which does not exist on an Ascend host; build it on "
+            "`get_device_type()` (veomni.utils.device), or pass `get_device_id()` / a tensor's `.device`",
+            fix,
+        )
+
     def visit(self, node: ast.AST) -> None:
         typ = type(node)
         if typ is ast.Call:
@@ -536,15 +732,35 @@ class HardcodedCudaDevice(Rule):
             self._visit_compare(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             self._visit_defaults(node.args, node)
+        elif typ is ast.Dict:
+            for key, value in zip(node.keys, node.values, strict=False):  # type: ignore[attr-defined]
+                name = str_value(key) if key is not None else None
+                if (
+                    name is not None
+                    and is_device_name(name)
+                    and (cuda_string(value) or built_cuda_device(value))
+                ):
+                    self._report_device(value, f'`"{name}"` entry')
+        elif typ is ast.Return:
+            value = node.value  # type: ignore[attr-defined]
+            func = self.ctx.function
+            if (
+                value is not None
+                and func is not None
+                and not isinstance(func, ast.Lambda)
+                and is_device_name(func.name)
+                and (cuda_string(value) or built_cuda_device(value))
+            ):
+                self._report_device(value, f"returned by `{func.name}()`")
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or len(targets) != 1:
                 return
             name = target_name(targets[0])
-            if is_device_name(name) and cuda_string(node.value):
+            if is_device_name(name) and (cuda_string(node.value) or built_cuda_device(node.value)):
                 if self._overridden_next(node, targets[0]):
                     return  # a fallback replaced right away: ``device = "cuda"; if <accelerator>: device = ...``
-                self._report_string(node.value, f"assigned to `{name}`")
+                self._report_device(node.value, f"assigned to `{name}`")
             elif name and "backend" in name.lower() and is_nccl(node.value):
                 self._report_string(node.value, f"assigned to `{name}`")
 
@@ -666,6 +882,7 @@ class HardcodedCudaDevice(Rule):
                 len(args) < 2
                 and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
                 and cuda_string(args[0]) is None
+                and not built_cuda_device(args[0])
             )
         ):
             return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
@@ -675,21 +892,26 @@ class HardcodedCudaDevice(Rule):
         for kw in node.keywords:
             if kw.arg == "type" and qual == "torch.device" and cuda_string(kw.value):
                 self._report_string(kw.value, "`type=` argument of `torch.device(...)`")
-            elif is_device_name(kw.arg) and cuda_string(kw.value):
-                self._report_string(kw.value, f"`{kw.arg}=` argument")
+            elif is_device_name(kw.arg) and (cuda_string(kw.value) or built_cuda_device(kw.value)):
+                self._report_device(kw.value, f"`{kw.arg}=` argument")
             elif kw.arg == "backend" and is_nccl(kw.value):
                 self._report_string(kw.value, "`backend=` argument")
         if not node.args:
             return
         first = node.args[0]
-        if cuda_string(first):
+        if cuda_string(first) or built_cuda_device(first):
             if qual in DEVICE_FIRST_ARG or qual.endswith(("init_device_mesh", "DeviceMesh")):
-                if qual == "torch.device" and len(node.args) == 1 and CUDA_INDEXED.fullmatch(first.value):
-                    self._report_torch_device_index(node, first)
+                if (
+                    qual == "torch.device"
+                    and len(node.args) == 1
+                    and cuda_string(first)
+                    and CUDA_INDEXED.fullmatch(first.value)  # type: ignore[attr-defined]
+                ):
+                    self._report_torch_device_index(node, first)  # type: ignore[arg-type]
                 else:
-                    self._report_string(first, f"argument of `{qual.split('.')[-1]}(...)`")
+                    self._report_device(first, f"argument of `{qual.split('.')[-1]}(...)`")
             elif func_attr in ("to", "pin_memory") and isinstance(node.func, ast.Attribute):
-                self._report_string(first, f"argument of `.{func_attr}(...)`")
+                self._report_device(first, f"argument of `.{func_attr}(...)`")
         elif is_nccl(first) and qual.endswith(("init_process_group", "new_group")):
             self._report_string(first, f"argument of `{qual.split('.')[-1]}(...)`")
         if (
@@ -701,6 +923,32 @@ class HardcodedCudaDevice(Rule):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 if is_device_name(key.value) or ("backend" in key.value and is_nccl(node.args[-1])):
                     self._report_string(node.args[-1], f"default of `{key.value}`")
+        self._positional_devices(node, qual, func_attr)
+
+    def _positional_devices(self, node: ast.Call, qual: str, func_attr: str) -> None:
+        """A ``"cuda"`` / ``"cuda:N"`` constant passed positionally to any other call (``rope_init_fn(config,
+        "cuda")``, ``build_cache(n, "cuda:0")``): the only thing such a string names is a device. Not string and
+        mapping methods (``name.startswith("cuda")``, ``table.get("cuda")``), object lookups (``getattr(torch,
+        "cuda")``), messages, or kernel registrations keyed by a device type."""
+        if func_attr in _NOT_DEVICE_CALLS or qual.split(".")[-1] in _NOT_DEVICE_CALLS:
+            return
+        if qual.startswith(("logging.", "warnings.", "torch.library.")):
+            return
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id in ("logger", "logging", "log", "warnings", "os", "sys", "re", "str"):
+                return
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant):
+            return  # ``"cuda".join(...)``
+        for index, arg in enumerate(node.args):
+            if id(arg) in self._seen or cuda_string(arg) is None:
+                continue
+            if index == 0 and (qual in DEVICE_FIRST_ARG or func_attr in ("to", "pin_memory")):
+                continue  # reported above
+            name = ctx_name = self.ctx.source.segment(func)
+            if len(name) > 40:
+                ctx_name = name[:37] + "..."
+            self._report_string(arg, f"argument {index + 1} of `{ctx_name}(...)`")
 
     def _report_torch_device_index(self, node: ast.Call, first: ast.Constant) -> None:
         if id(first) in self._seen or in_cuda_dispatch(self.ctx, first):

@@ -486,6 +486,33 @@ class DevicelessAllocation(Rule):
             """,
             title="a tensor from a repeated Python list (its length from device data) is host data",
         ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            def gather_token_ids(token_ids, group):
+                world = dist.get_world_size(group)
+                shards = [torch.empty(token_ids.shape, dtype=token_ids.dtype) for _ in range(world)]
+                dist.all_gather(shards, token_ids, group=group)
+                token_ids = torch.cat(shards, dim=-1)
+                return token_ids
+            """,
+            fixed="""
+            import torch
+            import torch.distributed as dist
+
+
+            def gather_token_ids(token_ids, group):
+                world = dist.get_world_size(group)
+                shards = [torch.empty(token_ids.shape, dtype=token_ids.dtype, device=token_ids.device) for _ in range(world)]
+                dist.all_gather(shards, token_ids, group=group)
+                token_ids = torch.cat(shards, dim=-1)
+                return token_ids
+            """,
+            title="a collective's output buffers on the CPU (the gathered name is rebound only afterwards)",
+        ),
     )
     good = (
         Example(
@@ -869,13 +896,19 @@ class DevicelessAllocation(Rule):
         names = self._accel_names(func)
         parents = self._parent_map(func)
         tainted: set[str] = set()
+        # a name the host value is stored in holds it only after that statement: a load on an earlier line
+        # still reads the name's device value (``bufs = [host...]; all_gather(bufs, ids); ids = torch.cat(bufs)``)
+        self._taint_end: dict[str, int] = {}
         work: list[tuple[ast.AST, bool]] = [(node, False)]
         self._scalar = _scalar_tensor(node)
         budget = 200
         while work and budget:
             budget -= 1
-            live = {k: v for k, v in names.items() if k not in tainted}
             expr, self._boxed = work.pop()
+            line = getattr(expr, "lineno", 0)
+            live = {
+                k: v for k, v in names.items() if k not in tainted or 0 < line <= self._taint_end.get(k, 0)
+            }
             met = self._follow(expr, live, parents, work, tainted, func)
             if met is not None:
                 return met
@@ -889,6 +922,8 @@ class DevicelessAllocation(Rule):
             return
         tainted.add(key)
         tainted.add(name)
+        end = getattr(stmt, "end_lineno", None) or getattr(stmt, "lineno", 0)
+        self._taint_end[name] = min(self._taint_end.get(name, end), end)
         work.extend((use, self._boxed) for use in _loads_after(self.ctx, func, name, stmt, parents))
 
     def _follow(
@@ -1001,6 +1036,16 @@ class DevicelessAllocation(Rule):
                 if parent.func is expr:
                     return None
                 callee = parent.func
+                if (
+                    isinstance(callee, ast.Attribute)
+                    and callee.attr in ("append", "extend", "insert")
+                    and isinstance(callee.value, ast.Name)
+                    and callee.value.id not in names
+                ):
+                    # ``bufs.append(torch.zeros(...))``: the list now holds host data (collective buffers...)
+                    self._boxed = True
+                    self._taint(callee.value.id, _statement(parent, parents), work, tainted, func, parents)
+                    return None
                 if self._calls_module(parent, func):
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     return other if other is not None else parent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import handle_name, migration_fix, migration_needs
-from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules._handles import handle_name, migration_fix, migration_needs, module_handle_names
+from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.dispatch._shared import GUARD_NODES, GuardFinder, summarised
 
 
@@ -183,13 +183,59 @@ class GuardedDispatch(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.finder = GuardFinder(ctx)
-        if summarised(ctx.project.api):
-            self.node_types = ()  # an OpSlot-generation tree: NPU201 lists the file's guards in one finding
+        self.opslot = summarised(ctx.project.api)
+        if self.opslot:
+            # an OpSlot-generation tree: NPU201 lists the file's guards in one finding; only a guard that lets
+            # the slot be called where it has no kernel is reported here (a bug in that generation too)
+            self.node_types = (ast.If, ast.IfExp)
 
     def visit(self, node: ast.AST) -> None:
+        if self.opslot:
+            self._kernel_less_call(node)  # type: ignore[arg-type]
+            return
         self.finder.visit(node)
 
+    def _kernel_less_call(self, node: ast.If | ast.IfExp) -> None:
+        """``if slot.is_bound: return slot(...)`` (or ``if not slot.use_eager_impl:``): the OpSlot raises "has no
+        kernel bound" when called without a kernel, which ``is_bound`` allows (bound to eager) and ``not
+        use_eager_impl`` allows (never bound). Only ``use_non_eager_impl`` / ``bound_kernel()`` mean a kernel."""
+        test, negated = node.test, False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, not negated
+        if not (
+            isinstance(test, ast.Attribute)
+            and test.attr in ("is_bound", "use_eager_impl")
+            and isinstance(test.value, ast.Name)
+        ):
+            return
+        slot = test.value.id
+        if slot not in module_handle_names(self.ctx):
+            return
+        kernel_side = negated if test.attr == "use_eager_impl" else not negated
+        branch = node.body if kernel_side else node.orelse
+        parts = branch if isinstance(branch, list) else [branch]
+        if not any(
+            isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == slot
+            for part in parts
+            for sub in ast.walk(part)
+        ):
+            return
+        when = "bound to eager (no kernel resolved)" if test.attr == "is_bound" else "never bound"
+        fix = None
+        if kernel_side and branch is node.body:
+            text = f"{slot}.use_non_eager_impl"
+            fix = make_fix(f"Guard with `{text}`", [self.ctx.replace(node.test, text)])
+        self.report(
+            node.test,
+            f"`{self.ctx.source.segment(node.test)}` also selects the call of `{slot}(...)` when the slot is {when}, "
+            f"and an OpSlot without a kernel raises when called (an eager configuration then fails instead of "
+            f"running the eager code); guard the call with `{slot}.use_non_eager_impl`",
+            fix,
+        )
+
     def finish(self) -> None:
+        if self.opslot:
+            return
         for node, what in self.finder.found():
             self._report(node, what)
 

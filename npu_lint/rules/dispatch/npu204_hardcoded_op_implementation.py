@@ -15,7 +15,9 @@ from npu_lint.rules._handles import (
     field_of,
     impl_argument,
     local_value,
+    module_handle_names,
     op_fields,
+    post_import_blocks,
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -135,7 +137,7 @@ class HardcodedOpImplementation(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)):
+        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)) and ".bind(" not in text:
             self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), ...) are checked
 
     def visit(self, node: ast.AST) -> None:
@@ -143,6 +145,9 @@ class HardcodedOpImplementation(Rule):
         name = call_name(node)
         if name in IMPL_RESOLVERS:
             self._unmapped_npu_name(node, name)
+            return
+        if name == "bind":
+            self._slot_binding(node)
             return
         if name not in _CHECKED:
             return
@@ -203,6 +208,10 @@ class HardcodedOpImplementation(Rule):
         if len(bindings) != 1 or bindings[0].value is None:
             return
         value = bindings[0].value
+        if self._environment_read(value) is not None:
+            fields = op_fields(op, self.ctx.project.api)
+            self._report_environment(op, value, self._environment_read(value), fields, name)  # type: ignore[arg-type]
+            return
         branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
         literals = [str_value(b) for b in branches]
         if any(lit is None for lit in literals):
@@ -225,6 +234,134 @@ class HardcodedOpImplementation(Rule):
             '"eager" is the only literal allowed',
         )
 
+    @staticmethod
+    def _literal_fallback(impl: ast.expr) -> tuple[ast.expr, str] | None:
+        """``getattr(cfg, "moe_implementation", "fused_quack")``, ``cfg.get("...", "liger_kernel")``,
+        ``cfg.moe_implementation or "fused_triton"``: a configured value with a literal (non-eager) fallback."""
+        default: ast.expr | None = None
+        if isinstance(impl, ast.Call):
+            name = impl.func.attr if isinstance(impl.func, ast.Attribute) else getattr(impl.func, "id", "")
+            if name == "getattr" and len(impl.args) == 3:
+                default = impl.args[2]
+            elif name in ("get", "pop") and isinstance(impl.func, ast.Attribute) and len(impl.args) == 2:
+                default = impl.args[1]
+        elif isinstance(impl, ast.BoolOp) and isinstance(impl.op, ast.Or):
+            default = impl.values[-1]
+        literal = str_value(default) if default is not None else None
+        if default is None or literal is None or literal == "eager":
+            return None
+        return default, literal
+
+    def _slot_binding(self, call: ast.Call) -> None:
+        """``veomni_rms_norm.bind("liger_kernel")`` / ``.bind(os.environ.get(...))`` on a module-global OpSlot:
+        the OpSlot generation's binding, chosen in model code instead of from the ops config."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and call.args):
+            return
+        slot = func.value.id
+        if slot not in module_handle_names(self.ctx):
+            return
+        op = None
+        for body in (self.ctx.tree.body, *(b.tree.body for b in post_import_blocks(self.ctx))):
+            for stmt in body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == slot for t in stmt.targets)
+                    and isinstance(stmt.value, ast.Call)
+                ):
+                    op = str_value(call_arg(stmt.value, 0, "op_name"))
+        if op is None:
+            return
+        impl = call.args[0]
+        if isinstance(impl, ast.Name):
+            value = local_value(self.ctx, impl)
+            impl = value if value is not None else impl
+        env = self._environment_read(impl)
+        fields = op_fields(op, self.ctx.project.api)
+        if env is not None:
+            self._report_environment(op, impl, env, fields, call.args[0])
+            return
+        literal = str_value(impl)
+        if literal is None or literal == "eager":
+            return
+        where = f"the ops-config field `{fields[0]}`" if len(fields) == 1 else "the ops config"
+        self.report(
+            call.args[0],
+            f'hard-coded implementation "{literal}" bound to the OpSlot `{slot}` (op `{op}`): bind it from '
+            f'{where} (the tree\'s ops-config binding); "eager" is the only literal allowed',
+        )
+
+    def _environment_read(self, node: ast.expr) -> ast.Call | ast.Subscript | None:
+        """``os.environ.get(K[, D])`` / ``os.getenv(K[, D])`` / ``os.environ[K]`` / ``os.environ.setdefault(...)``,
+        possibly normalised (``.lower()``, ``.strip()``, ``str(...)``): an implementation chosen by the process
+        environment."""
+        ctx = self.ctx
+        while True:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("lower", "strip", "upper", "casefold")
+            ):
+                node = node.func.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "str"
+                and node.args
+            ):
+                node = node.args[0]
+            else:
+                break
+        if isinstance(node, ast.Subscript):
+            return node if ctx.qualname(node.value) == "os.environ" else None
+        if isinstance(node, ast.Call):
+            qual = ctx.qualname(node.func) or ""
+            if qual == "os.getenv":
+                return node
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "setdefault", "pop")
+                and ctx.qualname(node.func.value) == "os.environ"
+            ):
+                return node
+        return None
+
+    def _report_environment(
+        self, op: str, impl: ast.expr, env: ast.Call | ast.Subscript, fields: list[str], at: ast.expr
+    ) -> None:
+        ctx = self.ctx
+        api = ctx.project.api
+        resolver, module = api.resolver, api.resolver_module
+        args = env.args if isinstance(env, ast.Call) else [env.slice]
+        variable = str_value(args[0]) if args else None
+        default = str_value(args[1]) if isinstance(env, ast.Call) and len(args) > 1 else None
+        var = f"`{variable}`" if variable else f"`{ctx.source.segment(env)}`"
+        where = (
+            f'`{resolver}("{fields[0]}")`'
+            if len(fields) == 1 and resolver
+            else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+        )
+        tail = ""
+        if default is not None and default != "eager":
+            tail = f'; its default "{default}" is bound on every device where the variable is unset'
+        fix = None
+        if len(fields) == 1 and op != "attention" and resolver and module and at is impl:
+            edits = [ctx.replace(impl, f'{resolver}("{fields[0]}")')]
+            if resolver not in ctx.imports:
+                edits.extend(ctx.import_edits(module, resolver))
+            fix = make_fix(
+                f'Read the implementation from the ops config: `{resolver}("{fields[0]}")`',
+                edits,
+                Applicability.UNSAFE,
+                f"the implementation then follows the ops config instead of the environment variable {var}",
+            )
+        self.report(
+            at,
+            f"op `{op}` takes its implementation from the environment variable {var}, outside the ops config "
+            f"(which selects and validates the row per device){tail}: take it from the ops config ({where})",
+            fix,
+        )
+
     def _check(self, call: ast.Call, op: str, impl: ast.expr, at: ast.expr, depth: int) -> None:
         ctx = self.ctx
         fields = op_fields(op, ctx.project.api)
@@ -238,6 +375,10 @@ class HardcodedOpImplementation(Rule):
                 self._check(call, op, value, value, depth + 1)
                 return
             self._module_constant(op, impl)
+            return
+        env = self._environment_read(impl)
+        if env is not None:
+            self._report_environment(op, impl, env, fields, at if depth == 0 else impl)
             return
         literal = str_value(impl)
         if literal is not None:
@@ -266,6 +407,21 @@ class HardcodedOpImplementation(Rule):
                 f'hard-coded implementation "{literal}" for op `{op}`: take it from the ops config ({where}); '
                 '"eager" is the only literal allowed',
                 fix,
+            )
+            return
+        fallback = self._literal_fallback(impl)
+        if fallback is not None:
+            node, literal = fallback
+            where = (
+                f'`{ctx.project.api.resolver}("{fields[0]}")`'
+                if len(fields) == 1 and ctx.project.api.resolver
+                else f"the op's ops-config field{f' `{fields[0]}`' if len(fields) == 1 else ''}"
+            )
+            self.report(
+                node,
+                f'op `{op}` falls back to the hard-coded implementation "{literal}" when the config has no value: '
+                f"that row is bound on every device, NPU included; take the implementation from the ops config "
+                f'({where}), whose default is device-aware; "eager" is the only literal allowed',
             )
             return
         found = field_of(impl)

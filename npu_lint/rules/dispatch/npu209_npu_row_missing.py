@@ -128,7 +128,22 @@ class NpuRowMissing(Rule):
                     continue
                 own = [line for row, line in local if (row.op, row.variant) == (op, variant)]
                 npu_here = [line for row, line in local if row.op == op and _npu_capable(row)]
-                if own:
+                # an NPU row of this module under a variant no NPU-targeted code selects: likely the one meant
+                orphans = sorted(
+                    {
+                        (line, row.variant)
+                        for row, line in local
+                        if row.op == op and _npu_capable(row) and (op, row.variant) not in selected
+                    }
+                )
+                stray = ""
+                if not own and len(orphans) == 1:
+                    line = orphans[0][0]
+                    stray = (
+                        f"; the NPU row here is registered as `{op}/{orphans[0][1]}`, which no NPU-targeted code "
+                        "of this tree selects"
+                    )
+                elif own:
                     line = max(own)
                 elif npu_here:
                     line = min(npu_here)
@@ -139,12 +154,17 @@ class NpuRowMissing(Rule):
                     {f"{r.impl} ({r.requirement})" for r in table if (r.op, r.variant) == (op, variant)}
                 )
                 has = f"its rows: {', '.join(rows)}" if rows else "it has no row at all"
+                at_node = self._statement_at(line)
+                if stray and isinstance(at_node, ast.Call):
+                    # the misnamed variant itself
+                    positional = at_node.args[1] if len(at_node.args) > 1 else at_node
+                    at_node = next((k.value for k in at_node.keywords if k.arg == "variant"), positional)
                 self.report(
-                    self._statement_at(line),
+                    at_node,
                     f"no NPU {kind} row for `{op}/{variant}` ({has}) although `{op}` has NPU rows for "
                     f"{', '.join(f'`{v}`' for v in capable)} and NPU-targeted code selects `{op}/{variant}` "
                     f"({at}): when the ops config picks the NPU implementation of `{op}` there, the lookup "
-                    "raises KeyError; register the variant's NPU row",
+                    f"raises KeyError; register the variant's NPU row{stray}",
                 )
 
     def _kernel_specs(self) -> list[tuple[OpRow, int]]:

@@ -45,3 +45,59 @@ GROUP_FIELDS = {
     "dp_replicate_group": ("dp_replicate_size", "dp_replicate_rank"),
 }
 GROUP_GETTERS = {"get_ulysses_sequence_parallel_group": "ulysses_group"}
+
+
+def mentions_rank(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and "rank" in sub.id.lower():
+            return True
+        if isinstance(sub, ast.Attribute) and "rank" in sub.attr.lower():
+            return True
+    return False
+
+
+def rank_names(func: ast.AST) -> set[str]:
+    """Locals of ``func`` computed from the rank (``start = rank * n``, ``slc[dim] = slice(unit * sp_rank, ...)``
+    makes ``slc`` one)."""
+    names: set[str] = set()
+    for sub in ast.walk(func):
+        if isinstance(sub, (ast.Assign, ast.AugAssign)) and mentions_rank(sub.value):
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            for target in targets:
+                elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                for elt in elts:
+                    while isinstance(elt, (ast.Subscript, ast.Attribute)):
+                        elt = elt.value
+                    if isinstance(elt, ast.Name):
+                        names.add(elt.id)
+    return names
+
+
+def is_rank_slice(node: ast.AST, names: set[str]) -> bool:
+    """``x.split(n, dim)[rank]``, ``x.chunk(k)[rank]``, ``x.narrow(dim, rank * n, n)``, ``x[..., rank * n : (rank
+    + 1) * n]``, ``x[tuple(slc)]`` with ``slc`` built from the rank (``names``: :func:`rank_names`)."""
+
+    def ranked(expr: ast.AST) -> bool:
+        return mentions_rank(expr) or any(
+            isinstance(sub, ast.Name) and sub.id in names for sub in ast.walk(expr)
+        )
+
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and ranked(node.slice):
+        value = node.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            return value.func.attr in ("split", "chunk", "tensor_split", "unbind")
+        if isinstance(node.slice, ast.Name):
+            return node.slice.id in names
+        return isinstance(node.slice, (ast.Slice, ast.Tuple, ast.Call))
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "narrow"
+        and any(ranked(a) for a in node.args[1:])
+    )
+
+
+def rank_slice(func: ast.AST) -> ast.AST | None:
+    """Where ``func`` keeps only this rank's part of a tensor (:func:`is_rank_slice`)."""
+    names = rank_names(func)
+    return next((sub for sub in ast.walk(func) if is_rank_slice(sub, names)), None)

@@ -104,6 +104,17 @@ class VendorKernelCall(Rule):
             """,
             title="a kernel reached through getattr with a literal name",
         ),
+        Example(
+            """
+            def toy_experts_forward_npu(self, hidden_states, group_list):
+                from mindspeed.ops import gmm
+
+                hidden = gmm.npu_gmm(hidden_states, self.gate_up_proj, group_list=group_list)
+                return gmm.npu_gmm(self.act_fn(hidden), self.down_proj, group_list=group_list)
+            """,
+            path="veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
+            title="an Ascend library other than torch_npu (MindSpeed), imported inside an NPU spec's function",
+        ),
     )
     good = (
         Example(

@@ -1,0 +1,34 @@
+"""Sequence-parallel communication of the example tree: gather the sequence shards of every rank."""
+
+import torch
+import torch.distributed as dist
+
+
+class GatherSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, group, local, dim):
+        ctx.group, ctx.dim = group, dim
+        ctx.rank = dist.get_rank(group)
+        shards = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(shards, local.contiguous(), group=group)
+        return torch.cat(shards, dim=dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # NPU606: every rank used the gathered sequence; without an all_reduce the other ranks' gradients are lost
+        world = dist.get_world_size(ctx.group)
+        return None, grad.chunk(world, dim=ctx.dim)[ctx.rank].contiguous(), None
+
+
+def shard_sequence(hidden_states, dim, group):
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    chunk = hidden_states.size(dim) // world
+    # NPU607: a view of the whole sequence whenever the slice is already contiguous; `.clone()` owns its storage
+    return hidden_states.narrow(dim, rank * chunk, chunk).contiguous()
+
+
+def scatter_heads(hidden_states, group, world):
+    outputs = [torch.empty_like(hidden_states.narrow(2, 0, hidden_states.size(2) // world)) for _ in range(world)]
+    # NPU609: the pieces of a split along the head dimension are views with gaps: HCCL rejects them
+    dist.all_to_all(outputs, list(hidden_states.chunk(world, dim=2)), group=group)
+    return torch.cat(outputs, dim=1)
