@@ -1,0 +1,274 @@
+"""NPU420 load-balancing-loss-form."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import functions_of
+from npu_lint.veomni.upstream import last_name
+
+_COUNTERS = {"one_hot", "scatter_add_", "scatter_add", "bincount", "histc", "index_add_"}
+_SCALE_OPS = (ast.Mult, ast.Div, ast.Pow, ast.FloorDiv)
+
+
+def _expert_count_name(node: ast.AST) -> str | None:
+    """`num_experts`, `self.n_routed_experts`, `num_local_experts`: an expert count, by name."""
+    name = last_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    if name is None:
+        return None
+    lowered = name.lower()
+    if "per_" in lowered:  # `num_experts_per_tok` is the top-k
+        return None
+    if "experts" in lowered and (lowered.startswith(("num", "n_")) or "_num" in lowered):
+        return name
+    return None
+
+
+def _literal_dim(call: ast.Call, position: int) -> int | None:
+    value = next((kw.value for kw in call.keywords if kw.arg == "dim"), None)
+    if value is None and len(call.args) > position:
+        value = call.args[position]
+    if (
+        isinstance(value, ast.UnaryOp)
+        and isinstance(value.op, ast.USub)
+        and isinstance(value.operand, ast.Constant)
+    ):
+        inner = value.operand.value
+        return -inner if type(inner) is int else None
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return value.value
+    return None
+
+
+def _scaled_by(expr: ast.AST, counts: set[str]) -> bool:
+    """Whether ``expr`` multiplies or divides by an expert count (directly, or inside a nested product)."""
+    for node in _walk(expr):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _SCALE_OPS):
+            for side in (node.left, node.right):
+                stack = [side]
+                while stack:
+                    cur = stack.pop()
+                    if isinstance(cur, ast.BinOp):
+                        stack.extend((cur.left, cur.right))
+                    elif isinstance(cur, (ast.Name, ast.Attribute)) and last_name(cur) in counts:
+                        return True
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, _SCALE_OPS):
+            if isinstance(node.value, (ast.Name, ast.Attribute)) and last_name(node.value) in counts:
+                return True
+    return False
+
+
+_LOSS_WORDS = ("loss", "balanc", "aux")
+
+
+def _computes_a_loss(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST]) -> bool:
+    """A loss function by its name (`load_balancing_loss_func`, `aux_loss`) or what it returns (`return aux_loss`)."""
+    if any(word in func.name.lower() for word in _LOSS_WORDS):
+        return True
+    for node in nodes:
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+            if any(word in node.value.id.lower() for word in _LOSS_WORDS):
+                return True
+    return False
+
+
+class LoadBalancingLossForm(Rule):
+    code = "NPU420"
+    name = "load-balancing-loss-form"
+    summary = "A load-balancing (Switch) auxiliary loss normalises the router logits over another axis than the experts', or drops its number-of-experts scale."
+    why = (
+        "The MoE auxiliary loss of transformers' `load_balancing_loss_func` and of VeOmni's eager and Triton kernels "
+        "(the eager one is what an NPU run uses) is `num_experts * sum_e(f_e * P_e)`: the router logits are "
+        "softmaxed over the expert axis (the last one), the top-k experts are picked on that axis, and the sum is "
+        "scaled by the number of experts so that a perfectly balanced router scores 1 whatever the expert count. "
+        "A softmax or top-k over the token axis (`dim=0`) makes `P_e` and the expert choice meaningless; a dropped "
+        "scale makes the term `num_experts` times smaller than on the GPU path, so the routers are hardly balanced. "
+        "Neither raises. Checked in every function that computes the loss itself (a softmax and a top-k over the "
+        "router logits and an expert count: `one_hot`, `scatter_add_`, `bincount`), whatever its name or file: "
+        "kernels, eager fallbacks, specs and generated copies. The scale may be written as `* num_experts`, "
+        "`num_experts / total**2`, `* n_experts**2` or through a local."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+
+
+            def aux_balance_loss(router_logits, num_experts, top_k=2):
+                logits = torch.cat(router_logits, dim=0)
+                probs = torch.softmax(logits.float(), dim=0)
+                _, chosen = torch.topk(probs, top_k, dim=-1)
+                counts = torch.zeros(num_experts, device=logits.device)
+                counts.scatter_add_(0, chosen.reshape(-1), torch.ones(chosen.numel(), device=logits.device))
+                frac = counts / chosen.numel()
+                return num_experts * torch.sum(frac * probs.mean(dim=0))
+            """,
+            path="veomni/ops/kernels/load_balancing_loss/reference.py",
+            title="the router probabilities normalised over the tokens",
+        ),
+        Example(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def load_balancing_loss_func(gate_logits, num_experts=None, top_k=2, attention_mask=None):
+                if gate_logits is None or not isinstance(gate_logits, tuple):
+                    return 0
+                concatenated = torch.cat([g for g in gate_logits], dim=0)
+                routing_weights = F.softmax(concatenated, dim=-1)
+                _, selected = torch.topk(routing_weights, top_k, dim=-1)
+                expert_mask = F.one_hot(selected, num_experts)
+                tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+                router_prob_per_expert = torch.mean(routing_weights, dim=0)
+                balance = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
+                return balance
+            """,
+            path="veomni/models/transformers/mixtral/generated/patched_modeling_mixtral_npu.py",
+            title="the number-of-experts scale dropped from a generated copy",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class ToyMoeGate(nn.Module):
+                def aux_loss(self, scores):
+                    probs = scores.softmax(-1)
+                    _, idx = probs.topk(self.top_k, dim=-1)
+                    load = torch.bincount(idx.flatten(), minlength=self.n_routed_experts).float() / idx.numel()
+                    return (load * probs.mean(0)).sum() * self.alpha
+            """,
+            path="veomni/models/toy_moe/modeling_toy_moe.py",
+            title="a gate's own auxiliary loss, scaled by its coefficient only",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+
+
+            def aux_balance_loss(router_logits, num_experts, top_k=2):
+                logits = torch.cat(router_logits, dim=0)
+                probs = torch.softmax(logits.float(), dim=-1)
+                _, chosen = torch.topk(probs, top_k, dim=-1)
+                counts = torch.zeros(num_experts, device=logits.device)
+                counts.scatter_add_(0, chosen.reshape(-1), torch.ones(chosen.numel(), device=logits.device))
+                total = chosen.shape[0]
+                loss = torch.dot(counts, probs.sum(dim=0)) * (num_experts / (total * total))
+                return loss
+            """,
+            path="veomni/ops/kernels/load_balancing_loss/reference.py",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class ToyMoeGate(nn.Module):
+                def aux_loss(self, scores):
+                    probs = scores.softmax(-1)
+                    _, idx = probs.topk(self.top_k, dim=-1)
+                    load = torch.bincount(idx.flatten(), minlength=self.n_routed_experts).float()
+                    load = load * self.n_routed_experts / idx.numel()
+                    return (load * probs.mean(0)).sum() * self.alpha
+            """,
+            path="veomni/models/toy_moe/modeling_toy_moe.py",
+            title="the scale applied to one factor (DeepSeek's form)",
+        ),
+    )
+    fix_safety = "No fix: the loss must be rewritten against the reference."
+
+    requires = ("softmax", "topk", ("one_hot", "scatter_add", "bincount", "histc", "index_add"))
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:  # model code, specs, generated copies and the tree's kernels
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        for func in functions_of(self.ctx.tree):
+            self._check(func)
+
+    def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        nodes = [
+            n
+            for n in _walk(func)
+            if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not func)
+        ]
+        calls = [n for n in nodes if isinstance(n, ast.Call)]
+        softmaxes = [c for c in calls if last_name(c.func) == "softmax"]
+        topks = [c for c in calls if last_name(c.func) == "topk"]
+        counters = [c for c in calls if last_name(c.func) in _COUNTERS]
+        if not (softmaxes and topks and counters):
+            return
+        if not _computes_a_loss(
+            func, nodes
+        ):  # an MoE block routes with the same calls and returns hidden states
+            return
+        for call in softmaxes:
+            receiver = isinstance(call.func, ast.Attribute) and last_name(call.func.value) not in (
+                "torch",
+                "F",
+                "functional",
+            )
+            dim = _literal_dim(call, 0 if receiver else 1)
+            if dim is not None and (dim == 0 or dim <= -2):
+                self.report(
+                    call,
+                    f"the router logits are softmaxed over axis {dim} in `{func.name}`, which computes the "
+                    "load-balancing loss: the probabilities must be taken over the experts (`dim=-1`), as upstream "
+                    "does, or the expert choice and `P_e` are meaningless",
+                )
+        for call in topks:
+            receiver = isinstance(call.func, ast.Attribute) and last_name(call.func.value) not in ("torch",)
+            dim = _literal_dim(call, 1 if receiver else 2)
+            if dim is not None and (dim == 0 or dim <= -2):
+                self.report(
+                    call,
+                    f"`{func.name}` picks the top-k on axis {dim}: the load-balancing loss picks each token's "
+                    "top-k experts (`dim=-1`)",
+                )
+        counts: set[str] = set()
+        for n in nodes:
+            if isinstance(n, (ast.Name, ast.Attribute)):
+                name = _expert_count_name(n)
+                if name is not None:
+                    counts.add(name)
+            elif isinstance(n, ast.arg) and _expert_count_name(ast.Name(n.arg)) is not None:
+                counts.add(n.arg)
+        for call in counters:
+            if (
+                last_name(call.func) == "one_hot"
+                and len(call.args) > 1
+                and isinstance(call.args[1], (ast.Name, ast.Attribute))
+            ):
+                counts.add(last_name(call.args[1]) or "")
+        counts.discard("")
+        if not counts:
+            return
+        returns = [
+            n
+            for n in nodes
+            if isinstance(n, ast.Return) and n.value is not None and not isinstance(n.value, ast.Constant)
+        ]
+        # what the function computes: the return values and every statement that binds a local they use
+        if any(
+            _scaled_by(n, counts) for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.Return))
+        ):
+            return
+        loss_returns = [
+            r for r in returns if not (isinstance(r.value, ast.Call) and last_name(r.value.func) == "tensor")
+        ]
+        if not loss_returns:
+            return
+        ret = max(loss_returns, key=lambda r: r.lineno)
+        self.report(
+            ret,
+            f"`{func.name}` computes the load-balancing loss but never scales it by the number of experts "
+            f"(`{sorted(counts)[0]}`): upstream returns `num_experts * sum(f_e * P_e)`, so this auxiliary term is "
+            "that many times smaller",
+        )

@@ -1,0 +1,326 @@
+"""NPU421 sp-loss-reduction."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import functions_of
+from npu_lint.veomni.upstream import last_name
+
+_REDUCERS = {"all_reduce", "all_reduce_tensor", "reduce_across_ranks"}
+_COUNT_WORDS = ("token", "count", "valid", "num_items", "_len", "denom", "total")
+_GUARDS = {"clamp", "clamp_min", "clamp_", "clamp_min_", "max", "maximum", "where"}
+
+
+def _is_count(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _COUNT_WORDS) and "loss" not in lowered
+
+
+def _name_of(node: ast.AST | None) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _sp_group(call: ast.Call) -> bool:
+    """Whether a reduction runs over the sequence-parallel group (`group=...sp_group`, `get_..._sp_group()`)."""
+    for kw in call.keywords:
+        if kw.arg == "group":
+            text = ast.unparse(kw.value).lower()
+            return "sp" in text or "sequence" in text or "ulysses" in text
+    return len(call.args) > 1 and any("sp" in ast.unparse(a).lower() for a in call.args[1:])
+
+
+class _Reductions:
+    """The all-reductions of a function: in place (`dist.all_reduce(x)`) or by value (`y = all_reduce(x, ...)`)."""
+
+    def __init__(self, func: ast.AST) -> None:
+        self.lines: dict[str, list[int]] = {}  # name -> lines where it becomes a sum over ranks
+        self.sp: set[str] = set()
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                if last_name(node.value.func) in _REDUCERS:
+                    for target in node.targets:
+                        name = _name_of(target)
+                        if name:
+                            self.lines.setdefault(name, []).append(node.lineno)
+                            if _sp_group(node.value):
+                                self.sp.add(name)
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                call = node.value
+                if last_name(call.func) in _REDUCERS and call.args:
+                    name = _name_of(call.args[0])
+                    if name:
+                        self.lines.setdefault(name, []).append(node.lineno)
+                        if _sp_group(call):
+                            self.sp.add(name)
+
+    def reduced(self, name: str, before: int | None = None) -> bool:
+        return any(before is None or ln < before for ln in self.lines.get(name, []))
+
+    def last(self, name: str) -> int:
+        return max(self.lines.get(name, [0]))
+
+
+def _divisor_name(expr: ast.AST) -> tuple[str | None, bool]:
+    """The count a division divides by and whether the divisor itself guards zero (`n.clamp_min(1)`, `max(n, 1)`)."""
+    if isinstance(expr, ast.Name):
+        return expr.id, False
+    if isinstance(expr, ast.Call):
+        name = last_name(expr.func)
+        if name in _GUARDS:
+            inner = (
+                expr.func.value
+                if isinstance(expr.func, ast.Attribute)
+                else (expr.args[0] if expr.args else None)
+            )
+            if isinstance(inner, ast.Name):
+                return inner.id, True
+            for arg in expr.args:
+                if isinstance(arg, ast.Name):
+                    return arg.id, True
+        if name in ("float", "to", "item") and isinstance(expr.func, ast.Attribute):
+            return _divisor_name(expr.func.value)
+    return None, False
+
+
+def _guarded_after(func: ast.AST, name: str, after: int, before: int) -> bool:
+    """A test on ``name`` between its reduction and the division (`if n == 0: return ...`, `torch.where(n > 0, ...)`)."""
+    for node in _walk(func):
+        test = None
+        if isinstance(node, (ast.If, ast.IfExp, ast.Assert)):
+            test = node.test
+        elif isinstance(node, ast.Call) and last_name(node.func) == "where" and node.args:
+            test = node.args[0]
+        if test is None or not (after <= getattr(node, "lineno", 0) <= before):
+            continue
+        if any(isinstance(n, ast.Name) and n.id == name for n in _walk(test)):
+            return True
+    return False
+
+
+def _autograd_saved(cls: ast.ClassDef) -> dict[int, str]:
+    """Positions of `ctx.save_for_backward(...)` in an autograd Function's forward that hold a reduced count."""
+    forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+    if forward is None:
+        return {}
+    reductions = _Reductions(forward)
+    out: dict[int, str] = {}
+    for node in _walk(forward):
+        if isinstance(node, ast.Call) and last_name(node.func) == "save_for_backward":
+            for i, arg in enumerate(node.args):
+                name = _name_of(arg)
+                if name and reductions.reduced(name) and _is_count(name):
+                    out[i] = name
+    return out
+
+
+class SpLossReduction(Rule):
+    code = "NPU421"
+    name = "sp-loss-reduction"
+    summary = "A loss reduced across ranks is divided by a token count that is not reduced too, or by a reduced count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's."
+    why = (
+        "Under sequence parallelism each rank holds a slice of every sequence, so a token-mean loss is "
+        "`sum_ranks(loss_r * n_r) / sum_ranks(n_r)`: the loss-token products and the token counts are both summed "
+        "over the group. Dividing the summed loss by this rank's count mis-scales every micro-batch by the group's "
+        "imbalance; dividing by the summed count with no guard turns a micro-batch whose labels are all ignored on "
+        "every rank into 0/0 = NaN, which the gradient reduction then spreads to every replica. Likewise, where a "
+        "loss that is already the group's mean is re-weighted by a token count (and divided by the group size), "
+        "the count must be the group's, not this rank's. The Ascend runs that use sequence parallelism for long "
+        "contexts hit all three. Checked wherever a function all-reduces a loss or its token count "
+        "(`dist.all_reduce`, the tree's `all_reduce` helper), in autograd functions' backward passes through the "
+        "saved counts too, whatever the names."
+    )
+    bad = (
+        Example(
+            """
+            import torch.distributed as dist
+
+
+            def group_mean_loss(loss, n_tokens, group):
+                weighted = loss * n_tokens
+                dist.all_reduce(weighted, group=group)
+                return weighted / n_tokens
+            """,
+            path="veomni/distributed/sequence_parallel/reduce.py",
+            title="the summed loss divided by this rank's count",
+        ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            class GroupMean(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, loss, valid, group=None):
+                    local = valid.detach().clone()
+                    loss = loss * valid
+                    dist.all_reduce(loss, group=group)
+                    dist.all_reduce(valid, group=group)
+                    ctx.save_for_backward(local, valid)
+                    return loss / valid.clamp(min=1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    local, total_valid = ctx.saved_tensors
+                    return grad * local / total_valid, None, None
+            """,
+            path="veomni/distributed/sequence_parallel/reduce.py",
+            title="the backward divides by the summed count unguarded",
+        ),
+        Example(
+            """
+            def scale_step_loss(loss, rank_tokens, step_tokens):
+                state = get_parallel_state()
+                weighted = loss * rank_tokens / step_tokens
+                if state.sp_enabled:
+                    weighted = weighted / state.sp_size
+                return weighted
+            """,
+            path="veomni/utils/step_loss.py",
+            title="an SP-mean loss weighted by this rank's own token count",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            class GroupMean(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, loss, valid, group=None):
+                    local = valid.detach().clone()
+                    loss = loss * valid
+                    dist.all_reduce(loss, group=group)
+                    dist.all_reduce(valid, group=group)
+                    ctx.save_for_backward(local, valid)
+                    return loss / valid.clamp(min=1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    local, total_valid = ctx.saved_tensors
+                    return grad * local / torch.clamp(total_valid, min=1), None, None
+
+
+            def scale_step_loss(loss, rank_tokens, step_tokens):
+                state = get_parallel_state()
+                if state.sp_enabled:
+                    rank_tokens = all_reduce(rank_tokens.item(), op="sum", group=state.sp_group)
+                weighted = loss * rank_tokens / step_tokens
+                if state.sp_enabled:
+                    weighted = weighted / state.sp_size
+                return weighted
+            """,
+            path="veomni/distributed/sequence_parallel/reduce.py",
+        ),
+    )
+    fix_safety = "No fix: which count to reduce and which group to reduce it over are the caller's."
+
+    requires = (("all_reduce", "sp_size", "sp_enabled", "saved_tensors"),)
+    node_types = ()
+
+    @classmethod
+    def applies_to(
+        cls, ctx: Context
+    ) -> bool:  # loss utilities, distributed code and kernels: anything but tests
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        tree = self.ctx.tree
+        saved: dict[int, dict[int, str]] = {}
+        for node in _walk(tree):
+            if isinstance(node, ast.ClassDef):
+                positions = _autograd_saved(node)
+                if positions:
+                    backward = next(
+                        (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "backward"),
+                        None,
+                    )
+                    if backward is not None:
+                        saved[id(backward)] = positions
+        for func in functions_of(tree):
+            self._check(func, saved.get(id(func), {}))
+
+    def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef, saved: dict[int, str]) -> None:
+        red = _Reductions(func)
+        totals: dict[str, int] = {}  # reduced counts known from the forward's saved tensors (backward)
+        if saved:
+            for node in _walk(func):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.targets[0], ast.Tuple)
+                    and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "saved_tensors"
+                ):
+                    for i, elt in enumerate(node.targets[0].elts):
+                        if i in saved and isinstance(elt, ast.Name):
+                            totals[elt.id] = node.lineno
+        reduced_losses = {n for n in red.lines if not _is_count(n)}
+        for node in _walk(func):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+                continue
+            count, guarded = _divisor_name(node.right)
+            if count is None or not _is_count(count):
+                continue
+            line = node.lineno
+            numer = {n.id for n in _walk(node.left) if isinstance(n, ast.Name)}
+            if count in totals:
+                if not guarded and not _guarded_after(func, count, totals[count], line):
+                    self._zero(node, func, count)
+                continue
+            summed = {n for n in numer if n in reduced_losses and red.reduced(n, line)}
+            if not summed:
+                continue
+            if not red.reduced(count, line + 1):
+                self.report(
+                    node,
+                    f"`{sorted(summed)[0]}` is summed over the ranks, but `{func.name}` divides it by `{count}`, "
+                    "this rank's count: all-reduce the count too, or every micro-batch is scaled by the group's "
+                    "token imbalance",
+                )
+            elif not guarded and not _guarded_after(func, count, red.last(count), line):
+                self._zero(node, func, count)
+        self._sp_weighting(func, red)
+
+    def _zero(self, node: ast.AST, func: ast.AST, count: str) -> None:
+        self.report(
+            node,
+            f"`{getattr(func, 'name', '?')}` divides by `{count}`, a token count summed over the ranks, with no "
+            "guard: a micro-batch whose labels are all ignored on every rank gives 0/0 = NaN, which the gradient "
+            f"reduction spreads to every replica; divide by `{count}.clamp_min(1)` (and zero the loss)",
+        )
+
+    def _sp_weighting(self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions) -> None:
+        """A loss divided by the SP group size (it is the group's mean) weighted by a count not reduced over the group."""
+        nodes = _walk(func)
+        by_sp = any(
+            isinstance(n, ast.BinOp)
+            and isinstance(n.op, ast.Div)
+            and any(
+                isinstance(m, (ast.Name, ast.Attribute)) and "sp_size" in (last_name(m) or "")
+                for m in _walk(n.right)
+            )
+            for n in nodes
+        )
+        if not by_sp:
+            return
+        for node in nodes:
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            left, right = node.left, node.right
+            names = [_name_of(left), _name_of(right)]
+            if not any(n and "loss" in n.lower() for n in names):
+                continue
+            for count in names:
+                if count and _is_count(count) and count not in red.sp:
+                    self.report(
+                        node,
+                        f"`{func.name}` treats the loss as the sequence-parallel group's mean (it divides by the SP "
+                        f"size) but weights it by `{count}`, this rank's token count: all-reduce `{count}` over the "
+                        "SP group first",
+                    )
+                    return
