@@ -116,6 +116,33 @@ SITES = [
         "NPU421",
         [62],
     ),
+    # ... the loss no longer weighted by its count before the sum
+    (
+        VEOMNI_MAIN,
+        "veomni/distributed/sequence_parallel/loss.py",
+        "        loss *= num_valid_tokens\n",
+        "",
+        "NPU421",
+        [51],
+    ),
+    # ... the count reduced with a max
+    (
+        VEOMNI_MAIN,
+        "veomni/distributed/sequence_parallel/loss.py",
+        "dist.all_reduce(num_valid_tokens, group=group)",
+        "dist.all_reduce(num_valid_tokens, op=dist.ReduceOp.MAX, group=group)",
+        "NPU421",
+        [43],
+    ),
+    # ... the step's token count reduced with the tree helper's default op (a mean)
+    (
+        VEOMNI_MAIN,
+        "veomni/utils/loss_utils.py",
+        'all_reduce((micro_batches_token_len[f"{loss_name}_tokens"].item()), op="sum")',
+        'all_reduce((micro_batches_token_len[f"{loss_name}_tokens"].item()))',
+        "NPU421",
+        [77],
+    ),
     # ... the micro-batch token count reduced over the world instead of the SP group
     (
         VEOMNI_MAIN,
@@ -123,7 +150,7 @@ SITES = [
         "group=get_parallel_state().sp_group)",
         "group=None)",
         "NPU421",
-        [82],
+        [74],
     ),
 ]
 

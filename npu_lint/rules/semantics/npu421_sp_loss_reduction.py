@@ -32,29 +32,43 @@ def _sp_group(call: ast.Call) -> bool:
     return len(call.args) > 1 and any("sp" in ast.unparse(a).lower() for a in call.args[1:])
 
 
+def _reduce_op(call: ast.Call, helper_mean: bool) -> str | None:
+    """The reduction a call performs: `op=` (a string or `ReduceOp.X`), else the default: SUM for
+    `torch.distributed.all_reduce`, "mean" for VeOmni's `all_reduce` helper (``helper_mean``), None when unknown."""
+    for kw in call.keywords:
+        if kw.arg == "op":
+            if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                return kw.value.value.lower()
+            name = last_name(kw.value)
+            return None if name is None else name.lower()
+    if isinstance(call.func, ast.Attribute):
+        return "sum"
+    return "mean" if helper_mean else None
+
+
 class _Reductions:
     """The all-reductions of a function: in place (`dist.all_reduce(x)`) or by value (`y = all_reduce(x, ...)`)."""
 
-    def __init__(self, func: ast.AST) -> None:
-        self.lines: dict[str, list[int]] = {}  # name -> lines where it becomes a sum over ranks
+    def __init__(self, func: ast.AST, helper_mean: bool = False) -> None:
+        self.lines: dict[str, list[int]] = {}  # name -> lines where it becomes a reduction over ranks
         self.sp: set[str] = set()
+        self.ops: dict[str, tuple[str, ast.Call]] = {}  # name -> a reduction other than a sum, and its call
         for node in _walk(func):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                if last_name(node.value.func) in _REDUCERS:
-                    for target in node.targets:
-                        name = _name_of(target)
-                        if name:
-                            self.lines.setdefault(name, []).append(node.lineno)
-                            if _sp_group(node.value):
-                                self.sp.add(name)
-            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                call = node.value
-                if last_name(call.func) in _REDUCERS and call.args:
-                    name = _name_of(call.args[0])
-                    if name:
-                        self.lines.setdefault(name, []).append(node.lineno)
-                        if _sp_group(call):
-                            self.sp.add(name)
+            call = node.value if isinstance(node, (ast.Assign, ast.Expr)) else None
+            if not (isinstance(call, ast.Call) and last_name(call.func) in _REDUCERS):
+                continue
+            if isinstance(node, ast.Assign):
+                names = [_name_of(t) for t in node.targets]
+            else:
+                names = [_name_of(call.args[0])] if call.args else []
+            op = _reduce_op(call, helper_mean)
+            for name in names:
+                if name:
+                    self.lines.setdefault(name, []).append(node.lineno)
+                    if _sp_group(call):
+                        self.sp.add(name)
+                    if op is not None and op not in ("sum", "reduceop.sum"):
+                        self.ops[name] = (op, call)
 
     def reduced(self, name: str, before: int | None = None) -> bool:
         return any(before is None or ln < before for ln in self.lines.get(name, []))
@@ -119,7 +133,7 @@ def _autograd_saved(cls: ast.ClassDef) -> dict[int, str]:
 class SpLossReduction(Rule):
     code = "NPU421"
     name = "sp-loss-reduction"
-    summary = "A loss reduced across ranks is divided by a token count that is not reduced too, or by a reduced count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's."
+    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's."
     why = (
         "Under sequence parallelism each rank holds a slice of every sequence, so a token-mean loss is "
         "`sum_ranks(loss_r * n_r) / sum_ranks(n_r)`: the loss-token products and the token counts are both summed "
@@ -127,7 +141,9 @@ class SpLossReduction(Rule):
         "imbalance; dividing by the summed count with no guard turns a micro-batch whose labels are all ignored on "
         "every rank into 0/0 = NaN, which the gradient reduction then spreads to every replica. Likewise, where a "
         "loss that is already the group's mean is re-weighted by a token count (and divided by the group size), "
-        "the count must be the group's, not this rank's. The Ascend runs that use sequence parallelism for long "
+        "the count must be the group's, not this rank's. A count reduced with a mean or a max (VeOmni's own `all_reduce` "
+        "helper means by default) and a loss summed without being weighted by its count first break the same "
+        "formula. The Ascend runs that use sequence parallelism for long "
         "contexts hit all three. Checked wherever a function all-reduces a loss or its token count "
         "(`dist.all_reduce`, the tree's `all_reduce` helper), in autograd functions' backward passes through the "
         "saved counts too, whatever the names."
@@ -182,6 +198,18 @@ class SpLossReduction(Rule):
             path="veomni/utils/step_loss.py",
             title="an SP-mean loss weighted by this rank's own token count",
         ),
+        Example(
+            """
+            from veomni.utils.dist_utils import all_reduce
+
+
+            def weight_micro_loss(micro_loss, micro_tokens, step_tokens):
+                step_total = all_reduce(step_tokens.item())
+                return micro_loss * micro_tokens / step_total
+            """,
+            path="veomni/trainer/loss_weight.py",
+            title="the step's token count reduced with the helper's default op, a mean",
+        ),
     )
     good = (
         Example(
@@ -231,6 +259,12 @@ class SpLossReduction(Rule):
 
     def finish(self) -> None:
         tree = self.ctx.tree
+        self.helper_mean = any(  # VeOmni's `all_reduce(data, op="mean", group=None)` helper, imported
+            isinstance(n, ast.ImportFrom)
+            and any(a.name == "all_reduce" for a in n.names)
+            and "torch" not in (n.module or "")
+            for n in _walk(tree)
+        )
         saved: dict[int, dict[int, str]] = {}
         for node in _walk(tree):
             if isinstance(node, ast.ClassDef):
@@ -246,7 +280,7 @@ class SpLossReduction(Rule):
             self._check(func, saved.get(id(func), {}))
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef, saved: dict[int, str]) -> None:
-        red = _Reductions(func)
+        red = _Reductions(func, self.helper_mean)
         totals: dict[str, int] = {}  # reduced counts known from the forward's saved tensors (backward)
         if saved:
             for node in _walk(func):
@@ -273,6 +307,13 @@ class SpLossReduction(Rule):
                     self._zero(node, func, count)
                 continue
             summed = {n for n in numer if n in reduced_losses and red.reduced(n, line)}
+            if (
+                red.reduced(count, line + 1)
+                and count in red.ops
+                and (summed or any("loss" in n for n in numer))
+            ):
+                self._not_summed(red.ops[count], count)
+                continue
             if not summed:
                 continue
             if not red.reduced(count, line + 1):
@@ -284,7 +325,47 @@ class SpLossReduction(Rule):
                 )
             elif not guarded and not _guarded_after(func, count, red.last(count), line):
                 self._zero(node, func, count)
+            else:
+                self._weighted_first(func, red, sorted(summed)[0], count, node)
         self._sp_weighting(func, red)
+
+    def _weighted_first(self, func: ast.AST, red: _Reductions, loss: str, count: str, div: ast.AST) -> None:
+        """A summed loss divided by the summed count must have been weighted by the count before the sum."""
+        if any(word in loss.lower() for word in ("sum", "total")):  # already a sum of per-token losses
+            return
+        first = min(red.lines[loss])
+        for node in _walk(func):
+            if getattr(node, "lineno", first) >= first:
+                continue
+            if (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.op, ast.Mult)
+                and _name_of(node.target) == loss
+            ):
+                return
+            if isinstance(node, ast.Assign) and any(_name_of(t) == loss for t in node.targets):
+                if any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult) for b in _walk(node.value)):
+                    return
+                if not (
+                    isinstance(node.value, ast.Call)
+                    and last_name(node.value.func) in ("where", "clone", "detach")
+                ):
+                    return  # bound from something else (a sum of per-token losses): not ours to judge
+        if any(isinstance(n, ast.arg) and n.arg == loss for n in _walk(func)):
+            self.report(
+                div,
+                f"`{getattr(func, 'name', '?')}` sums `{loss}` over the ranks and divides by the summed `{count}`, "
+                f"but never weights `{loss}` by `{count}` first: the ranks' mean losses are added up and divided "
+                "by the total token count, so the loss shrinks with the group size",
+            )
+
+    def _not_summed(self, op_call: tuple[str, ast.Call], count: str) -> None:
+        op, call = op_call
+        self.report(
+            call,
+            f"`{count}` is reduced with `{op}`, not summed: a token-mean loss divides by the number of tokens of all "
+            "the ranks, so the count must be reduced with a sum",
+        )
 
     def _zero(self, node: ast.AST, func: ast.AST, count: str) -> None:
         self.report(
@@ -316,9 +397,21 @@ class SpLossReduction(Rule):
             if not any(n and "loss" in n.lower() for n in names):
                 continue
             for count in names:
+                if count and _is_count(count) and count in red.sp and count in red.ops:
+                    self._not_summed(red.ops[count], count)
+                    return
                 if count and _is_count(count) and count not in red.sp:
+                    # reported where the rank-local count is taken (the reduction belongs right after it)
+                    bound = [
+                        n
+                        for n in nodes
+                        if isinstance(n, ast.Assign)
+                        and n.lineno < node.lineno
+                        and any(_name_of(t) == count for t in n.targets)
+                    ]
+                    where = max(bound, key=lambda n: n.lineno) if bound else node
                     self.report(
-                        node,
+                        where,
                         f"`{func.name}` treats the loss as the sequence-parallel group's mean (it divides by the SP "
                         f"size) but weights it by `{count}`, this rank's token count: all-reduce `{count}` over the "
                         "SP group first",
