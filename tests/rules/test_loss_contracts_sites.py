@@ -81,6 +81,15 @@ SITES = [
         "NPU420",
         [676],
     ),
+    # the generated router itself normalising over the tokens (upstream: the experts)
+    (
+        VEOMNI_MAIN,
+        "veomni/models/transformers/qwen3_moe/generated/patched_modeling_qwen3_moe_gpu.py",
+        "routing_weights = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)\n        router_top",
+        "routing_weights = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=0)\n        router_top",
+        "NPU420",
+        [318],
+    ),
     # the router indices recorded as router_logits: a spec (upstream router) and a generated file (its own class)
     (
         VEOMNI_MAIN,

@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
-from npu_lint.veomni.upstream import last_name
+from npu_lint.veomni.upstream import last_name, patched_methods
 
 _COUNTERS = {"one_hot", "scatter_add_", "scatter_add", "bincount", "histc", "index_add_"}
 _SCALE_OPS = (ast.Mult, ast.Div, ast.Pow, ast.FloorDiv)
@@ -61,6 +61,31 @@ def _scaled_by(expr: ast.AST, counts: set[str]) -> bool:
 
 
 _LOSS_WORDS = ("loss", "balanc", "aux")
+# the MoE routing modules (a router or gate, or the sparse block that routes itself)
+_ROUTING_CLASSES = ("Router", "Gate", "MoeBlock", "MoEBlock", "SparseMoeBlock", "MoE", "Moe")
+
+
+def _axis_calls(func: ast.AST) -> list[tuple[ast.Call, str, int | None]]:
+    """The softmax and top-k calls of a function with their literal axis (None when not a literal)."""
+    out: list[tuple[ast.Call, str, int | None]] = []
+    for call in _walk(func):
+        if not isinstance(call, ast.Call):
+            continue
+        name = last_name(call.func)
+        if name not in ("softmax", "topk"):
+            continue
+        receiver = isinstance(call.func, ast.Attribute) and last_name(call.func.value) not in (
+            "torch",
+            "F",
+            "functional",
+        )
+        position = (0 if receiver else 1) if name == "softmax" else (1 if receiver else 2)
+        out.append((call, name, _literal_dim(call, position)))
+    return out
+
+
+def _token_axis(dim: int | None) -> bool:
+    return dim is not None and (dim == 0 or dim <= -2)
 
 
 def _computes_a_loss(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST]) -> bool:
@@ -77,7 +102,7 @@ def _computes_a_loss(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[a
 class LoadBalancingLossForm(Rule):
     code = "NPU420"
     name = "load-balancing-loss-form"
-    summary = "A load-balancing (Switch) auxiliary loss normalises the router logits over another axis than the experts', or drops its number-of-experts scale."
+    summary = "A load-balancing (Switch) auxiliary loss, or a patched router, normalises the router logits over another axis than the experts', or the loss drops its number-of-experts scale."
     why = (
         "The MoE auxiliary loss of transformers' `load_balancing_loss_func` and of VeOmni's eager and Triton kernels "
         "(the eager one is what an NPU run uses) is `num_experts * sum_e(f_e * P_e)`: the router logits are "
@@ -87,7 +112,8 @@ class LoadBalancingLossForm(Rule):
         "scale makes the term `num_experts` times smaller than on the GPU path, so the routers are hardly balanced. "
         "Neither raises. Checked in every function that computes the loss itself (a softmax and a top-k over the "
         "router logits and an expert count: `one_hot`, `scatter_add_`, `bincount`), whatever its name or file: "
-        "kernels, eager fallbacks, specs and generated copies. The scale may be written as `* num_experts`, "
+        "kernels, eager fallbacks, specs and generated copies; a patched router's softmax and top-k are held to the same "
+        "axis where the upstream router routes over the experts. The scale may be written as `* num_experts`, "
         "`num_experts / total**2`, `* n_experts**2` or through a local."
     )
     bad = (
@@ -144,6 +170,26 @@ class LoadBalancingLossForm(Rule):
             path="veomni/models/toy_moe/modeling_toy_moe.py",
             title="a gate's own auxiliary loss, scaled by its coefficient only",
         ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
+
+
+            @config.override_method("Qwen3MoeTopKRouter.forward")
+            def router_forward_patched(self, hidden_states):
+                hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+                router_logits = torch.nn.functional.linear(hidden_states, self.weight)
+                probs = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=0)
+                top_value, top_index = torch.topk(probs, self.top_k, dim=-1)
+                top_value = top_value / top_value.sum(dim=-1, keepdim=True)
+                return router_logits, top_value.to(router_logits.dtype), top_index
+            """,
+            path="veomni/models/transformers/qwen3_moe/qwen3_moe_npu_patch_gen_config.py",
+            title="a patched router normalising over the tokens",
+        ),
     )
     good = (
         Example(
@@ -182,7 +228,7 @@ class LoadBalancingLossForm(Rule):
     )
     fix_safety = "No fix: the loss must be rewritten against the reference."
 
-    requires = ("softmax", "topk", ("one_hot", "scatter_add", "bincount", "histc", "index_add"))
+    requires = ("softmax", "topk")
     node_types = ()
 
     @classmethod
@@ -190,8 +236,22 @@ class LoadBalancingLossForm(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
-        for func in functions_of(self.ctx.tree):
+        ctx = self.ctx
+        for func in functions_of(ctx.tree):
             self._check(func)
+        for patched in patched_methods(
+            ctx.tree, ctx.source.text, "forward", _ROUTING_CLASSES, path=ctx.source.path
+        ):
+            upstream = _axis_calls(patched.upstream)
+            if not upstream or any(_token_axis(dim) for _, _, dim in upstream):
+                continue
+            for call, name, dim in _axis_calls(patched.func):
+                if _token_axis(dim):
+                    self.report(
+                        call,
+                        f"`{patched.cls}.forward` takes its `{name}` over axis {dim}, where upstream routes over the "
+                        "experts (the last axis): every token's expert weights and choice come out wrong",
+                    )
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = [
