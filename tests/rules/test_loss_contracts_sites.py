@@ -90,6 +90,49 @@ SITES = [
         "NPU420",
         [318],
     ),
+    # P_e averaged over the experts instead of the tokens: the eager kernel and a generated copy
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/load_balancing_loss/eager.py",
+        "router_prob_sum += probs.sum(dim=0)",
+        "router_prob_sum += probs.sum(dim=-1)",
+        "NPU420",
+        [102],
+    ),
+    (
+        VEOMNI_MAIN,
+        "veomni/models/transformers/qwen3_moe/generated/patched_modeling_qwen3_moe_gpu.py",
+        "router_prob_per_expert = torch.mean(routing_weights, dim=0)",
+        "router_prob_per_expert = torch.mean(routing_weights, dim=-1)",
+        "NPU420",
+        [687],
+    ),
+    # token counts that count the ignored labels: num_items_in_batch in the chunked loss, the SP counts of both
+    # loss wrappers (through a local, and inline)
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/cross_entropy/chunk_loss.py",
+        "num_items_in_batch = (labels != ignore_index).sum()",
+        "num_items_in_batch = labels.numel()",
+        "NPU421",
+        [130],
+    ),
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/cross_entropy/__init__.py",
+        "        num_valid_tokens = (labels != ignore_index).sum()\n        loss = reduce_sequence_parallel_loss(",
+        "        num_valid_tokens = labels.numel()\n        loss = reduce_sequence_parallel_loss(",
+        "NPU421",
+        [219],
+    ),
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/cross_entropy/__init__.py",
+        "        num_valid_tokens = (target != ignore_index).sum()\n        loss = reduce_sequence_parallel_loss(loss, num_valid_tokens)",
+        "        loss = reduce_sequence_parallel_loss(loss, target.numel())",
+        "NPU421",
+        [330],
+    ),
     # the router indices recorded as router_logits: a spec (upstream router) and a generated file (its own class)
     (
         VEOMNI_MAIN,

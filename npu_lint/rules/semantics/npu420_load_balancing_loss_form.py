@@ -99,6 +99,21 @@ def _computes_a_loss(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[a
     return False
 
 
+def _base_name(expr: ast.AST) -> str | None:
+    """The local a tensor expression starts from: `probs`, `probs.float()`, `expert_mask.float() * mask`."""
+    while True:
+        if isinstance(expr, ast.Name):
+            return expr.id
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, ast.BinOp):
+            expr = expr.left
+        elif isinstance(expr, ast.Subscript):
+            expr = expr.value
+        else:
+            return None
+
+
 class LoadBalancingLossForm(Rule):
     code = "NPU420"
     name = "load-balancing-loss-form"
@@ -190,6 +205,23 @@ class LoadBalancingLossForm(Rule):
             path="veomni/models/transformers/qwen3_moe/qwen3_moe_npu_patch_gen_config.py",
             title="a patched router normalising over the tokens",
         ),
+        Example(
+            """
+            import torch
+
+
+            def balance_aux_loss(gate_logits, num_experts, top_k):
+                logits = torch.cat(gate_logits, dim=0)
+                scores = torch.softmax(logits, dim=-1)
+                _, picked = torch.topk(scores, top_k, dim=-1)
+                chosen = torch.nn.functional.one_hot(picked, num_experts).float()
+                load = chosen.mean(dim=0)
+                importance = torch.mean(scores, dim=-1)
+                return num_experts * torch.sum(load * importance.unsqueeze(0))
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="the router probabilities averaged over the experts instead of the tokens",
+        ),
     )
     good = (
         Example(
@@ -253,6 +285,34 @@ class LoadBalancingLossForm(Rule):
                         "experts (the last axis): every token's expert weights and choice come out wrong",
                     )
 
+    def _per_expert_means(self, func: ast.AST, nodes: list[ast.AST]) -> None:
+        """`P_e` and `f_e` are averages over the tokens: a sum or mean of the router probabilities (or of the
+        expert one-hot mask) over the expert axis gives one number per token instead."""
+        probs: set[str] = set()
+        for node in nodes:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                if last_name(node.value.func) in ("softmax", "one_hot"):
+                    probs.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if not probs:
+            return
+        for call in nodes:
+            if not (isinstance(call, ast.Call) and last_name(call.func) in ("sum", "mean")):
+                continue
+            receiver = isinstance(call.func, ast.Attribute) and last_name(call.func.value) != "torch"
+            source = call.func.value if receiver else (call.args[0] if call.args else None)  # type: ignore[union-attr]
+            if source is None or _base_name(source) not in probs:
+                continue
+            if any(kw.arg == "keepdim" for kw in call.keywords):  # a per-token normalisation (top-k renorm)
+                continue
+            dim = _literal_dim(call, 0 if receiver else 1)
+            if dim == -1:
+                self.report(
+                    call,
+                    f"`{getattr(func, 'name', '?')}` sums `{_base_name(source)}` over the experts (`dim=-1`): the "
+                    "load-balancing loss averages the router probabilities and the expert choices over the tokens "
+                    "(`dim=0`), one value per expert",
+                )
+
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = [
             n
@@ -292,6 +352,7 @@ class LoadBalancingLossForm(Rule):
                     f"`{func.name}` picks the top-k on axis {dim}: the load-balancing loss picks each token's "
                     "top-k experts (`dim=-1`)",
                 )
+        self._per_expert_means(func, nodes)
         counts: set[str] = set()
         for n in nodes:
             if isinstance(n, (ast.Name, ast.Attribute)):

@@ -130,10 +130,38 @@ def _autograd_saved(cls: ast.ClassDef) -> dict[int, str]:
     return out
 
 
+_COUNT_TARGETS = ("num_items_in_batch", "num_valid_tokens", "valid_tokens", "num_label_tokens")
+
+
+def _all_positions(expr: ast.AST) -> str | None:
+    """`labels.numel()`, `labels.size(0) * labels.size(1)`, `labels.shape[-1]`, `len(labels)`: a count of every
+    position, the ignored ones included (the text of the call that says so)."""
+    for node in _walk(expr):
+        if isinstance(node, ast.Call):
+            name = last_name(node.func)
+            if name in ("numel", "nelement") or (name == "size" and isinstance(node.func, ast.Attribute)):
+                return ast.unparse(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "len":
+                return ast.unparse(node)
+        elif isinstance(node, ast.Attribute) and node.attr == "shape":
+            return ast.unparse(node)
+    return None
+
+
+def _counts_labels(expr: ast.AST) -> bool:
+    """Whether an expression compares against the ignore index or a mask (`labels != ignore_index`, `.ne(...)`)."""
+    for node in _walk(expr):
+        if isinstance(node, ast.Compare):
+            return True
+        if isinstance(node, ast.Call) and last_name(node.func) in ("ne", "count_nonzero", "eq", "nonzero"):
+            return True
+    return False
+
+
 class SpLossReduction(Rule):
     code = "NPU421"
     name = "sp-loss-reduction"
-    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's."
+    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's; or a loss's token count counts the ignored labels too."
     why = (
         "Under sequence parallelism each rank holds a slice of every sequence, so a token-mean loss is "
         "`sum_ranks(loss_r * n_r) / sum_ranks(n_r)`: the loss-token products and the token counts are both summed "
@@ -143,7 +171,8 @@ class SpLossReduction(Rule):
         "loss that is already the group's mean is re-weighted by a token count (and divided by the group size), "
         "the count must be the group's, not this rank's. A count reduced with a mean or a max (VeOmni's own `all_reduce` "
         "helper means by default) and a loss summed without being weighted by its count first break the same "
-        "formula. The Ascend runs that use sequence parallelism for long "
+        "formula, and so does a count of every label position (`labels.numel()`) where the count of the labels that "
+        "are not ignored is meant (`num_items_in_batch`, the count handed to the SP reduction). The Ascend runs that use sequence parallelism for long "
         "contexts hit all three. Checked wherever a function all-reduces a loss or its token count "
         "(`dist.all_reduce`, the tree's `all_reduce` helper), in autograd functions' backward passes through the "
         "saved counts too, whatever the names."
@@ -210,6 +239,18 @@ class SpLossReduction(Rule):
             path="veomni/trainer/loss_weight.py",
             title="the step's token count reduced with the helper's default op, a mean",
         ),
+        Example(
+            """
+            def seq_cls_loss(logits, target, ignore_index=-100):
+                loss = token_ce(logits, target, ignore_index)
+                if get_parallel_state().sp_enabled:
+                    n_positions = target.numel()
+                    loss = reduce_sequence_parallel_loss(loss, n_positions)
+                return loss
+            """,
+            path="veomni/ops/kernels/cross_entropy/cls.py",
+            title="the SP reduction weighted by every position, ignored labels included",
+        ),
     )
     good = (
         Example(
@@ -248,7 +289,9 @@ class SpLossReduction(Rule):
     )
     fix_safety = "No fix: which count to reduce and which group to reduce it over are the caller's."
 
-    requires = (("all_reduce", "sp_size", "sp_enabled", "saved_tensors"),)
+    requires = (
+        ("all_reduce", "sp_size", "sp_enabled", "saved_tensors", "num_items_in_batch", "num_valid_tokens"),
+    )
     node_types = ()
 
     @classmethod
@@ -328,6 +371,58 @@ class SpLossReduction(Rule):
             else:
                 self._weighted_first(func, red, sorted(summed)[0], count, node)
         self._sp_weighting(func, red)
+        self._counts(func)
+
+    def _counts(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """The token count a loss is normalised or reduced by counts the labels that are not ignored."""
+        bindings: dict[str, list[ast.Assign]] = {}
+        for node in _walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                name = _name_of(node.targets[0])
+                if name:
+                    bindings.setdefault(name, []).append(node)
+        candidates: list[tuple[ast.AST, ast.expr, str]] = []
+        for name, assigns in bindings.items():
+            if name in _COUNT_TARGETS:
+                candidates.extend((a, a.value, f"`{name}`") for a in assigns)
+        for node in _walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = last_name(node.func) or ""
+            owner = last_name(node.func.value) if isinstance(node.func, ast.Attribute) else ""
+            reducer = ("reduce" in callee.lower() and "loss" in callee.lower()) or (
+                callee == "apply"
+                and owner is not None
+                and "reduce" in owner.lower()
+                and "loss" in owner.lower()
+            )
+            if not reducer:
+                continue
+            arg = node.args[1] if len(node.args) > 1 else None
+            arg = next((kw.value for kw in node.keywords if kw.arg in _COUNT_TARGETS), arg)
+            if arg is None:
+                continue
+            if isinstance(arg, ast.Name) and arg.id in bindings:
+                before = [a for a in bindings[arg.id] if a.lineno <= node.lineno]
+                if before and arg.id not in _COUNT_TARGETS:
+                    last = max(before, key=lambda a: a.lineno)
+                    candidates.append((last, last.value, f"`{arg.id}`"))
+            elif not isinstance(arg, ast.Name):
+                candidates.append((arg, arg, f"the count given to `{callee}`"))
+        seen: set[int] = set()
+        for where, value, name in candidates:
+            if id(where) in seen or _counts_labels(value):
+                continue
+            counted = _all_positions(value)
+            if counted is None:
+                continue
+            seen.add(id(where))
+            self.report(
+                where,
+                f"{name} is based on `{counted}`: it counts every label position, the ignored ones (padding, "
+                "prompts) included, so the token-mean loss is divided by too many tokens; count "
+                "`(labels != ignore_index).sum()`",
+            )
 
     def _weighted_first(self, func: ast.AST, red: _Reductions, loss: str, count: str, div: ast.AST) -> None:
         """A summed loss divided by the summed count must have been weighted by the count before the sum."""
