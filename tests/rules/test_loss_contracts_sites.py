@@ -1,6 +1,6 @@
 """The loss contracts checked at every site where they hold, on the real trees' own files (read from the shared
 corpora, edited in memory; nothing is written): the fp32 upcast of vocabulary logits in every loss kernel and
-wrapper (NPU410), the form of the load-balancing loss in kernels and generated copies (NPU420), the router
+wrapper (NPU410), the causal shift of the wrapper's labels (NPU412), the form of the load-balancing loss in kernels and generated copies (NPU420), the router
 output recorded as `router_logits` (NPU417), the head the fused loss projects with (NPU419), and the
 sequence-parallel loss reduction (NPU421). Each edit is one the round-4 dev cases do not make (other files, other
 functions, the other half of a pair); the unedited file is quiet."""
@@ -53,6 +53,15 @@ SITES = [
         "    sp_enabled = get_parallel_state().sp_enabled\n\n    # veomni sp patch",
         "NPU410",
         [203],
+    ),
+    # the causal-LM wrapper pads the labels at the front: its `[..., 1:]` removes the pad, nothing is shifted
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/cross_entropy/__init__.py",
+        "labels = nn.functional.pad(labels, (0, 1), value=ignore_index)",
+        "labels = nn.functional.pad(labels, (1, 0), value=ignore_index)",
+        "NPU412",
+        [190],
     ),
     # the eager load-balancing kernel: the scale folded into the normaliser, then dropped
     (

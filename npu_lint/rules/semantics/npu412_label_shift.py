@@ -18,6 +18,7 @@ from npu_lint.rules.semantics._shared import (
     path_before,
 )
 from npu_lint.veomni.patchgen import load_file
+from npu_lint.veomni.upstream import last_name
 
 # losses that shift `labels` themselves unless `shift_labels=` is given (transformers' and VeOmni's)
 _SHIFTING = ("loss_function", "ForCausalLMLoss", "causal_lm_loss")
@@ -212,6 +213,55 @@ _COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
 
 
 @functools.lru_cache(maxsize=16)
+def _pad_amounts(call: ast.Call) -> tuple[int, int] | None:
+    """`F.pad(x, (a, b), ...)` on the last axis: (a, b) when literal."""
+    pad = (
+        call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "pad"), None)
+    )
+    if isinstance(pad, (ast.Tuple, ast.List)) and len(pad.elts) == 2:
+        vals = [e.value if isinstance(e, ast.Constant) and type(e.value) is int else None for e in pad.elts]
+        if vals[0] is not None and vals[1] is not None:
+            return vals[0], vals[1]
+    return None
+
+
+def _pad_shifts(func: ast.AST) -> list[tuple[ast.AST, str]]:
+    """Labels padded on one side of the last axis and then sliced from that same side (`pad(l, (1, 0))` then
+    `[..., 1:]`; `pad(l, (0, 1))` then `[..., :-1]`): the pad is removed again, nothing is shifted."""
+    padded: dict[str, tuple[ast.Call, str]] = {}
+    out: list[tuple[ast.AST, str]] = []
+    for node in sorted(
+        (n for n in _walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1), key=lambda n: n.lineno
+    ):
+        target = node.targets[0]
+        value = node.value
+        if isinstance(value, ast.Call) and last_name(value.func) == "pad" and value.args:
+            source = _base_name(value.args[0])
+            amounts = _pad_amounts(value)
+            fill = next((k.value for k in value.keywords if k.arg == "value"), None)
+            ignored = fill is not None and (
+                "ignore" in ast.unparse(fill).lower() or ast.unparse(fill).replace(" ", "") == "-100"
+            )
+            labelled = "label" in source or "target" in source or ignored
+            if labelled and amounts in ((1, 0), (0, 1)) and isinstance(target, ast.Name):
+                padded[target.id] = (value, "front" if amounts == (1, 0) else "end")
+            continue
+        for sub in _walk(value):
+            if not (
+                isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in padded
+            ):
+                continue
+            call, side = padded[sub.value.id]
+            last = sub.slice.elts[-1] if isinstance(sub.slice, ast.Tuple) else sub.slice
+            if not isinstance(last, ast.Slice):
+                continue
+            if side == "front" and _starts_at_one(last):
+                out.append((call, side))
+            elif side == "end" and last.lower is None and _minus_one(last.upper):
+                out.append((call, side))
+    return out
+
+
 def _sp_collator_at(path: str, mtime: float, size: int) -> str | None:
     parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
     tree = parsed.tree if parsed is not None else None
@@ -409,6 +459,19 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
             title="the labels cut at the end instead of the start",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def next_token_loss(logits, target_ids, ignore_index=-100, cross_entropy_fn=None):
+                padded = F.pad(target_ids, (1, 0), value=ignore_index)
+                targets = padded[..., 1:].reshape(-1)
+                return cross_entropy_fn(logits.float().reshape(-1, logits.size(-1)), targets, ignore_index)
+            """,
+            path="veomni/ops/kernels/cross_entropy/next_token.py",
+            title="a loss kernel pads the labels at the front and drops the front again",
+        ),
     )
     good = (
         Example(
@@ -501,6 +564,17 @@ class LabelShift(LossRule):
                         f"where this function shifts `{name}` by one position elsewhere (`{name}[..., 1:]`): each "
                         "selected state is trained to predict the token it already sees, not the next one",
                     )
+        if "pad" in text:
+            for func in functions_of(self.ctx.tree, text, "pad("):
+                for node, side in _pad_shifts(func):
+                    if self._once(node):
+                        self.report(
+                            node,
+                            f"the labels are padded at the {side} and then sliced back to their length from the same "
+                            "side: the slice removes the pad again, so the labels are not shifted and every "
+                            "position is trained to predict its own token; pad at the end (`(0, 1)`) and drop the "
+                            "first position (`[..., 1:]`)",
+                        )
         if "label" not in text:
             return
         if "sp_enabled" in text:
