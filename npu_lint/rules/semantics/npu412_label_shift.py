@@ -262,6 +262,57 @@ def _pad_shifts(func: ast.AST) -> list[tuple[ast.AST, str]]:
     return out
 
 
+def _uncut_partners(func: ast.AST) -> list[ast.AST]:
+    """Labels cut at the start (`labels[..., 1:]`, not padded first) in a function that never cuts the hidden
+    states or logits they are paired with at the end (`[..., :-1, :]`): positions and targets no longer line up."""
+    nodes = _walk(func)
+    if any(
+        isinstance(c, ast.Call)
+        and (any(w in _callee(c) for w in _SHIFTING) or any(k.arg == "shift_labels" for k in c.keywords))
+        for c in nodes
+    ):
+        return []  # labels handed to a loss that shifts them (or as `shift_labels=`): the checks above own it
+    padded = {
+        t.id
+        for n in nodes
+        if isinstance(n, ast.Assign)
+        and any(
+            isinstance(c, ast.Call) and _callee(c) in ("pad", "cat", "concat", "concatenate")
+            for c in _walk(n.value)
+        )
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    slice_vars = {
+        t.id
+        for n in nodes
+        if isinstance(n, ast.Assign)
+        and any(isinstance(c, ast.Call) and _callee(c) == "slice" for c in _walk(n.value))
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    shifts: list[ast.AST] = []
+    partners = False
+    for n in nodes:
+        if isinstance(n, ast.Name) and ("hidden" in n.id or "logit" in n.id):
+            partners = True
+        if not isinstance(n, ast.Subscript):
+            continue
+        base = _base_name(n.value)
+        parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        if "label" not in base and any(
+            (isinstance(p, ast.Slice) and _minus_one(p.upper))
+            or _starts_at_one(p)
+            or (isinstance(p, ast.Name) and p.id in slice_vars)
+            for p in parts
+        ):
+            return []  # something else is cut (at the end, at the start, by a slice variable): the function's own pairing
+        if "label" in base and base not in padded and parts and _starts_at_one(parts[-1]):
+            if not any(isinstance(c, ast.Call) and _callee(c) == "pad" for c in _walk(n.value)):
+                shifts.append(n)
+    return shifts if partners else []
+
+
 def _sp_collator_at(path: str, mtime: float, size: int) -> str | None:
     parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
     tree = parsed.tree if parsed is not None else None
@@ -472,6 +523,18 @@ class LabelShift(LossRule):
             path="veomni/ops/kernels/cross_entropy/next_token.py",
             title="a loss kernel pads the labels at the front and drops the front again",
         ),
+        Example(
+            """
+            def blockwise_fused_ce(hidden, head_weight, labels, block=2048):
+                labels = labels[..., 1:].contiguous()
+                total = 0.0
+                for h, y in zip(hidden.split(block, dim=1), labels.split(block, dim=1)):
+                    total = total + fused_linear_ce(h, head_weight, y)
+                return total
+            """,
+            path="veomni/ops/kernels/cross_entropy/blockwise.py",
+            title="a fused kernel shifts the labels but not the hidden states they are paired with",
+        ),
     )
     good = (
         Example(
@@ -538,6 +601,19 @@ class LabelShift(LossRule):
             """,
             path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
             title="the causal pairing (and an input cut, which is not a label)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def stop_token_loss(self, stop_logits, frame_mask):
+                stop_labels = torch.cat([~frame_mask * 1.0, torch.ones_like(frame_mask[:, :1])], dim=1)
+                stop_labels = stop_labels[:, 1:].masked_select(frame_mask)
+                return self.bce(stop_logits.masked_select(frame_mask), stop_labels)
+            """,
+            path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
+            title="labels extended by one position (a concatenation) and cut back: nothing to pair",
         ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
@@ -613,6 +689,18 @@ class LabelShift(LossRule):
             "causal_lm_loss",
         ):
             self._generic(func)
+        if "1:]" in text:  # last: a line another check of this rule reported is not reported twice
+            lines = {d.line for d in self.ctx.diagnostics if d.code == self.code}
+            for func in functions_of(self.ctx.tree, text, "1:]"):
+                for node in _uncut_partners(func):
+                    if node.lineno not in lines and self._once(node):  # type: ignore[attr-defined]
+                        lines.add(node.lineno)  # type: ignore[attr-defined]
+                        self.report(
+                            node,
+                            f"`{ast.unparse(node)}` drops the first label, but nothing in this function drops the last "
+                            "position of the hidden states or logits it is paired with (`[..., :-1, :]`): each "
+                            "position is scored against a label one step off, or the lengths no longer match",
+                        )
 
     def _generic(self, func: ast.AST) -> None:
         """Any function: shifted labels handed as `labels=` to a loss that shifts them; unshifted labels
