@@ -1,6 +1,6 @@
 """The loss contracts checked at every site where they hold, on the real trees' own files (read from the shared
 corpora, edited in memory; nothing is written): the fp32 upcast of vocabulary logits in every loss kernel and
-wrapper (NPU410), the causal shift of the wrapper's labels (NPU412), the form of the load-balancing loss in kernels and generated copies (NPU420), the router
+wrapper (NPU410), the causal shift of the wrapper's labels (NPU412), the logits of the no-labels path (NPU416), the form of the load-balancing loss in kernels and generated copies (NPU420), the router
 output recorded as `router_logits` (NPU417), the head the fused loss projects with (NPU419), and the
 sequence-parallel loss reduction (NPU421). Each edit is one the round-4 dev cases do not make (other files, other
 functions, the other half of a pair); the unedited file is quiet."""
@@ -71,6 +71,15 @@ SITES = [
         "",
         "NPU412",
         [106],
+    ),
+    # the logits projected only on the labelled branch of a generated forward: no logits at inference
+    (
+        VEOMNI_OP,
+        "veomni/models_kernel/transformers/qwen3/generated/patched_modeling_qwen3_gpu.py",
+        "        else:\n            logits = self.lm_head(hidden_states[:, slice_indices, :])\n",
+        "            logits = self.lm_head(hidden_states[:, slice_indices, :])\n",
+        "NPU416",
+        [541],
     ),
     # the eager load-balancing kernel: the scale folded into the normaliser, then dropped
     (
