@@ -370,3 +370,17 @@ def test_sp_reduction_guard_by_a_test_after_the_reduction() -> None:
         return loss_sum / tokens
     """
     assert _own("veomni/distributed/x.py", moved, "NPU421") == [9]
+
+
+def test_kernel_wrapper_hands_its_arguments_to_the_implementation_in_order() -> None:
+    """The load-balancing wrapper calls the eager implementation through a module alias of a relative import:
+    the implementation's parameters are read from the sibling module on disk (the corpus is only read)."""
+    path = shared_tree(VEOMNI_MAIN) / "veomni/ops/kernels/load_balancing_loss/__init__.py"
+    text = path.read_text(encoding="utf-8")
+    old = "return _load_balancing_loss(gate_logits, num_experts, top_k, attention_mask)"
+    assert text.count(old) == 1
+    assert _lines(str(path), text, "NPU418") == []
+    swapped = text.replace(
+        old, "return _load_balancing_loss(gate_logits, top_k, num_experts, attention_mask)"
+    )
+    assert _lines(str(path), swapped, "NPU418") == [65, 65]
