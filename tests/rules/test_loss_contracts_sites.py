@@ -81,6 +81,25 @@ SITES = [
         "NPU416",
         [541],
     ),
+    # the chunked loss's backward no longer scales its precomputed gradients by the incoming gradient
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/cross_entropy/chunk_loss.py",
+        "        if torch.ne(grad_output[0], torch.tensor(1.0, device=grad_output[0].device)):\n"
+        "            grad_input = grad_input * grad_output[0]\n            grad_weight = grad_weight * grad_output[0]\n",
+        "",
+        "NPU421",
+        [83],
+    ),
+    # ... nor does the Triton load-balancing loss's (its gradient is written by a kernel into an output buffer)
+    (
+        VEOMNI_MAIN,
+        "veomni/ops/kernels/load_balancing_loss/triton.py",
+        "grad_scale = grad_output * E / (total_weight * total_weight)",
+        "grad_scale = E / (total_weight * total_weight)",
+        "NPU421",
+        [272],
+    ),
     # the eager load-balancing kernel: the scale folded into the normaliser, then dropped
     (
         VEOMNI_MAIN,

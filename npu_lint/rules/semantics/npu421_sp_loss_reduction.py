@@ -161,7 +161,7 @@ def _counts_labels(expr: ast.AST) -> bool:
 class SpLossReduction(Rule):
     code = "NPU421"
     name = "sp-loss-reduction"
-    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's; or a loss's token count counts the ignored labels too."
+    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's; or a loss's token count counts the ignored labels too; or a loss's autograd backward ignores the incoming gradient."
     why = (
         "Under sequence parallelism each rank holds a slice of every sequence, so a token-mean loss is "
         "`sum_ranks(loss_r * n_r) / sum_ranks(n_r)`: the loss-token products and the token counts are both summed "
@@ -172,7 +172,9 @@ class SpLossReduction(Rule):
         "the count must be the group's, not this rank's. A count reduced with a mean or a max (VeOmni's own `all_reduce` "
         "helper means by default) and a loss summed without being weighted by its count first break the same "
         "formula, and so does a count of every label position (`labels.numel()`) where the count of the labels that "
-        "are not ignored is meant (`num_items_in_batch`, the count handed to the SP reduction). The Ascend runs that use sequence parallelism for long "
+        "are not ignored is meant (`num_items_in_batch`, the count handed to the SP reduction). A loss's own autograd backward (a chunked loss that precomputes its gradients in the forward) must "
+        "multiply what it returns by the incoming gradient, or every scaling applied to the loss afterwards is "
+        "lost. The Ascend runs that use sequence parallelism for long "
         "contexts hit all three. Checked wherever a function all-reduces a loss or its token count "
         "(`dist.all_reduce`, the tree's `all_reduce` helper), in autograd functions' backward passes through the "
         "saved counts too, whatever the names."
@@ -251,6 +253,26 @@ class SpLossReduction(Rule):
             path="veomni/ops/kernels/cross_entropy/cls.py",
             title="the SP reduction weighted by every position, ignored labels included",
         ),
+        Example(
+            """
+            import torch
+
+
+            class BlockwiseLoss(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, hidden, weight, labels):
+                    loss, d_hidden, d_weight = blockwise_loss_and_grads(hidden, weight, labels)
+                    ctx.save_for_backward(d_hidden, d_weight)
+                    return loss
+
+                @staticmethod
+                def backward(ctx, d_loss):
+                    d_hidden, d_weight = ctx.saved_tensors
+                    return d_hidden, d_weight, None
+            """,
+            path="veomni/ops/kernels/cross_entropy/blockwise.py",
+            title="a loss's backward that returns its precomputed gradients unscaled",
+        ),
     )
     good = (
         Example(
@@ -300,8 +322,68 @@ class SpLossReduction(Rule):
     ) -> bool:  # loss utilities, distributed code and kernels: anything but tests
         return not ctx.source.kind.test
 
+    def _ignored_grad(self, cls: ast.ClassDef) -> None:
+        """A loss's autograd backward must scale what it returns by the incoming gradient (`grad_output`): the
+        loss is scaled after it (an auxiliary coefficient, gradient accumulation, the SP reduction)."""
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        forward, backward = methods.get("forward"), methods.get("backward")
+        if forward is None or backward is None:
+            return
+        returns_loss = any(
+            isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and "loss" in n.value.id.lower()
+            for n in _walk(forward)
+        )
+        if "loss" not in cls.name.lower() and not returns_loss:
+            return
+        args = backward.args
+        grads = [a.arg for a in [*args.posonlyargs, *args.args][1:]]
+        if args.vararg is not None:
+            grads.append(args.vararg.arg)
+        if not grads:
+            return
+        binds: dict[str, list[ast.expr]] = {}
+        returns: list[ast.expr] = []
+        for node in _walk(backward):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _walk(target):
+                        if isinstance(name, ast.Name):
+                            binds.setdefault(name.id, []).append(node.value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                binds.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                # a call writing into its arguments (`kernel[grid](x, out, scale)`, `out.mul_(g)`): each name it
+                # touches may take its value from the others
+                for name in _walk(node.value):
+                    if isinstance(name, ast.Name):
+                        binds.setdefault(name.id, []).append(node.value)
+            elif isinstance(node, ast.Return) and node.value is not None:
+                returns.append(node.value)
+        seen: set[str] = set()
+        stack = [n.id for r in returns for n in _walk(r) if isinstance(n, ast.Name)]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for value in binds.get(name, []):
+                stack.extend(n.id for n in _walk(value) if isinstance(n, ast.Name))
+        if returns and not seen.intersection(grads):
+            ret = max((n for n in _walk(backward) if isinstance(n, ast.Return)), key=lambda n: n.lineno)
+            self.report(
+                ret,
+                f"`{cls.name}.backward` returns gradients that never use `{grads[0]}`, the gradient flowing into the "
+                "loss: any scaling applied to the loss afterwards (a coefficient, gradient accumulation, the "
+                "sequence-parallel reduction) is lost; multiply by it",
+            )
+
     def finish(self) -> None:
         tree = self.ctx.tree
+        for node in _walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(f, ast.FunctionDef) and f.name == "backward" for f in node.body
+            ):
+                self._ignored_grad(node)
         self.helper_mean = any(  # VeOmni's `all_reduce(data, op="mean", group=None)` helper, imported
             isinstance(n, ast.ImportFrom)
             and any(a.name == "all_reduce" for a in n.names)
