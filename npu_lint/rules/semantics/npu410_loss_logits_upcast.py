@@ -162,6 +162,22 @@ class LossLogitsUpcast(Rule):
         ),
         Example(
             """
+            import torch
+
+
+            def streamed_loss(hidden, lm_weight, labels, step=4096):
+                criterion = torch.nn.CrossEntropyLoss(reduction="sum", ignore_index=-100)
+                total = hidden.new_zeros(())
+                for start in range(0, hidden.size(0), step):
+                    part_logits = torch.matmul(hidden[start : start + step], lm_weight.T)
+                    total += criterion(part_logits, labels[start : start + step])
+                return total
+            """,
+            path="veomni/ops/kernels/cross_entropy/streamed.py",
+            title="through a `CrossEntropyLoss` module held in a local",
+        ),
+        Example(
+            """
             from transformers.loss.loss_utils import fixed_cross_entropy
 
 
@@ -240,10 +256,21 @@ class LossLogitsUpcast(Rule):
             if func.name.endswith("Loss") and "logits" in params_of(func):  # type: ignore[arg-type]
                 self._wrapper(func, reported)
             flow = _Flow(func, set())
+            modules = {  # `loss_fct = nn.CrossEntropyLoss(...)`: calling the local is a cross-entropy
+                t.id
+                for n in _walk(func)
+                if isinstance(n, ast.Assign)
+                and isinstance(n.value, ast.Call)
+                and last_name(n.value.func) in ("CrossEntropyLoss", "NLLLoss")
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
             for node in _walk(func):
                 if not isinstance(node, ast.Call):
                     continue
                 name = last_name(node.func)
+                if isinstance(node.func, ast.Name) and node.func.id in modules:
+                    name = "cross_entropy"
                 if name in _CONSUMERS or (name is not None and "cross_entropy" in name):
                     if _is_upcast(node):
                         continue
