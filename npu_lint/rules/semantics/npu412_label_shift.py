@@ -18,6 +18,7 @@ from npu_lint.rules.semantics._shared import (
     path_before,
 )
 from npu_lint.veomni.patchgen import load_file
+from npu_lint.veomni.upstream import last_name
 
 # losses that shift `labels` themselves unless `shift_labels=` is given (transformers' and VeOmni's)
 _SHIFTING = ("loss_function", "ForCausalLMLoss", "causal_lm_loss")
@@ -212,6 +213,106 @@ _COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
 
 
 @functools.lru_cache(maxsize=16)
+def _pad_amounts(call: ast.Call) -> tuple[int, int] | None:
+    """`F.pad(x, (a, b), ...)` on the last axis: (a, b) when literal."""
+    pad = (
+        call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "pad"), None)
+    )
+    if isinstance(pad, (ast.Tuple, ast.List)) and len(pad.elts) == 2:
+        vals = [e.value if isinstance(e, ast.Constant) and type(e.value) is int else None for e in pad.elts]
+        if vals[0] is not None and vals[1] is not None:
+            return vals[0], vals[1]
+    return None
+
+
+def _pad_shifts(func: ast.AST) -> list[tuple[ast.AST, str]]:
+    """Labels padded on one side of the last axis and then sliced from that same side (`pad(l, (1, 0))` then
+    `[..., 1:]`; `pad(l, (0, 1))` then `[..., :-1]`): the pad is removed again, nothing is shifted."""
+    padded: dict[str, tuple[ast.Call, str]] = {}
+    out: list[tuple[ast.AST, str]] = []
+    for node in sorted(
+        (n for n in _walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1), key=lambda n: n.lineno
+    ):
+        target = node.targets[0]
+        value = node.value
+        if isinstance(value, ast.Call) and last_name(value.func) == "pad" and value.args:
+            source = _base_name(value.args[0])
+            amounts = _pad_amounts(value)
+            fill = next((k.value for k in value.keywords if k.arg == "value"), None)
+            ignored = fill is not None and (
+                "ignore" in ast.unparse(fill).lower() or ast.unparse(fill).replace(" ", "") == "-100"
+            )
+            labelled = "label" in source or "target" in source or ignored
+            if labelled and amounts in ((1, 0), (0, 1)) and isinstance(target, ast.Name):
+                padded[target.id] = (value, "front" if amounts == (1, 0) else "end")
+            continue
+        for sub in _walk(value):
+            if not (
+                isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in padded
+            ):
+                continue
+            call, side = padded[sub.value.id]
+            last = sub.slice.elts[-1] if isinstance(sub.slice, ast.Tuple) else sub.slice
+            if not isinstance(last, ast.Slice):
+                continue
+            if side == "front" and _starts_at_one(last):
+                out.append((call, side))
+            elif side == "end" and last.lower is None and _minus_one(last.upper):
+                out.append((call, side))
+    return out
+
+
+def _uncut_partners(func: ast.AST) -> list[ast.AST]:
+    """Labels cut at the start (`labels[..., 1:]`, not padded first) in a function that never cuts the hidden
+    states or logits they are paired with at the end (`[..., :-1, :]`): positions and targets no longer line up."""
+    nodes = _walk(func)
+    if any(
+        isinstance(c, ast.Call)
+        and (any(w in _callee(c) for w in _SHIFTING) or any(k.arg == "shift_labels" for k in c.keywords))
+        for c in nodes
+    ):
+        return []  # labels handed to a loss that shifts them (or as `shift_labels=`): the checks above own it
+    padded = {
+        t.id
+        for n in nodes
+        if isinstance(n, ast.Assign)
+        and any(
+            isinstance(c, ast.Call) and _callee(c) in ("pad", "cat", "concat", "concatenate")
+            for c in _walk(n.value)
+        )
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    slice_vars = {
+        t.id
+        for n in nodes
+        if isinstance(n, ast.Assign)
+        and any(isinstance(c, ast.Call) and _callee(c) == "slice" for c in _walk(n.value))
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    shifts: list[ast.AST] = []
+    partners = False
+    for n in nodes:
+        if isinstance(n, ast.Name) and ("hidden" in n.id or "logit" in n.id):
+            partners = True
+        if not isinstance(n, ast.Subscript):
+            continue
+        base = _base_name(n.value)
+        parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        if "label" not in base and any(
+            (isinstance(p, ast.Slice) and _minus_one(p.upper))
+            or _starts_at_one(p)
+            or (isinstance(p, ast.Name) and p.id in slice_vars)
+            for p in parts
+        ):
+            return []  # something else is cut (at the end, at the start, by a slice variable): the function's own pairing
+        if "label" in base and base not in padded and parts and _starts_at_one(parts[-1]):
+            if not any(isinstance(c, ast.Call) and _callee(c) == "pad" for c in _walk(n.value)):
+                shifts.append(n)
+    return shifts if partners else []
+
+
 def _sp_collator_at(path: str, mtime: float, size: int) -> str | None:
     parsed = load_file(path)  # the run's one tree of the file (shared with the file pass)
     tree = parsed.tree if parsed is not None else None
@@ -409,6 +510,31 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
             title="the labels cut at the end instead of the start",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def next_token_loss(logits, target_ids, ignore_index=-100, cross_entropy_fn=None):
+                padded = F.pad(target_ids, (1, 0), value=ignore_index)
+                targets = padded[..., 1:].reshape(-1)
+                return cross_entropy_fn(logits.float().reshape(-1, logits.size(-1)), targets, ignore_index)
+            """,
+            path="veomni/ops/kernels/cross_entropy/next_token.py",
+            title="a loss kernel pads the labels at the front and drops the front again",
+        ),
+        Example(
+            """
+            def blockwise_fused_ce(hidden, head_weight, labels, block=2048):
+                labels = labels[..., 1:].contiguous()
+                total = 0.0
+                for h, y in zip(hidden.split(block, dim=1), labels.split(block, dim=1)):
+                    total = total + fused_linear_ce(h, head_weight, y)
+                return total
+            """,
+            path="veomni/ops/kernels/cross_entropy/blockwise.py",
+            title="a fused kernel shifts the labels but not the hidden states they are paired with",
+        ),
     )
     good = (
         Example(
@@ -476,6 +602,19 @@ class LabelShift(LossRule):
             path="veomni/models/transformers/toy_caption/modeling_toy_caption.py",
             title="the causal pairing (and an input cut, which is not a label)",
         ),
+        Example(
+            """
+            import torch
+
+
+            def stop_token_loss(self, stop_logits, frame_mask):
+                stop_labels = torch.cat([~frame_mask * 1.0, torch.ones_like(frame_mask[:, :1])], dim=1)
+                stop_labels = stop_labels[:, 1:].masked_select(frame_mask)
+                return self.bce(stop_logits.masked_select(frame_mask), stop_labels)
+            """,
+            path="veomni/models/transformers/toy_tts/modeling_toy_tts.py",
+            title="labels extended by one position (a concatenation) and cut back: nothing to pair",
+        ),
     )
     fix_safety = "No fix: whether to drop the slice or pass it as `shift_labels=` is the author's choice."
 
@@ -501,6 +640,17 @@ class LabelShift(LossRule):
                         f"where this function shifts `{name}` by one position elsewhere (`{name}[..., 1:]`): each "
                         "selected state is trained to predict the token it already sees, not the next one",
                     )
+        if "pad" in text:
+            for func in functions_of(self.ctx.tree, text, "pad("):
+                for node, side in _pad_shifts(func):
+                    if self._once(node):
+                        self.report(
+                            node,
+                            f"the labels are padded at the {side} and then sliced back to their length from the same "
+                            "side: the slice removes the pad again, so the labels are not shifted and every "
+                            "position is trained to predict its own token; pad at the end (`(0, 1)`) and drop the "
+                            "first position (`[..., 1:]`)",
+                        )
         if "label" not in text:
             return
         if "sp_enabled" in text:
@@ -539,6 +689,18 @@ class LabelShift(LossRule):
             "causal_lm_loss",
         ):
             self._generic(func)
+        if "1:]" in text:  # last: a line another check of this rule reported is not reported twice
+            lines = {d.line for d in self.ctx.diagnostics if d.code == self.code}
+            for func in functions_of(self.ctx.tree, text, "1:]"):
+                for node in _uncut_partners(func):
+                    if node.lineno not in lines and self._once(node):  # type: ignore[attr-defined]
+                        lines.add(node.lineno)  # type: ignore[attr-defined]
+                        self.report(
+                            node,
+                            f"`{ast.unparse(node)}` drops the first label, but nothing in this function drops the last "
+                            "position of the hidden states or logits it is paired with (`[..., :-1, :]`): each "
+                            "position is scored against a label one step off, or the lengths no longer match",
+                        )
 
     def _generic(self, func: ast.AST) -> None:
         """Any function: shifted labels handed as `labels=` to a loss that shifts them; unshifted labels

@@ -10,6 +10,39 @@ from npu_lint.rules.semantics._shared import LossRule, PatchedMethod, loss_calls
 from npu_lint.veomni.upstream import last_name
 
 
+def _projections(func: ast.AST) -> list[bool]:
+    """For every `lm_head(...)` call of a function: whether it runs only when labels are given (inside the body
+    of an `if labels ...:` branch)."""
+    out: list[bool] = []
+
+    def mentions_labels(test: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == "labels" for n in _walk(test))
+
+    def visit(stmts: list[ast.stmt], labelled: bool) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, ast.If):
+                inner = labelled or mentions_labels(stmt.test)
+                visit(stmt.body, inner)
+                visit(stmt.orelse, labelled)
+                continue
+            children = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+            nested = [c for c in children if isinstance(c, list)]
+            if nested:
+                for block in nested:
+                    visit(block, labelled)
+                for handler in getattr(stmt, "handlers", []):
+                    visit(handler.body, labelled)
+                continue
+            out.extend(
+                labelled for n in _walk(stmt) if isinstance(n, ast.Call) and last_name(n.func) == "lm_head"
+            )
+
+    visit(getattr(func, "body", []), False)
+    return out
+
+
 def _bound(target: ast.AST) -> set[str]:
     return {n.id for n in _walk(target) if isinstance(n, ast.Name)}
 
@@ -139,6 +172,24 @@ class LossLogitsOverwritten(LossRule):
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
             title="in the eager fallback, through an upcast local (the fused branch, which never projected, is not reported)",
         ),
+        Example(
+            """
+            # Source: transformers.models.qwen2.modeling_qwen2
+
+
+            class Qwen2ForCausalLM(Qwen2PreTrainedModel):
+                def forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                    hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                    keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                    loss = logits = None
+                    if labels is not None:
+                        logits = self.lm_head(hidden_states[:, keep, :])
+                        loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size)
+                    return CausalLMOutputWithPast(loss=loss, logits=logits)
+            """,
+            path="veomni/models/transformers/qwen2/generated/patched_modeling_qwen2_gpu.py",
+            title="the logits projected only when labels are given",
+        ),
     )
     good = (
         Example(
@@ -189,6 +240,7 @@ class LossLogitsOverwritten(LossRule):
     fix_safety = "No fix: which slot to keep depends on the branch contract (the fused-linear path empties the logits slot)."
 
     def check(self, patched: PatchedMethod) -> None:
+        self._no_labels_path(patched)
         if _overwrites(patched.upstream):
             return  # the upstream forward does the same: not a divergence of the patch
         for name, call in _overwrites(patched.func):
@@ -201,3 +253,21 @@ class LossLogitsOverwritten(LossRule):
                 f"the fused-linear path) instead of the `[batch, seq, vocab]` projection upstream returns; bind that "
                 f"slot to `_`",
             )
+
+    def _no_labels_path(self, patched: PatchedMethod) -> None:
+        """Upstream projects the logits whether or not labels are given; a patch that projects them only inside
+        its `if labels ...:` branch returns no logits at inference or evaluation."""
+        upstream = _projections(patched.upstream)
+        if not upstream or all(upstream):
+            return
+        mine = _projections(patched.func)
+        if not mine or not all(mine):
+            return
+        returns = [n for n in _walk(patched.func) if isinstance(n, ast.Return) and n.value is not None]
+        where: ast.AST = max(returns, key=lambda r: r.lineno) if returns else patched.func
+        self.report(
+            where,
+            f"`{patched.cls}.forward` projects the logits with `lm_head` only when `labels` are given, where "
+            "upstream always does: without labels (generation, evaluation, `logits_to_keep`) it returns no logits; "
+            "project `hidden_states[:, slice_indices, :]` on the no-labels branch",
+        )

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
 
@@ -165,25 +165,56 @@ def _module_file(module: str, root: str | None) -> str | None:
     return None
 
 
-def _definitions(tree: ast.Module, root: str | None) -> dict[str, tuple[tuple[str, ...], str]]:
+def _relative_file(here: str | None, module: str | None, level: int) -> str | None:
+    """The file a relative import (`from .eager import f`) names, from the importing file's own path."""
+    if here is None or level < 1:
+        return None
+    base = Path(here).resolve().parent
+    for _ in range(level - 1):
+        base = base.parent
+    target = base.joinpath(*(module or "").split(".")) if module else base
+    for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _definitions(
+    tree: ast.Module, root: str | None, here: str | None = None
+) -> dict[str, tuple[tuple[str, ...], str]]:
     """Positional parameters of the loss functions a file can call by name: its own module-level functions,
-    and those it imports from transformers or from the tree (``name -> (params, where)``)."""
+    those it imports from transformers or from the tree (relative imports included), and module-level aliases
+    of those (`_impl = load_balancing_loss_pytorch`) (``name -> (params, where)``)."""
     out: dict[str, tuple[tuple[str, ...], str]] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or stmt.level):
             wanted = [(a.name, a.asname or a.name) for a in stmt.names if "loss" in (a.asname or a.name)]
             if not wanted:
                 continue
-            path = _module_file(stmt.module, root)
+            if stmt.level:
+                path = _relative_file(here, stmt.module, stmt.level)
+            else:
+                path = _module_file(stmt.module or "", root)
             if path is None:
                 continue
             funcs = _module_functions(path)
             for name, local in wanted:
                 if name in funcs:
-                    out[local] = (funcs[name], stmt.module)
+                    out[local] = (funcs[name], "." * stmt.level + (stmt.module or ""))
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef) and "loss" in stmt.name:
             out[stmt.name] = (tuple(a.arg for a in [*stmt.args.posonlyargs, *stmt.args.args]), "this file")
+    for stmt in tree.body:  # `_impl = imported_loss_function`: the alias takes the same arguments
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Name)
+            and stmt.value.id in out
+            and stmt.targets[0].id not in out
+        ):
+            params, where = out[stmt.value.id]
+            out[stmt.targets[0].id] = (params, f"{where}, as `{stmt.value.id}`")
     return out
 
 
@@ -317,6 +348,27 @@ class AuxLossInputs(Rule):
             path="veomni/models/transformers/toy_moe/toy_moe_npu_patch_gen_config.py",
             title="the fused and eager branches pass the same values in another order",
         ),
+        Example(
+            """
+            import torch
+
+
+            def _balance_loss_reference(router_logits, num_experts, top_k=2, attention_mask=None):
+                probs = torch.softmax(torch.cat(router_logits, dim=0).float(), dim=-1)
+                _, chosen = torch.topk(probs, top_k, dim=-1)
+                frac = torch.nn.functional.one_hot(chosen, num_experts).float().mean(dim=0)
+                return num_experts * torch.sum(frac * probs.mean(dim=0))
+
+
+            _balance_loss_impl = _balance_loss_reference
+
+
+            def balance_loss(router_logits, num_experts=None, top_k=2, attention_mask=None):
+                return _balance_loss_impl(router_logits, top_k, num_experts, attention_mask)
+            """,
+            path="veomni/ops/kernels/balance_loss/__init__.py",
+            title="a kernel wrapper hands its arguments to the implementation (an alias) out of order",
+        ),
     )
     good = (
         Example(
@@ -385,10 +437,20 @@ class AuxLossInputs(Rule):
 
     node_types = ()
 
+    @classmethod
+    def applies_to(
+        cls, ctx: Context
+    ) -> bool:  # model code and the tree's loss kernels (their wrappers delegate)
+        return not ctx.source.kind.test
+
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
         if ctx.source.kind.test:
+            return
+        if ctx.source.kind.kernel:  # kernels: only the argument order of the loss functions they call
+            if "loss" in text and "(" in text:
+                self._swapped_arguments()
             return
         if "loss" in text and "(" in text:
             self._swapped_arguments()
@@ -578,7 +640,7 @@ class AuxLossInputs(Rule):
             if len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args):
                 continue
             if defs is None:
-                defs = _definitions(ctx.tree, ctx.project.root if ctx.project else None)
+                defs = _definitions(ctx.tree, ctx.project.root if ctx.project else None, ctx.source.path)
             found = defs.get(target)
             if found is None:
                 continue

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Example, Rule
-from npu_lint.rules.semantics._shared import class_methods
+from npu_lint.rules.semantics._shared import class_methods, functions_of
 from npu_lint.veomni.patchgen import load_file
-from npu_lint.veomni.upstream import last_name
+from npu_lint.veomni.upstream import file_source_module, last_name, upstream_class_method
 
 _CLS_HEADS = ("ForSequenceClassification", "ForTokenClassification")
 _LM_HEADS = ("ForCausalLM", "ForConditionalGeneration")
@@ -108,6 +108,63 @@ def _returns_wrapper_tuple(call: ast.Call, variants: dict[str, str]) -> str | No
     return None
 
 
+_WEIGHT_KWARGS = ("weights", "weight", "head_weight", "lm_head_weight")
+_NOT_VOCAB = ("router", "gate", "expert", "attn", "score")
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _method_name(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The method a function is (a spec's `@config.override_method("Cls.meth")` replacement: `meth`)."""
+    for deco in func.decorator_list:
+        if isinstance(deco, ast.Call) and last_name(deco.func) == "override_method" and deco.args:
+            target = deco.args[0]
+            if isinstance(target, ast.Constant) and isinstance(target.value, str) and "." in target.value:
+                return target.value.rpartition(".")[2]
+    return func.name
+
+
+def _fused_weights(func: ast.AST) -> list[tuple[ast.expr, str]]:
+    """`weights=self.lm_head.weight` given to a loss call: (value, "self.lm_head")."""
+    out = []
+    for node in _walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = last_name(node.func) or ""
+        if not ("loss" in name.lower() or "cross_entropy" in name):
+            continue
+        for kw in node.keywords:
+            if kw.arg in _WEIGHT_KWARGS and isinstance(kw.value, ast.Attribute) and kw.value.attr == "weight":
+                head = _dotted(kw.value.value)
+                if head is not None and head.startswith("self."):
+                    out.append((kw.value, head))
+    return out
+
+
+def _eager_heads(func: ast.AST) -> set[str]:
+    """Modules a function calls to compute vocabulary logits: `logits = self.lm_head(hidden_states[...])`."""
+    out = set()
+    for node in _walk(func):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if not any("logits" in n and not any(w in n for w in _NOT_VOCAB) for n in names):
+            continue
+        head = _dotted(node.value.func)
+        if head is not None and head.startswith("self.") and head.count(".") <= 2:
+            out.add(head)
+    return out
+
+
 class LossHeadBinding(Rule):
     code = "NPU419"
     name = "loss-head-binding"
@@ -153,6 +210,44 @@ class LossHeadBinding(Rule):
             path="veomni/models/transformers/phi/generated/patched_modeling_phi_gpu.py",
             title="a handle declared with the causal variant called by a classification head",
         ),
+        Example(
+            """
+            # Source: transformers.models.qwen2.modeling_qwen2
+
+
+            class Qwen2ForCausalLM(Qwen2PreTrainedModel):
+                def forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                    hidden = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                    loss = logits = None
+                    if labels is not None:
+                        loss, logits, _ = self.loss_function(
+                            logits=None, labels=labels, hidden_states=hidden, weights=self.model.embed_tokens.weight
+                        )
+                    else:
+                        logits = self.lm_head(hidden[:, -logits_to_keep:, :])
+                    return loss, logits
+            """,
+            path="veomni/models/transformers/qwen2/generated/patched_modeling_qwen2_npu.py",
+            title="the fused loss projects with the input embeddings, the eager branch with `lm_head`",
+        ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def causal_forward(self, input_ids=None, labels=None, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                loss, _, _ = self.loss_function(
+                    logits=None, labels=labels, hidden_states=hidden_states, weights=self.model.embed_tokens.weight
+                )
+                return loss
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="a fused-only forward, compared with the upstream forward's head",
+        ),
     )
     good = (
         Example(
@@ -175,6 +270,26 @@ class LossHeadBinding(Rule):
             """,
             path="veomni/models_kernel/transformers/mistral/mistral_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            # Source: transformers.models.qwen2.modeling_qwen2
+
+
+            class Qwen2ForCausalLM(Qwen2PreTrainedModel):
+                def forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                    hidden = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                    loss = logits = None
+                    if labels is not None:
+                        loss, logits, _ = self.loss_function(
+                            logits=None, labels=labels, hidden_states=hidden, weights=self.lm_head.weight
+                        )
+                    else:
+                        logits = self.lm_head(hidden[:, -logits_to_keep:, :])
+                    return loss, logits
+            """,
+            path="veomni/models/transformers/qwen2/generated/patched_modeling_qwen2_npu.py",
+            title="both branches project with `lm_head`",
+        ),
     )
     fix_safety = "No fix: the classification loss to bind depends on the tree's loss module."
 
@@ -192,6 +307,37 @@ class LossHeadBinding(Rule):
             self._head_binding(variants)
         if "loss" in text and "=" in text:
             self._arity(variants)
+        if "weight" in text:
+            self._fused_head()
+
+    def _fused_head(self) -> None:
+        """The fused loss projects with `weights=<module>.weight`: the module must be the head whose call gives the
+        eager logits (in the same function, else in the upstream forward the method replaces)."""
+        ctx = self.ctx
+        owners = {id(func): cls for cls, func in class_methods(ctx.tree)}
+        module: str | None = None
+        for func in functions_of(ctx.tree):
+            fused = _fused_weights(func)
+            if not fused:
+                continue
+            heads = _eager_heads(func)
+            where = "its eager branch"
+            if not heads and id(func) in owners:
+                if module is None:
+                    module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path) or ""
+                if module.startswith("transformers."):
+                    upstream = upstream_class_method(module, owners[id(func)], _method_name(func))
+                    heads = set() if upstream is None else _eager_heads(upstream)
+                    where = "upstream's forward"
+            for value, head in fused:
+                if heads and head not in heads:
+                    want = sorted(heads)[0]
+                    self.report(
+                        value,
+                        f"the fused loss projects with `{head}.weight`, but {where} computes the logits with "
+                        f"`{want}`: training optimises another matrix than the one that generates (for an untied "
+                        f"checkpoint `{want}` never gets a gradient); pass `{want}.weight`",
+                    )
 
     def _head_binding(self, variants: dict[str, str]) -> None:
         cls_losses = sorted(
