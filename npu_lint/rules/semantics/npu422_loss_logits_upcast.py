@@ -1,4 +1,4 @@
-"""NPU410 loss-logits-upcast."""
+"""NPU422 loss-logits-upcast."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def _consumer_input(call: ast.Call) -> ast.expr | None:
 
 
 class LossLogitsUpcast(Rule):
-    code = "NPU410"
+    code = "NPU422"
     name = "loss-logits-upcast"
     summary = "A loss kernel or loss wrapper computes the softmax or cross-entropy of vocabulary logits in the projection's dtype, where upstream upcasts them to fp32 first."
     why = (
