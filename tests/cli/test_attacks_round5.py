@@ -1,0 +1,137 @@
+"""Round-5 adversarial findings (bench/accuracy/adversary-round5.md): each test failed before its fix."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from npu_lint.core.diagnostics import Diagnostic, Origin
+from tests.veomni_stub import make_veomni_stub
+
+REPO = Path(__file__).resolve().parents[2]
+CUDA = "import torch\n\n\ndef f(x):\n    return x.cuda()\n"
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    return subprocess.run(
+        [sys.executable, "-m", "npu_lint", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def _bad_name(directory: Path) -> Path:
+    path = Path(os.fsdecode(os.fsencode(str(directory)) + b"/bad\xff.py"))
+    path.write_bytes(CUDA.encode())
+    return path
+
+
+def test_non_utf8_file_name_with_the_cache_on(tmp_path: Path) -> None:
+    """A5-02: one file whose name is not UTF-8 made every cached run an internal error (exit 2), also runs
+    that named only other files of the same VeOmni tree (the tree's scan key encoded the name strictly)."""
+    (tmp_path / "plain").mkdir()
+    _bad_name(tmp_path / "plain")
+    res = run("check", "plain", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    assert "internal error" not in res.stderr
+    assert "NPU101" in res.stdout
+
+    tree = make_veomni_stub(tmp_path / "tree")
+    pkg = tree / "veomni" / "models" / "transformers" / "foo"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ok.py").write_text(CUDA)
+    _bad_name(pkg)
+    for _ in range(2):  # a cold and a warm cache
+        res = run("check", "veomni/models/transformers/foo/ok.py", cwd=tree)
+        assert res.returncode == 1, res.stderr
+        assert "internal error" not in res.stderr
+    res = run("check", "--fix", "veomni/models/transformers/foo", cwd=tree)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ".cuda()" not in (pkg / "ok.py").read_text()
+
+
+def test_migrate_output_never_replaces_a_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A5-15: `migrate -o <model>/__init__.py` wrote the markdown report over the package's `__init__.py`
+    (check, audit and verify refuse such a path; migrate did not, and only after a 40 s run)."""
+    import npu_lint.migrate as migrate_pkg
+    from npu_lint.migrate.cli import main
+
+    pkg = tmp_path / "veomni" / "models" / "transformers" / "foo"
+    pkg.mkdir(parents=True)
+    init = pkg / "__init__.py"
+    init.write_text("from .generated import x\n")
+    (pkg / "foo_gpu_patch_gen_config.py").write_text("config = None\n")
+    calls: list[object] = []
+    monkeypatch.setattr(migrate_pkg, "migrate", lambda *a, **k: calls.append(a) or 1 / 0)
+    assert main([str(pkg), "--no-verify", "-o", str(init)]) == 2
+    err = capsys.readouterr().err
+    assert "refusing" in err and len(err.strip().splitlines()) == 1
+    assert init.read_text() == "from .generated import x\n"
+    assert not calls  # refused before any step ran
+    assert main([str(pkg), "--no-verify", "-o", str(tmp_path / "no" / "such" / "r.md")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert not calls
+
+
+@pytest.mark.parametrize("front", ["migrate", "verify"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_timeout_must_be_finite_and_positive(
+    front: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A5-24: `verify --timeout nan` never timed out (every deadline comparison with nan is false): a model
+    that hangs hung npu-lint for good. A bad value is one line and exit 2, as every usage error."""
+    if front == "migrate":
+        from npu_lint.migrate.cli import build_parser
+    else:
+        from npu_lint.verify.cli import build_parser
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["somewhere", "--timeout", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--timeout" in err, err
+    assert build_parser().parse_args(["somewhere", "--timeout", "0.5"]).timeout == 0.5
+
+
+def test_verify_flags_are_never_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    """A5-25: `verify --time 5` was taken as `--timeout 5` (check, migrate refuse abbreviations)."""
+    from npu_lint.verify.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["somewhere", "--time", "5"])
+    assert "--time" in capsys.readouterr().err
+
+
+def test_add_noqa_writes_a_spec_once_however_its_findings_spell_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A5-20: `check --add-noqa veomni` on veomni-main left six specs with "changed since it was linted; run
+    --add-noqa again": a generated finding's origin spelled the spec `./pkg/spec.py`, the spec's own findings
+    `pkg/spec.py`; the file was written for one spelling, then refused for the other."""
+    from npu_lint.engine.adopt import add_noqa
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    spec = tmp_path / "pkg" / "spec.py"
+    spec.write_text("a = 1\nb = 2\n")
+    own = Diagnostic("NPU201", "x", "m", "pkg/spec.py", 1, 0, 1, 5)
+    generated = Diagnostic(
+        "NPU301", "y", "m", "pkg/generated/g.py", 7, 0, 7, 3, origin=Origin("./pkg/spec.py", 2)
+    )
+    digests = {"pkg/spec.py": hashlib.sha256(spec.read_bytes()).hexdigest()}
+    result = add_noqa([own, generated], digests, [str(tmp_path)])
+    assert not result.skipped and not result.errors, result.skipped + result.errors
+    assert spec.read_text() == "a = 1  # noqa: NPU201\nb = 2  # noqa: NPU301\n"
+    assert result.added == 2
