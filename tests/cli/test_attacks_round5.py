@@ -135,3 +135,34 @@ def test_add_noqa_writes_a_spec_once_however_its_findings_spell_it(
     assert not result.skipped and not result.errors, result.skipped + result.errors
     assert spec.read_text() == "a = 1  # noqa: NPU201\nb = 2  # noqa: NPU301\n"
     assert result.added == 2
+
+
+def test_dot_slash_patterns_match_as_ruff_reads_them(tmp_path: Path) -> None:
+    """A5-31: `extend-exclude = ["./out"]` and `per-file-ignores = {"./src/*" = [...]}` matched nothing (gitignore
+    patterns never match `./`): a silently ignored configuration."""
+    for name in ("out", "src"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.py").write_text(CUDA)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.npu-lint]\nextend-exclude = ["./out"]\nper-file-ignores = { "./src/*" = ["NPU101"] }\n'
+    )
+    res = run("check", "--no-cache", "--output-format", "concise", ".", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "NPU101" not in res.stdout
+
+
+def test_accelerator_fix_not_offered_where_torch_is_rebound(tmp_path: Path) -> None:
+    """A5-01: outside VeOmni, `.cuda()` became `.to(torch.accelerator...)` even in `def f(x, torch=None)` or
+    after a local `import numpy as torch`: a "safe" fix calling `.accelerator` on the parameter."""
+    src = (
+        "import torch\n\n\ndef f(x, torch=None):\n    return x.cuda()\n\n\n"
+        "def g(x):\n    import numpy as torch\n\n    return x.cuda(), torch\n\n\n"
+        "def h(x):\n    return x.cuda()\n"
+    )
+    (tmp_path / "a.py").write_text(src)
+    res = run("check", "--no-cache", "--fix", "a.py", cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = (tmp_path / "a.py").read_text().splitlines()
+    assert lines[4] == "    return x.cuda()"
+    assert lines[10] == "    return x.cuda(), torch"
+    assert lines[14] == '    return x.to(torch.accelerator.current_accelerator() or "cpu")'
