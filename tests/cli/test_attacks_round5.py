@@ -166,3 +166,24 @@ def test_accelerator_fix_not_offered_where_torch_is_rebound(tmp_path: Path) -> N
     assert lines[4] == "    return x.cuda()"
     assert lines[10] == "    return x.cuda(), torch"
     assert lines[14] == '    return x.to(torch.accelerator.current_accelerator() or "cpu")'
+
+
+@pytest.mark.parametrize("kind", ["dangling-symlink", "dangling-into-a-directory"])
+def test_a_file_fix_never_claims_a_file_it_did_not_create(tmp_path: Path, kind: str) -> None:
+    """A5-33: with a dangling symlink where NPU501's NPU spec goes, `--fix --unsafe-fixes` said "1 fixed, 0
+    remaining" and created nothing (the name "existed"): a fix reported applied, lost."""
+    from corpus import shared_tree_copy
+
+    tree = shared_tree_copy("veomni-op-5d90dd16", tmp_path / "tree")
+    pkg = "veomni/models_kernel/transformers/qwen2"
+    target = tree / pkg / "qwen2_npu_patch_gen_config.py"
+    if kind == "dangling-symlink":
+        target.symlink_to(tmp_path / "nowhere.py")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        target.symlink_to(tmp_path / "elsewhere" / "gone")  # dangling, into a directory outside
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", pkg, cwd=tree)
+    assert "1 fixed, 0 remaining" not in res.stdout, res.stdout
+    assert res.returncode != 0
+    assert "not created" in res.stdout + res.stderr
+    assert not (tmp_path / "nowhere.py").exists() and not (tmp_path / "elsewhere" / "gone").exists()
