@@ -270,10 +270,25 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             return None
     if name not in api.device_helpers or not api.defines(module, name):
         return None  # the tree does not define this helper: no fix imports it
+    if ctx.project.root is None and not _package_defines(ctx.source.path, module, name):
+        # a `veomni` package that is not a recognised tree (no ops/ or kernels/: a fork, a sparse checkout):
+        # the built-in names count only when the package beside the file defines them too
+        return None
     if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
         return ctx.import_edits(module, name)
     # the file's own style (relative inside the veomni package), merged and sorted by core.imports
     return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree, module), name)
+
+
+def _package_defines(path: str, module: str, name: str) -> bool:
+    """The ``veomni`` package holding ``path`` defines ``name`` in ``module`` (read statically); True when the
+    file is in no such package on disk (an installed veomni answers, as before)."""
+    from npu_lint.veomni.imports import ModuleIndex
+
+    root = patchgen.veomni_root_of(os.path.abspath(path))
+    if root is None or not os.path.isdir(os.path.join(root, "veomni")):
+        return True
+    return ModuleIndex(root).defines(module, name)
 
 
 def _rebound(tree: ast.Module, name: str) -> bool:
