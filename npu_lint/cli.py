@@ -699,6 +699,21 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
         copies = Counter(d.code for d in diagnostics) - counts
         fixable = Counter(d.code for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
         lines = []
+        if fmt in ("json", "json-lines"):  # as ruff: the counts as JSON for scripts (text was printed)
+            import json
+
+            rows = [
+                {
+                    "code": c,
+                    "name": rules[c].name if c in rules else "",
+                    "count": n,
+                    "generated_copies": copies[c],
+                    "fixable": bool(fixable[c]),
+                }
+                for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            ]
+            _emit(json.dumps(rows, indent=2) + "\n", args.output_file)
+            return
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             mark = "[*]" if fixable[code] else "   "
             name = rules[code].name if code in rules else ""

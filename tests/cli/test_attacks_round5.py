@@ -252,3 +252,16 @@ def test_guard_is_linear_in_the_fixes_of_one_long_line(tmp_path: Path) -> None:
     out = guard_fixes(str(tmp_path / "a.py"), text, None, diags, project)
     assert len(out) == n
     assert time.perf_counter() - started < 4.0
+
+
+def test_statistics_follow_the_json_output_format(tmp_path: Path) -> None:
+    """A5-44: `--statistics --output-format json` printed the text table (ruff prints JSON)."""
+    import json
+
+    (tmp_path / "a.py").write_text(CUDA)
+    res = run("check", "--no-cache", "--statistics", "--output-format", "json", "a.py", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    rows = json.loads(res.stdout)
+    assert rows == [
+        {"code": "NPU101", "name": "cuda-call", "count": 1, "generated_copies": 0, "fixable": True}
+    ]
