@@ -265,3 +265,17 @@ def test_statistics_follow_the_json_output_format(tmp_path: Path) -> None:
     assert rows == [
         {"code": "NPU101", "name": "cuda-call", "count": 1, "generated_copies": 0, "fixable": True}
     ]
+
+
+def test_a_directory_named_like_the_npu_spec_is_no_spec(tmp_path: Path) -> None:
+    """A5-34: a directory named `qwen2_npu_patch_gen_config.py` silenced NPU501 ("All checks passed!"); now the
+    finding stays and `--fix --unsafe-fixes` says why it creates nothing."""
+    from corpus import shared_tree_copy
+
+    tree = shared_tree_copy("veomni-op-5d90dd16", tmp_path / "tree")
+    pkg = "veomni/models_kernel/transformers/qwen2"
+    (tree / pkg / "qwen2_npu_patch_gen_config.py").mkdir()
+    res = run("check", "--no-cache", "--output-format", "concise", pkg, cwd=tree)
+    assert "NPU501" in res.stdout, res.stdout + res.stderr
+    res = run("check", "--no-cache", "--fix", "--unsafe-fixes", pkg, cwd=tree)
+    assert "not created" in res.stdout + res.stderr and "0 remaining" not in res.stdout
