@@ -417,6 +417,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"npu-lint: {_shown(note)}", file=sys.stderr)
 
     if args.stdin_filename is not None:
+        for ignored in args.paths or ():  # as ruff: said, never silently dropped
+            print(f"npu-lint: warning: ignoring {_shown(ignored)}: linting standard input", file=sys.stderr)
         return _check_stdin(args, settings, codes, project, fmt)
 
     from npu_lint.core.discovery import discover

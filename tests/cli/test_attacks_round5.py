@@ -279,3 +279,16 @@ def test_a_directory_named_like_the_npu_spec_is_no_spec(tmp_path: Path) -> None:
     assert "NPU501" in res.stdout, res.stdout + res.stderr
     res = run("check", "--no-cache", "--fix", "--unsafe-fixes", pkg, cwd=tree)
     assert "not created" in res.stdout + res.stderr and "0 remaining" not in res.stdout
+
+
+def test_paths_beside_stdin_filename_are_said_to_be_ignored(tmp_path: Path) -> None:
+    """A5-06: `check --stdin-filename x.py a.py` linted standard input and dropped `a.py` without a word."""
+    (tmp_path / "a.py").write_text(CUDA)
+    env = {**os.environ, "NO_COLOR": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    res = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--stdin-filename", "x.py", "a.py"],
+        cwd=tmp_path, input="x = 1\n", capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ignoring a.py" in res.stderr
