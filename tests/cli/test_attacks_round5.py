@@ -292,3 +292,27 @@ def test_paths_beside_stdin_filename_are_said_to_be_ignored(tmp_path: Path) -> N
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ignoring a.py" in res.stderr
+
+
+def test_jobs_is_bounded_by_the_cpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A5-51: `check --jobs 1000` on veomni-main started 254 worker processes on a 2-CPU machine (68 s instead
+    of 17 s); workers are now at most 4 per CPU."""
+    import concurrent.futures
+
+    from npu_lint.core.config import Settings
+    from npu_lint.engine.pool import POOL_THRESHOLD, lint_paths
+
+    for i in range(POOL_THRESHOLD + 2):
+        (tmp_path / f"m{i}.py").write_text(CUDA)
+    seen: list[int] = []
+    real = concurrent.futures.ProcessPoolExecutor
+
+    def spy(*args: object, **kwargs: object) -> concurrent.futures.ProcessPoolExecutor:
+        seen.append(int(kwargs["max_workers"]))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", spy)
+    paths = sorted(str(p) for p in tmp_path.glob("m*.py"))
+    results = lint_paths(paths, ["NPU101"], Settings(root=str(tmp_path)), jobs=1000)
+    assert len(results) == len(paths)
+    assert seen and seen[0] <= 4 * (os.cpu_count() or 1)
