@@ -281,14 +281,16 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
 
 
 def _package_defines(path: str, module: str, name: str) -> bool:
-    """The ``veomni`` package holding ``path`` defines ``name`` in ``module`` (read statically); True when the
-    file is in no such package on disk (an installed veomni answers, as before)."""
+    """False only when the ``veomni`` package holding ``path`` has ``module`` on disk and it does not define
+    ``name`` (read statically). A package without that module (a model directory beside an installed veomni,
+    as in a pre-commit environment) keeps the built-in answer."""
     from npu_lint.veomni.imports import ModuleIndex
 
     root = patchgen.veomni_root_of(os.path.abspath(path))
     if root is None or not os.path.isdir(os.path.join(root, "veomni")):
         return True
-    return ModuleIndex(root).defines(module, name)
+    index = ModuleIndex(root)
+    return not index.has_module(module) or index.defines(module, name)
 
 
 def _rebound(tree: ast.Module, name: str) -> bool:
