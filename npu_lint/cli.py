@@ -417,6 +417,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"npu-lint: {_shown(note)}", file=sys.stderr)
 
     if args.stdin_filename is not None:
+        for ignored in args.paths or ():  # as ruff: said, never silently dropped
+            print(f"npu-lint: warning: ignoring {_shown(ignored)}: linting standard input", file=sys.stderr)
         return _check_stdin(args, settings, codes, project, fmt)
 
     from npu_lint.core.discovery import discover
@@ -699,6 +701,21 @@ def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, crea
         copies = Counter(d.code for d in diagnostics) - counts
         fixable = Counter(d.code for d in diagnostics if fix_applicable(d.fix, args.unsafe_fixes))
         lines = []
+        if fmt in ("json", "json-lines"):  # as ruff: the counts as JSON for scripts (text was printed)
+            import json
+
+            rows = [
+                {
+                    "code": c,
+                    "name": rules[c].name if c in rules else "",
+                    "count": n,
+                    "generated_copies": copies[c],
+                    "fixable": bool(fixable[c]),
+                }
+                for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            ]
+            _emit(json.dumps(rows, indent=2) + "\n", args.output_file)
+            return
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             mark = "[*]" if fixable[code] else "   "
             name = rules[code].name if code in rules else ""

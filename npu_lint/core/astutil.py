@@ -148,14 +148,18 @@ def transformers_state(models: Iterable[str] = ()) -> str:
     h = hashlib.sha256()
 
     def add(path: str, st: os.stat_result) -> None:
-        h.update(f"{path}\0{st.st_mode}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+        h.update(
+            f"{path}\0{st.st_mode}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}\0".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
 
     def scan(directory: str, depth: int) -> None:
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
-            h.update(f"{directory}\0missing\0".encode())
+            h.update(f"{directory}\0missing\0".encode("utf-8", "surrogateescape"))
             return
         for entry in entries:
             if depth and entry.is_dir(follow_symlinks=False):
@@ -173,7 +177,7 @@ def transformers_state(models: Iterable[str] = ()) -> str:
         try:
             add(path, os.stat(path))
         except OSError:
-            h.update(f"{path}\0missing\0".encode())
+            h.update(f"{path}\0missing\0".encode("utf-8", "surrogateescape"))
     scan(str(base), 0)
     scan(os.path.join(base, "models"), 1)
     for name in sorted(set(models)):

@@ -120,6 +120,18 @@ def _str_list(key: str, value: Any, path: Path) -> list[str]:
     return list(value)
 
 
+def _anchored(pattern: str) -> str:
+    """``./src/*`` as ``/src/*``: a pattern relative to the configuration's directory, as ruff reads it
+    (gitignore matching alone would never match ``./``, so such a pattern silently excluded nothing)."""
+    negated = pattern.startswith("!")
+    body = pattern[1:] if negated else pattern
+    if not body.startswith("./"):
+        return pattern
+    while body.startswith("./"):
+        body = body[2:]
+    return ("!" if negated else "") + "/" + body
+
+
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 
@@ -213,14 +225,18 @@ def load_config(path: Path) -> Settings:
     if "extend-select" in table:
         settings.extend_select = _str_list("extend-select", table["extend-select"], path)
     if "exclude" in table:
-        settings.exclude = _str_list("exclude", table["exclude"], path)
+        settings.exclude = [_anchored(p) for p in _str_list("exclude", table["exclude"], path)]
     if "extend-exclude" in table:
-        settings.extend_exclude = _str_list("extend-exclude", table["extend-exclude"], path)
+        settings.extend_exclude = [
+            _anchored(p) for p in _str_list("extend-exclude", table["extend-exclude"], path)
+        ]
     if "per-file-ignores" in table:
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, dict):
             raise ConfigError(f"{path}: `per-file-ignores` must be a table of pattern = [codes]")
-        settings.per_file_ignores = {k: _str_list(f"per-file-ignores.{k}", v, path) for k, v in pfi.items()}
+        settings.per_file_ignores = {
+            _anchored(k): _str_list(f"per-file-ignores.{k}", v, path) for k, v in pfi.items()
+        }
     for key, patterns in (
         ("exclude", settings.exclude),
         ("extend-exclude", settings.extend_exclude),

@@ -35,6 +35,25 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+MAX_TIMEOUT = 7 * 24 * 3600.0  # a week: beyond it, `time.monotonic() + timeout` stops meaning a deadline
+
+
+def timeout_seconds(value: str) -> float:
+    """An argparse ``type`` for ``--timeout``: a finite number of seconds above zero (``nan`` compares false
+    with every deadline, so a child given ``nan`` would never be stopped; ``-1`` or ``inf`` neither)."""
+    import math
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds <= MAX_TIMEOUT):
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:.0f}")
+    return seconds
+
+
 RESULT_FD_ENV = "NPU_LINT_RESULT_FD"
 MAX_RESULT_BYTES = 16 * 1024 * 1024
 MAX_OUTPUT_BYTES = 1024 * 1024  # of stdout / stderr, the tail is kept

@@ -126,6 +126,21 @@ def add_noqa(
     real_roots = [os.path.realpath(r) for r in roots]
     result = NoqaResult()
     by_path: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    # one entry per file, however it is spelled: a generated finding's origin may name its spec as
+    # ``./pkg/spec.py`` while the spec's own findings say ``pkg/spec.py``; two entries would write the file
+    # twice, the second refused as "changed since it was linted" (by the first write)
+    spelling: dict[str, str] = {}
+
+    def one(path: str) -> str:
+        real = os.path.realpath(path)
+        known = spelling.get(real)
+        if known is None or (digests and path in digests and known not in digests):
+            if known is not None and known != path:
+                for line_no, codes in by_path.pop(known, {}).items():
+                    by_path[path][line_no] |= codes
+            spelling[real] = known = path
+        return known
+
     for diag in diagnostics:
         origin = diag.origin
         if origin is not None and origin.note.startswith("unpatched"):
@@ -136,9 +151,9 @@ def add_noqa(
         if origin is not None and origin.path and origin.line > 0:
             # a finding in a generated file: generated files are never edited, the noqa goes on the spec line
             # the finding comes from (suppression reads it there)
-            by_path[origin.path][origin.line].add(diag.code)
+            by_path[one(origin.path)][origin.line].add(diag.code)
         else:
-            by_path[diag.path][diag.line].add(diag.code)
+            by_path[one(diag.path)][diag.line].add(diag.code)
     for path in sorted(by_path):
         shown = display_path(path)
         if real_roots and not _inside(path, real_roots):

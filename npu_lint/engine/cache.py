@@ -171,9 +171,11 @@ class Cache:
 
     def tree_key(self, extra: str) -> str:
         """A key for results computed over all files looked up so far (project rules)."""
-        h = hashlib.sha256(self.fingerprint.encode() + b"\0" + extra.encode())
+        h = hashlib.sha256(self.fingerprint.encode() + b"\0" + extra.encode("utf-8", "surrogateescape"))
         for path in sorted(self.keys):
-            h.update(f"\0{path}\0{self.keys[path]}".encode())
+            h.update(
+                f"\0{path}\0{self.keys[path]}".encode("utf-8", "surrogateescape")
+            )  # a non-UTF-8 file name
         return h.hexdigest()
 
     def key(self, path: str, data: bytes) -> str:

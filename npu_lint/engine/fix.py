@@ -414,7 +414,16 @@ def _fix_one(
     create_failed = False
     refused: set[str] = set()
     for create in creates:
-        if os.path.lexists(create.path) or create.path in out.created:
+        if create.path in out.created:
+            continue
+        if os.path.lexists(create.path):
+            if os.path.isfile(create.path) and not os.path.islink(create.path):
+                continue  # made meanwhile (or by another fix): it stands, nothing to create
+            # a dangling symlink, a directory, a FIFO: nothing can be created there, and the fix is not applied
+            what = "a symbolic link" if os.path.islink(create.path) else "not a regular file"
+            out.errors.append(f"{create.path}: not created: the name exists and is {what}")
+            create_failed = True
+            refused.add(create.path)
             continue
         if not _inside(create.path, settings.root) and not _inside(create.path, os.path.dirname(path) or "."):
             out.errors.append(f"{create.path}: not created: outside the project ({settings.root})")

@@ -33,16 +33,35 @@ def _apply(text: str, edits: tuple[Edit, ...]) -> str | None:
     return "".join(out)
 
 
-def _edit_may_import(text: str, edit: Edit) -> bool:
+def _edit_may_import(text: str, edit: Edit, memo: dict[object, object] | None = None) -> bool:
     """Cheap pre-check: an edit whose text, or whose line in the file, mentions an import (only such edits can
-    add a ``veomni`` import: a statement, an ``add_import`` call, a post-import block line)."""
+    add a ``veomni`` import: a statement, an ``add_import`` call, a post-import block line). With ``memo``
+    (one per file) the newlines and ``import`` words are located once, so many edits on one long line cost
+    a bisection each, not a scan of the line each (20,000 findings on a 600 KB line: 34 s before)."""
     if not edit.content.strip():
         return False  # a deletion adds no import
     if any(m in edit.content for m in _MARKERS):
         return True
-    start = text.rfind("\n", 0, edit.start) + 1
-    end = text.find("\n", edit.end)
-    return "import" in text[start : end if end >= 0 else len(text)]
+    if memo is None:
+        start = text.rfind("\n", 0, edit.start) + 1
+        end = text.find("\n", edit.end)
+        return "import" in text[start : end if end >= 0 else len(text)]
+    import bisect
+    import re
+
+    marks = memo.get("import-marks")
+    if marks is None:
+        marks = memo["import-marks"] = (
+            [m.start() for m in re.finditer("\n", text)],
+            [m.start() for m in re.finditer("import", text)],
+        )
+    newlines, words = marks  # type: ignore[misc]
+    i = bisect.bisect_left(newlines, edit.start)
+    start = newlines[i - 1] + 1 if i > 0 else 0
+    j = bisect.bisect_left(newlines, edit.end)
+    end = newlines[j] if j < len(newlines) else len(text)
+    k = bisect.bisect_left(words, start)
+    return k < len(words) and words[k] + len("import") <= end
 
 
 def import_problem(
@@ -59,7 +78,7 @@ def import_problem(
     added: set[tuple[str, str]] = set()
     # only the edits that can add an import are applied and parsed; fixes that share them (the same import
     # added by many findings of one file) share the answer, so the check stays linear in the fixes
-    relevant = frozenset(e for e in fix.edits if _edit_may_import(text, e))
+    relevant = frozenset(e for e in fix.edits if _edit_may_import(text, e, _own))  # type: ignore[arg-type]
     memo = _own if _own is not None else {}
     if relevant:
         key = ("added", relevant)

@@ -51,8 +51,13 @@ def _workspace_edit(
     changes: list[types.TextDocumentEdit | types.CreateFile] = []
     for create in creates:
         uri = from_fs_path(str(Path(create.path).resolve())) or create.path
+        # neither overwrite nor ignore: a file that exists by the time the edit is applied (made meanwhile, or
+        # by an earlier action) makes the client reject the whole edit; with ``ignoreIfExists`` the insert
+        # below would prepend a second copy of the content to that file
         changes.append(
-            types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True))
+            types.CreateFile(
+                uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=False)
+            )
         )
         changes.append(
             types.TextDocumentEdit(

@@ -12,6 +12,7 @@ from typing import Any
 
 RUN_ON_TYPE = "onType"
 RUN_ON_SAVE = "onSave"
+MAX_DEBOUNCE_MS = 60_000  # a minute: beyond it a typed change would wait for good (1e300 ms was accepted)
 DEFAULT_DEBOUNCE_MS = 200  # the adaptive debounce's ceiling, and its value before a document's first lint
 ADAPTIVE_MIN_MS = 30
 
@@ -93,10 +94,17 @@ def merge_settings(base: ServerSettings, data: Any) -> ServerSettings:
                     f"npu-lint setting `lint.run` must be `onType` or `onSave`, got {value!r}; ignored"
                 )
         elif key in ("lint.debounce", "debounce"):
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and 0 <= value <= MAX_DEBOUNCE_MS
+            ):
                 changes["debounce_ms"] = int(value)
-            else:
-                problems.append("npu-lint setting `lint.debounce` must be a number of milliseconds; ignored")
+            else:  # nan, a negative delay, or one so long the document would never be linted while typing
+                problems.append(
+                    f"npu-lint setting `lint.debounce` must be a number of milliseconds from 0 to {MAX_DEBOUNCE_MS}"
+                    "; ignored"
+                )
         # unknown keys are ignored: editors send their own keys in the same section
     return replace(base, problems=tuple(problems), **changes)
 

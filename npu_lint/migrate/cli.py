@@ -10,8 +10,18 @@ import sys
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2 (argparse would print the whole usage first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from npu_lint.core.process import timeout_seconds
+
+    p = _Parser(
         prog="npu-lint migrate",
         description="Run the NPU migration guide for model packages: audit, device and semantic fixes, dispatch "
         "migration, NPU spec, __init__ switch and registration, patchgen (twice), ruff, a model test, verify. "
@@ -26,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-verify", action="store_true", help="skip the verify step (and the generated test run)"
     )
     p.add_argument(
-        "--timeout", type=float, default=900.0, help="seconds per subprocess (default %(default)s)"
+        "--timeout", type=timeout_seconds, default=900.0, help="seconds per subprocess (default %(default)s)"
     )
     p.add_argument("--python", help="interpreter for patchgen and verify (default: this one)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -38,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     from npu_lint.migrate import MigrateError, migrate
     from npu_lint.migrate.report import render_json, render_markdown
+
+    if args.output_file:  # checked before any step runs: a report never replaces a source or project file
+        refusal = _output_refusal(args.output_file, args.model_dirs)
+        if refusal:
+            print(f"npu-lint migrate: {refusal}", file=sys.stderr)
+            return EXIT_ERROR
 
     def progress(line: str) -> None:
         if not args.quiet:
@@ -71,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.output_file:
         from npu_lint.engine.write import write_output
 
+        refusal = _output_refusal(args.output_file, args.model_dirs)  # again: the run may have created it
+        if refusal:
+            print(f"npu-lint migrate: {refusal}", file=sys.stderr)
+            return EXIT_ERROR
         try:
             write_output(args.output_file, text)
         except OSError as exc:
@@ -83,3 +103,29 @@ def main(argv: list[str] | None = None) -> int:
     if result.failed or any(r.status == "failed-check" for r in result.run.results):
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _output_refusal(path: str, model_dirs: list[str]) -> str:
+    """Why ``-o path`` must not be written ("" when it may): a source or project file (``output_refusal``, as
+    ``check -o``), one of the model packages' files, or a directory that does not exist."""
+    import os
+
+    from npu_lint.engine.write import output_refusal
+
+    why = output_refusal(path, [str(p) for d in model_dirs for p in _files(d)])
+    if why:
+        done = "refusing to replace it" if os.path.lexists(path) else "refusing to write it"
+        return f"-o {path} {why}; {done}"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"cannot write {path}: no such directory {parent}"
+    return ""
+
+
+def _files(directory: str) -> list[str]:
+    import os
+
+    try:
+        return [e.path for e in os.scandir(directory) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []

@@ -167,7 +167,7 @@ class Project:
                         st = entry.stat()
                     except OSError:
                         continue
-                    h.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}".encode())
+                    h.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:16]
 
     # -- live registry ------------------------------------------------------------------------------

@@ -32,16 +32,20 @@ def current() -> Any:
 
 def stat_key(root: Path, files: list[Path]) -> tuple[str, int]:
     """A key over the stat keys (size, mtime, ctime, inode) of ``files``, and the newest of their times."""
-    h = hashlib.sha256(str(root).encode())
+    h = hashlib.sha256(str(root).encode("utf-8", "surrogateescape"))  # non-UTF-8 names: byte-exact
     newest = 0
     for path in files:
         try:
             st = os.stat(path)
         except OSError:
-            h.update(f"\0{path}:-".encode())
+            h.update(f"\0{path}:-".encode("utf-8", "surrogateescape"))
             continue
         newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-        h.update(f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
+        h.update(
+            f"\0{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
     return h.hexdigest(), newest
 
 

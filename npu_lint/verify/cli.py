@@ -24,9 +24,20 @@ from npu_lint.verify.runner import (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2 (argparse would print the whole usage first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from npu_lint.core.process import timeout_seconds
+
+    p = _Parser(
         prog="npu-lint verify",
+        allow_abbrev=False,  # `--time` is not `--timeout` (as in `check`)
         description="Run a migrated VeOmni model for real: patchgen reproducibility, imports and registration, "
         "numerical parity with upstream transformers, handle isolation, checkpoint keys, multimodal paths.",
     )
@@ -40,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     p.add_argument("-o", "--output-file", metavar="FILE")
     p.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check (default %(default)s)"
+        "--timeout",
+        type=timeout_seconds,
+        default=DEFAULT_TIMEOUT,
+        help="seconds per check (default %(default)s)",
     )
     p.add_argument(
         "--python", default=None, help="interpreter with torch and transformers (default: this one)"

@@ -174,12 +174,43 @@ def accelerator_available(ctx: Context) -> bool:
     the nearest ``pyproject.toml`` / ``requirements.txt`` does not pin torch below 2.6."""
     if not outside_veomni(ctx) or ctx.runtime_imports.get("torch") != "torch":
         return False
+    if any(_rebinds_torch(ctx, node) for node in ctx.parents if isinstance(node, _SCOPES)):
+        return False  # `def f(x, torch=None)`: the fix's `torch.accelerator` would be that parameter's
     old = ctx.memo.get("torch-pinned-below-2.6")
     if old is None:  # read once per file (never cached across runs: the project file may change)
         old = ctx.memo["torch-pinned-below-2.6"] = torch_pinned_below(
             os.path.dirname(os.path.abspath(ctx.source.path)), (2, 6)
         )
     return not old
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _rebinds_torch(ctx: Context, scope: ast.AST) -> bool:
+    """``scope`` (a function or lambda) binds the name ``torch`` to something else than the torch module:
+    a parameter, an assignment or loop target, a ``with ... as torch``, an ``import x as torch``."""
+    key = ("rebinds-torch", id(scope))
+    cached = ctx.memo.get(key)
+    if cached is not None and cached[0] is scope:  # type: ignore[index]
+        return cached[1]  # type: ignore[index]
+    args = scope.args  # type: ignore[attr-defined]
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    found = any(p is not None and p.arg == "torch" for p in params)
+    if not found:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Name) and node.id == "torch" and isinstance(node.ctx, ast.Store):
+                found = True
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                found = any(
+                    (a.asname or a.name.split(".")[0]) == "torch"
+                    and not (isinstance(node, ast.Import) and a.name.split(".")[0] == "torch")
+                    for a in node.names
+                )
+            if found:
+                break
+    ctx.memo[key] = (scope, found)
+    return found
 
 
 _TORCH_REQ = re.compile(r"""(?:^|["'\s])torch\s*((?:[<>=!~]=?\s*[\w.*+]+\s*,?\s*)+)""", re.M)
@@ -260,10 +291,27 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             return None
     if name not in api.device_helpers or not api.defines(module, name):
         return None  # the tree does not define this helper: no fix imports it
+    if ctx.project.root is None and not _package_defines(ctx.source.path, module, name):
+        # a `veomni` package that is not a recognised tree (no ops/ or kernels/: a fork, a sparse checkout):
+        # the built-in names count only when the package beside the file defines them too
+        return None
     if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
         return ctx.import_edits(module, name)
     # the file's own style (relative inside the veomni package), merged and sorted by core.imports
     return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree, module), name)
+
+
+def _package_defines(path: str, module: str, name: str) -> bool:
+    """False only when the ``veomni`` package holding ``path`` has ``module`` on disk and it does not define
+    ``name`` (read statically). A package without that module (a model directory beside an installed veomni,
+    as in a pre-commit environment) keeps the built-in answer."""
+    from npu_lint.veomni.imports import ModuleIndex
+
+    root = patchgen.veomni_root_of(os.path.abspath(path))
+    if root is None or not os.path.isdir(os.path.join(root, "veomni")):
+        return True
+    index = ModuleIndex(root)
+    return not index.has_module(module) or index.defines(module, name)
 
 
 def _rebound(tree: ast.Module, name: str) -> bool:

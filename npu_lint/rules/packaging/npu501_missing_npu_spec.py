@@ -84,7 +84,7 @@ class MissingNpuSpec(ProjectRule):
                 if os.path.normpath(gpu) not in linted:
                     continue
                 npu_path = npu_spec_path(gpu)
-                if os.path.exists(npu_path):
+                if os.path.isfile(npu_path):  # a directory of that name is no spec
                     continue
                 spec = patchgen.load_spec(gpu)
                 if spec is None or not spec.parsed or spec.config_node is None:
