@@ -1,5 +1,5 @@
 """Plain (non-generated) model code of the toy model, half-migrated to VeomniOp handles, with the mistakes
-npu-lint's dispatch (NPU202-205) and RMSNorm-semantics (NPU401/402) rules catch."""
+npu-lint's dispatch (NPU202-205) and RMSNorm-semantics (NPU401/402/407) rules catch."""
 
 import torch
 from torch import nn
@@ -81,3 +81,18 @@ class ToyAttention(nn.Module):
         q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)
         q, k = toy_apply_rotary(q, k, cos, sin)
         return q @ k.transpose(-1, -2) @ v
+
+
+class ToyQKRMSNorm(nn.Module):
+    """Eager per-head norm of the attention's queries and keys (no registry op behind it)."""
+
+    def __init__(self, head_dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(head_dim))
+
+    def forward(self, states):
+        states32 = states.float()
+        scale = torch.rsqrt(states32.pow(2).mean(-1, keepdim=True) + self.eps)
+        # NPU407: the fp32 product goes to the bf16 attention as is; `.to(states.dtype)` is missing
+        return self.weight * (states32 * scale)

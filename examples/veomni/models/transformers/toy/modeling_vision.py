@@ -1,7 +1,23 @@
-"""A toy vision tower whose fake input for text-only ranks takes `self.dtype`."""
+"""A toy vision tower whose fake input for text-only ranks takes `self.dtype`, and the RMSNorm of its patch
+merger."""
 
 import torch
 from torch import nn
+
+
+class ToyMergerRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+
+    def forward(self, patches):
+        input_dtype = patches.dtype
+        patches = patches.float()
+        # NPU410: `var` subtracts the row mean (a LayerNorm statistic); RMSNorm takes `pow(2).mean(-1, keepdim=True)`
+        spread = patches.var(-1, keepdim=True)
+        patches = patches * torch.rsqrt(spread + self.eps)
+        return self.weight * patches.to(input_dtype)
 
 
 class ToyVisionTower(nn.Module):
