@@ -1,4 +1,5 @@
-"""Sequence-parallel communication of the example tree: gather the sequence shards of every rank."""
+"""Sequence-parallel communication of the example tree: gather the sequence shards of every rank, reduce
+the loss over them."""
 
 import torch
 import torch.distributed as dist
@@ -32,3 +33,11 @@ def scatter_heads(hidden_states, group, world):
     # NPU609: the pieces of a split along the head dimension are views with gaps: HCCL rejects them
     dist.all_to_all(outputs, list(hidden_states.chunk(world, dim=2)), group=group)
     return torch.cat(outputs, dim=1)
+
+
+def sp_token_mean_loss(loss, num_valid_tokens, group):
+    """The token-mean loss of a sequence split over `group`: every rank returns the same value."""
+    loss_sum = loss * num_valid_tokens
+    dist.all_reduce(loss_sum, group=group)
+    # NPU421: the summed loss is divided by this rank's count; the counts must be all-reduced too (and guarded)
+    return loss_sum / num_valid_tokens
