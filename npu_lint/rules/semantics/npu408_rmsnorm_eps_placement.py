@@ -1,0 +1,220 @@
+"""NPU408 rmsnorm-eps-placement."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import walk as _walk
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._rms_math import EPS_WORDS, eps_after_root, rms_sites, upstream_method
+from npu_lint.veomni.upstream import file_source_module
+
+
+def _init_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, `__init__`) of the file's RMSNorm classes and a spec's replacements of one
+    (`@config.override_method("FooRMSNorm.__init__")`, `@config.modify_init("FooRMSNorm")`)."""
+    out: list[tuple[str, ast.FunctionDef]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and "rmsnorm" in stmt.name.lower():
+            out.extend(
+                (stmt.name, f) for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+            )
+        elif isinstance(stmt, ast.FunctionDef):
+            for deco in stmt.decorator_list:
+                if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args):
+                    continue
+                target = str_value(deco.args[0]) or ""
+                if deco.func.attr == "modify_init":
+                    cls = target
+                elif deco.func.attr == "override_method" and target.endswith(".__init__"):
+                    cls = target.rpartition(".")[0]
+                else:
+                    continue
+                if "rmsnorm" in cls.lower():
+                    out.append((cls, stmt))
+    return out
+
+
+def _eps_param(func: ast.FunctionDef) -> str | None:
+    args = func.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg in EPS_WORDS:
+            return arg.arg
+    return None
+
+
+def _reads(func: ast.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in _walk(func))
+
+
+def _fixed_eps_store(func: ast.FunctionDef) -> tuple[ast.Assign, str] | None:
+    """`self.variance_epsilon = 1e-6`: the assignment of a literal to an eps attribute, with the attribute."""
+    for node in _walk(func):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Constant):
+            continue
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+                and target.attr in EPS_WORDS
+                and type(node.value.value) in (int, float)
+            ):
+                return node, target.attr
+    return None
+
+
+class RmsNormEpsPlacement(Rule):
+    code = "NPU408"
+    name = "rmsnorm-eps-placement"
+    summary = (
+        "An RMSNorm adds its epsilon after the square root instead of under it, or its `__init__` stores a fixed "
+        "epsilon and ignores the `eps` it is given."
+    )
+    why = (
+        "RMSNorm is `x * rsqrt(mean(x^2) + eps)` with the model config's eps (`rms_norm_eps`), and the fused "
+        "kernels (`torch_npu.npu_rms_norm`, Liger) use the same definition. `x / (sqrt(mean(x^2)) + eps)` is a "
+        "different normalisation for rows of small variance (low-rank q/kv norms in particular): the eager path "
+        "then disagrees with the checkpoint's reference and with the fused path of the other device. An `__init__` "
+        "that keeps a literal epsilon while its `eps` parameter goes unread normalises every layer with that "
+        "literal, whatever the checkpoint's config says, on every path that reads the attribute (the NPU kernel "
+        "wrappers included). Every function the tree runs as an RMSNorm is read: a spec's or generated file's "
+        "replacement of an RMSNorm class's method (reported only where the upstream method does not do the same), "
+        "the methods and `__init__` of an RMSNorm class the tree defines itself, and a module-level function "
+        "computing the mean of squares (a kernel module's eager fallback)."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class StateRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.eps = eps
+
+                def forward(self, x):
+                    dtype = x.dtype
+                    x = x.float()
+                    rms = x.pow(2).mean(-1, keepdim=True).sqrt()
+                    return self.weight * (x / (rms + self.eps)).to(dtype)
+            """,
+            path="veomni/models/transformers/state/modeling_state.py",
+        ),
+        Example(
+            """
+            def fallback_norm(x, weight, eps):
+                x32 = x.float()
+                normed = x32 / (torch.sqrt(x32.square().mean(-1, keepdim=True)) + eps)
+                return weight * normed.to(x.dtype)
+            """,
+            path="veomni/ops/kernels/rms_norm/eager.py",
+            title="a kernel module's eager fallback",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+            @config.override_method("MistralRMSNorm.__init__")
+            def mistral_norm_init_patched(self, hidden_size, eps=1e-6):
+                nn.Module.__init__(self)
+                self.weight = nn.Parameter(torch.ones(hidden_size))
+                self.variance_epsilon = 1e-5
+            """,
+            path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
+            title="an `__init__` patch that ignores its eps",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class StateRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.eps = eps
+
+                def forward(self, x):
+                    dtype = x.dtype
+                    x = x.float()
+                    x = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+                    return self.weight * x.to(dtype)
+            """,
+            path="veomni/models/transformers/state/modeling_state.py",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class FixedRMSNorm(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(dim))
+                    self.eps = 1e-6
+            """,
+            path="veomni/models/transformers/fixed/modeling_fixed.py",
+            title="a class that takes no eps keeps its own",
+        ),
+    )
+    fix_safety = (
+        "No fix: moving eps under the root or reading the argument changes the numerics of the model."
+    )
+
+    requires = (("sqrt", "eps", "epsilon"),)
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:  # model code and the tree's kernels (veomni/ops)
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        for site in rms_sites(self.ctx):
+            found = eps_after_root(site.func)
+            if not found:
+                continue
+            if site.upstream is not None and eps_after_root(site.upstream):
+                continue
+            add, root = found[0]
+            where = site.label
+            self.report(
+                add,
+                f"{where} adds the epsilon after the square root (`{ast.unparse(add)}`): RMSNorm (and the fused "
+                "kernels) compute `x * rsqrt(mean(x^2) + eps)`, with eps under the root",
+            )
+        self._fixed_eps()
+
+    def _fixed_eps(self) -> None:
+        ctx = self.ctx
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        for cls, init in _init_functions(ctx.tree):
+            param = _eps_param(init)
+            if param is None or _reads(init, param):
+                continue
+            store = _fixed_eps_store(init)
+            if store is None:
+                continue
+            upstream = upstream_method(module, cls, "__init__")
+            if upstream is not None and _fixed_eps_store(upstream) is not None:
+                continue
+            assign, attr = store
+            value = ast.unparse(assign.value)
+            self.report(
+                assign,
+                f"`{cls}.__init__` stores a fixed epsilon ({value}) in `self.{attr}` and never reads its `{param}` "
+                f"argument: every norm built with the config's eps normalises with {value}",
+            )
