@@ -15,7 +15,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import Project
 
-RMS = ["NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU406", "NPU407", "NPU408", "NPU409"]
+RMS = ["NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU406", "NPU407", "NPU408", "NPU409", "NPU410"]
 
 
 def _write(root: Path, rel: str, text: str) -> Path:
@@ -282,3 +282,84 @@ def test_kernel_module_function_registered_for_the_offset_variant(tmp_path: Path
     kernel = _write(root, "veomni/ops/kernels/rms_norm/ascend.py", ASCEND.format(weight="gamma + 1"))
     assert _codes(kernel, root) == []
     assert _codes(registry, root) == []
+
+
+# -- NPU410: the statistic; NPU408: no epsilon; NPU407: a fixed dtype ------------------------------------------
+
+STAT_SPEC = """
+import torch
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2.modeling_qwen2", target_file="x.py")
+
+
+@config.override_method("Qwen2RMSNorm.forward")
+def qwen2_norm_forward_patched(self, hidden_states):
+    input_dtype = hidden_states.dtype
+    hidden_states = hidden_states.to(torch.float32)
+    ms = {stat}
+    hidden_states = hidden_states {op} torch.{root}(ms + self.variance_epsilon)
+    return self.weight * hidden_states.to(input_dtype)
+"""
+
+
+def _stat(tree: Path, **kw: str) -> list[tuple[int, str]]:
+    values = {"stat": "hidden_states.pow(2).mean(-1, keepdim=True)", "op": "*", "root": "rsqrt", **kw}
+    rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
+    return _codes(_write(tree, rel, STAT_SPEC.format(**values)), tree)
+
+
+def test_spec_normalising_by_another_statistic(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    assert _stat(root) == []
+    assert _stat(root, stat="torch.var(hidden_states, dim=-1, keepdim=True)") == [(11, "NPU410")]
+    assert _stat(root, stat="(hidden_states * hidden_states).sum(-1, keepdim=True)") == [(11, "NPU410")]
+    assert _stat(root, stat="hidden_states.pow(2).mean(1, keepdim=True)") == [(11, "NPU410")]
+    assert _stat(root, stat="hidden_states.pow(2).mean(dim=-1)") == [(11, "NPU410")]
+    assert _stat(root, stat="hidden_states.pow(2).mean(-1)[..., None]") == []
+    assert _stat(root, op="*", root="sqrt") == [(12, "NPU410")]
+    assert _stat(root, op="/", root="sqrt") == []
+    # a sum divided by the hidden size is the mean
+    assert _stat(root, stat="hidden_states.pow(2).sum(-1, keepdim=True) / hidden_states.shape[-1]") == []
+
+
+def test_in_tree_class_normalising_by_a_variance_without_a_mean_of_squares(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+    import torch
+    from torch import nn
+
+
+    class BlockRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            h = x.float()
+            h = h * torch.rsqrt({stat} + self.eps)
+            return (self.weight * h).to(x.dtype)
+    """
+    rel = "veomni/models/transformers/block/modeling_block.py"
+    path = _write(root, rel, text.format(stat="h.var(dim=-1, keepdim=True, unbiased=False)"))
+    assert _codes(path, root) == [(13, "NPU410")]
+    path = _write(root, rel, text.format(stat="h.square().mean(dim=-1, keepdim=True)"))
+    assert _codes(path, root) == []
+
+
+def test_root_of_the_mean_of_squares_without_epsilon(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
+    text = STAT_SPEC.format(stat="hidden_states.pow(2).mean(-1, keepdim=True)", op="*", root="rsqrt")
+    path = _write(root, rel, text.replace("ms + self.variance_epsilon", "ms"))
+    assert _codes(path, root) == [(12, "NPU408")]
+
+
+def test_cast_back_to_a_fixed_dtype(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
+    text = STAT_SPEC.format(stat="hidden_states.pow(2).mean(-1, keepdim=True)", op="*", root="rsqrt")
+    for cast in ("hidden_states.half()", "hidden_states.to(dtype=torch.bfloat16)"):
+        path = _write(root, rel, text.replace("hidden_states.to(input_dtype)", cast))
+        assert _codes(path, root) == [(13, "NPU407")], cast

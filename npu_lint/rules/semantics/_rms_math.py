@@ -112,9 +112,13 @@ def rms_sites(ctx: Context) -> list[RmsSite]:
         for stmt in ctx.tree.body:
             if isinstance(stmt, ast.ClassDef) and _rms_class(stmt.name):
                 methods = [f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"]
-                if any(squares_mean(f) for f in methods):  # a forward through the class's own helper counts
+                if any(squares_mean(f) or _roots(f) for f in methods):  # through the class's own helper too
                     out.extend(RmsSite(stmt.name, func, None) for func in methods)
-            elif isinstance(stmt, ast.FunctionDef) and squares_mean(stmt) and not stmt.decorator_list:
+            elif (
+                isinstance(stmt, ast.FunctionDef)
+                and not stmt.decorator_list
+                and (squares_mean(stmt) or ("norm" in stmt.name.lower() and _normaliser_roots(stmt)))
+            ):
                 out.append(RmsSite(None, stmt, None))
     ctx.memo["rms_math_sites"] = out
     return out
@@ -290,3 +294,212 @@ def eps_after_root(func: ast.FunctionDef) -> list[tuple[ast.BinOp, ast.AST]]:
             out.append((node, root))
             break
     return out
+
+
+# -- the statistic -------------------------------------------------------------------------------------------
+
+
+def _squares(node: ast.AST) -> bool:
+    for sub in _walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _SQUARES:
+            return True
+        if isinstance(sub, ast.BinOp) and (
+            (isinstance(sub.op, ast.Pow) and isinstance(sub.right, ast.Constant) and sub.right.value == 2)
+            or (isinstance(sub.op, ast.Mult) and ast.dump(sub.left) == ast.dump(sub.right))
+        ):
+            return True
+    return False
+
+
+def _expand(func: ast.FunctionDef, node: ast.AST, line: int, depth: int = 3) -> list[ast.AST]:
+    """``node`` and the values of the locals it reads (assigned before ``line``), a few levels deep."""
+    out = [node]
+    if depth <= 0:
+        return out
+    for sub in _walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            assign = _last_assignment(func, sub.id, line)
+            if assign is not None:
+                out.extend(_expand(func, assign.value, assign.lineno, depth - 1))
+    return out
+
+
+def _reduction(call: ast.AST) -> tuple[str, ast.AST | None, ast.AST | None, ast.AST] | None:
+    """`t.mean(dim, keepdim=...)`, `torch.mean(t, dim, ...)`, `.sum`, `.var`: (name, dim node, keepdim node,
+    reduced tensor)."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    name = call.func.attr
+    if name not in ("mean", "sum", "var"):
+        return None
+    kw = {k.arg: k.value for k in call.keywords}
+    base = call.func.value
+    args = list(call.args)
+    if isinstance(base, ast.Name) and base.id == "torch":
+        if not args:
+            return None
+        base, args = args[0], args[1:]
+    dim = kw.get("dim", args[0] if args else None)
+    keep = kw.get("keepdim", args[1] if len(args) > 1 else None)
+    return name, dim, keep, base
+
+
+def _last_dim(node: ast.AST | None) -> bool | None:
+    """True for -1 (or `(-1,)`), False for a non-negative literal 0 or 1 (a token or batch dimension), None for
+    anything else (not judged)."""
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        return node.operand.value == 1 or None
+    if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == 1:
+        return _last_dim(node.elts[0])
+    if isinstance(node, ast.Constant) and node.value in (0, 1) and type(node.value) is int:
+        return False
+    return None
+
+
+def _restores_dim(func: ast.FunctionDef) -> bool:
+    for node in _walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr
+            in (
+                "unsqueeze",
+                "view",
+                "reshape",
+                "expand_as",
+                "view_as",
+            )
+        ):
+            return True
+        if isinstance(node, ast.Subscript):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if any(isinstance(p, ast.Constant) and p.value is None for p in parts):
+                return True
+    return False
+
+
+def _roots(func: ast.FunctionDef) -> list[ast.AST]:
+    return [n for n in _walk(func) if _root_call(n) is not None]
+
+
+def normaliser_issues(func: ast.FunctionDef) -> list[tuple[str, ast.AST]]:
+    """What is wrong with the normaliser of an RMSNorm function: ("var" | "sum" | "dim" | "keepdim" |
+    "inverted", node to report at)."""
+    out: list[tuple[str, ast.AST]] = []
+    roots = _roots(func)
+    for root in roots:
+        operand = _root_operand(root)
+        if operand is None:
+            continue
+        parts = _expand(func, operand, getattr(root, "lineno", 0) + 1)
+        reductions = [r for p in parts for n in _walk(p) if (r := _reduction(n)) is not None]
+        reduce_nodes = [n for p in parts for n in _walk(p) if _reduction(n) is not None]
+        for (name, dim, keep, base), node in zip(reductions, reduce_nodes):
+            if name == "var":
+                out.append(("var", node))
+                continue
+            if not _squares(base) and not any(_squares(p) for p in _expand(func, base, node.lineno)):
+                continue
+            if name == "sum" and not any(
+                isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for p in parts for n in _walk(p)
+            ):
+                out.append(("sum", node))
+            if name == "mean" and _last_dim(dim) is False:
+                out.append(("dim", node))
+            keep_true = isinstance(keep, ast.Constant) and keep.value is True
+            if name in ("mean", "sum") and dim is not None and not keep_true and not _restores_dim(func):
+                out.append(("keepdim", node))
+    # the root used the wrong way round: `x * sqrt(ms + eps)`, `x / rsqrt(ms + eps)` (directly or via a local)
+    for node in _walk(func):
+        if not isinstance(node, ast.BinOp) or not isinstance(node.op, (ast.Mult, ast.Div)):
+            continue
+        sides = [node.left, node.right] if isinstance(node.op, ast.Mult) else [node.right]
+        for side in sides:
+            value = side
+            if isinstance(side, ast.Name):
+                assign = _last_assignment(func, side.id, node.lineno + 1)
+                value = assign.value if assign is not None else side
+            while (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr
+                in (
+                    "to",
+                    "type_as",
+                    "float",
+                )
+            ):
+                value = value.func.value
+            kind = _root_call(value)
+            if kind is None:
+                continue
+            operand = _root_operand(value)
+            parts = _expand(func, operand, node.lineno + 1) if operand is not None else []
+            if not any(_reduction(n) is not None for p in parts for n in _walk(p)):
+                continue  # not the normaliser (a scaling by sqrt(head_dim), ...)
+            if (kind == "sqrt" and isinstance(node.op, ast.Mult)) or (
+                kind == "rsqrt" and isinstance(node.op, ast.Div)
+            ):
+                out.append(("inverted", node))
+    return out
+
+
+def _normaliser_roots(func: ast.FunctionDef) -> list[tuple[ast.AST, list[ast.AST]]]:
+    """The roots of ``func`` taken of a reduction (`rsqrt(x.pow(2).mean(-1) + eps)`, through locals), each with
+    the expressions its operand is made of."""
+    out = []
+    for root in _roots(func):
+        operand = _root_operand(root)
+        if operand is None:
+            continue
+        parts = _expand(func, operand, getattr(root, "lineno", 0) + 1)
+        if any(_reduction(n) is not None for p in parts for n in _walk(p)):
+            out.append((root, parts))
+    return out
+
+
+def roots_without_eps(func: ast.FunctionDef) -> list[ast.AST]:
+    """Roots of the mean of squares with no epsilon under them nor added after them."""
+    if eps_after_root(func):
+        return []
+    out = []
+    for root, parts in _normaliser_roots(func):
+        adds = [
+            n
+            for p in parts
+            for n in _walk(p)
+            if isinstance(n, ast.BinOp)
+            and isinstance(n.op, ast.Add)
+            or (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("add", "clamp", "clamp_min")
+            )
+        ]
+        if not adds:
+            out.append(root)
+    return out
+
+
+_FIXED_LOW = ("torch.bfloat16", "torch.float16", "torch.half")
+
+
+def fixed_casts(func: ast.FunctionDef) -> list[ast.Call]:
+    """Casts of an fp32 value made in ``func`` to a fixed low-precision dtype (`.to(torch.bfloat16)`,
+    `.half()`, `.bfloat16()`)."""
+    out = []
+    for node in _walk(func):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        attr = node.func.attr
+        args = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+        fixed = attr in ("half", "bfloat16") or (
+            attr in ("to", "type") and bool(args) and ast.unparse(args[0]) in _FIXED_LOW
+        )
+        if fixed and fp32_value(func, node.func.value, node.lineno):
+            out.append(node)
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))

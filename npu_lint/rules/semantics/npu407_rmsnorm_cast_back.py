@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.semantics._rms_math import fp32_returns, has_downcast, rms_sites
+from npu_lint.rules.semantics._rms_math import fixed_casts, fp32_returns, has_downcast, rms_sites
 
 
 class RmsNormCastBack(Rule):
@@ -25,6 +25,8 @@ class RmsNormCastBack(Rule):
         "RMSNorm class the tree defines itself, and a module-level function computing the mean of squares (a "
         "kernel module's eager fallback). The value is followed through locals and the module's own helpers "
         "(`self._norm(x.float())`); a return of a kernel call is not judged."
+        " A cast back to a fixed dtype (`.to(torch.bfloat16)`, `.half()`) of the fp32 result, where the upstream "
+        "method casts to the input's dtype, is reported too."
     )
     bad = (
         Example(
@@ -71,6 +73,24 @@ class RmsNormCastBack(Rule):
             path="veomni/ops/kernels/rms_norm/npu.py",
             title="a kernel module's eager fallback",
         ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+
+
+            @config.override_method("Qwen3RMSNorm.forward")
+            def qwen3_norm_forward_patched(self, hidden_states):
+                hidden_states = hidden_states.to(torch.float32)
+                variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return self.weight * hidden_states.to(torch.bfloat16)
+            """,
+            path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+            title="the cast back to a fixed dtype",
+        ),
     )
     good = (
         Example(
@@ -112,6 +132,15 @@ class RmsNormCastBack(Rule):
         for site in rms_sites(self.ctx):
             if (site.method or site.func.name).startswith("_"):
                 continue  # a helper (`_norm`) is given an fp32 tensor by its caller and returns one by design
+            fixed = fixed_casts(site.func)
+            if fixed and not (site.upstream is not None and fixed_casts(site.upstream)):
+                self.report(
+                    fixed[0],
+                    f"{site.label} casts its fp32 result back to a fixed dtype (`{ast.unparse(fixed[0])}`) instead "
+                    "of the input's (`.to(input_dtype)`, `.type_as(x)`): fp32 and fp16 runs get bf16 activations "
+                    "(or the reverse)",
+                )
+                continue
             returns = fp32_returns(site.func)
             if not returns:
                 continue

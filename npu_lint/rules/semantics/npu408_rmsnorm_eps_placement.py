@@ -7,7 +7,14 @@ import ast
 from npu_lint.core.astutil import str_value
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.semantics._rms_math import EPS_WORDS, eps_after_root, rms_sites, upstream_method
+from npu_lint.rules.semantics._rms_math import (
+    EPS_WORDS,
+    RmsSite,
+    eps_after_root,
+    rms_sites,
+    roots_without_eps,
+    upstream_method,
+)
 from npu_lint.veomni.upstream import file_source_module
 
 
@@ -83,6 +90,7 @@ class RmsNormEpsPlacement(Rule):
         "replacement of an RMSNorm class's method (reported only where the upstream method does not do the same), "
         "the methods and `__init__` of an RMSNorm class the tree defines itself, and a module-level function "
         "computing the mean of squares (a kernel module's eager fallback)."
+        " A root of the mean of squares with no epsilon at all (`torch.rsqrt(variance)`) is reported the same way."
     )
     bad = (
         Example(
@@ -132,6 +140,19 @@ class RmsNormEpsPlacement(Rule):
             """,
             path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
             title="an `__init__` patch that ignores its eps",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def tokenwise_norm(x, weight, eps):
+                x32 = x.float()
+                inv = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True))
+                return weight * (x32 * inv).to(x.dtype)
+            """,
+            path="veomni/ops/kernels/rms_norm/eager.py",
+            title="no epsilon at all",
         ),
     )
     good = (
@@ -184,6 +205,7 @@ class RmsNormEpsPlacement(Rule):
 
     def finish(self) -> None:
         for site in rms_sites(self.ctx):
+            self._missing(site)
             found = eps_after_root(site.func)
             if not found:
                 continue
@@ -197,6 +219,17 @@ class RmsNormEpsPlacement(Rule):
                 "kernels) compute `x * rsqrt(mean(x^2) + eps)`, with eps under the root",
             )
         self._fixed_eps()
+
+    def _missing(self, site: RmsSite) -> None:
+        """A root of the mean of squares with no epsilon at all (a zero row divides by zero)."""
+        found = roots_without_eps(site.func)
+        if not found or (site.upstream is not None and roots_without_eps(site.upstream)):
+            return
+        self.report(
+            found[0],
+            f"{site.label} takes the root of the mean of squares with no epsilon (`{ast.unparse(found[0])}`): "
+            "RMSNorm adds the config's eps under the root, and an all-zero row (padding) divides by zero",
+        )
 
     def _fixed_eps(self) -> None:
         ctx = self.ctx
