@@ -363,3 +363,26 @@ def test_cast_back_to_a_fixed_dtype(tmp_path: Path) -> None:
     for cast in ("hidden_states.half()", "hidden_states.to(dtype=torch.bfloat16)"):
         path = _write(root, rel, text.replace("hidden_states.to(input_dtype)", cast))
         assert _codes(path, root) == [(13, "NPU407")], cast
+
+
+def test_other_norms_and_metrics_taking_a_root_of_squares_are_not_rmsnorms(tmp_path: Path) -> None:
+    # false positives found on transformers 5.9.0 (qwen3_next's `l2norm`) and VeOmni's gated-delta-rule kernels
+    root = _tree(tmp_path)
+    model = """
+    import torch
+
+
+    def l2norm(x, dim=-1, eps=1e-6):
+        inv_norm = torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
+        return x * inv_norm
+    """
+    path = _write(root, "veomni/models/transformers/linear/modeling_linear.py", model)
+    assert _codes(path, root) == []
+    metric = """
+    def get_err_ratio(x, y):
+        err = (x - y).flatten().square().mean().sqrt().item()
+        base = x.flatten().square().mean().sqrt().item()
+        return err / (base + 1e-8)
+    """
+    path = _write(root, "veomni/ops/kernels/gated_delta_rule/utils.py", metric)
+    assert _codes(path, root) == []

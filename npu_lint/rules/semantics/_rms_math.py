@@ -117,11 +117,20 @@ def rms_sites(ctx: Context) -> list[RmsSite]:
             elif (
                 isinstance(stmt, ast.FunctionDef)
                 and not stmt.decorator_list
-                and (squares_mean(stmt) or ("norm" in stmt.name.lower() and _normaliser_roots(stmt)))
+                and rms_function(stmt, ctx.source.path)
+                and (squares_mean(stmt) or _normaliser_roots(stmt))
             ):
                 out.append(RmsSite(None, stmt, None))
     ctx.memo["rms_math_sites"] = out
     return out
+
+
+def rms_function(func: ast.FunctionDef, path: str) -> bool:
+    """A module-level function that is an RMSNorm: named so (`rms_norm_fallback`, `_rms`), or in an RMSNorm
+    kernel module (`ops/kernels/rms_norm/...`); not another norm that also takes a root of squares (`l2norm`, an
+    error metric)."""
+    lowered = path.replace("\\", "/").lower()
+    return "rms" in func.name.lower() or "rms_norm" in lowered or "rmsnorm" in lowered
 
 
 def upstream_method(module: str | None, cls: str, name: str) -> ast.FunctionDef | None:

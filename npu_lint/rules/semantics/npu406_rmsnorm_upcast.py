@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.semantics._rms_math import squares_mean
+from npu_lint.rules.semantics._rms_math import rms_function, squares_mean
 from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods
 
 
@@ -395,7 +395,7 @@ class RmsNormUpcast(Rule):
         for func in self.ctx.tree.body:
             if not isinstance(func, ast.FunctionDef) or func.name.startswith("_") or func.decorator_list:
                 continue
-            if not squares_mean(func):
+            if not squares_mean(func) or not rms_function(func, self.ctx.source.path):
                 continue
             params = {a.arg for a in (*func.args.posonlyargs, *func.args.args)}
             math = _eager_math(func)
