@@ -386,3 +386,24 @@ def test_other_norms_and_metrics_taking_a_root_of_squares_are_not_rmsnorms(tmp_p
     """
     path = _write(root, "veomni/ops/kernels/gated_delta_rule/utils.py", metric)
     assert _codes(path, root) == []
+
+
+def test_fused_kernel_left_at_its_default_epsilon(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/ops/kernels/rms_norm/ascend_norms.py"
+    text = """
+    import torch.nn.functional as F
+    import torch_npu
+
+
+    def plain(states, gamma, eps):
+        return torch_npu.npu_rms_norm(states, gamma{npu})[0]
+
+
+    def reference(states, gamma, eps):
+        return F.rms_norm(states, (states.shape[-1],), gamma{torch})
+    """
+    path = _write(root, rel, text.format(npu="", torch=""))
+    assert _codes(path, root) == [(6, "NPU408"), (10, "NPU408")]
+    path = _write(root, rel, text.format(npu=", epsilon=eps", torch=", eps"))
+    assert _codes(path, root) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_arg, str_value
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import (
@@ -90,7 +90,9 @@ class RmsNormEpsPlacement(Rule):
         "replacement of an RMSNorm class's method (reported only where the upstream method does not do the same), "
         "the methods and `__init__` of an RMSNorm class the tree defines itself, and a module-level function "
         "computing the mean of squares (a kernel module's eager fallback)."
-        " A root of the mean of squares with no epsilon at all (`torch.rsqrt(variance)`) is reported the same way."
+        " A root of the mean of squares with no epsilon at all (`torch.rsqrt(variance)`) is reported the same way, "
+        "and so is a fused kernel called without one (`torch_npu.npu_rms_norm(x, w)`, `F.rms_norm(x, shape, w)`): "
+        "the kernel's default replaces the config's eps."
     )
     bad = (
         Example(
@@ -154,6 +156,17 @@ class RmsNormEpsPlacement(Rule):
             path="veomni/ops/kernels/rms_norm/eager.py",
             title="no epsilon at all",
         ),
+        Example(
+            """
+            import torch_npu
+
+
+            def fused_norm_npu(module, states):
+                return torch_npu.npu_rms_norm(states, module.weight)[0]
+            """,
+            path="veomni/models/transformers/toy/npu_patch.py",
+            title="a fused kernel left at its default epsilon",
+        ),
     )
     good = (
         Example(
@@ -196,7 +209,7 @@ class RmsNormEpsPlacement(Rule):
         "No fix: moving eps under the root or reading the argument changes the numerics of the model."
     )
 
-    requires = (("sqrt", "eps", "epsilon"),)
+    requires = (("sqrt", "eps", "epsilon", "rms_norm"),)
     node_types = ()
 
     @classmethod
@@ -219,6 +232,36 @@ class RmsNormEpsPlacement(Rule):
                 "kernels) compute `x * rsqrt(mean(x^2) + eps)`, with eps under the root",
             )
         self._fixed_eps()
+        self._kernel_default()
+
+    def _kernel_default(self) -> None:
+        """A fused RMSNorm kernel called without an epsilon: its own default replaces the config's."""
+        ctx = self.ctx
+        if "rms_norm" not in ctx.source.text:
+            return
+        for node in _walk(ctx.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            qual = ctx.qualname(node.func) or ""
+            if qual == "torch_npu.npu_rms_norm" or qual.endswith(".npu_rms_norm") and "torch_npu" in qual:
+                given = call_arg(node, 2, "epsilon") or call_arg(node, 2, "eps")
+                default = "its default epsilon (1e-6)"
+            elif qual in ("torch.nn.functional.rms_norm", "torch.rms_norm"):
+                given = call_arg(node, 3, "eps")
+                default = "torch's default (the dtype's machine epsilon)"
+            else:
+                continue
+            if (
+                given is not None
+                or any(k.arg is None for k in node.keywords)
+                or any(isinstance(a, ast.Starred) for a in node.args)
+            ):
+                continue
+            self.report(
+                node,
+                f"`{ast.unparse(node.func)}` is called without an epsilon: it normalises with {default}, not the "
+                "model config's eps",
+            )
 
     def _missing(self, site: RmsSite) -> None:
         """A root of the mean of squares with no epsilon at all (a zero row divides by zero)."""
