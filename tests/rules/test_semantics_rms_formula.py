@@ -407,3 +407,33 @@ def test_fused_kernel_left_at_its_default_epsilon(tmp_path: Path) -> None:
     assert _codes(path, root) == [(6, "NPU408"), (10, "NPU408")]
     path = _write(root, rel, text.format(npu=", epsilon=eps", torch=", eps"))
     assert _codes(path, root) == []
+
+
+def test_fused_branch_given_an_upcast_input_and_a_spec_helper(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
+    text = """
+    import torch
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.mistral.modeling_mistral", target_file="x.py")
+
+
+    def _rms_norm_eager(x, w, eps):
+        h = x.float()
+        h = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + eps)
+        return w * h{cast}
+
+
+    @config.override_method("MistralRMSNorm.forward")
+    def mistral_norm_forward_patched(self, hidden):
+        if fused_norm is not None:
+            return fused_norm({arg}, self.weight, self.variance_epsilon)
+        return _rms_norm_eager(hidden, self.weight, self.variance_epsilon)
+    """
+    path = _write(root, rel, text.format(cast="", arg="hidden"))
+    assert (10, "NPU407") in _codes(path, root)  # the spec's own helper returns fp32
+    path = _write(root, rel, text.format(cast=".to(x.dtype)", arg="hidden.float()"))
+    assert (16, "NPU407") in _codes(path, root)  # the kernel is given fp32 and returns fp32
+    path = _write(root, rel, text.format(cast=".to(x.dtype)", arg="hidden"))
+    assert [c for c in _codes(path, root) if c[1] == "NPU407"] == []

@@ -103,6 +103,14 @@ def rms_sites(ctx: Context) -> list[RmsSite]:
     text = ctx.source.text
     module = file_source_module(ctx.tree, text, ctx.source.path)
     if module is not None and module.startswith("transformers."):
+        for stmt in ctx.tree.body:  # a spec's own RMSNorm helpers (`def _rms_norm_eager(x, w, eps)`)
+            if (
+                isinstance(stmt, ast.FunctionDef)
+                and not stmt.decorator_list
+                and "rms" in stmt.name.lower()
+                and (squares_mean(stmt) or _normaliser_roots(stmt))
+            ):
+                out.append(RmsSite(None, stmt, None))
         for method in ("forward", "_norm"):
             for patched in patched_methods(
                 ctx.tree, text, method, ("RMSNorm", "RMSNormGated"), path=ctx.source.path
@@ -222,6 +230,10 @@ def fp32_value(func: ast.FunctionDef, expr: ast.AST, line: int, depth: int = 8) 
                 return any(fp32_value(func, a, line, depth - 1) for a in args)
             if isinstance(f.value, ast.Name) and f.value.id == "torch" and f.attr in _KEEP:
                 return any(fp32_value(func, a, line, depth - 1) for a in args)
+        # a norm kernel (a dispatch handle, `torch_npu.npu_rms_norm`, Liger's) returns its input's dtype
+        name = (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "").lower()
+        if ("norm" in name or name == "apply") and expr.args:
+            return fp32_value(func, expr.args[0], line, depth - 1)
     return False
 
 

@@ -26,7 +26,9 @@ class RmsNormCastBack(Rule):
         "kernel module's eager fallback). The value is followed through locals and the module's own helpers "
         "(`self._norm(x.float())`); a return of a kernel call is not judged."
         " A cast back to a fixed dtype (`.to(torch.bfloat16)`, `.half()`) of the fp32 result, where the upstream "
-        "method casts to the input's dtype, is reported too."
+        "method casts to the input's dtype, is reported too. A fused kernel returns its input's dtype: a kernel "
+        "call given the upcast tensor (`fused(x.float(), w, eps)`) returns fp32 as well. A spec's own RMSNorm "
+        "helper (a module-level `def _rms_norm_eager(x, w, eps)`) is read like a forward."
     )
     bad = (
         Example(
@@ -130,8 +132,8 @@ class RmsNormCastBack(Rule):
 
     def finish(self) -> None:
         for site in rms_sites(self.ctx):
-            if (site.method or site.func.name).startswith("_"):
-                continue  # a helper (`_norm`) is given an fp32 tensor by its caller and returns one by design
+            if site.cls is not None and (site.method or site.func.name).startswith("_"):
+                continue  # a class's helper (`_norm`) may return fp32 by design: its forward casts back
             fixed = fixed_casts(site.func)
             if fixed and not (site.upstream is not None and fixed_casts(site.upstream)):
                 self.report(
