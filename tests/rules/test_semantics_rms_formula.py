@@ -437,3 +437,26 @@ def test_fused_branch_given_an_upcast_input_and_a_spec_helper(tmp_path: Path) ->
     assert (16, "NPU407") in _codes(path, root)  # the kernel is given fp32 and returns fp32
     path = _write(root, rel, text.format(cast=".to(x.dtype)", arg="hidden"))
     assert [c for c in _codes(path, root) if c[1] == "NPU407"] == []
+
+
+def test_liger_kernel_with_a_literal_offset_is_an_offset_kernel(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+    from ...kernel_registry import KERNEL_REGISTRY, KernelSpec
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+
+    def shifted_liger(x, w, eps):
+        return LigerRMSNormFunction.apply(x, w, eps, {offset}, "gemma", False, None)
+
+
+    def _factory():
+        return shifted_liger
+
+
+    KERNEL_REGISTRY.register(KernelSpec(name="liger", op_name="rms_norm", variant="gemma", factory=_factory))
+    """
+    path = _write(root, "veomni/ops/kernels/rms_norm/liger_rows.py", text.format(offset="1.0"))
+    assert _codes(path, root) == []
+    path = _write(root, "veomni/ops/kernels/rms_norm/liger_rows.py", text.format(offset="0.0"))
+    assert _codes(path, root) == [(13, "NPU409")]
