@@ -317,6 +317,10 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
 
     offset = used = False
     for node in ast.walk(func):
+        if _liger_offset(
+            node
+        ):  # Liger's functional RMSNorm adds its literal `offset` (1) to the weight itself
+            offset = True
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             if (_is_one(node.left) and is_weight(node.right)) or (
                 _is_one(node.right) and is_weight(node.left)
@@ -340,6 +344,20 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
     return KernelFunction(
         func.name, contract, method_style, module_attrs if method_style else frozenset(), calls_rms
     )
+
+
+def _liger_offset(node: ast.AST) -> bool:
+    """`LigerRMSNormFunction.apply(x, w, eps, 1.0, ...)`, `liger_rms_norm(x, w, eps, offset=1)`: a Liger RMSNorm
+    call given a literal offset of 1."""
+    if not isinstance(node, ast.Call):
+        return False
+    text = ast.unparse(node.func).lower()
+    if "liger" not in text or "rms" not in text:
+        return False
+    value = next((k.value for k in node.keywords if k.arg == "offset"), None)
+    if value is None and len(node.args) > 3 and not any(isinstance(a, ast.Starred) for a in node.args[:4]):
+        value = node.args[3]
+    return isinstance(value, ast.Constant) and type(value.value) in (int, float) and value.value == 1
 
 
 def _named_attr(node: ast.AST, receiver: str, attr: str) -> bool:

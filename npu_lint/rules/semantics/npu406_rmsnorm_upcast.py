@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._rms_math import rms_function, squares_mean
 from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods
 
 
@@ -44,6 +45,18 @@ def _squared_upcast(func: ast.AST) -> bool | None:
                 return True
             root = _root(base)
             return root is not None and _fp32_name(func, root, node.lineno, 4)
+    return None
+
+
+def _squared_root(func: ast.AST) -> str | None:
+    """The local squared by the first `x.pow(2)` / `x.square()` of ``func``."""
+    for node in _walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("pow", "square")
+        ):
+            return _root(node.func.value)
     return None
 
 
@@ -208,6 +221,7 @@ class RmsNormUpcast(Rule):
         " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
         " The order of the cast back is compared too: where the upstream forward scales in fp32 and casts the product back (Gemma-style `(x * (1 + w)).to(dtype)`), a patched forward (a spec or its generated copy) that casts back first and multiplies in bf16/fp16 is reported. Scaling in fp32 where upstream scales after the cast (a deliberate fp32 fallback) is not."
         " Liger's functional RMSNorm given a literal `casting_mode` of `llama` (or `none`) for a norm whose upstream forward scales in fp32 is reported the same way."
+        " A kernel module's eager fallback (a public module-level function of `veomni/ops` or of model code that computes the mean of squares of its own argument, `def fallback(x, weight, eps)`) is judged the same way; a private helper (`_norm(x)`) is given fp32 by its caller and is not."
     )
     bad = (
         Example(
@@ -275,6 +289,18 @@ class RmsNormUpcast(Rule):
             path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
             title="Liger's RMSNorm in Llama casting mode for a norm that scales in fp32 upstream",
         ),
+        Example(
+            """
+            import torch
+
+
+            def headless_norm_fallback(states, weight, eps):
+                mean_sq = states.square().mean(-1, keepdim=True)
+                return states * torch.rsqrt(mean_sq + eps).to(states.dtype)
+            """,
+            path="veomni/ops/kernels/rms_norm/eager.py",
+            title="a kernel module's eager fallback squaring its input in the input dtype",
+        ),
     )
     good = (
         Example(
@@ -327,10 +353,21 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch
+
+
+            def headless_norm_fallback(states, weight, eps):
+                mean_sq = states.float().square().mean(-1, keepdim=True)
+                return states * torch.rsqrt(mean_sq + eps).to(states.dtype)
+            """,
+            path="veomni/ops/kernels/rms_norm/eager.py",
+        ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
 
-    requires = ("RMSNorm", "forward")
+    requires = (("RMSNorm", "rsqrt", "rms_norm"),)
     node_types = ()
 
     def finish(self) -> None:
@@ -345,9 +382,36 @@ class RmsNormUpcast(Rule):
         ):
             self._check(patched)
 
+    @classmethod
+    def applies_to(
+        cls, ctx: Context
+    ) -> bool:  # model code and the tree's kernels' eager fallbacks (veomni/ops)
+        return not ctx.source.kind.test
+
+    def _functions(self) -> None:
+        """Module-level functions computing an RMSNorm of a tensor they are given (a kernel module's eager
+        fallback, `def fallback(x, weight, eps)`): the mean of squares of the argument never cast to fp32. A
+        private helper (`_norm(x)`) is given an fp32 tensor by its caller and is not judged."""
+        for func in self.ctx.tree.body:
+            if not isinstance(func, ast.FunctionDef) or func.name.startswith("_") or func.decorator_list:
+                continue
+            if not squares_mean(func) or not rms_function(func, self.ctx.source.path):
+                continue
+            params = {a.arg for a in (*func.args.posonlyargs, *func.args.args)}
+            math = _eager_math(func)
+            squared = _squared_root(func)
+            if math is None or squared not in params or _squared_upcast(func) is not False:
+                continue
+            self.report(
+                math,
+                f"`{func.name}` squares its input `{squared}` in the input dtype: upcast to fp32 "
+                "(`x.float()`) before the mean of squares, as RMSNorm implementations and the fused kernels do",
+            )
+
     def _in_tree(self) -> None:
         """RMSNorm classes the tree defines itself (no upstream to compare with): a forward that squares the
         activations in the input dtype."""
+        self._functions()
         for cls in self.ctx.tree.body:
             if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
                 continue

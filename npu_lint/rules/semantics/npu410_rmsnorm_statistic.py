@@ -1,0 +1,141 @@
+"""NPU410 rmsnorm-statistic."""
+
+from __future__ import annotations
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._rms_math import normaliser_issues, rms_sites
+
+
+class RmsNormStatistic(Rule):
+    code = "NPU410"
+    name = "rmsnorm-statistic"
+    summary = (
+        "An RMSNorm normalises by something other than `rsqrt(mean(x^2, -1, keepdim=True) + eps)`: a variance "
+        "(mean subtracted), a sum, the mean over another dimension or without `keepdim`, or the root itself "
+        "multiplied in instead of divided by."
+    )
+    why = (
+        "RMSNorm scales each row by the reciprocal root of the mean of its squares over the hidden (last) "
+        "dimension, kept for broadcasting; the fused kernels (`torch_npu.npu_rms_norm`, Liger) compute exactly "
+        "that. `x.var(-1)` subtracts the mean (a LayerNorm statistic), `pow(2).sum(-1)` grows with the hidden "
+        "size, a mean over dimension 0 or 1 mixes tokens, a mean without `keepdim` no longer broadcasts against "
+        "`x` (a shape error, or a silent broadcast when two sizes coincide), and `x * sqrt(...)` (or `x / "
+        "rsqrt(...)`) scales up where it should scale down. Each of them makes the eager path (taken on NPU "
+        "whenever no fused kernel is bound) disagree with the checkpoint's reference and with the fused path. "
+        "Every function the tree runs as an RMSNorm is read (a spec's or generated file's replacement of an "
+        "RMSNorm class's method, reported only where the upstream method does not do the same; the methods of an "
+        "RMSNorm class the tree defines; a kernel module's eager fallback), following the root through locals."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.olmo2.modeling_olmo2", target_file="x.py")
+
+
+            @config.override_method("Olmo2RMSNorm.forward")
+            def olmo2_norm_forward_patched(self, hidden_states):
+                input_dtype = hidden_states.dtype
+                hidden_states = hidden_states.to(torch.float32)
+                variance = hidden_states.var(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return (self.weight * hidden_states).to(input_dtype)
+            """,
+            path="veomni/models/transformers/olmo2/olmo2_gpu_patch_gen_config.py",
+            title="a variance (mean subtracted) instead of the mean of squares",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class PatchRMSNorm(torch.nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = torch.nn.Parameter(torch.ones(dim))
+
+                def forward(self, x):
+                    h = x.float()
+                    ms = h.pow(2).mean(-1)
+                    return self.weight * (h * torch.rsqrt(ms + self.eps)).type_as(x)
+            """,
+            path="veomni/models/transformers/patchy/modeling_patchy.py",
+            title="the mean without keepdim",
+        ),
+        Example(
+            """
+            def wide_norm_fallback(x, weight, eps):
+                x32 = x.float()
+                root = (x32.square().mean(-1, keepdim=True) + eps).sqrt()
+                return weight * (x32 * root).to(x.dtype)
+            """,
+            path="veomni/ops/kernels/rms_norm/eager.py",
+            title="the root multiplied in instead of divided by",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+
+
+            class PatchRMSNorm(torch.nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = torch.nn.Parameter(torch.ones(dim))
+
+                def forward(self, x):
+                    h = x.float()
+                    ms = h.pow(2).mean(-1)
+                    return self.weight * (h * torch.rsqrt(ms + self.eps).unsqueeze(-1)).type_as(x)
+            """,
+            path="veomni/models/transformers/patchy/modeling_patchy.py",
+        ),
+        Example(
+            """
+            def wide_norm_fallback(x, weight, eps):
+                x32 = x.float()
+                root = (x32.square().mean(-1, keepdim=True) + eps).sqrt()
+                return weight * (x32 / root).to(x.dtype)
+            """,
+            path="veomni/ops/kernels/rms_norm/eager.py",
+        ),
+    )
+    fix_safety = "No fix: the statistic is the model's numerics."
+
+    requires = (("sqrt", "rsqrt"),)
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:  # model code and the tree's kernels (veomni/ops)
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        for site in rms_sites(self.ctx):
+            found = normaliser_issues(site.func)
+            if not found:
+                continue
+            if site.upstream is not None:
+                theirs = {kind for kind, _ in normaliser_issues(site.upstream)}
+                found = [(kind, node) for kind, node in found if kind not in theirs]
+            done: set[str] = set()
+            for kind, node in found:
+                if kind in done:
+                    continue
+                done.add(kind)
+                self.report(node, f"{site.label} {_MESSAGES[kind]}")
+
+
+_MESSAGES = {
+    "var": "normalises by a variance (`var`: the mean subtracted, a LayerNorm statistic); RMSNorm divides by "
+    "the root of the mean of squares",
+    "sum": "normalises by the root of a sum of squares; RMSNorm takes the mean (a sum grows with the hidden size)",
+    "dim": "takes the mean of squares over a dimension other than the last (hidden) one",
+    "keepdim": "takes the mean of squares without `keepdim=True` and never restores the dimension: it no longer "
+    "broadcasts against the activations",
+    "inverted": "multiplies by the root instead of dividing by it (scales rows up by their RMS)",
+}
