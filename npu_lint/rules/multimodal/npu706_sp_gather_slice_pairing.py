@@ -1,0 +1,685 @@
+"""NPU706 sp-gather-slice-pairing."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.rules.base import Example, Rule
+
+# Sequence-parallel helpers by what they do to the sequence axis. Names are matched on the called name's last
+# component; module-level helpers of the linted file that return one of these on their first parameter count
+# as that kind too (``def _gather(x): return gather_outputs(x, gather_dim=0, group=...)``).
+_GATHER = frozenset({"gather_outputs"})
+_SLICE = frozenset({"slice_input_tensor", "slice_input_tensor_scale_grad", "sp_pad_and_slice"})
+_SLICE_OF_GATHERED = frozenset({"slice_input_tensor", "slice_input_tensor_scale_grad"})
+_PAD = frozenset({"pad_tensor"})
+_UNPAD = frozenset({"unpad_tensor"})
+_DIM_KEYWORDS = ("gather_dim", "dim", "seq_dim")
+
+
+def _called(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _dim(call: ast.Call) -> int | None:
+    """The literal sequence dimension a gather/slice/pad call works on (keyword or second positional)."""
+    for kw in call.keywords:
+        if kw.arg in _DIM_KEYWORDS:
+            value = kw.value
+            if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+                inner = value.operand
+                if isinstance(inner, ast.Constant) and type(inner.value) is int:
+                    return -inner.value
+                return None
+            if isinstance(value, ast.Constant) and type(value.value) is int:
+                return value.value
+            return None
+    if len(call.args) >= 2 and isinstance(call.args[1], ast.Constant) and type(call.args[1].value) is int:
+        return call.args[1].value
+    return None
+
+
+def _first_name(call: ast.Call) -> str | None:
+    if call.args and isinstance(call.args[0], ast.Name):
+        return call.args[0].id
+    return None
+
+
+def _dim_source(call: ast.Call) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg in _DIM_KEYWORDS:
+            return kw.value
+    return call.args[1] if len(call.args) >= 2 else None
+
+
+def _local_helpers(tree: ast.Module) -> dict[str, tuple[str, int | None, int | None]]:
+    """Module-level functions that return a gather/slice/pad helper applied to their first parameter:
+    name -> (kind, literal dim, or the position of the parameter that carries the dim)."""
+    out: dict[str, tuple[str, int | None, int | None]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or not node.args.args:
+            continue
+        params = [a.arg for a in node.args.args]
+        for ret in _walk(node):
+            if not isinstance(ret, ast.Return) or not isinstance(ret.value, ast.Call):
+                continue
+            name = _called(ret.value)
+            if _first_name(ret.value) != params[0] or name is None:
+                continue
+            source = _dim_source(ret.value)
+            position = (
+                params.index(source.id) if isinstance(source, ast.Name) and source.id in params else None
+            )
+            for kind, names in (("gather", _GATHER), ("slice", _SLICE_OF_GATHERED), ("pad_slice", _SLICE)):
+                if name in names:
+                    out[node.name] = (kind, _dim(ret.value), position)
+                    break
+            if node.name in out:
+                break
+    return out
+
+
+def _sp_guard(test: ast.AST) -> bool:
+    text = ast.unparse(test) if not isinstance(test, ast.Name) else test.id
+    return "sp_enabled" in text or "sp_size" in text or "sequence_parallel" in text or "ulysses" in text
+
+
+@dataclass
+class _Flow:
+    """The state of one function's walk: which names hold a full (gathered) sequence."""
+
+    full: set[str] = field(default_factory=set)
+    # name -> (gather call, its dim, the statement) of the last direct gather of that name
+    gathered: dict[str, tuple[ast.Call, int | None, ast.stmt]] = field(default_factory=dict)
+    produced: dict[str, ast.stmt] = field(default_factory=dict)  # name -> its last non-self-derived binding
+    fills: set[str] = field(default_factory=set)  # gathered names that received media rows since their gather
+    writes: dict[str, ast.stmt] = field(default_factory=dict)  # gathered name -> last statement writing it
+
+
+class SpGatherSlicePairing(Rule):
+    code = "NPU706"
+    name = "sp-gather-slice-pairing"
+    summary = (
+        "A sequence-parallel gather or slice in a multimodal wrapper is not undone symmetrically: a gathered "
+        "sequence is never sliced back, a slice takes a shard of a tensor that was never gathered, a padded side "
+        "tensor (rotary table, position embeddings) is never sliced, media embeddings filled into the gathered "
+        "sequence stay rank-local, or a gather works on the wrong dimension."
+    )
+    why = (
+        "Under sequence parallelism (Ulysses) each rank holds a shard of the sequence. A wrapper that needs the "
+        "whole sequence (to scatter image/video/audio embeddings at their global placeholder positions, or to "
+        "reorder ViT patches by window) gathers it, works on it, and slices its own shard back before the next "
+        "layer; every side tensor that shares the sequence axis (rotary tables, position embeddings) must be "
+        "padded and sliced the same way. When one half of a pair is missing the shapes of the ranks disagree "
+        "(the language model runs the whole sequence on every rank, a ViT block gets a full-length rotary table "
+        "for its local patches, `masked_scatter` gets one rank's media rows for the full sequence's "
+        "placeholders) or, worse, they agree by accident and the model trains on the wrong tokens. Media "
+        "embeddings are flattened `(tokens, hidden)`: their shards are gathered on dim 0, a gather on dim 1 "
+        "concatenates hidden sizes. The pairing is followed through assignments in each function of the file "
+        "(specs, generated modules, the tree's own modeling files) and through the file's own helpers that "
+        "wrap a gather or a slice; the helper names (`gather_outputs`, `slice_input_tensor`, `sp_pad_and_slice`, "
+        "`pad_tensor`) are VeOmni's sequence-parallel API."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+            def fill_media(self, input_ids, inputs_embeds, pixel_values):
+                state = get_parallel_state()
+                if state.sp_enabled:
+                    inputs_embeds = gather_outputs(inputs_embeds, gather_dim=1, group=state.sp_group)
+                if pixel_values is not None:
+                    image_feats = self.vision_tower(pixel_values)
+                    if state.sp_enabled:
+                        image_feats = gather_outputs(image_feats, gather_dim=0, group=state.sp_group)
+                    mask = (input_ids == self.config.image_token_id).unsqueeze(-1).expand_as(inputs_embeds)
+                    inputs_embeds = inputs_embeds.masked_scatter(mask, image_feats)
+                return self.text_model(inputs_embeds=inputs_embeds)
+            """,
+            path="veomni/models/transformers/llava_next/modeling_llava_next.py",
+            title="the gathered sequence reaches the text model unsliced",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+            def _sp_all(x):
+                return gather_outputs(x, gather_dim=0, group=get_parallel_state().sp_group)
+
+
+            def forward(self, input_ids, inputs_embeds, input_features):
+                sp = get_parallel_state().sp_enabled
+                if sp:
+                    inputs_embeds = _sp_all(inputs_embeds.transpose(0, 1)).transpose(0, 1)
+                audio_embeds = self.audio_tower(input_features)
+                audio_embeds = audio_embeds.to(inputs_embeds.dtype)
+                mask = input_ids == self.config.audio_token_id
+                inputs_embeds[mask] = audio_embeds
+                if sp:
+                    inputs_embeds = slice_input_tensor(inputs_embeds, dim=1, group=get_parallel_state().sp_group)
+                return inputs_embeds
+            """,
+            path="veomni/models/transformers/qwen2_audio/modeling_qwen2_audio.py",
+            title="audio rows stay rank-local while their placeholders span the gathered sequence (through a helper)",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, pad_tensor, sp_pad_and_slice
+
+
+            def vit_forward(self, patches, grid_thw):
+                pos = self.pos_table(grid_thw)
+                if get_parallel_state().sp_enabled:
+                    pad = patches.shape[0] * get_parallel_state().sp_size - pos.shape[0]
+                    pos = pad_tensor(pos, dim=0, padding_size=pad)
+                for block in self.blocks:
+                    patches = block(patches, pos)
+                out = self.merger(patches)
+                if get_parallel_state().sp_enabled:
+                    out = gather_outputs(out, gather_dim=0, group=get_parallel_state().sp_group)
+                return out
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+            title="a side tensor padded to the full length and never sliced to this rank's patches",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor, unpad_tensor
+
+
+            def tower_forward(self, hidden, total):
+                pad = 0
+                if get_parallel_state().sp_enabled:
+                    pad = hidden.size(0) - total
+                    hidden = unpad_tensor(hidden, dim=0, padding_size=pad)
+                hidden = hidden[self.order]
+                if get_parallel_state().sp_enabled:
+                    hidden = slice_input_tensor(hidden, dim=0, group=get_parallel_state().sp_group)
+                out = self.head(hidden)
+                if get_parallel_state().sp_enabled:
+                    out = gather_outputs(out, gather_dim=0, group=get_parallel_state().sp_group)
+                return out
+            """,
+            path="veomni/models/transformers/kimi_vl/kimi_vl_gpu_patch_gen_config.py",
+            title="a shard sliced out of a tensor that was never gathered",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+            def merge(self, embeds, video_feats, video_mask):
+                ps = get_parallel_state()
+                if ps.sp_enabled:
+                    embeds = gather_outputs(embeds, gather_dim=1, group=ps.sp_group)
+                    video_feats = gather_outputs(video_feats, gather_dim=-1, group=ps.sp_group)
+                embeds = embeds.masked_scatter(video_mask, video_feats)
+                if ps.sp_enabled:
+                    embeds = slice_input_tensor(embeds, dim=1, group=ps.sp_group)
+                return embeds
+            """,
+            path="veomni/models/transformers/video_llava/modeling_video_llava.py",
+            title="media rows gathered along the hidden dimension",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+            def fill_media(self, input_ids, inputs_embeds, pixel_values):
+                state = get_parallel_state()
+                if state.sp_enabled:
+                    inputs_embeds = gather_outputs(inputs_embeds, gather_dim=1, group=state.sp_group)
+                if pixel_values is not None:
+                    image_feats = self.vision_tower(pixel_values)
+                    if state.sp_enabled:
+                        image_feats = gather_outputs(image_feats, gather_dim=0, group=state.sp_group)
+                    mask = (input_ids == self.config.image_token_id).unsqueeze(-1).expand_as(inputs_embeds)
+                    inputs_embeds = inputs_embeds.masked_scatter(mask, image_feats)
+                if state.sp_enabled:
+                    inputs_embeds = slice_input_tensor(inputs_embeds, dim=1, group=state.sp_group)
+                return self.text_model(inputs_embeds=inputs_embeds)
+            """,
+            path="veomni/models/transformers/llava_next/modeling_llava_next.py",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, pad_tensor, sp_pad_and_slice
+
+
+            def vit_forward(self, patches, grid_thw):
+                pos = self.pos_table(grid_thw)
+                if get_parallel_state().sp_enabled:
+                    pad = patches.shape[0] * get_parallel_state().sp_size - pos.shape[0]
+                    pos = pad_tensor(pos, dim=0, padding_size=pad)
+                    pos = sp_pad_and_slice(pos, dim=0)
+                for block in self.blocks:
+                    patches = block(patches, pos)
+                out = self.merger(patches)
+                if get_parallel_state().sp_enabled:
+                    out = gather_outputs(out, gather_dim=0, group=get_parallel_state().sp_group)
+                return out
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs
+
+
+            def attention(self, q, k, position_embeddings):
+                cos, sin = position_embeddings
+                cos = gather_outputs(cos, gather_dim=1, group=get_parallel_state().sp_group)
+                sin = gather_outputs(sin, gather_dim=1, group=get_parallel_state().sp_group)
+                return self.rotate(q, k, cos, sin)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="a gather for a full-sequence kernel, never filled: nothing to slice back",
+        ),
+    )
+    fix_safety = "No fix: where the missing gather or slice belongs depends on the data flow."
+
+    requires = (("gather", "slice_input", "pad_and_slice", "pad_tensor"),)
+    node_types = ()
+
+    # -- classification -------------------------------------------------------------------------------
+
+    def _kind(self, call: ast.AST) -> tuple[str, int | None] | None:
+        name = _called(call)
+        if name is None or not isinstance(call, ast.Call):
+            return None
+        if name in _GATHER:
+            return "gather", _dim(call)
+        if name in _SLICE_OF_GATHERED:
+            return "slice", _dim(call)
+        if name in _SLICE:
+            return "pad_slice", _dim(call)
+        if name in _PAD:
+            return "pad", _dim(call)
+        if name in _UNPAD:
+            return "unpad", _dim(call)
+        if isinstance(call.func, ast.Name) and name in self._helpers:
+            kind, dim, position = self._helpers[name]
+            if position is not None and position < len(call.args):
+                value = call.args[position]
+                dim = value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
+            return kind, dim
+        return None
+
+    def _sp_calls(self, node: ast.AST) -> list[tuple[ast.Call, str, int | None]]:
+        out = []
+        for sub in _walk(node):
+            if isinstance(sub, ast.Call):
+                kind = self._kind(sub)
+                if kind is not None:
+                    out.append((sub, kind[0], kind[1]))
+        return out
+
+    # -- the walk -------------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        tree = self.ctx.tree
+        self._helpers = _local_helpers(tree)
+        for node in _walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in self._helpers:
+                self._check(node)
+
+    def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        kinds = {kind for _, kind, _ in self._sp_calls(func)}
+        if not kinds & {"gather", "slice", "pad", "unpad"}:
+            return
+        self._func = func
+        ordered: list[tuple[ast.stmt, bool]] = []
+        _statements(func.body, False, ordered)
+        flow = _Flow()
+        pads: list[tuple[int, str, ast.Call]] = []  # (index, name, call) of each SP-guarded pad
+        reads: list[tuple[int, bool, set[str]]] = []
+        for index, (stmt, guard) in enumerate(ordered):
+            if isinstance(stmt, (ast.If, ast.While)):
+                reads.append((index, guard, _all_names(stmt.test)))
+                continue
+            if isinstance(stmt, (ast.For, ast.AsyncFor)):
+                reads.append((index, guard, _all_names(stmt.iter)))
+                self._bind(flow, _target_names(stmt.target), stmt.iter, stmt)
+                continue
+            if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try)):
+                continue
+            reads.append((index, guard, _all_names(stmt)))
+            if isinstance(stmt, ast.Assign):
+                value = stmt.value
+                for target in stmt.targets:
+                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                        self._fill(flow, target.value.id, value, stmt)
+                names = [
+                    n for t in stmt.targets if not isinstance(t, ast.Subscript) for n in _target_names(t)
+                ]
+                self._slice_checks(flow, value, stmt, index, ordered, reads, guard)
+                self._bind(flow, names, value, stmt)
+                kind = self._kind(value)
+                if guard and kind is not None and kind[0] == "pad":
+                    pads.extend((index, name, value) for name in names)  # type: ignore[misc]
+            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+                self._slice_checks(flow, stmt.value, stmt, index, ordered, reads, guard)
+                self._bind(
+                    flow, _target_names(stmt.target), stmt.value, stmt, keep=isinstance(stmt, ast.AugAssign)
+                )
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                call = stmt.value
+                if (
+                    isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("append", "extend", "insert")
+                    and isinstance(call.func.value, ast.Name)
+                    and any(_names(arg) & flow.full for arg in call.args)
+                ):
+                    flow.full.add(call.func.value.id)  # a list collecting full-sequence pieces
+                if (
+                    isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "masked_scatter_"
+                    and isinstance(call.func.value, ast.Name)
+                    and len(call.args) == 2
+                ):
+                    self._fill(flow, call.func.value.id, call.args[1], stmt)
+        self._unsliced(func, flow)
+        self._unsliced_pads(pads, ordered)
+
+    def _bind(
+        self, flow: _Flow, names: list[str], value: ast.AST, stmt: ast.stmt, keep: bool = False
+    ) -> None:
+        kind = self._kind(value)
+        gathers = [(c, d) for c, k, d in self._sp_calls(value) if k == "gather"]
+        used = _names(value)
+        # `x = x.masked_scatter(mask, src)`
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            func = value.func
+            if func.attr == "masked_scatter" and isinstance(func.value, ast.Name) and len(value.args) == 2:
+                self._fill(flow, func.value.id, value.args[1], stmt)
+        for name in names:
+            if name not in used and not keep:
+                flow.produced[name] = stmt
+            if kind is not None and kind[0] in ("slice", "pad_slice"):
+                flow.full.discard(name)
+                flow.gathered.pop(name, None)
+                flow.fills.discard(name)
+            elif gathers:
+                flow.full.add(name)
+                flow.gathered[name] = (gathers[0][0], gathers[0][1], stmt)
+                flow.fills.discard(name)
+                flow.writes[name] = stmt
+            elif used & flow.full:
+                flow.full.add(name)
+                if name in flow.gathered:
+                    flow.writes[name] = stmt
+            elif not keep:
+                flow.full.discard(name)
+                flow.gathered.pop(name, None)
+                flow.fills.discard(name)
+
+    def _fill(self, flow: _Flow, target: str, source: ast.AST, stmt: ast.stmt) -> None:
+        """``target`` (a sequence) receives media rows ``source`` by mask."""
+        if target not in flow.gathered:
+            return
+        flow.fills.add(target)
+        flow.writes[target] = stmt
+        if not isinstance(source, ast.Name):
+            return
+        src = source.id
+        if src in flow.gathered:
+            call, dim, _ = flow.gathered[src]
+            if dim is not None and dim not in (0, -2):
+                self.report(
+                    call,
+                    f"`{src}` holds flattened media rows `(tokens, hidden)` filled into `{target}` at line "
+                    f"{stmt.lineno}, but its sequence-parallel shards are gathered on dim {dim}: the hidden "
+                    "sizes are concatenated instead of the rows (gather them on dim 0)",
+                )
+            return
+        if src in flow.full:
+            return
+        produced = flow.produced.get(src)
+        at = produced if produced is not None else stmt
+        self.report(
+            (at.lineno, at.col_offset, at.lineno, at.col_offset + len(src)),
+            f"`{src}` is filled into `{target}` at line {stmt.lineno}, which holds the gathered full sequence "
+            f"(gathered at line {flow.gathered[target][2].lineno}), but `{src}` itself is never gathered: each "
+            "sequence-parallel rank scatters only its own shard of media rows into the placeholders of the "
+            "full sequence (gather it on dim 0 under the same guard)",
+        )
+
+    def _slice_checks(
+        self,
+        flow: _Flow,
+        value: ast.AST,
+        stmt: ast.stmt,
+        index: int,
+        ordered: list[tuple[ast.stmt, bool]],
+        reads: list[tuple[int, bool, set[str]]],
+        guard: bool,
+    ) -> None:
+        for call, kind, dim in self._sp_calls(value):
+            name = _first_name(call)
+            if kind != "slice" or name is None:
+                continue
+            if name in flow.gathered:
+                _, gdim, gstmt = flow.gathered[name]
+                if gdim is not None and dim is not None and gdim != dim:
+                    self.report(
+                        call,
+                        f"`{name}` is gathered on dim {gdim} (line {gstmt.lineno}) but sliced back on dim {dim}: "
+                        "the rank keeps a shard of another axis than the one it gathered",
+                    )
+                continue
+        for call, kind, _ in self._sp_calls(value):
+            name = _first_name(call)
+            if kind != "unpad" or name is None or name in flow.full or not guard:
+                continue
+            # removing the sequence-parallel padding of a tensor no gather reached: it is still this rank's
+            # shard (the padding sits on the last rank only). Point at the first SP-guarded statement that
+            # reads it since it was bound (where its gather belongs).
+            last_bind = flow.produced.get(name)
+            start = next((i for i, (s, _) in enumerate(ordered) if s is last_bind), -1) if last_bind else -1
+            at = stmt
+            for i, in_guard, names in reads:
+                if start < i <= index and in_guard and name in names:
+                    at = ordered[i][0]
+                    break
+            self.report(
+                (at.lineno, at.col_offset, at.lineno, at.col_offset + 2),
+                f"`{name}` is unpadded as the gathered full sequence at line {stmt.lineno} (`{_called(call)}`) "
+                f"but no gather reaches it in `{self._func.name}`: under sequence parallelism it still holds "
+                "this rank's shard, so the full-sequence work after it (and the slice back) runs on a shard "
+                "(gather it first)",
+            )
+
+    def _unsliced(self, func: ast.AST, flow: _Flow) -> None:
+        """A gathered sequence that received media rows must be sliced back before the function ends."""
+        parents = _parents(func)
+        for name in sorted(flow.fills):
+            if name not in flow.gathered:
+                continue
+            call, _, gstmt = flow.gathered[name]
+            last = flow.writes.get(name, gstmt)
+            at = _after(last, gstmt, parents)
+            self.report(
+                call if at is None else (at.lineno, at.col_offset, at.lineno, at.col_offset + 2),
+                f"`{name}` is gathered to the full sequence at line {gstmt.lineno} and receives media rows, but "
+                f"`{getattr(func, 'name', '?')}` never slices it back to this rank's shard: every "
+                "sequence-parallel rank feeds the whole sequence to the layers after it (slice it on the dim it "
+                "was gathered on)",
+            )
+
+    def _unsliced_pads(
+        self, pads: list[tuple[int, str, ast.Call]], ordered: list[tuple[ast.stmt, bool]]
+    ) -> None:
+        """A side tensor padded under the SP guard must reach a slice."""
+        for index, name, call in pads:
+            live = {name}
+            paired = False
+            for stmt, _ in ordered[index + 1 :]:
+                if isinstance(stmt, (ast.If, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+                    continue
+                value = (
+                    stmt.iter if isinstance(stmt, (ast.For, ast.AsyncFor)) else getattr(stmt, "value", None)
+                )
+                if value is None:
+                    continue
+                if any(k != "pad" and _first_name(c) in live for c, k, _ in self._sp_calls(value)):
+                    paired = True
+                    break
+                if isinstance(stmt, (ast.For, ast.AsyncFor)):
+                    targets = _target_names(stmt.target)
+                elif isinstance(stmt, ast.Assign):
+                    targets = [
+                        n for t in stmt.targets if not isinstance(t, ast.Subscript) for n in _target_names(t)
+                    ]
+                elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                    targets = _target_names(stmt.target)
+                else:
+                    continue
+                derived = _carries(value, live)
+                for target in targets:
+                    if derived:
+                        live.add(target)
+                    elif not isinstance(stmt, ast.AugAssign):
+                        live.discard(target)
+                if not live:
+                    break
+            if not paired:
+                self.report(
+                    call,
+                    f"`{name}` is padded to the sequence-parallel length under the SP guard but never sliced to "
+                    "this rank's shard afterwards: the layers get a full-length tensor next to rank-local "
+                    "patches (slice it like the hidden states, e.g. with `sp_pad_and_slice`)",
+                )
+
+
+def _all_names(node: ast.AST) -> set[str]:
+    return {n.id for n in _walk(node) if isinstance(n, ast.Name)}
+
+
+_META = frozenset({"device", "dtype", "shape", "ndim", "size", "dim", "numel", "is_cuda"})
+
+
+def _names(node: ast.AST) -> set[str]:
+    """Names whose data the expression reads: ``x.device``, ``x.dtype``, ``x.shape``, ``x.size(...)`` read only
+    metadata (``y.to(x.device, x.dtype)`` does not make ``y`` hold ``x``'s rows)."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, ast.Attribute) and sub.attr in _META and isinstance(sub.value, ast.Name):
+            continue
+        if isinstance(sub, ast.Name):
+            out.add(sub.id)
+            continue
+        stack.extend(ast.iter_child_nodes(sub))
+    return out
+
+
+def _carries(value: ast.AST, live: set[str]) -> bool:
+    """Whether ``value`` is (a view, a method result, an element or a sum of) one of the ``live`` tensors,
+    not the output of a layer that only takes it as a side input (``blk(hidden, rotary_pos_emb=emb)``)."""
+    if isinstance(value, ast.Name):
+        return value.id in live
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return any(_carries(elt, live) for elt in value.elts)
+    if isinstance(value, ast.BinOp):
+        return _carries(value.left, live) or _carries(value.right, live)
+    if isinstance(value, ast.UnaryOp):
+        return _carries(value.operand, live)
+    if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred)):
+        return _carries(value.value, live)
+    if isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and _carries(func.value, live):
+            return True  # emb.cos(), x.reshape(...)
+        return bool(value.args) and _carries(
+            value.args[0], live
+        )  # torch.cat((emb, emb)), pad_tensor(emb, ...)
+    return False
+
+
+def _target_names(target: ast.AST) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in _target_names(elt)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
+def _statements(body: list[ast.stmt], guard: bool, out: list[tuple[ast.stmt, bool]]) -> None:
+    """Statements in source order (compound statements before their blocks), each with whether an SP guard
+    (`if ... sp_enabled ...:`) encloses it."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        out.append((stmt, guard))
+        if isinstance(stmt, ast.If):
+            _statements(stmt.body, guard or _sp_guard(stmt.test), out)
+            _statements(stmt.orelse, guard, out)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+            for block in ("body", "orelse", "finalbody"):
+                _statements(getattr(stmt, block, None) or [], guard, out)
+            for handler in getattr(stmt, "handlers", None) or []:
+                _statements(handler.body, guard, out)
+
+
+def _parents(func: ast.AST) -> dict[int, tuple[ast.AST, list[ast.stmt]]]:
+    """id(statement) -> (its parent node, the block list holding it)."""
+    out: dict[int, tuple[ast.AST, list[ast.stmt]]] = {}
+    for node in _walk(func):
+        for block in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, block, None)
+            if isinstance(stmts, list):
+                for stmt in stmts:
+                    if isinstance(stmt, ast.stmt):
+                        out[id(stmt)] = (node, stmts)
+        for handler in getattr(node, "handlers", None) or []:
+            for stmt in handler.body:
+                out[id(stmt)] = (handler, handler.body)
+    return out
+
+
+def _after(
+    last: ast.stmt, anchor: ast.stmt, parents: dict[int, tuple[ast.AST, list[ast.stmt]]]
+) -> ast.stmt | None:
+    """Where a statement undoing ``anchor`` after ``last`` belongs: in the innermost block that also
+    (transitively) holds ``anchor``, the first SP-guarded ``if`` after ``last``, else the statement after it."""
+    anchor_chain: set[int] = set()
+    node: ast.AST = anchor
+    while id(node) in parents:
+        anchor_chain.add(id(node))
+        node = parents[id(node)][0]
+    node = last
+    while id(node) in parents:
+        parent, block = parents[id(node)]
+        if any(id(s) in anchor_chain for s in block):
+            position = next(i for i, s in enumerate(block) if s is node)
+            rest = block[position + 1 :]
+            guarded = next((s for s in rest if isinstance(s, ast.If) and _sp_guard(s.test)), None)
+            return guarded if guarded is not None else (rest[0] if rest else None)
+        node = parent
+    return None

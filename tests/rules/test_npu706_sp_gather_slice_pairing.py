@@ -1,0 +1,144 @@
+"""NPU706: sequence-parallel gathers and slices in multimodal wrappers undone symmetrically (issue 20). Each
+test is a defect in a shape of its own (other models than the dev cases, helpers, in-place fills), with the line
+it must be reported at; the maintainers' unmodified files must stay quiet."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from tests.corpus import shared_tree as shared_corpus
+
+CODE = "NPU706"
+MODELS = "veomni/models/transformers"
+
+
+def _lines(text: str, path: str = f"{MODELS}/toy_vl/toy_vl_gpu_patch_gen_config.py") -> list[int]:
+    src = SourceFile.from_text(path, text)
+    return sorted(d.line for d in lint_source(src, [CODE], Settings()) if d.code == CODE)
+
+
+def _edited(rel: str, old: str, new: str) -> tuple[str, int]:
+    """The corpus file ``rel`` of veomni-main with ``old`` (occurring once) replaced; the edit's first line."""
+    text = (shared_corpus("veomni-main") / rel).read_text()
+    assert text.count(old) == 1, rel
+    return text.replace(old, new), text[: text.index(old)].count("\n") + 1
+
+
+FILL = textwrap.dedent(
+    """
+    from veomni.distributed.parallel_state import get_parallel_state
+    from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+    def _shard(x, dim):
+        return slice_input_tensor(x, dim, group=get_parallel_state().sp_group)
+
+
+    class Wrapper:
+        def embed(self, input_ids, speech):
+            seq = self.embed_tokens(input_ids)
+            if get_parallel_state().sp_size > 1:
+                seq = gather_outputs(seq, gather_dim=1, group=get_parallel_state().sp_group)
+            rows = self.speech_encoder(speech)
+            if get_parallel_state().sp_size > 1:
+                rows = gather_outputs(rows, gather_dim=0, group=get_parallel_state().sp_group)
+            rows = rows.to(seq.device, seq.dtype)
+            seq.masked_scatter_((input_ids == self.speech_id).unsqueeze(-1), rows)
+            if get_parallel_state().sp_size > 1:
+                seq = _shard(seq, 1)
+            return self.decoder(seq)
+    """
+).lstrip("\n")
+
+
+def test_fill_pairing_through_helper_and_in_place_scatter() -> None:
+    assert _lines(FILL) == []
+    # the slice back through the file's own helper dropped: reported at the SP-guarded block after the fill
+    dropped = FILL.replace("            seq = _shard(seq, 1)\n", "            pass\n")
+    assert _lines(dropped) == [19]
+    # the media rows left rank-local: reported where they are produced
+    local = FILL.replace(
+        "            rows = gather_outputs(rows, gather_dim=0, group=get_parallel_state().sp_group)\n",
+        "            pass\n",
+    )
+    assert _lines(local) == [14]
+    # rows gathered along the hidden dimension
+    wide = FILL.replace("gather_outputs(rows, gather_dim=0", "gather_outputs(rows, gather_dim=1")
+    assert _lines(wide) == [16]
+    # sliced back on another axis than the gathered one
+    assert _lines(FILL.replace("seq = _shard(seq, 1)", "seq = _shard(seq, 0)")) == [20]
+
+
+def test_index_assignment_fill_and_unrelated_rows() -> None:
+    text = FILL.replace(
+        "        seq.masked_scatter_((input_ids == self.speech_id).unsqueeze(-1), rows)\n",
+        "        seq[input_ids == self.speech_id] = rows\n",
+    )
+    assert _lines(text) == []
+    assert _lines(text.replace("            seq = _shard(seq, 1)\n", "            pass\n")) == [19]
+
+
+def test_full_sequence_kernel_gather_without_fill_is_quiet() -> None:
+    text = textwrap.dedent(
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+        from veomni.distributed.sequence_parallel import gather_outputs
+
+
+        def attn(self, q, k, cos, sin):
+            cos = gather_outputs(cos, gather_dim=1, group=get_parallel_state().sp_group)
+            sin = gather_outputs(sin, gather_dim=1, group=get_parallel_state().sp_group)
+            out = self.kernel(q, k, cos, sin)
+            return self.proj(out)
+        """
+    ).lstrip("\n")
+    assert _lines(text) == []
+
+
+def test_omni_thinker_final_slice_dropped() -> None:
+    rel = f"{MODELS}/qwen3_omni_moe/qwen3_omni_moe_gpu_patch_gen_config.py"
+    old = "        inputs_embeds = slice_input_tensor(inputs_embeds, dim=1, group=get_parallel_state().sp_group)\n"
+    text, line = _edited(rel, old, "        pass\n")
+    assert _lines(text, rel) == [line - 1]  # its SP-guarded block
+
+
+def test_omni_audio_gather_dropped_before_unpad() -> None:
+    rel = f"{MODELS}/qwen3_omni_moe/qwen3_omni_moe_gpu_patch_gen_config.py"
+    old = "        input_features = gather_outputs(input_features, gather_dim=1, group=get_parallel_state().sp_group)\n"
+    text, line = _edited(rel, old, "")
+    assert _lines(text, rel) == [line]  # `sp_input_padding = input_features.size(1) - ...`, the first SP read
+
+
+def test_omni_audio_rows_gathered_on_the_hidden_dim() -> None:
+    rel = f"{MODELS}/qwen3_omni_moe/qwen3_omni_moe_gpu_patch_gen_config.py"
+    old = "audio_features = gather_outputs(audio_features, gather_dim=0,"
+    text, line = _edited(rel, old, "audio_features = gather_outputs(audio_features, gather_dim=-1,")
+    assert _lines(text, rel) == [line]
+
+
+def test_omni_vit_rotary_padded_never_sliced() -> None:
+    rel = f"{MODELS}/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py"
+    old = "        rotary_pos_emb = slice_input_tensor(rotary_pos_emb, dim=0)\n"
+    text, _ = _edited(rel, old, "")
+    pad = "            rotary_pos_emb = pad_tensor(rotary_pos_emb, dim=0, padding_size=sp_padding_size)\n"
+    assert _lines(text, rel) == [text[: text.index(pad)].count("\n") + 1]
+
+
+def test_video_rows_left_local_in_a_generated_module() -> None:
+    rel = f"{MODELS}/qwen3_vl/generated/patched_modeling_qwen3_vl_gpu.py"
+    old = "            video_embeds = gather_outputs(video_embeds, gather_dim=0, group=get_parallel_state().sp_group)\n"
+    text, _ = _edited(rel, old, "")
+    assert len(_lines(text, rel)) == 1
+
+
+def test_maintainers_files_are_quiet() -> None:
+    for tree, base in (("veomni-main", "veomni/models"), ("veomni-op-5d90dd16", "veomni/models_kernel")):
+        root = shared_corpus(tree)
+        for path in sorted((root / base).rglob("*.py")):
+            text = path.read_text()
+            if "gather_outputs" not in text and "pad_tensor" not in text:
+                continue
+            assert _lines(text, str(path.relative_to(root))) == [], path
