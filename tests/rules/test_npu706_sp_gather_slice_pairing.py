@@ -142,3 +142,41 @@ def test_maintainers_files_are_quiet() -> None:
             if "gather_outputs" not in text and "pad_tensor" not in text:
                 continue
             assert _lines(text, str(path.relative_to(root))) == [], path
+
+
+ULYSSES = textwrap.dedent(
+    """
+    from veomni.distributed.parallel_state import get_parallel_state
+    from veomni.distributed.sequence_parallel import gather_heads_scatter_seq, gather_seq_scatter_heads
+
+
+    def _to_heads(q, k):
+        q = gather_seq_scatter_heads(q, seq_dim=1, head_dim=2)
+        k = gather_seq_scatter_heads(k, seq_dim=1, head_dim=2)
+        return q, k
+
+
+    class MixerAttention:
+        def forward(self, hidden):
+            q, k = self.q_proj(hidden), self.k_proj(hidden)
+            if get_parallel_state().ulysses_enabled:
+                q, k = _to_heads(q, k)
+                v = gather_seq_scatter_heads(self.v_proj(hidden), seq_dim=1, head_dim=2)
+            out = self.kernel(q, k, v)
+            if get_parallel_state().ulysses_enabled:
+                out = gather_heads_scatter_seq(out, head_dim=2, seq_dim=1)
+            return self.o_proj(out)
+    """
+).lstrip("\n")
+
+
+def test_ulysses_output_moved_back() -> None:
+    assert (
+        _lines(ULYSSES) == []
+    )  # the helper returns its head-sharded tensors to the caller, which moves back
+    dropped = ULYSSES.replace("            out = gather_heads_scatter_seq(out, head_dim=2, seq_dim=1)\n", "")
+    dropped = dropped.replace(
+        "        if get_parallel_state().ulysses_enabled:\n        return", "        return"
+    )
+    assert dropped.count("gather_heads_scatter_seq") == 1  # the import only
+    assert _lines(dropped) == [16]  # the first move to head shards in `forward` itself

@@ -17,6 +17,9 @@ _SLICE_OF_GATHERED = frozenset({"slice_input_tensor", "slice_input_tensor_scale_
 _PAD = frozenset({"pad_tensor"})
 _UNPAD = frozenset({"unpad_tensor"})
 _DIM_KEYWORDS = ("gather_dim", "dim", "seq_dim")
+# Ulysses all-to-all: sequence shards -> head shards before attention, and back after it.
+_TO_HEADS = frozenset({"gather_seq_scatter_heads", "gather_seq_scatter_heads_qkv"})
+_TO_SEQ = frozenset({"gather_heads_scatter_seq"})
 
 
 def _called(node: ast.AST) -> str | None:
@@ -110,7 +113,8 @@ class SpGatherSlicePairing(Rule):
     name = "sp-gather-slice-pairing"
     summary = (
         "A sequence-parallel gather or slice in a multimodal wrapper is not undone symmetrically: a gathered "
-        "sequence is never sliced back, a slice takes a shard of a tensor that was never gathered, a padded side "
+        "sequence (or a Ulysses head-sharded output) is never brought back, a tensor that was never gathered is "
+        "unpadded and sliced as if it had been, a padded side "
         "tensor (rotary table, position embeddings) is never sliced, media embeddings filled into the gathered "
         "sequence stay rank-local, or a gather works on the wrong dimension."
     )
@@ -127,7 +131,9 @@ class SpGatherSlicePairing(Rule):
         "concatenates hidden sizes. The pairing is followed through assignments in each function of the file "
         "(specs, generated modules, the tree's own modeling files) and through the file's own helpers that "
         "wrap a gather or a slice; the helper names (`gather_outputs`, `slice_input_tensor`, `sp_pad_and_slice`, "
-        "`pad_tensor`) are VeOmni's sequence-parallel API."
+        "`pad_tensor`) are VeOmni's sequence-parallel API. The Ulysses all-to-all pair is checked the same way: a "
+        "function that moves its tensors from sequence shards to head shards (`gather_seq_scatter_heads`) must "
+        "move the result back (`gather_heads_scatter_seq`), unless it returns the moved tensors to its caller."
     )
     bad = (
         Example(
@@ -301,7 +307,7 @@ class SpGatherSlicePairing(Rule):
     )
     fix_safety = "No fix: where the missing gather or slice belongs depends on the data flow."
 
-    requires = (("gather", "slice_input", "pad_and_slice", "pad_tensor"),)
+    requires = (("gather", "slice_input", "pad_and_slice", "pad_tensor", "scatter_heads"),)
     node_types = ()
 
     # -- classification -------------------------------------------------------------------------------
@@ -346,7 +352,34 @@ class SpGatherSlicePairing(Rule):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in self._helpers:
                 self._check(node)
 
+    def _ulysses(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function that all-to-alls its tensors from sequence shards to head shards must bring the result
+        back (``gather_heads_scatter_seq``) itself: the next layer expects this rank's sequence shard."""
+        to_heads = [n for n in _walk(func) if isinstance(n, ast.Call) and _called(n) in _TO_HEADS]
+        if not to_heads or any(isinstance(n, ast.Call) and _called(n) in _TO_SEQ for n in _walk(func)):
+            return
+        moved = {
+            name
+            for n in _walk(func)
+            if isinstance(n, ast.Assign) and any(c in to_heads for c in _walk(n.value))
+            for t in n.targets
+            for name in _target_names(t)
+        }
+        for n in _walk(func):
+            if isinstance(n, ast.Return) and n.value is not None:
+                if any(c in to_heads for c in _walk(n.value)) or _names(n.value) & moved:
+                    return  # a helper: its caller brings the result back
+        first = min(to_heads, key=lambda n: (n.lineno, n.col_offset))
+        self.report(
+            first,
+            f"`{func.name}` moves its tensors from sequence shards to head shards (`{_called(first)}`) but never "
+            "moves the result back (`gather_heads_scatter_seq`): the layers after it get the full sequence "
+            "with a fraction of the heads instead of this rank's sequence shard",
+        )
+
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if "scatter_heads" in self.ctx.source.text:
+            self._ulysses(func)
         kinds = {kind for _, kind, _ in self._sp_calls(func)}
         if not kinds & {"gather", "slice", "pad", "unpad"}:
             return
