@@ -180,3 +180,42 @@ def test_ulysses_output_moved_back() -> None:
     )
     assert dropped.count("gather_heads_scatter_seq") == 1  # the import only
     assert _lines(dropped) == [16]  # the first move to head shards in `forward` itself
+
+
+MASKED = textwrap.dedent(
+    """
+    from veomni.distributed.parallel_state import get_parallel_state
+    from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+    def merge(self, embeds, feats, media_mask):
+        ps = get_parallel_state()
+        if ps.sp_enabled:
+            embeds = gather_outputs(embeds, gather_dim=1, group=ps.sp_group)
+            feats = gather_outputs(feats, gather_dim=0, group=ps.sp_group)
+        expanded = media_mask.unsqueeze(-1).expand_as(embeds)
+        embeds = embeds.masked_scatter(expanded, feats)
+        if ps.sp_enabled:
+            per_rank = media_mask.shape[1] // ps.sp_size
+            media_mask = media_mask[:, ps.sp_rank * per_rank : (ps.sp_rank + 1) * per_rank]
+        if ps.sp_enabled:
+            embeds = slice_input_tensor(embeds, dim=1, group=ps.sp_group)
+        return self.decoder(inputs_embeds=embeds, visual_pos_masks=media_mask)
+    """
+).lstrip("\n")
+
+
+def test_media_mask_read_after_the_slice_back_is_sliced_too() -> None:
+    assert _lines(MASKED) == []
+    dropped = MASKED.replace(
+        "        media_mask = media_mask[:, ps.sp_rank * per_rank : (ps.sp_rank + 1) * per_rank]\n", ""
+    )
+    assert "media_mask = media_mask" not in dropped
+    assert _lines(dropped) == [12]  # the SP-guarded block after the fill, where the mask's slice belongs
+    # a read under the SP guard computes the rank's range: not a use of the full mask
+    guarded = dropped.replace(
+        "    return self.decoder(inputs_embeds=embeds, visual_pos_masks=media_mask)\n",
+        "    if ps.sp_enabled:\n        offset = media_mask[:, :1].sum()\n    return self.decoder(embeds, offset)\n",
+    )
+    assert "offset = media_mask" in guarded
+    assert _lines(guarded) == []

@@ -106,6 +106,9 @@ class _Flow:
     produced: dict[str, ast.stmt] = field(default_factory=dict)  # name -> its last non-self-derived binding
     fills: set[str] = field(default_factory=set)  # gathered names that received media rows since their gather
     writes: dict[str, ast.stmt] = field(default_factory=dict)  # gathered name -> last statement writing it
+    # (target, mask expression, statement, index) of each fill into a gathered target
+    fill_masks: list[tuple[str, ast.expr, ast.stmt, int]] = field(default_factory=list)
+    slice_backs: dict[str, list[int]] = field(default_factory=dict)  # gathered name -> indexes of its slices
 
 
 class SpGatherSlicePairing(Rule):
@@ -115,8 +118,9 @@ class SpGatherSlicePairing(Rule):
         "A sequence-parallel gather or slice in a multimodal wrapper is not undone symmetrically: a gathered "
         "sequence (or a Ulysses head-sharded output) is never brought back, a tensor that was never gathered is "
         "unpadded and sliced as if it had been, a padded side "
-        "tensor (rotary table, position embeddings) is never sliced, media embeddings filled into the gathered "
-        "sequence stay rank-local, or a gather works on the wrong dimension."
+        "tensor (rotary table, position embeddings) or a media mask read after the slice-back is never sliced, "
+        "media embeddings filled into the gathered sequence stay rank-local, or a gather works on the wrong "
+        "dimension."
     )
     why = (
         "Under sequence parallelism (Ulysses) each rank holds a shard of the sequence. A wrapper that needs the "
@@ -133,7 +137,9 @@ class SpGatherSlicePairing(Rule):
         "wrap a gather or a slice; the helper names (`gather_outputs`, `slice_input_tensor`, `sp_pad_and_slice`, "
         "`pad_tensor`) are VeOmni's sequence-parallel API. The Ulysses all-to-all pair is checked the same way: a "
         "function that moves its tensors from sequence shards to head shards (`gather_seq_scatter_heads`) must "
-        "move the result back (`gather_heads_scatter_seq`), unless it returns the moved tensors to its caller."
+        "move the result back (`gather_heads_scatter_seq`), unless it returns the moved tensors to its caller. "
+        "A mask of media positions built for the gathered sequence and read again (outside the SP guards) after "
+        "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`)."
     )
     bad = (
         Example(
@@ -390,6 +396,7 @@ class SpGatherSlicePairing(Rule):
         pads: list[tuple[int, str, ast.Call]] = []  # (index, name, call) of each SP-guarded pad
         reads: list[tuple[int, bool, set[str]]] = []
         for index, (stmt, guard) in enumerate(ordered):
+            self._index = index
             if isinstance(stmt, (ast.If, ast.While)):
                 reads.append((index, guard, _all_names(stmt.test)))
                 continue
@@ -404,7 +411,7 @@ class SpGatherSlicePairing(Rule):
                 value = stmt.value
                 for target in stmt.targets:
                     if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                        self._fill(flow, target.value.id, value, stmt)
+                        self._fill(flow, target.value.id, value, stmt, target.slice)
                 names = [
                     n for t in stmt.targets if not isinstance(t, ast.Subscript) for n in _target_names(t)
                 ]
@@ -433,9 +440,10 @@ class SpGatherSlicePairing(Rule):
                     and isinstance(call.func.value, ast.Name)
                     and len(call.args) == 2
                 ):
-                    self._fill(flow, call.func.value.id, call.args[1], stmt)
+                    self._fill(flow, call.func.value.id, call.args[1], stmt, call.args[0])
         self._unsliced(func, flow)
         self._unsliced_pads(pads, ordered)
+        self._unsliced_masks(func, flow, ordered)
 
     def _bind(
         self, flow: _Flow, names: list[str], value: ast.AST, stmt: ast.stmt, keep: bool = False
@@ -447,11 +455,13 @@ class SpGatherSlicePairing(Rule):
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
             func = value.func
             if func.attr == "masked_scatter" and isinstance(func.value, ast.Name) and len(value.args) == 2:
-                self._fill(flow, func.value.id, value.args[1], stmt)
+                self._fill(flow, func.value.id, value.args[1], stmt, value.args[0])
         for name in names:
             if name not in used and not keep:
                 flow.produced[name] = stmt
             if kind is not None and kind[0] in ("slice", "pad_slice"):
+                if name in flow.gathered:
+                    flow.slice_backs.setdefault(name, []).append(self._index)
                 flow.full.discard(name)
                 flow.gathered.pop(name, None)
                 flow.fills.discard(name)
@@ -469,11 +479,15 @@ class SpGatherSlicePairing(Rule):
                 flow.gathered.pop(name, None)
                 flow.fills.discard(name)
 
-    def _fill(self, flow: _Flow, target: str, source: ast.AST, stmt: ast.stmt) -> None:
-        """``target`` (a sequence) receives media rows ``source`` by mask."""
+    def _fill(
+        self, flow: _Flow, target: str, source: ast.AST, stmt: ast.stmt, mask: ast.expr | None = None
+    ) -> None:
+        """``target`` (a sequence) receives media rows ``source`` by ``mask``."""
         if target not in flow.gathered:
             return
         flow.fills.add(target)
+        if mask is not None:
+            flow.fill_masks.append((target, mask, stmt, self._index))
         flow.writes[target] = stmt
         if not isinstance(source, ast.Name):
             return
@@ -562,6 +576,71 @@ class SpGatherSlicePairing(Rule):
                 "was gathered on)",
             )
 
+    def _unsliced_masks(self, func: ast.AST, flow: _Flow, ordered: list[tuple[ast.stmt, bool]]) -> None:
+        """A mask of media positions in the gathered sequence, read again after the sequence is sliced back to
+        this rank's shard, must be sliced to the shard as well (``mask[:, start:end]`` or a slice helper)."""
+        parents = _parents(func)
+        done: set[str] = set()
+        ranged = {
+            name
+            for stmt, _ in ordered
+            if isinstance(stmt, ast.Assign) and _rank_range(stmt.value)
+            for t in stmt.targets
+            for name in _target_names(t)
+        }
+        for target, mask, fill, at in flow.fill_masks:
+            backs = [k for k in flow.slice_backs.get(target, []) if k > at]
+            if not backs:
+                continue
+            for name in sorted(self._mask_roots(mask, target, ordered[:at])):
+                if name in done:
+                    continue
+                read = None
+                for j in range(at + 1, len(ordered)):
+                    stmt = ordered[j][0]
+                    if _rebinds(stmt, name) and (
+                        _shard_of(stmt, name, self)
+                        or not _reads_in_value(stmt, name)
+                        or bool(_stmt_reads(stmt) & ranged)
+                    ):
+                        break  # sliced to the shard (or to a rank's range of it), or rebuilt, before any read
+                    if j > backs[0] and not ordered[j][1] and name in _stmt_reads(stmt):
+                        # (a read under an SP guard is shard-aware code: it computes the rank's range; so is a
+                        # read next to a rank's range of it, `rank_mask if rank_mask is not None else mask`)
+                        if _stmt_reads(stmt) & ranged:
+                            continue
+                        read = stmt
+                        break
+                if read is None:
+                    continue
+                done.add(name)
+                place = _after(fill, fill, parents)
+                line = place.lineno if place is not None else (fill.end_lineno or fill.lineno)
+                col = place.col_offset if place is not None else fill.col_offset
+                self.report(
+                    (line, col, line, col + 2),
+                    f"`{name}` marks media positions in the gathered full sequence (the fill at line "
+                    f"{fill.lineno}), `{target}` is sliced back to this rank's shard at line "
+                    f"{ordered[backs[0]][0].lineno}, but `{name}` is read again at line {read.lineno} unsliced: "
+                    "its positions are the full sequence's, not this rank's (slice it to the rank's range after "
+                    "the fill)",
+                )
+
+    def _mask_roots(self, mask: ast.expr, target: str, before: list[tuple[ast.stmt, bool]]) -> set[str]:
+        """Names of masks (``*mask*``) the fill's mask expression is built from, following local bindings."""
+        names = _names(mask) - {target}
+        seen: set[str] = set()
+        for _ in range(3):
+            more: set[str] = set()
+            for name in names - seen:
+                seen.add(name)
+                for stmt, _guard in reversed(before):
+                    if isinstance(stmt, ast.Assign) and any(name in _target_names(t) for t in stmt.targets):
+                        more |= _names(stmt.value) - {target}
+                        break
+            names |= more
+        return {n for n in names if "mask" in n.lower()}
+
     def _unsliced_pads(
         self, pads: list[tuple[int, str, ast.Call]], ordered: list[tuple[ast.stmt, bool]]
     ) -> None:
@@ -630,6 +709,63 @@ def _names(node: ast.AST) -> set[str]:
     return out
 
 
+def _rebinds(stmt: ast.stmt, name: str) -> bool:
+    targets = (
+        stmt.targets
+        if isinstance(stmt, ast.Assign)
+        else [stmt.target]
+        if isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor))
+        else []
+    )
+    return any(name in _target_names(t) for t in targets)
+
+
+def _reads_in_value(stmt: ast.stmt, name: str) -> bool:
+    value = getattr(stmt, "value", None) if not isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt.iter
+    return value is not None and name in _all_names(value)
+
+
+def _stmt_reads(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.If, ast.While)):
+        return _all_names(stmt.test)
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return _all_names(stmt.iter)
+    if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try)):
+        return set()
+    if isinstance(stmt, ast.Assign):
+        return _all_names(stmt.value) | {
+            n.id
+            for t in stmt.targets
+            if isinstance(t, ast.Subscript)
+            for n in _walk(t)
+            if isinstance(n, ast.Name)
+        }
+    return _all_names(stmt)
+
+
+def _rank_range(value: ast.AST) -> bool:
+    """``x[:, start:end]`` whose bounds name the rank (``rank_start``, ``sp_rank * n``), or ``x.narrow(...)``."""
+    if isinstance(value, ast.Subscript):
+        return any(
+            isinstance(n, ast.Slice) and any("rank" in m.lower() for m in _all_names(n))
+            for n in _walk(value.slice)
+        )
+    return (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "narrow"
+    )
+
+
+def _shard_of(stmt: ast.stmt, name: str, rule: SpGatherSlicePairing) -> bool:
+    """``name = name[..., a:b]`` (a range of the sequence), or ``name = <slice helper>(name, ...)``."""
+    value = getattr(stmt, "value", None)
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name:
+        return any(isinstance(n, ast.Slice) for n in _walk(value.slice))
+    if isinstance(value, ast.Call):
+        kind = rule._kind(value)
+        return kind is not None and kind[0] in ("slice", "pad_slice") and _first_name(value) == name
+    return False
+
+
 def _carries(value: ast.AST, live: set[str]) -> bool:
     """Whether ``value`` is (a view, a method result, an element or a sum of) one of the ``live`` tensors,
     not the output of a layer that only takes it as a side input (``blk(hidden, rotary_pos_emb=emb)``)."""
@@ -665,14 +801,15 @@ def _target_names(target: ast.AST) -> list[str]:
 
 def _statements(body: list[ast.stmt], guard: bool, out: list[tuple[ast.stmt, bool]]) -> None:
     """Statements in source order (compound statements before their blocks), each with whether an SP guard
-    (`if ... sp_enabled ...:`) encloses it."""
+    (`if ... sp_enabled ...:`, either branch) encloses it."""
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         out.append((stmt, guard))
         if isinstance(stmt, ast.If):
-            _statements(stmt.body, guard or _sp_guard(stmt.test), out)
-            _statements(stmt.orelse, guard, out)
+            sp = _sp_guard(stmt.test)
+            _statements(stmt.body, guard or sp, out)
+            _statements(stmt.orelse, guard or (sp and bool(stmt.orelse)), out)  # the SP-off side: shard-aware
         elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
             for block in ("body", "orelse", "finalbody"):
                 _statements(getattr(stmt, block, None) or [], guard, out)
