@@ -219,3 +219,22 @@ def test_media_mask_read_after_the_slice_back_is_sliced_too() -> None:
     )
     assert "offset = media_mask" in guarded
     assert _lines(guarded) == []
+
+
+def test_async_ulysses_projection_pair() -> None:
+    text = textwrap.dedent(
+        """
+        from veomni.distributed.sequence_parallel.async_ulysses import (
+            async_ulysses_output_projection,
+            async_ulysses_qkv_projection,
+        )
+
+
+        def attend(self, hidden):
+            q, k, v = async_ulysses_qkv_projection(hidden_states=hidden, seq_dimension=1, head_dimension=2)
+            out = self.core(q, k, v)
+            return async_ulysses_output_projection(hidden_states=out, seq_dimension=1, head_dimension=2)
+        """
+    ).lstrip("\n")
+    assert _lines(text) == []
+    assert _lines(text.replace("return async_ulysses_output_projection(", "return self.out_proj(")) == [8]

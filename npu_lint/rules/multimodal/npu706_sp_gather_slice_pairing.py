@@ -18,8 +18,15 @@ _PAD = frozenset({"pad_tensor"})
 _UNPAD = frozenset({"unpad_tensor"})
 _DIM_KEYWORDS = ("gather_dim", "dim", "seq_dim")
 # Ulysses all-to-all: sequence shards -> head shards before attention, and back after it.
-_TO_HEADS = frozenset({"gather_seq_scatter_heads", "gather_seq_scatter_heads_qkv"})
-_TO_SEQ = frozenset({"gather_heads_scatter_seq"})
+_TO_HEADS = frozenset(
+    {"gather_seq_scatter_heads", "gather_seq_scatter_heads_qkv", "async_ulysses_qkv_projection"}
+)
+_TO_SEQ = frozenset({"gather_heads_scatter_seq", "async_ulysses_output_projection"})
+_BACK = {
+    "gather_seq_scatter_heads": "gather_heads_scatter_seq",
+    "gather_seq_scatter_heads_qkv": "gather_heads_scatter_seq",
+    "async_ulysses_qkv_projection": "async_ulysses_output_projection",
+}
 
 
 def _called(node: ast.AST) -> str | None:
@@ -137,7 +144,8 @@ class SpGatherSlicePairing(Rule):
         "wrap a gather or a slice; the helper names (`gather_outputs`, `slice_input_tensor`, `sp_pad_and_slice`, "
         "`pad_tensor`) are VeOmni's sequence-parallel API. The Ulysses all-to-all pair is checked the same way: a "
         "function that moves its tensors from sequence shards to head shards (`gather_seq_scatter_heads`) must "
-        "move the result back (`gather_heads_scatter_seq`), unless it returns the moved tensors to its caller. "
+        "move the result back (`gather_heads_scatter_seq`; `async_ulysses_qkv_projection` pairs with "
+        "`async_ulysses_output_projection`), unless it returns the moved tensors to its caller. "
         "A mask of media positions built for the gathered sequence and read again (outside the SP guards) after "
         "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`)."
     )
@@ -313,7 +321,7 @@ class SpGatherSlicePairing(Rule):
     )
     fix_safety = "No fix: where the missing gather or slice belongs depends on the data flow."
 
-    requires = (("gather", "slice_input", "pad_and_slice", "pad_tensor", "scatter_heads"),)
+    requires = (("gather", "slice_input", "pad_and_slice", "pad_tensor", "scatter_heads", "async_ulysses"),)
     node_types = ()
 
     # -- classification -------------------------------------------------------------------------------
@@ -379,12 +387,12 @@ class SpGatherSlicePairing(Rule):
         self.report(
             first,
             f"`{func.name}` moves its tensors from sequence shards to head shards (`{_called(first)}`) but never "
-            "moves the result back (`gather_heads_scatter_seq`): the layers after it get the full sequence "
+            f"moves the result back (`{_BACK[_called(first) or '']}`): the layers after it get the full sequence "
             "with a fraction of the heads instead of this rank's sequence shard",
         )
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if "scatter_heads" in self.ctx.source.text:
+        if "scatter_heads" in self.ctx.source.text or "async_ulysses" in self.ctx.source.text:
             self._ulysses(func)
         kinds = {kind for _, kind, _ in self._sp_calls(func)}
         if not kinds & {"gather", "slice", "pad", "unpad"}:
