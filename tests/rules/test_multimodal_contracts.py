@@ -554,3 +554,23 @@ def forward(self, input_ids, video_grid_thw):
     # labels masked at media positions are not token types
     labels = text.replace("kinds", "labels").replace("] = 1\n", "] = -100\n")
     assert _lines(labels, "NPU704") == []
+
+
+def test_mm_token_type_codes_through_where_and_masked_fill() -> None:
+    text = """
+import torch
+
+
+def rope_types(input_ids, cfg):
+    token_kind = torch.zeros_like(input_ids)
+    token_kind = torch.where(input_ids == cfg.image_token_id, 1, torch.where(input_ids == cfg.video_token_id, VIDEO, token_kind))
+    token_kind = token_kind.masked_fill(input_ids == cfg.audio_token_id, AUDIO)
+    return token_kind
+"""
+    assert _lines(text.replace("VIDEO", "2").replace("AUDIO", "3"), "NPU704") == []
+    assert _lines(text.replace("VIDEO", "1").replace("AUDIO", "3"), "NPU704") == [
+        6
+    ]  # video on the image code
+    assert _lines(text.replace("VIDEO", "2").replace("AUDIO", "2"), "NPU704") == [
+        7
+    ]  # audio on the video code

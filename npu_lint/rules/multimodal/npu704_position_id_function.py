@@ -36,22 +36,56 @@ def _modality_of(node: ast.AST) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _type_codes(func: ast.AST) -> list[tuple[ast.Assign, str, str, int]]:
-    """`<types>[<mask of a modality's tokens>] = <int>` in ``func`` where ``<types>`` names a token type:
-    (statement, the array's name, modality, code)."""
-    out = []
+def _typed_name(name: str) -> bool:
+    return any(word in name.lower() for word in ("type", "kind", "modal"))  # token types, not labels or masks
+
+
+def _where_codes(value: ast.AST, array: str) -> list[tuple[ast.expr, str, str, int]]:
+    """``torch.where(<mask of a modality>, <int>, <else>)``, nested in its branches."""
+    out: list[tuple[ast.expr, str, str, int]] = []
+    if isinstance(value, ast.Call) and len(value.args) == 3:
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name == "where":
+            mod = _modality_of(value.args[0])
+            code = _int_value(value.args[1])
+            if mod is not None and code is not None:
+                out.append((value.args[1], array, mod, code))
+            out.extend(_where_codes(value.args[1], array))
+            out.extend(_where_codes(value.args[2], array))
+    return out
+
+
+def _type_codes(func: ast.AST) -> list[tuple[ast.expr, str, str, int]]:
+    """The code each modality gets in a token-type array (``<types>`` names a token type) built in ``func``:
+    ``types[<mask of a modality's tokens>] = <int>``, ``types = torch.where(<mask>, <int>, ...)``,
+    ``types = types.masked_fill(<mask>, <int>)`` (or ``masked_fill_``): (the code's node, the array's name,
+    modality, code)."""
+    out: list[tuple[ast.expr, str, str, int]] = []
     for node in _walk(func):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-            continue
-        target = node.targets[0]
-        if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)):
-            continue
-        if not any(word in target.value.id.lower() for word in ("type", "kind", "modal")):
-            continue  # a token-type array, not labels or a mask
-        code = _int_value(node.value)
-        mod = _modality_of(target.slice)
-        if code is not None and mod is not None:
-            out.append((node, target.value.id, mod, code))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                if not _typed_name(target.value.id):
+                    continue
+                code = _int_value(node.value)
+                mod = _modality_of(target.slice)
+                if code is not None and mod is not None:
+                    out.append((node.value, target.value.id, mod, code))
+            elif isinstance(target, ast.Name) and _typed_name(target.id):
+                out.extend(_where_codes(node.value, target.id))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("masked_fill", "masked_fill_")
+            and isinstance(node.func.value, ast.Name)
+            and _typed_name(node.func.value.id)
+            and len(node.args) == 2
+        ):
+            mod = _modality_of(node.args[0])
+            code = _int_value(node.args[1])
+            if mod is not None and code is not None:
+                out.append((node.args[1], node.func.value.id, mod, code))
     return out
 
 
@@ -208,7 +242,8 @@ class PositionIdFunction(WrapperRule):
         " A remapped config copy that is never read after its token ids are mapped (the function is built from "
         "`self.config`) leaves the mapping without effect, and so does a placeholder stored on an attribute the model's config does "
         "not define (`cfg.image_token_index` where the config has `image_token_id`)."
-        " Token-type ids built for the M-RoPE index (`types[ids == cfg.video_token_id] = 2`) must give each "
+        " Token-type ids built for the M-RoPE index (`types[ids == cfg.video_token_id] = 2`, `torch.where(...)`, "
+        "`masked_fill(...)`) must give each "
         "modality its own code, the one transformers' processors write (`ProcessorMixin.create_mm_token_type_ids`, "
         "read from the installed source): the index walks a run of code k with that modality's grid."
     )
@@ -385,7 +420,9 @@ class PositionIdFunction(WrapperRule):
             "INPUT_INDEX" in ctx.source.text or "position_id" in ctx.source.text
         ):
             self._token_mapping()
-        if ("_token_id" in ctx.source.text or "_ids" in ctx.source.text) and "] = " in ctx.source.text:
+        if ("_token_id" in ctx.source.text or "_ids" in ctx.source.text) and (
+            "] = " in ctx.source.text or "where(" in ctx.source.text or "masked_fill" in ctx.source.text
+        ):
             self._type_codes()
         if "get_position_id_func" not in ctx.source.text:
             return
@@ -407,25 +444,25 @@ class PositionIdFunction(WrapperRule):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             seen: dict[tuple[str, int], str] = {}
-            for stmt, array, mod, code in _type_codes(func):
-                if id(stmt) in done:  # a nested function's statement, checked with its own function
+            for node, array, mod, code in _type_codes(func):
+                if id(node) in done:  # a nested function's statement, checked with its own function
                     continue
                 other = seen.get((array, code))
                 if other is not None and other != mod:
-                    done.add(id(stmt))
+                    done.add(id(node))
                     self.report(
-                        stmt.value,
+                        node,
                         f"`{array}` gives {mod} tokens the code {code}, which {other} tokens already have: the "
                         f"M-RoPE index reads a run of code {code} with the {other} grid, so {mod} tokens get "
                         f"{other} positions (or the {other} grids run out)",
                     )
                     continue
                 seen[(array, code)] = mod
-                done.add(id(stmt))
+                done.add(id(node))
                 want = convention.get(mod)
                 if want is not None and code != want:
                     self.report(
-                        stmt.value,
+                        node,
                         f"`{array}` gives {mod} tokens the code {code}, but transformers' processors and the "
                         f"M-RoPE index use {want} for {mod} (`ProcessorMixin.create_mm_token_type_ids`): {mod} "
                         "tokens get another modality's positions",
