@@ -238,3 +238,22 @@ def test_async_ulysses_projection_pair() -> None:
     ).lstrip("\n")
     assert _lines(text) == []
     assert _lines(text.replace("return async_ulysses_output_projection(", "return self.out_proj(")) == [8]
+
+
+def test_gather_and_slice_under_the_same_guard() -> None:
+    text = FILL.replace(
+        "if get_parallel_state().sp_size > 1:", "if self.training and get_parallel_state().sp_size > 1:"
+    )
+    assert _lines(text) == []  # all three under the same (training-only) guard
+    # the slice back loses the training condition: in eval it slices a sequence that was never gathered
+    back = text.replace(
+        "        if self.training and get_parallel_state().sp_size > 1:\n            seq = _shard(seq, 1)",
+        "        if get_parallel_state().sp_size > 1:\n            seq = _shard(seq, 1)",
+    )
+    assert _lines(back) == [20]
+    # the media rows gathered under another condition than the sequence they fill
+    rows = text.replace(
+        "        if self.training and get_parallel_state().sp_size > 1:\n            rows = gather_outputs(",
+        "        if get_parallel_state().sp_size > 1:\n            rows = gather_outputs(",
+    )
+    assert _lines(rows) == [16]

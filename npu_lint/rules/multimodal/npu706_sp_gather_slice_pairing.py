@@ -116,6 +116,9 @@ class _Flow:
     # (target, mask expression, statement, index) of each fill into a gathered target
     fill_masks: list[tuple[str, ast.expr, ast.stmt, int]] = field(default_factory=list)
     slice_backs: dict[str, list[int]] = field(default_factory=dict)  # gathered name -> indexes of its slices
+    # (name, its gather statement, the statement slicing it back) and (target, its gather, the source's gather)
+    round_trips: list[tuple[str, ast.stmt, ast.stmt]] = field(default_factory=list)
+    fill_pairs: list[tuple[str, ast.stmt, str, ast.stmt]] = field(default_factory=list)
 
 
 class SpGatherSlicePairing(Rule):
@@ -147,7 +150,10 @@ class SpGatherSlicePairing(Rule):
         "move the result back (`gather_heads_scatter_seq`; `async_ulysses_qkv_projection` pairs with "
         "`async_ulysses_output_projection`), unless it returns the moved tensors to its caller. "
         "A mask of media positions built for the gathered sequence and read again (outside the SP guards) after "
-        "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`)."
+        "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`). The two halves "
+        "of a pair (and the gathers of a fill's sequence and of its media rows) run under the same condition "
+        "beyond the SP switch: a gather under `if self.training and sp_enabled:` undone under `if sp_enabled:` "
+        "slices a shard of a shard in evaluation."
     )
     bad = (
         Example(
@@ -452,6 +458,7 @@ class SpGatherSlicePairing(Rule):
         self._unsliced(func, flow)
         self._unsliced_pads(pads, ordered)
         self._unsliced_masks(func, flow, ordered)
+        self._guards_agree(func, flow)
 
     def _bind(
         self, flow: _Flow, names: list[str], value: ast.AST, stmt: ast.stmt, keep: bool = False
@@ -470,6 +477,7 @@ class SpGatherSlicePairing(Rule):
             if kind is not None and kind[0] in ("slice", "pad_slice"):
                 if name in flow.gathered:
                     flow.slice_backs.setdefault(name, []).append(self._index)
+                    flow.round_trips.append((name, flow.gathered[name][2], stmt))
                 flow.full.discard(name)
                 flow.gathered.pop(name, None)
                 flow.fills.discard(name)
@@ -501,7 +509,8 @@ class SpGatherSlicePairing(Rule):
             return
         src = source.id
         if src in flow.gathered:
-            call, dim, _ = flow.gathered[src]
+            call, dim, src_stmt = flow.gathered[src]
+            flow.fill_pairs.append((target, flow.gathered[target][2], src, src_stmt))
             if dim is not None and dim not in (0, -2):
                 self.report(
                     call,
@@ -566,6 +575,38 @@ class SpGatherSlicePairing(Rule):
                 "this rank's shard, so the full-sequence work after it (and the slice back) runs on a shard "
                 "(gather it first)",
             )
+
+    def _guards_agree(self, func: ast.AST, flow: _Flow) -> None:
+        """The gather and the slice of one round trip, and the gathers of a fill's target and of its media rows,
+        must run under the same condition (beyond the SP switch itself): a gather under
+        `if self.training and sp_enabled:` undone under `if sp_enabled:` slices a shard of a shard in eval."""
+        sigs = _guard_conditions(func)
+        reported: set[int] = set()
+
+        def check(first: ast.stmt, second: ast.stmt, name: str, what: str) -> None:
+            a, b = sigs.get(id(first), frozenset()), sigs.get(id(second), frozenset())
+            if a == b or id(second) in reported:
+                return
+            reported.add(id(second))
+
+            def describe(conds: frozenset[str]) -> str:
+                return (
+                    "the SP switch alone"
+                    if not conds
+                    else f"the SP switch and `{' and '.join(sorted(conds))}`"
+                )
+
+            self.report(
+                second,
+                f"`{name}` is {what} at line {second.lineno} under {describe(b)}, but its counterpart at line "
+                f"{first.lineno} runs under {describe(a)}: when those differ (eval vs training) one side runs "
+                "without the other and the ranks' shapes disagree (guard both the same way)",
+            )
+
+        for name, gather, back in flow.round_trips:
+            check(gather, back, name, "sliced back")
+        for _target, target_gather, src, src_gather in flow.fill_pairs:
+            check(target_gather, src_gather, src, "gathered")
 
     def _unsliced(self, func: ast.AST, flow: _Flow) -> None:
         """A gathered sequence that received media rows must be sliced back before the function ends."""
@@ -714,6 +755,42 @@ def _names(node: ast.AST) -> set[str]:
             out.add(sub.id)
             continue
         stack.extend(ast.iter_child_nodes(sub))
+    return out
+
+
+_SP_WORDS = ("sp_enabled", "sp_size", "sequence_parallel", "ulysses", "sp_group", "cp_enabled")
+
+
+def _guard_conditions(func: ast.AST) -> dict[int, frozenset[str]]:
+    """id(statement) -> the conditions, beyond the SP switch, of the SP guards around it (the other conjuncts of
+    `if self.training and get_parallel_state().sp_enabled:`)."""
+    out: dict[int, frozenset[str]] = {}
+
+    def visit(body: list[ast.stmt], extra: frozenset[str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            out[id(stmt)] = extra
+            if isinstance(stmt, ast.If):
+                inner = extra
+                if _sp_guard(stmt.test):
+                    parts = (
+                        stmt.test.values
+                        if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And)
+                        else [stmt.test]
+                    )
+                    inner = extra | {
+                        ast.unparse(p) for p in parts if not any(w in ast.unparse(p) for w in _SP_WORDS)
+                    }
+                visit(stmt.body, inner)
+                visit(stmt.orelse, extra)
+            else:
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(stmt, block, None) or [], extra)
+                for handler in getattr(stmt, "handlers", None) or []:
+                    visit(handler.body, extra)
+
+    visit(getattr(func, "body", []), frozenset())
     return out
 
 
