@@ -257,3 +257,10 @@ def test_gather_and_slice_under_the_same_guard() -> None:
         "        if get_parallel_state().sp_size > 1:\n            rows = gather_outputs(",
     )
     assert _lines(rows) == [16]
+
+
+def test_gather_and_unpad_on_different_axes() -> None:
+    rel = f"{MODELS}/qwen3_omni_moe/qwen3_omni_moe_gpu_patch_gen_config.py"
+    old = "input_features = gather_outputs(input_features, gather_dim=1,"
+    text, line = _edited(rel, old, "input_features = gather_outputs(input_features, gather_dim=0,")
+    assert _lines(text, rel) == [line + 3]  # the unpad on dim 1, reported once

@@ -119,6 +119,9 @@ class _Flow:
     # (name, its gather statement, the statement slicing it back) and (target, its gather, the source's gather)
     round_trips: list[tuple[str, ast.stmt, ast.stmt]] = field(default_factory=list)
     fill_pairs: list[tuple[str, ast.stmt, str, ast.stmt]] = field(default_factory=list)
+    axis_reported: set[int] = field(
+        default_factory=set
+    )  # gathers whose axis conflict is reported (once each)
 
 
 class SpGatherSlicePairing(Rule):
@@ -142,7 +145,8 @@ class SpGatherSlicePairing(Rule):
         "for its local patches, `masked_scatter` gets one rank's media rows for the full sequence's "
         "placeholders) or, worse, they agree by accident and the model trains on the wrong tokens. Media "
         "embeddings are flattened `(tokens, hidden)`: their shards are gathered on dim 0, a gather on dim 1 "
-        "concatenates hidden sizes. The pairing is followed through assignments in each function of the file "
+        "concatenates hidden sizes; a gathered tensor is unpadded, padded and sliced back on the axis it was "
+        "gathered on. The pairing is followed through assignments in each function of the file "
         "(specs, generated modules, the tree's own modeling files) and through the file's own helpers that "
         "wrap a gather or a slice; the helper names (`gather_outputs`, `slice_input_tensor`, `sp_pad_and_slice`, "
         "`pad_tensor`) are VeOmni's sequence-parallel API. The Ulysses all-to-all pair is checked the same way: a "
@@ -543,11 +547,33 @@ class SpGatherSlicePairing(Rule):
     ) -> None:
         for call, kind, dim in self._sp_calls(value):
             name = _first_name(call)
+            if kind in ("pad", "unpad") and name in flow.gathered:
+                _, gdim, gstmt = flow.gathered[name]
+                if (
+                    gdim is not None
+                    and dim is not None
+                    and gdim != dim
+                    and id(gstmt) not in flow.axis_reported
+                ):
+                    flow.axis_reported.add(id(gstmt))
+                    self.report(
+                        call,
+                        f"`{name}` is gathered on dim {gdim} (line {gstmt.lineno}) but its sequence-parallel padding "
+                        f"is {'removed' if kind == 'unpad' else 'added'} on dim {dim}: the gather and the padding "
+                        "work on different axes, one of them is not the sequence",
+                    )
+                continue
             if kind != "slice" or name is None:
                 continue
             if name in flow.gathered:
                 _, gdim, gstmt = flow.gathered[name]
-                if gdim is not None and dim is not None and gdim != dim:
+                if (
+                    gdim is not None
+                    and dim is not None
+                    and gdim != dim
+                    and id(gstmt) not in flow.axis_reported
+                ):
+                    flow.axis_reported.add(id(gstmt))
                     self.report(
                         call,
                         f"`{name}` is gathered on dim {gdim} (line {gstmt.lineno}) but sliced back on dim {dim}: "
