@@ -508,3 +508,69 @@ def test_dummy_input_sized_for_sp_but_not_sliced() -> None:
     # a per-rank sized input (not derived from sp_size) needs no slicing
     per_rank = SP_TOWER.replace("rows = 16 * (state.sp_size if state.sp_enabled else 1)", "rows = 16")
     assert _lines(per_rank.replace("SLICE", "pass"), "NPU703", path) == []
+
+
+TYPES = """
+import numpy as np
+
+
+class ToyOmniProcessor:
+    def types(self, input_ids):
+        modality = np.zeros_like(input_ids)
+        modality[np.isin(input_ids, self.image_ids)] = IMAGE
+        modality[np.isin(input_ids, self.video_ids)] = VIDEO
+        modality[np.isin(input_ids, self.audio_ids)] = AUDIO
+        return modality
+"""
+
+
+def _types(image: int, video: int, audio: int) -> list[int]:
+    text = TYPES.replace("IMAGE", str(image)).replace("VIDEO", str(video)).replace("AUDIO", str(audio))
+    return _lines(text, "NPU704", "veomni/models/transformers/toy_omni/modeling_toy_omni.py")
+
+
+def test_mm_token_type_codes_follow_the_processor_convention() -> None:
+    assert _types(1, 2, 3) == []
+    assert _types(1, 2, 2) == [9]  # audio collapsed onto video
+    assert _types(2, 1, 3) == [7, 8]  # image and video swapped: each against transformers' codes
+    assert _types(1, 2, 0) == [9]  # audio typed as text
+
+
+def test_mm_token_type_codes_in_a_nested_helper_reported_once() -> None:
+    text = """
+import torch
+
+
+def forward(self, input_ids, video_grid_thw):
+    def build(ids):
+        kinds = torch.zeros_like(ids)
+        kinds[ids == self.config.image_token_id] = 1
+        kinds[ids == self.config.video_token_id] = 1
+        return kinds
+
+    return self.rope_index(input_ids, build(input_ids), video_grid_thw)
+"""
+    assert _lines(text, "NPU704") == [8]
+    # labels masked at media positions are not token types
+    labels = text.replace("kinds", "labels").replace("] = 1\n", "] = -100\n")
+    assert _lines(labels, "NPU704") == []
+
+
+def test_mm_token_type_codes_through_where_and_masked_fill() -> None:
+    text = """
+import torch
+
+
+def rope_types(input_ids, cfg):
+    token_kind = torch.zeros_like(input_ids)
+    token_kind = torch.where(input_ids == cfg.image_token_id, 1, torch.where(input_ids == cfg.video_token_id, VIDEO, token_kind))
+    token_kind = token_kind.masked_fill(input_ids == cfg.audio_token_id, AUDIO)
+    return token_kind
+"""
+    assert _lines(text.replace("VIDEO", "2").replace("AUDIO", "3"), "NPU704") == []
+    assert _lines(text.replace("VIDEO", "1").replace("AUDIO", "3"), "NPU704") == [
+        6
+    ]  # video on the image code
+    assert _lines(text.replace("VIDEO", "2").replace("AUDIO", "2"), "NPU704") == [
+        7
+    ]  # audio on the video code

@@ -15,10 +15,87 @@ from npu_lint.veomni.upstream import (
     file_source_module,
     patched_methods,
     upstream_class,
+    upstream_class_method,
     upstream_class_names,
 )
 
 _MODALITIES = ("image", "video", "audio")
+_CONVENTION = ("transformers.processing_utils", "ProcessorMixin", "create_mm_token_type_ids")
+
+
+def _modality_of(node: ast.AST) -> str | None:
+    """The modality a token-type mask selects: `ids == cfg.video_token_id`, `isin(ids, self.image_ids)`."""
+    found: set[str] = set()
+    for sub in _walk(node):
+        name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
+        if name is None:
+            continue
+        for mod in _MODALITIES:
+            if name in (f"{mod}_token_id", f"{mod}_ids", f"{mod}_token_ids", f"{mod}_token_index"):
+                found.add(mod)
+    return found.pop() if len(found) == 1 else None
+
+
+def _typed_name(name: str) -> bool:
+    return any(word in name.lower() for word in ("type", "kind", "modal"))  # token types, not labels or masks
+
+
+def _where_codes(value: ast.AST, array: str) -> list[tuple[ast.expr, str, str, int]]:
+    """``torch.where(<mask of a modality>, <int>, <else>)``, nested in its branches."""
+    out: list[tuple[ast.expr, str, str, int]] = []
+    if isinstance(value, ast.Call) and len(value.args) == 3:
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name == "where":
+            mod = _modality_of(value.args[0])
+            code = _int_value(value.args[1])
+            if mod is not None and code is not None:
+                out.append((value.args[1], array, mod, code))
+            out.extend(_where_codes(value.args[1], array))
+            out.extend(_where_codes(value.args[2], array))
+    return out
+
+
+def _type_codes(func: ast.AST) -> list[tuple[ast.expr, str, str, int]]:
+    """The code each modality gets in a token-type array (``<types>`` names a token type) built in ``func``:
+    ``types[<mask of a modality's tokens>] = <int>``, ``types = torch.where(<mask>, <int>, ...)``,
+    ``types = types.masked_fill(<mask>, <int>)`` (or ``masked_fill_``): (the code's node, the array's name,
+    modality, code)."""
+    out: list[tuple[ast.expr, str, str, int]] = []
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                if not _typed_name(target.value.id):
+                    continue
+                code = _int_value(node.value)
+                mod = _modality_of(target.slice)
+                if code is not None and mod is not None:
+                    out.append((node.value, target.value.id, mod, code))
+            elif isinstance(target, ast.Name) and _typed_name(target.id):
+                out.extend(_where_codes(node.value, target.id))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("masked_fill", "masked_fill_")
+            and isinstance(node.func.value, ast.Name)
+            and _typed_name(node.func.value.id)
+            and len(node.args) == 2
+        ):
+            mod = _modality_of(node.args[0])
+            code = _int_value(node.args[1])
+            if mod is not None and code is not None:
+                out.append((node.args[1], node.func.value.id, mod, code))
+    return out
+
+
+def _convention() -> dict[str, int]:
+    """The modality codes transformers' processors write into `mm_token_type_ids` (read from the installed
+    source; text is 0): the M-RoPE index walks each code's run with that modality's grid."""
+    func = upstream_class_method(*_CONVENTION)
+    if func is None:
+        return {}
+    return {mod: code for _, _, mod, code in _type_codes(func)}
 
 
 def _token_assignments(func: ast.AST) -> list[tuple[ast.Assign, str, ast.expr]]:
@@ -165,6 +242,10 @@ class PositionIdFunction(WrapperRule):
         " A remapped config copy that is never read after its token ids are mapped (the function is built from "
         "`self.config`) leaves the mapping without effect, and so does a placeholder stored on an attribute the model's config does "
         "not define (`cfg.image_token_index` where the config has `image_token_id`)."
+        " Token-type ids built for the M-RoPE index (`types[ids == cfg.video_token_id] = 2`, `torch.where(...)`, "
+        "`masked_fill(...)`) must give each "
+        "modality its own code, the one transformers' processors write (`ProcessorMixin.create_mm_token_type_ids`, "
+        "read from the installed source): the index walks a run of code k with that modality's grid."
     )
     bad = (
         Example(
@@ -256,8 +337,35 @@ class PositionIdFunction(WrapperRule):
             path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
             title="the remapped config copy is built and never used",
         ),
+        Example(
+            """
+            import torch
+
+
+            def token_types(input_ids, cfg):
+                types = torch.zeros_like(input_ids)
+                types[input_ids == cfg.image_token_id] = 1
+                types[input_ids == cfg.video_token_id] = 3
+                return types
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+            title="video tokens typed with the audio code the M-RoPE index does not walk with the video grid",
+        ),
     )
     good = (
+        Example(
+            """
+            import torch
+
+
+            def token_types(input_ids, cfg):
+                types = torch.zeros_like(input_ids)
+                types[input_ids == cfg.image_token_id] = 1
+                types[input_ids == cfg.video_token_id] = 2
+                return types
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+        ),
         Example(
             """
             from functools import partial
@@ -312,12 +420,53 @@ class PositionIdFunction(WrapperRule):
             "INPUT_INDEX" in ctx.source.text or "position_id" in ctx.source.text
         ):
             self._token_mapping()
+        if ("_token_id" in ctx.source.text or "_ids" in ctx.source.text) and (
+            "] = " in ctx.source.text or "where(" in ctx.source.text or "masked_fill" in ctx.source.text
+        ):
+            self._type_codes()
         if "get_position_id_func" not in ctx.source.text:
             return
         for patched in patched_methods(
             ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
         ):
             self._borrowed(patched)
+
+    def _type_codes(self) -> None:
+        """A function that builds the token-type ids the M-RoPE index reads (`mm_token_type_ids`) must give each
+        modality its own code, the one transformers' processors write (image 1, video 2, audio 3): the index
+        walks a run of code k with that modality's `grid_thw`."""
+        convention = _convention()
+        done: set[int] = set()
+        functions = [
+            f for f in _walk(self.ctx.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        for func in sorted(functions, key=lambda f: -f.lineno):  # innermost first
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            seen: dict[tuple[str, int], str] = {}
+            for node, array, mod, code in _type_codes(func):
+                if id(node) in done:  # a nested function's statement, checked with its own function
+                    continue
+                other = seen.get((array, code))
+                if other is not None and other != mod:
+                    done.add(id(node))
+                    self.report(
+                        node,
+                        f"`{array}` gives {mod} tokens the code {code}, which {other} tokens already have: the "
+                        f"M-RoPE index reads a run of code {code} with the {other} grid, so {mod} tokens get "
+                        f"{other} positions (or the {other} grids run out)",
+                    )
+                    continue
+                seen[(array, code)] = mod
+                done.add(id(node))
+                want = convention.get(mod)
+                if want is not None and code != want:
+                    self.report(
+                        node,
+                        f"`{array}` gives {mod} tokens the code {code}, but transformers' processors and the "
+                        f"M-RoPE index use {want} for {mod} (`ProcessorMixin.create_mm_token_type_ids`): {mod} "
+                        "tokens get another modality's positions",
+                    )
 
     def _mrope_layouts(self) -> None:
         """`if position_ids.shape[k] == 3:` (the M-RoPE axis found at axis k of the collated batch) must move

@@ -75,6 +75,90 @@ def _unreturned_heads(func: ast.FunctionDef, imported: list[str]) -> tuple[ast.s
     return min(dispatch, key=lambda n: n.lineno), heads
 
 
+def _needle(test: ast.expr, arg: str) -> tuple[str, str] | None:
+    """``"X" in <arg>`` / ``<arg> == "X"`` / ``<arg>.endswith("X")`` / ``.startswith``: (how, X)."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and len(test.comparators) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        if isinstance(op, ast.In) and isinstance(right, ast.Name) and right.id == arg:
+            if isinstance(left, ast.Constant) and isinstance(left.value, str):
+                return "in", left.value
+        if isinstance(op, ast.Eq):
+            for a, b in ((left, right), (right, left)):
+                if (
+                    isinstance(a, ast.Name)
+                    and a.id == arg
+                    and isinstance(b, ast.Constant)
+                    and isinstance(b.value, str)
+                ):
+                    return "==", b.value
+    if (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Attribute)
+        and test.func.attr in ("endswith", "startswith")
+        and isinstance(test.func.value, ast.Name)
+        and test.func.value.id == arg
+        and len(test.args) == 1
+        and isinstance(test.args[0], ast.Constant)
+        and isinstance(test.args[0].value, str)
+    ):
+        return test.func.attr, test.args[0].value
+    return None
+
+
+def _covers(earlier: tuple[str, str], later: tuple[str, str]) -> bool:
+    """Every string the ``later`` test accepts is accepted by the ``earlier`` one."""
+    how, needle = earlier
+    later_how, later_needle = later
+    if how == "in":
+        return needle in later_needle
+    if how == "endswith":
+        return later_how in ("endswith", "==") and later_needle.endswith(needle)
+    if how == "startswith":
+        return later_how in ("startswith", "==") and later_needle.startswith(needle)
+    return later_how == "==" and later_needle == needle
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def _shadowed_dispatch(func: ast.FunctionDef) -> list[tuple[ast.If, ast.If, str]]:
+    """Tests of an ``architecture`` dispatch (an ``if``/``elif`` chain, or consecutive ``if``s that return) that
+    can never be true because an earlier test that returns accepts every architecture they accept:
+    (shadowed test, the earlier test, the class the shadowed branch returns)."""
+    arg = func.args.args[0].arg if func.args.args else "architecture"
+    chain: list[tuple[ast.If, tuple[str, str]]] = []
+    out: list[tuple[ast.If, ast.If, str]] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if not isinstance(stmt, ast.If):
+                if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.Expr)):
+                    chain.clear()  # control flow the dispatch does not model
+                continue
+            node: ast.If | None = stmt
+            while node is not None:
+                test = _needle(node.test, arg)
+                if test is None:
+                    chain.clear()
+                    break
+                for earlier, earlier_test in chain:
+                    if _covers(earlier_test, test):
+                        returned = node.body[-1].value if _returns(node.body) else None
+                        names = (
+                            [n.id for n in ast.walk(returned) if isinstance(n, ast.Name)] if returned else []
+                        )
+                        out.append((node, earlier, names[0] if names else "?"))
+                        break
+                if _returns(node.body):
+                    chain.append((node, test))
+                orelse = node.orelse
+                node = orelse[0] if len(orelse) == 1 and isinstance(orelse[0], ast.If) else None
+
+    visit(func.body)
+    return out
+
+
 class IncompleteRegistration(ProjectRule):
     code = "NPU503"
     per_package = True  # findings of one model package at a time (the engine may run it per package)
@@ -94,7 +178,9 @@ class IncompleteRegistration(ProjectRule):
         "over literal model types; a helper that loads a missing type's class but is registered under no type is "
         "where the finding goes. A registered function that picks its class by `architecture` and imports a head "
         "class (`...ForTokenClassification`) it returns for no architecture sends that checkpoint to another "
-        "class."
+        "class; so does a dispatch test that no architecture reaches because an earlier, broader test returns "
+        'first (`"ForConditionalGeneration" in architecture` before `"ThinkerForConditionalGeneration" in '
+        "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it."
     )
     bad = (
         Example(
@@ -148,8 +234,61 @@ class IncompleteRegistration(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="the multimodal head is imported but no architecture returns it",
         ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            @MODELING_REGISTRY.register("toy_text")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import (
+                    ToyForCausalLM,
+                    ToyForConditionalGeneration,
+                    ToyForTokenClassification,
+                    ToyModel,
+                )
+
+                if architecture.endswith("Generation"):
+                    return ToyForConditionalGeneration
+                if "For" in architecture:
+                    return ToyForCausalLM
+                if "ForTokenClassification" in architecture:
+                    return ToyForTokenClassification
+                return ToyModel
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="a broad architecture test returns before a narrower one (the token-classification head is "
+            "never built)",
+        ),
     )
     good = (
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            @MODELING_REGISTRY.register("toy_text")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import (
+                    ToyForCausalLM,
+                    ToyForConditionalGeneration,
+                    ToyForTokenClassification,
+                    ToyModel,
+                )
+
+                if "ForTokenClassification" in architecture:
+                    return ToyForTokenClassification
+                if architecture.endswith("Generation"):
+                    return ToyForConditionalGeneration
+                if "For" in architecture:
+                    return ToyForCausalLM
+                return ToyModel
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the narrower tests first",
+        ),
         Example(
             """
             from ...loader import MODELING_REGISTRY
@@ -273,6 +412,20 @@ class IncompleteRegistration(ProjectRule):
                     end_line=at.lineno,
                     end_col=at.col_offset + 2,
                 )
+            # an architecture test no architecture can reach (an earlier, broader test returns first)
+            for reg in regs:
+                for test, earlier, cls in _shadowed_dispatch(reg.function):
+                    yield _diag(
+                        self,
+                        pkg.init,
+                        test.lineno,
+                        f"`{reg.function.name}` never reaches this architecture test: the test at line "
+                        f"{earlier.lineno} accepts every architecture it accepts and returns first, so `{cls}` "
+                        "is built for no checkpoint (those checkpoints get the earlier branch's class)",
+                        col=test.test.col_offset,
+                        end_line=test.test.end_lineno,
+                        end_col=test.test.end_col_offset,
+                    )
             # the multimodal / text-backbone pair
             used = {m for r in regs for m, _, _ in r.imports}
             gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
