@@ -536,6 +536,31 @@ def test_mm_token_type_codes_follow_the_processor_convention() -> None:
     assert _types(1, 2, 0) == [9]  # audio typed as text
 
 
+def test_a_mask_that_also_names_another_modality_selects_none() -> None:
+    """A model writing its video frames with the image token (GLM-4V) types image tokens inside a video segment
+    as video: the mask names both modalities, so no code is checked against one of them (a false positive on
+    transformers 5.9.0's glm4v/glm46v processors)."""
+    text = """
+import numpy as np
+
+
+class ToyFrameProcessor:
+    def types(self, input_ids):
+        ids = np.array(input_ids)
+        kinds = np.zeros_like(ids)
+        in_clip = np.cumsum(ids == self.clip_start_id) > np.cumsum(ids == self.clip_end_id)
+        is_video_segment = in_clip
+        kinds[(ids == self.image_token_id) & is_video_segment] = 2
+        kinds[(ids == self.image_token_id) & ~is_video_segment] = 1
+        return kinds
+"""
+    path = "veomni/models/transformers/toy_frames/modeling_toy_frames.py"
+    assert _lines(text, "NPU704", path) == []
+    # the same codes on masks naming only the image token: image typed as video, reported
+    plain = text.replace(" & is_video_segment", "").replace(" & ~is_video_segment", "")
+    assert _lines(plain, "NPU704", path) == [10]
+
+
 def test_mm_token_type_codes_in_a_nested_helper_reported_once() -> None:
     text = """
 import torch

@@ -24,8 +24,11 @@ _CONVENTION = ("transformers.processing_utils", "ProcessorMixin", "create_mm_tok
 
 
 def _modality_of(node: ast.AST) -> str | None:
-    """The modality a token-type mask selects: `ids == cfg.video_token_id`, `isin(ids, self.image_ids)`."""
+    """The modality a token-type mask selects: `ids == cfg.video_token_id`, `isin(ids, self.image_ids)`. A mask
+    that also names another modality (`(ids == image_token_id) & is_video_segment`: GLM-4V writes its video
+    frames with the image token) selects no single modality: None."""
     found: set[str] = set()
+    mentioned: set[str] = set()
     for sub in _walk(node):
         name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
         if name is None:
@@ -33,7 +36,11 @@ def _modality_of(node: ast.AST) -> str | None:
         for mod in _MODALITIES:
             if name in (f"{mod}_token_id", f"{mod}_ids", f"{mod}_token_ids", f"{mod}_token_index"):
                 found.add(mod)
-    return found.pop() if len(found) == 1 else None
+            elif mod in name.lower():
+                mentioned.add(mod)
+    if len(found) != 1 or mentioned - found:
+        return None
+    return found.pop()
 
 
 def _typed_name(name: str) -> bool:
