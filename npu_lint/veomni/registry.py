@@ -276,17 +276,16 @@ def read_registry(root: Path) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dic
         return [*rows, value[2]]
 
     def decode(hit: list) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]] | None:
-        def rows(part: list) -> tuple[OpRow, ...]:
-            if not all(
-                isinstance(r, list) and len(r) == 4 and all(isinstance(x, str) for x in r) for r in part
-            ):
-                raise TypeError(part)
-            return tuple(OpRow(*r) for r in part)
-
-        registered, slots, sources = hit
-        if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        registered, slots, sources = (
+            scanstore.string_rows(hit[0], 4),
+            scanstore.string_rows(hit[1], 4),
+            hit[2],
+        )
+        if registered is None or slots is None or not isinstance(sources, dict):
             return None
-        return rows(registered), rows(slots), dict(sources)
+        if not all(isinstance(v, str) for v in sources.values()):
+            return None
+        return tuple(OpRow(*r) for r in registered), tuple(OpRow(*r) for r in slots), dict(sources)
 
     return scanstore.stored("registry", root, files, compute, encode, decode)
 
@@ -346,14 +345,14 @@ def read_npu_selections(
                 out.add((op, variant, f"{shown}:{line}"))
         return tuple(sorted(out))
 
-    def decode(hit: list) -> tuple[tuple[str, str, str], ...] | None:
-        if not all(isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in hit):
-            return None
-        return tuple(tuple(t) for t in hit)  # type: ignore[misc]
-
     anchor = root if root is not None else Path(packages[0] if packages else ".")
     return scanstore.stored(
-        "selections", anchor, files, compute, lambda value: [list(t) for t in value], decode
+        "selections",
+        anchor,
+        files,
+        compute,
+        lambda value: [list(t) for t in value],
+        lambda hit: scanstore.string_rows(hit, 3),
     )
 
 
@@ -391,10 +390,12 @@ def read_npu_remaps(
                 out.add((resolver, field, value, f"{shown}:{line}"))
         return tuple(sorted(out))
 
-    def decode(hit: list) -> tuple[tuple[str, str, str, str], ...] | None:
-        if not all(isinstance(t, list) and len(t) == 4 and all(isinstance(x, str) for x in t) for t in hit):
-            return None
-        return tuple(tuple(t) for t in hit)  # type: ignore[misc]
-
     anchor = root if root is not None else Path(packages[0] if packages else ".")
-    return scanstore.stored("remaps", anchor, files, compute, lambda value: [list(t) for t in value], decode)
+    return scanstore.stored(
+        "remaps",
+        anchor,
+        files,
+        compute,
+        lambda value: [list(t) for t in value],
+        lambda hit: scanstore.string_rows(hit, 4),
+    )

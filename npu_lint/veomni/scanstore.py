@@ -49,6 +49,15 @@ def stat_key(root: Path, files: list[Path]) -> tuple[str, int]:
     return h.hexdigest(), newest
 
 
+def string_rows(hit: Any, width: int) -> tuple[tuple[str, ...], ...] | None:
+    """A stored list of rows of ``width`` strings, as tuples; None for a value of another shape."""
+    if not isinstance(hit, list) or not all(
+        isinstance(r, list) and len(r) == width and all(isinstance(x, str) for x in r) for r in hit
+    ):
+        return None
+    return tuple(tuple(r) for r in hit)
+
+
 def stored(
     slot: str,
     root: Path,
