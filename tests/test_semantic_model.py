@@ -54,6 +54,32 @@ def test_walk_memo_is_bounded(monkeypatch) -> None:
             assert len(astutil._WALK_MEMO[-1]) <= 3
 
 
+def test_helper_memos_are_owned_by_the_file_scope() -> None:
+    """What the rules' helpers remember about a file's nodes lives in the file's scope: once it ends, nothing of
+    the engine holds the tree (module-level memos kept the last files' trees alive for the whole process)."""
+    import gc
+    import weakref
+
+    from npu_lint.rules.device._shared import used_as_tensor
+    from npu_lint.rules.multimodal._shared import name_nodes
+    from npu_lint.rules.semantics._shared import functions_of, loss_calls
+
+    tree = ast.parse("def f(x, labels):\n    y = x.shape\n    return self.loss_function(x, labels)\n")
+    ref = weakref.ref(tree)
+    with astutil.walk_memo():
+        (func,) = functions_of(tree)
+        assert functions_of(tree) is functions_of(tree)  # remembered within the scope
+        assert name_nodes(func) is name_nodes(func)
+        assert len(loss_calls(func)) == 1 and loss_calls(func) is loss_calls(func)
+        assert used_as_tensor(func, "x") and not used_as_tensor(func, "labels")
+        assert astutil.scoped_memo("semantics.functions")
+    assert astutil.scoped_memo("semantics.functions") == {}  # no scope: nothing remembered
+    assert functions_of(tree) is not functions_of(tree)
+    del tree, func
+    gc.collect()
+    assert ref() is None
+
+
 def _diag(line: int) -> Diagnostic:
     return Diagnostic("NPU101", "x", "m", "m.py", line, 0, line, 1)
 

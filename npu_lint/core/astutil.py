@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePath
+from typing import Any
 
 from npu_lint.core.safeio import read_text
 
@@ -250,6 +251,7 @@ def _walk_fields(typ: type) -> tuple[str, ...]:
 
 _WALK_MEMO: list[dict[int, tuple[ast.AST, list[ast.AST]]]] = []  # the innermost ``walk_memo`` scope's
 _WALK_MEMO_MAX = 20_000  # subtrees remembered per scope (then it starts again): bounded
+_SCOPED: list[dict[str, dict[Any, Any]]] = []  # the innermost scope's named memos (``scoped_memo``)
 
 
 @contextlib.contextmanager
@@ -257,14 +259,31 @@ def walk_memo() -> Iterator[None]:
     """Within this scope ``walk`` remembers the subtrees it listed (by node identity, holding the node, so an
     identity cannot be reused meanwhile): the rules of one file walk the same functions and statements many
     times (44k calls over 6k distinct subtrees on veomni/models). The engine opens it around one file's
-    rules, whose trees nobody modifies; it is dropped when the scope ends."""
+    rules (and around each project rule), whose trees nobody modifies; it is dropped when the scope ends,
+    with every ``scoped_memo`` of the scope: no memo outlives the file it describes."""
     _WALK_MEMO.append({})
     _PAIRS_MEMO.append({})
+    _SCOPED.append({})
     try:
         yield
     finally:
         _WALK_MEMO.pop()
         _PAIRS_MEMO.pop()
+        _SCOPED.pop()
+        _LAST_PAIRS.clear()
+
+
+def scoped_memo(name: str) -> dict[Any, Any]:
+    """The memo called ``name`` of the innermost ``walk_memo`` scope: the one place the rules' helpers keep
+    what they computed about a file's nodes (keyed by node identity, holding the node), dropped with the
+    scope. Outside a scope, a fresh dict each call: correct, only not remembered."""
+    if not _SCOPED:
+        return {}
+    memos = _SCOPED[-1]
+    memo = memos.get(name)
+    if memo is None:
+        memo = memos[name] = {}
+    return memo
 
 
 def walk(node: ast.AST) -> list[ast.AST]:

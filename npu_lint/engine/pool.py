@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from npu_lint.core.astutil import walk_memo
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.core.safeio import read_regular
@@ -386,7 +387,8 @@ def _run_project_rules(
         rule.fix_mode = fix_mode
         rule.fixer_lookup = resolve_fixer
         try:
-            diags = list(rule.check(project, files))
+            with walk_memo():  # the helpers' memos live for this rule's run, no longer
+                diags = list(rule.check(project, files))
         except Exception as exc:  # one failure policy: name the rule; the run exits 2
             errors.append(f"internal error in {cls.code}: {type(exc).__name__}: {exc}")
             continue

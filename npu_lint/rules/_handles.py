@@ -702,6 +702,9 @@ def field_of(node: ast.AST) -> tuple[str, ast.AST] | None:
     return None
 
 
+_STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 def local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
     """The single value assigned to a local name in the enclosing function (or the module)."""
     scope = ctx.function
@@ -710,7 +713,7 @@ def local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
     if cached is None or cached[0] is not scope:  # type: ignore[index]
         values: dict[str, list[ast.expr] | None] = {}
         stack: list[ast.AST] = list(scope.body if scope is not None else ctx.tree.body)
-        while stack:
+        while stack:  # statement lists only: assignments are statements, and expressions hold none
             node = stack.pop()
             if isinstance(node, (*_SCOPES, ast.ClassDef)):
                 continue
@@ -722,7 +725,10 @@ def local_value(ctx: Context, name: ast.Name) -> ast.expr | None:
                             found.append(node.value)
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
                 values[node.target.id] = None  # annotated or updated: not a single value
-            stack.extend(ast.iter_child_nodes(node))
+            for field in _STATEMENT_FIELDS:
+                block = getattr(node, field, None)
+                if block:
+                    stack.extend(block)
         cached = (scope, values)
         ctx.memo[key] = cached
     found = cached[1].get(name.id)  # type: ignore[index]

@@ -178,7 +178,14 @@ def _parse(text: str, path: str = "<spec>") -> ast.Module | None:
 
 def module_of(path: str) -> str | None:
     """Dotted module name of a file inside a ``veomni`` package (``veomni.models....``), else None."""
-    parts = list(Path(os.path.abspath(path)).with_suffix("").parts)
+    return _module_of(path if os.path.isabs(path) else os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_of(
+    path: str,
+) -> str | None:  # a function of the absolute path: remembered (asked once per finding)
+    parts = list(Path(os.path.normpath(path)).with_suffix("").parts)
     for i in range(len(parts) - 2, -1, -1):
         if parts[i] == "veomni":
             rest = parts[i:]

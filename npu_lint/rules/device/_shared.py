@@ -6,7 +6,7 @@ import ast
 import os
 import re
 
-from npu_lint.core.astutil import walk, walk_pairs
+from npu_lint.core.astutil import scoped_memo, walk, walk_pairs
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules._handles import (
     GUARD_ATTRS,
@@ -822,12 +822,12 @@ def _uses_after(
 
 
 _TENSOR_ATTRS = frozenset(("device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose"))
-_TENSOR_USES: dict[int, tuple[ast.AST, frozenset[str]]] = {}
 
 
 def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
     """Names used as tensors in ``func`` (``name.device`` / ``.dtype`` / ``.shape``...), one walk per function."""
-    cached = _TENSOR_USES.get(id(func))
+    memo = scoped_memo("device.tensor_uses")
+    cached = memo.get(id(func))
     if cached is not None and cached[0] is func:
         return cached[1]
     names = frozenset(
@@ -835,9 +835,7 @@ def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
         for sub in subtree(func)
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.attr in _TENSOR_ATTRS
     )
-    if len(_TENSOR_USES) > 4096:
-        _TENSOR_USES.clear()
-    _TENSOR_USES[id(func)] = (func, names)
+    memo[id(func)] = (func, names)
     return names
 
 

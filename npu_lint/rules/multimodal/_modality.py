@@ -8,6 +8,7 @@ import ast
 import re
 
 from npu_lint.core.astutil import walk as _walk
+from npu_lint.core.astutil import walk_pairs
 
 _TOKENS = {
     "image": "image",
@@ -146,10 +147,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     assignment, the holder of a metadata lookup, a handler of one medium given another's data. (node, message)."""
     media = Media(func)
     own = modality(func.name)
-    parents: dict[ast.AST, ast.AST] = {}
-    for node in _walk(func):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
+    parents: dict[ast.AST, ast.AST] = {}  # filled at the first lookup key (most functions have none)
     out: list[tuple[ast.AST, str]] = []
     for node in _walk(func):
         if (
@@ -211,7 +209,9 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                             f"({got}): the {handler} path runs with the {got} arguments",
                         )
                     )
-        elif _key_text(node) is not None and _lookup_key(node, parents.get(node)):
+        elif _key_text(node) is not None and _lookup_key(
+            node, (parents or _parents(func, parents)).get(node)
+        ):
             got = modality(_key_text(node))
             if got is None:
                 continue
@@ -225,6 +225,11 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                     )
                 )
     return out
+
+
+def _parents(func: ast.AST, into: dict[ast.AST, ast.AST]) -> dict[ast.AST, ast.AST]:
+    into.update(walk_pairs(func))
+    return into
 
 
 def _holder(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[str, str] | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import scoped_memo, walk_pairs
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
-from npu_lint.core.astutil import walk_pairs
 from npu_lint.rules.base import Context, Rule
 from npu_lint.veomni.upstream import PatchedMethod, patched_methods, upstream_class_method
 
@@ -95,36 +95,28 @@ def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
     return func.lineno, col, func.lineno, col + 4 + len(func.name)
 
 
-_PARENTS: dict[int, tuple[ast.AST, dict[ast.AST, ast.AST]]] = {}
-
-
-_NAMES: dict[int, tuple[ast.AST, dict[str, list[ast.Name]]]] = {}
-
-
 def _parents(func: ast.AST) -> dict[ast.AST, ast.AST]:
-    """Child -> parent map of a function (the last few kept: rules ask about several parameters in a row)."""
-    hit = _PARENTS.get(id(func))
+    """Child -> parent map of a function (kept for the file: rules ask about several parameters in a row)."""
+    memo = scoped_memo("multimodal.parents")
+    hit = memo.get(id(func))
     if hit is not None and hit[0] is func:
         return hit[1]
     parents: dict[ast.AST, ast.AST] = dict(walk_pairs(func))
-    if len(_PARENTS) > 8:
-        _PARENTS.clear()
-    _PARENTS[id(func)] = (func, parents)
+    memo[id(func)] = (func, parents)
     return parents
 
 
 def name_nodes(func: ast.AST) -> dict[str, list[ast.Name]]:
-    """Every ``Name`` of a function by identifier (cached for the last few functions)."""
-    hit = _NAMES.get(id(func))
+    """Every ``Name`` of a function by identifier (kept for the file)."""
+    memo = scoped_memo("multimodal.names")
+    hit = memo.get(id(func))
     if hit is not None and hit[0] is func:
         return hit[1]
     out: dict[str, list[ast.Name]] = {}
     for node in _walk(func):
         if isinstance(node, ast.Name):
             out.setdefault(node.id, []).append(node)
-    if len(_NAMES) > 8:
-        _NAMES.clear()
-    _NAMES[id(func)] = (func, out)
+    memo[id(func)] = (func, out)
     return out
 
 

@@ -8,7 +8,7 @@ import functools
 import os
 import re
 
-from npu_lint.core.astutil import dotted_name, resolve_relative
+from npu_lint.core.astutil import dotted_name, resolve_relative, scoped_memo
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules._handles import (
@@ -1035,19 +1035,15 @@ class LossRule(Rule):
         pass
 
 
-_LOSS_CALLS: dict[int, tuple[ast.AST, list[ast.Call]]] = {}
-
-
 def loss_calls(func: ast.AST) -> list[ast.Call]:
     """Calls that compute the causal-LM loss: `self.loss_function(...)`, the loss helpers, a loss handle
     (cached per function: several rules ask about the same upstream and patched forwards)."""
-    hit = _LOSS_CALLS.get(id(func))
+    memo = scoped_memo("semantics.loss_calls")
+    hit = memo.get(id(func))
     if hit is not None and hit[0] is func:
         return hit[1]
     out = _loss_calls(func)
-    if len(_LOSS_CALLS) > 256:
-        _LOSS_CALLS.clear()
-    _LOSS_CALLS[id(func)] = (func, out)
+    memo[id(func)] = (func, out)
     return out
 
 
@@ -1122,15 +1118,13 @@ def class_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
     return out
 
 
-_FUNCTIONS: dict[int, tuple[ast.Module, list[ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
-
-
 def functions_of(
     tree: ast.Module, lines: str | list[str] | None = None, *words: str
 ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Every function of a file, nested ones included (computed once per tree); with ``lines`` (the file's
     lines) and ``words``, only the functions whose text contains one of the words (a cheap pre-filter)."""
-    hit = _FUNCTIONS.get(id(tree))
+    memo = scoped_memo("semantics.functions")
+    hit = memo.get(id(tree))
     if hit is None or hit[0] is not tree:
         found = []
         stack: list[ast.AST] = [tree]
@@ -1143,8 +1137,7 @@ def functions_of(
                 if isinstance(stmts, list):
                     stack.extend(stmts)
         found.sort(key=lambda n: (n.lineno, n.col_offset))
-        _FUNCTIONS.clear()  # one file at a time: the rules of a file ask in turn
-        _FUNCTIONS[id(tree)] = hit = (tree, found)
+        memo[id(tree)] = hit = (tree, found)
     funcs = hit[1]
     if lines is None or not words:
         return funcs
