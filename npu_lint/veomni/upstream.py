@@ -603,22 +603,32 @@ def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
     return None
 
 
-_UPSTREAM_DUMPS: dict[int, tuple[ast.AST, list[str]]] = {}
-
-
 def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
-    """Whether ``func`` has the upstream method's body (formatting aside); upstream dumps are cached."""
+    """Whether ``func`` has the upstream method's body (formatting aside: what ``ast.dump`` compares)."""
     if len(upstream.body) != len(func.body):
         return False
-    if any(type(a) is not type(b) for a, b in zip(func.body, upstream.body)):  # no dump can be equal
-        return False
-    hit = _UPSTREAM_DUMPS.get(id(upstream))
-    if hit is None or hit[0] is not upstream:
-        hit = (upstream, [ast.dump(s) for s in upstream.body])
-        if len(_UPSTREAM_DUMPS) > 512:
-            _UPSTREAM_DUMPS.clear()
-        _UPSTREAM_DUMPS[id(upstream)] = hit
-    return all(ast.dump(a) == b for a, b in zip(func.body, hit[1], strict=True))
+    return all(same_node(a, b) for a, b in zip(func.body, upstream.body))
+
+
+def same_node(a: ast.AST, b: ast.AST) -> bool:
+    """``ast.dump(a) == ast.dump(b)`` without building the strings: node types and fields compared pairwise
+    (positions ignored), stopping at the first difference; constants compare by type and ``repr``."""
+    stack: list[tuple[object, object]] = [(a, b)]
+    AST = ast.AST
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, AST):
+            for name in x._fields:
+                stack.append((getattr(x, name, None), getattr(y, name, None)))
+        elif type(x) is list:
+            if len(x) != len(y):  # type: ignore[arg-type]
+                return False
+            stack.extend(zip(x, y))  # type: ignore[call-overload]
+        elif x != y and repr(x) != repr(y):
+            return False
+    return True
 
 
 def patched_methods(

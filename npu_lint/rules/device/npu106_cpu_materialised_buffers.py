@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 
 
@@ -104,7 +105,7 @@ class CpuMaterialisedBuffers(Rule):
             s.name
             for s in ctx.tree.body
             if isinstance(s, ast.FunctionDef)
-            and any(isinstance(c, ast.Call) and _name(c) == "to_empty" for c in ast.walk(s))
+            and any(isinstance(c, ast.Call) and _name(c) == "to_empty" for c in _walk(s))
         }
 
     def visit(self, node: ast.AST) -> None:
@@ -113,7 +114,7 @@ class CpuMaterialisedBuffers(Rule):
             return  # nested functions are read with their outer one
         choices = {
             t.id
-            for s in ast.walk(node)
+            for s in _walk(node)
             if isinstance(s, ast.Assign) and _cpu_choice(s.value)
             for t in s.targets
             if isinstance(t, ast.Name)
@@ -121,7 +122,7 @@ class CpuMaterialisedBuffers(Rule):
         if not choices:
             return
         calls = sorted(
-            (c for c in ast.walk(node) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset)
+            (c for c in _walk(node) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset)
         )
         made: list[tuple[ast.Call, str, str]] = []  # (call, device name, materialised object)
         for call in calls:
@@ -152,9 +153,7 @@ class CpuMaterialisedBuffers(Rule):
         device = made[-1][1]
         at: ast.AST = last
         for stmt in node.body:  # where the move belongs: the statement after the materialisation
-            if stmt.lineno > (last.end_lineno or last.lineno) and not any(
-                sub is last for sub in ast.walk(stmt)
-            ):
+            if stmt.lineno > (last.end_lineno or last.lineno) and not any(sub is last for sub in _walk(stmt)):
                 at = stmt
                 break
         obj = made[-1][2]

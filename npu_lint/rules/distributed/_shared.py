@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import call_arg
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 
 COLLECTIVES = {
     # name -> (index of the result tensor, positional index of op, positional index of group)
@@ -48,7 +49,7 @@ GROUP_GETTERS = {"get_ulysses_sequence_parallel_group": "ulysses_group"}
 
 
 def mentions_rank(node: ast.AST) -> bool:
-    for sub in ast.walk(node):
+    for sub in _walk(node):
         if isinstance(sub, ast.Name) and "rank" in sub.id.lower():
             return True
         if isinstance(sub, ast.Attribute) and "rank" in sub.attr.lower():
@@ -60,7 +61,7 @@ def rank_names(func: ast.AST) -> set[str]:
     """Locals of ``func`` computed from the rank (``start = rank * n``, ``slc[dim] = slice(unit * sp_rank, ...)``
     makes ``slc`` one)."""
     names: set[str] = set()
-    for sub in ast.walk(func):
+    for sub in _walk(func):
         if isinstance(sub, (ast.Assign, ast.AugAssign)) and mentions_rank(sub.value):
             targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
             for target in targets:
@@ -79,7 +80,7 @@ def is_rank_slice(node: ast.AST, names: set[str]) -> bool:
 
     def ranked(expr: ast.AST) -> bool:
         return mentions_rank(expr) or any(
-            isinstance(sub, ast.Name) and sub.id in names for sub in ast.walk(expr)
+            isinstance(sub, ast.Name) and sub.id in names for sub in _walk(expr)
         )
 
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and ranked(node.slice):
@@ -100,4 +101,4 @@ def is_rank_slice(node: ast.AST, names: set[str]) -> bool:
 def rank_slice(func: ast.AST) -> ast.AST | None:
     """Where ``func`` keeps only this rank's part of a tensor (:func:`is_rank_slice`)."""
     names = rank_names(func)
-    return next((sub for sub in ast.walk(func) if is_rank_slice(sub, names)), None)
+    return next((sub for sub in _walk(func) if is_rank_slice(sub, names)), None)

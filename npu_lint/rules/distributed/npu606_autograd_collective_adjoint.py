@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.distributed._shared import rank_slice
 
@@ -204,7 +205,7 @@ class AutogradCollectiveAdjoint(Rule):
             s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
         self.classes = {
-            s.name: s for s in ast.walk(tree) if isinstance(s, ast.ClassDef) and _is_function_class(s)
+            s.name: s for s in _walk(tree) if isinstance(s, ast.ClassDef) and _is_function_class(s)
         }
 
     def _kinds(self, func: ast.AST, depth: int = 0, seen: frozenset[int] = frozenset()) -> set[str]:
@@ -214,7 +215,7 @@ class AutogradCollectiveAdjoint(Rule):
         if depth > 3 or id(func) in seen:
             return out
         seen = seen | {id(func)}
-        for sub in ast.walk(func):
+        for sub in _walk(func):
             if not isinstance(sub, ast.Call):
                 continue
             callee = sub.func
@@ -284,7 +285,7 @@ class AutogradCollectiveAdjoint(Rule):
         if wanted is None:
             return
         what, needed, _ = wanted
-        returns = [s for s in ast.walk(backward) if isinstance(s, ast.Return) and s.value is not None]
+        returns = [s for s in _walk(backward) if isinstance(s, ast.Return) and s.value is not None]
         at: ast.AST = returns[-1] if returns else backward
         self.report(
             at,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.distributed._shared import is_rank_slice, rank_names
@@ -152,7 +153,7 @@ class RankSliceView(Rule):
         if isinstance(value, ast.Name):  # ``local = x[...].contiguous(); return local``
             bound = [
                 s
-                for s in ast.walk(func)
+                for s in _walk(func)
                 if isinstance(s, ast.Assign)
                 and any(isinstance(t, ast.Name) and t.id == value.id for t in s.targets)
             ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 
@@ -222,7 +223,7 @@ class NonContiguousCollectiveInput(Rule):
         if func is None:
             return None
         found: ast.Assign | None = None
-        for sub in ast.walk(func):
+        for sub in _walk(func):
             if isinstance(sub, ast.Assign):
                 if sub.lineno < before and any(
                     isinstance(t, ast.Name) and t.id == name.id for t in sub.targets
@@ -230,10 +231,10 @@ class NonContiguousCollectiveInput(Rule):
                     if found is None or sub.lineno > found.lineno:
                         found = sub
             elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
-                if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(sub.target)):
+                if any(isinstance(t, ast.Name) and t.id == name.id for t in _walk(sub.target)):
                     return None
             elif isinstance(sub, ast.withitem) and sub.optional_vars is not None:
-                if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(sub.optional_vars)):
+                if any(isinstance(t, ast.Name) and t.id == name.id for t in _walk(sub.optional_vars)):
                     return None
         return found.value if found is not None else None
 
