@@ -163,3 +163,40 @@ def test_quiet_when_the_default_is_allowed_or_covered() -> None:
         _lint_config(_OPS_CONFIG.format(extra='    "router_implementation": "fused_npu",\n', router="x"))
         == []
     )
+
+
+_DEFAULT_HANDLE = """
+from veomni.ops import VeomniOp
+from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+def mix_tokens(x, scan={handle}):
+    return scan(x)
+"""
+
+
+def _lint_generated(text: str) -> list:
+    src = SourceFile.from_text(
+        "veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_gpu.py",
+        textwrap.dedent(text).lstrip(),
+    )
+    return lint_source(src, ["NPU201"], Settings())
+
+
+def test_handle_built_as_a_default_argument_is_import_time() -> None:
+    diags = _lint_generated(
+        _DEFAULT_HANDLE.format(
+            handle='VeomniOp("prefix_scan", "standard", resolve_op_impl("prefix_scan_implementation"))'
+        )
+    )
+    assert len(diags) == 1 and diags[0].line == 5
+    assert "`mix_tokens`" in diags[0].message and diags[0].fix is None
+
+
+def test_handle_built_in_the_body_is_quiet() -> None:
+    code = _DEFAULT_HANDLE.format(handle="None").replace(
+        "    return scan(x)",
+        '    scan = scan or VeomniOp("prefix_scan", "standard", resolve_op_impl("prefix_scan_implementation"))\n'
+        "    return scan(x)",
+    )
+    assert _lint_generated(code) == []
