@@ -98,7 +98,7 @@ HELDOUT_FAMILIES = {
     "device": ("NPU1",),
     "dispatch": ("NPU2",),
     "vendor": ("NPU3",),
-    "rmsnorm": ("NPU40", "NPU410"),  # NPU401-410
+    "rmsnorm": ("NPU40", "NPU410", "NPU43"),  # NPU401-410, NPU430-439
     "loss": (*(f"NPU41{i}" for i in range(1, 10)), "NPU42"),  # NPU411-419, NPU420-422
     "multimodal": ("NPU7",),
 }
