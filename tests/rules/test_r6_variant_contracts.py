@@ -83,3 +83,52 @@ def test_full_local_rope_handle_in_a_split_rotary_is_reported() -> None:
 
 def test_partial_local_rope_handle_in_a_split_rotary_is_quiet() -> None:
     assert _lint(_ROPE_PATH, _ROPE.format(variant="partial"), "NPU214") == []
+
+
+_MLA_SPEC = """
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RMSNorm
+from veomni.patchgen import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.deepseek_v3.modeling_deepseek_v3", target_file="x.py")
+
+
+@config.override_method("DeepseekV3Attention.__init__")
+def deepseek_v3_attention_init_patched(self, config, layer_idx):
+    super().__init__()
+    self.q_a_layernorm = DeepseekV3RMSNorm(config.q_lora_rank{q_eps})
+    self.kv_a_layernorm = DeepseekV3RMSNorm(self.kv_lora_rank)
+"""
+
+_MLA_PATH = "veomni/models/transformers/deepseek_v3/deepseek_v3_gpu_patch_gen_config.py"
+
+
+def test_mla_norm_given_the_decoder_eps_where_upstream_uses_the_class_default() -> None:
+    diags = _lint(_MLA_PATH, _MLA_SPEC.format(q_eps=", getattr(config, 'rms_norm_eps', 1e-6)"), "NPU431")
+    assert len(diags) == 1 and diags[0].line == 10
+    assert "`self.q_a_layernorm`" in diags[0].message and "class default (1e-06)" in diags[0].message
+
+
+def test_mla_norm_spelling_out_the_class_default_is_quiet() -> None:
+    assert _lint(_MLA_PATH, _MLA_SPEC.format(q_eps=", eps=1e-6"), "NPU431") == []
+    assert _lint(_MLA_PATH, _MLA_SPEC.format(q_eps=""), "NPU431") == []
+
+
+_QWEN2_COPY = """
+# Source: transformers.models.qwen2.modeling_qwen2
+import torch
+from torch import nn
+
+
+class Qwen2RMSNorm(nn.Module):
+    def __init__(self, hidden_size, *, eps={eps}):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+"""
+
+
+def test_generated_norm_class_default_eps_differs_from_upstream() -> None:
+    path = "veomni/models/transformers/qwen2/generated/patched_modeling_qwen2_gpu.py"
+    diags = _lint(path, _QWEN2_COPY.format(eps="1e-5"), "NPU431")
+    assert len(diags) == 1 and "1e-06" in diags[0].message
+    assert _lint(path, _QWEN2_COPY.format(eps="0.000001"), "NPU431") == []
