@@ -132,3 +132,111 @@ def test_generated_norm_class_default_eps_differs_from_upstream() -> None:
     diags = _lint(path, _QWEN2_COPY.format(eps="1e-5"), "NPU431")
     assert len(diags) == 1 and "1e-06" in diags[0].message
     assert _lint(path, _QWEN2_COPY.format(eps="0.000001"), "NPU431") == []
+
+
+_GATED = """
+import torch
+import torch_npu
+
+
+class ToyMixerNormGated(torch.nn.Module):
+    def forward(self, states, gate_proj):
+        states = torch_npu.npu_rms_norm(states, self.weight, self.eps)[0]
+        packed = torch.cat([{first}, {second}], dim=-1)
+        return torch_npu.npu_swiglu(packed, dim=-1)
+"""
+
+
+def test_fused_swiglu_through_a_local_binding_with_the_gate_second() -> None:
+    path = "veomni/ops/kernels/toy_mixer/npu.py"
+    diags = _lint(path, _GATED.format(first="states", second="gate_proj"), "NPU432")
+    assert len(diags) == 1 and diags[0].line == 8 and "`gate_proj`" in diags[0].message
+    assert _lint(path, _GATED.format(first="gate_proj", second="states"), "NPU432") == []
+
+
+def test_eager_gated_norm_with_the_activation_on_the_states() -> None:
+    code = """
+    import torch.nn.functional as F
+
+
+    class ToyNormGated:
+        def forward(self, x, gate):
+            y = x * self.weight
+            return {expr}
+    """
+    path = "veomni/models/transformers/toy/modeling_toy.py"
+    assert len(_lint(path, code.format(expr="gate * F.sigmoid(y)"), "NPU432")) == 1
+    assert _lint(path, code.format(expr="y * F.silu(gate.float())"), "NPU432") == []
+
+
+_BACKEND_IMPORT = """
+from veomni.patchgen import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="x.py")
+
+
+@config.override_method("ToyScan.forward")
+def toy_scan_forward_patched(self, x):
+{body}
+"""
+
+
+def test_tree_cuda_kernel_import_outside_the_backend_test() -> None:
+    path = "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    hoisted = (
+        "    from veomni.models.transformers.toy.scan_kernels import cuda_prefix_scan\n\n"
+        '    if self.scan_impl == "cuda":\n'
+        "        return cuda_prefix_scan(x)\n"
+        "    return x.cumsum(-1)"
+    )
+    diags = _lint(path, _BACKEND_IMPORT.format(body=hoisted), "NPU305")
+    assert len(diags) == 1 and diags[0].line == 8 and "cuda kernel" in diags[0].message
+    guarded = (
+        '    if self.scan_impl == "cuda":\n'
+        "        from veomni.models.transformers.toy.scan_kernels import cuda_prefix_scan\n\n"
+        "        return cuda_prefix_scan(x)\n"
+        "    return x.cumsum(-1)"
+    )
+    assert _lint(path, _BACKEND_IMPORT.format(body=guarded), "NPU305") == []
+
+
+def test_device_flags_are_not_kernels() -> None:
+    path = "veomni/models/transformers/toy/modeling_toy.py"
+    code = "from veomni.utils.device import IS_CUDA_AVAILABLE, get_cuda_device_name\n"
+    assert _lint(path, code, "NPU305") == []
+
+
+_FACTORY_ROWS = """
+import torch_npu
+
+from ...kernel_registry import KERNEL_REGISTRY, KernelSpec
+
+
+def plain_norm_npu(x, w, eps):
+    return torch_npu.npu_rms_norm(x, w, eps)[0]
+
+
+def shifted_norm_npu(x, w, eps):
+    return torch_npu.npu_rms_norm(x, 1.0 + w, eps)[0]
+
+
+def _npu_plain_norm_factory():
+    return {kernel}
+
+
+KERNEL_REGISTRY.register(
+    KernelSpec(name="npu", op_name="rms_norm", variant="plain", factory=_npu_plain_norm_factory)
+)
+"""
+
+
+def test_factory_named_for_the_variant_returning_another_contract_is_reported_at_its_return() -> None:
+    path = "veomni/ops/kernels/rms_norm/extra.py"
+    # "plain" is not a variant npu-lint knows: the row's contract comes from its name, so use "standard"
+    code = _FACTORY_ROWS.replace('"plain"', '"standard"').replace(
+        "_npu_plain_norm_factory", "_npu_standard_norm_factory"
+    )
+    diags = _lint(path, code.format(kernel="shifted_norm_npu"), "NPU409")
+    assert [d.line for d in diags] == [15]
+    assert "returned by `_npu_standard_norm_factory`" in diags[0].message
+    assert _lint(path, code.format(kernel="plain_norm_npu"), "NPU409") == []

@@ -481,7 +481,13 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 )
             where = arg
             declared = call_arg(handle.call, 1, "variant")
-            if (
+            if flagged[key] == uses[key] and handle.block is not None and declared is not None:
+                # the same, for a handle declared in this spec's post-import block
+                if key in at_declaration:
+                    continue
+                at_declaration.add(key)
+                where = handle.block.position(declared)  # type: ignore[assignment]
+            elif (
                 fix is not None
                 and handle.block is None
                 and declared is not None
