@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HANDLES, call_arg, call_name, str_value
+from npu_lint.rules._handles import HANDLES, HandleCalls, call_arg, call_name, str_value
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.dispatch._shared import HandleCalls
 
 _ROTARY_OPS = frozenset({"rope"})  # OpSlot's rotary_pos_emb / rotary_pos_emb_vision map to it
 _FULL, _PARTIAL = "full", "partial"

@@ -456,6 +456,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         if not calls:
             return
         findings = []
+        reused: set[int] = set()  # handles whose flagged calls sit in a reused function of another file
         uses: dict[int, int] = {}
         for call, func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
@@ -466,6 +467,8 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             if attr is None or not self.zero_init(cls, attr):
                 continue
             findings.append((call, anchor or arg, cls, handle))
+            if anchor is not None:
+                reused.add(id(handle.call))
         flagged: dict[int, int] = {}
         for _call, _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
@@ -481,7 +484,12 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 )
             where = arg
             declared = call_arg(handle.call, 1, "variant")
-            if flagged[key] == uses[key] and handle.block is not None and declared is not None:
+            if (
+                flagged[key] == uses[key]
+                and handle.block is not None
+                and declared is not None
+                and key not in reused
+            ):
                 # the same, for a handle declared in this spec's post-import block
                 if key in at_declaration:
                     continue

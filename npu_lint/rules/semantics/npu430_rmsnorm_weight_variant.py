@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HANDLES, call_arg, str_value
+from npu_lint.rules._handles import HANDLES, HandleCalls, call_arg, str_value
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.dispatch._shared import HandleCalls
 from npu_lint.rules.semantics._shared import weight_argument
 
 _UNWEIGHTED = "unweighted"
