@@ -200,3 +200,38 @@ def test_handle_built_in_the_body_is_quiet() -> None:
         "    return scan(x)",
     )
     assert _lint_generated(code) == []
+
+
+_ORDER = """
+from dataclasses import dataclass
+
+
+@dataclass
+class ScanKernels:
+    scan_implementation: str = "triton"
+
+    def __post_init__(self):
+{calls}
+
+    def _npu_defaults_for_ascend(self):
+        self.scan_implementation = "eager"
+
+    def _check_backends(self):
+        pass
+"""
+
+
+def _lint_order(calls: str) -> list:
+    src = SourceFile.from_text(
+        "veomni/arguments/scan_kernels.py", textwrap.dedent(_ORDER.format(calls=calls))
+    )
+    return lint_source(src, ["NPU210"], Settings())
+
+
+def test_fallback_applied_after_the_validation_is_reported() -> None:
+    diags = _lint_order("        self._check_backends()\n        self._npu_defaults_for_ascend()")
+    assert len(diags) == 1 and "after `self._check_backends()`" in diags[0].message
+
+
+def test_fallback_applied_before_the_validation_is_quiet() -> None:
+    assert _lint_order("        self._npu_defaults_for_ascend()\n        self._check_backends()") == []
