@@ -240,3 +240,29 @@ def test_factory_named_for_the_variant_returning_another_contract_is_reported_at
     assert [d.line for d in diags] == [15]
     assert "returned by `_npu_standard_norm_factory`" in diags[0].message
     assert _lint(path, code.format(kernel="plain_norm_npu"), "NPU409") == []
+
+
+_REIMPORT = """
+from veomni.utils.import_utils import is_flash_attn_available
+
+if is_flash_attn_available():
+    from flash_attn import flash_attn_varlen_func
+
+
+class ToyAttention:
+    def forward(self, q, k, v, cu):
+{body}
+        return q
+"""
+
+
+def test_guarded_function_reimport_of_a_module_level_vendor_name_is_not_a_second_finding() -> None:
+    path = "veomni/models/transformers/toy/modeling_toy.py"
+    guarded = (
+        "        if is_flash_attn_available():\n"
+        "            from flash_attn import flash_attn_varlen_func\n\n"
+        "            return flash_attn_varlen_func(q, k, v, cu, cu)"
+    )
+    assert [d.line for d in _lint(path, _REIMPORT.format(body=guarded), "NPU301")] == [4]
+    unguarded = "        from flash_attn import flash_attn_varlen_func\n\n        q = flash_attn_varlen_func(q, k, v, cu, cu)"
+    assert [d.line for d in _lint(path, _REIMPORT.format(body=unguarded), "NPU301")] == [4, 9]
