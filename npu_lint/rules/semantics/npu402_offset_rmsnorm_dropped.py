@@ -456,7 +456,6 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         if not calls:
             return
         findings = []
-        reused: set[int] = set()  # handles whose flagged calls sit in a reused function of another file
         uses: dict[int, int] = {}
         for call, func, cls, handle, anchor in calls:
             uses[id(handle.call)] = uses.get(id(handle.call), 0) + 1
@@ -467,8 +466,6 @@ class OffsetRmsNormDropped(_RmsNormCalls):
             if attr is None or not self.zero_init(cls, attr):
                 continue
             findings.append((call, anchor or arg, cls, handle))
-            if anchor is not None:
-                reused.add(id(handle.call))
         flagged: dict[int, int] = {}
         for _call, _arg, _cls, handle in findings:
             flagged[id(handle.call)] = flagged.get(id(handle.call), 0) + 1
@@ -484,13 +481,9 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 )
             where = arg
             declared = call_arg(handle.call, 1, "variant")
-            if (
-                flagged[key] == uses[key]
-                and handle.block is not None
-                and declared is not None
-                and key not in reused
-            ):
-                # the same, for a handle declared in this spec's post-import block
+            if flagged[key] == uses[key] and handle.block is not None and declared is not None:
+                # the same, for a handle declared in this spec's post-import block (also when its calls sit in a
+                # function reused from another spec: this file's declaration is what the fix edits)
                 if key in at_declaration:
                     continue
                 at_declaration.add(key)
