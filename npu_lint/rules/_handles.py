@@ -800,6 +800,12 @@ class HandleCalls:
                 self.calls.append((node, func, owner_class(self.ctx, func)))
 
     def resolved(self) -> list[tuple[ast.Call, Handle, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
+        return [(call, handle, func) for call, handle, func, _cls in self.resolved_in_classes()]
+
+    def resolved_in_classes(
+        self,
+    ) -> list[tuple[ast.Call, Handle, ast.FunctionDef | ast.AsyncFunctionDef | None, str | None]]:
+        """As :meth:`resolved`, with the class each call's function belongs to."""
         out = []
         for call, func, cls in self.calls:
             handle = None
@@ -808,7 +814,7 @@ class HandleCalls:
             if handle is None:
                 handle = self.table.resolve(self.ctx, call.func, cls)
             if handle is not None and handle.op in self.ops:
-                out.append((call, handle, func))
+                out.append((call, handle, func, cls))
         return out
 
     def where(self, handle: Handle) -> ast.AST | tuple[int, int, int, int]:

@@ -266,3 +266,33 @@ def test_guarded_function_reimport_of_a_module_level_vendor_name_is_not_a_second
     assert [d.line for d in _lint(path, _REIMPORT.format(body=guarded), "NPU301")] == [4]
     unguarded = "        from flash_attn import flash_attn_varlen_func\n\n        q = flash_attn_varlen_func(q, k, v, cu, cu)"
     assert [d.line for d in _lint(path, _REIMPORT.format(body=unguarded), "NPU301")] == [4, 9]
+
+
+_HANDLE_ONLY_ROPE = """
+# Source: transformers.models.{model}
+import torch
+from veomni.ops import VeomniOp
+from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+class ToyAttention(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.rope_kernel = VeomniOp("rope", "full", resolve_op_impl("rotary_pos_emb_implementation"))
+
+    def forward(self, q, k, cos, sin):
+        return self.rope_kernel(q, k, cos, sin)
+"""
+
+
+def test_handle_only_rope_judged_against_the_upstream_rotary() -> None:
+    path = "veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_gpu.py"
+    partial = _HANDLE_ONLY_ROPE.format(model="qwen3_5_moe.modeling_qwen3_5_moe").replace(
+        "class ToyAttention", "class Qwen3_5MoeAttention"
+    )
+    diags = _lint(path, partial, "NPU214")
+    assert len(diags) == 1 and diags[0].line == 10 and "upstream's `apply_rotary_pos_emb`" in diags[0].message
+    full = _HANDLE_ONLY_ROPE.format(model="llama.modeling_llama").replace(
+        "class ToyAttention", "class LlamaAttention"
+    )
+    assert _lint(path, full, "NPU214") == []

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HANDLES, HandleCalls, call_arg, call_name, str_value
+from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, call_name, str_value
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.patchgen import load_file
+from npu_lint.veomni.upstream import file_source_module, upstream_path
 
 _ROTARY_OPS = frozenset({"rope"})  # OpSlot's rotary_pos_emb / rotary_pos_emb_vision map to it
 _FULL, _PARTIAL = "full", "partial"
@@ -159,6 +161,36 @@ class RotaryVariantMismatch(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    @staticmethod
+    def _text_rotary(handle: Handle, func: ast.AST, cls: str | None, call: ast.Call) -> bool:
+        """A text-attention rotary handle: called in ``apply_rotary_pos_emb`` or in an attention class's method,
+        and nothing (op, handle name, class) says vision."""
+        op = str_value(call_arg(handle.call, 0, "op_name" if handle.kind == "OpSlot" else "op")) or ""
+        callee = ast.unparse(call.func)
+        if any("vision" in text.lower() or "visual" in text.lower() for text in (op, callee, cls or "")):
+            return False
+        name = getattr(func, "name", "")
+        return name == "apply_rotary_pos_emb" or (cls is not None and "Attention" in cls)
+
+    def _upstream_rotary(self) -> ast.FunctionDef | None:
+        """Upstream's module-level ``apply_rotary_pos_emb`` of the model this file copies or patches."""
+        if "upstream" not in self.__dict__:
+            found = None
+            module = file_source_module(self.ctx.tree, self.ctx.source.text, self.ctx.source.path)
+            path = upstream_path(module) if module and module.startswith("transformers.") else None
+            parsed = load_file(str(path)) if path is not None else None
+            if parsed is not None and parsed.tree is not None:
+                found = next(
+                    (
+                        s
+                        for s in parsed.tree.body
+                        if isinstance(s, ast.FunctionDef) and s.name == "apply_rotary_pos_emb"
+                    ),
+                    None,
+                )
+            self.__dict__["upstream"] = found
+        return self.__dict__["upstream"]
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.calls = HandleCalls(ctx, _ROTARY_OPS)
@@ -168,15 +200,26 @@ class RotaryVariantMismatch(Rule):
 
     def finish(self) -> None:
         reported: set[int] = set()
-        for call, handle, func in self.calls.resolved():
+        for call, handle, func, cls in self.calls.resolved_in_classes():
             variant = handle.raw_variant
             if func is None or variant not in (_FULL, _PARTIAL) or id(handle.call) in reported:
                 continue
             width = rotary_split(func)
+            whole = width is None and rotates_whole_head(func)
+            source = f"`{func.name}`, which calls it (line {call.lineno}),"
+            if width is None and not whole and self._text_rotary(handle, func, cls, call):
+                # no eager math here (the handle is the whole path): the model's upstream rotary decides
+                upstream = self._upstream_rotary()
+                if upstream is not None:
+                    width = rotary_split(upstream)
+                    whole = width is None and rotates_whole_head(upstream)
+                    source = (
+                        f"upstream's `{upstream.name}` (the rotary the handle at line {call.lineno} replaces)"
+                    )
             if variant == _FULL and width is not None:
                 found = f"rotates only the first `{width}` dims of each head and passes the rest through"
                 want = _PARTIAL
-            elif variant == _PARTIAL and width is None and rotates_whole_head(func):
+            elif variant == _PARTIAL and whole:
                 found = "rotates the whole head (`rotate_half` on the full query/key)"
                 want = _FULL
             else:
@@ -186,7 +229,7 @@ class RotaryVariantMismatch(Rule):
             name = self.ctx.source.segment(call.func)
             self.report(
                 self.calls.where(handle),
-                f'`{name}` is `{handle.kind}("{op}", "{variant}")`, but `{func.name}`, which calls it (line '
-                f"{call.lineno}), {found}: the `{variant}` kernel has another contract than this model's eager "
-                f'rotary, so on NPU the attention fails on the shape or rotates the wrong dims; use "{want}"',
+                f'`{name}` is `{handle.kind}("{op}", "{variant}")`, but {source} {found}: the `{variant}` kernel '
+                "has another contract than this model's eager rotary, so on NPU the attention fails on the shape "
+                f'or rotates the wrong dims; use "{want}"',
             )
