@@ -296,3 +296,27 @@ def test_handle_only_rope_judged_against_the_upstream_rotary() -> None:
         "class ToyAttention", "class LlamaAttention"
     )
     assert _lint(path, full, "NPU214") == []
+
+
+_CROSSED = """
+from veomni.ops.dispatch import OpSlot
+
+veomni_text_rope = OpSlot("rotary_pos_emb", "full")
+veomni_tower_rope = OpSlot("rotary_pos_emb_vision", "full")
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    return {text}(q, k, cos, sin)
+
+
+def apply_rotary_pos_emb_vision(q, k, cos, sin):
+    return {vision}(q, k, cos, sin)
+"""
+
+
+def test_text_and_vision_rotary_slots_swapped() -> None:
+    path = "veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py"
+    diags = _lint(path, _CROSSED.format(text="veomni_tower_rope", vision="veomni_text_rope"), "NPU214")
+    assert [d.line for d in diags] == [8, 12]
+    assert "`rotary_pos_emb_implementation` is meant" in diags[0].message
+    assert _lint(path, _CROSSED.format(text="veomni_text_rope", vision="veomni_tower_rope"), "NPU214") == []

@@ -79,7 +79,10 @@ class RotaryVariantMismatch(Rule):
         "the shape mismatch (or rotate the pass-through dims), and a `partial` handle where the eager path "
         "rotates the whole head binds a kernel with another contract. The handle's declaration (module-level "
         "slot, post-import block, local handle) is read from the file; the finding sits on it when the file "
-        "holds it, else on the call."
+        "holds it, else on the call. Where the handle is the whole path (VeomniOp generation), the model's "
+        "upstream `apply_rotary_pos_emb` decides. On an OpSlot tree the text and vision rotaries have their own "
+        "slots (`rotary_pos_emb`, `rotary_pos_emb_vision`, bound from different ops-config fields): the text "
+        "rotary calling the vision slot, or the reverse, is reported too."
     )
     bad = (
         Example(
@@ -161,6 +164,31 @@ class RotaryVariantMismatch(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def _crossed(self, call: ast.Call, handle: Handle, func: ast.AST, cls: str | None) -> bool:
+        """The vision rotary slot called by the text rotary function, or the text slot by the vision one (an
+        OpSlot tree names them apart: `rotary_pos_emb` / `rotary_pos_emb_vision`)."""
+        if handle.kind != "OpSlot":
+            return False
+        op = str_value(call_arg(handle.call, 0, "op_name")) or ""
+        where = f"{getattr(func, 'name', '')} {cls or ''}".lower()
+        vision_site = "vision" in where or "visual" in where
+        text_site = getattr(func, "name", "") == "apply_rotary_pos_emb"
+        if op == "rotary_pos_emb_vision" and text_site and not vision_site:
+            want = "rotary_pos_emb"
+        elif op == "rotary_pos_emb" and vision_site:
+            want = "rotary_pos_emb_vision"
+        else:
+            return False
+        name = self.ctx.source.segment(call.func)
+        self.report(
+            call.func,
+            f"`{name}` is the `{op}` slot, but `{getattr(func, 'name', '')}` is the "
+            f"{'vision' if vision_site else 'text'} rotary: the ops config binds the two from different fields "
+            f"(`{want}_implementation` is meant here), so this path runs the other tower's kernel; call the "
+            f"`{want}` slot",
+        )
+        return True
+
     @staticmethod
     def _text_rotary(handle: Handle, func: ast.AST, cls: str | None, call: ast.Call) -> bool:
         """A text-attention rotary handle: called in ``apply_rotary_pos_emb`` or in an attention class's method,
@@ -201,6 +229,13 @@ class RotaryVariantMismatch(Rule):
     def finish(self) -> None:
         reported: set[int] = set()
         for call, handle, func, cls in self.calls.resolved_in_classes():
+            if (
+                func is not None
+                and id(handle.call) not in reported
+                and self._crossed(call, handle, func, cls)
+            ):
+                reported.add(id(handle.call))
+                continue
             variant = handle.raw_variant
             if func is None or variant not in (_FULL, _PARTIAL) or id(handle.call) in reported:
                 continue
