@@ -178,10 +178,13 @@ class RmsNormEpsUpstream(Rule):
         if module is None or not module.startswith("transformers."):
             return
         for cls, init in self._inits():
+            norm = _norm_class(cls)
+            if not norm and not _norm_builds(init):
+                continue  # neither a norm class nor an __init__ that builds one: nothing to compare
             upstream = upstream_class_method(module, cls, "__init__")
             if not isinstance(upstream, ast.FunctionDef):
                 continue
-            if _norm_class(cls):
+            if norm:
                 self._class_default(module, cls, init, upstream)
             else:
                 self._builds(module, cls, init, upstream)
