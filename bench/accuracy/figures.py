@@ -99,7 +99,7 @@ HELDOUT_FAMILIES = {
     "dispatch": ("NPU2",),
     "vendor": ("NPU3",),
     "rmsnorm": ("NPU40", "NPU410", "NPU43"),  # NPU401-410, NPU430-439
-    "loss": (*(f"NPU41{i}" for i in range(1, 10)), "NPU42"),  # NPU411-419, NPU420-422
+    "loss": (*(f"NPU41{i}" for i in range(1, 10)), "NPU42", "NPU44"),  # NPU411-419, NPU420-429, NPU440-449
     "multimodal": ("NPU7",),
 }
 
