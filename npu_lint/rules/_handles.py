@@ -776,3 +776,53 @@ def uses_torch_npu(func: ast.AST) -> bool:
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch_npu":
             return True
     return False
+
+
+class HandleCalls:
+    """Calls of the file's dispatch handles, with the function they sit in. Feed ``ast.Assign`` and
+    ``ast.Call`` nodes during the traversal; :meth:`resolved` pairs each call with its handle once the walk is
+    over (a handle may be declared below its first use). Shared with the RMSNorm rules."""
+
+    def __init__(self, ctx: Context, ops: frozenset[str]) -> None:
+        self.ctx = ctx
+        self.ops = ops
+        self.table = HandleTable()
+        self.calls: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None, str | None]] = []
+        self.locals: dict[tuple[int, str], Handle] = {}  # (function, name) -> a handle built in that function
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign):
+            self.table.visit_assign(self.ctx, node)
+            func = self.ctx.function
+            if func is not None and isinstance(node.value, ast.Call):
+                handle = HandleTable._handle(node.value, None, self.ctx)
+                if handle is not None:
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            self.locals[(id(func), target.id)] = handle
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            func = self.ctx.function
+            if func is not None:
+                self.calls.append((node, func, owner_class(self.ctx, func)))
+
+    def resolved(self) -> list[tuple[ast.Call, Handle, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
+        return [(call, handle, func) for call, handle, func, _cls in self.resolved_in_classes()]
+
+    def resolved_in_classes(
+        self,
+    ) -> list[tuple[ast.Call, Handle, ast.FunctionDef | ast.AsyncFunctionDef | None, str | None]]:
+        """As :meth:`resolved`, with the class each call's function belongs to."""
+        out = []
+        for call, func, cls in self.calls:
+            handle = None
+            if isinstance(call.func, ast.Name):
+                handle = self.locals.get((id(func), call.func.id))
+            if handle is None:
+                handle = self.table.resolve(self.ctx, call.func, cls)
+            if handle is not None and handle.op in self.ops:
+                out.append((call, handle, func, cls))
+        return out
+
+    def where(self, handle: Handle) -> ast.AST | tuple[int, int, int, int]:
+        """The handle's declaration (in a post-import block: its position in the file)."""
+        return handle.block.position(handle.call) if handle.block is not None else handle.call

@@ -189,15 +189,64 @@ def _bind(target: ast.expr, value: ast.expr | None, out: Env, env: Env, constant
     return False
 
 
+def _skips_iteration(stmt: ast.If) -> bool:
+    """An ``if`` without ``else`` whose body ends the loop iteration (``continue`` / ``break``)."""
+    return not stmt.orelse and isinstance(stmt.body[-1], (ast.Continue, ast.Break))
+
+
+def _decided(test: ast.expr, env: Env, constants: Env) -> bool | None:
+    """The value of a ``name ==/!=/in/not in literal`` test under one loop binding; None when undecidable."""
+    if isinstance(test, ast.BoolOp):
+        values = [_decided(v, env, constants) for v in test.values]
+        if isinstance(test.op, ast.Or):
+            return True if True in values else (False if all(v is False for v in values) else None)
+        return False if False in values else (True if all(v is True for v in values) else None)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _decided(test.operand, env, constants)
+        return None if inner is None else not inner
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left = _resolve(test.left, env, constants)
+    right = _resolve(test.comparators[0], env, constants)
+    if not isinstance(left, ast.Constant):
+        return None
+    op = test.ops[0]
+    if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant):
+        return (left.value == right.value) == isinstance(op, ast.Eq)
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        items = [_resolve(e, env, constants) for e in right.elts]
+        if not all(isinstance(e, ast.Constant) for e in items):
+            return None
+        return any(e.value == left.value for e in items) == isinstance(op, ast.In)  # type: ignore[union-attr]
+    return None
+
+
 def read_registry_tree(tree: ast.Module) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]]]:
     """(register_op / register_kernel rows, KernelSpec rows, [(row, line)]) of one parsed module."""
+    ops, slots, where, _slot_where = read_registry_rows(tree)
+    return ops, slots, where
+
+
+def read_registry_rows(
+    tree: ast.Module,
+) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]], list[tuple[OpRow, int]]]:
+    """As ``read_registry_tree``, plus [(KernelSpec row, line)] (loops expanded, skipped iterations left out)."""
     constants = module_constants(tree)
+    slot_where: list[tuple[OpRow, int]] = []
     ops: list[OpRow] = []
     slots: list[OpRow] = []
     where: list[tuple[OpRow, int]] = []
 
     def scan(stmts: list[ast.stmt], envs: list[Env]) -> None:
         for stmt in stmts:
+            if isinstance(stmt, ast.If) and _skips_iteration(stmt):
+                # `if name == "npu": continue` inside a registration loop: the rest of the body does not run
+                # for the iterations whose binding the test selects
+                scan(stmt.body, envs)
+                envs = [env for env in envs if _decided(stmt.test, env, constants) is not True]
+                if not envs:
+                    return
+                continue
             if isinstance(stmt, ast.For):
                 inner = [{**env, **it} for env in envs for it in loop_iterations(stmt, env, constants)][
                     :_MAX_ENVS
@@ -225,9 +274,10 @@ def read_registry_tree(tree: ast.Module) -> tuple[list[OpRow], list[OpRow], list
                     slot = kernel_spec_row(node, env, constants)
                     if slot is not None:
                         slots.append(slot)
+                        slot_where.append((slot, node.lineno))
 
     scan(tree.body, [{}])
-    return ops, slots, where
+    return ops, slots, where, slot_where
 
 
 def read_registry_file(path: Path) -> tuple[list[OpRow], list[OpRow], list[tuple[OpRow, int]]]:

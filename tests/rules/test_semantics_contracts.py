@@ -154,7 +154,7 @@ def test_reused_gpu_function_with_a_standard_npu_slot(tmp_path: Path) -> None:
     src = SourceFile.from_text(str(npu), npu.read_text())
     diags = lint_source(src, ["NPU402"], Settings())
     assert [d.code for d in diags] == ["NPU402"]
-    assert diags[0].line == 11  # the replacement= name in the NPU spec
+    assert diags[0].line == 8  # the slot's variant in the NPU spec's block, which the fix edits
     fixed = fix_source(src, ["NPU402"], Settings(), unsafe=True).text
     assert 'OpSlot("rms_norm", "qwen3_5")' in fixed
 

@@ -104,6 +104,18 @@ class ModuleGlobalDispatch(Rule):
         ),
         Example(
             """
+            from veomni.ops import VeomniOp
+            from veomni.models_kernel.utils.op_utils import resolve_op_impl
+
+
+            class ToyMlp:
+                def forward(self, x, act=VeomniOp("swiglu_mlp", "standard", resolve_op_impl("swiglu_mlp_implementation"))):
+                    return act(x)
+            """,
+            title="a handle as a method's default argument (built once, when the class body runs)",
+        ),
+        Example(
+            """
             from veomni.ops.dispatch import OpSlot as _Slot
             from veomni.ops.kernel_registry import KERNEL_REGISTRY
 
@@ -221,10 +233,11 @@ class ModuleGlobalDispatch(Rule):
             isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block"
         ):
             return  # the cheap checks first: only module-scope calls of these names matter
-        if in_function(self.ctx):
+        owner = _def_time_owner(self.ctx, node)
+        if in_function(self.ctx) and owner is None:
             return
         if kind is not None:
-            self._report(node, kind, None)
+            self._report(node, kind, None, owner)
             return
         if isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block":
             block = block_of(self.ctx, node)
@@ -321,7 +334,7 @@ class ModuleGlobalDispatch(Rule):
             migration_fix(self.ctx),
         )
 
-    def _report(self, call: ast.Call, kind: str, block: Block | None) -> None:
+    def _report(self, call: ast.Call, kind: str, block: Block | None, owner: str | None = None) -> None:
         where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
         label = kind if kind != "bound_kernel" else "`.bound_kernel()`"
         op = str_value(call_arg(call, 0, "op_name" if kind == "OpSlot" else "op"))
@@ -333,6 +346,8 @@ class ModuleGlobalDispatch(Rule):
                 shown = " ".join(self.ctx.source.segment(call).split())
                 what = f"`{shown}`" if len(shown) <= 80 else what
         inside = " (in a post-import block)" if block is not None else ""
+        if owner is not None:
+            inside = f" (a default argument or decorator of `{owner}`, evaluated once when the `def` runs)"
         if self.summary:
             self.items.append((self._position(call, block), "slot", what + inside))
             return
@@ -343,7 +358,16 @@ class ModuleGlobalDispatch(Rule):
             f"Build a {handle_name(api)} handle in the owning class's `__init__` and store it on `self`"
             + (f" ({needs})" if needs else "")
         )
-        self.report(where, message, migration_fix(self.ctx))
+        self.report(where, message, migration_fix(self.ctx) if owner is None else None)
+
+
+def _def_time_owner(ctx: Context, node: ast.AST) -> str | None:
+    """The name of the function whose default argument or decorator holds ``node`` when that runs at import
+    (the ``def`` itself at module level or in a module-level class body); None otherwise."""
+    scope = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    if scope is None or not ctx.evaluated_at_import(node):
+        return None
+    return getattr(scope, "name", "lambda")
 
 
 def _count(n: int, noun: str) -> str:

@@ -9,7 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.catalog import ANY, NPU, OpRow
 from npu_lint.veomni.layout import find_veomni_root
 from npu_lint.veomni.project import Project, load_project
-from npu_lint.veomni.registry import kernel_spec_row, module_constants, read_registry_tree
+from npu_lint.veomni.registry import read_registry_rows
 
 _MARKERS = ("register_op", "register_kernel", "KernelSpec")
 # the examples' tree (a toy model whose generated NPU file constructs `swiglu_mlp/gated`)
@@ -100,8 +100,7 @@ class NpuRowMissing(Rule):
             project = _project_of(ctx.source.path)
         if project is None or not project.npu_selections:
             return
-        register_rows, _slots, where = read_registry_tree(ctx.tree)
-        spec_where = self._kernel_specs()
+        register_rows, _slots, where, spec_where = read_registry_rows(ctx.tree)
         slot_tree = not register_rows and bool(spec_where)
         if slot_tree:
             local = spec_where
@@ -166,19 +165,44 @@ class NpuRowMissing(Rule):
                     f"({at}): when the ops config picks the NPU implementation of `{op}` there, the lookup "
                     f"raises KeyError; register the variant's NPU row{stray}",
                 )
+        self._npu_impl_coverage(local, table, selected, reported, kind)
 
-    def _kernel_specs(self) -> list[tuple[OpRow, int]]:
-        """(row, line) of every literal ``KernelSpec(...)`` of the module (OpSlot generation)."""
-        if "KernelSpec" not in self.ctx.source.text:
-            return []
-        constants = module_constants(self.ctx.tree)
-        out: list[tuple[OpRow, int]] = []
-        for node in ast.walk(self.ctx.tree):
-            if isinstance(node, ast.Call):
-                row = kernel_spec_row(node, None, constants)
-                if row is not None:
-                    out.append((row, node.lineno))
-        return out
+    def _npu_impl_coverage(
+        self,
+        local: list[tuple[OpRow, int]],
+        table: set[OpRow],
+        selected: dict[tuple[str, str], str],
+        reported: set[tuple[str, str]],
+        kind: str,
+    ) -> None:
+        """An implementation registered only for NPU (the name an NPU ops config selects for the op) that this
+        module registers for some variants of the op but not for one that NPU-targeted code selects."""
+        for op in sorted({row.op for row, _line in local}):
+            by_impl: dict[str, set[str]] = {}
+            for r in table:
+                if r.op == op:
+                    by_impl.setdefault(r.impl, set()).add(r.requirement)
+            npu_impls = sorted(impl for impl, reqs in by_impl.items() if reqs == {NPU})
+            for impl in npu_impls:
+                here = [line for row, line in local if row.op == op and row.impl == impl]
+                if not here:
+                    continue  # another module registers this implementation: reported there
+                covered = sorted({r.variant for r in table if r.op == op and r.impl == impl})
+                for (sel_op, variant), at in sorted(selected.items()):
+                    if sel_op != op or variant in covered or (op, variant) in reported:
+                        continue
+                    reported.add((op, variant))
+                    own = [line for row, line in local if (row.op, row.variant) == (op, variant)]
+                    line = max(own) if own else min(here)
+                    others = sorted({r.impl for r in table if (r.op, r.variant) == (op, variant)})
+                    has = f"its rows: {', '.join(f'`{i}`' for i in others)}" if others else "it has no row"
+                    self.report(
+                        self._statement_at(line),
+                        f"`{impl}`, the `{op}` implementation this tree registers only for NPU, has {kind} rows "
+                        f"for {', '.join(f'`{v}`' for v in covered)} but not for `{variant}` ({has}), which "
+                        f"NPU-targeted code selects ({at}): an ops config choosing `{impl}` makes that lookup "
+                        f"raise KeyError at model build; register `{op}/{variant}` under `{impl}` as well",
+                    )
 
     def _statement_at(self, line: int) -> ast.AST:
         """The top-level statement holding ``line`` (the registration call's statement)."""

@@ -34,7 +34,7 @@ class NpuFallbackNotApplied(Rule):
     name = "npu-fallback-not-applied"
     summary = (
         "An ops-implementation config defines its NPU fallback (a private method named for NPU) but nothing "
-        "calls it, so NPU hosts keep the GPU defaults."
+        "calls it (or calls it after validating), so NPU hosts keep the GPU defaults."
     )
     why = (
         "VeOmni's ops config (`OpsImplementationConfig`) defaults every `<op>_implementation` field to the "
@@ -43,7 +43,8 @@ class NpuFallbackNotApplied(Rule):
         "in `__post_init__`); a mapping method that is defined but never called leaves the GPU names "
         "selected, so validation rejects them or the binder resolves a CUDA-only kernel. The rule reports a "
         "private method whose name mentions NPU, in a class with `*_implementation` fields, that the module "
-        "never references (a call, a `getattr` by name or a stored reference all count)."
+        "never references (a call, a `getattr` by name or a stored reference all count), or calls only after "
+        "the method's call that validates the implementations (`self._validate_...()` / `self._check_...()`)."
     )
     bad = (
         Example(
@@ -69,6 +70,28 @@ class NpuFallbackNotApplied(Rule):
                     pass
             """,
             path="veomni/arguments/toy_arguments.py",
+        ),
+        Example(
+            """
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class ToyKernels:
+                scan_implementation: str = "triton"
+
+                def __post_init__(self):
+                    self._validate_choices()
+                    self._use_npu_names()
+
+                def _use_npu_names(self):
+                    self.scan_implementation = "eager"
+
+                def _validate_choices(self):
+                    pass
+            """,
+            path="veomni/arguments/toy_kernels.py",
+            title="the fallback runs after the validation",
         ),
     )
     good = (
@@ -115,6 +138,7 @@ class NpuFallbackNotApplied(Rule):
             if not name.startswith("_") or name.startswith("__") or "npu" not in name.lower():
                 continue
             if name in used:
+                self._after_validation(node, name)
                 continue
             gpu = sorted({value for _field, value in defaults if value != "eager"})
             shown = ", ".join(f"`{v}`" for v in gpu) or "their non-NPU values"
@@ -124,6 +148,35 @@ class NpuFallbackNotApplied(Rule):
                 f"`*{_SUFFIX}` fields keep their defaults ({shown}); call it from `__post_init__` before the "
                 "implementations are validated",
             )
+
+    def _after_validation(self, cls: ast.ClassDef, fallback: str) -> None:
+        """The fallback is called, but in the same method after the call that validates the implementations:
+        validation sees the GPU defaults on an NPU host and rejects them."""
+        for method in cls.body:
+            if not isinstance(method, ast.FunctionDef):
+                continue
+            order: list[tuple[int, int, str, ast.Call]] = []
+            for sub in ast.walk(method):
+                if (
+                    isinstance(sub, ast.Call)
+                    and isinstance(sub.func, ast.Attribute)
+                    and isinstance(sub.func.value, ast.Name)
+                    and sub.func.value.id == "self"
+                ):
+                    order.append((sub.lineno, sub.col_offset, sub.func.attr, sub))
+            order.sort(key=lambda item: item[:2])
+            names = [name for _l, _c, name, _call in order]
+            if fallback not in names:
+                continue
+            at = names.index(fallback)
+            checks = [name for name in names[:at] if "validat" in name.lower() or "check" in name.lower()]
+            if checks:
+                self.report(
+                    order[at][3],
+                    f"`{cls.name}.{fallback}` (the config's NPU fallback) runs after `self.{checks[0]}()` in "
+                    f"`{method.name}`: on an NPU host the implementations are validated while they still hold "
+                    "the GPU defaults; apply the fallback first",
+                )
 
     def _referenced_names(self) -> set[str]:
         """Every attribute name read, every bare name read, and every string constant of the module (a

@@ -481,7 +481,14 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                 )
             where = arg
             declared = call_arg(handle.call, 1, "variant")
-            if (
+            if flagged[key] == uses[key] and handle.block is not None and declared is not None:
+                # the same, for a handle declared in this spec's post-import block (also when its calls sit in a
+                # function reused from another spec: this file's declaration is what the fix edits)
+                if key in at_declaration:
+                    continue
+                at_declaration.add(key)
+                where = handle.block.position(declared)  # type: ignore[assignment]
+            elif (
                 fix is not None
                 and handle.block is None
                 and declared is not None

@@ -248,11 +248,33 @@ class RmsNormKernelVariant(Rule):
                 if isinstance(node, ast.Attribute) or dotted is None
                 else dotted.split(".")[-1]
             )
+            at, through = self._kernel_named_by_factory(node, variant)
             self.report(
-                node,
-                f'the `rms_norm` variant "{variant}" (which {_WHAT[want]}) is bound to `{name}`, which {_WHAT[got]}',
+                at,
+                f'the `rms_norm` variant "{variant}" (which {_WHAT[want]}) is bound to `{name}`, which {_WHAT[got]}'
+                + through,
             )
         self._registered_elsewhere(variants)
+
+    def _kernel_named_by_factory(self, node: ast.expr, variant: str) -> tuple[ast.AST, str]:
+        """Where the mismatch is written: a factory of this file named for the row's variant
+        (``_npu_standard_rms_norm_factory`` for "standard") was written for it, so the kernel it returns is the
+        odd one (reported at that ``return``); otherwise the row's own argument."""
+        if not isinstance(node, ast.Name) or variant.lower() not in node.id.lower():
+            return node, ""
+        factory = next(
+            (s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name == node.id), None
+        )
+        returns = (
+            [r for r in ast.walk(factory) if isinstance(r, ast.Return) and r.value is not None]
+            if factory
+            else []
+        )
+        if not returns:
+            return node, ""
+        return returns[
+            -1
+        ].value, f" (returned by `{node.id}`, registered for that variant at line {node.lineno})"
 
     def _registered_elsewhere(self, here: set[str]) -> None:
         """This kernel module's functions as the package's registering modules bind them."""

@@ -202,11 +202,37 @@ class VendorKernelImport(Rule):
             if kernel is not None:
                 entries.append((alias.name, kernel))
                 bound.append(alias.asname or alias.name)
+        if entries and self._guarded_reimport(node, module):
+            return
         if entries:
             text = self.ctx.source.segment(node)
             self._pending(
                 node, node, tuple(bound), self._message(text, entries, node, module if node.level else "")
             )
+
+    def _guarded_reimport(self, node: ast.ImportFrom, module: str) -> bool:
+        """A function-local import, under an availability test or ``try/except ImportError``, of names the
+        module already imports from the same vendor module at module level (reported there): it adds no
+        dependency of its own and cannot fail where the module-level one does not."""
+        if self.ctx.function is None:
+            return False
+        guard = _guard(self.ctx, node)
+        if "under `if" not in guard and "try:" not in guard:
+            return False
+        names = {a.name for a in node.names}
+        top: set[str] = set()
+        stack: list[ast.stmt] = list(self.ctx.tree.body)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, ast.ImportFrom) and from_module(self.ctx.source.path, stmt) == module:
+                top.update(a.name for a in stmt.names)
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                stack.extend(stmt.body)
+                stack.extend(getattr(stmt, "orelse", []))
+                stack.extend(getattr(stmt, "finalbody", []))
+                for handler in getattr(stmt, "handlers", []):
+                    stack.extend(handler.body)
+        return names <= top
 
     def _message(
         self, text: str, entries: list[tuple[str, vendor_map.VendorKernel]], node: ast.AST, resolved: str = ""

@@ -1,0 +1,172 @@
+"""NPU212 npu-fallback-incomplete."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.dispatch.npu210_npu_fallback_not_applied import _impl_defaults
+from npu_lint.rules.dispatch.npu211_npu_required_table import _field_tables
+
+_ALWAYS_ALLOWED = "eager"  # the ops config accepts eager on every host without listing it
+
+
+def _is_allowed_table(name: str, table: ast.Dict) -> bool:
+    """An NPU table of implementation sets (``"x_implementation": frozenset({...})``), not the required one."""
+    low = name.lower()
+    if "npu" not in low or "requir" in low:
+        return False
+    return all(not (isinstance(v, ast.Constant) and isinstance(v.value, str)) for v in table.values)
+
+
+def _is_fallback_table(name: str, table: ast.Dict) -> bool:
+    """An NPU table of single implementation names (``"x_implementation": "npu"``)."""
+    return "npu" in name.lower() and all(
+        isinstance(v, ast.Constant) and isinstance(v.value, str) for v in table.values
+    )
+
+
+class NpuFallbackIncomplete(Rule):
+    code = "NPU212"
+    name = "npu-fallback-incomplete"
+    summary = (
+        "The ops config's NPU default table leaves out a field whose GPU default the NPU allow-list rejects "
+        "(or maps a field to a value the allow-list rejects)."
+    )
+    why = (
+        "VeOmni's ops config keeps GPU-optimal defaults (`moe_implementation='fused_triton'`, "
+        "`rms_norm_implementation='liger_kernel'`, ...) and, on an Ascend host, first swaps every field still "
+        "at its default for the NPU value of a fallback table, then validates each field against an NPU "
+        "allow-list (eager is always accepted). Every field whose dataclass default is not on the allow-list "
+        "therefore needs a fallback entry, and every fallback value must itself be allowed: otherwise an NPU "
+        "run with a default ops config is rejected at config parse, or binds a CUDA-only kernel. The rule "
+        "reads the three tables of the module itself (the dataclass's `<op>_implementation` defaults, the "
+        "module-level dicts named for NPU that map each field to a set of implementations, and to one "
+        "implementation), so the message names this tree's fields and values."
+    )
+    bad = (
+        Example(
+            """
+            from dataclasses import dataclass, field
+
+            _NPU_OK = {
+                "norm_implementation": frozenset({"npu"}),
+                "experts_implementation": frozenset({"fused_npu"}),
+            }
+            _NPU_DEFAULTS = {
+                "norm_implementation": "npu",
+            }
+
+
+            @dataclass
+            class KernelChoices:
+                norm_implementation: str = "liger_kernel"
+                experts_implementation: str = field(default="fused_triton")
+            """,
+            path="veomni/arguments/toy_choices.py",
+            title="the experts default (a Triton kernel) is neither allowed on NPU nor swapped for an NPU one",
+        ),
+        Example(
+            """
+            from dataclasses import dataclass
+
+            NPU_SUPPORTED_IMPLS = {"rope_implementation": ("npu",), "loss_implementation": ("chunk_loss",)}
+            NPU_FALLBACK_IMPLS = {"rope_implementation": "npu", "loss_implementation": "liger_kernel"}
+
+
+            @dataclass
+            class Ops:
+                rope_implementation: str = "liger_kernel"
+                loss_implementation: str = "liger_kernel"
+            """,
+            path="veomni/arguments/toy_ops.py",
+            title="the fallback value itself is not allowed on NPU",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from dataclasses import dataclass, field
+
+            _NPU_OK = {
+                "norm_implementation": frozenset({"npu"}),
+                "experts_implementation": frozenset({"fused_npu"}),
+                "mlp_implementation": frozenset(),
+            }
+            _NPU_DEFAULTS = {
+                "norm_implementation": "npu",
+                "experts_implementation": "fused_npu",
+                "mlp_implementation": "eager",
+            }
+
+
+            @dataclass
+            class KernelChoices:
+                norm_implementation: str = "liger_kernel"
+                experts_implementation: str = field(default="fused_triton")
+                mlp_implementation: str = "liger_kernel"
+                vision_rope_implementation: str = "eager"
+            """,
+            path="veomni/arguments/toy_choices.py",
+        ),
+    )
+    fix_safety = "No fix: choose the NPU value of the field by hand."
+    requires = ("_implementation", ("NPU", "Npu", "npu"))
+    node_types = (ast.Module,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Module)
+        tables = _field_tables(node)
+        allowed = [t for t in tables if _is_allowed_table(t[0], t[2])]
+        fallback = [t for t in tables if _is_fallback_table(t[0], t[2])]
+        if len(allowed) != 1 or len(fallback) != 1:
+            return
+        allowed_name, _a_stmt, _a_dict, allow = allowed[0]
+        fb_name, fb_stmt, fb_dict, fb = fallback[0]
+        defaults: dict[str, str] = {}
+        for stmt in ast.walk(node):
+            if isinstance(stmt, ast.ClassDef):
+                for field, value in _impl_defaults(stmt):
+                    defaults.setdefault(field, value)
+        if not defaults:
+            return
+        # a fallback value the allow-list rejects: reported on the entry itself
+        for key, value in zip(fb_dict.keys, fb_dict.values, strict=False):
+            field = key.value if isinstance(key, ast.Constant) else None
+            if not isinstance(field, str) or field not in allow:
+                continue
+            bad = sorted(v for v in fb.get(field, set()) if v != _ALWAYS_ALLOWED and v not in allow[field])
+            if bad:
+                self.report(
+                    value,
+                    f'`{fb_name}` maps `{field}` to "{bad[0]}" on NPU, but `{allowed_name}` allows only '
+                    f"{self._shown(allow[field])} there: an NPU run with the default ops config is rejected at "
+                    "validation",
+                )
+        missing = [
+            (field, default)
+            for field, default in defaults.items()
+            if field in allow
+            and default != _ALWAYS_ALLOWED
+            and default not in allow[field]
+            and field not in fb
+        ]
+        if not missing:
+            return
+        at: ast.AST = fb_dict.values[-1] if fb_dict.values else fb_stmt
+        shown = ", ".join(f'`{field}` (default "{default}")' for field, default in missing)
+        self.report(
+            at,
+            f"`{fb_name}` has no NPU value for {shown}, whose GPU default `{allowed_name}` does not allow on "
+            "NPU: on an Ascend host the default stays, so a default ops config is rejected at validation (or "
+            "binds a CUDA-only kernel); add the field's NPU (or eager) value",
+        )
+
+    @staticmethod
+    def _shown(values: set[str]) -> str:
+        listed = ", ".join(f'"{v}"' for v in sorted(values))
+        return f"{listed} (and eager)" if listed else "eager"

@@ -1,0 +1,145 @@
+"""NPU430 rmsnorm-weight-variant."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules._handles import HANDLES, HandleCalls, call_arg, str_value
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import weight_argument
+
+_UNWEIGHTED = "unweighted"
+
+
+def _is_none(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+class RmsNormWeightVariant(Rule):
+    code = "NPU430"
+    name = "rmsnorm-weight-variant"
+    summary = (
+        "An RMSNorm dispatch handle of a weighted variant (`standard`, offset) is called without a weight "
+        "(`None`), or the `unweighted` variant is given one."
+    )
+    why = (
+        "The RMSNorm op has one registry row per weight contract: `standard` multiplies by the weight, the "
+        "offset variants by `1 + weight`, and `unweighted` (DeepSeek-V4's `q_b_norm`/`input_norm`, norms built "
+        "without a parameter) applies none. A weighted variant's NPU kernel (`torch_npu.npu_rms_norm`) needs a "
+        "gamma tensor, so a handle declared with a weighted variant and called with `weight=None` fails on "
+        "Ascend (or silently picks another path) while eager works; the reverse drops a trained weight. The "
+        "handle's declaration (module-level slot, post-import block, `self.<attr>` handle, or a local) and "
+        "its calls are read from the file itself; the finding sits on the declaration when this file holds it."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_plain_norm = OpSlot("rms_norm", "standard")
+
+
+            class ToyPlainNorm(torch.nn.Module):
+                def __init__(self, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+
+                def forward(self, x):
+                    if veomni_plain_norm.use_non_eager_impl:
+                        return veomni_plain_norm(x, None, self.eps)
+                    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype)
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py",
+            title="a parameter-free norm dispatched through the weighted `standard` row",
+        ),
+        Example(
+            """
+            import torch
+            from veomni.ops import VeomniOp
+
+
+            class ToyNorm(torch.nn.Module):
+                def __init__(self, dim, impl, eps=1e-6):
+                    super().__init__()
+                    self.weight = torch.nn.Parameter(torch.ones(dim))
+                    self.eps = eps
+                    self.kernel = VeomniOp("rms_norm", "unweighted", impl)
+
+                def forward(self, x):
+                    return self.kernel(x, weight=self.weight, eps=self.eps)
+            """,
+            path="veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_npu.py",
+            title="a trained weight handed to the `unweighted` row",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_plain_norm = OpSlot("rms_norm", "unweighted")
+            veomni_norm = OpSlot("rms_norm", "standard")
+
+
+            class ToyPlainNorm(torch.nn.Module):
+                def forward(self, x):
+                    return veomni_plain_norm(x, None, 1e-6)
+
+
+            class ToyNorm(torch.nn.Module):
+                def forward(self, x):
+                    return veomni_norm(x, self.weight, 1e-6)
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py",
+        ),
+    )
+    fix_safety = "No fix: which of the variant and the call is wrong has to be decided by hand."
+    requires = ("rms_norm", tuple(sorted(HANDLES)))
+    node_types = (ast.Assign, ast.Call)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.calls = HandleCalls(ctx, frozenset({"rms_norm"}))
+
+    def visit(self, node: ast.AST) -> None:
+        self.calls.visit(node)
+
+    def finish(self) -> None:
+        reported: set[int] = set()
+        for call, handle, _func in self.calls.resolved():
+            variant = handle.raw_variant
+            if variant is None or id(handle.call) in reported:
+                continue
+            weight = weight_argument(call)
+            if weight is None and len(call.args) < 2:
+                continue  # the weight is not passed positionally or by name here: nothing to compare
+            unweighted = variant == _UNWEIGHTED
+            if unweighted == (weight is None or _is_none(weight)):
+                continue
+            reported.add(id(handle.call))
+            name = self.ctx.source.segment(call.func)
+            op = (
+                str_value(call_arg(handle.call, 0, "op_name" if handle.kind == "OpSlot" else "op"))
+                or "rms_norm"
+            )
+            declared = f'`{handle.kind}("{op}", "{variant}")`'
+            line = call.lineno
+            if unweighted:
+                message = (
+                    f"`{name}` is declared as {declared}, the variant without a weight, but line {line} passes it "
+                    f"`{self.ctx.source.segment(weight)}`: the kernel ignores the trained weight; declare the "
+                    "weighted variant the norm's eager path uses"
+                )
+            else:
+                message = (
+                    f"`{name}` is declared as {declared}, which multiplies by a weight, but line {line} calls it "
+                    f"with no weight (`None`): the weighted NPU kernel needs a gamma tensor, so this norm fails "
+                    f'on Ascend (or takes another path than eager); declare it as the "{_UNWEIGHTED}" variant'
+                )
+            self.report(self.calls.where(handle), message)

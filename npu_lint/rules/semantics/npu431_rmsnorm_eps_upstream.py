@@ -1,0 +1,270 @@
+"""NPU431 rmsnorm-eps-upstream."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.upstream import file_source_module, last_name, upstream_class_method
+
+_EPS_PARAMS = ("eps", "epsilon", "variance_epsilon", "norm_eps")
+
+
+def _norm_class(name: str | None) -> bool:
+    return bool(name) and "rmsnorm" in name.lower()  # type: ignore[union-attr]
+
+
+def _eps_default(init: ast.FunctionDef | None) -> ast.expr | None:
+    """The default of the ``eps`` parameter of a norm's ``__init__``."""
+    if init is None:
+        return None
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False):
+        if arg.arg in _EPS_PARAMS:
+            return default
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
+        if arg.arg in _EPS_PARAMS and default is not None:
+            return default
+    return None
+
+
+def _eps_position(init: ast.FunctionDef | None) -> int | None:
+    """The positional index (self excluded) of the ``eps`` parameter of a norm's ``__init__``."""
+    if init is None:
+        return None
+    names = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
+    return next((i for i, n in enumerate(names) if n in _EPS_PARAMS), None)
+
+
+def _number(node: ast.expr | None) -> float | None:
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _meaning(node: ast.expr | None, default: ast.expr | None) -> tuple[str, object] | None:
+    """What an eps argument means: ("num", value), ("field", config attribute) or ("expr", text); the
+    class default when the argument is absent; None when unknown."""
+    if node is None:
+        if default is None:
+            return None
+        node = default
+    value = _number(node)
+    if value is not None:
+        return ("num", value)
+    if isinstance(node, ast.Attribute):
+        return ("field", node.attr)
+    if isinstance(node, ast.Call) and last_name(node.func) == "getattr" and len(node.args) >= 2:
+        key = node.args[1]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return ("field", key.value)
+    return ("expr", ast.unparse(node))
+
+
+def _shown(node: ast.expr | None, default: ast.expr | None) -> str:
+    if node is not None:
+        return f"`{ast.unparse(node)}`"
+    return f"the class default ({ast.unparse(default)})" if default is not None else "the class default"
+
+
+def _norm_builds(init: ast.FunctionDef) -> dict[str, ast.Call]:
+    """``self.<attr> = <...RMSNorm>(...)`` of an ``__init__`` (the last one per attribute)."""
+    out: dict[str, ast.Call] = {}
+    for node in ast.walk(init):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        if not _norm_class(last_name(node.value.func)):
+            continue
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ):
+                out[target.attr] = node.value
+    return out
+
+
+class RmsNormEpsUpstream(Rule):
+    code = "NPU431"
+    name = "rmsnorm-eps-upstream"
+    summary = (
+        "An RMSNorm is built with another epsilon than upstream's: a patched `__init__` passes a different eps "
+        "(or a config field where upstream relies on the class default), or the norm class's default eps "
+        "differs from upstream's."
+    )
+    why = (
+        "Every RMSNorm of a checkpoint was trained with one epsilon, chosen per norm by the upstream modeling "
+        "code: most read `config.rms_norm_eps`, but some (DeepSeek/GLM MLA `q_a_layernorm`/`kv_a_layernorm`, "
+        "vision towers) rely on the class default (1e-6) or another field. A VeOmni spec or generated copy "
+        "that rebuilds a norm with another eps, or changes the norm class's default that such norms rely on, "
+        "normalises differently from the checkpoint on every device, silently (GPU and NPU generated modules "
+        "then disagree with the reference too). The patched `__init__` (a spec's override, a generated or "
+        "in-tree copy) is compared norm by norm with the upstream transformers `__init__` of the same class, and "
+        "each norm class's default eps with the upstream class's."
+    )
+    bad = (
+        Example(
+            """
+            from transformers.models.llama.modeling_llama import LlamaRMSNorm
+            from veomni.patchgen import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaDecoderLayer.__init__")
+            def llama_decoder_layer_init_patched(self, config, layer_idx):
+                super().__init__()
+                self.hidden_size = config.hidden_size
+                self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=1e-5)
+                self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+            """,
+            path="veomni/models/transformers/llama/llama_gpu_patch_gen_config.py",
+            title="a fixed epsilon where upstream reads the config",
+        ),
+        Example(
+            """
+            # Source: transformers.models.llama.modeling_llama
+            import torch
+            from torch import nn
+
+
+            class LlamaRMSNorm(nn.Module):
+                def __init__(self, hidden_size, eps: float = 1e-5) -> None:
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(hidden_size))
+                    self.variance_epsilon = eps
+            """,
+            path="veomni/models/transformers/llama/generated/patched_modeling_llama_npu.py",
+            title="a generated copy of the norm class with another default epsilon",
+        ),
+    )
+    good = (
+        Example(
+            """
+            # Source: transformers.models.llama.modeling_llama
+            import torch
+            from torch import nn
+
+
+            class LlamaRMSNorm(nn.Module):
+                def __init__(self, hidden_size, eps: float = 1e-6) -> None:
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(hidden_size))
+                    self.variance_epsilon = eps
+            """,
+            path="veomni/models/transformers/llama/generated/patched_modeling_llama_npu.py",
+        ),
+    )
+    fix_safety = "No fix: use upstream's epsilon for the norm by hand."
+    requires = (("RMSNorm", "RmsNorm"), ("eps", "epsilon"), ("transformers.models.", "source_module"))
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        if module is None or not module.startswith("transformers."):
+            return
+        for cls, init in self._inits():
+            norm = _norm_class(cls)
+            if not norm and not _norm_builds(init):
+                continue  # neither a norm class nor an __init__ that builds one: nothing to compare
+            upstream = upstream_class_method(module, cls, "__init__")
+            if not isinstance(upstream, ast.FunctionDef):
+                continue
+            if norm:
+                self._class_default(module, cls, init, upstream)
+            else:
+                self._builds(module, cls, init, upstream)
+
+    def _inits(self) -> list[tuple[str, ast.FunctionDef]]:
+        """(class, __init__) the file holds: class bodies, and spec overrides of ``Cls.__init__``."""
+        out: list[tuple[str, ast.FunctionDef]] = []
+        for stmt in self.ctx.tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                init = next(
+                    (s for s in stmt.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+                )
+                if init is not None:
+                    out.append((stmt.name, init))
+            elif isinstance(stmt, ast.FunctionDef):
+                for deco in stmt.decorator_list:
+                    if not (
+                        isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args
+                    ):
+                        continue
+                    target = deco.args[0]
+                    if not (isinstance(target, ast.Constant) and isinstance(target.value, str)):
+                        continue
+                    if deco.func.attr == "modify_init":
+                        out.append((target.value, stmt))
+                    elif deco.func.attr == "override_method" and target.value.endswith(".__init__"):
+                        out.append((target.value.rpartition(".")[0], stmt))
+        return out
+
+    def _class_default(self, module: str, cls: str, init: ast.FunctionDef, upstream: ast.FunctionDef) -> None:
+        mine, theirs = _eps_default(init), _eps_default(upstream)
+        if mine is None or theirs is None:
+            return
+        a, b = _number(mine), _number(theirs)
+        if a is None or b is None or a == b:
+            return
+        self.report(
+            mine,
+            f"`{cls}.__init__` defaults eps to {ast.unparse(mine)}, but upstream `{module}.{cls}` defaults it to "
+            f"{ast.unparse(theirs)}: every norm built without an explicit eps (upstream relies on the default "
+            "for some) now normalises differently from the checkpoint; keep upstream's default",
+        )
+
+    def _builds(self, module: str, cls: str, init: ast.FunctionDef, upstream: ast.FunctionDef) -> None:
+        mine, theirs = _norm_builds(init), _norm_builds(upstream)
+        for attr, call in sorted(mine.items(), key=lambda kv: kv[1].lineno):
+            ref = theirs.get(attr)
+            norm = last_name(call.func)
+            if ref is None or norm is None or last_name(ref.func) != norm:
+                continue
+            norm_init = self._norm_init(module, norm)
+            default = _eps_default(norm_init)
+            position = _eps_position(norm_init)
+            got, want = self._eps_arg(call, position), self._eps_arg(ref, position)
+            m, u = _meaning(got, default), _meaning(want, default)
+            if m is None or u is None or m == u:
+                continue
+            self.report(
+                got if got is not None else call,
+                f"`self.{attr}` is built with eps {_shown(got, default)}, but upstream `{cls}.__init__` ({module}) "
+                f"builds it with {_shown(want, default)}: this norm normalises differently from the checkpoint "
+                "on every device; pass upstream's eps",
+            )
+
+    def _norm_init(self, module: str, norm: str) -> ast.FunctionDef | None:
+        for stmt in self.ctx.tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == norm:
+                found = next(
+                    (s for s in stmt.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+                )
+                if found is not None:
+                    return found
+        found = upstream_class_method(module, norm, "__init__")
+        return found if isinstance(found, ast.FunctionDef) else None
+
+    @staticmethod
+    def _eps_arg(call: ast.Call, position: int | None) -> ast.expr | None:
+        for kw in call.keywords:
+            if kw.arg in _EPS_PARAMS:
+                return kw.value
+        if position is not None and len(call.args) > position:
+            return call.args[position]
+        return None
