@@ -153,6 +153,9 @@ class SpGatherSlicePairing(Rule):
         "function that moves its tensors from sequence shards to head shards (`gather_seq_scatter_heads`) must "
         "move the result back (`gather_heads_scatter_seq`; `async_ulysses_qkv_projection` pairs with "
         "`async_ulysses_output_projection`), unless it returns the moved tensors to its caller. "
+        "A tensor built from the full media grid (learned position embeddings) and added to (or multiplied "
+        "with) the rank-local sequence input of a function that slices its other side tensors must be sliced "
+        "too. "
         "A mask of media positions built for the gathered sequence and read again (outside the SP guards) after "
         "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`). The two halves "
         "of a pair (and the gathers of a fill's sequence and of its media rows) run under the same condition "
@@ -268,6 +271,26 @@ class SpGatherSlicePairing(Rule):
             path="veomni/models/transformers/video_llava/modeling_video_llava.py",
             title="media rows gathered along the hidden dimension",
         ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+            def tower_forward(self, patches, image_grid):
+                patches = self.embed(patches)
+                learned = self.interpolate_positions(image_grid)
+                rope = self.rope_table(image_grid)
+                if get_parallel_state().sp_enabled:
+                    rope = sp_pad_and_slice(rope, dim=0, pad_value=0, pad_scale=4)
+                patches = patches + learned
+                for block in self.blocks:
+                    patches = block(patches, rope)
+                return patches
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+            title="learned position embeddings of the whole grid added to this rank's patches",
+        ),
     )
     good = (
         Example(
@@ -327,6 +350,26 @@ class SpGatherSlicePairing(Rule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a gather for a full-sequence kernel, never filled: nothing to slice back",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+            def tower_forward(self, patches, image_grid):
+                patches = self.embed(patches)
+                learned = self.interpolate_positions(image_grid)
+                rope = self.rope_table(image_grid)
+                if get_parallel_state().sp_enabled:
+                    learned = sp_pad_and_slice(learned, dim=0, pad_value=0, pad_scale=4)
+                    rope = sp_pad_and_slice(rope, dim=0, pad_value=0, pad_scale=4)
+                patches = patches + learned
+                for block in self.blocks:
+                    patches = block(patches, rope)
+                return patches
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
         ),
     )
     fix_safety = "No fix: where the missing gather or slice belongs depends on the data flow."
@@ -405,6 +448,8 @@ class SpGatherSlicePairing(Rule):
         if "scatter_heads" in self.ctx.source.text or "async_ulysses" in self.ctx.source.text:
             self._ulysses(func)
         kinds = {kind for _, kind, _ in self._sp_calls(func)}
+        if kinds & {"slice", "pad_slice"}:
+            self._unsliced_companions(func)
         if not kinds & {"gather", "slice", "pad", "unpad"}:
             return
         self._func = func
@@ -715,6 +760,50 @@ class SpGatherSlicePairing(Rule):
                         break
             names |= more
         return {n for n in names if "mask" in n.lower()}
+
+    def _unsliced_companions(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """In a function that slices tensors to this rank's shard, a tensor built from the full media grid
+        (`self.pos_interp(grid_thw)`) and combined element-wise with the rank-local sequence input must be
+        sliced too, like the rotary tables built from the same grid."""
+        args = [a.arg for a in [*func.args.posonlyargs, *func.args.args] if a.arg not in ("self", "cls")]
+        if not args:
+            return
+        sequence = args[0]
+        grid: dict[str, ast.Assign] = {}
+        for node in _walk(func):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)
+                and self._kind(node.value) is None
+                and any(
+                    isinstance(n, ast.Name) and "grid" in n.id
+                    for a in [*node.value.args, *(k.value for k in node.value.keywords)]
+                    for n in _walk(a)
+                )
+            ):
+                grid.setdefault(node.targets[0].id, node)
+        if not grid:
+            return
+        sliced = {
+            _first_name(call) for call, kind, _ in self._sp_calls(func) if kind in ("slice", "pad_slice")
+        }
+        for node in _walk(func):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult))):
+                continue
+            sides = (node.left, node.right)
+            names = [side.id for side in sides if isinstance(side, ast.Name)]
+            if len(names) != 2 or sequence not in names:
+                continue
+            other = names[1] if names[0] == sequence else names[0]
+            if other in grid and other not in sliced and other != sequence:
+                self.report(
+                    node,
+                    f"`{other}` is built from the full media grid (line {grid[other].lineno}) and combined with "
+                    f"this rank's `{sequence}` without being sliced to the rank's shard, while this function "
+                    "slices its other side tensors: the shapes differ (or the rows misalign) on every SP run",
+                )
 
     def _unsliced_pads(
         self, pads: list[tuple[int, str, ast.Call]], ordered: list[tuple[ast.stmt, bool]]
