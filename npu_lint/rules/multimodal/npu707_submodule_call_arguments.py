@@ -222,8 +222,16 @@ class SubmoduleCallArguments(Rule):
                     splat = any(k.arg is None for k in call.keywords)
                     missing = sorted(wanted - given)
                     if splat and missing:
+                        # `**kwargs` may carry it, unless the value is a local or parameter here (by the
+                        # keyword's name, or the name the upstream call passes: `grid_thw=image_grid_thw`)
                         bound = _bound(func) if bound is None else bound
-                        missing = [m for m in missing if m in bound]
+                        values = {
+                            k.arg: k.value.id
+                            for c in originals
+                            for k in c.keywords
+                            if k.arg and isinstance(k.value, ast.Name)
+                        }
+                        missing = [m for m in missing if m in bound or values.get(m) in bound]
                     if not missing:
                         continue
                     self.report(

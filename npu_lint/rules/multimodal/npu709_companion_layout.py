@@ -161,7 +161,7 @@ class CompanionLayout(Rule):
                     break
                 steps = _rebindings(node, root, call.lineno)
                 methods = [m for _, ms in steps for m in ms] + inline
-                at: ast.AST = steps[-1][0] if steps and not inline else elt
+                at: ast.AST = steps[-1][0] if steps else elt
                 layouts.append((root, methods, at))
             else:
                 self._compare(call, layouts)
