@@ -292,3 +292,26 @@ def test_npu503_text_type_returns_the_multimodal_wrapper(tmp_path: Path) -> None
     assert "`qwen3_vl_text`" in found[0]["message"] and "`qwen3_vl`" in found[0]["message"]
     (pkg / "__init__.py").write_text(INIT.replace("TEXT_CLASS", "Qwen3VLForCausalLM").lstrip("\n"))
     assert [d for d in _npu503(tmp_path) if "whose config is of model type" in d["message"]] == []
+
+
+# -- NPU710: a trainer path under a model-type guard exists on each named type's model ----------------------------
+
+TRAINER = """
+def unfreeze_deepstack(self, cfg):
+    if cfg.model_type == TYPE:
+        for module in self.base.model.thinker.visual.merger_list:
+            module.requires_grad_(True)
+"""
+
+
+def test_npu710_path_of_one_model_under_another_type() -> None:
+    bad = TRAINER.replace("TYPE", '"qwen2_5_omni"')
+    assert _lines(bad, "NPU710", "veomni/trainer/omni_trainer.py") == [3]
+    good = TRAINER.replace("TYPE", '"qwen3_omni_moe"')
+    assert _lines(good, "NPU710", "veomni/trainer/omni_trainer.py") == []
+
+
+def test_npu710_only_in_trainers() -> None:
+    bad = TRAINER.replace("TYPE", '"qwen2_5_omni"')
+    assert _lines(bad, "NPU710", "veomni/trainer/omni_trainer.py") == [3]
+    assert _lines(bad, "NPU710", "veomni/utils/helper.py") == []
