@@ -36,6 +36,20 @@ def _self_calls(func: ast.AST) -> dict[str, list[ast.Call]]:
     return out
 
 
+def _dict_literal(func: ast.FunctionDef, name: str) -> ast.Dict | None:
+    """The dict literal a local is bound to, when it is bound once, to one (`extra = {"a": a}`)."""
+    found: list[ast.AST] = []
+    for node in _walk(func):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            found.append(node)
+    if len(found) != 1:
+        return None
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and any(t is found[0] for t in node.targets):
+            return node.value if isinstance(node.value, ast.Dict) else None
+    return None
+
+
 def _none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -174,6 +188,22 @@ class SubmoduleCallArguments(Rule):
             path="veomni/models/transformers/qwen3_vl_moe/qwen3_vl_moe_gpu_patch_gen_config.py",
             title="dropped generation cache; a keyword carried by `**kwargs`",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen3VLModel.forward")
+            def vl_forward(self, input_ids=None, inputs_embeds=None, **kwargs):
+                visual_pos_masks, deepstack = self.media(input_ids)
+                extra = {"visual_pos_masks": visual_pos_masks, "deepstack_visual_embeds": deepstack}
+                return self.language_model(inputs_embeds=inputs_embeds, **extra, **kwargs)
+            """,
+            path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
+            title="handed on through a dict of keywords",
+        ),
     )
     fix_safety = "No fix: the value to pass depends on how the patched method prepares its inputs."
 
@@ -219,7 +249,25 @@ class SubmoduleCallArguments(Rule):
                     if len(call.args) > positional or any(isinstance(a, ast.Starred) for a in call.args):
                         continue  # the keyword may be passed by position
                     given = {k.arg for k in call.keywords if k.arg}
-                    splat = any(k.arg is None for k in call.keywords)
+                    splat = False
+                    opaque = False
+                    own_kwargs = func.args.kwarg.arg if func.args.kwarg is not None else None
+                    for k in call.keywords:
+                        if k.arg is not None:
+                            continue
+                        value = k.value
+                        if isinstance(value, ast.Name) and value.id != own_kwargs:
+                            value = _dict_literal(func, value.id) or value
+                        if isinstance(value, ast.Dict) and all(
+                            isinstance(key, ast.Constant) and isinstance(key.value, str) for key in value.keys
+                        ):
+                            given.update(key.value for key in value.keys)  # type: ignore[union-attr]
+                        elif isinstance(value, ast.Name) and value.id == own_kwargs:
+                            splat = True
+                        else:
+                            opaque = True  # a mapping built elsewhere may carry any keyword
+                    if opaque:
+                        continue
                     missing = sorted(wanted - given)
                     if splat and missing:
                         # `**kwargs` may carry it, unless the value is a local or parameter here (by the
@@ -234,8 +282,10 @@ class SubmoduleCallArguments(Rule):
                         missing = [m for m in missing if m in bound or values.get(m) in bound]
                     if not missing:
                         continue
+                    last = [*call.args, *(k.value for k in call.keywords)]
+                    at = max(last, key=lambda n: (n.lineno, n.col_offset)) if last else call.func
                     self.report(
-                        call.func,
+                        at,
                         f"`{cls}.{method}` calls `self.{attr}(...)` without "
                         f"{', '.join(f'`{m}=`' for m in missing)}, which the upstream `{cls}.{method}` passes: "
                         f"`self.{attr}` falls back to its default for {'it' if len(missing) == 1 else 'them'}",
