@@ -8,7 +8,12 @@ import re
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 
-_REBOUND = re.compile(r"\b(\w+) = \1(?:\[|\.narrow\()")
+_REBOUND = re.compile(r"^[ \t]*(\w+) = (\w+)(?:\[|\.narrow\()", re.MULTILINE)
+
+
+def _rebinds_itself(text: str) -> bool:
+    """A line `x = x[...` / `x = x.narrow(` (anchored at the line start: no backtracking over every word)."""
+    return any(m.group(1) == m.group(2) for m in _REBOUND.finditer(text))
 
 
 def _bound_names(node: ast.AST) -> set[str]:
@@ -138,7 +143,7 @@ class WindowBoundsAfterSlice(Rule):
         "No fix: move the read before the slice (or keep the full tensor under another name) by hand."
     )
 
-    requires = (_REBOUND.search,)
+    requires = (_rebinds_itself,)
 
     @classmethod
     def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]

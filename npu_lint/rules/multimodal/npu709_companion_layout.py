@@ -137,34 +137,35 @@ class CompanionLayout(Rule):
     fix_safety = "No fix: which layout is the intended one is for the author to say."
 
     requires = ("stack(", ("transpose", "permute", "swapaxes", "movedim"))
-    node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
+    node_types = (ast.Call,)
 
     @classmethod
     def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
         return not ctx.source.kind.test
 
-    def visit(self, node: ast.AST) -> None:
-        for call in _own_nodes(node):
-            if not (
-                isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Attribute)
-                and call.func.attr in _STACKS
-                and call.args
-                and isinstance(call.args[0], (ast.List, ast.Tuple))
-                and len(call.args[0].elts) >= 2
-            ):
-                continue
-            layouts: list[tuple[str, list[str], ast.AST]] = []
-            for elt in call.args[0].elts:
-                root, inline = _chain(elt)
-                if root is None:
-                    break
-                steps = _rebindings(node, root, call.lineno)
-                methods = [m for _, ms in steps for m in ms] + inline
-                at: ast.AST = steps[-1][0] if steps else elt
-                layouts.append((root, methods, at))
-            else:
-                self._compare(call, layouts)
+    def visit(self, call: ast.AST) -> None:
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in _STACKS
+            and call.args
+            and isinstance(call.args[0], (ast.List, ast.Tuple))
+            and len(call.args[0].elts) >= 2
+        ):
+            return
+        func = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        if func is None:
+            return
+        layouts: list[tuple[str, list[str], ast.AST]] = []
+        for elt in call.args[0].elts:
+            root, inline = _chain(elt)
+            if root is None:
+                return
+            steps = _rebindings(func, root, call.lineno)
+            methods = [m for _, ms in steps for m in ms] + inline
+            at: ast.AST = steps[-1][0] if steps else elt
+            layouts.append((root, methods, at))
+        self._compare(call, layouts)
 
     def _compare(self, call: ast.Call, layouts: list[tuple[str, list[str], ast.AST]]) -> None:
         if len({name for name, _, _ in layouts}) != len(layouts):
