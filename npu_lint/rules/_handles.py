@@ -826,3 +826,50 @@ class HandleCalls:
     def where(self, handle: Handle) -> ast.AST | tuple[int, int, int, int]:
         """The handle's declaration (in a post-import block: its position in the file)."""
         return handle.block.position(handle.call) if handle.block is not None else handle.call
+
+
+# -- GPU/NPU generated siblings --------------------------------------------------------------------------
+
+_SIBLING_DEF = re.compile(r"^(?:class (\w+)|    (?:async )?def (\w+)\(|(?:async )?def (\w+)\()", re.M)
+
+
+def _sibling_defs(text: str) -> list[tuple[str | None, str]]:
+    """Top-level classes and functions and the methods of top-level classes, in order: (class or None, name)."""
+    out: list[tuple[str | None, str]] = []
+    cls: str | None = None
+    for match in _SIBLING_DEF.finditer(text):
+        if match.group(1):
+            cls = match.group(1)
+            out.append((None, cls))
+        elif match.group(2):
+            if cls is not None:
+                out.append((cls, match.group(2)))
+        else:
+            cls = None
+            out.append((None, match.group(3)))
+    return out
+
+
+def gpu_sibling_only(path: str, text: str) -> list[tuple[str | None, str, str | None]]:
+    """What an NPU generated module (``generated/..._npu.py``) lacks of its GPU sibling (``..._gpu.py``): each
+    class, function or method the GPU one defines and this one does not, as (class or None, name, the nearest
+    definition before it in the GPU module that this one has, or None). Read as text (lines that start a
+    definition), not parsed; empty for any other file or without a sibling."""
+    norm = path.replace("\\", "/")
+    if not norm.endswith("_npu.py") or "/generated/" not in norm:
+        return []
+    from npu_lint.core.safeio import read_text
+
+    try:
+        other = read_text(norm[: -len("_npu.py")] + "_gpu.py")
+    except (OSError, ValueError):
+        return []
+    mine = set(_sibling_defs(text))
+    out: list[tuple[str | None, str, str | None]] = []
+    last: dict[str | None, str] = {}
+    for owner, name in _sibling_defs(other):
+        if (owner, name) in mine:
+            last[owner] = name
+        elif owner is None or (None, owner) in mine:  # a missing class is reported once, not per method
+            out.append((owner, name, last.get(owner)))
+    return out

@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
-from npu_lint.rules._handles import method_name
+from npu_lint.rules._handles import gpu_sibling_only, method_name
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span, params_of, passed_on
 from npu_lint.veomni.constants import tree_constant
@@ -253,6 +253,9 @@ class PositionIdFunction(WrapperRule):
         "`masked_fill(...)`) must give each "
         "modality its own code, the one transformers' processors write (`ProcessorMixin.create_mm_token_type_ids`, "
         "read from the installed source): the index walks a run of code k with that modality's grid."
+        " An NPU generated module must keep every position-id method its GPU sibling defines (a wrapper's "
+        "`get_position_id_func` that delegates to the thinker): the trainer asks the top-level model for it, and "
+        "on NPU it would find none, or an inherited one with other rules."
     )
     bad = (
         Example(
@@ -431,6 +434,8 @@ class PositionIdFunction(WrapperRule):
             "] = " in ctx.source.text or "where(" in ctx.source.text or "masked_fill" in ctx.source.text
         ):
             self._type_codes()
+        if ctx.source.kind.generated and ctx.source.path.endswith("_npu.py"):
+            self._sibling_dropped()
         if "get_position_id_func" not in ctx.source.text:
             return
         for patched in patched_methods(
@@ -788,6 +793,26 @@ class PositionIdFunction(WrapperRule):
                 f"the position-id function copies the config but never maps "
                 f"{', '.join(f'`{m}_token_id`' for m in missing)} to the data transform's placeholders "
                 f"({', '.join(f'`{m.upper()}_INPUT_INDEX`' for m in missing)}): media tokens get text positions",
+            )
+
+    def _sibling_dropped(self) -> None:
+        """Position-id methods the GPU generated sibling defines on a class and this NPU module does not."""
+        classes = {n.name: n for n in self.ctx.tree.body if isinstance(n, ast.ClassDef)}
+        for owner, name, before in gpu_sibling_only(self.ctx.source.path, self.ctx.source.text):
+            if owner is None or owner not in classes or not _position_methods({name}):
+                continue
+            node = classes[owner]
+            prev = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == before), None)
+            if prev is not None and prev.end_lineno is not None:
+                line = prev.end_lineno + 1
+                at: ast.AST | tuple[int, int, int, int] = (line, 0, line, 0)
+            else:
+                at = (node.lineno, 0, node.lineno, 6 + len(node.name))
+            self.report(
+                at,
+                f"`{owner}.{name}` is defined by the GPU generated module and not by this NPU one: on NPU "
+                f"`{owner}` falls back to an inherited `{name}` (or has none), so the data pipeline builds "
+                "other position ids than on GPU",
             )
 
     def _borrowed(self, patched: PatchedMethod) -> None:

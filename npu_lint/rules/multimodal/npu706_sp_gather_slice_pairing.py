@@ -153,6 +153,11 @@ class SpGatherSlicePairing(Rule):
         "function that moves its tensors from sequence shards to head shards (`gather_seq_scatter_heads`) must "
         "move the result back (`gather_heads_scatter_seq`; `async_ulysses_qkv_projection` pairs with "
         "`async_ulysses_output_projection`), unless it returns the moved tensors to its caller. "
+        "A function that gathers the embedded sequence must build its media masks from gathered ids (before its "
+        "slice-back), not from the `input_ids` shard it receives. "
+        "A tensor built from the full media grid (learned position embeddings) and added to (or multiplied "
+        "with) the rank-local sequence input of a function that slices its other side tensors must be sliced "
+        "too. "
         "A mask of media positions built for the gathered sequence and read again (outside the SP guards) after "
         "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`). The two halves "
         "of a pair (and the gathers of a fill's sequence and of its media rows) run under the same condition "
@@ -268,6 +273,48 @@ class SpGatherSlicePairing(Rule):
             path="veomni/models/transformers/video_llava/modeling_video_llava.py",
             title="media rows gathered along the hidden dimension",
         ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+            def tower_forward(self, patches, image_grid):
+                patches = self.embed(patches)
+                learned = self.interpolate_positions(image_grid)
+                rope = self.rope_table(image_grid)
+                if get_parallel_state().sp_enabled:
+                    rope = sp_pad_and_slice(rope, dim=0, pad_value=0, pad_scale=4)
+                patches = patches + learned
+                for block in self.blocks:
+                    patches = block(patches, rope)
+                return patches
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+            title="learned position embeddings of the whole grid added to this rank's patches",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+            def fill_audio(self, input_ids, inputs_embeds, input_features):
+                audio_mask = (input_ids == self.config.audio_token_id).unsqueeze(-1)
+                sp = get_parallel_state()
+                if sp.sp_enabled:
+                    inputs_embeds = gather_outputs(inputs_embeds, gather_dim=1, group=sp.sp_group)
+                feats = self.audio_tower(input_features)
+                if sp.sp_enabled:
+                    feats = gather_outputs(feats, gather_dim=0, group=sp.sp_group)
+                inputs_embeds = inputs_embeds.masked_scatter(audio_mask, feats)
+                if sp.sp_enabled:
+                    inputs_embeds = slice_input_tensor(inputs_embeds, dim=1, group=sp.sp_group)
+                return inputs_embeds
+            """,
+            path="veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py",
+            title="the audio mask comes from this rank's ids, the sequence it fills is gathered",
+        ),
     )
     good = (
         Example(
@@ -279,6 +326,7 @@ class SpGatherSlicePairing(Rule):
             def fill_media(self, input_ids, inputs_embeds, pixel_values):
                 state = get_parallel_state()
                 if state.sp_enabled:
+                    input_ids = gather_outputs(input_ids, gather_dim=1, group=state.sp_group)
                     inputs_embeds = gather_outputs(inputs_embeds, gather_dim=1, group=state.sp_group)
                 if pixel_values is not None:
                     image_feats = self.vision_tower(pixel_values)
@@ -327,6 +375,53 @@ class SpGatherSlicePairing(Rule):
             """,
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="a gather for a full-sequence kernel, never filled: nothing to slice back",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import sp_pad_and_slice
+
+
+            def tower_forward(self, patches, image_grid):
+                patches = self.embed(patches)
+                learned = self.interpolate_positions(image_grid)
+                rope = self.rope_table(image_grid)
+                if get_parallel_state().sp_enabled:
+                    learned = sp_pad_and_slice(learned, dim=0, pad_value=0, pad_scale=4)
+                    rope = sp_pad_and_slice(rope, dim=0, pad_value=0, pad_scale=4)
+                patches = patches + learned
+                for block in self.blocks:
+                    patches = block(patches, rope)
+                return patches
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+            def fill_audio(self, input_ids, inputs_embeds, input_features):
+                sp = get_parallel_state()
+                full_ids = input_ids
+                if sp.sp_enabled:
+                    parts = [torch.empty_like(input_ids) for _ in range(sp.sp_size)]
+                    dist.all_gather(parts, input_ids, group=sp.sp_group)
+                    full_ids = torch.cat(parts, dim=1)
+                    inputs_embeds = gather_outputs(inputs_embeds, gather_dim=1, group=sp.sp_group)
+                audio_mask = (full_ids == self.config.audio_token_id).unsqueeze(-1)
+                feats = self.audio_tower(input_features)
+                if sp.sp_enabled:
+                    feats = gather_outputs(feats, gather_dim=0, group=sp.sp_group)
+                inputs_embeds = inputs_embeds.masked_scatter(audio_mask, feats)
+                if sp.sp_enabled:
+                    inputs_embeds = slice_input_tensor(inputs_embeds, dim=1, group=sp.sp_group)
+                return inputs_embeds
+            """,
+            path="veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py",
         ),
     )
     fix_safety = "No fix: where the missing gather or slice belongs depends on the data flow."
@@ -405,6 +500,10 @@ class SpGatherSlicePairing(Rule):
         if "scatter_heads" in self.ctx.source.text or "async_ulysses" in self.ctx.source.text:
             self._ulysses(func)
         kinds = {kind for _, kind, _ in self._sp_calls(func)}
+        if kinds & {"slice", "pad_slice"}:
+            self._unsliced_companions(func)
+        if "gather" in kinds and "input_ids" in self.ctx.source.text:
+            self._local_id_masks(func)
         if not kinds & {"gather", "slice", "pad", "unpad"}:
             return
         self._func = func
@@ -715,6 +814,111 @@ class SpGatherSlicePairing(Rule):
                         break
             names |= more
         return {n for n in names if "mask" in n.lower()}
+
+    def _local_id_masks(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function that gathers the embedded sequence (`gather_outputs(inputs_embeds, gather_dim=1)`) must
+        build its media masks from the gathered ids too: the `input_ids` it receives are this rank's shard."""
+        calls = self._sp_calls(func)
+        gathers_sequence = any(
+            kind == "gather" and dim == 1 and "embed" in (_first_name(call) or "")
+            for call, kind, dim in calls
+        )
+        back = [
+            call.lineno for call, kind, _ in calls if kind == "slice" and "embed" in (_first_name(call) or "")
+        ]
+        until = min(back) if back else None  # after the slice-back the local ids match the local sequence
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        ids = [p for p in params if p.endswith("input_ids")]
+        if not gathers_sequence or not ids:
+            return
+        guarded: set[int] = set()
+        for node in _walk(func):
+            if isinstance(node, ast.If) and _sp_guard(node.test):
+                guarded.update(id(n) for n in _walk(node))
+        for name in ids:
+            shared = False
+            for node in _walk(func):
+                if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+                    shared = True  # re-bound (gathered under another form): not the raw shard
+                elif (
+                    isinstance(node, ast.Call)
+                    and "gather" in (_called(node) or "")
+                    and any(isinstance(n, ast.Name) and n.id == name for a in node.args for n in _walk(a))
+                ):
+                    shared = True
+            if shared:
+                continue
+            for node in _walk(func):
+                if id(node) in guarded or until is not None and getattr(node, "lineno", 0) > until:
+                    continue
+                hit = None
+                if (
+                    isinstance(node, ast.Call)
+                    and "mask" in (_called(node) or "").lower()
+                    and node.args
+                    and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id == name
+                ):
+                    hit = node
+                elif (
+                    isinstance(node, ast.Compare)
+                    and isinstance(node.left, ast.Name)
+                    and node.left.id == name
+                    and any(isinstance(op, ast.Eq) for op in node.ops)
+                    and any("token" in ast.unparse(c) for c in node.comparators)
+                ):
+                    hit = node
+                if hit is not None:
+                    self.report(
+                        hit,
+                        f"the media mask is built from `{name}`, this rank's shard of the ids, while this "
+                        "function gathers the embedded sequence to its full length: the mask covers 1/sp of "
+                        f"the positions (all-gather `{name}` over the SP group first)",
+                    )
+
+    def _unsliced_companions(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """In a function that slices tensors to this rank's shard, a tensor built from the full media grid
+        (`self.pos_interp(grid_thw)`) and combined element-wise with the rank-local sequence input must be
+        sliced too, like the rotary tables built from the same grid."""
+        args = [a.arg for a in [*func.args.posonlyargs, *func.args.args] if a.arg not in ("self", "cls")]
+        if not args:
+            return
+        sequence = args[0]
+        grid: dict[str, ast.Assign] = {}
+        for node in _walk(func):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)
+                and self._kind(node.value) is None
+                and any(
+                    isinstance(n, ast.Name) and "grid" in n.id
+                    for a in [*node.value.args, *(k.value for k in node.value.keywords)]
+                    for n in _walk(a)
+                )
+            ):
+                grid.setdefault(node.targets[0].id, node)
+        if not grid:
+            return
+        sliced = {
+            _first_name(call) for call, kind, _ in self._sp_calls(func) if kind in ("slice", "pad_slice")
+        }
+        for node in _walk(func):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult))):
+                continue
+            sides = (node.left, node.right)
+            names = [side.id for side in sides if isinstance(side, ast.Name)]
+            if len(names) != 2 or sequence not in names:
+                continue
+            other = names[1] if names[0] == sequence else names[0]
+            if other in grid and other not in sliced and other != sequence:
+                self.report(
+                    node,
+                    f"`{other}` is built from the full media grid (line {grid[other].lineno}) and combined with "
+                    f"this rank's `{sequence}` without being sliced to the rank's shard, while this function "
+                    "slices its other side tensors: the shapes differ (or the rows misalign) on every SP run",
+                )
 
     def _unsliced_pads(
         self, pads: list[tuple[int, str, ast.Call]], ordered: list[tuple[ast.stmt, bool]]

@@ -11,6 +11,7 @@ from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
     _CLASS,
     _CONFIG_ATTR,
+    Registration,
     _class_block,
     _defines,
     _diag,
@@ -165,14 +166,17 @@ class IncompleteRegistration(ProjectRule):
     name = "incomplete-registration"
     summary = (
         "A vision-language package does not register both its multimodal and its text-backbone model types, "
-        "or registers classes its generated module lacks."
+        "or registers classes its generated module lacks, or resolves a model type to a class built for another."
     )
     why = (
         "Registration is keyed by `config.json`'s `model_type`. A VLM's generated module serves two model types: "
         "the multimodal wrapper (`...ForConditionalGeneration`, e.g. `gemma3`) and its text backbone "
         "(`...ForCausalLM`, e.g. `gemma3_text`). A type that is not registered silently falls back to the stock "
         "transformers class, without VeOmni's patches (and without the NPU kernels). A registered function "
-        "that imports a class the generated module does not define fails only when that model is built."
+        "that imports a class the generated module does not define fails only when that model is built. A "
+        "loader registered for one type that returns, whatever the architecture, a class whose config is of "
+        "another type (the `<m>_text` loader returning the multimodal wrapper, whose config needs a "
+        "`vision_config`) cannot build that type's checkpoints."
         " Registration is read however it is written: `@MODELING_REGISTRY.register(...)`, the call "
         '`MODELING_REGISTRY.register("t")(fn)` or `register("t", fn)`, `MODELING_REGISTRY["t"] = fn`, or a loop '
         "over literal model types; a helper that loads a missing type's class but is registered under no type is "
@@ -260,6 +264,29 @@ class IncompleteRegistration(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="a broad architecture test returns before a narrower one (the token-classification head is "
             "never built)",
+        ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForConditionalGeneration
+
+                if "ForCausalLM" in architecture:
+                    return ToyForCausalLM
+                return ToyForConditionalGeneration
+
+
+            @MODELING_REGISTRY.register("toy_text")
+            def register_toy_text_modeling(architecture: str):
+                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
+
+                return ToyForConditionalGeneration
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the text-backbone type resolves to the multimodal wrapper",
         ),
     )
     good = (
@@ -363,6 +390,43 @@ class IncompleteRegistration(ProjectRule):
             return None
         return _model_type(source_module, match.group(1) or match.group(2))
 
+    def _foreign_returns(
+        self, reg: Registration, by_module: dict[str, str]
+    ) -> list[tuple[ast.AST, str, str]]:
+        """Classes a loader returns whatever the architecture (it has no `architecture` test; or for any
+        architecture, when it is registered for text types only) whose config's model type, read from the
+        transformers source, is none of the types it is registered for: (the return, class, the class's type)."""
+        func = reg.function
+        text_only = all(t.endswith("_text") for t in reg.types)  # a text config builds no multimodal class
+        if not text_only and any(isinstance(n, ast.Name) and n.id == "architecture" for n in ast.walk(func)):
+            return []
+        origin = {name: module for module, name, _ in reg.imports}
+        out: list[tuple[ast.AST, str, str]] = []
+        for node in ast.walk(func):
+            if not (isinstance(node, ast.Return) and isinstance(node.value, ast.Name)):
+                continue
+            name = node.value.id
+            gen_path = by_module.get(origin.get(name, ""))
+            if gen_path is None:
+                continue
+            gen_file = patchgen.load_file(gen_path)
+            if gen_file is None:
+                continue
+            banner = patchgen.generated_banner(gen_path, gen_file.text)
+            own_type = self._type_of(gen_file.text, name, banner.source_module)
+            if (
+                own_type is None
+                and text_only
+                and name.endswith("ForConditionalGeneration")
+                and _model_dir(banner.source_module) is None
+            ):
+                own_type = reg.types[0][
+                    : -len("_text")
+                ]  # no transformers source: VeOmni's `<m>` / `<m>_text`
+            if own_type is not None and own_type not in reg.types:
+                out.append((node, name, own_type))
+        return out
+
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
@@ -391,6 +455,21 @@ class IncompleteRegistration(ProjectRule):
                         pkg.init,
                         node.lineno,
                         f"`{reg.function.name}` imports `{name}` from `{module}`, which does not define it",
+                        col=node.col_offset,
+                        end_line=node.end_lineno,
+                        end_col=node.end_col_offset,
+                    )
+            # a loader that returns, for every architecture, a class built for another model type
+            for reg in regs:
+                for node, name, own_type in self._foreign_returns(reg, by_module):
+                    yield _diag(
+                        self,
+                        pkg.init,
+                        node.lineno,
+                        f"`{reg.function.name}` is registered for {', '.join(f'`{t}`' for t in reg.types)} but "
+                        f"returns `{name}`, whose config is of model type `{own_type}`: a "
+                        f"{' or '.join(f'`{t}`' for t in reg.types)} checkpoint is built with a class that expects "
+                        "another config (a text-only checkpoint given the multimodal wrapper has no vision_config)",
                         col=node.col_offset,
                         end_line=node.end_lineno,
                         end_col=node.end_col_offset,

@@ -1,0 +1,184 @@
+"""NPU709 companion-layout."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Example, Rule
+
+_LAYOUT = frozenset({"reshape", "view", "transpose", "permute", "flatten", "swapaxes", "movedim", "ravel"})
+_PERMUTING = frozenset({"transpose", "permute", "swapaxes", "movedim"})
+_STACKS = frozenset({"stack", "vstack", "column_stack"})
+
+
+def _chain(expr: ast.AST) -> tuple[str | None, list[str]]:
+    """``a.reshape(...).transpose(1, 2).flatten()``: (the root name ``a``, the layout methods in call order)."""
+    methods: list[str] = []
+    node = expr
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        methods.append(node.func.attr)
+        node = node.func.value
+    root = node.id if isinstance(node, ast.Name) else None
+    return root, [m for m in reversed(methods) if m in _LAYOUT]
+
+
+def _own_nodes(func: ast.AST) -> list[ast.AST]:
+    """The nodes of a function outside its nested functions and classes (those are visited on their own)."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _rebindings(func: ast.AST, name: str, before: int) -> list[tuple[ast.Assign, list[str]]]:
+    """``name = name.<layout>(...)...`` statements of ``func`` before line ``before``, with their layout methods."""
+    out = []
+    for node in _own_nodes(func):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno < before
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == name
+        ):
+            root, methods = _chain(node.value)
+            if root == name:
+                out.append((node, methods))
+    return sorted(out, key=lambda item: item[0].lineno)
+
+
+class CompanionLayout(Rule):
+    code = "NPU709"
+    name = "companion-layout"
+    summary = (
+        "Coordinate ids stacked into one position tensor (height and width ids of a vision tower) went through "
+        "different reshape/transpose chains, so their rows no longer describe the same patches."
+    )
+    why = (
+        "A vision tower's 2-D rotary embedding reads, for patch i, row i of `stack([hpos_ids, wpos_ids])`. The "
+        "patches are fed in spatial-merge window order, so each id grid is reshaped into merge windows and "
+        "transposed (`reshape(h // m, m, w // m, m).transpose(1, 2).flatten()`). If one companion skips the "
+        "transpose (or is transposed differently), row i pairs the height of one patch with the width of "
+        "another: most patches get the wrong column position, pretrained vision features degrade and nothing "
+        "fails. The layout methods (`reshape`, `view`, `transpose`, `permute`, `flatten`, ...) each name is "
+        "re-bound with before the stack, and those applied inside the stack's arguments, must be the same "
+        "sequence for every stacked name when any of them permutes axes."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+
+
+            def patch_positions(grid, merge):
+                out = []
+                for t, rows, cols in grid:
+                    ys = torch.arange(rows).unsqueeze(1).expand(-1, cols)
+                    ys = ys.view(rows // merge, merge, cols // merge, merge).permute(0, 2, 1, 3).flatten()
+                    xs = torch.arange(cols).unsqueeze(0).expand(rows, -1)
+                    xs = xs.view(rows // merge, merge, cols // merge, merge).flatten()
+                    out.append(torch.stack([ys, xs], dim=-1).repeat(t, 1))
+                return torch.cat(out)
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+            title="the width ids are never permuted into merge-window order",
+        ),
+        Example(
+            """
+            import numpy as np
+
+
+            def grid_ids(h, w, m):
+                hh = np.broadcast_to(np.arange(h)[:, None], (h, w))
+                ww = np.broadcast_to(np.arange(w)[None, :], (h, w))
+                hh = hh.reshape(h // m, m, w // m, m)
+                return np.stack([hh.transpose(0, 2, 1, 3).flatten(), ww.flatten()], axis=-1)
+            """,
+            path="veomni/models/transformers/qwen2_5vl/qwen2_5_vl_gpu_patch_gen_config.py",
+            title="numpy, the transpose inside the stack's arguments",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+
+
+            def patch_positions(grid, merge):
+                out = []
+                for t, rows, cols in grid:
+                    ys = torch.arange(rows).unsqueeze(1).expand(-1, cols)
+                    ys = ys.view(rows // merge, merge, cols // merge, merge).permute(0, 2, 1, 3).flatten()
+                    xs = torch.arange(cols).unsqueeze(0).expand(rows, -1)
+                    xs = xs.view(rows // merge, merge, cols // merge, merge).permute(0, 2, 1, 3).flatten()
+                    out.append(torch.stack([ys, xs], dim=-1).repeat(t, 1))
+                return torch.cat(out)
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def qk(q, k):
+                q = q.transpose(1, 2)
+                return torch.stack([q, k.transpose(1, 2)], dim=-1)
+            """,
+            path="veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py",
+            title="the same layout, once re-bound and once inline",
+        ),
+    )
+    fix_safety = "No fix: which layout is the intended one is for the author to say."
+
+    requires = ("stack(", ("transpose", "permute", "swapaxes", "movedim"))
+    node_types = (ast.Call,)
+
+    @classmethod
+    def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
+        return not ctx.source.kind.test
+
+    def visit(self, call: ast.AST) -> None:
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in _STACKS
+            and call.args
+            and isinstance(call.args[0], (ast.List, ast.Tuple))
+            and len(call.args[0].elts) >= 2
+        ):
+            return
+        func = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        if func is None:
+            return
+        layouts: list[tuple[str, list[str], ast.AST]] = []
+        for elt in call.args[0].elts:
+            root, inline = _chain(elt)
+            if root is None:
+                return
+            steps = _rebindings(func, root, call.lineno)
+            methods = [m for _, ms in steps for m in ms] + inline
+            at: ast.AST = steps[-1][0] if steps else elt
+            layouts.append((root, methods, at))
+        self._compare(call, layouts)
+
+    def _compare(self, call: ast.Call, layouts: list[tuple[str, list[str], ast.AST]]) -> None:
+        if len({name for name, _, _ in layouts}) != len(layouts):
+            return
+        if not any(_PERMUTING & set(methods) for _, methods, _ in layouts):
+            return
+        reference = max(layouts, key=lambda item: len(item[1]))
+        for name, methods, at in layouts:
+            if methods == reference[1]:
+                continue
+            self.report(
+                at,
+                f"`{name}` is stacked with `{reference[0]}` but laid out with "
+                f"{'.'.join(methods) or 'no reshape/transpose'} where `{reference[0]}` goes through "
+                f"{'.'.join(reference[1])}: their rows no longer describe the same elements",
+            )
