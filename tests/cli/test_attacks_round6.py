@@ -50,3 +50,68 @@ def test_many_findings_in_one_function_stay_linear(monkeypatch: pytest.MonkeyPat
     diags = check_source(SourceFile.from_text("m.py", text), ["NPU101"])
     assert sum(d.code == "NPU101" for d in diags) == count
     assert walked <= 5, walked
+
+
+def _other_owner(monkeypatch: pytest.MonkeyPatch, write_mod: object) -> None:
+    """Make the temporary file npu-lint writes look owned by someone else than the file it replaces."""
+    real_fstat = os.fstat
+
+    class Other:
+        def __init__(self, st: os.stat_result) -> None:
+            self.st = st
+            self.st_uid = st.st_uid + 1
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.st, name)
+
+    def fstat(fd: int) -> object:
+        return Other(real_fstat(fd))
+
+    monkeypatch.setattr(write_mod.os, "fstat", fstat)  # type: ignore[attr-defined]
+
+
+def test_fix_keeps_the_files_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A6-21: `--fix` run as root (a container on a mounted checkout) replaced a user's file by a new one
+    owned by root (the atomic rename keeps the mode, not the owner): the user could no longer edit it. The
+    replacement now gets the original's owner and group."""
+    from npu_lint.engine import write
+
+    target = tmp_path / "m.py"
+    target.write_text("x = 1\n")
+    st = target.stat()
+    calls: list[tuple[int, int]] = []
+    _other_owner(monkeypatch, write)
+    monkeypatch.setattr(write.os, "chown", lambda path, uid, gid: calls.append((uid, gid)))
+    write.write_atomic(str(target), "x = 2\n", "utf-8", (b"x = 1\n", st))
+    assert calls == [(st.st_uid, st.st_gid)]
+    assert target.read_text() == "x = 2\n"
+
+
+def test_fix_writes_in_place_when_the_owner_cannot_be_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A6-21 (not root): a group-writable file of a teammate cannot be given back its owner; it is written in
+    place (same inode, owner kept) instead of being replaced by a file of the one running npu-lint."""
+    from npu_lint.engine import write
+
+    target = tmp_path / "m.py"
+    target.write_text("x = 1\n")
+    st = target.stat()
+    _other_owner(monkeypatch, write)
+
+    def refuse(path: str, uid: int, gid: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(write.os, "chown", refuse)
+    write.write_atomic(str(target), "x = 2\n", "utf-8", (b"x = 1\n", st))
+    assert target.read_text() == "x = 2\n"
+    assert target.stat().st_ino == st.st_ino
+    assert not [p for p in tmp_path.iterdir() if p.name != "m.py"]
+    if os.geteuid() == 0:  # for real: a file of another user, fixed by root, stays theirs
+        real = tmp_path / "r.py"
+        real.write_text("import torch\n\n\ndef f(x):\n    return x.cuda()\n")
+        monkeypatch.undo()
+        os.chown(real, 1000, 1000)
+        res = run("check", "--no-cache", "--fix", "r.py", cwd=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert (real.stat().st_uid, real.stat().st_gid) == (1000, 1000)
