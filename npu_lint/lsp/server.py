@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
@@ -257,6 +257,17 @@ class NpuLintProtocol(LanguageServerProtocol):
             self._request_futures.pop(key, None)
         else:
             loop.call_soon(self._request_futures.pop, key, None)
+
+    def handle_message(self, message: Any) -> None:
+        """After ``shutdown`` a request gets an InvalidRequest error (the LSP specification's answer): pygls
+        drops it silently, and a client awaiting its response would wait until it gives up."""
+        method = getattr(message, "method", "")
+        if self._shutdown and method != "exit" and getattr(message, "id", None) is not None and method:
+            self._send_response(
+                message.id, error=JsonRpcInvalidRequest("server is shut down").to_response_error()
+            )
+            return
+        super().handle_message(message)
 
     def structure_message(self, data: Any) -> Any:
         try:
