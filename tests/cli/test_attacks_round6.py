@@ -115,3 +115,19 @@ def test_fix_writes_in_place_when_the_owner_cannot_be_kept(
         res = run("check", "--no-cache", "--fix", "r.py", cwd=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         assert (real.stat().st_uid, real.stat().st_gid) == (1000, 1000)
+
+
+def test_force_exclude_applies_to_stdin_filename(tmp_path: Path) -> None:
+    """A6-37: `--force-exclude --stdin-filename skip/m.py --fix` (an editor fixing on save through stdin) fixed
+    and reported a file the configuration excludes; the same path named as a file was left alone. The text
+    now comes back unchanged, with no findings."""
+    (tmp_path / "pyproject.toml").write_text('[tool.npu-lint]\nexclude = ["skip"]\n')
+    text = "import torch\n\n\ndef f(x):\n    return x.cuda()\n"
+    res = run("check", "--fix", "--force-exclude", "--stdin-filename", "skip/m.py", cwd=tmp_path, stdin=text)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == text
+    assert "excluded" in res.stderr
+    res = run("check", "--force-exclude", "--stdin-filename", "skip/m.py", cwd=tmp_path, stdin=text)
+    assert (res.returncode, res.stdout) == (0, "")
+    res = run("check", "--fix", "--force-exclude", "--stdin-filename", "m.py", cwd=tmp_path, stdin=text)
+    assert "x.cuda()" not in res.stdout  # a path that is not excluded is still fixed
