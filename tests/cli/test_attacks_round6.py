@@ -32,7 +32,7 @@ def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Completed
 
 
 def test_many_findings_in_one_function_stay_linear(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A6-03: every `.cuda()` under an `if` walked its whole function again to look for a local CUDA flag
+    """A6-17: every `.cuda()` under an `if` walked its whole function again to look for a local CUDA flag
     (`_guard_test`): 600 findings in one function took 82 s, 1,200 took 6 min, 3,000 never finished. The
     flags are now collected once per function."""
     count = 400
@@ -71,7 +71,7 @@ def _other_owner(monkeypatch: pytest.MonkeyPatch, write_mod: object) -> None:
 
 
 def test_fix_keeps_the_files_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A6-21: `--fix` run as root (a container on a mounted checkout) replaced a user's file by a new one
+    """A6-53: `--fix` run as root (a container on a mounted checkout) replaced a user's file by a new one
     owned by root (the atomic rename keeps the mode, not the owner): the user could no longer edit it. The
     replacement now gets the original's owner and group."""
     from npu_lint.engine import write
@@ -90,7 +90,7 @@ def test_fix_keeps_the_files_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_fix_writes_in_place_when_the_owner_cannot_be_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A6-21 (not root): a group-writable file of a teammate cannot be given back its owner; it is written in
+    """A6-53 (not root): a group-writable file of a teammate cannot be given back its owner; it is written in
     place (same inode, owner kept) instead of being replaced by a file of the one running npu-lint."""
     from npu_lint.engine import write
 
