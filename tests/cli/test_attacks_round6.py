@@ -17,7 +17,9 @@ from npu_lint.rules.device import _shared
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     return subprocess.run(
@@ -27,7 +29,7 @@ def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Completed
         text=True,
         env=env,
         input=stdin,
-        timeout=300,
+        timeout=timeout,
     )
 
 
@@ -131,3 +133,19 @@ def test_force_exclude_applies_to_stdin_filename(tmp_path: Path) -> None:
     assert (res.returncode, res.stdout) == (0, "")
     res = run("check", "--fix", "--force-exclude", "--stdin-filename", "m.py", cwd=tmp_path, stdin=text)
     assert "x.cuda()" not in res.stdout  # a path that is not excluded is still fixed
+
+
+def test_an_exclude_pattern_with_many_double_stars_is_refused(tmp_path: Path) -> None:
+    """A6-55: `exclude = ["d/**/d/**/...(20 times)/zz"]` against a 40-level directory: each `**` is a
+    `(?:/.+)?` in pathspec's regex and the search backtracks exponentially (4 `**`: 14 ms per path, 8: 10 s;
+    20 never finished). A configuration planted in a repository hung `check`, pre-commit and the server.
+    More than three `**` components are refused in one line (exit 2)."""
+    deep = tmp_path.joinpath(*["d"] * 40)
+    deep.mkdir(parents=True)
+    (deep / "m.py").write_text("x = 1\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.npu-lint]\nexclude = ["' + "d/**/" * 20 + 'zz"]\n')
+    res = run("check", "--no-cache", ".", cwd=tmp_path, timeout=60)  # before the fix: hours
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "`**`" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.npu-lint]\nexclude = ["**/d/**/zz/**"]\n')
+    assert run("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
