@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from npu_lint import __version__
 
@@ -815,6 +816,13 @@ def _next_steps(created: list[str], edited: list[str] | None = None) -> list[str
     return out
 
 
+def _stdin_excluded(name: str, settings: Any) -> bool:  # a core.config.Settings
+    """Whether ``--stdin-filename NAME`` matches the configured excludes (what ``--force-exclude`` honours)."""
+    from npu_lint.core.discovery import is_excluded
+
+    return is_excluded(Path(name), settings, Path(settings.root).resolve())
+
+
 def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
     from npu_lint.core.safeio import read_stream
     from npu_lint.core.source import DecodeError, SourceFile, decode_source
@@ -826,6 +834,17 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
         data = read_stream(sys.stdin.buffer)  # bounded: `yes | npu-lint --stdin-filename m.py` must end
     except OSError as exc:
         raise UsageError(f"npu-lint: standard input: {exc.strerror or exc}") from None
+    if args.force_exclude and _stdin_excluded(args.stdin_filename, settings):
+        # as a file named on the command line: an excluded path is left alone (an editor fixing on save
+        # through stdin gets its text back unchanged, and no findings)
+        if args.fix and not args.diff:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        if not args.quiet:
+            shown = _shown(args.stdin_filename)
+            print(f"npu-lint: warning: {shown} is excluded (--force-exclude): not linted", file=sys.stderr)
+        return EXIT_CLEAN
     try:
         text, encoding = decode_source(data)
     except DecodeError as exc:

@@ -182,11 +182,21 @@ def _unclosed_bracket(pattern: str) -> bool:
     return False
 
 
+MAX_DOUBLE_STARS = 3
+
+
 def check_patterns(key: str, patterns: list[str], where: str) -> None:
     """Every gitignore-style pattern compiles (``!``, a lone backslash, ``[z-a]`` do not): ``ConfigError``."""
     import pathspec
 
     for pattern in patterns:
+        stars = sum(part == "**" for part in pattern.split("/"))
+        if stars > MAX_DOUBLE_STARS:  # each `**` is a `(?:/.+)?` in the regex: the search backtracks
+            # exponentially on deep paths (five took minutes on a 40-level path): refused, not waited on
+            raise ConfigError(
+                f"{where}: `{key}` pattern {pattern!r} has {stars} `**` components; at most "
+                f"{MAX_DOUBLE_STARS} are allowed (matching more backtracks exponentially on deep paths)"
+            )
         if _unclosed_bracket(pattern):  # git (and pathspec) match nothing with it: a silent no-op is a trap
             raise ConfigError(f"{where}: invalid `{key}` pattern {pattern!r}: `[` without a closing `]`")
         try:

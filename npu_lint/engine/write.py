@@ -102,6 +102,17 @@ def write_atomic(
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+            made = os.fstat(fh.fileno())
+        if st is not None and (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid):
+            # the replacement would belong to whoever runs npu-lint (root in a container, a teammate with
+            # group write access): it gets the original's owner and group, or the file is written in place
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except OSError:
+                os.unlink(tmp)
+                _check_unchanged(target, expect)
+                _write_in_place(target, data)
+                return
         os.chmod(tmp, mode)
         _check_unchanged(target, expect)
         os.replace(tmp, target)

@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
@@ -257,6 +258,17 @@ class NpuLintProtocol(LanguageServerProtocol):
             self._request_futures.pop(key, None)
         else:
             loop.call_soon(self._request_futures.pop, key, None)
+
+    def handle_message(self, message: Any) -> None:
+        """After ``shutdown`` a request gets an InvalidRequest error (the LSP specification's answer): pygls
+        drops it silently, and a client awaiting its response would wait until it gives up."""
+        method = getattr(message, "method", "")
+        if self._shutdown and method != "exit" and getattr(message, "id", None) is not None and method:
+            self._send_response(
+                message.id, error=JsonRpcInvalidRequest("server is shut down").to_response_error()
+            )
+            return
+        super().handle_message(message)
 
     def structure_message(self, data: Any) -> Any:
         try:
@@ -744,12 +756,22 @@ class NpuLintServer(LanguageServer):
             return
         if self._pending.get(uri) is asyncio.current_task():
             del self._pending[uri]
-        if uri in self.workspace.text_documents:
+        if self.open_document(uri) is not None:
             self.publish(uri)
 
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The open document ``uri`` names. pygls files documents under the percent-decoded URI
+        (``file:///a%20b/m.py`` as ``file:///a b/m.py``): looked up by the client's own spelling, a document
+        in a directory with a space (or any non-ASCII name) was never found again after ``didOpen``."""
+        docs = self.workspace.text_documents
+        return docs.get(uri) or docs.get(unquote(uri))
+
     def open_python_documents(self) -> list[str]:
+        """The client's URIs (``doc.uri``, not pygls' decoded keys) of the open Python documents."""
         return [
-            uri for uri, doc in self.workspace.text_documents.items() if self.is_python(uri, doc.language_id)
+            doc.uri
+            for doc in self.workspace.text_documents.values()
+            if self.is_python(doc.uri, doc.language_id)
         ]
 
     def refresh_open_documents(self, skip: str | None = None) -> None:
@@ -880,7 +902,7 @@ def create_server() -> NpuLintServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: NpuLintServer, params: types.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
-        doc = ls.workspace.text_documents.get(uri)
+        doc = ls.open_document(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return
         if ls.pull_mode or ls.settings.run == RUN_ON_SAVE:
@@ -894,7 +916,7 @@ def create_server() -> NpuLintServer:
             ls.forget_configuration()
             ls.relint_all()
             return
-        doc = ls.workspace.text_documents.get(uri)
+        doc = ls.open_document(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return
         ls._lint_text[uri] = (doc.source, doc.version)
@@ -923,7 +945,7 @@ def create_server() -> NpuLintServer:
         ls: NpuLintServer, params: types.DocumentDiagnosticParams
     ) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
         uri = params.text_document.uri
-        doc = ls.workspace.text_documents.get(uri)
+        doc = ls.open_document(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return types.RelatedFullDocumentDiagnosticReport(items=[])
         result = await ls.lint_off_loop(uri, *ls.diagnostics_text(uri))
@@ -959,7 +981,7 @@ def create_server() -> NpuLintServer:
     )
     async def code_action(ls: NpuLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         uri = params.text_document.uri
-        doc = ls.workspace.text_documents.get(uri)
+        doc = ls.open_document(uri)
         if doc is None or not ls.is_python(uri, doc.language_id):
             return None
         text, version = ls.document_text(uri)
@@ -1016,7 +1038,7 @@ def create_server() -> NpuLintServer:
     async def resolve_code_action(ls: NpuLintServer, action: types.CodeAction) -> types.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
         uri = data.get("uri")
-        if not data.get("fixAll") or not isinstance(uri, str) or uri not in ls.workspace.text_documents:
+        if not data.get("fixAll") or not isinstance(uri, str) or ls.open_document(uri) is None:
             return action
         text, version = ls.document_text(uri)
         full = await ls.fix_all_code_action(uri, text, version, bool(data.get("unsafe")))

@@ -435,14 +435,21 @@ def _guard_test(ctx: Context, test: ast.AST) -> bool:
     func = ctx.function
     if not names or func is None:
         return False
-    for sub in ast.walk(func):
-        if (
-            isinstance(sub, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id in names for t in sub.targets)
-            and mentions_cuda_dispatch(ctx, sub.value)
-        ):
-            return True
-    return False
+    return not names.isdisjoint(_cuda_flag_names(ctx, func))
+
+
+def _cuda_flag_names(ctx: Context, func: ast.AST) -> frozenset[str]:
+    """Names a function assigns a CUDA-dispatch condition to, computed once per function (``Context.memo``):
+    a function with many findings under many ``if``s is walked once, not once per finding."""
+    key = ("cuda-flag-names", id(func))
+    info = ctx.memo.get(key)
+    if info is None:
+        found: set[str] = set()
+        for sub in ast.walk(func):
+            if isinstance(sub, ast.Assign) and mentions_cuda_dispatch(ctx, sub.value):
+                found.update(t.id for t in sub.targets if isinstance(t, ast.Name))
+        info = ctx.memo[key] = (frozenset(found), func)  # the function is kept: its id stays unique
+    return info[0]  # type: ignore[index, no-any-return]
 
 
 def _exits(body: list[ast.stmt]) -> bool:
