@@ -14,8 +14,8 @@ from npu_lint.rules._handles import (
     instance_handle_attrs,
     module_handle_names,
     npu_targeted,
-    uses_torch_npu,
     self_attr,
+    uses_torch_npu,
 )
 from npu_lint.rules.base import Context
 from npu_lint.veomni import patchgen, vendor_map
