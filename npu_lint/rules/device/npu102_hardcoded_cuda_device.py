@@ -621,8 +621,16 @@ class HardcodedCudaDevice(Rule):
 
             def has_graphs() -> bool:
                 return hasattr(torch.cuda, "CUDAGraph")
+
+
+            def accelerator_module(name: str):
+                try:
+                    return getattr(torch, name)
+                except AttributeError:
+                    return torch.cuda
             """,
-            title="`torch.cuda` chosen by a device-type dispatch, or probed for a capability",
+            title="`torch.cuda` chosen by a device-type dispatch, probed for a capability, or a resolver's last "
+            "resort",
         ),
     )
     fix_safety = (
@@ -1095,6 +1103,8 @@ class HardcodedCudaDevice(Rule):
             return  # ``torch.cuda.<attr>``: the attribute visit reports it
         if in_annotation(ctx, node) or cuda_only_here(ctx, node) or in_fstring(ctx):
             return
+        if any(isinstance(p, ast.ExceptHandler) for p in ctx.parents):
+            return  # the last resort of a device-module resolver (``except AttributeError: return torch.cuda``)
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _PROBES:
             return  # a capability probe
         if (
