@@ -37,6 +37,7 @@ _TENSOR_NAME = re.compile(
 _HOST_SIDE_FILE = re.compile(
     r"(image_processing|processing|feature_extraction|tokenization|video_processing|convert)_\w*\.py$"
 )
+_SIZED = frozenset({"empty", "zeros", "ones", "full", "rand", "randn"})
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack"})
 _HOST_SIDE_DIR = re.compile(r"(^|/)(data|dataset|datasets|preprocess\w*|tools|scripts|examples)/")
 _SCALAR_TYPES = frozenset({"int", "bool", "str", "float", "None"})
@@ -786,8 +787,8 @@ class DevicelessAllocation(Rule):
             for k in node.keywords
         ):
             return
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            return
+        if any(isinstance(a, ast.Starred) for a in node.args) and qual[6:] not in _SIZED:
+            return  # ``torch.tensor(*data)``: what is unpacked is unknown; sizes (``*x.shape[1:]``) are sizes
         if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and zero_size(node)):
             return
         if qual[6:] in ("tensor", "as_tensor") and self._copies_device_tensor(node):
