@@ -275,3 +275,37 @@ def test_hsdp_aware_clip_function_is_quiet() -> None:
         return local.sqrt()
     """
     assert _lint(code, "veomni/distributed/clip.py", "NPU614") == []
+
+
+def test_host_tensor_handed_to_a_collective_in_a_trainer_method() -> None:
+    code = """
+    import torch
+    import torch.distributed as dist
+
+
+    class MetricsHook:
+        def on_step_end(self, losses):
+            stats = torch.zeros(2, dtype=torch.float32)
+            stats[0], stats[1] = sum(losses), len(losses)
+            dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+            return (stats[0] / stats[1]).item()
+    """
+    assert _lint(code, "veomni/trainer/callbacks/metrics.py", "NPU103") == [(7, "NPU103")]
+
+
+def test_collective_on_a_gloo_group_is_quiet() -> None:
+    code = """
+    import torch
+    import torch.distributed as dist
+
+
+    class MetricsHook:
+        def __init__(self):
+            self.cpu_group = dist.new_group(backend="gloo")
+
+        def on_step_end(self, losses):
+            stats = torch.zeros(2, dtype=torch.float32)
+            dist.all_reduce(stats, group=self.cpu_group)
+            return stats
+    """
+    assert _lint(code, "veomni/trainer/callbacks/metrics.py", "NPU103") == []

@@ -37,6 +37,15 @@ _TENSOR_NAME = re.compile(
 _HOST_SIDE_FILE = re.compile(
     r"(image_processing|processing|feature_extraction|tokenization|video_processing|convert)_\w*\.py$"
 )
+_COLLECTIVES = frozenset(
+    {
+        "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+        "all_to_all", "all_to_all_single", "broadcast", "reduce", "gather", "scatter",
+    }
+)  # fmt: skip
+_COLLECTIVE_TENSOR_KW = frozenset(
+    {"tensor", "output", "input", "output_tensor", "input_tensor", "tensor_list"}
+)
 _SIZED = frozenset({"empty", "zeros", "ones", "full", "rand", "randn"})
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack"})
 _HOST_SIDE_DIR = re.compile(r"(^|/)(data|dataset|datasets|preprocess\w*|tools|scripts|examples)/")
@@ -277,7 +286,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
-        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one."
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
     )
     bad = (
         Example(
@@ -611,6 +620,21 @@ class DevicelessAllocation(Rule):
             """,
             title="a list of host masks iterated, padded and stacked into the returned batch",
         ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            class ToyTrainer:
+                def global_token_count(self, micro_batches):
+                    local = torch.tensor([sum(int(mb["labels"].ne(-100).sum()) for mb in micro_batches)])
+                    dist.all_reduce(local)
+                    return int(local.item())
+            """,
+            path="veomni/trainer/toy_trainer.py",
+            title="a host tensor handed to a collective (anywhere, not only on the forward path)",
+        ),
     )
     good = (
         Example(
@@ -712,7 +736,14 @@ class DevicelessAllocation(Rule):
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
         self.pending: list[tuple[tuple[str, str], ast.Call, str, str | None]] = []
-        self._guessed: set[int] = set()  # allocations whose device= names a tensor other than the data met
+        self._guessed: set[int] = set()
+        # allocations handed to a collective as its tensor: wrong wherever the function runs (HCCL and NCCL take
+        # device tensors only), forward path or not; a file that names a gloo (CPU) group is left out
+        self._collective_met: dict[int, str] = {}
+        self._collective = False
+        self._gloo = (
+            "gloo" in ctx.source.text
+        )  # allocations whose device= names a tensor other than the data met
         # host allocations a module-level helper returns (no device data in the helper to take it from)
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
@@ -794,6 +825,7 @@ class DevicelessAllocation(Rule):
         if qual[6:] in ("tensor", "as_tensor") and self._copies_device_tensor(node):
             return  # ``torch.tensor(x)`` of a device tensor keeps that device: nothing is allocated on the CPU
         self._returned = False
+        self._collective = False
         met = self._meets_accelerator(node)
         if met is None:
             if self._returned and unit[0] == "":
@@ -802,6 +834,10 @@ class DevicelessAllocation(Rule):
         source = self._device_source(node, met)
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
             self._guessed.add(id(node))
+        if self._collective:
+            self._collective_met[id(node)] = (
+                self.ctx.qualname(met.func) or "" if isinstance(met, ast.Call) else ""
+            )
         self.pending.append((unit, node, qual[6:], source))
 
     def _combined_elsewhere(self, node: ast.Call, named: str) -> bool:
@@ -1174,6 +1210,9 @@ class DevicelessAllocation(Rule):
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     if other is not None:
                         return other
+                    if self._collective_operand(qual, parent, expr):
+                        self._collective = True
+                        return parent
                     if qual[6:] in _JOINS and parent.args and parent.args[0] is expr:
                         self._boxed = False  # a list of host tensors joined into one host tensor
                     expr = parent
@@ -1218,6 +1257,23 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _collective_operand(self, qual: str, call: ast.Call, expr: ast.AST) -> bool:
+        """``expr`` is a tensor operand of a ``torch.distributed`` collective (not its group), in a file that uses
+        no CPU (gloo) group."""
+        if (
+            self._gloo
+            or not qual.startswith("torch.distributed.")
+            or qual.rsplit(".", 1)[-1] not in _COLLECTIVES
+        ):
+            return False
+        if any(k.value is expr and k.arg not in _COLLECTIVE_TENSOR_KW for k in call.keywords):
+            return False
+        return not any(
+            "cpu" in (self.ctx.source.segment(k.value) or "").lower()
+            for k in call.keywords
+            if k.arg == "group"
+        )
 
     def _returns_device_code(self, func: ast.AST) -> bool:
         """The function is a module method or a forward-path helper (not a host-side metadata builder)."""
@@ -1427,7 +1483,21 @@ class DevicelessAllocation(Rule):
             return
         forward = self._forward_units()
         for unit, node, factory, source in self.pending:
-            if unit not in forward:
+            if unit not in forward and id(node) not in self._collective_met:
+                continue
+            collective = self._collective_met.get(id(node))
+            if collective and unit not in forward:
+                shown = collective.replace("torch.distributed.", "dist.")
+                fix = (
+                    make_fix(f"Add `device={source}`", [self._device_edit(node, source)]) if source else None
+                )
+                self.report(
+                    node,
+                    f"`torch.{factory}(...)` without `device=` allocates on the CPU and is handed to `{shown}`: the "
+                    "collective backends (HCCL on Ascend, NCCL) take device tensors only; "
+                    + (f"add `device={source}`" if source else "create it on the current device"),
+                    fix,
+                )
                 continue
             if source is None:
                 self.report(
