@@ -309,3 +309,17 @@ def test_collective_on_a_gloo_group_is_quiet() -> None:
             return stats
     """
     assert _lint(code, "veomni/trainer/callbacks/metrics.py", "NPU103") == []
+
+
+def test_eager_kernel_fallback_under_ops_is_checked() -> None:
+    code = """
+    import torch
+
+
+    def forward(logits: torch.Tensor, labels: torch.Tensor):
+        flat = labels.reshape(-1)
+        losses = torch.empty(flat.shape[0], dtype=torch.float32)
+        losses.copy_(torch.nn.functional.cross_entropy(logits.flatten(0, -2).float(), flat, reduction="none"))
+        return losses
+    """
+    assert _lint(code, "veomni/ops/kernels/cross_entropy/eager.py", "NPU103") == [(6, "NPU103")]

@@ -286,7 +286,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
-        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (kernels' eager code and adapters under `veomni/ops`, distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
     )
     bad = (
         Example(
@@ -716,6 +716,12 @@ class DevicelessAllocation(Rule):
         "that carries the device, there is no fix and the message says so."
     )
     node_types = (ast.Call,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and the kernels' own Python (``veomni/ops``: eager fallbacks, adapters), whose functions run
+        on the same device data."""
+        return not ctx.source.kind.test
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
