@@ -323,3 +323,20 @@ def test_eager_kernel_fallback_under_ops_is_checked() -> None:
         return losses
     """
     assert _lint(code, "veomni/ops/kernels/cross_entropy/eager.py", "NPU103") == [(6, "NPU103")]
+
+
+def test_collate_function_and_import_time_reads() -> None:
+    code = """
+    from veomni.distributed.parallel_state import get_parallel_state
+
+    DEFAULT_GROUP = get_parallel_state().sp_group
+
+
+    def video_collate(batch):
+        return {"frames": batch, "sp": get_parallel_state().sp_enabled}
+
+
+    def main():
+        return get_parallel_state().sp_size
+    """
+    assert _lint(code, "veomni/data/video_collate.py", "NPU610") == [(3, "NPU610"), (7, "NPU610")]

@@ -48,8 +48,9 @@ class ParallelStateInWorker(Rule):
     code = "NPU610"
     name = "parallel-state-in-worker"
     summary = (
-        "Parallel state (`get_parallel_state()`, a process group, `dist.get_rank()`) is read in a collator's "
-        "`__call__` or a dataset's `__getitem__`/`__iter__`, which run in DataLoader worker processes."
+        "Parallel state (`get_parallel_state()`, a process group, `dist.get_rank()`) is read where it is not the "
+        "trainer's: in a collator's `__call__`, a collate function or a dataset's `__getitem__`/`__iter__` (run in "
+        "DataLoader workers), or at import time."
     )
     why = (
         "A DataLoader with workers calls the collate function and the dataset's item access in separate worker "
@@ -60,7 +61,9 @@ class ParallelStateInWorker(Rule):
         "the model, silently or with a shape error, only when `num_workers > 0`. Read the state once where the "
         "object is built, in the training process (`__init__` / `__post_init__`), and keep it on the instance. "
         "A `__call__` that takes the model's outputs (a post-processing collator) runs in the training process "
-        "and is not reported."
+        "and is not reported. The same holds for state read when a module is imported (a module-level constant, "
+        "a class attribute, a default argument value): that runs before the trainer initialises the process "
+        "groups and freezes the default state in."
     )
     bad = (
         Example(
@@ -132,6 +135,36 @@ class ParallelStateInWorker(Rule):
             path="veomni/data/toy_bucketing.py",
             title="through a helper method of the collator",
         ),
+        Example(
+            """
+            import torch.distributed as dist
+
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            SP_SIZE = get_parallel_state().sp_size
+
+
+            def split_sequence(x, rank=dist.get_rank()):
+                return x.chunk(SP_SIZE, dim=1)[rank]
+            """,
+            path="veomni/distributed/sequence_parallel/toy_split.py",
+            title="read at import time: a module constant and a default value",
+        ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            def packed_collate_fn(samples):
+                ids = torch.cat([s["input_ids"] for s in samples])
+                if dist.is_initialized() and dist.get_world_size() > 1:
+                    ids = ids[: ids.numel() - ids.numel() % dist.get_world_size()]
+                return {"input_ids": ids[None]}
+            """,
+            path="veomni/data/toy_collate.py",
+            title="a collate function",
+        ),
     )
     good = (
         Example(
@@ -179,6 +212,9 @@ class ParallelStateInWorker(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if isinstance(self.ctx.parent, ast.Module) and "collate" in node.name.lower():
+            self._scan(node, f"`{node.name}`", None)  # a collate_fn: the DataLoader calls it in its workers
+            return
         if node.name not in _WORKER_METHODS:
             return
         cls = self.ctx.parent
@@ -205,27 +241,71 @@ class ParallelStateInWorker(Rule):
                 bodies.append((methods.pop(sub.func.attr), sub.func.attr))
         seen: set[str] = set()
         for body, helper in bodies:
-            for sub in ast.walk(body):
-                if not isinstance(sub, ast.Call):
-                    continue
-                what = self._state_read(sub)
-                if what is None or what in seen:
-                    continue
-                seen.add(what)
-                self._report(sub, what, cls, node.name, helper)
+            where = f"`{cls.name}.{node.name}`" + (f" (through `self.{helper}()`)" if helper else "")
+            self._scan(body, where, self._builder(cls), seen)
 
-    def _report(self, sub: ast.Call, what: str, cls: ast.ClassDef, method: str, helper: str) -> None:
-        where = f"`{cls.name}.{method}`" + (f" (through `self.{helper}()`)" if helper else "")
+    def _scan(self, body: ast.AST, where: str, builder: str | None, seen: set[str] | None = None) -> None:
+        seen = set() if seen is None else seen
+        for sub in ast.walk(body):
+            if not isinstance(sub, ast.Call):
+                continue
+            what = self._state_read(sub)
+            if what is None or what in seen:
+                continue
+            seen.add(what)
+            self._report(sub, what, where, builder)
+
+    def _report(self, sub: ast.Call, what: str, where: str, builder: str | None) -> None:
         if id(sub) in self._reported:
             return
         self._reported.add(id(sub))
+        keep = (
+            f"read it once in `{builder}` and keep it on the instance"
+            if builder
+            else "read it in the training process and pass it in (`functools.partial`, or a collator object)"
+        )
         self.report(
             sub,
             f"`{what}` is read in {where}, which a DataLoader runs in its worker processes: "
             "a worker does not hold the trainer's parallel state (a spawned one has the default "
-            "single-process state: no sequence parallelism, rank 0 of 1); read it once in "
-            f"`{self._builder(cls)}` and keep it on the instance",
+            f"single-process state: no sequence parallelism, rank 0 of 1); {keep}",
         )
+
+    def finish(self) -> None:
+        """State read when the module is imported (a module-level statement, a class attribute, a default value):
+        before the trainer has initialised the process groups, so the default single-process state is frozen in."""
+        todo: list[ast.AST] = []
+        for stmt in self.ctx.tree.body:
+            todo.extend(self._import_time(stmt))
+        for node in todo:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call) and id(sub) not in self._reported:
+                    what = self._state_read(sub)
+                    if what is not None:
+                        self._reported.add(id(sub))
+                        self.report(
+                            sub,
+                            f"`{what}` is read when the module is imported, before the trainer initialises the "
+                            "process groups: the default single-process state (no sequence parallelism, rank 0 "
+                            "of 1) is frozen in; read it inside the function that needs it",
+                        )
+
+    @staticmethod
+    def _import_time(stmt: ast.stmt) -> list[ast.AST]:
+        """The parts of a top-level statement that run at import: not function bodies, not ``__main__`` blocks."""
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = stmt.args
+            return [*args.defaults, *(d for d in args.kw_defaults if d is not None), *stmt.decorator_list]
+        if isinstance(stmt, ast.ClassDef):
+            out: list[ast.AST] = []
+            for inner in stmt.body:
+                out.extend(ParallelStateInWorker._import_time(inner))
+            return out
+        if isinstance(stmt, ast.If) and "__main__" in ast.dump(stmt.test):
+            return []
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            return []
+        return [stmt]
 
     def _worker_class(self, cls: ast.ClassDef, method: ast.AST) -> bool:
         """A collator, dataset, sampler or transform: by its name or a base's name (``DataCollator``,
