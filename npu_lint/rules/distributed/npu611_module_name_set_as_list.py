@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -19,6 +20,10 @@ _SET_ATTRS = frozenset(
         "_keys_to_ignore_on_save",
     }
 )
+_NAMES = "|".join(sorted(_SET_ATTRS))
+# the cheap text pre-check: an instance's attribute (``model._no_split_modules``, ``getattr(model, "_no_...``), not
+# a class's declaration (``_no_split_modules = [...]``, ``BaseModel._no_split_modules``)
+_INSTANCE_READ = re.compile(rf"((?<![\w.])[a-z_][\w.]*\.|getattr\([^,()]*, *[\"'])({_NAMES})\b")
 _SEQUENCE_METHODS = frozenset({"append", "extend", "insert", "index", "sort", "reverse"})
 
 
@@ -113,7 +118,7 @@ class ModuleNameSetAsList(Rule):
         ),
     )
     fix_safety = "No fix: whether the result should stay a set or be ordered is the caller's decision."
-    requires = (tuple(_SET_ATTRS),)
+    requires = (lambda text: _INSTANCE_READ.search(text) is not None,)
     node_types = (ast.BinOp, ast.AugAssign, ast.Call, ast.Subscript)
 
     @classmethod

@@ -151,10 +151,19 @@ class KwargsDropped(Rule):
         spreading = [(attr, call) for attr, call in calls if kwarg in _spreads(call)]
         if not spreading:
             return
+        spread_attrs = {attr for attr, _ in spreading}
+        candidates = [
+            (attr, call)
+            for attr, call in calls
+            if attr in spread_attrs
+            and not _spreads(call)
+            # a call that brings its own sequence metadata runs on other data
+            and not any(_own_metadata(k.arg) for k in call.keywords)
+        ]
+        if not candidates:
+            return
         arms = _arms(method)
-        for attr, call in calls:
-            if _spreads(call) or any(_own_metadata(k.arg) for k in call.keywords):
-                continue  # a call that brings its own sequence metadata runs on other data
+        for attr, call in candidates:
             if not any(a == attr and not _exclusive(arms, call, other) for a, other in spreading):
                 continue
             self.report(

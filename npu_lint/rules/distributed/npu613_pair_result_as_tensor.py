@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _TUPLE_METHODS = frozenset({"count", "index"})
+# a top-level function returning a tuple display: ``    return a, b`` (the cheap text pre-check)
+_TUPLE_RETURN = re.compile(r"^[ \t]+return [^\n#]*\w[\])]?, *[\w\[(]", re.M)
 
 
 class PairResultAsTensor(Rule):
@@ -95,7 +98,7 @@ class PairResultAsTensor(Rule):
         ),
     )
     fix_safety = "No fix: whether to unpack the pair or call another helper is a judgement."
-    requires = ("return",)
+    requires = (lambda text: _TUPLE_RETURN.search(text) is not None,)
     node_types = (ast.Call,)
 
     @classmethod
@@ -105,41 +108,48 @@ class PairResultAsTensor(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._pair_functions: dict[str, int] | None = None
+        self._top: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
 
-    def _pairs(self) -> dict[str, int]:
-        """Module-level function name -> the tuple size every one of its ``return``s gives (only uniform ones)."""
+    def _pair_size(self, name: str) -> int:
+        """The tuple size every ``return`` of the module-level function ``name`` gives, or 0 (not such a
+        function); computed on the first call of each name."""
         if self._pair_functions is None:
             self._pair_functions = {}
-            for stmt in self.ctx.tree.body:
-                if not isinstance(stmt, _FUNCS):
-                    continue
-                sizes = set()
-                for sub in _own_nodes(stmt):
-                    if isinstance(sub, (ast.Yield, ast.YieldFrom)):
+            self._top = {s.name: s for s in self.ctx.tree.body if isinstance(s, _FUNCS)}
+        size = self._pair_functions.get(name)
+        if size is not None:
+            return size
+        size = 0
+        func = self._top.get(name)
+        if func is not None:
+            sizes = set()
+            for sub in _own_nodes(func):
+                if isinstance(sub, (ast.Yield, ast.YieldFrom)):
+                    sizes.add(-1)
+                elif isinstance(sub, ast.Return):
+                    value = sub.value
+                    if isinstance(value, ast.Tuple) and not any(
+                        isinstance(e, ast.Starred) for e in value.elts
+                    ):
+                        sizes.add(len(value.elts))
+                    else:
                         sizes.add(-1)
-                    elif isinstance(sub, ast.Return):
-                        value = sub.value
-                        if isinstance(value, ast.Tuple) and not any(
-                            isinstance(e, ast.Starred) for e in value.elts
-                        ):
-                            sizes.add(len(value.elts))
-                        else:
-                            sizes.add(-1)
-                if len(sizes) == 1 and min(sizes) >= 2:
-                    self._pair_functions[stmt.name] = sizes.pop()
-        return self._pair_functions
+            if len(sizes) == 1 and min(sizes) >= 2:
+                size = sizes.pop()
+        self._pair_functions[name] = size
+        return size
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         func = node.func
         if not isinstance(func, ast.Name):
             return
-        pairs = self._pairs()
-        if func.id not in pairs:
+        size = self._pair_size(func.id)
+        if not size:
             return
         use = self._tensor_use(node)
         if use is not None:
-            self._report(node, func.id, pairs[func.id], use)
+            self._report(node, func.id, size, use)
             return
         parent = self.ctx.parent
         if not (
@@ -156,7 +166,7 @@ class PairResultAsTensor(Rule):
         for load in _loads_after(owner, name, parent):
             use = self._tensor_use(load, owner)
             if use is not None:
-                self._report(node, func.id, pairs[func.id], use, name)
+                self._report(node, func.id, size, use, name)
                 return
 
     def _tensor_use(self, expr: ast.AST, scope: ast.AST | None = None) -> str | None:
