@@ -18,6 +18,8 @@ _STATE_ACCESSOR = re.compile(
     r"^get_(parallel_state|\w*(sequence_parallel|ulysses|data_parallel|tensor_parallel|sp|dp|tp|cp|ep|pp)"
     r"\w*_(group|rank|world_size|size))$"
 )
+# the cheap text pre-check: a call of a state accessor or of a torch.distributed query
+_STATE_CALL = re.compile(r"get_\w*(parallel_state|rank|world_size|group|size)\(|is_initialized\(")
 _MODEL_OUTPUT = re.compile(r"(^outputs?$|^model_outputs?$|^logits$)")
 
 
@@ -197,9 +199,7 @@ class ParallelStateInWorker(Rule):
         ),
     )
     fix_safety = "No fix: where the value should be read (and kept) is a design decision."
-    requires = (
-        ("get_parallel_state", "get_rank", "get_world_size", "is_initialized", "_group", "_rank", "_size"),
-    )
+    requires = (lambda text: _STATE_CALL.search(text) is not None,)
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
