@@ -41,3 +41,15 @@ def sp_token_mean_loss(loss, num_valid_tokens, group):
     dist.all_reduce(loss_sum, group=group)
     # NPU421: the summed loss is divided by this rank's count; the counts must be all-reduced too (and guarded)
     return loss_sum / num_valid_tokens
+
+
+def _gather_shards(x, group):
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, x, group=group)
+    return parts, [p.shape[0] for p in parts]
+
+
+def gather_for_loss(x, group):
+    # NPU613: the (shards, sizes) pair is used as the gathered tensor
+    full = _gather_shards(x, group)
+    return full.flatten(0, 1)

@@ -15,6 +15,7 @@ from npu_lint.rules._handles import (
     module_handle_names,
     npu_targeted,
     self_attr,
+    uses_torch_npu,
 )
 from npu_lint.rules.base import Context
 from npu_lint.veomni import patchgen, vendor_map
@@ -936,9 +937,20 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
                         return f"a call of the dispatch handle `{sub.func.id}`"
                     if self_attr(sub.func) in attrs:
                         return f"a call of the dispatch handle `{ctx.source.segment(sub.func)}`"
-    if npu_targeted(ctx):
+    if npu_targeted(ctx) or npu_module(ctx.source.path):
         return "code of an NPU module"
+    if "torch_npu" in ctx.source.text:
+        func = ctx.function
+        if func is not None and not isinstance(func, ast.Lambda) and uses_torch_npu(func):
+            return f"`{func.name}`, which calls a torch_npu kernel"
     return None
+
+
+def npu_module(path: str) -> bool:
+    """A module written for the NPU: ``npu.py``, ``npu_*.py``, ``*_npu.py`` or one in an ``npu/`` directory."""
+    parts = path.replace("\\", "/").split("/")
+    stem = parts[-1].removesuffix(".py")
+    return stem == "npu" or stem.startswith("npu_") or stem.endswith("_npu") or "npu" in parts[-3:-1]
 
 
 def bool_operand_removal(ctx: Context, node: ast.AST) -> Edit | None:

@@ -178,6 +178,7 @@ def cuda_only_here(ctx: Context, node: ast.AST) -> bool:
     return in_cuda_dispatch(ctx, node) or _presence_guarded(ctx, node) or _in_cuda_only_method(ctx)
 
 
+_PROBES = frozenset({"hasattr", "isinstance", "getattr"})  # probing torch.cuda for a capability, not using it
 _ACCELERATOR_RENAMED = {"current_device": "current_device_index", "set_device": "set_device_index"}
 _ACCELERATOR_API = frozenset(
     {
@@ -463,6 +464,38 @@ class HardcodedCudaDevice(Rule):
             """,
             title="a device passed positionally to any function, and device names built on `cuda:` at run time",
         ),
+        Example(
+            """
+            import torch
+            from veomni.utils.device import get_device_type
+
+
+            def stash_rng(saved: dict) -> None:
+                accel = torch.cuda
+                if getattr(accel, "_initialized", False):
+                    saved["rng"] = accel.get_rng_state()
+
+
+            def reseed(seed: int, backend=torch.cuda) -> None:
+                backend.manual_seed(seed)
+            """,
+            fixed="""
+            import torch
+            from veomni.utils.device import get_device_type, get_torch_device
+
+
+            def stash_rng(saved: dict) -> None:
+                accel = get_torch_device()
+                if getattr(accel, "_initialized", False):
+                    saved["rng"] = accel.get_rng_state()
+
+
+            def reseed(seed: int, backend=torch.cuda) -> None:
+                backend.manual_seed(seed)
+            """,
+            title="`torch.cuda` itself as the device module (bound, or a default): its RNG state is never set up "
+            "on NPU (unsafe fix; none for a default, which would call at import time)",
+        ),
     )
     good = (
         Example(
@@ -575,6 +608,29 @@ class HardcodedCudaDevice(Rule):
                 return backends.get("cuda", device_name.replace("cuda", "gpu"))
             """,
             title='`"cuda"` as a kernel registration key, a string method\'s argument, a message, a mapping key',
+        ),
+        Example(
+            """
+            import torch
+            from veomni.utils.device import get_device_type
+
+
+            def device_module():
+                return torch.cuda if get_device_type() == "cuda" else getattr(torch, get_device_type())
+
+
+            def has_graphs() -> bool:
+                return hasattr(torch.cuda, "CUDAGraph")
+
+
+            def accelerator_module(name: str):
+                try:
+                    return getattr(torch, name)
+                except AttributeError:
+                    return torch.cuda
+            """,
+            title="`torch.cuda` chosen by a device-type dispatch, probed for a capability, or a resolver's last "
+            "resort",
         ),
     )
     fix_safety = (
@@ -974,6 +1030,9 @@ class HardcodedCudaDevice(Rule):
             self._visit_is_cuda(node)
             return
         value = node.value
+        if node.attr == "cuda" and type(value) is ast.Name and isinstance(node.ctx, ast.Load):
+            self._visit_cuda_module(node)
+            return
         if type(value) is ast.Attribute and value.attr != "cuda":
             return  # the qualname below ends with the attribute
         if ctx.qualname(value) != "torch.cuda":
@@ -1032,6 +1091,51 @@ class HardcodedCudaDevice(Rule):
             node,
             f"`torch.cuda.{node.attr}` is a CUDA-only API with no NPU equivalent; put it behind "
             "`if IS_CUDA_AVAILABLE:` (veomni.utils.device) or dispatch on `get_device_type()`",
+        )
+
+    def _visit_cuda_module(self, node: ast.Attribute) -> None:
+        """``torch.cuda`` itself as a value (bound to a name, passed, returned, a conditional's outcome): the code
+        then works on the CUDA device module whatever the host; on an Ascend host its state (RNG, streams,
+        ``_initialized``) is never set up, so the work silently does nothing or fails."""
+        ctx = self.ctx
+        parent = ctx.parent
+        if isinstance(parent, ast.Attribute) or ctx.qualname(node) != "torch.cuda":
+            return  # ``torch.cuda.<attr>``: the attribute visit reports it
+        if in_annotation(ctx, node) or cuda_only_here(ctx, node) or in_fstring(ctx):
+            return
+        if any(isinstance(p, ast.ExceptHandler) for p in ctx.parents):
+            return  # the last resort of a device-module resolver (``except AttributeError: return torch.cuda``)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _PROBES:
+            return  # a capability probe
+        if (
+            isinstance(parent, ast.IfExp)
+            and parent.test is not node
+            and mentions_cuda_dispatch(ctx, parent.test)
+        ):
+            return  # ``torch.cuda if device_type == "cuda" else torch.npu``: dispatched
+        if outside_veomni(ctx):
+            self.report(
+                node,
+                "`torch.cuda` as the device module is CUDA-only (an Ascend host never initialises it); use "
+                "`torch.get_device_module()` (the current accelerator's module)",
+            )
+            return
+        edits = None if isinstance(parent, ast.arguments) else helper_edits(ctx, "get_torch_device")
+        fix = None
+        if edits is not None:
+            fix = make_fix(
+                "Replace with `get_torch_device()`",
+                [*edits, ctx.replace(node, "get_torch_device()")],
+                Applicability.UNSAFE,
+                "on a CPU-only host `get_torch_device()` is `torch.cpu`, which lacks most of `torch.cuda`'s "
+                "attributes",
+            )
+        self.report(
+            node,
+            "`torch.cuda` as the device module is CUDA-only: on an Ascend host it is never initialised, so RNG "
+            "state, streams or memory calls made through it act on nothing; use `get_torch_device()` "
+            "(veomni.utils.device)",
+            fix,
         )
 
     def _visit_is_available(self, call: ast.Call) -> None:

@@ -37,7 +37,36 @@ _TENSOR_NAME = re.compile(
 _HOST_SIDE_FILE = re.compile(
     r"(image_processing|processing|feature_extraction|tokenization|video_processing|convert)_\w*\.py$"
 )
+_COLLECTIVES = frozenset(
+    {
+        "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+        "all_to_all", "all_to_all_single", "broadcast", "reduce", "gather", "scatter",
+    }
+)  # fmt: skip
+_COLLECTIVE_TENSOR_KW = frozenset(
+    {"tensor", "output", "input", "output_tensor", "input_tensor", "tensor_list"}
+)
+_SIZED = frozenset({"empty", "zeros", "ones", "full", "rand", "randn"})
+_JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack"})
+_HOST_SIDE_DIR = re.compile(r"(^|/)(data|dataset|datasets|preprocess\w*|tools|scripts|examples)/")
 _SCALAR_TYPES = frozenset({"int", "bool", "str", "float", "None"})
+
+
+def _autograd_functions(ctx: Context) -> set[str]:
+    """Top-level ``torch.autograd.Function`` subclasses: their ``forward``/``backward`` run on device data."""
+    if "Function" not in ctx.source.text:
+        return set()
+    out: set[str] = set()
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            for base in stmt.bases:
+                dotted = ctx.qualname(base) or ctx.dotted(base) or ""
+                if dotted in (
+                    "torch.autograd.Function",
+                    "torch.autograd.function.Function",
+                ) or dotted.endswith("autograd.Function"):
+                    out.add(stmt.name)
+    return out
 
 
 def _names_cpu(device: ast.expr) -> bool:
@@ -257,7 +286,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
-        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data."
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (kernels' eager code and adapters under `veomni/ops`, distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
     )
     bad = (
         Example(
@@ -513,6 +542,99 @@ class DevicelessAllocation(Rule):
             """,
             title="a collective's output buffers on the CPU (the gathered name is rebound only afterwards)",
         ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            def _gather_rows(shard: torch.Tensor, group) -> torch.Tensor:
+                world = dist.get_world_size(group)
+                merged = torch.empty((shard.shape[0] * world, *shard.shape[1:]), dtype=shard.dtype)
+                dist.all_gather_into_tensor(merged, shard, group=group)
+                return merged
+
+
+            class _ScatterRows(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, group, local):
+                    ctx.group = group
+                    return local.chunk(dist.get_world_size(group))[dist.get_rank(group)]
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return None, _gather_rows(grad, ctx.group)
+            """,
+            fixed="""
+            import torch
+            import torch.distributed as dist
+
+
+            def _gather_rows(shard: torch.Tensor, group) -> torch.Tensor:
+                world = dist.get_world_size(group)
+                merged = torch.empty((shard.shape[0] * world, *shard.shape[1:]), dtype=shard.dtype, device=shard.device)
+                dist.all_gather_into_tensor(merged, shard, group=group)
+                return merged
+
+
+            class _ScatterRows(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, group, local):
+                    ctx.group = group
+                    return local.chunk(dist.get_world_size(group))[dist.get_rank(group)]
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return None, _gather_rows(grad, ctx.group)
+            """,
+            path="veomni/distributed/toy_sp.py",
+            title="framework code outside model files: a collective's output buffer reached from an autograd "
+            "backward",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyPromptEncoder(nn.Module):
+                def encode(self, token_ids: torch.Tensor, keep: torch.Tensor):
+                    states = self.text_model(token_ids)
+                    pieces = [row[flag] for row, flag in zip(states, keep)]
+                    masks = [torch.ones(p.shape[0], dtype=torch.long) for p in pieces]
+                    longest = max(p.shape[0] for p in pieces)
+                    return torch.stack([torch.cat([m, m.new_zeros(longest - m.shape[0])]) for m in masks])
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToyPromptEncoder(nn.Module):
+                def encode(self, token_ids: torch.Tensor, keep: torch.Tensor):
+                    states = self.text_model(token_ids)
+                    pieces = [row[flag] for row, flag in zip(states, keep)]
+                    masks = [torch.ones(p.shape[0], dtype=torch.long, device=token_ids.device) for p in pieces]
+                    longest = max(p.shape[0] for p in pieces)
+                    return torch.stack([torch.cat([m, m.new_zeros(longest - m.shape[0])]) for m in masks])
+            """,
+            title="a list of host masks iterated, padded and stacked into the returned batch",
+        ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            class ToyTrainer:
+                def global_token_count(self, micro_batches):
+                    local = torch.tensor([sum(int(mb["labels"].ne(-100).sum()) for mb in micro_batches)])
+                    dist.all_reduce(local)
+                    return int(local.item())
+            """,
+            path="veomni/trainer/toy_trainer.py",
+            title="a host tensor handed to a collective (anywhere, not only on the forward path)",
+        ),
     )
     good = (
         Example(
@@ -567,6 +689,22 @@ class DevicelessAllocation(Rule):
             """,
             title="`torch.tensor(x)` of a device tensor keeps its device",
         ),
+        Example(
+            """
+            import torch
+
+
+            def pad_batch(features: list, pad_id: int):
+                input_ids = [f["input_ids"] for f in features]
+                longest = max(len(x) for x in input_ids)
+                out = torch.full((len(input_ids), longest), pad_id)
+                for i, x in enumerate(input_ids):
+                    out[i, : len(x)] = x
+                return out
+            """,
+            path="veomni/data/toy_collate.py",
+            title="the data pipeline builds its batches on the host on purpose",
+        ),
     )
     fix_safety = (
         "Safe: `device=` is added (or `device=None` replaced) naming the tensor the value meets, when that tensor "
@@ -579,13 +717,23 @@ class DevicelessAllocation(Rule):
     )
     node_types = (ast.Call,)
 
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and the kernels' own Python (``veomni/ops``: eager fallbacks, adapters), whose functions run
+        on the same device data."""
+        return not ctx.source.kind.test
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         if _HOST_SIDE_FILE.match(PurePath(ctx.source.path).name):
             self.node_types = ()  # preprocessing runs on the host, before data reaches the device
-        self.module_classes = module_classes(ctx.tree, ctx)
+        self.module_classes = module_classes(ctx.tree, ctx) | _autograd_functions(ctx)
         path = ctx.source.path.replace("\\", "/")
+        # files whose module-level functions nothing in the file calls are entry points other modules call on
+        # device data: model code, and the framework's own device-side code (distributed helpers, kernels'
+        # eager code, utils); never the data pipeline, whose tensors are built on the host on purpose
         self.model_file = "/models/" in path or PurePath(path).name.startswith("modeling_")
+        self.entry_file = self.model_file or not _HOST_SIDE_DIR.search(path)
         self.spec_targets = spec_targets(ctx.tree)
         self.functions = {
             s.name for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -594,7 +742,14 @@ class DevicelessAllocation(Rule):
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
         self.pending: list[tuple[tuple[str, str], ast.Call, str, str | None]] = []
-        self._guessed: set[int] = set()  # allocations whose device= names a tensor other than the data met
+        self._guessed: set[int] = set()
+        # allocations handed to a collective as its tensor: wrong wherever the function runs (HCCL and NCCL take
+        # device tensors only), forward path or not; a file that names a gloo (CPU) group is left out
+        self._collective_met: dict[int, str] = {}
+        self._collective = False
+        self._gloo = (
+            "gloo" in ctx.source.text
+        )  # allocations whose device= names a tensor other than the data met
         # host allocations a module-level helper returns (no device data in the helper to take it from)
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
@@ -669,13 +824,14 @@ class DevicelessAllocation(Rule):
             for k in node.keywords
         ):
             return
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            return
+        if any(isinstance(a, ast.Starred) for a in node.args) and qual[6:] not in _SIZED:
+            return  # ``torch.tensor(*data)``: what is unpacked is unknown; sizes (``*x.shape[1:]``) are sizes
         if self._exempt(node) or (qual[6:] in ("empty", "zeros", "ones") and zero_size(node)):
             return
         if qual[6:] in ("tensor", "as_tensor") and self._copies_device_tensor(node):
             return  # ``torch.tensor(x)`` of a device tensor keeps that device: nothing is allocated on the CPU
         self._returned = False
+        self._collective = False
         met = self._meets_accelerator(node)
         if met is None:
             if self._returned and unit[0] == "":
@@ -684,6 +840,10 @@ class DevicelessAllocation(Rule):
         source = self._device_source(node, met)
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
             self._guessed.add(id(node))
+        if self._collective:
+            self._collective_met[id(node)] = (
+                self.ctx.qualname(met.func) or "" if isinstance(met, ast.Call) else ""
+            )
         self.pending.append((unit, node, qual[6:], source))
 
     def _combined_elsewhere(self, node: ast.Call, named: str) -> bool:
@@ -1056,8 +1216,32 @@ class DevicelessAllocation(Rule):
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     if other is not None:
                         return other
+                    if self._collective_operand(qual, parent, expr):
+                        self._collective = True
+                        return parent
+                    if qual[6:] in _JOINS and parent.args and parent.args[0] is expr:
+                        self._boxed = False  # a list of host tensors joined into one host tensor
                     expr = parent
                     continue
+                return None
+            if typ is ast.comprehension:
+                # iterating a list of host tensors: each element the loop binds is a host tensor
+                assert isinstance(parent, ast.comprehension)
+                owner = parents.get(id(parent))
+                if parent.iter is not expr or not isinstance(parent.target, ast.Name) or owner is None:
+                    return None
+                loop = parent.target.id
+                for part in (
+                    getattr(owner, "elt", None),
+                    getattr(owner, "key", None),
+                    getattr(owner, "value", None),
+                ):
+                    if part is not None:
+                        work.extend(
+                            (n, False)
+                            for n in subtree(part)
+                            if isinstance(n, ast.Name) and n.id == loop and isinstance(n.ctx, ast.Load)
+                        )
                 return None
             if typ in (ast.Assign, ast.AnnAssign, ast.AugAssign):
                 targets = parent.targets if typ is ast.Assign else [parent.target]  # type: ignore[attr-defined]
@@ -1079,6 +1263,23 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _collective_operand(self, qual: str, call: ast.Call, expr: ast.AST) -> bool:
+        """``expr`` is a tensor operand of a ``torch.distributed`` collective (not its group), in a file that uses
+        no CPU (gloo) group."""
+        if (
+            self._gloo
+            or not qual.startswith("torch.distributed.")
+            or qual.rsplit(".", 1)[-1] not in _COLLECTIVES
+        ):
+            return False
+        if any(k.value is expr and k.arg not in _COLLECTIVE_TENSOR_KW for k in call.keywords):
+            return False
+        return not any(
+            "cpu" in (self.ctx.source.segment(k.value) or "").lower()
+            for k in call.keywords
+            if k.arg == "group"
+        )
 
     def _returns_device_code(self, func: ast.AST) -> bool:
         """The function is a module method or a forward-path helper (not a host-side metadata builder)."""
@@ -1288,7 +1489,21 @@ class DevicelessAllocation(Rule):
             return
         forward = self._forward_units()
         for unit, node, factory, source in self.pending:
-            if unit not in forward:
+            if unit not in forward and id(node) not in self._collective_met:
+                continue
+            collective = self._collective_met.get(id(node))
+            if collective and unit not in forward:
+                shown = collective.replace("torch.distributed.", "dist.")
+                fix = (
+                    make_fix(f"Add `device={source}`", [self._device_edit(node, source)]) if source else None
+                )
+                self.report(
+                    node,
+                    f"`torch.{factory}(...)` without `device=` allocates on the CPU and is handed to `{shown}`: the "
+                    "collective backends (HCCL on Ascend, NCCL) take device tensors only; "
+                    + (f"add `device={source}`" if source else "create it on the current device"),
+                    fix,
+                )
                 continue
             if source is None:
                 self.report(
@@ -1576,7 +1791,7 @@ class DevicelessAllocation(Rule):
         # module-level functions nothing in the file calls are entry points for other modules (model helpers)
         called = {name for names in self.calls.values() for name in names}
         called |= set(self.spec_targets)
-        if self.model_file:
+        if self.entry_file:
             roots |= {("", f) for f in self.functions if f not in called and not is_init_method(f)}
         forward = set(roots)
         todo = list(roots)

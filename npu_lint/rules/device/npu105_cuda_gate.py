@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability
-from npu_lint.rules.base import Example, Rule, make_fix
+from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     bool_operand_removal,
     cuda_gate_on_npu_path,
     cuda_string,
     in_fstring,
+    npu_module,
 )
 
 
@@ -156,6 +157,36 @@ class CudaGate(Rule):
             """,
             title="a CUDA test around the call of a handle the instance owns",
         ),
+        Example(
+            """
+            from . import reference
+
+
+            def fused_swiglu(gate, up):
+                if not gate.is_cuda or gate.numel() == 0:
+                    return reference.swiglu(gate, up)
+                import torch_npu
+
+                return torch_npu.npu_swiglu(torch.cat([gate, up], dim=-1))
+            """,
+            path="veomni/ops/kernels/swiglu/npu_fused.py",
+            title="an NPU kernel adapter (an ops module named for the NPU) that falls back unless the input is CUDA",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class ToyRotary(torch.nn.Module):
+                def forward(self, x, cos, sin):
+                    if x.device.type != "cuda":
+                        return x * cos + self.rotate(x) * sin
+                    import torch_npu
+
+                    return torch_npu.npu_rotary_mul(x, cos, sin)
+            """,
+            title="a CUDA test in a function that calls a torch_npu kernel",
+        ),
     )
     good = (
         Example(
@@ -178,6 +209,12 @@ class CudaGate(Rule):
     )
     requires = ("cuda",)  # `.is_cuda`, or a comparison with a "cuda" device type
     node_types = (ast.Attribute, ast.Compare)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and the NPU adapters among kernel code (``veomni/ops/.../npu*.py``)."""
+        kind = ctx.source.kind
+        return not kind.test and (kind.model_code or npu_module(ctx.source.path))
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx

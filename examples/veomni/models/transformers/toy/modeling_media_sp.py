@@ -1,3 +1,5 @@
+import torch
+
 from veomni.distributed.parallel_state import get_parallel_state
 from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
 
@@ -13,3 +15,12 @@ def fill_media(self, input_ids, inputs_embeds, pixel_values):
     inputs_embeds = inputs_embeds.masked_scatter(mask, image_rows)
     # NPU706: the gathered sequence is never sliced back to this rank's shard
     return self.text_model(inputs_embeds=inputs_embeds)
+
+
+class ToyTextCrossAttention(torch.nn.Module):
+    def forward(self, x, context, image_context=None, **kwargs):
+        # NPU612: the caller's skip_ulysses=True reaches the image call only; the text call runs the all-to-all
+        out = self.attn(self.q(x), self.k(context), self.v(context))
+        if image_context is not None:
+            out = out + self.attn(self.q(x), self.k(image_context), self.v(image_context), **kwargs)
+        return self.o(out)

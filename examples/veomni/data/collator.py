@@ -1,0 +1,20 @@
+"""The example tree's packing collator (runs as the DataLoader's collate_fn)."""
+
+from dataclasses import dataclass
+
+import torch
+
+from veomni.distributed.parallel_state import get_parallel_state
+
+
+@dataclass
+class PackingCollator:
+    pad_multiple: int = 8
+
+    def __call__(self, features):
+        input_ids = torch.cat([f["input_ids"] for f in features])
+        # NPU610: read in a DataLoader worker, whose parallel state is not the trainer's
+        if get_parallel_state().sp_enabled:
+            pad = -input_ids.numel() % (self.pad_multiple * get_parallel_state().sp_size)
+            input_ids = torch.nn.functional.pad(input_ids, (0, pad))
+        return {"input_ids": input_ids.unsqueeze(0)}
