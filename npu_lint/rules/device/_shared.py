@@ -302,6 +302,26 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
     return ctx.import_edits(device_module_for(ctx.source.path, ctx.tree, module), name)
 
 
+def native_api(ctx: Context, helper: str) -> bool:
+    """Whether a message names torch's own API rather than the VeOmni device helper ``helper``: outside VeOmni,
+    or where the tree's device module lacks it (a `veomni` package that is not a recognised tree, a fork or a
+    sparse checkout, whose own `utils/device.py` does not define it): a message must not send the user to a
+    name the tree does not have."""
+    if outside_veomni(ctx):
+        return True
+    key = ("device-helper-missing", helper)
+    missing = ctx.memo.get(key)
+    if missing is None:
+        api = ctx.project.api
+        module = api.device_module
+        if helper not in api.device_helpers or not api.defines(module, helper):
+            missing = True
+        else:
+            missing = ctx.project.root is None and not _package_defines(ctx.source.path, module, helper)
+        ctx.memo[key] = missing
+    return bool(missing)
+
+
 def _package_defines(path: str, module: str, name: str) -> bool:
     """False only when the ``veomni`` package holding ``path`` has ``module`` on disk and it does not define
     ``name`` (read statically). A package without that module (a model directory beside an installed veomni,

@@ -13,6 +13,7 @@ from npu_lint.rules.device._shared import (
     device_source,
     helper_edits,
     in_cuda_dispatch,
+    native_api,
     outside_veomni,
     root_name,
 )
@@ -221,7 +222,7 @@ class CudaCall(Rule):
     def _report_no_fix(self, node: ast.Call, func: ast.Attribute) -> None:
         suggestion = (
             f"`.to({ACCELERATOR_DEVICE})` ({ACCELERATOR_NOTE})"
-            if outside_veomni(self.ctx)
+            if native_api(self.ctx, "get_device_type")
             else "`.to(get_device_type())` (veomni.utils.device)"
         )
         self.report(self._where(node, func), f"`.cuda()` hard-codes the CUDA backend; use {suggestion}")

@@ -31,6 +31,7 @@ from npu_lint.rules.device._shared import (
     is_requirement_stmt,
     mentions_cuda_dispatch,
     names_kernel,
+    native_api,
     outside_veomni,
     target_name,
 )
@@ -685,7 +686,7 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(node))
         ctx = self.ctx
-        if is_nccl(node) and outside_veomni(ctx):
+        if is_nccl(node) and native_api(ctx, "get_dist_comm_backend"):
             self.report(
                 node,
                 f'`"nccl"` ({what}) is the CUDA collective backend (NPU uses HCCL); use '
@@ -700,7 +701,7 @@ class HardcodedCudaDevice(Rule):
             assert value is not None
             helper = "get_device_type"
             match = CUDA_INDEXED.fullmatch(value)
-            if outside_veomni(ctx) and not match:
+            if native_api(ctx, helper) and not match:
                 # outside VeOmni: torch's accelerator type (a string for a string), no import
                 text = ACCELERATOR_TYPE
                 message = f'`"{value}"` ({what}) names the CUDA backend; use `{text}` ({ACCELERATOR_NOTE})'
@@ -709,7 +710,7 @@ class HardcodedCudaDevice(Rule):
                     fix = make_fix(f"Replace with `{text}` ({ACCELERATOR_NOTE})", [ctx.replace(node, text)])
                 self.report(node, message, fix)
                 return
-            if outside_veomni(ctx):
+            if native_api(ctx, helper):
                 shown = f'f"{{{ACCELERATOR_TYPE}}}:{match.group(1)}"'
                 self.report(
                     node, f'`"{value}"` ({what}) names the CUDA backend; use `{shown}` ({ACCELERATOR_NOTE})'
@@ -855,11 +856,11 @@ class HardcodedCudaDevice(Rule):
             return
         self._seen.add(id(default))
         value = self.ctx.source.segment(default)
-        if is_nccl(default) and outside_veomni(self.ctx):
+        if is_nccl(default) and native_api(self.ctx, "get_dist_comm_backend"):
             helper = f"`torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})`"
         elif is_nccl(default):
             helper = "`get_dist_comm_backend()` (veomni.utils.device)"
-        elif outside_veomni(self.ctx):
+        elif native_api(self.ctx, "get_device_type"):
             helper = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
         else:
             helper = "`get_device_type()` (veomni.utils.device)"
@@ -1048,8 +1049,8 @@ class HardcodedCudaDevice(Rule):
         if node.attr == "is_available" and call is not None:
             self._visit_is_available(call)
             return
-        if outside_veomni(ctx):
-            self.report(node, _outside_message(node.attr))  # no veomni to import: torch's own API, no fix
+        if native_api(ctx, EXACT_HELPERS[node.attr][0] if node.attr in EXACT_HELPERS else "get_torch_device"):
+            self.report(node, _outside_message(node.attr))  # no helper to import: torch's own API, no fix
             return
         if call is not None and node.attr in EXACT_HELPERS:
             helper, n_pos, kws = EXACT_HELPERS[node.attr]
@@ -1229,7 +1230,7 @@ class HardcodedCudaDevice(Rule):
                     fix = make_fix(f"Replace with `{text}`", edits)
         where = (
             f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
-            if outside_veomni(ctx)
+            if native_api(ctx, "get_device_type")
             else "`get_device_type()` (veomni.utils.device)"
         )
         self.report(
@@ -1319,7 +1320,7 @@ class HardcodedCudaDevice(Rule):
         if npu == "hccl":
             api = (
                 "`torch.distributed.get_default_backend_for_device(...)`"
-                if outside_veomni(ctx)
+                if native_api(ctx, "get_dist_comm_backend")
                 else "`get_dist_comm_backend()` (veomni.utils.device)"
             )
             self.report(
@@ -1328,7 +1329,7 @@ class HardcodedCudaDevice(Rule):
                 f'host this branch rejects the run; compare with {api}, or accept `"hccl"` where it works',
             )
             return
-        if outside_veomni(ctx):
+        if native_api(ctx, "get_device_type"):
             api = f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
         else:
             api = "`get_device_type()` or `IS_CUDA_AVAILABLE` (veomni.utils.device)"
@@ -1340,7 +1341,7 @@ class HardcodedCudaDevice(Rule):
         )
 
     def _device_type_api(self) -> str:
-        if outside_veomni(self.ctx):
+        if native_api(self.ctx, "get_device_type"):
             return f"`{ACCELERATOR_TYPE}` ({ACCELERATOR_NOTE})"
         return "`get_device_type()` (veomni.utils.device)"
 
