@@ -1255,9 +1255,10 @@ class OriginMap:
             else ""
         )
         if text and not text.startswith("#"):
+            code_text = _TRAILING_COMMENT.sub("", text)  # a `# noqa` added to the spec line must not move the origin
             for path, start, code in effective_post_blocks(self.spec):
                 for k, block_line in enumerate(code.split("\n")):
-                    if block_line.strip() == text:
+                    if _TRAILING_COMMENT.sub("", block_line.strip()) == code_text:
                         return Origin(path, start + k)
         stmt_at = next(
             (s for s in tree.body if s.lineno <= line <= (s.end_lineno or s.lineno)),
@@ -1367,6 +1368,11 @@ def _helper_pairs(spec: Spec, gen: Generated) -> list[Pair]:
         if ref is not None and node is not None:
             out.append(Pair(patch, ref, node, None))
     return out
+
+
+_TRAILING_COMMENT = re.compile(
+    r"\s+#[^'\"]*$"
+)  # a comment after the code (no quote in it: not inside a string)
 
 
 def attach_origins(
