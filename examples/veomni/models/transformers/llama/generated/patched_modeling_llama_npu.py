@@ -17,6 +17,12 @@ from torch import nn
 # Methods patched: forward
 # ======================================================================
 class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps: float = 1e-5) -> None:
+        # NPU431: the default eps is 1e-5 here, upstream's LlamaRMSNorm defaults to 1e-6
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         # NPU105: `.is_cuda` is False on Ascend, so the NPU kernel never runs
         if veomni_rms_norm.use_non_eager_impl and hidden_states.is_cuda:
