@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import functions_of, path_before
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
 
@@ -116,6 +118,57 @@ def _aux_computed(func: ast.AST) -> ast.Assign | None:
         ):
             return node
     return None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """`name = <not None>` somewhere in ``node``."""
+    return any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+        and not (isinstance(n.value, ast.Constant) and n.value.value is None)
+        for n in _walk(node)
+    ) or any(
+        isinstance(n, ast.Assign)
+        and any(
+            isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
+            for t in n.targets
+        )
+        for n in _walk(node)
+    )
+
+
+_AUXILIARY = re.compile(r"aux|balanc|z_loss", re.IGNORECASE)
+
+
+def aux_substitutions(func: ast.AST) -> list[tuple[ast.Assign, str, str]]:
+    """`loss = coef * aux_loss` where `loss` already holds the main loss on the path: the auxiliary loss replaces
+    it instead of being added (`loss = loss + ...`, `loss += ...`). (statement, loss name, auxiliary name)."""
+    out = []
+    for node in _walk(func):
+        if not (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            continue
+        target = node.targets[0].id
+        if "loss" not in target.lower() or "aux" in target.lower():
+            continue
+        meta = {  # `loss.device`, `loss.dtype`: where the value goes, not the value
+            id(n.value)
+            for n in _walk(node.value)
+            if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
+        }
+        names = {n.id for n in _walk(node.value) if isinstance(n, ast.Name) and id(n) not in meta}
+        aux = sorted(n for n in names if _AUXILIARY.search(n) and "coef" not in n.lower())
+        if not aux or target in names:
+            continue
+        before = path_before(func, node)
+        if any(
+            isinstance(b, ast.expr) and target in _names(b) for b in before
+        ):  # `if loss is None: loss = aux_loss`: no main loss on this path
+            continue
+        if any(isinstance(b, ast.stmt) and _binds(b, target) for b in before):
+            out.append((node, target, aux[0]))
+    return out
 
 
 def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
@@ -266,6 +319,36 @@ class AuxLossInputs(Rule):
     bad = (
         Example(
             """
+            def moe_lm_forward(self, input_ids=None, labels=None, output_router_logits=None, **kwargs):
+                outputs = self.model(input_ids=input_ids, output_router_logits=True, **kwargs)
+                logits = self.lm_head(outputs.last_hidden_state)
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+                if output_router_logits:
+                    router_aux = self.balance(outputs.router_logits)
+                    if labels is not None:
+                        loss = router_aux.to(loss.device) * self.config.router_aux_loss_coef
+                return loss, logits
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="the main loss replaced by the scaled auxiliary loss",
+        ),
+        Example(
+            """
+            def moe_step_loss(model, batch, balance_weight):
+                out = model(**batch)
+                step_loss = out.loss
+                if out.router_logits is not None:
+                    balancing = switch_balance(out.router_logits)
+                    step_loss = balance_weight * balancing
+                return step_loss
+            """,
+            path="veomni/trainer/moe_loss.py",
+            title="a trainer helper whose step loss becomes the balancing term alone",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
@@ -373,6 +456,22 @@ class AuxLossInputs(Rule):
     good = (
         Example(
             """
+            def moe_step_loss(model, batch, balance_weight):
+                out = model(**batch)
+                step_loss = out.loss
+                if out.router_logits is not None:
+                    balancing = switch_balance(out.router_logits)
+                    if step_loss is None:
+                        step_loss = balance_weight * balancing
+                    else:
+                        step_loss = step_loss + balance_weight * balancing.to(step_loss.device)
+                return step_loss
+            """,
+            path="veomni/trainer/moe_loss.py",
+            title="the balancing term added, or alone only where there is no main loss",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
@@ -454,6 +553,19 @@ class AuxLossInputs(Rule):
             return
         if "loss" in text and "(" in text:
             self._swapped_arguments()
+        if "aux" in text or "balanc" in text:
+            seen: set[int] = set()  # a nested function is walked with its enclosing one too
+            for func in functions_of(ctx.tree, text, "aux", "balanc"):
+                for stmt, loss, aux in aux_substitutions(func):
+                    if id(stmt) in seen:
+                        continue
+                    seen.add(id(stmt))
+                    self.report(
+                        stmt,
+                        f"`{loss}` already holds the main loss here, and this assignment replaces it with one built "
+                        f"from `{aux}` alone: the auxiliary loss must be added to the loss (`{loss} = {loss} + ...`), "
+                        "or the model trains only the auxiliary term",
+                    )
         if _FIELD not in text and "forward" not in text:
             return
         if "forward" in text and ("Moe" in text or "MoE" in text or _FIELD in text or _SWITCH in text):
