@@ -16,7 +16,6 @@ from npu_lint.rules.semantics._shared import (
     path_before,
 )
 
-
 _FUSED_STATES = ("hidden_states", "hidden", "inputs")
 _FUSED_WEIGHTS = ("weights", "weight", "head_weight", "lm_head_weight")
 
@@ -492,7 +491,8 @@ class LogitSoftcapping(LossRule):
         self.report(
             weight,
             f"the logits are soft-capped on this path, but the loss call also gets `{ast.unparse(states)}` and "
-            f"`{ast.unparse(weight)}`: a fused loss kernel recomputes the logits from them and trains on uncapped "
+            f"`{ast.unparse(weight)}`: whatever path of the loss projects them itself (a fused-linear kernel, the "
+            "per-token log-probs path) recomputes the logits without the cap and trains or scores on uncapped "
             "logits; pass only the capped `logits=` here (no hidden states or weights)",
         )
 

@@ -409,6 +409,13 @@ def _unshifted_selections(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
     return out
 
 
+def _sp_test(test: ast.AST) -> bool:
+    """A test on the sequence-parallel switch, alone or as one operand of an `and`/`or`."""
+    if isinstance(test, ast.BoolOp):
+        return any(_sp_test(v) for v in test.values)
+    return _sp_polarity(test) is not None
+
+
 def _unguarded_shifts(func: ast.AST) -> list[ast.AST]:
     """Label shifts of a function that reads the sequence-parallel switch but shifts outside any branch on it
     (nested functions are their own): they run under sequence parallelism too."""
@@ -418,7 +425,7 @@ def _unguarded_shifts(func: ast.AST) -> list[ast.AST]:
         for stmt in stmts:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 continue
-            if isinstance(stmt, ast.If) and _sp_polarity(stmt.test) is not None:
+            if isinstance(stmt, ast.If) and _sp_test(stmt.test):
                 continue  # one branch per setting: the SP-branch check judges it
             if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
                 if isinstance(stmt, ast.If):
@@ -690,7 +697,7 @@ class LabelShift(LossRule):
                                 "already shifts them when it splits the sequence: every target is one token late",
                             )
                     if "Collat" in getattr(func, "name", "") or not any(
-                        _sp_polarity(n.test) is not None for n in _walk(func) if isinstance(n, ast.If)
+                        _sp_test(n.test) for n in _walk(func) if isinstance(n, ast.If)
                     ):
                         continue
                     for node in _unguarded_shifts(func):
