@@ -129,6 +129,10 @@ def _binds(node: ast.AST, name: str) -> bool:
         for n in _walk(node)
     ) or any(
         isinstance(n, ast.Assign)
+        and not (
+            isinstance(n.value, ast.Tuple)
+            and all(isinstance(e, ast.Constant) and e.value is None for e in n.value.elts)
+        )
         and any(
             isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
             for t in n.targets
@@ -138,6 +142,7 @@ def _binds(node: ast.AST, name: str) -> bool:
 
 
 _AUXILIARY = re.compile(r"aux|balanc|z_loss", re.IGNORECASE)
+_SCALE = re.compile(r"coef|weight|scale|alpha|factor|torch|math", re.IGNORECASE)
 
 
 def aux_substitutions(func: ast.AST) -> list[tuple[ast.Assign, str, str]]:
@@ -160,6 +165,9 @@ def aux_substitutions(func: ast.AST) -> list[tuple[ast.Assign, str, str]]:
         names = {n.id for n in _walk(node.value) if isinstance(n, ast.Name) and id(n) not in meta}
         aux = sorted(n for n in names if _AUXILIARY.search(n) and "coef" not in n.lower())
         if not aux or target in names:
+            continue
+        others = {n for n in names if n not in aux and n != "self" and not _SCALE.search(n)}
+        if others:  # built from other inputs too (a loss dict, a sum of heads): not the auxiliary loss alone
             continue
         before = path_before(func, node)
         if any(
