@@ -561,9 +561,9 @@ class AuxLossInputs(Rule):
             return
         if "loss" in text and "(" in text:
             self._swapped_arguments()
-        if "aux" in text or "balanc" in text:
+        if "aux" in text or "balanc" in text or "z_loss" in text:
             seen: set[int] = set()  # a nested function is walked with its enclosing one too
-            for func in functions_of(ctx.tree, text, "aux", "balanc"):
+            for func in functions_of(ctx.tree, text, "aux", "balanc", "z_loss"):
                 for stmt, loss, aux in aux_substitutions(func):
                     if id(stmt) in seen:
                         continue
