@@ -145,37 +145,65 @@ _AUXILIARY = re.compile(r"aux|balanc|z_loss", re.IGNORECASE)
 _SCALE = re.compile(r"coef|weight|scale|alpha|factor|torch|math", re.IGNORECASE)
 
 
-def aux_substitutions(func: ast.AST) -> list[tuple[ast.Assign, str, str]]:
+def _aux_only(value: ast.AST) -> tuple[str, set[str]] | None:
+    """The auxiliary loss a value is built from, when it is built from nothing else (scales and `self` aside),
+    and the names it reads (`loss.device` / `.dtype` / `.shape` not counted: where the value goes)."""
+    meta = {
+        id(n.value)
+        for n in _walk(value)
+        if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
+    }
+    names = {n.id for n in _walk(value) if isinstance(n, ast.Name) and id(n) not in meta}
+    aux = sorted(n for n in names if _AUXILIARY.search(n) and "coef" not in n.lower())
+    if not aux:
+        return None
+    if any(n not in aux and n != "self" and not _SCALE.search(n) for n in names):
+        return None  # built from other inputs too (a loss dict, a sum of heads): not the auxiliary loss alone
+    return aux[0], names
+
+
+def _main_loss_before(func: ast.AST, node: ast.AST, target: str) -> bool:
+    """`target` holds a loss on the path to ``node`` (bound to something else than None, and not only tested)."""
+    before = path_before(func, node)
+    if any(isinstance(b, ast.expr) and target in _names(b) for b in before):
+        return False  # `if loss is None: loss = aux_loss`: no main loss on this path
+    return any(isinstance(b, ast.stmt) and _binds(b, target) for b in before)
+
+
+def aux_substitutions(func: ast.AST) -> list[tuple[ast.AST, str, str]]:
     """`loss = coef * aux_loss` where `loss` already holds the main loss on the path: the auxiliary loss replaces
-    it instead of being added (`loss = loss + ...`, `loss += ...`). (statement, loss name, auxiliary name)."""
-    out = []
+    it instead of being added (`loss = loss + ...`, `loss += ...`); likewise an output built with
+    `loss=<the auxiliary loss alone>` that leaves the main loss out. (node, loss name, auxiliary name)."""
+    out: list[tuple[ast.AST, str, str]] = []
     for node in _walk(func):
-        if not (
-            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        ):
-            continue
-        target = node.targets[0].id
-        if "loss" not in target.lower() or "aux" in target.lower():
-            continue
-        meta = {  # `loss.device`, `loss.dtype`: where the value goes, not the value
-            id(n.value)
-            for n in _walk(node.value)
-            if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
-        }
-        names = {n.id for n in _walk(node.value) if isinstance(n, ast.Name) and id(n) not in meta}
-        aux = sorted(n for n in names if _AUXILIARY.search(n) and "coef" not in n.lower())
-        if not aux or target in names:
-            continue
-        others = {n for n in names if n not in aux and n != "self" and not _SCALE.search(n)}
-        if others:  # built from other inputs too (a loss dict, a sum of heads): not the auxiliary loss alone
-            continue
-        before = path_before(func, node)
-        if any(
-            isinstance(b, ast.expr) and target in _names(b) for b in before
-        ):  # `if loss is None: loss = aux_loss`: no main loss on this path
-            continue
-        if any(isinstance(b, ast.stmt) and _binds(b, target) for b in before):
-            out.append((node, target, aux[0]))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target = node.targets[0].id
+            if "loss" not in target.lower() or "aux" in target.lower():
+                continue
+            found = _aux_only(node.value)
+            if found is None or target in found[1]:
+                continue
+            if _main_loss_before(func, node, target):
+                out.append((node, target, found[0]))
+        elif isinstance(node, ast.Call) and any(kw.arg == "loss" for kw in node.keywords):
+            value = next(kw.value for kw in node.keywords if kw.arg == "loss")
+            found = _aux_only(value)
+            if found is None:
+                continue
+            used = _names(node)
+            stmts = [s for s in _walk(func) if isinstance(s, ast.stmt) and s is not func and node in _walk(s)]
+            if not stmts:
+                continue
+            stmt = stmts[-1]  # the innermost (breadth-first order)
+            for local in sorted({n.id for n in _walk(func) if isinstance(n, ast.Name)}):
+                if (
+                    "loss" in local.lower()
+                    and not _AUXILIARY.search(local)
+                    and local not in used
+                    and _main_loss_before(func, stmt, local)
+                ):
+                    out.append((value, local, found[0]))
+                    break
     return out
 
 
@@ -325,6 +353,21 @@ class AuxLossInputs(Rule):
         "(`num_experts` passed where `top_k` is expected) is reported; keyword arguments are never judged. A switch handed on to the inner model as a false constant (`output_router_logits=False`) where upstream hands on the variable is reported too. Two loss calls of one function (the fused handle and the eager fallback) given the same values in another order are reported at the later one (or at the one the definition shows wrong). Compared with the upstream forward: a loss function it calls by name called with fewer arguments (no `**`; a dropped `attention_mask` counts padding tokens in the router statistics), and an auxiliary loss computed into a local but never added to the loss where upstream adds it."
     )
     bad = (
+        Example(
+            """
+            class ToyMoeForCausalLM(ToyMoePreTrainedModel):
+                def forward(self, input_ids=None, labels=None, **kwargs):
+                    outputs = self.model(input_ids=input_ids, output_router_logits=True, **kwargs)
+                    logits = self.lm_head(outputs.last_hidden_state)
+                    lm_loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+                    aux_loss = self.router_balance(outputs.router_logits)
+                    return MoeCausalLMOutputWithPast(
+                        loss=self.router_aux_loss_coef * aux_loss, aux_loss=aux_loss, logits=logits
+                    )
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="the output's loss is the auxiliary term alone, the LM loss left out",
+        ),
         Example(
             """
             def moe_lm_forward(self, input_ids=None, labels=None, output_router_logits=None, **kwargs):
@@ -570,9 +613,9 @@ class AuxLossInputs(Rule):
                     seen.add(id(stmt))
                     self.report(
                         stmt,
-                        f"`{loss}` already holds the main loss here, and this assignment replaces it with one built "
-                        f"from `{aux}` alone: the auxiliary loss must be added to the loss (`{loss} = {loss} + ...`), "
-                        "or the model trains only the auxiliary term",
+                        f"`{loss}` holds the main loss on this path, but this takes a loss built from `{aux}` alone "
+                        f"in its place: the auxiliary loss must be added to the main loss (`{loss} + ...`), or the "
+                        "model trains only the auxiliary term",
                     )
         if _FIELD not in text and "forward" not in text:
             return
