@@ -74,6 +74,15 @@ SITES = [
         "NPU421",
         1,
     ),
+    # the SP-group-weighted loss is no longer divided by the SP size
+    (
+        VEOMNI_MAIN,
+        "veomni/utils/loss_utils.py",
+        "        if get_parallel_state().sp_enabled:\n            cur_loss = cur_loss / get_parallel_state().sp_size\n",
+        "",
+        "NPU421",
+        1,
+    ),
     # the step's token count no longer skips the loader's filler micro-batches (another test than the marker's)
     (
         VEOMNI_MAIN,

@@ -222,6 +222,19 @@ class SpLossReduction(Rule):
     bad = (
         Example(
             """
+            from veomni.utils.dist_utils import all_reduce
+
+
+            def group_weighted(step_loss, shard_tokens, step_tokens):
+                ps = get_parallel_state()
+                group_tokens = all_reduce(shard_tokens, op="sum", group=ps.sp_group)
+                return step_loss * group_tokens / step_tokens * ps.fsdp_size
+            """,
+            path="veomni/trainer/weighting.py",
+            title="a loss weighted by the SP group's token count, never divided by the SP size",
+        ),
+        Example(
+            """
             from torch.nn import CrossEntropyLoss
 
             from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
@@ -734,6 +747,29 @@ class SpLossReduction(Rule):
             f"reduction spreads to every replica; divide by `{count}.clamp_min(1)` (and zero the loss)",
         )
 
+    def _sp_weight_undivided(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions, nodes: list[ast.AST]
+    ) -> None:
+        """A loss weighted by a token count summed over the SP group: every rank of the group now carries the
+        group's whole weight, and the data-parallel gradient reduction (whose group includes the SP ranks) adds
+        the group's copies up, so the loss must be divided by the SP size once."""
+        for node in nodes:
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            names = [_name_of(node.left), _name_of(node.right)]
+            if not any(n and "loss" in n.lower() for n in names):
+                continue
+            count = next((n for n in names if n and _is_count(n) and n in red.sp), None)
+            if count is None or count in red.ops:
+                continue
+            self.report(
+                node,
+                f"`{func.name}` weights the loss by `{count}`, a token count summed over the sequence-parallel "
+                "group, so every rank of the group carries the group's whole weight; the data-parallel gradient "
+                "reduction then adds the SP ranks' copies up: divide the loss by the SP size once",
+            )
+            return
+
     def _sp_weighting(self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions) -> None:
         """A loss divided by the SP group size (it is the group's mean) weighted by a count not reduced over the group."""
         nodes = _walk(func)
@@ -747,6 +783,7 @@ class SpLossReduction(Rule):
             for n in nodes
         )
         if not by_sp:
+            self._sp_weight_undivided(func, red, nodes)
             return
         for node in nodes:
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
