@@ -239,3 +239,67 @@ def test_global_token_weighting_needs_the_data_parallel_size() -> None:
     assert _found(None, "veomni/utils/weighting.py", text, "NPU421") == []
     dropped = text.replace(" * dist.get_world_size()", "")
     assert _found(None, "veomni/utils/weighting.py", dropped, "NPU421") == [7]
+
+
+SP_COLLATOR = """
+import torch.nn.functional as F
+
+
+class SequenceParallelCollator:
+    def __call__(self, batch):
+        labels = batch["labels"][..., 1:].contiguous()
+        batch["labels"] = F.pad(labels, (0, 1), value=-100)
+        return batch
+"""
+
+BLOCKWISE = """
+def blockwise_ce(hidden, head_weight, labels, ignore_index=-100):
+    state = get_parallel_state()
+    {shift}
+    loss = block_ce(hidden, head_weight, labels, ignore_index)
+    if state.sp_enabled:
+        loss = reduce_sequence_parallel_loss(loss, (labels != ignore_index).sum())
+    return loss
+"""
+
+
+@pytest.mark.parametrize(
+    ("shift", "lines"),
+    [
+        ("labels, hidden = labels[:, 1:], hidden[:, :-1]", [3]),
+        ("if not state.sp_enabled:\n        labels, hidden = labels[:, 1:], hidden[:, :-1]", []),
+        (
+            "if state.sp_enabled or labels is None:\n        pass\n    else:\n        labels, hidden = labels[:, 1:], hidden[:, :-1]",
+            [],
+        ),
+    ],
+)
+def test_a_loss_reading_the_sp_switch_shifts_only_without_it(
+    tmp_path: Path, shift: str, lines: list[int]
+) -> None:
+    _write(tmp_path, "veomni/data/data_collator.py", SP_COLLATOR)
+    rel = "veomni/ops/kernels/cross_entropy/blockwise.py"
+    text = textwrap.dedent(BLOCKWISE).lstrip("\n").replace("{shift}", shift)
+    assert _found(tmp_path, rel, text, "NPU412") == lines
+    # a tree whose SP collator does not shift: the loss owns the shift on both settings
+    plain = tmp_path / "plain"
+    _write(plain, "veomni/data/data_collator.py", SP_COLLATOR.replace('["labels"][..., 1:]', '["labels"]'))
+    assert _found(plain, rel, text, "NPU412") == []
+
+
+def test_a_loss_table_in_a_dict_literal(tmp_path: Path) -> None:
+    text = textwrap.dedent(
+        """
+        from .wrappers import ForCausalLMLoss, ForSequenceClassificationLoss
+
+        HEADS = {
+            "ForCausalLM": blockwise_causal,
+            "ForConditionalGeneration": blockwise_causal,
+            "ForTokenClassification": {value},
+        }
+        """
+    ).lstrip("\n")
+    rel = "veomni/ops/kernels/cross_entropy/table.py"
+    assert _found(None, rel, text.replace("{value}", "blockwise_causal"), "NPU419") == [6]
+    assert _found(None, rel, text.replace("{value}", "ForCausalLMLoss"), "NPU419") == [6]
+    assert _found(None, rel, text.replace("{value}", "ForSequenceClassificationLoss"), "NPU419") == []
