@@ -303,3 +303,43 @@ def test_a_loss_table_in_a_dict_literal(tmp_path: Path) -> None:
     assert _found(None, rel, text.replace("{value}", "blockwise_causal"), "NPU419") == [6]
     assert _found(None, rel, text.replace("{value}", "ForCausalLMLoss"), "NPU419") == [6]
     assert _found(None, rel, text.replace("{value}", "ForSequenceClassificationLoss"), "NPU419") == []
+
+
+def test_auxiliary_substitution_through_an_output_attribute() -> None:
+    text = textwrap.dedent(
+        """
+        def moe_objective(self, batch):
+            out = self.model(**batch)
+            train_loss = out.loss
+            if out.aux_loss is not None:
+                train_loss = self.config.router_aux_loss_coef * out.aux_loss
+            return train_loss
+        """
+    ).lstrip("\n")
+    assert _found(None, "veomni/trainer/moe_step.py", text, "NPU418") == [5]
+    added = text.replace("train_loss = self.config", "train_loss = train_loss + self.config")
+    assert _found(None, "veomni/trainer/moe_step.py", added, "NPU418") == []
+
+
+def test_sp_shard_loss_through_a_configured_criterion() -> None:
+    text = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
+
+
+        def codec_loss(self, logits, codes):
+            crit = nn.CrossEntropyLoss(ignore_index=-100, label_smoothing=0.1)
+            code_loss = crit(logits.flatten(0, 1), codes.flatten())
+            if get_parallel_state().sp_enabled:
+                {reduce}
+            return code_loss
+        """
+    ).lstrip("\n")
+    rel = "veomni/models/seed_omni/decoder/codec/modeling_codec.py"
+    assert _found(None, rel, text.replace("{reduce}", "pass"), "NPU421") == [8]
+    reduced = text.replace(
+        "{reduce}", "code_loss = reduce_sequence_parallel_loss(code_loss, (codes != -100).sum())"
+    )
+    assert _found(None, rel, reduced, "NPU421") == []

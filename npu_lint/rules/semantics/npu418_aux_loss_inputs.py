@@ -147,17 +147,25 @@ _SCALE = re.compile(r"coef|weight|scale|alpha|factor|torch|math", re.IGNORECASE)
 
 def _aux_only(value: ast.AST) -> tuple[str, set[str]] | None:
     """The auxiliary loss a value is built from, when it is built from nothing else (scales and `self` aside),
-    and the names it reads (`loss.device` / `.dtype` / `.shape` not counted: where the value goes)."""
+    and the names it reads (`loss.device` / `.dtype` / `.shape` not counted: where the value goes). An attribute
+    naming an auxiliary loss (`outputs.aux_loss`) counts as one, its receiver with it."""
+    nodes = _walk(value)
     meta = {
-        id(n.value)
-        for n in _walk(value)
-        if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
+        id(n.value) for n in nodes if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
     }
-    names = {n.id for n in _walk(value) if isinstance(n, ast.Name) and id(n) not in meta}
-    aux = sorted(n for n in names if _AUXILIARY.search(n) and "coef" not in n.lower())
+    inside: set[int] = set()
+    aux: list[str] = []
+    for n in nodes:
+        if isinstance(n, ast.Attribute) and _AUXILIARY.search(n.attr) and "coef" not in n.attr.lower():
+            if id(n) not in inside:
+                aux.append(ast.unparse(n))
+            inside.update(id(m) for m in _walk(n.value))
+    names = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in meta}
+    free = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in meta and id(n) not in inside}
+    aux.extend(sorted(n for n in free if _AUXILIARY.search(n) and "coef" not in n.lower()))
     if not aux:
         return None
-    if any(n not in aux and n != "self" and not _SCALE.search(n) for n in names):
+    if any(n not in aux and n != "self" and not _SCALE.search(n) for n in free):
         return None  # built from other inputs too (a loss dict, a sum of heads): not the auxiliary loss alone
     return aux[0], names
 

@@ -168,6 +168,7 @@ def _ce_results(func: ast.AST) -> list[tuple[ast.Assign, str]]:
         if isinstance(n, ast.Assign)
         and isinstance(n.value, ast.Call)
         and last_name(n.value.func) == "CrossEntropyLoss"
+        and not any(kw.arg == "reduction" for kw in n.value.keywords)
         for t in n.targets
         if isinstance(t, ast.Name)
     }
@@ -184,7 +185,7 @@ def _ce_results(func: ast.AST) -> list[tuple[ast.Assign, str]]:
         direct = last_name(callee) == "cross_entropy" or (
             isinstance(callee, ast.Call)
             and last_name(callee.func) == "CrossEntropyLoss"
-            and not callee.keywords
+            and not any(kw.arg == "reduction" for kw in callee.keywords)
         )
         if direct or (isinstance(callee, ast.Name) and callee.id in makers):
             out.append((n, n.targets[0].id))
