@@ -74,6 +74,15 @@ SITES = [
         "NPU421",
         1,
     ),
+    # the global token weighting divides by the FSDP size where it must multiply
+    (
+        VEOMNI_MAIN,
+        "veomni/utils/loss_utils.py",
+        "all_reduced_len * get_parallel_state().fsdp_size",
+        "all_reduced_len / get_parallel_state().fsdp_size",
+        "NPU421",
+        1,
+    ),
     # the SP-group-weighted loss is no longer divided by the SP size
     (
         VEOMNI_MAIN,

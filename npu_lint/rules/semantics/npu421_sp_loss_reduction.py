@@ -631,19 +631,36 @@ class SpLossReduction(Rule):
         the data-parallel size once, or every gradient is that many times too small."""
         if getattr(self, "_dp_reported", None) == id(func):
             return
+
+        def sizes(side: ast.AST) -> str | None:
+            for m in _walk(side):
+                if isinstance(m, (ast.Name, ast.Attribute)):
+                    name = (last_name(m) or "").lower()
+                    if any(w in name for w in _DP_SIZES):
+                        return ast.unparse(m)
+            return None
+
+        divided: str | None = None
         for node in _walk(func):
             if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Mult):
                 sides = (
                     [node.target, node.value] if isinstance(node, ast.AugAssign) else [node.left, node.right]
                 )
-                for side in sides:
-                    for m in _walk(side):
-                        name = (
-                            (last_name(m) or "").lower() if isinstance(m, (ast.Name, ast.Attribute)) else ""
-                        )
-                        if any(w in name for w in _DP_SIZES):
-                            return
+                if any(sizes(side) for side in sides):
+                    return
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                divided = divided or sizes(node.right)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
+                divided = divided or sizes(node.value)
         self._dp_reported = id(func)
+        if divided is not None:
+            self.report(
+                div,
+                f"`{func.name}` weights the loss by its share of `{count}`, a token count summed over every rank, and "
+                f"then divides by `{divided}`: the gradient reduction (FSDP/DDP) already averages over the ranks, "
+                "so the data-parallel size must be multiplied in once, not divided out again",
+            )
+            return
         self.report(
             div,
             f"`{func.name}` weights the loss by its share of `{count}`, a token count summed over every rank, but never "
