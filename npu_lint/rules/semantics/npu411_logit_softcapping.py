@@ -386,6 +386,36 @@ class LogitSoftcapping(LossRule):
     good = (
         Example(
             """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2ForCausalLM.forward")
+            def gemma2_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                if lm_ce_handle.use_non_eager_impl:
+                    if self.config.final_logit_softcapping is not None:
+                        raise ValueError("the fused loss cannot cap the logits")
+                    loss, logits, aux = lm_ce_handle(
+                        logits=None, labels=labels, hidden_states=hidden, weights=self.lm_head.weight, **kwargs
+                    )
+                else:
+                    logits = self.lm_head(hidden)
+                    if self.config.final_logit_softcapping is not None:
+                        cap = self.config.final_logit_softcapping
+                        logits = torch.tanh(logits / cap) * cap
+                    loss, _, aux = self.loss_function(
+                        logits=logits, labels=labels, hidden_states=hidden, weights=self.lm_head.weight, **kwargs
+                    )
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="the capped call on the path the kernel switch keeps for the eager loss (it takes the logits)",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
@@ -463,10 +493,10 @@ class LogitSoftcapping(LossRule):
                     and _applies_cap(n, aliases)
                     for n in before
                 ) or any(_mentions_cap(a, aliases) for a in [*call.args, *(k.value for k in call.keywords)]):
-                    self._fused_after_cap(call, aliases)
+                    self._fused_after_cap(func, call, aliases)
                     continue  # capped on the way, or the cap handed to the loss itself
             elif any(mentions_attr(n, "final_logit_softcapping") for n in before):
-                self._fused_after_cap(call, aliases)
+                self._fused_after_cap(func, call, aliases)
                 continue
             self.report(
                 call,
@@ -474,7 +504,7 @@ class LogitSoftcapping(LossRule):
                 "before the loss, or, for a fused kernel that cannot apply the cap, refuse a capped config",
             )
 
-    def _fused_after_cap(self, call: ast.Call, aliases: set[str]) -> None:
+    def _fused_after_cap(self, func: ast.AST, call: ast.Call, aliases: set[str]) -> None:
         """A loss call on the capped path that also hands over the hidden states and the head's weight: a fused
         kernel projects them itself and never sees the capped logits."""
         given = {k.arg: k.value for k in call.keywords if k.arg}
@@ -488,6 +518,10 @@ class LogitSoftcapping(LossRule):
             return
         if any(_mentions_cap(k.value, aliases) for k in call.keywords):
             return  # the cap itself handed to the kernel
+        if any(
+            isinstance(b, ast.expr) and "eager" in ast.unparse(b).lower() for b in path_before(func, call)
+        ):
+            return  # the capped call sits on a path chosen by the kernel switch: the eager loss takes the logits
         self.report(
             weight,
             f"the logits are soft-capped on this path, but the loss call also gets `{ast.unparse(states)}` and "
