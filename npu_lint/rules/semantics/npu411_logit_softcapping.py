@@ -16,6 +16,9 @@ from npu_lint.rules.semantics._shared import (
     path_before,
 )
 
+_FUSED_STATES = ("hidden_states", "hidden", "inputs")
+_FUSED_WEIGHTS = ("weights", "weight", "head_weight", "lm_head_weight")
+
 
 def _is_cap_ref(node: ast.AST, aliases: set[str]) -> bool:
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
@@ -249,6 +252,29 @@ class LogitSoftcapping(LossRule):
     bad = (
         Example(
             """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2ForCausalLM.forward")
+            def gemma2_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                cap = self.config.final_logit_softcapping
+                logits = self.lm_head(hidden)
+                if cap is not None:
+                    logits = torch.tanh(logits / cap) * cap
+                loss, _, aux = veomni_causal_lm_loss(
+                    logits=logits, labels=labels, hidden_states=hidden, head_weight=self.lm_head.weight, **kwargs
+                )
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="capped logits handed to a loss that also gets the hidden states and the head weight",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
@@ -360,6 +386,36 @@ class LogitSoftcapping(LossRule):
     good = (
         Example(
             """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.gemma2.modeling_gemma2", target_file="x.py")
+
+
+            @config.override_method("Gemma2ForCausalLM.forward")
+            def gemma2_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                if lm_ce_handle.use_non_eager_impl:
+                    if self.config.final_logit_softcapping is not None:
+                        raise ValueError("the fused loss cannot cap the logits")
+                    loss, logits, aux = lm_ce_handle(
+                        logits=None, labels=labels, hidden_states=hidden, weights=self.lm_head.weight, **kwargs
+                    )
+                else:
+                    logits = self.lm_head(hidden)
+                    if self.config.final_logit_softcapping is not None:
+                        cap = self.config.final_logit_softcapping
+                        logits = torch.tanh(logits / cap) * cap
+                    loss, _, aux = self.loss_function(
+                        logits=logits, labels=labels, hidden_states=hidden, weights=self.lm_head.weight, **kwargs
+                    )
+                return loss, logits
+            """,
+            path="veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py",
+            title="the capped call on the path the kernel switch keeps for the eager loss (it takes the logits)",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.gemma3.modeling_gemma3", target_file="x.py")
@@ -437,14 +493,42 @@ class LogitSoftcapping(LossRule):
                     and _applies_cap(n, aliases)
                     for n in before
                 ) or any(_mentions_cap(a, aliases) for a in [*call.args, *(k.value for k in call.keywords)]):
+                    self._fused_after_cap(func, call, aliases)
                     continue  # capped on the way, or the cap handed to the loss itself
             elif any(mentions_attr(n, "final_logit_softcapping") for n in before):
+                self._fused_after_cap(func, call, aliases)
                 continue
             self.report(
                 call,
                 "this loss path skips the final-logit soft-capping the upstream forward applies: cap the logits "
                 "before the loss, or, for a fused kernel that cannot apply the cap, refuse a capped config",
             )
+
+    def _fused_after_cap(self, func: ast.AST, call: ast.Call, aliases: set[str]) -> None:
+        """A loss call on the capped path that also hands over the hidden states and the head's weight: a fused
+        kernel projects them itself and never sees the capped logits."""
+        given = {k.arg: k.value for k in call.keywords if k.arg}
+        states = next((given[k] for k in _FUSED_STATES if k in given), None)
+        weight = next((given[k] for k in _FUSED_WEIGHTS if k in given), None)
+        if (
+            states is None
+            or weight is None
+            or any(isinstance(v, ast.Constant) and v.value is None for v in (states, weight))
+        ):
+            return
+        if any(_mentions_cap(k.value, aliases) for k in call.keywords):
+            return  # the cap itself handed to the kernel
+        if any(
+            isinstance(b, ast.expr) and "eager" in ast.unparse(b).lower() for b in path_before(func, call)
+        ):
+            return  # the capped call sits on a path chosen by the kernel switch: the eager loss takes the logits
+        self.report(
+            weight,
+            f"the logits are soft-capped on this path, but the loss call also gets `{ast.unparse(states)}` and "
+            f"`{ast.unparse(weight)}`: whatever path of the loss projects them itself (a fused-linear kernel, the "
+            "per-token log-probs path) recomputes the logits without the cap and trains or scores on uncapped "
+            "logits; pass only the capped `logits=` here (no hidden states or weights)",
+        )
 
     def finish(self) -> None:
         super().finish()

@@ -409,6 +409,38 @@ def _unshifted_selections(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
     return out
 
 
+def _sp_test(test: ast.AST) -> bool:
+    """A test on the sequence-parallel switch, alone or as one operand of an `and`/`or`."""
+    if isinstance(test, ast.BoolOp):
+        return any(_sp_test(v) for v in test.values)
+    return _sp_polarity(test) is not None
+
+
+def _unguarded_shifts(func: ast.AST) -> list[ast.AST]:
+    """Label shifts of a function that reads the sequence-parallel switch but shifts outside any branch on it
+    (nested functions are their own): they run under sequence parallelism too."""
+    out: list[ast.AST] = []
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(stmt, ast.If) and _sp_test(stmt.test):
+                continue  # one branch per setting: the SP-branch check judges it
+            if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+                if isinstance(stmt, ast.If):
+                    out.extend(n for n in _walk(stmt.test) if _is_shift(n))
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(stmt, field, []) or [])
+                for handler in getattr(stmt, "handlers", []) or []:
+                    visit(handler.body)
+                continue
+            out.extend(n for n in _walk(stmt) if _is_shift(n))
+
+    visit(func.body)  # type: ignore[attr-defined]
+    return out
+
+
 class LabelShift(LossRule):
     code = "NPU412"
     name = "label-shift"
@@ -663,6 +695,19 @@ class LabelShift(LossRule):
                                 node,
                                 f"the labels are shifted on the sequence-parallel branch, but the tree's `{collator}` "
                                 "already shifts them when it splits the sequence: every target is one token late",
+                            )
+                    if "Collat" in getattr(func, "name", "") or not any(
+                        _sp_test(n.test) for n in _walk(func) if isinstance(n, ast.If)
+                    ):
+                        continue
+                    for node in _unguarded_shifts(func):
+                        if self._once(node):
+                            self.report(
+                                node,
+                                f"`{func.name}` branches on `sp_enabled` but shifts the labels on both settings: under "
+                                f"sequence parallelism the tree's `{collator}` has already shifted them, so every "
+                                "target is one token late (and each shard drops a position); shift only when "
+                                "sequence parallelism is off",
                             )
         for func in functions_of(self.ctx.tree, text, "CrossEntropyLoss", "cross_entropy", "loss_fct"):
             if not direct_ce_calls(func) and "loss_fct" not in {

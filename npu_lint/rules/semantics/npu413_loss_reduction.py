@@ -300,6 +300,23 @@ class LossReduction(LossRule):
     bad = (
         Example(
             """
+            import torch
+            import torch.nn.functional as F
+
+
+            def speech_head_loss(self, hidden, target, use_fused):
+                if use_fused:
+                    loss = FusedLinearCrossEntropy(reduction="mean")(self.head.weight, hidden, target)
+                else:
+                    logits = self.head(hidden).float()
+                    loss = F.cross_entropy(logits, target, reduction="sum")
+                return loss
+            """,
+            path="veomni/models/seed_omni/decoder/toy_speech/modeling_toy_speech.py",
+            title="the eager fallback sums where the fused branch takes the mean",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
@@ -427,6 +444,22 @@ class LossReduction(LossRule):
     good = (
         Example(
             """
+            import torch.nn.functional as F
+
+
+            def speech_head_loss(self, hidden, target, use_fused):
+                if use_fused:
+                    loss = FusedLinearCrossEntropy(reduction="sum")(self.head.weight, hidden, target)
+                else:
+                    logits = self.head(hidden).float()
+                    loss = F.cross_entropy(logits, target, reduction="sum")
+                return loss / (target != -100).sum().clamp_min(1)
+            """,
+            path="veomni/models/seed_omni/decoder/toy_speech/modeling_toy_speech.py",
+            title="both paths sum, and the function divides once",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
@@ -490,6 +523,8 @@ class LossReduction(LossRule):
         if self.ctx.source.kind.model_code:
             super().finish()
         text = self.ctx.source.text
+        if "reduction=" in text:
+            self._reductions_agree()
         if not any(w in text for w in ("num_items_in_batch", "ignore_index", "aux", "loss_function")):
             return
         # the data contract is the tree's own: without a VeOmni tree that defines IGNORE_INDEX, not judged
@@ -508,6 +543,39 @@ class LossReduction(LossRule):
         ):
             self._aux_detached(func)
 
+    def _reductions_agree(self) -> None:
+        """The cross-entropy paths of one function (a fused branch and its eager fallback, the SP and plain
+        paths) reduce the same way: a summed path where another takes the mean changes the loss's scale by the
+        token count on whichever hardware takes it."""
+        text = self.ctx.source.text
+        for func in functions_of(self.ctx.tree, text, "reduction="):
+            found: list[tuple[ast.keyword, str, str]] = []
+            for node in _walk(func):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = last_name(node.func) or ""
+                if "crossentropy" not in name.lower().replace("_", ""):
+                    continue
+                for kw in node.keywords:
+                    if (
+                        kw.arg == "reduction"
+                        and isinstance(kw.value, ast.Constant)
+                        and kw.value.value in ("mean", "sum")
+                    ):
+                        found.append((kw, kw.value.value, name))
+            if len({value for _, value, _ in found}) < 2:
+                continue
+            mean = next(name for _, value, name in found if value == "mean")
+            for kw, value, name in found:
+                if value == "sum":
+                    self.report(
+                        kw.value,
+                        f"`{name}` sums the token losses here, where `{mean}` in another path of `{func.name}` takes "
+                        "their mean: the loss (and its gradients) scale with the number of tokens on the path that "
+                        "sums, and a sequence-parallel or token-weighted reduction after it counts the tokens again; "
+                        "use the same reduction on every path",
+                    )
+
     def _dropped_count(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = {a.arg: a for a in _params(func)}
         carried = params.get(_CARRIED)
@@ -523,8 +591,15 @@ class LossReduction(LossRule):
                 and "locals" in ast.dump(n)
                 for n in _walk(func)
             ):
-                self.report(
-                    carried,
+                calls = [
+                    n
+                    for n in _walk(func)
+                    if isinstance(n, ast.Call)
+                    and any(w in (last_name(n.func) or "").lower() for w in ("loss", "entropy"))
+                ]
+                where = min(calls, key=lambda n: (n.lineno, n.col_offset)) if calls else carried
+                self.report(  # at the loss call that should get it (the parameter when there is none)
+                    where,
                     f"`{func.name}` takes `num_items_in_batch` but never passes it on: the loss is averaged per "
                     "micro-batch instead of over the gradient-accumulation batch",
                 )

@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import functions_of, path_before
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
 
@@ -116,6 +118,101 @@ def _aux_computed(func: ast.AST) -> ast.Assign | None:
         ):
             return node
     return None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """`name = <not None>` somewhere in ``node``."""
+    return any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+        and not (isinstance(n.value, ast.Constant) and n.value.value is None)
+        for n in _walk(node)
+    ) or any(
+        isinstance(n, ast.Assign)
+        and not (
+            isinstance(n.value, ast.Tuple)
+            and all(isinstance(e, ast.Constant) and e.value is None for e in n.value.elts)
+        )
+        and any(
+            isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
+            for t in n.targets
+        )
+        for n in _walk(node)
+    )
+
+
+_AUXILIARY = re.compile(r"aux|balanc|z_loss", re.IGNORECASE)
+_SCALE = re.compile(r"coef|weight|scale|alpha|factor|torch|math", re.IGNORECASE)
+
+
+def _aux_only(value: ast.AST) -> tuple[str, set[str]] | None:
+    """The auxiliary loss a value is built from, when it is built from nothing else (scales and `self` aside),
+    and the names it reads (`loss.device` / `.dtype` / `.shape` not counted: where the value goes). An attribute
+    naming an auxiliary loss (`outputs.aux_loss`) counts as one, its receiver with it."""
+    nodes = _walk(value)
+    meta = {
+        id(n.value) for n in nodes if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
+    }
+    inside: set[int] = set()
+    aux: list[str] = []
+    for n in nodes:
+        if isinstance(n, ast.Attribute) and _AUXILIARY.search(n.attr) and "coef" not in n.attr.lower():
+            if id(n) not in inside:
+                aux.append(ast.unparse(n))
+            inside.update(id(m) for m in _walk(n.value))
+    names = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in meta}
+    free = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in meta and id(n) not in inside}
+    aux.extend(sorted(n for n in free if _AUXILIARY.search(n) and "coef" not in n.lower()))
+    if not aux:
+        return None
+    if any(n not in aux and n != "self" and not _SCALE.search(n) for n in free):
+        return None  # built from other inputs too (a loss dict, a sum of heads): not the auxiliary loss alone
+    return aux[0], names
+
+
+def _main_loss_before(func: ast.AST, node: ast.AST, target: str) -> bool:
+    """`target` holds a loss on the path to ``node`` (bound to something else than None, and not only tested)."""
+    before = path_before(func, node)
+    if any(isinstance(b, ast.expr) and target in _names(b) for b in before):
+        return False  # `if loss is None: loss = aux_loss`: no main loss on this path
+    return any(isinstance(b, ast.stmt) and _binds(b, target) for b in before)
+
+
+def aux_substitutions(func: ast.AST) -> list[tuple[ast.AST, str, str]]:
+    """`loss = coef * aux_loss` where `loss` already holds the main loss on the path: the auxiliary loss replaces
+    it instead of being added (`loss = loss + ...`, `loss += ...`); likewise an output built with
+    `loss=<the auxiliary loss alone>` that leaves the main loss out. (node, loss name, auxiliary name)."""
+    out: list[tuple[ast.AST, str, str]] = []
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target = node.targets[0].id
+            if "loss" not in target.lower() or "aux" in target.lower():
+                continue
+            found = _aux_only(node.value)
+            if found is None or target in found[1]:
+                continue
+            if _main_loss_before(func, node, target):
+                out.append((node, target, found[0]))
+        elif isinstance(node, ast.Call) and any(kw.arg == "loss" for kw in node.keywords):
+            value = next(kw.value for kw in node.keywords if kw.arg == "loss")
+            found = _aux_only(value)
+            if found is None:
+                continue
+            used = _names(node)
+            stmts = [s for s in _walk(func) if isinstance(s, ast.stmt) and s is not func and node in _walk(s)]
+            if not stmts:
+                continue
+            stmt = stmts[-1]  # the innermost (breadth-first order)
+            for local in sorted({n.id for n in _walk(func) if isinstance(n, ast.Name)}):
+                if (
+                    "loss" in local.lower()
+                    and not _AUXILIARY.search(local)
+                    and local not in used
+                    and _main_loss_before(func, stmt, local)
+                ):
+                    out.append((value, local, found[0]))
+                    break
+    return out
 
 
 def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
@@ -266,6 +363,51 @@ class AuxLossInputs(Rule):
     bad = (
         Example(
             """
+            class ToyMoeForCausalLM(ToyMoePreTrainedModel):
+                def forward(self, input_ids=None, labels=None, **kwargs):
+                    outputs = self.model(input_ids=input_ids, output_router_logits=True, **kwargs)
+                    logits = self.lm_head(outputs.last_hidden_state)
+                    lm_loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+                    aux_loss = self.router_balance(outputs.router_logits)
+                    return MoeCausalLMOutputWithPast(
+                        loss=self.router_aux_loss_coef * aux_loss, aux_loss=aux_loss, logits=logits
+                    )
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="the output's loss is the auxiliary term alone, the LM loss left out",
+        ),
+        Example(
+            """
+            def moe_lm_forward(self, input_ids=None, labels=None, output_router_logits=None, **kwargs):
+                outputs = self.model(input_ids=input_ids, output_router_logits=True, **kwargs)
+                logits = self.lm_head(outputs.last_hidden_state)
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits, labels, self.vocab_size, **kwargs)
+                if output_router_logits:
+                    router_aux = self.balance(outputs.router_logits)
+                    if labels is not None:
+                        loss = router_aux.to(loss.device) * self.config.router_aux_loss_coef
+                return loss, logits
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="the main loss replaced by the scaled auxiliary loss",
+        ),
+        Example(
+            """
+            def moe_step_loss(model, batch, balance_weight):
+                out = model(**batch)
+                step_loss = out.loss
+                if out.router_logits is not None:
+                    balancing = switch_balance(out.router_logits)
+                    step_loss = balance_weight * balancing
+                return step_loss
+            """,
+            path="veomni/trainer/moe_loss.py",
+            title="a trainer helper whose step loss becomes the balancing term alone",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
@@ -373,6 +515,22 @@ class AuxLossInputs(Rule):
     good = (
         Example(
             """
+            def moe_step_loss(model, batch, balance_weight):
+                out = model(**batch)
+                step_loss = out.loss
+                if out.router_logits is not None:
+                    balancing = switch_balance(out.router_logits)
+                    if step_loss is None:
+                        step_loss = balance_weight * balancing
+                    else:
+                        step_loss = step_loss + balance_weight * balancing.to(step_loss.device)
+                return step_loss
+            """,
+            path="veomni/trainer/moe_loss.py",
+            title="the balancing term added, or alone only where there is no main loss",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.qwen3_moe.modeling_qwen3_moe", target_file="x.py")
@@ -454,6 +612,19 @@ class AuxLossInputs(Rule):
             return
         if "loss" in text and "(" in text:
             self._swapped_arguments()
+        if "aux" in text or "balanc" in text or "z_loss" in text:
+            seen: set[int] = set()  # a nested function is walked with its enclosing one too
+            for func in functions_of(ctx.tree, text, "aux", "balanc", "z_loss"):
+                for stmt, loss, aux in aux_substitutions(func):
+                    if id(stmt) in seen:
+                        continue
+                    seen.add(id(stmt))
+                    self.report(
+                        stmt,
+                        f"`{loss}` holds the main loss on this path, but this takes a loss built from `{aux}` alone "
+                        f"in its place: the auxiliary loss must be added to the main loss (`{loss} + ...`), or the "
+                        "model trains only the auxiliary term",
+                    )
         if _FIELD not in text and "forward" not in text:
             return
         if "forward" in text and ("Moe" in text or "MoE" in text or _FIELD in text or _SWITCH in text):

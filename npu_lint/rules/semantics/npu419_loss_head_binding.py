@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import class_methods, functions_of
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import file_source_module, last_name, upstream_class_method
@@ -165,6 +165,50 @@ def _eager_heads(func: ast.AST) -> set[str]:
     return out
 
 
+def _head_key(node: ast.AST | None) -> str | None:
+    """The head a loss-table key names: "cls" (`"ForSequenceClassification"`), "causal" (`"ForCausalLM"`)."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    if node.value.endswith(_CLS_HEADS):
+        return "cls"
+    if node.value.endswith(_LM_HEADS):
+        return "causal"
+    return None
+
+
+def _table_bindings(tree: ast.Module) -> list[tuple[str, str, ast.expr, int]]:
+    """Loss-table entries a file binds: `TABLE["ForSequenceClassification"] = value` and the items of a dict
+    literal with head keys (`TABLE.update({...})`): (head kind, key, value, id of the enclosing statement list
+    or dict, so entries bound together are compared)."""
+    out: list[tuple[str, str, ast.expr, int]] = []
+    for node in _walk(tree):
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for stmt in stmts:
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                    continue
+                target = stmt.targets[0]
+                if isinstance(target, ast.Subscript):
+                    kind = _head_key(target.slice)
+                    if kind is not None:
+                        out.append((kind, target.slice.value, stmt.value, id(stmts)))  # type: ignore[attr-defined]
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                kind = _head_key(key)
+                if kind is not None:
+                    out.append((kind, key.value, value, id(node)))  # type: ignore[union-attr]
+    return out
+
+
+def _callable_name(value: ast.expr) -> str | None:
+    """The loss a table value names: `f`, `mod.f`, `partial(f, ...)`."""
+    if isinstance(value, ast.Call) and last_name(value.func) == "partial" and value.args:
+        value = value.args[0]
+    return last_name(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+
+
 class LossHeadBinding(Rule):
     code = "NPU419"
     name = "loss-head-binding"
@@ -180,6 +224,37 @@ class LossHeadBinding(Rule):
         "step, on whichever branch (fused or eager) does it."
     )
     bad = (
+        Example(
+            """
+            from transformers.loss.loss_utils import LOSS_MAPPING
+
+
+            def bind_fused_losses(fused_fn):
+                LOSS_MAPPING["ForCausalLM"] = fused_fn
+                LOSS_MAPPING["ForConditionalGeneration"] = fused_fn
+                LOSS_MAPPING["ForTokenClassification"] = fused_fn
+            """,
+            path="veomni/ops/kernels/cross_entropy/install.py",
+            title="a token-classification table entry given the causal heads' fused loss",
+        ),
+        Example(
+            """
+            from functools import partial
+
+            from .wrappers import ForCausalLMLoss, ForSequenceClassificationLoss
+
+            HEAD_LOSSES = {
+                "ForCausalLM": partial(ForCausalLMLoss, impl="blockwise"),
+                "ForSequenceClassification": partial(ForCausalLMLoss, impl="blockwise"),
+            }
+
+
+            def _blockwise_seq_cls_factory():
+                return partial(ForCausalLMLoss, impl="blockwise")
+            """,
+            path="veomni/ops/kernels/cross_entropy/registry.py",
+            title="a registry dict and a classification factory built from the causal loss",
+        ),
         Example(
             """
             from functools import partial
@@ -254,6 +329,27 @@ class LossHeadBinding(Rule):
             """
             from functools import partial
 
+            from transformers.loss.loss_utils import LOSS_MAPPING
+
+            from .wrappers import ForCausalLMLoss, ForSequenceClassificationLoss
+
+
+            def bind_fused_losses(fused_fn, token_ce):
+                LOSS_MAPPING["ForCausalLM"] = fused_fn
+                LOSS_MAPPING["ForConditionalGeneration"] = fused_fn
+                LOSS_MAPPING["ForTokenClassification"] = partial(ForSequenceClassificationLoss, ce=token_ce)
+
+
+            def _blockwise_seq_cls_factory():
+                return partial(ForSequenceClassificationLoss, impl="eager")
+            """,
+            path="veomni/ops/kernels/cross_entropy/install.py",
+            title="the classification entry keeps its own (unshifted) loss",
+        ),
+        Example(
+            """
+            from functools import partial
+
             from veomni.models_kernel.loss_utils import ForCausalLMLoss, ForSequenceClassificationLoss
 
 
@@ -295,6 +391,10 @@ class LossHeadBinding(Rule):
 
     node_types = ()
 
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:  # model code, and the kernels' loss tables (veomni/ops)
+        return not ctx.source.kind.test
+
     def finish(self) -> None:
         ctx = self.ctx
         if ctx.source.kind.test:
@@ -303,6 +403,10 @@ class LossHeadBinding(Rule):
         if "loss" not in text.lower():
             return
         variants = _handle_variants(ctx.tree) if ("OpSlot" in text or "VeomniOp" in text) else {}
+        if "Classification" in text and "For" in text:
+            self._table_binding(variants)  # loss tables and factories: model code and the tree's kernels
+        if not ctx.source.kind.model_code:
+            return
         if "Classification" in text:
             self._head_binding(variants)
         if "loss" in text and "=" in text:
@@ -338,6 +442,55 @@ class LossHeadBinding(Rule):
                         f"`{want}`: training optimises another matrix than the one that generates (for an untied "
                         f"checkpoint `{want}` never gets a gradient); pass `{want}.weight`",
                     )
+
+    def _table_binding(self, variants: dict[str, str]) -> None:
+        """A loss table (`LOSS_MAPPING`, a registry dict) binds each head's loss: a classification key must not get
+        the causal-LM loss (named so, or the very value a causal-LM key gets alongside it), and the reverse."""
+        for func in functions_of(self.ctx.tree):
+            lowered = func.name.lower()
+            if not any(w in lowered for w in ("seq_cls", "token_cls", "classification")):
+                continue
+            for node in _walk(func):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    name = _callable_name(node.value)
+                    if name and _kind(name, variants) == "causal":
+                        self.report(
+                            node.value,
+                            f"`{func.name}` builds the loss of a classification head from `{name}`, the causal-LM "
+                            "loss: it shifts the labels by one position, so each class label is scored at its "
+                            "neighbour's position; build it from the classification loss",
+                        )
+        bindings = _table_bindings(self.ctx.tree)
+        if not bindings:
+            return
+        lm_values: dict[int, list[tuple[str, str]]] = {}
+        for kind, key, value, scope in bindings:
+            if kind == "causal":
+                lm_values.setdefault(scope, []).append((key, ast.dump(value)))
+        for kind, key, value, scope in bindings:
+            name = _callable_name(value)
+            named = _kind(name, variants) if name else None
+            text = ast.unparse(value)
+            if kind == "cls":
+                same = next((k for k, dumped in lm_values.get(scope, []) if dumped == ast.dump(value)), None)
+                if named == "causal" or same is not None:
+                    how = (
+                        f"`{name}`, the causal-LM loss"
+                        if same is None
+                        else f"`{text}`, what `{same}` gets here"
+                    )
+                    self.report(
+                        value,
+                        f"the `{key}` entry is bound to {how}: a causal-LM loss shifts the labels by one position, "
+                        "so each token-level class label is scored at its neighbour's position; bind the "
+                        "classification loss (no shift) for this head",
+                    )
+            elif named == "cls":
+                self.report(
+                    value,
+                    f"the `{key}` entry is bound to `{name}`, the classification loss: it does not shift the labels, "
+                    "so each token is trained to predict itself; bind the causal-LM loss for this head",
+                )
 
     def _head_binding(self, variants: dict[str, str]) -> None:
         cls_losses = sorted(

@@ -137,6 +137,55 @@ class LoadBalancingLossForm(Rule):
             import torch
 
 
+            def router_balance_loss(router_logits, n_experts, k=2, attention_mask=None):
+                logits = torch.cat(router_logits, dim=0)
+                weights = torch.softmax(logits, dim=-1)
+                _, chosen = torch.topk(weights, k, dim=-1)
+                chosen_mask = torch.nn.functional.one_hot(chosen, n_experts)
+                if attention_mask is None:
+                    load = torch.mean(chosen_mask.float(), dim=0)
+                    importance = torch.mean(weights, dim=0)
+                else:
+                    layers = logits.shape[0] // attention_mask.numel()
+                    token_mask = attention_mask.reshape(1, -1).expand(layers, -1).reshape(-1, 1).float()
+                    load = torch.sum(chosen_mask.float() * token_mask.unsqueeze(-1), dim=0) / token_mask.sum()
+                    importance = torch.sum(weights, dim=0) / token_mask.sum()
+                return n_experts * torch.sum(load * importance.unsqueeze(0))
+            """,
+            path="veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+            title="the padding mask weights the expert counts but not the router probabilities",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def balance_aux(gate_logits, n_experts, k, token_mask=None):
+                counts = torch.zeros(n_experts)
+                prob_total = torch.zeros(n_experts)
+                seen = 0.0
+                for logits in gate_logits:
+                    p = torch.softmax(logits.float(), dim=-1)
+                    _, top = torch.topk(p, k, dim=-1)
+                    if token_mask is not None:
+                        keep = token_mask.reshape(-1, 1).float()
+                        prob_total += (p * keep).sum(dim=0)
+                        counts.scatter_add_(0, top.reshape(-1), torch.ones_like(top, dtype=torch.float32).reshape(-1))
+                        seen = seen + keep.sum()
+                    else:
+                        prob_total += p.sum(dim=0)
+                        counts.scatter_add_(0, top.reshape(-1), torch.ones_like(top, dtype=torch.float32).reshape(-1))
+                        seen = seen + p.shape[0]
+                return torch.dot(counts, prob_total) * n_experts / (seen * seen)
+            """,
+            path="veomni/ops/kernels/load_balancing_loss/reference.py",
+            title="the masked branch counts every token's expert choice",
+        ),
+        Example(
+            """
+            import torch
+
+
             def aux_balance_loss(router_logits, num_experts, top_k=2):
                 logits = torch.cat(router_logits, dim=0)
                 probs = torch.softmax(logits.float(), dim=0)
@@ -229,6 +278,32 @@ class LoadBalancingLossForm(Rule):
             import torch
 
 
+            def balance_aux(gate_logits, n_experts, k, token_mask=None):
+                counts = torch.zeros(n_experts)
+                prob_total = torch.zeros(n_experts)
+                seen = 0.0
+                for logits in gate_logits:
+                    p = torch.softmax(logits.float(), dim=-1)
+                    _, top = torch.topk(p, k, dim=-1)
+                    if token_mask is not None:
+                        keep = token_mask.reshape(-1, 1).float()
+                        prob_total += (p * keep).sum(dim=0)
+                        counts.scatter_add_(0, top.reshape(-1), keep.expand_as(top).reshape(-1))
+                        seen = seen + keep.sum()
+                    else:
+                        prob_total += p.sum(dim=0)
+                        counts.scatter_add_(0, top.reshape(-1), torch.ones_like(top, dtype=torch.float32).reshape(-1))
+                        seen = seen + p.shape[0]
+                return torch.dot(counts, prob_total) * n_experts / (seen * seen)
+            """,
+            path="veomni/ops/kernels/load_balancing_loss/reference.py",
+            title="every statistic of the masked branch weighted by the mask",
+        ),
+        Example(
+            """
+            import torch
+
+
             def aux_balance_loss(router_logits, num_experts, top_k=2):
                 logits = torch.cat(router_logits, dim=0)
                 probs = torch.softmax(logits.float(), dim=-1)
@@ -313,6 +388,94 @@ class LoadBalancingLossForm(Rule):
                     "(`dim=0`), one value per expert",
                 )
 
+    def _unmasked_statistics(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST]
+    ) -> None:
+        """On the branch that has a padding mask (`if mask is not None:`), every router statistic summed over the
+        tokens (the probabilities `P_e`, the expert counts `f_e`) is weighted by the mask: one left unweighted
+        counts the padding tokens that the other statistics and the normaliser leave out."""
+        branches: list[tuple[list[ast.stmt], set[str]]] = []
+        for node in nodes:
+            if not (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Compare)
+                and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], (ast.IsNot, ast.Is))
+                and isinstance(node.test.comparators[0], ast.Constant)
+                and node.test.comparators[0].value is None
+                and isinstance(node.test.left, ast.Name)
+                and "mask" in node.test.left.id.lower()
+            ):
+                continue
+            body = node.body if isinstance(node.test.ops[0], ast.IsNot) else node.orelse
+            if body:
+                branches.append((body, {node.test.left.id}))
+        if not branches:
+            return
+        assigns = [n for n in nodes if isinstance(n, ast.Assign)]
+        probs: set[str] = set()
+        changed = True
+        while changed:  # what the router probabilities flow into (`probs`, `selected`, `expert_mask`)
+            changed = False
+            for n in assigns:
+                value_names = {m.id for m in _walk(n.value) if isinstance(m, ast.Name)}
+                from_router = isinstance(n.value, ast.Call) and last_name(n.value.func) in (
+                    "softmax",
+                    "one_hot",
+                )
+                if from_router or (value_names & probs and not isinstance(n.value, ast.Constant)):
+                    for t in n.targets:
+                        for m in _walk(t):
+                            if isinstance(m, ast.Name) and m.id not in probs and m.id != "_":
+                                probs.add(m.id)
+                                changed = True
+        if not probs:
+            return
+        for body, masks in branches:
+            masked = set(masks)
+            changed = True
+            while changed:
+                changed = False
+                for n in assigns:
+                    if {m.id for m in _walk(n.value) if isinstance(m, ast.Name)} & masked:
+                        for t in n.targets:
+                            if isinstance(t, ast.Name) and t.id not in masked:
+                                masked.add(t.id)
+                                changed = True
+            for stmt in body:
+                for call in _walk(stmt):
+                    if not isinstance(call, ast.Call):
+                        continue
+                    name = last_name(call.func)
+                    if name in ("sum", "mean"):
+                        receiver = (
+                            isinstance(call.func, ast.Attribute) and last_name(call.func.value) != "torch"
+                        )
+                        source = call.func.value if receiver else (call.args[0] if call.args else None)  # type: ignore[union-attr]
+                        dim = _literal_dim(call, 0 if receiver else 1)
+                        if source is None or dim == -1 or any(kw.arg == "keepdim" for kw in call.keywords):
+                            continue
+                    elif (
+                        name in ("scatter_add_", "scatter_add", "index_add_", "index_add")
+                        and len(call.args) >= 3
+                    ):
+                        source = call.args[2]
+                    else:
+                        continue
+                    used = {m.id for m in _walk(source) if isinstance(m, ast.Name)}
+                    if name in ("sum", "mean") and not used & probs:
+                        continue
+                    if used & masked:
+                        continue
+                    what = ast.unparse(source)
+                    self.report(
+                        call,
+                        f"`{func.name}` weights its router statistics by `{sorted(masks)[0]}` on this branch, but "
+                        f"accumulates `{what}` unweighted: the padding tokens enter this statistic while the others "
+                        "and the normaliser leave them out, so the load-balancing loss is biased on padded batches; "
+                        "weight it by the mask too",
+                    )
+
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = [
             n
@@ -353,6 +516,7 @@ class LoadBalancingLossForm(Rule):
                     "top-k experts (`dim=-1`)",
                 )
         self._per_expert_means(func, nodes)
+        self._unmasked_statistics(func, nodes)
         counts: set[str] = set()
         for n in nodes:
             if isinstance(n, (ast.Name, ast.Attribute)):

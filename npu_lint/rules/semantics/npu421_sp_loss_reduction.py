@@ -130,6 +130,7 @@ def _autograd_saved(cls: ast.ClassDef) -> dict[int, str]:
     return out
 
 
+_DP_SIZES = ("fsdp_size", "dp_size", "world_size", "data_parallel_size", "num_replicas")
 _COUNT_TARGETS = ("num_items_in_batch", "num_valid_tokens", "valid_tokens", "num_label_tokens")
 
 
@@ -158,6 +159,46 @@ def _counts_labels(expr: ast.AST) -> bool:
     return False
 
 
+def _ce_results(func: ast.AST) -> list[tuple[ast.Assign, str]]:
+    """`x = F.cross_entropy(...)`, `x = nn.CrossEntropyLoss()(...)`, `x = fct(...)` with `fct = CrossEntropyLoss(...)`
+    in the function: a per-rank token-mean loss and the local it lands in."""
+    makers = {
+        t.id
+        for n in _walk(func)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and last_name(n.value.func) == "CrossEntropyLoss"
+        and not any(kw.arg == "reduction" for kw in n.value.keywords)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    out = []
+    for n in _walk(func):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
+            continue
+        call = n.value
+        if not isinstance(call, ast.Call):
+            continue
+        if any(kw.arg == "reduction" for kw in call.keywords):
+            continue  # a per-token or summed loss: reduced elsewhere on its own terms
+        callee = call.func
+        direct = last_name(callee) == "cross_entropy" or (
+            isinstance(callee, ast.Call)
+            and last_name(callee.func) == "CrossEntropyLoss"
+            and not any(kw.arg == "reduction" for kw in callee.keywords)
+        )
+        if direct or (isinstance(callee, ast.Name) and callee.id in makers):
+            out.append((n, n.targets[0].id))
+    return out
+
+
+def _sp_reducer(call: ast.Call) -> bool:
+    callee = (last_name(call.func) or "").lower()
+    if callee == "apply" and isinstance(call.func, ast.Attribute):
+        callee = (last_name(call.func.value) or "").lower()
+    return ("reduce" in callee and "loss" in callee) or callee in _REDUCERS or "all_gather" in callee
+
+
 class SpLossReduction(Rule):
     code = "NPU421"
     name = "sp-loss-reduction"
@@ -180,6 +221,57 @@ class SpLossReduction(Rule):
         "saved counts too, whatever the names."
     )
     bad = (
+        Example(
+            """
+            from veomni.utils.dist_utils import all_reduce
+
+
+            def group_weighted(step_loss, shard_tokens, step_tokens):
+                ps = get_parallel_state()
+                group_tokens = all_reduce(shard_tokens, op="sum", group=ps.sp_group)
+                return step_loss * group_tokens / step_tokens * ps.fsdp_size
+            """,
+            path="veomni/trainer/weighting.py",
+            title="a loss weighted by the SP group's token count, never divided by the SP size",
+        ),
+        Example(
+            """
+            from torch.nn import CrossEntropyLoss
+
+            from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
+
+
+            def caption_and_box_loss(self, text_logits, text_labels, box_logits, box_labels):
+                fct = CrossEntropyLoss()
+                text_loss = fct(text_logits.flatten(0, 1), text_labels.flatten())
+                box_loss = fct(box_logits.flatten(0, 1), box_labels.flatten())
+                if get_parallel_state().sp_enabled:
+                    text_loss = reduce_sequence_parallel_loss(text_loss, (text_labels != -100).sum())
+                return text_loss + box_loss
+            """,
+            path="veomni/models/transformers/toy_vlm/modeling_toy_vlm.py",
+            title="a second head's shard loss never reduced over the SP group",
+        ),
+        Example(
+            """
+            from veomni.utils.dist_utils import all_reduce
+
+
+            def weight_by_tokens(losses, rank_tokens):
+                out = {}
+                for key, value in losses.items():
+                    step_tokens = all_reduce(rank_tokens[key], op="sum")
+                    out[key] = value * rank_tokens[key] / step_tokens
+                return out
+
+
+            def weight_one(loss_val, local_count):
+                total_count = all_reduce(local_count, op="sum")
+                return loss_val * local_count / total_count
+            """,
+            path="veomni/utils/token_weighting.py",
+            title="a loss weighted by its share of the world's token count without the data-parallel size",
+        ),
         Example(
             """
             import torch.distributed as dist
@@ -275,6 +367,30 @@ class SpLossReduction(Rule):
         ),
     )
     good = (
+        Example(
+            """
+            from torch.nn import CrossEntropyLoss
+
+            from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
+            from veomni.utils.dist_utils import all_reduce
+
+
+            def caption_and_box_loss(self, text_logits, text_labels, box_logits, box_labels):
+                fct = CrossEntropyLoss()
+                text_loss = fct(text_logits.flatten(0, 1), text_labels.flatten())
+                box_loss = fct(box_logits.flatten(0, 1), box_labels.flatten())
+                if get_parallel_state().sp_enabled:
+                    text_loss = reduce_sequence_parallel_loss(text_loss, (text_labels != -100).sum())
+                    box_loss = reduce_sequence_parallel_loss(box_loss, (box_labels != -100).sum())
+                return text_loss + box_loss
+
+
+            def weight_one(loss_val, local_count):
+                total_count = all_reduce(local_count, op="sum")
+                return loss_val * local_count / total_count * get_parallel_state().fsdp_size
+            """,
+            path="veomni/utils/token_weighting.py",
+        ),
         Example(
             """
             import torch
@@ -390,6 +506,22 @@ class SpLossReduction(Rule):
             and "torch" not in (n.module or "")
             for n in _walk(tree)
         )
+        text = self.ctx.source.text
+        self.sp_reduced_here = (
+            "sp_enabled" in text
+            and "reduce" in text
+            and any(  # the file calls or imports the tree's SP loss reduction
+                "reduce" in name.lower() and "loss" in name.lower() and "sequence" in name.lower()
+                for n in _walk(tree)
+                for name in (
+                    [a.name for a in n.names]
+                    if isinstance(n, ast.ImportFrom)
+                    else [last_name(n.func) or ""]
+                    if isinstance(n, ast.Call)
+                    else []
+                )
+            )
+        )
         saved: dict[int, dict[int, str]] = {}
         for node in _walk(tree):
             if isinstance(node, ast.ClassDef):
@@ -433,6 +565,14 @@ class SpLossReduction(Rule):
                 continue
             summed = {n for n in numer if n in reduced_losses and red.reduced(n, line)}
             if (
+                not summed
+                and count not in red.sp
+                and red.reduced(count, line + 1)
+                and any("loss" in n.lower() for n in numer)
+                and any(_is_count(n) for n in numer)
+            ):
+                self._dp_factor(func, node, count)
+            if (
                 red.reduced(count, line + 1)
                 and count in red.ops
                 and (summed or any("loss" in n for n in numer))
@@ -454,6 +594,79 @@ class SpLossReduction(Rule):
                 self._weighted_first(func, red, sorted(summed)[0], count, node)
         self._sp_weighting(func, red)
         self._counts(func)
+        if self.sp_reduced_here:
+            self._unreduced_shard_loss(func)
+
+    def _unreduced_shard_loss(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function that branches on the sequence-parallel switch computes a token-mean cross-entropy on the
+        rank's shard: it must reach the SP loss reduction (which this file imports) before it is used."""
+        nodes = _walk(func)
+        if not any(
+            isinstance(n, (ast.Name, ast.Attribute)) and (last_name(n) or "") == "sp_enabled" for n in nodes
+        ):
+            return
+        reduced: set[str] = set()
+        for n in nodes:
+            if isinstance(n, ast.Call) and _sp_reducer(n):
+                reduced.update(
+                    m.id
+                    for a in [*n.args, *(k.value for k in n.keywords)]
+                    for m in _walk(a)
+                    if isinstance(m, ast.Name)
+                )
+        for assign, name in _ce_results(func):
+            if name in reduced:
+                continue
+            self.report(
+                assign,
+                f"`{func.name}` runs under sequence parallelism (it reads `sp_enabled`), but `{name}` is this rank's "
+                "shard mean and never reaches the sequence-parallel loss reduction this file imports: "
+                "each rank trains on its own shard's mean (NaN on a shard without labels), not the group's "
+                "token-weighted mean; reduce it over the SP group",
+            )
+
+    def _dp_factor(self, func: ast.FunctionDef | ast.AsyncFunctionDef, div: ast.BinOp, count: str) -> None:
+        """`loss * local_tokens / global_tokens`, the global count summed over every rank: the data-parallel
+        gradient reduction (FSDP, DDP) then averages over the ranks, so the weighted loss must be multiplied by
+        the data-parallel size once, or every gradient is that many times too small."""
+        if getattr(self, "_dp_reported", None) == id(func):
+            return
+
+        def sizes(side: ast.AST) -> str | None:
+            for m in _walk(side):
+                if isinstance(m, (ast.Name, ast.Attribute)):
+                    name = (last_name(m) or "").lower()
+                    if any(w in name for w in _DP_SIZES):
+                        return ast.unparse(m)
+            return None
+
+        divided: str | None = None
+        for node in _walk(func):
+            if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Mult):
+                sides = (
+                    [node.target, node.value] if isinstance(node, ast.AugAssign) else [node.left, node.right]
+                )
+                if any(sizes(side) for side in sides):
+                    return
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                divided = divided or sizes(node.right)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
+                divided = divided or sizes(node.value)
+        self._dp_reported = id(func)
+        if divided is not None:
+            self.report(
+                div,
+                f"`{func.name}` weights the loss by its share of `{count}`, a token count summed over every rank, and "
+                f"then divides by `{divided}`: the gradient reduction (FSDP/DDP) already averages over the ranks, "
+                "so the data-parallel size must be multiplied in once, not divided out again",
+            )
+            return
+        self.report(
+            div,
+            f"`{func.name}` weights the loss by its share of `{count}`, a token count summed over every rank, but never "
+            "multiplies by the data-parallel size: the gradient reduction (FSDP/DDP) then averages over the ranks, "
+            "so every gradient is that many times too small; multiply by the FSDP/data-parallel size once",
+        )
 
     def _counts(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """The token count a loss is normalised or reduced by counts the labels that are not ignored."""
@@ -552,6 +765,29 @@ class SpLossReduction(Rule):
             f"reduction spreads to every replica; divide by `{count}.clamp_min(1)` (and zero the loss)",
         )
 
+    def _sp_weight_undivided(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions, nodes: list[ast.AST]
+    ) -> None:
+        """A loss weighted by a token count summed over the SP group: every rank of the group now carries the
+        group's whole weight, and the data-parallel gradient reduction (whose group includes the SP ranks) adds
+        the group's copies up, so the loss must be divided by the SP size once."""
+        for node in nodes:
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            names = [_name_of(node.left), _name_of(node.right)]
+            if not any(n and "loss" in n.lower() for n in names):
+                continue
+            count = next((n for n in names if n and _is_count(n) and n in red.sp), None)
+            if count is None or count in red.ops:
+                continue
+            self.report(
+                node,
+                f"`{func.name}` weights the loss by `{count}`, a token count summed over the sequence-parallel "
+                "group, so every rank of the group carries the group's whole weight; the data-parallel gradient "
+                "reduction then adds the SP ranks' copies up: divide the loss by the SP size once",
+            )
+            return
+
     def _sp_weighting(self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions) -> None:
         """A loss divided by the SP group size (it is the group's mean) weighted by a count not reduced over the group."""
         nodes = _walk(func)
@@ -565,6 +801,7 @@ class SpLossReduction(Rule):
             for n in nodes
         )
         if not by_sp:
+            self._sp_weight_undivided(func, red, nodes)
             return
         for node in nodes:
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
