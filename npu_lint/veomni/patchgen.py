@@ -1255,7 +1255,9 @@ class OriginMap:
             else ""
         )
         if text and not text.startswith("#"):
-            code_text = _TRAILING_COMMENT.sub("", text)  # a noqa comment added to the spec line must not move the origin
+            code_text = _TRAILING_COMMENT.sub(
+                "", text
+            )  # a noqa comment added to the spec line must not move the origin
             for path, start, code in effective_post_blocks(self.spec):
                 for k, block_line in enumerate(code.split("\n")):
                     if _TRAILING_COMMENT.sub("", block_line.strip()) == code_text:
