@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 
 # methods a DataLoader runs in its worker processes: a collate_fn object's __call__, a dataset's item access
@@ -229,7 +230,7 @@ class ParallelStateInWorker(Rule):
             and s.name not in ("__init__", "__post_init__")
         }
         bodies: list[tuple[ast.AST, str]] = [(node, "")]
-        for sub in ast.walk(node):  # helpers of the class the worker method calls (one level)
+        for sub in _walk(node):  # helpers of the class the worker method calls (one level)
             if (
                 isinstance(sub, ast.Call)
                 and isinstance(sub.func, ast.Attribute)
@@ -246,7 +247,7 @@ class ParallelStateInWorker(Rule):
 
     def _scan(self, body: ast.AST, where: str, builder: str | None, seen: set[str] | None = None) -> None:
         seen = set() if seen is None else seen
-        for sub in ast.walk(body):
+        for sub in _walk(body):
             if not isinstance(sub, ast.Call):
                 continue
             what = self._state_read(sub)
@@ -278,7 +279,7 @@ class ParallelStateInWorker(Rule):
         for stmt in self.ctx.tree.body:
             todo.extend(self._import_time(stmt))
         for node in todo:
-            for sub in ast.walk(node):
+            for sub in _walk(node):
                 if isinstance(sub, ast.Call) and id(sub) not in self._reported:
                     what = self._state_read(sub)
                     if what is not None:

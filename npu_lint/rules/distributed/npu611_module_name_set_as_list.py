@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 
 # PreTrainedModel attributes that hold module or key names; transformers >= 5 turns each into a set when the model
@@ -138,7 +139,7 @@ class ModuleNameSetAsList(Rule):
         if cached is None:
             cached = {}
             counts: dict[str, int] = {}
-            for node in ast.walk(func):
+            for node in _walk(func):
                 if (
                     isinstance(node, ast.Assign)
                     and len(node.targets) == 1

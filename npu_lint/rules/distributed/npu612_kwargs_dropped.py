@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -136,7 +137,7 @@ class KwargsDropped(Rule):
     @staticmethod
     def _self_calls(func: ast.AST) -> list[tuple[str, ast.Call]]:
         out = []
-        for sub in ast.walk(func):
+        for sub in _walk(func):
             if (
                 isinstance(sub, ast.Call)
                 and isinstance(sub.func, ast.Attribute)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.upstream import file_source_module, last_name, upstream_class_method
 
@@ -78,7 +79,7 @@ def _shown(node: ast.expr | None, default: ast.expr | None) -> str:
 def _norm_builds(init: ast.FunctionDef) -> dict[str, ast.Call]:
     """``self.<attr> = <...RMSNorm>(...)`` of an ``__init__`` (the last one per attribute)."""
     out: dict[str, ast.Call] = {}
-    for node in ast.walk(init):
+    for node in _walk(init):
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
             continue
         if not _norm_class(last_name(node.value.func)):
