@@ -290,12 +290,8 @@ def _helper_edits(ctx: Context, name: str) -> list[Edit] | None:
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
         ):
             return None
-    if name not in api.device_helpers or not api.defines(module, name):
+    if not _helper_defined(ctx, name):
         return None  # the tree does not define this helper: no fix imports it
-    if ctx.project.root is None and not _package_defines(ctx.source.path, module, name):
-        # a `veomni` package that is not a recognised tree (no ops/ or kernels/: a fork, a sparse checkout):
-        # the built-in names count only when the package beside the file defines them too
-        return None
     if ctx.source.kind.spec:  # a spec's imports reach the generated file: absolute, with config.add_import
         return ctx.import_edits(module, name)
     # the file's own style (relative inside the veomni package), merged and sorted by core.imports
@@ -307,19 +303,23 @@ def native_api(ctx: Context, helper: str) -> bool:
     or where the tree's device module lacks it (a `veomni` package that is not a recognised tree, a fork or a
     sparse checkout, whose own `utils/device.py` does not define it): a message must not send the user to a
     name the tree does not have."""
-    if outside_veomni(ctx):
-        return True
-    key = ("device-helper-missing", helper)
-    missing = ctx.memo.get(key)
-    if missing is None:
+    return outside_veomni(ctx) or not _helper_defined(ctx, helper)
+
+
+def _helper_defined(ctx: Context, name: str) -> bool:
+    """Whether the tree's device module defines the helper ``name`` (the profile's answer; in a `veomni` package
+    that is not a recognised tree, no ops/ or kernels/: a fork, a sparse checkout, the built-in names count only
+    when the package beside the file defines them too). Asked once per file and name."""
+    key = ("device-helper-defined", name)
+    found = ctx.memo.get(key)
+    if found is None:
         api = ctx.project.api
         module = api.device_module
-        if helper not in api.device_helpers or not api.defines(module, helper):
-            missing = True
-        else:
-            missing = ctx.project.root is None and not _package_defines(ctx.source.path, module, helper)
-        ctx.memo[key] = missing
-    return bool(missing)
+        found = name in api.device_helpers and api.defines(module, name)
+        if found and ctx.project.root is None:
+            found = _package_defines(ctx.source.path, module, name)
+        ctx.memo[key] = found
+    return bool(found)
 
 
 def _package_defines(path: str, module: str, name: str) -> bool:

@@ -24,6 +24,17 @@ _TOKENS = {
     "aud": "audio",
 }
 _SPLIT = re.compile(r"[^a-z0-9]+")
+_AUDIO_NAMES = ("input_features", "feature_attention_mask")  # audio inputs whose names say no medium
+_SPELLINGS: dict[str, list[str]] = {}
+for _token, _medium in _TOKENS.items():
+    _SPELLINGS.setdefault(_medium, []).append(_token)
+_SPELLINGS["audio"].extend(_AUDIO_NAMES)
+
+
+def media_named(text: str) -> int:
+    """How many media a lower-cased text may name, as ``modality`` spells them (a superset test: `vid` is also
+    in `provide`): a function whose text names fewer than two cannot cross one medium's data with another's."""
+    return sum(any(s in text for s in spellings) for spellings in _SPELLINGS.values())
 
 
 def modality(name: str | None) -> str | None:
@@ -33,7 +44,7 @@ def modality(name: str | None) -> str | None:
     if not name:
         return None
     low = name.lower()
-    if low in ("input_features", "feature_attention_mask"):
+    if low in _AUDIO_NAMES:
         return "audio"
     found = {_TOKENS[t] for t in _SPLIT.split(low) if t in _TOKENS}
     return found.pop() if len(found) == 1 else None

@@ -7,7 +7,13 @@ import ast
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
-from npu_lint.rules.multimodal._modality import crossings, modality, one_sided_sp, unused_media_mappings
+from npu_lint.rules.multimodal._modality import (
+    crossings,
+    media_named,
+    modality,
+    one_sided_sp,
+    unused_media_mappings,
+)
 from npu_lint.rules.multimodal._shared import (
     MEDIA,
     WRAPPERS,
@@ -539,7 +545,7 @@ class MediaParameters(WrapperRule):
             for node in _walk(ctx.tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                    media = _media_words("\n".join(lines[first - 1 : node.end_lineno]).lower())
+                    media = media_named("\n".join(lines[first - 1 : node.end_lineno]).lower())
                     if not media:
                         continue  # every check below needs a medium's name in the function
                     found = unused_media_mappings(node)  # type: ignore[arg-type]
@@ -742,13 +748,3 @@ class MediaParameters(WrapperRule):
                     at or arg,
                     f"`{arg.arg}` is accepted but never passed on{where}: that input is silently ignored",
                 )
-
-
-def _media_words(text: str) -> int:
-    """How many media the lower-cased text may name (a superset test: `vid` is also in `provide`), as ``modality``
-    spells them."""
-    return (
-        ("image" in text or "img" in text)
-        + ("video" in text or "vid" in text)
-        + ("audio" in text or "aud" in text or "input_features" in text or "feature_attention_mask" in text)
-    )
