@@ -125,6 +125,10 @@ def _anchored(pattern: str) -> str:
     (gitignore matching alone would never match ``./``, so such a pattern silently excluded nothing)."""
     negated = pattern.startswith("!")
     body = pattern[1:] if negated else pattern
+    parts = body.split("/")
+    # `a/**/**/b` matches what `a/**/b` matches: adjacent `**` components are one (and cost one in the matcher)
+    body = "/".join(p for i, p in enumerate(parts) if not (p == "**" and i and parts[i - 1] == "**"))
+    pattern = ("!" if negated else "") + body
     if not body.startswith("./"):
         return pattern
     while body.startswith("./"):
@@ -190,6 +194,8 @@ def check_patterns(key: str, patterns: list[str], where: str) -> None:
     import pathspec
 
     for pattern in patterns:
+        if pattern.lstrip("!").strip() == "":  # git matches nothing with it: a silent no-op, as `[` is
+            raise ConfigError(f"{where}: empty `{key}` pattern {pattern!r} matches no file")
         stars = sum(part == "**" for part in pattern.split("/"))
         if stars > MAX_DOUBLE_STARS:  # each `**` is a `(?:/.+)?` in the regex: the search backtracks
             # exponentially on deep paths (five took minutes on a 40-level path): refused, not waited on

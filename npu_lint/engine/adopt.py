@@ -278,7 +278,8 @@ def read_baseline(path: str) -> Counter[tuple[str, str, str]]:
         raise BaselineError(f"cannot read baseline {shown}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise BaselineError(f"baseline {shown} is not JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("npu-lint-baseline") != BASELINE_VERSION:
+    version = data.get("npu-lint-baseline") if isinstance(data, dict) else None
+    if type(version) is not int or version != BASELINE_VERSION:  # `true == 1` in Python: a bool is no version
         raise BaselineError(f"{shown} is not an npu-lint baseline (version {BASELINE_VERSION})")
     findings = data.get("findings", [])
     if not isinstance(findings, list):

@@ -116,9 +116,27 @@ class FixOutcome:
     text: str
     applied: int = 0
     applied_codes: dict[str, int] = field(default_factory=dict)
-    dropped: list[str] = field(default_factory=list)  # fixes whose result did not parse
+    dropped: list[str] = field(
+        default_factory=list
+    )  # fixes whose result did not parse (rendered by ``_placed``)
     creates: list[CreateFile] = field(default_factory=list)
     remaining: list[Diagnostic] = field(default_factory=list)
+    held: list[tuple[Diagnostic, str]] = field(default_factory=list)  # (finding, why its fix was dropped)
+
+
+def _placed(path: str, held: list[tuple[Diagnostic, str]], remaining: list[Diagnostic]) -> list[str]:
+    """One line per dropped fix, at the line its finding has in the text written: a finding is seen in the pass
+    that drops its fix, and the fixes that land after it move its line (the remaining findings are reported at
+    the new one)."""
+    after: dict[tuple[str, str, str], list[Diagnostic]] = {}
+    for diag in remaining:
+        after.setdefault(_fix_id(diag), []).append(diag)
+    lines = []
+    for diag, reason in held:
+        same = after.get(_fix_id(diag))
+        where = same.pop(0) if same else diag
+        lines.append(f"{path}:{where.line}:{where.col + 1}: {diag.code} {reason}")
+    return lines
 
 
 def _fix_id(diag: Diagnostic) -> tuple[str, str, str]:
@@ -164,9 +182,12 @@ def _fmt_protected_fits(
             kept.append(diag)
             continue
         rejected.add(_fix_id(diag))
-        outcome.dropped.append(
-            f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: the line is under `# fmt: skip` or "
-            f"`# fmt: off` and would be longer than the tree's line length ({limit}); nothing would wrap it"
+        outcome.held.append(
+            (
+                diag,
+                "fix dropped: the line is under `# fmt: skip` or `# fmt: off` and would be longer than the "
+                f"tree's line length ({limit}); nothing would wrap it",
+            )
         )
     return kept
 
@@ -217,9 +238,7 @@ def fix_source(
                     new_text = attempt
                     break
                 rejected.add(_fix_id(diag))
-                outcome.dropped.append(
-                    f"{src.path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
-                )
+                outcome.held.append((diag, "fix dropped: result would not parse"))
             accepted = good
         for diag in accepted:
             for create in diag.fix.creates:  # type: ignore[union-attr]
@@ -248,6 +267,7 @@ def fix_source(
     outcome.text = text
     outcome.creates = list(created.values())
     outcome.remaining = diags
+    outcome.dropped = _placed(src.path, outcome.held, diags)
     return outcome
 
 
@@ -359,6 +379,7 @@ def _fix_one(
     creates: list[CreateFile] = []
     taken: list[Edit] = []
     applied: list[Diagnostic] = []  # the project fixes taken (a refused creation puts its finding back)
+    held: list[tuple[Diagnostic, str]] = []  # project fixes dropped, with why
     project_diags = [d for d in diags if _is_project_code(d.code)]
     if project_diags and project is not None:  # the fix invariant, whatever mode computed them
         project_diags = guard_fixes(path, src.text, None, project_diags, project)
@@ -380,14 +401,12 @@ def _fix_one(
             continue
         attempt = apply_edits(src.text, [*taken, *edits], src.newline)
         if not parses(attempt):
-            out.dropped.append(
-                f"{path}:{diag.line}:{diag.col + 1}: {diag.code} fix dropped: result would not parse"
-            )
+            held.append((diag, "fix dropped: result would not parse"))
             out.remaining.append(diag)
             continue
         unfit = FixOutcome(src.text)  # an edit under `# fmt: skip`/`# fmt: off` too long for the tree's E501
         if not _fmt_protected_fits([diag], src.text, path, src.newline, set(), unfit):
-            out.dropped.extend(unfit.dropped)
+            held.extend(unfit.held)
             out.remaining.append(diag)
             continue
         taken.extend(edits)
@@ -407,7 +426,7 @@ def _fix_one(
             outcome.remaining = lint_source(
                 SourceFile(path, formatted, src.encoding, src.kind), codes, settings, project, fix_mode=True
             )
-    out.dropped.extend(outcome.dropped)
+    out.dropped.extend(_placed(path, [*held, *outcome.held], outcome.remaining))  # after the formatting
     out.remaining.extend(outcome.remaining)
     counts.update(outcome.applied_codes)
     creates.extend(outcome.creates)

@@ -149,3 +149,49 @@ def test_an_exclude_pattern_with_many_double_stars_is_refused(tmp_path: Path) ->
     assert "`**`" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     (tmp_path / "pyproject.toml").write_text('[tool.npu-lint]\nexclude = ["**/d/**/zz/**"]\n')
     assert run("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
+
+
+def test_open_low_observations_of_round6_are_closed(tmp_path: Path) -> None:
+    """A6-41, A6-46 and the `**` limit, closed in the next session: an empty per-file-ignores pattern (git
+    matches nothing with it) and a baseline whose version is `true` (`True == 1`) were accepted silently;
+    adjacent `**` components (`a/**/**/b` means `a/**/b`) counted against the limit of three."""
+    from npu_lint.core.config import ConfigError, load_config
+    from npu_lint.engine.adopt import BaselineError, read_baseline
+
+    cfg = tmp_path / "pyproject.toml"
+    for table in ('per-file-ignores = {"" = ["NPU101"]}', 'exclude = ["!"]', 'exclude = ["  "]'):
+        cfg.write_text(f"[tool.npu-lint]\n{table}\n")
+        with pytest.raises(ConfigError, match="empty"):
+            load_config(cfg)
+    cfg.write_text('[tool.npu-lint]\nexclude = ["a/**/**/**/**/**/b", "./c/**/**/d"]\n')
+    assert load_config(cfg).exclude == ["a/**/b", "/c/**/d"]
+    base = tmp_path / "b.json"
+    base.write_text('{"npu-lint-baseline": true, "findings": []}')
+    with pytest.raises(BaselineError, match="not an npu-lint baseline"):
+        read_baseline(str(base))
+    base.write_text('{"npu-lint-baseline": 1, "findings": []}')
+    assert read_baseline(str(base)) == {}
+
+
+def test_a_dropped_fix_is_reported_at_the_line_of_the_text_written(tmp_path: Path) -> None:
+    """A6-42: a fix dropped under `# fmt: skip` was reported at the line its finding had before the other fixes
+    (and their formatting) moved it, while the same finding was listed at its new line."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ruff]\nline-length = 80\n[tool.ruff.lint]\nselect = ["E"]\n'
+    )
+    (tmp_path / "t.py").write_text(
+        "import torch\n\n\ndef f(a_long_argument_name, b):\n"
+        "    return combine_values(a_long_argument_name.cuda(), b, a_long_argument_name)\n\n\n"
+        "def g(m):\n    return torch.relu(m.cuda())  # fmt: skip\n"
+    )
+    res = run("check", "--no-cache", "--fix", "t.py", cwd=tmp_path)
+    lines = (tmp_path / "t.py").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if "m.cuda()" in line)
+    assert at > 9  # the first fix was wrapped over several lines
+    reported = [line for line in res.stdout.splitlines() if line.startswith("t.py:")]
+    assert reported == [
+        f"t.py:{at}:25: NPU101 [*] `.cuda()` hard-codes the CUDA backend; use "
+        '`.to(torch.accelerator.current_accelerator() or "cpu")`',
+        f"t.py:{at}:25: NPU101 fix dropped: the line is under `# fmt: skip` or `# fmt: off` and would be longer "
+        "than the tree's line length (80); nothing would wrap it",
+    ]
