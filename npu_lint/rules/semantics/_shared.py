@@ -960,7 +960,14 @@ class _RmsNormCalls(Rule):
     def method_kernel_calls(self) -> list[tuple[ast.expr, ast.AST | None, str | None, str, KernelFunction]]:
         """Calls of a method-style RMSNorm kernel of the tree given the module itself (`rms_norm_forward_npu(self,
         x)` in a patched forward), and such a kernel registered as the forward (the ``replacement=`` name): (node,
-        func, class, name, the kernel as its source reads)."""
+        func, class, name, the kernel as its source reads). Computed once per file (NPU402, NPU403, NPU405 ask)."""
+        memo = self.ctx.memo.get("rms_method_kernel_calls")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
+        out = self.ctx.memo["rms_method_kernel_calls"] = self._method_kernel_calls()
+        return out
+
+    def _method_kernel_calls(self) -> list[tuple[ast.expr, ast.AST | None, str | None, str, KernelFunction]]:
         out = []
         for call, func, cls in self.state.calls:
             if not call.args or not isinstance(call.args[0], ast.Name):
