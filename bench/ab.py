@@ -1,8 +1,10 @@
 """Interleaved A/B timing of npu-lint builds on a noisy machine: wall time and the child's CPU time.
 
-Usage: python bench/ab.py --rounds 5 [--mode cold|warm|floor|serial] NAME=SRC_DIR [NAME=SRC_DIR ...]
+Usage: python bench/ab.py --rounds 5 [--mode cold|warm|floor|serial] [--tree DIR --target REL]
+       NAME=SRC_DIR [NAME=SRC_DIR ...]
 Each round runs every build once (in turn, the order rotating), each in a fresh interpreter with
-``PYTHONPATH=SRC_DIR``, on veomni==0.1.12 ``veomni/models``, and reads the child's user+sys CPU time from
+``PYTHONPATH=SRC_DIR``, on veomni==0.1.12 ``veomni/models`` (or ``--target`` of a copy of ``--tree``'s
+``veomni/`` and ``pyproject.toml``), and reads the child's user+sys CPU time from
 ``os.wait4``. Prints best and median per build. The parse floor (read + ``ast.parse`` of every file, one
 process) is measured the same way in each round, so ratios compare like with like.
 """
@@ -47,6 +49,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mode", choices=("cold", "warm", "serial"), default="cold")
+    parser.add_argument("--tree", type=Path, help="a VeOmni checkout to lint instead of veomni==0.1.12")
+    parser.add_argument("--target", default="veomni/models", help="the path linted, relative to the tree")
     parser.add_argument("builds", nargs="+", help="NAME=SRC_DIR")
     args = parser.parse_args()
     import compileall
@@ -54,11 +58,13 @@ def main() -> int:
     builds = [b.split("=", 1) for b in args.builds]
     for _, src in builds:
         compileall.compile_dir(str(Path(src) / "npu_lint"), quiet=1)
-    root = fetch_veomni()
+    root = args.tree or fetch_veomni()
     with tempfile.TemporaryDirectory() as tmpdir:
         work = Path(tmpdir) / "tree"
         shutil.copytree(root / "veomni", work / "veomni")
-        target = str(work / "veomni" / "models")
+        if (root / "pyproject.toml").is_file():
+            shutil.copy2(root / "pyproject.toml", work / "pyproject.toml")
+        target = str(work / args.target)
         base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         flags = {"cold": ["--no-cache"], "serial": ["--no-cache", "--jobs", "1"], "warm": []}[args.mode]
         caches = {name: str(Path(tmpdir) / f"cache-{name}") for name, _ in builds}

@@ -231,13 +231,15 @@ def test_the_program_freezes_what_it_kept_before_exiting_but_a_caller_keeps_its_
     from npu_lint import cli
 
     (tmp_path / "m.py").write_text("x = 1\n")
-    frozen: list[bool] = []
-    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    gc.unfreeze()
     assert cli.main(["check", "--no-cache", "-q", str(tmp_path)]) == 0
-    assert frozen == []  # an in-process caller (tests, the audit) keeps its objects collectable
+    assert not gc.get_freeze_count()  # an in-process caller (tests, the audit) keeps its objects collectable
     monkeypatch.setattr(sys, "argv", ["npu-lint", "check", "--no-cache", "-q", str(tmp_path)])
-    assert cli.main() == 0
-    assert frozen == [True]  # the program: the interpreter's final collection is skipped
+    try:
+        assert cli.main() == 0
+        assert gc.get_freeze_count()  # the program: the interpreter's final collection is skipped
+    finally:
+        gc.unfreeze()
 
 
 PACKAGES = (
@@ -378,3 +380,30 @@ def test_a_warm_check_imports_no_rule_module(tmp_path: Path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_own_nodes_are_a_functions_nodes_outside_nested_scopes_in_stack_order() -> None:
+    from npu_lint.core.astutil import own_nodes, walk_memo
+
+    def reference(func: ast.AST) -> list[ast.AST]:
+        out, stack = [], list(ast.iter_child_nodes(func))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            out.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        return out
+
+    code = (
+        "def f(a, *, b=1, c):\n    x = {**a, 'k': lambda y: y + b}\n    class C:\n        z = 1\n"
+        "    def g(q):\n        return q\n    global G\n    return [i for i in a if i], f'{x!r:>{c}}'\n"
+    )
+    tree = ast.parse(code)
+    func = tree.body[0]
+    with walk_memo():
+        mine = own_nodes(func)
+        assert own_nodes(func) is mine  # remembered within the scope
+        assert [id(n) for n in mine] == [id(n) for n in reference(func)]
+        assert not any(isinstance(n, (ast.Lambda, ast.ClassDef)) for n in mine)
+        assert any(isinstance(n, ast.Dict) for n in mine) and len(mine) > 30

@@ -324,6 +324,47 @@ def _walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def own_nodes(func: ast.AST) -> list[ast.AST]:
+    """The nodes of ``func``'s subtree outside the functions, lambdas and classes nested in it (``func`` itself
+    excluded), depth first with each node's children taken last first (the order of a stack seeded with
+    ``ast.iter_child_nodes``). Inside ``walk_memo`` the list is shared: read it, never modify it."""
+    memo = scoped_memo("astutil.own_nodes")
+    hit = memo.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    out: list[ast.AST] = []
+    stack = _children(func)
+    nested = _NESTED_SCOPES
+    while stack:
+        node = stack.pop()
+        if isinstance(node, nested):
+            continue
+        out.append(node)
+        stack.extend(_children(node))
+    memo[id(func)] = (func, out)
+    return out
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.iter_child_nodes(node))`` over the fields that can hold a node."""
+    out: list[ast.AST] = []
+    typ = type(node)
+    fields = _WALK_FIELDS.get(typ)
+    if fields is None:
+        fields = _walk_fields(typ)
+    AST = ast.AST
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, AST):
+            out.append(value)
+        elif type(value) is list:
+            out.extend([item for item in value if isinstance(item, AST)])
+    return out
+
+
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 

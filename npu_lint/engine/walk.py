@@ -46,7 +46,8 @@ def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
         _walk_generic(tree, ctx, visit, leave)
         return
     parents = ctx.parents
-    fields_of = _FIELDS
+    # per node type, once: (its visitors, the fields that may hold children, whether anything leaves it)
+    plan: dict[type, tuple[tuple[Callable[[ast.AST], None], ...], tuple[str, ...], bool]] = {}
     LEAVE = None  # stack marker: the next entry is a node to leave
     stack: list[ast.AST | None] = [tree]
     pop, push = stack.pop, stack.append
@@ -59,21 +60,29 @@ def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
             parents.pop()
             continue
         typ = type(node)
-        for fn in visit.get(typ, ()):
+        step = plan.get(typ)
+        if step is None:
+            step = plan[typ] = (
+                tuple(visit.get(typ, ())),
+                _FIELDS.get(typ) or _node_fields(typ),
+                typ in leave,
+            )
+        fns, fields, leaves = step
+        for fn in fns:
             fn(node)
-        fields = fields_of.get(typ)
-        if fields is None:
-            fields = _node_fields(typ)
         children: list[ast.AST] = []
         for name in fields:
             value = getattr(node, name, None)
             if value is None:
                 continue
             if type(value) is list:
-                children.extend([item for item in value if item is not None])  # Dict.keys holds None for **x
+                if None in value:  # Dict.keys holds None for **x
+                    children.extend([item for item in value if item is not None])
+                else:
+                    children.extend(value)
             else:
                 children.append(value)
-        if children or typ in leave:
+        if children or leaves:
             push(node)
             push(LEAVE)
             parents.append(node)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root, walk
+from npu_lint.core.memo import Bounded
 from npu_lint.core.safeio import read_regular, read_text
 
 __all__ = [
@@ -294,18 +295,29 @@ def last_name(node: ast.AST) -> str | None:
 
 
 def upstream_path(module: str) -> Path | None:
-    """File of a `transformers.*` module, by path arithmetic from the installed package."""
-    parts = module.split(".")
-    if parts[0] != "transformers" or len(parts) < 2:
+    """File of a `transformers.*` module, by path arithmetic from the installed package (remembered per source
+    directory and module: the rules ask thousands of times per run, each answer cost one or two stats)."""
+    if not module.startswith("transformers."):
         return None
     base = transformers_dir()
     if base is None:
         return None
+    key = (str(base), module)
+    hit = _PATHS.get(key)
+    if hit is None:
+        hit = _PATHS[key] = (_find_upstream_path(base, module.split(".")),)
+    return hit[0]
+
+
+def _find_upstream_path(base: Path, parts: list[str]) -> Path | None:
     path = base.joinpath(*parts[1:]).with_suffix(".py")
     if path.is_file():
         return path
     init = base.joinpath(*parts[1:], "__init__.py")
     return init if init.is_file() else None
+
+
+_PATHS: Bounded[tuple[str, str], tuple[Path | None]] = Bounded(1024)
 
 
 def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
@@ -317,9 +329,11 @@ def _upstream_module(module: str) -> tuple[dict[str, ast.ClassDef], dict[str, st
 
 @functools.lru_cache(maxsize=64)
 def _parse_upstream(module: str, path: Path) -> tuple[dict[str, ast.ClassDef], dict[str, str]] | None:
-    try:
-        tree = ast.parse(read_regular(path)[0], filename=str(path))
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    from npu_lint.veomni.patchgen import load_file  # the run's one tree of the file (NPU418 reads it too)
+
+    parsed = load_file(str(path))
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return None
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     imports: dict[str, str] = {}

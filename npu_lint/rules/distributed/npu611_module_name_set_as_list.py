@@ -25,6 +25,38 @@ _NAMES = "|".join(sorted(_SET_ATTRS))
 # the cheap text pre-check: an instance's attribute (``model._no_split_modules``, ``getattr(model, "_no_...``), not
 # a class's declaration (``_no_split_modules = [...]``, ``BaseModel._no_split_modules``)
 _INSTANCE_READ = re.compile(rf"((?<![\w.])[a-z_][\w.]*\.|getattr\([^,()]*, *[\"'])({_NAMES})\b")
+_NAME_AT = re.compile(rf"(?=(?:{_NAMES})\b)")  # every place one of the names starts (overlaps included)
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz_")
+
+
+def _reads_instance_attr(text: str) -> bool:
+    """Whether ``_INSTANCE_READ`` finds a match in ``text``, read backwards from each name instead of trying
+    the pattern at every word (8x faster on veomni's files; tests/rules/test_precheck_equivalence.py)."""
+    if not any(name in text for name in _SET_ATTRS):
+        return False
+    for m in _NAME_AT.finditer(text):
+        q = m.start()
+        before = text[q - 1] if q else ""
+        if before == ".":  # `<lowercase or _>[\w.]*.` : the run of word characters and dots before the name
+            p = q - 1
+            while p and (text[p - 1] in "._" or text[p - 1].isalnum()):  # str.isalnum() or "_" is re's \w
+                p -= 1
+            if p <= q - 2 and text[p] in _LOWER:
+                return True
+        elif before in ("'", '"'):  # `getattr([^,()]*, *` and the quote
+            j = q - 2
+            while j >= 0 and text[j] == " ":
+                j -= 1
+            if j < 0 or text[j] != ",":
+                continue
+            k = j
+            while k and text[k - 1] not in ",()":
+                k -= 1
+            if k >= 8 and text[k - 1] == "(" and text.startswith("getattr", k - 8):
+                return True
+    return False
+
+
 _SEQUENCE_METHODS = frozenset({"append", "extend", "insert", "index", "sort", "reverse"})
 
 
@@ -119,7 +151,7 @@ class ModuleNameSetAsList(Rule):
         ),
     )
     fix_safety = "No fix: whether the result should stay a set or be ordered is the caller's decision."
-    requires = (lambda text: _INSTANCE_READ.search(text) is not None,)
+    requires = (_reads_instance_attr,)
     node_types = (ast.BinOp, ast.AugAssign, ast.Call, ast.Subscript)
 
     @classmethod

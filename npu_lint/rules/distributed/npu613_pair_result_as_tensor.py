@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import own_nodes as _own_nodes  # memoised per file
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -189,19 +190,6 @@ class PairResultAsTensor(Rule):
             f"`{helper}()` returns a tuple of {size} on every path, but {held} used as one tensor ({use}): "
             f"unpack it (`a, b = {helper}(...)`) or call the helper that returns the tensor itself",
         )
-
-
-def _own_nodes(func: ast.AST) -> list[ast.AST]:
-    """Nodes of ``func``'s body, not of the functions or lambdas nested in it."""
-    out: list[ast.AST] = []
-    todo = list(ast.iter_child_nodes(func))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (*_FUNCS, ast.Lambda, ast.ClassDef)):
-            continue
-        out.append(node)
-        todo.extend(ast.iter_child_nodes(node))
-    return out
 
 
 def _parent_in(scope: ast.AST, target: ast.AST) -> ast.AST | None:

@@ -568,7 +568,7 @@ def _fallback_constants(func: ast.AST) -> list[tuple[ast.AST, str, str, set[str]
     without running any of them (`torch.zeros(())`, `hidden.sum() * 0.0`): those submodules get no gradient on
     such ranks. Only training-time fallbacks count: the branch tests `training` / FSDP, or the input is a medium
     and the function runs a dummy forward elsewhere. (assignment, local, medium input, submodules)"""
-    dummy_elsewhere = any(isinstance(n, ast.Attribute) and n.attr == "dummy_forward" for n in _walk(func))
+    dummy_elsewhere: bool | None = None  # read at the first fallback that needs it
     out = []
     for node in _walk(func):
         if not isinstance(node, ast.If) or not node.orelse:
@@ -587,8 +587,13 @@ def _fallback_constants(func: ast.AST) -> list[tuple[ast.AST, str, str, set[str]
             if isinstance(n, (ast.Attribute, ast.Name))
         }
         media = bool(MEDIA.match(name) or _modality(name) or "pixel" in name)
-        if not (any("training" in w or "fsdp" in w for w in words) or dummy_elsewhere and media):
-            continue
+        if not any("training" in w or "fsdp" in w for w in words):
+            if media and dummy_elsewhere is None:
+                dummy_elsewhere = any(
+                    isinstance(n, ast.Attribute) and n.attr == "dummy_forward" for n in _walk(func)
+                )
+            if not (dummy_elsewhere and media):
+                continue
         real = _module_lineage(node.body)
         fake = _module_lineage(fallback)
         for stmt in (n for s in fallback for n in _walk(s)):

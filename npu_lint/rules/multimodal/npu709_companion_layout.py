@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import own_nodes as _own_nodes  # memoised per file
 from npu_lint.rules.base import Example, Rule
 
 _LAYOUT = frozenset({"reshape", "view", "transpose", "permute", "flatten", "swapaxes", "movedim", "ravel"})
@@ -20,19 +21,6 @@ def _chain(expr: ast.AST) -> tuple[str | None, list[str]]:
         node = node.func.value
     root = node.id if isinstance(node, ast.Name) else None
     return root, [m for m in reversed(methods) if m in _LAYOUT]
-
-
-def _own_nodes(func: ast.AST) -> list[ast.AST]:
-    """The nodes of a function outside its nested functions and classes (those are visited on their own)."""
-    out: list[ast.AST] = []
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
 
 
 def _rebindings(func: ast.AST, name: str, before: int) -> list[tuple[ast.Assign, list[str]]]:

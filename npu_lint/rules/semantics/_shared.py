@@ -176,10 +176,24 @@ def receiver_of(func: ast.AST | None) -> str:
     return "self"
 
 
+def _per_tree(name: str, tree: ast.AST, compute):  # noqa: ANN001, ANN202
+    """``compute(tree)`` once per tree within the engine's memo scope (``scoped_memo``; the answer is shared:
+    read it, never modify it)."""
+    memo = scoped_memo(name)
+    hit = memo.get(id(tree))
+    if hit is None or hit[0] is not tree:
+        hit = memo[id(tree)] = (tree, compute(tree))
+    return hit[1]
+
+
 def _rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
     """(class, method) of the file's RMSNorm classes other than `__init__`: the methods of the classes it defines
     and a spec's functions that replace one (`@config.override_method("FooRMSNorm.forward")`), whose class is
-    the upstream one."""
+    the upstream one. Computed once per tree (several RMSNorm rules ask)."""
+    return _per_tree("semantics.rms_norm_methods", tree, _find_rms_norm_methods)
+
+
+def _find_rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
     out: list[tuple[str, ast.FunctionDef]] = []
     for cls in _walk(tree):
         if isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower():
@@ -207,7 +221,11 @@ def _rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
 def eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
     """The eager RMSNorm math of the file's RMSNorm classes (the methods other than `__init__`, in a class of the
     file or a spec's replacement of one): each operand of a multiplication that is the class's weight, as (class,
-    operand node, weight attribute, with the `1 +` offset)."""
+    operand node, weight attribute, with the `1 +` offset). Computed once per tree."""
+    return _per_tree("semantics.eager_weight_products", tree, _find_eager_weight_products)
+
+
+def _find_eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, str, bool]]:
     out: list[tuple[str, ast.expr, str, bool]] = []
     for cls_name, func in _rms_norm_methods(tree):
         out.extend((cls_name, side, attr, offset) for side, attr, offset in weight_products(func))
@@ -942,7 +960,14 @@ class _RmsNormCalls(Rule):
     def method_kernel_calls(self) -> list[tuple[ast.expr, ast.AST | None, str | None, str, KernelFunction]]:
         """Calls of a method-style RMSNorm kernel of the tree given the module itself (`rms_norm_forward_npu(self,
         x)` in a patched forward), and such a kernel registered as the forward (the ``replacement=`` name): (node,
-        func, class, name, the kernel as its source reads)."""
+        func, class, name, the kernel as its source reads). Computed once per file (NPU402, NPU403, NPU405 ask)."""
+        memo = self.ctx.memo.get("rms_method_kernel_calls")
+        if memo is not None:
+            return memo  # type: ignore[return-value]
+        out = self.ctx.memo["rms_method_kernel_calls"] = self._method_kernel_calls()
+        return out
+
+    def _method_kernel_calls(self) -> list[tuple[ast.expr, ast.AST | None, str | None, str, KernelFunction]]:
         out = []
         for call, func, cls in self.state.calls:
             if not call.args or not isinstance(call.args[0], ast.Name):
@@ -1141,12 +1166,16 @@ def functions_of(
     funcs = hit[1]
     if lines is None or not words:
         return funcs
-    text = lines if isinstance(lines, str) else "\n".join(lines)
+    memo = scoped_memo("semantics.line_starts")  # the text and its line starts, once per file
+    known = memo.get(id(lines))
+    if known is None or known[0] is not lines:
+        text = lines if isinstance(lines, str) else "\n".join(lines)
+        known = memo[id(lines)] = (lines, text, [0] + [m.end() for m in re.finditer("\n", text)])
+    text, starts = known[1], known[2]
     pattern = re.compile("|".join(re.escape(w) for w in words))
     offsets = [m.start() for m in pattern.finditer(text)]
     if not offsets:
         return []
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
     marked = sorted({bisect.bisect_right(starts, o) for o in offsets})  # 1-based line numbers
     out = []
     for func in funcs:
