@@ -67,8 +67,8 @@ class SpFullLabelsLocalHidden(Rule):
         "Ulysses SP, or, when a loss flattens both, a loss computed against another rank's positions. The check "
         "follows, in one function, the locals derived from an all-gather (through indexing, `torch.cat`, "
         "`masked_scatter` and indexed writes into a label tensor) until they are cut back, and reports a label "
-        "or target argument still holding the full sequence in a call that also gets the function's own "
-        "hidden-state or logits parameter."
+        "or target argument still holding the full sequence in a call that also gets this rank's "
+        "hidden states or logits (a name with `hidden` or `logits` in it that no gather reached)."
     )
     bad = (
         Example(
@@ -147,17 +147,40 @@ class SpFullLabelsLocalHidden(Rule):
         nodes = _walk(func)
         if not any(isinstance(n, ast.Call) and _gathers(n) for n in nodes):
             return
-        args = func.args
-        params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
-        local = {p for p in params if any(w in p.lower() for w in _LOCAL_WORDS)}
+        local = {
+            n.id for n in nodes if isinstance(n, ast.Name) and any(w in n.id.lower() for w in _LOCAL_WORDS)
+        }
         if not local:
             return
+        # a name bound on both arms of an `if`: the arm written second does not undo the first (may-analysis)
+        other_arm: set[int] = set()
+        for n in nodes:
+            if isinstance(n, ast.If) and n.orelse:
+                arms = [
+                    {id(a): a for s in arm for a in _walk(s) if isinstance(a, ast.Assign)}
+                    for arm in (n.body, n.orelse)
+                ]
+                names = [
+                    {
+                        t.id
+                        for a in arm.values()
+                        for tg in a.targets
+                        for t in _walk(tg)
+                        if isinstance(t, ast.Name)
+                    }
+                    for arm in arms
+                ]
+                both = names[0] & names[1]
+                for key, a in arms[1].items():
+                    if any(isinstance(t, ast.Name) and t.id in both for tg in a.targets for t in _walk(tg)):
+                        other_arm.add(key)
         events: list[tuple[tuple[int, int], str, str, ast.AST]] = []  # (pos, kind, name, node)
         for n in nodes:
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if isinstance(t, ast.Name):
-                        events.append(((n.end_lineno or n.lineno, n.col_offset), "bind", t.id, n.value))
+                        kind = "merge" if id(n) in other_arm else "bind"
+                        events.append(((n.end_lineno or n.lineno, n.col_offset), kind, t.id, n.value))
                     elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                         events.append(
                             ((n.end_lineno or n.lineno, n.col_offset), "write", t.value.id, n.value)
@@ -186,6 +209,9 @@ class SpFullLabelsLocalHidden(Rule):
                 continue
             if _gathers(value):
                 full[name] = line
+            elif kind == "merge":
+                if _derived(value, full):
+                    full[name] = line
             elif _cuts(value):
                 full.pop(name, None)
             elif _derived(value, full):
@@ -198,11 +224,13 @@ class SpFullLabelsLocalHidden(Rule):
             return
         labels = None
         for kw in call.keywords:
-            if kw.arg and _targetish(kw.arg) and isinstance(kw.value, ast.Name) and kw.value.id in full:
-                labels = kw.value.id
+            r = root_name(kw.value)
+            if kw.arg and _targetish(kw.arg) and r is not None and r.id in full:
+                labels = r.id
         for a in call.args:
-            if isinstance(a, ast.Name) and a.id in full and _targetish(a.id):
-                labels = a.id
+            r = root_name(a)
+            if r is not None and r.id in full and _targetish(r.id):
+                labels = r.id
         if labels is None:
             return
         values = [*call.args, *(k.value for k in call.keywords)]
