@@ -212,7 +212,7 @@ class SpFullLabelsLocalHidden(Rule):
             elif kind == "merge":
                 if _derived(value, full):
                     full[name] = line
-            elif _cuts(value):
+            elif _cuts(value) or _sized_by(value, local):
                 full.pop(name, None)
             elif _derived(value, full):
                 full[name] = line
@@ -246,6 +246,18 @@ class SpFullLabelsLocalHidden(Rule):
             f"`{ast.unparse(call.func)}` next to `{hidden}`, this rank's shard: cut it back to the rank's chunk "
             "(`narrow`, `slice_input_tensor`) before the head, or the shapes (or the positions) disagree",
         )
+
+
+def _sized_by(value: ast.AST, local: set[str]) -> bool:
+    """`labels[:, : logits.shape[0]]`: cut to the length of a hidden-state/logits tensor (aligned with it)."""
+    if not isinstance(value, ast.Subscript):
+        return False
+    for n in _walk(value.slice):
+        if isinstance(n, ast.Attribute) and n.attr in ("shape", "size"):
+            r = root_name(n.value)
+            if r is not None and r.id in local:
+                return True
+    return False
 
 
 def _derived(value: ast.AST, full: dict[str, int]) -> bool:

@@ -6,12 +6,18 @@ import ast
 import re
 
 from npu_lint.core.astutil import walk as _walk
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
 
-_SLICE = re.compile(r"slice_input|sp_pad_and_slice|narrow|split_for_sp|sp_slice|slice_sp")
+_SLICE = re.compile(r"slice_input|sp_pad_and_slice|split_for_sp|sp_slice|slice_sp")
 _GATHER = re.compile(r"gather")
-_TO_FULL = frozenset(
-    {"async_ulysses_qkv_projection", "gather_seq_scatter_heads", "gather_seq_scatter_heads_qkv"}
+_TO_FULL = {
+    "async_ulysses_qkv_projection": "full_async",
+    "gather_seq_scatter_heads": "full_heads",
+    "gather_seq_scatter_heads_qkv": "full_heads",
+}
+_TO_SEQ = frozenset({"gather_heads_scatter_seq", "async_ulysses_output_projection"})
+_NOT_TABLE = frozenset(
+    {"delta", "deltas", "index", "indices", "ids", "theta", "scaling", "type", "dim", "base"}
 )
 _TABLE_TOKENS = frozenset({"cos", "sin", "freq", "freqs", "rotary", "rope", "cis"})
 _META = frozenset({"device", "dtype", "shape", "ndim", "size", "dim", "numel"})
@@ -19,9 +25,12 @@ _META = frozenset({"device", "dtype", "shape", "ndim", "size", "dim", "numel"})
 
 def _table(name: str) -> bool:
     low = name.lower()
+    tokens = low.split("_")
+    if any(t in _NOT_TABLE for t in tokens):
+        return False
     if "pos_emb" in low or "position_embedding" in low:
         return True
-    return any(t in _TABLE_TOKENS for t in low.split("_"))
+    return any(t in _TABLE_TOKENS for t in tokens)
 
 
 def _called(call: ast.Call) -> str:
@@ -43,15 +52,34 @@ def _reads(value: ast.AST) -> set[str]:
 
 
 def _targets(target: ast.AST) -> list[str]:
-    return [n.id for n in _walk(target) if isinstance(n, ast.Name)]
+    """Plain names a target binds (`a`, `a, (b, c)`, `*rest`), not the objects of attribute/item stores."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _targets(e)]
+    if isinstance(target, ast.Starred):
+        return _targets(target.value)
+    return []
+
+
+def _rank_range(value: ast.AST) -> bool:
+    """`t[:, rank * chunk : (rank + 1) * chunk]`: a rank's range of a tensor."""
+    return isinstance(value, ast.Subscript) and any(
+        "rank" in (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "")
+        for n in _walk(value.slice)
+    )
 
 
 def _kind(value: ast.AST) -> str | None:
+    if _rank_range(value):
+        return "slice"
     for n in _walk(value):
         if isinstance(n, ast.Call):
             name = _called(n)
             if name in _TO_FULL:
-                return "full"
+                return _TO_FULL[name]
+            if name in _TO_SEQ:
+                return "back"
             if _SLICE.search(name):
                 return "slice"
             if _GATHER.search(name) and "scatter" not in name:
@@ -183,6 +211,10 @@ class RotarySpShard(Rule):
     requires = (("slice", "gather_seq_scatter_heads", "async_ulysses_qkv_projection", "narrow"),)
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._pending: list[tuple[ast.AST, str]] = []
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         self._slice_at: dict[str, ast.AST] = {}  # where each sequence is first sliced in this function
@@ -205,7 +237,10 @@ class RotarySpShard(Rule):
         # the state of each name along the function: "sliced", "full" (q/k after an all-to-all to the whole
         # sequence), "gathered", "table_full" (a table built here from unsliced inputs), "table_pos" (a table
         # from the collator's position_ids), "table_param" (a table handed in by the caller)
-        state: dict[str, str] = {p: ("table_param" if _table(p) else "") for p in params}
+        state: dict[str, str] = {
+            p: ("table_param" if _table(p) else "pos_param" if p.endswith("position_ids") else "")
+            for p in params
+        }
         origin: dict[str, int] = {}
         calls = sorted(
             (n for n in _walk(node) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset)
@@ -243,21 +278,25 @@ class RotarySpShard(Rule):
                 if kind == "slice":
                     self._slice_at.setdefault(name, stmt)
                     sliced_from = {state.get(r, "") for r in reads}
-                    if "table_pos" in sliced_from and not any("position_ids" in r for r in reads):
+                    if "table_pos" in sliced_from and "pos_param" not in sliced_from:
                         self._double(stmt, name, origin)
                     state[name] = "sliced"
+                elif kind == "back":
+                    state[name] = ""
                 elif kind is not None:
-                    state[name] = "gathered" if kind == "gather" else "" if name in branchy else "full"
-                elif any(state.get(r) == "full" for r in reads) and name not in branchy:
-                    state[name] = "full"
+                    state[name] = "gathered" if kind == "gather" else "" if name in branchy else kind
+                elif (f := next((state[r] for r in reads if state.get(r, "").startswith("full")), None)) and (
+                    name not in branchy
+                ):
+                    state[name] = f
                 elif any(state.get(r) == "sliced" for r in reads):
                     state[name] = "sliced"
                 elif any(state.get(r) == "gathered" for r in reads):
                     state[name] = "gathered"
+                elif state.get(name) == "pos_param":
+                    pass  # `position_ids = position_ids[1:]` (or its default): still this rank's positions
                 elif _table(name) or any(state.get(r, "").startswith("table") for r in reads):
-                    if any("position_ids" in r for r in reads) or any(
-                        state.get(r) == "table_pos" for r in reads
-                    ):
+                    if any(state.get(r) in ("pos_param", "table_pos") for r in reads):
                         state[name] = "table_pos"
                     elif any(state.get(r) == "table_param" for r in reads):
                         state[name] = "table_param"
@@ -276,8 +315,10 @@ class RotarySpShard(Rule):
         states = {n: state.get(n, "") for n in names}
         callee = _called(call).lower()
         if "rotary" in callee or "rope" in callee:
-            full = [n for n, s in states.items() if s == "full"]
             local = [n for n, s in states.items() if s == "table_param" and _table(n)]
+            if local and any(s == "full_heads" for s in states.values()):
+                self.ctx.memo["npu714_full_tables"] = True  # this file rotates gathered q/k: full tables
+            full = [n for n, s in states.items() if s == "full_async"]
             if full and local:
                 self._once(
                     call,
@@ -289,13 +330,21 @@ class RotarySpShard(Rule):
         unsliced = [n for n, s in states.items() if s == "table_full"]
         if sliced and unsliced:
             at = self._slice_at.get(sliced[0], call)
-            self._once(
-                at,
-                f"`{sliced[0]}` is sliced to this rank's sequence shard here but `{unsliced[0]}` (built at line "
-                f"{origin.get(unsliced[0], call.lineno)} from the full input) is passed with it to "
-                f"`{ast.unparse(call.func)}` at line {call.lineno} unsliced: every rank applies the first shard's positions (slice the "
-                "table the same way)",
+            self._pending.append(
+                (
+                    at,
+                    f"`{sliced[0]}` is sliced to this rank's sequence shard here but `{unsliced[0]}` (built at line "
+                    f"{origin.get(unsliced[0], call.lineno)} from the full input) is passed with it to "
+                    f"`{ast.unparse(call.func)}` at line {call.lineno} unsliced: every rank applies the first shard's "
+                    "positions (slice the table the same way)",
+                )
             )
+
+    def finish(self) -> None:
+        # a file whose attention rotates q/k after gathering them to the full sequence keeps its tables full
+        if not self.ctx.memo.get("npu714_full_tables"):
+            for at, message in self._pending:
+                self._once(at, message)
 
     def _double(self, stmt: ast.AST, name: str, origin: dict[str, int]) -> None:
         self._once(
