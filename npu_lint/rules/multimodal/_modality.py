@@ -421,9 +421,10 @@ def keyed_crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     def check(slot: str | None, value: ast.AST) -> None:
         want, got = modality(slot), _keyed_medium(value)
         if want and got and want != got:
+            key = value.slice if isinstance(value, ast.Subscript) else value.args[0]  # type: ignore[attr-defined]
             out.append(
                 (
-                    value,
+                    key,  # the key constant: where the lookup-key check reports the same crossing
                     f"the {want} slot `{slot}` is filled with `{ast.unparse(value)}`, looked up under a key of the "
                     f"{got} medium: the {want} inputs get the {got} data",
                 )

@@ -48,6 +48,8 @@ def _reads(value: ast.AST) -> set[str]:
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "type_as")
         ):
             meta.update(id(a) for a in n.args)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            meta.add(id(n.func))  # the function called, not data
     return {n.id for n in _walk(value) if isinstance(n, ast.Name) and id(n) not in meta}
 
 
@@ -208,7 +210,7 @@ class RotarySpShard(Rule):
         ),
     )
     fix_safety = "No fix: where the table is cut (or gathered) depends on its layout."
-    requires = (("slice", "gather_seq_scatter_heads", "async_ulysses_qkv_projection", "narrow"),)
+    requires = (("slice", "gather_seq_scatter_heads", "async_ulysses_qkv_projection", "_rank"),)
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     def __init__(self, ctx: Context) -> None:

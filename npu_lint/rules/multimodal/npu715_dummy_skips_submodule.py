@@ -151,7 +151,7 @@ class DummySkipsSubmodule(Rule):
 
     @staticmethod
     def _binds(func: ast.AST) -> dict[str, list[ast.Assign]]:
-        out: dict[str, list[ast.Assign]] = {}
+        out: dict[str, list[ast.Assign]] = {"": [func]}  # type: ignore[list-item]  # the function itself
         for n in _walk(func):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
@@ -201,13 +201,13 @@ class DummySkipsSubmodule(Rule):
 
 
 def _walk_uses(binds: dict[str, list[ast.Assign]], name: str, origin: ast.Assign) -> list[ast.AST]:
-    """Loads of ``name`` in the values of later assignments (the next hop of a chain of locals)."""
-    out: list[ast.AST] = []
-    for assigns in binds.values():
-        for a in assigns:
-            if a is origin or a.lineno <= origin.lineno:
-                continue
-            for n in _walk(a.value):
-                if isinstance(n, ast.Name) and n.id == name:
-                    out.append(n)
-    return out
+    """Loads of ``name`` after ``origin`` in the function (the next hop of a chain of locals)."""
+    func = binds.get("", [origin])[0]
+    return [
+        n
+        for n in _walk(func)
+        if isinstance(n, ast.Name)
+        and n.id == name
+        and isinstance(n.ctx, ast.Load)
+        and n.lineno > origin.lineno
+    ]
