@@ -340,3 +340,22 @@ def test_dummy_skips_submodule_variants() -> None:
         "self.audio_proj(self.norm(self.audio_tower.dummy_forward()))",
     )
     assert _lines(fixed, "NPU715", "veomni/models/transformers/toy/modeling_toy.py") == []
+
+
+# -- NPU716: rows counted for one mask, scattered at another -----------------------------------------------
+
+
+def test_scatter_mask_mismatch_variants() -> None:
+    code = """
+    def merge(embeds, video_pos, image_pos, video_rows, image_rows):
+        video_rows = video_rows[: video_pos.count_nonzero()].to(embeds.dtype)
+        m = image_pos[..., None]
+        sel = m.expand_as(embeds)
+        embeds.masked_scatter_(sel, video_rows)
+        image_rows = image_rows[: image_pos.sum()]
+        embeds.masked_scatter_(image_pos[..., None].expand_as(embeds), image_rows)
+        return embeds
+    """
+    assert _lines(code, "NPU716", "veomni/models/transformers/toy/modeling_toy_merge.py") == [5]
+    fixed = code.replace("m = image_pos[..., None]", "m = video_pos[..., None]")
+    assert _lines(fixed, "NPU716", "veomni/models/transformers/toy/modeling_toy_merge.py") == []
