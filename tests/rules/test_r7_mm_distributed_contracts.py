@@ -359,3 +359,64 @@ def test_scatter_mask_mismatch_variants() -> None:
     assert _lines(code, "NPU716", "veomni/models/transformers/toy/modeling_toy_merge.py") == [5]
     fixed = code.replace("m = image_pos[..., None]", "m = video_pos[..., None]")
     assert _lines(fixed, "NPU716", "veomni/models/transformers/toy/modeling_toy_merge.py") == []
+
+
+def test_bucket_key_without_dtype_on_a_defaultdict() -> None:
+    code = """
+    from collections import defaultdict
+
+    import torch.distributed as dist
+
+
+    class Opt:
+        def _reduce(self, tensors, group):
+            for t in tensors:
+                dist.all_reduce(t, group=group)
+
+        def step(self, grads, group):
+            by_device = defaultdict(list)
+            for g in grads:
+                by_device[(g.device, g.numel() > 1024)].append(g)
+            for tensors in by_device.values():
+                self._reduce(tensors, group)
+    """
+    assert _lines(code, "NPU617", "veomni/optim/toy_opt.py") == [14]
+    fixed = code.replace("(g.device, g.numel() > 1024)", "(g.device, g.dtype)")
+    assert _lines(fixed, "NPU617", "veomni/optim/toy_opt.py") == []
+
+
+def test_fill_from_caller_module_helper_in_place() -> None:
+    code = """
+    import torch.distributed as dist
+
+
+    def _put_audio(hidden, where, encoder, clips):
+        rows = encoder(clips).flatten(0, 1)
+        hidden.masked_scatter_(where, rows)
+
+
+    def encode(hidden, where, encoder, clips, group):
+        full = dist.nn.functional.all_gather(hidden, group=group)
+        _put_audio(full, where, encoder, clips)
+        return full
+    """
+    assert _lines(code, "NPU712", "veomni/models/transformers/toy/modeling_toy_audio.py") == [6]
+
+
+def test_dummy_skips_submodule_through_locals_and_other_names() -> None:
+    code = """
+    class Tri:
+        def __init__(self, cfg):
+            self.vit = make(cfg)
+            self.merger = make(cfg)
+
+        def forward(self, embeds, patches=None):
+            if patches is not None:
+                raw = self.vit(patches)
+                merged = self.merger(raw)
+                return embeds + merged.sum()
+            zero = self.vit.dummy_forward()
+            zero = zero.float().mean() * 0.0
+            return embeds + zero
+    """
+    assert _lines(code, "NPU715", "veomni/models/transformers/toy/modeling_toy.py") == [11]

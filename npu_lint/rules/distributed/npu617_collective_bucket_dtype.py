@@ -53,7 +53,7 @@ class CollectiveBucketDtype(Rule):
         "in fp32) next to bf16 ones, so a bucket keyed only by mesh, device or size mixes dtypes: the "
         "collective raises, or a buffer allocated in the first tensor's dtype silently casts the others "
         "(fp32 updates truncated to bf16). HCCL is stricter than NCCL about mixed-dtype lists. Key the buckets "
-        "by dtype as well. The check finds `buckets.setdefault(key, [])` (or `buckets[key].append`) groupings "
+        "by dtype as well. The check finds `buckets.setdefault(key, [])` (or `defaultdict` `buckets[key].append`) groupings "
         "whose buckets reach a function of the same file that issues a collective, and reads the key "
         "(through a local and through a helper of the file that builds it) for a dtype."
     )
@@ -116,7 +116,10 @@ class CollectiveBucketDtype(Rule):
         ),
     )
     fix_safety = "No fix: the dtype joins the key and every reader of the key."
-    requires = ("setdefault", ("all_to_all", "all_gather", "reduce_scatter", "all_reduce", "broadcast"))
+    requires = (
+        ("setdefault", "defaultdict"),
+        ("all_to_all", "all_gather", "reduce_scatter", "all_reduce", "broadcast"),
+    )
     node_types = ()
 
     @classmethod
@@ -161,12 +164,33 @@ class CollectiveBucketDtype(Rule):
                 and isinstance(n.args[1], ast.List)
             ):
                 groupings.append((n, n.func.value.id))
+        defaults = {
+            t.id
+            for n in _walk(func)
+            if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call)
+            and _called(n.value) == "defaultdict"
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for n in _walk(func):
+            # `buckets[key].append(x)` on a `defaultdict(list)`
+            if (
+                defaults
+                and isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("append", "extend")
+                and isinstance(n.func.value, ast.Subscript)
+                and isinstance(n.func.value.value, ast.Name)
+                and n.func.value.value.id in defaults
+            ):
+                groupings.append((n, n.func.value.value.id))
         if not groupings:
             return
         for call, buckets in groupings:
             if not self._reaches_collective(func, buckets, call, funcs, communicating):
                 continue
-            key = call.args[0]
+            key = call.args[0] if _called(call) == "setdefault" else call.func.value.slice  # type: ignore[attr-defined]
             if self._key_has_dtype(func, key, funcs):
                 continue
             self.report(

@@ -145,7 +145,7 @@ class SpFullLabelsLocalHidden(Rule):
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = _walk(func)
-        if not any(isinstance(n, ast.Call) and _gathers(n) for n in nodes):
+        if not any(isinstance(n, ast.Call) and "gather" in _called(n).lower() for n in nodes):
             return
         local = {
             n.id for n in nodes if isinstance(n, ast.Name) and any(w in n.id.lower() for w in _LOCAL_WORDS)
