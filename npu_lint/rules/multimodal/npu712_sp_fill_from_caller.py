@@ -195,57 +195,62 @@ class SpFillFromCaller(Rule):
         own_methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
         done: set[int],
     ) -> None:
-        full: dict[str, int] = {}  # gathered name -> line of its gather
-        binds = _assigns(func)
-        for node in sorted(
-            (n for n in _walk(func) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
-        ):
-            live = self._live(binds, node.lineno, full)
+        targets: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef, int]] = []
+        for node in _walk(func):
+            if not isinstance(node, ast.Call):
+                continue
             callee, offset = None, 0
             f = node.func
             if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
                 callee, offset = own_methods.get(f.attr), 1
             elif isinstance(f, ast.Name):
                 callee = top.get(f.id)
-            if callee is None or callee is func:
+            if callee is not None and callee is not func:
+                targets.append((node, callee, offset))
+        if not targets:
+            return
+        targets.sort(key=lambda t: (t[0].lineno, t[0].col_offset))
+        binds = _assigns(func)
+        live: dict[str, int] = {}  # names holding a gathered (full) sequence, with the line of the gather
+        i = 0
+        for node, callee, offset in targets:
+            while i < len(binds) and binds[i][0] < node.lineno:
+                self._step(live, *binds[i])
+                i += 1
+            if not live:
                 continue
             params = _params(callee)
-            for i, arg in enumerate(node.args):
-                if isinstance(arg, ast.Name) and arg.id in live and i + offset < len(params):
-                    self._check(callee, params[i + offset], func, arg.id, live[arg.id], done)
+            for k, arg in enumerate(node.args):
+                if isinstance(arg, ast.Name) and arg.id in live and k + offset < len(params):
+                    self._check(callee, params[k + offset], func, arg.id, live[arg.id], done)
             for kw in node.keywords:
                 if kw.arg and isinstance(kw.value, ast.Name) and kw.value.id in live and kw.arg in params:
                     self._check(callee, kw.arg, func, kw.value.id, live[kw.value.id], done)
 
     @staticmethod
-    def _live(binds: list[tuple[int, str, ast.AST]], line: int, full: dict[str, int]) -> dict[str, int]:
-        """Names holding a gathered (full) sequence just before ``line``."""
-        live: dict[str, int] = {}
-        for at, name, value in binds:
-            if at >= line:
-                break
-            if _gathers(value):
-                live[name] = at
-            elif _slices(value):
-                live.pop(name, None)
+    def _step(live: dict[str, int], at: int, name: str, value: ast.AST) -> None:
+        """Update the gathered names with one binding ``name = value`` at line ``at``."""
+        if _gathers(value):
+            live[name] = at
+        elif _slices(value):
+            live.pop(name, None)
+        else:
+            root = root_name(value)
+            if root is not None and root.id in live:
+                live[name] = live[root.id]
+            elif isinstance(value, ast.Call) and (
+                hit := next(
+                    (
+                        a.id
+                        for a in [*value.args, *(k.value for k in value.keywords)]
+                        if isinstance(a, ast.Name) and a.id in live
+                    ),
+                    None,
+                )
+            ):
+                live[name] = live[hit]  # a call on the full sequence (`torch.cat`, a helper) returns it
             else:
-                root = root_name(value)
-                if root is not None and root.id in live:
-                    live[name] = live[root.id]
-                elif isinstance(value, ast.Call) and (
-                    hit := next(
-                        (
-                            a.id
-                            for a in [*value.args, *(k.value for k in value.keywords)]
-                            if isinstance(a, ast.Name) and a.id in live
-                        ),
-                        None,
-                    )
-                ):
-                    live[name] = live[hit]  # a call on the full sequence (`torch.cat`, a helper) returns it
-                else:
-                    live.pop(name, None)
-        return live
+                live.pop(name, None)
 
     def _check(
         self,

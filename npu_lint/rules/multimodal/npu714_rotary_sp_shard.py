@@ -222,17 +222,19 @@ class RotarySpShard(Rule):
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         self._slice_at: dict[str, ast.AST] = {}  # where each sequence is first sliced in this function
         binds: list[tuple[int, list[str], ast.AST, ast.AST]] = []
-        slices: list[ast.AST] = []
-        for n in _walk(node):
-            if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                continue
+        sp = False  # a slice, an all-to-all to the full sequence, or a rank's range: else nothing to check
+        nodes = _walk(node)
+        for n in nodes:
             if isinstance(n, ast.Assign):
                 binds.append(
                     (n.end_lineno or n.lineno, [t for tg in n.targets for t in _targets(tg)], n.value, n)
                 )
-            elif isinstance(n, ast.Call) and _SLICE.search(_called(n)):
-                slices.append(n)
-        if not binds:
+                if not sp and _rank_range(n.value):
+                    sp = True
+            elif not sp and isinstance(n, ast.Call):
+                name = _called(n)
+                sp = name in _TO_FULL or _SLICE.search(name) is not None
+        if not binds or not sp:
             return
         binds.sort(key=lambda b: b[0])
         args = node.args
@@ -245,9 +247,7 @@ class RotarySpShard(Rule):
             for p in params
         }
         origin: dict[str, int] = {}
-        calls = sorted(
-            (n for n in _walk(node) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset)
-        )
+        calls = sorted((n for n in nodes if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
         # names bound in both arms of an `if` (q/k from the all-to-all on one arm, a local projection on the
         # other) are not followed as full-sequence tensors
         branchy: set[str] = set()
