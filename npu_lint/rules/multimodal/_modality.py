@@ -395,3 +395,54 @@ def unused_media_mappings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                 )
             )
     return out
+
+
+def _keyed_medium(expr: ast.AST) -> str | None:
+    """The medium of a value looked up by a string key: `grids["video"]`, `cfg.get("image_grid_thw")`."""
+    if isinstance(expr, ast.Subscript):
+        key = _key_text(expr.slice)
+    elif (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in ("get", "pop")
+        and expr.args
+    ):
+        key = _key_text(expr.args[0])
+    else:
+        return None
+    return modality(key) if key is not None else None
+
+
+def keyed_crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
+    """One medium's slot (a string key, a keyword, a local named for it) filled with a value looked up under
+    another medium's key: `out["video_grid_thw"] = grids["image"]`, `f(video_grid_thw=grids.get("image"))`."""
+    out: list[tuple[ast.AST, str]] = []
+
+    def check(slot: str | None, value: ast.AST) -> None:
+        want, got = modality(slot), _keyed_medium(value)
+        if want and got and want != got:
+            key = value.slice if isinstance(value, ast.Subscript) else value.args[0]  # type: ignore[attr-defined]
+            out.append(
+                (
+                    key,  # the key constant: where the lookup-key check reports the same crossing
+                    f"the {want} slot `{slot}` is filled with `{ast.unparse(value)}`, looked up under a key of the "
+                    f"{got} medium: the {want} inputs get the {got} data",
+                )
+            )
+
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Subscript):
+                check(_key_text(target.slice), node.value)
+            elif isinstance(target, ast.Name):
+                check(target.id, node.value)
+        elif isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg is not None:
+                    check(kw.arg, kw.value)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if key is not None:
+                    check(_key_text(key), value)
+    return out

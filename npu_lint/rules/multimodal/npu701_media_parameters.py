@@ -9,6 +9,7 @@ from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._modality import (
     crossings,
+    keyed_crossings,
     media_named,
     modality,
     one_sided_sp,
@@ -378,6 +379,20 @@ class MediaParameters(WrapperRule):
     bad = (
         Example(
             """
+            def rope_kwargs(input_ids, layouts=None, **kwargs):
+                layouts = layouts or {}
+                out = {"input_ids": input_ids}
+                if "image" in layouts:
+                    out["image_grid_thw"] = layouts["image"]
+                if "video" in layouts:
+                    out["video_grid_thw"] = layouts.get("image")
+                return out
+            """,
+            path="veomni/models/seed_omni/foundation/toy_vl_foundation/modeling_toy_vl_foundation.py",
+            title="a per-medium mapping read under another medium's key",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
@@ -492,6 +507,18 @@ class MediaParameters(WrapperRule):
     good = (
         Example(
             """
+            def rope_kwargs(input_ids, layouts=None, **kwargs):
+                layouts = layouts or {}
+                out = {"input_ids": input_ids, "image_grid_thw": layouts.get("image")}
+                if "video" in layouts:
+                    out["video_grid_thw"] = layouts["video"]
+                return out
+            """,
+            path="veomni/models/seed_omni/foundation/toy_vl_foundation/modeling_toy_vl_foundation.py",
+            title="each medium's slot read under its own key",
+        ),
+        Example(
+            """
             from veomni.patchgen.patch_spec import PatchConfig
 
             config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
@@ -550,7 +577,7 @@ class MediaParameters(WrapperRule):
                         continue  # every check below needs a medium's name in the function
                     found = unused_media_mappings(node)  # type: ignore[arg-type]
                     if media >= 2:  # one medium meeting another's data needs both named in the function
-                        found = [*crossings(node), *one_sided_sp(node), *found]  # type: ignore[arg-type]
+                        found = [*crossings(node), *keyed_crossings(node), *one_sided_sp(node), *found]  # type: ignore[arg-type]
                     for at, message in found:
                         if id(at) not in seen:
                             seen.add(id(at))
