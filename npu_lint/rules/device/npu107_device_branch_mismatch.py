@@ -95,8 +95,8 @@ class DeviceBranchMismatch(Rule):
     name = "device-branch-mismatch"
     summary = (
         "Code declared for one device uses another device's API or key: a `torch.cuda.*` call in a branch taken "
-        "only on NPU (or `torch.npu.*` on CUDA), or a device-named class (`NpuKernelRequirement`) whose device key "
-        "names another device."
+        "only on NPU (or `torch.npu.*` on CUDA), a device-named class (`NpuKernelRequirement`) whose device key "
+        "names another device, or a registry lookup keyed by a hard-coded CUDA device."
     )
     why = (
         "VeOmni's device layer and its kernel registries branch per backend: `if IS_CUDA_AVAILABLE: ... elif "
@@ -159,6 +159,16 @@ class DeviceBranchMismatch(Rule):
             path="veomni/ops/requirements.py",
             title="requirement classes whose device key names another device than the one they check",
         ),
+        Example(
+            """
+            class KernelTable:
+                def lookup(self, op: str, impl: str):
+                    host_device = "cuda"
+                    return self._rows[op, impl, host_device]
+            """,
+            path="veomni/ops/kernel_table.py",
+            title="a registry lookup keyed by a hard-coded CUDA device (the kernel layer; model code is NPU102's)",
+        ),
     )
     good = (
         Example(
@@ -195,8 +205,15 @@ class DeviceBranchMismatch(Rule):
     fix_safety = (
         "No fix: which side (the condition or the call, the class or its key) is wrong is decided by hand."
     )
-    requires = (("npu", "Npu", "NPU"),)
-    node_types = (ast.Attribute, ast.ClassDef)
+    requires = (("npu", "Npu", "NPU", "device"),)
+    node_types = (ast.Attribute, ast.ClassDef, ast.Assign)
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        text = ctx.source.text
+        if not any(word in text for word in ("npu", "Npu", "NPU")):
+            # no NPU branch or NPU-named class: only the kernel layer's hard-coded lookup device is left
+            self.node_types = (ast.Assign,) if ctx.source.kind.kernel and "cuda" in text else ()
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
@@ -205,6 +222,9 @@ class DeviceBranchMismatch(Rule):
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.ClassDef):
             self._class(node)
+            return
+        if isinstance(node, ast.Assign):
+            self._lookup_key(node)
             return
         assert isinstance(node, ast.Attribute)
         api = _API_DEVICE.get(node.attr)
@@ -227,6 +247,37 @@ class DeviceBranchMismatch(Rule):
             f"{device.upper()} path calls the {api.upper()} runtime, which raises there (or acts on no stream); "
             f"use the `torch.{device}` API (or the tree's device helper) in this branch",
         )
+
+    def _lookup_key(self, node: ast.Assign) -> None:
+        """``device = "cuda"`` in a function of the kernel/registry layer (model code is NPU102's), outside any
+        device branch, then used in a lookup key (``table.get((op, impl, device))``, ``table[op, device]``): the
+        lookup meant for the host's device always reads the CUDA rows."""
+        ctx = self.ctx
+        function = ctx.function
+        if function is None or not ctx.source.kind.kernel or len(node.targets) != 1:
+            return
+        target = node.targets[0]
+        literal = str_value(node.value)
+        if not isinstance(target, ast.Name) or "device" not in target.id.lower():
+            return
+        if _LITERAL_DEVICE.get(literal or "") != "cuda" or branch_device(ctx, node) is not None:
+            return
+        for sub in _walk(function):
+            keys: list[ast.AST] = []
+            if isinstance(sub, ast.Subscript):
+                keys.append(sub.slice)
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get":
+                keys.extend(sub.args[:1])
+            for key in keys:
+                parts = key.elts if isinstance(key, ast.Tuple) else [key]
+                if any(isinstance(p, ast.Name) and p.id == target.id for p in parts):
+                    self.report(
+                        node.value,
+                        f'`{target.id} = "{literal}"` in `{function.name}` is used as the device of a lookup key '
+                        f"(line {sub.lineno}) on every host: on an NPU host the lookup reads the CUDA rows (or "
+                        "none); use the host's device type (the tree's `get_device_type()`)",
+                    )
+                    return
 
     def _class(self, node: ast.ClassDef) -> None:
         declared = _class_device(node.name)
