@@ -401,3 +401,24 @@ def test_call_into_vendor_path_variants(tmp_path: Path) -> None:
     diags = _text(source, "NPU306", "veomni/models/transformers/toy/modeling_toy.py")
     assert [d.line for d in diags] == [21]
     assert "liger_kernel.ops.rms_norm" in diags[0].message
+
+
+def test_hard_coded_lookup_device_in_the_kernel_layer() -> None:
+    source = """
+    class Rows:
+        def find(self, op, impl):
+            device_type = "cuda"
+            return self.rows.get((op, impl, device_type))
+
+        def find_gpu(self, op, impl, host):
+            if host == "cuda":
+                device = "cuda"
+                return self.rows[op, impl, device]
+            return None
+
+        def describe(self, op):
+            device = "cuda"
+            return f"{op} on {device}"
+    """
+    assert [d.line for d in _text(source, "NPU107", "veomni/ops/rows.py")] == [3]
+    assert _text(source, "NPU107", "veomni/models/rows.py") == []  # model code: NPU102's

@@ -39,11 +39,6 @@ def _availability_device(node: ast.AST) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _device_like(node: ast.AST) -> bool:
-    text = _identifier(node)
-    return bool(text) and ("device" in text or text.endswith(".type") or text.endswith("backend"))
-
-
 def test_device(test: ast.AST) -> str | None:
     """The one device a branch condition selects when it holds (None when it names none, or several)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
@@ -53,8 +48,10 @@ def test_device(test: ast.AST) -> str | None:
         left, right = test.left, test.comparators[0]
         for literal, other in ((left, right), (right, left)):
             device = _LITERAL_DEVICE.get(str_value(literal) or "")
-            if device is not None and _device_like(other):
-                return device
+            if device is not None and not isinstance(other, ast.Constant):
+                return (
+                    device  # `device_type == "npu"`, `host == "cuda"`, `impl == "npu"`: that device's branch
+                )
         return None
     return _availability_device(test)
 
