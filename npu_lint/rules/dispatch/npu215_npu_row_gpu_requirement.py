@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import str_value
 from npu_lint.rules.base import Context, Example, Rule
@@ -14,7 +15,8 @@ _ROW_MARKERS = ("register_op", "register_kernel", "KernelSpec")
 
 
 def _names_npu(name: str | None) -> bool:
-    return name is not None and "npu" in name.lower()
+    """``npu``, ``fused_npu``, ``npu-fast``: "npu" as a word of the name (not ``inputs``)."""
+    return name is not None and "npu" in re.split(r"[^a-z0-9]+", name.lower())
 
 
 def _requires(call: ast.Call) -> list[ast.expr]:

@@ -80,7 +80,9 @@ class NpuParameterIgnored(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         args = node.args
-        params = [a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if "npu" in a.arg.lower()]
+        params = [
+            a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if "npu" in a.arg.lower().split("_")
+        ]
         if not params or _trivial(node):
             return
         for decorator in node.decorator_list:
