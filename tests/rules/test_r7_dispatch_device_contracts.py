@@ -426,3 +426,33 @@ def test_hard_coded_lookup_device_in_the_kernel_layer() -> None:
     """
     assert [d.line for d in _text(source, "NPU107", "veomni/ops/rows.py")] == [3]
     assert _text(source, "NPU107", "veomni/models/rows.py") == []  # model code: NPU102's
+
+
+# -- NPU307 ------------------------------------------------------------------------------------------------------
+
+
+def test_grouped_matmul_group_list_dtype_variants() -> None:
+    source = """
+    import torch
+    import torch_npu
+
+
+    def ep_forward(x, w, experts, group):
+        experts = experts.to(dtype=torch.int32)
+        splits, per_expert = exchange_counts(experts, group)
+        return torch_npu.npu_grouped_matmul([x], [w], group_list=per_expert, group_type=0)
+
+
+    def ep_forward_cast(x, w, experts, group):
+        experts = experts.int()
+        splits, per_expert = exchange_counts(experts, group)
+        sizes = per_expert.long()
+        return torch_npu.npu_grouped_matmul([x], [w], group_list=sizes, group_type=0)
+
+
+    def ep_forward_helper(x, w, experts, group):
+        experts = experts.to(torch.int32)
+        return my_grouped_gemm(x, w, torch.bincount(experts))
+    """
+    diags = _text(source, "NPU307", "veomni/ops/kernels/toy_moe/npu_ep.py")
+    assert [d.line for d in diags] == [8, 20]
