@@ -211,6 +211,13 @@ class DeviceBranchMismatch(Rule):
         if not any(word in text for word in ("npu", "Npu", "NPU")):
             # no NPU branch or NPU-named class: only the kernel layer's hard-coded lookup device is left
             self.node_types = (ast.Assign,) if ctx.source.kind.kernel and "cuda" in text else ()
+            return
+        types: list[type[ast.AST]] = [ast.ClassDef]
+        if "torch.cuda" in text or "torch.npu" in text or "torch.mlu" in text:
+            types.append(ast.Attribute)  # a runtime call to judge against its branch
+        if ctx.source.kind.kernel and "cuda" in text:
+            types.append(ast.Assign)
+        self.node_types = tuple(types)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
