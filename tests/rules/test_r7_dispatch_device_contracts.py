@@ -239,6 +239,8 @@ def bind_expert_gemm(model=None, kernel: str = "cutlass", *, strict: str = "npu"
         ("from ..ops.kernels.expert_gemm import bind_expert_gemm\n    bind_expert_gemm(model, kernel)", 0),
         ("from ..ops.kernels.expert_gemm import bind_expert_gemm\n    bind_expert_gemm(kernel=kernel)", 0),
         ("from ..ops.kernels.expert_gemm import bind_expert_gemm\n    bind_expert_gemm(**options)", 0),
+        ("from ..ops import kernels\n    kernels.expert_gemm.bind_expert_gemm(model)", 1),  # through a module
+        ("import veomni.ops.kernels.expert_gemm as eg\n    eg.bind_expert_gemm(model, strict='npu')", 1),
     ],
 )
 def test_binder_default_omitted(tmp_path: Path, call: str, expected: int) -> None:

@@ -117,12 +117,17 @@ class GpuKernelDefaultOmitted(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         func = node.func
-        if not isinstance(func, ast.Name) or any(isinstance(a, ast.Starred) for a in node.args):
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
+            return  # *args / **kwargs may carry it
+        if isinstance(func, ast.Name):
+            name = func.id
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute)):
+            name = func.attr  # `moe.bind_kernel()` through an imported module
+            if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+                return
+        else:
             return
-        if any(kw.arg is None for kw in node.keywords):
-            return  # **kwargs may carry it
-        name = func.id
-        if name in self.local and name not in self.ctx.imports:
+        if isinstance(func, ast.Name) and name in self.local and name not in self.ctx.imports:
             origin = "this module"
             defaults: dict[str, str] | None = _str_defaults(self.local[name])
             params: tuple[str, ...] | None = _params(self.local[name])
