@@ -200,6 +200,24 @@ def test_per_model_npu_backend(tmp_path: Path, npu_entry: str, expected: int) ->
     assert len(_lint(tmp_path, patch, "NPU217")) == expected
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        '_ROPE = {"triton": None, "npu": None}\n_TABLE = {"layer_norm": _ROPE}\n',
+        '_TABLE = {"layer_norm": dict(triton=None, npu=None)}\n',
+    ],
+)
+def test_npu_backend_disabled_through_a_constant_or_dict_call(tmp_path: Path, table: str) -> None:
+    _write(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
+    patch = _write(
+        tmp_path,
+        "veomni/models/transformers/toy/device_patch.py",
+        "from ....ops.config.registry import BackendSpec, apply_per_model_patches\n\n" + table,
+    )
+    diags = _lint(tmp_path, patch, "NPU217")
+    assert len(diags) == 1 and "`layer_norm`" in diags[0].message
+
+
 def test_disabling_a_backend_the_tree_has_no_npu_rows_for_is_quiet(tmp_path: Path) -> None:
     _write(
         tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS.replace('"layer_norm"', '"other"')

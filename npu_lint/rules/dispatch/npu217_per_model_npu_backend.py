@@ -133,11 +133,9 @@ class PerModelNpuBackend(Rule):
         assert isinstance(node, ast.Dict)
         for key, value in zip(node.keys, node.values, strict=False):
             op = str_value(key) if key is not None else None
-            if op is None or not isinstance(value, ast.Dict):
+            entries = self._entries(value) if op is not None else None
+            if op is None or entries is None:
                 continue
-            entries = [
-                (str_value(k), v) for k, v in zip(value.keys, value.values, strict=False) if k is not None
-            ]
             if not any(_is_backend(v) for _n, v in entries) and not any(
                 isinstance(v, ast.Constant) and v.value is None for _n, v in entries
             ):
@@ -148,6 +146,27 @@ class PerModelNpuBackend(Rule):
         for value in node.values:
             if _is_backend(value):
                 self._forward_entry(value)  # type: ignore[arg-type]
+
+    def _entries(self, value: ast.expr) -> list[tuple[str | None, ast.expr]] | None:
+        """(backend name, backend) of a per-op table: a dict literal, ``dict(name=...)``, or a module-level
+        name bound to either."""
+        if isinstance(value, ast.Name):
+            bound = [
+                stmt.value
+                for stmt in self.ctx.tree.body
+                if isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == value.id for t in stmt.targets)
+            ]
+            if len(bound) != 1:
+                return None
+            value = bound[0]
+        if isinstance(value, ast.Dict):
+            return [
+                (str_value(k), v) for k, v in zip(value.keys, value.values, strict=False) if k is not None
+            ]
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
+            return [(kw.arg, kw.value) for kw in value.keywords if kw.arg is not None]
+        return None
 
     def _disabled(self, op: str, name: str, at: ast.expr) -> None:
         rows = [
