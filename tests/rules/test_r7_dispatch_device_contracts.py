@@ -88,17 +88,18 @@ def test_npu_backend_requiring_gpu_packages_variants() -> None:
     source = """
     from ...config.registry import BackendSpec
 
+    _CUTLASS = ("cutlass_ext",)
     PER_MODEL = {
         "gelu_mlp": {
             "cutlass": BackendSpec(entry="veomni.ops.kernels.mlp.cutlass:mlp", requires=["cutlass_ext"]),
-            "ascend_npu": BackendSpec(entry="veomni.ops.kernels.mlp.npu:mlp", requires=["cutlass_ext"]),
+            "ascend_npu": BackendSpec(entry="veomni.ops.kernels.mlp.npu:mlp", requires=_CUTLASS),
             "npu_fast": BackendSpec(entry="veomni.ops.kernels.mlp.npu:fast", requires="flash_attn"),
             "npu": BackendSpec(entry="veomni.ops.kernels.mlp.npu:mlp", requires=("torch_npu",)),
         }
     }
     """
     diags = _text(source, "NPU215", "veomni/ops/kernels/mlp/__init__.py")
-    assert [d.line for d in diags] == [6, 7]
+    assert [d.line for d in diags] == [7, 8]
     assert "`cutlass` entry" in diags[0].message and "GPU-only vendor" in diags[1].message
 
 

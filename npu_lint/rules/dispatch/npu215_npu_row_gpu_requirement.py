@@ -8,7 +8,7 @@ import re
 from npu_lint.core.astutil import str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.catalog import ANY, CONFIG_FIELD_TO_OP, NPU, OpRow
-from npu_lint.veomni.registry import read_registry_rows
+from npu_lint.veomni.registry import module_constants, read_registry_rows
 from npu_lint.veomni.vendor_map import NPU_VENDOR, VENDOR_PACKAGES
 
 _ROW_MARKERS = ("register_op", "register_kernel", "KernelSpec")
@@ -19,11 +19,14 @@ def _names_npu(name: str | None) -> bool:
     return name is not None and "npu" in re.split(r"[^a-z0-9]+", name.lower())
 
 
-def _requires(call: ast.Call) -> list[ast.expr]:
-    """The package names of ``BackendSpec(..., requires=("pkg", ...))`` (string constants only)."""
+def _requires(call: ast.Call, constants: dict[str, ast.expr] | None = None) -> list[ast.expr]:
+    """The package names of ``BackendSpec(..., requires=("pkg", ...))`` (string constants, also through a
+    module-level name bound to the tuple)."""
     for kw in call.keywords:
         if kw.arg == "requires":
             value = kw.value
+            if isinstance(value, ast.Name) and constants and value.id in constants:
+                value = constants[value.id]
             items = value.elts if isinstance(value, (ast.Tuple, ast.List, ast.Set)) else [value]
             return [item for item in items if str_value(item) is not None]
     return []
@@ -121,6 +124,17 @@ class NpuRowGpuRequirement(Rule):
     requires = (("npu", "Npu", "NPU", *_ROW_MARKERS),)
     node_types = (ast.Dict,)
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._constants: dict[str, ast.expr] | None = None
+
+    @property
+    def constants(self) -> dict[str, ast.expr]:
+        """Module-level ``NAME = <expr>`` bindings (read once, when a backend table is met)."""
+        if self._constants is None:
+            self._constants = module_constants(self.ctx.tree)
+        return self._constants
+
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
@@ -130,19 +144,19 @@ class NpuRowGpuRequirement(Rule):
         entries: list[tuple[str, ast.Call]] = []
         for key, value in zip(node.keys, node.values, strict=False):
             name = str_value(key) if key is not None else None
-            if name is not None and isinstance(value, ast.Call) and _requires(value):
+            if name is not None and isinstance(value, ast.Call) and _requires(value, self.constants):
                 entries.append((name, value))
         if not any(_names_npu(name) for name, _call in entries):
             return
         sibling: dict[str, str] = {}  # package -> the non-NPU entry requiring it
         for name, call in entries:
             if not _names_npu(name):
-                for item in _requires(call):
+                for item in _requires(call, self.constants):
                     sibling.setdefault(str_value(item) or "", name)
         for name, call in entries:
             if not _names_npu(name):
                 continue
-            for item in _requires(call):
+            for item in _requires(call, self.constants):
                 package = str_value(item) or ""
                 if package in sibling:
                     why = f"the package the `{sibling[package]}` entry of the same table requires"
@@ -150,8 +164,9 @@ class NpuRowGpuRequirement(Rule):
                     why = "a GPU-only vendor package"
                 else:
                     continue
+                inside = call.lineno <= item.lineno <= (call.end_lineno or call.lineno)
                 self.report(
-                    item,
+                    item if inside else call,  # a module constant's item: reported on the backend
                     f'the NPU backend "{name}" requires `{package}`, {why}: on an Ascend host without it the '
                     f"backend raises 'not installed' (and where it is installed the torch_npu check is lost); "
                     "require `torch_npu`",
