@@ -149,7 +149,25 @@ class ModuleIndex:
         self._top: set[str] | None = None
 
     def __getstate__(self) -> dict[str, object]:  # sent to worker processes without its caches
-        return {"root": self.root, "_infos": {}, "_top": None}
+        return {"root": self.root, "_infos": {}, "_top": None, "_defaults": {}}
+
+    def string_defaults(self, module: str, name: str) -> tuple[str, dict[str, str], tuple[str, ...]] | None:
+        """(defining module, parameter -> string default, parameters) of the function ``name`` reached from
+        ``module`` (re-exports followed); None when it is not a function of this tree with string defaults.
+        Memoised per index (strings only)."""
+        key = f"{module}:{name}"
+        memo: dict[str, tuple[str, dict[str, str], tuple[str, ...]] | None] = self.__dict__.setdefault(
+            "_defaults", {}
+        )
+        if key in memo:
+            return memo[key]
+        found = self.origin(module, name)
+        info = self.info(found) if found else None
+        result = None
+        if info is not None and found is not None and info.str_defaults.get(name):
+            result = (found, info.str_defaults[name], info.functions.get(name, ()))
+        memo[key] = result
+        return result
 
     # -- modules ----------------------------------------------------------------------------------------
     def module_path(self, module: str) -> tuple[Path, bool] | None:

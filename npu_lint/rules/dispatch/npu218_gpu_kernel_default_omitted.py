@@ -123,8 +123,14 @@ class GpuKernelDefaultOmitted(Rule):
             name = func.id
         elif isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute)):
             name = func.attr  # `moe.bind_kernel()` through an imported module
-            if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-                return
+            root = func.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if not isinstance(root, ast.Name) or not self.ctx.may_be_imported(root.id):
+                return  # the cheap test first: only chains rooted at an imported name
+            bound = self.ctx.local_qualname(root) or ""
+            if not bound.startswith(("veomni", ".")):
+                return  # rooted at torch, os, ...: not a binder of this tree
         else:
             return
         if isinstance(func, ast.Name) and name in self.local and name not in self.ctx.imports:
@@ -132,20 +138,24 @@ class GpuKernelDefaultOmitted(Rule):
             defaults: dict[str, str] | None = _str_defaults(self.local[name])
             params: tuple[str, ...] | None = _params(self.local[name])
         else:
+            if isinstance(func, ast.Name):
+                bound = self.ctx.imports.get(func.id)
+                if bound is not None and not bound.startswith(("veomni", ".")):
+                    return  # imported at module level from torch, os, ...: not a binder of this tree
             qualname = self.ctx.local_qualname(func)  # function-local imports included
             if qualname and qualname.startswith("."):
-                qualname = resolve_relative(self.ctx.source.path, qualname)
+                key = ("npu218_relative", qualname)
+                if key not in self.ctx.memo:
+                    self.ctx.memo[key] = resolve_relative(self.ctx.source.path, qualname)
+                qualname = self.ctx.memo[key]  # type: ignore[assignment]
             index = self.ctx.project.api.index
             if index is None or not qualname or not qualname.startswith("veomni."):
                 return
             module, _, name = qualname.rpartition(".")
-            found = index.origin(module, name)
-            info = index.info(found) if found else None
-            if info is None:
+            found = index.string_defaults(module, name)
+            if found is None:
                 return
-            origin = str(found)
-            defaults = info.str_defaults.get(name)
-            params = info.functions.get(name)
+            origin, defaults, params = found
         if not defaults or not params:
             return
         passed = {kw.arg for kw in node.keywords}
