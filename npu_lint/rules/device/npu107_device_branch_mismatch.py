@@ -214,7 +214,7 @@ class DeviceBranchMismatch(Rule):
             return
         types: list[type[ast.AST]] = [ast.ClassDef]
         if "torch.cuda" in text or "torch.npu" in text or "torch.mlu" in text:
-            types.append(ast.Attribute)  # a runtime call to judge against its branch
+            types.extend((ast.If, ast.IfExp))  # the branches, then the runtime calls in them
         if ctx.source.kind.kernel and "cuda" in text:
             types.append(ast.Assign)
         self.node_types = tuple(types)
@@ -230,27 +230,54 @@ class DeviceBranchMismatch(Rule):
         if isinstance(node, ast.Assign):
             self._lookup_key(node)
             return
-        assert isinstance(node, ast.Attribute)
-        api = _API_DEVICE.get(node.attr)
-        value = node.value
-        if api is None or not (isinstance(value, ast.Name) and value.id == "torch"):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            self._branch(node)
             return
-        parent = self.ctx.parent
-        if not isinstance(parent, ast.Attribute) or parent.value is not node:
-            return  # `torch.cuda` itself (passed around as a module): no runtime call to judge
-        if parent.attr in ("is_available", "device_count"):
-            return  # a presence probe is device-neutral in any branch
-        found = branch_device(self.ctx, node)
-        if found is None or found[0] == api:
+
+    def _branch(self, node: ast.If | ast.IfExp) -> None:
+        """The runtime calls of the branch a one-device condition selects (``if IS_NPU_AVAILABLE:`` body, ``if
+        not IS_NPU_AVAILABLE:`` else); a nested one-device condition judges its own branches."""
+        test = node.test
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        device = test_device(test.operand if negated else test)  # type: ignore[attr-defined]
+        if device is None:
             return
-        device, test = found
-        shown = self.ctx.source.segment(test)
-        self.report(
-            parent,
-            f"`torch.{api}.{parent.attr}` runs in a branch taken only on {device.upper()} (`{shown}`): the "
-            f"{device.upper()} path calls the {api.upper()} runtime, which raises there (or acts on no stream); "
-            f"use the `torch.{device}` API (or the tree's device helper) in this branch",
-        )
+        taken = node.orelse if negated else node.body
+        stack: list[tuple[ast.AST, ast.AST | None]] = [
+            (child, None) for child in (taken if isinstance(taken, list) else [taken])
+        ]
+        while stack:
+            sub, parent = stack.pop()
+            if isinstance(sub, (ast.If, ast.IfExp)):
+                inner = sub.test
+                inner_test = (
+                    inner.operand
+                    if isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not)
+                    else inner
+                )  # type: ignore[attr-defined]
+                if test_device(inner_test) is not None:
+                    stack.append((sub.test, sub))
+                    continue  # its branches are judged when it is visited
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(parent, ast.Attribute)
+                and parent.value is sub
+                and sub.attr in _API_DEVICE
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "torch"
+            ):
+                api = _API_DEVICE[sub.attr]
+                if api != device and parent.attr not in ("is_available", "device_count"):
+                    shown = self.ctx.source.segment(test)
+                    self.report(
+                        parent,
+                        f"`torch.{api}.{parent.attr}` runs in a branch taken only on {device.upper()} (`{shown}`): "
+                        f"the {device.upper()} path calls the {api.upper()} runtime, which raises there (or acts on "
+                        f"no stream); use the `torch.{device}` API (or the tree's device helper) in this branch",
+                    )
+            stack.extend((child, sub) for child in ast.iter_child_nodes(sub))
 
     def _lookup_key(self, node: ast.Assign) -> None:
         """``device = "cuda"`` in a function of the kernel/registry layer (model code is NPU102's), outside any

@@ -121,6 +121,8 @@ class GpuKernelDefaultOmitted(Rule):
             return  # *args / **kwargs may carry it
         if isinstance(func, ast.Name):
             name = func.id
+            if name not in self.local and not self.ctx.may_be_imported(name):
+                return  # the cheap test first: a local, builtin or undefined name is no binder of the tree
         elif isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute)):
             name = func.attr  # `moe.bind_kernel()` through an imported module
             root = func.value
