@@ -311,6 +311,13 @@ class DeviceBranchMismatch(Rule):
                     return
 
     def _class(self, node: ast.ClassDef) -> None:
+        if not any(
+            isinstance(t, ast.Name) and t.id in _DEVICE_FIELDS
+            for stmt in node.body
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        ):
+            return  # the cheap test first: most classes declare no device key
         declared = _class_device(node.name)
         source = f"is named for {declared.upper()}" if declared else ""
         if declared is None:
