@@ -34,6 +34,8 @@ class ModuleInfo:
     star: list[str] = field(default_factory=list)  # modules star-imported
     functions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # def name -> parameter names
     constants: dict[str, ast.expr] = field(default_factory=dict, repr=False)  # NAME = <literal expr>
+    # def name -> {parameter: its string-literal default} (NPU218: a kernel name a caller may omit)
+    str_defaults: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
 
 resolve_relative = absolute_module  # (module, is_package, level, target): core.astutil's one resolver
@@ -59,6 +61,15 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _str_defaults(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """Parameter -> default of the parameters whose default is a string literal."""
+    a = node.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=False))
+    pairs += [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=False) if d is not None]
+    return {p.arg: d.value for p, d in pairs if isinstance(d, ast.Constant) and isinstance(d.value, str)}
+
+
 def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module | None = None) -> ModuleInfo:
     """Read the top-level bindings of ``module`` (source at ``path``)."""
     info = ModuleInfo(str(path), is_package)
@@ -73,6 +84,9 @@ def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 info.local.add(stmt.name)
                 info.functions[stmt.name] = _params(stmt)
+                defaults = _str_defaults(stmt)
+                if defaults:
+                    info.str_defaults[stmt.name] = defaults
             elif isinstance(stmt, ast.ClassDef):
                 info.local.add(stmt.name)
             elif isinstance(stmt, ast.Assign):
@@ -135,7 +149,25 @@ class ModuleIndex:
         self._top: set[str] | None = None
 
     def __getstate__(self) -> dict[str, object]:  # sent to worker processes without its caches
-        return {"root": self.root, "_infos": {}, "_top": None}
+        return {"root": self.root, "_infos": {}, "_top": None, "_defaults": {}}
+
+    def string_defaults(self, module: str, name: str) -> tuple[str, dict[str, str], tuple[str, ...]] | None:
+        """(defining module, parameter -> string default, parameters) of the function ``name`` reached from
+        ``module`` (re-exports followed); None when it is not a function of this tree with string defaults.
+        Memoised per index (strings only)."""
+        key = f"{module}:{name}"
+        memo: dict[str, tuple[str, dict[str, str], tuple[str, ...]] | None] = self.__dict__.setdefault(
+            "_defaults", {}
+        )
+        if key in memo:
+            return memo[key]
+        found = self.origin(module, name)
+        info = self.info(found) if found else None
+        result = None
+        if info is not None and found is not None and info.str_defaults.get(name):
+            result = (found, info.str_defaults[name], info.functions.get(name, ()))
+        memo[key] = result
+        return result
 
     # -- modules ----------------------------------------------------------------------------------------
     def module_path(self, module: str) -> tuple[Path, bool] | None:

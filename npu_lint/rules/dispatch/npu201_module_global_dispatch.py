@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk
 from npu_lint.rules._handles import (
     ATTENTION_HELPERS,
     GUARD_ATTRS,
@@ -159,6 +160,25 @@ class ModuleGlobalDispatch(Rule):
             title="a method reads the slot's process-wide binding although the instance cached its kernel; the "
             "slot itself stored as one outcome of a conditional",
         ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+            _gate_proj_act = None
+
+
+            class ToyGatedMLP:
+                def __init__(self, config):
+                    global _gate_proj_act
+                    impl = resolve_op_impl("swiglu_mlp_implementation")
+                    _gate_proj_act = VeomniOp("swiglu_mlp", "standard", impl) if impl != "eager" else None
+
+                def forward(self, x):
+                    return _gate_proj_act(x)
+            """,
+            title="a handle built in `__init__` but rebound as a module global (`global`)",
+        ),
     )
     good = (
         Example(
@@ -180,6 +200,21 @@ class ModuleGlobalDispatch(Rule):
             from veomni.ops.dispatch import OpSlot  # importing the name is not a declaration
 
             veomni_rms_norm = None  # placeholder in a spec: the slot lives in the generated file
+            """
+        ),
+        Example(
+            """
+            from veomni.ops import VeomniOp
+            from veomni.ops.config import resolve_op_impl
+
+            _built = 0
+
+
+            class ToyGatedMLP:
+                def __init__(self, config):
+                    global _built
+                    _built += 1
+                    self.veomni_act = VeomniOp("swiglu_mlp", "standard", resolve_op_impl("swiglu_mlp_implementation"))
             """
         ),
     )
@@ -235,6 +270,9 @@ class ModuleGlobalDispatch(Rule):
             return  # the cheap checks first: only module-scope calls of these names matter
         owner = _def_time_owner(self.ctx, node)
         if in_function(self.ctx) and owner is None:
+            rebound = _global_rebinding(self.ctx, node) if kind is not None else None
+            if rebound is not None:  # `global h` then `h = VeomniOp(...)` in a method: a module global again
+                self._report(node, kind, None, rebound=rebound)  # type: ignore[arg-type]
             return
         if kind is not None:
             self._report(node, kind, None, owner)
@@ -334,7 +372,14 @@ class ModuleGlobalDispatch(Rule):
             migration_fix(self.ctx),
         )
 
-    def _report(self, call: ast.Call, kind: str, block: Block | None, owner: str | None = None) -> None:
+    def _report(
+        self,
+        call: ast.Call,
+        kind: str,
+        block: Block | None,
+        owner: str | None = None,
+        rebound: str | None = None,
+    ) -> None:
         where: ast.AST | tuple[int, int, int, int] = call if block is None else block.position(call)
         label = kind if kind != "bound_kernel" else "`.bound_kernel()`"
         op = str_value(call_arg(call, 0, "op_name" if kind == "OpSlot" else "op"))
@@ -348,17 +393,47 @@ class ModuleGlobalDispatch(Rule):
         inside = " (in a post-import block)" if block is not None else ""
         if owner is not None:
             inside = f" (a default argument or decorator of `{owner}`, evaluated once when the `def` runs)"
+        if rebound is not None:
+            function = self.ctx.function
+            scope = getattr(function, "name", "a function")
+            inside = (
+                f" (bound to the module global `{rebound}` declared `global` in `{scope}`: every call rebinds it "
+                "for all instances, so the last model built decides every instance's kernel)"
+            )
         if self.summary:
             self.items.append((self._position(call, block), "slot", what + inside))
             return
         api = self.ctx.project.api
         needs = migration_needs(api)
+        created = "is created at import time" if rebound is None else "is stored process-wide"
         message = (
-            f"module-global dispatch{inside}: {what} is created at import time; {dispatch_doc(kind)}. "
+            f"module-global dispatch{inside}: {what} {created}; {dispatch_doc(kind)}. "
             f"Build a {handle_name(api)} handle in the owning class's `__init__` and store it on `self`"
             + (f" ({needs})" if needs else "")
         )
-        self.report(where, message, migration_fix(self.ctx) if owner is None else None)
+        self.report(where, message, migration_fix(self.ctx) if owner is None and rebound is None else None)
+
+
+def _global_rebinding(ctx: Context, node: ast.AST) -> str | None:
+    """The module global a dispatch object built in a function is assigned to (``global h`` in that function,
+    then ``h = VeomniOp(...)``, also as one outcome of a conditional or `or`); None otherwise."""
+    function = ctx.function
+    if function is None or "global " not in ctx.source.text:
+        return None
+    declared = {name for stmt in walk(function) if isinstance(stmt, ast.Global) for name in stmt.names}
+    if not declared:
+        return None
+    statement = ctx.enclosing(ast.Assign, ast.AnnAssign)
+    if statement is None:
+        return None
+    value = statement.value  # type: ignore[union-attr]
+    if value is None or not any(outcome is node for outcome in _outcomes(value)):
+        return None
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]  # type: ignore[union-attr]
+    for target in targets:
+        if isinstance(target, ast.Name) and target.id in declared:
+            return target.id
+    return None
 
 
 def _def_time_owner(ctx: Context, node: ast.AST) -> str | None:

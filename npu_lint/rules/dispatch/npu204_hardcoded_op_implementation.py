@@ -18,6 +18,7 @@ from npu_lint.rules._handles import (
     module_handle_names,
     op_fields,
     post_import_blocks,
+    registry_read,
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -108,6 +109,18 @@ class HardcodedOpImplementation(Rule):
             """,
             title="the wrong field, through a local variable",
         ),
+        Example(
+            """
+            from veomni.ops.kernel_registry import KERNEL_REGISTRY as _KERNELS
+
+
+            class ToyShortConv:
+                def __init__(self, config):
+                    conv_impl = "fla"
+                    self.conv_fn = _KERNELS.resolve("short_conv", "standard", conv_impl)
+            """,
+            title="a kernel read from the registry object by a literal name (through a local)",
+        ),
     )
     good = (
         Example(
@@ -137,7 +150,11 @@ class HardcodedOpImplementation(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         text = ctx.source.text
-        if not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS)) and ".bind(" not in text:
+        if (
+            not any(word in text for word in (*_CHECKED, *IMPL_RESOLVERS))
+            and ".bind(" not in text
+            and "_REGISTRY" not in text  # KERNEL_REGISTRY.resolve(...) (an alias is imported by that name)
+        ):
             self.node_types = ()  # only handle constructors (VeomniOp(...), resolve_op(...), ...) are checked
 
     def visit(self, node: ast.AST) -> None:
@@ -149,8 +166,8 @@ class HardcodedOpImplementation(Rule):
         if name == "bind":
             self._slot_binding(node)
             return
-        if name not in _CHECKED:
-            return
+        if name not in _CHECKED and not (name == "resolve" and registry_read(node, self.ctx)):
+            return  # a handle constructor, a row resolver, or a read of the kernel registry object
         op = str_value(call_arg(node, 0, "op"))
         impl = impl_argument(node)
         if op is None or impl is None:
