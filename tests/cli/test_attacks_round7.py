@@ -1,0 +1,47 @@
+"""Round-7 attacks (adversary-round7.md): each test fails without the fix it names."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import corpus
+import pytest
+
+from npu_lint.cli import main
+
+
+def _mixed_tree(tmp_path: Path) -> Path:
+    """The VeomniOp tree with an OpSlot-era model package (veomni-main's seed_oss, GPU spec + full-copy NPU
+    spec) dropped into its `models_kernel` layout: a tree mixing generations, as a user porting a model has."""
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    src = corpus.shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
+    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    shutil.copytree(src, dest)
+    for path in [dest, *dest.rglob("*")]:  # the corpus may be read-only (CI); a user's working copy is not
+        path.chmod(path.stat().st_mode | 0o200)
+    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
+    for spec in dest.glob("*_patch_gen_config.py"):
+        text = spec.read_text(encoding="utf-8")
+        text = text.replace("veomni.models.transformers", "veomni.models_kernel.transformers")
+        spec.write_text(
+            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
+        )
+    return root
+
+
+def test_a7_01_one_unsafe_fix_run_leaves_no_npu_spec_without_its_handle_builders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NPU504's reuse fix and the dispatch migration in one run: the NPU spec imported the GPU forward that the
+    same run migrated to `self.loss_function` bound in `SeedOssForCausalLM.__init__`, but not that `__init__`;
+    NPU208 then said so and its advice (one `check --fix` run) was what the user had just done."""
+    root = _mixed_tree(tmp_path)
+    package = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(package)])
+    capsys.readouterr()
+    main(["check", "--no-cache", "--output-format", "concise", str(package)])
+    out = capsys.readouterr().out
+    assert "NPU208" not in out
+    npu_spec = (package / "seed_oss_npu_patch_gen_config.py").read_text(encoding="utf-8")
+    assert "OpSlot(" not in npu_spec  # migrated with its GPU sibling, not left behind
