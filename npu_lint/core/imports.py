@@ -120,6 +120,7 @@ def ruff_style(directory: str) -> RuffStyle:
             cfg = data.get("tool", {}).get("ruff") if name == "pyproject.toml" else data
             if not isinstance(cfg, dict):
                 continue
+            cfg = _extended(cfg, current)
             length = cfg.get("line-length", 88)
             lint = cfg.get("lint", {}) if isinstance(cfg.get("lint"), dict) else {}
             isort = lint.get("isort", cfg.get("isort", {}))
@@ -139,6 +140,33 @@ def ruff_style(directory: str) -> RuffStyle:
         if parent == current:
             return RuffStyle()
         current = parent
+
+
+def _merged(base: dict, child: dict) -> dict:
+    out = dict(base)
+    for key, value in child.items():
+        out[key] = (
+            _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def _extended(cfg: dict, directory: str, depth: int = 0) -> dict:
+    """``cfg`` over the configuration its ``extend`` names (a path relative to ``directory``, followed as ruff
+    does, a few levels deep): a nested ``ruff.toml`` that extends the project's keeps its isort and line-length
+    settings."""
+    target = cfg.get("extend")
+    if not isinstance(target, str) or not target or depth >= 8:
+        return cfg
+    path = os.path.normpath(os.path.join(directory, os.path.expanduser(target)))
+    data = _read_toml(path) if os.path.isfile(path) else None
+    if data is None:
+        return cfg
+    base = data.get("tool", {}).get("ruff") if os.path.basename(path) == "pyproject.toml" else data
+    if not isinstance(base, dict):
+        return cfg
+    base = _extended(base, os.path.dirname(path), depth + 1)
+    return _merged(base, {k: v for k, v in cfg.items() if k != "extend"})
 
 
 def _names(value: object) -> frozenset[str]:

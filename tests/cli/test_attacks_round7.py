@@ -45,3 +45,38 @@ def test_a7_01_one_unsafe_fix_run_leaves_no_npu_spec_without_its_handle_builders
     assert "NPU208" not in out
     npu_spec = (package / "seed_oss_npu_patch_gen_config.py").read_text(encoding="utf-8")
     assert "OpSlot(" not in npu_spec  # migrated with its GPU sibling, not left behind
+
+
+def _ruff_check(root: Path, *paths: Path) -> str:
+    import subprocess
+
+    from npu_lint.core.tools import ruff_binary
+
+    binary = ruff_binary()
+    assert binary is not None
+    proc = subprocess.run(
+        [binary, "check", "--no-cache", "--output-format", "concise", *map(str, paths)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout
+
+
+def test_a7_02_a_nested_ruff_toml_that_extends_the_project_config_keeps_its_isort_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`veomni/models/ruff.toml` with `extend = "../../pyproject.toml"` (ruff's own inheritance): the fix's new
+    `veomni.utils.device` import was sorted as third party (the inherited `known-first-party = ["veomni"]` was
+    not read), and the tree's `ruff check` failed I001."""
+    root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
+    (root / "veomni" / "models" / "ruff.toml").write_text(
+        'extend = "../../pyproject.toml"\n\n[lint]\nextend-ignore = ["B008"]\n', encoding="utf-8"
+    )
+    target = root / "veomni" / "models" / "transformers" / "flux" / "encode_flux.py"
+    assert "I001" not in _ruff_check(root, target)
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU102", str(target)])
+    capsys.readouterr()
+    assert "get_device_type" in target.read_text(encoding="utf-8")
+    assert "I001" not in _ruff_check(root, target)
