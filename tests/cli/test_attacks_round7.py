@@ -80,3 +80,50 @@ def test_a7_02_a_nested_ruff_toml_that_extends_the_project_config_keeps_its_isor
     capsys.readouterr()
     assert "get_device_type" in target.read_text(encoding="utf-8")
     assert "I001" not in _ruff_check(root, target)
+
+
+def test_a7_03_force_single_line_isort_keeps_one_member_per_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tree whose isort has `force-single-line = true`: the fix merged `get_device_type` into the file's
+    `from ..utils.device import is_torch_npu_available` and the created NPU spec imported its GPU config in the
+    wrapped form; the tree's `ruff check` failed I001 on both."""
+    root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    pyproject.write_text(
+        text.replace(
+            'known-first-party = ["veomni"]', 'known-first-party = ["veomni"]\nforce-single-line = true'
+        ),
+        encoding="utf-8",
+    )
+    models = root / "veomni" / "models"
+    auto, gpu_spec = models / "auto.py", models / "transformers" / "llama" / "llama_gpu_patch_gen_config.py"
+    import subprocess
+
+    from npu_lint.core.tools import ruff_binary
+
+    subprocess.run(  # the tree as a force-single-line user keeps it: clean under its own ruff
+        [str(ruff_binary()), "check", "--no-cache", "--fix", "--select", "I001", str(auto), str(gpu_spec)],
+        cwd=root,
+        capture_output=True,
+        check=False,
+    )
+    assert "I001" not in _ruff_check(root, auto, gpu_spec)
+    main(
+        [
+            "check",
+            "--no-cache",
+            "--fix",
+            "--unsafe-fixes",
+            "--select",
+            "NPU102,NPU501",
+            str(auto),
+            str(gpu_spec),
+        ]
+    )
+    capsys.readouterr()
+    npu_spec = gpu_spec.with_name("llama_npu_patch_gen_config.py")
+    assert npu_spec.is_file()
+    assert "get_device_type" in auto.read_text(encoding="utf-8")
+    assert "I001" not in _ruff_check(root, auto, npu_spec)
