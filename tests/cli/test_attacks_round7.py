@@ -127,3 +127,26 @@ def test_a7_03_force_single_line_isort_keeps_one_member_per_import(
     assert npu_spec.is_file()
     assert "get_device_type" in auto.read_text(encoding="utf-8")
     assert "I001" not in _ruff_check(root, auto, npu_spec)
+
+
+def test_a7_04_a_model_package_linked_into_an_op_slot_tree_takes_that_trees_api(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """veomni-main (OpSlot) with `llama` a symbolic link to a checkout elsewhere: the tree was looked for from
+    the link's real path only, none was found, and the run used the built-in VeomniOp catalog: messages said
+    "Build a VeomniOp handle" and the unsafe fix migrated the GPU spec to `veomni.ops.VeomniOp` and
+    `veomni.models_kernel.utils.op_utils`, which this tree does not have."""
+    root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
+    link = root / "veomni" / "models" / "transformers" / "llama"
+    real = tmp_path / "elsewhere" / "llama"
+    real.parent.mkdir()
+    shutil.move(str(link), str(real))
+    link.symlink_to(real, target_is_directory=True)
+    main(["check", "--no-cache", "--output-format", "concise", str(link)])
+    out = capsys.readouterr()
+    assert "OpSlot generation" in out.err
+    assert "Build a VeomniOp handle" not in out.out
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(link)])
+    capsys.readouterr()
+    spec = (real / "llama_gpu_patch_gen_config.py").read_text(encoding="utf-8")
+    assert "VeomniOp" not in spec and "models_kernel" not in spec
