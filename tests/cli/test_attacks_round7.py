@@ -150,3 +150,20 @@ def test_a7_04_a_model_package_linked_into_an_op_slot_tree_takes_that_trees_api(
     capsys.readouterr()
     spec = (real / "llama_gpu_patch_gen_config.py").read_text(encoding="utf-8")
     assert "VeomniOp" not in spec and "models_kernel" not in spec
+
+
+def test_a7_05_audit_does_not_pass_registration_on_a_registry_the_tree_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A package copied from an OpSlot tree registers on `from ...loader import MODELING_REGISTRY`; the
+    VeomniOp tree has no `veomni/models_kernel/loader.py` (its registry is `veomni.models_kernel.registry`).
+    The checklist said `[x] pass: every model type registered`, though importing the package fails."""
+    root = _mixed_tree(tmp_path)
+    package = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    main(["audit", str(package)])
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "every model type registered" in x)
+    assert "**FAIL**" in line and "`...loader`" in line
+    main(["audit", str(root / "veomni" / "models_kernel" / "transformers" / "qwen3")])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "every model type registered" in x)
+    assert "**pass**" in line
