@@ -167,3 +167,26 @@ def test_a7_05_audit_does_not_pass_registration_on_a_registry_the_tree_lacks(
     main(["audit", str(root / "veomni" / "models_kernel" / "transformers" / "qwen3")])
     line = next(x for x in capsys.readouterr().out.splitlines() if "every model type registered" in x)
     assert "**pass**" in line
+
+
+def test_a7_07_the_dispatch_migration_places_a_copied_signatures_import_in_its_isort_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The VeomniOp tree has `[tool.ruff]` with isort (I) selected. Migrating seed_oss's specs copies
+    `SeedOssAttention.__init__(self, config: SeedOssConfig, ...)` and imported `SeedOssConfig` from transformers
+    after the first-party `veomni` block: the tree's `ruff check` failed I001 on both specs."""
+    import subprocess
+
+    from npu_lint.core.tools import ruff_binary
+
+    root = _mixed_tree(tmp_path)
+    package = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    specs = sorted(package.glob("*_patch_gen_config.py"))
+    for argv in (["check", "--fix", "-q"], ["format", "-q"]):  # the user's tree passes its own `make quality`
+        subprocess.run([str(ruff_binary()), *argv, "--no-cache", *map(str, specs)], cwd=root, check=False)
+    assert "I001" not in _ruff_check(root, *specs)
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(package)])
+    capsys.readouterr()
+    gpu = (package / "seed_oss_gpu_patch_gen_config.py").read_text(encoding="utf-8")
+    assert "import SeedOssConfig" in gpu
+    assert _ruff_check(root, *specs).strip() in ("", "All checks passed!")
