@@ -190,3 +190,41 @@ def test_a7_07_the_dispatch_migration_places_a_copied_signatures_import_in_its_i
     gpu = (package / "seed_oss_gpu_patch_gen_config.py").read_text(encoding="utf-8")
     assert "import SeedOssConfig" in gpu
     assert _ruff_check(root, *specs).strip() in ("", "All checks passed!")
+
+
+def test_a7_08_npu208_fix_merges_the_reused_inits_into_the_specs_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-written NPU spec on the VeomniOp tree re-registers three GPU forwards (imported in one
+    `from <gpu spec> import (...)`) but not the `__init__` overrides that build their handles. NPU208's fix
+    added a second `from <gpu spec> import (...)` with unsorted members: the tree's `ruff check` failed I001."""
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    (root / "veomni" / "utils" / "model_outputs.py").write_text(  # the partial corpus lacks this module
+        "".join(
+            f"class {n}:\n    pass\n\n\n"
+            for n in ("FusedLinearAuxOutput", "FusedLinearAuxOutputMixin", "CausalLMOutputWithLogProbs")
+        ).rstrip()
+        + "\n",
+        encoding="utf-8",
+    )
+    package = root / "veomni" / "models_kernel" / "transformers" / "llama"
+    gpu = "veomni.models_kernel.transformers.llama.llama_gpu_patch_gen_config"
+    spec = package / "llama_npu_patch_gen_config.py"
+    spec.write_text(
+        f'"""Llama on Ascend NPU, written by hand."""\n\nfrom {gpu} import (\n'
+        "    llama_forcausallm_forward_patched,\n    llama_mlp_forward_patched,\n"
+        "    llama_rmsnorm_forward_patched,\n)\nfrom veomni.patchgen.patch_spec import PatchConfig\n\n\n"
+        'config = PatchConfig(\n    source_module="transformers.models.llama.modeling_llama",\n'
+        '    target_file="patched_modeling_llama_npu.py",\n    description="Llama on NPU",\n)\n\n'
+        'config.override_method("LlamaRMSNorm.forward", replacement=llama_rmsnorm_forward_patched)\n'
+        'config.override_method("LlamaMLP.forward", replacement=llama_mlp_forward_patched)\n'
+        'config.override_method("LlamaForCausalLM.forward", replacement=llama_forcausallm_forward_patched)\n',
+        encoding="utf-8",
+    )
+    assert _ruff_check(root, spec).strip() == "All checks passed!"
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU208", str(package)])
+    capsys.readouterr()
+    text = spec.read_text(encoding="utf-8")
+    assert "replacement=llama_rmsnorm_init_patched" in text
+    assert text.count(f"from {gpu} import") == 1
+    assert _ruff_check(root, spec).strip() == "All checks passed!"
