@@ -180,6 +180,7 @@ def _init_info(path: Path) -> dict[str, Any]:
     info: dict[str, Any] = {"model_types": [], "modules": [], "npu_switch": False, "registry_missing": None}
     if tree is None:
         return info
+    info["parent_imports"] = _parent_imports(path.parent)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.ImportFrom)
@@ -203,6 +204,29 @@ def _init_info(path: Path) -> dict[str, Any]:
             ):
                 info["npu_switch"] = True
     return info
+
+
+def _parent_imports(package: Path) -> bool | None:
+    """Whether the parent package's ``__init__.py`` imports ``package`` (``from . import m``, ``from .m import
+    x``, ``import a.b.m``, ``from a.b import m``): a model package's registrations run only when it is
+    imported. None when there is no parent ``__init__.py`` or it cannot be read."""
+    parent = package.parent / "__init__.py"
+    if not parent.is_file():
+        return None
+    tree = parse_file(parent)
+    if tree is None:
+        return None
+    name = package.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")
+            if node.level == 1 and module[0] == name:
+                return True
+            if any(a.name == name or a.name == "*" for a in node.names) and (node.level == 1 or node.module):
+                return True
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[-1] == name for a in node.names):
+            return True
+    return False
 
 
 def _module_file_exists(path: Path, node: ast.ImportFrom) -> bool:

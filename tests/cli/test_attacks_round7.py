@@ -228,3 +228,21 @@ def test_a7_08_npu208_fix_merges_the_reused_inits_into_the_specs_import(
     assert "replacement=llama_rmsnorm_init_patched" in text
     assert text.count(f"from {gpu} import") == 1
     assert _ruff_check(root, spec).strip() == "All checks passed!"
+
+
+def test_a7_24_audit_fails_registration_of_a_package_its_parent_does_not_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """veomni-main with `seed_oss` dropped from `veomni/models/transformers/__init__.py`'s `from . import (...)`
+    (a new model a user forgot to add): its `@MODELING_REGISTRY.register("seed_oss")` never runs, yet the
+    checklist said `[x] pass: every model type registered`."""
+    root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
+    parent = root / "veomni" / "models" / "transformers" / "__init__.py"
+    text = parent.read_text(encoding="utf-8")
+    parent.write_text(text.replace("    seed_oss,\n", "").replace('    "seed_oss",\n', ""), encoding="utf-8")
+    main(["audit", str(parent.parent / "seed_oss")])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "every model type registered" in x)
+    assert "**FAIL**" in line and "does not import `seed_oss`" in line
+    main(["audit", str(parent.parent / "qwen3")])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "every model type registered" in x)
+    assert "**pass**" in line
