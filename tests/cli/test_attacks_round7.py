@@ -192,12 +192,9 @@ def test_a7_07_the_dispatch_migration_places_a_copied_signatures_import_in_its_i
     assert _ruff_check(root, *specs).strip() in ("", "All checks passed!")
 
 
-def test_a7_08_npu208_fix_merges_the_reused_inits_into_the_specs_import(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A hand-written NPU spec on the VeomniOp tree re-registers three GPU forwards (imported in one
-    `from <gpu spec> import (...)`) but not the `__init__` overrides that build their handles. NPU208's fix
-    added a second `from <gpu spec> import (...)` with unsorted members: the tree's `ruff check` failed I001."""
+def _hand_written_llama_npu_spec(tmp_path: Path) -> tuple[Path, Path, Path, str]:
+    """The VeomniOp tree with a hand-written llama NPU spec that re-registers three GPU forwards, not the
+    `__init__` overrides that build their handles (NPU208)."""
     root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
     (root / "veomni" / "utils" / "model_outputs.py").write_text(  # the partial corpus lacks this module
         "".join(
@@ -221,6 +218,16 @@ def test_a7_08_npu208_fix_merges_the_reused_inits_into_the_specs_import(
         'config.override_method("LlamaForCausalLM.forward", replacement=llama_forcausallm_forward_patched)\n',
         encoding="utf-8",
     )
+    return root, package, spec, gpu
+
+
+def test_a7_08_npu208_fix_merges_the_reused_inits_into_the_specs_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-written NPU spec on the VeomniOp tree re-registers three GPU forwards (imported in one
+    `from <gpu spec> import (...)`) but not the `__init__` overrides that build their handles. NPU208's fix
+    added a second `from <gpu spec> import (...)` with unsorted members: the tree's `ruff check` failed I001."""
+    root, package, spec, gpu = _hand_written_llama_npu_spec(tmp_path)
     assert _ruff_check(root, spec).strip() == "All checks passed!"
     main(["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "NPU208", str(package)])
     capsys.readouterr()
@@ -246,3 +253,47 @@ def test_a7_24_audit_fails_registration_of_a_package_its_parent_does_not_import(
     main(["audit", str(parent.parent / "qwen3")])
     line = next(x for x in capsys.readouterr().out.splitlines() if "every model type registered" in x)
     assert "**pass**" in line
+
+
+@pytest.mark.parametrize("how", ["noqa", "select"])
+def test_a7_06_no_init_switch_to_an_npu_module_nothing_will_generate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """llama with NPU501 suppressed on its spec (`# noqa: NPU501`) or not selected: no NPU spec exists or is
+    created in the run, yet NPU502's unsafe fix switched `__init__.py` to `generated.patched_modeling_llama_npu`
+    under `IS_NPU_AVAILABLE`: NPU hosts then fail to import the package."""
+    root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
+    package = root / "veomni" / "models" / "transformers" / "llama"
+    init = package / "__init__.py"
+    before = init.read_text(encoding="utf-8")
+    argv = ["check", "--no-cache", "--fix", "--unsafe-fixes"]
+    if how == "noqa":
+        spec = package / "llama_gpu_patch_gen_config.py"
+        text = spec.read_text(encoding="utf-8")
+        spec.write_text(
+            text.replace("config = PatchConfig(\n", "config = PatchConfig(  # noqa: NPU501\n"), "utf-8"
+        )
+    else:
+        argv += ["--select", "NPU502"]
+    main([*argv, str(package)])
+    out = capsys.readouterr()
+    assert not (package / "llama_npu_patch_gen_config.py").exists()
+    assert init.read_text(encoding="utf-8") == before
+    assert "NPU502" in out.out
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(package)])  # with NPU501: the switch goes in
+    capsys.readouterr()
+    if how == "select":
+        assert "patched_modeling_llama_npu" in init.read_text(encoding="utf-8")
+
+
+def test_a7_22_npu208_help_names_what_its_fix_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NPU208's fix on a spec without any OpSlot re-registers `__init__` overrides; its help said "Migrate OpSlot
+    dispatch to VeomniOp handles"."""
+    _root, _package, spec, _gpu = _hand_written_llama_npu_spec(tmp_path)
+    main(["check", "--no-cache", "--unsafe-fixes", "--show-fixes", "--select", "NPU208", str(spec)])
+    out = capsys.readouterr().out
+    assert "NPU208" in out
+    assert "Migrate OpSlot dispatch" not in out
+    assert "Re-register the GPU spec's `__init__` overrides" in out
