@@ -319,8 +319,9 @@ def _without_orphan_switches(
     diagnostics: list[Diagnostic], settings: Settings, unsafe: bool
 ) -> list[Diagnostic]:
     """NPU502's `__init__` switch imports the `_npu` module NPU501's sibling spec will generate; when the package
-    has no NPU spec and this run creates none (NPU501 suppressed by `# noqa`, not selected, or its creation
-    refused: through a link, outside the project), the switch is shown, not applied."""
+    has no NPU spec and this run, with NPU501 selected, creates none (NPU501 suppressed by `# noqa` there, or
+    its creation refused: through a link, outside the project), the switch is shown, not applied. A run that
+    selects NPU502 without NPU501 asks for the switch alone, and gets it (its reason says what to generate)."""
     switches = {
         id(d)
         for d in diagnostics
@@ -352,8 +353,8 @@ def _without_orphan_switches(
                 has_spec = True
             if not has_spec and package not in pending and diag.fix is not None:
                 reason = (
-                    "not applied: the package has no NPU spec and this run creates none (NPU501 suppressed, not "
-                    "selected, or its file could not be created): the switch would import a module nothing "
+                    "not applied: the package has no NPU spec and this run creates none (NPU501 suppressed by "
+                    "`# noqa`, or its file could not be created): the switch would import a module nothing "
                     "generates"
                 )
                 diag = diag.replace(fix=replace(diag.fix, applicability=Applicability.DISPLAY, reason=reason))
@@ -381,7 +382,8 @@ def fix_tree(
     reported when ``write`` is false) before the files that will import them, and only inside the project.
     ``sources`` gives the text of some paths (an editor's buffers): those are fixed but never written."""
     out = TreeFix()
-    diagnostics = _without_orphan_switches(diagnostics, settings, unsafe)
+    if "NPU501" in codes:  # NPU501 runs, yet may create no spec for a package (noqa, refused creation)
+        diagnostics = _without_orphan_switches(diagnostics, settings, unsafe)
     by_path: dict[str, list[Diagnostic]] = {}
     for diag in diagnostics:
         by_path.setdefault(diag.path, []).append(diag)

@@ -255,18 +255,16 @@ def test_a7_24_audit_fails_registration_of_a_package_its_parent_does_not_import(
     assert "**pass**" in line
 
 
-@pytest.mark.parametrize("how", ["noqa", "select"])
+@pytest.mark.parametrize("how", ["noqa", "link"])
 def test_a7_06_no_init_switch_to_an_npu_module_nothing_will_generate(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """llama with NPU501 suppressed on its spec (`# noqa: NPU501`) or not selected: no NPU spec exists or is
-    created in the run, yet NPU502's unsafe fix switched `__init__.py` to `generated.patched_modeling_llama_npu`
-    under `IS_NPU_AVAILABLE`: NPU hosts then fail to import the package."""
+    """llama with NPU501 suppressed on its spec (`# noqa: NPU501`), or reached through a link (NPU501's creation
+    refused): no NPU spec exists or is created in the run, yet NPU502's unsafe fix switched `__init__.py` to
+    `generated.patched_modeling_llama_npu` under `IS_NPU_AVAILABLE`: NPU hosts then fail to import the
+    package."""
     root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
     package = root / "veomni" / "models" / "transformers" / "llama"
-    init = package / "__init__.py"
-    before = init.read_text(encoding="utf-8")
-    argv = ["check", "--no-cache", "--fix", "--unsafe-fixes"]
     if how == "noqa":
         spec = package / "llama_gpu_patch_gen_config.py"
         text = spec.read_text(encoding="utf-8")
@@ -274,16 +272,18 @@ def test_a7_06_no_init_switch_to_an_npu_module_nothing_will_generate(
             text.replace("config = PatchConfig(\n", "config = PatchConfig(  # noqa: NPU501\n"), "utf-8"
         )
     else:
-        argv += ["--select", "NPU502"]
-    main([*argv, str(package)])
+        real = tmp_path / "elsewhere" / "llama"
+        real.parent.mkdir()
+        shutil.move(str(package), str(real))
+        package.symlink_to(real, target_is_directory=True)
+    init = package / "__init__.py"
+    before = init.read_text(encoding="utf-8")
+    monkeypatch.chdir(root)  # run from the tree, as a user does (see A7-25 for a run from another project)
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(package)])
     out = capsys.readouterr()
     assert not (package / "llama_npu_patch_gen_config.py").exists()
     assert init.read_text(encoding="utf-8") == before
     assert "NPU502" in out.out
-    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(package)])  # with NPU501: the switch goes in
-    capsys.readouterr()
-    if how == "select":
-        assert "patched_modeling_llama_npu" in init.read_text(encoding="utf-8")
 
 
 def test_a7_22_npu208_help_names_what_its_fix_does(
