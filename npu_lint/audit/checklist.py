@@ -289,6 +289,20 @@ def build_checklist(facts: AuditFacts) -> list[dict[str, Any]]:
             evidence.append("registered: " + (", ".join(init["model_types"]) or "none"))
             if not init["model_types"] and status == PASS:
                 status, note = FAIL, "`__init__.py` registers no model type"
+            elif init.get("registry_missing") and init["model_types"]:
+                status, note = (
+                    FAIL,
+                    f"`__init__.py` imports `MODELING_REGISTRY` from `{init['registry_missing']}`, which this tree "
+                    "does not have: importing the package fails and nothing is registered",
+                )
+            elif init.get("parent_imports") is False and init["model_types"]:
+                package = Path(root).name
+                status, note = (
+                    FAIL,
+                    f"the parent package's `__init__.py` does not import `{package}`: its registrations never run "
+                    f"and its model types load the stock transformers classes (add `{package}` to "
+                    "`from . import ...` there)",
+                )
             classes = _generated_classes(root, inventory)
             wrappers = sorted(c for c in classes if c.endswith("ForConditionalGeneration"))
             backbones = sorted(c for c in classes if c.endswith(("TextModel", "ForCausalLM")))

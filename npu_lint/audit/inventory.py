@@ -177,10 +177,17 @@ def _banner(path: Path) -> dict[str, Any]:
 
 def _init_info(path: Path) -> dict[str, Any]:
     tree = parse_file(path)
-    info: dict[str, Any] = {"model_types": [], "modules": [], "npu_switch": False}
+    info: dict[str, Any] = {"model_types": [], "modules": [], "npu_switch": False, "registry_missing": None}
     if tree is None:
         return info
+    info["parent_imports"] = _parent_imports(path.parent)
     for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and any(a.name == "MODELING_REGISTRY" for a in node.names)
+            and not _module_file_exists(path, node)
+        ):
+            info["registry_missing"] = "." * node.level + (node.module or "")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for dec in node.decorator_list:
                 if isinstance(dec, ast.Call) and call_name(dec) == "register" and dec.args:
@@ -197,6 +204,48 @@ def _init_info(path: Path) -> dict[str, Any]:
             ):
                 info["npu_switch"] = True
     return info
+
+
+def _parent_imports(package: Path) -> bool | None:
+    """Whether the parent package's ``__init__.py`` imports ``package`` (``from . import m``, ``from .m import
+    x``, ``import a.b.m``, ``from a.b import m``): a model package's registrations run only when it is
+    imported. None when there is no parent ``__init__.py`` or it cannot be read."""
+    parent = package.parent / "__init__.py"
+    if not parent.is_file():
+        return None
+    tree = parse_file(parent)
+    if tree is None:
+        return None
+    name = package.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")
+            if node.level == 1 and module[0] == name:
+                return True
+            if any(a.name == name or a.name == "*" for a in node.names) and (node.level == 1 or node.module):
+                return True
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[-1] == name for a in node.names):
+            return True
+    return False
+
+
+def _module_file_exists(path: Path, node: ast.ImportFrom) -> bool:
+    """Whether the module ``node`` imports from is a file of the tree ``path`` lives in (relative imports from
+    the file's directory; ``veomni.*`` from the tree's root); True when that cannot be told."""
+    parts = (node.module or "").split(".") if node.module else []
+    if node.level:
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+    elif parts and parts[0] == "veomni":
+        above = veomni_root_of(str(path))
+        if above is None:
+            return True
+        base = Path(above)
+    else:
+        return True
+    target = base.joinpath(*parts) if parts else base
+    return target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
 
 
 def _veomni_root(model_dir: Path) -> Path | None:

@@ -37,6 +37,7 @@ class RuffStyle:
     lines_after_imports: int = -1  # -1: ruff's automatic choice
     long_line_limit: int | None = None  # the E501 limit when the tree's `ruff check` selects E501, else None
     e501_ignored_in: tuple[str, ...] = ()  # the (per-file-ignores) patterns of files where E501 is ignored
+    force_single_line: bool = False  # isort `force-single-line`: one member per `from` import, never merged
 
     def section(self, module: str, level: int) -> int:
         if level:
@@ -120,6 +121,7 @@ def ruff_style(directory: str) -> RuffStyle:
             cfg = data.get("tool", {}).get("ruff") if name == "pyproject.toml" else data
             if not isinstance(cfg, dict):
                 continue
+            cfg = _extended(cfg, current)
             length = cfg.get("line-length", 88)
             lint = cfg.get("lint", {}) if isinstance(cfg.get("lint"), dict) else {}
             isort = lint.get("isort", cfg.get("isort", {}))
@@ -134,11 +136,39 @@ def ruff_style(directory: str) -> RuffStyle:
                 lines_after_imports=after if isinstance(after, int) else -1,
                 long_line_limit=_e501_limit(cfg, lint, line_length),
                 e501_ignored_in=_e501_ignored_in(cfg, lint),
+                force_single_line=isort.get("force-single-line") is True,
             )
         parent = os.path.dirname(current)
         if parent == current:
             return RuffStyle()
         current = parent
+
+
+def _merged(base: dict, child: dict) -> dict:
+    out = dict(base)
+    for key, value in child.items():
+        out[key] = (
+            _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def _extended(cfg: dict, directory: str, depth: int = 0) -> dict:
+    """``cfg`` over the configuration its ``extend`` names (a path relative to ``directory``, followed as ruff
+    does, a few levels deep): a nested ``ruff.toml`` that extends the project's keeps its isort and line-length
+    settings."""
+    target = cfg.get("extend")
+    if not isinstance(target, str) or not target or depth >= 8:
+        return cfg
+    path = os.path.normpath(os.path.join(directory, os.path.expanduser(target)))
+    data = _read_toml(path) if os.path.isfile(path) else None
+    if data is None:
+        return cfg
+    base = data.get("tool", {}).get("ruff") if os.path.basename(path) == "pyproject.toml" else data
+    if not isinstance(base, dict):
+        return cfg
+    base = _extended(base, os.path.dirname(path), depth + 1)
+    return _merged(base, {k: v for k, v in cfg.items() if k != "extend"})
 
 
 def _names(value: object) -> frozenset[str]:
@@ -157,10 +187,13 @@ def _member_key(name: str) -> tuple[int, str, str]:
     return (kind, bare.lower(), name)
 
 
-def _stmt_key(stmt: ast.stmt, style: RuffStyle) -> tuple[int, int, int, str]:
+def _stmt_key(stmt: ast.stmt, style: RuffStyle) -> tuple:
     if isinstance(stmt, ast.ImportFrom):
         module = stmt.module or ""
-        return (style.section(module, stmt.level), 1, -stmt.level, module.lower())
+        key = (style.section(module, stmt.level), 1, -stmt.level, module.lower())
+        if style.force_single_line and stmt.names:  # one member per line: members order the same module
+            return (*key, _member_key(_alias_text(stmt.names[0])))
+        return key
     assert isinstance(stmt, ast.Import)
     module = stmt.names[0].name
     return (style.section(module, 0), 0, 0, module.lower())
@@ -240,13 +273,16 @@ def add_import_edit(
             and stmt.level == level
             and (stmt.module or "") == bare
             and not any(a.asname for a in stmt.names)  # isort keeps ``x as y`` imports apart (combine-as off)
+            and not style.force_single_line
         ):
             edit = merge_edit(source, stmt, name, style)
             if edit is not None:
                 return edit
     nl = source.newline
     line = _render_from(module, [name], style).replace("\n", nl)
-    key = (style.section(bare, level), 1, -level, bare.lower())
+    key: tuple = (style.section(bare, level), 1, -level, bare.lower())
+    if style.force_single_line:
+        key = (*key, _member_key(name))
     if not block:
         want = style.lines_after_imports
         if want < 0:

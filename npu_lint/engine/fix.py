@@ -9,11 +9,11 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from npu_lint.core.config import Settings
-from npu_lint.core.diagnostics import CreateFile, Diagnostic, Edit, Fix, text_hash
+from npu_lint.core.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix, text_hash
 from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.format import fmt_protected_lines, format_touched, long_line_limit
@@ -312,6 +312,56 @@ def _linked_component(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
+_NPU_SPEC_SUFFIX = "_npu_patch_gen_config.py"
+
+
+def _without_orphan_switches(
+    diagnostics: list[Diagnostic], settings: Settings, unsafe: bool
+) -> list[Diagnostic]:
+    """NPU502's `__init__` switch imports the `_npu` module NPU501's sibling spec will generate; when the package
+    has no NPU spec and this run, with NPU501 selected, creates none (NPU501 suppressed by `# noqa` there, or
+    its creation refused: through a link, outside the project), the switch is shown, not applied. A run that
+    selects NPU502 without NPU501 asks for the switch alone, and gets it (its reason says what to generate)."""
+    switches = {
+        id(d)
+        for d in diagnostics
+        if d.code == "NPU502" and d.fix is not None and fix_applicable(d.fix, unsafe)
+    }
+    if not switches:
+        return diagnostics
+    pending = {
+        os.path.dirname(os.path.abspath(c.path))
+        for d in diagnostics
+        if d.fix is not None and fix_applicable(d.fix, unsafe)
+        for c in d.fix.creates
+        if c.path.endswith(_NPU_SPEC_SUFFIX)
+        and (_inside(c.path, settings.root) or _inside(c.path, os.path.dirname(d.path) or "."))
+        and _linked_component(c.path, (str(settings.root), os.path.dirname(d.path) or ".")) is None
+    }
+    out: list[Diagnostic] = []
+    for diag in diagnostics:
+        if id(diag) in switches:
+            package = os.path.dirname(os.path.abspath(diag.path))
+            try:
+                has_spec = any(n.endswith(_NPU_SPEC_SUFFIX) for n in os.listdir(package))
+                generated = os.path.join(package, "generated")
+                if not has_spec and os.path.isdir(
+                    generated
+                ):  # the module is there already: nothing is orphaned
+                    has_spec = any(n.endswith("_npu.py") for n in os.listdir(generated))
+            except OSError:
+                has_spec = True
+            if not has_spec and package not in pending and diag.fix is not None:
+                reason = (
+                    "not applied: the package has no NPU spec and this run creates none (NPU501 suppressed by "
+                    "`# noqa`, or its file could not be created): the switch would import a module nothing "
+                    "generates"
+                )
+                diag = diag.replace(fix=replace(diag.fix, applicability=Applicability.DISPLAY, reason=reason))
+        out.append(diag)
+    return out
+
+
 def fix_tree(
     diagnostics: list[Diagnostic],
     codes: list[str],
@@ -332,6 +382,8 @@ def fix_tree(
     reported when ``write`` is false) before the files that will import them, and only inside the project.
     ``sources`` gives the text of some paths (an editor's buffers): those are fixed but never written."""
     out = TreeFix()
+    if "NPU501" in codes:  # NPU501 runs, yet may create no spec for a package (noqa, refused creation)
+        diagnostics = _without_orphan_switches(diagnostics, settings, unsafe)
     by_path: dict[str, list[Diagnostic]] = {}
     for diag in diagnostics:
         by_path.setdefault(diag.path, []).append(diag)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_lint.core.diagnostics import Edit
+from npu_lint.core.imports import ruff_style
 from npu_lint.core.tools import ruff_binary, run_tool
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file, regen_command
@@ -77,7 +78,9 @@ def build_npu_spec(gpu_spec_path: str, format: bool = True) -> NpuSpecPlan | Non
 
     if gpu_module is not None:
         import_line = f"from {gpu_module} import config as gpu_config"
-        if len(import_line) > FORMAT_LINE_LENGTH:
+        # the tree's own line length: the wrapped form is stable under ruff format, but not under an isort with
+        # `force-single-line` (which joins a one-name import that fits)
+        if len(import_line) > ruff_style(os.path.dirname(os.path.abspath(gpu_spec_path))).line_length:
             import_line = f"from {gpu_module} import (\n    config as gpu_config,\n)"
     else:
         import_line = f"from .{gpu_stem} import config as gpu_config"

@@ -19,19 +19,24 @@ _REGISTRATION = b"MODELING_REGISTRY.register("
 
 
 def find_veomni_root(start: Path) -> Path | None:
-    """The nearest directory at or above ``start`` holding ``veomni/ops`` or ``veomni/kernels``."""
+    """The nearest directory at or above ``start`` holding ``veomni/ops`` or ``veomni/kernels``: first along
+    the path as named (a model package linked into a tree belongs to that tree), then along its real path."""
     try:
-        start = start.resolve()
+        real = start.resolve()
     except (OSError, RuntimeError):  # a symlink loop: reported by discovery, per path
         return None
-    if start.is_file():
-        start = start.parent
-    for directory in (start, *start.parents):
-        package = directory / "veomni"
-        if (package / "ops").is_dir() or (package / "kernels").is_dir():
-            return directory
-        if directory.name == "veomni" and ((directory / "ops").is_dir() or (directory / "kernels").is_dir()):
-            return directory.parent
+    named = Path(os.path.abspath(start))
+    for begin in (named, real) if named != real else (real,):
+        if begin.is_file():
+            begin = begin.parent
+        for directory in (begin, *begin.parents):
+            package = directory / "veomni"
+            if (package / "ops").is_dir() or (package / "kernels").is_dir():
+                return directory.resolve()
+            if directory.name == "veomni" and (
+                (directory / "ops").is_dir() or (directory / "kernels").is_dir()
+            ):
+                return directory.parent.resolve()
     return None
 
 

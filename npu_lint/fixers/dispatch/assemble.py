@@ -436,7 +436,11 @@ def _add_imports(
             body[at:at] = new
             if anchor_at is not None and anchor_at[0] >= at:
                 anchor_at = (anchor_at[0] + len(new), anchor_at[1])
+        # the copied signatures' imports (`from transformers... import XConfig`) go where the file's isort puts
+        # them: placed on the final text by `place_spec_imports`, never appended after the first-party block
         plain_lines = sorted({line for line in plan.extra_imports if line not in code})
+        plan.deferred_imports = [line for line in plain_lines if _plain_from(line) is not None]
+        plain_lines = [line for line in plain_lines if line not in plan.deferred_imports]
     else:
         missing = [
             (mod, name)
@@ -466,6 +470,36 @@ def _add_imports(
                 new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[at:at] = new
     return module.with_changes(body=body)
+
+
+def _plain_from(line: str) -> ast.ImportFrom | None:
+    """``line`` as a ``from M import a, b`` statement without aliases or a star (else None)."""
+    try:
+        body = ast.parse(line).body
+    except SyntaxError:
+        return None
+    stmt = body[0] if len(body) == 1 else None
+    if not isinstance(stmt, ast.ImportFrom) or any(a.asname or a.name == "*" for a in stmt.names):
+        return None
+    return stmt
+
+
+def place_spec_imports(code: str, path: str, lines: Sequence[str]) -> str:
+    """``code`` with each plain ``from M import a[, b]`` line added in its isort section of the leading import
+    block, as the tree's ruff (I001) orders it (``core.imports.add_import_edit``)."""
+    from npu_lint.core.imports import add_import_edit
+    from npu_lint.core.source import SourceFile
+
+    for line in lines:
+        parsed = _plain_from(line)
+        if parsed is None:
+            continue
+        module = "." * parsed.level + (parsed.module or "")
+        for alias in parsed.names:
+            source = SourceFile.from_text(path, code)
+            edit = add_import_edit(source, ast.parse(code), module, alias.name)
+            code = code[: edit.start] + edit.content + code[edit.end :]
+    return code
 
 
 def _is_docstring(cst: Any, stmt: Any) -> bool:
@@ -507,7 +541,7 @@ def migrate_cached(text: str, path: str, names: Names, upstream_root: str | None
         applicability = Applicability.DISPLAY if plan.reasons else Applicability.SAFE
         return MigrationResult(original, applicability, tuple(plan.reasons))
     try:
-        new_text = _apply(plan, text)
+        new_text = place_spec_imports(_apply(plan, text), path, plan.deferred_imports)
     except Exception as exc:  # noqa: BLE001 - a codemod failure must never take the linter down
         return MigrationResult(
             original, Applicability.DISPLAY, (*plan.reasons, f"the codemod failed: {exc!r}")

@@ -199,6 +199,10 @@ def build_migration_fix(source: SourceFile, project: Project) -> Fix | None:
     ops = sorted({f"{h.op}/{h.variant}" if not h.is_config else h.field for h in result.handles})
     classes = sorted({h.cls for h in result.handles})
     title = f"Migrate OpSlot dispatch to {api.handle} handles"
-    if ops:
+    if (
+        not ops and "OpSlot" not in source.text
+    ):  # an NPU spec that only re-registers the GPU `__init__`s (NPU208)
+        title = f"Re-register the GPU spec's `__init__` overrides that build the {api.handle} handles"
+    elif ops:
         title += f" ({', '.join(ops)}) owned by {len(classes)} class(es)"
     return Fix(title, edits, result.applicability, (), "; ".join(result.reasons))

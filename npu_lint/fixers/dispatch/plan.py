@@ -273,6 +273,7 @@ class Plan:
     after: dict[str, list[str]] = field(default_factory=dict)
     tail: list[str] = field(default_factory=list)
     extra_imports: list[str] = field(default_factory=list)  # plain import lines (names of copied signatures)
+    deferred_imports: list[str] = field(default_factory=list)  # of those, the ones placed on the final text
     init_keys: dict[str, str] = field(default_factory=dict)  # class -> key of the existing __init__ to extend
     delegating_inits: dict[str, str] = field(default_factory=dict)  # plain module: class -> init text
     new_fn_names: set[str] = field(default_factory=set)

@@ -237,26 +237,6 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
         return SiblingResult(text)
     add.sort(key=lambda a: list(gpu_fns).index(a[0]))
     lines = text.splitlines(keepends=True)
-    # import the functions from the GPU spec (a new import statement after the last one from it)
-    last_import = (
-        max(
-            s.end_lineno or s.lineno
-            for s in tree.body
-            if isinstance(s, ast.ImportFrom)
-            and s.module == gpu_module
-            and all(a.name != "config" for a in s.names)
-        )
-        if any(
-            isinstance(s, ast.ImportFrom)
-            and s.module == gpu_module
-            and all(a.name != "config" for a in s.names)
-            for s in tree.body
-        )
-        else None
-    )
-    import_text = (
-        f"from {'.' * gpu_level}{gpu_module} import (\n" + "".join(f"    {f},\n" for f, *_ in add) + ")\n"
-    )
     registrations = ("\n\n" + import_lines if import_lines else "") + "".join(
         f"\n\n{config_name}.{kind}(\n"
         f'    "{target}",\n'
@@ -270,11 +250,18 @@ def sibling_registrations(text: str, path: str, names: Names, gpu_text: str | No
     if not body.endswith("\n"):
         body += "\n"
     body += registrations
-    out_lines = body.splitlines(keepends=True)
-    at = last_import if last_import is not None else 0
     if add:
-        out_lines[at:at] = [import_text]
-    return SiblingResult("".join(out_lines), tuple((f, t) for f, t, *_ in add))
+        # merged into the file's import from the GPU spec, or placed in its isort section, as the tree's ruff
+        # (I001) has it: a second `from <gpu spec> import (...)` with unsorted members failed the tree's gate
+        from npu_lint.core.imports import add_import_edit
+        from npu_lint.core.source import SourceFile
+
+        for fname, *_ in add:
+            edit = add_import_edit(
+                SourceFile.from_text(path, body), ast.parse(body), "." * gpu_level + gpu_module, fname
+            )
+            body = body[: edit.start] + edit.content + body[edit.end :]
+    return SiblingResult(body, tuple((f, t) for f, t, *_ in add))
 
 
 def _same_upstream_init(

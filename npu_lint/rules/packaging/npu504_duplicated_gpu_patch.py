@@ -4,13 +4,46 @@ from __future__ import annotations
 
 import ast
 import os
+import textwrap
 from collections.abc import Iterable
 
 from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
+from npu_lint.veomni.profile import Generation
 from npu_lint.veomni.project import Project
+
+
+def _slot_names(spec: patchgen.Spec) -> set[str]:
+    """Names a spec binds to a module-global ``OpSlot(...)`` / ``OpsConfigSlot(...)``, at module level or in a
+    post-import block."""
+    names: set[str] = set()
+    bodies: list[list[ast.stmt]] = []
+    try:
+        bodies.append(ast.parse(spec.text).body)
+    except (SyntaxError, ValueError):
+        pass
+    for _line, code in spec.post_blocks:
+        try:
+            bodies.append(ast.parse(textwrap.dedent(code)).body)
+        except (SyntaxError, ValueError):
+            continue
+    for body in bodies:
+        for stmt in body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, (ast.Name, ast.Attribute))
+                and (getattr(stmt.value.func, "id", None) or getattr(stmt.value.func, "attr", None))
+                in ("OpSlot", "OpsConfigSlot")
+            ):
+                names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _uses(node: ast.AST, names: set[str]) -> bool:
+    return bool(names) and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
 
 
 class DuplicatedGpuPatch(ProjectRule):
@@ -103,6 +136,14 @@ class DuplicatedGpuPatch(ProjectRule):
                 )
                 if gpu is None:
                     continue
+                # On a handle-generation tree the dispatch migration rewrites a body that calls a module-global
+                # OpSlot, in both specs at once; reusing the GPU function first would leave the NPU spec with a
+                # migrated body and none of the `__init__` overrides that build its handles (NPU208).
+                slots = (
+                    _slot_names(spec) | _slot_names(gpu)
+                    if project.generation is not Generation.OP_SLOT
+                    else set()
+                )
                 gpu_patches = {
                     (p.kind, p.target): p for p in patchgen.effective_patches(gpu) if p.kind != "helper"
                 }
@@ -130,7 +171,11 @@ class DuplicatedGpuPatch(ProjectRule):
                         node = ref.node
                         fix = None
                         gpu_module = patchgen.module_of(other_ref.path)
-                        if gpu_module is not None and patch.name_map == other.name_map:
+                        if (
+                            gpu_module is not None
+                            and patch.name_map == other.name_map
+                            and not _uses(other_ref.node, slots)
+                        ):
                             edits = reuse_gpu_patch_edits(spec, patch, gpu_module, other_ref.node.name)
                             if edits:
                                 fix = Fix(
