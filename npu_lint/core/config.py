@@ -195,7 +195,7 @@ def check_patterns(key: str, patterns: list[str], where: str) -> None:
 
     for pattern in patterns:
         if pattern.lstrip("!").strip() == "":  # git matches nothing with it: a silent no-op, as `[` is
-            raise ConfigError(f"{where}: empty `{key}` pattern {pattern!r} matches no file")
+            raise ConfigError(f"{where}: invalid `{key}` pattern {pattern!r}: empty, it matches no file")
         stars = sum(part == "**" for part in pattern.split("/"))
         if stars > MAX_DOUBLE_STARS:  # each `**` is a `(?:/.+)?` in the regex: the search backtracks
             # exponentially on deep paths (five took minutes on a 40-level path): refused, not waited on
