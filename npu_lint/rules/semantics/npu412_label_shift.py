@@ -209,6 +209,71 @@ def _backward_cuts(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
     return out
 
 
+def _cut_side(node: ast.AST, what: str) -> str | None:
+    """ "start" / "end" for a tensor cut on its sequence axis: labels `[..., 1:]` / `[..., :-1]` (the last axis);
+    hidden states or logits `[..., 1:, :]`, `[:, :-1]` (the axis after the batch)."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("contiguous", "float", "to")
+    ):
+        node = node.func.value
+    if not isinstance(node, ast.Subscript):
+        return None
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if what == "labels":
+        seq = elts[-1] if elts else None
+    elif elts and isinstance(elts[0], ast.Constant) and elts[0].value is Ellipsis:
+        seq = elts[-2] if len(elts) >= 3 else None
+    else:
+        seq = elts[1] if len(elts) >= 2 else None
+    if not isinstance(seq, ast.Slice) or seq.step is not None:
+        return None
+    if _starts_at_one(seq) and seq.upper is None:
+        return "start"
+    if seq.lower is None and _minus_one(seq.upper):
+        return "end"
+    return None
+
+
+def _paired_cuts(func: ast.AST) -> list[tuple[ast.AST, str, str, str]]:
+    """Labels and the hidden states (or logits) they are scored against, cut in the same block, where the
+    causal pairing is not the one of `labels[..., 1:]` with `states[..., :-1, :]`: (node, states, label side,
+    states side)."""
+    out: list[tuple[ast.AST, str, str, str]] = []
+    for holder in _walk(func):
+        for field in ("body", "orelse"):
+            stmts = getattr(holder, field, None)
+            if not isinstance(stmts, list):
+                continue
+            labels: list[str] = []
+            states: list[tuple[ast.AST, str, str]] = []
+            for stmt in stmts:
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                    continue
+                name = _base_name(stmt.targets[0])
+                source = stmt.value
+                while isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute):
+                    source = source.func.value
+                base = _base_name(source.value) if isinstance(source, ast.Subscript) else ""
+                if "label" in name and "label" in base:
+                    side = _cut_side(stmt.value, "labels")
+                    if side:
+                        labels.append(side)
+                elif any(w in name for w in ("hidden", "logit")) and any(
+                    w in base for w in ("hidden", "logit")
+                ):
+                    side = _cut_side(stmt.value, "states")
+                    if side:
+                        states.append((stmt.value, base, side))
+            if len(labels) != 1:
+                continue
+            for node, base, side in states:
+                if (labels[0], side) != ("start", "end"):
+                    out.append((node, base, labels[0], side))
+    return out
+
+
 _COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
 
 
@@ -724,6 +789,18 @@ class LabelShift(LossRule):
                     "first (`logits[..., :-1, :]`, `labels[..., 1:]`); this pairing scores each position against "
                     "its own token or the one before",
                 )
+        if "1:" in text:
+            for func in functions_of(self.ctx.tree, text, "1:", ":-1"):
+                for node, base, label_side, side in _paired_cuts(func):
+                    if not self._once(node):
+                        continue
+                    self.report(
+                        node,
+                        f"`{ast.unparse(node)}` cuts `{base}` at the {side} where the labels next to it are cut at "
+                        f"the {label_side}: a causal-LM loss pairs the states without their last position with the "
+                        "labels without their first (`[..., :-1, :]` with `labels[..., 1:]`); this pairing scores "
+                        "each position against its own token or the one before",
+                    )
         for func in functions_of(
             self.ctx.tree,
             text,
