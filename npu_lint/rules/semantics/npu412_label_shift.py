@@ -516,7 +516,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut."
     )
     bad = (
         Example(
@@ -631,6 +631,17 @@ class LabelShift(LossRule):
             """,
             path="veomni/ops/kernels/cross_entropy/blockwise.py",
             title="a fused kernel shifts the labels but not the hidden states they are paired with",
+        ),
+        Example(
+            """
+            def blockwise_ce(hidden, head_weight, labels, ce):
+                if labels is not None:
+                    labels = labels[..., 1:]
+                    hidden = hidden[..., 1:, :]
+                return ce(hidden @ head_weight.T, labels)
+            """,
+            path="veomni/ops/kernels/cross_entropy/blockwise.py",
+            title="the hidden states cut on the same side as the labels (each position scored on its own token)",
         ),
     )
     good = (
@@ -789,7 +800,7 @@ class LabelShift(LossRule):
                     "first (`logits[..., :-1, :]`, `labels[..., 1:]`); this pairing scores each position against "
                     "its own token or the one before",
                 )
-        if "1:" in text:
+        if "1:" in text or ":-1" in text:
             for func in functions_of(self.ctx.tree, text, "1:", ":-1"):
                 for node, base, label_side, side in _paired_cuts(func):
                     if not self._once(node):

@@ -228,6 +228,26 @@ class LogitsToKeep(LossRule):
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
             title="the slice applied on the batch axis",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def llama_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                logits = self.lm_head(hidden_states[keep])
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/llama/llama_npu_patch_gen_config.py",
+            title="the slice as a plain subscript: it cuts the batch",
+        ),
     )
     good = (
         Example(

@@ -134,7 +134,9 @@ def _token_sums(nodes: list[ast.AST]) -> set[str]:
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             value = n.value
             if _summed_over_tokens(value) or (
-                isinstance(value, ast.Call) and last_name(value.func) == "bincount"
+                isinstance(value, ast.Call)
+                and last_name(value.func)
+                in ("bincount", "scatter_add_", "scatter_add", "index_add_", "index_add")
             ):
                 sums.add(n.targets[0].id)
             elif any(isinstance(c, ast.Call) and last_name(c.func) == "mean" for c in _walk(value)) or any(
@@ -206,7 +208,10 @@ class LoadBalancingLossForm(Rule):
         "router logits and an expert count: `one_hot`, `scatter_add_`, `bincount`), whatever its name or file: "
         "kernels, eager fallbacks, specs and generated copies; a patched router's softmax and top-k are held to the same "
         "axis where the upstream router routes over the experts. The scale may be written as `* num_experts`, "
-        "`num_experts / total**2`, `* n_experts**2` or through a local."
+        "`num_experts / total**2`, `* n_experts**2` or through a local. When the two statistics are kept as SUMS "
+        "over the tokens (accumulated with `+= p.sum(dim=0)`, counted with `scatter_add_` / `index_add_` / "
+        "`bincount`), their product (`dot(count, prob_sum)`) must be divided by the token count twice (`N * N`, "
+        "`N**2`, `N.pow(2)`, through a local); divided once, the loss grows with the number of tokens."
     )
     bad = (
         Example(
@@ -347,6 +352,22 @@ class LoadBalancingLossForm(Rule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
             title="the router probabilities averaged over the experts instead of the tokens",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def expert_balance_loss(gate_logits, num_experts, top_k):
+                probs = torch.softmax(gate_logits.float(), dim=-1)
+                _, picked = torch.topk(probs, top_k, dim=-1)
+                hits = torch.zeros(num_experts).scatter_add_(0, picked.reshape(-1), torch.ones(picked.numel()))
+                prob_sum = probs.sum(dim=0)
+                tokens = gate_logits.shape[0]
+                return torch.dot(hits, prob_sum) * num_experts / tokens
+            """,
+            path="veomni/ops/kernels/load_balancing_loss/toy_eager.py",
+            title="two token sums multiplied and divided by the token count once",
         ),
     )
     good = (
@@ -575,7 +596,11 @@ class LoadBalancingLossForm(Rule):
                 if isinstance(div, ast.BinOp) and isinstance(div.op, ast.Div):
                     right = div.right
                     held = assigned.get(right.id) if isinstance(right, ast.Name) else None
-                    if held is not None and len(_powers(held)) == 1 and sum(_powers(held).values()) > 1:
+                    if (
+                        held is not None
+                        and len(_powers(held)) == 1
+                        and isinstance(held, (ast.Name, ast.BinOp, ast.Call))
+                    ):
                         right = held  # `denom = total * total`
                     for k, v in _powers(right).items():
                         if _expert_count_name(ast.Name(k)) is None:

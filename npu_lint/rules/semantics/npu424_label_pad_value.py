@@ -169,6 +169,8 @@ class LabelPadValue(Rule):
             """
             import torch.nn.functional as F
 
+            from veomni.utils.constants import IGNORE_INDEX
+
 
             def pad_to_multiple(batch, multiple, pad_token_id):
                 pad = (-batch["labels"].size(-1)) % multiple
@@ -183,10 +185,13 @@ class LabelPadValue(Rule):
             """
             from torch.nn.utils.rnn import pad_sequence
 
+            from veomni.utils.constants import IGNORE_INDEX
+
 
             def collate(features):
                 ids = pad_sequence([f["input_ids"] for f in features], batch_first=True, padding_value=0)
                 labels = pad_sequence([f["labels"] for f in features], batch_first=True)
+                labels[:, 0] = IGNORE_INDEX  # the packed sequence's first token has no target
                 return {"input_ids": ids, "labels": labels}
             """,
             path="veomni/data/toy_bucket_collator.py",

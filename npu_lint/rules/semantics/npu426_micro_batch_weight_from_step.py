@@ -152,6 +152,7 @@ class MicroBatchWeightFromStep(Rule):
                         a
                         for c in _walk(node.value)
                         if isinstance(c, ast.Call)
+                        and last_name(c.func) != "len"  # the step's size is step-wide
                         for a in [*c.args, *(k.value for k in c.keywords)]
                         if ast.unparse(a) == whole
                     ]

@@ -23,9 +23,9 @@ _CARRIED = (
 )
 
 
-def _branch_calls(stmts: list[ast.stmt]) -> list[ast.Call]:
+def _branch_calls(stmts: list[ast.stmt], test: str = "") -> list[ast.Call]:
     """The main-loss calls of one branch (nested functions skipped): callee named like a loss, not an
-    auxiliary one."""
+    auxiliary one, or the kernel the dispatch tests (`if fused_kernel is not None: return fused_kernel(...)`)."""
     out: list[ast.Call] = []
     stack: list[ast.AST] = list(stmts)
     while stack:
@@ -34,7 +34,8 @@ def _branch_calls(stmts: list[ast.stmt]) -> list[ast.Call]:
             continue
         if isinstance(node, ast.Call):
             name = (last_name(node.func) or "").lower()
-            if "loss" in name and not any(w in name for w in ("aux", "balanc", "z_loss", "kl")):
+            tested = bool(test) and ast.unparse(node.func) in test
+            if tested or ("loss" in name and not any(w in name for w in ("aux", "balanc", "z_loss", "kl"))):
                 if any(k.arg for k in node.keywords):
                     out.append(node)
         stack.extend(ast.iter_child_nodes(node))
@@ -147,7 +148,7 @@ class LossBranchInputs(Rule):
         test = ast.unparse(node.test).lower()
         if not any(w in test for w in _DISPATCH_TESTS):
             return  # a model condition (soft-capping, a head kind): its branches differ on purpose
-        body, orelse = _branch_calls(node.body), _branch_calls(other)
+        body, orelse = _branch_calls(node.body, ast.unparse(node.test)), _branch_calls(other)
         if len(body) != 1 or len(orelse) != 1:
             return
         callees = ast.unparse(body[0].func).lower() + ast.unparse(orelse[0].func).lower()
