@@ -381,3 +381,25 @@ def test_nested_wrapper_rmsnorm_eps_after_root() -> None:
     """
     diags = _lint("veomni/models/transformers/toy/modeling_toy.py", code, "NPU408")
     assert len(diags) == 1 and diags[0].line == 12
+
+
+def test_unweighted_handle_called_without_any_weight_in_a_weighted_norm() -> None:
+    code = """
+    import torch
+    from veomni.ops import VeomniOp
+
+
+    class ToyNorm(torch.nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(dim))
+            self.eps = eps
+            self.rms_kernel = VeomniOp("rms_norm", "unweighted", "npu")
+
+        def forward(self, x):
+            if self.rms_kernel.is_bound:
+                return self.rms_kernel(x, eps=self.eps)
+            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+    """
+    diags = _lint("veomni/models_kernel/transformers/toy/modeling_toy.py", code, "NPU433")
+    assert len(diags) == 1 and diags[0].line == 14 and '"unweighted"' in diags[0].message

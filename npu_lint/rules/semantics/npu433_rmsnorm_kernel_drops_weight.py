@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
+from npu_lint.rules._handles import HANDLES, call_name, op_variant
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of, receiver_of, weight_argument
 from npu_lint.veomni.upstream import last_name
@@ -56,6 +57,22 @@ def _weight_optional(func: ast.AST, attrs: list[str]) -> bool:
         if "affine" in text or any(a in text for a in attrs):
             return True
     return False
+
+
+def _unweighted_handles(tree: ast.Module) -> set[str]:
+    """The names (`veomni_plain_norm`) and `self.<attr>` spellings of the file's handles declared for the
+    unweighted RMSNorm row (`OpSlot("rms_norm", "unweighted")`, `VeomniOp("rms_norm", "unweighted", ...)`)."""
+    out: set[str] = set()
+    for node in _walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        kind = call_name(node.value)
+        if kind not in HANDLES:
+            continue
+        op, variant = op_variant(node.value, kind)
+        if op == "rms_norm" and variant == "unweighted":
+            out.update(ast.unparse(t) for t in node.targets if isinstance(t, (ast.Name, ast.Attribute)))
+    return out
 
 
 class RmsNormKernelDropsWeight(Rule):
@@ -154,7 +171,7 @@ class RmsNormKernelDropsWeight(Rule):
         ),
     )
     fix_safety = "No fix: which slot the norm belongs to is the author's to decide."
-    requires = ("None", ("norm", "rms"))
+    requires = (("None", "unweighted"), ("norm", "rms"))
     node_types = ()
 
     @classmethod
@@ -163,21 +180,26 @@ class RmsNormKernelDropsWeight(Rule):
 
     def finish(self) -> None:
         seen: set[int] = set()
-        for func in functions_of(self.ctx.tree, self.ctx.source.text, "None"):
+        unweighted = _unweighted_handles(self.ctx.tree) if "unweighted" in self.ctx.source.text else set()
+        for func in functions_of(self.ctx.tree, self.ctx.source.text, "None", *sorted(unweighted)):
             receiver = receiver_of(func)
             for call in _walk(func):
                 if not (isinstance(call, ast.Call) and id(call) not in seen and _norm_kernel(call, func)):
                     continue
                 weight = weight_argument(call)
-                if not _is_none(weight):
+                declared = ast.unparse(call.func) in unweighted
+                if not (_is_none(weight) or (declared and weight is None)):
                     continue
                 seen.add(id(call))
                 attrs = _weight_reads(func, receiver, call)
                 if not attrs or _weight_optional(func, attrs):
                     continue
+                given = "`None` as the weight" if weight is not None else "no weight"
+                if declared:
+                    given += ' (a handle of the `"unweighted"` row)'
                 self.report(
-                    weight,  # type: ignore[arg-type]
-                    f"`{ast.unparse(call.func)}` is given `None` as the weight, but `{getattr(func, 'name', '?')}` "
+                    weight if weight is not None else call,  # type: ignore[arg-type]
+                    f"`{ast.unparse(call.func)}` is given {given}, but `{getattr(func, 'name', '?')}` "
                     f"scales by `{receiver}.{attrs[0]}` on its other path: the learned weight is ignored whenever "
                     f"the kernel branch runs (a fused kernel bound, the NPU fallback included); pass "
                     f"`{receiver}.{attrs[0]}` to the weighted kernel",
