@@ -403,3 +403,68 @@ def test_unweighted_handle_called_without_any_weight_in_a_weighted_norm() -> Non
     """
     diags = _lint("veomni/models_kernel/transformers/toy/modeling_toy.py", code, "NPU433")
     assert len(diags) == 1 and diags[0].line == 14 and '"unweighted"' in diags[0].message
+
+
+# -- NPU406: a generated copy scales the weight in another precision than its spec ----------------------------------
+
+_SPEC_FP32 = """
+import torch
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(
+    source_module="transformers.models.llama.modeling_llama", target_file="patched_modeling_llama_npu.py"
+)
+
+
+@config.override_method("LlamaRMSNorm.forward")
+def llama_rmsnorm_forward_fp32_patched(self, hidden_states):
+    dtype = hidden_states.dtype
+    h = hidden_states.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+    return (self.weight.float() * h).to(dtype)
+"""
+
+_GENERATED = """
+# ==============================================================================
+#  AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY
+# ==============================================================================
+#  Source: transformers.models.llama.modeling_llama
+#  Patches applied:
+#    - method_override: LlamaRMSNorm.forward
+import torch
+from torch import nn
+
+
+# ======================================================================
+# [MODIFIED CLASS] LlamaRMSNorm
+# Methods patched: forward
+# ======================================================================
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return {result}
+"""
+
+
+@pytest.mark.parametrize(
+    ("result", "bad"), [("self.weight * h.to(dtype)", True), ("(self.weight.float() * h).to(dtype)", False)]
+)
+def test_generated_copy_scales_like_its_spec(tmp_path, result: str, bad: bool) -> None:
+    pkg = tmp_path / "veomni" / "models" / "transformers" / "llama"
+    (pkg / "generated").mkdir(parents=True)
+    (pkg / "llama_npu_patch_gen_config.py").write_text(_SPEC_FP32.lstrip())
+    gen = pkg / "generated" / "patched_modeling_llama_npu.py"
+    gen.write_text(_GENERATED.lstrip().format(result=result))
+    diags = lint_source(SourceFile.from_text(str(gen), gen.read_text()), ["NPU406"], Settings())
+    assert bool(diags) == bad
+    if bad:
+        assert diags[0].line == 27 and "`llama_rmsnorm_forward_fp32_patched`" in diags[0].message
