@@ -50,6 +50,8 @@ def _labelled(node: ast.AST | None) -> str | None:
 def _label_word(name: str) -> bool:
     """`labels`, `target_labels`, `label_ids`: a loss target by name (not `label_map`, `label_mask`)."""
     lowered = name.lower()
+    if lowered.startswith(("num_", "n_")):  # a count of classes, not a tensor
+        return False
     return lowered.endswith(("labels", "label")) or lowered in ("label_ids", "labels_ids")
 
 
