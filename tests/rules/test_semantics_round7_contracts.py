@@ -468,3 +468,22 @@ def test_generated_copy_scales_like_its_spec(tmp_path, result: str, bad: bool) -
     assert bool(diags) == bad
     if bad:
         assert diags[0].line == 27 and "`llama_rmsnorm_forward_fp32_patched`" in diags[0].message
+
+
+def test_default_ignore_index_or_loss_modules_are_not_compared() -> None:
+    code = """
+    import torch
+
+
+    def toy_loss(self, hidden_states, labels, logits):
+        if self.use_fused_kernel:
+            loss = self.fused_loss(hidden_states=hidden_states, weights=self.head.weight, labels=labels)
+        else:
+            loss = self.loss_function(hidden_states=hidden_states, weights=self.head.weight, labels=labels, ignore_index=-100)
+        if self.use_fused_kernel:
+            fn = FusedLinearCrossEntropyLoss(reduction="mean")
+        else:
+            fn = torch.nn.CrossEntropyLoss(ignore_index=-100, reduction="mean")
+        return loss, fn
+    """
+    assert _lint("veomni/models/seed_omni/toy/modeling_toy.py", code, "NPU427") == []

@@ -9,18 +9,12 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
 from npu_lint.veomni.upstream import last_name
 
-# the inputs a fused-linear loss path needs besides the logits (the hidden states and the head's weight)
 # the test of a dispatch between a kernel and the eager loss
 _DISPATCH_TESTS = ("use_non_eager_impl", "non_eager", "fused", "kernel", "use_liger", "impl")
-_CARRIED = (
-    "hidden_states",
-    "weights",
-    "weight",
-    "lm_head_weight",
-    "shift_labels",
-    "ignore_index",
-    "vocab_size",
-)
+# the inputs a fused-linear loss path needs besides the logits (the hidden states, the head's weight) and the
+# pre-shifted targets
+_CARRIED = ("hidden_states", "weights", "weight", "lm_head_weight", "shift_labels")
+# not compared: `ignore_index=` / `vocab_size=` (spelled out with their default on one side only, the same input)
 
 
 def _branch_calls(stmts: list[ast.stmt], test: str = "") -> list[ast.Call]:
@@ -35,7 +29,10 @@ def _branch_calls(stmts: list[ast.stmt], test: str = "") -> list[ast.Call]:
         if isinstance(node, ast.Call):
             name = (last_name(node.func) or "").lower()
             tested = bool(test) and ast.unparse(node.func) in test
-            if tested or ("loss" in name and not any(w in name for w in ("aux", "balanc", "z_loss", "kl"))):
+            constructor = (last_name(node.func) or "x")[:1].isupper()  # a loss module built, not called
+            if not constructor and (
+                tested or ("loss" in name and not any(w in name for w in ("aux", "balanc", "z_loss", "kl")))
+            ):
                 if any(k.arg for k in node.keywords):
                     out.append(node)
         stack.extend(ast.iter_child_nodes(node))
@@ -47,7 +44,7 @@ class LossBranchInputs(Rule):
     name = "loss-branch-inputs"
     summary = (
         "The two branches of a loss dispatch (the kernel handle and the eager `loss_function`) hand the loss "
-        "different inputs: one passes `hidden_states=` / `weights=` (or `shift_labels=`, `vocab_size=`) that the "
+        "different inputs: one passes `hidden_states=` / `weights=` (or `shift_labels=`) that the "
         "other omits."
     )
     why = (
@@ -55,11 +52,12 @@ class LossBranchInputs(Rule):
         "self.loss_function(...)`) runs the eager branch whenever no fused kernel is bound, which is the usual state "
         "of a fresh NPU port. VeOmni's loss wrappers serve both branches with the same contract: the hidden states "
         "and the `lm_head` weight are needed for the fused-linear and per-token log-prob paths "
-        "(`return_log_probs`), `shift_labels` / `vocab_size` change what is scored. An input passed on one branch "
+        "(`return_log_probs`), `shift_labels` changes what is scored. An input passed on one branch "
         'and not the other makes the eager path raise ("requires hidden_states") or score differently on exactly '
         "the devices that take it. Checked in every function, spec, generated copy and helper: an `if` whose "
         "branches each call a main loss (a callee named like a loss, not an auxiliary one) with keywords; the "
-        "keywords of these inputs given on one side only are reported on the call that lacks them."
+        "keywords of these inputs given on one side only are reported on the call that lacks them (a loss module's "
+        "constructor, `ignore_index=` and `vocab_size=` are not compared: a default spelled out on one side is the same input)."
     )
     bad = (
         Example(
