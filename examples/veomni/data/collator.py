@@ -18,3 +18,15 @@ class PackingCollator:
             pad = -input_ids.numel() % (self.pad_multiple * get_parallel_state().sp_size)
             input_ids = torch.nn.functional.pad(input_ids, (0, pad))
         return {"input_ids": input_ids.unsqueeze(0)}
+
+
+IGNORE_INDEX = -100
+
+
+def pad_labels_to_multiple(batch, multiple):
+    """Pads a packed batch's sequence to a multiple of ``multiple`` (the SP degree) before it is split."""
+    pad = -batch["input_ids"].size(-1) % multiple
+    batch["input_ids"] = torch.nn.functional.pad(batch["input_ids"], (0, pad), value=0)
+    # NPU424: the padded label tail is token 0, a real target, where the loss skips only IGNORE_INDEX
+    batch["labels"] = torch.nn.functional.pad(batch["labels"], (0, pad), value=0)
+    return batch

@@ -117,12 +117,15 @@ def rms_sites(ctx: Context) -> list[RmsSite]:
             ):
                 out.append(RmsSite(patched.cls, patched.func, patched.upstream, method))
     else:
+        classes = [n for n in _walk(ctx.tree) if isinstance(n, ast.ClassDef) and _rms_class(n.name)]
+        for cls in classes:  # nested ones too (a quantised / offloading wrapper defined inside a method)
+            methods = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"]
+            if any(squares_mean(f) or _roots(f) for f in methods):  # through the class's own helper too
+                out.extend(RmsSite(cls.name, func, None) for func in methods)
         for stmt in ctx.tree.body:
-            if isinstance(stmt, ast.ClassDef) and _rms_class(stmt.name):
-                methods = [f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"]
-                if any(squares_mean(f) or _roots(f) for f in methods):  # through the class's own helper too
-                    out.extend(RmsSite(stmt.name, func, None) for func in methods)
-            elif (
+            if isinstance(stmt, ast.ClassDef):
+                continue
+            if (
                 isinstance(stmt, ast.FunctionDef)
                 and not stmt.decorator_list
                 and rms_function(stmt, ctx.source.path)

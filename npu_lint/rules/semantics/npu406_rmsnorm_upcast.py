@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import rms_function, squares_mean
+from npu_lint.veomni.patchgen import effective_patches, spec_for_generated
 from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods
 
 
@@ -222,6 +223,7 @@ class RmsNormUpcast(Rule):
         " The order of the cast back is compared too: where the upstream forward scales in fp32 and casts the product back (Gemma-style `(x * (1 + w)).to(dtype)`), a patched forward (a spec or its generated copy) that casts back first and multiplies in bf16/fp16 is reported. Scaling in fp32 where upstream scales after the cast (a deliberate fp32 fallback) is not."
         " Liger's functional RMSNorm given a literal `casting_mode` of `llama` (or `none`) for a norm whose upstream forward scales in fp32 is reported the same way."
         " A kernel module's eager fallback (a public module-level function of `veomni/ops` or of model code that computes the mean of squares of its own argument, `def fallback(x, weight, eps)`) is judged the same way; a private helper (`_norm(x)`) is given fp32 by its caller and is not."
+        " A generated file is also held to its own spec: where the spec's replacement of the forward scales in fp32 (a deliberate fp32 fallback that upstream does not have), a generated copy that casts back first and multiplies in the input dtype is reported (the copy no longer computes what it was generated from)."
     )
     bad = (
         Example(
@@ -437,6 +439,24 @@ class RmsNormUpcast(Rule):
             f"`{patched.cls}.forward` computes the RMS in the input dtype; the upstream forward upcasts to fp32 first",
         )
 
+    def _spec_scales_in_fp32(self, patched: PatchedMethod) -> str | None:
+        """In a generated file: the name of the spec's replacement of this forward when it scales in fp32 (the
+        tree's own reference for the copy, which may deliberately differ from upstream)."""
+        path = self.ctx.source.path.replace("\\", "/")
+        if "/generated/" not in path or not path.endswith(".py"):
+            return None
+        spec = spec_for_generated(self.ctx.source.path)
+        if spec is None:
+            return None
+        for patch in effective_patches(spec):
+            if patch.target != f"{patched.cls}.{patched.name}" or not patch.replacement:
+                continue
+            ref = spec.resolve(patch.replacement)
+            theirs = scale_order(ref.node) if ref is not None else None
+            if theirs is not None and theirs[0] == "fp32":
+                return patch.replacement
+        return None
+
     def _cast_order(self, patched: PatchedMethod) -> None:
         """The weight applied on the other side of the cast back to the input dtype than upstream applies it."""
         upstream = scale_order(patched.upstream)
@@ -452,6 +472,16 @@ class RmsNormUpcast(Rule):
                     )
                     return
         mine = scale_order(patched.func)
+        if mine is not None and mine[0] == "input" and (upstream is None or upstream[0] != "fp32"):
+            spec_name = self._spec_scales_in_fp32(patched)
+            if spec_name is not None:
+                self.report(
+                    mine[1],
+                    f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in "
+                    f"bf16/fp16), where its spec's `{spec_name}` scales in fp32 and casts the product back: this "
+                    "generated copy computes the norm with other numerics than the code it is generated from",
+                )
+                return
         # only the loss of precision: a patch that scales in fp32 where upstream scales after the cast back
         # (DeepSeek V4's official fp32 fallback) is deliberate
         if upstream is None or mine is None or upstream[0] != "fp32" or mine[0] != "input":

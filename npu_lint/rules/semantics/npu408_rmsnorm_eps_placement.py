@@ -167,6 +167,26 @@ class RmsNormEpsPlacement(Rule):
             path="veomni/models/transformers/toy/npu_patch.py",
             title="a fused kernel left at its default epsilon",
         ),
+        Example(
+            """
+            import torch
+
+
+            def offload_norms(model):
+                class OffloadedRMSNorm(torch.nn.Module):
+                    def __init__(self, inner):
+                        super().__init__()
+                        self.inner = inner
+
+                    def forward(self, x):
+                        rms = x.float().pow(2).mean(-1, keepdim=True).sqrt()
+                        return (x / (rms + self.inner.eps)).to(x.dtype) * self.inner.weight
+
+                return OffloadedRMSNorm
+            """,
+            path="veomni/models/transformers/toy/modeling_offload.py",
+            title="a wrapper class defined inside a function, eps read from the wrapped module",
+        ),
     )
     good = (
         Example(

@@ -209,6 +209,71 @@ def _backward_cuts(func: ast.AST) -> list[tuple[ast.Subscript, str]]:
     return out
 
 
+def _cut_side(node: ast.AST, what: str) -> str | None:
+    """ "start" / "end" for a tensor cut on its sequence axis: labels `[..., 1:]` / `[..., :-1]` (the last axis);
+    hidden states or logits `[..., 1:, :]`, `[:, :-1]` (the axis after the batch)."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("contiguous", "float", "to")
+    ):
+        node = node.func.value
+    if not isinstance(node, ast.Subscript):
+        return None
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if what == "labels":
+        seq = elts[-1] if elts else None
+    elif elts and isinstance(elts[0], ast.Constant) and elts[0].value is Ellipsis:
+        seq = elts[-2] if len(elts) >= 3 else None
+    else:
+        seq = elts[1] if len(elts) >= 2 else None
+    if not isinstance(seq, ast.Slice) or seq.step is not None:
+        return None
+    if _starts_at_one(seq) and seq.upper is None:
+        return "start"
+    if seq.lower is None and _minus_one(seq.upper):
+        return "end"
+    return None
+
+
+def _paired_cuts(func: ast.AST) -> list[tuple[ast.AST, str, str, str]]:
+    """Labels and the hidden states (or logits) they are scored against, cut in the same block, where the
+    causal pairing is not the one of `labels[..., 1:]` with `states[..., :-1, :]`: (node, states, label side,
+    states side)."""
+    out: list[tuple[ast.AST, str, str, str]] = []
+    for holder in _walk(func):
+        for field in ("body", "orelse"):
+            stmts = getattr(holder, field, None)
+            if not isinstance(stmts, list):
+                continue
+            labels: list[str] = []
+            states: list[tuple[ast.AST, str, str]] = []
+            for stmt in stmts:
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                    continue
+                name = _base_name(stmt.targets[0])
+                source = stmt.value
+                while isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute):
+                    source = source.func.value
+                base = _base_name(source.value) if isinstance(source, ast.Subscript) else ""
+                if "label" in name and "label" in base:
+                    side = _cut_side(stmt.value, "labels")
+                    if side:
+                        labels.append(side)
+                elif any(w in name for w in ("hidden", "logit")) and any(
+                    w in base for w in ("hidden", "logit")
+                ):
+                    side = _cut_side(stmt.value, "states")
+                    if side:
+                        states.append((stmt.value, base, side))
+            if len(labels) != 1:
+                continue
+            for node, base, side in states:
+                if (labels[0], side) != ("start", "end"):
+                    out.append((node, base, labels[0], side))
+    return out
+
+
 _COLLATOR_MODULES = ("veomni/data/data_collator.py", "veomni/data/collator.py")
 
 
@@ -451,7 +516,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut."
     )
     bad = (
         Example(
@@ -566,6 +631,17 @@ class LabelShift(LossRule):
             """,
             path="veomni/ops/kernels/cross_entropy/blockwise.py",
             title="a fused kernel shifts the labels but not the hidden states they are paired with",
+        ),
+        Example(
+            """
+            def blockwise_ce(hidden, head_weight, labels, ce):
+                if labels is not None:
+                    labels = labels[..., 1:]
+                    hidden = hidden[..., 1:, :]
+                return ce(hidden @ head_weight.T, labels)
+            """,
+            path="veomni/ops/kernels/cross_entropy/blockwise.py",
+            title="the hidden states cut on the same side as the labels (each position scored on its own token)",
         ),
     )
     good = (
@@ -724,6 +800,18 @@ class LabelShift(LossRule):
                     "first (`logits[..., :-1, :]`, `labels[..., 1:]`); this pairing scores each position against "
                     "its own token or the one before",
                 )
+        if "1:" in text or ":-1" in text:
+            for func in functions_of(self.ctx.tree, text, "1:", ":-1"):
+                for node, base, label_side, side in _paired_cuts(func):
+                    if not self._once(node):
+                        continue
+                    self.report(
+                        node,
+                        f"`{ast.unparse(node)}` cuts `{base}` at the {side} where the labels next to it are cut at "
+                        f"the {label_side}: a causal-LM loss pairs the states without their last position with the "
+                        "labels without their first (`[..., :-1, :]` with `labels[..., 1:]`); this pairing scores "
+                        "each position against its own token or the one before",
+                    )
         for func in functions_of(
             self.ctx.tree,
             text,

@@ -81,7 +81,17 @@ def _slice_axes(func: ast.AST) -> list[tuple[ast.Subscript, int, int]]:
             for axis, elt in enumerate(n.slice.elts):
                 if isinstance(elt, ast.Name) and elt.id in derived:
                     out.append((n, axis, len(n.slice.elts)))
+        elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Name) and n.slice.id in derived:
+            out.append((n, 0, 1))  # `hidden_states[slice_indices]`: the first axis
     return out
+
+
+def _front_axis(node: ast.Subscript, axis: int, length: int, rank: int) -> int:
+    """The axis counted from the front for a tensor of ``rank`` axes (`[..., s, :]` on 3 axes is axis 1)."""
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if elts and isinstance(elts[0], ast.Constant) and elts[0].value is Ellipsis:
+        return rank + axis - length
+    return axis
 
 
 def _lm_head_calls(func: ast.AST) -> list[ast.Call]:
@@ -218,6 +228,26 @@ class LogitsToKeep(LossRule):
             path="veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py",
             title="the slice applied on the batch axis",
         ),
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.llama.modeling_llama", target_file="x.py")
+
+
+            @config.override_method("LlamaForCausalLM.forward")
+            def llama_forcausallm_forward_patched(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+                hidden_states = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+                keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+                logits = self.lm_head(hidden_states[keep])
+                loss = None
+                if labels is not None:
+                    loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+                return loss, logits
+            """,
+            path="veomni/models/transformers/llama/llama_npu_patch_gen_config.py",
+            title="the slice as a plain subscript: it cuts the batch",
+        ),
     )
     good = (
         Example(
@@ -303,7 +333,7 @@ class LogitsToKeep(LossRule):
         if len(upstream_axes) == 1:
             (want, size) = next(iter(upstream_axes))
             for node, axis, length in _slice_axes(func):
-                if length == size and axis != want:
+                if length <= size and _front_axis(node, axis, length, size) != want:
                     self.report(
                         node,
                         f"the `{_PARAM}` slice is applied on axis {axis} of `{ast.unparse(node.value)}`, where "

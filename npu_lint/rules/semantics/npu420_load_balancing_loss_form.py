@@ -114,6 +114,85 @@ def _base_name(expr: ast.AST) -> str | None:
             return None
 
 
+def _summed_over_tokens(call: ast.AST) -> bool:
+    """`x.sum(dim=0)`, `x.sum(0)`, `torch.sum(x, dim=0)`: a sum over the token axis."""
+    if not (isinstance(call, ast.Call) and last_name(call.func) == "sum"):
+        return False
+    receiver = isinstance(call.func, ast.Attribute) and last_name(call.func.value) != "torch"
+    return _literal_dim(call, 0 if receiver else 1) == 0
+
+
+def _token_sums(nodes: list[ast.AST]) -> set[str]:
+    """Locals that hold a per-expert SUM over the tokens (not a mean): accumulated with `+= p.sum(dim=0)`,
+    assigned `p.sum(0)`, counted with `scatter_add_` / `index_add_` / `bincount`."""
+    sums: set[str] = set()
+    means: set[str] = set()
+    for n in nodes:
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and isinstance(n.op, ast.Add):
+            if any(_summed_over_tokens(c) for c in _walk(n.value)):
+                sums.add(n.target.id)
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            value = n.value
+            if _summed_over_tokens(value) or (
+                isinstance(value, ast.Call)
+                and last_name(value.func)
+                in ("bincount", "scatter_add_", "scatter_add", "index_add_", "index_add")
+            ):
+                sums.add(n.targets[0].id)
+            elif any(isinstance(c, ast.Call) and last_name(c.func) == "mean" for c in _walk(value)) or any(
+                isinstance(b, ast.BinOp) and isinstance(b.op, ast.Div) for b in _walk(value)
+            ):
+                means.add(n.targets[0].id)
+        elif isinstance(n, ast.Call) and last_name(n.func) in ("scatter_add_", "index_add_"):
+            if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
+                sums.add(n.func.value.id)
+    return sums - means
+
+
+def _powers(expr: ast.AST) -> dict[str, int]:
+    """The names a divisor is made of, with their power: `n * n` -> {n: 2}, `n.pow(2)`, `n ** 2`, `n.square()`."""
+    if isinstance(expr, ast.Name):
+        return {expr.id: 1}
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        out = _powers(expr.left)
+        for k, v in _powers(expr.right).items():
+            out[k] = out.get(k, 0) + v
+        return out
+    exponent = None
+    base: ast.AST | None = None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Pow) and isinstance(expr.right, ast.Constant):
+        base, exponent = expr.left, expr.right.value
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr == "pow" and expr.args and isinstance(expr.args[0], ast.Constant):
+            base, exponent = expr.func.value, expr.args[0].value
+        elif expr.func.attr == "square" and not expr.args:
+            base, exponent = expr.func.value, 2
+        elif expr.func.attr in ("float", "to", "clamp", "clamp_min", "item"):
+            return _powers(expr.func.value)
+    elif isinstance(expr, ast.Call) and last_name(expr.func) in ("float", "max") and len(expr.args) == 1:
+        return _powers(expr.args[0])
+    if base is not None and type(exponent) is int:
+        return {k: v * exponent for k, v in _powers(base).items()}
+    return {}
+
+
+def _products_of_sums(value: ast.AST, sums: set[str]) -> tuple[str, str] | None:
+    """`torch.dot(a, b)`, `(a * b).sum()`, `torch.sum(a * b)` of two token sums: their names."""
+    for n in _walk(value):
+        pair: tuple[ast.AST, ast.AST] | None = None
+        if isinstance(n, ast.Call) and last_name(n.func) in ("dot", "inner", "vdot") and len(n.args) == 2:
+            pair = (n.args[0], n.args[1])
+        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            pair = (n.left, n.right)
+        if pair is None:
+            continue
+        names = [_base_name(p) for p in pair]
+        if all(isinstance(p, (ast.Name, ast.Call)) for p in pair) and names[0] in sums and names[1] in sums:
+            if names[0] != names[1]:
+                return names[0], names[1]  # type: ignore[return-value]
+    return None
+
+
 class LoadBalancingLossForm(Rule):
     code = "NPU420"
     name = "load-balancing-loss-form"
@@ -129,7 +208,10 @@ class LoadBalancingLossForm(Rule):
         "router logits and an expert count: `one_hot`, `scatter_add_`, `bincount`), whatever its name or file: "
         "kernels, eager fallbacks, specs and generated copies; a patched router's softmax and top-k are held to the same "
         "axis where the upstream router routes over the experts. The scale may be written as `* num_experts`, "
-        "`num_experts / total**2`, `* n_experts**2` or through a local."
+        "`num_experts / total**2`, `* n_experts**2` or through a local. When the two statistics are kept as SUMS "
+        "over the tokens (accumulated with `+= p.sum(dim=0)`, counted with `scatter_add_` / `index_add_` / "
+        "`bincount`), their product (`dot(count, prob_sum)`) must be divided by the token count twice (`N * N`, "
+        "`N**2`, `N.pow(2)`, through a local); divided once, the loss grows with the number of tokens."
     )
     bad = (
         Example(
@@ -270,6 +352,22 @@ class LoadBalancingLossForm(Rule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
             title="the router probabilities averaged over the experts instead of the tokens",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def expert_balance_loss(gate_logits, num_experts, top_k):
+                probs = torch.softmax(gate_logits.float(), dim=-1)
+                _, picked = torch.topk(probs, top_k, dim=-1)
+                hits = torch.zeros(num_experts).scatter_add_(0, picked.reshape(-1), torch.ones(picked.numel()))
+                prob_sum = probs.sum(dim=0)
+                tokens = gate_logits.shape[0]
+                return torch.dot(hits, prob_sum) * num_experts / tokens
+            """,
+            path="veomni/ops/kernels/load_balancing_loss/toy_eager.py",
+            title="two token sums multiplied and divided by the token count once",
         ),
     )
     good = (
@@ -476,6 +574,47 @@ class LoadBalancingLossForm(Rule):
                         "weight it by the mask too",
                     )
 
+    def _normaliser(self, func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST]) -> None:
+        """`f_e` and `P_e` are each a mean over the N tokens: a product of their two token SUMS (`dot(count,
+        prob_sum)`) must be divided by N twice (`N * N`, `N ** 2`); divided once, the loss grows with N."""
+        sums = _token_sums(nodes)
+        if len(sums) < 2:
+            return
+        assigned = {
+            n.targets[0].id: n.value
+            for n in nodes
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+        }
+        for n in nodes:
+            if not isinstance(n, (ast.Assign, ast.Return)) or n.value is None:
+                continue
+            pair = _products_of_sums(n.value, sums)
+            if pair is None:
+                continue
+            powers: dict[str, int] = {}
+            for div in _walk(n.value):
+                if isinstance(div, ast.BinOp) and isinstance(div.op, ast.Div):
+                    right = div.right
+                    held = assigned.get(right.id) if isinstance(right, ast.Name) else None
+                    if (
+                        held is not None
+                        and len(_powers(held)) == 1
+                        and isinstance(held, (ast.Name, ast.BinOp, ast.Call))
+                    ):
+                        right = held  # `denom = total * total`
+                    for k, v in _powers(right).items():
+                        if _expert_count_name(ast.Name(k)) is None:
+                            powers[k] = powers.get(k, 0) + v
+            if not powers or max(powers.values()) != 1:
+                continue
+            total = max(powers, key=lambda k: powers[k])
+            self.report(
+                n.value,
+                f"`{func.name}` multiplies two sums over the tokens (`{pair[0]}`, `{pair[1]}`) but divides by "
+                f"`{total}` only once: `f_e` and `P_e` are each a mean over the tokens, so the product must be "
+                f"divided by `{total}` squared, or the load-balancing loss grows with the number of tokens",
+            )
+
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = [
             n
@@ -517,6 +656,7 @@ class LoadBalancingLossForm(Rule):
                 )
         self._per_expert_means(func, nodes)
         self._unmasked_statistics(func, nodes)
+        self._normaliser(func, nodes)
         counts: set[str] = set()
         for n in nodes:
             if isinstance(n, (ast.Name, ast.Attribute)):

@@ -33,3 +33,21 @@ def toy_apply_rotary(q, k, cos, sin, unsqueeze_dim=1):
 
 def toy_attention(query, key, value, causal=True):
     return flash_attn_func(query, key, value, causal=causal)
+
+
+class ToyDispatchedRMSNorm(nn.Module):
+    """A weighted RMSNorm with a fused-kernel branch and an eager branch."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, fused_rms_norm=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+        self.fused_rms_norm = fused_rms_norm
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self.fused_rms_norm is not None:
+            # NPU433: the kernel branch drops the learned weight the eager branch applies
+            return self.fused_rms_norm(hidden_states, None, self.variance_epsilon)
+        variance = hidden_states.float().pow(2).mean(-1, keepdim=True)
+        normed = hidden_states.float() * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * normed.to(hidden_states.dtype)
