@@ -1,0 +1,203 @@
+"""Resolving a call to the tree's own definition (private to the packaging family's contract rules).
+
+The truth is the tree being linted: a callee is a top-level ``def``/``class`` of the linted file, a method of
+the enclosing class (``self.m(...)``), or a name the file imports from a module of the tree (followed through
+re-exports by the tree's :class:`~npu_lint.veomni.imports.ModuleIndex`). Anything else (external packages,
+rebound names, attributes of instances) resolves to nothing, so the rules stay quiet."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+
+from npu_lint.core.astutil import dotted_name, module_package, resolve_relative
+from npu_lint.rules.base import Context
+from npu_lint.veomni.imports import ModuleIndex
+from npu_lint.veomni.signatures import Signature, function_signature, module_signatures
+
+MAX_BASES = 4
+
+
+@dataclass(frozen=True)
+class Callee:
+    sig: Signature
+    where: str  # "path:line" of the definition, for messages
+    label: str  # how the message names it: `f`, `Cls` (its `__init__`), `Cls.m`
+
+
+def file_module(ctx: Context) -> str | None:
+    cached = ctx.memo.get("pkg-contract-module", False)
+    if cached is not False:
+        return cached  # type: ignore[return-value]
+    package = module_package(ctx.source.path)
+    stem = os.path.splitext(os.path.basename(ctx.source.path))[0]
+    module = ".".join([*package, stem]) if package and stem != "__init__" else ".".join(package) or None
+    ctx.memo["pkg-contract-module"] = module
+    return module
+
+
+def _own_signatures(ctx: Context) -> dict[str, Signature]:
+    cached = ctx.memo.get("pkg-contract-sigs")
+    if cached is None:
+        cached = ctx.memo["pkg-contract-sigs"] = module_signatures(ctx.tree.body)
+    return cached  # type: ignore[return-value]
+
+
+def _rebinds(ctx: Context, name: str) -> bool:
+    """Whether ``name`` is bound anywhere but by its one top-level def/class or import (a parameter, an
+    assignment, a loop target, a nested def): then a call of it may reach something else."""
+    key = ("pkg-contract-rebound", name)
+    cached = ctx.memo.get(key)
+    if cached is None:
+        top = 0
+        other = False
+        for stmt in ctx.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+                top += 1
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+                other = True
+            elif isinstance(node, ast.arg) and node.arg == name:
+                other = True
+            elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+                other = True
+            elif (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and node.name == name
+                and node not in ctx.tree.body
+            ):
+                other = True
+            if other:
+                break
+        cached = ctx.memo[key] = other or top > 1
+    return bool(cached)
+
+
+def _index(ctx: Context) -> ModuleIndex | None:
+    return ctx.project.api.index if ctx.project.root else None
+
+
+def _rel(ctx: Context, path: str) -> str:
+    root = ctx.project.root
+    if root:
+        try:
+            return os.path.relpath(path, root)
+        except ValueError:
+            return path
+    return path
+
+
+def _resolve_dotted(index: ModuleIndex, qual: str) -> tuple[str, Signature] | None:
+    if "." not in qual or not index.is_local(qual):
+        return None
+    module, name = qual.rsplit(".", 1)
+    if not index.has_module(module):
+        return None
+    origin = index.origin(module, name) or module
+    sig = index.signatures(origin).get(name)
+    return (origin, sig) if sig is not None else None
+
+
+def _settle(
+    index: ModuleIndex | None,
+    module: str | None,
+    sig: Signature,
+    own: dict[str, Signature] | None,
+    depth: int = 0,
+) -> Signature | None:
+    """A class that inherits its constructor: the first base with an answer decides (None: unknown)."""
+    if not sig.inherits:
+        return sig
+    if depth >= MAX_BASES:
+        return None
+    base = sig.inherits[0]
+    if "." not in base:
+        if own is not None and base in own:
+            return _settle(index, module, own[base], own, depth + 1)
+        if index is None or module is None:
+            return None
+        found = index.signatures(module).get(base)
+        if found is not None:
+            return _settle(index, module, found, None, depth + 1)
+        info = index.info(module)
+        if info is None or base not in info.reexports:
+            return None
+        source, source_name = info.reexports[base]
+        if source_name is None:
+            return None
+        resolved = _resolve_dotted(index, f"{source}.{source_name}")
+    else:
+        resolved = _resolve_dotted(index, base) if index is not None else None
+    if resolved is None:
+        return None
+    origin, found = resolved
+    return _settle(index, origin, found, None, depth + 1)
+
+
+def callee(ctx: Context, call: ast.Call) -> Callee | None:
+    """The tree's own definition that ``call`` reaches, with a signature that can be trusted, or None."""
+    func = call.func
+    index = _index(ctx)
+    own = _own_signatures(ctx)
+    module = file_module(ctx)
+    if isinstance(func, ast.Name):
+        name = func.id
+        if name in own and name not in ctx.imports:
+            if _rebinds(ctx, name):
+                return None
+            sig = _settle(index, module, own[name], own)
+            if sig is None or sig.opaque:
+                return None
+            return Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{name}`")
+        qual = ctx.imports.get(name)
+        if qual is None or index is None or _rebinds(ctx, name):
+            return None
+    elif isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            return _method(ctx, func.attr)
+        if index is None:
+            return None
+        qual = ctx.qualname(func)
+        root = dotted_name(func)
+        if qual is None or root is None or qual == root:
+            return None  # not reached through an import
+    else:
+        return None
+    if qual.startswith("."):
+        qual = resolve_relative(ctx.source.path, qual)
+    resolved = _resolve_dotted(index, qual)
+    if resolved is None:
+        return None
+    origin, sig = resolved
+    settled = _settle(index, origin, sig, None)
+    if settled is None or settled.opaque:
+        return None
+    located = index.module_path(origin)
+    where = f"{_rel(ctx, str(located[0]))}:{sig.line}" if located else origin
+    return Callee(settled, where, f"`{sig.name}`")
+
+
+def _method(ctx: Context, name: str) -> Callee | None:
+    """``self.<name>(...)`` inside a class of this file that defines ``<name>`` (and no class of this file
+    subclasses it, which could override the method with another signature)."""
+    cls = ctx.class_
+    func = ctx.function
+    if cls is None or func is None:
+        return None
+    key = ("pkg-contract-method", id(cls), name)
+    if key in ctx.memo:
+        return ctx.memo[key]  # type: ignore[return-value]
+    found: Callee | None = None
+    subclassed = any(
+        isinstance(n, ast.ClassDef) and any(dotted_name(b) == cls.name for b in n.bases)
+        for n in ctx.tree.body
+    )
+    defs = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name]
+    if not subclassed and len(defs) == 1:
+        sig = function_signature(defs[0], method=True)
+        decorators = {dotted_name(d) for d in defs[0].decorator_list}
+        if not sig.opaque and "property" not in decorators:
+            found = Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{cls.name}.{name}`")
+    ctx.memo[key] = found
+    return found

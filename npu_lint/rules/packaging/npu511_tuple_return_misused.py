@@ -1,0 +1,178 @@
+"""NPU511 tuple-return-misused."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.packaging._calls import Callee, callee
+
+# what a tuple answers to: anything else read off it is a tensor/object use
+_TUPLE_ATTRS = frozenset({"count", "index", "__len__", "__iter__", "__getitem__"})
+# arithmetic a tuple does not support (``+`` concatenates and ``*`` repeats, so they are left alone)
+_NON_TUPLE_OPS = (
+    ast.Sub,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.MatMult,
+    ast.BitAnd,
+    ast.BitOr,
+    ast.LShift,
+)
+
+
+class TupleReturnMisused(Rule):
+    code = "NPU511"
+    name = "tuple-return-misused"
+    summary = (
+        "The result of one of the tree's own functions, which always returns a fixed-length tuple, is unpacked "
+        "into another number of names or used as a single tensor."
+    )
+    why = (
+        "Collective and loss helpers return pairs and triples (`(tensors, sizes)`, `(loss, logits, aux)`); a "
+        "caller written for the single-tensor sibling, or for an older arity, fails with `ValueError` on "
+        "unpacking, `AttributeError` on `.split()`/`.view()`, or `TypeError` on arithmetic, usually only on "
+        "the path that uses it (a backward pass, a sequence-parallel branch, an NPU fallback). The arity is "
+        "read from the callee's own `return` statements in the tree being linted: only functions whose every "
+        "return is a tuple literal of one length are judged."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+
+
+            def gather_parts(x, world):
+                parts = [torch.empty_like(x) for _ in range(world)]
+                return parts, [p.shape for p in parts]
+
+
+            def backward(grad, world):
+                out = gather_parts(grad, world)
+                return out.split(grad.shape[0])
+            """,
+            title="a (parts, shapes) pair used as the gathered tensor",
+        ),
+        Example(
+            """
+            def compute_loss(logits, labels):
+                loss = (logits - labels).pow(2).mean()
+                return loss, logits, None
+
+
+            def step(logits, labels):
+                loss, _, _, _ = compute_loss(logits, labels)
+                return loss
+            """,
+            title="four names for a three-value return",
+        ),
+        Example(
+            """
+            def split_counts(total, world):
+                return total // world, total % world
+
+
+            def average(total, world):
+                share = split_counts(total, world)
+                return share / world
+            """,
+            title="arithmetic on the pair",
+        ),
+    )
+    good = (
+        Example(
+            """
+            def gather_parts(x, world):
+                return [x] * world, [x.shape] * world
+
+
+            def backward(grad, world):
+                parts, _ = gather_parts(grad, world)
+                pair = gather_parts(grad, world)
+                return parts, pair[0], len(pair)
+            """
+        ),
+    )
+    node_types = (ast.Call,)
+    requires = ("return",)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        ctx = self.ctx
+        parent = ctx.parent
+        if not isinstance(parent, (ast.Assign, ast.Attribute, ast.BinOp)):
+            return
+        found = callee(ctx, node)
+        if found is None or found.sig.kind != "function" or found.sig.returns is None:
+            return
+        arity = found.sig.returns
+        if isinstance(parent, ast.Attribute):
+            if parent.value is node and parent.attr not in _TUPLE_ATTRS:
+                self._used(node, found, f"`.{parent.attr}`")
+            return
+        if isinstance(parent, ast.BinOp):
+            if isinstance(parent.op, _NON_TUPLE_OPS):
+                self._used(node, found, "arithmetic")
+            return
+        if len(parent.targets) != 1 or parent.value is not node:
+            return
+        target = parent.targets[0]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if any(isinstance(e, ast.Starred) for e in target.elts) or len(target.elts) == arity:
+                return
+            self.report(
+                target,
+                f"{found.label} ({found.where}) always returns {arity} values; this unpacks "
+                f"{len(target.elts)}: it raises ValueError",
+            )
+            return
+        if isinstance(target, ast.Name):
+            use = self._tensor_use(target.id, parent)
+            if use is not None:
+                self._used(node, found, use[1], use[0], target.id)
+
+    def _tensor_use(self, name: str, assign: ast.Assign) -> tuple[ast.AST, str] | None:
+        """The first use of ``name`` (bound once in its function, by ``assign``) as something other than a
+        tuple: an attribute a tuple lacks, or arithmetic a tuple does not support."""
+        func = self.ctx.function
+        if func is None:
+            return None
+        stores = 0
+        uses: list[tuple[ast.AST, str]] = []
+        for sub in ast.walk(func):
+            if isinstance(sub, ast.Name) and sub.id == name and not isinstance(sub.ctx, ast.Load):
+                stores += 1
+            elif isinstance(sub, ast.arg) and sub.arg == name:
+                stores += 2
+            elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == name:
+                if sub.attr not in _TUPLE_ATTRS:
+                    uses.append((sub, f"`.{sub.attr}`"))
+            elif isinstance(sub, ast.BinOp) and isinstance(sub.op, _NON_TUPLE_OPS):
+                for side in (sub.left, sub.right):
+                    if isinstance(side, ast.Name) and side.id == name:
+                        uses.append((sub, "arithmetic"))
+            elif (
+                isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name) and sub.target.id == name
+            ):
+                stores += 1
+        if stores != 1:
+            return None
+        after = [u for u in uses if (u[0].lineno, u[0].col_offset) > (assign.lineno, assign.col_offset)]
+        return min(after, key=lambda u: (u[0].lineno, u[0].col_offset)) if after else None
+
+    def _used(
+        self, node: ast.AST, found: Callee, use: str, at: ast.AST | None = None, name: str = ""
+    ) -> None:
+        arity = found.sig.returns
+        bound = f" (bound to `{name}`)" if name else ""
+        self.report(
+            at or node,
+            f"{found.label} ({found.where}) returns a tuple of {arity} values; its result{bound} is used as a "
+            f"single tensor ({use}), which a tuple does not support",
+        )
