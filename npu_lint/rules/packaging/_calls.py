@@ -24,6 +24,7 @@ class Callee:
     sig: Signature
     where: str  # "path:line" of the definition, for messages
     label: str  # how the message names it: `f`, `Cls` (its `__init__`), `Cls.m`
+    same_file: bool = False  # a top-level definition of the linted file itself
 
 
 def file_module(ctx: Context) -> str | None:
@@ -149,13 +150,15 @@ def callee(ctx: Context, call: ast.Call) -> Callee | None:
             sig = _settle(index, module, own[name], own)
             if sig is None or sig.opaque:
                 return None
-            return Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{name}`")
+            return Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{name}`", same_file=True)
         qual = ctx.imports.get(name)
         if qual is None or index is None or _rebinds(ctx, name):
             return None
     elif isinstance(func, ast.Attribute):
         if isinstance(func.value, ast.Name) and func.value.id == "self":
             return _method(ctx, func.attr)
+        if func.attr == "__init__" and _bare_super(func.value):
+            return _super_init(ctx, index, module, own)
         if index is None:
             return None
         qual = ctx.qualname(func)
@@ -201,3 +204,34 @@ def _method(ctx: Context, name: str) -> Callee | None:
             found = Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{cls.name}.{name}`")
     ctx.memo[key] = found
     return found
+
+
+def _bare_super(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "super"
+        and not node.args
+        and not node.keywords
+    )
+
+
+def _super_init(
+    ctx: Context, index: ModuleIndex | None, module: str | None, own: dict[str, Signature]
+) -> Callee | None:
+    """``super().__init__(...)`` in a class of this file with one base: that base's constructor."""
+    cls = ctx.class_
+    if cls is None or len(cls.bases) != 1 or cls.keywords:
+        return None
+    base = dotted_name(cls.bases[0])
+    if base is None:
+        return None
+    if base in ctx.imports:
+        qual = ctx.imports[base]
+        if qual.startswith("."):
+            qual = resolve_relative(ctx.source.path, qual)
+        base = qual
+    sig = _settle(index, module, Signature(cls.name, "class", inherits=(base,)), own)
+    if sig is None or sig.opaque:
+        return None
+    return Callee(sig, f"the base of `{cls.name}`", f"`{dotted_name(cls.bases[0])}`")

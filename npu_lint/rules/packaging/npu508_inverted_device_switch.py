@@ -13,6 +13,7 @@ _NPU_FLAG = re.compile(
 )
 _CUDA_FLAG = re.compile(r"(?i)^(is_)?(torch_)?cuda(_is)?_available$|^is_cuda$|^use_cuda$|^on_cuda$")
 _WORDS = re.compile(r"[A-Za-z0-9]+")
+_NAME_LIKE = re.compile(r"^\.*[A-Za-z_][\w.]*$")
 
 
 def _flag_sense(node: ast.expr) -> bool | None:
@@ -62,9 +63,9 @@ def npu_sense(test: ast.expr) -> bool | None:
 def _kind(name: str) -> set[str]:
     words = {w.lower() for w in _WORDS.findall(name.replace("_", " "))}
     out = set()
-    if "npu" in words or "ascend" in words:
+    if words & {"npu", "ascend", "hccl"}:
         out.add("npu")
-    if words & {"gpu", "cuda"}:
+    if words & {"gpu", "cuda", "nccl"}:
         out.add("gpu")
     return out
 
@@ -91,8 +92,12 @@ def _selected(stmts: list[ast.stmt] | ast.expr) -> tuple[set[str], str | None]:
                     names = [node.args[0].value]
             elif isinstance(top, ast.expr) and isinstance(node, (ast.Name, ast.Attribute)):
                 names = [dotted_name(node) or ""]
-            elif isinstance(top, ast.expr) and isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names = [node.value]
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and _NAME_LIKE.match(node.value)
+            ):
+                names = [node.value]  # a module path or a device/backend name, not prose
             for name in names:
                 found = _kind(name.rsplit(".", 1)[-1]) or _kind(name)
                 if found and first is None:
@@ -180,6 +185,14 @@ class InvertedDeviceSwitch(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def _after(self, node: ast.If) -> list[ast.stmt]:
+        parent = self.ctx.parent
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(parent, field, None)
+            if isinstance(stmts, list) and node in stmts:
+                return stmts[stmts.index(node) + 1 :]
+        return []
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.If, ast.IfExp))
         sense = npu_sense(node.test)
@@ -190,6 +203,12 @@ class InvertedDeviceSwitch(Rule):
         if isinstance(node, ast.If) and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
             if npu_sense(node.orelse[0].test) is not None:
                 return  # an elif chain over devices: each test decides its own branch
+        if (
+            isinstance(node, ast.If)
+            and not node.orelse
+            and isinstance(node.body[-1], (ast.Return, ast.Raise))
+        ):
+            orelse = self._after(node)  # ``if test: return a`` then ``return b``: the rest is the else branch
         on_npu, elsewhere = (body, orelse) if sense else (orelse, body)
         npu_kinds, npu_first = _selected(on_npu)
         other_kinds, other_first = _selected(elsewhere)

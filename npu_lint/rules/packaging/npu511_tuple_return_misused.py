@@ -35,7 +35,9 @@ class TupleReturnMisused(Rule):
         "caller written for the single-tensor sibling, or for an older arity, fails with `ValueError` on "
         "unpacking, `AttributeError` on `.split()`/`.view()`, or `TypeError` on arithmetic, usually only on "
         "the path that uses it (a backward pass, a sequence-parallel branch, an NPU fallback). The arity is "
-        "read from the callee's own `return` statements in the tree being linted: only functions whose every "
+        "read from the callee's own `return` statements in the tree being linted (a helper imported from "
+        "another module of the tree, a method of the same class, or, for unpacking, a function of the same "
+        "file; a top-level helper of the same file used as a tensor is NPU613's): only functions whose every "
         "return is a tuple literal of one length are judged."
     )
     bad = (
@@ -44,16 +46,16 @@ class TupleReturnMisused(Rule):
             import torch
 
 
-            def gather_parts(x, world):
-                parts = [torch.empty_like(x) for _ in range(world)]
-                return parts, [p.shape for p in parts]
+            class SeqGather:
+                def gather_parts(self, x, world):
+                    parts = [torch.empty_like(x) for _ in range(world)]
+                    return parts, [p.shape for p in parts]
 
-
-            def backward(grad, world):
-                out = gather_parts(grad, world)
-                return out.split(grad.shape[0])
+                def backward(self, grad, world):
+                    out = self.gather_parts(grad, world)
+                    return out.split(grad.shape[0])
             """,
-            title="a (parts, shapes) pair used as the gathered tensor",
+            title="a (parts, shapes) pair used as the gathered tensor (a method; imported helpers alike)",
         ),
         Example(
             """
@@ -70,13 +72,14 @@ class TupleReturnMisused(Rule):
         ),
         Example(
             """
-            def split_counts(total, world):
-                return total // world, total % world
+            class Splitter:
+                def split_counts(self, total, world):
+                    return total // world, total % world
 
-
-            def average(total, world):
-                share = split_counts(total, world)
-                return share / world
+                def average(self, total, world):
+                    share = self.split_counts(total, world)
+                    share /= world
+                    return share
             """,
             title="arithmetic on the pair",
         ),
@@ -112,6 +115,9 @@ class TupleReturnMisused(Rule):
         if found is None or found.sig.kind != "function" or found.sig.returns is None:
             return
         arity = found.sig.returns
+        unpacking = isinstance(parent, ast.Assign) and isinstance(parent.targets[0], (ast.Tuple, ast.List))
+        if found.same_file and not unpacking:
+            return  # a top-level helper of the same file used as a tensor: NPU613 reports it
         if isinstance(parent, ast.Attribute):
             if parent.value is node and parent.attr not in _TUPLE_ATTRS:
                 self._used(node, found, f"`.{parent.attr}`")
@@ -138,18 +144,21 @@ class TupleReturnMisused(Rule):
                 self._used(node, found, use[1], use[0], target.id)
 
     def _tensor_use(self, name: str, assign: ast.Assign) -> tuple[ast.AST, str] | None:
-        """The first use of ``name`` (bound once in its function, by ``assign``) as something other than a
-        tuple: an attribute a tuple lacks, or arithmetic a tuple does not support."""
+        """The first use of ``name`` after ``assign`` bound it, and before the next statement that binds it
+        again has run (its right-hand side included), as something other than a tuple: an attribute a tuple
+        lacks, or arithmetic a tuple does not support."""
         func = self.ctx.function
         if func is None:
             return None
-        stores = 0
+        start = (assign.lineno, assign.col_offset)
+        rebinds: list[int] = []
         uses: list[tuple[ast.AST, str]] = []
         for sub in ast.walk(func):
             if isinstance(sub, ast.Name) and sub.id == name and not isinstance(sub.ctx, ast.Load):
-                stores += 1
+                if sub.lineno > assign.lineno:
+                    rebinds.append(sub.lineno)
             elif isinstance(sub, ast.arg) and sub.arg == name:
-                stores += 2
+                return None
             elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == name:
                 if sub.attr not in _TUPLE_ATTRS:
                     uses.append((sub, f"`.{sub.attr}`"))
@@ -157,13 +166,19 @@ class TupleReturnMisused(Rule):
                 for side in (sub.left, sub.right):
                     if isinstance(side, ast.Name) and side.id == name:
                         uses.append((sub, "arithmetic"))
-            elif (
-                isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name) and sub.target.id == name
+            elif isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
+                return None
+            if (
+                isinstance(sub, ast.AugAssign)
+                and isinstance(sub.op, _NON_TUPLE_OPS)
+                and isinstance(sub.target, ast.Name)
+                and sub.target.id == name
             ):
-                stores += 1
-        if stores != 1:
-            return None
-        after = [u for u in uses if (u[0].lineno, u[0].col_offset) > (assign.lineno, assign.col_offset)]
+                uses.append((sub, "arithmetic"))
+        end = min(rebinds) if rebinds else None
+        after = [
+            u for u in uses if (u[0].lineno, u[0].col_offset) > start and (end is None or u[0].lineno <= end)
+        ]
         return min(after, key=lambda u: (u[0].lineno, u[0].col_offset)) if after else None
 
     def _used(

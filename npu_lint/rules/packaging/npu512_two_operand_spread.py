@@ -97,20 +97,19 @@ class TwoOperandSpread(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in TWO_OPERANDS:
-            return
-        if self.ctx.qualname(func) != f"torch.{func.attr}":
+        leaf = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if leaf not in TWO_OPERANDS or self.ctx.qualname(func) != f"torch.{leaf}":
             return
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
         plain = len(node.args) - len(starred)
         if plain > 2:
             self.report(
                 node.args[2],
-                f"`torch.{func.attr}` takes exactly two tensors; this call passes {plain}: it raises TypeError",
+                f"`torch.{leaf}` takes exactly two tensors; this call passes {plain}: it raises TypeError",
             )
         elif starred and len(node.args) > 1:
             self.report(
                 starred[0],
-                f"`torch.{func.attr}` takes exactly two tensors; spreading a collection into it only works while "
+                f"`torch.{leaf}` takes exactly two tensors; spreading a collection into it only works while "
                 "the collection holds exactly the missing operand: fold pairwise instead",
             )
