@@ -14,6 +14,7 @@ from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
 
 BASE = {
+    "pyproject.toml": "[project]\nname = 'veomni'\n",
     "veomni/__init__.py": "",
     "veomni/utils/__init__.py": "",
     "veomni/ops/__init__.py": "",
@@ -77,7 +78,7 @@ BASE = {
 
 def _tree(tmp_path: Path, extra: dict[str, str] | None = None, partial: bool = False) -> Path:
     for rel, text in {**BASE, **(extra or {})}.items():
-        if partial and rel.endswith("__init__.py"):
+        if partial and (rel.endswith("__init__.py") or rel == "pyproject.toml"):
             continue
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -354,3 +355,71 @@ def test_npu512_two_operand_variants(tmp_path: Path) -> None:
     """
     found = _lint(tmp_path, MOD, text, "NPU512")
     assert [f.split(":")[0] for f in found] == ["6", "7"]
+
+
+# -- NPU513 -------------------------------------------------------------------------------------------------
+
+
+def _check_tree(root: Path, code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--exit-zero", "--select", code]
+        + ["--output-format", "concise", "veomni"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return [line for line in proc.stdout.splitlines() if f" {code} " in line]
+
+
+PKG = "veomni/models/transformers/mini"
+
+
+def test_npu513_spec_target_variants(tmp_path: Path) -> None:
+    own_target = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.mini.modeling_mini", target_file="patched_modeling_mini_gpu.py")
+    """
+    root = _tree(tmp_path / "a", {f"{PKG}/mini_npu_patch_gen_config.py": own_target})
+    found = _check_tree(root, "NPU513")
+    assert len(found) == 1 and "mini_npu_patch_gen_config.py" in found[0] and "its own" in found[0]
+    # the GPU spec pointed at the NPU file; the NPU spec (a deepcopy) inherits it: both reported
+    gpu_on_npu = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.mini.modeling_mini")
+        config.target_file = "patched_modeling_mini_npu.py"
+    """
+    root = _tree(tmp_path / "b", {f"{PKG}/mini_gpu_patch_gen_config.py": gpu_on_npu})
+    assert len(_check_tree(root, "NPU513")) == 1
+    twin = """
+        from copy import deepcopy
+
+        from veomni.models.transformers.mini.mini_gpu_patch_gen_config import config as base
+
+        config = deepcopy(base)
+        config.target_file = "patched_modeling_mini_npu.py"
+    """
+    root = _tree(
+        tmp_path / "c",
+        {f"{PKG}/mini_npu_patch_gen_config.py": twin, f"{PKG}/mini_fast_npu_patch_gen_config.py": twin},
+    )
+    found = _check_tree(root, "NPU513")
+    assert len(found) == 2 and all("both generate" in f for f in found)
+
+
+def test_npu513_quiet_on_sibling_targets(tmp_path: Path) -> None:
+    right = """
+        from copy import deepcopy
+
+        from veomni.models.transformers.mini.mini_gpu_patch_gen_config import config as gpu_config
+
+        config = deepcopy(gpu_config)
+        config.target_file = "patched_modeling_mini_npu.py"
+    """
+    root = _tree(tmp_path, {f"{PKG}/mini_npu_patch_gen_config.py": right})
+    assert not _check_tree(root, "NPU513")

@@ -37,6 +37,7 @@ def _src(example) -> SourceFile:
 # is written into a small tree in tmp_path beside these files and linted with that tree's project
 TREE_CONTEXT: dict[str, dict[str, str]] = {
     "NPU509": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
         "veomni/__init__.py": "",
         "veomni/utils/__init__.py": "",
         "veomni/utils/device.py": "def get_device_type():\n    return 'cpu'\n",

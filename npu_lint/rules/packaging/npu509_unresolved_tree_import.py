@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
-from npu_lint.core.astutil import resolve_relative
+from npu_lint.core.astutil import module_package, resolve_relative
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.imports import ModuleIndex
 
@@ -42,17 +43,30 @@ def _spec_import(call: ast.Call) -> tuple[ast.expr, str, list[tuple[ast.expr, st
     return module, module.value, out
 
 
+@functools.lru_cache(maxsize=16)
+def _distribution_root(root: str) -> bool:
+    """Whether the tree is a whole distribution (a checkout with its build file, or an installed wheel with
+    its metadata): only then does a module it lacks mean a broken import, not a sketch or a partial copy."""
+    if any(os.path.isfile(os.path.join(root, name)) for name in ("pyproject.toml", "setup.py", "setup.cfg")):
+        return True
+    try:
+        return any(
+            n.startswith("veomni") and n.endswith((".dist-info", ".egg-info")) for n in os.listdir(root)
+        )
+    except OSError:
+        return False
+
+
 def _complete(index: ModuleIndex, module: str) -> bool:
-    """Whether the tree holds ``module``'s packages as regular packages (``__init__.py`` down to the deepest
-    existing one): a copy of part of a tree (directories without ``__init__.py``) cannot say what is missing."""
+    """Whether the tree can answer for ``module``: its parent package is a regular package of the tree
+    (``__init__.py`` all the way down). A copy of part of a tree (directories without ``__init__.py``), or a
+    whole sub-package absent (a tree that vendors only some of ``veomni``), cannot say what is missing."""
     parts = module.split(".")
-    for i in range(1, len(parts) + 1):
+    for i in range(1, len(parts)):
         directory = index.root.joinpath(*parts[:i])
-        if not directory.is_dir():
-            return i > 1
-        if not (directory / "__init__.py").is_file():
+        if not directory.is_dir() or not (directory / "__init__.py").is_file():
             return False
-    return True
+    return len(parts) > 1
 
 
 class UnresolvedTreeImport(Rule):
@@ -67,7 +81,10 @@ class UnresolvedTreeImport(Rule):
         "generated files. An import left on the old path fails with `ImportError` when the module runs, which "
         "for an NPU-only module, a lazily imported branch or a generated `_npu` file is often first on an "
         "Ascend host. A spec's `add_import` reaches the generated file the same way. The import is resolved "
-        "statically against the tree being linted (relative imports from the file's own package; re-exports "
+        "statically against the tree being linted: every import of the tree when it is a whole distribution "
+        "(a checkout with its `pyproject.toml`/`setup.py`, or an installed wheel), else (a sketch, a partial "
+        "copy) only imports of the file's own model package (relative imports from the file's own package; "
+        "re-exports "
         "and star imports followed); imports of other packages, imports inside `try` blocks that handle "
         "`ImportError`, and generated modules a spec will produce are left alone."
     )
@@ -110,7 +127,25 @@ class UnresolvedTreeImport(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        return not ctx.source.kind.test and ctx.project.root is not None and ctx.project.api.index is not None
+        root = ctx.project.root
+        return not ctx.source.kind.test and root is not None and ctx.project.api.index is not None
+
+    def _scope(self) -> str | None:
+        """None in a whole distribution (every import of the tree is judged); else the file's model package
+        (its directory, less a trailing ``generated``): a sketch or partial copy that holds the package still
+        holds the package's own modules, so only imports into it are judged."""
+        ctx = self.ctx
+        cached = ctx.memo.get("npu509-scope", False)
+        if cached is not False:
+            return cached  # type: ignore[return-value]
+        scope: str | None = None
+        if not _distribution_root(str(ctx.project.root)):
+            package = module_package(ctx.source.path)
+            if package and package[-1] == "generated":
+                package = package[:-1]
+            scope = ".".join(package) or "\0"
+        ctx.memo["npu509-scope"] = scope
+        return scope
 
     def _optional(self) -> bool:
         for parent in self.ctx.parents:
@@ -166,6 +201,13 @@ class UnresolvedTreeImport(Rule):
             or not module
             or not index.is_local(module)
             or module.split(".")[0] in ("tests", "test")
+        ):
+            return
+        scope = self._scope()
+        if (
+            scope is not None
+            and module != scope
+            and module.rsplit(".", 1)[0] not in (scope, scope + ".generated")
         ):
             return
         if not _complete(index, module):
