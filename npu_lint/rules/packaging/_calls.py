@@ -11,7 +11,7 @@ import ast
 import os
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name, module_package, resolve_relative
+from npu_lint.core.astutil import dotted_name, module_package, resolve_relative, walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.signatures import Signature, function_signature, module_signatures
@@ -47,32 +47,31 @@ def _own_signatures(ctx: Context) -> dict[str, Signature]:
 
 def _rebinds(ctx: Context, name: str) -> bool:
     """Whether ``name`` is bound anywhere but by its one top-level def/class or import (a parameter, an
-    assignment, a loop target, a nested def): then a call of it may reach something else."""
-    key = ("pkg-contract-rebound", name)
-    cached = ctx.memo.get(key)
-    if cached is None:
-        top = 0
-        other = False
+    assignment, a loop target, a nested def): then a call of it may reach something else. One walk of the
+    file answers for every name."""
+    bound = ctx.memo.get("pkg-contract-rebound")
+    if bound is None:
+        names: set[str] = set()
+        tops: dict[str, int] = {}
+        top_nodes = set()
         for stmt in ctx.tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
-                top += 1
-        for node in ast.walk(ctx.tree):
-            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-                other = True
-            elif isinstance(node, ast.arg) and node.arg == name:
-                other = True
-            elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-                other = True
-            elif (
-                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                and node.name == name
-                and node not in ctx.tree.body
-            ):
-                other = True
-            if other:
-                break
-        cached = ctx.memo[key] = other or top > 1
-    return bool(cached)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                tops[stmt.name] = tops.get(stmt.name, 0) + 1
+                top_nodes.add(id(stmt))
+        for node in walk(ctx.tree):
+            if isinstance(node, ast.Name):
+                if not isinstance(node.ctx, ast.Load):
+                    names.add(node.id)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                names.update(node.names)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if id(node) not in top_nodes:
+                    names.add(node.name)
+        names.update(n for n, count in tops.items() if count > 1)
+        bound = ctx.memo["pkg-contract-rebound"] = frozenset(names)
+    return name in bound  # type: ignore[operator]
 
 
 def _index(ctx: Context) -> ModuleIndex | None:
