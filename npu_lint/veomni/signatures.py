@@ -110,16 +110,18 @@ def tuple_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
     return arity
 
 
-def function_signature(node: ast.FunctionDef | ast.AsyncFunctionDef, method: bool = False) -> Signature:
+def function_signature(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, method: bool = False, arity: bool = True
+) -> Signature:
     """The signature a call of ``node`` must match (``method``: called bound, so ``self``/``cls`` is not
     passed, unless it is a staticmethod)."""
     names = [_decorator_name(d) for d in node.decorator_list]
     opaque = any(n not in _TRANSPARENT and n.rsplit(".", 1)[-1] not in _TRANSPARENT for n in names)
     drop = method and "staticmethod" not in names
     sig = _args_signature(node.name, "function", node.args, drop, opaque, node.lineno)
-    arity = tuple_arity(node) if not isinstance(node, ast.AsyncFunctionDef) else None
-    if arity is not None:
-        sig = Signature(**{**sig.__dict__, "returns": arity})
+    returns = tuple_arity(node) if arity and not isinstance(node, ast.AsyncFunctionDef) else None
+    if returns is not None:
+        sig = Signature(**{**sig.__dict__, "returns": returns})
     return sig
 
 
@@ -177,13 +179,13 @@ def class_signature(node: ast.ClassDef) -> Signature:
     return Signature(node.name, "class", inherits=bases, line=node.lineno)
 
 
-def module_signatures(body: list[ast.stmt]) -> dict[str, Signature]:
+def module_signatures(body: list[ast.stmt], arity: bool = True) -> dict[str, Signature]:
     """Signatures of the top-level ``def`` and ``class`` statements of a module (a name bound twice: none)."""
     out: dict[str, Signature] = {}
     twice: set[str] = set()
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            sig = function_signature(stmt)
+            sig = function_signature(stmt, arity=arity)
         elif isinstance(stmt, ast.ClassDef):
             sig = class_signature(stmt)
         else:

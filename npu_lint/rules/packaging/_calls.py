@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from npu_lint.core.astutil import dotted_name, module_package, resolve_relative, walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.imports import ModuleIndex
-from npu_lint.veomni.signatures import Signature, function_signature, module_signatures
+from npu_lint.veomni.signatures import Signature, function_signature, module_signatures, tuple_arity
 
 MAX_BASES = 4
 
@@ -41,7 +41,8 @@ def file_module(ctx: Context) -> str | None:
 def _own_signatures(ctx: Context) -> dict[str, Signature]:
     cached = ctx.memo.get("pkg-contract-sigs")
     if cached is None:
-        cached = ctx.memo["pkg-contract-sigs"] = module_signatures(ctx.tree.body)
+        # the file's own returns are read only when NPU511 asks (``own_returns``)
+        cached = ctx.memo["pkg-contract-sigs"] = module_signatures(ctx.tree.body, arity=False)
     return cached  # type: ignore[return-value]
 
 
@@ -72,6 +73,25 @@ def _rebinds(ctx: Context, name: str) -> bool:
         names.update(n for n, count in tops.items() if count > 1)
         bound = ctx.memo["pkg-contract-rebound"] = frozenset(names)
     return name in bound  # type: ignore[operator]
+
+
+def confirmed(ctx: Context, call: ast.Call, found: Callee) -> bool:
+    """A finding's last check: a same-file callee whose name is rebound somewhere may be something else."""
+    return not (found.same_file and isinstance(call.func, ast.Name) and _rebinds(ctx, call.func.id))
+
+
+def own_returns(ctx: Context, found: Callee) -> int | None:
+    """The tuple arity of a callee's returns (read now for a top-level function of the linted file)."""
+    if not found.same_file:
+        return found.sig.returns
+    key = ("pkg-contract-returns", found.sig.name)
+    if key not in ctx.memo:
+        arity = None
+        for stmt in ctx.tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == found.sig.name:
+                arity = tuple_arity(stmt)
+        ctx.memo[key] = arity
+    return ctx.memo[key]  # type: ignore[return-value]
 
 
 def _index(ctx: Context) -> ModuleIndex | None:
@@ -144,11 +164,10 @@ def callee(ctx: Context, call: ast.Call) -> Callee | None:
     if isinstance(func, ast.Name):
         name = func.id
         if name in own and name not in ctx.imports:
-            if _rebinds(ctx, name):
-                return None
             sig = _settle(index, module, own[name], own)
             if sig is None or sig.opaque:
                 return None
+            # whether the name is rebound is asked only when a call breaks the contract (``confirmed``)
             return Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{name}`", same_file=True)
         qual = ctx.imports.get(name)
         if qual is None or index is None or _rebinds(ctx, name):

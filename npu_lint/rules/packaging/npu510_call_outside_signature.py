@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import callee
+from npu_lint.rules.packaging._calls import callee, confirmed
 
 
 class CallOutsideSignature(Rule):
@@ -104,19 +104,21 @@ class CallOutsideSignature(Rule):
         if found is None:
             return
         sig = found.sig
-        for kw in node.keywords:
-            if kw.arg is not None and not sig.accepts_keyword(kw.arg):
-                what = f"{found.label}'s `__init__`" if sig.kind == "class" else found.label
-                self.report(
-                    kw,
-                    f"{what} ({found.where}) has no parameter `{kw.arg}` and takes no `**kwargs`: this call "
-                    "raises TypeError",
-                )
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            return
+        bad = [kw for kw in node.keywords if kw.arg is not None and not sig.accepts_keyword(kw.arg)]
         limit = sig.max_positional()
-        if limit is not None and len(node.args) > limit:
-            what = f"{found.label}'s `__init__`" if sig.kind == "class" else found.label
+        starred = any(isinstance(a, ast.Starred) for a in node.args)
+        too_many = limit is not None and not starred and len(node.args) > limit
+        if not (bad or too_many) or not confirmed(self.ctx, node, found):
+            return
+        what = f"{found.label}'s `__init__`" if sig.kind == "class" else found.label
+        for kw in bad:
+            self.report(
+                kw,
+                f"{what} ({found.where}) has no parameter `{kw.arg}` and takes no `**kwargs`: this call "
+                "raises TypeError",
+            )
+        if too_many:
+            assert limit is not None
             self.report(
                 node.args[limit],
                 f"{what} ({found.where}) takes {limit} positional argument{'s' if limit != 1 else ''}, "

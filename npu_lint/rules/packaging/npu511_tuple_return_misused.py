@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import Callee, callee
+from npu_lint.rules.packaging._calls import Callee, callee, confirmed, own_returns
+from npu_lint.veomni.signatures import Signature
 
 # what a tuple answers to: anything else read off it is a tensor/object use
 _TUPLE_ATTRS = frozenset({"count", "index", "__len__", "__iter__", "__getitem__"})
@@ -112,9 +113,14 @@ class TupleReturnMisused(Rule):
         if not isinstance(parent, (ast.Assign, ast.Attribute, ast.BinOp)):
             return
         found = callee(ctx, node)
-        if found is None or found.sig.kind != "function" or found.sig.returns is None:
+        if found is None or found.sig.kind != "function":
             return
-        arity = found.sig.returns
+        arity = own_returns(ctx, found)
+        if arity is None or not confirmed(ctx, node, found):
+            return
+        found = Callee(
+            Signature(**{**found.sig.__dict__, "returns": arity}), found.where, found.label, found.same_file
+        )
         unpacking = isinstance(parent, ast.Assign) and isinstance(parent.targets[0], (ast.Tuple, ast.List))
         if found.same_file and not unpacking:
             return  # a top-level helper of the same file used as a tensor: NPU613 reports it
