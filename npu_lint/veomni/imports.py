@@ -137,7 +137,7 @@ class ModuleIndex:
         self._signatures: dict[str, dict[str, Signature]] = {}
 
     def __getstate__(self) -> dict[str, object]:  # sent to worker processes without its caches
-        return {"root": self.root, "_infos": {}, "_top": None, "_signatures": {}}
+        return {"root": self.root, "_infos": {}, "_top": None, "_signatures": {}, "_contract_callees": {}}
 
     def signatures(self, module: str) -> dict[str, Signature]:
         """The call signatures of ``module``'s top-level functions and classes (read once per run, on demand:

@@ -76,8 +76,9 @@ def _rebinds(ctx: Context, name: str) -> bool:
 
 
 def confirmed(ctx: Context, call: ast.Call, found: Callee) -> bool:
-    """A finding's last check: a same-file callee whose name is rebound somewhere may be something else."""
-    return not (found.same_file and isinstance(call.func, ast.Name) and _rebinds(ctx, call.func.id))
+    """A finding's last check: a callee named by a bare name that is rebound somewhere in the file (a
+    parameter, an assignment, a nested def) may be something else at this call."""
+    return not (isinstance(call.func, ast.Name) and _rebinds(ctx, call.func.id))
 
 
 def own_returns(ctx: Context, found: Callee) -> int | None:
@@ -111,6 +112,14 @@ def _rel(ctx: Context, path: str) -> str:
 def _resolve_dotted(index: ModuleIndex, qual: str) -> tuple[str, Signature] | None:
     if "." not in qual or not index.is_local(qual):
         return None
+    memo = index.__dict__.setdefault("_contract_callees", {})  # per run, like the index's own caches
+    if qual in memo:
+        return memo[qual]  # type: ignore[no-any-return]
+    memo[qual] = found = _resolve_uncached(index, qual)
+    return found
+
+
+def _resolve_uncached(index: ModuleIndex, qual: str) -> tuple[str, Signature] | None:
     module, name = qual.rsplit(".", 1)
     if not index.has_module(module):
         return None
@@ -170,7 +179,7 @@ def callee(ctx: Context, call: ast.Call) -> Callee | None:
             # whether the name is rebound is asked only when a call breaks the contract (``confirmed``)
             return Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{name}`", same_file=True)
         qual = ctx.imports.get(name)
-        if qual is None or index is None or _rebinds(ctx, name):
+        if qual is None or index is None:
             return None
     elif isinstance(func, ast.Attribute):
         if isinstance(func.value, ast.Name) and func.value.id == "self":
@@ -210,10 +219,12 @@ def _method(ctx: Context, name: str) -> Callee | None:
     if key in ctx.memo:
         return ctx.memo[key]  # type: ignore[return-value]
     found: Callee | None = None
-    subclassed = any(
-        isinstance(n, ast.ClassDef) and any(dotted_name(b) == cls.name for b in n.bases)
-        for n in ctx.tree.body
-    )
+    bases = ctx.memo.get("pkg-contract-bases")
+    if bases is None:
+        bases = ctx.memo["pkg-contract-bases"] = frozenset(
+            dotted_name(b) for n in ctx.tree.body if isinstance(n, ast.ClassDef) for b in n.bases
+        )
+    subclassed = cls.name in bases  # type: ignore[operator]
     defs = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name]
     if not subclassed and len(defs) == 1:
         sig = function_signature(defs[0], method=True)

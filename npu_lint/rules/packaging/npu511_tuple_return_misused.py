@@ -116,7 +116,7 @@ class TupleReturnMisused(Rule):
         if found is None or found.sig.kind != "function":
             return
         arity = own_returns(ctx, found)
-        if arity is None or not confirmed(ctx, node, found):
+        if arity is None:
             return
         found = Callee(
             Signature(**{**found.sig.__dict__, "returns": arity}), found.where, found.label, found.same_file
@@ -137,6 +137,8 @@ class TupleReturnMisused(Rule):
         target = parent.targets[0]
         if isinstance(target, (ast.Tuple, ast.List)):
             if any(isinstance(e, ast.Starred) for e in target.elts) or len(target.elts) == arity:
+                return
+            if not confirmed(ctx, node, found):
                 return
             self.report(
                 target,
