@@ -18,6 +18,7 @@ from npu_lint.core.astutil import absolute_module
 from npu_lint.core.astutil import resolve_relative as resolve_from_path
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.safeio import read_regular
+from npu_lint.veomni.signatures import Signature, module_signatures
 
 MAX_REEXPORT_DEPTH = 8
 
@@ -147,9 +148,17 @@ class ModuleIndex:
         self.root = Path(root)
         self._infos: dict[str, ModuleInfo | None] = {}
         self._top: set[str] | None = None
+        self._signatures: dict[str, dict[str, Signature]] = {}
 
     def __getstate__(self) -> dict[str, object]:  # sent to worker processes without its caches
-        return {"root": self.root, "_infos": {}, "_top": None, "_defaults": {}}
+        return {
+            "root": self.root,
+            "_infos": {},
+            "_top": None,
+            "_defaults": {},
+            "_signatures": {},
+            "_contract_callees": {},
+        }
 
     def string_defaults(self, module: str, name: str) -> tuple[str, dict[str, str], tuple[str, ...]] | None:
         """(defining module, parameter -> string default, parameters) of the function ``name`` reached from
@@ -168,6 +177,23 @@ class ModuleIndex:
             result = (found, info.str_defaults[name], info.functions.get(name, ()))
         memo[key] = result
         return result
+
+    def signatures(self, module: str) -> dict[str, Signature]:
+        """The call signatures of ``module``'s top-level functions and classes (read once per run, on demand:
+        only modules that a checked call resolves to are parsed for it)."""
+        found = self._signatures.get(module)
+        if found is None:
+            found = {}
+            located = self.module_path(module)
+            if located is not None and located[0].is_file():
+                try:
+                    tree = ast.parse(read_regular(located[0])[0], filename=str(located[0]))
+                except (OSError, SyntaxError, ValueError, RecursionError):
+                    tree = None
+                if tree is not None:
+                    found = module_signatures(tree.body)
+            self._signatures[module] = found
+        return found
 
     # -- modules ----------------------------------------------------------------------------------------
     def module_path(self, module: str) -> tuple[Path, bool] | None:

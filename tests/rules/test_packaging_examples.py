@@ -97,6 +97,7 @@ config.add_import("veomni.utils.model_outputs", names=["ToyCausalLMOutputWithLog
 config.drop_import_names("ToyCausalLMOutputWithPast")
 """
     },
+    "NPU513": {f"{TOY}/toy_gpu_patch_gen_config.py": GPU_SPEC},
 }
 GOOD_CONTEXT = {"NPU501": {f"{TOY}/toy_gpu_patch_gen_config.py": GPU_SPEC}}
 
@@ -149,7 +150,7 @@ def _source(code: str, example) -> str:  # noqa: ANN001
 
 
 def test_every_project_rule_is_documented() -> None:
-    assert set(RULES) == {"NPU501", "NPU502", "NPU503", "NPU504", "NPU505", "NPU506", "NPU507"}
+    assert set(RULES) == {"NPU501", "NPU502", "NPU503", "NPU504", "NPU505", "NPU506", "NPU507", "NPU513"}
     for code, rule in RULES.items():
         assert rule.name and rule.summary and rule.why and rule.fix_safety and precision_text(rule), code
         assert rule.bad and rule.good, code

@@ -33,6 +33,36 @@ def _src(example) -> SourceFile:
     return SourceFile.from_text(example.path, example.source)
 
 
+# rules whose examples need the rest of a VeOmni tree (the files an import or a call resolves to): the example
+# is written into a small tree in tmp_path beside these files and linted with that tree's project
+TREE_CONTEXT: dict[str, dict[str, str]] = {
+    "NPU509": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/utils/__init__.py": "",
+        "veomni/utils/device.py": "def get_device_type():\n    return 'cpu'\n",
+        "veomni/ops/__init__.py": "",
+        "veomni/ops/optional_kernels.py": "fused_rope = None\n",
+        "veomni/models/__init__.py": "",
+    },
+}
+
+
+def _lint(code: str, example, tmp_path) -> list:
+    if code not in TREE_CONTEXT:
+        return lint_source(_src(example), [code], Settings())
+    from npu_lint.veomni.project import load_project
+
+    for rel, text in TREE_CONTEXT[code].items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    path = tmp_path / example.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(example.source)
+    project = load_project([str(path)])
+    return lint_source(SourceFile.from_text(str(path), example.source), [code], Settings(), project)
+
+
 def test_every_rule_is_documented() -> None:
     for code, rule in FILE_RULES:
         assert rule.name and rule.summary and rule.why and rule.fix_safety, code
@@ -41,15 +71,15 @@ def test_every_rule_is_documented() -> None:
 
 
 @pytest.mark.parametrize("code,index,example", BAD)
-def test_bad_example_is_reported(code: str, index: int, example) -> None:
-    diags = lint_source(_src(example), [code], Settings())
+def test_bad_example_is_reported(code: str, index: int, example, tmp_path) -> None:
+    diags = _lint(code, example, tmp_path)
     assert diags, f"{code} bad example {index} produced no diagnostic"
     assert {d.code for d in diags} == {code}
 
 
 @pytest.mark.parametrize("code,index,example", GOOD)
-def test_good_example_is_clean(code: str, index: int, example) -> None:
-    diags = lint_source(_src(example), [code], Settings())
+def test_good_example_is_clean(code: str, index: int, example, tmp_path) -> None:
+    diags = _lint(code, example, tmp_path)
     assert not diags, [f"{d.line}:{d.col} {d.message}" for d in diags]
 
 

@@ -1,0 +1,425 @@
+"""NPU508-NPU512: contracts checked against the tree being linted, each in a small tree built in tmp_path.
+
+Each test writes its own variants of a defect (renamed, moved into a helper, another file or package, the
+condition inverted, keyword vs positional) and the controls that must stay quiet."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from npu_lint.veomni.project import load_project
+
+BASE = {
+    "pyproject.toml": "[project]\nname = 'veomni'\n",
+    "veomni/__init__.py": "",
+    "veomni/utils/__init__.py": "",
+    "veomni/ops/__init__.py": "",
+    "veomni/utils/device.py": """
+        IS_NPU_AVAILABLE = False
+        IS_CUDA_AVAILABLE = True
+
+
+        def get_device_type():
+            return "cpu"
+    """,
+    "veomni/distributed/__init__.py": "from .comm import gather_parts\n",
+    "veomni/distributed/comm.py": """
+        import torch
+
+
+        def gather_parts(x, group=None):
+            parts = [torch.empty_like(x)]
+            return parts, [p.shape for p in parts]
+
+
+        def gather_flat(x, group=None):
+            return x
+
+
+        def shard_sizes(total, world_size, *, pad_to_multiple=1):
+            return [total // world_size] * world_size
+
+
+        def loss_triple(logits, labels):
+            return logits.sum(), logits, None
+    """,
+    "veomni/models/__init__.py": "",
+    "veomni/models/transformers/__init__.py": "",
+    "veomni/models/transformers/mini/__init__.py": "",
+    "veomni/models/transformers/mini/helpers.py": "def mini_rope(x):\n    return x\n",
+    "veomni/models/transformers/mini/generated/__init__.py": "",
+    "veomni/models/transformers/mini/generated/patched_modeling_mini_gpu.py": "class MiniModel:\n    pass\n",
+    "veomni/models/transformers/mini/generated/patched_modeling_mini_npu.py": "class MiniModel:\n    pass\n",
+    "veomni/models/transformers/mini/mini_gpu_patch_gen_config.py": """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.mini.modeling_mini", target_file="patched_modeling_mini_gpu.py")
+    """,
+    "veomni/patchgen/__init__.py": "",
+    "veomni/patchgen/patch_spec.py": """
+        from dataclasses import dataclass
+
+
+        @dataclass
+        class PatchConfig:
+            source_module: str
+            target_file: str
+            description: str = ""
+
+            def add_import(self, module, names=None):
+                pass
+    """,
+}
+
+
+def _tree(tmp_path: Path, extra: dict[str, str] | None = None, partial: bool = False) -> Path:
+    for rel, text in {**BASE, **(extra or {})}.items():
+        if partial and (rel.endswith("__init__.py") or rel == "pyproject.toml"):
+            continue
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return tmp_path
+
+
+def _lint(tmp_path: Path, rel: str, text: str, code: str, partial: bool = False) -> list[str]:
+    root = _tree(tmp_path, {rel: text}, partial)
+    path = root / rel
+    project = load_project([str(path)])
+    src = SourceFile.from_text(str(path), path.read_text())
+    return [f"{d.line}:{d.message}" for d in lint_source(src, [code], Settings(), project)]
+
+
+INIT = "veomni/models/transformers/mini/__init__.py"
+MOD = "veomni/models/transformers/mini/modeling_extra.py"
+
+
+# -- NPU508 -------------------------------------------------------------------------------------------------
+
+
+def test_npu508_inverted_switch_variants(tmp_path: Path) -> None:
+    negated = """
+        from ....utils.device import IS_NPU_AVAILABLE
+
+        def register(arch):
+            if not IS_NPU_AVAILABLE:
+                from .generated.patched_modeling_mini_npu import MiniModel
+            else:
+                from .generated.patched_modeling_mini_gpu import MiniModel
+            return MiniModel
+    """
+    assert _lint(tmp_path / "a", INIT, negated, "NPU508")
+    compared = """
+        from veomni.utils.device import get_device_type
+
+        if get_device_type() != "npu":
+            from .generated import patched_modeling_mini_npu as impl
+        else:
+            from .generated import patched_modeling_mini_gpu as impl
+    """
+    assert _lint(tmp_path / "b", INIT, compared, "NPU508")
+    ternary = """
+        import importlib
+
+        from veomni.utils.device import IS_NPU_AVAILABLE
+
+        def load():
+            return importlib.import_module(
+                "veomni.models.transformers.mini.generated."
+                + ("patched_modeling_mini_gpu" if IS_NPU_AVAILABLE else "patched_modeling_mini_npu")
+            )
+    """
+    assert _lint(tmp_path / "c", MOD, ternary, "NPU508")
+    cuda_flag = """
+        from veomni.utils.device import IS_CUDA_AVAILABLE
+
+        if IS_CUDA_AVAILABLE:
+            from .generated.patched_modeling_mini_npu import MiniModel
+        else:
+            from .generated.patched_modeling_mini_gpu import MiniModel
+    """
+    assert _lint(tmp_path / "d", INIT, cuda_flag, "NPU508")
+
+
+def test_npu508_quiet_on_correct_switches(tmp_path: Path) -> None:
+    right = """
+        from ....utils.device import IS_NPU_AVAILABLE
+
+        def register(arch):
+            if IS_NPU_AVAILABLE:
+                from .generated.patched_modeling_mini_npu import MiniModel
+            else:
+                from .generated.patched_modeling_mini_gpu import MiniModel
+            return MiniModel
+    """
+    assert not _lint(tmp_path / "a", INIT, right, "NPU508")
+    chain = """
+        from veomni.utils.device import get_device_type
+
+        if get_device_type() == "cuda":
+            from .generated.patched_modeling_mini_gpu import MiniModel
+        elif get_device_type() == "npu":
+            from .generated.patched_modeling_mini_npu import MiniModel
+    """
+    assert not _lint(tmp_path / "b", INIT, chain, "NPU508")
+
+
+# -- NPU509 -------------------------------------------------------------------------------------------------
+
+
+def test_npu509_missing_module_and_name(tmp_path: Path) -> None:
+    text = """
+        from veomni.utils.device import get_device_type, get_device_name
+        from ..mini.rope_kernels import fused_rope
+    """
+    found = _lint(tmp_path, MOD, text, "NPU509")
+    assert any("get_device_name" in f for f in found)
+    assert any("rope_kernels" in f for f in found)
+    assert not any("get_device_type`" in f for f in found)
+
+
+def test_npu509_patch_function_imports_resolve_from_generated(tmp_path: Path) -> None:
+    spec = "veomni/models/transformers/mini/mini_npu_patch_gen_config.py"
+    good = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="m", target_file="patched_modeling_mini_npu.py")
+
+
+        def mini_forward_patched(self, x):
+            from ..helpers import mini_rope
+
+            return mini_rope(x)
+    """
+    assert not _lint(tmp_path / "a", spec, good, "NPU509")
+    # written as if the code stayed beside the spec: in generated/ it names generated/helpers.py
+    bad = good.replace("from ..helpers", "from .helpers")
+    found = _lint(tmp_path / "b", spec, bad, "NPU509")
+    assert found and "generated.helpers" in found[0]
+    added = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="m", target_file="patched_modeling_mini_npu.py")
+        config.add_import("veomni.utils.device", names=["IS_NPU_AVAILABLE", "npu_synchronize"])
+    """
+    found = _lint(tmp_path / "c", spec, added, "NPU509")
+    assert len(found) == 1 and "npu_synchronize" in found[0]
+
+
+def test_npu509_quiet_for_optional_and_partial_trees(tmp_path: Path) -> None:
+    optional = """
+        try:
+            from veomni.utils.fused import fast_path
+        except ImportError:
+            fast_path = None
+    """
+    assert not _lint(tmp_path / "a", MOD, optional, "NPU509")
+    missing = "from veomni.utils.fused import fast_path\n"
+    assert _lint(tmp_path / "b", MOD, missing, "NPU509")
+    assert not _lint(tmp_path / "c", MOD, missing, "NPU509", partial=True)
+
+
+# -- NPU510 -------------------------------------------------------------------------------------------------
+
+
+def test_npu510_keyword_and_arity_variants(tmp_path: Path) -> None:
+    direct = """
+        from veomni.distributed.comm import shard_sizes
+
+        def plan(n, w):
+            return shard_sizes(n, w, pad_multiple=8)
+    """
+    assert _lint(tmp_path / "a", MOD, direct, "NPU510")
+    through_package = """
+        from veomni import distributed
+
+        def plan(n, w):
+            return distributed.gather_parts(n, w, 0)
+    """
+    assert _lint(tmp_path / "b", MOD, through_package, "NPU510")
+    dataclass_field = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="m", target="patched_modeling_mini_gpu.py")
+    """
+    found = _lint(tmp_path / "c", MOD, dataclass_field, "NPU510")
+    assert found and "`target`" in found[0]
+    base_init = """
+        class Norm:
+            def __init__(self, dim, eps=1e-6):
+                self.dim = dim
+
+
+        class ScaledNorm(Norm):
+            def __init__(self, dim):
+                super().__init__(dim, epsilon=1e-5)
+    """
+    assert _lint(tmp_path / "d", MOD, base_init, "NPU510")
+
+
+def test_npu510_quiet_when_signature_accepts(tmp_path: Path) -> None:
+    text = """
+        import functools
+
+        from veomni.distributed.comm import shard_sizes
+
+
+        def wrapped(f):
+            @functools.wraps(f)
+            def inner(*a, **k):
+                return f(*a, **k)
+            return inner
+
+
+        @wrapped
+        def helper(x):
+            return x
+
+
+        def spread(**options):
+            return options
+
+
+        def plan(n, w, extra):
+            helper(n, w, scale=2)  # an unknown decorator: not judged
+            spread(anything=1)
+            return shard_sizes(n, w, pad_to_multiple=8, *extra)
+    """
+    assert not _lint(tmp_path, MOD, text, "NPU510")
+
+
+# -- NPU511 -------------------------------------------------------------------------------------------------
+
+
+def test_npu511_tuple_return_variants(tmp_path: Path) -> None:
+    used_as_tensor = """
+        from veomni.distributed.comm import gather_parts
+
+        def backward(grad, n):
+            out = gather_parts(grad)
+            if n:
+                out = out / n
+            return out
+    """
+    assert _lint(tmp_path / "a", MOD, used_as_tensor, "NPU511")
+    attribute = """
+        from veomni.distributed import gather_parts
+
+        def backward(grad):
+            return gather_parts(grad).split(2)
+    """
+    assert _lint(tmp_path / "b", MOD, attribute, "NPU511")
+    unpack = """
+        from veomni.distributed.comm import loss_triple
+
+        def step(logits, labels):
+            loss, logits, _, _ = loss_triple(logits, labels)
+            return loss
+    """
+    assert _lint(tmp_path / "c", MOD, unpack, "NPU511")
+
+
+def test_npu511_quiet_on_tuple_uses(tmp_path: Path) -> None:
+    text = """
+        from veomni.distributed.comm import gather_flat, gather_parts, loss_triple
+
+        def step(grad, logits, labels):
+            parts, sizes = gather_parts(grad)
+            pair = gather_parts(grad)
+            first = pair[0]
+            loss, *_ = loss_triple(logits, labels)
+            flat = gather_flat(grad)
+            return parts, sizes, first, len(pair), loss, flat.view(-1), pair + pair
+    """
+    assert not _lint(tmp_path, MOD, text, "NPU511")
+
+
+# -- NPU512 -------------------------------------------------------------------------------------------------
+
+
+def test_npu512_two_operand_variants(tmp_path: Path) -> None:
+    text = """
+        import torch
+        from torch import minimum
+
+
+        def worst(a, groups, b, c):
+            x = torch.maximum(a, *groups)
+            y = minimum(a, b, c)
+            z = torch.logical_or(*[a, b])  # one spread of exactly the operands: left alone
+            return x, y, z
+    """
+    found = _lint(tmp_path, MOD, text, "NPU512")
+    assert [f.split(":")[0] for f in found] == ["6", "7"]
+
+
+# -- NPU513 -------------------------------------------------------------------------------------------------
+
+
+def _check_tree(root: Path, code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "check", "--no-cache", "--exit-zero", "--select", code]
+        + ["--output-format", "concise", "veomni"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return [line for line in proc.stdout.splitlines() if f" {code} " in line]
+
+
+PKG = "veomni/models/transformers/mini"
+
+
+def test_npu513_spec_target_variants(tmp_path: Path) -> None:
+    own_target = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.mini.modeling_mini", target_file="patched_modeling_mini_gpu.py")
+    """
+    root = _tree(tmp_path / "a", {f"{PKG}/mini_npu_patch_gen_config.py": own_target})
+    found = _check_tree(root, "NPU513")
+    assert len(found) == 1 and "mini_npu_patch_gen_config.py" in found[0] and "its own" in found[0]
+    # the GPU spec pointed at the NPU file; the NPU spec (a deepcopy) inherits it: both reported
+    gpu_on_npu = """
+        from veomni.patchgen.patch_spec import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.mini.modeling_mini")
+        config.target_file = "patched_modeling_mini_npu.py"
+    """
+    root = _tree(tmp_path / "b", {f"{PKG}/mini_gpu_patch_gen_config.py": gpu_on_npu})
+    assert len(_check_tree(root, "NPU513")) == 1
+    twin = """
+        from copy import deepcopy
+
+        from veomni.models.transformers.mini.mini_gpu_patch_gen_config import config as base
+
+        config = deepcopy(base)
+        config.target_file = "patched_modeling_mini_npu.py"
+    """
+    root = _tree(
+        tmp_path / "c",
+        {f"{PKG}/mini_npu_patch_gen_config.py": twin, f"{PKG}/mini_fast_npu_patch_gen_config.py": twin},
+    )
+    found = _check_tree(root, "NPU513")
+    assert len(found) == 2 and all("both generate" in f for f in found)
+
+
+def test_npu513_quiet_on_sibling_targets(tmp_path: Path) -> None:
+    right = """
+        from copy import deepcopy
+
+        from veomni.models.transformers.mini.mini_gpu_patch_gen_config import config as gpu_config
+
+        config = deepcopy(gpu_config)
+        config.target_file = "patched_modeling_mini_npu.py"
+    """
+    root = _tree(tmp_path, {f"{PKG}/mini_npu_patch_gen_config.py": right})
+    assert not _check_tree(root, "NPU513")
