@@ -344,14 +344,15 @@ def test_npu511_quiet_on_tuple_uses(tmp_path: Path) -> None:
 def test_npu512_two_operand_variants(tmp_path: Path) -> None:
     text = """
         import torch
-        from torch import minimum
+        from torch import hypot
 
 
         def worst(a, groups, b, c):
-            x = torch.maximum(a, *groups)
-            y = minimum(a, b, c)
+            x = torch.logical_or(a, *groups)
+            y = hypot(a, b, c)
             z = torch.logical_or(*[a, b])  # one spread of exactly the operands: left alone
-            return x, y, z
+            w = torch.maximum(a, *groups)  # NPU615's (the distributed family), not reported twice
+            return x, y, z, w
     """
     found = _lint(tmp_path, MOD, text, "NPU512")
     assert [f.split(":")[0] for f in found] == ["6", "7"]

@@ -15,8 +15,8 @@ def regather(grad: torch.Tensor, world_size: int) -> torch.Tensor:
     return gathered / world_size  # NPU511: a (shards, sizes) pair used as the tensor
 
 
-def worst_norm(local: torch.Tensor, per_group: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.maximum(local, *per_group.values())  # NPU512: two operands only
+def any_nonfinite(local: torch.Tensor, per_group: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.logical_or(local, *per_group.values())  # NPU512: two operands only
 
 
 def device_label() -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Iterable
 
@@ -11,7 +10,7 @@ from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
-from npu_lint.veomni.registration import FLAG, find_static_imports, flag_bound, flag_import_module
+from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
 
 
 def _missing_module_steps(pkg: object, npu_file: str) -> str:
@@ -58,8 +57,7 @@ class StaticGeneratedImport(ProjectRule):
         "A registered modeling function that always imports `generated.patched_modeling_<m>_gpu` gives NPU hosts "
         "the GPU module even when an NPU spec exists (or is being created): the NPU patches are never used. "
         "Migrated packages choose at import time: `if IS_NPU_AVAILABLE: from .generated.patched_modeling_<m>_npu "
-        "import ...` else the `_gpu` module, in every registered function. A choice written the other way round "
-        "(the branch that runs on NPU hosts importing `_gpu`, the other `_npu`) is reported too."
+        "import ...` else the `_gpu` module, in every registered function."
     )
     bad = (
         Example(
@@ -94,23 +92,6 @@ class StaticGeneratedImport(ProjectRule):
             """,
             path="veomni/models/transformers/toy/__init__.py",
             title="the package has `toy_gpu_patch_gen_config.py` and `toy_npu_patch_gen_config.py`",
-        ),
-        Example(
-            """
-            from veomni.utils import device
-            from ...loader import MODELING_REGISTRY
-
-
-            @MODELING_REGISTRY.register("toy")
-            def register_toy_modeling(architecture: str):
-                if not device.IS_NPU_AVAILABLE:
-                    from .generated.patched_modeling_toy_npu import ToyForCausalLM
-                else:
-                    from .generated.patched_modeling_toy_gpu import ToyForCausalLM
-                return ToyForCausalLM
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-            title="the choice inverted: NPU hosts take the GPU module",
         ),
     )
     good = (
@@ -147,7 +128,6 @@ class StaticGeneratedImport(ProjectRule):
             parsed = patchgen.load_file(pkg.init)
             if parsed is None or parsed.tree is None:
                 continue
-            yield from self._inverted(pkg.init, parsed.tree)
             static = find_static_imports(parsed.tree)
             if not static:
                 continue
@@ -200,45 +180,3 @@ class StaticGeneratedImport(ProjectRule):
                     fix=fix,
                     basis=parsed.text,
                 )
-
-    def _inverted(self, init: str, tree: ast.Module) -> Iterable[Diagnostic]:
-        """An `if` on the NPU flag whose NPU-host branch imports the GPU generated module while the other branch
-        imports the NPU one (`if not IS_NPU_AVAILABLE: from .generated...._npu import ...`)."""
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.If) or not node.orelse:
-                continue
-            test, positive = node.test, True
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                test, positive = test.operand, False
-            if not (
-                (isinstance(test, ast.Name) and test.id == FLAG)
-                or (isinstance(test, ast.Attribute) and test.attr == FLAG)
-            ):
-                continue
-            on_npu, elsewhere = (node.body, node.orelse) if positive else (node.orelse, node.body)
-            npu_side, other_side = _generated_kinds(on_npu), _generated_kinds(elsewhere)
-            if "gpu" in npu_side and "npu" in other_side and "npu" not in npu_side:
-                shown = ast.unparse(node.test)
-                yield _diag(
-                    self,
-                    init,
-                    node.lineno,
-                    f"the device choice is inverted: the branch of `if {shown}:` that runs on NPU hosts imports "
-                    f"`{npu_side['gpu']}` and the branch that runs elsewhere imports `{other_side['npu']}`; NPU "
-                    "hosts get the GPU generated classes (swap the branches)",
-                    col=node.test.col_offset,
-                    end_line=node.test.end_lineno or node.lineno,
-                    end_col=node.test.end_col_offset,
-                )
-
-
-def _generated_kinds(body: list[ast.stmt]) -> dict[str, str]:
-    """{"gpu"|"npu": module} of the generated modeling modules a branch imports."""
-    out: dict[str, str] = {}
-    for stmt in body:
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.ImportFrom) and n.module:
-                last = n.module.rsplit(".", 1)[-1]
-                if last.startswith("patched_modeling_") and last.endswith(("_gpu", "_npu")):
-                    out.setdefault(last[-3:], last)
-    return out

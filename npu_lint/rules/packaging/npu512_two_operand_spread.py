@@ -6,13 +6,10 @@ import ast
 
 from npu_lint.rules.base import Context, Example, Rule
 
-# torch functions that take exactly two tensor operands (plus keyword options)
+# torch functions that take exactly two tensor operands (plus keyword options); the element-wise maxima and minima
+# (`maximum`, `minimum`, `fmax`, `fmin`) are NPU615's, which reads them as the distributed reductions they are
 TWO_OPERANDS = frozenset(
     {
-        "maximum",
-        "minimum",
-        "fmax",
-        "fmin",
         "hypot",
         "atan2",
         "logaddexp",
@@ -43,12 +40,12 @@ class TwoOperandSpread(Rule):
     code = "NPU512"
     name = "two-operand-spread"
     summary = (
-        "A torch function of exactly two tensors (`torch.maximum`, `torch.minimum`, `torch.logical_or`, ...) "
+        "A torch function of exactly two tensors (`torch.logical_or`, `torch.hypot`, `torch.eq`, ...) "
         "is called with more than two operands or with a spread of many."
     )
     why = (
         "Reductions over a variable number of partial results (per-group norms, per-mesh maxima) are easy to "
-        "write as `torch.maximum(a, *rest)`: the call works while there is one group and raises `TypeError` "
+        "write as `torch.logical_or(a, *rest)`: the call works while there is one group and raises `TypeError` "
         "as soon as a second one exists, typically only on the larger NPU clusters that enable expert or extra "
         "parallelism. Fold pairwise (a loop, `functools.reduce`) or stack and reduce (`torch.stack(...).amax(0)`)."
     )
@@ -58,8 +55,8 @@ class TwoOperandSpread(Rule):
             import torch
 
 
-            def global_inf_norm(local, per_group):
-                return torch.maximum(local, *per_group.values())
+            def any_nonfinite(local, per_group):
+                return torch.logical_or(local, *per_group.values())
             """,
             title="a spread that holds one value only for one group",
         ),
@@ -82,8 +79,8 @@ class TwoOperandSpread(Rule):
             import torch
 
 
-            def global_inf_norm(local, per_group):
-                return functools.reduce(torch.maximum, per_group.values(), local)
+            def any_nonfinite(local, per_group):
+                return functools.reduce(torch.logical_or, per_group.values(), local)
             """
         ),
     )
