@@ -83,8 +83,8 @@ class SiblingMissingHandleInit(Rule):
             config.override_method("ToyRMSNorm.forward", replacement=toy_rmsnorm_forward_patched)
             """,
             fixed="""
-            from veomni.models.transformers.toy.toy_gpu_patch_gen_config import toy_rmsnorm_forward_patched
             from veomni.models.transformers.toy.toy_gpu_patch_gen_config import (
+                toy_rmsnorm_forward_patched,
                 toy_rmsnorm_init_patched,
             )
             from veomni.patchgen.patch_spec import PatchConfig
