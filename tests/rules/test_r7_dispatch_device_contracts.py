@@ -219,6 +219,24 @@ def test_npu_backend_disabled_through_a_constant_or_dict_call(tmp_path: Path, ta
     assert len(diags) == 1 and "`layer_norm`" in diags[0].message
 
 
+def test_a_curated_backend_list_that_disables_several_defaults_is_quiet(tmp_path: Path) -> None:
+    """veomni 0.1.12's deepseek_v4 disables both registry defaults (`liger_kernel`, `npu`) and binds its own Triton
+    kernel: the generic kernels do not implement its interleaved partial rotary (a deliberate list, not an
+    oversight). One `None` beside a bound backend is still reported (the test above)."""
+    _write(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
+    _write(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
+    table = (
+        '_TABLE = {"layer_norm": {"liger_kernel": None, "npu": None, '
+        '"triton": BackendSpec(entry="veomni.models.transformers.toy.toy_npu_ops:FusedNorm")}}\n'
+    )
+    patch = _write(
+        tmp_path,
+        "veomni/models/transformers/toy/device_patch.py",
+        "from ....ops.config.registry import BackendSpec, apply_per_model_patches\n\n" + table,
+    )
+    assert _lint(tmp_path, patch, "NPU217") == []
+
+
 def test_disabling_a_backend_the_tree_has_no_npu_rows_for_is_quiet(tmp_path: Path) -> None:
     _write(
         tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS.replace('"layer_norm"', '"other"')

@@ -144,6 +144,11 @@ def test_checkpoint_dtype_collective_variants() -> None:
     assert _lines(code, "NPU618", "veomni/checkpoint/toy_recv.py") == [10, 17]
     handled = code.replace("out = {}", "out = {}  # float8 goes through uint8 views upstream of here")
     assert _lines(handled, "NPU618", "veomni/checkpoint/toy_recv.py") == [17]
+    # adapter weights are trained parameters (bf16/fp32), never FP8: veomni-main's LoRA loader, reviewed a false positive
+    adapter = code.replace(
+        "def receive_dict(spec, device):", "def receive_adapter(spec, device):  # LoRA weights"
+    )
+    assert _lines(adapter, "NPU618", "veomni/lora/toy_recv.py") == [10]
 
 
 # -- NPU701: one medium's slot read under another medium's key ----------------------------------------------

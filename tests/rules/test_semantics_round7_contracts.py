@@ -123,7 +123,7 @@ def test_torch_add_total_in_a_helper_and_augmented_total_in_a_trainer() -> None:
 
     def train_step(model, batch):
         out = model(**batch)
-        objective = out.loss
+        objective = out.loss.float()
         objective -= 0.1 * out.kl_loss
         out.loss.backward()
     """
@@ -140,6 +140,8 @@ def test_read_returned_or_underscored_sums_are_quiet() -> None:
         self.log(total)
         running = 0.0
         running += loss.item()
+        final_loss = loss
+        final_loss += aux_loss  # in place on `loss` (transformers' moshi): the returned loss carries the sum
         return loss, [running]
     """
     assert _lint("veomni/models/transformers/toy/modeling_toy.py", code, "NPU425") == []

@@ -140,6 +140,11 @@ class PerModelNpuBackend(Rule):
                 isinstance(v, ast.Constant) and v.value is None for _n, v in entries
             ):
                 continue
+            disabled = [v for _n, v in entries if isinstance(v, ast.Constant) and v.value is None]
+            if len(disabled) > 1 and len(disabled) < len(entries):
+                # several registry backends disabled while the model binds its own: a curated list for a variant
+                # the generic kernels do not implement (deepseek_v4's interleaved partial rotary), not an oversight
+                continue
             for name, backend in entries:
                 if _names_npu(name) and isinstance(backend, ast.Constant) and backend.value is None:
                     self._disabled(op, name or "", backend)

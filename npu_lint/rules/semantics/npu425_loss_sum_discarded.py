@@ -67,7 +67,8 @@ class LossSumDiscarded(Rule):
         "loss is the bare main term: the routers get no balancing gradient on either device and experts collapse, "
         "with no error. Checked in every function of model code, specs, generated copies, kernels, trainers and "
         "loss helpers: a local assigned (or augmented with) a sum or difference that involves a loss, never read "
-        "anywhere in the function (nested functions included). A name starting with `_` is an intentional discard."
+        "anywhere in the function (nested functions included). A name starting with `_` is an intentional discard; "
+        "`+=` on a name bound to another tensor adds in place and is not a discard."
     )
     bad = (
         Example(
@@ -91,11 +92,10 @@ class LossSumDiscarded(Rule):
             """
             def step_loss(model, batch, z_coef):
                 out = model(**batch)
-                lm_loss = out.loss
-                objective = lm_loss
-                objective += z_coef * out.router_z_loss
-                lm_loss.backward()
-                return lm_loss.detach()
+                objective = out.loss.float()
+                objective += z_coef * out.router_z_loss.float()
+                out.loss.backward()
+                return out.loss.detach()
             """,
             path="veomni/trainer/toy_trainer.py",
             title="an augmented total never back-propagated",
@@ -117,6 +117,16 @@ class LossSumDiscarded(Rule):
             """,
             path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            def two_head_forward(self, text_out, depth_out):
+                final_loss = text_out.loss
+                final_loss += depth_out.loss
+                return {"loss": text_out.loss, "depth_loss": depth_out.loss}
+            """,
+            path="veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            title="`+=` on a name bound to another tensor adds in place: the returned loss carries the sum",
+        ),
     )
     fix_safety = "No fix: whether the sum should replace the loss or be dropped is the author's decision."
     requires = ("loss", ("+", "add", "-"))
@@ -131,6 +141,15 @@ class LossSumDiscarded(Rule):
         seen: set[int] = set()
         for func in functions_of(self.ctx.tree, text, "loss"):
             stores: list[tuple[ast.AST, str, ast.AST]] = []
+            # names bound to an existing object (`total = out.loss`): a tensor's `+=` adds in place, so the object
+            # they alias carries the sum (transformers' moshi) and the name need not be read again
+            aliases = {
+                t.id
+                for n in _walk(func)
+                if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Name, ast.Attribute, ast.Subscript))
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
             for node in _walk(func):
                 if (
                     isinstance(node, ast.Assign)
@@ -147,7 +166,7 @@ class LossSumDiscarded(Rule):
                 if target.id.startswith("_") or id(node) in seen:
                     continue
                 if isinstance(node, ast.AugAssign):
-                    if not isinstance(node.op, (ast.Add, ast.Sub)):
+                    if not isinstance(node.op, (ast.Add, ast.Sub)) or target.id in aliases:
                         continue
                     terms = _loss_terms(ast.BinOp(ast.Name(target.id, ast.Load()), node.op, node.value))
                 else:
