@@ -178,3 +178,26 @@ def test_npu102_collective_backend_gate() -> None:
     assert diag.line == 5
     assert 'accepts the collective backend `"nccl"` but not `"hccl"`' in diag.message
     assert "`get_dist_comm_backend()` (veomni.utils.device)" in diag.message
+
+
+def test_a_device_string_assigned_after_a_cuda_early_return_is_cuda_only() -> None:
+    """Round 7's control: after `if not IS_CUDA_AVAILABLE: return False`, `_device = "cuda"` only runs on CUDA
+    hosts. The check on the assigned value skipped the statement on its way up and missed the early return (a
+    call in the same place was already judged CUDA-only); without the guard it is still reported."""
+    code = """
+    import torch
+
+    from veomni.utils.device import IS_CUDA_AVAILABLE
+
+
+    def can_use(backend):
+        if backend is None:
+            return True
+        if not IS_CUDA_AVAILABLE:
+            return False
+        _device = "cuda"
+        return torch.empty(1, device=_device)
+    """
+    assert [d.line for d in lint(code, ["NPU102"], "veomni/models/toy/probe.py")] == []
+    unguarded = code.replace("        if not IS_CUDA_AVAILABLE:\n            return False\n", "")
+    assert [d.line for d in lint(unguarded, ["NPU102"], "veomni/models/toy/probe.py")] == [9]

@@ -352,3 +352,47 @@ def test_sp_shard_loss_through_a_configured_criterion() -> None:
         "{reduce}", "code_loss = reduce_sequence_parallel_loss(code_loss, (codes != -100).sum())"
     )
     assert _found(None, rel, reduced, "NPU421") == []
+
+
+def test_npu421_a_count_renamed_by_its_zero_guard_keeps_its_reduction() -> None:
+    """Round 7's control: the SP loss reduction's `loss / num_valid_tokens.clamp_min(1)` written as
+    `global_num_tokens = torch.clamp(num_valid_tokens, min=1)` then `loss / global_num_tokens` was reported as a
+    division by this rank's count; the renamed count is the all-reduced one. Dropping the count's all-reduce is
+    still reported."""
+    text = """
+    import torch
+    import torch.distributed as dist
+
+
+    def reduce_loss(loss, num_valid_tokens, group):
+        loss *= num_valid_tokens
+        dist.all_reduce(loss, group=group)
+        dist.all_reduce(num_valid_tokens, group=group)
+        global_num_tokens = torch.clamp(num_valid_tokens, min=1)
+        return loss / global_num_tokens
+    """
+    rel = "veomni/distributed/sequence_parallel/loss.py"
+    assert _found(None, rel, textwrap.dedent(text), "NPU421") == []
+    unreduced = text.replace("        dist.all_reduce(num_valid_tokens, group=group)\n", "")
+    assert _found(None, rel, textwrap.dedent(unreduced), "NPU421") == [10]
+
+
+def test_npu406_a_feature_rescaling_without_weight_or_eps_is_not_a_norm_fallback() -> None:
+    """Round 7's control: LTX's `norm_and_concat_per_token_rms(encoded_text, attention_mask)` rescales text
+    features by their per-token RMS; written `x.pow(2).mean(...)` instead of `torch.mean(x**2, ...)` it was
+    reported as an RMSNorm fallback squaring in the input dtype. A fallback that takes the norm's weight is still
+    reported."""
+    text = """
+    import torch
+
+
+    def per_token_rms(encoded_text, attention_mask):
+        variance = encoded_text.pow(2).mean(dim=2, keepdim=True)
+        return encoded_text * torch.rsqrt(variance + 1e-6)
+    """
+    rel = "veomni/models/diffusers/toy/feature_extractor.py"
+    assert _found(None, rel, textwrap.dedent(text), "NPU406") == []
+    fallback = text.replace("(encoded_text, attention_mask)", "(encoded_text, weight)").replace(
+        "return encoded_text *", "return weight * encoded_text *"
+    )
+    assert _found(None, rel, textwrap.dedent(fallback), "NPU406") == [7]

@@ -111,6 +111,24 @@ def test_npu709_no_permute_anywhere_is_quiet() -> None:
     )
 
 
+def test_npu709_the_same_permutation_spelled_twice_ways_is_quiet() -> None:
+    """Round 7's control: `transpose(1, 2)` and `permute(0, 2, 1, 3)` after a 4-d reshape are one layout (and
+    `view` is `reshape`); a different permutation is still reported."""
+    text = """
+    import torch
+
+
+    def rot_pos_ids(hpos_ids, wpos_ids, h, w, ms):
+        hpos_ids = hpos_ids.reshape(h // ms, ms, w // ms, ms).permute(0, 2, 1, 3).flatten()
+        wpos_ids = wpos_ids.view(h // ms, ms, w // ms, ms).transpose(1, 2).flatten()
+        return torch.stack([hpos_ids, wpos_ids], dim=-1)
+    """
+    path = "veomni/models/transformers/qwen3_omni_moe/modeling_qwen3_omni_moe.py"
+    assert _lines(text, "NPU709", path) == []
+    swapped = text.replace("transpose(1, 2)", "transpose(2, 3)")
+    assert _lines(swapped, "NPU709", path) == [6]
+
+
 # -- NPU706: companions of a rank-local sequence; masks from the id shard ----------------------------------------
 
 SPEC = "veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py"

@@ -813,6 +813,9 @@ class HardcodedCudaDevice(Rule):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or len(targets) != 1:
                 return
+            if (cuda_string(node.value) or is_nccl(node.value)) and in_cuda_dispatch(self.ctx, node):
+                return  # the statement itself is CUDA-only (after `if not IS_CUDA_AVAILABLE: return`): the
+                # value's own path skips the statement, so the check is made on it
             name = target_name(targets[0])
             if is_device_name(name) and (cuda_string(node.value) or built_cuda_device(node.value)):
                 if self._overridden_next(node, targets[0]):

@@ -12,18 +12,70 @@ _PERMUTING = frozenset({"transpose", "permute", "swapaxes", "movedim"})
 _STACKS = frozenset({"stack", "vstack", "column_stack"})
 
 
-def _chain(expr: ast.AST) -> tuple[str | None, list[str]]:
-    """``a.reshape(...).transpose(1, 2).flatten()``: (the root name ``a``, the layout methods in call order)."""
-    methods: list[str] = []
+def _layout_calls(expr: ast.AST) -> tuple[str | None, list[ast.Call]]:
+    """``a.reshape(...).transpose(1, 2).flatten()``: (the root name ``a``, its layout calls in call order)."""
+    calls: list[ast.Call] = []
     node = expr
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        methods.append(node.func.attr)
+        calls.append(node)
         node = node.func.value
     root = node.id if isinstance(node, ast.Name) else None
-    return root, [m for m in reversed(methods) if m in _LAYOUT]
+    return root, [c for c in reversed(calls) if c.func.attr in _LAYOUT]  # type: ignore[attr-defined]
 
 
-def _rebindings(func: ast.AST, name: str, before: int) -> list[tuple[ast.Assign, list[str]]]:
+def _ints(args: list[ast.expr]) -> list[int] | None:
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        args = list(args[0].elts)
+    out = []
+    for a in args:
+        if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub) and isinstance(a.operand, ast.Constant):
+            a = ast.Constant(-a.operand.value)
+        if not (isinstance(a, ast.Constant) and type(a.value) is int):
+            return None
+        out.append(a.value)
+    return out
+
+
+def _signature(calls: list[ast.Call]) -> list[str]:
+    """The layout as the steps it takes: `view` as `reshape`, `ravel` as `flatten`, and each axis swap or
+    permutation as the permutation it applies once the rank is known from the reshape before it (so
+    `reshape(a, b, c, d).transpose(1, 2)` and `reshape(a, b, c, d).permute(0, 2, 1, 3)` are one layout)."""
+    steps: list[str] = []
+    rank: int | None = None
+    for call in calls:
+        name = call.func.attr  # type: ignore[attr-defined]
+        if name in ("reshape", "view"):
+            args = call.args
+            rank = (
+                len(args[0].elts)
+                if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List))
+                else len(args)
+            )
+            steps.append("reshape")
+            continue
+        if name in ("flatten", "ravel"):
+            rank = 1 if not call.args else None
+            steps.append("flatten")
+            continue
+        axes = _ints(list(call.args))
+        perm: list[int] | None = None
+        if axes is not None and rank is not None:
+            if name in ("transpose", "swapaxes") and len(axes) == 2:
+                a, b = (x % rank for x in axes)
+                perm = list(range(rank))
+                perm[a], perm[b] = perm[b], perm[a]
+            elif (
+                name in ("permute", "transpose") and len(axes) == rank
+            ):  # numpy's transpose takes the whole order
+                perm = [x % rank for x in axes]
+        if perm is None:
+            steps.append(name)
+        elif perm != list(range(len(perm))):
+            steps.append("permute" + str(tuple(perm)))
+    return steps
+
+
+def _rebindings(func: ast.AST, name: str, before: int) -> list[tuple[ast.Assign, list[ast.Call]]]:
     """``name = name.<layout>(...)...`` statements of ``func`` before line ``before``, with their layout methods."""
     out = []
     for node in _own_nodes(func):
@@ -34,9 +86,9 @@ def _rebindings(func: ast.AST, name: str, before: int) -> list[tuple[ast.Assign,
             and isinstance(node.targets[0], ast.Name)
             and node.targets[0].id == name
         ):
-            root, methods = _chain(node.value)
+            root, calls = _layout_calls(node.value)
             if root == name:
-                out.append((node, methods))
+                out.append((node, calls))
     return sorted(out, key=lambda item: item[0].lineno)
 
 
@@ -144,25 +196,25 @@ class CompanionLayout(Rule):
         func = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
         if func is None:
             return
-        layouts: list[tuple[str, list[str], ast.AST]] = []
+        layouts: list[tuple[str, list[str], ast.AST, list[str]]] = []
         for elt in call.args[0].elts:
-            root, inline = _chain(elt)
+            root, inline = _layout_calls(elt)
             if root is None:
                 return
             steps = _rebindings(func, root, call.lineno)
-            methods = [m for _, ms in steps for m in ms] + inline
+            calls = [c for _, cs in steps for c in cs] + inline
             at: ast.AST = steps[-1][0] if steps else elt
-            layouts.append((root, methods, at))
+            layouts.append((root, [c.func.attr for c in calls], at, _signature(calls)))  # type: ignore[attr-defined]
         self._compare(call, layouts)
 
-    def _compare(self, call: ast.Call, layouts: list[tuple[str, list[str], ast.AST]]) -> None:
-        if len({name for name, _, _ in layouts}) != len(layouts):
+    def _compare(self, call: ast.Call, layouts: list[tuple[str, list[str], ast.AST, list[str]]]) -> None:
+        if len({name for name, _, _, _ in layouts}) != len(layouts):
             return
-        if not any(_PERMUTING & set(methods) for _, methods, _ in layouts):
+        if not any(_PERMUTING & set(methods) for _, methods, _, _ in layouts):
             return
         reference = max(layouts, key=lambda item: len(item[1]))
-        for name, methods, at in layouts:
-            if methods == reference[1]:
+        for name, methods, at, steps in layouts:
+            if steps == reference[3]:
                 continue
             self.report(
                 at,

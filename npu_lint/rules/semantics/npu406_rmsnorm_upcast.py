@@ -400,6 +400,9 @@ class RmsNormUpcast(Rule):
             if not squares_mean(func) or not rms_function(func, self.ctx.source.path):
                 continue
             params = {a.arg for a in (*func.args.posonlyargs, *func.args.args)}
+            if not any(p in ("weight", "eps", "epsilon") or p.endswith(("_weight", "_eps")) for p in params):
+                continue  # a norm kernel's fallback takes its weight or eps; a feature rescaling (LTX's per-token
+                # RMS of text features, `torch.mean(x**2)` or `x.pow(2).mean()`) is not an RMSNorm
             math = _eager_math(func)
             squared = _squared_root(func)
             if math is None or squared not in params or _squared_upcast(func) is not False:

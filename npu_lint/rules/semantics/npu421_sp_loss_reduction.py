@@ -84,9 +84,13 @@ def _divisor_name(expr: ast.AST) -> tuple[str | None, bool]:
     if isinstance(expr, ast.Call):
         name = last_name(expr.func)
         if name in _GUARDS:
+            module_call = isinstance(expr.func, ast.Attribute) and (
+                isinstance(expr.func.value, ast.Name)
+                and expr.func.value.id in ("torch", "np", "numpy", "math")
+            )  # `torch.clamp(n, min=1)` guards `n`, not `torch`
             inner = (
                 expr.func.value
-                if isinstance(expr.func, ast.Attribute)
+                if isinstance(expr.func, ast.Attribute) and not module_call
                 else (expr.args[0] if expr.args else None)
             )
             if isinstance(inner, ast.Name):
@@ -551,10 +555,25 @@ class SpLossReduction(Rule):
                         if i in saved and isinstance(elt, ast.Name):
                             totals[elt.id] = node.lineno
         reduced_losses = {n for n in red.lines if not _is_count(n)}
+        # a count renamed on the way (`total = torch.clamp(num_tokens, min=1)`): the division reads the source's
+        # reductions, and the guard travels with it
+        renamed: dict[str, tuple[str, bool, int]] = {}
+        for node in _walk(func):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                source, guards = _divisor_name(node.value)
+                target = node.targets[0].id
+                if source is not None and source != target and target not in red.lines:
+                    renamed[target] = (source, guards, node.lineno)
         for node in _walk(func):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
                 continue
             count, guarded = _divisor_name(node.right)
+            if count in renamed and renamed[count][2] < node.lineno:
+                count, guarded = renamed[count][0], guarded or renamed[count][1]
             if count is None or not _is_count(count):
                 continue
             line = node.lineno
