@@ -437,6 +437,12 @@ def resolve_relative(path: str, module: str) -> str:
 # -- call arguments and literals (the one copy; rules, fixers and the VeOmni model use these) ---------------
 
 
+def call_name(call: ast.Call) -> str:
+    """The last name of what ``call`` calls (`dist.broadcast(...)` -> `broadcast`, `f(...)` -> `f`), or ""."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def keyword_arg(call: ast.Call, name: str) -> ast.expr | None:
     """The value of keyword ``name`` of ``call``, or None."""
     for kw in call.keywords:

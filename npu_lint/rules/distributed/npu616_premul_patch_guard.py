@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _DIVIDE = frozenset({"set_reduce_scatter_divide_factor", "set_gradient_divide_factor"})
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _flags(test: ast.AST) -> set[str]:
@@ -140,8 +136,8 @@ class PremulPatchGuard(Rule):
 
     def visit(self, node: ast.AST) -> None:
         calls = [n for n in _walk(node) if isinstance(n, ast.Call)]
-        patches = [c for c in calls if "premul" in _called(c).lower() and "patch" in _called(c).lower()]
-        divides = [c for c in calls if _called(c) in _DIVIDE]
+        patches = [c for c in calls if "premul" in call_name(c).lower() and "patch" in call_name(c).lower()]
+        divides = [c for c in calls if call_name(c) in _DIVIDE]
         if not patches or not divides:
             return
         guards = _guards(node, {id(c) for c in [*patches, *divides]})
@@ -161,7 +157,7 @@ class PremulPatchGuard(Rule):
                 shown = ", ".join(f"`{d}`" for d in sorted(divide_flags)) or "no switch"
                 self.report(
                     patch,
-                    f"`{_called(patch)}()` runs only under `{'`, `'.join(narrower)}`, but the gradient divide "
+                    f"`{call_name(patch)}()` runs only under `{'`, `'.join(narrower)}`, but the gradient divide "
                     f"factor that makes FSDP2 reduce with PREMUL_SUM is set at line {first.lineno} under "
                     f"{shown}: runs that set the factor without `{narrower[0]}` send PREMUL_SUM to HCCL "
                     "unpatched (guard the patch like the factor)",

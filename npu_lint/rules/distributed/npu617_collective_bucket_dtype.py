@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -24,11 +25,6 @@ _COLLECTIVES = frozenset(
     }
 )
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _mentions_dtype(node: ast.AST) -> bool:
@@ -135,14 +131,14 @@ class CollectiveBucketDtype(Rule):
         communicating = {
             name
             for name, f in funcs.items()
-            if any(isinstance(c, ast.Call) and _called(c) in _COLLECTIVES for c in _walk(f))
+            if any(isinstance(c, ast.Call) and call_name(c) in _COLLECTIVES for c in _walk(f))
         }
         for _ in range(3):  # and the functions that call them (a flush calling an exchange helper)
             more = {
                 name
                 for name, f in funcs.items()
                 if name not in communicating
-                and any(isinstance(c, ast.Call) and _called(c) in communicating for c in _walk(f))
+                and any(isinstance(c, ast.Call) and call_name(c) in communicating for c in _walk(f))
             }
             if not more:
                 break
@@ -169,7 +165,7 @@ class CollectiveBucketDtype(Rule):
             for n in _walk(func)
             if isinstance(n, ast.Assign)
             and isinstance(n.value, ast.Call)
-            and _called(n.value) == "defaultdict"
+            and call_name(n.value) == "defaultdict"
             for t in n.targets
             if isinstance(t, ast.Name)
         }
@@ -190,7 +186,7 @@ class CollectiveBucketDtype(Rule):
         for call, buckets in groupings:
             if not self._reaches_collective(func, buckets, call, funcs, communicating):
                 continue
-            key = call.args[0] if _called(call) == "setdefault" else call.func.value.slice  # type: ignore[attr-defined]
+            key = call.args[0] if call_name(call) == "setdefault" else call.func.value.slice  # type: ignore[attr-defined]
             if self._key_has_dtype(func, key, funcs):
                 continue
             self.report(
@@ -217,7 +213,7 @@ class CollectiveBucketDtype(Rule):
             ):
                 carriers |= {t.id for t in _walk(n.target) if isinstance(t, ast.Name)}
         for n in _walk(func):
-            if isinstance(n, ast.Call) and _called(n) in communicating:
+            if isinstance(n, ast.Call) and call_name(n) in communicating:
                 values = [*n.args, *(k.value for k in n.keywords)]
                 if any(isinstance(s, ast.Name) and s.id in carriers for v in values for s in _walk(v)):
                     return True
@@ -242,7 +238,7 @@ class CollectiveBucketDtype(Rule):
                         ):
                             todo.append(a.value)
                 elif isinstance(n, ast.Call):
-                    helper = funcs.get(_called(n))
+                    helper = funcs.get(call_name(n))
                     if helper is not None:
                         todo.extend(r.value for r in _walk(helper) if isinstance(r, ast.Return) and r.value)
         return False

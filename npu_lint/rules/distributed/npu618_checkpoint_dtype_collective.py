@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -17,11 +18,6 @@ _HANDLED = ("float8", "uint8", "byte", "bytes")
 _NOT_FP8 = ("adapter", "lora")
 _META_WORDS = ("meta", "info", "spec", "header", "entry", "record")
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 class CheckpointDtypeCollective(Rule):
@@ -119,7 +115,7 @@ class CheckpointDtypeCollective(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
         own = [n for n in _walk(node) if not (n is not node and isinstance(n, _FUNCS))]
-        moves = [n for n in own if isinstance(n, ast.Call) and _called(n) in _MOVES and n.args]
+        moves = [n for n in own if isinstance(n, ast.Call) and call_name(n) in _MOVES and n.args]
         if not moves:
             return
         lines = self.ctx.source.lines
@@ -135,7 +131,7 @@ class CheckpointDtypeCollective(Rule):
                 and len(n.targets) == 1
                 and isinstance(n.targets[0], ast.Name)
                 and isinstance(n.value, ast.Call)
-                and _called(n.value) in _ALLOC
+                and call_name(n.value) in _ALLOC
             ):
                 dtype = next((k.value for k in n.value.keywords if k.arg == "dtype"), None)
                 if dtype is not None and self._from_checkpoint(dtype, params, node):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import scoped_memo, walk_pairs
+from npu_lint.core.astutil import call_name, scoped_memo, walk_pairs
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Rule
 from npu_lint.veomni.upstream import PatchedMethod, patched_methods, upstream_class_method
@@ -16,6 +16,20 @@ MEDIA = re.compile(
 )
 TOWERS = ("visual", "vision_tower", "audio_tower", "vision_model", "audio_model")
 WRAPPERS = ("ForConditionalGeneration", "Model")
+
+
+BACK_WORDS = ("slice", "split", "narrow", "chunk", "scatter_seq")  # calls that cut a gathered sequence back
+
+
+def gathers(value: ast.AST) -> bool:
+    """Whether ``value`` all-gathers something (`gather_outputs(x, ...)`, `dist.all_gather(...)`), not a call
+    that scatters or cuts back."""
+    for node in _walk(value):
+        if isinstance(node, ast.Call):
+            name = call_name(node).lower()
+            if "gather" in name and "scatter" not in name and not any(w in name for w in BACK_WORDS):
+                return True
+    return False
 
 
 def patched_wrappers(ctx: Context) -> list[PatchedMethod]:

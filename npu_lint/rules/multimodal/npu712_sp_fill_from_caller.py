@@ -4,32 +4,18 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._modality import root_name
+from npu_lint.rules.multimodal._shared import BACK_WORDS, gathers
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_BACK_WORDS = ("slice", "split", "narrow", "chunk", "scatter_seq")
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def _gathers(value: ast.AST) -> bool:
-    """Whether ``value`` all-gathers something (`gather_outputs(x, ...)`, `dist.all_gather(...)`)."""
-    for node in _walk(value):
-        if isinstance(node, ast.Call):
-            name = _called(node).lower()
-            if "gather" in name and "scatter" not in name and not any(w in name for w in _BACK_WORDS):
-                return True
-    return False
 
 
 def _slices(value: ast.AST) -> bool:
     return any(
-        isinstance(node, ast.Call) and any(w in _called(node).lower() for w in _BACK_WORDS)
+        isinstance(node, ast.Call) and any(w in call_name(node).lower() for w in BACK_WORDS)
         for node in _walk(value)
     )
 
@@ -54,7 +40,7 @@ def _assigns(func: ast.AST) -> list[tuple[int, str, ast.AST]]:
             and isinstance(node.value, ast.Call)
             and node.value.args
             and isinstance(node.value.args[0], ast.Name)
-            and _gathers(node.value)
+            and gathers(node.value)
         ):
             out.append((node.lineno, node.value.args[0].id, node.value))  # `dist.all_gather(parts, x)`
     out.sort(key=lambda e: e[0])
@@ -183,7 +169,7 @@ class SpFillFromCaller(Rule):
                     owner[id(s)] = stmt
         done: set[int] = set()
         for func in [*top.values(), *(f for t in methods.values() for f in t.values())]:
-            if not any(isinstance(n, ast.Call) and "gather" in _called(n).lower() for n in _walk(func)):
+            if not any(isinstance(n, ast.Call) and "gather" in call_name(n).lower() for n in _walk(func)):
                 continue
             cls = owner.get(id(func))
             self._follow(func, top, methods[id(cls)] if cls is not None else {}, done)
@@ -230,7 +216,7 @@ class SpFillFromCaller(Rule):
     @staticmethod
     def _step(live: dict[str, int], at: int, name: str, value: ast.AST) -> None:
         """Update the gathered names with one binding ``name = value`` at line ``at``."""
-        if _gathers(value):
+        if gathers(value):
             live[name] = at
         elif _slices(value):
             live.pop(name, None)
@@ -306,7 +292,7 @@ class SpFillFromCaller(Rule):
             if at >= line:
                 break
             root = root_name(value)
-            if _gathers(value) or (root is not None and root.id in gathered):
+            if gathers(value) or (root is not None and root.id in gathered):
                 gathered.add(target)
             else:
                 gathered.discard(target)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._modality import root_name
+from npu_lint.rules.multimodal._shared import BACK_WORDS, gathers
 
-_BACK_WORDS = ("slice", "split", "narrow", "chunk", "scatter_seq")
 _META_CALLS = frozenset(
     {"to", "type_as", "view_as", "expand_as", "reshape_as", "new_zeros", "new_full", "new_ones"}
 )
@@ -17,25 +18,11 @@ _TARGET_WORDS = ("label", "target")
 _LOCAL_WORDS = ("hidden", "logits")
 
 
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def _gathers(value: ast.AST) -> bool:
-    for node in _walk(value):
-        if isinstance(node, ast.Call):
-            name = _called(node).lower()
-            if "gather" in name and "scatter" not in name and not any(w in name for w in _BACK_WORDS):
-                return True
-    return False
-
-
 def _cuts(value: ast.AST) -> bool:
     """Whether ``value`` cuts a tensor back to a shard: a slice/narrow/chunk/split helper, or an index whose
     bounds are computed from the rank."""
     for node in _walk(value):
-        if isinstance(node, ast.Call) and any(w in _called(node).lower() for w in _BACK_WORDS):
+        if isinstance(node, ast.Call) and any(w in call_name(node).lower() for w in BACK_WORDS):
             return True
         if isinstance(node, ast.Subscript) and any(
             isinstance(n, (ast.Name, ast.Attribute))
@@ -145,7 +132,7 @@ class SpFullLabelsLocalHidden(Rule):
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = _walk(func)
-        if not any(isinstance(n, ast.Call) and "gather" in _called(n).lower() for n in nodes):
+        if not any(isinstance(n, ast.Call) and "gather" in call_name(n).lower() for n in nodes):
             return
         local = {
             n.id for n in nodes if isinstance(n, ast.Name) and any(w in n.id.lower() for w in _LOCAL_WORDS)
@@ -189,7 +176,7 @@ class SpFullLabelsLocalHidden(Rule):
                 isinstance(n, ast.Expr)
                 and isinstance(n.value, ast.Call)
                 and n.value.args
-                and _gathers(n.value)
+                and gathers(n.value)
             ):
                 first = n.value.args[0]
                 if isinstance(first, ast.Name):
@@ -207,7 +194,7 @@ class SpFullLabelsLocalHidden(Rule):
                 if _derived(value, full) and name not in local:
                     full[name] = full.get(name, line)
                 continue
-            if _gathers(value):
+            if gathers(value):
                 full[name] = line
             elif kind == "merge":
                 if _derived(value, full):
@@ -220,7 +207,7 @@ class SpFullLabelsLocalHidden(Rule):
                 full.pop(name, None)
 
     def _use(self, call: ast.Call, full: dict[str, int], local: set[str]) -> None:
-        if not full or _called(call) in _META_CALLS:
+        if not full or call_name(call) in _META_CALLS:
             return
         labels = None
         for kw in call.keywords:
@@ -266,7 +253,7 @@ def _derived(value: ast.AST, full: dict[str, int]) -> bool:
     if root is not None and root.id in full:
         return True
     for n in _walk(value):
-        if isinstance(n, ast.Call) and _called(n) not in _META_CALLS:
+        if isinstance(n, ast.Call) and call_name(n) not in _META_CALLS:
             for a in [*n.args, *(k.value for k in n.keywords)]:
                 r = root_name(a)
                 if r is not None and r.id in full:

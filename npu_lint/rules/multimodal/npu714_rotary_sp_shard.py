@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -31,11 +32,6 @@ def _table(name: str) -> bool:
     if "pos_emb" in low or "position_embedding" in low:
         return True
     return any(t in _TABLE_TOKENS for t in tokens)
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _reads(value: ast.AST) -> set[str]:
@@ -77,7 +73,7 @@ def _kind(value: ast.AST) -> str | None:
         return "slice"
     for n in _walk(value):
         if isinstance(n, ast.Call):
-            name = _called(n)
+            name = call_name(n)
             if name in _TO_FULL:
                 return _TO_FULL[name]
             if name in _TO_SEQ:
@@ -232,7 +228,7 @@ class RotarySpShard(Rule):
                 if not sp and _rank_range(n.value):
                     sp = True
             elif not sp and isinstance(n, ast.Call):
-                name = _called(n)
+                name = call_name(n)
                 sp = name in _TO_FULL or _SLICE.search(name) is not None
         if not binds or not sp:
             return
@@ -316,7 +312,7 @@ class RotarySpShard(Rule):
         values = [*call.args, *(k.value for k in call.keywords)]
         names = [n.id for v in values for n in _walk(v) if isinstance(n, ast.Name)]
         states = {n: state.get(n, "") for n in names}
-        callee = _called(call).lower()
+        callee = call_name(call).lower()
         if "rotary" in callee or "rope" in callee:
             local = [n for n, s in states.items() if s == "table_param" and _table(n)]
             if local and any(s == "full_heads" for s in states.values()):
