@@ -19,6 +19,7 @@ from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
 from npu_lint.veomni.norms import defines_norm_class
+from npu_lint.veomni.patchgen import module_of
 from npu_lint.veomni.project import Project
 
 SYNTAX_CODE = "NPU001"
@@ -96,14 +97,21 @@ def _check_source(
 ) -> list[Diagnostic]:
     # the trees other files' rules read too (the project rules: specs, generated files, `__init__`s; the NPU40x
     # rules: a package's RMSNorm classes) are shared: each file is parsed once per run
+    # (and a VeOmni tree's modules: the tree's module index reads the modules other files import or call)
     kind = src.kind
-    shared = share is not None and (kind.generated or kind.spec or kind.init or defines_norm_class(src.text))
+    shared = share is not None and (
+        kind.generated
+        or kind.spec
+        or kind.init
+        or module_of(src.path) is not None
+        or defines_norm_class(src.text)
+    )
     try:
         tree = None
-        if shared:  # a spec or generated file the project (or another file's rules) already parsed
+        if shared:  # a file the project (or another file's rules, or the module index) already parsed
             from npu_lint.veomni.patchgen import shared_tree
 
-            tree = shared_tree(src.path, src.text)
+            tree = shared_tree(src.path, src.text, share)
         if tree is None:
             tree = ast.parse(src.text, filename=src.path)
     except SyntaxError as exc:

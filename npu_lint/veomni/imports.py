@@ -17,7 +17,6 @@ from pathlib import Path
 from npu_lint.core.astutil import absolute_module
 from npu_lint.core.astutil import resolve_relative as resolve_from_path
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
-from npu_lint.core.safeio import read_regular
 from npu_lint.veomni.signatures import Signature, module_signatures
 
 MAX_REEXPORT_DEPTH = 8
@@ -71,13 +70,21 @@ def _str_defaults(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str
     return {p.arg: d.value for p, d in pairs if isinstance(d, ast.Constant) and isinstance(d.value, str)}
 
 
+def module_tree(path: Path) -> ast.Module | None:
+    """The tree of a module of the tree, from the run's one store of parsed files (``patchgen.load_file``): the
+    file pass reuses it, and a file the pass parsed first is not parsed again. None when unreadable."""
+    from npu_lint.veomni.patchgen import load_file
+
+    parsed = load_file(str(path))
+    return None if parsed is None else parsed.tree
+
+
 def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module | None = None) -> ModuleInfo:
     """Read the top-level bindings of ``module`` (source at ``path``)."""
     info = ModuleInfo(str(path), is_package)
     if tree is None:
-        try:
-            tree = ast.parse(read_regular(path)[0], filename=str(path))
-        except (OSError, SyntaxError, ValueError, RecursionError):
+        tree = module_tree(path)
+        if tree is None:
             return info
 
     def scan(stmts: list[ast.stmt]) -> None:
@@ -186,10 +193,7 @@ class ModuleIndex:
             found = {}
             located = self.module_path(module)
             if located is not None and located[0].is_file():
-                try:
-                    tree = ast.parse(read_regular(located[0])[0], filename=str(located[0]))
-                except (OSError, SyntaxError, ValueError, RecursionError):
-                    tree = None
+                tree = module_tree(located[0])
                 if tree is not None:
                     found = module_signatures(tree.body)
             self._signatures[module] = found

@@ -124,10 +124,12 @@ def load_file(path: str) -> ParsedFile | None:
     if hit is not None and hit[0] == stamp:
         return hit[1]
     absolute = os.path.abspath(path)
-    hit = _FILES.get(absolute)  # the same file under another spelling, or the file pass's tree (share_tree)
-    if hit is not None and hit[0] == stamp:
-        _FILES[path] = hit
-        return hit[1]
+    # the same file under another spelling (a symlinked or resolved root), or the file pass's tree (share_tree)
+    for key in (absolute, _inode_key(st)):
+        hit = _FILES.get(key)
+        if hit is not None and hit[0] == stamp:
+            _FILES[path] = hit
+            return hit[1]
     try:
         from npu_lint.core.safeio import read_regular
         from npu_lint.core.source import DecodeError, decode_source
@@ -136,8 +138,13 @@ def load_file(path: str) -> ParsedFile | None:
     except (OSError, DecodeError):  # unreadable or undecodable: no model of this file
         return None
     parsed = ParsedFile(path, text)
-    _FILES[path] = _FILES[absolute] = (stamp, parsed)
+    _FILES[path] = _FILES[absolute] = _FILES[_inode_key(st)] = (stamp, parsed)
     return parsed
+
+
+def _inode_key(st: os.stat_result) -> str:
+    """The store's key for a file whatever its path's spelling (device and inode)."""
+    return f"inode:{st.st_dev}:{st.st_ino}"
 
 
 def share_tree(path: str, text: str, tree: ast.Module, st: os.stat_result) -> None:
@@ -145,8 +152,8 @@ def share_tree(path: str, text: str, tree: ast.Module, st: os.stat_result) -> No
     project rules running later in this process: ``load_file`` returns it while the file is unchanged, and
     ``parse_generated`` locates the sections in it by line range instead of parsing them again."""
     stamp = (st.st_mtime_ns, st.st_size)
-    absolute = os.path.abspath(path)
-    hit = _FILES.get(absolute)
+    absolute, inode = os.path.abspath(path), _inode_key(st)
+    hit = _FILES.get(absolute) or _FILES.get(inode)
     if hit is not None and hit[0] == stamp and hit[1].text == text:
         parsed = hit[1]  # read earlier (another file's rules): every spelling of its path gets this tree
         if not parsed._parsed:
@@ -154,12 +161,14 @@ def share_tree(path: str, text: str, tree: ast.Module, st: os.stat_result) -> No
     else:
         parsed = ParsedFile(path, text)
         parsed._tree, parsed._parsed = tree, True
-    _FILES[path] = _FILES[absolute] = (stamp, parsed)
+    _FILES[path] = _FILES[absolute] = _FILES[inode] = (stamp, parsed)
 
 
-def shared_tree(path: str, text: str) -> ast.Module | None:
-    """The tree of ``text`` already parsed in this process (``share_tree``, ``load_file``), if any."""
-    for key in (path, os.path.abspath(path)):
+def shared_tree(path: str, text: str, st: os.stat_result | None = None) -> ast.Module | None:
+    """The tree of ``text`` already parsed in this process (``share_tree``, ``load_file``), if any; ``st`` (the
+    stat of the bytes ``text`` came from) finds it under another spelling of the path too."""
+    keys = (path, os.path.abspath(path)) if st is None else (path, os.path.abspath(path), _inode_key(st))
+    for key in keys:
         hit = _FILES.get(key)
         if hit is not None and hit[1]._parsed and (hit[1].text is text or hit[1].text == text):
             return hit[1]._tree

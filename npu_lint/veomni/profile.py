@@ -458,9 +458,10 @@ def _docstring_of(index: ModuleIndex, module: str, name: str) -> tuple[str, bool
         return None
     import ast
 
-    try:
-        tree = ast.parse(read_regular(found[0])[0], filename=str(found[0]))
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    from npu_lint.veomni.imports import module_tree
+
+    tree = module_tree(found[0])
+    if tree is None:
         return None
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
