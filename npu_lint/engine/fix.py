@@ -295,11 +295,15 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _linked_component(path: str, roots: tuple[str, ...]) -> str | None:
-    """The first symbolic link among the directories between the root that textually holds ``path`` and
-    ``path`` itself (a package directory linked out of the tree), or None. A link above the root is the
-    user's own way to reach the project and is not looked at."""
+    """The first symbolic link among the directories between a root that textually holds ``path`` and ``path``
+    itself (a package directory linked out of the tree), or None. Every root is walked, and the VeOmni tree that
+    textually holds ``path`` is one of them, whatever directory the run started from. A link above the roots is
+    the user's own way to reach the project and is not looked at."""
+    from npu_lint.veomni.patchgen import veomni_root_of
+
     target = os.path.abspath(path)
-    for root in roots:
+    tree = veomni_root_of(target)
+    for root in (*roots, *((tree,) if tree else ())):
         base = os.path.abspath(root)
         if target == base or not target.startswith(base.rstrip(os.sep) + os.sep):
             continue
@@ -308,7 +312,6 @@ def _linked_component(path: str, roots: tuple[str, ...]) -> str | None:
             current = os.path.join(current, part)
             if os.path.islink(current):
                 return current
-        return None
     return None
 
 

@@ -12,6 +12,7 @@ reason, so ``--fix`` never writes it and editors show it as a proposal.
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from npu_lint.core.diagnostics import Applicability, Diagnostic, Edit, Fix
 from npu_lint.veomni.imports import veomni_imports
@@ -75,6 +76,22 @@ def import_problem(
     """Why ``fix`` would add an import the tree does not define (None when every added import resolves).
     ``_own`` holds the file's own ``veomni_imports`` once computed (``guard_fixes`` shares it between fixes)."""
     api = project.api
+    for module, name in sorted(added_imports(path, text, tree, fix, _own)):
+        problem = api.import_problem(module, name)
+        if problem is not None:
+            return problem
+    return None
+
+
+def added_imports(
+    path: str,
+    text: str,
+    tree: ast.Module | None,
+    fix: Fix,
+    _own: dict[object, set[tuple[str, str]]] | None = None,
+) -> set[tuple[str, str]]:
+    """The ``(module, name)`` pairs of ``veomni`` imports that ``fix`` adds to the file or writes into the files
+    it creates."""
     added: set[tuple[str, str]] = set()
     # only the edits that can add an import are applied and parsed; fixes that share them (the same import
     # added by many findings of one file) share the answer, so the check stays linear in the fixes
@@ -109,11 +126,26 @@ def import_problem(
             added |= veomni_imports(ast.parse(create.content), create.path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-    for module, name in sorted(added):
-        problem = api.import_problem(module, name)
-        if problem is not None:
-            return problem
-    return None
+    return added
+
+
+def _outside_tree_reason(
+    path: str, text: str, tree: ast.Module | None, fix: Fix, project: Project, own: dict[object, object]
+) -> str | None:
+    """Outside any VeOmni tree there is no tree to check an added ``veomni`` import against (the names come from the
+    built-in catalog of the chosen generation): such a fix is never safe. The reason, or None."""
+    api = project.api
+    if api.index is not None or not project.outside_tree(path):
+        return None
+    added = added_imports(path, text, tree, fix, own)  # type: ignore[arg-type]
+    if not added:
+        return None
+    module, name = sorted(added)[0]
+    what = f"`{name}` from `{module}`" if name else f"`{module}`"
+    return (
+        f"no VeOmni tree was found, so the import of {what} comes from the built-in {api.generation.value} "
+        "catalog: check that the VeOmni you run defines it"
+    )
 
 
 def guard_fixes(
@@ -132,10 +164,15 @@ def guard_fixes(
         key = id(fix)
         if key not in checked:
             problem = import_problem(path, text, tree, fix, project, own)
-            checked[key] = (
-                fix
-                if problem is None
-                else Fix(fix.title, fix.edits, Applicability.DISPLAY, fix.creates, f"not applied: {problem}")
-            )
+            guarded = fix
+            if problem is not None:
+                guarded = Fix(
+                    fix.title, fix.edits, Applicability.DISPLAY, fix.creates, f"not applied: {problem}"
+                )
+            elif fix.applicability is Applicability.SAFE:
+                reason = _outside_tree_reason(path, text, tree, fix, project, own)  # type: ignore[arg-type]
+                if reason is not None:
+                    guarded = dataclasses.replace(fix, applicability=Applicability.UNSAFE, reason=reason)
+            checked[key] = guarded
         out.append(diag if checked[key] is fix else diag.replace(fix=checked[key]))
     return out

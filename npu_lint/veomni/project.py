@@ -137,6 +137,19 @@ class Project:
     def has_triple(self, op: str, variant: str, impl: str) -> bool:
         return any(r.triple == (op, variant, impl) for r in self.rows)
 
+    def outside_tree(self, path: str) -> bool:
+        """``path`` is outside any VeOmni tree: not in a ``veomni`` package, not under the project's root (the
+        directory holding ``veomni/``, where a script beside the package imports it). Its fixes never rely on
+        ``veomni`` names (whatever the linting environment has installed)."""
+        from npu_lint.veomni.patchgen import module_of
+
+        if module_of(path) is not None:
+            return False
+        if self.root is None:
+            return True
+        real, base = os.path.realpath(path), os.path.realpath(self.root)
+        return not (real == base or real.startswith(base.rstrip(os.sep) + os.sep))
+
     def fingerprint(self) -> str:
         h = hashlib.sha256()
         h.update(

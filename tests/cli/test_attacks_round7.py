@@ -297,3 +297,25 @@ def test_a7_22_npu208_help_names_what_its_fix_does(
     assert "NPU208" in out
     assert "Migrate OpSlot dispatch" not in out
     assert "Re-register the GPU spec's `__init__` overrides" in out
+
+
+def test_a7_25_no_spec_created_through_a_linked_package_from_another_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama linked into the tree, the run started from another directory whose pyproject configures npu-lint: the
+    link check walked from that project's root and from the spec's own (linked) directory, found no link, and the
+    NPU spec was created in the link's target. It also walks from the VeOmni tree now."""
+    root = corpus.shared_tree_copy("veomni-main", tmp_path / "main")
+    package = root / "veomni" / "models" / "transformers" / "llama"
+    real = tmp_path / "elsewhere" / "llama"
+    real.parent.mkdir()
+    shutil.move(str(package), str(real))
+    package.symlink_to(real, target_is_directory=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text('[tool.npu-lint]\nselect = ["NPU"]\n', encoding="utf-8")
+    monkeypatch.chdir(other)
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(package.absolute())])
+    out = capsys.readouterr()
+    assert not (real / "llama_npu_patch_gen_config.py").exists()
+    assert "is a symbolic link" in out.err + out.out

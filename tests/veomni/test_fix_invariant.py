@@ -127,3 +127,20 @@ def test_out_of_a_tree_another_generations_api_is_refused() -> None:
     fix = Fix("t", (Edit(0, 0, "from veomni.models_kernel.utils.op_utils import resolve_op_impl\n"),))
     assert "resolve_op_impl" in (import_problem("m.py", "", None, fix, project) or "")
     assert import_problem("m.py", "", None, fix, Project()) is None  # the built-in VeomniOp profile has it
+
+
+def test_out_of_a_tree_a_safe_fix_that_imports_veomni_is_unsafe() -> None:
+    """Outside any VeOmni tree an added ``veomni`` import comes from the built-in catalog, which no tree vouches for:
+    the fix is kept but never safe (adversary round 7, A7-21). A fix adding no ``veomni`` import stays safe, and
+    inside a tree the same import is checked against the tree instead."""
+    from npu_lint.core.diagnostics import Diagnostic
+
+    project = Project()
+    adds = Fix("switch", (Edit(0, 0, "from veomni.utils.device import IS_NPU_AVAILABLE\n"),))
+    plain = Fix("device", (Edit(0, 0, "import torch\n"),))
+    diags = [Diagnostic("NPU999", "x", "m", "m.py", 1, 0, 1, 0, fix=f) for f in (adds, plain)]
+    first, second = guard_fixes("m.py", "x = 1\n", None, diags, project)
+    assert first.fix is not None and first.fix.applicability is Applicability.UNSAFE
+    assert first.fix.edits == adds.edits and "no VeOmni tree was found" in first.fix.reason
+    assert "`IS_NPU_AVAILABLE` from `veomni.utils.device`" in first.fix.reason
+    assert second.fix is plain

@@ -161,13 +161,7 @@ def outside_veomni(ctx: Context) -> bool:
     """The file is outside any VeOmni tree: not in a ``veomni`` package, not under the project's root (the
     directory holding ``veomni/``, where a script beside the package imports it). Its fixes never import
     ``veomni`` (whatever the linting environment has installed: the fix must not depend on it)."""
-    if patchgen.module_of(ctx.source.path) is not None:
-        return False
-    root = ctx.project.root
-    if root is None:
-        return True
-    path, base = os.path.realpath(ctx.source.path), os.path.realpath(root)
-    return not (path == base or path.startswith(base.rstrip(os.sep) + os.sep))
+    return ctx.project.outside_tree(ctx.source.path)
 
 
 def accelerator_available(ctx: Context) -> bool:
