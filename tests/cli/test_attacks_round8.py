@@ -1,0 +1,157 @@
+"""Round-8 attacks (bench/accuracy/adversary-round8.md): each test fails without the fix it names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from npu_lint.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+CUDA_MODULE = "import torch\n\n\ndef g(x):\n    return x.cuda()\n"
+
+
+def _veomni_tree(root: Path, device_py: str) -> Path:
+    """A small VeOmni tree whose `veomni/utils/device.py` is ``device_py``; returns a model file with `.cuda()`."""
+    files = {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/utils/__init__.py": "",
+        "veomni/utils/device.py": device_py,
+        "veomni/ops/__init__.py": "",
+        "veomni/models/__init__.py": "",
+        "veomni/models/transformers/__init__.py": "",
+        "veomni/models/transformers/foo/__init__.py": "",
+        "veomni/models/transformers/foo/modeling_foo.py": CUDA_MODULE,
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "veomni/models/transformers/foo/modeling_foo.py"
+
+
+def _cli(*argv: str, cwd: Path, env: dict[str, str] | None = None, stdin: bytes | None = None):
+    full = dict(os.environ)
+    full["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [full.get("PYTHONPATH")])])
+    full.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "npu_lint", *argv],
+        cwd=cwd,
+        env=full,
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+# -- A8-01: a ruff that never answers ------------------------------------------------------------------------
+
+
+def test_a8_01_a_blocking_ruff_configuration_costs_one_wait_not_one_per_fixed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[tool.ruff] extend = "fifo.toml"` (a FIFO): ruff blocks reading it, and `--fix` waited 30 s in
+    `ruff format --range` for every fixed file (3 files: 92 s; `--diff --unsafe-fixes` on the VeomniOp tree:
+    2 min for its four NPU specs). ruff is now not asked again under a configuration where it stalled."""
+    from npu_lint.core import tools
+
+    monkeypatch.setattr(tools, "RUFF_WAIT", 1.0, raising=False)
+    monkeypatch.setattr(tools, "_STALLED", {}, raising=False)
+    os.mkfifo(tmp_path / "fifo.toml")
+    (tmp_path / "pyproject.toml").write_text('[tool.ruff]\nextend = "fifo.toml"\n', encoding="utf-8")
+    for name in ("a.py", "b.py", "c.py", "d.py"):
+        (tmp_path / name).write_text(CUDA_MODULE, encoding="utf-8")
+    calls: list[list[str]] = []
+    real = tools.run_tool
+
+    def counting(argv, stdin, timeout=30):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        return real(argv, stdin)
+
+    monkeypatch.setattr(tools, "run_tool", counting)
+    monkeypatch.chdir(tmp_path)
+    start = time.monotonic()
+    main(["check", "--no-cache", "--fix", "."])
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert len(calls) == 1, calls  # the first stall stops the others
+    assert "ruff did not answer" in err
+    assert took < 25
+    assert "x.to(" in (tmp_path / "d.py").read_text(encoding="utf-8")  # still fixed, left unformatted
+
+
+# -- A8-02: form feeds shift the range sent to ruff ------------------------------------------------------------
+
+
+def test_a8_02_form_feed_lines_do_not_make_the_fix_reformat_an_unrelated_statement(tmp_path: Path) -> None:
+    """A file with `^L` page-break lines (as in old GNU-style code): `touched_lines` and `ruff_format_range`
+    counted lines with `str.splitlines`, which also breaks at form feeds, so `ruff format --range` got the range
+    of a statement two lines further down and reformatted the user's untouched `w = [1,2,   3]`."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n", encoding="utf-8")
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import torch\n#\x0c\n#\x0c\n\n\ndef g(x):\n    y = x.cuda()\n    z = 1\n    w = [1,2,   3]\n"
+        "    return y, z, w\n",
+        encoding="utf-8",
+    )
+    main(["check", "--no-cache", "--fix", str(path)])
+    text = path.read_text(encoding="utf-8")
+    assert "x.to(" in text
+    assert "    w = [1,2,   3]\n" in text  # the user's own formatting, never touched
+
+
+def test_a8_02_touched_lines_count_lines_as_ruff_does() -> None:
+    from npu_lint.engine.format import touched_lines
+
+    before = "a = 1\n#\x0c\nb = 2\nc = 3\n"
+    after = "a = 1\n#\x0c\nb = 20\nc = 3\n"
+    assert touched_lines(before, after) == [(3, 3)]
+
+
+# -- A8-03: a fix imports a name the tree binds only for type checkers ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "device_py",
+    [
+        pytest.param(
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n\n    def get_device_type() -> str: ...\n",
+            id="type-checking",
+        ),
+        pytest.param(
+            "import typing\n\nif typing.TYPE_CHECKING:\n\n    def get_device_type() -> str: ...\n",
+            id="typing-dot-type-checking",
+        ),
+        pytest.param("def get_device_type():\n    return 'cpu'\n\n\ndel get_device_type\n", id="deleted"),
+        pytest.param("if False:\n\n    def get_device_type():\n        return 'cpu'\n", id="if-false"),
+    ],
+)
+def test_a8_03_no_fix_imports_a_helper_the_tree_does_not_bind_at_run_time(
+    tmp_path: Path, device_py: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ModuleIndex` counted every `def` under any `if` as importable: a `device.py` that declares
+    `get_device_type` only under `if TYPE_CHECKING:` (or deletes it) got `from veomni.utils.device import
+    get_device_type` written into model code, which then fails with ImportError when imported."""
+    model = _veomni_tree(tmp_path, device_py)
+    main(["check", "--no-cache", "--fix", str(model)])
+    capsys.readouterr()
+    assert "get_device_type" not in model.read_text(encoding="utf-8")
+
+
+def test_a8_03_the_runtime_definition_still_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    device_py = (
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import torch\nelse:\n\n"
+        "    def get_device_type():\n        return 'cpu'\n"
+    )
+    model = _veomni_tree(tmp_path, device_py)
+    main(["check", "--no-cache", "--fix", str(model)])
+    capsys.readouterr()
+    assert "from veomni.utils.device import get_device_type" in model.read_text(encoding="utf-8")
