@@ -18,7 +18,9 @@ from npu_lint.core.tools import ruff_format_range
 def touched_lines(before: str, after: str) -> list[tuple[int, int]]:
     """1-based inclusive line ranges of ``after`` that differ from ``before`` (a deletion touches the lines
     around it), merged when they touch or are one line apart."""
-    old, new = before.splitlines(), after.splitlines()
+    # lines as Python and ruff count them (``\n``, ``\r\n``, ``\r``): ``str.splitlines`` also breaks at form
+    # feeds, ``\x1c``-``\x1e``, U+2028..., which would send ruff the range of another statement
+    old, new = _NEWLINES.split(before), _NEWLINES.split(after)
     ranges: list[tuple[int, int]] = []
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
