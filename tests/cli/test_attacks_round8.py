@@ -155,3 +155,53 @@ def test_a8_03_the_runtime_definition_still_counts(
     main(["check", "--no-cache", "--fix", str(model)])
     capsys.readouterr()
     assert "from veomni.utils.device import get_device_type" in model.read_text(encoding="utf-8")
+
+
+# -- A8-04..06: the run's environment ------------------------------------------------------------------------
+
+
+def test_a8_04_a_terminal_encoding_without_the_sources_characters_still_gets_the_report(
+    tmp_path: Path,
+) -> None:
+    """PYTHONIOENCODING=ascii (as a Windows code page or an old `LANG=C` is for `é`): a flagged line holding
+    `café ✓` ended the run with `internal error: UnicodeEncodeError`, exit 2 and no report at all."""
+    (tmp_path / "m.py").write_text(CUDA_MODULE.replace("x.cuda()", "x.cuda()  # café ✓"), encoding="utf-8")
+    proc = _cli("check", "--no-cache", "m.py", cwd=tmp_path, env={"PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 1, proc.stderr
+    assert b"NPU101" in proc.stdout and b"internal error" not in proc.stderr
+    proc = _cli(
+        "check",
+        "--no-cache",
+        "--output-format",
+        "json",
+        "m.py",
+        cwd=tmp_path,
+        env={"PYTHONIOENCODING": "ascii"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    import json
+
+    assert json.loads(proc.stdout)[0]["code"] == "NPU101"
+
+
+def test_a8_05_a_bad_output_format_in_the_environment_is_refused_before_anything_is_fixed(
+    tmp_path: Path,
+) -> None:
+    """NPU_LINT_OUTPUT_FORMAT=bogus: `--fix` wrote the fixes, then failed with `internal error: ValueError`."""
+    path = tmp_path / "m.py"
+    path.write_text(CUDA_MODULE, encoding="utf-8")
+    proc = _cli("check", "--no-cache", "--fix", "m.py", cwd=tmp_path, env={"NPU_LINT_OUTPUT_FORMAT": "bogus"})
+    assert proc.returncode == 2
+    assert b"internal error" not in proc.stderr and b"NPU_LINT_OUTPUT_FORMAT" in proc.stderr
+    assert path.read_text(encoding="utf-8") == CUDA_MODULE  # nothing written
+
+
+def test_a8_06_a_path_too_long_for_the_file_system_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 300-byte file name (or a 12 000-byte path) ended in `internal error: OSError: [Errno 36]`."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--no-cache", "a" * 300 + ".py"]) == 2
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "too long" in err
+    assert len(err.splitlines()) == 1
