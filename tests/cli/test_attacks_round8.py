@@ -205,3 +205,16 @@ def test_a8_06_a_path_too_long_for_the_file_system_is_a_usage_error(
     err = capsys.readouterr().err
     assert "internal error" not in err and "too long" in err
     assert len(err.splitlines()) == 1
+
+
+def test_a8_07_npu_lint_toml_written_with_the_pyproject_header_says_what_to_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[tool.npu-lint]` in npu-lint.toml (the README's pyproject spelling, copied): the error said "unknown
+    configuration key `tool` in [tool.npu-lint]", naming a table the file does not have."""
+    (tmp_path / "npu-lint.toml").write_text('[tool.npu-lint]\nselect = ["NPU1"]\n', encoding="utf-8")
+    (tmp_path / "m.py").write_text(CUDA_MODULE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--no-cache", "m.py"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown configuration key `tool`" not in err and "drop the [tool.npu-lint] header" in err
