@@ -218,3 +218,21 @@ def test_a8_07_npu_lint_toml_written_with_the_pyproject_header_says_what_to_chan
     assert main(["check", "--no-cache", "m.py"]) == 2
     err = capsys.readouterr().err
     assert "unknown configuration key `tool`" not in err and "drop the [tool.npu-lint] header" in err
+
+
+def test_a8_08_a_baseline_fingerprint_reads_the_findings_own_lines_past_a_form_feed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fingerprint (the finding's line and its two neighbours) took the file's lines from
+    `str.splitlines`, which breaks at a form feed too: past a `^L` line it hashed the line above instead of the
+    finding's, and the line two below instead of the one below, so editing a line that is not a neighbour made a
+    recorded finding "new"."""
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import torch\n#\x0c\n\n\ndef g(x):\n    a = 1\n    y = x.cuda()\n    b = 2\n    return y\n", "utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    main(["check", "--no-cache", "--write-baseline", "b.json", "m.py"])
+    path.write_text(path.read_text("utf-8").replace("    return y\n", "    return y, b\n"), "utf-8")
+    capsys.readouterr()
+    assert main(["check", "--no-cache", "--baseline", "b.json", "m.py"]) == 0
