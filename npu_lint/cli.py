@@ -221,7 +221,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
-        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # a path argument: bad input, not a bug
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # a path given: bad input, no bug
             where = _shown(str(exc.filename)[:120] + "...") if exc.filename else "a path"
             print(f"npu-lint: error: {where}: {exc.strerror}", file=sys.stderr)
             return EXIT_ERROR

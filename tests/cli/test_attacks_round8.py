@@ -236,3 +236,21 @@ def test_a8_08_a_baseline_fingerprint_reads_the_findings_own_lines_past_a_form_f
     path.write_text(path.read_text("utf-8").replace("def g(x):", "def g2(x):"), "utf-8")
     capsys.readouterr()
     assert main(["check", "--no-cache", "--baseline", "b.json", "m.py"]) == 0
+
+
+@pytest.mark.parametrize("family", ["semantics", "multimodal"])
+def test_a8_09_a_def_report_range_is_on_the_def_line_past_a_form_feed(family: str) -> None:
+    """`def_span` (the `def name` range the NPU4xx/NPU7xx findings on a patched method report) took the line from
+    `str.splitlines`: past a `^L` line it searched `def ` on the line above and reported column 0..len+4 of the
+    wrong text."""
+    import ast
+    import importlib
+    from types import SimpleNamespace
+
+    from npu_lint.core.source import SourceFile
+
+    text = "import torch\n#\x0c\nclass A:\n    x = 1\n    def forward(self):\n        return 1\n"
+    func = ast.parse(text).body[1].body[1]
+    ctx = SimpleNamespace(source=SourceFile.from_text("m.py", text))
+    def_span = importlib.import_module(f"npu_lint.rules.{family}._shared").def_span
+    assert def_span(ctx, func) == (5, 4, 5, 4 + 4 + len("forward"))
