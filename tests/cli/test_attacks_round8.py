@@ -254,3 +254,43 @@ def test_a8_09_a_def_report_range_is_on_the_def_line_past_a_form_feed(family: st
     ctx = SimpleNamespace(source=SourceFile.from_text("m.py", text))
     def_span = importlib.import_module(f"npu_lint.rules.{family}._shared").def_span
     assert def_span(ctx, func) == (5, 4, 5, 4 + 4 + len("forward"))
+
+
+def test_a8_10_a_spec_bodys_text_is_read_from_its_own_lines_past_a_form_feed() -> None:
+    """patchgen's `_body_text` (the body a drift check compares between a spec and its generated file) sliced
+    `str.splitlines()` by `ast` line numbers: a `^L` line above a patch function shifted the slice one line up,
+    so the compared body lost its last statement and gained the `def` line."""
+    import ast
+
+    from npu_lint.veomni.patchgen import _body_text
+
+    text = "#\x0c\ndef f(x):\n    y = x + 1\n    return y\n"
+    node = ast.parse(text).body[0]
+    assert _body_text(node, text) == _body_text(
+        ast.parse(text.replace("\x0c", "")).body[0], text.replace("\x0c", "")
+    )
+
+
+@pytest.mark.parametrize(
+    "pattern,ignored",
+    [("!sub/other.py", True), ("!sub/m.py", False), ("{root}/sub/m.py", True), ("{root}/sub/*", True)],
+)
+def test_a8_11_negated_and_absolute_per_file_ignores_patterns_match_as_in_ruff(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    pattern: str,
+    ignored: bool,
+) -> None:
+    """`per-file-ignores` patterns were single gitignore lines: `!sub/other.py` (ruff: every file but that one)
+    and an absolute `/abs/sub/m.py` matched nothing, silently, so the findings they meant to ignore stayed."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.py").write_text(CUDA_MODULE, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.npu-lint]\nper-file-ignores = {{ "{pattern.format(root=tmp_path.as_posix())}" = ["NPU101"] }}\n',
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", "--no-cache", "sub/m.py"])
+    capsys.readouterr()
+    assert code == (0 if ignored else 1)
