@@ -294,3 +294,18 @@ def test_a8_11_negated_and_absolute_per_file_ignores_patterns_match_as_in_ruff(
     code = main(["check", "--no-cache", "sub/m.py"])
     capsys.readouterr()
     assert code == (0 if ignored else 1)
+
+
+def test_a8_12_a_generated_file_named_through_a_symlinked_file_is_never_fixed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`alias.py -> generated/extra.py` named on the command line: `classify` resolved only the directory the name
+    is in (the package), so `--fix alias.py` rewrote the generated file (one without the banner) through the link."""
+    model = _veomni_tree(tmp_path, "def get_device_type():\n    return 'cpu'\n")
+    generated = model.parent / "generated"
+    generated.mkdir()
+    (generated / "extra.py").write_text(CUDA_MODULE, encoding="utf-8")
+    (model.parent / "alias.py").symlink_to(Path("generated") / "extra.py")
+    main(["check", "--no-cache", "--fix", str(model.parent / "alias.py")])
+    capsys.readouterr()
+    assert (generated / "extra.py").read_text(encoding="utf-8") == CUDA_MODULE
