@@ -146,3 +146,25 @@ def ruff_format_range(text: str, path: str, first: int, last: int, timeout: floa
     if stdout is None or proc.returncode != 0 or (text.strip() and not stdout.strip()):
         return None
     return stdout
+
+
+def ruff_isort(text: str, path: str) -> str | None:
+    """``text`` with its imports sorted and merged by ``ruff check --select I001 --fix`` under the configuration
+    that governs ``path`` (the tree's own isort settings); None when ruff is missing, stalled or fails."""
+    binary = ruff_binary()
+    if binary is None or ruff_stalled(path):
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    argv = [binary, "check", "--no-cache", "--select", "I001", "--fix", "--exit-zero", "--quiet"]
+    argv += ["--stdin-filename", os.path.abspath(path), "-"]
+    try:
+        proc = run_tool(argv, text)
+    except OSError:
+        return None
+    stdout = communicate_tool(proc, text, path)
+    if stdout is None or proc.returncode != 0 or (text.strip() and not stdout.strip()):
+        return None
+    return stdout

@@ -309,3 +309,49 @@ def test_a8_12_a_generated_file_named_through_a_symlinked_file_is_never_fixed(
     main(["check", "--no-cache", "--fix", str(model.parent / "alias.py")])
     capsys.readouterr()
     assert (generated / "extra.py").read_text(encoding="utf-8") == CUDA_MODULE
+
+
+def test_a8_13_several_reuse_fixes_in_one_spec_leave_one_isort_clean_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Round 7's mixed tree (veomni-main's OpSlot-era seed_oss in the VeomniOp tree): the second `--fix
+    --unsafe-fixes` (A7-23: the reuses appear once the GPU spec is migrated) applied five NPU504 reuse fixes, each
+    computed on the text that was read, each adding its own `from <gpu spec> import <name>`: five statements
+    from one module, and the tree's `ruff check` failed I001. The tree's isort now merges what the fixes added."""
+    import shutil
+
+    import corpus
+
+    from npu_lint.core.tools import ruff_binary
+
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    src = corpus.shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
+    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    shutil.copytree(src, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
+    for spec in dest.glob("*_patch_gen_config.py"):
+        text = spec.read_text(encoding="utf-8").replace(
+            "veomni.models.transformers", "veomni.models_kernel.transformers"
+        )
+        spec.write_text(
+            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
+        )
+    for _ in range(2):
+        main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest)])
+    capsys.readouterr()
+    npu_spec = dest / "seed_oss_npu_patch_gen_config.py"
+    assert "replacement=seed_oss_attention_init_patched" in npu_spec.read_text(
+        encoding="utf-8"
+    )  # reuses applied
+    binary = ruff_binary()
+    assert binary is not None
+    proc = subprocess.run(
+        [binary, "check", "--no-cache", "--select", "I001", "--output-format", "concise", str(npu_spec)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout
