@@ -59,7 +59,7 @@ def format_touched(before: str, after: str, path: str, newline: str = "\n") -> s
     base = before.replace("\r\n", "\n").replace("\r", "\n") if style != "\n" else before
     if _added_same_module_imports(base, text):  # several fixes each added `from M import x` (NPU504 reuses)
         merged = ruff_isort(text, path)  # the tree's isort merges and orders them as its gate (I001) wants
-        if merged is not None:
+        if merged is not None and ruff_isort(base, path) == base:  # never re-sorts a file that was not sorted
             text = merged
     for first, last in reversed(touched_lines(base, text)):
         formatted = ruff_format_range(text, path, first, last)

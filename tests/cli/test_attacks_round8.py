@@ -355,3 +355,16 @@ def test_a8_13_several_reuse_fixes_in_one_spec_leave_one_isort_clean_import(
         check=False,
     )
     assert proc.returncode == 0, proc.stdout
+
+
+def test_a8_13_the_isort_merge_never_resorts_a_file_that_was_not_sorted(tmp_path: Path) -> None:
+    from npu_lint.engine.format import format_touched
+
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff.lint]\nselect = ['I']\n", encoding="utf-8")
+    path = str(tmp_path / "m.py")
+    before = "import sys\nimport os\n\nfrom a import x\n\nprint(os, sys, x)\n"
+    after = "import sys\nimport os\n\nfrom a import x\nfrom a import y\n\nprint(os, sys, x, y)\n"
+    assert format_touched(before, after, path).startswith("import sys\nimport os\n")
+    sorted_before = "import os\nimport sys\n\nfrom a import x\n\nprint(os, sys, x)\n"
+    sorted_after = sorted_before.replace("from a import x\n", "from a import x\nfrom a import y\n")
+    assert "from a import x, y\n" in format_touched(sorted_before, sorted_after, path)
