@@ -155,10 +155,24 @@ def _drop_stdout() -> None:
         pass
 
 
+def _tolerant_streams() -> None:
+    """A report never fails on a character the terminal's encoding lacks (a Windows code page, `LANG=C` on an old
+    Python, PYTHONIOENCODING=ascii): a source line or path with `é` or `✓` is written escaped, as ruff writes it
+    whatever the locale, instead of ending the run with an internal error and no report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError, TypeError):
+                pass
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args_list or "--verbose" in args_list
     _exit_on_sigterm()
+    _tolerant_streams()
     if sys.stdout is None and args_list[:1] != ["server"]:  # `>&-`: every command reports on stdout
         print("npu-lint: error: cannot write standard output: it is closed", file=sys.stderr)
         return EXIT_ERROR
@@ -206,6 +220,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(exc, ConfigError):
             print(f"npu-lint: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # a path given: bad input, no bug
+            where = _shown(str(exc.filename)[:120] + "...") if exc.filename else "a path"
+            print(f"npu-lint: error: {where}: {exc.strerror}", file=sys.stderr)
             return EXIT_ERROR
         if isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS:  # a full disk, /dev/full: not a bug
             where = _shown(str(exc.filename)) if exc.filename else "the output"
@@ -381,6 +399,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     known = _known_codes()
     codes = selected_codes(settings, known)
     fmt = args.output_format or os.environ.get("NPU_LINT_OUTPUT_FORMAT") or "text"
+    from npu_lint.report import FORMATS
+
+    if fmt not in FORMATS:  # said before anything is linted or written (--fix), never an internal error after
+        raise UsageError(
+            f"npu-lint: error: NPU_LINT_OUTPUT_FORMAT={fmt!r} is not an output format; expected one of: "
+            + ", ".join(FORMATS)
+        )
 
     from npu_lint.veomni.project import load_project
 

@@ -231,8 +231,18 @@ def load_config(path: Path) -> Settings:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.npu-lint] must be a table")
     unknown = sorted(set(table) - KNOWN_KEYS)
+    if (
+        unknown
+        and path.name == "npu-lint.toml"
+        and isinstance(table.get("tool"), dict)
+        and "npu-lint" in table["tool"]
+    ):
+        raise ConfigError(  # the pyproject.toml spelling in npu-lint.toml: say what to write, not "unknown `tool`"
+            f"{path}: npu-lint.toml takes its settings at the top level: drop the [tool.npu-lint] header"
+        )
     if unknown:
-        raise ConfigError(f"{path}: unknown configuration key `{unknown[0]}` in [tool.npu-lint]")
+        where = "npu-lint.toml" if path.name == "npu-lint.toml" else "[tool.npu-lint]"
+        raise ConfigError(f"{path}: unknown configuration key `{unknown[0]}` in {where}")
     settings = Settings(config_path=str(path), root=str(path.parent))
     if "select" in table:
         settings.select = _str_list("select", table["select"], path)

@@ -108,7 +108,10 @@ def _in_generated_dir(path: str, parts: tuple[str, ...]) -> bool:
     if not path or path.startswith("<"):  # a pseudo name such as <stdin>: nothing on disk to resolve
         return False
     try:
-        return _resolves_into_generated(os.path.dirname(os.path.abspath(path)))
+        if _resolves_into_generated(os.path.dirname(os.path.abspath(path))):
+            return True
+        # a file named through a symlink (`alias.py -> generated/x.py`): where its bytes live decides
+        return os.path.islink(path) and _resolves_into_generated(os.path.dirname(os.path.realpath(path)))
     except (OSError, ValueError):  # a too-long or NUL-holding path: no resolution, the typed path decided
         return False
 

@@ -230,7 +230,7 @@ class _Lines:
         if path not in self._cache:
             try:
                 src: SourceFile = read_source(path)
-                self._cache[path] = src.text.splitlines()
+                self._cache[path] = src.lines  # lines as `ast` numbers them (never str.splitlines)
             except (OSError, DecodeError):
                 self._cache[path] = []
         return self._cache[path]

@@ -12,13 +12,15 @@ import os
 import re
 
 from npu_lint.core.imports import ruff_style
-from npu_lint.core.tools import ruff_format_range
+from npu_lint.core.tools import ruff_format_range, ruff_isort
 
 
 def touched_lines(before: str, after: str) -> list[tuple[int, int]]:
     """1-based inclusive line ranges of ``after`` that differ from ``before`` (a deletion touches the lines
     around it), merged when they touch or are one line apart."""
-    old, new = before.splitlines(), after.splitlines()
+    # lines as Python and ruff count them (``\n``, ``\r\n``, ``\r``): ``str.splitlines`` also breaks at form
+    # feeds, ``\x1c``-``\x1e``, U+2028..., which would send ruff the range of another statement
+    old, new = _NEWLINES.split(before), _NEWLINES.split(after)
     ranges: list[tuple[int, int]] = []
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
@@ -55,6 +57,10 @@ def format_touched(before: str, after: str, path: str, newline: str = "\n") -> s
     style = "\r\n" if crlf else "\r" if lone_cr else "\n"  # the file's one style (CR-only files too)
     text = after.replace(style, "\n") if style != "\n" else after
     base = before.replace("\r\n", "\n").replace("\r", "\n") if style != "\n" else before
+    if _added_same_module_imports(base, text):  # several fixes each added `from M import x` (NPU504 reuses)
+        merged = ruff_isort(text, path)  # the tree's isort merges and orders them as its gate (I001) wants
+        if merged is not None and ruff_isort(base, path) == base:  # never re-sorts a file that was not sorted
+            text = merged
     for first, last in reversed(touched_lines(base, text)):
         formatted = ruff_format_range(text, path, first, last)
         if formatted is not None:
@@ -65,6 +71,18 @@ def format_touched(before: str, after: str, path: str, newline: str = "\n") -> s
 
 
 _NEWLINES = re.compile(r"\r\n|\r|\n")
+_FROM_IMPORT = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import\b", re.M)
+
+
+def _added_same_module_imports(before: str, after: str) -> bool:
+    """Whether the fixes left more than one top-level ``from M import ...`` of one module where the text that
+    was read had fewer: independent fixes (each computed on the text that was read) each add their own."""
+    from collections import Counter
+
+    old, new = Counter(_FROM_IMPORT.findall(before)), Counter(_FROM_IMPORT.findall(after))
+    return any(n > 1 and n > old[module] for module, n in new.items())
+
+
 _FMT_SKIP = re.compile(r"#\s*fmt:\s*skip\b")
 _FMT_OFF = re.compile(r"^\s*#\s*fmt:\s*off\b")
 _FMT_ON = re.compile(r"^\s*#\s*fmt:\s*on\b")

@@ -7,6 +7,7 @@ is used, as before.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -223,7 +224,16 @@ def per_file_ignored(path: str, settings: Settings, known: list[str]) -> set[str
         rel = Path(path).as_posix()
     out: set[str] = set()
     for pattern, codes in settings.per_file_ignores.items():
-        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
-        if spec.match_file(rel) or spec.match_file(Path(rel).name):
+        # as ruff: `!pattern` applies to every file the pattern does not match, and an absolute pattern names the
+        # files under it (a lone gitignore `!x` or `/abs/x` line silently matched nothing)
+        negated = pattern.startswith("!")
+        glob = pattern[1:] if negated else pattern
+        if os.path.isabs(glob):
+            try:
+                glob = "/" + Path(glob).resolve().relative_to(root).as_posix()  # anchored at the root
+            except ValueError:
+                pass  # outside the project: matches no file linted here
+        spec = pathspec.GitIgnoreSpec.from_lines([glob])
+        if (spec.match_file(rel) or spec.match_file(Path(rel).name)) != negated:
             out |= expand_codes(codes, known, "per-file-ignores")
     return out

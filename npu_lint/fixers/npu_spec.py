@@ -12,13 +12,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_lint.core.diagnostics import Edit
 from npu_lint.core.imports import ruff_style
-from npu_lint.core.tools import ruff_binary, run_tool
+from npu_lint.core.tools import communicate_tool, ruff_binary, ruff_stalled, run_tool
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.patchgen import npu_spec_path, npu_target_file, regen_command
 
@@ -173,24 +172,22 @@ def format_many(items: list[tuple[str, str]]) -> list[str]:
         return [text for text, _ in items]
     procs = []
     for _text, path in items:
-        try:
-            proc = run_tool([binary, "format", "--stdin-filename", os.path.abspath(path), "-"], _text)
+        try:  # not where ruff already stalled (a blocking configuration): one wait per run, not per file
+            proc = (
+                None
+                if ruff_stalled(path)
+                else run_tool([binary, "format", "--stdin-filename", os.path.abspath(path), "-"], _text)
+            )
         except OSError:
             proc = None
         procs.append(proc)
     out = []
-    for (text, _), proc in zip(items, procs):
+    for (text, path), proc in zip(items, procs):
         if proc is None:
             out.append(text)
             continue
-        try:
-            stdout, _ = proc.communicate(text, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            proc.kill()
-            proc.wait()
-            out.append(text)
-            continue
-        out.append(stdout if proc.returncode == 0 and stdout.strip() else text)
+        stdout = communicate_tool(proc, text, path)
+        out.append(stdout if stdout is not None and proc.returncode == 0 and stdout.strip() else text)
     return out
 
 

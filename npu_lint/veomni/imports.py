@@ -70,6 +70,16 @@ def _str_defaults(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str
     return {p.arg: d.value for p, d in pairs if isinstance(d, ast.Constant) and isinstance(d.value, str)}
 
 
+def _never_at_runtime(test: ast.expr) -> bool:
+    """An ``if`` test false whenever the module is imported: ``TYPE_CHECKING`` (``typing.`` or not), ``False``,
+    ``0``. Names bound only under it are not importable at run time."""
+    if isinstance(test, ast.Constant):
+        return not test.value
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
 def module_tree(path: Path) -> ast.Module | None:
     """The tree of a module of the tree, from the run's one store of parsed files (``patchgen.load_file``): the
     file pass reuses it, and a file the pass parsed first is not parsed again. None when unreadable."""
@@ -132,6 +142,16 @@ def read_module_info(module: str, path: Path, is_package: bool, tree: ast.Module
                         info.local.add(bound)
                     else:
                         info.reexports[bound] = (source, alias.name)
+            elif isinstance(stmt, ast.Delete):  # `del name`: no longer importable (a fix must not import it)
+                for target in stmt.targets:
+                    gone: set[str] = set()
+                    _bind_targets(target, gone)
+                    for name in gone:
+                        info.local.discard(name)
+                        info.reexports.pop(name, None)
+                        info.functions.pop(name, None)
+            elif isinstance(stmt, ast.If) and _never_at_runtime(stmt.test):
+                scan(stmt.orelse)  # `if TYPE_CHECKING:` / `if False:`: its body binds nothing when imported
             elif isinstance(stmt, (ast.If, ast.Try, ast.With)) or type(stmt).__name__ == "TryStar":
                 scan(getattr(stmt, "body", []))
                 scan(getattr(stmt, "orelse", []))

@@ -104,7 +104,7 @@ class ParsedFile:
     @property
     def lines(self) -> list[str]:
         if self._lines is None:
-            self._lines = self.text.splitlines()
+            self._lines = _splitlines(self.text)
         return self._lines
 
 
@@ -859,7 +859,7 @@ def generated_banner(path: str, text: str) -> Generated:
 def parse_generated(path: str, text: str, tree: ast.Module | None = None, full: bool = True) -> Generated:
     """Banner and sections of a generated file. With ``full=False`` and no ``tree``, only the patched
     sections are parsed (``Generated.tree`` stays None) unless that fails, then the whole file is."""
-    lines = text.splitlines()
+    lines = _splitlines(text)
     if tree is None:
         tree = shared_tree(path, text)  # the file pass's tree: sections are located in it by line range
     gen = Generated(path=path, tree=tree, text=text)
@@ -963,9 +963,17 @@ def body_key(node: ast.stmt) -> str:
     return "\n".join(ast.dump(s) for s in body)
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 @functools.lru_cache(maxsize=16)
 def _splitlines(text: str) -> list[str]:
-    return text.splitlines()
+    """The lines ``ast`` numbers (``\n``, ``\r\n``, ``\r``): ``str.splitlines`` also breaks at form feeds,
+    ``\x1c``-``\x1e`` and U+2028, and would shift every later line of a spec or generated file."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _body_text(node: ast.stmt, text: str) -> str | None:

@@ -103,8 +103,9 @@ class WrapperRule(Rule):
 
 
 def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
-    lines = ctx.source.text.splitlines()
-    text = lines[func.lineno - 1] if func.lineno - 1 < len(lines) else ""
+    text = ctx.source.line_text(
+        func.lineno
+    )  # the line `ast` numbers (str.splitlines also breaks at form feeds)
     col = max(text.find("def "), 0)
     return func.lineno, col, func.lineno, col + 4 + len(func.name)
 

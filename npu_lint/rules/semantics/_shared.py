@@ -1116,7 +1116,7 @@ def params_of(func: ast.FunctionDef) -> list[str]:
 def def_span(ctx: Context, func: ast.FunctionDef) -> tuple[int, int, int, int]:
     """The `def name` of a function, as a report range (line 1-based, columns in code points)."""
     line = func.lineno
-    text = ctx.source.text.splitlines()[line - 1] if line - 1 < len(ctx.source.text.splitlines()) else ""
+    text = ctx.source.line_text(line)  # the line `ast` numbers (str.splitlines also breaks at form feeds)
     col = text.find("def ")
     col = col if col >= 0 else 0
     return line, col, line, col + 4 + len(func.name)
