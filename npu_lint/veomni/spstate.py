@@ -44,7 +44,10 @@ _TO_HEADS = re.compile(r"gather_seq_scatter_heads|async_ulysses_qkv|all_to_all_s
 _TO_SEQ = re.compile(
     r"gather_heads_scatter_seq|async_ulysses_output|restore_ulysses|all_to_all_head_to_seq|head_to_seq"
 )
-_GATHER = re.compile(r"gather")
+# a gather of a sequence across ranks (not `torch.gather`, an index lookup, nor `moe_gather`, an expert combine)
+_GATHER = re.compile(
+    r"gather_outputs|all_gather|sp_gather|gather_sp|gather_from_sp|gather_forward|gather_sequence"
+)
 _GUARD = re.compile(
     r"(?<![a-z])(sp|ulysses|sequence_parallel|cp)(?![a-z])|sp_enabled|ulysses_enabled|sp_size|sp_group"
 )
@@ -158,6 +161,7 @@ class _Walker:
         self.flow = Flow()
         self.flags: set[str] = set()
         self.choices = choices or {}
+        self.done = False
         args = func.args
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if a is not None and a.arg not in ("self", "cls"):
@@ -199,10 +203,9 @@ class _Walker:
             return self._cut(self.state(expr.value), expr.value)  # type: ignore[attr-defined]
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _SCALAR:
             return None  # a count or a host value, not a sequence
-        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
-            pair = {self.state(expr.left), self.state(expr.right)}
-            if CUT in pair and (IN in pair or BACK in pair):
-                return BACK if BACK in pair else IN  # a table cut to match the caller's shard, added to it
+        if isinstance(expr, ast.BinOp):
+            left = self.state(expr.left)  # `hidden + table`: the left operand is the data
+            return left if left is not None else self.state(expr.right)
         if isinstance(expr, ast.Call):
             name = call_name(expr)
             first = expr.args[0] if expr.args else None
@@ -219,6 +222,14 @@ class _Walker:
             for kw in expr.keywords:  # `replace(out, x=gather_outputs(out.x))`: the object rebuilt around it
                 if kw.arg and self._transition_name(kw.value) is not None:
                     return self.state(kw.value)
+            if call_name(expr) in (
+                "replace",
+                "_replace",
+            ):  # `replace(args, **sp_kwargs)`: the fields swapped in
+                for kw in expr.keywords:
+                    inner = self.state(kw.value)
+                    if inner not in (None, IN):
+                        return inner
             data = expr.args[0] if expr.args and not isinstance(expr.args[0], ast.Starred) else None
             if (
                 data is None
@@ -247,13 +258,8 @@ class _Walker:
 
     def _cut(self, inner: str | None, value: ast.AST | None) -> str:
         """What slicing a value in state ``inner`` gives: the caller's shard again after a gather of it; a
-        shard cut here from a sequence the function received; a value the function built itself (a dummy
-        batch, roots in no input) cut to a rank's part is what a caller would pass: ``IN``."""
-        if inner == GATHERED:
-            return BACK
-        if value is not None and not self.roots_of(value) and inner is None:
-            return IN
-        return CUT
+        shard cut here otherwise."""
+        return BACK if inner == GATHERED else CUT
 
     def _transition_name(self, value: ast.AST) -> tuple[str, list[str]] | None:
         """(the SP call, the locals it is handed) when ``value`` is an SP transition of locals."""
@@ -275,6 +281,8 @@ class _Walker:
     # -- statements -----------------------------------------------------------------------------------------
     def block(self, body: list[ast.stmt]) -> None:
         for stmt in body:
+            if self.done:
+                return
             self.stmt(stmt)
 
     def stmt(self, stmt: ast.stmt) -> None:
@@ -286,6 +294,14 @@ class _Walker:
             choice = self.choices.get(id(stmt)) if guard is None else None
             if guard is True or choice is True:
                 self.block(stmt.body)
+                switch = not any(isinstance(n, (ast.Compare, ast.BinOp)) for n in ast.walk(stmt.test))
+                if (
+                    guard is True
+                    and switch
+                    and stmt.body
+                    and isinstance(stmt.body[-1], (ast.Return, ast.Raise))
+                ):
+                    self.done = True  # the SP path returned here: what follows is the path without SP
             elif guard is False or choice is False:
                 self.block(stmt.orelse)
             else:
@@ -373,7 +389,10 @@ class _Walker:
             if transition is not None and len(names) > 1 and len(transition[1]) == len(names):
                 for n in names:
                     self.flow.peers[transition[0]].add(n)
+            reads = set(self._data_names(value))
             for n in names:
+                if n not in reads:
+                    self.flow.reached.pop(n, None)  # a fresh value: what the name held before does not count
                 self._set(n, state, roots)
                 if isinstance(target, (ast.Tuple, ast.List)):
                     self.flow.unpacked[n] = id(stmt)
@@ -447,7 +466,7 @@ def helper_name(name: str) -> bool:
     low = name.lower()
     return bool(
         _SLICE.search(low)
-        or _GATHER.search(low)
+        or "gather" in low
         or "scatter" in low
         or "ulysses" in low
         or "sp_" in low

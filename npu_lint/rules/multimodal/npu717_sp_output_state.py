@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._spflow import function_flow
-from npu_lint.veomni.spstate import CUT, HEADS, TRANSITION_WORDS, helper_name, not_sequence
+from npu_lint.veomni.spstate import CUT, GATHERED, HEADS, TRANSITION_WORDS, helper_name, not_sequence
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -16,18 +16,22 @@ class SpOutputState(Rule):
     name = "sp-output-state"
     summary = (
         "A function hands back a sequence in another sequence-parallel state than it received it: a Ulysses "
-        "head-sharded output never brought back to the sequence layout, or a sequence the function cut to this "
-        "rank's shard returned without the gather that restores it."
+        "head-sharded output never brought back to the sequence layout, a sequence the function cut to this "
+        "rank's shard returned without the gather that restores it, or the caller's shard gathered and returned "
+        "full."
     )
     why = (
         "A sequence-parallel forward is a round trip: what it cuts to this rank's shard (`slice_input_tensor`, "
         "`sp_pad_and_slice`, a `rank * chunk` range) it gathers back before the output head, and what its "
         "attention brings to the full sequence with a shard of the heads (`gather_seq_scatter_heads`, the async "
         "Ulysses projection) it brings back (`gather_heads_scatter_seq`) before the output projection. When one "
-        "half is missing the function returns a tensor of another length or head count than its caller expects: "
+        "half is missing the function returns a tensor of another length or head count than its caller expects "
+        "(and a tower that gathers the caller's shard to run on the whole sequence has to cut it back): "
         "the loss sees 1/sp of the prediction, or a reshape silently mixes heads and positions. The check follows "
         "each local through one function (assignments, unpacking, calls on it) on the sequence-parallel branch, "
-        "and reports a returned value still head-sharded, or cut here and never gathered. Helpers named for a "
+        "and reports a returned value still head-sharded, cut here and never gathered, or gathered here from the "
+        "caller's shard and never cut back (indices, masks and lengths gathered for every rank excepted). "
+        "Helpers named for a "
         "transition (`gather_seq_scatter_heads_qkv`, `_sp_slice`) return a transitioned value by design and are "
         "skipped."
     )
@@ -69,6 +73,24 @@ class SpOutputState(Rule):
             """,
             path="veomni/models/diffusers/toy_dit/modeling_toy_dit.py",
             title="the attention output is left head-sharded (the inverse all-to-all is missing)",
+        ),
+        Example(
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs
+
+
+            class ToyAudioTower:
+                def forward(self, features, lengths):
+                    if get_parallel_state().sp_enabled:
+                        features = gather_outputs(features, gather_dim=0)
+                    hidden = self.conv(features)
+                    for layer in self.layers:
+                        hidden = layer(hidden, lengths)
+                    return hidden
+            """,
+            path="veomni/models/transformers/toy_omni/modeling_toy_omni.py",
+            title="the caller's shard gathered for the convolutions and never cut back",
         ),
     )
     good = (
@@ -142,8 +164,15 @@ class SpOutputState(Rule):
             return
         seen: set[int] = set()
         for stmt, value, name, state in result.returns:
-            if state not in (HEADS, CUT) or stmt.lineno in seen or not_sequence(name):
+            if state not in (HEADS, CUT, GATHERED) or stmt.lineno in seen or not_sequence(name):
                 continue
+            if state == GATHERED and any(
+                w in (name or "").lower() for w in ("ind", "ids", "mask", "len", "count")
+            ):
+                continue  # top-k indices, a mask, lengths gathered for every rank to read: not the sequence
+            names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+            if state == CUT and not any(result.roots.get(n) for n in names):
+                continue  # a value the function built itself (a dummy batch) cut to a rank's part
             seen.add(stmt.lineno)
             what = f"`{name}`" if name else "the returned value"
             if state == HEADS:
@@ -152,6 +181,13 @@ class SpOutputState(Rule):
                     f"{what} is returned from `{node.name}` still in the Ulysses layout (full sequence, a shard "
                     "of the heads): the inverse all-to-all (`gather_heads_scatter_seq`) never brings it back, so "
                     "the caller gets another sequence length and head count than it passed in",
+                )
+            elif state == GATHERED:
+                self.report(
+                    value,
+                    f"{what} is gathered from this rank's shard to the full sequence in `{node.name}` and returned "
+                    "without being cut back: the caller, which passed a shard, gets sp_size times the rows it "
+                    "expects (slice it back, e.g. `slice_input_tensor(..., dim=...)`, before returning)",
                 )
             else:
                 self.report(

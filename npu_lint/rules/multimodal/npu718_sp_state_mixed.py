@@ -180,15 +180,16 @@ class SpStateMixed(Rule):
                     )
         states = {s for _, s, _ in known}
         for _, s, name in members:
-            if s != IN or name is None:
+            if s not in (IN, None) or name is None:
                 continue
             expected = result.expected(name, group.reached.get(name, set())) & states
             if expected:
                 other = next(n for _, st, n in known if st in expected)
                 state = next(iter(expected))
                 return (
-                    f"`{name}` is {_WORDS[IN]} while `{other or '...'}`, {how} with it, was {_WORDS[state]}, "
-                    f"and so were `{name}`'s own siblings: `{name}` missed the sequence-parallel step its "
-                    "siblings got"
+                    f"`{name}` is {how} with `{other or '...'}`, which was {_WORDS[state]}, but `{name}` itself "
+                    f"never was, though `{name}` goes with the values that were (bound together, computed from the "
+                    "same inputs, or given the same step elsewhere in this function): it missed that "
+                    "sequence-parallel step"
                 )
         return None
