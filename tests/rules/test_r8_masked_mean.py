@@ -32,6 +32,11 @@ def response_mean(values, response_mask):
     return (values * response_mask.to(values.dtype)).sum() / n
 
 
+def own_numel(values, labels):
+    keep = labels != -100
+    return (values * keep).sum() / keep.numel()
+
+
 def fine(values, labels):
     keep = labels != -100
     total = keep.sum().clamp_min(1)
@@ -40,11 +45,12 @@ def fine(values, labels):
 
 
 def test_masked_mean_variants() -> None:
-    assert _lines(CODE) == [6, 11]
+    assert _lines(CODE) == [6, 11, 16]
 
 
 def test_masked_mean_quiet_variants() -> None:
     fixed = CODE.replace("/ tgt.shape[-1]", "/ valid.sum(-1).clamp(min=1)").replace(
         "n = len(values)", "n = response_mask.sum()"
     )
+    fixed = fixed.replace("/ keep.numel()", "/ keep.sum()")
     assert _lines(fixed) == []

@@ -42,6 +42,22 @@ def _full_size(node: ast.AST) -> str | None:
     return None
 
 
+def _counted_names(node: ast.AST) -> set[str]:
+    """Names ``node`` reads for their values, not only for their size (`mask.numel()` counts every position)."""
+    sized: set[int] = set()
+    for n in ast.walk(node):
+        inner = None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _SIZES:
+            inner = n.func.value
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" and n.args:
+            inner = n.args[0]
+        elif isinstance(n, ast.Attribute) and n.attr == "shape":
+            inner = n.value
+        if inner is not None:
+            sized.update(id(x) for x in ast.walk(inner))
+    return {x.id for x in ast.walk(node) if isinstance(x, ast.Name) and id(x) not in sized}
+
+
 class MaskedMeanDenominator(Rule):
     code = "NPU435"
     name = "masked-mean-denominator"
@@ -113,7 +129,7 @@ class MaskedMeanDenominator(Rule):
                 mask = self._masked(_summed(n.left), masks)
                 if mask is None:
                     continue
-                reads = self._closure({x.id for x in ast.walk(n.right) if isinstance(x, ast.Name)}, derived)
+                reads = self._closure(_counted_names(n.right), derived)
                 size = _full_size(n.right)
                 if size is None:  # `n = len(values)` ... `/ n`
                     names = [x.id for x in ast.walk(n.right) if isinstance(x, ast.Name) and x.id in values]
