@@ -1,0 +1,289 @@
+"""The static resolution model (npu_lint/veomni/resolution.py) and the rules that ask it: what each NPU row of a
+tree's dispatch tables binds (NPU220: a GPU-only callable; NPU221: the same callable as another variant's NPU row,
+or a model's NPU override re-binding the registry default). Own ops and names, each defect written several ways
+(factory aliases, module attributes, adapters, module-level backend names, VeomniOp rows, per-model tables);
+trees built in tmp_path."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from npu_lint.veomni.catalog import GPU, NPU
+from npu_lint.veomni.project import load_project
+from npu_lint.veomni.resolution import default_backends, file_bindings, gpu_marker
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def _lint(root: Path, path: Path, code: str) -> list:
+    project = load_project([str(root)])
+    return lint_source(SourceFile.from_text(str(path), path.read_text()), [code], Settings(), project=project)
+
+
+_SPEC_ROWS = """
+from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+
+{factories}
+
+
+KERNEL_REGISTRY.register(KernelSpec(name="cuda", op_name="mix", variant="base", factory=_gpu_factory,
+                                    hardware=HardwareRequirement(device_type="gpu", min_compute_capability=80)))
+KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="mix", variant="base", factory=_npu_factory,
+                                    hardware=HardwareRequirement(device_type="npu")))
+"""
+
+_GPU_FACTORY = """
+def _gpu_factory():
+    from .cutile_mix import mix_kernel
+
+    return _adapt(mix_kernel)
+
+
+def _adapt(kernel):
+    return kernel
+"""
+
+
+@pytest.mark.parametrize(
+    "npu_factory,expected",
+    [
+        # the GPU row's kernel, through the same adapter
+        ("def _npu_factory():\n    from .cutile_mix import mix_kernel\n\n    return _adapt(mix_kernel)", 1),
+        # a Triton module of the tree, as a module attribute
+        ("def _npu_factory():\n    from . import triton_mix as tm\n\n    return tm.mix_forward", 1),
+        # a GPU vendor package imported by alias
+        ("def _npu_factory():\n    from fla.ops import fused_mix as ascend_mix\n\n    return ascend_mix", 1),
+        # the NPU kernel, through an alias and a module attribute: quiet
+        ("def _npu_factory():\n    from .npu_mix import mix_npu as k\n\n    return k", 0),
+        ("def _npu_factory():\n    from . import npu_mix\n\n    return _adapt(npu_mix.mix_npu)", 0),
+    ],
+)
+def test_npu_kernel_spec_bound_to_gpu_code(tmp_path: Path, npu_factory: str, expected: int) -> None:
+    text = _SPEC_ROWS.format(factories=_GPU_FACTORY + "\n\n" + npu_factory)
+    path = _write(tmp_path, "veomni/ops/kernels/mix/__init__.py", text)
+    diags = _lint(tmp_path, path, "NPU220")
+    assert len(diags) == expected, [d.message for d in diags]
+    if expected:
+        assert "mix/base" in diags[0].message and "`npu`" in diags[0].message
+
+
+@pytest.mark.parametrize(
+    "wrapper,expected",
+    [("fast_cuda.run", 1), ("fast_triton.run", 1), ("fast_ascend.run", 0)],
+)
+def test_veomni_op_npu_row_wrapper(tmp_path: Path, wrapper: str, expected: int) -> None:
+    text = f"""
+    from ...registry import register_op
+    from ...requirement import CudaKernelRequirement, NpuKernelRequirement
+    from .impls import ascend as fast_ascend
+    from .impls import triton as fast_triton
+    from .impls import cuda_graph as fast_cuda
+
+    register_op("blend", "standard", "fused", wrapper=fast_cuda.run, requirement=CudaKernelRequirement())
+    register_op("blend", "standard", "fused_npu", wrapper={wrapper}, requirement=NpuKernelRequirement())
+    """
+    path = _write(tmp_path, "veomni/ops/kernels/blend/__init__.py", text)
+    assert len(_lint(tmp_path, path, "NPU220")) == expected
+
+
+@pytest.mark.parametrize(
+    "npu_value,expected",
+    [
+        ('"npu": _FAST', 1),  # the GPU backend's module-level spec reused for NPU
+        (
+            '"npu": BackendSpec(entry="veomni.ops.kernels.norm.triton_norm:norm_fwd", requires=("torch_npu",))',
+            1,
+        ),
+        ('"npu": BackendSpec(entry="veomni.models.toy.npu_patch:norm_fwd", replace_forward=True)', 0),
+    ],
+)
+def test_per_model_npu_backend_bound_to_gpu_code(tmp_path: Path, npu_value: str, expected: int) -> None:
+    text = f"""
+    from veomni.ops.config.registry import BackendSpec, apply_per_model_patches
+
+
+    def _make_fast():
+        from veomni.ops.kernels.norm.triton_norm import norm_fwd
+
+        def forward(self, x):
+            return norm_fwd(x, self.weight)
+
+        return forward
+
+
+    _FAST = BackendSpec(entry="veomni.models.toy.device_patch:_make_fast", entry_is_factory=True, replace_forward=True)
+
+
+    def patch(module):
+        apply_per_model_patches(
+            hf_module=module,
+            model_name="Toy",
+            targets={{"norm": "ToyNorm"}},
+            extra_backends={{"norm": {{"triton": _FAST, {npu_value}}}}},
+        )
+    """
+    path = _write(tmp_path, "veomni/models/toy/device_patch.py", text)
+    assert len(_lint(tmp_path, path, "NPU220")) == expected
+
+
+_VARIANTS = """
+from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+
+def _npu_whole_factory():
+    from .npu import shift_whole
+
+    return shift_whole
+
+
+def _npu_prefix_factory():
+{body}
+
+
+for _variant, _factory in (("whole", _npu_whole_factory), ("prefix", _npu_prefix_factory)):
+    pass
+
+KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="shift", variant="whole", factory=_npu_whole_factory,
+                                    hardware=HardwareRequirement(device_type="npu")))
+KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="shift", variant="prefix", factory=_npu_prefix_factory,
+                                    hardware=HardwareRequirement(device_type="npu")))
+"""
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ("    from .npu import shift_whole\n\n    return shift_whole", 1),
+        (
+            "    from .npu import shift_whole as shift_prefix\n\n    return shift_prefix",
+            1,
+        ),  # renamed on import
+        ("    from . import npu as kernels\n\n    return kernels.shift_whole", 1),  # module attribute
+        ("    from .npu import shift_prefix\n\n    return shift_prefix", 0),
+        ("    from . import npu as kernels\n\n    return kernels.shift_prefix", 0),
+    ],
+)
+def test_two_variants_share_an_npu_kernel(tmp_path: Path, body: str, expected: int) -> None:
+    path = _write(tmp_path, "veomni/ops/kernels/shift/__init__.py", _VARIANTS.format(body=body))
+    diags = _lint(tmp_path, path, "NPU221")
+    assert len(diags) == expected, [d.message for d in diags]
+    if expected:
+        assert "shift/prefix" in diags[0].message and "shift/whole" in diags[0].message
+
+
+def test_the_same_kernel_in_two_generations_is_quiet(tmp_path: Path) -> None:
+    """An ops-config backend and a KernelSpec row of one op binding one NPU function: two dispatch generations
+    of the same op, not two variants."""
+    text = """
+    from ...config.registry import BackendSpec, OpScope, OpSpec, register_op
+    from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+    register_op(OpSpec(name="spin", config_field="spin_implementation", label="Spin", scope=OpScope.PER_MODEL,
+                       default="eager", backends={"npu": BackendSpec(entry="veomni.ops.kernels.spin.npu:spin_npu")}))
+
+
+    def _npu_factory():
+        from .npu import spin_npu
+
+        return spin_npu
+
+
+    KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="spin", variant="full", factory=_npu_factory,
+                                        hardware=HardwareRequirement(device_type="npu")))
+    """
+    path = _write(tmp_path, "veomni/ops/kernels/spin/__init__.py", text)
+    assert _lint(tmp_path, path, "NPU221") == []
+
+
+_DEFAULT_TABLE = """
+from ...config.registry import BackendSpec, OpScope, OpSpec, register_op
+
+register_op(
+    OpSpec(
+        name="spin",
+        config_field="spin_implementation",
+        label="Spin",
+        scope=OpScope.PER_MODEL,
+        default="eager",
+        backends={
+            "npu": BackendSpec(entry="veomni.ops.kernels.spin.npu:spin_npu", requires=("torch_npu",)),
+        },
+    )
+)
+"""
+
+
+@pytest.mark.parametrize(
+    "entry,expected",
+    [
+        ("veomni.ops.kernels.spin.npu:spin_npu", 1),  # the registry default again
+        ("veomni.models.toy.npu_patch:spin_toy_npu", 0),  # the model's own kernel
+    ],
+)
+def test_model_npu_override_rebinds_the_default(tmp_path: Path, entry: str, expected: int) -> None:
+    _write(tmp_path, "veomni/ops/kernels/spin/__init__.py", _DEFAULT_TABLE)
+    text = f"""
+    from veomni.ops.config.registry import BackendSpec, apply_per_model_patches
+
+    _SPIN_TABLE = {{
+        "liger_kernel": None,
+        "npu": BackendSpec(entry="{entry}", requires=("torch_npu",)),
+    }}
+
+
+    def patch(module):
+        apply_per_model_patches(hf_module=module, model_name="Toy", targets={{"spin": "spin_toy"}},
+                                extra_backends={{"spin": _SPIN_TABLE}})
+    """
+    path = _write(tmp_path, "veomni/models/toy/device_patch.py", text)
+    diags = _lint(tmp_path, path, "NPU221")
+    assert len(diags) == expected, [d.message for d in diags]
+    assert default_backends(str(tmp_path))[("spin", "npu")][0] == "veomni.ops.kernels.spin.npu:spin_npu"
+
+
+def test_bindings_read_devices_and_targets() -> None:
+    tree = ast.parse(
+        textwrap.dedent(
+            _SPEC_ROWS.format(
+                factories=_GPU_FACTORY
+                + "\n\n"
+                + _GPU_FACTORY.replace("_gpu_factory", "_npu_factory").replace(
+                    "def _adapt(kernel):\n    return kernel\n", ""
+                )
+            )
+        )
+    )
+    rows = file_bindings(tree, "veomni.ops.kernels.mix", True)
+    assert [(r.impl, r.device) for r in rows] == [("cuda", GPU), ("npu", NPU)]
+    assert (
+        rows[1].target is not None and rows[1].target.dotted == "veomni.ops.kernels.mix.cutile_mix:mix_kernel"
+    )
+    assert rows[1].target.adapted_by == "_adapt"
+
+
+@pytest.mark.parametrize(
+    "module,gpu",
+    [
+        ("fla.ops.gated_delta_rule", True),
+        ("veomni.ops.kernels.rms_norm.triton_batch_invariant", True),
+        ("veomni.ops.kernels.gated_delta_rule._ascend.triton_core", False),
+        ("veomni.ops.kernels.rotary.npu", False),
+        ("torch_npu", False),
+        ("veomni.ops.kernels.moe.group_gemm", False),  # not named for a toolchain: found through the GPU row
+    ],
+)
+def test_gpu_marker(module: str, gpu: bool) -> None:
+    assert (gpu_marker(module) is not None) is gpu
