@@ -392,3 +392,199 @@ def default_backends(root: str) -> dict[tuple[str, str], tuple[str, int, str]]:
         _DEFAULTS.clear()
     _DEFAULTS[key] = out
     return out
+
+
+# -- the NPU host's view of implementation-name code -------------------------------------------------------------
+
+NPU_NAME = "<npu>"  # the NPU implementation name of an op whose NPU default is not spelled out here
+_NPU_PREDICATE = re.compile(r"(?i)^(is_(torch_)?npu(_is)?_available|is_npu|npu_available|on_npu|use_npu)$")
+_CUDA_PREDICATE = re.compile(r"(?i)^(is_(torch_)?cuda_available|is_cuda|cuda_available)$")
+_CONFIG_WORDS = ("config", "cfg")
+
+
+@dataclass(frozen=True)
+class HostValue:
+    """A value as an NPU host computes it: a string (or :data:`NPU_NAME`), None when unknown; ``npu`` when the
+    value comes from what the host reads for an implementation name (so a decision on it is the host's)."""
+
+    value: str | None
+    npu: bool = False
+
+
+_UNKNOWN = HostValue(None)
+
+
+def _predicate_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        if (
+            node.attr == "is_available"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "cuda"
+        ):
+            return "is_cuda_available"
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _config_object(node: ast.expr) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return any(w in name.lower() for w in _CONFIG_WORDS)
+
+
+class NpuHost:
+    """Implementation names and tests evaluated as an NPU host sees them: NPU availability is true, CUDA
+    availability false, an ops-config implementation field holds its NPU value (``field_values``, else the op's
+    NPU name, :data:`NPU_NAME`). ``env`` maps local names to what they hold."""
+
+    def __init__(self, field_values: dict[str, str] | None = None) -> None:
+        self.field_values = field_values or {}
+
+    def field(self, name: str | None) -> HostValue:
+        if name is None:
+            return HostValue(NPU_NAME, True)
+        value = self.field_values.get(name, NPU_NAME)
+        if value == "eager":
+            return _UNKNOWN  # the tree's own NPU default is eager: a decision on it is not forced by code
+        return HostValue(value, True)
+
+    def value(self, node: ast.expr | None, env: dict[str, HostValue]) -> HostValue:
+        if node is None:
+            return _UNKNOWN
+        if isinstance(node, ast.Constant):
+            return HostValue(node.value) if isinstance(node.value, str) else _UNKNOWN
+        if isinstance(node, ast.Name):
+            return env.get(node.id, _UNKNOWN)
+        if isinstance(node, ast.Attribute):
+            if node.attr.endswith("_implementation") and _config_object(node.value):
+                return self.field(node.attr)
+            return _UNKNOWN
+        if isinstance(node, ast.IfExp):
+            decided, _dep = self.test(node.test, env)
+            if decided is True:
+                return self.value(node.body, env)
+            if decided is False:
+                return self.value(node.orelse, env)
+            a, b = self.value(node.body, env), self.value(node.orelse, env)
+            if a.npu != b.npu:  # a configured NPU host takes the branch that reads its configuration
+                return a if a.npu else b
+            return a if a == b else _UNKNOWN
+        if isinstance(node, ast.Call):
+            return self._call(node, env)
+        return _UNKNOWN
+
+    def _call(self, node: ast.Call, env: dict[str, HostValue]) -> HostValue:
+        name = call_name(node)
+        if name == "getattr" and len(node.args) >= 2:
+            obj, key = node.args[0], node.args[1]
+            literal = str_value(key)
+            if literal is not None and literal.endswith("_implementation"):
+                return self.field(literal)
+            if isinstance(key, ast.JoinedStr) and _config_object(obj):
+                return self.field(None)
+            if literal is None and _config_object(obj):
+                return self.field(None)
+            return _UNKNOWN
+        if name in ("removeprefix", "removesuffix", "lower", "strip") and isinstance(
+            node.func, ast.Attribute
+        ):
+            base = self.value(node.func.value, env)
+            arg = str_value(node.args[0]) if node.args else None
+            if base.value is None or base.value == NPU_NAME:
+                return HostValue(None, base.npu)
+            if name == "lower":
+                return HostValue(base.value.lower(), base.npu)
+            if arg is None and name != "strip":
+                return HostValue(None, base.npu)
+            done = getattr(base.value, name)(arg) if arg is not None else base.value.strip()
+            return HostValue(done, base.npu)
+        # a helper reading an implementation field (``resolve_op_impl("x_implementation", npu_as="y")``)
+        fields = [str_value(a) for a in node.args]
+        fields = [f for f in fields if f is not None and f.endswith("_implementation")]
+        if len(fields) == 1 and name.startswith(("resolve", "get", "read")):
+            got = self.field(fields[0])
+            npu_as = str_value(keyword_arg(node, "npu_as"))
+            if npu_as is not None and got.value is not None and names_npu(got.value.replace(NPU_NAME, "npu")):
+                return HostValue(npu_as, True)
+            return got
+        return _UNKNOWN
+
+    def test(self, node: ast.expr, env: dict[str, HostValue]) -> tuple[bool | None, bool]:
+        """(the decision, whether the NPU host decided it): True/False, or None when the host cannot tell."""
+        pred = _predicate_name(node) if isinstance(node, (ast.Call, ast.Name, ast.Attribute)) else None
+        if pred is not None:
+            if _NPU_PREDICATE.match(pred) or pred.upper() == "IS_NPU_AVAILABLE":
+                return True, True
+            if _CUDA_PREDICATE.match(pred) or pred.upper() == "IS_CUDA_AVAILABLE":
+                return False, True
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            decided, dep = self.test(node.operand, env)
+            return (None if decided is None else not decided), dep
+        if isinstance(node, ast.BoolOp):
+            results = [self.test(v, env) for v in node.values]
+            is_and = isinstance(node.op, ast.And)
+            short = False if is_and else True
+            for decided, dep in results:
+                if decided is short and dep:
+                    return short, True
+            if all(d is not None for d, _ in results):
+                return (all(d for d, _ in results) if is_and else any(d for d, _ in results)), any(
+                    dep for _, dep in results
+                )
+            return None, False
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left = self.value(node.left, env)
+            if not left.npu or left.value is None:
+                return None, False
+            op, right = node.ops[0], node.comparators[0]
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                eq = self._equal(left.value, str_value(right))
+                if eq is None:
+                    return None, False
+                return (eq if isinstance(op, ast.Eq) else not eq), True
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                found = [self._equal(left.value, str_value(e)) for e in right.elts]
+                if any(f is True for f in found):
+                    hit = True
+                elif all(f is False for f in found):
+                    hit = False
+                else:
+                    return None, False
+                return (hit if isinstance(op, ast.In) else not hit), True
+        return None, False
+
+    @staticmethod
+    def _equal(value: str, literal: str | None) -> bool | None:
+        if literal is None:
+            return None
+        if value != NPU_NAME:
+            return value == literal
+        # the op's NPU name is not spelled here: any NPU-named literal the code compares it with is taken for it
+        return names_npu(literal)
+
+
+def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
+    """What the local names of a function hold on an NPU host: names assigned once (or always the same value)
+    from an implementation-name read, in statement order."""
+    env: dict[str, HostValue] = {}
+    seen: dict[str, int] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            seen[node.targets[0].id] = seen.get(node.targets[0].id, 0) + 1
+    for node in sorted(
+        (n for n in ast.walk(func) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
+    ):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            continue
+        name = node.targets[0].id
+        got = host.value(node.value, env)
+        if not got.npu:
+            continue
+        if seen.get(name, 0) > 1 and name in env and env[name] != got:
+            env[name] = _UNKNOWN
+            continue
+        env[name] = got
+    return env

@@ -287,3 +287,116 @@ def test_bindings_read_devices_and_targets() -> None:
 )
 def test_gpu_marker(module: str, gpu: bool) -> None:
     assert (gpu_marker(module) is not None) is gpu
+
+
+# -- NPU222: the NPU host's implementation name sent to eager -----------------------------------------------------
+
+
+def _host(source: str, path: str = "veomni/models/binder.py") -> list:
+    return lint_source(SourceFile.from_text(path, textwrap.dedent(source).lstrip()), ["NPU222"], Settings())
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        # an availability flag folded into the eager test of a resolver
+        (
+            """
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def resolve(table, op, impl):
+                if impl == "eager" or IS_NPU_AVAILABLE:
+                    return None
+                return table[op][impl]
+            """,
+            1,
+        ),
+        # the condition inverted: only CUDA hosts keep the configured name
+        (
+            """
+            import torch
+
+
+            def choose(cfg):
+                impl = cfg.norm_implementation
+                return impl if torch.cuda.is_available() else "eager"
+            """,
+            1,
+        ),
+        # a helper translating names: the NPU value mapped to eager through a local
+        (
+            """
+            def translate(cfg):
+                raw = getattr(cfg, "mixer_implementation", "eager")
+                name = raw.removeprefix("fused_")
+                if raw in ("eager", "fused_npu"):
+                    name = "eager"
+                return name
+            """,
+            1,
+        ),
+        # keyword helper call, the test written with `not in`
+        (
+            """
+            def pick(self):
+                impl = resolve_op_impl("gate_implementation")
+                if impl not in ("triton", "cutile"):
+                    return "eager"
+                return impl
+            """,
+            1,
+        ),
+        # quiet: eager only for eager, the NPU name carried on
+        (
+            """
+            from veomni.utils.device import is_torch_npu_available
+
+
+            def choose(cfg):
+                impl = getattr(cfg, "norm_implementation", "eager")
+                if impl == "eager":
+                    return None
+                if is_torch_npu_available() and impl == "triton":
+                    impl = "npu"
+                return impl
+            """,
+            0,
+        ),
+        # quiet: a missing config is eager (unit tests), not the NPU host's choice
+        (
+            """
+            def resolve(cfg, field):
+                return "eager" if cfg is None else getattr(cfg, field, "eager")
+            """,
+            0,
+        ),
+    ],
+)
+def test_npu_host_decides_for_eager(source: str, expected: int) -> None:
+    diags = _host(source)
+    assert len(diags) == expected, [d.message for d in diags]
+
+
+def test_npu_default_table_maps_an_npu_op_to_eager(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "veomni/ops/kernels/mix/__init__.py",
+        """
+        from ...registry import register_op
+        from ...requirement import NpuKernelRequirement
+        from .impls import ascend
+
+        register_op("mix", "standard", "npu", ascend.run, requirement=NpuKernelRequirement())
+        """,
+    )
+    text = """
+    _NPU_DEFAULTS = {
+        "mix_implementation": "eager",
+        "blur_implementation": "eager",
+    }
+    """
+    path = _write(tmp_path, "veomni/arguments/ops_defaults.py", text)
+    diags = _lint(tmp_path, path, "NPU222")
+    assert [d.line for d in diags] == [2], [d.message for d in diags]  # `blur` has no NPU row: eager is right
+    assert "mix/standard/npu" in diags[0].message
