@@ -400,3 +400,55 @@ def test_npu_default_table_maps_an_npu_op_to_eager(tmp_path: Path) -> None:
     diags = _lint(tmp_path, path, "NPU222")
     assert [d.line for d in diags] == [2], [d.message for d in diags]  # `blur` has no NPU row: eager is right
     assert "mix/standard/npu" in diags[0].message
+
+
+# -- NPU308: GPU-only code imported where Ascend runs it -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header,expected",
+    [
+        ("from quack.gemm import gemm  # noqa: F401", 1),  # a GPU vendor package
+        ("import flash_attn.ops as fa_ops  # noqa: F401", 1),
+        ("from .cutile_gemm import cutile_mix  # noqa: F401", 1),  # a tree module importing one at its top
+        ("from . import cutile_gemm  # noqa: F401", 1),  # the same module, imported as a submodule
+        ("from .chain import mix_chain  # noqa: F401", 1),  # two modules down
+        ("from .npu_mix import mix_npu  # noqa: F401", 0),
+        ("try:\n    from quack.gemm import gemm  # noqa: F401\nexcept ImportError:\n    gemm = None", 0),
+        ('if is_package_available("quack"):\n    from quack.gemm import gemm  # noqa: F401', 0),
+    ],
+)
+def test_registry_imports_gpu_code_when_it_loads(tmp_path: Path, header: str, expected: int) -> None:
+    _write(
+        tmp_path, "veomni/ops/kernels/mix/cutile_gemm.py", "import cutlass  # noqa: F401\nimport deep_gemm\n"
+    )
+    _write(
+        tmp_path, "veomni/ops/kernels/mix/chain.py", "from .cutile_gemm import cutile_mix\n\nmix_chain = 1\n"
+    )
+    _write(tmp_path, "veomni/ops/kernels/mix/npu_mix.py", "import torch_npu  # noqa: F401\n")
+    text = (
+        "from ...utils.import_utils import is_package_available\n"
+        f"{header}\n\n"
+        "from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec\n"
+    )
+    path = tmp_path / "veomni/ops/kernels/mix/__init__.py"
+    path.write_text(text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ("    from fla.modules import ShortConvolution as conv_npu\n    return conv_npu(x)", 1),
+        ("    import liger_kernel.ops.rope as rope_ops\n    return rope_ops.apply(x)", 1),
+        ("    if self.mix.use_non_eager_impl:\n        from liger_kernel.ops.swiglu import F\n        return F(x)\n"
+         "    return x", 0),  # a backend branch the NPU config decides
+        ("    from veomni.ops.kernels.rotary.npu import rope_npu\n    return rope_npu(x)", 0),
+    ],
+)  # fmt: skip
+def test_npu_spec_imports_gpu_vendor(tmp_path: Path, body: str, expected: int) -> None:
+    text = f"def toy_forward_npu(self, x):\n{body}\n"
+    path = _write(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
