@@ -353,7 +353,7 @@ def default_backends(root: str) -> dict[tuple[str, str], tuple[str, int, str]]:
     import os
     from pathlib import Path
 
-    from npu_lint.core.safeio import read_text
+    from npu_lint.veomni.patchgen import load_file
     from npu_lint.veomni.registry import registry_dirs
 
     files: list[Path] = []
@@ -374,15 +374,11 @@ def default_backends(root: str) -> dict[tuple[str, str], tuple[str, int, str]]:
         return hit
     out: dict[tuple[str, str], tuple[str, int, str]] = {}
     for path, _m, _s in key[1]:
-        try:
-            text = read_text(Path(path))
-        except (OSError, ValueError):
+        parsed = load_file(path)  # the run's one store of parsed files
+        if parsed is None or "OpSpec(" not in parsed.text:
             continue
-        if "OpSpec(" not in text:
-            continue
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
+        tree = parsed.tree
+        if tree is None:
             continue
         module, is_package = module_of(path)
         for b in file_bindings(tree, module, is_package):

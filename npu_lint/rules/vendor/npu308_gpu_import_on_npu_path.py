@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 from npu_lint.core.astutil import absolute_module
-from npu_lint.core.safeio import read_text
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.registry import npu_file
 from npu_lint.veomni.resolution import MARKERS, module_of
 from npu_lint.veomni.vendor_map import GPU_ATTENTION, GPU_KERNEL, VENDOR_PACKAGES
@@ -183,9 +183,9 @@ class GpuImportOnNpuPath(Rule):
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if not candidate.is_file():
                 continue
-            try:
-                tree = ast.parse(read_text(candidate))
-            except (OSError, ValueError, SyntaxError):
+            parsed = load_file(str(candidate))  # the run's one store of parsed files
+            tree = parsed.tree if parsed is not None else None
+            if tree is None:
                 return None, None
             is_package = candidate.name == "__init__.py"
             inner: list[str] = []
