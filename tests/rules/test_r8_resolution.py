@@ -452,3 +452,63 @@ def test_npu_spec_imports_gpu_vendor(tmp_path: Path, body: str, expected: int) -
     path = _write(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text)
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]
+
+
+# -- NPU107: CUDA availability tested in a branch taken only on NPU -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        (  # a requirement object: the NPU kind answers with the CUDA flag
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE
+
+
+            class Requirement:
+                def ok(self) -> bool:
+                    if self.kind == "npu":
+                        return IS_CUDA_AVAILABLE
+                    return IS_NPU_AVAILABLE
+            """,
+            1,
+        ),
+        (  # an NPU availability branch that refuses unless torch.cuda is available
+            """
+            import torch
+            from veomni.utils.import_utils import is_torch_npu_available
+
+
+            def bind(kernel: str):
+                if is_torch_npu_available() and kernel == "npu":
+                    assert torch.cuda.is_available(), "no accelerator"
+                    return "npu"
+                return kernel
+            """,
+            1,
+        ),
+        (  # quiet: the NPU branch tests the NPU, the CUDA test sits in the other branch
+            """
+            import torch
+            from veomni.utils.import_utils import is_torch_npu_available
+
+
+            def bind(kernel: str):
+                if kernel == "npu":
+                    if not is_torch_npu_available():
+                        raise RuntimeError("needs an NPU")
+                elif not torch.cuda.is_available():
+                    raise RuntimeError("needs a GPU")
+                return kernel
+            """,
+            0,
+        ),
+    ],
+)
+def test_cuda_availability_in_npu_branch(source: str, expected: int) -> None:
+    diags = lint_source(
+        SourceFile.from_text("veomni/ops/kernels/toy/select.py", textwrap.dedent(source).lstrip()),
+        ["NPU107"],
+        Settings(),
+    )
+    assert len(diags) == expected, [d.message for d in diags]
