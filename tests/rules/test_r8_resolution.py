@@ -512,3 +512,54 @@ def test_cuda_availability_in_npu_branch(source: str, expected: int) -> None:
         Settings(),
     )
     assert len(diags) == expected, [d.message for d in diags]
+
+
+# -- NPU223: a GPU-only row resolved when the module loads ------------------------------------------------------
+
+_BLUR_ROWS = """
+from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+from ....utils.import_utils import is_package_available
+
+
+def _cuda_factory():
+    from .cuda_blur import blur
+
+    return blur
+
+
+def _npu_factory():
+    from .npu_blur import blur
+
+    return blur
+
+
+KERNEL_REGISTRY.register(KernelSpec(name="cuda", op_name="blur", variant="standard", factory=_cuda_factory,
+                                    hardware=HardwareRequirement(device_type="gpu")))
+KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="blur", variant="standard", factory=_npu_factory,
+                                    hardware=HardwareRequirement(device_type="npu")))
+
+{tail}
+"""
+
+
+@pytest.mark.parametrize(
+    "tail,expected",
+    [
+        ('_blur = KERNEL_REGISTRY.resolve("blur", "standard", "cuda")', 1),
+        (
+            'if is_package_available("cupy"):\n    _blur = KERNEL_REGISTRY.resolve("blur", "standard", "cuda")',
+            1,
+        ),
+        (
+            'try:\n    _blur = KERNEL_REGISTRY.resolve("blur", "standard", "cuda")\nexcept KeyError:\n    _blur = None',
+            1,
+        ),
+        ('_blur = KERNEL_REGISTRY.resolve("blur", "standard", "npu")', 0),  # an NPU row
+        ('_blur = KERNEL_REGISTRY.resolve("blur", "standard", "eager")', 0),
+        ('def bind(cfg):\n    return KERNEL_REGISTRY.resolve("blur", "standard", "cuda")', 0),  # config time
+    ],
+)
+def test_gpu_row_resolved_at_import(tmp_path: Path, tail: str, expected: int) -> None:
+    path = _write(tmp_path, "veomni/ops/kernels/blur/__init__.py", _BLUR_ROWS.replace("{tail}", tail))
+    diags = _lint(tmp_path, path, "NPU223")
+    assert len(diags) == expected, [d.message for d in diags]

@@ -34,3 +34,6 @@ KERNEL_REGISTRY.register(
         hardware=HardwareRequirement(device_type="npu"),
     )
 )
+
+# NPU223: the GPU-only `triton` row is resolved when the package loads, before the ops config is applied
+_toy_scan = KERNEL_REGISTRY.resolve("toy_scan", "standard", "triton")
