@@ -138,6 +138,23 @@ class DeviceBranchMismatch(Rule):
         ),
         Example(
             """
+            from veomni.utils.device import IS_CUDA_AVAILABLE
+
+
+            def select_scan_kernel(backend: str):
+                if backend == "npu":
+                    if not IS_CUDA_AVAILABLE:
+                        raise RuntimeError("the scan kernel needs an accelerator")
+                    from .ascend_scan import scan
+
+                    return scan
+                return None
+            """,
+            path="veomni/ops/kernels/scan/select.py",
+            title="the NPU branch of a backend selector tests CUDA availability",
+        ),
+        Example(
+            """
             from typing import ClassVar
 
             from ..utils.import_utils import is_torch_npu_available
@@ -213,7 +230,9 @@ class DeviceBranchMismatch(Rule):
             self.node_types = (ast.Assign,) if ctx.source.kind.kernel and "cuda" in text else ()
             return
         types: list[type[ast.AST]] = [ast.ClassDef]
-        if "torch.cuda" in text or "torch.npu" in text or "torch.mlu" in text:
+        if any(
+            w in text for w in ("torch.cuda", "torch.npu", "torch.mlu", "CUDA_AVAILABLE", "cuda_available")
+        ):
             types.extend((ast.If, ast.IfExp))  # the branches, then the runtime calls in them
         if ctx.source.kind.kernel and "cuda" in text:
             types.append(ast.Assign)
@@ -259,6 +278,19 @@ class DeviceBranchMismatch(Rule):
                     stack.append((sub.test, sub))
                     continue  # its branches are judged when it is visited
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if (
+                device == "npu"
+                and isinstance(sub, (ast.Call, ast.Name))
+                and _availability_device(sub) == "cuda"
+            ):
+                shown = self.ctx.source.segment(test)
+                self.report(
+                    sub,
+                    f"`{self.ctx.source.segment(sub)}` tests CUDA availability in a branch taken only on NPU "
+                    f"(`{shown}`): it is False on every Ascend host, so the NPU path decides as if no device "
+                    "were there (refuses its own kernel, or reports its requirement unmet); test the NPU there",
+                )
                 continue
             if (
                 isinstance(sub, ast.Attribute)

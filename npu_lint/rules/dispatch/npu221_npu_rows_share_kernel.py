@@ -1,0 +1,124 @@
+"""NPU221 npu-rows-share-kernel."""
+
+from __future__ import annotations
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.catalog import NPU
+from npu_lint.veomni.resolution import MARKERS, Binding, default_backends, file_bindings, module_of
+
+
+class NpuRowsShareKernel(Rule):
+    code = "NPU221"
+    name = "npu-rows-share-kernel"
+    summary = (
+        "Two NPU rows the tree keeps apart resolve to one callable: two variants (or ops) of one registration "
+        "module bind the same NPU kernel, or a model's NPU override re-binds the registry default's kernel."
+    )
+    why = (
+        "A variant exists because its call contract differs (a partial rotary rotates a prefix of each head, a "
+        "`1 + weight` RMSNorm offsets its weight, a vision RoPE takes another layout), and a model's "
+        "`extra_backends` entry exists because its patched target is not the one the registry default was "
+        "written for. When the NPU rows of two variants resolve to the same function, or the model's NPU "
+        "override names the default's own entry, one of them runs the other's contract on Ascend: wrong "
+        "numerics or a signature error, while the GPU rows stay distinct. The rule resolves every row to the "
+        "callable it binds (factories followed through their imports) and compares the NPU rows of a module "
+        "with each other, and a model's NPU overrides with the tree's registry defaults."
+    )
+    bad = (
+        Example(
+            """
+            from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+
+            def _npu_dense_factory():
+                from .npu import scale_shift_npu
+
+                return scale_shift_npu
+
+
+            def _npu_gated_factory():
+                from .npu import scale_shift_npu as gated_kernel
+
+                return gated_kernel
+
+
+            KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="adanorm", variant="dense",
+                                                factory=_npu_dense_factory, hardware=HardwareRequirement(device_type="npu")))
+            KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="adanorm", variant="gated",
+                                                factory=_npu_gated_factory, hardware=HardwareRequirement(device_type="npu")))
+            """,
+            path="veomni/ops/kernels/adanorm/__init__.py",
+            title="the gated variant's NPU factory returns the dense kernel",
+        ),
+        Example(
+            """
+            from ...registry import register_op
+            from ...requirement import NpuKernelRequirement
+            from .dense import npu as dense_npu
+            from .gated import npu as gated_npu
+
+            register_op("adanorm", "dense", "npu", dense_npu.forward, requirement=NpuKernelRequirement())
+            register_op("adanorm", "gated", "npu", dense_npu.forward, requirement=NpuKernelRequirement())
+            """,
+            path="veomni/ops/kernels/adanorm/__init__.py",
+            title="a VeomniOp row registering another variant's NPU forward",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from ...registry import register_op
+            from ...requirement import NpuKernelRequirement
+            from .dense import npu as dense_npu
+            from .gated import npu as gated_npu
+
+            register_op("adanorm", "dense", "npu", dense_npu.forward, requirement=NpuKernelRequirement())
+            register_op("adanorm", "gated", "npu", gated_npu.forward, requirement=NpuKernelRequirement())
+            """,
+            path="veomni/ops/kernels/adanorm/__init__.py",
+        ),
+    )
+    fix_safety = "No fix: which of the rows binds the wrong kernel is decided by hand."
+    requires = (MARKERS, ("npu", "NPU", "Npu"))
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        module, is_package = module_of(self.ctx.source.path)
+        rows = [r for r in file_bindings(self.ctx.tree, module, is_package) if r.device == NPU]
+        seen: dict[tuple[str, str, str], Binding] = {}
+        for row in rows:
+            if row.target is None or not row.target.attr or row.per_model:
+                continue
+            key = (row.kind, row.target.module, row.target.attr)
+            first = seen.setdefault(key, row)
+            if first is row or (first.op, first.variant) == (row.op, row.variant):
+                continue
+            self.report(
+                row.node,
+                f"the NPU row `{row.impl}` of `{row.op}/{row.variant}` binds `{row.target.dotted}`, the kernel "
+                f"the NPU row `{first.impl}` of `{first.op}/{first.variant}` binds (line "
+                f"{getattr(first.node, 'lineno', '?')}): the tree keeps the two apart (their call contracts "
+                "differ), so on Ascend one of them runs the other's kernel; bind each its own NPU kernel",
+            )
+        self._overrides([r for r in rows if r.per_model and r.target is not None])
+
+    def _overrides(self, rows: list[Binding]) -> None:
+        root = self.ctx.project.root
+        if not rows or not root:
+            return
+        defaults = default_backends(str(root))
+        for row in rows:
+            hit = defaults.get((row.op, row.impl))
+            if hit is None or row.target is None or hit[0] != row.target.dotted:
+                continue
+            self.report(
+                row.node,
+                f"this model's `{row.impl}` backend of `{row.op}` re-binds `{row.target.dotted}`, the registry "
+                f"default's own kernel for `{row.impl}`: the override replaces nothing, so on Ascend the model's "
+                "target runs the generic kernel written for the registry's signature; bind the model's own NPU "
+                "kernel (or drop the override)",
+            )

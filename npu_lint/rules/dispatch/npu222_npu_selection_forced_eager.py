@@ -1,0 +1,194 @@
+"""NPU222 npu-selection-forced-eager."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import str_value
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.dispatch.npu212_npu_fallback_incomplete import _is_fallback_table
+from npu_lint.rules.dispatch.npu216_npu_fallback_gpu_row import field_ops
+from npu_lint.veomni.catalog import NPU
+from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, host_env
+
+
+def _eager(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "eager"
+
+
+def _names_eager(test: ast.expr) -> bool:
+    return any(str_value(n) == "eager" for n in ast.walk(test) if isinstance(n, ast.Constant))
+
+
+class NpuSelectionForcedEager(Rule):
+    code = "NPU222"
+    name = "npu-selection-forced-eager"
+    summary = (
+        "Code that turns an implementation name into a binding decides, on an NPU host, for the eager path: a "
+        "test that NPU availability or the NPU implementation name makes true (or false) selects `eager`, "
+        "returns no kernel, or skips the binding."
+    )
+    why = (
+        "On Ascend the ops config resolves every op the tree has an NPU kernel for to its NPU name (`npu`, "
+        "`fused_npu`), and the binders (`OpSlot.bind`, the registry's `resolve`, per-model patching, a "
+        "`VeomniOp(..., impl)` built from `resolve_op_impl`, helpers that translate names) must carry that name "
+        "to the kernel. A test that the NPU host decides by itself -- `is_torch_npu_available()`, "
+        "`IS_NPU_AVAILABLE`, or a comparison of the implementation name that the NPU value satisfies "
+        "(`impl in ('eager', 'npu')`, `impl if impl == 'liger_kernel' else 'eager'`) -- and whose branch "
+        "selects eager makes every Ascend run silently use the unfused path (or lose the only varlen kernel) "
+        "whatever the config says. The rule evaluates each test as an NPU host does: NPU availability true, "
+        "CUDA availability false, an implementation field holding its NPU name (the tree's own NPU default "
+        "when it is eager counts as no decision), local names followed through their assignments."
+    )
+    bad = (
+        Example(
+            """
+            from veomni.utils.device import is_torch_npu_available
+
+
+            def bind_slots(module, ops_config):
+                for slot in module.slots:
+                    if is_torch_npu_available():
+                        impl = "eager"  # fused kernels are tuned for GPUs
+                    else:
+                        impl = getattr(ops_config, f"{slot.op_name}_implementation", "eager")
+                    slot.bind(impl)
+            """,
+            path="veomni/models/binder.py",
+            title="every slot bound to eager on an NPU host",
+        ),
+        Example(
+            """
+            def pick_norm(ops_config):
+                impl = ops_config.layer_norm_implementation
+                return impl if impl == "liger_kernel" else "eager"
+            """,
+            path="veomni/models/norm_choice.py",
+            title="a name test that keeps only a GPU name and sends `npu` to eager",
+        ),
+        Example(
+            """
+            def apply_patches(ops_config, table):
+                for field, target in table.items():
+                    value = getattr(ops_config, field)
+                    if value in ("eager", "npu"):
+                        continue
+                    target.bind(value)
+            """,
+            path="veomni/ops/config/patching.py",
+            title="the NPU name skipped like eager",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from veomni.utils.device import is_torch_npu_available
+
+
+            def bind_slots(module, ops_config):
+                for slot in module.slots:
+                    impl = getattr(ops_config, f"{slot.op_name}_implementation", "eager")
+                    if impl == "eager":
+                        continue
+                    slot.bind(impl)
+                if not is_torch_npu_available():
+                    return
+            """,
+            path="veomni/models/binder.py",
+        ),
+    )
+    fix_safety = "No fix: whether the op has an NPU kernel that the branch should keep is decided by hand."
+    requires = ("eager", ("npu", "NPU", "_implementation"))
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        self._tables()
+        host = NpuHost()
+        for func in ast.walk(self.ctx.tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            env: dict[str, HostValue] | None = None
+            for node in ast.walk(func):
+                if not isinstance(node, (ast.If, ast.IfExp)):
+                    continue
+                if env is None:
+                    env = host_env(func, host)
+                decided, dep = host.test(node.test, env)
+                if decided is None or not dep:
+                    continue
+                what = self._eager_path(node, decided)
+                if what is None:
+                    continue
+                reason = self._reason(node.test, env, host)
+                self.report(
+                    node.test,
+                    f"on an NPU host `{ast.unparse(node.test)}` is {decided} ({reason}) and the branch it "
+                    f"selects {what}: the op's NPU kernel is never bound on Ascend, whatever the ops config "
+                    "selects; carry the configured NPU implementation name to the binding",
+                )
+
+    def _tables(self) -> None:
+        """The NPU default table (``{"x_implementation": "npu", ...}``) mapping a field to eager although the tree
+        registers an NPU kernel for the field's op."""
+        rows = [
+            r for r in (*self.ctx.project.registered, *self.ctx.project.slot_rows) if r.requirement == NPU
+        ]
+        if not rows:
+            return
+        for stmt in self.ctx.tree.body:
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+            if isinstance(stmt, ast.AnnAssign):
+                target = stmt.target
+            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+            if not isinstance(target, ast.Name) or not isinstance(value, ast.Dict) or not value.keys:
+                continue
+            if not _is_fallback_table(target.id, value) or "default" not in target.id.lower():
+                continue
+            for key, val in zip(value.keys, value.values, strict=False):
+                field = str_value(key) if key is not None else None
+                if field is None or not field.endswith("_implementation") or not _eager(val):
+                    continue
+                ops = field_ops(field)
+                npu_rows = sorted({f"{r.op}/{r.variant}/{r.impl}" for r in rows if r.op in ops})
+                if not npu_rows:
+                    continue
+                self.report(
+                    val,
+                    f"the NPU default table `{target.id}` maps `{field}` to `'eager'`, but the tree registers NPU "
+                    f"kernels for it ({', '.join(npu_rows[:3])}): every Ascend run with a default config "
+                    "silently uses the eager path; map it to the NPU implementation name",
+                )
+
+    @staticmethod
+    def _eager_path(node: ast.If | ast.IfExp, decided: bool) -> str | None:
+        if isinstance(node, ast.IfExp):
+            chosen = node.body if decided else node.orelse
+            return "is `'eager'`" if _eager(chosen) else None
+        block = node.body if decided else node.orelse
+        for stmt in block:
+            if isinstance(stmt, ast.Assign) and _eager(stmt.value):
+                return f"sets `{ast.unparse(stmt.targets[0])}` to `'eager'`"
+            if isinstance(stmt, ast.Return):
+                if _eager(stmt.value):
+                    return "returns `'eager'`"
+                if (
+                    stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+                ) and (_names_eager(node.test)):
+                    return "returns no kernel (the eager path)"
+            if isinstance(stmt, ast.Continue) and _names_eager(node.test):
+                return "skips the binding like eager"
+        return None
+
+    @staticmethod
+    def _reason(test: ast.expr, env: dict[str, HostValue], host: NpuHost) -> str:
+        for sub in ast.walk(test):
+            if isinstance(sub, (ast.Name, ast.Attribute, ast.Call)):
+                got = host.value(sub, env) if not isinstance(sub, ast.Call) else HostValue(None)
+                if got.npu and got.value is not None:
+                    shown = "its NPU name" if got.value == NPU_NAME else f"`{got.value}`"
+                    return f"`{ast.unparse(sub)}` holds the implementation name, {shown} on Ascend"
+        return "NPU availability is true there, CUDA availability false"
