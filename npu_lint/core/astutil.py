@@ -389,7 +389,16 @@ def statements(node: ast.AST) -> list[ast.stmt]:
 def module_package(path: str) -> list[str]:
     """The dotted package of a file (``veomni.models_kernel.transformers.toy``), for relative imports; [] when
     unknown. On disk the package is read from the ``__init__.py`` chain; for a path that is not on disk (an
-    editor buffer, an example) from the last ``veomni`` component of the path."""
+    editor buffer, an example) from the last ``veomni`` component of the path. Remembered in the
+    ``walk_memo`` scope (a file's rules resolve many relative names of the same file)."""
+    memo = scoped_memo("astutil.module_package")
+    known = memo.get(path)
+    if known is None:
+        known = memo[path] = tuple(_module_package(path))
+    return list(known)
+
+
+def _module_package(path: str) -> list[str]:
     p = Path(path)
     if p.parent.joinpath("__init__.py").is_file():
         parts: list[str] = []

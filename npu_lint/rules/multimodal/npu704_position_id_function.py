@@ -448,6 +448,10 @@ class PositionIdFunction(WrapperRule):
         modality its own code, the one transformers' processors write (image 1, video 2, audio 3): the index
         walks a run of code k with that modality's `grid_thw`."""
         convention = _convention()
+        if not _type_codes(
+            self.ctx.tree
+        ):  # each node's code is its own: none in the file, none in a function
+            return
         done: set[int] = set()
         functions = [
             f for f in _walk(self.ctx.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))

@@ -1172,11 +1172,19 @@ def functions_of(
         text = lines if isinstance(lines, str) else "\n".join(lines)
         known = memo[id(lines)] = (lines, text, [0] + [m.end() for m in re.finditer("\n", text)])
     text, starts = known[1], known[2]
-    pattern = re.compile("|".join(re.escape(w) for w in words))
-    offsets = [m.start() for m in pattern.finditer(text)]
-    if not offsets:
+    hits: set[int] = set()  # 1-based numbers of the lines holding a word: one find per line and word
+    last = len(starts)
+    for word in words:
+        at = text.find(word)
+        while at >= 0:
+            line = bisect.bisect_right(starts, at)
+            hits.add(line)
+            if line >= last:
+                break
+            at = text.find(word, starts[line])
+    marked = sorted(hits)
+    if not marked:
         return []
-    marked = sorted({bisect.bisect_right(starts, o) for o in offsets})  # 1-based line numbers
     out = []
     for func in funcs:
         k = bisect.bisect_left(marked, func.lineno)
