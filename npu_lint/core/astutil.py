@@ -324,6 +324,35 @@ def _walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def nodes_of(tree: ast.AST, *types: type[ast.AST]) -> list[ast.AST]:
+    """The nodes of ``tree``'s subtree whose type is one of ``types``, in ``walk`` order: what the rules'
+    ``for n in walk(tree): if isinstance(n, T)`` loops read, without each of them testing every node. ``types``
+    are concrete node classes as the parser makes them (``ast.Call``, ``ast.FunctionDef``; never an abstract
+    ``ast.expr`` or ``ast.stmt``, whose nodes have other types). Inside ``walk_memo`` the subtree is indexed by
+    type once and each answer is shared: read it, never modify it."""
+    memo = scoped_memo("astutil.nodes_of")
+    hit = memo.get(id(tree))
+    if hit is None or hit[0] is not tree:
+        index: dict[Any, list[ast.AST]] = {}
+        for node in walk(tree):
+            typ = type(node)
+            found = index.get(typ)
+            if found is None:
+                index[typ] = [node]
+            else:
+                found.append(node)
+        hit = memo[id(tree)] = (tree, index)
+    index = hit[1]
+    if len(types) == 1:
+        return index.get(types[0], [])
+    key = types
+    found = index.get(key)
+    if found is None:  # several types: in walk order, listed once per scope
+        wanted = frozenset(types)
+        found = index[key] = [n for n in walk(tree) if type(n) in wanted]
+    return found
+
+
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 

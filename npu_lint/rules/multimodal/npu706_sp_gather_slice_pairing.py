@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 
@@ -467,8 +468,8 @@ class SpGatherSlicePairing(Rule):
     def finish(self) -> None:
         tree = self.ctx.tree
         self._helpers = _local_helpers(tree)
-        for node in _walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in self._helpers:
+        for node in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            if node.name not in self._helpers:
                 self._check(node)
 
     def _ulysses(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
