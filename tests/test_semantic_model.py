@@ -410,3 +410,70 @@ def test_own_nodes_are_a_functions_nodes_outside_nested_scopes_in_stack_order() 
         assert [id(n) for n in mine] == [id(n) for n in reference(func)]
         assert not any(isinstance(n, (ast.Lambda, ast.ClassDef)) for n in mine)
         assert any(isinstance(n, ast.Dict) for n in mine) and len(mine) > 30
+
+
+def _corpus_trees() -> list[ast.Module]:
+    files = sorted((CORPORA / "veomni-main" / "veomni" / "models").rglob("*.py"))
+    assert len(files) > 100
+    return [ast.parse(f.read_text(encoding="utf-8")) for f in files[::4]]
+
+
+def test_nodes_of_is_the_isinstance_filter_of_walk_in_walk_order() -> None:
+    from npu_lint.core.astutil import nodes_of, walk, walk_memo
+
+    queries = [
+        (ast.Call,),
+        (ast.FunctionDef, ast.AsyncFunctionDef),
+        (ast.Name, ast.Attribute),
+        (ast.ClassDef,),
+        (ast.Dict,),
+        (ast.Assign,),
+    ]
+    trees = _corpus_trees()
+    with walk_memo():
+        for tree in trees:
+            for types in queries:
+                mine = nodes_of(tree, *types)
+                assert [id(n) for n in mine] == [id(n) for n in walk(tree) if isinstance(n, types)]
+                assert nodes_of(tree, *types) is mine or not mine  # indexed once per scope
+    tree = trees[0]
+    assert nodes_of(tree, ast.Call) == [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call)
+    ]  # outside a scope
+
+
+def test_the_rmsnorm_rules_find_every_class_in_walk_order_through_statement_lists() -> None:
+    from npu_lint.rules.semantics._shared import _classes
+
+    code = (
+        "class A:\n    class B: pass\n"
+        "def f():\n    class C: pass\n    try:\n        pass\n    except E:\n        class D: pass\n"
+        "    else:\n        class F: pass\n"
+        "match x:\n    case 1:\n        class G: pass\n"
+        "if y:\n    class H: pass\nelse:\n    class I: pass\n"
+    )
+    for tree in [ast.parse(code), *_corpus_trees()]:
+        assert [id(c) for c in _classes(tree)] == [
+            id(n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+        ]
+
+
+def test_functions_of_keeps_the_functions_whose_lines_hold_a_word() -> None:
+    import re
+
+    from npu_lint.core.astutil import walk_memo
+    from npu_lint.rules.semantics._shared import functions_of
+
+    files = sorted((CORPORA / "veomni-main" / "veomni" / "models").rglob("*.py"))[::3]
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        lines = text.split("\n")
+        for words in (("loss",), ("1:]",), ("None", "aux", "balanc"), ("pad(", "+="), ("zz_absent_word",)):
+            with walk_memo():
+                mine = functions_of(tree, text, *words)
+                every = functions_of(tree)
+            pattern = re.compile("|".join(re.escape(w) for w in words))
+            marked = {i + 1 for i, line in enumerate(lines) if pattern.search(line)}
+            want = [f for f in every if any(f.lineno <= n <= f.end_lineno for n in marked)]
+            assert [id(f) for f in mine] == [id(f) for f in want], (path, words)

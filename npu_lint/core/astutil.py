@@ -324,6 +324,35 @@ def _walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def nodes_of(tree: ast.AST, *types: type[ast.AST]) -> list[ast.AST]:
+    """The nodes of ``tree``'s subtree whose type is one of ``types``, in ``walk`` order: what the rules'
+    ``for n in walk(tree): if isinstance(n, T)`` loops read, without each of them testing every node. ``types``
+    are concrete node classes as the parser makes them (``ast.Call``, ``ast.FunctionDef``; never an abstract
+    ``ast.expr`` or ``ast.stmt``, whose nodes have other types). Inside ``walk_memo`` the subtree is indexed by
+    type once and each answer is shared: read it, never modify it."""
+    memo = scoped_memo("astutil.nodes_of")
+    hit = memo.get(id(tree))
+    if hit is None or hit[0] is not tree:
+        index: dict[Any, list[ast.AST]] = {}
+        for node in walk(tree):
+            typ = type(node)
+            found = index.get(typ)
+            if found is None:
+                index[typ] = [node]
+            else:
+                found.append(node)
+        hit = memo[id(tree)] = (tree, index)
+    index = hit[1]
+    if len(types) == 1:
+        return index.get(types[0], [])
+    key = types
+    found = index.get(key)
+    if found is None:  # several types: in walk order, listed once per scope
+        wanted = frozenset(types)
+        found = index[key] = [n for n in walk(tree) if type(n) in wanted]
+    return found
+
+
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -389,7 +418,16 @@ def statements(node: ast.AST) -> list[ast.stmt]:
 def module_package(path: str) -> list[str]:
     """The dotted package of a file (``veomni.models_kernel.transformers.toy``), for relative imports; [] when
     unknown. On disk the package is read from the ``__init__.py`` chain; for a path that is not on disk (an
-    editor buffer, an example) from the last ``veomni`` component of the path."""
+    editor buffer, an example) from the last ``veomni`` component of the path. Remembered in the
+    ``walk_memo`` scope (a file's rules resolve many relative names of the same file)."""
+    memo = scoped_memo("astutil.module_package")
+    known = memo.get(path)
+    if known is None:
+        known = memo[path] = tuple(_module_package(path))
+    return list(known)
+
+
+def _module_package(path: str) -> list[str]:
     p = Path(path)
     if p.parent.joinpath("__init__.py").is_file():
         parts: list[str] = []

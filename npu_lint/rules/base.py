@@ -95,7 +95,10 @@ class Rule(RuleMeta):
                 if entry not in text:
                     return False
             elif type(entry) is tuple:
-                if not any(word in text for word in entry):
+                for word in entry:  # a loop, not any(...): this runs for every rule on every file
+                    if word in text:
+                        break
+                else:
                     return False
             elif not entry(text):  # type: ignore[operator]
                 return False

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import walk, walk_pairs
+from npu_lint.core.astutil import nodes_of, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -1713,8 +1713,8 @@ class DevicelessAllocation(Rule):
         """Source text of each name or ``self.<attr>`` bound to ``torch.Generator(device=...)`` with a device that
         is not the CPU -> the line of that binding."""
         out: dict[str, int] = {}
-        for node in walk(self.ctx.tree):
-            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+        for node in nodes_of(self.ctx.tree, ast.Assign):
+            if not isinstance(node.value, ast.Call):
                 continue
             call = node.value
             if self.ctx.qualname(call.func) != "torch.Generator":

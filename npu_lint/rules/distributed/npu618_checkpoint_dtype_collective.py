@@ -114,8 +114,7 @@ class CheckpointDtypeCollective(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
-        own = [n for n in _walk(node) if not (n is not node and isinstance(n, _FUNCS))]
-        moves = [n for n in own if isinstance(n, ast.Call) and call_name(n) in _MOVES and n.args]
+        moves = [n for n in _walk(node) if type(n) is ast.Call and call_name(n) in _MOVES and n.args]
         if not moves:
             return
         lines = self.ctx.source.lines

@@ -125,19 +125,6 @@ def _paired(media: Media, index: ast.AST, value: ast.AST) -> bool:
     return root is not None and _reads(media, value, root.id)
 
 
-def _lookup_key(node: ast.AST, parent: ast.AST | None) -> bool:
-    """A string constant used as a lookup key: `md.get("k")`, `md.pop("k")`, `md["k"]`."""
-    if isinstance(parent, ast.Subscript) and parent.slice is node:
-        return True
-    return (
-        isinstance(parent, ast.Call)
-        and isinstance(parent.func, ast.Attribute)
-        and parent.func.attr in ("get", "pop")
-        and bool(parent.args)
-        and parent.args[0] is node
-    )
-
-
 def _key_text(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -156,16 +143,31 @@ def _callee(call: ast.Call) -> str:
 def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     """Where one medium's data meets another medium's: the mask of a `masked_scatter`, the index of an indexed
     assignment, the holder of a metadata lookup, a handler of one medium given another's data. (node, message)."""
-    media = Media(func)
+    media: Media | None = (
+        None  # built at the first mask, condition or indexed write (most functions have none)
+    )
     own = modality(func.name)
-    parents: dict[ast.AST, ast.AST] = {}  # filled at the first lookup key (most functions have none)
+    parents: dict[
+        ast.AST, ast.AST
+    ] = {}  # filled at the first lookup key of a medium (most functions have none)
+    keys: set[int] = set()  # the string lookup keys: `md["k"]`, `md.get("k")`, `md.pop("k")`
     out: list[tuple[ast.AST, str]] = []
-    for node in _walk(func):
+    for node in _walk(func):  # breadth first: a key's subscript or call comes before the key
+        if isinstance(node, ast.Subscript):
+            keys.add(id(node.slice))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop")
+            and node.args
+        ):
+            keys.add(id(node.args[0]))
         if (
             isinstance(node, ast.Call)
             and _callee(node) in ("masked_scatter", "masked_scatter_")
             and len(node.args) >= 2
         ):
+            media = media or Media(func)
             mask, src = media.of(node.args[0]), _spelled(node.args[1])
             if mask and src and mask != src and not _paired(media, node.args[0], node.args[1]):
                 out.append(
@@ -176,6 +178,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                     )
                 )
         elif isinstance(node, ast.Call) and _callee(node) == "where" and len(node.args) == 3:
+            media = media or Media(func)
             mask, src = media.of(node.args[0]), _spelled(node.args[1])
             if mask and src and mask != src and not _paired(media, node.args[0], node.args[1]):
                 out.append(
@@ -192,6 +195,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
         ):
             index = node.targets[0].slice
             first = index.elts[0] if isinstance(index, ast.Tuple) and index.elts else index
+            media = media or Media(func)
             where, what = media.of(first), _spelled(node.value)
             if (
                 where
@@ -220,12 +224,9 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                             f"({got}): the {handler} path runs with the {got} arguments",
                         )
                     )
-        elif _key_text(node) is not None and _lookup_key(
-            node, (parents or _parents(func, parents)).get(node)
-        ):
-            got = modality(_key_text(node))
-            if got is None:
-                continue
+        elif id(node) in keys and (got := modality(_key_text(node))) is not None:
+            if not parents:
+                _parents(func, parents)
             holder = _holder(node, parents)
             if holder is not None and holder[1] != got:
                 out.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
@@ -569,19 +570,18 @@ class MediaParameters(WrapperRule):
         if ("image" in text or "img" in text) + ("video" in text or "vid" in text) + ("audio" in text) >= 2:
             seen: set[int] = set()
             lines = ctx.source.lines
-            for node in _walk(ctx.tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                    media = media_named("\n".join(lines[first - 1 : node.end_lineno]).lower())
-                    if not media:
-                        continue  # every check below needs a medium's name in the function
-                    found = unused_media_mappings(node)  # type: ignore[arg-type]
-                    if media >= 2:  # one medium meeting another's data needs both named in the function
-                        found = [*crossings(node), *keyed_crossings(node), *one_sided_sp(node), *found]  # type: ignore[arg-type]
-                    for at, message in found:
-                        if id(at) not in seen:
-                            seen.add(id(at))
-                            self.report(at, message)
+            for node in nodes_of(ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                media = media_named("\n".join(lines[first - 1 : node.end_lineno]).lower())
+                if not media:
+                    continue  # every check below needs a medium's name in the function
+                found = unused_media_mappings(node)  # type: ignore[arg-type]
+                if media >= 2:  # one medium meeting another's data needs both named in the function
+                    found = [*crossings(node), *keyed_crossings(node), *one_sided_sp(node), *found]  # type: ignore[arg-type]
+                for at, message in found:
+                    if id(at) not in seen:
+                        seen.add(id(at))
+                        self.report(at, message)
         if "prepare_inputs_for_generation" in ctx.source.text:
             for patched in patched_methods(
                 ctx.tree, ctx.source.text, "prepare_inputs_for_generation", WRAPPERS, path=ctx.source.path

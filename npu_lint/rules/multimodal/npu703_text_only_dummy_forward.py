@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import method_name, spec_target
 from npu_lint.rules.base import Example
@@ -954,9 +955,7 @@ class TextOnlyDummyForward(WrapperRule):
 
     def _fallback_constants(self) -> None:
         seen: set[int] = set()
-        for func in _walk(self.ctx.tree):
-            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             for stmt, local, medium, modules in _fallback_constants(func):
                 if id(stmt) in seen:
                     continue
@@ -1033,8 +1032,8 @@ class TextOnlyDummyForward(WrapperRule):
         """A tower's `dummy_forward` that never runs the tower (no `self(...)`, `self.forward(...)`, or other call
         on `self` / `super()`): it returns a made-up tensor, so the tower's collectives still do not run on
         text-only ranks."""
-        for node in _walk(self.ctx.tree):
-            if not isinstance(node, ast.FunctionDef) or method_name(node) != "dummy_forward":
+        for node in nodes_of(self.ctx.tree, ast.FunctionDef):
+            if method_name(node) != "dummy_forward":
                 continue
             runs = any(
                 isinstance(c, ast.Call)
@@ -1068,8 +1067,8 @@ class TextOnlyDummyForward(WrapperRule):
     def _no_grad_definitions(self) -> None:
         """A tower's `dummy_forward` defined under `torch.no_grad()` (decorator or a `with` around its body):
         its output has no graph, so the zero-valued dependency the wrapper adds carries no gradient."""
-        for node in _walk(self.ctx.tree):
-            if not isinstance(node, ast.FunctionDef) or method_name(node) != "dummy_forward":
+        for node in nodes_of(self.ctx.tree, ast.FunctionDef):
+            if method_name(node) != "dummy_forward":
                 continue
             for deco in node.decorator_list:
                 f = deco.func if isinstance(deco, ast.Call) else deco

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import gpu_sibling_only, method_name
@@ -448,10 +449,12 @@ class PositionIdFunction(WrapperRule):
         modality its own code, the one transformers' processors write (image 1, video 2, audio 3): the index
         walks a run of code k with that modality's `grid_thw`."""
         convention = _convention()
+        if not _type_codes(
+            self.ctx.tree
+        ):  # each node's code is its own: none in the file, none in a function
+            return
         done: set[int] = set()
-        functions = [
-            f for f in _walk(self.ctx.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-        ]
+        functions = [f for f in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef)]
         for func in sorted(functions, key=lambda f: -f.lineno):  # innermost first
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 
@@ -467,8 +468,8 @@ class SpGatherSlicePairing(Rule):
     def finish(self) -> None:
         tree = self.ctx.tree
         self._helpers = _local_helpers(tree)
-        for node in _walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in self._helpers:
+        for node in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            if node.name not in self._helpers:
                 self._check(node)
 
     def _ulysses(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -634,6 +635,15 @@ class SpGatherSlicePairing(Rule):
             "full sequence (gather it on dim 0 under the same guard)",
         )
 
+    def _other_axis(self, flow: _Flow, call: ast.Call, name: str, dim: int | None, but: str) -> None:
+        """A later sequence-parallel step on ``name`` (``call``, on ``dim``) works on another axis than its gather:
+        reported once per gather, ``but`` saying what the step does."""
+        _, gdim, gstmt = flow.gathered[name]
+        if gdim is None or dim is None or gdim == dim or id(gstmt) in flow.axis_reported:
+            return
+        flow.axis_reported.add(id(gstmt))
+        self.report(call, f"`{name}` is gathered on dim {gdim} (line {gstmt.lineno}) but {but}")
+
     def _slice_checks(
         self,
         flow: _Flow,
@@ -644,42 +654,28 @@ class SpGatherSlicePairing(Rule):
         reads: list[tuple[int, bool, set[str]]],
         guard: bool,
     ) -> None:
-        for call, kind, dim in self._sp_calls(value):
+        calls = self._sp_calls(value)
+        for call, kind, dim in calls:
             name = _first_name(call)
             if kind in ("pad", "unpad") and name in flow.gathered:
-                _, gdim, gstmt = flow.gathered[name]
-                if (
-                    gdim is not None
-                    and dim is not None
-                    and gdim != dim
-                    and id(gstmt) not in flow.axis_reported
-                ):
-                    flow.axis_reported.add(id(gstmt))
-                    self.report(
-                        call,
-                        f"`{name}` is gathered on dim {gdim} (line {gstmt.lineno}) but its sequence-parallel padding "
-                        f"is {'removed' if kind == 'unpad' else 'added'} on dim {dim}: the gather and the padding "
-                        "work on different axes, one of them is not the sequence",
-                    )
-                continue
-            if kind != "slice" or name is None:
-                continue
-            if name in flow.gathered:
-                _, gdim, gstmt = flow.gathered[name]
-                if (
-                    gdim is not None
-                    and dim is not None
-                    and gdim != dim
-                    and id(gstmt) not in flow.axis_reported
-                ):
-                    flow.axis_reported.add(id(gstmt))
-                    self.report(
-                        call,
-                        f"`{name}` is gathered on dim {gdim} (line {gstmt.lineno}) but sliced back on dim {dim}: "
-                        "the rank keeps a shard of another axis than the one it gathered",
-                    )
-                continue
-        for call, kind, _ in self._sp_calls(value):
+                done = "removed" if kind == "unpad" else "added"
+                self._other_axis(
+                    flow,
+                    call,
+                    name,
+                    dim,
+                    f"its sequence-parallel padding is {done} on dim {dim}: the gather and the padding work on "
+                    "different axes, one of them is not the sequence",
+                )
+            elif kind == "slice" and name is not None and name in flow.gathered:
+                self._other_axis(
+                    flow,
+                    call,
+                    name,
+                    dim,
+                    f"sliced back on dim {dim}: the rank keeps a shard of another axis than the one it gathered",
+                )
+        for call, kind, _ in calls:
             name = _first_name(call)
             if kind != "unpad" or name is None or name in flow.full or not guard:
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._modality import modality
@@ -96,9 +97,7 @@ class PositionIdsWithoutMedia(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
-        for func in _walk(self.ctx.tree):
-            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             calls = [
                 n
                 for n in _walk(func)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._modality import root_name
@@ -126,9 +126,8 @@ class SpFullLabelsLocalHidden(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
-        for func in _walk(self.ctx.tree):
-            if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._check(func)
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            self._check(func)
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         nodes = _walk(func)

@@ -217,20 +217,24 @@ class RotarySpShard(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         self._slice_at: dict[str, ast.AST] = {}  # where each sequence is first sliced in this function
-        binds: list[tuple[int, list[str], ast.AST, ast.AST]] = []
         sp = False  # a slice, an all-to-all to the full sequence, or a rank's range: else nothing to check
         nodes = _walk(node)
         for n in nodes:
             if isinstance(n, ast.Assign):
-                binds.append(
-                    (n.end_lineno or n.lineno, [t for tg in n.targets for t in _targets(tg)], n.value, n)
-                )
-                if not sp and _rank_range(n.value):
-                    sp = True
-            elif not sp and isinstance(n, ast.Call):
+                sp = _rank_range(n.value)
+            elif isinstance(n, ast.Call):
                 name = call_name(n)
                 sp = name in _TO_FULL or _SLICE.search(name) is not None
-        if not binds or not sp:
+            if sp:
+                break
+        if not sp:
+            return
+        binds: list[tuple[int, list[str], ast.AST, ast.AST]] = [
+            (n.end_lineno or n.lineno, [t for tg in n.targets for t in _targets(tg)], n.value, n)
+            for n in nodes
+            if isinstance(n, ast.Assign)
+        ]
+        if not binds:
             return
         binds.sort(key=lambda b: b[0])
         args = node.args

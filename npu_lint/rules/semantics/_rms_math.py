@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.upstream import file_source_module, patched_methods, upstream_class_method
@@ -117,7 +118,7 @@ def rms_sites(ctx: Context) -> list[RmsSite]:
             ):
                 out.append(RmsSite(patched.cls, patched.func, patched.upstream, method))
     else:
-        classes = [n for n in _walk(ctx.tree) if isinstance(n, ast.ClassDef) and _rms_class(n.name)]
+        classes = [n for n in nodes_of(ctx.tree, ast.ClassDef) if _rms_class(n.name)]
         for cls in classes:  # nested ones too (a quantised / offloading wrapper defined inside a method)
             methods = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"]
             if any(squares_mean(f) or _roots(f) for f in methods):  # through the class's own helper too

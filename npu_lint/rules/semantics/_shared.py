@@ -8,7 +8,7 @@ import functools
 import os
 import re
 
-from npu_lint.core.astutil import dotted_name, resolve_relative, scoped_memo
+from npu_lint.core.astutil import dotted_name, nodes_of, resolve_relative, scoped_memo
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules._handles import (
@@ -193,10 +193,28 @@ def _rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
     return _per_tree("semantics.rms_norm_methods", tree, _find_rms_norm_methods)
 
 
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """The file's classes, nested ones included, in ``walk`` order, reached through statement lists only (a class
+    is a statement: never inside an expression); the trees asked about are often other files', not walked."""
+    out: list[ast.ClassDef] = []
+    queue: list[ast.AST] = [tree]
+    for node in queue:  # breadth first, each node's statement lists in field order: walk's order, restricted
+        if isinstance(node, ast.ClassDef):
+            out.append(node)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list and value and isinstance(value[0], _BLOCKS):
+                queue.extend(value)
+    return out
+
+
 def _find_rms_norm_methods(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
     out: list[tuple[str, ast.FunctionDef]] = []
-    for cls in _walk(tree):
-        if isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower():
+    for cls in _classes(tree):
+        if "rmsnorm" in cls.name.lower():
             out.extend(
                 (cls.name, f) for f in cls.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"
             )
@@ -401,8 +419,8 @@ def _dispatch_target(ctx: Context, state: _RmsNormState) -> tuple[str | None, li
     for stmt in ctx.tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             assigned[stmt.targets[0].id] = stmt.value
-    for call in _walk(ctx.tree):
-        if not (isinstance(call, ast.Call) and last_name(call.func) == "apply_per_model_patches"):
+    for call in nodes_of(ctx.tree, ast.Call):
+        if last_name(call.func) != "apply_per_model_patches":
             continue
         targets = next((k.value for k in call.keywords if k.arg == "targets"), None)
         if not isinstance(targets, ast.Dict):
@@ -1172,11 +1190,19 @@ def functions_of(
         text = lines if isinstance(lines, str) else "\n".join(lines)
         known = memo[id(lines)] = (lines, text, [0] + [m.end() for m in re.finditer("\n", text)])
     text, starts = known[1], known[2]
-    pattern = re.compile("|".join(re.escape(w) for w in words))
-    offsets = [m.start() for m in pattern.finditer(text)]
-    if not offsets:
+    hits: set[int] = set()  # 1-based numbers of the lines holding a word: one find per line and word
+    last = len(starts)
+    for word in words:
+        at = text.find(word)
+        while at >= 0:
+            line = bisect.bisect_right(starts, at)
+            hits.add(line)
+            if line >= last:
+                break
+            at = text.find(word, starts[line])
+    marked = sorted(hits)
+    if not marked:
         return []
-    marked = sorted({bisect.bisect_right(starts, o) for o in offsets})  # 1-based line numbers
     out = []
     for func in funcs:
         k = bisect.bisect_left(marked, func.lineno)

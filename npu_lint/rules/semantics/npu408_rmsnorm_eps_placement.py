@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_arg, str_value
+from npu_lint.core.astutil import call_arg, nodes_of, str_value
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import (
@@ -259,9 +259,7 @@ class RmsNormEpsPlacement(Rule):
         ctx = self.ctx
         if "rms_norm" not in ctx.source.text:
             return
-        for node in _walk(ctx.tree):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in nodes_of(ctx.tree, ast.Call):
             qual = ctx.qualname(node.func) or ""
             if qual == "torch_npu.npu_rms_norm" or qual.endswith(".npu_rms_norm") and "torch_npu" in qual:
                 given = call_arg(node, 2, "epsilon") or call_arg(node, 2, "eps")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import os
 
-from npu_lint.core.astutil import call_arg, module_package, resolve_relative, str_value
+from npu_lint.core.astutil import call_arg, module_package, nodes_of, resolve_relative, str_value
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.norms import function_kernel, kernel_function, rms_variant_contract
@@ -82,9 +82,7 @@ def registered_rms_rows(
     function, its dotted name, or its def in the same file)."""
     out: list[tuple[str, ast.expr, str | None, ast.AST | None]] = []
     imports = _imports(tree, path)
-    for call in _walk(tree):
-        if not isinstance(call, ast.Call):
-            continue
+    for call in nodes_of(tree, ast.Call):
         name = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", None)
         if name == "KernelSpec":
             if str_value(call_arg(call, 99, "op_name")) != "rms_norm":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of, walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example, make_fix
@@ -330,9 +330,8 @@ class LossVocabSize(LossRule):
         # the reads are `getattr(x, "<field>", default)` calls: functions without one are skipped (one walk)
         lines = [
             n.lineno
-            for n in walk(ctx.tree)
-            if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Name)
+            for n in nodes_of(ctx.tree, ast.Call)
+            if isinstance(n.func, ast.Name)
             and n.func.id == "getattr"
             and len(n.args) == 3
             and isinstance(n.args[1], ast.Constant)
@@ -344,13 +343,11 @@ class LossVocabSize(LossRule):
         receives: dict[
             str, set[str]
         ] = {}  # helper -> its parameters given `<model>.config` somewhere in the file
-        for call in walk(ctx.tree):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in helpers:
+        for call in nodes_of(ctx.tree, ast.Call):
+            if isinstance(call.func, ast.Name) and call.func.id in helpers:
                 passed = _passed_params(call, helpers[call.func.id], _generic_config)
                 receives.setdefault(call.func.id, set()).update(passed)
-        for func in walk(ctx.tree):
-            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        for func in nodes_of(ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             end = func.end_lineno or func.lineno
             if not any(func.lineno <= line <= end for line in lines):
                 continue

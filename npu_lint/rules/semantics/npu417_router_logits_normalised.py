@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.upstream import file_source_module, last_name, patched_methods, upstream_class_method
@@ -84,9 +85,7 @@ def _detached_returns(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
 def _recorders(tree: ast.Module) -> list[tuple[ast.Call, str, int]]:
     """`"router_logits": OutputRecorder(Cls, index=N)` entries of a file (alone or in a list): (call, Cls, N)."""
     out: list[tuple[ast.Call, str, int]] = []
-    for node in _walk(tree):
-        if not isinstance(node, ast.Dict):
-            continue
+    for node in nodes_of(tree, ast.Dict):
         for key, value in zip(node.keys, node.values):
             if not (isinstance(key, ast.Constant) and key.value == "router_logits"):
                 continue

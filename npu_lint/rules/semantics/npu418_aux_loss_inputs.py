@@ -8,6 +8,7 @@ import os
 import re
 from pathlib import Path
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of, path_before
@@ -743,9 +744,7 @@ class AuxLossInputs(Rule):
     def _branch_orders(self, reported: set[int], trusted: set[int]) -> None:
         """Two loss calls of one function (the fused handle and the eager fallback, say) given the same
         positional values in another order: one branch has them swapped."""
-        for func in _walk(self.ctx.tree):
-            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             calls = []
             for node in _walk(func):
                 if not isinstance(node, ast.Call) or len(node.args) < 3:
@@ -796,9 +795,7 @@ class AuxLossInputs(Rule):
         defs: dict[str, tuple[tuple[str, ...], str]] | None = None
         # `self.lb = partial(load_balancing_loss, op=...)`: attribute -> function
         bound = _partial_bindings(ctx.tree) if "partial" in ctx.source.text else {}
-        for node in _walk(ctx.tree):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in nodes_of(ctx.tree, ast.Call):
             callee = last_name(node.func) or ""
             if isinstance(node.func, ast.Name):
                 target = callee

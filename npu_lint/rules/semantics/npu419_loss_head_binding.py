@@ -7,6 +7,7 @@ import functools
 from collections import Counter
 from pathlib import Path
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import class_methods, functions_of
@@ -45,10 +46,8 @@ def _kind(name: str, variants: dict[str, str]) -> str | None:
 def _handle_variants(tree: ast.Module) -> dict[str, str]:
     """Loss handles with a literal variant (`veomni_x = OpSlot("cross_entropy_loss", "variant")`): name -> variant."""
     out: dict[str, str] = {}
-    for node in _walk(tree):
-        if not (
-            isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.value.args) >= 2
-        ):
+    for node in nodes_of(tree, ast.Assign):
+        if not (isinstance(node.value, ast.Call) and len(node.value.args) >= 2):
             continue
         op, variant = node.value.args[0], node.value.args[1]
         if not (isinstance(variant, ast.Constant) and isinstance(variant.value, str)):
@@ -496,8 +495,7 @@ class LossHeadBinding(Rule):
         cls_losses = sorted(
             {
                 name
-                for n in _walk(self.ctx.tree)
-                if isinstance(n, (ast.Name, ast.Attribute))
+                for n in nodes_of(self.ctx.tree, ast.Name, ast.Attribute)
                 for name in [last_name(n)]
                 if name and _kind(name, variants) == "cls"
             }
@@ -532,10 +530,9 @@ class LossHeadBinding(Rule):
 
     def _arity(self, variants: dict[str, str]) -> None:
         unpacks: list[tuple[ast.Tuple, str]] = []
-        for node in _walk(self.ctx.tree):
+        for node in nodes_of(self.ctx.tree, ast.Assign):
             if not (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
+                len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Tuple)
                 and isinstance(node.value, ast.Call)
             ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
@@ -499,16 +500,12 @@ class SpLossReduction(Rule):
 
     def finish(self) -> None:
         tree = self.ctx.tree
-        for node in _walk(tree):
-            if isinstance(node, ast.ClassDef) and any(
-                isinstance(f, ast.FunctionDef) and f.name == "backward" for f in node.body
-            ):
+        for node in nodes_of(tree, ast.ClassDef):
+            if any(isinstance(f, ast.FunctionDef) and f.name == "backward" for f in node.body):
                 self._ignored_grad(node)
         self.helper_mean = any(  # VeOmni's `all_reduce(data, op="mean", group=None)` helper, imported
-            isinstance(n, ast.ImportFrom)
-            and any(a.name == "all_reduce" for a in n.names)
-            and "torch" not in (n.module or "")
-            for n in _walk(tree)
+            any(a.name == "all_reduce" for a in n.names) and "torch" not in (n.module or "")
+            for n in nodes_of(tree, ast.ImportFrom)
         )
         text = self.ctx.source.text
         self.sp_reduced_here = (
@@ -516,7 +513,7 @@ class SpLossReduction(Rule):
             and "reduce" in text
             and any(  # the file calls or imports the tree's SP loss reduction
                 "reduce" in name.lower() and "loss" in name.lower() and "sequence" in name.lower()
-                for n in _walk(tree)
+                for n in nodes_of(tree, ast.ImportFrom, ast.Call)
                 for name in (
                     [a.name for a in n.names]
                     if isinstance(n, ast.ImportFrom)
@@ -527,16 +524,15 @@ class SpLossReduction(Rule):
             )
         )
         saved: dict[int, dict[int, str]] = {}
-        for node in _walk(tree):
-            if isinstance(node, ast.ClassDef):
-                positions = _autograd_saved(node)
-                if positions:
-                    backward = next(
-                        (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "backward"),
-                        None,
-                    )
-                    if backward is not None:
-                        saved[id(backward)] = positions
+        for node in nodes_of(tree, ast.ClassDef):
+            positions = _autograd_saved(node)
+            if positions:
+                backward = next(
+                    (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "backward"),
+                    None,
+                )
+                if backward is not None:
+                    saved[id(backward)] = positions
         for func in functions_of(tree):
             self._check(func, saved.get(id(func), {}))
 

@@ -6,6 +6,7 @@ import ast
 import functools
 from pathlib import Path
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
@@ -29,13 +30,8 @@ def _filler_key_at(path: str, mtime: float, size: int) -> str | None:
     tree = parsed.tree if parsed is not None else None
     if tree is None:
         return None
-    for node in _walk(tree):
-        if not (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Constant)
-            and node.value.value is True
-            and len(node.targets) == 1
-        ):
+    for node in nodes_of(tree, ast.Assign):
+        if not (isinstance(node.value, ast.Constant) and node.value.value is True and len(node.targets) == 1):
             continue
         target = node.targets[0]
         if (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import dotted_name
+from npu_lint.core.astutil import dotted_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.upstream import last_name
@@ -95,9 +95,7 @@ def _wrong_fill(node: ast.AST | None, ignore: int) -> str | None:
 def _dataclass_fields(tree: ast.Module) -> dict[str, list[str]]:
     """The positional parameters of the file's classes: a dataclass's annotated fields, or `__init__`'s."""
     out: dict[str, list[str]] = {}
-    for stmt in _walk(tree):
-        if not isinstance(stmt, ast.ClassDef):
-            continue
+    for stmt in nodes_of(tree, ast.ClassDef):
         init = next((f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
         if init is not None:
             out[stmt.name] = [a.arg for a in init.args.args[1:]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules._handles import HANDLES, call_name, op_variant
 from npu_lint.rules.base import Context, Example, Rule
@@ -63,8 +64,8 @@ def _unweighted_handles(tree: ast.Module) -> set[str]:
     """The names (`veomni_plain_norm`) and `self.<attr>` spellings of the file's handles declared for the
     unweighted RMSNorm row (`OpSlot("rms_norm", "unweighted")`, `VeomniOp("rms_norm", "unweighted", ...)`)."""
     out: set[str] = set()
-    for node in _walk(tree):
-        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+    for node in nodes_of(tree, ast.Assign):
+        if not isinstance(node.value, ast.Call):
             continue
         kind = call_name(node.value)
         if kind not in HANDLES:
