@@ -306,3 +306,36 @@ def test_npu204_resolver_without_the_trees_npu_remap(tmp_path) -> None:  # noqa:
     assert '`npu_as="chunk_loss"` (1 reads, e.g. veomni/models_kernel/transformers/alpha/' in diags[0].message
     alpha = pkg / "alpha/alpha_gpu_patch_gen_config.py"
     assert _lint(alpha.read_text(), ["NPU204"], str(alpha), project) == []
+
+
+def test_npu204_resolver_with_the_npu_remap_written_out_is_quiet(tmp_path) -> None:  # noqa: ANN001
+    """The same read without `npu_as`, followed by a hand-written remap of the NPU name (`if impl == "npu": ...`,
+    or a membership test): the handle never asks for an `npu` row. An unrelated comparison keeps the finding."""
+    from npu_lint.veomni.project import load_project
+
+    (tmp_path / "veomni/ops").mkdir(parents=True)
+    (tmp_path / "veomni/ops/ce.py").write_text(
+        'register_op("cross_entropy_loss", "standard", "eager", None)\n'
+        'register_op("cross_entropy_loss", "standard", "chunk_loss", None)\n'
+    )
+    pkg = tmp_path / "veomni/models_kernel/transformers"
+    (pkg / "alpha").mkdir(parents=True)
+    (pkg / "alpha/alpha_gpu_patch_gen_config.py").write_text(
+        "def loss_init_patched(self, config):\n"
+        '    impl = resolve_op_impl("cross_entropy_loss_implementation", npu_as="chunk_loss")\n'
+    )
+    project = load_project([str(tmp_path)])
+    beta = pkg / "beta/beta_gpu_patch_gen_config.py"
+    beta.parent.mkdir()
+    head = (
+        "def loss_init_patched(self, config):\n"
+        '    impl = resolve_op_impl("cross_entropy_loss_implementation")\n'
+    )
+    tails = {
+        '    if impl == "npu":\n        impl = "chunk_loss"\n': [],
+        '    if impl in ("npu", "npu_fused"):\n        impl = "chunk_loss"\n': [],
+        '    if impl == "eager":\n        impl = "chunk_loss"\n': [2],
+    }
+    for tail, lines in tails.items():
+        beta.write_text(head + tail + '    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", impl)\n')
+        assert [d.line for d in _lint(beta.read_text(), ["NPU204"], str(beta), project)] == lines, tail

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules._handles import (
     ATTENTION_FIELDS,
@@ -189,6 +190,8 @@ class HardcodedOpImplementation(Rule):
         rows = project.rows_for(op) if op else []
         if not rows or any(r.impl == "npu" for r in rows):
             return  # the NPU name has a row: the remap is a choice, not a necessity
+        if self._remapped_by_hand(call):
+            return
         values = sorted({value for value, _at in remaps})
         implementations = ", ".join(sorted({r.impl for r in rows}))
         self.report(
@@ -197,6 +200,34 @@ class HardcodedOpImplementation(Rule):
             f"({implementations}, per {project.rows_origin}); the tree's specs read this field with "
             f'`npu_as="{values[0]}"` ({len(remaps)} reads, e.g. {remaps[0][1]}): add it',
         )
+
+    def _remapped_by_hand(self, call: ast.Call) -> bool:
+        """The resolved name is stored in a local that the same scope then compares with the NPU name
+        (``impl = resolve_op_impl(field)`` then ``if impl == "npu": impl = ...``): the remap is written out."""
+        scope = self.ctx.function if self.ctx.function is not None else self.ctx.tree
+        names = {
+            target.id
+            for node in nodes_of(scope, ast.Assign)
+            if node.value is call
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        if not names:
+            return False
+        for compare in nodes_of(scope, ast.Compare):
+            sides = [compare.left, *compare.comparators]
+            named = any(isinstance(side, ast.Name) and side.id in names for side in sides)
+            npu = any(
+                "npu"
+                in (
+                    str_value(elt)
+                    for elt in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side])
+                )
+                for side in sides
+            )
+            if named and npu:
+                return True
+        return False
 
     def _module_constant(self, op: str, name: ast.Name) -> None:
         """A module-level name bound once to literals (``_IMPL = "liger_kernel"``, ``_IMPL = "npu" if
