@@ -25,7 +25,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import absolute_module, call_name, keyword_arg, str_value
+from npu_lint.core.astutil import absolute_module, call_name, keyword_arg, nodes_of, str_value
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU
 from npu_lint.veomni.registry import hardware_kind, module_constants, register_row, requirement_kind
 from npu_lint.veomni.vendor_map import GPU_ATTENTION, GPU_KERNEL, VENDOR_PACKAGES
@@ -567,12 +567,13 @@ def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
     from an implementation-name read, in statement order."""
     env: dict[str, HostValue] = {}
     seen: dict[str, int] = {}
-    for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+    assigns = nodes_of(func, ast.Assign)
+    for node in assigns:
+        assert isinstance(node, ast.Assign)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             seen[node.targets[0].id] = seen.get(node.targets[0].id, 0) + 1
-    for node in sorted(
-        (n for n in ast.walk(func) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
-    ):
+    for node in sorted(assigns, key=lambda n: (n.lineno, n.col_offset)):  # type: ignore[attr-defined]
+        assert isinstance(node, ast.Assign)
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
             continue
         name = node.targets[0].id

@@ -337,5 +337,7 @@ def test_npu204_resolver_with_the_npu_remap_written_out_is_quiet(tmp_path) -> No
         '    if impl == "eager":\n        impl = "chunk_loss"\n': [2],
     }
     for tail, lines in tails.items():
-        beta.write_text(head + tail + '    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", impl)\n')
+        beta.write_text(
+            head + tail + '    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", impl)\n'
+        )
         assert [d.line for d in _lint(beta.read_text(), ["NPU204"], str(beta), project)] == lines, tail

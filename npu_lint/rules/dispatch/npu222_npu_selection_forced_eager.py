@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch.npu212_npu_fallback_incomplete import _is_fallback_table
 from npu_lint.rules.dispatch.npu216_npu_fallback_gpu_row import field_ops
@@ -108,13 +108,10 @@ class NpuSelectionForcedEager(Rule):
     def finish(self) -> None:
         self._tables()
         host = NpuHost()
-        for func in ast.walk(self.ctx.tree):
-            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             env: dict[str, HostValue] | None = None
-            for node in ast.walk(func):
-                if not isinstance(node, (ast.If, ast.IfExp)):
-                    continue
+            for node in nodes_of(func, ast.If, ast.IfExp):
+                assert isinstance(node, (ast.If, ast.IfExp))
                 if env is None:
                     env = host_env(func, host)
                 decided, dep = host.test(node.test, env)

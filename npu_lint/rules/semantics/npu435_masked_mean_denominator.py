@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -112,6 +113,13 @@ class MaskedMeanDenominator(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
+        divisions = [
+            n
+            for n in nodes_of(node, ast.BinOp)
+            if isinstance(n.op, ast.Div) and _summed(n.left) is not None  # type: ignore[attr-defined]
+        ]
+        if not divisions:
+            return  # no sum divided here: nothing to read (most functions)
         masks: set[str] = {a.arg for a in node.args.args if any(w in a.arg.lower() for w in _MASK_WORDS)}
         derived: dict[str, set[str]] = {}
         values: dict[str, ast.AST] = {}
@@ -124,8 +132,8 @@ class MaskedMeanDenominator(Rule):
                 values[name] = n.value
         if not masks:
             return
-        for n in ast.walk(node):
-            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+        for n in divisions:
+            if isinstance(n, ast.BinOp):
                 mask = self._masked(_summed(n.left), masks)
                 if mask is None:
                     continue
