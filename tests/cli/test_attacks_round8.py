@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -76,13 +75,10 @@ def test_a8_01_a_blocking_ruff_configuration_costs_one_wait_not_one_per_fixed_fi
 
     monkeypatch.setattr(tools, "run_tool", counting)
     monkeypatch.chdir(tmp_path)
-    start = time.monotonic()
     main(["check", "--no-cache", "--fix", "."])
-    took = time.monotonic() - start
     err = capsys.readouterr().err
-    assert len(calls) == 1, calls  # the first stall stops the others
+    assert len(calls) == 1, calls  # the first stall stops the others (no timing asserted: one wait, not four)
     assert "ruff did not answer" in err
-    assert took < 25
     assert "x.to(" in (tmp_path / "d.py").read_text(encoding="utf-8")  # still fixed, left unformatted
 
 
