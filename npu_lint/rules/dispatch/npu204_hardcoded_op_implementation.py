@@ -217,15 +217,7 @@ class HardcodedOpImplementation(Rule):
         for compare in nodes_of(scope, ast.Compare):
             sides = [compare.left, *compare.comparators]
             named = any(isinstance(side, ast.Name) and side.id in names for side in sides)
-            npu = any(
-                "npu"
-                in (
-                    str_value(elt)
-                    for elt in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side])
-                )
-                for side in sides
-            )
-            if named and npu:
+            if named and any("npu" in _literals(side) for side in sides):
                 return True
         return False
 
@@ -510,3 +502,9 @@ class HardcodedOpImplementation(Rule):
             f"op `{op}` reads the implementation from `{name}` (the field of {owner}); its field is {expected}",
             fix,
         )
+
+
+def _literals(node: ast.expr) -> set[str | None]:
+    """The string values of a literal, or of the elements of a tuple, list or set display (``impl in ("npu", ...)``)."""
+    elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return {str_value(elt) for elt in elts}
