@@ -519,6 +519,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         tree_fix = fix_tree(
             diagnostics, codes, settings, project, unsafe=args.unsafe_fixes, write=not args.diff
         )
+        if not args.diff:  # a project fix can enable another (a created NPU spec gets its reuses): run again
+            tree_fix = _fix_until_stable(tree_fix, paths, args, settings, codes)
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
         errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
@@ -568,6 +570,65 @@ def cmd_check(args: argparse.Namespace) -> int:
     if diagnostics and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+_FIX_PASSES = 4  # a fixed GPU spec, then its NPU sibling's reuses, then what those orphan: chains are short
+
+
+def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, settings, codes: list[str]):  # noqa: ANN001, ANN202
+    """Fix again while the last pass changed files: a fix can enable another in a file beside it (a GPU spec
+    made device-neutral lets its NPU sibling reuse the patches; a created NPU spec gets its reuses). Each pass
+    re-lints, without the cache, the files of the run that sit in a directory the last pass changed or created
+    a file in (never a file the user did not name), at most ``_FIX_PASSES`` passes in all; the passes' counts,
+    created files and changes are merged into one ``TreeFix`` (a file changed twice keeps its first text as
+    the old one). A pass that fixes nothing leaves the first report as it was."""
+    from npu_lint.core.discovery import discover
+    from npu_lint.engine import ProjectJob, fix_tree, lint_paths
+    from npu_lint.veomni.project import load_project
+
+    total = last = first
+    for _ in range(_FIX_PASSES - 1):
+        touched = {os.path.dirname(os.path.abspath(p)) for p, _old, _new in last.changes}
+        if not touched or last.errors:
+            break
+        found = discover(paths, settings, force_exclude=args.force_exclude)
+        files = [f for f in found.files if any(os.path.abspath(f).startswith(d + os.sep) for d in touched)]
+        if not files:
+            break
+        project = load_project(paths, settings)  # the tree as the last pass left it (files created)
+        job = ProjectJob(files, fix_mode=True)
+        diagnostics: list = []
+        for res in lint_paths(files, codes, settings, project, None, jobs=args.jobs, project_job=job):
+            diagnostics.extend(res.diagnostics)
+        diagnostics.extend(job.diagnostics)
+        last = fix_tree(diagnostics, codes, settings, project, unsafe=args.unsafe_fixes, write=True)
+        if not last.changes:
+            break  # nothing more to do: the first pass's findings stand (same run, same report)
+        kept = {os.path.abspath(f) for f in files}  # the earlier findings on files this pass did not re-lint
+        earlier = [d for d in total.remaining if os.path.abspath(d.path) not in kept]
+        last.remaining = [*earlier, *last.remaining]
+        total = _merge_fixes(total, last)
+    return total
+
+
+def _merge_fixes(before, after):  # noqa: ANN001, ANN202
+    """Two fix passes as one: the later pass's remaining findings, both passes' counts, files and texts."""
+    from npu_lint.engine.fix import TreeFix
+
+    merged = TreeFix(remaining=after.remaining)
+    for counts in (before.fixed_counts, after.fixed_counts):
+        for path, count in counts.items():
+            merged.fixed_counts.setdefault(path, Counter()).update(count)
+    merged.dropped = list(dict.fromkeys([*before.dropped, *after.dropped]))  # a pass repeats what it drops
+    merged.created = [*before.created, *(p for p in after.created if p not in before.created)]
+    merged.errors = [*before.errors, *after.errors]
+    firsts = {path: old for path, old, _new in before.changes}
+    lasts = {path: new for path, _old, new in before.changes}
+    for path, old, new in after.changes:
+        firsts.setdefault(path, old)
+        lasts[path] = new
+    merged.changes = [(path, firsts[path], lasts[path]) for path in lasts]
+    return merged
 
 
 def _say_config(settings, args: argparse.Namespace) -> None:  # noqa: ANN001

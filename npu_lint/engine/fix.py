@@ -285,7 +285,8 @@ class TreeFix:
     errors: list[str] = field(default_factory=list)  # per-file failures (exit code 2)
 
 
-def _is_project_code(code: str) -> bool:
+def is_project_code(code: str) -> bool:
+    """Whether ``code`` is a project rule's (computed over the whole tree, not one file)."""
     return code in PROJECT_REGISTRY
 
 
@@ -435,7 +436,7 @@ def _fix_one(
     taken: list[Edit] = []
     applied: list[Diagnostic] = []  # the project fixes taken (a refused creation puts its finding back)
     held: list[tuple[Diagnostic, str]] = []  # project fixes dropped, with why
-    project_diags = [d for d in diags if _is_project_code(d.code)]
+    project_diags = [d for d in diags if is_project_code(d.code)]
     if project_diags and project is not None:  # the fix invariant, whatever mode computed them
         project_diags = guard_fixes(path, src.text, None, project_diags, project)
     for diag in project_diags:

@@ -364,3 +364,38 @@ def test_a8_13_the_isort_merge_never_resorts_a_file_that_was_not_sorted(tmp_path
     sorted_before = "import os\nimport sys\n\nfrom a import x\n\nprint(os, sys, x)\n"
     sorted_after = sorted_before.replace("from a import x\n", "from a import x\nfrom a import y\n")
     assert "from a import x, y\n" in format_touched(sorted_before, sorted_after, path)
+
+
+def test_a7_23_one_fix_run_applies_the_fixes_an_earlier_fix_enables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Round 7's mixed tree: the NPU spec's NPU504 reuses appear only once `--fix` has made the GPU spec's
+    patches device-neutral, so a chain of two fixes took two runs (A7-23). One run now reaches the fixed point:
+    the reuses are applied, and a second run changes nothing."""
+    import shutil
+
+    import corpus
+
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    src = corpus.shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
+    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    shutil.copytree(src, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
+    for spec in dest.glob("*_patch_gen_config.py"):
+        text = spec.read_text(encoding="utf-8").replace(
+            "veomni.models.transformers", "veomni.models_kernel.transformers"
+        )
+        spec.write_text(
+            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
+        )
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest)])
+    out = capsys.readouterr().out
+    npu_spec = dest / "seed_oss_npu_patch_gen_config.py"
+    after_one = {p: p.read_bytes() for p in dest.rglob("*.py")}
+    assert "replacement=seed_oss_attention_init_patched" in npu_spec.read_text(encoding="utf-8")
+    assert "(13 fixed," in out  # both passes counted in one summary
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest)])
+    assert "fixed" not in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in dest.rglob("*.py")} == after_one
