@@ -1196,14 +1196,41 @@ def import_drift(spec: Spec, text: str) -> list[tuple[str, str, int]]:
     for _path, _line, code in effective_post_blocks(spec):
         for module, names in _block_imports(code).items():
             provided.setdefault(module, set()).update(names)
+    emitted = _emitted_names(spec)
     out = []
     for module, names in generated_imports(text).items():
         if module.split(".")[0] != "veomni":
             continue
         for name, line in names.items():
-            if name not in provided.get(module, ()):
+            if name not in provided.get(module, ()) and (emitted is None or name in emitted):
                 out.append((module, name, line))
     return out
+
+
+def _emitted_names(spec: Spec) -> set[str] | None:
+    """The names the code a regeneration copies from the spec reads (its patches' and helpers' definitions,
+    its post-import blocks), or None when one of those definitions cannot be found (then every name counts).
+    A name only the old generated code read (a module-level slot a fix moved into ``__init__``) is dropped
+    with its import, harmlessly: upstream code never reads ``veomni`` names."""
+    nodes: list[ast.AST] = []
+    for patch in [*effective_patches(spec), *effective_helpers(spec)]:
+        if patch.external_module is not None:
+            continue  # the class is imported, not copied
+        owner = (
+            spec
+            if os.path.normpath(patch.spec_path) == os.path.normpath(spec.path)
+            else load_spec(patch.spec_path)
+        )
+        node = owner.defs.get(patch.replacement or "") if owner is not None else None
+        if node is None:
+            return None
+        nodes.append(node)
+    for _path, _line, code in effective_post_blocks(spec):
+        try:
+            nodes.append(ast.parse(code))
+        except (SyntaxError, ValueError):
+            return None
+    return {n.id for node in nodes for n in _walk_list(node) if isinstance(n, ast.Name)}
 
 
 def _first_difference(spec_node: ast.stmt, gen_node: ast.stmt) -> int | None:

@@ -103,3 +103,14 @@ def test_generated_file_alone_reports_on_its_import_line(tmp_path: Path) -> None
 def test_names_from_add_import_and_post_import_blocks_are_provided(tmp_path: Path) -> None:
     _tree(tmp_path, '"build_index", "mask_index"')
     assert _findings(tmp_path) == []
+
+
+def test_a_name_the_spec_no_longer_reads_is_not_reported(tmp_path: Path) -> None:
+    """The generated file still imports `mask_index`, but the spec's patch no longer calls it (e.g. a fix moved
+    the call away): regenerating drops the import and no copied code reads it, so nothing will be undefined."""
+    _tree(tmp_path, '"build_index"')
+    spec = tmp_path / TOY / "toy_gpu_patch_gen_config.py"
+    spec.write_text(spec.read_text().replace("return mask_index(index)", "return index"))
+    assert _findings(tmp_path, f"{TOY}/toy_gpu_patch_gen_config.py") == []
+    mentioned = [f["message"] for f in _findings(tmp_path)]
+    assert not any("no longer provides" in m for m in mentioned), mentioned
