@@ -521,6 +521,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
         if not args.diff:  # a project fix can enable another (a created NPU spec gets its reuses): run again
             tree_fix = _fix_until_stable(tree_fix, paths, args, settings, codes)
+        else:  # the diff shows what --fix writes: the further passes run on a private copy of the tree
+            tree_fix.changes = _staged_passes(tree_fix, paths, args, settings, codes, project)
         diagnostics, fixed_counts, dropped = tree_fix.remaining, tree_fix.fixed_counts, tree_fix.dropped
         errors.extend(tree_fix.errors)  # one file's failure is reported; the others were fixed
         created = tree_fix.created
@@ -609,6 +611,67 @@ def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, setting
         last.remaining = [*earlier, *last.remaining]
         total = _merge_fixes(total, last)
     return total
+
+
+def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, codes: list[str], project):  # noqa: ANN001, ANN202
+    """``--diff``'s changes as ``--fix`` would write them: when the first pass changed files of a VeOmni tree,
+    the further passes of ``_fix_until_stable`` run on a private copy of the tree (``migrate``'s staging copy,
+    the first pass's texts written into it) and their changes are mapped back; the real tree is never
+    written. A tree that cannot be staged (an installed wheel, paths outside it) keeps the first pass's
+    changes, and the run says the diff may be incomplete."""
+    import dataclasses
+
+    from npu_lint.core.safeio import read_regular
+    from npu_lint.core.source import decode_source
+    from npu_lint.engine.fix import TreeFix
+    from npu_lint.engine.write import create_new, write_atomic
+    from npu_lint.migrate.plan import drop_stage, make_stage
+
+    if not first.changes or first.errors or project.root is None:
+        return first.changes
+    base = os.path.realpath(project.root)
+    if settings.config_path:  # the configuration's patterns are relative to its directory: stage it too
+        base = os.path.commonpath([base, os.path.realpath(settings.root)])
+    reals = [os.path.realpath(p) for p in [*paths, *(c[0] for c in first.changes)]]
+    if (
+        os.path.dirname(base) == base
+        or {"site-packages", "dist-packages"} & set(Path(base).parts)
+        or not all(_is_under(p, base) for p in reals)
+    ):
+        print(
+            "npu-lint: note: --diff shows one fix pass; --fix repeats passes while fixes enable others and may "
+            "change more",
+            file=sys.stderr,
+        )
+        return first.changes
+    stage = str(make_stage(Path(base)))
+
+    def staged(path: str) -> str:
+        return os.path.join(stage, os.path.relpath(os.path.realpath(path), base))
+
+    try:
+        for path, old, new in first.changes:
+            if old:
+                write_atomic(staged(path), new, decode_source(read_regular(staged(path))[0])[1])
+            else:
+                create_new(staged(path), new)
+        shown = {os.path.normpath(staged(path)): path for path, _old, _new in first.changes}
+        inside = _is_under(settings.root, base)  # no configuration: the root is the working directory
+        staged_settings = dataclasses.replace(settings, root=staged(settings.root)) if inside else settings
+        staged_first = TreeFix(changes=[(staged(p), old, new) for p, old, new in first.changes])
+        total = _fix_until_stable(staged_first, [staged(p) for p in paths], args, staged_settings, codes)
+        out = []
+        for (
+            path,
+            old,
+            new,
+        ) in total.changes:  # a file only a later pass changed: named as the first pass names
+            real = os.path.join(base, os.path.relpath(path, stage))
+            named = real if os.path.isabs(first.changes[0][0]) else os.path.relpath(real)
+            out.append((shown.get(os.path.normpath(path), named), old, new))
+        return out
+    finally:
+        drop_stage(Path(stage))
 
 
 def _merge_fixes(before, after):  # noqa: ANN001, ANN202

@@ -46,3 +46,65 @@ def test_a9_14_an_import_chosen_at_run_time_is_not_read_as_the_gpu_branch(
     (pkg / "__init__.py").write_text(text.replace(".standard.npu import", ".standard.triton import"), "utf-8")
     main(["check", "--no-cache", "--select", "NPU220", str(pkg)])
     assert "NPU220" in capsys.readouterr().out
+
+
+# -- A9-01: `--diff` showed one fix pass, `--fix` writes several -------------------------------------------------
+
+
+def _mixed_seed_oss(tmp_path: Path) -> Path:
+    """Round 7's mixed tree: veomni-main's OpSlot seed_oss package inside the VeomniOp tree (its NPU spec's
+    NPU504 reuses appear only once the GPU spec's patches are device-neutral: a two-pass fix)."""
+    import shutil
+
+    import corpus
+
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    src = corpus.shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
+    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    shutil.copytree(src, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
+    for spec in dest.glob("*_patch_gen_config.py"):
+        text = spec.read_text(encoding="utf-8").replace(
+            "veomni.models.transformers", "veomni.models_kernel.transformers"
+        )
+        spec.write_text(
+            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
+        )
+    return dest
+
+
+def _new_texts(diff: str) -> dict[str, str]:
+    """The new text of every file in a unified diff of whole-file hunks' context (the `+` and ` ` lines)."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("+++ b/"):
+            current = "/" + line[6:].strip()
+            out[current] = []
+        elif current and line.startswith("+") and not line.startswith("+++"):
+            out[current].append(line[1:])
+    return {path: "".join(lines) for path, lines in out.items()}
+
+
+def test_a9_01_diff_shows_every_pass_fix_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`check --diff` ran one fix pass while `--fix` repeats passes (the NPU spec's reuses of the fixed GPU
+    spec land in the second): the diff lacked them, so what a user reviewed was not what `--fix` wrote. The
+    further passes now run on a private copy of the tree; the tree itself is never written."""
+    dest = _mixed_seed_oss(tmp_path)
+    before = {p: p.read_bytes() for p in dest.rglob("*.py")}
+    main(["check", "--no-cache", "--diff", "--unsafe-fixes", str(dest)])
+    diff = capsys.readouterr().out
+    assert {p: p.read_bytes() for p in dest.rglob("*.py")} == before  # --diff writes nothing
+    added = _new_texts(diff)
+    npu_spec = str(dest / "seed_oss_npu_patch_gen_config.py")
+    assert "replacement=seed_oss_attention_init_patched" in added[npu_spec]  # the second pass's reuse
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest)])
+    capsys.readouterr()
+    changed = {str(p) for p in dest.rglob("*.py") if before.get(p) != p.read_bytes()}
+    assert changed == set(added)  # the diff names exactly the files --fix changed
+    for path in changed:  # and every line --fix added is in the diff
+        new_lines = set(Path(path).read_text(encoding="utf-8").splitlines(keepends=True))
+        old_lines = set(before[Path(path)].decode("utf-8").splitlines(keepends=True))
+        assert new_lines - old_lines <= set(added[path].splitlines(keepends=True))
