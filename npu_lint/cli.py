@@ -581,7 +581,7 @@ def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, setting
     """Fix again while the last pass changed files: a fix can enable another in a file beside it (a GPU spec
     made device-neutral lets its NPU sibling reuse the patches; a created NPU spec gets its reuses). Each pass
     re-lints, without the cache, the files of the run that sit in a directory the last pass changed or created
-    a file in (never a file the user did not name), at most ``_FIX_PASSES`` passes in all; the passes' counts,
+    a file in (never a file the user did not name, nor one an earlier pass failed to write), at most ``_FIX_PASSES`` passes in all; the passes' counts,
     created files and changes are merged into one ``TreeFix`` (a file changed twice keeps its first text as
     the old one). A pass that fixes nothing leaves the first report as it was."""
     from npu_lint.core.discovery import discover
@@ -591,10 +591,15 @@ def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, setting
     total = last = first
     for _ in range(_FIX_PASSES - 1):
         touched = {os.path.dirname(os.path.abspath(p)) for p, _old, _new in last.changes}
-        if not touched or last.errors:
+        if not touched:
             break
         found = discover(paths, settings, force_exclude=args.force_exclude)
-        files = [f for f in found.files if any(os.path.abspath(f).startswith(d + os.sep) for d in touched)]
+        files = [  # a file a pass failed on (read-only, changed meanwhile) is not tried again; the others are
+            f
+            for f in found.files
+            if any(os.path.abspath(f).startswith(d + os.sep) for d in touched)
+            and not any(e.startswith(f + ":") for e in total.errors)
+        ]
         if not files:
             break
         project = load_project(paths, settings)  # the tree as the last pass left it (files created)
@@ -684,7 +689,7 @@ def _merge_fixes(before, after):  # noqa: ANN001, ANN202
             merged.fixed_counts.setdefault(path, Counter()).update(count)
     merged.dropped = list(dict.fromkeys([*before.dropped, *after.dropped]))  # a pass repeats what it drops
     merged.created = [*before.created, *(p for p in after.created if p not in before.created)]
-    merged.errors = [*before.errors, *after.errors]
+    merged.errors = list(dict.fromkeys([*before.errors, *after.errors]))
     firsts = {path: old for path, old, _new in before.changes}
     lasts = {path: new for path, _old, new in before.changes}
     for path, old, new in after.changes:

@@ -108,3 +108,26 @@ def test_a9_01_diff_shows_every_pass_fix_writes(tmp_path: Path, capsys: pytest.C
         new_lines = set(Path(path).read_text(encoding="utf-8").splitlines(keepends=True))
         old_lines = set(before[Path(path)].decode("utf-8").splitlines(keepends=True))
         assert new_lines - old_lines <= set(added[path].splitlines(keepends=True))
+
+
+# -- A9-38: one file --fix cannot write stopped the further passes for every other file ---------------------------
+
+
+def test_a9_38_a_read_only_file_elsewhere_does_not_stop_the_next_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A read-only file with a finding, named beside a package whose fix takes two passes: the first pass's
+    error (the read-only file, reported, exit 2) ended the run after one pass, so the NPU spec's reuses were
+    never applied. The file that failed is not tried again; the other files get their passes; the error is
+    said once."""
+    dest = _mixed_seed_oss(tmp_path)
+    locked = dest.parent / "qwen3" / "ro_helper.py"
+    locked.write_text("import torch\n\n\ndef g(x):\n    return x.cuda()\n", encoding="utf-8")
+    locked.chmod(0o444)
+    code = main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest), str(locked)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.count("read-only file") == 1
+    npu_spec = dest / "seed_oss_npu_patch_gen_config.py"
+    assert "replacement=seed_oss_attention_init_patched" in npu_spec.read_text(encoding="utf-8")
+    assert locked.read_text(encoding="utf-8").endswith("x.cuda()\n")
