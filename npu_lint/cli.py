@@ -620,28 +620,26 @@ def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, setting
 
 def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, codes: list[str], project):  # noqa: ANN001, ANN202
     """``--diff``'s changes as ``--fix`` would write them: when the first pass changed files of a VeOmni tree,
-    the further passes of ``_fix_until_stable`` run on a private copy of the tree (``migrate``'s staging copy,
-    the first pass's texts written into it) and their changes are mapped back; the real tree is never
-    written. A tree that cannot be staged (an installed wheel, paths outside it) keeps the first pass's
-    changes, and the run says the diff may be incomplete."""
+    the further passes of ``_fix_until_stable`` run on a private copy of that tree (``migrate``'s staging
+    copy, the first pass's texts written into it; placed as the tree sits under the configuration's directory,
+    so its patterns match as in the tree) and their changes are mapped back; the real tree is never written.
+    Only the tree is copied, never an ancestor. A tree that cannot be staged (an installed wheel, paths outside
+    it) keeps the first pass's changes, and the run says the diff may be incomplete."""
     import dataclasses
+    import shutil
 
     from npu_lint.core.safeio import read_regular
     from npu_lint.core.source import decode_source
     from npu_lint.engine.fix import TreeFix
     from npu_lint.engine.write import create_new, write_atomic
-    from npu_lint.migrate.plan import drop_stage, make_stage
+    from npu_lint.migrate.plan import make_stage
 
     if not first.changes or first.errors or project.root is None:
         return first.changes
-    base = os.path.realpath(project.root)
-    if settings.config_path:  # the configuration's patterns are relative to its directory: stage it too
-        base = os.path.commonpath([base, os.path.realpath(settings.root)])
+    tree = os.path.realpath(project.root)
     reals = [os.path.realpath(p) for p in [*paths, *(c[0] for c in first.changes)]]
-    if (
-        os.path.dirname(base) == base
-        or {"site-packages", "dist-packages"} & set(Path(base).parts)
-        or not all(_is_under(p, base) for p in reals)
+    if {"site-packages", "dist-packages"} & set(Path(tree).parts) or not all(
+        _is_under(p, tree) for p in reals
     ):
         print(
             "npu-lint: note: --diff shows one fix pass; --fix repeats passes while fixes enable others and may "
@@ -649,10 +647,22 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
             file=sys.stderr,
         )
         return first.changes
-    stage = str(make_stage(Path(base)))
+    stage = make_stage(Path(tree))
+    top = stage.parent  # the temporary directory, removed at the end
+    root = os.path.realpath(settings.root)
+    staged_root = (
+        settings.root
+    )  # no configuration: the root is the working directory, the patterns unanchored
+    if settings.config_path and _is_under(root, tree):
+        staged_root = os.path.join(stage, os.path.relpath(root, tree))
+    elif settings.config_path and _is_under(tree, root) and root != tree:
+        nested = top / "root" / os.path.relpath(tree, root)
+        nested.parent.mkdir(parents=True)
+        stage = stage.rename(nested)
+        staged_root = str(top / "root")
 
     def staged(path: str) -> str:
-        return os.path.join(stage, os.path.relpath(os.path.realpath(path), base))
+        return os.path.join(stage, os.path.relpath(os.path.realpath(path), tree))
 
     try:
         for path, old, new in first.changes:
@@ -661,8 +671,7 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
             else:
                 create_new(staged(path), new)
         shown = {os.path.normpath(staged(path)): path for path, _old, _new in first.changes}
-        inside = _is_under(settings.root, base)  # no configuration: the root is the working directory
-        staged_settings = dataclasses.replace(settings, root=staged(settings.root)) if inside else settings
+        staged_settings = dataclasses.replace(settings, root=staged_root)
         staged_first = TreeFix(changes=[(staged(p), old, new) for p, old, new in first.changes])
         total = _fix_until_stable(staged_first, [staged(p) for p in paths], args, staged_settings, codes)
         out = []
@@ -671,12 +680,12 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
             old,
             new,
         ) in total.changes:  # a file only a later pass changed: named as the first pass names
-            real = os.path.join(base, os.path.relpath(path, stage))
+            real = os.path.join(tree, os.path.relpath(path, stage))
             named = real if os.path.isabs(first.changes[0][0]) else os.path.relpath(real)
             out.append((shown.get(os.path.normpath(path), named), old, new))
         return out
     finally:
-        drop_stage(Path(stage))
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _merge_fixes(before, after):  # noqa: ANN001, ANN202
