@@ -620,26 +620,32 @@ def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, setting
 
 def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, codes: list[str], project):  # noqa: ANN001, ANN202
     """``--diff``'s changes as ``--fix`` would write them: when the first pass changed files of a VeOmni tree,
-    the further passes of ``_fix_until_stable`` run on a private copy of that tree (``migrate``'s staging
-    copy, the first pass's texts written into it; placed as the tree sits under the configuration's directory,
-    so its patterns match as in the tree) and their changes are mapped back; the real tree is never written.
-    Only the tree is copied, never an ancestor. A tree that cannot be staged (an installed wheel, paths outside
-    it) keeps the first pass's changes, and the run says the diff may be incomplete."""
+    the further passes of ``_fix_until_stable`` run on a private copy of that tree (the first pass's texts
+    written into it; placed as the tree sits under the configuration's directory, so its patterns match as in
+    the tree) and their changes are mapped back; the real tree is never written. Only the tree's ``veomni``
+    package and top-level files are copied (what the project and the tree's ruff configuration are read from;
+    never an ancestor, nor the data or checkpoints beside the package). A tree that cannot be staged (an
+    installed wheel, a change outside those) keeps the first pass's changes, and the run says the diff may be
+    incomplete."""
     import dataclasses
     import shutil
+    import tempfile
 
     from npu_lint.core.safeio import read_regular
     from npu_lint.core.source import decode_source
     from npu_lint.engine.fix import TreeFix
     from npu_lint.engine.write import create_new, write_atomic
-    from npu_lint.migrate.plan import make_stage
+    from npu_lint.migrate.plan import _IGNORED, copy_writable
 
     if not first.changes or first.errors or project.root is None:
         return first.changes
     tree = os.path.realpath(project.root)
-    reals = [os.path.realpath(p) for p in [*paths, *(c[0] for c in first.changes)]]
-    if {"site-packages", "dist-packages"} & set(Path(tree).parts) or not all(
-        _is_under(p, tree) for p in reals
+    package = os.path.join(tree, "veomni")
+    changed = [os.path.realpath(c[0]) for c in first.changes]
+    if (
+        {"site-packages", "dist-packages"} & set(Path(tree).parts)
+        or not all(_is_under(p, tree) for p in map(os.path.realpath, paths))
+        or not all(_is_under(p, package) or os.path.dirname(p) == tree for p in changed)
     ):
         print(
             "npu-lint: note: --diff shows one fix pass; --fix repeats passes while fixes enable others and may "
@@ -647,24 +653,25 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
             file=sys.stderr,
         )
         return first.changes
-    stage = make_stage(Path(tree))
-    top = stage.parent  # the temporary directory, removed at the end
+    top = Path(tempfile.mkdtemp(prefix="npu-lint-diff-"))  # removed at the end
     root = os.path.realpath(settings.root)
-    staged_root = (
-        settings.root
-    )  # no configuration: the root is the working directory, the patterns unanchored
+    stage = top / os.path.basename(tree)
+    staged_root = settings.root  # no configuration: the root is the working directory, no pattern anchored
     if settings.config_path and _is_under(root, tree):
         staged_root = os.path.join(stage, os.path.relpath(root, tree))
-    elif settings.config_path and _is_under(tree, root) and root != tree:
-        nested = top / "root" / os.path.relpath(tree, root)
-        nested.parent.mkdir(parents=True)
-        stage = stage.rename(nested)
+    elif settings.config_path and _is_under(tree, root):
+        stage = top / "root" / os.path.relpath(tree, root)
         staged_root = str(top / "root")
 
     def staged(path: str) -> str:
         return os.path.join(stage, os.path.relpath(os.path.realpath(path), tree))
 
     try:
+        ignored = shutil.ignore_patterns(*_IGNORED)
+        shutil.copytree(package, stage / "veomni", symlinks=True, ignore=ignored, copy_function=copy_writable)
+        for entry in os.scandir(tree):
+            if entry.is_file(follow_symlinks=False) and not ignored(tree, [entry.name]):
+                copy_writable(entry.path, str(stage / entry.name))
         for path, old, new in first.changes:
             if old:
                 write_atomic(staged(path), new, decode_source(read_regular(staged(path))[0])[1])

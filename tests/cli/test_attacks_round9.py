@@ -131,3 +131,27 @@ def test_a9_38_a_read_only_file_elsewhere_does_not_stop_the_next_passes(
     npu_spec = dest / "seed_oss_npu_patch_gen_config.py"
     assert "replacement=seed_oss_attention_init_patched" in npu_spec.read_text(encoding="utf-8")
     assert locked.read_text(encoding="utf-8").endswith("x.cuda()\n")
+
+
+def test_a9_01_the_staged_passes_keep_a_configuration_above_the_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The configuration sits above the VeOmni tree and its anchored `per-file-ignores` turns NPU5 off for the
+    NPU spec: the staged passes must match it as the real tree does (only the tree is copied, placed as it
+    sits under the configuration), so `--diff` and `--fix` agree: no reuse lands in the NPU spec."""
+    dest = _mixed_seed_oss(tmp_path / "cfg" / "sub")
+    rel = dest.relative_to(tmp_path / "cfg").as_posix()
+    (tmp_path / "cfg" / "pyproject.toml").write_text(
+        f'[tool.npu-lint]\nper-file-ignores = {{ "./{rel}/seed_oss_npu_patch_gen_config.py" = ["NPU5"] }}\n',
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path / "cfg")
+    before = {p: p.read_bytes() for p in dest.rglob("*.py")}
+    main(["check", "--no-cache", "--diff", "--unsafe-fixes", rel])
+    added = _new_texts(capsys.readouterr().out)
+    assert "replacement=" not in "".join(added.values())
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", rel])
+    capsys.readouterr()
+    changed = {p for p in dest.rglob("*.py") if before.get(p) != p.read_bytes()}
+    assert {str(p.relative_to(tmp_path / "cfg")) for p in changed} == {k.lstrip("/") for k in added}
+    assert "replacement=" not in (dest / "seed_oss_npu_patch_gen_config.py").read_text(encoding="utf-8")
