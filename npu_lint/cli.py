@@ -581,9 +581,10 @@ def _fix_until_stable(first, paths: list[str], args: argparse.Namespace, setting
     """Fix again while the last pass changed files: a fix can enable another in a file beside it (a GPU spec
     made device-neutral lets its NPU sibling reuse the patches; a created NPU spec gets its reuses). Each pass
     re-lints, without the cache, the files of the run that sit in a directory the last pass changed or created
-    a file in (never a file the user did not name, nor one an earlier pass failed to write), at most ``_FIX_PASSES`` passes in all; the passes' counts,
-    created files and changes are merged into one ``TreeFix`` (a file changed twice keeps its first text as
-    the old one). A pass that fixes nothing leaves the first report as it was."""
+    a file in (never a file the user did not name, nor one an earlier pass failed to write), at most
+    ``_FIX_PASSES`` passes in all; the passes' counts, created files and changes are merged into one
+    ``TreeFix`` (a file changed twice keeps its first text as the old one). A pass that fixes nothing leaves
+    the first report as it was."""
     from npu_lint.core.discovery import discover
     from npu_lint.engine import ProjectJob, fix_tree, lint_paths
     from npu_lint.veomni.project import load_project
@@ -625,8 +626,8 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
     the tree) and their changes are mapped back; the real tree is never written. Only the tree's ``veomni``
     package and top-level files are copied (what the project and the tree's ruff configuration are read from;
     never an ancestor, nor the data or checkpoints beside the package). A tree that cannot be staged (an
-    installed wheel, a change outside those) keeps the first pass's changes, and the run says the diff may be
-    incomplete."""
+    installed wheel, a change outside those, a first pass that could not fix a file) keeps the first pass's
+    changes, and the run says the diff may be incomplete."""
     import dataclasses
     import shutil
     import tempfile
@@ -637,13 +638,14 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
     from npu_lint.engine.write import create_new, write_atomic
     from npu_lint.migrate.plan import _IGNORED, copy_writable
 
-    if not first.changes or first.errors or project.root is None:
+    if not first.changes or project.root is None:
         return first.changes
     tree = os.path.realpath(project.root)
     package = os.path.join(tree, "veomni")
     changed = [os.path.realpath(c[0]) for c in first.changes]
     if (
-        {"site-packages", "dist-packages"} & set(Path(tree).parts)
+        first.errors
+        or {"site-packages", "dist-packages"} & set(Path(tree).parts)
         or not all(_is_under(p, tree) for p in map(os.path.realpath, paths))
         or not all(_is_under(p, package) or os.path.dirname(p) == tree for p in changed)
     ):
@@ -682,11 +684,8 @@ def _staged_passes(first, paths: list[str], args: argparse.Namespace, settings, 
         staged_first = TreeFix(changes=[(staged(p), old, new) for p, old, new in first.changes])
         total = _fix_until_stable(staged_first, [staged(p) for p in paths], args, staged_settings, codes)
         out = []
-        for (
-            path,
-            old,
-            new,
-        ) in total.changes:  # a file only a later pass changed: named as the first pass names
+        # a file only a later pass changed is named as the first pass names its files
+        for path, old, new in total.changes:
             real = os.path.join(tree, os.path.relpath(path, stage))
             named = real if os.path.isabs(first.changes[0][0]) else os.path.relpath(real)
             out.append((shown.get(os.path.normpath(path), named), old, new))
