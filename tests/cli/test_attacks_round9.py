@@ -181,3 +181,32 @@ def test_a9_39_project_findings_left_by_fix_are_at_their_lines_in_the_fixed_file
 
     assert any(d["code"] == "NPU505" for d in fresh)
     assert where(after_fix) == where(fresh)
+
+
+# -- A9-19: the model test migrate writes imported npu-lint itself ------------------------------------------------
+
+
+def test_a9_19_the_generated_model_test_imports_nothing_from_npu_lint(tmp_path: Path) -> None:
+    """The template of `tests/test_<model>_npu.py` carried `from npu_lint.core.safeio import read_text` (unused;
+    a refactor of npu-lint's own reads reached the template): the tree's test then needs npu-lint installed to
+    be collected (ruff's F401 fix removed it only where ruff runs and F401 is on), and every second `migrate`
+    reported the model-test and ruff steps as changing the file it then left unchanged."""
+    import ast
+
+    import corpus
+
+    from npu_lint.migrate.plan import Package, resolve_packages
+    from npu_lint.migrate.testgen import render_test
+
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    real_root, found = resolve_packages([str(root / "veomni" / "models_kernel" / "transformers" / "qwen2")])
+    name, directory, module = found[0]
+    text = render_test(real_root, Package(name, directory, directory, module))
+    imported = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+    assert "npu_lint" not in imported
+    assert "veomni" in imported  # the template was rendered
