@@ -411,6 +411,27 @@ def fix_tree(
     return out
 
 
+def _follow_lines(diags: list[Diagnostic], before: SourceFile, after: SourceFile) -> list[Diagnostic]:
+    """``diags`` (project findings computed on ``before``, left unfixed) at the lines their text has in
+    ``after``, the file as the fixes left it: a finding on a line the fixes did not change moves with it (an
+    import added above it, a copied patch removed); one on a changed line keeps its number."""
+    import difflib
+
+    if not diags:
+        return diags
+    moved: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, before.lines, after.lines, autojunk=False)
+    for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
+        if tag == "equal":
+            moved.update((i1 + k + 1, j1 + k + 1) for k in range(i2 - i1))
+    out = []
+    for diag in diags:
+        line = moved.get(diag.line, diag.line)
+        end = moved.get(diag.end_line, diag.end_line + line - diag.line)
+        out.append(diag if line == diag.line else replace(diag, line=line, end_line=end))
+    return out
+
+
 def _fix_one(
     path: str,
     diags: list[Diagnostic],
@@ -484,6 +505,13 @@ def _fix_one(
             )
     out.dropped.extend(_placed(path, [*held, *outcome.held], outcome.remaining))  # after the formatting
     out.remaining.extend(outcome.remaining)
+    if (
+        outcome.text != src.text
+    ):  # the project findings left were computed on the text read: follow their lines
+        kept = [d for d in out.remaining if d.path == path and is_project_code(d.code)]
+        moved = _follow_lines(kept, src, SourceFile(path, outcome.text, src.encoding, src.kind))
+        swap = {id(a): b for a, b in zip(kept, moved, strict=True)}
+        out.remaining = [swap.get(id(d), d) for d in out.remaining]
     counts.update(outcome.applied_codes)
     creates.extend(outcome.creates)
     create_failed = False

@@ -167,7 +167,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from npu_lint.core.safeio import read_text
 from transformers import CONFIG_MAPPING
 
 from {{HANDLE_MODULE}} import {{HANDLE}}

@@ -118,8 +118,26 @@ class _Module:
                 for alias in stmt.names:
                     if alias.asname:
                         out[alias.asname] = (alias.name, "")
-            elif isinstance(stmt, (ast.If, ast.Try)):
-                self._imports(stmt.body, out)
+            elif isinstance(stmt, ast.If):
+                self._alternatives([stmt.body, stmt.orelse], out)
+            elif isinstance(stmt, ast.Try):
+                self._alternatives([stmt.body, *(h.body for h in stmt.handlers)], out)
+
+    def _alternatives(self, branches: list[list[ast.stmt]], out: dict[str, tuple[str, str]]) -> None:
+        """Imports under branches only one of which runs (``if``/``else``, ``try``/``except``): a name the
+        branches bind to different callables is not resolved (which one the host gets is decided at run time;
+        ``if not is_torch_npu_available(): from .triton import f`` / ``else: from .npu import f``)."""
+        seen: dict[str, set[tuple[str, str]]] = {}
+        for branch in branches:
+            bound: dict[str, tuple[str, str]] = {}
+            self._imports(branch, bound)
+            for name, value in bound.items():
+                seen.setdefault(name, set()).add(value)
+        for name, values in seen.items():
+            if len(values) == 1:
+                out[name] = next(iter(values))
+            else:
+                out.pop(name, None)
 
     def local_names(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, str]]:
         names = dict(self.names)
