@@ -563,3 +563,111 @@ def test_gpu_row_resolved_at_import(tmp_path: Path, tail: str, expected: int) ->
     path = _write(tmp_path, "veomni/ops/kernels/blur/__init__.py", _BLUR_ROWS.replace("{tail}", tail))
     diags = _lint(tmp_path, path, "NPU223")
     assert len(diags) == expected, [d.message for d in diags]
+
+
+# -- NPU308 (r9): GPU-only code imported by code that runs only on Ascend -----------------------------------------
+
+
+def _scan_tree(root: Path) -> None:
+    """A tree with a CUDA Triton kernel module (not named for a toolchain), an Ascend Triton module, and a chain."""
+    _write(root, "veomni/ops/kernels/scan/_kernels/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
+    _write(
+        root,
+        "veomni/ops/kernels/scan/grouped.py",
+        "from ._kernels.scan_gemm import scan_gemm\n\ngrouped = 1\n",
+    )
+    _write(root, "veomni/ops/kernels/scan/_ascend/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
+    _write(
+        root, "veomni/ops/kernels/scan/npu_grouped.py", "from ._ascend.scan_gemm import scan_gemm\n\ng = 1\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "rel,source,expected",
+    [
+        (  # an NPU kernel module importing a GPU vendor package at its top
+            "veomni/ops/kernels/scan/npu.py",
+            "import torch_npu  # noqa: F401\nfrom mamba_ssm.ops import selective_scan_fn  # noqa: F401\n",
+            1,
+        ),
+        (  # the same, lazily inside a function (renamed file: npu_ in the stem)
+            "veomni/lora/ops/npu_scan_lora.py",
+            "def scan_lora_npu(x):\n    import fla.ops.utils as fla_utils\n\n    return fla_utils.prepare(x)\n",
+            1,
+        ),
+        (  # an NPU kernel module reaching a CUDA Triton tree module through another one
+            "veomni/ops/kernels/scan/npu_scan.py",
+            "from .grouped import grouped  # noqa: F401\n",
+            1,
+        ),
+        (  # the Ascend Triton chain and a bare triton import are NPU code
+            "veomni/ops/kernels/scan/npu_scan.py",
+            "import triton  # noqa: F401\n\nfrom .npu_grouped import g  # noqa: F401\n",
+            0,
+        ),
+        (  # a GPU import under an ImportError fallback
+            "veomni/ops/kernels/scan/npu.py",
+            "try:\n    from fla.ops import chunk  # noqa: F401\nexcept ImportError:\n    chunk = None\n",
+            0,
+        ),
+    ],
+)
+def test_npu_kernel_module_imports_gpu_code(tmp_path: Path, rel: str, source: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    path = _write(tmp_path, rel, source)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "branch,expected",
+    [
+        (
+            'if kernel == "npu":\n        from .grouped import grouped as fn',
+            1,
+        ),  # a CUDA Triton module, renamed
+        ('if "fused_npu" == kernel:\n        from fla.ops import chunk as fn', 1),  # literal on the left
+        ('if kernel in ("npu", "npu_ascendc"):\n        import liger_kernel.ops.rope as fn', 1),
+        ("if is_torch_npu_available():\n        from .grouped import grouped as fn", 1),  # availability
+        ('if kernel == "npu" and ready:\n        from .grouped import grouped as fn', 1),
+        ('if kernel == "npu":\n        from .npu_grouped import g as fn', 0),  # the Ascend module
+        ('if kernel != "npu":\n        from .grouped import grouped as fn', 0),  # the GPU branch
+        ('if kernel in ("npu", "triton"):\n        from .grouped import grouped as fn', 0),  # not NPU-only
+        ("if not is_torch_npu_available():\n        from .grouped import grouped as fn", 0),
+    ],
+)
+def test_npu_branch_imports_gpu_code(tmp_path: Path, branch: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    text = (
+        "from ....utils.import_utils import is_torch_npu_available\n\n\n"
+        "def bind_scan(kernel, ready=True):\n    global _fn\n    fn = None\n"
+        f"    {branch}\n    _fn = fn\n"
+    )
+    path = _write(tmp_path, "veomni/ops/kernels/scan/binder.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+    if expected:
+        assert "taken on NPU" in diags[0].message
+
+
+@pytest.mark.parametrize(
+    "factory_body,row,expected",
+    [
+        ("from .grouped import grouped\n\n    return grouped", 'name="npu", hardware=HardwareRequirement(device_type="npu")', 1),
+        ("from mamba_ssm.ops import scan\n\n    return scan", 'name="fused_npu", hardware=HardwareRequirement(device_type="npu")', 1),
+        ("from .npu_grouped import g\n\n    return g", 'name="npu", hardware=HardwareRequirement(device_type="npu")', 0),
+        ("from .grouped import grouped\n\n    return grouped", 'name="triton", hardware=HardwareRequirement(device_type="gpu")', 0),
+    ],
+)  # fmt: skip
+def test_npu_row_factory_imports_gpu_code(tmp_path: Path, factory_body: str, row: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    text = (
+        "from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec\n\n\n"
+        f"def _scan_factory():\n    {factory_body}\n\n\n"
+        f'KERNEL_REGISTRY.register(KernelSpec(op_name="scan", variant="standard", factory=_scan_factory, {row}))\n'
+    )
+    path = _write(tmp_path, "veomni/ops/kernels/scan/__init__.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+    if expected:
+        assert "_scan_factory" in diags[0].message
