@@ -671,3 +671,27 @@ def test_npu_row_factory_imports_gpu_code(tmp_path: Path, factory_body: str, row
     assert len(diags) == expected, [d.message for d in diags]
     if expected:
         assert "_scan_factory" in diags[0].message
+
+
+@pytest.mark.parametrize(
+    "init_line,module_header,expected",
+    [
+        ("from . import dense_attn  # noqa: F401", "import torch\nfrom flash_attn import flash_attn_func  # noqa: F401", 1),
+        ("from .dense_attn import dense_forward  # noqa: F401", "import mamba_ssm.ops as ssm_ops  # noqa: F401", 1),
+        ("from . import dense_attn  # noqa: F401", "try:\n    from flash_attn import flash_attn_func  # noqa: F401\nexcept ImportError:\n    flash_attn_func = None", 0),
+        ("from . import dense_attn  # noqa: F401", "import torch  # noqa: F401\n\n\ndef f():\n    from flash_attn import flash_attn_func\n\n    return flash_attn_func", 0),
+        ("import torch  # noqa: F401", "from flash_attn import flash_attn_func  # noqa: F401", 0),  # not loaded by the registry
+    ],
+)  # fmt: skip
+def test_module_loaded_by_registry_imports_gpu_vendor(
+    tmp_path: Path, init_line: str, module_header: str, expected: int
+) -> None:
+    """The import to make lazy is in the module the registration package loads: reported there."""
+    _write(tmp_path, "veomni/ops/kernels/dense/__init__.py", f"{init_line}\n\ndense_rows = []\n")
+    path = _write(
+        tmp_path,
+        "veomni/ops/kernels/dense/dense_attn.py",
+        f"{module_header}\n\n\ndef dense_forward():\n    return 1\n",
+    )
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]

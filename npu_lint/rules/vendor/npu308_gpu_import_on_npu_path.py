@@ -238,6 +238,8 @@ class GpuImportOnNpuPath(Rule):
         )
         if registry:
             self._registry()
+        elif "/veomni/" in norm and not norm.endswith("/__init__.py"):
+            self._loaded_by_registry(path)
         if "/veomni/" not in norm or not ("npu" in text.lower() or "npu" in norm or "ascend" in norm):
             return
         module, is_package = module_of(path)
@@ -282,6 +284,55 @@ class GpuImportOnNpuPath(Rule):
                         "use the op's NPU kernel",
                     )
                     break
+
+    def _loaded_by_registry(self, path: str) -> None:
+        """A module that its package's registration ``__init__`` imports when it loads (``from . import flash``)
+        and that itself imports a GPU vendor package at its top: the import to make lazy is this one."""
+        hits = [
+            (stmt, top)
+            for stmt in _unguarded_imports(self.ctx.tree.body)
+            for name in (
+                [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            )
+            if not (isinstance(stmt, ast.ImportFrom) and stmt.level)
+            for top in [_gpu_package(name)]
+            if top is not None and top != "triton"
+        ]
+        if not hits:
+            return
+        init = str(Path(path).parent / "__init__.py")
+        parsed = load_file(init)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            return
+        init_norm = "/" + init.replace("\\", "/").lstrip("/")
+        if not (
+            any(m in parsed.text for m in MARKERS)
+            or "/veomni/ops/kernels/" in init_norm
+            or "/veomni/kernels/" in init_norm
+        ):
+            return
+        module, _is_package = module_of(path)
+        package, _ = module_of(init)
+        loaded = False
+        for stmt in _unguarded_imports(tree.body):
+            if not isinstance(stmt, ast.ImportFrom):
+                continue
+            base = absolute_module(package, True, stmt.level, stmt.module)
+            if base == module or (
+                base == package and any(a.name == module.rsplit(".", 1)[-1] for a in stmt.names)
+            ):
+                loaded = True
+                break
+        if not loaded:
+            return
+        for stmt, top in hits:
+            self.report(
+                stmt,
+                f"this module imports `{top}` (GPU-only) when it loads, and the registration package `{package}` "
+                "imports it at its top: importing the registry fails on Ascend before any backend is chosen; "
+                "import it inside the function that uses it",
+            )
 
     def _npu_factories(self, module: str, is_package: bool) -> None:
         """The factories of the file's NPU rows (``KernelSpec(factory=f)`` with an NPU name or requirement): what
