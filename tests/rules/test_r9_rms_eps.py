@@ -177,3 +177,27 @@ def test_kernel_module_norm_zero_weight_applied_raw(
     source = SourceFile.from_text(str(path), path.read_text())
     diags = lint_source(source, ["NPU402"], Settings(), project=project)
     assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ("return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.eps)[1]", 1),
+        ("out = torch_npu.npu_rms_norm(x, self.weight, self.eps)[-1]\n    return out", 1),  # through a local
+        ("return fused_layer_norm_cuda.rms_forward_affine(x, (4,), self.weight, self.eps)[1]", 1),
+        ("return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.eps)[0]", 0),
+        (
+            "rstd = torch_npu.npu_rms_norm(x, self.weight, self.eps)[1]\n    self.saved = rstd\n    return x",
+            0,
+        ),
+    ],
+)
+def test_fused_kernel_statistic_returned(tmp_path: Path, body: str, expected: int) -> None:
+    """NPU410: the fused kernel's second element (the reciprocal RMS) returned as the norm's output."""
+    text = f"import fused_layer_norm_cuda\nimport torch_npu\n\n\ndef toy_forward_npu(self, x):\n    {body}\n"
+    path = tmp_path / "veomni/ops/kernels/toy_norm/npu.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    project = load_project([str(tmp_path)])
+    diags = lint_source(SourceFile.from_text(str(path), text), ["NPU410"], Settings(), project=project)
+    assert len(diags) == expected, [d.message for d in diags]
