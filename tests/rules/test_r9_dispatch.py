@@ -198,3 +198,45 @@ def test_npu_decided_choice_swapped(tmp_path: Path, expr: str, expected: int) ->
     )
     diags = _lint(tmp_path, "veomni/arguments/alias.py", text, "NPU222")
     assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "post_init,expected",
+    [
+        ("if self.scan_implementation == 'fused':\n            self.scan_implementation = 'x'\n"
+         "            self._npu_names()\n        self._validate()", 1),
+        ("if legacy:\n            self._npu_names()\n        self._check_choices()", 1),
+        ("self._npu_names()\n        self._validate()", 0),
+        ("if is_torch_npu_available():\n            self._npu_names()\n        self._validate()", 0),
+        ("if self.scan_implementation == 'fused':\n            self._npu_names()\n"
+         "            self._validate()", 0),  # the validation is as conditional as the fallback
+    ],
+)  # fmt: skip
+def test_npu_fallback_called_conditionally(tmp_path: Path, post_init: str, expected: int) -> None:
+    post_init = post_init.replace("\n", "\n    ")  # the template below is indented one level deeper
+    text = f"""
+    from dataclasses import dataclass, field
+
+    from ..utils.import_utils import is_torch_npu_available
+
+    legacy = False
+
+
+    @dataclass
+    class ScanOpsConfig:
+        scan_implementation: str = field(default="triton")
+
+        def __post_init__(self):
+            {post_init}
+
+        def _npu_names(self):
+            self.scan_implementation = "npu"
+
+        def _validate(self):
+            pass
+
+        def _check_choices(self):
+            pass
+    """
+    diags = _lint(tmp_path, "veomni/arguments/scan_arguments.py", text, "NPU210")
+    assert len(diags) == expected, [d.message for d in diags]

@@ -167,6 +167,7 @@ class NpuFallbackNotApplied(Rule):
                 continue
             if name in used:
                 self._after_validation(node, name)
+                self._conditional(node, name)
                 self._fallback_body(node, stmt)
                 continue
             gpu = sorted({value for _field, value in defaults if value != "eager"})
@@ -206,6 +207,48 @@ class NpuFallbackNotApplied(Rule):
                     f"`{method.name}`: on an NPU host the implementations are validated while they still hold "
                     "the GPU defaults; apply the fallback first",
                 )
+
+    def _conditional(self, cls: ast.ClassDef, fallback: str) -> None:
+        """The fallback is called only under a condition that is not about the host (``if self.x == "fused":
+        ...; self._npu_fallback()``) while the validation in the same method runs every time: on an NPU host
+        whose config does not meet the condition the defaults stay and are validated."""
+        host = NpuHost()
+        for method in cls.body:
+            if not isinstance(method, ast.FunctionDef):
+                continue
+            calls = [
+                sub
+                for sub in ast.walk(method)
+                if isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and isinstance(sub.func.value, ast.Name)
+                and sub.func.value.id == "self"
+            ]
+            mine = [c for c in calls if c.func.attr == fallback]  # type: ignore[attr-defined]
+            checks = [c for c in calls if any(w in c.func.attr.lower() for w in ("validat", "check"))]  # type: ignore[attr-defined]
+            if len(mine) != 1 or not checks:
+                continue
+            top = {id(s) for s in method.body}
+            if any(
+                id(s) in top and isinstance(s, ast.Expr) and s.value is c for s in method.body for c in checks
+            ):
+                pass
+            else:
+                continue  # the validation is itself conditional
+            for stmt in method.body:
+                if not isinstance(stmt, ast.If) or not any(n is mine[0] for n in ast.walk(stmt)):
+                    continue
+                decided, dependent = host.test(stmt.test, {})
+                if dependent or "npu" in ast.unparse(stmt.test).lower():
+                    break  # an NPU test: the fallback's own guard
+                self.report(
+                    mine[0],
+                    f"`{cls.name}.{fallback}` (the config's NPU fallback) runs only when "
+                    f"`{self.ctx.source.segment(stmt.test)}` holds, but `{method.name}` validates the "
+                    "implementations every time: an NPU host whose config does not meet that condition keeps the "
+                    "GPU defaults and is rejected; call the fallback unconditionally",
+                )
+                break
 
     def _fallback_body(self, cls: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """The fallback itself, as an NPU host runs it: a leading ``if <test>: return`` the NPU host takes
