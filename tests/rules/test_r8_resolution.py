@@ -695,3 +695,20 @@ def test_module_loaded_by_registry_imports_gpu_vendor(
     )
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ('config.add_import("veomni.models_kernel.transformers.toy.triton_scan", names=["scan"])', 1),
+        ("from veomni.ops.kernels.scan.grouped import grouped  # noqa: F401", 1),  # imports triton at its top
+        ('config.add_import("veomni.ops.kernels.scan.npu_grouped", names=["g"])', 0),
+        ('config.add_import("veomni.utils.device", names=["get_device_type"])', 0),
+    ],
+)
+def test_npu_spec_imports_tree_gpu_module(tmp_path: Path, line: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    text = f"from veomni.patchgen.patch_spec import PatchConfig\n\nconfig = PatchConfig()\n{line}\n"
+    path = _write(tmp_path, "veomni/models_kernel/transformers/toy/toy_npu_patch_gen_config.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]

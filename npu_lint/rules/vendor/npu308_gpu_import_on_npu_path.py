@@ -272,14 +272,30 @@ class GpuImportOnNpuPath(Rule):
                 names = [node.module or ""]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_import"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+                and node.args[0].value.startswith("veomni.")  # a vendor package there is NPU301's
+            ):
+                names = [
+                    node.args[0].value
+                ]  # ``config.add_import("module", ...)``: emitted into the generated file
             else:
                 continue
             for name in names:
                 top = _gpu_package(name)
-                if top is not None:
+                why = f"`{top}`" if top is not None else None
+                if why is None and name.startswith("veomni."):
+                    root = self.ctx.project.root
+                    why = self._gpu_code(str(root) if root else None, name)
+                if why is not None:
                     self.report(
                         node,
-                        f"`{name}` is GPU-only (`{top}`) but this file runs only on Ascend (an NPU patch spec or "
+                        f"`{name}` is GPU-only ({why}) but this file runs only on Ascend (an NPU patch spec or "
                         "generated `_npu` file): the import fails there, or binds a CUDA kernel to NPU tensors; "
                         "use the op's NPU kernel",
                     )
