@@ -563,3 +563,152 @@ def test_gpu_row_resolved_at_import(tmp_path: Path, tail: str, expected: int) ->
     path = _write(tmp_path, "veomni/ops/kernels/blur/__init__.py", _BLUR_ROWS.replace("{tail}", tail))
     diags = _lint(tmp_path, path, "NPU223")
     assert len(diags) == expected, [d.message for d in diags]
+
+
+# -- NPU308 (r9): GPU-only code imported by code that runs only on Ascend -----------------------------------------
+
+
+def _scan_tree(root: Path) -> None:
+    """A tree with a CUDA Triton kernel module (not named for a toolchain), an Ascend Triton module, and a chain."""
+    _write(root, "veomni/ops/kernels/scan/_kernels/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
+    _write(
+        root,
+        "veomni/ops/kernels/scan/grouped.py",
+        "from ._kernels.scan_gemm import scan_gemm\n\ngrouped = 1\n",
+    )
+    _write(root, "veomni/ops/kernels/scan/_ascend/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
+    _write(
+        root, "veomni/ops/kernels/scan/npu_grouped.py", "from ._ascend.scan_gemm import scan_gemm\n\ng = 1\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "rel,source,expected",
+    [
+        (  # an NPU kernel module importing a GPU vendor package at its top
+            "veomni/ops/kernels/scan/npu.py",
+            "import torch_npu  # noqa: F401\nfrom mamba_ssm.ops import selective_scan_fn  # noqa: F401\n",
+            1,
+        ),
+        (  # the same, lazily inside a function (renamed file: npu_ in the stem)
+            "veomni/lora/ops/npu_scan_lora.py",
+            "def scan_lora_npu(x):\n    import fla.ops.utils as fla_utils\n\n    return fla_utils.prepare(x)\n",
+            1,
+        ),
+        (  # an NPU kernel module reaching a CUDA Triton tree module through another one
+            "veomni/ops/kernels/scan/npu_scan.py",
+            "from .grouped import grouped  # noqa: F401\n",
+            1,
+        ),
+        (  # the Ascend Triton chain and a bare triton import are NPU code
+            "veomni/ops/kernels/scan/npu_scan.py",
+            "import triton  # noqa: F401\n\nfrom .npu_grouped import g  # noqa: F401\n",
+            0,
+        ),
+        (  # a GPU import under an ImportError fallback
+            "veomni/ops/kernels/scan/npu.py",
+            "try:\n    from fla.ops import chunk  # noqa: F401\nexcept ImportError:\n    chunk = None\n",
+            0,
+        ),
+    ],
+)
+def test_npu_kernel_module_imports_gpu_code(tmp_path: Path, rel: str, source: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    path = _write(tmp_path, rel, source)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "branch,expected",
+    [
+        (
+            'if kernel == "npu":\n        from .grouped import grouped as fn',
+            1,
+        ),  # a CUDA Triton module, renamed
+        ('if "fused_npu" == kernel:\n        from fla.ops import chunk as fn', 1),  # literal on the left
+        ('if kernel in ("npu", "npu_ascendc"):\n        import liger_kernel.ops.rope as fn', 1),
+        ("if is_torch_npu_available():\n        from .grouped import grouped as fn", 1),  # availability
+        ('if kernel == "npu" and ready:\n        from .grouped import grouped as fn', 1),
+        ('if kernel == "npu":\n        from .npu_grouped import g as fn', 0),  # the Ascend module
+        ('if kernel != "npu":\n        from .grouped import grouped as fn', 0),  # the GPU branch
+        ('if kernel in ("npu", "triton"):\n        from .grouped import grouped as fn', 0),  # not NPU-only
+        ("if not is_torch_npu_available():\n        from .grouped import grouped as fn", 0),
+    ],
+)
+def test_npu_branch_imports_gpu_code(tmp_path: Path, branch: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    text = (
+        "from ....utils.import_utils import is_torch_npu_available\n\n\n"
+        "def bind_scan(kernel, ready=True):\n    global _fn\n    fn = None\n"
+        f"    {branch}\n    _fn = fn\n"
+    )
+    path = _write(tmp_path, "veomni/ops/kernels/scan/binder.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+    if expected:
+        assert "taken on NPU" in diags[0].message
+
+
+@pytest.mark.parametrize(
+    "factory_body,row,expected",
+    [
+        ("from .grouped import grouped\n\n    return grouped", 'name="npu", hardware=HardwareRequirement(device_type="npu")', 1),
+        ("from mamba_ssm.ops import scan\n\n    return scan", 'name="fused_npu", hardware=HardwareRequirement(device_type="npu")', 1),
+        ("from .npu_grouped import g\n\n    return g", 'name="npu", hardware=HardwareRequirement(device_type="npu")', 0),
+        ("from .grouped import grouped\n\n    return grouped", 'name="triton", hardware=HardwareRequirement(device_type="gpu")', 0),
+    ],
+)  # fmt: skip
+def test_npu_row_factory_imports_gpu_code(tmp_path: Path, factory_body: str, row: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    text = (
+        "from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec\n\n\n"
+        f"def _scan_factory():\n    {factory_body}\n\n\n"
+        f'KERNEL_REGISTRY.register(KernelSpec(op_name="scan", variant="standard", factory=_scan_factory, {row}))\n'
+    )
+    path = _write(tmp_path, "veomni/ops/kernels/scan/__init__.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+    if expected:
+        assert "_scan_factory" in diags[0].message
+
+
+@pytest.mark.parametrize(
+    "init_line,module_header,expected",
+    [
+        ("from . import dense_attn  # noqa: F401", "import torch\nfrom flash_attn import flash_attn_func  # noqa: F401", 1),
+        ("from .dense_attn import dense_forward  # noqa: F401", "import mamba_ssm.ops as ssm_ops  # noqa: F401", 1),
+        ("from . import dense_attn  # noqa: F401", "try:\n    from flash_attn import flash_attn_func  # noqa: F401\nexcept ImportError:\n    flash_attn_func = None", 0),
+        ("from . import dense_attn  # noqa: F401", "import torch  # noqa: F401\n\n\ndef f():\n    from flash_attn import flash_attn_func\n\n    return flash_attn_func", 0),
+        ("import torch  # noqa: F401", "from flash_attn import flash_attn_func  # noqa: F401", 0),  # not loaded by the registry
+    ],
+)  # fmt: skip
+def test_module_loaded_by_registry_imports_gpu_vendor(
+    tmp_path: Path, init_line: str, module_header: str, expected: int
+) -> None:
+    """The import to make lazy is in the module the registration package loads: reported there."""
+    _write(tmp_path, "veomni/ops/kernels/dense/__init__.py", f"{init_line}\n\ndense_rows = []\n")
+    path = _write(
+        tmp_path,
+        "veomni/ops/kernels/dense/dense_attn.py",
+        f"{module_header}\n\n\ndef dense_forward():\n    return 1\n",
+    )
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ('config.add_import("veomni.models_kernel.transformers.toy.triton_scan", names=["scan"])', 1),
+        ("from veomni.ops.kernels.scan.grouped import grouped  # noqa: F401", 1),  # imports triton at its top
+        ('config.add_import("veomni.ops.kernels.scan.npu_grouped", names=["g"])', 0),
+        ('config.add_import("veomni.utils.device", names=["get_device_type"])', 0),
+    ],
+)
+def test_npu_spec_imports_tree_gpu_module(tmp_path: Path, line: str, expected: int) -> None:
+    _scan_tree(tmp_path)
+    text = f"from veomni.patchgen.patch_spec import PatchConfig\n\nconfig = PatchConfig()\n{line}\n"
+    path = _write(tmp_path, "veomni/models_kernel/transformers/toy/toy_npu_patch_gen_config.py", text)
+    diags = _lint(tmp_path, path, "NPU308")
+    assert len(diags) == expected, [d.message for d in diags]

@@ -183,6 +183,29 @@ class DeviceBranchMismatch(Rule):
             path="veomni/ops/kernel_table.py",
             title="a registry lookup keyed by a hard-coded CUDA device (the kernel layer; model code is NPU102's)",
         ),
+        Example(
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE, get_device_type
+
+
+            class AscendGate:
+                device = "npu"
+
+                def ready(self) -> bool:
+                    return IS_CUDA_AVAILABLE
+
+
+            class ScanTable:
+                def __init__(self):
+                    self._rows = {}
+
+                def find(self, op: str, impl: str):
+                    device = get_device_type()
+                    return self._rows.get((op, impl, device)) or self._rows.get((op, impl, "cuda"))
+            """,
+            path="veomni/ops/scan_table.py",
+            title="an NPU-named class answering with CUDA; a lookup falling back to the CUDA key",
+        ),
     )
     good = (
         Example(
@@ -227,15 +250,27 @@ class DeviceBranchMismatch(Rule):
         text = ctx.source.text
         if not any(word in text for word in ("npu", "Npu", "NPU")):
             # no NPU branch or NPU-named class: only the kernel layer's hard-coded lookup device is left
-            self.node_types = (ast.Assign,) if ctx.source.kind.kernel and "cuda" in text else ()
+            self.node_types = (
+                (ast.Assign, ast.Call, ast.Compare)
+                if ctx.source.kind.kernel and ("cuda" in text or '"gpu"' in text)
+                else ()
+            )
             return
         types: list[type[ast.AST]] = [ast.ClassDef]
         if any(
-            w in text for w in ("torch.cuda", "torch.npu", "torch.mlu", "CUDA_AVAILABLE", "cuda_available")
+            w in text
+            for w in (
+                "torch.cuda",
+                "torch.npu",
+                "torch.mlu",
+                "CUDA_AVAILABLE",
+                "cuda_available",
+                "npu_available",
+            )
         ):
             types.extend((ast.If, ast.IfExp))  # the branches, then the runtime calls in them
-        if ctx.source.kind.kernel and "cuda" in text:
-            types.append(ast.Assign)
+        if ctx.source.kind.kernel and ("cuda" in text or '"gpu"' in text):
+            types.extend((ast.Assign, ast.Call, ast.Compare))
         self.node_types = tuple(types)
 
     @classmethod
@@ -248,6 +283,9 @@ class DeviceBranchMismatch(Rule):
             return
         if isinstance(node, ast.Assign):
             self._lookup_key(node)
+            return
+        if isinstance(node, (ast.Call, ast.Compare)):
+            self._literal_key(node)
             return
         if isinstance(node, (ast.If, ast.IfExp)):
             self._branch(node)
@@ -275,6 +313,21 @@ class DeviceBranchMismatch(Rule):
                     else inner
                 )  # type: ignore[attr-defined]
                 if test_device(inner_test) is not None:
+                    if (
+                        device == "npu"
+                        and inner_test is inner
+                        and isinstance(sub, ast.If)
+                        and _availability_device(inner) == "npu"
+                        and sub.body
+                        and isinstance(sub.body[0], ast.Raise)
+                    ):
+                        shown = self.ctx.source.segment(test)
+                        self.report(
+                            inner,
+                            f"`{self.ctx.source.segment(inner)}` raises when an NPU is available, inside a branch "
+                            f"taken only on NPU (`{shown}`): the NPU path refuses every Ascend host; raise when "
+                            "the NPU is missing (`if not ...`)",
+                        )
                     stack.append((sub.test, sub))
                     continue  # its branches are judged when it is visited
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
@@ -342,6 +395,73 @@ class DeviceBranchMismatch(Rule):
                     )
                     return
 
+    def _host_device_names(self, function: ast.AST) -> set[str]:
+        """Local names of ``function`` holding the host's device, read at run time (``device =
+        get_device_type()``, ``device_type = self._device()``): a name with "device" assigned from a call."""
+        names: set[str] = set()
+        for sub in _walk(function):
+            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.value, ast.Call):
+                target = sub.targets[0]
+                if isinstance(target, ast.Name) and "device" in target.id.lower():
+                    names.add(target.id)
+        return names
+
+    def _literal_key(self, node: ast.Call | ast.Compare) -> None:
+        """A function of the kernel/registry layer that reads the host's device and then looks rows up (or
+        filters them) with a literal CUDA device beside it: ``table.get((op, impl, "cuda"))``, ``entry_device
+        in (device, ANY_DEVICE, "cuda")``: on an NPU host the CUDA rows are read (or admitted) as its own."""
+        ctx = self.ctx
+        function = ctx.function
+        if function is None or not ctx.source.kind.kernel:
+            return
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args):
+                return
+            key = node.args[0]
+            if not isinstance(key, ast.Tuple):
+                return
+            parts, shape = key.elts, "the lookup key"
+        else:
+            if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
+                return
+            right = node.comparators[0]
+            if not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                return
+            parts, shape = right.elts, "the admitted devices"
+        literal = next((p for p in parts if _LITERAL_DEVICE.get(str_value(p) or "") == "cuda"), None)
+        if literal is None or branch_device(ctx, node) is not None:
+            return
+        host = self._host_device_names(function)
+        if not host:
+            return
+        if isinstance(node, ast.Compare) and not any(isinstance(p, ast.Name) and p.id in host for p in parts):
+            return
+        shown = sorted(host)[0]
+        self.report(
+            literal,
+            f'`"{str_value(literal)}"` in {shape} of `{function.name}`, which reads the host\'s device into '
+            f"`{shown}`: on every host, an NPU one included, the CUDA rows are read as the host's own; use "
+            f"`{shown}` (or drop the literal)",
+        )
+
+    def _class_answers(self, node: ast.ClassDef, declared: str) -> None:
+        """A device-named class (``NpuKernelRequirement``) whose methods answer with another device's
+        availability (``return IS_CUDA_AVAILABLE``): its check is false on every host of its own device."""
+        for sub in _walk(node):
+            if not isinstance(sub, ast.Return) or sub.value is None:
+                continue
+            value = sub.value
+            other = _availability_device(value)
+            if other is None or other == declared:
+                continue
+            self.report(
+                value,
+                f"`{node.name}` is named for {declared.upper()} but answers with "
+                f"`{self.ctx.source.segment(value)}`, {other.upper()} availability: on every {declared.upper()} "
+                f"host the check fails (and on a {other.upper()} host it passes); test {declared.upper()} "
+                "availability",
+            )
+
     def _class(self, node: ast.ClassDef) -> None:
         if not any(
             isinstance(t, ast.Name) and t.id in _DEVICE_FIELDS
@@ -364,6 +484,8 @@ class DeviceBranchMismatch(Rule):
                 return
             declared = probes.pop()
             source = f"tests {declared.upper()} availability"
+        else:
+            self._class_answers(node, declared)
         for stmt in node.body:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target, value = stmt.targets[0], stmt.value

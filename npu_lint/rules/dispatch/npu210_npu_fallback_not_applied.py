@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.resolution import NpuHost
 
 _SUFFIX = "_implementation"
 
@@ -93,6 +94,33 @@ class NpuFallbackNotApplied(Rule):
             path="veomni/arguments/toy_kernels.py",
             title="the fallback runs after the validation",
         ),
+        Example(
+            """
+            from dataclasses import dataclass, fields
+
+            from veomni.utils.import_utils import is_torch_npu_available
+
+            _ASCEND = {"scan_implementation": "npu"}
+
+
+            @dataclass
+            class ScanKernels:
+                scan_implementation: str = "triton"
+
+                def __post_init__(self):
+                    self._npu_names()
+
+                def _npu_names(self):
+                    if is_torch_npu_available():
+                        return
+                    initial = {f.name: f.default for f in fields(self)}
+                    for name, value in _ASCEND.items():
+                        if getattr(self, name) != initial[name] and name in initial:
+                            setattr(self, name, value)
+            """,
+            path="veomni/arguments/scan_kernels.py",
+            title="the fallback returns on NPU hosts",
+        ),
     )
     good = (
         Example(
@@ -139,6 +167,8 @@ class NpuFallbackNotApplied(Rule):
                 continue
             if name in used:
                 self._after_validation(node, name)
+                self._conditional(node, name)
+                self._fallback_body(node, stmt)
                 continue
             gpu = sorted({value for _field, value in defaults if value != "eager"})
             shown = ", ".join(f"`{v}`" for v in gpu) or "their non-NPU values"
@@ -177,6 +207,96 @@ class NpuFallbackNotApplied(Rule):
                     f"`{method.name}`: on an NPU host the implementations are validated while they still hold "
                     "the GPU defaults; apply the fallback first",
                 )
+
+    def _conditional(self, cls: ast.ClassDef, fallback: str) -> None:
+        """The fallback is called only under a condition that is not about the host (``if self.x == "fused":
+        ...; self._npu_fallback()``) while the validation in the same method runs every time: on an NPU host
+        whose config does not meet the condition the defaults stay and are validated."""
+        host = NpuHost()
+        for method in cls.body:
+            if not isinstance(method, ast.FunctionDef):
+                continue
+            calls = [
+                sub
+                for sub in ast.walk(method)
+                if isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and isinstance(sub.func.value, ast.Name)
+                and sub.func.value.id == "self"
+            ]
+            mine = [c for c in calls if c.func.attr == fallback]  # type: ignore[attr-defined]
+            checks = [c for c in calls if any(w in c.func.attr.lower() for w in ("validat", "check"))]  # type: ignore[attr-defined]
+            if len(mine) != 1 or not checks:
+                continue
+            top = {id(s) for s in method.body}
+            if any(
+                id(s) in top and isinstance(s, ast.Expr) and s.value is c for s in method.body for c in checks
+            ):
+                pass
+            else:
+                continue  # the validation is itself conditional
+            for stmt in method.body:
+                if not isinstance(stmt, ast.If) or not any(n is mine[0] for n in ast.walk(stmt)):
+                    continue
+                decided, dependent = host.test(stmt.test, {})
+                if dependent or "npu" in ast.unparse(stmt.test).lower():
+                    break  # an NPU test: the fallback's own guard
+                self.report(
+                    mine[0],
+                    f"`{cls.name}.{fallback}` (the config's NPU fallback) runs only when "
+                    f"`{self.ctx.source.segment(stmt.test)}` holds, but `{method.name}` validates the "
+                    "implementations every time: an NPU host whose config does not meet that condition keeps the "
+                    "GPU defaults and is rejected; call the fallback unconditionally",
+                )
+                break
+
+    def _fallback_body(self, cls: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """The fallback itself, as an NPU host runs it: a leading ``if <test>: return`` the NPU host takes
+        (``if is_torch_npu_available(): return``) skips every assignment; an assignment made only when the
+        field differs from its default (``if current != defaults[name]:``) rewrites the user's explicit choices
+        and leaves the GPU defaults in place."""
+        host = NpuHost()
+        for stmt in method.body:
+            if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[0], ast.Return):
+                decided, dependent = host.test(stmt.test, {})
+                if decided is True and dependent:
+                    self.report(
+                        stmt.test,
+                        f"`{cls.name}.{method.name}` (the config's NPU fallback) returns when "
+                        f"`{self.ctx.source.segment(stmt.test)}` holds, which is true on every NPU host: the "
+                        "fallback never applies where it is needed; return when the host is not an NPU",
+                    )
+                    return
+        for sub in ast.walk(method):
+            if not isinstance(sub, ast.If) or not isinstance(sub.test, ast.Compare) or len(sub.test.ops) != 1:
+                continue
+            if not isinstance(sub.test.ops[0], (ast.NotEq, ast.IsNot)):
+                continue
+            sides = [sub.test.left, sub.test.comparators[0]]
+            if not any("default" in ast.unparse(side).lower() for side in sides):
+                continue
+            writes = any(
+                (isinstance(w, ast.Call) and isinstance(w.func, ast.Name) and w.func.id == "setattr")
+                or (
+                    isinstance(w, (ast.Assign, ast.AugAssign))
+                    and any(
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                        for t in (w.targets if isinstance(w, ast.Assign) else [w.target])
+                    )
+                )
+                for part in sub.body
+                for w in ast.walk(part)
+            )
+            if writes:
+                self.report(
+                    sub.test,
+                    f"`{cls.name}.{method.name}` (the config's NPU fallback) rewrites a field only when "
+                    f"`{self.ctx.source.segment(sub.test)}`: it replaces the values a user chose and keeps the "
+                    "GPU defaults on NPU hosts; rewrite the fields that still hold their default",
+                )
+                return
 
     def _referenced_names(self) -> set[str]:
         """Every attribute name read, every bare name read, and every string constant of the module (a

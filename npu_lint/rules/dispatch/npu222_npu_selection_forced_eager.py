@@ -9,7 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch.npu212_npu_fallback_incomplete import _is_fallback_table
 from npu_lint.rules.dispatch.npu216_npu_fallback_gpu_row import field_ops
 from npu_lint.veomni.catalog import NPU
-from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, host_env
+from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, host_env, names_npu
 
 
 def _eager(node: ast.AST | None) -> bool:
@@ -20,13 +20,28 @@ def _names_eager(test: ast.expr) -> bool:
     return any(str_value(n) == "eager" for n in ast.walk(test) if isinstance(n, ast.Constant))
 
 
+def _npu_with_eager(test: ast.expr) -> str | None:
+    """``impl in ("eager", "npu")``: an NPU implementation name listed with ``eager`` in one membership test,
+    so whatever holds the name, the NPU value takes the eager branch. The NPU literal, or None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)):
+        return None
+    right = test.comparators[0]
+    if not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        return None
+    literals = [str_value(e) for e in right.elts]
+    if "eager" not in literals:
+        return None
+    return next((lit for lit in literals if names_npu(lit)), None)
+
+
 class NpuSelectionForcedEager(Rule):
     code = "NPU222"
     name = "npu-selection-forced-eager"
     summary = (
         "Code that turns an implementation name into a binding decides, on an NPU host, for the eager path: a "
         "test that NPU availability or the NPU implementation name makes true (or false) selects `eager`, "
-        "returns no kernel, or skips the binding."
+        "returns no kernel, or skips the binding (an NPU name listed with `eager` in one membership test "
+        "included); or an NPU-decided choice between two names picks the one not named for the NPU."
     )
     why = (
         "On Ascend the ops config resolves every op the tree has an NPU kernel for to its NPU name (`npu`, "
@@ -78,6 +93,27 @@ class NpuSelectionForcedEager(Rule):
             path="veomni/ops/config/patching.py",
             title="the NPU name skipped like eager",
         ),
+        Example(
+            """
+            from veomni.utils.import_utils import is_torch_npu_available
+
+            _ROWS = {}
+
+
+            def find_scan(op: str, impl: str):
+                if impl in ("eager", "npu"):
+                    return None
+                return _ROWS[op, impl]
+
+
+            def legacy_scan_alias(value: str) -> str:
+                if value == "fused":
+                    value = "scan_triton" if is_torch_npu_available() else "scan_npu"
+                return value
+            """,
+            path="veomni/ops/scan_rows.py",
+            title="the NPU name listed with eager; an NPU-decided alias with its branches swapped",
+        ),
     )
     good = (
         Example(
@@ -98,7 +134,7 @@ class NpuSelectionForcedEager(Rule):
         ),
     )
     fix_safety = "No fix: whether the op has an NPU kernel that the branch should keep is decided by hand."
-    requires = ("eager", ("npu", "NPU", "_implementation"))
+    requires = (("eager", 'npu"', "npu'"), ("npu", "NPU", "_implementation"))
     node_types = ()
 
     @classmethod
@@ -116,6 +152,11 @@ class NpuSelectionForcedEager(Rule):
                     env = host_env(func, host)
                 decided, dep = host.test(node.test, env)
                 if decided is None or not dep:
+                    self._grouped_with_eager(node)
+                    if isinstance(node, ast.IfExp):
+                        self._inverted_choice(node, host, env)
+                    continue
+                if isinstance(node, ast.IfExp) and self._inverted_choice(node, host, env):
                     continue
                 what = self._eager_path(node, decided)
                 if what is None:
@@ -127,6 +168,38 @@ class NpuSelectionForcedEager(Rule):
                     f"selects {what}: the op's NPU kernel is never bound on Ascend, whatever the ops config "
                     "selects; carry the configured NPU implementation name to the binding",
                 )
+
+    def _grouped_with_eager(self, node: ast.If | ast.IfExp) -> None:
+        npu = _npu_with_eager(node.test)
+        if npu is None:
+            return
+        what = self._eager_path(node, True)
+        if what is None:
+            return
+        self.report(
+            node.test,
+            f"`{ast.unparse(node.test)}` lists the NPU implementation name `{npu}` with `eager`, and the branch "
+            f"it selects {what}: an NPU selection is never bound on Ascend; keep `{npu}` out of the eager test",
+        )
+
+    def _inverted_choice(self, node: ast.IfExp, host: NpuHost, env: dict[str, HostValue]) -> bool:
+        """``"fused_quack" if is_torch_npu_available() else "fused_npu"``: a choice between two implementation
+        names that an NPU host decides, taking the one not named for the NPU while the other branch is."""
+        decided, dep = host.test(node.test, env)
+        if decided is None or not dep:
+            return False
+        chosen, other = (node.body, node.orelse) if decided else (node.orelse, node.body)
+        picked, alternative = str_value(chosen), str_value(other)
+        if picked is None or alternative is None or picked == "eager":
+            return False
+        if names_npu(picked) or not names_npu(alternative):
+            return False
+        self.report(
+            node.test,
+            f"on an NPU host `{ast.unparse(node.test)}` is {decided}, so the expression picks `{picked}` there and "
+            f"`{alternative}`, the NPU implementation, elsewhere: the branches are swapped",
+        )
+        return True
 
     def _tables(self) -> None:
         """The NPU default table (``{"x_implementation": "npu", ...}``) mapping a field to eager although the tree

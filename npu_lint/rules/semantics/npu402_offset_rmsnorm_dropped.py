@@ -8,7 +8,7 @@ import os
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
-from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.base import Context, Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _RmsNormCalls,
     eager_weight_products,
@@ -448,6 +448,13 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         "(`qwen3_5` for an OpSlot). Offered only when every call of that handle in the file passes a "
         "zero-initialised weight raw, and the declaration is a literal in this file."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and the kernel modules that define norm modules or forwards (``npu_rms_norm_gated.py``)."""
+        return ctx.source.kind.model_code or (
+            ctx.source.kind.kernel and not ctx.source.kind.test and "rms_norm" in ctx.source.text
+        )
 
     def finish(self) -> None:
         self._vendor_and_external()

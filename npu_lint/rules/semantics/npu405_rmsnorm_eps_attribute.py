@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import os
 
+from npu_lint.core.astutil import dotted_name as dotted
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
-from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.base import Context, Example, make_fix
 from npu_lint.rules.semantics._shared import _rms_norm_methods, _RmsNormCalls, is_torch_rms, receiver_of
 from npu_lint.veomni.norms import EPS_NAMES
 from npu_lint.veomni.upstream import last_name, patched_methods, upstream_class_method
@@ -163,6 +165,32 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
             title="a patched __init__ builds a norm with a fixed eps where upstream passes the config's",
         ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            def toy_norm_forward_npu(self, x):
+                return torch_npu.npu_rms_norm(x, self.weight, epsilon=getattr(self, "eps", 1e-6))[0]
+
+
+            class ToyQkNorm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, weight, eps):
+                    out, _rstd = torch_npu.npu_rms_norm(q, weight, 1e-6)
+                    return out
+
+
+            class ToyGatedNorm(torch.nn.Module):
+                def __init__(self, hidden_size, eps=1e-6):
+                    super().__init__()
+                    self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+                    self.variance_epsilon = 1e-6
+            """,
+            path="veomni/ops/kernels/toy_norm/npu.py",
+            title="a getattr fallback eps, a literal where the function receives eps, a constructor ignoring eps",
+        ),
     )
     good = (
         Example(
@@ -223,6 +251,13 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         "(`self.variance_epsilon` <-> `self.eps`); offered only when the class's `__init__` was read and sets it."
     )
 
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and the kernel modules that define RMSNorm forwards (``ops/kernels/rms_norm/npu.py``)."""
+        return ctx.source.kind.model_code or (
+            ctx.source.kind.kernel and not ctx.source.kind.test and "rms_norm" in ctx.source.text
+        )
+
     def finish(self) -> None:
         ctx = self.ctx
         for call, _func, cls, qual, kernel in self.method_kernel_calls():
@@ -241,11 +276,23 @@ class RmsNormEpsAttribute(_RmsNormCalls):
         self._reused()
         self._eager_literal()
         self._constructed()
+        self._init_ignores_eps()
+        self._norm_built_fixed()
         calls = [(c, f, cls) for c, f, cls, _h in self.rms_calls()]
         calls += [(c, f, cls) for c, f, cls, _q in self.vendor_rms_calls()]
+        seen = {id(c) for c, _f, _cls in calls}
+        if "getattr(" in ctx.source.text:  # a kernel call the readers above leave out (a kernel module's own)
+            for call in nodes_of(ctx.tree, ast.Call):
+                assert isinstance(call, ast.Call)
+                if id(call) not in seen and "rms_norm" in (last_name(call.func) or ""):
+                    arg = _eps_argument(call)
+                    if isinstance(arg, ast.Call):
+                        self._scope_eps(call, arg, None, None)
         for call, func, cls in calls:
             arg = _eps_argument(call)
             if arg is not None and self._fixed_eps(arg, func, cls):
+                continue
+            if self._scope_eps(call, arg, func, cls):
                 continue
             if not (
                 isinstance(arg, ast.Attribute)
@@ -387,6 +434,124 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 f"is registered for here, never sets it: its eps lives in `self.{right}`",
             )
 
+    def _scope_eps(self, call: ast.Call, arg: ast.expr | None, func: ast.AST | None, cls: str | None) -> bool:
+        """The eps of a kernel call, read against what its function has: a literal while the function receives
+        an eps (``def forward(ctx, q, k, ..., eps)``); ``getattr(module, "x", 1e-6)``, a fixed eps whenever the
+        module spells its eps otherwise; no eps at all while the class keeps one (the kernel's default
+        replaces it). True when reported."""
+        if arg is not None and _fixed_number(self.ctx.tree, arg) is not None:
+            params = _eps_params(func)
+            if params:
+                self.report(
+                    arg,
+                    f"the RMSNorm kernel is given the fixed eps `{self.ctx.source.segment(arg)}`, but its function "
+                    f"receives `{params[0]}`: a model configured with another eps normalises differently on "
+                    f"this path; pass `{params[0]}`",
+                )
+                return True
+            return False
+        if (
+            isinstance(arg, ast.Call)
+            and isinstance(arg.func, ast.Name)
+            and arg.func.id == "getattr"
+            and len(arg.args) == 3
+            and isinstance(arg.args[1], ast.Constant)
+            and _fixed_number(self.ctx.tree, arg.args[2]) is not None
+        ):
+            self.report(
+                arg,
+                f"the RMSNorm kernel's eps is `{self.ctx.source.segment(arg)}`: a module that keeps its eps "
+                f"under another name than `{arg.args[1].value}` (`variance_epsilon` in transformers' classes, "
+                "`eps` in Gemma-style and many in-tree ones) silently runs with the fixed "
+                f"`{self.ctx.source.segment(arg.args[2])}`; read the module's own eps attribute",
+            )
+            return True
+        if arg is None and cls is not None and not is_torch_rms(call):
+            attrs = self.assigned_attrs(cls)
+            kept = sorted(a for a in (attrs or ()) if a in EPS_NAMES)
+            if kept and func is not None and receiver_of(func):
+                self.report(
+                    call,
+                    f"this RMSNorm kernel call passes no eps, but `{cls}` keeps its own (`self.{kept[0]}`, the "
+                    "value it is constructed with): the kernel's default replaces the model's configured eps; "
+                    f"pass `{receiver_of(func)}.{kept[0]}`",
+                )
+                return True
+        return False
+
+    def _init_ignores_eps(self) -> None:
+        """A norm class's ``__init__`` that receives an eps and stores a literal as its eps instead."""
+        if "__init__" not in self.ctx.source.text:
+            return
+        for cls in nodes_of(self.ctx.tree, ast.ClassDef):
+            assert isinstance(cls, ast.ClassDef)
+            if "norm" not in cls.name.lower():
+                continue
+            init = next(
+                (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+            )
+            params = _eps_params(init)
+            if init is None or not params:
+                continue
+            if any(isinstance(n, ast.Name) and n.id == params[0] for n in _walk(init)):
+                continue  # the parameter is read
+            for stmt in _walk(init):
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                    continue
+                target = stmt.targets[0]
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr in EPS_NAMES
+                    and _fixed_number(self.ctx.tree, stmt.value) is not None
+                ):
+                    self.report(
+                        stmt.value,
+                        f"`{cls.name}.__init__` receives `{params[0]}` but stores the fixed "
+                        f"`{self.ctx.source.segment(stmt.value)}` as `self.{target.attr}`: the norm ignores the "
+                        f"eps it is built with; store `{params[0]}`",
+                    )
+
+    def _norm_built_fixed(self) -> None:
+        """A norm class built with a fixed eps (or none, for ``torch.nn.RMSNorm``, whose default is the dtype's
+        machine epsilon) where the function has an eps parameter to give it. (A fixed eps beside a config eps
+        elsewhere in the file is not read: vision towers legitimately fix theirs.)"""
+        text = self.ctx.source.text
+        if "Norm(" not in text:
+            return
+        built: dict[str, list[tuple[ast.Call, ast.expr | None, ast.AST]]] = {}
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            for call in nodes_of(func, ast.Call):
+                assert isinstance(call, ast.Call)
+                name = last_name(call.func) or ""
+                if not name.endswith("RMSNorm"):
+                    continue
+                eps = next((k.value for k in call.keywords if k.arg in _EPS_KEYWORDS), None)
+                if eps is None and len(call.args) >= 2:
+                    eps = call.args[1]
+                built.setdefault(name, []).append((call, eps, func))
+        for name, uses in built.items():
+            for call, eps, func in uses:
+                params = _eps_params(func)
+                if eps is not None and _fixed_number(self.ctx.tree, eps) is not None:
+                    have = params[0] if params else None
+                    if have is not None:
+                        self.report(
+                            eps,
+                            f"`{name}` is built with the fixed eps `{self.ctx.source.segment(eps)}`, but "
+                            f"`{have}` is there to give it: the norm ignores the model's configured eps",
+                        )
+                elif (
+                    eps is None
+                    and params
+                    and name == "RMSNorm"
+                    and (dotted(call.func) or "").startswith(("torch.", "nn."))
+                ):
+                    self.report(
+                        call,
+                        f"`{dotted(call.func)}` is built without an eps while `{params[0]}` is in scope: its "
+                        "default is the input dtype's machine epsilon (0.0078 in bf16), not the model's",
+                    )
+
     def _fixed_eps(self, arg: ast.expr, func: ast.AST | None, cls: str | None) -> bool:
         """A kernel call of an RMSNorm class given a fixed epsilon (a literal, a module constant) while the class
         keeps its own (set from its config): reported; True when reported."""
@@ -414,6 +579,14 @@ class RmsNormEpsAttribute(_RmsNormCalls):
             ),
         )
         return True
+
+
+def _eps_params(func: ast.AST | None) -> list[str]:
+    """The parameters of ``func`` named for an epsilon (``eps``, ``norm_eps``, ``rms_norm_eps``)."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    args = [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+    return [a.arg for a in args if a.arg in EPS_NAMES or a.arg.endswith("_eps")]
 
 
 def _fixed_number(tree: ast.Module, node: ast.expr) -> float | None:

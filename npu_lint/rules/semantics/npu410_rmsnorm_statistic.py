@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import normaliser_issues, rms_sites
 
@@ -25,6 +28,9 @@ class RmsNormStatistic(Rule):
         "Every function the tree runs as an RMSNorm is read (a spec's or generated file's replacement of an "
         "RMSNorm class's method, reported only where the upstream method does not do the same; the methods of an "
         "RMSNorm class the tree defines; a kernel module's eager fallback), following the root through locals."
+        " A fused kernel that returns `(output, reciprocal RMS)` (`torch_npu.npu_rms_norm`, apex's "
+        "`rms_forward_affine`) is read too: a function returning its element 1 (directly or through a local) "
+        "returns the statistic as the norm's output."
     )
     bad = (
         Example(
@@ -75,6 +81,18 @@ class RmsNormStatistic(Rule):
             path="veomni/ops/kernels/rms_norm/eager.py",
             title="the root multiplied in instead of divided by",
         ),
+        Example(
+            """
+            import torch_npu
+
+
+            def toy_norm_forward_npu(self, x):
+                normed = torch_npu.npu_rms_norm(x, self.weight, epsilon=self.variance_epsilon)[-1]
+                return normed
+            """,
+            path="veomni/ops/kernels/toy_norm/npu.py",
+            title="the fused kernel's reciprocal RMS returned as the output",
+        ),
     )
     good = (
         Example(
@@ -107,14 +125,46 @@ class RmsNormStatistic(Rule):
     )
     fix_safety = "No fix: the statistic is the model's numerics."
 
-    requires = (("sqrt", "rsqrt"),)
+    requires = (("sqrt", "rsqrt", "rms_norm(", "rms_forward_affine"),)
     node_types = ()
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:  # model code and the tree's kernels (veomni/ops)
         return not ctx.source.kind.test
 
+    def _statistic_returned(self) -> None:
+        """A fused RMSNorm kernel returns ``(output, reciprocal RMS)``; a function that returns the second
+        element (directly, or through a local) returns the statistic as the norm's output."""
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            assigned: dict[str, ast.Subscript] = {}
+            for node in nodes_of(func, ast.Assign):
+                assert isinstance(node, ast.Assign)
+                if (
+                    len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and _statistic_of(node.value)
+                ):
+                    assigned[node.targets[0].id] = node.value  # type: ignore[assignment]
+            for ret in nodes_of(func, ast.Return):
+                assert isinstance(ret, ast.Return)
+                value = ret.value
+                node = assigned.get(value.id) if isinstance(value, ast.Name) else value
+                kernel = _statistic_of(node)
+                if kernel is None:
+                    continue
+                self.report(
+                    node,
+                    f"`{func.name}` returns element {ast.unparse(node.slice)} of `{kernel}`, the reciprocal RMS "  # type: ignore[union-attr]
+                    "(one value per row), not the normalised output (element 0): every norm it serves outputs "
+                    "its statistic, which broadcasts silently into the residual stream",
+                )
+
     def finish(self) -> None:
+        text = self.ctx.source.text
+        if "rms_norm(" in text or "rms_forward_affine" in text:
+            self._statistic_returned()
+        if "sqrt" not in text:
+            return
         for site in rms_sites(self.ctx):
             found = normaliser_issues(site.func)
             if not found:
@@ -128,6 +178,27 @@ class RmsNormStatistic(Rule):
                     continue
                 done.add(kind)
                 self.report(node, f"{site.label} {_MESSAGES[kind]}")
+
+
+_FUSED_WITH_STATISTIC = ("npu_rms_norm", "rms_forward_affine")  # (output, reciprocal RMS)
+
+
+def _statistic_of(node: ast.AST | None) -> str | None:
+    """``npu_rms_norm(...)[1]`` (or ``[-1]``): the name of the fused kernel whose statistic is selected."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)):
+        return None
+    func = node.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    index = node.slice
+    if (
+        isinstance(index, ast.UnaryOp)
+        and isinstance(index.op, ast.USub)
+        and isinstance(index.operand, ast.Constant)
+    ):
+        value = -index.operand.value if isinstance(index.operand.value, int) else None
+    else:
+        value = index.value if isinstance(index, ast.Constant) else None
+    return name if name in _FUSED_WITH_STATISTIC and value in (1, -1) else None
 
 
 _MESSAGES = {

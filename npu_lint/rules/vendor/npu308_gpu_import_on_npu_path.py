@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module
+from npu_lint.core.astutil import absolute_module, keyword_arg, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.catalog import NPU
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.registry import npu_file
-from npu_lint.veomni.resolution import MARKERS, module_of
+from npu_lint.veomni.resolution import MARKERS, file_bindings, gpu_marker, module_of, names_npu
 from npu_lint.veomni.vendor_map import GPU_ATTENTION, GPU_KERNEL, VENDOR_PACKAGES
 
 _BRANCH_WORDS = ("use_non_eager_impl", "is_bound", "bound_kernel", "impl", "available", "cuda", "CUDA")
 _GUARD_WORDS = ("available", "TYPE_CHECKING", "is_cuda", "IS_CUDA", "version")
+
+
+_NPU_WORDS = ("npu", "ascend", "ascendc")
+_NPU_PREDICATES = ("is_torch_npu_available", "is_npu_available", "IS_NPU_AVAILABLE")
 
 
 def _gpu_package(module: str | None) -> str | None:
@@ -21,6 +27,30 @@ def _gpu_package(module: str | None) -> str | None:
         return None
     top = module.split(".", 1)[0]
     return top if VENDOR_PACKAGES.get(top) in (GPU_KERNEL, GPU_ATTENTION) else None
+
+
+def _npu_named(module: str) -> bool:
+    """A VeOmni module named for the NPU: ``npu``/``ascend`` is a word of one of its components
+    (``ops.kernels.rotary.npu``, ``lora.ops.npu_moe_group_gemm``, ``gated_delta_rule._ascend.x``)."""
+    return any(w in re.split(r"[^a-z0-9]+", part.lower()) for part in module.split(".") for w in _NPU_WORDS)
+
+
+def _npu_test(test: ast.expr) -> bool:
+    """A branch test true only on the NPU path: a name compared equal to (or found among) NPU implementation
+    names (``kernel == "npu"``, ``impl in ("npu", "fused_npu")``), an NPU availability predicate, or a
+    conjunction with one of them."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_npu_test(v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        if isinstance(op, ast.Eq):
+            return names_npu(str_value(left)) or names_npu(str_value(right))
+        if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
+            return all(names_npu(str_value(e)) for e in right.elts)
+        return False
+    node = test.func if isinstance(test, ast.Call) else test
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name in _NPU_PREDICATES
 
 
 def _unguarded_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
@@ -41,7 +71,8 @@ class GpuImportOnNpuPath(Rule):
     name = "gpu-import-on-npu-path"
     summary = (
         "A registration module imports GPU-only kernel code when it loads (a GPU vendor package, or a tree "
-        "module that imports one at its top), or NPU-targeted model code imports a GPU vendor package."
+        "module that imports one at its top), or code that runs only on Ascend (an NPU spec or generated file, "
+        "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code."
     )
     why = (
         "Registration modules (`KernelSpec`, `register_op`, `OpSpec` tables and the kernel packages' "
@@ -51,8 +82,14 @@ class GpuImportOnNpuPath(Rule):
         "through a module of the tree that imports one at its top -- makes importing the registry fail on an "
         "Ascend host, which has none of them, before the NPU rows can be chosen. The same holds for code that "
         "only runs on NPU (an NPU patch spec, a generated `_npu` modeling file): a GPU vendor import there, "
-        "even inside a function, is reached on Ascend only. The rule reads the imported tree modules' top-level "
-        "imports statically (one level), and leaves imports under `try`, availability or `TYPE_CHECKING` "
+        "even inside a function, is reached on Ascend only. So is every import of an NPU kernel module (a "
+        "module named for the NPU: `ops/kernels/rotary/npu.py`, `lora/ops/npu_moe_group_gemm.py`, `_ascend/`), "
+        'of a branch taken only on NPU (`if kernel == "npu":`, `if is_torch_npu_available():`) and of the '
+        'factory of an NPU row (`KernelSpec(name="npu", factory=f)`): there a GPU vendor package, or a tree '
+        "module not named for the NPU that imports one (Triton included: the Ascend Triton kernels live in "
+        "NPU-named modules) is reported at the import, the line to change. A bare `import triton` in NPU code "
+        "is left alone (Ascend carries triton-ascend). The rule reads the imported tree modules' top-level "
+        "imports statically (a few levels), and leaves imports under `try`, availability or `TYPE_CHECKING` "
         "tests alone."
     )
     bad = (
@@ -76,6 +113,58 @@ class GpuImportOnNpuPath(Rule):
             path="veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
             title="an NPU spec importing Liger under an NPU name",
         ),
+        Example(
+            """
+            import torch_npu
+            from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+
+
+            def layer_norm_forward_npu(self, hidden_states):
+                if hidden_states.numel() == 0:
+                    return LigerLayerNormFunction.apply(hidden_states, self.weight, self.bias, self.eps)
+                return torch_npu.npu_layer_norm_eval(hidden_states, self.weight.shape, self.weight, self.bias)
+            """,
+            path="veomni/ops/kernels/layer_norm/npu.py",
+            title="an NPU kernel module importing a GPU vendor package",
+        ),
+        Example(
+            """
+            def bind_toy_scan(scan_kernel: str) -> None:
+                global _scan
+                if scan_kernel == "npu_fused":
+                    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn as npu_scan
+
+                    _scan = npu_scan
+                else:
+                    _scan = None
+            """,
+            path="veomni/ops/kernels/scan/__init__.py",
+            title="the NPU branch of a binder importing a GPU kernel",
+        ),
+        Example(
+            """
+            from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+
+            def _npu_short_conv_factory():
+                from fla.modules import ShortConvolution
+
+                return ShortConvolution
+
+
+            KERNEL_REGISTRY.register(
+                KernelSpec(
+                    name="npu",
+                    op_name="short_conv",
+                    variant="standard",
+                    factory=_npu_short_conv_factory,
+                    hardware=HardwareRequirement(device_type="npu"),
+                )
+            )
+            """,
+            path="veomni/ops/kernels/short_conv/__init__.py",
+            title="an NPU row's factory importing a GPU vendor package",
+        ),
     )
     good = (
         Example(
@@ -93,6 +182,40 @@ class GpuImportOnNpuPath(Rule):
                 return dropout_add_layer_norm
             """,
             path="veomni/ops/kernels/layer_norm/__init__.py",
+        ),
+        Example(
+            """
+            import torch_npu
+            import triton
+            import triton.language as tl
+
+
+            @triton.jit
+            def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+                pass
+
+
+            def scale_forward_npu(x):
+                if x.is_cuda:
+                    from liger_kernel.ops.utils import ensure_contiguous  # noqa: F401
+                return torch_npu.npu_format_cast(x, 2)
+            """,
+            path="veomni/ops/kernels/scale/npu.py",
+        ),
+        Example(
+            """
+            def bind_toy_scan(scan_kernel: str) -> None:
+                global _scan
+                if scan_kernel == "npu":
+                    from .npu_scan import npu_scan_fn
+
+                    _scan = npu_scan_fn
+                elif scan_kernel == "cuda":
+                    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+
+                    _scan = selective_scan_fn
+            """,
+            path="veomni/ops/kernels/scan/__init__.py",
         ),
     )
     fix_safety = "No fix: moving the import into the backend's factory is a refactor left to the author."
@@ -115,6 +238,23 @@ class GpuImportOnNpuPath(Rule):
         )
         if registry:
             self._registry()
+        elif "/veomni/" in norm and not norm.endswith("/__init__.py"):
+            self._loaded_by_registry(path)
+        if "/veomni/" not in norm or not ("npu" in text.lower() or "npu" in norm or "ascend" in norm):
+            return
+        module, is_package = module_of(path)
+        self._seen: set[int] = set()
+        if not is_package and _npu_named(module):
+            self._npu_only(self.ctx.tree.body, module, is_package, f"this NPU kernel module (`{module}`)")
+            return
+        for node in nodes_of(self.ctx.tree, ast.If):
+            assert isinstance(node, ast.If)
+            if _npu_test(node.test):
+                self._npu_only(
+                    node.body, module, is_package, f"the branch at line {node.lineno} (taken on NPU)"
+                )
+        if registry:
+            self._npu_factories(module, is_package)
 
     def _npu_code(self) -> None:
         guarded: set[int] = set()
@@ -132,18 +272,158 @@ class GpuImportOnNpuPath(Rule):
                 names = [node.module or ""]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_import"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+                and node.args[0].value.startswith("veomni.")  # a vendor package there is NPU301's
+            ):
+                names = [
+                    node.args[0].value
+                ]  # ``config.add_import("module", ...)``: emitted into the generated file
             else:
                 continue
             for name in names:
                 top = _gpu_package(name)
-                if top is not None:
+                why = f"`{top}`" if top is not None else None
+                if why is None and name.startswith("veomni."):
+                    root = self.ctx.project.root
+                    why = self._gpu_code(str(root) if root else None, name)
+                if why is not None:
                     self.report(
                         node,
-                        f"`{name}` is GPU-only (`{top}`) but this file runs only on Ascend (an NPU patch spec or "
+                        f"`{name}` is GPU-only ({why}) but this file runs only on Ascend (an NPU patch spec or "
                         "generated `_npu` file): the import fails there, or binds a CUDA kernel to NPU tensors; "
                         "use the op's NPU kernel",
                     )
                     break
+
+    def _loaded_by_registry(self, path: str) -> None:
+        """A module that its package's registration ``__init__`` imports when it loads (``from . import flash``)
+        and that itself imports a GPU vendor package at its top: the import to make lazy is this one."""
+        hits = [
+            (stmt, top)
+            for stmt in _unguarded_imports(self.ctx.tree.body)
+            for name in (
+                [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            )
+            if not (isinstance(stmt, ast.ImportFrom) and stmt.level)
+            for top in [_gpu_package(name)]
+            if top is not None and top != "triton"
+        ]
+        if not hits:
+            return
+        init = str(Path(path).parent / "__init__.py")
+        parsed = load_file(init)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            return
+        init_norm = "/" + init.replace("\\", "/").lstrip("/")
+        if not (
+            any(m in parsed.text for m in MARKERS)
+            or "/veomni/ops/kernels/" in init_norm
+            or "/veomni/kernels/" in init_norm
+        ):
+            return
+        module, _is_package = module_of(path)
+        package, _ = module_of(init)
+        loaded = False
+        for stmt in _unguarded_imports(tree.body):
+            if not isinstance(stmt, ast.ImportFrom):
+                continue
+            base = absolute_module(package, True, stmt.level, stmt.module)
+            if base == module or (
+                base == package and any(a.name == module.rsplit(".", 1)[-1] for a in stmt.names)
+            ):
+                loaded = True
+                break
+        if not loaded:
+            return
+        for stmt, top in hits:
+            self.report(
+                stmt,
+                f"this module imports `{top}` (GPU-only) when it loads, and the registration package `{package}` "
+                "imports it at its top: importing the registry fails on Ascend before any backend is chosen; "
+                "import it inside the function that uses it",
+            )
+
+    def _npu_factories(self, module: str, is_package: bool) -> None:
+        """The factories of the file's NPU rows (``KernelSpec(factory=f)`` with an NPU name or requirement): what
+        they import runs only when an Ascend host binds the row."""
+        functions = {
+            n.name: n for n in self.ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for binding in file_bindings(self.ctx.tree, module, is_package):
+            if binding.device != NPU or not isinstance(binding.node, ast.Call):
+                continue
+            factory = keyword_arg(binding.node, "factory")
+            func = functions.get(factory.id) if isinstance(factory, ast.Name) else None
+            if func is not None:
+                where = f"`{func.name}`, the factory of the NPU row `{binding.impl}` of `{binding.op}`"
+                self._npu_only(func.body, module, is_package, where)
+
+    def _npu_only(self, body: list[ast.stmt], module: str, is_package: bool, where: str) -> None:
+        """Imports in code that runs only on Ascend (an NPU kernel module, an NPU branch, an NPU row's
+        factory) of GPU-only kernel code: a GPU vendor package (bare ``triton`` excepted: Ascend carries
+        triton-ascend), or a tree module not named for the NPU that is a GPU kernel module by name or imports
+        a GPU vendor package (``triton`` included) when it loads."""
+        guarded: set[int] = set()
+        for stmt in body:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Try):
+                    guarded.update(id(sub) for part in node.body for sub in ast.walk(part))
+                elif isinstance(node, ast.If) and any(w in ast.unparse(node.test) for w in _GUARD_WORDS):
+                    guarded.update(id(sub) for part in node.body for sub in ast.walk(part))
+        root = self.ctx.project.root
+        for stmt in body:
+            for node in ast.walk(stmt):
+                if id(node) in guarded or id(node) in self._seen:
+                    continue
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = absolute_module(module, is_package, node.level, node.module)
+                    targets = [base] if base else []
+                    if base and base.startswith("veomni"):
+                        targets += [f"{base}.{a.name}" for a in node.names]
+                else:
+                    continue
+                for target in targets:
+                    why = self._gpu_code(str(root) if root else None, target)
+                    if why is None:
+                        continue
+                    self._seen.add(id(node))
+                    self.report(
+                        node,
+                        f"`{target}` is GPU-only ({why}) but {where} runs only on Ascend, which has no such "
+                        "kernel: the import fails there, or runs a CUDA kernel on NPU tensors; use the op's NPU "
+                        "kernel",
+                    )
+                    break
+
+    @staticmethod
+    def _gpu_code(root: str | None, target: str) -> str | None:
+        top = _gpu_package(target)
+        if top is not None:
+            return None if top == "triton" else f"the GPU kernel package `{top}`"
+        if not target.startswith("veomni.") or _npu_named(target):
+            return None
+        marker = gpu_marker(target)
+        if marker is not None:
+            return marker
+        if root is None:
+            return None
+        via, top = GpuImportOnNpuPath._through_tree(root, target, skip_npu=True)
+        if top is None:
+            return None
+        return (
+            f"it imports `{top}` when it loads"
+            if via == target
+            else f"through `{via}`, which imports `{top}`"
+        )
 
     def _registry(self) -> None:
         module, is_package = module_of(self.ctx.source.path)
@@ -173,11 +453,14 @@ class GpuImportOnNpuPath(Rule):
                 break
 
     @staticmethod
-    def _through_tree(root: str, module: str, depth: int = 3) -> tuple[str | None, str | None]:
+    def _through_tree(
+        root: str, module: str, depth: int = 3, skip_npu: bool = False
+    ) -> tuple[str | None, str | None]:
         """A tree module (``veomni.ops.kernels.x.quack_gemm``) that imports a GPU vendor package when it loads,
-        itself or through the tree modules it imports at its top (a few levels)."""
+        itself or through the tree modules it imports at its top (a few levels). ``skip_npu``: modules named for
+        the NPU are not followed (their Triton is triton-ascend)."""
         parts = module.split(".")
-        if parts[0] != "veomni" or depth <= 0:
+        if parts[0] != "veomni" or depth <= 0 or (skip_npu and _npu_named(module)):
             return None, None
         base = Path(root, *parts)
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
@@ -202,7 +485,7 @@ class GpuImportOnNpuPath(Rule):
                     if name.startswith("veomni.") and not is_package:
                         inner.append(name)
             for name in inner:
-                _via, top = GpuImportOnNpuPath._through_tree(root, name, depth - 1)
+                _via, top = GpuImportOnNpuPath._through_tree(root, name, depth - 1, skip_npu)
                 if top is not None:
                     return module, top
             return None, None
