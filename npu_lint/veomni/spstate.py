@@ -154,11 +154,34 @@ def _branches(func: ast.AST) -> list[ast.If]:
     return out
 
 
+def _data_names(expr: ast.AST) -> list[str]:
+    """The locals ``expr`` reads as data: not those only read for their metadata (shape, device, size) or
+    handed to ``len`` / ``isinstance`` and the like."""
+    meta: set[int] = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute) and n.attr in _META:
+            meta.add(id(n.value))
+        elif isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name):
+                meta.add(id(n.func))
+                if n.func.id in _NOT_DATA_CALLS:
+                    meta.update(id(x) for x in ast.walk(n))
+            elif isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "dim", "numel"):
+                meta.update(id(x) for x in ast.walk(n))
+    return [n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and id(n) not in meta]
+
+
 class _Walker:
     def __init__(
-        self, func: ast.FunctionDef | ast.AsyncFunctionDef, choices: dict[int, bool] | None = None
+        self,
+        func: ast.FunctionDef | ast.AsyncFunctionDef,
+        choices: dict[int, bool] | None = None,
+        memo: dict[tuple[str, int], tuple[ast.AST, object]] | None = None,
     ) -> None:
         self.flow = Flow()
+        # what depends on an expression alone (the locals it reads as data, its text), shared by the walkers of
+        # one function (``flow`` walks it once per path): keyed by id, with the node kept beside the answer
+        self.memo: dict[tuple[str, int], tuple[ast.AST, object]] = {} if memo is None else memo
         self.flags: set[str] = set()
         self.choices = choices or {}
         self.done = False
@@ -178,18 +201,21 @@ class _Walker:
             self.flow.roots[name] = roots
 
     def _data_names(self, expr: ast.AST) -> list[str]:
-        meta: set[int] = set()
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Attribute) and n.attr in _META:
-                meta.add(id(n.value))
-            elif isinstance(n, ast.Call):
-                if isinstance(n.func, ast.Name):
-                    meta.add(id(n.func))
-                    if n.func.id in _NOT_DATA_CALLS:
-                        meta.update(id(x) for x in ast.walk(n))
-                elif isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "dim", "numel"):
-                    meta.update(id(x) for x in ast.walk(n))
-        return [n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and id(n) not in meta]
+        """The locals ``expr`` reads as data (``_data_names``), remembered for the function: read only."""
+        hit = self.memo.get(("names", id(expr)))
+        if hit is not None and hit[0] is expr:
+            return hit[1]  # type: ignore[return-value]
+        out = _data_names(expr)
+        self.memo[("names", id(expr))] = (expr, out)
+        return out
+
+    def _text(self, expr: ast.AST) -> str:
+        hit = self.memo.get(("text", id(expr)))
+        if hit is not None and hit[0] is expr:
+            return hit[1]  # type: ignore[return-value]
+        out = ast.unparse(expr)
+        self.memo[("text", id(expr))] = (expr, out)
+        return out
 
     def roots_of(self, expr: ast.AST) -> frozenset[str]:
         out: set[str] = set()
@@ -367,7 +393,7 @@ class _Walker:
                     self._set(call.func.value.id, state)
 
     def _bind(self, targets: list[ast.expr], value: ast.expr, stmt: ast.stmt) -> None:
-        text = ast.unparse(value) if len(targets) == 1 and isinstance(targets[0], ast.Name) else ""
+        text = self._text(value) if len(targets) == 1 and isinstance(targets[0], ast.Name) else ""
         if text and _GUARD.search(text) and "rank" not in text and "group" not in text and "size" not in text:
             self.flags.add(targets[0].id)  # type: ignore[union-attr]
         transition = self._transition_name(value)
@@ -479,9 +505,10 @@ def helper_name(name: str) -> bool:
 def flow(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Flow:
     """The SP-state flow of ``func`` (its nested functions and classes are not entered)."""
     points = _branches(func)[:3]
+    memo: dict[tuple[str, int], tuple[ast.AST, object]] = {}
     merged: Flow | None = None
     for bits in itertools.product((True, False), repeat=len(points)):
-        walker = _Walker(func, {id(p): b for p, b in zip(points, bits)})
+        walker = _Walker(func, {id(p): b for p, b in zip(points, bits)}, memo)
         walker.block(func.body)
         one = walker.flow
         if merged is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module
+from npu_lint.core.astutil import absolute_module, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.registry import npu_file
@@ -117,6 +117,21 @@ class GpuImportOnNpuPath(Rule):
             self._registry()
 
     def _npu_code(self) -> None:
+        found: list[tuple[ast.AST, str, str]] = []  # (import, module, its GPU package), in walk order
+        for node in nodes_of(self.ctx.tree, ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.ImportFrom):
+                if node.level != 0:
+                    continue
+                names = [node.module or ""]
+            else:
+                names = [a.name for a in node.names]  # type: ignore[attr-defined]
+            for name in names:
+                top = _gpu_package(name)
+                if top is not None:
+                    found.append((node, name, top))
+                    break
+        if not found:
+            return  # no GPU import: no guard to look for
         guarded: set[int] = set()
         for node in ast.walk(self.ctx.tree):
             # a backend branch (a dispatch guard, an availability or implementation-name test) or an ImportError
@@ -125,25 +140,15 @@ class GpuImportOnNpuPath(Rule):
                 guarded.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
             elif isinstance(node, ast.Try):
                 guarded.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
-        for node in ast.walk(self.ctx.tree):
+        for node, name, top in found:
             if id(node) in guarded:
                 continue
-            if isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module or ""]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            for name in names:
-                top = _gpu_package(name)
-                if top is not None:
-                    self.report(
-                        node,
-                        f"`{name}` is GPU-only (`{top}`) but this file runs only on Ascend (an NPU patch spec or "
-                        "generated `_npu` file): the import fails there, or binds a CUDA kernel to NPU tensors; "
-                        "use the op's NPU kernel",
-                    )
-                    break
+            self.report(
+                node,
+                f"`{name}` is GPU-only (`{top}`) but this file runs only on Ascend (an NPU patch spec or "
+                "generated `_npu` file): the import fails there, or binds a CUDA kernel to NPU tensors; "
+                "use the op's NPU kernel",
+            )
 
     def _registry(self) -> None:
         module, is_package = module_of(self.ctx.source.path)
