@@ -295,6 +295,9 @@ def test_a_cold_check_parses_each_file_once(tmp_path: Path, jobs: str) -> None:
     assert len(generated) >= 6 and len(specs) >= 6
     assert {p: counts[p] for p in linted if counts[p] != 1} == {}
     assert counts["<sections parsed apart>"] == 0
+    if jobs == "1":  # one process: every file the run reads is parsed once, linted or not (the registry and
+        # ops-config scans, the module index, the upstream transformers reads share the one store)
+        assert {p: n for p, n in counts.items() if p.startswith("/") and n > 1} == {}
 
 
 def test_a_rule_whose_text_precheck_fails_is_never_entered(monkeypatch) -> None:
@@ -416,6 +419,14 @@ def _corpus_trees() -> list[ast.Module]:
     files = sorted((CORPORA / "veomni-main" / "veomni" / "models").rglob("*.py"))
     assert len(files) > 100
     return [ast.parse(f.read_text(encoding="utf-8")) for f in files[::4]]
+
+
+def test_child_nodes_are_iter_child_nodes() -> None:
+    from npu_lint.core.astutil import child_nodes
+
+    for tree in _corpus_trees():
+        for node in ast.walk(tree):
+            assert [id(n) for n in child_nodes(node)] == [id(n) for n in ast.iter_child_nodes(node)]
 
 
 def test_nodes_of_is_the_isinstance_filter_of_walk_in_walk_order() -> None:

@@ -377,6 +377,11 @@ def own_nodes(func: ast.AST) -> list[ast.AST]:
     return out
 
 
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.iter_child_nodes(node))``, same nodes in the same order, without the generators."""
+    return _children(node)
+
+
 def _children(node: ast.AST) -> list[ast.AST]:
     """``list(ast.iter_child_nodes(node))`` over the fields that can hold a node."""
     out: list[ast.AST] = []

@@ -176,6 +176,7 @@ class ModuleIndex:
         self._infos: dict[str, ModuleInfo | None] = {}
         self._top: set[str] | None = None
         self._signatures: dict[str, dict[str, Signature]] = {}
+        self._paths: dict[str, tuple[Path, bool] | None] = {}  # module -> ``module_path``'s answer
 
     def __getstate__(self) -> dict[str, object]:  # sent to worker processes without its caches
         return {
@@ -185,6 +186,7 @@ class ModuleIndex:
             "_defaults": {},
             "_signatures": {},
             "_contract_callees": {},
+            "_paths": {},
         }
 
     def string_defaults(self, module: str, name: str) -> tuple[str, dict[str, str], tuple[str, ...]] | None:
@@ -221,7 +223,14 @@ class ModuleIndex:
 
     # -- modules ----------------------------------------------------------------------------------------
     def module_path(self, module: str) -> tuple[Path, bool] | None:
-        """(file, is_package) of ``module`` under the root, or None."""
+        """(file, is_package) of ``module`` under the root, or None; remembered, like ``info`` (one index per run)."""
+        if module in self._paths:
+            return self._paths[module]
+        found = self._module_path(module)
+        self._paths[module] = found
+        return found
+
+    def _module_path(self, module: str) -> tuple[Path, bool] | None:
         if not module or any(not p.isidentifier() for p in module.split(".")):
             return None
         base = self.root.joinpath(*module.split("."))

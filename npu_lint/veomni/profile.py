@@ -580,9 +580,11 @@ def _read_config_fields(root: Path, files: list[Path]) -> ConfigFields:
         has_attention = _ATTENTION_MARK in data
         if not (has_config or has_attention):
             continue
-        try:
-            tree = ast.parse(data, filename=str(path))
-        except (SyntaxError, ValueError, RecursionError):
+        from npu_lint.veomni.patchgen import load_file  # the run's one store: the module index reads it too
+
+        parsed = load_file(str(path))
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:  # unreadable, undecodable or not parsable
             continue
         module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
         nodes = ast.walk(tree) if has_attention else (n for n in tree.body if isinstance(n, ast.ClassDef))

@@ -288,9 +288,11 @@ def read_registry_file(path: Path) -> tuple[list[OpRow], list[OpRow], list[tuple
         return [], [], []
     if not any(marker in data for marker in _MARKERS):
         return [], [], []
-    try:
-        tree = ast.parse(data, filename=str(path))
-    except (SyntaxError, ValueError, RecursionError):
+    from npu_lint.veomni.patchgen import load_file  # the run's one store: the module index reads it too
+
+    parsed = load_file(str(path))
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:  # unreadable, undecodable or not parsable
         return [], [], []
     return read_registry_tree(tree)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name
+from npu_lint.core.astutil import child_nodes, dotted_name
 
 # decorators that keep the decorated function's call signature
 _TRANSPARENT = frozenset(
@@ -104,7 +104,7 @@ def tuple_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
                 arity = len(value.elts)
             elif arity != len(value.elts):
                 return None
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
     if not seen_return or arity is None or arity < 2:
         return None
     return arity

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (remembered per file)
 
 IN = "in"  # the caller's state
 CUT = "shard"  # this rank's shard of a sequence the function held in full (cut here)
@@ -113,8 +114,8 @@ def _sp_guard(test: ast.AST, flags: set[str]) -> bool | None:
     if isinstance(inner, ast.BoolOp) and isinstance(inner.op, ast.And):
         hit = any(_sp_guard(v, flags) for v in inner.values)
         return (not negated) if hit else None
-    names = [n.id for n in ast.walk(inner) if isinstance(n, ast.Name)]
-    attrs = [n.attr for n in ast.walk(inner) if isinstance(n, ast.Attribute)]
+    names = [n.id for n in _walk(inner) if isinstance(n, ast.Name)]
+    attrs = [n.attr for n in _walk(inner) if isinstance(n, ast.Attribute)]
     if any(n in flags for n in names) or any(_GUARD.search(a) and "rank" not in a for a in attrs + names):
         return not negated
     return None
@@ -127,7 +128,7 @@ def _rank_range(value: ast.AST) -> bool:
     parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
     for part in parts:
         if isinstance(part, ast.Slice) and part.lower is not None and part.upper is not None:
-            for n in ast.walk(part):
+            for n in _walk(part):
                 word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
                 if "rank" in word:
                     return True
@@ -147,18 +148,41 @@ def _branches(func: ast.AST) -> list[ast.If]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(node, ast.If) and node.orelse:
-            calls = [call_name(c) for c in ast.walk(node) if isinstance(c, ast.Call)]
+            calls = [call_name(c) for c in _walk(node) if isinstance(c, ast.Call)]
             if any(_TO_HEADS.search(c) or _TO_SEQ.search(c) or _SLICE.search(c) for c in calls if c):
                 out.append(node)
         todo.extend(ast.iter_child_nodes(node))
     return out
 
 
+def _data_names(expr: ast.AST) -> list[str]:
+    """The locals ``expr`` reads as data: not those only read for their metadata (shape, device, size) or
+    handed to ``len`` / ``isinstance`` and the like."""
+    meta: set[int] = set()
+    for n in _walk(expr):
+        if isinstance(n, ast.Attribute) and n.attr in _META:
+            meta.add(id(n.value))
+        elif isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name):
+                meta.add(id(n.func))
+                if n.func.id in _NOT_DATA_CALLS:
+                    meta.update(id(x) for x in _walk(n))
+            elif isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "dim", "numel"):
+                meta.update(id(x) for x in _walk(n))
+    return [n.id for n in _walk(expr) if isinstance(n, ast.Name) and id(n) not in meta]
+
+
 class _Walker:
     def __init__(
-        self, func: ast.FunctionDef | ast.AsyncFunctionDef, choices: dict[int, bool] | None = None
+        self,
+        func: ast.FunctionDef | ast.AsyncFunctionDef,
+        choices: dict[int, bool] | None = None,
+        memo: dict[tuple[str, int], tuple[ast.AST, object]] | None = None,
     ) -> None:
         self.flow = Flow()
+        # what depends on an expression alone (the locals it reads as data, its text), shared by the walkers of
+        # one function (``flow`` walks it once per path): keyed by id, with the node kept beside the answer
+        self.memo: dict[tuple[str, int], tuple[ast.AST, object]] = {} if memo is None else memo
         self.flags: set[str] = set()
         self.choices = choices or {}
         self.done = False
@@ -178,18 +202,21 @@ class _Walker:
             self.flow.roots[name] = roots
 
     def _data_names(self, expr: ast.AST) -> list[str]:
-        meta: set[int] = set()
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Attribute) and n.attr in _META:
-                meta.add(id(n.value))
-            elif isinstance(n, ast.Call):
-                if isinstance(n.func, ast.Name):
-                    meta.add(id(n.func))
-                    if n.func.id in _NOT_DATA_CALLS:
-                        meta.update(id(x) for x in ast.walk(n))
-                elif isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "dim", "numel"):
-                    meta.update(id(x) for x in ast.walk(n))
-        return [n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and id(n) not in meta]
+        """The locals ``expr`` reads as data (``_data_names``), remembered for the function: read only."""
+        hit = self.memo.get(("names", id(expr)))
+        if hit is not None and hit[0] is expr:
+            return hit[1]  # type: ignore[return-value]
+        out = _data_names(expr)
+        self.memo[("names", id(expr))] = (expr, out)
+        return out
+
+    def _text(self, expr: ast.AST) -> str:
+        hit = self.memo.get(("text", id(expr)))
+        if hit is not None and hit[0] is expr:
+            return hit[1]  # type: ignore[return-value]
+        out = ast.unparse(expr)
+        self.memo[("text", id(expr))] = (expr, out)
+        return out
 
     def roots_of(self, expr: ast.AST) -> frozenset[str]:
         out: set[str] = set()
@@ -294,7 +321,7 @@ class _Walker:
             choice = self.choices.get(id(stmt)) if guard is None else None
             if guard is True or choice is True:
                 self.block(stmt.body)
-                switch = not any(isinstance(n, (ast.Compare, ast.BinOp)) for n in ast.walk(stmt.test))
+                switch = not any(isinstance(n, (ast.Compare, ast.BinOp)) for n in _walk(stmt.test))
                 if (
                     guard is True
                     and switch
@@ -367,7 +394,7 @@ class _Walker:
                     self._set(call.func.value.id, state)
 
     def _bind(self, targets: list[ast.expr], value: ast.expr, stmt: ast.stmt) -> None:
-        text = ast.unparse(value) if len(targets) == 1 and isinstance(targets[0], ast.Name) else ""
+        text = self._text(value) if len(targets) == 1 and isinstance(targets[0], ast.Name) else ""
         if text and _GUARD.search(text) and "rank" not in text and "group" not in text and "size" not in text:
             self.flags.add(targets[0].id)  # type: ignore[union-attr]
         transition = self._transition_name(value)
@@ -400,7 +427,7 @@ class _Walker:
                     self.flow.unpacked.pop(n, None)
 
     def _groups(self, expr: ast.AST) -> None:
-        for n in ast.walk(expr):
+        for n in _walk(expr):
             members: list[ast.expr] | None = None
             kind = ""
             if isinstance(n, (ast.Tuple, ast.List)) and len(n.elts) > 1:
@@ -479,9 +506,10 @@ def helper_name(name: str) -> bool:
 def flow(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Flow:
     """The SP-state flow of ``func`` (its nested functions and classes are not entered)."""
     points = _branches(func)[:3]
+    memo: dict[tuple[str, int], tuple[ast.AST, object]] = {}
     merged: Flow | None = None
     for bits in itertools.product((True, False), repeat=len(points)):
-        walker = _Walker(func, {id(p): b for p, b in zip(points, bits)})
+        walker = _Walker(func, {id(p): b for p, b in zip(points, bits)}, memo)
         walker.block(func.body)
         one = walker.flow
         if merged is None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import import_bindings, transformers_dir, use_transformers_root, walk
+from npu_lint.core.astutil import import_bindings, scoped_memo, transformers_dir, use_transformers_root, walk
 from npu_lint.core.memo import Bounded
 from npu_lint.core.safeio import read_regular, read_text
 
@@ -618,10 +618,18 @@ def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
 
 
 def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
-    """Whether ``func`` has the upstream method's body (formatting aside: what ``ast.dump`` compares)."""
+    """Whether ``func`` has the upstream method's body (formatting aside: what ``ast.dump`` compares);
+    remembered per pair for the file (several rules ask about the same patched methods)."""
     if len(upstream.body) != len(func.body):
         return False
-    return all(same_node(a, b) for a, b in zip(func.body, upstream.body))
+    memo = scoped_memo("upstream.same_body")
+    key = (id(upstream), id(func))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is upstream and hit[1] is func:
+        return hit[2]  # type: ignore[no-any-return]
+    same = all(same_node(a, b) for a, b in zip(func.body, upstream.body))
+    memo[key] = (upstream, func, same)
+    return same
 
 
 def same_node(a: ast.AST, b: ast.AST) -> bool:
@@ -800,9 +808,12 @@ def _composite_text_only(root: str) -> frozenset[str]:
             continue
         if "sub_configs" not in text or "text_config" not in text:
             continue
-        try:
-            tree = ast.parse(text, filename=str(path))
-        except (SyntaxError, ValueError, RecursionError):
+        # the run's one store: the upstream class reads share it
+        from npu_lint.veomni.patchgen import load_file
+
+        parsed = load_file(str(path))
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
             continue
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
 

@@ -70,7 +70,7 @@ def _type_codes(func: ast.AST) -> list[tuple[ast.expr, str, str, int]]:
     ``types = types.masked_fill(<mask>, <int>)`` (or ``masked_fill_``): (the code's node, the array's name,
     modality, code)."""
     out: list[tuple[ast.expr, str, str, int]] = []
-    for node in _walk(func):
+    for node in nodes_of(func, ast.Assign, ast.Call):  # walk order
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):

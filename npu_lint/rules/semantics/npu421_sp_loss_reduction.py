@@ -54,8 +54,8 @@ class _Reductions:
         self.lines: dict[str, list[int]] = {}  # name -> lines where it becomes a reduction over ranks
         self.sp: set[str] = set()
         self.ops: dict[str, tuple[str, ast.Call]] = {}  # name -> a reduction other than a sum, and its call
-        for node in _walk(func):
-            call = node.value if isinstance(node, (ast.Assign, ast.Expr)) else None
+        for node in nodes_of(func, ast.Assign, ast.Expr):  # walk order
+            call = node.value  # type: ignore[attr-defined]
             if not (isinstance(call, ast.Call) and last_name(call.func) in _REDUCERS):
                 continue
             if isinstance(node, ast.Assign):
@@ -686,8 +686,8 @@ class SpLossReduction(Rule):
     def _counts(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """The token count a loss is normalised or reduced by counts the labels that are not ignored."""
         bindings: dict[str, list[ast.Assign]] = {}
-        for node in _walk(func):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        for node in nodes_of(func, ast.Assign):
+            if len(node.targets) == 1:  # type: ignore[attr-defined]
                 name = _name_of(node.targets[0])
                 if name:
                     bindings.setdefault(name, []).append(node)
@@ -695,9 +695,7 @@ class SpLossReduction(Rule):
         for name, assigns in bindings.items():
             if name in _COUNT_TARGETS:
                 candidates.extend((a, a.value, f"`{name}`") for a in assigns)
-        for node in _walk(func):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in nodes_of(func, ast.Call):
             callee = last_name(node.func) or ""
             owner = last_name(node.func.value) if isinstance(node.func, ast.Attribute) else ""
             reducer = ("reduce" in callee.lower() and "loss" in callee.lower()) or (
