@@ -204,3 +204,88 @@ def test_npu719_quiet_variants() -> None:
         .replace("masked_scatter(image_mask.unsqueeze", "masked_scatter(video_mask.unsqueeze")
     )
     assert _lines("NPU719", fixed, "veomni/data/toy_omni.py") == []
+
+
+def test_npu719_same_marker_for_two_media() -> None:
+    code = """
+def token_types(ids, masks):
+    kinds = ids.new_zeros(ids.shape)
+    kinds[masks["img_mask"]] = 1
+    kinds[masks["vid_mask"]] = 1
+    ids[masks["img_mask"]] = 0
+    ids[masks["vid_mask"]] = 0
+    return kinds, ids
+"""
+    assert _lines("NPU719", code, "veomni/data/toy_types.py") == [4]
+    assert (
+        _lines("NPU719", code.replace('["vid_mask"]] = 1', '["vid_mask"]] = 2'), "veomni/data/toy_types.py")
+        == []
+    )
+
+
+# -- NPU720: per-medium tables -----------------------------------------------------------------------------------
+
+TABLES = """
+from collections import namedtuple
+
+Spec = namedtuple("Spec", "dim shard fill scale")
+
+SPECS = {
+    "input_ids": Spec(-1, True, 0, 1),
+    "image_mask": Spec(-1, False, 0, 1),
+    "video_mask": Spec(-1, True, 0, 1),
+    "pixel_values": (0, True, 0, 4),
+    "pixel_values_videos": (0, True, 0, 4),
+}
+
+
+def sp_pads(batch):
+    counts = {"pixel_values_videos": 0}
+    return counts
+
+
+def report(batch, hook):
+    hook(batch, {"pixel_values": 0, "pixel_values_videos": 0})
+"""
+
+
+def test_npu720_variants() -> None:
+    # 8: the video mask sharded where the image mask is not; 15: the image pad count missing
+    assert _lines("NPU720", TABLES, "veomni/data/toy_specs.py") == [8, 15]
+
+
+def test_npu720_quiet_variants() -> None:
+    fixed = TABLES.replace(
+        '"video_mask": Spec(-1, True, 0, 1)', '"video_mask": Spec(-1, False, 0, 1)'
+    ).replace('{"pixel_values_videos": 0}', '{"pixel_values": 0, "pixel_values_videos": 0}')
+    assert _lines("NPU720", fixed, "veomni/data/toy_specs.py") == []
+
+
+# -- NPU721: the SP dummy grid scaled with its companions --------------------------------------------------------
+
+GRIDS = """
+def fake_image(self, ps, meta):
+    sp_size = ps.sp_size if ps.sp_enabled else 1
+    thw = [1, 2, 2 * self.merge]
+    return self.vision(self.zeros(thw), thw=thw, meta=meta(1, 2 * sp_size, 2 * self.merge))
+
+
+def fake_width(self, ps):
+    if ps.sp_enabled:
+        w = self.merge * 2
+    else:
+        w = self.merge * 2
+    return w
+"""
+
+
+def test_npu721_variants() -> None:
+    assert _lines("NPU721", GRIDS, "veomni/models/toy/modeling_toy.py") == [3, 8]
+
+
+def test_npu721_quiet_variants() -> None:
+    fixed = GRIDS.replace("thw = [1, 2, 2 * self.merge]", "thw = [1, 2 * sp_size, 2 * self.merge]").replace(
+        "    if ps.sp_enabled:\n        w = self.merge * 2",
+        "    if ps.sp_enabled:\n        w = self.merge * 2 * ps.sp_size",
+    )
+    assert _lines("NPU721", fixed, "veomni/models/toy/modeling_toy.py") == []

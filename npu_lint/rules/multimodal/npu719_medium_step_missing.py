@@ -117,7 +117,8 @@ class MediumStepMissing(Rule):
         "entry but not the other's while the function holds the other's value; a union of placeholder masks used "
         "to reset ids that leaves out a medium whose mask the function builds; and, in a block guarded by one "
         "medium (`if pixel_values_videos is not None:`), a read of another medium's mask where the block's own "
-        "medium has one."
+        "medium has one. Two media written into one holder with the same non-zero marker (`types[image_mask] = 1`, "
+        "`types[video_mask] = 1`) are reported too: the reader cannot tell them apart."
     )
     bad = (
         Example(
@@ -207,8 +208,10 @@ class MediumStepMissing(Rule):
             if shape is not None:
                 signatures.add((shape[0], shape[2]))
         targets = signatures  # type: ignore[assignment]
+        markers: dict[tuple[str, str], tuple[str, ast.stmt]] = {}
         for stmt in stmts:
             self._step(stmt, vocab, held, targets, texts)
+            self._marker(stmt, markers)
             if isinstance(stmt, ast.If):
                 self._block(stmt, vocab)
         for sub in ast.walk(node):
@@ -250,6 +253,29 @@ class MediumStepMissing(Rule):
                 "or inputs miss this step",
             )
             return
+
+    def _marker(self, stmt: ast.stmt, markers: dict[tuple[str, str], tuple[str, ast.stmt]]) -> None:
+        """`types[image_mask] = 1` and `types[video_mask] = 1`: two media written into one holder with the same
+        non-zero marker (a token type, a placeholder index), so the reader cannot tell them apart (a reset to 0
+        is the same for every medium and is not a marker)."""
+        shape = _bookkeeping(stmt)
+        if shape is None or not isinstance(stmt, ast.Assign):
+            return
+        value = stmt.value
+        if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value != 0):
+            return
+        holder, _, medium = shape
+        key = (holder, repr(value.value))
+        seen = markers.get(key)
+        if seen is None:
+            markers[key] = (medium, stmt)
+        elif seen[0] != medium:
+            self.report(
+                stmt,
+                f"`{ast.unparse(stmt)}` marks the {medium} with `{value.value}`, the marker line {seen[1].lineno} "
+                f"already writes for the {seen[0]} into `{holder}`: the reader takes one medium's positions for the "
+                "other's",
+            )
 
     def _crossed(self, stmt: ast.Assign, target: ast.AST, vocab: set[str]) -> None:
         """`video_mask = ids == IMAGE_TOKEN`: one medium's slot computed from another medium's marker alone,
