@@ -289,3 +289,76 @@ def test_npu721_quiet_variants() -> None:
         "    if ps.sp_enabled:\n        w = self.merge * 2 * ps.sp_size",
     )
     assert _lines("NPU721", fixed, "veomni/models/toy/modeling_toy.py") == []
+
+
+# -- NPU412 with the tree's SP collator: one shift per setting ---------------------------------------------------
+
+SP_COLLATOR = """
+import torch.nn.functional as F
+
+
+class SequenceParallelCollator:
+    def __call__(self, batch):
+        labels = batch["labels"][..., 1:].contiguous()
+        batch["labels"] = F.pad(labels, (0, 1), "constant", -100)
+        return batch
+"""
+
+SEGMENTS = """
+import torch.nn.functional as F
+
+
+def segment_targets(flat_labels, lens, sp_enabled):
+    target_labels, start = [], 0
+    if sp_enabled:
+        for n in lens:
+            seg = flat_labels[start : start + n].clone()
+            seg[-1] = -100
+            target_labels.append(seg)
+            start += n
+    else:
+        for n in lens:
+            target_labels.append(flat_labels[start : start + n])
+            start += n
+    return target_labels
+
+
+def channel_targets(labels, state):
+    sp_enabled = state.sp_enabled
+    effective = F.pad(labels, (0, 1), value=-100)[..., 1:]
+    return effective, sp_enabled
+"""
+
+
+def _tree_lines(tmp_path, text: str) -> list[int]:
+    from npu_lint.veomni.project import Project
+
+    for rel, body in (
+        ("veomni/utils/constants.py", "IGNORE_INDEX = -100\n"),
+        ("veomni/data/data_collator.py", SP_COLLATOR),
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(body).lstrip("\n"), encoding="utf-8")
+    path = tmp_path / "veomni/trainer/toy_pairs.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    src = SourceFile.from_text(str(path), path.read_text(encoding="utf-8"))
+    diags = lint_source(src, ["NPU412"], Settings(), Project(root=str(tmp_path)))
+    return sorted(d.line for d in diags if d.code == "NPU412")
+
+
+def test_npu412_one_shift_per_setting(tmp_path) -> None:
+    # 14: the non-SP segments handed on unshifted; 21: a shift that also runs under SP
+    assert _tree_lines(tmp_path, SEGMENTS) == [14, 21]
+
+
+def test_npu412_one_shift_per_setting_quiet(tmp_path) -> None:
+    fixed = SEGMENTS.replace(
+        "target_labels.append(flat_labels[start : start + n])",
+        "seq_labels = flat_labels[start : start + n]\n            "
+        "target_labels.append(F.pad(seq_labels[1:], (0, 1), value=-100))",
+    ).replace(
+        "    effective = F.pad(labels, (0, 1), value=-100)[..., 1:]\n",
+        "    if sp_enabled:\n        effective = labels\n    else:\n        effective = F.pad(labels, (0, 1), value=-100)[..., 1:]\n",
+    )
+    assert _tree_lines(tmp_path, fixed) == []

@@ -372,6 +372,60 @@ def _constant_sp_flags(func: ast.AST, helpers: dict[str, tuple[int, str]]) -> li
     return out
 
 
+def _label_outputs(stmts: list[ast.stmt]) -> list[ast.AST]:
+    """Statements of a branch that hand labels on: an assignment to a label-named target, or an append to a
+    label-named list (`labels_list.append(seg)`)."""
+    out: list[ast.AST] = []
+    for stmt in stmts:
+        for node in _walk(stmt):
+            if isinstance(node, ast.Assign) and any(
+                "label" in _base_name(t.value if isinstance(t, ast.Subscript) else t) for t in node.targets
+            ):
+                out.append(node)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "extend")
+                and "label" in _base_name(node.func.value)
+            ):
+                out.append(node)
+    return out
+
+
+def _unshifted_off_branches(func: ast.AST) -> list[tuple[ast.AST, str]]:
+    """`if sp_enabled: <labels as the collator left them> else: <labels handed on unshifted>`: the branch
+    without sequence parallelism produces labels like the SP branch but shifts nothing, while only the SP
+    collator shifts (the two settings disagree by one position)."""
+    out: list[tuple[ast.AST, str]] = []
+    returns_labels = any(
+        isinstance(n, ast.Return)
+        and n.value is not None
+        and any(isinstance(x, ast.Name) and "label" in x.id for x in _walk(n.value))
+        for n in _walk(func)
+    )
+    if not returns_labels:
+        return out  # only a helper that builds the labels it returns (a caller may shift what others hand on)
+    for node in _walk(func):
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        polarity = _sp_polarity(node.test)
+        if polarity is None:
+            continue
+        on, off = (node.body, node.orelse) if polarity else (node.orelse, node.body)
+        on_out, off_out = _label_outputs(on), _label_outputs(off)
+        if not on_out or not off_out:
+            continue
+        if any(_is_shift(n) for stmt in on + off for n in _walk(stmt)):
+            continue  # a shift on either side: the branches are told apart already
+        if any(isinstance(n, ast.Call) and _callee(n) in _LOSS_CALLS for stmt in off for n in _walk(stmt)):
+            continue  # the non-SP labels go to a loss that shifts them itself
+        out.append((off_out[0], ast.unparse(node.test)))
+    return out
+
+
+_LOSS_CALLS = frozenset({"loss_function", "ForCausalLMLoss", "causal_lm_loss", "cross_entropy", "loss_fct"})
+
+
 def _right_shifts(func: ast.AST, undone: set[int]) -> list[ast.Call]:
     """Labels padded with one slot at the front (`F.pad(labels, (1, 0), value=-100)`) that no slice takes off
     again: every label moves one position later, so each position is scored against the token before it (the
@@ -589,7 +643,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut. Labels padded at the front (`F.pad(labels, (1, 0), value=-100)`) with no slice taking the slot off again move every target one position later (the reverse shift). A module helper that takes the sequence-parallel switch as a parameter and branches on it (`def split(labels, lens, sp_enabled)`), called with a literal `True`/`False` from a function that reads the SP state, runs the wrong setting's label handling (a second shift under SP, or none without). The unguarded-shift check also covers a function that reads `sp_enabled` without branching on it (`sp_enabled = ps.sp_enabled`, then an unconditional shift)."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut. Labels padded at the front (`F.pad(labels, (1, 0), value=-100)`) with no slice taking the slot off again move every target one position later (the reverse shift). A module helper that takes the sequence-parallel switch as a parameter and branches on it (`def split(labels, lens, sp_enabled)`), called with a literal `True`/`False` from a function that reads the SP state, runs the wrong setting's label handling (a second shift under SP, or none without). The unguarded-shift check also covers a function that reads `sp_enabled` without branching on it (`sp_enabled = ps.sp_enabled`, then an unconditional shift). And where the SP collator shifts, in a helper that returns the labels it builds, an `if sp_enabled:` whose two branches both hand labels on (assigned to a label name, appended to a label list) with no shift on either side and no loss call on the non-SP side is reported on the non-SP side: there nothing shifts them."
     )
     bad = (
         Example(
@@ -892,7 +946,18 @@ class LabelShift(LossRule):
                                 f"the labels are shifted on the sequence-parallel branch, but the tree's `{collator}` "
                                 "already shifts them when it splits the sequence: every target is one token late",
                             )
-                    if "Collat" in getattr(func, "name", "") or not _reads_sp(func):
+                    if "Collat" in getattr(func, "name", ""):
+                        continue
+                    for node, test in _unshifted_off_branches(func):
+                        if self._once(node):
+                            self.report(
+                                node,
+                                f"`{ast.unparse(node)}` hands the labels on unshifted on the branch without sequence "
+                                f"parallelism (`if {test}:`), where the other branch relies on the tree's "
+                                f"`{collator}` having shifted them: without SP every target is the position's own "
+                                "token; shift here (`F.pad(labels[1:], (0, 1), value=ignore)`)",
+                            )
+                    if not _reads_sp(func):
                         continue
                     for node in _unguarded_shifts(func):
                         if self._once(node):
