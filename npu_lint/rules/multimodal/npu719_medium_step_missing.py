@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._twins import MEDIA, media_of, medium_words, rewrite, spellings
 
@@ -87,6 +88,36 @@ def _bookkeeping(stmt: ast.stmt) -> tuple[str, str, str] | None:
         if len(media) == 1:
             return ast.unparse(stmt.value.func), name, media.pop()
     return None
+
+
+def _two_media(text: str) -> bool:
+    """The cheap pre-check: the file names at least two media (a substring test per medium)."""
+    found = 0
+    for words in (("image", "img", "pixel_values"), ("video", "vid_"), ("audio",)):
+        for word in words:
+            if word in text:
+                found += 1
+                break
+    return found >= 2
+
+
+def _vocab(func: ast.AST) -> set[str]:
+    """The spellings a function holds, read off the file's per-type node index."""
+    out: set[str] = set()
+    for n in nodes_of(func, ast.Name, ast.Attribute, ast.Constant, ast.keyword, ast.arg):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.Constant):
+            if isinstance(n.value, str) and len(n.value) < 80:
+                out.add(n.value)
+        elif isinstance(n, ast.keyword):
+            if n.arg:
+                out.add(n.arg)
+        else:
+            out.add(n.arg)  # type: ignore[attr-defined]
+    return out
 
 
 def _union_operands(node: ast.AST) -> list[ast.AST]:
@@ -185,7 +216,7 @@ class MediumStepMissing(Rule):
         ),
     )
     fix_safety = "No fix: the missing medium's step is the author's to write."
-    requires = ("vid", ("image", "img", "audio", "pixel_values"))
+    requires = (_two_media,)
     node_types = _FUNCS
 
     @classmethod
@@ -194,8 +225,12 @@ class MediumStepMissing(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
-        vocab = spellings(node)
-        held = {m for m in MEDIA if any(m in media_of(w) for w in vocab)}
+        vocab = _vocab(node)
+        held: set[str] = set()
+        for word in vocab:
+            held |= media_of(word)
+            if len(held) == len(MEDIA):
+                break
         if len(held) < 2:
             return
         stmts = _statements(node)
@@ -214,7 +249,7 @@ class MediumStepMissing(Rule):
             self._marker(stmt, markers)
             if isinstance(stmt, ast.If):
                 self._block(stmt, vocab)
-        for sub in ast.walk(node):
+        for sub in nodes_of(node, ast.Dict, ast.Call, ast.Assign):
             if isinstance(sub, ast.Dict):
                 keys = [k for k in sub.keys if k is not None]
                 self._entries(sub, keys, sub.values, vocab, None)

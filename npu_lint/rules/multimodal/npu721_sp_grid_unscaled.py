@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -44,6 +45,15 @@ def _triples(stmt: ast.stmt) -> list[tuple[ast.AST, list[tuple[str, bool]]]]:
         if all(e is not None for e in entries):
             out.append((node, entries))  # type: ignore[arg-type]
     return out
+
+
+def _sp_switch(test: ast.AST) -> bool:
+    """A test on the sequence-parallel switch (`sp_enabled`, `ps.sp_size > 1`), read off its names."""
+    for n in ast.walk(test):
+        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+        if name and (name in ("sp_enabled", "ulysses_enabled", "sequence_parallel") or name == "sp_size"):
+            return bool(_SP_TEST.search(ast.unparse(test)))
+    return False
 
 
 def _blocks(func: ast.AST) -> list[list[ast.stmt]]:
@@ -131,7 +141,7 @@ class SpGridUnscaled(Rule):
         ),
     )
     fix_safety = "No fix: which side is meant is the author's call."
-    requires = ("sp_", ("grid", "dummy", " h ", "h_base", "sp_size"))
+    requires = (("sp_enabled", "sp_size", "ulysses_enabled"), ("grid", "dummy", "h_base", "sp_size"))
     node_types = _FUNCS
 
     @classmethod
@@ -139,8 +149,13 @@ class SpGridUnscaled(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.If) and sub.orelse and _SP_TEST.search(ast.unparse(sub.test)):
+        for sub in nodes_of(node, ast.If):
+            if (
+                isinstance(sub, ast.If)
+                and sub.orelse
+                and len(sub.body) == len(sub.orelse)
+                and _sp_switch(sub.test)
+            ):
                 if [ast.dump(s) for s in sub.body] == [ast.dump(s) for s in sub.orelse]:
                     self.report(
                         sub,
@@ -151,7 +166,7 @@ class SpGridUnscaled(Rule):
         if not any(
             (isinstance(n, ast.Name) and _SP_SIZE.search(n.id))
             or (isinstance(n, ast.Attribute) and _SP_SIZE.search(n.attr))
-            for n in ast.walk(node)
+            for n in nodes_of(node, ast.Name, ast.Attribute)
         ):
             return  # nothing here is scaled by the SP size
         for block in _blocks(node):
