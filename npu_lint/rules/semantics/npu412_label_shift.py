@@ -327,6 +327,133 @@ def _pad_shifts(func: ast.AST) -> list[tuple[ast.AST, str]]:
     return out
 
 
+def _reads_sp(func: ast.AST) -> bool:
+    """The function reads the sequence-parallel switch (`sp_enabled`, `ps.sp_enabled`), in a test or not."""
+    return any(
+        (isinstance(n, ast.Name) and n.id == "sp_enabled")
+        or (isinstance(n, ast.Attribute) and n.attr == "sp_enabled")
+        for n in _walk(func)
+    )
+
+
+def _sp_flag_helpers(tree: ast.Module) -> dict[str, tuple[int, str]]:
+    """The module's functions that take a sequence-parallel switch as a parameter and branch on it, with that
+    parameter's position and name."""
+    out: dict[str, tuple[int, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for index, arg in enumerate(node.args.args):
+            if arg.arg in ("sp_enabled", "sp", "use_sp", "sequence_parallel"):
+                if any(
+                    isinstance(n, (ast.If, ast.IfExp))
+                    and any(isinstance(x, ast.Name) and x.id == arg.arg for x in _walk(n.test))
+                    for n in _walk(node)
+                ):
+                    out[node.name] = (index, arg.arg)
+                break
+    return out
+
+
+def _constant_sp_flags(func: ast.AST, helpers: dict[str, tuple[int, str]]) -> list[tuple[ast.AST, str, str]]:
+    """Calls of such a helper with a literal `True`/`False` for its switch."""
+    out: list[tuple[ast.AST, str, str]] = []
+    for node in _walk(func):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers):
+            continue
+        index, param = helpers[node.func.id]
+        arg = (
+            node.args[index]
+            if len(node.args) > index
+            else next((k.value for k in node.keywords if k.arg == param), None)
+        )
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, bool):
+            out.append((arg, node.func.id, param))
+    return out
+
+
+def _label_outputs(stmts: list[ast.stmt]) -> list[ast.AST]:
+    """Statements of a branch that hand labels on: an assignment to a label-named target, or an append to a
+    label-named list (`labels_list.append(seg)`)."""
+    out: list[ast.AST] = []
+    for stmt in stmts:
+        for node in _walk(stmt):
+            if isinstance(node, ast.Assign) and any(
+                "label" in _base_name(t.value if isinstance(t, ast.Subscript) else t) for t in node.targets
+            ):
+                out.append(node)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "extend")
+                and "label" in _base_name(node.func.value)
+            ):
+                out.append(node)
+    return out
+
+
+def _unshifted_off_branches(func: ast.AST) -> list[tuple[ast.AST, str]]:
+    """`if sp_enabled: <labels as the collator left them> else: <labels handed on unshifted>`: the branch
+    without sequence parallelism produces labels like the SP branch but shifts nothing, while only the SP
+    collator shifts (the two settings disagree by one position)."""
+    out: list[tuple[ast.AST, str]] = []
+    returns_labels = any(
+        isinstance(n, ast.Return)
+        and n.value is not None
+        and any(isinstance(x, ast.Name) and "label" in x.id for x in _walk(n.value))
+        for n in _walk(func)
+    )
+    if not returns_labels:
+        return out  # only a helper that builds the labels it returns (a caller may shift what others hand on)
+    for node in _walk(func):
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        polarity = _sp_polarity(node.test)
+        if polarity is None:
+            continue
+        on, off = (node.body, node.orelse) if polarity else (node.orelse, node.body)
+        on_out, off_out = _label_outputs(on), _label_outputs(off)
+        if not on_out or not off_out:
+            continue
+        if any(_is_shift(n) for stmt in on + off for n in _walk(stmt)):
+            continue  # a shift on either side: the branches are told apart already
+        if any(isinstance(n, ast.Call) and _callee(n) in _LOSS_CALLS for stmt in off for n in _walk(stmt)):
+            continue  # the non-SP labels go to a loss that shifts them itself
+        out.append((off_out[0], ast.unparse(node.test)))
+    return out
+
+
+_LOSS_CALLS = frozenset({"loss_function", "ForCausalLMLoss", "causal_lm_loss", "cross_entropy", "loss_fct"})
+
+
+def _right_shifts(func: ast.AST, undone: set[int]) -> list[ast.Call]:
+    """Labels padded with one slot at the front (`F.pad(labels, (1, 0), value=-100)`) that no slice takes off
+    again: every label moves one position later, so each position is scored against the token before it (the
+    causal shift pads at the end and drops the first label)."""
+    out: list[ast.Call] = []
+    sliced_front = {
+        id(n.value)
+        for n in _walk(func)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.slice, (ast.Tuple, ast.Slice))
+        and _starts_at_one(n.slice.elts[-1] if isinstance(n.slice, ast.Tuple) else n.slice)
+    }
+    for node in _walk(func):
+        if not (isinstance(node, ast.Call) and last_name(node.func) == "pad" and node.args):
+            continue
+        if id(node) in undone or id(node) in sliced_front or _pad_amounts(node) != (1, 0):
+            continue
+        source = _base_name(node.args[0])
+        fill = next((k.value for k in node.keywords if k.arg == "value"), None)
+        if fill is None and len(node.args) > 3:
+            fill = node.args[3]
+        fill_text = ast.unparse(fill).lower().replace(" ", "") if fill is not None else ""
+        if "label" in source or "ignore" in fill_text or fill_text == "-100":
+            out.append(node)
+    return out
+
+
 def _uncut_partners(func: ast.AST) -> list[ast.AST]:
     """Labels cut at the start (`labels[..., 1:]`, not padded first) in a function that never cuts the hidden
     states or logits they are paired with at the end (`[..., :-1, :]`): positions and targets no longer line up."""
@@ -516,7 +643,7 @@ class LabelShift(LossRule):
         "slices `labels[..., 1:]` and then hands the result to such a loss as `labels` shifts twice (every "
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
-        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut."
+        " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut. Labels padded at the front (`F.pad(labels, (1, 0), value=-100)`) with no slice taking the slot off again move every target one position later (the reverse shift). A module helper that takes the sequence-parallel switch as a parameter and branches on it (`def split(labels, lens, sp_enabled)`), called with a literal `True`/`False` from a function that reads the SP state, runs the wrong setting's label handling (a second shift under SP, or none without). The unguarded-shift check also covers a function that reads `sp_enabled` without branching on it (`sp_enabled = ps.sp_enabled`, then an unconditional shift). And where the SP collator shifts, in a helper that returns the labels it builds, an `if sp_enabled:` whose two branches both hand labels on (assigned to a label name, appended to a label list) with no shift on either side and no loss call on the non-SP side is reported on the non-SP side: there nothing shifts them."
     )
     bad = (
         Example(
@@ -644,6 +771,44 @@ class LabelShift(LossRule):
             title="the hidden states cut on the same side as the labels (each position scored on its own token)",
         ),
     )
+    bad = bad + (
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def shift_for_sp(batch, ignore_index=-100):
+                targets = batch["labels"][..., :-1]
+                batch["labels"] = F.pad(targets, (1, 0), value=ignore_index)
+                return batch
+            """,
+            path="veomni/data/toy_sp_collator.py",
+            title="labels padded at the front: shifted the wrong way",
+        ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def split_targets(labels, lens, sp_enabled):
+                out, start = [], 0
+                for n in lens:
+                    seg = labels[start : start + n]
+                    out.append(seg if sp_enabled else F.pad(seg[1:], (0, 1), value=-100))
+                    start += n
+                return out
+
+
+            def pair_logps(model, batch, parallel_state):
+                sp_enabled = parallel_state.sp_enabled
+                logps = model(**batch).log_probs
+                targets = split_targets(batch["labels"], batch["lens"], False)
+                return logps, targets, sp_enabled
+            """,
+            path="veomni/trainer/toy_pair_trainer.py",
+            title="the helper's SP switch handed a constant",
+        ),
+    )
     good = (
         Example(
             """
@@ -750,6 +915,15 @@ class LabelShift(LossRule):
                     )
         if "pad" in text:
             for func in functions_of(self.ctx.tree, text, "pad("):
+                undone = {id(call) for call, _ in _pad_shifts(func)}
+                for call in _right_shifts(func, undone):
+                    if self._once(call):
+                        self.report(
+                            call,
+                            f"`{ast.unparse(call)}` pads the labels at the front: every label moves one position "
+                            "later, so each position is scored against the token before it; the causal shift pads "
+                            "at the end and drops the first label (`F.pad(labels, (0, 1), value=ignore)[..., 1:]`)",
+                        )
                 for node, side in _pad_shifts(func):
                     if self._once(node):
                         self.report(
@@ -772,9 +946,18 @@ class LabelShift(LossRule):
                                 f"the labels are shifted on the sequence-parallel branch, but the tree's `{collator}` "
                                 "already shifts them when it splits the sequence: every target is one token late",
                             )
-                    if "Collat" in getattr(func, "name", "") or not any(
-                        _sp_test(n.test) for n in _walk(func) if isinstance(n, ast.If)
-                    ):
+                    if "Collat" in getattr(func, "name", ""):
+                        continue
+                    for node, test in _unshifted_off_branches(func):
+                        if self._once(node):
+                            self.report(
+                                node,
+                                f"`{ast.unparse(node)}` hands the labels on unshifted on the branch without sequence "
+                                f"parallelism (`if {test}:`), where the other branch relies on the tree's "
+                                f"`{collator}` having shifted them: without SP every target is the position's own "
+                                "token; shift here (`F.pad(labels[1:], (0, 1), value=ignore)`)",
+                            )
+                    if not _reads_sp(func):
                         continue
                     for node in _unguarded_shifts(func):
                         if self._once(node):
@@ -784,6 +967,19 @@ class LabelShift(LossRule):
                                 f"sequence parallelism the tree's `{collator}` has already shifted them, so every "
                                 "target is one token late (and each shard drops a position); shift only when "
                                 "sequence parallelism is off",
+                            )
+        if "sp_enabled" in text and "label" in text:
+            helpers = _sp_flag_helpers(self.ctx.tree)
+            if helpers:
+                for func in functions_of(self.ctx.tree, text, "sp_enabled"):
+                    for arg, callee, param in _constant_sp_flags(func, helpers):
+                        if self._once(arg):
+                            self.report(
+                                arg,
+                                f"`{callee}` is handed the constant `{ast.unparse(arg)}` for its `{param}` switch in "
+                                "a function that reads the sequence-parallel state: the helper's label handling for "
+                                f"the other setting never runs, so under {'sequence parallelism' if ast.unparse(arg) == 'False' else 'no sequence parallelism'} "
+                                "the labels are shifted twice (or not at all); pass the state itself",
                             )
         for func in functions_of(self.ctx.tree, text, "CrossEntropyLoss", "cross_entropy", "loss_fct"):
             if not direct_ce_calls(func) and "loss_fct" not in {

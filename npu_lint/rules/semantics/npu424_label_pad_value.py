@@ -12,6 +12,8 @@ from npu_lint.veomni.upstream import last_name
 _DEFAULT_IGNORE = -100  # torch's `cross_entropy(ignore_index=-100)`, transformers' and VeOmni's IGNORE_INDEX
 _PAD_FUNCS = ("F.pad", "functional.pad")
 _FILLS = {"full": 1, "full_like": 1, "new_full": 1}  # the fill value's position (`torch.full(shape, v)`)
+_ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})  # a fill of 0 by construction
+_APPENDS = frozenset({"extend", "append", "insert"})
 
 
 def _int_value(node: ast.AST | None) -> int | None:
@@ -45,6 +47,37 @@ def _labelled(node: ast.AST | None) -> str | None:
     if name and _label_word(name):
         return ast.unparse(node)
     return None
+
+
+_VALUE_CALLS = frozenset(
+    {
+        "long",
+        "int",
+        "to",
+        "view",
+        "reshape",
+        "flatten",
+        "contiguous",
+        "squeeze",
+        "unsqueeze",
+        "clone",
+        "detach",
+    }
+)
+
+
+def _reduced(node: ast.AST) -> bool:
+    """A size, count or reduction read off the labels (`labels.dim()`, `labels.shape[0]`, `len(labels)`), not
+    the label values."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute):
+            return node.func.attr not in _VALUE_CALLS or _reduced(node.func.value)
+        return True
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("shape", "dtype", "device", "ndim")
+    return False
 
 
 def _label_word(name: str) -> bool:
@@ -139,7 +172,13 @@ class LabelPadValue(Rule):
         "count. Nothing raises. Checked wherever labels are padded or created: a collator's pad table (a record "
         "under a label key whose pad-value field, by keyword or by the record class's own field order, is not the "
         "ignore index), `F.pad` / `pad_sequence` on labels (a missing value is the 0 default), and `torch.full` / "
-        "`full_like` / `new_full` stored into labels."
+        "`full_like` / `new_full` stored into labels. In a file that names the tree's ignore-index "
+        "constant (`IGNORE_INDEX` imported or defined), also: a list stretch built into labels with a token "
+        '(`[pad_token_id] * n` in `labels = ...`, `labels += ...`, `labels.extend(...)`, a `"labels"` dict '
+        "entry); labels started as zeros (`torch.zeros_like(input_ids)`) of which only some positions are written "
+        "afterwards (the rest keep the real token 0); and a supervised-position mask or count taken against a "
+        "token (`labels != 0`, `labels.ne(pad_token_id)`, `obj[key] != 0` where `key` is picked by "
+        '`key.endswith("_labels")`), which counts the ignored positions as supervised.'
     )
     bad = (
         Example(
@@ -198,7 +237,71 @@ class LabelPadValue(Rule):
             title="`pad_sequence` on labels with its default 0",
         ),
     )
+    bad = bad + (
+        Example(
+            """
+            from veomni.utils.constants import IGNORE_INDEX
+
+
+            def pair_labels(tok, prompt_ids, answer_ids):
+                labels = [tok.pad_token_id] * len(prompt_ids) + answer_ids
+                return {"input_ids": prompt_ids + answer_ids, "labels": labels}
+            """,
+            path="veomni/data/toy_pair_transform.py",
+            title="the prompt stretch labelled with the pad token",
+        ),
+        Example(
+            """
+            import torch
+
+            from veomni.utils.constants import IGNORE_INDEX
+
+
+            def answer_labels(ids, spans):
+                target_labels = torch.zeros_like(ids)
+                for start, end in spans:
+                    target_labels[start:end] = ids[start:end]
+                return target_labels
+            """,
+            path="veomni/data/toy_span_transform.py",
+            title="labels start as zeros: unwritten positions are token 0",
+        ),
+        Example(
+            """
+            import torch
+
+            from veomni.utils.constants import IGNORE_INDEX
+
+
+            def count_targets(batch):
+                counts = {}
+                for name in batch:
+                    if name.endswith("_labels"):
+                        counts[name] = torch.sum(batch[name] != 0)
+                return counts
+            """,
+            path="veomni/utils/toy_counts.py",
+            title="supervised labels counted against token 0",
+        ),
+    )
     good = (
+        Example(
+            """
+            import torch
+
+            from veomni.utils.constants import IGNORE_INDEX
+
+
+            def answer_labels(ids, spans, tok):
+                target_labels = torch.full_like(ids, IGNORE_INDEX)
+                for start, end in spans:
+                    target_labels[start:end] = ids[start:end]
+                target_labels[target_labels == tok.pad_token_id] = IGNORE_INDEX
+                keep = target_labels != IGNORE_INDEX
+                return target_labels, keep, [IGNORE_INDEX] * 2 + [1] * 3
+            """,
+            path="veomni/data/toy_span_transform.py",
+        ),
         Example(
             """
             from dataclasses import dataclass
@@ -243,7 +346,11 @@ class LabelPadValue(Rule):
         "No fix: the ignore index the tree's loss uses has to be imported where the labels are padded."
     )
     # labels that are a loss's targets: the file knows the ignore index (point prompts, label maps are not)
-    requires = ("label", ("pad", "full"), ("IGNORE", "ignore_index", "-100"))
+    requires = (
+        "label",
+        ("pad", "full", "zeros", "] *", "!=", "==", ".ne(", ".eq("),
+        ("IGNORE", "ignore_index", "-100"),
+    )
     node_types = ()
 
     @classmethod
@@ -252,6 +359,8 @@ class LabelPadValue(Rule):
 
     def finish(self) -> None:
         tree = self.ctx.tree
+        self._seen: set[tuple[int, int]] = set()
+        self._label_keys: set[str] | None = None
         ignore_name, ignore = _module_ignore(tree)
         expected = f"`{ignore_name}` ({ignore})" if ignore_name else f"the loss's ignore index ({ignore})"
         fields: dict[str, list[str]] | None = None
@@ -285,6 +394,124 @@ class LabelPadValue(Rule):
                         self._fill(ast.unparse(target), call, ignore, expected)
             elif isinstance(node, ast.Call):
                 self._pad(node, ignore, expected)
+                if ignore_name is not None:
+                    self._appended(node, ignore, expected)
+                func = node.func
+                if (
+                    ignore_name is not None
+                    and isinstance(func, ast.Attribute)
+                    and func.attr == "ne"
+                    and len(node.args) == 1
+                ):
+                    self._compared(node, func.value, node.args[0], tree, ignore, expected)
+            if ignore_name is None:
+                continue  # the stretch, background and mask checks: files that name the tree's ignore index
+            if isinstance(node, (ast.Assign, ast.AugAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if _labelled(target):
+                        self._repeated(ast.unparse(target), node.value, ignore, expected)
+                        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                            self._zeros(target, node.value, tree, expected)
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if (
+                        isinstance(key, ast.Constant)
+                        and isinstance(key.value, str)
+                        and _label_word(key.value)
+                    ):
+                        self._repeated(f'"{key.value}"', value, ignore, expected)
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.NotEq):
+                self._compared(node, node.left, node.comparators[0], tree, ignore, expected)
+
+    def _repeated(self, target: str, value: ast.AST, ignore: int, expected: str) -> None:
+        """`[pad_token_id] * n` (or `n * [0]`) built into labels: a list label stretch filled with a token."""
+        for sub in _walk(value):
+            if not (isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mult)):
+                continue
+            for side in (sub.left, sub.right):
+                if isinstance(side, ast.List) and len(side.elts) == 1:
+                    wrong = _wrong_fill(side.elts[0], ignore)
+                    if wrong is not None and self._once(side):
+                        self.report(
+                            side,
+                            f"a stretch of `{target}` is filled with `{wrong}` (`{ast.unparse(sub)}`), not with "
+                            f"{expected}: those positions become real targets the loss trains towards that token, "
+                            "and the token counts that normalise the loss count them",
+                        )
+
+    def _appended(self, call: ast.Call, ignore: int, expected: str) -> None:
+        """`labels.extend(ids if keep else [pad_token_id] * len(ids))`: the same fill, through a list method."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _APPENDS and _labelled(func.value):
+            for arg in call.args:
+                self._repeated(ast.unparse(func.value), arg, ignore, expected)
+
+    def _zeros(self, target: ast.AST, call: ast.Call, tree: ast.Module, expected: str) -> None:
+        """`labels = torch.zeros_like(input_ids)` then `labels[a:b] = ...`: a zero background under the targets
+        written into it (every position not written is trained towards token 0)."""
+        name = last_name(call.func)
+        if name not in _ZEROS:
+            return
+        spelled = ast.unparse(target)
+        written = any(
+            isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == spelled for t in n.targets)
+            for n in nodes_of(tree, ast.Assign)
+        )
+        if written and self._once(call):
+            self.report(
+                call,
+                f"`{spelled}` starts as `{ast.unparse(call)}` and only some positions are written afterwards: every "
+                f"other position keeps the label 0, a real token the loss trains towards, not {expected}; start "
+                "from the ignore index (`full_like(..., ignore)`)",
+            )
+
+    def _compared(
+        self, node: ast.AST, left: ast.AST, right: ast.AST, tree: ast.Module, ignore: int, expected: str
+    ) -> None:
+        """`labels != 0` / `torch.sum(obj[key] != pad_token_id)`: a mask or count of supervised labels tested
+        against a token instead of the ignore index."""
+        for labels, other in ((left, right), (right, left)):
+            if _reduced(labels):
+                continue
+            spelled = _labelled(labels) or self._label_keyed(labels, tree)
+            if spelled is None:
+                continue
+            wrong = _wrong_fill(other, ignore)
+            if wrong is not None and self._once(node):
+                self.report(
+                    node,
+                    f"`{ast.unparse(node)}` tells supervised labels from ignored ones by `{wrong}`, but the "
+                    f"ignored positions hold {expected}: the mask (or count) takes the ignored positions as "
+                    "supervised and drops real targets equal to that token",
+                )
+            return
+
+    def _label_keyed(self, node: ast.AST, tree: ast.Module) -> str | None:
+        """`obj[key]` where the file picks `key` as a label key (`key.endswith("_labels")`)."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name)):
+            return None
+        if self._label_keys is None:
+            self._label_keys = {
+                n.func.value.id
+                for n in nodes_of(tree, ast.Call)
+                if isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("endswith", "startswith")
+                and isinstance(n.func.value, ast.Name)
+                and any(
+                    isinstance(a, ast.Constant) and isinstance(a.value, str) and "label" in a.value
+                    for a in n.args
+                )
+            }
+        return ast.unparse(node) if node.slice.id in self._label_keys else None
+
+    def _once(self, node: ast.AST) -> bool:
+        key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
 
     def _record(
         self, key: str, call: ast.Call, fields: dict[str, list[str]], ignore: int, expected: str

@@ -1,0 +1,456 @@
+"""NPU719 medium-step-missing."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import nodes_of
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.multimodal._twins import MEDIA, media_of, medium_words, rewrite, spellings
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _statements(func: ast.AST) -> list[ast.stmt]:
+    """The function's statements at any depth of its blocks, nested scopes excluded."""
+    out: list[ast.stmt] = []
+    todo = list(func.body)  # type: ignore[attr-defined]
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, _SCOPES):
+            continue
+        out.append(stmt)
+        for field in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(stmt, field, None) or [])
+        for handler in getattr(stmt, "handlers", None) or []:
+            todo.extend(handler.body)
+    return out
+
+
+def _one_medium(node: ast.AST) -> str | None:
+    found: set[str] = set()
+    for word in spellings(node):
+        found |= media_of(word)
+        if len(found) > 1:
+            return None
+    return found.pop() if found else None
+
+
+def _target(stmt: ast.stmt) -> ast.AST | None:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return stmt.targets[0]
+    if isinstance(stmt, ast.AugAssign):
+        return stmt.target
+    return None
+
+
+def _mask_word(node: ast.AST) -> tuple[str, str] | None:
+    """The one medium mask ``node`` names (`image_mask`, `out["vid_mask"]`, `input_image_mask`): (word, medium)."""
+    found: list[tuple[str, str]] = []
+    for word in spellings(node):
+        media = media_of(word)
+        if media:
+            if len(media) > 1 or "mask" not in word.lower():
+                return None
+            found.append((word, media.pop()))
+    if len({m for _, m in found}) != 1:
+        return None
+    return found[0]
+
+
+def _bookkeeping(stmt: ast.stmt) -> tuple[str, str, str] | None:
+    """(holder, word, medium) of a per-medium bookkeeping statement: `ids[<medium mask>] = v` (holder: the
+    indexed tensor), `out["<medium>_mask"] = v` (holder: the dict), `out.update(<medium>_inputs)` (holder: the
+    dict and the method)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
+        target = stmt.targets[0]
+        index = target.slice
+        if isinstance(index, ast.Constant) and isinstance(index.value, str):
+            media = media_of(index.value)
+            if len(media) == 1 and "mask" in index.value:
+                return ast.unparse(target.value), index.value, media.pop()
+            return None
+        found = _mask_word(index)
+        if found is not None:
+            return ast.unparse(target.value), found[0], found[1]
+        return None
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr == "update"
+        and len(stmt.value.args) == 1
+        and isinstance(stmt.value.args[0], ast.Name)
+    ):
+        name = stmt.value.args[0].id
+        media = media_of(name)
+        if len(media) == 1:
+            return ast.unparse(stmt.value.func), name, media.pop()
+    return None
+
+
+def _two_media(text: str) -> bool:
+    """The cheap pre-check: the file names at least two media (a substring test per medium)."""
+    found = 0
+    for words in (("image", "img", "pixel_values"), ("video", "vid_"), ("audio",)):
+        for word in words:
+            if word in text:
+                found += 1
+                break
+    return found >= 2
+
+
+def _vocab(func: ast.AST) -> set[str]:
+    """The spellings a function holds, read off the file's per-type node index."""
+    out: set[str] = set()
+    for n in nodes_of(func, ast.Name, ast.Attribute, ast.Constant, ast.keyword, ast.arg):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.Constant):
+            if isinstance(n.value, str) and len(n.value) < 80:
+                out.add(n.value)
+        elif isinstance(n, ast.keyword):
+            if n.arg:
+                out.add(n.arg)
+        else:
+            out.add(n.arg)  # type: ignore[attr-defined]
+    return out
+
+
+def _union_operands(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _union_operands(node.left) + _union_operands(node.right)
+    return [node]
+
+
+class MediumStepMissing(Rule):
+    code = "NPU719"
+    name = "medium-step-missing"
+    summary = (
+        "A function that holds several media (image, video, audio) does a per-medium step for one of them and "
+        "not for another whose data it has: a mask stored, a placeholder reset, a token type written, processor "
+        "outputs merged, a grid passed on, a placeholder union, a block reading another medium's mask."
+    )
+    why = (
+        "Data transforms, collators and multimodal forwards repeat the same bookkeeping once per medium: store "
+        "its placeholder mask, reset its placeholder ids to a valid token before the embedding lookup, write its "
+        "token type for the position-id function, merge its processor outputs, hand its grid to the position-id "
+        "function, scatter its features at its own mask. A step kept for one medium and lost (or written with the "
+        "other medium's mask) for another that the same function handles leaves that medium's placeholders "
+        "unfilled, its positions laid out as text, or its features at another medium's rows; the text-only and "
+        "image-only tests still pass. The check compares the function with itself: a statement about one medium "
+        "whose rewrite for another medium (`image` -> `video`, `IMAGE_INPUT_INDEX` -> `VIDEO_INPUT_INDEX`, "
+        "`pixel_values` -> `pixel_values_videos`) names only things the function has, but whose target (or "
+        "call) is never written for that medium; a dict display or call keyword list that passes one medium's "
+        "entry but not the other's while the function holds the other's value; a union of placeholder masks used "
+        "to reset ids that leaves out a medium whose mask the function builds; and, in a block guarded by one "
+        "medium (`if pixel_values_videos is not None:`), a read of another medium's mask where the block's own "
+        "medium has one. Two media written into one holder with the same non-zero marker (`types[image_mask] = 1`, "
+        "`types[video_mask] = 1`) are reported too: the reader cannot tell them apart."
+    )
+    bad = (
+        Example(
+            """
+            def pack_sample(ids, img_inputs, vid_inputs, IMG_TOKEN, VID_TOKEN):
+                out = {}
+                out["img_mask"] = ids == IMG_TOKEN
+                out["vid_mask"] = ids == VID_TOKEN
+                out["ids"] = ids.clone()
+                out["ids"][out["img_mask"]] = 0
+                out.update(img_inputs)
+                out.update(vid_inputs)
+                return out
+            """,
+            path="veomni/data/toy_transform.py",
+            title="video placeholders are never reset to a valid id",
+        ),
+        Example(
+            """
+            def build(input_ids, image_mask, video_mask, audio_mask, position_fn, image_grid_thw, video_grid_thw):
+                input_ids[image_mask | video_mask] = 0
+                return position_fn(input_ids=input_ids, image_grid_thw=image_grid_thw)
+            """,
+            path="veomni/data/toy_omni_transform.py",
+            title="audio placeholders left in the ids; the video grid not passed on",
+        ),
+        Example(
+            """
+            def merge(embeds, image_embeds, video_embeds, image_mask, video_mask, pixel_values_videos):
+                embeds = embeds.masked_scatter(image_mask, image_embeds)
+                if pixel_values_videos is not None:
+                    offset = image_mask.sum()
+                    embeds = embeds.masked_scatter(video_mask, video_embeds[offset:])
+                return embeds
+            """,
+            path="veomni/models/toy_vl/modeling_toy_vl.py",
+            title="the video block reads the image mask",
+        ),
+    )
+    good = (
+        Example(
+            """
+            def pack_sample(ids, img_inputs, vid_inputs, IMG_TOKEN, VID_TOKEN, vid_meta):
+                out = {}
+                out["img_mask"] = ids == IMG_TOKEN
+                out["vid_mask"] = ids == VID_TOKEN
+                out["ids"] = ids.clone()
+                out["ids"][out["img_mask"] | out["vid_mask"]] = 0
+                out.update(img_inputs)
+                out.update(vid_inputs)
+                out["vid_meta"] = vid_meta
+                return out
+            """,
+            path="veomni/data/toy_transform.py",
+        ),
+        Example(
+            """
+            def build(input_ids, image_mask, video_mask, audio_mask, position_fn, image_grid_thw, video_grid_thw):
+                input_ids[image_mask | video_mask | audio_mask] = 0
+                visual_mask = image_mask | video_mask
+                return position_fn(input_ids=input_ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw)
+            """,
+            path="veomni/data/toy_omni_transform.py",
+        ),
+    )
+    fix_safety = "No fix: the missing medium's step is the author's to write."
+    requires = (_two_media,)
+    node_types = _FUNCS
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, _FUNCS)
+        vocab = _vocab(node)
+        held: set[str] = set()
+        for word in vocab:
+            held |= media_of(word)
+            if len(held) == len(MEDIA):
+                break
+        if len(held) < 2:
+            return
+        stmts = _statements(node)
+        self._stmts = stmts
+        targets: set[str] = set()
+        texts: set[str] = set()
+        signatures: set[tuple[str, str]] = set()
+        for stmt in stmts:
+            shape = _bookkeeping(stmt)
+            if shape is not None:
+                signatures.add((shape[0], shape[2]))
+        targets = signatures  # type: ignore[assignment]
+        markers: dict[tuple[str, str], tuple[str, ast.stmt]] = {}
+        for stmt in stmts:
+            self._step(stmt, vocab, held, targets, texts)
+            self._marker(stmt, markers)
+            if isinstance(stmt, ast.If):
+                self._block(stmt, vocab)
+        for sub in nodes_of(node, ast.Dict, ast.Call, ast.Assign):
+            if isinstance(sub, ast.Dict):
+                keys = [k for k in sub.keys if k is not None]
+                self._entries(sub, keys, sub.values, vocab, None)
+            elif isinstance(sub, ast.Call) and sub.keywords:
+                callee = ast.unparse(sub.func)
+                if media_of(callee):
+                    continue  # `processor.image_processor(images=...)`: one medium's own call
+                named = [k for k in sub.keywords if k.arg]
+                self._entries(sub, [k for k in named], [k.value for k in named], vocab, callee)
+            elif isinstance(sub, ast.Assign):
+                for target in sub.targets:
+                    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.BinOp):
+                        self._union(target.slice, vocab)
+
+    def _step(
+        self, stmt: ast.stmt, vocab: set[str], held: set[str], targets: set[str], texts: set[str]
+    ) -> None:
+        """One medium's bookkeeping step: `ids[<medium mask>] = v` (a placeholder reset, a token type),
+        `out["<medium>_mask"] = ...` (a mask stored), `out.update(<medium>_inputs)` (processor outputs merged)."""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            self._crossed(stmt, stmt.targets[0], vocab)
+        shape = _bookkeeping(stmt)
+        if shape is None:
+            return
+        holder, word, medium = shape
+        for other in sorted(held - {medium}):
+            twin = rewrite(word, medium, other)
+            if twin == word or twin not in vocab:
+                continue  # the function has nothing of the other medium for this step
+            if (holder, other) in targets:  # type: ignore[operator]
+                continue
+            self.report(
+                stmt,
+                f"`{ast.unparse(stmt)}` is done for the {medium} but not for the {other}, though this function has "
+                f"the {other}'s `{twin}`: no statement does it for `{twin}`, so the {other}'s placeholders, mask "
+                "or inputs miss this step",
+            )
+            return
+
+    def _marker(self, stmt: ast.stmt, markers: dict[tuple[str, str], tuple[str, ast.stmt]]) -> None:
+        """`types[image_mask] = 1` and `types[video_mask] = 1`: two media written into one holder with the same
+        non-zero marker (a token type, a placeholder index), so the reader cannot tell them apart (a reset to 0
+        is the same for every medium and is not a marker)."""
+        shape = _bookkeeping(stmt)
+        if shape is None or not isinstance(stmt, ast.Assign):
+            return
+        value = stmt.value
+        if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value != 0):
+            return
+        holder, _, medium = shape
+        key = (holder, repr(value.value))
+        seen = markers.get(key)
+        if seen is None:
+            markers[key] = (medium, stmt)
+        elif seen[0] != medium:
+            self.report(
+                stmt,
+                f"`{ast.unparse(stmt)}` marks the {medium} with `{value.value}`, the marker line {seen[1].lineno} "
+                f"already writes for the {seen[0]} into `{holder}`: the reader takes one medium's positions for the "
+                "other's",
+            )
+
+    def _crossed(self, stmt: ast.Assign, target: ast.AST, vocab: set[str]) -> None:
+        """`video_mask = ids == IMAGE_TOKEN`: one medium's slot computed from another medium's marker alone,
+        where the function has the slot's own."""
+        if not any("mask" in w.lower() for w in spellings(target)):
+            return
+        own = _one_medium(target)
+        value = _one_medium(stmt.value)
+        if own is None or value is None or own == value:
+            return
+        words = medium_words(stmt.value, value)
+        twins = {rewrite(w, value, own) for w in words}
+        spelled = ast.unparse(target)
+        if any(
+            other is not stmt
+            and isinstance(other, ast.Assign)
+            and any(ast.unparse(t) == spelled for t in other.targets)
+            and _one_medium(other.value) == own
+            for other in self._stmts
+        ):
+            return  # another branch computes it from its own medium: this one is a deliberate alternative
+        if twins <= vocab | self._module_names() and twins != words:
+            self.report(
+                stmt.value,
+                f"the {own}'s `{ast.unparse(target)}` is computed from the {value}'s "
+                f"`{sorted(words)[0]}` alone, where this function has the {own}'s own `{sorted(twins)[0]}`: "
+                f"the {own} entry marks the {value}'s positions",
+            )
+
+    def _module_names(self) -> set[str]:
+        """The names the module imports or binds at its top level (`VIDEO_INPUT_INDEX` imported once)."""
+        names = getattr(self, "_names", None)
+        if names is None:
+            names = set()
+            for stmt in self.ctx.tree.body:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+                elif isinstance(stmt, ast.Assign):
+                    for target in stmt.targets:
+                        elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                        names.update(t.id for t in elts if isinstance(t, ast.Name))
+                elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(stmt.name)
+            self._names = names
+        return names
+
+    def _block(self, stmt: ast.If, vocab: set[str]) -> None:
+        own = _one_medium(stmt.test)
+        if own is None:
+            return
+        for inner in stmt.body:
+            for sub in ast.walk(inner):
+                if not (isinstance(sub, ast.Name) and "mask" in sub.id and isinstance(sub.ctx, ast.Load)):
+                    continue
+                media = media_of(sub.id)
+                if len(media) != 1 or own in media:
+                    continue
+                other = media.pop()
+                twin = rewrite(sub.id, other, own)
+                if twin in vocab and twin != sub.id:
+                    self.report(
+                        sub,
+                        f"the {own} block (`if {ast.unparse(stmt.test)}:`) reads the {other}'s `{sub.id}`, where "
+                        f"this function has the {own}'s own `{twin}`: the {own} rows are placed or sliced by "
+                        f"another medium's positions",
+                    )
+                    return
+
+    def _entries(
+        self, node: ast.AST, keys: list, values: list[ast.AST], vocab: set[str], callee: str | None
+    ) -> None:
+        names: list[str] = []
+        for key in keys:
+            if isinstance(key, ast.keyword):
+                names.append(key.arg or "")
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                names.append(key.value)
+            else:
+                names.append("")
+        present = set(names)
+        if len([n for n in names if n]) < 2:
+            return
+        for name, value in zip(names, values):
+            if not any(k in name for k in ("grid", "mask", "pixel_values", "seqlen")):
+                continue
+            media = media_of(name) if name else set()
+            if len(media) != 1:
+                continue
+            medium = media.pop()
+            value_words = medium_words(value, medium)
+            if not value_words:
+                continue
+            for other in MEDIA:
+                if other == medium:
+                    continue
+                twin_key = rewrite(name, medium, other)
+                if twin_key == name or twin_key in present:
+                    continue
+                twin_values = {rewrite(w, medium, other) for w in value_words}
+                if twin_values <= vocab and twin_key in vocab | {
+                    rewrite(w, medium, other) for w in value_words
+                }:
+                    where = f"`{callee}(...)`" if callee else "this dict"
+                    self.report(
+                        node,
+                        f"{where} passes the {medium}'s `{name}` but not the {other}'s `{twin_key}`, though this "
+                        f"function has `{sorted(twin_values)[0]}`: the receiver never sees the {other}'s entry",
+                    )
+                    return
+
+    def _union(self, index: ast.BinOp, vocab: set[str]) -> None:
+        operands = _union_operands(index)
+        if len(operands) < 2:
+            return
+        covered: dict[str, str] = {}
+        for op in operands:
+            medium = _one_medium(op)
+            if medium is None:
+                return
+            covered[medium] = ast.unparse(op)
+        for other in MEDIA:
+            if other in covered:
+                continue
+            for medium, text in covered.items():
+                twin = rewrite(text, medium, other)
+                if all(w in vocab for w in medium_words_text(twin, other)):
+                    self.report(
+                        index,
+                        f"`{ast.unparse(index)}` resets the placeholders of {', '.join(sorted(covered))} but not the "
+                        f"{other}'s (`{twin}`), which this function also builds: the {other} placeholder ids are "
+                        "left in the token ids",
+                    )
+                    return
+
+
+def medium_words_text(text: str, medium: str) -> set[str]:
+    """The words of an expression's text that name ``medium``."""
+    try:
+        node = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return {"\0"}
+    words = medium_words(node, medium)
+    return words or {"\0"}

@@ -1,0 +1,190 @@
+"""NPU720 medium-table-asymmetry."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import nodes_of
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.multimodal._twins import MEDIA, media_of, rewrite
+
+
+def _keys(node: ast.Dict) -> list[str] | None:
+    """The dict display's keys when every key is a string."""
+    out = []
+    for key in node.keys:
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        out.append(key.value)
+    return out
+
+
+def _one(text: str) -> str | None:
+    media = media_of(text)
+    return media.pop() if len(media) == 1 else None
+
+
+class MediumTableAsymmetry(Rule):
+    code = "NPU720"
+    name = "medium-table-asymmetry"
+    summary = (
+        "A per-medium table treats one medium unlike its twin: a collate/pad record of a video key that differs "
+        "from the image key's (after renaming), or a per-medium dict that lists the image key but not the video "
+        "key another table of the file lists beside it."
+    )
+    why = (
+        "Collators keep per-key tables (pack dimension, sequence-parallel slicing, pad value, pad scale) and "
+        "per-medium counters (the sequence-parallel pad added to `pixel_values` and `pixel_values_videos`), and "
+        "the model reads every medium the same way: masks gathered whole, patches padded to a whole number of "
+        "merged tokens, pad counts reported to the metadata hook. A video record that slices its mask for "
+        "sequence parallelism where the image record keeps it whole, pads patches to another multiple, or a "
+        "counter dict that drops the video key, breaks only the video path, and only under sequence parallelism "
+        "or with video data. Checked per file: within one dict display, two entries whose keys are one medium's "
+        "and its twin's (`image_mask` / `video_mask`, `pixel_values` / `pixel_values_videos`) and whose record "
+        "values (calls of one record type, or tuples) differ after renaming the medium; and a dict display keyed only by media whose "
+        "key lacks the twin that another dict display of the file lists next to the same key."
+    )
+    bad = (
+        Example(
+            """
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class Rule:
+                dim: int
+                shard: bool
+                fill: int
+                scale: int
+
+
+            RULES = {
+                "pixel_values": Rule(0, True, 0, 4),
+                "pixel_values_videos": Rule(0, True, 0, 2),
+                "image_mask": Rule(-1, False, 0, 1),
+                "video_mask": Rule(-1, True, 0, 1),
+            }
+            """,
+            path="veomni/data/toy_rules.py",
+            title="the video records differ from the image ones",
+        ),
+        Example(
+            """
+            def pads(batch, pad):
+                added = {"pixel_values": 0}
+                for key in ("pixel_values", "pixel_values_videos"):
+                    if key in added:
+                        added[key] = pad(batch, key)
+                return added
+
+
+            def hook(batch, fn):
+                fn(batch, {"pixel_values": 0, "pixel_values_videos": 0})
+            """,
+            path="veomni/data/toy_collator.py",
+            title="the video pad count is never recorded",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class Rule:
+                dim: int
+                shard: bool
+                fill: int
+                scale: int
+
+
+            RULES = {
+                "pixel_values": Rule(0, True, 0, 4),
+                "pixel_values_videos": Rule(0, True, 0, 4),
+                "image_mask": Rule(-1, False, 0, 1),
+                "video_mask": Rule(-1, False, 0, 1),
+                "image_grid_hw": Rule(0, False, None, None),
+            }
+            MARKERS = {"image": -200, "video": -201}
+            """,
+            path="veomni/data/toy_rules.py",
+        ),
+    )
+    fix_safety = "No fix: which entry is meant is the author's call."
+    requires = ("pixel_values", ("video", "audio"))
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        tables = [
+            (node, keys) for node in nodes_of(self.ctx.tree, ast.Dict) for keys in [_keys(node)] if keys
+        ]
+        if not tables:
+            return
+        for node, keys in tables:
+            self._records(node, keys)
+        together: set[tuple[str, str]] = set()
+        for _, keys in tables:
+            present = set(keys)
+            for key in keys:
+                medium = _one(key)
+                for other in MEDIA:
+                    if medium is None or other == medium:
+                        continue
+                    twin = rewrite(key, medium, other)
+                    if twin != key and twin in present:
+                        together.add((key, twin))
+        for node, keys in tables:
+            if not all(_one(k) for k in keys):
+                continue
+            present = set(keys)
+            for key in keys:
+                medium = _one(key)
+                missing = [
+                    twin
+                    for other in MEDIA
+                    if other != medium
+                    for twin in [rewrite(key, medium, other)]  # type: ignore[arg-type]
+                    if twin != key and twin not in present and (key, twin) in together
+                ]
+                if missing:
+                    self.report(
+                        node,
+                        f"this table lists `{key}` but not `{missing[0]}`, which another table of this file lists "
+                        f"beside it: the {_one(missing[0])} entry is never counted or passed on here",
+                    )
+                    break
+
+    def _records(self, node: ast.Dict, keys: list[str]) -> None:
+        values = dict(zip(keys, node.values))
+        for key, value in values.items():
+            if not isinstance(value, (ast.Call, ast.Tuple)):
+                continue
+            medium = _one(key)
+            if medium is None:
+                continue
+            for other in MEDIA:
+                if other == medium or (medium != "image" and other != "image"):
+                    continue  # the image entry is the reference the others are compared with
+                twin = rewrite(key, medium, other)
+                twin_value = values.get(twin)
+                if twin == key or twin_value is None or medium != "image":
+                    continue
+                if isinstance(value, ast.Call) and not (
+                    isinstance(twin_value, ast.Call)
+                    and ast.unparse(twin_value.func) == ast.unparse(value.func)
+                ):
+                    continue  # records of one type only (not one class per medium)
+                expected = rewrite(ast.unparse(value), medium, other)
+                if ast.unparse(twin_value) != expected:
+                    self.report(
+                        twin_value,
+                        f"the record of `{twin}` (`{ast.unparse(twin_value)}`) and the one of `{key}` "
+                        f"(`{ast.unparse(value)}`) differ beyond the medium's name: the {other} data and the "
+                        f"{medium}'s are packed, sliced or padded differently, though the model reads both the same "
+                        "way",
+                    )
