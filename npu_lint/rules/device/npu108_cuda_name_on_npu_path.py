@@ -8,7 +8,7 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.device._shared import cuda_string, is_nccl
 from npu_lint.rules.device.npu107_device_branch_mismatch import branch_device
 
-_DEVICE_WORDS = ("device", "backend")
+_DEVICE_WORDS = ("device", "backend", "map_location")
 
 
 def _device_named(node: ast.AST) -> str | None:

@@ -130,7 +130,10 @@ class RankDivergentCollective(Rule):
         ),
     )
     fix_safety = "No fix: move the collective out of the rank test (or add the barrier) by hand."
-    requires = ("rank", ("barrier", "all_reduce", "broadcast", "all_gather", "dcp", "reduce", "scatter"))
+    requires = (
+        ("rank", "main", "master", "chief"),
+        ("barrier", "all_reduce", "broadcast", "all_gather", "dcp", "reduce", "scatter", "save"),
+    )
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
