@@ -95,6 +95,12 @@ class CheckpointSaveLifecycle(Rule):
             from veomni.utils.save_safetensor_utils import save_hf_safetensor
 
 
+            class ToyCkptCallback:
+                def _save_checkpoint(self, state):
+                    self.trainer.checkpointer.save(self.path, state, save_async=self.args.save_async)
+                    self.trainer.checkpointer.barrier()
+
+
             class ToyHfCallback(ToyCkptCallback):
                 def _save_checkpoint(self, state):
                     super()._save_checkpoint(state)
@@ -174,8 +180,17 @@ class CheckpointSaveLifecycle(Rule):
                         )
                     else:
                         async_groups[distlife.dotted(group) or ast.dump(group)] = call
+        # the file's own drains: functions that wait on a future (`cls.pending.result()`)
+        drainers = {
+            f.name
+            for f in funcs
+            if any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "result"
+                for c in ast.walk(f)
+            )
+        }
         for func in funcs:
-            self._function(func, starters, savers, async_groups)
+            self._function(func, starters, savers, async_groups, drainers)
 
     def _function(
         self,
@@ -183,12 +198,13 @@ class CheckpointSaveLifecycle(Rule):
         starters: set[str],
         savers: set[str],
         async_groups: dict[str, ast.Call],
+        drainers: set[str],
     ) -> None:
         inner = _nested_calls(func)
         calls = sorted(
             (c for c in _calls(func) if id(c) not in inner), key=lambda c: (c.lineno, c.col_offset)
         )
-        drains = [c for c in calls if distlife.drains(c)]
+        drains = [c for c in calls if distlife.drains(c) or call_name(c) in drainers]
         releases = [c for c in calls if _RELEASE.search(call_name(c) or "")]
         barriers = [c for c in calls if distlife.is_barrier(c) or call_name(c) == "barrier"]
         has_async = any(distlife.save_kind(c) == "async_save" for c in calls)
