@@ -200,6 +200,37 @@ def rank_test(test: ast.AST) -> bool:
     return False
 
 
+# positional index of the ``group`` argument of the data collectives
+GROUP_INDEX = {
+    "all_reduce": 2,
+    "all_gather": 2,
+    "all_gather_into_tensor": 2,
+    "all_gather_object": 2,
+    "broadcast": 2,
+    "reduce_scatter": 3,
+    "reduce_scatter_tensor": 3,
+    "all_to_all": 2,
+    "all_to_all_single": 4,
+}
+
+
+def default_group_collective(node: ast.AST) -> str | None:
+    """A data collective called without a group (or with ``group=None``): it runs on the whole job."""
+    name = dist_call(node)
+    if name not in GROUP_INDEX:
+        return None
+    assert isinstance(node, ast.Call)
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
+        return None
+    if len(node.args) > GROUP_INDEX[name]:
+        given: ast.AST | None = node.args[GROUP_INDEX[name]]
+    else:
+        given = next((kw.value for kw in node.keywords if kw.arg == "group"), None)
+    if given is None or (isinstance(given, ast.Constant) and given.value is None):
+        return name
+    return None
+
+
 def collective(node: ast.AST) -> str | None:
     """The collective a call issues on every rank of its group (``barrier``, ``all_reduce``, ``dcp.save``...)."""
     if not isinstance(node, ast.Call):

@@ -80,6 +80,18 @@ NPU619_BAD = [
     """,
 ]
 
+NPU619_BAD.append(
+    # the reduction itself runs on the default group, not the one handed in
+    """
+    import torch.distributed as dist
+
+
+    def mean_over(t, dp_group=None):
+        dist.all_reduce(t)
+        return t / dist.get_world_size(dp_group)
+    """
+)
+
 NPU619_GOOD = """
 import torch.distributed as dist
 
@@ -108,6 +120,12 @@ def c(x, group=None):
 
 def d(x):
     return x.chunk(dist.get_world_size()), dist.get_rank()
+
+
+def f(t, group=None):
+    dist.all_reduce(t, group=group)
+    dist.all_reduce(t, dist.ReduceOp.SUM, group)
+    return t
 
 
 def e(x, group=None):
@@ -460,3 +478,37 @@ def test_npu109_variants_and_quiet_forms() -> None:
         return n, steps
     """
     assert _lines("NPU109", good) == []
+
+
+def test_second_wave_shapes() -> None:
+    gather = """
+    import torch
+    import torch.distributed as dist
+
+
+    def gather_lengths(n, group):
+        out = [torch.zeros(1, dtype=torch.long) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(out, torch.tensor([n], device="npu"), group=group)
+        return out
+    """
+    assert _lines("NPU109", gather) == [6]
+    device = """
+    import torch
+    import torch.distributed as dist
+
+
+    def dev():
+        return torch.device("npu", dist.get_rank())
+    """
+    assert _lines("NPU620", device) == [6]
+    dropped = """
+    import torch.distributed.checkpoint as dcp
+
+
+    def save(sd, w, pg):
+        dcp.async_save(sd, storage_writer=w, process_group=pg)
+    """
+    assert _lines("NPU622", dropped, "veomni/checkpoint/toy.py") == [
+        5,
+        5,
+    ]  # no drain before it; its future dropped

@@ -26,6 +26,8 @@ def _factory_of(value: ast.AST) -> ast.Call | None:
     """The device-less factory a value is (``torch.tensor(0.0)``) or a dict comprehension fills with."""
     if isinstance(value, ast.DictComp):
         return _device_less(value.value)
+    if isinstance(value, ast.ListComp):
+        return _device_less(value.elt)  # an output list for all_gather
     return _device_less(value)
 
 
@@ -137,6 +139,20 @@ class CollectiveOperandOffDevice(Rule):
                         reduced.add(call_name(sub.value))
         for func in funcs:
             self._function(func, reduced, reducers)
+        # a factory written straight into a collective's tensor arguments (an all_gather output list)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES:
+                for arg in sub.args[:2]:
+                    for inner in ast.walk(arg):
+                        factory = _device_less(inner) if isinstance(inner, ast.Call) else None
+                        if factory is not None:
+                            self.report(
+                                factory,
+                                f"a tensor created without a device (on the CPU) is an operand of "
+                                f"`dist.{distlife.dist_call(sub)}`: the HCCL collective rejects CPU tensors; "
+                                "allocate it on the device of the tensors it exchanges",
+                            )
+                            break
 
     def _function(self, func: ast.AST, reduced: set[str], reducers: set[str]) -> None:
         made: dict[str, ast.Call] = {}
@@ -151,7 +167,7 @@ class CollectiveOperandOffDevice(Rule):
         for sub in ast.walk(func):
             why = None
             if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES and sub.args:
-                hit = _names(sub.args[0]) & made.keys()
+                hit = set().union(*(_names(a) for a in sub.args[:2])) & made.keys()
                 if hit:
                     why = (hit.pop(), f"is handed to `dist.{distlife.dist_call(sub)}`")
             elif isinstance(sub, ast.Return) and sub.value is not None and name in reduced:

@@ -126,7 +126,16 @@ class GivenGroupIgnored(Rule):
     fix_safety = "No fix: pass the group the function holds (`dist.get_world_size(group)`) by hand."
     requires = (
         "group",
-        ("get_world_size(", "get_rank(", "_world_size(", "_rank(", "get_parallel_state", "_size"),
+        (
+            "get_world_size(",
+            "get_rank(",
+            "_world_size(",
+            "_rank(",
+            "get_parallel_state",
+            "_size",
+            "all_",
+            "broadcast",
+        ),
     )
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -194,6 +203,10 @@ class GivenGroupIgnored(Rule):
                 if isinstance(node, ast.Call) and _LOGGING.match(call_name(node) or ""):
                     continue
                 what = distlife.ambient_read(node, *state_names)
+                if what is None and held and not backward_of:
+                    coll = distlife.default_group_collective(node)
+                    if coll:
+                        what = f"`dist.{coll}` without a group (it runs on the whole job's default group)"
                 if what and node.lineno not in reported:
                     reported.add(node.lineno)
                     self._report(node, what, func, held, backward_of)

@@ -176,6 +176,13 @@ class RankIdentityMismatch(Rule):
         for kw in node.keywords:
             if kw.arg:
                 self._compare(kw.value, kw.arg, kw.value)
+        if (
+            call_name(node) == "device"
+            and len(node.args) == 2
+            and distlife.dotted(node.func) == "torch.device"
+        ):
+            if distlife.identity(node.args[1]) == distlife.GLOBAL and not _derived(node.args[1]):
+                self._report_device(node.args[1])
         if call_name(node) == "set_device" and node.args:
             if distlife.identity(node.args[0]) == distlife.GLOBAL and not _derived(node.args[0]):
                 self._report_device(node.args[0])

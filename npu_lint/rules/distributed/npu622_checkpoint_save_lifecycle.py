@@ -180,6 +180,13 @@ class CheckpointSaveLifecycle(Rule):
                         )
                     else:
                         async_groups[distlife.dotted(group) or ast.dump(group)] = call
+                    if any(isinstance(st, ast.Expr) and st.value is call for st in ast.walk(func)):
+                        self.report(
+                            call,
+                            "the future of `dcp.async_save` is dropped: nothing can wait for the save before the "
+                            "next one, an HF export or the end of training (the process may exit mid-write); keep "
+                            "it and drain it (`.result()`) first",
+                        )
         # the file's own drains: functions that wait on a future (`cls.pending.result()`)
         drainers = {
             f.name
