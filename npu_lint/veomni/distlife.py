@@ -244,8 +244,21 @@ def collective(node: ast.AST) -> str | None:
     return None
 
 
-def save_kind(node: ast.AST) -> str | None:
-    """``"save"`` for a synchronous ``dcp.save(...)``, ``"async_save"`` for ``dcp.async_save(...)``."""
+def dcp_names(imports: dict[str, str]) -> dict[str, str]:
+    """Bare names bound to DCP's save functions (``from torch.distributed.checkpoint import async_save``)."""
+    out: dict[str, str] = {}
+    for local, qualified in imports.items():
+        module, _, last = qualified.rpartition(".")
+        if last in ("save", "async_save") and module.startswith("torch.distributed.checkpoint"):
+            out[local] = last
+    return out
+
+
+def save_kind(node: ast.AST, bare: dict[str, str] | None = None) -> str | None:
+    """``"save"`` for a synchronous ``dcp.save(...)``, ``"async_save"`` for ``dcp.async_save(...)``; ``bare``:
+    :func:`dcp_names` of the file, for the functions imported by name."""
+    if bare and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in bare:
+        return bare[node.func.id]
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return None
     if node.func.attr not in ("save", "async_save"):

@@ -512,3 +512,38 @@ def test_second_wave_shapes() -> None:
         5,
         5,
     ]  # no drain before it; its future dropped
+
+
+def test_npu621_through_a_helper_of_the_file() -> None:
+    text = """
+    import torch.distributed as dist
+
+
+    def _sync_all():
+        dist.barrier()
+
+
+    def export(path, is_rank_0):
+        if is_rank_0:
+            write(path)
+            _sync_all()
+    """
+    assert _lines("NPU621", text) == [11]
+
+
+def test_npu622_bare_imports() -> None:
+    text = """
+    from torch.distributed.checkpoint import async_save, save
+
+
+    class Keeper:
+        pending = None
+
+        def write(self, sd, w, use_async):
+            if use_async:
+                self.pending = async_save(sd, storage_writer=w)
+            else:
+                save(sd, storage_writer=w)
+    """
+    # async: no group, no drain; sync: no barrier
+    assert _lines("NPU622", text, "veomni/checkpoint/toy.py") == [9, 9, 11]

@@ -15,16 +15,27 @@ _WRITES_LAST = frozenset(
 _READS_FIRST = frozenset({"exists", "isfile", "isdir", "open", "load", "listdir", "getsize", "read_text"})
 
 
-def _collectives(stmts: list[ast.stmt]) -> list[tuple[ast.Call, str]]:
+def _collectives(stmts: list[ast.stmt], helpers: frozenset[str] = frozenset()) -> list[tuple[ast.Call, str]]:
+    """Collectives issued by ``stmts``: directly, or through a function of this file that always issues one."""
     out = []
     for stmt in stmts:
         for sub in ast.walk(stmt):
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 break
             name = distlife.collective(sub)
+            if not name and isinstance(sub, ast.Call) and call_name(sub) in helpers:
+                name = f"{call_name(sub)}()"
             if name:
                 out.append((sub, name))  # type: ignore[arg-type]
     return out
+
+
+def _always_collective(func: ast.AST) -> bool:
+    """A function whose own top-level statements issue a collective on every call (not under an ``if``)."""
+    for stmt in getattr(func, "body", []):
+        if isinstance(stmt, ast.Expr) and distlife.collective(stmt.value):
+            return True
+    return False
 
 
 def _written(stmts: list[ast.stmt]) -> set[str]:
@@ -147,9 +158,17 @@ class RankDivergentCollective(Rule):
         seen: dict[str, int] = {}
         for sub in ast.walk(node):
             if isinstance(sub, ast.If) and distlife.rank_test(sub.test):
-                for name in {n for _, n in _collectives(sub.body) + _collectives(sub.orelse)}:
+                for name in {n for _, n in _collectives(sub.body) + _collectives(sub.orelse)}:  # direct only
                     seen[name] = seen.get(name, 0) + 1
         self._paired = {name for name, count in seen.items() if count > 1}
+        helpers = self.ctx.memo.get("npu621_helpers")
+        if helpers is None:
+            helpers = self.ctx.memo["npu621_helpers"] = frozenset(
+                f.name
+                for f in ast.walk(self.ctx.tree)
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _always_collective(f)
+            )
+        self._helpers = helpers
         self._block(node.body, node)
 
     def _block(self, stmts: list[ast.stmt], func: ast.AST) -> None:
@@ -167,8 +186,8 @@ class RankDivergentCollective(Rule):
                 self._block(handler.body, func)
 
     def _rank_if(self, stmt: ast.If, rest: list[ast.stmt]) -> None:
-        in_body = _collectives(stmt.body)
-        in_else = _collectives(stmt.orelse)
+        in_body = _collectives(stmt.body, self._helpers)  # type: ignore[arg-type]
+        in_else = _collectives(stmt.orelse, self._helpers)  # type: ignore[arg-type]
         body_names = {n for _, n in in_body}
         else_names = {n for _, n in in_else}
         for call, name in in_body:

@@ -23,10 +23,10 @@ def _calls(node: ast.AST) -> list[ast.Call]:
     return out
 
 
-def _starts_async(call: ast.Call, starters: set[str]) -> bool:
+def _starts_async(call: ast.Call, starters: set[str], bare: dict[str, str] | None = None) -> bool:
     """A call that may leave an async DCP save running: ``dcp.async_save``, ``x.save(..., save_async=...)``, or a
     function of this file that does (``super()._save_checkpoint(state)``)."""
-    if distlife.save_kind(call) == "async_save":
+    if distlife.save_kind(call, bare) == "async_save":
         return True
     flag = keyword_arg(call, "save_async")
     if flag is not None and not (isinstance(flag, ast.Constant) and not flag.value):
@@ -34,8 +34,8 @@ def _starts_async(call: ast.Call, starters: set[str]) -> bool:
     return call_name(call) in starters
 
 
-def _is_checkpoint_save(call: ast.Call) -> bool:
-    if distlife.save_kind(call):
+def _is_checkpoint_save(call: ast.Call, bare: dict[str, str] | None = None) -> bool:
+    if distlife.save_kind(call, bare):
         return True
     func = call.func
     return (
@@ -146,7 +146,10 @@ class CheckpointSaveLifecycle(Rule):
         ),
     )
     fix_safety = "No fix: the drain, group and barrier belong to the checkpointer's design."
-    requires = (("async_save", "dcp", "checkpointer", "save_async", "Checkpointer"), "save")
+    requires = (
+        ("async_save", "dcp", "checkpointer", "save_async", "Checkpointer", "distributed.checkpoint"),
+        "save",
+    )
     node_types = (ast.Module,)
 
     @classmethod
@@ -155,6 +158,7 @@ class CheckpointSaveLifecycle(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)
+        self._bare = distlife.dcp_names(self.ctx.imports)
         funcs = [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         # functions of this file that may leave an async save running, and that run a distributed save
         starters: set[str] = set()
@@ -162,14 +166,14 @@ class CheckpointSaveLifecycle(Rule):
         for _ in range(2):  # one level of helpers calling helpers
             for func in funcs:
                 calls = _calls(func)
-                if any(_starts_async(c, starters) for c in calls):
+                if any(_starts_async(c, starters, self._bare) for c in calls):
                     starters.add(func.name)
-                if any(distlife.save_kind(c) == "save" or call_name(c) in savers for c in calls):
+                if any(distlife.save_kind(c, self._bare) == "save" or call_name(c) in savers for c in calls):
                     savers.add(func.name)
         async_groups: dict[str, ast.Call] = {}
         for func in funcs:
             for call in _calls(func):
-                if distlife.save_kind(call) == "async_save":
+                if distlife.save_kind(call, self._bare) == "async_save":
                     group = keyword_arg(call, "process_group")
                     if group is None or (isinstance(group, ast.Constant) and group.value is None):
                         self.report(
@@ -214,7 +218,7 @@ class CheckpointSaveLifecycle(Rule):
         drains = [c for c in calls if distlife.drains(c) or call_name(c) in drainers]
         releases = [c for c in calls if _RELEASE.search(call_name(c) or "")]
         barriers = [c for c in calls if distlife.is_barrier(c) or call_name(c) == "barrier"]
-        has_async = any(distlife.save_kind(c) == "async_save" for c in calls)
+        has_async = any(distlife.save_kind(c, self._bare) == "async_save" for c in calls)
         rank_tests = [
             n.lineno for n in ast.walk(func) if isinstance(n, ast.If) and distlife.rank_test(n.test)
         ]
@@ -239,7 +243,7 @@ class CheckpointSaveLifecycle(Rule):
                         "(device) backend: the background save still issues HCCL/NCCL collectives concurrently with "
                         'training; create it with `backend="gloo"`',
                     )
-            kind = distlife.save_kind(call)
+            kind = distlife.save_kind(call, self._bare)
             if kind == "async_save" and not any(d.lineno < call.lineno for d in drains):
                 self.report(
                     call,
@@ -247,7 +251,7 @@ class CheckpointSaveLifecycle(Rule):
                     "`wait_for_pending_save()` / `.result()` before it): two saves run collectives at once and the "
                     "old future is dropped with its errors",
                 )
-            if kind == "save" or (_is_checkpoint_save(call) and kind is None):
+            if kind == "save" or (_is_checkpoint_save(call, self._bare) and kind is None):
                 # the barrier must come before the ranks part ways again (a rank test) or the function ends
                 fence = min((t for t in rank_tests if t > call.lineno), default=10**9)
                 after = [b for b in barriers if call.lineno < b.lineno < fence]
@@ -270,7 +274,7 @@ class CheckpointSaveLifecycle(Rule):
                         "(no `empty_cache()` after the save): the first training steps after each checkpoint run "
                         "short of memory",
                     )
-            if _is_checkpoint_save(call) and kind is None:
+            if _is_checkpoint_save(call, self._bare) and kind is None:
                 before = [r for r in releases if r.lineno < call.lineno]
                 later = [r for r in releases if r.lineno > call.lineno]
                 if later and not before:
@@ -281,12 +285,14 @@ class CheckpointSaveLifecycle(Rule):
                         "(out-of-memory inside the save); call `empty_cache()` before the save too",
                     )
         # another distributed save while an async save may be pending
-        started = [c for c in calls if _starts_async(c, starters)]
+        started = [c for c in calls if _starts_async(c, starters, self._bare)]
         for start in started:
             for call in calls:
                 if call.lineno <= start.lineno or call is start:
                     continue
-                if not (_DIST_SAVE.match(call_name(call) or "") or distlife.save_kind(call) == "save"):
+                if not (
+                    _DIST_SAVE.match(call_name(call) or "") or distlife.save_kind(call, self._bare) == "save"
+                ):
                     continue
                 if _exclusive(branches, start, call):
                     continue
@@ -306,7 +312,10 @@ class CheckpointSaveLifecycle(Rule):
         # a function that knows about the async checkpointer and runs a distributed save without draining it
         if not drains and self._knows_async_checkpointer(func):
             for stmt in func.body:
-                if any(call_name(c) in savers or distlife.save_kind(c) == "save" for c in _calls(stmt)):
+                if any(
+                    call_name(c) in savers or distlife.save_kind(c, self._bare) == "save"
+                    for c in _calls(stmt)
+                ):
                     self.report(
                         stmt,
                         f"`{func.name}` runs a distributed save (through the DCP checkpointer's world) without "
