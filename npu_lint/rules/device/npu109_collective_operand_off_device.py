@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name, keyword_arg
+from npu_lint.core.astutil import call_name, keyword_arg, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import distlife
 
@@ -117,54 +117,57 @@ class CollectiveOperandOffDevice(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)
-        funcs = [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        funcs = nodes_of(node, ast.FunctionDef, ast.AsyncFunctionDef)
+        calls = nodes_of(node, ast.Call)
+        if not any(_device_less(c) for c in calls):
+            return  # nothing allocated without a device in this file
         # functions whose result reaches a collective (in the caller, or in a reducing helper of this file)
         reduced: set[str] = set()
         reducers: set[str] = set()  # functions of this file that run a collective
         for func in funcs:
-            if any(
-                distlife.dist_call(c) in distlife.COLLECTIVES
-                for c in ast.walk(func)
-                if isinstance(c, ast.Call)
-            ):
-                reducers.add(func.name)
-        for func in funcs:
+            colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+            if not colls:
+                continue
+            reducers.add(func.name)  # type: ignore[attr-defined]
             into: set[str] = set()  # locals handed to a collective in this function
-            for sub in ast.walk(func):
-                if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES and sub.args:
-                    into |= _names(sub.args[0])
-            for sub in ast.walk(func):
-                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                    if any(_subject(t) in into for t in sub.targets):
-                        reduced.add(call_name(sub.value))
+            for call in colls:
+                if call.args:  # type: ignore[attr-defined]
+                    into |= _names(call.args[0])  # type: ignore[attr-defined]
+            for sub in nodes_of(func, ast.Assign):
+                value = sub.value  # type: ignore[attr-defined]
+                if isinstance(value, ast.Call) and any(_subject(t) in into for t in sub.targets):  # type: ignore[attr-defined]
+                    reduced.add(call_name(value))
         for func in funcs:
             self._function(func, reduced, reducers)
         # a factory written straight into a collective's tensor arguments (an all_gather output list)
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES:
-                for arg in sub.args[:2]:
-                    for inner in ast.walk(arg):
-                        factory = _device_less(inner) if isinstance(inner, ast.Call) else None
-                        if factory is not None:
-                            self.report(
-                                factory,
-                                f"a tensor created without a device (on the CPU) is an operand of "
-                                f"`dist.{distlife.dist_call(sub)}`: the HCCL collective rejects CPU tensors; "
-                                "allocate it on the device of the tensors it exchanges",
-                            )
-                            break
+        for sub in calls:
+            assert isinstance(sub, ast.Call)
+            if distlife.dist_call(sub) not in distlife.COLLECTIVES:
+                continue
+            for arg in sub.args[:2]:
+                for inner in nodes_of(arg, ast.Call):
+                    factory = _device_less(inner)
+                    if factory is not None:
+                        self.report(
+                            factory,
+                            f"a tensor created without a device (on the CPU) is an operand of "
+                            f"`dist.{distlife.dist_call(sub)}`: the HCCL collective rejects CPU tensors; "
+                            "allocate it on the device of the tensors it exchanges",
+                        )
+                        break
 
     def _function(self, func: ast.AST, reduced: set[str], reducers: set[str]) -> None:
         made: dict[str, ast.Call] = {}
-        for sub in ast.walk(func):
-            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
+        for sub in nodes_of(func, ast.Assign):
+            assert isinstance(sub, ast.Assign)
+            if len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
                 factory = _factory_of(sub.value)
                 if factory is not None:
                     made.setdefault(sub.targets[0].id, factory)
         if not made:
             return
         name = getattr(func, "name", "")
-        for sub in ast.walk(func):
+        for sub in nodes_of(func, ast.Call, ast.Return, ast.Assign):
             why = None
             if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES and sub.args:
                 hit = set().union(*(_names(a) for a in sub.args[:2])) & made.keys()
@@ -188,7 +191,7 @@ class CollectiveOperandOffDevice(Rule):
                 )
             if why:
                 local, how = why
-                factory = made.pop(local)
+                factory = made.pop(local)  # type: ignore[arg-type]
                 self.report(
                     factory,
                     f"`{local}` is created without a device (on the CPU) and {how}: on a rank with nothing to add "
@@ -202,10 +205,10 @@ class CollectiveOperandOffDevice(Rule):
         if isinstance(value, ast.Call):
             return call_name(value) in producers
         assert isinstance(value, ast.Name)
-        for sub in ast.walk(func):
+        for sub in nodes_of(func, ast.Assign):
+            assert isinstance(sub, ast.Assign)
             if (
-                isinstance(sub, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == value.id for t in sub.targets)
+                any(isinstance(t, ast.Name) and t.id == value.id for t in sub.targets)
                 and isinstance(sub.value, ast.Call)
                 and call_name(sub.value) in producers
             ):

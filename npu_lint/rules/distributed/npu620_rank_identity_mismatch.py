@@ -137,7 +137,12 @@ class RankIdentityMismatch(Rule):
         ),
     )
     fix_safety = "No fix: which rank is meant is the author's decision."
-    requires = ("rank",)
+    requires = (
+        (
+            "local_rank", "LOCAL_RANK", "global_rank", "get_global_rank", "get_group_rank", "rank0", "rank_0",
+            "get_rank()", '"RANK"', "'RANK'",
+        ),
+    )  # fmt: skip
     node_types = (ast.Assign, ast.AnnAssign, ast.Call, ast.JoinedStr)
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import distlife
 
@@ -155,18 +155,21 @@ class RankDivergentCollective(Rule):
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         # collectives that sit under two different rank tests of one function pair up (``main_process_first``:
         # the others wait before, the main rank after its work): every rank reaches one of them
+        ranked = [i for i in nodes_of(node, ast.If) if distlife.rank_test(i.test)]  # type: ignore[attr-defined]
+        if not ranked:
+            return  # every check below starts at a rank test
         seen: dict[str, int] = {}
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.If) and distlife.rank_test(sub.test):
-                for name in {n for _, n in _collectives(sub.body) + _collectives(sub.orelse)}:  # direct only
-                    seen[name] = seen.get(name, 0) + 1
+        for sub in ranked:
+            assert isinstance(sub, ast.If)
+            for name in {n for _, n in _collectives(sub.body) + _collectives(sub.orelse)}:  # direct only
+                seen[name] = seen.get(name, 0) + 1
         self._paired = {name for name, count in seen.items() if count > 1}
         helpers = self.ctx.memo.get("npu621_helpers")
         if helpers is None:
             helpers = self.ctx.memo["npu621_helpers"] = frozenset(
-                f.name
-                for f in ast.walk(self.ctx.tree)
-                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _always_collective(f)
+                f.name  # type: ignore[attr-defined]
+                for f in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef)
+                if _always_collective(f)
             )
         self._helpers = helpers
         self._block(node.body, node)

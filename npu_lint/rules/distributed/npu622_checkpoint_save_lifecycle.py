@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import call_name, keyword_arg
+from npu_lint.core.astutil import call_name, keyword_arg, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import distlife
 
@@ -16,11 +16,7 @@ _CPU_BACKEND = re.compile(r"gloo|cpu")
 
 
 def _calls(node: ast.AST) -> list[ast.Call]:
-    out = []
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            out.append(sub)
-    return out
+    return nodes_of(node, ast.Call)  # type: ignore[return-value]
 
 
 def _starts_async(call: ast.Call, starters: set[str], bare: dict[str, str] | None = None) -> bool:
@@ -159,7 +155,7 @@ class CheckpointSaveLifecycle(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)
         self._bare = distlife.dcp_names(self.ctx.imports)
-        funcs = [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        funcs = nodes_of(node, ast.FunctionDef, ast.AsyncFunctionDef)
         # functions of this file that may leave an async save running, and that run a distributed save
         starters: set[str] = set()
         savers: set[str] = set()
@@ -222,7 +218,6 @@ class CheckpointSaveLifecycle(Rule):
         rank_tests = [
             n.lineno for n in ast.walk(func) if isinstance(n, ast.If) and distlife.rank_test(n.test)
         ]
-        branches = _branch_sides(func)
         for call in calls:
             # a dedicated group for async saves created on the device backend
             if distlife.dist_call(call, "new_group"):
@@ -286,6 +281,7 @@ class CheckpointSaveLifecycle(Rule):
                     )
         # another distributed save while an async save may be pending
         started = [c for c in calls if _starts_async(c, starters, self._bare)]
+        branches = _branch_sides(func) if started else {}
         for start in started:
             for call in calls:
                 if call.lineno <= start.lineno or call is start:
@@ -360,7 +356,7 @@ def _exclusive(branches: dict[int, set[tuple[int, str]]], a: ast.Call, b: ast.Ca
 def _nested_calls(func: ast.AST) -> set[int]:
     """Ids of the calls inside functions nested in ``func`` (they run when those are called, not here)."""
     out: set[int] = set()
-    for sub in ast.walk(func):
-        if sub is not func and isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            out.update(id(n) for n in ast.walk(sub) if isinstance(n, ast.Call))
+    for sub in nodes_of(func, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+        if sub is not func:
+            out.update(id(n) for n in nodes_of(sub, ast.Call))
     return out
