@@ -169,6 +169,17 @@ class GivenGroupIgnored(Rule):
             if isinstance(sub, ast.Assign) and _is_group_value(sub.value, params):
                 held.update(t.id for t in sub.targets if isinstance(t, ast.Name))
         reported: set[int] = set()
+        self._group_collective = any(
+            distlife.dist_call(c) in distlife.GROUP_INDEX
+            and distlife.default_group_collective(c) is None
+            and any(
+                isinstance(n, ast.Name) and n.id in held
+                for a in [*c.args, *(k.value for k in c.keywords)]
+                for n in ast.walk(a)
+            )
+            for c in ast.walk(func)
+            if isinstance(c, ast.Call)
+        )
         self._scan(func.body, func, held, (state_names, getters), backward_of, reported)
 
     def _scan(
@@ -203,7 +214,9 @@ class GivenGroupIgnored(Rule):
                 if isinstance(node, ast.Call) and _LOGGING.match(call_name(node) or ""):
                     continue
                 what = distlife.ambient_read(node, *state_names)
-                if what is None and held and not backward_of:
+                if what is None and held and not backward_of and not self._group_collective:
+                    # (a function that runs some collectives on its group and others on the default one chose
+                    # each group deliberately: only a function whose group reaches no collective is reported)
                     coll = distlife.default_group_collective(node)
                     if coll:
                         what = f"`dist.{coll}` without a group (it runs on the whole job's default group)"
