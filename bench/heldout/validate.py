@@ -12,7 +12,7 @@ CORPORA = (HERE / "../../../shared/corpora").resolve()
 if not CORPORA.is_dir():
     CORPORA = Path("/work/shared/corpora")
 FAMILIES = {f"NPU{i}" for i in range(1, 8)} | {"none"}
-CATEGORIES = {"loss", "multimodal", "device", "dispatch", "vendor", "rmsnorm", "history"}
+CATEGORIES = {"loss", "multimodal", "device", "dispatch", "vendor", "rmsnorm", "history", "distributed"}
 REQUIRED = ("id", "tree", "file", "old", "new", "expect", "category", "source", "why")
 
 

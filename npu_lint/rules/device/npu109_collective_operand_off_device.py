@@ -1,0 +1,216 @@
+"""NPU109 collective-operand-off-device."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import call_name, keyword_arg, nodes_of
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni import distlife
+
+_FACTORIES = frozenset({"tensor", "zeros", "ones", "empty", "full", "scalar_tensor", "as_tensor"})
+
+
+def _device_less(value: ast.AST) -> ast.Call | None:
+    """A ``torch.tensor(...)`` / ``torch.zeros(...)`` without ``device=`` (and not moved by a chained ``.to``)."""
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return None
+    if value.func.attr not in _FACTORIES or distlife.dotted(value.func.value) != "torch":
+        return None
+    if keyword_arg(value, "device") is not None or any(kw.arg is None for kw in value.keywords):
+        return None
+    return value
+
+
+def _factory_of(value: ast.AST) -> ast.Call | None:
+    """The device-less factory a value is (``torch.tensor(0.0)``) or a dict comprehension fills with."""
+    if isinstance(value, ast.DictComp):
+        return _device_less(value.value)
+    if isinstance(value, ast.ListComp):
+        return _device_less(value.elt)  # an output list for all_gather
+    return _device_less(value)
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _subject(target: ast.AST) -> str | None:
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
+
+
+class CollectiveOperandOffDevice(Rule):
+    code = "NPU109"
+    name = "collective-operand-off-device"
+    summary = (
+        "A tensor created without a device (`torch.tensor(0.0)`, `torch.zeros(())`) reaches a collective: "
+        "handed to it, returned by a helper whose result is reduced, or kept as the default of an accumulator the "
+        "reduced values are stored into."
+    )
+    why = (
+        "Without `device=` a factory allocates on the CPU. An accumulator that only becomes a device tensor when "
+        "a rank has something to add (a gradient norm over a shard that happens to hold no gradients: a frozen "
+        "tower, an empty expert shard) stays on the CPU on exactly those ranks, and the HCCL all-reduce that "
+        "follows rejects a CPU tensor (or the combination with the other ranks' device values fails with a "
+        "device mismatch). On GPUs NCCL fails the same way, but only on the rare rank with nothing local, so it "
+        "goes unnoticed until a migration changes the sharding. Allocate collective operands on the device "
+        "(`device=torch.device(get_device_type())`, or the device of the tensors they accumulate)."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+
+            def _local_sq_sum(grads):
+                acc = torch.tensor(0.0, dtype=torch.float32)
+                for g in grads:
+                    acc = acc + g.float().pow(2).sum()
+                return acc
+
+
+            def global_grad_norm(grads, group):
+                total = _local_sq_sum(grads)
+                dist.all_reduce(total, group=group)
+                return total.sqrt()
+            """,
+            path="veomni/distributed/toy_norm.py",
+            title="a helper's CPU accumulator, reduced by its caller",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+
+            from veomni.utils.device import get_device_type
+
+
+            def _local_sq_sum(grads):
+                acc = torch.tensor(0.0, device=torch.device(get_device_type()), dtype=torch.float32)
+                for g in grads:
+                    acc = acc + g.float().pow(2).sum()
+                return acc
+
+
+            def global_grad_norm(grads, group):
+                total = _local_sq_sum(grads)
+                dist.all_reduce(total, group=group)
+                steps = torch.tensor(len(grads))
+                return total.sqrt(), steps
+            """,
+            path="veomni/distributed/toy_norm.py",
+            title="on the device; a CPU count that never reaches a collective",
+        ),
+    )
+    fix_safety = "No fix: which device the operand belongs on is read from the tree's device helper by hand."
+    requires = (("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"), "torch.")
+    node_types = (ast.Module,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Module)
+        funcs = nodes_of(node, ast.FunctionDef, ast.AsyncFunctionDef)
+        calls = nodes_of(node, ast.Call)
+        if not any(_device_less(c) for c in calls):
+            return  # nothing allocated without a device in this file
+        # functions whose result reaches a collective (in the caller, or in a reducing helper of this file)
+        reduced: set[str] = set()
+        reducers: set[str] = set()  # functions of this file that run a collective
+        for func in funcs:
+            colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+            if not colls:
+                continue
+            reducers.add(func.name)  # type: ignore[attr-defined]
+            into: set[str] = set()  # locals handed to a collective in this function
+            for call in colls:
+                if call.args:  # type: ignore[attr-defined]
+                    into |= _names(call.args[0])  # type: ignore[attr-defined]
+            for sub in nodes_of(func, ast.Assign):
+                value = sub.value  # type: ignore[attr-defined]
+                if isinstance(value, ast.Call) and any(_subject(t) in into for t in sub.targets):  # type: ignore[attr-defined]
+                    reduced.add(call_name(value))
+        for func in funcs:
+            self._function(func, reduced, reducers)
+        # a factory written straight into a collective's tensor arguments (an all_gather output list)
+        for sub in calls:
+            assert isinstance(sub, ast.Call)
+            if distlife.dist_call(sub) not in distlife.COLLECTIVES:
+                continue
+            for arg in sub.args[:2]:
+                for inner in nodes_of(arg, ast.Call):
+                    factory = _device_less(inner)
+                    if factory is not None:
+                        self.report(
+                            factory,
+                            f"a tensor created without a device (on the CPU) is an operand of "
+                            f"`dist.{distlife.dist_call(sub)}`: the HCCL collective rejects CPU tensors; "
+                            "allocate it on the device of the tensors it exchanges",
+                        )
+                        break
+
+    def _function(self, func: ast.AST, reduced: set[str], reducers: set[str]) -> None:
+        made: dict[str, ast.Call] = {}
+        for sub in nodes_of(func, ast.Assign):
+            assert isinstance(sub, ast.Assign)
+            if len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
+                factory = _factory_of(sub.value)
+                if factory is not None:
+                    made.setdefault(sub.targets[0].id, factory)
+        if not made:
+            return
+        name = getattr(func, "name", "")
+        for sub in nodes_of(func, ast.Call, ast.Return, ast.Assign):
+            why = None
+            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES and sub.args:
+                hit = set().union(*(_names(a) for a in sub.args[:2])) & made.keys()
+                if hit:
+                    why = (hit.pop(), f"is handed to `dist.{distlife.dist_call(sub)}`")
+            elif isinstance(sub, ast.Return) and sub.value is not None and name in reduced:
+                hit = _names(sub.value) & made.keys()
+                if hit:
+                    why = (hit.pop(), f"is returned by `{name}`, whose result a caller reduces")
+            elif (
+                isinstance(sub, ast.Assign)
+                and len(sub.targets) == 1
+                and isinstance(sub.targets[0], ast.Subscript)
+                and _subject(sub.targets[0]) in made
+                and isinstance(sub.value, ast.Name | ast.Call)
+                and self._reduced_value(func, sub.value, reduced | reducers)
+            ):
+                why = (
+                    _subject(sub.targets[0]),
+                    "keeps CPU defaults next to the reduced device values stored into it",
+                )
+            if why:
+                local, how = why
+                factory = made.pop(local)  # type: ignore[arg-type]
+                self.report(
+                    factory,
+                    f"`{local}` is created without a device (on the CPU) and {how}: on a rank with nothing to add "
+                    "it stays a CPU tensor, which the HCCL collective rejects (or combines with device tensors "
+                    "from other ranks); allocate it on the device (`device=torch.device(get_device_type())`)",
+                )
+                if not made:
+                    return
+
+    def _reduced_value(self, func: ast.AST, value: ast.AST, producers: set[str]) -> bool:
+        if isinstance(value, ast.Call):
+            return call_name(value) in producers
+        assert isinstance(value, ast.Name)
+        for sub in nodes_of(func, ast.Assign):
+            assert isinstance(sub, ast.Assign)
+            if (
+                any(isinstance(t, ast.Name) and t.id == value.id for t in sub.targets)
+                and isinstance(sub.value, ast.Call)
+                and call_name(sub.value) in producers
+            ):
+                return True
+        return False
