@@ -103,3 +103,23 @@ def copy_writable(src: str, dst: str) -> str:
     from npu_lint.migrate.plan import copy_writable as copy
 
     return copy(src, dst)
+
+
+def mixed_seed_oss(tmp_path: Path) -> Path:
+    """Round 7's mixed tree: veomni-main's OpSlot seed_oss package inside the VeomniOp tree (its NPU spec's
+    NPU504 reuses appear only once the GPU spec's patches are device-neutral: a two-pass fix)."""
+    root = shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    src = shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
+    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
+    shutil.copytree(src, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
+    for spec in dest.glob("*_patch_gen_config.py"):
+        text = spec.read_text(encoding="utf-8").replace(
+            "veomni.models.transformers", "veomni.models_kernel.transformers"
+        )
+        spec.write_text(
+            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
+        )
+    return dest

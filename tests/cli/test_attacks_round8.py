@@ -314,26 +314,13 @@ def test_a8_13_several_reuse_fixes_in_one_spec_leave_one_isort_clean_import(
     --unsafe-fixes` (A7-23: the reuses appear once the GPU spec is migrated) applied five NPU504 reuse fixes, each
     computed on the text that was read, each adding its own `from <gpu spec> import <name>`: five statements
     from one module, and the tree's `ruff check` failed I001. The tree's isort now merges what the fixes added."""
-    import shutil
 
     import corpus
 
     from npu_lint.core.tools import ruff_binary
 
-    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
-    src = corpus.shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
-    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
-    shutil.copytree(src, dest)
-    for path in [dest, *dest.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o200)
-    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
-    for spec in dest.glob("*_patch_gen_config.py"):
-        text = spec.read_text(encoding="utf-8").replace(
-            "veomni.models.transformers", "veomni.models_kernel.transformers"
-        )
-        spec.write_text(
-            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
-        )
+    dest = corpus.mixed_seed_oss(tmp_path)
+    root = dest.parents[3]
     for _ in range(2):
         main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest)])
     capsys.readouterr()
@@ -372,24 +359,10 @@ def test_a7_23_one_fix_run_applies_the_fixes_an_earlier_fix_enables(
     """Round 7's mixed tree: the NPU spec's NPU504 reuses appear only once `--fix` has made the GPU spec's
     patches device-neutral, so a chain of two fixes took two runs (A7-23). One run now reaches the fixed point:
     the reuses are applied, and a second run changes nothing."""
-    import shutil
 
     import corpus
 
-    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
-    src = corpus.shared_tree("veomni-main") / "veomni" / "models" / "transformers" / "seed_oss"
-    dest = root / "veomni" / "models_kernel" / "transformers" / "seed_oss"
-    shutil.copytree(src, dest)
-    for path in [dest, *dest.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o200)
-    (dest / "generated" / "patched_modeling_seed_oss_npu.py").unlink(missing_ok=True)
-    for spec in dest.glob("*_patch_gen_config.py"):
-        text = spec.read_text(encoding="utf-8").replace(
-            "veomni.models.transformers", "veomni.models_kernel.transformers"
-        )
-        spec.write_text(
-            text.replace("veomni/models/transformers", "veomni/models_kernel/transformers"), "utf-8"
-        )
+    dest = corpus.mixed_seed_oss(tmp_path)
     main(["check", "--no-cache", "--fix", "--unsafe-fixes", str(dest)])
     out = capsys.readouterr().out
     npu_spec = dest / "seed_oss_npu_patch_gen_config.py"
