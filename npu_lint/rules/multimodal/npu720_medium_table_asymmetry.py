@@ -179,8 +179,15 @@ class MediumTableAsymmetry(Rule):
                     and ast.unparse(twin_value.func) == ast.unparse(value.func)
                 ):
                     continue  # records of one type only (not one class per medium)
-                expected = rewrite(ast.unparse(value), medium, other)
-                if ast.unparse(twin_value) != expected:
+                if isinstance(value, ast.Call):
+                    mine, theirs = self._bound(value), self._bound(twin_value)  # type: ignore[arg-type]
+                    if mine is None or theirs is None or set(mine) != set(theirs):
+                        continue  # spelt differently and the record type's fields unknown: not compared
+                    renamed = {k: rewrite(v, medium, other) for k, v in mine.items()}
+                    differ = renamed != theirs
+                else:
+                    differ = ast.unparse(twin_value) != rewrite(ast.unparse(value), medium, other)
+                if differ:
                     self.report(
                         twin_value,
                         f"the record of `{twin}` (`{ast.unparse(twin_value)}`) and the one of `{key}` "
@@ -188,3 +195,27 @@ class MediumTableAsymmetry(Rule):
                         f"{medium}'s are packed, sliced or padded differently, though the model reads both the same "
                         "way",
                     )
+
+    def _bound(self, call: ast.Call) -> dict[str | int, str] | None:
+        """A record call's arguments by field: keywords by name, positionals by the field they bind when the
+        record type is a class of this file with annotated fields (a dataclass, a NamedTuple), else by
+        position; None with a starred or ``**`` argument."""
+        name = ast.unparse(call.func).rsplit(".", 1)[-1]
+        fields: list[str] = []
+        for cls in nodes_of(self.ctx.tree, ast.ClassDef):
+            if cls.name == name:  # type: ignore[attr-defined]
+                fields = [
+                    s.target.id
+                    for s in cls.body  # type: ignore[attr-defined]
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                ]
+        out: dict[str | int, str] = {}
+        for i, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                return None
+            out[fields[i] if i < len(fields) else i] = ast.unparse(arg)
+        for kw in call.keywords:
+            if kw.arg is None:
+                return None
+            out[kw.arg] = ast.unparse(kw.value)
+        return out
