@@ -252,6 +252,7 @@ class GivenGroupIgnored(Rule):
         self.report(
             node,
             f"`{name}` holds the process group {shown} but reads {what}: with a module-owned or injected group "
-            "the size/rank describes other ranks; read it from the group held (`dist.get_world_size(group)`, "
-            "`dist.get_rank(group)`)",
+            "the size/rank describes other ranks; read it from the group its collectives run on, once resolved "
+            "(a parameter left `None` stands for the default group): `dist.get_world_size(<that group>)`, "
+            "`dist.get_rank(<that group>)`",
         )

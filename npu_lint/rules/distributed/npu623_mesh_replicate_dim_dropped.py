@@ -99,6 +99,10 @@ class MeshReplicateDimDropped(Rule):
             return
         used = False
         if isinstance(parent, ast.Call) and node is not parent.func:
+            whole = ast.unparse(node.value)
+            given = [*parent.args, *(k.value for k in parent.keywords)]
+            if any(a is not node and ast.unparse(a) == whole for a in given):
+                return  # the call gets the whole mesh too: it picks the dimensions it places on
             used = True  # handed to a sharding / placement call as the mesh
         elif isinstance(parent, ast.keyword) and parent.arg and "mesh" in parent.arg:
             used = True
