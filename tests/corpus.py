@@ -98,9 +98,9 @@ def shared_tree_copy(name: str, dest: Path) -> Path:
 
 
 def copy_writable(src: str, dst: str) -> str:
-    """``npu_lint.migrate.plan.copy_writable`` (the one implementation), imported when first used: the benchmarks
+    """``npu_lint.engine.write.copy_writable`` (the one implementation), imported when first used: the benchmarks
     import this module to fetch the corpus before choosing which npu-lint they run."""
-    from npu_lint.migrate.plan import copy_writable as copy
+    from npu_lint.engine.write import copy_writable as copy
 
     return copy(src, dst)
 

@@ -15,6 +15,7 @@ from npu_lint.engine.lint import (
     lint_source,
     read_source,
 )
+from npu_lint.engine.passes import fix_until_stable, merge_fixes, staged_passes
 from npu_lint.engine.pool import ProjectJob, lint_paths, project_diagnostics
 from npu_lint.engine.suppress import apply_suppressions, file_suppression, noqa_codes, per_file_ignored
 from npu_lint.engine.walk import rule_classes
@@ -36,6 +37,9 @@ __all__ = [
     "fix_applicable",
     "fix_source",
     "fix_tree",
+    "fix_until_stable",
+    "merge_fixes",
+    "staged_passes",
     "TreeFix",
     "lint_path",
     "lint_paths",

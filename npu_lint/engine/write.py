@@ -20,12 +20,41 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import stat
 import time
 from pathlib import Path
 
 TEMP_PATTERN = re.compile(r"^\.(?P<stem>.*)\.npu-lint-(\d+)\.[0-9a-f]{8}\.tmp$")
 _NAME_ROOM = 80  # characters of the target's name kept in a temporary name (NAME_MAX is 255 bytes)
+
+
+# never copied into the staging tree: VCS data, caches, virtual environments, checkpoints
+STAGING_IGNORED = (
+    ".git",
+    ".hg",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".npu_lint_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".mypy_cache",
+    "*.safetensors",
+    "*.bin",
+    "*.pt",
+    "*.pth",
+    "*.ckpt",
+)
+
+
+def copy_writable(src: str, dst: str) -> str:
+    """``shutil.copy2`` with the owner's write bit set on the copy (a read-only source tree staged for fixing;
+    the tests and benchmarks copy the read-only corpora with it too)."""
+    out = shutil.copy2(src, dst)
+    os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
+    return out
 
 
 class ConcurrentChange(Exception):

@@ -12,33 +12,15 @@ from __future__ import annotations
 import ast
 import os
 import shutil
-import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from npu_lint.core.safeio import read_regular
+from npu_lint.engine.write import STAGING_IGNORED, copy_writable
 from npu_lint.veomni.layout import find_veomni_root
 
-# never copied into the staging tree: VCS data, caches, virtual environments, checkpoints
-_IGNORED = (
-    ".git",
-    ".hg",
-    ".venv",
-    "venv",
-    "node_modules",
-    "__pycache__",
-    ".npu_lint_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    ".mypy_cache",
-    "*.safetensors",
-    "*.bin",
-    "*.pt",
-    "*.pth",
-    "*.ckpt",
-)
 _MAX_FILE = 8 * 1024 * 1024
 
 
@@ -225,18 +207,10 @@ def make_stage(real_root: Path) -> Path:
         real_root,
         stage,
         symlinks=True,
-        ignore=shutil.ignore_patterns(*_IGNORED),
+        ignore=shutil.ignore_patterns(*STAGING_IGNORED),
         copy_function=copy_writable,
     )
     return stage
-
-
-def copy_writable(src: str, dst: str) -> str:
-    """``shutil.copy2`` with the owner's write bit set on the copy (a read-only source tree staged for fixing;
-    the tests and benchmarks copy the read-only corpora with it too)."""
-    out = shutil.copy2(src, dst)
-    os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
-    return out
 
 
 def drop_stage(stage_root: Path) -> None:
