@@ -130,3 +130,26 @@ def test_children_get_a_minimal_environment(tmp_path: Path, monkeypatch: pytest.
     env = _env(run)
     assert "AWS_SECRET_ACCESS_KEY" not in env and env["HOME"].startswith(str(tmp_path / "base"))
     assert _env(run, isolated=False)["PYTHONPATH"] == str(stage)
+
+
+def test_a_ruff_that_hangs_is_stopped_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ruff call of the migration is bounded by the run's timeout (the last one was not): a ruff that
+    never returns becomes a failed check with a to-do line, not a hung migration."""
+    from npu_lint.core import tools
+    from npu_lint.migrate.plan import Package, StepResult
+    from npu_lint.migrate.steps import step_ruff
+
+    fake = tmp_path / "ruff"
+    fake.write_text('#!/bin/sh\n[ "$1" = format ] && [ "$2" = --check ] && exec sleep 30\nexit 0\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(tools, "ruff_binary", lambda: str(fake))
+    stage = tmp_path / "base" / "tree"
+    pkg_dir = stage / "veomni" / "models" / "toy"
+    pkg_dir.mkdir(parents=True)
+    (pkg_dir / "toy_npu_patch_gen_config.py").write_text("x = 1\n")
+    package = Package("toy", tmp_path / "real", pkg_dir, "veomni.models.toy")
+    run = Run(tmp_path, stage, [package], False, "/usr/bin/python3", 1.0, False)
+    result = StepResult("ruff", "ruff")
+    step_ruff(run, result, {})
+    assert result.status == "failed-check"
+    assert result.todo == ["ruff format did not finish in 1 s: run the tree's `make quality`"]
