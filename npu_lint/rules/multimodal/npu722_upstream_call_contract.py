@@ -192,7 +192,7 @@ class UpstreamCallContract(Rule):
     )
     fix_safety = "No fix: what to pass depends on what the installed transformers expects."
 
-    requires = (("self.", "partial("), ("override_method", "Source:"))
+    requires = (("override_method", "Source:"),)
 
     @classmethod
     def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
