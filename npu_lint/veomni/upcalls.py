@@ -150,6 +150,7 @@ class UpstreamCall:
     supplied: set[str] = field(default_factory=set)  # keywords a wrapper adds to its `**kwargs`
     via_wrapper: bool = False  # the keywords also come from the wrapper's callers (the data pipeline)
     anchor: ast.AST | None = None  # where to report (the partial or the call)
+    signature_only: bool = False  # the callee is the file's own re-definition: only its signature is compared
 
 
 def _class_fully_known(module: str, cls: str) -> bool:
@@ -353,6 +354,7 @@ class PatchFunctions:
     text: str
     functions: dict[str, ast.FunctionDef]
     classes: dict[str, ast.ClassDef]
+    defs: dict[tuple[str, str], ast.FunctionDef]  # (class, method) -> the file's own definition of it
 
 
 def patch_functions(tree: ast.Module, text: str, path: str, listed: set[str] | None) -> PatchFunctions | None:
@@ -364,9 +366,11 @@ def patch_functions(tree: ast.Module, text: str, path: str, listed: set[str] | N
         return None
     items: list[tuple[str | None, ast.FunctionDef]] = []
     own: set[tuple[str, str]] = set()
+    defs: dict[tuple[str, str], ast.FunctionDef] = {}
     functions = _functions(tree)
     classes = _classes(tree)
     replaced: dict[str, str] = {}
+    replaced_targets: dict[str, tuple[str, str]] = {}
     for stmt in tree.body:
         value = stmt.value if isinstance(stmt, ast.Expr) else None
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
@@ -378,23 +382,29 @@ def patch_functions(tree: ast.Module, text: str, path: str, listed: set[str] | N
                 target = str(value.args[0].value)
                 for kw in value.keywords:
                     if kw.arg == "replacement" and isinstance(kw.value, ast.Name) and "." in target:
-                        replaced[kw.value.id] = target.rsplit(".", 1)[0]
-                        own.add(tuple(target.rsplit(".", 1)))  # type: ignore[arg-type]
+                        cls_name, _, method_name = target.rpartition(".")
+                        replaced[kw.value.id] = cls_name
+                        replaced_targets[kw.value.id] = (cls_name, method_name)
+                        own.add((cls_name, method_name))
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef):
             target = _decorator_target(stmt)
             if target is not None:
                 own.add(target)
+                defs[target] = stmt
                 items.append((target[0], stmt))
             else:
                 items.append((replaced.get(stmt.name), stmt))
+                if stmt.name in replaced_targets:
+                    defs[replaced_targets[stmt.name]] = stmt
         elif isinstance(stmt, ast.ClassDef) and listed is not None:
-            methods = [i for i in stmt.body if isinstance(i, ast.FunctionDef)]
-            own.update((stmt.name, m.name) for m in methods)
-            for m in methods:
-                if f"{stmt.name}.{m.name}" in listed:
+            # a generated file: the listed methods are patched, the rest is the upstream code copied
+            for m in stmt.body:
+                if isinstance(m, ast.FunctionDef) and f"{stmt.name}.{m.name}" in listed:
+                    own.add((stmt.name, m.name))
                     items.append((stmt.name, m))
-    return PatchFunctions(module, items, own, text, functions, classes)
+                    defs[(stmt.name, m.name)] = m
+    return PatchFunctions(module, items, own, text, functions, classes, defs)
 
 
 def upstream_calls(pf: PatchFunctions) -> tuple[list[UpstreamCall], list[MissingMethod]]:
@@ -426,6 +436,12 @@ def upstream_calls(pf: PatchFunctions) -> tuple[list[UpstreamCall], list[Missing
                 and target.value.id == "self"
             ):
                 attr = target.attr
+                mine = pf.defs.get((cls, attr))
+                if mine is not None:
+                    # the file's own definition runs: its signature is the contract (not its body's reads)
+                    facts = callee_facts(mine, f"{cls}.{attr}")
+                    calls.append(UpstreamCall(node, facts, True, anchor=node, signature_only=True))
+                    continue
                 if (cls, attr) in pf.own_methods or f'"{cls}.{attr}"' in pf.text:
                     continue
                 method = upstream_class_method(module, cls, attr)

@@ -231,24 +231,28 @@ class UpstreamCallContract(Rule):
         offset = 1 if up.bound else 0
         given_kw = _keywords(call)
         positional = facts.positional[offset:]
+        who = "this file's re-definition of" if up.signature_only else "the installed transformers'"
         # keywords and positionals the callee does not take
         if not facts.var_keyword:
             unknown = sorted(k for k in given_kw if k not in facts.keywords)
             if unknown:
+                at = next((k.value for k in call.keywords if k.arg == unknown[0]), call)
                 self.report(
-                    call,
-                    f"`{facts.name}` in the installed transformers takes no "
+                    at,
+                    f"{who} `{facts.name}` takes no "
                     f"{', '.join(f'`{k}=`' for k in unknown)} (and no `**kwargs`): this call raises TypeError",
                 )
                 return
         if not facts.var_positional and not any(isinstance(a, ast.Starred) for a in call.args):
             if len(call.args) > len(positional):
                 self.report(
-                    call,
-                    f"`{facts.name}` in the installed transformers takes {len(positional)} positional argument"
+                    call.args[len(positional)],
+                    f"{who} `{facts.name}` takes {len(positional)} positional argument"
                     f"{'s' if len(positional) != 1 else ''} here and is given {len(call.args)}: TypeError",
                 )
                 return
+        if up.signature_only:
+            return
         # required parameters
         if not _spread_opaque(call, up.via_wrapper):
             bound = set(positional[: len(call.args)])
