@@ -32,7 +32,7 @@ from npu_lint.veomni.patchgen import (
 )
 from npu_lint.veomni.upstream import upstream_path
 
-__all__ = ["UnboundName", "module_bindings", "generated_scope", "unbound_names"]
+__all__ = ["UnboundName", "module_bindings", "generated_scope", "unbound_names", "upstream_copy_edits"]
 
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__"}
 
@@ -244,4 +244,54 @@ def unbound_names(spec: Spec) -> list[UnboundName]:
                 continue
             seen.add(key)
             out.append(UnboundName(patch, name, ref.path, ref.node.lineno))
+    return out
+
+
+# -- the upstream copy -------------------------------------------------------------------------------------------
+
+
+def _first_diff(mine: list[ast.stmt], theirs: list[ast.stmt]) -> ast.stmt | None:
+    from npu_lint.veomni.upstream import same_node
+
+    for a, b in zip(mine, theirs, strict=False):
+        if not same_node(a, b):
+            inner_a, inner_b = getattr(a, "body", None), getattr(b, "body", None)
+            if type(a) is type(b) and isinstance(inner_a, list) and isinstance(inner_b, list):
+                deeper = _first_diff(inner_a, inner_b)
+                if deeper is not None:
+                    return deeper
+            return a
+    if len(mine) != len(theirs):
+        return mine[len(theirs)] if len(mine) > len(theirs) else (mine[-1] if mine else None)
+    return None
+
+
+def upstream_copy_edits(tree: ast.Module, module: str, patched: set[str]) -> list[tuple[str, ast.stmt]]:
+    """``(name, first differing statement)`` of each function and class method of a generated file that the
+    banner does not list as patched and whose body differs from the upstream module's (syntax trees compared)."""
+    path = upstream_path(module)
+    parsed = load_file(str(path)) if path is not None else None
+    if parsed is None or parsed.tree is None:
+        return []
+    theirs = {n.name: n for n in parsed.tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    out: list[tuple[str, ast.stmt]] = []
+    for node in tree.body:
+        up = theirs.get(getattr(node, "name", ""))
+        if up is None or type(up) is not type(node) or node.name in patched:  # type: ignore[attr-defined]
+            continue
+        if isinstance(node, ast.FunctionDef):
+            pairs = [(node.name, node, up)]
+        else:
+            methods = {m.name: m for m in up.body if isinstance(m, ast.FunctionDef)}  # type: ignore[attr-defined]
+            pairs = [
+                (f"{node.name}.{m.name}", m, methods[m.name])
+                for m in node.body  # type: ignore[attr-defined]
+                if isinstance(m, ast.FunctionDef)
+                and m.name in methods
+                and f"{node.name}.{m.name}" not in patched
+            ]
+        for name, mine, their in pairs:
+            diff = _first_diff(mine.body, their.body)  # type: ignore[attr-defined]
+            if diff is not None:
+                out.append((name, diff))
     return out

@@ -319,3 +319,43 @@ def test_npu_spec_registering_the_helper_is_quiet(tmp_path: Path) -> None:
     pkg = _package(tmp_path, "config.add_helper(token_types)")
     spec = load_spec(str(pkg / "qwen3_vl_npu_patch_gen_config.py"))
     assert spec is not None and unbound_names(spec) == []
+
+
+# -- NPU515: the upstream copy of a generated file ------------------------------------------------------------
+
+GEN = """
+#  Source: transformers.models.gemma3.modeling_gemma3
+#  Based on: transformers==VERSION
+#
+#  Patches applied:
+#    - method_override: Gemma3TextModel.forward
+
+import torch
+from torch import nn
+
+
+class Gemma3MultiModalProjector(nn.Module):
+    def forward(self, vision_outputs: torch.Tensor):
+        batch_size, _, hidden_size = vision_outputs.shape
+
+        reshaped_vision_outputs = BODY
+"""
+
+
+def _gen_lines(text: str) -> list[int]:
+    path = "veomni/models/transformers/gemma3/generated/patched_modeling_gemma3_gpu.py"
+    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
+    return sorted(d.line for d in lint_source(src, ["NPU515"], Settings()) if d.code == "NPU515")
+
+
+def test_unpatched_upstream_method_edited_in_the_copy() -> None:
+    from npu_lint.core.astutil import transformers_version
+    from npu_lint.rules.index import rule_index
+
+    version = transformers_version()
+    assert version is not None
+    # the projector's first statements, then an edit of the transpose (upstream: vision_outputs.transpose(1, 2))
+    assert _gen_lines(GEN.replace("VERSION", version).replace("BODY", "vision_outputs")) == [15]
+    # another transformers than the banner's: the copy may legitimately differ
+    assert _gen_lines(GEN.replace("VERSION", "0.0.1").replace("BODY", "vision_outputs")) == []
+    assert rule_index()["NPU515"][0] is False  # off unless selected
