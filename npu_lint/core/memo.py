@@ -83,32 +83,28 @@ def _segment(node: ast.AST, lines: list[str]) -> str | None:
     return "\n".join(lines[start - 1 : end])
 
 
-def _pairs(old: ast.AST, new: ast.AST) -> dict[int, ast.AST]:
-    """``id(node)`` of every node of ``old``'s subtree -> its counterpart in ``new``'s (same shape, or _Foreign)."""
-    out: dict[int, ast.AST] = {}
-    AST = ast.AST
-    stack = [(old, new)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        a, b = pop()
-        if type(a) is not type(b):
-            raise _Foreign
-        out[id(a)] = b
-        for name in a._fields:
-            va = getattr(a, name, None)
-            if isinstance(va, AST):
-                push((va, getattr(b, name, None)))
-            elif type(va) is list:
-                vb = getattr(b, name, None)
-                if type(vb) is not list or len(vb) != len(va):
-                    raise _Foreign
-                for x, y in zip(va, vb):
-                    if isinstance(x, AST):
-                        push((x, y))
-    return out
+class _Pairs:
+    """``id(node)`` of every node of ``old``'s subtree -> its counterpart in ``new``'s, listed at the first
+    lookup (a result naming no node needs none); both subtrees in ``walk`` order, which must match type by type."""
+
+    __slots__ = ("old", "new", "table")
+
+    def __init__(self, old: ast.AST, new: ast.AST) -> None:
+        self.old, self.new = old, new
+        self.table: dict[int, ast.AST] | None = None
+
+    def get(self, node: ast.AST) -> ast.AST | None:
+        if self.table is None:
+            from npu_lint.core.astutil import walk
+
+            old, new = walk(self.old), walk(self.new)
+            if len(old) != len(new) or list(map(type, old)) != list(map(type, new)):
+                raise _Foreign
+            self.table = dict(zip(map(id, old), new))
+        return self.table.get(id(node))
 
 
-def _carry(value: object, nodes: dict[int, ast.AST] | None, seen: dict[int, object]) -> object:
+def _carry(value: object, nodes: _Pairs | None, seen: dict[int, object]) -> object:
     """``value`` rebuilt (containers and dataclasses copied, sharing kept) with each node mapped by ``nodes``
     (kept as is when ``nodes`` is None)."""
     if isinstance(value, _ATOMS):
@@ -116,7 +112,7 @@ def _carry(value: object, nodes: dict[int, ast.AST] | None, seen: dict[int, obje
     if isinstance(value, ast.AST):
         if nodes is None:
             return value
-        found = nodes.get(id(value))
+        found = nodes.get(value)
         if found is None:
             raise _Foreign
         return found
@@ -159,7 +155,7 @@ def by_content(analysis: Callable[..., V], node: ast.AST, lines: list[str], *arg
     if hit is not None:
         old, snapshot = hit
         try:
-            return _carry(snapshot, None if old is node else _pairs(old, node), {})  # type: ignore[return-value]
+            return _carry(snapshot, None if old is node else _Pairs(old, node), {})  # type: ignore[return-value]
         except _Foreign:
             pass
     result = analysis(node, *args)
