@@ -144,12 +144,20 @@ def _carry(value: object, nodes: _Pairs | None, seen: dict[int, object]) -> obje
     raise _Foreign
 
 
-def by_content(analysis: Callable[..., V], node: ast.AST, lines: list[str], *args: Hashable) -> V:
+def by_content(
+    analysis: Callable[..., V],
+    node: ast.AST,
+    lines: list[str],
+    *args: Hashable,
+    unkeyed: tuple[object, ...] = (),
+) -> V:
     """``analysis(node, *args)``, a function of ``node``'s subtree and ``args`` alone, shared with every node of
-    the same text (``lines``: its file's lines, as ``SourceFile.lines``) that was analysed earlier in the process."""
+    the same text (``lines``: its file's lines, as ``SourceFile.lines``) that was analysed earlier in the process.
+    ``unkeyed`` are passed after ``args`` but are not part of the key (what carries the analysis, not an input
+    of it: a rule instance whose method it runs)."""
     segment = _segment(node, lines)
     if segment is None:
-        return analysis(node, *args)
+        return analysis(node, *args, *unkeyed)
     key = (analysis.__module__, analysis.__qualname__, args, getattr(node, "col_offset", -1), segment)
     hit = _CONTENT.get(key)
     if hit is not None:
@@ -158,7 +166,7 @@ def by_content(analysis: Callable[..., V], node: ast.AST, lines: list[str], *arg
             return _carry(snapshot, None if old is node else _Pairs(old, node), {})  # type: ignore[return-value]
         except _Foreign:
             pass
-    result = analysis(node, *args)
+    result = analysis(node, *args, *unkeyed)
     try:  # a copy: the caller may change what it was handed
         _CONTENT[key] = (node, _carry(result, None, {}))
     except _Foreign:
