@@ -90,3 +90,52 @@ def test_a_result_naming_a_node_outside_the_subtree_is_computed_again() -> None:
     second = by_content(outside, b.body[-1], b_lines)
     assert CALLS == ["outside", "outside"]
     assert first[0] is a.body[0] and second[0] is b.body[0]
+
+
+# -- Rule.report_shared ------------------------------------------------------------------------------------
+
+
+from npu_lint.core.diagnostics import Edit, Fix  # noqa: E402
+from npu_lint.core.source import SourceFile  # noqa: E402
+from npu_lint.rules.base import Context, Rule  # noqa: E402
+
+
+class _Returns(Rule):
+    """Not registered (no code): reports every tuple return of a function through ``report_shared``."""
+
+    name = "toy-returns"
+    checks = 0
+    with_fix = False
+
+    def check(self, func: ast.AST) -> None:
+        type(self).checks += 1
+        for node in ast.walk(func):
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                fix = Fix("drop", (Edit(0, 0, ""),)) if self.with_fix else None
+                self.report(node.value, f"returns {ast.unparse(node.value)}", fix)
+
+
+def _lint(prefix: str, with_fix: bool = False) -> list[tuple[int, int, str]]:
+    text = prefix + FUNC
+    ctx = Context(SourceFile.from_text("m.py", text), ast.parse(text))
+    rule = _Returns(ctx)
+    rule.with_fix = with_fix
+    rule.report_shared(rule.check, ctx.tree.body[-1], with_fix)  # what the check reads besides the node
+    assert "report" not in vars(rule)  # the recorder is gone
+    return [(d.line, d.col, d.message) for d in ctx.diagnostics]
+
+
+def test_report_shared_replays_the_reports_at_the_copy() -> None:
+    _Returns.checks = 0
+    first = _lint("import torch\n")
+    second = _lint("import torch\nimport torch_npu\n\n")
+    assert _Returns.checks == 1
+    assert first == [(6, 11, "returns (y, x)")]
+    assert second == [(8, 11, "returns (y, x)")]
+
+
+def test_report_shared_runs_a_check_reporting_a_fix_unshared() -> None:
+    _Returns.checks = 0
+    assert _lint("# fix\n", with_fix=True) == [(6, 11, "returns (y, x)")]
+    assert _lint("# fix\n\n", with_fix=True) == [(7, 11, "returns (y, x)")]
+    assert _Returns.checks == 4  # recorded, refused, run; twice
