@@ -89,15 +89,18 @@ class Rule(RuleMeta):
         self.ctx = ctx
 
     @classmethod
-    def may_fire(cls, text: str) -> bool:
-        """Whether ``text`` passes the rule's ``requires`` pre-check (True when it declares none)."""
+    def may_fire(cls, text: str, contains: Callable[[str], bool] | None = None) -> bool:
+        """Whether ``text`` passes the rule's ``requires`` pre-check (True when it declares none). ``contains``:
+        whether the text holds a word (the engine's ``core.textscan.WordScan``, which searches each word once)."""
+        if contains is None:
+            contains = text.__contains__
         for entry in cls.requires:
             if type(entry) is str:
-                if entry not in text:
+                if not contains(entry):
                     return False
             elif type(entry) is tuple:
                 for word in entry:  # a loop, not any(...): this runs for every rule on every file
-                    if word in text:
+                    if contains(word):
                         break
                 else:
                     return False
