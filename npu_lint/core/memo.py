@@ -3,7 +3,10 @@ recently used entries only, each keyed by the file's state by its owner."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -45,3 +48,127 @@ class Bounded(Generic[K, V]):
 
     def clear(self) -> None:
         self._data.clear()
+
+
+# -- analyses shared between files by content ---------------------------------------------------------------
+#
+# A model package's generated GPU and NPU files (and a spec beside its generated file) hold most of their
+# functions verbatim, at other lines. An analysis that reads nothing but one node's subtree (a function's SP
+# flow, its media crossings) gives the same answer for both copies, up to which nodes it names: ``by_content``
+# computes it for the first copy, keeps a snapshot keyed by the node's text, and hands the next copy the
+# snapshot with every node replaced by its counterpart in that copy (the two subtrees are paired node by node;
+# identical text at the same column parses to the same shape, which the pairing checks). Only analyses that
+# are functions of the subtree alone may use it, and only when their results hold nothing position-dependent
+# but nodes (no line numbers in messages): the caller vouches for both, and passes whatever else the analysis
+# reads as its arguments.
+
+_CONTENT: Bounded[tuple[object, ...], tuple[object, object]] = Bounded(512)
+_ATOMS = (str, int, float, bool, bytes, type(None))
+
+
+class _Foreign(Exception):
+    """A result holding something ``by_content`` cannot carry to another copy (a node outside the subtree, an
+    object of an unknown type): it is computed afresh."""
+
+
+def _segment(node: ast.AST, lines: list[str]) -> str | None:
+    start = getattr(node, "lineno", None)
+    end = getattr(node, "end_lineno", None)
+    if start is None or end is None:
+        return None
+    for deco in getattr(node, "decorator_list", ()):
+        start = min(start, deco.lineno)
+    if end > len(lines):
+        return None
+    return "\n".join(lines[start - 1 : end])
+
+
+class _Pairs:
+    """``id(node)`` of every node of ``old``'s subtree -> its counterpart in ``new``'s, listed at the first
+    lookup (a result naming no node needs none); both subtrees in ``walk`` order, which must match type by type."""
+
+    __slots__ = ("old", "new", "table")
+
+    def __init__(self, old: ast.AST, new: ast.AST) -> None:
+        self.old, self.new = old, new
+        self.table: dict[int, ast.AST] | None = None
+
+    def get(self, node: ast.AST) -> ast.AST | None:
+        if self.table is None:
+            from npu_lint.core.astutil import walk
+
+            old, new = walk(self.old), walk(self.new)
+            if len(old) != len(new) or list(map(type, old)) != list(map(type, new)):
+                raise _Foreign
+            self.table = dict(zip(map(id, old), new))
+        return self.table.get(id(node))
+
+
+def _carry(value: object, nodes: _Pairs | None, seen: dict[int, object]) -> object:
+    """``value`` rebuilt (containers and dataclasses copied, sharing kept) with each node mapped by ``nodes``
+    (kept as is when ``nodes`` is None)."""
+    if isinstance(value, _ATOMS):
+        return value
+    if isinstance(value, ast.AST):
+        if nodes is None:
+            return value
+        found = nodes.get(value)
+        if found is None:
+            raise _Foreign
+        return found
+    key = id(value)
+    if key in seen:
+        return seen[key]
+    typ = type(value)
+    if typ is list:
+        out_list: list[object] = []
+        seen[key] = out_list
+        out_list.extend(_carry(v, nodes, seen) for v in value)  # type: ignore[attr-defined]
+        return out_list
+    if typ is dict:
+        out_dict: dict[object, object] = {}
+        seen[key] = out_dict
+        for k, v in value.items():  # type: ignore[attr-defined]
+            out_dict[_carry(k, nodes, seen)] = _carry(v, nodes, seen)
+        return out_dict
+    if typ in (tuple, set, frozenset):
+        out = typ(_carry(v, nodes, seen) for v in value)  # type: ignore[attr-defined]
+        seen[key] = out
+        return out
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        copy = object.__new__(typ)
+        seen[key] = copy
+        for f in dataclasses.fields(value):
+            object.__setattr__(copy, f.name, _carry(getattr(value, f.name), nodes, seen))
+        return copy
+    raise _Foreign
+
+
+def by_content(
+    analysis: Callable[..., V],
+    node: ast.AST,
+    lines: list[str],
+    *args: Hashable,
+    unkeyed: tuple[object, ...] = (),
+) -> V:
+    """``analysis(node, *args)``, a function of ``node``'s subtree and ``args`` alone, shared with every node of
+    the same text (``lines``: its file's lines, as ``SourceFile.lines``) that was analysed earlier in the process.
+    ``unkeyed`` are passed after ``args`` but are not part of the key (what carries the analysis, not an input
+    of it: a rule instance whose method it runs)."""
+    segment = _segment(node, lines)
+    if segment is None:
+        return analysis(node, *args, *unkeyed)
+    key = (analysis.__module__, analysis.__qualname__, args, getattr(node, "col_offset", -1), segment)
+    hit = _CONTENT.get(key)
+    if hit is not None:
+        old, snapshot = hit
+        try:
+            return _carry(snapshot, None if old is node else _Pairs(old, node), {})  # type: ignore[return-value]
+        except _Foreign:
+            pass
+    result = analysis(node, *args, *unkeyed)
+    try:  # a copy: the caller may change what it was handed
+        _CONTENT[key] = (node, _carry(result, None, {}))
+    except _Foreign:
+        pass
+    return result

@@ -14,6 +14,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
+from npu_lint.core.textscan import for_thread
 from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
@@ -134,7 +135,10 @@ def _check_source(
     text = (
         src.text
     )  # each rule's text pre-check first (``Rule.requires``): a rule that cannot fire is not entered
-    rules = [cls(ctx) for cls in rule_classes(codes) if cls.may_fire(text) and cls.applies_to(ctx)]
+    scan = for_thread()  # each word of the pre-checks searched once (an edited buffer: around the edit only)
+    scan.begin(src.path, text)
+    contains = scan.contains
+    rules = [cls(ctx) for cls in rule_classes(codes) if cls.may_fire(text, contains) and cls.applies_to(ctx)]
     if not rules:
         return []
     try:

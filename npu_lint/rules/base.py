@@ -13,13 +13,14 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from npu_lint.core.astutil import dotted_name, literal_getattr, literal_import, walk
 from npu_lint.core.diagnostics import SEVERITY_WARNING, Applicability, Diagnostic, Edit, Fix, Origin
 from npu_lint.core.imports import add_import_edit
+from npu_lint.core.memo import by_content
 from npu_lint.veomni.project import Project
 
 if TYPE_CHECKING:
@@ -88,15 +89,18 @@ class Rule(RuleMeta):
         self.ctx = ctx
 
     @classmethod
-    def may_fire(cls, text: str) -> bool:
-        """Whether ``text`` passes the rule's ``requires`` pre-check (True when it declares none)."""
+    def may_fire(cls, text: str, contains: Callable[[str], bool] | None = None) -> bool:
+        """Whether ``text`` passes the rule's ``requires`` pre-check (True when it declares none). ``contains``:
+        whether the text holds a word (the engine's ``core.textscan.WordScan``, which searches each word once)."""
+        if contains is None:
+            contains = text.__contains__
         for entry in cls.requires:
             if type(entry) is str:
-                if entry not in text:
+                if not contains(entry):
                     return False
             elif type(entry) is tuple:
                 for word in entry:  # a loop, not any(...): this runs for every rule on every file
-                    if word in text:
+                    if contains(word):
                         break
                 else:
                     return False
@@ -128,6 +132,46 @@ class Rule(RuleMeta):
     ) -> Diagnostic:
         """Report at ``node`` (or at (line, col, end_line, end_col) in code points, line 1-based)."""
         return self.ctx.add(self, node, message, fix, origin)
+
+    def report_shared(self, check: Callable[..., None], node: ast.AST, *context: Hashable) -> None:
+        """``check(node)``, a method of this rule whose reports depend on ``node``'s subtree and ``context``
+        alone, with its reports shared with every verbatim copy of ``node`` (a generated NPU file's copy of a
+        GPU function, a function the editor lints again unchanged): computed once per text and replayed at the
+        copy's own nodes (``core.memo.by_content``). Its reports must be at nodes, without fixes or origins
+        (else it runs unshared); what it leaves on the rule is not kept for a copy, so it must keep nothing that
+        another visit reads, and it must not read the file beyond ``node`` (put what it reads in ``context``)."""
+        try:
+            found = by_content(
+                _recorded, node, self.ctx.source.lines, type(self), check.__name__, context, unkeyed=(self,)
+            )
+        except _Unshared:
+            check(node)
+            return
+        for at, message in found:
+            self.ctx.add(self, at, message, None, None)
+
+
+class _Unshared(Exception):
+    """A shared check reported something a copy cannot reuse (a position, a fix, an origin)."""
+
+
+def _recorded(
+    node: ast.AST, cls: type[Rule], method: str, context: tuple[Hashable, ...], rule: Rule
+) -> list[tuple[ast.AST, str]]:
+    """What ``rule.method(node)`` reports, as (node, message) pairs, instead of reporting it."""
+    found: list[tuple[ast.AST, str]] = []
+
+    def record(at: object, message: str, fix: object = None, *, origin: object = None) -> None:
+        if fix is not None or origin is not None or not isinstance(at, ast.AST):
+            raise _Unshared
+        found.append((at, message))
+
+    rule.report = record  # type: ignore[method-assign]  # the instance's own attribute, removed below
+    try:
+        getattr(rule, method)(node)
+    finally:
+        del rule.report
+    return found
 
 
 class ProjectRule(RuleMeta):

@@ -166,7 +166,7 @@ def class_signature(node: ast.ClassDef) -> Signature:
     if opaque:
         return Signature(node.name, "class", opaque=True, line=node.lineno)
     if init is not None:
-        sig = function_signature(init, method=True)
+        sig = function_signature(init, method=True, arity=False)  # a call of a class returns an instance
         return Signature(**{**sig.__dict__, "name": node.name, "kind": "class", "returns": None})
     bases = tuple(dotted_name(b) or "?" for b in node.bases)
     if dataclass_like:

@@ -121,6 +121,8 @@ class CollectiveOperandOffDevice(Rule):
         calls = nodes_of(node, ast.Call)
         if not any(_device_less(c) for c in calls):
             return  # nothing allocated without a device in this file
+        if not any(distlife.dist_call(c) in distlife.COLLECTIVES for c in calls):
+            return  # no collective in this file: nothing is reduced, no operand reaches one
         # functions whose result reaches a collective (in the caller, or in a reducing helper of this file)
         reduced: set[str] = set()
         reducers: set[str] = set()  # functions of this file that run a collective

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.memo import by_content
 from npu_lint.rules.base import Context
 from npu_lint.veomni.spstate import Flow, flow, mentions_sp
 
@@ -14,7 +15,8 @@ def function_flow(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef) ->
     if key in ctx.memo:
         return ctx.memo[key]  # type: ignore[return-value]
     lines = ctx.source.lines[func.lineno - 1 : func.end_lineno or func.lineno]
-    result = flow(func) if mentions_sp("\n".join(lines)) else None
+    # the flow reads the function's subtree alone: a generated NPU file's copy of a GPU function reuses it
+    result = by_content(flow, func, ctx.source.lines) if mentions_sp("\n".join(lines)) else None
     if result is not None and not result.transitions:
         result = None
     ctx.memo[key] = result

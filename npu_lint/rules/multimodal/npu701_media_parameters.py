@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
+from npu_lint.core.memo import by_content
 from npu_lint.rules._handles import spec_target
 from npu_lint.rules.base import Example
 from npu_lint.rules.multimodal._modality import (
@@ -575,9 +576,8 @@ class MediaParameters(WrapperRule):
                 media = media_named("\n".join(lines[first - 1 : node.end_lineno]).lower())
                 if not media:
                     continue  # every check below needs a medium's name in the function
-                found = unused_media_mappings(node)  # type: ignore[arg-type]
-                if media >= 2:  # one medium meeting another's data needs both named in the function
-                    found = [*crossings(node), *keyed_crossings(node), *one_sided_sp(node), *found]  # type: ignore[arg-type]
+                # what each check finds reads the function's subtree alone (shared with its verbatim copies)
+                found = by_content(_media_findings, node, lines, media >= 2)
                 for at, message in found:
                     if id(at) not in seen:
                         seen.add(id(at))
@@ -775,3 +775,11 @@ class MediaParameters(WrapperRule):
                     at or arg,
                     f"`{arg.arg}` is accepted but never passed on{where}: that input is silently ignored",
                 )
+
+
+def _media_findings(node: ast.FunctionDef, several: bool) -> list[tuple[ast.AST, str]]:
+    """The media findings of one function (``several``: it names two media or more), from its subtree alone."""
+    found = unused_media_mappings(node)
+    if several:  # one medium meeting another's data needs both named in the function
+        found = [*crossings(node), *keyed_crossings(node), *one_sided_sp(node), *found]
+    return found

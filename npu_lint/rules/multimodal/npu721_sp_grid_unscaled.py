@@ -149,6 +149,10 @@ class SpGridUnscaled(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
+        # what `_check` reports reads the function's subtree alone (messages name no line): shared with copies
+        self.report_shared(self._check, node)
+
+    def _check(self, node: ast.AST) -> None:
         for sub in nodes_of(node, ast.If):
             if (
                 isinstance(sub, ast.If)

@@ -257,18 +257,16 @@ class GpuImportOnNpuPath(Rule):
             self._npu_factories(module, is_package)
 
     def _npu_code(self) -> None:
-        guarded: set[int] = set()
-        for node in ast.walk(self.ctx.tree):
-            # a backend branch (a dispatch guard, an availability or implementation-name test) or an ImportError
-            # fallback: the import runs only where its backend was chosen
-            if isinstance(node, ast.If) and any(w in ast.unparse(node.test) for w in _BRANCH_WORDS):
-                guarded.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
-            elif isinstance(node, ast.Try):
-                guarded.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
-        for node in ast.walk(self.ctx.tree):
-            if id(node) in guarded:
-                continue
-            if isinstance(node, ast.ImportFrom) and node.level == 0:
+        # the file's GPU imports first (a GPU vendor package, a tree module that is GPU code, also through
+        # ``config.add_import("veomni....")``), in walk order; most NPU files have none, and then the backend
+        # guards (a walk of the whole tree, each branch test unparsed) are not looked for
+        root = self.ctx.project.root
+        verdicts: dict[str, str | None] = {}
+        found: list[tuple[ast.AST, str, str]] = []  # (the import, the module, why it is GPU-only)
+        for node in nodes_of(self.ctx.tree, ast.Import, ast.ImportFrom, ast.Call):
+            if isinstance(node, ast.ImportFrom):
+                if node.level != 0:
+                    continue
                 names = [node.module or ""]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -287,19 +285,38 @@ class GpuImportOnNpuPath(Rule):
             else:
                 continue
             for name in names:
-                top = _gpu_package(name)
-                why = f"`{top}`" if top is not None else None
-                if why is None and name.startswith("veomni."):
-                    root = self.ctx.project.root
-                    why = self._gpu_code(str(root) if root else None, name)
-                if why is not None:
-                    self.report(
-                        node,
-                        f"`{name}` is GPU-only ({why}) but this file runs only on Ascend (an NPU patch spec or "
-                        "generated `_npu` file): the import fails there, or binds a CUDA kernel to NPU tensors; "
-                        "use the op's NPU kernel",
+                if name not in verdicts:
+                    top = _gpu_package(name)
+                    verdicts[name] = (
+                        f"`{top}`"
+                        if top is not None
+                        else self._gpu_code(str(root) if root else None, name)
+                        if name.startswith("veomni.")
+                        else None
                     )
+                why = verdicts[name]
+                if why is not None:
+                    found.append((node, name, why))
                     break
+        if not found:
+            return
+        guarded: set[int] = set()
+        for node in nodes_of(self.ctx.tree, ast.If, ast.Try):
+            # a backend branch (a dispatch guard, an availability or implementation-name test) or an ImportError
+            # fallback: the import runs only where its backend was chosen
+            if isinstance(node, ast.If) and any(w in ast.unparse(node.test) for w in _BRANCH_WORDS):
+                guarded.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
+            elif isinstance(node, ast.Try):
+                guarded.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
+        for node, name, why in found:
+            if id(node) in guarded:
+                continue
+            self.report(
+                node,
+                f"`{name}` is GPU-only ({why}) but this file runs only on Ascend (an NPU patch spec or "
+                "generated `_npu` file): the import fails there, or binds a CUDA kernel to NPU tensors; "
+                "use the op's NPU kernel",
+            )
 
     def _loaded_by_registry(self, path: str) -> None:
         """A module that its package's registration ``__init__`` imports when it loads (``from . import flash``)
