@@ -17,7 +17,7 @@ from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import decode_source
 from npu_lint.engine.fix import TreeFix, fix_tree
 from npu_lint.engine.pool import ProjectJob, lint_paths
-from npu_lint.engine.write import STAGING_IGNORED, copy_writable, create_new, write_atomic
+from npu_lint.engine.write import copy_writable, create_new, staging_ignore, write_atomic
 from npu_lint.veomni.project import Project
 
 MAX_TREE_PASSES = (
@@ -123,10 +123,11 @@ def staged_passes(
         return os.path.join(stage, os.path.relpath(os.path.realpath(path), tree))
 
     try:
-        ignored = shutil.ignore_patterns(*STAGING_IGNORED)
-        shutil.copytree(package, stage / "veomni", symlinks=True, ignore=ignored, copy_function=copy_writable)
+        shutil.copytree(
+            package, stage / "veomni", symlinks=True, ignore=staging_ignore, copy_function=copy_writable
+        )
         for entry in os.scandir(tree):
-            if entry.is_file(follow_symlinks=False) and not ignored(tree, [entry.name]):
+            if entry.is_file(follow_symlinks=False) and not staging_ignore(tree, [entry.name]):
                 copy_writable(entry.path, str(stage / entry.name))
         for path, old, new in first.changes:
             if old:
