@@ -60,3 +60,57 @@ def test_a10_03_staging_ignores_special_files_only(tmp_path: Path) -> None:
         names.append("p")
     expected = {"w.safetensors"} | ({"p"} if hasattr(os, "mkfifo") else set())
     assert staging_ignore(str(tmp_path), names) == expected
+
+
+# -- A10-16: thousands of findings on one long line (a minified or generated module) --------------------------
+
+
+def _long_line_module(calls: int) -> str:
+    return "import torch\nx = [" + ",".join(["torch.zeros(1).cuda()"] * calls) + "]\n"
+
+
+def test_a10_16_text_excerpts_of_a_long_line_are_cut_around_the_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each finding's excerpt printed the whole line: 2,000 findings on a 44 kB line gave 133 MB of text (10,000
+    on a 220 kB line: over 5 minutes and 9.7 GB of memory). The excerpt is now a window around the column."""
+    from npu_lint.report.text import MAX_EXCERPT_CHARS
+
+    path = tmp_path / "wide.py"
+    path.write_text(_long_line_module(400), encoding="utf-8")
+    main(["check", "--no-cache", str(path)])
+    out = capsys.readouterr().out
+    assert out.count("NPU101") == 400
+    assert len(out) < 400 * 1500  # was 400 x 8.8 kB of line
+    excerpts = [line for line in out.splitlines() if line.startswith(" 2 | ")]
+    assert excerpts and all(len(line) <= MAX_EXCERPT_CHARS + 10 for line in excerpts)
+    # the caret stays under the finding: the 200th `cuda()` of the line
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{path}:2:{6 + 199 * 22 + 15}:"))
+    shown, caret = lines[at + 2], lines[at + 3]
+    column = caret.index("^")
+    assert shown[column : column + 6] == "cuda()"
+
+
+def test_a10_16_the_cache_stores_a_long_line_once(tmp_path: Path) -> None:
+    """The cache index kept each finding's `source_line`: 2,000 findings on one 44 kB line made an 86 MB index
+    (and past the index cap, no cache at all for the whole tree). A line is now stored once per entry."""
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine.cache import Cache
+    from npu_lint.engine.lint import lint_source
+
+    text = _long_line_module(300)
+    path = tmp_path / "wide.py"
+    path.write_text(text, encoding="utf-8")
+    diags = lint_source(SourceFile(str(path), text), ["NPU101"], Settings(root=str(tmp_path)))
+    assert len(diags) == 300 and all(d.source_line for d in diags)
+    cache = Cache(str(tmp_path / "cache"), "fp")
+    st = os.stat(path)
+    cache.store(str(path), "k", st, diags)
+    cache.flush()
+    (index,) = (tmp_path / "cache").rglob("index-*.json")
+    assert index.stat().st_size < 300 * 1000 + 2 * len(text)  # was 300 x 6.6 kB of line
+    again = Cache(str(tmp_path / "cache"), "fp").lookup_content(str(path), "k", st)
+    assert again == diags
+    assert [d.source_line for d in again] == [d.source_line for d in diags]
