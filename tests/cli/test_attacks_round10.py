@@ -141,3 +141,23 @@ def test_a10_16_the_language_server_converts_positions_on_a_long_line_in_linear_
     position = types.Position(line=1, character=45)
     assert offset_of_client_position(wide, codec, position) == wide.line_starts[1] + 45
     assert offset_of_client_position(astral, codec, types.Position(line=0, character=9)) == 8
+
+
+# -- A10-58: the language server answered an unknown method with InternalError ----------------------------------
+
+
+def test_a10_58_an_unknown_request_method_is_method_not_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`{"id": 4, "method": "foo/bar"}` (no `params`, which JSON-RPC makes optional) was answered -32603
+    "Internal Error"; the answer is -32601 MethodNotFound. A known method with bad params keeps its error."""
+    pytest.importorskip("pygls")
+    from npu_lint.lsp.server import create_server
+
+    protocol = create_server().protocol
+    sent: list[tuple[object, object]] = []
+    monkeypatch.setattr(
+        protocol, "_send_response", lambda msg_id, error=None, **_: sent.append((msg_id, error))
+    )
+    protocol.structure_message({"jsonrpc": "2.0", "id": 4, "method": "foo/bar"})
+    protocol.structure_message({"jsonrpc": "2.0", "id": 6, "method": "textDocument/codeAction"})
+    codes = {msg_id: error.code for msg_id, error in sent}  # type: ignore[attr-defined]
+    assert codes == {4: -32601, 6: -32602}
