@@ -541,7 +541,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
-            _emit(diff_text, args.output_file if fmt == "text" else None)
+            if (
+                fmt != "text" and args.output_format
+            ):  # the diff is the output: -o gets it, whatever the format
+                print(
+                    f"npu-lint: warning: --diff prints a unified diff; --output-format {fmt} is not used",
+                    file=sys.stderr,
+                )
+            _emit(diff_text, args.output_file)
             from npu_lint.engine import build_deferred_fixes
 
             if not args.quiet:

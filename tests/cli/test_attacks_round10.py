@@ -161,3 +161,24 @@ def test_a10_58_an_unknown_request_method_is_method_not_found(monkeypatch: pytes
     protocol.structure_message({"jsonrpc": "2.0", "id": 6, "method": "textDocument/codeAction"})
     codes = {msg_id: error.code for msg_id, error in sent}  # type: ignore[attr-defined]
     assert codes == {4: -32601, 6: -32602}
+
+
+# -- A10-60: `--diff --output-format json -o FILE` wrote nothing, silently --------------------------------------
+
+
+def test_a10_60_diff_goes_to_the_output_file_whatever_the_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a format other than text, `--diff` printed the diff on stdout and never created `-o`'s file (no
+    word said). The diff is `--diff`'s output: it goes to `-o`, and the unused format is named once."""
+    root = _tiny_tree(tmp_path / "tree")
+    monkeypatch.chdir(root)
+    out_file = tmp_path / "fixes.out"
+    code = main(
+        ["check", "--diff", "--no-cache", "--output-format", "json", "-o", str(out_file), "veomni/models/m"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out_file.read_text(encoding="utf-8").startswith("--- a/veomni/models/m/mod.py")
+    assert "--- a/" not in out
+    assert "--output-format json is not used" in err
