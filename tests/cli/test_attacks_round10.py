@@ -182,3 +182,18 @@ def test_a10_60_diff_goes_to_the_output_file_whatever_the_format(
     assert out_file.read_text(encoding="utf-8").startswith("--- a/veomni/models/m/mod.py")
     assert "--- a/" not in out
     assert "--output-format json is not used" in err
+
+
+# -- A10-61: a diff header with `..` in it ----------------------------------------------------------------------
+
+
+def test_a10_61_diff_headers_are_normalised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--diff ../models/m/mod.py` from `veomni/models` printed `--- a/../models/m/mod.py`, which `git apply` and
+    `patch` refuse; the header is now the normalised path, `a/m/mod.py`."""
+    root = _tiny_tree(tmp_path / "tree")
+    monkeypatch.chdir(root / "veomni" / "models")
+    main(["check", "--diff", "--no-cache", "../models/m/mod.py"])
+    out = capsys.readouterr().out
+    assert "--- a/m/mod.py\n+++ b/m/mod.py\n" in out
