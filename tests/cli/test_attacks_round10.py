@@ -197,3 +197,30 @@ def test_a10_61_diff_headers_are_normalised(
     main(["check", "--diff", "--no-cache", "../models/m/mod.py"])
     out = capsys.readouterr().out
     assert "--- a/m/mod.py\n+++ b/m/mod.py\n" in out
+
+
+# -- A10-57: `--fix` said "0 remaining" and exited 0 while the specs it created carried findings ----------------
+
+
+def test_a10_57_fix_reports_the_findings_of_the_files_it_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the VeomniOp tree, `--fix --unsafe-fixes` on llama's package creates its NPU spec and said "Found 1 error
+    (1 fixed, 0 remaining)", exit 0, while the next check reports the new spec's NPU505 (not generated yet), exit
+    1: a later pass that changed nothing had its findings dropped. The summary is now a check's."""
+    import corpus
+
+    root = corpus.shared_tree_copy("veomni-op-5d90dd16", tmp_path / "op")
+    package = root / "veomni" / "models_kernel" / "transformers" / "llama"
+    fixed = main(
+        ["check", "--fix", "--unsafe-fixes", "--no-cache", "--output-format", "concise", str(package)]
+    )
+    out = capsys.readouterr().out
+    assert (package / "llama_npu_patch_gen_config.py").is_file()
+    checked = main(["check", "--no-cache", "--output-format", "concise", str(package)])
+    after = capsys.readouterr().out
+    assert checked == 1 and "NPU505" in after
+    assert fixed == 1 and "0 remaining" not in out
+    assert sorted(line for line in out.splitlines() if "NPU5" in line) == sorted(
+        line for line in after.splitlines() if "NPU5" in line
+    )
