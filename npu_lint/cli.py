@@ -541,7 +541,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
         diff_text = "".join(_diff(old, new, path) for path, old, new in tree_fix.changes)
         if args.diff:
-            _emit(diff_text, args.output_file if fmt == "text" else None)
+            if (
+                fmt != "text" and args.output_format
+            ):  # the diff is the output: -o gets it, whatever the format
+                print(
+                    f"npu-lint: warning: --diff prints a unified diff; --output-format {fmt} is not used",
+                    file=sys.stderr,
+                )
+            _emit(diff_text, args.output_file)
             from npu_lint.engine import build_deferred_fixes
 
             if not args.quiet:
@@ -696,11 +703,17 @@ def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) ->
 
 
 def _diff(old: str, new: str, path: str) -> str:
+    # a relative name inside the working directory as the shortest relative path (`../models/m/x.py` run from
+    # `models` is `m/x.py`; `./x.py` is `x.py`): `git apply` and `patch` refuse a header with `..` in it
+    if not os.path.isabs(path):
+        inside = os.path.relpath(os.path.abspath(path))
+        path = inside if not inside.startswith(os.pardir) else os.path.normpath(path)
+    name = _shown(path.lstrip("/"))
     lines = difflib.unified_diff(
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),
-        fromfile=f"a/{_shown(path.lstrip('/'))}" if old else "/dev/null",
-        tofile=f"b/{_shown(path.lstrip('/'))}",
+        fromfile=f"a/{name}" if old else "/dev/null",
+        tofile=f"b/{name}",
     )
     text = "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines

@@ -131,6 +131,43 @@ def _check_diag(d: Any) -> bool:
     )
 
 
+def _pack(diags: list[Diagnostic]) -> dict[str, Any]:
+    """An entry's results with each distinct source line stored once (``lines``; a result names its line by
+    index, ``sl``): thousands of findings on one long line (a minified or generated module) stored the line once
+    per finding, an index of gigabytes for a file of kilobytes, or, past ``MAX_INDEX_BYTES``, no cache at all."""
+    lines: dict[str, int] = {}
+    out = []
+    for diag in diags:
+        data = diag.to_json()
+        text = data.pop("source_line")
+        if text:
+            data["sl"] = lines.setdefault(text, len(lines))
+        out.append(data)
+    return {"diags": out, "lines": list(lines)}
+
+
+def _unpack(entry: dict[str, Any]) -> list[Any] | None:
+    """The results of a ``_pack``ed entry with their source lines (new dicts: the index is written again as
+    read); None when the entry is malformed."""
+    diags, lines = entry.get("diags"), entry.get("lines", [])
+    if (
+        not isinstance(diags, list)
+        or not isinstance(lines, list)
+        or not all(isinstance(t, _STR) for t in lines)
+    ):
+        return None
+    out = []
+    for data in diags:
+        if isinstance(data, dict) and "sl" in data:
+            index = data["sl"]
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(lines):
+                return None
+            data = {k: v for k, v in data.items() if k != "sl"}
+            data["source_line"] = lines[index]
+        out.append(data)
+    return out
+
+
 class Cache:
     """Per-file results keyed by (tool version, effective config, project index, path, content hash)."""
 
@@ -260,7 +297,7 @@ class Cache:
 
     def _entry_diags(self, entry: Any) -> list[Diagnostic] | None:
         """The results of a valid index entry; None (counted) for one that fails the schema."""
-        diags = entry.get("diags") if isinstance(entry, dict) else None
+        diags = _unpack(entry) if isinstance(entry, dict) else None
         if (
             not isinstance(diags, list)
             or not isinstance(entry.get("key"), _STR)
@@ -343,7 +380,7 @@ class Cache:
         self._load_index()["files"][os.path.abspath(path)] = {
             "st": self.stat_key(st),
             "key": key,
-            "diags": [d.to_json() for d in diags],
+            **_pack(diags),
         }
         self._dirty = True
 
@@ -354,7 +391,7 @@ class Cache:
     def put_project(self, key: str, diags: list[Diagnostic]) -> None:
         if self.disabled:
             return
-        self._load_index()["project"] = {key: {"key": key, "diags": [d.to_json() for d in diags]}}
+        self._load_index()["project"] = {key: {"key": key, **_pack(diags)}}
         self._dirty = True
 
     def flush(self) -> None:

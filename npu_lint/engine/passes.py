@@ -17,7 +17,7 @@ from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import decode_source
 from npu_lint.engine.fix import TreeFix, fix_tree
 from npu_lint.engine.pool import ProjectJob, lint_paths
-from npu_lint.engine.write import STAGING_IGNORED, copy_writable, create_new, write_atomic
+from npu_lint.engine.write import copy_writable, create_new, staging_ignore, write_atomic
 from npu_lint.veomni.project import Project
 
 MAX_TREE_PASSES = (
@@ -44,7 +44,7 @@ def fix_until_stable(
     that sit in a directory the last pass changed or created a file in (never a file the user did not name, nor
     one an earlier pass failed to write), at most ``MAX_TREE_PASSES`` passes in all; the passes' counts, created
     files and changes are merged into one ``TreeFix`` (a file changed twice keeps its first text as the old
-    one). A pass that fixes nothing leaves the first report as it was."""
+    one). The findings reported are those of the last pass on the files it re-linted (a check of the result)."""
     from npu_lint.core.discovery import discover
     from npu_lint.veomni.project import load_project
 
@@ -69,12 +69,14 @@ def fix_until_stable(
             diagnostics.extend(res.diagnostics)
         diagnostics.extend(job.diagnostics)
         last = fix_tree(diagnostics, codes, settings, project, unsafe=unsafe, write=True)
-        if not last.changes:
-            break  # nothing more to do: the first pass's findings stand (same run, same report)
         kept = {os.path.abspath(f) for f in files}  # the earlier findings on files this pass did not re-lint
         earlier = [d for d in total.remaining if os.path.abspath(d.path) not in kept]
         last.remaining = [*earlier, *last.remaining]
+        # a pass that changes nothing still reports what it found on the files it re-linted: a created NPU spec
+        # carries findings of its own (not generated yet), and the summary and exit code are a check's
         total = merge_fixes(total, last)
+        if not last.changes:
+            break
     return total
 
 
@@ -123,10 +125,11 @@ def staged_passes(
         return os.path.join(stage, os.path.relpath(os.path.realpath(path), tree))
 
     try:
-        ignored = shutil.ignore_patterns(*STAGING_IGNORED)
-        shutil.copytree(package, stage / "veomni", symlinks=True, ignore=ignored, copy_function=copy_writable)
+        shutil.copytree(
+            package, stage / "veomni", symlinks=True, ignore=staging_ignore, copy_function=copy_writable
+        )
         for entry in os.scandir(tree):
-            if entry.is_file(follow_symlinks=False) and not ignored(tree, [entry.name]):
+            if entry.is_file(follow_symlinks=False) and not staging_ignore(tree, [entry.name]):
                 copy_writable(entry.path, str(stage / entry.name))
         for path, old, new in first.changes:
             if old:

@@ -47,6 +47,24 @@ STAGING_IGNORED = (
     "*.pth",
     "*.ckpt",
 )
+_STAGING_PATTERNS = shutil.ignore_patterns(*STAGING_IGNORED)
+
+
+def staging_ignore(directory: str, names: list[str]) -> set[str]:
+    """``shutil.copytree``'s ``ignore`` for a staging copy: the ``STAGING_IGNORED`` patterns, and every entry that
+    is neither a regular file, a directory nor a symbolic link (a FIFO, a socket or a device: a training job's
+    named pipe beside the code must not stop ``--diff`` or ``migrate``; copying one fails or blocks)."""
+    skipped = set(_STAGING_PATTERNS(directory, names))
+    for name in names:
+        if name in skipped:
+            continue
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            continue  # gone meanwhile: copytree reports it as before
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skipped.add(name)
+    return skipped
 
 
 def copy_writable(src: str, dst: str) -> str:

@@ -20,15 +20,21 @@ from npu_lint.core.source import SourceFile
 SOURCE = "npu-lint"
 
 
+def _units(codec: PositionCodec, text: str) -> int:
+    """``codec.client_num_units(text)``; ASCII text is one unit per character in every encoding, counted without
+    the codec's per-character loop (a long line with thousands of findings made publishing quadratic)."""
+    return len(text) if text.isascii() else codec.client_num_units(text)
+
+
 def client_position(src: SourceFile, codec: PositionCodec, line: int, col: int) -> types.Position:
     """LSP position of (1-based line, code point column)."""
     lines = src.lines
     if line > len(lines):
         last = lines[-1] if lines else ""
-        return types.Position(line=max(0, len(lines) - 1), character=codec.client_num_units(last))
+        return types.Position(line=max(0, len(lines) - 1), character=_units(codec, last))
     text = lines[line - 1]
     col = max(0, min(col, len(text)))
-    return types.Position(line=line - 1, character=codec.client_num_units(text[:col]))
+    return types.Position(line=line - 1, character=_units(codec, text[:col]))
 
 
 def client_position_of_offset(src: SourceFile, codec: PositionCodec, offset: int) -> types.Position:
@@ -42,6 +48,8 @@ def offset_of_client_position(src: SourceFile, codec: PositionCodec, position: t
     if position.line >= len(lines):
         return len(src.text)
     text = lines[position.line]
+    if text.isascii():
+        return src.line_starts[position.line] + max(0, min(position.character, len(text)))
     units = 0
     col = 0
     for char in text:

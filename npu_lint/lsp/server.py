@@ -26,7 +26,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
@@ -270,12 +275,23 @@ class NpuLintProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def _known_method(self, method: Any) -> bool:
+        if not isinstance(method, str):
+            return False
+        served = method in self.fm.features or method in self.fm.builtin_features
+        return served or method in types.METHOD_TO_TYPES
+
     def structure_message(self, data: Any) -> Any:
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
             if isinstance(data, dict) and "id" in data and "method" in data:
-                logger.warning("rejected %s request %r: %s", data.get("method"), data.get("id"), exc.message)
+                method = data.get("method")
+                if isinstance(exc, JsonRpcInternalError) and not self._known_method(method):
+                    # a request of a method nobody serves, sent without `params` (optional in JSON-RPC): pygls
+                    # fails to read it and answered InternalError; the answer is MethodNotFound
+                    exc = JsonRpcMethodNotFound(f"method not found: {method}")
+                logger.warning("rejected %s request %r: %s", method, data.get("id"), exc.message)
                 self._send_response(data["id"], error=exc.to_response_error())
                 return _Rejected()
             if isinstance(data, dict) and "method" in data:

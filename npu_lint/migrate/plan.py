@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from npu_lint.core.safeio import read_regular
-from npu_lint.engine.write import STAGING_IGNORED, copy_writable
+from npu_lint.engine.write import copy_writable, staging_ignore
 from npu_lint.veomni.layout import find_veomni_root
 
 _MAX_FILE = 8 * 1024 * 1024
@@ -207,7 +207,7 @@ def make_stage(real_root: Path) -> Path:
         real_root,
         stage,
         symlinks=True,
-        ignore=shutil.ignore_patterns(*STAGING_IGNORED),
+        ignore=staging_ignore,
         copy_function=copy_writable,
     )
     return stage

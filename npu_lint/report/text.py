@@ -23,6 +23,8 @@ from npu_lint.report import RenderContext, fix_is_applicable
 
 TAB_WIDTH = 4
 MAX_FIX_PREVIEW_LINES = 12
+MAX_EXCERPT_CHARS = 240  # of a source line shown in an excerpt or a fix preview
+EXCERPT_CONTEXT = 60  # characters shown before the finding's column when the line is cut
 
 
 class _Style:
@@ -95,6 +97,24 @@ def _expand(line: str) -> tuple[str, list[int]]:
     return "".join(out), cols
 
 
+def _window(line: str, start: int, end: int) -> tuple[str, int, int]:
+    """At most ``MAX_EXCERPT_CHARS`` of ``line`` around ``start``, elided with ``…`` on either side, and the span
+    in it: a minified or generated line of megabytes with thousands of findings was printed whole for each (output
+    and memory grew with findings x line length)."""
+    if len(line) <= MAX_EXCERPT_CHARS:
+        return line, start, end
+    first = max(0, min(start - EXCERPT_CONTEXT, len(line) - MAX_EXCERPT_CHARS))
+    last = first + MAX_EXCERPT_CHARS
+    head = "…" if first else ""
+    tail = "…" if last < len(line) else ""
+    shift = len(head) - first
+    return head + line[first:last] + tail, start + shift, min(end, last) + shift
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_EXCERPT_CHARS else text[:MAX_EXCERPT_CHARS] + "…"
+
+
 def _header(d: Diagnostic, ctx: RenderContext, style: _Style) -> str:
     path = ctx.display_path(d.path)
     location = f"{style.bold(path)}{style.dim(':')}{d.line}{style.dim(':')}{d.col + 1}{style.dim(':')}"
@@ -113,12 +133,13 @@ def _excerpt(d: Diagnostic, ctx: RenderContext, style: _Style, gutter_width: int
     source = ctx.line_text(d, d.line)  # ``source_line``, or the line read from the file
     if source is None:
         return []
-    shown, cols = _expand(source)
     start = min(max(d.col, 0), len(source))
     if d.end_line == d.line:
         end = min(max(d.end_col, start), len(source))
     else:  # multi-line range: underline to the end of the first line
         end = len(source)
+    source, start, end = _window(source, start, end)
+    shown, cols = _expand(source)
     width = cols[end] - cols[start]
     underline = " " * cols[start] + "^" * max(width, 1)
     pad = " " * gutter_width
@@ -158,9 +179,11 @@ def _fix_preview(fix: Fix, d: Diagnostic, ctx: RenderContext, style: _Style, gut
     lines: list[str] = []
     pad = " " * gutter_width
     for i, text in enumerate(old_lines[:MAX_FIX_PREVIEW_LINES]):
-        lines.append(style.gutter(f"{str(first_row + i).rjust(gutter_width)} ") + style.removed(f"- {text}"))
+        lines.append(
+            style.gutter(f"{str(first_row + i).rjust(gutter_width)} ") + style.removed(f"- {_clip(text)}")
+        )
     for text in new_lines[:MAX_FIX_PREVIEW_LINES]:
-        lines.append(style.gutter(f"{pad} ") + style.added(f"+ {text}"))
+        lines.append(style.gutter(f"{pad} ") + style.added(f"+ {_clip(text)}"))
     if len(old_lines) > MAX_FIX_PREVIEW_LINES or len(new_lines) > MAX_FIX_PREVIEW_LINES:
         lines.append(style.gutter(f"{pad} ") + style.dim("  ..."))
     return lines
