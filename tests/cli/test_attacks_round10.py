@@ -28,7 +28,6 @@ def _tiny_tree(root: Path) -> Path:
 # -- A10-03/A10-06: a FIFO or a socket inside the tree stopped `--diff` and `migrate` ---------------------------
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_a10_03_a_fifo_in_the_tree_does_not_stop_diff(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
