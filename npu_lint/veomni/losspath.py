@@ -1,0 +1,538 @@
+"""The loss-path arithmetic model: what a loss value is made of, read statically from one function.
+
+Three contracts a training loss must keep, whatever file it is written in:
+
+* **Preference objectives** (DPO / IPO and their implicit rewards). Every log-probability quantity has a *model*
+  (the trained policy or the frozen reference) and a *side* (the chosen or the rejected answer). The objective is
+  built from signed differences that always run the same way: chosen minus rejected, policy minus reference
+  (``(pi_c - pi_r) - (ref_c - ref_r)``; rewards ``beta * (pi - ref)``). A temperature parameter (``beta``) scales
+  every margin the loss reads; a label-smoothed logistic loss pairs ``logsigmoid(m)`` with ``logsigmoid(-m)``.
+  `preference_role`, `signed_difference_faults`, `unscaled_margins`, `smoothing_faults` and
+  `role_binding_faults` read these from a function.
+* **Role-masked labels** (chat templates). A message's tokens are training targets only for the assistant role
+  unless the data says otherwise: a default supervision flag is 0 for a user/system/tool turn and 1 for an
+  assistant turn, and the unsupervised branch of a label builder appends ``IGNORE_INDEX``, never token ids.
+  `supervision_default_faults` and `unmasked_branch_faults` read these.
+* **Per-token means** (trainer post-forward): a loss handed on as ``outputs.loss`` is the per-token mean over the
+  valid tokens; the step's weighting multiplies it by the token count again. `unnormalised_losses` reads a
+  cross-entropy taken with ``reduction="sum"`` / ``"none"`` and handed on without a division by a count.
+
+Everything here is stdlib ``ast`` on one function; the rules in ``rules/semantics`` ask it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Preference objectives
+
+_POLICY = re.compile(r"(?:^|_)(?:policy|pi|actor|model|cur|current)(?:_|$)")
+_REFERENCE = re.compile(r"(?:^|_)(?:ref|reference|refer|old|base)(?:_|$)")
+_CHOSEN = re.compile(r"(?:^|_)(?:chosen|win|winner|preferred|pos|positive)(?:_|$)")
+_REJECTED = re.compile(r"(?:^|_)(?:rejected|lose|loser|dispreferred|neg|negative)(?:_|$)")
+# A quantity of a preference objective: a log-probability, a log-ratio, a reward.
+_VALUE = re.compile(r"log_?p|logprob|log_prob|logratio|log_ratio|reward|logit")
+_RATIO = re.compile(r"logratio|log_ratio")
+TEMPERATURES = frozenset({"beta"})
+_LOGISTIC = frozenset({"logsigmoid", "log_sigmoid", "sigmoid"})
+
+
+@dataclass(frozen=True)
+class Role:
+    model: str | None  # "policy" / "reference" / None
+    side: str | None  # "chosen" / "rejected" / None
+    ratio: bool  # a chosen-minus-rejected log-ratio
+
+    @property
+    def full(self) -> bool:
+        return self.model is not None and self.side is not None
+
+
+def _leaf_name(node: ast.AST) -> str | None:
+    """`x`, `self.x`, `out.x`, `x.detach()`, `x[0]`, `x.float()` -> "x"."""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
+            node = node.func.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            break
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def preference_role(name: str) -> Role | None:
+    """The role a name gives a preference quantity, or None when it names none."""
+    low = name.lower()
+    if not _VALUE.search(low):
+        return None
+    model = "reference" if _REFERENCE.search(low) else "policy" if _POLICY.search(low) else None
+    chosen, rejected = bool(_CHOSEN.search(low)), bool(_REJECTED.search(low))
+    side = "chosen" if chosen and not rejected else "rejected" if rejected and not chosen else None
+    ratio = bool(_RATIO.search(low)) and side is None
+    if model is None and side is None:
+        return None
+    if model is None and low.startswith("pi_"):
+        model = "policy"
+    return Role(model, side, ratio)
+
+
+def _role_of(node: ast.AST) -> Role | None:
+    name = _leaf_name(node)
+    return preference_role(name) if name else None
+
+
+def _negated_parents(func: ast.AST) -> set[int]:
+    """Ids of the subtractions written under a unary minus (`-(b - a)` is `a - b` on purpose)."""
+    out: set[int] = set()
+    for n in ast.walk(func):
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            inner = n.operand
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
+                out.add(id(inner))
+    return out
+
+
+def signed_difference_faults(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
+    """Subtractions of two preference quantities written the wrong way round, with what the right way is."""
+    negated = _negated_parents(func)
+    for n in ast.walk(func):
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)) or id(n) in negated:
+            continue
+        left, right = _role_of(n.left), _role_of(n.right)
+        if left is None or right is None:
+            continue
+        if left.model == right.model and {left.side, right.side} == {"chosen", "rejected"}:
+            if left.side == "rejected":
+                yield n, "chosen minus rejected"
+        elif left.side == right.side and {left.model, right.model} == {"policy", "reference"}:
+            if left.model == "reference":
+                yield n, "policy minus reference"
+
+
+def _reads(node: ast.AST) -> set[str]:
+    return {x.id for x in ast.walk(node) if isinstance(x, ast.Name)}
+
+
+def _assignments(func: ast.AST) -> list[tuple[str, ast.AST]]:
+    out: list[tuple[str, ast.AST]] = []
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            out.append((n.targets[0].id, n.value))
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.append((n.target.id, n.value))
+    return out
+
+
+def _tainted(func: ast.AST, seeds: set[str]) -> set[str]:
+    """The locals whose value reads one of ``seeds`` (transitively, in any order of assignment)."""
+    out = set(seeds)
+    pairs = [(name, _reads(value)) for name, value in _assignments(func)]
+    changed = True
+    while changed:
+        changed = False
+        for name, reads in pairs:
+            if name not in out and reads & out:
+                out.add(name)
+                changed = True
+    return out
+
+
+def temperature_of(func: ast.AST) -> str | None:
+    """The temperature parameter of a preference loss function (`beta`), else None."""
+    if not isinstance(func, _FUNCS):
+        return None
+    args = func.args
+    for a in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if a.arg in TEMPERATURES:
+            return a.arg
+    return None
+
+
+def _margins(func: ast.AST) -> set[str]:
+    """Locals built from a difference of preference quantities (the margin `logits = pi_lr - ref_lr`)."""
+    seeds: set[str] = set()
+    for name, value in _assignments(func):
+        if preference_role(name) is not None and preference_role(name).ratio:  # type: ignore[union-attr]
+            seeds.add(name)
+            continue
+        for n in ast.walk(value):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub):
+                if _role_of(n.left) is not None and _role_of(n.right) is not None:
+                    seeds.add(name)
+                    break
+    # the margin itself, not the rewards: names that carry a role are quantities of their own
+    return {name for name in _tainted(func, seeds) if preference_role(name) is None or name in seeds}
+
+
+def _is_logistic(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in _LOGISTIC
+
+
+def unscaled_margins(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Where a preference loss with a temperature reads its margin without it: a logistic term, a squared term,
+    an implicit reward. Yields (node, what)."""
+    beta = temperature_of(func)
+    if beta is None:
+        return
+    margins = _margins(func)
+    scaled = _tainted(func, {beta})
+    if not margins:
+        return
+    for n in ast.walk(func):
+        if _is_logistic(n) and n.args:  # type: ignore[attr-defined]
+            arg = n.args[0]  # type: ignore[attr-defined]
+            reads = _reads(arg)
+            if reads & margins and not reads & scaled:
+                yield n, f"`{ast.unparse(n)}` reads the margin without the temperature `{beta}`"
+    loss_names = {name for name, _ in _assignments(func) if "loss" in name.lower()}
+    for name, value in _assignments(func):
+        if name not in loss_names or any(_is_logistic(x) for x in ast.walk(value)):
+            continue
+        for sq in ast.walk(value):
+            if isinstance(sq, ast.BinOp) and isinstance(sq.op, ast.Pow):
+                reads = _reads(sq.left)
+                if reads & margins and not reads & scaled:
+                    yield sq, f"the squared term `{ast.unparse(sq)}` has no temperature `{beta}` in it"
+    rewards = [(name, value) for name, value in _assignments(func) if "reward" in name.lower()]
+    if any(_reads(v) & scaled for _, v in rewards):
+        for name, value in rewards:
+            roles = [x for x in ast.walk(value) if isinstance(x, ast.Name) and preference_role(x.id) is not None]
+            if roles and not _reads(value) & scaled:
+                yield value, f"`{name}` is not scaled by `{beta}`, while the other rewards are"
+
+
+def _logistic_sign(arg: ast.AST) -> tuple[bool, frozenset[str]]:
+    """(negated, names) of a logistic term's argument: `-beta * m` -> (True, {beta, m})."""
+    minus = sum(1 for n in ast.walk(arg) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub))
+    return minus % 2 == 1, frozenset(_reads(arg))
+
+
+def smoothing_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A label-smoothed logistic loss whose two terms read the same margin with the same sign."""
+    if temperature_of(func) is None:
+        return
+    margins = _margins(func)
+    for name, value in _assignments(func):
+        if "loss" not in name.lower():
+            continue
+        terms = [n for n in ast.walk(value) if _is_logistic(n) and n.args]  # type: ignore[attr-defined]
+        if len(terms) != 2 or not any("smooth" in r for r in _reads(value)):
+            continue
+        signs = [_logistic_sign(t.args[0]) for t in terms]  # type: ignore[attr-defined]
+        if signs[0][1] == signs[1][1] and signs[0][1] & margins and signs[0][0] == signs[1][0]:
+            yield terms[1], "both logistic terms read the margin with the same sign"
+
+
+def role_binding_faults(call: ast.Call, params: list[str]) -> Iterator[tuple[ast.AST, str, str]]:
+    """Positional arguments whose preference role differs from the parameter they bind. Yields
+    (argument, argument name, parameter name)."""
+    for arg, param in zip(call.args, params):
+        a, p = _role_of(arg), preference_role(param)
+        if a is None or p is None or not (a.full and p.full):
+            continue
+        if (a.model, a.side) != (p.model, p.side):
+            yield arg, ast.unparse(arg), param
+    for kw in call.keywords:
+        if kw.arg is None:
+            continue
+        a, p = _role_of(kw.value), preference_role(kw.arg)
+        if a is not None and p is not None and a.full and p.full and (a.model, a.side) != (p.model, p.side):
+            yield kw.value, ast.unparse(kw.value), kw.arg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Role-masked labels
+
+_ROLES = ("assistant", "user", "system", "tool")
+_FLAG = re.compile(r"loss_mask|supervis|train_on|is_target")
+
+
+def _eval_role(node: ast.AST, role: str, role_reads: set[str]) -> object:
+    """Evaluate a supervision expression for one role, or raise ValueError when it cannot be read."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.IfExp):
+        return _eval_role(node.body if _eval_role(node.test, role, role_reads) else node.orelse, role, role_reads)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "bool"):
+        if len(node.args) == 1:
+            v = _eval_role(node.args[0], role, role_reads)
+            return int(v) if node.func.id == "int" else bool(v)  # type: ignore[call-overload]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _eval_role(node.operand, role, role_reads)
+    if isinstance(node, ast.BoolOp):
+        vals = [_eval_role(v, role, role_reads) for v in node.values]
+        return all(vals) if isinstance(node.op, ast.And) else any(vals)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = node.left, node.comparators[0]
+        if _is_role(right, role_reads) and not _is_role(left, role_reads):
+            left, right = right, left
+        if _is_role(left, role_reads):
+            op = node.ops[0]
+            if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant):
+                eq = role == right.value
+                return eq if isinstance(op, ast.Eq) else not eq
+            if isinstance(op, (ast.In, ast.NotIn)):
+                if isinstance(right, (ast.Tuple, ast.List, ast.Set)) and all(
+                    isinstance(e, ast.Constant) for e in right.elts
+                ):
+                    inside = role in [e.value for e in right.elts]  # type: ignore[attr-defined]
+                elif isinstance(right, ast.Constant) and isinstance(right.value, str):
+                    inside = role in right.value
+                else:
+                    raise ValueError
+                return inside if isinstance(op, ast.In) else not inside
+        if isinstance(node.ops[0], (ast.In, ast.NotIn)) and isinstance(left, ast.Constant) and _is_role(
+            right, role_reads
+        ):
+            inside = left.value in role
+            return inside if isinstance(node.ops[0], ast.In) else not inside
+    raise ValueError
+
+
+def _is_role(node: ast.AST, role_reads: set[str]) -> bool:
+    """`role`, `message["role"]`, `msg.get("role")`, `message.role`."""
+    if isinstance(node, ast.Name):
+        return node.id in role_reads
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value == "role"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "role"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "role"
+    return False
+
+
+def _role_locals(func: ast.AST) -> set[str]:
+    out = {"role"}
+    for name, value in _assignments(func):
+        if _is_role(value, set()):
+            out.add(name)
+    return out
+
+
+def _reads_role(node: ast.AST, role_reads: set[str]) -> bool:
+    return any(_is_role(n, role_reads) for n in ast.walk(node))
+
+
+def _role_default_fault(expr: ast.AST, role_reads: set[str]) -> str | None:
+    """Why a default supervision flag supervises a prompt turn, or None when it is right or unreadable."""
+    try:
+        values = {role: _eval_role(expr, role, role_reads) for role in _ROLES}
+    except (ValueError, TypeError):
+        return None
+    if not values["assistant"]:
+        return None  # masks the assistant too: another contract (pretraining templates label nothing here)
+    wrong = [role for role in ("user", "system", "tool") if values[role]]
+    if wrong:
+        return f"it is {values[wrong[0]]!r} for a `{wrong[0]}` turn"
+    return None
+
+
+def supervision_default_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Default supervision flags of a message that mark a prompt (user/system/tool) turn as a target."""
+    role_reads = _role_locals(func)
+    for n in ast.walk(func):
+        expr: ast.AST | None = None
+        # message.get("loss_mask", DEFAULT)
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("get", "setdefault")
+            and len(n.args) == 2
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+            and _FLAG.search(n.args[0].value)
+        ):
+            expr = n.args[1]
+        # {"role": role, "loss_mask": EXPR} / loss_mask = EXPR (reading the role)
+        elif isinstance(n, ast.Dict):
+            for k, v in zip(n.keys, n.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and _FLAG.search(k.value):
+                    if any(isinstance(kk, ast.Constant) and kk.value == "role" for kk in n.keys):
+                        expr = v
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            if _FLAG.search(n.targets[0].id) and _reads_role(n.value, role_reads):
+                expr = n.value
+        if expr is None:
+            continue
+        if not (isinstance(expr, ast.Constant) or _reads_role(expr, role_reads)):
+            continue
+        fault = _role_default_fault(expr, role_reads)
+        if fault is not None:
+            yield expr, fault
+
+
+def _label_targets(stmt: ast.stmt) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(label list, appended value) of `labels += V`, `labels.extend(V)`, `labels.append(V)`."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and _is_labels(n.target):
+            yield n.target, n.value
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("extend", "append")
+            and _is_labels(n.func.value)
+            and n.args
+        ):
+            yield n.func.value, n.args[0]
+
+
+def _is_labels(node: ast.AST) -> bool:
+    name = _leaf_name(node)
+    return name is not None and name.lower() in ("labels", "label_ids", "target_ids", "targets")
+
+
+def _masked_value(node: ast.AST) -> bool:
+    """Whether an appended label value is built from the ignore index (or is empty)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and "ignore" in n.id.lower():
+            return True
+        if isinstance(n, ast.Attribute) and "ignore" in n.attr.lower():
+            return True
+        if isinstance(n, ast.Constant) and n.value == -100:
+            return True
+    return False
+
+
+def _flag_test(test: ast.AST, role_reads: set[str]) -> bool | None:
+    """True when `test` is truthy for a supervised turn, False when truthy for an unsupervised one, None when it
+    tests neither a supervision flag nor the role."""
+    node = test
+    flip = False
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        flip, node = not flip, node.operand
+    reads_flag = any(
+        (isinstance(x, ast.Name) and _FLAG.search(x.id))
+        or (isinstance(x, ast.Constant) and isinstance(x.value, str) and _FLAG.search(x.value))
+        for x in ast.walk(node)
+    )
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant):
+        const = node.comparators[0].value
+        if reads_flag and const in (0, 1) and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            positive = (const == 1) == isinstance(node.ops[0], ast.Eq)
+            return positive != flip
+        if _is_role(node.left, role_reads) and const == "assistant" and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            return isinstance(node.ops[0], ast.Eq) != flip
+    if reads_flag and isinstance(node, (ast.Name, ast.Subscript)):
+        return not flip
+    return None
+
+
+def unmasked_branch_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """The unsupervised branch of a message's label builder appends token ids instead of the ignore index."""
+    role_reads = _role_locals(func)
+    for n in ast.walk(func):
+        if not isinstance(n, ast.If) or not n.orelse:
+            continue
+        positive = _flag_test(n.test, role_reads)
+        if positive is None:
+            continue
+        body, orelse = (n.body, n.orelse) if positive else (n.orelse, n.body)
+        sup = [v for s in body for _, v in _label_targets(s)]
+        unsup = [v for s in orelse for _, v in _label_targets(s)]
+        if not sup or not unsup:
+            continue
+        if any(_masked_value(v) for v in sup + unsup) and not any(_masked_value(v) for v in unsup):
+            yield unsup[0], ast.unparse(unsup[0])
+        elif not any(_masked_value(v) for v in unsup) and {ast.unparse(v) for v in unsup} <= {
+            ast.unparse(v) for v in sup
+        }:
+            yield unsup[0], ast.unparse(unsup[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-token means
+
+
+def _reduction(call: ast.Call) -> str | None:
+    for kw in call.keywords:
+        if kw.arg == "reduction" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            return kw.value.value
+    return None
+
+
+def _is_ce(call: ast.AST) -> bool:
+    if not isinstance(call, ast.Call):
+        return False
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in ("cross_entropy", "nll_loss")
+
+
+def _divided(expr: ast.AST, call: ast.AST) -> bool:
+    """Whether ``call`` sits under a division (or a `.mean()`) inside ``expr``."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+            if any(x is call for x in ast.walk(n.left)):
+                return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "mean":
+            if any(x is call for x in ast.walk(n.func.value)):
+                return True
+    return False
+
+
+def hands_on_loss(func: ast.AST) -> set[str]:
+    """The locals a function hands on as the step's loss: `outputs.loss = X`, `return X` of a `loss` name."""
+    out: set[str] = set()
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            t = n.targets[0]
+            if isinstance(t, ast.Attribute) and t.attr == "loss" and isinstance(n.value, ast.Name):
+                out.add(n.value.id)
+    return out
+
+
+def unnormalised_losses(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
+    """Cross-entropies taken as a token sum (``reduction="sum"`` / ``"none"`` then summed) and handed on as the
+    step's loss with no division by a count. Yields (call, reduction)."""
+    handed = hands_on_loss(func)
+    if not handed:
+        return
+    divided_later: set[str] = set()
+    for name, value in _assignments(func):
+        if name in handed and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Div):
+            if name in _reads(value.left):
+                divided_later.add(name)
+    for name, value in _assignments(func):
+        if name not in handed or name in divided_later:
+            continue
+        for call in ast.walk(value):
+            if not _is_ce(call):
+                continue
+            red = _reduction(call)  # type: ignore[arg-type]
+            if red in ("sum", "none") and not _divided(value, call):
+                yield call, red  # type: ignore[misc]
+
+
+def numel_denominators(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
+    """A cross-entropy taken with ``ignore_index`` and ``reduction="sum"`` divided by every label position."""
+    for n in ast.walk(func):
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)):
+            continue
+        ce = next((c for c in ast.walk(n.left) if _is_ce(c) and _reduction(c) == "sum"), None)  # type: ignore[arg-type]
+        if ce is None or not any(kw.arg == "ignore_index" for kw in ce.keywords):  # type: ignore[attr-defined]
+            continue
+        for x in ast.walk(n.right):
+            if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr in ("numel", "size"):
+                yield n, ast.unparse(n.right)
+                break
+            if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len":
+                yield n, ast.unparse(n.right)
+                break
+            if isinstance(x, ast.Attribute) and x.attr == "shape":
+                yield n, ast.unparse(n.right)
+                break
