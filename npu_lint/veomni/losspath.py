@@ -536,3 +536,132 @@ def numel_denominators(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
             if isinstance(x, ast.Attribute) and x.attr == "shape":
                 yield n, ast.unparse(n.right)
                 break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Heads a spec's replacement serves
+
+_HEAD_WORDS = (
+    ("causal", ("forcausallm", "causallm", "causal_lm")),
+    ("seq_cls", ("forsequenceclassification", "sequenceclassification", "seq_cls", "seqcls")),
+    ("token_cls", ("fortokenclassification", "tokenclassification", "token_cls", "tokencls")),
+    ("cond_gen", ("forconditionalgeneration", "conditionalgeneration", "cond_gen")),
+)
+
+
+def head_of_name(name: str) -> str | None:
+    """The model head a class, target or replacement name is written for (causal / seq_cls / token_cls /
+    cond_gen), or None."""
+    low = name.lower()
+    found = {head for head, words in _HEAD_WORDS if any(w in low for w in words)}
+    return found.pop() if len(found) == 1 else None
+
+
+def method_of_name(name: str) -> str | None:
+    """`..._init_patched` -> "__init__", `..._forward_patched` -> "forward", else None."""
+    low = name.lower()
+    has_init = re.search(r"(?:^|_)init(?:_|$)", low) is not None
+    has_fwd = "forward" in low
+    if has_init != has_fwd:
+        return "__init__" if has_init else "forward"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Counts reduced over ranks
+
+COUNT_WORDS = ("token", "count", "num_items", "num_valid", "_len", "denom")
+_REDUCERS = frozenset({"all_reduce", "all_reduce_tensor", "reduce_across_ranks"})
+
+
+def _counting(name: str) -> bool:
+    low = name.lower()
+    return any(w in low for w in COUNT_WORDS)
+
+
+def _comprehension_sources(func: ast.AST) -> dict[str, ast.AST]:
+    """Comprehension / loop targets -> the iterable they come from (`for k, v in counts.items()`)."""
+    out: dict[str, ast.AST] = {}
+    for n in ast.walk(func):
+        if isinstance(n, (ast.comprehension, ast.For)):
+            for t in ast.walk(n.target):
+                if isinstance(t, ast.Name):
+                    out[t.id] = n.iter
+    return out
+
+
+def reduction_op(call: ast.Call, helper_mean: bool) -> str | None:
+    """The reduction of an all-reduce call: `op=` (a string or `ReduceOp.X`), its second positional argument, else
+    the default (SUM for `torch.distributed.all_reduce`, "mean" for VeOmni's helper when ``helper_mean``)."""
+    op_node = next((kw.value for kw in call.keywords if kw.arg == "op"), None)
+    if op_node is None and len(call.args) > 1 and isinstance(call.func, ast.Name):
+        op_node = call.args[1]
+    if op_node is not None:
+        if isinstance(op_node, ast.Constant) and isinstance(op_node.value, str):
+            return op_node.value.lower()
+        if isinstance(op_node, ast.Attribute):
+            return op_node.attr.lower()
+        return None
+    if isinstance(call.func, ast.Attribute):
+        return "sum"
+    return "mean" if helper_mean else None
+
+
+def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[ast.Call, str, str]]:
+    """All-reduces of a token count whose result is used in place (a comprehension, a return, an argument: not a
+    plain assignment, which NPU421 follows to its division) with a reduction other than a sum.
+    Yields (call, count text, op)."""
+    plain: set[int] = set()
+    for n in ast.walk(func):
+        if isinstance(n, (ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign)) and isinstance(n.value, ast.Call):
+            plain.add(id(n.value))
+    sources = _comprehension_sources(func)
+    fname = getattr(func, "name", "")
+    for n in ast.walk(func):
+        if not isinstance(n, ast.Call) or id(n) in plain or not n.args:
+            continue
+        f = n.func
+        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if callee not in _REDUCERS:
+            continue
+        arg = n.args[0]
+        names = _reads(arg)
+        counted = any(_counting(x) for x in names) or any(
+            x in sources and any(_counting(y) for y in _reads(sources[x])) for x in names
+        )
+        if not counted and not (_counting(fname) and isinstance(arg, (ast.Name, ast.Call))):
+            continue
+        op = reduction_op(n, helper_mean)
+        if op is not None and op not in ("sum", "reduceop.sum"):
+            yield n, ast.unparse(arg), op
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Config fields an __init__ binds
+
+
+def config_bindings(func: ast.AST) -> dict[str, tuple[str, ast.AST]]:
+    """`self.X = config.Y` (or `getattr(config, "Y")`) in a function: X -> (Y, the value node)."""
+    out: dict[str, tuple[str, ast.AST]] = {}
+    for n in ast.walk(func):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1):
+            continue
+        t, v = n.targets[0], n.value
+        if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
+            continue
+        field_name = None
+        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "config":
+            field_name = v.attr
+        elif (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Name)
+            and v.func.id == "getattr"
+            and len(v.args) == 2
+            and isinstance(v.args[0], ast.Name)
+            and v.args[0].id == "config"
+            and isinstance(v.args[1], ast.Constant)
+        ):
+            field_name = str(v.args[1].value)
+        if field_name is not None:
+            out.setdefault(t.attr, (field_name, v))
+    return out
