@@ -665,3 +665,99 @@ def config_bindings(func: ast.AST) -> dict[str, tuple[str, ast.AST]]:
         if field_name is not None:
             out.setdefault(t.attr, (field_name, v))
     return out
+
+
+def _encodes_header(value: ast.AST, role_reads: set[str]) -> bool:
+    """`tokenizer.encode("<|im_start|>" + message["role"] + "\\n", ...)`: an encoding of a role header alone."""
+    if not (isinstance(value, ast.Call) and value.args):
+        return False
+    f = value.func
+    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if callee not in ("encode", "tokenize", "convert_tokens_to_ids", "apply_chat_template"):
+        return False
+    text = value.args[0]
+    reads = _reads(text)
+    return _reads_role(text, role_reads) and not any("content" in r or "text" in r for r in reads) and not any(
+        isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "content"
+        for n in ast.walk(text)
+    )
+
+
+def supervised_header_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """The supervised branch labels a message's ids whole, header included: the ids were built from an encoding
+    of the role header alone and then extended with the content, and the labels take them unsliced."""
+    role_reads = _role_locals(func)
+    headers: set[str] = set()
+    extended: set[str] = set()
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            if _encodes_header(n.value, role_reads):
+                headers.add(n.targets[0].id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+            extended.add(n.target.id)
+    headers &= extended
+    if not headers:
+        return
+    for n in ast.walk(func):
+        if not isinstance(n, ast.If):
+            continue
+        positive = _flag_test(n.test, role_reads)
+        if positive is None:
+            continue
+        body = n.body if positive else n.orelse
+        for stmt in body:
+            for _, value in _label_targets(stmt):
+                if isinstance(value, ast.Name) and value.id in headers:
+                    yield value, value.id
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Custom autograd functions: what the forward keeps for the backward
+
+
+def _ctx_name(func: ast.AST) -> str | None:
+    args = getattr(func, "args", None)
+    if args is None or not args.args:
+        return None
+    return args.args[0].arg
+
+
+def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
+    """In an autograd Function, values the forward keeps for the backward (`ctx.x = ...`, `ctx.save_for_backward(a,
+    b)`) that the backward never reads: unpacked from `ctx.saved_tensors` and dropped, or a `ctx` attribute never
+    read. Yields (the backward's unpacking target or the forward's assignment, the name)."""
+    methods = {f.name: f for f in cls.body if isinstance(f, _FUNCS)}
+    fwd, bwd = methods.get("forward"), methods.get("backward")
+    if fwd is None or bwd is None:
+        return
+    fctx, bctx = _ctx_name(fwd), _ctx_name(bwd)
+    if fctx is None or bctx is None:
+        return
+    bwd_attrs = {
+        n.attr
+        for n in ast.walk(bwd)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == bctx
+    }
+    loads = {n.id for n in ast.walk(bwd) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # ctx attributes set in forward, never read in backward
+    for n in ast.walk(fwd):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == fctx
+                    and t.attr not in bwd_attrs
+                    and not t.attr.startswith(("needs_", "mark_", "set_"))
+                ):
+                    yield n, f"{fctx}.{t.attr}"
+    # saved tensors unpacked in backward, never read
+    for n in ast.walk(bwd):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Tuple, ast.List))):
+            continue
+        v = n.value
+        if not (isinstance(v, ast.Attribute) and v.attr in ("saved_tensors", "saved_variables")):
+            continue
+        for elt in n.targets[0].elts:
+            if isinstance(elt, ast.Name) and not elt.id.startswith("_") and elt.id not in loads:
+                yield elt, elt.id

@@ -16,7 +16,7 @@ class PromptTurnSupervised(Rule):
     summary = (
         "A chat template's label builder makes a prompt turn a training target: the default supervision flag is "
         "set for a user/system/tool message, or the unsupervised branch appends the token ids instead of the "
-        "ignore index."
+        "ignore index, or a message's ids are labelled whole, role header included."
     )
     why = (
         "Supervised fine-tuning trains on the assistant's answers only: a message's tokens enter `labels` when the "
@@ -104,4 +104,11 @@ class PromptTurnSupervised(Rule):
                 where,
                 f"the unsupervised branch appends `{text}` to the labels, the token ids themselves: prompt tokens "
                 "become training targets (append `[IGNORE_INDEX] * len(...)` there)",
+            )
+        for where, name in losspath.supervised_header_faults(node):
+            self.report(
+                where,
+                f"the supervised branch labels `{name}` whole, and `{name}` begins with the encoded role header "
+                "(`<|im_start|>assistant` ...): the fixed header tokens become training targets (mask the header's "
+                f"length with `IGNORE_INDEX` and label `{name}[header_len:]`)",
             )
