@@ -761,3 +761,33 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
         for elt in n.targets[0].elts:
             if isinstance(elt, ast.Name) and not elt.id.startswith("_") and elt.id not in loads:
                 yield elt, elt.id
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Precision of a routing projection
+
+
+def _fp32_cast(node: ast.AST) -> bool:
+    """`x.float()`, `x.type(torch.float32)`, `x.to(torch.float32)`, `dtype=torch.float32` / `torch.float`."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in ("float32", "float") and isinstance(n.value, ast.Name):
+            if n.value.id == "torch":
+                return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "float" and not n.args:
+            return True
+    return False
+
+
+_PROJECTIONS = frozenset({"linear", "matmul", "mm", "bmm", "einsum"})
+
+
+def fp32_projections(func: ast.AST) -> list[ast.Call]:
+    """Projections (`F.linear`, `matmul`, `@` operands) whose inputs are cast to float32 in the call itself."""
+    out: list[ast.Call] = []
+    for n in ast.walk(func):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in _PROJECTIONS and any(_fp32_cast(a) for a in n.args):
+                out.append(n)
+    return out
