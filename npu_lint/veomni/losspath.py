@@ -791,3 +791,68 @@ def fp32_projections(func: ast.AST) -> list[ast.Call]:
             if name in _PROJECTIONS and any(_fp32_cast(a) for a in n.args):
                 out.append(n)
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Packed-sample boundaries
+
+
+def _is_ignore(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return "ignore" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        return "ignore" in node.attr.lower()
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return node.operand.value == 100
+    return False
+
+
+def _const_index(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if isinstance(node.operand.value, int) else None
+    return None
+
+
+def _loop_side(loop: ast.For) -> str | None:
+    """`range(1, n)` -> "skips_first"; `range(n - 1)` / `range(0, n - 1)` -> "skips_last"; else None."""
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args):
+        return None
+    args = it.args
+    if len(args) >= 2 and _const_index(args[0]) == 1:
+        return "skips_first"
+    stop = args[-1] if len(args) <= 2 else args[1]
+    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Sub) and _const_index(stop.right) == 1:
+        if len(args) == 1 or _const_index(args[0]) == 0:
+            return "skips_last"
+    return None
+
+
+def boundary_side_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A loop over packed samples masks the boundary label at the wrong end: a loop that skips the first sample
+    masks each sample's last label (the boundary after sample i-1 is sample i's first label), or a loop that skips
+    the last sample masks each sample's first one."""
+    for loop in ast.walk(func):
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
+            continue
+        side = _loop_side(loop)
+        if side is None:
+            continue
+        var = loop.target.id
+        for n in ast.walk(loop):
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and _is_ignore(n.value)):
+                continue
+            t = n.targets[0]
+            if not (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Subscript)):
+                continue
+            inner = t.value.slice
+            if not (isinstance(inner, ast.Name) and inner.id == var):
+                continue
+            pos = t.slice.elts[-1] if isinstance(t.slice, ast.Tuple) else t.slice
+            idx = _const_index(pos)
+            if side == "skips_first" and idx == -1:
+                yield t, "the loop starts at the second sample, so the boundary is each sample's first label"
+            elif side == "skips_last" and idx == 0:
+                yield t, "the loop stops before the last sample, so the boundary is each sample's last label"
