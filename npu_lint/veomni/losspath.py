@@ -210,7 +210,9 @@ def unscaled_margins(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     rewards = [(name, value) for name, value in _assignments(func) if "reward" in name.lower()]
     if any(_reads(v) & scaled for _, v in rewards):
         for name, value in rewards:
-            roles = [x for x in ast.walk(value) if isinstance(x, ast.Name) and preference_role(x.id) is not None]
+            roles = [
+                x for x in ast.walk(value) if isinstance(x, ast.Name) and preference_role(x.id) is not None
+            ]
             if roles and not _reads(value) & scaled:
                 yield value, f"`{name}` is not scaled by `{beta}`, while the other rewards are"
 
@@ -266,7 +268,9 @@ def _eval_role(node: ast.AST, role: str, role_reads: set[str]) -> object:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.IfExp):
-        return _eval_role(node.body if _eval_role(node.test, role, role_reads) else node.orelse, role, role_reads)
+        return _eval_role(
+            node.body if _eval_role(node.test, role, role_reads) else node.orelse, role, role_reads
+        )
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "bool"):
         if len(node.args) == 1:
             v = _eval_role(node.args[0], role, role_reads)
@@ -295,8 +299,10 @@ def _eval_role(node: ast.AST, role: str, role_reads: set[str]) -> object:
                 else:
                     raise ValueError
                 return inside if isinstance(op, ast.In) else not inside
-        if isinstance(node.ops[0], (ast.In, ast.NotIn)) and isinstance(left, ast.Constant) and _is_role(
-            right, role_reads
+        if (
+            isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and isinstance(left, ast.Constant)
+            and _is_role(right, role_reads)
         ):
             inside = left.value in role
             return inside if isinstance(node.ops[0], ast.In) else not inside
@@ -425,7 +431,11 @@ def _flag_test(test: ast.AST, role_reads: set[str]) -> bool | None:
         if reads_flag and const in (0, 1) and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
             positive = (const == 1) == isinstance(node.ops[0], ast.Eq)
             return positive != flip
-        if _is_role(node.left, role_reads) and const == "assistant" and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        if (
+            _is_role(node.left, role_reads)
+            and const == "assistant"
+            and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+        ):
             return isinstance(node.ops[0], ast.Eq) != flip
     if reads_flag and isinstance(node, (ast.Name, ast.Subscript)):
         return not flip
@@ -527,7 +537,11 @@ def numel_denominators(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
         if ce is None or not any(kw.arg == "ignore_index" for kw in ce.keywords):  # type: ignore[attr-defined]
             continue
         for x in ast.walk(n.right):
-            if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr in ("numel", "size"):
+            if (
+                isinstance(x, ast.Call)
+                and isinstance(x.func, ast.Attribute)
+                and x.func.attr in ("numel", "size")
+            ):
                 yield n, ast.unparse(n.right)
                 break
             if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len":
@@ -613,7 +627,9 @@ def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[as
     Yields (call, count text, op)."""
     plain: set[int] = set()
     for n in ast.walk(func):
-        if isinstance(n, (ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign)) and isinstance(n.value, ast.Call):
+        if isinstance(n, (ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign)) and isinstance(
+            n.value, ast.Call
+        ):
             plain.add(id(n.value))
     sources = _comprehension_sources(func)
     fname = getattr(func, "name", "")
@@ -677,9 +693,13 @@ def _encodes_header(value: ast.AST, role_reads: set[str]) -> bool:
         return False
     text = value.args[0]
     reads = _reads(text)
-    return _reads_role(text, role_reads) and not any("content" in r or "text" in r for r in reads) and not any(
-        isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "content"
-        for n in ast.walk(text)
+    return (
+        _reads_role(text, role_reads)
+        and not any("content" in r or "text" in r for r in reads)
+        and not any(
+            isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "content"
+            for n in ast.walk(text)
+        )
     )
 
 
@@ -753,7 +773,11 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
                     yield n, f"{fctx}.{t.attr}"
     # saved tensors unpacked in backward, never read
     for n in ast.walk(bwd):
-        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Tuple, ast.List))):
+        if not (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], (ast.Tuple, ast.List))
+        ):
             continue
         v = n.value
         if not (isinstance(v, ast.Attribute) and v.attr in ("saved_tensors", "saved_variables")):
@@ -773,7 +797,12 @@ def _fp32_cast(node: ast.AST) -> bool:
         if isinstance(n, ast.Attribute) and n.attr in ("float32", "float") and isinstance(n.value, ast.Name):
             if n.value.id == "torch":
                 return True
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "float" and not n.args:
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "float"
+            and not n.args
+        ):
             return True
     return False
 
@@ -802,7 +831,11 @@ def _is_ignore(node: ast.AST) -> bool:
         return "ignore" in node.id.lower()
     if isinstance(node, ast.Attribute):
         return "ignore" in node.attr.lower()
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
         return node.operand.value == 100
     return False
 
@@ -810,7 +843,11 @@ def _is_ignore(node: ast.AST) -> bool:
 def _const_index(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
         return -node.operand.value if isinstance(node.operand.value, int) else None
     return None
 

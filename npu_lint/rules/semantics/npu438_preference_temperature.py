@@ -64,16 +64,29 @@ class PreferenceTemperature(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def _first(self, where: ast.AST) -> bool:
+        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
+        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
+        assert isinstance(seen, set)
+        if id(where) in seen:
+            return False
+        seen.add(id(where))
+        return True
+
     def visit(self, node: ast.AST) -> None:
         if losspath.temperature_of(node) is None:
             return
         for where, what in losspath.unscaled_margins(node):
+            if not self._first(where):
+                continue
             self.report(
                 where,
                 f"{what}: the preference loss is then computed at temperature 1 there, whatever "
                 "`beta` is configured (scale every use of the margin, and every reward, by `beta`)",
             )
         for where, what in losspath.smoothing_faults(node):
+            if not self._first(where):
+                continue
             self.report(
                 where,
                 f"{what}: a label-smoothed logistic loss pairs `logsigmoid(beta * m) * (1 - eps)` with "

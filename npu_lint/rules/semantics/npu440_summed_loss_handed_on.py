@@ -20,7 +20,7 @@ class SummedLossHandedOn(Rule):
     why = (
         "VeOmni's trainers weight each micro-batch's loss by its share of the step's loss tokens "
         "(`mean_global_loss`: `loss * micro_batch_tokens / step_tokens`), so the loss a post-forward hands on must be "
-        "the per-token mean over the valid (non-ignored) labels. A `reduction=\"sum\"` (or `\"none\"` summed) loss is "
+        'the per-token mean over the valid (non-ignored) labels. A `reduction="sum"` (or `"none"` summed) loss is '
         "weighted by the token count twice, and long micro-batches dominate the gradient quadratically; a sum "
         "divided by `labels.numel()` counts the padding and prompt positions, so the loss shrinks with them. The "
         "check follows the value assigned to `<outputs>.loss` back to its cross-entropy / NLL call."
@@ -63,15 +63,28 @@ class SummedLossHandedOn(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def _first(self, where: ast.AST) -> bool:
+        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
+        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
+        assert isinstance(seen, set)
+        if id(where) in seen:
+            return False
+        seen.add(id(where))
+        return True
+
     def visit(self, node: ast.AST) -> None:
         for call, red in losspath.unnormalised_losses(node):
+            if not self._first(call):
+                continue
             self.report(
                 call,
-                f"this cross-entropy is taken with `reduction=\"{red}\"` and handed on as the step's loss without "
+                f'this cross-entropy is taken with `reduction="{red}"` and handed on as the step\'s loss without '
                 "a division by its token count: the trainer weights the loss by the micro-batch's tokens again, so "
                 "the gradient scales with the square of the token count (use the mean over the valid labels)",
             )
         for div, denom in losspath.numel_denominators(node):
+            if not self._first(div.right):
+                continue
             self.report(
                 div.right,
                 f"the summed cross-entropy is divided by `{denom}`, every label position including the ignored "

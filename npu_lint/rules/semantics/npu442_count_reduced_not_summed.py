@@ -20,8 +20,8 @@ class CountReducedNotSummed(Rule):
     )
     why = (
         "A per-token loss is divided by the number of loss tokens of every rank: the count must be summed. "
-        "VeOmni's `all_reduce(data, op=\"mean\")` helper averages by default, so a count reduced without "
-        "`op=\"sum\"` is the per-rank average -- the denominator is too small by the world size and every rank's "
+        'VeOmni\'s `all_reduce(data, op="mean")` helper averages by default, so a count reduced without '
+        '`op="sum"` is the per-rank average -- the denominator is too small by the world size and every rank\'s '
         "loss and gradient are scaled up by it. Nothing fails. NPU421 follows counts reduced into a local to the "
         "division that reads them; this rule covers the ones reduced where they are used: the returned "
         "per-step denominators of a dict comprehension, an argument. A count is a value named after tokens, "
@@ -61,6 +61,15 @@ class CountReducedNotSummed(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def _first(self, where: ast.AST) -> bool:
+        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
+        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
+        assert isinstance(seen, set)
+        if id(where) in seen:
+            return False
+        seen.add(id(where))
+        return True
+
     def visit(self, node: ast.AST) -> None:
         helper_mean = self.ctx.memo.get("npu442_helper_mean")
         if helper_mean is None:
@@ -70,8 +79,10 @@ class CountReducedNotSummed(Rule):
             )
             self.ctx.memo["npu442_helper_mean"] = helper_mean
         for call, count, op in losspath.unsummed_count_values(node, bool(helper_mean)):
+            if not self._first(call):
+                continue
             self.report(
                 call,
                 f"the token count `{count}` is all-reduced with `{op}`, not summed: a per-token loss divides by "
-                "the tokens of every rank, so this denominator is off by the world size (pass `op=\"sum\"`)",
+                'the tokens of every rank, so this denominator is off by the world size (pass `op="sum"`)',
             )

@@ -98,7 +98,9 @@ class ConfigFieldRebound(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)
-        for pm in patched_methods(node, self.ctx.source.text, "__init__", _CLASSES, path=self.ctx.source.path):
+        for pm in patched_methods(
+            node, self.ctx.source.text, "__init__", _CLASSES, path=self.ctx.source.path
+        ):
             upstream = losspath.config_bindings(pm.upstream)
             if not upstream:
                 continue

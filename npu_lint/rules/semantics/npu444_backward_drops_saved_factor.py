@@ -7,13 +7,13 @@ import ast
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import losspath
 
-
 _LOSS_WORDS = ("loss", "cross_entropy", "logprob", "entropy", "distill")
 
 
 def _is_function(cls: ast.ClassDef) -> bool:
     return any(
-        (isinstance(b, ast.Attribute) and b.attr == "Function") or (isinstance(b, ast.Name) and b.id == "Function")
+        (isinstance(b, ast.Attribute) and b.attr == "Function")
+        or (isinstance(b, ast.Name) and b.id == "Function")
         for b in cls.bases
     )
 

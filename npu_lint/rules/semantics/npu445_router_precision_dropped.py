@@ -85,7 +85,8 @@ class RouterPrecisionDropped(Rule):
                     n
                     for n in ast.walk(pm.func)
                     if isinstance(n, ast.Call)
-                    and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in losspath._PROJECTIONS
+                    and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
+                    in losspath._PROJECTIONS
                 ),
                 pm.func,
             )

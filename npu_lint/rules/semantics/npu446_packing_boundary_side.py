@@ -63,6 +63,17 @@ class PackingBoundarySide(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def _first(self, where: ast.AST) -> bool:
+        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
+        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
+        assert isinstance(seen, set)
+        if id(where) in seen:
+            return False
+        seen.add(id(where))
+        return True
+
     def visit(self, node: ast.AST) -> None:
         for where, why in losspath.boundary_side_faults(node):
+            if not self._first(where):
+                continue
             self.report(where, f"`{ast.unparse(where)}` masks the wrong end of a packed sample: {why}")
