@@ -742,10 +742,24 @@ def _ctx_name(func: ast.AST) -> str | None:
     return args.args[0].arg
 
 
+def _gradient_site(bwd: ast.AST) -> ast.AST | None:
+    """The first statement of a backward that reads its incoming gradient (where a lost factor belongs)."""
+    args = bwd.args.args  # type: ignore[attr-defined]
+    if len(args) < 2:
+        return None
+    grad = args[1].arg
+    for stmt in ast.walk(bwd):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return)) and stmt.value is not None:
+            if grad in _reads(stmt.value):
+                return stmt
+    return None
+
+
 def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
     """In an autograd Function, values the forward keeps for the backward (`ctx.x = ...`, `ctx.save_for_backward(a,
     b)`) that the backward never reads: unpacked from `ctx.saved_tensors` and dropped, or a `ctx` attribute never
-    read. Yields (the backward's unpacking target or the forward's assignment, the name)."""
+    read. Yields (the backward's statement that uses the incoming gradient, else where the value is kept, the
+    name)."""
     methods = {f.name: f for f in cls.body if isinstance(f, _FUNCS)}
     fwd, bwd = methods.get("forward"), methods.get("backward")
     if fwd is None or bwd is None:
@@ -753,6 +767,7 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
     fctx, bctx = _ctx_name(fwd), _ctx_name(bwd)
     if fctx is None or bctx is None:
         return
+    site = _gradient_site(bwd)
     bwd_attrs = {
         n.attr
         for n in ast.walk(bwd)
@@ -770,7 +785,7 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
                     and t.attr not in bwd_attrs
                     and not t.attr.startswith(("needs_", "mark_", "set_"))
                 ):
-                    yield n, f"{fctx}.{t.attr}"
+                    yield site or n, f"{fctx}.{t.attr}"
     # saved tensors unpacked in backward, never read
     for n in ast.walk(bwd):
         if not (
@@ -784,7 +799,7 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
             continue
         for elt in n.targets[0].elts:
             if isinstance(elt, ast.Name) and not elt.id.startswith("_") and elt.id not in loads:
-                yield elt, elt.id
+                yield site or elt, elt.id
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -893,3 +908,92 @@ def boundary_side_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                 yield t, "the loop starts at the second sample, so the boundary is each sample's first label"
             elif side == "skips_last" and idx == 0:
                 yield t, "the loop stops before the last sample, so the boundary is each sample's last label"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loss-token counts and expert selection
+
+
+def _labelish(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return "label" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        return "label" in node.attr.lower()
+    if isinstance(node, ast.Subscript):
+        s = node.slice
+        return isinstance(s, ast.Constant) and isinstance(s.value, str) and "label" in s.value.lower()
+    return False
+
+
+def _token_count_target(node: ast.AST) -> str | None:
+    text = ast.unparse(node)
+    low = text.lower()
+    if any(w in low for w in ("ignore", "pad", "mask", "total_len", "seq_len", "position")):
+        return None
+    if "token" in low or "num_items" in low or "num_valid" in low or "valid_count" in low:
+        return text
+    return None
+
+
+def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A loss-token count (a target named for tokens / `num_items` / `num_valid`) taken from the labels without
+    excluding the ignored positions: `labels.numel()`, `len(labels)`, `labels.shape`, or `labels == IGNORE`."""
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            target, value = n.targets[0], n.value
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add):
+            target, value = n.target, n.value
+        else:
+            continue
+        name = _token_count_target(target)
+        if name is None:
+            continue
+        labels = [x for x in ast.walk(value) if _labelish(x)]
+        if not labels:
+            continue
+        compares = [x for x in ast.walk(value) if isinstance(x, ast.Compare)]
+        if any(
+            isinstance(op, ast.Eq) and any(_is_ignore(c) or _is_ignore(x.left) for c in x.comparators)
+            for x in compares
+            for op in x.ops
+        ):
+            yield value, f"`{name}` counts the labels equal to the ignore index, the positions the loss skips"
+            continue
+        if compares:
+            continue
+        for x in ast.walk(value):
+            sized = None
+            if (
+                isinstance(x, ast.Call)
+                and isinstance(x.func, ast.Attribute)
+                and x.func.attr in ("numel", "size")
+            ):
+                sized = x.func.value
+            elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
+                sized = x.args[0]
+            elif isinstance(x, ast.Attribute) and x.attr == "shape":
+                sized = x.value
+            if sized is not None and any(_labelish(y) for y in ast.walk(sized)):
+                yield (
+                    value,
+                    f"`{name}` counts every label position, the ignored ones (padding, prompts) included",
+                )
+                break
+
+
+_ALL_EXPERTS = re.compile(
+    r"^(?:num_experts|n_routed_experts|num_local_experts|n_experts|num_routed_experts)$"
+)
+
+
+def topk_over_all_experts(func: ast.AST) -> Iterator[ast.Call]:
+    """`torch.topk(scores, self.num_experts, ...)`: a router's top-k taken over the number of all experts."""
+    for n in ast.walk(func):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "topk"):
+            continue
+        k = n.args[1] if len(n.args) > 1 else next((kw.value for kw in n.keywords if kw.arg == "k"), None)
+        if k is None and isinstance(n.func.value, ast.Name) and n.func.value.id != "torch" and n.args:
+            k = n.args[0]
+        name = _leaf_name(k) if k is not None else None
+        if name and _ALL_EXPERTS.match(name):
+            yield n
