@@ -111,11 +111,25 @@ def signed_difference_faults(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
         left, right = _role_of(n.left), _role_of(n.right)
         if left is None or right is None:
             continue
-        if left.model == right.model and {left.side, right.side} == {"chosen", "rejected"}:
+        lm, rm = left.model, right.model
+        if {lm, rm} == {
+            None,
+            "reference",
+        }:  # `chosen_logps - ref_chosen_logps`: the unqualified one is the policy
+            lm, rm = lm or "policy", rm or "policy"
+        if lm == rm and {left.side, right.side} == {"chosen", "rejected"}:
             if left.side == "rejected":
                 yield n, "chosen minus rejected"
-        elif left.side == right.side and {left.model, right.model} == {"policy", "reference"}:
-            if left.model == "reference":
+        elif (
+            left.side == right.side
+            and (left.side is not None or (left.ratio and right.ratio))
+            and {lm, rm}
+            == {
+                "policy",
+                "reference",
+            }
+        ):
+            if lm == "reference":
                 yield n, "policy minus reference"
 
 
