@@ -1011,3 +1011,24 @@ def topk_over_all_experts(func: ast.AST) -> Iterator[ast.Call]:
         name = _leaf_name(k) if k is not None else None
         if name and _ALL_EXPERTS.match(name):
             yield n
+
+
+_TOP_K = re.compile(r"top_?k|experts_per_tok|per_token|topk")
+
+
+def aux_loss_top_k_missing(call: ast.Call) -> bool:
+    """A load-balancing loss call that passes the number of experts but no top-k (the callee's default `top_k`
+    then stands in for the model's `num_experts_per_tok`)."""
+    f = call.func
+    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if "load_balancing" not in callee.lower():
+        return False
+    args = [*call.args, *(kw.value for kw in call.keywords)]
+    names = {_leaf_name(a) or "" for a in args}
+    if any(kw.arg in ("top_k", "topk", "k", "num_experts_per_tok") for kw in call.keywords):
+        return False
+    if any(_TOP_K.search(n.lower()) for n in names):
+        return False
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords):
+        return False
+    return any(_ALL_EXPERTS.match(n) for n in names)

@@ -310,3 +310,14 @@ def test_preference_margin_of_ratios() -> None:
         )
         == []
     )
+
+
+def test_aux_loss_top_k_defaulted() -> None:
+    code = """
+    def aux(self, outputs, mask):
+        a = self.load_balancing_loss(outputs.router_logits, num_experts=self.num_experts, attention_mask=mask)
+        b = load_balancing_loss_func(outputs.router_logits, self.num_experts, top_k=self.num_experts_per_tok)
+        c = load_balancing_loss_func(outputs.router_probs, outputs.expert_indexes)
+        return a, b, c
+    """
+    assert _lines("NPU449", code, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py") == [2]
