@@ -34,8 +34,8 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 _POLICY = re.compile(r"(?:^|_)(?:policy|pi|actor|model|cur|current)(?:_|$)")
 _REFERENCE = re.compile(r"(?:^|_)(?:ref|reference|refer|old|base)(?:_|$)")
-_CHOSEN = re.compile(r"(?:^|_)(?:chosen|win|winner|preferred|pos|positive)(?:_|$)")
-_REJECTED = re.compile(r"(?:^|_)(?:rejected|lose|loser|dispreferred|neg|negative)(?:_|$)")
+_CHOSEN = re.compile(r"(?:^|_)(?:chosen|win|winner|preferred)(?:_|$)")
+_REJECTED = re.compile(r"(?:^|_)(?:rejected|lose|loser|dispreferred)(?:_|$)")
 # A quantity of a preference objective: a log-probability, a log-ratio, a reward.
 _VALUE = re.compile(r"log_?p|logprob|log_prob|logratio|log_ratio|reward|logit")
 _RATIO = re.compile(r"logratio|log_ratio")
@@ -962,9 +962,6 @@ def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         name = _token_count_target(target)
         if name is None:
             continue
-        labels = [x for x in ast.walk(value) if _labelish(x)]
-        if not labels:
-            continue
         compares = [x for x in ast.walk(value) if isinstance(x, ast.Compare)]
         if any(
             isinstance(op, ast.Eq) and any(_is_ignore(c) or _is_ignore(x.left) for c in x.comparators)
@@ -973,7 +970,7 @@ def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         ):
             yield value, f"`{name}` counts the labels equal to the ignore index, the positions the loss skips"
             continue
-        if compares:
+        if compares or not any(_labelish(x) for x in ast.walk(value)):
             continue
         for x in ast.walk(value):
             sized = None

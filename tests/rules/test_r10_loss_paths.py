@@ -321,3 +321,16 @@ def test_aux_loss_top_k_defaulted() -> None:
         return a, b, c
     """
     assert _lines("NPU449", code, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py") == [2]
+
+
+def test_loss_token_count_of_ignored_keyed_labels() -> None:
+    code = """
+    IGNORE_INDEX = -100
+
+
+    def count(obj, token_len):
+        for key in obj:
+            if key.endswith("_labels"):
+                token_len[f"{key[:-7]}_tokens"] = (obj[key] == IGNORE_INDEX).sum()
+    """
+    assert _lines("NPU447", code, "veomni/utils/toy_loss_utils.py") == [7]
