@@ -524,16 +524,24 @@ def unnormalised_losses(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
     """Cross-entropies taken as a token sum (``reduction="sum"`` / ``"none"`` then summed) and handed on as the
     step's loss with no division by a count. Yields (call, reduction)."""
     handed = hands_on_loss(func)
-    if not handed:
-        return
     divided_later: set[str] = set()
     for name, value in _assignments(func):
         if name in handed and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Div):
             if name in _reads(value.left):
                 divided_later.add(name)
-    for name, value in _assignments(func):
-        if name not in handed or name in divided_later:
-            continue
+    direct = [
+        n.value
+        for n in ast.walk(func)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Attribute)
+        and n.targets[0].attr == "loss"
+        and not isinstance(n.value, ast.Name)
+    ]
+    pairs = [
+        (name, value) for name, value in _assignments(func) if name in handed and name not in divided_later
+    ]
+    for _, value in [*pairs, *(("", v) for v in direct)]:
         for call in ast.walk(value):
             if not _is_ce(call):
                 continue

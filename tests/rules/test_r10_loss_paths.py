@@ -334,3 +334,16 @@ def test_loss_token_count_of_ignored_keyed_labels() -> None:
                 token_len[f"{key[:-7]}_tokens"] = (obj[key] == IGNORE_INDEX).sum()
     """
     assert _lines("NPU447", code, "veomni/utils/toy_loss_utils.py") == [7]
+
+
+def test_summed_loss_assigned_to_the_output_directly() -> None:
+    code = """
+    import torch.nn.functional as F
+
+
+    def postforward(outputs, logits, labels):
+        outputs.loss = F.cross_entropy(logits, labels.view(-1), ignore_index=-100, reduction="sum")
+        return outputs
+    """
+    assert _lines("NPU440", code, "veomni/trainer/toy_trainer.py") == [5]
+    assert _lines("NPU440", code.replace('"sum"', '"mean"'), "veomni/trainer/toy_trainer.py") == []
