@@ -1037,3 +1037,42 @@ def aux_loss_top_k_missing(call: ast.Call) -> bool:
     if any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords):
         return False
     return any(_ALL_EXPERTS.match(n) for n in names)
+
+
+def _upcasts(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr in ("float", "double") and not n.args:
+                return True
+            if n.func.attr in ("to", "type") and any(
+                _fp32_cast(a) for a in (*n.args, *(k.value for k in n.keywords))
+            ):
+                return True
+    return False
+
+
+def uncast_output_logits(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A cross-entropy handed on as the step's loss over logits read from a model output (`outputs.logits`) that
+    the function never casts to float32. Yields (the logits argument, its name)."""
+    handed = hands_on_loss(func)
+    direct = any(
+        isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Attribute)
+        and n.targets[0].attr == "loss"
+        for n in ast.walk(func)
+    )
+    if not handed and not direct:
+        return
+    from_output: set[str] = set()
+    for name, value in _assignments(func):
+        if any(isinstance(x, ast.Attribute) and x.attr == "logits" for x in ast.walk(value)):
+            from_output.add(name)
+    from_output = _tainted(func, from_output)
+    cast: set[str] = {name for name, value in _assignments(func) if name in from_output and _upcasts(value)}
+    for call in ast.walk(func):
+        if not (_is_ce(call) and call.args):  # type: ignore[attr-defined]
+            continue
+        arg = call.args[0]  # type: ignore[attr-defined]
+        if isinstance(arg, ast.Name) and arg.id in from_output and arg.id not in cast and not _upcasts(arg):
+            yield arg, arg.id

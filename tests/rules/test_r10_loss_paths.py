@@ -347,3 +347,25 @@ def test_summed_loss_assigned_to_the_output_directly() -> None:
     """
     assert _lines("NPU440", code, "veomni/trainer/toy_trainer.py") == [5]
     assert _lines("NPU440", code.replace('"sum"', '"mean"'), "veomni/trainer/toy_trainer.py") == []
+
+
+def test_output_logits_uncast() -> None:
+    code = """
+    import torch
+    import torch.nn as nn
+
+
+    def postforward(outputs, micro_batch):
+        logits = outputs.logits
+        labels = micro_batch["labels"]
+        logits = torch.cat(logits, dim=0)
+        loss = nn.functional.cross_entropy(logits, labels.view(-1), ignore_index=-100, reduction="mean")
+        outputs.loss = loss
+        return outputs
+    """
+    path = "veomni/trainer/toy_rl_trainer.py"
+    assert _lines("NPU450", code, path) == [9]
+    fixed = code.replace(
+        "logits = torch.cat(logits, dim=0)", "logits = torch.cat(logits, dim=0)\n    logits = logits.float()"
+    )
+    assert _lines("NPU450", fixed, path) == []
