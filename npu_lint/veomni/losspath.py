@@ -27,6 +27,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from npu_lint.core.astutil import nodes_of
+
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -94,7 +96,7 @@ def _role_of(node: ast.AST) -> Role | None:
 def _negated_parents(func: ast.AST) -> set[int]:
     """Ids of the subtractions written under a unary minus (`-(b - a)` is `a - b` on purpose)."""
     out: set[int] = set()
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.UnaryOp):
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             inner = n.operand
             if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
@@ -105,7 +107,7 @@ def _negated_parents(func: ast.AST) -> set[int]:
 def signed_difference_faults(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
     """Subtractions of two preference quantities written the wrong way round, with what the right way is."""
     negated = _negated_parents(func)
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.BinOp):
         if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)) or id(n) in negated:
             continue
         left, right = _role_of(n.left), _role_of(n.right)
@@ -139,7 +141,7 @@ def _reads(node: ast.AST) -> set[str]:
 
 def _assignments(func: ast.AST) -> list[tuple[str, ast.AST]]:
     out: list[tuple[str, ast.AST]] = []
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             out.append((n.targets[0].id, n.value))
         elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
@@ -206,7 +208,7 @@ def unscaled_margins(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     scaled = _tainted(func, {beta})
     if not margins:
         return
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Call):
         if _is_logistic(n) and n.args:  # type: ignore[attr-defined]
             arg = n.args[0]  # type: ignore[attr-defined]
             reads = _reads(arg)
@@ -365,7 +367,7 @@ def _role_default_fault(expr: ast.AST, role_reads: set[str]) -> str | None:
 def supervision_default_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """Default supervision flags of a message that mark a prompt (user/system/tool) turn as a target."""
     role_reads = _role_locals(func)
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Call, ast.Dict, ast.Assign):
         expr: ast.AST | None = None
         # message.get("loss_mask", DEFAULT)
         if (
@@ -459,7 +461,7 @@ def _flag_test(test: ast.AST, role_reads: set[str]) -> bool | None:
 def unmasked_branch_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """The unsupervised branch of a message's label builder appends token ids instead of the ignore index."""
     role_reads = _role_locals(func)
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.If):
         if not isinstance(n, ast.If) or not n.orelse:
             continue
         positive = _flag_test(n.test, role_reads)
@@ -512,7 +514,7 @@ def _divided(expr: ast.AST, call: ast.AST) -> bool:
 def hands_on_loss(func: ast.AST) -> set[str]:
     """The locals a function hands on as the step's loss: `outputs.loss = X`, `return X` of a `loss` name."""
     out: set[str] = set()
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Assign):
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             t = n.targets[0]
             if isinstance(t, ast.Attribute) and t.attr == "loss" and isinstance(n.value, ast.Name):
@@ -531,7 +533,7 @@ def unnormalised_losses(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
                 divided_later.add(name)
     direct = [
         n.value
-        for n in ast.walk(func)
+        for n in nodes_of(func, ast.Assign)
         if isinstance(n, ast.Assign)
         and len(n.targets) == 1
         and isinstance(n.targets[0], ast.Attribute)
@@ -552,7 +554,7 @@ def unnormalised_losses(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
 
 def numel_denominators(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
     """A cross-entropy taken with ``ignore_index`` and ``reduction="sum"`` divided by every label position."""
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.BinOp):
         if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)):
             continue
         ce = next((c for c in ast.walk(n.left) if _is_ce(c) and _reduction(c) == "sum"), None)  # type: ignore[arg-type]
@@ -618,7 +620,7 @@ def _counting(name: str) -> bool:
 def _comprehension_sources(func: ast.AST) -> dict[str, ast.AST]:
     """Comprehension / loop targets -> the iterable they come from (`for k, v in counts.items()`)."""
     out: dict[str, ast.AST] = {}
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.comprehension, ast.For):
         if isinstance(n, (ast.comprehension, ast.For)):
             for t in ast.walk(n.target):
                 if isinstance(t, ast.Name):
@@ -648,14 +650,14 @@ def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[as
     plain assignment, which NPU421 follows to its division) with a reduction other than a sum.
     Yields (call, count text, op)."""
     plain: set[int] = set()
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign):
         if isinstance(n, (ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign)) and isinstance(
             n.value, ast.Call
         ):
             plain.add(id(n.value))
     sources = _comprehension_sources(func)
     fname = getattr(func, "name", "")
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Call):
         if not isinstance(n, ast.Call) or id(n) in plain or not n.args:
             continue
         f = n.func
@@ -681,7 +683,7 @@ def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[as
 def config_bindings(func: ast.AST) -> dict[str, tuple[str, ast.AST]]:
     """`self.X = config.Y` (or `getattr(config, "Y")`) in a function: X -> (Y, the value node)."""
     out: dict[str, tuple[str, ast.AST]] = {}
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Assign):
         if not (isinstance(n, ast.Assign) and len(n.targets) == 1):
             continue
         t, v = n.targets[0], n.value
@@ -731,7 +733,7 @@ def supervised_header_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     role_reads = _role_locals(func)
     headers: set[str] = set()
     extended: set[str] = set()
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             if _encodes_header(n.value, role_reads):
                 headers.add(n.targets[0].id)
@@ -740,7 +742,7 @@ def supervised_header_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     headers &= extended
     if not headers:
         return
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.If):
         if not isinstance(n, ast.If):
             continue
         positive = _flag_test(n.test, role_reads)
@@ -850,7 +852,7 @@ _PROJECTIONS = frozenset({"linear", "matmul", "mm", "bmm", "einsum"})
 def fp32_projections(func: ast.AST) -> list[ast.Call]:
     """Projections (`F.linear`, `matmul`, `@` operands) whose inputs are cast to float32 in the call itself."""
     out: list[ast.Call] = []
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Call):
         if isinstance(n, ast.Call):
             f = n.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
@@ -908,7 +910,7 @@ def boundary_side_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """A loop over packed samples masks the boundary label at the wrong end: a loop that skips the first sample
     masks each sample's last label (the boundary after sample i-1 is sample i's first label), or a loop that skips
     the last sample masks each sample's first one."""
-    for loop in ast.walk(func):
+    for loop in nodes_of(func, ast.For):
         if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
             continue
         side = _loop_side(loop)
@@ -960,7 +962,7 @@ def _token_count_target(node: ast.AST) -> str | None:
 def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """A loss-token count (a target named for tokens / `num_items` / `num_valid`) taken from the labels without
     excluding the ignored positions: `labels.numel()`, `len(labels)`, `labels.shape`, or `labels == IGNORE`."""
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             target, value = n.targets[0], n.value
         elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add):
@@ -1007,7 +1009,7 @@ _ALL_EXPERTS = re.compile(
 
 def topk_over_all_experts(func: ast.AST) -> Iterator[ast.Call]:
     """`torch.topk(scores, self.num_experts, ...)`: a router's top-k taken over the number of all experts."""
-    for n in ast.walk(func):
+    for n in nodes_of(func, ast.Call):
         if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "topk"):
             continue
         k = n.args[1] if len(n.args) > 1 else next((kw.value for kw in n.keywords if kw.arg == "k"), None)
@@ -1060,7 +1062,7 @@ def uncast_output_logits(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         and len(n.targets) == 1
         and isinstance(n.targets[0], ast.Attribute)
         and n.targets[0].attr == "loss"
-        for n in ast.walk(func)
+        for n in nodes_of(func, ast.Assign)
     )
     if not handed and not direct:
         return
@@ -1070,7 +1072,7 @@ def uncast_output_logits(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             from_output.add(name)
     from_output = _tainted(func, from_output)
     cast: set[str] = {name for name, value in _assignments(func) if name in from_output and _upcasts(value)}
-    for call in ast.walk(func):
+    for call in nodes_of(func, ast.Call):
         if not (_is_ce(call) and call.args):  # type: ignore[attr-defined]
             continue
         arg = call.args[0]  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import losspath
 
@@ -97,30 +98,33 @@ class PreferenceDifferenceOrder(Rule):
                 for item in stmt.body:
                     if isinstance(item, _FUNCS):
                         functions.setdefault(item.name, item)
-        seen: set[int] = set()
-        for n in ast.walk(node):
-            if isinstance(n, _FUNCS):
-                for sub, want in losspath.signed_difference_faults(n):
-                    if id(sub) in seen:
-                        continue
-                    seen.add(id(sub))
-                    self.report(
-                        sub,
-                        f"`{ast.unparse(sub)}` subtracts the wrong way round: a preference objective takes "
-                        f"{want} (DPO: `(policy_chosen - policy_rejected) - (reference_chosen - "
-                        "reference_rejected)`, rewards `beta * (policy - reference)`)",
-                    )
-            elif isinstance(n, ast.Call):
-                f = n.func
-                callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                target = functions.get(callee) if callee else None
-                if target is None:
-                    continue
-                params = _params(target, isinstance(f, ast.Attribute))
-                for arg, text, param in losspath.role_binding_faults(n, params):
-                    self.report(
-                        arg,
-                        f"`{text}` is handed to `{callee}` as `{param}`: the preference roles (policy/reference, "
-                        "chosen/rejected) of the argument and the parameter differ, so a difference of the "
-                        "objective changes sign",
-                    )
+        for sub, want in losspath.signed_difference_faults(node):
+            self.report(
+                sub,
+                f"`{ast.unparse(sub)}` subtracts the wrong way round: a preference objective takes "
+                f"{want} (DPO: `(policy_chosen - policy_rejected) - (reference_chosen - "
+                "reference_rejected)`, rewards `beta * (policy - reference)`)",
+            )
+        functions = {  # only functions whose parameters carry preference roles can be bound wrongly
+            name: f
+            for name, f in functions.items()
+            if sum(1 for a in f.args.args if (r := losspath.preference_role(a.arg)) is not None and r.full)
+            >= 2  # type: ignore[attr-defined]
+        }
+        if not functions:
+            return
+        for n in nodes_of(node, ast.Call):
+            assert isinstance(n, ast.Call)
+            f = n.func
+            callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            target = functions.get(callee) if callee else None
+            if target is None:
+                continue
+            params = _params(target, isinstance(f, ast.Attribute))
+            for arg, text, param in losspath.role_binding_faults(n, params):
+                self.report(
+                    arg,
+                    f"`{text}` is handed to `{callee}` as `{param}`: the preference roles (policy/reference, "
+                    "chosen/rejected) of the argument and the parameter differ, so a difference of the "
+                    "objective changes sign",
+                )
