@@ -1,0 +1,1080 @@
+"""The loss-path arithmetic model: what a loss value is made of, read statically from one function.
+
+Three contracts a training loss must keep, whatever file it is written in:
+
+* **Preference objectives** (DPO / IPO and their implicit rewards). Every log-probability quantity has a *model*
+  (the trained policy or the frozen reference) and a *side* (the chosen or the rejected answer). The objective is
+  built from signed differences that always run the same way: chosen minus rejected, policy minus reference
+  (``(pi_c - pi_r) - (ref_c - ref_r)``; rewards ``beta * (pi - ref)``). A temperature parameter (``beta``) scales
+  every margin the loss reads; a label-smoothed logistic loss pairs ``logsigmoid(m)`` with ``logsigmoid(-m)``.
+  `preference_role`, `signed_difference_faults`, `unscaled_margins`, `smoothing_faults` and
+  `role_binding_faults` read these from a function.
+* **Role-masked labels** (chat templates). A message's tokens are training targets only for the assistant role
+  unless the data says otherwise: a default supervision flag is 0 for a user/system/tool turn and 1 for an
+  assistant turn, and the unsupervised branch of a label builder appends ``IGNORE_INDEX``, never token ids.
+  `supervision_default_faults` and `unmasked_branch_faults` read these.
+* **Per-token means** (trainer post-forward): a loss handed on as ``outputs.loss`` is the per-token mean over the
+  valid tokens; the step's weighting multiplies it by the token count again. `unnormalised_losses` reads a
+  cross-entropy taken with ``reduction="sum"`` / ``"none"`` and handed on without a division by a count.
+
+Everything here is stdlib ``ast`` on one function; the rules in ``rules/semantics`` ask it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from npu_lint.core.astutil import nodes_of
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Preference objectives
+
+_POLICY = re.compile(r"(?:^|_)(?:policy|pi|actor|model|cur|current)(?:_|$)")
+_REFERENCE = re.compile(r"(?:^|_)(?:ref|reference|refer|old|base)(?:_|$)")
+_CHOSEN = re.compile(r"(?:^|_)(?:chosen|win|winner|preferred)(?:_|$)")
+_REJECTED = re.compile(r"(?:^|_)(?:rejected|lose|loser|dispreferred)(?:_|$)")
+# A quantity of a preference objective: a log-probability, a log-ratio, a reward.
+_VALUE = re.compile(r"log_?p|logprob|log_prob|logratio|log_ratio|reward|logit")
+_RATIO = re.compile(r"logratio|log_ratio")
+TEMPERATURES = frozenset({"beta"})
+_LOGISTIC = frozenset({"logsigmoid", "log_sigmoid", "sigmoid"})
+
+
+@dataclass(frozen=True)
+class Role:
+    model: str | None  # "policy" / "reference" / None
+    side: str | None  # "chosen" / "rejected" / None
+    ratio: bool  # a chosen-minus-rejected log-ratio
+
+    @property
+    def full(self) -> bool:
+        return self.model is not None and self.side is not None
+
+
+def _leaf_name(node: ast.AST) -> str | None:
+    """`x`, `self.x`, `out.x`, `x.detach()`, `x[0]`, `x.float()` -> "x"."""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
+            node = node.func.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            break
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def preference_role(name: str) -> Role | None:
+    """The role a name gives a preference quantity, or None when it names none."""
+    low = name.lower()
+    if not _VALUE.search(low):
+        return None
+    model = "reference" if _REFERENCE.search(low) else "policy" if _POLICY.search(low) else None
+    chosen, rejected = bool(_CHOSEN.search(low)), bool(_REJECTED.search(low))
+    side = "chosen" if chosen and not rejected else "rejected" if rejected and not chosen else None
+    ratio = bool(_RATIO.search(low)) and side is None
+    if model is None and side is None:
+        return None
+    if model is None and low.startswith("pi_"):
+        model = "policy"
+    return Role(model, side, ratio)
+
+
+def _role_of(node: ast.AST) -> Role | None:
+    name = _leaf_name(node)
+    return preference_role(name) if name else None
+
+
+def _negated_parents(func: ast.AST) -> set[int]:
+    """Ids of the subtractions written under a unary minus (`-(b - a)` is `a - b` on purpose)."""
+    out: set[int] = set()
+    for n in nodes_of(func, ast.UnaryOp):
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            inner = n.operand
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
+                out.add(id(inner))
+    return out
+
+
+def signed_difference_faults(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
+    """Subtractions of two preference quantities written the wrong way round, with what the right way is."""
+    negated = _negated_parents(func)
+    for n in nodes_of(func, ast.BinOp):
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)) or id(n) in negated:
+            continue
+        left, right = _role_of(n.left), _role_of(n.right)
+        if left is None or right is None:
+            continue
+        lm, rm = left.model, right.model
+        if {lm, rm} == {
+            None,
+            "reference",
+        }:  # `chosen_logps - ref_chosen_logps`: the unqualified one is the policy
+            lm, rm = lm or "policy", rm or "policy"
+        if lm == rm and {left.side, right.side} == {"chosen", "rejected"}:
+            if left.side == "rejected":
+                yield n, "chosen minus rejected"
+        elif (
+            left.side == right.side
+            and (left.side is not None or (left.ratio and right.ratio))
+            and {lm, rm}
+            == {
+                "policy",
+                "reference",
+            }
+        ):
+            if lm == "reference":
+                yield n, "policy minus reference"
+
+
+def _reads(node: ast.AST) -> set[str]:
+    return {x.id for x in ast.walk(node) if isinstance(x, ast.Name)}
+
+
+def _assignments(func: ast.AST) -> list[tuple[str, ast.AST]]:
+    out: list[tuple[str, ast.AST]] = []
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            out.append((n.targets[0].id, n.value))
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.append((n.target.id, n.value))
+    return out
+
+
+def _tainted(func: ast.AST, seeds: set[str]) -> set[str]:
+    """The locals whose value reads one of ``seeds`` (transitively, in any order of assignment)."""
+    out = set(seeds)
+    pairs = [(name, _reads(value)) for name, value in _assignments(func)]
+    changed = True
+    while changed:
+        changed = False
+        for name, reads in pairs:
+            if name not in out and reads & out:
+                out.add(name)
+                changed = True
+    return out
+
+
+def temperature_of(func: ast.AST) -> str | None:
+    """The temperature parameter of a preference loss function (`beta`), else None."""
+    if not isinstance(func, _FUNCS):
+        return None
+    args = func.args
+    for a in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if a.arg in TEMPERATURES:
+            return a.arg
+    return None
+
+
+def _margins(func: ast.AST) -> set[str]:
+    """Locals built from a difference of preference quantities (the margin `logits = pi_lr - ref_lr`)."""
+    seeds: set[str] = set()
+    for name, value in _assignments(func):
+        if preference_role(name) is not None and preference_role(name).ratio:  # type: ignore[union-attr]
+            seeds.add(name)
+            continue
+        for n in ast.walk(value):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub):
+                if _role_of(n.left) is not None and _role_of(n.right) is not None:
+                    seeds.add(name)
+                    break
+    # the margin itself, not the rewards: names that carry a role are quantities of their own
+    return {name for name in _tainted(func, seeds) if preference_role(name) is None or name in seeds}
+
+
+def _is_logistic(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in _LOGISTIC
+
+
+def unscaled_margins(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Where a preference loss with a temperature reads its margin without it: a logistic term, a squared term,
+    an implicit reward. Yields (node, what)."""
+    beta = temperature_of(func)
+    if beta is None:
+        return
+    margins = _margins(func)
+    scaled = _tainted(func, {beta})
+    if not margins:
+        return
+    for n in nodes_of(func, ast.Call):
+        if _is_logistic(n) and n.args:  # type: ignore[attr-defined]
+            arg = n.args[0]  # type: ignore[attr-defined]
+            reads = _reads(arg)
+            if reads & margins and not reads & scaled:
+                yield n, f"`{ast.unparse(n)}` reads the margin without the temperature `{beta}`"
+    loss_names = {name for name, _ in _assignments(func) if "loss" in name.lower()}
+    for name, value in _assignments(func):
+        if name not in loss_names or any(_is_logistic(x) for x in ast.walk(value)):
+            continue
+        for sq in ast.walk(value):
+            if isinstance(sq, ast.BinOp) and isinstance(sq.op, ast.Pow):
+                reads = _reads(sq.left)
+                if reads & margins and not reads & scaled:
+                    yield sq, f"the squared term `{ast.unparse(sq)}` has no temperature `{beta}` in it"
+    rewards = [(name, value) for name, value in _assignments(func) if "reward" in name.lower()]
+    if any(_reads(v) & scaled for _, v in rewards):
+        for name, value in rewards:
+            roles = [
+                x for x in ast.walk(value) if isinstance(x, ast.Name) and preference_role(x.id) is not None
+            ]
+            if roles and not _reads(value) & scaled:
+                yield value, f"`{name}` is not scaled by `{beta}`, while the other rewards are"
+
+
+def _logistic_sign(arg: ast.AST) -> tuple[bool, frozenset[str]]:
+    """(negated, names) of a logistic term's argument: `-beta * m` -> (True, {beta, m})."""
+    minus = sum(1 for n in ast.walk(arg) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub))
+    return minus % 2 == 1, frozenset(_reads(arg))
+
+
+def smoothing_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A label-smoothed logistic loss whose two terms read the same margin with the same sign."""
+    if temperature_of(func) is None:
+        return
+    margins = _margins(func)
+    for name, value in _assignments(func):
+        if "loss" not in name.lower():
+            continue
+        terms = [n for n in ast.walk(value) if _is_logistic(n) and n.args]  # type: ignore[attr-defined]
+        if len(terms) != 2 or not any("smooth" in r for r in _reads(value)):
+            continue
+        signs = [_logistic_sign(t.args[0]) for t in terms]  # type: ignore[attr-defined]
+        if signs[0][1] == signs[1][1] and signs[0][1] & margins and signs[0][0] == signs[1][0]:
+            yield terms[1], "both logistic terms read the margin with the same sign"
+
+
+def role_binding_faults(call: ast.Call, params: list[str]) -> Iterator[tuple[ast.AST, str, str]]:
+    """Positional arguments whose preference role differs from the parameter they bind. Yields
+    (argument, argument name, parameter name)."""
+    for arg, param in zip(call.args, params):
+        a, p = _role_of(arg), preference_role(param)
+        if a is None or p is None or not (a.full and p.full):
+            continue
+        if (a.model, a.side) != (p.model, p.side):
+            yield arg, ast.unparse(arg), param
+    for kw in call.keywords:
+        if kw.arg is None:
+            continue
+        a, p = _role_of(kw.value), preference_role(kw.arg)
+        if a is not None and p is not None and a.full and p.full and (a.model, a.side) != (p.model, p.side):
+            yield kw.value, ast.unparse(kw.value), kw.arg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Role-masked labels
+
+_ROLES = ("assistant", "user", "system", "tool")
+_FLAG = re.compile(r"loss_mask|supervis|train_on|is_target")
+
+
+def _eval_role(node: ast.AST, role: str, role_reads: set[str]) -> object:
+    """Evaluate a supervision expression for one role, or raise ValueError when it cannot be read."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.IfExp):
+        return _eval_role(
+            node.body if _eval_role(node.test, role, role_reads) else node.orelse, role, role_reads
+        )
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "bool"):
+        if len(node.args) == 1:
+            v = _eval_role(node.args[0], role, role_reads)
+            return int(v) if node.func.id == "int" else bool(v)  # type: ignore[call-overload]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _eval_role(node.operand, role, role_reads)
+    if isinstance(node, ast.BoolOp):
+        vals = [_eval_role(v, role, role_reads) for v in node.values]
+        return all(vals) if isinstance(node.op, ast.And) else any(vals)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = node.left, node.comparators[0]
+        if _is_role(right, role_reads) and not _is_role(left, role_reads):
+            left, right = right, left
+        if _is_role(left, role_reads):
+            op = node.ops[0]
+            if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant):
+                eq = role == right.value
+                return eq if isinstance(op, ast.Eq) else not eq
+            if isinstance(op, (ast.In, ast.NotIn)):
+                if isinstance(right, (ast.Tuple, ast.List, ast.Set)) and all(
+                    isinstance(e, ast.Constant) for e in right.elts
+                ):
+                    inside = role in [e.value for e in right.elts]  # type: ignore[attr-defined]
+                elif isinstance(right, ast.Constant) and isinstance(right.value, str):
+                    inside = role in right.value
+                else:
+                    raise ValueError
+                return inside if isinstance(op, ast.In) else not inside
+        if (
+            isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and isinstance(left, ast.Constant)
+            and _is_role(right, role_reads)
+        ):
+            inside = left.value in role
+            return inside if isinstance(node.ops[0], ast.In) else not inside
+    raise ValueError
+
+
+def _is_role(node: ast.AST, role_reads: set[str]) -> bool:
+    """`role`, `message["role"]`, `msg.get("role")`, `message.role`."""
+    if isinstance(node, ast.Name):
+        return node.id in role_reads
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value == "role"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "role"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "role"
+    return False
+
+
+def _role_locals(func: ast.AST) -> set[str]:
+    out = {"role"}
+    for name, value in _assignments(func):
+        if _is_role(value, set()):
+            out.add(name)
+    return out
+
+
+def _reads_role(node: ast.AST, role_reads: set[str]) -> bool:
+    return any(_is_role(n, role_reads) for n in ast.walk(node))
+
+
+def _role_default_fault(expr: ast.AST, role_reads: set[str]) -> str | None:
+    """Why a default supervision flag supervises a prompt turn, or None when it is right or unreadable."""
+    try:
+        values = {role: _eval_role(expr, role, role_reads) for role in _ROLES}
+    except (ValueError, TypeError):
+        return None
+    if not values["assistant"]:
+        return None  # masks the assistant too: another contract (pretraining templates label nothing here)
+    wrong = [role for role in ("user", "system", "tool") if values[role]]
+    if wrong:
+        return f"it is {values[wrong[0]]!r} for a `{wrong[0]}` turn"
+    return None
+
+
+def supervision_default_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Default supervision flags of a message that mark a prompt (user/system/tool) turn as a target."""
+    role_reads = _role_locals(func)
+    for n in nodes_of(func, ast.Call, ast.Dict, ast.Assign):
+        expr: ast.AST | None = None
+        # message.get("loss_mask", DEFAULT)
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("get", "setdefault")
+            and len(n.args) == 2
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+            and _FLAG.search(n.args[0].value)
+        ):
+            expr = n.args[1]
+        # {"role": role, "loss_mask": EXPR} / loss_mask = EXPR (reading the role)
+        elif isinstance(n, ast.Dict):
+            for k, v in zip(n.keys, n.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and _FLAG.search(k.value):
+                    if any(isinstance(kk, ast.Constant) and kk.value == "role" for kk in n.keys):
+                        expr = v
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            if _FLAG.search(n.targets[0].id) and _reads_role(n.value, role_reads):
+                expr = n.value
+        if expr is None:
+            continue
+        if not (isinstance(expr, ast.Constant) or _reads_role(expr, role_reads)):
+            continue
+        fault = _role_default_fault(expr, role_reads)
+        if fault is not None:
+            yield expr, fault
+
+
+def _label_targets(stmt: ast.stmt) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(label list, appended value) of `labels += V`, `labels.extend(V)`, `labels.append(V)`."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and _is_labels(n.target):
+            yield n.target, n.value
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("extend", "append")
+            and _is_labels(n.func.value)
+            and n.args
+        ):
+            yield n.func.value, n.args[0]
+
+
+def _is_labels(node: ast.AST) -> bool:
+    name = _leaf_name(node)
+    return name is not None and name.lower() in ("labels", "label_ids", "target_ids", "targets")
+
+
+def _masked_value(node: ast.AST) -> bool:
+    """Whether an appended label value is built from the ignore index (or is empty)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and "ignore" in n.id.lower():
+            return True
+        if isinstance(n, ast.Attribute) and "ignore" in n.attr.lower():
+            return True
+        if isinstance(n, ast.Constant) and n.value == -100:
+            return True
+    return False
+
+
+def _flag_test(test: ast.AST, role_reads: set[str]) -> bool | None:
+    """True when `test` is truthy for a supervised turn, False when truthy for an unsupervised one, None when it
+    tests neither a supervision flag nor the role."""
+    node = test
+    flip = False
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        flip, node = not flip, node.operand
+    reads_flag = any(
+        (isinstance(x, ast.Name) and _FLAG.search(x.id))
+        or (isinstance(x, ast.Constant) and isinstance(x.value, str) and _FLAG.search(x.value))
+        for x in ast.walk(node)
+    )
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant):
+        const = node.comparators[0].value
+        if reads_flag and const in (0, 1) and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            positive = (const == 1) == isinstance(node.ops[0], ast.Eq)
+            return positive != flip
+        if (
+            _is_role(node.left, role_reads)
+            and const == "assistant"
+            and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+        ):
+            return isinstance(node.ops[0], ast.Eq) != flip
+    if reads_flag and isinstance(node, (ast.Name, ast.Subscript)):
+        return not flip
+    return None
+
+
+def unmasked_branch_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """The unsupervised branch of a message's label builder appends token ids instead of the ignore index."""
+    role_reads = _role_locals(func)
+    for n in nodes_of(func, ast.If):
+        if not isinstance(n, ast.If) or not n.orelse:
+            continue
+        positive = _flag_test(n.test, role_reads)
+        if positive is None:
+            continue
+        body, orelse = (n.body, n.orelse) if positive else (n.orelse, n.body)
+        sup = [v for s in body for _, v in _label_targets(s)]
+        unsup = [v for s in orelse for _, v in _label_targets(s)]
+        if not sup or not unsup:
+            continue
+        if any(_masked_value(v) for v in sup + unsup) and not any(_masked_value(v) for v in unsup):
+            yield unsup[0], ast.unparse(unsup[0])
+        elif not any(_masked_value(v) for v in unsup) and {ast.unparse(v) for v in unsup} <= {
+            ast.unparse(v) for v in sup
+        }:
+            yield unsup[0], ast.unparse(unsup[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-token means
+
+
+def _reduction(call: ast.Call) -> str | None:
+    for kw in call.keywords:
+        if kw.arg == "reduction" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            return kw.value.value
+    return None
+
+
+def _is_ce(call: ast.AST) -> bool:
+    if not isinstance(call, ast.Call):
+        return False
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in ("cross_entropy", "nll_loss")
+
+
+def _divided(expr: ast.AST, call: ast.AST) -> bool:
+    """Whether ``call`` sits under a division (or a `.mean()`) inside ``expr``."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+            if any(x is call for x in ast.walk(n.left)):
+                return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "mean":
+            if any(x is call for x in ast.walk(n.func.value)):
+                return True
+    return False
+
+
+def hands_on_loss(func: ast.AST) -> set[str]:
+    """The locals a function hands on as the step's loss: `outputs.loss = X`, `return X` of a `loss` name."""
+    out: set[str] = set()
+    for n in nodes_of(func, ast.Assign):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            t = n.targets[0]
+            if isinstance(t, ast.Attribute) and t.attr == "loss" and isinstance(n.value, ast.Name):
+                out.add(n.value.id)
+    return out
+
+
+def unnormalised_losses(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
+    """Cross-entropies taken as a token sum (``reduction="sum"`` / ``"none"`` then summed) and handed on as the
+    step's loss with no division by a count. Yields (call, reduction)."""
+    handed = hands_on_loss(func)
+    divided_later: set[str] = set()
+    for name, value in _assignments(func):
+        if name in handed and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Div):
+            if name in _reads(value.left):
+                divided_later.add(name)
+    direct = [
+        n.value
+        for n in nodes_of(func, ast.Assign)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Attribute)
+        and n.targets[0].attr == "loss"
+        and not isinstance(n.value, ast.Name)
+    ]
+    pairs = [
+        (name, value) for name, value in _assignments(func) if name in handed and name not in divided_later
+    ]
+    for _, value in [*pairs, *(("", v) for v in direct)]:
+        for call in ast.walk(value):
+            if not _is_ce(call):
+                continue
+            red = _reduction(call)  # type: ignore[arg-type]
+            if red in ("sum", "none") and not _divided(value, call):
+                yield call, red  # type: ignore[misc]
+
+
+def numel_denominators(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
+    """A cross-entropy taken with ``ignore_index`` and ``reduction="sum"`` divided by every label position."""
+    for n in nodes_of(func, ast.BinOp):
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)):
+            continue
+        ce = next((c for c in ast.walk(n.left) if _is_ce(c) and _reduction(c) == "sum"), None)  # type: ignore[arg-type]
+        if ce is None or not any(kw.arg == "ignore_index" for kw in ce.keywords):  # type: ignore[attr-defined]
+            continue
+        for x in ast.walk(n.right):
+            if (
+                isinstance(x, ast.Call)
+                and isinstance(x.func, ast.Attribute)
+                and x.func.attr in ("numel", "size")
+            ):
+                yield n, ast.unparse(n.right)
+                break
+            if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len":
+                yield n, ast.unparse(n.right)
+                break
+            if isinstance(x, ast.Attribute) and x.attr == "shape":
+                yield n, ast.unparse(n.right)
+                break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Heads a spec's replacement serves
+
+_HEAD_WORDS = (
+    ("causal", ("forcausallm", "causallm", "causal_lm")),
+    ("seq_cls", ("forsequenceclassification", "sequenceclassification", "seq_cls", "seqcls")),
+    ("token_cls", ("fortokenclassification", "tokenclassification", "token_cls", "tokencls")),
+    ("cond_gen", ("forconditionalgeneration", "conditionalgeneration", "cond_gen")),
+)
+
+
+def head_of_name(name: str) -> str | None:
+    """The model head a class, target or replacement name is written for (causal / seq_cls / token_cls /
+    cond_gen), or None."""
+    low = name.lower()
+    found = {head for head, words in _HEAD_WORDS if any(w in low for w in words)}
+    return found.pop() if len(found) == 1 else None
+
+
+def method_of_name(name: str) -> str | None:
+    """`..._init_patched` -> "__init__", `..._forward_patched` -> "forward", else None."""
+    low = name.lower()
+    has_init = re.search(r"(?:^|_)init(?:_|$)", low) is not None
+    has_fwd = "forward" in low
+    if has_init != has_fwd:
+        return "__init__" if has_init else "forward"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Counts reduced over ranks
+
+COUNT_WORDS = ("token", "count", "num_items", "num_valid", "_len", "denom")
+_REDUCERS = frozenset({"all_reduce", "all_reduce_tensor", "reduce_across_ranks"})
+
+
+def _counting(name: str) -> bool:
+    low = name.lower()
+    return any(w in low for w in COUNT_WORDS)
+
+
+def _comprehension_sources(func: ast.AST) -> dict[str, ast.AST]:
+    """Comprehension / loop targets -> the iterable they come from (`for k, v in counts.items()`)."""
+    out: dict[str, ast.AST] = {}
+    for n in nodes_of(func, ast.comprehension, ast.For):
+        if isinstance(n, (ast.comprehension, ast.For)):
+            for t in ast.walk(n.target):
+                if isinstance(t, ast.Name):
+                    out[t.id] = n.iter
+    return out
+
+
+def reduction_op(call: ast.Call, helper_mean: bool) -> str | None:
+    """The reduction of an all-reduce call: `op=` (a string or `ReduceOp.X`), its second positional argument, else
+    the default (SUM for `torch.distributed.all_reduce`, "mean" for VeOmni's helper when ``helper_mean``)."""
+    op_node = next((kw.value for kw in call.keywords if kw.arg == "op"), None)
+    if op_node is None and len(call.args) > 1 and isinstance(call.func, ast.Name):
+        op_node = call.args[1]
+    if op_node is not None:
+        if isinstance(op_node, ast.Constant) and isinstance(op_node.value, str):
+            return op_node.value.lower()
+        if isinstance(op_node, ast.Attribute):
+            return op_node.attr.lower()
+        return None
+    if isinstance(call.func, ast.Attribute):
+        return "sum"
+    return "mean" if helper_mean else None
+
+
+def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[ast.Call, str, str]]:
+    """All-reduces of a token count whose result is used in place (a comprehension, a return, an argument: not a
+    plain assignment, which NPU421 follows to its division) with a reduction other than a sum.
+    Yields (call, count text, op)."""
+    plain: set[int] = set()
+    for n in nodes_of(func, ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign):
+        if isinstance(n, (ast.Assign, ast.Expr, ast.AnnAssign, ast.AugAssign)) and isinstance(
+            n.value, ast.Call
+        ):
+            plain.add(id(n.value))
+    sources = _comprehension_sources(func)
+    fname = getattr(func, "name", "")
+    for n in nodes_of(func, ast.Call):
+        if not isinstance(n, ast.Call) or id(n) in plain or not n.args:
+            continue
+        f = n.func
+        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if callee not in _REDUCERS:
+            continue
+        arg = n.args[0]
+        names = _reads(arg)
+        counted = any(_counting(x) for x in names) or any(
+            x in sources and any(_counting(y) for y in _reads(sources[x])) for x in names
+        )
+        if not counted and not (_counting(fname) and isinstance(arg, (ast.Name, ast.Call))):
+            continue
+        op = reduction_op(n, helper_mean)
+        if op is not None and op not in ("sum", "reduceop.sum"):
+            yield n, ast.unparse(arg), op
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Config fields an __init__ binds
+
+
+def config_bindings(func: ast.AST) -> dict[str, tuple[str, ast.AST]]:
+    """`self.X = config.Y` (or `getattr(config, "Y")`) in a function: X -> (Y, the value node)."""
+    out: dict[str, tuple[str, ast.AST]] = {}
+    for n in nodes_of(func, ast.Assign):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1):
+            continue
+        t, v = n.targets[0], n.value
+        if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
+            continue
+        field_name = None
+        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "config":
+            field_name = v.attr
+        elif (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Name)
+            and v.func.id == "getattr"
+            and len(v.args) == 2
+            and isinstance(v.args[0], ast.Name)
+            and v.args[0].id == "config"
+            and isinstance(v.args[1], ast.Constant)
+        ):
+            field_name = str(v.args[1].value)
+        if field_name is not None:
+            out.setdefault(t.attr, (field_name, v))
+    return out
+
+
+def _encodes_header(value: ast.AST, role_reads: set[str]) -> bool:
+    """`tokenizer.encode("<|im_start|>" + message["role"] + "\\n", ...)`: an encoding of a role header alone."""
+    if not (isinstance(value, ast.Call) and value.args):
+        return False
+    f = value.func
+    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if callee not in ("encode", "tokenize", "convert_tokens_to_ids", "apply_chat_template"):
+        return False
+    text = value.args[0]
+    reads = _reads(text)
+    return (
+        _reads_role(text, role_reads)
+        and not any("content" in r or "text" in r for r in reads)
+        and not any(
+            isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "content"
+            for n in ast.walk(text)
+        )
+    )
+
+
+def supervised_header_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """The supervised branch labels a message's ids whole, header included: the ids were built from an encoding
+    of the role header alone and then extended with the content, and the labels take them unsliced."""
+    role_reads = _role_locals(func)
+    headers: set[str] = set()
+    extended: set[str] = set()
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            if _encodes_header(n.value, role_reads):
+                headers.add(n.targets[0].id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+            extended.add(n.target.id)
+    headers &= extended
+    if not headers:
+        return
+    for n in nodes_of(func, ast.If):
+        if not isinstance(n, ast.If):
+            continue
+        positive = _flag_test(n.test, role_reads)
+        if positive is None:
+            continue
+        body = n.body if positive else n.orelse
+        for stmt in body:
+            for _, value in _label_targets(stmt):
+                if isinstance(value, ast.Name) and value.id in headers:
+                    yield value, value.id
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Custom autograd functions: what the forward keeps for the backward
+
+
+def _ctx_name(func: ast.AST) -> str | None:
+    args = getattr(func, "args", None)
+    if args is None or not args.args:
+        return None
+    return args.args[0].arg
+
+
+def _gradient_site(bwd: ast.AST) -> ast.AST | None:
+    """The first statement of a backward that reads its incoming gradient (where a lost factor belongs)."""
+    args = bwd.args.args  # type: ignore[attr-defined]
+    if len(args) < 2:
+        return None
+    grad = args[1].arg
+    for stmt in ast.walk(bwd):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return)) and stmt.value is not None:
+            if grad in _reads(stmt.value):
+                return stmt
+    return None
+
+
+def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
+    """In an autograd Function, values the forward keeps for the backward (`ctx.x = ...`, `ctx.save_for_backward(a,
+    b)`) that the backward never reads: unpacked from `ctx.saved_tensors` and dropped, or a `ctx` attribute never
+    read. Yields (the backward's statement that uses the incoming gradient, else where the value is kept, the
+    name)."""
+    methods = {f.name: f for f in cls.body if isinstance(f, _FUNCS)}
+    fwd, bwd = methods.get("forward"), methods.get("backward")
+    if fwd is None or bwd is None:
+        return
+    fctx, bctx = _ctx_name(fwd), _ctx_name(bwd)
+    if fctx is None or bctx is None:
+        return
+    site = _gradient_site(bwd)
+    bwd_attrs = {
+        n.attr
+        for n in ast.walk(bwd)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == bctx
+    }
+    loads = {n.id for n in ast.walk(bwd) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # ctx attributes set in forward, never read in backward
+    for n in ast.walk(fwd):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == fctx
+                    and t.attr not in bwd_attrs
+                    and not t.attr.startswith(("needs_", "mark_", "set_"))
+                ):
+                    yield site or n, f"{fctx}.{t.attr}"
+    # saved tensors unpacked in backward, never read
+    for n in ast.walk(bwd):
+        if not (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], (ast.Tuple, ast.List))
+        ):
+            continue
+        v = n.value
+        if not (isinstance(v, ast.Attribute) and v.attr in ("saved_tensors", "saved_variables")):
+            continue
+        for elt in n.targets[0].elts:
+            if isinstance(elt, ast.Name) and not elt.id.startswith("_") and elt.id not in loads:
+                yield site or elt, elt.id
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Precision of a routing projection
+
+
+def _fp32_cast(node: ast.AST) -> bool:
+    """`x.float()`, `x.type(torch.float32)`, `x.to(torch.float32)`, `dtype=torch.float32` / `torch.float`."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in ("float32", "float") and isinstance(n.value, ast.Name):
+            if n.value.id == "torch":
+                return True
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "float"
+            and not n.args
+        ):
+            return True
+    return False
+
+
+_PROJECTIONS = frozenset({"linear", "matmul", "mm", "bmm", "einsum"})
+
+
+def fp32_projections(func: ast.AST) -> list[ast.Call]:
+    """Projections (`F.linear`, `matmul`, `@` operands) whose inputs are cast to float32 in the call itself."""
+    out: list[ast.Call] = []
+    for n in nodes_of(func, ast.Call):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in _PROJECTIONS and any(_fp32_cast(a) for a in n.args):
+                out.append(n)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Packed-sample boundaries
+
+
+def _is_ignore(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return "ignore" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        return "ignore" in node.attr.lower()
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        return node.operand.value == 100
+    return False
+
+
+def _const_index(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        return -node.operand.value if isinstance(node.operand.value, int) else None
+    return None
+
+
+def _loop_side(loop: ast.For) -> str | None:
+    """`range(1, n)` -> "skips_first"; `range(n - 1)` / `range(0, n - 1)` -> "skips_last"; else None."""
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args):
+        return None
+    args = it.args
+    if len(args) >= 2 and _const_index(args[0]) == 1:
+        return "skips_first"
+    stop = args[-1] if len(args) <= 2 else args[1]
+    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Sub) and _const_index(stop.right) == 1:
+        if len(args) == 1 or _const_index(args[0]) == 0:
+            return "skips_last"
+    return None
+
+
+def boundary_side_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A loop over packed samples masks the boundary label at the wrong end: a loop that skips the first sample
+    masks each sample's last label (the boundary after sample i-1 is sample i's first label), or a loop that skips
+    the last sample masks each sample's first one."""
+    for loop in nodes_of(func, ast.For):
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
+            continue
+        side = _loop_side(loop)
+        if side is None:
+            continue
+        var = loop.target.id
+        for n in ast.walk(loop):
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and _is_ignore(n.value)):
+                continue
+            t = n.targets[0]
+            if not (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Subscript)):
+                continue
+            inner = t.value.slice
+            if not (isinstance(inner, ast.Name) and inner.id == var):
+                continue
+            pos = t.slice.elts[-1] if isinstance(t.slice, ast.Tuple) else t.slice
+            idx = _const_index(pos)
+            if side == "skips_first" and idx == -1:
+                yield t, "the loop starts at the second sample, so the boundary is each sample's first label"
+            elif side == "skips_last" and idx == 0:
+                yield t, "the loop stops before the last sample, so the boundary is each sample's last label"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loss-token counts and expert selection
+
+
+def _labelish(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return "label" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        return "label" in node.attr.lower()
+    if isinstance(node, ast.Subscript):
+        s = node.slice
+        return isinstance(s, ast.Constant) and isinstance(s.value, str) and "label" in s.value.lower()
+    return False
+
+
+def _token_count_target(node: ast.AST) -> str | None:
+    text = ast.unparse(node)
+    low = text.lower()
+    if any(w in low for w in ("ignore", "pad", "mask", "total_len", "seq_len", "position")):
+        return None
+    if "token" in low or "num_items" in low or "num_valid" in low or "valid_count" in low:
+        return text
+    return None
+
+
+def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A loss-token count (a target named for tokens / `num_items` / `num_valid`) taken from the labels without
+    excluding the ignored positions: `labels.numel()`, `len(labels)`, `labels.shape`, or `labels == IGNORE`."""
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            target, value = n.targets[0], n.value
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add):
+            target, value = n.target, n.value
+        else:
+            continue
+        name = _token_count_target(target)
+        if name is None:
+            continue
+        compares = [x for x in ast.walk(value) if isinstance(x, ast.Compare)]
+        if any(
+            isinstance(op, ast.Eq) and any(_is_ignore(c) or _is_ignore(x.left) for c in x.comparators)
+            for x in compares
+            for op in x.ops
+        ):
+            yield value, f"`{name}` counts the labels equal to the ignore index, the positions the loss skips"
+            continue
+        if compares or not any(_labelish(x) for x in ast.walk(value)):
+            continue
+        for x in ast.walk(value):
+            sized = None
+            if (
+                isinstance(x, ast.Call)
+                and isinstance(x.func, ast.Attribute)
+                and x.func.attr in ("numel", "size")
+            ):
+                sized = x.func.value
+            elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
+                sized = x.args[0]
+            elif isinstance(x, ast.Attribute) and x.attr == "shape":
+                sized = x.value
+            if sized is not None and any(_labelish(y) for y in ast.walk(sized)):
+                yield (
+                    value,
+                    f"`{name}` counts every label position, the ignored ones (padding, prompts) included",
+                )
+                break
+
+
+_ALL_EXPERTS = re.compile(
+    r"^(?:num_experts|n_routed_experts|num_local_experts|n_experts|num_routed_experts)$"
+)
+
+
+def topk_over_all_experts(func: ast.AST) -> Iterator[ast.Call]:
+    """`torch.topk(scores, self.num_experts, ...)`: a router's top-k taken over the number of all experts."""
+    for n in nodes_of(func, ast.Call):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "topk"):
+            continue
+        k = n.args[1] if len(n.args) > 1 else next((kw.value for kw in n.keywords if kw.arg == "k"), None)
+        if k is None and isinstance(n.func.value, ast.Name) and n.func.value.id != "torch" and n.args:
+            k = n.args[0]
+        name = _leaf_name(k) if k is not None else None
+        if name and _ALL_EXPERTS.match(name):
+            yield n
+
+
+_TOP_K = re.compile(r"top_?k|experts_per_tok|per_token|topk")
+
+
+def aux_loss_top_k_missing(call: ast.Call) -> bool:
+    """A load-balancing loss call that passes the number of experts but no top-k (the callee's default `top_k`
+    then stands in for the model's `num_experts_per_tok`)."""
+    f = call.func
+    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if "load_balancing" not in callee.lower():
+        return False
+    args = [*call.args, *(kw.value for kw in call.keywords)]
+    names = {_leaf_name(a) or "" for a in args}
+    if any(kw.arg in ("top_k", "topk", "k", "num_experts_per_tok") for kw in call.keywords):
+        return False
+    if any(_TOP_K.search(n.lower()) for n in names):
+        return False
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords):
+        return False
+    return any(_ALL_EXPERTS.match(n) for n in names)
+
+
+def _upcasts(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr in ("float", "double") and not n.args:
+                return True
+            if n.func.attr in ("to", "type") and any(
+                _fp32_cast(a) for a in (*n.args, *(k.value for k in n.keywords))
+            ):
+                return True
+    return False
+
+
+def uncast_output_logits(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A cross-entropy handed on as the step's loss over logits read from a model output (`outputs.logits`) that
+    the function never casts to float32. Yields (the logits argument, its name)."""
+    handed = hands_on_loss(func)
+    direct = any(
+        isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Attribute)
+        and n.targets[0].attr == "loss"
+        for n in nodes_of(func, ast.Assign)
+    )
+    if not handed and not direct:
+        return
+    from_output: set[str] = set()
+    for name, value in _assignments(func):
+        if any(isinstance(x, ast.Attribute) and x.attr == "logits" for x in ast.walk(value)):
+            from_output.add(name)
+    from_output = _tainted(func, from_output)
+    cast: set[str] = {name for name, value in _assignments(func) if name in from_output and _upcasts(value)}
+    for call in nodes_of(func, ast.Call):
+        if not (_is_ce(call) and call.args):  # type: ignore[attr-defined]
+            continue
+        arg = call.args[0]  # type: ignore[attr-defined]
+        if isinstance(arg, ast.Name) and arg.id in from_output and arg.id not in cast and not _upcasts(arg):
+            yield arg, arg.id
