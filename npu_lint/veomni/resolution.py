@@ -789,3 +789,37 @@ def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
             continue
         env[name] = got
     return env
+
+
+# -- what a handle asks for on an NPU host ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NpuSelection:
+    """How a handle's implementation argument reads the ops config: the field it reads, the op that field
+    chooses (None when the catalog does not know the field), the ``npu_as`` remap, and the name an NPU host
+    that kept the default configuration asks for (None when the field has no NPU default)."""
+
+    field: str
+    field_op: str | None
+    npu_as: str | None
+    asked: str | None
+
+
+def npu_selection(impl_node: ast.expr | None, resolvers: frozenset[str]) -> NpuSelection | None:
+    """The NPU host's reading of ``resolve_op_impl("<field>", npu_as=...)``-style implementation arguments (the
+    resolver returns the field's value, with the NPU name ``npu`` replaced by ``npu_as`` when given)."""
+    from npu_lint.veomni.catalog import CONFIG_FIELD_TO_OP, NPU_FIELD_DEFAULTS
+
+    if not isinstance(impl_node, ast.Call) or call_name(impl_node) not in resolvers:
+        return None
+    fields = [
+        f for f in (str_value(a) for a in impl_node.args) if f is not None and f.endswith("_implementation")
+    ]
+    if len(fields) != 1:
+        return None
+    field_name = fields[0]
+    npu_as = str_value(keyword_arg(impl_node, "npu_as"))
+    value = NPU_FIELD_DEFAULTS.get(field_name)
+    asked = npu_as if (npu_as is not None and value == "npu") else value
+    return NpuSelection(field_name, CONFIG_FIELD_TO_OP.get(field_name), npu_as, asked)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 import difflib
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._handles import (
     IMPL_RESOLVERS,
-    Block,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
+    Block,
     block_of,
     call_arg,
     call_name,
@@ -22,7 +23,8 @@ from npu_lint.rules._handles import (
     str_value,
 )
 from npu_lint.rules.base import Example, Rule
-from npu_lint.veomni.catalog import ANY, NPU, OPSLOT_TO_VEOMNIOP
+from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OPSLOT_TO_VEOMNIOP, OpRow
+from npu_lint.veomni.resolution import npu_selection
 
 _CHECKED = INSTANCE_HANDLES | ROW_RESOLVERS  # VeomniOp(...), VeomniKernel(...), resolve_op(...), ...
 
@@ -175,6 +177,8 @@ class UnknownOpRow(Rule):
                 f"no registered row `{op}/{variant}/{impl}` (per {origin}); implementations: {describe(rows)}",
             )
             return
+        if impl is None and self._npu_selection(node, op, variant, rows, impl_node):
+            return
         if not npu_targeted(self.ctx) or impl == "eager":
             return
         if npu_capable(rows):
@@ -216,6 +220,54 @@ class UnknownOpRow(Rule):
             f"NPU-targeted code: op `{op}/{variant}` has no NPU row ({describe(rows)}), so {f'`{impl}`' if impl else 'a non-eager selection'} raises at "
             'construction on an NPU host; pass "eager" or select it through the ops config',
         )
+
+    def _npu_selection(
+        self, node: ast.Call, op: str, variant: str, rows: list[OpRow], impl_node: ast.expr | None
+    ) -> bool:
+        """The ``npu_as`` remap of a handle's ops-config read as an NPU host evaluates it (directly, or through a
+        local assigned once from the read): the name the host asks for must be a registered row of the handle's
+        op and variant that runs there. (A read without the remap is NPU204's.) True when reported."""
+        if isinstance(impl_node, ast.Name):
+            impl_node = self._assigned_once(impl_node.id)
+        sel = npu_selection(impl_node, IMPL_RESOLVERS)
+        if sel is None or sel.npu_as is None or sel.asked is None or sel.asked == "eager":
+            return False
+        if sel.field_op is not None and sel.field_op != op:
+            return False  # a field of another op: NPU204's
+        asked = sel.asked
+        match = [r for r in rows if r.impl == asked]
+        at = impl_node if impl_node is not None else node
+        if not match:
+            device_free = [r.impl for r in rows if r.requirement == ANY]
+            self._report(
+                at,
+                f'on an NPU host `{sel.field}` holds the NPU name `npu` and `npu_as="{sel.npu_as}"` makes this '
+                f"handle ask for `{op}/{variant}/{asked}`, which is not registered (per "
+                f"{self.ctx.project.rows_origin}): construction raises KeyError on Ascend; implementations: "
+                f"{describe(rows)}"
+                + (f" (device-agnostic: {', '.join(device_free)})" if device_free else ""),
+            )
+            return True
+        if all(r.requirement in (GPU, MLU) for r in match):
+            self._report(
+                at,
+                f'`npu_as="{sel.npu_as}"` remaps the NPU name to `{op}/{variant}/{asked}`, a row that only runs on '
+                f"{'/'.join(sorted({r.requirement for r in match}))}: construction raises on Ascend; remap it to a "
+                "row that runs there",
+            )
+            return True
+        return False
+
+    def _assigned_once(self, name: str) -> ast.expr | None:
+        scope = self.ctx.function
+        if scope is None:
+            return None
+        values = [
+            a.value
+            for a in nodes_of(scope, ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+        ]
+        return values[0] if len(values) == 1 else None
 
     def _opslot(self, node: ast.Call) -> None:
         """``OpSlot(op, variant)`` whose variant no row of a known op has (its binder raises at build time)."""

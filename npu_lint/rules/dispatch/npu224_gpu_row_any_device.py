@@ -12,7 +12,7 @@ class GpuRowAnyDevice(Rule):
     name = "gpu-row-any-device"
     summary = (
         "A kernel row that binds GPU-only code (a Triton / Liger / TileLang / CUDA kernel, by its implementation "
-        "name or by the callables it binds) is declared hardware-agnostic (`device_type=\"any\"`, or a "
+        'name or by the callables it binds) is declared hardware-agnostic (`device_type="any"`, or a '
         "`register_op` row without a requirement): its selection passes the hardware gate on Ascend."
     )
     why = (
@@ -87,7 +87,9 @@ class GpuRowAnyDevice(Rule):
             title="a pure-PyTorch row for any device",
         ),
     )
-    fix_safety = "No fix: the row's requirement (`device_type=\"gpu\"`, `CudaKernelRequirement()`) is written by hand."
+    fix_safety = (
+        'No fix: the row\'s requirement (`device_type="gpu"`, `CudaKernelRequirement()`) is written by hand.'
+    )
     requires = (MARKERS,)
     node_types = ()
 
