@@ -49,7 +49,7 @@ def names_npu(name: str | None) -> bool:
 
 
 # implementation names that name a GPU toolchain or vendor package (``liger_kernel``, ``fused_triton``,
-# ``tilelang``, ``flash_attention_2``, ``cudnn``...): the name itself says the row runs GPU code
+# ``tilelang``, ``cudnn``...): the name itself says the row runs GPU code
 _GPU_IMPL_WORDS = frozenset(
     {
         "triton",
@@ -72,10 +72,8 @@ def names_gpu(name: str | None) -> str | None:
     also names NPU (``npu_triton``) is not a GPU name."""
     if name is None or names_npu(name):
         return None
-    lowered = name.lower()
-    if lowered.startswith("flash_attention") or lowered.startswith("flash_attn"):
-        return "flash-attn"
-    for word in re.split(r"[^a-z0-9]+", lowered):
+    # (``flash_attention_2`` is not one: transformers serves it on Ascend with its NPU flash-attention)
+    for word in re.split(r"[^a-z0-9]+", name.lower()):
         if word in _GPU_IMPL_WORDS:
             return word
     return None
