@@ -98,7 +98,9 @@ register_op("blend", "base", "npu", base_ascend.forward, {npu_backward}, require
     [("base_ascend.backward", 0), ("base_plain.backward", 0), ("base_cuda.backward", 1)],
 )
 def test_npu220_checks_the_backward_of_a_raw_pair(tmp_path: Path, npu_backward: str, found: int) -> None:
-    path = _write(tmp_path, "veomni/ops/kernels/blend/__init__.py", _RAW_ROWS.format(npu_backward=npu_backward))
+    path = _write(
+        tmp_path, "veomni/ops/kernels/blend/__init__.py", _RAW_ROWS.format(npu_backward=npu_backward)
+    )
     got = _lint(tmp_path, path, "NPU220")
     assert len(got) == found
     if found:
@@ -148,7 +150,9 @@ for _name, _hw in (("npu", HardwareRequirement(device_type="npu")),):
     ("npu_module", "npu_fn", "found"),
     [(".eager_score", "plain_score", 0), (".liger_score", "fused_score", 1)],
 )
-def test_npu220_adapter_argument_of_a_loop_row(tmp_path: Path, npu_module: str, npu_fn: str, found: int) -> None:
+def test_npu220_adapter_argument_of_a_loop_row(
+    tmp_path: Path, npu_module: str, npu_fn: str, found: int
+) -> None:
     """The same adapter (``partial(ScoreLoss, ...)``) around another kernel is not the GPU row's kernel; the
     Liger kernel handed to it is."""
     text = _ADAPTED_ROWS.format(npu_module=npu_module, npu_fn=npu_fn)
@@ -210,12 +214,16 @@ def toy_forcausallm_init_patched(self, config):
 """
 
 
-@pytest.mark.parametrize(("npu_as", "found"), [("chunk_loss", ""), ("liger_kernel", "only runs"), ("npu", "KeyError")])
+@pytest.mark.parametrize(
+    ("npu_as", "found"), [("chunk_loss", ""), ("liger_kernel", "only runs"), ("npu", "KeyError")]
+)
 def test_npu205_npu_as_remap_on_an_npu_host(tmp_path: Path, npu_as: str, found: str) -> None:
     _write(tmp_path, "veomni/ops/__init__.py", "")
     _write(tmp_path, "veomni/ops/kernels/loss/__init__.py", _CE_ROWS)
     path = _write(
-        tmp_path, "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py", _CE_SPEC.format(npu_as=npu_as)
+        tmp_path,
+        "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py",
+        _CE_SPEC.format(npu_as=npu_as),
     )
     got = _lint(tmp_path, path, "NPU205")
     if not found:
@@ -226,7 +234,9 @@ def test_npu205_npu_as_remap_on_an_npu_host(tmp_path: Path, npu_as: str, found: 
 
 
 def test_npu_selection_reads_the_remap() -> None:
-    call = ast.parse('resolve_op_impl("cross_entropy_loss_implementation", npu_as="chunk_loss")').body[0].value  # type: ignore[attr-defined]
+    call = (
+        ast.parse('resolve_op_impl("cross_entropy_loss_implementation", npu_as="chunk_loss")').body[0].value
+    )  # type: ignore[attr-defined]
     sel = npu_selection(call, frozenset({"resolve_op_impl"}))
     assert sel is not None and sel.asked == "chunk_loss" and sel.field_op == "cross_entropy_loss"
     plain = ast.parse('resolve_op_impl("swiglu_mlp_implementation")').body[0].value  # type: ignore[attr-defined]
