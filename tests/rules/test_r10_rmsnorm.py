@@ -94,3 +94,55 @@ def test_npu438_weight_applied_twice(body: str, found: int) -> None:
         {body}
     """
     assert len(_lint438(text)) == found
+
+
+def _lint405(text: str) -> list:
+    source = SourceFile.from_text(
+        "veomni/ops/kernels/rms_norm/toy_kernels.py", textwrap.dedent(text).lstrip()
+    )
+    return lint_source(source, ["NPU405"], Settings())
+
+
+@pytest.mark.parametrize(
+    ("eps_line", "found"),
+    [("eps = ctx.eps", 0), ("eps = 1e-5", 1), ("eps = getattr(ctx, 'eps')", 0)],
+)
+def test_npu405_backward_ignores_the_saved_eps(eps_line: str, found: int) -> None:
+    text = f"""
+    \"\"\"A toy rms_norm kernel.\"\"\"
+    import torch
+
+
+    class ToyNormFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, eps):
+            ctx.save_for_backward(x, weight)
+            ctx.eps = eps
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight = ctx.saved_tensors
+            {eps_line}
+            variance = x.float().pow(2).mean(-1, keepdim=True)
+            inv = torch.rsqrt(variance + eps)
+            return grad * weight * inv, None, None
+    """
+    got = _lint405(text)
+    assert len(got) == found
+    if found:
+        assert got[0].line == 15  # the literal's line
+
+
+@pytest.mark.parametrize(
+    ("eps", "found"), [("self.variance_epsilon", 0), ("1e-6", 1), ("getattr(self, 'variance_epsilon')", 0)]
+)
+def test_npu405_method_style_kernel_fixed_eps(eps: str, found: int) -> None:
+    text = f"""
+    import torch_npu
+
+
+    def toy_norm_forward_npu(self, x):
+        return torch_npu.npu_rms_norm(x, self.weight, epsilon={eps})[0]
+    """
+    assert len(_lint405(text)) == found
