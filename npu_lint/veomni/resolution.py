@@ -335,9 +335,17 @@ def _call_envs(tree: ast.Module, constants: dict[str, ast.expr]) -> dict[int, li
     return out
 
 
-def _bound(node: ast.expr | None, env: dict[str, ast.expr]) -> ast.expr | None:
-    if isinstance(node, ast.Name) and node.id in env:
-        return env[node.id]
+def _bound(
+    node: ast.expr | None, env: dict[str, ast.expr], constants: dict[str, ast.expr] | None = None
+) -> ast.expr | None:
+    """A loop variable's value in this iteration, or a module constant's (``hardware=_TILELANG_HARDWARE``)."""
+    for _ in range(3):
+        if isinstance(node, ast.Name) and node.id in env:
+            node = env[node.id]
+        elif isinstance(node, ast.Name) and constants and node.id in constants:
+            node = constants[node.id]
+        else:
+            break
     return node
 
 
@@ -389,7 +397,7 @@ def _kernel_spec(mod: _Module, node: ast.Call, env: dict[str, ast.expr], out: li
     if isinstance(factory, ast.Name):
         target, imported = mod.factory_result(factory.id)
     hw_node = keyword_arg(node, "hardware")
-    hw = hardware_kind(_bound(hw_node, env)) or ANY
+    hw = hardware_kind(_bound(hw_node, env, mod.constants)) or ANY
     parts: tuple[tuple[str, Target], ...] = (("kernel", target),) if target is not None else ()
     if isinstance(factory, ast.Name):
         parts += tuple(("argument", t) for t in mod.factory_arguments(factory.id))
@@ -429,7 +437,7 @@ def _register_op(mod: _Module, node: ast.Call, env: dict[str, ast.expr], out: li
         if t is not None
     )
     req_node = keyword_arg(node, "requirement")
-    req = requirement_kind(_bound(req_node, env), mod.constants)
+    req = requirement_kind(_bound(req_node, env, mod.constants), mod.constants)
     out.append(
         Binding(
             row.op,

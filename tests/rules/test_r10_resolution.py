@@ -287,3 +287,18 @@ def test_npu205_slots_of_a_post_import_block(tmp_path: Path, op: str, variant: s
     assert len(got) == found
     if found:
         assert got[0].line == 8  # the slot's own line inside the block
+
+
+def test_npu224_hardware_bound_to_a_module_constant(tmp_path: Path) -> None:
+    """Regression (round 9 control): the GPU requirement built once as a module constant and passed by name."""
+    text = (
+        _LOOP_ROWS.format(fast_hw="gpu")
+        .replace('HardwareRequirement(device_type="gpu")', "_FAST_HARDWARE")
+        .replace(
+            "def _plain_factory",
+            '_FAST_HARDWARE = HardwareRequirement(device_type="gpu")\n\n\ndef _plain_factory',
+        )
+    )
+    path = _write(tmp_path, "veomni/ops/kernels/mix/__init__.py", text)
+    assert "_FAST_HARDWARE)" in path.read_text()
+    assert _lint(tmp_path, path, "NPU224") == []
