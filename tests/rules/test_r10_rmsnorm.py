@@ -1,5 +1,5 @@
 """Round 10, RMSNorm family: a KernelSpec factory's own kernel (a closure over Liger's functional RMSNorm) read
-for its variant contract (NPU409), and a fused kernel's output scaled by the weight it already applied (NPU438).
+for its variant contract (NPU409), and a fused kernel's output scaled by the weight it already applied (NPU451).
 Own names; trees built in tmp_path."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_npu409_factory_closure_offset(tmp_path: Path, offset: str, found: int) 
 
 
 def _lint438(text: str, path: str = "veomni/models/transformers/toy/toy_npu_patch_gen_config.py") -> list:
-    return lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip()), ["NPU438"], Settings())
+    return lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip()), ["NPU451"], Settings())
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def _lint438(text: str, path: str = "veomni/models/transformers/toy/toy_npu_patc
         ),
     ],
 )
-def test_npu438_weight_applied_twice(body: str, found: int) -> None:
+def test_npu451_weight_applied_twice(body: str, found: int) -> None:
     text = f"""
     import torch_npu
     from veomni.ops.kernels.rms_norm.npu import rms_norm_forward_npu

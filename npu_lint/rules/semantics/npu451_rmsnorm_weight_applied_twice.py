@@ -1,4 +1,4 @@
-"""NPU438 rmsnorm-weight-applied-twice."""
+"""NPU451 rmsnorm-weight-applied-twice."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _strip(node: ast.AST) -> ast.AST:
 
 
 class RmsNormWeightAppliedTwice(Rule):
-    code = "NPU438"
+    code = "NPU451"
     name = "rmsnorm-weight-applied-twice"
     summary = (
         "The output of a fused RMSNorm kernel that was given the module's weight (or the module itself) is "
