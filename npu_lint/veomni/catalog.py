@@ -95,6 +95,18 @@ CONFIG_FIELD_TO_OP: dict[str, str] = {
     "mhc_implementation": "mhc",
 }
 
+# what an ops-config field holds on an NPU host when the user kept its GPU default (VeOmni's NPU default fallback:
+# ``OpsImplementationConfig._NPU_DEFAULT_FALLBACK``); a field absent here keeps the user's value
+NPU_FIELD_DEFAULTS: dict[str, str] = {
+    "rms_norm_implementation": "npu",
+    "rotary_pos_emb_implementation": "npu",
+    "rotary_pos_emb_vision_implementation": "npu",
+    "swiglu_mlp_implementation": "eager",
+    "load_balancing_loss_implementation": "eager",
+    "cross_entropy_loss_implementation": "npu",
+    "moe_implementation": "fused_npu",
+}
+
 # OpSlot generation: slot op/variant -> VeomniOp op/variant
 OPSLOT_TO_VEOMNIOP: dict[tuple[str, str], tuple[str, str]] = {
     ("rms_norm", "standard"): ("rms_norm", "standard"),

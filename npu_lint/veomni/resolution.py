@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import absolute_module, call_name, keyword_arg, nodes_of, str_value
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU
-from npu_lint.veomni.registry import hardware_kind, module_constants, register_row, requirement_kind
+from npu_lint.veomni.registry import (
+    hardware_kind,
+    loop_iterations,
+    module_constants,
+    register_row,
+    requirement_kind,
+)
 from npu_lint.veomni.vendor_map import GPU_ATTENTION, GPU_KERNEL, VENDOR_PACKAGES
 
 MARKERS = ("KernelSpec(", "BackendSpec(", "register_op(", "register_kernel(")
@@ -40,6 +46,37 @@ _NPU_MODULE_WORDS = ("npu", "ascend", "ascendc", "mlu")
 def names_npu(name: str | None) -> bool:
     """``npu``, ``fused_npu``, ``npu_ascendc``: "npu" as a word of the implementation name."""
     return name is not None and "npu" in re.split(r"[^a-z0-9]+", name.lower())
+
+
+# implementation names that name a GPU toolchain or vendor package (``liger_kernel``, ``fused_triton``,
+# ``tilelang``, ``cudnn``...): the name itself says the row runs GPU code
+_GPU_IMPL_WORDS = frozenset(
+    {
+        "triton",
+        "cuda",
+        "liger",
+        "quack",
+        "cutlass",
+        "cudnn",
+        "tilelang",
+        "flashmla",
+        "fla",
+        "flashinfer",
+        "cute",
+    }
+)
+
+
+def names_gpu(name: str | None) -> str | None:
+    """The GPU toolchain an implementation name names (``fused_triton`` -> ``triton``), or None. A name that
+    also names NPU (``npu_triton``) is not a GPU name."""
+    if name is None or names_npu(name):
+        return None
+    # (``flash_attention_2`` is not one: transformers serves it on Ascend with its NPU flash-attention)
+    for word in re.split(r"[^a-z0-9]+", name.lower()):
+        if word in _GPU_IMPL_WORDS:
+            return word
+    return None
 
 
 @dataclass(frozen=True)
@@ -66,6 +103,10 @@ class Binding:
     kind: str  # "kernel_spec" | "backend" | "register_op"
     per_model: bool = False  # a model's extra_backends entry (overrides the registry default)
     factory_imports: tuple[str, ...] = field(default=())  # absolute modules the row's factory imports
+    # every callable the row binds, by role (``forward`` / ``backward`` / ``wrapper`` of a register_op row; the
+    # one callable of a KernelSpec / BackendSpec as ``kernel``): an NPU host runs all of them
+    parts: tuple[tuple[str, Target], ...] = field(default=())
+    hardware_node: ast.AST | None = None  # the row's hardware / requirement expression, as written
 
 
 def gpu_marker(module: str) -> str | None:
@@ -87,6 +128,10 @@ def gpu_marker(module: str) -> str | None:
         if word in words:
             return f"the {word.capitalize() if word != 'cuda' else 'CUDA'} kernel module `{module}`"
     return None
+
+
+def _npu_module(module: str) -> bool:
+    return any(w in re.split(r"[^a-z0-9]+", p.lower()) for p in module.split(".") for w in _NPU_MODULE_WORDS)
 
 
 class _Module:
@@ -197,6 +242,20 @@ class _Module:
             return None, imported
         return self.value_target(value, names), imported
 
+    def factory_arguments(self, name: str) -> tuple[Target, ...]:
+        """The callables a factory passes to the adapter it returns (``partial(ForCausalLMLoss,
+        cross_entropy_fn=fused_liger_kernel_cross_entropy)``: the Liger kernel), beside the adapted one."""
+        func = self.functions.get(name)
+        if func is None:
+            return ()
+        returns = [s.value for s in ast.walk(func) if isinstance(s, ast.Return) and s.value is not None]
+        if len(returns) != 1 or not isinstance(returns[0], ast.Call):
+            return ()
+        names = self.local_names(func)
+        call = returns[0]
+        values = [*call.args[1:], *(k.value for k in call.keywords)]
+        return tuple(t for v in values for t in [self.value_target(v, names)] if t is not None and t.attr)
+
 
 def _device(impl: str, hardware: str) -> str:
     if hardware in (NPU, GPU, MLU):
@@ -253,45 +312,64 @@ def _backend_table(
         out.append(Binding(op, variant, impl, device, target, value, "backend", per_model, imported))
 
 
+def _call_envs(tree: ast.Module, constants: dict[str, ast.expr]) -> dict[int, list[dict[str, ast.expr]]]:
+    """For every call inside a registration loop over a literal (``for name, hw in (("chunk_loss", ...), ...)``),
+    the loop variables' bindings, one per iteration (nested loops multiply); calls outside loops are absent."""
+    out: dict[int, list[dict[str, ast.expr]]] = {}
+
+    def visit(node: ast.AST, envs: list[dict[str, ast.expr]]) -> None:
+        if isinstance(node, ast.For):
+            inner = [{**env, **it} for env in envs for it in loop_iterations(node, env, constants)][:256]
+            for stmt in node.body:
+                visit(stmt, inner or envs)
+            for stmt in node.orelse:
+                visit(stmt, envs)
+            return
+        if isinstance(node, ast.Call) and (len(envs) > 1 or envs[0]):
+            out[id(node)] = envs
+        for child in ast.iter_child_nodes(node):
+            visit(child, envs)
+
+    if any(isinstance(n, ast.For) for n in ast.walk(tree)):
+        visit(tree, [{}])
+    return out
+
+
+def _bound(
+    node: ast.expr | None, env: dict[str, ast.expr], constants: dict[str, ast.expr] | None = None
+) -> ast.expr | None:
+    """A loop variable's value in this iteration, or a module constant's (``hardware=_TILELANG_HARDWARE``)."""
+    for _ in range(3):
+        if isinstance(node, ast.Name) and node.id in env:
+            node = env[node.id]
+        elif isinstance(node, ast.Name) and constants and node.id in constants:
+            node = constants[node.id]
+        else:
+            break
+    return node
+
+
 def file_bindings(tree: ast.Module, module: str, is_package: bool) -> list[Binding]:
-    """Every implementation row of one module, with the callable it binds (see the module docstring)."""
+    """Every implementation row of one module, with the callable it binds (see the module docstring); a row
+    registered in a loop over a literal is read once per iteration."""
     mod = _Module(tree, module, is_package)
+    envs_of = _call_envs(tree, mod.constants)
     out: list[Binding] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         name = call_name(node)
         if name == "KernelSpec":
-            impl = str_value(keyword_arg(node, "name"))
-            op = str_value(keyword_arg(node, "op_name"))
-            variant = str_value(keyword_arg(node, "variant"))
-            factory = keyword_arg(node, "factory")
-            if impl is None or op is None or variant is None:
-                continue
-            target, imported = (None, ())
-            if isinstance(factory, ast.Name):
-                target, imported = mod.factory_result(factory.id)
-            hw = hardware_kind(keyword_arg(node, "hardware")) or ANY
-            out.append(
-                Binding(op, variant, impl, _device(impl, hw), target, node, "kernel_spec", False, imported)
-            )
+            for env in envs_of.get(id(node), [{}]):
+                _kernel_spec(mod, node, env, out)
         elif name == "OpSpec":
             op = str_value(keyword_arg(node, "name"))
             backends = keyword_arg(node, "backends")
             if op is not None and backends is not None:
                 _backend_table(mod, backends, op, op, False, out)
         elif name in ("register_op", "register_kernel"):
-            row = register_row(node, constants=mod.constants)
-            if row is None:
-                continue
-            value = node.args[3] if len(node.args) > 3 else keyword_arg(node, "wrapper")
-            if value is None:
-                value = keyword_arg(node, "forward")
-            target = mod.value_target(value, mod.names)
-            req = requirement_kind(keyword_arg(node, "requirement"), mod.constants)
-            out.append(
-                Binding(row.op, row.variant, row.impl, _device(row.impl, req), target, node, "register_op")
-            )
+            for env in envs_of.get(id(node), [{}]):
+                _register_op(mod, node, env, out)
         else:
             extra = keyword_arg(node, "extra_backends")
             if extra is None:
@@ -308,9 +386,121 @@ def file_bindings(tree: ast.Module, module: str, is_package: bool) -> list[Bindi
     return out
 
 
+def _kernel_spec(mod: _Module, node: ast.Call, env: dict[str, ast.expr], out: list[Binding]) -> None:
+    impl = str_value(_bound(keyword_arg(node, "name"), env))
+    op = str_value(_bound(keyword_arg(node, "op_name"), env))
+    variant = str_value(_bound(keyword_arg(node, "variant"), env))
+    factory = _bound(keyword_arg(node, "factory"), env)
+    if impl is None or op is None or variant is None:
+        return
+    target, imported = (None, ())
+    if isinstance(factory, ast.Name):
+        target, imported = mod.factory_result(factory.id)
+    hw_node = keyword_arg(node, "hardware")
+    hw = hardware_kind(_bound(hw_node, env, mod.constants)) or ANY
+    parts: tuple[tuple[str, Target], ...] = (("kernel", target),) if target is not None else ()
+    if isinstance(factory, ast.Name):
+        parts += tuple(("argument", t) for t in mod.factory_arguments(factory.id))
+    out.append(
+        Binding(
+            op,
+            variant,
+            impl,
+            _device(impl, hw),
+            target,
+            node,
+            "kernel_spec",
+            False,
+            imported,
+            parts,
+            hw_node,
+        )
+    )
+
+
+def _register_op(mod: _Module, node: ast.Call, env: dict[str, ast.expr], out: list[Binding]) -> None:
+    row = register_row(node, env=env, constants=mod.constants)
+    if row is None:
+        return
+    values: dict[str, ast.expr] = dict(zip(("forward", "backward"), node.args[3:5], strict=False))
+    for kw in node.keywords:
+        if kw.arg in ("forward", "backward", "wrapper"):
+            values[kw.arg] = kw.value
+    wrapper = values.get("wrapper")
+    value = wrapper if wrapper is not None else values.get("forward")
+    target = mod.value_target(_bound(value, env), mod.names)
+    parts = tuple(
+        (role, t)
+        for role in ("forward", "backward", "wrapper")
+        if role in values
+        for t in [mod.value_target(_bound(values[role], env), mod.names)]
+        if t is not None
+    )
+    req_node = keyword_arg(node, "requirement")
+    req = requirement_kind(_bound(req_node, env, mod.constants), mod.constants)
+    out.append(
+        Binding(
+            row.op,
+            row.variant,
+            row.impl,
+            _device(row.impl, req),
+            target,
+            node,
+            "register_op",
+            False,
+            (),
+            parts,
+            req_node,
+        )
+    )
+
+
 def binding_gpu_reason(binding: Binding, rows: list[Binding]) -> str | None:
     """Why an NPU row's callable is GPU-only code: its module (or every module its factory imports, when the
-    callable is not resolved) is a GPU kernel module, or a GPU-only row of the same op binds the same callable."""
+    callable is not resolved) is a GPU kernel module, or a GPU-only row of the same op binds the same callable.
+    Every callable the row binds counts (a raw forward/backward pair runs both: an NPU forward with a Triton
+    backward fails at the first backward pass); the answer names the part when it is not the row's main one."""
+    for role, part in binding.parts:
+        if part == binding.target:
+            continue
+        if role == "argument":  # a kernel handed to the row's adapter: its own module says what it is
+            reason = gpu_marker(part.module)
+            if reason is not None:
+                return f"its adapter is given `{part.dotted}`, {reason}"
+            continue
+        reason = _target_gpu_reason(binding, part, rows)
+        if reason is not None:
+            return f"its {role} is {reason}"
+    return _primary_gpu_reason(binding, rows)
+
+
+def _target_gpu_reason(binding: Binding, target: Target, rows: list[Binding]) -> str | None:
+    reason = gpu_marker(target.module)
+    if reason is not None:
+        return reason
+    for other in rows:
+        if other is binding or other.op != binding.op or other.device != GPU:
+            continue
+        for _role, theirs in other.parts or ((("kernel", other.target),) if other.target else ()):
+            if (theirs.module, theirs.attr) == (target.module, target.attr):
+                return f"the kernel of the GPU-only row `{other.impl}` of `{other.op}/{other.variant}`"
+            if (
+                binding.kind == other.kind == "register_op"
+                and theirs.attr
+                and target.attr
+                and theirs.module == target.module
+                and not _npu_module(target.module)
+            ):
+                # the kernel module of a GPU-only row (``cuda_graph.backward`` beside the row's ``cuda_graph.run``)
+                return f"from `{target.module}`, the kernel module of the GPU-only row `{other.impl}`"
+    return None
+
+
+def _arguments(binding: Binding) -> tuple[str, ...]:
+    return tuple(sorted(t.dotted for role, t in binding.parts if role == "argument"))
+
+
+def _primary_gpu_reason(binding: Binding, rows: list[Binding]) -> str | None:
     target = binding.target
     if target is not None:
         reason = gpu_marker(target.module)
@@ -323,6 +513,8 @@ def binding_gpu_reason(binding: Binding, rows: list[Binding]) -> str | None:
                 and other.device == GPU
                 and other.target is not None
                 and (other.target.module, other.target.attr) == (target.module, target.attr)
+                and _arguments(other)
+                == _arguments(binding)  # ``partial(F, fn=liger)`` vs ``partial(F, fn=eager)``
             ):
                 return f"the kernel of the GPU-only row `{other.impl}` of `{other.op}/{other.variant}`"
         if target.module != "" and binding.factory_imports and target.module not in binding.factory_imports:
@@ -603,3 +795,37 @@ def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
             continue
         env[name] = got
     return env
+
+
+# -- what a handle asks for on an NPU host ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NpuSelection:
+    """How a handle's implementation argument reads the ops config: the field it reads, the op that field
+    chooses (None when the catalog does not know the field), the ``npu_as`` remap, and the name an NPU host
+    that kept the default configuration asks for (None when the field has no NPU default)."""
+
+    field: str
+    field_op: str | None
+    npu_as: str | None
+    asked: str | None
+
+
+def npu_selection(impl_node: ast.expr | None, resolvers: frozenset[str]) -> NpuSelection | None:
+    """The NPU host's reading of ``resolve_op_impl("<field>", npu_as=...)``-style implementation arguments (the
+    resolver returns the field's value, with the NPU name ``npu`` replaced by ``npu_as`` when given)."""
+    from npu_lint.veomni.catalog import CONFIG_FIELD_TO_OP, NPU_FIELD_DEFAULTS
+
+    if not isinstance(impl_node, ast.Call) or call_name(impl_node) not in resolvers:
+        return None
+    fields = [
+        f for f in (str_value(a) for a in impl_node.args) if f is not None and f.endswith("_implementation")
+    ]
+    if len(fields) != 1:
+        return None
+    field_name = fields[0]
+    npu_as = str_value(keyword_arg(impl_node, "npu_as"))
+    value = NPU_FIELD_DEFAULTS.get(field_name)
+    asked = npu_as if (npu_as is not None and value == "npu") else value
+    return NpuSelection(field_name, CONFIG_FIELD_TO_OP.get(field_name), npu_as, asked)

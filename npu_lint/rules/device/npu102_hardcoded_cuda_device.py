@@ -1272,12 +1272,31 @@ class HardcodedCudaDevice(Rule):
             return
         if cuda_gate_on_npu_path(ctx, node):
             return  # NPU105
+        if self._decided_before_on_npu(node):
+            return
         what = ctx.source.segment(node)
         self.report(
             node,
             f"`{what}` is False for NPU tensors, so this branch treats them like CPU tensors; compare with "
             f'{self._device_type_api()}, or with `"cpu"`',
         )
+
+    def _decided_before_on_npu(self, node: ast.Compare) -> bool:
+        """The comparison is an operand of ``and`` / ``or`` whose earlier operand an NPU host already decides to
+        the short-circuit value (``not IS_CUDA_AVAILABLE or x.device.type != "cuda"``): on Ascend the comparison
+        is never evaluated, so it cannot misroute NPU tensors (a CUDA-only kernel's availability check)."""
+        from npu_lint.veomni.resolution import NpuHost
+
+        parent = self.ctx.parent
+        if not isinstance(parent, ast.BoolOp) or node not in parent.values:
+            return False
+        short = isinstance(parent.op, ast.Or)
+        host = NpuHost()
+        for value in parent.values[: parent.values.index(node)]:
+            decided, dep = host.test(value, {})
+            if dep and decided is short:
+                return True
+        return False
 
     def _configured_device_gate(self, node: ast.Compare) -> None:
         """``if init_device != "cuda": raise ...`` (or ``not in ("cuda", "xpu")``; ``dist.get_backend(group) !=

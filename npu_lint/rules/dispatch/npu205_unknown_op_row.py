@@ -5,10 +5,13 @@ from __future__ import annotations
 import ast
 import difflib
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._handles import (
     IMPL_RESOLVERS,
     INSTANCE_HANDLES,
     ROW_RESOLVERS,
+    Block,
+    block_of,
     call_arg,
     call_name,
     describe,
@@ -20,7 +23,8 @@ from npu_lint.rules._handles import (
     str_value,
 )
 from npu_lint.rules.base import Example, Rule
-from npu_lint.veomni.catalog import ANY, NPU, OPSLOT_TO_VEOMNIOP
+from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OPSLOT_TO_VEOMNIOP, OpRow
+from npu_lint.veomni.resolution import npu_selection
 
 _CHECKED = INSTANCE_HANDLES | ROW_RESOLVERS  # VeomniOp(...), VeomniKernel(...), resolve_op(...), ...
 
@@ -107,8 +111,29 @@ class UnknownOpRow(Rule):
     requires = ((*sorted(_CHECKED), "OpSlot"),)  # only handle constructors (VeomniOp(...), OpSlot(...), ...)
     node_types = (ast.Call,)
 
+    _block: Block | None = None
+
+    def _report(self, node: ast.AST, message: str) -> None:
+        """Report at ``node``, mapped into the spec file when it is code of a post-import block."""
+        if self._block is not None:
+            self.report(self._block.position(node), message)
+        else:
+            self.report(node, message)
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "add_post_import_block":
+            # the block is code of the generated module: its slot and handle declarations bind like the file's
+            block = block_of(self.ctx, node)
+            if block is not None and self._block is None:
+                self._block = block
+                try:
+                    for sub in ast.walk(block.tree):
+                        if isinstance(sub, ast.Call):
+                            self.visit(sub)
+                finally:
+                    self._block = None
+            return
         kind = call_name(node, self.ctx)
         if kind == "OpSlot":
             self._opslot(node)
@@ -129,7 +154,7 @@ class UnknownOpRow(Rule):
                 {new[0] for (old, _v), new in OPSLOT_TO_VEOMNIOP.items() if old == op and new[0] != op}
             )
             hint = f"; the OpSlot op `{op}` is `{renamed_ops[0]}` in {handle}" if renamed_ops else ""
-            self.report(node, f"no registered row has op `{op}` (per {origin}); known ops: {known}{hint}")
+            self._report(node, f"no registered row has op `{op}` (per {origin}); known ops: {known}{hint}")
             return
         rows = [r for r in op_rows if r.variant == variant]
         if not rows:
@@ -138,7 +163,7 @@ class UnknownOpRow(Rule):
             renamed = OPSLOT_TO_VEOMNIOP.get((op, variant))
             if renamed is not None and renamed != (op, variant):
                 hint = f"; the OpSlot variant `{op}/{variant}` is `{renamed[0]}/{renamed[1]}` in {handle}"
-            self.report(
+            self._report(
                 node,
                 f"no registered row has op `{op}` variant `{variant}` (per {origin}); variants of `{op}`: "
                 f"{variants}{hint}",
@@ -147,16 +172,18 @@ class UnknownOpRow(Rule):
         impl_node = impl_argument(node)
         impl = str_value(impl_node) if impl_node is not None else "eager"
         if impl is not None and not any(r.impl == impl for r in rows):
-            self.report(
+            self._report(
                 node,
                 f"no registered row `{op}/{variant}/{impl}` (per {origin}); implementations: {describe(rows)}",
             )
+            return
+        if impl is None and self._npu_selection(node, op, variant, rows, impl_node):
             return
         if not npu_targeted(self.ctx) or impl == "eager":
             return
         if npu_capable(rows):
             if impl is not None and impl not in {r.impl for r in rows if r.requirement in (NPU, ANY)}:
-                self.report(
+                self._report(
                     node,
                     f"NPU-targeted code selects `{op}/{variant}/{impl}`, which has no NPU row; implementations: "
                     f"{describe(rows)}",
@@ -175,7 +202,7 @@ class UnknownOpRow(Rule):
         ):
             # the op has NPU kernels (for other variants): the config's NPU handling selects the op's NPU
             # implementation, which this variant does not have
-            self.report(
+            self._report(
                 node,
                 f"NPU-targeted code: `{op}/{variant}` has no NPU row ({describe(rows)}) while "
                 f"{', '.join(f'`{v}`' for v in siblings)} of `{op}` have one (per {origin}): when the ops "
@@ -188,11 +215,59 @@ class UnknownOpRow(Rule):
             # handling is what picks eager (or rejects another value) on an NPU host: a raise on a misconfiguration
             # is the intended "no silent fallback", and an `npu_as="eager"` remap would add exactly that fallback.
             return
-        self.report(
+        self._report(
             node,
             f"NPU-targeted code: op `{op}/{variant}` has no NPU row ({describe(rows)}), so {f'`{impl}`' if impl else 'a non-eager selection'} raises at "
             'construction on an NPU host; pass "eager" or select it through the ops config',
         )
+
+    def _npu_selection(
+        self, node: ast.Call, op: str, variant: str, rows: list[OpRow], impl_node: ast.expr | None
+    ) -> bool:
+        """The ``npu_as`` remap of a handle's ops-config read as an NPU host evaluates it (directly, or through a
+        local assigned once from the read): the name the host asks for must be a registered row of the handle's
+        op and variant that runs there. (A read without the remap is NPU204's.) True when reported."""
+        if isinstance(impl_node, ast.Name):
+            impl_node = self._assigned_once(impl_node.id)
+        sel = npu_selection(impl_node, IMPL_RESOLVERS)
+        if sel is None or sel.npu_as is None or sel.asked is None or sel.asked == "eager":
+            return False
+        if sel.field_op is not None and sel.field_op != op:
+            return False  # a field of another op: NPU204's
+        asked = sel.asked
+        match = [r for r in rows if r.impl == asked]
+        at = impl_node if impl_node is not None else node
+        if not match:
+            device_free = [r.impl for r in rows if r.requirement == ANY]
+            self._report(
+                at,
+                f'on an NPU host `{sel.field}` holds the NPU name `npu` and `npu_as="{sel.npu_as}"` makes this '
+                f"handle ask for `{op}/{variant}/{asked}`, which is not registered (per "
+                f"{self.ctx.project.rows_origin}): construction raises KeyError on Ascend; implementations: "
+                f"{describe(rows)}"
+                + (f" (device-agnostic: {', '.join(device_free)})" if device_free else ""),
+            )
+            return True
+        if all(r.requirement in (GPU, MLU) for r in match):
+            self._report(
+                at,
+                f'`npu_as="{sel.npu_as}"` remaps the NPU name to `{op}/{variant}/{asked}`, a row that only runs on '
+                f"{'/'.join(sorted({r.requirement for r in match}))}: construction raises on Ascend; remap it to a "
+                "row that runs there",
+            )
+            return True
+        return False
+
+    def _assigned_once(self, name: str) -> ast.expr | None:
+        scope = self.ctx.function
+        if scope is None:
+            return None
+        values = [
+            a.value
+            for a in nodes_of(scope, ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+        ]
+        return values[0] if len(values) == 1 else None
 
     def _opslot(self, node: ast.Call) -> None:
         """``OpSlot(op, variant)`` whose variant no row of a known op has (its binder raises at build time)."""
@@ -207,7 +282,7 @@ class UnknownOpRow(Rule):
             ops = sorted({r.op for r in project.slot_rows})
             close = difflib.get_close_matches(raw_op, ops, n=1, cutoff=0.75)
             hint = f"; did you mean `{close[0]}`?" if close else f"; ops with kernels: {', '.join(ops)}"
-            self.report(
+            self._report(
                 node,
                 f"no KernelSpec row has op `{raw_op}` (per the tree's KernelSpec rows): the slot can never bind "
                 f"a kernel{hint}",
@@ -229,7 +304,7 @@ class UnknownOpRow(Rule):
                             if (r.op, r.variant) == (raw_op, raw_variant)
                         )
                     )
-                    self.report(
+                    self._report(
                         node,
                         f"NPU-targeted code: `{raw_op}/{raw_variant}` has no NPU KernelSpec row ({kernels}) while "
                         f"{', '.join(f'`{v}`' for v in npu_variants)} of `{raw_op}` have one (per the tree's "
@@ -238,7 +313,7 @@ class UnknownOpRow(Rule):
                     )
                 return
             if raw_variant not in slot_variants:
-                self.report(
+                self._report(
                     node,
                     f"no KernelSpec row has op `{raw_op}` variant `{raw_variant}` (per the tree's KernelSpec "
                     f"rows): binding the slot to any implementation but eager raises KeyError; variants of "
@@ -258,7 +333,7 @@ class UnknownOpRow(Rule):
             if not close:
                 return
             known = close
-        self.report(
+        self._report(
             node,
             f"no registered row has op `{op}` variant `{variant}` (per {project.rows_origin}); did you mean "
             f"{', '.join(f'`{v}`' for v in known)}?",

@@ -224,7 +224,7 @@ class NpuRowWithoutRequirement(Rule):
         if hardware is not None and kind in (None, NPU, ANY):
             return  # not a literal, or npu-capable
         self.report(
-            call,
+            hardware if hardware is not None else call,  # where the wrong requirement is written
             f"KernelSpec `{name}` runs Ascend code but its hardware requirement is not "
             '`HardwareRequirement(device_type="npu")`',
         )

@@ -7,6 +7,22 @@ from npu_lint.veomni.catalog import NPU
 from npu_lint.veomni.resolution import MARKERS, binding_gpu_reason, file_bindings, module_of
 
 
+def _culprit_argument(row, reason: str):  # noqa: ANN001, ANN202
+    """Where a register_op row names the GPU callable (its backward, forward or wrapper argument); the row's call
+    for the other kinds."""
+    import ast
+
+    if row.kind != "register_op" or not isinstance(row.node, ast.Call):
+        return row.node
+    call = row.node
+    by_role = dict(zip(("forward", "backward"), call.args[3:5], strict=False))
+    by_role.update({k.arg: k.value for k in call.keywords if k.arg in ("forward", "backward", "wrapper")})
+    for role in ("backward", "forward", "wrapper"):
+        if reason.startswith(f"its {role} ") and role in by_role:
+            return by_role[role]
+    return by_role.get("wrapper") or by_role.get("forward") or call
+
+
 class NpuRowBindsGpuKernel(Rule):
     code = "NPU220"
     name = "npu-row-binds-gpu-kernel"
@@ -142,7 +158,7 @@ class NpuRowBindsGpuKernel(Rule):
             what = f"`{row.target.dotted}`" if row.target is not None else "what its factory builds"
             where = f"`{row.op}/{row.variant}`" if row.variant != row.op else f"`{row.op}`"
             self.report(
-                row.node,
+                _culprit_argument(row, reason),
                 f"{where} binds its NPU implementation `{row.impl}` to {what}, {reason}: an Ascend host that "
                 f"resolves `{row.impl}` gets GPU-only code (an import Ascend lacks, or a CUDA kernel) when the op "
                 "binds; bind the op's NPU kernel",

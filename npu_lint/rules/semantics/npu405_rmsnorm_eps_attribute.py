@@ -274,6 +274,8 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 f"in `self.{right}`",
             )
         self._reused()
+        if ctx.source.kind.kernel:
+            self._owner_eps()
         self._eager_literal()
         self._constructed()
         self._init_ignores_eps()
@@ -479,6 +481,92 @@ class RmsNormEpsAttribute(_RmsNormCalls):
                 return True
         return False
 
+    def _owner_eps(self) -> None:
+        """A kernel module's RMSNorm computation (a kernel call's eps, or the eps added to a mean of squares under
+        a root) that uses a fixed number while its function has the owner's eps at hand: an autograd
+        Function's ``backward`` whose ``forward`` saved it on ``ctx`` (``eps = 1e-5`` instead of ``ctx.eps``), or
+        a method-style forward of the module (``def f(self, x)`` scaling by ``self.weight``), whose class carries
+        its eps. The fixed value may be written in place or in a local bound once to it."""
+        tree = self.ctx.tree
+        forwards_saving: dict[str, str] = {}  # autograd class -> the eps attribute its forward saves on ctx
+        for cls in nodes_of(tree, ast.ClassDef):
+            assert isinstance(cls, ast.ClassDef)
+            for stmt in cls.body:
+                if isinstance(stmt, ast.FunctionDef) and stmt.name == "forward" and stmt.args.args:
+                    ctx_name = stmt.args.args[0].arg
+                    for node in _walk(stmt):
+                        if isinstance(node, ast.Assign):
+                            for t in node.targets:
+                                if (
+                                    isinstance(t, ast.Attribute)
+                                    and isinstance(t.value, ast.Name)
+                                    and t.value.id == ctx_name
+                                    and (t.attr in EPS_NAMES or t.attr.endswith("eps"))
+                                ):
+                                    forwards_saving[cls.name] = t.attr
+        for cls_name, func, kind in self._owner_functions(forwards_saving):
+            literals = _literal_locals(func)
+            for node in _walk(func):
+                fixed: ast.expr | None = None
+                if isinstance(node, ast.Call) and "rms" in (last_name(node.func) or "").lower():
+                    arg = _eps_argument(node)
+                    if arg is not None and (
+                        _fixed_number(tree, arg) is not None
+                        or (isinstance(arg, ast.Name) and arg.id in literals)
+                    ):
+                        fixed = arg
+                elif isinstance(node, ast.Call) and (last_name(node.func) or "") in ("rsqrt", "sqrt"):
+                    inner = node.args[0] if node.args else getattr(node.func, "value", None)
+                    if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add):
+                        for side, other in ((inner.right, inner.left), (inner.left, inner.right)):
+                            if _mean_of_squares(other, func) and (
+                                (isinstance(side, ast.Name) and side.id in literals)
+                                or (isinstance(side, ast.Constant) and kind == "ctx")
+                            ):
+                                fixed = side
+                                break
+                if fixed is None:
+                    continue
+                at: ast.AST = literals.get(fixed.id, fixed) if isinstance(fixed, ast.Name) else fixed
+                shown = self.ctx.source.segment(at)
+                owner = (
+                    f"`ctx.{forwards_saving[cls_name]}` (saved by `{cls_name}.forward`)"
+                    if kind == "ctx"
+                    else f"the module's own eps (`{receiver_of(func)}.variance_epsilon` or `.eps`)"
+                )
+                self.report(
+                    at,
+                    f"`{func.name}` computes the RMSNorm with the fixed `{shown}` while {owner} is at hand: a model "
+                    "configured with another eps normalises differently on this path",
+                )
+                break
+
+    def _owner_functions(self, forwards_saving: dict[str, str]):  # noqa: ANN202
+        """(class or "", function, "ctx" | "module") for backward methods of autograd classes whose forward saves
+        an eps, and module-level method-style forwards (first parameter ``self``/``module``, reading its weight)."""
+        tree = self.ctx.tree
+        for cls in nodes_of(tree, ast.ClassDef):
+            assert isinstance(cls, ast.ClassDef)
+            if cls.name not in forwards_saving:
+                continue
+            for stmt in cls.body:
+                if isinstance(stmt, ast.FunctionDef) and stmt.name == "backward":
+                    yield cls.name, stmt, "ctx"
+        for stmt in tree.body:
+            if not isinstance(stmt, ast.FunctionDef) or not stmt.args.args or _eps_params(stmt):
+                continue
+            recv = stmt.args.args[0].arg
+            if recv not in ("self", "module"):
+                continue
+            if any(
+                isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == recv
+                and n.attr == "weight"
+                for n in _walk(stmt)
+            ):
+                yield "", stmt, "module"
+
     def _init_ignores_eps(self) -> None:
         """A norm class's ``__init__`` that receives an eps and stores a literal as its eps instead."""
         if "__init__" not in self.ctx.source.text:
@@ -634,3 +722,34 @@ def _config_field(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute) and "config" in ast.unparse(node.value):
         return node.attr
     return None
+
+
+def _literal_locals(func: ast.FunctionDef) -> dict[str, ast.expr]:
+    """Locals named for an epsilon bound exactly once, to a numeric literal (``eps = 1e-5``): name -> the literal."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in _walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if (name in EPS_NAMES or name.endswith("eps") or name.endswith("epsilon"))
+        and len(values) == 1
+        and isinstance(values[0], ast.Constant)
+        and type(values[0].value) in (int, float)
+    }
+
+
+def _mean_of_squares(node: ast.expr, func: ast.FunctionDef) -> bool:
+    """``x.pow(2).mean(-1)``, ``x.square().mean(...)``, or a local bound to one (``variance``)."""
+    if isinstance(node, ast.Name):
+        for sub in _walk(func):
+            if (
+                isinstance(sub, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets)
+                and _mean_of_squares(sub.value, func)
+            ):
+                return True
+        return False
+    text = ast.unparse(node)
+    return "mean" in text and ("pow(2" in text or "square" in text or "**2" in text.replace(" ", ""))

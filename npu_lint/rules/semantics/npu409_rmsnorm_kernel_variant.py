@@ -66,9 +66,14 @@ def _factory_result(
     """What a KernelSpec factory returns: `from .npu import fn; return fn` -> the dotted name of `fn`; a function
     of the same module -> its def."""
     imports = {**module_imports, **_imports(factory, path)}
+    nested = {s.name: s for s in factory.body if isinstance(s, ast.FunctionDef)}
     for node in _walk(factory):
         if isinstance(node, ast.Return) and node.value is not None:
             value = node.value
+            if isinstance(value, ast.Name) and value.id in nested:
+                return None, nested[
+                    value.id
+                ]  # a kernel the factory defines (a closure over Liger's function)
             if isinstance(value, ast.Name) and value.id not in imports:
                 return _function_of(value, tree, imports)
             return _dotted(value, imports), None
@@ -141,6 +146,38 @@ def _weight_node(func: ast.FunctionDef) -> ast.AST:
         if isinstance(node, ast.Call) and "rms" in (ast.unparse(node.func).lower()) and len(node.args) >= 2:
             return node.args[1]
     return func
+
+
+def _forwards_weight(func: ast.AST | None) -> bool:
+    """A kernel function whose weight parameter is only handed to another call as it is (a closure over Liger's
+    functional RMSNorm): it serves an unweighted row as well as a standard one."""
+    if not isinstance(func, ast.FunctionDef):
+        return False
+    params = [a.arg for a in func.args.args]
+    weight = next((p for p in params if "weight" in p), None)
+    if weight is None:
+        return False
+    uses = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id == weight]
+    passed = {
+        id(a)
+        for n in ast.walk(func)
+        if isinstance(n, ast.Call)
+        for a in [*n.args, *(k.value for k in n.keywords)]
+    }
+    return bool(uses) and all(id(u) in passed for u in uses)
+
+
+def _offset_argument(func: ast.FunctionDef) -> ast.AST | None:
+    """The offset argument of the Liger RMSNorm call in ``func`` (``LigerRMSNormFunction.apply(x, w, eps,
+    offset, ...)``), where a wrong offset is written."""
+    for node in _walk(func):
+        if isinstance(node, ast.Call) and "liger" in ast.unparse(node.func).lower():
+            value = next((k.value for k in node.keywords if k.arg == "offset"), None)
+            if value is None and len(node.args) > 3:
+                value = node.args[3]
+            if value is not None:
+                return value
+    return None
 
 
 class RmsNormKernelVariant(Rule):
@@ -240,6 +277,8 @@ class RmsNormKernelVariant(Rule):
             got = _contract_of(dotted, local, path, variants)
             if want is None or got is None or want == got or id(node) in seen:
                 continue
+            if want == "unweighted" and got == "standard" and _forwards_weight(local):
+                continue  # hands its weight argument on untouched: `None` stays `None`
             seen.add(id(node))
             name = (
                 ast.unparse(node)
@@ -247,6 +286,8 @@ class RmsNormKernelVariant(Rule):
                 else dotted.split(".")[-1]
             )
             at, through = self._kernel_named_by_factory(node, variant)
+            if isinstance(local, ast.FunctionDef) and local not in ctx.tree.body:
+                at, through = _offset_argument(local) or at, ""  # a factory's own kernel: its kernel call
             self.report(
                 at,
                 f'the `rms_norm` variant "{variant}" (which {_WHAT[want]}) is bound to `{name}`, which {_WHAT[got]}'
