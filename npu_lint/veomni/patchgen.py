@@ -23,7 +23,7 @@ import functools
 import os
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -1248,9 +1248,20 @@ def _first_difference(spec_node: ast.stmt, gen_node: ast.stmt) -> int | None:
 
 
 def _line_map(spec_node: ast.AST, gen_node: ast.AST) -> dict[int, int] | None:
-    """Generated line -> spec line for two structurally equal trees (None when they differ)."""
-    a = [n for n in _walk_list(spec_node) if hasattr(n, "lineno")]
-    b = [n for n in _walk_list(gen_node) if hasattr(n, "lineno")]
+    """Generated line -> spec line for two structurally equal trees (None when they differ).
+
+    When only expressions differ (a spec line fixed since the file was generated), the statements still pair up."""
+    exact = _node_line_map(spec_node, gen_node, lambda n: hasattr(n, "lineno"))
+    if exact is not None:
+        return exact
+    return _node_line_map(spec_node, gen_node, lambda n: isinstance(n, (ast.stmt, ast.ExceptHandler)))
+
+
+def _node_line_map(
+    spec_node: ast.AST, gen_node: ast.AST, keep: Callable[[ast.AST], bool]
+) -> dict[int, int] | None:
+    a = [n for n in _walk_list(spec_node) if keep(n)]
+    b = [n for n in _walk_list(gen_node) if keep(n)]
     if len(a) != len(b):
         return None
     out: dict[int, int] = {}
