@@ -22,6 +22,7 @@ from npu_lint.rules.device._shared import (
     child_of,
     cuda_gate_on_npu_path,
     cuda_string,
+    device_neutral_scope,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
@@ -659,6 +660,13 @@ class HardcodedCudaDevice(Rule):
         '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and kernel code that is not a CUDA kernel (``veomni.backends``: Ascend adapters, eager
+        fallbacks, registries and helpers under ``veomni/ops`` run on NPU hosts too)."""
+        return device_neutral_scope(ctx)
+
     requires = (
         ("cuda", "nccl"),
     )  # every finding is a "cuda"/"nccl" literal, a torch.cuda name or `.is_cuda`

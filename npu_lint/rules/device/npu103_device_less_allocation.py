@@ -93,6 +93,33 @@ def _scalar_annotation(ann: ast.expr | None) -> bool:
     return False
 
 
+def _in_place(method: str) -> bool:
+    """``add_``, ``scatter_add_``, ``copy_``...: a tensor method writing into its receiver."""
+    return method.endswith("_") and not method.startswith("_")
+
+
+# callables whose result is host data whatever their arguments (Python builtins)
+_HOST_CALLABLES = frozenset(
+    {
+        "len", "int", "float", "bool", "str", "list", "tuple", "dict", "set", "range", "enumerate", "zip",
+        "isinstance", "getattr", "hasattr", "print", "min", "max", "sum", "sorted", "any", "all", "id", "type",
+        "repr", "round", "abs", "divmod", "map", "filter", "iter", "next", "reversed", "hash", "callable",
+    }
+)  # fmt: skip
+
+
+def _targets(target: ast.expr) -> list[str]:
+    """The names an assignment target binds (``a``, ``(a, b)``, ``(a, b), (c, _)``); attributes and subscripts
+    bind nothing local."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [
+            n for elt in target.elts for n in _targets(elt.value if isinstance(elt, ast.Starred) else elt)
+        ]
+    return []
+
+
 def _never(expr: ast.AST, names: object) -> bool:
     return False
 
@@ -899,6 +926,21 @@ class DevicelessAllocation(Rule):
             changed = False
             for assign in assigns:
                 target = assign.targets[0]
+                if isinstance(target, (ast.Tuple, ast.List)):
+                    # ``_, idx = torch.topk(x, k)``, ``(g, w), (loss, _) = grad_fn(x, w)``: every element an
+                    # unpacked result of device computation is device data
+                    end = assign.end_lineno or assign.lineno
+                    fresh = [
+                        n
+                        for n in _targets(target)
+                        if n not in mixed and n != "_" and (n not in names or 0 < end < names[n])
+                    ]
+                    if fresh and self._is_accel(assign.value, names):
+                        for n in fresh:
+                            names[n] = end
+                            sites[n] = assign
+                        changed = True
+                    continue
                 if (
                     isinstance(target, ast.Name)
                     and target.id not in mixed
@@ -962,6 +1004,15 @@ class DevicelessAllocation(Rule):
                         return any(self._is_accel(a, names) for a in _call_values(node))
                     node = func.value
                     continue
+                if (
+                    isinstance(func, ast.Call)
+                    or isinstance(func, ast.Name)
+                    and func.id not in _HOST_CALLABLES
+                    and not func.id[:1].isupper()
+                ):
+                    # ``helper(x)``, ``torch.func.grad_and_value(f)(x, w)``: computation on device data returns
+                    # device data (a class, ``Foo(x)``, is not a tensor; builtins return host values)
+                    return any(self._is_accel(a, names) for a in _call_values(node))
                 return False
             if isinstance(node, ast.Subscript):
                 node = node.value
@@ -1127,7 +1178,10 @@ class DevicelessAllocation(Rule):
                         if isinstance(target, ast.Name):
                             self._taint(target.id, _statement(grand, parents), work, tainted, func, parents)
                         return None
-                    other = next((a for a in _call_values(grand) if accel(a, names)), None)
+                    # an in-place write of device data into the host tensor fails whatever its size (a CPU
+                    # scalar only broadcasts as an operand, never as the destination): ``acc.add_(loss)``
+                    judge = real if _in_place(attr) else accel
+                    other = next((a for a in _call_values(grand) if judge(a, names)), None)
                     if other is not None:  # buf.copy_(x), mask.masked_fill(x, ...), ids.index_select(0, x)
                         return other
                     expr = grand
@@ -1254,6 +1308,10 @@ class DevicelessAllocation(Rule):
                         self._taint(target.id, parent, work, tainted, func, parents)
                     elif isinstance(target, ast.Subscript) and accel(target.value, names):
                         return target.value  # device[idx] = host value
+                    elif isinstance(target, (ast.Subscript, ast.Attribute)):
+                        written = self._written_later(target, parent, func, names)
+                        if written is not None:
+                            return written  # ``self.counts[k] = host``, later ``self.counts[k] += device``
                 return None
             if typ is ast.Return:
                 # handed back to device code: reported when the function works on device data
@@ -1263,6 +1321,50 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _tensor_methods(self) -> set[tuple[str, str]]:
+        """Methods of the file's other classes (monitors, hooks' state, helpers) that take a parameter annotated
+        as a tensor: whoever calls them hands them device data (``monitor.record(module, router_indices)`` from
+        a forward hook), so their allocations meet it like a forward's."""
+        out: set[tuple[str, str]] = set()
+        for stmt in self.ctx.tree.body:
+            if not isinstance(stmt, ast.ClassDef) or stmt.name in self.module_classes:
+                continue
+            for method in stmt.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or is_init_method(
+                    method.name
+                ):
+                    continue
+                args = method.args
+                if any(is_tensor_annotation(self.ctx, a.annotation) for a in [*args.args, *args.kwonlyargs]):
+                    out.add((stmt.name, method.name))
+        return out
+
+    def _written_later(
+        self, target: ast.expr, stmt: ast.AST, func: ast.AST, names: dict[str, int]
+    ) -> ast.AST | None:
+        """The device value a later statement of ``func`` writes in place into the slot ``target`` names (the same
+        attribute or item expression): ``slot += x`` or ``slot.add_(x)``; the slot then holds a host tensor that
+        device data is accumulated into."""
+        shape = ast.dump(target.value if isinstance(target, ast.Subscript) else target)
+        whole = ast.dump(target)
+        line = getattr(stmt, "end_lineno", 0) or 0
+        for node in subtree(func):
+            if getattr(node, "lineno", 0) <= line:
+                continue
+            if isinstance(node, ast.AugAssign) and ast.dump(node.target) in (whole, shape):
+                if self._is_accel(node.value, names):
+                    return node.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _in_place(node.func.attr)
+                and ast.dump(node.func.value) == whole
+            ):
+                hit = next((a for a in _call_values(node) if self._is_accel(a, names)), None)
+                if hit is not None:
+                    return hit
+        return None
 
     def _collective_operand(self, qual: str, call: ast.Call, expr: ast.AST) -> bool:
         """``expr`` is a tensor operand of a ``torch.distributed`` collective (not its group), in a file that uses
@@ -1793,6 +1895,7 @@ class DevicelessAllocation(Rule):
         called |= set(self.spec_targets)
         if self.entry_file:
             roots |= {("", f) for f in self.functions if f not in called and not is_init_method(f)}
+            roots |= self._tensor_methods() - init_only
         forward = set(roots)
         todo = list(roots)
         while todo:

@@ -1,0 +1,202 @@
+"""Device neutrality of kernel code by backend (``veomni.backends``), short-circuit CUDA guards, and host
+allocations that device data is written into (NPU101/NPU102/NPU103)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from npu_lint.veomni import backends
+
+
+def _codes(path: str, text: str, codes: list[str]) -> list[str]:
+    src = SourceFile.from_text(path, textwrap.dedent(text))
+    return [d.code for d in lint_source(src, codes, Settings(), None) if d.code in codes]
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("veomni/ops/kernels/moe/npu_group_gemm.py", backends.NPU),
+        ("veomni/ops/kernels/gated_delta_rule/_ascend/triton/utils.py", backends.NPU),
+        ("veomni/ops/kernels/rotary/triton_wan.py", backends.CUDA),
+        ("veomni/ops/kernels/deepseek_v4/tilelang_indexer.py", backends.CUDA),
+        ("veomni/ops/kernels/cross_entropy/eager.py", backends.ANY),
+        ("veomni/ops/registry.py", backends.ANY),
+    ],
+)
+def test_path_backend(path: str, expected: str) -> None:
+    assert backends.path_backend(path) == expected
+
+
+def test_name_and_import_backends() -> None:
+    assert backends.name_backend("CudaKernelRequirement") == backends.CUDA
+    assert backends.name_backend("NpuKernelRequirement") == backends.NPU
+    assert backends.name_backend("chunk_loss_function") == backends.ANY
+    import ast
+
+    assert backends.import_backend(ast.parse("import triton\nimport torch")) == backends.CUDA
+    assert backends.import_backend(ast.parse("import torch_npu")) == backends.NPU
+    assert backends.import_backend(ast.parse("import torch_npu\nfrom .liger import x")) == backends.ANY
+    assert backends.import_backend(ast.parse("from ...utils.device import get_device_type")) == backends.ANY
+
+
+def test_directory_backend(tmp_path: Path) -> None:
+    cuda_pkg = tmp_path / "tl"
+    cuda_pkg.mkdir()
+    (cuda_pkg / "kernel.py").write_text("import tilelang\n")
+    (cuda_pkg / "helpers.py").write_text("import torch\n")
+    mixed = tmp_path / "moe"
+    mixed.mkdir()
+    (mixed / "fast.py").write_text("import triton\n")
+    (mixed / "npu_fast.py").write_text("import torch_npu\n")
+    (mixed / "helpers.py").write_text("import torch\n")
+    backends.directory_backend.cache_clear()
+    assert backends.directory_backend(str(cuda_pkg)) == backends.CUDA
+    assert backends.directory_backend(str(mixed)) == backends.ANY
+
+
+NPU_ADAPTER = """
+import torch
+import torch_npu
+
+
+def combine(hidden_states, indices):
+    hidden_states = torch_npu.npu_moe_token_unpermute(hidden_states, indices)
+    torch.cuda.current_stream().synchronize()
+    return hidden_states
+"""
+
+
+def test_cuda_runtime_in_an_npu_kernel_adapter() -> None:
+    assert _codes("veomni/ops/kernels/moe/npu_combine.py", NPU_ADAPTER, ["NPU102"]) == ["NPU102"]
+
+
+def test_cuda_runtime_in_a_cuda_kernel_file_is_not_reported() -> None:
+    text = NPU_ADAPTER.replace("import torch_npu", "import triton").replace(
+        "torch_npu.npu_moe_token_unpermute", "triton_unpermute"
+    )
+    assert _codes("veomni/ops/kernels/moe/triton_combine.py", text, ["NPU102"]) == []
+
+
+def test_cuda_or_cpu_idiom_in_a_neutral_registry() -> None:
+    text = """
+    import torch
+
+
+    def available(rows):
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return [r for r in rows if r.device == device]
+    """
+    assert "NPU102" in _codes("veomni/ops/registry.py", text, ["NPU102"])
+
+
+def test_a_class_named_for_cuda_declares_cuda() -> None:
+    text = """
+    from typing import ClassVar
+
+
+    class CudaKernelRequirement:
+        device: ClassVar[str] = "cuda"
+    """
+    assert _codes("veomni/ops/requirement.py", text, ["NPU102"]) == []
+
+
+def test_short_circuit_cuda_presence_guard() -> None:
+    text = """
+    from veomni.utils.device import IS_CUDA_AVAILABLE
+
+
+    def unavailable(grad):
+        if not IS_CUDA_AVAILABLE or grad.device.type != "cuda":
+            return "portable backend"
+        return None
+    """
+    assert _codes("veomni/optim/muon.py", text, ["NPU102"]) == []
+    # without the presence test the same comparison treats NPU tensors like CPU tensors
+    bare = text.replace("not IS_CUDA_AVAILABLE or ", "")
+    assert _codes("veomni/optim/muon.py", bare, ["NPU102"]) == ["NPU102"]
+
+
+def test_module_level_cuda_flag_guards() -> None:
+    text = """
+    import torch
+
+    platform = "cuda" if torch.cuda.is_available() else "npu"
+    is_nvidia = platform == "cuda"
+    is_hopper = is_nvidia and torch.cuda.get_device_capability()[0] >= 9
+    """
+    found = _codes("veomni/ops/kernels/gdr/_ascend/utils.py", text, ["NPU102"])
+    assert found.count("NPU102") <= 1  # the probe itself may be reported; the guarded capability query is not
+
+
+ACCUMULATOR = """
+import torch
+
+
+class Chunked(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden_states: torch.Tensor, weight: torch.Tensor, loss_fn, chunks: int):
+        total = {alloc}
+        for part in torch.split(hidden_states, chunks, dim=1):
+            (grad_h, grad_w), (loss, _) = torch.func.grad_and_value(loss_fn, argnums=(0, 1), has_aux=True)(part, weight)
+            total{update}
+        return total
+"""
+
+
+def test_host_scalar_accumulated_in_place_with_device_losses() -> None:
+    text = ACCUMULATOR.format(alloc="torch.tensor(0.0)", update=".add_(loss)")
+    assert _codes("veomni/ops/kernels/loss/chunked.py", text, ["NPU103"]) == ["NPU103"]
+
+
+def test_host_scalar_combined_out_of_place_is_quiet() -> None:
+    text = ACCUMULATOR.format(alloc="torch.tensor(0.0)", update=" = total + loss")
+    assert _codes("veomni/ops/kernels/loss/chunked.py", text, ["NPU103"]) == []
+    on_device = ACCUMULATOR.format(alloc="torch.tensor(0.0, device=hidden_states.device)", update=".add_(loss)")
+    assert _codes("veomni/ops/kernels/loss/chunked.py", on_device, ["NPU103"]) == []
+
+
+def test_router_mask_scattered_with_device_indices() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    class Router(nn.Module):
+        def route(self, router_logits):
+            scores = router_logits.sigmoid()
+            group_idx = torch.topk(scores, k=2, dim=-1)[1]
+            mask = torch.zeros(scores.shape, dtype=scores.dtype)
+            mask.scatter_(1, group_idx, 1)
+            return mask
+
+        def forward(self, hidden_states):
+            return self.route(hidden_states)
+    """
+    assert _codes("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"]) == ["NPU103"]
+
+
+def test_monitor_counts_accumulated_from_a_hook() -> None:
+    text = """
+    import torch
+
+
+    class Monitor:
+        def __init__(self, n):
+            self.n = n
+            self.counts = dict()
+
+        def record(self, key, indices: torch.Tensor) -> None:
+            if key not in self.counts:
+                self.counts[key] = torch.zeros(self.n, dtype=torch.long{device})
+            self.counts[key] += torch.bincount(indices.reshape(-1), minlength=self.n)
+    """
+    assert _codes("veomni/utils/monitor.py", text.format(device=""), ["NPU103"]) == ["NPU103"]
+    quiet = text.format(device=", device=indices.device")
+    assert _codes("veomni/utils/monitor.py", quiet, ["NPU103"]) == []
