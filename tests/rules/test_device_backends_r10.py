@@ -158,7 +158,9 @@ def test_host_scalar_accumulated_in_place_with_device_losses() -> None:
 def test_host_scalar_combined_out_of_place_is_quiet() -> None:
     text = ACCUMULATOR.format(alloc="torch.tensor(0.0)", update=" = total + loss")
     assert _codes("veomni/ops/kernels/loss/chunked.py", text, ["NPU103"]) == []
-    on_device = ACCUMULATOR.format(alloc="torch.tensor(0.0, device=hidden_states.device)", update=".add_(loss)")
+    on_device = ACCUMULATOR.format(
+        alloc="torch.tensor(0.0, device=hidden_states.device)", update=".add_(loss)"
+    )
     assert _codes("veomni/ops/kernels/loss/chunked.py", on_device, ["NPU103"]) == []
 
 
@@ -200,3 +202,89 @@ def test_monitor_counts_accumulated_from_a_hook() -> None:
     assert _codes("veomni/utils/monitor.py", text.format(device=""), ["NPU103"]) == ["NPU103"]
     quiet = text.format(device=", device=indices.device")
     assert _codes("veomni/utils/monitor.py", quiet, ["NPU103"]) == []
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        'IS_NPU_AVAILABLE and cu_seqlens.device.type in ("cuda",)',
+        'IS_NPU_AVAILABLE and "cuda" in str(cu_seqlens.device)',
+        "IS_NPU_AVAILABLE and cu_seqlens.is_cuda",
+    ],
+)
+def test_cuda_test_conjoined_with_an_npu_guard(condition: str) -> None:
+    text = f"""
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+    def host_seqlens(cu_seqlens):
+        if {condition}:
+            cu_seqlens = cu_seqlens.cpu()
+        return cu_seqlens
+    """
+    assert _codes("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU102", "NPU105"]) == ["NPU105"]
+
+
+def test_helper_mask_built_on_the_host_and_returned_to_a_forward() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    def _make_mask(lengths, max_len):
+        idx = torch.arange(max_len)
+        return idx[None, :] < lengths[:, None]
+
+
+    class M(nn.Module):
+        def forward(self, hidden_states, lengths):
+            mask = _make_mask(lengths, hidden_states.shape[1])
+            return hidden_states * mask[..., None]
+    """
+    assert _codes("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"]) == ["NPU103"]
+
+
+def test_allocation_on_the_device_of_a_plain_attribute_table() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    class Rope(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.freqs = torch.arange(dim).float()
+
+        def forward(self, x):
+            pos = torch.arange(x.shape[1], device=self.freqs.device)
+            return x * (pos[:, None] * self.freqs[None])
+    """
+    assert _codes("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"]) == ["NPU103"]
+    buffer = text.replace(
+        "self.freqs = torch.arange(dim).float()", 'self.register_buffer("freqs", torch.arange(dim).float())'
+    )
+    assert _codes("veomni/models/transformers/toy/modeling_toy.py", buffer, ["NPU103"]) == []
+
+
+GENERATOR = """
+import torch
+from torch import nn
+
+
+class Condition(nn.Module):
+    def __init__(self, seed):
+        super().__init__()
+        self.generator = {creation}
+        self.generator.manual_seed(seed)
+
+    def forward(self, latents):
+        noise = torch.randn(latents.shape, dtype=latents.dtype, device=self.generator.device, generator=self.generator)
+        return latents + noise
+"""
+
+
+def test_cpu_generator_drawn_as_the_compute_device() -> None:
+    text = GENERATOR.format(creation="torch.Generator()")
+    assert _codes("veomni/models/diffusers/toy/modeling_toy.py", text, ["NPU103"]) == ["NPU103"]
+    on_device = GENERATOR.format(creation="torch.Generator(device=torch.device(get_device_type()))")
+    assert _codes("veomni/models/diffusers/toy/modeling_toy.py", on_device, ["NPU103"]) == []

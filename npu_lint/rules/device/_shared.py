@@ -988,6 +988,16 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
             if any(w in parent.name.lower() for w in CUDA_ONLY_IMPLS):
                 return None
             break
+    npu_test = _npu_guard_in(root)
+    if npu_test is not None:
+        return f"the NPU guard `{ctx.source.segment(npu_test)}` it is conjoined with"
+    for parent, child in child_of(ctx, stmt):
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            in_body = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
+            if in_body and _npu_guard_in(parent.test, whole=True) is not None:
+                return f"the NPU-only branch under `{ctx.source.segment(parent.test)}`"
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
     for sub in ast.walk(root):
         if isinstance(sub, ast.Attribute) and sub.attr in GUARD_ATTRS:
             return f"the dispatch guard `{ctx.source.segment(sub)}`"
@@ -1011,6 +1021,32 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
         func = ctx.function
         if func is not None and not isinstance(func, ast.Lambda) and uses_torch_npu(func):
             return f"`{func.name}`, which calls a torch_npu kernel"
+    return None
+
+
+_NPU_FLAGS = frozenset({"IS_NPU_AVAILABLE", "is_torch_npu_available", "is_npu_available"})
+
+
+def _is_npu_test(node: ast.AST) -> bool:
+    """``IS_NPU_AVAILABLE``, ``is_torch_npu_available()``, ``<device type> == "npu"``: true only on NPU hosts."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name) and node.id in _NPU_FLAGS:
+        return True
+    if isinstance(node, ast.Attribute) and node.attr in _NPU_FLAGS:
+        return True
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        return any(isinstance(c, ast.Constant) and c.value == "npu" for c in (node.left, node.comparators[0]))
+    return False
+
+
+def _npu_guard_in(test: ast.AST, whole: bool = False) -> ast.AST | None:
+    """The NPU-only test among the operands of an ``and`` (or the whole test when ``whole``): a CUDA test
+    conjoined with it can never hold, so the branch it guards is dead on the NPU it was written for."""
+    if whole and _is_npu_test(test):
+        return test
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((v for v in test.values if _is_npu_test(v)), None)
     return None
 
 

@@ -250,9 +250,35 @@ def _host_sequence(data: ast.AST) -> bool:
     return False
 
 
+_HOST_KEEPING = frozenset(
+    {"float", "double", "half", "bfloat16", "long", "int", "bool", "reshape", "view", "unsqueeze", "squeeze",
+     "expand", "contiguous", "clone", "flatten", "transpose", "permute", "pow", "exp", "cos", "sin", "outer",
+     "repeat", "t"}
+)  # fmt: skip
+
+
 def _on_cpu(value: ast.AST, ctx: Context, plain: bool) -> bool:
     """A value that lives on the CPU: `x.cpu()`, `x.to("cpu")`, a factory with `device="cpu"`, or (``plain``: a
-    plain module attribute, which `model.to()` does not move) a `torch.*` factory without a device."""
+    plain module attribute, which `model.to()` does not move) a `torch.*` factory without a device, also through
+    methods that keep the device (`torch.arange(d).float()`, `1.0 / (base ** (torch.arange(d) / d))`)."""
+    if plain:
+        while True:
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in _HOST_KEEPING
+                and not isinstance(value.func.value, ast.Name)
+            ):
+                value = value.func.value
+            elif isinstance(value, ast.Subscript):
+                value = value.value
+            elif isinstance(value, ast.BinOp):
+                sides = [s for s in (value.left, value.right) if not isinstance(s, (ast.Constant, ast.Name))]
+                if len(sides) != 1:
+                    break
+                value = sides[0]
+            else:
+                break
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
         if value.func.attr == "cpu":
             return True
@@ -1242,9 +1268,13 @@ class DevicelessAllocation(Rule):
                 continue
             if typ is ast.Compare:
                 assert isinstance(parent, ast.Compare)
-                return next(
+                other = next(
                     (o for o in [parent.left, *parent.comparators] if o is not expr and accel(o, names)), None
                 )
+                if other is not None or self._scalar:
+                    return other
+                expr = parent  # ``idx[None, :] < lengths[:, None]``: an elementwise mask of the host tensor
+                continue
             if typ is ast.Call:
                 assert isinstance(parent, ast.Call)
                 if parent.func is expr:
@@ -1577,6 +1607,8 @@ class DevicelessAllocation(Rule):
                     )
         if self.generator_draws:
             self._accelerator_generator_draws()
+        if "Generator()" in self.ctx.source.text:
+            self._host_generators_used_on_device()
         if self.generators:
             forward = self._forward_units()
             for unit, node in self.generators:
@@ -1851,6 +1883,46 @@ class DevicelessAllocation(Rule):
                 make_fix(f"Add `device={source}`", [self._device_edit(node, source)]),
             )
 
+    def _host_generators_used_on_device(self) -> None:
+        """``self.gen = torch.Generator()`` (no device: a CPU generator), later handed to a draw on another device
+        (``torch.randn(..., device=x.device, generator=self.gen)``: torch rejects a generator of another device)
+        or to a draw placed on the generator's own device as if it were the accelerator (``device=self.gen.device``:
+        the noise, and what is moved next to it, stays on the CPU). Reported at the generator's creation."""
+        created: dict[str, ast.Call] = {}
+        for node in nodes_of(self.ctx.tree, ast.Assign):
+            call = node.value
+            if not isinstance(call, ast.Call) or call.args or call.keywords:
+                continue
+            if self.ctx.qualname(call.func) != "torch.Generator":
+                continue
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    created[self.ctx.source.segment(target)] = call
+        if not created:
+            return
+        forward = self._forward_units()
+        reported = {id(node) for unit, node in self.generators if unit in forward}  # already reported
+        for call in nodes_of(self.ctx.tree, ast.Call):
+            gen = next((k.value for k in call.keywords if k.arg == "generator"), None)
+            device = next((k.value for k in call.keywords if k.arg == "device"), None)
+            if gen is None or device is None or _names_cpu(device):
+                continue
+            if isinstance(device, ast.Constant) and device.value is None:
+                continue
+            text = self.ctx.source.segment(gen)
+            origin = created.get(text)
+            if origin is None or id(origin) in reported:
+                continue
+            reported.add(id(origin))
+            shown = self.ctx.source.segment(device)
+            self.report(
+                origin,
+                f"`torch.Generator()` without `device=` is a CPU generator, but line {call.lineno} draws with it on "
+                f"`device={shown}`: on the accelerator torch rejects a generator of another device (and through "
+                f"`{text}.device` the draw stays on the CPU); create it with the compute device "
+                "(`torch.Generator(device=...)`)",
+            )
+
     def _device_edit(self, node: ast.Call, source: str) -> Edit:
         src = self.ctx.source
         existing = next((k for k in node.keywords if k.arg == "device"), None)
@@ -1866,7 +1938,13 @@ class DevicelessAllocation(Rule):
 
     def _forward_units(self) -> set[tuple[str, str]]:
         roots: set[tuple[str, str]] = set()
-        units = set(self.calls) | set(self.self_calls) | {u for u, *_ in self.pending}
+        units = (
+            set(self.calls)
+            | set(self.self_calls)
+            | {u for u, *_ in self.pending}
+            | {u for u, *_ in self.cpu_devices}
+            | {u for u, *_ in self.generators}
+        )
         init_only: set[tuple[str, str]] = set()
         for cls in self.module_classes:
             methods = {u[1] for u in units if u[0] == cls}

@@ -10,6 +10,7 @@ from npu_lint.rules.device._shared import (
     bool_operand_removal,
     cuda_gate_on_npu_path,
     cuda_string,
+    device_neutral_scope,
     in_fstring,
     npu_module,
 )
@@ -214,7 +215,7 @@ class CudaGate(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         """Model code, and the NPU adapters among kernel code (``veomni/ops/.../npu*.py``)."""
         kind = ctx.source.kind
-        return not kind.test and (kind.model_code or npu_module(ctx.source.path))
+        return not kind.test and (kind.model_code or npu_module(ctx.source.path) or device_neutral_scope(ctx))
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
