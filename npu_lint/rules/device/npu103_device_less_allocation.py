@@ -688,8 +688,41 @@ class DevicelessAllocation(Rule):
             path="veomni/trainer/toy_trainer.py",
             title="a host tensor handed to a collective (anywhere, not only on the forward path)",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class Condition(nn.Module):
+                def __init__(self, seed: int):
+                    super().__init__()
+                    self.generator = torch.Generator()
+                    self.generator.manual_seed(seed)
+
+                def forward(self, latents: torch.Tensor) -> torch.Tensor:
+                    noise = torch.randn(latents.shape, device=self.generator.device, generator=self.generator)
+                    return latents + noise
+            """,
+            path="veomni/models/diffusers/toy/modeling_toy.py",
+            title="a CPU generator (no `device=`) drawn on as if it were the compute device",
+        ),
     )
     good = (
+        Example(
+            """
+            import torch
+
+
+            def total(hidden_states: torch.Tensor, chunks: int) -> torch.Tensor:
+                acc = torch.tensor(0.0)
+                for part in torch.split(hidden_states, chunks):
+                    acc = acc + part.sum()
+                return acc
+            """,
+            path="veomni/ops/kernels/loss/toy.py",
+            title="a 0-dim CPU scalar only combined out of place (it follows the other operand's device)",
+        ),
         Example(
             """
             import torch

@@ -188,6 +188,28 @@ class CudaGate(Rule):
             """,
             title="a CUDA test in a function that calls a torch_npu kernel",
         ),
+        Example(
+            """
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def host_seqlens(cu_seqlens):
+                if IS_NPU_AVAILABLE and cu_seqlens.device.type == "cuda":
+                    cu_seqlens = cu_seqlens.cpu()
+                return cu_seqlens
+            """,
+            fixed="""
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def host_seqlens(cu_seqlens):
+                if IS_NPU_AVAILABLE:
+                    cu_seqlens = cu_seqlens.cpu()
+                return cu_seqlens
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="a CUDA test conjoined with an NPU guard: the NPU branch can never run",
+        ),
     )
     good = (
         Example(
