@@ -305,8 +305,10 @@ def _moved_after(call: ast.Call, method: ast.AST) -> bool:
             and node.attr in ("to", "cuda", "npu", "type_as")
         ):
             return True
-        if isinstance(node, ast.Assign) and node.value is call:
+        if isinstance(node, ast.Assign) and _chain_root(node.value) is call:
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.Return) and node.value is not None and _chain_root(node.value) is call:
+            return True  # handed on to the method's own callers, which decide where it goes
     if not names:
         return False
     for node in subtree(method):
@@ -317,7 +319,20 @@ def _moved_after(call: ast.Call, method: ast.AST) -> bool:
             and node.attr in ("to", "cuda", "npu", "type_as")
         ):
             return True
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in names:
+            return True  # returned (``mask = helper(...).expand(...); return mask``): the callers decide
     return False
+
+
+def _chain_root(value: ast.AST) -> ast.AST:
+    """The receiver at the root of a method chain (``helper(x).unsqueeze(0).expand(...)`` -> ``helper(x)``)."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    return value
 
 
 class DevicelessAllocation(Rule):
