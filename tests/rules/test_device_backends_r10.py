@@ -288,3 +288,21 @@ def test_cpu_generator_drawn_as_the_compute_device() -> None:
     assert _codes("veomni/models/diffusers/toy/modeling_toy.py", text, ["NPU103"]) == ["NPU103"]
     on_device = GENERATOR.format(creation="torch.Generator(device=torch.device(get_device_type()))")
     assert _codes("veomni/models/diffusers/toy/modeling_toy.py", on_device, ["NPU103"]) == []
+
+
+def test_a_cuda_keyed_dict_value_called_at_construction_is_not_a_dispatch_table() -> None:
+    eager = """
+    import torch
+
+
+    def rng_state():
+        return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all()}
+    """
+    assert _codes("veomni/trainer/callbacks/toy.py", eager, ["NPU102"]) == ["NPU102"]
+    table = """
+    import torch
+
+
+    EMPTY_CACHE = {"cuda": torch.cuda.empty_cache, "cpu": lambda: None}
+    """
+    assert _codes("veomni/utils/toy.py", table, ["NPU102"]) == []

@@ -522,7 +522,7 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
                     return True
         elif isinstance(parent, ast.Dict):
             key = _dict_key_of(ctx, parent, child)
-            if key is not None and cuda_string(key):
+            if key is not None and cuda_string(key) and not _called_at_construction(child):
                 return True  # a dispatch table: {"cuda": torch.cuda.empty_cache, "npu": ...}
         elif isinstance(parent, ast.match_case):
             for sub in ast.walk(parent.pattern):
@@ -535,6 +535,20 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
                 )
         if isinstance(child, ast.stmt) and _after_cuda_exit(ctx, parent, child):
             return True
+    return False
+
+
+def _called_at_construction(value: ast.AST) -> bool:
+    """A dict value that calls something when the dict is built (``{"cuda": torch.cuda.get_rng_state()}``): the
+    call runs on every host, whatever its key says; a reference or a lambda (a dispatch table) does not."""
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            return True
+        todo.extend(ast.iter_child_nodes(node))
     return False
 
 
