@@ -306,3 +306,39 @@ def test_a_cuda_keyed_dict_value_called_at_construction_is_not_a_dispatch_table(
     EMPTY_CACHE = {"cuda": torch.cuda.empty_cache, "cpu": lambda: None}
     """
     assert _codes("veomni/utils/toy.py", table, ["NPU102"]) == []
+
+
+HOST_TABLE = """
+import torch
+from torch import nn
+
+
+def precompute(dim: int, end: int = 1024, theta: float = 10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].double() / dim))
+    freqs = torch.outer(torch.arange(end, device=freqs.device), freqs)
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
+def precompute_3d(dim: int, end: int = 1024):
+    return precompute(dim, end), precompute(dim, end)
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.freqs = precompute_3d(dim)
+        self.blocks = nn.ModuleList([nn.Linear(4, 4)])
+
+    def forward(self, x):
+        f, h = x.shape[:2]
+        freqs = torch.cat([self.freqs[0][:f].view(f, 1, -1), self.freqs[1][:h].view(1, h, -1)], dim=-1){move}
+        for block in self.blocks:
+            x = block(x, freqs)
+        return x
+"""
+
+
+def test_plain_attribute_table_built_on_the_host_meets_device_data() -> None:
+    path = "veomni/models/transformers/toy/modeling_toy.py"
+    assert _codes(path, HOST_TABLE.format(move=""), ["NPU103"]) == ["NPU103"]
+    assert _codes(path, HOST_TABLE.format(move=".to(x.device)"), ["NPU103"]) == []

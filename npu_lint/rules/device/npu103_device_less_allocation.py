@@ -859,6 +859,11 @@ class DevicelessAllocation(Rule):
         self.generator_draws: list[tuple[tuple[str, str], ast.Call, str, ast.expr]] = []
         # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
         self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str, str]] = []
+        # uses of a plain attribute built on the host (``self.freqs = precompute(dim)`` in ``__init__``) that meet
+        # device data in a forward-path method: (unit, first call on it, attribute)
+        self.host_attrs: list[tuple[tuple[str, str], ast.Call, str]] = []
+        self._host_attr_seen: set[tuple[tuple[str, str], str]] = set()
+        self._host_attr_cache: dict[tuple[str, str], bool] = {}
         self._accel_cache: dict[int, dict[str, int]] = {}
         self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
@@ -902,6 +907,14 @@ class DevicelessAllocation(Rule):
             if self.ctx.qualname(func) == "torch.Generator":
                 self.generators.append((unit, node))
             return
+        if type(func) is ast.Attribute and unit[0] in self.module_classes and not is_init_method(unit[1]):
+            attr = self._host_resident_root(func.value)
+            if attr is not None and (unit, attr) not in self._host_attr_seen:
+                self._host_attr_seen.add((unit, attr))
+                self._returned = self._collective = False
+                if self._meets_accelerator(node) is not None:
+                    self.host_attrs.append((unit, node, attr))
+                return
         if type(func) is ast.Attribute and func.attr not in FACTORIES:
             return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
@@ -1009,6 +1022,11 @@ class DevicelessAllocation(Rule):
                         for n in _targets(target)
                         if n not in mixed and n != "_" and (n not in names or 0 < end < names[n])
                     ]
+                    nested = any(isinstance(e, (ast.Tuple, ast.List)) for e in target.elts)
+                    if nested and not (
+                        isinstance(assign.value, ast.Call) and isinstance(assign.value.func, ast.Call)
+                    ):
+                        continue  # ``x, (f, h, w) = self.patchify(x)``: a nested group is metadata (sizes)
                     if fresh and self._is_accel(assign.value, names):
                         for n in fresh:
                             names[n] = end
@@ -1355,6 +1373,18 @@ class DevicelessAllocation(Rule):
                         self._boxed = False  # a list of host tensors joined into one host tensor
                     expr = parent
                     continue
+                if (
+                    isinstance(callee, ast.Name)
+                    and callee.id not in _HOST_CALLABLES
+                    and not callee.id[:1].isupper()
+                    and parent.args
+                    and parent.args[0] is expr
+                    and isinstance(parents.get(id(parent)), ast.Assign)
+                ):
+                    # ``freqs = slice_for_rank(freqs, dim=0)``: a helper transforming the tensor it is handed
+                    # returns it on the same device, rebinding the name
+                    expr = parent
+                    continue
                 return None
             if typ is ast.comprehension:
                 # iterating a list of host tensors: each element the loop binds is a host tensor
@@ -1399,6 +1429,103 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _host_resident_root(self, expr: ast.AST) -> str | None:
+        """``self.<attr>`` at the root of ``expr`` (through items, slices and method calls) when ``<attr>`` is a
+        plain attribute the class's ``__init__`` builds on the host: ``model.to(device)`` moves parameters and
+        buffers only, so it stays on the CPU."""
+        node = expr
+        while True:
+            if isinstance(node, ast.Subscript):
+                node = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in MOVES or node.func.attr in HOST_SINKS:
+                    return None
+                node = node.func.value
+            else:
+                break
+        if not (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        ):
+            return None
+        cls = self.ctx.class_
+        if cls is None:
+            return None
+        key = (cls.name, node.attr)
+        cached = self._host_attr_cache.get(key)
+        if cached is None:
+            cached = self._host_attr_cache[key] = self._built_on_host(cls, node.attr)
+        return node.attr if cached else None
+
+    def _built_on_host(self, cls: ast.ClassDef, attr: str) -> bool:
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is None:
+            return False
+        values = [
+            n.value
+            for n in subtree(init)
+            if isinstance(n, ast.Assign)
+            and any(
+                isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+                and t.attr == attr
+                for t in n.targets
+            )
+        ]
+        if not values:
+            return False
+        for value in values:
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and self._host_builder(value.func.id)
+            ):
+                continue
+            return False
+        return True
+
+    def _host_builder(self, name: str, depth: int = 0) -> bool:
+        """A module-level function of this file that can only build host tensors: every parameter is a Python
+        scalar (``dim: int, theta: float``), nothing in it names or moves to a device other than its own locals'
+        (``device=freqs.device``), and it creates tensors (a ``torch.*`` factory, or another such builder)."""
+        func = next(
+            (s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name == name), None
+        )
+        if func is None or depth > 3:
+            return False
+        args = func.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if (
+            args.vararg
+            or args.kwarg
+            or not params
+            or not all(_scalar_annotation(a.annotation) for a in params)
+        ):
+            return False
+        creates = False
+        for node in subtree(func):
+            if isinstance(node, ast.keyword) and node.arg == "device":
+                value = node.value
+                if not (
+                    isinstance(value, ast.Attribute)
+                    and value.attr == "device"
+                    and isinstance(value.value, ast.Name)
+                ):
+                    return False
+            elif isinstance(node, ast.Attribute) and node.attr in ("to", "cuda", "npu"):
+                return False
+            elif isinstance(node, ast.Call):
+                qual = self.ctx.qualname(node.func) or ""
+                if qual.startswith("torch.") and qual[6:] in FACTORIES:
+                    creates = True
+                elif (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id != name
+                    and self._host_builder(node.func.id, depth + 1)
+                ):
+                    creates = True
+        return creates
 
     def _tensor_methods(self) -> set[tuple[str, str]]:
         """Methods of the file's other classes (monitors, hooks' state, helpers) that take a parameter annotated
@@ -1652,6 +1779,16 @@ class DevicelessAllocation(Rule):
                         node,
                         f"`torch.{factory}(..., device={text})` allocates on the device of {reason}; take the "
                         "device from the forward's input data",
+                    )
+        if self.host_attrs:
+            forward = self._forward_units()
+            for unit, node, attr in self.host_attrs:
+                if unit in forward:
+                    self.report(
+                        node,
+                        f"`self.{attr}` is a plain attribute built on the CPU in `__init__` (not a buffer or "
+                        "parameter, so `model.to(device)` does not move it) and meets device data here; move it "
+                        f"(`.to(x.device)`) or register it as a non-persistent buffer",
                     )
         if self.generator_draws:
             self._accelerator_generator_draws()
@@ -1992,6 +2129,7 @@ class DevicelessAllocation(Rule):
             | {u for u, *_ in self.pending}
             | {u for u, *_ in self.cpu_devices}
             | {u for u, *_ in self.generators}
+            | {u for u, *_ in self.host_attrs}
         )
         init_only: set[tuple[str, str]] = set()
         for cls in self.module_classes:
