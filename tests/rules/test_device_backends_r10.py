@@ -198,6 +198,13 @@ def test_monitor_counts_accumulated_from_a_hook() -> None:
             if key not in self.counts:
                 self.counts[key] = torch.zeros(self.n, dtype=torch.long{device})
             self.counts[key] += torch.bincount(indices.reshape(-1), minlength=self.n)
+
+
+    MONITOR = Monitor(8)
+
+
+    def router_hook(module, args, output):
+        MONITOR.record(module, output[1])
     """
     assert _codes("veomni/utils/monitor.py", text.format(device=""), ["NPU103"]) == ["NPU103"]
     quiet = text.format(device=", device=indices.device")
@@ -342,3 +349,18 @@ def test_plain_attribute_table_built_on_the_host_meets_device_data() -> None:
     path = "veomni/models/transformers/toy/modeling_toy.py"
     assert _codes(path, HOST_TABLE.format(move=""), ["NPU103"]) == ["NPU103"]
     assert _codes(path, HOST_TABLE.format(move=".to(x.device)"), ["NPU103"]) == []
+
+
+def test_host_grid_builders_of_a_plain_class_are_not_forward_code() -> None:
+    # veomni 0.1.12 minimax_h3/inference.py: position grids built on the host by a helper class's methods
+    text = """
+    import torch
+
+
+    class Packer:
+        def _video_grid(self, latent_t: int, frame: torch.Tensor) -> torch.Tensor:
+            grid = torch.empty(latent_t, frame.shape[0], 3, dtype=torch.float64)
+            grid[:, :, 1:] = frame[None]
+            return grid.reshape(-1, 3)
+    """
+    assert _codes("veomni/models/diffusers/toy/inference.py", text, ["NPU103"]) == []

@@ -1527,10 +1527,39 @@ class DevicelessAllocation(Rule):
                     creates = True
         return creates
 
+    def _hooked_methods(self, forward: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Methods of the file's other classes (monitors, hooks' state) taking a tensor-annotated parameter that a
+        forward-path function calls on an object (``monitor.record(module, router_indices)`` in a forward hook):
+        they are handed device data, so their allocations meet it like a forward's."""
+        methods = self._tensor_methods()
+        if not methods:
+            return set()
+        by_name = {m: (c, m) for c, m in methods}
+        bodies: list[ast.AST] = []
+        for stmt in self.ctx.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and ("", stmt.name) in forward:
+                bodies.append(stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                bodies.extend(
+                    f
+                    for f in stmt.body
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and (stmt.name, f.name) in forward
+                )
+        out: set[tuple[str, str]] = set()
+        for body in bodies:
+            for node in subtree(body):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in by_name
+                    and not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("self", "cls"))
+                ):
+                    out.add(by_name[node.func.attr])
+        return out
+
     def _tensor_methods(self) -> set[tuple[str, str]]:
-        """Methods of the file's other classes (monitors, hooks' state, helpers) that take a parameter annotated
-        as a tensor: whoever calls them hands them device data (``monitor.record(module, router_indices)`` from
-        a forward hook), so their allocations meet it like a forward's."""
+        """Methods of the file's other classes that take a parameter annotated as a tensor."""
         out: set[tuple[str, str]] = set()
         for stmt in self.ctx.tree.body:
             if not isinstance(stmt, ast.ClassDef) or stmt.name in self.module_classes:
@@ -2159,7 +2188,6 @@ class DevicelessAllocation(Rule):
         called |= set(self.spec_targets)
         if self.entry_file:
             roots |= {("", f) for f in self.functions if f not in called and not is_init_method(f)}
-            roots |= self._tensor_methods() - init_only
         forward = set(roots)
         todo = list(roots)
         while todo:
@@ -2168,4 +2196,5 @@ class DevicelessAllocation(Rule):
                 if name in self.functions and ("", name) not in forward:
                     forward.add(("", name))
                     todo.append(("", name))
+        forward |= self._hooked_methods(forward)
         return forward - init_only
