@@ -31,7 +31,9 @@ _CUDA_LIBS = (
     "liger", "cudnn", "mamba_ssm", "causal_conv1d", "transformer_engine", "apex", "cuda", "cupy", "fa3", "fa4",
     "sageattention", "nvtx", "pynvml", "tile_kernels", "magi",
 )  # fmt: skip
-_CUDA_WORD = re.compile(r"(^|[_/.])(" + "|".join(_CUDA_LIBS) + r"|gpu)($|[_/.\d])")
+# "gpu" is not a CUDA word: VeOmni says "gpu" for any accelerator (``load_model_to_gpu``, the ``*_gpu`` generated
+# builds that NPU hosts also run)
+_CUDA_WORD = re.compile(r"(^|[_/.])(" + "|".join(_CUDA_LIBS) + r")($|[_/.\d])")
 _NPU_WORD = re.compile(r"(^|[_/.])(npu|ascend|ascendc|hccl|torch_npu)($|[_/.\d])")
 
 

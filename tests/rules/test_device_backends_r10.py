@@ -38,6 +38,7 @@ def test_name_and_import_backends() -> None:
     assert backends.name_backend("CudaKernelRequirement") == backends.CUDA
     assert backends.name_backend("NpuKernelRequirement") == backends.NPU
     assert backends.name_backend("chunk_loss_function") == backends.ANY
+    assert backends.name_backend("load_model_to_gpu") == backends.ANY  # VeOmni's "gpu" means any accelerator
     import ast
 
     assert backends.import_backend(ast.parse("import triton\nimport torch")) == backends.CUDA
@@ -364,3 +365,16 @@ def test_host_grid_builders_of_a_plain_class_are_not_forward_code() -> None:
             return grid.reshape(-1, 3)
     """
     assert _codes("veomni/models/diffusers/toy/inference.py", text, ["NPU103"]) == []
+
+
+def test_cuda_runtime_in_a_function_named_for_the_gpu_is_reported() -> None:
+    text = """
+    import torch
+
+
+    def load_model_to_gpu(model, device=None):
+        if device is None:
+            device = torch.cuda.current_device()
+        model.to(device)
+    """
+    assert _codes("veomni/distributed/offloading.py", text, ["NPU102"]) == ["NPU102"]
