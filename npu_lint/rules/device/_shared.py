@@ -18,7 +18,7 @@ from npu_lint.rules._handles import (
     uses_torch_npu,
 )
 from npu_lint.rules.base import Context
-from npu_lint.veomni import patchgen, vendor_map
+from npu_lint.veomni import backends, patchgen, vendor_map
 from npu_lint.veomni.registration import device_module_for
 
 _TENSOR_ANNOTATIONS = {
@@ -447,9 +447,11 @@ def _guard_test(ctx: Context, test: ast.AST) -> bool:
     if _cuda_attention_test(ctx, test):
         return True
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-    func = ctx.function
-    if not names or func is None:
+    if not names:
         return False
+    func = ctx.function
+    if func is None:
+        return not names.isdisjoint(_module_cuda_flags(ctx))
     return not names.isdisjoint(_cuda_flag_names(ctx, func))
 
 
@@ -459,12 +461,37 @@ def _cuda_flag_names(ctx: Context, func: ast.AST) -> frozenset[str]:
     key = ("cuda-flag-names", id(func))
     info = ctx.memo.get(key)
     if info is None:
-        found: set[str] = set()
+        found: set[str] = set(_module_cuda_flags(ctx))
         for sub in ast.walk(func):
             if isinstance(sub, ast.Assign) and mentions_cuda_dispatch(ctx, sub.value):
                 found.update(t.id for t in sub.targets if isinstance(t, ast.Name))
         info = ctx.memo[key] = (frozenset(found), func)  # the function is kept: its id stays unique
     return info[0]  # type: ignore[index, no-any-return]
+
+
+def _module_cuda_flags(ctx: Context) -> frozenset[str]:
+    """Module-level names bound to a CUDA-dispatch condition (``is_nvidia = device_platform == "cuda"``), and
+    names bound to a conjunction with one of them (``is_hopper = is_nvidia and ...``): once per file."""
+    found = ctx.memo.get("module-cuda-flags")
+    if found is None:
+        flags: set[str] = set()
+        assigns = [s for s in ctx.tree.body if isinstance(s, ast.Assign)]
+        changed = True
+        while changed:
+            changed = False
+            for stmt in assigns:
+                names = [t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id not in flags]
+                if not names:
+                    continue
+                value = stmt.value
+                hit = mentions_cuda_dispatch(ctx, value) and not isinstance(value, ast.IfExp)
+                if not hit and isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+                    hit = any(isinstance(v, ast.Name) and v.id in flags for v in value.values)
+                if hit:
+                    flags.update(names)
+                    changed = True
+        found = ctx.memo["module-cuda-flags"] = frozenset(flags)
+    return found  # type: ignore[return-value]
 
 
 def _exits(body: list[ast.stmt]) -> bool:
@@ -479,22 +506,49 @@ def in_cuda_dispatch(ctx: Context, node: ast.AST) -> bool:
         if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test:
             if _guard_test(ctx, parent.test):
                 return True
-        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+        elif isinstance(parent, ast.BoolOp):
+            # ``<CUDA test> and X`` / ``not <CUDA test> or X``: X is evaluated on CUDA hosts only (short circuit)
             for value in parent.values:
                 if value is child:
                     break
-                if mentions_cuda_dispatch(ctx, value):
+                if isinstance(parent.op, ast.And) and _guard_test(ctx, value):
+                    return True
+                if (
+                    isinstance(parent.op, ast.Or)
+                    and isinstance(value, ast.UnaryOp)
+                    and isinstance(value.op, ast.Not)
+                    and _guard_test(ctx, value.operand)
+                ):
                     return True
         elif isinstance(parent, ast.Dict):
             key = _dict_key_of(ctx, parent, child)
-            if key is not None and cuda_string(key):
+            if key is not None and cuda_string(key) and not _called_at_construction(child):
                 return True  # a dispatch table: {"cuda": torch.cuda.empty_cache, "npu": ...}
         elif isinstance(parent, ast.match_case):
             for sub in ast.walk(parent.pattern):
                 if isinstance(sub, ast.MatchValue) and cuda_string(sub.value):
                     return True
+        elif isinstance(parent, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if backends.name_backend(parent.name) == backends.CUDA:
+                return (
+                    True  # ``class CudaKernelRequirement``, ``def triton_rope(...)``: CUDA code by its name
+                )
         if isinstance(child, ast.stmt) and _after_cuda_exit(ctx, parent, child):
             return True
+    return False
+
+
+def _called_at_construction(value: ast.AST) -> bool:
+    """A dict value that calls something when the dict is built (``{"cuda": torch.cuda.get_rng_state()}``): the
+    call runs on every host, whatever its key says; a reference or a lambda (a dispatch table) does not."""
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            return True
+        todo.extend(ast.iter_child_nodes(node))
     return False
 
 
@@ -525,11 +579,16 @@ def _after_cuda_exit(ctx: Context, parent: ast.AST, child: ast.stmt) -> bool:
                 (
                     i
                     for i, stmt in enumerate(block)
-                    if isinstance(stmt, ast.If)
-                    and isinstance(stmt.test, ast.UnaryOp)
-                    and isinstance(stmt.test.op, ast.Not)
-                    and _exits(stmt.body)
-                    and _guard_test(ctx, stmt.test.operand)
+                    if (
+                        isinstance(stmt, ast.If)
+                        and isinstance(stmt.test, ast.UnaryOp)
+                        and isinstance(stmt.test.op, ast.Not)
+                        and _exits(stmt.body)
+                        and _guard_test(ctx, stmt.test.operand)
+                    )
+                    or (
+                        isinstance(stmt, ast.Assert) and _guard_test(ctx, stmt.test)
+                    )  # assert device == "cuda"
                 ),
                 len(block),
             )
@@ -843,7 +902,16 @@ def _uses_after(
     return uses
 
 
-_TENSOR_ATTRS = frozenset(("device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose"))
+_TENSOR_ATTRS = frozenset(
+    (
+        "device", "dtype", "shape", "size", "view", "reshape", "unsqueeze", "transpose",
+        # methods only a tensor has (no Python number, list or dict offers them)
+        "sigmoid", "softmax", "log_softmax", "topk", "masked_fill", "masked_fill_", "gather", "scatter",
+        "scatter_", "scatter_add_", "index_select", "masked_select", "argsort", "contiguous", "permute",
+        "expand", "expand_as", "squeeze", "flatten", "type_as", "new_zeros", "new_empty", "new_ones", "new_full",
+        "bincount", "cumsum", "numel", "float", "bfloat16", "half", "matmul",
+    )
+)  # fmt: skip
 
 
 def _names_used_as_tensors(func: ast.AST) -> frozenset[str]:
@@ -934,6 +1002,16 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
             if any(w in parent.name.lower() for w in CUDA_ONLY_IMPLS):
                 return None
             break
+    npu_test = _npu_guard_in(root)
+    if npu_test is not None:
+        return f"the NPU guard `{ctx.source.segment(npu_test)}` it is conjoined with"
+    for parent, child in child_of(ctx, stmt):
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            in_body = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
+            if in_body and _npu_guard_in(parent.test, whole=True) is not None:
+                return f"the NPU-only branch under `{ctx.source.segment(parent.test)}`"
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
     for sub in ast.walk(root):
         if isinstance(sub, ast.Attribute) and sub.attr in GUARD_ATTRS:
             return f"the dispatch guard `{ctx.source.segment(sub)}`"
@@ -957,6 +1035,32 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
         func = ctx.function
         if func is not None and not isinstance(func, ast.Lambda) and uses_torch_npu(func):
             return f"`{func.name}`, which calls a torch_npu kernel"
+    return None
+
+
+_NPU_FLAGS = frozenset({"IS_NPU_AVAILABLE", "is_torch_npu_available", "is_npu_available"})
+
+
+def _is_npu_test(node: ast.AST) -> bool:
+    """``IS_NPU_AVAILABLE``, ``is_torch_npu_available()``, ``<device type> == "npu"``: true only on NPU hosts."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name) and node.id in _NPU_FLAGS:
+        return True
+    if isinstance(node, ast.Attribute) and node.attr in _NPU_FLAGS:
+        return True
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        return any(isinstance(c, ast.Constant) and c.value == "npu" for c in (node.left, node.comparators[0]))
+    return False
+
+
+def _npu_guard_in(test: ast.AST, whole: bool = False) -> ast.AST | None:
+    """The NPU-only test among the operands of an ``and`` (or the whole test when ``whole``): a CUDA test
+    conjoined with it can never hold, so the branch it guards is dead on the NPU it was written for."""
+    if whole and _is_npu_test(test):
+        return test
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((v for v in test.values if _is_npu_test(v)), None)
     return None
 
 
@@ -987,3 +1091,24 @@ def bool_operand_removal(ctx: Context, node: ast.AST) -> Edit | None:
     if "#" in text:
         return None
     return Edit(start, end, "")
+
+
+# -- kernel code in scope (veomni.backends) -------------------------------------------------------------------
+
+
+def kernel_backend(ctx: Context) -> str:
+    """The backend a file under ``veomni/ops`` is written for (``veomni.backends``: "npu", "cuda" or "any"),
+    asked once per file."""
+    cached = ctx.memo.get("kernel-backend")
+    if cached is None:
+        cached = ctx.memo["kernel-backend"] = backends.file_backend(ctx.source.path, ctx.tree)
+    return cached  # type: ignore[return-value]
+
+
+def device_neutral_scope(ctx: Context) -> bool:
+    """The file is held to device neutrality: model code, and kernel code that is not a CUDA kernel (Ascend
+    adapters, eager fallbacks, registries, helpers: they run on NPU hosts); never tests."""
+    kind = ctx.source.kind
+    if kind.test:
+        return False
+    return kind.model_code or kernel_backend(ctx) != backends.CUDA

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability, Edit
-from npu_lint.rules.base import Example, Rule, make_fix
+from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     ACCELERATOR_DEVICE,
     ACCELERATOR_NOTE,
     accelerator_available,
+    device_neutral_scope,
     device_source,
     helper_edits,
     in_cuda_dispatch,
@@ -138,6 +139,13 @@ class CudaCall(Rule):
         'on a CPU-only host, hence `"cpu"`), never a veomni import; no fix there when `torch` is not imported '
         "as `torch` or the nearest pyproject.toml / requirements.txt pins torch below 2.6."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and kernel code that is not a CUDA kernel (``veomni.backends``: Ascend adapters, eager
+        fallbacks, registries and helpers under ``veomni/ops`` run on NPU hosts too)."""
+        return device_neutral_scope(ctx)
+
     node_types = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:

@@ -22,6 +22,7 @@ from npu_lint.rules.device._shared import (
     child_of,
     cuda_gate_on_npu_path,
     cuda_string,
+    device_neutral_scope,
     helper_edits,
     in_annotation,
     in_cuda_dispatch,
@@ -497,8 +498,55 @@ class HardcodedCudaDevice(Rule):
             title="`torch.cuda` itself as the device module (bound, or a default): its RNG state is never set up "
             "on NPU (unsafe fix; none for a default, which would call at import time)",
         ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            def combine(hidden_states, indices, probs):
+                torch.cuda.current_stream().wait_stream(torch.cuda.default_stream())
+                return torch_npu.npu_moe_token_unpermute(hidden_states, indices, probs=probs)
+            """,
+            fixed="""
+            import torch_npu
+            from veomni.utils.device import get_current_stream, get_torch_device
+
+
+            def combine(hidden_states, indices, probs):
+                get_current_stream().wait_stream(get_torch_device().default_stream())
+                return torch_npu.npu_moe_token_unpermute(hidden_states, indices, probs=probs)
+            """,
+            path="veomni/ops/kernels/moe/npu_combine.py",
+            title="kernel code that is not a CUDA kernel (an Ascend adapter under `veomni/ops`, `veomni.backends`)",
+        ),
     )
     good = (
+        Example(
+            """
+            import torch
+            import triton
+
+
+            def launch(x):
+                with torch.cuda.device(x.device):
+                    return x
+            """,
+            path="veomni/ops/kernels/moe/triton_launch.py",
+            title="a CUDA kernel file (`veomni.backends`: Triton, TileLang, QuACK...): CUDA code by construction",
+        ),
+        Example(
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE
+
+
+            def quack_unavailable(grad):
+                if not IS_CUDA_AVAILABLE or grad.device.type != "cuda":
+                    return "needs CUDA"
+                return None
+            """,
+            title="a CUDA test evaluated only on CUDA hosts (`not IS_CUDA_AVAILABLE or ...` short-circuits)",
+        ),
         Example(
             """
             import torch
@@ -659,6 +707,13 @@ class HardcodedCudaDevice(Rule):
         '`device.type == "cuda"` branches and '
         "CUDA-only APIs (`get_device_capability`, `nvtx`...): what the NPU path needs is a judgement."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and kernel code that is not a CUDA kernel (``veomni.backends``: Ascend adapters, eager
+        fallbacks, registries and helpers under ``veomni/ops`` run on NPU hosts too)."""
+        return device_neutral_scope(ctx)
+
     requires = (
         ("cuda", "nccl"),
     )  # every finding is a "cuda"/"nccl" literal, a torch.cuda name or `.is_cuda`

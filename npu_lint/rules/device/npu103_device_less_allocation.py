@@ -93,6 +93,33 @@ def _scalar_annotation(ann: ast.expr | None) -> bool:
     return False
 
 
+def _in_place(method: str) -> bool:
+    """``add_``, ``scatter_add_``, ``copy_``...: a tensor method writing into its receiver."""
+    return method.endswith("_") and not method.startswith("_")
+
+
+# callables whose result is host data whatever their arguments (Python builtins)
+_HOST_CALLABLES = frozenset(
+    {
+        "len", "int", "float", "bool", "str", "list", "tuple", "dict", "set", "range", "enumerate", "zip",
+        "isinstance", "getattr", "hasattr", "print", "min", "max", "sum", "sorted", "any", "all", "id", "type",
+        "repr", "round", "abs", "divmod", "map", "filter", "iter", "next", "reversed", "hash", "callable",
+    }
+)  # fmt: skip
+
+
+def _targets(target: ast.expr) -> list[str]:
+    """The names an assignment target binds (``a``, ``(a, b)``, ``(a, b), (c, _)``); attributes and subscripts
+    bind nothing local."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [
+            n for elt in target.elts for n in _targets(elt.value if isinstance(elt, ast.Starred) else elt)
+        ]
+    return []
+
+
 def _never(expr: ast.AST, names: object) -> bool:
     return False
 
@@ -223,9 +250,35 @@ def _host_sequence(data: ast.AST) -> bool:
     return False
 
 
+_HOST_KEEPING = frozenset(
+    {"float", "double", "half", "bfloat16", "long", "int", "bool", "reshape", "view", "unsqueeze", "squeeze",
+     "expand", "contiguous", "clone", "flatten", "transpose", "permute", "pow", "exp", "cos", "sin", "outer",
+     "repeat", "t"}
+)  # fmt: skip
+
+
 def _on_cpu(value: ast.AST, ctx: Context, plain: bool) -> bool:
     """A value that lives on the CPU: `x.cpu()`, `x.to("cpu")`, a factory with `device="cpu"`, or (``plain``: a
-    plain module attribute, which `model.to()` does not move) a `torch.*` factory without a device."""
+    plain module attribute, which `model.to()` does not move) a `torch.*` factory without a device, also through
+    methods that keep the device (`torch.arange(d).float()`, `1.0 / (base ** (torch.arange(d) / d))`)."""
+    if plain:
+        while True:
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in _HOST_KEEPING
+                and not isinstance(value.func.value, ast.Name)
+            ):
+                value = value.func.value
+            elif isinstance(value, ast.Subscript):
+                value = value.value
+            elif isinstance(value, ast.BinOp):
+                sides = [s for s in (value.left, value.right) if not isinstance(s, (ast.Constant, ast.Name))]
+                if len(sides) != 1:
+                    break
+                value = sides[0]
+            else:
+                break
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
         if value.func.attr == "cpu":
             return True
@@ -252,8 +305,10 @@ def _moved_after(call: ast.Call, method: ast.AST) -> bool:
             and node.attr in ("to", "cuda", "npu", "type_as")
         ):
             return True
-        if isinstance(node, ast.Assign) and node.value is call:
+        if isinstance(node, ast.Assign) and _chain_root(node.value) is call:
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.Return) and node.value is not None and _chain_root(node.value) is call:
+            return True  # handed on to the method's own callers, which decide where it goes
     if not names:
         return False
     for node in subtree(method):
@@ -264,7 +319,20 @@ def _moved_after(call: ast.Call, method: ast.AST) -> bool:
             and node.attr in ("to", "cuda", "npu", "type_as")
         ):
             return True
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in names:
+            return True  # returned (``mask = helper(...).expand(...); return mask``): the callers decide
     return False
+
+
+def _chain_root(value: ast.AST) -> ast.AST:
+    """The receiver at the root of a method chain (``helper(x).unsqueeze(0).expand(...)`` -> ``helper(x)``)."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    return value
 
 
 class DevicelessAllocation(Rule):
@@ -635,8 +703,41 @@ class DevicelessAllocation(Rule):
             path="veomni/trainer/toy_trainer.py",
             title="a host tensor handed to a collective (anywhere, not only on the forward path)",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class Condition(nn.Module):
+                def __init__(self, seed: int):
+                    super().__init__()
+                    self.generator = torch.Generator()
+                    self.generator.manual_seed(seed)
+
+                def forward(self, latents: torch.Tensor) -> torch.Tensor:
+                    noise = torch.randn(latents.shape, device=self.generator.device, generator=self.generator)
+                    return latents + noise
+            """,
+            path="veomni/models/diffusers/toy/modeling_toy.py",
+            title="a CPU generator (no `device=`) drawn on as if it were the compute device",
+        ),
     )
     good = (
+        Example(
+            """
+            import torch
+
+
+            def total(hidden_states: torch.Tensor, chunks: int) -> torch.Tensor:
+                acc = torch.tensor(0.0)
+                for part in torch.split(hidden_states, chunks):
+                    acc = acc + part.sum()
+                return acc
+            """,
+            path="veomni/ops/kernels/loss/toy.py",
+            title="a 0-dim CPU scalar only combined out of place (it follows the other operand's device)",
+        ),
         Example(
             """
             import torch
@@ -758,6 +859,11 @@ class DevicelessAllocation(Rule):
         self.generator_draws: list[tuple[tuple[str, str], ast.Call, str, ast.expr]] = []
         # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
         self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str, str]] = []
+        # uses of a plain attribute built on the host (``self.freqs = precompute(dim)`` in ``__init__``) that meet
+        # device data in a forward-path method: (unit, first call on it, attribute)
+        self.host_attrs: list[tuple[tuple[str, str], ast.Call, str]] = []
+        self._host_attr_seen: set[tuple[tuple[str, str], str]] = set()
+        self._host_attr_cache: dict[tuple[str, str], bool] = {}
         self._accel_cache: dict[int, dict[str, int]] = {}
         self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
@@ -801,6 +907,14 @@ class DevicelessAllocation(Rule):
             if self.ctx.qualname(func) == "torch.Generator":
                 self.generators.append((unit, node))
             return
+        if type(func) is ast.Attribute and unit[0] in self.module_classes and not is_init_method(unit[1]):
+            attr = self._host_resident_root(func.value)
+            if attr is not None and (unit, attr) not in self._host_attr_seen:
+                self._host_attr_seen.add((unit, attr))
+                self._returned = self._collective = False
+                if self._meets_accelerator(node) is not None:
+                    self.host_attrs.append((unit, node, attr))
+                return
         if type(func) is ast.Attribute and func.attr not in FACTORIES:
             return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
@@ -899,6 +1013,26 @@ class DevicelessAllocation(Rule):
             changed = False
             for assign in assigns:
                 target = assign.targets[0]
+                if isinstance(target, (ast.Tuple, ast.List)):
+                    # ``_, idx = torch.topk(x, k)``, ``(g, w), (loss, _) = grad_fn(x, w)``: every element an
+                    # unpacked result of device computation is device data
+                    end = assign.end_lineno or assign.lineno
+                    fresh = [
+                        n
+                        for n in _targets(target)
+                        if n not in mixed and n != "_" and (n not in names or 0 < end < names[n])
+                    ]
+                    nested = any(isinstance(e, (ast.Tuple, ast.List)) for e in target.elts)
+                    if nested and not (
+                        isinstance(assign.value, ast.Call) and isinstance(assign.value.func, ast.Call)
+                    ):
+                        continue  # ``x, (f, h, w) = self.patchify(x)``: a nested group is metadata (sizes)
+                    if fresh and self._is_accel(assign.value, names):
+                        for n in fresh:
+                            names[n] = end
+                            sites[n] = assign
+                        changed = True
+                    continue
                 if (
                     isinstance(target, ast.Name)
                     and target.id not in mixed
@@ -962,6 +1096,15 @@ class DevicelessAllocation(Rule):
                         return any(self._is_accel(a, names) for a in _call_values(node))
                     node = func.value
                     continue
+                if (
+                    isinstance(func, ast.Call)
+                    or isinstance(func, ast.Name)
+                    and func.id not in _HOST_CALLABLES
+                    and not func.id[:1].isupper()
+                ):
+                    # ``helper(x)``, ``torch.func.grad_and_value(f)(x, w)``: computation on device data returns
+                    # device data (a class, ``Foo(x)``, is not a tensor; builtins return host values)
+                    return any(self._is_accel(a, names) for a in _call_values(node))
                 return False
             if isinstance(node, ast.Subscript):
                 node = node.value
@@ -1127,7 +1270,10 @@ class DevicelessAllocation(Rule):
                         if isinstance(target, ast.Name):
                             self._taint(target.id, _statement(grand, parents), work, tainted, func, parents)
                         return None
-                    other = next((a for a in _call_values(grand) if accel(a, names)), None)
+                    # an in-place write of device data into the host tensor fails whatever its size (a CPU
+                    # scalar only broadcasts as an operand, never as the destination): ``acc.add_(loss)``
+                    judge = real if _in_place(attr) else accel
+                    other = next((a for a in _call_values(grand) if judge(a, names)), None)
                     if other is not None:  # buf.copy_(x), mask.masked_fill(x, ...), ids.index_select(0, x)
                         return other
                     expr = grand
@@ -1188,9 +1334,13 @@ class DevicelessAllocation(Rule):
                 continue
             if typ is ast.Compare:
                 assert isinstance(parent, ast.Compare)
-                return next(
+                other = next(
                     (o for o in [parent.left, *parent.comparators] if o is not expr and accel(o, names)), None
                 )
+                if other is not None or self._scalar:
+                    return other
+                expr = parent  # ``idx[None, :] < lengths[:, None]``: an elementwise mask of the host tensor
+                continue
             if typ is ast.Call:
                 assert isinstance(parent, ast.Call)
                 if parent.func is expr:
@@ -1221,6 +1371,18 @@ class DevicelessAllocation(Rule):
                         return parent
                     if qual[6:] in _JOINS and parent.args and parent.args[0] is expr:
                         self._boxed = False  # a list of host tensors joined into one host tensor
+                    expr = parent
+                    continue
+                if (
+                    isinstance(callee, ast.Name)
+                    and callee.id not in _HOST_CALLABLES
+                    and not callee.id[:1].isupper()
+                    and parent.args
+                    and parent.args[0] is expr
+                    and isinstance(parents.get(id(parent)), ast.Assign)
+                ):
+                    # ``freqs = slice_for_rank(freqs, dim=0)``: a helper transforming the tensor it is handed
+                    # returns it on the same device, rebinding the name
                     expr = parent
                     continue
                 return None
@@ -1254,6 +1416,10 @@ class DevicelessAllocation(Rule):
                         self._taint(target.id, parent, work, tainted, func, parents)
                     elif isinstance(target, ast.Subscript) and accel(target.value, names):
                         return target.value  # device[idx] = host value
+                    elif isinstance(target, (ast.Subscript, ast.Attribute)):
+                        written = self._written_later(target, parent, func, names)
+                        if written is not None:
+                            return written  # ``self.counts[k] = host``, later ``self.counts[k] += device``
                 return None
             if typ is ast.Return:
                 # handed back to device code: reported when the function works on device data
@@ -1263,6 +1429,176 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _host_resident_root(self, expr: ast.AST) -> str | None:
+        """``self.<attr>`` at the root of ``expr`` (through items, slices and method calls) when ``<attr>`` is a
+        plain attribute the class's ``__init__`` builds on the host: ``model.to(device)`` moves parameters and
+        buffers only, so it stays on the CPU."""
+        node = expr
+        while True:
+            if isinstance(node, ast.Subscript):
+                node = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in MOVES or node.func.attr in HOST_SINKS:
+                    return None
+                node = node.func.value
+            else:
+                break
+        if not (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        ):
+            return None
+        cls = self.ctx.class_
+        if cls is None:
+            return None
+        key = (cls.name, node.attr)
+        cached = self._host_attr_cache.get(key)
+        if cached is None:
+            cached = self._host_attr_cache[key] = self._built_on_host(cls, node.attr)
+        return node.attr if cached else None
+
+    def _built_on_host(self, cls: ast.ClassDef, attr: str) -> bool:
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is None:
+            return False
+        values = [
+            n.value
+            for n in subtree(init)
+            if isinstance(n, ast.Assign)
+            and any(
+                isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+                and t.attr == attr
+                for t in n.targets
+            )
+        ]
+        if not values:
+            return False
+        for value in values:
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and self._host_builder(value.func.id)
+            ):
+                continue
+            return False
+        return True
+
+    def _host_builder(self, name: str, depth: int = 0) -> bool:
+        """A module-level function of this file that can only build host tensors: every parameter is a Python
+        scalar (``dim: int, theta: float``), nothing in it names or moves to a device other than its own locals'
+        (``device=freqs.device``), and it creates tensors (a ``torch.*`` factory, or another such builder)."""
+        func = next(
+            (s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name == name), None
+        )
+        if func is None or depth > 3:
+            return False
+        args = func.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if (
+            args.vararg
+            or args.kwarg
+            or not params
+            or not all(_scalar_annotation(a.annotation) for a in params)
+        ):
+            return False
+        creates = False
+        for node in subtree(func):
+            if isinstance(node, ast.keyword) and node.arg == "device":
+                value = node.value
+                if not (
+                    isinstance(value, ast.Attribute)
+                    and value.attr == "device"
+                    and isinstance(value.value, ast.Name)
+                ):
+                    return False
+            elif isinstance(node, ast.Attribute) and node.attr in ("to", "cuda", "npu"):
+                return False
+            elif isinstance(node, ast.Call):
+                qual = self.ctx.qualname(node.func) or ""
+                if qual.startswith("torch.") and qual[6:] in FACTORIES:
+                    creates = True
+                elif (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id != name
+                    and self._host_builder(node.func.id, depth + 1)
+                ):
+                    creates = True
+        return creates
+
+    def _hooked_methods(self, forward: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Methods of the file's other classes (monitors, hooks' state) taking a tensor-annotated parameter that a
+        forward-path function calls on an object (``monitor.record(module, router_indices)`` in a forward hook):
+        they are handed device data, so their allocations meet it like a forward's."""
+        methods = self._tensor_methods()
+        if not methods:
+            return set()
+        by_name = {m: (c, m) for c, m in methods}
+        bodies: list[ast.AST] = []
+        for stmt in self.ctx.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and ("", stmt.name) in forward:
+                bodies.append(stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                bodies.extend(
+                    f
+                    for f in stmt.body
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and (stmt.name, f.name) in forward
+                )
+        out: set[tuple[str, str]] = set()
+        for body in bodies:
+            for node in subtree(body):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in by_name
+                    and not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("self", "cls"))
+                ):
+                    out.add(by_name[node.func.attr])
+        return out
+
+    def _tensor_methods(self) -> set[tuple[str, str]]:
+        """Methods of the file's other classes that take a parameter annotated as a tensor."""
+        out: set[tuple[str, str]] = set()
+        for stmt in self.ctx.tree.body:
+            if not isinstance(stmt, ast.ClassDef) or stmt.name in self.module_classes:
+                continue
+            for method in stmt.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or is_init_method(
+                    method.name
+                ):
+                    continue
+                args = method.args
+                if any(is_tensor_annotation(self.ctx, a.annotation) for a in [*args.args, *args.kwonlyargs]):
+                    out.add((stmt.name, method.name))
+        return out
+
+    def _written_later(
+        self, target: ast.expr, stmt: ast.AST, func: ast.AST, names: dict[str, int]
+    ) -> ast.AST | None:
+        """The device value a later statement of ``func`` writes in place into the slot ``target`` names (the same
+        attribute or item expression): ``slot += x`` or ``slot.add_(x)``; the slot then holds a host tensor that
+        device data is accumulated into."""
+        shape = ast.dump(target.value if isinstance(target, ast.Subscript) else target)
+        whole = ast.dump(target)
+        line = getattr(stmt, "end_lineno", 0) or 0
+        for node in subtree(func):
+            if getattr(node, "lineno", 0) <= line:
+                continue
+            if isinstance(node, ast.AugAssign) and ast.dump(node.target) in (whole, shape):
+                if self._is_accel(node.value, names):
+                    return node.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _in_place(node.func.attr)
+                and ast.dump(node.func.value) == whole
+            ):
+                hit = next((a for a in _call_values(node) if self._is_accel(a, names)), None)
+                if hit is not None:
+                    return hit
+        return None
 
     def _collective_operand(self, qual: str, call: ast.Call, expr: ast.AST) -> bool:
         """``expr`` is a tensor operand of a ``torch.distributed`` collective (not its group), in a file that uses
@@ -1473,8 +1809,20 @@ class DevicelessAllocation(Rule):
                         f"`torch.{factory}(..., device={text})` allocates on the device of {reason}; take the "
                         "device from the forward's input data",
                     )
+        if self.host_attrs:
+            forward = self._forward_units()
+            for unit, node, attr in self.host_attrs:
+                if unit in forward:
+                    self.report(
+                        node,
+                        f"`self.{attr}` is a plain attribute built on the CPU in `__init__` (not a buffer or "
+                        "parameter, so `model.to(device)` does not move it) and meets device data here; move it "
+                        f"(`.to(x.device)`) or register it as a non-persistent buffer",
+                    )
         if self.generator_draws:
             self._accelerator_generator_draws()
+        if "Generator()" in self.ctx.source.text:
+            self._host_generators_used_on_device()
         if self.generators:
             forward = self._forward_units()
             for unit, node in self.generators:
@@ -1749,6 +2097,46 @@ class DevicelessAllocation(Rule):
                 make_fix(f"Add `device={source}`", [self._device_edit(node, source)]),
             )
 
+    def _host_generators_used_on_device(self) -> None:
+        """``self.gen = torch.Generator()`` (no device: a CPU generator), later handed to a draw on another device
+        (``torch.randn(..., device=x.device, generator=self.gen)``: torch rejects a generator of another device)
+        or to a draw placed on the generator's own device as if it were the accelerator (``device=self.gen.device``:
+        the noise, and what is moved next to it, stays on the CPU). Reported at the generator's creation."""
+        created: dict[str, ast.Call] = {}
+        for node in nodes_of(self.ctx.tree, ast.Assign):
+            call = node.value
+            if not isinstance(call, ast.Call) or call.args or call.keywords:
+                continue
+            if self.ctx.qualname(call.func) != "torch.Generator":
+                continue
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    created[self.ctx.source.segment(target)] = call
+        if not created:
+            return
+        forward = self._forward_units()
+        reported = {id(node) for unit, node in self.generators if unit in forward}  # already reported
+        for call in nodes_of(self.ctx.tree, ast.Call):
+            gen = next((k.value for k in call.keywords if k.arg == "generator"), None)
+            device = next((k.value for k in call.keywords if k.arg == "device"), None)
+            if gen is None or device is None or _names_cpu(device):
+                continue
+            if isinstance(device, ast.Constant) and device.value is None:
+                continue
+            text = self.ctx.source.segment(gen)
+            origin = created.get(text)
+            if origin is None or id(origin) in reported:
+                continue
+            reported.add(id(origin))
+            shown = self.ctx.source.segment(device)
+            self.report(
+                origin,
+                f"`torch.Generator()` without `device=` is a CPU generator, but line {call.lineno} draws with it on "
+                f"`device={shown}`: on the accelerator torch rejects a generator of another device (and through "
+                f"`{text}.device` the draw stays on the CPU); create it with the compute device "
+                "(`torch.Generator(device=...)`)",
+            )
+
     def _device_edit(self, node: ast.Call, source: str) -> Edit:
         src = self.ctx.source
         existing = next((k for k in node.keywords if k.arg == "device"), None)
@@ -1764,7 +2152,14 @@ class DevicelessAllocation(Rule):
 
     def _forward_units(self) -> set[tuple[str, str]]:
         roots: set[tuple[str, str]] = set()
-        units = set(self.calls) | set(self.self_calls) | {u for u, *_ in self.pending}
+        units = (
+            set(self.calls)
+            | set(self.self_calls)
+            | {u for u, *_ in self.pending}
+            | {u for u, *_ in self.cpu_devices}
+            | {u for u, *_ in self.generators}
+            | {u for u, *_ in self.host_attrs}
+        )
         init_only: set[tuple[str, str]] = set()
         for cls in self.module_classes:
             methods = {u[1] for u in units if u[0] == cls}
@@ -1801,4 +2196,5 @@ class DevicelessAllocation(Rule):
                 if name in self.functions and ("", name) not in forward:
                     forward.add(("", name))
                     todo.append(("", name))
+        forward |= self._hooked_methods(forward)
         return forward - init_only

@@ -9,6 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     LEGACY_STRING,
     LEGACY_TENSOR_TYPES,
+    device_neutral_scope,
     device_source,
     helper_edits,
     in_annotation,
@@ -88,6 +89,13 @@ class CudaTensorType(Rule):
         "for a list or tuple literal and `torch.empty(...)` for integer sizes; an ambiguous single argument, "
         "`isinstance` checks and other references get no fix."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        """Model code, and kernel code that is not a CUDA kernel (``veomni.backends``: Ascend adapters, eager
+        fallbacks, registries and helpers under ``veomni/ops`` run on NPU hosts too)."""
+        return device_neutral_scope(ctx)
+
     node_types = (ast.Call, ast.Attribute)
 
     def __init__(self, ctx: Context) -> None:

@@ -10,6 +10,7 @@ from npu_lint.rules.device._shared import (
     bool_operand_removal,
     cuda_gate_on_npu_path,
     cuda_string,
+    device_neutral_scope,
     in_fstring,
     npu_module,
 )
@@ -187,6 +188,28 @@ class CudaGate(Rule):
             """,
             title="a CUDA test in a function that calls a torch_npu kernel",
         ),
+        Example(
+            """
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def host_seqlens(cu_seqlens):
+                if IS_NPU_AVAILABLE and cu_seqlens.device.type == "cuda":
+                    cu_seqlens = cu_seqlens.cpu()
+                return cu_seqlens
+            """,
+            fixed="""
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def host_seqlens(cu_seqlens):
+                if IS_NPU_AVAILABLE:
+                    cu_seqlens = cu_seqlens.cpu()
+                return cu_seqlens
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="a CUDA test conjoined with an NPU guard: the NPU branch can never run",
+        ),
     )
     good = (
         Example(
@@ -214,7 +237,7 @@ class CudaGate(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         """Model code, and the NPU adapters among kernel code (``veomni/ops/.../npu*.py``)."""
         kind = ctx.source.kind
-        return not kind.test and (kind.model_code or npu_module(ctx.source.path))
+        return not kind.test and (kind.model_code or npu_module(ctx.source.path) or device_neutral_scope(ctx))
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
