@@ -107,7 +107,9 @@ HELDOUT_FAMILIES = {
 def render_heldout(code: str, heldout: dict) -> str:
     """The held-out (blind) figures of the category a rule belongs to, one sentence per round, newest first."""
     out = []
-    for name, rnd in sorted(heldout.items(), reverse=True):
+    for name, rnd in sorted(
+        heldout.items(), key=lambda kv: int(kv[0].removeprefix("round") or 0), reverse=True
+    ):
         for category, fig in sorted(rnd.get("categories", {}).items()):
             if not any(code.startswith(p) for p in HELDOUT_FAMILIES.get(category, ())):
                 continue
