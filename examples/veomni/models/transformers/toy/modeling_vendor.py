@@ -51,3 +51,9 @@ class ToyDispatchedRMSNorm(nn.Module):
         variance = hidden_states.float().pow(2).mean(-1, keepdim=True)
         normed = hidden_states.float() * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * normed.to(hidden_states.dtype)
+
+
+def toy_rms_norm_forward_npu(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    normed = torch_npu.npu_rms_norm(hidden_states, self.weight, epsilon=self.variance_epsilon)[0]
+    # NPU451: the kernel already applied the weight; the eager path's multiply was kept, so it applies twice
+    return self.weight * normed.to(hidden_states.dtype)

@@ -6,6 +6,7 @@
 # Patches applied:
 #   override_method: LlamaRMSNorm.forward
 #   override_method: LlamaForCausalLM.forward
+#   override_method: LlamaForCausalLM.__init__
 # ======================================================================
 
 import torch
@@ -36,9 +37,17 @@ class LlamaRMSNorm(nn.Module):
 
 # ======================================================================
 # [MODIFIED CLASS] LlamaForCausalLM
-# Methods patched: forward
+# Methods patched: __init__, forward
 # ======================================================================
 class LlamaForCausalLM(nn.Module):
+    def __init__(self, config):
+        nn.Module.__init__(self)
+        self.config = config
+        self.num_labels = config.num_labels
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        # NPU419: the causal-LM loss shifts the labels by one; a classification head has one label per position
+        self.loss_function = ForCausalLMLoss
+
     def forward(self, input_ids=None, attention_mask=None, labels=None, **kwargs):
         # NPU414: `logits_to_keep` is gone from the signature, so the full [batch, seq, vocab] logits are built
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)

@@ -5,12 +5,13 @@
 #
 # Patches applied:
 #   override_method: Qwen3MoeTopKRouter.forward - Routing scores in float32
+#   override_method: Qwen3MoeForCausalLM.__init__ - Routing counts kept on the head
 #   override_method: Qwen3MoeForCausalLM.forward - Load-balancing loss from the recorded router logits
 # ======================================================================
 
 import torch
 from torch import nn
-from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeModel, load_balancing_loss_func
 
 
 # ======================================================================
@@ -31,9 +32,20 @@ class Qwen3MoeTopKRouter(nn.Module):
 
 # ======================================================================
 # [MODIFIED CLASS] Qwen3MoeForCausalLM
-# Methods patched: forward
+# Methods patched: __init__, forward
 # ======================================================================
 class Qwen3MoeForCausalLM(nn.Module):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = Qwen3MoeModel(config)
+        self.vocab_size = config.vocab_size
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.router_aux_loss_coef = config.router_aux_loss_coef
+        self.num_experts = config.num_experts
+        # NPU443: upstream binds `config.num_experts_per_tok`: the aux loss would count every expert as selected
+        self.num_experts_per_tok = config.num_experts
+        self.post_init()
+
     def forward(
         self, input_ids=None, attention_mask=None, labels=None, output_router_logits=None, logits_to_keep=0, **kwargs
     ):
