@@ -33,6 +33,23 @@ def qwen3_vl_vision_dummy_forward_patched(self):
     return self(pixel_values, grid_thw=grid_thw)
 
 
+@config.override_method(
+    "Qwen3VLVisionModel.rot_pos_emb",
+    description="Rotary table sized to the largest grid",
+)
+def qwen3_vl_vision_rot_pos_emb_patched(self, grid_thw):
+    # NPU722: the transformers 4 call, a table of `max_hw` rows built from a length: the 5.9 vision rotary
+    # module multiplies the position ids it is given by its frequencies
+    max_hw = int(grid_thw[:, 1:].max())
+    freq_table = self.rotary_pos_emb(max_hw)
+    rows, cols = [], []
+    for t, h, w in grid_thw.tolist():
+        rows.append(torch.arange(h, device=grid_thw.device).repeat_interleave(w).repeat(t))
+        cols.append(torch.arange(w, device=grid_thw.device).repeat(h * t))
+    pos_ids = torch.stack((torch.cat(rows), torch.cat(cols)), dim=-1)
+    return freq_table[pos_ids].flatten(1)
+
+
 @config.override_method("Qwen3VLModel.forward", description="Images only; no position-id precompute")
 def qwen3_vl_model_forward_patched(
     self,

@@ -16,6 +16,12 @@ def _npu_gate_factory():
     return npu_gate
 
 
+def _triton_dense_scale_factory():
+    from .triton_gate import fused_dense_scale
+
+    return fused_dense_scale
+
+
 def _npu_dense_scale_factory():
     from .ascend_scale import dense_scale_npu
 
@@ -45,6 +51,17 @@ KERNEL_REGISTRY.register(
         variant="standard",
         factory=_npu_gate_factory,
         hardware=HardwareRequirement(device_type="npu"),
+    )
+)
+KERNEL_REGISTRY.register(
+    KernelSpec(
+        name="triton",
+        op_name="toy_scale",
+        variant="dense",
+        factory=_triton_dense_scale_factory,
+        # NPU224: a Triton row declared hardware-agnostic: on Ascend its selection passes the hardware gate
+        # and the Triton kernel is imported at bind time
+        hardware=HardwareRequirement(device_type="any"),
     )
 )
 KERNEL_REGISTRY.register(

@@ -30,6 +30,17 @@ class Qwen3MoeTopKRouter(nn.Module):
         return router_logits, routing_weights.to(flat.dtype), selected_experts
 
 
+class Qwen3MoeSparseMoeBlock(nn.Module):
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states_reshaped = hidden_states.view(-1, hidden_dim)
+        _, routing_weights, selected_experts = self.gate(hidden_states_reshaped)
+        # NPU515: a hand edit of this unpatched upstream copy (the expert mix weighted in float32 for Ascend's
+        # grouped matmul); no patch owns it, so the next patchgen run silently drops it
+        final_hidden_states = self.experts(hidden_states_reshaped, selected_experts, routing_weights.float())
+        return final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+
+
 # ======================================================================
 # [MODIFIED CLASS] Qwen3MoeForCausalLM
 # Methods patched: __init__, forward

@@ -5,6 +5,7 @@
 #
 # Patches applied:
 #   override_method: Qwen3VLVisionModel.dummy_forward - Fake image for text-only ranks
+#   override_method: Qwen3VLVisionModel.rot_pos_emb - Rotary table sized to the largest grid
 #   override_method: Qwen3VLModel.forward - Images only; no position-id precompute
 #   override_method: Qwen3VLForConditionalGeneration.__init__ - Shorter attribute names
 #   override_method: Qwen3VLForConditionalGeneration.forward - Loss on the kept positions
@@ -24,7 +25,7 @@ from veomni.models.position_ids import get_position_id
 
 # ======================================================================
 # [MODIFIED CLASS] Qwen3VLVisionModel
-# Methods patched: dummy_forward
+# Methods patched: dummy_forward, rot_pos_emb
 # ======================================================================
 class Qwen3VLVisionModel(nn.Module):
     def dummy_forward(self):
@@ -33,6 +34,18 @@ class Qwen3VLVisionModel(nn.Module):
         pixel_values = torch.zeros((16, 1536), dtype=self.dtype, device=self.device)
         grid_thw = torch.tensor([[1, 4, 4]], device=self.device)
         return self(pixel_values, grid_thw=grid_thw)
+
+    def rot_pos_emb(self, grid_thw):
+        # NPU722: the transformers 4 call, a table of `max_hw` rows built from a length: the 5.9 vision rotary
+        # module multiplies the position ids it is given by its frequencies
+        max_hw = int(grid_thw[:, 1:].max())
+        freq_table = self.rotary_pos_emb(max_hw)
+        rows, cols = [], []
+        for t, h, w in grid_thw.tolist():
+            rows.append(torch.arange(h, device=grid_thw.device).repeat_interleave(w).repeat(t))
+            cols.append(torch.arange(w, device=grid_thw.device).repeat(h * t))
+        pos_ids = torch.stack((torch.cat(rows), torch.cat(cols)), dim=-1)
+        return freq_table[pos_ids].flatten(1)
 
 
 # ======================================================================
