@@ -1078,3 +1078,329 @@ def uncast_output_logits(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         arg = call.args[0]  # type: ignore[attr-defined]
         if isinstance(arg, ast.Name) and arg.id in from_output and arg.id not in cast and not _upcasts(arg):
             yield arg, arg.id
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Normalisers: how a loss's sum is divided
+#
+# A loss starts as one value per element (a token's cross-entropy, a latent's squared error, a preference pair's
+# logistic loss) and becomes the step's scalar by a *normaliser*: the mean over the elements, a sum divided by a
+# count (the valid labels, `num_items_in_batch`, a mask's sum), or a sum handed to a helper that divides it. The
+# upstream forwards and VeOmni's kernels always hand on a per-element mean: `mean_global_loss` weights it by the
+# micro-batch's share of the step's tokens, and the chunked kernels divide every chunk by the whole batch's count
+# before summing the chunks. These readers find the places where a function breaks that: an element sum handed on
+# undivided (`summed_losses`), a masked sum divided by every position (`every_position`), a chunk normalised by its
+# own count (`chunk_normaliser_faults`).
+
+_ELEMENTWISE_LOSSES = frozenset(
+    {
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "cross_entropy",
+        "nll_loss",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "kl_div",
+    }
+)
+_REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean"})
+_SIZE_CALLS = frozenset({"numel", "size", "nelement"})
+
+
+def _callee(node: ast.AST) -> str:
+    if not isinstance(node, ast.Call):
+        return ""
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def reduction_of(node: ast.AST) -> tuple[str, ast.AST] | None:
+    """`E.sum(...)` / `torch.sum(E, ...)` (and mean) -> ("sum", E); None for anything else."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    name = node.func.attr
+    if name not in _REDUCTIONS:
+        return None
+    kind = "sum" if "sum" in name else "mean"
+    if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+        return (kind, node.args[0]) if node.args else None
+    return kind, node.func.value
+
+
+def _squared_difference(node: ast.AST) -> bool:
+    """`(a - b) ** 2`, `(a - b).pow(2)`, `torch.square(a - b)`, `(a - b).abs()`: a per-element regression loss."""
+    base: ast.AST | None = None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        base = node.left
+    elif isinstance(node, ast.Call) and _callee(node) in ("pow", "square", "abs"):
+        f = node.func
+        if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id == "torch"):
+            base = f.value
+        elif node.args:
+            base = node.args[0]
+    return isinstance(base, ast.BinOp) and isinstance(base.op, ast.Sub)
+
+
+def _unreduced_loss_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _callee(node) in _ELEMENTWISE_LOSSES and _reduction(node) == "none"
+
+
+def _has_reduction_or_division(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if reduction_of(n) is not None:
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)):
+            return True
+    return False
+
+
+def elementwise_losses(func: ast.AST) -> set[str]:
+    """The locals of ``func`` that hold one loss value per element: an unreduced loss call
+    (`F.mse_loss(p, t, reduction="none")`), a squared difference named for a loss or an error
+    (`per_element_loss = (pred - target).pow(2)`), a per-example loss vector a loss function returns
+    (`losses, chosen, rejected = self.dpo_loss(...)`), and what is built from these without a reduction
+    (`masked_loss = per_element_loss * loss_mask`)."""
+    out: set[str] = set()
+    for n in nodes_of(func, ast.Assign):
+        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            continue
+        target, value = n.targets[0], n.value
+        if isinstance(target, ast.Name):
+            low = target.id.lower()
+            if any(_unreduced_loss_call(x) for x in ast.walk(value)) and not _has_reduction_or_division(
+                value
+            ):
+                out.add(target.id)
+            elif ("loss" in low or "err" in low) and any(_squared_difference(x) for x in ast.walk(value)):
+                if not _has_reduction_or_division(value):
+                    out.add(target.id)
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Call):
+            callee = _callee(value).lower()
+            if callee.endswith(("loss", "losses")):
+                for elt in target.elts:
+                    if isinstance(elt, ast.Name) and elt.id.lower().endswith("losses"):
+                        out.add(elt.id)
+    changed = True
+    pairs = [(name, value) for name, value in _assignments(func)]
+    while changed:
+        changed = False
+        for name, value in pairs:
+            if name not in out and _reads(value) & out and not _has_reduction_or_division(value):
+                if not any(
+                    isinstance(x, ast.Call) and _callee(x) in ("append", "stack", "cat")
+                    for x in ast.walk(value)
+                ):
+                    out.add(name)
+                    changed = True
+    return out
+
+
+def _returns_count(func: ast.AST) -> bool:
+    """The function hands back a count with its value (`return loss_sum, num_tokens`): the caller divides."""
+    for n in nodes_of(func, ast.Return):
+        value = n.value if isinstance(n, ast.Return) else None
+        if isinstance(value, (ast.Tuple, ast.Dict)):
+            for x in ast.walk(value):
+                if isinstance(x, ast.Name) and _counting(x.id):
+                    return True
+    return False
+
+
+def _normalised(func: ast.AST, names: set[str]) -> bool:
+    """Whether one of ``names`` (a summed loss and what is built from it) is divided later: `x / n`, `x /= n`,
+    `x.div(n)`, or handed to a call together with a count (`reduce_sequence_parallel_loss(x, num_tokens)`)."""
+    for n in ast.walk(func):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)) and _reads(n.left) & names:
+            return True
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and _reads(n.target) & names:
+            return True
+        if isinstance(n, ast.Call):
+            if _callee(n) in ("div", "div_", "true_divide") and _reads(n) & names:
+                return True
+            args = [*n.args, *(k.value for k in n.keywords)]
+            if any(_reads(a) & names for a in args) and any(
+                isinstance(x, ast.Name) and _counting(x.id) and not (_reads(a) & names)
+                for a in args
+                for x in ast.walk(a)
+            ):
+                return True
+    return False
+
+
+def summed_losses(func: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
+    """Per-element losses summed over their elements into a loss (`per_sample_loss = err.view(b, -1).sum(1)`,
+    `loss = losses.sum()`) that nothing divides afterwards: the loss scales with the number of elements (tokens,
+    latent positions, pairs) where upstream hands on their mean. Yields (the sum call, the summed local, the
+    loss local)."""
+    elementwise = elementwise_losses(func)
+    if not elementwise or _returns_count(func):
+        return
+    for n in nodes_of(func, ast.Assign, ast.AugAssign):
+        target = (
+            n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else getattr(n, "target", None)
+        )
+        if not isinstance(target, ast.Name) or "loss" not in target.id.lower():
+            continue
+        value = n.value  # type: ignore[union-attr]
+        top = strip_shape_ops(value)
+        red = reduction_of(top)
+        if red is None or red[0] != "sum":
+            continue
+        operand = strip_shape_ops(red[1])
+        summed = _reads(operand) & elementwise
+        if (
+            not summed
+            or _has_reduction_or_division(operand)
+            or any(_unreduced_loss_call(x) and _is_ce(x) for x in ast.walk(operand))
+        ):
+            continue
+        if _normalised(func, _tainted_after(func, n, target.id)):
+            continue
+        yield top, sorted(summed)[0], target.id
+
+
+_SHAPE_OPS = frozenset({"view", "reshape", "flatten", "float", "to", "contiguous", "squeeze", "unsqueeze"})
+
+
+def strip_shape_ops(node: ast.AST) -> ast.AST:
+    while (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_OPS
+    ):
+        node = node.func.value
+    return node
+
+
+def _tainted_after(func: ast.AST, stmt: ast.AST, name: str) -> set[str]:
+    """What is built from ``name`` once ``stmt`` has rebound it (``name`` held per-element values before)."""
+    out = {name}
+    after = [(t, v) for t, v in _assignments(func) if getattr(v, "lineno", 0) > getattr(stmt, "lineno", 0)]
+    appends = [
+        (c.func.value.id, c)
+        for c in nodes_of(func, ast.Call)
+        if isinstance(c, ast.Call)
+        and _callee(c) == "append"
+        and isinstance(c.func, ast.Attribute)
+        and isinstance(c.func.value, ast.Name)
+        and c.lineno > getattr(stmt, "lineno", 0)
+    ]
+    changed = True
+    while changed:
+        changed = False
+        for t, v in after:
+            if t not in out and _reads(v) & out:
+                out.add(t)
+                changed = True
+        for lst, call in appends:
+            if lst not in out and _reads(call) & out:
+                out.add(lst)
+                changed = True
+    return out
+
+
+def shape_names(func: ast.AST) -> set[str]:
+    """Locals bound to a dimension of a tensor: `b, c, f, h, w = x.shape`, `n = x.size(1)`, `t = x.shape[1]`."""
+    out: set[str] = set()
+    for n in nodes_of(func, ast.Assign):
+        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            continue
+        target, value = n.targets[0], n.value
+        sized = (isinstance(value, ast.Attribute) and value.attr == "shape") or (
+            isinstance(value, ast.Call) and _callee(value) == "size"
+        )
+        if isinstance(target, ast.Tuple) and sized:
+            out.update(e.id for e in target.elts if isinstance(e, ast.Name))
+        elif isinstance(target, ast.Name):
+            if (
+                isinstance(value, ast.Subscript)
+                and isinstance(value.value, ast.Attribute)
+                and value.value.attr == "shape"
+            ) or sized:
+                out.add(target.id)
+    return out
+
+
+def every_position(node: ast.AST, sizes: set[str]) -> str | None:
+    """How ``node`` counts every position of a tensor rather than the ones a mask keeps: `x.numel()`, `len(x)`,
+    a shape, or a product of dimensions (`float(F * H * W)` with `B, C, F, H, W = x.shape`)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and _callee(n) in _SIZE_CALLS and isinstance(n.func, ast.Attribute):
+            return ast.unparse(n)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
+            return ast.unparse(n)
+        if isinstance(n, ast.Attribute) and n.attr == "shape":
+            return ast.unparse(n)
+    inner = node
+    while isinstance(inner, ast.Call) and _callee(inner) in ("float", "int") and len(inner.args) == 1:
+        inner = inner.args[0]
+    names = [x for x in ast.walk(inner) if isinstance(x, ast.Name)]
+    only_products = all(
+        isinstance(x, (ast.Name, ast.Load, ast.Mult, ast.Constant))
+        or (isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult))
+        for x in ast.walk(inner)
+    )
+    if names and only_products and all(x.id in sizes for x in names):
+        return ast.unparse(node)
+    return None
+
+
+# per-chunk normalisers
+
+_NORMALISER_KEYS = ("num_items_in_batch",)
+
+
+def _chunk_loop_vars(func: ast.AST) -> list[tuple[ast.AST, set[str]]]:
+    """Comprehensions and loops over chunks (an iterable built by `torch.split`/`.chunk`/`.split`, named for
+    chunks, or `range(len(<chunks>))`), with the names their targets bind."""
+    chunky: set[str] = set()
+    for name, value in _assignments(func):
+        if "chunk" in name.lower() or any(
+            _callee(x) in ("split", "chunk", "tensor_split") for x in ast.walk(value)
+        ):
+            chunky.add(name)
+    out: list[tuple[ast.AST, set[str]]] = []
+    gens: list[tuple[ast.AST, ast.AST, ast.AST]] = []
+    for n in ast.walk(func):
+        if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
+            gens.extend((n, g.target, g.iter) for g in n.generators)
+        elif isinstance(n, ast.For):
+            gens.append((n, n.target, n.iter))
+    for owner, target, it in gens:
+        if _reads(it) & chunky or any(_callee(x) in ("split", "chunk") for x in ast.walk(it)):
+            out.append((owner, {x.id for x in ast.walk(target) if isinstance(x, ast.Name)}))
+    return out
+
+
+def chunk_normaliser_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """The normaliser each chunk of a chunked loss receives (`{"num_items_in_batch": ...}` built per chunk) is the
+    chunk's own count or nothing (`None`): each chunk becomes a mean over its own tokens and the chunk losses,
+    summed, are a sum of means instead of the batch's per-token mean. Yields (the value, what it is)."""
+    nones = {
+        name for name, value in _assignments(func) if isinstance(value, ast.Constant) and value.value is None
+    }
+    rebound = {
+        name
+        for name, value in _assignments(func)
+        if not (isinstance(value, ast.Constant) and value.value is None)
+    }
+    for owner, loop_vars in _chunk_loop_vars(func):
+        for n in ast.walk(owner):
+            pairs: list[tuple[str, ast.AST]] = []
+            if isinstance(n, ast.Dict):
+                pairs = [
+                    (k.value, v)
+                    for k, v in zip(n.keys, n.values)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                ]
+            elif isinstance(n, ast.Call):
+                pairs = [(k.arg, k.value) for k in n.keywords if k.arg]
+            for key, value in pairs:
+                if key not in _NORMALISER_KEYS:
+                    continue
+                if isinstance(value, ast.Constant) and value.value is None:
+                    yield value, "None"
+                elif isinstance(value, ast.Name) and value.id in nones and value.id not in rebound:
+                    yield value, f"`{value.id}`, which is None"
+                elif _reads(value) & loop_vars:
+                    yield value, f"`{ast.unparse(value)}`, the chunk's own count"

@@ -41,6 +41,7 @@ __all__ = [
     "function_kernel",
     "class_contract_of",
     "defines_norm_class",
+    "weight_init_faults",
 ]
 
 _NORM_CLASS = re.compile(r"^class\s+\w*Norm\b", re.M)
@@ -447,3 +448,131 @@ def _tree_of(path: str) -> ast.Module | None:
 
     parsed = load_file(path)
     return parsed.tree if parsed is not None else None
+
+
+# -- does a weight's initialisation match what the norm does with it? --------------------------------------
+
+
+def _receiver_fill(node: ast.AST, receivers: set[str]) -> tuple[str, str] | None:
+    """`init.ones_(m.weight)`, `nn.init.constant_(m.weight, 0.0)`, `m.weight.data.fill_(1)`, `m.weight.zero_()`
+    with ``m`` one of ``receivers`` -> (receiver, "zeros" | "ones"); else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    name = last_name(node.func)
+    target: ast.AST | None = None
+    kind: str | None = None
+    if name in ("zeros_", "ones_", "constant_") and node.args:
+        target = node.args[0]
+        if name == "constant_":
+            kind = _fill_kind(node.args[1]) if len(node.args) > 1 else None
+        else:
+            kind = "zeros" if name == "zeros_" else "ones"
+    elif name in ("zero_", "fill_") and isinstance(node.func, ast.Attribute):
+        target = node.func.value
+        kind = "zeros" if name == "zero_" else (_fill_kind(node.args[0]) if node.args else None)
+    if target is None or kind is None:
+        return None
+    if isinstance(target, ast.Attribute) and target.attr == "data":
+        target = target.value
+    if (
+        isinstance(target, ast.Attribute)
+        and target.attr == "weight"
+        and isinstance(target.value, ast.Name)
+        and target.value.id in receivers
+    ):
+        return target.value.id, kind
+    return None
+
+
+def expected_weight_init(
+    cls: ast.ClassDef | None, name: str, upstream_module: str | None, use_forward: bool = True
+) -> str | None:
+    """What a norm class's weight must start at for what it computes: "zeros" when its forward multiplies by
+    `1 + weight` (the offset form; not asked with ``use_forward=False``), else what the upstream class of the
+    same name starts at (read from the installed transformers source); None when neither says."""
+    if cls is not None and use_forward:
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        if methods.get("forward") is not None and class_rms_contract(None, methods["forward"]).offset is True:
+            return "zeros"
+    if upstream_module:
+        up = upstream_rms_contract(upstream_module, name)
+        if up is not None and up.weight_init in ("zeros", "ones"):
+            if up.offset is True and up.weight_init == "zeros" or up.offset is False:
+                return up.weight_init
+    return None
+
+
+def weight_init_faults(
+    tree: ast.Module, upstream_module: str | None, init_patches: dict[str, ast.FunctionDef] | None = None
+) -> list[tuple[ast.AST, str, str, str]]:
+    """RMSNorm weights a module initialises against what its norm computes: a class whose ``__init__`` creates
+    the weight at ones while it applies `1 + weight` (or its upstream class starts at zeros), or the reverse; and a
+    model's ``_init_weights`` that fills an RMSNorm class's weight (`init.ones_(module.weight)` under
+    `isinstance(module, XRMSNorm)`) with the other value. A spec's class replacement (`replace_class("X")`) and
+    ``__init__`` patches (``init_patches``: class -> patch function) are read as the class they patch. Returns
+    (node, class, found, expected)."""
+    classes: dict[str, ast.ClassDef] = {}
+    for s in tree.body:
+        if isinstance(s, ast.ClassDef):
+            classes[s.name] = s
+            for deco in s.decorator_list:
+                if isinstance(deco, ast.Call) and last_name(deco.func) == "replace_class" and deco.args:
+                    target = deco.args[0]
+                    if isinstance(target, ast.Constant) and isinstance(target.value, str):
+                        classes.setdefault(target.value, s)
+    inits: dict[str, ast.FunctionDef] = {}
+    for name, cls in classes.items():
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is not None:
+            inits[name] = init
+    for name, patch in (init_patches or {}).items():
+        inits.setdefault(name, patch)
+    out: list[tuple[ast.AST, str, str, str]] = []
+    seen: set[int] = set()
+    for name in sorted(n for n in inits if n.endswith("RMSNorm")):
+        cls = classes.get(name)
+        init = inits[name]
+        if id(init) in seen:
+            continue
+        seen.add(id(init))
+        found = param_init_kind(init, "weight")
+        # the class's own forward is judged against its init by the call checks (NPU404 eager products): here
+        # only the upstream class says what the weight starts at
+        expected = expected_weight_init(cls, name, upstream_module, use_forward=False)
+        if found in ("zeros", "ones") and expected is not None and found != expected:
+            node = next(
+                (
+                    n.value
+                    for n in ast.walk(init)
+                    if isinstance(n, ast.Assign) and any(_self_target(t, "weight") for t in n.targets)
+                ),
+                init,
+            )
+            out.append((node, name, found, expected))
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef) or "init" not in func.name:
+            continue
+        for branch in ast.walk(func):
+            if not isinstance(branch, ast.If):
+                continue
+            test = branch.test
+            if not (
+                isinstance(test, ast.Call) and last_name(test.func) == "isinstance" and len(test.args) == 2
+            ):
+                continue
+            receiver = test.args[0]
+            kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            names = {last_name(k) for k in kinds}
+            rms = [n for n in names if n and n.endswith("RMSNorm")]
+            if len(rms) != len(names) or not isinstance(receiver, ast.Name):
+                continue
+            expected_kinds = {expected_weight_init(classes.get(n), n, upstream_module) for n in rms}
+            if len(expected_kinds) != 1 or None in expected_kinds:
+                continue
+            expected = expected_kinds.pop()
+            for stmt in branch.body:
+                for n in ast.walk(stmt):
+                    fill = _receiver_fill(n, {receiver.id})
+                    if fill is not None and fill[1] != expected:
+                        out.append((n, rms[0], fill[1], expected))
+    return out

@@ -33,6 +33,7 @@ from npu_lint.veomni.norms import (
     param_init_kind,
     rms_variant_contract,
     variant_for_contract,
+    weight_init_faults,
 )
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import (
@@ -705,6 +706,17 @@ class _RmsNormCalls(Rule):
                 self.ctx.memo["rms_spec_source"] = memo
             return memo  # type: ignore[return-value]
         return None
+
+    def init_faults(self) -> list[tuple[ast.AST, str, str, str]]:
+        """The file's RMSNorm weights initialised against what the norm computes (``norms.weight_init_faults``),
+        read once per file for NPU402 and NPU404."""
+        found = self.ctx.memo.get("rms_init_faults")
+        if found is None:
+            found = []
+            if "RMSNorm" in self.ctx.source.text:
+                found = weight_init_faults(self.ctx.tree, self._module_of_file(), self.init_patches)
+            self.ctx.memo["rms_init_faults"] = found
+        return found  # type: ignore[return-value]
 
     def zero_init(self, cls: str | None, attr: str) -> bool:
         return self.weight_kind(cls, attr) == "zeros"

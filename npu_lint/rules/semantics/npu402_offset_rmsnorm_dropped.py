@@ -23,7 +23,10 @@ from npu_lint.veomni.norms import variant_for_contract
 class OffsetRmsNormDropped(_RmsNormCalls):
     code = "NPU402"
     name = "offset-rmsnorm-dropped"
-    summary = "A zero-initialised (Gemma-style) RMSNorm weight is passed raw to a `standard` RMSNorm handle."
+    summary = (
+        "A zero-initialised (Gemma-style) RMSNorm weight is passed raw to a `standard` RMSNorm handle, or a "
+        "standard RMSNorm's weight (upstream: ones, no offset) is initialised to zeros."
+    )
     why = (
         "An RMSNorm whose weight is initialised to zeros computes `norm(x) * (1 + weight)`. The `standard` "
         "variant computes `norm(x) * weight`: with the raw weight it multiplies by roughly zero, dropping the "
@@ -457,6 +460,14 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         )
 
     def finish(self) -> None:
+        for node, cls, found, expected in self.init_faults():
+            if found == "zeros" and expected == "ones":
+                self.report(
+                    node,
+                    f"`{cls}`'s weight starts at zeros here, but the norm computes `norm(x) * weight` (the upstream "
+                    "class starts it at ones, there is no `1 +` offset): a fresh or partly loaded model multiplies "
+                    "every normalised activation by 0; initialise the weight to ones",
+                )
         self._vendor_and_external()
         self._eager()
         calls = self.all_rms_calls()

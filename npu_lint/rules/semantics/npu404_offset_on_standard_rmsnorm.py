@@ -31,7 +31,9 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
     code = "NPU404"
     name = "offset-on-standard-rmsnorm"
     summary = (
-        "`1 + weight` is passed to a standard RMSNorm kernel in a model whose RMSNorm weight starts at ones."
+        "`1 + weight` is passed to a standard RMSNorm kernel in a model whose RMSNorm weight starts at ones, or an "
+        "offset (`1 + weight`) RMSNorm's weight is initialised to ones (its `__init__`, or the model's "
+        "`_init_weights`)."
     )
     why = (
         "Only Gemma-style RMSNorms (weight initialised to zeros) compute `norm(x) * (1 + weight)`. A model whose "
@@ -42,6 +44,10 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "(file, spec `__init__` patch, or the upstream transformers class)."
         " The eager math of the file's RMSNorm classes is read too (an in-tree model such as a diffusion transformer, a spec's replacement of an upstream norm's forward, a generated copy): `x * (1 + self.weight)` or `self.weight.add(1) * x` on a ones-initialised weight is reported. A kernel wrapper of an in-tree norm may name the module otherwise than `self` (its first parameter)."
         " A forward another model's spec defines and this spec registers for a ones-initialised norm (`override_method(..., replacement=imported)`) is reported when its eager math multiplies by `1 + weight`; so is a kernel function of the tree that uses its weight raw (read from its source) given `1 + weight`."
+        " The reverse holds for the initialisation: an offset norm (its forward multiplies by `1 + weight`, or the "
+        "upstream class of a generated copy starts at zeros) whose weight a class `__init__` or the model's "
+        "`_init_weights` (`init.ones_(module.weight)` under `isinstance(module, XRMSNorm)`) sets to ones scales "
+        "every normalised activation by 2 in a fresh or partly loaded model (`norms.weight_init_faults`)."
     )
     bad = (
         Example(
@@ -148,6 +154,31 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
             path="veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py",
             title="a spec's replacement forward of an upstream ones-initialised norm adds the offset in its eager math",
         ),
+        Example(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class ToyGemmaRMSNorm(nn.Module):
+                def __init__(self, dim, eps=1e-6):
+                    super().__init__()
+                    self.eps = eps
+                    self.weight = nn.Parameter(torch.zeros(dim))
+
+                def forward(self, x):
+                    out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+                    return (out * (1.0 + self.weight.float())).type_as(x)
+
+
+            class ToyPreTrainedModel(nn.Module):
+                def _init_weights(self, module):
+                    if isinstance(module, ToyGemmaRMSNorm):
+                        nn.init.ones_(module.weight)
+            """,
+            path="veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py",
+            title="an offset norm's weight filled with ones by `_init_weights`",
+        ),
     )
     good = (
         Example(
@@ -177,6 +208,14 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
 
     def finish(self) -> None:
         ctx = self.ctx
+        for node, cls, found, expected in self.init_faults():
+            if found == "ones" and expected == "zeros":
+                self.report(
+                    node,
+                    f"`{cls}`'s weight starts at ones here, but the norm computes `norm(x) * (1 + weight)` (its "
+                    "forward, or the upstream class, which starts the weight at zeros): a fresh or partly loaded "
+                    "model scales every normalised activation by 2; initialise the weight to zeros",
+                )
         if "RMSNorm" in ctx.source.text or "RmsNorm" in ctx.source.text:
             for cls, node, attr, offset in eager_weight_products(ctx.tree):
                 if offset and self.weight_kind(cls, attr) == "ones":

@@ -16,6 +16,7 @@ from npu_lint.rules.semantics._shared import (
     functions_of,
     loss_calls,
 )
+from npu_lint.veomni import losspath
 from npu_lint.veomni.constants import tree_ignore_index
 from npu_lint.veomni.upstream import last_name
 
@@ -288,7 +289,7 @@ def _fixed_count(node: ast.AST) -> str | None:
 class LossReduction(LossRule):
     code = "NPU413"
     name = "loss-reduction"
-    summary = "A loss drops `num_items_in_batch`, uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient or detached, or is reduced twice."
+    summary = "A loss drops `num_items_in_batch` (or gives each chunk of a chunked loss its own count), uses another ignore index than the data pipeline (a literal or the padding token id), adds the auxiliary loss without its coefficient or detached, or is reduced twice."
     why = (
         "transformers' causal-LM forwards pass `**kwargs` to `loss_function`: they carry `num_items_in_batch` "
         "(the loss is a sum over the tokens of the whole gradient-accumulation batch divided by their count), "
@@ -533,6 +534,7 @@ class LossReduction(LossRule):
             () if expected is None else ("label", "ignore_index")
         )
         for func in functions_of(self.ctx.tree, text, *words):
+            self._chunk_normaliser(func)
             self._dropped_count(func)
             self._reduced_twice(func)
             if expected is not None:
@@ -871,6 +873,21 @@ class LossReduction(LossRule):
                 judge(fill, "the label fill value")
         del label_names
 
+    def _chunk_normaliser(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A chunked loss whose chunks are each given their own normaliser (or none): a sum of chunk means."""
+        seen = self.ctx.memo.setdefault((self.code, "chunk"), set())
+        assert isinstance(seen, set)
+        for value, what in losspath.chunk_normaliser_faults(func):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            self.report(
+                value,
+                f"each chunk of this loss is normalised by {what}: every chunk becomes a mean over its own "
+                "tokens and the summed chunks are a sum of means, not the batch's per-token mean; give every "
+                "chunk the whole batch's `num_items_in_batch`",
+            )
+
     def _aux_coefficient(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         scaled: set[str] = set()  # locals that hold a scaled value (`aux_loss = coef * (...)`)
         unscaled: set[str] = set()
@@ -886,7 +903,7 @@ class LossReduction(LossRule):
                 isinstance(n, ast.Assign)
                 and len(n.targets) == 1
                 and isinstance(n.targets[0], ast.Name)
-                and "aux" not in n.targets[0].id
+                and "aux_loss" not in n.targets[0].id
                 and "loss" not in n.targets[0].id
                 and _aux_term(n.value) is not None
             ):

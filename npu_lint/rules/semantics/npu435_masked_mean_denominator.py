@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MASK_WORDS = ("mask", "valid", "keep")
@@ -23,12 +24,15 @@ def _strip(node: ast.AST) -> ast.AST:
 
 
 def _summed(node: ast.AST) -> ast.AST | None:
-    """The operand of `E.sum(...)` / `torch.sum(E, ...)`, else None."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sum":
-        if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
-            return node.args[0] if node.args else None
-        return node.func.value
-    return None
+    """The operand of `E.sum(...)` / `torch.sum(E, ...)` (also under a mean over the dimensions the sum left,
+    `E.reshape(b, c, -1).sum(-1).mean(-1)`, and with E's reshapes peeled), else None."""
+    red = losspath.reduction_of(node)
+    if red is not None and red[0] == "mean":  # a mean over the channels of a sum over the positions
+        inner = losspath.reduction_of(red[1])
+        red = inner if inner is not None and inner[0] == "sum" else None
+    if red is None or red[0] != "sum":
+        return None
+    return losspath.strip_shape_ops(red[1])
 
 
 def _full_size(node: ast.AST) -> str | None:
@@ -64,7 +68,7 @@ class MaskedMeanDenominator(Rule):
     name = "masked-mean-denominator"
     summary = (
         "A masked average divides the masked sum by the number of all positions (`x.numel()`, `len(x)`, a "
-        "shape) instead of by the mask's count."
+        "shape, a product of the tensor's dimensions) instead of by the mask's count."
     )
     why = (
         "An average over the tokens that count (the response tokens of a DPO/PPO sequence, the labelled "
@@ -134,14 +138,22 @@ class MaskedMeanDenominator(Rule):
             return
         for n in divisions:
             if isinstance(n, ast.BinOp):
-                mask = self._masked(_summed(n.left), masks)
+                mask = self._masked(_summed(n.left), masks, values)
                 if mask is None:
                     continue
                 reads = self._closure(_counted_names(n.right), derived)
                 size = _full_size(n.right)
-                if size is None:  # `n = len(values)` ... `/ n`
+                if size is None:  # `n = len(values)` ... `/ n`; `count = float(F * H * W)` ... `/ count`
+                    sizes = losspath.shape_names(node)
                     names = [x.id for x in ast.walk(n.right) if isinstance(x, ast.Name) and x.id in values]
-                    size = next((s for s in (_full_size(values[x]) for x in names) if s is not None), None)
+                    size = next(
+                        (
+                            s
+                            for s in (losspath.every_position(values[x], sizes) for x in names)
+                            if s is not None
+                        ),
+                        None,
+                    )
                 if mask not in reads and size is not None:
                     self.report(
                         n.right,
@@ -151,10 +163,17 @@ class MaskedMeanDenominator(Rule):
                     )
 
     @staticmethod
-    def _masked(product: ast.AST | None, masks: set[str]) -> str | None:
-        """The mask `product` multiplies by (`x * mask`, `torch.mul(x, mask.float())`), else None."""
+    def _masked(
+        product: ast.AST | None, masks: set[str], values: dict[str, ast.AST] | None = None
+    ) -> str | None:
+        """The mask `product` multiplies by (`x * mask`, `torch.mul(x, mask.float())`, a local holding one:
+        `masked_loss = per_element_loss * loss_mask`), else None."""
         if product is None:
             return None
+        if isinstance(product, ast.Name) and values and product.id in values:
+            held = _strip(values[product.id])
+            if isinstance(held, ast.BinOp) and isinstance(held.op, ast.Mult):
+                product = held
         operands: list[ast.AST] = []
         if isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult):
             operands = [product.left, product.right]

@@ -15,7 +15,8 @@ class SummedLossHandedOn(Rule):
     name = "summed-loss-handed-on"
     summary = (
         "A cross-entropy is handed on as the step's loss (`outputs.loss = ...`) as a token sum, or divided by "
-        "every label position instead of the valid ones."
+        "every label position instead of the valid ones; or a per-element loss (an unreduced loss, a squared "
+        "error, a preference loss's per-pair vector) is summed into the loss and never divided by a count."
     )
     why = (
         "VeOmni's trainers weight each micro-batch's loss by its share of the step's loss tokens "
@@ -23,7 +24,11 @@ class SummedLossHandedOn(Rule):
         'the per-token mean over the valid (non-ignored) labels. A `reduction="sum"` (or `"none"` summed) loss is '
         "weighted by the token count twice, and long micro-batches dominate the gradient quadratically; a sum "
         "divided by `labels.numel()` counts the padding and prompt positions, so the loss shrinks with them. The "
-        "check follows the value assigned to `<outputs>.loss` back to its cross-entropy / NLL call."
+        "check follows the value assigned to `<outputs>.loss` back to its cross-entropy / NLL call. The same holds "
+        "for any loss built from per-element values (a diffusion model's squared error per latent, a DPO loss per "
+        "pair): upstream hands on their mean (`.mean()`, or a sum divided by a count), so a `.sum()` over the "
+        "elements that nothing divides afterwards (through locals, lists and helpers given a count) makes the loss "
+        "and its gradient grow with the clip size or the number of pairs (`losspath.summed_losses`)."
     )
     bad = (
         Example(
@@ -38,6 +43,19 @@ class SummedLossHandedOn(Rule):
             """,
             path="veomni/trainer/toy_trainer.py",
             title="a token sum handed on as the per-token loss",
+        ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def flow_loss(prediction, target):
+                per_sample_loss = F.mse_loss(prediction, target, reduction="none")
+                per_sample_loss = per_sample_loss.view(per_sample_loss.shape[0], -1).sum(dim=1)
+                return per_sample_loss.mean()
+            """,
+            path="veomni/models/diffusers/toy/modeling_toy.py",
+            title="a squared error summed over each sample's latents",
         ),
     )
     good = (
@@ -54,9 +72,22 @@ class SummedLossHandedOn(Rule):
             path="veomni/trainer/toy_trainer.py",
             title="the mean over the valid labels",
         ),
+        Example(
+            """
+            import torch.nn.functional as F
+
+
+            def flow_loss(prediction, target):
+                per_sample_loss = F.mse_loss(prediction, target, reduction="none")
+                per_sample_loss = per_sample_loss.view(per_sample_loss.shape[0], -1).mean(dim=1)
+                return per_sample_loss.mean()
+            """,
+            path="veomni/models/diffusers/toy/modeling_toy.py",
+            title="the mean over each sample's latents",
+        ),
     )
     fix_safety = "No fix."
-    requires = (("cross_entropy", "nll_loss"), "reduction")
+    requires = (("cross_entropy", "nll_loss", "loss"), ("reduction", ".sum(", "torch.sum("))
     node_types = _FUNCS
 
     @classmethod
@@ -89,4 +120,14 @@ class SummedLossHandedOn(Rule):
                 div.right,
                 f"the summed cross-entropy is divided by `{denom}`, every label position including the ignored "
                 "ones: divide by the count of labels that are not the ignore index",
+            )
+        for call, summed, loss in losspath.summed_losses(node):
+            if not self._first(call):
+                continue
+            what = f"`{summed}`" if summed == loss else f"`{summed}` into `{loss}`"
+            self.report(
+                call,
+                f"this sums the per-element loss {what} and nothing divides it by a count afterwards: the loss "
+                "grows with the number of elements (tokens, latent positions, pairs) where upstream hands on their "
+                "mean; use `.mean()` or divide the sum by the count",
             )
