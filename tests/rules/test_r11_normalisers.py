@@ -240,3 +240,41 @@ def test_upstream_norm_initialised_at_zeros() -> None:
     assert 9 in found
     src = SourceFile.from_text(path, banner + textwrap.dedent(code).lstrip("\n").replace("zeros", "ones"))
     assert not [d for d in lint_source(src, ["NPU402"], Settings()) if d.code == "NPU402"]
+
+
+BRANCH_EPS = """
+import torch.nn as nn
+
+
+class ToyGatedDeltaNet(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layer_norm_epsilon = config.rms_norm_eps
+        if config.use_fused_norm:
+            self.norm = veomni_rms_norm_gated(self.head_v_dim, eps=self.layer_norm_epsilon, activation="silu")
+        else:
+            self.norm = ToyRMSNormGated(self.head_v_dim, eps=self.layer_norm_epsilon)
+"""
+
+
+def test_norm_branch_without_eps() -> None:
+    path = "veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py"
+    assert _lines("NPU431", BRANCH_EPS, path) == []
+    dropped = BRANCH_EPS.replace(
+        "self.head_v_dim, eps=self.layer_norm_epsilon, activation", "self.head_v_dim, activation"
+    )
+    assert _lines("NPU431", dropped, path) == [9]
+    conditional = """
+    import torch.nn as nn
+
+
+    class ToyGatedDeltaNet(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.norm = (
+                ToyRMSNormGated(self.head_v_dim, eps=config.rms_norm_eps)
+                if FusedRMSNormGated is None
+                else FusedRMSNormGated(self.head_v_dim, activation="silu")
+            )
+    """
+    assert _lines("NPU431", conditional, path) == [10]

@@ -100,7 +100,8 @@ class RmsNormEpsUpstream(Rule):
     summary = (
         "An RMSNorm is built with another epsilon than upstream's: a patched `__init__` passes a different eps "
         "(or a config field where upstream relies on the class default), or the norm class's default eps "
-        "differs from upstream's."
+        "differs from upstream's, or one branch of a norm's kernel/eager choice is built without the eps the "
+        "other passes."
     )
     why = (
         "Every RMSNorm of a checkpoint was trained with one epsilon, chosen per norm by the upstream modeling "
@@ -166,7 +167,7 @@ class RmsNormEpsUpstream(Rule):
         ),
     )
     fix_safety = "No fix: use upstream's epsilon for the norm by hand."
-    requires = (("RMSNorm", "RmsNorm"), ("eps", "epsilon"), ("transformers.models.", "source_module"))
+    requires = (("RMSNorm", "RmsNorm"), ("eps", "epsilon"))
     node_types = ()
 
     @classmethod
@@ -175,6 +176,8 @@ class RmsNormEpsUpstream(Rule):
 
     def finish(self) -> None:
         ctx = self.ctx
+        for _cls, init in self._inits():
+            self._branch_eps(init)
         module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
         if module is None or not module.startswith("transformers."):
             return
@@ -214,6 +217,44 @@ class RmsNormEpsUpstream(Rule):
                     elif deco.func.attr == "override_method" and target.value.endswith(".__init__"):
                         out.append((target.value.rpartition(".")[0], stmt))
         return out
+
+    def _branch_eps(self, init: ast.FunctionDef) -> None:
+        """One attribute's norm built in two branches (a kernel and the eager class, `if`/`else` or a conditional
+        expression) where one build passes an eps and the other none: the kernel path normalises with its class
+        default, not the configured eps the other path uses."""
+        builds: dict[str, list[ast.Call]] = {}
+        for node in _walk(init):
+            if not isinstance(node, ast.Assign):
+                continue
+            values = (
+                [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+            )
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    for value in values:
+                        if isinstance(value, ast.Call) and "norm" in (last_name(value.func) or "").lower():
+                            builds.setdefault(target.attr, []).append(value)
+        for attr, calls in builds.items():
+            if len(calls) < 2:
+                continue
+            given = [c for c in calls if self._eps_arg(c, None) is not None or len(c.args) >= 2]
+            if not given:
+                continue
+            for call in calls:
+                if call in given or any(kw.arg is None for kw in call.keywords) or len(call.args) != 1:
+                    continue
+                other = self._eps_arg(given[0], None)
+                shown = ast.unparse(other) if other is not None else ast.unparse(given[0].args[1])
+                self.report(
+                    call,
+                    f"`self.{attr}` is built here without an eps, while the other branch builds it with eps "
+                    f"`{shown}`: this path normalises with `{last_name(call.func)}`'s default eps instead of the "
+                    "configured one; pass the same eps",
+                )
 
     def _class_default(self, module: str, cls: str, init: ast.FunctionDef, upstream: ast.FunctionDef) -> None:
         mine, theirs = _eps_default(init), _eps_default(upstream)
