@@ -42,6 +42,7 @@ __all__ = [
     "class_contract_of",
     "defines_norm_class",
     "weight_init_faults",
+    "unread_weights",
 ]
 
 _NORM_CLASS = re.compile(r"^class\s+\w*Norm\b", re.M)
@@ -576,3 +577,50 @@ def weight_init_faults(
                     if fill is not None and fill[1] != expected:
                         out.append((n, rms[0], fill[1], expected))
     return out
+
+
+def unread_weights(tree: ast.Module) -> list[tuple[ast.AST, str]]:
+    """RMSNorm classes of a module whose ``__init__`` creates a weight parameter (`self.weight =
+    nn.Parameter(...)`) that their ``forward`` never reads (nor hands the whole module to a call, nor calls a
+    helper method of the class that reads it): the learned scale is dropped. Returns (where the weight belongs in
+    the forward, class)."""
+    out: list[tuple[ast.AST, str]] = []
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
+            continue
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        init, forward = methods.get("__init__"), methods.get("forward")
+        if init is None or forward is None or param_init_kind(init, "weight") is None:
+            continue
+        reached = [forward]
+        for n in ast.walk(forward):  # `self._norm(x)`: helper methods of the class are read with it
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and _self_target(n.func) in methods
+            ):
+                reached.append(methods[n.func.attr])
+        reads = False
+        for func in reached:
+            for n in ast.walk(func):
+                if _self_target(n, "weight") is not None:
+                    reads = True
+                elif isinstance(n, ast.Call) and any(
+                    isinstance(a, ast.Name) and a.id == "self" for a in n.args
+                ):
+                    reads = True  # the module itself handed to a kernel or a helper
+                elif isinstance(n, ast.Call) and last_name(n.func) in ("super", "getattr", "forward"):
+                    reads = True
+        if not reads:
+            out.append((_weight_site(forward), cls.name))
+    return out
+
+
+def _weight_site(forward: ast.FunctionDef) -> ast.AST:
+    """Where the weight belongs in a norm forward: the statement after the normalisation (`x * rsqrt(...)`),
+    else the return, else the function."""
+    body = forward.body
+    for i, stmt in enumerate(body):
+        if any(last_name(n.func) in ("rsqrt", "sqrt") for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+            return body[i + 1] if i + 1 < len(body) else stmt
+    return next((s for s in body if isinstance(s, ast.Return)), forward)

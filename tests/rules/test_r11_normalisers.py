@@ -278,3 +278,38 @@ def test_norm_branch_without_eps() -> None:
             )
     """
     assert _lines("NPU431", conditional, path) == [10]
+
+
+GATED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ToyRMSNormGated(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states, gate=None):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        hidden_states = self.weight * hidden_states.to(input_dtype)
+        hidden_states = hidden_states * F.silu(gate.to(torch.float32))
+        return hidden_states.to(input_dtype)
+"""
+
+
+def test_norm_weight_never_read() -> None:
+    path = "veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py"
+    assert _lines("NPU433", GATED, path) == []
+    dropped = GATED.replace("self.weight * hidden_states.to(input_dtype)", "hidden_states.to(input_dtype)")
+    assert _lines("NPU433", dropped, path) == [17]
+    # a forward that hands the module to a kernel reads the weight through it
+    kernel = dropped.replace(
+        "        return hidden_states.to(input_dtype)", "        return fused_norm(self, hidden_states)"
+    )
+    assert _lines("NPU433", kernel, path) == []

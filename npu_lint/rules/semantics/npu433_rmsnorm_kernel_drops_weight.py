@@ -9,6 +9,7 @@ from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (
 from npu_lint.rules._handles import HANDLES, call_name, op_variant
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of, receiver_of, weight_argument
+from npu_lint.veomni.norms import unread_weights
 from npu_lint.veomni.upstream import last_name
 
 _WEIGHTS = ("weight", "scale", "gamma")
@@ -81,7 +82,8 @@ class RmsNormKernelDropsWeight(Rule):
     name = "rmsnorm-kernel-drops-weight"
     summary = (
         "An RMSNorm's kernel branch calls a norm kernel with `None` as the weight while the same function's "
-        "eager branch scales by the module's weight (`self.weight`)."
+        "eager branch scales by the module's weight (`self.weight`), or an RMSNorm class creates a weight that its "
+        "forward never reads."
     )
     why = (
         "A dispatching RMSNorm forward has two paths that must compute the same norm: the kernel branch (taken "
@@ -93,6 +95,9 @@ class RmsNormKernelDropsWeight(Rule):
         "call whose weight argument is `None`, next to a read of the module's weight (`self.weight`, or the "
         "wrapper's `module.weight`) elsewhere in the function; a function that branches on whether the weight "
         "exists (`if self.weight is None`, `elementwise_affine`) is left alone."
+        " An RMSNorm class (a spec's, a generated copy's, an in-tree model's) whose `__init__` creates "
+        "`self.weight` and whose `forward` (with the helper methods it calls) never reads it, nor hands the module "
+        "to a kernel, drops the learned scale on every path (`norms.unread_weights`)."
     )
     bad = (
         Example(
@@ -172,7 +177,7 @@ class RmsNormKernelDropsWeight(Rule):
         ),
     )
     fix_safety = "No fix: which slot the norm belongs to is the author's to decide."
-    requires = (("None", "unweighted"), ("norm", "rms"))
+    requires = (("None", "unweighted", "Parameter"), ("norm", "rms", "Norm"))
     node_types = ()
 
     @classmethod
@@ -180,6 +185,14 @@ class RmsNormKernelDropsWeight(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
+        if "Parameter" in self.ctx.source.text and "RMSNorm" in self.ctx.source.text:
+            for forward, cls in unread_weights(self.ctx.tree):
+                self.report(
+                    forward,
+                    f"`{cls}` creates a learned `weight` in `__init__`, but its `forward` never reads it (nor hands "
+                    "the module to a kernel): the checkpoint's norm scales are dropped and the parameter gets no "
+                    "gradient; multiply the normalised states by `self.weight` as the upstream norm does",
+                )
         seen: set[int] = set()
         unweighted = _unweighted_handles(self.ctx.tree) if "unweighted" in self.ctx.source.text else set()
         for func in functions_of(self.ctx.tree, self.ctx.source.text, "None", *sorted(unweighted)):
