@@ -313,3 +313,12 @@ def test_norm_weight_never_read() -> None:
         "        return hidden_states.to(input_dtype)", "        return fused_norm(self, hidden_states)"
     )
     assert _lines("NPU433", kernel, path) == []
+
+
+def test_gated_norm_activation_with_cast_gate() -> None:
+    path = "veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py"
+    assert _lines("NPU432", GATED, path) == []
+    swapped = GATED.replace(
+        "hidden_states * F.silu(gate.to(torch.float32))", "F.silu(hidden_states) * gate.to(torch.float32)"
+    )
+    assert _lines("NPU432", swapped, path) == [18]

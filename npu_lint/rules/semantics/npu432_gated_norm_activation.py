@@ -157,6 +157,12 @@ class GatedNormActivation(Rule):
 
     def _product(self, node: ast.BinOp, gates: set[str]) -> None:
         for act_side, other in ((node.left, node.right), (node.right, node.left)):
+            while (  # the gate cast first (`gate.to(torch.float32)`, `gate.float()`) is the raw gate still
+                isinstance(other, ast.Call)
+                and isinstance(other.func, ast.Attribute)
+                and other.func.attr in ("to", "float", "type_as", "type", "contiguous")
+            ):
+                other = other.func.value
             if not (isinstance(other, ast.Name) and other.id in gates):
                 continue
             if not (
