@@ -1404,3 +1404,37 @@ def chunk_normaliser_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                     yield value, f"`{value.id}`, which is None"
                 elif _reads(value) & loop_vars:
                     yield value, f"`{ast.unparse(value)}`, the chunk's own count"
+
+
+def _under_divisor(expr: ast.AST, name: str) -> bool:
+    """Whether every read of ``name`` in ``expr`` sits in the divisor of a division (`1 / (2 * beta)`)."""
+    divisor_ids: set[int] = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+            divisor_ids.update(id(x) for x in ast.walk(n.right))
+    reads = [x for x in ast.walk(expr) if isinstance(x, ast.Name) and x.id == name]
+    return bool(reads) and all(id(x) in divisor_ids for x in reads)
+
+
+def squared_target_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """IPO's squared loss `(margin - 1 / (2 * beta)) ** 2` regresses the margin to a target that shrinks as the
+    temperature grows: the temperature sits in the target's divisor. A target that multiplies by it
+    (`1 / 2 * beta`, precedence) or reads it outside a divisor regresses to another margin. Yields (target,
+    what)."""
+    temp = temperature_of(func)
+    if temp is None:
+        return
+    margins = _margins(func)
+    for n in nodes_of(func, ast.BinOp):
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)):
+            continue
+        if not (isinstance(n.right, ast.Constant) and n.right.value == 2):
+            continue
+        base = n.left
+        if not (isinstance(base, ast.BinOp) and isinstance(base.op, ast.Sub)):
+            continue
+        if not (_reads(base.left) & margins):
+            continue
+        target = base.right
+        if temp in _reads(target) and not _under_divisor(target, temp):
+            yield target, f"the squared loss's target `{ast.unparse(target)}` multiplies by `{temp}`"

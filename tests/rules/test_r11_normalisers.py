@@ -322,3 +322,20 @@ def test_gated_norm_activation_with_cast_gate() -> None:
         "hidden_states * F.silu(gate.to(torch.float32))", "F.silu(hidden_states) * gate.to(torch.float32)"
     )
     assert _lines("NPU432", swapped, path) == [18]
+
+
+IPO = """
+def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    pi_logratios = policy_chosen_logps - policy_rejected_logps
+    ref_logratios = ref_chosen_logps - ref_rejected_logps
+    logits = pi_logratios - ref_logratios
+    losses = (logits - 1 / (2 * beta)) ** 2
+    return losses
+"""
+
+
+def test_ipo_target_temperature_in_divisor() -> None:
+    path = "veomni/trainer/toy_preference_trainer.py"
+    assert _lines("NPU438", IPO, path) == []
+    assert _lines("NPU438", IPO.replace("1 / (2 * beta)", "1 / 2 * beta"), path) == [5]
+    assert _lines("NPU438", IPO.replace("1 / (2 * beta)", "0.5 / beta"), path) == []

@@ -15,7 +15,8 @@ class PreferenceTemperature(Rule):
     name = "preference-temperature"
     summary = (
         "A preference loss with a temperature (`beta`) reads its margin without it in one term, leaves one implicit "
-        "reward unscaled, or gives both label-smoothed logistic terms the same sign."
+        "reward unscaled, gives both label-smoothed logistic terms the same sign, or regresses an IPO margin to a "
+        "target that multiplies by the temperature instead of dividing by it (`1 / 2 * beta`)."
     )
     why = (
         "In DPO the temperature `beta` scales every use of the margin: `-logsigmoid(beta * m) * (1 - eps) - "
@@ -83,6 +84,14 @@ class PreferenceTemperature(Rule):
                 where,
                 f"{what}: the preference loss is then computed at temperature 1 there, whatever "
                 "`beta` is configured (scale every use of the margin, and every reward, by `beta`)",
+            )
+        for where, what in losspath.squared_target_faults(node):
+            if not self._first(where):
+                continue
+            self.report(
+                where,
+                f"{what}: IPO regresses the margin to `1 / (2 * beta)`, which shrinks as the temperature grows; "
+                "keep the temperature in the divisor (`1 / (2 * beta)`)",
             )
         for where, what in losspath.smoothing_faults(node):
             if not self._first(where):
