@@ -17,6 +17,7 @@ from npu_lint.rules.multimodal._shared import (
     params_of,
     upstream_towers,
 )
+from npu_lint.veomni.mediaflow import no_media_exits
 
 
 def _dummy_calls(func: ast.AST) -> list[ast.Call]:
@@ -946,12 +947,34 @@ class TextOnlyDummyForward(WrapperRule):
         text = self.ctx.source.text
         if "is not None" in text and ("training" in text or "fsdp" in text or "dummy_forward" in text):
             self._fallback_constants()
+        if "is None" in text and "return" in text:
+            self._no_media_exits()
         if "dummy_forward" in self.ctx.source.text:
             if any(w in self.ctx.source.text for w in _NO_GRAD):
                 self._no_grad_definitions()
             self._idle_definitions()
             if "slice" in self.ctx.source.text:
                 self._sequence_parallel_inputs()
+
+    def _no_media_exits(self) -> None:
+        """A helper that merges media features into the text stream (`_deepstack_process(hidden_states,
+        visual_pos_masks, visual_embeds)`) and returns early when the medium's layout is absent must still add the
+        features there as a zero term: on text-only ranks they are the dummy forward's output, and that early
+        return is the only way they reach the autograd graph."""
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            for found in no_media_exits(func):
+                how = (
+                    f"reads `{found.feature}` but its result does not reach the returned value"
+                    if found.computed
+                    else f"returns `{ast.unparse(found.ret.value)}` without `{found.feature}`"  # type: ignore[arg-type]
+                )
+                self.report(
+                    found.ret,
+                    f"when `{found.absent}` is None (a text-only micro-batch) `{func.name}` {how}: the media "
+                    f"features (the dummy forward's output on those ranks) never join `{found.stream}`, so the "
+                    "layers producing them get no gradient and skip their FSDP reduce-scatter there (add "
+                    f"`{found.feature}.mean() * 0.0`)",
+                )
 
     def _fallback_constants(self) -> None:
         seen: set[int] = set()
