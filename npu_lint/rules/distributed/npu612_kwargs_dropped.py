@@ -40,7 +40,11 @@ class KwargsDropped(Rule):
         "that the same `forward` calls elsewhere with its `**kwargs` spread, while this call spreads nothing. "
         "Not reported: a filtered copy (`**text_kwargs`, a deliberate choice), calls in different arms of one "
         "`if` (a mamba mixer and an attention mixer take different arguments), and a call that passes its own "
-        "mask or positions (it runs on other sequences)."
+        "mask or positions (it runs on other sequences). In a copy of an upstream wrapper (a generated "
+        "`...ForConditionalGeneration` / `...Model`, its upstream class read from the installed transformers), a "
+        "call of a submodule the upstream `forward` hands its `**kwargs` to (`self.model(...)`) that no longer "
+        "gets them while another call still does (the loss) is reported too: the collator's media masks and "
+        "packed-sequence metadata stop at the wrapper."
     )
     bad = (
         Example(

@@ -639,6 +639,11 @@ class TextOnlyDummyForward(WrapperRule):
         "submodules of `self` (a generation head, a projector) without running any of them (`torch.zeros(())`, "
         "a zero product of other data) is reported: those submodules get no gradient on such ranks. A call that "
         "receives `self` or one of its submodules counts as running it."
+        " A helper that merges media features into the text stream (`_deepstack_process(hidden_states, "
+        "visual_pos_masks, visual_embeds)`) and returns early when the medium's layout is absent "
+        "(`if visual_pos_masks is None: return hidden_states`) must add the features there as a zero term: on "
+        "text-only ranks they are the dummy forward's output, and that return is their only way into the graph "
+        "(read through `veomni.mediaflow`: the features must reach the early return's value, not only be read)."
     )
     bad = (
         Example(
@@ -869,8 +874,33 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/toy_speech/modeling_toy_speech.py",
             title="the head's zero-valued term replaced by a constant on micro-batches without speech targets",
         ),
+        Example(
+            """
+            class ToyTextModel:
+                def _deepstack_process(self, hidden_states, visual_pos_masks, visual_embeds):
+                    if visual_pos_masks is None:
+                        return hidden_states
+                    hidden_states = hidden_states.clone()
+                    hidden_states[visual_pos_masks, :] = hidden_states[visual_pos_masks, :] + visual_embeds
+                    return hidden_states
+            """,
+            path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
+            title="the no-media return drops the side features' zero term",
+        ),
     )
     good = (
+        Example(
+            """
+            class ToyTextModel:
+                def _deepstack_process(self, hidden_states, visual_pos_masks, visual_embeds):
+                    if visual_pos_masks is None:
+                        return hidden_states + visual_embeds.to(hidden_states.dtype).mean() * 0.0
+                    hidden_states = hidden_states.clone()
+                    hidden_states[visual_pos_masks, :] = hidden_states[visual_pos_masks, :] + visual_embeds
+                    return hidden_states
+            """,
+            path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
+        ),
         Example(
             """
             from veomni.patchgen.patch_spec import PatchConfig

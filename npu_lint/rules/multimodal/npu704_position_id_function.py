@@ -257,6 +257,9 @@ class PositionIdFunction(WrapperRule):
         " An NPU generated module must keep every position-id method its GPU sibling defines (a wrapper's "
         "`get_position_id_func` that delegates to the thinker): the trainer asks the top-level model for it, and "
         "on NPU it would find none, or an inherited one with other rules."
+        " A patched `get_rope_index` must hand its helpers the M-RoPE rows the upstream one hands them: where "
+        "upstream passes one row of a (3, N) position block (`get_chunked_index(video_llm_pos_ids[0], ...)`, the "
+        "temporal ids) and the patch passes the whole block, the helper walks the three rows instead of the tokens."
     )
     bad = (
         Example(

@@ -174,7 +174,13 @@ class MediumStepMissing(Rule):
         "to reset ids that leaves out a medium whose mask the function builds; and, in a block guarded by one "
         "medium (`if pixel_values_videos is not None:`), a read of another medium's mask where the block's own "
         "medium has one. Two media written into one holder with the same non-zero marker (`types[image_mask] = 1`, "
-        "`types[video_mask] = 1`) are reported too: the reader cannot tell them apart."
+        "`types[video_mask] = 1`) are reported too: the reader cannot tell them apart. Also: a dict that merges "
+        "per-medium processor outputs (`{**text_inputs, **images_inputs, **videos_inputs}`) and leaves out one "
+        "the function computes (`audio_inputs`); a block that appends a medium's item to one per-medium record "
+        'and not to the record every other block appends beside it (`conv_audios` without `mask["audio"]`); '
+        "one medium's count or layout read off another medium's grid (`image_seq_length = "
+        "next(video_grid_thw)...`) where the function has its own; and a media list tested `is not None` where the "
+        "function tests its other media lists for emptiness (the data transform passes `[]` for a missing medium)."
     )
     bad = (
         Example(
@@ -213,8 +219,31 @@ class MediumStepMissing(Rule):
             path="veomni/models/toy_vl/modeling_toy_vl.py",
             title="the video block reads the image mask",
         ),
+        Example(
+            """
+            class ToyProcessor:
+                def __call__(self, text, images=None, videos=None, audios=None):
+                    audio_inputs = self.feature_extractor(audios) if audios else {}
+                    images_inputs = self.image_processor(images=images) if images else {}
+                    videos_inputs = self.video_processor(videos=videos) if videos else {}
+                    return {**self.tokenizer(text), **images_inputs, **videos_inputs}
+            """,
+            path="veomni/models/transformers/toy_omni/processing_toy_omni.py",
+            title="the audio processor outputs never reach the batch",
+        ),
     )
     good = (
+        Example(
+            """
+            class ToyProcessor:
+                def __call__(self, text, images=None, videos=None, audios=None):
+                    audio_inputs = self.feature_extractor(audios) if audios else {}
+                    images_inputs = self.image_processor(images=images) if images else {}
+                    videos_inputs = self.video_processor(videos=videos) if videos else {}
+                    return {**self.tokenizer(text), **images_inputs, **videos_inputs, **audio_inputs}
+            """,
+            path="veomni/models/transformers/toy_omni/processing_toy_omni.py",
+        ),
         Example(
             """
             def pack_sample(ids, img_inputs, vid_inputs, IMG_TOKEN, VID_TOKEN, vid_meta):

@@ -231,6 +231,9 @@ class IncompleteRegistration(ProjectRule):
         "class; so does a dispatch test that no architecture reaches because an earlier, broader test returns "
         'first (`"ForConditionalGeneration" in architecture` before `"ThinkerForConditionalGeneration" in '
         "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it."
+        " A registered loader (any registry: modeling, config, processor) that imports a class from `transformers` "
+        "and returns it while a module of the package defines its own class of that name (the package's processor "
+        "subclass) hands out the stock class: the package's changes never run."
     )
     bad = (
         Example(
