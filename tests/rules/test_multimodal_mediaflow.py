@@ -355,3 +355,43 @@ def test_npu503_stock_class_for_a_package_subclass(tmp_path: Path) -> None:
 
 def test_npu503_package_class_is_quiet(tmp_path: Path) -> None:
     assert _registry_findings(tmp_path, ".processing_toy") == []
+
+
+# -- NPU705: checkpoint hooks on every class the loader returns ----------------------------------------------------
+
+HOOKS = """
+from ...loader import MODELING_REGISTRY
+
+
+@MODELING_REGISTRY.register("toy_omni")
+def register_toy_omni_modeling(architecture: str):
+    from .checkpoint_tensor_converter import create_converter
+    from .generated.patched_modeling_toy_omni_gpu import (
+        ToyOmniForConditionalGeneration,
+        ToyOmniThinkerForConditionalGeneration,
+        ToyOmniThinkerTextModel,
+    )
+
+    for model_cls in (
+        ToyOmniForConditionalGeneration,
+        ToyOmniThinkerForConditionalGeneration,
+        ToyOmniThinkerTextModel,
+    ):
+        model_cls._create_checkpoint_tensor_converter = staticmethod(create_converter)
+    if "ThinkerTextModel" in architecture:
+        return ToyOmniThinkerTextModel
+    if "ThinkerForConditionalGeneration" in architecture:
+        return ToyOmniThinkerForConditionalGeneration
+    return ToyOmniForConditionalGeneration
+"""
+
+INIT = "veomni/models/transformers/toy_omni/__init__.py"
+
+
+def test_npu705_hook_missing_on_a_returned_class() -> None:
+    bad = HOOKS.replace("        ToyOmniThinkerTextModel,\n    ):", "    ):")
+    assert _lines("NPU705", bad, INIT) == [13]
+
+
+def test_npu705_hook_on_every_returned_class_is_quiet() -> None:
+    assert _lines("NPU705", HOOKS, INIT) == []
