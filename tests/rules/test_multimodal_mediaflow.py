@@ -395,3 +395,72 @@ def test_npu705_hook_missing_on_a_returned_class() -> None:
 
 def test_npu705_hook_on_every_returned_class_is_quiet() -> None:
     assert _lines("NPU705", HOOKS, INIT) == []
+
+
+# -- NPU703: every medium's encoder branch falls back to its dummy pass; zero terms are kept -----------------------
+
+SIBLINGS = """
+class ToyOmni:
+    def image_forward(self, inputs_embeds, image_inputs=None, image_mask=None):
+        if image_inputs:
+            feats = self.image_encoder.lm_encode(**image_inputs)
+            inputs_embeds = inputs_embeds.masked_scatter(image_mask, feats)
+        elif self.training:
+            inputs_embeds = inputs_embeds + self.image_encoder.lm_dummy_encode().mean() * 0.0
+        return inputs_embeds
+
+    def audio_forward(self, inputs_embeds, audio_inputs=None, audio_mask=None):
+        if audio_inputs:
+            feats = self.audio_encoder.lm_encode(**audio_inputs)
+            inputs_embeds = inputs_embeds.masked_scatter(audio_mask, feats)
+        elif self.training:
+            inputs_embeds = inputs_embeds + self.audio_encoder.lm_dummy_encode().mean() * 0.0
+        return inputs_embeds
+
+    def video_forward(self, inputs_embeds, video_inputs=None, video_mask=None):
+        if video_inputs:
+            if self.video_encoder is not None:
+                feats = self.video_encoder.lm_encode(**video_inputs)
+            else:
+                feats = self.image_encoder.lm_encode(**video_inputs)
+            inputs_embeds = inputs_embeds.masked_scatter(video_mask, feats)
+        elif self.training:
+            inputs_embeds = inputs_embeds + self.image_encoder.lm_dummy_encode().mean() * 0.0
+        return inputs_embeds
+"""
+
+SEED = "veomni/models/seed_omni/modeling_toy_omni.py"
+
+
+def test_npu703_sibling_medium_without_dummy() -> None:
+    bad = SIBLINGS.replace(
+        "        elif self.training:\n            inputs_embeds = inputs_embeds + self.audio_encoder.lm_dummy_encode().mean() * 0.0\n",
+        "",
+    )
+    assert _lines("NPU703", bad, SEED) == [13]
+
+
+def test_npu703_every_sibling_falls_back_is_quiet() -> None:
+    assert _lines("NPU703", SIBLINGS, SEED) == []
+
+
+DECODER = """
+class ToyDecoderHead:
+    def forward(self, hidden_states, labels=None):
+        loss = {}
+        if labels is not None:
+            loss["image_decoder_loss"] = self.image_decoder.loss(hidden_states, labels)
+        elif self.training:
+            outputs = self.image_decoder.lm_head(hidden_states[..., -1, :])
+            loss["image_decoder_loss"] = outputs.logits.mean() * 0.0
+        return loss
+"""
+
+
+def test_npu703_zero_term_thrown_away() -> None:
+    bad = DECODER.replace('loss["image_decoder_loss"] = outputs.logits', "outputs.logits")
+    assert _lines("NPU703", bad, SEED) == [8]
+
+
+def test_npu703_zero_term_recorded_is_quiet() -> None:
+    assert _lines("NPU703", DECODER, SEED) == []

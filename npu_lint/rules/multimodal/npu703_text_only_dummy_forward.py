@@ -17,7 +17,7 @@ from npu_lint.rules.multimodal._shared import (
     params_of,
     upstream_towers,
 )
-from npu_lint.veomni.mediaflow import no_media_exits
+from npu_lint.veomni.mediaflow import medium_of, no_media_exits
 
 
 def _dummy_calls(func: ast.AST) -> list[ast.Call]:
@@ -403,6 +403,29 @@ def _callee_name(call: ast.Call) -> str:
 _META = ("device", "dtype", "shape", "ndim", "size", "is_cuda")
 
 
+def _own_encoder_calls(stmts: list[ast.stmt]) -> list[tuple[str, str]]:
+    """`self.<tower>.<method>(...)` calls of a medium's module in ``stmts``, nested `if`s left out (their own
+    branch): (tower, method)."""
+    out: list[tuple[str, str]] = []
+    todo: list[ast.AST] = list(stmts)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.If, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and isinstance(node.func.value.value, ast.Name)
+            and node.func.value.value.id == "self"
+            and "dummy" not in node.func.attr
+            and medium_of(node.func.value.attr) is not None
+        ):
+            out.append((node.func.value.attr, node.func.attr))
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _data_names(expr: ast.AST) -> set[str]:
     """Names whose data an expression reads (`x.device`, `x.dtype`, `x.shape` read metadata only)."""
     meta = {
@@ -644,6 +667,10 @@ class TextOnlyDummyForward(WrapperRule):
         "(`if visual_pos_masks is None: return hidden_states`) must add the features there as a zero term: on "
         "text-only ranks they are the dummy forward's output, and that return is their only way into the graph "
         "(read through `veomni.mediaflow`: the features must reach the early return's value, not only be read)."
+        " Per-medium branches of one class that run their encoders the same way (`self.image_encoder.lm_encode`, "
+        "`self.audio_encoder.lm_encode`) must all fall back to the encoder's dummy pass when some do (an enclosing "
+        "branch's fallback counts; two alternative encoders of one medium are one branch). A zero-valued "
+        "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away."
     )
     bad = (
         Example(
@@ -887,6 +914,21 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
             title="the no-media return drops the side features' zero term",
         ),
+        Example(
+            """
+            class ToyDecoderHead:
+                def forward(self, hidden_states, labels=None):
+                    loss = {}
+                    if labels is not None:
+                        loss["image_decoder_loss"] = self.image_decoder.loss(hidden_states, labels)
+                    elif self.training:
+                        outputs = self.image_decoder.lm_head(hidden_states[..., -1, :])
+                        outputs.logits.mean() * 0.0
+                    return loss
+            """,
+            path="veomni/models/seed_omni/modeling_toy_omni.py",
+            title="the dummy head output's zero term is computed and thrown away",
+        ),
     )
     good = (
         Example(
@@ -979,12 +1021,86 @@ class TextOnlyDummyForward(WrapperRule):
             self._fallback_constants()
         if "is None" in text and "return" in text:
             self._no_media_exits()
+        if "dummy" in text:
+            self._sibling_dummies()
+        if "* 0" in text:
+            self._discarded_zero_terms()
         if "dummy_forward" in self.ctx.source.text:
             if any(w in self.ctx.source.text for w in _NO_GRAD):
                 self._no_grad_definitions()
             self._idle_definitions()
             if "slice" in self.ctx.source.text:
                 self._sequence_parallel_inputs()
+
+    def _discarded_zero_terms(self) -> None:
+        """`outputs.logits.mean() * 0.0` as a statement of its own: the zero-valued dependency is computed and
+        thrown away, so the module that produced it drops out of the graph on the ranks that take this path."""
+        for node in nodes_of(self.ctx.tree, ast.Expr):
+            value = node.value  # type: ignore[attr-defined]
+            if (
+                isinstance(value, ast.BinOp)
+                and isinstance(value.op, ast.Mult)
+                and any(
+                    isinstance(side, ast.Constant) and side.value == 0 for side in (value.left, value.right)
+                )
+            ):
+                self.report(
+                    node,
+                    f"`{ast.unparse(value)}` is computed and thrown away: the zero-valued dependency never reaches the "
+                    "loss or the text path, so the module producing it gets no gradient on these ranks and skips its "
+                    "FSDP reduce-scatter (add it to the loss or the embeddings)",
+                )
+
+    def _sibling_dummies(self) -> None:
+        """Per-medium branches of one class that run an encoder the same way (`self.image_encoder.lm_encode(...)`,
+        `self.audio_encoder.lm_encode(...)`): where some of them fall back to the encoder's dummy pass on
+        media-less micro-batches (`elif self.training: self.image_encoder.lm_dummy_encode()`), every one must."""
+        for cls in nodes_of(self.ctx.tree, ast.ClassDef):
+            branches: list[tuple[ast.If, str, str, bool]] = []
+            parents: dict[int, ast.If] = {}  # a statement's enclosing `if`, when it sits in that `if`'s body
+            for node in _walk(cls):
+                if isinstance(node, ast.If):
+                    for stmt in node.body:
+                        for sub in _walk(stmt):
+                            if sub is stmt or id(sub) not in parents:
+                                parents[id(sub)] = (
+                                    node  # outer `if`s first: an inner one overrides only its body
+                                )
+
+            def falls_back(node: ast.If) -> bool:
+                return any(
+                    isinstance(c, ast.Call) and "dummy" in _callee_name(c)
+                    for stmt in node.orelse
+                    for c in _walk(stmt)
+                )
+
+            for node in _walk(cls):
+                if not isinstance(node, ast.If):
+                    continue
+                runs = _own_encoder_calls(node.body)
+                if not runs or _own_encoder_calls(node.orelse):
+                    continue  # no encoder here, or two alternative encoders for one medium
+                tower, method = runs[0]
+                dummy = falls_back(node)
+                up = parents.get(id(node))
+                while not dummy and up is not None:
+                    dummy = falls_back(up)
+                    up = parents.get(id(up))
+                branches.append((node, tower, method, dummy))
+            covered = {m for _, _, m, d in branches if d}
+            for node, tower, method, dummy in branches:
+                if dummy or method not in covered:
+                    continue
+                others = sorted({t for _, t, m, d in branches if d and m == method and t != tower})
+                if not others and not any(d and m == method for _, t, m, d in branches if t == tower):
+                    continue
+                self.report(
+                    _branch_end(node),
+                    f"`self.{tower}.{method}(...)` runs only when this micro-batch has the medium, with no dummy pass "
+                    f"otherwise, while the sibling branches of "
+                    f"{', '.join(f'`self.{t}`' for t in others) or 'this encoder'} fall back to a dummy forward: "
+                    f"under FSDP the ranks without it skip `self.{tower}`'s collectives",
+                )
 
     def _no_media_exits(self) -> None:
         """A helper that merges media features into the text stream (`_deepstack_process(hidden_states,
