@@ -464,3 +464,27 @@ def test_npu703_zero_term_thrown_away() -> None:
 
 def test_npu703_zero_term_recorded_is_quiet() -> None:
     assert _lines("NPU703", DECODER, SEED) == []
+
+
+TEMPLATE = """
+class ToyChatTemplate:
+    def render(self, turns, image_token_num_list, video_token_num_list):
+        content = ""
+        for kind in turns:
+            if kind == "image":
+                content += self.image_pattern(next(image_token_num_list))
+            elif kind == "video":
+                content += self.video_pattern(next(video_token_num_list))
+        return content
+"""
+
+
+def test_npu719_medium_method_given_another_medium_count() -> None:
+    bad = TEMPLATE.replace(
+        "self.video_pattern(next(video_token_num_list))", "self.video_pattern(next(image_token_num_list))"
+    )
+    assert _lines("NPU719", bad, "veomni/data/multimodal/toy_chat_template.py") == [8]
+
+
+def test_npu719_medium_method_given_own_count_is_quiet() -> None:
+    assert _lines("NPU719", TEMPLATE, "veomni/data/multimodal/toy_chat_template.py") == []

@@ -91,6 +91,7 @@ def _bookkeeping(stmt: ast.stmt) -> tuple[str, str, str] | None:
     return None
 
 
+_COUNT_WORDS = ("grid", "num", "len", "count", "size", "seqlen")
 _SLOT = "<M>"
 _IMAGE_WORD = re.compile(r"(?<![A-Za-z0-9])(image|images|img|imgs)(?![A-Za-z0-9])", re.IGNORECASE)
 
@@ -179,7 +180,8 @@ class MediumStepMissing(Rule):
         "the function computes (`audio_inputs`); a block that appends a medium's item to one per-medium record "
         'and not to the record every other block appends beside it (`conv_audios` without `mask["audio"]`); '
         "one medium's count or layout read off another medium's grid (`image_seq_length = "
-        "next(video_grid_thw)...`) where the function has its own; and a media list tested `is not None` where the "
+        "next(video_grid_thw)...`) or handed to its own method (`self.video_pattern(next(image_token_num_list))`) where "
+        "the function has its own; and a media list tested `is not None` where the "
         "function tests its other media lists for emptiness (the data transform passes `[]` for a missing medium)."
     )
     bad = (
@@ -313,6 +315,8 @@ class MediumStepMissing(Rule):
                     sub, keys, [v for k, v in zip(sub.keys, sub.values) if k is not None], vocab, None
                 )
                 self._spreads(sub, held, assigned)
+            elif isinstance(sub, ast.Call) and not sub.keywords:
+                self._crossed_call(sub, vocab)
             elif isinstance(sub, ast.Call) and sub.keywords:
                 callee = ast.unparse(sub.func)
                 if media_of(callee):
@@ -515,6 +519,33 @@ class MediumStepMissing(Rule):
                 f"`{sorted(words)[0]}` alone, where this function has the {own}'s own `{sorted(twins)[0]}`: "
                 f"the {own} entry marks the {value}'s positions",
             )
+
+    def _crossed_call(self, call: ast.Call, vocab: set[str]) -> None:
+        """`self.video_pattern(next(image_token_num_list))`: a medium's own method handed another medium's
+        counts or grids alone, where the function has the method's medium's own."""
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        own = media_of(name)
+        if len(own) != 1 or not call.args:
+            return
+        medium = own.pop()
+        words = set().union(*(spellings(a) for a in call.args))
+        media = set().union(*(media_of(w) for w in words)) if words else set()
+        if len(media) != 1 or medium in media:
+            return
+        other = media.pop()
+        counted = [
+            w for w in sorted(words) if other in media_of(w) and any(k in w.lower() for k in _COUNT_WORDS)
+        ]
+        for word in counted:
+            twin = rewrite(word, other, medium)
+            if twin != word and twin in vocab:
+                self.report(
+                    call,
+                    f"`{name}` (the {medium}'s) is handed the {other}'s `{word}`, where this function has the "
+                    f"{medium}'s own `{twin}`: the {medium} placeholders get another medium's count (and consume it)",
+                )
+                return
 
     def _crossed_grid(self, stmt: ast.Assign, target: ast.AST, vocab: set[str]) -> None:
         """`image_seq_length = next(video_grid_thw).prod() // merge_length_image`: one medium's token count (or
