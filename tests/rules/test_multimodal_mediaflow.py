@@ -488,3 +488,33 @@ def test_npu719_medium_method_given_another_medium_count() -> None:
 
 def test_npu719_medium_method_given_own_count_is_quiet() -> None:
     assert _lines("NPU719", TEMPLATE, "veomni/data/multimodal/toy_chat_template.py") == []
+
+
+NPU_SPEC = """
+from veomni.models.transformers.toy_vl.toy_vl_gpu_patch_gen_config import (
+    toy_vl_model_forward_patched,
+    toy_vl_vision_dummy_forward_patched,
+)
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(
+    source_module="transformers.models.toy_vl.modeling_toy_vl",
+    target_file="patched_modeling_toy_vl_npu.py",
+)
+config.override_method("ToyVLModel.forward", replacement=toy_vl_model_forward_patched)
+config.override_method("ToyVLVisionModel.dummy_forward", replacement=toy_vl_vision_dummy_forward_patched)
+"""
+
+NPU_SPEC_PATH = "veomni/models/transformers/toy_vl/toy_vl_npu_patch_gen_config.py"
+
+
+def test_npu703_imported_dummy_forward_never_registered() -> None:
+    bad = NPU_SPEC.replace(
+        'config.override_method("ToyVLVisionModel.dummy_forward", replacement=toy_vl_vision_dummy_forward_patched)\n',
+        "",
+    )
+    assert _lines("NPU703", bad, NPU_SPEC_PATH) == [3]
+
+
+def test_npu703_dummy_forward_registered_is_quiet() -> None:
+    assert _lines("NPU703", NPU_SPEC, NPU_SPEC_PATH) == []

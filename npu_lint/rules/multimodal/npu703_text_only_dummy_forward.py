@@ -670,7 +670,9 @@ class TextOnlyDummyForward(WrapperRule):
         " Per-medium branches of one class that run their encoders the same way (`self.image_encoder.lm_encode`, "
         "`self.audio_encoder.lm_encode`) must all fall back to the encoder's dummy pass when some do (an enclosing "
         "branch's fallback counts; two alternative encoders of one medium are one branch). A zero-valued "
-        "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away."
+        "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away. A spec that "
+        "imports another spec's dummy-forward replacement and never registers it leaves its tower without "
+        "`dummy_forward`."
     )
     bad = (
         Example(
@@ -1023,6 +1025,8 @@ class TextOnlyDummyForward(WrapperRule):
             self._no_media_exits()
         if "dummy" in text:
             self._sibling_dummies()
+            if "import" in text and "patch_gen_config" in text:
+                self._unregistered_dummies()
         if "* 0" in text:
             self._discarded_zero_terms()
         if "dummy_forward" in self.ctx.source.text:
@@ -1031,6 +1035,24 @@ class TextOnlyDummyForward(WrapperRule):
             self._idle_definitions()
             if "slice" in self.ctx.source.text:
                 self._sequence_parallel_inputs()
+
+    def _unregistered_dummies(self) -> None:
+        """A spec that imports another spec's dummy-forward replacement (`from <gpu spec> import
+        <tower>_dummy_forward_patched`) and never uses it: the tower of the module this spec generates has no
+        `dummy_forward`, while the wrapper's text-only branch still calls it."""
+        loaded = {n.id for n in nodes_of(self.ctx.tree, ast.Name) if isinstance(n.ctx, ast.Load)}
+        for node in self.ctx.tree.body:
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_patch_gen_config")):
+                continue
+            for alias in node.names:
+                bound = alias.asname or alias.name
+                if "dummy_forward" in alias.name and bound not in loaded:
+                    self.report(
+                        alias,
+                        f"`{bound}` (a dummy-forward replacement of `{node.module.rsplit('.', 1)[-1]}`) is imported "
+                        "but never registered: the tower this spec generates has no `dummy_forward`, so text-only "
+                        "ranks fail in the wrapper's dummy pass or skip the tower's collectives",
+                    )
 
     def _discarded_zero_terms(self) -> None:
         """`outputs.logits.mean() * 0.0` as a statement of its own: the zero-valued dependency is computed and
