@@ -6,8 +6,10 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.upstream import file_source_module, upstream_class_method
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_WRAPPERS = ("ForConditionalGeneration", "ForCausalLM", "Model")
 
 
 def _kwarg(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
@@ -38,7 +40,11 @@ class KwargsDropped(Rule):
         "that the same `forward` calls elsewhere with its `**kwargs` spread, while this call spreads nothing. "
         "Not reported: a filtered copy (`**text_kwargs`, a deliberate choice), calls in different arms of one "
         "`if` (a mamba mixer and an attention mixer take different arguments), and a call that passes its own "
-        "mask or positions (it runs on other sequences)."
+        "mask or positions (it runs on other sequences). In a copy of an upstream wrapper (a generated "
+        "`...ForConditionalGeneration` / `...Model`, its upstream class read from the installed transformers), a "
+        "call of a submodule the upstream `forward` hands its `**kwargs` to (`self.model(...)`) that no longer "
+        "gets them while another call still does (the loss) is reported too: the collator's media masks and "
+        "packed-sequence metadata stop at the wrapper."
     )
     bad = (
         Example(
@@ -133,6 +139,7 @@ class KwargsDropped(Rule):
                 kwarg = _kwarg(method)
                 if kwarg is not None:
                     self._inconsistent(method, kwarg)
+                    self._upstream_spread(node.name, method, kwarg)
 
     @staticmethod
     def _self_calls(func: ast.AST) -> list[tuple[str, ast.Call]]:
@@ -146,6 +153,38 @@ class KwargsDropped(Rule):
             ):
                 out.append((sub.func.attr, sub))
         return out
+
+    def _upstream_spread(self, cls: str, method: ast.AST, kwarg: str) -> None:
+        """A copy of an upstream class's `forward` (a generated file) that still spreads its `**kwargs` into some
+        call but no longer into a submodule the upstream `forward` hands them to (`self.model(...)` of a
+        `ForConditionalGeneration`): the collator's metadata that rides in the keywords (media masks, packed-sequence
+        `cu_seq_lens_*`) stops at the wrapper."""
+        module = self.ctx.memo.get("npu612_source")
+        if module is None:
+            module = file_source_module(self.ctx.tree, self.ctx.source.text, self.ctx.source.path) or ""
+            self.ctx.memo["npu612_source"] = module
+        if not module or not cls.endswith(_WRAPPERS):
+            return  # a layer's mixers take the keywords they need; a wrapper hands all of them to its model
+        calls = self._self_calls(method)
+        if not any(kwarg in _spreads(call) for _, call in calls):
+            return  # the method dropped its keywords everywhere: a deliberate rewrite
+        wanted = _upstream_spread_attrs(module, cls)
+        for attr in sorted(wanted):
+            mine = [call for a, call in calls if a == attr]
+            if not mine or any(_spreads(call) for call in mine):
+                continue
+            call = mine[0]
+            last = max(
+                [*call.args, *(k.value for k in call.keywords)], key=lambda n: n.end_lineno or 0, default=call
+            )
+            self.report(
+                last,
+                f"`self.{attr}(...)` is called without `**{kwarg}`, which the upstream `{cls}.forward` passes to it "
+                f"(and this `forward` still passes to another call): the caller's keywords (the collator's media "
+                "masks and metadata, packed-sequence `cu_seq_lens_*` / `max_length_*`) never reach the wrapped "
+                "model; pass them on",
+            )
+            return
 
     def _inconsistent(self, method: ast.AST, kwarg: str) -> None:
         calls = self._self_calls(method)
@@ -173,6 +212,19 @@ class KwargsDropped(Rule):
                 "another call: the caller's keywords (sequence-parallel switches such as `skip_ulysses`, "
                 "packed-sequence metadata) never reach this call; pass them on",
             )
+
+
+def _upstream_spread_attrs(module: str, cls: str) -> set[str]:
+    """The submodules (`self.<attr>(...)`) the upstream class's `forward` hands its `**kwargs` to."""
+    upstream = upstream_class_method(module, cls, "forward")
+    if upstream is None or upstream.args.kwarg is None:
+        return set()
+    name = upstream.args.kwarg.arg
+    return {
+        attr
+        for attr, call in KwargsDropped._self_calls(upstream)
+        if name in _spreads(call) and attr != "loss_function" and not attr.startswith("get_")
+    }
 
 
 def _own_metadata(name: str | None) -> bool:

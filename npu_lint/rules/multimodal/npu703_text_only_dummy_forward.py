@@ -17,6 +17,7 @@ from npu_lint.rules.multimodal._shared import (
     params_of,
     upstream_towers,
 )
+from npu_lint.veomni.mediaflow import medium_of, no_media_exits
 
 
 def _dummy_calls(func: ast.AST) -> list[ast.Call]:
@@ -402,6 +403,29 @@ def _callee_name(call: ast.Call) -> str:
 _META = ("device", "dtype", "shape", "ndim", "size", "is_cuda")
 
 
+def _own_encoder_calls(stmts: list[ast.stmt]) -> list[tuple[str, str]]:
+    """`self.<tower>.<method>(...)` calls of a medium's module in ``stmts``, nested `if`s left out (their own
+    branch): (tower, method)."""
+    out: list[tuple[str, str]] = []
+    todo: list[ast.AST] = list(stmts)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.If, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and isinstance(node.func.value.value, ast.Name)
+            and node.func.value.value.id == "self"
+            and "dummy" not in node.func.attr
+            and medium_of(node.func.value.attr) is not None
+        ):
+            out.append((node.func.value.attr, node.func.attr))
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _data_names(expr: ast.AST) -> set[str]:
     """Names whose data an expression reads (`x.device`, `x.dtype`, `x.shape` read metadata only)."""
     meta = {
@@ -638,6 +662,17 @@ class TextOnlyDummyForward(WrapperRule):
         "submodules of `self` (a generation head, a projector) without running any of them (`torch.zeros(())`, "
         "a zero product of other data) is reported: those submodules get no gradient on such ranks. A call that "
         "receives `self` or one of its submodules counts as running it."
+        " A helper that merges media features into the text stream (`_deepstack_process(hidden_states, "
+        "visual_pos_masks, visual_embeds)`) and returns early when the medium's layout is absent "
+        "(`if visual_pos_masks is None: return hidden_states`) must add the features there as a zero term: on "
+        "text-only ranks they are the dummy forward's output, and that return is their only way into the graph "
+        "(read through `veomni.mediaflow`: the features must reach the early return's value, not only be read)."
+        " Per-medium branches of one class that run their encoders the same way (`self.image_encoder.lm_encode`, "
+        "`self.audio_encoder.lm_encode`) must all fall back to the encoder's dummy pass when some do (an enclosing "
+        "branch's fallback counts; two alternative encoders of one medium are one branch). A zero-valued "
+        "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away. A spec that "
+        "imports another spec's dummy-forward replacement and never registers it leaves its tower without "
+        "`dummy_forward`."
     )
     bad = (
         Example(
@@ -868,8 +903,48 @@ class TextOnlyDummyForward(WrapperRule):
             path="veomni/models/transformers/toy_speech/modeling_toy_speech.py",
             title="the head's zero-valued term replaced by a constant on micro-batches without speech targets",
         ),
+        Example(
+            """
+            class ToyTextModel:
+                def _deepstack_process(self, hidden_states, visual_pos_masks, visual_embeds):
+                    if visual_pos_masks is None:
+                        return hidden_states
+                    hidden_states = hidden_states.clone()
+                    hidden_states[visual_pos_masks, :] = hidden_states[visual_pos_masks, :] + visual_embeds
+                    return hidden_states
+            """,
+            path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
+            title="the no-media return drops the side features' zero term",
+        ),
+        Example(
+            """
+            class ToyDecoderHead:
+                def forward(self, hidden_states, labels=None):
+                    loss = {}
+                    if labels is not None:
+                        loss["image_decoder_loss"] = self.image_decoder.loss(hidden_states, labels)
+                    elif self.training:
+                        outputs = self.image_decoder.lm_head(hidden_states[..., -1, :])
+                        outputs.logits.mean() * 0.0
+                    return loss
+            """,
+            path="veomni/models/seed_omni/modeling_toy_omni.py",
+            title="the dummy head output's zero term is computed and thrown away",
+        ),
     )
     good = (
+        Example(
+            """
+            class ToyTextModel:
+                def _deepstack_process(self, hidden_states, visual_pos_masks, visual_embeds):
+                    if visual_pos_masks is None:
+                        return hidden_states + visual_embeds.to(hidden_states.dtype).mean() * 0.0
+                    hidden_states = hidden_states.clone()
+                    hidden_states[visual_pos_masks, :] = hidden_states[visual_pos_masks, :] + visual_embeds
+                    return hidden_states
+            """,
+            path="veomni/models/transformers/toy_vl/modeling_toy_vl.py",
+        ),
         Example(
             """
             from veomni.patchgen.patch_spec import PatchConfig
@@ -946,12 +1021,128 @@ class TextOnlyDummyForward(WrapperRule):
         text = self.ctx.source.text
         if "is not None" in text and ("training" in text or "fsdp" in text or "dummy_forward" in text):
             self._fallback_constants()
+        if "is None" in text and "return" in text:
+            self._no_media_exits()
+        if "dummy" in text:
+            self._sibling_dummies()
+            if "import" in text and "patch_gen_config" in text:
+                self._unregistered_dummies()
+        if "* 0" in text:
+            self._discarded_zero_terms()
         if "dummy_forward" in self.ctx.source.text:
             if any(w in self.ctx.source.text for w in _NO_GRAD):
                 self._no_grad_definitions()
             self._idle_definitions()
             if "slice" in self.ctx.source.text:
                 self._sequence_parallel_inputs()
+
+    def _unregistered_dummies(self) -> None:
+        """A spec that imports another spec's dummy-forward replacement (`from <gpu spec> import
+        <tower>_dummy_forward_patched`) and never uses it: the tower of the module this spec generates has no
+        `dummy_forward`, while the wrapper's text-only branch still calls it."""
+        loaded = {n.id for n in nodes_of(self.ctx.tree, ast.Name) if isinstance(n.ctx, ast.Load)}
+        for node in self.ctx.tree.body:
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_patch_gen_config")):
+                continue
+            for alias in node.names:
+                bound = alias.asname or alias.name
+                if "dummy_forward" in alias.name and bound not in loaded:
+                    self.report(
+                        alias,
+                        f"`{bound}` (a dummy-forward replacement of `{node.module.rsplit('.', 1)[-1]}`) is imported "
+                        "but never registered: the tower this spec generates has no `dummy_forward`, so text-only "
+                        "ranks fail in the wrapper's dummy pass or skip the tower's collectives",
+                    )
+
+    def _discarded_zero_terms(self) -> None:
+        """`outputs.logits.mean() * 0.0` as a statement of its own: the zero-valued dependency is computed and
+        thrown away, so the module that produced it drops out of the graph on the ranks that take this path."""
+        for node in nodes_of(self.ctx.tree, ast.Expr):
+            value = node.value  # type: ignore[attr-defined]
+            if (
+                isinstance(value, ast.BinOp)
+                and isinstance(value.op, ast.Mult)
+                and any(
+                    isinstance(side, ast.Constant) and side.value == 0 for side in (value.left, value.right)
+                )
+            ):
+                self.report(
+                    node,
+                    f"`{ast.unparse(value)}` is computed and thrown away: the zero-valued dependency never reaches the "
+                    "loss or the text path, so the module producing it gets no gradient on these ranks and skips its "
+                    "FSDP reduce-scatter (add it to the loss or the embeddings)",
+                )
+
+    def _sibling_dummies(self) -> None:
+        """Per-medium branches of one class that run an encoder the same way (`self.image_encoder.lm_encode(...)`,
+        `self.audio_encoder.lm_encode(...)`): where some of them fall back to the encoder's dummy pass on
+        media-less micro-batches (`elif self.training: self.image_encoder.lm_dummy_encode()`), every one must."""
+        for cls in nodes_of(self.ctx.tree, ast.ClassDef):
+            branches: list[tuple[ast.If, str, str, bool]] = []
+            parents: dict[int, ast.If] = {}  # a statement's enclosing `if`, when it sits in that `if`'s body
+            for node in _walk(cls):
+                if isinstance(node, ast.If):
+                    for stmt in node.body:
+                        for sub in _walk(stmt):
+                            if sub is stmt or id(sub) not in parents:
+                                parents[id(sub)] = (
+                                    node  # outer `if`s first: an inner one overrides only its body
+                                )
+
+            def falls_back(node: ast.If) -> bool:
+                return any(
+                    isinstance(c, ast.Call) and "dummy" in _callee_name(c)
+                    for stmt in node.orelse
+                    for c in _walk(stmt)
+                )
+
+            for node in _walk(cls):
+                if not isinstance(node, ast.If):
+                    continue
+                runs = _own_encoder_calls(node.body)
+                if not runs or _own_encoder_calls(node.orelse):
+                    continue  # no encoder here, or two alternative encoders for one medium
+                tower, method = runs[0]
+                dummy = falls_back(node)
+                up = parents.get(id(node))
+                while not dummy and up is not None:
+                    dummy = falls_back(up)
+                    up = parents.get(id(up))
+                branches.append((node, tower, method, dummy))
+            covered = {m for _, _, m, d in branches if d}
+            for node, tower, method, dummy in branches:
+                if dummy or method not in covered:
+                    continue
+                others = sorted({t for _, t, m, d in branches if d and m == method and t != tower})
+                if not others and not any(d and m == method for _, t, m, d in branches if t == tower):
+                    continue
+                self.report(
+                    _branch_end(node),
+                    f"`self.{tower}.{method}(...)` runs only when this micro-batch has the medium, with no dummy pass "
+                    f"otherwise, while the sibling branches of "
+                    f"{', '.join(f'`self.{t}`' for t in others) or 'this encoder'} fall back to a dummy forward: "
+                    f"under FSDP the ranks without it skip `self.{tower}`'s collectives",
+                )
+
+    def _no_media_exits(self) -> None:
+        """A helper that merges media features into the text stream (`_deepstack_process(hidden_states,
+        visual_pos_masks, visual_embeds)`) and returns early when the medium's layout is absent must still add the
+        features there as a zero term: on text-only ranks they are the dummy forward's output, and that early
+        return is the only way they reach the autograd graph."""
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            for found in no_media_exits(func):
+                how = (
+                    f"reads `{found.feature}` but its result does not reach the returned value"
+                    if found.computed
+                    else f"returns `{ast.unparse(found.ret.value)}` without `{found.feature}`"  # type: ignore[arg-type]
+                )
+                self.report(
+                    found.ret,
+                    f"when `{found.absent}` is None (a text-only micro-batch) `{func.name}` {how}: the media "
+                    f"features (the dummy forward's output on those ranks) never join `{found.stream}`, so the "
+                    "layers producing them get no gradient and skip their FSDP reduce-scatter there (add "
+                    f"`{found.feature}.mean() * 0.0`)",
+                )
 
     def _fallback_constants(self) -> None:
         seen: set[int] = set()

@@ -257,6 +257,9 @@ class PositionIdFunction(WrapperRule):
         " An NPU generated module must keep every position-id method its GPU sibling defines (a wrapper's "
         "`get_position_id_func` that delegates to the thinker): the trainer asks the top-level model for it, and "
         "on NPU it would find none, or an inherited one with other rules."
+        " A patched `get_rope_index` must hand its helpers the M-RoPE rows the upstream one hands them: where "
+        "upstream passes one row of a (3, N) position block (`get_chunked_index(video_llm_pos_ids[0], ...)`, the "
+        "temporal ids) and the patch passes the whole block, the helper walks the three rows instead of the tokens."
     )
     bad = (
         Example(
@@ -437,12 +440,57 @@ class PositionIdFunction(WrapperRule):
             self._type_codes()
         if ctx.source.kind.generated and ctx.source.path.endswith("_npu.py"):
             self._sibling_dropped()
+        if "get_rope_index" in ctx.source.text:
+            for patched in patched_methods(
+                ctx.tree, ctx.source.text, "get_rope_index", ("",), path=ctx.source.path
+            ):
+                self._row_arguments(patched)
         if "get_position_id_func" not in ctx.source.text:
             return
         for patched in patched_methods(
             ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
         ):
             self._borrowed(patched)
+
+    def _row_arguments(self, patched: PatchedMethod) -> None:
+        """The M-RoPE index builds (3, N) position blocks (temporal, height, width rows); where the upstream
+        `get_rope_index` hands a helper one row of a block (`get_chunked_index(video_llm_pos_ids[0], ...)`, the
+        temporal ids) and the patch hands it the whole block, the helper iterates over the three rows instead of
+        the tokens."""
+        rows: dict[tuple[str, int], dict[str, str]] = {}
+        whole: set[tuple[str, int, str]] = set()
+        for call in _walk(patched.upstream):
+            if not isinstance(call, ast.Call):
+                continue
+            callee = ast.unparse(call.func)
+            for i, arg in enumerate(call.args):
+                if (
+                    isinstance(arg, ast.Subscript)
+                    and isinstance(arg.value, ast.Name)
+                    and isinstance(arg.slice, ast.Constant)
+                    and type(arg.slice.value) is int
+                ):
+                    rows.setdefault((callee, i), {})[arg.value.id] = ast.unparse(arg)
+                elif isinstance(arg, ast.Name):
+                    whole.add((callee, i, arg.id))
+        if not rows:
+            return
+        for call in _walk(patched.func):
+            if not isinstance(call, ast.Call):
+                continue
+            callee = ast.unparse(call.func)
+            for i, arg in enumerate(call.args):
+                if not isinstance(arg, ast.Name) or arg.id not in rows.get((callee, i), {}):
+                    continue
+                row = rows[(callee, i)][arg.id]
+                if (callee, i, arg.id) in whole:
+                    continue
+                self.report(
+                    arg,
+                    f"`{callee}(...)` gets the whole position block `{arg.id}` where the upstream `get_rope_index` "
+                    f"passes one row of it (`{row}`): the helper walks the M-RoPE rows (temporal, height, "
+                    "width) instead of the tokens, so the chunked positions are wrong or the call fails",
+                )
 
     def _type_codes(self) -> None:
         """A function that builds the token-type ids the M-RoPE index reads (`mm_token_type_ids`) must give each

@@ -61,11 +61,63 @@ def _owner(module: str, cls: str, init: ast.FunctionDef) -> str | None:
     return None
 
 
+def _prechecked(text: str) -> bool:
+    return "__init__" in text or ("REGISTRY" in text and ".register(" in text)
+
+
+def _registered_loaders(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [
+        stmt
+        for stmt in tree.body
+        if isinstance(stmt, ast.FunctionDef)
+        and any(
+            isinstance(d, ast.Call)
+            and isinstance(d.func, ast.Attribute)
+            and d.func.attr == "register"
+            and "REGISTRY" in ast.unparse(d.func.value)
+            for d in stmt.decorator_list
+        )
+    ]
+
+
+def _hooks(func: ast.FunctionDef) -> dict[str, list[tuple[str, ast.AST]]]:
+    """Class attributes a loader attaches (`Cls.attr = ...`, or for each class of a literal tuple it loops over):
+    attr -> [(class, the statement or the loop's tuple)]."""
+    out: dict[str, list[tuple[str, ast.AST]]] = {}
+    for node in _walk(func):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, (ast.Tuple, ast.List))
+        ):
+            classes = [e.id for e in node.iter.elts if isinstance(e, ast.Name)]
+            for stmt in node.body:
+                if not isinstance(stmt, ast.Assign):
+                    continue
+                for target in stmt.targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == node.target.id
+                    ):
+                        out.setdefault(target.attr, []).extend((c, node.iter) for c in classes)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id[:1].isupper()
+                ):
+                    out.setdefault(target.attr, []).append((target.value.id, node))
+    return out
+
+
 class CheckpointConversionMapping(Rule):
     code = "NPU705"
     name = "checkpoint-conversion-mapping"
     summary = (
-        "A patched `__init__` renames or re-nests submodules without a `_checkpoint_conversion_mapping`."
+        "A patched `__init__` renames or re-nests submodules without a `_checkpoint_conversion_mapping`, or a "
+        "registered loader attaches checkpoint hooks to some of the classes it returns and not to another."
     )
     why = (
         "Checkpoint keys are module attribute paths (`model.language_model.layers.0...`). A patched "
@@ -76,6 +128,10 @@ class CheckpointConversionMapping(Rule):
         "prefixes to the new ones. The attribute paths of the upstream and the patched class trees are compared "
         "statically (one level, and one nested level for a submodule whose class changed), each side with what "
         "its `super().__init__` calls build through the class's MRO, read from the transformers source."
+        " A registered loader in a package `__init__.py` that attaches checkpoint hooks (a tensor converter, a "
+        "key mapping: `Cls._create_checkpoint_tensor_converter = ...`) to several of the generated classes it can "
+        "return must attach them to every one it returns: a checkpoint whose architecture selects the class "
+        "without the hook loads unconverted (per-expert weights never fused, keys never renamed)."
     )
     bad = (
         Example(
@@ -96,8 +152,49 @@ class CheckpointConversionMapping(Rule):
             path="veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py",
             title="`model` renamed to `backbone`",
         ),
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy_omni")
+            def register_toy_omni_modeling(architecture: str):
+                from .checkpoint_tensor_converter import create_converter
+                from .generated.patched_modeling_toy_omni_gpu import ToyOmniForConditionalGeneration, ToyOmniThinker, ToyOmniText
+
+                for model_cls in (ToyOmniForConditionalGeneration, ToyOmniThinker):
+                    model_cls._create_checkpoint_tensor_converter = staticmethod(create_converter)
+                if "Text" in architecture:
+                    return ToyOmniText
+                if "Thinker" in architecture:
+                    return ToyOmniThinker
+                return ToyOmniForConditionalGeneration
+            """,
+            path="veomni/models/transformers/toy_omni/__init__.py",
+            title="the text model the loader returns gets no checkpoint converter",
+        ),
     )
     good = (
+        Example(
+            """
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy_omni")
+            def register_toy_omni_modeling(architecture: str):
+                from .checkpoint_tensor_converter import create_converter
+                from .generated.patched_modeling_toy_omni_gpu import ToyOmniForConditionalGeneration, ToyOmniThinker, ToyOmniText
+
+                for model_cls in (ToyOmniForConditionalGeneration, ToyOmniThinker, ToyOmniText):
+                    model_cls._create_checkpoint_tensor_converter = staticmethod(create_converter)
+                if "Text" in architecture:
+                    return ToyOmniText
+                if "Thinker" in architecture:
+                    return ToyOmniThinker
+                return ToyOmniForConditionalGeneration
+            """,
+            path="veomni/models/transformers/toy_omni/__init__.py",
+        ),
         Example(
             """
             from torch import nn
@@ -138,12 +235,16 @@ class CheckpointConversionMapping(Rule):
     )
     fix_safety = "No fix: the mapping's regexes depend on the checkpoint's layout."
 
-    requires = ("__init__",)
+    requires = (_prechecked,)
     node_types = ()
 
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
+        if "REGISTRY" in text and ".register(" in text:
+            self._loader_hooks()
+        if "__init__" not in text:
+            return
         mapping = (
             [n.value for n in _walk(ctx.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
             if "_checkpoint_conversion_mapping" in text
@@ -151,6 +252,47 @@ class CheckpointConversionMapping(Rule):
         )
         for patched in patched_methods(ctx.tree, text, "__init__", ("",), path=ctx.source.path):
             self._check(patched, mapping)
+
+    def _loader_hooks(self) -> None:
+        """A registered loader that attaches checkpoint hooks (a tensor converter, a key mapping) to several of the
+        generated classes it can return must attach them to every one: the class built for a checkpoint whose
+        architecture selects it otherwise loads without them (per-expert weights never fused, keys never
+        renamed)."""
+        for func in _registered_loaders(self.ctx.tree):
+            generated: set[str] = set()
+            for node in _walk(func):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").rsplit(".", 1)[-1].startswith(
+                    "patched_modeling_"
+                ):
+                    generated.update(a.asname or a.name for a in node.names)
+            returned = {
+                n.value.id
+                for n in _walk(func)
+                if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in generated
+            }
+            if len(returned) < 3:
+                continue
+            found: dict[int, tuple[ast.AST, list[str], set[str], str]] = {}
+            for attr, given in sorted(_hooks(func).items()):
+                classes = {c for c, _ in given}
+                if len(classes & returned) < 2:
+                    continue
+                missing = sorted(returned - classes)
+                if not missing:
+                    continue
+                at = next(
+                    (where for c, where in given if isinstance(where, (ast.Tuple, ast.List))), given[0][1]
+                )
+                entry = found.setdefault(id(at), (at, [], classes & returned, missing[0]))
+                entry[1].append(attr)
+            for at, attrs, classes, missing in found.values():
+                named = ", ".join(f"`{a}`" for a in attrs)
+                self.report(
+                    at,
+                    f"`{func.name}` attaches {named} to {', '.join(f'`{c}`' for c in sorted(classes))} but not to "
+                    f"`{missing}`, which it also returns: a checkpoint whose architecture selects `{missing}` loads "
+                    "without that hook (weights not converted, keys not mapped)",
+                )
 
     def _nested(self, patched: PatchedMethod, cls: str) -> dict[str, str] | None:
         init = upstream_class_method(patched.module, cls, "__init__")

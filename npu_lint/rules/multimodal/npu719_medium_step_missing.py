@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
@@ -90,6 +91,31 @@ def _bookkeeping(stmt: ast.stmt) -> tuple[str, str, str] | None:
     return None
 
 
+_COUNT_WORDS = ("grid", "num", "len", "count", "size", "seqlen")
+_SLOT = "<M>"
+_IMAGE_WORD = re.compile(r"(?<![A-Za-z0-9])(image|images|img|imgs)(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _shape(text: str, medium: str) -> str:
+    """A holder's spelling with its medium's words replaced by a slot (`mask["video"]` -> `mask["<M>"]`)."""
+    out = rewrite(text, medium, "image") if medium != "image" else text
+    return _IMAGE_WORD.sub(_SLOT, out)
+
+
+def _singular(name: str) -> str:
+    return re.sub(
+        r"(?<![A-Za-z0-9])(image|video|audio|img|vid)s(?![A-Za-z0-9])", r"\1", name, flags=re.IGNORECASE
+    )
+
+
+def _respell(shape: str, medium: str) -> str:
+    return (
+        rewrite(shape.replace(_SLOT, "image"), "image", medium)
+        if medium != "image"
+        else shape.replace(_SLOT, "image")
+    )
+
+
 def _two_media(text: str) -> bool:
     """The cheap pre-check: the file names at least two media (a substring test per medium)."""
     found = 0
@@ -149,7 +175,14 @@ class MediumStepMissing(Rule):
         "to reset ids that leaves out a medium whose mask the function builds; and, in a block guarded by one "
         "medium (`if pixel_values_videos is not None:`), a read of another medium's mask where the block's own "
         "medium has one. Two media written into one holder with the same non-zero marker (`types[image_mask] = 1`, "
-        "`types[video_mask] = 1`) are reported too: the reader cannot tell them apart."
+        "`types[video_mask] = 1`) are reported too: the reader cannot tell them apart. Also: a dict that merges "
+        "per-medium processor outputs (`{**text_inputs, **images_inputs, **videos_inputs}`) and leaves out one "
+        "the function computes (`audio_inputs`); a block that appends a medium's item to one per-medium record "
+        'and not to the record every other block appends beside it (`conv_audios` without `mask["audio"]`); '
+        "one medium's count or layout read off another medium's grid (`image_seq_length = "
+        "next(video_grid_thw)...`) or handed to its own method (`self.video_pattern(next(image_token_num_list))`) where "
+        "the function has its own; and a media list tested `is not None` where the "
+        "function tests its other media lists for emptiness (the data transform passes `[]` for a missing medium)."
     )
     bad = (
         Example(
@@ -188,8 +221,31 @@ class MediumStepMissing(Rule):
             path="veomni/models/toy_vl/modeling_toy_vl.py",
             title="the video block reads the image mask",
         ),
+        Example(
+            """
+            class ToyProcessor:
+                def __call__(self, text, images=None, videos=None, audios=None):
+                    audio_inputs = self.feature_extractor(audios) if audios else {}
+                    images_inputs = self.image_processor(images=images) if images else {}
+                    videos_inputs = self.video_processor(videos=videos) if videos else {}
+                    return {**self.tokenizer(text), **images_inputs, **videos_inputs}
+            """,
+            path="veomni/models/transformers/toy_omni/processing_toy_omni.py",
+            title="the audio processor outputs never reach the batch",
+        ),
     )
     good = (
+        Example(
+            """
+            class ToyProcessor:
+                def __call__(self, text, images=None, videos=None, audios=None):
+                    audio_inputs = self.feature_extractor(audios) if audios else {}
+                    images_inputs = self.image_processor(images=images) if images else {}
+                    videos_inputs = self.video_processor(videos=videos) if videos else {}
+                    return {**self.tokenizer(text), **images_inputs, **videos_inputs, **audio_inputs}
+            """,
+            path="veomni/models/transformers/toy_omni/processing_toy_omni.py",
+        ),
         Example(
             """
             def pack_sample(ids, img_inputs, vid_inputs, IMG_TOKEN, VID_TOKEN, vid_meta):
@@ -249,10 +305,18 @@ class MediumStepMissing(Rule):
             self._marker(stmt, markers)
             if isinstance(stmt, ast.If):
                 self._block(stmt, vocab)
+        self._paired_appends(node)
+        self._guard_styles(node)
+        assigned = {n.id for n in nodes_of(node, ast.Name) if isinstance(n.ctx, ast.Store)}
         for sub in nodes_of(node, ast.Dict, ast.Call, ast.Assign):
             if isinstance(sub, ast.Dict):
                 keys = [k for k in sub.keys if k is not None]
-                self._entries(sub, keys, sub.values, vocab, None)
+                self._entries(
+                    sub, keys, [v for k, v in zip(sub.keys, sub.values) if k is not None], vocab, None
+                )
+                self._spreads(sub, held, assigned)
+            elif isinstance(sub, ast.Call) and not sub.keywords:
+                self._crossed_call(sub, vocab)
             elif isinstance(sub, ast.Call) and sub.keywords:
                 callee = ast.unparse(sub.func)
                 if media_of(callee):
@@ -264,6 +328,121 @@ class MediumStepMissing(Rule):
                     if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.BinOp):
                         self._union(target.slice, vocab)
 
+    def _guard_styles(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """Media lists a function takes tested two ways: `if images:` / `if videos:` (an empty list means no such
+        medium, the data transform passes `[]`) beside `if audios is not None:` (an empty list is processed as
+        input)."""
+        media_params = {
+            a.arg
+            for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+            if len(media_of(a.arg)) == 1 and "mask" not in a.arg and "grid" not in a.arg
+        }
+        if len(media_params) < 2:
+            return
+        truthy: dict[str, ast.AST] = {}
+        not_none: dict[str, ast.AST] = {}
+        for test in nodes_of(func, ast.If):
+            cond = test.test
+            if isinstance(cond, ast.Name) and cond.id in media_params:
+                truthy.setdefault(cond.id, cond)
+            elif (
+                isinstance(cond, ast.Compare)
+                and isinstance(cond.left, ast.Name)
+                and cond.left.id in media_params
+                and len(cond.ops) == 1
+                and isinstance(cond.ops[0], ast.IsNot)
+                and isinstance(cond.comparators[0], ast.Constant)
+                and cond.comparators[0].value is None
+            ):
+                not_none.setdefault(cond.left.id, cond)
+        siblings = [p for p in truthy if p not in not_none]
+        for name, cond in sorted(not_none.items()):
+            if name in truthy or len([p for p in siblings if media_of(p) != media_of(name)]) >= 2:
+                other = next(p for p in sorted(truthy) if p != name) if name not in truthy else name
+                self.report(
+                    cond,
+                    f"`{ast.unparse(cond)}` lets an empty `{name}` through, where this function tests "
+                    f"`if {other}:` for its media: a sample without this medium (passed as `[]`) is processed as "
+                    "if it had one",
+                )
+                return
+
+    def _spreads(self, node: ast.Dict, held: set[str], assigned: set[str]) -> None:
+        """`{**text_inputs, **image_inputs, **video_inputs}`: per-medium processor outputs merged into one dict
+        that leaves out a medium whose outputs the function computes (`audio_inputs = ...`)."""
+        spread = [v.id for k, v in zip(node.keys, node.values) if k is None and isinstance(v, ast.Name)]
+        per_medium: dict[str, str] = {}
+        for name in spread:
+            media = media_of(name)
+            if len(media) == 1:
+                per_medium[media.pop()] = name
+        if len(per_medium) < 2:
+            return
+        for other in sorted(held - set(per_medium)):
+            twins = {_singular(rewrite(name, medium, other)) for medium, name in per_medium.items()}
+            missing = sorted(a for a in assigned if _singular(a) in twins and a not in spread)
+            if missing:
+                self.report(
+                    node,
+                    f"this dict merges the {', '.join(sorted(per_medium))} outputs but not `{missing[0]}`, which the "
+                    f"function computes: the {other}'s processor outputs never reach the batch, so its placeholders "
+                    "are expanded with no features behind them",
+                )
+                return
+
+    def _paired_appends(self, func: ast.AST) -> None:
+        """Per-medium records appended together (`conv_videos.append(v)` with `mask["video"].append(flag)`): a
+        block that appends a medium's item to one record and not to the record every other block keeps beside it
+        (a video's audio track added to `conv_audios` without its `mask["audio"]` entry) leaves the two records of
+        that medium of different lengths, so a later zip pairs the wrong items."""
+        blocks: list[list[ast.stmt]] = []
+        for sub in nodes_of(func, ast.If, ast.For, ast.While):
+            blocks.append(sub.body)
+            if sub.orelse and not (len(sub.orelse) == 1 and isinstance(sub.orelse[0], ast.If)):
+                blocks.append(sub.orelse)
+        seen: list[tuple[int, str, dict[str, ast.stmt]]] = []
+        for index, block in enumerate(blocks):
+            shapes: dict[str, dict[str, ast.stmt]] = {}
+            for stmt in block:
+                call = stmt.value if isinstance(stmt, ast.Expr) else None
+                if not (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("append", "extend")
+                ):
+                    continue
+                holder = call.func.value
+                medium = _one_medium(holder)
+                if medium is None:
+                    continue
+                shape = _shape(ast.unparse(holder), medium)
+                shapes.setdefault(medium, {})[shape] = stmt
+            for medium, by_shape in shapes.items():
+                seen.append((index, medium, by_shape))
+        if len(seen) < 3:
+            return
+        for index, medium, by_shape in seen:
+            for shape, stmt in by_shape.items():
+                for partner in {s for _, _, other in seen for s in other} - set(by_shape):
+                    together = [
+                        (i, m)
+                        for i, m, other in seen
+                        if shape in other and partner in other and (i, m) != (index, medium)
+                    ]
+                    alone = [
+                        (i, m)
+                        for i, m, other in seen
+                        if shape in other and partner not in other and (i, m) != (index, medium)
+                    ]
+                    if len(together) >= 2 and not alone:
+                        self.report(
+                            stmt,
+                            f"`{ast.unparse(stmt)}` records a {medium} item without the `{_respell(partner, medium)}` "
+                            f"entry every other block appends beside it: the {medium} records get different lengths "
+                            "and a later zip pairs the wrong items",
+                        )
+                        return
+
     def _step(
         self, stmt: ast.stmt, vocab: set[str], held: set[str], targets: set[str], texts: set[str]
     ) -> None:
@@ -271,6 +450,7 @@ class MediumStepMissing(Rule):
         `out["<medium>_mask"] = ...` (a mask stored), `out.update(<medium>_inputs)` (processor outputs merged)."""
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             self._crossed(stmt, stmt.targets[0], vocab)
+            self._crossed_grid(stmt, stmt.targets[0], vocab)
         shape = _bookkeeping(stmt)
         if shape is None:
             return
@@ -339,6 +519,72 @@ class MediumStepMissing(Rule):
                 f"`{sorted(words)[0]}` alone, where this function has the {own}'s own `{sorted(twins)[0]}`: "
                 f"the {own} entry marks the {value}'s positions",
             )
+
+    def _crossed_call(self, call: ast.Call, vocab: set[str]) -> None:
+        """`self.video_pattern(next(image_token_num_list))`: a medium's own method handed another medium's
+        counts or grids alone, where the function has the method's medium's own."""
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        own = media_of(name)
+        if len(own) != 1 or not call.args:
+            return
+        medium = own.pop()
+        words = set().union(*(spellings(a) for a in call.args))
+        media = set().union(*(media_of(w) for w in words)) if words else set()
+        if len(media) != 1 or medium in media:
+            return
+        other = media.pop()
+        counted = [
+            w for w in sorted(words) if other in media_of(w) and any(k in w.lower() for k in _COUNT_WORDS)
+        ]
+        for word in counted:
+            twin = rewrite(word, other, medium)
+            if twin != word and twin in vocab:
+                self.report(
+                    call,
+                    f"`{name}` (the {medium}'s) is handed the {other}'s `{word}`, where this function has the "
+                    f"{medium}'s own `{twin}`: the {medium} placeholders get another medium's count (and consume it)",
+                )
+                return
+
+    def _crossed_grid(self, stmt: ast.Assign, target: ast.AST, vocab: set[str]) -> None:
+        """`image_seq_length = next(video_grid_thw).prod() // merge_length_image`: one medium's token count (or
+        layout) read off another medium's grid, where the function has the medium's own grid."""
+        own = _one_medium(target)
+        if own is None or not isinstance(target, ast.Name):
+            return
+        if isinstance(stmt.value, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            return  # a table of every medium's keys, not one medium's value
+        words = spellings(stmt.value)
+        others = set().union(*(media_of(w) for w in words)) - {own} if words else set()
+        if len(others) != 1:
+            return
+        grids = [
+            w
+            for w in spellings(stmt.value)
+            if "grid" in w.lower() and (m := media_of(w)) and own not in m and len(m) == 1
+        ]
+        for word in grids:
+            other = media_of(word).pop()
+            twin = rewrite(word, other, own)
+            if twin == word or twin not in vocab or twin in words:
+                continue
+            if any(
+                s is not stmt
+                and isinstance(s, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == target.id for t in s.targets)
+                and word not in spellings(s.value)
+                and twin in spellings(s.value)
+                for s in self._stmts
+            ):
+                continue  # another branch computes it from its own grid: an alternative, not a slip
+            self.report(
+                stmt.value,
+                f"the {own}'s `{target.id}` is computed from the {other}'s `{word}`, where this function has the "
+                f"{own}'s own `{twin}`: the {own} placeholders get another medium's token count (and consume its "
+                "grid)",
+            )
+            return
 
     def _module_names(self) -> set[str]:
         """The names the module imports or binds at its top level (`VIDEO_INPUT_INDEX` imported once)."""

@@ -160,6 +160,52 @@ def _shadowed_dispatch(func: ast.FunctionDef) -> list[tuple[ast.If, ast.If, str]
     return out
 
 
+def _stock_returns(tree: ast.Module, init: str) -> list[tuple[str, ast.AST, str, str]]:
+    """Registered loaders (`@<...>REGISTRY.register(...)`) that import a class from `transformers` and return it
+    while a module of the package defines a class of that name (the package's subclass): (loader, import, name,
+    the package module's file name)."""
+    pkg_dir = os.path.dirname(init)
+    local: dict[str, str] | None = None
+    out: list[tuple[str, ast.AST, str, str]] = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or not any(
+            isinstance(d, ast.Call)
+            and isinstance(d.func, ast.Attribute)
+            and d.func.attr == "register"
+            and "REGISTRY" in ast.unparse(d.func.value)
+            for d in stmt.decorator_list
+        ):
+            continue
+        stock: dict[str, ast.AST] = {}
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "transformers":
+                for alias in node.names:
+                    stock[alias.asname or alias.name] = node
+        returned = {
+            n.value.id for n in ast.walk(stmt) if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)
+        }
+        for name in sorted(returned & set(stock)):
+            if local is None:
+                local = {}
+                for base in (pkg_dir, os.path.join(pkg_dir, "generated")):
+                    try:
+                        files = sorted(os.listdir(base))
+                    except OSError:
+                        continue
+                    for fname in files:
+                        if not fname.endswith(".py") or fname == "__init__.py":
+                            continue
+                        parsed = patchgen.load_file(os.path.join(base, fname))
+                        if parsed is None or parsed.tree is None:
+                            continue
+                        for top in parsed.tree.body:
+                            if isinstance(top, ast.ClassDef):
+                                local.setdefault(top.name, fname)
+            if name in local:
+                out.append((stmt.name, stock[name], name, local[name]))
+    return out
+
+
 class IncompleteRegistration(ProjectRule):
     code = "NPU503"
     per_package = True  # findings of one model package at a time (the engine may run it per package)
@@ -185,6 +231,9 @@ class IncompleteRegistration(ProjectRule):
         "class; so does a dispatch test that no architecture reaches because an earlier, broader test returns "
         'first (`"ForConditionalGeneration" in architecture` before `"ThinkerForConditionalGeneration" in '
         "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it."
+        " A registered loader (any registry: modeling, config, processor) that imports a class from `transformers` "
+        "and returns it while a module of the package defines its own class of that name (the package's processor "
+        "subclass) hands out the stock class: the package's changes never run."
     )
     bad = (
         Example(
@@ -436,6 +485,19 @@ class IncompleteRegistration(ProjectRule):
             parsed = patchgen.load_file(pkg.init)
             if parsed is None or parsed.tree is None:
                 continue
+            # a loader that hands out the stock transformers class the package subclasses
+            for func, node, name, local in _stock_returns(parsed.tree, pkg.init):
+                yield _diag(
+                    self,
+                    pkg.init,
+                    node.lineno,
+                    f"`{func}` returns the stock transformers `{name}`, but this package defines its own `{name}` in "
+                    f"`{local}`: the registry hands out the upstream class and the package's changes (its call "
+                    "signature, its media handling) never run",
+                    col=node.col_offset,
+                    end_line=node.end_lineno,
+                    end_col=node.end_col_offset,
+                )
             regs = _registrations(parsed.tree)
             if not regs:
                 continue
