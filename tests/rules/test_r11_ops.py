@@ -130,3 +130,58 @@ def test_guarded_in_file_but_required_by_another_module_is_quiet(tmp_path: Path)
     (root / "veomni/utils/other.py").write_text("def f():\n    import blendkit\n")
     diags = _lint_file(root, "veomni/utils/compat.py", ["NPU308"])
     assert [(d.code, d.line) for d in diags] == [("NPU308", 1)]
+
+
+# -- veomni.bindnames and NPU227 ---------------------------------------------------------------------------
+
+
+def _lint_text(path: str, text: str, codes: list[str]) -> list:
+    return lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip()), codes, Settings())
+
+
+_GEN = "veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py"
+
+
+def test_npu227_variant_named_by_the_binding() -> None:
+    text = """
+    from veomni.ops.dispatch import OpSlot
+
+    veomni_causal_lm_loss = OpSlot("cross_entropy_loss", "seq_cls")
+    veomni_partial_rotary = OpSlot("rotary_pos_emb", "full")
+    """
+    diags = _lint_text(_GEN, text, ["NPU227"])
+    assert [(d.line, d.message.split("`")[3]) for d in diags] == [(3, "causal"), (4, "partial")]
+
+
+def test_npu227_instance_handle_and_quiet_names() -> None:
+    text = """
+    from veomni.ops import VeomniOp
+
+
+    class ToyRMSNorm:
+        def __init__(self, impl):
+            self.veomni_rms_norm_offset = VeomniOp("rms_norm", "standard", impl)
+            self.veomni_rms_norm = VeomniOp("rms_norm", "offset", impl)
+            self.veomni_norm = VeomniOp("rms_norm", "unweighted", impl)
+            self.veomni_rope_full = VeomniOp("rope", "full", impl)
+    """
+    diags = _lint_text("veomni/models_kernel/transformers/toy/modeling_toy.py", text, ["NPU227"])
+    assert [(d.line, d.message.split("`")[3]) for d in diags] == [(6, "offset")]
+
+
+def test_npu227_config_field_and_ambiguous_names() -> None:
+    text = '''
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="x.py")
+    config.add_post_import_block(
+        """
+        from veomni.ops.dispatch import OpsConfigSlot
+        veomni_rms_norm_implementation = OpsConfigSlot("swiglu_mlp_implementation")
+        veomni_rms_norm_gated_implementation = OpsConfigSlot("rms_norm_gated_implementation")
+        veomni_norm_choice = OpsConfigSlot("rms_norm_implementation")
+        """
+    )
+    '''
+    diags = _lint_text("veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text, ["NPU227"])
+    assert [(d.line, d.message.split("`")[3]) for d in diags] == [(7, "rms_norm_implementation")]
