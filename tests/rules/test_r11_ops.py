@@ -185,3 +185,88 @@ def test_npu227_config_field_and_ambiguous_names() -> None:
     '''
     diags = _lint_text("veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text, ["NPU227"])
     assert [(d.line, d.message.split("`")[3]) for d in diags] == [(7, "rms_norm_implementation")]
+
+
+# -- veomni.probes and NPU226 ------------------------------------------------------------------------------
+
+_IMPORT_UTILS = """
+import importlib.util
+
+_PACKAGE_FLAGS = {
+    "blend_npu": importlib.util.find_spec("blend_npu") is not None,
+    "fastmix": importlib.util.find_spec("fastmix") is not None,
+}
+
+
+def is_mixer_available() -> bool:
+    return _PACKAGE_FLAGS["fastmix"]
+
+
+def is_blend_npu_available() -> bool:
+    return _PACKAGE_FLAGS["blend_npu"]
+"""
+
+_CHECK = """
+from veomni.utils.import_utils import is_blend_npu_available, is_mixer_available
+
+
+def check(requires):
+    for pkg in requires:
+        if pkg == "fastmix":
+            if not {fastmix}():
+                raise RuntimeError("fastmix missing")
+        elif pkg == "blend_npu":
+            if not {blend}():
+                raise RuntimeError("blend_npu missing")
+"""
+
+
+def test_npu226_reads_helpers_by_their_bodies(tmp_path: Path) -> None:
+    # ``is_mixer_available`` is named for no package: its body says it tests ``fastmix``
+    files = {
+        "veomni/utils/__init__.py": "",
+        "veomni/utils/import_utils.py": _IMPORT_UTILS,
+        "veomni/ops/config/__init__.py": "",
+        "veomni/ops/config/check.py": _CHECK.format(
+            fastmix="is_mixer_available", blend="is_blend_npu_available"
+        ),
+    }
+    root = _tree(tmp_path, files)
+    assert _lint_file(root, "veomni/ops/config/check.py", ["NPU226"]) == []
+    (root / "veomni/ops/config/check.py").write_text(
+        textwrap.dedent(_CHECK.format(fastmix="is_mixer_available", blend="is_mixer_available")).lstrip()
+    )
+    diags = _lint_file(root, "veomni/ops/config/check.py", ["NPU226"])
+    assert [(d.line, "`fastmix`" in d.message) for d in diags] == [(10, True)]
+
+
+def test_npu226_device_dispatch_inside_a_backend_is_not_a_check() -> None:
+    text = """
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+    def pick(impl):
+        if impl == "triton":
+            if IS_NPU_AVAILABLE:
+                from .ascend import kernel
+            else:
+                from .cuda import kernel
+            return kernel
+        if impl == "npu" and not IS_NPU_AVAILABLE:
+            raise RuntimeError("npu backend on a host without an NPU")
+        return None
+    """
+    assert _lint_text("veomni/ops/kernels/toy/__init__.py", text, ["NPU226"]) == []
+
+
+def test_npu226_conjunction_probe() -> None:
+    text = """
+    from veomni.utils.import_utils import is_package_available
+
+
+    def validate(impl):
+        if impl == "triton" and not is_package_available("liger_kernel"):
+            raise ValueError("triton is not installed")
+    """
+    diags = _lint_text("veomni/arguments/toy_args.py", text, ["NPU226"])
+    assert [(d.line, "`liger_kernel`" in d.message) for d in diags] == [(5, True)]
