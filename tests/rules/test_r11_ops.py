@@ -270,3 +270,38 @@ def test_npu226_conjunction_probe() -> None:
     """
     diags = _lint_text("veomni/arguments/toy_args.py", text, ["NPU226"])
     assert [(d.line, "`liger_kernel`" in d.message) for d in diags] == [(5, True)]
+
+
+# -- device family: a helper of a CUDA kernel package written device-neutral ---------------------------------
+
+
+def test_neutral_helper_in_a_cuda_kernel_package(tmp_path: Path) -> None:
+    bench = """
+    import torch
+
+    {imports}
+
+
+    def time_it(f):
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        f()
+        return start
+    """
+    root = _tree(
+        tmp_path,
+        {
+            "veomni/utils/__init__.py": "",
+            "veomni/utils/device.py": "def get_torch_device():\n    return None\n",
+            "veomni/ops/kernels/gemm/_kernels/__init__.py": "",
+            "veomni/ops/kernels/gemm/_kernels/tune.py": "import triton\n",
+            "veomni/ops/kernels/gemm/_kernels/bench.py": bench.format(imports=""),
+        },
+    )
+    assert _lint_file(root, "veomni/ops/kernels/gemm/_kernels/bench.py", ["NPU102"]) == []
+    helper = "from ....utils.device import get_torch_device, synchronize  # noqa: F401"
+    (root / "veomni/ops/kernels/gemm/_kernels/bench.py").write_text(
+        textwrap.dedent(bench.format(imports=helper)).lstrip()
+    )
+    diags = _lint_file(root, "veomni/ops/kernels/gemm/_kernels/bench.py", ["NPU102"])
+    assert [(d.code, d.line) for d in diags] == [("NPU102", 7)]
