@@ -305,3 +305,43 @@ def test_neutral_helper_in_a_cuda_kernel_package(tmp_path: Path) -> None:
     )
     diags = _lint_file(root, "veomni/ops/kernels/gemm/_kernels/bench.py", ["NPU102"])
     assert [(d.code, d.line) for d in diags] == [("NPU102", 7)]
+
+
+def test_npu103_value_moved_to_its_own_buffers_device() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    class ToyRotary(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.register_buffer("inv_freq", torch.ones(dim // 2), persistent=False)
+
+        def forward(self, x, position_ids):
+            freqs = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(self.inv_freq.device)
+            ok = self.inv_freq[None, :, None].float().to(x.device)
+            other = self.inv_freq.to(self.scale.device)
+            return freqs, ok, other
+    """
+    diags = _lint_text("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"])
+    assert [(d.line, d.message.startswith("`.to(self.inv_freq.device)`")) for d in diags] == [(11, True)]
+
+
+def test_npu226_exclusion_of_another_host_is_not_a_requirement_check() -> None:
+    text = """
+    from veomni.utils.import_utils import is_quack_available, is_torch_npu_available
+
+
+    def bind(kernel):
+        if kernel == "quack":
+            if is_torch_npu_available():
+                raise RuntimeError("quack is GPU-only")
+            if not is_quack_available():
+                raise RuntimeError("quack is missing")
+        elif kernel == "triton":
+            if not is_torch_npu_available():
+                raise RuntimeError("triton needs ...")
+    """
+    diags = _lint_text("veomni/ops/kernels/toy_moe/__init__.py", text, ["NPU226"])
+    assert [(d.line, "`torch_npu`" in d.message) for d in diags] == [(11, True)]

@@ -32,6 +32,28 @@ def _selections(test: ast.expr) -> list[tuple[ast.Compare, str]]:
     return out
 
 
+def _missing_probe(test: ast.expr, helpers: dict[str, Probe], known: frozenset[str]) -> Probe:
+    """What a test asks to be missing (``not is_x_available()``, ``find_spec("x") is None``): the requirement it
+    checks. A positive probe that raises (``if is_torch_npu_available(): raise``) excludes another backend's
+    host and checks nothing of this one."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return probe_of(test.operand, helpers, known)
+    if isinstance(test, ast.BoolOp):
+        found = Probe()
+        for value in test.values:
+            found |= _missing_probe(value, helpers, known)
+        return found
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.Eq))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value in (None, False)
+    ):
+        return probe_of(test.left, helpers, known)
+    return Probe()
+
+
 def _rejects(body: list[ast.stmt]) -> bool:
     """A requirement check's branch: it raises."""
     return any(isinstance(n, ast.Raise) for stmt in body for n in ast.walk(stmt))
@@ -54,7 +76,8 @@ class RequirementProbeMismatch(Rule):
         "the tree's `is_*_available` helpers by their bodies (their names only when the body cannot be read), "
         "and device constants (`IS_NPU_AVAILABLE`, `torch.cuda.is_available()`). It reports a branch that "
         "selects a known package (or an NPU implementation name) and raises under a probe that never tests it "
-        "nor its device."
+        "nor its device; a positive probe that raises (`if is_torch_npu_available(): raise ...`, a GPU-only "
+        "backend refusing an Ascend host) excludes another host and is not a requirement check."
     )
     bad = (
         Example(
@@ -154,7 +177,7 @@ class RequirementProbeMismatch(Rule):
                     if isinstance(stmt, ast.If) and _rejects(stmt.body) and not _selections(stmt.test):
                         checks.append(stmt.test)
                 for check in checks:
-                    probe = probe_of(check, helpers, frozen)
+                    probe = _missing_probe(check, helpers, frozen)
                     if probe and not self._covers(probe, value, need):
                         self.report(
                             check,
