@@ -110,3 +110,19 @@ def field_contradiction(name: str, field: str, fields: tuple[str, ...]) -> str |
     ):
         return None
     return others[0]
+
+
+_REPLACEMENT_SUFFIXES = ("_patched", "_replacement", "_npu", "_gpu")
+
+
+def replacement_stem(name: str) -> str:
+    """What a spec's replacement function is named for: ``apply_rotary_pos_emb_patched`` ->
+    ``apply_rotary_pos_emb`` (the suffixes specs add, any number of them)."""
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _REPLACEMENT_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                changed = True
+    return name

@@ -345,3 +345,26 @@ def test_npu226_exclusion_of_another_host_is_not_a_requirement_check() -> None:
     """
     diags = _lint_text("veomni/ops/kernels/toy_moe/__init__.py", text, ["NPU226"])
     assert [(d.line, "`torch_npu`" in d.message) for d in diags] == [(11, True)]
+
+
+def test_npu227_replacement_of_another_target() -> None:
+    from npu_lint.veomni.bindnames import replacement_stem
+
+    assert replacement_stem("apply_rotary_pos_emb_npu_patched") == "apply_rotary_pos_emb"
+    text = """
+    from veomni.patchgen.patch_spec import PatchConfig
+
+    config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="x.py")
+    config.replace_function("apply_rotary_pos_emb", replacement=rope_patched)
+    config.replace_function("apply_rotary_pos_emb_vision", replacement=apply_rotary_pos_emb_patched)
+    config.replace_function("rotate_half", replacement=apply_rotary_pos_emb_patched)
+    config.replace_function("eager_attention_forward", replacement=rope_patched)
+    config.replace_function("rope", replacement=rope_patched)
+    """
+    diags = _lint_text("veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text, ["NPU227"])
+    # `apply_rotary_pos_emb` is not given `apply_rotary_pos_emb_patched`: nothing is shared; `rope_patched` is
+    # `rope`'s replacement, also given to two other targets
+    assert [(d.line, d.message.split("`")[1]) for d in diags] == [
+        (4, "apply_rotary_pos_emb"),
+        (7, "eager_attention_forward"),
+    ]
