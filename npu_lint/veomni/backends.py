@@ -137,12 +137,40 @@ def directory_backend(directory: str) -> str:
 
 def file_backend(path: str, tree: ast.Module) -> str:
     """The backend of a file of kernel code: NPU (an Ascend adapter), CUDA (a CUDA kernel) or ANY (neutral):
-    its path, else its own imports, else its package's (a helper module of a CUDA kernel package is CUDA code).
+    its path, else its own imports, else its package's (a helper module of a CUDA kernel package is CUDA code),
+    unless it imports the tree's device-neutral helpers (then it is neutral: written for any accelerator).
     """
     by_path = path_backend(path)
     if by_path != ANY:
         return by_path
     by_imports = import_backend(tree)
-    if by_imports != ANY or not path or path.startswith("<"):
+    if by_imports != ANY or not path or path.startswith("<") or imports_device_helpers(tree):
         return by_imports
     return directory_backend(os.path.dirname(os.path.abspath(path)))
+
+
+# the tree's device-neutral helpers (``veomni.utils.device``): a file that imports one is written for any accelerator
+_DEVICE_HELPERS = frozenset(
+    {
+        "get_torch_device",
+        "get_device_type",
+        "get_device_id",
+        "synchronize",
+        "empty_cache",
+        "create_stream",
+        "create_event",
+    }
+)
+
+
+def imports_device_helpers(tree: ast.Module) -> bool:
+    """Whether the module imports the tree's device-neutral helpers at its top (``from ...utils.device import
+    get_torch_device``): its author wrote it to run on any accelerator, whatever its package holds."""
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and (stmt.module or "").rsplit(".", 1)[-1] == "device"
+            and any(a.name in _DEVICE_HELPERS for a in stmt.names)
+        ):
+            return True
+    return False

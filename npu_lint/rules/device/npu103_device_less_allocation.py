@@ -854,6 +854,8 @@ class DevicelessAllocation(Rule):
         # host allocations a module-level helper returns (no device data in the helper to take it from)
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
+        # ``self.inv_freq[...].float().to(self.inv_freq.device)``: a value moved to its own source's device
+        self.self_moves: list[tuple[tuple[str, str], ast.Call, str]] = []
         self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
         # random draws without device= that pass a generator: (unit, call, factory, generator expression)
         self.generator_draws: list[tuple[tuple[str, str], ast.Call, str, ast.expr]] = []
@@ -896,6 +898,8 @@ class DevicelessAllocation(Rule):
             and func.value.id in ("self", "cls")
         ):
             self.self_calls.setdefault(unit, set()).add(func.attr)
+        if type(func) is ast.Attribute and func.attr == "to":
+            self._self_move(unit, node, func)
         if (
             (
                 (isinstance(func, ast.Attribute) and func.attr == "Generator")
@@ -1797,7 +1801,47 @@ class DevicelessAllocation(Rule):
                     return False
         return True
 
+    def _self_move(self, unit: tuple[str, str], node: ast.Call, func: ast.Attribute) -> None:
+        """``<expr of self.b>.to(self.b.device)``: the target is the device the value already comes from."""
+        target = (
+            node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "device"), None)
+        )
+        if not (isinstance(target, ast.Attribute) and target.attr == "device"):
+            return
+        source = target.value
+        if not (
+            isinstance(source, ast.Attribute)
+            and isinstance(source.value, ast.Name)
+            and source.value.id == "self"
+        ):
+            return
+        root: ast.AST = func.value
+        while True:
+            if isinstance(root, ast.Call):
+                root = root.func
+            elif isinstance(root, ast.Subscript):
+                root = root.value
+            elif isinstance(root, ast.Attribute) and not (
+                isinstance(root.value, ast.Name) and root.value.id == "self"
+            ):
+                root = root.value
+            else:
+                break
+        if isinstance(root, ast.Attribute) and ast.dump(root) == ast.dump(source):
+            self.self_moves.append((unit, node, f"self.{source.attr}"))
+
     def finish(self) -> None:
+        if self.self_moves:
+            forward = self._forward_units()
+            for unit, node, attr in self.self_moves:
+                if unit in forward:
+                    self.report(
+                        node,
+                        f"`.to({attr}.device)` moves a value of `{attr}` to the device `{attr}` is already on: "
+                        "it never moves; when the buffer stays on the CPU (a non-persistent buffer after meta "
+                        "init or CPU offload) the result meets the forward's device data on the CPU; move it to "
+                        "the device of the input data",
+                    )
         if self.helper_returns:
             self._helper_allocations()
         if self.cpu_devices:
@@ -2159,6 +2203,7 @@ class DevicelessAllocation(Rule):
             | {u for u, *_ in self.cpu_devices}
             | {u for u, *_ in self.generators}
             | {u for u, *_ in self.host_attrs}
+            | {u for u, *_ in self.self_moves}
         )
         init_only: set[tuple[str, str]] = set()
         for cls in self.module_classes:

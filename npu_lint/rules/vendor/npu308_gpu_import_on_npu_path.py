@@ -8,11 +8,13 @@ from pathlib import Path
 
 from npu_lint.core.astutil import absolute_module, keyword_arg, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
+from npu_lint.veomni.optional import GUARDED, import_sites, loaded_elsewhere, optional_in_tree, third_party
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.registry import npu_file
 from npu_lint.veomni.resolution import MARKERS, file_bindings, gpu_marker, module_of, names_npu
-from npu_lint.veomni.vendor_map import GPU_ATTENTION, GPU_KERNEL, VENDOR_PACKAGES
+from npu_lint.veomni.vendor_map import GPU_ATTENTION, GPU_KERNEL, NPU_VENDOR, VENDOR_PACKAGES
 
 _BRANCH_WORDS = ("use_non_eager_impl", "is_bound", "bound_kernel", "impl", "available", "cuda", "CUDA")
 _GUARD_WORDS = ("available", "TYPE_CHECKING", "is_cuda", "IS_CUDA", "version")
@@ -90,7 +92,11 @@ class GpuImportOnNpuPath(Rule):
         "NPU-named modules) is reported at the import, the line to change. A bare `import triton` in NPU code "
         "is left alone (Ascend carries triton-ascend). The rule reads the imported tree modules' top-level "
         "imports statically (a few levels), and leaves imports under `try`, availability or `TYPE_CHECKING` "
-        "tests alone."
+        "tests alone. "
+        "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
+        "except ImportError` or an availability test, or, for a registration module, every other module imports "
+        "it lazily; no other module imports it when it loads and the pyproject does not require it) imported "
+        "again at the top of the module makes that module fail to import wherever the package is missing."
     )
     bad = (
         Example(
@@ -165,6 +171,22 @@ class GpuImportOnNpuPath(Rule):
             path="veomni/ops/kernels/short_conv/__init__.py",
             title="an NPU row's factory importing a GPU vendor package",
         ),
+        Example(
+            """
+            import torch
+            from newton_kernels import NewtonSolver
+
+
+            def solve(grad: torch.Tensor) -> torch.Tensor:
+                try:
+                    from newton_kernels import NewtonSolver
+                except ImportError:
+                    return grad
+                return NewtonSolver()(grad)
+            """,
+            path="veomni/optim/newton.py",
+            title="an optional package the file guards, also imported when the module loads",
+        ),
     )
     good = (
         Example(
@@ -217,6 +239,20 @@ class GpuImportOnNpuPath(Rule):
             """,
             path="veomni/ops/kernels/scan/__init__.py",
         ),
+        Example(
+            """
+            import torch
+
+
+            def solve(grad: torch.Tensor) -> torch.Tensor:
+                try:
+                    from newton_kernels import NewtonSolver
+                except ImportError:
+                    return grad
+                return NewtonSolver()(grad)
+            """,
+            path="veomni/optim/newton.py",
+        ),
     )
     fix_safety = "No fix: moving the import into the backend's factory is a refactor left to the author."
     requires = ("import",)
@@ -236,10 +272,13 @@ class GpuImportOnNpuPath(Rule):
         registry = any(m in text for m in MARKERS) or (
             norm.endswith("/__init__.py") and ("/veomni/ops/kernels/" in norm or "/veomni/kernels/" in norm)
         )
+        self._hoisted: set[int] = set()
         if registry:
             self._registry()
         elif "/veomni/" in norm and not norm.endswith("/__init__.py"):
             self._loaded_by_registry(path)
+        if "/veomni/" in norm:
+            self._optional_hoisted(registry)
         if "/veomni/" not in norm or not ("npu" in text.lower() or "npu" in norm or "ascend" in norm):
             return
         module, is_package = module_of(path)
@@ -360,12 +399,65 @@ class GpuImportOnNpuPath(Rule):
         if not loaded:
             return
         for stmt, top in hits:
+            self._hoisted.add(id(stmt))
             self.report(
                 stmt,
                 f"this module imports `{top}` (GPU-only) when it loads, and the registration package `{package}` "
                 "imports it at its top: importing the registry fails on Ascend before any backend is chosen; "
                 "import it inside the function that uses it",
             )
+
+    def _optional_hoisted(self, registry: bool) -> None:
+        """A module-level import of a package treated as optional (``veomni.optional``): one this file guards
+        elsewhere (under a ``try`` that catches ImportError, or an availability test) and no other module of the
+        tree imports when it loads; or, in a registration module, one that no other module of the tree imports
+        when it loads while some import it lazily. Packages the pyproject requires are not optional; GPU vendor
+        packages in a registration module are ``_registry``'s."""
+        root = self.ctx.project.root
+        path = self.ctx.source.path
+        guarded: dict[str, int] = {}
+        for stmt, package, how in import_sites(self.ctx.tree):
+            if how == GUARDED:
+                guarded.setdefault(package, stmt.lineno)
+        if not guarded and (root is None or not registry):
+            return
+        for stmt in _unguarded_imports(self.ctx.tree.body):
+            if id(stmt) in self._hoisted or (isinstance(stmt, ast.ImportFrom) and stmt.level):
+                continue
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            for name in names:
+                package = name.split(".", 1)[0]
+                kind = VENDOR_PACKAGES.get(package)
+                if not third_party(package) or kind == NPU_VENDOR:
+                    continue
+                if package in guarded and (root is None or not loaded_elsewhere(root, package, path)):
+                    where = f"this file guards its import at line {guarded[package]}"
+                elif registry and kind is None and root is not None:
+                    site = optional_in_tree(root, package, path)
+                    if site is None:
+                        continue
+                    where = f"the tree imports it only lazily, e.g. {site.path}:{site.line}"
+                else:
+                    continue
+                if root is not None:
+                    where += "; no other module of the tree imports it when it loads"
+                gpu = kind in (GPU_KERNEL, GPU_ATTENTION) or name_backend(package) == CUDA
+                host = (
+                    "every host without it (an Ascend host, which cannot install it, included)"
+                    if gpu
+                    else ("every host without it")
+                )
+                what = (
+                    "the registry is imported on every host before a backend is chosen, so "
+                    if registry
+                    else ""
+                )
+                self.report(
+                    stmt,
+                    f"`{package}` is treated as optional ({where}) but this import runs when the module loads: "
+                    f"{what}the module fails to import on {host}; import it inside the function that uses it",
+                )
+                break
 
     def _npu_factories(self, module: str, is_package: bool) -> None:
         """The factories of the file's NPU rows (``KernelSpec(factory=f)`` with an NPU name or requirement): what
@@ -461,6 +553,7 @@ class GpuImportOnNpuPath(Rule):
                 if top is None:
                     continue
                 how = f"through `{via}`, which imports `{top}` when it loads" if via else f"`{top}`"
+                self._hoisted.add(id(stmt))
                 self.report(
                     stmt,
                     f"this registration module imports GPU-only kernel code when it loads ({how}): the registry "

@@ -1,0 +1,203 @@
+"""Which third-party packages a tree treats as optional, and how it guards them, read statically.
+
+VeOmni imports its optional packages (GPU kernel libraries such as ``liger_kernel``, ``flash_attn``, ``quack``,
+``tile_kernels``, ``gram_newton_schulz``; NPU ones such as ``torch_npu``) lazily: inside the function that needs
+them, under ``try: ... except ImportError``, or under an availability test (``if is_liger_kernel_available():``,
+``if importlib.util.find_spec("x")``). A module that imports one of them when it loads fails to import on every
+host that lacks it, an Ascend host (which cannot install the CUDA ones) included. The tree's own habits say
+which packages are optional: a package the file itself imports lazily elsewhere, or one that no module of the
+tree imports when it loads while some import it lazily, and that the project's ``[project] dependencies`` do
+not require.
+
+``import_sites(tree)``: each import statement of a parsed module, its top-level package and how it is reached
+(``TOP``: when the module loads; ``GUARDED``: under a ``try`` that catches ImportError or an availability test;
+``LAZY``: otherwise inside a function or a block). ``tree_sites(root)``: the
+same, per package, over every ``veomni/**/*.py`` file of a tree (a text scan: an import statement in column 0 is
+a top-level one), kept per root while no file's stat key changed. ``required(root)``: the packages the tree's pyproject requires.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from npu_lint.core.memo import Bounded
+from npu_lint.core.safeio import read_regular, read_toml
+from npu_lint.veomni.scanstore import stat_key
+
+TOP = "top"
+LAZY = "lazy"
+GUARDED = "guarded"
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+# packages every Python / PyTorch host has: never "optional" in the sense of this module
+_ALWAYS = frozenset({"torch", "veomni", "__future__", "typing_extensions"})
+_SKIP_DIRS = frozenset({"__pycache__", "tests", "test", "node_modules"})
+_IMPORT_LINE = re.compile(
+    rb"^([ \t]*)(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|import[ \t]+([A-Za-z_]\w*))", re.M
+)
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One import of a package: the file (relative to the root), its line, TOP or LAZY."""
+
+    path: str
+    line: int
+    how: str
+
+
+def third_party(package: str) -> bool:
+    """A top-level package name that is neither the standard library nor always present."""
+    return bool(package) and package not in _ALWAYS and package not in sys.stdlib_module_names
+
+
+def _catches_import_error(handler: ast.excepthandler) -> bool:
+    kind = handler.type  # type: ignore[attr-defined]
+    names = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+    return any(
+        n is None
+        or (
+            isinstance(n, (ast.Name, ast.Attribute))
+            and (n.id if isinstance(n, ast.Name) else n.attr) in _IMPORT_ERRORS
+        )
+        for n in names
+    )
+
+
+def probe_test(test: ast.expr) -> bool:
+    """An availability test: a call or name that asks whether a package or backend is present
+    (``is_x_available()``, ``find_spec("x")``, ``_PACKAGE_FLAGS["x"]``, ``IS_CUDA_AVAILABLE``)."""
+    for sub in ast.walk(test):
+        name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        if "available" in name.lower() or name in ("find_spec", "_PACKAGE_FLAGS"):
+            return True
+    return False
+
+
+def import_sites(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, str, str]]:
+    """(statement, top-level package, TOP/LAZY/GUARDED) for every absolute import of a module: GUARDED under a
+    ``try`` that catches ImportError (or an availability test), LAZY in a function or another block."""
+    out: list[tuple[ast.Import | ast.ImportFrom, str, str]] = []
+
+    def visit(body: list[ast.stmt], how: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Import):
+                out.extend((stmt, a.name.split(".", 1)[0], how) for a in stmt.names)
+            elif isinstance(stmt, ast.ImportFrom):
+                if not stmt.level and stmt.module:
+                    out.append((stmt, stmt.module.split(".", 1)[0], how))
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(stmt.body, LAZY if how == TOP else how)
+            elif isinstance(stmt, ast.ClassDef):
+                visit(stmt.body, how)
+            elif isinstance(stmt, ast.Try):
+                guarded = any(_catches_import_error(h) for h in stmt.handlers)
+                visit(stmt.body, GUARDED if guarded else LAZY if how == TOP else how)
+                for part in (stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)):
+                    visit(part, LAZY if how == TOP else how)
+            elif isinstance(stmt, ast.If):
+                visit(stmt.body, GUARDED if probe_test(stmt.test) else LAZY if how == TOP else how)
+                visit(stmt.orelse, LAZY if how == TOP else how)
+            else:
+                for name in ("body", "orelse", "finalbody"):
+                    part = getattr(stmt, name, None)
+                    if isinstance(part, list) and part and isinstance(part[0], ast.stmt):
+                        visit(part, LAZY if how == TOP else how)
+
+    visit(tree.body, TOP)
+    return out
+
+
+_TREE_SITES: Bounded = Bounded(8)
+_REQUIRED: Bounded = Bounded(8)
+
+
+def _files(base: Path) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(base / "veomni"):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        out.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(".py"))
+    return out
+
+
+def tree_sites(root: str | Path) -> dict[str, tuple[Site, ...]]:
+    """package -> its import sites over the tree's ``veomni`` package (a text scan), kept per root while no
+    file's stat key changed."""
+    base = Path(root)
+    files = _files(base)
+    key = stat_key(base, files)[0]
+    hit = _TREE_SITES.get(key)
+    if hit is not None:
+        return hit
+    found: dict[str, list[Site]] = {}
+    for path in files:
+        try:
+            data = read_regular(path)[0]
+        except OSError:
+            continue
+        rel = str(path.relative_to(base))
+        for m in _IMPORT_LINE.finditer(data):
+            package = (m.group(2) or m.group(3)).decode("ascii", "replace")
+            if not third_party(package):
+                continue
+            line = data.count(b"\n", 0, m.start()) + 1
+            found.setdefault(package, []).append(Site(rel, line, LAZY if m.group(1) else TOP))
+    result = {k: tuple(v) for k, v in found.items()}
+    _TREE_SITES[key] = result
+    return result
+
+
+def required(root: str | Path) -> frozenset[str]:
+    """The import names of the packages the tree's pyproject ``[project] dependencies`` require (a
+    distribution name with ``-`` read as ``_``)."""
+    path = Path(root) / "pyproject.toml"
+    key = str(path)
+    hit = _REQUIRED.get(key)
+    if hit is not None:
+        return hit
+    names: set[str] = set()
+    try:
+        data = read_toml(path)
+    except (OSError, ValueError):
+        data = {}
+    deps = data.get("project", {}).get("dependencies", []) if isinstance(data, dict) else []
+    for dep in deps if isinstance(deps, list) else []:
+        m = _REQ_NAME.match(dep) if isinstance(dep, str) else None
+        if m:
+            names.add(m.group(1).lower().replace("-", "_").replace(".", "_"))
+    result = frozenset(names)
+    _REQUIRED[key] = result
+    return result
+
+
+def loaded_elsewhere(root: str | Path, package: str, path: str) -> bool:
+    """Whether a module of the tree other than ``path`` imports ``package`` when it loads (or the project's
+    pyproject requires it): then the tree does not treat it as optional."""
+    if package.lower() in required(root):
+        return True
+    return any(s.how == TOP for s in _others(root, package, path))
+
+
+def optional_in_tree(root: str | Path, package: str, path: str) -> Site | None:
+    """A lazy import of ``package`` elsewhere in the tree when no other module imports it when it loads and
+    the pyproject does not require it: the tree treats it as optional. None otherwise. ``path``: the file
+    asking (its own sites are left out)."""
+    if loaded_elsewhere(root, package, path):
+        return None
+    sites = _others(root, package, path)
+    return sites[0] if sites else None
+
+
+def _others(root: str | Path, package: str, path: str) -> list[Site]:
+    base = Path(root)
+    try:
+        rel = str(Path(path).resolve().relative_to(base.resolve()))
+    except ValueError:
+        rel = path
+    return [s for s in tree_sites(base).get(package, ()) if s.path != rel]
