@@ -20,6 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.veomni.catalog import OpRow
 from npu_lint.veomni.project import Project
 from npu_lint.veomni.upstream import last_name, upstream_class_method
@@ -550,8 +551,8 @@ def weight_init_faults(
                 init,
             )
             out.append((node, name, found, expected))
-    for func in ast.walk(tree):
-        if not isinstance(func, ast.FunctionDef) or "init" not in func.name:
+    for func in nodes_of(tree, ast.FunctionDef):  # the file's shared type index, not a walk of its own
+        if "init" not in func.name:
             continue
         for branch in ast.walk(func):
             if not isinstance(branch, ast.If):
