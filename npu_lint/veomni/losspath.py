@@ -1234,9 +1234,9 @@ def summed_losses(func: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
     `loss = losses.sum()`) that nothing divides afterwards: the loss scales with the number of elements (tokens,
     latent positions, pairs) where upstream hands on their mean. Yields (the sum call, the summed local, the
     loss local)."""
-    elementwise = elementwise_losses(func)
-    if not elementwise or _returns_count(func):
-        return
+    # the cheap test first: a loss local assigned a sum; most functions have none, and the per-element
+    # locals (a fixpoint over every assignment) are then never needed
+    sums: list[tuple[ast.AST, ast.Name, ast.AST, ast.AST]] = []
     for n in nodes_of(func, ast.Assign, ast.AugAssign):
         target = (
             n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else getattr(n, "target", None)
@@ -1248,7 +1248,14 @@ def summed_losses(func: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
         red = reduction_of(top)
         if red is None or red[0] != "sum":
             continue
-        operand = strip_shape_ops(red[1])
+        sums.append((n, target, top, red[1]))
+    if not sums:
+        return
+    elementwise = elementwise_losses(func)
+    if not elementwise or _returns_count(func):
+        return
+    for n, target, top, reduced in sums:
+        operand = strip_shape_ops(reduced)
         summed = _reads(operand) & elementwise
         if (
             not summed
