@@ -7,6 +7,7 @@ import gc
 import hashlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import walk_memo
@@ -135,6 +136,43 @@ def _check_source(
         from npu_lint.veomni.patchgen import share_tree
 
         share_tree(src.path, src.text, tree, share)  # parsed once: the project rules read this tree
+    digits = _literal_digits(src.text)
+    if digits > MAX_INT_DIGITS:
+        return [
+            _syntax_diagnostic(
+                src, f"file could not be analysed: an integer literal of {digits} decimal digits", 1, 0
+            )
+        ]
+    if digits > sys.get_int_max_str_digits() > 0:  # CPython parses it but will not print it: the rules may
+        limit = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(digits + 1)
+        try:
+            return _check_parsed(src, tree, codes, project, fix_mode)
+        finally:
+            sys.set_int_max_str_digits(limit)
+    return _check_parsed(src, tree, codes, project, fix_mode)
+
+
+# an integer literal in hex / octal / binary: CPython parses any length (a decimal one past 4,300 digits is a
+# syntax error) but refuses to convert one past `sys.get_int_max_str_digits()` to text (`ast.unparse`, a message)
+_LONG_INT = re.compile(r"0[xX][0-9a-fA-F_]{3000,}|0[oO][0-7_]{4000,}|0[bB][01_]{12000,}")
+_BITS = {"x": 4.0, "o": 3.0, "b": 1.0}
+MAX_INT_DIGITS = 30_000  # str() of such an int costs ~50 ms (quadratic); a longer literal is not analysed
+
+
+def _literal_digits(text: str) -> int:
+    """The decimal digits of the longest non-decimal integer literal of ``text`` that CPython will not convert
+    to text under its default limit (0 when there is none)."""
+    most = 0
+    for m in _LONG_INT.finditer(text):
+        lit = m.group().replace("_", "")
+        most = max(most, int((len(lit) - 2) * _BITS[lit[1].lower()] * 0.30103) + 1)
+    return most if most > 4300 else 0
+
+
+def _check_parsed(
+    src: SourceFile, tree: ast.Module, codes: list[str], project: Project | None, fix_mode: bool
+) -> list[Diagnostic]:
     ctx = Context(src, tree, project, fix_mode)
     text = (
         src.text
@@ -281,7 +319,9 @@ def lint_source(
     return _suppressed(src, diags, settings, codes)
 
 
-def _suppressed(src: SourceFile, diags: list[Diagnostic], settings: Settings, codes: list[str]) -> list[Diagnostic]:
+def _suppressed(
+    src: SourceFile, diags: list[Diagnostic], settings: Settings, codes: list[str]
+) -> list[Diagnostic]:
     if diags:
         ignored = per_file_ignored(src.path, settings, codes)
         diags = apply_suppressions(src, diags, ignored)

@@ -514,7 +514,7 @@ class NpuLintServer(LanguageServer):
                     f"npu-lint: internal error on {path}: {type(exc).__name__}: {exc}",
                     types.MessageType.Error,
                 )
-                diags = []
+                diags = list(getattr(exc, "diagnostics", None) or [])  # a rule failed: the others' findings
         codec = self.workspace.position_codec
         lsp = [to_lsp_diagnostic(src, codec, d) for d in diags]
         result = LintResult(
