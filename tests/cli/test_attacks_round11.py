@@ -126,3 +126,24 @@ def test_a11_17_a_literal_past_the_cap_fails_only_the_rule_that_prints_it(
     assert "internal error in NPU101: ValueError" in err
     assert "NPU102" in out
     assert code == 2
+
+
+def test_a11_18_stdin_keeps_the_other_rules_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--stdin-filename`: a rule that failed ended the run with `npu-lint: internal error: InternalError: ...`
+    and no finding at all; now the other rules' findings are reported, the failure named in one line, exit 2."""
+    import io
+    import sys
+
+    big = "0x" + "f" * 40_000
+    text = f'import torch\n\nt = torch.zeros(1).cuda({big})\nd = torch.device("cuda")\n'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code = main(
+        ["check", "--select", "ALL", "--output-format", "concise", "--stdin-filename", str(tmp_path / "x.py")]
+    )
+    out, err = capsys.readouterr()
+    assert "NPU102" in out
+    assert "error: standard input: internal error in NPU101: ValueError" in err
+    assert "InternalError" not in err
+    assert code == 2
