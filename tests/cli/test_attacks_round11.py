@@ -147,3 +147,51 @@ def test_a11_18_stdin_keeps_the_other_rules_findings(
     assert "error: standard input: internal error in NPU101: ValueError" in err
     assert "InternalError" not in err
     assert code == 2
+
+
+# -- A11-13: the language server logged a traceback for a JSON-RPC message that is not an object ---------------
+
+
+def test_a11_13_server_ignores_batches_and_bare_values_in_one_line() -> None:
+    """A batch (`[...]`), a bare JSON value or an object without `jsonrpc` reached pygls' dispatcher, which
+    raised AttributeError (`'list' object has no attribute 'jsonrpc'`) and logged a traceback per message. LSP has
+    no batches: each is now ignored with one warning line, and the session goes on (shutdown, exit 0)."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("pygls")
+
+    def frame(body: bytes) -> bytes:
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"processId": None, "capabilities": {}},
+    }
+    data = frame(json.dumps(init).encode())
+    for body in (
+        b"[]",
+        b'[{"jsonrpc": "2.0", "id": 7, "method": "shutdown"}]',
+        b'"x"',
+        b"42",
+        b"null",
+        b'{"a": 1}',
+    ):
+        data += frame(body)
+    data += frame(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}).encode())
+    data += frame(json.dumps({"jsonrpc": "2.0", "method": "exit"}).encode())
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_lint", "server"],
+        input=data,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    err = proc.stderr.decode(errors="replace")
+    assert "Traceback" not in err
+    assert err.count("ignored a message that is not a JSON-RPC object") == 6
+    assert b'"id": 2' in proc.stdout or b'"id":2' in proc.stdout  # the shutdown after them is answered
+    assert proc.returncode == 0
