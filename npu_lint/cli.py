@@ -928,8 +928,17 @@ def _check_stdin(args, settings, codes, project, fmt) -> int:  # noqa: ANN001
                 )
             )
         return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
-    diagnostics = lint_source(src, codes, settings, project)
+    from npu_lint.engine.lint import InternalError
+
+    try:
+        diagnostics, error = lint_source(src, codes, settings, project), ""
+    except InternalError as exc:  # a rule failed: the other rules' findings are still reported (exit 2)
+        diagnostics, error = exc.diagnostics, f"standard input: {exc}"
+        args.input_errors = True  # no "All checks passed!" over an error
     _report(diagnostics, fmt, args, settings, codes, {}, [], [])
+    if error:
+        print(f"error: {_shown(error)}", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
 
 

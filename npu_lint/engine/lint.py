@@ -7,6 +7,7 @@ import gc
 import hashlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import walk_memo
@@ -29,7 +30,11 @@ GENERATED_FIX_REASON = "generated file: fix the patch spec and regenerate (patch
 
 
 class InternalError(Exception):
-    pass
+    """A one-line internal error; ``diagnostics``: the findings of the file's other rules (rule isolation)."""
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None) -> None:
+        super().__init__(message)
+        self.diagnostics: list[Diagnostic] = diagnostics or []
 
 
 @dataclass
@@ -131,6 +136,39 @@ def _check_source(
         from npu_lint.veomni.patchgen import share_tree
 
         share_tree(src.path, src.text, tree, share)  # parsed once: the project rules read this tree
+    digits = _literal_digits(src.text)
+    if MAX_INT_DIGITS >= digits > sys.get_int_max_str_digits() > 0:  # parsed but not printable by CPython
+        limit = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(digits + 1)
+        try:
+            return _check_parsed(src, tree, codes, project, fix_mode)
+        finally:
+            sys.set_int_max_str_digits(limit)
+    return _check_parsed(src, tree, codes, project, fix_mode)
+
+
+# an integer literal in hex / octal / binary: CPython parses any length (a decimal one past 4,300 digits is a
+# syntax error) but refuses to convert one past `sys.get_int_max_str_digits()` to text (`ast.unparse`, a message)
+_LONG_INT = re.compile(r"0[xX][0-9a-fA-F_]{3000,}|0[oO][0-7_]{4000,}|0[bB][01_]{12000,}")
+_BITS = {"x": 4.0, "o": 3.0, "b": 1.0}
+# str() of such an int costs ~50 ms (quadratic): past this, the limit stays, and a rule that prints the literal
+# fails alone (rule isolation)
+MAX_INT_DIGITS = 30_000
+
+
+def _literal_digits(text: str) -> int:
+    """The decimal digits of the longest non-decimal integer literal of ``text`` that CPython will not convert
+    to text under its default limit (0 when there is none)."""
+    most = 0
+    for m in _LONG_INT.finditer(text):
+        lit = m.group().replace("_", "")
+        most = max(most, int((len(lit) - 2) * _BITS[lit[1].lower()] * 0.30103) + 1)
+    return most if most > 4300 else 0
+
+
+def _check_parsed(
+    src: SourceFile, tree: ast.Module, codes: list[str], project: Project | None, fix_mode: bool
+) -> list[Diagnostic]:
     ctx = Context(src, tree, project, fix_mode)
     text = (
         src.text
@@ -138,18 +176,47 @@ def _check_source(
     scan = for_thread()  # each word of the pre-checks searched once (an edited buffer: around the edit only)
     scan.begin(src.path, text)
     contains = scan.contains
-    rules = [cls(ctx) for cls in rule_classes(codes) if cls.may_fire(text, contains) and cls.applies_to(ctx)]
-    if not rules:
+    classes = [cls for cls in rule_classes(codes) if cls.may_fire(text, contains) and cls.applies_to(ctx)]
+    if not classes:
         return []
-    try:
-        _walk(tree, ctx, rules)
-        for rule in rules:
-            rule.finish()
-    except RecursionError:
-        return [_syntax_diagnostic(src, "file could not be analysed: nesting too deep", 1, 0)]
-    except Exception as exc:  # one failure policy: name the rule, the caller reports it (exit 2)
-        raise InternalError(f"internal error in {_culprit(exc)}: {type(exc).__name__}: {exc}") from exc
+    # rule isolation: a rule that raises is named (an internal error, exit 2; a recursion too deep for it is
+    # NPU001) and the file is walked again without it, so its failure hides no other rule's findings
+    failures: list[str] = []
+    deep: list[str] = []
+    while True:
+        rules = [cls(ctx) for cls in classes]
+        try:
+            _walk(tree, ctx, rules)
+            for rule in rules:
+                rule.finish()
+            break
+        except Exception as exc:  # RecursionError included
+            culprit = _culprit(exc)
+            if culprit == "npu-lint" or culprit not in {cls.code for cls in classes}:  # not a rule's own code
+                if isinstance(exc, RecursionError):
+                    return [_syntax_diagnostic(src, "file could not be analysed: nesting too deep", 1, 0)]
+                raise InternalError(f"internal error in {culprit}: {type(exc).__name__}: {exc}") from exc
+            if isinstance(exc, RecursionError):
+                deep.append(culprit)
+            else:
+                failures.append(f"internal error in {culprit}: {type(exc).__name__}: {exc}")
+            classes = [cls for cls in classes if cls.code != culprit]
+            ctx = Context(src, tree, project, fix_mode)
+            if not classes:
+                break
     diags = ctx.diagnostics
+    for code in deep:
+        diags.append(_syntax_diagnostic(src, f"file could not be analysed by {code}: nesting too deep", 1, 0))
+    if failures:  # the other rules' findings travel with the error (suppressions applied by lint_source)
+        raise InternalError("; ".join(failures), diagnostics=_finish(src, tree, ctx, diags, fix_mode))
+    return _finish(src, tree, ctx, diags, fix_mode)
+
+
+def _finish(
+    src: SourceFile, tree: ast.Module, ctx: Context, diags: list[Diagnostic], fix_mode: bool
+) -> list[Diagnostic]:
+    """The walk's findings with their deferred fixes built (fix mode), the fix invariant and the generated-file
+    policy applied."""
     if fix_mode and not src.kind.generated:
         diags = _build_deferred(ctx, diags)
     if not src.kind.generated and any(d.fix is not None for d in diags):
@@ -239,7 +306,18 @@ def lint_source(
     share: os.stat_result | None = None,
 ) -> list[Diagnostic]:
     src = without_surrogates(src)
-    diags = check_source(src, codes, project, fix_mode, share)
+    try:
+        diags = check_source(src, codes, project, fix_mode, share)
+    except InternalError as exc:  # a rule failed: the other rules' findings, suppressed as usual, go with it
+        if exc.diagnostics:
+            exc.diagnostics = _suppressed(src, exc.diagnostics, settings, codes)
+        raise
+    return _suppressed(src, diags, settings, codes)
+
+
+def _suppressed(
+    src: SourceFile, diags: list[Diagnostic], settings: Settings, codes: list[str]
+) -> list[Diagnostic]:
     if diags:
         ignored = per_file_ignored(src.path, settings, codes)
         diags = apply_suppressions(src, diags, ignored)
@@ -318,7 +396,7 @@ def lint_path(
         result = FileResult(path, lint_source(src, codes, settings, project, share=st if share else None))
         result.size, result.digest = len(data), hashlib.sha256(data).hexdigest()
         return result
-    except InternalError as exc:  # the other files are still linted; the run exits 2
-        return FileResult(path, error=f"{path}: {exc}")
+    except InternalError as exc:  # the other files (and the file's other rules) are still linted; exit 2
+        return FileResult(path, exc.diagnostics, error=f"{path}: {exc}")
     except Exception as exc:
         return FileResult(path, error=f"{path}: internal error: {type(exc).__name__}: {exc}")

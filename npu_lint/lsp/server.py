@@ -267,6 +267,11 @@ class NpuLintProtocol(LanguageServerProtocol):
     def handle_message(self, message: Any) -> None:
         """After ``shutdown`` a request gets an InvalidRequest error (the LSP specification's answer): pygls
         drops it silently, and a client awaiting its response would wait until it gives up."""
+        if not hasattr(
+            message, "jsonrpc"
+        ):  # a batch, a bare value, an object without `jsonrpc`: LSP has none
+            logger.warning("ignored a message that is not a JSON-RPC object (%s)", type(message).__name__)
+            return
         method = getattr(message, "method", "")
         if self._shutdown and method != "exit" and getattr(message, "id", None) is not None and method:
             self._send_response(
@@ -514,7 +519,7 @@ class NpuLintServer(LanguageServer):
                     f"npu-lint: internal error on {path}: {type(exc).__name__}: {exc}",
                     types.MessageType.Error,
                 )
-                diags = []
+                diags = list(getattr(exc, "diagnostics", None) or [])  # a rule failed: the others' findings
         codec = self.workspace.position_codec
         lsp = [to_lsp_diagnostic(src, codec, d) for d in diags]
         result = LintResult(

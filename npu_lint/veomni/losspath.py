@@ -354,7 +354,7 @@ def _role_default_fault(expr: ast.AST, role_reads: set[str]) -> str | None:
     """Why a default supervision flag supervises a prompt turn, or None when it is right or unreadable."""
     try:
         values = {role: _eval_role(expr, role, role_reads) for role in _ROLES}
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # `int(1e999)`: unreadable, as any other
         return None
     if not values["assistant"]:
         return None  # masks the assistant too: another contract (pretraining templates label nothing here)
