@@ -245,3 +245,79 @@ def test_live_registry_imports_the_tree_in_a_subprocess_only(tmp_path: Path) -> 
     assert "subprocess" in note and "the tree's code" in note
     assert set(project.rows) == {OpRow("rms_norm", "offset", "npu", NPU)}
     assert not {m for m in set(sys.modules) - before if m.startswith("veomni")}
+
+
+def test_tree_listing_selects_what_a_pruned_walk_lists(tmp_path: Path) -> None:
+    """``scanstore.list_tree`` + ``select`` give each whole-tree scan the files, in the order, that its own
+    sorted ``os.walk`` pruning its skipped directory names would list (the one walk ``load_project`` shares)."""
+    import os
+
+    from npu_lint.veomni import scanstore
+
+    for rel in (
+        "veomni/__init__.py",
+        "veomni/ops/b.py",
+        "veomni/ops/a.py",
+        "veomni/ops/generated/g.py",
+        "veomni/ops/kernels/x/k.py",
+        "veomni/kernels/r.py",
+        "veomni/models/m/generated/patched.py",
+        "veomni/models/m/spec.py",
+        "veomni/tests/t.py",
+        "veomni/utils/tests/deep.py",
+        "veomni/.hidden/h.py",
+        "veomni/__pycache__/c.py",
+        "veomni/utils/notes.txt",
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+
+    def walked(base: Path, skip: set[str]) -> list[Path]:
+        out: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+            out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+        return out
+
+    listing = scanstore.list_tree(tmp_path)
+    for skip in ({"__pycache__", "generated"}, {"__pycache__", "tests", "test"}, {"__pycache__", "models"}):
+        assert listing.select(skip) == walked(tmp_path / "veomni", skip)
+        assert listing.select(skip, under=("ops",)) == walked(tmp_path / "veomni" / "ops", skip)
+    assert tmp_path / "veomni/ops/generated/g.py" not in listing.select({"generated"})
+    assert tmp_path / "veomni/utils/tests/deep.py" not in listing.select({"tests"})
+
+
+def test_import_sites_come_back_from_the_scans_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import-site scan stored in the run's index decodes to the same sites (and a wrong shape is recomputed)."""
+    from npu_lint.veomni import scanstore
+    from npu_lint.veomni.optional import LAZY, TOP, scan_sites
+
+    (tmp_path / "veomni/ops").mkdir(parents=True)
+    (tmp_path / "veomni/ops/a.py").write_text("import os\nimport blendkit\n\n\ndef f():\n    import quack\n")
+    monkeypatch.setattr(scanstore, "RACY_NS", 0)  # the file was just written: store it all the same
+
+    class Store:
+        def __init__(self) -> None:
+            self.slots: dict[tuple[str, str], object] = {}
+
+        def get_scan(self, key: str, slot: str) -> object:
+            return self.slots.get((key, slot))
+
+        def put_scan(self, key: str, value: object, slot: str) -> None:
+            self.slots[(key, slot)] = value
+
+    store = Store()
+    scanstore.use_store(store)
+    try:
+        first = scan_sites(tmp_path)
+        assert [k[1] for k in store.slots] == ["imports"]
+        assert scan_sites(tmp_path) == first
+        assert {k: [(s.path, s.line, s.how) for s in v] for k, v in first.items()} == {
+            "blendkit": [("veomni/ops/a.py", 2, TOP)],
+            "quack": [("veomni/ops/a.py", 6, LAZY)],
+        }
+        for key in store.slots:
+            store.slots[key] = {"blendkit": [["veomni/ops/a.py", "two", TOP]]}
+        assert scan_sites(tmp_path) == first
+    finally:
+        scanstore.use_store(None)

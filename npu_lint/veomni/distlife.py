@@ -26,6 +26,7 @@ import ast
 import re
 
 from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 
 GLOBAL = "global"  # unique per job
 LOCAL = "local"  # unique per node only
@@ -172,7 +173,7 @@ def identity(
 
 def identities_in(node: ast.AST, local_values: dict[str, ast.expr] | None = None) -> set[str]:
     out: set[str] = set()
-    for sub in ast.walk(node):
+    for sub in _walk(node):
         if isinstance(sub, (ast.Call, ast.Attribute, ast.Name, ast.Subscript)):
             found = identity(sub, local_values)
             if found:
@@ -182,7 +183,7 @@ def identities_in(node: ast.AST, local_values: dict[str, ast.expr] | None = None
 
 def rank_test(test: ast.AST) -> bool:
     """An ``if`` test that only some ranks pass: a rank compared with a constant, or a rank-0 flag."""
-    for sub in ast.walk(test):
+    for sub in _walk(test):
         if isinstance(sub, ast.Compare):
             sides = [sub.left, *sub.comparators]
             if any(isinstance(s, ast.Constant) and isinstance(s.value, int) for s in sides) and any(
@@ -287,7 +288,7 @@ def state_getters(func: ast.AST, imports: dict[str, str] | None = None) -> set[s
     for local, qualified in (imports or {}).items():
         if qualified.rsplit(".", 1)[-1] in _STATE_GETTERS:
             out.add(local)
-    for sub in ast.walk(func):
+    for sub in _walk(func):
         if isinstance(sub, ast.ImportFrom):
             for alias in sub.names:
                 if alias.name in _STATE_GETTERS and alias.asname:
@@ -299,7 +300,7 @@ def state_locals(func: ast.AST, getters: set[str] | None = None) -> set[str]:
     """Locals bound to the ambient parallel state (``ps = get_parallel_state()``)."""
     getters = getters or set(_STATE_GETTERS)
     out: set[str] = set()
-    for sub in ast.walk(func):
+    for sub in _walk(func):
         if (
             isinstance(sub, ast.Assign)
             and isinstance(sub.value, ast.Call)

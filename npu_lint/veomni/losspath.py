@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -136,7 +137,7 @@ def signed_difference_faults(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
 
 
 def _reads(node: ast.AST) -> set[str]:
-    return {x.id for x in ast.walk(node) if isinstance(x, ast.Name)}
+    return {x.id for x in _walk(node) if isinstance(x, ast.Name)}
 
 
 def _assignments(func: ast.AST) -> list[tuple[str, ast.AST]]:
@@ -181,7 +182,7 @@ def _margins(func: ast.AST) -> set[str]:
         if preference_role(name) is not None and preference_role(name).ratio:  # type: ignore[union-attr]
             seeds.add(name)
             continue
-        for n in ast.walk(value):
+        for n in _walk(value):
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub):
                 if _role_of(n.left) is not None and _role_of(n.right) is not None:
                     seeds.add(name)
@@ -216,9 +217,9 @@ def unscaled_margins(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                 yield n, f"`{ast.unparse(n)}` reads the margin without the temperature `{beta}`"
     loss_names = {name for name, _ in _assignments(func) if "loss" in name.lower()}
     for name, value in _assignments(func):
-        if name not in loss_names or any(_is_logistic(x) for x in ast.walk(value)):
+        if name not in loss_names or any(_is_logistic(x) for x in _walk(value)):
             continue
-        for sq in ast.walk(value):
+        for sq in _walk(value):
             if isinstance(sq, ast.BinOp) and isinstance(sq.op, ast.Pow):
                 reads = _reads(sq.left)
                 if reads & margins and not reads & scaled:
@@ -226,16 +227,14 @@ def unscaled_margins(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     rewards = [(name, value) for name, value in _assignments(func) if "reward" in name.lower()]
     if any(_reads(v) & scaled for _, v in rewards):
         for name, value in rewards:
-            roles = [
-                x for x in ast.walk(value) if isinstance(x, ast.Name) and preference_role(x.id) is not None
-            ]
+            roles = [x for x in _walk(value) if isinstance(x, ast.Name) and preference_role(x.id) is not None]
             if roles and not _reads(value) & scaled:
                 yield value, f"`{name}` is not scaled by `{beta}`, while the other rewards are"
 
 
 def _logistic_sign(arg: ast.AST) -> tuple[bool, frozenset[str]]:
     """(negated, names) of a logistic term's argument: `-beta * m` -> (True, {beta, m})."""
-    minus = sum(1 for n in ast.walk(arg) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub))
+    minus = sum(1 for n in _walk(arg) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub))
     return minus % 2 == 1, frozenset(_reads(arg))
 
 
@@ -247,7 +246,7 @@ def smoothing_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     for name, value in _assignments(func):
         if "loss" not in name.lower():
             continue
-        terms = [n for n in ast.walk(value) if _is_logistic(n) and n.args]  # type: ignore[attr-defined]
+        terms = [n for n in _walk(value) if _is_logistic(n) and n.args]  # type: ignore[attr-defined]
         if len(terms) != 2 or not any("smooth" in r for r in _reads(value)):
             continue
         signs = [_logistic_sign(t.args[0]) for t in terms]  # type: ignore[attr-defined]
@@ -347,7 +346,7 @@ def _role_locals(func: ast.AST) -> set[str]:
 
 
 def _reads_role(node: ast.AST, role_reads: set[str]) -> bool:
-    return any(_is_role(n, role_reads) for n in ast.walk(node))
+    return any(_is_role(n, role_reads) for n in _walk(node))
 
 
 def _role_default_fault(expr: ast.AST, role_reads: set[str]) -> str | None:
@@ -400,7 +399,7 @@ def supervision_default_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
 
 def _label_targets(stmt: ast.stmt) -> Iterator[tuple[ast.AST, ast.AST]]:
     """(label list, appended value) of `labels += V`, `labels.extend(V)`, `labels.append(V)`."""
-    for n in ast.walk(stmt):
+    for n in _walk(stmt):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and _is_labels(n.target):
             yield n.target, n.value
         elif (
@@ -420,7 +419,7 @@ def _is_labels(node: ast.AST) -> bool:
 
 def _masked_value(node: ast.AST) -> bool:
     """Whether an appended label value is built from the ignore index (or is empty)."""
-    for n in ast.walk(node):
+    for n in _walk(node):
         if isinstance(n, ast.Name) and "ignore" in n.id.lower():
             return True
         if isinstance(n, ast.Attribute) and "ignore" in n.attr.lower():
@@ -440,7 +439,7 @@ def _flag_test(test: ast.AST, role_reads: set[str]) -> bool | None:
     reads_flag = any(
         (isinstance(x, ast.Name) and _FLAG.search(x.id))
         or (isinstance(x, ast.Constant) and isinstance(x.value, str) and _FLAG.search(x.value))
-        for x in ast.walk(node)
+        for x in _walk(node)
     )
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant):
         const = node.comparators[0].value
@@ -501,12 +500,12 @@ def _is_ce(call: ast.AST) -> bool:
 
 def _divided(expr: ast.AST, call: ast.AST) -> bool:
     """Whether ``call`` sits under a division (or a `.mean()`) inside ``expr``."""
-    for n in ast.walk(expr):
+    for n in _walk(expr):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
-            if any(x is call for x in ast.walk(n.left)):
+            if any(x is call for x in _walk(n.left)):
                 return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "mean":
-            if any(x is call for x in ast.walk(n.func.value)):
+            if any(x is call for x in _walk(n.func.value)):
                 return True
     return False
 
@@ -544,7 +543,7 @@ def unnormalised_losses(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
         (name, value) for name, value in _assignments(func) if name in handed and name not in divided_later
     ]
     for _, value in [*pairs, *(("", v) for v in direct)]:
-        for call in ast.walk(value):
+        for call in _walk(value):
             if not _is_ce(call):
                 continue
             red = _reduction(call)  # type: ignore[arg-type]
@@ -557,10 +556,10 @@ def numel_denominators(func: ast.AST) -> Iterator[tuple[ast.BinOp, str]]:
     for n in nodes_of(func, ast.BinOp):
         if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)):
             continue
-        ce = next((c for c in ast.walk(n.left) if _is_ce(c) and _reduction(c) == "sum"), None)  # type: ignore[arg-type]
+        ce = next((c for c in _walk(n.left) if _is_ce(c) and _reduction(c) == "sum"), None)  # type: ignore[arg-type]
         if ce is None or not any(kw.arg == "ignore_index" for kw in ce.keywords):  # type: ignore[attr-defined]
             continue
-        for x in ast.walk(n.right):
+        for x in _walk(n.right):
             if (
                 isinstance(x, ast.Call)
                 and isinstance(x.func, ast.Attribute)
@@ -622,7 +621,7 @@ def _comprehension_sources(func: ast.AST) -> dict[str, ast.AST]:
     out: dict[str, ast.AST] = {}
     for n in nodes_of(func, ast.comprehension, ast.For):
         if isinstance(n, (ast.comprehension, ast.For)):
-            for t in ast.walk(n.target):
+            for t in _walk(n.target):
                 if isinstance(t, ast.Name):
                     out[t.id] = n.iter
     return out
@@ -722,7 +721,7 @@ def _encodes_header(value: ast.AST, role_reads: set[str]) -> bool:
         and not any("content" in r or "text" in r for r in reads)
         and not any(
             isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "content"
-            for n in ast.walk(text)
+            for n in _walk(text)
         )
     )
 
@@ -772,7 +771,7 @@ def _gradient_site(bwd: ast.AST) -> ast.AST | None:
     if len(args) < 2:
         return None
     grad = args[1].arg
-    for stmt in ast.walk(bwd):
+    for stmt in _walk(bwd):
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return)) and stmt.value is not None:
             if grad in _reads(stmt.value):
                 return stmt
@@ -794,12 +793,12 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
     site = _gradient_site(bwd)
     bwd_attrs = {
         n.attr
-        for n in ast.walk(bwd)
+        for n in _walk(bwd)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == bctx
     }
-    loads = {n.id for n in ast.walk(bwd) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loads = {n.id for n in _walk(bwd) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # ctx attributes set in forward, never read in backward
-    for n in ast.walk(fwd):
+    for n in _walk(fwd):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if (
@@ -811,7 +810,7 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
                 ):
                     yield site or n, f"{fctx}.{t.attr}"
     # saved tensors unpacked in backward, never read
-    for n in ast.walk(bwd):
+    for n in _walk(bwd):
         if not (
             isinstance(n, ast.Assign)
             and len(n.targets) == 1
@@ -832,7 +831,7 @@ def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
 
 def _fp32_cast(node: ast.AST) -> bool:
     """`x.float()`, `x.type(torch.float32)`, `x.to(torch.float32)`, `dtype=torch.float32` / `torch.float`."""
-    for n in ast.walk(node):
+    for n in _walk(node):
         if isinstance(n, ast.Attribute) and n.attr in ("float32", "float") and isinstance(n.value, ast.Name):
             if n.value.id == "torch":
                 return True
@@ -917,7 +916,7 @@ def boundary_side_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         if side is None:
             continue
         var = loop.target.id
-        for n in ast.walk(loop):
+        for n in _walk(loop):
             if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and _is_ignore(n.value)):
                 continue
             t = n.targets[0]
@@ -972,7 +971,7 @@ def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         name = _token_count_target(target)
         if name is None:
             continue
-        compares = [x for x in ast.walk(value) if isinstance(x, ast.Compare)]
+        compares = [x for x in _walk(value) if isinstance(x, ast.Compare)]
         if any(
             isinstance(op, ast.Eq) and any(_is_ignore(c) or _is_ignore(x.left) for c in x.comparators)
             for x in compares
@@ -980,9 +979,9 @@ def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         ):
             yield value, f"`{name}` counts the labels equal to the ignore index, the positions the loss skips"
             continue
-        if compares or not any(_labelish(x) for x in ast.walk(value)):
+        if compares or not any(_labelish(x) for x in _walk(value)):
             continue
-        for x in ast.walk(value):
+        for x in _walk(value):
             sized = None
             if (
                 isinstance(x, ast.Call)
@@ -994,7 +993,7 @@ def token_count_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                 sized = x.args[0]
             elif isinstance(x, ast.Attribute) and x.attr == "shape":
                 sized = x.value
-            if sized is not None and any(_labelish(y) for y in ast.walk(sized)):
+            if sized is not None and any(_labelish(y) for y in _walk(sized)):
                 yield (
                     value,
                     f"`{name}` counts every label position, the ignored ones (padding, prompts) included",
@@ -1042,7 +1041,7 @@ def aux_loss_top_k_missing(call: ast.Call) -> bool:
 
 
 def _upcasts(node: ast.AST) -> bool:
-    for n in ast.walk(node):
+    for n in _walk(node):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             if n.func.attr in ("float", "double") and not n.args:
                 return True
@@ -1068,7 +1067,7 @@ def uncast_output_logits(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         return
     from_output: set[str] = set()
     for name, value in _assignments(func):
-        if any(isinstance(x, ast.Attribute) and x.attr == "logits" for x in ast.walk(value)):
+        if any(isinstance(x, ast.Attribute) and x.attr == "logits" for x in _walk(value)):
             from_output.add(name)
     from_output = _tainted(func, from_output)
     cast: set[str] = {name for name, value in _assignments(func) if name in from_output and _upcasts(value)}
@@ -1148,7 +1147,7 @@ def _unreduced_loss_call(node: ast.AST) -> bool:
 
 
 def _has_reduction_or_division(node: ast.AST) -> bool:
-    for n in ast.walk(node):
+    for n in _walk(node):
         if reduction_of(n) is not None:
             return True
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)):
@@ -1169,11 +1168,9 @@ def elementwise_losses(func: ast.AST) -> set[str]:
         target, value = n.targets[0], n.value
         if isinstance(target, ast.Name):
             low = target.id.lower()
-            if any(_unreduced_loss_call(x) for x in ast.walk(value)) and not _has_reduction_or_division(
-                value
-            ):
+            if any(_unreduced_loss_call(x) for x in _walk(value)) and not _has_reduction_or_division(value):
                 out.add(target.id)
-            elif ("loss" in low or "err" in low) and any(_squared_difference(x) for x in ast.walk(value)):
+            elif ("loss" in low or "err" in low) and any(_squared_difference(x) for x in _walk(value)):
                 if not _has_reduction_or_division(value):
                     out.add(target.id)
         elif isinstance(target, ast.Tuple) and isinstance(value, ast.Call):
@@ -1189,8 +1186,7 @@ def elementwise_losses(func: ast.AST) -> set[str]:
         for name, value in pairs:
             if name not in out and _reads(value) & out and not _has_reduction_or_division(value):
                 if not any(
-                    isinstance(x, ast.Call) and _callee(x) in ("append", "stack", "cat")
-                    for x in ast.walk(value)
+                    isinstance(x, ast.Call) and _callee(x) in ("append", "stack", "cat") for x in _walk(value)
                 ):
                     out.add(name)
                     changed = True
@@ -1202,7 +1198,7 @@ def _returns_count(func: ast.AST) -> bool:
     for n in nodes_of(func, ast.Return):
         value = n.value if isinstance(n, ast.Return) else None
         if isinstance(value, (ast.Tuple, ast.Dict)):
-            for x in ast.walk(value):
+            for x in _walk(value):
                 if isinstance(x, ast.Name) and _counting(x.id):
                     return True
     return False
@@ -1211,7 +1207,7 @@ def _returns_count(func: ast.AST) -> bool:
 def _normalised(func: ast.AST, names: set[str]) -> bool:
     """Whether one of ``names`` (a summed loss and what is built from it) is divided later: `x / n`, `x /= n`,
     `x.div(n)`, or handed to a call together with a count (`reduce_sequence_parallel_loss(x, num_tokens)`)."""
-    for n in ast.walk(func):
+    for n in _walk(func):
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)) and _reads(n.left) & names:
             return True
         if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and _reads(n.target) & names:
@@ -1223,7 +1219,7 @@ def _normalised(func: ast.AST, names: set[str]) -> bool:
             if any(_reads(a) & names for a in args) and any(
                 isinstance(x, ast.Name) and _counting(x.id) and not (_reads(a) & names)
                 for a in args
-                for x in ast.walk(a)
+                for x in _walk(a)
             ):
                 return True
     return False
@@ -1260,7 +1256,7 @@ def summed_losses(func: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
         if (
             not summed
             or _has_reduction_or_division(operand)
-            or any(_unreduced_loss_call(x) and _is_ce(x) for x in ast.walk(operand))
+            or any(_unreduced_loss_call(x) and _is_ce(x) for x in _walk(operand))
         ):
             continue
         if _normalised(func, _tainted_after(func, n, target.id)):
@@ -1331,7 +1327,7 @@ def shape_names(func: ast.AST) -> set[str]:
 def every_position(node: ast.AST, sizes: set[str]) -> str | None:
     """How ``node`` counts every position of a tensor rather than the ones a mask keeps: `x.numel()`, `len(x)`,
     a shape, or a product of dimensions (`float(F * H * W)` with `B, C, F, H, W = x.shape`)."""
-    for n in ast.walk(node):
+    for n in _walk(node):
         if isinstance(n, ast.Call) and _callee(n) in _SIZE_CALLS and isinstance(n.func, ast.Attribute):
             return ast.unparse(n)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
@@ -1341,11 +1337,11 @@ def every_position(node: ast.AST, sizes: set[str]) -> str | None:
     inner = node
     while isinstance(inner, ast.Call) and _callee(inner) in ("float", "int") and len(inner.args) == 1:
         inner = inner.args[0]
-    names = [x for x in ast.walk(inner) if isinstance(x, ast.Name)]
+    names = [x for x in _walk(inner) if isinstance(x, ast.Name)]
     only_products = all(
         isinstance(x, (ast.Name, ast.Load, ast.Mult, ast.Constant))
         or (isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult))
-        for x in ast.walk(inner)
+        for x in _walk(inner)
     )
     if names and only_products and all(x.id in sizes for x in names):
         return ast.unparse(node)
@@ -1363,19 +1359,19 @@ def _chunk_loop_vars(func: ast.AST) -> list[tuple[ast.AST, set[str]]]:
     chunky: set[str] = set()
     for name, value in _assignments(func):
         if "chunk" in name.lower() or any(
-            _callee(x) in ("split", "chunk", "tensor_split") for x in ast.walk(value)
+            _callee(x) in ("split", "chunk", "tensor_split") for x in _walk(value)
         ):
             chunky.add(name)
     out: list[tuple[ast.AST, set[str]]] = []
     gens: list[tuple[ast.AST, ast.AST, ast.AST]] = []
-    for n in ast.walk(func):
+    for n in _walk(func):
         if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
             gens.extend((n, g.target, g.iter) for g in n.generators)
         elif isinstance(n, ast.For):
             gens.append((n, n.target, n.iter))
     for owner, target, it in gens:
-        if _reads(it) & chunky or any(_callee(x) in ("split", "chunk") for x in ast.walk(it)):
-            out.append((owner, {x.id for x in ast.walk(target) if isinstance(x, ast.Name)}))
+        if _reads(it) & chunky or any(_callee(x) in ("split", "chunk") for x in _walk(it)):
+            out.append((owner, {x.id for x in _walk(target) if isinstance(x, ast.Name)}))
     return out
 
 
@@ -1392,7 +1388,7 @@ def chunk_normaliser_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         if not (isinstance(value, ast.Constant) and value.value is None)
     }
     for owner, loop_vars in _chunk_loop_vars(func):
-        for n in ast.walk(owner):
+        for n in _walk(owner):
             pairs: list[tuple[str, ast.AST]] = []
             if isinstance(n, ast.Dict):
                 pairs = [
@@ -1416,10 +1412,10 @@ def chunk_normaliser_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
 def _under_divisor(expr: ast.AST, name: str) -> bool:
     """Whether every read of ``name`` in ``expr`` sits in the divisor of a division (`1 / (2 * beta)`)."""
     divisor_ids: set[int] = set()
-    for n in ast.walk(expr):
+    for n in _walk(expr):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
-            divisor_ids.update(id(x) for x in ast.walk(n.right))
-    reads = [x for x in ast.walk(expr) if isinstance(x, ast.Name) and x.id == name]
+            divisor_ids.update(id(x) for x in _walk(n.right))
+    reads = [x for x in _walk(expr) if isinstance(x, ast.Name) and x.id == name]
     return bool(reads) and all(id(x) in divisor_ids for x in reads)
 
 

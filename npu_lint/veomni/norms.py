@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.veomni.catalog import OpRow
 from npu_lint.veomni.project import Project
 from npu_lint.veomni.upstream import last_name, upstream_class_method
@@ -140,7 +141,7 @@ def param_init_kind(func: ast.AST, attr: str) -> str | None:
     """How ``func`` initialises ``self.<attr>``: "zeros", "ones", "other", or None when it does not set it.
     A parameter created empty and filled in the same function (`nn.init.zeros_(self.weight)`,
     `self.weight.data.fill_(1.0)`) counts as what it is filled with."""
-    for node in ast.walk(func):
+    for node in _walk(func):
         if not isinstance(node, ast.Assign) or not any(_self_target(t, attr) for t in node.targets):
             continue
         value = node.value
@@ -168,7 +169,7 @@ def _fill_kind(node: ast.AST) -> str | None:
 def fill_kind(func: ast.AST, attr: str) -> str | None:
     """What ``func`` fills ``self.<attr>`` with in place: `nn.init.zeros_(self.w)`, `nn.init.ones_(self.w)`,
     `nn.init.constant_(self.w, 1.0)`, `self.w.data.zero_()`, `self.w.fill_(1)` ("zeros" | "ones" | None)."""
-    for node in ast.walk(func):
+    for node in _walk(func):
         if not isinstance(node, ast.Call):
             continue
         name = last_name(node.func)
@@ -224,14 +225,14 @@ def _is_offset_weight(node: ast.AST) -> bool:
 def _eps_attr(init: ast.AST | None, forward: ast.AST | None) -> str | None:
     used: list[str] = []
     if forward is not None:
-        for node in ast.walk(forward):
+        for node in _walk(forward):
             name = _self_target(node)
             if name in _EPS_NAMES and name not in used:
                 used.append(name)
     if len(used) == 1:
         return used[0]
     if init is not None:
-        for node in ast.walk(init):
+        for node in _walk(init):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     name = _self_target(target)
@@ -248,7 +249,7 @@ def class_rms_contract(init: ast.AST | None, forward: ast.AST | None) -> RmsCont
     if forward is not None:
         offset = False
         upcast = False
-        for node in ast.walk(forward):
+        for node in _walk(forward):
             if _is_offset_weight(node):
                 offset = True
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -256,7 +257,7 @@ def class_rms_contract(init: ast.AST | None, forward: ast.AST | None) -> RmsCont
                     upcast = True
             elif isinstance(node, ast.Attribute) and node.attr == "float32":
                 upcast = True  # .to(torch.float32), .to(dtype=torch.float32), .type(torch.float32)
-        uses_weight = any(_self_target(n, "weight") for n in ast.walk(forward))
+        uses_weight = any(_self_target(n, "weight") for n in _walk(forward))
         if not uses_weight:
             offset = None
     return RmsContract(weight_init, offset, _eps_attr(init, forward), upcast)
@@ -306,7 +307,7 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
     first = params[0] if params else ""
     module_attrs = frozenset(
         n.attr
-        for n in ast.walk(func)
+        for n in _walk(func)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == first
     )
     method_style = "weight" in module_attrs
@@ -319,7 +320,7 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
         return isinstance(node, ast.Name) and node.id == weight_param
 
     offset = used = False
-    for node in ast.walk(func):
+    for node in _walk(func):
         if _liger_offset(
             node
         ):  # Liger's functional RMSNorm adds its literal `offset` (1) to the weight itself
@@ -331,7 +332,7 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
                 offset = True
         if is_weight(node) and not isinstance(node, ast.Call):
             used = True
-    raises_on_weight = any(isinstance(n, ast.Raise) for n in ast.walk(func)) and not offset
+    raises_on_weight = any(isinstance(n, ast.Raise) for n in _walk(func)) and not offset
     if offset:
         contract: str | None = OFFSET
     elif used and raises_on_weight and not method_style:
@@ -342,7 +343,7 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
         contract = None
     calls_rms = any(
         isinstance(n, ast.Call) and "rmsnorm" in (last_name(n.func) or "").replace("_", "").lower()
-        for n in ast.walk(func)
+        for n in _walk(func)
     )
     return KernelFunction(
         func.name, contract, method_style, module_attrs if method_style else frozenset(), calls_rms
@@ -545,7 +546,7 @@ def weight_init_faults(
             node = next(
                 (
                     n.value
-                    for n in ast.walk(init)
+                    for n in _walk(init)
                     if isinstance(n, ast.Assign) and any(_self_target(t, "weight") for t in n.targets)
                 ),
                 init,
@@ -554,7 +555,7 @@ def weight_init_faults(
     for func in nodes_of(tree, ast.FunctionDef):  # the file's shared type index, not a walk of its own
         if "init" not in func.name:
             continue
-        for branch in ast.walk(func):
+        for branch in _walk(func):
             if not isinstance(branch, ast.If):
                 continue
             test = branch.test
@@ -573,7 +574,7 @@ def weight_init_faults(
                 continue
             expected = expected_kinds.pop()
             for stmt in branch.body:
-                for n in ast.walk(stmt):
+                for n in _walk(stmt):
                     fill = _receiver_fill(n, {receiver.id})
                     if fill is not None and fill[1] != expected:
                         out.append((n, rms[0], fill[1], expected))
@@ -594,7 +595,7 @@ def unread_weights(tree: ast.Module) -> list[tuple[ast.AST, str]]:
         if init is None or forward is None or param_init_kind(init, "weight") is None:
             continue
         reached = [forward]
-        for n in ast.walk(forward):  # `self._norm(x)`: helper methods of the class are read with it
+        for n in _walk(forward):  # `self._norm(x)`: helper methods of the class are read with it
             if (
                 isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute)
@@ -603,7 +604,7 @@ def unread_weights(tree: ast.Module) -> list[tuple[ast.AST, str]]:
                 reached.append(methods[n.func.attr])
         reads = False
         for func in reached:
-            for n in ast.walk(func):
+            for n in _walk(func):
                 if _self_target(n, "weight") is not None:
                     reads = True
                 elif isinstance(n, ast.Call) and any(
@@ -622,6 +623,6 @@ def _weight_site(forward: ast.FunctionDef) -> ast.AST:
     else the return, else the function."""
     body = forward.body
     for i, stmt in enumerate(body):
-        if any(last_name(n.func) in ("rsqrt", "sqrt") for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+        if any(last_name(n.func) in ("rsqrt", "sqrt") for n in _walk(stmt) if isinstance(n, ast.Call)):
             return body[i + 1] if i + 1 < len(body) else stmt
     return next((s for s in body if isinstance(s, ast.Return)), forward)

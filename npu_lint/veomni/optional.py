@@ -11,23 +11,28 @@ not require.
 
 ``import_sites(tree)``: each import statement of a parsed module, its top-level package and how it is reached
 (``TOP``: when the module loads; ``GUARDED``: under a ``try`` that catches ImportError or an availability test;
-``LAZY``: otherwise inside a function or a block). ``tree_sites(root)``: the
-same, per package, over every ``veomni/**/*.py`` file of a tree (a text scan: an import statement in column 0 is
-a top-level one), kept per root while no file's stat key changed. ``required(root)``: the packages the tree's pyproject requires.
+``LAZY``: otherwise inside a function or a block). ``scan_sites(root, files)``: the same, per package, over
+every ``veomni/**/*.py`` file of a tree (a text scan: an import statement in column 0 is a top-level one), run
+once by ``load_project`` on the tree's one listing and kept as ``Project.import_sites`` (with the scans'
+store, reused while no file's stat key changed). ``required(root)``: the packages the tree's pyproject
+requires (``Project.required_packages``). ``loaded_elsewhere`` / ``optional_in_tree`` ask the project.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from npu_lint.core.memo import Bounded
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.safeio import read_regular, read_toml
-from npu_lint.veomni.scanstore import stat_key
+from npu_lint.veomni import scanstore
+
+if TYPE_CHECKING:
+    from npu_lint.veomni.project import Project
 
 TOP = "top"
 LAZY = "lazy"
@@ -36,7 +41,7 @@ _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 
 # packages every Python / PyTorch host has: never "optional" in the sense of this module
 _ALWAYS = frozenset({"torch", "veomni", "__future__", "typing_extensions"})
-_SKIP_DIRS = frozenset({"__pycache__", "tests", "test", "node_modules"})
+SKIP_DIRS = frozenset({"__pycache__", "tests", "test", "node_modules"})  # not read by the import scan
 _IMPORT_LINE = re.compile(
     rb"^([ \t]*)(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|import[ \t]+([A-Za-z_]\w*))", re.M
 )
@@ -73,7 +78,7 @@ def _catches_import_error(handler: ast.excepthandler) -> bool:
 def probe_test(test: ast.expr) -> bool:
     """An availability test: a call or name that asks whether a package or backend is present
     (``is_x_available()``, ``find_spec("x")``, ``_PACKAGE_FLAGS["x"]``, ``IS_CUDA_AVAILABLE``)."""
-    for sub in ast.walk(test):
+    for sub in _walk(test):
         name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
         if "available" in name.lower() or name in ("find_spec", "_PACKAGE_FLAGS"):
             return True
@@ -114,53 +119,63 @@ def import_sites(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, st
     return out
 
 
-_TREE_SITES: Bounded = Bounded(8)
-_REQUIRED: Bounded = Bounded(8)
-
-
 def _files(base: Path) -> list[Path]:
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(base / "veomni"):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        out.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(".py"))
-    return out
+    """The files a scan of ``base`` reads, when no listing is handed in (``scanstore.list_tree``)."""
+    return scanstore.list_tree(base).select(SKIP_DIRS)
 
 
-def tree_sites(root: str | Path) -> dict[str, tuple[Site, ...]]:
-    """package -> its import sites over the tree's ``veomni`` package (a text scan), kept per root while no
-    file's stat key changed."""
+def scan_sites(root: Path, files: list[Path] | None = None) -> dict[str, tuple[Site, ...]]:
+    """package -> its import sites over the tree's ``veomni`` package (a text scan of ``files``, the tree's
+    listing selected with ``SKIP_DIRS``); with a store (``scanstore.use_store``) reused while no file's stat key
+    changed. ``load_project`` keeps the result as ``Project.import_sites``."""
     base = Path(root)
-    files = _files(base)
-    key = stat_key(base, files)[0]
-    hit = _TREE_SITES.get(key)
-    if hit is not None:
-        return hit
-    found: dict[str, list[Site]] = {}
-    for path in files:
-        try:
-            data = read_regular(path)[0]
-        except OSError:
-            continue
-        rel = str(path.relative_to(base))
-        for m in _IMPORT_LINE.finditer(data):
-            package = (m.group(2) or m.group(3)).decode("ascii", "replace")
-            if not third_party(package):
+    paths = _files(base) if files is None else files
+
+    def compute() -> dict[str, tuple[Site, ...]]:
+        found: dict[str, list[Site]] = {}
+        for path in paths:
+            try:
+                data = read_regular(path)[0]
+            except OSError:
                 continue
-            line = data.count(b"\n", 0, m.start()) + 1
-            found.setdefault(package, []).append(Site(rel, line, LAZY if m.group(1) else TOP))
-    result = {k: tuple(v) for k, v in found.items()}
-    _TREE_SITES[key] = result
-    return result
+            rel = str(path.relative_to(base))
+            line, at = 1, 0
+            for m in _IMPORT_LINE.finditer(data):
+                package = (m.group(2) or m.group(3)).decode("ascii", "replace")
+                if not third_party(package):
+                    continue
+                line += data.count(b"\n", at, m.start())
+                at = m.start()
+                found.setdefault(package, []).append(Site(rel, line, LAZY if m.group(1) else TOP))
+        return {k: tuple(v) for k, v in found.items()}
+
+    def encode(value: dict[str, tuple[Site, ...]]) -> dict[str, list[list[Any]]]:
+        return {k: [[s.path, s.line, s.how] for s in v] for k, v in value.items()}
+
+    def decode(hit: Any) -> dict[str, tuple[Site, ...]] | None:
+        if not isinstance(hit, dict):
+            return None
+        out: dict[str, tuple[Site, ...]] = {}
+        for package, rows in hit.items():
+            if not isinstance(rows, list) or not all(
+                isinstance(r, list)
+                and len(r) == 3
+                and isinstance(r[0], str)
+                and isinstance(r[1], int)
+                and r[2] in (TOP, LAZY)
+                for r in rows
+            ):
+                return None
+            out[str(package)] = tuple(Site(r[0], r[1], r[2]) for r in rows)
+        return out
+
+    return scanstore.stored("imports", base, paths, compute, encode, decode)
 
 
 def required(root: str | Path) -> frozenset[str]:
     """The import names of the packages the tree's pyproject ``[project] dependencies`` require (a
-    distribution name with ``-`` read as ``_``)."""
+    distribution name with ``-`` read as ``_``); ``load_project`` keeps them as ``Project.required_packages``."""
     path = Path(root) / "pyproject.toml"
-    key = str(path)
-    hit = _REQUIRED.get(key)
-    if hit is not None:
-        return hit
     names: set[str] = set()
     try:
         data = read_toml(path)
@@ -171,33 +186,33 @@ def required(root: str | Path) -> frozenset[str]:
         m = _REQ_NAME.match(dep) if isinstance(dep, str) else None
         if m:
             names.add(m.group(1).lower().replace("-", "_").replace(".", "_"))
-    result = frozenset(names)
-    _REQUIRED[key] = result
-    return result
+    return frozenset(names)
 
 
-def loaded_elsewhere(root: str | Path, package: str, path: str) -> bool:
-    """Whether a module of the tree other than ``path`` imports ``package`` when it loads (or the project's
-    pyproject requires it): then the tree does not treat it as optional."""
-    if package.lower() in required(root):
+def loaded_elsewhere(project: Project, package: str, path: str) -> bool:
+    """Whether a module of the project's tree other than ``path`` imports ``package`` when it loads (or the
+    project's pyproject requires it): then the tree does not treat it as optional."""
+    if package.lower() in project.required_packages:
         return True
-    return any(s.how == TOP for s in _others(root, package, path))
+    return any(s.how == TOP for s in _others(project, package, path))
 
 
-def optional_in_tree(root: str | Path, package: str, path: str) -> Site | None:
-    """A lazy import of ``package`` elsewhere in the tree when no other module imports it when it loads and
-    the pyproject does not require it: the tree treats it as optional. None otherwise. ``path``: the file
-    asking (its own sites are left out)."""
-    if loaded_elsewhere(root, package, path):
+def optional_in_tree(project: Project, package: str, path: str) -> Site | None:
+    """A lazy import of ``package`` elsewhere in the project's tree when no other module imports it when it
+    loads and the pyproject does not require it: the tree treats it as optional. None otherwise. ``path``: the
+    file asking (its own sites are left out)."""
+    if loaded_elsewhere(project, package, path):
         return None
-    sites = _others(root, package, path)
+    sites = _others(project, package, path)
     return sites[0] if sites else None
 
 
-def _others(root: str | Path, package: str, path: str) -> list[Site]:
-    base = Path(root)
+def _others(project: Project, package: str, path: str) -> list[Site]:
+    sites = project.import_sites.get(package, ())
+    if not sites or project.root is None:
+        return []
     try:
-        rel = str(Path(path).resolve().relative_to(base.resolve()))
+        rel = str(Path(path).resolve().relative_to(Path(project.root).resolve()))
     except ValueError:
         rel = path
-    return [s for s in tree_sites(base).get(package, ()) if s.path != rel]
+    return [s for s in sites if s.path != rel]

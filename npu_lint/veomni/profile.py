@@ -371,15 +371,14 @@ _INTERESTING_DEF = re.compile(
 )
 
 
-def scan_definitions(root: Path, index: ModuleIndex) -> dict[str, list[str]]:
+def scan_definitions(
+    root: Path, index: ModuleIndex, listing: scanstore.TreeListing | None = None
+) -> dict[str, list[str]]:
     """name -> modules whose top level defines it (def / class / assignment), for the names a profile
-    needs; files are pre-filtered by a byte scan, then read with ``ast`` through ``index``. With a store
-    (``scanstore.use_store``) the result is reused while no file's stat key (size, mtime, ctime, inode) changed."""
-    base = root / "veomni"
-    files: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+    needs; files (selected from ``listing``, the tree's one walk, or walked here) are pre-filtered by a byte
+    scan, then read with ``ast`` through ``index``. With a store (``scanstore.use_store``) the result is reused
+    while no file's stat key (size, mtime, ctime, inode) changed."""
+    files = (listing or scanstore.list_tree(root)).select(SKIP_DIRS)
 
     def compute() -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -544,17 +543,13 @@ def _valid_config_fields(value: Any) -> bool:
     )
 
 
-def read_config_fields(root: Path) -> ConfigFields:
+def read_config_fields(root: Path, listing: scanstore.TreeListing | None = None) -> ConfigFields:
     """(ops-config fields, their module, attention implementations registered through
-    ``ALL_ATTENTION_FUNCTIONS``, their module) of a tree, read statically: the class (under ``veomni/``) that
-    declares the most ``*_implementation`` fields is the ops config. With a store (``scanstore.use_store``) the
+    ``ALL_ATTENTION_FUNCTIONS``, their module) of a tree, read statically: the class (under ``veomni/``, outside
+    ``models`` directories) that declares the most ``*_implementation`` fields is the ops config. Files are
+    selected from ``listing`` (the tree's one walk) or walked here. With a store (``scanstore.use_store``) the
     result is reused while no file's stat key changed (a warm run parsed about 20 files for it)."""
-    files: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root / "veomni"):
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".") and d != "models"
-        )
-        files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+    files = (listing or scanstore.list_tree(root)).select({*SKIP_DIRS, "models"})
     return scanstore.stored(
         "config",
         root,
@@ -621,18 +616,20 @@ def detect_profile(
     *,
     rows: tuple[OpRow, ...] | None = None,
     packages: list[str] | tuple[str, ...] | None = None,
+    listing: scanstore.TreeListing | None = None,
 ) -> ApiProfile:
     """The profile of the tree at ``root`` (its generation and names read from its sources), or the built-in
     profile when there is no tree. ``target_api`` ("auto" | "op-slot" | "veomni-op" | "veomni-kernel")
     overrides the generation; forcing one the tree lacks adds a note. ``rows`` are the tree's registry rows
-    (read when omitted); ``packages`` its model packages (found when omitted)."""
+    (read when omitted); ``packages`` its model packages (found when omitted); ``listing`` the tree's one walk
+    (``scanstore.list_tree``; walked here when omitted)."""
     if target_api not in TARGET_APIS:
         raise ValueError(f"target-api must be one of {', '.join(TARGET_APIS)}, got {target_api!r}")
     if root is None:
         return builtin_profile(target_api)
     root = Path(root)
     index = ModuleIndex(root)
-    defs = scan_definitions(root, index)
+    defs = scan_definitions(root, index, listing)
     detected = detect_generation(root, defs)
     generation = Generation(target_api) if target_api != "auto" else (detected or DEFAULT_GENERATION)
     base = BUILTIN_PROFILES[generation]
@@ -744,7 +741,9 @@ def detect_profile(
     interned_by, per_call_helpers, forward_forbidden = handle_docs(
         index, defs, base.handle, (base.attention_helper,)
     )
-    config_fields, config_module, attention_functions, attention_functions_module = read_config_fields(root)
+    config_fields, config_module, attention_functions, attention_functions_module = read_config_fields(
+        root, listing
+    )
 
     return replace(
         base,

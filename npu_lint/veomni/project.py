@@ -34,8 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from npu_lint.veomni import scanstore
 from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
 from npu_lint.veomni.layout import find_model_packages, find_veomni_root
+from npu_lint.veomni.optional import SKIP_DIRS as IMPORT_SCAN_SKIP
+from npu_lint.veomni.optional import Site, required, scan_sites
 from npu_lint.veomni.profile import ApiProfile, Generation, builtin_profile, detect_profile
 from npu_lint.veomni.profile import detect_generation as _detect_generation
 from npu_lint.veomni.registry import (
@@ -87,6 +90,10 @@ class Project:
     npu_selections: tuple[tuple[str, str, str], ...] = ()
     # (resolver, field, npu_as value, "path:line") of the specs' ops-config reads that remap the NPU name (NPU204)
     npu_remaps: tuple[tuple[str, str, str, str], ...] = ()
+    # package -> where the tree's ``veomni/**/*.py`` import it (``veomni.optional.scan_sites``; NPU308)
+    import_sites: dict[str, tuple[Site, ...]] = field(default_factory=dict)
+    # the import names of the packages the tree's pyproject requires (``veomni.optional.required``)
+    required_packages: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.generation is not None and not isinstance(self.generation, Generation):
@@ -163,6 +170,8 @@ class Project:
             self.live_rows or (),
             self.npu_selections,
             self.npu_remaps,
+            self.import_sites,
+            sorted(self.required_packages),
         ):
             h.update(b"\0")
             h.update(repr(table).encode())
@@ -349,9 +358,12 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
             profile=builtin_profile(target_api),
             veomni_available=veomni_installed(),
         )
-    registered, slots, sources = read_registry(root)
+    listing = scanstore.list_tree(root)  # the one walk of the tree's files, shared by the scans below
+    registered, slots, sources = read_registry(root, listing)
     packages_found = tuple(sorted(find_model_packages(root / "veomni")))
-    profile = detect_profile(root, target_api, rows=registered or slots, packages=packages_found)
+    profile = detect_profile(
+        root, target_api, rows=registered or slots, packages=packages_found, listing=listing
+    )
     return Project(
         root=str(root),
         # the API the code may use: the profile's, when the tree has it; else what the tree has (a forced
@@ -364,6 +376,8 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
         profile=profile,
         npu_selections=read_npu_selections(packages_found, root),
         npu_remaps=read_npu_remaps(packages_found, root),
+        import_sites=scan_sites(root, listing.select(IMPORT_SCAN_SKIP)),
+        required_packages=required(root),
     )
 
 

@@ -302,11 +302,17 @@ def registry_dirs(root: Path) -> list[Path]:
     return [d for d in (root / "veomni" / "ops", root / "veomni" / "kernels") if d.is_dir()]
 
 
-def read_registry(root: Path) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]:
-    """(registered rows, KernelSpec rows, {"op/variant/impl": "file:line"}) of a whole tree; with a store
-    (``scanstore.use_store``) reused while no registration module's stat key changed."""
+def read_registry(
+    root: Path, listing: scanstore.TreeListing | None = None
+) -> tuple[tuple[OpRow, ...], tuple[OpRow, ...], dict[str, str]]:
+    """(registered rows, KernelSpec rows, {"op/variant/impl": "file:line"}) of a whole tree (its files selected
+    from ``listing``, the tree's one walk, when given); with a store (``scanstore.use_store``) reused while no
+    registration module's stat key changed."""
     files: list[Path] = []
     for base in registry_dirs(root):
+        if listing is not None and not base.is_symlink():  # a linked directory: the walk did not enter it
+            files.extend(listing.select(_SKIP_DIRS, under=(base.name,)))
+            continue
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
             files.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(".py"))

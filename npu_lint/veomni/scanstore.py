@@ -1,15 +1,20 @@
 """The project scans' store: results of whole-tree reads (the definitions scan, the ops-config fields, the
-registry rows, the NPU handle selections) kept in the run's cache index and reused while no file they read
-changed its stat key (size, mtime, ctime, inode). The front end hands the index in (``use_store``); without
-one every scan reads its files. A file modified within the racy window (its mtime granularity) makes the
-result not stored: it is read again next run."""
+registry rows, the import sites, the NPU handle selections) kept in the run's cache index and reused while no
+file they read changed its stat key (size, mtime, ctime, inode). The front end hands the index in
+(``use_store``); without one every scan reads its files. A file modified within the racy window (its mtime
+granularity) makes the result not stored: it is read again next run.
+
+``list_tree(root)``: the one listing of a tree's ``veomni/**/*.py`` that ``load_project`` makes and hands to
+every whole-tree scan; each scan selects its files from it (``TreeListing.select``) with its own skipped
+directory names, in the order a sorted ``os.walk`` of its own would give."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +33,37 @@ def use_store(store: Any) -> None:
 def current() -> Any:
     """The store in use, or None."""
     return _STORE[0] if _STORE else None
+
+
+@dataclass(frozen=True)
+class TreeListing:
+    """Every ``.py`` file under a tree's ``veomni/`` (dot directories and ``__pycache__`` left out), in sorted
+    ``os.walk`` order, each with its directory's parts below ``veomni/``."""
+
+    root: Path
+    files: tuple[tuple[Path, tuple[str, ...]], ...]
+
+    def select(self, skip: Collection[str], under: tuple[str, ...] = ()) -> list[Path]:
+        """The files below ``veomni/<under...>`` none of whose directories (below ``veomni/``) is named in
+        ``skip``: what ``os.walk`` of that directory pruning ``skip`` would list, in the same order."""
+        n = len(under)
+        return [
+            path
+            for path, parts in self.files
+            if parts[:n] == under and not any(part in skip for part in parts)
+        ]
+
+
+def list_tree(root: Path) -> TreeListing:
+    """The one walk of ``root/veomni`` (see :class:`TreeListing`)."""
+    base = root / "veomni"
+    out: list[tuple[Path, tuple[str, ...]]] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+        here = Path(dirpath)
+        parts = here.relative_to(base).parts
+        out.extend((here / name, parts) for name in sorted(filenames) if name.endswith(".py"))
+    return TreeListing(root, tuple(out))
 
 
 def stat_key(root: Path, files: list[Path]) -> tuple[str, int]:

@@ -90,7 +90,14 @@ def test_registry_hoisting_a_lazily_imported_package(tmp_path: Path) -> None:
     diags = _lint_file(root, "veomni/ops/kernels/blend/__init__.py", ["NPU308"])
     assert [(d.code, d.line) for d in diags] == [("NPU308", 1)]
     assert "veomni/ops/kernels/blend/fast.py:5" in diags[0].message
-    assert optional_in_tree(root, "blendkit", str(root / "veomni/ops/kernels/blend/__init__.py")) is not None
+    project = load_project([str(root / "veomni/ops/kernels/blend/__init__.py")])
+    assert [(s.path, s.line, s.how) for s in project.import_sites["blendkit"]] == [
+        ("veomni/ops/kernels/blend/__init__.py", 1, TOP),
+        ("veomni/ops/kernels/blend/fast.py", 5, LAZY),
+    ]
+    assert (
+        optional_in_tree(project, "blendkit", str(root / "veomni/ops/kernels/blend/__init__.py")) is not None
+    )
 
 
 def test_registry_import_of_a_package_loaded_elsewhere_is_quiet(tmp_path: Path) -> None:

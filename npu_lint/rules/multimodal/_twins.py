@@ -11,6 +11,10 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import (
+    walk as _walk,
+)  # ast.walk's order, as a list (faster; shared within a file's run)
+
 MEDIA = ("image", "video", "audio")
 _WORDS = {
     "image": ("image", "images", "img", "imgs"),
@@ -58,7 +62,7 @@ def rewrite(text: str, src: str, dst: str) -> str:
 def spellings(node: ast.AST) -> set[str]:
     """The identifiers, attribute names and string constants ``node`` holds."""
     out: set[str] = set()
-    for sub in ast.walk(node):
+    for sub in _walk(node):
         if isinstance(sub, ast.Name):
             out.add(sub.id)
         elif isinstance(sub, ast.Attribute):

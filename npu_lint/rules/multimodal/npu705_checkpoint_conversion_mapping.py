@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
@@ -80,36 +81,44 @@ def _registered_loaders(tree: ast.Module) -> list[ast.FunctionDef]:
     ]
 
 
-def _hooks(func: ast.FunctionDef) -> dict[str, list[tuple[str, ast.AST]]]:
-    """Class attributes a loader attaches (`Cls.attr = ...`, or for each class of a literal tuple it loops over):
-    attr -> [(class, the statement or the loop's tuple)]."""
-    out: dict[str, list[tuple[str, ast.AST]]] = {}
+def _attr_targets(stmt: ast.Assign, owner: Callable[[str], bool]) -> list[ast.Attribute]:
+    """The `<name>.<attr> = ...` targets of ``stmt`` whose name ``owner`` accepts."""
+    return [
+        t
+        for t in stmt.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and owner(t.value.id)
+    ]
+
+
+def _loader(func: ast.FunctionDef) -> tuple[set[str], dict[str, list[tuple[str, ast.AST]]]]:
+    """One walk of a registered loader: (the generated classes it returns -- names imported from a
+    ``patched_modeling_*`` module and returned by name --, the class attributes it attaches: `Cls.attr = ...`, or
+    for each class of a literal tuple it loops over, attr -> [(class, the statement or the loop's tuple)])."""
+    generated: set[str] = set()
+    returns: list[str] = []
+    hooks: dict[str, list[tuple[str, ast.AST]]] = {}
     for node in _walk(func):
-        if (
+        if isinstance(node, ast.ImportFrom):
+            if (node.module or "").rsplit(".", 1)[-1].startswith("patched_modeling_"):
+                generated.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Return):
+            if isinstance(node.value, ast.Name):
+                returns.append(node.value.id)
+        elif (
             isinstance(node, ast.For)
             and isinstance(node.target, ast.Name)
             and isinstance(node.iter, (ast.Tuple, ast.List))
         ):
             classes = [e.id for e in node.iter.elts if isinstance(e, ast.Name)]
+            loop_var = node.target.id
             for stmt in node.body:
-                if not isinstance(stmt, ast.Assign):
-                    continue
-                for target in stmt.targets:
-                    if (
-                        isinstance(target, ast.Attribute)
-                        and isinstance(target.value, ast.Name)
-                        and target.value.id == node.target.id
-                    ):
-                        out.setdefault(target.attr, []).extend((c, node.iter) for c in classes)
+                if isinstance(stmt, ast.Assign):
+                    for target in _attr_targets(stmt, loop_var.__eq__):
+                        hooks.setdefault(target.attr, []).extend((c, node.iter) for c in classes)
         elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id[:1].isupper()
-                ):
-                    out.setdefault(target.attr, []).append((target.value.id, node))
-    return out
+            for target in _attr_targets(node, lambda name: name[:1].isupper()):
+                hooks.setdefault(target.attr, []).append((target.value.id, node))  # type: ignore[attr-defined]
+    return {name for name in returns if name in generated}, hooks
 
 
 class CheckpointConversionMapping(Rule):
@@ -259,21 +268,11 @@ class CheckpointConversionMapping(Rule):
         architecture selects it otherwise loads without them (per-expert weights never fused, keys never
         renamed)."""
         for func in _registered_loaders(self.ctx.tree):
-            generated: set[str] = set()
-            for node in _walk(func):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").rsplit(".", 1)[-1].startswith(
-                    "patched_modeling_"
-                ):
-                    generated.update(a.asname or a.name for a in node.names)
-            returned = {
-                n.value.id
-                for n in _walk(func)
-                if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in generated
-            }
+            returned, hooks = _loader(func)
             if len(returned) < 3:
                 continue
             found: dict[int, tuple[ast.AST, list[str], set[str], str]] = {}
-            for attr, given in sorted(_hooks(func).items()):
+            for attr, given in sorted(hooks.items()):
                 classes = {c for c, _ in given}
                 if len(classes & returned) < 2:
                     continue

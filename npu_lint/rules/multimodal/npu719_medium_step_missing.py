@@ -6,6 +6,7 @@ import ast
 import re
 
 from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._twins import MEDIA, media_of, medium_words, rewrite, spellings
 
@@ -291,17 +292,11 @@ class MediumStepMissing(Rule):
             return
         stmts = _statements(node)
         self._stmts = stmts
-        targets: set[str] = set()
-        texts: set[str] = set()
-        signatures: set[tuple[str, str]] = set()
-        for stmt in stmts:
-            shape = _bookkeeping(stmt)
-            if shape is not None:
-                signatures.add((shape[0], shape[2]))
-        targets = signatures  # type: ignore[assignment]
+        # (holder, medium) of each bookkeeping step the function does
+        steps = {(shape[0], shape[2]) for shape in map(_bookkeeping, stmts) if shape is not None}
         markers: dict[tuple[str, str], tuple[str, ast.stmt]] = {}
         for stmt in stmts:
-            self._step(stmt, vocab, held, targets, texts)
+            self._step(stmt, vocab, held, steps)
             self._marker(stmt, markers)
             if isinstance(stmt, ast.If):
                 self._block(stmt, vocab)
@@ -443,9 +438,7 @@ class MediumStepMissing(Rule):
                         )
                         return
 
-    def _step(
-        self, stmt: ast.stmt, vocab: set[str], held: set[str], targets: set[str], texts: set[str]
-    ) -> None:
+    def _step(self, stmt: ast.stmt, vocab: set[str], held: set[str], steps: set[tuple[str, str]]) -> None:
         """One medium's bookkeeping step: `ids[<medium mask>] = v` (a placeholder reset, a token type),
         `out["<medium>_mask"] = ...` (a mask stored), `out.update(<medium>_inputs)` (processor outputs merged)."""
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -459,7 +452,7 @@ class MediumStepMissing(Rule):
             twin = rewrite(word, medium, other)
             if twin == word or twin not in vocab:
                 continue  # the function has nothing of the other medium for this step
-            if (holder, other) in targets:  # type: ignore[operator]
+            if (holder, other) in steps:
                 continue
             self.report(
                 stmt,
@@ -608,7 +601,7 @@ class MediumStepMissing(Rule):
         if own is None:
             return
         for inner in stmt.body:
-            for sub in ast.walk(inner):
+            for sub in _walk(inner):
                 if not (isinstance(sub, ast.Name) and "mask" in sub.id and isinstance(sub.ctx, ast.Load)):
                     continue
                 media = media_of(sub.id)

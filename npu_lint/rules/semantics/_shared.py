@@ -491,6 +491,30 @@ def _resolve_target_class(ctx: Context, state: _RmsNormState, cls: str) -> bool:
     return False
 
 
+# what the norm computes and what a wrong fill does to it, by the fill found (``report_init_faults``)
+_INIT_FAULT_TEXT = {
+    "zeros": (
+        "`norm(x) * weight` (the upstream class starts it at ones, there is no `1 +` offset)",
+        "multiplies every normalised activation by 0",
+    ),
+    "ones": (
+        "`norm(x) * (1 + weight)` (its forward, or the upstream class, which starts the weight at zeros)",
+        "scales every normalised activation by 2",
+    ),
+}
+
+
+def first_report(rule: Rule, where: ast.AST) -> bool:
+    """Whether ``where`` is reported by ``rule`` for the first time in this file (a rule visiting every function
+    sees a nested function again with its parent)."""
+    seen = rule.ctx.memo.setdefault((rule.code, "reported"), set())
+    assert isinstance(seen, set)
+    if id(where) in seen:
+        return False
+    seen.add(id(where))
+    return True
+
+
 class _RmsNormCalls(Rule):
     """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
 
@@ -717,6 +741,19 @@ class _RmsNormCalls(Rule):
                 found = weight_init_faults(self.ctx.tree, self._module_of_file(), self.init_patches)
             self.ctx.memo["rms_init_faults"] = found
         return found  # type: ignore[return-value]
+
+    def report_init_faults(self, found: str) -> None:
+        """Report the file's norm weights initialised to ``found`` where the norm's formula wants the other fill:
+        zeros under `norm(x) * weight` (NPU402), ones under `norm(x) * (1 + weight)` (NPU404)."""
+        expected = "ones" if found == "zeros" else "zeros"
+        computes, effect = _INIT_FAULT_TEXT[found]
+        for node, cls, got, want in self.init_faults():
+            if got == found and want == expected:
+                self.report(
+                    node,
+                    f"`{cls}`'s weight starts at {found} here, but the norm computes {computes}: a fresh or partly "
+                    f"loaded model {effect}; initialise the weight to {expected}",
+                )
 
     def zero_init(self, cls: str | None, attr: str) -> bool:
         return self.weight_kind(cls, attr) == "zeros"

@@ -460,14 +460,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         )
 
     def finish(self) -> None:
-        for node, cls, found, expected in self.init_faults():
-            if found == "zeros" and expected == "ones":
-                self.report(
-                    node,
-                    f"`{cls}`'s weight starts at zeros here, but the norm computes `norm(x) * weight` (the upstream "
-                    "class starts it at ones, there is no `1 +` offset): a fresh or partly loaded model multiplies "
-                    "every normalised activation by 0; initialise the weight to ones",
-                )
+        self.report_init_faults("zeros")
         self._vendor_and_external()
         self._eager()
         calls = self.all_rms_calls()

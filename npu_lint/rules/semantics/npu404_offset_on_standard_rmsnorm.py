@@ -208,14 +208,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
 
     def finish(self) -> None:
         ctx = self.ctx
-        for node, cls, found, expected in self.init_faults():
-            if found == "ones" and expected == "zeros":
-                self.report(
-                    node,
-                    f"`{cls}`'s weight starts at ones here, but the norm computes `norm(x) * (1 + weight)` (its "
-                    "forward, or the upstream class, which starts the weight at zeros): a fresh or partly loaded "
-                    "model scales every normalised activation by 2; initialise the weight to zeros",
-                )
+        self.report_init_faults("ones")
         if "RMSNorm" in ctx.source.text or "RmsNorm" in ctx.source.text:
             for cls, node, attr, offset in eager_weight_products(ctx.tree):
                 if offset and self.weight_kind(cls, attr) == "ones":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+from itertools import chain
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -94,40 +96,36 @@ class SummedLossHandedOn(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _first(self, where: ast.AST) -> bool:
-        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
-        if id(where) in seen:
-            return False
-        seen.add(id(where))
-        return True
-
     def visit(self, node: ast.AST) -> None:
-        for call, red in losspath.unnormalised_losses(node):
-            if not self._first(call):
-                continue
-            self.report(
-                call,
-                f'this cross-entropy is taken with `reduction="{red}"` and handed on as the step\'s loss without '
-                "a division by its token count: the trainer weights the loss by the micro-batch's tokens again, so "
-                "the gradient scales with the square of the token count (use the mean over the valid labels)",
-            )
-        for div, denom in losspath.numel_denominators(node):
-            if not self._first(div.right):
-                continue
-            self.report(
-                div.right,
-                f"the summed cross-entropy is divided by `{denom}`, every label position including the ignored "
-                "ones: divide by the count of labels that are not the ignore index",
-            )
-        for call, summed, loss in losspath.summed_losses(node):
-            if not self._first(call):
-                continue
-            what = f"`{summed}`" if summed == loss else f"`{summed}` into `{loss}`"
-            self.report(
-                call,
-                f"this sums the per-element loss {what} and nothing divides it by a count afterwards: the loss "
-                "grows with the number of elements (tokens, latent positions, pairs) where upstream hands on their "
-                "mean; use `.mean()` or divide the sum by the count",
-            )
+        found = chain(
+            ((call, _unnormalised(red)) for call, red in losspath.unnormalised_losses(node)),
+            ((div.right, _over_numel(denom)) for div, denom in losspath.numel_denominators(node)),
+            ((call, _unaveraged(summed, loss)) for call, summed, loss in losspath.summed_losses(node)),
+        )
+        for where, message in found:
+            if first_report(self, where):
+                self.report(where, message)
+
+
+def _unnormalised(red: str) -> str:
+    return (
+        f'this cross-entropy is taken with `reduction="{red}"` and handed on as the step\'s loss without '
+        "a division by its token count: the trainer weights the loss by the micro-batch's tokens again, so "
+        "the gradient scales with the square of the token count (use the mean over the valid labels)"
+    )
+
+
+def _over_numel(denom: str) -> str:
+    return (
+        f"the summed cross-entropy is divided by `{denom}`, every label position including the ignored "
+        "ones: divide by the count of labels that are not the ignore index"
+    )
+
+
+def _unaveraged(summed: str, loss: str) -> str:
+    what = f"`{summed}`" if summed == loss else f"`{summed}` into `{loss}`"
+    return (
+        f"this sums the per-element loss {what} and nothing divides it by a count afterwards: the loss "
+        "grows with the number of elements (tokens, latent positions, pairs) where upstream hands on their "
+        "mean; use `.mean()` or divide the sum by the count"
+    )

@@ -430,10 +430,12 @@ class GpuImportOnNpuPath(Rule):
                 kind = VENDOR_PACKAGES.get(package)
                 if not third_party(package) or kind == NPU_VENDOR:
                     continue
-                if package in guarded and (root is None or not loaded_elsewhere(root, package, path)):
+                if package in guarded and (
+                    root is None or not loaded_elsewhere(self.ctx.project, package, path)
+                ):
                     where = f"this file guards its import at line {guarded[package]}"
                 elif registry and kind is None and root is not None:
-                    site = optional_in_tree(root, package, path)
+                    site = optional_in_tree(self.ctx.project, package, path)
                     if site is None:
                         continue
                     where = f"the tree imports it only lazily, e.g. {site.path}:{site.line}"
