@@ -25,9 +25,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.veomni.upstream import same_node
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -1445,3 +1447,257 @@ def squared_target_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         target = base.right
         if temp in _reads(target) and not _under_divisor(target, temp):
             yield target, f"the squared loss's target `{ast.unparse(target)}` multiplies by `{temp}`"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Upstream copies: a generated module's copy of upstream code keeps upstream's numerics
+
+_REDUCERS = frozenset({"sum", "mean", "softmax", "log_softmax", "logsumexp", "amax", "norm", "var", "cumsum"})
+_LOSS_CALLEE = re.compile(
+    r"cross_?entropy|crossentropyloss|nll_?loss|mse_?loss|kl_?div|l1_?loss|bce|loss_function|forcausallmloss",
+    re.I,
+)
+_LOSS_KEYWORDS = frozenset(
+    {"ignore_index", "reduction", "label_smoothing", "reduce", "size_average", "num_items_in_batch", "weight"}
+)
+_EPS = re.compile(r"(?:^|_)(?:eps|epsilon)(?:_|$)|^variance_epsilon$")
+
+
+def _is_fp32(node: ast.AST) -> bool:
+    """``torch.float32`` / ``torch.float`` (or a bare ``float32``)."""
+    return (isinstance(node, ast.Attribute) and node.attr in ("float32", "float")) or (
+        isinstance(node, ast.Name) and node.id == "float32"
+    )
+
+
+def _is_dtype(node: ast.AST) -> bool:
+    """``x.dtype``, ``input_dtype``: a dtype read from a tensor or kept in a local (a cast back)."""
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name.endswith("dtype")
+
+
+def _is_eps(node: ast.AST) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    return name is not None and _EPS.search(name) is not None
+
+
+def _dim_of(call: ast.Call, functional: bool) -> str:
+    for kw in call.keywords:
+        if kw.arg in ("dim", "axis"):
+            return ast.unparse(kw.value)
+    index = 1 if functional else 0
+    return ast.unparse(call.args[index]) if len(call.args) > index else "all"
+
+
+def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
+    """What a run of statements computes, as far as a copy of upstream code must keep it: fp32 upcasts, eps
+    added to a variance, calls of the module's norm submodules, ``1 + weight`` offsets, reductions with their
+    axis, the polarity of each tested flag, and the keywords of loss calls (ignore index, reduction)."""
+    out: Counter[tuple[str, ...]] = Counter()
+    for stmt in stmts:
+        for node in walk(stmt):
+            if isinstance(node, ast.Call):
+                func = node.func
+                attr = (
+                    func.attr
+                    if isinstance(func, ast.Attribute)
+                    else func.id
+                    if isinstance(func, ast.Name)
+                    else ""
+                )
+                if isinstance(func, ast.Attribute):
+                    if attr == "float" and not node.args:
+                        out["fp32",] += 1
+                    elif attr in ("to", "type") and any(_is_fp32(a) for a in node.args):
+                        out["fp32",] += 1
+                    elif attr == "type_as" or (attr == "to" and any(_is_dtype(a) for a in node.args)):
+                        out["cast",] += 1
+                    if (
+                        isinstance(func.value, ast.Name)
+                        and func.value.id == "self"
+                        and "norm" in attr.lower()
+                    ):
+                        out["norm", attr] += 1
+                if attr in _REDUCERS:
+                    functional = (
+                        isinstance(func, ast.Attribute)
+                        and isinstance(func.value, ast.Name)
+                        and (func.value.id in ("torch", "F", "functional"))
+                    )
+                    out["reduce", attr, _dim_of(node, functional)] += 1
+                if _LOSS_CALLEE.search(attr or ""):
+                    for kw in node.keywords:
+                        if kw.arg in _LOSS_KEYWORDS:
+                            out["losskw", attr, kw.arg, ast.unparse(kw.value)] += 1
+            elif isinstance(node, ast.keyword) and node.arg == "dtype" and _is_fp32(node.value):
+                out["fp32",] += 1
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                if _is_eps(node.left) or _is_eps(node.right):
+                    out["eps",] += 1
+                elif _offset_add(node):
+                    out["offset",] += 1
+    return out
+
+
+def _offset_add(node: ast.BinOp) -> bool:
+    def weight(n: ast.AST) -> bool:
+        while (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "to")
+        ):
+            n = n.func.value
+        return isinstance(n, ast.Attribute) and n.attr == "weight"
+
+    def one(n: ast.AST) -> bool:
+        return isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value == 1
+
+    return (one(node.left) and weight(node.right)) or (one(node.right) and weight(node.left))
+
+
+_FEATURE_TEXT = {
+    "fp32": "drops an fp32 upcast upstream makes",
+    "cast": "drops a cast back to the input's dtype upstream makes",
+    "eps": "no longer adds the norm's eps the way upstream does",
+    "norm": "skips a norm submodule upstream calls",
+    "offset": "changes the `1 + weight` offset",
+    "reduce": "changes a reduction (its op or axis)",
+    "flag": "inverts a flag upstream tests",
+    "losskw": "changes a loss call's keyword (ignore index / reduction)",
+}
+
+
+def _feature_fault(theirs: list[ast.stmt], mine: list[ast.stmt]) -> tuple[str, str] | None:
+    """The first numeric feature upstream's statements have and the copy's lack (or change): (kind, detail)."""
+    up, cp = numeric_features(theirs), numeric_features(mine)
+    if up == cp:
+        return None
+    for key, count in up.items():
+        kind = key[0]
+        if cp.get(key, 0) >= count:
+            continue
+        if kind in ("fp32", "eps", "offset", "cast"):
+            return kind, ""
+        if kind == "norm":
+            return kind, f"`self.{key[1]}`"
+        if kind == "reduce":
+            return kind, f"upstream's `.{key[1]}(dim={key[2]})`"
+        if kind == "losskw":
+            return kind, f"upstream's `{key[1]}(..., {key[2]}={key[3]})`"
+    for key, count in cp.items():  # a loss keyword or offset the copy adds
+        if key[0] in ("losskw", "offset") and up.get(key, 0) < count:
+            detail = f"`{key[2]}={key[3]}` added to `{key[1]}`" if key[0] == "losskw" else ""
+            return key[0], detail
+    return None
+
+
+def _negation(a: ast.expr, b: ast.expr) -> bool:
+    return isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.Not) and same_node(a, b.operand)
+
+
+def _inverted_flag(up: list[ast.stmt], cp: list[ast.stmt]) -> str | None:
+    """The flag an ``if`` of the copy tests the other way round around upstream's very body (``if flag: B``
+    copied as ``if not flag: B``); None otherwise."""
+    if len(up) != 1 or len(cp) != 1 or not isinstance(up[0], ast.If) or not isinstance(cp[0], ast.If):
+        return None
+    a, b = up[0], cp[0]
+    if not (len(a.body) == len(b.body) and all(same_node(x, y) for x, y in zip(a.body, b.body, strict=True))):
+        return None
+    if not (
+        len(a.orelse) == len(b.orelse)
+        and all(same_node(x, y) for x, y in zip(a.orelse, b.orelse, strict=True))
+    ):
+        return None
+    if _negation(a.test, b.test):
+        return ast.unparse(a.test)
+    if _negation(b.test, a.test):
+        return ast.unparse(b.test)
+    return None
+
+
+def inverted_flags(mine: ast.AST, theirs: ast.AST) -> Iterator[tuple[ast.If, str]]:
+    """``if`` statements of a copy that test a flag the other way round around the very body upstream runs
+    under it (``if flag: B`` copied as ``if not flag: B``), wherever they sit in the two functions."""
+    bodies: dict[str, list[ast.If]] = {}
+    for node in walk(theirs):
+        if isinstance(node, ast.If):
+            bodies.setdefault(ast.dump(ast.Module(body=node.body, type_ignores=[])), []).append(node)
+    if not bodies:
+        return
+    for node in walk(mine):
+        if isinstance(node, ast.If):
+            for up in bodies.get(ast.dump(ast.Module(body=node.body, type_ignores=[])), ()):
+                flag = _inverted_flag([up], [node])
+                if flag is not None:
+                    yield node, flag
+                    break
+
+
+def added_offset(mine: ast.AST, theirs: ast.AST) -> ast.AST | None:
+    """A ``1 + weight`` the copy computes where upstream's function never offsets a weight (a standard norm's
+    weight handed to its kernel as ``1 + self.weight``)."""
+    if not any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and _offset_add(n) for n in walk(theirs)
+    ):
+        return next(
+            (
+                n
+                for n in walk(mine)
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and _offset_add(n)
+            ),
+            None,
+        )
+    return None
+
+
+def _stmt_key(stmt: ast.stmt) -> str:
+    return ast.dump(stmt)
+
+
+def copy_numeric_faults(
+    mine: list[ast.stmt], theirs: list[ast.stmt], patched: bool
+) -> Iterator[tuple[ast.AST, str, str]]:
+    """``(site, kind, detail)`` where a copy of upstream statements (a generated module's method body) computes
+    other numerics than upstream: the two bodies are aligned statement by statement, and each changed or deleted
+    run of upstream statements is compared with what replaced it (`numeric_features`). Statements the copy
+    only adds (a patch's kernel guard) are not judged. A compound statement changed inside is aligned again
+    within its body."""
+    import difflib
+
+    a = [_stmt_key(s) for s in theirs]
+    b = [_stmt_key(s) for s in mine]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    opcodes = matcher.get_opcodes()
+    if patched and 2 * sum(i2 - i1 for tag, i1, i2, _j1, _j2 in opcodes if tag == "equal") < len(a):
+        return  # a patch rewrote the body (a kernel call in place of the eager code): not a copy any more
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag in ("equal", "insert"):
+            continue
+        up, cp = theirs[i1:i2], mine[j1:j2]
+        if patched and (len(up) > 2 or len(cp) > 2):
+            continue  # a patch's rewrite of a run of upstream's statements, not an edit of one
+        if len(up) == len(cp) > 1:  # several statements edited in place: each against its own
+            for u, c in zip(up, cp, strict=True):
+                yield from copy_numeric_faults([c], [u], patched)
+            continue
+        if len(up) == 1 and len(cp) == 1 and type(up[0]) is type(cp[0]):
+            inner_up, inner_cp = getattr(up[0], "body", None), getattr(cp[0], "body", None)
+            if isinstance(inner_up, list) and isinstance(inner_cp, list) and not isinstance(up[0], _FUNCS):
+                head_up = [f for f in ast.iter_fields(up[0]) if f[0] not in ("body", "orelse")]
+                head_cp = [f for f in ast.iter_fields(cp[0]) if f[0] not in ("body", "orelse")]
+                if all(
+                    (isinstance(x, ast.AST) and same_node(x, y)) or x == y
+                    for (_n, x), (_m, y) in zip(head_up, head_cp, strict=True)
+                ):
+                    yield from copy_numeric_faults(inner_cp, inner_up, patched)
+                    yield from copy_numeric_faults(
+                        getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []), patched
+                    )
+                    continue
+        fault = _feature_fault(up, cp)
+        if fault is not None:
+            site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
+            if site is not None:
+                yield site, fault[0], fault[1]
+
+
+def feature_message(kind: str) -> str:
+    return _FEATURE_TEXT[kind]
