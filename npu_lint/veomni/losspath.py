@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import nodes_of, walk
@@ -1701,3 +1701,104 @@ def copy_numeric_faults(
 
 def feature_message(kind: str) -> str:
     return _FEATURE_TEXT[kind]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Forwarded arguments: a wrapper hands its own parameters on to the function it wraps in that function's order
+
+
+def _positional_params(func: ast.AST) -> list[str]:
+    args = func.args  # type: ignore[attr-defined]
+    return [a.arg for a in [*args.posonlyargs, *args.args]]
+
+
+def _top_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCS) and stmt.name == name:
+            return stmt  # type: ignore[return-value]
+    return None
+
+
+def _imported_function(module: str, name: str, anchor: str) -> ast.FunctionDef | None:
+    from npu_lint.veomni.patchgen import load_file, path_of_module
+    from npu_lint.veomni.upstream import upstream_path
+
+    if module.startswith("transformers."):
+        found = upstream_path(module)
+        path = str(found) if found is not None else None
+    else:
+        path = path_of_module(module, anchor)
+    parsed = load_file(path) if path else None
+    if parsed is None or parsed.tree is None:
+        return None
+    return _top_function(parsed.tree, name)
+
+
+def _callee_bindings(tree: ast.Module, path: str) -> dict[str, tuple[str, str] | ast.FunctionDef]:
+    """Module-level names bound to a function: its def, or (module, name) of an import from a ``veomni`` /
+    ``transformers`` module; ``x = y`` aliases follow ``y``."""
+    from npu_lint.veomni.patchgen import module_of
+
+    here = module_of(path) or ""
+    package = here.split(".") if path.endswith("__init__.py") else here.split(".")[:-1]
+    out: dict[str, tuple[str, str] | ast.FunctionDef] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCS):
+            out[stmt.name] = stmt  # type: ignore[assignment]
+        elif isinstance(stmt, ast.ImportFrom):
+            if stmt.level:
+                if not here:
+                    continue
+                base = package[: len(package) - stmt.level + 1]
+                source = ".".join([*base, *([stmt.module] if stmt.module else [])])
+            else:
+                source = stmt.module or ""
+            if source.startswith(("veomni.", "transformers.")):
+                for alias in stmt.names:
+                    out[alias.asname or alias.name] = (source, alias.name)
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Name)
+            and stmt.value.id in out
+        ):
+            out[stmt.targets[0].id] = out[stmt.value.id]
+    return out
+
+
+def swapped_arguments(tree: ast.Module, path: str) -> Iterator[tuple[ast.Call, str, str, str]]:
+    """``(call, callee, argument, parameter)``: a function hands two of its own parameters on positionally to a
+    module-level or imported function whose signature names them in the other order (``f(a, b, y, x)`` to
+    ``def f(a, b, x, y)``): each lands in the other's place (a token count read as the ignore index, ``top_k``
+    as the number of experts)."""
+    bindings: dict[str, tuple[str, str] | ast.FunctionDef] | None = None
+    for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+        params = set(_positional_params(func)) | {a.arg for a in func.args.kwonlyargs}  # type: ignore[attr-defined]
+        if len(params) < 3:
+            continue
+        for call in nodes_of(func, ast.Call):
+            assert isinstance(call, ast.Call)
+            if not isinstance(call.func, ast.Name) or len(call.args) < 2:
+                continue
+            names = [a.id if isinstance(a, ast.Name) and a.id in params else None for a in call.args]
+            if sum(n is not None for n in names) < 2:
+                continue
+            if bindings is None:
+                bindings = _callee_bindings(tree, path)
+            bound = bindings.get(call.func.id)
+            if bound is None:
+                continue
+            target = bound if isinstance(bound, ast.FunctionDef) else _imported_function(*bound, path)
+            if target is None or target is func:
+                continue
+            callee = _positional_params(target)
+            if callee and callee[0] in ("self", "cls"):
+                continue
+            given = {n for n in names if n}
+            for i, name in enumerate(names):
+                if name is None or i >= len(callee) or callee[i] == name or name not in callee:
+                    continue
+                if callee[i] in given and names[callee.index(name)] == callee[i]:
+                    yield call, call.func.id, name, callee[i]
+                    break
