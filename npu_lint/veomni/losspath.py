@@ -1802,3 +1802,180 @@ def swapped_arguments(tree: ast.Module, path: str) -> Iterator[tuple[ast.Call, s
                 if callee[i] in given and names[callee.index(name)] == callee[i]:
                     yield call, call.func.id, name, callee[i]
                     break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Top-k routing weights: renormalised over the k experts each token selected
+
+
+def _topk_dim(call: ast.Call) -> str:
+    for kw in call.keywords:
+        if kw.arg == "dim":
+            return ast.unparse(kw.value)
+    functional = isinstance(call.func, ast.Attribute) and _leaf_name(call.func.value) == "torch"
+    index = 2 if functional else 1
+    return ast.unparse(call.args[index]) if len(call.args) > index else "-1"
+
+
+def _sum_dim(call: ast.AST, name: str) -> str | None:
+    """The axis of ``name.sum(...)`` / ``torch.sum(name, ...)`` ("all" without one); None for another node."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "sum"):
+        return None
+    receiver = call.func.value
+    args = list(call.args)
+    if isinstance(receiver, ast.Name) and receiver.id == name:
+        pass
+    elif _leaf_name(receiver) == "torch" and args and isinstance(args[0], ast.Name) and args[0].id == name:
+        args = args[1:]
+    else:
+        return None
+    for kw in call.keywords:
+        if kw.arg == "dim":
+            return ast.unparse(kw.value)
+    return ast.unparse(args[0]) if args else "all"
+
+
+def topk_renorm_axis_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str, str, str]]:
+    """``(site, name, topk axis, sum axis)``: top-k values (``vals, idx = torch.topk(probs, k, dim=-1)``)
+    divided by their own sum over another axis than the one top-k selected along (``vals /= vals.sum(dim=0)``:
+    over the tokens of the batch, not each token's k experts), or over every element."""
+    picked: dict[str, str] = {}
+    for stmt in nodes_of(func, ast.Assign):
+        assert isinstance(stmt, ast.Assign)
+        value = stmt.value
+        while isinstance(value, ast.Subscript):  # torch.topk(...)[0]
+            value = value.value
+        if not (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "topk"
+        ):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name):
+            picked[target.elts[0].id] = _topk_dim(value)
+        elif isinstance(target, ast.Name) and isinstance(stmt.value, ast.Subscript):
+            picked[target.id] = _topk_dim(value)
+    if not picked:
+        return
+    for node in nodes_of(func, ast.AugAssign, ast.BinOp):
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.target, ast.Name)
+        ):
+            name, divisor = node.target.id, node.value
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.left, ast.Name):
+            name, divisor = node.left.id, node.right
+        else:
+            continue
+        if name not in picked:
+            continue
+        axis = _sum_dim(divisor, name)
+        if axis is None or axis == picked[name]:
+            continue
+        if {axis, picked[name]} <= {"-1", "1"}:  # (tokens, k) values: the last axis either way
+            continue
+        yield node, name, picked[name], axis
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-position outputs of a chunked loss: masked alike
+
+
+def _masked_by(value: ast.AST) -> str | None:
+    """The mask a per-position value is gated by: ``torch.where(mask, v, zero)`` / ``v * mask`` /
+    ``v.masked_fill(~mask, 0)``; None when ungated."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr == "where" and len(value.args) == 3:
+            return ast.unparse(value.args[0])
+        if value.func.attr == "masked_fill" and value.args:
+            return ast.unparse(strip_not(value.args[0]))
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        for side in (value.left, value.right):
+            text = ast.unparse(side)
+            if "mask" in text.lower():
+                return text
+    return None
+
+
+def strip_not(node: ast.AST) -> ast.AST:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+        return node.operand
+    return node
+
+
+def unmasked_sibling_stores(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
+    """``(store, buffer, mask)``: in one block that writes several per-position buffers over the same slice
+    (``out[start:end] = ...``), all but one gated by the same mask (``torch.where(mask, v, 0)``), the one
+    written ungated from a plain local value: its ignored positions (prompt, padding) count in the loss."""
+    for block_owner in nodes_of(func, ast.For, ast.While):
+        stores: list[tuple[ast.Assign, str, str, str | None]] = []
+        for stmt in block_owner.body:  # type: ignore[attr-defined]
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Subscript)
+                and isinstance(stmt.targets[0].slice, ast.Slice)
+                and isinstance(stmt.targets[0].value, ast.Name)
+            ):
+                target = stmt.targets[0]
+                stores.append((stmt, target.value.id, ast.unparse(target.slice), _masked_by(stmt.value)))
+        if len(stores) < 3:
+            continue
+        masks: dict[tuple[str, str], int] = {}
+        for _s, _b, where, mask in stores:
+            if mask is not None:
+                masks[where, mask] = masks.get((where, mask), 0) + 1
+        for stmt, buffer, where, mask in stores:
+            if mask is not None:
+                continue
+            gate = next((m for (w, m), count in masks.items() if w == where and count >= 2), None)
+            if gate is None:
+                continue
+            value = stmt.value
+            if any(isinstance(n, ast.Call) for n in walk(value)):
+                continue  # a helper that takes the labels masks on its own
+            yield stmt, buffer, gate
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A step's loss: the sum of its named terms
+
+
+def _loss_terms(node: ast.AST) -> str | None:
+    """The loss mapping whose values ``node`` collects (``list(loss_dict.values())``, ``loss_dict.values()``,
+    ``[v for v in loss_dict.values()]``); None otherwise."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple"):
+        node = node.args[0] if node.args else node
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1:
+        node = node.generators[0].iter
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "values"
+        and "loss" in (_leaf_name(node.func.value) or "").lower()
+    ):
+        return _leaf_name(node.func.value)
+    return None
+
+
+def averaged_loss_terms(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
+    """``(mean call, mapping)``: the named terms of a loss mapping stacked and averaged
+    (``torch.stack(list(loss_dict.values())).mean()``) where the objective is their sum."""
+    for call in nodes_of(func, ast.Call):
+        assert isinstance(call, ast.Call)
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "mean"):
+            continue
+        inner = f.value if not (_leaf_name(f.value) == "torch" and call.args) else call.args[0]
+        if not (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr in ("stack", "tensor", "cat")
+            and inner.args
+        ):
+            continue
+        mapping = _loss_terms(inner.args[0])
+        if mapping is not None:
+            yield call, mapping

@@ -32,16 +32,26 @@ def _lines(text: str) -> list[int]:
 def test_forwarded_in_order_is_quiet() -> None:
     assert _lines(CODE) == []
     # other names than the callee's parameters, and keywords, say nothing about the order
-    assert _lines(CODE.replace("num_experts, top_k, attention_mask)", "top_k=top_k, num_experts=num_experts)")) == []
-    assert _lines(CODE.replace("_balance(gate_logits, num_experts, top_k", "_balance(gate_logits, 8, top_k")) == []
+    assert (
+        _lines(CODE.replace("num_experts, top_k, attention_mask)", "top_k=top_k, num_experts=num_experts)"))
+        == []
+    )
+    assert (
+        _lines(CODE.replace("_balance(gate_logits, num_experts, top_k", "_balance(gate_logits, 8, top_k"))
+        == []
+    )
 
 
 def test_swapped_through_an_alias_is_reported() -> None:
-    assert _lines(CODE.replace("num_experts, top_k, attention_mask)", "top_k, num_experts, attention_mask)")) == [9]
+    assert _lines(
+        CODE.replace("num_experts, top_k, attention_mask)", "top_k, num_experts, attention_mask)")
+    ) == [9]
 
 
 def test_swapped_into_a_local_def_is_reported() -> None:
-    code = CODE.replace("return _balance(gate_logits, num_experts", "return balance_pytorch(gate_logits, top_k")
+    code = CODE.replace(
+        "return _balance(gate_logits, num_experts", "return balance_pytorch(gate_logits, top_k"
+    )
     code = code.replace("top_k, attention_mask)\n", "num_experts, attention_mask)\n", 1)
     assert "balance_pytorch(gate_logits, top_k, num_experts, attention_mask)" in code
     assert _lines(code) == [9]

@@ -13,7 +13,9 @@ from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 
-pytestmark = pytest.mark.skipif(transformers_version() != "5.9.0", reason="needs transformers 5.9.0 installed")
+pytestmark = pytest.mark.skipif(
+    transformers_version() != "5.9.0", reason="needs transformers 5.9.0 installed"
+)
 
 PATH = "veomni/models/transformers/qwen3_moe/generated/patched_modeling_qwen3_moe_npu.py"
 BANNER = """
@@ -93,7 +95,11 @@ def test_faithful_copies_are_quiet() -> None:
         ("        hidden_states = hidden_states.to(torch.float32)\n", "", "variance = hidden_states"),
         ("variance + self.variance_epsilon", "variance.clamp(min=self.variance_epsilon)", "clamp"),
         ("variance + self.variance_epsilon", "variance + 1e-6", "1e-6"),
-        ("self.weight, self.variance_epsilon)", "1.0 + self.weight, self.variance_epsilon)", "1.0 + self.weight"),
+        (
+            "self.weight, self.variance_epsilon)",
+            "1.0 + self.weight, self.variance_epsilon)",
+            "1.0 + self.weight",
+        ),
     ],
 )
 def test_norm_edits_are_reported(old: str, new: str, needle: str) -> None:
