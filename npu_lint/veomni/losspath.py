@@ -1979,3 +1979,43 @@ def averaged_loss_terms(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
         mapping = _loss_terms(inner.args[0])
         if mapping is not None:
             yield call, mapping
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A loss kernel row built once at module level
+
+
+def summed_loss_objects(tree: ast.Module) -> Iterator[tuple[ast.Call, str, ast.AST]]:
+    """``(return value, object, reduction keyword value)``: a loss object built at module level with
+    ``reduction="sum"`` (``ce = FusedLinearCrossEntropyLoss(reduction="sum")``) whose result a function with a
+    ``num_items_in_batch`` parameter returns without dividing it: a kernel row that hands the trainer a token
+    sum where its sibling rows hand on the per-token mean."""
+    objects: dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ):
+            continue
+        callee = _callee(stmt.value)
+        if not _LOSS_CALLEE.search(callee) and not callee.lower().endswith("loss"):
+            continue
+        for kw in stmt.value.keywords:
+            if kw.arg == "reduction" and isinstance(kw.value, ast.Constant) and kw.value.value == "sum":
+                objects[stmt.targets[0].id] = kw.value
+    if not objects:
+        return
+    for func in tree.body:
+        if not isinstance(func, _FUNCS):
+            continue
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        if "num_items_in_batch" not in params:
+            continue
+        for ret in nodes_of(func, ast.Return):
+            value = ret.value  # type: ignore[attr-defined]
+            parts = value.elts if isinstance(value, ast.Tuple) else [value]
+            for part in parts:
+                if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id in objects:
+                    yield part, part.func.id, objects[part.func.id]

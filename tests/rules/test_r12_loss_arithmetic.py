@@ -102,3 +102,28 @@ def test_loss_terms_averaged() -> None:
     assert (
         _lines("NPU462", TERMS.replace("list(loss_dict.values())).sum()", "micro_losses).mean()"), path) == []
     )
+
+
+ROW = """
+from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+fused_ce = LigerFusedLinearCrossEntropyLoss(reduction="mean")
+
+
+def fused_row(logits=None, labels=None, num_items_in_batch=None, ignore_index=-100, **kwargs):
+    hidden_states = kwargs.pop("hidden_states")
+    weights = kwargs.pop("weights")
+    return fused_ce(weights, hidden_states, labels), logits
+"""
+
+
+def test_module_level_summed_loss_object() -> None:
+    path = "veomni/ops/kernels/cross_entropy/toy_fused.py"
+    assert _lines("NPU440", ROW, path) == []
+    summed = ROW.replace('reduction="mean"', 'reduction="sum"')
+    assert _lines("NPU440", summed, path) == [3]
+    divided = summed.replace(
+        "return fused_ce(weights, hidden_states, labels), logits",
+        "return fused_ce(weights, hidden_states, labels) / num_items_in_batch, logits",
+    )
+    assert _lines("NPU440", divided, path) == []
