@@ -1452,7 +1452,9 @@ def squared_target_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
 # ---------------------------------------------------------------------------------------------------------------
 # Upstream copies: a generated module's copy of upstream code keeps upstream's numerics
 
-_REDUCERS = frozenset({"sum", "mean", "softmax", "log_softmax", "logsumexp", "amax", "norm", "var", "cumsum"})
+_COPY_REDUCERS = frozenset(
+    {"sum", "mean", "softmax", "log_softmax", "logsumexp", "amax", "norm", "var", "cumsum"}
+)
 _LOSS_CALLEE = re.compile(
     r"cross_?entropy|crossentropyloss|nll_?loss|mse_?loss|kl_?div|l1_?loss|bce|loss_function|forcausallmloss",
     re.I,
@@ -1518,7 +1520,7 @@ def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
                         and "norm" in attr.lower()
                     ):
                         out["norm", attr] += 1
-                if attr in _REDUCERS:
+                if attr in _COPY_REDUCERS:
                     functional = (
                         isinstance(func, ast.Attribute)
                         and isinstance(func.value, ast.Name)
