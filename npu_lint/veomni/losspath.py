@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.veomni.upstream import same_node
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -1441,3 +1443,577 @@ def squared_target_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         target = base.right
         if temp in _reads(target) and not _under_divisor(target, temp):
             yield target, f"the squared loss's target `{ast.unparse(target)}` multiplies by `{temp}`"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Upstream copies: a generated module's copy of upstream code keeps upstream's numerics
+
+_COPY_REDUCERS = frozenset(
+    {"sum", "mean", "softmax", "log_softmax", "logsumexp", "amax", "norm", "var", "cumsum"}
+)
+_LOSS_CALLEE = re.compile(
+    r"cross_?entropy|crossentropyloss|nll_?loss|mse_?loss|kl_?div|l1_?loss|bce|loss_function|forcausallmloss",
+    re.I,
+)
+_LOSS_KEYWORDS = frozenset(
+    {"ignore_index", "reduction", "label_smoothing", "reduce", "size_average", "num_items_in_batch", "weight"}
+)
+_EPS = re.compile(r"(?:^|_)(?:eps|epsilon)(?:_|$)|^variance_epsilon$")
+
+
+def _is_fp32(node: ast.AST) -> bool:
+    """``torch.float32`` / ``torch.float`` (or a bare ``float32``)."""
+    return (isinstance(node, ast.Attribute) and node.attr in ("float32", "float")) or (
+        isinstance(node, ast.Name) and node.id == "float32"
+    )
+
+
+def _is_dtype(node: ast.AST) -> bool:
+    """``x.dtype``, ``input_dtype``: a dtype read from a tensor or kept in a local (a cast back)."""
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name.endswith("dtype")
+
+
+def _is_eps(node: ast.AST) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    return name is not None and _EPS.search(name) is not None
+
+
+def _dim_of(call: ast.Call, functional: bool) -> str:
+    for kw in call.keywords:
+        if kw.arg in ("dim", "axis"):
+            return ast.unparse(kw.value)
+    index = 1 if functional else 0
+    return ast.unparse(call.args[index]) if len(call.args) > index else "all"
+
+
+def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
+    """What a run of statements computes, as far as a copy of upstream code must keep it: fp32 upcasts, eps
+    added to a variance, calls of the module's norm submodules, ``1 + weight`` offsets, reductions with their
+    axis, the polarity of each tested flag, and the keywords of loss calls (ignore index, reduction)."""
+    out: Counter[tuple[str, ...]] = Counter()
+    for stmt in stmts:
+        for node in walk(stmt):
+            if isinstance(node, ast.Call):
+                func = node.func
+                attr = (
+                    func.attr
+                    if isinstance(func, ast.Attribute)
+                    else func.id
+                    if isinstance(func, ast.Name)
+                    else ""
+                )
+                if isinstance(func, ast.Attribute):
+                    if attr == "float" and not node.args:
+                        out["fp32",] += 1
+                    elif attr in ("to", "type") and any(_is_fp32(a) for a in node.args):
+                        out["fp32",] += 1
+                    elif attr == "type_as" or (attr == "to" and any(_is_dtype(a) for a in node.args)):
+                        out["cast",] += 1
+                    if (
+                        isinstance(func.value, ast.Name)
+                        and func.value.id == "self"
+                        and "norm" in attr.lower()
+                    ):
+                        out["norm", attr] += 1
+                if attr in _COPY_REDUCERS:
+                    functional = (
+                        isinstance(func, ast.Attribute)
+                        and isinstance(func.value, ast.Name)
+                        and (func.value.id in ("torch", "F", "functional"))
+                    )
+                    out["reduce", attr, _dim_of(node, functional)] += 1
+                if _LOSS_CALLEE.search(attr or ""):
+                    for kw in node.keywords:
+                        if kw.arg in _LOSS_KEYWORDS:
+                            out["losskw", attr, kw.arg, ast.unparse(kw.value)] += 1
+            elif isinstance(node, ast.keyword) and node.arg == "dtype" and _is_fp32(node.value):
+                out["fp32",] += 1
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                if _is_eps(node.left) or _is_eps(node.right):
+                    out["eps",] += 1
+                elif _offset_add(node):
+                    out["offset",] += 1
+    return out
+
+
+def _offset_add(node: ast.BinOp) -> bool:
+    def weight(n: ast.AST) -> bool:
+        while (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "to")
+        ):
+            n = n.func.value
+        return isinstance(n, ast.Attribute) and n.attr == "weight"
+
+    def one(n: ast.AST) -> bool:
+        return isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value == 1
+
+    return (one(node.left) and weight(node.right)) or (one(node.right) and weight(node.left))
+
+
+_FEATURE_TEXT = {
+    "fp32": "drops an fp32 upcast upstream makes",
+    "cast": "drops a cast back to the input's dtype upstream makes",
+    "eps": "no longer adds the norm's eps the way upstream does",
+    "norm": "skips a norm submodule upstream calls",
+    "offset": "changes the `1 + weight` offset",
+    "reduce": "changes a reduction (its op or axis)",
+    "flag": "inverts a flag upstream tests",
+    "losskw": "changes a loss call's keyword (ignore index / reduction)",
+}
+
+
+def _feature_fault(theirs: list[ast.stmt], mine: list[ast.stmt]) -> tuple[str, str] | None:
+    """The first numeric feature upstream's statements have and the copy's lack (or change): (kind, detail)."""
+    up, cp = numeric_features(theirs), numeric_features(mine)
+    if up == cp:
+        return None
+    for key, count in up.items():
+        kind = key[0]
+        if cp.get(key, 0) >= count:
+            continue
+        if kind in ("fp32", "eps", "offset", "cast"):
+            return kind, ""
+        if kind == "norm":
+            return kind, f"`self.{key[1]}`"
+        if kind == "reduce":
+            return kind, f"upstream's `.{key[1]}(dim={key[2]})`"
+        if kind == "losskw":
+            return kind, f"upstream's `{key[1]}(..., {key[2]}={key[3]})`"
+    for key, count in cp.items():  # a loss keyword or offset the copy adds
+        if key[0] in ("losskw", "offset") and up.get(key, 0) < count:
+            detail = f"`{key[2]}={key[3]}` added to `{key[1]}`" if key[0] == "losskw" else ""
+            return key[0], detail
+    return None
+
+
+def _negation(a: ast.expr, b: ast.expr) -> bool:
+    return isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.Not) and same_node(a, b.operand)
+
+
+def _inverted_flag(up: list[ast.stmt], cp: list[ast.stmt]) -> str | None:
+    """The flag an ``if`` of the copy tests the other way round around upstream's very body (``if flag: B``
+    copied as ``if not flag: B``); None otherwise."""
+    if len(up) != 1 or len(cp) != 1 or not isinstance(up[0], ast.If) or not isinstance(cp[0], ast.If):
+        return None
+    a, b = up[0], cp[0]
+    if not (len(a.body) == len(b.body) and all(same_node(x, y) for x, y in zip(a.body, b.body, strict=True))):
+        return None
+    if not (
+        len(a.orelse) == len(b.orelse)
+        and all(same_node(x, y) for x, y in zip(a.orelse, b.orelse, strict=True))
+    ):
+        return None
+    if _negation(a.test, b.test):
+        return ast.unparse(a.test)
+    if _negation(b.test, a.test):
+        return ast.unparse(b.test)
+    return None
+
+
+def inverted_flags(mine: ast.AST, theirs: ast.AST) -> Iterator[tuple[ast.If, str]]:
+    """``if`` statements of a copy that test a flag the other way round around the very body upstream runs
+    under it (``if flag: B`` copied as ``if not flag: B``), wherever they sit in the two functions."""
+    bodies: dict[str, list[ast.If]] = {}
+    for node in walk(theirs):
+        if isinstance(node, ast.If):
+            bodies.setdefault(ast.dump(ast.Module(body=node.body, type_ignores=[])), []).append(node)
+    if not bodies:
+        return
+    for node in walk(mine):
+        if isinstance(node, ast.If):
+            for up in bodies.get(ast.dump(ast.Module(body=node.body, type_ignores=[])), ()):
+                flag = _inverted_flag([up], [node])
+                if flag is not None:
+                    yield node, flag
+                    break
+
+
+def added_offset(mine: ast.AST, theirs: ast.AST) -> ast.AST | None:
+    """A ``1 + weight`` the copy computes where upstream's function never offsets a weight (a standard norm's
+    weight handed to its kernel as ``1 + self.weight``)."""
+    if not any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and _offset_add(n) for n in walk(theirs)
+    ):
+        return next(
+            (
+                n
+                for n in walk(mine)
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and _offset_add(n)
+            ),
+            None,
+        )
+    return None
+
+
+def _stmt_key(stmt: ast.stmt) -> str:
+    return ast.dump(stmt)
+
+
+def copy_numeric_faults(
+    mine: list[ast.stmt], theirs: list[ast.stmt], patched: bool
+) -> Iterator[tuple[ast.AST, str, str]]:
+    """``(site, kind, detail)`` where a copy of upstream statements (a generated module's method body) computes
+    other numerics than upstream: the two bodies are aligned statement by statement, and each changed or deleted
+    run of upstream statements is compared with what replaced it (`numeric_features`). Statements the copy
+    only adds (a patch's kernel guard) are not judged. A compound statement changed inside is aligned again
+    within its body."""
+    import difflib
+
+    a = [_stmt_key(s) for s in theirs]
+    b = [_stmt_key(s) for s in mine]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    opcodes = matcher.get_opcodes()
+    if patched and 2 * sum(i2 - i1 for tag, i1, i2, _j1, _j2 in opcodes if tag == "equal") < len(a):
+        return  # a patch rewrote the body (a kernel call in place of the eager code): not a copy any more
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag in ("equal", "insert"):
+            continue
+        up, cp = theirs[i1:i2], mine[j1:j2]
+        if patched and (len(up) > 2 or len(cp) > 2):
+            continue  # a patch's rewrite of a run of upstream's statements, not an edit of one
+        if len(up) == len(cp) > 1:  # several statements edited in place: each against its own
+            for u, c in zip(up, cp, strict=True):
+                yield from copy_numeric_faults([c], [u], patched)
+            continue
+        if len(up) == 1 and len(cp) == 1 and type(up[0]) is type(cp[0]):
+            inner_up, inner_cp = getattr(up[0], "body", None), getattr(cp[0], "body", None)
+            if isinstance(inner_up, list) and isinstance(inner_cp, list) and not isinstance(up[0], _FUNCS):
+                head_up = [f for f in ast.iter_fields(up[0]) if f[0] not in ("body", "orelse")]
+                head_cp = [f for f in ast.iter_fields(cp[0]) if f[0] not in ("body", "orelse")]
+                if all(
+                    (isinstance(x, ast.AST) and same_node(x, y)) or x == y
+                    for (_n, x), (_m, y) in zip(head_up, head_cp, strict=True)
+                ):
+                    yield from copy_numeric_faults(inner_cp, inner_up, patched)
+                    yield from copy_numeric_faults(
+                        getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []), patched
+                    )
+                    continue
+        fault = _feature_fault(up, cp)
+        if fault is not None:
+            site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
+            if site is not None:
+                yield site, fault[0], fault[1]
+
+
+def feature_message(kind: str) -> str:
+    return _FEATURE_TEXT[kind]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Forwarded arguments: a wrapper hands its own parameters on to the function it wraps in that function's order
+
+
+def _positional_params(func: ast.AST) -> list[str]:
+    args = func.args  # type: ignore[attr-defined]
+    return [a.arg for a in [*args.posonlyargs, *args.args]]
+
+
+def _top_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCS) and stmt.name == name:
+            return stmt  # type: ignore[return-value]
+    return None
+
+
+def _imported_function(module: str, name: str, anchor: str) -> ast.FunctionDef | None:
+    from npu_lint.veomni.patchgen import load_file, path_of_module
+    from npu_lint.veomni.upstream import upstream_path
+
+    if module.startswith("transformers."):
+        found = upstream_path(module)
+        path = str(found) if found is not None else None
+    else:
+        path = path_of_module(module, anchor)
+    parsed = load_file(path) if path else None
+    if parsed is None or parsed.tree is None:
+        return None
+    return _top_function(parsed.tree, name)
+
+
+def _callee_bindings(tree: ast.Module, path: str) -> dict[str, tuple[str, str] | ast.FunctionDef]:
+    """Module-level names bound to a function: its def, or (module, name) of an import from a ``veomni`` /
+    ``transformers`` module; ``x = y`` aliases follow ``y``."""
+    from npu_lint.veomni.patchgen import module_of
+
+    here = module_of(path) or ""
+    package = here.split(".") if path.endswith("__init__.py") else here.split(".")[:-1]
+    out: dict[str, tuple[str, str] | ast.FunctionDef] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCS):
+            out[stmt.name] = stmt  # type: ignore[assignment]
+        elif isinstance(stmt, ast.ImportFrom):
+            if stmt.level:
+                if not here:
+                    continue
+                base = package[: len(package) - stmt.level + 1]
+                source = ".".join([*base, *([stmt.module] if stmt.module else [])])
+            else:
+                source = stmt.module or ""
+            if source.startswith(("veomni.", "transformers.")):
+                for alias in stmt.names:
+                    out[alias.asname or alias.name] = (source, alias.name)
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Name)
+            and stmt.value.id in out
+        ):
+            out[stmt.targets[0].id] = out[stmt.value.id]
+    return out
+
+
+def swapped_arguments(tree: ast.Module, path: str) -> Iterator[tuple[ast.Call, str, str, str]]:
+    """``(call, callee, argument, parameter)``: a function hands two of its own parameters on positionally to a
+    module-level or imported function whose signature names them in the other order (``f(a, b, y, x)`` to
+    ``def f(a, b, x, y)``): each lands in the other's place (a token count read as the ignore index, ``top_k``
+    as the number of experts)."""
+    bindings: dict[str, tuple[str, str] | ast.FunctionDef] | None = None
+    for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+        params = set(_positional_params(func)) | {a.arg for a in func.args.kwonlyargs}  # type: ignore[attr-defined]
+        if len(params) < 3:
+            continue
+        for call in nodes_of(func, ast.Call):
+            assert isinstance(call, ast.Call)
+            if not isinstance(call.func, ast.Name) or len(call.args) < 2:
+                continue
+            names = [a.id if isinstance(a, ast.Name) and a.id in params else None for a in call.args]
+            if sum(n is not None for n in names) < 2:
+                continue
+            if bindings is None:
+                bindings = _callee_bindings(tree, path)
+            bound = bindings.get(call.func.id)
+            if bound is None:
+                continue
+            target = bound if isinstance(bound, ast.FunctionDef) else _imported_function(*bound, path)
+            if target is None or target is func:
+                continue
+            callee = _positional_params(target)
+            if callee and callee[0] in ("self", "cls"):
+                continue
+            given = {n for n in names if n}
+            for i, name in enumerate(names):
+                if name is None or i >= len(callee) or callee[i] == name or name not in callee:
+                    continue
+                if callee[i] in given and names[callee.index(name)] == callee[i]:
+                    yield call, call.func.id, name, callee[i]
+                    break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Top-k routing weights: renormalised over the k experts each token selected
+
+
+def _topk_dim(call: ast.Call) -> str:
+    for kw in call.keywords:
+        if kw.arg == "dim":
+            return ast.unparse(kw.value)
+    functional = isinstance(call.func, ast.Attribute) and _leaf_name(call.func.value) == "torch"
+    index = 2 if functional else 1
+    return ast.unparse(call.args[index]) if len(call.args) > index else "-1"
+
+
+def _sum_dim(call: ast.AST, name: str) -> str | None:
+    """The axis of ``name.sum(...)`` / ``torch.sum(name, ...)`` ("all" without one); None for another node."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "sum"):
+        return None
+    receiver = call.func.value
+    args = list(call.args)
+    if isinstance(receiver, ast.Name) and receiver.id == name:
+        pass
+    elif _leaf_name(receiver) == "torch" and args and isinstance(args[0], ast.Name) and args[0].id == name:
+        args = args[1:]
+    else:
+        return None
+    for kw in call.keywords:
+        if kw.arg == "dim":
+            return ast.unparse(kw.value)
+    return ast.unparse(args[0]) if args else "all"
+
+
+def topk_renorm_axis_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str, str, str]]:
+    """``(site, name, topk axis, sum axis)``: top-k values (``vals, idx = torch.topk(probs, k, dim=-1)``)
+    divided by their own sum over another axis than the one top-k selected along (``vals /= vals.sum(dim=0)``:
+    over the tokens of the batch, not each token's k experts), or over every element."""
+    picked: dict[str, str] = {}
+    for stmt in nodes_of(func, ast.Assign):
+        assert isinstance(stmt, ast.Assign)
+        value = stmt.value
+        while isinstance(value, ast.Subscript):  # torch.topk(...)[0]
+            value = value.value
+        if not (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "topk"
+        ):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name):
+            picked[target.elts[0].id] = _topk_dim(value)
+        elif isinstance(target, ast.Name) and isinstance(stmt.value, ast.Subscript):
+            picked[target.id] = _topk_dim(value)
+    if not picked:
+        return
+    for node in nodes_of(func, ast.AugAssign, ast.BinOp):
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.target, ast.Name)
+        ):
+            name, divisor = node.target.id, node.value
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.left, ast.Name):
+            name, divisor = node.left.id, node.right
+        else:
+            continue
+        if name not in picked:
+            continue
+        axis = _sum_dim(divisor, name)
+        if axis is None or axis == picked[name]:
+            continue
+        if {axis, picked[name]} <= {"-1", "1"}:  # (tokens, k) values: the last axis either way
+            continue
+        yield node, name, picked[name], axis
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-position outputs of a chunked loss: masked alike
+
+
+def _masked_by(value: ast.AST) -> str | None:
+    """The mask a per-position value is gated by: ``torch.where(mask, v, zero)`` / ``v * mask`` /
+    ``v.masked_fill(~mask, 0)``; None when ungated."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr == "where" and len(value.args) == 3:
+            return ast.unparse(value.args[0])
+        if value.func.attr == "masked_fill" and value.args:
+            return ast.unparse(strip_not(value.args[0]))
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        for side in (value.left, value.right):
+            text = ast.unparse(side)
+            if "mask" in text.lower():
+                return text
+    return None
+
+
+def strip_not(node: ast.AST) -> ast.AST:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+        return node.operand
+    return node
+
+
+def unmasked_sibling_stores(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
+    """``(store, buffer, mask)``: in one block that writes several per-position buffers over the same slice
+    (``out[start:end] = ...``), all but one gated by the same mask (``torch.where(mask, v, 0)``), the one
+    written ungated from a plain local value: its ignored positions (prompt, padding) count in the loss."""
+    for block_owner in nodes_of(func, ast.For, ast.While):
+        stores: list[tuple[ast.Assign, str, str, str | None]] = []
+        for stmt in block_owner.body:  # type: ignore[attr-defined]
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Subscript)
+                and isinstance(stmt.targets[0].slice, ast.Slice)
+                and isinstance(stmt.targets[0].value, ast.Name)
+            ):
+                target = stmt.targets[0]
+                stores.append((stmt, target.value.id, ast.unparse(target.slice), _masked_by(stmt.value)))
+        if len(stores) < 3:
+            continue
+        masks: dict[tuple[str, str], int] = {}
+        for _s, _b, where, mask in stores:
+            if mask is not None:
+                masks[where, mask] = masks.get((where, mask), 0) + 1
+        for stmt, buffer, where, mask in stores:
+            if mask is not None:
+                continue
+            gate = next((m for (w, m), count in masks.items() if w == where and count >= 2), None)
+            if gate is None:
+                continue
+            value = stmt.value
+            if any(isinstance(n, ast.Call) for n in walk(value)):
+                continue  # a helper that takes the labels masks on its own
+            yield stmt, buffer, gate
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A step's loss: the sum of its named terms
+
+
+def _loss_terms(node: ast.AST) -> str | None:
+    """The loss mapping whose values ``node`` collects (``list(loss_dict.values())``, ``loss_dict.values()``,
+    ``[v for v in loss_dict.values()]``); None otherwise."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple"):
+        node = node.args[0] if node.args else node
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1:
+        node = node.generators[0].iter
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "values"
+        and "loss" in (_leaf_name(node.func.value) or "").lower()
+    ):
+        return _leaf_name(node.func.value)
+    return None
+
+
+def averaged_loss_terms(func: ast.AST) -> Iterator[tuple[ast.Call, str]]:
+    """``(mean call, mapping)``: the named terms of a loss mapping stacked and averaged
+    (``torch.stack(list(loss_dict.values())).mean()``) where the objective is their sum."""
+    for call in nodes_of(func, ast.Call):
+        assert isinstance(call, ast.Call)
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "mean"):
+            continue
+        inner = f.value if not (_leaf_name(f.value) == "torch" and call.args) else call.args[0]
+        if not (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr in ("stack", "tensor", "cat")
+            and inner.args
+        ):
+            continue
+        mapping = _loss_terms(inner.args[0])
+        if mapping is not None:
+            yield call, mapping
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A loss kernel row built once at module level
+
+
+def summed_loss_objects(tree: ast.Module) -> Iterator[tuple[ast.Call, str, ast.AST]]:
+    """``(return value, object, reduction keyword value)``: a loss object built at module level with
+    ``reduction="sum"`` (``ce = FusedLinearCrossEntropyLoss(reduction="sum")``) whose result a function with a
+    ``num_items_in_batch`` parameter returns without dividing it: a kernel row that hands the trainer a token
+    sum where its sibling rows hand on the per-token mean."""
+    objects: dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ):
+            continue
+        callee = _callee(stmt.value)
+        if not _LOSS_CALLEE.search(callee) and not callee.lower().endswith("loss"):
+            continue
+        for kw in stmt.value.keywords:
+            if kw.arg == "reduction" and isinstance(kw.value, ast.Constant) and kw.value.value == "sum":
+                objects[stmt.targets[0].id] = kw.value
+    if not objects:
+        return
+    for func in tree.body:
+        if not isinstance(func, _FUNCS):
+            continue
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        if "num_items_in_batch" not in params:
+            continue
+        for ret in nodes_of(func, ast.Return):
+            value = ret.value  # type: ignore[attr-defined]
+            parts = value.elts if isinstance(value, ast.Tuple) else [value]
+            for part in parts:
+                if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id in objects:
+                    yield part, part.func.id, objects[part.func.id]

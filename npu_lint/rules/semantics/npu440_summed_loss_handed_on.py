@@ -89,12 +89,25 @@ class SummedLossHandedOn(Rule):
         ),
     )
     fix_safety = "No fix."
-    requires = (("cross_entropy", "nll_loss", "loss"), ("reduction", ".sum(", "torch.sum("))
+    requires = (("cross_entropy", "nll_loss", "loss", "Loss"), ("reduction", ".sum(", "torch.sum("))
     node_types = _FUNCS
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        if "num_items_in_batch" not in self.ctx.source.text:
+            return
+        for call, name, red in losspath.summed_loss_objects(self.ctx.tree):
+            if not first_report(self, red):
+                continue
+            self.report(
+                red,
+                f'`{name}` is built with `reduction="sum"` and a function returns its result (`{ast.unparse(call.func)}(...)`) as the loss '
+                "without a division by `num_items_in_batch`: this row hands on a token sum where the loss contract "
+                "(and the other rows of the op) hand on the per-token mean",
+            )
 
     def visit(self, node: ast.AST) -> None:
         found = chain(

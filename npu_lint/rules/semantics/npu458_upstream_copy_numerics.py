@@ -1,0 +1,155 @@
+"""NPU458 upstream-copy-numerics."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import transformers_version
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni import losspath
+from npu_lint.veomni.patchgen import generated_banner, load_file
+from npu_lint.veomni.upstream import same_node, upstream_path
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _same_body(mine: ast.AST, theirs: ast.AST) -> bool:
+    a, b = mine.body, theirs.body  # type: ignore[attr-defined]
+    return len(a) == len(b) and all(same_node(x, y) for x, y in zip(a, b, strict=True))
+
+
+class UpstreamCopyNumerics(Rule):
+    code = "NPU458"
+    name = "upstream-copy-numerics"
+    summary = (
+        "A generated module's copy of upstream code (an RMSNorm, a router, a loss head) computes other numerics "
+        "than the installed transformers: an fp32 upcast dropped, eps no longer added, a norm submodule "
+        "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed."
+    )
+    why = (
+        "A generated module is the upstream modeling code with the spec's patches applied; the code no patch "
+        "rewrites is upstream's, statement for statement, and a patch that guards a kernel keeps upstream's "
+        "eager body below the guard. That is the code the NPU build runs when no kernel is bound (and the GPU "
+        "build's reference): when a copy squares bf16 activations, clamps the variance at eps instead of adding "
+        "it, skips `q_a_layernorm`, renormalises the top-k weights over another axis or when the config says "
+        "not to, or builds its cross-entropy with another ignore index, the model silently diverges from the "
+        "checkpoint it loads, and no spec review sees it. Each method of a generated file (whose banner names the "
+        "installed transformers version) is aligned statement by statement with upstream's, and each run of "
+        "upstream statements the copy changed or deleted is compared with its replacement on what it computes "
+        "(fp32 upcasts, eps additions, norm calls, `1 + weight` offsets, reductions and their axes, flag "
+        "polarity, loss keywords); a rewrite that keeps all of them (`square()` for `pow(2)`, a keyword axis) "
+        "and the statements a patch only adds (a kernel guard) are not reported."
+    )
+    bad = (
+        Example(
+            """
+            # ==============================================================================
+            #  AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY
+            # ==============================================================================
+            #
+            #  Source: transformers.models.llama.modeling_llama
+            #  Based on: transformers==5.9.0
+            #
+            #  Patches applied:
+            #    - method_override: LlamaModel.forward
+
+            import torch
+            from torch import nn
+
+
+            class LlamaRMSNorm(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    input_dtype = hidden_states.dtype
+                    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                    hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                    return self.weight * hidden_states.to(input_dtype)
+            """,
+            path="veomni/models/transformers/llama/generated/patched_modeling_llama_gpu.py",
+            title="the copied RMSNorm no longer upcasts to fp32",
+        ),
+    )
+    good = (
+        Example(
+            """
+            # ==============================================================================
+            #  AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY
+            # ==============================================================================
+            #
+            #  Source: transformers.models.llama.modeling_llama
+            #  Based on: transformers==5.9.0
+            #
+            #  Patches applied:
+            #    - method_override: LlamaModel.forward
+
+            import torch
+            from torch import nn
+
+
+            class LlamaRMSNorm(nn.Module):
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    input_dtype = hidden_states.dtype
+                    hidden_states = hidden_states.to(torch.float32)
+                    variance = hidden_states.square().mean(dim=-1, keepdim=True)
+                    hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                    return self.weight * hidden_states.to(input_dtype)
+            """,
+            path="veomni/models/transformers/llama/generated/patched_modeling_llama_gpu.py",
+            title="an equivalent spelling of upstream's norm",
+        ),
+    )
+    fix_safety = "No fix: restore upstream's code (regenerate), or move an intended change into the spec."
+    requires = ("Source:", "Based on:")
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return bool(ctx.source.kind.generated) and not ctx.source.kind.test
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        banner = generated_banner(ctx.source.path, ctx.source.text)
+        module = banner.source_module
+        if not module or not module.startswith("transformers.") or not banner.based_on:
+            return
+        if transformers_version() != banner.based_on:
+            return
+        path = upstream_path(module)
+        parsed = load_file(str(path)) if path is not None else None
+        if parsed is None or parsed.tree is None:
+            return
+        theirs = {n.name: n for n in parsed.tree.body if isinstance(n, (*_FUNCS, ast.ClassDef))}
+        replaced = {t for kind, t, _ in banner.banner_patches if kind == "class_replacement"}
+        patched = {t for _kind, t, _ in banner.banner_patches}
+        for node in ctx.tree.body:
+            up = theirs.get(getattr(node, "name", ""))
+            if up is None or type(up) is not type(node) or node.name in replaced:  # type: ignore[attr-defined]
+                continue
+            if isinstance(node, ast.ClassDef):
+                methods = {m.name: m for m in up.body if isinstance(m, _FUNCS)}  # type: ignore[attr-defined]
+                pairs = [
+                    (f"{node.name}.{m.name}", m, methods[m.name])
+                    for m in node.body
+                    if isinstance(m, _FUNCS) and m.name in methods
+                ]
+            else:
+                pairs = [(node.name, node, up)]  # type: ignore[attr-defined]
+            for name, mine, their in pairs:
+                if _same_body(mine, their):
+                    continue
+                faults = [
+                    (site, "flag", f"`{flag}` is tested the other way round")
+                    for site, flag in losspath.inverted_flags(mine, their)
+                ]
+                offset = losspath.added_offset(mine, their)
+                if offset is not None:
+                    faults.append((offset, "offset", "upstream multiplies by the weight itself"))
+                faults += losspath.copy_numeric_faults(mine.body, their.body, name in patched)
+                for site, kind, detail in faults:
+                    extra = f" ({detail})" if detail else ""
+                    self.report(
+                        site,
+                        f"`{name}` {losspath.feature_message(kind)}{extra}: the generated copy no longer computes "
+                        f"what transformers=={banner.based_on} `{module}` does; restore upstream's code or move "
+                        "the change into the spec",
+                    )
+                    break
