@@ -839,6 +839,14 @@ class DevicelessAllocation(Rule):
         self.functions = {
             s.name for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        # plain (non-module) classes of the framework's device-side code outside the model packages (a data
+        # balancer, an embedding-gradient hook holder): the trainer hands their methods device data, as it does
+        # the file's module-level helpers (in model code a plain class is a host-side helper: patchifier, config)
+        self.plain_classes = (
+            {s.name for s in ctx.tree.body if isinstance(s, ast.ClassDef)} - self.module_classes
+            if self.entry_file and not self.model_file
+            else set()
+        )
         # unit -> names it calls; a unit is ("", function) or (class, method)
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
@@ -952,9 +960,11 @@ class DevicelessAllocation(Rule):
         self._collective = False
         met = self._meets_accelerator(node)
         if met is None:
-            if self._returned and unit[0] == "":
+            if self._returned:
                 self.helper_returns.append((unit, node, qual[6:]))
             return
+        if isinstance(met, ast.Return) and unit[0] in self.plain_classes and not self._collective:
+            return  # a plain class's caller is not known to be device code (an empty result "on CPU" on purpose)
         source = self._device_source(node, met)
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
             self._guessed.add(id(node))
@@ -1736,7 +1746,14 @@ class DevicelessAllocation(Rule):
 
     def _device_source(self, node: ast.Call, met: ast.AST) -> str | None:
         """The device of the tensor the allocation meets, when it is nameable at the allocation (a
-        parameter, a local bound before the allocation, ``self.<param>``); else ``device_source()``."""
+        parameter, a local bound before the allocation, ``self.<param>``); else ``device_source()``. An
+        allocation that copies a tensor's dtype (``dtype=t.dtype``) takes that tensor's device."""
+        paired = self._dtype_partner(node)
+        if paired is not None:
+            text, name = paired
+            if name not in {n.id for n in subtree(met) if isinstance(n, ast.Name)}:
+                self._guessed.add(id(node))  # the data met is another tensor: check they share a device
+            return f"{text}.device"
         root = met
         while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
             if (
@@ -1765,6 +1782,25 @@ class DevicelessAllocation(Rule):
                 # the data met is a local that may not always be a tensor: another tensor's device is a guess
                 self._guessed.add(id(node))
         return device_source(self.ctx)
+
+    def _dtype_partner(self, node: ast.Call) -> tuple[str, str] | None:
+        """``dtype=<expr>.dtype`` of a local tensor expression bound before the allocation: ``<expr>``'s text and
+        its root name (None for ``self`` attributes, calls and names not bound there)."""
+        value = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        if not isinstance(value, ast.Attribute) or value.attr != "dtype":
+            return None
+        root = value.value
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        func = self.ctx.function
+        if not isinstance(root, ast.Name) or root.id == "self" or func is None:
+            return None
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        if root.id not in params and not bound_before(func, root.id, node.lineno):
+            return None
+        if any(isinstance(n, ast.Call) for n in subtree(value.value)):
+            return None
+        return self.ctx.source.segment(value.value), root.id
 
     def _always_tensor(self, func: ast.AST, name: str) -> bool:
         """Every binding of ``name`` in ``func`` is a tensor (a tensor parameter, a submodule call, device data):
@@ -2075,9 +2111,12 @@ class DevicelessAllocation(Rule):
         """A helper that returns a host allocation, called from a module's forward-path method whose result is
         used there without a device move: the tensor reaches the forward on the CPU."""
         forward = self._forward_units()
-        callers: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+        # ("", function) or (class, method) -> its calls from the forward-path methods (a method only from its
+        # own class's methods, through ``self.<method>(...)``)
+        callers: dict[tuple[str, str], list[tuple[ast.Call, ast.AST]]] = {}
+        classes = self.module_classes | self.plain_classes
         for stmt in self.ctx.tree.body:
-            if not isinstance(stmt, ast.ClassDef) or stmt.name not in self.module_classes:
+            if not isinstance(stmt, ast.ClassDef) or stmt.name not in classes:
                 continue
             for method in stmt.body:
                 if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -2085,21 +2124,95 @@ class DevicelessAllocation(Rule):
                 if (stmt.name, method.name) not in forward:
                     continue
                 for node in subtree(method):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                        callers.setdefault(node.func.id, []).append((node, method))
+                    if not isinstance(node, ast.Call):
+                        continue
+                    callee = node.func
+                    if isinstance(callee, ast.Name):
+                        callers.setdefault(("", callee.id), []).append((node, method))
+                    elif (
+                        isinstance(callee, ast.Attribute)
+                        and isinstance(callee.value, ast.Name)
+                        and callee.value.id == "self"
+                        and callee.attr != method.name
+                    ):
+                        callers.setdefault((stmt.name, callee.attr), []).append((node, method))
         for unit, node, factory in self.helper_returns:
+            if unit[0] and is_init_method(unit[1]):
+                continue
             sites = [
-                (call, method) for call, method in callers.get(unit[1], []) if not _moved_after(call, method)
+                (call, method)
+                for call, method in callers.get(unit, [])
+                if not _moved_after(call, method) and (not unit[0] or self._result_meets_device(call, method))
             ]
             if not sites:
                 continue
             call, method = sites[0]
+            shown = f"self.{unit[1]}" if unit[0] else unit[1]
             self.report(
                 node,
-                f"`torch.{factory}(...)` without `device=` allocates on the CPU in `{unit[1]}`, whose result "
+                f"`torch.{factory}(...)` without `device=` allocates on the CPU in `{shown}`, whose result "
                 f"`{method.name}` (line {call.lineno}) uses on the forward path; pass the device in (from the "
                 "caller's data) and allocate with `device=`",
             )
+
+    def _result_meets_device(self, call: ast.Call, method: ast.AST) -> bool:
+        """The result of ``call`` (a method on ``self``) is combined with the caller's device data: an operand
+        of arithmetic or a comparison, a sibling argument of a ``torch.*`` op or of a device tensor's method, or
+        an index into a device tensor; directly or through the local it is assigned to. A result collected into
+        a list or handed on (``get_rope_index`` building host position ids) is not."""
+        names = self._accel_names(method)
+        parents = self._parent_map(method)
+        uses: list[ast.AST] = [call]
+        stmt = parents.get(id(call))
+        if isinstance(stmt, ast.Assign) and stmt.value is call:
+            bound = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            uses = [
+                n
+                for n in subtree(method)
+                if isinstance(n, ast.Name)
+                and n.id in bound
+                and isinstance(n.ctx, ast.Load)
+                and n.lineno > call.lineno
+            ]
+        for use in uses:
+            expr: ast.AST = use
+            for _ in range(8):
+                parent = parents.get(id(expr))
+                if isinstance(parent, ast.BinOp):
+                    other = parent.right if parent.left is expr else parent.left
+                    if self._is_accel(other, names):
+                        return True
+                    expr = parent
+                    continue
+                if isinstance(parent, ast.Compare):
+                    if any(
+                        o is not expr and self._is_accel(o, names) for o in [parent.left, *parent.comparators]
+                    ):
+                        return True
+                    break
+                if isinstance(parent, ast.Subscript):
+                    if parent.value is not expr:
+                        if self._is_accel(parent.value, names):
+                            return True
+                        break
+                    expr = parent
+                    continue
+                if isinstance(parent, (ast.List, ast.Tuple)) and isinstance(
+                    parents.get(id(parent)), ast.Call
+                ):
+                    expr = parent
+                    continue
+                if isinstance(parent, ast.Call) and parent.func is not expr:
+                    callee = parent.func
+                    if isinstance(callee, ast.Attribute) and self._is_accel(callee.value, names):
+                        return True
+                    qual = self.ctx.qualname(callee) or ""
+                    if qual.startswith("torch.") and any(
+                        a is not expr and self._is_accel(a, names) for a in _call_values(parent)
+                    ):
+                        return True
+                break
+        return False
 
     def _accelerator_generators(self) -> dict[str, int]:
         """Source text of each name or ``self.<attr>`` bound to ``torch.Generator(device=...)`` with a device that
@@ -2206,7 +2319,7 @@ class DevicelessAllocation(Rule):
             | {u for u, *_ in self.self_moves}
         )
         init_only: set[tuple[str, str]] = set()
-        for cls in self.module_classes:
+        for cls in self.module_classes | self.plain_classes:
             methods = {u[1] for u in units if u[0] == cls}
             called_from: dict[str, set[str]] = {}
             for (c, m), names in self.self_calls.items():

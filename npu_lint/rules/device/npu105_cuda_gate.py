@@ -9,6 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     bool_operand_removal,
     cuda_gate_on_npu_path,
+    cuda_presence_probe,
     cuda_string,
     device_neutral_scope,
     in_fstring,
@@ -230,8 +231,8 @@ class CudaGate(Rule):
         "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
         "NPU row. No fix otherwise."
     )
-    requires = ("cuda",)  # `.is_cuda`, or a comparison with a "cuda" device type
-    node_types = (ast.Attribute, ast.Compare)
+    requires = ("cuda",)  # `.is_cuda`, a comparison with a "cuda" device type, `torch.cuda.is_available()`
+    node_types = (ast.Attribute, ast.Compare, ast.Call)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
@@ -243,6 +244,9 @@ class CudaGate(Rule):
         ctx = self.ctx
         if isinstance(node, ast.Attribute):
             if node.attr != "is_cuda" or not isinstance(node.ctx, ast.Load):
+                return
+        elif isinstance(node, ast.Call):
+            if not cuda_presence_probe(ctx, node):
                 return
         else:
             assert isinstance(node, ast.Compare)
