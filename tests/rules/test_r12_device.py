@@ -190,3 +190,50 @@ def test_plain_class_returning_an_empty_host_tensor_is_quiet() -> None:
             return counts.sum(0)
     """
     assert _lint("veomni/utils/monitor.py", text, ["NPU103"]) == []
+
+
+_ADAPTER = """
+import torch
+from torch import nn
+
+
+class Adapter(nn.Module):
+    def add_adapter(self, name, r):
+        ref = self.base_layer.weight
+        {body}
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "found", "fixed"),
+    [
+        (
+            'kw = {"dtype": ref.dtype}\n        self.a[name] = nn.Linear(self.in_features, r, bias=False, **kw)',
+            1,
+            'kw = {"dtype": ref.dtype, "device": ref.device}',
+        ),
+        (
+            "self.a[name] = nn.Linear(self.in_features, r, bias=False, dtype=ref.dtype)",
+            1,
+            "dtype=ref.dtype, device=ref.device)",
+        ),
+        (
+            'kw = {"dtype": ref.dtype, "device": ref.device}\n        self.a[name] = nn.Linear(4, r, **kw)',
+            0,
+            "",
+        ),
+        ("self.a[name] = nn.Linear(4, r, dtype=ref.dtype, device=ref.device)", 0, ""),
+        ("self.a[name] = nn.Linear(4, r, dtype=ref.dtype, **self.factory_kwargs)", 0, ""),  # unread mapping
+        ("self.a[name] = nn.Linear(4, r, dtype=torch.bfloat16)", 0, ""),  # no live tensor to match
+    ],
+)
+def test_module_built_with_a_tensors_dtype_but_not_its_device(body: str, found: int, fixed: str) -> None:
+    text = _ADAPTER.format(body=body)
+    diags = _lint("veomni/lora/layers.py", text, ["NPU103"])
+    assert len(diags) == found
+    if found:
+        fix = diags[0].fix
+        assert fix is not None and fix.applicability.name == "SAFE"
+        edit = fix.edits[0]
+        src = textwrap.dedent(text).lstrip()
+        assert fixed in src[: edit.start] + edit.content + src[edit.end :]

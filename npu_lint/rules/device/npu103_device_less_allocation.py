@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import nodes_of, walk_pairs
+from npu_lint.core.astutil import nodes_of, str_value, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -927,6 +927,9 @@ class DevicelessAllocation(Rule):
                 if self._meets_accelerator(node) is not None:
                     self.host_attrs.append((unit, node, attr))
                 return
+        if type(func) is ast.Attribute and func.attr[:1].isupper() and "dtype" in self.ctx.source.text:
+            self._module_matching_dtype(node, func)
+            return
         if type(func) is ast.Attribute and func.attr not in FACTORIES:
             return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
@@ -973,6 +976,72 @@ class DevicelessAllocation(Rule):
                 self.ctx.qualname(met.func) or "" if isinstance(met, ast.Call) else ""
             )
         self.pending.append((unit, node, qual[6:], source))
+
+    def _module_matching_dtype(self, node: ast.Call, func: ast.Attribute) -> None:
+        """``nn.Linear(i, o, dtype=ref.dtype)`` (directly or through ``**factory_kwargs`` of a dict literal the
+        function builds) without a device: the module is built to match a live tensor ``ref`` (an adapter beside
+        a base layer's weight) yet its parameters are allocated on the CPU, while ``ref`` is on the device (or on
+        the meta device, whose deferred initialisation then skips them)."""
+        qual = self.ctx.qualname(func) or ""
+        if not qual.startswith("torch.nn.") or qual.count(".") != 2:
+            return
+        func_def = self.ctx.function
+        if func_def is None or any(k.arg == "device" for k in node.keywords):
+            return
+        dtype: ast.expr | None = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        holder: ast.Dict | None = None
+        unpacked: ast.expr | None = None
+        for k in node.keywords:
+            if k.arg is not None:
+                continue
+            mapping = (
+                self._local_dict(func_def, k.value.id, node.lineno) if isinstance(k.value, ast.Name) else None
+            )
+            if mapping is None:
+                return  # an unpacked mapping npu-lint cannot read may carry the device
+            keys = [str_value(key) if key is not None else None for key in mapping.keys]
+            if None in keys or "device" in keys:
+                return
+            if "dtype" in keys and dtype is None:
+                dtype, holder, unpacked = mapping.values[keys.index("dtype")], mapping, k.value
+        if not isinstance(dtype, ast.Attribute) or dtype.attr != "dtype":
+            return
+        ref = dtype.value
+        root = ref
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        if not isinstance(root, ast.Name) or any(isinstance(n, ast.Call) for n in subtree(ref)):
+            return
+        text = self.ctx.source.segment(ref)
+        if holder is not None and unpacked is not None:
+            where = f"the `**{self.ctx.source.segment(unpacked)}` it unpacks has no `device`"
+            end = self.ctx.source.node_range(holder.values[-1])[1]
+            edit = Edit(end, end, f', "device": {text}.device')
+        else:
+            where = "no `device=` is passed"
+            end = self.ctx.source.node_range(dtype)[1]
+            edit = Edit(end, end, f", device={text}.device")
+        self.report(
+            node,
+            f"`{qual.replace('torch.nn.', 'nn.')}(...)` copies the dtype of `{text}` but not its device ({where}): "
+            f"its parameters are allocated on the CPU while `{text}` is on the accelerator (or on the meta device); "
+            f"add `device={text}.device`",
+            make_fix(f"Add `device={text}.device`", [edit]),
+        )
+
+    def _local_dict(self, func: ast.AST, name: str, line: int) -> ast.Dict | None:
+        """The dict literal ``name`` is last bound to before ``line`` in ``func``, when that is its only kind of
+        binding there."""
+        found: ast.Dict | None = None
+        for stmt in nodes_of(func, ast.Assign):
+            assert isinstance(stmt, ast.Assign)
+            if not any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+                continue
+            if not isinstance(stmt.value, ast.Dict):
+                return None
+            if stmt.lineno < line:
+                found = stmt.value
+        return found
 
     def _combined_elsewhere(self, node: ast.Call, named: str) -> bool:
         """The allocation is first combined by arithmetic with other data (``pos / torch.tensor(dims)``) that does
