@@ -208,7 +208,8 @@ class Adapter(nn.Module):
     ("body", "found", "fixed"),
     [
         (
-            'kw = {"dtype": ref.dtype}\n        self.a[name] = nn.Linear(self.in_features, r, bias=False, **kw)',
+            'kw = {"dtype": ref.dtype}\n        self.a[name] = nn.Linear(self.in_features, r, bias=False, **kw)'
+            "\n        self.b[name] = nn.Linear(r, self.out_features, bias=False, **kw)",  # one finding, at the dict
             1,
             'kw = {"dtype": ref.dtype, "device": ref.device}',
         ),

@@ -868,6 +868,7 @@ class DevicelessAllocation(Rule):
         # random draws without device= that pass a generator: (unit, call, factory, generator expression)
         self.generator_draws: list[tuple[tuple[str, str], ast.Call, str, ast.expr]] = []
         # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
+        self._dtype_dicts: set[int] = set()  # factory-kwargs dicts already reported
         self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str, str]] = []
         # uses of a plain attribute built on the host (``self.freqs = precompute(dim)`` in ``__init__``) that meet
         # device data in a forward-path method: (unit, first call on it, attribute)
@@ -1013,19 +1014,26 @@ class DevicelessAllocation(Rule):
         if not isinstance(root, ast.Name) or any(isinstance(n, ast.Call) for n in subtree(ref)):
             return
         text = self.ctx.source.segment(ref)
+        if holder is not None:
+            if id(holder) in self._dtype_dicts:
+                return  # reported once, at the dict, for the first module built from it
+            self._dtype_dicts.add(id(holder))
+        shown = qual.replace("torch.nn.", "nn.")
         if holder is not None and unpacked is not None:
-            where = f"the `**{self.ctx.source.segment(unpacked)}` it unpacks has no `device`"
+            what = (
+                f"`{self.ctx.source.segment(unpacked)}` gives `{shown}(...)` (line {node.lineno}) the dtype of "
+                f"`{text}` but no device"
+            )
             end = self.ctx.source.node_range(holder.values[-1])[1]
             edit = Edit(end, end, f', "device": {text}.device')
         else:
-            where = "no `device=` is passed"
+            what = f"`{shown}(...)` copies the dtype of `{text}` but not its device"
             end = self.ctx.source.node_range(dtype)[1]
             edit = Edit(end, end, f", device={text}.device")
         self.report(
-            node,
-            f"`{qual.replace('torch.nn.', 'nn.')}(...)` copies the dtype of `{text}` but not its device ({where}): "
-            f"its parameters are allocated on the CPU while `{text}` is on the accelerator (or on the meta device); "
-            f"add `device={text}.device`",
+            node if holder is None else holder,
+            f"{what}: the module's parameters are allocated on the CPU while `{text}` is on the accelerator (or "
+            f"on the meta device); add `device={text}.device`",
             make_fix(f"Add `device={text}.device`", [edit]),
         )
 
