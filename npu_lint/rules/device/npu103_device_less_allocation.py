@@ -355,6 +355,13 @@ class DevicelessAllocation(Rule):
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
         " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (kernels' eager code and adapters under `veomni/ops`, distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
+        " A method on `self` that returns a host allocation is reported where its forward-path caller combines "
+        "the result with device data (arithmetic, a `torch.*` op, an index), not where the caller collects "
+        "host metadata. Outside the model packages and the data pipeline, the methods of plain (non-module) "
+        "classes (a data balancer, a metrics monitor) are read like module-level helpers; an empty result they "
+        "return on the CPU on purpose is not reported. An `nn` module built with a live tensor's dtype "
+        "(`dtype=ref.dtype`, or a `**factory_kwargs` dict literal with a `dtype` and no `device` key) but not "
+        "its device allocates its parameters on the CPU beside that tensor."
     )
     bad = (
         Example(
@@ -722,6 +729,71 @@ class DevicelessAllocation(Rule):
             path="veomni/models/diffusers/toy/modeling_toy.py",
             title="a CPU generator (no `device=`) drawn on as if it were the compute device",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyBlock(nn.Module):
+                def _positions(self, n: int) -> torch.Tensor:
+                    return torch.arange(n)
+
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    return hidden_states + self._positions(hidden_states.shape[1])[:, None]
+            """,
+            title="a device-less allocation a method on `self` returns to the forward (no fix: the device is the caller's)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class LengthBalancer:
+                def exchange(self, lengths: torch.Tensor, ranks: int) -> list:
+                    table = self.sort(lengths, ranks)
+                    counts = torch.zeros(ranks, dtype=table.dtype)
+                    counts.index_add_(0, table[:, 0], table[:, 1])
+                    return counts.tolist()
+            """,
+            fixed="""
+            import torch
+
+
+            class LengthBalancer:
+                def exchange(self, lengths: torch.Tensor, ranks: int) -> list:
+                    table = self.sort(lengths, ranks)
+                    counts = torch.zeros(ranks, dtype=table.dtype, device=table.device)
+                    counts.index_add_(0, table[:, 0], table[:, 1])
+                    return counts.tolist()
+            """,
+            path="veomni/utils/toy_balance.py",
+            title="a plain class of framework code: the allocation copies `table`'s dtype, so it takes its device",
+        ),
+        Example(
+            """
+            from torch import nn
+
+
+            class ToyLoraLayer(nn.Module):
+                def add_adapter(self, name: str, r: int) -> None:
+                    ref = self.base_layer.weight
+                    factory_kwargs = {"dtype": ref.dtype}
+                    self.lora_A[name] = nn.Linear(self.in_features, r, bias=False, **factory_kwargs)
+            """,
+            fixed="""
+            from torch import nn
+
+
+            class ToyLoraLayer(nn.Module):
+                def add_adapter(self, name: str, r: int) -> None:
+                    ref = self.base_layer.weight
+                    factory_kwargs = {"dtype": ref.dtype, "device": ref.device}
+                    self.lora_A[name] = nn.Linear(self.in_features, r, bias=False, **factory_kwargs)
+            """,
+            path="veomni/lora/toy_layers.py",
+            title="a module built to match a live tensor's dtype but not its device",
+        ),
     )
     good = (
         Example(
@@ -814,7 +886,9 @@ class DevicelessAllocation(Rule):
         "nearest tensor in scope (a parameter annotated or used as a tensor, else a parameter the module "
         "creates in `__init__`, `self.weight.device`). The values are the same; "
         "they are created on the device they were going to meet. When npu-lint cannot name a tensor "
-        "that carries the device, there is no fix and the message says so."
+        "that carries the device, there is no fix and the message says so. An allocation that copies a "
+        "tensor's dtype (`dtype=t.dtype`) takes `t.device` (unsafe when `t` is not the data it meets); an `nn` "
+        "module or factory-kwargs dict matching a live tensor's dtype gets that tensor's device."
     )
     node_types = (ast.Call,)
 

@@ -53,8 +53,8 @@ class CudaGate(Rule):
     code = "NPU105"
     name = "cuda-gate"
     summary = (
-        'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`) guards a dispatch '
-        "handle or an NPU code path."
+        'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`, '
+        "`torch.cuda.is_available()`) guards a dispatch handle or an NPU code path."
     )
     why = (
         '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
@@ -210,6 +210,33 @@ class CudaGate(Rule):
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
             title="a CUDA test conjoined with an NPU guard: the NPU branch can never run",
+        ),
+        Example(
+            """
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            def rms_norm(x, weight, eps):
+                if veomni_rms_norm.use_non_eager_impl and torch.cuda.is_available():
+                    return veomni_rms_norm(x, weight, eps)
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+            """,
+            fixed="""
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            def rms_norm(x, weight, eps):
+                if veomni_rms_norm.use_non_eager_impl:
+                    return veomni_rms_norm(x, weight, eps)
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+            """,
+            title="a CUDA-presence probe (`torch.cuda.is_available()`) in a dispatch guard",
         ),
     )
     good = (
