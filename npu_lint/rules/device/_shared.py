@@ -964,6 +964,19 @@ def _names_cuda_only_impl(node: ast.AST) -> bool:
     return False
 
 
+def cuda_presence_probe(ctx: Context, node: ast.Call) -> bool:
+    """``torch.cuda.is_available()``: a host test that is False on an Ascend host (NPU105 reads it as a CUDA test
+    when it guards an NPU path, NPU102 elsewhere)."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "is_available"
+        and not node.args
+        and not node.keywords
+        and ctx.qualname(func) == "torch.cuda.is_available"
+    )
+
+
 def cuda_gate_condition(ctx: Context, node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
     """(condition root, statement) when the CUDA test ``node`` is (part of) the test of an ``if`` / ``while`` /
     conditional expression, or the value of a flag assignment; None when it is used otherwise."""

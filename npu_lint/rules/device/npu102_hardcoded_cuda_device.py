@@ -1202,8 +1202,8 @@ class HardcodedCudaDevice(Rule):
         parent = ctx.parents[-2] if len(ctx.parents) >= 2 else None
         if isinstance(parent, ast.Assign) and any("CUDA" in (target_name(t) or "") for t in parent.targets):
             return  # defines a CUDA flag (IS_CUDA_AVAILABLE = torch.cuda.is_available())
-        if self._kernel_gate(call):
-            return  # availability of a CUDA-only kernel (triton...)
+        if self._kernel_gate(call) or cuda_gate_on_npu_path(ctx, call):
+            return  # availability of a CUDA-only kernel (triton...); a guard of an NPU path is NPU105's
         if in_fstring(ctx):
             return  # shown in a message (``f"{torch.cuda.is_available() = }"``), not a branch
         text = 'get_device_type() != "cpu"'

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import nodes_of, walk_pairs
+from npu_lint.core.astutil import nodes_of, str_value, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -355,6 +355,13 @@ class DevicelessAllocation(Rule):
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
         " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (kernels' eager code and adapters under `veomni/ops`, distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
+        " A method on `self` that returns a host allocation is reported where its forward-path caller combines "
+        "the result with device data (arithmetic, a `torch.*` op, an index), not where the caller collects "
+        "host metadata. Outside the model packages and the data pipeline, the methods of plain (non-module) "
+        "classes (a data balancer, a metrics monitor) are read like module-level helpers; an empty result they "
+        "return on the CPU on purpose is not reported. An `nn` module built with a live tensor's dtype "
+        "(`dtype=ref.dtype`, or a `**factory_kwargs` dict literal with a `dtype` and no `device` key) but not "
+        "its device allocates its parameters on the CPU beside that tensor."
     )
     bad = (
         Example(
@@ -722,6 +729,71 @@ class DevicelessAllocation(Rule):
             path="veomni/models/diffusers/toy/modeling_toy.py",
             title="a CPU generator (no `device=`) drawn on as if it were the compute device",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyBlock(nn.Module):
+                def _positions(self, n: int) -> torch.Tensor:
+                    return torch.arange(n)
+
+                def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+                    return hidden_states + self._positions(hidden_states.shape[1])[:, None]
+            """,
+            title="a device-less allocation a method on `self` returns to the forward (no fix: the device is the caller's)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            class LengthBalancer:
+                def exchange(self, lengths: torch.Tensor, ranks: int) -> list:
+                    table = self.sort(lengths, ranks)
+                    counts = torch.zeros(ranks, dtype=table.dtype)
+                    counts.index_add_(0, table[:, 0], table[:, 1])
+                    return counts.tolist()
+            """,
+            fixed="""
+            import torch
+
+
+            class LengthBalancer:
+                def exchange(self, lengths: torch.Tensor, ranks: int) -> list:
+                    table = self.sort(lengths, ranks)
+                    counts = torch.zeros(ranks, dtype=table.dtype, device=table.device)
+                    counts.index_add_(0, table[:, 0], table[:, 1])
+                    return counts.tolist()
+            """,
+            path="veomni/utils/toy_balance.py",
+            title="a plain class of framework code: the allocation copies `table`'s dtype, so it takes its device",
+        ),
+        Example(
+            """
+            from torch import nn
+
+
+            class ToyLoraLayer(nn.Module):
+                def add_adapter(self, name: str, r: int) -> None:
+                    ref = self.base_layer.weight
+                    factory_kwargs = {"dtype": ref.dtype}
+                    self.lora_A[name] = nn.Linear(self.in_features, r, bias=False, **factory_kwargs)
+            """,
+            fixed="""
+            from torch import nn
+
+
+            class ToyLoraLayer(nn.Module):
+                def add_adapter(self, name: str, r: int) -> None:
+                    ref = self.base_layer.weight
+                    factory_kwargs = {"dtype": ref.dtype, "device": ref.device}
+                    self.lora_A[name] = nn.Linear(self.in_features, r, bias=False, **factory_kwargs)
+            """,
+            path="veomni/lora/toy_layers.py",
+            title="a module built to match a live tensor's dtype but not its device",
+        ),
     )
     good = (
         Example(
@@ -814,7 +886,9 @@ class DevicelessAllocation(Rule):
         "nearest tensor in scope (a parameter annotated or used as a tensor, else a parameter the module "
         "creates in `__init__`, `self.weight.device`). The values are the same; "
         "they are created on the device they were going to meet. When npu-lint cannot name a tensor "
-        "that carries the device, there is no fix and the message says so."
+        "that carries the device, there is no fix and the message says so. An allocation that copies a "
+        "tensor's dtype (`dtype=t.dtype`) takes `t.device` (unsafe when `t` is not the data it meets); an `nn` "
+        "module or factory-kwargs dict matching a live tensor's dtype gets that tensor's device."
     )
     node_types = (ast.Call,)
 
@@ -839,6 +913,14 @@ class DevicelessAllocation(Rule):
         self.functions = {
             s.name for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        # plain (non-module) classes of the framework's device-side code outside the model packages (a data
+        # balancer, an embedding-gradient hook holder): the trainer hands their methods device data, as it does
+        # the file's module-level helpers (in model code a plain class is a host-side helper: patchifier, config)
+        self.plain_classes = (
+            {s.name for s in ctx.tree.body if isinstance(s, ast.ClassDef)} - self.module_classes
+            if self.entry_file and not self.model_file
+            else set()
+        )
         # unit -> names it calls; a unit is ("", function) or (class, method)
         self.calls: dict[tuple[str, str], set[str]] = {}
         self.self_calls: dict[tuple[str, str], set[str]] = {}
@@ -860,6 +942,7 @@ class DevicelessAllocation(Rule):
         # random draws without device= that pass a generator: (unit, call, factory, generator expression)
         self.generator_draws: list[tuple[tuple[str, str], ast.Call, str, ast.expr]] = []
         # allocations on the device of a tensor that stays on the CPU (plain attribute, `.cpu()`, device="cpu")
+        self._dtype_dicts: set[int] = set()  # factory-kwargs dicts already reported
         self.cpu_devices: list[tuple[tuple[str, str], ast.Call, str, str, str]] = []
         # uses of a plain attribute built on the host (``self.freqs = precompute(dim)`` in ``__init__``) that meet
         # device data in a forward-path method: (unit, first call on it, attribute)
@@ -919,6 +1002,9 @@ class DevicelessAllocation(Rule):
                 if self._meets_accelerator(node) is not None:
                     self.host_attrs.append((unit, node, attr))
                 return
+        if type(func) is ast.Attribute and func.attr[:1].isupper() and "dtype" in self.ctx.source.text:
+            self._module_matching_dtype(node, func)
+            return
         if type(func) is ast.Attribute and func.attr not in FACTORIES:
             return  # the qualname below ends with the attribute
         qual = self.ctx.qualname(func) or ""
@@ -952,9 +1038,11 @@ class DevicelessAllocation(Rule):
         self._collective = False
         met = self._meets_accelerator(node)
         if met is None:
-            if self._returned and unit[0] == "":
+            if self._returned:
                 self.helper_returns.append((unit, node, qual[6:]))
             return
+        if isinstance(met, ast.Return) and unit[0] in self.plain_classes and not self._collective:
+            return  # a plain class's caller is not known to be device code (an empty result "on CPU" on purpose)
         source = self._device_source(node, met)
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
             self._guessed.add(id(node))
@@ -963,6 +1051,79 @@ class DevicelessAllocation(Rule):
                 self.ctx.qualname(met.func) or "" if isinstance(met, ast.Call) else ""
             )
         self.pending.append((unit, node, qual[6:], source))
+
+    def _module_matching_dtype(self, node: ast.Call, func: ast.Attribute) -> None:
+        """``nn.Linear(i, o, dtype=ref.dtype)`` (directly or through ``**factory_kwargs`` of a dict literal the
+        function builds) without a device: the module is built to match a live tensor ``ref`` (an adapter beside
+        a base layer's weight) yet its parameters are allocated on the CPU, while ``ref`` is on the device (or on
+        the meta device, whose deferred initialisation then skips them)."""
+        qual = self.ctx.qualname(func) or ""
+        if not qual.startswith("torch.nn.") or qual.count(".") != 2:
+            return
+        func_def = self.ctx.function
+        if func_def is None or any(k.arg == "device" for k in node.keywords):
+            return
+        dtype: ast.expr | None = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        holder: ast.Dict | None = None
+        unpacked: ast.expr | None = None
+        for k in node.keywords:
+            if k.arg is not None:
+                continue
+            mapping = (
+                self._local_dict(func_def, k.value.id, node.lineno) if isinstance(k.value, ast.Name) else None
+            )
+            if mapping is None:
+                return  # an unpacked mapping npu-lint cannot read may carry the device
+            keys = [str_value(key) if key is not None else None for key in mapping.keys]
+            if None in keys or "device" in keys:
+                return
+            if "dtype" in keys and dtype is None:
+                dtype, holder, unpacked = mapping.values[keys.index("dtype")], mapping, k.value
+        if not isinstance(dtype, ast.Attribute) or dtype.attr != "dtype":
+            return
+        ref = dtype.value
+        root = ref
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        if not isinstance(root, ast.Name) or any(isinstance(n, ast.Call) for n in subtree(ref)):
+            return
+        text = self.ctx.source.segment(ref)
+        if holder is not None:
+            if id(holder) in self._dtype_dicts:
+                return  # reported once, at the dict, for the first module built from it
+            self._dtype_dicts.add(id(holder))
+        shown = qual.replace("torch.nn.", "nn.")
+        if holder is not None and unpacked is not None:
+            what = (
+                f"`{self.ctx.source.segment(unpacked)}` gives `{shown}(...)` (line {node.lineno}) the dtype of "
+                f"`{text}` but no device"
+            )
+            end = self.ctx.source.node_range(holder.values[-1])[1]
+            edit = Edit(end, end, f', "device": {text}.device')
+        else:
+            what = f"`{shown}(...)` copies the dtype of `{text}` but not its device"
+            end = self.ctx.source.node_range(dtype)[1]
+            edit = Edit(end, end, f", device={text}.device")
+        self.report(
+            node if holder is None else holder,
+            f"{what}: the module's parameters are allocated on the CPU while `{text}` is on the accelerator (or "
+            f"on the meta device); add `device={text}.device`",
+            make_fix(f"Add `device={text}.device`", [edit]),
+        )
+
+    def _local_dict(self, func: ast.AST, name: str, line: int) -> ast.Dict | None:
+        """The dict literal ``name`` is last bound to before ``line`` in ``func``, when that is its only kind of
+        binding there."""
+        found: ast.Dict | None = None
+        for stmt in nodes_of(func, ast.Assign):
+            assert isinstance(stmt, ast.Assign)
+            if not any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+                continue
+            if not isinstance(stmt.value, ast.Dict):
+                return None
+            if stmt.lineno < line:
+                found = stmt.value
+        return found
 
     def _combined_elsewhere(self, node: ast.Call, named: str) -> bool:
         """The allocation is first combined by arithmetic with other data (``pos / torch.tensor(dims)``) that does
@@ -1736,7 +1897,14 @@ class DevicelessAllocation(Rule):
 
     def _device_source(self, node: ast.Call, met: ast.AST) -> str | None:
         """The device of the tensor the allocation meets, when it is nameable at the allocation (a
-        parameter, a local bound before the allocation, ``self.<param>``); else ``device_source()``."""
+        parameter, a local bound before the allocation, ``self.<param>``); else ``device_source()``. An
+        allocation that copies a tensor's dtype (``dtype=t.dtype``) takes that tensor's device."""
+        paired = self._dtype_partner(node)
+        if paired is not None:
+            text, name = paired
+            if name not in {n.id for n in subtree(met) if isinstance(n, ast.Name)}:
+                self._guessed.add(id(node))  # the data met is another tensor: check they share a device
+            return f"{text}.device"
         root = met
         while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
             if (
@@ -1765,6 +1933,25 @@ class DevicelessAllocation(Rule):
                 # the data met is a local that may not always be a tensor: another tensor's device is a guess
                 self._guessed.add(id(node))
         return device_source(self.ctx)
+
+    def _dtype_partner(self, node: ast.Call) -> tuple[str, str] | None:
+        """``dtype=<expr>.dtype`` of a local tensor expression bound before the allocation: ``<expr>``'s text and
+        its root name (None for ``self`` attributes, calls and names not bound there)."""
+        value = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        if not isinstance(value, ast.Attribute) or value.attr != "dtype":
+            return None
+        root = value.value
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        func = self.ctx.function
+        if not isinstance(root, ast.Name) or root.id == "self" or func is None:
+            return None
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        if root.id not in params and not bound_before(func, root.id, node.lineno):
+            return None
+        if any(isinstance(n, ast.Call) for n in subtree(value.value)):
+            return None
+        return self.ctx.source.segment(value.value), root.id
 
     def _always_tensor(self, func: ast.AST, name: str) -> bool:
         """Every binding of ``name`` in ``func`` is a tensor (a tensor parameter, a submodule call, device data):
@@ -2075,9 +2262,12 @@ class DevicelessAllocation(Rule):
         """A helper that returns a host allocation, called from a module's forward-path method whose result is
         used there without a device move: the tensor reaches the forward on the CPU."""
         forward = self._forward_units()
-        callers: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+        # ("", function) or (class, method) -> its calls from the forward-path methods (a method only from its
+        # own class's methods, through ``self.<method>(...)``)
+        callers: dict[tuple[str, str], list[tuple[ast.Call, ast.AST]]] = {}
+        classes = self.module_classes | self.plain_classes
         for stmt in self.ctx.tree.body:
-            if not isinstance(stmt, ast.ClassDef) or stmt.name not in self.module_classes:
+            if not isinstance(stmt, ast.ClassDef) or stmt.name not in classes:
                 continue
             for method in stmt.body:
                 if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -2085,21 +2275,95 @@ class DevicelessAllocation(Rule):
                 if (stmt.name, method.name) not in forward:
                     continue
                 for node in subtree(method):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                        callers.setdefault(node.func.id, []).append((node, method))
+                    if not isinstance(node, ast.Call):
+                        continue
+                    callee = node.func
+                    if isinstance(callee, ast.Name):
+                        callers.setdefault(("", callee.id), []).append((node, method))
+                    elif (
+                        isinstance(callee, ast.Attribute)
+                        and isinstance(callee.value, ast.Name)
+                        and callee.value.id == "self"
+                        and callee.attr != method.name
+                    ):
+                        callers.setdefault((stmt.name, callee.attr), []).append((node, method))
         for unit, node, factory in self.helper_returns:
+            if unit[0] and is_init_method(unit[1]):
+                continue
             sites = [
-                (call, method) for call, method in callers.get(unit[1], []) if not _moved_after(call, method)
+                (call, method)
+                for call, method in callers.get(unit, [])
+                if not _moved_after(call, method) and (not unit[0] or self._result_meets_device(call, method))
             ]
             if not sites:
                 continue
             call, method = sites[0]
+            shown = f"self.{unit[1]}" if unit[0] else unit[1]
             self.report(
                 node,
-                f"`torch.{factory}(...)` without `device=` allocates on the CPU in `{unit[1]}`, whose result "
+                f"`torch.{factory}(...)` without `device=` allocates on the CPU in `{shown}`, whose result "
                 f"`{method.name}` (line {call.lineno}) uses on the forward path; pass the device in (from the "
                 "caller's data) and allocate with `device=`",
             )
+
+    def _result_meets_device(self, call: ast.Call, method: ast.AST) -> bool:
+        """The result of ``call`` (a method on ``self``) is combined with the caller's device data: an operand
+        of arithmetic or a comparison, a sibling argument of a ``torch.*`` op or of a device tensor's method, or
+        an index into a device tensor; directly or through the local it is assigned to. A result collected into
+        a list or handed on (``get_rope_index`` building host position ids) is not."""
+        names = self._accel_names(method)
+        parents = self._parent_map(method)
+        uses: list[ast.AST] = [call]
+        stmt = parents.get(id(call))
+        if isinstance(stmt, ast.Assign) and stmt.value is call:
+            bound = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            uses = [
+                n
+                for n in subtree(method)
+                if isinstance(n, ast.Name)
+                and n.id in bound
+                and isinstance(n.ctx, ast.Load)
+                and n.lineno > call.lineno
+            ]
+        for use in uses:
+            expr: ast.AST = use
+            for _ in range(8):
+                parent = parents.get(id(expr))
+                if isinstance(parent, ast.BinOp):
+                    other = parent.right if parent.left is expr else parent.left
+                    if self._is_accel(other, names):
+                        return True
+                    expr = parent
+                    continue
+                if isinstance(parent, ast.Compare):
+                    if any(
+                        o is not expr and self._is_accel(o, names) for o in [parent.left, *parent.comparators]
+                    ):
+                        return True
+                    break
+                if isinstance(parent, ast.Subscript):
+                    if parent.value is not expr:
+                        if self._is_accel(parent.value, names):
+                            return True
+                        break
+                    expr = parent
+                    continue
+                if isinstance(parent, (ast.List, ast.Tuple)) and isinstance(
+                    parents.get(id(parent)), ast.Call
+                ):
+                    expr = parent
+                    continue
+                if isinstance(parent, ast.Call) and parent.func is not expr:
+                    callee = parent.func
+                    if isinstance(callee, ast.Attribute) and self._is_accel(callee.value, names):
+                        return True
+                    qual = self.ctx.qualname(callee) or ""
+                    if qual.startswith("torch.") and any(
+                        a is not expr and self._is_accel(a, names) for a in _call_values(parent)
+                    ):
+                        return True
+                break
+        return False
 
     def _accelerator_generators(self) -> dict[str, int]:
         """Source text of each name or ``self.<attr>`` bound to ``torch.Generator(device=...)`` with a device that
@@ -2206,7 +2470,7 @@ class DevicelessAllocation(Rule):
             | {u for u, *_ in self.self_moves}
         )
         init_only: set[tuple[str, str]] = set()
-        for cls in self.module_classes:
+        for cls in self.module_classes | self.plain_classes:
             methods = {u[1] for u in units if u[0] == cls}
             called_from: dict[str, set[str]] = {}
             for (c, m), names in self.self_calls.items():

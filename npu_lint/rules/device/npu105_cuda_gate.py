@@ -9,6 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
     bool_operand_removal,
     cuda_gate_on_npu_path,
+    cuda_presence_probe,
     cuda_string,
     device_neutral_scope,
     in_fstring,
@@ -52,8 +53,8 @@ class CudaGate(Rule):
     code = "NPU105"
     name = "cuda-gate"
     summary = (
-        'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`) guards a dispatch '
-        "handle or an NPU code path."
+        'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`, '
+        "`torch.cuda.is_available()`) guards a dispatch handle or an NPU code path."
     )
     why = (
         '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
@@ -210,6 +211,33 @@ class CudaGate(Rule):
             path="veomni/models/transformers/toy/modeling_toy.py",
             title="a CUDA test conjoined with an NPU guard: the NPU branch can never run",
         ),
+        Example(
+            """
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            def rms_norm(x, weight, eps):
+                if veomni_rms_norm.use_non_eager_impl and torch.cuda.is_available():
+                    return veomni_rms_norm(x, weight, eps)
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+            """,
+            fixed="""
+            import torch
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+            def rms_norm(x, weight, eps):
+                if veomni_rms_norm.use_non_eager_impl:
+                    return veomni_rms_norm(x, weight, eps)
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+            """,
+            title="a CUDA-presence probe (`torch.cuda.is_available()`) in a dispatch guard",
+        ),
     )
     good = (
         Example(
@@ -230,8 +258,8 @@ class CudaGate(Rule):
         "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
         "NPU row. No fix otherwise."
     )
-    requires = ("cuda",)  # `.is_cuda`, or a comparison with a "cuda" device type
-    node_types = (ast.Attribute, ast.Compare)
+    requires = ("cuda",)  # `.is_cuda`, a comparison with a "cuda" device type, `torch.cuda.is_available()`
+    node_types = (ast.Attribute, ast.Compare, ast.Call)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
@@ -243,6 +271,9 @@ class CudaGate(Rule):
         ctx = self.ctx
         if isinstance(node, ast.Attribute):
             if node.attr != "is_cuda" or not isinstance(node.ctx, ast.Load):
+                return
+        elif isinstance(node, ast.Call):
+            if not cuda_presence_probe(ctx, node):
                 return
         else:
             assert isinstance(node, ast.Compare)
