@@ -7,6 +7,7 @@ from pathlib import Path
 
 from npu_lint.core.astutil import str_value
 from npu_lint.core.diagnostics import Applicability, Edit
+from npu_lint.core.safeio import read_text
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import (
@@ -77,8 +78,8 @@ def _spec_mentions(path: str, name: str) -> bool:
         return False
     for spec in specs:
         try:
-            text = spec.read_text(encoding="utf-8")
-        except OSError:
+            text = read_text(spec)
+        except (OSError, ValueError):
             continue
         if f'"{name}"' in text or f"'{name}'" in text:
             return True
