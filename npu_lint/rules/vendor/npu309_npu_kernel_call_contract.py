@@ -192,7 +192,9 @@ class NpuKernelCallContract(Rule):
         for kw in call.keywords:
             if kw.arg == keyword:
                 return kw.value
-        if 0 <= index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        if 0 <= index < len(call.args) and not any(
+            isinstance(a, ast.Starred) for a in call.args[: index + 1]
+        ):
             return call.args[index]
         return None
 
