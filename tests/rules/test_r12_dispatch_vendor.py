@@ -125,3 +125,18 @@ def test_npu309_only_torch_npu_kernels() -> None:
         return npu_rms_norm(x, eps, w)
     """
     assert _codes(source, "NPU309") == []
+
+
+def test_npu228_lookup_miss_takes_the_cuda_row() -> None:
+    source = """
+    class Registry:
+        def resolve(self, op, variant, impl):
+            entry = self._entries.get((op, variant, impl, device()))
+            if entry is None:
+                entry = self._entries.get((op, variant, impl, "cuda"))
+            if entry is None:
+                raise KeyError(op)
+            return entry
+    """
+    assert _codes(source, "NPU228", "veomni/ops/registry.py") == [4]
+    assert _codes(source.replace('"cuda"', "ANY_DEVICE"), "NPU228", "veomni/ops/registry.py") == []

@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.astutil import str_value, walk
 from npu_lint.rules.base import Context, Example, Rule
 
+_GPU_DEVICES = frozenset({"cuda", "gpu"})
 # calls that say something: a log line, a warning, a print
 _SPEAKS = ("warn", "log", "info", "error", "debug", "critical", "exception", "print", "rank0")
 # calls that ask whether a kernel's requirement or package is there
@@ -27,6 +28,8 @@ def _eager_selection(node: ast.AST | None) -> bool:
     a name it is an implementation name, which the next lookup may still refuse."""
     if node is None:
         return False
+    if _other_device_row(node):
+        return True
     for sub in walk(node):
         if isinstance(sub, (ast.Subscript, ast.Call)):
             parts = [*ast.iter_child_nodes(sub)]
@@ -35,6 +38,20 @@ def _eager_selection(node: ast.AST | None) -> bool:
         if isinstance(sub, ast.Name) and "eager" in sub.id.lower():
             return True
         if isinstance(sub, ast.Attribute) and "eager" in sub.attr.lower():
+            return True
+    return False
+
+
+def _other_device_row(node: ast.AST) -> bool:
+    """A registry lookup keyed with a CUDA device (``entries.get((op, variant, impl, "cuda"))``): the row another
+    device registered, which an Ascend host cannot run."""
+    for sub in walk(node):
+        key = None
+        if isinstance(sub, ast.Subscript):
+            key = sub.slice
+        elif isinstance(sub, ast.Call) and _call_name(sub) == "get" and sub.args:
+            key = sub.args[0]
+        if isinstance(key, ast.Tuple) and any(str_value(e) in _GPU_DEVICES for e in key.elts):
             return True
     return False
 
@@ -95,7 +112,7 @@ class SilentEagerFallback(Rule):
     name = "silent-eager-fallback"
     summary = (
         "A kernel lookup or binding that fails (a requirement not met, an import error, a missing row) selects "
-        "the eager row or kernel instead of raising, and says nothing."
+        "the eager row or kernel (or the row a CUDA device registered) instead of raising, and says nothing."
     )
     why = (
         "The ops config names the kernel a run must use (`npu` / `fused_npu` on Ascend), and the registry's "
@@ -104,7 +121,8 @@ class SilentEagerFallback(Rule):
         'self._entries[(op, variant, "eager", ANY_DEVICE)]`, `except ImportError: self.kernel = eager_forward`, '
         '`table.get(key, table[(op, "eager")])` -- keeps the run going on the slow reference path: an Ascend '
         "host whose torch_npu or kernel package is broken, or a misspelt variant, trains for days at a fraction "
-        "of the throughput (and with different numerics) and nothing in the log says so. The rule reports such "
+        "of the throughput (and with different numerics) and nothing in the log says so; a fallback to the row "
+        "keyed for `cuda` runs a GPU kernel on Ascend and fails inside it. The rule reports such "
         "a branch or handler when it neither raises nor warns nor logs; a fallback that is announced is left "
         "alone."
     )
@@ -170,7 +188,7 @@ class SilentEagerFallback(Rule):
         ),
     )
     fix_safety = "No fix: raise, or warn before falling back; which one the op wants is decided by hand."
-    requires = ("eager",)
+    requires = (("eager", "cuda"),)
     node_types = (ast.If, ast.Try, ast.Call)
 
     @classmethod
@@ -189,9 +207,10 @@ class SilentEagerFallback(Rule):
                 return
             self.report(
                 node.test,
-                f"when `{probe}` the branch falls back to the eager path (`{_short(chosen)}`) without raising, "
+                f"when `{probe}` the branch falls back to {_what(chosen)} (`{_short(chosen)}`) without raising, "
                 "warning or logging: a run whose configured kernel (on Ascend the NPU row) cannot be used "
-                "silently trains on the eager reference path; raise, or at least warn before falling back",
+                "silently runs another kernel than the one configured; raise, or at least warn before "
+                "falling back",
             )
         elif isinstance(node, ast.Try):
             for handler in node.handlers:
@@ -203,7 +222,7 @@ class SilentEagerFallback(Rule):
                 caught = ast.unparse(handler.type) if handler.type is not None else "every exception"
                 self.report(
                     handler,
-                    f"the handler of `{caught}` falls back to the eager path (`{_short(chosen)}`) without "
+                    f"the handler of `{caught}` falls back to {_what(chosen)} (`{_short(chosen)}`) without "
                     "raising, warning or logging: a missing or broken kernel (on Ascend the NPU one) silently "
                     "leaves the op on the eager reference path; let the error through, or warn before falling "
                     "back",
@@ -220,6 +239,10 @@ class SilentEagerFallback(Rule):
                 f"`{ast.unparse(default)}`: an unknown variant or implementation name silently runs the eager "
                 "path instead of failing the lookup; look the key up and raise when it is missing",
             )
+
+
+def _what(node: ast.AST) -> str:
+    return "a CUDA device's row" if _other_device_row(node) else "the eager path"
 
 
 def _short(node: ast.AST) -> str:
