@@ -38,17 +38,31 @@ def test_npu228_unknown_row_swallowed_by_eager() -> None:
     assert _codes(raised, "NPU228", "veomni/ops/registry.py") == []
 
 
-def test_npu228_import_error_leaves_implementation_name_alone() -> None:
-    # a bare implementation name is not a binding: the lookup that follows may still refuse it
+def test_npu228_import_error_picks_the_eager_name() -> None:
     source = """
-    def pick():
+    def pick(requested):
         try:
-            import torch_npu  # noqa: F401
+            from veomni.ops.kernels.toy.npu import kernel  # noqa: F401
+
+            impl = "npu"
         except ImportError:
+{body}
+        return impl
+
+
+    def default(impl):
+        if impl is None:
             impl = "eager"
         return impl
     """
-    assert _codes(source, "NPU228") == []
+    silent = source.replace("{body}", '            impl = "eager"')
+    requested = source.replace(
+        "{body}", '            if requested == "npu":\n                raise\n            impl = "eager"'
+    )
+    assert _codes(silent, "NPU228") == [6]
+    assert (
+        _codes(requested, "NPU228") == []
+    )  # transformers' pattern: the default falls back, a request raises
 
 
 # -- NPU307 ------------------------------------------------------------------------------------------------------

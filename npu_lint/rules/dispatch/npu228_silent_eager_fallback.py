@@ -67,12 +67,15 @@ def _speaks(stmts: list[ast.stmt]) -> bool:
     return False
 
 
-def _selects_eager(stmts: list[ast.stmt]) -> ast.AST | None:
-    """The statement of a block that returns or binds an eager selection (an attribute or local), or None."""
+def _selects_eager(stmts: list[ast.stmt], name_too: bool = False) -> ast.AST | None:
+    """The statement of a block that returns or binds an eager selection (an attribute or local), or None.
+    ``name_too``: the bare implementation name ``"eager"`` counts (a block that runs because a kernel's
+    package or requirement is missing: the name is then what binds)."""
     for stmt in stmts:
-        if isinstance(stmt, ast.Return) and _eager_selection(stmt.value):
-            return stmt
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _eager_selection(stmt.value):
+        value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign, ast.AnnAssign)) else None
+        if value is None:
+            continue
+        if _eager_selection(value) or (name_too and str_value(value) == "eager"):
             return stmt
     return None
 
@@ -94,6 +97,16 @@ def _failed_probe(test: ast.expr) -> str | None:
         ):
             return ast.unparse(sub)
     return None
+
+
+def _import_failure(handler: ast.ExceptHandler) -> bool:
+    kind = handler.type
+    names = kind.elts if isinstance(kind, ast.Tuple) else [kind] if kind is not None else []
+    return any(_last_name(n) in ("ImportError", "ModuleNotFoundError") for n in names)
+
+
+def _last_name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
 def _handled(handler: ast.ExceptHandler) -> bool:
@@ -202,7 +215,7 @@ class SilentEagerFallback(Rule):
             probe = _failed_probe(node.test)
             if probe is None:
                 return
-            chosen = _selects_eager(node.body)
+            chosen = _selects_eager(node.body, name_too=not probe.endswith("is None"))
             if chosen is None or _speaks(node.body):
                 return
             self.report(
@@ -216,7 +229,7 @@ class SilentEagerFallback(Rule):
             for handler in node.handlers:
                 if not _handled(handler):
                     continue
-                chosen = _selects_eager(handler.body)
+                chosen = _selects_eager(handler.body, name_too=_import_failure(handler))
                 if chosen is None or _speaks(handler.body):
                     continue
                 caught = ast.unparse(handler.type) if handler.type is not None else "every exception"
