@@ -154,3 +154,21 @@ def test_npu228_lookup_miss_takes_the_cuda_row() -> None:
     """
     assert _codes(source, "NPU228", "veomni/ops/registry.py") == [4]
     assert _codes(source.replace('"cuda"', "ANY_DEVICE"), "NPU228", "veomni/ops/registry.py") == []
+
+
+def test_npu309_group_list_type_matches_how_the_list_is_built() -> None:
+    source = """
+    import torch
+    import torch_npu
+
+
+    def f(x, w, selected, n):
+        group_list = torch.{build}(selected.view(-1), {extra})
+        return torch_npu.npu_grouped_matmul([x], [w], group_list=group_list, group_type=0{kind})[0]
+    """
+    counts = {"build": "bincount", "extra": "minlength=n"}
+    ends = {"build": "cumsum", "extra": "0"}
+    assert _codes(source.format(**counts, kind=", group_list_type=1"), "NPU309") == []
+    assert _codes(source.format(**counts, kind=""), "NPU309") == [7]
+    assert _codes(source.format(**ends, kind=""), "NPU309") == []
+    assert _codes(source.format(**ends, kind=", group_list_type=1"), "NPU309") == [7]

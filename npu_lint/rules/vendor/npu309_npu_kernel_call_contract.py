@@ -186,6 +186,8 @@ class NpuKernelCallContract(Rule):
                 )
         elif kernel == "npu_fusion_attention":
             self._fusion_attention(node)
+        elif kernel == "npu_grouped_matmul":
+            self._group_list_type(node)
 
     @staticmethod
     def _arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
@@ -326,6 +328,40 @@ class NpuKernelCallContract(Rule):
         mask = self._arg(call, -1, "atten_mask")
         if mask is not None:
             self._mask(mask)
+
+    def _group_list_type(self, call: ast.Call) -> None:
+        """``group_list_type`` 0 reads the group list as cumulative ends, 1 as per-group counts: a list built by
+        ``cumsum`` with type 1, or by ``bincount`` / ``histc`` with type 0 (the default), splits the tokens
+        wrongly."""
+        group = self._arg(call, -1, "group_list")
+        if group is None:
+            return
+        kind = _int(self._arg(call, -1, "group_list_type"))
+        if kind is None and any(kw.arg == "group_list_type" for kw in call.keywords):
+            return
+        kind = 0 if kind is None else kind
+        built = None
+        value = self._resolved(group)
+        for sub in walk(value):
+            if isinstance(sub, ast.Call) and _last(sub.func) in ("cumsum", "bincount", "histc"):
+                built = _last(sub.func)
+                break
+        if built is None:
+            return
+        if built == "cumsum" and kind == 1:
+            self.report(
+                group,
+                f"`group_list={ast.unparse(group)}` is a cumulative sum, but `group_list_type=1` tells "
+                "`npu_grouped_matmul` the list holds per-group counts: every expert after the first gets the "
+                "wrong rows; use `group_list_type=0` or pass the counts",
+            )
+        elif built != "cumsum" and kind == 0:
+            self.report(
+                group,
+                f"`group_list={ast.unparse(group)}` holds per-group counts (`{built}`), but `group_list_type` is 0 "
+                "(cumulative ends, the default): `npu_grouped_matmul` splits the tokens wrongly; pass "
+                "`group_list_type=1` or a cumulative list",
+            )
 
     @staticmethod
     def _shape_axis(node: ast.expr | None) -> int | None:
