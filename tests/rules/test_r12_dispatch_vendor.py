@@ -172,3 +172,18 @@ def test_npu309_group_list_type_matches_how_the_list_is_built() -> None:
     assert _codes(source.format(**counts, kind=""), "NPU309") == [7]
     assert _codes(source.format(**ends, kind=""), "NPU309") == []
     assert _codes(source.format(**ends, kind=", group_list_type=1"), "NPU309") == [7]
+
+
+# -- veomni.bindnames: near misses -------------------------------------------------------------------------------
+
+
+def test_binding_name_near_miss_of_another_variant() -> None:
+    from npu_lint.veomni.bindnames import variant_contradiction
+
+    variants = frozenset({"standard", "offset", "gated", "qwen3_5"})
+    assert variant_contradiction("veomni_rms_norm_qwen35", "rms_norm", "standard", variants) == "qwen3_5"
+    assert variant_contradiction("veomni_rms_norm_ofset", "rms_norm", "standard", variants) == "offset"
+    # a near miss of the bound variant itself, or a name that spells none, says nothing
+    assert variant_contradiction("veomni_rms_norm_standart", "rms_norm", "standard", variants) is None
+    assert variant_contradiction("veomni_rms_norm_qwen35", "rms_norm", "qwen3_5", variants) is None
+    assert variant_contradiction("veomni_rms_norm", "rms_norm", "standard", variants) is None
