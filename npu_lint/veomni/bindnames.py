@@ -86,7 +86,39 @@ def variant_contradiction(name: str, op: str, variant: str, variants: frozenset[
         if _contains(rest, tuple(v.lower().split("_")))
         and not _contains(tuple(variant.split("_")), tuple(v.split("_")))
     ]
-    return others[0] if len(others) == 1 else None
+    if others:
+        return others[0] if len(others) == 1 else None
+    # a near miss: the name spells another variant with its underscores dropped or one letter off
+    # (``rms_norm_qwen35`` for ``qwen3_5``, ``rms_norm_gate`` for ``gated``), and not the bound one
+    if _near(rest, variant):
+        return None
+    near = [v for v in sorted(variants - {variant}) if _near(rest, v)]
+    return near[0] if len(near) == 1 else None
+
+
+def _near(rest: tuple[str, ...], variant: str) -> bool:
+    """Whether a window of 1-3 consecutive words of ``rest``, joined, is ``variant`` without its underscores
+    or (both at least 5 letters long) one edit away from it."""
+    target = variant.lower().replace("_", "")
+    for size in (1, 2, 3):
+        for i in range(len(rest) - size + 1):
+            joined = "".join(rest[i : i + size])
+            if joined == target:
+                return True
+            if min(len(joined), len(target)) >= 5 and _one_edit(joined, target):
+                return True
+    return False
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i + (len(a) == len(b)) :] == b[i + 1 :]
 
 
 def field_contradiction(name: str, field: str, fields: tuple[str, ...]) -> str | None:

@@ -262,3 +262,30 @@ def _by_kernel_word(dotted: str) -> VendorKernel | None:
 def torch_npu_names() -> list[str]:
     """The ``torch_npu.<name>`` kernel names the table relies on (checked against the wheel by a test)."""
     return sorted(k.name.split(".", 1)[1] for k in TABLE if k.name.startswith("torch_npu."))
+
+
+# -- call contracts of the Ascend kernels the trees call (torch_npu's documented signatures) ---------------------
+# kernels that return a tuple whose first element is the output (``npu_rms_norm`` -> (y, rstd))
+NPU_TUPLE_RESULTS: frozenset[str] = frozenset({"npu_rms_norm", "npu_fusion_attention", "npu_grouped_matmul"})
+# positional roles: kernel -> (index, role); a role is matched against the argument's spelling
+NPU_POSITIONAL_ROLES: dict[str, tuple[tuple[int, str], ...]] = {
+    "npu_rms_norm": ((1, "weight"), (2, "eps")),
+    "npu_rotary_mul": ((1, "cos"), (2, "sin")),
+    "npu_fusion_attention": ((3, "head_num"), (4, "input_layout")),
+}
+# keyword roles: kernel -> keyword -> role
+NPU_KEYWORD_ROLES: dict[str, dict[str, str]] = {
+    "npu_rms_norm": {"epsilon": "eps", "gamma": "weight"},
+    "npu_rotary_mul": {"r1": "cos", "r2": "sin"},
+}
+# spellings of each role (a whole-word part of the argument's last name); a role's opposite spelling marks a swap
+NPU_ROLE_WORDS: dict[str, tuple[str, ...]] = {
+    "weight": ("weight", "gamma"),
+    "eps": ("eps", "epsilon", "variance_epsilon"),
+    "cos": ("cos",),
+    "sin": ("sin",),
+}
+NPU_ROTARY_MODES: frozenset[str] = frozenset({"half", "interleave"})
+# npu_fusion_attention layouts and the axis of the head count in each
+NPU_FA_LAYOUT_HEAD_AXIS: dict[str, int | None] = {"BSND": 2, "BNSD": 1, "TND": 1, "BSH": None, "SBH": None}
+NPU_FA_SPARSE_MODES: frozenset[int] = frozenset(range(9))

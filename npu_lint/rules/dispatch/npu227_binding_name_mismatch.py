@@ -32,7 +32,9 @@ class BindingNameMismatch(Rule):
         "fails: the model trains on the wrong kernel, on NPU typically the row the other variant registers for "
         "Ascend. The rule reads the variants of each op and the ops-config fields from the tree (the OpSlot rows "
         "of an OpSlot tree, the registry rows otherwise, `veomni/bindnames.py`), and reports only when the name "
-        "spells exactly one other variant (or field) of the same op as whole words and not the bound one. "
+        "spells exactly one other variant (or field) of the same op as whole words and not the bound one, or, "
+        "failing that, exactly one other variant near-missed (underscores dropped, `qwen35` for `qwen3_5`, or one "
+        "letter off in a word of five or more letters) while the bound one is not. "
         'A spec\'s `replace_function("b", replacement=a_patched)` is the same mistake one level up when the spec '
         "also gives `a` that replacement: the function written for `a` (its slot, its layout) now runs as `b`."
     )

@@ -7,8 +7,16 @@ from pathlib import Path
 
 from npu_lint.core.astutil import str_value
 from npu_lint.core.diagnostics import Applicability, Edit
+from npu_lint.core.safeio import read_text
 from npu_lint.rules.base import Context, Example, Rule, make_fix
-from npu_lint.veomni.upstream import HUB_DECORATORS, hub_kernel_devices
+from npu_lint.veomni.patchgen import load_file
+from npu_lint.veomni.upstream import (
+    HUB_DECORATORS,
+    file_source_module,
+    hub_kernel_devices,
+    upstream_class,
+    upstream_path,
+)
 
 
 def _decorator_name(ctx: Context, deco: ast.expr) -> str | None:
@@ -23,6 +31,59 @@ def _decorator_name(ctx: Context, deco: ast.expr) -> str | None:
     func = deco.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
     return name if name in HUB_DECORATORS else None
+
+
+def _hub_name(deco: ast.expr) -> tuple[str, str] | None:
+    """(decorator, hub name) of a stdlib-ast hub decorator, read by its spelling alone (upstream modules)."""
+    if not isinstance(deco, ast.Call):
+        return None
+    func = deco.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if last not in HUB_DECORATORS:
+        return None
+    arg = deco.args[0] if deco.args else next((k.value for k in deco.keywords), None)
+    value = str_value(arg)
+    return (last, value) if value is not None else None
+
+
+def _upstream_definition(
+    module: str, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+) -> ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The upstream class or module-level function of the same name, or None when upstream has none."""
+    if isinstance(node, ast.ClassDef):
+        found = upstream_class(module, node.name)
+        return found[1] if found is not None else None
+    path = upstream_path(module)
+    parsed = load_file(str(path)) if path is not None else None
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
+        return None
+    return next(
+        (
+            s
+            for s in tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == node.name
+        ),
+        None,
+    )
+
+
+def _spec_mentions(path: str, name: str) -> bool:
+    """Whether an NPU spec of the generated file's model package names the hub kernel ``name`` (the spec is
+    then where the decorator is reported)."""
+    package = Path(path).resolve().parent.parent
+    try:
+        specs = sorted(package.glob("*_npu_patch_gen_config.py"))
+    except OSError:
+        return False
+    for spec in specs:
+        try:
+            text = read_text(spec)
+        except (OSError, ValueError):
+            continue
+        if f'"{name}"' in text or f"'{name}'" in text:
+            return True
+    return False
 
 
 class HubKernelDecorator(Rule):
@@ -41,7 +102,9 @@ class HubKernelDecorator(Rule):
         "the same model, and the hub kernel bypasses the op handles VeOmni dispatches through. VeOmni's "
         "maintainers drop such decorators in their specs when they patch the class. The devices are read from "
         "the installed transformers (never imported); a name it maps for `npu` is left alone, and generated "
-        "copies are left to their spec."
+        "copies are left to their spec, except in an NPU-only generated module a decorator that neither the "
+        "upstream definition nor the model's NPU spec carries (added by hand: an NPU run asks the hub for a "
+        "kernel with no NPU build)."
     )
     bad = (
         Example(
@@ -90,6 +153,22 @@ class HubKernelDecorator(Rule):
             path="veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
             title="through the module",
         ),
+        Example(
+            """
+            # AUTO-GENERATED FILE - DO NOT EDIT
+            # Source: transformers.models.qwen3.modeling_qwen3
+            from torch import nn
+            from transformers.integrations.hub_kernels import use_kernel_forward_from_hub
+
+
+            @use_kernel_forward_from_hub("MLP")
+            class Qwen3MLP(nn.Module):
+                def forward(self, x):
+                    return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+            """,
+            path="veomni/models/transformers/qwen3/generated/patched_modeling_qwen3_npu.py",
+            title="an NPU-only generated module decorating a class that upstream does not (no fix in generated/)",
+        ),
     )
     good = (
         Example(
@@ -119,6 +198,25 @@ class HubKernelDecorator(Rule):
             path="veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py",
             title="a generated copy: its spec is where the decorator is dropped",
         ),
+        Example(
+            """
+            # AUTO-GENERATED FILE - DO NOT EDIT
+            # Source: transformers.models.qwen3.modeling_qwen3
+            from torch import nn
+            from transformers.integrations.hub_kernels import use_kernel_forward_from_hub
+
+
+            @use_kernel_forward_from_hub("RMSNorm")
+            class Qwen3RMSNorm(nn.Module):
+                pass
+
+
+            class Qwen3MLP(nn.Module):
+                pass
+            """,
+            path="veomni/models/transformers/qwen3/generated/patched_modeling_qwen3_npu.py",
+            title="an NPU generated module keeping upstream's RMSNorm hub decorator (mapped for npu)",
+        ),
     )
     fix_safety = (
         "Unsafe: deleting the decorator line changes what a GPU run with hub kernels enabled executes (the "
@@ -129,9 +227,11 @@ class HubKernelDecorator(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        if "_from_hub" not in ctx.source.text or ctx.source.kind.generated:
+        if "_from_hub" not in ctx.source.text:
             return False
         path = ctx.source.path.replace("\\", "/")
+        if ctx.source.kind.generated:
+            return path.endswith("_npu.py")  # an NPU-only generated module: read for decorators added by hand
         if path.endswith("_patch_gen_config.py"):
             return True
         if ctx.project.root is None or not ctx.project.model_packages:
@@ -155,6 +255,9 @@ class HubKernelDecorator(Rule):
             devices = hub_kernel_devices(name)
             if not devices or "npu" in devices:
                 continue
+            if self.ctx.source.kind.generated:
+                self._generated(node, deco, kind, name, devices)
+                continue
             what = "forward of" if kind == "use_kernel_forward_from_hub" else "function"
             self.report(
                 deco,
@@ -164,6 +267,34 @@ class HubKernelDecorator(Rule):
                 "the decorator",
                 self._fix(deco),
             )
+
+    def _generated(
+        self,
+        node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef,
+        deco: ast.expr,
+        kind: str,
+        name: str,
+        devices: tuple[str, ...],
+    ) -> None:
+        """An NPU-only generated module: a decorator its upstream definition carries is the spec's business (it
+        copies upstream), and one its spec writes is reported on the spec; one that neither carries was added
+        to the generated file, where an NPU run looks for a hub kernel that has no NPU build."""
+        src = self.ctx.source
+        module = file_source_module(self.ctx.tree, src.text, src.path)
+        if module is None:
+            return
+        upstream = _upstream_definition(module, node)
+        if upstream is None or any(_hub_name(d) == (kind, name) for d in upstream.decorator_list):
+            return
+        if _spec_mentions(src.path, name):
+            return
+        self.report(
+            deco,
+            f'`@{kind}("{name}")` on `{node.name}` in an NPU-only generated module: the installed transformers '
+            f"maps the `{name}` hub kernel for {', '.join(devices)} and not for npu, and neither upstream "
+            f"`{module}` nor the model's NPU spec decorates `{node.name}`: kernelizing the model on Ascend "
+            "looks for a kernel that has no NPU build; drop the decorator (and regenerate from the spec)",
+        )
 
     def _fix(self, deco: ast.expr):  # noqa: ANN202
         src = self.ctx.source

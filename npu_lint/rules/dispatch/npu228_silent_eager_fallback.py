@@ -1,0 +1,263 @@
+"""NPU228 silent-eager-fallback."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import str_value, walk
+from npu_lint.rules.base import Context, Example, Rule
+
+_GPU_DEVICES = frozenset({"cuda", "gpu"})
+# calls that say something: a log line, a warning, a print
+_SPEAKS = ("warn", "log", "info", "error", "debug", "critical", "exception", "print", "rank0")
+# calls that ask whether a kernel's requirement or package is there
+_PROBES = ("match", "check", "available", "satisf", "support", "usable", "installed", "can_use", "is_enabled")
+_FAILURES = frozenset(
+    {"ImportError", "ModuleNotFoundError", "RuntimeError", "KeyError", "LookupError", "Exception", "OSError"}
+)
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _eager_selection(node: ast.AST | None) -> bool:
+    """An expression that selects the eager row or kernel: a lookup or call keyed with ``"eager"``, or a name
+    spelled for it (``eager_forward``, ``self._eager_entry``). The bare literal ``"eager"`` is not: assigned to
+    a name it is an implementation name, which the next lookup may still refuse."""
+    if node is None:
+        return False
+    if _other_device_row(node):
+        return True
+    for sub in walk(node):
+        if isinstance(sub, (ast.Subscript, ast.Call)):
+            parts = [*ast.iter_child_nodes(sub)]
+            if any(str_value(e) == "eager" for p in parts for e in walk(p) if isinstance(e, ast.Constant)):
+                return True
+        if isinstance(sub, ast.Name) and "eager" in sub.id.lower():
+            return True
+        if isinstance(sub, ast.Attribute) and "eager" in sub.attr.lower():
+            return True
+    return False
+
+
+def _other_device_row(node: ast.AST) -> bool:
+    """A registry lookup keyed with a CUDA device (``entries.get((op, variant, impl, "cuda"))``): the row another
+    device registered, which an Ascend host cannot run."""
+    for sub in walk(node):
+        key = None
+        if isinstance(sub, ast.Subscript):
+            key = sub.slice
+        elif isinstance(sub, ast.Call) and _call_name(sub) == "get" and sub.args:
+            key = sub.args[0]
+        if isinstance(key, ast.Tuple) and any(str_value(e) in _GPU_DEVICES for e in key.elts):
+            return True
+    return False
+
+
+def _speaks(stmts: list[ast.stmt]) -> bool:
+    """Whether the statements raise, warn or log (the fallback is then said)."""
+    for stmt in stmts:
+        for sub in walk(stmt):
+            if isinstance(sub, ast.Raise):
+                return True
+            if isinstance(sub, ast.Call) and any(w in _call_name(sub).lower() for w in _SPEAKS):
+                return True
+    return False
+
+
+def _selects_eager(stmts: list[ast.stmt], name_too: bool = False) -> ast.AST | None:
+    """The statement of a block that returns or binds an eager selection (an attribute or local), or None.
+    ``name_too``: the bare implementation name ``"eager"`` counts (a block that runs because a kernel's
+    package or requirement is missing: the name is then what binds)."""
+    for stmt in stmts:
+        value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign, ast.AnnAssign)) else None
+        if value is None:
+            continue
+        if _eager_selection(value) or (name_too and str_value(value) == "eager"):
+            return stmt
+    return None
+
+
+def _failed_probe(test: ast.expr) -> str | None:
+    """``not req.matches()`` / ``not is_x_available()`` / ``entry is None`` (a lookup that found nothing): the
+    test's text, or None."""
+    for sub in walk(test):
+        if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not) and isinstance(sub.operand, ast.Call):
+            if any(p in _call_name(sub.operand).lower() for p in _PROBES):
+                return ast.unparse(sub)
+        if (
+            isinstance(sub, ast.Compare)
+            and len(sub.ops) == 1
+            and isinstance(sub.ops[0], ast.Is)
+            and isinstance(sub.left, ast.Name)
+            and isinstance(sub.comparators[0], ast.Constant)
+            and sub.comparators[0].value is None
+        ):
+            return ast.unparse(sub)
+    return None
+
+
+def _import_failure(handler: ast.ExceptHandler) -> bool:
+    kind = handler.type
+    names = kind.elts if isinstance(kind, ast.Tuple) else [kind] if kind is not None else []
+    return any(_last_name(n) in ("ImportError", "ModuleNotFoundError") for n in names)
+
+
+def _last_name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _handled(handler: ast.ExceptHandler) -> bool:
+    kind = handler.type
+    names = kind.elts if isinstance(kind, ast.Tuple) else [kind] if kind is not None else []
+    if kind is None:
+        return True
+    return any(
+        (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "") in _FAILURES
+        for n in names
+    )
+
+
+class SilentEagerFallback(Rule):
+    code = "NPU228"
+    name = "silent-eager-fallback"
+    summary = (
+        "A kernel lookup or binding that fails (a requirement not met, an import error, a missing row) selects "
+        "the eager row or kernel (or the row a CUDA device registered) instead of raising, and says nothing."
+    )
+    why = (
+        "The ops config names the kernel a run must use (`npu` / `fused_npu` on Ascend), and the registry's "
+        "`resolve` raises when that row does not exist for the device or its requirement is not met. Code that "
+        "turns the failure into the eager row -- `if not entry.requirement.matches(): return "
+        'self._entries[(op, variant, "eager", ANY_DEVICE)]`, `except ImportError: self.kernel = eager_forward`, '
+        '`table.get(key, table[(op, "eager")])` -- keeps the run going on the slow reference path: an Ascend '
+        "host whose torch_npu or kernel package is broken, or a misspelt variant, trains for days at a fraction "
+        "of the throughput (and with different numerics) and nothing in the log says so; a fallback to the row "
+        "keyed for `cuda` runs a GPU kernel on Ascend and fails inside it. The rule reports such "
+        "a branch or handler when it neither raises nor warns nor logs; a fallback that is announced is left "
+        "alone."
+    )
+    bad = (
+        Example(
+            """
+            class ToyRegistry:
+                def resolve(self, op, variant, impl):
+                    entry = self._entries[(op, variant, impl)]
+                    if entry.requirement is not None and not entry.requirement.matches():
+                        return self._entries[(op, variant, "eager")]
+                    return entry
+            """,
+            path="veomni/ops/toy_registry.py",
+            title="a failed requirement resolves to the eager row",
+        ),
+        Example(
+            """
+            from veomni.ops.kernels.toy import eager_forward
+
+
+            def bind_kernel(module, impl):
+                try:
+                    from veomni.ops.kernels.toy.npu import npu_forward
+
+                    module.kernel = npu_forward
+                except ImportError:
+                    module.kernel = eager_forward
+            """,
+            path="veomni/ops/toy_binding.py",
+            title="an import error leaves the handle on the eager kernel",
+        ),
+        Example(
+            """
+            def resolve(table, op, variant, impl):
+                return table.get((op, variant, impl), table[(op, "standard", "eager")])
+            """,
+            path="veomni/ops/toy_lookup.py",
+            title="a default that swallows an unknown variant",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import logging
+
+            logger = logging.getLogger(__name__)
+
+
+            class ToyRegistry:
+                def resolve(self, op, variant, impl):
+                    entry = self._entries[(op, variant, impl)]
+                    if entry.requirement is not None and not entry.requirement.matches():
+                        logger.warning("%s/%s: %s unavailable, using eager", op, variant, impl)
+                        return self._entries[(op, variant, "eager")]
+                    return entry
+
+
+            def implementation(ops_config):
+                return getattr(ops_config, "rms_norm_implementation", "eager")
+            """,
+            path="veomni/ops/toy_registry.py",
+        ),
+    )
+    fix_safety = "No fix: raise, or warn before falling back; which one the op wants is decided by hand."
+    requires = (("eager", "cuda"),)
+    node_types = (ast.If, ast.Try, ast.Call)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def visit(self, node: ast.AST) -> None:
+        if self.ctx.function is None:
+            return
+        if isinstance(node, ast.If):
+            probe = _failed_probe(node.test)
+            if probe is None:
+                return
+            chosen = _selects_eager(node.body, name_too=not probe.endswith("is None"))
+            if chosen is None or _speaks(node.body):
+                return
+            self.report(
+                node.test,
+                f"when `{probe}` the branch falls back to {_what(chosen)} (`{_short(chosen)}`) without raising, "
+                "warning or logging: a run whose configured kernel (on Ascend the NPU row) cannot be used "
+                "silently runs another kernel than the one configured; raise, or at least warn before "
+                "falling back",
+            )
+        elif isinstance(node, ast.Try):
+            for handler in node.handlers:
+                if not _handled(handler):
+                    continue
+                chosen = _selects_eager(handler.body, name_too=_import_failure(handler))
+                if chosen is None or _speaks(handler.body):
+                    continue
+                caught = ast.unparse(handler.type) if handler.type is not None else "every exception"
+                self.report(
+                    handler,
+                    f"the handler of `{caught}` falls back to {_what(chosen)} (`{_short(chosen)}`) without "
+                    "raising, warning or logging: a missing or broken kernel (on Ascend the NPU one) silently "
+                    "leaves the op on the eager reference path; let the error through, or warn before falling "
+                    "back",
+                )
+        elif isinstance(node, ast.Call):
+            if _call_name(node) != "get" or len(node.args) != 2 or not isinstance(node.func, ast.Attribute):
+                return
+            default = node.args[1]
+            if isinstance(default, ast.Constant) or not _eager_selection(default):
+                return
+            self.report(
+                default,
+                f"`{ast.unparse(node.func.value)}.get(...)` answers a key it does not hold with the eager entry "
+                f"`{ast.unparse(default)}`: an unknown variant or implementation name silently runs the eager "
+                "path instead of failing the lookup; look the key up and raise when it is missing",
+            )
+
+
+def _what(node: ast.AST) -> str:
+    return "a CUDA device's row" if _other_device_row(node) else "the eager path"
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 80 else text[:77] + "..."

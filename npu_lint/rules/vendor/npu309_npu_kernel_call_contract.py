@@ -1,0 +1,444 @@
+"""NPU309 npu-kernel-call-contract."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from npu_lint.core.astutil import walk
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.vendor_map import (
+    NPU_FA_LAYOUT_HEAD_AXIS,
+    NPU_FA_SPARSE_MODES,
+    NPU_KEYWORD_ROLES,
+    NPU_POSITIONAL_ROLES,
+    NPU_ROLE_WORDS,
+    NPU_ROTARY_MODES,
+    NPU_TUPLE_RESULTS,
+)
+
+_PREFIXES = ("torch_npu.", "torch.ops.npu.")
+_KERNELS = frozenset(
+    {*NPU_TUPLE_RESULTS, *NPU_POSITIONAL_ROLES, "npu_swiglu", "npu_rotary_mul", "npu_fusion_attention"}
+)
+
+
+def _last(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Subscript):
+        return _last(node.value)
+    return ""
+
+
+def _roles(node: ast.AST) -> set[str]:
+    """The roles (``weight``, ``eps``, ``cos``, ``sin``) an argument's last name spells as whole words."""
+    words = set(re.split(r"[_\d]+", _last(node).lower()))
+    name = _last(node).lower()
+    found = set()
+    for role, spellings in NPU_ROLE_WORDS.items():
+        if any(s in words or s == name for s in spellings):
+            found.add(role)
+    return found
+
+
+def _int(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int(node.operand)
+        return -inner if inner is not None else None
+    return None
+
+
+def _str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+class NpuKernelCallContract(Rule):
+    code = "NPU309"
+    name = "npu-kernel-call-contract"
+    summary = (
+        "A call of an Ascend kernel breaks its contract: a tuple result used as a tensor, arguments in each "
+        "other's place, a layout or mode the kernel does not have, a head count read from the wrong axis, a "
+        "dropout rate as keep probability, an inverted attention mask or scale."
+    )
+    why = (
+        "torch_npu's fused kernels are not drop-in copies of the CUDA ones. `npu_rms_norm(x, gamma, epsilon)` "
+        "returns `(y, rstd)` and the trees take `[0]`; `npu_rotary_mul(x, r1=cos, r2=sin, rotary_mode)` knows "
+        "`half` and `interleave`; `npu_fusion_attention(q, k, v, head_num, input_layout, ...)` reads the head "
+        "count from the layout's N axis (BSND: 2, BNSD / TND: 1), needs `actual_seq_qlen` / `actual_seq_kvlen` "
+        "for `TND`, takes `keep_prob = 1 - dropout`, `scale = 1 / sqrt(head_dim)`, and an `atten_mask` whose "
+        "True entries are masked out (`torch.triu(ones, diagonal=1)` for causal; a `tril` mask keeps only the "
+        "future); `sparse_mode` is 0-8; `npu_swiglu` splits the last (feature) dim; `npu_grouped_matmul`'s "
+        "`group_list_type` is 0 for a cumulative group list and 1 for per-group counts. Each mistake either fails "
+        "on the first Ascend step or, worse, runs and trains on wrong numbers while the GPU path is right. "
+        "Arguments are judged by their spelling (a `sin` table in the `cos` slot, an `eps` in the weight slot) "
+        "and by local data flow; calls that cannot be judged are left alone."
+    )
+    bad = (
+        Example(
+            """
+            import torch_npu
+
+
+            def rms_norm_forward(self, hidden_states):
+                return torch_npu.npu_rms_norm(hidden_states, self.weight, epsilon=self.variance_epsilon)
+            """,
+            path="veomni/ops/kernels/toy_norm/npu.py",
+            title="the (y, rstd) tuple returned as the normalised tensor",
+        ),
+        Example(
+            """
+            import torch_npu
+
+
+            def apply_rotary(q, k, cos, sin):
+                return torch_npu.npu_rotary_mul(q, sin, cos), torch_npu.npu_rotary_mul(k, cos, sin)
+            """,
+            path="veomni/ops/kernels/toy_rope/npu.py",
+            title="sin and cos in each other's place",
+        ),
+        Example(
+            """
+            import math
+
+            import torch
+            import torch_npu
+
+
+            def attention(q, k, v, dropout_p):
+                mask = torch.tril(torch.ones([2048, 2048], device=q.device)).bool()
+                return torch_npu.npu_fusion_attention(
+                    q, k, v, q.shape[1], "BSND", atten_mask=mask, keep_prob=dropout_p,
+                    scale=math.sqrt(q.shape[-1]), sparse_mode=3,
+                )[0]
+            """,
+            path="veomni/ops/kernels/toy_attention/npu.py",
+            title="head count from the sequence axis, dropout as keep probability, sqrt scale, tril mask",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import math
+
+            import torch
+            import torch_npu
+
+
+            def rms_norm_forward(self, hidden_states):
+                return torch_npu.npu_rms_norm(hidden_states, self.weight, epsilon=self.variance_epsilon)[0]
+
+
+            def attention(q, k, v, dropout_p):
+                mask = torch.triu(torch.ones([2048, 2048], device=q.device), diagonal=1).bool()
+                return torch_npu.npu_fusion_attention(
+                    q, k, v, q.shape[2], "BSND", atten_mask=mask, keep_prob=1.0 - dropout_p,
+                    scale=1.0 / math.sqrt(q.shape[-1]), sparse_mode=3,
+                )[0]
+            """,
+            path="veomni/ops/kernels/toy_attention/npu.py",
+        ),
+    )
+    fix_safety = "No fix: the right argument is chosen by hand."
+    requires = ("npu_",)
+    node_types = (ast.Call,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def _kernel(self, call: ast.Call) -> str | None:
+        func = call.func
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return None
+        name = func.attr if isinstance(func, ast.Attribute) else func.id
+        if name not in _KERNELS:
+            return None
+        qual = self.ctx.local_qualname(func) or ""
+        return name if qual.startswith(_PREFIXES) else None
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        kernel = self._kernel(node)
+        if kernel is None:
+            return
+        if kernel in NPU_TUPLE_RESULTS and kernel != "npu_grouped_matmul":
+            self._tuple_result(node, kernel)
+        self._roles(node, kernel)
+        if kernel == "npu_rotary_mul":
+            mode = _str(self._arg(node, 3, "rotary_mode"))
+            if mode is not None and mode not in NPU_ROTARY_MODES:
+                self.report(
+                    node,
+                    f'`npu_rotary_mul` has no rotary_mode "{mode}" (it knows {", ".join(sorted(NPU_ROTARY_MODES))})',
+                )
+        elif kernel == "npu_swiglu":
+            dim = _int(self._arg(node, 1, "dim"))
+            if dim == 0:
+                self.report(
+                    node,
+                    "`npu_swiglu(..., dim=0)` splits the token axis into gate and up halves: the projection's "
+                    "gate/up halves lie on the last (feature) dim; use `dim=-1`",
+                )
+        elif kernel == "npu_fusion_attention":
+            self._fusion_attention(node)
+        elif kernel == "npu_grouped_matmul":
+            self._group_list_type(node)
+
+    @staticmethod
+    def _arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
+        for kw in call.keywords:
+            if kw.arg == keyword:
+                return kw.value
+        if 0 <= index < len(call.args) and not any(
+            isinstance(a, ast.Starred) for a in call.args[: index + 1]
+        ):
+            return call.args[index]
+        return None
+
+    # -- tuple results ------------------------------------------------------------------------------------
+    def _tuple_result(self, call: ast.Call, kernel: str) -> None:
+        parent = self.ctx.parent
+        if isinstance(parent, ast.Return) or (isinstance(parent, ast.Attribute) and parent.value is call):
+            self._report_tuple(call, kernel, "")
+            return
+        if isinstance(parent, ast.BinOp):
+            self._report_tuple(call, kernel, "")
+            return
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+            return
+        target = parent.targets[0]
+        function = self.ctx.function
+        if not isinstance(target, ast.Name) or function is None:
+            return
+        uses = []
+        unpacked = False
+        for sub in walk(function):
+            if (
+                isinstance(sub, ast.Subscript)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == target.id
+            ):
+                return  # indexed somewhere
+            if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name) and sub.value.id == target.id:
+                if isinstance(sub.targets[0], ast.Tuple):
+                    unpacked = True
+            if isinstance(sub, ast.Starred) and isinstance(sub.value, ast.Name) and sub.value.id == target.id:
+                unpacked = True
+            if isinstance(sub, ast.Name) and sub.id == target.id and isinstance(sub.ctx, ast.Load):
+                uses.append(sub)
+        if unpacked or not uses:
+            return
+        tensor_like = False
+        for sub in walk(function):
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == target.id
+            ):
+                tensor_like = True
+            if isinstance(sub, ast.BinOp) and any(
+                isinstance(s, ast.Name) and s.id == target.id for s in (sub.left, sub.right)
+            ):
+                tensor_like = True
+            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Name) and sub.value.id == target.id:
+                tensor_like = True
+        if tensor_like:
+            self._report_tuple(call, kernel, f" (through `{target.id}`)")
+
+    def _report_tuple(self, call: ast.Call, kernel: str, through: str) -> None:
+        self.report(
+            call,
+            f"`{kernel}` returns a tuple whose first element is the output, and the result is used as a tensor"
+            f"{through}: take `[0]` (or unpack it)",
+        )
+
+    # -- argument roles -----------------------------------------------------------------------------------
+    def _roles(self, call: ast.Call, kernel: str) -> None:
+        positional = dict(NPU_POSITIONAL_ROLES.get(kernel, ()))
+        keyword = NPU_KEYWORD_ROLES.get(kernel, {})
+        family = {r for r in (*positional.values(), *keyword.values()) if r in NPU_ROLE_WORDS}
+        slots: list[tuple[ast.expr, str, str]] = []
+        for index, role in positional.items():
+            if role in NPU_ROLE_WORDS and index < len(call.args):
+                slots.append((call.args[index], role, f"argument {index + 1}"))
+        for kw in call.keywords:
+            role = keyword.get(kw.arg or "")
+            if role is not None:
+                slots.append((kw.value, role, f"`{kw.arg}=`"))
+        for value, role, where in slots:
+            spelled = _roles(value) & family
+            if spelled and role not in spelled:
+                other = sorted(spelled)[0]
+                self.report(
+                    value,
+                    f"`{ast.unparse(value)}` is passed as {where} of `{kernel}`, which takes the {role} there; it "
+                    f"reads as the {other}: the arguments are in each other's place",
+                )
+
+    # -- npu_fusion_attention -----------------------------------------------------------------------------
+    def _fusion_attention(self, call: ast.Call) -> None:
+        layout = _str(self._arg(call, 4, "input_layout"))
+        if layout is not None and layout not in NPU_FA_LAYOUT_HEAD_AXIS:
+            self.report(
+                call,
+                f'`npu_fusion_attention` has no input_layout "{layout}" '
+                f"({', '.join(sorted(NPU_FA_LAYOUT_HEAD_AXIS))})",
+            )
+        keywords = {kw.arg for kw in call.keywords}
+        if layout == "TND" and not {"actual_seq_qlen", "actual_seq_kvlen"} <= keywords:
+            self.report(
+                call,
+                '`npu_fusion_attention(..., input_layout="TND")` needs `actual_seq_qlen` and `actual_seq_kvlen` '
+                "(the cumulative sequence ends of the packed batch): without them the packed sequences attend "
+                "to each other or the call fails",
+            )
+        head = self._arg(call, 3, "head_num")
+        axis = NPU_FA_LAYOUT_HEAD_AXIS.get(layout or "")
+        read = self._shape_axis(head)
+        if axis is not None and read is not None:
+            rank = 3 if layout == "TND" else 4
+            if read % rank != axis:
+                self.report(
+                    head,
+                    f"`head_num={ast.unparse(head)}` reads axis {read} of a {layout} tensor, whose head axis is "
+                    f"{axis}: the kernel is told the sequence or head-dim length as the head count",
+                )
+        keep = self._arg(call, -1, "keep_prob")
+        if keep is not None and "drop" in _last(keep).lower() and "keep" not in _last(keep).lower():
+            self.report(
+                keep,
+                f"`keep_prob={ast.unparse(keep)}` passes the dropout rate as the probability to keep: use "
+                f"`1.0 - {ast.unparse(keep)}`",
+            )
+        scale = self._arg(call, -1, "scale")
+        if scale is not None and self._sqrt_scale(scale):
+            self.report(
+                scale,
+                f"`scale={ast.unparse(scale)}` multiplies the scores by the square root of the head dim: the "
+                "softmax scale is its reciprocal (`1 / math.sqrt(head_dim)`)",
+            )
+        mode = _int(self._arg(call, -1, "sparse_mode"))
+        if mode is not None and mode not in NPU_FA_SPARSE_MODES:
+            self.report(call, f"`npu_fusion_attention` has no sparse_mode {mode} (0-8)")
+        mask = self._arg(call, -1, "atten_mask")
+        if mask is not None:
+            self._mask(mask)
+
+    def _group_list_type(self, call: ast.Call) -> None:
+        """``group_list_type`` 0 reads the group list as cumulative ends, 1 as per-group counts: a list built by
+        ``cumsum`` with type 1, or by ``bincount`` / ``histc`` with type 0 (the default), splits the tokens
+        wrongly."""
+        group = self._arg(call, -1, "group_list")
+        if group is None:
+            return
+        kind = _int(self._arg(call, -1, "group_list_type"))
+        if kind is None and any(kw.arg == "group_list_type" for kw in call.keywords):
+            return
+        kind = 0 if kind is None else kind
+        built = None
+        value = self._resolved(group)
+        for sub in walk(value):
+            if isinstance(sub, ast.Call) and _last(sub.func) in ("cumsum", "bincount", "histc"):
+                built = _last(sub.func)
+                break
+        if built is None:
+            return
+        if built == "cumsum" and kind == 1:
+            self.report(
+                group,
+                f"`group_list={ast.unparse(group)}` is a cumulative sum, but `group_list_type=1` tells "
+                "`npu_grouped_matmul` the list holds per-group counts: every expert after the first gets the "
+                "wrong rows; use `group_list_type=0` or pass the counts",
+            )
+        elif built != "cumsum" and kind == 0:
+            self.report(
+                group,
+                f"`group_list={ast.unparse(group)}` holds per-group counts (`{built}`), but `group_list_type` is 0 "
+                "(cumulative ends, the default): `npu_grouped_matmul` splits the tokens wrongly; pass "
+                "`group_list_type=1` or a cumulative list",
+            )
+
+    @staticmethod
+    def _shape_axis(node: ast.expr | None) -> int | None:
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape"
+        ):
+            return _int(node.slice)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "size"
+            and len(node.args) == 1
+        ):
+            return _int(node.args[0])
+        return None
+
+    def _resolved(self, node: ast.expr) -> ast.expr:
+        """A local name's last assignment in the function, once."""
+        function = self.ctx.function
+        if not isinstance(node, ast.Name) or function is None:
+            return node
+        best: ast.Assign | None = None
+        for sub in walk(function):
+            if (
+                isinstance(sub, ast.Assign)
+                and len(sub.targets) == 1
+                and isinstance(sub.targets[0], ast.Name)
+                and sub.targets[0].id == node.id
+                and sub.lineno < node.lineno
+                and (best is None or sub.lineno > best.lineno)
+            ):
+                best = sub
+        return best.value if best is not None else node
+
+    def _sqrt_scale(self, node: ast.expr) -> bool:
+        value = self._resolved(node)
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Pow):
+            return _const(value.right) == 0.5
+        if isinstance(value, ast.Call) and _last(value.func) == "sqrt":
+            return True
+        return False
+
+    def _mask(self, mask: ast.expr) -> None:
+        value = self._resolved(mask)
+        for sub in walk(value):
+            if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Invert):
+                return
+            if isinstance(sub, ast.Call) and _last(sub.func) in ("logical_not", "eq"):
+                return
+        for sub in walk(value):
+            if not isinstance(sub, ast.Call):
+                continue
+            name = _last(sub.func)
+            if name == "tril":
+                self.report(
+                    mask,
+                    "the attention mask is built with `tril`, but `npu_fusion_attention` masks out the True "
+                    "entries: a lower-triangular mask hides the past and keeps the future; build it with "
+                    "`torch.triu(..., diagonal=1)`",
+                )
+                return
+            if name == "triu":
+                diagonal = next((k.value for k in sub.keywords if k.arg == "diagonal"), None)
+                if diagonal is None and len(sub.args) > 1:
+                    diagonal = sub.args[1]
+                if _int(diagonal) in (None, 0) and (diagonal is None or _int(diagonal) == 0):
+                    self.report(
+                        mask,
+                        "the causal mask is `triu` without `diagonal=1`: `npu_fusion_attention` masks out the "
+                        "True entries, so every token is also hidden from itself; use `diagonal=1`",
+                    )
+                return
+
+
+def _const(node: ast.AST) -> float | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return float(node.value)
+    return None
