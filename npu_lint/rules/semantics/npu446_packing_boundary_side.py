@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.core.astutil import nodes_of
+from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import losspath
 from npu_lint.veomni.packing import packs_labels, unmasked_packs
 
