@@ -56,7 +56,9 @@ class PackingBoundarySide(Rule):
                     for feature in features:
                         for key in batch:
                             batch[key].append(feature[key])
-                    return {key: torch.cat(value, dim=-1) for key, value in batch.items()}
+                    for key in batch:
+                        batch[key] = torch.cat(batch[key], dim=-1)
+                    return batch
             """,
             path="veomni/data/toy_collator.py",
             title="samples packed with every boundary label live",
