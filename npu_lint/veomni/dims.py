@@ -11,6 +11,8 @@ never a ``shape``, and is never read here.
   (``height``, ``h``, ``grid_h``, ``resized_width``, ``W_even``, ``num_frames``), else None.
 * ``layout_letters(name)``: the dimension letters a layout-named value spells (``grid_thw`` -> ``"thw"``),
   else None.
+* ``upstream_params(qualname)``: the positional parameter names of a top-level function of an installed
+  transformers module (``transformers.models.qwen2_vl.image_processing_qwen2_vl.smart_resize``), else None.
 * ``shape_source(expr)``: whether ``expr`` reads a tensor's shape (``x.shape``, ``x.shape[a:b]``, ``x.size()``,
   ``np.shape(x)``), with the base expression's text.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["axis_of", "layout_letters", "shape_index", "shape_source"]
+__all__ = ["axis_of", "layout_letters", "shape_index", "shape_source", "upstream_params"]
 
 _SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
 _AXES = {
@@ -128,4 +130,24 @@ def _const_int(expr: ast.expr) -> int | None:
         and type(expr.operand.value) is int
     ):
         return -expr.operand.value
+    return None
+
+
+def upstream_params(qualname: str) -> list[str] | None:
+    """The positional parameters of the top-level function ``qualname`` of an installed transformers module
+    (read from its source, never imported), or None."""
+    if not qualname.startswith("transformers.") or "." not in qualname:
+        return None
+    from npu_lint.veomni.patchgen import load_file
+    from npu_lint.veomni.upstream import upstream_path
+
+    module, _, name = qualname.rpartition(".")
+    path = upstream_path(module)
+    parsed = load_file(str(path)) if path is not None else None
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
     return None

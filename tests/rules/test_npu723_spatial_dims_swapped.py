@@ -135,3 +135,17 @@ def test_heads_and_weights_are_not_dimensions() -> None:
         )
         == []
     )
+
+
+def test_call_into_an_upstream_transformers_function() -> None:
+    # transformers 5.9.0's Qwen2-VL smart_resize is declared (height, width, factor, ...)
+    assert _lines(
+        """
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+        def target_size(frame, patch):
+            height, width = frame.shape[-2:]
+            ok = smart_resize(height, width, factor=patch)
+            return smart_resize(width, height, factor=patch), ok
+        """
+    ) == [6]

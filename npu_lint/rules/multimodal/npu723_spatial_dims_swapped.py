@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of, own_nodes
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.dims import axis_of, layout_letters, shape_index, shape_source
+from npu_lint.veomni.dims import axis_of, layout_letters, shape_index, shape_source, upstream_params
 
 _NAMES = {"h": "height", "w": "width", "t": "frames"}
 # torch / torchvision resizes whose ``size`` lists (..., H, W); PIL's ``Image.resize`` takes (W, H) and is not one
@@ -299,6 +299,10 @@ class SpatialDimsSwapped(Rule):
             and call.func.value.id in ("self", "cls")
         ):
             params = functions.get(callee)
+            if params is None and isinstance(call.func, ast.Name):
+                target = self.ctx.imports.get(callee)
+                if target is not None and any(_axis(a) in ("h", "w") for a in call.args):
+                    params = upstream_params(target)
         if params is not None and not any(isinstance(a, ast.Starred) for a in call.args):
             slots.extend(zip(params, call.args))
         slots.extend((kw.arg, kw.value) for kw in call.keywords if kw.arg is not None)
