@@ -45,6 +45,24 @@ TREE_CONTEXT: dict[str, dict[str, str]] = {
         "veomni/ops/optional_kernels.py": "fused_rope = None\n",
         "veomni/models/__init__.py": "",
     },
+    "NPU624": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/models/__init__.py": "",
+        "veomni/models/transformers/__init__.py": "",
+        "veomni/models/transformers/toy_vl_moe/__init__.py": "",
+        "veomni/models/transformers/toy_vl_moe/toy_vl_moe_gpu_patch_gen_config.py": (
+            "from veomni.patchgen.patch_spec import PatchConfig\n\n"
+            "config = PatchConfig(\n"
+            '    source_module="transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe",\n'
+            '    target_file="patched_modeling_toy_vl_moe_gpu.py",\n'
+            ")\n\n\n"
+            '@config.override_method("Qwen3VLMoeForConditionalGeneration.get_parallel_plan")\n'
+            "def get_parallel_plan_patched(self):\n"
+            "    from ..parallel_plan import get_parallel_plan\n\n"
+            "    return get_parallel_plan()\n"
+        ),
+    },
 }
 
 
