@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -65,20 +66,11 @@ class PreferenceTemperature(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _first(self, where: ast.AST) -> bool:
-        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
-        if id(where) in seen:
-            return False
-        seen.add(id(where))
-        return True
-
     def visit(self, node: ast.AST) -> None:
         if losspath.temperature_of(node) is None:
             return
         for where, what in losspath.unscaled_margins(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(
                 where,
@@ -86,7 +78,7 @@ class PreferenceTemperature(Rule):
                 "`beta` is configured (scale every use of the margin, and every reward, by `beta`)",
             )
         for where, what in losspath.squared_target_faults(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(
                 where,
@@ -94,7 +86,7 @@ class PreferenceTemperature(Rule):
                 "keep the temperature in the divisor (`1 / (2 * beta)`)",
             )
         for where, what in losspath.smoothing_faults(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(
                 where,

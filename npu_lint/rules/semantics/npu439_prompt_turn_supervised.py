@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -92,18 +93,9 @@ class PromptTurnSupervised(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _first(self, where: ast.AST) -> bool:
-        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
-        if id(where) in seen:
-            return False
-        seen.add(id(where))
-        return True
-
     def visit(self, node: ast.AST) -> None:
         for where, fault in losspath.supervision_default_faults(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(
                 where,
@@ -111,7 +103,7 @@ class PromptTurnSupervised(Rule):
                 f"({fault}): only assistant turns are labelled unless the data says otherwise",
             )
         for where, text in losspath.unmasked_branch_faults(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(
                 where,
@@ -119,7 +111,7 @@ class PromptTurnSupervised(Rule):
                 "become training targets (append `[IGNORE_INDEX] * len(...)` there)",
             )
         for where, name in losspath.supervised_header_faults(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(
                 where,

@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -61,15 +62,6 @@ class CountReducedNotSummed(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _first(self, where: ast.AST) -> bool:
-        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
-        if id(where) in seen:
-            return False
-        seen.add(id(where))
-        return True
-
     def visit(self, node: ast.AST) -> None:
         helper_mean = self.ctx.memo.get("npu442_helper_mean")
         if helper_mean is None:
@@ -79,7 +71,7 @@ class CountReducedNotSummed(Rule):
             )
             self.ctx.memo["npu442_helper_mean"] = helper_mean
         for call, count, op in losspath.unsummed_count_values(node, bool(helper_mean)):
-            if not self._first(call):
+            if not first_report(self, call):
                 continue
             self.report(
                 call,

@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 from npu_lint.veomni.packing import packs_labels, unmasked_packs
 
@@ -87,15 +88,6 @@ class PackingBoundarySide(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _first(self, where: ast.AST) -> bool:
-        """Whether ``where`` is reported for the first time (a nested function is walked with its parent too)."""
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
-        if id(where) in seen:
-            return False
-        seen.add(id(where))
-        return True
-
     def _class_of(self, func: ast.AST) -> ast.ClassDef | None:
         owners = self.ctx.memo.get((self.code, "owners"))
         if owners is None:
@@ -112,7 +104,7 @@ class PackingBoundarySide(Rule):
     def visit(self, node: ast.AST) -> None:
         if packs_labels(node, self._class_of(node), self.ctx.source.text):
             for call in unmasked_packs(node):
-                if self._first(call):
+                if first_report(self, call):
                     self.report(
                         call,
                         f"`{ast.unparse(call)}` packs the per-sample sequences into one row without masking "
@@ -121,6 +113,6 @@ class PackingBoundarySide(Rule):
                         "each later sample's first label to the ignore index before concatenating.",
                     )
         for where, why in losspath.boundary_side_faults(node):
-            if not self._first(where):
+            if not first_report(self, where):
                 continue
             self.report(where, f"`{ast.unparse(where)}` masks the wrong end of a packed sample: {why}")

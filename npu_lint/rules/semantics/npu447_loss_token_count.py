@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -59,17 +60,9 @@ class LossTokenCount(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test and not ctx.source.kind.generated
 
-    def _first(self, where: ast.AST) -> bool:
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
-        if id(where) in seen:
-            return False
-        seen.add(id(where))
-        return True
-
     def visit(self, node: ast.AST) -> None:
         for where, why in losspath.token_count_faults(node):
-            if self._first(where):
+            if first_report(self, where):
                 self.report(
                     where,
                     f"{why}: the loss is weighted by this count, so count `labels != IGNORE_INDEX` instead",

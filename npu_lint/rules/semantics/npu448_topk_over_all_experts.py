@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -57,12 +58,9 @@ class TopkOverAllExperts(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
         for call in losspath.topk_over_all_experts(node):
-            if id(call) in seen:
+            if not first_report(self, call):
                 continue
-            seen.add(id(call))
             self.report(
                 call,
                 f"`{ast.unparse(call)}` selects as many experts as there are: a router keeps its top-k "

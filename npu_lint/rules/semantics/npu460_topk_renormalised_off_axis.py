@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -63,12 +64,9 @@ class TopkRenormalisedOffAxis(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
         for site, name, picked, axis in losspath.topk_renorm_axis_faults(node):
-            if id(site) in seen:
+            if not first_report(self, site):
                 continue
-            seen.add(id(site))
             over = "every element" if axis == "all" else f"axis {axis}"
             self.report(
                 site,

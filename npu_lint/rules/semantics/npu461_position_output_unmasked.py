@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -66,12 +67,9 @@ class PositionOutputUnmasked(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
         for stmt, buffer, mask in losspath.unmasked_sibling_stores(node):
-            if id(stmt) in seen:
+            if not first_report(self, stmt):
                 continue
-            seen.add(id(stmt))
             self.report(
                 stmt,
                 f"`{buffer}` is written without the `{mask}` gate its sibling outputs of the same slice get: the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import losspath
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -59,12 +60,9 @@ class LossTermsAveraged(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        seen = self.ctx.memo.setdefault((self.code, "reported"), set())
-        assert isinstance(seen, set)
         for call, mapping in losspath.averaged_loss_terms(node):
-            if id(call) in seen:
+            if not first_report(self, call):
                 continue
-            seen.add(id(call))
             self.report(
                 call,
                 f"the terms of `{mapping}` are averaged into one loss: each term's gradient is divided by their "
