@@ -252,3 +252,26 @@ def test_the_registry_and_npu_selections_are_kept_under_their_files_stat_keys(
     time.sleep(QUIET)
     again = load()
     assert ops in reads and again == first
+
+
+def test_every_project_scan_slot_is_kept_by_the_index() -> None:
+    """A slot the index does not list is dropped when the index is read back: its scan never hits the cache and the
+    index is rewritten on every run (the import-site scan, `imports`, was missing; found by the round-12 review)."""
+    import ast
+
+    import npu_lint.veomni
+    from npu_lint.engine.cache import SCAN_SLOTS
+
+    used = set()
+    for path in Path(npu_lint.veomni.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "stored"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                used.add(node.args[0].value)
+    assert "imports" in used
+    assert used <= set(SCAN_SLOTS)

@@ -40,6 +40,7 @@ SCAN_SLOTS = (
     "registry",
     "selections",
     "remaps",
+    "imports",
 )  # the project scans kept in the index (veomni.scanstore)
 _KEY: list[bytes] = []
 

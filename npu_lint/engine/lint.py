@@ -184,8 +184,8 @@ def _check_parsed(
     failures: list[str] = []
     deep: list[str] = []
     while True:
-        rules = [cls(ctx) for cls in classes]
         try:
+            rules = [cls(ctx) for cls in classes]  # a rule whose constructor raises is isolated too
             _walk(tree, ctx, rules)
             for rule in rules:
                 rule.finish()

@@ -118,6 +118,8 @@ def _one_edit(a: str, b: str) -> bool:
     i = 0
     while i < len(a) and a[i] == b[i]:
         i += 1
+    if b[i].isdigit() or (len(a) == len(b) and a[i].isdigit()):
+        return False  # `llama4` against `llama3`: another version, not a typo
     return a[i + (len(a) == len(b)) :] == b[i + 1 :]
 
 

@@ -69,6 +69,27 @@ def test_a11_05_a_rule_that_raises_hides_no_other_finding(
     assert code == 2
 
 
+def test_a11_05_a_rule_whose_constructor_raises_is_isolated_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rules were built outside the isolation: a constructor that raised lost the other rules' findings and the
+    failing rule was not named (found by the review of the round-12 merge)."""
+    from npu_lint.rules.semantics import npu439_prompt_turn_supervised as mod
+
+    cls = next(v for v in vars(mod).values() if isinstance(v, type) and getattr(v, "code", None) == "NPU439")
+
+    def boom(self: object, ctx: object) -> None:
+        raise KeyError("injected in the constructor")
+
+    monkeypatch.setattr(cls, "__init__", boom)
+    f = tmp_path / "chat.py"
+    f.write_text(CHAT.format(mask="1"), encoding="utf-8")
+    code, out, err = _check(f, capsys)
+    assert "internal error in NPU439" in err
+    assert "NPU102" in out
+    assert code == 2
+
+
 def test_a11_05_a_rule_too_deep_for_recursion_is_npu001_for_that_rule_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -83,3 +83,31 @@ def test_modular_and_test_files_are_not_read() -> None:
     """
     assert _lines(body, path="transformers/models/toy/modular_toy.py") == []
     assert _lines(body, path="tests/ops/test_toy.py") == []
+
+
+def test_entry_points_and_effect_only_code_outside_ops_are_quiet() -> None:
+    """Found by the review of the round-12 merge: `main`, `warmup`, `__post_init__` and a helper whose only call
+    is a plain model call end by binding a local on purpose."""
+    text = """
+    import torch
+
+
+    def main(trainer):
+        metrics = trainer.train()
+
+
+    def warmup(model, x):
+        out = model(x)
+
+
+    class Cfg:
+        def __post_init__(self):
+            total = self.a + self.b
+
+
+    def collect(model, batch):
+        logits = model(batch)
+    """
+    assert _lines(text, path="veomni/trainer/run.py") == []
+    # the same helper in the ops tree, calling a torch kernel, is an implementation that lost its result
+    assert _lines("import torch\n\n\ndef gelu(x):\n    y = torch.nn.functional.gelu(x)\n", path="veomni/utils/act.py") == [5]

@@ -238,3 +238,40 @@ def test_module_built_with_a_tensors_dtype_but_not_its_device(body: str, found: 
         edit = fix.edits[0]
         src = textwrap.dedent(text).lstrip()
         assert fixed in src[: edit.start] + edit.content + src[edit.end :]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "self.proj = nn.Linear(4, 8, dtype=config.dtype)",  # a settings object's dtype: it has no device
+        "self.norm = nn.LayerNorm(4, dtype=self.dtype)",
+        'kw = {"dtype": args.dtype}\n        self.emb = nn.Embedding(8, 4, **kw)',
+    ],
+)
+def test_module_built_with_a_settings_dtype_is_not_a_tensor_reference(line: str) -> None:
+    text = f"""
+    import torch
+    from torch import nn
+
+
+    class Head(nn.Module):
+        def __init__(self, config, args):
+            super().__init__()
+            {line}
+    """
+    assert _lint("veomni/lora/layers.py", text, ["NPU103"]) == []
+
+
+def test_allocation_copying_a_settings_dtype_takes_the_device_of_the_data_it_meets() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    class Block(nn.Module):
+        def forward(self, hidden_states, config):
+            pad = torch.zeros(4, dtype=config.dtype)
+            return hidden_states + pad
+    """
+    found = _lint("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"])
+    assert found and all("config.device" not in (d.fix.title if d.fix else "") + d.message for d in found)

@@ -187,3 +187,53 @@ def test_binding_name_near_miss_of_another_variant() -> None:
     assert variant_contradiction("veomni_rms_norm_standart", "rms_norm", "standard", variants) is None
     assert variant_contradiction("veomni_rms_norm_qwen35", "rms_norm", "qwen3_5", variants) is None
     assert variant_contradiction("veomni_rms_norm", "rms_norm", "standard", variants) is None
+    # another version number is not a typo of this one
+    assert (
+        variant_contradiction("veomni_rms_norm_llama4", "rms_norm", "standard", variants | {"llama3"}) is None
+    )
+
+
+def test_npu309_inverted_masks_reciprocal_sqrt_and_raw_wrappers_are_correct() -> None:
+    """Found by the review of the round-12 merge: a `tril(...) == 0` or `1 - tril(...)` mask is inverted, `sqrt(1.0 /
+    head_dim)` is the usual scale, and a raw wrapper may return the tuple for its caller to index."""
+    source = """
+    import math
+    import torch
+    import torch_npu
+
+
+    def attn(q, k, v, dropout_p, head_dim):
+        mask = torch.tril(torch.ones(q.shape[1], k.shape[1], dtype=torch.bool, device=q.device)) == 0
+        out = torch_npu.npu_fusion_attention(
+            q, k, v, q.shape[2], "BSND", atten_mask=mask, scale=math.sqrt(1.0 / head_dim), keep_prob=1.0 - dropout_p
+        )[0]
+        return out
+
+
+    def attn2(q, k, v):
+        mask = (1 - torch.tril(torch.ones(2048, 2048, device=q.device))).bool()
+        return torch_npu.npu_fusion_attention(q, k, v, q.shape[2], "BSND", atten_mask=mask, sparse_mode=2)[0]
+
+
+    def fa_raw(q, k, v, n):
+        # caller takes [0]
+        return torch_npu.npu_fusion_attention(q, k, v, n, "BSND")
+    """
+    assert _codes(source, "NPU309") == []
+
+
+def test_npu228_arithmetic_named_log_does_not_announce_a_fallback() -> None:
+    """Found by the review of the round-12 merge: `torch.log(...)` in the fallback branch read as a log message."""
+    source = """
+    import torch
+
+
+    def pick(registry, name, scores):
+        try:
+            impl = registry[name]
+        except KeyError:
+            scale = torch.log(scores)
+            impl = registry["eager"]
+        return impl
+    """
+    assert _codes(source, "NPU228") != []

@@ -52,6 +52,31 @@ _HOST_SIDE_DIR = re.compile(r"(^|/)(data|dataset|datasets|preprocess\w*|tools|sc
 _SCALAR_TYPES = frozenset({"int", "bool", "str", "float", "None"})
 
 
+_SETTINGS_NAME = re.compile(
+    r"(^|_)(self|cls|config|configs|cfg|conf|args|opts?|options|hparams|settings|kwargs)$"
+)
+_TENSOR_ATTRS = frozenset({"weight", "bias", "data", "grad"})
+
+
+def tensor_like_ref(ref: ast.expr, func: ast.AST | None) -> bool:
+    """Whether ``ref`` (in ``ref.dtype``) reads as a tensor rather than a settings object (``config``, ``args``,
+    ``self``) whose ``.dtype`` is only a dtype: a parameter or buffer attribute, an indexed tensor, or a name that
+    is not spelt like a settings object (and, for an annotated parameter, annotated as a tensor)."""
+    if isinstance(ref, ast.Attribute):
+        return ref.attr in _TENSOR_ATTRS or ref.attr.endswith(("_weight", "_bias"))
+    root = ref
+    while isinstance(root, ast.Subscript):
+        root = root.value
+    if not isinstance(root, ast.Name) or _SETTINGS_NAME.search(root.id):
+        return False
+    if root is ref and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = func.args
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            if a.arg == root.id and a.annotation is not None:
+                return any(w in ast.unparse(a.annotation) for w in ("Tensor", "Parameter"))
+    return True
+
+
 def _autograd_functions(ctx: Context) -> set[str]:
     """Top-level ``torch.autograd.Function`` subclasses: their ``forward``/``backward`` run on device data."""
     if "Function" not in ctx.source.text:
@@ -1087,6 +1112,8 @@ class DevicelessAllocation(Rule):
             root = root.value
         if not isinstance(root, ast.Name) or any(isinstance(n, ast.Call) for n in subtree(ref)):
             return
+        if not tensor_like_ref(ref, func_def) and not self._bound_to_tensor_attr(func_def, ref, node.lineno):
+            return  # `config.dtype`, `args.dtype`, `self.dtype`: a dtype setting, not a tensor with a device
         text = self.ctx.source.segment(ref)
         if holder is not None:
             if id(holder) in self._dtype_dicts:
@@ -1110,6 +1137,18 @@ class DevicelessAllocation(Rule):
             f"on the meta device); add `device={text}.device`",
             make_fix(f"Add `device={text}.device`", [edit]),
         )
+
+    def _bound_to_tensor_attr(self, func: ast.AST, ref: ast.expr, line: int) -> bool:
+        """``ref`` is a local name last bound before ``line`` to a parameter-like attribute (``ref =
+        self.base_layer.weight``)."""
+        if not isinstance(ref, ast.Name):
+            return False
+        value: ast.expr | None = None
+        for stmt in nodes_of(func, ast.Assign):
+            assert isinstance(stmt, ast.Assign)
+            if stmt.lineno < line and any(isinstance(t, ast.Name) and t.id == ref.id for t in stmt.targets):
+                value = stmt.value
+        return isinstance(value, ast.Attribute) and tensor_like_ref(value, func)
 
     def _local_dict(self, func: ast.AST, name: str, line: int) -> ast.Dict | None:
         """The dict literal ``name`` is last bound to before ``line`` in ``func``, when that is its only kind of
@@ -1951,6 +1990,8 @@ class DevicelessAllocation(Rule):
             return None
         if any(isinstance(n, ast.Call) for n in subtree(value.value)):
             return None
+        if not tensor_like_ref(value.value, func):
+            return None  # `config.dtype`: a dtype setting, whose object has no device
         return self.ctx.source.segment(value.value), root.id
 
     def _always_tensor(self, func: ast.AST, name: str) -> bool:

@@ -10,6 +10,7 @@ from npu_lint.rules.base import Context, Example, Rule
 _GPU_DEVICES = frozenset({"cuda", "gpu"})
 # calls that say something: a log line, a warning, a print
 _SPEAKS = ("warn", "log", "info", "error", "debug", "critical", "exception", "print", "rank0")
+_MATH = frozenset({"log", "log1p", "log2", "log10", "logaddexp", "logcumsumexp", "logdet", "error_norm"})
 # calls that ask whether a kernel's requirement or package is there
 _PROBES = ("match", "check", "available", "satisf", "support", "usable", "installed", "can_use", "is_enabled")
 _FAILURES = frozenset(
@@ -62,7 +63,12 @@ def _speaks(stmts: list[ast.stmt]) -> bool:
         for sub in walk(stmt):
             if isinstance(sub, ast.Raise):
                 return True
-            if isinstance(sub, ast.Call) and any(w in _call_name(sub).lower() for w in _SPEAKS):
+            if not isinstance(sub, ast.Call):
+                continue
+            name = _call_name(sub).lower()
+            if name in _MATH or name.startswith(("log_soft", "log_sig", "logical", "logit", "logsum")):
+                continue  # `torch.log`, `log_softmax`: arithmetic, not a message
+            if any(w in name for w in _SPEAKS):
                 return True
     return False
 

@@ -203,7 +203,12 @@ class NpuKernelCallContract(Rule):
     # -- tuple results ------------------------------------------------------------------------------------
     def _tuple_result(self, call: ast.Call, kernel: str) -> None:
         parent = self.ctx.parent
-        if isinstance(parent, ast.Return) or (isinstance(parent, ast.Attribute) and parent.value is call):
+        function = self.ctx.function
+        if isinstance(parent, ast.Return) and function is not None and "forward" in function.name:
+            # a module's forward hands the tuple on as its output; a raw wrapper may leave `[0]` to its caller
+            self._report_tuple(call, kernel, "")
+            return
+        if isinstance(parent, ast.Attribute) and parent.value is call:
             self._report_tuple(call, kernel, "")
             return
         if isinstance(parent, ast.BinOp):
@@ -403,14 +408,22 @@ class NpuKernelCallContract(Rule):
         if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Pow):
             return _const(value.right) == 0.5
         if isinstance(value, ast.Call) and _last(value.func) == "sqrt":
-            return True
+            arg = value.args[0] if value.args else None
+            # `sqrt(1.0 / head_dim)` is the right scale
+            return not (
+                isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div) and _const(arg.left) is not None
+            )
         return False
 
     def _mask(self, mask: ast.expr) -> None:
         value = self._resolved(mask)
         for sub in walk(value):
-            if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Invert):
+            if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, (ast.Invert, ast.Not)):
                 return
+            if isinstance(sub, ast.Compare) or (
+                isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub) and _const(sub.left) == 1
+            ):
+                return  # `tril(...) == 0`, `1 - tril(...)`: the mask is inverted
             if isinstance(sub, ast.Call) and _last(sub.func) in ("logical_not", "eq"):
                 return
         for sub in walk(value):

@@ -107,16 +107,38 @@ class KernelResultDropped(Rule):
         }
         if params.issuperset(names):
             return  # ``model = convert(model)``: a parameter rebound to what mutated it in place
+        if node.name.startswith("__") or node.name.lower().startswith(_DRIVERS):
+            return  # entry points and harnesses (`main`, `warmup`, `benchmark`, `__post_init__`) compute for effect
+        path = self.ctx.source.path.replace("\\", "/")
+        # an op's implementation: a forward, a patch spec's replacement, code of the ops tree, or a tensor kernel call
+        computes = "forward" in node.name or path.endswith("_patch_gen_config.py") or "/ops/" in path
         for inner in own_nodes(node):
             if isinstance(inner, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)):
                 return
             if isinstance(inner, ast.Return) and inner.value is not None:
                 return
+            if isinstance(inner, ast.Call) and not computes:
+                qual = self.ctx.qualname(inner.func) or ""
+                computes = qual.startswith(_KERNEL_ROOTS) and not qual.startswith(_EFFECT_ROOTS)
+        if not computes:
+            return  # no tensor kernel is called: not an implementation of an op
         self.report(
             last,
             f"`{node.name}` ends by binding `{', '.join(names)}` and returns nothing: callers of this "
             "implementation get `None` (the other implementations of the op return their results).",
         )
+
+
+_DRIVERS = ("main", "bench", "warmup", "test", "run", "setup", "profile", "train", "eval")
+_KERNEL_ROOTS = ("torch.", "torch_npu.", "triton.")
+_EFFECT_ROOTS = (
+    "torch.cuda.",
+    "torch.npu.",
+    "torch.distributed.",
+    "torch.utils.",
+    "torch.manual_seed",
+    "torch.save",
+)
 
 
 def _is_none(node: ast.expr) -> bool:
