@@ -110,4 +110,6 @@ def test_entry_points_and_effect_only_code_outside_ops_are_quiet() -> None:
     """
     assert _lines(text, path="veomni/trainer/run.py") == []
     # the same helper in the ops tree, calling a torch kernel, is an implementation that lost its result
-    assert _lines("import torch\n\n\ndef gelu(x):\n    y = torch.nn.functional.gelu(x)\n", path="veomni/utils/act.py") == [5]
+    assert _lines(
+        "import torch\n\n\ndef gelu(x):\n    y = torch.nn.functional.gelu(x)\n", path="veomni/utils/act.py"
+    ) == [5]
