@@ -35,14 +35,27 @@ def plan_roots(plan_path: str) -> list[tuple[str, str, Inits]]:
     """``(upstream module, class, the spec's __init__ overrides)`` for every class whose ``get_parallel_plan`` a
     spec of ``plan_path``'s package overrides (the plan module's callers). The overrides map a class name to
     the replacing ``__init__`` (None when the spec changes the class in a way the walk cannot read)."""
-    return list(_roots(os.path.dirname(os.path.abspath(plan_path))))
+    package_dir = os.path.dirname(os.path.abspath(plan_path))
+    return list(_roots(package_dir, _stamps(package_dir)))
+
+
+def _stamps(package_dir: str) -> tuple[tuple[str, int, int], ...]:
+    """The package's specs with their stat stamps: an edited spec (in the editor, between runs) is read again."""
+    out = []
+    for spec_path in package_specs(package_dir):
+        try:
+            st = os.stat(spec_path)
+        except OSError:
+            continue
+        out.append((str(spec_path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 Inits = tuple[tuple[str, "ast.FunctionDef | None"], ...]
 
 
 @functools.lru_cache(maxsize=64)
-def _roots(package_dir: str) -> tuple[tuple[str, str, Inits], ...]:
+def _roots(package_dir: str, stamps: tuple[tuple[str, int, int], ...]) -> tuple[tuple[str, str, Inits], ...]:
     out: list[tuple[str, str, Inits]] = []
     seen: set[tuple[str, str]] = set()
     for spec_path in package_specs(package_dir):

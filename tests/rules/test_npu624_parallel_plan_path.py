@@ -121,3 +121,22 @@ def test_same_path_without_the_override_is_reported(tmp_path: Path) -> None:
     assert _lines(
         tmp_path, "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", "model.decoder.layers.*"
     ) == [8, 9]
+
+
+def test_an_edited_spec_is_read_again(tmp_path: Path) -> None:
+    """Found by the review of the round-12 merge: the spec's roots were cached by directory alone, so a long-lived
+    process (the language server) kept judging the plan against the spec as it was first read."""
+    assert _lines(tmp_path, "qwen3_moe", "Qwen3MoeForCausalLM", "model.language_model.layers.*") == [8, 9]
+    pkg = tmp_path / "veomni" / "models" / "transformers" / "my_qwen3_moe"
+    spec = pkg / "my_qwen3_moe_gpu_patch_gen_config.py"
+    # the package now binds its plan on the VL model, whose language model sits where the plan says
+    spec.write_text(
+        textwrap.dedent(SPEC).format(
+            model="qwen3_vl_moe", cls="Qwen3VLMoeForConditionalGeneration", extra="# edited\n"
+        )
+    )
+    path = pkg / "parallel_plan.py"
+    text = path.read_text()
+    project = load_project([str(path)])
+    found = lint_source(SourceFile.from_text(str(path), text), ["NPU624"], Settings(), project)
+    assert [d.line for d in found if d.code == "NPU624"] == []
