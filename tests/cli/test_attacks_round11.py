@@ -181,8 +181,6 @@ def test_a11_13_server_ignores_batches_and_bare_values_in_one_line() -> None:
     import subprocess
     import sys
 
-    pytest.importorskip("pygls")
-
     def frame(body: bytes) -> bytes:
         return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
