@@ -504,6 +504,14 @@ def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
     return None
 
 
+def int_value(node: ast.AST | None) -> int | None:
+    """The value of an integer literal, negated ones included (``3``, ``-100``); None for anything else (bools too)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = node.operand
+        return -inner.value if isinstance(inner, ast.Constant) and type(inner.value) is int else None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
 def str_value(node: ast.AST | None) -> str | None:
     """The value of a string literal (also ``"a" + "b"`` of literals); None for anything else (f-strings)."""
     if isinstance(node, ast.Constant):

@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import int_value
+
 __all__ = ["axis_of", "layout_letters", "shape_index", "shape_source", "upstream_params"]
 
 _SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
@@ -66,10 +68,10 @@ def shape_source(expr: ast.expr) -> tuple[str, int] | None:
     start = 0
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
         sl = expr.slice
-        if sl.step is not None or sl.upper is not None and _const_int(sl.upper) is None:
+        if sl.step is not None or sl.upper is not None and int_value(sl.upper) is None:
             return None
         if sl.lower is not None:
-            low = _const_int(sl.lower)
+            low = int_value(sl.lower)
             if low is None:
                 return None
             start = low
@@ -82,7 +84,7 @@ def shape_index(expr: ast.expr) -> tuple[str, int] | None:
     """``(base text, axis)`` for one axis of a shape read with a constant index (``x.shape[2]``,
     ``x.shape[-1]``, ``x.size(3)``, ``x.size(dim=-2)``), else None."""
     if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, ast.Slice):
-        axis = _const_int(expr.slice)
+        axis = int_value(expr.slice)
         base = _shape_base(expr.value)
         if axis is not None and base is not None:
             return base, axis
@@ -96,7 +98,7 @@ def shape_index(expr: ast.expr) -> tuple[str, int] | None:
         arg = expr.args[0] if expr.args else expr.keywords[0].value
         if expr.keywords and expr.keywords[0].arg != "dim":
             return None
-        axis = _const_int(arg)
+        axis = int_value(arg)
         if axis is not None:
             return ast.unparse(expr.func.value), axis
     return None
@@ -117,19 +119,6 @@ def _shape_base(expr: ast.expr) -> str | None:
             and len(expr.args) == 1
         ):
             return ast.unparse(expr.args[0])
-    return None
-
-
-def _const_int(expr: ast.expr) -> int | None:
-    if isinstance(expr, ast.Constant) and type(expr.value) is int:
-        return expr.value
-    if (
-        isinstance(expr, ast.UnaryOp)
-        and isinstance(expr.op, ast.USub)
-        and isinstance(expr.operand, ast.Constant)
-        and type(expr.operand.value) is int
-    ):
-        return -expr.operand.value
     return None
 
 

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.core.astutil import int_value, nodes_of, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.veomni.upstream import same_node
 
@@ -880,29 +880,17 @@ def _is_ignore(node: ast.AST) -> bool:
     return False
 
 
-def _const_index(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, ast.USub)
-        and isinstance(node.operand, ast.Constant)
-    ):
-        return -node.operand.value if isinstance(node.operand.value, int) else None
-    return None
-
-
 def _loop_side(loop: ast.For) -> str | None:
     """`range(1, n)` -> "skips_first"; `range(n - 1)` / `range(0, n - 1)` -> "skips_last"; else None."""
     it = loop.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args):
         return None
     args = it.args
-    if len(args) >= 2 and _const_index(args[0]) == 1:
+    if len(args) >= 2 and int_value(args[0]) == 1:
         return "skips_first"
     stop = args[-1] if len(args) <= 2 else args[1]
-    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Sub) and _const_index(stop.right) == 1:
-        if len(args) == 1 or _const_index(args[0]) == 0:
+    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Sub) and int_value(stop.right) == 1:
+        if len(args) == 1 or int_value(args[0]) == 0:
             return "skips_last"
     return None
 
@@ -928,7 +916,7 @@ def boundary_side_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             if not (isinstance(inner, ast.Name) and inner.id == var):
                 continue
             pos = t.slice.elts[-1] if isinstance(t.slice, ast.Tuple) else t.slice
-            idx = _const_index(pos)
+            idx = int_value(pos)
             if side == "skips_first" and idx == -1:
                 yield t, "the loop starts at the second sample, so the boundary is each sample's first label"
             elif side == "skips_last" and idx == 0:

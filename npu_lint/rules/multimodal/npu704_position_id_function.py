@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import gpu_sibling_only, method_name
@@ -56,7 +56,7 @@ def _where_codes(value: ast.AST, array: str) -> list[tuple[ast.expr, str, str, i
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if name == "where":
             mod = _modality_of(value.args[0])
-            code = _int_value(value.args[1])
+            code = int_value(value.args[1])
             if mod is not None and code is not None:
                 out.append((value.args[1], array, mod, code))
             out.extend(_where_codes(value.args[1], array))
@@ -76,7 +76,7 @@ def _type_codes(func: ast.AST) -> list[tuple[ast.expr, str, str, int]]:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                 if not _typed_name(target.value.id):
                     continue
-                code = _int_value(node.value)
+                code = int_value(node.value)
                 mod = _modality_of(target.slice)
                 if code is not None and mod is not None:
                     out.append((node.value, target.value.id, mod, code))
@@ -91,7 +91,7 @@ def _type_codes(func: ast.AST) -> list[tuple[ast.expr, str, str, int]]:
             and len(node.args) == 2
         ):
             mod = _modality_of(node.args[0])
-            code = _int_value(node.args[1])
+            code = int_value(node.args[1])
             if mod is not None and code is not None:
                 out.append((node.args[1], node.func.value.id, mod, code))
     return out
@@ -119,24 +119,6 @@ def _token_assignments(func: ast.AST) -> list[tuple[ast.Assign, str, ast.expr]]:
     return out
 
 
-def _int_value(node: ast.AST) -> int | None:
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, ast.USub)
-        and isinstance(node.operand, ast.Constant)
-    ):
-        return -node.operand.value if type(node.operand.value) is int else None
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
-
-
-def _int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
-
-
 def _axis_test(test: ast.AST) -> tuple[str, int] | None:
     """`<pos>.shape[k] == 3` in a condition (an `and` of several tests allowed): (name, k)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
@@ -145,14 +127,14 @@ def _axis_test(test: ast.AST) -> tuple[str, int] | None:
             isinstance(part, ast.Compare)
             and len(part.ops) == 1
             and isinstance(part.ops[0], ast.Eq)
-            and _int(part.comparators[0]) == 3
+            and int_value(part.comparators[0]) == 3
             and isinstance(part.left, ast.Subscript)
             and isinstance(part.left.value, ast.Attribute)
             and part.left.value.attr == "shape"
             and isinstance(part.left.value.value, ast.Name)
             and "position" in part.left.value.value.id
         ):
-            axis = _int(part.left.slice)
+            axis = int_value(part.left.slice)
             if axis is not None:
                 return part.left.value.value.id, axis
     return None
@@ -581,7 +563,7 @@ class PositionIdFunction(WrapperRule):
                     )
                 continue
             for move in moves:
-                dims = [_int(a) for a in move.args]
+                dims = [int_value(a) for a in move.args]
                 if move.func.attr in ("transpose", "swapaxes", "movedim") and len(dims) == 2:  # type: ignore[attr-defined]
                     ok = set(dims) == {0, axis} and axis != 0
                 elif move.func.attr == "permute" and dims:  # type: ignore[attr-defined]
@@ -684,7 +666,7 @@ class PositionIdFunction(WrapperRule):
                             f"at {mod} positions: the {mod} tokens get text positions",
                         )
                     continue
-                literal = _int_value(value)
+                literal = int_value(value)
                 want = tree_constant(root, expected)
                 if literal is not None:
                     mapped.add(mod)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from npu_lint.core.astutil import int_value
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Example, make_fix
@@ -97,19 +98,6 @@ def _divides_by_count(node: ast.AST) -> bool:
             bool(right.args) and isinstance(right.args[0], ast.Constant) and right.args[0].value == _CARRIED
         )
     return False
-
-
-def _int_literal(node: ast.AST | None) -> int | None:
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, ast.USub)
-        and isinstance(node.operand, ast.Constant)
-    ):
-        value = node.operand.value
-        return -value if type(value) is int else None
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
 
 
 def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
@@ -754,7 +742,7 @@ class LossReduction(LossRule):
                 values = _local_values(func, node.id)
                 if len(values) == 1:
                     shown = values[0]
-            value = _int_literal(shown)
+            value = int_value(shown)
             if value is not None and value != expected:
                 self.report(
                     node,
@@ -770,7 +758,7 @@ class LossReduction(LossRule):
                 )
 
         def judge_literal(node: ast.AST) -> None:
-            value = _int_literal(node)
+            value = int_value(node)
             if value is not None and value != expected:
                 self.report(
                     node,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import dotted_name, nodes_of
+from npu_lint.core.astutil import dotted_name, int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.upstream import last_name
@@ -14,19 +14,6 @@ _PAD_FUNCS = ("F.pad", "functional.pad")
 _FILLS = {"full": 1, "full_like": 1, "new_full": 1}  # the fill value's position (`torch.full(shape, v)`)
 _ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})  # a fill of 0 by construction
 _APPENDS = frozenset({"extend", "append", "insert"})
-
-
-def _int_value(node: ast.AST | None) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, ast.USub)
-        and isinstance(node.operand, ast.Constant)
-        and type(node.operand.value) is int
-    ):
-        return -node.operand.value
-    return None
 
 
 def _labelled(node: ast.AST | None) -> str | None:
@@ -100,7 +87,7 @@ def _module_ignore(tree: ast.Module) -> tuple[str | None, int]:
         ):
             name = node.targets[0].id
             if name.isupper() and "IGNORE" in name:
-                value = _int_value(node.value)
+                value = int_value(node.value)
                 return name, _DEFAULT_IGNORE if value is None else value
     return None, _DEFAULT_IGNORE
 
@@ -110,7 +97,7 @@ def _wrong_fill(node: ast.AST | None, ignore: int) -> str | None:
     name (`pad_token_id`, `tokenizer.pad_token_id`); None when it is (or may be) the ignore index."""
     if node is None:
         return None
-    value = _int_value(node)
+    value = int_value(node)
     if value is not None:
         return None if value == ignore else ast.unparse(node)
     if isinstance(node, ast.Constant) and type(node.value) is float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import int_value, walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.vendor_map import (
     NPU_FA_LAYOUT_HEAD_AXIS,
@@ -42,15 +42,6 @@ def _roles(node: ast.AST) -> set[str]:
         if any(s in words or s == name for s in spellings):
             found.add(role)
     return found
-
-
-def _int(node: ast.AST | None) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int(node.operand)
-        return -inner if inner is not None else None
-    return None
 
 
 def _str(node: ast.AST | None) -> str | None:
@@ -177,7 +168,7 @@ class NpuKernelCallContract(Rule):
                     f'`npu_rotary_mul` has no rotary_mode "{mode}" (it knows {", ".join(sorted(NPU_ROTARY_MODES))})',
                 )
         elif kernel == "npu_swiglu":
-            dim = _int(self._arg(node, 1, "dim"))
+            dim = int_value(self._arg(node, 1, "dim"))
             if dim == 0:
                 self.report(
                     node,
@@ -327,7 +318,7 @@ class NpuKernelCallContract(Rule):
                 f"`scale={ast.unparse(scale)}` multiplies the scores by the square root of the head dim: the "
                 "softmax scale is its reciprocal (`1 / math.sqrt(head_dim)`)",
             )
-        mode = _int(self._arg(call, -1, "sparse_mode"))
+        mode = int_value(self._arg(call, -1, "sparse_mode"))
         if mode is not None and mode not in NPU_FA_SPARSE_MODES:
             self.report(call, f"`npu_fusion_attention` has no sparse_mode {mode} (0-8)")
         mask = self._arg(call, -1, "atten_mask")
@@ -341,7 +332,7 @@ class NpuKernelCallContract(Rule):
         group = self._arg(call, -1, "group_list")
         if group is None:
             return
-        kind = _int(self._arg(call, -1, "group_list_type"))
+        kind = int_value(self._arg(call, -1, "group_list_type"))
         if kind is None and any(kw.arg == "group_list_type" for kw in call.keywords):
             return
         kind = 0 if kind is None else kind
@@ -375,14 +366,14 @@ class NpuKernelCallContract(Rule):
             and isinstance(node.value, ast.Attribute)
             and node.value.attr == "shape"
         ):
-            return _int(node.slice)
+            return int_value(node.slice)
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "size"
             and len(node.args) == 1
         ):
-            return _int(node.args[0])
+            return int_value(node.args[0])
         return None
 
     def _resolved(self, node: ast.expr) -> ast.expr:
@@ -442,7 +433,7 @@ class NpuKernelCallContract(Rule):
                 diagonal = next((k.value for k in sub.keywords if k.arg == "diagonal"), None)
                 if diagonal is None and len(sub.args) > 1:
                     diagonal = sub.args[1]
-                if _int(diagonal) in (None, 0) and (diagonal is None or _int(diagonal) == 0):
+                if int_value(diagonal) in (None, 0) and (diagonal is None or int_value(diagonal) == 0):
                     self.report(
                         mask,
                         "the causal mask is `triu` without `diagonal=1`: `npu_fusion_attention` masks out the "
