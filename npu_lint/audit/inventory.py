@@ -20,7 +20,7 @@ from typing import Any
 
 from npu_lint.core.safeio import read_text
 from npu_lint.veomni.layout import find_veomni_root
-from npu_lint.veomni.patchgen import veomni_root_of
+from npu_lint.veomni.patchgen import package_specs, veomni_root_of
 from npu_lint.veomni.profile import Generation
 from npu_lint.veomni.project import Project
 
@@ -330,8 +330,8 @@ def read_package(model_dir: str) -> Package:
     py_files = [p for p in files if p.suffix == ".py"]
     gen_dir = root / "generated"
 
-    gpu_specs = sorted(root.glob("*_gpu_patch_gen_config.py"))
-    npu_specs = sorted(root.glob("*_npu_patch_gen_config.py"))
+    gpu_specs = [Path(p) for p in package_specs(root, "gpu")]
+    npu_specs = [Path(p) for p in package_specs(root, "npu")]
     gpu_spec = _spec_info(gpu_specs[0]) if gpu_specs else None
     npu_spec = _spec_info(npu_specs[0]) if npu_specs else None
     gpu_target = (gpu_spec or {}).get("target_file") or f"patched_modeling_{model}_gpu.py"

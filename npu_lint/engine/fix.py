@@ -21,6 +21,7 @@ from npu_lint.engine.guard import guard_fixes
 from npu_lint.engine.lint import InternalError, lint_source
 from npu_lint.engine.write import ConcurrentChange, create_new, write_atomic
 from npu_lint.rules.base import PROJECT_REGISTRY
+from npu_lint.veomni.patchgen import NPU_SPEC_SUFFIX
 from npu_lint.veomni.project import Project
 
 MAX_FIX_PASSES = 10
@@ -316,9 +317,6 @@ def _linked_component(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
-_NPU_SPEC_SUFFIX = "_npu_patch_gen_config.py"
-
-
 def _without_orphan_switches(
     diagnostics: list[Diagnostic], settings: Settings, unsafe: bool
 ) -> list[Diagnostic]:
@@ -338,7 +336,7 @@ def _without_orphan_switches(
         for d in diagnostics
         if d.fix is not None and fix_applicable(d.fix, unsafe)
         for c in d.fix.creates
-        if c.path.endswith(_NPU_SPEC_SUFFIX)
+        if c.path.endswith(NPU_SPEC_SUFFIX)
         and (_inside(c.path, settings.root) or _inside(c.path, os.path.dirname(d.path) or "."))
         and _linked_component(c.path, (str(settings.root), os.path.dirname(d.path) or ".")) is None
     }
@@ -347,7 +345,7 @@ def _without_orphan_switches(
         if id(diag) in switches:
             package = os.path.dirname(os.path.abspath(diag.path))
             try:
-                has_spec = any(n.endswith(_NPU_SPEC_SUFFIX) for n in os.listdir(package))
+                has_spec = any(n.endswith(NPU_SPEC_SUFFIX) for n in os.listdir(package))
                 generated = os.path.join(package, "generated")
                 if not has_spec and os.path.isdir(
                     generated

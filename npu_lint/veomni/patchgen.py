@@ -36,6 +36,15 @@ from npu_lint.core.memo import Bounded
 SPEC_SUFFIX = "_patch_gen_config.py"
 GPU_SPEC_SUFFIX = "_gpu_patch_gen_config.py"
 NPU_SPEC_SUFFIX = "_npu_patch_gen_config.py"
+
+
+def is_npu_model_file(path: Path) -> bool:
+    """An NPU-targeted model file: an NPU patch spec, or a generated NPU modeling file."""
+    return path.name.endswith(NPU_SPEC_SUFFIX) or (
+        path.parent.name == "generated" and path.name.endswith("_npu.py")
+    )
+
+
 # modules whose kernels exist only on NVIDIA GPUs (an external replacement from them is not device-neutral)
 GPU_ONLY_MODULES = (
     "liger_kernel",
@@ -645,12 +654,15 @@ def effective_description(spec: Spec, depth: int = 0) -> str | None:
     return effective_description(base, depth + 1) if base else None
 
 
-def package_specs(package_dir: str) -> list[str]:
+def package_specs(package_dir: str | os.PathLike[str], device: str | None = None) -> list[str]:
+    """The patch specs of a model package, sorted: all of them, or those for ``device`` ("gpu" or "npu"); an
+    unreadable package has none."""
+    suffix = {"gpu": GPU_SPEC_SUFFIX, "npu": NPU_SPEC_SUFFIX}.get(device or "", SPEC_SUFFIX)
     try:
         names = sorted(os.listdir(package_dir))
     except OSError:
         return []
-    return [os.path.join(package_dir, n) for n in names if n.endswith(SPEC_SUFFIX)]
+    return [os.path.join(package_dir, n) for n in names if n.endswith(suffix)]
 
 
 def spec_for_generated(gen_path: str) -> Spec | None:

@@ -20,6 +20,7 @@ from npu_lint.core.astutil import str_value
 from npu_lint.core.safeio import read_regular
 from npu_lint.veomni import scanstore
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
+from npu_lint.veomni.patchgen import is_npu_model_file, package_specs
 
 REGISTER_CALLS = ("register_op", "register_kernel")
 _MARKERS = (b"register_op(", b"register_kernel(", b"KernelSpec(")
@@ -359,10 +360,7 @@ _SELECTION = re.compile(
 
 def npu_file(path: Path) -> bool:
     """An NPU-targeted model file: an NPU patch spec, or a generated NPU modeling file."""
-    name = path.name
-    return name.endswith("_npu_patch_gen_config.py") or (
-        path.parent.name == "generated" and name.endswith("_npu.py")
-    )
+    return is_npu_model_file(path)
 
 
 def read_npu_selections(
@@ -375,7 +373,7 @@ def read_npu_selections(
     files: list[Path] = []
     for package in packages:
         base = Path(package)
-        files.extend(sorted([*base.glob("*_npu_patch_gen_config.py"), *base.glob("generated/*_npu.py")]))
+        files.extend([*map(Path, package_specs(base, "npu")), *sorted(base.glob("generated/*_npu.py"))])
 
     def compute() -> tuple[tuple[str, str, str], ...]:
         out: set[tuple[str, str, str]] = set()

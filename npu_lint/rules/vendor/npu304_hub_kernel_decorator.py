@@ -9,7 +9,7 @@ from npu_lint.core.astutil import str_value
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.core.safeio import read_text
 from npu_lint.rules.base import Context, Example, Rule, make_fix
-from npu_lint.veomni.patchgen import load_file
+from npu_lint.veomni.patchgen import load_file, package_specs
 from npu_lint.veomni.upstream import (
     HUB_DECORATORS,
     file_source_module,
@@ -72,11 +72,7 @@ def _spec_mentions(path: str, name: str) -> bool:
     """Whether an NPU spec of the generated file's model package names the hub kernel ``name`` (the spec is
     then where the decorator is reported)."""
     package = Path(path).resolve().parent.parent
-    try:
-        specs = sorted(package.glob("*_npu_patch_gen_config.py"))
-    except OSError:
-        return False
-    for spec in specs:
+    for spec in package_specs(package, "npu"):
         try:
             text = read_text(spec)
         except (OSError, ValueError):
