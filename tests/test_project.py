@@ -321,3 +321,15 @@ def test_import_sites_come_back_from_the_scans_store(tmp_path: Path, monkeypatch
         assert scan_sites(tmp_path) == first
     finally:
         scanstore.use_store(None)
+
+
+def test_fingerprint_ignores_import_lines_but_not_import_sites(veomni_op_tree: Path) -> None:
+    """A lazy import moving down a few lines changes no finding (NPU308 names the file, not the line), so it does
+    not invalidate the tree's cached results; a new import site of a package does."""
+    probe = veomni_op_tree / "veomni" / "ops" / "zz_probe.py"
+    probe.write_text("def f():\n    import quack\n")
+    before = load_project([str(veomni_op_tree)]).fingerprint()
+    probe.write_text('"""Probe."""\n\n\ndef f():\n    import quack\n')
+    assert load_project([str(veomni_op_tree)]).fingerprint() == before
+    probe.write_text("import quack\n\n\ndef f():\n    import quack\n")
+    assert load_project([str(veomni_op_tree)]).fingerprint() != before

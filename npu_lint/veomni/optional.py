@@ -119,17 +119,12 @@ def import_sites(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, st
     return out
 
 
-def _files(base: Path) -> list[Path]:
-    """The files a scan of ``base`` reads, when no listing is handed in (``scanstore.list_tree``)."""
-    return scanstore.list_tree(base).select(SKIP_DIRS)
-
-
 def scan_sites(root: Path, files: list[Path] | None = None) -> dict[str, tuple[Site, ...]]:
     """package -> its import sites over the tree's ``veomni`` package (a text scan of ``files``, the tree's
     listing selected with ``SKIP_DIRS``); with a store (``scanstore.use_store``) reused while no file's stat key
     changed. ``load_project`` keeps the result as ``Project.import_sites``."""
     base = Path(root)
-    paths = _files(base) if files is None else files
+    paths = scanstore.list_tree(base).select(SKIP_DIRS) if files is None else files
 
     def compute() -> dict[str, tuple[Site, ...]]:
         found: dict[str, list[Site]] = {}

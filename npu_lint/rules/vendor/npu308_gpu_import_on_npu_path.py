@@ -438,7 +438,7 @@ class GpuImportOnNpuPath(Rule):
                     site = optional_in_tree(self.ctx.project, package, path)
                     if site is None:
                         continue
-                    where = f"the tree imports it only lazily, e.g. {site.path}:{site.line}"
+                    where = f"the tree imports it only lazily, e.g. in {site.path}"
                 else:
                     continue
                 if root is not None:
