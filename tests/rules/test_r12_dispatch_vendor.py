@@ -237,3 +237,16 @@ def test_npu228_arithmetic_named_log_does_not_announce_a_fallback() -> None:
         return impl
     """
     assert _codes(source, "NPU228") != []
+
+
+def test_npu228_a_setting_read_with_an_eager_default_selects_nothing() -> None:
+    """`getattr(config, "attn_implementation", "eager")` / `cfg.get("impl", "eager")` read a setting whose default
+    is the eager name; the row looked up with "eager" as its key is what falls back."""
+    reads = _REGISTRY.format(
+        body='            entry = getattr(self.config, "rms_norm_implementation", "eager")'
+    )
+    gets = _REGISTRY.format(body='            entry = self.settings.get("rms_norm_implementation", "eager")')
+    row = _REGISTRY.format(body='            entry = self._entries.get((op, variant, "eager"))')
+    assert _codes(reads, "NPU228", "veomni/ops/registry.py") == []
+    assert _codes(gets, "NPU228", "veomni/ops/registry.py") == []
+    assert _codes(row, "NPU228", "veomni/ops/registry.py") == [4]

@@ -33,7 +33,7 @@ def _eager_selection(node: ast.AST | None) -> bool:
         return True
     for sub in walk(node):
         if isinstance(sub, (ast.Subscript, ast.Call)):
-            parts = [*ast.iter_child_nodes(sub)]
+            parts = _keyed_parts(sub)
             if any(str_value(e) == "eager" for p in parts for e in walk(p) if isinstance(e, ast.Constant)):
                 return True
         if isinstance(sub, ast.Name) and "eager" in sub.id.lower():
@@ -41,6 +41,19 @@ def _eager_selection(node: ast.AST | None) -> bool:
         if isinstance(sub, ast.Attribute) and "eager" in sub.attr.lower():
             return True
     return False
+
+
+def _keyed_parts(node: ast.Subscript | ast.Call) -> list[ast.AST]:
+    """The parts of a lookup or call that key what it selects. A default handed to ``getattr(obj, name, d)`` or
+    ``mapping.get(key, d)`` / ``.pop`` / ``.setdefault`` is left out: ``getattr(config, "attn_implementation",
+    "eager")`` reads a setting whose default is the eager name, it selects nothing."""
+    if isinstance(node, ast.Call):
+        name = _call_name(node)
+        if name == "getattr" and isinstance(node.func, ast.Name):
+            return [node.func, *node.args[:2]]
+        if name in ("get", "pop", "setdefault") and isinstance(node.func, ast.Attribute):
+            return [node.func, *node.args[:1]]
+    return [*ast.iter_child_nodes(node)]
 
 
 def _other_device_row(node: ast.AST) -> bool:
