@@ -333,3 +333,40 @@ def test_fingerprint_ignores_import_lines_but_not_import_sites(veomni_op_tree: P
     assert load_project([str(veomni_op_tree)]).fingerprint() == before
     probe.write_text("import quack\n\n\ndef f():\n    import quack\n")
     assert load_project([str(veomni_op_tree)]).fingerprint() != before
+
+
+def test_the_server_keeps_project_scans_in_memory(
+    veomni_op_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project index rebuilt by the server (after a spec edit) takes the unchanged tree's scans from memory:
+    the import-site scan does not read a file again."""
+    from npu_lint.lsp.server import use_scan_store
+    from npu_lint.veomni import optional, scanstore
+    from npu_lint.veomni.project import load_project
+
+    monkeypatch.setattr(scanstore, "RACY_NS", 0)  # the copied tree was just written: store it all the same
+    use_scan_store()
+    try:
+        first = load_project([str(veomni_op_tree)])
+        assert isinstance(scanstore.current(), scanstore.MemoryStore)
+
+        def no_read(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the import-site scan read a file again")
+
+        monkeypatch.setattr(optional, "read_regular", no_read)
+        assert load_project([str(veomni_op_tree)]).import_sites == first.import_sites
+        probe = veomni_op_tree / "veomni" / "ops" / "zz_probe.py"
+        probe.write_text("import quack\n")
+        with pytest.raises(AssertionError, match="read a file again"):
+            load_project([str(veomni_op_tree)])
+    finally:
+        scanstore.use_store(None)
+
+
+def test_memory_store_is_bounded() -> None:
+    from npu_lint.veomni.scanstore import MemoryStore
+
+    store = MemoryStore(limit=2)
+    for i in range(3):
+        store.put_scan(f"k{i}", i, "imports")
+    assert [store.get_scan(f"k{i}", "imports") for i in range(3)] == [None, 1, 2]

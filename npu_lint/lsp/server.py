@@ -1078,8 +1078,17 @@ def run_server(args: argparse.Namespace | None = None) -> int:
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    use_scan_store()
     server = create_server()
     return _start_io(server)
+
+
+def use_scan_store() -> None:
+    """Keep the project scans in memory for the server's life: a project index forgotten after a spec or
+    registration edit is rebuilt from the files whose stat keys changed, not from a re-read of the tree."""
+    from npu_lint.veomni.scanstore import MemoryStore, use_store
+
+    use_store(MemoryStore())
 
 
 class _BoundedStdin:

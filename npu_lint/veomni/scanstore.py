@@ -1,7 +1,7 @@
 """The project scans' store: results of whole-tree reads (the definitions scan, the ops-config fields, the
 registry rows, the import sites, the NPU handle selections) kept in the run's cache index and reused while no
 file they read changed its stat key (size, mtime, ctime, inode). The front end hands the index in
-(``use_store``); without one every scan reads its files. A file modified within the racy window (its mtime
+(``use_store``; the language server keeps a ``MemoryStore``); without one every scan reads its files. A file modified within the racy window (its mtime
 granularity) makes the result not stored: it is read again next run.
 
 ``list_tree(root)``: the one listing of a tree's ``veomni/**/*.py`` that ``load_project`` makes and hands to
@@ -33,6 +33,24 @@ def use_store(store: Any) -> None:
 def current() -> Any:
     """The store in use, or None."""
     return _STORE[0] if _STORE else None
+
+
+class MemoryStore:
+    """A store for a long-lived process (the language server): the scans' results kept in memory, so reloading
+    a project re-reads only what changed; the oldest of more than ``limit`` results is dropped."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._slots: dict[tuple[str, str], Any] = {}
+
+    def get_scan(self, key: str, slot: str) -> Any:
+        return self._slots.get((key, slot))
+
+    def put_scan(self, key: str, value: Any, slot: str) -> None:
+        self._slots.pop((key, slot), None)
+        self._slots[(key, slot)] = value
+        while len(self._slots) > self.limit:
+            del self._slots[next(iter(self._slots))]
 
 
 @dataclass(frozen=True)
