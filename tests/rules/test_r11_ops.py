@@ -89,7 +89,7 @@ def test_registry_hoisting_a_lazily_imported_package(tmp_path: Path) -> None:
     )
     diags = _lint_file(root, "veomni/ops/kernels/blend/__init__.py", ["NPU308"])
     assert [(d.code, d.line) for d in diags] == [("NPU308", 1)]
-    assert "veomni/ops/kernels/blend/fast.py:5" in diags[0].message
+    assert "e.g. in veomni/ops/kernels/blend/fast.py" in diags[0].message
     project = load_project([str(root / "veomni/ops/kernels/blend/__init__.py")])
     assert [(s.path, s.line, s.how) for s in project.import_sites["blendkit"]] == [
         ("veomni/ops/kernels/blend/__init__.py", 1, TOP),
