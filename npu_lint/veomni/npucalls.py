@@ -64,7 +64,7 @@ def _literal(node: ast.expr) -> bool:
     return True
 
 
-def _torch_npu_names(tree: ast.Module) -> frozenset[str]:
+def torch_npu_names(tree: ast.Module) -> frozenset[str]:
     names: set[str] = set()
     for node in nodes_of(tree, ast.ImportFrom):
         assert isinstance(node, ast.ImportFrom)
@@ -85,7 +85,7 @@ def kernel_of(call: ast.Call, imported: frozenset[str]) -> str | None:
 
 def file_calls(tree: ast.Module, path: str) -> dict[int, tuple[str, KernelCall]]:
     """id(call) -> (kernel, KernelCall) for every ``torch_npu`` kernel call inside a function of ``tree``."""
-    imported = _torch_npu_names(tree)
+    imported = torch_npu_names(tree)
     out: dict[int, tuple[str, KernelCall]] = {}
     for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
         casts: set[str] = set()
