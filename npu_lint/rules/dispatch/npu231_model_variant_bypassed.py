@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import PurePath
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._handles import INSTANCE_HANDLES, ROW_RESOLVERS, call_name, op_variant
 from npu_lint.rules.base import Example, Rule
 
@@ -42,12 +43,12 @@ class ModelVariantBypassed(Rule):
             from veomni.ops import VeomniOp
 
 
-            class ToyExperts:
+            class ToyNorm:
                 def __init__(self, config):
-                    self.veomni_moe = VeomniOp("moe_experts", "standard", "eager")
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "eager")
             """,
-            path="veomni/models/transformers/gpt_oss/modeling_toy_experts.py",
-            title="GPT-OSS experts bound to the standard SwiGLU experts",
+            path="veomni/models/transformers/deepseek_v4/modeling_toy_norm.py",
+            title="DeepSeek-V4's norm bound to the standard RMSNorm",
         ),
     )
     good = (
@@ -56,17 +57,33 @@ class ModelVariantBypassed(Rule):
             from veomni.ops import VeomniOp
 
 
-            class ToyExperts:
+            class ToyNorm:
                 def __init__(self, config):
-                    self.veomni_moe = VeomniOp("moe_experts", "gpt_oss", "eager")
-                    self.veomni_norm = VeomniOp("rms_norm", "standard", "eager")
+                    self.veomni_rms_norm = VeomniOp("rms_norm", "deepseek_v4", "eager")
+                    self.veomni_moe = VeomniOp("moe_experts", "standard", "eager")
             """,
-            path="veomni/models/transformers/gpt_oss/modeling_toy_experts.py",
+            path="veomni/models/transformers/deepseek_v4/modeling_toy_norm.py",
         ),
     )
     fix_safety = "No fix: the model's variant is named in the message; whether it applies is checked by hand."
     requires = ((*sorted(_CHECKED),),)
     node_types = (ast.Call,)
+
+    def _bound(self) -> set[tuple[str, str]]:
+        """Every (op, variant) the file's handles bind: a file that binds the model's variant too uses the generic
+        one on purpose (another norm of the model, say)."""
+        found = self.ctx.memo.get("npu231.bound")
+        if found is None:
+            found = set()
+            for call in nodes_of(self.ctx.tree, ast.Call):
+                assert isinstance(call, ast.Call)
+                kind = call_name(call, self.ctx)
+                if kind in _CHECKED:
+                    op, variant = op_variant(call, kind)
+                    if op is not None and variant is not None:
+                        found.add((op, variant))
+            self.ctx.memo["npu231.bound"] = found
+        return found  # type: ignore[return-value]
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -79,8 +96,15 @@ class ModelVariantBypassed(Rule):
         model = _model_name(self.ctx.source.path)
         if not model or variant.lower() == model:
             return
-        variants = {r.variant for r in self.ctx.project.rows_for(op)}
-        if model not in variants or variant not in variants:
+        project = self.ctx.project
+        # a tree's own rows (its registrations, the live registry); the built-in catalog only outside any tree
+        rows = (
+            project.rows
+            if not project.root
+            else (*(project.live_rows or ()), *project.registered, *project.slot_rows)
+        )
+        variants = {r.variant for r in rows if r.op == op}
+        if model not in variants or variant not in variants or (op, model) in self._bound():
             return
         self.report(
             node,
