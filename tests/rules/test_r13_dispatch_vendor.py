@@ -337,3 +337,26 @@ def test_npu231_reads_the_trees_own_rows(tmp_path: Path) -> None:
     # a file that binds the model's variant too uses the generic one on purpose
     spec.write_text(spec.read_text().replace('"rms_norm", "standard"', '"moe_experts", "gpt_oss"'))
     assert _tree_lines(tmp_path, spec, "NPU231") == []
+
+
+# -- NPU232 ------------------------------------------------------------------------------------------------------
+
+_HANDLE = """
+class Handle:
+    _intern = {{}}
+
+    def __new__(cls, op, variant, impl="eager", label=None):
+        cached = cls._intern.get({key})
+        return cached if cached is not None else super().__new__(cls)
+
+    def __init__(self, op, variant, impl="eager", label=None):
+        self._entry = resolve_op(op, variant, impl)
+        self.label = label
+        type(self)._intern[{key}] = self
+"""
+
+
+def test_npu232_intern_key_leaves_out_a_resolved_parameter() -> None:
+    path = "veomni/ops/registry.py"
+    assert _lines(_HANDLE.format(key="(op, variant)"), "NPU232", path) == [5]
+    assert _lines(_HANDLE.format(key="(op, variant, impl)"), "NPU232", path) == []  # `label` is not resolved
