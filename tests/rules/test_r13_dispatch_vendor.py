@@ -360,3 +360,40 @@ def test_npu232_intern_key_leaves_out_a_resolved_parameter() -> None:
     path = "veomni/ops/registry.py"
     assert _lines(_HANDLE.format(key="(op, variant)"), "NPU232", path) == [5]
     assert _lines(_HANDLE.format(key="(op, variant, impl)"), "NPU232", path) == []  # `label` is not resolved
+
+
+# -- NPU309: rotary mode vs the cos/sin layout; NPU314 ---------------------------------------------------------------
+
+_WAN = """
+import torch
+import torch_npu
+from einops import rearrange
+
+
+def rope_apply_fused(x, freqs, head_dim):
+    cos = freqs.real.to(torch.float32).{layout}.contiguous()
+    sin = freqs.imag.to(torch.float32).{layout}.contiguous()
+    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
+    x_out = torch_npu.npu_rotary_mul(x, cos, sin{mode}){merge}
+    return x_out.to(x.dtype)
+"""
+_INTERLEAVED = "repeat_interleave(2, dim=-1)"
+_HALVES = "unsqueeze(0)"
+
+
+def test_npu309_rotary_mode_against_the_tables_layout() -> None:
+    path = "veomni/models/transformers/wan/npu_patch.py"
+    fine = {"merge": ".flatten(-2)"}
+    assert _lines(_WAN.format(layout=_INTERLEAVED, mode="", **fine), "NPU309", path) == [10]
+    assert (
+        _lines(_WAN.format(layout=_INTERLEAVED, mode=', rotary_mode="interleave"', **fine), "NPU309", path)
+        == []
+    )
+    assert _lines(_WAN.format(layout=_HALVES, mode="", **fine), "NPU309", path) == []  # no layout to compare
+
+
+def test_npu314_split_input_returned_unmerged() -> None:
+    path = "veomni/models/transformers/wan/npu_patch.py"
+    mode = ', rotary_mode="interleave"'
+    assert _lines(_WAN.format(layout=_INTERLEAVED, mode=mode, merge=""), "NPU314", path) == [11]
+    assert _lines(_WAN.format(layout=_INTERLEAVED, mode=mode, merge=".flatten(-2)"), "NPU314", path) == []

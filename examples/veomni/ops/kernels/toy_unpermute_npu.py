@@ -21,3 +21,12 @@ def toy_rope_forward(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_d
     k_embed = torch_npu.npu_rotary_mul(k, cos, sin)
     # NPU313: (q, k) returned where the annotation promises ((q, k), saved state)
     return q_embed, k_embed
+
+
+def toy_rope_apply_npu(x, cos, sin, head_dim):
+    from einops import rearrange
+
+    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
+    x_out = torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="interleave")
+    # NPU314: the per-head output is returned where the fused [b, s, n*d] layout came in
+    return x_out.to(x.dtype)
