@@ -247,6 +247,9 @@ def test_npu230_loop_closure() -> None:
     assert _lines(source.format(wrapper="lambda *a: lookup(impl)(*a)"), "NPU230", path) == [4]
     assert _lines(source.format(wrapper="lambda *a, impl=impl: lookup(impl)(*a)"), "NPU230", path) == []
     assert _lines(source.format(wrapper="lookup(impl)"), "NPU230", path) == []
+    table = "TABLE = {{}}\nfor impl in ('eager', 'npu'):\n    TABLE[impl] = {value}\n"
+    assert _lines(table.format(value="lambda *a: lookup(impl)(*a)"), "NPU230", path) == [3]
+    assert _lines(table.format(value="lambda *a, impl=impl: lookup(impl)(*a)"), "NPU230", path) == []
     # a lambda called at once (a sort key) keeps nothing for later
     assert _lines("for i in range(3):\n    xs.sort(key=lambda x: x[i])\n", "NPU230", path) == []
 

@@ -76,18 +76,36 @@ class LateBoundRowCallable(Rule):
         "No fix: binding the value (a default, `functools.partial`, an eager lookup) is the author's choice."
     )
     requires = (("lambda", "def "), ("for ",))
-    node_types = (ast.Call,)
+    node_types = (ast.Call, ast.Assign)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        assert isinstance(node, ast.Call)
-        if call_name(node) not in _KEEPERS:
-            return
         loops = [p for p in self.ctx.parents if isinstance(p, (ast.For, ast.AsyncFor, ast.comprehension))]
         if not loops:
+            return
+        if isinstance(node, ast.Assign):
+            # a table entry kept for later: `TABLE[impl] = lambda *a: lookup(impl)(*a)`
+            if not any(isinstance(t, ast.Subscript) for t in node.targets) or not isinstance(
+                node.value, ast.Lambda
+            ):
+                return
+            names: set[str] = set()
+            for loop in loops:
+                names |= _targets(loop.target)
+            late = sorted(_free_loads(node.value) & names)
+            if late:
+                self.report(
+                    node.value,
+                    f"this lambda reads the loop variable `{late[0]}` when it is called, not when the entry is "
+                    f"stored: every entry made in the loop runs with its last value; bind it now "
+                    f"(`{late[0]}={late[0]}` as a default, or call the lookup in the loop)",
+                )
+            return
+        assert isinstance(node, ast.Call)
+        if call_name(node) not in _KEEPERS:
             return
         loop_names: set[str] = set()
         for loop in loops:
