@@ -7,6 +7,13 @@ from npu_lint.veomni.catalog import NPU
 from npu_lint.veomni.resolution import MARKERS, Binding, default_backends, file_bindings, module_of
 
 
+def _fit(row: Binding, attr: str) -> int:
+    """How many words of the row's op (and variant) the kernel's name spells (``rotary_pos_emb_vision`` in
+    ``apply_rotary_pos_emb_vision_npu``: 4)."""
+    words = set(attr.lower().split("_"))
+    return sum(w in words for w in {*row.op.lower().split("_"), *row.variant.lower().split("_")})
+
+
 class NpuRowsShareKernel(Rule):
     code = "NPU221"
     name = "npu-rows-share-kernel"
@@ -93,10 +100,16 @@ class NpuRowsShareKernel(Rule):
         for row in rows:
             if row.target is None or not row.target.attr or row.per_model:
                 continue
-            key = (row.kind, row.target.module, row.target.attr)
+            key = (row.target.module, row.target.attr)
             first = seen.setdefault(key, row)
-            if first is row or (first.op, first.variant) == (row.op, row.variant):
+            if first is row:
                 continue
+            if first.kind == row.kind and (first.op, first.variant) == (row.op, row.variant):
+                continue
+            if first.kind != row.kind and first.op == row.op:
+                continue  # an op's per-model table and its registry row binding one kernel: the same op
+            if _fit(first, row.target.attr) < _fit(row, row.target.attr):
+                first, row = row, first  # the kernel's name spells the other row's op: report the misfit
             self.report(
                 row.node,
                 f"the NPU row `{row.impl}` of `{row.op}/{row.variant}` binds `{row.target.dotted}`, the kernel "

@@ -155,6 +155,8 @@ class GpuSelectionOnNpuPath(Rule):
             ast.unparse(key) if isinstance(key, ast.JoinedStr) else None
         )  # f"{op}_implementation"
         literal = str_value(default)
+        if field is None and isinstance(key, ast.Name):
+            field = self._field_parameter(key.id)
         if field is None or not field.rstrip("'\"").endswith("_implementation") or names_gpu(literal) is None:
             return
         if not self._npu_reachable(node):
@@ -210,6 +212,32 @@ class GpuSelectionOnNpuPath(Rule):
             )
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _field_parameter(self, name: str) -> str | None:
+        """When ``name`` is a parameter of the enclosing function: an implementation field the file's own calls
+        of that function pass for it (``resolve_op_impl("attn_implementation")`` for ``field``), else None."""
+        func = self.ctx.function
+        if func is None:
+            return None
+        params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        if name not in params and name not in (a.arg for a in func.args.kwonlyargs):
+            return None
+        index = params.index(name) if name in params else None
+        for call in nodes_of(self.ctx.tree, ast.Call):
+            assert isinstance(call, ast.Call)
+            if call_name(call) != func.name:
+                continue
+            passed = [k.value for k in call.keywords if k.arg == name]
+            at = index
+            if at is not None and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+                at -= 1  # a method called through its instance
+            if at is not None and 0 <= at < len(call.args):
+                passed.append(call.args[at])
+            for value in passed:
+                text = str_value(value)
+                if text is not None and text.endswith("_implementation"):
+                    return text
+        return None
 
     def _bound_parameters(self, node: ast.Call) -> list[tuple[ast.expr, str]]:
         out = [(k.value, k.arg) for k in node.keywords if k.arg]

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, keyword_arg, nodes_of, str_value
+from npu_lint.core.astutil import absolute_module, keyword_arg, literal_import, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
@@ -279,6 +279,8 @@ class GpuImportOnNpuPath(Rule):
             self._loaded_by_registry(path)
         if "/veomni/" in norm:
             self._optional_hoisted(registry)
+            if "import_module" in text or "__import__" in text:
+                self._dynamic_hoisted()
         if "/veomni/" not in norm or not ("npu" in text.lower() or "npu" in norm or "ascend" in norm):
             return
         module, is_package = module_of(path)
@@ -460,6 +462,48 @@ class GpuImportOnNpuPath(Rule):
                     f"{what}the module fails to import on {host}; import it inside the function that uses it",
                 )
                 break
+
+    def _dynamic_hoisted(self) -> None:
+        """A module-level dynamic import (``x = importlib.import_module("pkg")``) of a package this file loads
+        lazily elsewhere (a dynamic import inside a function, typically behind ``if x is None``, or a guarded
+        import): the file's own lazy load says the package is optional, and the module-level one defeats it."""
+        top: list[tuple[ast.stmt, str]] = []
+        top_calls: set[int] = set()
+
+        def scan(body: list[ast.stmt]) -> None:
+            for stmt in body:
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and stmt.value is not None:
+                    module = literal_import(stmt.value)
+                    if module is not None:
+                        top.append((stmt, module.split(".", 1)[0]))
+                        top_calls.add(id(stmt.value))
+                elif isinstance(stmt, ast.If) and not any(w in ast.unparse(stmt.test) for w in _GUARD_WORDS):
+                    scan(stmt.body)
+                    scan(stmt.orelse)
+
+        scan(self.ctx.tree.body)
+        if not top:
+            return
+        lazy: dict[str, int] = {}
+        for stmt, package, how in import_sites(self.ctx.tree):
+            if how == GUARDED:
+                lazy.setdefault(package, stmt.lineno)
+        for call in nodes_of(self.ctx.tree, ast.Call):
+            if id(call) in top_calls:
+                continue
+            module = literal_import(call)
+            if module is not None:
+                lazy.setdefault(module.split(".", 1)[0], call.lineno)
+        for stmt, package in top:
+            if package not in lazy or not third_party(package) or VENDOR_PACKAGES.get(package) == NPU_VENDOR:
+                continue
+            self.report(
+                stmt,
+                f"`{package}` is loaded when the module loads, but this file loads it lazily at line "
+                f"{lazy[package]} (the tree treats it as optional): importing the module now fails on every host "
+                "without it (an Ascend host, which cannot build a CUDA extension, included); keep the load inside "
+                "the function that uses it",
+            )
 
     def _npu_factories(self, module: str, is_package: bool) -> None:
         """The factories of the file's NPU rows (``KernelSpec(factory=f)`` with an NPU name or requirement): what

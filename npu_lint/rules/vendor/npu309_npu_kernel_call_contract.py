@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import int_value, walk
+from npu_lint.core.astutil import int_value, nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.vendor_map import (
     NPU_FA_LAYOUT_HEAD_AXIS,
@@ -167,6 +167,8 @@ class NpuKernelCallContract(Rule):
                     node,
                     f'`npu_rotary_mul` has no rotary_mode "{mode}" (it knows {", ".join(sorted(NPU_ROTARY_MODES))})',
                 )
+            else:
+                self._rotary_layout(node, mode or "half")
         elif kernel == "npu_swiglu":
             dim = int_value(self._arg(node, 1, "dim"))
             if dim == 0:
@@ -179,6 +181,41 @@ class NpuKernelCallContract(Rule):
             self._fusion_attention(node)
         elif kernel == "npu_grouped_matmul":
             self._group_list_type(node)
+
+    def _rotary_layout(self, call: ast.Call, mode: str) -> None:
+        """cos/sin laid out for one rotary mode (each frequency repeated for its pair, ``repeat_interleave(2,
+        dim=-1)``: interleaved pairs; the halves concatenated, ``torch.cat((f, f), dim=-1)``: rotate-half) handed
+        to ``npu_rotary_mul`` in the other mode: the function's own preparation is the reference."""
+        function = self.ctx.function
+        cos = self._arg(call, 1, "r1")
+        if function is None or not isinstance(cos, ast.Name):
+            return
+        built = [
+            a.value
+            for a in nodes_of(function, ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == cos.id for t in a.targets)  # type: ignore[attr-defined]
+        ]
+        if len(built) != 1:
+            return
+        calls = {
+            c.func.attr
+            for c in walk(built[0])
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+        }
+        laid = "interleave" if "repeat_interleave" in calls else "half" if {"cat", "concat"} & calls else None
+        if laid is None or laid == mode:
+            return
+        how = (
+            "repeats each frequency for its pair (interleaved)"
+            if laid == "interleave"
+            else "concatenates halves"
+        )
+        self.report(
+            call,
+            f'`npu_rotary_mul` runs in rotary_mode "{mode}", but `{cos.id}` is built for "{laid}" (it {how}, line '
+            f"{built[0].lineno}): the kernel rotates other element pairs than the table was made for; pass "
+            f'`rotary_mode="{laid}"`',
+        )
 
     @staticmethod
     def _arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:

@@ -1,0 +1,128 @@
+"""NPU229 attention-name-gate."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import str_value
+from npu_lint.rules._handles import ATTENTION_FIELDS
+from npu_lint.rules.base import Example, Rule
+
+# transformers' names of GPU attention kernels; VeOmni runs them under its own names (`veomni_<name>_with_sp`,
+# the replacement table of the tree's ops arguments), and an Ascend run under those or `sdpa`
+_KERNEL_PREFIXES = ("flash_attention", "flex_attention", "magi_attention")
+
+
+def _attention_value(node: ast.expr) -> bool:
+    """``self.config._attn_implementation`` / ``config.attn_implementation`` / a local ``attn_implementation``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ATTENTION_FIELDS
+    return isinstance(node, ast.Name) and node.id in ATTENTION_FIELDS
+
+
+def _kernel_name(value: str | None) -> bool:
+    return value is not None and value.startswith(_KERNEL_PREFIXES)
+
+
+def _gated_names(node: ast.Compare) -> list[str] | None:
+    """The transformers kernel names a one-operator test on the attention implementation admits (or excludes),
+    when none of the names VeOmni itself runs under is among them; None for any other test."""
+    if len(node.ops) != 1:
+        return None
+    op, left, right = node.ops[0], node.left, node.comparators[0]
+    if not _attention_value(left):
+        if not (isinstance(op, (ast.Eq, ast.NotEq)) and _attention_value(right)):
+            return None
+        left, right = right, left
+    if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+        name = str_value(right)
+        return [name] if name is not None and _kernel_name(name) else None
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        names = [str_value(e) for e in right.elts]
+        if not names or any(n is None for n in names):
+            return None
+        if any(n.startswith("veomni_") for n in names if n):  # the tree's own names are admitted too
+            return None
+        kernels = [n for n in names if _kernel_name(n)]
+        return kernels or None
+    return None
+
+
+class AttentionNameGate(Rule):
+    code = "NPU229"
+    name = "attention-name-gate"
+    summary = (
+        "Model code tests the attention implementation against one of transformers' GPU kernel names "
+        '(`_attn_implementation == "flash_attention_2"`) to choose a path, so every name VeOmni actually runs '
+        "under (`veomni_flash_attention_2_with_sp`, an Ascend run's names) takes the other branch."
+    )
+    why = (
+        "transformers' own forwards test the attention implementation only against `eager` (or `sdpa`): "
+        '`if self.config._attn_implementation != "eager": attention_interface = ALL_ATTENTION_FUNCTIONS[...]`, '
+        "and a VeOmni spec calls its attention handle unconditionally. VeOmni replaces the transformers names by "
+        "its own (`flash_attention_2` becomes `veomni_flash_attention_2_with_sp` when its modeling backend is "
+        "used), and an Ascend run selects yet other rows. A branch gated on the literal transformers kernel name "
+        '-- the attention handle only when `== "flash_attention_2"`, a fused loss only when the attention is '
+        "FA2, a vision tower's kernel path -- is never taken on those runs: the layer silently runs the eager "
+        "attention it keeps as the else branch (full attention matrices, no sequence parallelism), or loses the "
+        "fused kernel the test guards. Test against `eager`, call the handle, or include the tree's own names."
+    )
+    bad = (
+        Example(
+            """
+            def toy_attention_forward(self, hidden_states, attention_mask, **kwargs):
+                if self.config._attn_implementation == "flash_attention_2":
+                    attention_interface = self.veomni_attn
+                else:
+                    attention_interface = eager_attention_forward
+                return attention_interface(self, hidden_states, attention_mask, **kwargs)
+            """,
+            path="veomni/models/transformers/toy/modeling_attn_gate.py",
+            title="only the transformers FA2 name reaches the attention handle",
+        ),
+        Example(
+            """
+            def toy_lm_forward(self, hidden_states, labels):
+                if self.config._attn_implementation in ("flash_attention_2", "flash_attention_3"):
+                    return self.veomni_loss(hidden_states, self.lm_head.weight, labels)
+                return self.loss_function(self.lm_head(hidden_states), labels)
+            """,
+            path="veomni/models/transformers/toy/modeling_attn_gate.py",
+            title="the fused loss tied to transformers' attention names",
+        ),
+    )
+    good = (
+        Example(
+            """
+            def toy_attention_forward(self, hidden_states, attention_mask, **kwargs):
+                attention_interface = eager_attention_forward
+                if self.config._attn_implementation != "eager":
+                    attention_interface = ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation]
+                if self.config._attn_implementation in ("flash_attention_2", "veomni_flash_attention_2_with_sp"):
+                    kwargs["max_seqlen"] = hidden_states.shape[1]
+                return attention_interface(self, hidden_states, attention_mask, **kwargs)
+            """,
+            path="veomni/models/transformers/toy/modeling_attn_gate.py",
+        ),
+    )
+    fix_safety = (
+        "No fix: whether the branch should test `eager` or admit the tree's names is the author's choice."
+    )
+    requires = ("attn_implementation", ("flash_attention", "flex_attention", "magi_attention"))
+    node_types = (ast.Compare,)
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Compare)
+        if self.ctx.function is None:
+            return
+        names = _gated_names(node)
+        if names is None:
+            return
+        shown = ", ".join(f'"{n}"' for n in names)
+        self.report(
+            node,
+            f"`{ast.unparse(node)}` gates this path on transformers' kernel name {shown}: VeOmni runs attention "
+            f"under its own names (`veomni_{names[0]}_with_sp`, and other rows on Ascend), so those runs take the "
+            "other branch (the eager path) silently; test against `eager` as transformers does, or admit the "
+            "tree's names",
+        )

@@ -1,0 +1,119 @@
+"""NPU314 kernel-output-shape-not-restored."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from npu_lint.core.astutil import nodes_of, str_value
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
+
+# calls that merge or reshape axes back
+_RESHAPES = frozenset(
+    {"flatten", "reshape", "view", "rearrange", "unflatten", "view_as", "reshape_as", "squeeze"}
+)
+_GROUP = re.compile(r"\(([^()]+)\)")
+
+
+def _splits(pattern: str) -> bool:
+    """An einops pattern that splits a grouped input axis (``b s (n d) -> b s n d``)."""
+    left, sep, right = pattern.partition("->")
+    return bool(sep) and bool(_GROUP.search(left)) and not _GROUP.search(right)
+
+
+class KernelOutputShapeNotRestored(Rule):
+    code = "NPU314"
+    name = "kernel-output-shape-not-restored"
+    summary = (
+        'An Ascend adapter splits an axis of its input for the kernel (`rearrange(x, "b s (n d) -> b s n d")`) '
+        "and returns the kernel's output without merging it back: the caller gets another shape than it passed."
+    )
+    why = (
+        "A wrapper that replaces an eager function must return what the eager function returns. Ascend kernels "
+        "such as `npu_rotary_mul` want per-head tensors, so the adapter splits the fused head axis first; the "
+        "eager function it replaces (Wan's `rope_apply`: `... .flatten(2)`) returns the fused `[b, s, n*d]` "
+        "layout. Returning the kernel's `[b, s, n, d]` output hands the attention a wrongly shaped query or key on "
+        "Ascend only. The function's own input split is the reference: its output must be merged back."
+    )
+    bad = (
+        Example(
+            """
+            import torch_npu
+            from einops import rearrange
+
+
+            def rope_apply_npu(x, cos, sin, head_dim):
+                x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
+                x_out = torch_npu.npu_rotary_mul(x, cos, sin)
+                return x_out.to(x.dtype)
+            """,
+            path="veomni/models/transformers/toy/npu_patch.py",
+            title="the per-head output returned where the fused layout came in",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch_npu
+            from einops import rearrange
+
+
+            def rope_apply_npu(x, cos, sin, head_dim):
+                x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
+                x_out = torch_npu.npu_rotary_mul(x, cos, sin).flatten(-2)
+                return x_out.to(x.dtype)
+            """,
+            path="veomni/models/transformers/toy/npu_patch.py",
+        ),
+    )
+    fix_safety = "No fix: merge the axes back (`.flatten(-2)`, the inverse `rearrange`)."
+    requires = ("torch_npu", "rearrange")
+    node_types = (ast.FunctionDef,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.FunctionDef)
+        params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+        split_at = None
+        for call in nodes_of(node, ast.Call):
+            assert isinstance(call, ast.Call)
+            name = call.func.id if isinstance(call.func, ast.Name) else ""
+            if name != "rearrange" or len(call.args) < 2:
+                continue
+            first, pattern = call.args[0], str_value(call.args[1])
+            if (
+                isinstance(first, ast.Name)
+                and first.id in params
+                and pattern is not None
+                and _splits(pattern)
+            ):
+                split_at = call.lineno
+        if split_at is None:
+            return
+        imported = self.ctx.memo.get("npucalls.imported")
+        if imported is None:
+            imported = self.ctx.memo["npucalls.imported"] = torch_npu_names(self.ctx.tree)
+        kernels = [c for c in nodes_of(node, ast.Call) if kernel_of(c, imported) is not None]  # type: ignore[arg-type]
+        if not kernels:
+            return
+        line = min(c.lineno for c in kernels)
+        if line < split_at:
+            return
+        for call in nodes_of(node, ast.Call):
+            assert isinstance(call, ast.Call)
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            if name in _RESHAPES and call.lineno >= line:
+                return  # merged back after the kernel
+        returns = [r for r in nodes_of(node, ast.Return) if isinstance(r, ast.Return) and r.value is not None]
+        if len(returns) != 1 or returns[0].lineno < line:
+            return
+        self.report(
+            returns[0],
+            f"`{node.name}` splits its input's fused axis for the Ascend kernel (line {split_at}) and returns the "
+            "kernel's output unmerged: the caller (and the eager function this replaces) expects the layout it "
+            "passed in; merge the axes back (`.flatten(-2)` or the inverse `rearrange`)",
+        )

@@ -1,0 +1,146 @@
+"""How the tree itself calls each ``torch_npu`` kernel, read statically (NPU311).
+
+A kernel call's contract is best learned from the tree's other calls of the same kernel: the data arguments they
+all pass by keyword (``npu_moe_token_unpermute(..., probs=routing_weights)``), the order of their named
+positional arguments (``npu_rms_norm_backward(dy, x, gamma, rstd)``) and the positions they all cast to int32
+(``npu_moe_token_permute(x, indices.to(torch.int32))``). ``file_calls(tree)`` reads one module;
+``tree_calls(project)`` reads every module of the tree that imports ``torch_npu`` (the project's import sites),
+once per set of file stamps.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.veomni.patchgen import load_file
+
+if TYPE_CHECKING:
+    from npu_lint.veomni.project import Project
+
+_TOKENS = re.compile(r"[_\d]+")
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One call of a ``torch_npu`` kernel: where, its positional arguments' name stems ('' when the argument is
+    not a name or names a single letter such as ``q``), the keywords passed a non-literal (data) value, and the
+    positions passed an int32 cast (directly or through a local bound to one)."""
+
+    path: str
+    line: int
+    stems: tuple[str, ...]
+    texts: tuple[str, ...]
+    data_keywords: frozenset[str]
+    int32: frozenset[int]
+
+
+def stem(node: ast.expr) -> str:
+    """A name's role words: ``norm_k_weight`` -> ``norm_weight``, ``invvar_q`` -> ``invvar``, ``q`` -> ''."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return "_".join(t for t in _TOKENS.split(name.lower()) if len(t) > 1)
+
+
+def _int32_cast(node: ast.AST) -> bool:
+    for sub in walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr == "int32":
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "int":
+            return True
+    return False
+
+
+def _literal(node: ast.expr) -> bool:
+    """A literal option (``dim=-1``, ``rotary_mode="half"``, ``(1, 2)``), not a data argument."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def torch_npu_names(tree: ast.Module) -> frozenset[str]:
+    names: set[str] = set()
+    for node in nodes_of(tree, ast.ImportFrom):
+        assert isinstance(node, ast.ImportFrom)
+        if node.module == "torch_npu":
+            names.update(a.asname or a.name for a in node.names if a.name.startswith("npu_"))
+    return frozenset(names)
+
+
+def kernel_of(call: ast.Call, imported: frozenset[str]) -> str | None:
+    """``torch_npu.npu_x(...)`` -> ``npu_x``; ``npu_x(...)`` when imported from ``torch_npu``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch_npu":
+        return func.attr if func.attr.startswith("npu_") else None
+    if isinstance(func, ast.Name) and func.id in imported:
+        return func.id
+    return None
+
+
+def file_calls(tree: ast.Module, path: str) -> dict[int, tuple[str, KernelCall]]:
+    """id(call) -> (kernel, KernelCall) for every ``torch_npu`` kernel call inside a function of ``tree``."""
+    imported = torch_npu_names(tree)
+    out: dict[int, tuple[str, KernelCall]] = {}
+    for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+        casts: set[str] = set()
+        for assign in nodes_of(func, ast.Assign):
+            assert isinstance(assign, ast.Assign)
+            if _int32_cast(assign.value):
+                casts.update(t.id for t in assign.targets if isinstance(t, ast.Name))
+        for call in nodes_of(func, ast.Call):
+            assert isinstance(call, ast.Call)
+            kernel = kernel_of(call, imported)
+            if kernel is None or any(isinstance(a, ast.Starred) for a in call.args):
+                continue
+            int32 = frozenset(
+                i
+                for i, a in enumerate(call.args)
+                if _int32_cast(a) or (isinstance(a, ast.Name) and a.id in casts)
+            )
+            data = frozenset(k.arg for k in call.keywords if k.arg is not None and not _literal(k.value))
+            out[id(call)] = (
+                kernel,
+                KernelCall(
+                    path,
+                    call.lineno,
+                    tuple(stem(a) for a in call.args),
+                    tuple(ast.unparse(a) for a in call.args),
+                    data,
+                    int32,
+                ),
+            )
+    return out
+
+
+def tree_calls(project: Project) -> dict[str, tuple[KernelCall, ...]]:
+    """kernel -> its calls in every module of the project's tree that imports ``torch_npu``."""
+    if project.root is None:
+        return {}
+    stamps: list[tuple[str, int, int]] = []
+    for site in project.import_sites.get("torch_npu", ()):
+        path = os.path.join(project.root, site.path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        stamps.append((path, st.st_mtime_ns, st.st_size))
+    return _tree_calls(tuple(sorted(set(stamps))))
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_calls(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, tuple[KernelCall, ...]]:
+    found: dict[str, list[KernelCall]] = {}
+    for path, _, _ in stamps:
+        parsed = load_file(path)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            continue
+        for kernel, call in file_calls(tree, os.path.realpath(path)).values():
+            found.setdefault(kernel, []).append(call)
+    return {k: tuple(v) for k, v in found.items()}
