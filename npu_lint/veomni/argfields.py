@@ -19,6 +19,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 
+from npu_lint.core.safeio import read_text
 from npu_lint.veomni.patchgen import veomni_root_of
 
 __all__ = ["ClassFacts", "group_classes", "group_root", "own_classes"]
@@ -150,8 +151,7 @@ def _read(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, ClassFacts] | N
     classes: dict[str, ClassFacts] = {}
     for f, _, _ in stamps:
         try:
-            with open(f, encoding="utf-8") as h:
-                tree = ast.parse(h.read())
+            tree = ast.parse(read_text(f))
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue
         for stmt in tree.body:

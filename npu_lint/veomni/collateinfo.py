@@ -20,6 +20,7 @@ import ast
 import functools
 import os
 
+from npu_lint.core.safeio import read_text
 from npu_lint.veomni.patchgen import veomni_root_of
 
 __all__ = ["Entry", "collate_entries", "default_table", "role_of"]
@@ -104,9 +105,7 @@ def default_table(path: str) -> dict[str, Entry]:
 @functools.lru_cache(maxsize=16)
 def _read_table(path: str, _mtime: int, _size: int) -> dict[str, Entry]:
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        tree = ast.parse(text)
+        tree = ast.parse(read_text(path))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return {}
     for stmt in tree.body:
