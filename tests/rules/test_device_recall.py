@@ -267,3 +267,25 @@ def test_allocation_on_a_slice_of_a_host_copy_in_a_closure() -> None:
             return one(0, 0, 4)
         """
     assert _codes("veomni/utils/toy_stats.py", text, "NPU103") == [11]
+
+
+def test_host_copy_from_a_helper_reaches_an_autograd_kernel() -> None:
+    text = """
+        import torch
+
+
+        def counts_of(mask):
+            counts = mask.sum(0)
+            host = counts.cpu()
+            return counts.tolist(), host, counts
+
+
+        def route(tokens, mask, fn):
+            splits, host, on_device = counts_of(mask)
+            offsets = host.cumsum(0).long()
+            moved = torch.cumsum(host, dim=0).to(tokens.device)
+            same = torch.cumsum(on_device, dim=0)
+            out = fn.apply(tokens, offsets, splits)
+            return fn.apply(tokens, moved, same, splits), out
+        """
+    assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [15]
