@@ -201,3 +201,91 @@ def test_a_device_string_assigned_after_a_cuda_early_return_is_cuda_only() -> No
     assert [d.line for d in lint(code, ["NPU102"], "veomni/models/toy/probe.py")] == []
     unguarded = code.replace("        if not IS_CUDA_AVAILABLE:\n            return False\n", "")
     assert [d.line for d in lint(unguarded, ["NPU102"], "veomni/models/toy/probe.py")] == [9]
+
+
+# -- round 12 device misses, as classes: a CUDA-only host check, a CUDA probe choosing the NPU module, a CPU copy's
+# derivations used as an allocation device
+
+
+def _codes(path: str, text: str, code: str) -> list[int]:
+    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
+    return sorted(d.line for d in lint_source(src, [code], Settings()) if d.code == code)
+
+
+def test_host_residency_check_written_for_cuda_alone() -> None:
+    text = """
+        def check_host(offsets, flags):
+            if offsets.device.type == "cuda":
+                raise ValueError("offsets must stay on the host")
+            if flags.is_cuda:
+                raise ValueError("flags must stay on the host")
+            if not flags.is_cuda:
+                raise RuntimeError("this kernel needs CUDA tensors")
+            if offsets.device.type != "cuda":
+                raise RuntimeError("this kernel needs CUDA tensors")
+        """
+    assert _codes("veomni/distributed/toy_ranges.py", text, "NPU102") == [2, 4]
+
+
+def test_cuda_probe_choosing_the_npu_module() -> None:
+    text = """
+        import torch
+
+
+        def register_toy(architecture):
+            if torch.cuda.is_available():
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+            else:
+                from .generated.patched_modeling_toy_npu import ToyForCausalLM
+            return ToyForCausalLM
+
+
+        def seed(s):
+            if torch.cuda.is_available():
+                torch.cuda.manual_seed(s)
+            else:
+                torch.manual_seed(s)
+        """
+    assert _codes("veomni/models/transformers/toy/__init__.py", text, "NPU102") == [5]
+
+
+def test_allocation_on_a_slice_of_a_host_copy_in_a_closure() -> None:
+    text = """
+        import torch
+
+
+        def segment_stats(labels, positions):
+            positions_cpu = positions.detach().cpu()
+
+            def one(i, a, b):
+                labels_slice = labels[a:b]
+                pos_slice = positions_cpu[i, a:b].reshape(-1)[: labels_slice.numel()]
+                good = torch.zeros((), dtype=torch.bool, device=labels_slice.device)
+                bad = torch.zeros((), dtype=torch.bool, device=pos_slice.device)
+                return good, bad
+
+            return one(0, 0, 4)
+        """
+    assert _codes("veomni/utils/toy_stats.py", text, "NPU103") == [11]
+
+
+def test_host_copy_from_a_helper_reaches_an_autograd_kernel() -> None:
+    text = """
+        import torch
+
+
+        def counts_of(mask):
+            counts = mask.sum(0)
+            host = counts.cpu()
+            return counts.tolist(), host, counts
+
+
+        def route(tokens, mask, fn):
+            splits, host, on_device = counts_of(mask)
+            offsets = host.cumsum(0).long()
+            moved = torch.cumsum(host, dim=0).to(tokens.device)
+            same = torch.cumsum(on_device, dim=0)
+            out = fn.apply(tokens, offsets, splits)
+            return fn.apply(tokens, moved, same, splits), out
+        """
+    assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [15]

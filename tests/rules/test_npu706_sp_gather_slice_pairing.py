@@ -264,3 +264,34 @@ def test_gather_and_unpad_on_different_axes() -> None:
     old = "input_features = gather_outputs(input_features, gather_dim=1,"
     text, line = _edited(rel, old, "input_features = gather_outputs(input_features, gather_dim=0,")
     assert _lines(text, rel) == [line + 3]  # the unpad on dim 1, reported once
+
+
+def test_output_gather_on_another_axis_than_the_input_slice() -> None:
+    assert _lines(
+        textwrap.dedent(
+            """
+        from veomni.distributed.parallel_state import get_parallel_state
+        from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+        def dit_forward(self, latents, context):
+            tokens = self.patchify(latents)
+            if get_parallel_state().sp_enabled:
+                tokens = slice_input_tensor(tokens, dim=1, group=get_parallel_state().sp_group)
+            for block in self.blocks:
+                tokens = block(tokens, context)
+            if get_parallel_state().sp_enabled:
+                tokens = gather_outputs(tokens, gather_dim=2)
+                tokens = gather_outputs(tokens, gather_dim=0)
+            return self.head(tokens)
+
+
+        def relaid(self, latents):
+            x = slice_input_tensor(latents, dim=1)
+            x = slice_input_tensor(x, dim=1)
+            x = x.transpose(1, 2)
+            x = gather_outputs(x, gather_dim=2)
+            return x
+        """
+        ).lstrip()
+    ) == [12]

@@ -33,6 +33,7 @@ from npu_lint.rules.device._shared import (
     mentions_cuda_dispatch,
     names_kernel,
     native_api,
+    npu_module,
     outside_veomni,
     target_name,
 )
@@ -105,6 +106,20 @@ def _names_host(block: list[ast.stmt]) -> bool:
     return False
 
 
+def selects_npu_module(stmt: ast.If) -> bool:
+    """One branch of the ``if`` imports an NPU module (``from .generated.patched_modeling_x_npu import ...``):
+    the test chooses the NPU implementation, which only an NPU test (``IS_NPU_AVAILABLE``, as every sibling
+    registration does) decides; a CUDA-presence probe also sends CPU-only hosts, and hosts where CUDA failed to
+    initialise, to the NPU module."""
+    for block in (stmt.body, stmt.orelse):
+        for s in block:
+            if isinstance(s, ast.ImportFrom) and s.module and npu_module(s.module.replace(".", "/")):
+                return True
+            if isinstance(s, ast.Import) and any(npu_module(a.name.replace(".", "/")) for a in s.names):
+                return True
+    return False
+
+
 def _presence_guarded(ctx: Context, node: ast.AST) -> bool:
     """``node`` is in the test or the body of ``if <CUDA present>: ... else: <device-neutral code>``: on a host
     without CUDA (an NPU host) the else branch runs, and it names no device (``torch.seed()`` seeds every
@@ -112,7 +127,12 @@ def _presence_guarded(ctx: Context, node: ast.AST) -> bool:
     else the block is skipped on NPU: the probe is reported (with the calls its fix would expose)."""
     for parent, child in child_of(ctx, node):
         if isinstance(parent, ast.If) and child is not parent.orelse and child not in parent.orelse:
-            if _is_presence_probe(ctx, parent.test) and parent.orelse and not _names_host(parent.orelse):
+            if (
+                _is_presence_probe(ctx, parent.test)
+                and parent.orelse
+                and not _names_host(parent.orelse)
+                and not selects_npu_module(parent)
+            ):
                 return True
         elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             return False
@@ -1238,6 +1258,18 @@ class HardcodedCudaDevice(Rule):
                 Applicability.UNSAFE,
                 "the guarded code then also runs on NPU hosts; keep `IS_CUDA_AVAILABLE` if it is CUDA-only",
             )
+        test_if = next(
+            (p for p, c in child_of(ctx, call) if isinstance(p, ast.If) and c is p.test),
+            None,
+        )
+        if test_if is not None and selects_npu_module(test_if):
+            self.report(
+                call,
+                "`torch.cuda.is_available()` chooses between the NPU and the GPU module: CUDA's absence is not an "
+                "NPU (a CPU-only host, or one where CUDA failed to initialise, imports the NPU module); test "
+                "`IS_NPU_AVAILABLE` (veomni.utils.device) as the sibling registrations do",
+            )
+            return
         if outside_veomni(ctx):
             self.report(
                 call,
@@ -1436,10 +1468,27 @@ class HardcodedCudaDevice(Rule):
                     if value is not child and names_kernel(ctx, value):
                         return True
             elif isinstance(parent, ast.If) and child is parent.test:
-                return all(is_requirement_stmt(s) for s in parent.body)
+                return all(is_requirement_stmt(s) for s in parent.body) and not _rejects_cuda(
+                    node, parent.test
+                )
             elif isinstance(parent, (ast.stmt, ast.Lambda)):
                 return False
         return False
+
+
+def _rejects_cuda(node: ast.AST, test: ast.AST) -> bool:
+    """The ``if`` whose test is ``test`` enters its (raising) body when the tensor IS on CUDA: ``if x.is_cuda:
+    raise`` / ``if x.device.type == "cuda": raise`` is a host-residency check (the input must still be on the
+    CPU), not a CUDA kernel's requirement. It is written against the one accelerator its author had: an NPU
+    tensor passes it. Only a test that is the CUDA test itself or its negation is read (an ``and``/``or`` is not)."""
+    positive = True
+    if isinstance(node, ast.Compare):
+        positive = isinstance(node.ops[0], (ast.Eq, ast.In))
+    cur = test
+    while isinstance(cur, ast.UnaryOp) and isinstance(cur.op, ast.Not):
+        positive = not positive
+        cur = cur.operand
+    return cur is node and positive
 
 
 def _configured_device(node: ast.AST) -> bool:

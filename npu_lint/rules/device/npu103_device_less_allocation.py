@@ -319,6 +319,34 @@ def _on_cpu(value: ast.AST, ctx: Context, plain: bool) -> bool:
     return False
 
 
+def _local_on_cpu(name: str, values_of: dict[str, list[ast.expr]], ctx: Context, depth: int) -> bool:
+    """Every value the function stores in local ``name`` lives on the CPU: a `.cpu()` copy (`_on_cpu`), or a
+    slice or a shape-keeping view of another such local (`pos = positions_cpu[i, a:b].reshape(-1)`), followed
+    ``depth`` locals deep."""
+    values = values_of.get(name, [])
+    if not values:
+        return False
+    for value in values:
+        if _on_cpu(value, ctx, plain=False):
+            continue
+        while True:
+            if isinstance(value, ast.Subscript):
+                value = value.value
+            elif (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in _HOST_KEEPING
+            ):
+                value = value.func.value
+            else:
+                break
+        if not (isinstance(value, ast.Name) and value.id != name and depth > 0):
+            return False
+        if not _local_on_cpu(value.id, values_of, ctx, depth - 1):
+            return False
+    return True
+
+
 def _moved_after(call: ast.Call, method: ast.AST) -> bool:
     """The helper's result is moved to a device at the call site (`helper(...).to(x.device)`), or the local it
     is stored in is moved (`mask = mask.to(...)`, `mask.to(...)`) or only describes shapes."""
@@ -2251,6 +2279,20 @@ class DevicelessAllocation(Rule):
             for o in _outcomes(values[0])
         )
 
+    def _values_of(self, func: ast.AST) -> dict[str, list[ast.expr]]:
+        key = ("npu103-local-values", id(func))
+        table = self.ctx.memo.get(key)
+        if table is None or table[0] is not func:  # type: ignore[index]
+            values_of: dict[str, list[ast.expr]] = {}
+            for n in subtree(func):
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        if isinstance(t, ast.Name):
+                            values_of.setdefault(t.id, []).append(n.value)
+            table = (func, values_of)
+            self.ctx.memo[key] = table
+        return table[1]  # type: ignore[index]
+
     def _cpu_resident_device(self, value: ast.AST) -> bool:
         """`<x>.device` where `<x>` is a tensor kept on the CPU: a local or `self.<attr>` (assigned in the class's
         `__init__` as a plain attribute, not a buffer or parameter) holding a `.cpu()` copy, a `device="cpu"`
@@ -2262,19 +2304,14 @@ class DevicelessAllocation(Rule):
             func = self.ctx.function
             if func is None:
                 return False
-            key = ("npu103-local-values", id(func))
-            table = self.ctx.memo.get(key)
-            if table is None or table[0] is not func:  # type: ignore[index]
-                values_of: dict[str, list[ast.expr]] = {}
-                for n in subtree(func):
-                    if isinstance(n, ast.Assign):
-                        for t in n.targets:
-                            if isinstance(t, ast.Name):
-                                values_of.setdefault(t.id, []).append(n.value)
-                table = (func, values_of)
-                self.ctx.memo[key] = table
-            values = table[1].get(base.id, [])  # type: ignore[index]
-            return bool(values) and all(_on_cpu(v, self.ctx, plain=False) for v in values)
+            merged: dict[str, list[ast.expr]] = {}
+            # the innermost function's locals, then those of the functions it is nested in (closures)
+            for scope in reversed(self.ctx.parents):
+                if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for name, values in self._values_of(scope).items():
+                    merged.setdefault(name, values)
+            return _local_on_cpu(base.id, merged, self.ctx, 3)
         if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
             cls = self.ctx.class_
             if cls is None:

@@ -65,6 +65,37 @@ def _first_name(call: ast.Call) -> str | None:
     return None
 
 
+_RELAYOUT = frozenset(
+    {"transpose", "permute", "reshape", "view", "flatten", "unflatten", "movedim", "swapaxes", "rearrange", "einsum",
+     "squeeze", "unsqueeze", "t"}
+)  # fmt: skip
+
+
+def _relaid(func: ast.AST, name: str, start: int, end: int) -> bool:
+    """``name`` is re-laid out (transposed, reshaped...) between lines ``start`` and ``end``: its axes moved."""
+    for n in _walk(func):
+        if (
+            isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            and start < n.lineno < end
+            and any(
+                isinstance(t, ast.Name) and t.id == name
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+            and n.value is not None
+        ):
+            for sub in _walk(n.value):
+                if isinstance(sub, ast.Call):
+                    func_node = sub.func
+                    attr = (
+                        func_node.attr
+                        if isinstance(func_node, ast.Attribute)
+                        else getattr(func_node, "id", "")
+                    )
+                    if attr in _RELAYOUT:
+                        return True
+    return False
+
+
 def _dim_source(call: ast.Call) -> ast.expr | None:
     for kw in call.keywords:
         if kw.arg in _DIM_KEYWORDS:
@@ -497,12 +528,55 @@ class SpGatherSlicePairing(Rule):
             "with a fraction of the heads instead of this rank's sequence shard",
         )
 
+    def _output_gather_dims(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, sp_calls: list[tuple[ast.Call, str, int | None]]
+    ) -> None:
+        """``x = slice_input_tensor(x, dim=1)`` ... ``x = gather_outputs(x, gather_dim=2)``: a tensor cut to this
+        rank's shard on one axis and gathered back (before the head) on another. The slice is the reference:
+        the gather must undo it on the same axis (both axes counted from the same end)."""
+        assigned: dict[int, str] = {}
+        for n in _walk(func):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                assigned[id(n.value)] = n.targets[0].id
+        cut: dict[str, tuple[int, ast.Call]] = {}  # name -> (axis, slice call) of its last SP slice
+        for call, kind, dim in sorted(sp_calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
+            first = _first_name(call)
+            target = assigned.get(id(call))
+            if first is None or target != first:
+                if target is not None:
+                    cut.pop(target, None)
+                continue
+            if kind in ("slice", "pad_slice"):
+                if dim is None:
+                    cut.pop(first, None)
+                else:
+                    cut[first] = (dim, call)
+            elif kind == "gather" and first in cut:
+                axis, sliced = cut.pop(first)
+                if (
+                    dim is not None
+                    and (dim < 0) == (axis < 0)
+                    and dim != axis
+                    and not _relaid(func, first, sliced.lineno, call.lineno)
+                ):
+                    self.report(
+                        call,
+                        f"`{first}` is gathered on dim {dim}, but it was cut to this rank's shard on dim {axis} "
+                        f"(line {sliced.lineno}): the gather concatenates the ranks along another axis, so the "
+                        "output keeps a rank-local sequence with its other axis multiplied",
+                    )
+            else:
+                cut.pop(first, None)
+
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if "scatter_heads" in self.ctx.source.text or "async_ulysses" in self.ctx.source.text:
             self._ulysses(func)
-        kinds = {kind for _, kind, _ in self._sp_calls(func)}
+        sp_calls = self._sp_calls(func)
+        kinds = {kind for _, kind, _ in sp_calls}
         if kinds & {"slice", "pad_slice"}:
             self._unsliced_companions(func)
+            if "gather" in kinds:
+                self._output_gather_dims(func, sp_calls)
         if "gather" in kinds and "input_ids" in self.ctx.source.text:
             self._local_id_masks(func)
         if not kinds & {"gather", "slice", "pad", "unpad"}:

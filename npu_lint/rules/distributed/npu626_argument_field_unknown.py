@@ -1,0 +1,173 @@
+"""NPU626 argument-field-unknown."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.argfields import group_classes, group_root, own_classes
+
+
+def _chain(node: ast.Attribute) -> list[str] | None:
+    """``args.train.accelerator.fsdp_config`` / ``self.args.train.seed`` -> ["train", "accelerator", ...]."""
+    parts: list[str] = []
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        parts.append(cur.attr)
+        cur = cur.value
+        if isinstance(cur, ast.Name) and cur.id == "args":
+            break
+        if isinstance(cur, ast.Attribute) and cur.attr == "args" and isinstance(cur.value, ast.Name):
+            if cur.value.id == "self":
+                break
+    else:
+        return None
+    if not isinstance(cur, (ast.Name, ast.Attribute)):
+        return None
+    parts.reverse()
+    return parts
+
+
+class ArgumentFieldUnknown(Rule):
+    code = "NPU626"
+    name = "argument-field-unknown"
+    summary = (
+        "A trainer reads a configuration field (`args.train.enable_mixed_precision`) that the tree's argument "
+        "dataclasses do not define."
+    )
+    why = (
+        "Trainers and tasks read the parallel and precision setup as attribute chains on the parsed "
+        "`VeOmniArguments` (`args.train.accelerator.fsdp_config.mixed_precision.enable`). Refactors move fields "
+        "(`train.enable_mixed_precision` became `train.accelerator.fsdp_config.mixed_precision.enable`); a "
+        "chain left on the old name raises `AttributeError` when the model is built, or, where someone re-adds "
+        "the field to silence it, reads a value out of step with the FSDP `MixedPrecision` policy (weights "
+        "loaded in one dtype, sharded in another). Each chain is resolved on the tree's own dataclasses "
+        "(`veomni/arguments/`, with the trainers' subclasses, whose fields count for every trainer), through "
+        "the class each field is annotated with; a class with `__getattr__` or `setattr` ends the walk."
+    )
+    bad = (
+        Example(
+            """
+            from dataclasses import dataclass, field
+
+
+            @dataclass
+            class MixedPrecisionConfig:
+                enable: bool = True
+
+
+            @dataclass
+            class FSDPConfig:
+                mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
+
+
+            @dataclass
+            class AcceleratorConfig:
+                fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+
+
+            @dataclass
+            class TrainingArguments:
+                accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
+
+
+            @dataclass
+            class ModelArguments:
+                config_path: str = ""
+
+
+            @dataclass
+            class DataArguments:
+                train_path: str = ""
+
+
+            def build_model(args, build_foundation_model):
+                return build_foundation_model(
+                    config_path=args.model.config_path,
+                    torch_dtype="float32" if args.train.enable_mixed_precision else "bfloat16",
+                )
+            """,
+            path="tasks/toy_train.py",
+            title="a precision flag read from where a refactor removed it (the script's own dataclasses here)",
+        ),
+    )
+    good = (
+        Example(
+            """
+            def build_model(args, build_foundation_model):
+                mp = args.train.accelerator.fsdp_config.mixed_precision
+                return build_foundation_model(torch_dtype="float32" if mp.enable else "bfloat16")
+            """,
+            path="veomni/trainer/toy_trainer.py",
+        ),
+    )
+    fix_safety = "No fix: where the field moved is for the author to name."
+
+    requires = ("args.",)
+    node_types = (ast.Attribute,)
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._classes = None
+        self._looked = False
+
+    def _stored(self) -> set[str]:
+        stored = self.ctx.memo.get("npu626-stored")
+        if stored is None:
+            stored = set()
+            for n in ast.walk(self.ctx.tree):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+                    chain = _chain(n)
+                    if chain:
+                        stored.add(".".join(chain))
+            self.ctx.memo["npu626-stored"] = stored
+        return stored  # type: ignore[return-value]
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Attribute)
+        parent = self.ctx.parent
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # only the longest chain
+        if isinstance(node.ctx, ast.Del):
+            return
+        store = isinstance(node.ctx, ast.Store)
+        chain = _chain(node)
+        if not chain or len(chain) < 2 or group_root(chain[0]) is None:
+            return
+        if not self._looked:
+            self._looked = True
+            self._classes = group_classes(self.ctx.source.path) or own_classes(self.ctx.tree)
+        classes = self._classes
+        if classes is None:
+            return
+        cls_name = group_root(chain[0])
+        walked = [chain[0]]
+        for attr in chain[1:]:
+            facts = classes.get(cls_name or "")
+            if facts is None or "*" in facts.attrs:
+                return
+            if attr not in facts.attrs:
+                if attr.startswith("__"):
+                    return
+                full = ".".join([*walked, attr])
+                if store:
+                    self.report(
+                        node,
+                        f"`args.{full}` is set, but `{facts.name}` (and its subclasses in this tree) define no "
+                        f"`{attr}`: the code that reads the configuration reads the dataclass's fields, so this "
+                        "setting has no effect (a field a refactor moved?)",
+                    )
+                    return
+                if full in self._stored():
+                    return  # read back what this file set (reported at the assignment)
+                self.report(
+                    node,
+                    f"`args.{'.'.join(walked)}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
+                    f"this tree) define none, so `args.{'.'.join([*walked, attr])}` raises AttributeError or "
+                    "reads a field a refactor moved",
+                )
+                return
+            walked.append(attr)
+            cls_name = facts.holds.get(attr)
+            if cls_name is None:
+                return

@@ -1,0 +1,192 @@
+"""The tree's argument dataclasses: which fields ``args.train.*`` / ``args.model.*`` / ``args.data.*`` have.
+
+VeOmni's trainers read their configuration as attribute chains on one ``VeOmniArguments`` object
+(``args.train.accelerator.fsdp_config.mixed_precision.enable``). The fields are the dataclasses of
+``veomni/arguments/arguments_types.py`` (and the trainers' subclasses of them: ``VLMTrainingArguments``). A chain
+that names a field no class of that group defines (a field removed or moved by a refactor) raises
+``AttributeError`` at run time, or reads a stale value where one was re-added.
+
+* ``group_classes(path)``: ``{"train": TrainingArguments-like class facts, ...}`` of the tree ``path`` lives in
+  (read once per file stamps), or None outside a tree.
+* ``ClassFacts``: the attributes a class (with its subclasses in the tree: a trainer's own arguments class adds
+  fields) defines, and the class each annotated field holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+from dataclasses import dataclass, field
+
+from npu_lint.core.safeio import read_text
+from npu_lint.veomni.patchgen import veomni_root_of
+
+__all__ = ["ClassFacts", "group_classes", "group_root", "own_classes"]
+
+_GROUPS = {"train": "TrainingArguments", "model": "ModelArguments", "data": "DataArguments"}
+
+
+@dataclass
+class ClassFacts:
+    name: str
+    attrs: set[str] = field(default_factory=set)
+    holds: dict[str, str] = field(default_factory=dict)  # field -> class name of its annotation
+    bases: list[str] = field(default_factory=list)
+    # attributes its methods set on the objects its fields hold (``self.profile.this_rank = ...``,
+    # ``acc = self.accelerator; acc.dp_size = ...``): (field, attribute)
+    nested: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _annotation_class(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.Subscript):  # Optional[X]
+        inner = node.slice
+        return (
+            _annotation_class(inner) if isinstance(inner, (ast.Name, ast.Attribute, ast.Constant)) else None
+        )
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _facts(cls: ast.ClassDef) -> ClassFacts:
+    facts = ClassFacts(
+        cls.name, bases=[b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in cls.bases]
+    )
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            facts.attrs.add(stmt.target.id)
+            held = _annotation_class(stmt.annotation)
+            if held:
+                facts.holds[stmt.target.id] = held
+        elif isinstance(stmt, ast.Assign):
+            facts.attrs.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            facts.attrs.add(stmt.name)
+            aliases: dict[str, str] = {}  # local -> the field of self it holds
+            for n in ast.walk(stmt):
+                if (
+                    isinstance(n, ast.Assign)
+                    and len(n.targets) == 1
+                    and isinstance(n.targets[0], ast.Name)
+                    and isinstance(n.value, ast.Attribute)
+                    and isinstance(n.value.value, ast.Name)
+                    and n.value.value.id == "self"
+                ):
+                    aliases[n.targets[0].id] = n.value.attr
+            for n in ast.walk(stmt):
+                if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    for t in targets:
+                        if not isinstance(t, ast.Attribute):
+                            continue
+                        owner = t.value
+                        if isinstance(owner, ast.Name) and owner.id == "self":
+                            facts.attrs.add(t.attr)
+                        elif isinstance(owner, ast.Name) and owner.id in aliases:
+                            facts.nested.add((aliases[owner.id], t.attr))
+                        elif (
+                            isinstance(owner, ast.Attribute)
+                            and isinstance(owner.value, ast.Name)
+                            and owner.value.id == "self"
+                        ):
+                            facts.nested.add((owner.attr, t.attr))
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
+                    facts.attrs.add("*")  # attributes set by name: anything may exist
+        elif isinstance(stmt, ast.ClassDef):
+            facts.attrs.add(stmt.name)
+    if any(
+        isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__getattr__" for s in cls.body
+    ):
+        facts.attrs.add("*")
+    return facts
+
+
+def _files(root: str) -> list[str]:
+    out = []
+    for sub in ("arguments", "trainer"):
+        directory = os.path.join(root, "veomni", sub)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        out.extend(os.path.join(directory, n) for n in names if n.endswith(".py"))
+    return out
+
+
+def group_classes(path: str) -> dict[str, ClassFacts] | None:
+    """The classes of the tree ``path`` lives in (name -> facts, subclasses' attributes folded into their bases),
+    or None when the tree has no argument dataclasses."""
+    if not path or path.startswith("<"):
+        return None
+    root = veomni_root_of(path)
+    if root is None:
+        return None
+    stamps = []
+    for f in _files(root):
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        stamps.append((f, st.st_mtime_ns, st.st_size))
+    return _read(tuple(stamps))
+
+
+def own_classes(tree: ast.Module) -> dict[str, ClassFacts] | None:
+    """The argument classes a module defines itself (a standalone script or a file outside any tree), or None
+    when it does not define all three groups."""
+    classes = {s.name: _facts(s) for s in tree.body if isinstance(s, ast.ClassDef)}
+    return _link(classes)
+
+
+@functools.lru_cache(maxsize=8)
+def _read(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, ClassFacts] | None:
+    classes: dict[str, ClassFacts] = {}
+    for f, _, _ in stamps:
+        try:
+            tree = ast.parse(read_text(f))
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name not in classes:
+                classes[stmt.name] = _facts(stmt)
+    return _link(classes)
+
+
+def _link(classes: dict[str, ClassFacts]) -> dict[str, ClassFacts] | None:
+    if not all(name in classes for name in _GROUPS.values()):
+        return None
+    for facts in list(classes.values()):
+        for owner_field, attr in facts.nested:
+            held = classes.get(facts.holds.get(owner_field, ""))
+            if held is not None:
+                held.attrs.add(attr)
+    # a subclass's fields count for its bases (the trainer builds the subclass where the base is annotated),
+    # and a base's fields for its subclasses
+    changed = True
+    while changed:
+        changed = False
+        for facts in classes.values():
+            for base in facts.bases:
+                parent = classes.get(base)
+                if parent is None:
+                    continue
+                for target, source in ((parent, facts), (facts, parent)):
+                    before = len(target.attrs) + len(target.holds)
+                    target.attrs |= source.attrs
+                    for k, v in source.holds.items():
+                        target.holds.setdefault(k, v)
+                    if len(target.attrs) + len(target.holds) != before:
+                        changed = True
+    return classes
+
+
+def group_root(group: str) -> str | None:
+    return _GROUPS.get(group)

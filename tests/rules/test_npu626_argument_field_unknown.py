@@ -1,0 +1,106 @@
+"""NPU626: a configuration chain on `args` resolved on the tree's argument dataclasses."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+
+ARGUMENTS = """
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ProfileConfig:
+    enable: bool = False
+
+
+@dataclass
+class AcceleratorConfig:
+    ulysses_size: int = 1
+
+
+@dataclass
+class TrainingArguments:
+    accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
+    profile: "ProfileConfig" = field(default_factory=ProfileConfig)
+    seed: int = 0
+
+    def __post_init__(self):
+        acc = self.accelerator
+        acc.dp_size = 8
+        self.profile.this_rank = True
+        self.world_size = 8
+
+
+@dataclass
+class ModelArguments:
+    model_path: str = ""
+
+
+@dataclass
+class DataArguments:
+    train_path: str = ""
+"""
+
+VLM = """
+from dataclasses import dataclass
+
+from veomni.arguments.arguments_types import TrainingArguments
+
+
+@dataclass
+class VLMTrainingArguments(TrainingArguments):
+    freeze_vit: bool = False
+"""
+
+
+def _tree(tmp_path: Path) -> Path:
+    (tmp_path / "veomni" / "arguments").mkdir(parents=True)
+    (tmp_path / "veomni" / "trainer").mkdir(parents=True)
+    (tmp_path / "veomni" / "arguments" / "arguments_types.py").write_text(ARGUMENTS)
+    (tmp_path / "veomni" / "trainer" / "vlm_trainer.py").write_text(VLM)
+    return tmp_path
+
+
+def _lines(path: Path, text: str) -> list[int]:
+    src = SourceFile.from_text(str(path), textwrap.dedent(text).lstrip("\n"))
+    return sorted(d.line for d in lint_source(src, ["NPU626"], Settings()) if d.code == "NPU626")
+
+
+def test_moved_fields_read_and_set(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+        def build(self, args):
+            a = args.train.enable_mixed_precision
+            b = self.args.train.accelerator.fsdp_size
+            args.data.drop_last = False
+            c = args.data.drop_last
+            return a, b, c
+        """
+    assert _lines(root / "veomni" / "trainer" / "toy.py", text) == [2, 3, 4]
+
+
+def test_fields_post_init_and_subclasses_define_are_quiet(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    text = """
+        def build(self, args, other):
+            return (
+                args.train.accelerator.dp_size,
+                args.train.profile.this_rank,
+                args.train.profile.enable,
+                args.train.world_size,
+                args.train.freeze_vit,
+                args.model.model_path.endswith("x"),
+                args.train.seed.bit_length(),
+                other.train.anything,
+            )
+        """
+    assert _lines(root / "veomni" / "trainer" / "toy.py", text) == []
+
+
+def test_outside_a_tree_nothing_is_assumed(tmp_path: Path) -> None:
+    assert _lines(tmp_path / "train.py", "def f(args):\n    return args.train.enable_mixed_precision\n") == []

@@ -1,0 +1,69 @@
+"""NPU725 (a collated field popped out of the returned sample) and NPU726 (M-RoPE rows lost)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+
+DATA = "veomni/data/toy_transform.py"
+SPEC = "veomni/models/transformers/toy_omni/toy_omni_gpu_patch_gen_config.py"
+
+
+def _lines(text: str, code: str, path: str) -> list[int]:
+    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
+    return sorted(d.line for d in lint_source(src, [code], Settings()) if d.code == code)
+
+
+def test_popped_video_grid_in_a_returned_dict() -> None:
+    text = """
+        def transform(sample, processor, rope):
+            inputs = processor(sample)
+            grid = inputs.pop("video_grid_thw")
+            extra = inputs.pop("video_second_per_grid", None)
+            feats = inputs.pop("input_features", None)
+            inputs["input_features"] = feats
+            inputs["position_ids"] = rope(grid, extra)
+            return inputs
+        """
+    assert _lines(text, "NPU725", DATA) == [3]
+
+
+def test_pop_from_a_dict_not_returned_or_outside_the_data_pipeline() -> None:
+    text = """
+        def transform(sample, processor):
+            inputs = processor(sample)
+            grid = inputs.pop("video_grid_thw")
+            return {"grid": grid}
+        """
+    assert _lines(text, "NPU725", DATA) == []
+    model = """
+        def prepare(model_inputs):
+            model_inputs.pop("position_ids")
+            return model_inputs
+        """
+    assert _lines(model, "NPU725", "veomni/models/transformers/toy/modeling_toy.py") == []
+
+
+def test_rope_index_result_cut_to_one_row() -> None:
+    text = """
+        def forward(self, input_ids, grid):
+            position_ids, deltas = self.get_rope_index(input_ids, grid)
+            first = position_ids[0]
+            kept = position_ids[:, 0]
+            return first, kept, deltas
+        """
+    assert _lines(text, "NPU726", SPEC) == [3]
+
+
+def test_text_row_kept_among_rotary_rows() -> None:
+    text = """
+        def forward(self, hidden, position_ids):
+            text_positions = position_ids[0]
+            rotary = self.rotary(hidden, position_ids[0:3])
+            again = position_ids[1:4]
+            return text_positions, rotary, again
+        """
+    assert _lines(text, "NPU726", SPEC) == [3]
