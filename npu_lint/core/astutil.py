@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import functools
 import hashlib
@@ -328,9 +329,26 @@ def nodes_of(tree: ast.AST, *types: type[ast.AST]) -> list[ast.AST]:
     """The nodes of ``tree``'s subtree whose type is one of ``types``, in ``walk`` order: what the rules'
     ``for n in walk(tree): if isinstance(n, T)`` loops read, without each of them testing every node. ``types``
     are concrete node classes as the parser makes them (``ast.Call``, ``ast.FunctionDef``; never an abstract
-    ``ast.expr`` or ``ast.stmt``, whose nodes have other types). Inside ``walk_memo`` the subtree is indexed by
-    type once and each answer is shared: read it, never modify it."""
+    ``ast.expr`` or ``ast.stmt``, whose nodes have other types). Inside ``walk_memo`` each answer is shared:
+    read it, never modify it. A subtree of the scope's file (``index_file``) is answered from the file's one
+    index (``FileIndex``) instead of a walk of its own; any other subtree is walked and indexed by type once."""
     memo = scoped_memo("astutil.nodes_of")
+    key = (id(tree), types)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    found = None
+    index = _file_index()
+    if index is not None:
+        found = index.nodes_of(tree, types)
+    if found is None:
+        found = _walked_nodes_of(tree, types, memo)
+    memo[key] = (tree, found)
+    return found
+
+
+def _walked_nodes_of(tree: ast.AST, types: tuple[type[ast.AST], ...], memo: dict[Any, Any]) -> list[ast.AST]:
+    """``nodes_of`` by a walk of ``tree``, indexed by type once per scope."""
     hit = memo.get(id(tree))
     if hit is None or hit[0] is not tree:
         index: dict[Any, list[ast.AST]] = {}
@@ -345,12 +363,110 @@ def nodes_of(tree: ast.AST, *types: type[ast.AST]) -> list[ast.AST]:
     index = hit[1]
     if len(types) == 1:
         return index.get(types[0], [])
-    key = types
-    found = index.get(key)
-    if found is None:  # several types: in walk order, listed once per scope
-        wanted = frozenset(types)
-        found = index[key] = [n for n in walk(tree) if type(n) in wanted]
-    return found
+    wanted = frozenset(types)
+    return [n for n in walk(tree) if type(n) in wanted]
+
+
+# node kinds the parser shares between places (one ``ast.Load()`` for every load, one ``ast.Add()``...): a rank
+# per node cannot describe them, so the file index leaves them out and ``nodes_of`` walks for them
+_SHARED_KINDS = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
+class FileIndex:
+    """One file's tree listed once in pre-order (children in ``walk``'s field order): each node's rank, the
+    end of its subtree's ranks and its depth, and per node type the ranks of its nodes. The nodes of a type in
+    a subtree are then the ranks between the subtree's root and its end; sorted by (depth, rank) they are in
+    ``walk`` (breadth-first) order, because breadth-first order within one depth is pre-order."""
+
+    __slots__ = ("root", "nodes", "rank", "end", "depth", "by_type")
+
+    def __init__(self, root: ast.AST) -> None:
+        self.root = root
+        nodes: list[ast.AST] = []
+        depth: list[int] = []
+        rank: dict[int, int] = {}
+        by_type: dict[type, list[int]] = {}
+        shared = _SHARED_KINDS
+        fields_of = _WALK_FIELDS
+        AST = ast.AST
+        stack: list[tuple[ast.AST, int]] = [(root, 0)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, d = pop()
+            i = len(nodes)
+            nodes.append(node)
+            depth.append(d)
+            rank[id(node)] = i
+            typ = type(node)
+            ranks = by_type.get(typ)
+            if ranks is None:
+                by_type[typ] = [i]
+            else:
+                ranks.append(i)
+            fields = fields_of.get(typ)
+            if fields is None:
+                fields = _walk_fields(typ)
+            children: list[ast.AST] = []
+            for name in fields:
+                value = getattr(node, name, None)
+                if isinstance(value, AST):
+                    if not isinstance(value, shared):
+                        children.append(value)
+                elif type(value) is list:
+                    children.extend(
+                        [item for item in value if isinstance(item, AST) and not isinstance(item, shared)]
+                    )
+            d += 1
+            for child in reversed(children):
+                push((child, d))
+        n = len(nodes)
+        end = [n] * n
+        open_: list[int] = []  # ranks whose subtree is still open, depths increasing
+        for j in range(n):
+            dj = depth[j]
+            while open_ and depth[open_[-1]] >= dj:
+                end[open_.pop()] = j
+            open_.append(j)
+        self.nodes, self.rank, self.end, self.depth, self.by_type = nodes, rank, end, depth, by_type
+
+    def nodes_of(self, tree: ast.AST, types: tuple[type[ast.AST], ...]) -> list[ast.AST] | None:
+        """``nodes_of(tree, *types)`` for a subtree of this file (None for a node of another tree, or a shared
+        kind asked for)."""
+        i = self.rank.get(id(tree))
+        if i is None or self.nodes[i] is not tree:
+            return None
+        lo, hi = i, self.end[i]
+        picked: list[int] = []
+        for typ in types:
+            if issubclass(typ, _SHARED_KINDS):
+                return None
+            ranks = self.by_type.get(typ)
+            if ranks:
+                picked.extend(ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)])
+        if len(types) > 1:
+            picked.sort()
+        picked.sort(key=self.depth.__getitem__)  # stable: pre-order within one depth, i.e. walk order
+        nodes = self.nodes
+        return [nodes[k] for k in picked]
+
+
+def index_file(tree: ast.AST) -> None:
+    """Name ``tree`` the file of the innermost ``walk_memo`` scope: ``nodes_of`` on any of its subtrees is
+    answered from one index of the file, built at the first question (the engine calls this per linted file)."""
+    if _SCOPED:
+        _SCOPED[-1]["astutil.file"] = {"tree": tree}
+
+
+def _file_index() -> FileIndex | None:
+    if not _SCOPED:
+        return None
+    slot = _SCOPED[-1].get("astutil.file")
+    if slot is None:
+        return None
+    index = slot.get("index")
+    if index is None:
+        index = slot["index"] = FileIndex(slot["tree"])
+    return index
 
 
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)

@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import walk_memo
+from npu_lint.core.astutil import index_file, walk_memo
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.safeio import read_regular
@@ -169,6 +169,7 @@ def _literal_digits(text: str) -> int:
 def _check_parsed(
     src: SourceFile, tree: ast.Module, codes: list[str], project: Project | None, fix_mode: bool
 ) -> list[Diagnostic]:
+    index_file(tree)  # the rules' per-function node lists come from one index of the file (``nodes_of``)
     ctx = Context(src, tree, project, fix_mode)
     text = (
         src.text
