@@ -451,10 +451,23 @@ class FileIndex:
 
 
 def index_file(tree: ast.AST) -> None:
-    """Name ``tree`` the file of the innermost ``walk_memo`` scope: ``nodes_of`` on any of its subtrees is
-    answered from one index of the file, built at the first question (the engine calls this per linted file)."""
+    """Name ``tree`` the file of the innermost ``walk_memo`` scope: its one index (``file_index``) is built at
+    the first question, the engine's walk and ``nodes_of`` on any of its subtrees read it (the engine calls this
+    per linted file)."""
     if _SCOPED:
         _SCOPED[-1]["astutil.file"] = {"tree": tree}
+
+
+def file_index(tree: ast.AST) -> FileIndex:
+    """The index of ``tree``: the scope's (``index_file``), built once, when ``tree`` is the scope's file; else
+    a fresh one."""
+    slot = _SCOPED[-1].get("astutil.file") if _SCOPED else None
+    if slot is None or slot["tree"] is not tree:
+        return FileIndex(tree)
+    index = slot.get("index")
+    if index is None:
+        index = slot["index"] = FileIndex(tree)
+    return index
 
 
 def _file_index() -> FileIndex | None:
