@@ -372,70 +372,111 @@ def _walked_nodes_of(tree: ast.AST, types: tuple[type[ast.AST], ...], memo: dict
 _SHARED_KINDS = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
 
 
-class FileIndex:
-    """One file's tree listed once in pre-order (children in ``walk``'s field order): each node's rank, the
-    end of its subtree's ranks and its depth, and per node type the ranks of its nodes. The nodes of a type in
-    a subtree are then the ranks between the subtree's root and its end; sorted by (depth, rank) they are in
-    ``walk`` (breadth-first) order, because breadth-first order within one depth is pre-order."""
+# the nodes ``nodes_of`` is asked about (functions, classes, the module, statements): the file index keeps a rank
+# for these only; a question about another node (an expression) walks its subtree
+_RANKED = (ast.stmt, ast.mod, ast.Lambda)
+# per node type, the fields that can hold a node other than a shared one (contexts, operators) or a name
+_INDEX_FIELDS: dict[type, tuple[str, ...]] = {}
+_NOT_NODES = {ast.Global: ("names",), ast.Nonlocal: ("names",), ast.MatchClass: ("kwd_attrs",)}
+_DEPTH_AT_MOST: dict[int, re.Pattern[bytes]] = {}  # d -> a byte <= d (``FileIndex.end``)
 
-    __slots__ = ("root", "nodes", "rank", "end", "depth", "by_type")
+
+def _index_fields(typ: type) -> tuple[str, ...]:
+    skip = ("ctx", "op", "ops", *_NOT_NODES.get(typ, ()))
+    fields = _INDEX_FIELDS[typ] = tuple(f for f in _walk_fields(typ) if f not in skip)
+    return fields
+
+
+class FileIndex:
+    """One file's tree listed once in pre-order (children in ``walk``'s field order), with each node's depth
+    and per node type the ranks (pre-order positions) of its nodes; the engine's walk iterates it. A subtree
+    is the ranks from its root to its end (the next node no deeper than the root); the nodes of a type in it are
+    a slice of that type's ranks, and sorted by (depth, rank) they are in ``walk`` (breadth-first) order,
+    because breadth-first order within one depth is pre-order. Shared nodes (contexts, operators) are left out."""
+
+    __slots__ = ("root", "nodes", "depth", "by_type", "_rank", "_ends", "_depths")
 
     def __init__(self, root: ast.AST) -> None:
         self.root = root
         nodes: list[ast.AST] = []
         depth: list[int] = []
-        rank: dict[int, int] = {}
         by_type: dict[type, list[int]] = {}
-        shared = _SHARED_KINDS
-        fields_of = _WALK_FIELDS
-        AST = ast.AST
-        stack: list[tuple[ast.AST, int]] = [(root, 0)]
-        pop, push = stack.pop, stack.append
+        fields_of = _INDEX_FIELDS
+        stack: list[ast.AST] = [root]
+        depths = [0]
+        pop, dpop, extend = stack.pop, depths.pop, stack.extend
+        add_node, add_depth = nodes.append, depth.append
+        i = 0
         while stack:
-            node, d = pop()
-            i = len(nodes)
-            nodes.append(node)
-            depth.append(d)
-            rank[id(node)] = i
+            node = pop()
+            d = dpop()
+            add_node(node)
+            add_depth(d)
             typ = type(node)
             ranks = by_type.get(typ)
             if ranks is None:
                 by_type[typ] = [i]
             else:
                 ranks.append(i)
-            fields = fields_of.get(typ)
-            if fields is None:
-                fields = _walk_fields(typ)
+            i += 1
             children: list[ast.AST] = []
-            for name in fields:
+            for name in fields_of.get(typ) or _index_fields(typ):
                 value = getattr(node, name, None)
-                if isinstance(value, AST):
-                    if not isinstance(value, shared):
-                        children.append(value)
-                elif type(value) is list:
-                    children.extend(
-                        [item for item in value if isinstance(item, AST) and not isinstance(item, shared)]
-                    )
-            d += 1
-            for child in reversed(children):
-                push((child, d))
-        n = len(nodes)
-        end = [n] * n
-        open_: list[int] = []  # ranks whose subtree is still open, depths increasing
-        for j in range(n):
-            dj = depth[j]
-            while open_ and depth[open_[-1]] >= dj:
-                end[open_.pop()] = j
-            open_.append(j)
-        self.nodes, self.rank, self.end, self.depth, self.by_type = nodes, rank, end, depth, by_type
+                if value is None:
+                    continue
+                if type(value) is list:
+                    if value:
+                        children += [v for v in value if v is not None] if None in value else value
+                elif isinstance(value, ast.AST):
+                    children.append(value)
+            if children:
+                children.reverse()
+                extend(children)
+                depths += [d + 1] * len(children)
+        self.nodes, self.depth, self.by_type = nodes, depth, by_type
+        self._rank: dict[int, int] | None = None
+        self._ends: dict[int, int] = {}
+        self._depths: bytes | None = None
+
+    def rank(self, node: ast.AST) -> int | None:
+        """``node``'s rank when it is a statement, a lambda or the module of this file, else None."""
+        if self._rank is None:
+            rank: dict[int, int] = {}
+            nodes = self.nodes
+            for typ, ranks in self.by_type.items():
+                if issubclass(typ, _RANKED):
+                    rank.update(zip([id(nodes[k]) for k in ranks], ranks))
+            self._rank = rank
+        i = self._rank.get(id(node))
+        return i if i is not None and self.nodes[i] is node else None
+
+    def end(self, i: int) -> int:
+        """The rank after the subtree of the node at rank ``i``."""
+        found = self._ends.get(i)
+        if found is not None:
+            return found
+        depth = self.depth
+        d = depth[i]
+        if self._depths is None:
+            self._depths = bytes(depth) if max(depth) < 256 else b""
+        if self._depths:
+            pattern = _DEPTH_AT_MOST.get(d)
+            if pattern is None:
+                pattern = _DEPTH_AT_MOST[d] = re.compile(b"[\\x00-" + re.escape(bytes([d])) + b"]")
+            m = pattern.search(self._depths, i + 1)
+            found = m.start() if m else len(depth)
+        else:
+            found = next((j for j in range(i + 1, len(depth)) if depth[j] <= d), len(depth))
+        self._ends[i] = found
+        return found
 
     def nodes_of(self, tree: ast.AST, types: tuple[type[ast.AST], ...]) -> list[ast.AST] | None:
-        """``nodes_of(tree, *types)`` for a subtree of this file (None for a node of another tree, or a shared
-        kind asked for)."""
-        i = self.rank.get(id(tree))
-        if i is None or self.nodes[i] is not tree:
+        """``nodes_of(tree, *types)`` for a statement, lambda or the module of this file (None for another
+        node, or a shared kind asked for)."""
+        i = self.rank(tree)
+        if i is None:
             return None
-        lo, hi = i, self.end[i]
+        lo, hi = i, self.end(i)
         picked: list[int] = []
         for typ in types:
             if issubclass(typ, _SHARED_KINDS):
