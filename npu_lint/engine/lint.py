@@ -21,7 +21,7 @@ from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
 from npu_lint.veomni.norms import defines_norm_class
-from npu_lint.veomni.patchgen import module_of
+from npu_lint.veomni.patchgen import module_of, shared_tree
 from npu_lint.veomni.project import Project
 
 SYNTAX_CODE = "NPU001"
@@ -113,11 +113,9 @@ def _check_source(
         or defines_norm_class(src.text)
     )
     try:
-        tree = None
-        if shared:  # a file the project (or another file's rules, or the module index) already parsed
-            from npu_lint.veomni.patchgen import shared_tree
-
-            tree = shared_tree(src.path, src.text, share)
+        # a file the project (or another file's rules, or the module index) already parsed in this process, with
+        # this text: whether or not this file's tree is offered to the project rules, it is not parsed again
+        tree = shared_tree(src.path, src.text, share)
         if tree is None:
             tree = ast.parse(src.text, filename=src.path)
     except SyntaxError as exc:
