@@ -420,7 +420,10 @@ class FileIndex:
                 ranks.append(i)
             i += 1
             children: list[ast.AST] = []
-            for name in fields_of.get(typ) or _index_fields(typ):
+            fields = fields_of.get(typ)
+            if fields is None:  # not `or`: a leaf kind's fields are ()
+                fields = _index_fields(typ)
+            for name in fields:
                 value = getattr(node, name, None)
                 if value is None:
                     continue
