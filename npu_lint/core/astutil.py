@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import functools
 import hashlib
@@ -328,9 +329,26 @@ def nodes_of(tree: ast.AST, *types: type[ast.AST]) -> list[ast.AST]:
     """The nodes of ``tree``'s subtree whose type is one of ``types``, in ``walk`` order: what the rules'
     ``for n in walk(tree): if isinstance(n, T)`` loops read, without each of them testing every node. ``types``
     are concrete node classes as the parser makes them (``ast.Call``, ``ast.FunctionDef``; never an abstract
-    ``ast.expr`` or ``ast.stmt``, whose nodes have other types). Inside ``walk_memo`` the subtree is indexed by
-    type once and each answer is shared: read it, never modify it."""
+    ``ast.expr`` or ``ast.stmt``, whose nodes have other types). Inside ``walk_memo`` each answer is shared:
+    read it, never modify it. A subtree of the scope's file (``index_file``) is answered from the file's one
+    index (``FileIndex``) instead of a walk of its own; any other subtree is walked and indexed by type once."""
     memo = scoped_memo("astutil.nodes_of")
+    key = (id(tree), types)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    found = None
+    index = _file_index()
+    if index is not None:
+        found = index.nodes_of(tree, types)
+    if found is None:
+        found = _walked_nodes_of(tree, types, memo)
+    memo[key] = (tree, found)
+    return found
+
+
+def _walked_nodes_of(tree: ast.AST, types: tuple[type[ast.AST], ...], memo: dict[Any, Any]) -> list[ast.AST]:
+    """``nodes_of`` by a walk of ``tree``, indexed by type once per scope."""
     hit = memo.get(id(tree))
     if hit is None or hit[0] is not tree:
         index: dict[Any, list[ast.AST]] = {}
@@ -345,12 +363,167 @@ def nodes_of(tree: ast.AST, *types: type[ast.AST]) -> list[ast.AST]:
     index = hit[1]
     if len(types) == 1:
         return index.get(types[0], [])
-    key = types
-    found = index.get(key)
-    if found is None:  # several types: in walk order, listed once per scope
-        wanted = frozenset(types)
-        found = index[key] = [n for n in walk(tree) if type(n) in wanted]
-    return found
+    wanted = frozenset(types)
+    return [n for n in walk(tree) if type(n) in wanted]
+
+
+# node kinds the parser shares between places (one ``ast.Load()`` for every load, one ``ast.Add()``...): a rank
+# per node cannot describe them, so the file index leaves them out and ``nodes_of`` walks for them
+_SHARED_KINDS = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
+# the nodes ``nodes_of`` is asked about (functions, classes, the module, statements): the file index keeps a rank
+# for these only; a question about another node (an expression) walks its subtree
+_RANKED = (ast.stmt, ast.mod, ast.Lambda)
+# per node type, the fields that can hold a node other than a shared one (contexts, operators) or a name
+_INDEX_FIELDS: dict[type, tuple[str, ...]] = {}
+_NOT_NODES = {ast.Global: ("names",), ast.Nonlocal: ("names",), ast.MatchClass: ("kwd_attrs",)}
+_DEPTH_AT_MOST: dict[int, re.Pattern[bytes]] = {}  # d -> a byte <= d (``FileIndex.end``)
+
+
+def _index_fields(typ: type) -> tuple[str, ...]:
+    skip = ("ctx", "op", "ops", *_NOT_NODES.get(typ, ()))
+    fields = _INDEX_FIELDS[typ] = tuple(f for f in _walk_fields(typ) if f not in skip)
+    return fields
+
+
+class FileIndex:
+    """One file's tree listed once in pre-order (children in ``walk``'s field order), with each node's depth
+    and per node type the ranks (pre-order positions) of its nodes; the engine's walk iterates it. A subtree
+    is the ranks from its root to its end (the next node no deeper than the root); the nodes of a type in it are
+    a slice of that type's ranks, and sorted by (depth, rank) they are in ``walk`` (breadth-first) order,
+    because breadth-first order within one depth is pre-order. Shared nodes (contexts, operators) are left out."""
+
+    __slots__ = ("root", "nodes", "depth", "by_type", "_rank", "_ends", "_depths")
+
+    def __init__(self, root: ast.AST) -> None:
+        self.root = root
+        nodes: list[ast.AST] = []
+        depth: list[int] = []
+        by_type: dict[type, list[int]] = {}
+        fields_of = _INDEX_FIELDS
+        stack: list[ast.AST] = [root]
+        depths = [0]
+        pop, dpop, extend = stack.pop, depths.pop, stack.extend
+        add_node, add_depth = nodes.append, depth.append
+        i = 0
+        while stack:
+            node = pop()
+            d = dpop()
+            add_node(node)
+            add_depth(d)
+            typ = type(node)
+            ranks = by_type.get(typ)
+            if ranks is None:
+                by_type[typ] = [i]
+            else:
+                ranks.append(i)
+            i += 1
+            children: list[ast.AST] = []
+            fields = fields_of.get(typ)
+            if fields is None:  # not `or`: a leaf kind's fields are ()
+                fields = _index_fields(typ)
+            for name in fields:
+                value = getattr(node, name, None)
+                if value is None:
+                    continue
+                if type(value) is list:
+                    if value:
+                        children += [v for v in value if v is not None] if None in value else value
+                elif isinstance(value, ast.AST):
+                    children.append(value)
+            if children:
+                children.reverse()
+                extend(children)
+                depths += [d + 1] * len(children)
+        self.nodes, self.depth, self.by_type = nodes, depth, by_type
+        self._rank: dict[int, int] | None = None
+        self._ends: dict[int, int] = {}
+        self._depths: bytes | None = None
+
+    def rank(self, node: ast.AST) -> int | None:
+        """``node``'s rank when it is a statement, a lambda or the module of this file, else None."""
+        if self._rank is None:
+            rank: dict[int, int] = {}
+            nodes = self.nodes
+            for typ, ranks in self.by_type.items():
+                if issubclass(typ, _RANKED):
+                    rank.update(zip([id(nodes[k]) for k in ranks], ranks))
+            self._rank = rank
+        i = self._rank.get(id(node))
+        return i if i is not None and self.nodes[i] is node else None
+
+    def end(self, i: int) -> int:
+        """The rank after the subtree of the node at rank ``i``."""
+        found = self._ends.get(i)
+        if found is not None:
+            return found
+        depth = self.depth
+        d = depth[i]
+        if self._depths is None:
+            self._depths = bytes(depth) if max(depth) < 256 else b""
+        if self._depths:
+            pattern = _DEPTH_AT_MOST.get(d)
+            if pattern is None:
+                pattern = _DEPTH_AT_MOST[d] = re.compile(b"[\\x00-" + re.escape(bytes([d])) + b"]")
+            m = pattern.search(self._depths, i + 1)
+            found = m.start() if m else len(depth)
+        else:
+            found = next((j for j in range(i + 1, len(depth)) if depth[j] <= d), len(depth))
+        self._ends[i] = found
+        return found
+
+    def nodes_of(self, tree: ast.AST, types: tuple[type[ast.AST], ...]) -> list[ast.AST] | None:
+        """``nodes_of(tree, *types)`` for a statement, lambda or the module of this file (None for another
+        node, or a shared kind asked for)."""
+        i = self.rank(tree)
+        if i is None:
+            return None
+        lo, hi = i, self.end(i)
+        picked: list[int] = []
+        for typ in types:
+            if issubclass(typ, _SHARED_KINDS):
+                return None
+            ranks = self.by_type.get(typ)
+            if ranks:
+                picked.extend(ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)])
+        if len(types) > 1:
+            picked.sort()
+        picked.sort(key=self.depth.__getitem__)  # stable: pre-order within one depth, i.e. walk order
+        nodes = self.nodes
+        return [nodes[k] for k in picked]
+
+
+def index_file(tree: ast.AST) -> None:
+    """Name ``tree`` the file of the innermost ``walk_memo`` scope: its one index (``file_index``) is built at
+    the first question, the engine's walk and ``nodes_of`` on any of its subtrees read it (the engine calls this
+    per linted file)."""
+    if _SCOPED:
+        _SCOPED[-1]["astutil.file"] = {"tree": tree}
+
+
+def file_index(tree: ast.AST) -> FileIndex:
+    """The index of ``tree``: the scope's (``index_file``), built once, when ``tree`` is the scope's file; else
+    a fresh one."""
+    slot = _SCOPED[-1].get("astutil.file") if _SCOPED else None
+    if slot is None or slot["tree"] is not tree:
+        return FileIndex(tree)
+    index = slot.get("index")
+    if index is None:
+        index = slot["index"] = FileIndex(tree)
+    return index
+
+
+def _file_index() -> FileIndex | None:
+    if not _SCOPED:
+        return None
+    slot = _SCOPED[-1].get("astutil.file")
+    if slot is None:
+        return None
+    index = slot.get("index")
+    if index is None:
+        index = slot["index"] = FileIndex(slot["tree"])
+    return index
 
 
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)

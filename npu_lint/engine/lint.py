@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import walk_memo
+from npu_lint.core.astutil import index_file, walk_memo
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
 from npu_lint.core.safeio import read_regular
@@ -21,7 +21,7 @@ from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
 from npu_lint.veomni.norms import defines_norm_class
-from npu_lint.veomni.patchgen import module_of
+from npu_lint.veomni.patchgen import module_of, shared_tree
 from npu_lint.veomni.project import Project
 
 SYNTAX_CODE = "NPU001"
@@ -113,11 +113,9 @@ def _check_source(
         or defines_norm_class(src.text)
     )
     try:
-        tree = None
-        if shared:  # a file the project (or another file's rules, or the module index) already parsed
-            from npu_lint.veomni.patchgen import shared_tree
-
-            tree = shared_tree(src.path, src.text, share)
+        # a file the project (or another file's rules, or the module index) already parsed in this process, with
+        # this text: whether or not this file's tree is offered to the project rules, it is not parsed again
+        tree = shared_tree(src.path, src.text, share)
         if tree is None:
             tree = ast.parse(src.text, filename=src.path)
     except SyntaxError as exc:
@@ -169,6 +167,7 @@ def _literal_digits(text: str) -> int:
 def _check_parsed(
     src: SourceFile, tree: ast.Module, codes: list[str], project: Project | None, fix_mode: bool
 ) -> list[Diagnostic]:
+    index_file(tree)  # the rules' per-function node lists come from one index of the file (``nodes_of``)
     ctx = Context(src, tree, project, fix_mode)
     text = (
         src.text

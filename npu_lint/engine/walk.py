@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable
 
+from npu_lint.core.astutil import file_index
 from npu_lint.rules.base import REGISTRY, Context, Rule, load_rule_modules
 
 
@@ -13,28 +14,14 @@ def rule_classes(codes: Iterable[str]) -> list[type[Rule]]:
     return [REGISTRY[c] for c in sorted(codes) if c in REGISTRY]
 
 
-# Leaf-only node kinds (expression contexts and operators) that no rule asks for are skipped, and so are the
-# fields that never hold a node (names, identifiers, constants' values, operator fields).
+# Leaf-only node kinds (expression contexts and operators; the parser shares one instance between places) that
+# no rule asks for are not listed (``astutil.FileIndex`` leaves them out); a rule asking for one gets the generic walk.
 _SKIPPABLE = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
-_SCALAR_FIELDS = frozenset(
-    ("ctx", "op", "id", "attr", "name", "arg", "module", "level", "kind", "type_comment", "asname",
-     "conversion", "is_async", "simple", "n", "s", "tag")
-)  # fmt: skip
-_SCALAR_BY_TYPE = {ast.Constant: ("value",), ast.MatchSingleton: ("value",), ast.Compare: ("ops",),
-                   ast.Global: ("names",), ast.Nonlocal: ("names",), ast.MatchClass: ("kwd_attrs",),
-                   ast.MatchMapping: ("rest",)}  # fmt: skip
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _node_fields(typ: type) -> tuple[str, ...]:
-    skip = _SCALAR_BY_TYPE.get(typ, ())
-    fields = tuple(f for f in typ._fields if f not in _SCALAR_FIELDS and f not in skip)  # type: ignore[attr-defined]
-    _FIELDS[typ] = fields
-    return fields
 
 
 def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
-    """Pre-order traversal, iterative (deep trees cannot hit the recursion limit), once for all rules."""
+    """Pre-order traversal over the file's one listing (no recursion: deep trees cannot hit the limit), once for
+    all rules."""
     visit: dict[type, list[Callable[[ast.AST], None]]] = {}
     leave: dict[type, list[Callable[[ast.AST], None]]] = {}
     for rule in rules:
@@ -46,48 +33,36 @@ def _walk(tree: ast.AST, ctx: Context, rules: list[Rule]) -> None:
         _walk_generic(tree, ctx, visit, leave)
         return
     parents = ctx.parents
-    # per node type, once: (its visitors, the fields that may hold children, whether anything leaves it)
-    plan: dict[type, tuple[tuple[Callable[[ast.AST], None], ...], tuple[str, ...], bool]] = {}
-    LEAVE = None  # stack marker: the next entry is a node to leave
-    stack: list[ast.AST | None] = [tree]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node = pop()
-        if node is LEAVE:
-            node = pop()
-            for fn in leave.get(type(node), ()):
-                fn(node)
+    # per node type, once: (its visitors, whether anything leaves it)
+    plan: dict[type, tuple[tuple[Callable[[ast.AST], None], ...], bool]] = {}
+    # the file's one pre-order listing (``nodes_of`` answers from it too): a node's subtree is the nodes after it
+    # that are deeper; a node is left (and popped from the parents) when the walk reaches a node no deeper
+    index = file_index(tree)
+    nodes, depths = index.nodes, index.depth
+    last = len(nodes) - 1
+    entered: list[tuple[ast.AST, int]] = []  # the nodes pushed on the parents, depths increasing
+    for i, node in enumerate(nodes):
+        depth = depths[i]
+        while entered and entered[-1][1] >= depth:
+            left = entered.pop()[0]
+            for fn in leave.get(type(left), ()):
+                fn(left)
             parents.pop()
-            continue
         typ = type(node)
         step = plan.get(typ)
         if step is None:
-            step = plan[typ] = (
-                tuple(visit.get(typ, ())),
-                _FIELDS.get(typ) or _node_fields(typ),
-                typ in leave,
-            )
-        fns, fields, leaves = step
+            step = plan[typ] = (tuple(visit.get(typ, ())), typ in leave)
+        fns, leaves = step
         for fn in fns:
             fn(node)
-        children: list[ast.AST] = []
-        for name in fields:
-            value = getattr(node, name, None)
-            if value is None:
-                continue
-            if type(value) is list:
-                if None in value:  # Dict.keys holds None for **x
-                    children.extend([item for item in value if item is not None])
-                else:
-                    children.extend(value)
-            else:
-                children.append(value)
-        if children or leaves:
-            push(node)
-            push(LEAVE)
+        if leaves or (i < last and depths[i + 1] > depth):
             parents.append(node)
-            children.reverse()
-            stack.extend(children)
+            entered.append((node, depth))
+    while entered:
+        left = entered.pop()[0]
+        for fn in leave.get(type(left), ()):
+            fn(left)
+        parents.pop()
 
 
 def _walk_generic(tree: ast.AST, ctx: Context, visit: dict, leave: dict) -> None:  # noqa: ANN001

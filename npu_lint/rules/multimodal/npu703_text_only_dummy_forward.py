@@ -1078,16 +1078,15 @@ class TextOnlyDummyForward(WrapperRule):
         `self.audio_encoder.lm_encode(...)`): where some of them fall back to the encoder's dummy pass on
         media-less micro-batches (`elif self.training: self.image_encoder.lm_dummy_encode()`), every one must."""
         for cls in nodes_of(self.ctx.tree, ast.ClassDef):
+            if not any("dummy" in _callee_name(c) for c in nodes_of(cls, ast.Call)):  # type: ignore[arg-type]
+                continue  # no branch of this class can fall back to a dummy pass: nothing to compare with
             branches: list[tuple[ast.If, str, str, bool]] = []
             parents: dict[int, ast.If] = {}  # a statement's enclosing `if`, when it sits in that `if`'s body
-            for node in _walk(cls):
-                if isinstance(node, ast.If):
-                    for stmt in node.body:
-                        for sub in _walk(stmt):
-                            if sub is stmt or id(sub) not in parents:
-                                parents[id(sub)] = (
-                                    node  # outer `if`s first: an inner one overrides only its body
-                                )
+            for node in nodes_of(cls, ast.If):  # outer `if`s first: an inner one overrides only its body
+                for stmt in node.body:  # type: ignore[attr-defined]
+                    for sub in _walk(stmt):
+                        if sub is stmt or id(sub) not in parents:
+                            parents[id(sub)] = node  # type: ignore[assignment]
 
             def falls_back(node: ast.If) -> bool:
                 return any(
@@ -1096,10 +1095,8 @@ class TextOnlyDummyForward(WrapperRule):
                     for c in _walk(stmt)
                 )
 
-            for node in _walk(cls):
-                if not isinstance(node, ast.If):
-                    continue
-                runs = _own_encoder_calls(node.body)
+            for node in nodes_of(cls, ast.If):
+                runs = _own_encoder_calls(node.body)  # type: ignore[attr-defined]
                 if not runs or _own_encoder_calls(node.orelse):
                     continue  # no encoder here, or two alternative encoders for one medium
                 tower, method = runs[0]

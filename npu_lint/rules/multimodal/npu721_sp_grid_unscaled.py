@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, scoped_memo, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -31,9 +31,14 @@ def _entry(node: ast.AST) -> tuple[str, bool] | None:
 
 def _triples(stmt: ast.stmt) -> list[tuple[ast.AST, list[tuple[str, bool]]]]:
     """Three-entry grids in a simple statement: list/tuple displays (`[[1, h, w]]`) and calls with three
-    positional arguments (`metadata(1, 4 * sp_size, 4)`)."""
+    positional arguments (`metadata(1, 4 * sp_size, 4)`). Once per statement and file: a nested function's
+    blocks are also its enclosing functions' blocks."""
+    memo = scoped_memo("npu721.triples")
+    hit = memo.get(id(stmt))
+    if hit is not None and hit[0] is stmt:
+        return hit[1]
     out = []
-    for node in ast.walk(stmt):
+    for node in walk(stmt):
         items: list[ast.AST] | None = None
         if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 3:
             items = node.elts
@@ -44,6 +49,7 @@ def _triples(stmt: ast.stmt) -> list[tuple[ast.AST, list[tuple[str, bool]]]]:
         entries = [_entry(e) for e in items]
         if all(e is not None for e in entries):
             out.append((node, entries))  # type: ignore[arg-type]
+    memo[id(stmt)] = (stmt, out)
     return out
 
 
@@ -58,7 +64,7 @@ def _sp_switch(test: ast.AST) -> bool:
 
 def _blocks(func: ast.AST) -> list[list[ast.stmt]]:
     out = []
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, (ast.Lambda, ast.ClassDef)):
             continue
         for field in ("body", "orelse"):
