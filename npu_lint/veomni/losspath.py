@@ -1517,12 +1517,53 @@ def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
                             out["losskw", attr, kw.arg, ast.unparse(kw.value)] += 1
             elif isinstance(node, ast.keyword) and node.arg == "dtype" and _is_fp32(node.value):
                 out["fp32",] += 1
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                scaled = coefficient_scope(node)
+                if scaled is not None:
+                    out["scale", scaled[0], str(scaled[1])] += 1
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
                 if _is_eps(node.left) or _is_eps(node.right):
                     out["eps",] += 1
                 elif _offset_add(node):
                     out["offset",] += 1
+                    if _offset_upcast(node):
+                        out["offset32",] += 1
     return out
+
+
+_COEFFICIENT = re.compile(r"(?:^|_)coeff?(?:icient)?(?:_|$)")
+
+
+def _additive_terms(node: ast.AST) -> int:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        return _additive_terms(node.left) + _additive_terms(node.right)
+    return 1
+
+
+def coefficient_scope(node: ast.BinOp) -> tuple[str, int] | None:
+    """``(coefficient, terms)`` for a product of a named loss coefficient (``self.router_aux_loss_coef``) and
+    an expression: how many added terms the coefficient scales (``coef * aux`` 1, ``coef * (lm + aux)`` 2)."""
+    for coef, other in ((node.left, node.right), (node.right, node.left)):
+        name = (
+            coef.attr if isinstance(coef, ast.Attribute) else coef.id if isinstance(coef, ast.Name) else None
+        )
+        if name is not None and _COEFFICIENT.search(name):
+            return ast.unparse(coef), _additive_terms(other)
+    return None
+
+
+def _offset_upcast(node: ast.BinOp) -> bool:
+    """Whether a ``1 + weight`` offset upcasts the weight before the addition (``1 + self.weight.float()``):
+    the sum formed in fp32, where the small learned offsets of a zero-centred weight survive."""
+    side = node.right if isinstance(node.left, ast.Constant) else node.left
+    return (
+        isinstance(side, ast.Call)
+        and isinstance(side.func, ast.Attribute)
+        and (
+            (side.func.attr == "float" and not side.args)
+            or (side.func.attr in ("to", "type") and any(_is_fp32(a) for a in side.args))
+        )
+    )
 
 
 def _offset_add(node: ast.BinOp) -> bool:
@@ -1545,6 +1586,8 @@ _FEATURE_TEXT = {
     "eps": "no longer adds the norm's eps the way upstream does",
     "norm": "skips a norm submodule upstream calls",
     "offset": "changes the `1 + weight` offset",
+    "scale": "changes which terms a loss coefficient scales",
+    "offset32": "forms `1 + weight` in the parameter's dtype, where upstream upcasts the weight first",
     "reduce": "changes a reduction (its op or axis)",
     "flag": "inverts a flag upstream tests",
     "losskw": "changes a loss call's keyword (ignore index / reduction)",
@@ -1560,7 +1603,7 @@ def _feature_fault(theirs: list[ast.stmt], mine: list[ast.stmt]) -> tuple[str, s
         kind = key[0]
         if cp.get(key, 0) >= count:
             continue
-        if kind in ("fp32", "eps", "offset", "cast"):
+        if kind in ("fp32", "eps", "offset", "cast", "offset32"):
             return kind, ""
         if kind == "norm":
             return kind, f"`self.{key[1]}`"
@@ -1568,6 +1611,8 @@ def _feature_fault(theirs: list[ast.stmt], mine: list[ast.stmt]) -> tuple[str, s
             return kind, f"upstream's `.{key[1]}(dim={key[2]})`"
         if kind == "losskw":
             return kind, f"upstream's `{key[1]}(..., {key[2]}={key[3]})`"
+        if kind == "scale" and any(k[0] == "scale" and k[1] == key[1] for k in cp):
+            return kind, f"upstream's `{key[1]}` multiplies {key[2]} term(s)"
     for key, count in cp.items():  # a loss keyword or offset the copy adds
         if key[0] in ("losskw", "offset") and up.get(key, 0) < count:
             detail = f"`{key[2]}={key[3]}` added to `{key[1]}`" if key[0] == "losskw" else ""
@@ -1638,6 +1683,16 @@ def _stmt_key(stmt: ast.stmt) -> str:
     return ast.dump(stmt)
 
 
+def _closest(cp: list[ast.stmt], up: list[ast.stmt]) -> ast.stmt:
+    """The statement of a changed run most like upstream's (the edited one, not a guard the patch added)."""
+    if len(cp) == 1 or not up:
+        return cp[0]
+    import difflib
+
+    want = " ".join(ast.unparse(u) for u in up)
+    return max(cp, key=lambda c: difflib.SequenceMatcher(None, want, ast.unparse(c)).ratio())
+
+
 def copy_numeric_faults(
     mine: list[ast.stmt], theirs: list[ast.stmt], patched: bool
 ) -> Iterator[tuple[ast.AST, str, str]]:
@@ -1680,9 +1735,183 @@ def copy_numeric_faults(
                     continue
         fault = _feature_fault(up, cp)
         if fault is not None:
-            site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
+            site = _closest(cp, up) if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
             if site is not None:
                 yield site, fault[0], fault[1]
+
+
+class _Canon(ast.NodeTransformer):
+    """Spellings of one computation made alike: ``x ** 2`` / ``x.pow(2)`` / ``torch.pow(x, 2)`` as
+    ``x.square()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2:
+            return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if not isinstance(func, ast.Attribute):
+            return node
+        two = lambda n: isinstance(n, ast.Constant) and n.value == 2  # noqa: E731
+        if func.attr == "pow" and len(node.args) == 1 and two(node.args[0]) and not node.keywords:
+            return ast.Call(ast.Attribute(func.value, "square", ast.Load()), [], [])
+        if isinstance(func.value, ast.Name) and func.value.id == "torch":
+            if func.attr == "pow" and len(node.args) == 2 and two(node.args[1]):
+                return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+            if func.attr == "square" and len(node.args) == 1:
+                return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+        if (
+            func.attr in _COPY_REDUCERS
+            and node.args
+            and not any(k.arg in ("dim", "axis") for k in node.keywords)
+        ):
+            functional = isinstance(func.value, ast.Name) and func.value.id in ("torch", "F", "functional")
+            index = 1 if functional else 0
+            if len(node.args) == index + 1:
+                node.keywords = [ast.keyword("dim", node.args[index]), *node.keywords]
+                node.args = node.args[:index]
+        node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")
+        for kw in node.keywords:
+            if kw.arg == "axis":
+                kw.arg = "dim"
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        load = ast.parse(ast.unparse(node.target), mode="eval").body
+        return ast.Assign([node.target], ast.BinOp(load, node.op, node.value), lineno=node.lineno)
+
+
+def _canon_key(stmt: ast.stmt) -> str:
+    import copy
+
+    return ast.dump(_Canon().visit(copy.deepcopy(stmt)))
+
+
+def _short(node: ast.AST) -> str:
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[tuple[ast.AST, str, str]]:
+    """``(site, upstream, copy)`` for each run of statements an unpatched copy of upstream code (a generated
+    module's method no patch names) computes differently from upstream, equivalent spellings aside (`_Canon`):
+    such a copy is upstream's code, statement for statement, so every other change is an edit nobody reviewed.
+    A compound statement whose header is kept is aligned again inside; an inserted statement is reported
+    as added."""
+    import difflib
+
+    a = [_canon_key(s) for s in theirs]
+    b = [_canon_key(s) for s in mine]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        up, cp = theirs[i1:i2], mine[j1:j2]
+        if len(up) == len(cp) == 1 and type(up[0]) is type(cp[0]) and not isinstance(up[0], _FUNCS):
+            inner_up, inner_cp = getattr(up[0], "body", None), getattr(cp[0], "body", None)
+            if isinstance(inner_up, list) and isinstance(inner_cp, list):
+                head_up = [
+                    f
+                    for f in ast.iter_fields(up[0])
+                    if f[0] not in ("body", "orelse", "handlers", "finalbody")
+                ]
+                head_cp = [
+                    f
+                    for f in ast.iter_fields(cp[0])
+                    if f[0] not in ("body", "orelse", "handlers", "finalbody")
+                ]
+                if all(
+                    (isinstance(x, ast.AST) and _canon_key_expr(x) == _canon_key_expr(y)) or x == y
+                    for (_n, x), (_m, y) in zip(head_up, head_cp, strict=True)
+                ):
+                    yield from copy_differences(inner_cp, inner_up)
+                    yield from copy_differences(getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []))
+                    continue
+        site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
+        if site is None:
+            continue
+        yield (
+            site,
+            "; ".join(_short(u) for u in up) or "(nothing)",
+            "; ".join(_short(c) for c in cp) or "(deleted)",
+        )
+
+
+def _canon_key_expr(node: ast.AST) -> str:
+    import copy
+
+    if isinstance(node, ast.expr):
+        return ast.dump(_Canon().visit(ast.Expression(copy.deepcopy(node))))
+    return ast.dump(node) if isinstance(node, ast.AST) else repr(node)
+
+
+_NORM_ATTR = re.compile(r"norm", re.I)
+
+
+def _self_norm_uses(func: ast.AST) -> tuple[Counter[str], set[str], dict[str, list[ast.Call]]]:
+    """Calls of ``self.<x>norm(...)`` (counted), every ``self.<x>norm`` mentioned, and the call sites of each."""
+    calls: Counter[str] = Counter()
+    mentioned: set[str] = set()
+    sites: dict[str, list[ast.Call]] = {}
+    for node in walk(func):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and _NORM_ATTR.search(node.attr)
+        ):
+            mentioned.add(node.attr)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+            and _NORM_ATTR.search(node.func.attr)
+        ):
+            calls[node.func.attr] += 1
+            sites.setdefault(node.func.attr, []).append(node)
+    return calls, mentioned, sites
+
+
+def rewritten_copy_faults(mine: ast.AST, theirs: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
+    """Faults a patch's rewrite of an upstream method shows against the whole upstream method, however much of
+    it the patch rewrote: a norm submodule upstream calls that the patch never touches while it calls another
+    one more often than upstream (``key_states = self.q_norm(key_states)``), and a loss coefficient that
+    scales other terms than upstream's (``coef * (loss + aux)`` for ``loss + coef * aux``)."""
+    import difflib
+
+    up_calls, _up_mentioned, up_sites = _self_norm_uses(theirs)
+    cp_calls, cp_mentioned, cp_sites = _self_norm_uses(mine)
+    for lost in up_calls:
+        if lost in cp_mentioned:
+            continue
+        for extra, count in cp_calls.items():
+            if extra != lost and count > up_calls.get(extra, 0) and extra in up_calls:
+                # the call of the other norm that stands where upstream's call was: the most alike arguments
+                want = ", ".join(ast.unparse(a) for a in up_sites[lost][0].args)
+                site = max(
+                    cp_sites[extra],
+                    key=lambda c: difflib.SequenceMatcher(
+                        None, want, ", ".join(ast.unparse(a) for a in c.args)
+                    ).ratio(),
+                )
+                yield site, "norm", f"`self.{extra}` called where upstream calls `self.{lost}`"
+                break
+    up_scale: dict[str, set[int]] = {}
+    for node in walk(theirs):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            found = coefficient_scope(node)
+            if found is not None:
+                up_scale.setdefault(found[0], set()).add(found[1])
+    for node in walk(mine):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            found = coefficient_scope(node)
+            if found is not None and found[0] in up_scale and found[1] not in up_scale[found[0]]:
+                terms = ", ".join(str(n) for n in sorted(up_scale[found[0]]))
+                yield node, "scale", f"upstream's `{found[0]}` multiplies {terms} term(s), here {found[1]}"
 
 
 def feature_message(kind: str) -> str:
