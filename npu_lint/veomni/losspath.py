@@ -2234,3 +2234,168 @@ def summed_loss_objects(tree: ast.Module) -> Iterator[tuple[ast.Call, str, ast.A
             for part in parts:
                 if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id in objects:
                     yield part, part.func.id, objects[part.func.id]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sibling calls: two calls of one function in a module (two wrappers of a kernel, two branches of a dispatch)
+# hand it the same contract; the one that forwards a value is the reference for the one that does not.
+
+
+def _bound_before(func: ast.AST, call: ast.Call) -> set[str]:
+    """Names bound where ``call`` can see them: the function's parameters, and names a statement before the call
+    assigns in the call's own block or one enclosing it (not in a sibling branch that returned)."""
+    args = func.args  # type: ignore[attr-defined]
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+
+    def visit(block: list[ast.stmt]) -> bool:
+        for stmt in block:
+            if stmt.lineno > call.lineno:
+                return True
+            inside = stmt.lineno <= call.lineno <= (stmt.end_lineno or stmt.lineno)
+            if inside and not isinstance(stmt, _FUNCS):
+                for field in ("body", "orelse", "handlers", "finalbody"):
+                    for sub in getattr(stmt, field, None) or []:
+                        if isinstance(sub, ast.ExceptHandler):
+                            if visit(sub.body):
+                                return True
+                    inner = getattr(stmt, field, None) or []
+                    if inner and not isinstance(inner[0], ast.ExceptHandler):
+                        if inner[0].lineno <= call.lineno <= (inner[-1].end_lineno or inner[-1].lineno):
+                            return visit(inner)
+                return True
+            if not isinstance(stmt, (*_FUNCS, ast.ClassDef)) and not inside:
+                if isinstance(stmt, ast.If | ast.For | ast.While | ast.Try | ast.With):
+                    heads = [
+                        getattr(stmt, "target", None),
+                        *(i.optional_vars for i in getattr(stmt, "items", [])),
+                    ]
+                    for head in heads:
+                        if head is not None:
+                            names.update(n.id for n in walk(head) if isinstance(n, ast.Name))
+                    continue  # a name bound only inside a finished branch may not reach the call
+                for node in walk(stmt):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        names.add(node.id)
+        return True
+
+    visit(func.body)  # type: ignore[attr-defined]
+    return names
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    for sub in walk(node):
+        if (
+            (isinstance(sub, ast.Name) and sub.id == name)
+            or (isinstance(sub, ast.Attribute) and sub.attr == name)
+            or (isinstance(sub, ast.Constant) and sub.value == name)
+        ):
+            return True
+    return False
+
+
+def _slots(call: ast.Call) -> dict[str, ast.expr]:
+    out: dict[str, ast.expr] = {}
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        out[f"#{i}"] = arg
+    for kw in call.keywords:
+        if kw.arg is not None:
+            out[kw.arg] = kw.value
+    return out
+
+
+def _slot_text(slot: str) -> str:
+    return f"argument {int(slot[1:]) + 1}" if slot.startswith("#") else f"`{slot}=`"
+
+
+# A function of the loss path (a loss, a log-prob / entropy / distillation kernel), not a class constructor.
+_LOSS_KERNEL = re.compile(r"loss|log_?probs?|entropy|distill|kl_?div", re.I)
+
+
+def sibling_call_faults(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.Call, str]]:
+    """``(site, call, detail)`` for a call of a loss-path function (called by its bare name) that hands it
+    less, or something else, than another call of the same function in the module does:
+
+    * a keyword the sibling forwards from a same-named local (``temperature=temperature``) left out, while the
+      caller has that name bound too (popped from its kwargs, a parameter): the value is dropped on this path;
+    * one local passed for two parameters, one of them a keyword whose own value the sibling passes
+      (``shift_labels=labels`` beside ``labels``, where the sibling passes ``shift_labels=shift_labels``).
+    """
+    funcs = [n for n in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef)]
+    calls: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+    owner: dict[int, ast.AST] = {}
+    for func in funcs:
+        for node in nodes_of(func, ast.Call):
+            owner[id(node)] = func  # outer functions come first: the innermost one wins
+    for node in nodes_of(tree, ast.Call):
+        call = node
+        if isinstance(call.func, ast.Name) and id(call) in owner:  # type: ignore[attr-defined]
+            calls.setdefault(call.func.id, []).append((call, owner[id(call)]))  # type: ignore[attr-defined]
+    bound_memo: dict[int, set[str]] = {}
+    for callee, sites in calls.items():
+        if len(sites) < 2 or not _LOSS_KERNEL.search(callee) or callee[:1].isupper():
+            continue
+        for call, func in sites:
+            if any(kw.arg is None for kw in call.keywords) or any(
+                isinstance(a, ast.Starred) for a in call.args
+            ):
+                continue
+            mine = _slots(call)
+            found = None
+            site: ast.AST = call
+            for other, other_func in sites:
+                if other is call or other_func is func:
+                    continue
+                theirs = _slots(other)
+                bound = bound_memo.get(id(call))
+                if bound is None:
+                    bound = bound_memo[id(call)] = _bound_before(func, call)
+                for kw in other.keywords:
+                    if (
+                        kw.arg is not None
+                        and isinstance(kw.value, ast.Name)
+                        and kw.value.id == kw.arg
+                        and kw.arg not in mine
+                        and len(call.args) <= len(other.args)
+                        and kw.arg in bound
+                        and not any(_mentions(v, kw.arg) for v in mine.values())
+                        and not any(  # the caller passes it to this function elsewhere: a deliberate choice here
+                            f is func and any(k.arg == kw.arg for k in c.keywords) for c, f in sites
+                        )
+                    ):
+                        args = [*call.args, *(k.value for k in call.keywords)]
+                        site = (
+                            max(args, key=lambda a: (a.end_lineno or 0, a.end_col_offset or 0))
+                            if args
+                            else call
+                        )
+                        found = (
+                            f"`{kw.arg}` is bound here but not handed on, while the call at line {other.lineno} "
+                            f"passes `{kw.arg}={kw.arg}`"
+                        )
+                        break
+                if found is None:
+                    for slot, value in mine.items():
+                        if slot.startswith("#") or not isinstance(value, ast.Name) or value.id == slot:
+                            continue
+                        twin = next(
+                            (
+                                s
+                                for s, v in mine.items()
+                                if s != slot and isinstance(v, ast.Name) and v.id == value.id
+                            ),
+                            None,
+                        )
+                        if twin is None or slot not in theirs or twin not in theirs:
+                            continue
+                        if _mentions(theirs[slot], slot) and not same_node(theirs[slot], theirs[twin]):
+                            site = value
+                            found = (
+                                f"`{value.id}` is passed both as {_slot_text(twin)} and as `{slot}=`, while the call "
+                                f"at line {other.lineno} passes `{slot}={ast.unparse(theirs[slot])}`"
+                            )
+                            break
+                if found is not None:
+                    yield site, call, found
+                    break

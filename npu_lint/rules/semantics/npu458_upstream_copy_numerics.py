@@ -30,7 +30,8 @@ class UpstreamCopyNumerics(Rule):
     summary = (
         "A generated module's copy of upstream code (an RMSNorm, a router, a loss head) computes other numerics "
         "than the installed transformers: an fp32 upcast dropped, eps no longer added, a norm submodule "
-        "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed."
+        "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed; so does "
+        "a spec's replacement of an upstream method, or any edit of a method no patch names."
     )
     why = (
         "A generated module is the upstream modeling code with the spec's patches applied; the code no patch "
@@ -44,7 +45,12 @@ class UpstreamCopyNumerics(Rule):
         "upstream statements the copy changed or deleted is compared with its replacement on what it computes "
         "(fp32 upcasts, eps additions, norm calls, `1 + weight` offsets, reductions and their axes, flag "
         "polarity, loss keywords); a rewrite that keeps all of them (`square()` for `pow(2)`, a keyword axis) "
-        "and the statements a patch only adds (a kernel guard) are not reported."
+        "and the statements a patch only adds (a kernel guard) are not reported. A method no patch names is "
+        "upstream's code outright: any other change (a slice taken from the other end, an argument dropped, a "
+        "constant changed) is reported, equivalent spellings aside. A spec's `override_method` replacement is "
+        "compared with the upstream method it replaces the same way (its kept eager body), and a rewrite must "
+        "still call the norm submodule upstream calls on each tensor (not `self.q_norm` on the keys), scale "
+        "the terms upstream scales by a loss coefficient, and form `1 + weight` in fp32 where upstream does."
     )
     bad = (
         Example(
