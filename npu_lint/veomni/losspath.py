@@ -2399,3 +2399,65 @@ def sibling_call_faults(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.Call, s
                 if found is not None:
                     yield site, call, found
                     break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# KL direction: sum_k p_k (log p_k - log q_k) is weighted by the distribution whose log-probability it subtracts
+# *from*; a term weighted by exp(a) that subtracts a (``a.exp() * (b - a)``) is the negated divergence.
+
+_CASTS = frozenset({"float", "to", "detach", "contiguous", "type", "bfloat16", "half", "double", "clone"})
+
+
+def _strip_casts(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CASTS:
+        node = node.func.value
+    return node
+
+
+def _exp_argument(node: ast.AST) -> ast.AST | None:
+    node = _strip_casts(node)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "exp" and not node.args:
+            return func.value
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name == "exp" and len(node.args) == 1:
+            return node.args[0]
+    return None
+
+
+def kl_direction_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """``(difference, detail)`` for a KL-style term ``exp(a) * (b - a)`` (``a`` and ``b`` log-probabilities, the
+    weight the exponential of the subtrahend): the negated divergence, where ``exp(a) * (a - b)`` is meant.
+    Locals bound once to ``a.exp()`` are followed; a term negated within its statement is left alone."""
+    single: dict[str, ast.AST] = {}
+    counts: Counter[str] = Counter()
+    for name, value in _assignments(func):
+        counts[name] += 1
+        single[name] = value
+
+    def weight_of(node: ast.AST) -> str | None:
+        node = _strip_casts(node)
+        if isinstance(node, ast.Name) and counts.get(node.id) == 1:
+            node = single[node.id]
+        arg = _exp_argument(node)
+        return ast.unparse(_strip_casts(arg)) if arg is not None else None
+
+    def log_of(node: ast.AST) -> str:
+        return ast.unparse(_strip_casts(node))
+
+    for stmt in nodes_of(func, ast.Assign, ast.AugAssign, ast.Return, ast.Expr):
+        negated = [n.operand for n in walk(stmt) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)]
+        for node in walk(stmt):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for w, d in ((node.left, node.right), (node.right, node.left)):
+                if not (isinstance(d, ast.BinOp) and isinstance(d.op, ast.Sub)):
+                    continue
+                a = weight_of(w)
+                if a is None:
+                    continue
+                if log_of(d.right) == a and log_of(d.left) != a:
+                    if any(node in walk(n) for n in negated):
+                        continue
+                    yield d, f"`{ast.unparse(w)}` weights `{ast.unparse(d)}`, which subtracts `{a}` itself"
