@@ -626,3 +626,66 @@ def _weight_site(forward: ast.FunctionDef) -> ast.AST:
         if any(last_name(n.func) in ("rsqrt", "sqrt") for n in _walk(stmt) if isinstance(n, ast.Call)):
             return body[i + 1] if i + 1 < len(body) else stmt
     return next((s for s in body if isinstance(s, ast.Return)), forward)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Query/key siblings: attention normalises queries and keys with their own norms (``q_norm`` / ``k_norm``, their
+# weights, their saved reciprocal RMS); the query statement is the reference for the key statement beside it.
+
+_ROLE = {"q": "q", "query": "q", "k": "k", "key": "k"}
+_SWAP = {"q": "k", "k": "q", "query": "key", "key": "query"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _role_parts(ident: str) -> list[str]:
+    return ident.lower().split("_")
+
+
+def _roles(ident: str) -> set[str]:
+    return {_ROLE[p] for p in _role_parts(ident) if p in _ROLE}
+
+
+def _swapped(ident: str) -> str:
+    return "_".join(_SWAP.get(p, p) if p.lower() in _SWAP else p for p in ident.split("_"))
+
+
+def _norm_statement(stmt: ast.stmt) -> bool:
+    for node in nodes_of(stmt, ast.Call):
+        func = node.func  # type: ignore[attr-defined]
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if "norm" in name.lower():
+            return True
+    return False
+
+
+def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
+    """``(statement, leftover, expected)`` for a statement on the key (or query) side of a norm computation that
+    is its query (key) sibling statement with every q/k name swapped except one: ``key_states =
+    self.q_norm(key_states)`` beside ``query_states = self.q_norm(query_states)``, a key backward handed
+    ``invvar_q``. Statements are compared by their identifiers in order (constants may differ)."""
+    stmts = [s for s in nodes_of(func, ast.Assign, ast.AugAssign, ast.Expr, ast.Return) if _norm_statement(s)]
+    if len(stmts) < 2:
+        return []
+    idents = {id(s): _IDENT.findall(ast.unparse(s)) for s in stmts}
+    out: list[tuple[ast.stmt, str, str]] = []
+    for s in stmts:
+        mine = idents[id(s)]
+        counts = {"q": 0, "k": 0}
+        for ident in mine:
+            for role in _roles(ident):
+                counts[role] += 1
+        if not counts["q"] or not counts["k"] or counts["q"] == counts["k"]:
+            continue
+        side, other = ("k", "q") if counts["k"] > counts["q"] else ("q", "k")
+        for t in stmts:
+            if t is s:
+                continue
+            theirs = idents[id(t)]
+            if len(theirs) != len(mine) or any(side in _roles(i) for i in theirs):
+                continue
+            mapped = [_swapped(i) for i in theirs]
+            diff = [(a, b) for a, b in zip(mine, mapped, strict=True) if a != b]
+            if diff and all(other in _roles(a) and b == _swapped(a) for a, b in diff):
+                out.append((s, diff[0][0], diff[0][1]))
+                break
+    return out
