@@ -689,3 +689,53 @@ def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
                 out.append((s, diff[0][0], diff[0][1]))
                 break
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AdaLN modulation: a normalised input modulated as ``x * (1 + scale) + shift`` (zero-centred scales from a
+# scale-shift table); the module's other modulations are the reference for the form one of them uses.
+
+_SCALE = re.compile(r"(?:^|_)scale(?:_|$)|^scale|scale$", re.I)
+_SHIFT = re.compile(r"(?:^|_)shift(?:_|$)|^shift|shift$", re.I)
+
+
+def _leaf(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return _leaf(node.value)
+    return ""
+
+
+def _modulation(node: ast.AST) -> tuple[bool, ast.AST] | None:
+    """``(offset, scale term)`` for ``x * S + T`` with S a scale (``scale``, ``1 + scale``) and T a shift."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return None
+    prod, shift = node.left, node.right
+    if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)) or not _SHIFT.search(_leaf(shift)):
+        return None
+    for s in (prod.right, prod.left):
+        if (
+            isinstance(s, ast.BinOp)
+            and isinstance(s.op, ast.Add)
+            and isinstance(s.left, ast.Constant)
+            and s.left.value == 1
+            and _SCALE.search(_leaf(s.right))
+        ):
+            return True, s
+        if _SCALE.search(_leaf(s)):
+            return False, s
+    return None
+
+
+def modulation_offset_faults(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    """``(scale, example)`` for a modulation ``x * scale + shift`` in a module whose other modulations all
+    read ``x * (1 + scale) + shift``: the zero-centred scale lost its ``1 +``."""
+    found = [(m, node) for node in nodes_of(tree, ast.BinOp) if (m := _modulation(node)) is not None]
+    offset = [node for (is_offset, _s), node in found if is_offset]
+    if not offset or len(offset) < len(found) - len(offset):
+        return []
+    example = ast.unparse(offset[0])
+    return [(s, example) for (is_offset, s), _node in found if not is_offset]
