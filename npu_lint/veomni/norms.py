@@ -739,3 +739,114 @@ def modulation_offset_faults(tree: ast.AST) -> list[tuple[ast.AST, str]]:
         return []
     example = ast.unparse(offset[0])
     return [(s, example) for (is_offset, s), _node in found if not is_offset]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Named axes: ``B, T, D, L = x.shape`` names the axes of ``x``; a root-mean-square statistic of ``x`` is taken
+# over its hidden axis (D), never over the batch, the tokens or the stacked layers.
+
+_HIDDEN_AXES = frozenset(
+    {"d", "h", "c", "e", "hidden", "hidden_size", "dim", "d_model", "embed_dim", "channels"}
+)
+_OTHER_AXES = frozenset(
+    {
+        "b",
+        "bs",
+        "bsz",
+        "batch",
+        "batch_size",
+        "t",
+        "s",
+        "seq",
+        "seq_len",
+        "seqlen",
+        "n",
+        "l",
+        "layers",
+        "num_layers",
+    }
+)
+_REDUCERS = frozenset({"mean", "sum"})
+
+
+def _squares(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is ``name`` squared (``x ** 2``, ``x.pow(2)``, ``x.square()``, ``x * x``), casts aside."""
+
+    def is_x(n: ast.AST) -> bool:
+        while (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "to")
+        ):
+            n = n.func.value
+        return isinstance(n, ast.Name) and n.id == name
+
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2:
+            return is_x(node.left)
+        if isinstance(node.op, ast.Mult):
+            return is_x(node.left) and is_x(node.right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "square" and not node.args:
+            return is_x(node.func.value)
+        if node.func.attr == "pow" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+            return node.args[0].value == 2 and is_x(node.func.value)
+    return False
+
+
+def named_axis_faults(func: ast.AST) -> list[tuple[ast.Call, str, str]]:
+    """``(reduction, axis, hidden)`` for a mean (or sum) of a tensor's squares taken over an axis its shape
+    unpack names as the batch, the tokens or the layers (``B, T, D, L = x.shape`` then
+    ``torch.mean(x ** 2, dim=-1)``), in a function that takes a root of it (an RMS statistic)."""
+    if not any(
+        isinstance(n, ast.Call)
+        and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
+        in ("rsqrt", "sqrt")
+        for n in nodes_of(func, ast.Call)
+    ):
+        return []
+    axes: dict[str, list[str]] = {}
+    for node in nodes_of(func, ast.Assign):
+        value, targets = node.value, node.targets  # type: ignore[attr-defined]
+        if (
+            len(targets) == 1
+            and isinstance(targets[0], ast.Tuple)
+            and all(isinstance(e, ast.Name) for e in targets[0].elts)
+            and isinstance(value, ast.Attribute)
+            and value.attr == "shape"
+            and isinstance(value.value, ast.Name)
+        ):
+            axes[value.value.id] = [e.id for e in targets[0].elts]  # type: ignore[attr-defined]
+    if not axes:
+        return []
+    out: list[tuple[ast.Call, str, str]] = []
+    for call in nodes_of(func, ast.Call):
+        func_ = call.func  # type: ignore[attr-defined]
+        if not isinstance(func_, ast.Attribute) or func_.attr not in _REDUCERS:
+            continue
+        functional = isinstance(func_.value, ast.Name) and func_.value.id == "torch"
+        operand = call.args[0] if functional and call.args else None if functional else func_.value  # type: ignore[attr-defined]
+        dim_node = next((k.value for k in call.keywords if k.arg in ("dim", "axis")), None)  # type: ignore[attr-defined]
+        if dim_node is None:
+            rest = call.args[1:] if functional else call.args  # type: ignore[attr-defined]
+            dim_node = rest[0] if rest else None
+        if operand is None or dim_node is None:
+            continue
+        dim = (
+            dim_node.operand.value * -1
+            # type: ignore[attr-defined]
+            if (
+                isinstance(dim_node, ast.UnaryOp)
+                and isinstance(dim_node.op, ast.USub)
+                and isinstance(dim_node.operand, ast.Constant)
+            )
+            else getattr(dim_node, "value", None)
+        )
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            continue
+        for name, names in axes.items():
+            if not _squares(operand, name) or not -len(names) <= dim < len(names):
+                continue
+            axis = names[dim]
+            hidden = [n for n in names if n.lower() in _HIDDEN_AXES]
+            if axis.lower() in _OTHER_AXES and hidden:
+                out.append((call, axis, hidden[0]))  # type: ignore[arg-type]
+    return out
