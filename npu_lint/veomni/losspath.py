@@ -1748,6 +1748,14 @@ class _Canon(ast.NodeTransformer):
         self.generic_visit(node)
         if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2:
             return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
+        if isinstance(node.op, ast.Mult) and same_node(node.left, node.right):
+            return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        self.generic_visit(node)
+        if node.value is not None and node.simple:
+            return ast.Assign([node.target], node.value, lineno=node.lineno)
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -1756,6 +1764,18 @@ class _Canon(ast.NodeTransformer):
         if not isinstance(func, ast.Attribute):
             return node
         two = lambda n: isinstance(n, ast.Constant) and n.value == 2  # noqa: E731
+        fp32 = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+        if (
+            func.attr == "to"
+            and len(fp32) == 1
+            and len(node.args) + len(node.keywords) == 1
+            and _is_fp32(fp32[0])
+        ):
+            return ast.Call(ast.Attribute(func.value, "float", ast.Load()), [], [])
+        if func.attr == "reshape":
+            func.attr = "view"
+        if func.attr == "transpose" and len(node.args) == 2 and not node.keywords:
+            node.args = sorted(node.args, key=ast.dump)
         if func.attr == "pow" and len(node.args) == 1 and two(node.args[0]) and not node.keywords:
             return ast.Call(ast.Attribute(func.value, "square", ast.Load()), [], [])
         if isinstance(func.value, ast.Name) and func.value.id == "torch":
@@ -1763,6 +1783,11 @@ class _Canon(ast.NodeTransformer):
                 return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
             if func.attr == "square" and len(node.args) == 1:
                 return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+            if (
+                func.attr in _COPY_REDUCERS and func.attr != "norm" and node.args
+            ):  # torch.mean(x, d): x.mean(d)
+                func = ast.Attribute(node.args[0], func.attr, ast.Load())
+                node = ast.Call(func, node.args[1:], node.keywords)
         if (
             func.attr in _COPY_REDUCERS
             and node.args
@@ -1796,6 +1821,18 @@ def _short(node: ast.AST) -> str:
     return text if len(text) <= 90 else text[:87] + "..."
 
 
+def _code(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that compute: docstrings and bare string constants (comments in string form) dropped."""
+    return [
+        s
+        for s in stmts
+        if not (
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+        )
+        and not isinstance(s, ast.Pass)
+    ]
+
+
 def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[tuple[ast.AST, str, str]]:
     """``(site, upstream, copy)`` for each run of statements an unpatched copy of upstream code (a generated
     module's method no patch names) computes differently from upstream, equivalent spellings aside (`_Canon`):
@@ -1804,6 +1841,7 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
     as added."""
     import difflib
 
+    theirs, mine = _code(theirs), _code(mine)
     a = [_canon_key(s) for s in theirs]
     b = [_canon_key(s) for s in mine]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():

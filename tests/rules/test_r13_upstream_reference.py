@@ -213,6 +213,16 @@ def test_unpatched_generated_equivalent_spellings_are_quiet() -> None:
     )
     assert same != ROUTER
     assert _lint(GEN_PATH, GEN_HEAD + same) == []
+    # a docstring, `view` for `reshape`, `transpose`'s axes in the other order, a functional reduction
+    same = ROUTER.replace(
+        "    def forward(self, hidden_states):\n",
+        '    def forward(self, hidden_states):\n        """Route."""\n',
+    ).replace("hidden_states.reshape(-1, self.hidden_dim)", "hidden_states.view(-1, self.hidden_dim)")
+    same = same.replace(
+        "router_top_value.sum(dim=-1, keepdim=True)", "torch.sum(router_top_value, -1, keepdim=True)"
+    )
+    assert '"""Route."""' in same and "view(" in same and "torch.sum(" in same
+    assert _lint(GEN_PATH, GEN_HEAD + same) == []
 
 
 def test_a_patched_method_is_not_held_to_upstream_statement_by_statement() -> None:
