@@ -2360,6 +2360,13 @@ def sibling_call_faults(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.Call, s
     * one local passed for two parameters, one of them a keyword whose own value the sibling passes
       (``shift_labels=labels`` beside ``labels``, where the sibling passes ``shift_labels=shift_labels``).
     """
+    named: Counter[str] = Counter(
+        n.func.id  # type: ignore[attr-defined]
+        for n in nodes_of(tree, ast.Call)
+        if isinstance(n.func, ast.Name) and _LOSS_KERNEL.search(n.func.id)  # type: ignore[attr-defined]
+    )
+    if not any(count > 1 for count in named.values()):
+        return  # no loss kernel called twice: nothing to compare (most files stop here)
     funcs = [n for n in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef)]
     calls: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
     owner: dict[int, ast.AST] = {}
