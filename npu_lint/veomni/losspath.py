@@ -1750,6 +1750,8 @@ class _Canon(ast.NodeTransformer):
             return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
         if isinstance(node.op, ast.Mult) and same_node(node.left, node.right):
             return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
+        if isinstance(node.op, ast.Add | ast.Mult) and ast.dump(node.right) < ast.dump(node.left):
+            node.left, node.right = node.right, node.left  # a + b == b + a, exactly, in floating point too
         return node
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
@@ -1774,6 +1776,10 @@ class _Canon(ast.NodeTransformer):
             return ast.Call(ast.Attribute(func.value, "float", ast.Load()), [], [])
         if func.attr == "reshape":
             func.attr = "view"
+        if func.attr == "constant_" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
+            fill = {0: "zeros_", 1: "ones_"}.get(node.args[1].value)  # type: ignore[call-overload]
+            if fill is not None and not isinstance(node.args[1].value, bool):
+                return ast.Call(ast.Attribute(func.value, fill, ast.Load()), node.args[:1], [])
         if func.attr == "transpose" and len(node.args) == 2 and not node.keywords:
             node.args = sorted(node.args, key=ast.dump)
         if func.attr == "pow" and len(node.args) == 1 and two(node.args[0]) and not node.keywords:

@@ -10,6 +10,7 @@ The upstream classes are transformers 5.9.0's (the installed version, checked by
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
@@ -232,3 +233,17 @@ def test_a_patched_method_is_not_held_to_upstream_statement_by_statement() -> No
         "torch.topk(router_probs, self.top_k, dim=-1)", "torch.topk(router_probs, self.top_k)"
     )
     assert _lint(GEN_PATH, edited) == []
+
+
+def test_commuted_operands_and_constant_fills_are_equivalent() -> None:
+    """`w + 1.0` for `1.0 + w` and `init.constant_(w, 0.0)` for `init.zeros_(w)` compute the same."""
+    from npu_lint.veomni.losspath import _canon_key
+
+    def key(src: str) -> str:
+        return _canon_key(ast.parse(src).body[0])
+
+    assert key("y = x * (1.0 + w.float())") == key("y = (w.float() + 1.0) * x")
+    assert key("init.zeros_(m.weight)") == key("init.constant_(m.weight, 0.0)")
+    assert key("init.ones_(m.weight)") == key("init.constant_(m.weight, 1)")
+    assert key("y = a - b") != key("y = b - a")
+    assert key("init.zeros_(m.weight)") != key("init.constant_(m.weight, 0.5)")
