@@ -1517,12 +1517,53 @@ def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
                             out["losskw", attr, kw.arg, ast.unparse(kw.value)] += 1
             elif isinstance(node, ast.keyword) and node.arg == "dtype" and _is_fp32(node.value):
                 out["fp32",] += 1
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                scaled = coefficient_scope(node)
+                if scaled is not None:
+                    out["scale", scaled[0], str(scaled[1])] += 1
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
                 if _is_eps(node.left) or _is_eps(node.right):
                     out["eps",] += 1
                 elif _offset_add(node):
                     out["offset",] += 1
+                    if _offset_upcast(node):
+                        out["offset32",] += 1
     return out
+
+
+_COEFFICIENT = re.compile(r"(?:^|_)coeff?(?:icient)?(?:_|$)")
+
+
+def _additive_terms(node: ast.AST) -> int:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        return _additive_terms(node.left) + _additive_terms(node.right)
+    return 1
+
+
+def coefficient_scope(node: ast.BinOp) -> tuple[str, int] | None:
+    """``(coefficient, terms)`` for a product of a named loss coefficient (``self.router_aux_loss_coef``) and
+    an expression: how many added terms the coefficient scales (``coef * aux`` 1, ``coef * (lm + aux)`` 2)."""
+    for coef, other in ((node.left, node.right), (node.right, node.left)):
+        name = (
+            coef.attr if isinstance(coef, ast.Attribute) else coef.id if isinstance(coef, ast.Name) else None
+        )
+        if name is not None and _COEFFICIENT.search(name):
+            return ast.unparse(coef), _additive_terms(other)
+    return None
+
+
+def _offset_upcast(node: ast.BinOp) -> bool:
+    """Whether a ``1 + weight`` offset upcasts the weight before the addition (``1 + self.weight.float()``):
+    the sum formed in fp32, where the small learned offsets of a zero-centred weight survive."""
+    side = node.right if isinstance(node.left, ast.Constant) else node.left
+    return (
+        isinstance(side, ast.Call)
+        and isinstance(side.func, ast.Attribute)
+        and (
+            (side.func.attr == "float" and not side.args)
+            or (side.func.attr in ("to", "type") and any(_is_fp32(a) for a in side.args))
+        )
+    )
 
 
 def _offset_add(node: ast.BinOp) -> bool:
@@ -1545,6 +1586,8 @@ _FEATURE_TEXT = {
     "eps": "no longer adds the norm's eps the way upstream does",
     "norm": "skips a norm submodule upstream calls",
     "offset": "changes the `1 + weight` offset",
+    "scale": "changes which terms a loss coefficient scales",
+    "offset32": "forms `1 + weight` in the parameter's dtype, where upstream upcasts the weight first",
     "reduce": "changes a reduction (its op or axis)",
     "flag": "inverts a flag upstream tests",
     "losskw": "changes a loss call's keyword (ignore index / reduction)",
@@ -1560,7 +1603,7 @@ def _feature_fault(theirs: list[ast.stmt], mine: list[ast.stmt]) -> tuple[str, s
         kind = key[0]
         if cp.get(key, 0) >= count:
             continue
-        if kind in ("fp32", "eps", "offset", "cast"):
+        if kind in ("fp32", "eps", "offset", "cast", "offset32"):
             return kind, ""
         if kind == "norm":
             return kind, f"`self.{key[1]}`"
@@ -1568,6 +1611,8 @@ def _feature_fault(theirs: list[ast.stmt], mine: list[ast.stmt]) -> tuple[str, s
             return kind, f"upstream's `.{key[1]}(dim={key[2]})`"
         if kind == "losskw":
             return kind, f"upstream's `{key[1]}(..., {key[2]}={key[3]})`"
+        if kind == "scale" and any(k[0] == "scale" and k[1] == key[1] for k in cp):
+            return kind, f"upstream's `{key[1]}` multiplies {key[2]} term(s)"
     for key, count in cp.items():  # a loss keyword or offset the copy adds
         if key[0] in ("losskw", "offset") and up.get(key, 0) < count:
             detail = f"`{key[2]}={key[3]}` added to `{key[1]}`" if key[0] == "losskw" else ""
@@ -1638,6 +1683,16 @@ def _stmt_key(stmt: ast.stmt) -> str:
     return ast.dump(stmt)
 
 
+def _closest(cp: list[ast.stmt], up: list[ast.stmt]) -> ast.stmt:
+    """The statement of a changed run most like upstream's (the edited one, not a guard the patch added)."""
+    if len(cp) == 1 or not up:
+        return cp[0]
+    import difflib
+
+    want = " ".join(ast.unparse(u) for u in up)
+    return max(cp, key=lambda c: difflib.SequenceMatcher(None, want, ast.unparse(c)).ratio())
+
+
 def copy_numeric_faults(
     mine: list[ast.stmt], theirs: list[ast.stmt], patched: bool
 ) -> Iterator[tuple[ast.AST, str, str]]:
@@ -1680,9 +1735,227 @@ def copy_numeric_faults(
                     continue
         fault = _feature_fault(up, cp)
         if fault is not None:
-            site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
+            site = _closest(cp, up) if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
             if site is not None:
                 yield site, fault[0], fault[1]
+
+
+class _Canon(ast.NodeTransformer):
+    """Spellings of one computation made alike: ``x ** 2`` / ``x.pow(2)`` / ``torch.pow(x, 2)`` as
+    ``x.square()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2:
+            return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
+        if isinstance(node.op, ast.Mult) and same_node(node.left, node.right):
+            return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
+        if isinstance(node.op, ast.Add | ast.Mult) and ast.dump(node.right) < ast.dump(node.left):
+            node.left, node.right = node.right, node.left  # a + b == b + a, exactly, in floating point too
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        self.generic_visit(node)
+        if node.value is not None and node.simple:
+            return ast.Assign([node.target], node.value, lineno=node.lineno)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if not isinstance(func, ast.Attribute):
+            return node
+        two = lambda n: isinstance(n, ast.Constant) and n.value == 2  # noqa: E731
+        fp32 = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+        if (
+            func.attr == "to"
+            and len(fp32) == 1
+            and len(node.args) + len(node.keywords) == 1
+            and _is_fp32(fp32[0])
+        ):
+            return ast.Call(ast.Attribute(func.value, "float", ast.Load()), [], [])
+        if func.attr == "reshape":
+            func.attr = "view"
+        if func.attr == "constant_" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
+            fill = {0: "zeros_", 1: "ones_"}.get(node.args[1].value)  # type: ignore[call-overload]
+            if fill is not None and not isinstance(node.args[1].value, bool):
+                return ast.Call(ast.Attribute(func.value, fill, ast.Load()), node.args[:1], [])
+        if func.attr == "transpose" and len(node.args) == 2 and not node.keywords:
+            node.args = sorted(node.args, key=ast.dump)
+        if func.attr == "pow" and len(node.args) == 1 and two(node.args[0]) and not node.keywords:
+            return ast.Call(ast.Attribute(func.value, "square", ast.Load()), [], [])
+        if isinstance(func.value, ast.Name) and func.value.id == "torch":
+            if func.attr == "pow" and len(node.args) == 2 and two(node.args[1]):
+                return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+            if func.attr == "square" and len(node.args) == 1:
+                return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+            if (
+                func.attr in _COPY_REDUCERS and func.attr != "norm" and node.args
+            ):  # torch.mean(x, d): x.mean(d)
+                func = ast.Attribute(node.args[0], func.attr, ast.Load())
+                node = ast.Call(func, node.args[1:], node.keywords)
+        if (
+            func.attr in _COPY_REDUCERS
+            and node.args
+            and not any(k.arg in ("dim", "axis") for k in node.keywords)
+        ):
+            functional = isinstance(func.value, ast.Name) and func.value.id in ("torch", "F", "functional")
+            index = 1 if functional else 0
+            if len(node.args) == index + 1:
+                node.keywords = [ast.keyword("dim", node.args[index]), *node.keywords]
+                node.args = node.args[:index]
+        node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")
+        for kw in node.keywords:
+            if kw.arg == "axis":
+                kw.arg = "dim"
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        load = ast.parse(ast.unparse(node.target), mode="eval").body
+        return ast.Assign([node.target], ast.BinOp(load, node.op, node.value), lineno=node.lineno)
+
+
+def _canon_key(stmt: ast.stmt) -> str:
+    import copy
+
+    return ast.dump(_Canon().visit(copy.deepcopy(stmt)))
+
+
+def _short(node: ast.AST) -> str:
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def _code(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that compute: docstrings and bare string constants (comments in string form) dropped."""
+    return [
+        s
+        for s in stmts
+        if not (
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+        )
+        and not isinstance(s, ast.Pass)
+    ]
+
+
+def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[tuple[ast.AST, str, str]]:
+    """``(site, upstream, copy)`` for each run of statements an unpatched copy of upstream code (a generated
+    module's method no patch names) computes differently from upstream, equivalent spellings aside (`_Canon`):
+    such a copy is upstream's code, statement for statement, so every other change is an edit nobody reviewed.
+    A compound statement whose header is kept is aligned again inside; an inserted statement is reported
+    as added."""
+    import difflib
+
+    theirs, mine = _code(theirs), _code(mine)
+    a = [_canon_key(s) for s in theirs]
+    b = [_canon_key(s) for s in mine]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        up, cp = theirs[i1:i2], mine[j1:j2]
+        if len(up) == len(cp) == 1 and type(up[0]) is type(cp[0]) and not isinstance(up[0], _FUNCS):
+            inner_up, inner_cp = getattr(up[0], "body", None), getattr(cp[0], "body", None)
+            if isinstance(inner_up, list) and isinstance(inner_cp, list):
+                head_up = [
+                    f
+                    for f in ast.iter_fields(up[0])
+                    if f[0] not in ("body", "orelse", "handlers", "finalbody")
+                ]
+                head_cp = [
+                    f
+                    for f in ast.iter_fields(cp[0])
+                    if f[0] not in ("body", "orelse", "handlers", "finalbody")
+                ]
+                if all(
+                    (isinstance(x, ast.AST) and _canon_key_expr(x) == _canon_key_expr(y)) or x == y
+                    for (_n, x), (_m, y) in zip(head_up, head_cp, strict=True)
+                ):
+                    yield from copy_differences(inner_cp, inner_up)
+                    yield from copy_differences(getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []))
+                    continue
+        site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
+        if site is None:
+            continue
+        yield (
+            site,
+            "; ".join(_short(u) for u in up) or "(nothing)",
+            "; ".join(_short(c) for c in cp) or "(deleted)",
+        )
+
+
+def _canon_key_expr(node: ast.AST) -> str:
+    import copy
+
+    if isinstance(node, ast.expr):
+        return ast.dump(_Canon().visit(ast.Expression(copy.deepcopy(node))))
+    return ast.dump(node) if isinstance(node, ast.AST) else repr(node)
+
+
+_NORM_ATTR = re.compile(r"norm", re.I)
+
+
+def _self_norm_uses(func: ast.AST) -> tuple[Counter[str], set[str], dict[str, list[ast.Call]]]:
+    """Calls of ``self.<x>norm(...)`` (counted), every ``self.<x>norm`` mentioned, and the call sites of each."""
+    calls: Counter[str] = Counter()
+    mentioned: set[str] = set()
+    sites: dict[str, list[ast.Call]] = {}
+    for node in walk(func):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and _NORM_ATTR.search(node.attr)
+        ):
+            mentioned.add(node.attr)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+            and _NORM_ATTR.search(node.func.attr)
+        ):
+            calls[node.func.attr] += 1
+            sites.setdefault(node.func.attr, []).append(node)
+    return calls, mentioned, sites
+
+
+def rewritten_copy_faults(mine: ast.AST, theirs: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
+    """Faults a patch's rewrite of an upstream method shows against the whole upstream method, however much of
+    it the patch rewrote: a norm submodule upstream calls that the patch never touches while it calls another
+    one more often than upstream (``key_states = self.q_norm(key_states)``), and a loss coefficient that
+    scales other terms than upstream's (``coef * (loss + aux)`` for ``loss + coef * aux``)."""
+    import difflib
+
+    up_calls, _up_mentioned, up_sites = _self_norm_uses(theirs)
+    cp_calls, cp_mentioned, cp_sites = _self_norm_uses(mine)
+    for lost in up_calls:
+        if lost in cp_mentioned:
+            continue
+        for extra, count in cp_calls.items():
+            if extra != lost and count > up_calls.get(extra, 0) and extra in up_calls:
+                # the call of the other norm that stands where upstream's call was: the most alike arguments
+                want = ", ".join(ast.unparse(a) for a in up_sites[lost][0].args)
+                site = max(
+                    cp_sites[extra],
+                    key=lambda c: difflib.SequenceMatcher(
+                        None, want, ", ".join(ast.unparse(a) for a in c.args)
+                    ).ratio(),
+                )
+                yield site, "norm", f"`self.{extra}` called where upstream calls `self.{lost}`"
+                break
+    up_scale: dict[str, set[int]] = {}
+    for node in walk(theirs):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            found = coefficient_scope(node)
+            if found is not None:
+                up_scale.setdefault(found[0], set()).add(found[1])
+    for node in walk(mine):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            found = coefficient_scope(node)
+            if found is not None and found[0] in up_scale and found[1] not in up_scale[found[0]]:
+                terms = ", ".join(str(n) for n in sorted(up_scale[found[0]]))
+                yield node, "scale", f"upstream's `{found[0]}` multiplies {terms} term(s), here {found[1]}"
 
 
 def feature_message(kind: str) -> str:
@@ -2005,3 +2278,237 @@ def summed_loss_objects(tree: ast.Module) -> Iterator[tuple[ast.Call, str, ast.A
             for part in parts:
                 if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id in objects:
                     yield part, part.func.id, objects[part.func.id]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sibling calls: two calls of one function in a module (two wrappers of a kernel, two branches of a dispatch)
+# hand it the same contract; the one that forwards a value is the reference for the one that does not.
+
+
+def _bound_before(func: ast.AST, call: ast.Call) -> set[str]:
+    """Names bound where ``call`` can see them: the function's parameters, and names a statement before the call
+    assigns in the call's own block or one enclosing it (not in a sibling branch that returned)."""
+    args = func.args  # type: ignore[attr-defined]
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+
+    def visit(block: list[ast.stmt]) -> bool:
+        for stmt in block:
+            if stmt.lineno > call.lineno:
+                return True
+            inside = stmt.lineno <= call.lineno <= (stmt.end_lineno or stmt.lineno)
+            if inside and not isinstance(stmt, _FUNCS):
+                for field in ("body", "orelse", "handlers", "finalbody"):
+                    for sub in getattr(stmt, field, None) or []:
+                        if isinstance(sub, ast.ExceptHandler):
+                            if visit(sub.body):
+                                return True
+                    inner = getattr(stmt, field, None) or []
+                    if inner and not isinstance(inner[0], ast.ExceptHandler):
+                        if inner[0].lineno <= call.lineno <= (inner[-1].end_lineno or inner[-1].lineno):
+                            return visit(inner)
+                return True
+            if not isinstance(stmt, (*_FUNCS, ast.ClassDef)) and not inside:
+                if isinstance(stmt, ast.If | ast.For | ast.While | ast.Try | ast.With):
+                    heads = [
+                        getattr(stmt, "target", None),
+                        *(i.optional_vars for i in getattr(stmt, "items", [])),
+                    ]
+                    for head in heads:
+                        if head is not None:
+                            names.update(n.id for n in walk(head) if isinstance(n, ast.Name))
+                    continue  # a name bound only inside a finished branch may not reach the call
+                for node in walk(stmt):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        names.add(node.id)
+        return True
+
+    visit(func.body)  # type: ignore[attr-defined]
+    return names
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    for sub in walk(node):
+        if (
+            (isinstance(sub, ast.Name) and sub.id == name)
+            or (isinstance(sub, ast.Attribute) and sub.attr == name)
+            or (isinstance(sub, ast.Constant) and sub.value == name)
+        ):
+            return True
+    return False
+
+
+def _slots(call: ast.Call) -> dict[str, ast.expr]:
+    out: dict[str, ast.expr] = {}
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        out[f"#{i}"] = arg
+    for kw in call.keywords:
+        if kw.arg is not None:
+            out[kw.arg] = kw.value
+    return out
+
+
+def _slot_text(slot: str) -> str:
+    return f"argument {int(slot[1:]) + 1}" if slot.startswith("#") else f"`{slot}=`"
+
+
+# A function of the loss path (a loss, a log-prob / entropy / distillation kernel), not a class constructor.
+_LOSS_KERNEL = re.compile(r"loss|log_?probs?|entropy|distill|kl_?div", re.I)
+
+
+def sibling_call_faults(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.Call, str]]:
+    """``(site, call, detail)`` for a call of a loss-path function (called by its bare name) that hands it
+    less, or something else, than another call of the same function in the module does:
+
+    * a keyword the sibling forwards from a same-named local (``temperature=temperature``) left out, while the
+      caller has that name bound too (popped from its kwargs, a parameter): the value is dropped on this path;
+    * one local passed for two parameters, one of them a keyword whose own value the sibling passes
+      (``shift_labels=labels`` beside ``labels``, where the sibling passes ``shift_labels=shift_labels``).
+    """
+    named: Counter[str] = Counter(
+        n.func.id  # type: ignore[attr-defined]
+        for n in nodes_of(tree, ast.Call)
+        if isinstance(n.func, ast.Name) and _LOSS_KERNEL.search(n.func.id)  # type: ignore[attr-defined]
+    )
+    if not any(count > 1 for count in named.values()):
+        return  # no loss kernel called twice: nothing to compare (most files stop here)
+    funcs = [n for n in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef)]
+    calls: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+    owner: dict[int, ast.AST] = {}
+    for func in funcs:
+        for node in nodes_of(func, ast.Call):
+            owner[id(node)] = func  # outer functions come first: the innermost one wins
+    for node in nodes_of(tree, ast.Call):
+        call = node
+        if isinstance(call.func, ast.Name) and id(call) in owner:  # type: ignore[attr-defined]
+            calls.setdefault(call.func.id, []).append((call, owner[id(call)]))  # type: ignore[attr-defined]
+    bound_memo: dict[int, set[str]] = {}
+    for callee, sites in calls.items():
+        if len(sites) < 2 or not _LOSS_KERNEL.search(callee) or callee[:1].isupper():
+            continue
+        for call, func in sites:
+            if any(kw.arg is None for kw in call.keywords) or any(
+                isinstance(a, ast.Starred) for a in call.args
+            ):
+                continue
+            mine = _slots(call)
+            found = None
+            site: ast.AST = call
+            for other, other_func in sites:
+                if other is call or other_func is func:
+                    continue
+                theirs = _slots(other)
+                bound = bound_memo.get(id(call))
+                if bound is None:
+                    bound = bound_memo[id(call)] = _bound_before(func, call)
+                for kw in other.keywords:
+                    if (
+                        kw.arg is not None
+                        and isinstance(kw.value, ast.Name)
+                        and kw.value.id == kw.arg
+                        and kw.arg not in mine
+                        and len(call.args) <= len(other.args)
+                        and kw.arg in bound
+                        and not any(_mentions(v, kw.arg) for v in mine.values())
+                        and not any(  # the caller passes it to this function elsewhere: a deliberate choice here
+                            f is func and any(k.arg == kw.arg for k in c.keywords) for c, f in sites
+                        )
+                    ):
+                        args = [*call.args, *(k.value for k in call.keywords)]
+                        site = (
+                            max(args, key=lambda a: (a.end_lineno or 0, a.end_col_offset or 0))
+                            if args
+                            else call
+                        )
+                        found = (
+                            f"`{kw.arg}` is bound here but not handed on, while the call at line {other.lineno} "
+                            f"passes `{kw.arg}={kw.arg}`"
+                        )
+                        break
+                if found is None:
+                    for slot, value in mine.items():
+                        if slot.startswith("#") or not isinstance(value, ast.Name) or value.id == slot:
+                            continue
+                        twin = next(
+                            (
+                                s
+                                for s, v in mine.items()
+                                if s != slot and isinstance(v, ast.Name) and v.id == value.id
+                            ),
+                            None,
+                        )
+                        if twin is None or slot not in theirs or twin not in theirs:
+                            continue
+                        if _mentions(theirs[slot], slot) and not same_node(theirs[slot], theirs[twin]):
+                            site = value
+                            found = (
+                                f"`{value.id}` is passed both as {_slot_text(twin)} and as `{slot}=`, while the call "
+                                f"at line {other.lineno} passes `{slot}={ast.unparse(theirs[slot])}`"
+                            )
+                            break
+                if found is not None:
+                    yield site, call, found
+                    break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# KL direction: sum_k p_k (log p_k - log q_k) is weighted by the distribution whose log-probability it subtracts
+# *from*; a term weighted by exp(a) that subtracts a (``a.exp() * (b - a)``) is the negated divergence.
+
+_CASTS = frozenset({"float", "to", "detach", "contiguous", "type", "bfloat16", "half", "double", "clone"})
+
+
+def _strip_casts(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CASTS:
+        node = node.func.value
+    return node
+
+
+def _exp_argument(node: ast.AST) -> ast.AST | None:
+    node = _strip_casts(node)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "exp" and not node.args:
+            return func.value
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name == "exp" and len(node.args) == 1:
+            return node.args[0]
+    return None
+
+
+def kl_direction_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """``(difference, detail)`` for a KL-style term ``exp(a) * (b - a)`` (``a`` and ``b`` log-probabilities, the
+    weight the exponential of the subtrahend): the negated divergence, where ``exp(a) * (a - b)`` is meant.
+    Locals bound once to ``a.exp()`` are followed; a term negated within its statement is left alone."""
+    single: dict[str, ast.AST] = {}
+    counts: Counter[str] = Counter()
+    for name, value in _assignments(func):
+        counts[name] += 1
+        single[name] = value
+
+    def weight_of(node: ast.AST) -> str | None:
+        node = _strip_casts(node)
+        if isinstance(node, ast.Name) and counts.get(node.id) == 1:
+            node = single[node.id]
+        arg = _exp_argument(node)
+        return ast.unparse(_strip_casts(arg)) if arg is not None else None
+
+    def log_of(node: ast.AST) -> str:
+        return ast.unparse(_strip_casts(node))
+
+    for stmt in nodes_of(func, ast.Assign, ast.AugAssign, ast.Return, ast.Expr):
+        negated = [n.operand for n in walk(stmt) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)]
+        for node in walk(stmt):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for w, d in ((node.left, node.right), (node.right, node.left)):
+                if not (isinstance(d, ast.BinOp) and isinstance(d.op, ast.Sub)):
+                    continue
+                a = weight_of(w)
+                if a is None:
+                    continue
+                if log_of(d.right) == a and log_of(d.left) != a:
+                    if any(node in walk(n) for n in negated):
+                        continue
+                    yield d, f"`{ast.unparse(w)}` weights `{ast.unparse(d)}`, which subtracts `{a}` itself"

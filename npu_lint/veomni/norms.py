@@ -626,3 +626,227 @@ def _weight_site(forward: ast.FunctionDef) -> ast.AST:
         if any(last_name(n.func) in ("rsqrt", "sqrt") for n in _walk(stmt) if isinstance(n, ast.Call)):
             return body[i + 1] if i + 1 < len(body) else stmt
     return next((s for s in body if isinstance(s, ast.Return)), forward)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Query/key siblings: attention normalises queries and keys with their own norms (``q_norm`` / ``k_norm``, their
+# weights, their saved reciprocal RMS); the query statement is the reference for the key statement beside it.
+
+_ROLE = {"q": "q", "query": "q", "k": "k", "key": "k"}
+_SWAP = {"q": "k", "k": "q", "query": "key", "key": "query"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _role_parts(ident: str) -> list[str]:
+    return ident.lower().split("_")
+
+
+def _roles(ident: str) -> set[str]:
+    return {_ROLE[p] for p in _role_parts(ident) if p in _ROLE}
+
+
+def _swapped(ident: str) -> str:
+    return "_".join(_SWAP.get(p, p) if p.lower() in _SWAP else p for p in ident.split("_"))
+
+
+def _norm_statement(stmt: ast.stmt) -> bool:
+    for node in nodes_of(stmt, ast.Call):
+        func = node.func  # type: ignore[attr-defined]
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if "norm" in name.lower():
+            return True
+    return False
+
+
+def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
+    """``(statement, leftover, expected)`` for a statement on the key (or query) side of a norm computation that
+    is its query (key) sibling statement with every q/k name swapped except one: ``key_states =
+    self.q_norm(key_states)`` beside ``query_states = self.q_norm(query_states)``, a key backward handed
+    ``invvar_q``. Statements are compared by their identifiers in order (constants may differ)."""
+    stmts = [s for s in nodes_of(func, ast.Assign, ast.AugAssign, ast.Expr, ast.Return) if _norm_statement(s)]
+    if len(stmts) < 2:
+        return []
+    idents = {id(s): _IDENT.findall(ast.unparse(s)) for s in stmts}
+    out: list[tuple[ast.stmt, str, str]] = []
+    for s in stmts:
+        mine = idents[id(s)]
+        counts = {"q": 0, "k": 0}
+        for ident in mine:
+            for role in _roles(ident):
+                counts[role] += 1
+        if not counts["q"] or not counts["k"] or counts["q"] == counts["k"]:
+            continue
+        side, other = ("k", "q") if counts["k"] > counts["q"] else ("q", "k")
+        for t in stmts:
+            if t is s:
+                continue
+            theirs = idents[id(t)]
+            if len(theirs) != len(mine) or any(side in _roles(i) for i in theirs):
+                continue
+            mapped = [_swapped(i) for i in theirs]
+            diff = [(a, b) for a, b in zip(mine, mapped, strict=True) if a != b]
+            if diff and all(other in _roles(a) and b == _swapped(a) for a, b in diff):
+                out.append((s, diff[0][0], diff[0][1]))
+                break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AdaLN modulation: a normalised input modulated as ``x * (1 + scale) + shift`` (zero-centred scales from a
+# scale-shift table); the module's other modulations are the reference for the form one of them uses.
+
+_SCALE = re.compile(r"(?:^|_)scale(?:_|$)|^scale|scale$", re.I)
+_SHIFT = re.compile(r"(?:^|_)shift(?:_|$)|^shift|shift$", re.I)
+
+
+def _leaf(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return _leaf(node.value)
+    return ""
+
+
+def _modulation(node: ast.AST) -> tuple[bool, ast.AST] | None:
+    """``(offset, scale term)`` for ``x * S + T`` with S a scale (``scale``, ``1 + scale``) and T a shift."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return None
+    prod, shift = node.left, node.right
+    if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)) or not _SHIFT.search(_leaf(shift)):
+        return None
+    for s in (prod.right, prod.left):
+        if (
+            isinstance(s, ast.BinOp)
+            and isinstance(s.op, ast.Add)
+            and isinstance(s.left, ast.Constant)
+            and s.left.value == 1
+            and _SCALE.search(_leaf(s.right))
+        ):
+            return True, s
+        if _SCALE.search(_leaf(s)):
+            return False, s
+    return None
+
+
+def modulation_offset_faults(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    """``(scale, example)`` for a modulation ``x * scale + shift`` in a module whose other modulations all
+    read ``x * (1 + scale) + shift``: the zero-centred scale lost its ``1 +``."""
+    found = [(m, node) for node in nodes_of(tree, ast.BinOp) if (m := _modulation(node)) is not None]
+    offset = [node for (is_offset, _s), node in found if is_offset]
+    if not offset or len(offset) < len(found) - len(offset):
+        return []
+    example = ast.unparse(offset[0])
+    return [(s, example) for (is_offset, s), _node in found if not is_offset]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Named axes: ``B, T, D, L = x.shape`` names the axes of ``x``; a root-mean-square statistic of ``x`` is taken
+# over its hidden axis (D), never over the batch, the tokens or the stacked layers.
+
+_HIDDEN_AXES = frozenset(
+    {"d", "h", "c", "e", "hidden", "hidden_size", "dim", "d_model", "embed_dim", "channels"}
+)
+_OTHER_AXES = frozenset(
+    {
+        "b",
+        "bs",
+        "bsz",
+        "batch",
+        "batch_size",
+        "t",
+        "s",
+        "seq",
+        "seq_len",
+        "seqlen",
+        "n",
+        "l",
+        "layers",
+        "num_layers",
+    }
+)
+_REDUCERS = frozenset({"mean", "sum"})
+
+
+def _squares(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is ``name`` squared (``x ** 2``, ``x.pow(2)``, ``x.square()``, ``x * x``), casts aside."""
+
+    def is_x(n: ast.AST) -> bool:
+        while (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "to")
+        ):
+            n = n.func.value
+        return isinstance(n, ast.Name) and n.id == name
+
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2:
+            return is_x(node.left)
+        if isinstance(node.op, ast.Mult):
+            return is_x(node.left) and is_x(node.right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "square" and not node.args:
+            return is_x(node.func.value)
+        if node.func.attr == "pow" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+            return node.args[0].value == 2 and is_x(node.func.value)
+    return False
+
+
+def named_axis_faults(func: ast.AST) -> list[tuple[ast.Call, str, str]]:
+    """``(reduction, axis, hidden)`` for a mean (or sum) of a tensor's squares taken over an axis its shape
+    unpack names as the batch, the tokens or the layers (``B, T, D, L = x.shape`` then
+    ``torch.mean(x ** 2, dim=-1)``), in a function that takes a root of it (an RMS statistic)."""
+    if not any(
+        isinstance(n, ast.Call)
+        and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
+        in ("rsqrt", "sqrt")
+        for n in nodes_of(func, ast.Call)
+    ):
+        return []
+    axes: dict[str, list[str]] = {}
+    for node in nodes_of(func, ast.Assign):
+        value, targets = node.value, node.targets  # type: ignore[attr-defined]
+        if (
+            len(targets) == 1
+            and isinstance(targets[0], ast.Tuple)
+            and all(isinstance(e, ast.Name) for e in targets[0].elts)
+            and isinstance(value, ast.Attribute)
+            and value.attr == "shape"
+            and isinstance(value.value, ast.Name)
+        ):
+            axes[value.value.id] = [e.id for e in targets[0].elts]  # type: ignore[attr-defined]
+    if not axes:
+        return []
+    out: list[tuple[ast.Call, str, str]] = []
+    for call in nodes_of(func, ast.Call):
+        func_ = call.func  # type: ignore[attr-defined]
+        if not isinstance(func_, ast.Attribute) or func_.attr not in _REDUCERS:
+            continue
+        functional = isinstance(func_.value, ast.Name) and func_.value.id == "torch"
+        operand = call.args[0] if functional and call.args else None if functional else func_.value  # type: ignore[attr-defined]
+        dim_node = next((k.value for k in call.keywords if k.arg in ("dim", "axis")), None)  # type: ignore[attr-defined]
+        if dim_node is None:
+            rest = call.args[1:] if functional else call.args  # type: ignore[attr-defined]
+            dim_node = rest[0] if rest else None
+        if operand is None or dim_node is None:
+            continue
+        dim = (
+            dim_node.operand.value * -1
+            # type: ignore[attr-defined]
+            if (
+                isinstance(dim_node, ast.UnaryOp)
+                and isinstance(dim_node.op, ast.USub)
+                and isinstance(dim_node.operand, ast.Constant)
+            )
+            else getattr(dim_node, "value", None)
+        )
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            continue
+        for name, names in axes.items():
+            if not _squares(operand, name) or not -len(names) <= dim < len(names):
+                continue
+            axis = names[dim]
+            hidden = [n for n in names if n.lower() in _HIDDEN_AXES]
+            if axis.lower() in _OTHER_AXES and hidden:
+                out.append((call, axis, hidden[0]))  # type: ignore[arg-type]
+    return out

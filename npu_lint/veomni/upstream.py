@@ -39,6 +39,7 @@ __all__ = [
     "MroEntry",
     "upstream_mro",
     "super_inits",
+    "decorator_target",
 ]
 
 
@@ -600,7 +601,7 @@ def file_source_module(tree: ast.Module, text: str, path: str | None = None) -> 
     return None
 
 
-def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
+def decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
     for deco in func.decorator_list:
         if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
             continue
@@ -615,6 +616,9 @@ def _decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
             cls, _, method = target.value.rpartition(".")
             return cls, method
     return None
+
+
+_decorator_target = decorator_target  # the name other modules import
 
 
 def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
@@ -672,7 +676,7 @@ def patched_methods(
     candidates: list[tuple[str, ast.FunctionDef]] = []
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef):
-            target = _decorator_target(stmt)
+            target = decorator_target(stmt)
             if target is not None and target[1] == method:
                 candidates.append((target[0], stmt))
         elif isinstance(stmt, ast.ClassDef):

@@ -94,6 +94,27 @@ def _norm_builds(init: ast.FunctionDef) -> dict[str, ast.Call]:
     return out
 
 
+def _through_sibling(
+    got: ast.expr | None, builds: dict[str, ast.Call], call: ast.Call, position: int | None
+) -> ast.expr | None:
+    """``self.q_norm.variance_epsilon`` read from a norm of the same class built before this one in the same
+    ``__init__``: the eps that norm was built with (the class default when it was built without one)."""
+    if not (
+        isinstance(got, ast.Attribute)
+        and got.attr in _EPS_PARAMS
+        and isinstance(got.value, ast.Attribute)
+        and isinstance(got.value.value, ast.Name)
+        and got.value.value.id == "self"
+    ):
+        return got
+    sibling = builds.get(got.value.attr)
+    if sibling is None or sibling is call or sibling.lineno > call.lineno:
+        return got
+    if last_name(sibling.func) != last_name(call.func):
+        return got
+    return RmsNormEpsUpstream._eps_arg(sibling, position)
+
+
 class RmsNormEpsUpstream(Rule):
     code = "NPU431"
     name = "rmsnorm-eps-upstream"
@@ -281,7 +302,7 @@ class RmsNormEpsUpstream(Rule):
             default = _eps_default(norm_init)
             position = _eps_position(norm_init)
             got, want = self._eps_arg(call, position), self._eps_arg(ref, position)
-            m, u = _meaning(got, default), _meaning(want, default)
+            m, u = _meaning(_through_sibling(got, mine, call, position), default), _meaning(want, default)
             if m is None or u is None or m == u:
                 continue
             self.report(

@@ -8,7 +8,13 @@ from npu_lint.core.astutil import transformers_version
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import losspath
 from npu_lint.veomni.patchgen import generated_banner, load_file
-from npu_lint.veomni.upstream import same_node, upstream_path
+from npu_lint.veomni.upstream import (
+    decorator_target,
+    file_source_module,
+    same_node,
+    upstream_class_method,
+    upstream_path,
+)
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -24,7 +30,8 @@ class UpstreamCopyNumerics(Rule):
     summary = (
         "A generated module's copy of upstream code (an RMSNorm, a router, a loss head) computes other numerics "
         "than the installed transformers: an fp32 upcast dropped, eps no longer added, a norm submodule "
-        "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed."
+        "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed; so does "
+        "a spec's replacement of an upstream method, or any edit of a method no patch names."
     )
     why = (
         "A generated module is the upstream modeling code with the spec's patches applied; the code no patch "
@@ -38,7 +45,12 @@ class UpstreamCopyNumerics(Rule):
         "upstream statements the copy changed or deleted is compared with its replacement on what it computes "
         "(fp32 upcasts, eps additions, norm calls, `1 + weight` offsets, reductions and their axes, flag "
         "polarity, loss keywords); a rewrite that keeps all of them (`square()` for `pow(2)`, a keyword axis) "
-        "and the statements a patch only adds (a kernel guard) are not reported."
+        "and the statements a patch only adds (a kernel guard) are not reported. A method no patch names is "
+        "upstream's code outright: any other change (a slice taken from the other end, an argument dropped, a "
+        "constant changed) is reported, equivalent spellings aside. A spec's `override_method` replacement is "
+        "compared with the upstream method it replaces the same way (its kept eager body), and a rewrite must "
+        "still call the norm submodule upstream calls on each tensor (not `self.q_norm` on the keys), scale "
+        "the terms upstream scales by a loss coefficient, and form `1 + weight` in fp32 where upstream does."
     )
     bad = (
         Example(
@@ -98,14 +110,66 @@ class UpstreamCopyNumerics(Rule):
         ),
     )
     fix_safety = "No fix: restore upstream's code (regenerate), or move an intended change into the spec."
-    requires = ("Source:", "Based on:")
+    requires = (("Based on:", "override_method", "modify_init"),)
     node_types = ()
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        return bool(ctx.source.kind.generated) and not ctx.source.kind.test
+        kind = ctx.source.kind
+        return bool(kind.generated or kind.spec) and not kind.test
 
     def finish(self) -> None:
+        if self.ctx.source.kind.generated:
+            self._generated()
+        else:
+            self._spec()
+
+    def _report(self, site: ast.AST, name: str, kind: str, detail: str, reference: str) -> None:
+        extra = f" ({detail})" if detail else ""
+        self.report(
+            site,
+            f"`{name}` {losspath.feature_message(kind)}{extra}: {reference}; restore upstream's code or move the "
+            "change into the spec",
+        )
+
+    def _spec(self) -> None:
+        """A spec's ``override_method`` / ``modify_init`` replacements against the upstream method each replaces:
+        the eager body a patch keeps below its kernel guard is upstream's, and a rewrite keeps what upstream
+        computes (which norm submodule normalises which tensor, what a loss coefficient scales)."""
+        ctx = self.ctx
+        module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
+        if not module or not module.startswith("transformers."):
+            return
+        for stmt in ctx.tree.body:
+            if not isinstance(stmt, ast.FunctionDef):
+                continue
+            target = decorator_target(stmt)
+            if target is None:
+                continue
+            their = upstream_class_method(module, target[0], target[1])
+            if their is None or _same_body(stmt, their):
+                continue
+            name = f"{target[0]}.{target[1]}"
+            reference = f"upstream `{name}` (`{module}`) computes otherwise"
+            for site, kind, detail in self._faults(stmt, their, True):
+                self._report(site, name, kind, detail, reference)
+                break
+
+    @staticmethod
+    def _faults(mine: ast.AST, their: ast.AST, patched: bool) -> list[tuple[ast.AST, str, str]]:
+        faults: list[tuple[ast.AST, str, str]] = [
+            (site, "flag", f"`{flag}` is tested the other way round")
+            for site, flag in losspath.inverted_flags(mine, their)
+        ]
+        offset = losspath.added_offset(mine, their)
+        if offset is not None:
+            faults.append((offset, "offset", "upstream multiplies by the weight itself"))
+        faults += losspath.copy_numeric_faults(mine.body, their.body, patched)  # type: ignore[attr-defined]
+        if patched:
+            faults += losspath.rewritten_copy_faults(mine, their)
+        return faults
+
+    def _generated(self) -> None:
         ctx = self.ctx
         banner = generated_banner(ctx.source.path, ctx.source.text)
         module = banner.source_module
@@ -120,6 +184,9 @@ class UpstreamCopyNumerics(Rule):
         theirs = {n.name: n for n in parsed.tree.body if isinstance(n, (*_FUNCS, ast.ClassDef))}
         replaced = {t for kind, t, _ in banner.banner_patches if kind == "class_replacement"}
         patched = {t for _kind, t, _ in banner.banner_patches}
+        reference = (
+            f"the generated copy no longer computes what transformers=={banner.based_on} `{module}` does"
+        )
         for node in ctx.tree.body:
             up = theirs.get(getattr(node, "name", ""))
             if up is None or type(up) is not type(node) or node.name in replaced:  # type: ignore[attr-defined]
@@ -136,20 +203,20 @@ class UpstreamCopyNumerics(Rule):
             for name, mine, their in pairs:
                 if _same_body(mine, their):
                     continue
-                faults = [
-                    (site, "flag", f"`{flag}` is tested the other way round")
-                    for site, flag in losspath.inverted_flags(mine, their)
-                ]
-                offset = losspath.added_offset(mine, their)
-                if offset is not None:
-                    faults.append((offset, "offset", "upstream multiplies by the weight itself"))
-                faults += losspath.copy_numeric_faults(mine.body, their.body, name in patched)
-                for site, kind, detail in faults:
-                    extra = f" ({detail})" if detail else ""
+                is_patched = name in patched or node.name in patched  # type: ignore[attr-defined]
+                faults = self._faults(mine, their, is_patched)
+                if faults:
+                    site, kind, detail = faults[0]
+                    self._report(site, name, kind, detail, reference)
+                    continue
+                if is_patched:
+                    continue
+                # No patch names this method: it is upstream's code, and any other computation is an edit.
+                for site, was, now in losspath.copy_differences(mine.body, their.body):
                     self.report(
                         site,
-                        f"`{name}` {losspath.feature_message(kind)}{extra}: the generated copy no longer computes "
-                        f"what transformers=={banner.based_on} `{module}` does; restore upstream's code or move "
-                        "the change into the spec",
+                        f"`{name}` is not patched by the spec, yet it differs from transformers=={banner.based_on} "
+                        f"`{module}`: upstream `{was}`, here `{now}`; restore upstream's code or move the change "
+                        "into the spec",
                     )
                     break
