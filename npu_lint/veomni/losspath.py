@@ -1750,7 +1750,13 @@ class _Canon(ast.NodeTransformer):
             return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
         if isinstance(node.op, ast.Mult) and same_node(node.left, node.right):
             return ast.Call(ast.Attribute(node.left, "square", ast.Load()), [], [])
-        if isinstance(node.op, ast.Add | ast.Mult) and ast.dump(node.right) < ast.dump(node.left):
+        if (
+            isinstance(node.op, ast.Add | ast.Mult)
+            and not (
+                isinstance(node.op, ast.Add) and (_sequence_like(node.left) or _sequence_like(node.right))
+            )
+            and ast.dump(node.right) < ast.dump(node.left)
+        ):
             node.left, node.right = node.right, node.left  # a + b == b + a, exactly, in floating point too
         return node
 
@@ -1867,12 +1873,28 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
                     for f in ast.iter_fields(cp[0])
                     if f[0] not in ("body", "orelse", "handlers", "finalbody")
                 ]
-                if all(
-                    (isinstance(x, ast.AST) and _canon_key_expr(x) == _canon_key_expr(y)) or x == y
-                    for (_n, x), (_m, y) in zip(head_up, head_cp, strict=True)
+                handlers_up = getattr(up[0], "handlers", [])
+                handlers_cp = getattr(cp[0], "handlers", [])
+                if (
+                    all(
+                        (isinstance(x, ast.AST) and _canon_key_expr(x) == _canon_key_expr(y)) or x == y
+                        for (_n, x), (_m, y) in zip(head_up, head_cp, strict=True)
+                    )
+                    and len(handlers_up) == len(handlers_cp)
+                    and all(
+                        hu.name == hc.name
+                        and (hu.type is None) == (hc.type is None)
+                        and (hu.type is None or _canon_key_expr(hu.type) == _canon_key_expr(hc.type))
+                        for hu, hc in zip(handlers_up, handlers_cp, strict=True)
+                    )
                 ):
                     yield from copy_differences(inner_cp, inner_up)
                     yield from copy_differences(getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []))
+                    for hu, hc in zip(handlers_up, handlers_cp, strict=True):
+                        yield from copy_differences(hc.body, hu.body)
+                    yield from copy_differences(
+                        getattr(cp[0], "finalbody", []), getattr(up[0], "finalbody", [])
+                    )
                     continue
         site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
         if site is None:
@@ -1882,6 +1904,15 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
             "; ".join(_short(u) for u in up) or "(nothing)",
             "; ".join(_short(c) for c in cp) or "(deleted)",
         )
+
+
+def _sequence_like(node: ast.AST) -> bool:
+    """An operand whose ``+`` concatenates (a tuple, list or string, or a slice of something): not commutative."""
+    if isinstance(node, ast.Tuple | ast.List | ast.ListComp | ast.JoinedStr):
+        return True
+    if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+        return True
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
 
 
 def _canon_key_expr(node: ast.AST) -> str:
@@ -2357,6 +2388,21 @@ def _slot_text(slot: str) -> str:
 _LOSS_KERNEL = re.compile(r"loss|log_?probs?|entropy|distill|kl_?div", re.I)
 
 
+def _read_in(func: ast.AST, name: str) -> bool:
+    """Whether ``func`` uses the local ``name`` itself (``logits / temperature``): a value the caller applies is
+    not dropped. Handing it on to another call under its own name (``temperature=temperature``) is no use."""
+    handed = {
+        id(k.value)
+        for c in nodes_of(func, ast.Call)
+        for k in c.keywords  # type: ignore[attr-defined]
+        if k.arg == name
+    }
+    return any(
+        n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in handed  # type: ignore[attr-defined]
+        for n in nodes_of(func, ast.Name)
+    )
+
+
 def sibling_call_faults(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.Call, str]]:
     """``(site, call, detail)`` for a call of a loss-path function (called by its bare name) that hands it
     less, or something else, than another call of the same function in the module does:
@@ -2411,6 +2457,9 @@ def sibling_call_faults(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.Call, s
                         and len(call.args) <= len(other.args)
                         and kw.arg in bound
                         and not any(_mentions(v, kw.arg) for v in mine.values())
+                        and not _read_in(
+                            func, kw.arg
+                        )  # the caller applies it itself (`logits / temperature`)
                         and not any(  # the caller passes it to this function elsewhere: a deliberate choice here
                             f is func and any(k.arg == kw.arg for k in c.keywords) for c, f in sites
                         )
@@ -2497,8 +2546,29 @@ def kl_direction_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     def log_of(node: ast.AST) -> str:
         return ast.unparse(_strip_casts(node))
 
+    def negations(root: ast.AST) -> list[ast.AST]:
+        """What ``root`` negates: ``-x``, ``x.neg()``, ``torch.neg(x)``, ``x * -1``."""
+        out: list[ast.AST] = []
+        for n in walk(root):
+            if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+                out.append(n.operand)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "neg":
+                out.append(n.args[0] if n.args and ast.unparse(n.func.value) == "torch" else n.func.value)
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+                for x, y in ((n.left, n.right), (n.right, n.left)):
+                    if int_value(y) == -1:
+                        out.append(x)
+        return out
+
+    negated_names = {  # `loss = -kl`, `return -ratio.mean()` elsewhere
+        n.id for root in negations(func) for n in walk(root) if isinstance(n, ast.Name)
+    }
     for stmt in nodes_of(func, ast.Assign, ast.AugAssign, ast.Return, ast.Expr):
-        negated = [n.operand for n in walk(stmt) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)]
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in negated_names for t in stmt.targets
+        ):
+            continue  # the term is bound to a local that is negated where it is used
+        negated = negations(stmt)
         for node in walk(stmt):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
                 continue

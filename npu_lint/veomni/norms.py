@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.veomni.catalog import OpRow
 from npu_lint.veomni.project import Project
@@ -658,6 +658,11 @@ def _norm_statement(stmt: ast.stmt) -> bool:
     return False
 
 
+# a leftover that matters names the norm or its state (``q_norm``, ``invvar_q``, ``norm_q_weight``, ``rstd_k``);
+# ``q_len`` or ``q.dtype`` beside the key statement are shared reads, not the query side's norm
+_NORMISH = re.compile(r"norm|invvar|rstd|weight|variance|eps", re.I)
+
+
 def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
     """``(statement, leftover, expected)`` for a statement on the key (or query) side of a norm computation that
     is its query (key) sibling statement with every q/k name swapped except one: ``key_states =
@@ -685,7 +690,7 @@ def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
                 continue
             mapped = [_swapped(i) for i in theirs]
             diff = [(a, b) for a, b in zip(mine, mapped, strict=True) if a != b]
-            if diff and all(other in _roles(a) and b == _swapped(a) for a, b in diff):
+            if diff and all(other in _roles(a) and b == _swapped(a) and _NORMISH.search(a) for a, b in diff):
                 out.append((s, diff[0][0], diff[0][1]))
                 break
     return out
@@ -732,13 +737,20 @@ def _modulation(node: ast.AST) -> tuple[bool, ast.AST] | None:
 
 def modulation_offset_faults(tree: ast.AST) -> list[tuple[ast.AST, str]]:
     """``(scale, example)`` for a modulation ``x * scale + shift`` in a module whose other modulations all
-    read ``x * (1 + scale) + shift``: the zero-centred scale lost its ``1 +``."""
-    found = [(m, node) for node in nodes_of(tree, ast.BinOp) if (m := _modulation(node)) is not None]
-    offset = [node for (is_offset, _s), node in found if is_offset]
-    if not offset or len(offset) < len(found) - len(offset):
-        return []
-    example = ast.unparse(offset[0])
-    return [(s, example) for (is_offset, s), _node in found if not is_offset]
+    read ``x * (1 + scale) + shift``: the zero-centred scale lost its ``1 +``. The reference is the same
+    top-level class or function (a pipeline's ``latents * self.scale_factor + self.shift_factor`` is no
+    sibling of a transformer block's modulations)."""
+    out: list[tuple[ast.AST, str]] = []
+    for owner in getattr(tree, "body", ()):
+        if not isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        found = [(m, node) for node in nodes_of(owner, ast.BinOp) if (m := _modulation(node)) is not None]
+        offset = [node for (is_offset, _s), node in found if is_offset]
+        if not offset or len(offset) < len(found) - len(offset):
+            continue
+        example = ast.unparse(offset[0])
+        out.extend((s, example) for (is_offset, s), _node in found if not is_offset)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -804,6 +816,10 @@ def named_axis_faults(func: ast.AST) -> list[tuple[ast.Call, str, str]]:
     ):
         return []
     axes: dict[str, list[str]] = {}
+    unpacked_at: dict[str, int] = {}
+    rebound: dict[
+        str, list[int]
+    ] = {}  # name -> lines where it is bound again (a permute or reshape: other axes)
     for node in nodes_of(func, ast.Assign):
         value, targets = node.value, node.targets  # type: ignore[attr-defined]
         if (
@@ -815,6 +831,11 @@ def named_axis_faults(func: ast.AST) -> list[tuple[ast.Call, str, str]]:
             and isinstance(value.value, ast.Name)
         ):
             axes[value.value.id] = [e.id for e in targets[0].elts]  # type: ignore[attr-defined]
+            unpacked_at[value.value.id] = node.lineno
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name):
+                rebound.setdefault(target.id, []).append(node.lineno)
     if not axes:
         return []
     out: list[tuple[ast.Call, str, str]] = []
@@ -830,21 +851,14 @@ def named_axis_faults(func: ast.AST) -> list[tuple[ast.Call, str, str]]:
             dim_node = rest[0] if rest else None
         if operand is None or dim_node is None:
             continue
-        dim = (
-            dim_node.operand.value * -1
-            # type: ignore[attr-defined]
-            if (
-                isinstance(dim_node, ast.UnaryOp)
-                and isinstance(dim_node.op, ast.USub)
-                and isinstance(dim_node.operand, ast.Constant)
-            )
-            else getattr(dim_node, "value", None)
-        )
-        if not isinstance(dim, int) or isinstance(dim, bool):
+        dim = int_value(dim_node)
+        if dim is None:
             continue
         for name, names in axes.items():
             if not _squares(operand, name) or not -len(names) <= dim < len(names):
                 continue
+            if any(unpacked_at[name] < line <= call.lineno for line in rebound.get(name, ())):
+                continue  # the tensor was rebound after the unpack: its axes may no longer be the named ones
             axis = names[dim]
             hidden = [n for n in names if n.lower() in _HIDDEN_AXES]
             if axis.lower() in _OTHER_AXES and hidden:
