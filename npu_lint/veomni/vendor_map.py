@@ -232,6 +232,26 @@ def lookup(dotted: str) -> VendorKernel | None:
 HELPER_PREFIXES = ("check_", "is_", "has_", "get_", "supports_", "precompute_", "prepare_")
 HELPER_NOTE = "a host-side helper of the kernel module (metadata or a capability check), not a kernel"
 
+# keywords of torch_npu kernels whose absence chooses another mode rather than dropping an input: an attention
+# call without a mask is bidirectional, without ``pse`` has no positional bias, without ``actual_seq_qlen`` is
+# not packed (used by NPU311, which compares a call's keywords with its siblings')
+NPU_MODE_KEYWORDS = frozenset(
+    {
+        "atten_mask",
+        "attn_mask",
+        "pse",
+        "padding_mask",
+        "drop_mask",
+        "prefix",
+        "actual_seq_qlen",
+        "actual_seq_kvlen",
+        "actual_seq_lengths",
+        "actual_seq_lengths_kv",
+        "real_shift",
+        "bias",
+    }
+)
+
 # words in a vendor kernel's own name and the registry op it implements (checked in order: the gated norm
 # before the plain one), for names under a package whose table entry names no op (``liger_kernel``, ``fla``)
 _KERNEL_WORDS: tuple[tuple[str, str, str], ...] = (

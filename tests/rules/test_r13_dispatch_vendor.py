@@ -192,6 +192,24 @@ def test_npu311_compares_with_calls_in_other_files(tmp_path: Path) -> None:
     assert _tree_lines(tmp_path, lora, "NPU311") == []
 
 
+def test_npu311_mode_choosing_keyword_is_optional() -> None:
+    # a masked causal call next to a mask-free bidirectional one: the mask chooses the mode, it is no slip
+    source = """
+    import torch_npu
+
+
+    def causal(q, k, v, mask, head_num, scale, weights, output, row_ids_map):
+        torch_npu.npu_moe_token_unpermute(output, row_ids_map, probs=weights)
+        return torch_npu.npu_fusion_attention(q, k, v, head_num, input_layout="BSND", atten_mask=mask, scale=scale)
+
+
+    def vision(q, k, v, head_num, scale, output, row_ids_map):
+        torch_npu.npu_moe_token_unpermute(output, row_ids_map)
+        return torch_npu.npu_fusion_attention(q, k, v, head_num, input_layout="BSND", scale=scale)
+    """
+    assert _lines(source, "NPU311", _KERNELS) == [10]  # the dropped probs is still found
+
+
 # -- NPU312 / NPU313 -----------------------------------------------------------------------------------------------
 
 _ROPE = """
