@@ -65,6 +65,24 @@ def test_npu229_transformers_kernel_name_gate() -> None:
         assert _lines(_GATE.format(test=good), "NPU229", _MODEL) == [], good
 
 
+def test_npu229_name_mapping_and_framework_code_are_quiet() -> None:
+    mapping = """
+    class ToyArguments:
+        def __post_init__(self):
+            if self.attn_implementation == "flash_attention_2":
+                self.attn_implementation = "veomni_flash_attention_2_with_sp"
+    """
+    # mapping transformers' name onto VeOmni's is the point, in model code too
+    assert _lines(mapping, "NPU229", _MODEL) == []
+    # framework code (the arguments) is not model code
+    gate = _GATE.format(test='self.config._attn_implementation == "flash_attention_2"')
+    assert _lines(gate, "NPU229", "veomni/arguments/toy_args.py") == []
+    assert _lines(gate, "NPU229", _MODEL) == [2]  # the model's gate is still found
+    # a branch assigning something else is still a gate
+    other = mapping.replace('"veomni_flash_attention_2_with_sp"', '"eager"')
+    assert _lines(other, "NPU229", _MODEL) == [3]
+
+
 # -- NPU225: a missing-field fallback keyed by a parameter --------------------------------------------------------
 
 _READER = """
