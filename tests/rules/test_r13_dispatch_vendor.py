@@ -431,6 +431,28 @@ def test_npu309_rotary_mode_against_the_tables_layout() -> None:
     assert _lines(_WAN.format(layout=_HALVES, mode="", **fine), "NPU309", path) == []  # no layout to compare
 
 
+def test_npu309_layout_needs_the_last_axis() -> None:
+    path = "veomni/models/transformers/wan/npu_patch.py"
+    fine = {"merge": ".flatten(-2)", "mode": ""}
+    # per-frame tiling along the token axis is no pair layout
+    for tiling in ("repeat_interleave(frames, dim=0)", "repeat_interleave(2, dim=0)"):
+        assert (
+            _lines(
+                _WAN.format(layout=tiling, **fine).replace("head_dim)", "head_dim, frames=1)"), "NPU309", path
+            )
+            == []
+        )
+    # halves concatenated on the last axis are the rotate-half layout "half" expects; on the token axis no layout
+    cat = _WAN.format(layout=_INTERLEAVED, mode=', rotary_mode="interleave"', merge=".flatten(-2)")
+    cat = cat.replace(
+        "cos = freqs.real.to(torch.float32).repeat_interleave(2, dim=-1).contiguous()",
+        "cos = torch.cat((freqs.real, freqs.real), dim={dim})",
+    )
+    assert _lines(cat.format(dim="-1"), "NPU309", path) == [10]
+    assert _lines(cat.format(dim="0"), "NPU309", path) == []
+    assert _lines(_WAN.format(layout=_INTERLEAVED, **fine), "NPU309", path) == [10]  # the true positive kept
+
+
 def test_npu314_split_input_returned_unmerged() -> None:
     path = "veomni/models/transformers/wan/npu_patch.py"
     mode = ', rotary_mode="interleave"'
