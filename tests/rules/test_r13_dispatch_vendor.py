@@ -269,6 +269,28 @@ def test_npu313_return_unlike_annotation() -> None:
     assert _lines(open_ended.replace(_SAVED, "q_embed, k_embed, cos"), "NPU313", _KERNELS) == []
 
 
+def test_npu314_documented_per_head_output_is_quiet() -> None:
+    path = "veomni/ops/kernels/qk_norm_npu.py"
+    source = """
+    import torch_npu
+    from einops import rearrange
+
+
+    def npu_head_rms_norm(q, weight, head_dim, eps=1e-6){returns}:
+        {doc}
+        q = rearrange(q, "b s (n d) -> b s n d", d=head_dim)
+        return torch_npu.npu_rms_norm(q, weight, epsilon=eps)[0]
+    """
+    per_head = '"""[b, s, n*d] projections in, per-head [b, s, n, d] normalised queries out."""'
+    assert _lines(source.format(returns="", doc=per_head), "NPU314", path) == []
+    annotated = source.format(returns=' -> Float[Tensor, "b s n d"]', doc="pass")
+    assert _lines(annotated, "NPU314", path) == []
+    # undocumented, or documented as the fused layout: still reported
+    assert _lines(source.format(returns="", doc="pass"), "NPU314", path) == [8]
+    fused = '"""[b, s, n*d] in, [b, s, n*d] out."""'
+    assert _lines(source.format(returns="", doc=fused), "NPU314", path) == [8]
+
+
 # -- NPU230 ------------------------------------------------------------------------------------------------------
 
 
