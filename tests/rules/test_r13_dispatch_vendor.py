@@ -257,6 +257,23 @@ def test_npu312_prepared_input_never_read() -> None:
     assert _lines(read, "NPU312", _KERNELS) == []
 
 
+def test_npu312_closure_reported_once() -> None:
+    source = """
+    import torch_npu
+
+
+    def make_rope(unsqueeze_dim=1):
+        def rope(q, cos, sin):
+            cos_u = cos.unsqueeze(unsqueeze_dim)
+            sin_u = sin.unsqueeze(unsqueeze_dim)
+            return torch_npu.npu_rotary_mul(q, {cos}, sin_u)
+
+        return rope
+    """
+    assert _lines(source.format(cos="cos"), "NPU312", _KERNELS) == [8]
+    assert _lines(source.format(cos="cos_u"), "NPU312", _KERNELS) == []
+
+
 def test_npu313_return_unlike_annotation() -> None:
     good = _ROPE.format(cos="cos_u", sin="sin_u", result=_SAVED)
     assert _lines(good, "NPU313", _KERNELS) == []
