@@ -308,6 +308,17 @@ def test_npu314_documented_per_head_output_is_quiet() -> None:
     assert _lines(source.format(returns="", doc=fused), "NPU314", path) == [8]
 
 
+def test_row_declaring_calls_are_veomni_knowledge() -> None:
+    # NPU230 (rows keeping a callable) and NPU225 (declarations are not selections) ask the semantic model
+    from npu_lint.rules.dispatch import npu225_gpu_selection_on_npu_path as npu225
+    from npu_lint.rules.dispatch import npu230_late_bound_row_callable as npu230
+    from npu_lint.veomni import registry
+
+    assert set(registry.REGISTER_CALLS) <= registry.ROW_DECLARATIONS
+    assert {"KernelSpec", "BackendSpec", "OpSpec"} <= registry.ROW_DECLARATIONS
+    assert not hasattr(npu230, "_KEEPERS") and not hasattr(npu225, "_DECLARATIONS")
+
+
 # -- NPU230 ------------------------------------------------------------------------------------------------------
 
 
