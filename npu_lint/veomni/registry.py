@@ -23,6 +23,12 @@ from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU, OpRow
 from npu_lint.veomni.patchgen import is_npu_model_file, package_specs
 
 REGISTER_CALLS = ("register_op", "register_kernel")
+# calls that declare a row (and keep what they are given for later) rather than select one: the registry's
+# register calls, the spec constructors, and the generic ``register`` / ``register_backend`` decorators-as-calls
+# (NPU230: a callable handed to one outlives the loop that built it; NPU225: a declaration is no selection)
+ROW_DECLARATIONS = frozenset(
+    {*REGISTER_CALLS, "KernelSpec", "BackendSpec", "OpSpec", "register", "register_backend"}
+)
 _MARKERS = (b"register_op(", b"register_kernel(", b"KernelSpec(")
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", "generated"}
 _MAX_ENVS = 4096  # loop-variable combinations followed per statement

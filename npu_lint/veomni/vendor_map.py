@@ -232,6 +232,49 @@ def lookup(dotted: str) -> VendorKernel | None:
 HELPER_PREFIXES = ("check_", "is_", "has_", "get_", "supports_", "precompute_", "prepare_")
 HELPER_NOTE = "a host-side helper of the kernel module (metadata or a capability check), not a kernel"
 
+# keywords of torch_npu kernels whose absence chooses another mode rather than dropping an input: an attention
+# call without a mask is bidirectional, without ``pse`` has no positional bias, without ``actual_seq_qlen`` is
+# not packed (used by NPU311, which compares a call's keywords with its siblings')
+NPU_MODE_KEYWORDS = frozenset(
+    {
+        "atten_mask",
+        "attn_mask",
+        "pse",
+        "padding_mask",
+        "drop_mask",
+        "prefix",
+        "actual_seq_qlen",
+        "actual_seq_kvlen",
+        "actual_seq_lengths",
+        "actual_seq_lengths_kv",
+        "real_shift",
+        "bias",
+    }
+)
+
+# transformers' names of GPU attention kernels (``_attn_implementation`` values); VeOmni runs them under its own
+# names (``veomni_<name>_with_sp``, the replacement table of the tree's ops arguments), an Ascend run under those
+# or ``sdpa`` (used by NPU229)
+TRANSFORMERS_ATTENTION_KERNELS = ("flash_attention", "flex_attention", "magi_attention")
+VEOMNI_ATTENTION_PREFIX = "veomni_"
+
+
+def is_transformers_attention_kernel(name: str | None) -> bool:
+    """``flash_attention_2``, ``flex_attention``...: a transformers GPU attention kernel name."""
+    return name is not None and name.startswith(TRANSFORMERS_ATTENTION_KERNELS)
+
+
+def is_veomni_attention_name(name: str | None) -> bool:
+    """``veomni_flash_attention_2_with_sp``...: a name VeOmni registers its own attention under."""
+    return name is not None and name.startswith(VEOMNI_ATTENTION_PREFIX)
+
+
+def veomni_attention_name(name: str) -> str:
+    """The name VeOmni runs a transformers attention kernel under (``flash_attention_2`` ->
+    ``veomni_flash_attention_2_with_sp``)."""
+    return f"{VEOMNI_ATTENTION_PREFIX}{name}_with_sp"
+
+
 # words in a vendor kernel's own name and the registry op it implements (checked in order: the gated norm
 # before the plain one), for names under a package whose table entry names no op (``liger_kernel``, ``fla``)
 _KERNEL_WORDS: tuple[tuple[str, str, str], ...] = (

@@ -249,6 +249,25 @@ def test_cuda_probe_choosing_the_npu_module() -> None:
     assert _codes("veomni/models/transformers/toy/__init__.py", text, "NPU102") == [5]
 
 
+def test_cuda_probe_combined_with_an_npu_test_is_quiet() -> None:
+    text = """
+        import torch
+        from transformers.utils import is_torch_npu_available
+
+        if not torch.cuda.is_available() and {npu}:
+            from .rope_npu import apply_rope
+        else:
+            from .rope_triton import apply_rope
+        """
+    # the NPU test decides: a CPU-only host is not sent to the NPU module
+    assert (
+        _codes("veomni/ops/kernels/rope/__init__.py", text.format(npu="is_torch_npu_available()"), "NPU102")
+        == []
+    )
+    # the probe alone still chooses it
+    assert _codes("veomni/ops/kernels/rope/__init__.py", text.format(npu="True"), "NPU102") == [4]
+
+
 def test_allocation_on_a_slice_of_a_host_copy_in_a_closure() -> None:
     text = """
         import torch

@@ -65,6 +65,24 @@ def test_npu229_transformers_kernel_name_gate() -> None:
         assert _lines(_GATE.format(test=good), "NPU229", _MODEL) == [], good
 
 
+def test_npu229_name_mapping_and_framework_code_are_quiet() -> None:
+    mapping = """
+    class ToyArguments:
+        def __post_init__(self):
+            if self.attn_implementation == "flash_attention_2":
+                self.attn_implementation = "veomni_flash_attention_2_with_sp"
+    """
+    # mapping transformers' name onto VeOmni's is the point, in model code too
+    assert _lines(mapping, "NPU229", _MODEL) == []
+    # framework code (the arguments) is not model code
+    gate = _GATE.format(test='self.config._attn_implementation == "flash_attention_2"')
+    assert _lines(gate, "NPU229", "veomni/arguments/toy_args.py") == []
+    assert _lines(gate, "NPU229", _MODEL) == [2]  # the model's gate is still found
+    # a branch assigning something else is still a gate
+    other = mapping.replace('"veomni_flash_attention_2_with_sp"', '"eager"')
+    assert _lines(other, "NPU229", _MODEL) == [3]
+
+
 # -- NPU225: a missing-field fallback keyed by a parameter --------------------------------------------------------
 
 _READER = """
@@ -192,6 +210,24 @@ def test_npu311_compares_with_calls_in_other_files(tmp_path: Path) -> None:
     assert _tree_lines(tmp_path, lora, "NPU311") == []
 
 
+def test_npu311_mode_choosing_keyword_is_optional() -> None:
+    # a masked causal call next to a mask-free bidirectional one: the mask chooses the mode, it is no slip
+    source = """
+    import torch_npu
+
+
+    def causal(q, k, v, mask, head_num, scale, weights, output, row_ids_map):
+        torch_npu.npu_moe_token_unpermute(output, row_ids_map, probs=weights)
+        return torch_npu.npu_fusion_attention(q, k, v, head_num, input_layout="BSND", atten_mask=mask, scale=scale)
+
+
+    def vision(q, k, v, head_num, scale, output, row_ids_map):
+        torch_npu.npu_moe_token_unpermute(output, row_ids_map)
+        return torch_npu.npu_fusion_attention(q, k, v, head_num, input_layout="BSND", scale=scale)
+    """
+    assert _lines(source, "NPU311", _KERNELS) == [10]  # the dropped probs is still found
+
+
 # -- NPU312 / NPU313 -----------------------------------------------------------------------------------------------
 
 _ROPE = """
@@ -221,6 +257,23 @@ def test_npu312_prepared_input_never_read() -> None:
     assert _lines(read, "NPU312", _KERNELS) == []
 
 
+def test_npu312_closure_reported_once() -> None:
+    source = """
+    import torch_npu
+
+
+    def make_rope(unsqueeze_dim=1):
+        def rope(q, cos, sin):
+            cos_u = cos.unsqueeze(unsqueeze_dim)
+            sin_u = sin.unsqueeze(unsqueeze_dim)
+            return torch_npu.npu_rotary_mul(q, {cos}, sin_u)
+
+        return rope
+    """
+    assert _lines(source.format(cos="cos"), "NPU312", _KERNELS) == [8]
+    assert _lines(source.format(cos="cos_u"), "NPU312", _KERNELS) == []
+
+
 def test_npu313_return_unlike_annotation() -> None:
     good = _ROPE.format(cos="cos_u", sin="sin_u", result=_SAVED)
     assert _lines(good, "NPU313", _KERNELS) == []
@@ -231,6 +284,39 @@ def test_npu313_return_unlike_annotation() -> None:
     assert _lines(three, "NPU313", _KERNELS) == [10]
     open_ended = good.replace("tuple[tuple[Tensor, Tensor], SavedState]", "tuple[Tensor, ...]")
     assert _lines(open_ended.replace(_SAVED, "q_embed, k_embed, cos"), "NPU313", _KERNELS) == []
+
+
+def test_npu314_documented_per_head_output_is_quiet() -> None:
+    path = "veomni/ops/kernels/qk_norm_npu.py"
+    source = """
+    import torch_npu
+    from einops import rearrange
+
+
+    def npu_head_rms_norm(q, weight, head_dim, eps=1e-6){returns}:
+        {doc}
+        q = rearrange(q, "b s (n d) -> b s n d", d=head_dim)
+        return torch_npu.npu_rms_norm(q, weight, epsilon=eps)[0]
+    """
+    per_head = '"""[b, s, n*d] projections in, per-head [b, s, n, d] normalised queries out."""'
+    assert _lines(source.format(returns="", doc=per_head), "NPU314", path) == []
+    annotated = source.format(returns=' -> Float[Tensor, "b s n d"]', doc="pass")
+    assert _lines(annotated, "NPU314", path) == []
+    # undocumented, or documented as the fused layout: still reported
+    assert _lines(source.format(returns="", doc="pass"), "NPU314", path) == [8]
+    fused = '"""[b, s, n*d] in, [b, s, n*d] out."""'
+    assert _lines(source.format(returns="", doc=fused), "NPU314", path) == [8]
+
+
+def test_row_declaring_calls_are_veomni_knowledge() -> None:
+    # NPU230 (rows keeping a callable) and NPU225 (declarations are not selections) ask the semantic model
+    from npu_lint.rules.dispatch import npu225_gpu_selection_on_npu_path as npu225
+    from npu_lint.rules.dispatch import npu230_late_bound_row_callable as npu230
+    from npu_lint.veomni import registry
+
+    assert set(registry.REGISTER_CALLS) <= registry.ROW_DECLARATIONS
+    assert {"KernelSpec", "BackendSpec", "OpSpec"} <= registry.ROW_DECLARATIONS
+    assert not hasattr(npu230, "_KEEPERS") and not hasattr(npu225, "_DECLARATIONS")
 
 
 # -- NPU230 ------------------------------------------------------------------------------------------------------
@@ -393,6 +479,28 @@ def test_npu309_rotary_mode_against_the_tables_layout() -> None:
         == []
     )
     assert _lines(_WAN.format(layout=_HALVES, mode="", **fine), "NPU309", path) == []  # no layout to compare
+
+
+def test_npu309_layout_needs_the_last_axis() -> None:
+    path = "veomni/models/transformers/wan/npu_patch.py"
+    fine = {"merge": ".flatten(-2)", "mode": ""}
+    # per-frame tiling along the token axis is no pair layout
+    for tiling in ("repeat_interleave(frames, dim=0)", "repeat_interleave(2, dim=0)"):
+        assert (
+            _lines(
+                _WAN.format(layout=tiling, **fine).replace("head_dim)", "head_dim, frames=1)"), "NPU309", path
+            )
+            == []
+        )
+    # halves concatenated on the last axis are the rotate-half layout "half" expects; on the token axis no layout
+    cat = _WAN.format(layout=_INTERLEAVED, mode=', rotary_mode="interleave"', merge=".flatten(-2)")
+    cat = cat.replace(
+        "cos = freqs.real.to(torch.float32).repeat_interleave(2, dim=-1).contiguous()",
+        "cos = torch.cat((freqs.real, freqs.real), dim={dim})",
+    )
+    assert _lines(cat.format(dim="-1"), "NPU309", path) == [10]
+    assert _lines(cat.format(dim="0"), "NPU309", path) == []
+    assert _lines(_WAN.format(layout=_INTERLEAVED, **fine), "NPU309", path) == [10]  # the true positive kept
 
 
 def test_npu314_split_input_returned_unmerged() -> None:

@@ -1015,13 +1015,13 @@ def cuda_gate_on_npu_path(ctx: Context, node: ast.AST) -> str | None:
             if any(w in parent.name.lower() for w in CUDA_ONLY_IMPLS):
                 return None
             break
-    npu_test = _npu_guard_in(root)
+    npu_test = npu_guard_in(root)
     if npu_test is not None:
         return f"the NPU guard `{ctx.source.segment(npu_test)}` it is conjoined with"
     for parent, child in child_of(ctx, stmt):
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
             in_body = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
-            if in_body and _npu_guard_in(parent.test, whole=True) is not None:
+            if in_body and npu_guard_in(parent.test, whole=True) is not None:
                 return f"the NPU-only branch under `{ctx.source.segment(parent.test)}`"
         elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
@@ -1067,7 +1067,7 @@ def _is_npu_test(node: ast.AST) -> bool:
     return False
 
 
-def _npu_guard_in(test: ast.AST, whole: bool = False) -> ast.AST | None:
+def npu_guard_in(test: ast.AST, whole: bool = False) -> ast.AST | None:
     """The NPU-only test among the operands of an ``and`` (or the whole test when ``whole``): a CUDA test
     conjoined with it can never hold, so the branch it guards is dead on the NPU it was written for."""
     if whole and _is_npu_test(test):

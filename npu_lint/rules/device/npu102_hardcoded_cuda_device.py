@@ -33,6 +33,7 @@ from npu_lint.rules.device._shared import (
     mentions_cuda_dispatch,
     names_kernel,
     native_api,
+    npu_guard_in,
     npu_module,
     outside_veomni,
     target_name,
@@ -1262,7 +1263,16 @@ class HardcodedCudaDevice(Rule):
             (p for p, c in child_of(ctx, call) if isinstance(p, ast.If) and c is p.test),
             None,
         )
-        if test_if is not None and selects_npu_module(test_if):
+        chooses = test_if is not None and selects_npu_module(test_if)
+        if chooses and test_if is not None:
+            whole = test_if.test is call or (
+                isinstance(test_if.test, ast.UnaryOp) and test_if.test.operand is call
+            )
+            if not whole:
+                if npu_guard_in(test_if.test) is not None:
+                    return  # ``not torch.cuda.is_available() and is_torch_npu_available()``: the NPU test decides
+                chooses = False
+        if chooses:
             self.report(
                 call,
                 "`torch.cuda.is_available()` chooses between the NPU and the GPU module: CUDA's absence is not an "

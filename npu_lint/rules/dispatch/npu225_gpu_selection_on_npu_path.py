@@ -7,16 +7,15 @@ import re
 
 from npu_lint.core.astutil import call_name, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.registry import ROW_DECLARATIONS
 from npu_lint.veomni.resolution import NpuHost, gpu_marker, module_of, names_gpu
 
 # parameters that take an implementation name (`install_loss_mapping(impl)`, `bind(impl_name=...)`)
 # (not a kernel's own ``backend=`` option: FLA's ``causal_conv1d(..., backend="triton")`` is an argument of the bound
 # kernel, whichever it is)
 _IMPL_PARAM = re.compile(r"(^|_)impl(_name)?$|implementation$")
-# calls that declare a row rather than select one
-_DECLARATIONS = frozenset(
-    {"register_op", "register_kernel", "KernelSpec", "BackendSpec", "OpSpec", "register", "field", "Field"}
-)
+# calls that declare a row (the registry's declarations) or a field default rather than select one
+_NOT_SELECTIONS = ROW_DECLARATIONS | {"field", "Field"}
 _GPU_WORDS = ("liger", "triton", "quack", "tilelang", "cudnn", "cutlass", "flashmla", "fla", ".default")
 
 
@@ -123,7 +122,7 @@ class GpuSelectionOnNpuPath(Rule):
             return
         assert isinstance(node, ast.Call)
         name = call_name(node)
-        if name in _DECLARATIONS:
+        if name in _NOT_SELECTIONS:
             return
         if name == "getattr" and len(node.args) == 3:
             self._fallback(node)

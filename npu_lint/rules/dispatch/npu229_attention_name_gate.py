@@ -6,11 +6,14 @@ import ast
 
 from npu_lint.core.astutil import str_value
 from npu_lint.rules._handles import ATTENTION_FIELDS
-from npu_lint.rules.base import Example, Rule
-
-# transformers' names of GPU attention kernels; VeOmni runs them under its own names (`veomni_<name>_with_sp`,
-# the replacement table of the tree's ops arguments), and an Ascend run under those or `sdpa`
-_KERNEL_PREFIXES = ("flash_attention", "flex_attention", "magi_attention")
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.layout import is_model_code
+from npu_lint.veomni.vendor_map import (
+    TRANSFORMERS_ATTENTION_KERNELS,
+    is_transformers_attention_kernel,
+    is_veomni_attention_name,
+    veomni_attention_name,
+)
 
 
 def _attention_value(node: ast.expr) -> bool:
@@ -21,7 +24,17 @@ def _attention_value(node: ast.expr) -> bool:
 
 
 def _kernel_name(value: str | None) -> bool:
-    return value is not None and value.startswith(_KERNEL_PREFIXES)
+    return is_transformers_attention_kernel(value)
+
+
+def _maps_to_veomni_name(branch: list[ast.stmt]) -> bool:
+    """Whether a branch stores one of VeOmni's own attention names (``self.attn_implementation =
+    "veomni_flash_attention_2_with_sp"``): code translating transformers' name, not gating on it."""
+    for stmt in branch:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            if is_veomni_attention_name(str_value(stmt.value)):
+                return True
+    return False
 
 
 def _gated_names(node: ast.Compare) -> list[str] | None:
@@ -41,7 +54,7 @@ def _gated_names(node: ast.Compare) -> list[str] | None:
         names = [str_value(e) for e in right.elts]
         if not names or any(n is None for n in names):
             return None
-        if any(n.startswith("veomni_") for n in names if n):  # the tree's own names are admitted too
+        if any(is_veomni_attention_name(n) for n in names):  # the tree's own names are admitted too
             return None
         kernels = [n for n in names if _kernel_name(n)]
         return kernels or None
@@ -108,8 +121,16 @@ class AttentionNameGate(Rule):
     fix_safety = (
         "No fix: whether the branch should test `eager` or admit the tree's names is the author's choice."
     )
-    requires = ("attn_implementation", ("flash_attention", "flex_attention", "magi_attention"))
+    requires = ("attn_implementation", TRANSFORMERS_ATTENTION_KERNELS)
     node_types = (ast.Compare,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        # model code only: framework code (the arguments' __post_init__, the registry) maps these names
+        project = ctx.project
+        return ctx.source.kind.model_code and is_model_code(
+            ctx.source.path, project.root, project.model_packages, project.api.layouts
+        )
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Compare)
@@ -118,11 +139,14 @@ class AttentionNameGate(Rule):
         names = _gated_names(node)
         if names is None:
             return
+        branch = self.ctx.parent
+        if isinstance(branch, ast.If) and branch.test is node and _maps_to_veomni_name(branch.body):
+            return
         shown = ", ".join(f'"{n}"' for n in names)
         self.report(
             node,
             f"`{ast.unparse(node)}` gates this path on transformers' kernel name {shown}: VeOmni runs attention "
-            f"under its own names (`veomni_{names[0]}_with_sp`, and other rows on Ascend), so those runs take the "
+            f"under its own names (`{veomni_attention_name(names[0])}`, and other rows on Ascend), so those runs take the "
             "other branch (the eager path) silently; test against `eager` as transformers does, or admit the "
             "tree's names",
         )

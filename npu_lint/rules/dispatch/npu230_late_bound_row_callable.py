@@ -6,11 +6,7 @@ import ast
 
 from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
-
-# calls that keep what they are given for later: a registry row, a table entry
-_KEEPERS = frozenset(
-    {"register_op", "register_kernel", "KernelSpec", "BackendSpec", "OpSpec", "register", "register_backend"}
-)
+from npu_lint.veomni.registry import ROW_DECLARATIONS
 
 
 def _targets(node: ast.AST) -> set[str]:
@@ -105,7 +101,7 @@ class LateBoundRowCallable(Rule):
                 )
             return
         assert isinstance(node, ast.Call)
-        if call_name(node) not in _KEEPERS:
+        if call_name(node) not in ROW_DECLARATIONS:
             return
         loop_names: set[str] = set()
         for loop in loops:

@@ -48,6 +48,34 @@ def _str(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _last_axis(call: ast.Call, index: int) -> bool:
+    """The call's ``dim`` (keyword, or positional at ``index``) is the last axis."""
+    dim = next((k.value for k in call.keywords if k.arg == "dim"), None)
+    if dim is None and index < len(call.args):
+        dim = call.args[index]
+    return dim is not None and int_value(dim) == -1
+
+
+def _pair_layout(call: ast.Call) -> str | None:
+    """The rotary layout one step of a cos/sin table's construction lays out along the last axis: each frequency
+    repeated for its pair (``repeat_interleave(2, dim=-1)``) is "interleave", the halves concatenated
+    (``torch.cat((f, f), dim=-1)``) is "half"; other axes (per-frame tiling along the tokens) choose none."""
+    assert isinstance(call.func, ast.Attribute)
+    name = call.func.attr
+    if name == "repeat_interleave":
+        # ``t.repeat_interleave(2, dim=-1)`` or ``torch.repeat_interleave(t, 2, dim=-1)``
+        first = 1 if isinstance(call.func.value, ast.Name) and call.func.value.id == "torch" else 0
+        repeats = next((k.value for k in call.keywords if k.arg == "repeats"), None)
+        if repeats is None and first < len(call.args):
+            repeats = call.args[first]
+        if repeats is not None and int_value(repeats) == 2 and _last_axis(call, first + 1):
+            return "interleave"
+        return None
+    if name in ("cat", "concat") and _last_axis(call, 1):
+        return "half"
+    return None
+
+
 class NpuKernelCallContract(Rule):
     code = "NPU309"
     name = "npu-kernel-call-contract"
@@ -198,11 +226,11 @@ class NpuKernelCallContract(Rule):
         if len(built) != 1:
             return
         calls = {
-            c.func.attr
+            _pair_layout(c)
             for c in walk(built[0])
             if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
         }
-        laid = "interleave" if "repeat_interleave" in calls else "half" if {"cat", "concat"} & calls else None
+        laid = "interleave" if "interleave" in calls else "half" if "half" in calls else None
         if laid is None or laid == mode:
             return
         how = (

@@ -7,6 +7,7 @@ import os
 
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.npucalls import KernelCall, file_calls, tree_calls
+from npu_lint.veomni.vendor_map import NPU_MODE_KEYWORDS
 
 
 def _short(path: str, root: str | None) -> str:
@@ -119,7 +120,14 @@ class KernelCallUnlikeSiblings(Rule):
         others = [c for k, c in self._own.values() if k == kernel and c is not me]
         others += [c for c in self._tree.get(kernel, ()) if c.path != me.path]
         # a generated file repeats its spec's calls: count each (file stem, text) once
-        return kernel, me, others
+        seen: set[tuple[object, ...]] = set()
+        unique = []
+        for c in others:
+            key = (os.path.splitext(os.path.basename(c.path))[0], c.stems, c.texts, c.data_keywords, c.int32)
+            if key not in seen:
+                seen.add(key)
+                unique.append(c)
+        return kernel, me, unique
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -132,7 +140,11 @@ class KernelCallUnlikeSiblings(Rule):
         same_arity = [c for c in others if len(c.stems) == len(me.stems)]
         root = self.ctx.project.root
         # a data keyword every other call passes
-        for word in sorted(frozenset.intersection(*(c.data_keywords for c in others)) - me.data_keywords):
+        # a mode-choosing keyword (an attention mask, a positional bias) may be left out on purpose
+        missing = (
+            frozenset.intersection(*(c.data_keywords for c in others)) - me.data_keywords - NPU_MODE_KEYWORDS
+        )
+        for word in sorted(missing):
             if any(k.arg == word for k in node.keywords):
                 continue
             if not same_arity or len(me.stems) > min(len(c.stems) for c in others):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, own_nodes
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 
@@ -117,11 +117,15 @@ class KernelInputPreparedUnused(Rule):
                 prepared.setdefault(value.func.value.id, (target, assign))
         if not prepared:
             return
+        # a closure's own preparation and call are reported when the closure is visited, not again from here
+        own = {id(n) for n in own_nodes(node)}
         for call in calls:
             assert isinstance(call, ast.Call)
             for arg in (*call.args, *(k.value for k in call.keywords)):
                 if isinstance(arg, ast.Name) and arg.id in prepared:
                     local, assign = prepared[arg.id]
+                    if id(call) not in own and id(assign) not in own:
+                        continue
                     self.report(
                         arg,
                         f"`{arg.id}` is passed to the Ascend kernel as it came, but the function prepared "

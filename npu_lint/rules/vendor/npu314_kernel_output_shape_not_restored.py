@@ -22,6 +22,24 @@ def _splits(pattern: str) -> bool:
     return bool(sep) and bool(_GROUP.search(left)) and not _GROUP.search(right)
 
 
+def _split_axes(pattern: str) -> list[str]:
+    """The axes a splitting pattern produces (``b s (n d) -> b s n d`` -> ``["b", "s", "n", "d"]``)."""
+    return re.findall(r"\w+", pattern.partition("->")[2])
+
+
+def _promises_split(node: ast.FunctionDef, axes: list[str]) -> bool:
+    """The function's return annotation or docstring names the split layout as its output
+    (``Float[Tensor, "b s n d"]``, ``per-head [b, s, n, d] ... out``): the caller asked for the per-head shape."""
+    if not axes:
+        return False
+    shape = re.compile(r"(?<![\w*])" + r"[\s,]+".join(re.escape(a) for a in axes) + r"(?![\w*])")
+    texts = [ast.unparse(node.returns)] if node.returns is not None else []
+    doc = ast.get_docstring(node)
+    if doc:
+        texts.append(doc)
+    return any(shape.search(text) for text in texts)
+
+
 class KernelOutputShapeNotRestored(Rule):
     code = "NPU314"
     name = "kernel-output-shape-not-restored"
@@ -78,7 +96,7 @@ class KernelOutputShapeNotRestored(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.FunctionDef)
         params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
-        split_at = None
+        split_at, split_pattern = None, ""
         for call in nodes_of(node, ast.Call):
             assert isinstance(call, ast.Call)
             name = call.func.id if isinstance(call.func, ast.Name) else ""
@@ -91,8 +109,8 @@ class KernelOutputShapeNotRestored(Rule):
                 and pattern is not None
                 and _splits(pattern)
             ):
-                split_at = call.lineno
-        if split_at is None:
+                split_at, split_pattern = call.lineno, pattern
+        if split_at is None or _promises_split(node, _split_axes(split_pattern)):
             return
         imported = self.ctx.memo.get("npucalls.imported")
         if imported is None:
