@@ -38,17 +38,35 @@ class ClassFacts:
     nested: set[tuple[str, str]] = field(default_factory=set)
 
 
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _annotation_class(node: ast.expr | None) -> str | None:
+    """The class a field annotated ``X`` / ``Optional[X]`` / ``Union[X, None]`` / ``X | None`` holds; None for
+    containers (``List[X]`` holds a list, not an X) and other unions."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
             node = ast.parse(node.value, mode="eval").body
         except SyntaxError:
             return None
-    if isinstance(node, ast.Subscript):  # Optional[X]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        if _is_none(node.right):
+            return _annotation_class(node.left)
+        if _is_none(node.left):
+            return _annotation_class(node.right)
+        return None
+    if isinstance(node, ast.Subscript):
+        outer = node.value
+        outer_name = outer.id if isinstance(outer, ast.Name) else getattr(outer, "attr", None)
         inner = node.slice
-        return (
-            _annotation_class(inner) if isinstance(inner, (ast.Name, ast.Attribute, ast.Constant)) else None
-        )
+        if outer_name == "Optional":
+            return _annotation_class(inner)
+        if outer_name == "Union" and isinstance(inner, ast.Tuple):
+            kept = [e for e in inner.elts if not _is_none(e)]
+            if len(kept) == 1 and len(kept) < len(inner.elts):
+                return _annotation_class(kept[0])
+        return None
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):

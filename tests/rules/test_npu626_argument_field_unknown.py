@@ -104,3 +104,32 @@ def test_fields_post_init_and_subclasses_define_are_quiet(tmp_path: Path) -> Non
 
 def test_outside_a_tree_nothing_is_assumed(tmp_path: Path) -> None:
     assert _lines(tmp_path / "train.py", "def f(args):\n    return args.train.enable_mixed_precision\n") == []
+
+
+def test_only_optional_annotations_are_unwrapped(tmp_path: Path) -> None:
+    # rev13a #3: `List[X]` holds a list, not an X; `Optional[X]` / `X | None` hold an X
+    root = _tree(tmp_path)
+    (root / "veomni" / "trainer" / "extra.py").write_text(
+        "from dataclasses import dataclass, field\n"
+        "from typing import List, Optional, Union\n\n"
+        "from veomni.arguments.arguments_types import TrainingArguments, ProfileConfig\n\n\n"
+        "@dataclass\n"
+        "class ExtraTrainingArguments(TrainingArguments):\n"
+        "    extra_losses: List[ProfileConfig] = field(default_factory=list)\n"
+        "    maybe: Optional[ProfileConfig] = None\n"
+        "    either: Union[ProfileConfig, None] = None\n"
+        "    piped: 'ProfileConfig | None' = None\n"
+    )
+    text = """
+        def f(args, c):
+            args.train.extra_losses.append(c)
+            return (
+                args.train.maybe.enable,
+                args.train.either.enable,
+                args.train.piped.enable,
+                args.train.maybe.gone,
+                args.train.either.gone,
+                args.train.piped.gone,
+            )
+        """
+    assert _lines(root / "veomni" / "trainer" / "toy.py", text) == [7, 8, 9]
