@@ -136,7 +136,7 @@ class ArgumentFieldUnknown(Rule):
             return
         if not self._looked:
             self._looked = True
-            self._classes = group_classes(self.ctx.source.path) or own_classes(self.ctx.tree)
+            self._classes = group_classes(self.ctx.source.path, self.ctx.tree) or own_classes(self.ctx.tree)
         classes = self._classes
         if classes is None:
             return
