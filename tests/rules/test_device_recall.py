@@ -314,3 +314,23 @@ def test_host_copy_moved_back_after_a_nested_block_is_quiet() -> None:
             return experts_fn.apply(hidden_states, offsets, splits), out
         """
     assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [18]
+
+
+def test_host_split_sizes_for_an_all_to_all_are_quiet() -> None:
+    # rev13a #5: all-to-all split sizes belong on the host
+    text = """
+        def preprocess(mask):
+            counts = mask.sum(dim=(1, 2))
+            host_counts = counts.cpu()
+            return host_counts
+
+
+        def token_pre_all2all(hidden_states, mask, group, experts_fn):
+            host_counts = preprocess(mask)
+            input_splits = host_counts.long()
+            output_sizes = host_counts.long()
+            moved = _AllToAll.apply(group, hidden_states, input_splits, output_sizes)
+            offsets = host_counts.cumsum(0)
+            return moved, experts_fn.apply(moved, offsets)
+        """
+    assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [13]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.collectives import host_meant_argument
 
 _KEEPS = frozenset(
     {"cumsum", "cumprod", "long", "int", "float", "contiguous", "clone", "view", "reshape", "flatten"}
@@ -90,7 +91,8 @@ class HostCopyToKernel(Rule):
         "accept host offsets; Ascend's grouped-matmul kernels reject them (or sync per call). The helper's own "
         "return is the reference: a returned local it built with `.cpu()` / `.to('cpu')` is a host tensor in "
         "every caller, and each argument of a `<Function>.apply(...)` call computed from it (through "
-        "device-keeping ops) without a move is reported."
+        "device-keeping ops) without a move is reported, except split sizes (`input_splits`), which an "
+        "all-to-all reads on the host."
     )
     bad = (
         Example(
@@ -200,8 +202,8 @@ class HostCopyToKernel(Rule):
         if len(n.args) < 2:
             return
         for arg in n.args:
-            if not isinstance(arg, ast.Name):
-                continue
+            if not isinstance(arg, ast.Name) or host_meant_argument(arg.id):
+                continue  # split sizes are read on the host
             origin = derived.get(arg.id)
             if origin is None:
                 continue
