@@ -67,3 +67,32 @@ def test_text_row_kept_among_rotary_rows() -> None:
             return text_positions, rotary, again
         """
     assert _lines(text, "NPU726", SPEC) == [3]
+
+
+def test_moved_rebound_and_discarded_pops_are_quiet() -> None:
+    # rev13a #7: a field moved under another key, a dict rebuilt under the same name, an optional removal
+    text = """
+        def single_frame_video_as_image(sample):
+            if sample["video_grid_thw"][0, 0] == 1:
+                sample["pixel_values"] = sample.pop("pixel_values_videos")
+                sample["image_grid_thw"] = sample.pop("video_grid_thw")
+            return sample
+
+
+        def cast_grid(sample):
+            grid = sample.pop("image_grid_thw")
+            sample = {**sample, "image_grid_thw": grid.long()}
+            return sample
+
+
+        def drop_text_only_masks(sample, has_image):
+            if not has_image:
+                sample.pop("image_mask", None)
+            return sample
+
+
+        def still_lost(sample, rope):
+            sample["position_ids"] = rope(sample.pop("image_grid_thw", None))
+            return sample
+        """
+    assert _lines(text, "NPU725", DATA) == [21]
