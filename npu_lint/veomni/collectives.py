@@ -10,6 +10,10 @@ inside a top-level ``def``) and the files that call it, reading bytes only.
 :func:`host_meant_argument` names the collective arguments that belong on the host: VeOmni's expert-parallel
 all-to-all (``_AllToAll.apply(group, tokens, input_splits, output_splits)``) reads its split sizes as Python
 integers, so a host copy handed there is intended.
+
+:func:`accessor_dimensions` names the mesh dimensions a parallel-state group accessor of VeOmni is meant to
+return when its name is not the dimension's (``fsdp_group`` is the ``dp_sp`` group: FSDP shards over data x
+sequence parallel ranks), so an accessor that returns the same group under its own name is a synonym.
 """
 
 from __future__ import annotations
@@ -27,6 +31,16 @@ _ASSIGN = re.compile(
 )
 _DEF = re.compile(rb"^def (\w+)\(", re.M)
 _HOST_ARGUMENT_WORDS = ("split", "sizes")  # all-to-all split sizes: input_splits, output_split_sizes, ...
+
+
+# parallel_state.py accessors whose name differs from the mesh dimension they return
+_ACCESSOR_DIMENSIONS: dict[str, frozenset[str]] = {"fsdp_group": frozenset({"dp_sp"})}
+
+
+def accessor_dimensions(name: str) -> frozenset[str]:
+    """The mesh dimensions VeOmni's group accessor ``name`` returns (``fsdp_group`` -> ``{"dp_sp"}``); empty when
+    only the accessor named after a dimension (``dp_group`` -> ``dp``) is known."""
+    return _ACCESSOR_DIMENSIONS.get(name, frozenset())
 
 
 def host_meant_argument(name: str) -> bool:
