@@ -96,3 +96,17 @@ def test_moved_rebound_and_discarded_pops_are_quiet() -> None:
             return sample
         """
     assert _lines(text, "NPU725", DATA) == [21]
+
+
+def test_cut_inside_a_closure_is_reported_once() -> None:
+    # rev13a #14: the outer visit's walk already covers the nested function
+    text = """
+        def outer(self, input_ids, grid):
+            def inner():
+                position_ids, deltas = self.get_rope_index(input_ids, grid)
+                return position_ids[0], deltas
+            return inner()
+        """
+    src = SourceFile.from_text(SPEC, textwrap.dedent(text).lstrip("\n"))
+    diags = [d for d in lint_source(src, ["NPU726"], Settings()) if d.code == "NPU726"]
+    assert [(d.line, d.col) for d in diags] == [(4, 15)]

@@ -85,6 +85,8 @@ class MropeRows(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if self.ctx.function is not None:
+            return  # a nested function: the enclosing function's walk covers it (once)
         results: set[str] = set()  # locals holding a position-id function's result
         text_rows: dict[str, int] = {}  # position-id local -> line its row 0 was split off
         for n in ast.walk(node):
