@@ -110,3 +110,12 @@ def test_cut_inside_a_closure_is_reported_once() -> None:
     src = SourceFile.from_text(SPEC, textwrap.dedent(text).lstrip("\n"))
     diags = [d for d in lint_source(src, ["NPU726"], Settings()) if d.code == "NPU726"]
     assert [(d.line, d.col) for d in diags] == [(4, 15)]
+
+
+def test_position_id_producers_are_named_by_the_semantic_model() -> None:
+    from npu_lint.veomni.upcalls import is_position_id_function
+
+    assert [
+        is_position_id_function(n)
+        for n in ("get_rope_index", "position_id_func", "get_position_ids", "get_position_embeddings", "rope")
+    ] == [True, True, True, False, False]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.upcalls import is_position_id_function
 
 
 def _int(node: ast.AST) -> int | None:
@@ -19,8 +20,7 @@ def _position_source(call: ast.AST) -> bool:
         return False
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    name = name.lower()
-    return "rope_index" in name or "position_id_func" in name or name == "get_position_ids"
+    return is_position_id_function(name)
 
 
 class MropeRows(Rule):
