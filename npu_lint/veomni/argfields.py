@@ -6,8 +6,9 @@ VeOmni's trainers read their configuration as attribute chains on one ``VeOmniAr
 that names a field no class of that group defines (a field removed or moved by a refactor) raises
 ``AttributeError`` at run time, or reads a stale value where one was re-added.
 
-* ``group_classes(path)``: ``{"train": TrainingArguments-like class facts, ...}`` of the tree ``path`` lives in
-  (read once per file stamps), or None outside a tree.
+* ``group_classes(path, tree)``: ``{"train": TrainingArguments-like class facts, ...}`` of the tree ``path`` lives
+  in (read once per file stamps; the linted module's own classes replace its on-disk copy), or None outside a
+  tree.
 * ``ClassFacts``: the attributes a class (with its subclasses in the tree: a trainer's own arguments class adds
   fields) defines, and the class each annotated field holds.
 """
@@ -38,17 +39,35 @@ class ClassFacts:
     nested: set[tuple[str, str]] = field(default_factory=set)
 
 
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _annotation_class(node: ast.expr | None) -> str | None:
+    """The class a field annotated ``X`` / ``Optional[X]`` / ``Union[X, None]`` / ``X | None`` holds; None for
+    containers (``List[X]`` holds a list, not an X) and other unions."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
             node = ast.parse(node.value, mode="eval").body
         except SyntaxError:
             return None
-    if isinstance(node, ast.Subscript):  # Optional[X]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        if _is_none(node.right):
+            return _annotation_class(node.left)
+        if _is_none(node.left):
+            return _annotation_class(node.right)
+        return None
+    if isinstance(node, ast.Subscript):
+        outer = node.value
+        outer_name = outer.id if isinstance(outer, ast.Name) else getattr(outer, "attr", None)
         inner = node.slice
-        return (
-            _annotation_class(inner) if isinstance(inner, (ast.Name, ast.Attribute, ast.Constant)) else None
-        )
+        if outer_name == "Optional":
+            return _annotation_class(inner)
+        if outer_name == "Union" and isinstance(inner, ast.Tuple):
+            kept = [e for e in inner.elts if not _is_none(e)]
+            if len(kept) == 1 and len(kept) < len(inner.elts):
+                return _annotation_class(kept[0])
+        return None
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -121,22 +140,36 @@ def _files(root: str) -> list[str]:
     return out
 
 
-def group_classes(path: str) -> dict[str, ClassFacts] | None:
+def group_classes(path: str, tree: ast.Module | None = None) -> dict[str, ClassFacts] | None:
     """The classes of the tree ``path`` lives in (name -> facts, subclasses' attributes folded into their bases),
-    or None when the tree has no argument dataclasses."""
+    or None when the tree has no argument dataclasses. With ``tree`` (the linted module, perhaps an unsaved
+    buffer), its own classes count too and replace the on-disk copy of ``path``."""
     if not path or path.startswith("<"):
         return None
     root = veomni_root_of(path)
     if root is None:
         return None
+    own = [s for s in tree.body if isinstance(s, ast.ClassDef)] if tree is not None else []
+    this = os.path.realpath(path)
     stamps = []
     for f in _files(root):
+        if tree is not None and os.path.realpath(f) == this:
+            continue
         try:
             st = os.stat(f)
         except OSError:
             continue
         stamps.append((f, st.st_mtime_ns, st.st_size))
-    return _read(tuple(stamps))
+    if not own:
+        return _read(tuple(stamps))
+    classes: dict[str, ClassFacts] = {}
+    for stmt in own:
+        classes.setdefault(stmt.name, _facts(stmt))
+    for f, mtime, size in stamps:
+        for facts in _file_facts(f, mtime, size):
+            if facts.name not in classes:
+                classes[facts.name] = _copy(facts)
+    return _link(classes)
 
 
 def own_classes(tree: ast.Module) -> dict[str, ClassFacts] | None:
@@ -146,17 +179,27 @@ def own_classes(tree: ast.Module) -> dict[str, ClassFacts] | None:
     return _link(classes)
 
 
+def _copy(facts: ClassFacts) -> ClassFacts:
+    return ClassFacts(facts.name, set(facts.attrs), dict(facts.holds), list(facts.bases), set(facts.nested))
+
+
+@functools.lru_cache(maxsize=64)
+def _file_facts(f: str, mtime: int, size: int) -> tuple[ClassFacts, ...]:
+    """One file's top-level classes, unlinked (never mutated: callers copy)."""
+    try:
+        tree = ast.parse(read_text(f))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return ()
+    return tuple(_facts(stmt) for stmt in tree.body if isinstance(stmt, ast.ClassDef))
+
+
 @functools.lru_cache(maxsize=8)
 def _read(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, ClassFacts] | None:
     classes: dict[str, ClassFacts] = {}
-    for f, _, _ in stamps:
-        try:
-            tree = ast.parse(read_text(f))
-        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-            continue
-        for stmt in tree.body:
-            if isinstance(stmt, ast.ClassDef) and stmt.name not in classes:
-                classes[stmt.name] = _facts(stmt)
+    for f, mtime, size in stamps:
+        for facts in _file_facts(f, mtime, size):
+            if facts.name not in classes:
+                classes[facts.name] = _copy(facts)
     return _link(classes)
 
 

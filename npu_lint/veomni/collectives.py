@@ -6,6 +6,14 @@ install a patch that rewrites those collectives (``torch.distributed.reduce_scat
 SUM then a scale). :func:`read_premul_patches` finds, outside the model packages, each module-level function
 that installs such a patch (a file that names ``PREMUL_SUM`` and assigns a ``torch.distributed`` collective
 inside a top-level ``def``) and the files that call it, reading bytes only.
+
+:func:`host_meant_argument` names the collective arguments that belong on the host: VeOmni's expert-parallel
+all-to-all (``_AllToAll.apply(group, tokens, input_splits, output_splits)``) reads its split sizes as Python
+integers, so a host copy handed there is intended.
+
+:func:`accessor_dimensions` names the mesh dimensions a parallel-state group accessor of VeOmni is meant to
+return when its name is not the dimension's (``fsdp_group`` is the ``dp_sp`` group: FSDP shards over data x
+sequence parallel ranks), so an accessor that returns the same group under its own name is a synonym.
 """
 
 from __future__ import annotations
@@ -22,6 +30,23 @@ _ASSIGN = re.compile(
     rb"^[ \t]+(?:torch\.distributed|dist)\.(?:all_reduce|reduce_scatter\w*|all_gather\w*)\s*=", re.M
 )
 _DEF = re.compile(rb"^def (\w+)\(", re.M)
+_HOST_ARGUMENT_WORDS = ("split", "sizes")  # all-to-all split sizes: input_splits, output_split_sizes, ...
+
+
+# parallel_state.py accessors whose name differs from the mesh dimension they return
+_ACCESSOR_DIMENSIONS: dict[str, frozenset[str]] = {"fsdp_group": frozenset({"dp_sp"})}
+
+
+def accessor_dimensions(name: str) -> frozenset[str]:
+    """The mesh dimensions VeOmni's group accessor ``name`` returns (``fsdp_group`` -> ``{"dp_sp"}``); empty when
+    only the accessor named after a dimension (``dp_group`` -> ``dp``) is known."""
+    return _ACCESSOR_DIMENSIONS.get(name, frozenset())
+
+
+def host_meant_argument(name: str) -> bool:
+    """``input_splits`` / ``output_sizes``: an argument a collective reads as host integers (split sizes)."""
+    lowered = name.lower()
+    return any(word in lowered for word in _HOST_ARGUMENT_WORDS)
 
 
 def read_premul_patches(root: Path) -> tuple[tuple[str, str, tuple[str, ...]], ...]:

@@ -13,7 +13,8 @@ This module resolves those calls statically (the upstream source is read by :mod
 imported) and states, per call, what the callee needs: its parameters (required ones, whether it takes `**kwargs`),
 the attributes it reads on `self`, and the parameters its body uses as tensors. The rules compare the call with it.
 The data pipeline's side of the position-id contract (which keywords every `position_id_func(...)` caller in the
-tree passes) is read from the tree's `veomni/data` package.
+tree passes) is read from the tree's `veomni/data` package; :func:`is_position_id_function` names the functions
+that produce the M-RoPE position ids (the model's `get_rope_index`, the pipeline's `position_id_func`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,22 @@ __all__ = [
     "callee_facts",
     "upstream_calls",
     "pipeline_position_keys",
+    "is_position_id_function",
     "scalar_expr",
     "object_attributes",
 ]
+
+# The position-id producers: the model's `get_rope_index` (and `*_rope_index` variants), the data pipeline's
+# `position_id_func` (the model's function handed to the transform), and `get_position_ids`.
+_POSITION_ID_PARTS = ("rope_index", "position_id_func")
+_POSITION_ID_NAMES = frozenset({"get_position_ids"})
+
+
+def is_position_id_function(name: str) -> bool:
+    """``get_rope_index`` / ``position_id_func`` / ``get_position_ids``: a call of it returns M-RoPE position ids."""
+    lowered = name.lower()
+    return lowered in _POSITION_ID_NAMES or any(part in lowered for part in _POSITION_ID_PARTS)
+
 
 # Attributes and methods of a tensor: a parameter used with one of them is a tensor to the callee.
 _TENSOR_ATTRS = frozenset(

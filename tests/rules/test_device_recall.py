@@ -308,3 +308,48 @@ def test_host_copy_from_a_helper_reaches_an_autograd_kernel() -> None:
             return fn.apply(tokens, moved, same, splits), out
         """
     assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [15]
+
+
+def test_host_copy_moved_back_after_a_nested_block_is_quiet() -> None:
+    # rev13a #4: assignments are read in source order, not ast.walk's depth order
+    text = """
+        import torch
+
+
+        def preprocess(mask):
+            counts = mask.sum(dim=(1, 2))
+            host_counts = counts.to(torch.device("cpu"), non_blocking=True)
+            return host_counts.tolist(), host_counts
+
+
+        def dispatch(hidden_states, mask, experts_fn):
+            splits, host_counts = preprocess(mask)
+            with torch.no_grad():
+                offsets = torch.cumsum(host_counts, dim=0)
+            offsets = offsets.to(hidden_states.device)
+            out = experts_fn.apply(hidden_states, offsets, splits)
+            with torch.no_grad():
+                offsets = torch.cumsum(host_counts, dim=0)
+            return experts_fn.apply(hidden_states, offsets, splits), out
+        """
+    assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [18]
+
+
+def test_host_split_sizes_for_an_all_to_all_are_quiet() -> None:
+    # rev13a #5: all-to-all split sizes belong on the host
+    text = """
+        def preprocess(mask):
+            counts = mask.sum(dim=(1, 2))
+            host_counts = counts.cpu()
+            return host_counts
+
+
+        def token_pre_all2all(hidden_states, mask, group, experts_fn):
+            host_counts = preprocess(mask)
+            input_splits = host_counts.long()
+            output_sizes = host_counts.long()
+            moved = _AllToAll.apply(group, hidden_states, input_splits, output_sizes)
+            offsets = host_counts.cumsum(0)
+            return moved, experts_fn.apply(moved, offsets)
+        """
+    assert _codes("veomni/distributed/moe/toy_layer.py", text, "NPU110") == [13]

@@ -44,3 +44,39 @@ def test_closure_and_tuple_forms_are_quiet() -> None:
         )
         == []
     )
+
+
+def test_gather_lists_built_from_sliced_sequences_are_quiet() -> None:
+    # rev13a #1: a slice inside a subscript (`order[:k]`, `[...][::2]`) is no slice object in the list;
+    # the lists are gather indices and `tuple(...)` would change what they select.
+    assert _lines(
+        """
+        def keep_topk(tokens, scores, k):
+            order = torch.argsort(scores, descending=True).tolist()
+            keep = list(order[:k])
+            return tokens[keep]
+
+        def every_other(x, n):
+            rows = [i for i in range(n)][::2]
+            pick = [r for r in rows[1:]]
+            return x[pick]
+
+        def shard(x, dim, rank, size):
+            slc = [slice(None)] * x.dim()
+            slc[dim] = slice(0, size)
+            return x[slc]
+        """
+    ) == [14]
+
+
+def test_closure_reports_its_own_slice_list_once() -> None:
+    assert _lines(
+        """
+        def outer(x, dim):
+            def cut(start, end):
+                slc = [slice(None)] * x.dim()
+                slc[dim] = slice(start, end)
+                return x[slc]
+            return cut(0, 1), x[tuple([slice(None)])]
+        """
+    ) == [5]

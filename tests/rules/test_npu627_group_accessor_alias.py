@@ -51,3 +51,27 @@ def test_distinct_dims_and_no_named_owner_are_quiet() -> None:
         )
         == []
     )
+
+
+def test_synonym_of_the_fsdp_group_is_quiet() -> None:
+    # rev13a #12: VeOmni's fsdp_group is the dp_sp group; a dp_sp_group accessor next to it is a synonym
+    assert _lines(
+        """
+        class ParallelState:
+            @property
+            def dp_sp_group(self):
+                return self.device_mesh.get_group("dp_sp")
+
+            @property
+            def fsdp_group(self):
+                return self.device_mesh.get_group("dp_sp")
+
+            @property
+            def sp_group(self):
+                return self.device_mesh.get_group("sp")
+
+            @property
+            def ulysses_group(self):
+                return self.device_mesh.get_group("sp")
+        """
+    ) == [16]

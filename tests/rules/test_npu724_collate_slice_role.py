@@ -30,14 +30,17 @@ def test_payload_left_whole_and_mask_cut() -> None:
     ) == [3, 5]
 
 
-def test_field_the_table_names_is_compared_with_its_own_row() -> None:
+def test_override_of_a_field_the_table_names_is_quiet() -> None:
+    # rev13a #13: MainCollator applies the model's rows over the defaults (full_info.update): a row for a field
+    # the table names is the override mechanism, not a contract break; unnamed fields are still compared by role
     assert _lines(
         """
         def get_extra_collate_infos(self):
             infos = {"image_grid_thw": DataCollateInfo(pack_dim=0, sp_slice=True, sp_pad_value=0, sp_pad_scale=1)}
+            infos = {"pixel_values": (0, False, 0, 4), "speech_mask": (-1, True, 0, 1)}
             return infos
         """
-    ) == [2]
+    ) == [3]
 
 
 def test_consistent_infos_and_other_functions_are_quiet() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.collectives import host_meant_argument
 
 _KEEPS = frozenset(
     {"cumsum", "cumprod", "long", "int", "float", "contiguous", "clone", "view", "reshape", "flatten"}
@@ -36,8 +37,12 @@ def _host_copy(value: ast.AST) -> bool:
 def _host_returns(func: ast.FunctionDef) -> set[int]:
     """Positions of the returned tuple (or -1 for a single value) that hold a host copy made in ``func``."""
     host: set[str] = set()
-    for n in ast.walk(func):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+    assigns = sorted(
+        (n for n in ast.walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for n in assigns:
+        if isinstance(n.targets[0], ast.Name):
             if _host_copy(n.value):
                 host.add(n.targets[0].id)
             else:
@@ -86,7 +91,8 @@ class HostCopyToKernel(Rule):
         "accept host offsets; Ascend's grouped-matmul kernels reject them (or sync per call). The helper's own "
         "return is the reference: a returned local it built with `.cpu()` / `.to('cpu')` is a host tensor in "
         "every caller, and each argument of a `<Function>.apply(...)` call computed from it (through "
-        "device-keeping ops) without a move is reported."
+        "device-keeping ops) without a move is reported, except split sizes (`input_splits`), which an "
+        "all-to-all reads on the host."
     )
     bad = (
         Example(
@@ -157,9 +163,19 @@ class HostCopyToKernel(Rule):
         helpers = self._helper_returns()
         host: set[str] = set()
         derived: dict[str, str] = {}  # local -> the host local it is computed from
+        # assignments bind when their value is done, calls run where they start: read both in source order
+        events: list[tuple[tuple[int, int], ast.AST]] = []
         for n in ast.walk(node):
-            if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            if isinstance(n, ast.Assign) and len(n.targets) == 1:
+                events.append(((n.end_lineno or n.lineno, n.end_col_offset or n.col_offset), n))
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "apply":
+                events.append(((n.lineno, n.col_offset), n))
+        events.sort(key=lambda e: e[0])
+        for _, n in events:
+            if isinstance(n, ast.Call):
+                self._check_apply(node, n, derived)
                 continue
+            assert isinstance(n, ast.Assign)
             target, value = n.targets[0], n.value
             if (
                 isinstance(value, ast.Call)
@@ -181,22 +197,19 @@ class HostCopyToKernel(Rule):
                     derived[target.id] = derived.get(src, src)
                 else:
                     derived.pop(target.id, None)
-        if not host:
+
+    def _check_apply(self, func: ast.FunctionDef, n: ast.Call, derived: dict[str, str]) -> None:
+        if len(n.args) < 2:
             return
-        for n in ast.walk(node):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "apply"):
+        for arg in n.args:
+            if not isinstance(arg, ast.Name) or host_meant_argument(arg.id):
+                continue  # split sizes are read on the host
+            origin = derived.get(arg.id)
+            if origin is None:
                 continue
-            if len(n.args) < 2:
-                continue
-            for arg in n.args:
-                if not isinstance(arg, ast.Name):
-                    continue
-                origin = derived.get(arg.id)
-                if origin is None:
-                    continue
-                self.report(
-                    arg,
-                    f"`{arg.id}` is computed from `{origin}`, which `{node.name}` gets from a helper that copied it "
-                    f"to the host, and is handed to `{self.ctx.source.segment(n.func)}` next to device tensors: "
-                    f"move it to their device (`.to(<tokens>.device)`)",
-                )
+            self.report(
+                arg,
+                f"`{arg.id}` is computed from `{origin}`, which `{func.name}` gets from a helper that copied it "
+                f"to the host, and is handed to `{self.ctx.source.segment(n.func)}` next to device tensors: "
+                f"move it to their device (`.to(<tokens>.device)`)",
+            )

@@ -9,9 +9,20 @@ from npu_lint.rules.base import Example, Rule, make_fix
 
 
 def _is_slice_call(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice"
-    ) or isinstance(node, ast.Slice)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice"
+
+
+def _holds_slices(node: ast.AST) -> bool:
+    """The list's own elements are ``slice(...)`` objects (not slices inside subscripts of its items)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _holds_slices(node.left) or _holds_slices(node.right)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return any(_is_slice_call(e) for e in node.elts)
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        return _is_slice_call(node.elt)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "list":
+        return len(node.args) == 1 and _holds_slices(node.args[0])
+    return False
 
 
 def _list_value(node: ast.AST) -> bool:
@@ -110,7 +121,7 @@ class SliceListIndex(Rule):
                         if isinstance(t, ast.Name):
                             ok = _list_value(n.value)
                             built[t.id] = built.get(t.id, True) and ok
-                            if ok and any(_is_slice_call(e) for e in ast.walk(n.value)):
+                            if ok and _holds_slices(n.value):
                                 sliced.add(t.id)
                         elif (
                             isinstance(t, ast.Subscript)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.argfields import group_classes, group_root, own_classes
 
@@ -115,7 +116,7 @@ class ArgumentFieldUnknown(Rule):
         stored = self.ctx.memo.get("npu626-stored")
         if stored is None:
             stored = set()
-            for n in ast.walk(self.ctx.tree):
+            for n in nodes_of(self.ctx.tree, ast.Attribute):
                 if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
                     chain = _chain(n)
                     if chain:
@@ -136,7 +137,7 @@ class ArgumentFieldUnknown(Rule):
             return
         if not self._looked:
             self._looked = True
-            self._classes = group_classes(self.ctx.source.path) or own_classes(self.ctx.tree)
+            self._classes = group_classes(self.ctx.source.path, self.ctx.tree) or own_classes(self.ctx.tree)
         classes = self._classes
         if classes is None:
             return

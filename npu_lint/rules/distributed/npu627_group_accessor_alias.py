@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.collectives import accessor_dimensions
 
 
 def _returned_dim(func: ast.FunctionDef) -> tuple[str, ast.Call] | None:
@@ -40,7 +41,8 @@ class GroupAccessorAlias(Rule):
         "parallel ranks alone while FSDP sharded over data and sequence parallel ranks, so with Ulysses on, the "
         "global norm and the logged metrics are wrong without any error. The accessors of one class are "
         "compared with each other: a dimension returned by the accessor named after it and by a differently "
-        "named one is reported at the latter."
+        "named one is reported at the latter, unless it is the dimension VeOmni's accessor of that name returns "
+        "(`fsdp_group` is the `dp_sp` group, so a `dp_sp_group` next to it is a synonym)."
     )
     bad = (
         Example(
@@ -96,8 +98,8 @@ class GroupAccessorAlias(Rule):
             if own not in names or len(names) < 2:
                 continue
             for name, call in accessors:
-                if name == own:
-                    continue
+                if name == own or dim in accessor_dimensions(name):
+                    continue  # its own dimension, or the one VeOmni's accessor of that name returns (a synonym)
                 self.report(
                     call,
                     f"`{name}` returns the `{dim}` mesh dimension's group, which `{own}` already hands out: an "

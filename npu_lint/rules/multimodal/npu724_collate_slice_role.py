@@ -41,7 +41,8 @@ class CollateSliceRole(Rule):
         "features, audio lengths) with the other answer breaks that contract silently: the encoder gathers "
         "sp_size copies of the audio, or a rank-local mask indexes the full sequence. The reference is the "
         "tree's own `veomni/data/data_collator.py` table (the shipped contract outside a tree): a field it "
-        "names is compared with its own row, any other with the rows of its role when they all agree."
+        "names is the model's override (the collator applies the model's rows over its defaults) and is not "
+        "compared; any other is compared with the rows of its role when they all agree."
     )
     bad = (
         Example(
@@ -111,16 +112,8 @@ class CollateSliceRole(Rule):
         sp_slice = entry[1]
         if not isinstance(sp_slice, bool):
             return
-        own = table.get(key)
-        if own is not None:
-            if isinstance(own[1], bool) and own[1] != sp_slice:
-                self.report(
-                    value,
-                    f"`{key}` is declared with sp_slice={sp_slice}, but the collator's own table cuts it "
-                    f"{'across ranks' if own[1] else 'never'} (sp_slice={own[1]}): the model code consumes one of "
-                    "the two layouts",
-                )
-            return
+        if key in table:
+            return  # the model's override of the collator's row (MainCollator applies it over the defaults)
         role = role_of(key, entry)
         if role is None:
             return

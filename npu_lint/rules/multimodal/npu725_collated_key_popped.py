@@ -32,8 +32,9 @@ class CollatedKeyPopped(Rule):
         "`sample.get(key)` removes it from the returned sample: the position-id function still gets the grid, "
         "but the model then receives `pixel_values` without `image_grid_thw` (a crash in the vision tower, or "
         "the collator's ViT metadata hook silently has no grid). The reference is the tree's own collate table; "
-        "a field the function stores back into the same dict after the pop, or a dict it does not return, is not "
-        "reported."
+        "a field the function stores back into the same dict after the pop (or under another collated key), a "
+        "dict it rebuilds under the same name or does not return, and a pop whose value is discarded (a removal "
+        "on purpose) are not reported."
     )
     bad = (
         Example(
@@ -90,12 +91,33 @@ class CollatedKeyPopped(Rule):
         ):
             return
         key, owner = node.args[0].value, func.value.id
-        if key not in default_table(self.ctx.source.path):
+        table = default_table(self.ctx.source.path)
+        if key not in table:
             return
+        parent = self.ctx.parent
+        if isinstance(parent, ast.Expr):
+            return  # a removal on purpose (``sample.pop("image_mask", None)``): nothing was to be read
+        if isinstance(parent, ast.Assign) and any(
+            isinstance(t, ast.Subscript)
+            and isinstance(t.slice, ast.Constant)
+            and isinstance(t.slice.value, str)
+            and t.slice.value in table
+            for t in parent.targets
+        ):
+            return  # the field moved under another collated key (``s["pixel_values"] = s.pop("pixel_values_videos")``)
         scope = self.ctx.function
         if scope is None or isinstance(scope, ast.Lambda) or owner not in _returned_names(scope):
             return
         for n in ast.walk(scope):
+            if (
+                isinstance(n, (ast.Assign, ast.AnnAssign))
+                and n.lineno > node.lineno
+                and any(
+                    isinstance(t, ast.Name) and t.id == owner
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                )
+            ):
+                return  # the name is rebound to a new dict: the one popped from is not what is returned
             if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
                 if (
                     isinstance(n.value, ast.Name)

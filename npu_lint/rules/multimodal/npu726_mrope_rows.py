@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.upcalls import is_position_id_function
 
 
 def _int(node: ast.AST) -> int | None:
@@ -19,8 +20,7 @@ def _position_source(call: ast.AST) -> bool:
         return False
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    name = name.lower()
-    return "rope_index" in name or "position_id_func" in name or name == "get_position_ids"
+    return is_position_id_function(name)
 
 
 class MropeRows(Rule):
@@ -85,6 +85,8 @@ class MropeRows(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if self.ctx.function is not None:
+            return  # a nested function: the enclosing function's walk covers it (once)
         results: set[str] = set()  # locals holding a position-id function's result
         text_rows: dict[str, int] = {}  # position-id local -> line its row 0 was split off
         for n in ast.walk(node):
