@@ -2279,20 +2279,6 @@ class DevicelessAllocation(Rule):
             for o in _outcomes(values[0])
         )
 
-    def _values_of(self, func: ast.AST) -> dict[str, list[ast.expr]]:
-        key = ("npu103-local-values", id(func))
-        table = self.ctx.memo.get(key)
-        if table is None or table[0] is not func:  # type: ignore[index]
-            values_of: dict[str, list[ast.expr]] = {}
-            for n in subtree(func):
-                if isinstance(n, ast.Assign):
-                    for t in n.targets:
-                        if isinstance(t, ast.Name):
-                            values_of.setdefault(t.id, []).append(n.value)
-            table = (func, values_of)
-            self.ctx.memo[key] = table
-        return table[1]  # type: ignore[index]
-
     def _cpu_resident_device(self, value: ast.AST) -> bool:
         """`<x>.device` where `<x>` is a tensor kept on the CPU: a local or `self.<attr>` (assigned in the class's
         `__init__` as a plain attribute, not a buffer or parameter) holding a `.cpu()` copy, a `device="cpu"`
@@ -2309,7 +2295,7 @@ class DevicelessAllocation(Rule):
             for scope in reversed(self.ctx.parents):
                 if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
-                for name, values in self._values_of(scope).items():
+                for name, values in self._local_values(scope).items():
                     merged.setdefault(name, values)
             return _local_on_cpu(base.id, merged, self.ctx, 3)
         if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
