@@ -20,8 +20,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 
-from npu_lint.core.safeio import read_text
-from npu_lint.veomni.patchgen import veomni_root_of
+from npu_lint.veomni.patchgen import load_file, veomni_root_of
 
 __all__ = ["ClassFacts", "group_classes", "group_root", "own_classes"]
 
@@ -186,9 +185,9 @@ def _copy(facts: ClassFacts) -> ClassFacts:
 @functools.lru_cache(maxsize=64)
 def _file_facts(f: str, mtime: int, size: int) -> tuple[ClassFacts, ...]:
     """One file's top-level classes, unlinked (never mutated: callers copy)."""
-    try:
-        tree = ast.parse(read_text(f))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    parsed = load_file(f)  # the run's one parse of the file
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return ()
     return tuple(_facts(stmt) for stmt in tree.body if isinstance(stmt, ast.ClassDef))
 

@@ -20,8 +20,7 @@ import ast
 import functools
 import os
 
-from npu_lint.core.safeio import read_text
-from npu_lint.veomni.patchgen import veomni_root_of
+from npu_lint.veomni.patchgen import load_file, veomni_root_of
 
 __all__ = ["Entry", "collate_entries", "default_table", "role_of"]
 
@@ -104,9 +103,9 @@ def default_table(path: str) -> dict[str, Entry]:
 
 @functools.lru_cache(maxsize=16)
 def _read_table(path: str, _mtime: int, _size: int) -> dict[str, Entry]:
-    try:
-        tree = ast.parse(read_text(path))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    parsed = load_file(path)  # the run's one parse of the file
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return {}
     for stmt in tree.body:
         target = stmt.target if isinstance(stmt, ast.AnnAssign) else None

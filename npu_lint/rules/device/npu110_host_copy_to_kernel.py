@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.collectives import host_meant_argument
 
@@ -38,7 +39,7 @@ def _host_returns(func: ast.FunctionDef) -> set[int]:
     """Positions of the returned tuple (or -1 for a single value) that hold a host copy made in ``func``."""
     host: set[str] = set()
     assigns = sorted(
-        (n for n in ast.walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1),
+        (n for n in walk(func) if isinstance(n, ast.Assign) and len(n.targets) == 1),
         key=lambda n: (n.lineno, n.col_offset),
     )
     for n in assigns:
@@ -48,7 +49,7 @@ def _host_returns(func: ast.FunctionDef) -> set[int]:
             else:
                 host.discard(n.targets[0].id)
     out: set[int] = set()
-    for n in ast.walk(func):
+    for n in walk(func):
         if isinstance(n, ast.Return) and n.value is not None:
             if isinstance(n.value, ast.Tuple):
                 out.update(i for i, e in enumerate(n.value.elts) if isinstance(e, ast.Name) and e.id in host)
@@ -165,7 +166,7 @@ class HostCopyToKernel(Rule):
         derived: dict[str, str] = {}  # local -> the host local it is computed from
         # assignments bind when their value is done, calls run where they start: read both in source order
         events: list[tuple[tuple[int, int], ast.AST]] = []
-        for n in ast.walk(node):
+        for n in walk(node):
             if isinstance(n, ast.Assign) and len(n.targets) == 1:
                 events.append(((n.end_lineno or n.lineno, n.end_col_offset or n.col_offset), n))
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "apply":

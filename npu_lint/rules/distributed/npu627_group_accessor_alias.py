@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.collectives import accessor_dimensions
 
 
 def _returned_dim(func: ast.FunctionDef) -> tuple[str, ast.Call] | None:
     """The mesh dimension ``<mesh>.get_group("<dim>")`` the accessor returns (its first such return)."""
-    for stmt in ast.walk(func):
+    for stmt in walk(func):
         if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
             call = stmt.value
             if (

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.collateinfo import default_table
 
 
 def _returned_names(func: ast.AST) -> set[str]:
     out: set[str] = set()
-    for n in ast.walk(func):
+    for n in walk(func):
         if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None:
             value = n.value
             elts = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
@@ -108,7 +109,7 @@ class CollatedKeyPopped(Rule):
         scope = self.ctx.function
         if scope is None or isinstance(scope, ast.Lambda) or owner not in _returned_names(scope):
             return
-        for n in ast.walk(scope):
+        for n in walk(scope):
             if (
                 isinstance(n, (ast.Assign, ast.AnnAssign))
                 and n.lineno > node.lineno
