@@ -18,6 +18,7 @@ import pytest
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
+from tests.rules.test_r12_upstream_copy import ROUTER  # the same upstream router text
 
 SPEC_PATH = "veomni/models/transformers/qwen3_5_moe/qwen3_5_moe_gpu_patch_gen_config.py"
 SPEC_HEAD = """
@@ -158,21 +159,8 @@ from torch import nn
 """
 
 # transformers 5.9.0 Qwen3MoeForCausalLM.forward's loss block is long; the unpatched copy tested here is the
-# router (no patch names it), and the load-balancing helper (a module-level function no patch names).
-ROUTER = """
-
-class Qwen3MoeTopKRouter(nn.Module):
-    def forward(self, hidden_states):
-        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
-        router_logits = F.linear(hidden_states, self.weight)  # (seq_len, num_experts)
-        router_probs = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)
-        router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)  # (seq_len, top_k)
-        if self.norm_topk_prob:
-            router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
-        router_top_value = router_top_value.to(router_logits.dtype)
-        router_scores = router_top_value
-        return router_logits, router_scores, router_indices
-"""
+# router (no patch names it; ROUTER, shared with test_r12_upstream_copy), and the load-balancing helper (a
+# module-level function no patch names).
 
 
 @pytest.mark.parametrize(
