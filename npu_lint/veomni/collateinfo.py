@@ -9,7 +9,8 @@ cut and all-gathered again by its encoder; a placeholder mask is used on the gat
 * ``collate_table(text)``: the ``{key: (pack_dim, sp_slice, pad_value, pad_scale)}`` entries a dict literal of a
   module holds (``DataCollateInfo(...)`` calls or plain 4-tuples); constants only.
 * ``default_table(path)``: the tree's own ``DEFAULT_DATA_COLLATE_INFO`` (read from ``veomni/data/
-  data_collator.py`` of the tree ``path`` lives in, once per file stamp), else the contract as VeOmni main ships it.
+  data_collator.py`` of the tree ``path`` lives in, once per file stamp; empty when that tree has none), and the
+  contract as VeOmni main ships it only for a file outside any VeOmni tree.
 * ``role_of(key, entry)``: the role a field plays (``mask``, ``payload``, ``metadata``, ``tokens``), from its name
   and its packing; fields of one role share one slicing answer in the default table.
 """
@@ -87,18 +88,17 @@ def collate_entries(node: ast.Dict) -> list[tuple[str, Entry, ast.expr]]:
 
 
 def default_table(path: str) -> dict[str, Entry]:
-    """The tree's ``DEFAULT_DATA_COLLATE_INFO`` (else the shipped contract)."""
+    """The tree's ``DEFAULT_DATA_COLLATE_INFO``; empty when the tree has none (a partial tree, another collator:
+    the shipped contract would name fields this tree may not have); the shipped contract outside any tree."""
     root = veomni_root_of(path) if path and not path.startswith("<") else None
-    if root is not None:
-        collator = os.path.join(root, "veomni", "data", "data_collator.py")
-        try:
-            st = os.stat(collator)
-        except OSError:
-            return _SHIPPED
-        table = _read_table(collator, st.st_mtime_ns, st.st_size)
-        if table:
-            return table
-    return _SHIPPED
+    if root is None or not os.path.isdir(os.path.join(root, "veomni")):
+        return _SHIPPED  # no tree on disk (an unsaved buffer, a snippet): the contract as VeOmni main ships it
+    collator = os.path.join(root, "veomni", "data", "data_collator.py")
+    try:
+        st = os.stat(collator)
+    except OSError:
+        return {}
+    return _read_table(collator, st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=16)

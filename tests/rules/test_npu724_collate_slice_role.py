@@ -79,3 +79,16 @@ def test_the_trees_own_table_is_the_reference(tmp_path: Path) -> None:
             return {"audio_mask": (-1, True, 0, 1), "frame_mask": (-1, False, 0, 1)}
         """
     assert _lines(text, path) == [2]  # this tree cuts its masks: the uncut one is the odd one out
+
+
+def test_a_tree_without_a_collator_table_is_not_judged_by_the_shipped_one(tmp_path: Path) -> None:
+    # a partial tree (the VeomniOp corpus has no veomni/data) or one whose collator lives elsewhere: the fields and
+    # answers of VeOmni main's table are not this tree's, so the rule says nothing rather than cite a catalog
+    (tmp_path / "veomni" / "models").mkdir(parents=True)
+    path = str(tmp_path / "veomni" / "models" / "transformers" / "toy_omni" / "toy_omni_gpu_patch_gen_config.py")
+    text = """
+        def toy_get_extra_collate_infos_patched(self):
+            return {"speech_mask": (-1, True, 0, 1)}
+        """
+    assert _lines(text) == [2]  # outside any tree on disk: main's contract (masks uncut) is the reference
+    assert _lines(text, path) == []
