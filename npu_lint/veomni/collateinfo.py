@@ -92,7 +92,9 @@ def default_table(path: str) -> dict[str, Entry]:
     the shipped contract would name fields this tree may not have); the shipped contract outside any tree."""
     root = veomni_root_of(path) if path and not path.startswith("<") else None
     if root is None or not os.path.isdir(os.path.join(root, "veomni")):
-        return _SHIPPED  # no tree on disk (an unsaved buffer, a snippet): the contract as VeOmni main ships it
+        return (
+            _SHIPPED  # no tree on disk (an unsaved buffer, a snippet): the contract as VeOmni main ships it
+        )
     collator = os.path.join(root, "veomni", "data", "data_collator.py")
     try:
         st = os.stat(collator)

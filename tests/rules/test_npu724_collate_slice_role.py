@@ -85,7 +85,9 @@ def test_a_tree_without_a_collator_table_is_not_judged_by_the_shipped_one(tmp_pa
     # a partial tree (the VeomniOp corpus has no veomni/data) or one whose collator lives elsewhere: the fields and
     # answers of VeOmni main's table are not this tree's, so the rule says nothing rather than cite a catalog
     (tmp_path / "veomni" / "models").mkdir(parents=True)
-    path = str(tmp_path / "veomni" / "models" / "transformers" / "toy_omni" / "toy_omni_gpu_patch_gen_config.py")
+    path = str(
+        tmp_path / "veomni" / "models" / "transformers" / "toy_omni" / "toy_omni_gpu_patch_gen_config.py"
+    )
     text = """
         def toy_get_extra_collate_infos_patched(self):
             return {"speech_mask": (-1, True, 0, 1)}
