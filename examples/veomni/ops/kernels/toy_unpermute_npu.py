@@ -30,3 +30,10 @@ def toy_rope_apply_npu(x, cos, sin, head_dim):
     x_out = torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="interleave")
     # NPU314: the per-head output is returned where the fused [b, s, n*d] layout came in
     return x_out.to(x.dtype)
+
+
+def toy_rope_twins(q, k, cos, sin):
+    q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+    # NPU315: the key is rotated in interleaved pairs, the query (same cos/sin) by halves
+    k_embed = torch_npu.npu_rotary_mul(k, cos, sin, rotary_mode="interleave")
+    return q_embed, k_embed
