@@ -350,3 +350,16 @@ NPU_AUX_OUTPUTS: dict[str, dict[int, str]] = {
 # words naming an auxiliary statistic (a tuple target so named holds one) and words naming a result
 NPU_AUX_WORDS: tuple[str, ...] = ("rstd", "invvar", "inv_rms", "rsigma", "softmax_max", "softmax_sum")
 NPU_RESULT_WORDS: tuple[str, ...] = ("out", "output", "hidden", "hidden_states", "y", "normed", "result")
+# words a GPU-only implementation name or a registry's GPU default is spelt with (``liger``, ``triton``,
+# ``REGISTRY.default``): a file holding none of them selects no GPU implementation (NPU225's pre-check)
+GPU_IMPLEMENTATION_WORDS: tuple[str, ...] = (
+    "liger",
+    "triton",
+    "quack",
+    "tilelang",
+    "cudnn",
+    "cutlass",
+    "flashmla",
+    "fla",
+    ".default",
+)
