@@ -223,3 +223,35 @@ def test_handles_built_with_another_ops_resolver(tmp_path: Path) -> None:
         """,
     )
     assert _tree_lines(tmp_path, model, "NPU204") == [8, 14]
+
+
+# -- NPU214: a spec's replacement rotary, judged by the upstream function it replaces --------------------------
+
+_ROPE_SPEC = """
+from veomni.models_kernel.utils.op_utils import resolve_op_impl
+from veomni.ops import VeomniOp
+from veomni.patchgen import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.{model}.modeling_{model}", target_file="x.py")
+
+
+@config.replace_function("apply_rotary_pos_emb", description="rope handle")
+def {name}(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    rope = VeomniOp("rope", "{variant}", resolve_op_impl("rotary_pos_emb_implementation"))
+    return rope(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+"""
+
+
+def _rope(model: str, name: str, variant: str, device: str = "gpu") -> list[int]:
+    path = f"veomni/models_kernel/transformers/{model}/{model}_{device}_patch_gen_config.py"
+    text = _ROPE_SPEC.format(model=model, name=name, variant=variant)
+    return _lines(text, "NPU214", path)
+
+
+def test_replacement_rotary_variant_against_the_replaced_upstream_function() -> None:
+    # Llama and Qwen3 rotate the whole head upstream; GLM rotates `cos.shape[-1]` dims and passes the rest
+    assert _rope("llama", "apply_rotary_pos_emb_patched", "partial") == [10]
+    assert _rope("qwen3", "apply_rotary_pos_emb_npu", "partial", device="npu") == [10]
+    assert _rope("glm", "glm_apply_rotary_pos_emb", "full") == [10]
+    assert _rope("llama", "apply_rotary_pos_emb_patched", "full") == []
+    assert _rope("glm", "glm_apply_rotary_pos_emb", "partial") == []

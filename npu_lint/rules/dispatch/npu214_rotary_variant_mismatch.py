@@ -52,6 +52,18 @@ def rotary_split(func: ast.AST) -> str | None:
     return None
 
 
+def _replaces(func: ast.AST) -> str:
+    """The upstream function a function stands for: the target of a spec's ``@config.replace_function("name")``,
+    else its own name (a generated file keeps the upstream name; a spec's ``apply_rotary_pos_emb_patched`` or
+    ``_npu`` copy says which one it replaces in its decorator)."""
+    for deco in getattr(func, "decorator_list", ()):
+        if isinstance(deco, ast.Call) and call_name(deco) == "replace_function":
+            target = str_value(call_arg(deco, 0, "name"))
+            if target:
+                return target
+    return getattr(func, "name", "")
+
+
 def rotates_whole_head(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """``rotate_half(q)`` on a parameter of the function itself: the whole head is rotated."""
     params = {a.arg for a in [*func.args.posonlyargs, *func.args.args]}
@@ -197,8 +209,7 @@ class RotaryVariantMismatch(Rule):
         callee = ast.unparse(call.func)
         if any("vision" in text.lower() or "visual" in text.lower() for text in (op, callee, cls or "")):
             return False
-        name = getattr(func, "name", "")
-        return name == "apply_rotary_pos_emb" or (cls is not None and "Attention" in cls)
+        return _replaces(func) == "apply_rotary_pos_emb" or (cls is not None and "Attention" in cls)
 
     def _upstream_rotary(self) -> ast.FunctionDef | None:
         """Upstream's module-level ``apply_rotary_pos_emb`` of the model this file copies or patches."""
