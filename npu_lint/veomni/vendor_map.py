@@ -363,3 +363,28 @@ GPU_IMPLEMENTATION_WORDS: tuple[str, ...] = (
     "fla",
     ".default",
 )
+# words that name a backend in a kernel entry function's name (``npu_fused_moe_forward``,
+# ``group_gemm_fused_moe_forward``, ``load_balancing_loss_triton``): two entries whose names differ only by such
+# words implement one op (NPU316)
+BACKEND_NAME_WORDS: frozenset[str] = frozenset(
+    {
+        "npu",
+        "ascend",
+        "ascendc",
+        "eager",
+        "pytorch",
+        "torch",
+        "native",
+        "triton",
+        "liger",
+        "kernel",
+        "fused",
+        "quack",
+        "group",
+        "gemm",
+        "cuda",
+        "tilelang",
+        "cudnn",
+        "flash",
+    }
+)

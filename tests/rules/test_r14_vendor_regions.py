@@ -5,6 +5,7 @@ taken as the result and the MoE permute's output row count (NPU309)."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
@@ -364,3 +365,92 @@ def test_permute_quiet_with_copies_counted() -> None:
         )
         == []
     )
+
+
+# -- NPU316: a backend's entry signature against its sibling backends of the same op ------------------------------
+
+
+def _backends(tmp_path: Path, op: str, files: dict[str, str]) -> dict[str, list[int]]:
+    directory = tmp_path / "veomni" / "ops" / "kernels" / op
+    directory.mkdir(parents=True)
+    for name, text in files.items():
+        (directory / name).write_text(textwrap.dedent(text).lstrip("\n"))
+    out: dict[str, list[int]] = {}
+    for name in files:
+        path = directory / name
+        found = lint_source(SourceFile.from_text(str(path), path.read_text()), ["NPU316"], Settings())
+        out[name] = [d.line for d in found if d.code == "NPU316"]
+    return out
+
+
+_MOE = """
+def {name}(num_experts, {a}, {b}, hidden_states, fc1_1_weight, fc1_2_weight, fc2_weight, swiglu_limit=None):
+    return hidden_states
+"""
+
+
+def test_npu_moe_entry_swaps_routing_inputs(tmp_path: Path) -> None:
+    found = _backends(
+        tmp_path,
+        "moe",
+        {
+            "group_gemm.py": _MOE.format(
+                name="group_gemm_fused_moe_forward", a="routing_weights", b="selected_experts"
+            ),
+            "quack_gemm.py": _MOE.format(
+                name="quack_gemm_fused_moe_forward", a="routing_weights", b="selected_experts"
+            ),
+            "npu_group_gemm.py": _MOE.format(
+                name="npu_fused_moe_forward", a="selected_experts", b="routing_weights"
+            ),
+        },
+    )
+    assert found == {"group_gemm.py": [], "quack_gemm.py": [], "npu_group_gemm.py": [1]}
+
+
+def test_triton_load_balancing_loss_against_the_eager_reference(tmp_path: Path) -> None:
+    found = _backends(
+        tmp_path,
+        "load_balancing_loss",
+        {
+            "eager.py": "def load_balancing_loss_pytorch(gate_logits, num_experts=None, top_k=2, attention_mask=None):\n    return 0\n",
+            "triton.py": "def load_balancing_loss_triton(gate_logits, top_k=2, num_experts=None, attention_mask=None):\n    return 0\n",
+        },
+    )
+    assert found == {"eager.py": [], "triton.py": [1]}
+
+
+def test_cross_entropy_backend_drops_a_parameter(tmp_path: Path) -> None:
+    signature = "logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, shift_labels=None"
+    found = _backends(
+        tmp_path,
+        "cross_entropy",
+        {
+            "eager.py": f"def eager_cross_entropy({signature}):\n    return logits\n",
+            "liger.py": f"def fused_liger_kernel_cross_entropy({signature}):\n    return logits\n",
+            "npu.py": "def npu_cross_entropy(logits, labels, vocab_size, ignore_index=-100, shift_labels=None):\n"
+            "    return logits\n",
+        },
+    )
+    assert found == {"eager.py": [], "liger.py": [], "npu.py": [1]}
+
+
+def test_backend_signatures_quiet_for_other_variants_extras_and_kernels(tmp_path: Path) -> None:
+    found = _backends(
+        tmp_path,
+        "moe",
+        {
+            "group_gemm.py": _MOE.format(
+                name="group_gemm_fused_moe_forward", a="routing_weights", b="selected_experts"
+            ),
+            # another variant's entry (gpt-oss): its own parameters
+            "quack_gpt_oss.py": "def quack_gemm_gpt_oss_fused_moe_forward(num_experts, routing_weights, selected_experts,"
+            " hidden_states, gate_up_proj, down_proj, alpha, limit):\n    return hidden_states\n",
+            # an EP entry with one extra parameter
+            "npu_ep.py": "def npu_ep_fused_moe_forward(num_experts, routing_weights, selected_experts, hidden_states,"
+            " fc1_1_weight, fc1_2_weight, fc2_weight, ep_group=None, swiglu_limit=None):\n    return hidden_states\n",
+            # a jitted kernel is no backend entry
+            "triton_kernels.py": "import triton\n\n\n@triton.jit\ndef group_gemm_fused_moe_forward_kernel(b, a):\n    pass\n",
+        },
+    )
+    assert all(lines == [] for lines in found.values()), found
