@@ -255,3 +255,23 @@ def test_replacement_rotary_variant_against_the_replaced_upstream_function() -> 
     assert _rope("glm", "glm_apply_rotary_pos_emb", "full") == [10]
     assert _rope("llama", "apply_rotary_pos_emb_patched", "full") == []
     assert _rope("glm", "glm_apply_rotary_pos_emb", "partial") == []
+
+
+def test_vision_slot_declared_with_the_text_op_is_reported_at_its_declaration() -> None:
+    source = """
+    from veomni.ops.dispatch import OpSlot
+
+    veomni_apply_rotary_pos_emb_vision = OpSlot("rotary_pos_emb", "full")
+
+
+    def apply_rotary_pos_emb_vision(q, k, cos, sin):
+        if veomni_apply_rotary_pos_emb_vision.use_non_eager_impl:
+            return veomni_apply_rotary_pos_emb_vision(q, k, cos, sin)
+        return q, k
+    """
+    for path in (
+        "veomni/models/transformers/qwen3_vl_moe/generated/patched_modeling_qwen3_vl_moe_gpu.py",
+        "veomni/models/transformers/qwen3_omni_moe/generated/patched_modeling_qwen3_omni_moe_npu.py",
+        "veomni/models/transformers/qwen2_vl/generated/patched_modeling_qwen2_vl_gpu.py",
+    ):
+        assert _lines(source, "NPU214", path) == [3], path

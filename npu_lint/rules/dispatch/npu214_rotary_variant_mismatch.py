@@ -184,7 +184,7 @@ class RotaryVariantMismatch(Rule):
         op = str_value(call_arg(handle.call, 0, "op_name")) or ""
         where = f"{getattr(func, 'name', '')} {cls or ''}".lower()
         vision_site = "vision" in where or "visual" in where
-        text_site = getattr(func, "name", "") == "apply_rotary_pos_emb"
+        text_site = _replaces(func) == "apply_rotary_pos_emb"
         if op == "rotary_pos_emb_vision" and text_site and not vision_site:
             want = "rotary_pos_emb"
         elif op == "rotary_pos_emb" and vision_site:
@@ -192,8 +192,14 @@ class RotaryVariantMismatch(Rule):
         else:
             return False
         name = self.ctx.source.segment(call.func)
+        # a handle whose own name says the site's tower (`veomni_apply_rotary_pos_emb_vision` in the vision
+        # rotary) but whose declaration names the other op: the declaration is the slip
+        named_vision = "vision" in name.lower() or "visual" in name.lower()
+        at: ast.AST = call.func
+        if named_vision and vision_site and handle.block is None and handle.call.lineno != call.lineno:
+            at = handle.call
         self.report(
-            call.func,
+            at,
             f"`{name}` is the `{op}` slot, but `{getattr(func, 'name', '')}` is the "
             f"{'vision' if vision_site else 'text'} rotary: the ops config binds the two from different fields "
             f"(`{want}_implementation` is meant here), so this path runs the other tower's kernel; call the "
