@@ -332,3 +332,59 @@ NPU_ROTARY_MODES: frozenset[str] = frozenset({"half", "interleave"})
 # npu_fusion_attention layouts and the axis of the head count in each
 NPU_FA_LAYOUT_HEAD_AXIS: dict[str, int | None] = {"BSND": 2, "BNSD": 1, "TND": 1, "BSH": None, "SBH": None}
 NPU_FA_SPARSE_MODES: frozenset[int] = frozenset(range(9))
+# literal options that describe a data argument the kernel shares with its twin calls (the q and k rotations of
+# one function share cos/sin; a grouped matmul's forward and backward share the group list): kernel -> option ->
+# (position or -1 when keyword-only, default, the arguments it describes as (position, keyword)); used by NPU315
+NPU_TWIN_OPTIONS: dict[str, dict[str, tuple[int, object, tuple[tuple[int, str], ...]]]] = {
+    "npu_rotary_mul": {"rotary_mode": (3, "half", ((1, "r1"), (2, "r2")))},
+    "npu_grouped_matmul": {"group_list_type": (-1, 0, ((-1, "group_list"),))},
+}
+# kernels with several outputs whose later elements are auxiliary statistics, not the result (NPU309): kernel ->
+# index -> what it holds
+NPU_AUX_OUTPUTS: dict[str, dict[int, str]] = {
+    "npu_rms_norm": {1: "the reciprocal RMS (one value per row)"},
+    "npu_add_rms_norm": {1: "the reciprocal RMS (one value per row)"},
+    "npu_fusion_attention": {1: "the softmax row maxima", 2: "the softmax row sums"},
+    "npu_moe_token_permute": {1: "the index map for the unpermute"},
+}
+# words naming an auxiliary statistic (a tuple target so named holds one) and words naming a result
+NPU_AUX_WORDS: tuple[str, ...] = ("rstd", "invvar", "inv_rms", "rsigma", "softmax_max", "softmax_sum")
+NPU_RESULT_WORDS: tuple[str, ...] = ("out", "output", "hidden", "hidden_states", "y", "normed", "result")
+# words a GPU-only implementation name or a registry's GPU default is spelt with (``liger``, ``triton``,
+# ``REGISTRY.default``): a file holding none of them selects no GPU implementation (NPU225's pre-check)
+GPU_IMPLEMENTATION_WORDS: tuple[str, ...] = (
+    "liger",
+    "triton",
+    "quack",
+    "tilelang",
+    "cudnn",
+    "cutlass",
+    "flashmla",
+    "fla",
+    ".default",
+)
+# words that name a backend in a kernel entry function's name (``npu_fused_moe_forward``,
+# ``group_gemm_fused_moe_forward``, ``load_balancing_loss_triton``): two entries whose names differ only by such
+# words implement one op (NPU316)
+BACKEND_NAME_WORDS: frozenset[str] = frozenset(
+    {
+        "npu",
+        "ascend",
+        "ascendc",
+        "eager",
+        "pytorch",
+        "torch",
+        "native",
+        "triton",
+        "liger",
+        "kernel",
+        "fused",
+        "quack",
+        "group",
+        "gemm",
+        "cuda",
+        "tilelang",
+        "cudnn",
+        "flash",
+    }
+)

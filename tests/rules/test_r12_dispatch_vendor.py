@@ -33,7 +33,7 @@ def test_npu228_unknown_row_swallowed_by_eager() -> None:
         body='            logger.warning("no row")\n            entry = self._entries[(op, variant, "eager")]'
     )
     raised = _REGISTRY.format(body='            raise KeyError(f"unknown {op}/{variant}/{impl}")')
-    assert _codes(silent, "NPU228", "veomni/ops/registry.py") == [4]
+    assert _codes(silent, "NPU228", "veomni/ops/registry.py") == [5]
     assert _codes(said, "NPU228", "veomni/ops/registry.py") == []
     assert _codes(raised, "NPU228", "veomni/ops/registry.py") == []
 
@@ -152,7 +152,7 @@ def test_npu228_lookup_miss_takes_the_cuda_row() -> None:
                 raise KeyError(op)
             return entry
     """
-    assert _codes(source, "NPU228", "veomni/ops/registry.py") == [4]
+    assert _codes(source, "NPU228", "veomni/ops/registry.py") == [5]
     assert _codes(source.replace('"cuda"', "ANY_DEVICE"), "NPU228", "veomni/ops/registry.py") == []
 
 
@@ -249,4 +249,4 @@ def test_npu228_a_setting_read_with_an_eager_default_selects_nothing() -> None:
     row = _REGISTRY.format(body='            entry = self._entries.get((op, variant, "eager"))')
     assert _codes(reads, "NPU228", "veomni/ops/registry.py") == []
     assert _codes(gets, "NPU228", "veomni/ops/registry.py") == []
-    assert _codes(row, "NPU228", "veomni/ops/registry.py") == [4]
+    assert _codes(row, "NPU228", "veomni/ops/registry.py") == [5]

@@ -24,6 +24,7 @@ from npu_lint.rules._handles import (
 )
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.veomni.catalog import CONFIG_FIELD_TO_OP
+from npu_lint.veomni.resolvers import wrapped_field
 
 _CHECKED = INSTANCE_HANDLES | ROW_RESOLVERS  # VeomniOp(...), VeomniKernel(...), resolve_op(...), ...
 
@@ -466,6 +467,7 @@ class HardcodedOpImplementation(Rule):
             return
         found = field_of(impl)
         if found is None:
+            self._wrapped_resolver(op, impl, at if depth == 0 else impl, fields)
             return
         name, holder = found
         if op == "attention":
@@ -501,6 +503,29 @@ class HardcodedOpImplementation(Rule):
             at if depth == 0 else holder,
             f"op `{op}` reads the implementation from `{name}` (the field of {owner}); its field is {expected}",
             fix,
+        )
+
+    def _wrapped_resolver(
+        self, op: str, impl: ast.expr, at: ast.expr, fields: tuple[str, ...] | list[str]
+    ) -> None:
+        """``VeomniOp("load_balancing_loss", ..., resolve_moe_impl())``: a zero-argument resolver of the tree that
+        reads another op's field (its body is the reference)."""
+        if not isinstance(impl, ast.Call) or impl.args or impl.keywords or op == "attention" or not fields:
+            return
+        index = self.ctx.project.api.index
+        qual = self.ctx.qualname(impl.func)
+        if index is None or not qual or "." not in qual:
+            return
+        module, name = qual.rsplit(".", 1)
+        field = wrapped_field(index, module, name)
+        if field is None or field in fields or field not in CONFIG_FIELD_TO_OP:
+            return
+        expected = ", ".join(f"`{f}`" for f in fields)
+        self.report(
+            at,
+            f"op `{op}` reads the implementation from `{ast.unparse(impl)}`, which resolves `{field}` (the field of "
+            f"{CONFIG_FIELD_TO_OP[field]}); its field is {expected}: the handle asks for a row named after another "
+            "op's kernel (a KeyError, or the wrong kernel)",
         )
 
 

@@ -52,6 +52,18 @@ def rotary_split(func: ast.AST) -> str | None:
     return None
 
 
+def _replaces(func: ast.AST) -> str:
+    """The upstream function a function stands for: the target of a spec's ``@config.replace_function("name")``,
+    else its own name (a generated file keeps the upstream name; a spec's ``apply_rotary_pos_emb_patched`` or
+    ``_npu`` copy says which one it replaces in its decorator)."""
+    for deco in getattr(func, "decorator_list", ()):
+        if isinstance(deco, ast.Call) and call_name(deco) == "replace_function":
+            target = str_value(call_arg(deco, 0, "name"))
+            if target:
+                return target
+    return getattr(func, "name", "")
+
+
 def rotates_whole_head(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """``rotate_half(q)`` on a parameter of the function itself: the whole head is rotated."""
     params = {a.arg for a in [*func.args.posonlyargs, *func.args.args]}
@@ -172,7 +184,7 @@ class RotaryVariantMismatch(Rule):
         op = str_value(call_arg(handle.call, 0, "op_name")) or ""
         where = f"{getattr(func, 'name', '')} {cls or ''}".lower()
         vision_site = "vision" in where or "visual" in where
-        text_site = getattr(func, "name", "") == "apply_rotary_pos_emb"
+        text_site = _replaces(func) == "apply_rotary_pos_emb"
         if op == "rotary_pos_emb_vision" and text_site and not vision_site:
             want = "rotary_pos_emb"
         elif op == "rotary_pos_emb" and vision_site:
@@ -180,8 +192,14 @@ class RotaryVariantMismatch(Rule):
         else:
             return False
         name = self.ctx.source.segment(call.func)
+        # a handle whose own name says the site's tower (`veomni_apply_rotary_pos_emb_vision` in the vision
+        # rotary) but whose declaration names the other op: the declaration is the slip
+        named_vision = "vision" in name.lower() or "visual" in name.lower()
+        at: ast.AST = call.func
+        if named_vision and vision_site and handle.block is None and handle.call.lineno != call.lineno:
+            at = handle.call
         self.report(
-            call.func,
+            at,
             f"`{name}` is the `{op}` slot, but `{getattr(func, 'name', '')}` is the "
             f"{'vision' if vision_site else 'text'} rotary: the ops config binds the two from different fields "
             f"(`{want}_implementation` is meant here), so this path runs the other tower's kernel; call the "
@@ -197,8 +215,7 @@ class RotaryVariantMismatch(Rule):
         callee = ast.unparse(call.func)
         if any("vision" in text.lower() or "visual" in text.lower() for text in (op, callee, cls or "")):
             return False
-        name = getattr(func, "name", "")
-        return name == "apply_rotary_pos_emb" or (cls is not None and "Attention" in cls)
+        return _replaces(func) == "apply_rotary_pos_emb" or (cls is not None and "Attention" in cls)
 
     def _upstream_rotary(self) -> ast.FunctionDef | None:
         """Upstream's module-level ``apply_rotary_pos_emb`` of the model this file copies or patches."""

@@ -9,6 +9,7 @@ from npu_lint.core.astutil import call_name, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.registry import ROW_DECLARATIONS
 from npu_lint.veomni.resolution import NpuHost, gpu_marker, module_of, names_gpu
+from npu_lint.veomni.vendor_map import GPU_IMPLEMENTATION_WORDS
 
 # parameters that take an implementation name (`install_loss_mapping(impl)`, `bind(impl_name=...)`)
 # (not a kernel's own ``backend=`` option: FLA's ``causal_conv1d(..., backend="triton")`` is an argument of the bound
@@ -16,7 +17,6 @@ from npu_lint.veomni.resolution import NpuHost, gpu_marker, module_of, names_gpu
 _IMPL_PARAM = re.compile(r"(^|_)impl(_name)?$|implementation$")
 # calls that declare a row (the registry's declarations) or a field default rather than select one
 _NOT_SELECTIONS = ROW_DECLARATIONS | {"field", "Field"}
-_GPU_WORDS = ("liger", "triton", "quack", "tilelang", "cudnn", "cutlass", "flashmla", "fla", ".default")
 
 
 class GpuSelectionOnNpuPath(Rule):
@@ -105,7 +105,7 @@ class GpuSelectionOnNpuPath(Rule):
         ),
     )
     fix_safety = "No fix: the value to consume is the ops config's field, which the author names."
-    requires = (_GPU_WORDS,)
+    requires = (GPU_IMPLEMENTATION_WORDS,)
     node_types = (ast.Call, ast.Assign)
 
     @classmethod

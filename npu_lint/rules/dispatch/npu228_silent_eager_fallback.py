@@ -18,6 +18,9 @@ _FAILURES = frozenset(
 )
 
 
+_NO_SENTINEL = object()
+
+
 def _call_name(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -70,9 +73,13 @@ def _other_device_row(node: ast.AST) -> bool:
     return False
 
 
-def _speaks(stmts: list[ast.stmt]) -> bool:
-    """Whether the statements raise, warn or log (the fallback is then said)."""
+def _speaks(stmts: list[ast.stmt], nested: bool = True) -> bool:
+    """Whether the statements raise, warn or log (the fallback is then said). ``nested=False``: a raise or log
+    under a nested condition (``if devices: raise ...`` in a lookup-miss branch) does not announce the fallback
+    the block goes on to take."""
     for stmt in stmts:
+        if not nested and isinstance(stmt, ast.If):
+            continue
         for sub in walk(stmt):
             if isinstance(sub, ast.Raise):
                 return True
@@ -86,17 +93,51 @@ def _speaks(stmts: list[ast.stmt]) -> bool:
     return False
 
 
-def _selects_eager(stmts: list[ast.stmt], name_too: bool = False) -> ast.AST | None:
+def _selects_eager(
+    stmts: list[ast.stmt], name_too: bool = False, sentinel: object = _NO_SENTINEL
+) -> ast.AST | None:
     """The statement of a block that returns or binds an eager selection (an attribute or local), or None.
     ``name_too``: the bare implementation name ``"eager"`` counts (a block that runs because a kernel's
-    package or requirement is missing: the name is then what binds)."""
+    package or requirement is missing: the name is then what binds). ``sentinel``: the constant the function
+    itself returns for the eager implementation (``if impl_name == "eager": return None``)."""
     for stmt in stmts:
         value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign, ast.AnnAssign)) else None
         if value is None:
+            if isinstance(stmt, ast.Return) and sentinel is None:
+                return stmt
             continue
         if _eager_selection(value) or (name_too and str_value(value) == "eager"):
             return stmt
+        if (
+            isinstance(stmt, ast.Return)
+            and isinstance(value, ast.Constant)
+            and sentinel is not _NO_SENTINEL
+            and value.value == sentinel
+        ):
+            return stmt
     return None
+
+
+def _eager_sentinel(function: ast.AST) -> object:
+    """What a lookup function returns for the eager implementation, read from its own branch
+    ``if impl == "eager": return None`` (the OpSlot-era registry's "use the original code"); else none."""
+    for stmt in function.body if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else ():
+        if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
+            continue
+        test = stmt.test
+        if (
+            len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)
+            and str_value(test.comparators[0]) == "eager"
+            and len(stmt.body) == 1
+            and isinstance(stmt.body[0], ast.Return)
+        ):
+            value = stmt.body[0].value
+            if value is None:
+                return None
+            if isinstance(value, ast.Constant):
+                return value.value
+    return _NO_SENTINEL
 
 
 def _failed_probe(test: ast.expr) -> str | None:
@@ -115,6 +156,13 @@ def _failed_probe(test: ast.expr) -> str | None:
             and sub.comparators[0].value is None
         ):
             return ast.unparse(sub)
+        if (
+            isinstance(sub, ast.Compare)
+            and len(sub.ops) == 1
+            and isinstance(sub.ops[0], ast.NotIn)
+            and not isinstance(sub.comparators[0], (ast.Tuple, ast.List, ast.Set, ast.Constant))
+        ):
+            return ast.unparse(sub)  # a key the table does not hold (``impl not in bucket``)
     return None
 
 
@@ -234,12 +282,14 @@ class SilentEagerFallback(Rule):
             probe = _failed_probe(node.test)
             if probe is None:
                 return
-            chosen = _selects_eager(node.body, name_too=not probe.endswith("is None"))
-            if chosen is None or _speaks(node.body):
+            chosen = _selects_eager(
+                node.body, name_too=not probe.endswith("is None"), sentinel=_eager_sentinel(self.ctx.function)
+            )
+            if chosen is None or _speaks(node.body, nested=False):
                 return
             self.report(
-                node.test,
-                f"when `{probe}` the branch falls back to {_what(chosen)} (`{_short(chosen)}`) without raising, "
+                chosen,
+                f"when `{probe}` (line {node.test.lineno}) the branch falls back to {_what(chosen)} (`{_short(chosen)}`) without raising, "
                 "warning or logging: a run whose configured kernel (on Ascend the NPU row) cannot be used "
                 "silently runs another kernel than the one configured; raise, or at least warn before "
                 "falling back",

@@ -5,13 +5,16 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import int_value, nodes_of, walk
+from npu_lint.core.astutil import dotted_name, int_value, nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.vendor_map import (
+    NPU_AUX_OUTPUTS,
+    NPU_AUX_WORDS,
     NPU_FA_LAYOUT_HEAD_AXIS,
     NPU_FA_SPARSE_MODES,
     NPU_KEYWORD_ROLES,
     NPU_POSITIONAL_ROLES,
+    NPU_RESULT_WORDS,
     NPU_ROLE_WORDS,
     NPU_ROTARY_MODES,
     NPU_TUPLE_RESULTS,
@@ -19,8 +22,31 @@ from npu_lint.veomni.vendor_map import (
 
 _PREFIXES = ("torch_npu.", "torch.ops.npu.")
 _KERNELS = frozenset(
-    {*NPU_TUPLE_RESULTS, *NPU_POSITIONAL_ROLES, "npu_swiglu", "npu_rotary_mul", "npu_fusion_attention"}
+    {
+        *NPU_TUPLE_RESULTS,
+        *NPU_POSITIONAL_ROLES,
+        *NPU_AUX_OUTPUTS,
+        "npu_swiglu",
+        "npu_rotary_mul",
+        "npu_fusion_attention",
+    }
 )
+_ELEMENTWISE = frozenset({"float", "to", "contiguous", "half", "bfloat16", "type_as", "view", "reshape"})
+
+
+def _base(node: ast.AST) -> str:
+    """The name under elementwise conversions: ``hidden_states.float()`` -> ``hidden_states``."""
+    while (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ELEMENTWISE
+    ):
+        node = node.func.value
+    return dotted_name(node) or ""
+
+
+def _words(name: str, words: tuple[str, ...]) -> bool:
+    low = name.lower().rsplit(".", 1)[-1]
+    parts = set(re.split(r"[_\d]+", low))
+    return any(w == low or w in parts or ("_" in w and w in low) for w in words)
 
 
 def _last(node: ast.AST) -> str:
@@ -187,6 +213,10 @@ class NpuKernelCallContract(Rule):
             return
         if kernel in NPU_TUPLE_RESULTS and kernel != "npu_grouped_matmul":
             self._tuple_result(node, kernel)
+        if kernel in NPU_AUX_OUTPUTS:
+            self._aux_output(node, kernel)
+        if kernel == "npu_moe_token_permute":
+            self._permute_out_tokens(node)
         self._roles(node, kernel)
         if kernel == "npu_rotary_mul":
             mode = _str(self._arg(node, 3, "rotary_mode"))
@@ -316,6 +346,87 @@ class NpuKernelCallContract(Rule):
             call,
             f"`{kernel}` returns a tuple whose first element is the output, and the result is used as a tensor"
             f"{through}: take `[0]` (or unpack it)",
+        )
+
+    # -- auxiliary outputs taken as the result -----------------------------------------------------------------
+    def _aux_output(self, call: ast.Call, kernel: str) -> None:
+        """``hidden_states = npu_rms_norm(hidden_states, w, eps)[1]``: element 1 is the reciprocal RMS, not the
+        normalised output; likewise a tuple unpacked with the statistic's and the result's names swapped."""
+        aux = NPU_AUX_OUTPUTS[kernel]
+        parents = self.ctx.parents
+        first = _base(call.args[0]) if call.args else ""
+        if parents and isinstance(parents[-1], ast.Assign) and isinstance(parents[-1].targets[0], ast.Tuple):
+            names = [dotted_name(e) or "" for e in parents[-1].targets[0].elts]
+            if names and _words(names[0], NPU_AUX_WORDS):
+                for index in aux:
+                    if index < len(names) and _words(names[index], NPU_RESULT_WORDS):
+                        self.report(
+                            parents[-1].targets[0],
+                            f"`{kernel}` returns its output first and {aux[index]} at element {index}, but the "
+                            f"result is unpacked as `{names[0]}` and `{names[index]}`: the names hold each "
+                            "other's values; swap the targets",
+                        )
+                        return
+            return
+        if not parents or not isinstance(parents[-1], ast.Subscript) or parents[-1].value is not call:
+            return
+        index = int_value(parents[-1].slice)
+        if index not in aux:
+            return
+        node: ast.AST = parents[-1]
+        level = len(parents) - 2
+        # climb through elementwise conversions (``[1].to(x.dtype)``)
+        while (
+            level >= 1
+            and isinstance(parents[level], ast.Attribute)
+            and isinstance(parents[level - 1], ast.Call)
+            and getattr(parents[level - 1], "func", None) is parents[level]
+            and parents[level].attr in _ELEMENTWISE  # type: ignore[attr-defined]
+        ):
+            node = parents[level - 1]
+            level -= 2
+        holder = parents[level] if level >= 0 else None
+        function = self.ctx.function
+        target = ""
+        if isinstance(holder, ast.Assign) and holder.value is node and len(holder.targets) == 1:
+            target = dotted_name(holder.targets[0]) or ""
+            if not target or _words(target, NPU_AUX_WORDS):
+                return
+            if target != first and not _words(target, NPU_RESULT_WORDS):
+                return
+        elif isinstance(holder, ast.Return):
+            if function is None or _words(function.name, NPU_AUX_WORDS):
+                return
+        else:
+            return
+        where = f"`{target}`" if target else f"the result of `{function.name}`"  # type: ignore[union-attr]
+        self.report(
+            parents[-1],
+            f"element {index} of `{kernel}` is {aux[index]}, not the kernel's output (element 0), yet it becomes "
+            f"{where}: every consumer gets the statistic instead of the result; take `[0]`",
+        )
+
+    def _permute_out_tokens(self, call: ast.Call) -> None:
+        """``npu_moe_token_permute(tokens, indices, num_out_tokens=tokens.shape[0])``: the permuted output holds
+        one row per routed copy (tokens x top-k, ``indices.numel()``); capping it at the token count drops the
+        other copies."""
+        value = self._arg(call, 2, "num_out_tokens")
+        if value is None or not call.args:
+            return
+        tokens = _base(call.args[0])
+        seen = self._resolved(value)
+        counted = None
+        if self._shape_axis(seen) == 0:
+            counted = seen.value.value if isinstance(seen, ast.Subscript) else seen.func.value  # type: ignore[attr-defined]
+        elif isinstance(seen, ast.Call) and _last(seen.func) == "len" and len(seen.args) == 1:
+            counted = seen.args[0]
+        if counted is None or not tokens or _base(counted) != tokens:
+            return
+        self.report(
+            value,
+            f"`num_out_tokens={ast.unparse(value)}` is the number of tokens, but `npu_moe_token_permute` emits one "
+            "row per routed copy (tokens x top-k, the index tensor's `numel()`): the other copies are dropped and "
+            "the expert splits no longer match; leave it unset or pass the indices' `numel()`",
         )
 
     # -- argument roles -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import os
 
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.npucalls import KernelCall, file_calls, tree_calls
-from npu_lint.veomni.vendor_map import NPU_MODE_KEYWORDS
+from npu_lint.veomni.vendor_map import NPU_MODE_KEYWORDS, NPU_POSITIONAL_ROLES
 
 
 def _short(path: str, root: str | None) -> str:
@@ -129,6 +129,24 @@ class KernelCallUnlikeSiblings(Rule):
                 unique.append(c)
         return kernel, me, unique
 
+    @staticmethod
+    def _outvoted(kernel: str, me: KernelCall, ref: KernelCall) -> bool:
+        """Of a pair of calls whose named arguments come in two orders, whether ``me`` is the one to report:
+        the one whose argument spellings break the kernel's documented positional roles, else the later one
+        (by path, then line), so that the pair is reported once."""
+        roles = dict(NPU_POSITIONAL_ROLES.get(kernel, ()))
+
+        def broken(call: KernelCall) -> int:
+            return sum(
+                1
+                for i, role in roles.items()
+                if i < len(call.stems) and call.stems[i] and role not in call.stems[i]
+            )
+
+        if roles and broken(me) != broken(ref):
+            return broken(me) > broken(ref)
+        return (me.path, me.line) > (ref.path, ref.line)
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         found = self._siblings(node)
@@ -170,7 +188,10 @@ class KernelCallUnlikeSiblings(Rule):
             if len(orders) == 1:
                 order = next(iter(orders))
                 if order != tuple(named):
-                    ref = next(c for c in same_arity if tuple(s for s in c.stems if s) == order)
+                    refs = [c for c in same_arity if tuple(s for s in c.stems if s) == order]
+                    ref = refs[0]
+                    if len(refs) == 1 and len(same_arity) == 1 and not self._outvoted(kernel, me, ref):
+                        return  # one call against one: the pair is reported once, at the other call
                     self.report(
                         node,
                         f"`{kernel}` gets its arguments in another order than the tree's other call at "

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from npu_lint.core.astutil import nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
+from npu_lint.veomni.patchgen import load_file
 
 # calls that merge or reshape axes back
 _RESHAPES = frozenset(
@@ -129,9 +131,72 @@ class KernelOutputShapeNotRestored(Rule):
         returns = [r for r in nodes_of(node, ast.Return) if isinstance(r, ast.Return) and r.value is not None]
         if len(returns) != 1 or returns[0].lineno < line:
             return
+        eager = _eager_counterpart(self.ctx.source.path, node.name)
+        if eager is not None and not eager[2]:
+            return  # the eager function this replaces returns the split layout too
+        like = f" as `{eager[1]}` in {eager[0]} does" if eager is not None else ""
         self.report(
             returns[0],
             f"`{node.name}` splits its input's fused axis for the Ascend kernel (line {split_at}) and returns the "
             "kernel's output unmerged: the caller (and the eager function this replaces) expects the layout it "
-            "passed in; merge the axes back (`.flatten(-2)` or the inverse `rearrange`)",
+            f"passed in; merge the axes back (`.flatten(-2)` or the inverse `rearrange`){like}",
         )
+
+
+_AFFIXES = ("_npu", "_fused", "npu_", "fused_")
+_MERGES = frozenset({"flatten", "view_as", "reshape_as"})
+
+
+def _merges(call: ast.Call) -> bool:
+    """A call that merges axes (``flatten``, ``view_as``, a ``rearrange`` grouping on its right side); a
+    ``reshape`` / ``view`` / ``unflatten`` may split as well and is not counted."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name == "rearrange" and len(call.args) >= 2:
+        pattern = str_value(call.args[1]) or ""
+        return bool(_GROUP.search(pattern.partition("->")[2]))
+    return name in _MERGES
+
+
+def _eager_counterpart(path: str, name: str) -> tuple[str, str, bool] | None:
+    """The eager function an Ascend adapter replaces: a function of a sibling module (same directory) named as the
+    adapter without its ``_npu`` / ``_fused`` affix (``rope_apply_fused`` -> ``rope_apply``), with a split of its
+    input like the adapter's. (file name, function name, whether it merges the axes back after the split), or
+    None when there is none."""
+    bases = {name.removesuffix(a) for a in _AFFIXES if name.endswith(a)}
+    bases |= {name.removeprefix(a) for a in _AFFIXES if name.startswith(a)}
+    bases.discard(name)
+    if not bases:
+        return None
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        siblings = sorted(f for f in os.listdir(directory) if f.endswith(".py"))
+    except OSError:
+        return None
+    for file in siblings:
+        full = os.path.join(directory, file)
+        if os.path.samefile(full, path) if os.path.exists(path) else file == os.path.basename(path):
+            continue
+        parsed = load_file(full)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            continue
+        for func in tree.body:
+            if not isinstance(func, ast.FunctionDef) or func.name not in bases:
+                continue
+            split = [
+                c.lineno
+                for c in nodes_of(func, ast.Call)
+                if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Name)
+                and c.func.id == "rearrange"
+                and len(c.args) >= 2
+                and _splits(str_value(c.args[1]) or "")
+            ]
+            if not split:
+                continue
+            merges = any(
+                isinstance(c, ast.Call) and c.lineno > split[0] and _merges(c)
+                for c in nodes_of(func, ast.Call)
+            )
+            return file, func.name, merges
+    return None

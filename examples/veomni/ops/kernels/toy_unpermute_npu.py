@@ -30,3 +30,19 @@ def toy_rope_apply_npu(x, cos, sin, head_dim):
     x_out = torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="interleave")
     # NPU314: the per-head output is returned where the fused [b, s, n*d] layout came in
     return x_out.to(x.dtype)
+
+
+def toy_rope_twins(q, k, cos, sin):
+    q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+    # NPU315: the key is rotated in interleaved pairs, the query (same cos/sin) by halves
+    k_embed = torch_npu.npu_rotary_mul(k, cos, sin, rotary_mode="interleave")
+    return q_embed, k_embed
+
+
+def eager_toy_score(logits, labels, ignore_index=-100):
+    return (logits.float() - labels.float()).mean()
+
+
+# NPU316: the NPU backend takes labels and logits in the other order than the eager one
+def npu_toy_score(labels, logits, ignore_index=-100):
+    return (logits.float() - labels.float()).mean()

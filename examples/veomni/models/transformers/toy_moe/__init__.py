@@ -9,3 +9,13 @@ def register_toy_moe_modeling(architecture: str):
     else:
         from .generated.patched_modeling_toy_moe_gpu import ToyMoeForCausalLM
     return ToyMoeForCausalLM
+
+
+@MODELING_REGISTRY.register("toy_moe_text")
+def register_toy_moe_text_modeling(architecture: str):
+    # NPU233: only the causal LM gets the NPU module on Ascend; every other architecture the GPU one
+    if IS_NPU_AVAILABLE and "ForCausalLM" in architecture:
+        from .generated.patched_modeling_toy_moe_npu import ToyMoeForCausalLM
+    else:
+        from .generated.patched_modeling_toy_moe_gpu import ToyMoeForCausalLM
+    return ToyMoeForCausalLM

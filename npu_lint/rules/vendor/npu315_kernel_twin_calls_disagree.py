@@ -1,0 +1,290 @@
+"""NPU315 kernel-twin-calls-disagree."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+
+from npu_lint.core.astutil import dotted_name, nodes_of
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
+from npu_lint.veomni.vendor_map import NPU_TWIN_OPTIONS
+
+_UNSET = object()
+
+
+def _autograd(node: ast.ClassDef) -> bool:
+    """A custom ``torch.autograd.Function`` (its forward and backward are one unit)."""
+    return any((dotted_name(b) or "").endswith("Function") for b in node.bases)
+
+
+def _arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if 0 <= index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def _option(call: ast.Call, index: int, keyword: str, default: object) -> object:
+    """The option's effective literal value (its default when not passed), ``_UNSET`` when not a literal."""
+    node = _arg(call, index, keyword)
+    if node is None:
+        if any(kw.arg is None for kw in call.keywords):
+            return _UNSET
+        return default
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNSET
+
+
+def _transposed(node: ast.expr) -> str | None:
+    """``g.T`` / ``g.mT`` / ``g.t()`` / ``g.transpose(..)`` / ``torch.transpose(g, ..)`` -> ``g``."""
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT") and isinstance(node.value, ast.Name):
+        return node.value.id
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in ("t", "transpose") and isinstance(node.func.value, ast.Name):
+            if node.func.value.id == "torch" and node.args and isinstance(node.args[0], ast.Name):
+                return node.args[0].id
+            if node.func.value.id != "torch":
+                return node.func.value.id
+    return None
+
+
+def _single(node: ast.expr | None) -> ast.expr | None:
+    """The one element of ``[x]`` (a grouped matmul's tensor list)."""
+    if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 1:
+        return node.elts[0]
+    return None
+
+
+def _products(unit: ast.AST, imported: frozenset[str]) -> list[tuple[ast.AST, ast.expr, ast.expr]]:
+    """Every matrix product in ``unit``: ``npu_grouped_matmul([a], [b], ...)``, ``torch.matmul(a, b)``, ``a @ b``."""
+    out: list[tuple[ast.AST, ast.expr, ast.expr]] = []
+    for node in nodes_of(unit, ast.Call, ast.BinOp):
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.MatMult):
+                out.append((node, node.left, node.right))
+            continue
+        assert isinstance(node, ast.Call)
+        if kernel_of(node, imported) == "npu_grouped_matmul" and len(node.args) >= 2:
+            a, b = _single(node.args[0]), _single(node.args[1])
+            if a is not None and b is not None:
+                out.append((node, a, b))
+        elif (dotted_name(node.func) or "") in ("torch.matmul", "torch.mm", "torch.bmm") and len(
+            node.args
+        ) == 2:
+            out.append((node, node.args[0], node.args[1]))
+    return out
+
+
+class KernelTwinCallsDisagree(Rule):
+    code = "NPU315"
+    name = "kernel-twin-calls-disagree"
+    summary = (
+        "Two calls of one Ascend kernel in the same adapter (the q and k rotations, a grouped matmul's forward and "
+        "backward) read the same data in different layouts, or the backward's weight gradient multiplies its "
+        "operands in the other order than the forward's product implies."
+    )
+    why = (
+        "A kernel adapter calls the same kernel on twin inputs: `npu_rotary_mul(q, cos, sin)` and "
+        "`npu_rotary_mul(k, cos, sin)` read one cos/sin table, the forward and the backward grouped matmuls read "
+        "one `group_list`. The options that say how that shared data is laid out (`rotary_mode`, "
+        "`group_list_type`) must then agree: a key rotated in interleaved pairs while the query is rotated by "
+        "halves no longer encodes relative position, a group list read as counts in the backward and as "
+        "cumulative ends in the forward multiplies tokens by the wrong experts in one direction only. The calls "
+        "are each other's reference (the majority wins; on a tie, the call that departs from the kernel's default). Likewise a backward of "
+        "`y = x @ w` owes `dw = x^T @ dy`: `dy^T @ x` is the transposed gradient, a shape error or, for square "
+        "experts, silently transposed updates."
+    )
+    bad = (
+        Example(
+            """
+            import torch_npu
+
+
+            def apply_rotary(q, k, cos, sin):
+                q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+                k_embed = torch_npu.npu_rotary_mul(k, cos, sin, rotary_mode="interleave")
+                return q_embed, k_embed
+            """,
+            path="veomni/ops/kernels/toy_rope/npu.py",
+            title="the key rotated in interleaved pairs, the query by halves",
+        ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            class Gmm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight, group_list):
+                    ctx.save_for_backward(x, weight)
+                    ctx.group_list = group_list
+                    return torch_npu.npu_grouped_matmul([x], [weight], group_list=group_list, group_list_type=1)[0]
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, weight = ctx.saved_tensors
+                    group_list = ctx.group_list
+                    dx = torch_npu.npu_grouped_matmul(
+                        [grad], [weight.transpose(1, 2)], group_list=group_list, group_list_type=1
+                    )[0]
+                    dw = torch_npu.npu_grouped_matmul(
+                        [grad.T], [x], group_list=group_list, group_type=2, group_list_type=1
+                    )[0]
+                    return dx, dw, None
+            """,
+            path="veomni/ops/kernels/toy_moe/npu_gmm.py",
+            title="the weight gradient computed as dy^T x",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch_npu
+
+
+            def apply_rotary(q, k, cos, sin):
+                q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+                k_embed = torch_npu.npu_rotary_mul(k, cos, sin, rotary_mode="half")
+                return q_embed, k_embed
+
+
+            def apply_rotary_video(x, cos_t, sin_t, cos_s, sin_s):
+                return (
+                    torch_npu.npu_rotary_mul(x, cos_t, sin_t, rotary_mode="interleave"),
+                    torch_npu.npu_rotary_mul(x, cos_s, sin_s),
+                )
+            """,
+            path="veomni/ops/kernels/toy_rope/npu.py",
+        ),
+    )
+    fix_safety = "No fix: which layout is right is read from the data's construction and the eager reference."
+    requires = (("torch_npu", "autograd"),)
+    node_types = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def _imported(self) -> frozenset[str]:
+        imported = self.ctx.memo.get("npucalls.imported")
+        if imported is None:
+            imported = self.ctx.memo["npucalls.imported"] = torch_npu_names(self.ctx.tree)
+        return imported  # type: ignore[return-value]
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.ClassDef):
+            if _autograd(node):
+                self._twins(node)
+                self._weight_grad(node)
+            return
+        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if self.ctx.function is not None:
+            return  # inside the outer function's unit
+        owner = self.ctx.parent
+        if isinstance(owner, ast.ClassDef) and _autograd(owner):
+            return  # inside the autograd Function's unit
+        self._twins(node)
+
+    # -- twin calls -----------------------------------------------------------------------------------------
+    def _twins(self, unit: ast.AST) -> None:
+        imported = self._imported()
+        groups: dict[tuple[object, ...], list[tuple[ast.Call, object]]] = {}
+        for call in nodes_of(unit, ast.Call):
+            assert isinstance(call, ast.Call)
+            kernel = kernel_of(call, imported)
+            options = NPU_TWIN_OPTIONS.get(kernel or "")
+            if not options:
+                continue
+            for option, (index, default, described) in options.items():
+                shared = [_arg(call, i, k) for i, k in described]
+                if not described or any(s is None for s in shared):
+                    continue
+                value = _option(call, index, option, default)
+                if value is _UNSET:
+                    continue
+                key = (kernel, option, tuple(ast.unparse(s) for s in shared if s is not None))
+                groups.setdefault(key, []).append((call, value))
+        for (kernel, option, shared), calls in groups.items():
+            values = Counter(repr(v) for _, v in calls)
+            if len(values) < 2:
+                continue
+            (top, top_n), (_, second_n) = values.most_common(2)
+            default = NPU_TWIN_OPTIONS[str(kernel)][str(option)][1]
+            if top_n > second_n:
+                odd = [(c, v) for c, v in calls if repr(v) != top]
+                ref = next(c for c, v in calls if repr(v) == top)
+            else:
+                # a tie: the side that departs from the kernel's default, else the later call
+                ordered = sorted(calls, key=lambda cv: (cv[0].lineno, cv[0].col_offset))
+                plain = [c for c, v in ordered if v == default]
+                if plain and len(plain) < len(ordered):
+                    odd, ref = [(c, v) for c, v in ordered if v != default], plain[0]
+                else:
+                    odd, ref = [ordered[-1]], ordered[0][0]
+            ref_value = next(v for c, v in calls if c is ref)
+            what = ", ".join(f"`{s}`" for s in shared)
+            for call, value in odd:
+                note = " (its default)" if ref_value == default else ""
+                self.report(
+                    call,
+                    f"`{kernel}` reads {what} with `{option}={value!r}` here, but its twin call at line "
+                    f"{ref.lineno} reads the same {what} with `{option}={ref_value!r}`{note}: one of them lays the "
+                    "shared data out wrongly; make them agree with how it is built (and with the eager reference)",
+                )
+
+    # -- the backward's weight gradient -----------------------------------------------------------------------
+    def _weight_grad(self, cls: ast.ClassDef) -> None:
+        methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+        forward, backward = methods.get("forward"), methods.get("backward")
+        if forward is None or backward is None or len(backward.args.args) < 2:
+            return
+        imported = self._imported()
+        params = [a.arg for a in forward.args.args]
+        fwd = [
+            (n, a, b)
+            for n, a, b in _products(forward, imported)
+            if isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id in params and b.id in params
+        ]
+        if len(fwd) != 1:
+            return
+        product, x, _ = fwd[0]
+        assert isinstance(x, ast.Name)
+        saved: list[str] = []
+        for call in nodes_of(forward, ast.Call):
+            assert isinstance(call, ast.Call)
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "save_for_backward":
+                saved = [a.id if isinstance(a, ast.Name) else "" for a in call.args]
+        if x.id not in saved:
+            return
+        index = saved.index(x.id)
+        saved_x = None
+        for assign in nodes_of(backward, ast.Assign):
+            assert isinstance(assign, ast.Assign)
+            value = assign.value
+            if (
+                isinstance(value, ast.Attribute)
+                and value.attr == "saved_tensors"
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0], ast.Tuple)
+                and len(assign.targets[0].elts) == len(saved)
+            ):
+                target = assign.targets[0].elts[index]
+                saved_x = target.id if isinstance(target, ast.Name) else None
+        grad = backward.args.args[1].arg
+        if saved_x is None or saved_x == grad:
+            return
+        for node, a, b in _products(backward, imported):
+            if _transposed(a) == grad and isinstance(b, ast.Name) and b.id == saved_x:
+                self.report(
+                    node,
+                    f"the weight gradient is computed as `{ast.unparse(a)}` times `{saved_x}` (dy^T x), but the "
+                    f"forward multiplies `{x.id}` by the weight (line {product.lineno}, y = x w), whose gradient "
+                    f"is x^T dy: the operands are swapped, giving the transposed gradient; multiply "
+                    f"`{saved_x}` transposed by `{grad}`",
+                )
