@@ -540,7 +540,7 @@ class SpLossReduction(Rule):
         red = _Reductions(func, self.helper_mean)
         totals: dict[str, int] = {}  # reduced counts known from the forward's saved tensors (backward)
         if saved:
-            for node in _walk(func):
+            for node in nodes_of(func, ast.Assign):
                 if (
                     isinstance(node, ast.Assign)
                     and isinstance(node.targets[0], ast.Tuple)
@@ -554,7 +554,7 @@ class SpLossReduction(Rule):
         # a count renamed on the way (`total = torch.clamp(num_tokens, min=1)`): the division reads the source's
         # reductions, and the guard travels with it
         renamed: dict[str, tuple[str, bool, int]] = {}
-        for node in _walk(func):
+        for node in nodes_of(func, ast.Assign):
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
@@ -564,7 +564,7 @@ class SpLossReduction(Rule):
                 target = node.targets[0].id
                 if source is not None and source != target and target not in red.lines:
                     renamed[target] = (source, guards, node.lineno)
-        for node in _walk(func):
+        for node in nodes_of(func, ast.BinOp):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
                 continue
             count, guarded = _divisor_name(node.right)

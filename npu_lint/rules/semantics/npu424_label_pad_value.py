@@ -351,7 +351,8 @@ class LabelPadValue(Rule):
         ignore_name, ignore = _module_ignore(tree)
         expected = f"`{ignore_name}` ({ignore})" if ignore_name else f"the loss's ignore index ({ignore})"
         fields: dict[str, list[str]] | None = None
-        for node in _walk(tree):
+        # the node kinds the checks below read, in walk order (the file index's slices)
+        for node in nodes_of(tree, ast.Dict, ast.Assign, ast.Call, ast.AugAssign, ast.Compare):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
                     if (
