@@ -1961,7 +1961,7 @@ def _self_norm_uses(func: ast.AST) -> tuple[Counter[str], set[str], dict[str, li
     calls: Counter[str] = Counter()
     mentioned: set[str] = set()
     sites: dict[str, list[ast.Call]] = {}
-    for node in walk(func):
+    for node in nodes_of(func, ast.Attribute, ast.Call):
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)

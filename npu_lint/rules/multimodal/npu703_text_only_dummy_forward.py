@@ -595,7 +595,7 @@ def _fallback_constants(func: ast.AST) -> list[tuple[ast.AST, str, str, set[str]
     and the function runs a dummy forward elsewhere. (assignment, local, medium input, submodules)"""
     dummy_elsewhere: bool | None = None  # read at the first fallback that needs it
     out = []
-    for node in _walk(func):
+    for node in nodes_of(func, ast.If):
         if not isinstance(node, ast.If) or not node.orelse:
             continue
         name = _media_test(node.test)

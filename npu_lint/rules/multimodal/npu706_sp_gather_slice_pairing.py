@@ -487,7 +487,7 @@ class SpGatherSlicePairing(Rule):
 
     def _sp_calls(self, node: ast.AST) -> list[tuple[ast.Call, str, int | None]]:
         out = []
-        for sub in _walk(node):
+        for sub in nodes_of(node, ast.Call):
             if isinstance(sub, ast.Call):
                 kind = self._kind(sub)
                 if kind is not None:

@@ -746,7 +746,7 @@ class AuxLossInputs(Rule):
         positional values in another order: one branch has them swapped."""
         for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             calls = []
-            for node in _walk(func):
+            for node in nodes_of(func, ast.Call):
                 if not isinstance(node, ast.Call) or len(node.args) < 3:
                     continue
                 callee = last_name(node.func) or ""
