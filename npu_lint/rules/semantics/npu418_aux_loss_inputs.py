@@ -320,7 +320,7 @@ def _partial_bindings(tree: ast.Module) -> dict[str, str]:
     """`self.<attr> = partial(<function>, <keywords only>)`: the attribute calls the function with its positional
     parameters unchanged."""
     out: dict[str, str] = {}
-    for node in _walk(tree):
+    for node in nodes_of(tree, ast.Assign):
         if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1

@@ -77,7 +77,7 @@ def _label_word(name: str) -> bool:
 
 def _module_ignore(tree: ast.Module) -> tuple[str | None, int]:
     """The ignore-index constant this file knows by name (`IGNORE_INDEX` imported or defined) and its value."""
-    for node in _walk(tree):
+    for node in nodes_of(tree, ast.ImportFrom, ast.Assign):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if "ignore" in alias.name.lower() and "index" in alias.name.lower():
