@@ -803,7 +803,7 @@ class SpLossReduction(Rule):
 
     def _sp_weighting(self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions) -> None:
         """A loss divided by the SP group size (it is the group's mean) weighted by a count not reduced over the group."""
-        nodes = _walk(func)
+        nodes = nodes_of(func, ast.BinOp)  # the products and quotients read below
         by_sp = any(
             isinstance(n, ast.BinOp)
             and isinstance(n.op, ast.Div)
@@ -831,7 +831,7 @@ class SpLossReduction(Rule):
                     # reported where the rank-local count is taken (the reduction belongs right after it)
                     bound = [
                         n
-                        for n in nodes
+                        for n in nodes_of(func, ast.Assign)
                         if isinstance(n, ast.Assign)
                         and n.lineno < node.lineno
                         and any(_name_of(t) == count for t in n.targets)
