@@ -572,14 +572,14 @@ class LossReduction(LossRule):
         if carried is not None and not _is_stub(func) and _calls_loss(func):
             read = any(
                 isinstance(n, ast.Name) and n.id == _CARRIED and isinstance(n.ctx, ast.Load)
-                for n in _walk(func)
+                for n in nodes_of(func, ast.Name)
             )
             if not read and not any(
                 isinstance(n, ast.Call)
                 and n.func is not None
                 and any(k.arg is None for k in n.keywords)
                 and "locals" in ast.dump(n)
-                for n in _walk(func)
+                for n in nodes_of(func, ast.Call)
             ):
                 calls = [
                     n
