@@ -5,7 +5,9 @@ TARGET defaults to veomni==0.1.12 ``veomni/models`` (the tree ``bench/ab.py`` an
 
 Every registered rule's ``__init__``, ``visit``, ``leave``, ``finish`` and ``applies_to`` and every project rule's
 ``check`` are wrapped here (the engine is not changed, so nothing is paid when this script is not used) and timed
-with ``time.perf_counter`` (wall time: run it on a quiet machine, or compare the shares). Times are exclusive: a
+with ``time.perf_counter`` (wall time: run it on a quiet machine), or with ``--cpu`` the thread's CPU time
+(``time.thread_time``, steadier on a loaded machine, dearer to read); the clock's own cost per call, measured on a
+no-op first, is taken off. Times are exclusive: a
 timed method called from inside another (a rule calling a base class's ``visit`` through ``super()``) is charged to
 itself and not to its caller. A helper memoised per file or per run is charged to whichever rule asks first. The
 rest of the run (parse, the engine walk and its dispatch, the project load, pre-checks, origins, suppressions,
@@ -36,13 +38,13 @@ def _default_target() -> str:
     return str(fetch_veomni() / "veomni" / "models")
 
 
-def measure(target: str) -> dict:
+def measure(target: str, cpu: bool = False) -> dict:
     """One serial cold run of ``target`` with every rule method timed: {"total": s, "rules": {code: {phase: [s, calls]}}}."""
     from npu_lint.rules.base import PROJECT_REGISTRY, REGISTRY, load_rule_modules
 
     load_rule_modules()
     costs: dict[str, dict[str, list[float]]] = collections.defaultdict(lambda: {p: [0.0, 0] for p in PHASES})
-    clock = time.perf_counter
+    clock = time.thread_time if cpu else time.perf_counter
     stack: list[list[float]] = []  # per open timed call: [time spent in timed calls nested in it]
 
     def timed(code: str, phase: str, fn):  # noqa: ANN001, ANN202
@@ -63,6 +65,12 @@ def measure(target: str) -> dict:
                     stack[-1][0] += spent
 
         return wrapper
+
+    # what one timed call of a no-op costs in itself (the clock's own reads): taken off each call below
+    probe = timed("<probe>", "visit", lambda: None)
+    for _ in range(20000):
+        probe()
+    overhead = costs.pop("<probe>")["visit"][0] / 20000
 
     originals = {}
     for cls in REGISTRY.values():
@@ -96,7 +104,14 @@ def measure(target: str) -> dict:
     except SystemExit:
         pass
     total = clock() - start
-    return {"total": total, "rules": {code: dict(v) for code, v in costs.items()}}
+    for phases in costs.values():
+        for cell in phases.values():
+            cell[0] = max(0.0, cell[0] - overhead * cell[1])
+    return {
+        "total": total,
+        "clock": "cpu" if cpu else "wall",
+        "rules": {code: dict(v) for code, v in costs.items()},
+    }
 
 
 def _combine(runs: list[dict]) -> dict:
@@ -142,18 +157,21 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs in fresh interpreters; each rule's minimum"
     )
+    parser.add_argument(
+        "--cpu", action="store_true", help="the thread's CPU time instead of wall time (a loaded machine)"
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("target", nargs="?")
     args = parser.parse_args()
     target = args.target or _default_target()
     if args.child:  # the check's own output goes to stdout: the costs to a file
-        Path(args.child).write_text(json.dumps(measure(target)))
+        Path(args.child).write_text(json.dumps(measure(target, args.cpu)))
         return 0
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "costs.json"
         for _ in range(args.repeat):
-            cmd = [sys.executable, __file__, "--child", str(out), target]
+            cmd = [sys.executable, __file__, "--child", str(out), *(["--cpu"] if args.cpu else []), target]
             subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True, env=os.environ)
             runs.append(json.loads(out.read_text()))
     result = _combine(runs)
