@@ -27,7 +27,7 @@ def _config_fallback(func: ast.AST) -> bool:
     """The switch falls back to the model config: some `...config....output_router_logits` is read."""
     return any(
         isinstance(n, ast.Attribute) and n.attr == _SWITCH and "config" in ast.unparse(n.value)
-        for n in _walk(func)
+        for n in nodes_of(func, ast.Attribute)
     )
 
 
