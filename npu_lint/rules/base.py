@@ -271,6 +271,7 @@ def _collect_imports(body: list[ast.stmt], imports: dict[str, str], runtime_only
 
 
 _UNSET = object()
+_ENCLOSING: tuple[tuple[type[ast.AST], ...], ...] = ((ast.FunctionDef, ast.AsyncFunctionDef), (ast.ClassDef,))
 _WORD = re.compile(r"\w+")
 _ASSIGNED_ROOT = re.compile(r"=\s*(\w+)\.")
 _EMPTY: list[Project] = []
@@ -325,6 +326,8 @@ class Context:
         self._qualnames: dict[ast.AST, str | None] = {}  # qualname() per node: several rules ask per call
         # per-file results of rule helpers, computed once (key: a tuple naming the helper and its arguments)
         self.memo: dict[object, object] = {}
+        # (last ancestor, ancestor count, enclosing function, enclosing class) of the last question
+        self._enclosing_seen: list[Any] = [_UNSET, -1, _UNSET, _UNSET]
 
     @property
     def runtime_imports(self) -> dict[str, str]:
@@ -348,11 +351,25 @@ class Context:
 
     @property
     def function(self) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        return self.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)  # type: ignore[return-value]
+        return self._enclosing_at(0)  # type: ignore[return-value]
 
     @property
     def class_(self) -> ast.ClassDef | None:
-        return self.enclosing(ast.ClassDef)  # type: ignore[return-value]
+        return self._enclosing_at(1)  # type: ignore[return-value]
+
+    def _enclosing_at(self, which: int) -> ast.AST | None:
+        """``enclosing(FunctionDef, AsyncFunctionDef)`` (0) or ``enclosing(ClassDef)`` (1), remembered for the
+        current ancestors: the rules of one node ask it many times. A walk's ancestor stack is known by its
+        length and its last node (a node has one chain of ancestors)."""
+        parents = self.parents
+        last = parents[-1] if parents else None
+        seen = self._enclosing_seen
+        if seen[0] is not last or seen[1] != len(parents):
+            seen[:] = [last, len(parents), _UNSET, _UNSET]
+        found = seen[2 + which]
+        if found is _UNSET:
+            found = seen[2 + which] = self.enclosing(*_ENCLOSING[which])
+        return found  # type: ignore[return-value]
 
     def dotted(self, node: ast.AST) -> str | None:
         """``a.b.c`` for a Name/Attribute chain, without resolving imports."""

@@ -17,7 +17,7 @@ import os
 import textwrap
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of, walk
 from npu_lint.veomni.patchgen import (
     Patch,
     Spec,
@@ -71,12 +71,28 @@ def module_bindings(body: list[ast.stmt]) -> set[str] | None:
     return out
 
 
+# the node kinds that bind a name (``_local_names`` reads only these)
+_BINDERS = (
+    ast.arg,
+    ast.Name,
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.ExceptHandler,
+    ast.Global,
+    ast.Nonlocal,
+    ast.MatchAs,
+)
+
+
 def _local_names(func: ast.AST) -> set[str]:
     """Every name a definition binds anywhere inside it (parameters, stores, imports, nested defs, globals it
     declares, exception names): an over-approximation of its local scopes, so a name read is free only when
     nothing inside binds it."""
     out: set[str] = set()
-    for node in walk(func):
+    for node in nodes_of(func, *_BINDERS):
         if isinstance(node, ast.arg):
             out.add(node.arg)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -102,8 +118,8 @@ def _free_reads(node: ast.AST) -> dict[str, ast.Name]:
         for deco in node.decorator_list:
             skip.update(id(n) for n in walk(deco))
     out: dict[str, ast.Name] = {}
-    for n in walk(node):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
+    for n in nodes_of(node, ast.Name):
+        if isinstance(n.ctx, ast.Load) and id(n) not in skip:  # type: ignore[attr-defined]
             if n.id not in local and n.id not in _BUILTINS and n.id not in out:
                 out[n.id] = n
     return out

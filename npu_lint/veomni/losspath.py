@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from npu_lint.core.astutil import int_value, nodes_of, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
+from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -1647,19 +1648,37 @@ def _inverted_flag(up: list[ast.stmt], cp: list[ast.stmt]) -> str | None:
 def inverted_flags(mine: ast.AST, theirs: ast.AST) -> Iterator[tuple[ast.If, str]]:
     """``if`` statements of a copy that test a flag the other way round around the very body upstream runs
     under it (``if flag: B`` copied as ``if not flag: B``), wherever they sit in the two functions."""
-    bodies: dict[str, list[ast.If]] = {}
-    for node in walk(theirs):
-        if isinstance(node, ast.If):
-            bodies.setdefault(ast.dump(ast.Module(body=node.body, type_ignores=[])), []).append(node)
-    if not bodies:
+    ups = nodes_of(theirs, ast.If)
+    if not ups:
         return
-    for node in walk(mine):
-        if isinstance(node, ast.If):
-            for up in bodies.get(ast.dump(ast.Module(body=node.body, type_ignores=[])), ()):
-                flag = _inverted_flag([up], [node])
-                if flag is not None:
-                    yield node, flag
-                    break
+    # a pair tests a flag and its negation: only `if not x` on one side can pair (their bodies are compared,
+    # by ``ast.dump`` as before, only for such pairs)
+    up_not = [up for up in ups if _is_not(up.test)]  # type: ignore[attr-defined]
+    keys: dict[int, str] = {}
+
+    def body_key(node: ast.If) -> str:
+        key = keys.get(id(node))
+        if key is None:
+            key = keys[id(node)] = ast.dump(ast.Module(body=node.body, type_ignores=[]))
+        return key
+
+    for node in nodes_of(mine, ast.If):
+        assert isinstance(node, ast.If)
+        negated = _is_not(node.test)
+        for up in ups if negated else up_not:
+            assert isinstance(up, ast.If)
+            if not (_negation(up.test, node.test) or _negation(node.test, up.test)):
+                continue
+            if body_key(up) != body_key(node):
+                continue
+            flag = _inverted_flag([up], [node])
+            if flag is not None:
+                yield node, flag
+                break
+
+
+def _is_not(test: ast.expr) -> bool:
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
 
 
 def added_offset(mine: ast.AST, theirs: ast.AST) -> ast.AST | None:
@@ -1679,8 +1698,19 @@ def added_offset(mine: ast.AST, theirs: ast.AST) -> ast.AST | None:
     return None
 
 
+# ``ast.dump`` of the statements NPU458 aligns, by statement (held, so an id is never reused while kept): an
+# upstream method is aligned with its copy in the GPU and the NPU generated file and with a spec's replacement
+_STMT_KEYS: Bounded[int, tuple[ast.stmt, str]] = Bounded(8192)
+
+
 def _stmt_key(stmt: ast.stmt) -> str:
-    return ast.dump(stmt)
+    """``ast.dump(stmt)``, once per statement while it is kept."""
+    hit = _STMT_KEYS.get(id(stmt))
+    if hit is not None and hit[0] is stmt:
+        return hit[1]
+    key = ast.dump(stmt)
+    _STMT_KEYS[id(stmt)] = (stmt, key)
+    return key
 
 
 def _closest(cp: list[ast.stmt], up: list[ast.stmt]) -> ast.stmt:
@@ -1931,7 +1961,7 @@ def _self_norm_uses(func: ast.AST) -> tuple[Counter[str], set[str], dict[str, li
     calls: Counter[str] = Counter()
     mentioned: set[str] = set()
     sites: dict[str, list[ast.Call]] = {}
-    for node in walk(func):
+    for node in nodes_of(func, ast.Attribute, ast.Call):
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
@@ -2526,10 +2556,20 @@ def _exp_argument(node: ast.AST) -> ast.AST | None:
     return None
 
 
+def _is_sub(node: ast.AST) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)
+
+
 def kl_direction_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """``(difference, detail)`` for a KL-style term ``exp(a) * (b - a)`` (``a`` and ``b`` log-probabilities, the
     weight the exponential of the subtrahend): the negated divergence, where ``exp(a) * (a - b)`` is meant.
     Locals bound once to ``a.exp()`` are followed; a term negated within its statement is left alone."""
+    if not any(
+        isinstance(n.op, ast.Mult)  # type: ignore[attr-defined]
+        and (_is_sub(n.left) or _is_sub(n.right))  # type: ignore[attr-defined]
+        for n in nodes_of(func, ast.BinOp)
+    ):
+        return  # a term is a product with a difference: a function without one holds none
     single: dict[str, ast.AST] = {}
     counts: Counter[str] = Counter()
     for name, value in _assignments(func):

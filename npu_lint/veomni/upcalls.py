@@ -23,7 +23,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import scoped_memo, walk
+from npu_lint.core.astutil import nodes_of, scoped_memo, walk
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import (
     _decorator_target,
@@ -430,7 +430,7 @@ def upstream_calls(pf: PatchFunctions) -> tuple[list[UpstreamCall], list[Missing
     known = set(pf.classes)
     seen: set[int] = set()
     for cls, func in pf.items:
-        for node in walk(func):
+        for node in nodes_of(func, ast.Attribute, ast.Call):  # the kinds read below, in walk order
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and id(node) not in seen:
                 ref = _method_ref(node, module, known)
                 if ref is not None and (ref[0], ref[1]) not in pf.own_methods and not ref[1].startswith("__"):

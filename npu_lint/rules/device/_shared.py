@@ -856,8 +856,8 @@ def to_cpu(call: ast.Call) -> bool:
 
 
 def subtree(func: ast.AST) -> list[ast.AST]:
-    """``list(ast.walk(func))``, sharing the walk of ``walk_pairs`` with the other per-function helpers."""
-    return [func, *(child for child, _ in walk_pairs(func))]
+    """``list(ast.walk(func))``: ``core.astutil.walk``'s list (memoised per file; read it, never modify it)."""
+    return walk(func)
 
 
 def names_with_parents(ctx: Context, func: ast.AST) -> dict[str, list[tuple[ast.Name, ast.AST]]]:

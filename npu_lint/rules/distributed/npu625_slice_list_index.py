@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Example, Rule, make_fix
 
@@ -116,7 +116,7 @@ class SliceListIndex(Rule):
         if found is None or found[0] is not func:  # type: ignore[index]
             built: dict[str, bool] = {}  # name -> every binding is a list (True) / one is not (False)
             sliced: set[str] = set()
-            for n in walk(func):
+            for n in nodes_of(func, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For):
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         if isinstance(t, ast.Name):

@@ -9,6 +9,7 @@ convention)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 from npu_lint.core.astutil import (
@@ -29,11 +30,17 @@ _PIXELS = {"image": "pixel_values", "video": "pixel_values_videos"}
 
 
 def media_of(text: str) -> set[str]:
-    """The media a spelling names (`pixel_values` counts as the image's)."""
+    """The media a spelling names (`pixel_values` counts as the image's); a fresh set (callers may change it)."""
+    return set(_media_of(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _media_of(text: str) -> frozenset[str]:
+    """``media_of``, once per spelling (a function's names repeat across the rules and the files)."""
     found = {m for m, pattern in _PATTERNS.items() if pattern.search(text)}
     if re.search(r"(?<![A-Za-z0-9_])pixel_values(?![A-Za-z0-9_])", text):
         found.add("image")
-    return found
+    return frozenset(found)
 
 
 def rewrite(text: str, src: str, dst: str) -> str:

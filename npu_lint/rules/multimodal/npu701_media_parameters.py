@@ -306,7 +306,7 @@ def _local_method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef | No
 def _derived_names(func: ast.FunctionDef, name: str) -> set[str]:
     """``name`` and the locals computed from it (a few steps)."""
     names = {name}
-    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    assigns = nodes_of(func, ast.Assign)  # read only
     for _ in range(3):
         before = len(names)
         for node in assigns:

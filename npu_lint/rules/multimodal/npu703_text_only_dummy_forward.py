@@ -23,7 +23,7 @@ from npu_lint.veomni.mediaflow import medium_of, no_media_exits
 def _dummy_calls(func: ast.AST) -> list[ast.Call]:
     return [
         n
-        for n in _walk(func)
+        for n in nodes_of(func, ast.Call)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dummy_forward"
     ]
 
@@ -37,7 +37,7 @@ def _tower_of(call: ast.Call) -> str | None:
 
 def _zero_products(func: ast.AST) -> list[ast.BinOp]:
     out = []
-    for node in _walk(func):
+    for node in nodes_of(func, ast.BinOp):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             if any(isinstance(side, ast.Constant) and side.value == 0 for side in (node.left, node.right)):
                 out.append(node)
@@ -52,7 +52,7 @@ def _zeroed(func: ast.FunctionDef, call: ast.Call) -> bool:
         return True
     product_names = {n.id for nodes in products for n in nodes if isinstance(n, ast.Name)}
     assigns = []
-    for stmt in _walk(func):
+    for stmt in nodes_of(func, ast.Assign):
         if isinstance(stmt, ast.Assign):
             inside = set(_walk(stmt.value))
             names = {n.id for n in inside if isinstance(n, ast.Name)}
@@ -83,7 +83,7 @@ class _Flow:
 
     def __init__(self, func: ast.FunctionDef) -> None:
         self.defs: dict[str, list[tuple[int, ast.AST]]] = {}
-        for node in _walk(func):
+        for node in nodes_of(func, ast.Assign, ast.AnnAssign, ast.AugAssign):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
@@ -103,7 +103,7 @@ class _Flow:
 
 def _tainted_defs(func: ast.FunctionDef, flow: _Flow, roots: set[ast.AST]) -> set[ast.AST]:
     tainted: set[ast.AST] = set()
-    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    assigns = nodes_of(func, ast.Assign)  # read only
     for _ in range(6):
         before = len(tainted)
         for node in assigns:
@@ -151,7 +151,7 @@ def _consumed(func: ast.FunctionDef, call: ast.Call) -> bool:
 
     holder: dict[ast.AST, tuple[str, int]] = {}  # BinOp -> the local its statement stores it in
     loads: dict[str, list[int]] = {}
-    for node in _walk(func):
+    for node in nodes_of(func, ast.Assign, ast.Name):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             for n in _walk(node.value):
                 if isinstance(n, ast.BinOp):
@@ -194,9 +194,9 @@ def _output_attrs(func: ast.FunctionDef, sources: list[ast.Call]) -> set[str]:
     """Attributes read from the outputs of ``sources`` (directly, or through a local whose reaching
     assignment stores one of them)."""
     flow = _Flow(func)
-    holders = {n for n in _walk(func) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value in sources}
+    holders = {n for n in nodes_of(func, ast.Assign, ast.AnnAssign) if n.value in sources}  # type: ignore[attr-defined]
     out: set[str] = set()
-    for node in _walk(func):
+    for node in nodes_of(func, ast.Attribute):
         if isinstance(node, ast.Attribute) and (
             node.value in sources
             or (isinstance(node.value, ast.Name) and flow.reaching(node.value) in holders)
@@ -323,7 +323,7 @@ def _media_branch(func: ast.AST, tower: str) -> ast.If | None:
     """The `if <media> is not None:` branch whose body runs ``tower`` (directly or through a
     `self.get_*_features` helper of the tower's modality)."""
     audio = "audio" in tower
-    for node in _walk(func):
+    for node in nodes_of(func, ast.If):
         if not isinstance(node, ast.If):
             continue
         name = _media_test(node.test)
@@ -352,7 +352,7 @@ def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) ->
     """`<side> = None` in the final `else` of a branch chain, where `<side>` is what the real path fills with the
     tower's ``attr`` (`deepstack_visual_embeds = deepstack_image_embeds`, itself read from `.deepstack_features`
     of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path)."""
-    assigns = [n for n in _walk(func) if isinstance(n, ast.Assign)]
+    assigns = nodes_of(func, ast.Assign)  # read only
     side: set[str] = set()
     for _ in range(4):
         before = len(side)
@@ -367,7 +367,7 @@ def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) ->
             break
     if not side:
         return None
-    for node in _walk(func):
+    for node in nodes_of(func, ast.If):
         if not isinstance(node, ast.If) or not node.orelse or isinstance(node.orelse[0], ast.If):
             continue
         for stmt in node.orelse:
@@ -443,7 +443,7 @@ def _sp_sliced_side(forward: ast.FunctionDef) -> str | None:
     if not params:
         return None
     derived = {params[0]}
-    assigns = [n for n in _walk(forward) if isinstance(n, ast.Assign)]
+    assigns = nodes_of(forward, ast.Assign)  # read only
     for _ in range(4):
         before = len(derived)
         for node in assigns:
@@ -452,7 +452,7 @@ def _sp_sliced_side(forward: ast.FunctionDef) -> str | None:
         if len(derived) == before:
             break
     side = None
-    for node in _walk(forward):
+    for node in nodes_of(forward, ast.Call):
         if not (isinstance(node, ast.Call) and node.args):
             continue
         name = _callee_name(node).lower()
@@ -486,7 +486,7 @@ def _global_unsliced_input(dummy: ast.FunctionDef, forward: ast.FunctionDef) -> 
                 feed = given.id
     if feed is None:
         return None
-    assigns = [n for n in _walk(dummy) if isinstance(n, ast.Assign)]
+    assigns = nodes_of(dummy, ast.Assign)  # read only
     scaled: set[str] = set()
     for _ in range(4):
         before = len(scaled)
@@ -595,7 +595,7 @@ def _fallback_constants(func: ast.AST) -> list[tuple[ast.AST, str, str, set[str]
     and the function runs a dummy forward elsewhere. (assignment, local, medium input, submodules)"""
     dummy_elsewhere: bool | None = None  # read at the first fallback that needs it
     out = []
-    for node in _walk(func):
+    for node in nodes_of(func, ast.If):
         if not isinstance(node, ast.If) or not node.orelse:
             continue
         name = _media_test(node.test)

@@ -487,7 +487,7 @@ class SpGatherSlicePairing(Rule):
 
     def _sp_calls(self, node: ast.AST) -> list[tuple[ast.Call, str, int | None]]:
         out = []
-        for sub in _walk(node):
+        for sub in nodes_of(node, ast.Call):
             if isinstance(sub, ast.Call):
                 kind = self._kind(sub)
                 if kind is not None:
@@ -506,17 +506,18 @@ class SpGatherSlicePairing(Rule):
     def _ulysses(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """A function that all-to-alls its tensors from sequence shards to head shards must bring the result
         back (``gather_heads_scatter_seq``) itself: the next layer expects this rank's sequence shard."""
-        to_heads = [n for n in _walk(func) if isinstance(n, ast.Call) and _called(n) in _TO_HEADS]
-        if not to_heads or any(isinstance(n, ast.Call) and _called(n) in _TO_SEQ for n in _walk(func)):
+        calls = nodes_of(func, ast.Call)
+        to_heads = [n for n in calls if isinstance(n, ast.Call) and _called(n) in _TO_HEADS]
+        if not to_heads or any(isinstance(n, ast.Call) and _called(n) in _TO_SEQ for n in calls):
             return
         moved = {
             name
-            for n in _walk(func)
+            for n in nodes_of(func, ast.Assign)
             if isinstance(n, ast.Assign) and any(c in to_heads for c in _walk(n.value))
             for t in n.targets
             for name in _target_names(t)
         }
-        for n in _walk(func):
+        for n in nodes_of(func, ast.Return):
             if isinstance(n, ast.Return) and n.value is not None:
                 if any(c in to_heads for c in _walk(n.value)) or _names(n.value) & moved:
                     return  # a helper: its caller brings the result back
@@ -535,7 +536,7 @@ class SpGatherSlicePairing(Rule):
         rank's shard on one axis and gathered back (before the head) on another. The slice is the reference:
         the gather must undo it on the same axis (both axes counted from the same end)."""
         assigned: dict[int, str] = {}
-        for n in _walk(func):
+        for n in nodes_of(func, ast.Assign):
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
                 assigned[id(n.value)] = n.targets[0].id
         cut: dict[str, tuple[int, ast.Call]] = {}  # name -> (axis, slice call) of its last SP slice

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.patchgen import generated_banner
@@ -26,7 +27,7 @@ _OPTIONAL = frozenset(
 def _self_calls(func: ast.AST) -> dict[str, list[ast.Call]]:
     """``self.<attr>(...)`` calls of a function by attribute (a submodule or a method of the class)."""
     out: dict[str, list[ast.Call]] = {}
-    for node in _walk(func):
+    for node in nodes_of(func, ast.Call):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -40,7 +41,7 @@ def _self_calls(func: ast.AST) -> dict[str, list[ast.Call]]:
 def _dict_literal(func: ast.FunctionDef, name: str) -> ast.Dict | None:
     """The dict literal a local is bound to, when it is bound once, to one (`extra = {"a": a}`)."""
     found: list[ast.AST] = []
-    for node in _walk(func):
+    for node in nodes_of(func, ast.Name):
         if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
             found.append(node)
     if len(found) != 1:

@@ -100,7 +100,7 @@ class PositionIdsWithoutMedia(Rule):
         for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             calls = [
                 n
-                for n in _walk(func)
+                for n in nodes_of(func, ast.Call)
                 if isinstance(n, ast.Call) and _POSITION_FUNC.match(_last(n.func)) is not None
             ]
             if not calls:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._modality import root_name
@@ -169,7 +169,7 @@ class SpFillFromCaller(Rule):
                     owner[id(s)] = stmt
         done: set[int] = set()
         for func in [*top.values(), *(f for t in methods.values() for f in t.values())]:
-            if not any(isinstance(n, ast.Call) and "gather" in call_name(n).lower() for n in _walk(func)):
+            if not any("gather" in call_name(n).lower() for n in nodes_of(func, ast.Call)):
                 continue
             cls = owner.get(id(func))
             self._follow(func, top, methods[id(cls)] if cls is not None else {}, done)

@@ -130,11 +130,13 @@ class SpFullLabelsLocalHidden(Rule):
             self._check(func)
 
     def _check(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        nodes = _walk(func)
-        if not any(isinstance(n, ast.Call) and "gather" in call_name(n).lower() for n in nodes):
+        if not any("gather" in call_name(n).lower() for n in nodes_of(func, ast.Call)):
             return
+        nodes = _walk(func)
         local = {
-            n.id for n in nodes if isinstance(n, ast.Name) and any(w in n.id.lower() for w in _LOCAL_WORDS)
+            n.id
+            for n in nodes_of(func, ast.Name)
+            if isinstance(n, ast.Name) and any(w in n.id.lower() for w in _LOCAL_WORDS)
         }
         if not local:
             return

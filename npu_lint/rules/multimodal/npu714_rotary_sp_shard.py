@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -218,8 +218,7 @@ class RotarySpShard(Rule):
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         self._slice_at: dict[str, ast.AST] = {}  # where each sequence is first sliced in this function
         sp = False  # a slice, an all-to-all to the full sequence, or a rank's range: else nothing to check
-        nodes = _walk(node)
-        for n in nodes:
+        for n in nodes_of(node, ast.Assign, ast.Call):
             if isinstance(n, ast.Assign):
                 sp = _rank_range(n.value)
             elif isinstance(n, ast.Call):
@@ -231,8 +230,7 @@ class RotarySpShard(Rule):
             return
         binds: list[tuple[int, list[str], ast.AST, ast.AST]] = [
             (n.end_lineno or n.lineno, [t for tg in n.targets for t in _targets(tg)], n.value, n)
-            for n in nodes
-            if isinstance(n, ast.Assign)
+            for n in nodes_of(node, ast.Assign)
         ]
         if not binds:
             return
@@ -247,26 +245,24 @@ class RotarySpShard(Rule):
             for p in params
         }
         origin: dict[str, int] = {}
-        calls = sorted((n for n in nodes if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+        calls = sorted(nodes_of(node, ast.Call), key=lambda c: (c.lineno, c.col_offset))
         # names bound in both arms of an `if` (q/k from the all-to-all on one arm, a local projection on the
         # other) are not followed as full-sequence tensors
         branchy: set[str] = set()
-        for n in _walk(node):
-            if isinstance(n, ast.If) and n.orelse:
+        for n in nodes_of(node, ast.If):
+            if n.orelse:  # type: ignore[attr-defined]
                 body = {
                     t
-                    for s in n.body
-                    for a in _walk(s)
-                    if isinstance(a, ast.Assign)
-                    for tg in a.targets
+                    for s in n.body  # type: ignore[attr-defined]
+                    for a in nodes_of(s, ast.Assign)
+                    for tg in a.targets  # type: ignore[attr-defined]
                     for t in _targets(tg)
                 }
                 other = {
                     t
-                    for s in n.orelse
-                    for a in _walk(s)
-                    if isinstance(a, ast.Assign)
-                    for tg in a.targets
+                    for s in n.orelse  # type: ignore[attr-defined]
+                    for a in nodes_of(s, ast.Assign)
+                    for tg in a.targets  # type: ignore[attr-defined]
                     for t in _targets(tg)
                 }
                 branchy |= body & other

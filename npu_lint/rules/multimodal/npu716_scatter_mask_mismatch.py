@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._modality import root_name
@@ -101,7 +102,7 @@ class ScatterMaskMismatch(Rule):
     def visit(self, node: ast.AST) -> None:
         binds: list[tuple[int, str, ast.AST]] = []
         scatters: list[ast.Call] = []
-        for n in _walk(node):
+        for n in nodes_of(node, ast.Assign, ast.Call):
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
                 binds.append((n.end_lineno or n.lineno, n.targets[0].id, n.value))
             elif (

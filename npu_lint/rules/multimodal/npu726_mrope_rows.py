@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.upcalls import is_position_id_function
 
@@ -90,7 +90,7 @@ class MropeRows(Rule):
             return  # a nested function: the enclosing function's walk covers it (once)
         results: set[str] = set()  # locals holding a position-id function's result
         text_rows: dict[str, int] = {}  # position-id local -> line its row 0 was split off
-        for n in walk(node):
+        for n in nodes_of(node, ast.Assign):
             if isinstance(n, ast.Assign) and len(n.targets) == 1:
                 target = n.targets[0]
                 if isinstance(target, ast.Name) and _position_source(n.value):
@@ -110,7 +110,7 @@ class MropeRows(Rule):
                     text_rows.setdefault(value.value.id, n.lineno)
         if not results and not text_rows:
             return
-        for n in walk(node):
+        for n in nodes_of(node, ast.Subscript):
             if not isinstance(n, ast.Subscript) or not isinstance(n.ctx, ast.Load):
                 continue
             base = n.value

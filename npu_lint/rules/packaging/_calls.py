@@ -165,7 +165,19 @@ def _settle(
 
 
 def callee(ctx: Context, call: ast.Call) -> Callee | None:
-    """The tree's own definition that ``call`` reaches, with a signature that can be trusted, or None."""
+    """The tree's own definition that ``call`` reaches, with a signature that can be trusted, or None. Asked
+    during the walk, at ``call`` (its enclosing class and function are the Context's): once per call and file
+    (NPU510 and NPU511 ask about the same calls)."""
+    key = ("pkg-callee", id(call))
+    hit = ctx.memo.get(key)
+    if hit is not None and hit[0] is call:  # type: ignore[index]
+        return hit[1]  # type: ignore[index,no-any-return]
+    found = _callee(ctx, call)
+    ctx.memo[key] = (call, found)
+    return found
+
+
+def _callee(ctx: Context, call: ast.Call) -> Callee | None:
     func = call.func
     index = _index(ctx)
     own = _own_signatures(ctx)

@@ -6,6 +6,7 @@ import ast
 import functools
 from pathlib import Path
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
@@ -1142,7 +1143,7 @@ class LabelShift(LossRule):
                 )
         if shifted or any(_is_shift(n) for n in _walk(func)):
             return
-        if not loss_calls(patched.upstream) or any("shift" in getattr(n, "id", "") for n in _walk(func)):
+        if not loss_calls(patched.upstream) or any("shift" in n.id for n in nodes_of(func, ast.Name)):  # type: ignore[attr-defined]
             return
         for call in direct_ce_calls(func):
             self.report(

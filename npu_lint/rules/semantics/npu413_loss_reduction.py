@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from npu_lint.core.astutil import int_value
+from npu_lint.core.astutil import int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Example, make_fix
@@ -572,14 +572,14 @@ class LossReduction(LossRule):
         if carried is not None and not _is_stub(func) and _calls_loss(func):
             read = any(
                 isinstance(n, ast.Name) and n.id == _CARRIED and isinstance(n.ctx, ast.Load)
-                for n in _walk(func)
+                for n in nodes_of(func, ast.Name)
             )
             if not read and not any(
                 isinstance(n, ast.Call)
                 and n.func is not None
                 and any(k.arg is None for k in n.keywords)
                 and "locals" in ast.dump(n)
-                for n in _walk(func)
+                for n in nodes_of(func, ast.Call)
             ):
                 calls = [
                     n
@@ -954,7 +954,7 @@ class LossReduction(LossRule):
         aux_named: set[str] = (
             set()
         )  # locals holding a load-balancing loss (`b = load_balancing_loss_func(...)`)
-        for n in _walk(func):
+        for n in nodes_of(func, ast.Assign):
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
                 callee = last_name(n.value.func) or ""
                 if "balanc" in callee or "aux" in callee:
@@ -965,20 +965,21 @@ class LossReduction(LossRule):
                 if isinstance(t, ast.Name) and wanted(t.id):
                     detached[t.id] = min(line, detached.get(t.id, line))
 
-        for n in _walk(func):  # computed where no graph is recorded: `with torch.no_grad(): aux_loss = ...`
+        # computed where no graph is recorded: `with torch.no_grad(): aux_loss = ...`
+        for n in nodes_of(func, ast.With, ast.AsyncWith):
             if isinstance(n, (ast.With, ast.AsyncWith)) and any(
                 isinstance(item.context_expr, ast.Call)
                 and last_name(item.context_expr.func) in ("no_grad", "inference_mode")
                 for item in n.items
             ):
                 for inner in n.body:
-                    for m in _walk(inner):
+                    for m in nodes_of(inner, ast.Assign):
                         if isinstance(m, ast.Assign):
                             bind(m.targets, m.lineno, lambda name: "aux" in name or name in aux_named)
-        for n in _walk(func):
+        for n in nodes_of(func, ast.Assign):
             if isinstance(n, ast.Assign) and _detached_aux(n.value, detached, aux_named) is not None:
                 bind(n.targets, n.lineno, lambda name: "aux" in name or "loss" not in name)
-        for node in _walk(func):
+        for node in nodes_of(func, ast.AugAssign, ast.Assign):
             sides: list[ast.AST] = []
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
                 target = ast.unparse(node.target)

@@ -27,7 +27,7 @@ def _config_fallback(func: ast.AST) -> bool:
     """The switch falls back to the model config: some `...config....output_router_logits` is read."""
     return any(
         isinstance(n, ast.Attribute) and n.attr == _SWITCH and "config" in ast.unparse(n.value)
-        for n in _walk(func)
+        for n in nodes_of(func, ast.Attribute)
     )
 
 
@@ -320,7 +320,7 @@ def _partial_bindings(tree: ast.Module) -> dict[str, str]:
     """`self.<attr> = partial(<function>, <keywords only>)`: the attribute calls the function with its positional
     parameters unchanged."""
     out: dict[str, str] = {}
-    for node in _walk(tree):
+    for node in nodes_of(tree, ast.Assign):
         if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -746,7 +746,7 @@ class AuxLossInputs(Rule):
         positional values in another order: one branch has them swapped."""
         for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             calls = []
-            for node in _walk(func):
+            for node in nodes_of(func, ast.Call):
                 if not isinstance(node, ast.Call) or len(node.args) < 3:
                     continue
                 callee = last_name(node.func) or ""

@@ -135,7 +135,7 @@ def _method_name(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 def _fused_weights(func: ast.AST) -> list[tuple[ast.expr, str]]:
     """`weights=self.lm_head.weight` given to a loss call: (value, "self.lm_head")."""
     out = []
-    for node in _walk(func):
+    for node in nodes_of(func, ast.Call):
         if not isinstance(node, ast.Call):
             continue
         name = last_name(node.func) or ""

@@ -540,7 +540,7 @@ class SpLossReduction(Rule):
         red = _Reductions(func, self.helper_mean)
         totals: dict[str, int] = {}  # reduced counts known from the forward's saved tensors (backward)
         if saved:
-            for node in _walk(func):
+            for node in nodes_of(func, ast.Assign):
                 if (
                     isinstance(node, ast.Assign)
                     and isinstance(node.targets[0], ast.Tuple)
@@ -554,7 +554,7 @@ class SpLossReduction(Rule):
         # a count renamed on the way (`total = torch.clamp(num_tokens, min=1)`): the division reads the source's
         # reductions, and the guard travels with it
         renamed: dict[str, tuple[str, bool, int]] = {}
-        for node in _walk(func):
+        for node in nodes_of(func, ast.Assign):
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
@@ -564,7 +564,7 @@ class SpLossReduction(Rule):
                 target = node.targets[0].id
                 if source is not None and source != target and target not in red.lines:
                     renamed[target] = (source, guards, node.lineno)
-        for node in _walk(func):
+        for node in nodes_of(func, ast.BinOp):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
                 continue
             count, guarded = _divisor_name(node.right)
@@ -803,7 +803,7 @@ class SpLossReduction(Rule):
 
     def _sp_weighting(self, func: ast.FunctionDef | ast.AsyncFunctionDef, red: _Reductions) -> None:
         """A loss divided by the SP group size (it is the group's mean) weighted by a count not reduced over the group."""
-        nodes = _walk(func)
+        nodes = nodes_of(func, ast.BinOp)  # the products and quotients read below
         by_sp = any(
             isinstance(n, ast.BinOp)
             and isinstance(n.op, ast.Div)
@@ -831,7 +831,7 @@ class SpLossReduction(Rule):
                     # reported where the rank-local count is taken (the reduction belongs right after it)
                     bound = [
                         n
-                        for n in nodes
+                        for n in nodes_of(func, ast.Assign)
                         if isinstance(n, ast.Assign)
                         and n.lineno < node.lineno
                         and any(_name_of(t) == count for t in n.targets)

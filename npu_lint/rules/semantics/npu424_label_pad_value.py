@@ -77,7 +77,7 @@ def _label_word(name: str) -> bool:
 
 def _module_ignore(tree: ast.Module) -> tuple[str | None, int]:
     """The ignore-index constant this file knows by name (`IGNORE_INDEX` imported or defined) and its value."""
-    for node in _walk(tree):
+    for node in nodes_of(tree, ast.ImportFrom, ast.Assign):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if "ignore" in alias.name.lower() and "index" in alias.name.lower():
@@ -351,7 +351,8 @@ class LabelPadValue(Rule):
         ignore_name, ignore = _module_ignore(tree)
         expected = f"`{ignore_name}` ({ignore})" if ignore_name else f"the loss's ignore index ({ignore})"
         fields: dict[str, list[str]] | None = None
-        for node in _walk(tree):
+        # the node kinds the checks below read, in walk order (the file index's slices)
+        for node in nodes_of(tree, ast.Dict, ast.Assign, ast.Call, ast.AugAssign, ast.Compare):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
                     if (

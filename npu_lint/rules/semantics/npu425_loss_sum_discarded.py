@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
@@ -145,7 +146,7 @@ class LossSumDiscarded(Rule):
             # they alias carries the sum (transformers' moshi) and the name need not be read again
             aliases = {
                 t.id
-                for n in _walk(func)
+                for n in nodes_of(func, ast.Assign)
                 if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Name, ast.Attribute, ast.Subscript))
                 for t in n.targets
                 if isinstance(t, ast.Name)

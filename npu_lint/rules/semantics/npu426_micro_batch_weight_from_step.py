@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
@@ -127,7 +128,7 @@ class MicroBatchWeightFromStep(Rule):
     def finish(self) -> None:
         seen: set[int] = set()
         for func in functions_of(self.ctx.tree, self.ctx.source.text, "for "):
-            for loop in _walk(func):
+            for loop in nodes_of(func, ast.For):
                 if not isinstance(loop, ast.For) or id(loop) in seen:
                     continue
                 seen.add(id(loop))

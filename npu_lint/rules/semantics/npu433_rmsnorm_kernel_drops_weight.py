@@ -197,7 +197,7 @@ class RmsNormKernelDropsWeight(Rule):
         unweighted = _unweighted_handles(self.ctx.tree) if "unweighted" in self.ctx.source.text else set()
         for func in functions_of(self.ctx.tree, self.ctx.source.text, "None", *sorted(unweighted)):
             receiver = receiver_of(func)
-            for call in _walk(func):
+            for call in nodes_of(func, ast.Call):
                 if not (isinstance(call, ast.Call) and id(call) not in seen and _norm_kernel(call, func)):
                     continue
                 weight = weight_argument(call)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.vendor._shared import from_module, in_model_scope
 from npu_lint.veomni.vendor_map import NPU_VENDOR, VENDOR_PACKAGES
@@ -161,7 +161,7 @@ class CallIntoVendorPath(Rule):
                     if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef))
                 )
         for owner, func in functions:
-            if not any(isinstance(sub, (ast.Import, ast.ImportFrom)) for sub in walk(func)):
+            if not nodes_of(func, ast.Import, ast.ImportFrom):
                 continue  # the cheap test first: most functions import nothing
             found: list[str] = []
 
