@@ -1740,9 +1740,15 @@ def copy_numeric_faults(
                 yield site, fault[0], fault[1]
 
 
+# Elementwise functions torch spells both ways (`torch.rsqrt(x)` and `x.rsqrt()`), the same kernel.
+_UNARY_METHODS = frozenset(
+    {"rsqrt", "sqrt", "exp", "log", "tanh", "sigmoid", "abs", "neg", "reciprocal", "square"}
+)
+
+
 class _Canon(ast.NodeTransformer):
     """Spellings of one computation made alike: ``x ** 2`` / ``x.pow(2)`` / ``torch.pow(x, 2)`` as
-    ``x.square()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
+    ``x.square()``, ``torch.rsqrt(x)`` as ``x.rsqrt()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -1795,6 +1801,10 @@ class _Canon(ast.NodeTransformer):
                 return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
             if func.attr == "square" and len(node.args) == 1:
                 return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+            if (
+                func.attr in _UNARY_METHODS and len(node.args) == 1 and not node.keywords
+            ):  # torch.rsqrt(x): x.rsqrt()
+                return ast.Call(ast.Attribute(node.args[0], func.attr, ast.Load()), [], [])
             if (
                 func.attr in _COPY_REDUCERS and func.attr != "norm" and node.args
             ):  # torch.mean(x, d): x.mean(d)
