@@ -80,3 +80,69 @@ def test_npu458_tensor_method_spellings_are_upstream_code() -> None:
         )
         != []
     )
+
+
+# -- NPU410: a norm statistic used the wrong way round, in any function of the tree (not only RMSNorm classes) --
+
+_L2NORM = """
+import torch
+
+
+def l2norm(x: torch.FloatTensor, dim: int = -1, eps: float = 1e-6):
+    original_dtype = x.dtype
+    inv_norm = torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
+    return (x {op} inv_norm).to(original_dtype)
+"""
+
+_QKNORM = """
+import torch
+from torch import nn
+
+
+class QKNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.scale = nn.Parameter(torch.ones(dim))
+
+    def forward(self, q):
+        q32 = q.float()
+        rrms = torch.rsqrt(torch.mean(q32**2, dim=-1, keepdim=True) + self.eps)
+        return (q32 {op} rrms).to(q.dtype) * self.scale
+"""
+
+_PIXEL = """
+import torch
+
+
+def pixel_norm(z, eps=1e-8):
+    norm = z.square().mean(dim=1, keepdim=True).add(eps).sqrt()
+    return z {op} norm
+"""
+
+_NOT_A_NORM = """
+import torch
+
+
+def rescale_noise_cfg(noise_cfg, noise_pred_text, guidance_rescale=0.0):
+    std_text = torch.sqrt(noise_pred_text.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+    rescaled = noise_cfg * std_text
+    return guidance_rescale * rescaled + (1 - guidance_rescale) * noise_cfg
+"""
+
+
+def test_npu410_reads_every_function_taking_a_root_of_its_own_squares() -> None:
+    cases = [
+        ("veomni/ops/kernels/gated_delta_rule/_ascend/flash_gated_delta_rule.py", _L2NORM, "*", "/"),
+        ("veomni/models/diffusers/flux/modeling_flux.py", _QKNORM, "*", "/"),
+        ("veomni/models/seed_omni/decoder/movqgan/modeling_movqgan.py", _PIXEL, "/", "*"),
+    ]
+    for path, text, good, bad in cases:
+        assert _codes(path, text.replace("{op}", good), ["NPU410"]) == [], path
+        found = _codes(path, text.replace("{op}", bad), ["NPU410"])
+        line = next(
+            i for i, s in enumerate(textwrap.dedent(text).lstrip("\n").splitlines(), 1) if "{op}" in s
+        )
+        assert found == [("NPU410", line)], (path, found)
+    # another tensor's RMS scaling this one (noise rescaling) is not a norm used backwards
+    assert _codes("veomni/models/diffusers/wan/pipeline.py", _NOT_A_NORM, ["NPU410"]) == []
