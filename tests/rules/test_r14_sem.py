@@ -146,3 +146,72 @@ def test_npu410_reads_every_function_taking_a_root_of_its_own_squares() -> None:
         assert found == [("NPU410", line)], (path, found)
     # another tensor's RMS scaling this one (noise rescaling) is not a norm used backwards
     assert _codes("veomni/models/diffusers/wan/pipeline.py", _NOT_A_NORM, ["NPU410"]) == []
+
+
+# -- NPU720: twin per-medium bundles one function builds (vit kwargs, processor kwargs, metadata records) --
+
+_QWEN3_VL_SPEC = """
+def qwen3_vl_model_forward_patched(self, input_ids, pixel_values=None, pixel_values_videos=None, **kwargs):
+    multimodal_metadata = kwargs.pop("multimodal_metadata", None) or {}
+    image_vit_kwargs = {
+        "vit_metadata": {
+            "grid_thw_list": multimodal_metadata.get("image_grid_thw_list"),
+            "cu_seqlens": multimodal_metadata.get("vit_image_cu_seqlens"),
+            "max_seqlen": multimodal_metadata.get("vit_image_max_seqlen"),
+        }
+    }
+    video_vit_kwargs = {
+        "vit_metadata": {
+            "grid_thw_list": multimodal_metadata.get("video_grid_thw_list"),
+            "cu_seqlens": multimodal_metadata.get("vit_video_cu_seqlens"),
+            "max_seqlen": multimodal_metadata.get("vit_video_max_seqlen"),
+        }
+    }
+    image_embeds = self.get_image_features(pixel_values, **image_vit_kwargs)
+    video_embeds = self.get_video_features(pixel_values_videos, **video_vit_kwargs)
+    return image_embeds, video_embeds
+"""
+
+_OMNI_PROCESSOR = """
+def build_omni_inputs(processor, images, videos, audios, fps):
+    image_inputs = {"images": images, "return_tensors": "pt", "do_resize": True}
+    video_inputs = {"videos": videos, "return_tensors": "pt", "do_resize": True, "fps": fps}
+    audio_inputs = {"audio": audios, "return_tensors": "pt", "sampling_rate": 16000}
+    return processor(**image_inputs), processor(**video_inputs), processor(**audio_inputs)
+"""
+
+_COLLATE_META = """
+def pack_media_metadata(batch):
+    image_meta = {"grid_thw": batch["image_grid_thw"], "num_tokens": batch["image_num_tokens"]}
+    video_meta = {"grid_thw": batch["video_grid_thw"], "num_tokens": batch["video_num_tokens"]}
+    return image_meta, video_meta
+"""
+
+
+def _line_with(text: str, needle: str) -> int:
+    return next(i for i, s in enumerate(textwrap.dedent(text).lstrip("\n").splitlines(), 1) if needle in s)
+
+
+def test_npu720_twin_bundles_in_other_models_and_modules() -> None:
+    spec = "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py"
+    assert _codes(spec, _QWEN3_VL_SPEC, ["NPU720"]) == []
+    dropped = _QWEN3_VL_SPEC.replace(
+        '            "max_seqlen": multimodal_metadata.get("vit_video_max_seqlen"),\n', ""
+    )
+    assert _codes(spec, dropped, ["NPU720"]) == [("NPU720", _line_with(dropped, '"vit_video_cu_seqlens"'))]
+    crossed = _QWEN3_VL_SPEC.replace('get("vit_video_cu_seqlens")', 'get("vit_image_cu_seqlens")')
+    line = [
+        i for i, t in enumerate(textwrap.dedent(crossed).lstrip("\n").splitlines(), 1) if "vit_image_cu" in t
+    ]
+    assert _codes(spec, crossed, ["NPU720"]) == [("NPU720", line[1])]
+    # a video-only key beside the image keys (fps) is the video's own; audio keys are another medium's vocabulary
+    data = "veomni/data/multimodal/preprocess.py"
+    assert _codes(data, _OMNI_PROCESSOR, ["NPU720"]) == []
+    unresized = _OMNI_PROCESSOR.replace(
+        '"return_tensors": "pt", "do_resize": True, "fps"', '"return_tensors": "pt", "fps"'
+    )
+    assert _codes(data, unresized, ["NPU720"]) == [("NPU720", 3)]
+    meta = "veomni/data/multimodal/collate_meta.py"
+    assert _codes(meta, _COLLATE_META, ["NPU720"]) == []
+    lost = _COLLATE_META.replace(', "num_tokens": batch["video_num_tokens"]', "")
+    assert _codes(meta, lost, ["NPU720"]) == [("NPU720", 3)]
