@@ -215,3 +215,76 @@ def test_npu720_twin_bundles_in_other_models_and_modules() -> None:
     assert _codes(meta, _COLLATE_META, ["NPU720"]) == []
     lost = _COLLATE_META.replace(', "num_tokens": batch["video_num_tokens"]', "")
     assert _codes(meta, lost, ["NPU720"]) == [("NPU720", 3)]
+
+
+# -- NPU704: a position-id pipeline none of whose stages computes position ids (Seed-Omni foundations, wrappers) --
+
+_OMNI_FOUNDATION = """
+from ....transformers.qwen2_5_omni.generated.patched_modeling_qwen2_5_omni_gpu import (
+    Qwen2_5OmniThinkerForConditionalGeneration,
+)
+from ..base import BaseFoundationModelMixin
+
+
+def parse_position_id_kwargs(input_ids, attention_mask, grid_thw=None, **kwargs):
+    out = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if grid_thw:
+        out["image_grid_thw"] = grid_thw.get("image")
+    return out
+
+
+class Qwen2_5OmniFoundationModel(BaseFoundationModelMixin, Qwen2_5OmniThinkerForConditionalGeneration):
+    def get_position_id_func(self):
+        return [parse_position_id_kwargs{stage}]
+"""
+
+_MOE_FOUNDATION = """
+from types import SimpleNamespace
+
+
+def parse_position_id_kwargs(input_ids, attention_mask, grid_thw=None, **kwargs):
+    return {"input_ids": input_ids, "attention_mask": attention_mask, **(grid_thw or {})}
+
+
+def rename_audio_kwargs(audio_feature_lengths=None, **kwargs):
+    return {"audio_seqlens": audio_feature_lengths, **kwargs}
+
+
+class Qwen3MoeFoundationModel:
+    def get_position_id_func(self):
+        if self.rope_type == "3d_rope":
+            fake_model = SimpleNamespace(spatial_merge_size=self.spatial_merge_size)
+            return [parse_position_id_kwargs, rename_audio_kwargs{stage}]
+        return None
+"""
+
+_OWN_STAGE = """
+def text_positions(input_ids, **kwargs):
+    return {"input_ids": input_ids, "position_ids": torch.arange(input_ids.shape[-1])}
+
+
+class JanusFoundation:
+    def get_position_id_func(self):
+        return [text_positions]
+"""
+
+
+def test_npu704_position_pipelines_of_other_foundations() -> None:
+    omni = "veomni/models/seed_omni/foundation/qwen2_5_omni_foundation/modeling_qwen2_5_omni_foundation.py"
+    full = ", Qwen2_5OmniThinkerForConditionalGeneration.get_position_id_func(self)"
+    assert _codes(omni, _OMNI_FOUNDATION.replace("{stage}", full), ["NPU704"]) == []
+    assert _codes(omni, _OMNI_FOUNDATION.replace("{stage}", ""), ["NPU704"]) == [
+        ("NPU704", _line_with(_OMNI_FOUNDATION, "{stage}"))
+    ]
+    moe = "veomni/models/seed_omni/foundation/qwen3_moe_foundation/modeling_qwen3_moe_foundation.py"
+    full = ", Qwen2_5OmniThinkerForConditionalGeneration.get_position_id_func(fake_model)"
+    assert _codes(moe, _MOE_FOUNDATION.replace("{stage}", full), ["NPU704"]) == []
+    assert _codes(moe, _MOE_FOUNDATION.replace("{stage}", ""), ["NPU704"]) == [
+        ("NPU704", _line_with(_MOE_FOUNDATION, "{stage}"))
+    ]
+    # a stage of the file that writes position ids itself is the position function
+    janus = "veomni/models/seed_omni/foundation/janus_foundation/modeling_janus_foundation.py"
+    assert _codes(janus, _OWN_STAGE, ["NPU704"]) == []
+    assert _codes(
+        janus, _OWN_STAGE.replace('"position_ids": torch.arange(input_ids.shape[-1])', '"ids": 0'), ["NPU704"]
+    ) == [("NPU704", _line_with(_OWN_STAGE, "return [text_positions]"))]
