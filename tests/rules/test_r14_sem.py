@@ -288,3 +288,32 @@ def test_npu704_position_pipelines_of_other_foundations() -> None:
     assert _codes(
         janus, _OWN_STAGE.replace('"position_ids": torch.arange(input_ids.shape[-1])', '"ids": 0'), ["NPU704"]
     ) == [("NPU704", _line_with(_OWN_STAGE, "return [text_positions]"))]
+
+
+# -- NPU724: an override of a collator row that cuts what every rank consumes whole (masks, grids) --
+
+
+def test_npu724_overrides_cutting_whole_fields_in_other_models() -> None:
+    rows = {
+        "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py": (
+            '"video_grid_thw": (0, {cut}, None, None)',
+        ),
+        "veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py": (
+            '"image_mask": (-1, {cut}, 0, 1)',
+        ),
+        "veomni/models/seed_omni/modeling_seed_omni.py": (
+            '"image_grid_hw": DataCollateInfo(0, {cut}, None, None)',
+        ),
+    }
+    template = """
+    def get_extra_collate_infos(self):
+        return {{
+            "pixel_values": (0, False, 0, 4),
+            {row},
+        }}
+    """
+    for path, (row,) in rows.items():
+        whole = template.format(row=row.format(cut="False"))
+        cut = template.format(row=row.format(cut="True"))
+        assert _codes(path, whole, ["NPU724"]) == [], path
+        assert _codes(path, cut, ["NPU724"]) == [("NPU724", 4)], path

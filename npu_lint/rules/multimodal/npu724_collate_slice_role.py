@@ -112,8 +112,22 @@ class CollateSliceRole(Rule):
         sp_slice = entry[1]
         if not isinstance(sp_slice, bool):
             return
-        if key in table:
-            return  # the model's override of the collator's row (MainCollator applies it over the defaults)
+        own = table.get(key)
+        if own is not None:
+            # The model's override of the collator's row (MainCollator applies it over the defaults): kept as
+            # the model's choice, except a cut of what the model consumes whole on every rank. A mask scatters
+            # the gathered features into the all-gathered sequence; a grid or length row splits the gathered
+            # media per item and builds the M-RoPE index: neither can be a rank's share. (A payload left whole
+            # is an encoder that does not all-gather: a choice, not a contract break.)
+            own_role = role_of(key, own)
+            if sp_slice and own[1] is False and own_role in ("mask", "metadata"):
+                what, effect = _ROLE_TEXT[own_role]
+                self.report(
+                    value,
+                    f"`{key}` is {what}; the collator's table keeps it whole (sp_slice=False) and this row "
+                    f"cuts it across ranks (sp_slice=True): {effect}",
+                )
+            return
         role = role_of(key, entry)
         if role is None:
             return
