@@ -317,3 +317,82 @@ def test_npu724_overrides_cutting_whole_fields_in_other_models() -> None:
         cut = template.format(row=row.format(cut="True"))
         assert _codes(path, whole, ["NPU724"]) == [], path
         assert _codes(path, cut, ["NPU724"]) == [("NPU724", 4)], path
+
+
+# -- NPU110: whether an autograd kernel reads an argument on the host is decided by its forward, not its name --
+
+_EP_KERNEL = """
+import torch
+import torch.distributed as dist
+
+
+class {fn}(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, group, tokens, {p1}, {p2}):
+        {body}
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad, None, None
+
+
+def preprocess(mask):
+    counts = mask.sum(dim=(1, 2))
+    return counts.to(torch.device("cpu"), non_blocking=True)
+
+
+def dispatch(hidden_states, mask, group):
+    host_counts = preprocess(mask)
+    {a1} = host_counts.long()
+    {a2} = torch.cumsum(host_counts, 0)
+    return {fn}.apply(group, hidden_states, {a1}, {a2})
+"""
+
+
+def _ep(path: str, **names: str) -> list[tuple[str, int]]:
+    return _codes(path, _EP_KERNEL.format(**names), ["NPU110"])
+
+
+def test_npu110_reads_the_kernels_forward() -> None:
+    line = _line_with(_EP_KERNEL, "return {fn}.apply")
+    # a2a split sizes by a neutral name: the forward hands them to all_to_all_single (host) -> quiet
+    a2a = "out = torch.empty_like(tokens); dist.all_to_all_single(out, tokens, output_split_sizes=sizes_out.tolist(), input_split_sizes=sizes_in.tolist(), group=group)"
+    assert (
+        _ep(
+            "veomni/distributed/moe/moe_utils.py",
+            fn="AllToAllTokens",
+            p1="sizes_in",
+            p2="sizes_out",
+            body=a2a,
+            a1="c_in",
+            a2="c_out",
+        )
+        == []
+    )
+    # a name that says "splits" but a forward that uses it as grouped-GEMM offsets on the device -> reported
+    gemm = "out = torch.ops.npu.npu_grouped_matmul([tokens], [group], group_list=splits_cum, split_item=2)[0] + splits.sum()"
+    found = _ep(
+        "veomni/ops/kernels/moe/_kernels/group_gemm.py",
+        fn="GroupGemm",
+        p1="splits",
+        p2="splits_cum",
+        body=gemm,
+        a1="input_splits",
+        a2="output_splits",
+    )
+    assert found == [("NPU110", line), ("NPU110", line)], found
+    # a kernel looping over its host counts in Python: quiet for both, whatever the caller calls them
+    loop = "out = torch.cat([tokens[: int(c)] for c in counts]); [None for _ in range(offs)]\n        for c in counts:\n            pass"
+    assert (
+        _ep(
+            "veomni/distributed/sequence_parallel/ulysses_moe.py",
+            fn="LoopKernel",
+            p1="counts",
+            p2="offs",
+            body=loop,
+            a1="offsets",
+            a2="cum",
+        )
+        == []
+    )
