@@ -2592,3 +2592,83 @@ def kl_direction_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                     if any(node in walk(n) for n in negated):
                         continue
                     yield d, f"`{ast.unparse(w)}` weights `{ast.unparse(d)}`, which subtracts `{a}` itself"
+
+
+# -- a step's global (all-rank) value taken from the rank's own ---------------------------------------------------
+
+# Calls that keep a value on this rank: tensor methods and conversions, never a collective.
+_RANK_LOCAL_CALLS = frozenset(
+    {
+        "item",
+        "sum",
+        "float",
+        "int",
+        "long",
+        "clone",
+        "detach",
+        "to",
+        "cpu",
+        "tolist",
+        "copy",
+        "deepcopy",
+        "dict",
+        "items",
+        "values",
+        "keys",
+    }
+)
+_GLOBAL_WORDS = ("global_", "_global", "total_", "world_")
+
+
+def _stem(name: str) -> str:
+    low = name.lower()
+    for word in _GLOBAL_WORDS:
+        low = low.replace(word, "")
+    return low.strip("_")
+
+
+def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
+    """``(assignment, global name, local name)`` where a value named for the whole job (`global_*`, `*_global`)
+    is assigned the rank's own value of the same quantity (`self.global_tokens = self.tokens`, `global_len =
+    {k: v.item() for k, v in local_len.items()}`) with no call that could reduce it across ranks: every rank
+    then divides its loss by its own count while the gradients are averaged over ranks. Only a value whose
+    name without the global word equals the local one it is taken from counts (`global_micro_batches_token_len`
+    from `micro_batches_token_len`)."""
+    for node in _walk(func):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        name = (
+            target.attr
+            if isinstance(target, ast.Attribute)
+            else target.id
+            if isinstance(target, ast.Name)
+            else None
+        )
+        if name is None or not name.lower().startswith("global_") and "_global_" not in name.lower():
+            continue
+        stem = _stem(name)
+        if not stem:
+            continue
+        local: str | None = None
+        reduced = False
+        for sub in _walk(node.value):
+            if isinstance(sub, ast.Call):
+                callee = sub.func
+                attr = (
+                    callee.attr
+                    if isinstance(callee, ast.Attribute)
+                    else callee.id
+                    if isinstance(callee, ast.Name)
+                    else ""
+                )
+                if attr not in _RANK_LOCAL_CALLS:
+                    reduced = True
+                    break
+            spelled = (
+                sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
+            )
+            if spelled is not None and spelled.lower() == stem:
+                local = spelled
+        if not reduced and local is not None:
+            yield node, name, local

@@ -396,3 +396,60 @@ def test_npu110_reads_the_kernels_forward() -> None:
         )
         == []
     )
+
+
+# -- NPU423: a step's global (all-rank) count assigned the rank's own, in any trainer or loss utility --
+
+_VLM_TRAINER = """
+from ..utils.loss_utils import count_loss_token, reduce_global_loss_token
+
+
+class VLMTrainer:
+    def train_step(self, data_iterator):
+        micro_batches = next(data_iterator)
+        self.base.micro_batches_token_len = count_loss_token(micro_batches)
+        self.base.global_micro_batches_token_len = {rhs}
+        return micro_batches
+"""
+
+_BASE_TRAINER = """
+class BaseTrainer:
+    def _prepare_step(self, micro_batches):
+        self.micro_batches_token_len = count_loss_token(micro_batches)
+        self.global_micro_batches_token_len = {rhs}
+"""
+
+_LOSS_UTIL = """
+def step_token_counts(micro_batches):
+    num_tokens = {"ce_tokens": sum((mb["labels"] != -100).sum() for mb in micro_batches)}
+    global_num_tokens = {rhs}
+    return global_num_tokens
+"""
+
+
+def test_npu423_global_counts_in_other_trainers_and_utilities() -> None:
+    cases = [
+        (
+            "veomni/trainer/vlm_trainer.py",
+            _VLM_TRAINER,
+            "reduce_global_loss_token(self.base.micro_batches_token_len)",
+            "self.base.micro_batches_token_len",
+        ),
+        (
+            "veomni/trainer/base.py",
+            _BASE_TRAINER,
+            "reduce_global_loss_token(self.micro_batches_token_len)",
+            "dict(self.micro_batches_token_len)",
+        ),
+        (
+            "veomni/utils/loss_utils.py",
+            _LOSS_UTIL,
+            "{k: all_reduce(v.item(), op='sum') for k, v in num_tokens.items()}",
+            "{k: v.item() for k, v in num_tokens.items()}",
+        ),
+    ]
+    for path, text, good, bad in cases:
+        assert _codes(path, text.replace("{rhs}", good), ["NPU423"]) == [], path
+        assert _codes(path, text.replace("{rhs}", bad), ["NPU423"]) == [
+            ("NPU423", _line_with(text, "{rhs}"))
+        ], path
