@@ -453,3 +453,46 @@ def test_npu423_global_counts_in_other_trainers_and_utilities() -> None:
         assert _codes(path, text.replace("{rhs}", bad), ["NPU423"]) == [
             ("NPU423", _line_with(text, "{rhs}"))
         ], path
+
+
+# -- NPU103: helpers annotated with forward references ("torch.Tensor") read as tensor code --
+
+_SP_HELPER = """
+import torch
+
+
+def segment_starts(cu_seqlens: "torch.Tensor") -> "torch.Tensor":
+    sizes = seqlens_of(cu_seqlens).tolist()
+    return torch.arange(len(sizes){dev})
+"""
+
+_MOE_INDEX = """
+import torch
+
+
+def expert_starts(tokens_per_expert: "torch.LongTensor"):
+    n = num_local_experts(tokens_per_expert)
+    return torch.arange(n{dev})
+"""
+
+_LOSS_POS = """
+import torch
+
+
+def sample_index(boundaries: "torch.Tensor"):
+    sizes = lengths_from(boundaries).cpu()
+    return torch.cat([torch.full((int(n),), i{dev}) for i, n in enumerate(sizes)])
+"""
+
+
+def test_npu103_forward_reference_annotations_in_other_helpers() -> None:
+    cases = [
+        ("veomni/distributed/sequence_parallel/seg_utils.py", _SP_HELPER, ", device=cu_seqlens.device"),
+        ("veomni/ops/kernels/moe/_kernels/offsets.py", _MOE_INDEX, ", device=tokens_per_expert.device"),
+        ("veomni/utils/packing_index.py", _LOSS_POS, ", device=boundaries.device"),
+    ]
+    for path, text, dev in cases:
+        assert _codes(path, text.replace("{dev}", dev), ["NPU103"]) == [], path
+        assert _codes(path, text.replace("{dev}", ""), ["NPU103"]) == [
+            ("NPU103", _line_with(text, "{dev}"))
+        ], path
