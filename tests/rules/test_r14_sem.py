@@ -496,3 +496,66 @@ def test_npu103_forward_reference_annotations_in_other_helpers() -> None:
         assert _codes(path, text.replace("{dev}", ""), ["NPU103"]) == [
             ("NPU103", _line_with(text, "{dev}"))
         ], path
+
+
+# -- NPU432: a gated norm that drops its gate, or feeds a fused GLU halves concatenated on another axis --
+
+_MAMBA_GATED = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MambaRMSNormGated(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states, gate=None):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        {gating}
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+"""
+
+_KERNEL_GATED = """
+import torch
+import torch_npu
+
+
+def rms_norm_gated_npu(x, weight, gate, eps=1e-6):
+    normed = torch_npu.npu_rms_norm(x, weight, eps)[0]
+    return torch_npu.npu_swiglu(torch.cat([gate, normed], dim={dim}), dim=-1)
+"""
+
+_LIGER_GATED = """
+import torch
+from torch import nn
+
+
+class FusedGatedRMSNorm(nn.Module):
+    def forward(self, x, gate):
+        y = self.norm(x)
+        return silu_and_mul(torch.cat((gate, y){dim}))
+"""
+
+
+def test_npu432_gated_norms_elsewhere() -> None:
+    mamba = "veomni/models/transformers/nemotron_h/modeling_nemotron_h.py"
+    good = _MAMBA_GATED.replace("{gating}", "hidden_states = hidden_states * F.silu(gate.to(torch.float32))")
+    assert _codes(mamba, good, ["NPU432"]) == []
+    bad = _MAMBA_GATED.replace("{gating}", "pass")
+    assert _codes(mamba, bad, ["NPU432"]) == [("NPU432", _line_with(bad, "def forward"))]
+    kernel = "veomni/ops/kernels/rms_norm_gated/npu.py"
+    assert _codes(kernel, _KERNEL_GATED.replace("{dim}", "-1"), ["NPU432"]) == []
+    assert _codes(kernel, _KERNEL_GATED.replace("{dim}", "0"), ["NPU432"]) == [
+        ("NPU432", _line_with(_KERNEL_GATED, "{dim}"))
+    ]
+    liger = "veomni/ops/kernels/gated_delta_rule/fused_norm_gate.py"
+    assert _codes(liger, _LIGER_GATED.replace("{dim}", ", dim=-1"), ["NPU432"]) == []
+    assert _codes(liger, _LIGER_GATED.replace("{dim}", ""), ["NPU432"]) == [
+        ("NPU432", _line_with(_LIGER_GATED, "{dim}"))
+    ]
