@@ -2618,6 +2618,7 @@ _RANK_LOCAL_CALLS = frozenset(
     }
 )
 _GLOBAL_WORDS = ("global_", "_global", "total_", "world_")
+_COUNT_WORDS = ("token", "count", "num_", "len", "items", "loss", "sample")
 
 
 def _stem(name: str) -> str:
@@ -2648,8 +2649,8 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
         if name is None or not name.lower().startswith("global_") and "_global_" not in name.lower():
             continue
         stem = _stem(name)
-        if not stem:
-            continue
+        if not stem or not any(w in stem for w in _COUNT_WORDS):
+            continue  # a global *representation* (`global_hidden_states`, pooled features) is not a job total
         local: str | None = None
         reduced = False
         for sub in _walk(node.value):
@@ -2672,3 +2673,118 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
                 local = spelled
         if not reduced and local is not None:
             yield node, name, local
+
+
+# -- chunked loss kernels: accumulators and the backward's scaling ---------------------------------------------
+
+_ZERO_INITS = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
+def _zero_init(value: ast.AST) -> bool:
+    """`torch.zeros(...)`, `torch.zeros_like(w)`, `x.new_zeros(...)`, `torch.tensor(0.0, ...)` (a tensor: a
+    Python `0` is as often a running position as a sum)."""
+    if isinstance(value, ast.Call):
+        name = _callee(value)
+        if name in _ZERO_INITS:
+            return True
+        if name == "tensor" and value.args:
+            first = value.args[0]
+            return (
+                isinstance(first, ast.Constant)
+                and first.value in (0, 0.0)
+                and not isinstance(first.value, bool)
+            )
+    return False
+
+
+def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """``(site, name)`` where a value started at zero before a loop (`acc = torch.zeros_like(w)`, `total =
+    torch.tensor(0.0)`) is, inside the loop, only overwritten (`acc.copy_(x)`, `acc = x`) and never added to:
+    after the loop it holds the last chunk's loss or gradient, not the sum over the chunks."""
+    stmts = getattr(func, "body", [])
+    inits: dict[str, int] = {}
+    for stmt in _walk(func):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and _zero_init(stmt.value)
+            and any(w in stmt.targets[0].id.lower() for w in ("loss", "grad", "total", "acc", "sum"))
+        ):
+            inits.setdefault(stmt.targets[0].id, stmt.lineno)
+    if not inits or not stmts:
+        return
+    for loop in _walk(func):
+        if not isinstance(loop, (ast.For, ast.While)):
+            continue
+        body = [n for s in loop.body for n in _walk(s)]
+        for name, line in inits.items():
+            if line >= loop.lineno:
+                continue
+            adds = overwrite = None
+            for node in body:
+                if (
+                    isinstance(node, ast.AugAssign)
+                    and isinstance(node.target, ast.Name)
+                    and node.target.id == name
+                ):
+                    adds = node
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    receiver_ = node.func.value
+                    if isinstance(receiver_, ast.Name) and receiver_.id == name:
+                        if node.func.attr in (
+                            "add_",
+                            "sub_",
+                            "addmm_",
+                            "addcmul_",
+                            "index_add_",
+                            "scatter_add_",
+                        ):
+                            adds = node
+                        elif node.func.attr == "copy_" and overwrite is None:
+                            overwrite = node
+                elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets
+                ):
+                    reads = any(isinstance(n, ast.Name) and n.id == name for n in _walk(node.value))
+                    if reads:
+                        adds = node
+                    elif overwrite is None:
+                        overwrite = node
+            if overwrite is not None and adds is None:
+                yield overwrite, name
+
+
+def _grad_output_names(backward: ast.FunctionDef) -> set[str]:
+    args = backward.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args][1:]}
+    if args.vararg is not None:
+        names.add(args.vararg.arg)
+    return names
+
+
+def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, str]]:
+    """``(site, unscaled, scaled)`` in an autograd ``backward`` that returns gradients precomputed in the
+    forward (read from `ctx.saved_tensors`) and multiplies some of them by the incoming gradient but returns
+    another one as it is: the chain rule scales every input's gradient by `grad_output`, so a loss scaled after
+    the kernel (by a coefficient, a loss-scale, the micro-batch weight) reaches one input and not the other."""
+    incoming = _grad_output_names(backward)
+    saved: set[str] = set()
+    scaled: set[str] = set()
+    for node in _walk(backward):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if "saved_tensors" in ast.unparse(value) and isinstance(target, (ast.Tuple, ast.List)):
+                saved |= {e.id for e in target.elts if isinstance(e, ast.Name)}
+            elif isinstance(target, ast.Name) and any(
+                isinstance(n, ast.Name) and n.id in incoming for n in _walk(value)
+            ):
+                scaled.add(target.id)
+    if not saved or not scaled or not (saved & scaled):
+        return
+    for ret in _walk(backward):
+        if not isinstance(ret, ast.Return) or not isinstance(ret.value, ast.Tuple):
+            continue
+        for elt in ret.value.elts:
+            if isinstance(elt, ast.Name) and elt.id in saved and elt.id not in scaled:
+                yield elt, elt.id, sorted(saved & scaled)[0]

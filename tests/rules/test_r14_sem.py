@@ -559,3 +559,75 @@ def test_npu432_gated_norms_elsewhere() -> None:
     assert _codes(liger, _LIGER_GATED.replace("{dim}", ""), ["NPU432"]) == [
         ("NPU432", _line_with(_LIGER_GATED, "{dim}"))
     ]
+
+
+def test_npu423_global_representations_are_not_job_totals() -> None:
+    text = """
+    def forward(self, hidden_states, labels):
+        global_hidden_states = hidden_states
+        loss = self.loss_fn(global_hidden_states, labels)
+        return loss
+    """
+    assert _codes("veomni/models/transformers/clap/modeling_clap.py", text, ["NPU423"]) == []
+
+
+# -- NPU425 / NPU444: chunked loss kernels (accumulators over the chunks, the backward's scaling) --
+
+_CHUNK_KERNEL = """
+import torch
+
+
+class ChunkedLogprobs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, labels, chunk_size):
+        total_loss = torch.zeros((), device=hidden.device, dtype=torch.float32)
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros_like(weight)
+        for h, g, y in zip(hidden.split(chunk_size), grad_hidden.split(chunk_size), labels.split(chunk_size)):
+            (gh, gw), loss = torch.func.grad_and_value(_chunk_loss, argnums=(0, 1))(h, weight, y)
+            {acc_loss}
+            g.copy_(gh)
+            {acc_grad}
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        return total_loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        grad_hidden = grad_hidden * grad_output
+        {scale_weight}
+        return grad_hidden, grad_weight, None, None
+"""
+
+
+def _chunk(**parts: str) -> str:
+    base = {
+        "acc_loss": "total_loss += loss",
+        "acc_grad": "grad_weight.add_(gw)",
+        "scale_weight": "grad_weight = grad_weight * grad_output",
+    }
+    base.update(parts)
+    text = _CHUNK_KERNEL
+    for k, v in base.items():
+        text = text.replace("{" + k + "}", v)
+    return text
+
+
+def test_npu425_npu444_chunked_loss_kernels_in_other_files() -> None:
+    paths = [
+        "veomni/ops/kernels/cross_entropy/chunk_logprobs.py",
+        "veomni/ops/kernels/cross_entropy/chunk_topk_distill.py",
+        "veomni/ops/kernels/load_balancing_loss/chunked.py",
+    ]
+    for path in paths:
+        assert _codes(path, _chunk(), ["NPU425", "NPU444"]) == [], path
+        text = _chunk(acc_loss="total_loss = loss")
+        assert _codes(path, text, ["NPU425", "NPU444"]) == [("NPU425", _line_with(text, "total_loss = loss"))]
+        text = _chunk(acc_grad="grad_weight.copy_(gw)")
+        assert _codes(path, text, ["NPU425", "NPU444"]) == [
+            ("NPU425", _line_with(text, "grad_weight.copy_(gw)"))
+        ]
+        text = _chunk(scale_weight="pass")
+        assert _codes(path, text, ["NPU425", "NPU444"]) == [
+            ("NPU444", _line_with(text, "return grad_hidden, grad_weight"))
+        ]

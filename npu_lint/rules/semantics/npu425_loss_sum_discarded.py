@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
+from npu_lint.veomni import losspath
 from npu_lint.veomni.upstream import last_name
 
 
@@ -138,6 +139,14 @@ class LossSumDiscarded(Rule):
 
     def finish(self) -> None:
         text = self.ctx.source.text
+        if "for " in text or "while " in text:
+            for func in functions_of(self.ctx.tree, text, "loss", "grad"):
+                for site, name in losspath.overwritten_accumulators(func):
+                    self.report(
+                        site,
+                        f"`{name}` starts at zero before the loop and is overwritten in it, never added to: after "
+                        "the loop it holds the last chunk's value, not the sum over the chunks (use `add_` / `+=`)",
+                    )
         seen: set[int] = set()
         for func in functions_of(self.ctx.tree, text, "loss"):
             stores: list[tuple[ast.AST, str, ast.AST]] = []
