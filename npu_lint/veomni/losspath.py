@@ -2699,8 +2699,8 @@ def _zero_init(value: ast.AST) -> bool:
 
 def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """``(site, name)`` where a value started at zero before a loop (`acc = torch.zeros_like(w)`, `total =
-    torch.tensor(0.0)`) is, inside the loop, only overwritten (`acc.copy_(x)`, `acc = x`) and never added to:
-    after the loop it holds the last chunk's loss or gradient, not the sum over the chunks."""
+    torch.tensor(0.0)`) is, inside the loop, overwritten (`acc.copy_(x)`, `acc = x`), whether or not another
+    path of the loop adds to it: after the loop it holds the last chunk's (or layer's) value, not the sum."""
     stmts = getattr(func, "body", [])
     inits: dict[str, int] = {}
     for stmt in _walk(func):
@@ -2721,37 +2721,20 @@ def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         for name, line in inits.items():
             if line >= loop.lineno:
                 continue
-            adds = overwrite = None
+            overwrite: ast.AST | None = None
             for node in body:
-                if (
-                    isinstance(node, ast.AugAssign)
-                    and isinstance(node.target, ast.Name)
-                    and node.target.id == name
-                ):
-                    adds = node
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if overwrite is not None:
+                    break
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                     receiver_ = node.func.value
-                    if isinstance(receiver_, ast.Name) and receiver_.id == name:
-                        if node.func.attr in (
-                            "add_",
-                            "sub_",
-                            "addmm_",
-                            "addcmul_",
-                            "index_add_",
-                            "scatter_add_",
-                        ):
-                            adds = node
-                        elif node.func.attr == "copy_" and overwrite is None:
-                            overwrite = node
+                    if isinstance(receiver_, ast.Name) and receiver_.id == name and node.func.attr == "copy_":
+                        overwrite = node
                 elif isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in node.targets
                 ):
-                    reads = any(isinstance(n, ast.Name) and n.id == name for n in _walk(node.value))
-                    if reads:
-                        adds = node
-                    elif overwrite is None:
-                        overwrite = node
-            if overwrite is not None and adds is None:
+                    if not any(isinstance(n, ast.Name) and n.id == name for n in _walk(node.value)):
+                        overwrite = node  # `acc = x` (`acc = acc + x` and `acc += x` add)
+            if overwrite is not None:  # never added to, or added on one path and overwritten on another
                 yield overwrite, name
 
 

@@ -631,3 +631,29 @@ def test_npu425_npu444_chunked_loss_kernels_in_other_files() -> None:
         assert _codes(path, text, ["NPU425", "NPU444"]) == [
             ("NPU444", _line_with(text, "return grad_hidden, grad_weight"))
         ]
+
+
+def test_npu425_accumulator_overwritten_on_one_branch() -> None:
+    text = """
+    import torch
+
+
+    def aux_loss_over_layers(gate_logits, num_experts, attention_mask=None):
+        total_tokens = torch.tensor(0.0, device=gate_logits[0].device)
+        loss = torch.zeros((), device=gate_logits[0].device)
+        for layer in gate_logits:
+            probs = torch.softmax(layer.float(), dim=-1)
+            loss = loss + probs.mean(0).pow(2).sum() * num_experts
+            if attention_mask is not None:
+                {masked}
+            else:
+                total_tokens = total_tokens + layer.shape[0]
+        return loss / total_tokens
+    """
+    path = "veomni/distributed/moe/aux_loss.py"
+    good = text.replace("{masked}", "total_tokens = total_tokens + attention_mask.sum()")
+    assert _codes(path, good, ["NPU425"]) == []
+    bad = text.replace("{masked}", "total_tokens = attention_mask.sum()")
+    assert _codes(path, bad, ["NPU425"]) == [
+        ("NPU425", _line_with(bad, "total_tokens = attention_mask.sum()"))
+    ]

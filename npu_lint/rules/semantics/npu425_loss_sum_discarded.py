@@ -144,7 +144,7 @@ class LossSumDiscarded(Rule):
                 for site, name in losspath.overwritten_accumulators(func):
                     self.report(
                         site,
-                        f"`{name}` starts at zero before the loop and is overwritten in it, never added to: after "
+                        f"`{name}` starts at zero before the loop and is overwritten in it (not added to): after "
                         "the loop it holds the last chunk's value, not the sum over the chunks (use `add_` / `+=`)",
                     )
         seen: set[int] = set()
