@@ -138,6 +138,7 @@ class HostCopyToKernel(Rule):
         "every caller, and each argument of a `<Function>.apply(...)` call computed from it (through "
         "device-keeping ops) without a move is reported, except split sizes (`input_splits`), which an "
         "all-to-all reads on the host."
+        " Whether the kernel reads an argument on the host is read from its `forward` when the file defines the Function (`.tolist()`, split-size keywords, `torch.split`, `range`, a loop over it); the argument's name decides only when it does not. Kernel code NPU hosts run (`veomni/ops` adapters) is read as well as model code."
     )
     bad = (
         Example(

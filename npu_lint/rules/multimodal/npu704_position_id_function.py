@@ -257,6 +257,7 @@ class PositionIdFunction(WrapperRule):
         " A patched `get_rope_index` must hand its helpers the M-RoPE rows the upstream one hands them: where "
         "upstream passes one row of a (3, N) position block (`get_chunked_index(video_llm_pos_ids[0], ...)`, the "
         "temporal ids) and the patch passes the whole block, the helper walks the three rows instead of the tokens."
+        " A `get_position_id_func` of any class (a Seed-Omni foundation, an in-tree wrapper) that returns a pipeline of stages none of which computes `position_ids` (every stage a function of the file that never writes them) has dropped the model's own position-id function."
     )
     bad = (
         Example(

@@ -64,6 +64,7 @@ class MediumTableAsymmetry(Rule):
         "and its twin's (`image_mask` / `video_mask`, `pixel_values` / `pixel_values_videos`) and whose record "
         "values (calls of one record type, or tuples) differ after renaming the medium; and a dict display keyed only by media whose "
         "key lacks the twin that another dict display of the file lists next to the same key."
+        " Also the twin bundles one function builds for an image and a video (`image_vit_kwargs` / `video_vit_kwargs`, processor or metadata dicts): every key path of the image's (nested dicts too) must be in the video's after renaming the medium (the video's may add its own, such as `fps`), and a video value must not read the image's entry."
     )
     bad = (
         Example(

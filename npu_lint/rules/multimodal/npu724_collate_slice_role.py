@@ -43,6 +43,7 @@ class CollateSliceRole(Rule):
         "tree's own `veomni/data/data_collator.py` table (the shipped contract outside a tree): a field it "
         "names is the model's override (the collator applies the model's rows over its defaults) and is not "
         "compared; any other is compared with the rows of its role when they all agree."
+        " An override of a row the table names is the model's choice, except one that cuts across ranks (sp_slice=True) a mask or per-item metadata the table keeps whole: the model scatters into the gathered sequence with the mask and splits the gathered media per item with the grid, so neither can be a rank's share."
     )
     bad = (
         Example(

@@ -31,6 +31,7 @@ class RmsNormStatistic(Rule):
         " A fused kernel that returns `(output, reciprocal RMS)` (`torch_npu.npu_rms_norm`, apex's "
         "`rms_forward_affine`) is read too: a function returning its element 1 (directly or through a local) "
         "returns the statistic as the norm's output."
+        " Beyond RMSNorm sites, every function of a file that scales a tensor by the root of its own mean (or sum) of squares the wrong way round (`x * sqrt(mean(x ** 2) + eps)`, `x / rsqrt(...)`) is reported whatever it is called: a PixelNorm, an L2 norm, a diffusion model's QK norm."
     )
     bad = (
         Example(

@@ -101,6 +101,7 @@ class AccumulationNormaliser(Rule):
         "the real micro-batches of that step are down-weighted. Checked in trainers, loss utilities and any "
         "function that divides a loss (or each value of a loss dict) by a micro-batch size, or accumulates the "
         "label tokens of batch dicts (`batch['labels'] != IGNORE_INDEX`) without skipping the tree's marker."
+        " A step's job-wide count (`global_*_token_len`, `global_num_tokens`) assigned the rank's own value of the same quantity with no call that could reduce it across ranks is reported too: each rank then normalises by its own count while the gradients are averaged."
     )
     bad = (
         Example(

@@ -70,6 +70,7 @@ class LossSumDiscarded(Rule):
         "loss helpers: a local assigned (or augmented with) a sum or difference that involves a loss, never read "
         "anywhere in the function (nested functions included). A name starting with `_` is an intentional discard; "
         "`+=` on a name bound to another tensor adds in place and is not a discard."
+        " In a chunked or per-layer loop, a loss or gradient accumulator started at zero (`torch.zeros_like(w)`, `torch.tensor(0.0)`) and overwritten in the loop (`acc.copy_(x)`, `acc = x`, on any path) keeps only the last chunk's value."
     )
     bad = (
         Example(

@@ -72,6 +72,7 @@ class GatedNormActivation(Rule):
         "concatenation. Swapping the halves, or calling the activation on the normalised states, gives "
         "`silu(norm(x)) * gate` silently, on the one device whose kernel was changed. Read from the functions "
         "of a gated norm (a class or function named for one, or in a gated-norm module) that take a gate."
+        " A gated norm's `forward` that takes the gate and never reads it, and a fused GLU fed halves concatenated along another axis than the one it splits, are reported too."
     )
     bad = (
         Example(

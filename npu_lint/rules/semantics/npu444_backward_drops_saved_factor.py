@@ -33,6 +33,7 @@ class BackwardDropsSavedFactor(Rule):
         "every rank weighted alike -- and no loss curve shows it. The check runs on `torch.autograd.Function` "
         "classes of a loss path (the file or class names a loss, cross-entropy or log-probs), and compares what `forward` stores on its "
         "context with what `backward` reads."
+        " A backward that multiplies one precomputed gradient by the incoming gradient and returns another one as the forward computed it is reported too: a loss scaled after the kernel reaches one input only."
     )
     bad = (
         Example(
