@@ -657,3 +657,51 @@ def test_npu425_accumulator_overwritten_on_one_branch() -> None:
     assert _codes(path, bad, ["NPU425"]) == [
         ("NPU425", _line_with(bad, "total_tokens = attention_mask.sum()"))
     ]
+
+
+# -- NPU412: chunked losses cut the labels and the states they are scored against along one axis --
+
+_CHUNKED = """
+import torch
+
+
+def chunked_{kind}(hidden_states, weight, labels, chunk_size=1024):
+    states = {states_split}
+    targets = {labels_split}
+    total = torch.zeros((), device=hidden_states.device)
+    for h, y in zip(states, targets):
+        total = total + score(h @ weight.t(), y)
+    return total
+"""
+
+
+def test_npu412_chunk_axes_in_other_loss_kernels() -> None:
+    variants = [
+        (
+            "veomni/ops/kernels/cross_entropy/chunk_logprobs.py",
+            "logprobs",
+            "hidden_states.split(chunk_size, dim=1)",
+            "labels.split(chunk_size, dim=1)",
+            "labels.split(chunk_size, dim=0)",
+        ),
+        (
+            "veomni/ops/kernels/cross_entropy/chunk_topk_distill.py",
+            "distill",
+            "torch.split(hidden_states, chunk_size, 1)",
+            "torch.split(labels, chunk_size, 1)",
+            "torch.split(labels, chunk_size)",
+        ),
+        (
+            "veomni/ops/kernels/kl_div/chunked.py",
+            "kl",
+            "torch.split(hidden_states, chunk_size, dim=0)",
+            "torch.split(labels, chunk_size, dim=0)",
+            "torch.split(labels, chunk_size, dim=1)",
+        ),
+    ]
+    for path, kind, states, good, bad in variants:
+        text = _CHUNKED.replace("{kind}", kind).replace("{states_split}", states)
+        assert _codes(path, text.replace("{labels_split}", good), ["NPU412"]) == [], path
+        assert _codes(path, text.replace("{labels_split}", bad), ["NPU412"]) == [
+            ("NPU412", _line_with(text, "{labels_split}"))
+        ], path
