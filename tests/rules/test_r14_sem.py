@@ -705,3 +705,62 @@ def test_npu412_chunk_axes_in_other_loss_kernels() -> None:
         assert _codes(path, text.replace("{labels_split}", bad), ["NPU412"]) == [
             ("NPU412", _line_with(text, "{labels_split}"))
         ], path
+
+
+# -- NPU703: where a dummy pass's result goes (never read, added without a zero factor, replacing the stream) --
+
+_JANUS = """
+def forward(self, input_ids, inputs_embeds=None, pixel_values=None, **kwargs):
+    inputs_embeds = self.embed_tokens(input_ids)
+    if pixel_values is not None:
+        inputs_embeds = inputs_embeds.masked_scatter(self.mask(input_ids), self.vision(pixel_values))
+    elif self.training:
+        _, _, info = self.gen_vision_model.dummy_forward()
+        fake_indices = info[-1]
+        {use}
+    return self.language_model(inputs_embeds=inputs_embeds)
+"""
+
+_SPEC_DUMMY = """
+def toy_vl_model_forward_patched(self, input_ids, inputs_embeds, pixel_values=None, **kwargs):
+    if pixel_values is not None:
+        image_embeds = self.visual(pixel_values)
+        inputs_embeds = inputs_embeds.masked_scatter(self.image_mask(input_ids), image_embeds)
+    else:
+        fake_vision = self.visual.dummy_forward()
+        {use}
+    return self.language_model(inputs_embeds=inputs_embeds, **kwargs)
+"""
+
+_DECODER = """
+def forward(self, input_ids, decoder_inputs=None, **kwargs):
+    inputs_embeds = self.embed_tokens(input_ids)
+    if decoder_inputs is not None:
+        inputs_embeds = self.image_forward(inputs_embeds, decoder_inputs)
+    else:
+        dummy_embeds, _ = self.image_decoder.lm_dummy_encode()
+        {use}
+    return self.foundation(inputs_embeds=inputs_embeds)
+"""
+
+
+def test_npu703_dummy_results_in_other_models() -> None:
+    janus = "veomni/models/transformers/janus/modeling_janus.py"
+    good = "inputs_embeds = inputs_embeds + self.prepare_gen_img_embeds(fake_indices).mean() * 0.0"
+    assert _codes(janus, _JANUS.replace("{use}", good), ["NPU703"]) == []
+    bad = _JANUS.replace(
+        "{use}", "inputs_embeds = inputs_embeds + self.prepare_gen_img_embeds(fake_indices).mean()"
+    )
+    assert _codes(janus, bad, ["NPU703"]) == [("NPU703", _line_with(_JANUS, "{use}"))]
+
+    spec = "veomni/models/transformers/toy_vl/toy_vl_gpu_patch_gen_config.py"
+    good = "inputs_embeds = inputs_embeds + fake_vision.pooler_output.mean() * 0.0"
+    assert _codes(spec, _SPEC_DUMMY.replace("{use}", good), ["NPU703"]) == []
+    bad = _SPEC_DUMMY.replace("{use}", "inputs_embeds = fake_vision.pooler_output.mean() * 0.0")
+    assert ("NPU703", _line_with(_SPEC_DUMMY, "{use}")) in _codes(spec, bad, ["NPU703"])
+
+    decoder = "veomni/models/seed_omni/decoder/movqgan/modeling_movqgan.py"
+    good = "inputs_embeds += dummy_embeds.mean() * 0.0"
+    assert _codes(decoder, _DECODER.replace("{use}", good), ["NPU703"]) == []
+    bad = _DECODER.replace("{use}", "pass")
+    assert _codes(decoder, bad, ["NPU703"]) == [("NPU703", _line_with(_DECODER, "lm_dummy_encode"))]
