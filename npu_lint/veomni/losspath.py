@@ -1770,9 +1770,15 @@ def copy_numeric_faults(
                 yield site, fault[0], fault[1]
 
 
+# Elementwise functions torch spells both ways (`torch.rsqrt(x)` and `x.rsqrt()`), the same kernel.
+_UNARY_METHODS = frozenset(
+    {"rsqrt", "sqrt", "exp", "log", "tanh", "sigmoid", "abs", "neg", "reciprocal", "square"}
+)
+
+
 class _Canon(ast.NodeTransformer):
     """Spellings of one computation made alike: ``x ** 2`` / ``x.pow(2)`` / ``torch.pow(x, 2)`` as
-    ``x.square()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
+    ``x.square()``, ``torch.rsqrt(x)`` as ``x.rsqrt()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -1825,6 +1831,10 @@ class _Canon(ast.NodeTransformer):
                 return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
             if func.attr == "square" and len(node.args) == 1:
                 return ast.Call(ast.Attribute(node.args[0], "square", ast.Load()), [], [])
+            if (
+                func.attr in _UNARY_METHODS and len(node.args) == 1 and not node.keywords
+            ):  # torch.rsqrt(x): x.rsqrt()
+                return ast.Call(ast.Attribute(node.args[0], func.attr, ast.Load()), [], [])
             if (
                 func.attr in _COPY_REDUCERS and func.attr != "norm" and node.args
             ):  # torch.mean(x, d): x.mean(d)
@@ -2622,3 +2632,182 @@ def kl_direction_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                     if any(node in walk(n) for n in negated):
                         continue
                     yield d, f"`{ast.unparse(w)}` weights `{ast.unparse(d)}`, which subtracts `{a}` itself"
+
+
+# -- a step's global (all-rank) value taken from the rank's own ---------------------------------------------------
+
+# Calls that keep a value on this rank: tensor methods and conversions, never a collective.
+_RANK_LOCAL_CALLS = frozenset(
+    {
+        "item",
+        "sum",
+        "float",
+        "int",
+        "long",
+        "clone",
+        "detach",
+        "to",
+        "cpu",
+        "tolist",
+        "copy",
+        "deepcopy",
+        "dict",
+        "items",
+        "values",
+        "keys",
+    }
+)
+_GLOBAL_WORDS = ("global_", "_global", "total_", "world_")
+_COUNT_WORDS = ("token", "count", "num_", "len", "items", "loss", "sample")
+
+
+def _stem(name: str) -> str:
+    low = name.lower()
+    for word in _GLOBAL_WORDS:
+        low = low.replace(word, "")
+    return low.strip("_")
+
+
+def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
+    """``(assignment, global name, local name)`` where a value named for the whole job (`global_*`, `*_global`)
+    is assigned the rank's own value of the same quantity (`self.global_tokens = self.tokens`, `global_len =
+    {k: v.item() for k, v in local_len.items()}`) with no call that could reduce it across ranks: every rank
+    then divides its loss by its own count while the gradients are averaged over ranks. Only a value whose
+    name without the global word equals the local one it is taken from counts (`global_micro_batches_token_len`
+    from `micro_batches_token_len`)."""
+    for node in _walk(func):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        name = (
+            target.attr
+            if isinstance(target, ast.Attribute)
+            else target.id
+            if isinstance(target, ast.Name)
+            else None
+        )
+        if name is None or not name.lower().startswith("global_") and "_global_" not in name.lower():
+            continue
+        stem = _stem(name)
+        if not stem or not any(w in stem for w in _COUNT_WORDS):
+            continue  # a global *representation* (`global_hidden_states`, pooled features) is not a job total
+        local: str | None = None
+        reduced = False
+        for sub in _walk(node.value):
+            if isinstance(sub, ast.Call):
+                callee = sub.func
+                attr = (
+                    callee.attr
+                    if isinstance(callee, ast.Attribute)
+                    else callee.id
+                    if isinstance(callee, ast.Name)
+                    else ""
+                )
+                if attr not in _RANK_LOCAL_CALLS:
+                    reduced = True
+                    break
+            spelled = (
+                sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
+            )
+            if spelled is not None and spelled.lower() == stem:
+                local = spelled
+        if not reduced and local is not None:
+            yield node, name, local
+
+
+# -- chunked loss kernels: accumulators and the backward's scaling ---------------------------------------------
+
+_ZERO_INITS = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
+def _zero_init(value: ast.AST) -> bool:
+    """`torch.zeros(...)`, `torch.zeros_like(w)`, `x.new_zeros(...)`, `torch.tensor(0.0, ...)` (a tensor: a
+    Python `0` is as often a running position as a sum)."""
+    if isinstance(value, ast.Call):
+        name = _callee(value)
+        if name in _ZERO_INITS:
+            return True
+        if name == "tensor" and value.args:
+            first = value.args[0]
+            return (
+                isinstance(first, ast.Constant)
+                and first.value in (0, 0.0)
+                and not isinstance(first.value, bool)
+            )
+    return False
+
+
+def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """``(site, name)`` where a value started at zero before a loop (`acc = torch.zeros_like(w)`, `total =
+    torch.tensor(0.0)`) is, inside the loop, overwritten (`acc.copy_(x)`, `acc = x`), whether or not another
+    path of the loop adds to it: after the loop it holds the last chunk's (or layer's) value, not the sum."""
+    stmts = getattr(func, "body", [])
+    inits: dict[str, int] = {}
+    for stmt in _walk(func):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and _zero_init(stmt.value)
+            and any(w in stmt.targets[0].id.lower() for w in ("loss", "grad", "total", "acc", "sum"))
+        ):
+            inits.setdefault(stmt.targets[0].id, stmt.lineno)
+    if not inits or not stmts:
+        return
+    for loop in _walk(func):
+        if not isinstance(loop, (ast.For, ast.While)):
+            continue
+        body = [n for s in loop.body for n in _walk(s)]
+        for name, line in inits.items():
+            if line >= loop.lineno:
+                continue
+            overwrite: ast.AST | None = None
+            for node in body:
+                if overwrite is not None:
+                    break
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    receiver_ = node.func.value
+                    if isinstance(receiver_, ast.Name) and receiver_.id == name and node.func.attr == "copy_":
+                        overwrite = node
+                elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets
+                ):
+                    if not any(isinstance(n, ast.Name) and n.id == name for n in _walk(node.value)):
+                        overwrite = node  # `acc = x` (`acc = acc + x` and `acc += x` add)
+            if overwrite is not None:  # never added to, or added on one path and overwritten on another
+                yield overwrite, name
+
+
+def _grad_output_names(backward: ast.FunctionDef) -> set[str]:
+    args = backward.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args][1:]}
+    if args.vararg is not None:
+        names.add(args.vararg.arg)
+    return names
+
+
+def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, str]]:
+    """``(site, unscaled, scaled)`` in an autograd ``backward`` that returns gradients precomputed in the
+    forward (read from `ctx.saved_tensors`) and multiplies some of them by the incoming gradient but returns
+    another one as it is: the chain rule scales every input's gradient by `grad_output`, so a loss scaled after
+    the kernel (by a coefficient, a loss-scale, the micro-batch weight) reaches one input and not the other."""
+    incoming = _grad_output_names(backward)
+    saved: set[str] = set()
+    scaled: set[str] = set()
+    for node in _walk(backward):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if "saved_tensors" in ast.unparse(value) and isinstance(target, (ast.Tuple, ast.List)):
+                saved |= {e.id for e in target.elts if isinstance(e, ast.Name)}
+            elif isinstance(target, ast.Name) and any(
+                isinstance(n, ast.Name) and n.id in incoming for n in _walk(value)
+            ):
+                scaled.add(target.id)
+    if not saved or not scaled or not (saved & scaled):
+        return
+    for ret in _walk(backward):
+        if not isinstance(ret, ast.Return) or not isinstance(ret.value, ast.Tuple):
+            continue
+        for elt in ret.value.elts:
+            if isinstance(elt, ast.Name) and elt.id in saved and elt.id not in scaled:
+                yield elt, elt.id, sorted(saved & scaled)[0]

@@ -34,9 +34,15 @@ _PREFERRED_PARAMS = ("hidden_states", "inputs_embeds", "x", "input", "inputs", "
 
 
 def is_tensor_annotation(ctx: Context, ann: ast.expr | None) -> bool:
-    """``torch.Tensor`` / ``Tensor`` / ``torch.FloatTensor``... (not Optional: it may be None)."""
+    """``torch.Tensor`` / ``Tensor`` / ``torch.FloatTensor``... (not Optional: it may be None), written as an
+    expression or as a string (a forward reference: ``"torch.Tensor"``)."""
     if ann is None:
         return False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value.strip(), mode="eval").body
+        except SyntaxError:
+            return False
     dotted = ctx.dotted(ann)
     return dotted is not None and dotted.split(".")[-1] in _TENSOR_ANNOTATIONS
 

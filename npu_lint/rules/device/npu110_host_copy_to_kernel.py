@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import walk
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.device._shared import device_neutral_scope
 from npu_lint.veomni.collectives import host_meant_argument
 
 _KEEPS = frozenset(
@@ -52,8 +53,12 @@ def _host_returns(func: ast.FunctionDef) -> set[int]:
     for n in walk(func):
         if isinstance(n, ast.Return) and n.value is not None:
             if isinstance(n.value, ast.Tuple):
-                out.update(i for i, e in enumerate(n.value.elts) if isinstance(e, ast.Name) and e.id in host)
-            elif isinstance(n.value, ast.Name) and n.value.id in host:
+                out.update(
+                    i
+                    for i, e in enumerate(n.value.elts)
+                    if (isinstance(e, ast.Name) and e.id in host) or _host_copy(e)
+                )
+            elif (isinstance(n.value, ast.Name) and n.value.id in host) or _host_copy(n.value):
                 out.add(-1)
     return out
 
@@ -77,6 +82,45 @@ def _source(value: ast.AST) -> str | None:
             return None
 
 
+_SPLIT_KEYWORDS = frozenset(
+    {"input_split_sizes", "output_split_sizes", "split_size_or_sections", "split_sizes"}
+)
+
+
+def host_read(func: ast.FunctionDef, name: str) -> bool:
+    """Whether ``func`` reads its parameter ``name`` as host values: `.tolist()` / `.item()` / `.numpy()` of
+    it, a split-size keyword (`input_split_sizes=name`), `torch.split(x, name)` / `x.split(name)`, a `range`
+    over it, or a Python `for` loop over it."""
+
+    def is_name(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+
+    for node in walk(func):
+        if isinstance(node, ast.Call):
+            callee = node.func
+            if (
+                isinstance(callee, ast.Attribute)
+                and callee.attr in ("tolist", "item", "numpy")
+                and is_name(callee.value)
+            ):
+                return True
+            if any(k.arg in _SPLIT_KEYWORDS and is_name(k.value) for k in node.keywords):
+                return True
+            if isinstance(callee, ast.Attribute) and callee.attr == "split":
+                args = (
+                    node.args[1:]
+                    if isinstance(callee.value, ast.Name) and callee.value.id == "torch"
+                    else node.args
+                )
+                if args and is_name(args[0]):
+                    return True
+            if isinstance(callee, ast.Name) and callee.id == "range" and any(is_name(a) for a in node.args):
+                return True
+        elif isinstance(node, ast.For) and is_name(node.iter):
+            return True
+    return False
+
+
 class HostCopyToKernel(Rule):
     code = "NPU110"
     name = "host-copy-to-kernel"
@@ -94,6 +138,7 @@ class HostCopyToKernel(Rule):
         "every caller, and each argument of a `<Function>.apply(...)` call computed from it (through "
         "device-keeping ops) without a move is reported, except split sizes (`input_splits`), which an "
         "all-to-all reads on the host."
+        " Whether the kernel reads an argument on the host is read from its `forward` when the file defines the Function (`.tolist()`, split-size keywords, `torch.split`, `range`, a loop over it); the argument's name decides only when it does not. Kernel code NPU hosts run (`veomni/ops` adapters) is read as well as model code."
     )
     bad = (
         Example(
@@ -141,11 +186,19 @@ class HostCopyToKernel(Rule):
     fix_safety = "No fix: the device to move to is the tokens' (`.to(tokens.device)`), named by the author."
 
     requires = ("cpu", ".apply(")
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        # model code and the kernel code NPU hosts run (MoE adapters under veomni/ops, eager fallbacks), not CUDA
+        # kernels
+        return device_neutral_scope(ctx)
+
     node_types = (ast.FunctionDef,)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
         self._helpers: dict[str, set[int]] | None = None
+        self._forwards: dict[tuple[str, ...], ast.FunctionDef] = {}
 
     def _helper_returns(self) -> dict[str, set[int]]:
         if self._helpers is None:
@@ -199,12 +252,35 @@ class HostCopyToKernel(Rule):
                 else:
                     derived.pop(target.id, None)
 
+    def _kernel_params(self, call: ast.Call) -> list[str] | None:
+        """The parameters (after `ctx`) of the `forward` of the autograd Function `Fn.apply` calls, when this
+        file defines it."""
+        owner = call.func.value if isinstance(call.func, ast.Attribute) else None  # type: ignore[union-attr]
+        if not isinstance(owner, ast.Name):
+            return None
+        for stmt in self.ctx.tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == owner.id:
+                for item in stmt.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "forward":
+                        params = [a.arg for a in item.args.posonlyargs + item.args.args]
+                        self._forwards[tuple(params[1:])] = item
+                        return params[1:]
+        return None
+
     def _check_apply(self, func: ast.FunctionDef, n: ast.Call, derived: dict[str, str]) -> None:
         if len(n.args) < 2:
             return
-        for arg in n.args:
-            if not isinstance(arg, ast.Name) or host_meant_argument(arg.id):
-                continue  # split sizes are read on the host
+        params = self._kernel_params(n)
+        forward = self._forwards.get(tuple(params)) if params is not None else None
+        for index, arg in enumerate(n.args):
+            if not isinstance(arg, ast.Name):
+                continue
+            if forward is not None and params is not None and index < len(params):
+                # the kernel's own body says how it reads the parameter, whatever the caller calls it
+                if host_read(forward, params[index]):
+                    continue
+            elif host_meant_argument(arg.id):
+                continue  # split sizes are read on the host (the kernel is not in this file: its name says)
             origin = derived.get(arg.id)
             if origin is None:
                 continue

@@ -18,6 +18,7 @@ from npu_lint.rules.multimodal._shared import (
     upstream_towers,
 )
 from npu_lint.veomni.mediaflow import medium_of, no_media_exits
+from npu_lint.veomni.upstream import last_name
 
 
 def _dummy_calls(func: ast.AST) -> list[ast.Call]:
@@ -673,6 +674,7 @@ class TextOnlyDummyForward(WrapperRule):
         "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away. A spec that "
         "imports another spec's dummy-forward replacement and never registers it leaves its tower without "
         "`dummy_forward`."
+        " In any function, the result of a dummy pass (`tower.dummy_forward()`, a Seed-Omni encoder's `lm_dummy_encode()`) must reach the text stream times zero: a result never read (nor a value derived from it), one added without a zero factor, or a zero term assigned over the stream the function holds is reported."
     )
     bad = (
         Example(
@@ -1024,6 +1026,7 @@ class TextOnlyDummyForward(WrapperRule):
         if "is None" in text and "return" in text:
             self._no_media_exits()
         if "dummy" in text:
+            self._dummy_results()
             self._sibling_dummies()
             if "import" in text and "patch_gen_config" in text:
                 self._unregistered_dummies()
@@ -1035,6 +1038,126 @@ class TextOnlyDummyForward(WrapperRule):
             self._idle_definitions()
             if "slice" in self.ctx.source.text:
                 self._sequence_parallel_inputs()
+
+    def _dummy_results(self) -> None:
+        """Where a text-only dummy pass's result goes, in any function (a Seed-Omni omni model's per-encoder
+        `lm_dummy_encode()`, a wrapper's `tower.dummy_forward()`): it must reach the text stream times zero. A
+        result never read afterwards leaves the tower out of the graph (its gradients are never reduced: the
+        ranks that saw media wait); one added without a zero factor changes the text embeddings; one assigned
+        over a stream the function already holds replaces it."""
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+            params = {a.arg for a in func.args.args}
+            stmts = [n for n in nodes_of(func, ast.Assign, ast.AnnAssign, ast.AugAssign)]
+            branches = _branch_sides(func)
+            for stmt in stmts:
+                value = stmt.value
+                target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+                if not (
+                    isinstance(value, ast.Call)
+                    and "dummy" in (last_name(value.func) or "").lower()
+                    and not isinstance(stmt, ast.AugAssign)
+                ):
+                    continue
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                names = [e.id for e in elts if isinstance(e, ast.Name) and not e.id.startswith("_")]
+                if len(names) != 1 or len(elts) != len([e for e in elts if isinstance(e, ast.Name)]):
+                    continue  # one result named (`out, _ = tower.dummy(...)`); several are followed elsewhere
+                name = names[0]
+                later = [
+                    o.lineno
+                    for o in stmts
+                    if o.lineno > stmt.lineno
+                    and not _exclusive(branches, stmt, o)
+                    and any(
+                        isinstance(t, ast.Name) and t.id == name
+                        for t in (o.targets if isinstance(o, ast.Assign) else [o.target])
+                    )
+                ]
+                uses = [
+                    n
+                    for n in nodes_of(func, ast.Name)
+                    if n.id == name
+                    and isinstance(n.ctx, ast.Load)
+                    and stmt.lineno < n.lineno <= min(later, default=10**9)  # type: ignore[attr-defined]
+                    and not _exclusive(branches, stmt, n)
+                ]
+                if not uses:
+                    self.report(
+                        stmt,
+                        f"`{name}` holds the dummy pass's output (`{ast.unparse(value.func)}()`) but is never read: "
+                        "it never reaches the loss, so the tower gets no gradient on text-only micro-batches and "
+                        "its gradient collectives do not match the ranks that saw media (add `{name}.mean() * 0.0` "
+                        "to the text stream)",
+                    )
+                    continue
+                work = [(name, u) for u in uses]
+                followed = {name}
+                while work:
+                    name, use = work.pop(0)
+                    owner = next(
+                        (
+                            o
+                            for o in stmts
+                            if o.lineno <= use.lineno <= (o.end_lineno or o.lineno) and o is not stmt
+                        ),
+                        None,
+                    )
+                    if owner is None or owner.value is None:
+                        continue
+                    otarget = owner.targets[0] if isinstance(owner, ast.Assign) else owner.target
+                    if not isinstance(otarget, ast.Name) or otarget.id == name:
+                        continue
+                    additive = isinstance(owner, ast.AugAssign) and isinstance(owner.op, ast.Add)
+                    reads_self = any(
+                        isinstance(n, ast.Name) and n.id == otarget.id for n in _walk(owner.value)
+                    )
+                    if (
+                        not additive
+                        and not reads_self
+                        and not _zero_factor(owner.value)
+                        and otarget.id not in followed
+                        and len(followed) < 4
+                    ):
+                        # a value derived from the result (`fake_indices = info[-1]`): follow it
+                        followed.add(otarget.id)
+                        work.extend(
+                            (otarget.id, n)
+                            for n in nodes_of(func, ast.Name)
+                            if n.id == otarget.id
+                            and isinstance(n.ctx, ast.Load)
+                            and n.lineno > owner.lineno  # type: ignore[attr-defined]
+                            and not _exclusive(branches, owner, n)
+                        )
+                        continue
+                    if additive or (reads_self and _adds(owner.value)):
+                        zeroed = any(  # `fake = fake.mean() * 0.0` on the way: the added value is zero
+                            stmt.lineno < o.lineno < owner.lineno
+                            and o.value is not None
+                            and _zero_factor(o.value)
+                            and any(
+                                isinstance(t, ast.Name) and t.id == name
+                                for t in (o.targets if isinstance(o, ast.Assign) else [o.target])
+                            )
+                            for o in stmts
+                        )
+                        if not zeroed and not _zero_factor(owner.value):
+                            self.report(
+                                owner,
+                                f"the dummy pass's `{name}` is added to `{otarget.id}` without a zero factor: "
+                                "the text stream changes by the fake input's features (use `... * 0.0`)",
+                            )
+                    elif (
+                        not reads_self
+                        and _zero_factor(owner.value)
+                        and _holds_stream(otarget.id, params, stmts, stmt, owner, branches)
+                    ):
+                        self.report(
+                            owner,
+                            f"`{otarget.id}` is replaced by the dummy pass's zero term instead of having it "
+                            f"added: the text stream the function holds is lost (use `{otarget.id} = "
+                            f"{otarget.id} + ...`)",
+                        )
 
     def _unregistered_dummies(self) -> None:
         """A spec that imports another spec's dummy-forward replacement (`from <gpu spec> import
@@ -1538,3 +1661,76 @@ class TextOnlyDummyForward(WrapperRule):
                 f"the real media path reads `{attr}` from the tower, the dummy forward's output does not feed it: "
                 "the layers producing it get no gradient on text-only ranks",
             )
+
+
+def _adds(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) for n in _walk(node))
+
+
+def _zero_factor(node: ast.AST) -> bool:
+    """`... * 0.0`, `0 * ...`, `.mul(0)`, `.mul_(0.0)`: a term scaled to zero."""
+    zero = lambda n: isinstance(n, ast.Constant) and n.value in (0, 0.0) and not isinstance(n.value, bool)  # noqa: E731
+    for n in _walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and (zero(n.left) or zero(n.right)):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("mul", "mul_"):
+            if n.args and zero(n.args[0]):
+                return True
+    return False
+
+
+def _branch_sides(func: ast.AST) -> dict[int, list[tuple[int, str]]]:
+    """For every node of ``func``: the ``(id(if_node), "body" | "orelse")`` sides of the `if` statements it lies
+    in."""
+    out: dict[int, list[tuple[int, str]]] = {}
+
+    def mark(node: ast.AST, sides: list[tuple[int, str]]) -> None:
+        out[id(node)] = sides
+        if isinstance(node, ast.If):
+            mark(node.test, sides)
+            for child in node.body:
+                mark(child, [*sides, (id(node), "body")])
+            for child in node.orelse:
+                mark(child, [*sides, (id(node), "orelse")])
+            return
+        for child in ast.iter_child_nodes(node):
+            mark(child, sides)
+
+    mark(func, [])
+    return out
+
+
+def _exclusive(branches: dict[int, list[tuple[int, str]]], a: ast.AST, b: ast.AST) -> bool:
+    """Whether ``a`` and ``b`` lie on opposite sides of one `if` (never both run)."""
+    sa = dict(branches.get(id(a), []))
+    return any(sa.get(node, side) != side for node, side in branches.get(id(b), []))
+
+
+def _holds_stream(
+    name: str,
+    params: set[str],
+    stmts: list[ast.AST],
+    dummy: ast.AST,
+    owner: ast.AST,
+    branches: dict[int, list[tuple[int, str]]],
+) -> bool:
+    """Whether ``name`` holds a real stream before the dummy pass: a parameter, or a local every earlier binding
+    of which (on a path that reaches ``owner``) is something other than a zero term (a scratch `fake = ... * 0.0`
+    bound again later is not the text stream)."""
+    if name in params:
+        return True
+    earlier = [
+        o
+        for o in stmts
+        if o.lineno < dummy.lineno  # type: ignore[attr-defined]
+        and not _exclusive(branches, o, owner)
+        and o.value is not None  # type: ignore[attr-defined]
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (o.targets if isinstance(o, ast.Assign) else [o.target])  # type: ignore[attr-defined]
+        )
+    ]
+    return bool(earlier) and not any(
+        _zero_factor(o.value) or any(isinstance(n, ast.Name) and n.id == name for n in _walk(o.value))  # type: ignore[attr-defined]
+        for o in earlier
+    )

@@ -209,6 +209,21 @@ def _moves_axes(node: ast.AST, name: str, helpers: dict[str, ast.FunctionDef], d
     return False
 
 
+def _writes_positions(func: ast.FunctionDef) -> bool:
+    """Whether ``func`` produces position ids: it names `position_ids` (a key, keyword, local or attribute) or
+    calls a position / RoPE function."""
+    for node in _walk(func):
+        if isinstance(node, ast.Constant) and node.value == "position_ids":
+            return True
+        if isinstance(node, ast.Name) and ("position" in node.id or "rope" in node.id):
+            return True
+        if isinstance(node, ast.Attribute) and ("position" in node.attr or "rope" in node.attr):
+            return True
+        if isinstance(node, ast.keyword) and node.arg == "position_ids":
+            return True
+    return False
+
+
 def _position_methods(names: set[str]) -> set[str]:
     return {n for n in names if any(h in n for h in _POSITION_HINTS)}
 
@@ -242,6 +257,7 @@ class PositionIdFunction(WrapperRule):
         " A patched `get_rope_index` must hand its helpers the M-RoPE rows the upstream one hands them: where "
         "upstream passes one row of a (3, N) position block (`get_chunked_index(video_llm_pos_ids[0], ...)`, the "
         "temporal ids) and the patch passes the whole block, the helper walks the three rows instead of the tokens."
+        " A `get_position_id_func` of any class (a Seed-Omni foundation, an in-tree wrapper) that returns a pipeline of stages none of which computes `position_ids` (every stage a function of the file that never writes them) has dropped the model's own position-id function."
     )
     bad = (
         Example(
@@ -429,10 +445,41 @@ class PositionIdFunction(WrapperRule):
                 self._row_arguments(patched)
         if "get_position_id_func" not in ctx.source.text:
             return
+        self._pipelines_without_positions()
         for patched in patched_methods(
             ctx.tree, ctx.source.text, "get_position_id_func", ("",), new_ok=True, path=ctx.source.path
         ):
             self._borrowed(patched)
+
+    def _pipelines_without_positions(self) -> None:
+        """A `get_position_id_func` that returns a pipeline of stages (`[parse_kwargs, Model.get_position_id_func(
+        self)]`, composed by the caller) of which none computes position ids: every stage is a function of this
+        file that never writes `position_ids`. The data transform then has no ids for the media tokens (they
+        get the default 1-D positions, or none), while the model's M-RoPE expects its own index. A stage the file
+        does not define (another model's position-id function, a call) counts as computing them."""
+        tree = self.ctx.tree
+        local = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+        for cls in nodes_of(tree, ast.ClassDef):
+            assert isinstance(cls, ast.ClassDef)
+            for func in cls.body:
+                if not (isinstance(func, ast.FunctionDef) and func.name == "get_position_id_func"):
+                    continue
+                for ret in nodes_of(func, ast.Return):
+                    assert isinstance(ret, ast.Return)
+                    if not isinstance(ret.value, (ast.List, ast.Tuple)) or not ret.value.elts:
+                        continue
+                    stages = ret.value.elts
+                    if all(
+                        isinstance(st, ast.Name) and st.id in local and not _writes_positions(local[st.id])
+                        for st in stages
+                    ):
+                        names = ", ".join(f"`{st.id}`" for st in stages)  # type: ignore[attr-defined]
+                        self.report(
+                            ret,
+                            f"`{cls.name}.get_position_id_func` returns a pipeline ({names}) none of whose stages "
+                            "computes `position_ids`: the model's own position-id function (its M-RoPE index) "
+                            "was dropped, so media tokens get no (or 1-D) positions",
+                        )
 
     def _row_arguments(self, patched: PatchedMethod) -> None:
         """The M-RoPE index builds (3, N) position blocks (temporal, height, width rows); where the upstream

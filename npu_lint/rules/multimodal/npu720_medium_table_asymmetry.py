@@ -19,6 +19,27 @@ def _keys(node: ast.Dict) -> list[str] | None:
     return out
 
 
+def _paths(
+    table: ast.Dict, medium: str, other: str, prefix: tuple[str, ...] = ()
+) -> dict[tuple[str, ...], str] | None:
+    """Every key path of a dict display (nested displays followed), each renamed from ``medium`` to ``other``,
+    with the value's text; None when a key is not a string."""
+    out: dict[tuple[str, ...], str] = {}
+    for key, value in zip(table.keys, table.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        path = (*prefix, rewrite(key.value, medium, other) if medium != other else key.value)
+        if isinstance(value, ast.Dict):
+            inner = _paths(value, medium, other, path)
+            if inner is None:
+                return None
+            out.update(inner)
+        else:
+            text = ast.unparse(value)
+            out[path] = (rewrite(text, medium, other) if medium != other else text, key)
+    return out
+
+
 def _one(text: str) -> str | None:
     media = media_of(text)
     return media.pop() if len(media) == 1 else None
@@ -43,6 +64,7 @@ class MediumTableAsymmetry(Rule):
         "and its twin's (`image_mask` / `video_mask`, `pixel_values` / `pixel_values_videos`) and whose record "
         "values (calls of one record type, or tuples) differ after renaming the medium; and a dict display keyed only by media whose "
         "key lacks the twin that another dict display of the file lists next to the same key."
+        " Also the twin bundles one function builds for an image and a video (`image_vit_kwargs` / `video_vit_kwargs`, processor or metadata dicts): every key path of the image's (nested dicts too) must be in the video's after renaming the medium (the video's may add its own, such as `fps`), and a video value must not read the image's entry."
     )
     bad = (
         Example(
@@ -112,7 +134,7 @@ class MediumTableAsymmetry(Rule):
         ),
     )
     fix_safety = "No fix: which entry is meant is the author's call."
-    requires = ("pixel_values", ("video", "audio"))
+    requires = (("pixel_values", "image"), ("video", "audio"))
     node_types = ()
 
     @classmethod
@@ -120,6 +142,7 @@ class MediumTableAsymmetry(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
+        self._twin_bundles()
         tables = [
             (node, keys) for node in nodes_of(self.ctx.tree, ast.Dict) for keys in [_keys(node)] if keys
         ]
@@ -158,6 +181,56 @@ class MediumTableAsymmetry(Rule):
                         f"beside it: the {_one(missing[0])} entry is never counted or passed on here",
                     )
                     break
+
+    def _twin_bundles(self) -> None:
+        """Two dict displays one function builds for an image and a video (`image_vit_kwargs` /
+        `video_vit_kwargs`, a per-medium kwargs or metadata bundle handed to each tower): every key path (nested
+        dicts too) of the image's must be in the video's after renaming the medium (the video's may add its own,
+        such as `fps`), and a video value must not read the image's entry where the image's reads its own."""
+        seen: set[int] = set()
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            bundles: dict[str, ast.Dict] = {}
+            for node in nodes_of(func, ast.Assign):
+                assert isinstance(node, ast.Assign)
+                target = node.targets[0] if len(node.targets) == 1 else None
+                if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict) and _one(target.id):
+                    bundles.setdefault(target.id, node.value)
+            for name, table in bundles.items():
+                medium = _one(name)
+                if medium != "image":
+                    continue  # the image bundle is the reference; a video one may add its own keys (fps)
+                for other in ("video",):
+                    twin = rewrite(name, medium, other)
+                    twin_table = bundles.get(twin)
+                    if twin == name or twin_table is None or id(twin_table) in seen:
+                        continue
+                    mine = _paths(table, medium, other)  # type: ignore[arg-type]
+                    theirs = _paths(twin_table, other, other)
+                    if mine is None or theirs is None:
+                        continue
+                    order = list(mine)
+                    for index, path in enumerate(order):
+                        if path in theirs:
+                            value = theirs[path][0]
+                            if value != mine[path][0] and medium in media_of(value):
+                                seen.add(id(twin_table))
+                                self.report(
+                                    theirs[path][1],
+                                    f"`{twin}`'s `{'.'.join(path)}` reads `{value}`, the {medium}'s entry, where "
+                                    f"`{name}` implies the {other}'s (`{mine[path][0]}`): the {other} path runs "
+                                    f"with the {medium} metadata",
+                                )
+                                break
+                            continue
+                        seen.add(id(twin_table))
+                        before = [theirs[p][1] for p in order[:index] if p in theirs]
+                        self.report(
+                            before[-1] if before else twin_table,
+                            f"`{twin}` has no `{'.'.join(path)}`, which its twin `{name}` carries "
+                            f"(`{mine[path][0]}`): the {other} path runs without it (a fallback recomputation, "
+                            f"or arguments out of step with the rest of the bundle) while the {medium} path gets it",
+                        )
+                        break
 
     def _records(self, node: ast.Dict, keys: list[str]) -> None:
         values = dict(zip(keys, node.values))

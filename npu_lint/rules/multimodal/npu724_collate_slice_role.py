@@ -43,6 +43,7 @@ class CollateSliceRole(Rule):
         "tree's own `veomni/data/data_collator.py` table (the shipped contract outside a tree): a field it "
         "names is the model's override (the collator applies the model's rows over its defaults) and is not "
         "compared; any other is compared with the rows of its role when they all agree."
+        " An override of a row the table names is the model's choice, except one that cuts across ranks (sp_slice=True) a mask or per-item metadata the table keeps whole: the model scatters into the gathered sequence with the mask and splits the gathered media per item with the grid, so neither can be a rank's share."
     )
     bad = (
         Example(
@@ -112,8 +113,22 @@ class CollateSliceRole(Rule):
         sp_slice = entry[1]
         if not isinstance(sp_slice, bool):
             return
-        if key in table:
-            return  # the model's override of the collator's row (MainCollator applies it over the defaults)
+        own = table.get(key)
+        if own is not None:
+            # The model's override of the collator's row (MainCollator applies it over the defaults): kept as
+            # the model's choice, except a cut of what the model consumes whole on every rank. A mask scatters
+            # the gathered features into the all-gathered sequence; a grid or length row splits the gathered
+            # media per item and builds the M-RoPE index: neither can be a rank's share. (A payload left whole
+            # is an encoder that does not all-gather: a choice, not a contract break.)
+            own_role = role_of(key, own)
+            if sp_slice and own[1] is False and own_role in ("mask", "metadata"):
+                what, effect = _ROLE_TEXT[own_role]
+                self.report(
+                    value,
+                    f"`{key}` is {what}; the collator's table keeps it whole (sp_slice=False) and this row "
+                    f"cuts it across ranks (sp_slice=True): {effect}",
+                )
+            return
         role = role_of(key, entry)
         if role is None:
             return

@@ -528,3 +528,88 @@ def fixed_casts(func: ast.FunctionDef) -> list[ast.Call]:
         if fixed and fp32_value(func, node.func.value, node.lineno):
             out.append(node)
     return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _squared_bases(node: ast.AST) -> set[str]:
+    """The names whose squares ``node`` holds (`x ** 2`, `x.pow(2)`, `x.square()`, `torch.square(x)`, `x * x`)."""
+    out: set[str] = set()
+    for sub in _walk(node):
+        base: ast.AST | None = None
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _SQUARES:
+            receiver_ = sub.func.value
+            base = (
+                sub.args[0]
+                if isinstance(receiver_, ast.Name) and receiver_.id == "torch" and sub.args
+                else receiver_
+            )
+        elif isinstance(sub, ast.BinOp) and (
+            (isinstance(sub.op, ast.Pow) and isinstance(sub.right, ast.Constant) and sub.right.value == 2)
+            or (isinstance(sub.op, ast.Mult) and ast.dump(sub.left) == ast.dump(sub.right))
+        ):
+            base = sub.left
+        while (
+            isinstance(base, ast.Call)
+            and isinstance(base.func, ast.Attribute)
+            and base.func.attr
+            in _KEEP
+            | {
+                "float",
+                "to",
+                "type_as",
+            }
+        ):
+            base = base.func.value
+        if isinstance(base, ast.Name):
+            out.add(base.id)
+    return out
+
+
+def self_scaled_by_root(func: ast.FunctionDef) -> list[ast.BinOp]:
+    """A tensor multiplied by the root of its own mean of squares (`x * sqrt(mean(x ** 2) + eps)`) or divided by
+    its reciprocal root (`x / rsqrt(...)`), in any function: a norm statistic (RMSNorm, PixelNorm, an L2 norm)
+    used the wrong way round scales each row up by its magnitude, whatever the class is called. Only a root
+    taken of a reduction of the same tensor's squares counts (through locals), so a scaling by another tensor's
+    RMS (noise rescaling, a target norm) stays out."""
+    out: list[ast.BinOp] = []
+    for node in _walk(func):
+        if not isinstance(node, ast.BinOp) or not isinstance(node.op, (ast.Mult, ast.Div)):
+            continue
+        pairs = (
+            [(node.left, node.right), (node.right, node.left)]
+            if isinstance(node.op, ast.Mult)
+            else [(node.left, node.right)]
+        )
+        for scaled, side in pairs:
+            value = side
+            if isinstance(side, ast.Name):
+                assign = _last_assignment(func, side.id, node.lineno + 1)
+                value = assign.value if assign is not None else side
+            kind = _root_call(value)
+            if kind is None or (kind == "sqrt") != isinstance(node.op, ast.Mult):
+                continue
+            operand = _root_operand(value)
+            if operand is None:
+                continue
+            parts = _expand(func, operand, getattr(value, "lineno", node.lineno) + 1)
+            reduced = [
+                r[3] for p in parts for n in _walk(p) if (r := _reduction(n)) is not None and r[0] != "var"
+            ]
+            bases = {
+                b for r in reduced for p in (r, *_expand(func, r, node.lineno + 1)) for b in _squared_bases(p)
+            }
+            target = scaled
+            while (
+                isinstance(target, ast.Call)
+                and isinstance(target.func, ast.Attribute)
+                and target.func.attr
+                in (
+                    "float",
+                    "to",
+                    "type_as",
+                )
+            ):
+                target = target.func.value
+            if isinstance(target, ast.Name) and target.id in bases:
+                out.append(node)
+                break
+    return out

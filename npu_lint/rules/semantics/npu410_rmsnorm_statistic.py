@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.semantics._rms_math import normaliser_issues, rms_sites
+from npu_lint.rules.semantics._rms_math import normaliser_issues, rms_sites, self_scaled_by_root
 
 
 class RmsNormStatistic(Rule):
@@ -31,6 +31,7 @@ class RmsNormStatistic(Rule):
         " A fused kernel that returns `(output, reciprocal RMS)` (`torch_npu.npu_rms_norm`, apex's "
         "`rms_forward_affine`) is read too: a function returning its element 1 (directly or through a local) "
         "returns the statistic as the norm's output."
+        " Beyond RMSNorm sites, every function of a file that scales a tensor by the root of its own mean (or sum) of squares the wrong way round (`x * sqrt(mean(x ** 2) + eps)`, `x / rsqrt(...)`) is reported whatever it is called: a PixelNorm, an L2 norm, a diffusion model's QK norm."
     )
     bad = (
         Example(
@@ -159,13 +160,32 @@ class RmsNormStatistic(Rule):
                     "its statistic, which broadcasts silently into the residual stream",
                 )
 
+    def _self_scaled(self, done: set[int]) -> None:
+        """Every other function of the file (a PixelNorm, an L2 norm, a diffusion block's own norm, whatever it
+        is called) that scales a tensor up by the root of its own mean of squares."""
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef):
+            assert isinstance(func, ast.FunctionDef)
+            if id(func) in done or not any(
+                isinstance(c.func, ast.Attribute) and c.func.attr in ("sqrt", "rsqrt")  # type: ignore[union-attr]
+                for c in nodes_of(func, ast.Call)
+            ):
+                continue
+            for node in self_scaled_by_root(func):
+                self.report(
+                    node,
+                    f"`{func.name}` {_MESSAGES['inverted']}: `{ast.unparse(node)}` grows with the tensor's own "
+                    "magnitude where a norm divides by it",
+                )
+
     def finish(self) -> None:
         text = self.ctx.source.text
         if "rms_norm(" in text or "rms_forward_affine" in text:
             self._statistic_returned()
         if "sqrt" not in text:
             return
-        for site in rms_sites(self.ctx):
+        sites = rms_sites(self.ctx)
+        self._self_scaled({id(site.func) for site in sites})
+        for site in sites:
             found = normaliser_issues(site.func)
             if not found:
                 continue

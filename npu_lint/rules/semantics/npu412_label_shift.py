@@ -645,6 +645,7 @@ class LabelShift(LossRule):
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
         " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut. Labels padded at the front (`F.pad(labels, (1, 0), value=-100)`) with no slice taking the slot off again move every target one position later (the reverse shift). A module helper that takes the sequence-parallel switch as a parameter and branches on it (`def split(labels, lens, sp_enabled)`), called with a literal `True`/`False` from a function that reads the SP state, runs the wrong setting's label handling (a second shift under SP, or none without). The unguarded-shift check also covers a function that reads `sp_enabled` without branching on it (`sp_enabled = ps.sp_enabled`, then an unconditional shift). And where the SP collator shifts, in a helper that returns the labels it builds, an `if sp_enabled:` whose two branches both hand labels on (assigned to a label name, appended to a label list) with no shift on either side and no loss call on the non-SP side is reported on the non-SP side: there nothing shifts them."
+        " A chunked loss that cuts the labels into chunks along another axis than the hidden states or logits they are scored against (same chunk size, literal axes) pairs chunk i of one with chunk i of the other only by accident."
     )
     bad = (
         Example(
@@ -936,6 +937,15 @@ class LabelShift(LossRule):
                         )
         if "label" not in text:
             return
+        if "split(" in text:
+            for node, labels_dim, other, other_dim in _chunk_axes(self.ctx.tree):
+                if self._once(node):
+                    self.report(
+                        node,
+                        f"the labels are cut into chunks along dim {labels_dim}, but `{other}` (the states they "
+                        f"are scored against) along dim {other_dim} with the same chunk size: chunk i of the labels "
+                        "no longer belongs to chunk i of the states",
+                    )
         if "sp_enabled" in text:
             collator = sp_collator_shifting(self.ctx.project.root if self.ctx.project else None)
             if collator is not None:
@@ -1151,3 +1161,57 @@ class LabelShift(LossRule):
                 f"`{patched.cls}.forward` computes cross-entropy directly on unshifted labels, where the upstream "
                 "forward's `loss_function` shifts them: the model learns to copy its input",
             )
+
+
+def _split_call(node: ast.AST) -> tuple[str, str, int] | None:
+    """`torch.split(x, size, dim=d)` / `x.split(size, d)`: (x, size text, d) with a literal non-negative d
+    (0 when absent)."""
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split"
+    ):
+        return None
+    args = list(node.args)
+    owner = node.func.value
+    if isinstance(owner, ast.Name) and owner.id == "torch":
+        if not args:
+            return None
+        owner, args = args[0], args[1:]
+    if not args or not isinstance(owner, ast.Name):
+        return None
+    dim_node = next((k.value for k in node.keywords if k.arg == "dim"), args[1] if len(args) > 1 else None)
+    if dim_node is None:
+        dim = 0
+    elif (
+        isinstance(dim_node, ast.Constant)
+        and isinstance(dim_node.value, int)
+        and not isinstance(dim_node.value, bool)
+    ):
+        dim = dim_node.value
+    else:
+        return None
+    if dim < 0:
+        return None
+    return owner.id, ast.unparse(args[0]), dim
+
+
+def _chunk_axes(tree: ast.Module) -> list[tuple[ast.Call, int, str, int]]:
+    """Labels and hidden states / logits cut into chunks of one size along different (literal, non-negative)
+    axes in one file (a chunked loss: the forward of its autograd Function and its caller)."""
+    labels: list[tuple[ast.Call, str, int]] = []
+    states: list[tuple[str, str, int]] = []
+    for node in nodes_of(tree, ast.Call):
+        found = _split_call(node)
+        if found is None:
+            continue
+        name, size, dim = found
+        low = name.lower()
+        if "label" in low:
+            labels.append((node, size, dim))  # type: ignore[arg-type]
+        elif "hidden" in low or "logit" in low:
+            states.append((name, size, dim))
+    out = []
+    for node, size, dim in labels:
+        others = [(n, d) for n, s, d in states if s == size]
+        if others and all(d != dim for _, d in others):
+            out.append((node, dim, others[0][0], others[0][1]))
+    return out

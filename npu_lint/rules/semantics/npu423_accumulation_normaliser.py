@@ -10,6 +10,7 @@ from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
+from npu_lint.veomni import losspath
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.upstream import last_name
 
@@ -100,6 +101,7 @@ class AccumulationNormaliser(Rule):
         "the real micro-batches of that step are down-weighted. Checked in trainers, loss utilities and any "
         "function that divides a loss (or each value of a loss dict) by a micro-batch size, or accumulates the "
         "label tokens of batch dicts (`batch['labels'] != IGNORE_INDEX`) without skipping the tree's marker."
+        " A step's job-wide count (`global_*_token_len`, `global_num_tokens`) assigned the rank's own value of the same quantity with no call that could reduce it across ranks is reported too: each rank then normalises by its own count while the gradients are averaged."
     )
     bad = (
         Example(
@@ -139,7 +141,7 @@ class AccumulationNormaliser(Rule):
     )
     fix_safety = "No fix: which count normalises the step is the trainer's."
 
-    requires = (("micro_batch_size", "batch_size", "label"),)
+    requires = (("micro_batch_size", "batch_size", "label", "global_"),)
     node_types = ()
 
     @classmethod
@@ -148,10 +150,24 @@ class AccumulationNormaliser(Rule):
 
     def finish(self) -> None:
         text = self.ctx.source.text
+        if "global_" in text:
+            self._unreduced_globals()
         if any(size in text for size in _BATCH_SIZES) and "loss" in text:
             self._batch_size_divisors()
         if "label" in text and "+=" in text and ("!=" in text or ".ne(" in text):
             self._filler_batches()
+
+    def _unreduced_globals(self) -> None:
+        """A step's global count (`global_*_token_len`, the all-rank loss tokens) assigned the rank's own."""
+        for func in functions_of(self.ctx.tree, self.ctx.source.text, "global_"):
+            for node, name, local in losspath.unreduced_globals(func):
+                self.report(
+                    node,
+                    f"`{name}` is meant for the whole job but takes this rank's `{local}` as it is (no reduction "
+                    "across ranks): each rank normalises its loss by its own count while the gradients are "
+                    "averaged over ranks, so ranks with fewer tokens weigh more; reduce it (an all-reduce sum) "
+                    "first",
+                )
 
     def _batch_size_divisors(self) -> None:
         seen: set[int] = set()

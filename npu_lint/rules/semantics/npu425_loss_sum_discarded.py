@@ -8,6 +8,7 @@ from npu_lint.core.astutil import nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
+from npu_lint.veomni import losspath
 from npu_lint.veomni.upstream import last_name
 
 
@@ -70,6 +71,7 @@ class LossSumDiscarded(Rule):
         "loss helpers: a local assigned (or augmented with) a sum or difference that involves a loss, never read "
         "anywhere in the function (nested functions included). A name starting with `_` is an intentional discard; "
         "`+=` on a name bound to another tensor adds in place and is not a discard."
+        " In a chunked or per-layer loop, a loss or gradient accumulator started at zero (`torch.zeros_like(w)`, `torch.tensor(0.0)`) and overwritten in the loop (`acc.copy_(x)`, `acc = x`, on any path) keeps only the last chunk's value."
     )
     bad = (
         Example(
@@ -139,6 +141,14 @@ class LossSumDiscarded(Rule):
 
     def finish(self) -> None:
         text = self.ctx.source.text
+        if "for " in text or "while " in text:
+            for func in functions_of(self.ctx.tree, text, "loss", "grad"):
+                for site, name in losspath.overwritten_accumulators(func):
+                    self.report(
+                        site,
+                        f"`{name}` starts at zero before the loop and is overwritten in it (not added to): after "
+                        "the loop it holds the last chunk's value, not the sum over the chunks (use `add_` / `+=`)",
+                    )
         seen: set[int] = set()
         for func in functions_of(self.ctx.tree, text, "loss"):
             stores: list[tuple[ast.AST, str, ast.AST]] = []

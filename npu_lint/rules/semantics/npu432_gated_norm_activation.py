@@ -38,6 +38,26 @@ def _gated_norm_functions(tree: ast.Module, path: str) -> list[ast.FunctionDef]:
     return out
 
 
+def _dim_of(call: ast.Call, position: int, default: int) -> int | None:
+    """The literal `dim=` (or the positional at ``position``) of a call, ``default`` when absent, None when not a
+    literal."""
+    node = next((k.value for k in call.keywords if k.arg in ("dim", "axis")), None)
+    if node is None and len(call.args) > position:
+        node = call.args[position]
+    if node is None:
+        return default
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        value = node.operand.value
+        return -value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
 class GatedNormActivation(Rule):
     code = "NPU432"
     name = "gated-norm-activation"
@@ -52,6 +72,7 @@ class GatedNormActivation(Rule):
         "concatenation. Swapping the halves, or calling the activation on the normalised states, gives "
         "`silu(norm(x)) * gate` silently, on the one device whose kernel was changed. Read from the functions "
         "of a gated norm (a class or function named for one, or in a gated-norm module) that take a gate."
+        " A gated norm's `forward` that takes the gate and never reads it, and a fused GLU fed halves concatenated along another axis than the one it splits, are reported too."
     )
     bad = (
         Example(
@@ -98,7 +119,7 @@ class GatedNormActivation(Rule):
         ),
     )
     fix_safety = "No fix: reorder the halves (or move the activation) by hand."
-    requires = (("gate", "Gate"), ("norm", "Norm"), ("silu", "swiglu", "sigmoid", "act"))
+    requires = (("gate", "Gate"), ("norm", "Norm"))
     node_types = ()
 
     @classmethod
@@ -108,6 +129,8 @@ class GatedNormActivation(Rule):
     def finish(self) -> None:
         for func in _gated_norm_functions(self.ctx.tree, self.ctx.source.path):
             gates = {a.arg for a in func.args.args if _gate_name(a.arg)}
+            if func.name == "forward":
+                self._gate_unread(func, gates)
             cats = self._cat_bindings(func)
             for node in ast.walk(func):
                 if isinstance(node, ast.Call) and last_name(node.func) in _FUSED_GLU and node.args:
@@ -132,12 +155,40 @@ class GatedNormActivation(Rule):
                     out[node.targets[0].id] = node.value
         return out
 
+    def _gate_unread(self, func: ast.FunctionDef, gates: set[str]) -> None:
+        """A gated norm's forward that takes the gate and never reads it: the output is the plain norm (or the
+        activation applied to the states alone), the gating of the linear-attention output is lost."""
+        read = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for gate in sorted(gates - read):
+            arg = next(a for a in func.args.args if a.arg == gate)
+            self.report(
+                arg,
+                f"`{func.name}` takes the gate `{gate}` and never reads it: the gated norm returns its "
+                f"normalised states without `* act({gate})`",
+            )
+
     def _fused(self, call: ast.Call, cats: dict[str, ast.Call], gates: set[str]) -> None:
         arg = call.args[0]
         cat = cats.get(arg.id) if isinstance(arg, ast.Name) else arg
         if not (
             isinstance(cat, ast.Call) and last_name(cat.func) in ("cat", "concat", "concatenate") and cat.args
         ):
+            return
+        glu_dim = _dim_of(call, 1, default=-1)
+        cat_dim = _dim_of(cat, 1, default=0)
+        if (
+            glu_dim is not None
+            and cat_dim is not None
+            and glu_dim != cat_dim
+            and (
+                min(glu_dim, cat_dim) < 0 and max(glu_dim, cat_dim) <= 0
+            )  # -1 vs 0, -1 vs -2: never one axis
+        ):
+            self.report(
+                cat,
+                f"`{last_name(call.func)}` splits its input in halves along dim {glu_dim}, but the halves are "
+                f"concatenated along dim {cat_dim}: the activation and the product mix the wrong elements",
+            )
             return
         parts = cat.args[0]
         if not isinstance(parts, (ast.List, ast.Tuple)) or len(parts.elts) != 2:

@@ -33,6 +33,7 @@ class BackwardDropsSavedFactor(Rule):
         "every rank weighted alike -- and no loss curve shows it. The check runs on `torch.autograd.Function` "
         "classes of a loss path (the file or class names a loss, cross-entropy or log-probs), and compares what `forward` stores on its "
         "context with what `backward` reads."
+        " A backward that multiplies one precomputed gradient by the incoming gradient and returns another one as the forward computed it is reported too: a loss scaled after the kernel reaches one input only."
     )
     bad = (
         Example(
@@ -103,6 +104,15 @@ class BackwardDropsSavedFactor(Rule):
         path = self.ctx.source.path.lower()
         if not any(w in path or w in node.name.lower() for w in _LOSS_WORDS):
             return  # a kernel's own autograd (attention, convolution): not a loss path
+        for method in node.body:
+            if isinstance(method, ast.FunctionDef) and method.name == "backward":
+                for where, name, other in losspath.unscaled_gradients(method):
+                    self.report(
+                        where,
+                        f"`{node.name}.backward` returns `{name}` as the forward computed it, while `{other}` is "
+                        "multiplied by the incoming gradient: a loss scaled after this kernel (a coefficient, the "
+                        "micro-batch weight, a loss scale) reaches one input's gradient and not this one",
+                    )
         for where, name in losspath.saved_but_unused(node):
             self.report(
                 where,
