@@ -97,7 +97,7 @@ class NoneGuardExcludesArgument(Rule):
     )
     fix_safety = "No fix: whether the callee handles the argument is for the author to confirm."
 
-    requires = ("is None and", "and ")
+    requires = ("is None", " and ")
     node_types = (ast.If,)
 
     @classmethod
