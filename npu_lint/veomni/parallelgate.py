@@ -70,6 +70,18 @@ def bool_flag_params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.a
     return found
 
 
+def is_stub(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A body of only a docstring, ``...``, ``pass`` or ``raise``: an interface, whose parameters are the
+    implementations' to read."""
+    for stmt in func.body:
+        if isinstance(stmt, (ast.Pass, ast.Raise)):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        return False
+    return True
+
+
 def _identifiers(node: ast.AST) -> list[str]:
     out: list[str] = []
     for n in nodes_of(node, ast.Name, ast.Attribute):

@@ -89,8 +89,9 @@ def test_628_quiet_when_flag_folded_into_condition_or_not_parallel() -> None:
             def plain(x, use_cache: bool = False):
                 return get_parallel_state().sp_size * x
 
-            def helper(x, gather: bool = False):  # no parallel path: not this check's business
-                return x
+            def helper(x, gather: bool = False):  # an interface stub: the implementations read it
+                '''Gather or not.'''
+                ...
             """,
             "veomni/ops/kernels/attention/toy.py",
         )
@@ -364,3 +365,20 @@ def test_632_quiet_on_bools_and_ints() -> None:
         )
         == []
     )
+
+
+def test_628_wrapper_drops_flag_instead_of_forwarding() -> None:
+    # a model-side wrapper with no parallel state of its own: it accepts the flag and never forwards it
+    assert _lines(
+        "NPU628",
+        """
+        class VisionAttention:
+            def forward(self, hidden, cu_seqlens, skip_ulysses=True):
+                q, k, v = self.qkv(hidden).chunk(3, dim=-1)
+                return self.attn_fn(q, k, v, cu_seqlens=cu_seqlens)
+
+            def interface(self, hidden, skip_ulysses=True):
+                raise NotImplementedError
+        """,
+        "veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_gpu.py",
+    ) == [2]

@@ -10,9 +10,9 @@ from npu_lint.veomni.parallelgate import (
     bool_flag_params,
     conjuncts,
     is_parallel_gate,
+    is_stub,
     names_read,
     parallel_word,
-    runs_parallel_path,
 )
 
 
@@ -20,7 +20,7 @@ class ParallelFlagIgnored(Rule):
     code = "NPU628"
     name = "parallel-flag-ignored"
     summary = (
-        "A function on a parallel path accepts a flag that switches that path (`skip_ulysses=False`) and never "
+        "A function accepts a flag that switches that path (`skip_ulysses=False`) and never "
         "reads it, or reads it at one of its parallel gates and not at its twin."
     )
     why = (
@@ -31,10 +31,11 @@ class ParallelFlagIgnored(Rule):
         "and not before the input one) runs the collective anyway, so the heads are scattered over the "
         "sequence-parallel group while the output is never gathered back: wrong shapes or silently wrong "
         "attention whenever that group has more than one rank, and only on the callers that set the flag. "
-        "Two checks read every function that reads the parallel state or runs a collective: a boolean "
-        "parameter named for a parallel mode (ulysses, sp, cp, ep, fsdp, async, gather, scatter, ...) that the "
-        "function never reads; and two `if` gates on the same parallel condition (`ulysses_enabled`) where one "
-        "also tests the flag parameter and the other does not."
+        "Two checks: a boolean parameter named for a parallel mode (ulysses, sp, cp, ep, fsdp, async, gather, "
+        "scatter, ...) that its function never reads (every function but interface stubs: a wrapper that drops "
+        "the flag instead of forwarding it breaks the contract as much as the backend); and, in a function, "
+        "two `if` gates on the same parallel condition (`ulysses_enabled`) where one also tests a flag "
+        "parameter and the other does not."
     )
     bad = (
         Example(
@@ -92,7 +93,7 @@ class ParallelFlagIgnored(Rule):
     )
     fix_safety = "No fix: where the flag belongs in the gate is for the author to say."
 
-    requires = (("parallel", "ulysses", "all_to_all", "all_gather", "all_reduce", "_group", "sp_enabled"),)
+    requires = (("=False", "= False", "=True", "= True"),)
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
@@ -103,16 +104,16 @@ class ParallelFlagIgnored(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         flags = bool_flag_params(node)
-        if not flags or not runs_parallel_path(node):
+        if not flags or is_stub(node):
             return
         read = names_read(node)
         for arg in flags:
             if arg.arg not in read:
                 self.report(
                     self._first_gate(node) or arg,
-                    f"`{arg.arg}` is accepted and never read: `{node.name}` runs its parallel path whatever a "
-                    f"caller passes, so a caller that sets `{arg.arg}` to switch that path gets the collective "
-                    "anyway",
+                    f"`{arg.arg}` is accepted and never read: `{node.name}` (and whatever it calls) runs its "
+                    f"parallel path whatever a caller passes, so a caller that sets `{arg.arg}` to switch that "
+                    "path gets the collective anyway",
                 )
         self._twin_gates(node, {a.arg for a in flags if a.arg in read})
 
