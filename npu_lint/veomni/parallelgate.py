@@ -56,6 +56,28 @@ def parallel_word(identifier: str) -> bool:
     return any(w in PARALLEL_WORDS for w in identifier.lower().split("_"))
 
 
+_COLLECTIVE_MARKS = (
+    "all_to_all",
+    "all_gather",
+    "all_reduce",
+    "reduce_scatter",
+    "gather_seq_scatter_heads",
+    "gather_heads_scatter_seq",
+    "gather_outputs",
+    "slice_input_tensor",
+    "scatter",
+    "gather",
+)
+
+
+def collective_name(name: str) -> bool:
+    """A function name that runs a collective or a sequence-parallel split/gather (``gather_outputs``,
+    ``all_to_all_single``, ``slice_input_tensor``), not a query of the parallel state (``get_*``, ``is_*``)."""
+    if not name or name.startswith(("get_", "is_", "init_", "set_", "_get")):
+        return False
+    return any(mark in name for mark in _COLLECTIVE_MARKS)
+
+
 def bool_flag_params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
     """Parameters with a literal ``True``/``False`` default whose name names a parallel mode."""
     args = func.args

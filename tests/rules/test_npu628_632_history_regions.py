@@ -382,3 +382,115 @@ def test_628_wrapper_drops_flag_instead_of_forwarding() -> None:
         """,
         "veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_gpu.py",
     ) == [2]
+
+
+# -- NPU633: one call of a collective outside the gate its siblings run under ------------------------------
+
+
+def test_633_loss_gather_without_sp_gate() -> None:
+    assert _lines(
+        "NPU633",
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+
+        def token_loss(logits, labels):
+            ps = get_parallel_state()
+            if ps.sp_enabled:
+                labels = gather_outputs(labels, gather_dim=1, group=ps.sp_group)
+            return ce(logits, labels)
+
+        def token_acc(logits, labels):
+            ps = get_parallel_state()
+            if not ps.sp_enabled:
+                return acc(logits, labels)
+            return acc(logits, gather_outputs(labels, gather_dim=1, group=ps.sp_group))
+
+        def token_count(labels):
+            labels = gather_outputs(labels, gather_dim=1)
+            return labels.ne(-100).sum()
+        """,
+        "veomni/utils/toy_loss_utils.py",
+    ) == [16]
+
+
+def test_633_moe_all_to_all_outside_ep_gate() -> None:
+    assert _lines(
+        "NPU633",
+        """
+        import torch.distributed as dist
+
+        class Experts:
+            def dispatch(self, x, splits):
+                if self.ep_enabled:
+                    dist.all_to_all_single(self.buf, x, splits, splits, group=self.ep_group)
+                return self.buf
+
+            def combine(self, y, splits):
+                while self.ep_size > 1:
+                    dist.all_to_all_single(self.out, y, splits, splits, group=self.ep_group)
+                    break
+                return self.out
+
+            def grads(self, g, splits):
+                dist.all_to_all_single(self.gbuf, g, splits, splits, group=self.ep_group)
+                return self.gbuf
+        """,
+        "veomni/distributed/moe/toy_experts.py",
+    ) == [16]
+
+
+def test_633_foundation_slice_without_ulysses_gate() -> None:
+    assert _lines(
+        "NPU633",
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+
+        class Foundation:
+            def embed_text(self, ids):
+                x = self.embed(ids)
+                return slice_input_tensor(x, dim=1) if get_parallel_state().ulysses_enabled else x
+
+            def embed_image(self, pixels):
+                x = self.vit(pixels)
+                if get_parallel_state().ulysses_enabled:
+                    x = slice_input_tensor(x, dim=0)
+                return x
+
+            def embed_audio(self, feats):
+                x = self.audio(feats)
+                return slice_input_tensor(x, dim=0)
+        """,
+        "veomni/models/seed_omni/toy_foundation.py",
+    ) == [16]
+
+
+def test_633_quiet_when_all_gated_or_never_gated() -> None:
+    assert (
+        _lines(
+            "NPU633",
+            """
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def a(x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x)
+                return x
+
+            def b(x):
+                assert get_parallel_state().sp_enabled
+                return gather_outputs(x)
+
+            def c(x, idx):
+                return x.gather(1, idx) + torch.gather(x, 0, idx)
+
+            def e(x):  # a query of the parallel state is no collective
+                ps = get_parallel_state()
+                if ps.sp_enabled:
+                    group = get_parallel_state().sp_group
+                    rank = get_parallel_state().sp_rank
+                return x
+            """,
+            "veomni/utils/toy.py",
+        )
+        == []
+    )
