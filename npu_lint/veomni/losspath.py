@@ -2668,13 +2668,66 @@ def _stem(name: str) -> str:
     return low.strip("_")
 
 
+# Collectives a `global_*` value handed to after its assignment is reduced by (`dist.all_reduce(g)`).
+_REDUCING_WORDS = ("reduce", "gather", "all_to_all", "broadcast")
+# Operands of a test that asks whether the job runs on one process (`world_size == 1`, `ep_group is None`).
+_GROUP_WORDS = ("world", "size", "group", "ep_", "dp_", "mesh")
+
+
+def _single_process_test(test: ast.AST) -> bool:
+    """`world_size == 1`, `ep_size <= 1`, `dp_size < 2`, `ep_group is None` (any operand of an `or`): on that
+    branch the rank's own value is the job's."""
+    for node in walk(test):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        named = any(w in ast.unparse(left).lower() for w in _GROUP_WORDS)
+        if not named:
+            continue
+        if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+            return True
+        bound = int_value(right)
+        if (isinstance(op, (ast.Eq, ast.LtE)) and bound == 1) or (isinstance(op, ast.Lt) and bound == 2):
+            return True
+    return False
+
+
+def _single_process_assignments(func: ast.AST) -> set[int]:
+    """ids of the statements under the true branch of a single-process test."""
+    out: set[int] = set()
+    for node in walk(func):
+        if isinstance(node, ast.If) and _single_process_test(node.test):
+            out |= {id(n) for s in node.body for n in walk(s)}
+    return out
+
+
+def _reduced_later(func: ast.AST, assign: ast.Assign, name: str) -> bool:
+    """A statement after `assign` hands `name` to a collective (`dist.all_reduce(global_n, group=g)`)."""
+    end = getattr(assign, "end_lineno", assign.lineno)
+    for node in walk(func):
+        if not isinstance(node, ast.Call) or node.lineno <= end:
+            continue
+        if not any(w in _callee(node).lower() for w in _REDUCING_WORDS):
+            continue
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            spelled = (
+                arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else None
+            )
+            if spelled == name:
+                return True
+    return False
+
+
 def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
     """``(assignment, global name, local name)`` where a value named for the whole job (`global_*`, `*_global`)
     is assigned the rank's own value of the same quantity (`self.global_tokens = self.tokens`, `global_len =
     {k: v.item() for k, v in local_len.items()}`) with no call that could reduce it across ranks: every rank
     then divides its loss by its own count while the gradients are averaged over ranks. Only a value whose
     name without the global word equals the local one it is taken from counts (`global_micro_batches_token_len`
-    from `micro_batches_token_len`)."""
+    from `micro_batches_token_len`). A value handed to a collective afterwards (`g = n.clone();
+    dist.all_reduce(g)`) is reduced, and one taken under a single-process test (`if world_size == 1:`) needs
+    no reduction."""
+    single: set[int] | None = None
     for node in _walk(func):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
@@ -2711,7 +2764,11 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
             )
             if spelled is not None and spelled.lower() == stem:
                 local = spelled
-        if not reduced and local is not None:
+        if reduced or local is None or _reduced_later(func, node, name):
+            continue
+        if single is None:
+            single = _single_process_assignments(func)
+        if id(node) not in single:
             yield node, name, local
 
 

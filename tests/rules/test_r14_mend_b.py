@@ -1,0 +1,79 @@
+"""Round 14 review (semantics): false positives of the widened loss, kernel and multimodal checks, each
+pinned on the reviewer's reproducer."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+
+
+def _codes(path: str, text: str, codes: list[str]) -> list[tuple[str, int]]:
+    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
+    return sorted((d.code, d.line) for d in lint_source(src, codes, Settings()) if d.code in codes)
+
+
+_LOOP = "veomni/trainer/loop.py"
+
+_REDUCED_GLOBALS = """
+import torch
+import torch.distributed as dist
+
+
+def count(batch, group):
+    num_tokens = (batch["labels"] != -100).sum()
+    global_num_tokens = num_tokens.clone()
+    dist.all_reduce(global_num_tokens, group=group)
+    return global_num_tokens
+
+
+def count2(self, batch):
+    self.num_tokens = (batch["labels"] != -100).sum()
+    # single-process evaluation: the rank's count is the job's
+    if self.world_size == 1:
+        self.global_num_tokens = self.num_tokens
+    return self.global_num_tokens
+
+
+def count4(batch):
+    tokens = (batch["labels"] != -100).sum()
+    global_tokens = tokens.detach().clone()
+    dist.all_reduce(global_tokens, op=dist.ReduceOp.SUM)
+    return global_tokens
+
+
+def log_loss(loss, group):
+    global_loss = loss.detach().clone()
+    dist.all_reduce(global_loss, op=dist.ReduceOp.AVG, group=group)
+    return global_loss.item()
+
+
+def tokens_per_expert(routing, ep_group, ep_size):
+    num_tokens_per_expert = torch.bincount(routing)
+    if ep_group is None or ep_size <= 1:
+        global_num_tokens_per_expert = num_tokens_per_expert
+    else:
+        global_num_tokens_per_expert = all_gather(num_tokens_per_expert, ep_group)
+    return global_num_tokens_per_expert
+"""
+
+
+def test_npu423_value_reduced_afterwards_or_taken_on_one_process() -> None:
+    assert _codes(_LOOP, _REDUCED_GLOBALS, ["NPU423"]) == []
+    bad = """
+    def count(batch):
+        num_tokens = (batch["labels"] != -100).sum()
+        global_num_tokens = num_tokens.clone()
+        print(global_num_tokens)
+        return global_num_tokens
+
+
+    def count2(self, batch):
+        self.num_tokens = (batch["labels"] != -100).sum()
+        if self.world_size > 1:
+            self.global_num_tokens = self.num_tokens
+        return self.global_num_tokens
+    """
+    assert _codes(_LOOP, bad, ["NPU423"]) == [("NPU423", 3), ("NPU423", 11)]
