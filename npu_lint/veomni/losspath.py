@@ -2794,10 +2794,22 @@ def _zero_init(value: ast.AST) -> bool:
     return False
 
 
+def _first_iteration_test(test: ast.AST) -> bool:
+    """`i == 0`, `step == 0`, `not i`, `is_first`, `first_chunk`: the branch seeds the accumulator."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        return int_value(test.comparators[0]) == 0 or int_value(test.left) == 0
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return isinstance(test.operand, ast.Name)
+    spelled = test.attr if isinstance(test, ast.Attribute) else test.id if isinstance(test, ast.Name) else ""
+    return "first" in spelled.lower()
+
+
 def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """``(site, name)`` where a value started at zero before a loop (`acc = torch.zeros_like(w)`, `total =
     torch.tensor(0.0)`) is, inside the loop, overwritten (`acc.copy_(x)`, `acc = x`), whether or not another
-    path of the loop adds to it: after the loop it holds the last chunk's (or layer's) value, not the sum."""
+    path of the loop adds to it: after the loop it holds the last chunk's (or layer's) value, not the sum. A
+    reset to zero (`total_loss = torch.tensor(0.0)` once a log interval is printed) and a seeding under a
+    first-iteration test (`if i == 0: acc = x else: acc = acc + x`) are not overwrites."""
     stmts = getattr(func, "body", [])
     inits: dict[str, int] = {}
     for stmt in _walk(func):
@@ -2815,6 +2827,13 @@ def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         if not isinstance(loop, (ast.For, ast.While)):
             continue
         body = [n for s in loop.body for n in _walk(s)]
+        seeding = {
+            id(n)
+            for node in body
+            if isinstance(node, ast.If) and _first_iteration_test(node.test)
+            for s in node.body
+            for n in _walk(s)
+        }
         for name, line in inits.items():
             if line >= loop.lineno:
                 continue
@@ -2829,6 +2848,8 @@ def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                 elif isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in node.targets
                 ):
+                    if id(node) in seeding or _zero_init(node.value):
+                        continue  # `if i == 0: acc = x`, `acc = torch.zeros(...)` (a reset)
                     if not any(isinstance(n, ast.Name) and n.id == name for n in _walk(node.value)):
                         overwrite = node  # `acc = x` (`acc = acc + x` and `acc += x` add)
             if overwrite is not None:  # never added to, or added on one path and overwritten on another

@@ -77,3 +77,37 @@ def test_npu423_value_reduced_afterwards_or_taken_on_one_process() -> None:
         return self.global_num_tokens
     """
     assert _codes(_LOOP, bad, ["NPU423"]) == [("NPU423", 3), ("NPU423", 11)]
+
+
+_RESET_AND_SEED = """
+import torch
+
+
+def train(model, loader, optimizer, log_every, device):
+    total_loss = torch.tensor(0.0, device=device)
+    for step, batch in enumerate(loader):
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.detach()
+        if step % log_every == 0:
+            print(total_loss.item() / log_every)
+            total_loss = torch.tensor(0.0, device=device)
+
+
+def grad_accum(model, micro_batches):
+    loss_sum = torch.zeros((), device="cuda")
+    for i, mb in enumerate(micro_batches):
+        loss = model(**mb).loss
+        if i == 0:
+            loss_sum = loss.detach()
+        else:
+            loss_sum = loss_sum + loss.detach()
+    return loss_sum
+"""
+
+
+def test_npu425_interval_reset_and_first_iteration_seed_are_not_overwrites() -> None:
+    assert _codes(_LOOP, _RESET_AND_SEED, ["NPU425"]) == []
+    bad = _RESET_AND_SEED.replace("if i == 0:", "if i == 1:")
+    assert _codes(_LOOP, bad, ["NPU425"]) == [("NPU425", 21)]
