@@ -2864,6 +2864,10 @@ def _grad_output_names(backward: ast.FunctionDef) -> set[str]:
     return names
 
 
+# Tensor methods that scale their receiver in place by the argument (`grad_weight.mul_(grad_output)`).
+_INPLACE_SCALES = frozenset({"mul_", "div_"})
+
+
 def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, str]]:
     """``(site, unscaled, scaled)`` in an autograd ``backward`` that returns gradients precomputed in the
     forward (read from `ctx.saved_tensors`) and multiplies some of them by the incoming gradient but returns
@@ -2881,6 +2885,18 @@ def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str
                 isinstance(n, ast.Name) and n.id in incoming for n in _walk(value)
             ):
                 scaled.add(target.id)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _INPLACE_SCALES
+            and isinstance(node.func.value, ast.Name)
+            and any(
+                isinstance(n, ast.Name) and n.id in incoming
+                for a in [*node.args, *(k.value for k in node.keywords)]
+                for n in _walk(a)
+            )
+        ):
+            scaled.add(node.func.value.id)  # `grad_weight.mul_(grad_output)` scales in place
     if not saved or not scaled or not (saved & scaled):
         return
     for ret in _walk(backward):

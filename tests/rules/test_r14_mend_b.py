@@ -111,3 +111,36 @@ def test_npu425_interval_reset_and_first_iteration_seed_are_not_overwrites() -> 
     assert _codes(_LOOP, _RESET_AND_SEED, ["NPU425"]) == []
     bad = _RESET_AND_SEED.replace("if i == 0:", "if i == 1:")
     assert _codes(_LOOP, bad, ["NPU425"]) == [("NPU425", 21)]
+
+
+_CHUNK_CE = "veomni/ops/loss/chunk_ce.py"
+
+_INPLACE_SCALE = """
+import torch
+
+
+class ChunkedCE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden_states, weight, labels, chunk_size):
+        grad_w = torch.zeros_like(weight)
+        grad_h = []
+        loss = torch.zeros((), device=hidden_states.device)
+        for h, l in zip(hidden_states.split(chunk_size, dim=0), labels.split(chunk_size, dim=0)):
+            logits = h @ weight.t()
+            loss = loss + torch.nn.functional.cross_entropy(logits, l, reduction="sum")
+        ctx.save_for_backward(torch.cat(grad_h), grad_w)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_input, grad_weight = ctx.saved_tensors
+        grad_weight.mul_(grad_output)  # in place: the weight gradient is large
+        grad_input = grad_input * grad_output
+        return grad_input, grad_weight, None, None
+"""
+
+
+def test_npu444_in_place_scale_counts_as_scaled() -> None:
+    assert _codes(_CHUNK_CE, _INPLACE_SCALE, ["NPU444"]) == []
+    bad = _INPLACE_SCALE.replace("grad_weight.mul_(grad_output)", "grad_weight.mul_(2.0)")
+    assert _codes(_CHUNK_CE, bad, ["NPU444"]) == [("NPU444", 21)]
