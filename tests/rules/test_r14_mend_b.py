@@ -144,3 +144,38 @@ def test_npu444_in_place_scale_counts_as_scaled() -> None:
     assert _codes(_CHUNK_CE, _INPLACE_SCALE, ["NPU444"]) == []
     bad = _INPLACE_SCALE.replace("grad_weight.mul_(grad_output)", "grad_weight.mul_(2.0)")
     assert _codes(_CHUNK_CE, bad, ["NPU444"]) == [("NPU444", 21)]
+
+
+_SEQ_FIRST = """
+import torch
+
+
+class ChunkedCE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden_states, weight, labels, chunk_size):
+        # hidden_states is sequence-first (T, B, H) as the pipeline stage emits it; labels are (B, T)
+        loss = torch.zeros((), device=hidden_states.device)
+        for h, l in zip(hidden_states.split(chunk_size, dim=0), labels.split(chunk_size, dim=1)):
+            logits = h @ weight.t()
+            loss = loss + torch.nn.functional.cross_entropy(logits.flatten(0, 1), l.t().flatten())
+        return loss
+"""
+
+_SPLIT_APART = """
+import torch
+
+
+def chunk_states(hidden_states, chunk_size):
+    return hidden_states.split(chunk_size, dim=0)
+
+
+def chunk_labels(labels, chunk_size):
+    return labels.split(chunk_size, dim=1)
+"""
+
+
+def test_npu412_sequence_first_layout_and_splits_in_other_functions() -> None:
+    assert _codes(_CHUNK_CE, _SEQ_FIRST, ["NPU412"]) == []
+    assert _codes(_CHUNK_CE, _SPLIT_APART, ["NPU412"]) == []
+    bad = _SEQ_FIRST.replace("l.t().flatten()", "l.flatten()")
+    assert _codes(_CHUNK_CE, bad, ["NPU412"]) == [("NPU412", 9)]
