@@ -179,3 +179,26 @@ def test_npu412_sequence_first_layout_and_splits_in_other_functions() -> None:
     assert _codes(_CHUNK_CE, _SPLIT_APART, ["NPU412"]) == []
     bad = _SEQ_FIRST.replace("l.t().flatten()", "l.flatten()")
     assert _codes(_CHUNK_CE, bad, ["NPU412"]) == [("NPU412", 9)]
+
+
+_NORM_PRESERVING = """
+import torch
+from torch import nn
+
+
+class NormPreserving(nn.Module):
+    def forward(self, x):
+        norm = x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+        x = x / norm
+        x = self.proj(x)
+        return x * norm
+"""
+
+
+def test_npu410_normalise_process_restore_is_not_a_reversed_norm() -> None:
+    path = "veomni/models/transformers/toy/modeling_toy.py"
+    assert _codes(path, _NORM_PRESERVING, ["NPU410"]) == []
+    bad = _NORM_PRESERVING.replace(
+        "        x = x / norm\n        x = self.proj(x)\n", "        x = x.float()\n"
+    )
+    assert _codes(path, bad, ["NPU410"]) == [("NPU410", 9)]

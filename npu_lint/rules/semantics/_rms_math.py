@@ -610,6 +610,39 @@ def self_scaled_by_root(func: ast.FunctionDef) -> list[ast.BinOp]:
             ):
                 target = target.func.value
             if isinstance(target, ast.Name) and target.id in bases:
+                since = min((getattr(r, "lineno", node.lineno) for r in reduced), default=node.lineno)
+                if _rebound_between(func, target.id, since, node.lineno):
+                    continue  # `x = x / norm; x = f(x); return x * norm`: a new value, restored to scale
                 out.append(node)
                 break
     return out
+
+
+_CASTS = ("float", "to", "type_as", "contiguous")
+
+
+def _rebound_between(func: ast.AST, name: str, after: int, before: int) -> bool:
+    """`name` is bound to a new value (not a cast of itself: `x = x.float()`) on a line after `after` and before
+    `before`."""
+    for stmt in _walk(func):
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+            targets, value = [stmt.target], stmt.value
+        else:
+            continue
+        if not after < stmt.lineno < before:
+            continue
+        if not any(isinstance(n, ast.Name) and n.id == name for t in targets for n in _walk(t)):
+            continue
+        if isinstance(stmt, ast.AugAssign):
+            return True
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _CASTS
+        ):
+            value = value.func.value
+        if not (isinstance(value, ast.Name) and value.id == name):
+            return True
+    return False
