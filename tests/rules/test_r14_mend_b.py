@@ -202,3 +202,28 @@ def test_npu410_normalise_process_restore_is_not_a_reversed_norm() -> None:
         "        x = x / norm\n        x = self.proj(x)\n", "        x = x.float()\n"
     )
     assert _codes(path, bad, ["NPU410"]) == [("NPU410", 9)]
+
+
+_INTERNVL = """
+def build_processor_kwargs(args):
+    image_kwargs = {"max_patches": args.max_dynamic_patch, "crop_to_patches": True, "size": args.image_size}
+    video_kwargs = {"num_frames": args.num_frames, "size": args.image_size}
+    return {"images_kwargs": image_kwargs, "videos_kwargs": video_kwargs}
+
+
+def process(processor, images, videos, pixel_values=None):
+    image_inputs = {"pixel_values": processor(images=images)["pixel_values"], "image_flags": [1] * len(images)}
+    video_inputs = {"pixel_values_videos": processor(videos=videos)["pixel_values_videos"]}
+    return image_inputs, video_inputs
+"""
+
+
+def test_npu720_image_only_options_are_not_missing_from_the_video_bundle() -> None:
+    path = "veomni/data/multimodal/internvl_preprocess.py"
+    assert _codes(path, _INTERNVL, ["NPU720"]) == []
+    grid = _INTERNVL.replace('"image_flags": [1] * len(images)', '"image_grid_thw": grid')
+    assert _codes(path, grid, ["NPU720"]) == [("NPU720", 9)]
+    flags = _INTERNVL.replace(
+        "return image_inputs, video_inputs", "return image_inputs, video_inputs, video_flags"
+    )
+    assert _codes(path, flags, ["NPU720"]) == [("NPU720", 9)]
