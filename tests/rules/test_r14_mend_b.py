@@ -227,3 +227,30 @@ def test_npu720_image_only_options_are_not_missing_from_the_video_bundle() -> No
         "return image_inputs, video_inputs", "return image_inputs, video_inputs, video_flags"
     )
     assert _codes(path, flags, ["NPU720"]) == [("NPU720", 9)]
+
+
+_DELEGATING_STAGE = """
+import torch
+
+
+def _index3d(input_ids, image_grid_thw):
+    ids = torch.arange(input_ids.shape[-1]).expand(3, -1)
+    return {"position_ids": ids}
+
+
+def prepare_ids(features, image_grid_thw=None):
+    features.update(_index3d(features["input_ids"], image_grid_thw))
+    return features
+
+
+class ToyVLForConditionalGeneration:
+    def get_position_id_func(self):
+        return [prepare_ids]
+"""
+
+
+def test_npu704_stage_delegating_to_a_local_helper_writes_positions() -> None:
+    path = "veomni/models/transformers/toy_vl/modeling_toy_vl.py"
+    assert _codes(path, _DELEGATING_STAGE, ["NPU704"]) == []
+    bad = _DELEGATING_STAGE.replace('return {"position_ids": ids}', 'return {"input_ids": ids}')
+    assert _codes(path, bad, ["NPU704"]) == [("NPU704", 16)]
