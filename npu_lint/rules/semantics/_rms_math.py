@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, own_nodes
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.upstream import file_source_module, patched_methods, upstream_class_method
@@ -243,17 +243,13 @@ def fp32_value(func: ast.FunctionDef, expr: ast.AST, line: int, depth: int = 8) 
 
 def fp32_returns(func: ast.FunctionDef) -> list[ast.Return]:
     """The returns of ``func`` (not of nested functions) whose value is an fp32 tensor made in it."""
-    out: list[ast.Return] = []
-    stack: list[ast.AST] = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            if fp32_value(func, node.value, node.lineno):
-                out.append(node)
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    out: list[ast.Return] = [
+        node
+        for node in own_nodes(func)
+        if isinstance(node, ast.Return)
+        and node.value is not None
+        and fp32_value(func, node.value, node.lineno)
+    ]
     return sorted(out, key=lambda r: r.lineno)
 
 
