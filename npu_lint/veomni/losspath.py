@@ -2671,7 +2671,7 @@ def _stem(name: str) -> str:
 # Collectives a `global_*` value handed to after its assignment is reduced by (`dist.all_reduce(g)`).
 _REDUCING_WORDS = ("reduce", "gather", "all_to_all", "broadcast")
 # Operands of a test that asks whether the job runs on one process (`world_size == 1`, `ep_group is None`).
-_GROUP_WORDS = ("world", "size", "group", "ep_", "dp_", "mesh")
+_GROUP_WORDS = re.compile(r"world|group|mesh|(?<![a-z])(?:ep|dp|sp|tp|fsdp)_(?:size|group|world)")
 
 
 def _single_process_test(test: ast.AST) -> bool:
@@ -2681,7 +2681,7 @@ def _single_process_test(test: ast.AST) -> bool:
         if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
         left, op, right = node.left, node.ops[0], node.comparators[0]
-        named = any(w in ast.unparse(left).lower() for w in _GROUP_WORDS)
+        named = _GROUP_WORDS.search(ast.unparse(left).lower()) is not None
         if not named:
             continue
         if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:

@@ -254,3 +254,14 @@ def test_npu704_stage_delegating_to_a_local_helper_writes_positions() -> None:
     assert _codes(path, _DELEGATING_STAGE, ["NPU704"]) == []
     bad = _DELEGATING_STAGE.replace('return {"position_ids": ids}', 'return {"input_ids": ids}')
     assert _codes(path, bad, ["NPU704"]) == [("NPU704", 16)]
+
+
+def test_npu423_a_batch_size_of_one_is_not_a_single_process_job() -> None:
+    text = """
+    def count(self, batch):
+        self.num_tokens = (batch["labels"] != -100).sum()
+        if self.micro_batch_size == 1:
+            self.global_num_tokens = self.num_tokens
+        return self.global_num_tokens
+    """
+    assert _codes(_LOOP, text, ["NPU423"]) == [("NPU423", 4)]
