@@ -30,6 +30,11 @@ _ASSIGN = re.compile(
     rb"^[ \t]+(?:torch\.distributed|dist)\.(?:all_reduce|reduce_scatter\w*|all_gather\w*)\s*=", re.M
 )
 _DEF = re.compile(rb"^def (\w+)\(", re.M)
+# Keywords of the collectives and `torch.split` whose value is a list of Python ints (host values): a tensor
+# handed there is copied to the host first.
+SPLIT_SIZE_KEYWORDS = frozenset(
+    {"input_split_sizes", "output_split_sizes", "split_size_or_sections", "split_sizes"}
+)
 _HOST_ARGUMENT_WORDS = ("split", "sizes")  # all-to-all split sizes: input_splits, output_split_sizes, ...
 
 

@@ -2668,13 +2668,66 @@ def _stem(name: str) -> str:
     return low.strip("_")
 
 
+# Collectives a `global_*` value handed to after its assignment is reduced by (`dist.all_reduce(g)`).
+_REDUCING_WORDS = ("reduce", "gather", "all_to_all", "broadcast")
+# Operands of a test that asks whether the job runs on one process (`world_size == 1`, `ep_group is None`).
+_GROUP_WORDS = re.compile(r"world|group|mesh|(?<![a-z])(?:ep|dp|sp|tp|fsdp)_(?:size|group|world)")
+
+
+def _single_process_test(test: ast.AST) -> bool:
+    """`world_size == 1`, `ep_size <= 1`, `dp_size < 2`, `ep_group is None` (any operand of an `or`): on that
+    branch the rank's own value is the job's."""
+    for node in walk(test):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        named = _GROUP_WORDS.search(ast.unparse(left).lower()) is not None
+        if not named:
+            continue
+        if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+            return True
+        bound = int_value(right)
+        if (isinstance(op, (ast.Eq, ast.LtE)) and bound == 1) or (isinstance(op, ast.Lt) and bound == 2):
+            return True
+    return False
+
+
+def _single_process_assignments(func: ast.AST) -> set[int]:
+    """ids of the statements under the true branch of a single-process test."""
+    out: set[int] = set()
+    for node in walk(func):
+        if isinstance(node, ast.If) and _single_process_test(node.test):
+            out |= {id(n) for s in node.body for n in walk(s)}
+    return out
+
+
+def _reduced_later(func: ast.AST, assign: ast.Assign, name: str) -> bool:
+    """A statement after `assign` hands `name` to a collective (`dist.all_reduce(global_n, group=g)`)."""
+    end = getattr(assign, "end_lineno", assign.lineno)
+    for node in walk(func):
+        if not isinstance(node, ast.Call) or node.lineno <= end:
+            continue
+        if not any(w in _callee(node).lower() for w in _REDUCING_WORDS):
+            continue
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            spelled = (
+                arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else None
+            )
+            if spelled == name:
+                return True
+    return False
+
+
 def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
     """``(assignment, global name, local name)`` where a value named for the whole job (`global_*`, `*_global`)
     is assigned the rank's own value of the same quantity (`self.global_tokens = self.tokens`, `global_len =
     {k: v.item() for k, v in local_len.items()}`) with no call that could reduce it across ranks: every rank
     then divides its loss by its own count while the gradients are averaged over ranks. Only a value whose
     name without the global word equals the local one it is taken from counts (`global_micro_batches_token_len`
-    from `micro_batches_token_len`)."""
+    from `micro_batches_token_len`). A value handed to a collective afterwards (`g = n.clone();
+    dist.all_reduce(g)`) is reduced, and one taken under a single-process test (`if world_size == 1:`) needs
+    no reduction."""
+    single: set[int] | None = None
     for node in _walk(func):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
@@ -2711,7 +2764,11 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
             )
             if spelled is not None and spelled.lower() == stem:
                 local = spelled
-        if not reduced and local is not None:
+        if reduced or local is None or _reduced_later(func, node, name):
+            continue
+        if single is None:
+            single = _single_process_assignments(func)
+        if id(node) not in single:
             yield node, name, local
 
 
@@ -2737,10 +2794,22 @@ def _zero_init(value: ast.AST) -> bool:
     return False
 
 
+def _first_iteration_test(test: ast.AST) -> bool:
+    """`i == 0`, `step == 0`, `not i`, `is_first`, `first_chunk`: the branch seeds the accumulator."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        return int_value(test.comparators[0]) == 0 or int_value(test.left) == 0
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return isinstance(test.operand, ast.Name)
+    spelled = test.attr if isinstance(test, ast.Attribute) else test.id if isinstance(test, ast.Name) else ""
+    return "first" in spelled.lower()
+
+
 def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """``(site, name)`` where a value started at zero before a loop (`acc = torch.zeros_like(w)`, `total =
     torch.tensor(0.0)`) is, inside the loop, overwritten (`acc.copy_(x)`, `acc = x`), whether or not another
-    path of the loop adds to it: after the loop it holds the last chunk's (or layer's) value, not the sum."""
+    path of the loop adds to it: after the loop it holds the last chunk's (or layer's) value, not the sum. A
+    reset to zero (`total_loss = torch.tensor(0.0)` once a log interval is printed) and a seeding under a
+    first-iteration test (`if i == 0: acc = x else: acc = acc + x`) are not overwrites."""
     stmts = getattr(func, "body", [])
     inits: dict[str, int] = {}
     for stmt in _walk(func):
@@ -2758,6 +2827,13 @@ def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         if not isinstance(loop, (ast.For, ast.While)):
             continue
         body = [n for s in loop.body for n in _walk(s)]
+        seeding = {
+            id(n)
+            for node in body
+            if isinstance(node, ast.If) and _first_iteration_test(node.test)
+            for s in node.body
+            for n in _walk(s)
+        }
         for name, line in inits.items():
             if line >= loop.lineno:
                 continue
@@ -2772,6 +2848,8 @@ def overwritten_accumulators(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
                 elif isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in node.targets
                 ):
+                    if id(node) in seeding or _zero_init(node.value):
+                        continue  # `if i == 0: acc = x`, `acc = torch.zeros(...)` (a reset)
                     if not any(isinstance(n, ast.Name) and n.id == name for n in _walk(node.value)):
                         overwrite = node  # `acc = x` (`acc = acc + x` and `acc += x` add)
             if overwrite is not None:  # never added to, or added on one path and overwritten on another
@@ -2784,6 +2862,10 @@ def _grad_output_names(backward: ast.FunctionDef) -> set[str]:
     if args.vararg is not None:
         names.add(args.vararg.arg)
     return names
+
+
+# Tensor methods that scale their receiver in place by the argument (`grad_weight.mul_(grad_output)`).
+_INPLACE_SCALES = frozenset({"mul_", "div_"})
 
 
 def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, str]]:
@@ -2803,6 +2885,18 @@ def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str
                 isinstance(n, ast.Name) and n.id in incoming for n in _walk(value)
             ):
                 scaled.add(target.id)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _INPLACE_SCALES
+            and isinstance(node.func.value, ast.Name)
+            and any(
+                isinstance(n, ast.Name) and n.id in incoming
+                for a in [*node.args, *(k.value for k in node.keywords)]
+                for n in _walk(a)
+            )
+        ):
+            scaled.add(node.func.value.id)  # `grad_weight.mul_(grad_output)` scales in place
     if not saved or not scaled or not (saved & scaled):
         return
     for ret in _walk(backward):

@@ -23,6 +23,16 @@ import ast
 import re
 from dataclasses import dataclass
 
+# The method a VeOmni tower runs on a fake input on the ranks without its medium (FSDP needs every rank to run
+# every tower), and the word its helpers are spelled with (`lm_dummy_encode`, `run_dummy`).
+DUMMY_FORWARD = "dummy_forward"
+
+
+def is_dummy_callee(name: str) -> bool:
+    """A tower method or helper that runs the fake-input pass (`dummy_forward`, `lm_dummy_encode`)."""
+    return "dummy" in name
+
+
 _MEDIUM = (
     ("video", re.compile(r"(^|_)(video|videos|vid)(_|$)|pixel_values_videos")),
     ("audio", re.compile(r"(^|_)(audio|audios|speech)(_|$)|^input_features$|^feature_attention_mask$")),

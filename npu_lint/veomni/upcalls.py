@@ -40,6 +40,7 @@ __all__ = [
     "upstream_calls",
     "pipeline_position_keys",
     "is_position_id_function",
+    "writes_positions",
     "scalar_expr",
     "object_attributes",
 ]
@@ -54,6 +55,31 @@ def is_position_id_function(name: str) -> bool:
     """``get_rope_index`` / ``position_id_func`` / ``get_position_ids``: a call of it returns M-RoPE position ids."""
     lowered = name.lower()
     return lowered in _POSITION_ID_NAMES or any(part in lowered for part in _POSITION_ID_PARTS)
+
+
+def writes_positions(
+    func: ast.FunctionDef, local: dict[str, ast.FunctionDef] | None = None, depth: int = 0
+) -> bool:
+    """Whether ``func`` produces position ids: it names `position_ids` (a key, keyword, local or attribute),
+    calls a position / RoPE function, or calls a function of ``local`` (the module's own functions) that does,
+    followed two levels deep (`features.update(_index3d(...))`)."""
+    for node in walk(func):
+        if isinstance(node, ast.Constant) and node.value == "position_ids":
+            return True
+        if isinstance(node, ast.Name) and ("position" in node.id or "rope" in node.id):
+            return True
+        if isinstance(node, ast.Attribute) and ("position" in node.attr or "rope" in node.attr):
+            return True
+        if isinstance(node, ast.keyword) and node.arg == "position_ids":
+            return True
+    if not local or depth >= 2:
+        return False
+    for node in walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            helper = local.get(node.func.id)
+            if helper is not None and helper is not func and writes_positions(helper, local, depth + 1):
+                return True
+    return False
 
 
 # Attributes and methods of a tensor: a parameter used with one of them is a tensor to the callee.

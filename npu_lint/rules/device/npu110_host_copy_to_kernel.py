@@ -7,7 +7,7 @@ import ast
 from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.device._shared import device_neutral_scope
-from npu_lint.veomni.collectives import host_meant_argument
+from npu_lint.veomni.collectives import SPLIT_SIZE_KEYWORDS, host_meant_argument
 
 _KEEPS = frozenset(
     {"cumsum", "cumprod", "long", "int", "float", "contiguous", "clone", "view", "reshape", "flatten"}
@@ -82,11 +82,6 @@ def _source(value: ast.AST) -> str | None:
             return None
 
 
-_SPLIT_KEYWORDS = frozenset(
-    {"input_split_sizes", "output_split_sizes", "split_size_or_sections", "split_sizes"}
-)
-
-
 def host_read(func: ast.FunctionDef, name: str) -> bool:
     """Whether ``func`` reads its parameter ``name`` as host values: `.tolist()` / `.item()` / `.numpy()` of
     it, a split-size keyword (`input_split_sizes=name`), `torch.split(x, name)` / `x.split(name)`, a `range`
@@ -104,7 +99,7 @@ def host_read(func: ast.FunctionDef, name: str) -> bool:
                 and is_name(callee.value)
             ):
                 return True
-            if any(k.arg in _SPLIT_KEYWORDS and is_name(k.value) for k in node.keywords):
+            if any(k.arg in SPLIT_SIZE_KEYWORDS and is_name(k.value) for k in node.keywords):
                 return True
             if isinstance(callee, ast.Attribute) and callee.attr == "split":
                 args = (

@@ -17,7 +17,7 @@ from npu_lint.rules.multimodal._shared import (
     params_of,
     upstream_towers,
 )
-from npu_lint.veomni.mediaflow import medium_of, no_media_exits
+from npu_lint.veomni.mediaflow import DUMMY_FORWARD, is_dummy_callee, medium_of, no_media_exits
 from npu_lint.veomni.upstream import last_name
 
 
@@ -25,7 +25,7 @@ def _dummy_calls(func: ast.AST) -> list[ast.Call]:
     return [
         n
         for n in nodes_of(func, ast.Call)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dummy_forward"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == DUMMY_FORWARD
     ]
 
 
@@ -419,7 +419,7 @@ def _own_encoder_calls(stmts: list[ast.stmt]) -> list[tuple[str, str]]:
             and isinstance(node.func.value, ast.Attribute)
             and isinstance(node.func.value.value, ast.Name)
             and node.func.value.value.id == "self"
-            and "dummy" not in node.func.attr
+            and not is_dummy_callee(node.func.attr)
             and medium_of(node.func.value.attr) is not None
         ):
             out.append((node.func.value.attr, node.func.attr))
@@ -616,7 +616,7 @@ def _fallback_constants(func: ast.AST) -> list[tuple[ast.AST, str, str, set[str]
         if not any("training" in w or "fsdp" in w for w in words):
             if media and dummy_elsewhere is None:
                 dummy_elsewhere = any(
-                    isinstance(n, ast.Attribute) and n.attr == "dummy_forward" for n in _walk(func)
+                    isinstance(n, ast.Attribute) and n.attr == DUMMY_FORWARD for n in _walk(func)
                 )
             if not (dummy_elsewhere and media):
                 continue
@@ -1021,7 +1021,7 @@ class TextOnlyDummyForward(WrapperRule):
     def finish(self) -> None:
         super().finish()
         text = self.ctx.source.text
-        if "is not None" in text and ("training" in text or "fsdp" in text or "dummy_forward" in text):
+        if "is not None" in text and ("training" in text or "fsdp" in text or DUMMY_FORWARD in text):
             self._fallback_constants()
         if "is None" in text and "return" in text:
             self._no_media_exits()
@@ -1032,7 +1032,7 @@ class TextOnlyDummyForward(WrapperRule):
                 self._unregistered_dummies()
         if "* 0" in text:
             self._discarded_zero_terms()
-        if "dummy_forward" in self.ctx.source.text:
+        if DUMMY_FORWARD in self.ctx.source.text:
             if any(w in self.ctx.source.text for w in _NO_GRAD):
                 self._no_grad_definitions()
             self._idle_definitions()
@@ -1055,7 +1055,7 @@ class TextOnlyDummyForward(WrapperRule):
                 target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
                 if not (
                     isinstance(value, ast.Call)
-                    and "dummy" in (last_name(value.func) or "").lower()
+                    and is_dummy_callee((last_name(value.func) or "").lower())
                     and not isinstance(stmt, ast.AugAssign)
                 ):
                     continue
@@ -1169,7 +1169,7 @@ class TextOnlyDummyForward(WrapperRule):
                 continue
             for alias in node.names:
                 bound = alias.asname or alias.name
-                if "dummy_forward" in alias.name and bound not in loaded:
+                if DUMMY_FORWARD in alias.name and bound not in loaded:
                     self.report(
                         alias,
                         f"`{bound}` (a dummy-forward replacement of `{node.module.rsplit('.', 1)[-1]}`) is imported "
@@ -1201,7 +1201,7 @@ class TextOnlyDummyForward(WrapperRule):
         `self.audio_encoder.lm_encode(...)`): where some of them fall back to the encoder's dummy pass on
         media-less micro-batches (`elif self.training: self.image_encoder.lm_dummy_encode()`), every one must."""
         for cls in nodes_of(self.ctx.tree, ast.ClassDef):
-            if not any("dummy" in _callee_name(c) for c in nodes_of(cls, ast.Call)):  # type: ignore[arg-type]
+            if not any(is_dummy_callee(_callee_name(c)) for c in nodes_of(cls, ast.Call)):  # type: ignore[arg-type]
                 continue  # no branch of this class can fall back to a dummy pass: nothing to compare with
             branches: list[tuple[ast.If, str, str, bool]] = []
             parents: dict[int, ast.If] = {}  # a statement's enclosing `if`, when it sits in that `if`'s body
@@ -1213,7 +1213,7 @@ class TextOnlyDummyForward(WrapperRule):
 
             def falls_back(node: ast.If) -> bool:
                 return any(
-                    isinstance(c, ast.Call) and "dummy" in _callee_name(c)
+                    isinstance(c, ast.Call) and is_dummy_callee(_callee_name(c))
                     for stmt in node.orelse
                     for c in _walk(stmt)
                 )
@@ -1291,7 +1291,7 @@ class TextOnlyDummyForward(WrapperRule):
         for stmt in tree.body:
             if isinstance(stmt, ast.ClassDef):
                 for f in stmt.body:
-                    if isinstance(f, ast.FunctionDef) and f.name in ("forward", "dummy_forward"):
+                    if isinstance(f, ast.FunctionDef) and f.name in ("forward", DUMMY_FORWARD):
                         if f.name == "forward":
                             forwards[stmt.name] = f
                         else:
@@ -1300,7 +1300,7 @@ class TextOnlyDummyForward(WrapperRule):
                 owner, method = spec_target(stmt)
                 if owner and method == "forward":
                     forwards[owner] = stmt
-                elif owner and method == "dummy_forward":
+                elif owner and method == DUMMY_FORWARD:
                     dummies.append((owner, stmt))
         for owner, dummy in dummies:
             forward = forwards.get(owner)
@@ -1344,7 +1344,7 @@ class TextOnlyDummyForward(WrapperRule):
         on `self` / `super()`): it returns a made-up tensor, so the tower's collectives still do not run on
         text-only ranks."""
         for node in nodes_of(self.ctx.tree, ast.FunctionDef):
-            if method_name(node) != "dummy_forward":
+            if method_name(node) != DUMMY_FORWARD:
                 continue
             runs = any(
                 isinstance(c, ast.Call)
@@ -1379,7 +1379,7 @@ class TextOnlyDummyForward(WrapperRule):
         """A tower's `dummy_forward` defined under `torch.no_grad()` (decorator or a `with` around its body):
         its output has no graph, so the zero-valued dependency the wrapper adds carries no gradient."""
         for node in nodes_of(self.ctx.tree, ast.FunctionDef):
-            if method_name(node) != "dummy_forward":
+            if method_name(node) != DUMMY_FORWARD:
                 continue
             for deco in node.decorator_list:
                 f = deco.func if isinstance(deco, ast.Call) else deco

@@ -11,6 +11,7 @@ from npu_lint.rules._handles import gpu_sibling_only, method_name
 from npu_lint.rules.base import Example, make_fix
 from npu_lint.rules.multimodal._shared import PatchedMethod, WrapperRule, def_span, params_of, passed_on
 from npu_lint.veomni.constants import tree_constant
+from npu_lint.veomni.upcalls import writes_positions
 from npu_lint.veomni.upstream import (
     composite_config_fields,
     file_source_module,
@@ -205,21 +206,6 @@ def _moves_axes(node: ast.AST, name: str, helpers: dict[str, ast.FunctionDef], d
             or isinstance(n, ast.Attribute)
             and n.attr in ("mT", "T")
         ):
-            return True
-    return False
-
-
-def _writes_positions(func: ast.FunctionDef) -> bool:
-    """Whether ``func`` produces position ids: it names `position_ids` (a key, keyword, local or attribute) or
-    calls a position / RoPE function."""
-    for node in _walk(func):
-        if isinstance(node, ast.Constant) and node.value == "position_ids":
-            return True
-        if isinstance(node, ast.Name) and ("position" in node.id or "rope" in node.id):
-            return True
-        if isinstance(node, ast.Attribute) and ("position" in node.attr or "rope" in node.attr):
-            return True
-        if isinstance(node, ast.keyword) and node.arg == "position_ids":
             return True
     return False
 
@@ -470,7 +456,9 @@ class PositionIdFunction(WrapperRule):
                         continue
                     stages = ret.value.elts
                     if all(
-                        isinstance(st, ast.Name) and st.id in local and not _writes_positions(local[st.id])
+                        isinstance(st, ast.Name)
+                        and st.id in local
+                        and not writes_positions(local[st.id], local)
                         for st in stages
                     ):
                         names = ", ".join(f"`{st.id}`" for st in stages)  # type: ignore[attr-defined]

@@ -40,6 +40,37 @@ def _paths(
     return out
 
 
+# Roles of a per-medium bundle's key every medium needs (grids, lengths, counts, metadata, geometry).
+_SHARED_ROLES = (
+    "grid",
+    "thw",
+    "seqlen",
+    "len",
+    "num_",
+    "token",
+    "count",
+    "meta",
+    "cu_",
+    "size",
+    "position",
+    "fps",
+)
+
+
+def _reads_entry_of(value: str, medium: str) -> bool:
+    """The value looks up the medium's entry by its key (`metadata.get("vit_image_cu_seqlens")`,
+    `batch["image_grid_thw"]`); a setting shared on purpose (`args.image_size` for the video frames) names the
+    medium only in an attribute."""
+    try:
+        tree = ast.parse(value, mode="eval")
+    except SyntaxError:
+        return medium in media_of(value)
+    return any(
+        isinstance(n, ast.Constant) and isinstance(n.value, str) and medium in media_of(n.value)
+        for n in nodes_of(tree, ast.Constant)
+    )
+
+
 def _one(text: str) -> str | None:
     media = media_of(text)
     return media.pop() if len(media) == 1 else None
@@ -64,7 +95,7 @@ class MediumTableAsymmetry(Rule):
         "and its twin's (`image_mask` / `video_mask`, `pixel_values` / `pixel_values_videos`) and whose record "
         "values (calls of one record type, or tuples) differ after renaming the medium; and a dict display keyed only by media whose "
         "key lacks the twin that another dict display of the file lists next to the same key."
-        " Also the twin bundles one function builds for an image and a video (`image_vit_kwargs` / `video_vit_kwargs`, processor or metadata dicts): every key path of the image's (nested dicts too) must be in the video's after renaming the medium (the video's may add its own, such as `fps`), and a video value must not read the image's entry."
+        " Also the twin bundles one function builds for an image and a video (`image_vit_kwargs` / `video_vit_kwargs`, processor or metadata dicts): every key path of the image's (nested dicts too) must be in the video's after renaming the medium (the video's may add its own, such as `fps`) when it names a grid, length, count, size or metadata role, or names the medium and its video spelling is used elsewhere in the file (tiling options such as `crop_to_patches` and `image_flags` are the image's own); and a video value must not look up the image's entry by its key (`metadata.get(\"vit_image_cu_seqlens\")`)."
     )
     bad = (
         Example(
@@ -212,7 +243,7 @@ class MediumTableAsymmetry(Rule):
                     for index, path in enumerate(order):
                         if path in theirs:
                             value = theirs[path][0]
-                            if value != mine[path][0] and medium in media_of(value):
+                            if value != mine[path][0] and _reads_entry_of(value, medium):
                                 seen.add(id(twin_table))
                                 self.report(
                                     theirs[path][1],
@@ -222,6 +253,8 @@ class MediumTableAsymmetry(Rule):
                                 )
                                 break
                             continue
+                        if not self._shared_key(path, other):
+                            continue  # an option of the image path alone (`crop_to_patches`, `image_flags`)
                         seen.add(id(twin_table))
                         before = [theirs[p][1] for p in order[:index] if p in theirs]
                         self.report(
@@ -231,6 +264,16 @@ class MediumTableAsymmetry(Rule):
                             f"or arguments out of step with the rest of the bundle) while the {medium} path gets it",
                         )
                         break
+
+    def _shared_key(self, path: tuple[str, ...], other: str) -> bool:
+        """A key every medium's bundle needs: one naming a grid, length or metadata role (`grid_thw`,
+        `max_seqlen`, `num_tokens`, `vit_metadata`, `do_resize`), or one naming the medium whose renamed spelling
+        (`video_grid_thw`) the file uses elsewhere. Tiling options (`max_patches`, `crop_to_patches`) and
+        image-only flags (`image_flags`, no `video_flags` anywhere) are the image path's own."""
+        joined = ".".join(path).lower()
+        if any(role in joined for role in _SHARED_ROLES):
+            return True
+        return any(other in media_of(key) and key in self.ctx.source.text for key in path)
 
     def _records(self, node: ast.Dict, keys: list[str]) -> None:
         values = dict(zip(keys, node.values))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, own_nodes
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.upstream import file_source_module, patched_methods, upstream_class_method
@@ -243,17 +243,13 @@ def fp32_value(func: ast.FunctionDef, expr: ast.AST, line: int, depth: int = 8) 
 
 def fp32_returns(func: ast.FunctionDef) -> list[ast.Return]:
     """The returns of ``func`` (not of nested functions) whose value is an fp32 tensor made in it."""
-    out: list[ast.Return] = []
-    stack: list[ast.AST] = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            if fp32_value(func, node.value, node.lineno):
-                out.append(node)
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    out: list[ast.Return] = [
+        node
+        for node in own_nodes(func)
+        if isinstance(node, ast.Return)
+        and node.value is not None
+        and fp32_value(func, node.value, node.lineno)
+    ]
     return sorted(out, key=lambda r: r.lineno)
 
 
@@ -610,6 +606,39 @@ def self_scaled_by_root(func: ast.FunctionDef) -> list[ast.BinOp]:
             ):
                 target = target.func.value
             if isinstance(target, ast.Name) and target.id in bases:
+                since = min((getattr(r, "lineno", node.lineno) for r in reduced), default=node.lineno)
+                if _rebound_between(func, target.id, since, node.lineno):
+                    continue  # `x = x / norm; x = f(x); return x * norm`: a new value, restored to scale
                 out.append(node)
                 break
     return out
+
+
+_CASTS = ("float", "to", "type_as", "contiguous")
+
+
+def _rebound_between(func: ast.AST, name: str, after: int, before: int) -> bool:
+    """`name` is bound to a new value (not a cast of itself: `x = x.float()`) on a line after `after` and before
+    `before`."""
+    for stmt in _walk(func):
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+            targets, value = [stmt.target], stmt.value
+        else:
+            continue
+        if not after < stmt.lineno < before:
+            continue
+        if not any(isinstance(n, ast.Name) and n.id == name for t in targets for n in _walk(t)):
+            continue
+        if isinstance(stmt, ast.AugAssign):
+            return True
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _CASTS
+        ):
+            value = value.func.value
+        if not (isinstance(value, ast.Name) and value.id == name):
+            return True
+    return False

@@ -6,7 +6,7 @@ import ast
 import functools
 from pathlib import Path
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, own_nodes
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
@@ -645,7 +645,7 @@ class LabelShift(LossRule):
         "target is one token late); one that calls `cross_entropy` directly on unshifted labels, where the "
         "upstream forward used `loss_function`, does not shift at all."
         " In any function (model code and VeOmni's loss kernels under veomni/ops), unshifted labels passed as `shift_labels=` (the loss then skips its shift) and an already shifted tensor (`shift_labels[..., 1:]`) sliced again are reported too. The labels are followed through locals (a name rebound to its shift, `F.pad(labels, (0, 1), value=-100)[..., 1:]` included, counts only on the path to the loss call) and into the forwarded kwargs (`kwargs['shift_labels'] = labels`, a dict display). Hidden states selected with a bare token mask (`hidden_states[mask]`) in a function that shifts that mask by one position elsewhere (`mask[..., 1:]`, another branch such as the sequence-parallel one) are reported unless a shifted rebinding of the mask runs before: the states at the target positions predict the tokens they already see. In a function that computes a cross-entropy, labels cut at the end (`labels[..., :-1]`) or logits cut at the start (`logits[..., 1:, :]`) are reported: the reverse of the causal pairing. When the tree's sequence-parallel collator shifts the labels itself (read from its data collator module), a label shift on the branch that runs with sequence parallelism on (`if sp_enabled:`, or the `else` of `if not sp_enabled:`) is reported: it shifts twice. Wherever labels and the hidden states or logits they are scored against are cut in the same block (a kernel's eager fallback, a chunked loss), any pairing other than labels without their first position with states without their last (`labels[..., 1:]` with `hidden_states[..., :-1, :]`) is reported on the states' cut. Labels padded at the front (`F.pad(labels, (1, 0), value=-100)`) with no slice taking the slot off again move every target one position later (the reverse shift). A module helper that takes the sequence-parallel switch as a parameter and branches on it (`def split(labels, lens, sp_enabled)`), called with a literal `True`/`False` from a function that reads the SP state, runs the wrong setting's label handling (a second shift under SP, or none without). The unguarded-shift check also covers a function that reads `sp_enabled` without branching on it (`sp_enabled = ps.sp_enabled`, then an unconditional shift). And where the SP collator shifts, in a helper that returns the labels it builds, an `if sp_enabled:` whose two branches both hand labels on (assigned to a label name, appended to a label list) with no shift on either side and no loss call on the non-SP side is reported on the non-SP side: there nothing shifts them."
-        " A chunked loss that cuts the labels into chunks along another axis than the hidden states or logits they are scored against (same chunk size, literal axes) pairs chunk i of one with chunk i of the other only by accident."
+        " A chunked loss that cuts the labels into chunks along another axis than the hidden states or logits they are scored against (same chunk size, literal axes) pairs chunk i of one with chunk i of the other only by accident; both cuts are read in one function, and one that transposes either tensor or a chunk of it (a sequence-first layout) is left alone."
     )
     bad = (
         Example(
@@ -1194,24 +1194,67 @@ def _split_call(node: ast.AST) -> tuple[str, str, int] | None:
     return owner.id, ast.unparse(args[0]), dim
 
 
+_AXIS_SWAPS = frozenset({"t", "transpose", "permute", "movedim", "swapaxes", "swapdims"})
+
+
 def _chunk_axes(tree: ast.Module) -> list[tuple[ast.Call, int, str, int]]:
     """Labels and hidden states / logits cut into chunks of one size along different (literal, non-negative)
-    axes in one file (a chunked loss: the forward of its autograd Function and its caller)."""
-    labels: list[tuple[ast.Call, str, int]] = []
-    states: list[tuple[str, str, int]] = []
-    for node in nodes_of(tree, ast.Call):
-        found = _split_call(node)
-        if found is None:
-            continue
-        name, size, dim = found
-        low = name.lower()
-        if "label" in low:
-            labels.append((node, size, dim))  # type: ignore[arg-type]
-        elif "hidden" in low or "logit" in low:
-            states.append((name, size, dim))
-    out = []
-    for node, size, dim in labels:
-        others = [(n, d) for n, s, d in states if s == size]
-        if others and all(d != dim for _, d in others):
-            out.append((node, dim, others[0][0], others[0][1]))
+    axes in one function (a chunked loss: the forward of its autograd Function). A function that transposes
+    either tensor or a chunk of it (sequence-first states `(T, B, H)` cut on dim 0 with `(B, T)` labels cut on
+    dim 1, then `l.t()`) lays them out differently on purpose."""
+    out: list[tuple[ast.Call, int, str, int]] = []
+    for scope in [tree, *nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef)]:
+        nodes = own_nodes(scope)
+        labels: list[tuple[ast.Call, str, int]] = []
+        states: list[tuple[str, str, int]] = []
+        for node in nodes:
+            found = _split_call(node)
+            if found is None:
+                continue
+            name, size, dim = found
+            low = name.lower()
+            if "label" in low:
+                labels.append((node, size, dim))  # type: ignore[arg-type]
+            elif "hidden" in low or "logit" in low:
+                states.append((name, size, dim))
+        pairs = []
+        for node, size, dim in labels:
+            others = [(n, d) for n, s, d in states if s == size]
+            if others and all(d != dim for _, d in others):
+                pairs.append((node, dim, others[0][0], others[0][1]))
+        if pairs and not _swaps_chunked_axes(nodes):
+            out.extend(pairs)
     return out
+
+
+def _swaps_chunked_axes(nodes: list[ast.AST]) -> bool:
+    """A transpose (`.t()`, `.transpose`, `.permute`, `.T`) of a split tensor, of a name bound to its split, or
+    of a loop variable taken from one."""
+    names: set[str] = set()
+    for node in nodes:
+        found = _split_call(node)
+        if found is not None:
+            names.add(found[0])
+    for _ in range(2):  # splits -> bound lists -> loop variables
+        for node in nodes:
+            if isinstance(node, ast.Assign):
+                value, targets = node.value, node.targets
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                value, targets = node.iter, [node.target]
+            else:
+                continue
+            read = {n.id for n in _walk(value) if isinstance(n, ast.Name)}
+            if read & names or any(_split_call(n) is not None for n in _walk(value)):
+                names |= {n.id for t in targets for n in _walk(t) if isinstance(n, ast.Name)}
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+            if node.attr in _AXIS_SWAPS or node.attr in ("T", "mT"):
+                return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _AXIS_SWAPS
+        ):
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
+                return True  # `torch.transpose(h, 0, 1)`
+    return False

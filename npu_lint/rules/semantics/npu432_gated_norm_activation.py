@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.upstream import last_name
 
@@ -132,7 +133,7 @@ class GatedNormActivation(Rule):
             if func.name == "forward":
                 self._gate_unread(func, gates)
             cats = self._cat_bindings(func)
-            for node in ast.walk(func):
+            for node in walk(func):
                 if isinstance(node, ast.Call) and last_name(node.func) in _FUSED_GLU and node.args:
                     self._fused(node, cats, gates)
                 elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
@@ -141,7 +142,7 @@ class GatedNormActivation(Rule):
     @staticmethod
     def _cat_bindings(func: ast.FunctionDef) -> dict[str, ast.Call]:
         out: dict[str, ast.Call] = {}
-        for node in ast.walk(func):
+        for node in walk(func):
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
@@ -158,7 +159,7 @@ class GatedNormActivation(Rule):
     def _gate_unread(self, func: ast.FunctionDef, gates: set[str]) -> None:
         """A gated norm's forward that takes the gate and never reads it: the output is the plain norm (or the
         activation applied to the states alone), the gating of the linear-attention output is lost."""
-        read = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        read = {n.id for n in walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         for gate in sorted(gates - read):
             arg = next(a for a in func.args.args if a.arg == gate)
             self.report(
@@ -221,7 +222,7 @@ class GatedNormActivation(Rule):
             ):
                 continue
             inner = act_side.args[0]
-            if any(isinstance(n, ast.Name) and n.id in gates for n in ast.walk(inner)):
+            if any(isinstance(n, ast.Name) and n.id in gates for n in walk(inner)):
                 continue
             self.report(
                 act_side,
