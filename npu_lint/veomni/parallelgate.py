@@ -78,6 +78,27 @@ def collective_name(name: str) -> bool:
     return any(mark in name for mark in _COLLECTIVE_MARKS)
 
 
+def _int_literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def collective_call(call: ast.Call) -> str | None:
+    """The collective name ``call`` runs (see ``collective_name``), or None. An index ``gather``
+    (``torch.gather(x, -1, idx)``, ``x.gather(1, idx)``, ``gather(..., index=...)``) picks elements of one
+    rank's tensor: no collective."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if not collective_name(name):
+        return None
+    if name == "gather" and (
+        any(k.arg in ("index", "dim") for k in call.keywords) or any(_int_literal(a) for a in call.args[:2])
+    ):
+        return None
+    return name
+
+
 def bool_flag_params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
     """Parameters with a literal ``True``/``False`` default whose name names a parallel mode."""
     args = func.args
@@ -132,11 +153,19 @@ def conjuncts(test: ast.expr) -> list[ast.expr]:
 
 
 def is_parallel_gate(part: ast.expr) -> bool:
-    """A condition on a parallel mode: ``ulysses_enabled``, ``ps.sp_enabled``, ``ps.ulysses_size > 1``."""
+    """A condition on a parallel mode: ``ulysses_enabled``, ``ps.sp_enabled``, ``ps.ulysses_size > 1``,
+    ``dist.get_world_size() > 1``, or an ``or`` of conditions one of which is one
+    (``ps.sp_enabled or ps.cp_enabled``)."""
     if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not):
         part = part.operand
+    if isinstance(part, ast.BoolOp):
+        return any(is_parallel_gate(v) for v in part.values)
     if isinstance(part, ast.Compare):
         part = part.left
+        if isinstance(part, ast.Call):
+            part = part.func
+        if "world_size" in (part.id if isinstance(part, ast.Name) else getattr(part, "attr", "")):
+            return True
     if isinstance(part, ast.Name):
         return parallel_word(part.id)
     if isinstance(part, ast.Attribute):

@@ -480,8 +480,13 @@ def test_633_quiet_when_all_gated_or_never_gated() -> None:
                 assert get_parallel_state().sp_enabled
                 return gather_outputs(x)
 
-            def c(x, idx):
-                return x.gather(1, idx) + torch.gather(x, 0, idx)
+            def c(x, idx):  # an index gather, gated or not, is no collective
+                ps = get_parallel_state()
+                if ps.sp_enabled:
+                    x = x.gather(1, idx)
+                if ps.sp_enabled:
+                    x = torch.gather(x, dim=1, index=idx)
+                return torch.gather(x, -1, idx)
 
             def e(x):  # a query of the parallel state is no collective
                 ps = get_parallel_state()
@@ -494,3 +499,69 @@ def test_633_quiet_when_all_gated_or_never_gated() -> None:
         )
         == []
     )
+
+
+def test_633_quiet_on_or_gates_world_size_gates_and_gated_helpers() -> None:
+    src = {
+        "veomni/models/transformers/toy/modeling_toy.py": """
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def head(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=1)
+                return x
+
+            def vision(self, x):
+                ps = get_parallel_state()
+                if ps.sp_enabled or ps.cp_enabled:
+                    x = gather_outputs(x, gather_dim=0)
+                return x
+
+            def audio(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=0)
+                return x
+            """,
+        "veomni/models/transformers/toy/modeling_toy2.py": """
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def _gather_seq(x):
+                return gather_outputs(x, gather_dim=1)
+
+            def _gather_twice(x):
+                x = x + 1
+                return gather_outputs(x, gather_dim=1)
+
+            def head(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=1)
+                    x = _gather_twice(x)
+                return x
+
+            def audio(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=0)
+                return x
+            """,
+        "veomni/models/transformers/toy/modeling_toy3.py": """
+            import torch.distributed as dist
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def sync_a(x):
+                if get_parallel_state().dp_enabled:
+                    dist.all_reduce(x)
+                return x
+
+            def sync_b(x):
+                if get_parallel_state().dp_enabled:
+                    dist.all_reduce(x)
+                return x
+
+            def sync_c(x):
+                if dist.is_initialized() and dist.get_world_size() > 1:
+                    dist.all_reduce(x)
+                return x
+            """,
+    }
+    for path, code in src.items():
+        assert _lines("NPU633", code, path) == [], path
