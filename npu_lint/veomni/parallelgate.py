@@ -138,8 +138,25 @@ def runs_parallel_path(func: ast.AST) -> bool:
 
 
 def names_read(func: ast.AST) -> set[str]:
-    """Every name loaded anywhere in ``func`` (nested functions included: a closure reads it too)."""
-    return {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, ast.Load)}  # type: ignore[attr-defined]
+    """Every name loaded anywhere in ``func`` (nested functions included: a closure reads it too), and every
+    name it ``del``s: ``del async_op  # API compat`` drops the flag on purpose."""
+    return {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, (ast.Load, ast.Del))}  # type: ignore[attr-defined]
+
+
+def may_take_flag(func: ast.AST) -> bool:
+    """The function runs a parallel path, or calls something that could be handed the flag: a callee whose
+    name names a parallel mode, a collective or an attention backend (``self.attn_fn``), or a call
+    forwarding ``**kwargs``."""
+    if runs_parallel_path(func):
+        return True
+    for call in nodes_of(func, ast.Call):
+        f = call.func  # type: ignore[attr-defined]
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name and (parallel_word(name) or collective_name(name) or "attn" in name or "attention" in name):
+            return True
+        if any(k.arg is None for k in call.keywords):  # type: ignore[attr-defined]
+            return True
+    return False
 
 
 def conjuncts(test: ast.expr) -> list[ast.expr]:

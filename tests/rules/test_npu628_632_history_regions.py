@@ -565,3 +565,71 @@ def test_633_quiet_on_or_gates_world_size_gates_and_gated_helpers() -> None:
     }
     for path, code in src.items():
         assert _lines("NPU633", code, path) == [], path
+
+
+def test_628_direction_flags_and_nested_flag_tests_pair_no_gates() -> None:
+    assert (
+        _lines(
+            "NPU628",
+            """
+            import torch.nn.functional as F
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def column_parallel_forward(x, weight, gather_output: bool = True):
+                ps = get_parallel_state()
+                if ps.tp_enabled:
+                    x = copy_to_tp_region(x)
+                out = F.linear(x, weight)
+                if ps.tp_enabled and gather_output:
+                    out = gather_from_tp_region(out)
+                return out
+
+            def row_parallel_forward(x, weight, input_is_parallel: bool = False):
+                ps = get_parallel_state()
+                if ps.tp_enabled and not input_is_parallel:
+                    x = scatter_to_tp_region(x)
+                out = F.linear(x, weight)
+                if ps.tp_enabled:
+                    out = reduce_from_tp_region(out)
+                return out
+
+            def sp_attn(q, k, v, skip_ulysses=False):
+                ps = get_parallel_state()
+                if ps.ulysses_enabled and not skip_ulysses:
+                    q = gather_seq_scatter_heads(q, seq_dim=1, head_dim=2)
+                out = kernel(q, k, v)
+                if ps.ulysses_enabled:
+                    if not skip_ulysses:
+                        out = gather_heads_scatter_seq(out, seq_dim=1, head_dim=2)
+                return out
+            """,
+            "veomni/distributed/tp_layers.py",
+        )
+        == []
+    )
+
+
+def test_628_quiet_on_del_flag_and_functions_with_no_parallel_path() -> None:
+    assert (
+        _lines(
+            "NPU628",
+            """
+            import torch
+            import torch.distributed as dist
+
+            def all_reduce_mean(tensor, group=None, async_op: bool = False):
+                del async_op  # kept for API compatibility
+                dist.all_reduce(tensor, group=group)
+                return tensor
+
+            def save_state(model, path, distributed: bool = False):
+                torch.save(model.state_dict(), path)
+
+            class Hook:
+                def __call__(self, module, args, kwargs, async_op=False):
+                    return args, kwargs
+            """,
+            "veomni/distributed/helpers.py",
+        )
+        == []
+    )
