@@ -237,3 +237,21 @@ def branch_reads(body: list[ast.stmt]) -> set[str]:
     return {
         n.id for stmt in body for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
     }
+
+
+def distributes_with(body: list[ast.stmt], subject: str) -> bool:
+    """A call of the branch is handed ``subject``'s mesh or placements directly
+    (``distribute_tensor(full, param.device_mesh, param.placements)``, ``DTensor.from_local(...,
+    device_mesh=param.device_mesh)``): the branch distributes its value with the subject's layout."""
+    for stmt in body:
+        for call in nodes_of(stmt, ast.Call):
+            values = [*call.args, *(k.value for k in call.keywords)]  # type: ignore[attr-defined]
+            for v in values:
+                if (
+                    isinstance(v, ast.Attribute)
+                    and v.attr in _DTENSOR_ATTRS
+                    and isinstance(v.value, ast.Name)
+                    and v.value.id == subject
+                ):
+                    return True
+    return False

@@ -633,3 +633,31 @@ def test_628_quiet_on_del_flag_and_functions_with_no_parallel_path() -> None:
         )
         == []
     )
+
+
+def test_630_quiet_when_branch_distributes_with_subject_layout() -> None:
+    assert (
+        _lines(
+            "NPU630",
+            """
+            import torch
+            from torch.distributed.tensor import DTensor, distribute_tensor
+
+            def load_one(param, full):
+                if isinstance(param, DTensor):
+                    full = full.to(param)  # dtype and local device of the shard
+                    param.data.copy_(distribute_tensor(full, param.device_mesh, param.placements))
+                else:
+                    param.data.copy_(full.to(param))
+
+            def load_two(param, full):
+                if hasattr(param, "device_mesh"):
+                    mesh = param.device_mesh
+                    placements = param.placements
+                    shard = distribute_tensor(full.to(param.dtype), device_mesh=param.device_mesh, placements=param.placements)
+                    param.data.copy_(shard)
+            """,
+            "veomni/models/loader.py",
+        )
+        == []
+    )
