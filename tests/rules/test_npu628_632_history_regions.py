@@ -661,3 +661,21 @@ def test_630_quiet_when_branch_distributes_with_subject_layout() -> None:
         )
         == []
     )
+
+
+def test_629_quiet_on_print_and_on_filling_the_none_in() -> None:
+    assert (
+        _lines(
+            "NPU629",
+            """
+            def build(model, lr, param_groups=None, mesh=None):
+                if param_groups is None and is_ep(model):
+                    param_groups = default_groups(model, param_groups)
+                if mesh is None and cfg.auto:
+                    print_rank0(mesh)
+                return AdamW(param_groups, lr)
+            """,
+            "veomni/trainer/t.py",
+        )
+        == []
+    )
