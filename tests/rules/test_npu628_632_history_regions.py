@@ -679,3 +679,18 @@ def test_629_quiet_on_print_and_on_filling_the_none_in() -> None:
         )
         == []
     )
+
+
+def test_632_message_words_the_default_by_its_value() -> None:
+    text = """
+        from dataclasses import dataclass
+
+        @dataclass
+        class Args:
+            enable_sp: bool = 0
+            verbose: bool = 1
+        """
+    src = SourceFile.from_text("veomni/models/m.py", textwrap.dedent(text).lstrip("\n"))
+    messages = {d.line: d.message for d in lint_source(src, ["NPU632"], Settings()) if d.code == "NPU632"}
+    assert "`0` is falsy" in messages[5] and "truthy" not in messages[5]
+    assert "`1` is truthy" in messages[6]
