@@ -1,6 +1,7 @@
-"""How VeOmni code switches a parallel path: flag parameters, the gates that test them, DTensor branches.
+"""How VeOmni code switches a parallel path: flag parameters, the gates that test them, DTensor branches,
+the weights a deferred-init builder loads.
 
-Read by the distributed family (NPU628-NPU632). A parallel mode is named by words VeOmni uses for its
+Read by the distributed family (NPU628-NPU633). A parallel mode is named by words VeOmni uses for its
 parallel dimensions and collectives (``ulysses``, ``sp``, ``ep``, ``fsdp``, ``gather``, ...)."""
 
 from __future__ import annotations
@@ -255,3 +256,14 @@ def distributes_with(body: list[ast.stmt], subject: str) -> bool:
                 ):
                     return True
     return False
+
+
+# -- deferred initialisation ------------------------------------------------------------------------------
+
+
+def weights_parameter(name: str) -> bool:
+    """A parameter of a VeOmni builder that names where pretrained weights are read from (``weights_path``,
+    ``model_path``): what ``build_parallelize_model(..., init_device="meta")`` loads into the shards."""
+    return name.endswith("_path") and any(
+        w in name for w in ("weight", "model", "pretrained", "ckpt", "checkpoint")
+    )
