@@ -525,7 +525,7 @@ def test_633_quiet_on_or_gates_world_size_gates_and_gated_helpers() -> None:
         "veomni/models/transformers/toy/modeling_toy2.py": """
             from veomni.distributed.parallel_state import get_parallel_state
 
-            def _gather_seq(x):
+            def _gather_seq(x):  # private and not called here: its callers elsewhere gate it
                 return gather_outputs(x, gather_dim=1)
 
             def _gather_twice(x):
@@ -694,3 +694,34 @@ def test_632_message_words_the_default_by_its_value() -> None:
     messages = {d.line: d.message for d in lint_source(src, ["NPU632"], Settings()) if d.code == "NPU632"}
     assert "`0` is falsy" in messages[5] and "truthy" not in messages[5]
     assert "`1` is truthy" in messages[6]
+
+
+def test_633_public_ungated_function_still_reported() -> None:
+    assert _lines(
+        "NPU633",
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+
+        def text_head(x):
+            if get_parallel_state().sp_enabled:
+                x = gather_outputs(x, gather_dim=1)
+            return x
+
+        def vision_head(x):
+            if get_parallel_state().sp_enabled:
+                x = gather_outputs(x, gather_dim=0)
+            return x
+
+        def audio_head(x):
+            return gather_outputs(x, gather_dim=0)
+
+        def _helper(x):
+            return gather_outputs(x, gather_dim=0)
+
+        def video_head(x):
+            if get_parallel_state().sp_enabled:
+                x = _helper(x)
+            return x
+        """,
+        "veomni/distributed/toy_sp_gates.py",
+    ) == [16]

@@ -101,8 +101,6 @@ class ParallelCallUnguarded(Rule):
         self._calls: dict[str, list[tuple[ast.Call, str | None, str | None]]] = {}
         # every call of a plain name: whether it runs under a parallel gate
         self._callers: dict[str, list[bool]] = {}
-        # functions of one statement (a wrapper of the collective, whose callers gate it)
-        self._wrappers: set[str] = set()
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -119,12 +117,6 @@ class ParallelCallUnguarded(Rule):
         owner = next(
             (a for a in reversed(parents) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None
         )
-        if owner is not None:
-            body = [
-                s for s in owner.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-            ]
-            if len(body) == 1:
-                self._wrappers.add(owner.name)
         self._calls.setdefault(name, []).append(
             (node, self._gate(node, parents), owner.name if owner else None)
         )
@@ -165,14 +157,14 @@ class ParallelCallUnguarded(Rule):
                 )
 
     def _gated_helper(self, owner: str | None) -> bool:
-        """The call is in a local helper every caller of which (in this file) gates it, or in a one-statement
-        wrapper of the collective that no code of this file calls (its callers elsewhere gate it)."""
+        """The call is in a local helper every caller of which (in this file) gates it, or in a private helper
+        (``_gather_seq``) no code of this file calls: its callers elsewhere own the gate."""
         if owner is None:
             return False
         callers = self._callers.get(owner, [])
         if callers:
             return all(callers)
-        return owner in self._wrappers
+        return owner.startswith("_") and not owner.startswith("__")
 
 
 def _self_call(func: ast.Attribute) -> bool:
