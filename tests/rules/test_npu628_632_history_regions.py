@@ -724,4 +724,4 @@ def test_633_public_ungated_function_still_reported() -> None:
             return x
         """,
         "veomni/distributed/toy_sp_gates.py",
-    ) == [16]
+    ) == [14]
