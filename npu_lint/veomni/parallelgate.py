@@ -1,6 +1,7 @@
-"""How VeOmni code switches a parallel path: flag parameters, the gates that test them, DTensor branches.
+"""How VeOmni code switches a parallel path: flag parameters, the gates that test them, DTensor branches,
+the weights a deferred-init builder loads.
 
-Read by the distributed family (NPU628-NPU632). A parallel mode is named by words VeOmni uses for its
+Read by the distributed family (NPU628-NPU633). A parallel mode is named by words VeOmni uses for its
 parallel dimensions and collectives (``ulysses``, ``sp``, ``ep``, ``fsdp``, ``gather``, ...)."""
 
 from __future__ import annotations
@@ -78,6 +79,27 @@ def collective_name(name: str) -> bool:
     return any(mark in name for mark in _COLLECTIVE_MARKS)
 
 
+def _int_literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def collective_call(call: ast.Call) -> str | None:
+    """The collective name ``call`` runs (see ``collective_name``), or None. An index ``gather``
+    (``torch.gather(x, -1, idx)``, ``x.gather(1, idx)``, ``gather(..., index=...)``) picks elements of one
+    rank's tensor: no collective."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if not collective_name(name):
+        return None
+    if name == "gather" and (
+        any(k.arg in ("index", "dim") for k in call.keywords) or any(_int_literal(a) for a in call.args[:2])
+    ):
+        return None
+    return name
+
+
 def bool_flag_params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
     """Parameters with a literal ``True``/``False`` default whose name names a parallel mode."""
     args = func.args
@@ -117,8 +139,25 @@ def runs_parallel_path(func: ast.AST) -> bool:
 
 
 def names_read(func: ast.AST) -> set[str]:
-    """Every name loaded anywhere in ``func`` (nested functions included: a closure reads it too)."""
-    return {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, ast.Load)}  # type: ignore[attr-defined]
+    """Every name loaded anywhere in ``func`` (nested functions included: a closure reads it too), and every
+    name it ``del``s: ``del async_op  # API compat`` drops the flag on purpose."""
+    return {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, (ast.Load, ast.Del))}  # type: ignore[attr-defined]
+
+
+def may_take_flag(func: ast.AST) -> bool:
+    """The function runs a parallel path, or calls something that could be handed the flag: a callee whose
+    name names a parallel mode, a collective or an attention backend (``self.attn_fn``), or a call
+    forwarding ``**kwargs``."""
+    if runs_parallel_path(func):
+        return True
+    for call in nodes_of(func, ast.Call):
+        f = call.func  # type: ignore[attr-defined]
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name and (parallel_word(name) or collective_name(name) or "attn" in name or "attention" in name):
+            return True
+        if any(k.arg is None for k in call.keywords):  # type: ignore[attr-defined]
+            return True
+    return False
 
 
 def conjuncts(test: ast.expr) -> list[ast.expr]:
@@ -132,11 +171,19 @@ def conjuncts(test: ast.expr) -> list[ast.expr]:
 
 
 def is_parallel_gate(part: ast.expr) -> bool:
-    """A condition on a parallel mode: ``ulysses_enabled``, ``ps.sp_enabled``, ``ps.ulysses_size > 1``."""
+    """A condition on a parallel mode: ``ulysses_enabled``, ``ps.sp_enabled``, ``ps.ulysses_size > 1``,
+    ``dist.get_world_size() > 1``, or an ``or`` of conditions one of which is one
+    (``ps.sp_enabled or ps.cp_enabled``)."""
     if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not):
         part = part.operand
+    if isinstance(part, ast.BoolOp):
+        return any(is_parallel_gate(v) for v in part.values)
     if isinstance(part, ast.Compare):
         part = part.left
+        if isinstance(part, ast.Call):
+            part = part.func
+        if "world_size" in (part.id if isinstance(part, ast.Name) else getattr(part, "attr", "")):
+            return True
     if isinstance(part, ast.Name):
         return parallel_word(part.id)
     if isinstance(part, ast.Attribute):
@@ -191,3 +238,32 @@ def branch_reads(body: list[ast.stmt]) -> set[str]:
     return {
         n.id for stmt in body for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
     }
+
+
+def distributes_with(body: list[ast.stmt], subject: str) -> bool:
+    """A call of the branch is handed ``subject``'s mesh or placements directly
+    (``distribute_tensor(full, param.device_mesh, param.placements)``, ``DTensor.from_local(...,
+    device_mesh=param.device_mesh)``): the branch distributes its value with the subject's layout."""
+    for stmt in body:
+        for call in nodes_of(stmt, ast.Call):
+            values = [*call.args, *(k.value for k in call.keywords)]  # type: ignore[attr-defined]
+            for v in values:
+                if (
+                    isinstance(v, ast.Attribute)
+                    and v.attr in _DTENSOR_ATTRS
+                    and isinstance(v.value, ast.Name)
+                    and v.value.id == subject
+                ):
+                    return True
+    return False
+
+
+# -- deferred initialisation ------------------------------------------------------------------------------
+
+
+def weights_parameter(name: str) -> bool:
+    """A parameter of a VeOmni builder that names where pretrained weights are read from (``weights_path``,
+    ``model_path``): what ``build_parallelize_model(..., init_device="meta")`` loads into the shards."""
+    return name.endswith("_path") and any(
+        w in name for w in ("weight", "model", "pretrained", "ckpt", "checkpoint")
+    )

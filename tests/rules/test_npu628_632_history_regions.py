@@ -480,8 +480,13 @@ def test_633_quiet_when_all_gated_or_never_gated() -> None:
                 assert get_parallel_state().sp_enabled
                 return gather_outputs(x)
 
-            def c(x, idx):
-                return x.gather(1, idx) + torch.gather(x, 0, idx)
+            def c(x, idx):  # an index gather, gated or not, is no collective
+                ps = get_parallel_state()
+                if ps.sp_enabled:
+                    x = x.gather(1, idx)
+                if ps.sp_enabled:
+                    x = torch.gather(x, dim=1, index=idx)
+                return torch.gather(x, -1, idx)
 
             def e(x):  # a query of the parallel state is no collective
                 ps = get_parallel_state()
@@ -494,3 +499,229 @@ def test_633_quiet_when_all_gated_or_never_gated() -> None:
         )
         == []
     )
+
+
+def test_633_quiet_on_or_gates_world_size_gates_and_gated_helpers() -> None:
+    src = {
+        "veomni/models/transformers/toy/modeling_toy.py": """
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def head(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=1)
+                return x
+
+            def vision(self, x):
+                ps = get_parallel_state()
+                if ps.sp_enabled or ps.cp_enabled:
+                    x = gather_outputs(x, gather_dim=0)
+                return x
+
+            def audio(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=0)
+                return x
+            """,
+        "veomni/models/transformers/toy/modeling_toy2.py": """
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def _gather_seq(x):  # private and not called here: its callers elsewhere gate it
+                return gather_outputs(x, gather_dim=1)
+
+            def _gather_twice(x):
+                x = x + 1
+                return gather_outputs(x, gather_dim=1)
+
+            def head(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=1)
+                    x = _gather_twice(x)
+                return x
+
+            def audio(self, x):
+                if get_parallel_state().sp_enabled:
+                    x = gather_outputs(x, gather_dim=0)
+                return x
+            """,
+        "veomni/models/transformers/toy/modeling_toy3.py": """
+            import torch.distributed as dist
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def sync_a(x):
+                if get_parallel_state().dp_enabled:
+                    dist.all_reduce(x)
+                return x
+
+            def sync_b(x):
+                if get_parallel_state().dp_enabled:
+                    dist.all_reduce(x)
+                return x
+
+            def sync_c(x):
+                if dist.is_initialized() and dist.get_world_size() > 1:
+                    dist.all_reduce(x)
+                return x
+            """,
+    }
+    for path, code in src.items():
+        assert _lines("NPU633", code, path) == [], path
+
+
+def test_628_direction_flags_and_nested_flag_tests_pair_no_gates() -> None:
+    assert (
+        _lines(
+            "NPU628",
+            """
+            import torch.nn.functional as F
+            from veomni.distributed.parallel_state import get_parallel_state
+
+            def column_parallel_forward(x, weight, gather_output: bool = True):
+                ps = get_parallel_state()
+                if ps.tp_enabled:
+                    x = copy_to_tp_region(x)
+                out = F.linear(x, weight)
+                if ps.tp_enabled and gather_output:
+                    out = gather_from_tp_region(out)
+                return out
+
+            def row_parallel_forward(x, weight, input_is_parallel: bool = False):
+                ps = get_parallel_state()
+                if ps.tp_enabled and not input_is_parallel:
+                    x = scatter_to_tp_region(x)
+                out = F.linear(x, weight)
+                if ps.tp_enabled:
+                    out = reduce_from_tp_region(out)
+                return out
+
+            def sp_attn(q, k, v, skip_ulysses=False):
+                ps = get_parallel_state()
+                if ps.ulysses_enabled and not skip_ulysses:
+                    q = gather_seq_scatter_heads(q, seq_dim=1, head_dim=2)
+                out = kernel(q, k, v)
+                if ps.ulysses_enabled:
+                    if not skip_ulysses:
+                        out = gather_heads_scatter_seq(out, seq_dim=1, head_dim=2)
+                return out
+            """,
+            "veomni/distributed/tp_layers.py",
+        )
+        == []
+    )
+
+
+def test_628_quiet_on_del_flag_and_functions_with_no_parallel_path() -> None:
+    assert (
+        _lines(
+            "NPU628",
+            """
+            import torch
+            import torch.distributed as dist
+
+            def all_reduce_mean(tensor, group=None, async_op: bool = False):
+                del async_op  # kept for API compatibility
+                dist.all_reduce(tensor, group=group)
+                return tensor
+
+            def save_state(model, path, distributed: bool = False):
+                torch.save(model.state_dict(), path)
+
+            class Hook:
+                def __call__(self, module, args, kwargs, async_op=False):
+                    return args, kwargs
+            """,
+            "veomni/distributed/helpers.py",
+        )
+        == []
+    )
+
+
+def test_630_quiet_when_branch_distributes_with_subject_layout() -> None:
+    assert (
+        _lines(
+            "NPU630",
+            """
+            import torch
+            from torch.distributed.tensor import DTensor, distribute_tensor
+
+            def load_one(param, full):
+                if isinstance(param, DTensor):
+                    full = full.to(param)  # dtype and local device of the shard
+                    param.data.copy_(distribute_tensor(full, param.device_mesh, param.placements))
+                else:
+                    param.data.copy_(full.to(param))
+
+            def load_two(param, full):
+                if hasattr(param, "device_mesh"):
+                    mesh = param.device_mesh
+                    placements = param.placements
+                    shard = distribute_tensor(full.to(param.dtype), device_mesh=param.device_mesh, placements=param.placements)
+                    param.data.copy_(shard)
+            """,
+            "veomni/models/loader.py",
+        )
+        == []
+    )
+
+
+def test_629_quiet_on_print_and_on_filling_the_none_in() -> None:
+    assert (
+        _lines(
+            "NPU629",
+            """
+            def build(model, lr, param_groups=None, mesh=None):
+                if param_groups is None and is_ep(model):
+                    param_groups = default_groups(model, param_groups)
+                if mesh is None and cfg.auto:
+                    print_rank0(mesh)
+                return AdamW(param_groups, lr)
+            """,
+            "veomni/trainer/t.py",
+        )
+        == []
+    )
+
+
+def test_632_message_words_the_default_by_its_value() -> None:
+    text = """
+        from dataclasses import dataclass
+
+        @dataclass
+        class Args:
+            enable_sp: bool = 0
+            verbose: bool = 1
+        """
+    src = SourceFile.from_text("veomni/models/m.py", textwrap.dedent(text).lstrip("\n"))
+    messages = {d.line: d.message for d in lint_source(src, ["NPU632"], Settings()) if d.code == "NPU632"}
+    assert "`0` is falsy" in messages[5] and "truthy" not in messages[5]
+    assert "`1` is truthy" in messages[6]
+
+
+def test_633_public_ungated_function_still_reported() -> None:
+    assert _lines(
+        "NPU633",
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+
+        def text_head(x):
+            if get_parallel_state().sp_enabled:
+                x = gather_outputs(x, gather_dim=1)
+            return x
+
+        def vision_head(x):
+            if get_parallel_state().sp_enabled:
+                x = gather_outputs(x, gather_dim=0)
+            return x
+
+        def audio_head(x):
+            return gather_outputs(x, gather_dim=0)
+
+        def _helper(x):
+            return gather_outputs(x, gather_dim=0)
+
+        def video_head(x):
+            if get_parallel_state().sp_enabled:
+                x = _helper(x)
+            return x
+        """,
+        "veomni/distributed/toy_sp_gates.py",
+    ) == [14]

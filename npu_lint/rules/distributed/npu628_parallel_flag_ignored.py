@@ -7,10 +7,12 @@ import ast
 from npu_lint.core.astutil import nodes_of, statements
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.parallelgate import (
+    PARALLEL_WORDS,
     bool_flag_params,
     conjuncts,
     is_parallel_gate,
     is_stub,
+    may_take_flag,
     names_read,
     parallel_word,
 )
@@ -32,10 +34,12 @@ class ParallelFlagIgnored(Rule):
         "sequence-parallel group while the output is never gathered back: wrong shapes or silently wrong "
         "attention whenever that group has more than one rank, and only on the callers that set the flag. "
         "Two checks: a boolean parameter named for a parallel mode (ulysses, sp, cp, ep, fsdp, async, gather, "
-        "scatter, ...) that its function never reads (every function but interface stubs: a wrapper that drops "
-        "the flag instead of forwarding it breaks the contract as much as the backend); and, in a function, "
-        "two `if` gates on the same parallel condition (`ulysses_enabled`) where one also tests a flag "
-        "parameter and the other does not."
+        "scatter, ...) that its function never reads nor `del`s (every function that runs a parallel path or calls something "
+        "that could take the flag, but interface stubs: a wrapper that drops the flag instead of forwarding it "
+        "breaks the contract as much as the backend); and, in a function, two `if` gates on the same parallel "
+        "condition (`ulysses_enabled`) where one tests (itself, or an `if` around or inside it) a flag naming "
+        "that mode (`skip_ulysses`) and the other does not. A flag naming a direction (`gather_output`, "
+        "`input_is_parallel`) switches one half of the step by design."
     )
     bad = (
         Example(
@@ -107,7 +111,8 @@ class ParallelFlagIgnored(Rule):
         if not flags or is_stub(node):
             return
         read = names_read(node)
-        for arg in flags:
+        # a function with no parallel path and no call that could take the flag keeps it for signature parity
+        for arg in flags if may_take_flag(node) else ():
             if arg.arg not in read:
                 self.report(
                     self._first_gate(node) or arg,
@@ -137,25 +142,42 @@ class ParallelFlagIgnored(Rule):
         return None
 
     def _twin_gates(self, func: ast.AST, flags: set[str]) -> None:
+        # only a flag naming the gate's mode pairs two gates (``skip_ulysses`` with ``ulysses_enabled``); a
+        # flag naming a direction (``gather_output``, ``input_is_parallel``) switches one half by design
+        flags = {f for f in flags if not _DIRECTION_WORDS & set(f.lower().split("_"))}
         if not flags:
             return
-        gates: list[tuple[ast.If, list[str], set[str]]] = []
+        parent: dict[ast.AST, ast.If] = {}
         for stmt in nodes_of(func, ast.If):
             assert isinstance(stmt, ast.If)
-            keys: list[str] = []
-            used: set[str] = set()
+            for inner in nodes_of(stmt, ast.If):
+                if inner is not stmt:
+                    parent.setdefault(inner, stmt)  # type: ignore[arg-type]
+        gates: list[tuple[ast.If, list[tuple[str, set[str]]], set[str]]] = []
+        for stmt in nodes_of(func, ast.If):
+            assert isinstance(stmt, ast.If)
+            keys: list[tuple[str, set[str]]] = []
             for part in conjuncts(stmt.test):
-                named = {n.id for n in nodes_of(part, ast.Name)} & flags  # type: ignore[attr-defined]
-                used |= named
-                if not named and is_parallel_gate(part):
-                    keys.append(ast.dump(part))
-            if keys:
-                gates.append((stmt, keys, used))
+                if not _flag_names(part, flags) and is_parallel_gate(part):
+                    keys.append((ast.dump(part), _words(part)))
+            if not keys:
+                continue
+            # a flag tested by this gate, an enclosing one or one nested in its body
+            used = _flag_names(stmt.test, flags)
+            for inner in nodes_of(stmt, ast.If):
+                used |= _flag_names(inner.test, flags)  # type: ignore[attr-defined]
+            outer = parent.get(stmt)
+            while outer is not None:
+                used |= _flag_names(outer.test, flags)
+                outer = parent.get(outer)
+            gates.append((stmt, keys, used))
         for stmt, keys, used in gates:
             for other, other_keys, other_used in gates:
-                if other is stmt or not set(keys) & set(other_keys):
+                shared = [w for k, w in keys if k in {ok for ok, _ in other_keys}]
+                if other is stmt or not shared:
                     continue
-                missing = sorted(other_used - used)
+                words = set().union(*shared)
+                missing = sorted(f for f in other_used - used if words & set(f.lower().split("_")))
                 if missing:
                     self.report(
                         stmt.test,
@@ -164,3 +186,19 @@ class ParallelFlagIgnored(Rule):
                         "parallel step and still runs this one",
                     )
                     break
+
+
+_DIRECTION_WORDS = frozenset({"gather", "scatter", "input", "output", "in", "out"})
+
+
+def _flag_names(node: ast.AST, flags: set[str]) -> set[str]:
+    return {n.id for n in nodes_of(node, ast.Name)} & flags  # type: ignore[attr-defined]
+
+
+def _words(part: ast.AST) -> set[str]:
+    """The parallel-mode words a gate condition names (``ps.ulysses_enabled``: ``ulysses``)."""
+    out: set[str] = set()
+    for n in nodes_of(part, ast.Name, ast.Attribute):
+        ident = n.id if isinstance(n, ast.Name) else n.attr  # type: ignore[attr-defined]
+        out |= {w for w in ident.lower().split("_") if w in PARALLEL_WORDS}
+    return out

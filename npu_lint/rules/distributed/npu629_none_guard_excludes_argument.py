@@ -39,7 +39,7 @@ _PLAIN = frozenset(dir(builtins)) | {
 def _passes(call: ast.Call, name: str) -> bool:
     func = call.func
     called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    if called in _PLAIN or called.startswith(("log", "warn", "info", "debug")):
+    if called in _PLAIN or called.startswith(("log", "warn", "info", "debug", "print")):
         return False  # storing, printing or logging the None is no dispatch
     values = [*call.args, *(k.value for k in call.keywords if k.arg is not None)]
     return any(isinstance(v, ast.Name) and v.id == name for v in values)
@@ -68,7 +68,8 @@ class NoneGuardExcludesArgument(Rule):
         "silently falls back to the plain path: expert-parallel DTensors on their own mesh share one plain "
         "optimizer step and one gradient norm with the FSDP ones, which fails on mixed meshes or mis-scales "
         "the experts. The check reads every `if` whose `and` chain tests `x is None` next to another condition "
-        "and whose body passes the name `x` to a call before rebinding it."
+        "and whose body passes the name `x` to a call (not a print or log, and not in a statement that "
+        "rebinds `x`, which fills the None in) before rebinding it."
     )
     bad = (
         Example(
@@ -114,6 +115,8 @@ class NoneGuardExcludesArgument(Rule):
             if name is None:
                 continue
             for stmt in node.body:
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and _rebinds(stmt, name):
+                    break  # `x = default_for(model, x)`: the branch fills the None in, it dispatches nothing
                 call = next(
                     (c for c in nodes_of(stmt, ast.Call) if _passes(c, name)),  # type: ignore[arg-type]
                     None,

@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.parallelgate import branch_reads, dtensor_subject, layout_reads
+from npu_lint.veomni.parallelgate import branch_reads, distributes_with, dtensor_subject, layout_reads
 
 
 class DTensorBranchUndistributed(Rule):
@@ -73,7 +73,7 @@ class DTensorBranchUndistributed(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.If)
         subject = dtensor_subject(node.test)
-        if subject is None:
+        if subject is None or distributes_with(node.body, subject):
             return
         reported = False
         for stmt in node.body:

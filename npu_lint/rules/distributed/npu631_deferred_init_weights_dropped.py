@@ -6,14 +6,8 @@ import ast
 
 from npu_lint.core.astutil import own_nodes, resolve_relative
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.parallelgate import weights_parameter
 from npu_lint.veomni.signatures import Signature, module_signatures
-
-
-def weights_parameter(name: str) -> bool:
-    """A parameter that names where pretrained weights are read from (``weights_path``, ``model_path``)."""
-    return name.endswith("_path") and any(
-        w in name for w in ("weight", "model", "pretrained", "ckpt", "checkpoint")
-    )
 
 
 class DeferredInitWeightsDropped(Rule):

@@ -126,9 +126,17 @@ class BoolFieldIntDefault(Rule):
                 self._report(arg.arg, default)
 
     def _report(self, name: str, default: ast.expr) -> None:
+        try:
+            truthy = bool(ast.literal_eval(default))
+        except (ValueError, TypeError, SyntaxError):
+            truthy = True
+        value = ast.unparse(default)
+        if truthy:
+            effect = "is truthy, so every caller relying on it gets the switch on"
+        else:
+            effect = "is falsy, so the switch is off by luck of the integer, and code testing `is False` or reading the typed config sees an int"
         self.report(
             default,
-            f"`{name}` is typed as a boolean but defaults to `{ast.unparse(default)}`, an integer: a size-like "
-            "default in a switch's place is truthy, so every caller relying on it gets the switch on; write the "
-            "boolean meant",
+            f"`{name}` is typed as a boolean but defaults to `{value}`, an integer: a size-like default in a "
+            f"switch's place; `{value}` {effect}; write the boolean meant",
         )

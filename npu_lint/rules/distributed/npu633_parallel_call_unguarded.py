@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.parallelgate import collective_name, conjuncts, is_parallel_gate
+from npu_lint.veomni.parallelgate import collective_call, conjuncts, is_parallel_gate
 
 
 def _exits(body: list[ast.stmt]) -> bool:
@@ -98,19 +98,32 @@ class ParallelCallUnguarded(Rule):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self._calls: dict[str, list[tuple[ast.Call, str | None]]] = {}
+        self._calls: dict[str, list[tuple[ast.Call, str | None, str | None]]] = {}
+        # every call of a plain name: whether it runs under a parallel gate
+        self._callers: dict[str, list[bool]] = {}
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
+        parents = self.ctx.parents
         func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        if not collective_name(name):
+        callee = (
+            func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        )
+        if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and _self_call(func)):
+            self._callers.setdefault(callee, []).append(self._gate(node, parents) is not None)
+        name = collective_call(node)
+        if name is None:
             return
-        self._calls.setdefault(name, []).append((node, self._gate(node)))
+        owner = next(
+            (a for a in reversed(parents) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+        )
+        self._calls.setdefault(name, []).append(
+            (node, self._gate(node, parents), owner.name if owner else None)
+        )
 
-    def _gate(self, call: ast.Call) -> str | None:
+    def _gate(self, call: ast.Call, parents: list[ast.AST]) -> str | None:
         """The parallel condition the call runs under, as written (None: none)."""
-        for anc in reversed(self.ctx.parents):
+        for anc in reversed(parents):
             if isinstance(anc, (ast.If, ast.IfExp, ast.While)):
                 for part in conjuncts(anc.test):
                     if is_parallel_gate(part):
@@ -134,11 +147,25 @@ class ParallelCallUnguarded(Rule):
 
     def finish(self) -> None:
         for name, calls in self._calls.items():
-            gates = [g for _, g in calls if g is not None]
-            bare = [c for c, g in calls if g is None]
+            gates = [g for _, g, _ in calls if g is not None]
+            bare = [c for c, g, owner in calls if g is None and not self._gated_helper(owner)]
             if len(gates) >= 2 and len(bare) == 1:
                 self.report(
                     bare[0].func,
                     f"`{name}(...)` runs here without a parallel gate, where the file's {len(gates)} other calls "
                     f"of it run under one (`{gates[0]}`): this collective runs on every configuration",
                 )
+
+    def _gated_helper(self, owner: str | None) -> bool:
+        """The call is in a local helper every caller of which (in this file) gates it, or in a private helper
+        (``_gather_seq``) no code of this file calls: its callers elsewhere own the gate."""
+        if owner is None:
+            return False
+        callers = self._callers.get(owner, [])
+        if callers:
+            return all(callers)
+        return owner.startswith("_") and not owner.startswith("__")
+
+
+def _self_call(func: ast.Attribute) -> bool:
+    return isinstance(func.value, ast.Name) and func.value.id in ("self", "cls")
