@@ -6,6 +6,7 @@ import ast
 import os
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.layout import in_kernel_backends, sibling_modules
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.vendor_map import BACKEND_NAME_WORDS
 
@@ -110,8 +111,7 @@ class BackendSignatureUnlikeSiblings(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        path = ctx.source.path.replace(os.sep, "/")
-        return not ctx.source.kind.test and "/ops/kernels/" in f"/{path}" and not path.endswith("__init__.py")
+        return not ctx.source.kind.test and in_kernel_backends(ctx.source.path)
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)
@@ -119,16 +119,9 @@ class BackendSignatureUnlikeSiblings(Rule):
         if not own:
             return
         here = os.path.abspath(self.ctx.source.path)
-        directory = os.path.dirname(here)
         siblings: list[tuple[str, ast.FunctionDef]] = [(os.path.basename(here), f) for f in own]
-        try:
-            files = sorted(f for f in os.listdir(directory) if f.endswith(".py") and f != "__init__.py")
-        except OSError:
-            files = []
-        for file in files:
-            full = os.path.join(directory, file)
-            if full == here:
-                continue
+        for full in sibling_modules(here, inits=False):
+            file = os.path.basename(full)
             parsed = load_file(full)
             if parsed is not None and parsed.tree is not None:
                 siblings.extend((file, f) for f in _entries(parsed.tree))
