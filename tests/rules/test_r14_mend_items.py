@@ -132,3 +132,129 @@ def test_fingerprint_covers_kernel_backends_and_resolvers(tmp_path: Path) -> Non
         "veomni/models_kernel/utils/op_utils.py",
         "veomni/utils/x.py",
     } <= got
+
+
+def _codes(code: str, text: str, path: str = "veomni/ops/kernels/rope/npu.py") -> list[int]:
+    import textwrap
+
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import lint_source
+
+    found = lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n")), [code], Settings())
+    return [d.line for d in found if d.code == code]
+
+
+def test_npu315_calls_on_exclusive_branches_are_not_twins() -> None:
+    text = """
+    import torch
+    import torch_npu
+
+
+    def apply_rotary_npu(q, k, cos, sin, interleaved: bool = False):
+        if interleaved:
+            q_embed = torch_npu.npu_rotary_mul(q, cos, sin, rotary_mode="interleave")
+            k_embed = torch_npu.npu_rotary_mul(k, cos, sin, rotary_mode="interleave")
+        else:
+            q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+            k_embed = torch_npu.npu_rotary_mul(k, cos, sin)
+        return q_embed, k_embed
+
+
+    class NpuRope(torch.nn.Module):
+        def forward(self, x, cos, sin):
+            if self.interleaved:
+                return torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="interleave")
+            return torch_npu.npu_rotary_mul(x, cos, sin)
+
+
+    def rope_one(x, cos, sin, mode="half"):
+        if_ = torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="interleave") if mode == "i" else torch_npu.npu_rotary_mul(x, cos, sin)
+        return if_
+
+
+    def rope_match(x, cos, sin, mode):
+        match mode:
+            case "interleave":
+                return torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="interleave")
+            case _:
+                return torch_npu.npu_rotary_mul(x, cos, sin)
+
+
+    def disagree(q, k, cos, sin):
+        return torch_npu.npu_rotary_mul(q, cos, sin), torch_npu.npu_rotary_mul(k, cos, sin, rotary_mode="interleave")
+    """
+    assert _codes("NPU315", text) == [36]  # only the last function's pair
+
+
+def test_npu315_twins_read_the_same_binding_and_nested_classes_report_once() -> None:
+    text = """
+    import torch
+    import torch_npu
+
+
+    class NpuGmm(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, group_list):
+            return torch_npu.npu_grouped_matmul([x], [weight], group_list=group_list, group_list_type=1)[0]
+
+        @staticmethod
+        def backward(ctx, grad, x, weight, group_list):
+            group_list = torch.cumsum(group_list, dim=0)
+            return torch_npu.npu_grouped_matmul([x], [grad], group_list=group_list, group_list_type=0)[0]
+
+
+    def make():
+        class Rope(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q, k, cos, sin):
+                return torch_npu.npu_rotary_mul(q, cos, sin), torch_npu.npu_rotary_mul(k, cos, sin, "interleave")
+
+        return Rope
+    """
+    assert _codes("NPU315", text) == [20]  # the nested class's pair, once
+
+
+def test_npu315_a_gradient_transposed_back_is_right() -> None:
+    text = """
+    import torch
+    import torch_npu
+
+
+    class LinearFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            ctx.save_for_backward(x, weight)
+            return x @ weight
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            x, weight = ctx.saved_tensors
+            return grad_output @ weight.T, (grad_output.T @ x).T
+
+
+    class BmmFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return torch.bmm(x, w)
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            dw_t = torch.bmm(dy.transpose(1, 2), x)
+            return torch.bmm(dy, w.transpose(1, 2)), dw_t.transpose(1, 2)
+
+
+    class Wrong(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x @ w
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            return dy @ w.T, dy.T @ x
+    """
+    assert _codes("NPU315", text) == [39]
