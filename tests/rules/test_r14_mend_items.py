@@ -258,3 +258,40 @@ def test_npu315_a_gradient_transposed_back_is_right() -> None:
             return dy @ w.T, dy.T @ x
     """
     assert _codes("NPU315", text) == [39]
+
+
+def test_npu228_not_in_guard_of_another_value_and_warning_under_a_true_condition() -> None:
+    text = """
+    import logging
+
+    logger = logging.getLogger(__name__)
+    _KERNELS = {}
+    _PATCHABLE = {"Qwen3MoeSparseMoeBlock"}
+
+
+    def get_kernel(module_name, impl_name):
+        if impl_name == "eager":
+            return None
+        if module_name not in _PATCHABLE:
+            return None
+        return _KERNELS[impl_name]
+
+
+    def pick(impl_name, bucket):
+        if impl_name == "eager":
+            return None
+        if impl_name not in bucket:
+            if impl_name != "eager":
+                logger.warning("%s unavailable; using eager", impl_name)
+            return None
+        return bucket[impl_name]
+
+
+    def silent(impl_name, bucket):
+        if impl_name == "eager":
+            return None
+        if impl_name not in bucket:
+            return None
+        return bucket[impl_name]
+    """
+    assert _codes("NPU228", text, "veomni/ops/toy_lookup.py") == [30]
