@@ -145,6 +145,17 @@ def _codes(code: str, text: str, path: str = "veomni/ops/kernels/rope/npu.py") -
     return [d.line for d in found if d.code == code]
 
 
+def _messages(code: str, text: str, path: str) -> list[str]:
+    import textwrap
+
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import lint_source
+
+    found = lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n")), [code], Settings())
+    return [d.message for d in found if d.code == code]
+
+
 def test_npu315_calls_on_exclusive_branches_are_not_twins() -> None:
     text = """
     import torch
@@ -295,3 +306,58 @@ def test_npu228_not_in_guard_of_another_value_and_warning_under_a_true_condition
         return bucket[impl_name]
     """
     assert _codes("NPU228", text, "veomni/ops/toy_lookup.py") == [30]
+
+
+def test_npu233_device_probes_and_message_polarity() -> None:
+    text = """
+    import os
+    from typing import TYPE_CHECKING
+
+    import torch
+
+    from ....utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE
+
+
+    def register_a(architecture: str):
+        if IS_NPU_AVAILABLE and torch.npu.is_available():
+            from .generated.patched_modeling_toy_npu import ToyModel
+        else:
+            from .generated.patched_modeling_toy_gpu import ToyModel
+        return ToyModel
+
+
+    def register_b(architecture: str):
+        if TYPE_CHECKING or not IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_toy_gpu import ToyModel
+        else:
+            from .generated.patched_modeling_toy_npu import ToyModel
+        return ToyModel
+
+
+    def register_c(architecture: str):
+        if IS_NPU_AVAILABLE and not IS_CUDA_AVAILABLE:
+            from .generated.patched_modeling_toy_npu import ToyModel
+        else:
+            from .generated.patched_modeling_toy_gpu import ToyModel
+        return ToyModel
+
+
+    def register_d(architecture: str):
+        if not IS_NPU_AVAILABLE and "ForCausalLM" in architecture:
+            from .generated.patched_modeling_toy_gpu import ToyModel
+        else:
+            from .generated.patched_modeling_toy_npu import ToyModel
+        return ToyModel
+
+
+    def register_e(architecture: str):
+        if torch.accelerator.current_accelerator().type == "npu" and torch.npu.device_count() > 0:
+            from .generated.patched_modeling_toy_npu import ToyModel
+        else:
+            from .generated.patched_modeling_toy_gpu import ToyModel
+        return ToyModel
+    """
+    lines = _codes("NPU233", text, "veomni/models/transformers/toy/__init__.py")
+    assert lines == [34]
+    found = _messages("NPU233", text, "veomni/models/transformers/toy/__init__.py")
+    assert "GPU runs where" in found[0] and "import the NPU module" in found[0]
