@@ -361,3 +361,41 @@ def test_npu233_device_probes_and_message_polarity() -> None:
     assert lines == [34]
     found = _messages("NPU233", text, "veomni/models/transformers/toy/__init__.py")
     assert "GPU runs where" in found[0] and "import the NPU module" in found[0]
+
+
+def test_npu315_reads_an_aliased_kernel_import() -> None:
+    text = """
+    from torch_npu import npu_rotary_mul as rot
+
+
+    def apply(q, k, cos, sin):
+        return rot(q, cos, sin), rot(k, cos, sin, rotary_mode="interleave")
+    """
+    assert _codes("NPU315", text) == [5]
+
+
+def test_npu309_permute_count_scaled_expanded_or_top1() -> None:
+    text = """
+    import torch_npu
+
+
+    def permute_top1(hidden_states, expert_index):
+        flat = expert_index.view(-1)
+        return torch_npu.npu_moe_token_permute(hidden_states, flat, num_out_tokens=hidden_states.shape[0])
+
+
+    def permute_topk(hidden_states, topk_ids, top_k):
+        num_out = hidden_states.shape[0]
+        num_out *= top_k
+        return torch_npu.npu_moe_token_permute(hidden_states, topk_ids, num_out_tokens=num_out)
+
+
+    def permute_expanded(tokens, topk_ids, top_k):
+        tokens = tokens.repeat_interleave(top_k, dim=0)
+        return torch_npu.npu_moe_token_permute(tokens, topk_ids.view(-1, 1), num_out_tokens=tokens.shape[0])
+
+
+    def permute_capped(hidden_states, topk_ids):
+        return torch_npu.npu_moe_token_permute(hidden_states, topk_ids, num_out_tokens=hidden_states.shape[0])
+    """
+    assert _codes("NPU309", text, "veomni/ops/kernels/moe/npu.py") == [21]
