@@ -454,7 +454,9 @@ class NpuLintServer(LanguageServer):
     def project_version(self, path: str) -> str:
         """The state of the files a document's result depends on besides its own text: the other files of its
         model package (specs, `__init__.py` registrations) and of its `generated/` directory, and the registry
-        modules (`veomni/ops`, `veomni/kernels`) of its VeOmni tree: names, sizes and modification times."""
+        modules (`veomni/ops`, `veomni/kernels`) and helper modules (`veomni/**/utils`) of its VeOmni tree: names,
+        sizes and modification times."""
+        from npu_lint.veomni.layout import shared_module_files
         from npu_lint.veomni.project import find_veomni_root
 
         here = Path(path)
@@ -486,6 +488,10 @@ class NpuLintServer(LanguageServer):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
                 for name in sorted(filenames):
                     add(os.path.join(dirpath, name))
+        # the tree's helper modules (a zero-argument implementation resolver NPU204 follows)
+        for file in shared_module_files(root):
+            if not file.startswith(tuple(str(t) + os.sep for t in trees)):
+                add(file)
         return h.hexdigest()
 
     def lint(self, uri: str, text: str, version: int | None) -> LintResult:

@@ -186,3 +186,74 @@ def in_model_layout(path: str, root: str | None = None, layouts: tuple[str, ...]
         if any(parts[i : i + n] == lparts for i in range(len(parts) - n)):
             return True
     return False
+
+
+# -- kernel backends and Ascend adapters ----------------------------------------------------------------------
+# An Ascend adapter is named as the eager function it replaces with one of these affixes (``rope_apply_npu``,
+# ``fused_rope_apply``); NPU314 reads the eager function from a sibling module.
+ADAPTER_AFFIXES = ("_npu", "_fused", "npu_", "fused_")
+
+
+def adapter_bases(name: str) -> set[str]:
+    """The names of the eager function an adapter named ``name`` may replace (its name without an affix)."""
+    bases = {name.removesuffix(a) for a in ADAPTER_AFFIXES if name.endswith(a)}
+    bases |= {name.removeprefix(a) for a in ADAPTER_AFFIXES if name.startswith(a)}
+    bases.discard(name)
+    return bases
+
+
+def in_kernel_backends(path: str) -> bool:
+    """``path`` is a module of the kernel backends tree (``veomni/ops/kernels/<op>/...``), not a package init."""
+    posix = path.replace(os.sep, "/")
+    return "/ops/kernels/" in f"/{posix}" and not posix.endswith("__init__.py")
+
+
+def sibling_modules(path: str, inits: bool = True) -> list[str]:
+    """The other Python modules of ``path``'s directory, sorted: regular files only (an editor's dangling lock
+    symlink ``.#x.py``, a directory or a FIFO named ``*.py`` is skipped), ``path`` itself (under any spelling)
+    left out. Empty when the directory cannot be listed."""
+    here = os.path.realpath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        if not entry.name.endswith(".py") or (not inits and entry.name == "__init__.py"):
+            continue
+        try:
+            if not entry.is_file():  # follows symlinks: a dangling one is not a file
+                continue
+        except OSError:
+            continue
+        if os.path.realpath(entry.path) != here:
+            out.append(entry.path)
+    return out
+
+
+def shared_module_files(root: str | Path | None) -> list[str]:
+    """The modules per-file rules read besides the linted file's model package, for cache keys: the kernel
+    backends (``veomni/ops/kernels``, recursively: sibling backends for NPU316, eager counterparts for NPU314)
+    and the tree's helper packages (``veomni/utils``, ``veomni/<pkg>/utils``: the zero-argument implementation
+    resolvers NPU204 follows). The rest of ``veomni/ops`` is read by the project scan, whose tables are keyed
+    already. Sorted paths; empty without a root."""
+    if root is None:
+        return []
+    base = Path(root) / "veomni"
+    out: list[str] = []
+    for top in (base / "ops" / "kernels",):
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+            out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
+    try:
+        helpers = [base / "utils", *(base / d / "utils" for d in sorted(os.listdir(base)) if d != "utils")]
+    except OSError:
+        helpers = []
+    for directory in helpers:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        out.extend(str(directory / n) for n in names if n.endswith(".py"))
+    return out

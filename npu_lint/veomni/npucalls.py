@@ -64,13 +64,22 @@ def _literal(node: ast.expr) -> bool:
     return True
 
 
+class ImportedKernels(frozenset):
+    """The local names of kernels imported from ``torch_npu``; ``real`` maps an alias to the kernel's name
+    (``from torch_npu import npu_rotary_mul as rot``: ``rot`` -> ``npu_rotary_mul``)."""
+
+    real: dict[str, str]
+
+
 def torch_npu_names(tree: ast.Module) -> frozenset[str]:
-    names: set[str] = set()
+    real: dict[str, str] = {}
     for node in nodes_of(tree, ast.ImportFrom):
         assert isinstance(node, ast.ImportFrom)
         if node.module == "torch_npu":
-            names.update(a.asname or a.name for a in node.names if a.name.startswith("npu_"))
-    return frozenset(names)
+            real.update((a.asname or a.name, a.name) for a in node.names if a.name.startswith("npu_"))
+    names = ImportedKernels(real)
+    names.real = real
+    return names
 
 
 def kernel_of(call: ast.Call, imported: frozenset[str]) -> str | None:
@@ -79,7 +88,7 @@ def kernel_of(call: ast.Call, imported: frozenset[str]) -> str | None:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch_npu":
         return func.attr if func.attr.startswith("npu_") else None
     if isinstance(func, ast.Name) and func.id in imported:
-        return func.id
+        return getattr(imported, "real", {}).get(func.id, func.id)
     return None
 
 

@@ -192,6 +192,16 @@ class Project:
                     except OSError:
                         continue
                     h.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        # and on modules outside the model packages: sibling kernel backends (NPU316), the eager function an
+        # adapter replaces (NPU314), a zero-argument implementation resolver (NPU204)
+        from npu_lint.veomni.layout import shared_module_files
+
+        for file in shared_module_files(self.root):
+            try:
+                st = os.stat(file)
+            except OSError:
+                continue
+            h.update(f"{file}:{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:16]
 
     # -- live registry ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from npu_lint.core.astutil import dotted_name, str_value
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
@@ -233,3 +234,64 @@ def flag_import_module(init_path: str, tree: ast.Module) -> str:
         depth = len(module.split("."))  # a package's __init__: level 1 is the package itself
         return "." * depth + DEVICE_MODULE[len("veomni.") :]
     return DEVICE_MODULE
+
+
+# -- choosing a model's NPU or GPU module (NPU233) --------------------------------------------------------------
+_DEVICE_FLAGS = {FLAG: True, "IS_CUDA_AVAILABLE": False, "IS_GPU_AVAILABLE": False}
+_DEVICE_CALLS = {
+    "is_torch_npu_available": True,
+    "is_npu_available": True,
+    "torch.npu.is_available": True,
+    "torch.cuda.is_available": False,
+    "is_torch_cuda_available": False,
+}
+_DEVICE_NAMES = {"npu": True, "cuda": False, "gpu": False}
+_STATIC_FALSE = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}  # false when the code runs
+
+
+def device_probe(node: ast.expr) -> bool | None:
+    """Whether ``node`` tests the device, and on which host it holds: True on Ascend hosts (``IS_NPU_AVAILABLE``,
+    ``is_torch_npu_available()``, ``torch.npu.is_available()``, ``device_type == "npu"``), False on GPU hosts
+    (``IS_CUDA_AVAILABLE``, ``not IS_NPU_AVAILABLE``), None when it is no device probe (a setting that merely
+    mentions NPU in its name is none)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = device_probe(node.operand)
+        return None if inner is None else not inner
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return _DEVICE_FLAGS.get(name)
+    if isinstance(node, ast.Call) and not node.args:
+        func = dotted_name(node.func) or ""
+        for known, polarity in _DEVICE_CALLS.items():
+            if func == known or func.endswith("." + known):
+                return polarity
+        return None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        left, right = node.left, node.comparators[0]
+        for value, other in ((str_value(right), left), (str_value(left), right)):
+            text = ast.unparse(other)
+            if value in _DEVICE_NAMES and ("device" in text or text.endswith(".type")):
+                return _DEVICE_NAMES[value] == isinstance(node.ops[0], ast.Eq)
+        return None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Call):
+        func = dotted_name(node.left.func) or ""
+        if func in ("torch.npu.device_count", "torch.cuda.device_count"):
+            return func.startswith("torch.npu") == isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.NotEq))
+    return None
+
+
+def static_false(node: ast.expr) -> bool:
+    """``TYPE_CHECKING``: false whenever the code runs (an ``or`` with it is the other operand alone)."""
+    return (dotted_name(node) or "") in _STATIC_FALSE
+
+
+def device_module(node: ast.ImportFrom) -> str | None:
+    """``"npu"`` / ``"gpu"`` when the statement imports a device module of a model (``from .generated.x_npu
+    import ...``, ``from .generated import x_gpu``), else None."""
+    for name in [node.module or "", *(a.name for a in node.names)]:
+        last = name.rsplit(".", 1)[-1]
+        if last.endswith("_npu"):
+            return "npu"
+        if last.endswith(("_gpu", "_cuda")):
+            return "gpu"
+    return None

@@ -9,6 +9,7 @@ None when it is not such a wrapper (a docstring and one ``return <call>("<field>
 from __future__ import annotations
 
 import ast
+import os
 
 from npu_lint.core.astutil import str_value
 from npu_lint.veomni.imports import ModuleIndex, module_tree
@@ -16,17 +17,27 @@ from npu_lint.veomni.imports import ModuleIndex, module_tree
 
 def wrapped_field(index: ModuleIndex, module: str, name: str) -> str | None:
     """The ops-config field the tree's zero-argument function ``name`` (imported from ``module``) resolves."""
-    memo: dict[str, str | None] = index.__dict__.setdefault("_wrapped_fields", {})
-    key = f"{module}:{name}"
-    if key in memo:
-        return memo[key]
-    memo[key] = None
     try:
         origin = index.origin(module, name)
         located = index.module_path(origin) if origin else None
     except Exception:  # noqa: BLE001 - an unreadable module: no answer
         return None
-    tree = module_tree(located[0]) if located is not None and located[0].is_file() else None
+    if located is None or not located[0].is_file():
+        return None
+    try:
+        st = os.stat(located[0])
+    except OSError:
+        return None
+    # keyed by the module file's state (as the store of parsed files is): an edited resolver is read again
+    memo: dict[tuple[str, str, int, int, int], str | None] = index.__dict__.setdefault("_wrapped_fields", {})
+    key = (str(located[0]), name, st.st_mtime_ns, st.st_size, st.st_ino)
+    if key not in memo:
+        memo[key] = _field(module_tree(located[0]), name)
+    return memo[key]
+
+
+def _field(tree: ast.Module | None, name: str) -> str | None:
+    """The literal field the module function ``name`` of ``tree`` resolves (see ``wrapped_field``)."""
     if tree is None:
         return None
     for stmt in tree.body:
@@ -41,6 +52,5 @@ def wrapped_field(index: ModuleIndex, module: str, name: str) -> str | None:
         call = body[0].value
         if len(call.args) != 1 or call.keywords:
             return None
-        memo[key] = str_value(call.args[0])
-        return memo[key]
+        return str_value(call.args[0])
     return None

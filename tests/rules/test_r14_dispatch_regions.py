@@ -275,3 +275,14 @@ def test_vision_slot_declared_with_the_text_op_is_reported_at_its_declaration() 
         "veomni/models/transformers/qwen2_vl/generated/patched_modeling_qwen2_vl_gpu.py",
     ):
         assert _lines(source, "NPU214", path) == [3], path
+
+
+def test_replacement_target_passed_by_its_keyword() -> None:
+    """patchgen's ``replace_function(target_func, ...)``: the keyword spelling names the replaced function too."""
+    spec = _ROPE_SPEC.replace(
+        'replace_function("apply_rotary_pos_emb"', 'replace_function(target_func="apply_rotary_pos_emb"'
+    )
+    text = spec.format(model="llama", name="apply_rotary_pos_emb_patched", variant="partial")
+    assert _lines(
+        text, "NPU214", "veomni/models_kernel/transformers/llama/llama_gpu_patch_gen_config.py"
+    ) == [10]

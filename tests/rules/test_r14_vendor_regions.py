@@ -446,11 +446,26 @@ def test_backend_signatures_quiet_for_other_variants_extras_and_kernels(tmp_path
             # another variant's entry (gpt-oss): its own parameters
             "quack_gpt_oss.py": "def quack_gemm_gpt_oss_fused_moe_forward(num_experts, routing_weights, selected_experts,"
             " hidden_states, gate_up_proj, down_proj, alpha, limit):\n    return hidden_states\n",
-            # an EP entry with one extra parameter
-            "npu_ep.py": "def npu_ep_fused_moe_forward(num_experts, routing_weights, selected_experts, hidden_states,"
+            # an EP entry (paired with group_gemm's by name) with one extra parameter
+            "npu_ep.py": "def npu_fused_moe_forward(num_experts, routing_weights, selected_experts, hidden_states,"
             " fc1_1_weight, fc1_2_weight, fc2_weight, ep_group=None, swiglu_limit=None):\n    return hidden_states\n",
-            # a jitted kernel is no backend entry
-            "triton_kernels.py": "import triton\n\n\n@triton.jit\ndef group_gemm_fused_moe_forward_kernel(b, a):\n    pass\n",
+            # a jitted kernel is no backend entry, even named as one with the routing inputs the other way round
+            "triton_kernels.py": "import triton\n\n\n@triton.jit\ndef group_gemm_fused_moe_forward_kernel(num_experts,"
+            " selected_experts, routing_weights, hidden_states, fc1_1_weight, fc1_2_weight, fc2_weight):\n    pass\n",
         },
     )
     assert all(lines == [] for lines in found.values()), found
+
+
+def test_a_keyword_only_parameter_is_not_missing(tmp_path: Path) -> None:
+    signature = "logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, shift_labels=None"
+    found = _backends(
+        tmp_path,
+        "cross_entropy",
+        {
+            "eager.py": f"def eager_cross_entropy({signature}):\n    return logits\n",
+            "npu.py": "def npu_cross_entropy(logits, labels, vocab_size, num_items_in_batch=None, shift_labels=None,"
+            " *, ignore_index=-100):\n    return logits\n",
+        },
+    )
+    assert found == {"eager.py": [], "npu.py": []}

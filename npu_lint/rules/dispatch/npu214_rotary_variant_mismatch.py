@@ -58,7 +58,8 @@ def _replaces(func: ast.AST) -> str:
     ``_npu`` copy says which one it replaces in its decorator)."""
     for deco in getattr(func, "decorator_list", ()):
         if isinstance(deco, ast.Call) and call_name(deco) == "replace_function":
-            target = str_value(call_arg(deco, 0, "name"))
+            # patchgen: replace_function(target_func, replacement=None, ...)
+            target = str_value(call_arg(deco, 0, "target_func"))
             if target:
                 return target
     return getattr(func, "name", "")

@@ -73,12 +73,15 @@ def _other_device_row(node: ast.AST) -> bool:
     return False
 
 
-def _speaks(stmts: list[ast.stmt], nested: bool = True) -> bool:
+def _speaks(stmts: list[ast.stmt], nested: bool = True, holds: frozenset[str] = frozenset()) -> bool:
     """Whether the statements raise, warn or log (the fallback is then said). ``nested=False``: a raise or log
     under a nested condition (``if devices: raise ...`` in a lookup-miss branch) does not announce the fallback
-    the block goes on to take."""
+    the block goes on to take, unless the condition is one of ``holds`` (true on this path: ``impl != "eager"``
+    after the function returned for the eager implementation)."""
     for stmt in stmts:
         if not nested and isinstance(stmt, ast.If):
+            if ast.unparse(stmt.test) in holds and _speaks(stmt.body, nested=False, holds=holds):
+                return True
             continue
         for sub in walk(stmt):
             if isinstance(sub, ast.Raise):
@@ -118,9 +121,23 @@ def _selects_eager(
     return None
 
 
-def _eager_sentinel(function: ast.AST) -> object:
-    """What a lookup function returns for the eager implementation, read from its own branch
-    ``if impl == "eager": return None`` (the OpSlot-era registry's "use the original code"); else none."""
+def _eager_names(function: ast.AST) -> frozenset[str]:
+    """The names a function compares with ``"eager"`` (its implementation name: ``impl_name == "eager"``)."""
+    out = set()
+    for sub in walk(function):
+        if (
+            isinstance(sub, ast.Compare)
+            and len(sub.ops) == 1
+            and isinstance(sub.ops[0], (ast.Eq, ast.NotEq))
+            and str_value(sub.comparators[0]) == "eager"
+        ):
+            out.add(ast.unparse(sub.left))
+    return frozenset(out)
+
+
+def _eager_guard(function: ast.AST) -> tuple[object, str | None]:
+    """(the sentinel, the implementation name the guard compares) of ``if impl == "eager": return <sentinel>``
+    at the top of a function; (``_NO_SENTINEL``, None) without one."""
     for stmt in function.body if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else ():
         if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
             continue
@@ -134,15 +151,16 @@ def _eager_sentinel(function: ast.AST) -> object:
         ):
             value = stmt.body[0].value
             if value is None:
-                return None
+                return None, ast.unparse(test.left)
             if isinstance(value, ast.Constant):
-                return value.value
-    return _NO_SENTINEL
+                return value.value, ast.unparse(test.left)
+    return _NO_SENTINEL, None
 
 
-def _failed_probe(test: ast.expr) -> str | None:
+def _failed_probe(test: ast.expr, keys: frozenset[str] = frozenset()) -> str | None:
     """``not req.matches()`` / ``not is_x_available()`` / ``entry is None`` (a lookup that found nothing): the
-    test's text, or None."""
+    test's text, or None. ``keys``: the implementation names of the function (compared with ``"eager"``); a
+    ``not in`` test of another value (``module_name not in _PATCHABLE``: a guard, not a lookup miss) is none."""
     for sub in walk(test):
         if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not) and isinstance(sub.operand, ast.Call):
             if any(p in _call_name(sub.operand).lower() for p in _PROBES):
@@ -161,6 +179,7 @@ def _failed_probe(test: ast.expr) -> str | None:
             and len(sub.ops) == 1
             and isinstance(sub.ops[0], ast.NotIn)
             and not isinstance(sub.comparators[0], (ast.Tuple, ast.List, ast.Set, ast.Constant))
+            and (not keys or ast.unparse(sub.left) in keys)
         ):
             return ast.unparse(sub)  # a key the table does not hold (``impl not in bucket``)
     return None
@@ -279,13 +298,13 @@ class SilentEagerFallback(Rule):
         if self.ctx.function is None:
             return
         if isinstance(node, ast.If):
-            probe = _failed_probe(node.test)
+            probe = _failed_probe(node.test, _eager_names(self.ctx.function))
             if probe is None:
                 return
-            chosen = _selects_eager(
-                node.body, name_too=not probe.endswith("is None"), sentinel=_eager_sentinel(self.ctx.function)
-            )
-            if chosen is None or _speaks(node.body, nested=False):
+            sentinel, guarded = _eager_guard(self.ctx.function)
+            chosen = _selects_eager(node.body, name_too=not probe.endswith("is None"), sentinel=sentinel)
+            holds = frozenset({f"{guarded} != 'eager'"} if guarded is not None else ())
+            if chosen is None or _speaks(node.body, nested=False, holds=holds):
                 return
             self.report(
                 chosen,

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import ast
-import re
 
-from npu_lint.core.astutil import str_value, walk
+from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Context, Example, Rule
-
-_DEVICE_WORD = re.compile(r"npu", re.IGNORECASE)
+from npu_lint.veomni.registration import device_module, device_probe, static_false
 
 
 def _device_modules(stmts: list[ast.stmt]) -> set[str]:
@@ -17,46 +15,23 @@ def _device_modules(stmts: list[ast.stmt]) -> set[str]:
     found: set[str] = set()
     for stmt in stmts:
         for sub in walk(stmt):
-            if not isinstance(sub, ast.ImportFrom):
-                continue
-            names = [sub.module or ""] + [a.name for a in sub.names]
-            for name in names:
-                last = name.rsplit(".", 1)[-1]
-                if last.endswith("_npu"):
-                    found.add("npu")
-                elif last.endswith(("_gpu", "_cuda")):
-                    found.add("gpu")
+            if isinstance(sub, ast.ImportFrom):
+                device = device_module(sub)
+                if device is not None:
+                    found.add(device)
     return found
 
 
-def _is_device(node: ast.expr) -> bool:
-    """A device probe: ``IS_NPU_AVAILABLE``, ``is_torch_npu_available()``, ``device_type == "npu"`` (negated or
-    not); a setting or environment read that merely mentions NPU in a string is not."""
-    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        node = node.operand
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Name):
-        return bool(_DEVICE_WORD.search(node.id))
-    if isinstance(node, ast.Attribute):
-        return bool(_DEVICE_WORD.search(node.attr))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        sides = (node.left, node.comparators[0])
-        return any(str_value(x) == "npu" for x in sides) and any("device" in ast.unparse(x) for x in sides)
-    return False
-
-
-def _extra_operand(test: ast.expr) -> tuple[str, ast.expr] | None:
-    """A ``BoolOp`` in the test that joins the device probe with an operand that is not one: (``and``/``or``,
-    the operand)."""
-    for sub in walk(test):
-        if not isinstance(sub, ast.BoolOp):
-            continue
-        device = [v for v in sub.values if _is_device(v)]
-        other = [v for v in sub.values if not _is_device(v)]
-        if device and other:
-            return ("and" if isinstance(sub.op, ast.And) else "or"), other[0]
-    return None
+def _narrowed(test: ast.expr) -> tuple[str, bool, ast.expr] | None:
+    """A test joining a device probe with an operand that is not one (nor ``TYPE_CHECKING``): (``and``/``or``,
+    on which host the probe holds (True: Ascend), the operand), or None."""
+    if not isinstance(test, ast.BoolOp):
+        return None
+    probes = [p for p in (device_probe(v) for v in test.values) if p is not None]
+    other = [v for v in test.values if device_probe(v) is None and not static_false(v)]
+    if len(probes) != 1 or len(other) != 1:
+        return None
+    return ("and" if isinstance(test.op, ast.And) else "or"), probes[0], other[0]
 
 
 class NpuModuleChoiceNarrowed(Rule):
@@ -119,19 +94,29 @@ class NpuModuleChoiceNarrowed(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.If)
+        narrowed = _narrowed(node.test)  # the test first: most ifs are not a device choice
+        if narrowed is None:
+            return
         body, orelse = _device_modules(node.body), _device_modules(node.orelse)
         if not ({"npu"} == body and "gpu" in orelse) and not ({"gpu"} == body and "npu" in orelse):
             return
-        extra = _extra_operand(node.test)
-        if extra is None:
-            return
-        op, operand = extra
-        who = "Ascend runs where" if op == "and" else "GPU runs where"
-        gets = "the GPU" if op == "and" else "the NPU"
+        op, on_ascend, operand = narrowed
+        # the host where the probe does not decide the test (``and``: where it holds; ``or``: where it fails):
+        # there the operand alone chooses the module
+        ascend = on_ascend if op == "and" else not on_ascend
+        right = "npu" if ascend else "gpu"
+        chosen = next(iter(body))
+        other = {"npu": "gpu", "gpu": "npu"}
+        decided = chosen if op == "or" else other[chosen]  # what the host the probe decides imports
+        if decided != other[right]:
+            return  # the probe sends its own host to the other device's module: another mistake
+        holds = chosen != right  # the operand holding sends the host to the body's (wrong) module
+        wrong = "GPU" if right == "npu" else "NPU"
         self.report(
             node.test,
-            f"the model's NPU/GPU module is chosen by `{ast.unparse(node.test)}`: {who} `{ast.unparse(operand)}` "
-            f"{'does not hold' if op == 'and' else 'holds'} import {gets} module (its kernels and ops-config names "
+            f"the model's NPU/GPU module is chosen by `{ast.unparse(node.test)}`: "
+            f"{'Ascend' if ascend else 'GPU'} runs where `{ast.unparse(operand)}` "
+            f"{'holds' if holds else 'does not hold'} import the {wrong} module (its kernels and ops-config names "
             "belong to the other device); choose the module by the device probe alone and decide the rest after "
             "the import",
         )

@@ -422,12 +422,54 @@ class NpuKernelCallContract(Rule):
             counted = seen.args[0]
         if counted is None or not tokens or _base(counted) != tokens:
             return
+        if self._recounted(value, tokens) or (len(call.args) >= 2 and self._one_per_row(call.args[1])):
+            return
         self.report(
             value,
             f"`num_out_tokens={ast.unparse(value)}` is the number of tokens, but `npu_moe_token_permute` emits one "
             "row per routed copy (tokens x top-k, the index tensor's `numel()`): the other copies are dropped and "
             "the expert splits no longer match; leave it unset or pass the indices' `numel()`",
         )
+
+    def _recounted(self, value: ast.expr, tokens: str) -> bool:
+        """The count is scaled (``n *= top_k``) or the tokens were expanded to one row per routed copy
+        (``tokens = tokens.repeat_interleave(top_k, dim=0)``) in the function: the count is the copies'."""
+        function = self.ctx.function
+        if function is None:
+            return False
+        for sub in walk(function):
+            if isinstance(sub, ast.AugAssign) and isinstance(value, ast.Name):
+                if isinstance(sub.target, ast.Name) and sub.target.id == value.id:
+                    return True
+            if isinstance(sub, ast.Assign) and any(dotted_name(t) == tokens for t in sub.targets):
+                if any(
+                    isinstance(c, ast.Call) and _last(c.func) in ("repeat_interleave", "repeat", "expand")
+                    for c in walk(sub.value)
+                ):
+                    return True
+        return False
+
+    def _one_per_row(self, indices: ast.expr) -> bool:
+        """Top-1 routing: one expert index per token (``expert_index.view(-1, 1)``, ``argmax(...)``,
+        ``topk(..., 1)``, a function or index named ``top1``), so the copies are the tokens."""
+        function = self.ctx.function
+        names = [_last(indices), getattr(function, "name", "")]
+        if any(re.search(r"top_?1(?!\d)", n.lower()) for n in names):
+            return True
+        seen = self._resolved(indices) if isinstance(indices, ast.Name) else indices
+        for c in walk(seen):
+            if not isinstance(c, ast.Call):
+                continue
+            args = [int_value(a) for a in c.args]
+            if _last(c.func) in ("view", "reshape") and args[-2:] == [-1, 1]:
+                return True
+            if _last(c.func) == "argmax":
+                return True
+            k = c.args[1] if _last(c.func) == "topk" and len(c.args) >= 2 else None
+            k = next((kw.value for kw in c.keywords if kw.arg == "k"), k) if _last(c.func) == "topk" else None
+            if k is not None and int_value(k) == 1:
+                return True
+        return False
 
     # -- argument roles -----------------------------------------------------------------------------------
     def _roles(self, call: ast.Call, kernel: str) -> None:

@@ -8,6 +8,7 @@ import re
 
 from npu_lint.core.astutil import nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.layout import adapter_bases, sibling_modules
 from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 from npu_lint.veomni.patchgen import load_file
 
@@ -143,7 +144,6 @@ class KernelOutputShapeNotRestored(Rule):
         )
 
 
-_AFFIXES = ("_npu", "_fused", "npu_", "fused_")
 _MERGES = frozenset({"flatten", "view_as", "reshape_as"})
 
 
@@ -162,20 +162,11 @@ def _eager_counterpart(path: str, name: str) -> tuple[str, str, bool] | None:
     adapter without its ``_npu`` / ``_fused`` affix (``rope_apply_fused`` -> ``rope_apply``), with a split of its
     input like the adapter's. (file name, function name, whether it merges the axes back after the split), or
     None when there is none."""
-    bases = {name.removesuffix(a) for a in _AFFIXES if name.endswith(a)}
-    bases |= {name.removeprefix(a) for a in _AFFIXES if name.startswith(a)}
-    bases.discard(name)
+    bases = adapter_bases(name)
     if not bases:
         return None
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        siblings = sorted(f for f in os.listdir(directory) if f.endswith(".py"))
-    except OSError:
-        return None
-    for file in siblings:
-        full = os.path.join(directory, file)
-        if os.path.samefile(full, path) if os.path.exists(path) else file == os.path.basename(path):
-            continue
+    for full in sibling_modules(path):
+        file = os.path.basename(full)
         parsed = load_file(full)
         tree = parsed.tree if parsed is not None else None
         if tree is None:

@@ -80,6 +80,92 @@ def _products(unit: ast.AST, imported: frozenset[str]) -> list[tuple[ast.AST, as
     return out
 
 
+_Chain = list[tuple[ast.AST, str, int]]
+
+
+def _chains(unit: ast.AST) -> dict[int, _Chain]:
+    """For every node of ``unit``, its ancestors from ``unit`` down: (ancestor, field, index in a list field)."""
+    out: dict[int, _Chain] = {id(unit): []}
+    stack = [unit]
+    while stack:
+        node = stack.pop()
+        chain = out[id(node)]
+        for field, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            for i, child in enumerate(children):
+                if isinstance(child, ast.AST):
+                    out[id(child)] = [*chain, (node, field, i)]
+                    stack.append(child)
+    return out
+
+
+def _leaves(block: list[ast.stmt]) -> bool:
+    """A statement list that never falls through (it ends in ``return`` / ``raise`` / ``continue`` / ``break``)."""
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _exclusive(a: _Chain, b: _Chain) -> bool:
+    """Two nodes (by their ancestor chains) on exclusive paths: the two arms of an ``if`` / conditional
+    expression, two ``match`` cases, or inside an ``if`` arm that returns and after that ``if``."""
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    if i >= len(a) or i >= len(b):
+        return False
+    (parent, fa, ia), (_, fb, ib) = a[i], b[i]
+    if isinstance(parent, (ast.If, ast.IfExp)) and {fa, fb} == {"body", "orelse"}:
+        return True
+    if isinstance(parent, ast.Match) and fa == fb == "cases" and ia != ib:
+        return True
+    if fa == fb and ia != ib and isinstance(getattr(parent, fa, None), list):
+        first, inner = (a, i) if ia < ib else (b, i)
+        stmt = getattr(parent, fa)[min(ia, ib)]
+        if isinstance(stmt, ast.If) and len(first) > inner + 1:
+            arm = first[inner + 1][1]
+            if arm in ("body", "orelse") and _leaves(getattr(stmt, arm)):
+                return True
+    return False
+
+
+def _stores(unit: ast.AST) -> dict[str, list[int]]:
+    """The lines where each name of ``unit`` is (re)bound."""
+    out: dict[str, list[int]] = {}
+    for node in ast.walk(unit):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.setdefault(node.id, []).append(node.lineno)
+    return out
+
+
+def _same_binding(first: ast.Call, second: ast.Call, names: set[str], stores: dict[str, list[int]]) -> bool:
+    """No name the two calls share is rebound between them: they read the same values."""
+    lo, hi = sorted((first.lineno, second.lineno))
+    return not any(lo <= line < hi for name in names for line in stores.get(name, ()))
+
+
+def _transposed_back(product: ast.AST, chains: dict[int, _Chain], unit: ast.AST) -> bool:
+    """The product's result is transposed again: ``(a @ b).T`` / ``torch.bmm(a, b).transpose(1, 2)``, or the
+    variable it is assigned to is (``dw_t = ...; return dw_t.transpose(1, 2)``)."""
+    chain = chains.get(id(product), [])
+    parent = chain[-1][0] if chain else None
+    if isinstance(parent, ast.Attribute) and parent.attr in ("T", "mT"):
+        return True
+    if isinstance(parent, ast.Attribute) and parent.attr in ("t", "transpose") and len(chain) >= 2:
+        return isinstance(chain[-2][0], ast.Call) and chain[-2][0].func is parent
+    if isinstance(parent, ast.Call) and (dotted_name(parent.func) or "") == "torch.transpose":
+        return bool(parent.args) and parent.args[0] is product
+    if (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        name = parent.targets[0].id
+        return any(
+            isinstance(n, ast.expr) and _transposed(n) == name and n.lineno >= parent.lineno
+            for n in ast.walk(unit)
+        )
+    return False
+
+
 class KernelTwinCallsDisagree(Rule):
     code = "NPU315"
     name = "kernel-twin-calls-disagree"
@@ -180,7 +266,8 @@ class KernelTwinCallsDisagree(Rule):
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.ClassDef):
             if _autograd(node):
-                self._twins(node)
+                if self.ctx.function is None:  # else the enclosing function's unit holds its twin calls
+                    self._twins(node)
                 self._weight_grad(node)
             return
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -210,6 +297,7 @@ class KernelTwinCallsDisagree(Rule):
                     continue
                 key = (kernel, option, tuple(ast.unparse(s) for s in shared if s is not None))
                 groups.setdefault(key, []).append((call, value))
+        chains, stores = _chains(unit), _stores(unit)
         for (kernel, option, shared), calls in groups.items():
             values = Counter(repr(v) for _, v in calls)
             if len(values) < 2:
@@ -227,14 +315,33 @@ class KernelTwinCallsDisagree(Rule):
                     odd, ref = [(c, v) for c, v in ordered if v != default], plain[0]
                 else:
                     odd, ref = [ordered[-1]], ordered[0][0]
-            ref_value = next(v for c, v in calls if c is ref)
             what = ", ".join(f"`{s}`" for s in shared)
+            described = NPU_TWIN_OPTIONS[str(kernel)][str(option)][2]
+            names = {
+                n.id
+                for i, k in described
+                for n in ast.walk(_arg(calls[0][0], i, k) or ast.Pass())
+                if isinstance(n, ast.Name)
+            }
             for call, value in odd:
+                # a twin on an exclusive path (the other arm of a mode switch) or reading a rebound name is
+                # not the same data read twice
+                peers = [
+                    c
+                    for c, v in calls
+                    if repr(v) != repr(value)
+                    and not _exclusive(chains[id(call)], chains[id(c)])
+                    and _same_binding(call, c, names, stores)
+                ]
+                if not peers:
+                    continue
+                twin = ref if ref in peers else peers[0]
+                ref_value = next(v for c, v in calls if c is twin)
                 note = " (its default)" if ref_value == default else ""
                 self.report(
                     call,
                     f"`{kernel}` reads {what} with `{option}={value!r}` here, but its twin call at line "
-                    f"{ref.lineno} reads the same {what} with `{option}={ref_value!r}`{note}: one of them lays the "
+                    f"{twin.lineno} reads the same {what} with `{option}={ref_value!r}`{note}: one of them lays the "
                     "shared data out wrongly; make them agree with how it is built (and with the eager reference)",
                 )
 
@@ -279,8 +386,11 @@ class KernelTwinCallsDisagree(Rule):
         grad = backward.args.args[1].arg
         if saved_x is None or saved_x == grad:
             return
+        chains = _chains(backward)
         for node, a, b in _products(backward, imported):
             if _transposed(a) == grad and isinstance(b, ast.Name) and b.id == saved_x:
+                if _transposed_back(node, chains, backward):
+                    continue  # (dy^T x)^T = x^T dy: the right gradient
                 self.report(
                     node,
                     f"the weight gradient is computed as `{ast.unparse(a)}` times `{saved_x}` (dy^T x), but the "

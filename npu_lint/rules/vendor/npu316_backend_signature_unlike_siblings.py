@@ -6,6 +6,7 @@ import ast
 import os
 
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.layout import in_kernel_backends, sibling_modules
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.vendor_map import BACKEND_NAME_WORDS
 
@@ -48,7 +49,13 @@ def _eager(file: str, name: str) -> bool:
 
 
 def _params(func: ast.FunctionDef) -> list[str]:
+    """The positional parameters (the order test)."""
     return [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+
+
+def _names(func: ast.FunctionDef) -> list[str]:
+    """Every named parameter, keyword-only ones included (the missing test)."""
+    return [*_params(func), *(a.arg for a in func.args.kwonlyargs)]
 
 
 def _entries(tree: ast.Module) -> list[ast.FunctionDef]:
@@ -110,8 +117,7 @@ class BackendSignatureUnlikeSiblings(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        path = ctx.source.path.replace(os.sep, "/")
-        return not ctx.source.kind.test and "/ops/kernels/" in f"/{path}" and not path.endswith("__init__.py")
+        return not ctx.source.kind.test and in_kernel_backends(ctx.source.path)
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Module)
@@ -119,16 +125,9 @@ class BackendSignatureUnlikeSiblings(Rule):
         if not own:
             return
         here = os.path.abspath(self.ctx.source.path)
-        directory = os.path.dirname(here)
         siblings: list[tuple[str, ast.FunctionDef]] = [(os.path.basename(here), f) for f in own]
-        try:
-            files = sorted(f for f in os.listdir(directory) if f.endswith(".py") and f != "__init__.py")
-        except OSError:
-            files = []
-        for file in files:
-            full = os.path.join(directory, file)
-            if full == here:
-                continue
+        for full in sibling_modules(here, inits=False):
+            file = os.path.basename(full)
             parsed = load_file(full)
             if parsed is not None and parsed.tree is not None:
                 siblings.extend((file, f) for f in _entries(parsed.tree))
@@ -148,8 +147,11 @@ class BackendSignatureUnlikeSiblings(Rule):
         shared = [p for p in _params(peers[0][1]) if all(p in _params(s) for _, s in peers)]
         common = [p for p in shared if p in mine]
         orders = {tuple(p for p in _params(s) if p in common) for _, s in peers}
-        missing = [p for p in shared if p not in mine]
-        if len(missing) == 1 and len(shared) >= 4:
+        taken = [p for p in _names(peers[0][1]) if all(p in _names(s) for _, s in peers)]
+        missing = [p for p in taken if p not in _names(func)]
+        # one non-eager peer: which of the two has an extra parameter (an EP entry's ep_group) is not known
+        judged = len(peers) >= 2 or any(_eager(f, s.name) for f, s in peers)
+        if judged and len(missing) == 1 and len(taken) >= 4:
             file, ref = peers[0]
             self.report(
                 func,
