@@ -137,3 +137,16 @@ def test_a_tree_deeper_than_a_byte_finds_subtree_ends_too() -> None:
         got = index.nodes_of(func, (ast.Name,))
         want = _reference_nodes_of(func, (ast.Name,))
         assert got is not None and len(got) == len(want) and all(a is b for a, b in zip(got, want))
+
+
+def test_literal_readers_none_tested_and_int_value() -> None:
+    from npu_lint.core.astutil import int_value, none_tested
+
+    def expr(text: str) -> ast.expr:
+        return ast.parse(text, mode="eval").body
+
+    assert none_tested(expr("x is None")) == "x"
+    assert [none_tested(expr(t)) for t in ("x is not None", "x == None", "x.y is None", "x is 0", "None is x")] == [
+        None
+    ] * 5
+    assert [int_value(expr(t)) for t in ("3", "-100", "True", "1.0", "-x")] == [3, -100, None, None, None]

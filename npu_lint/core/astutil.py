@@ -677,6 +677,20 @@ def call_arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
     return None
 
 
+def none_tested(test: ast.AST) -> str | None:
+    """The name an ``<name> is None`` comparison tests (``x is None`` -> ``x``), else None."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and isinstance(test.left, ast.Name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left.id
+    return None
+
+
 def int_value(node: ast.AST | None) -> int | None:
     """The value of an integer literal, negated ones included (``3``, ``-100``); None for anything else (bools too)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):

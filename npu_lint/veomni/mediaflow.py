@@ -23,6 +23,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from npu_lint.core.astutil import none_tested
+
 # The method a VeOmni tower runs on a fake input on the ranks without its medium (FSDP needs every rank to run
 # every tower), and the word its helpers are spelled with (`lm_dummy_encode`, `run_dummy`).
 DUMMY_FORWARD = "dummy_forward"
@@ -171,15 +173,9 @@ def kwargs_spread(call: ast.Call, name: str) -> bool:
 
 def _absent_test(test: ast.AST) -> str | None:
     """The name an `if <name> is None:` (or `if not <name>:`) test finds absent."""
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Is)
-        and isinstance(test.left, ast.Name)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        return test.left.id
+    name = none_tested(test)
+    if name is not None:
+        return name
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
         return test.operand.id
     return None

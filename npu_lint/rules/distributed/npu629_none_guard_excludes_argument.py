@@ -5,24 +5,9 @@ from __future__ import annotations
 import ast
 import builtins
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, none_tested
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.parallelgate import conjuncts
-
-
-def _none_test(part: ast.expr) -> str | None:
-    """``x is None`` -> ``x``."""
-    if (
-        isinstance(part, ast.Compare)
-        and len(part.ops) == 1
-        and isinstance(part.ops[0], ast.Is)
-        and isinstance(part.left, ast.Name)
-        and isinstance(part.comparators[0], ast.Constant)
-        and part.comparators[0].value is None
-    ):
-        return part.left.id
-    return None
-
 
 _PLAIN = frozenset(dir(builtins)) | {
     "append",
@@ -111,7 +96,7 @@ class NoneGuardExcludesArgument(Rule):
         if len(parts) < 2:
             return
         for part in parts:
-            name = _none_test(part)
+            name = none_tested(part)
             if name is None:
                 continue
             for stmt in node.body:
