@@ -146,7 +146,7 @@ def test_literal_readers_none_tested_and_int_value() -> None:
         return ast.parse(text, mode="eval").body
 
     assert none_tested(expr("x is None")) == "x"
-    assert [none_tested(expr(t)) for t in ("x is not None", "x == None", "x.y is None", "x is 0", "None is x")] == [
-        None
-    ] * 5
+    assert [
+        none_tested(expr(t)) for t in ("x is not None", "x == None", "x.y is None", "x is 0", "None is x")
+    ] == [None] * 5
     assert [int_value(expr(t)) for t in ("3", "-100", "True", "1.0", "-x")] == [3, -100, None, None, None]
