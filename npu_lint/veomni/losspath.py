@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import int_value, nodes_of, walk
+from npu_lint.core.astutil import call_name, int_value, nodes_of, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
@@ -2748,14 +2748,7 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
         reduced = False
         for sub in _walk(node.value):
             if isinstance(sub, ast.Call):
-                callee = sub.func
-                attr = (
-                    callee.attr
-                    if isinstance(callee, ast.Attribute)
-                    else callee.id
-                    if isinstance(callee, ast.Name)
-                    else ""
-                )
+                attr = call_name(sub)
                 if attr not in _RANK_LOCAL_CALLS:
                     reduced = True
                     break
