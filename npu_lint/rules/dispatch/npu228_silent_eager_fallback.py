@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value, walk
+from npu_lint.core.astutil import call_name, none_tested, str_value, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _GPU_DEVICES = frozenset({"cuda", "gpu"})
@@ -19,11 +19,6 @@ _FAILURES = frozenset(
 
 
 _NO_SENTINEL = object()
-
-
-def _call_name(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _eager_selection(node: ast.AST | None) -> bool:
@@ -51,7 +46,7 @@ def _keyed_parts(node: ast.Subscript | ast.Call) -> list[ast.AST]:
     ``mapping.get(key, d)`` / ``.pop`` / ``.setdefault`` is left out: ``getattr(config, "attn_implementation",
     "eager")`` reads a setting whose default is the eager name, it selects nothing."""
     if isinstance(node, ast.Call):
-        name = _call_name(node)
+        name = call_name(node)
         if name == "getattr" and isinstance(node.func, ast.Name):
             return [node.func, *node.args[:2]]
         if name in ("get", "pop", "setdefault") and isinstance(node.func, ast.Attribute):
@@ -66,7 +61,7 @@ def _other_device_row(node: ast.AST) -> bool:
         key = None
         if isinstance(sub, ast.Subscript):
             key = sub.slice
-        elif isinstance(sub, ast.Call) and _call_name(sub) == "get" and sub.args:
+        elif isinstance(sub, ast.Call) and call_name(sub) == "get" and sub.args:
             key = sub.args[0]
         if isinstance(key, ast.Tuple) and any(str_value(e) in _GPU_DEVICES for e in key.elts):
             return True
@@ -88,7 +83,7 @@ def _speaks(stmts: list[ast.stmt], nested: bool = True, holds: frozenset[str] = 
                 return True
             if not isinstance(sub, ast.Call):
                 continue
-            name = _call_name(sub).lower()
+            name = call_name(sub).lower()
             if name in _MATH or name.startswith(("log_soft", "log_sig", "logical", "logit", "logsum")):
                 continue  # `torch.log`, `log_softmax`: arithmetic, not a message
             if any(w in name for w in _SPEAKS):
@@ -163,16 +158,9 @@ def _failed_probe(test: ast.expr, keys: frozenset[str] = frozenset()) -> str | N
     ``not in`` test of another value (``module_name not in _PATCHABLE``: a guard, not a lookup miss) is none."""
     for sub in walk(test):
         if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not) and isinstance(sub.operand, ast.Call):
-            if any(p in _call_name(sub.operand).lower() for p in _PROBES):
+            if any(p in call_name(sub.operand).lower() for p in _PROBES):
                 return ast.unparse(sub)
-        if (
-            isinstance(sub, ast.Compare)
-            and len(sub.ops) == 1
-            and isinstance(sub.ops[0], ast.Is)
-            and isinstance(sub.left, ast.Name)
-            and isinstance(sub.comparators[0], ast.Constant)
-            and sub.comparators[0].value is None
-        ):
+        if none_tested(sub) is not None:
             return ast.unparse(sub)
         if (
             isinstance(sub, ast.Compare)
@@ -329,7 +317,7 @@ class SilentEagerFallback(Rule):
                     "back",
                 )
         elif isinstance(node, ast.Call):
-            if _call_name(node) != "get" or len(node.args) != 2 or not isinstance(node.func, ast.Attribute):
+            if call_name(node) != "get" or len(node.args) != 2 or not isinstance(node.func, ast.Attribute):
                 return
             default = node.args[1]
             if isinstance(default, ast.Constant) or not _eager_selection(default):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.memo import by_content
 from npu_lint.rules._handles import spec_target
@@ -49,11 +49,6 @@ _CASTS = {
     "size",
 }
 _CASTS |= {"numel", "len", "list", "tuple", "int", "unsqueeze", "squeeze", "isinstance", "super", "getattr"}
-
-
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _kwargs_names(func: ast.FunctionDef) -> set[str]:
@@ -111,7 +106,7 @@ def _kwargs_reach_model(func: ast.FunctionDef) -> bool:
         if isinstance(node, ast.Call) and any(
             kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id in names for kw in node.keywords
         ):
-            low = _callee(node).lower()
+            low = call_name(node).lower()
             if "loss" not in low and "entropy" not in low:
                 return True
     return False
@@ -209,8 +204,8 @@ def _kwargs_removed(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
 def _calls_by_name(func: ast.AST) -> dict[str, list[ast.Call]]:
     out: dict[str, list[ast.Call]] = {}
     for node in _walk(func):
-        if isinstance(node, ast.Call) and _callee(node):
-            out.setdefault(_callee(node), []).append(node)
+        if isinstance(node, ast.Call) and call_name(node):
+            out.setdefault(call_name(node), []).append(node)
     return out
 
 
@@ -226,9 +221,9 @@ def _where_dropped(
     inputs. (None, "") when there is no such call."""
     mine = _calls_by_name(func)
     for up in _walk(upstream):
-        if not isinstance(up, ast.Call) or not mine.get(_callee(up)):
+        if not isinstance(up, ast.Call) or not mine.get(call_name(up)):
             continue
-        callee = _callee(up)
+        callee = call_name(up)
         for i, a in enumerate(up.args):
             if _is(a, name):
                 for call in mine[callee]:
@@ -334,8 +329,8 @@ def _siblings(method: str) -> list[str]:
 def _callees(func: ast.AST) -> dict[str, ast.Call]:
     out: dict[str, ast.Call] = {}
     for node in (n for stmt in getattr(func, "body", []) for n in _walk(stmt)):
-        if isinstance(node, ast.Call) and _callee(node):
-            out.setdefault(_callee(node), node)
+        if isinstance(node, ast.Call) and call_name(node):
+            out.setdefault(call_name(node), node)
     return out
 
 
@@ -712,12 +707,12 @@ class MediaParameters(WrapperRule):
         mine = {p for p in params_of(func) if MEDIA.match(p)}
         calls = _calls_by_name(func)
         for up in _walk(upstream):
-            if not isinstance(up, ast.Call) or not calls.get(_callee(up)):
+            if not isinstance(up, ast.Call) or not calls.get(call_name(up)):
                 continue
             want = [a.id if isinstance(a, ast.Name) and a.id in mine else None for a in up.args]
             if sum(1 for w in want if w) < 2:
                 continue
-            for call in calls[_callee(up)]:
+            for call in calls[call_name(up)]:
                 got = [a.id if isinstance(a, ast.Name) and a.id in mine else None for a in call.args]
                 media_want = [w for w in want if w]
                 media_got = [g for g in got if g]

@@ -6,7 +6,7 @@ import ast
 import functools
 from pathlib import Path
 
-from npu_lint.core.astutil import nodes_of, own_nodes
+from npu_lint.core.astutil import call_name, nodes_of, own_nodes
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import call_arg
 from npu_lint.rules.base import Example
@@ -25,11 +25,6 @@ from npu_lint.veomni.upstream import last_name
 _SHIFTING = ("loss_function", "ForCausalLMLoss", "causal_lm_loss")
 
 
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
 def _is_shift(node: ast.AST) -> bool:
     """`labels[..., 1:]`, `labels[:, 1:]`, `input_labels[1:]`: a label tensor sliced from position 1;
     `torch.roll(labels, -1, ...)` / `labels.roll(-1, ...)`."""
@@ -46,13 +41,13 @@ def _is_shift(node: ast.AST) -> bool:
         )
     ):
         node = node.func.value
-    if isinstance(node, ast.Call) and _callee(node) == "roll":
+    if isinstance(node, ast.Call) and call_name(node) == "roll":
         text = ast.unparse(node)
         return "label" in text and ("-1" in text)
     if not isinstance(node, ast.Subscript):
         return False
     base = node.value
-    if isinstance(base, ast.Call) and _callee(base) == "pad" and base.args:
+    if isinstance(base, ast.Call) and call_name(base) == "pad" and base.args:
         base = base.args[
             0
         ]  # `F.pad(labels, (0, 1), value=-100)[..., 1:]`: the labels padded back, then shifted
@@ -80,7 +75,7 @@ def _short_shift(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Subscript)
         and not (
-            isinstance(node.value, ast.Call) and _callee(node.value) == "pad"
+            isinstance(node.value, ast.Call) and call_name(node.value) == "pad"
         )  # padded back: full length
         and _is_shift(node)
     )
@@ -107,7 +102,7 @@ def _starts_at_one(node: ast.AST) -> bool:
         return isinstance(node.lower, ast.Constant) and node.lower.value == 1
     return (
         isinstance(node, ast.Call)
-        and _callee(node) == "slice"
+        and call_name(node) == "slice"
         and bool(node.args)
         and isinstance(node.args[0], ast.Constant)
         and node.args[0].value == 1
@@ -418,7 +413,7 @@ def _unshifted_off_branches(func: ast.AST) -> list[tuple[ast.AST, str]]:
             continue
         if any(_is_shift(n) for stmt in on + off for n in _walk(stmt)):
             continue  # a shift on either side: the branches are told apart already
-        if any(isinstance(n, ast.Call) and _callee(n) in _LOSS_CALLS for stmt in off for n in _walk(stmt)):
+        if any(isinstance(n, ast.Call) and call_name(n) in _LOSS_CALLS for stmt in off for n in _walk(stmt)):
             continue  # the non-SP labels go to a loss that shifts them itself
         out.append((off_out[0], ast.unparse(node.test)))
     return out
@@ -461,7 +456,7 @@ def _uncut_partners(func: ast.AST) -> list[ast.AST]:
     nodes = _walk(func)
     if any(
         isinstance(c, ast.Call)
-        and (any(w in _callee(c) for w in _SHIFTING) or any(k.arg == "shift_labels" for k in c.keywords))
+        and (any(w in call_name(c) for w in _SHIFTING) or any(k.arg == "shift_labels" for k in c.keywords))
         for c in nodes
     ):
         return []  # labels handed to a loss that shifts them (or as `shift_labels=`): the checks above own it
@@ -470,7 +465,7 @@ def _uncut_partners(func: ast.AST) -> list[ast.AST]:
         for n in nodes
         if isinstance(n, ast.Assign)
         and any(
-            isinstance(c, ast.Call) and _callee(c) in ("pad", "cat", "concat", "concatenate")
+            isinstance(c, ast.Call) and call_name(c) in ("pad", "cat", "concat", "concatenate")
             for c in _walk(n.value)
         )
         for t in n.targets
@@ -480,7 +475,7 @@ def _uncut_partners(func: ast.AST) -> list[ast.AST]:
         t.id
         for n in nodes
         if isinstance(n, ast.Assign)
-        and any(isinstance(c, ast.Call) and _callee(c) == "slice" for c in _walk(n.value))
+        and any(isinstance(c, ast.Call) and call_name(c) == "slice" for c in _walk(n.value))
         for t in n.targets
         if isinstance(t, ast.Name)
     }
@@ -501,7 +496,7 @@ def _uncut_partners(func: ast.AST) -> list[ast.AST]:
         ):
             return []  # something else is cut (at the end, at the start, by a slice variable): the function's own pairing
         if "label" in base and base not in padded and parts and _starts_at_one(parts[-1]):
-            if not any(isinstance(c, ast.Call) and _callee(c) == "pad" for c in _walk(n.value)):
+            if not any(isinstance(c, ast.Call) and call_name(c) == "pad" for c in _walk(n.value)):
                 shifts.append(n)
     return shifts if partners else []
 
@@ -1097,7 +1092,7 @@ class LabelShift(LossRule):
                         )
             if not isinstance(node, ast.Call):
                 continue
-            if _callee(node) in _SHIFTING:
+            if call_name(node) in _SHIFTING:
                 for kw in node.keywords:
                     value = kw.value
                     if (
@@ -1112,7 +1107,7 @@ class LabelShift(LossRule):
                             "`shift_labels=` it is one position shorter than the full-length logits, so targets and "
                             "logits no longer line up (pad it: `F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]`)",
                         )
-            if _callee(node) not in _SHIFTING or any(kw.arg == "shift_labels" for kw in node.keywords):
+            if call_name(node) not in _SHIFTING or any(kw.arg == "shift_labels" for kw in node.keywords):
                 continue
             arg = call_arg(node, 1, "labels")
             if arg is not None and (
