@@ -129,6 +129,16 @@ PLUMBING = {
     "partial",
     "wraps",
 }
+BUILTIN_NAMED_METHODS = {
+    "float",
+    "int",
+    "bool",
+    "min",
+    "max",
+    "sum",
+    "any",
+    "all",
+}  # tensor methods, not plumbing
 CONSTRUCTORS = {
     "zeros", "ones", "empty", "full", "arange", "tensor", "randn", "rand", "randint", "zeros_like", "ones_like",
     "empty_like", "full_like", "linspace", "eye", "as_tensor",
@@ -252,9 +262,12 @@ def _stmt_drop(stmt: ast.stmt) -> list[tuple[str, ast.AST, str]]:
 
 def _node_sites(node: ast.AST, params: list[str], self_attrs: list[str]) -> list[tuple[str, ast.AST, str]]:
     out: list[tuple[str, ast.AST, str]] = []
-    if isinstance(node, ast.Call) and _last(node.func) not in PLUMBING:
+    if isinstance(node, ast.Call):
+        plumbing = _last(node.func) in PLUMBING and not (
+            isinstance(node.func, ast.Attribute) and node.func.attr in BUILTIN_NAMED_METHODS
+        )
         pos = [a for a in node.args if not isinstance(a, ast.Starred)]
-        named = [k for k in node.keywords if k.arg is not None]
+        named = [k for k in node.keywords if k.arg is not None and not plumbing]
         for k in named:
             op = "device-drop" if k.arg == "device" else "dtype-drop" if k.arg == "dtype" else "kwarg-drop"
             out.append((op, node, _unparse_call(node, node.args, [x for x in node.keywords if x is not k])))
@@ -266,7 +279,7 @@ def _node_sites(node: ast.AST, params: list[str], self_attrs: list[str]) -> list
                 swapped = ast.keyword(arg=k.arg, value=ast.Constant(REDUCE[k.value.value]))
                 kws = [swapped if x is k else x for x in node.keywords]
                 out.append(("reduce-swap", node, _unparse_call(node, node.args, kws)))
-        if len(pos) == len(node.args) and len(pos) >= 2:
+        if len(pos) == len(node.args) and len(pos) >= 2 and not plumbing:
             for i in range(len(pos) - 1):
                 if ast.dump(pos[i]) != ast.dump(pos[i + 1]):
                     args = list(pos)
