@@ -83,8 +83,8 @@ def test_reviewed_figures_reach_the_pages() -> None:
 _ENTRY = re.compile(r"^( {0,12})([\w<>-]+/|[\w-]+\.py)(?=\s|$)")
 
 
-def _layout_sections() -> list[tuple[int, str, int, int]]:
-    """The entries of docs/architecture.md's layout block: (indent, name, first line, end line)."""
+def _layout_sections() -> tuple[list[str], list[tuple[int, str, int, int]]]:
+    """The lines of docs/architecture.md's layout block and its entries: (indent, name, first line, end line)."""
     text = (ROOT / "docs" / "architecture.md").read_text()
     block = re.search(r"^## Layout\n\n```\n(.*?)\n```", text, re.S | re.M)
     assert block is not None, "docs/architecture.md has no layout block"
@@ -94,7 +94,7 @@ def _layout_sections() -> list[tuple[int, str, int, int]]:
     for k, (indent, name, start) in enumerate(entries):
         end = next((s for d, _, s in entries[k + 1 :] if d <= indent), len(lines))
         out.append((indent, name, start, end))
-    return out
+    return lines, out
 
 
 def _documented(relative: Path, lines: list[str], sections: list[tuple[int, str, int, int]]) -> bool:
@@ -111,11 +111,7 @@ def _documented(relative: Path, lines: list[str], sections: list[tuple[int, str,
 def test_every_module_is_named_in_the_architecture_layout() -> None:
     """A module of npu_lint/ or bench/ the layout block does not name fails here (rule modules excepted: the
     family line and tests/test_layout.py cover them)."""
-    text = (ROOT / "docs" / "architecture.md").read_text()
-    block = re.search(r"^## Layout\n\n```\n(.*?)\n```", text, re.S | re.M)
-    assert block is not None
-    lines = block.group(1).split("\n")
-    sections = _layout_sections()
+    lines, sections = _layout_sections()
     modules = [*sorted((ROOT / "npu_lint").rglob("*.py")), *sorted((ROOT / "bench").rglob("*.py"))]
     unnamed = []
     for path in modules:
