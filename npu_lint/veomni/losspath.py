@@ -197,8 +197,7 @@ def _margins(func: ast.AST) -> set[str]:
 def _is_logistic(node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    f = node.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    name = call_name(node)
     return name in _LOGISTIC
 
 
@@ -496,8 +495,7 @@ def _reduction(call: ast.Call) -> str | None:
 def _is_ce(call: ast.AST) -> bool:
     if not isinstance(call, ast.Call):
         return False
-    f = call.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    name = call_name(call)
     return name in ("cross_entropy", "nll_loss")
 
 
@@ -662,8 +660,7 @@ def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[as
     for n in nodes_of(func, ast.Call):
         if not isinstance(n, ast.Call) or id(n) in plain or not n.args:
             continue
-        f = n.func
-        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        callee = call_name(n)
         if callee not in _REDUCERS:
             continue
         arg = n.args[0]
@@ -713,8 +710,7 @@ def _encodes_header(value: ast.AST, role_reads: set[str]) -> bool:
     """`tokenizer.encode("<|im_start|>" + message["role"] + "\\n", ...)`: an encoding of a role header alone."""
     if not (isinstance(value, ast.Call) and value.args):
         return False
-    f = value.func
-    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    callee = call_name(value)
     if callee not in ("encode", "tokenize", "convert_tokens_to_ids", "apply_chat_template"):
         return False
     text = value.args[0]
@@ -856,8 +852,7 @@ def fp32_projections(func: ast.AST) -> list[ast.Call]:
     out: list[ast.Call] = []
     for n in nodes_of(func, ast.Call):
         if isinstance(n, ast.Call):
-            f = n.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = call_name(n)
             if name in _PROJECTIONS and any(_fp32_cast(a) for a in n.args):
                 out.append(n)
     return out
@@ -1016,8 +1011,7 @@ _TOP_K = re.compile(r"top_?k|experts_per_tok|per_token|topk")
 def aux_loss_top_k_missing(call: ast.Call) -> bool:
     """A load-balancing loss call that passes the number of experts but no top-k (the callee's default `top_k`
     then stands in for the model's `num_experts_per_tok`)."""
-    f = call.func
-    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    callee = call_name(call)
     if "load_balancing" not in callee.lower():
         return False
     args = [*call.args, *(kw.value for kw in call.keywords)]
@@ -1102,8 +1096,7 @@ _SIZE_CALLS = frozenset({"numel", "size", "nelement"})
 def _callee(node: ast.AST) -> str:
     if not isinstance(node, ast.Call):
         return ""
-    f = node.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return call_name(node)
 
 
 def reduction_of(node: ast.AST) -> tuple[str, ast.AST] | None:
@@ -1485,13 +1478,7 @@ def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
         for node in walk(stmt):
             if isinstance(node, ast.Call):
                 func = node.func
-                attr = (
-                    func.attr
-                    if isinstance(func, ast.Attribute)
-                    else func.id
-                    if isinstance(func, ast.Name)
-                    else ""
-                )
+                attr = call_name(node)
                 if isinstance(func, ast.Attribute):
                     if attr == "float" and not node.args:
                         out["fp32",] += 1
@@ -2560,7 +2547,7 @@ def _exp_argument(node: ast.AST) -> ast.AST | None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "exp" and not node.args:
             return func.value
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(node)
         if name == "exp" and len(node.args) == 1:
             return node.args[0]
     return None

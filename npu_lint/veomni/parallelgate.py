@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.core.astutil import call_name, nodes_of, walk
 
 # whole "_"-separated words of an identifier that name a parallel mode or a collective step
 PARALLEL_WORDS = frozenset(
@@ -89,8 +89,7 @@ def collective_call(call: ast.Call) -> str | None:
     """The collective name ``call`` runs (see ``collective_name``), or None. An index ``gather``
     (``torch.gather(x, -1, idx)``, ``x.gather(1, idx)``, ``gather(..., index=...)``) picks elements of one
     rank's tensor: no collective."""
-    func = call.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    name = call_name(call)
     if not collective_name(name):
         return None
     if name == "gather" and (
@@ -151,8 +150,7 @@ def may_take_flag(func: ast.AST) -> bool:
     if runs_parallel_path(func):
         return True
     for call in nodes_of(func, ast.Call):
-        f = call.func  # type: ignore[attr-defined]
-        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        name = call_name(call)
         if name and (parallel_word(name) or collective_name(name) or "attn" in name or "attention" in name):
             return True
         if any(k.arg is None for k in call.keywords):  # type: ignore[attr-defined]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_name, str_value
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -1526,8 +1526,7 @@ def _configured_device(node: ast.AST) -> bool:
 def _backend_value(node: ast.AST) -> bool:
     """A collective backend: ``dist.get_backend(...)`` (any receiver), or a name / attribute naming a backend."""
     if isinstance(node, ast.Call):
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(node)
         return name == "get_backend"
     name = target_name(node)
     return bool(name) and "backend" in name.lower()  # type: ignore[union-attr]

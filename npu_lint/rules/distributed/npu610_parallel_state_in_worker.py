@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -318,7 +319,7 @@ class ParallelStateInWorker(Rule):
 
     def _state_read(self, call: ast.Call) -> str | None:
         func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(call)
         if not name:
             return None
         if name in _DIST_QUERIES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.parallelgate import collective_call, conjuncts, is_parallel_gate
 
@@ -106,9 +107,7 @@ class ParallelCallUnguarded(Rule):
         assert isinstance(node, ast.Call)
         parents = self.ctx.parents
         func = node.func
-        callee = (
-            func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        )
+        callee = call_name(node)
         if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and _self_call(func)):
             self._callers.setdefault(callee, []).append(self._gate(node, parents) is not None)
         name = collective_call(node)

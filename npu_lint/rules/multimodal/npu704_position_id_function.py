@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import int_value, nodes_of
+from npu_lint.core.astutil import call_name, int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import gpu_sibling_only, method_name
@@ -53,8 +53,7 @@ def _where_codes(value: ast.AST, array: str) -> list[tuple[ast.expr, str, str, i
     """``torch.where(<mask of a modality>, <int>, <else>)``, nested in its branches."""
     out: list[tuple[ast.expr, str, str, int]] = []
     if isinstance(value, ast.Call) and len(value.args) == 3:
-        func = value.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(value)
         if name == "where":
             mod = _modality_of(value.args[0])
             code = int_value(value.args[1])
@@ -185,7 +184,7 @@ def _moves_axes(node: ast.AST, name: str, helpers: dict[str, ast.FunctionDef], d
         if not isinstance(n, ast.Call):
             continue
         f = n.func
-        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        callee = call_name(n)
         on = [f.value] if isinstance(f, ast.Attribute) else []
         if callee in _MOVES and any(
             isinstance(x, ast.Name) and x.id == name for a in [*on, *n.args] for x in _walk(a)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from npu_lint.core.astutil import int_value, nodes_of
+from npu_lint.core.astutil import call_name, int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Example, make_fix
@@ -121,7 +121,7 @@ def _is_stub(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _calls_loss(func: ast.AST) -> bool:
     for node in _walk(func):
         if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            name = call_name(node)
             low = name.lower()
             if "loss" in low or "entropy" in low or low.endswith("_ce") or low == "apply":
                 return True
@@ -825,7 +825,7 @@ class LossReduction(LossRule):
             for kw in node.keywords:
                 if kw.arg == "ignore_index":
                     judge(kw.value, "`ignore_index`")
-            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            callee = call_name(node)
             if callee == "get" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
                 judge(node.args[1], "the `ignore_index` fallback")
             elif callee == "setdefault" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
