@@ -168,6 +168,16 @@ def conjuncts(test: ast.expr) -> list[ast.expr]:
     return [test]
 
 
+def parallel_gate(test: ast.expr) -> ast.expr | None:
+    """The first conjunct of ``test`` that is a parallel gate (``is_parallel_gate``), or None."""
+    return next((part for part in conjuncts(test) if is_parallel_gate(part)), None)
+
+
+def parallel_words(node: ast.AST) -> set[str]:
+    """The parallel-mode words the identifiers of ``node`` name (``ps.ulysses_enabled``: ``ulysses``)."""
+    return {w for ident in _identifiers(node) for w in ident.lower().split("_") if w in PARALLEL_WORDS}
+
+
 def is_parallel_gate(part: ast.expr) -> bool:
     """A condition on a parallel mode: ``ulysses_enabled``, ``ps.sp_enabled``, ``ps.ulysses_size > 1``,
     ``dist.get_world_size() > 1``, or an ``or`` of conditions one of which is one
@@ -214,6 +224,16 @@ def dtensor_subject(test: ast.expr) -> str | None:
     return None
 
 
+def _layout_of(node: ast.AST, subject: str) -> bool:
+    """``subject.device_mesh`` / ``subject.placements``."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in _DTENSOR_ATTRS
+        and isinstance(node.value, ast.Name)
+        and node.value.id == subject
+    )
+
+
 def layout_reads(body: list[ast.stmt], subject: str) -> list[tuple[str, ast.Assign]]:
     """``mesh = t.device_mesh`` / ``placements = t.placements`` statements of a branch body (name, statement)."""
     found: list[tuple[str, ast.Assign]] = []
@@ -222,13 +242,15 @@ def layout_reads(body: list[ast.stmt], subject: str) -> list[tuple[str, ast.Assi
             isinstance(stmt, ast.Assign)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
-            and isinstance(stmt.value, ast.Attribute)
-            and stmt.value.attr in _DTENSOR_ATTRS
-            and isinstance(stmt.value.value, ast.Name)
-            and stmt.value.value.id == subject
+            and _layout_of(stmt.value, subject)
         ):
             found.append((stmt.targets[0].id, stmt))
     return found
+
+
+def branch_calls(body: list[ast.stmt]) -> list[ast.Call]:
+    """The calls of a branch body, statement by statement, each in walk order."""
+    return [call for stmt in body for call in nodes_of(stmt, ast.Call)]  # type: ignore[misc]
 
 
 def branch_reads(body: list[ast.stmt]) -> set[str]:
@@ -242,18 +264,11 @@ def distributes_with(body: list[ast.stmt], subject: str) -> bool:
     """A call of the branch is handed ``subject``'s mesh or placements directly
     (``distribute_tensor(full, param.device_mesh, param.placements)``, ``DTensor.from_local(...,
     device_mesh=param.device_mesh)``): the branch distributes its value with the subject's layout."""
-    for stmt in body:
-        for call in nodes_of(stmt, ast.Call):
-            values = [*call.args, *(k.value for k in call.keywords)]  # type: ignore[attr-defined]
-            for v in values:
-                if (
-                    isinstance(v, ast.Attribute)
-                    and v.attr in _DTENSOR_ATTRS
-                    and isinstance(v.value, ast.Name)
-                    and v.value.id == subject
-                ):
-                    return True
-    return False
+    return any(
+        _layout_of(v, subject)
+        for call in branch_calls(body)
+        for v in (*call.args, *(k.value for k in call.keywords))
+    )
 
 
 # -- deferred initialisation ------------------------------------------------------------------------------
