@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.rules.snippets import lint_snippet
+
 _ADAPTER = """import torch_npu
 from einops import rearrange
 
@@ -184,25 +186,11 @@ def test_fingerprint_covers_kernel_backends_and_resolvers(tmp_path: Path) -> Non
 
 
 def _codes(code: str, text: str, path: str = "veomni/ops/kernels/rope/npu.py") -> list[int]:
-    import textwrap
-
-    from npu_lint.core.config import Settings
-    from npu_lint.core.source import SourceFile
-    from npu_lint.engine import lint_source
-
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n")), [code], Settings())
-    return [d.line for d in found if d.code == code]
+    return [d.line for d in lint_snippet(path, text, [code])]
 
 
 def _messages(code: str, text: str, path: str) -> list[str]:
-    import textwrap
-
-    from npu_lint.core.config import Settings
-    from npu_lint.core.source import SourceFile
-    from npu_lint.engine import lint_source
-
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n")), [code], Settings())
-    return [d.message for d in found if d.code == code]
+    return [d.message for d in lint_snippet(path, text, [code])]
 
 
 def test_npu315_calls_on_exclusive_branches_are_not_twins() -> None:
