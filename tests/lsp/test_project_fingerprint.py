@@ -13,6 +13,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from tests.lsp.helpers import REPO, codes, open_document, wait_diagnostics, watched_globs
+from tests.rules.snippets import WAN_ADAPTER, WAN_EAGER
 
 
 def _select(project: Path, code: str) -> None:
@@ -56,25 +57,6 @@ async def test_changed_kernel_backend_relints_an_open_sibling(
     await wait_diagnostics(push_client, uri, lambda d: codes(d) == ["NPU316"])
 
 
-_ADAPTER = """import torch_npu
-from einops import rearrange
-
-
-def rope_apply_fused(x, cos, sin, head_dim):
-    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
-    x_out = torch_npu.npu_rotary_mul(x.float(), cos, sin)
-    return x_out.to(x.dtype)
-"""
-_EAGER_ROPE = """from einops import rearrange
-
-
-def rope_apply(x, freqs, head_dim):
-    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
-    x_out = x * freqs{merge}
-    return x_out.to(x.dtype)
-"""
-
-
 async def test_changed_eager_counterpart_outside_the_packages_relints_the_adapter(
     push_client: LanguageClient, project: Path
 ) -> None:
@@ -83,12 +65,12 @@ async def test_changed_eager_counterpart_outside_the_packages_relints_the_adapte
     wan = project / "veomni" / "models" / "diffusers" / "wan"  # no spec, no generated/: no model package
     wan.mkdir(parents=True)
     eager = wan / "modeling_wan.py"
-    eager.write_text(_EAGER_ROPE.format(merge=".flatten(2)"))
-    uri = open_document(push_client, wan / "npu_patch.py", _ADAPTER)
+    eager.write_text(WAN_EAGER.format(merge=".flatten(2)"))
+    uri = open_document(push_client, wan / "npu_patch.py", WAN_ADAPTER)
     found = await wait_diagnostics(push_client, uri, lambda d: codes(d) == ["NPU314"])
     assert "`rope_apply` in modeling_wan.py" in found[0].message
     # the eager function keeps the per-head layout now: the adapter matches it
-    _changed_on_disk(push_client, eager, _EAGER_ROPE.format(merge=""))
+    _changed_on_disk(push_client, eager, WAN_EAGER.format(merge=""))
     await wait_diagnostics(push_client, uri, lambda d: codes(d) == [])
 
 

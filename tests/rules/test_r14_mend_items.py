@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rules.snippets import lint_snippet
+from tests.rules.snippets import WAN_ADAPTER, WAN_EAGER, lint_snippet
 
 _ADAPTER = """import torch_npu
 from einops import rearrange
@@ -86,25 +86,6 @@ def test_cached_run_rereads_a_changed_sibling_backend(tmp_path: Path, monkeypatc
     assert code == 0 and "NPU316" not in out, out
 
 
-_WAN_ADAPTER = """import torch_npu
-from einops import rearrange
-
-
-def rope_apply_fused(x, cos, sin, head_dim):
-    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
-    x_out = torch_npu.npu_rotary_mul(x.float(), cos, sin)
-    return x_out.to(x.dtype)
-"""
-_WAN_EAGER = """from einops import rearrange
-
-
-def rope_apply(x, freqs, head_dim):
-    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
-    x_out = x * freqs{merge}
-    return x_out.to(x.dtype)
-"""
-
-
 def test_cached_run_rereads_a_changed_eager_counterpart(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
     """NPU314 reads the eager function beside an adapter wherever the adapter is: outside the model packages and
     `veomni/ops/kernels`, the module beside a `torch_npu` importer is in the project fingerprint."""
@@ -115,14 +96,14 @@ def test_cached_run_rereads_a_changed_eager_counterpart(tmp_path: Path, monkeypa
     wan.mkdir(parents=True)
     (tmp_path / "veomni" / "ops").mkdir()  # a VeOmni tree
     eager, adapter = wan / "modeling_wan.py", wan / "npu_patch.py"
-    eager.write_text(_WAN_EAGER.format(merge=".flatten(2)"))
-    adapter.write_text(_WAN_ADAPTER)
+    eager.write_text(WAN_EAGER.format(merge=".flatten(2)"))
+    adapter.write_text(WAN_ADAPTER)
     time.sleep(QUIET)
     target = "veomni/models/diffusers/wan/npu_patch.py"
     code, out = _check(tmp_path, monkeypatch, capsys, "--select", "NPU314", target)
     assert code == 1 and "rope_apply" in out, out
     # the eager function keeps the per-head layout now: the adapter is unchanged, its cached finding is stale
-    eager.write_text(_WAN_EAGER.format(merge=""))
+    eager.write_text(WAN_EAGER.format(merge=""))
     time.sleep(QUIET)
     code, out = _check(tmp_path, monkeypatch, capsys, "--select", "NPU314", target)
     assert code == 0 and "NPU314" not in out, out
