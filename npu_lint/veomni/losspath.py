@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import call_name, int_value, nodes_of, walk
+from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
@@ -1452,12 +1452,12 @@ def _is_fp32(node: ast.AST) -> bool:
 
 def _is_dtype(node: ast.AST) -> bool:
     """``x.dtype``, ``input_dtype``: a dtype read from a tensor or kept in a local (a cast back)."""
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    name = last_name(node) or ""
     return name.endswith("dtype")
 
 
 def _is_eps(node: ast.AST) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    name = last_name(node)
     return name is not None and _EPS.search(name) is not None
 
 
@@ -1532,9 +1532,7 @@ def coefficient_scope(node: ast.BinOp) -> tuple[str, int] | None:
     """``(coefficient, terms)`` for a product of a named loss coefficient (``self.router_aux_loss_coef``) and
     an expression: how many added terms the coefficient scales (``coef * aux`` 1, ``coef * (lm + aux)`` 2)."""
     for coef, other in ((node.left, node.right), (node.right, node.left)):
-        name = (
-            coef.attr if isinstance(coef, ast.Attribute) else coef.id if isinstance(coef, ast.Name) else None
-        )
+        name = last_name(coef)
         if name is not None and _COEFFICIENT.search(name):
             return ast.unparse(coef), _additive_terms(other)
     return None
@@ -2697,9 +2695,7 @@ def _reduced_later(func: ast.AST, assign: ast.Assign, name: str) -> bool:
         if not any(w in _callee(node).lower() for w in _REDUCING_WORDS):
             continue
         for arg in [*node.args, *(k.value for k in node.keywords)]:
-            spelled = (
-                arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else None
-            )
+            spelled = last_name(arg)
             if spelled == name:
                 return True
     return False
@@ -2719,13 +2715,7 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target = node.targets[0]
-        name = (
-            target.attr
-            if isinstance(target, ast.Attribute)
-            else target.id
-            if isinstance(target, ast.Name)
-            else None
-        )
+        name = last_name(target)
         if name is None or not name.lower().startswith("global_") and "_global_" not in name.lower():
             continue
         stem = _stem(name)
@@ -2739,9 +2729,7 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
                 if attr not in _RANK_LOCAL_CALLS:
                     reduced = True
                     break
-            spelled = (
-                sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
-            )
+            spelled = last_name(sub)
             if spelled is not None and spelled.lower() == stem:
                 local = spelled
         if reduced or local is None or _reduced_later(func, node, name):
@@ -2780,7 +2768,7 @@ def _first_iteration_test(test: ast.AST) -> bool:
         return int_value(test.comparators[0]) == 0 or int_value(test.left) == 0
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return isinstance(test.operand, ast.Name)
-    spelled = test.attr if isinstance(test, ast.Attribute) else test.id if isinstance(test, ast.Name) else ""
+    spelled = last_name(test) or ""
     return "first" in spelled.lower()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name, nodes_of, walk
+from npu_lint.core.astutil import call_name, last_name, nodes_of, walk
 
 # whole "_"-separated words of an identifier that name a parallel mode or a collective step
 PARALLEL_WORDS = frozenset(
@@ -218,7 +218,7 @@ def dtensor_subject(test: ast.expr) -> str | None:
         if part.func.id == "isinstance":
             kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
             for k in kinds:
-                name = k.id if isinstance(k, ast.Name) else k.attr if isinstance(k, ast.Attribute) else ""
+                name = last_name(k) or ""
                 if name == "DTensor":
                     return subject.id
     return None

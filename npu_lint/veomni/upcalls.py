@@ -23,7 +23,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import call_name, nodes_of, scoped_memo, walk
+from npu_lint.core.astutil import call_name, last_name, nodes_of, scoped_memo, walk
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import (
     _decorator_target,
@@ -204,7 +204,7 @@ def method_kind(func: ast.FunctionDef) -> str:
     attribute holds is not the function's call signature)."""
     kinds = set()
     for deco in func.decorator_list:
-        name = deco.attr if isinstance(deco, ast.Attribute) else getattr(deco, "id", None)
+        name = last_name(deco)
         if isinstance(deco, ast.Call):
             continue  # `@auto_docstring(...)`, `@deprecate_kwarg(...)`: wrappers keeping the signature
         kinds.add(name)
@@ -316,7 +316,7 @@ def object_attributes(
         if cls is None:
             return None
         for base in cls.bases:
-            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            base_name = last_name(base)
             if base_name not in ("SimpleNamespace", "object"):
                 return None
         for item in cls.body:

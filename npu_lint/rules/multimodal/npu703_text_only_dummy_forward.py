@@ -254,7 +254,7 @@ def _no_grad_with(node: ast.AST) -> str | None:
         for item in node.items:
             expr = item.context_expr
             f = expr.func if isinstance(expr, ast.Call) else expr
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = last_name(f) or ""
             if (
                 name in _NO_GRAD
                 or name == "set_grad_enabled"
@@ -1378,7 +1378,7 @@ class TextOnlyDummyForward(WrapperRule):
                 continue
             for deco in node.decorator_list:
                 f = deco.func if isinstance(deco, ast.Call) else deco
-                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                name = last_name(f) or ""
                 if name in _NO_GRAD:
                     self.report(
                         deco,

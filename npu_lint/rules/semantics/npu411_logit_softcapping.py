@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import (
@@ -22,7 +22,7 @@ _FUSED_WEIGHTS = ("weights", "weight", "head_weight", "lm_head_weight")
 
 
 def _is_cap_ref(node: ast.AST, aliases: set[str]) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    name = last_name(node) or ""
     return "softcap" in name.lower() or name in aliases
 
 

@@ -73,7 +73,7 @@ _PAD_WORDS = ("pad_token_id", "pad_id", "padding_idx", "pad_token_index")
 def _pad_token_ref(node: ast.AST) -> ast.AST | None:
     """The padding-token id the expression reads (`self.config.text_config.pad_token_id`, `tokenizer.pad_id`)."""
     for n in _walk(node):
-        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        name = last_name(n)
         if name is not None and name.lower() in _PAD_WORDS:
             return n
         if isinstance(n, ast.Constant) and n.value in _PAD_WORDS:  # config.get("pad_token_id")
