@@ -78,3 +78,49 @@ def test_reviewed_figures_reach_the_pages() -> None:
         and "49 findings, 41 true positives, 1 false positive, 7 debatable (precision 0.98" in npu103
     )
     assert npu101 is not None and "transformers 5.9.0 `models/`: 0 findings" in npu101
+
+
+_ENTRY = re.compile(r"^( {0,12})([\w<>-]+/|[\w-]+\.py)(?=\s|$)")
+
+
+def _layout_sections() -> tuple[list[str], list[tuple[int, str, int, int]]]:
+    """The lines of docs/architecture.md's layout block and its entries: (indent, name, first line, end line)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(r"^## Layout\n\n```\n(.*?)\n```", text, re.S | re.M)
+    assert block is not None, "docs/architecture.md has no layout block"
+    lines = block.group(1).split("\n")
+    entries = [(len(m.group(1)), m.group(2), i) for i, line in enumerate(lines) if (m := _ENTRY.match(line))]
+    out = []
+    for k, (indent, name, start) in enumerate(entries):
+        end = next((s for d, _, s in entries[k + 1 :] if d <= indent), len(lines))
+        out.append((indent, name, start, end))
+    return lines, out
+
+
+def _documented(relative: Path, lines: list[str], sections: list[tuple[int, str, int, int]]) -> bool:
+    """``relative`` (a module path) is named in the section of its innermost directory the layout lists."""
+    start, end, indent = 0, len(lines), -1
+    for part in relative.parts[:-1]:
+        inner = [s for s in sections if s[1] == f"{part}/" and start <= s[2] < end and s[0] > indent]
+        if inner:
+            indent, _, start, end = min(inner, key=lambda s: s[0])
+    section = "\n".join(lines[start:end])
+    return re.search(rf"(?<![\w.]){re.escape(relative.name)}", section) is not None
+
+
+def test_every_module_is_named_in_the_architecture_layout() -> None:
+    """A module of npu_lint/ or bench/ the layout block does not name fails here (rule modules excepted: the
+    family line and tests/test_layout.py cover them)."""
+    lines, sections = _layout_sections()
+    modules = [*sorted((ROOT / "npu_lint").rglob("*.py")), *sorted((ROOT / "bench").rglob("*.py"))]
+    unnamed = []
+    for path in modules:
+        relative = path.relative_to(ROOT)
+        if path.name in ("__init__.py", "__main__.py") and relative.parent != Path("npu_lint/fixers"):
+            continue
+        if relative.parts[:2] == ("npu_lint", "rules") and re.match(r"npu\d{3}_", path.name):
+            continue
+        if not _documented(relative, lines, sections):
+            unnamed.append(str(relative))
+    assert len(modules) > 150
+    assert unnamed == [], f"modules docs/architecture.md's layout does not name: {unnamed}"

@@ -653,10 +653,18 @@ def resolve_relative(path: str, module: str) -> str:
 # -- call arguments and literals (the one copy; rules, fixers and the VeOmni model use these) ---------------
 
 
+def last_name(node: ast.AST) -> str | None:
+    """The name a name or attribute spells last (``x`` -> ``x``, ``torch.nn.Linear`` -> ``Linear``), else None."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
 def call_name(call: ast.Call) -> str:
     """The last name of what ``call`` calls (`dist.broadcast(...)` -> `broadcast`, `f(...)` -> `f`), or ""."""
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return last_name(call.func) or ""
 
 
 def keyword_arg(call: ast.Call, name: str) -> ast.expr | None:

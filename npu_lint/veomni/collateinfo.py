@@ -21,6 +21,7 @@ import ast
 import functools
 import os
 
+from npu_lint.core.astutil import call_name
 from npu_lint.veomni.patchgen import load_file, veomni_root_of
 
 __all__ = ["Entry", "collate_entries", "default_table", "role_of"]
@@ -64,8 +65,7 @@ def entry_of(node: ast.expr) -> Entry | None:
     if isinstance(node, ast.Tuple) and len(node.elts) == 4:
         values = [_const(e) for e in node.elts]
     elif isinstance(node, ast.Call) and len(node.args) + len(node.keywords) == 4:
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(node)
         if name != "DataCollateInfo":
             return None
         values = [_const(a) for a in node.args]

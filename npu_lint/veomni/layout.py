@@ -9,6 +9,7 @@ The root is the directory holding the ``veomni`` package with a dispatch API (``
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from npu_lint.core.safeio import read_regular
@@ -232,12 +233,14 @@ def sibling_modules(path: str, inits: bool = True) -> list[str]:
     return out
 
 
-def shared_module_files(root: str | Path | None) -> list[str]:
+def shared_module_files(root: str | Path | None, adapters: Iterable[str] = ()) -> list[str]:
     """The modules per-file rules read besides the linted file's model package, for cache keys: the kernel
-    backends (``veomni/ops/kernels``, recursively: sibling backends for NPU316, eager counterparts for NPU314)
-    and the tree's helper packages (``veomni/utils``, ``veomni/<pkg>/utils``: the zero-argument implementation
-    resolvers NPU204 follows). The rest of ``veomni/ops`` is read by the project scan, whose tables are keyed
-    already. Sorted paths; empty without a root."""
+    backends (``veomni/ops/kernels``, recursively: sibling backends for NPU316, eager counterparts for NPU314),
+    the tree's helper packages (``veomni/utils``, ``veomni/<pkg>/utils``: the zero-argument implementation
+    resolvers NPU204 follows) and the ``sibling_modules`` of each of ``adapters`` (paths relative to ``root``:
+    the tree's ``torch_npu`` importers, whose eager counterparts NPU314 reads wherever they are). The rest of
+    ``veomni/ops`` is read by the project scan, whose tables are keyed already. Sorted paths (the adapters'
+    siblings after the rest, each once); empty without a root."""
     if root is None:
         return []
     base = Path(root) / "veomni"
@@ -256,4 +259,10 @@ def shared_module_files(root: str | Path | None) -> list[str]:
         except OSError:
             continue
         out.extend(str(directory / n) for n in names if n.endswith(".py"))
+    listed = set(out)
+    for adapter in sorted(set(adapters)):
+        for file in sibling_modules(os.path.join(root, adapter)):
+            if file not in listed:
+                listed.add(file)
+                out.append(file)
     return out

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import call_name, int_value, nodes_of, walk
+from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
@@ -197,8 +197,7 @@ def _margins(func: ast.AST) -> set[str]:
 def _is_logistic(node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    f = node.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    name = call_name(node)
     return name in _LOGISTIC
 
 
@@ -496,8 +495,7 @@ def _reduction(call: ast.Call) -> str | None:
 def _is_ce(call: ast.AST) -> bool:
     if not isinstance(call, ast.Call):
         return False
-    f = call.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    name = call_name(call)
     return name in ("cross_entropy", "nll_loss")
 
 
@@ -662,8 +660,7 @@ def unsummed_count_values(func: ast.AST, helper_mean: bool) -> Iterator[tuple[as
     for n in nodes_of(func, ast.Call):
         if not isinstance(n, ast.Call) or id(n) in plain or not n.args:
             continue
-        f = n.func
-        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        callee = call_name(n)
         if callee not in _REDUCERS:
             continue
         arg = n.args[0]
@@ -713,8 +710,7 @@ def _encodes_header(value: ast.AST, role_reads: set[str]) -> bool:
     """`tokenizer.encode("<|im_start|>" + message["role"] + "\\n", ...)`: an encoding of a role header alone."""
     if not (isinstance(value, ast.Call) and value.args):
         return False
-    f = value.func
-    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    callee = call_name(value)
     if callee not in ("encode", "tokenize", "convert_tokens_to_ids", "apply_chat_template"):
         return False
     text = value.args[0]
@@ -856,8 +852,7 @@ def fp32_projections(func: ast.AST) -> list[ast.Call]:
     out: list[ast.Call] = []
     for n in nodes_of(func, ast.Call):
         if isinstance(n, ast.Call):
-            f = n.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = call_name(n)
             if name in _PROJECTIONS and any(_fp32_cast(a) for a in n.args):
                 out.append(n)
     return out
@@ -1016,8 +1011,7 @@ _TOP_K = re.compile(r"top_?k|experts_per_tok|per_token|topk")
 def aux_loss_top_k_missing(call: ast.Call) -> bool:
     """A load-balancing loss call that passes the number of experts but no top-k (the callee's default `top_k`
     then stands in for the model's `num_experts_per_tok`)."""
-    f = call.func
-    callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    callee = call_name(call)
     if "load_balancing" not in callee.lower():
         return False
     args = [*call.args, *(kw.value for kw in call.keywords)]
@@ -1102,8 +1096,7 @@ _SIZE_CALLS = frozenset({"numel", "size", "nelement"})
 def _callee(node: ast.AST) -> str:
     if not isinstance(node, ast.Call):
         return ""
-    f = node.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return call_name(node)
 
 
 def reduction_of(node: ast.AST) -> tuple[str, ast.AST] | None:
@@ -1459,12 +1452,12 @@ def _is_fp32(node: ast.AST) -> bool:
 
 def _is_dtype(node: ast.AST) -> bool:
     """``x.dtype``, ``input_dtype``: a dtype read from a tensor or kept in a local (a cast back)."""
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    name = last_name(node) or ""
     return name.endswith("dtype")
 
 
 def _is_eps(node: ast.AST) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    name = last_name(node)
     return name is not None and _EPS.search(name) is not None
 
 
@@ -1485,13 +1478,7 @@ def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
         for node in walk(stmt):
             if isinstance(node, ast.Call):
                 func = node.func
-                attr = (
-                    func.attr
-                    if isinstance(func, ast.Attribute)
-                    else func.id
-                    if isinstance(func, ast.Name)
-                    else ""
-                )
+                attr = call_name(node)
                 if isinstance(func, ast.Attribute):
                     if attr == "float" and not node.args:
                         out["fp32",] += 1
@@ -1545,9 +1532,7 @@ def coefficient_scope(node: ast.BinOp) -> tuple[str, int] | None:
     """``(coefficient, terms)`` for a product of a named loss coefficient (``self.router_aux_loss_coef``) and
     an expression: how many added terms the coefficient scales (``coef * aux`` 1, ``coef * (lm + aux)`` 2)."""
     for coef, other in ((node.left, node.right), (node.right, node.left)):
-        name = (
-            coef.attr if isinstance(coef, ast.Attribute) else coef.id if isinstance(coef, ast.Name) else None
-        )
+        name = last_name(coef)
         if name is not None and _COEFFICIENT.search(name):
             return ast.unparse(coef), _additive_terms(other)
     return None
@@ -2560,7 +2545,7 @@ def _exp_argument(node: ast.AST) -> ast.AST | None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "exp" and not node.args:
             return func.value
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(node)
         if name == "exp" and len(node.args) == 1:
             return node.args[0]
     return None
@@ -2710,9 +2695,7 @@ def _reduced_later(func: ast.AST, assign: ast.Assign, name: str) -> bool:
         if not any(w in _callee(node).lower() for w in _REDUCING_WORDS):
             continue
         for arg in [*node.args, *(k.value for k in node.keywords)]:
-            spelled = (
-                arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else None
-            )
+            spelled = last_name(arg)
             if spelled == name:
                 return True
     return False
@@ -2732,13 +2715,7 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target = node.targets[0]
-        name = (
-            target.attr
-            if isinstance(target, ast.Attribute)
-            else target.id
-            if isinstance(target, ast.Name)
-            else None
-        )
+        name = last_name(target)
         if name is None or not name.lower().startswith("global_") and "_global_" not in name.lower():
             continue
         stem = _stem(name)
@@ -2752,9 +2729,7 @@ def unreduced_globals(func: ast.AST) -> Iterator[tuple[ast.Assign, str, str]]:
                 if attr not in _RANK_LOCAL_CALLS:
                     reduced = True
                     break
-            spelled = (
-                sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
-            )
+            spelled = last_name(sub)
             if spelled is not None and spelled.lower() == stem:
                 local = spelled
         if reduced or local is None or _reduced_later(func, node, name):
@@ -2793,7 +2768,7 @@ def _first_iteration_test(test: ast.AST) -> bool:
         return int_value(test.comparators[0]) == 0 or int_value(test.left) == 0
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return isinstance(test.operand, ast.Name)
-    spelled = test.attr if isinstance(test, ast.Attribute) else test.id if isinstance(test, ast.Name) else ""
+    spelled = last_name(test) or ""
     return "first" in spelled.lower()
 
 

@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import int_value, nodes_of
+from npu_lint.core.astutil import call_name, int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.veomni.catalog import OpRow
 from npu_lint.veomni.project import Project
@@ -651,8 +651,7 @@ def _swapped(ident: str) -> str:
 
 def _norm_statement(stmt: ast.stmt) -> bool:
     for node in nodes_of(stmt, ast.Call):
-        func = node.func  # type: ignore[attr-defined]
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(node)
         if "norm" in name.lower():
             return True
     return False
@@ -809,10 +808,7 @@ def named_axis_faults(func: ast.AST) -> list[tuple[ast.Call, str, str]]:
     unpack names as the batch, the tokens or the layers (``B, T, D, L = x.shape`` then
     ``torch.mean(x ** 2, dim=-1)``), in a function that takes a root of it (an RMS statistic)."""
     if not any(
-        isinstance(n, ast.Call)
-        and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
-        in ("rsqrt", "sqrt")
-        for n in nodes_of(func, ast.Call)
+        isinstance(n, ast.Call) and call_name(n) in ("rsqrt", "sqrt") for n in nodes_of(func, ast.Call)
     ):
         return []
     axes: dict[str, list[str]] = {}

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.core.astutil import last_name, nodes_of, walk
 from npu_lint.veomni.patchgen import load_file
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class KernelCall:
 
 def stem(node: ast.expr) -> str:
     """A name's role words: ``norm_k_weight`` -> ``norm_weight``, ``invvar_q`` -> ``invvar``, ``q`` -> ''."""
-    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    name = last_name(node) or ""
     return "_".join(t for t in _TOKENS.split(name.lower()) if len(t) > 1)
 
 

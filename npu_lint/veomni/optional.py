@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npu_lint.core.astutil import last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.safeio import read_regular, read_toml
 from npu_lint.veomni import scanstore
@@ -79,7 +80,7 @@ def probe_test(test: ast.expr) -> bool:
     """An availability test: a call or name that asks whether a package or backend is present
     (``is_x_available()``, ``find_spec("x")``, ``_PACKAGE_FLAGS["x"]``, ``IS_CUDA_AVAILABLE``)."""
     for sub in _walk(test):
-        name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        name = last_name(sub) or ""
         if "available" in name.lower() or name in ("find_spec", "_PACKAGE_FLAGS"):
             return True
     return False

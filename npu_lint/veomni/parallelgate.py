@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.core.astutil import call_name, last_name, nodes_of, walk
 
 # whole "_"-separated words of an identifier that name a parallel mode or a collective step
 PARALLEL_WORDS = frozenset(
@@ -89,8 +89,7 @@ def collective_call(call: ast.Call) -> str | None:
     """The collective name ``call`` runs (see ``collective_name``), or None. An index ``gather``
     (``torch.gather(x, -1, idx)``, ``x.gather(1, idx)``, ``gather(..., index=...)``) picks elements of one
     rank's tensor: no collective."""
-    func = call.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    name = call_name(call)
     if not collective_name(name):
         return None
     if name == "gather" and (
@@ -151,8 +150,7 @@ def may_take_flag(func: ast.AST) -> bool:
     if runs_parallel_path(func):
         return True
     for call in nodes_of(func, ast.Call):
-        f = call.func  # type: ignore[attr-defined]
-        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        name = call_name(call)
         if name and (parallel_word(name) or collective_name(name) or "attn" in name or "attention" in name):
             return True
         if any(k.arg is None for k in call.keywords):  # type: ignore[attr-defined]
@@ -168,6 +166,16 @@ def conjuncts(test: ast.expr) -> list[ast.expr]:
             out.extend(conjuncts(value))
         return out
     return [test]
+
+
+def parallel_gate(test: ast.expr) -> ast.expr | None:
+    """The first conjunct of ``test`` that is a parallel gate (``is_parallel_gate``), or None."""
+    return next((part for part in conjuncts(test) if is_parallel_gate(part)), None)
+
+
+def parallel_words(node: ast.AST) -> set[str]:
+    """The parallel-mode words the identifiers of ``node`` name (``ps.ulysses_enabled``: ``ulysses``)."""
+    return {w for ident in _identifiers(node) for w in ident.lower().split("_") if w in PARALLEL_WORDS}
 
 
 def is_parallel_gate(part: ast.expr) -> bool:
@@ -210,10 +218,20 @@ def dtensor_subject(test: ast.expr) -> str | None:
         if part.func.id == "isinstance":
             kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
             for k in kinds:
-                name = k.id if isinstance(k, ast.Name) else k.attr if isinstance(k, ast.Attribute) else ""
+                name = last_name(k) or ""
                 if name == "DTensor":
                     return subject.id
     return None
+
+
+def _layout_of(node: ast.AST, subject: str) -> bool:
+    """``subject.device_mesh`` / ``subject.placements``."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in _DTENSOR_ATTRS
+        and isinstance(node.value, ast.Name)
+        and node.value.id == subject
+    )
 
 
 def layout_reads(body: list[ast.stmt], subject: str) -> list[tuple[str, ast.Assign]]:
@@ -224,13 +242,15 @@ def layout_reads(body: list[ast.stmt], subject: str) -> list[tuple[str, ast.Assi
             isinstance(stmt, ast.Assign)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
-            and isinstance(stmt.value, ast.Attribute)
-            and stmt.value.attr in _DTENSOR_ATTRS
-            and isinstance(stmt.value.value, ast.Name)
-            and stmt.value.value.id == subject
+            and _layout_of(stmt.value, subject)
         ):
             found.append((stmt.targets[0].id, stmt))
     return found
+
+
+def branch_calls(body: list[ast.stmt]) -> list[ast.Call]:
+    """The calls of a branch body, statement by statement, each in walk order."""
+    return [call for stmt in body for call in nodes_of(stmt, ast.Call)]  # type: ignore[misc]
 
 
 def branch_reads(body: list[ast.stmt]) -> set[str]:
@@ -244,18 +264,11 @@ def distributes_with(body: list[ast.stmt], subject: str) -> bool:
     """A call of the branch is handed ``subject``'s mesh or placements directly
     (``distribute_tensor(full, param.device_mesh, param.placements)``, ``DTensor.from_local(...,
     device_mesh=param.device_mesh)``): the branch distributes its value with the subject's layout."""
-    for stmt in body:
-        for call in nodes_of(stmt, ast.Call):
-            values = [*call.args, *(k.value for k in call.keywords)]  # type: ignore[attr-defined]
-            for v in values:
-                if (
-                    isinstance(v, ast.Attribute)
-                    and v.attr in _DTENSOR_ATTRS
-                    and isinstance(v.value, ast.Name)
-                    and v.value.id == subject
-                ):
-                    return True
-    return False
+    return any(
+        _layout_of(v, subject)
+        for call in branch_calls(body)
+        for v in (*call.args, *(k.value for k in call.keywords))
+    )
 
 
 # -- deferred initialisation ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import ast
 import functools
 import os
 
+from npu_lint.core.astutil import last_name
 from npu_lint.veomni.patchgen import effective_patches, load_spec, package_specs
 from npu_lint.veomni.upstream import upstream_class, upstream_mro
 
@@ -135,7 +136,7 @@ def _attributes_of(
         if init is None:
             continue
         for node in ast.walk(init):
-            if isinstance(node, ast.Call) and _callee(node.func) in (
+            if isinstance(node, ast.Call) and last_name(node.func) in (
                 "setattr",
                 "add_module",
                 "register_module",
@@ -161,9 +162,9 @@ def _attributes_of(
 def _held_class(module: str, value: ast.expr | None) -> tuple[str, str] | None:
     if not isinstance(value, ast.Call):
         return None
-    name = _callee(value.func)
+    name = last_name(value.func)
     if name in ("_from_config", "from_config", "from_pretrained") and isinstance(value.func, ast.Attribute):
-        name = _callee(value.func.value)
+        name = last_name(value.func.value)
     if name in _CONTAINERS and value.args:
         arg = value.args[0]
         if isinstance(arg, (ast.ListComp, ast.GeneratorExp)):
@@ -175,11 +176,3 @@ def _held_class(module: str, value: ast.expr | None) -> tuple[str, str] | None:
         return None
     found = upstream_class(module, name)
     return (found[0], found[1].name) if found is not None else None
-
-
-def _callee(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Name):
-        return func.id
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return None

@@ -193,10 +193,12 @@ class Project:
                         continue
                     h.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
         # and on modules outside the model packages: sibling kernel backends (NPU316), the eager function an
-        # adapter replaces (NPU314), a zero-argument implementation resolver (NPU204)
+        # adapter replaces (NPU314: any module beside a `torch_npu` importer), a zero-argument implementation
+        # resolver (NPU204)
         from npu_lint.veomni.layout import shared_module_files
 
-        for file in shared_module_files(self.root):
+        adapters = [s.path for s in self.import_sites.get("torch_npu", ())]
+        for file in shared_module_files(self.root, adapters):
             try:
                 st = os.stat(file)
             except OSError:

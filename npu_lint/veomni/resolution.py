@@ -25,7 +25,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import absolute_module, call_name, keyword_arg, nodes_of, str_value
+from npu_lint.core.astutil import absolute_module, call_name, keyword_arg, last_name, nodes_of, str_value
 from npu_lint.veomni.catalog import ANY, GPU, MLU, NPU
 from npu_lint.veomni.registry import (
     hardware_kind,
@@ -637,7 +637,7 @@ def _predicate_name(node: ast.expr) -> str | None:
 
 
 def _config_object(node: ast.expr) -> bool:
-    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    name = last_name(node) or ""
     return any(w in name.lower() for w in _CONFIG_WORDS)
 
 

@@ -25,7 +25,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (remembered per file)
 
 IN = "in"  # the caller's state
@@ -129,7 +129,7 @@ def _rank_range(value: ast.AST) -> bool:
     for part in parts:
         if isinstance(part, ast.Slice) and part.lower is not None and part.upper is not None:
             for n in _walk(part):
-                word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
+                word = last_name(n) or ""
                 if "rank" in word:
                     return True
     return False

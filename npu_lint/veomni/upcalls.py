@@ -23,7 +23,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import nodes_of, scoped_memo, walk
+from npu_lint.core.astutil import call_name, last_name, nodes_of, scoped_memo, walk
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import (
     _decorator_target,
@@ -204,7 +204,7 @@ def method_kind(func: ast.FunctionDef) -> str:
     attribute holds is not the function's call signature)."""
     kinds = set()
     for deco in func.decorator_list:
-        name = deco.attr if isinstance(deco, ast.Attribute) else getattr(deco, "id", None)
+        name = last_name(deco)
         if isinstance(deco, ast.Call):
             continue  # `@auto_docstring(...)`, `@deprecate_kwarg(...)`: wrappers keeping the signature
         kinds.add(name)
@@ -307,16 +307,16 @@ def object_attributes(
     if len(built) != 1:
         return None
     call = built[0]
-    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+    name = call_name(call)
     if any(k.arg is None for k in call.keywords):
         return None
     attrs = {k.arg for k in call.keywords if k.arg}
     if name != "SimpleNamespace":
-        cls = classes.get(name or "")
+        cls = classes.get(name)
         if cls is None:
             return None
         for base in cls.bases:
-            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            base_name = last_name(base)
             if base_name not in ("SimpleNamespace", "object"):
                 return None
         for item in cls.body:
@@ -638,8 +638,7 @@ def pipeline_position_keys(root: str | None) -> frozenset[str]:
                 continue
             for node in walk(fn):
                 if isinstance(node, ast.Call):
-                    callee = node.func
-                    name = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+                    name = call_name(node)
                     if name == "position_id_func":
                         sets.append(_call_keys(node, fn))
     keys = frozenset(set.intersection(*sets)) if sets else DEFAULT_PIPELINE_KEYS

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_lint.core.astutil import import_bindings, scoped_memo, transformers_dir, use_transformers_root, walk
+from npu_lint.core.astutil import (  # last_name: re-exported for the rules that import it from here
+    import_bindings,
+    last_name,
+    scoped_memo,
+    transformers_dir,
+    use_transformers_root,
+    walk,
+)
 from npu_lint.core.memo import Bounded
 from npu_lint.core.safeio import read_regular, read_text
 
@@ -284,14 +291,6 @@ def param_init(func: ast.AST, attr: str) -> bool | None:
             if isinstance(inner, ast.Call) and last_name(inner.func) in ("zeros", "zeros_like", "new_zeros"):
                 return True
         return False
-    return None
-
-
-def last_name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
     return None
 
 

@@ -106,3 +106,19 @@ def replace_text(client: LanguageClient, uri: str, text: str, version: int) -> N
 
 def codes(diags: Sequence[types.Diagnostic]) -> list[str]:
     return sorted(str(d.code) for d in diags)
+
+
+async def watched_globs(client: LanguageClient) -> set[str]:
+    """The glob patterns of the file watchers the server registered (it registers them after `initialized`)."""
+    globs: set[str] = set()
+    for _ in range(250):
+        globs = {
+            str(w["globPattern"])  # the test client keeps the options as sent (JSON)
+            for r in client.registrations  # type: ignore[attr-defined]
+            if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+            for w in r.register_options["watchers"]
+        }
+        if globs:
+            break
+        await asyncio.sleep(0.02)
+    return globs

@@ -4,14 +4,13 @@ changes (watched-file events, the save of another document)."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.helpers import REPO, codes, wait_diagnostics
+from tests.lsp.helpers import REPO, codes, wait_diagnostics, watched_globs
 
 PACKAGE = Path("veomni/models/transformers/toy_moe")
 SPEC = PACKAGE / "toy_moe_npu_patch_gen_config.py"
@@ -119,15 +118,5 @@ async def test_pull_result_follows_the_project_version(pull_client: LanguageClie
 
 
 async def test_watchers_cover_the_dependency_files(push_client: LanguageClient, project: Path) -> None:
-    globs: set[str] = set()
-    for _ in range(250):  # the server registers them after `initialized`
-        globs = {
-            str(w["globPattern"])  # the test client keeps the options as sent (JSON)
-            for r in push_client.registrations  # type: ignore[attr-defined]
-            if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
-            for w in r.register_options["watchers"]
-        }
-        if globs:
-            break
-        await asyncio.sleep(0.02)
+    globs = await watched_globs(push_client)
     assert {"**/*_patch_gen_config.py", "**/generated/*.py", "**/__init__.py"} <= globs

@@ -12,11 +12,11 @@ from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
+from tests.rules.snippets import lint_snippet
 
 
 def _lines(source: str, code: str, path: str) -> list[int]:
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(source).lstrip()), [code], Settings())
-    return [d.line for d in found if d.code == code]
+    return [d.line for d in lint_snippet(path, source, [code])]
 
 
 # -- NPU228: a lookup miss answered with the eager row ---------------------------------------------------------

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.rules.snippets import WAN_ADAPTER, WAN_EAGER, lint_snippet
+
 _ADAPTER = """import torch_npu
 from einops import rearrange
 
@@ -84,6 +86,29 @@ def test_cached_run_rereads_a_changed_sibling_backend(tmp_path: Path, monkeypatc
     assert code == 0 and "NPU316" not in out, out
 
 
+def test_cached_run_rereads_a_changed_eager_counterpart(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """NPU314 reads the eager function beside an adapter wherever the adapter is: outside the model packages and
+    `veomni/ops/kernels`, the module beside a `torch_npu` importer is in the project fingerprint."""
+    from npu_lint.engine import cache
+
+    monkeypatch.setattr(cache, "RACY_NS", 10**8)
+    wan = tmp_path / "veomni" / "models" / "diffusers" / "wan"  # no spec, no generated/: no model package
+    wan.mkdir(parents=True)
+    (tmp_path / "veomni" / "ops").mkdir()  # a VeOmni tree
+    eager, adapter = wan / "modeling_wan.py", wan / "npu_patch.py"
+    eager.write_text(WAN_EAGER.format(merge=".flatten(2)"))
+    adapter.write_text(WAN_ADAPTER)
+    time.sleep(QUIET)
+    target = "veomni/models/diffusers/wan/npu_patch.py"
+    code, out = _check(tmp_path, monkeypatch, capsys, "--select", "NPU314", target)
+    assert code == 1 and "rope_apply" in out, out
+    # the eager function keeps the per-head layout now: the adapter is unchanged, its cached finding is stale
+    eager.write_text(WAN_EAGER.format(merge=""))
+    time.sleep(QUIET)
+    code, out = _check(tmp_path, monkeypatch, capsys, "--select", "NPU314", target)
+    assert code == 0 and "NPU314" not in out, out
+
+
 _RESOLVER = """from veomni.ops.config import get_ops_config
 
 
@@ -123,6 +148,8 @@ def test_fingerprint_covers_kernel_backends_and_resolvers(tmp_path: Path) -> Non
         "veomni/ops/kernels/toy/npu.py",
         "veomni/models_kernel/utils/op_utils.py",
         "veomni/utils/x.py",
+        "veomni/models/diffusers/wan/npu_patch.py",
+        "veomni/models/diffusers/wan/modeling_wan.py",
     ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
@@ -132,28 +159,19 @@ def test_fingerprint_covers_kernel_backends_and_resolvers(tmp_path: Path) -> Non
         "veomni/models_kernel/utils/op_utils.py",
         "veomni/utils/x.py",
     } <= got
+    assert "veomni/models/diffusers/wan/modeling_wan.py" not in got
+    adapters = ["veomni/models/diffusers/wan/npu_patch.py", "veomni/ops/kernels/toy/npu.py"]
+    with_adapters = [os.path.relpath(f, tmp_path) for f in shared_module_files(tmp_path, adapters)]
+    assert set(with_adapters) == got | {"veomni/models/diffusers/wan/modeling_wan.py"}
+    assert len(with_adapters) == len(set(with_adapters))  # each file once
 
 
 def _codes(code: str, text: str, path: str = "veomni/ops/kernels/rope/npu.py") -> list[int]:
-    import textwrap
-
-    from npu_lint.core.config import Settings
-    from npu_lint.core.source import SourceFile
-    from npu_lint.engine import lint_source
-
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n")), [code], Settings())
-    return [d.line for d in found if d.code == code]
+    return [d.line for d in lint_snippet(path, text, [code])]
 
 
 def _messages(code: str, text: str, path: str) -> list[str]:
-    import textwrap
-
-    from npu_lint.core.config import Settings
-    from npu_lint.core.source import SourceFile
-    from npu_lint.engine import lint_source
-
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n")), [code], Settings())
-    return [d.message for d in found if d.code == code]
+    return [d.message for d in lint_snippet(path, text, [code])]
 
 
 def test_npu315_calls_on_exclusive_branches_are_not_twins() -> None:

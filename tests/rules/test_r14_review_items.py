@@ -3,12 +3,12 @@ adapter replaces, NPU311 reports a pair of calls in two orders once, NPU225's GP
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
+from tests.rules.snippets import lint_snippet
 
 _ADAPTER = """
 import torch
@@ -66,9 +66,8 @@ def test_npu311_one_call_against_one_is_reported_once() -> None:
         grad_q, dw_q = torch_npu.npu_rms_norm_backward(grad, invvar_q, q, norm_q_weight)
         return grad_q, grad_k, dw_q, dw_k
     """
-    path = "veomni/ops/kernels/toy_norm/npu_backward.py"
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(source).lstrip()), ["NPU311"], Settings())
-    assert [d.line for d in found if d.code == "NPU311"] == [6]
+    found = lint_snippet("veomni/ops/kernels/toy_norm/npu_backward.py", source, ["NPU311"])
+    assert [d.line for d in found] == [6]
 
 
 def test_npu311_the_call_breaking_the_kernels_roles_is_the_one_reported() -> None:
@@ -82,9 +81,8 @@ def test_npu311_the_call_breaking_the_kernels_roles_is_the_one_reported() -> Non
         b = torch_npu.npu_rms_norm(y, weight, eps)[0]
         return a, b
     """
-    path = "veomni/ops/kernels/toy_norm/npu.py"
-    found = lint_source(SourceFile.from_text(path, textwrap.dedent(source).lstrip()), ["NPU311"], Settings())
-    assert [d.line for d in found if d.code == "NPU311"] == [5]
+    found = lint_snippet("veomni/ops/kernels/toy_norm/npu.py", source, ["NPU311"])
+    assert [d.line for d in found] == [5]
 
 
 def test_npu225_reads_its_gpu_words_from_the_vendor_map() -> None:

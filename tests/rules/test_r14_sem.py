@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import textwrap
 
-from npu_lint.core.config import Settings
-from npu_lint.core.source import SourceFile
-from npu_lint.engine import lint_source
+from tests.rules.snippets import lint_snippet
 
 
 def _codes(path: str, text: str, codes: list[str]) -> list[tuple[str, int]]:
-    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
-    return sorted((d.code, d.line) for d in lint_source(src, codes, Settings()) if d.code in codes)
+    return sorted((d.code, d.line) for d in lint_snippet(path, text, codes))
 
 
 # -- NPU458: an unpatched copy spelled with Tensor methods instead of torch functions is the same computation --

@@ -10,11 +10,11 @@ from pathlib import Path
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
+from tests.rules.snippets import lint_snippet
 
 
 def _lines(code: str, text: str, path: str) -> list[int]:
-    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
-    return sorted(d.line for d in lint_source(src, [code], Settings()) if d.code == code)
+    return sorted(d.line for d in lint_snippet(path, text, [code]))
 
 
 # -- NPU315: twin calls read the shared data in one layout ---------------------------------------------------

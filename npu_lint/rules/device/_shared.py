@@ -684,14 +684,6 @@ def is_device_name(name: str | None) -> bool:
     return bool(name) and ("device" in name.lower() or name == "map_location")  # type: ignore[union-attr]
 
 
-def target_name(target: ast.AST) -> str | None:
-    if isinstance(target, ast.Name):
-        return target.id
-    if isinstance(target, ast.Attribute):
-        return target.attr
-    return None
-
-
 def names_kernel(ctx: Context, node: ast.AST) -> bool:
     """A condition that selects a kernel implementation (``impl == "tilelang"``, ``use_triton``...)."""
     for sub in ast.walk(node):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_name, last_name, str_value
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -36,7 +36,6 @@ from npu_lint.rules.device._shared import (
     npu_guard_in,
     npu_module,
     outside_veomni,
-    target_name,
 )
 
 
@@ -892,7 +891,7 @@ class HardcodedCudaDevice(Rule):
             if (cuda_string(node.value) or is_nccl(node.value)) and in_cuda_dispatch(self.ctx, node):
                 return  # the statement itself is CUDA-only (after `if not IS_CUDA_AVAILABLE: return`): the
                 # value's own path skips the statement, so the check is made on it
-            name = target_name(targets[0])
+            name = last_name(targets[0])
             if is_device_name(name) and (cuda_string(node.value) or built_cuda_device(node.value)):
                 if self._overridden_next(node, targets[0]):
                     return  # a fallback replaced right away: ``device = "cuda"; if <accelerator>: device = ...``
@@ -1221,7 +1220,7 @@ class HardcodedCudaDevice(Rule):
     def _visit_is_available(self, call: ast.Call) -> None:
         ctx = self.ctx
         parent = ctx.parents[-2] if len(ctx.parents) >= 2 else None
-        if isinstance(parent, ast.Assign) and any("CUDA" in (target_name(t) or "") for t in parent.targets):
+        if isinstance(parent, ast.Assign) and any("CUDA" in (last_name(t) or "") for t in parent.targets):
             return  # defines a CUDA flag (IS_CUDA_AVAILABLE = torch.cuda.is_available())
         if self._kernel_gate(call) or cuda_gate_on_npu_path(ctx, call):
             return  # availability of a CUDA-only kernel (triton...); a guard of an NPU path is NPU105's
@@ -1362,7 +1361,7 @@ class HardcodedCudaDevice(Rule):
         side = left if cuda_string(right) else right if cuda_string(left) else None
         if not (isinstance(side, ast.Attribute) and side.attr == "type"):
             return
-        owner = target_name(side.value) if not isinstance(side.value, ast.Call) else None
+        owner = last_name(side.value) if not isinstance(side.value, ast.Call) else None
         if not is_device_name(owner):
             return
         if in_fstring(ctx) or self._kernel_gate(node) or in_cuda_dispatch(ctx, node):
@@ -1472,7 +1471,7 @@ class HardcodedCudaDevice(Rule):
             if isinstance(parent, (ast.Assign, ast.AnnAssign)):
                 targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
                 # ``use_cuda = x.is_cuda`` names a flag that selects a CUDA kernel
-                return any("cuda" in (target_name(t) or "").lower() for t in targets)
+                return any("cuda" in (last_name(t) or "").lower() for t in targets)
             if isinstance(parent, ast.BoolOp):
                 for value in parent.values:
                     if value is not child and names_kernel(ctx, value):
@@ -1508,7 +1507,7 @@ def _configured_device(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "type":
         return False
     if isinstance(node, (ast.Name, ast.Attribute)):
-        return is_device_name(target_name(node))
+        return is_device_name(last_name(node))
     key: ast.AST | None = None
     if (
         isinstance(node, ast.Call)
@@ -1526,8 +1525,7 @@ def _configured_device(node: ast.AST) -> bool:
 def _backend_value(node: ast.AST) -> bool:
     """A collective backend: ``dist.get_backend(...)`` (any receiver), or a name / attribute naming a backend."""
     if isinstance(node, ast.Call):
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(node)
         return name == "get_backend"
-    name = target_name(node)
+    name = last_name(node)
     return bool(name) and "backend" in name.lower()  # type: ignore[union-attr]

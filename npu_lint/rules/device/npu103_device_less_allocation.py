@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import nodes_of, str_value, walk_pairs
+from npu_lint.core.astutil import call_name, nodes_of, str_value, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -155,8 +155,7 @@ _SCALAR_ATTRS = frozenset({"max", "min", "eps", "tiny", "item", "size", "numel",
 
 def _scalar_tensor(call: ast.Call) -> bool:
     """``torch.tensor(<a Python scalar>)`` / ``torch.scalar_tensor(...)``: a 0-dim tensor."""
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    name = call_name(call)
     if name == "scalar_tensor":
         return True
     if name not in ("tensor", "as_tensor") or not call.args:
@@ -167,8 +166,7 @@ def _scalar_tensor(call: ast.Call) -> bool:
     if isinstance(arg, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
         return not _host_sequence(arg)  # `[n] * count` is a list, not a scalar
     if isinstance(arg, ast.Call):
-        callee = arg.func
-        last = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+        last = call_name(arg)
         return last in _SCALAR_CALLS or last in _SCALAR_ATTRS
     if isinstance(arg, ast.Attribute):
         return arg.attr in _SCALAR_ATTRS or arg.attr.endswith(("_size", "_dim", "_id", "_index", "_value"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_name, str_value
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -16,11 +16,6 @@ def _cpu_choice(value: ast.AST) -> bool:
     sides = [str_value(value.body), str_value(value.orelse)]
     cpu = [s is not None and s.startswith("cpu") for s in sides]
     return cpu.count(True) == 1
-
-
-def _name(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _passes(call: ast.Call, name: str) -> bool:
@@ -105,7 +100,7 @@ class CpuMaterialisedBuffers(Rule):
             s.name
             for s in ctx.tree.body
             if isinstance(s, ast.FunctionDef)
-            and any(isinstance(c, ast.Call) and _name(c) == "to_empty" for c in _walk(s))
+            and any(isinstance(c, ast.Call) and call_name(c) == "to_empty" for c in _walk(s))
         }
 
     def visit(self, node: ast.AST) -> None:
@@ -126,7 +121,7 @@ class CpuMaterialisedBuffers(Rule):
         )
         made: list[tuple[ast.Call, str, str]] = []  # (call, device name, materialised object)
         for call in calls:
-            name = _name(call)
+            name = call_name(call)
             for device in choices:
                 if not _passes(call, device):
                     continue
@@ -141,7 +136,7 @@ class CpuMaterialisedBuffers(Rule):
         for call in calls:
             if (call.lineno, call.col_offset) <= (last.lineno, last.col_offset):
                 continue
-            name = _name(call)
+            name = call_name(call)
             if "buffer" in name.lower() and name not in self.materialisers:
                 return  # a buffer move after the materialisation
             if (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import last_name
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.device._shared import cuda_string, is_nccl
 from npu_lint.rules.device.npu107_device_branch_mismatch import branch_device
@@ -12,7 +13,7 @@ _DEVICE_WORDS = ("device", "backend", "map_location")
 
 
 def _device_named(node: ast.AST) -> str | None:
-    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    name = last_name(node)
     if name and any(word in name.lower() for word in _DEVICE_WORDS):
         return name
     return None

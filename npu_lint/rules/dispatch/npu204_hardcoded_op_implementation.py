@@ -281,7 +281,7 @@ class HardcodedOpImplementation(Rule):
         ``cfg.moe_implementation or "fused_triton"``: a configured value with a literal (non-eager) fallback."""
         default: ast.expr | None = None
         if isinstance(impl, ast.Call):
-            name = impl.func.attr if isinstance(impl.func, ast.Attribute) else getattr(impl.func, "id", "")
+            name = call_name(impl) or ""  # `_handles.call_name` without a context: the callee's last name
             if name == "getattr" and len(impl.args) == 3:
                 default = impl.args[2]
             elif name in ("get", "pop") and isinstance(impl.func, ast.Attribute) and len(impl.args) == 2:

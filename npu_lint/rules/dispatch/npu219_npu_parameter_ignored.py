@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import last_name, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _SKIP_DECORATORS = ("abstractmethod", "overload", "override")
@@ -87,7 +87,7 @@ class NpuParameterIgnored(Rule):
             return
         for decorator in node.decorator_list:
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
-            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            name = last_name(target) or ""
             if name in _SKIP_DECORATORS:
                 return
         read: set[str] = set()

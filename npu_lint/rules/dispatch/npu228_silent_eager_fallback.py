@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name, none_tested, str_value, walk
+from npu_lint.core.astutil import call_name, last_name, none_tested, str_value, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _GPU_DEVICES = frozenset({"cuda", "gpu"})
@@ -180,7 +180,7 @@ def _import_failure(handler: ast.ExceptHandler) -> bool:
 
 
 def _last_name(node: ast.AST) -> str:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return last_name(node) or ""
 
 
 def _handled(handler: ast.ExceptHandler) -> bool:
@@ -188,10 +188,7 @@ def _handled(handler: ast.ExceptHandler) -> bool:
     names = kind.elts if isinstance(kind, ast.Tuple) else [kind] if kind is not None else []
     if kind is None:
         return True
-    return any(
-        (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "") in _FAILURES
-        for n in names
-    )
+    return any((last_name(n) or "") in _FAILURES for n in names)
 
 
 class SilentEagerFallback(Rule):

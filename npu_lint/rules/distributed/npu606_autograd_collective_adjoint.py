@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.distributed._shared import rank_slice
@@ -71,7 +72,7 @@ _PARALLEL_WORDS = {
 def _is_function_class(cls: ast.ClassDef) -> bool:
     """A ``torch.autograd.Function`` subclass (``Function`` however imported)."""
     for base in cls.bases:
-        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+        name = last_name(base) or ""
         if name == "Function":
             return True
     return False
@@ -233,7 +234,7 @@ class AutogradCollectiveAdjoint(Rule):
                     if kind is not None:
                         out.add(kind)
                 continue
-            name = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", None)
+            name = call_name(sub)
             if not name:
                 continue
             helper = self.helpers.get(name) if isinstance(callee, ast.Name) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -12,8 +13,7 @@ from npu_lint.rules.distributed._shared import is_rank_slice, rank_names
 
 def _is_function_class(node: ast.AST) -> bool:
     return isinstance(node, ast.ClassDef) and any(
-        (base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")) == "Function"
-        for base in node.bases
+        (last_name(base) or "") == "Function" for base in node.bases
     )
 
 

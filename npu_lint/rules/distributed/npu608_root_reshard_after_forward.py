@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_name, str_value
 from npu_lint.rules.base import Context, Example, Rule
 
 _KEY = "reshard_after_forward"
-
-
-def _call_name(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -52,7 +47,7 @@ def _carries_key(func: ast.AST, name: str, before: int) -> ast.AST | None:
                 str_value(k) == _KEY for k in value.keys if k is not None
             ):
                 found = sub
-            elif isinstance(value, ast.Call) and _call_name(value) == "dict":
+            elif isinstance(value, ast.Call) and call_name(value) == "dict":
                 if any(k.arg == _KEY for k in value.keywords):
                     found = sub
         elif isinstance(sub, ast.Assign):
@@ -151,7 +146,7 @@ class RootReshardAfterForward(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if _call_name(node) != "fully_shard" or not node.args or not isinstance(node.args[0], ast.Name):
+        if call_name(node) != "fully_shard" or not node.args or not isinstance(node.args[0], ast.Name):
             return
         func = self.ctx.function
         if func is None or isinstance(func, ast.Lambda):
@@ -164,7 +159,7 @@ class RootReshardAfterForward(Rule):
             for sub in ast.walk(func)
             if isinstance(sub, ast.Call)
             and sub is not node
-            and _call_name(sub) == "fully_shard"
+            and call_name(sub) == "fully_shard"
             and sub.args
             and not (isinstance(sub.args[0], ast.Name) and sub.args[0].id == root)
             and sub.lineno < node.lineno

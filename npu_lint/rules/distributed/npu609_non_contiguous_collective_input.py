@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -201,7 +202,7 @@ class NonContiguousCollectiveInput(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(node)
         spots = _TENSOR_ARGS.get(name)
         if spots is None:
             return

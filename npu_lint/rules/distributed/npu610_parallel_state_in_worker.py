@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -29,7 +30,7 @@ def _base_names(cls: ast.ClassDef) -> list[str]:
     for base in cls.bases:
         while isinstance(base, ast.Subscript):
             base = base.value
-        out.append(base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", ""))
+        out.append(last_name(base) or "")
     return out
 
 
@@ -39,7 +40,7 @@ def _runs_after_model(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if _MODEL_OUTPUT.search(arg.arg):
             return True
         ann = arg.annotation
-        shown = ann.attr if isinstance(ann, ast.Attribute) else getattr(ann, "id", "")
+        shown = last_name(ann) or ""
         if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
             shown = ann.value
         if shown.endswith("Output"):
@@ -318,7 +319,7 @@ class ParallelStateInWorker(Rule):
 
     def _state_read(self, call: ast.Call) -> str | None:
         func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(call)
         if not name:
             return None
         if name in _DIST_QUERIES:

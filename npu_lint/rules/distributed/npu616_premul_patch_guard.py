@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -16,7 +16,7 @@ def _flags(test: ast.AST) -> set[str]:
     """The condition names of a guard (attribute and variable names, calls' names), without device tests."""
     out: set[str] = set()
     for n in _walk(test):
-        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        name = last_name(n)
         if name is None:
             continue
         low = name.lower()

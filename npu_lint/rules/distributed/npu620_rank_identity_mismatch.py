@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import distlife
 
@@ -33,14 +33,6 @@ def _derived(value: ast.AST) -> bool:
         if isinstance(sub, ast.Call) and call_name(sub) in ("device_count", "get_local_rank", "local_rank"):
             return True
     return False
-
-
-def _target_name(target: ast.AST) -> str | None:
-    if isinstance(target, ast.Name):
-        return target.id
-    if isinstance(target, ast.Attribute):
-        return target.attr
-    return None
 
 
 class RankIdentityMismatch(Rule):
@@ -155,7 +147,7 @@ class RankIdentityMismatch(Rule):
             if node.value is None:
                 return
             for target in targets:
-                name = _target_name(target)
+                name = last_name(target)
                 if name:
                     self._compare(node.value, name, node.value)
             return

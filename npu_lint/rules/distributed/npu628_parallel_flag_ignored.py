@@ -7,14 +7,15 @@ import ast
 from npu_lint.core.astutil import nodes_of, statements
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.parallelgate import (
-    PARALLEL_WORDS,
     bool_flag_params,
     conjuncts,
     is_parallel_gate,
     is_stub,
     may_take_flag,
     names_read,
+    parallel_gate,
     parallel_word,
+    parallel_words,
 )
 
 
@@ -131,13 +132,9 @@ class ParallelFlagIgnored(Rule):
                 and len(stmt.targets) == 1
                 and isinstance(stmt.targets[0], ast.Name)
             ):
-                if parallel_word(stmt.targets[0].id) and any(
-                    is_parallel_gate(p) for p in conjuncts(stmt.value)
-                ):
+                if parallel_word(stmt.targets[0].id) and parallel_gate(stmt.value) is not None:
                     return stmt
-            elif isinstance(stmt, (ast.If, ast.While)) and any(
-                is_parallel_gate(p) for p in conjuncts(stmt.test)
-            ):
+            elif isinstance(stmt, (ast.If, ast.While)) and parallel_gate(stmt.test) is not None:
                 return stmt.test
         return None
 
@@ -159,7 +156,7 @@ class ParallelFlagIgnored(Rule):
             keys: list[tuple[str, set[str]]] = []
             for part in conjuncts(stmt.test):
                 if not _flag_names(part, flags) and is_parallel_gate(part):
-                    keys.append((ast.dump(part), _words(part)))
+                    keys.append((ast.dump(part), parallel_words(part)))
             if not keys:
                 continue
             # a flag tested by this gate, an enclosing one or one nested in its body
@@ -193,12 +190,3 @@ _DIRECTION_WORDS = frozenset({"gather", "scatter", "input", "output", "in", "out
 
 def _flag_names(node: ast.AST, flags: set[str]) -> set[str]:
     return {n.id for n in nodes_of(node, ast.Name)} & flags  # type: ignore[attr-defined]
-
-
-def _words(part: ast.AST) -> set[str]:
-    """The parallel-mode words a gate condition names (``ps.ulysses_enabled``: ``ulysses``)."""
-    out: set[str] = set()
-    for n in nodes_of(part, ast.Name, ast.Attribute):
-        ident = n.id if isinstance(n, ast.Name) else n.attr  # type: ignore[attr-defined]
-        out |= {w for w in ident.lower().split("_") if w in PARALLEL_WORDS}
-    return out

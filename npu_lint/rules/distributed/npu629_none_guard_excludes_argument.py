@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from npu_lint.core.astutil import nodes_of, none_tested
+from npu_lint.core.astutil import call_name, nodes_of, none_tested
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.parallelgate import conjuncts
 
@@ -22,8 +22,7 @@ _PLAIN = frozenset(dir(builtins)) | {
 
 
 def _passes(call: ast.Call, name: str) -> bool:
-    func = call.func
-    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    called = call_name(call)
     if called in _PLAIN or called.startswith(("log", "warn", "info", "debug", "print")):
         return False  # storing, printing or logging the None is no dispatch
     values = [*call.args, *(k.value for k in call.keywords if k.arg is not None)]

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.parallelgate import branch_reads, distributes_with, dtensor_subject, layout_reads
+from npu_lint.veomni.parallelgate import (
+    branch_calls,
+    branch_reads,
+    distributes_with,
+    dtensor_subject,
+    layout_reads,
+)
 
 
 class DTensorBranchUndistributed(Rule):
@@ -76,25 +81,23 @@ class DTensorBranchUndistributed(Rule):
         if subject is None or distributes_with(node.body, subject):
             return
         reported = False
-        for stmt in node.body:
-            for call in nodes_of(stmt, ast.Call):
-                assert isinstance(call, ast.Call)
-                func = call.func
-                if (
-                    isinstance(func, ast.Attribute)
-                    and func.attr == "to"
-                    and len(call.args) == 1
-                    and isinstance(call.args[0], ast.Name)
-                    and call.args[0].id == subject
-                    and not (isinstance(func.value, ast.Name) and func.value.id == subject)
-                ):
-                    self.report(
-                        call,
-                        f"`{ast.unparse(call)}` in the branch for the DTensor `{subject}` takes only its dtype and "
-                        "device: the result is the whole unsharded tensor, not one distributed with "
-                        f"`{subject}.device_mesh` / `{subject}.placements`",
-                    )
-                    reported = True
+        for call in branch_calls(node.body):
+            func = call.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "to"
+                and len(call.args) == 1
+                and isinstance(call.args[0], ast.Name)
+                and call.args[0].id == subject
+                and not (isinstance(func.value, ast.Name) and func.value.id == subject)
+            ):
+                self.report(
+                    call,
+                    f"`{ast.unparse(call)}` in the branch for the DTensor `{subject}` takes only its dtype and "
+                    "device: the result is the whole unsharded tensor, not one distributed with "
+                    f"`{subject}.device_mesh` / `{subject}.placements`",
+                )
+                reported = True
         if reported:
             return
         read = branch_reads(node.body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import last_name
 from npu_lint.rules.base import Context, Example, Rule
 
 _SEQUENCES = frozenset({"Tuple", "tuple", "List", "list", "Sequence", "Optional"})
@@ -16,7 +17,7 @@ def _bool_annotation(ann: ast.expr | None) -> bool:
     if isinstance(ann, ast.Name):
         return ann.id == "bool"
     if isinstance(ann, ast.Subscript):
-        base = ann.value.attr if isinstance(ann.value, ast.Attribute) else getattr(ann.value, "id", "")
+        base = last_name(ann.value) or ""
         if base not in _SEQUENCES:
             return False
         inner = ann.slice

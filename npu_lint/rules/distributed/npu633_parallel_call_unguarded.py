@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.parallelgate import collective_call, conjuncts, is_parallel_gate
+from npu_lint.veomni.parallelgate import collective_call, parallel_gate
 
 
 def _exits(body: list[ast.stmt]) -> bool:
@@ -106,9 +107,7 @@ class ParallelCallUnguarded(Rule):
         assert isinstance(node, ast.Call)
         parents = self.ctx.parents
         func = node.func
-        callee = (
-            func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        )
+        callee = call_name(node)
         if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and _self_call(func)):
             self._callers.setdefault(callee, []).append(self._gate(node, parents) is not None)
         name = collective_call(node)
@@ -125,9 +124,9 @@ class ParallelCallUnguarded(Rule):
         """The parallel condition the call runs under, as written (None: none)."""
         for anc in reversed(parents):
             if isinstance(anc, (ast.If, ast.IfExp, ast.While)):
-                for part in conjuncts(anc.test):
-                    if is_parallel_gate(part):
-                        return ast.unparse(part)
+                gate = parallel_gate(anc.test)
+                if gate is not None:
+                    return ast.unparse(gate)
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 if isinstance(anc, ast.Lambda):
                     return None
@@ -135,12 +134,10 @@ class ParallelCallUnguarded(Rule):
                     if stmt.lineno >= call.lineno:
                         break
                     if isinstance(stmt, ast.If) and _exits(stmt.body):
-                        for part in conjuncts(stmt.test):
-                            if is_parallel_gate(part):
-                                return ast.unparse(part)
-                    if isinstance(stmt, ast.Assert) and any(
-                        is_parallel_gate(p) for p in conjuncts(stmt.test)
-                    ):
+                        gate = parallel_gate(stmt.test)
+                        if gate is not None:
+                            return ast.unparse(gate)
+                    if isinstance(stmt, ast.Assert) and parallel_gate(stmt.test) is not None:
                         return ast.unparse(stmt.test)
                 return None
         return None

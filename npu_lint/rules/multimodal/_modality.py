@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import call_name, walk_pairs
 from npu_lint.core.astutil import walk as _walk
-from npu_lint.core.astutil import walk_pairs
 
 _TOKENS = {
     "image": "image",
@@ -135,11 +135,6 @@ def _key_text(node: ast.AST) -> str | None:
     return None
 
 
-def _callee(call: ast.Call) -> str:
-    f = call.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-
-
 def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
     """Where one medium's data meets another medium's: the mask of a `masked_scatter`, the index of an indexed
     assignment, the holder of a metadata lookup, a handler of one medium given another's data. (node, message)."""
@@ -164,7 +159,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
             keys.add(id(node.args[0]))
         if (
             isinstance(node, ast.Call)
-            and _callee(node) in ("masked_scatter", "masked_scatter_")
+            and call_name(node) in ("masked_scatter", "masked_scatter_")
             and len(node.args) >= 2
         ):
             media = media or Media(func)
@@ -177,7 +172,7 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                         f"`{ast.unparse(node.args[0])}` ({mask}): the {src} features land on the {mask} placeholders",
                     )
                 )
-        elif isinstance(node, ast.Call) and _callee(node) == "where" and len(node.args) == 3:
+        elif isinstance(node, ast.Call) and call_name(node) == "where" and len(node.args) == 3:
             media = media or Media(func)
             mask, src = media.of(node.args[0]), _spelled(node.args[1])
             if mask and src and mask != src and not _paired(media, node.args[0], node.args[1]):
@@ -211,9 +206,9 @@ def crossings(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
                         f"`{ast.unparse(first)}` ({where}): the {what} values land on the {where} positions",
                     )
                 )
-        elif isinstance(node, ast.Call) and own is None and modality(_callee(node)):
+        elif isinstance(node, ast.Call) and own is None and modality(call_name(node)):
             # a mapping of one medium's keyword arguments splatted into another medium's handler
-            handler = modality(_callee(node))
+            handler = modality(call_name(node))
             for kw in node.keywords:
                 got = _spelled(kw.value) if kw.arg is None else None
                 if got and got != handler:
@@ -257,8 +252,8 @@ def _holder(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[str, str] |
                         return text, modality(text)  # type: ignore[return-value]
         elif isinstance(parent, ast.keyword) and parent.arg and modality(parent.arg):
             return parent.arg, modality(parent.arg)  # type: ignore[return-value]
-        elif isinstance(parent, ast.Call) and child is not parent.func and modality(_callee(parent)):
-            return _callee(parent), modality(_callee(parent))  # type: ignore[return-value]
+        elif isinstance(parent, ast.Call) and child is not parent.func and modality(call_name(parent)):
+            return call_name(parent), modality(call_name(parent))  # type: ignore[return-value]
         child, parent = parent, parents.get(parent)
     if (
         isinstance(parent, ast.Assign)
@@ -295,7 +290,7 @@ def _swapped(name: str) -> list[str]:
 
 
 def _sp_step(call: ast.Call) -> bool:
-    low = _callee(call).lower()
+    low = call_name(call).lower()
     return "masked" not in low and any(w in low for w in _SP_WORDS)
 
 
@@ -324,7 +319,7 @@ def one_sided_sp(func: ast.FunctionDef) -> list[tuple[ast.AST, str]]:
             if outer is None:
                 continue
             name = outer.id
-        stepped.setdefault(_callee(node), set()).add(name)
+        stepped.setdefault(call_name(node), set()).add(name)
     first: dict[str, ast.AST] = {}
     for node in _walk(func):
         if isinstance(node, ast.Assign):
@@ -359,9 +354,9 @@ def _twin_call(func: ast.FunctionDef, name: str) -> ast.Call | None:
     for call in calls:
         if not any(isinstance(n, ast.Name) and n.id in twins for n in _walk(call)):
             continue
-        siblings = set(_swapped(_callee(call)))
+        siblings = set(_swapped(call_name(call)))
         for other in calls:
-            if _callee(other) in siblings:
+            if call_name(other) in siblings:
                 return other
     return None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_name, str_value
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import method_name, spec_target
@@ -59,7 +59,7 @@ def _ctor(value: ast.AST) -> tuple[str, bool] | None:
     func = value.func
     if isinstance(func, ast.Attribute) and func.attr == "_from_config" and isinstance(func.value, ast.Name):
         return func.value.id, cast
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    name = call_name(value)
     if not name or not name[:1].isupper():
         return None
     return name, cast

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import method_name, spec_target
 from npu_lint.rules.base import Example
@@ -254,7 +254,7 @@ def _no_grad_with(node: ast.AST) -> str | None:
         for item in node.items:
             expr = item.context_expr
             f = expr.func if isinstance(expr, ast.Call) else expr
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = last_name(f) or ""
             if (
                 name in _NO_GRAD
                 or name == "set_grad_enabled"
@@ -396,11 +396,6 @@ def _modality(name: str) -> str | None:
     return None
 
 
-def _callee_name(call: ast.Call) -> str:
-    f = call.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-
-
 _META = ("device", "dtype", "shape", "ndim", "size", "is_cuda")
 
 
@@ -456,7 +451,7 @@ def _sp_sliced_side(forward: ast.FunctionDef) -> str | None:
     for node in nodes_of(forward, ast.Call):
         if not (isinstance(node, ast.Call) and node.args):
             continue
-        name = _callee_name(node).lower()
+        name = call_name(node).lower()
         first = node.args[0]
         from_input = bool(_data_names(first) & derived)
         if "gather" in name and from_input:
@@ -507,7 +502,7 @@ def _global_unsliced_input(dummy: ast.FunctionDef, forward: ast.FunctionDef) -> 
     for node in assigns:
         if any(isinstance(t, ast.Name) and t.id == feed for t in node.targets) and any(
             isinstance(n, ast.Call)
-            and any(w in _callee_name(n).lower() for w in ("slice", "shard", "chunk", "split"))
+            and any(w in call_name(n).lower() for w in ("slice", "shard", "chunk", "split"))
             for n in _walk(node.value)
         ):
             return None
@@ -1201,7 +1196,7 @@ class TextOnlyDummyForward(WrapperRule):
         `self.audio_encoder.lm_encode(...)`): where some of them fall back to the encoder's dummy pass on
         media-less micro-batches (`elif self.training: self.image_encoder.lm_dummy_encode()`), every one must."""
         for cls in nodes_of(self.ctx.tree, ast.ClassDef):
-            if not any(is_dummy_callee(_callee_name(c)) for c in nodes_of(cls, ast.Call)):  # type: ignore[arg-type]
+            if not any(is_dummy_callee(call_name(c)) for c in nodes_of(cls, ast.Call)):  # type: ignore[arg-type]
                 continue  # no branch of this class can fall back to a dummy pass: nothing to compare with
             branches: list[tuple[ast.If, str, str, bool]] = []
             parents: dict[int, ast.If] = {}  # a statement's enclosing `if`, when it sits in that `if`'s body
@@ -1213,7 +1208,7 @@ class TextOnlyDummyForward(WrapperRule):
 
             def falls_back(node: ast.If) -> bool:
                 return any(
-                    isinstance(c, ast.Call) and is_dummy_callee(_callee_name(c))
+                    isinstance(c, ast.Call) and is_dummy_callee(call_name(c))
                     for stmt in node.orelse
                     for c in _walk(stmt)
                 )
@@ -1383,7 +1378,7 @@ class TextOnlyDummyForward(WrapperRule):
                 continue
             for deco in node.decorator_list:
                 f = deco.func if isinstance(deco, ast.Call) else deco
-                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                name = last_name(f) or ""
                 if name in _NO_GRAD:
                     self.report(
                         deco,

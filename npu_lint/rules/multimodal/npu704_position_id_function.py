@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import int_value, nodes_of
+from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import gpu_sibling_only, method_name
@@ -32,7 +32,7 @@ def _modality_of(node: ast.AST) -> str | None:
     found: set[str] = set()
     mentioned: set[str] = set()
     for sub in _walk(node):
-        name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
+        name = last_name(sub)
         if name is None:
             continue
         for mod in _MODALITIES:
@@ -53,8 +53,7 @@ def _where_codes(value: ast.AST, array: str) -> list[tuple[ast.expr, str, str, i
     """``torch.where(<mask of a modality>, <int>, <else>)``, nested in its branches."""
     out: list[tuple[ast.expr, str, str, int]] = []
     if isinstance(value, ast.Call) and len(value.args) == 3:
-        func = value.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(value)
         if name == "where":
             mod = _modality_of(value.args[0])
             code = int_value(value.args[1])
@@ -185,7 +184,7 @@ def _moves_axes(node: ast.AST, name: str, helpers: dict[str, ast.FunctionDef], d
         if not isinstance(n, ast.Call):
             continue
         f = n.func
-        callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        callee = call_name(n)
         on = [f.value] if isinstance(f, ast.Attribute) else []
         if callee in _MOVES and any(
             isinstance(x, ast.Name) and x.id == name for a in [*on, *n.args] for x in _walk(a)
@@ -685,13 +684,7 @@ class PositionIdFunction(WrapperRule):
             mapped: set[str] = set()
             for _stmt, mod, value in found:
                 expected = f"{mod.upper()}_INPUT_INDEX"
-                name = (
-                    value.id
-                    if isinstance(value, ast.Name)
-                    else value.attr
-                    if isinstance(value, ast.Attribute)
-                    else None
-                )
+                name = last_name(value)
                 if name is not None and name.endswith("_INPUT_INDEX"):
                     mapped.add(mod)
                     if name != expected:
@@ -745,13 +738,7 @@ class PositionIdFunction(WrapperRule):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
                 continue
             target, value = node.targets[0], node.value
-            name = (
-                value.id
-                if isinstance(value, ast.Name)
-                else value.attr
-                if isinstance(value, ast.Attribute)
-                else ""
-            )
+            name = last_name(value) or ""
             if not (name.endswith("_INPUT_INDEX") and isinstance(target, ast.Attribute)):
                 continue
             if fields is None:

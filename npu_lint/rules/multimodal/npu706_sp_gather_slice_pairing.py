@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 
@@ -85,12 +85,7 @@ def _relaid(func: ast.AST, name: str, start: int, end: int) -> bool:
         ):
             for sub in _walk(n.value):
                 if isinstance(sub, ast.Call):
-                    func_node = sub.func
-                    attr = (
-                        func_node.attr
-                        if isinstance(func_node, ast.Attribute)
-                        else getattr(func_node, "id", "")
-                    )
+                    attr = call_name(sub)
                     if attr in _RELAYOUT:
                         return True
     return False

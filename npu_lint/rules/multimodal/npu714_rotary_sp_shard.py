@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import call_name, nodes_of
+from npu_lint.core.astutil import call_name, last_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -63,8 +63,7 @@ def _targets(target: ast.AST) -> list[str]:
 def _rank_range(value: ast.AST) -> bool:
     """`t[:, rank * chunk : (rank + 1) * chunk]`: a rank's range of a tensor."""
     return isinstance(value, ast.Subscript) and any(
-        "rank" in (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "")
-        for n in _walk(value.slice)
+        "rank" in (last_name(n) or "") for n in _walk(value.slice)
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.multimodal._twins import MEDIA, media_of, medium_words, rewrite, spellings
@@ -516,8 +516,7 @@ class MediumStepMissing(Rule):
     def _crossed_call(self, call: ast.Call, vocab: set[str]) -> None:
         """`self.video_pattern(next(image_token_num_list))`: a medium's own method handed another medium's
         counts or grids alone, where the function has the method's medium's own."""
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(call)
         own = media_of(name)
         if len(own) != 1 or not call.args:
             return

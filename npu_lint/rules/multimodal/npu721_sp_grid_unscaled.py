@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import nodes_of, scoped_memo, walk
+from npu_lint.core.astutil import last_name, nodes_of, scoped_memo, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -56,7 +56,7 @@ def _triples(stmt: ast.stmt) -> list[tuple[ast.AST, list[tuple[str, bool]]]]:
 def _sp_switch(test: ast.AST) -> bool:
     """A test on the sequence-parallel switch (`sp_enabled`, `ps.sp_size > 1`), read off its names."""
     for n in ast.walk(test):
-        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+        name = last_name(n)
         if name and (name in ("sp_enabled", "ulysses_enabled", "sequence_parallel") or name == "sp_size"):
             return bool(_SP_TEST.search(ast.unparse(test)))
     return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of, own_nodes
+from npu_lint.core.astutil import last_name, nodes_of, own_nodes
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.dims import axis_of, layout_letters, shape_index, shape_source, upstream_params
 
@@ -16,16 +16,8 @@ _REORDER = frozenset({"permute", "transpose", "swapaxes", "movedim", "mT"})
 _KEEP_ORDER = frozenset({"tolist", "cpu", "numpy", "unbind", "long", "int", "to", "clone", "detach"})
 
 
-def _name(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
-
-
 def _axis(expr: ast.expr) -> str | None:
-    name = _name(expr)
+    name = last_name(expr)
     return None if name is None else axis_of(name)
 
 
@@ -251,7 +243,7 @@ class SpatialDimsSwapped(Rule):
                 value = value.value
                 continue
             break
-        name = _name(value)
+        name = last_name(value)
         if name is None:
             return None
         return layout_letters(name) or (aliases.get(name) if isinstance(value, ast.Name) else None)
@@ -285,7 +277,7 @@ class SpatialDimsSwapped(Rule):
         return {k: v for k, v in out.items() if v is not None}
 
     def _call(self, call: ast.Call, functions: dict[str, list[str]]) -> None:
-        callee = _name(call.func)
+        callee = last_name(call.func)
         if callee is None:
             return
         if callee in _SIZE_CALLS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.upcalls import is_position_id_function
 
@@ -19,8 +19,7 @@ def _position_source(call: ast.AST) -> bool:
     """A call of the model's position-id function (``position_id_func(...)``, ``get_rope_index(...)``)."""
     if not isinstance(call, ast.Call):
         return False
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = call_name(call)
     return is_position_id_function(name)
 
 

@@ -6,7 +6,7 @@ import ast
 import functools
 import os
 
-from npu_lint.core.astutil import module_package, resolve_relative
+from npu_lint.core.astutil import last_name, module_package, resolve_relative
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.imports import ModuleIndex
 
@@ -20,7 +20,7 @@ def _handles_import_error(handlers: list[ast.ExceptHandler]) -> bool:
             return True
         kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
         for k in kinds:
-            name = k.attr if isinstance(k, ast.Attribute) else k.id if isinstance(k, ast.Name) else ""
+            name = last_name(k) or ""
             if name in _OPTIONAL:
                 return True
     return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.rules.base import Context, Example, Rule
 
 # torch functions that take exactly two tensor operands (plus keyword options); the element-wise maxima and minima
@@ -94,7 +95,7 @@ class TwoOperandSpread(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         func = node.func
-        leaf = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        leaf = call_name(node)
         if leaf not in TWO_OPERANDS or self.ctx.qualname(func) != f"torch.{leaf}":
             return
         starred = [a for a in node.args if isinstance(a, ast.Starred)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of, own_nodes
+from npu_lint.core.astutil import call_name, nodes_of, own_nodes
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.upstream import file_source_module, patched_methods, upstream_class_method
@@ -235,7 +235,7 @@ def fp32_value(func: ast.FunctionDef, expr: ast.AST, line: int, depth: int = 8) 
             if isinstance(f.value, ast.Name) and f.value.id == "torch" and f.attr in _KEEP:
                 return any(fp32_value(func, a, line, depth - 1) for a in args)
         # a norm kernel (a dispatch handle, `torch_npu.npu_rms_norm`, Liger's) returns its input's dtype
-        name = (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "").lower()
+        name = call_name(expr).lower()
         if ("norm" in name or name == "apply") and expr.args:
             return fp32_value(func, expr.args[0], line, depth - 1)
     return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import normaliser_issues, rms_sites, self_scaled_by_root
 
@@ -207,8 +207,7 @@ def _statistic_of(node: ast.AST | None) -> str | None:
     """``npu_rms_norm(...)[1]`` (or ``[-1]``): the name of the fused kernel whose statistic is selected."""
     if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)):
         return None
-    func = node.value.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = call_name(node.value)
     index = node.slice
     if (
         isinstance(index, ast.UnaryOp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name, last_name
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example
 from npu_lint.rules.semantics._shared import (
@@ -21,7 +22,7 @@ _FUSED_WEIGHTS = ("weights", "weight", "head_weight", "lm_head_weight")
 
 
 def _is_cap_ref(node: ast.AST, aliases: set[str]) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    name = last_name(node) or ""
     return "softcap" in name.lower() or name in aliases
 
 
@@ -36,7 +37,7 @@ def _cap_value(node: ast.AST) -> bool:
         return _is_cap_ref(node, set())
     if not isinstance(node, ast.Call):
         return False
-    callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    callee = call_name(node)
     if callee == "getattr" and len(node.args) >= 2:
         return isinstance(node.args[1], ast.Constant) and "softcap" in str(node.args[1].value).lower()
     if callee in ("float", "get") and node.args:
@@ -232,8 +233,7 @@ def _applies_cap(stmt: ast.stmt, aliases: set[str]) -> bool:
 
 
 def _capping_callee(call: ast.Call) -> bool:
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = call_name(call)
     return "cap" in name.lower()
 
 

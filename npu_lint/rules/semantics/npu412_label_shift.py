@@ -51,7 +51,7 @@ def _is_shift(node: ast.AST) -> bool:
         base = base.args[
             0
         ]  # `F.pad(labels, (0, 1), value=-100)[..., 1:]`: the labels padded back, then shifted
-    name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+    name = last_name(base) or ""
     if "label" not in name:
         return False
     index = node.slice
@@ -171,7 +171,7 @@ def _minus_one(node: ast.AST | None) -> bool:
 
 
 def _base_name(node: ast.AST) -> str:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return last_name(node) or ""
 
 
 def _backward_cuts(func: ast.AST) -> list[tuple[ast.Subscript, str]]:

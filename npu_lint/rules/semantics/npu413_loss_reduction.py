@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from npu_lint.core.astutil import int_value, nodes_of
+from npu_lint.core.astutil import call_name, int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.diagnostics import Applicability, Edit, Fix
 from npu_lint.rules.base import Example, make_fix
@@ -73,7 +73,7 @@ _PAD_WORDS = ("pad_token_id", "pad_id", "padding_idx", "pad_token_index")
 def _pad_token_ref(node: ast.AST) -> ast.AST | None:
     """The padding-token id the expression reads (`self.config.text_config.pad_token_id`, `tokenizer.pad_id`)."""
     for n in _walk(node):
-        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        name = last_name(n)
         if name is not None and name.lower() in _PAD_WORDS:
             return n
         if isinstance(n, ast.Constant) and n.value in _PAD_WORDS:  # config.get("pad_token_id")
@@ -121,7 +121,7 @@ def _is_stub(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _calls_loss(func: ast.AST) -> bool:
     for node in _walk(func):
         if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            name = call_name(node)
             low = name.lower()
             if "loss" in low or "entropy" in low or low.endswith("_ce") or low == "apply":
                 return True
@@ -825,7 +825,7 @@ class LossReduction(LossRule):
             for kw in node.keywords:
                 if kw.arg == "ignore_index":
                     judge(kw.value, "`ignore_index`")
-            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            callee = call_name(node)
             if callee == "get" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):
                 judge(node.args[1], "the `ignore_index` fallback")
             elif callee == "setdefault" and len(node.args) == 2 and str_is(node.args[0], "ignore_index"):

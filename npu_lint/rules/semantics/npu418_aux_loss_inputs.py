@@ -8,12 +8,12 @@ import os
 import re
 from pathlib import Path
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of, path_before
 from npu_lint.veomni.patchgen import load_file
-from npu_lint.veomni.upstream import PatchedMethod, last_name, patched_methods, upstream_mro, upstream_path
+from npu_lint.veomni.upstream import PatchedMethod, patched_methods, upstream_mro, upstream_path
 
 _SWITCH = "output_router_logits"
 _FIELD = "router_logits"
@@ -335,14 +335,6 @@ def _partial_bindings(tree: ast.Module) -> dict[str, str]:
             continue
         out[node.targets[0].attr] = node.value.args[0].id
     return out
-
-
-def _arg_name(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 class AuxLossInputs(Rule):
@@ -813,13 +805,13 @@ class AuxLossInputs(Rule):
             if found is None:
                 continue
             params, where = found
-            names = [_arg_name(a) for a in node.args[: len(params)]]
+            names = [last_name(a) for a in node.args[: len(params)]]
             if all(n is None or n == params[i] or n not in params for i, n in enumerate(names)) and any(
                 n == params[i] for i, n in enumerate(names)
             ):
                 trusted.add(id(node))
             for i, arg in enumerate(node.args[: len(params)]):
-                named = _arg_name(arg)
+                named = last_name(arg)
                 if named is None or named == params[i] or named not in params:
                     continue
                 j = params.index(named)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
-from npu_lint.veomni.upstream import last_name
 
 
 def _loop_names(loop: ast.For) -> tuple[str, ast.expr] | None:
@@ -38,14 +37,6 @@ def _body_nodes(loop: ast.For) -> list[ast.AST]:
         out.append(node)
         stack.extend(ast.iter_child_nodes(node))
     return out
-
-
-def _identifier(target: ast.AST) -> str | None:
-    if isinstance(target, ast.Name):
-        return target.id
-    if isinstance(target, ast.Attribute):
-        return target.attr
-    return None
 
 
 class MicroBatchWeightFromStep(Rule):
@@ -143,7 +134,7 @@ class MicroBatchWeightFromStep(Rule):
                 for node in _body_nodes(loop):
                     if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
                         continue
-                    ident = _identifier(node.targets[0])
+                    ident = last_name(node.targets[0])
                     if ident is None or not ident.startswith(item + "_") or whole_name in ident:
                         continue
                     used = [n for n in _walk(node.value) if isinstance(n, (ast.Name, ast.Attribute))]

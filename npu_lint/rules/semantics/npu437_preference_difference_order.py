@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import losspath
 
@@ -116,7 +116,7 @@ class PreferenceDifferenceOrder(Rule):
         for n in nodes_of(node, ast.Call):
             assert isinstance(n, ast.Call)
             f = n.func
-            callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            callee = call_name(n)
             target = functions.get(callee) if callee else None
             if target is None:
                 continue

@@ -6,7 +6,7 @@ import ast
 import re
 import textwrap
 
-from npu_lint.core.astutil import literal_import
+from npu_lint.core.astutil import call_name, literal_import
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
@@ -280,8 +280,7 @@ class VendorKernelImport(Rule):
 
     # -- spec calls ---------------------------------------------------------------------------------------
     def _spec_call(self, node: ast.Call) -> None:
-        func = node.func
-        attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        attr = call_name(node)
         if attr == "add_import":
             self._add_import(node)
         elif attr == "create_patch_from_external":

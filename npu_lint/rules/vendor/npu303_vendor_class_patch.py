@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name
 from npu_lint.rules._handles import migration_fix
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.vendor._shared import op_advice, register_advice, str_arg
@@ -85,8 +86,7 @@ class VendorClassPatch(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = call_name(node)
         if name != "create_patch_from_external":
             return
         module = str_arg(node, 1, "replacement_module")

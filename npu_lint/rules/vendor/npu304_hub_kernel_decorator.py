@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import call_name, str_value
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.core.safeio import read_text
 from npu_lint.rules.base import Context, Example, Rule, make_fix
@@ -28,8 +28,7 @@ def _decorator_name(ctx: Context, deco: ast.expr) -> str | None:
     last = (qual or "").rsplit(".", 1)[-1]
     if last in HUB_DECORATORS:
         return last
-    func = deco.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = call_name(deco)
     return name if name in HUB_DECORATORS else None
 
 
@@ -37,8 +36,7 @@ def _hub_name(deco: ast.expr) -> tuple[str, str] | None:
     """(decorator, hub name) of a stdlib-ast hub decorator, read by its spelling alone (upstream modules)."""
     if not isinstance(deco, ast.Call):
         return None
-    func = deco.func
-    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    last = call_name(deco)
     if last not in HUB_DECORATORS:
         return None
     arg = deco.args[0] if deco.args else next((k.value for k in deco.keywords), None)

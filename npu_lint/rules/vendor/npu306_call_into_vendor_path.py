@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.vendor._shared import from_module, in_model_scope
 from npu_lint.veomni.vendor_map import NPU_VENDOR, VENDOR_PACKAGES
@@ -24,7 +24,7 @@ def _catches_import_error(node: ast.Try) -> bool:
             return True
         types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
         for t in types:
-            name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")
+            name = last_name(t) or ""
             if name in _IMPORT_ERRORS:
                 return True
     return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import call_name, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _GROUPED = ("grouped_matmul", "group_gemm", "grouped_gemm")
@@ -145,8 +145,7 @@ class GroupedMatmulGroupListDtype(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(node)
         if not any(word in name.lower() for word in _GROUPED):
             return
         function = self.ctx.function
@@ -250,13 +249,7 @@ class GroupedMatmulGroupListDtype(Rule):
         if isinstance(expr, ast.Call):
             cast = _dtype_of_cast(expr)
             func = expr.func
-            attr = (
-                func.attr
-                if isinstance(func, ast.Attribute)
-                else func.id
-                if isinstance(func, ast.Name)
-                else ""
-            )
+            attr = call_name(expr)
             if cast is not None and attr not in _DTYPE_FACTORIES:
                 return cast, expr.lineno, fname
             if attr in _PROMOTES:

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, keyword_arg, literal_import, nodes_of, str_value
+from npu_lint.core.astutil import absolute_module, keyword_arg, last_name, literal_import, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
@@ -51,7 +51,7 @@ def _npu_test(test: ast.expr) -> bool:
             return all(names_npu(str_value(e)) for e in right.elts)
         return False
     node = test.func if isinstance(test, ast.Call) else test
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    name = last_name(node) or ""
     return name in _NPU_PREDICATES
 
 

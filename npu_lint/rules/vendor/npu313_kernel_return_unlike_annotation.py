@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 
@@ -14,7 +14,7 @@ def _tuple_elements(annotation: ast.expr | None) -> list[ast.expr] | None:
     if not isinstance(annotation, ast.Subscript):
         return None
     base = annotation.value
-    name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+    name = last_name(base) or ""
     if name not in ("tuple", "Tuple"):
         return None
     inner = annotation.slice

@@ -6,7 +6,7 @@ import ast
 import os
 import re
 
-from npu_lint.core.astutil import nodes_of, str_value
+from npu_lint.core.astutil import call_name, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.layout import adapter_bases, sibling_modules
 from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
@@ -126,7 +126,7 @@ class KernelOutputShapeNotRestored(Rule):
             return
         for call in nodes_of(node, ast.Call):
             assert isinstance(call, ast.Call)
-            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            name = call_name(call)
             if name in _RESHAPES and call.lineno >= line:
                 return  # merged back after the kernel
         returns = [r for r in nodes_of(node, ast.Return) if isinstance(r, ast.Return) and r.value is not None]
@@ -150,7 +150,7 @@ _MERGES = frozenset({"flatten", "view_as", "reshape_as"})
 def _merges(call: ast.Call) -> bool:
     """A call that merges axes (``flatten``, ``view_as``, a ``rearrange`` grouping on its right side); a
     ``reshape`` / ``view`` / ``unflatten`` may split as well and is not counted."""
-    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    name = call_name(call)
     if name == "rearrange" and len(call.args) >= 2:
         pattern = str_value(call.args[1]) or ""
         return bool(_GROUP.search(pattern.partition("->")[2]))

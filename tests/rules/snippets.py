@@ -1,0 +1,38 @@
+"""A test's source snippet linted with chosen rules, as the file it names (shared by the rules' tests)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from npu_lint.core.config import Settings
+from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+
+# an Ascend adapter that splits the fused head axis for the kernel and returns its output unmerged (NPU314) ...
+WAN_ADAPTER = """import torch_npu
+from einops import rearrange
+
+
+def rope_apply_fused(x, cos, sin, head_dim):
+    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
+    x_out = torch_npu.npu_rotary_mul(x.float(), cos, sin)
+    return x_out.to(x.dtype)
+"""
+# ... and the eager function it replaces (`rope_apply_fused` -> `rope_apply`), merging back with `merge`
+WAN_EAGER = """from einops import rearrange
+
+
+def rope_apply(x, freqs, head_dim):
+    x = rearrange(x, "b s (n d) -> b s n d", d=head_dim)
+    x_out = x * freqs{merge}
+    return x_out.to(x.dtype)
+"""
+
+
+def lint_snippet(path: str, text: str, codes: Sequence[str]) -> list[Diagnostic]:
+    """The findings of ``codes`` on ``text`` (dedented, its leading blank lines dropped) linted as ``path``,
+    in the engine's order."""
+    src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
+    return [d for d in lint_source(src, list(codes), Settings()) if d.code in codes]
