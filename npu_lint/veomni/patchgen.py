@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, keyword_arg, str_value
+from npu_lint.core.astutil import absolute_module, keyword_arg, parse_snippet, str_value
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.astutil import walk as _walk_list
 from npu_lint.core.diagnostics import Diagnostic, Origin
@@ -948,7 +948,7 @@ def replacement_node(ref: DefRef, name_map: dict[str, str]) -> tuple[ast.stmt, s
     node = ref.node
     start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
     segment = "\n" * (start - 1) + apply_name_map("\n".join(lines[start - 1 : node.end_lineno]), name_map)
-    tree = _parse(segment)
+    tree = parse_snippet(segment)
     if tree is None or not tree.body or not isinstance(tree.body[0], _DEF):
         return None
     return tree.body[0], segment
@@ -1188,7 +1188,7 @@ def generated_imports(text: str) -> dict[str, dict[str, int]]:
 
 
 def _block_imports(code: str) -> dict[str, set[str]]:
-    tree = _parse(textwrap.dedent(code), "<post-import block>")
+    tree = parse_snippet(textwrap.dedent(code))
     out: dict[str, set[str]] = {}
     for node in _walk_list(tree) if tree is not None else ():
         if isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -1238,10 +1238,10 @@ def _emitted_names(spec: Spec) -> set[str] | None:
             return None
         nodes.append(node)
     for _path, _line, code in effective_post_blocks(spec):
-        try:
-            nodes.append(ast.parse(code))
-        except (SyntaxError, ValueError):
+        block = parse_snippet(code)
+        if block is None:
             return None
+        nodes.append(block)
     return {n.id for node in nodes for n in _walk_list(node) if isinstance(n, ast.Name)}
 
 
