@@ -83,6 +83,8 @@ def main() -> int:
     for name, n in sorted(multi.items(), key=lambda kv: -kv[1])[:15]:
         print(f"  {n:4d} {name}")
     again = {k: v for k, v in PATHS.items() if v > 1}
+    here = os.path.realpath(args.target)
+    print(f"files parsed under the target: {sum(1 for k in PATHS if k.startswith(here + os.sep))}")
     print(
         f"files parsed: {len(PATHS)} (by real path), {sum(PATHS.values())} parses; parsed more than once: {len(again)}"
     )
