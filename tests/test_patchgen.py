@@ -274,3 +274,53 @@ def test_origin_of_an_external_replacement_import(tmp_path: Path) -> None:
     assert omap is not None
     assert omap.origin(10) == patchgen.Origin(str(spec), 4)
     assert patchgen.compare_generated(parsed, patchgen.parse_generated(str(gen), text, full=False)) == []
+
+
+_GENERATED = (
+    "# coding=utf-8\n"
+    "from veomni.ops import OpSlot\n"
+    "from veomni.utils import (\n"
+    "    helper,\n"
+    "    other as renamed,\n"
+    ")\n"
+    'DOC = """\n'
+    "def not_a_def():\n"
+    '"""\n'
+    "from veomni.late import after_string\n"
+    "\n"
+    "@decorated\n"
+    "def first():\n"
+    "    from veomni.inner import hidden\n"
+)
+
+
+def test_generated_imports_from_the_files_tree_match_a_parse_of_the_header() -> None:
+    """The header read from the whole file's tree (no second parse) gives what parsing the header alone gives,
+    and a cut inside a statement (a def line in a string) falls back to that parse."""
+    clean = _GENERATED.replace('DOC = """\ndef not_a_def():\n"""\n', "")
+    tree = ast.parse(clean)
+    match = patchgen._FIRST_DEF.search(clean)
+    assert match is not None
+    assert patchgen._header_statements(tree, clean, match.start()) == tree.body[:3]
+    assert patchgen.generated_imports(clean, tree) == patchgen.generated_imports(clean)
+    assert patchgen.generated_imports(clean, tree) == {
+        "veomni.ops": {"OpSlot": 2},
+        "veomni.utils": {"helper": 3, "renamed": 3},
+        "veomni.late": {"after_string": 7},
+    }
+    tree = ast.parse(_GENERATED)
+    match = patchgen._FIRST_DEF.search(_GENERATED)
+    assert match is not None
+    assert patchgen._header_statements(tree, _GENERATED, match.start()) is None  # cut inside the string
+    assert patchgen.generated_imports(_GENERATED, tree) == patchgen.generated_imports(_GENERATED) == {}
+    assert patchgen._header_statements(tree, "x = 1\r" + _GENERATED, 8) is None  # lone CR: lines uncertain
+
+
+def test_parse_snippet_shares_one_tree_per_text() -> None:
+    from npu_lint.core.astutil import parse_snippet
+
+    first = parse_snippet("from veomni.x import y\n")
+    assert first is not None and isinstance(first.body[0], ast.ImportFrom)
+    assert parse_snippet("from veomni.x import y\n") is first
+    assert parse_snippet("def broken(:\n") is None
+    assert parse_snippet("a\x00b") is None  # a null byte: ValueError, not raised

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePath
 from typing import Any
 
+from npu_lint.core.memo import Bounded
 from npu_lint.core.safeio import read_text
 
 
@@ -739,3 +740,30 @@ def import_bindings(stmt: ast.Import | ast.ImportFrom, module: str | None = None
         if alias.name != "*":
             out.append((alias.asname or alias.name, f"{module}.{alias.name}"))
     return out
+
+
+# -- snippets --------------------------------------------------------------------------------------------------
+
+_SNIPPETS: Bounded[str, ast.Module | None] = Bounded(512)
+_SNIPPET_MAX = 1 << 15  # characters: a longer text is parsed, not remembered (a whole file has its own store)
+
+
+def parse_snippet(text: str) -> ast.Module | None:
+    """``ast.parse(text)``, None when it does not parse, remembered by the text itself: the code strings that
+    several rules read (a spec's post-import block, a replacement renamed by a ``name_map``) are parsed once per
+    run. The tree is shared by every caller asking for the same characters: read it, never change it (a caller
+    that shifts line numbers or edits nodes parses its own copy). Whole files go through the run's store of parsed
+    files (``veomni.patchgen.load_file``), not through here."""
+    hit = _SNIPPETS.get(text, _MISSING)  # type: ignore[arg-type]
+    if hit is not _MISSING:
+        return hit
+    try:
+        tree: ast.Module | None = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if len(text) <= _SNIPPET_MAX:
+        _SNIPPETS[text] = tree
+    return tree
+
+
+_MISSING: Any = object()

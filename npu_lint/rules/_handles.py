@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from npu_lint.core.astutil import (
     call_arg,
     literal_getattr,
+    parse_snippet,
     statements,
     str_value,
 )  # re-exported for the families
@@ -250,9 +251,8 @@ def _parse_block(ctx: Context, call: ast.Call) -> Block | None:
     if arg is None or value is None:
         return None
     lines, margin = _dedent(value)
-    try:
-        tree = ast.parse("\n".join(lines))
-    except (SyntaxError, ValueError, RecursionError):
+    tree = parse_snippet("\n".join(lines))
+    if tree is None:
         return None
     src = ctx.source
     literal = src.segment(arg)

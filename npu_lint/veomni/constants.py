@@ -7,7 +7,7 @@ import ast
 import functools
 from pathlib import Path
 
-from npu_lint.core.safeio import read_regular
+from npu_lint.veomni.patchgen import load_file
 
 # where VeOmni defines the data contract's constants (first match wins), relative to the tree root
 _CANDIDATES = ("veomni/utils/constants.py", "veomni/data/constants.py")
@@ -15,10 +15,9 @@ _CANDIDATES = ("veomni/utils/constants.py", "veomni/data/constants.py")
 
 @functools.lru_cache(maxsize=32)
 def _module_ints(path: str) -> dict[str, int]:
-    try:
-        data, _ = read_regular(path)
-        tree = ast.parse(data)
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    parsed = load_file(path)  # the run's one tree of the file
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return {}
     out: dict[str, int] = {}
     for stmt in tree.body:
@@ -59,10 +58,9 @@ _LOSS_MODULES = (
 
 @functools.lru_cache(maxsize=32)
 def _ignore_defaults(path: str) -> frozenset[int]:
-    try:
-        data, _ = read_regular(path)
-        tree = ast.parse(data)
-    except (OSError, SyntaxError, ValueError, RecursionError):
+    parsed = load_file(path)  # the run's one tree of the file
+    tree = parsed.tree if parsed is not None else None
+    if tree is None:
         return frozenset()
     found: set[int] = set()
     for node in ast.walk(tree):

@@ -17,7 +17,7 @@ import os
 import textwrap
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import nodes_of, walk
+from npu_lint.core.astutil import nodes_of, parse_snippet, walk
 from npu_lint.veomni.patchgen import (
     Patch,
     Spec,
@@ -153,10 +153,10 @@ def generated_scope(spec: Spec) -> set[str] | None:
         names.update(imported)
     names |= _import_aliases(spec)
     for _path, _line, code in effective_post_blocks(spec):
-        try:
-            block = module_bindings(ast.parse(textwrap.dedent(code)).body)
-        except (SyntaxError, ValueError):
+        tree = parse_snippet(textwrap.dedent(code))
+        if tree is None:
             return None
+        block = module_bindings(tree.body)
         if block is None:
             return None
         names |= block
@@ -250,10 +250,10 @@ def unbound_names(spec: Spec) -> list[UnboundName]:
         if patch.name_map:
             lines = ref.text.splitlines()
             segment = "\n".join(lines[ref.node.lineno - 1 : ref.node.end_lineno])
-            try:
-                node = ast.parse(textwrap.dedent(apply_name_map(segment, patch.name_map))).body[0]
-            except (SyntaxError, ValueError, IndexError):
+            renamed = parse_snippet(textwrap.dedent(apply_name_map(segment, patch.name_map)))
+            if renamed is None or not renamed.body:
                 continue
+            node = renamed.body[0]
         for name, _read in _free_reads(node).items():
             key = (name, id(ref.node))
             if name in scope or key in seen:

@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module
+from npu_lint.core.astutil import absolute_module, parse_snippet
 from npu_lint.core.astutil import resolve_relative as resolve_from_path
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.veomni.signatures import Signature, module_signatures
@@ -366,9 +366,8 @@ def veomni_imports(tree: ast.Module, path: str) -> set[tuple[str, str]]:
             elif node.func.attr in _POST_IMPORT_METHODS and node.args:
                 code = node.args[0]
                 if isinstance(code, ast.Constant) and isinstance(code.value, str):
-                    try:
-                        block = ast.parse(code.value)
-                    except (SyntaxError, ValueError):
+                    block = parse_snippet(code.value)  # shared with the rules' reads of the block
+                    if block is None:
                         continue
                     out |= veomni_imports(block, path)
     return out

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, keyword_arg, str_value
+from npu_lint.core.astutil import absolute_module, keyword_arg, parse_snippet, str_value
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.astutil import walk as _walk_list
 from npu_lint.core.diagnostics import Diagnostic, Origin
@@ -948,7 +948,7 @@ def replacement_node(ref: DefRef, name_map: dict[str, str]) -> tuple[ast.stmt, s
     node = ref.node
     start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
     segment = "\n" * (start - 1) + apply_name_map("\n".join(lines[start - 1 : node.end_lineno]), name_map)
-    tree = _parse(segment)
+    tree = parse_snippet(segment)
     if tree is None or not tree.body or not isinstance(tree.body[0], _DEF):
         return None
     return tree.body[0], segment
@@ -1170,16 +1170,20 @@ def compare_generated(spec: Spec, gen: Generated) -> list[Drift]:
 _FIRST_DEF = re.compile(r"^(?:class |def |async def |@)", re.MULTILINE)
 
 
-def generated_imports(text: str) -> dict[str, dict[str, int]]:
+def generated_imports(text: str, tree: ast.Module | None = None) -> dict[str, dict[str, int]]:
     """``from M import a, b`` statements at the top of a generated file (before its first definition):
-    module -> imported name -> line. Only the import header is parsed."""
+    module -> imported name -> line. ``tree``, when given, is ``text`` already parsed (the run's tree of the
+    file): the header's statements are read from it when the header ends where one of its top-level statements
+    starts; otherwise only the import header is parsed."""
     match = _FIRST_DEF.search(text)
-    header = text[: match.start()] if match else text
-    tree = _parse(header, "<generated header>")
+    body = _header_statements(tree, text, match.start() if match else None) if tree is not None else None
     out: dict[str, dict[str, int]] = {}
-    if tree is None:
-        return out
-    for stmt in tree.body:
+    if body is None:
+        header_tree = _parse(text[: match.start()] if match else text, "<generated header>")
+        if header_tree is None:
+            return out
+        body = header_tree.body
+    for stmt in body:
         if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
             names = out.setdefault(stmt.module, {})
             for alias in stmt.names:
@@ -1187,8 +1191,27 @@ def generated_imports(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def _header_statements(tree: ast.Module, text: str, cut: int | None) -> list[ast.stmt] | None:
+    """The statements of ``text[:cut]`` read from ``tree`` (all of ``text`` parsed): exactly those before the
+    top-level statement that starts on the line ``cut`` begins (the prefix then ends between two statements, so
+    parsing it alone gives the same nodes); None when no statement starts there (the cut falls inside one, or
+    a lone ``\r`` line break makes the lines uncertain): then the caller parses the prefix."""
+    if cut is None:
+        return tree.body
+    if "\r" in text[:cut]:
+        return None
+    line = text.count("\n", 0, cut) + 1
+    for i, stmt in enumerate(tree.body):
+        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        if start == line:
+            return tree.body[:i]
+        if start > line:
+            return None
+    return None
+
+
 def _block_imports(code: str) -> dict[str, set[str]]:
-    tree = _parse(textwrap.dedent(code), "<post-import block>")
+    tree = parse_snippet(textwrap.dedent(code))
     out: dict[str, set[str]] = {}
     for node in _walk_list(tree) if tree is not None else ():
         if isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -1196,10 +1219,11 @@ def _block_imports(code: str) -> dict[str, set[str]]:
     return out
 
 
-def import_drift(spec: Spec, text: str) -> list[tuple[str, str, int]]:
+def import_drift(spec: Spec, text: str, tree: ast.Module | None = None) -> list[tuple[str, str, int]]:
     """(module, name, line in the generated file) for each name the generated file imports from a ``veomni``
     module that the spec no longer provides (neither an ``add_import`` nor a post-import block of it or of
-    the specs it copies): regenerating drops the import, and the patched code that uses the name breaks."""
+    the specs it copies): regenerating drops the import, and the patched code that uses the name breaks.
+    ``tree``: ``text`` already parsed, if it has been."""
     provided: dict[str, set[str]] = {}
     for _path, _line, module, names in effective_added_imports(spec):
         if not names:
@@ -1210,7 +1234,7 @@ def import_drift(spec: Spec, text: str) -> list[tuple[str, str, int]]:
             provided.setdefault(module, set()).update(names)
     emitted = _emitted_names(spec)
     out = []
-    for module, names in generated_imports(text).items():
+    for module, names in generated_imports(text, tree).items():
         if module.split(".")[0] != "veomni":
             continue
         for name, line in names.items():
@@ -1238,10 +1262,10 @@ def _emitted_names(spec: Spec) -> set[str] | None:
             return None
         nodes.append(node)
     for _path, _line, code in effective_post_blocks(spec):
-        try:
-            nodes.append(ast.parse(code))
-        except (SyntaxError, ValueError):
+        block = parse_snippet(code)
+        if block is None:
             return None
+        nodes.append(block)
     return {n.id for node in nodes for n in _walk_list(node) if isinstance(n, ast.Name)}
 
 

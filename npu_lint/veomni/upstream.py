@@ -687,12 +687,21 @@ def patched_methods(
             continue
         upstream = upstream_class_method(module, cls, method)
         if upstream is None and new_ok and upstream_class(module, cls) is not None:
-            upstream = ast.parse(f"def {method}(self):\n    pass").body[0]  # type: ignore[assignment]
-            upstream.body = []  # type: ignore[union-attr]
+            upstream = _empty_method(method)
         if upstream is None or _same_body(upstream, func):
             continue
         out.append(PatchedMethod(module, cls, method, func, upstream))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _empty_method(method: str) -> ast.FunctionDef:
+    """``def <method>(self)`` with an empty body: what a class that does not define ``method`` has (one node per
+    name, shared: read, never changed)."""
+    node = ast.parse(f"def {method}(self):\n    pass").body[0]
+    assert isinstance(node, ast.FunctionDef)
+    node.body = []
+    return node
 
 
 # -- composite (multimodal) configs ------------------------------------------------------------------------

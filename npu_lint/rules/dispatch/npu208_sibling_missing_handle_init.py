@@ -6,10 +6,10 @@ import ast
 import os
 import re
 
-from npu_lint.core.safeio import read_text
 from npu_lint.rules._handles import migration_fix
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch._shared import summarised
+from npu_lint.veomni.patchgen import load_file
 
 _SLOT_DECL = re.compile(r"\b(?:OpSlot|OpsConfigSlot)\(")
 
@@ -155,11 +155,10 @@ class SiblingMissingHandleInit(Rule):
         gpu_path = os.path.join(
             os.path.dirname(self.ctx.source.path), (gpu_import.module or "").rsplit(".", 1)[-1] + ".py"
         )
-        try:
-            gpu_text = read_text(gpu_path)
-            gpu_tree = ast.parse(gpu_text)
-        except (OSError, SyntaxError, ValueError):
+        parsed = load_file(gpu_path)  # the run's one tree of the file (shared with the file pass)
+        if parsed is None or parsed.tree is None:
             return
+        gpu_text, gpu_tree = parsed.text, parsed.tree
         api = getattr(getattr(self.ctx, "project", None), "api", None)
         handles = tuple({getattr(api, "handle", None) or "VeomniOp", "VeomniOp", "VeomniKernel"})
         decorated, _ = _spec_targets(gpu_tree)

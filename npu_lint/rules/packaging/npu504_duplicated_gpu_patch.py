@@ -7,6 +7,7 @@ import os
 import textwrap
 from collections.abc import Iterable
 
+from npu_lint.core.astutil import parse_snippet
 from npu_lint.core.diagnostics import Applicability, Diagnostic, Fix
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
@@ -20,15 +21,17 @@ def _slot_names(spec: patchgen.Spec) -> set[str]:
     post-import block."""
     names: set[str] = set()
     bodies: list[list[ast.stmt]] = []
-    try:
-        bodies.append(ast.parse(spec.text).body)
-    except (SyntaxError, ValueError):
-        pass
+    parsed = patchgen.load_file(spec.path)  # the run's tree of the spec, when it still holds the spec's text
+    if parsed is not None and (parsed.text is spec.text or parsed.text == spec.text):
+        tree = parsed.tree
+    else:
+        tree = parse_snippet(spec.text)
+    if tree is not None:
+        bodies.append(tree.body)
     for _line, code in spec.post_blocks:
-        try:
-            bodies.append(ast.parse(textwrap.dedent(code)).body)
-        except (SyntaxError, ValueError):
-            continue
+        block = parse_snippet(textwrap.dedent(code))
+        if block is not None:
+            bodies.append(block.body)
     for body in bodies:
         for stmt in body:
             if (

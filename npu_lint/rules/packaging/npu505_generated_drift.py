@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 from collections.abc import Iterable
@@ -93,12 +94,18 @@ class GeneratedDrift(ProjectRule):
     )
 
     def _import_drift(
-        self, spec: patchgen.Spec, gen_path: str, text: str, linted: set[str], command: str
+        self,
+        spec: patchgen.Spec,
+        gen_path: str,
+        text: str,
+        linted: set[str],
+        command: str,
+        tree: ast.Module | None = None,
     ) -> Iterable[Diagnostic]:
         """Names the generated file imports from a veomni module that its spec no longer provides: reported on
         the spec (at its ``add_import`` of that module) when the spec is linted, else on the generated line."""
         by_module: dict[str, list[tuple[str, int]]] = {}
-        for module, name, line in patchgen.import_drift(spec, text):
+        for module, name, line in patchgen.import_drift(spec, text, tree):
             by_module.setdefault(module, []).append((name, line))
         target = os.path.basename(gen_path)
         for module, items in by_module.items():
@@ -173,7 +180,7 @@ class GeneratedDrift(ProjectRule):
                     continue
                 gen = patchgen.parse_generated(gen_path, parsed.text, None, full=False)
                 command = regen_command(spec.path)
-                yield from self._import_drift(spec, gen_path, parsed.text, linted, command)
+                yield from self._import_drift(spec, gen_path, parsed.text, linted, command, parsed.tree)
                 for drift in patchgen.compare_generated(spec, gen):
                     fix = Fix(
                         f"Regenerate: `{command}`"

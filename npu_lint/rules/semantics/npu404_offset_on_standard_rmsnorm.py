@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 from npu_lint.core.diagnostics import Applicability
@@ -20,7 +21,9 @@ from npu_lint.rules.semantics._shared import (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def _raw_attr(raw: str, receiver: str = "self") -> str | None:
+    """The weight attribute a raw text expression reads (remembered by its text: one parse per text)."""
     try:
         return raw_weight_attr(ast.parse(raw.strip(), mode="eval").body, receiver)
     except SyntaxError:

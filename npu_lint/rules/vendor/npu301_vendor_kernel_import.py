@@ -6,7 +6,7 @@ import ast
 import re
 import textwrap
 
-from npu_lint.core.astutil import call_name, literal_import
+from npu_lint.core.astutil import call_name, literal_import, parse_snippet
 from npu_lint.core.diagnostics import Applicability, Fix
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.vendor._shared import (
@@ -328,9 +328,8 @@ class VendorKernelImport(Rule):
         arg = node.args[0] if node.args else kw(node, "code")
         if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
             return
-        try:
-            block = ast.parse(textwrap.dedent(arg.value))
-        except SyntaxError:
+        block = parse_snippet(textwrap.dedent(arg.value))
+        if block is None:
             return
         for stmt in ast.walk(block):
             modules: list[str] = []
