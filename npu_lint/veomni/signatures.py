@@ -48,6 +48,17 @@ class Signature:
     inherits: tuple[str, ...] = ()  # a class without its own __init__: the dotted bases that decide
     returns: int | None = None  # the arity when every return is a tuple literal of that one length
     line: int = 0
+    required: tuple[
+        str, ...
+    ] = ()  # parameters without a default (positional ones in order, then keyword-only)
+
+    def missing(self, positional: int, keywords: set[str]) -> list[str]:
+        """The required parameters a call with ``positional`` plain positional arguments and these keywords
+        leaves unfilled (none for an opaque signature)."""
+        if self.opaque:
+            return []
+        filled = set(self.positional[:positional]) | keywords
+        return [p for p in self.required if p not in filled]
 
     def accepts_keyword(self, name: str) -> bool:
         return self.opaque or self.varkw or name in self.keywords
@@ -66,7 +77,11 @@ def _args_signature(
 ) -> Signature:
     positional = [p.arg for p in (*args.posonlyargs, *args.args)]
     posonly = {p.arg for p in args.posonlyargs}
+    required = positional[: len(positional) - len(args.defaults)]
+    required += [p.arg for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
     if drop_first and positional:
+        if required and required[0] == positional[0]:
+            required = required[1:]
         positional = positional[1:]
     keywords = frozenset([p for p in positional if p not in posonly] + [p.arg for p in args.kwonlyargs])
     # ``**super_kwargs`` (transformers' modular convention): "the parent's signature", not a catch-all
@@ -80,6 +95,7 @@ def _args_signature(
         varkw=args.kwarg is not None,
         opaque=opaque,
         line=line,
+        required=tuple(required),
     )
 
 
@@ -125,7 +141,8 @@ def function_signature(
     return sig
 
 
-def _dataclass_fields(node: ast.ClassDef) -> list[str] | None:
+def _dataclass_fields(node: ast.ClassDef, required: list[str] | None = None) -> list[str] | None:
+    """The init fields of a plain dataclass in order (``required``: filled with those without a default)."""
     out: list[str] = []
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -142,6 +159,8 @@ def _dataclass_fields(node: ast.ClassDef) -> list[str] | None:
                     if kw.arg in ("init", "kw_only"):
                         return None  # not modelled: accept every call
             out.append(stmt.target.id)
+            if stmt.value is None and required is not None:
+                required.append(stmt.target.id)
     return out
 
 
@@ -169,11 +188,22 @@ def class_signature(node: ast.ClassDef) -> Signature:
         sig = function_signature(init, method=True, arity=False)  # a call of a class returns an instance
         return Signature(**{**sig.__dict__, "name": node.name, "kind": "class", "returns": None})
     bases = tuple(dotted_name(b) or "?" for b in node.bases)
+    if bases in (("NamedTuple",), ("typing.NamedTuple",)) and init is None and not names:
+        needed_nt: list[str] = []
+        fields = _dataclass_fields(node, needed_nt)
+        if fields is None:
+            return Signature(node.name, "class", opaque=True, line=node.lineno)
+        return Signature(
+            node.name, "class", tuple(fields), frozenset(fields), line=node.lineno, required=tuple(needed_nt)
+        )
     if dataclass_like:
-        fields = _dataclass_fields(node)
+        needed: list[str] = []
+        fields = _dataclass_fields(node, needed)
         if fields is None or bases:
             return Signature(node.name, "class", opaque=True, line=node.lineno)
-        return Signature(node.name, "class", tuple(fields), frozenset(fields), line=node.lineno)
+        return Signature(
+            node.name, "class", tuple(fields), frozenset(fields), line=node.lineno, required=tuple(needed)
+        )
     if not bases:
         return Signature(node.name, "class", line=node.lineno)
     return Signature(node.name, "class", inherits=bases, line=node.lineno)

@@ -276,3 +276,40 @@ def _super_init(
     if sig is None or sig.opaque:
         return None
     return Callee(sig, f"the base of `{cls.name}`", f"`{dotted_name(cls.bases[0])}`")
+
+
+def _arg_name(node: ast.expr) -> str | None:
+    """The name an argument spells: a local (``q``), or the last attribute of a read (``self.backward``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def misplaced_arguments(call: ast.Call, sig: Signature) -> list[tuple[ast.expr, str, str]]:
+    """``(argument, its name, the parameter it lands in)``: positional arguments of ``call`` named exactly
+    like another parameter of the callee, which a positional argument of another name fills (or none) (``forward(k, q, cos)`` to ``def forward(q, k, cos)``, ``make(self.backward, self.forward)`` to
+    ``def make(forward, backward)``; an attribute only in a pure swap). A name passed twice, or a parameter also given by keyword, is no
+    misplacement the call reveals."""
+    if sig.opaque or any(isinstance(a, ast.Starred) for a in call.args):
+        return []
+    params = sig.positional
+    names = [_arg_name(a) for a in call.args]
+    keywords = {kw.arg for kw in call.keywords}
+    out: list[tuple[ast.expr, str, str]] = []
+    for i, (arg, name) in enumerate(zip(call.args, names)):
+        if i >= len(params) or name is None or name == params[i] or name not in params:
+            continue
+        if names.count(name) > 1 or name in keywords:
+            continue
+        j = params.index(name)
+        if j < len(names) and names[j] == name:
+            continue
+        # an attribute's name is its owner's word (``config.hidden_size`` is the model's width, which a
+        # projector takes as its input size): only two attributes in each other's places say the order
+        swapped = j < len(names) and names[j] == params[i]
+        if isinstance(arg, ast.Attribute) and not swapped:
+            continue
+        out.append((arg, name, params[i]))
+    return out
