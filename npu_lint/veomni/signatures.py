@@ -48,9 +48,17 @@ class Signature:
     inherits: tuple[str, ...] = ()  # a class without its own __init__: the dotted bases that decide
     returns: int | None = None  # the arity when every return is a tuple literal of that one length
     line: int = 0
-    required: tuple[
-        str, ...
-    ] = ()  # parameters without a default (positional ones in order, then keyword-only)
+    # parameters without a default (positional ones in order, then keyword-only)
+    required: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()  # (parameter, its default as source text) for those with one
+    unread: frozenset[str] = frozenset()  # parameters the function's body never reads (a function's own def)
+
+    def default_of(self, name: str) -> str | None:
+        """The default of parameter ``name`` as source text (None: required, or no such parameter)."""
+        for param, text in self.defaults:
+            if param == name:
+                return text
+        return None
 
     def missing(self, positional: int, keywords: set[str]) -> list[str]:
         """The required parameters a call with ``positional`` plain positional arguments and these keywords
@@ -79,6 +87,10 @@ def _args_signature(
     posonly = {p.arg for p in args.posonlyargs}
     required = positional[: len(positional) - len(args.defaults)]
     required += [p.arg for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    defaults = [
+        (p, ast.unparse(d)) for p, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults)
+    ]
+    defaults += [(p.arg, ast.unparse(d)) for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
     if drop_first and positional:
         if required and required[0] == positional[0]:
             required = required[1:]
@@ -96,6 +108,7 @@ def _args_signature(
         opaque=opaque,
         line=line,
         required=tuple(required),
+        defaults=tuple(defaults),
     )
 
 
@@ -135,6 +148,10 @@ def function_signature(
     opaque = any(n not in _TRANSPARENT and n.rsplit(".", 1)[-1] not in _TRANSPARENT for n in names)
     drop = method and "staticmethod" not in names
     sig = _args_signature(node.name, "function", node.args, drop, opaque, node.lineno)
+    read = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    unread = frozenset(p for p in (*sig.positional, *sig.keywords) if p not in read)
+    if unread:
+        sig = Signature(**{**sig.__dict__, "unread": unread})
     returns = tuple_arity(node) if arity and not isinstance(node, ast.AsyncFunctionDef) else None
     if returns is not None:
         sig = Signature(**{**sig.__dict__, "returns": returns})

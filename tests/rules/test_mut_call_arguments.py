@@ -27,6 +27,8 @@ def _slice_by_sequence_dim(data, seq_range, full_seq_len, dim, name):
         if data.shape[dim] != full_seq_len:
             raise ValueError(f"{name} has the wrong length")
         return _slice_tensor(data, seq_range, dim)
+    if isinstance(data, tuple):
+        return tuple(_slice_by_sequence_dim(v, seq_range, full_seq_len, dim, name) for v in data)
     return data
 """
 
@@ -164,8 +166,8 @@ def test_arguments_named_for_other_parameters() -> None:
         (
             CHUNK,
             "veomni/distributed/chunk_mbs.py",
-            "_slice_tensor(data, seq_range, dim)",
-            "_slice_tensor(seq_range, data, dim)",
+            "_slice_by_sequence_dim(v, seq_range, full_seq_len, dim, name)",
+            "_slice_by_sequence_dim(v, seq_range, dim, full_seq_len, name)",
         ),
         (
             ROPE,
@@ -237,3 +239,38 @@ def test_autograd_backward_reverses_roles_quietly() -> None:
     assert _found(forward, "NPU459", "veomni/distributed/sequence_parallel/ulysses.py") == _line(
         forward, "(local_input, gather_dim"
     )
+
+
+def test_one_name_misplaced_alone_is_quiet() -> None:
+    # a layer's input size is the down projection's output size; a box refinement's new reference points
+    text = """
+    def mlp_layer(input_dim, output_dim, bn_weight_init=1):
+        return input_dim, output_dim
+
+
+    def refine_bboxes(reference_points, deltas):
+        return reference_points + deltas
+
+
+    def build(hidden_dim, input_dim, topk_coords_logits, reference_points):
+        down = mlp_layer(hidden_dim, input_dim)
+        return down, refine_bboxes(topk_coords_logits, reference_points)
+    """
+    assert _found(text, "NPU459", "veomni/models/toy/modeling_toy.py") == []
+
+
+def test_one_name_twice_beside_the_other() -> None:
+    rope = _mutate(
+        ROPE, "eager_forward(q, k, cos, sin, unsqueeze_dim", "eager_forward(q, q, cos, sin, unsqueeze_dim"
+    )
+    assert _found(rope, "NPU459", "veomni/ops/kernels/rope/full/npu.py") == _line(rope, "eager_forward(q, q")
+    # no `k` in the caller: the same tensor for both roles is the caller's choice
+    text = """
+    def attend(q, k, cos, sin):
+        return q, k
+
+
+    def self_attend(q, cos, sin):
+        return attend(q, q, cos, sin)
+    """
+    assert _found(text, "NPU459", "veomni/ops/kernels/toy.py") == []

@@ -287,11 +287,15 @@ def _arg_name(node: ast.expr) -> str | None:
     return None
 
 
-def misplaced_arguments(call: ast.Call, sig: Signature) -> list[tuple[ast.expr, str, str]]:
-    """``(argument, its name, the parameter it lands in)``: positional arguments of ``call`` named exactly
-    like another parameter of the callee, which a positional argument of another name fills (or none) (``forward(k, q, cos)`` to ``def forward(q, k, cos)``, ``make(self.backward, self.forward)`` to
-    ``def make(forward, backward)``; an attribute only in a pure swap). A name passed twice, or a parameter also given by keyword, is no
-    misplacement the call reveals."""
+def misplaced_arguments(
+    call: ast.Call, sig: Signature, scope: frozenset[str] = frozenset()
+) -> list[tuple[ast.expr, str, str]]:
+    """``(argument, its name, the parameter it lands in)``: positional arguments of ``call`` that sit in each
+    other's parameters by the callee's own names (``forward(k, q, cos)`` to ``def forward(q, k, cos)``,
+    ``make(self.backward, self.forward)`` to ``def make(forward, backward)``), or one name passed twice, into its
+    own parameter and into another whose name the caller holds (``scope``) and does not pass
+    (``forward(q, q, cos)`` beside a local ``k``). One name misplaced alone says little: a layer's
+    ``input_dim`` is the down projection's output size."""
     if sig.opaque or any(isinstance(a, ast.Starred) for a in call.args):
         return []
     params = sig.positional
@@ -301,15 +305,19 @@ def misplaced_arguments(call: ast.Call, sig: Signature) -> list[tuple[ast.expr, 
     for i, (arg, name) in enumerate(zip(call.args, names)):
         if i >= len(params) or name is None or name == params[i] or name not in params:
             continue
-        if names.count(name) > 1 or name in keywords:
+        if name in keywords:
             continue
         j = params.index(name)
-        if j < len(names) and names[j] == name:
+        if j >= len(names):
             continue
-        # an attribute's name is its owner's word (``config.hidden_size`` is the model's width, which a
-        # projector takes as its input size): only two attributes in each other's places say the order
-        swapped = j < len(names) and names[j] == params[i]
-        if isinstance(arg, ast.Attribute) and not swapped:
-            continue
-        out.append((arg, name, params[i]))
+        if names[j] == params[i] and names.count(name) == 1:
+            out.append((arg, name, params[i]))
+        elif (
+            names[j] == name
+            and isinstance(arg, ast.Name)
+            and params[i] in scope
+            and params[i] not in names
+            and params[i] not in keywords
+        ):
+            out.append((arg, name, params[i]))
     return out
