@@ -287,15 +287,12 @@ def _arg_name(node: ast.expr) -> str | None:
     return None
 
 
-def misplaced_arguments(
-    call: ast.Call, sig: Signature, scope: frozenset[str] = frozenset()
-) -> list[tuple[ast.expr, str, str]]:
+def misplaced_arguments(call: ast.Call, sig: Signature) -> list[tuple[ast.expr, str, str]]:
     """``(argument, its name, the parameter it lands in)``: positional arguments of ``call`` that sit in each
     other's parameters by the callee's own names (``forward(k, q, cos)`` to ``def forward(q, k, cos)``,
-    ``make(self.backward, self.forward)`` to ``def make(forward, backward)``), or one name passed twice, into its
-    own parameter and into another whose name the caller holds (``scope``) and does not pass
-    (``forward(q, q, cos)`` beside a local ``k``). One name misplaced alone says little: a layer's
-    ``input_dim`` is the down projection's output size."""
+    ``make(self.backward, self.forward)`` to ``def make(forward, backward)``). One name misplaced alone, or passed twice, says little: a layer's
+    ``input_dim`` is the down projection's output size, a second conv takes ``(out_channels, out_channels)``,
+    keys stand in for queries on purpose."""
     if sig.opaque or any(isinstance(a, ast.Starred) for a in call.args):
         return []
     params = sig.positional
@@ -311,13 +308,5 @@ def misplaced_arguments(
         if j >= len(names):
             continue
         if names[j] == params[i] and names.count(name) == 1:
-            out.append((arg, name, params[i]))
-        elif (
-            names[j] == name
-            and isinstance(arg, ast.Name)
-            and params[i] in scope
-            and params[i] not in names
-            and params[i] not in keywords
-        ):
             out.append((arg, name, params[i]))
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.packaging._calls import callee as resolve_callee
 from npu_lint.rules.packaging._calls import confirmed, misplaced_arguments
@@ -17,8 +16,7 @@ class ForwardedArgumentsSwapped(Rule):
     summary = (
         "A function hands two of its own parameters on positionally to a function whose signature names them "
         "in the other order, or hands the tree's own function two values named for each other's parameters "
-        "(`forward(k, q, cos, sin)` to `def forward(q, k, ...)`), or one name for two of them "
-        "(`forward(q, q, cos, sin)` beside a local `k`)."
+        "(`forward(k, q, cos, sin)` to `def forward(q, k, ...)`)."
     )
     why = (
         "Loss and routing wrappers forward their parameters to the kernel they dispatch to: "
@@ -31,9 +29,9 @@ class ForwardedArgumentsSwapped(Rule):
         "imported from; nothing is imported or run. The same holds for any call of the tree's own functions, "
         "classes and `self.` methods (resolved as NPU510 resolves them): a positional argument named exactly "
         "like another parameter of the callee (a local `k`, an attribute `self.backward`) while the parameter "
-        "it lands in is another named argument's, so the two sit in each other's places, or one name is passed twice, "
-        "into its own parameter and into one whose name the caller holds and does not pass, is reported (not in an autograd "
-        "`backward(ctx, ...)`, whose adjoint hands its forward's roles over reversed: `scatter_dim` for `gather_dim`)."
+        "it lands in is another named argument's, so the two sit in each other's places, is reported; a name misplaced "
+        "alone or passed twice is not (a second conv takes `(out_channels, out_channels)`), nor a call in an "
+        "autograd `backward(ctx, ...)`, whose adjoint hands its forward's roles over reversed: `scatter_dim` for `gather_dim`)."
     )
     bad = (
         Example(
@@ -97,7 +95,6 @@ class ForwardedArgumentsSwapped(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._seen: set[int] = set()
-        self._scopes: dict[int, frozenset[str]] = {}
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -109,12 +106,7 @@ class ForwardedArgumentsSwapped(Rule):
         found = resolve_callee(self.ctx, node)
         if found is None:
             return
-        scope = self._scopes.get(id(func)) if func is not None else frozenset()
-        if scope is None and func is not None:
-            scope = self._scopes[id(func)] = frozenset(
-                {n.id for n in nodes_of(func, ast.Name)} | {a.arg for a in nodes_of(func, ast.arg)}  # type: ignore[attr-defined]
-            )
-        misplaced = misplaced_arguments(node, found.sig, scope or frozenset())
+        misplaced = misplaced_arguments(node, found.sig)
         if not misplaced or not confirmed(self.ctx, node, found):
             return
         self._seen.add(id(node))
