@@ -285,7 +285,9 @@ class IncompleteRegistration(ProjectRule):
         "class (`...ForTokenClassification`) it returns for no architecture sends that checkpoint to another "
         "class; so does a dispatch test that no architecture reaches because an earlier, broader test returns "
         'first (`"ForConditionalGeneration" in architecture` before `"ThinkerForConditionalGeneration" in '
-        "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it."
+        "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it. A "
+        'branch whose class disagrees with its own test (`"ForCausalLM" not in architecture` returning '
+        "`...ForCausalLM`, a `ForTokenClassification` test returning the causal-LM head) is reported too."
         " A registered loader (any registry: modeling, config, processor) that imports a class from `transformers` "
         "and returns it while a module of the package defines its own class of that name (the package's processor "
         "subclass) hands out the stock class: the package's changes never run."
