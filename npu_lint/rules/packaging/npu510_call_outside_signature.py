@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.rules._calls import callee, confirmed
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import callee, confirmed
 
 
 class CallOutsideSignature(Rule):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.rules._calls import callee as resolve_callee
+from npu_lint.rules._calls import confirmed, misplaced_arguments
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import callee as resolve_callee
-from npu_lint.rules.packaging._calls import confirmed, misplaced_arguments
 from npu_lint.veomni import losspath
 
 

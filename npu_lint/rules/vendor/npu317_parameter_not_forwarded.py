@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import nodes_of
+from npu_lint.rules._calls import callee, confirmed
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import callee, confirmed
 
 # parameters that are conventionally part of an interface and unread by design
 _INTERFACE = frozenset({"self", "cls", "ctx", "args", "kwargs", "module", "config", "kernel_kwargs"})
@@ -64,7 +64,8 @@ class ParameterNotForwarded(Rule):
         Example(
             """
             def sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=None):
-                return q, kv
+                scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+                return q * scale, kv
 
 
             def sparse_mla_backward(q, kv, o, do, lse, sm_scale):
@@ -78,7 +79,8 @@ class ParameterNotForwarded(Rule):
         Example(
             """
             def sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=None):
-                return q, kv
+                scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+                return q * scale, kv
 
 
             def sparse_mla_backward(q, kv, o, do, lse, sm_scale):
@@ -89,7 +91,8 @@ class ParameterNotForwarded(Rule):
         Example(
             """
             def sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=None):
-                return q, kv
+                scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+                return q * scale, kv
 
 
             def sparse_mla_backward(q, kv, o, do, lse, sm_scale):

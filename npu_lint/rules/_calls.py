@@ -1,4 +1,4 @@
-"""Resolving a call to the tree's own definition (private to the packaging family's contract rules).
+"""Resolving a call to the tree's own definition (shared: NPU510/NPU511, NPU459, NPU317).
 
 The truth is the tree being linted: a callee is a top-level ``def``/``class`` of the linted file, a method of
 the enclosing class (``self.m(...)``), or a name the file imports from a module of the tree (followed through
