@@ -626,7 +626,10 @@ class IncompleteRegistration(ProjectRule):
                     )
             # a dispatch branch whose class is not the one its architecture test names
             for reg in regs:
+                unreachable = {id(test) for test, _, _ in _shadowed_dispatch(reg.function)}  # reported above
                 for test, needle, cls, negated in _mismatched_dispatch(reg.function):
+                    if id(test) in unreachable:
+                        continue
                     said = "do not name" if negated else "name"
                     yield _diag(
                         self,
