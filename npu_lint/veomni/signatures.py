@@ -48,6 +48,25 @@ class Signature:
     inherits: tuple[str, ...] = ()  # a class without its own __init__: the dotted bases that decide
     returns: int | None = None  # the arity when every return is a tuple literal of that one length
     line: int = 0
+    # parameters without a default (positional ones in order, then keyword-only)
+    required: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()  # (parameter, its default as source text) for those with one
+    unread: frozenset[str] = frozenset()  # parameters the function's body never reads (a function's own def)
+
+    def default_of(self, name: str) -> str | None:
+        """The default of parameter ``name`` as source text (None: required, or no such parameter)."""
+        for param, text in self.defaults:
+            if param == name:
+                return text
+        return None
+
+    def missing(self, positional: int, keywords: set[str]) -> list[str]:
+        """The required parameters a call with ``positional`` plain positional arguments and these keywords
+        leaves unfilled (none for an opaque signature)."""
+        if self.opaque:
+            return []
+        filled = set(self.positional[:positional]) | keywords
+        return [p for p in self.required if p not in filled]
 
     def accepts_keyword(self, name: str) -> bool:
         return self.opaque or self.varkw or name in self.keywords
@@ -66,7 +85,15 @@ def _args_signature(
 ) -> Signature:
     positional = [p.arg for p in (*args.posonlyargs, *args.args)]
     posonly = {p.arg for p in args.posonlyargs}
+    required = positional[: len(positional) - len(args.defaults)]
+    required += [p.arg for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    defaults = [
+        (p, ast.unparse(d)) for p, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults)
+    ]
+    defaults += [(p.arg, ast.unparse(d)) for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
     if drop_first and positional:
+        if required and required[0] == positional[0]:
+            required = required[1:]
         positional = positional[1:]
     keywords = frozenset([p for p in positional if p not in posonly] + [p.arg for p in args.kwonlyargs])
     # ``**super_kwargs`` (transformers' modular convention): "the parent's signature", not a catch-all
@@ -80,6 +107,8 @@ def _args_signature(
         varkw=args.kwarg is not None,
         opaque=opaque,
         line=line,
+        required=tuple(required),
+        defaults=tuple(defaults),
     )
 
 
@@ -119,13 +148,18 @@ def function_signature(
     opaque = any(n not in _TRANSPARENT and n.rsplit(".", 1)[-1] not in _TRANSPARENT for n in names)
     drop = method and "staticmethod" not in names
     sig = _args_signature(node.name, "function", node.args, drop, opaque, node.lineno)
+    read = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    unread = frozenset(p for p in (*sig.positional, *sig.keywords) if p not in read)
+    if unread:
+        sig = Signature(**{**sig.__dict__, "unread": unread})
     returns = tuple_arity(node) if arity and not isinstance(node, ast.AsyncFunctionDef) else None
     if returns is not None:
         sig = Signature(**{**sig.__dict__, "returns": returns})
     return sig
 
 
-def _dataclass_fields(node: ast.ClassDef) -> list[str] | None:
+def _dataclass_fields(node: ast.ClassDef, required: list[str] | None = None) -> list[str] | None:
+    """The init fields of a plain dataclass in order (``required``: filled with those without a default)."""
     out: list[str] = []
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -142,6 +176,8 @@ def _dataclass_fields(node: ast.ClassDef) -> list[str] | None:
                     if kw.arg in ("init", "kw_only"):
                         return None  # not modelled: accept every call
             out.append(stmt.target.id)
+            if stmt.value is None and required is not None:
+                required.append(stmt.target.id)
     return out
 
 
@@ -169,11 +205,22 @@ def class_signature(node: ast.ClassDef) -> Signature:
         sig = function_signature(init, method=True, arity=False)  # a call of a class returns an instance
         return Signature(**{**sig.__dict__, "name": node.name, "kind": "class", "returns": None})
     bases = tuple(dotted_name(b) or "?" for b in node.bases)
+    if bases in (("NamedTuple",), ("typing.NamedTuple",)) and init is None and not names:
+        needed_nt: list[str] = []
+        fields = _dataclass_fields(node, needed_nt)
+        if fields is None:
+            return Signature(node.name, "class", opaque=True, line=node.lineno)
+        return Signature(
+            node.name, "class", tuple(fields), frozenset(fields), line=node.lineno, required=tuple(needed_nt)
+        )
     if dataclass_like:
-        fields = _dataclass_fields(node)
+        needed: list[str] = []
+        fields = _dataclass_fields(node, needed)
         if fields is None or bases:
             return Signature(node.name, "class", opaque=True, line=node.lineno)
-        return Signature(node.name, "class", tuple(fields), frozenset(fields), line=node.lineno)
+        return Signature(
+            node.name, "class", tuple(fields), frozenset(fields), line=node.lineno, required=tuple(needed)
+        )
     if not bases:
         return Signature(node.name, "class", line=node.lineno)
     return Signature(node.name, "class", inherits=bases, line=node.lineno)

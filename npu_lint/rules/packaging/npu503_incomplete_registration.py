@@ -6,6 +6,7 @@ import ast
 import os
 from collections.abc import Iterable
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
@@ -160,6 +161,60 @@ def _shadowed_dispatch(func: ast.FunctionDef) -> list[tuple[ast.If, ast.If, str]
     return out
 
 
+def _returned_class(body: list[ast.stmt]) -> str | None:
+    """The class name a branch ends by returning (``return Cls``, ``return gen.Cls``), or None."""
+    if not _returns(body) or not isinstance(body[-1], ast.Return):
+        return None
+    value = body[-1].value
+    if isinstance(value, ast.Name):
+        return value.id
+    if isinstance(value, ast.Attribute):
+        return value.attr
+    return None
+
+
+def _negated_needle(test: ast.expr, arg: str) -> str | None:
+    """``"X" not in <arg>`` / ``not <needle test>``: X."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        found = _needle(test.operand, arg)
+        return found[1] if found is not None and found[0] != "==" else None
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.NotIn)
+        and isinstance(test.comparators[0], ast.Name)
+        and test.comparators[0].id == arg
+        and isinstance(test.left, ast.Constant)
+        and isinstance(test.left.value, str)
+    ):
+        return test.left.value
+    return None
+
+
+def _mismatched_dispatch(func: ast.FunctionDef) -> list[tuple[ast.If, str, str, bool]]:
+    """Branches of an ``architecture`` dispatch whose class disagrees with the test that selects it: a test for
+    architectures naming X returns a class whose name does not (``"ForTokenClassification" in architecture``
+    returning ``...ForCausalLM``), or a negated test returns a class named for X (``"ForCausalLM" not in
+    architecture`` returning ``...ForCausalLM``): (branch, X, class, negated)."""
+    arg = func.args.args[0].arg if func.args.args else "architecture"
+    out: list[tuple[ast.If, str, str, bool]] = []
+    for node in nodes_of(func, ast.If):
+        assert isinstance(node, ast.If)
+        cls = _returned_class(node.body)
+        if cls is None or ("For" not in cls and not cls.endswith("Model")):
+            continue
+        found = _needle(node.test, arg)
+        if found is not None:
+            how, needle = found
+            if how in ("in", "endswith") and needle not in cls:
+                out.append((node, needle, cls, False))
+            continue
+        negated = _negated_needle(node.test, arg)
+        if negated is not None and negated in cls:
+            out.append((node, negated, cls, True))
+    return out
+
+
 def _stock_returns(tree: ast.Module, init: str) -> list[tuple[str, ast.AST, str, str]]:
     """Registered loaders (`@<...>REGISTRY.register(...)`) that import a class from `transformers` and return it
     while a module of the package defines a class of that name (the package's subclass): (loader, import, name,
@@ -230,7 +285,9 @@ class IncompleteRegistration(ProjectRule):
         "class (`...ForTokenClassification`) it returns for no architecture sends that checkpoint to another "
         "class; so does a dispatch test that no architecture reaches because an earlier, broader test returns "
         'first (`"ForConditionalGeneration" in architecture` before `"ThinkerForConditionalGeneration" in '
-        "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it."
+        "architecture`): a substring, suffix, prefix or equality test is compared with the tests before it. A "
+        'branch whose class disagrees with its own test (`"ForCausalLM" not in architecture` returning '
+        "`...ForCausalLM`, a `ForTokenClassification` test returning the causal-LM head) is reported too."
         " A registered loader (any registry: modeling, config, processor) that imports a class from `transformers` "
         "and returns it while a module of the package defines its own class of that name (the package's processor "
         "subclass) hands out the stock class: the package's changes never run."
@@ -563,6 +620,24 @@ class IncompleteRegistration(ProjectRule):
                         f"`{reg.function.name}` never reaches this architecture test: the test at line "
                         f"{earlier.lineno} accepts every architecture it accepts and returns first, so `{cls}` "
                         "is built for no checkpoint (those checkpoints get the earlier branch's class)",
+                        col=test.test.col_offset,
+                        end_line=test.test.end_lineno,
+                        end_col=test.test.end_col_offset,
+                    )
+            # a dispatch branch whose class is not the one its architecture test names
+            for reg in regs:
+                unreachable = {id(test) for test, _, _ in _shadowed_dispatch(reg.function)}  # reported above
+                for test, needle, cls, negated in _mismatched_dispatch(reg.function):
+                    if id(test) in unreachable:
+                        continue
+                    said = "do not name" if negated else "name"
+                    yield _diag(
+                        self,
+                        pkg.init,
+                        test.lineno,
+                        f"`{reg.function.name}` returns `{cls}` for the architectures that {said} `{needle}`: "
+                        "the test and the class it selects disagree, so those checkpoints are built with another "
+                        "head",
                         col=test.test.col_offset,
                         end_line=test.test.end_lineno,
                         end_col=test.test.end_col_offset,

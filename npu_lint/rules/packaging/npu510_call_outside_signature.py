@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.rules._calls import callee, confirmed
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import callee, confirmed
 
 
 class CallOutsideSignature(Rule):
@@ -13,7 +13,7 @@ class CallOutsideSignature(Rule):
     name = "call-outside-signature"
     summary = (
         "A call to one of the tree's own functions or classes passes a keyword its signature does not have, "
-        "or more positional arguments than it takes."
+        "or more positional arguments than it takes, or leaves out a parameter it requires."
     )
     why = (
         "Helpers, wrappers and model classes of a VeOmni tree change their parameters between releases (a "
@@ -60,6 +60,17 @@ class CallOutsideSignature(Rule):
                     return self.route(scores, k=2)
             """,
             title="a method of the same class, by `self.`",
+        ),
+        Example(
+            """
+            def slice_tensor(data, seq_range, dim):
+                return data.narrow(dim, seq_range.start, seq_range.length)
+
+
+            def slice_batch(batch, seq_range):
+                return {k: slice_tensor(v, seq_range) for k, v in batch.items()}
+            """,
+            title="a required argument left out",
         ),
     )
     good = (
@@ -108,7 +119,10 @@ class CallOutsideSignature(Rule):
         limit = sig.max_positional()
         starred = any(isinstance(a, ast.Starred) for a in node.args)
         too_many = limit is not None and not starred and len(node.args) > limit
-        if not (bad or too_many) or not confirmed(self.ctx, node, found):
+        missing: list[str] = []
+        if not (bad or too_many or starred or any(kw.arg is None for kw in node.keywords)):
+            missing = sig.missing(len(node.args), {kw.arg for kw in node.keywords if kw.arg})
+        if not (bad or too_many or missing) or not confirmed(self.ctx, node, found):
             return
         what = f"{found.label}'s `__init__`" if sig.kind == "class" else found.label
         for kw in bad:
@@ -123,4 +137,10 @@ class CallOutsideSignature(Rule):
                 node.args[limit],
                 f"{what} ({found.where}) takes {limit} positional argument{'s' if limit != 1 else ''}, "
                 f"this call passes {len(node.args)}: it raises TypeError",
+            )
+        if missing:
+            names = ", ".join(f"`{p}`" for p in missing)
+            self.report(
+                node,
+                f"{what} ({found.where}) requires {names}, which this call does not pass: it raises TypeError",
             )

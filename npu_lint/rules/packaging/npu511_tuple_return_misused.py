@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.rules._calls import Callee, callee, confirmed, own_returns
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.packaging._calls import Callee, callee, confirmed, own_returns
 from npu_lint.veomni.signatures import Signature
 
 # what a tuple answers to: anything else read off it is a tensor/object use

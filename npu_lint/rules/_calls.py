@@ -1,4 +1,4 @@
-"""Resolving a call to the tree's own definition (private to the packaging family's contract rules).
+"""Resolving a call to the tree's own definition (shared: NPU510/NPU511, NPU459, NPU317).
 
 The truth is the tree being linted: a callee is a top-level ``def``/``class`` of the linted file, a method of
 the enclosing class (``self.m(...)``), or a name the file imports from a module of the tree (followed through
@@ -276,3 +276,37 @@ def _super_init(
     if sig is None or sig.opaque:
         return None
     return Callee(sig, f"the base of `{cls.name}`", f"`{dotted_name(cls.bases[0])}`")
+
+
+def _arg_name(node: ast.expr) -> str | None:
+    """The name an argument spells: a local (``q``), or the last attribute of a read (``self.backward``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def misplaced_arguments(call: ast.Call, sig: Signature) -> list[tuple[ast.expr, str, str]]:
+    """``(argument, its name, the parameter it lands in)``: positional arguments of ``call`` that sit in each
+    other's parameters by the callee's own names (``forward(k, q, cos)`` to ``def forward(q, k, cos)``,
+    ``make(self.backward, self.forward)`` to ``def make(forward, backward)``). One name misplaced alone, or passed twice, says little: a layer's
+    ``input_dim`` is the down projection's output size, a second conv takes ``(out_channels, out_channels)``,
+    keys stand in for queries on purpose."""
+    if sig.opaque or any(isinstance(a, ast.Starred) for a in call.args):
+        return []
+    params = sig.positional
+    names = [_arg_name(a) for a in call.args]
+    keywords = {kw.arg for kw in call.keywords}
+    out: list[tuple[ast.expr, str, str]] = []
+    for i, (arg, name) in enumerate(zip(call.args, names)):
+        if i >= len(params) or name is None or name == params[i] or name not in params:
+            continue
+        if name in keywords:
+            continue
+        j = params.index(name)
+        if j >= len(names):
+            continue
+        if names[j] == params[i] and names.count(name) == 1:
+            out.append((arg, name, params[i]))
+    return out

@@ -1,0 +1,153 @@
+"""NPU317 parameter-not-forwarded."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import nodes_of
+from npu_lint.rules._calls import callee, confirmed
+from npu_lint.rules.base import Context, Example, Rule
+
+# parameters that are conventionally part of an interface and unread by design
+_INTERFACE = frozenset({"self", "cls", "ctx", "args", "kwargs", "module", "config", "kernel_kwargs"})
+
+
+_NO_DEFAULT = "<required>"
+
+
+def parameter_defaults(args: ast.arguments) -> dict[str, str]:
+    """Each named parameter's default as source text (``<required>`` without one)."""
+    positional = [*args.posonlyargs, *args.args]
+    out = {p.arg: _NO_DEFAULT for p in positional}
+    for p, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+        out[p.arg] = ast.unparse(d)
+    for p, kd in zip(args.kwonlyargs, args.kw_defaults):
+        out[p.arg] = _NO_DEFAULT if kd is None else ast.unparse(kd)
+    return out
+
+
+def _unread_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """The named parameters ``func`` never reads (nested scopes included), interface names aside, with their
+    defaults."""
+    defaults = parameter_defaults(func.args)
+    if not defaults:
+        return {}
+    read = {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, ast.Load)}  # type: ignore[attr-defined]
+    return {
+        p: d for p, d in defaults.items() if p not in read and p not in _INTERFACE and not p.startswith("_")
+    }
+
+
+class ParameterNotForwarded(Rule):
+    code = "NPU317"
+    name = "parameter-not-forwarded"
+    summary = (
+        "A function never reads one of its parameters, and calls one of the tree's own functions that takes a "
+        "parameter of that very name without passing it: the caller's value is dropped and the callee's "
+        "default (or nothing) stands in."
+    )
+    why = (
+        "Kernel wrappers, adapters and parallel helpers forward their inputs to the function that does the "
+        "work: `gather_heads_scatter_seq(x, seq_dim=seq_dim, head_dim=head_dim, group=group)`, "
+        "`sparse_mqa_bwd_interface(..., sm_scale=sm_scale)`, `chunk_fwd(q=q, k=k, ..., scale=scale)`. When the "
+        "wrapper takes a value (`sm_scale`, `group`, `cu_seqlens`) that nothing in its body reads and the callee "
+        "it delegates to has a parameter of the same name that the call leaves out, the caller's choice is "
+        "silently replaced by the callee's default: the softmax runs unscaled, the collective uses the world "
+        "group, the varlen kernel treats the packed batch as one sequence. Nothing raises and the numbers "
+        "stay plausible. The callee is the tree's own `def` (resolved as NPU510 resolves it: the file's "
+        "definitions, `self.` methods, names imported from the tree); parameters unread by interface "
+        "(`self`, `ctx`, `**kwargs`, a leading underscore) are not considered, nor an optional parameter whose "
+        "default is the callee's own (`generator=None` to `generator=None`): only an explicit value is at stake; "
+        "nor a parameter the callee does not read either."
+    )
+    bad = (
+        Example(
+            """
+            def sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=None):
+                scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+                return q * scale, kv
+
+
+            def sparse_mla_backward(q, kv, o, do, lse, sm_scale):
+                return sparse_mqa_bwd(q, kv, o, do, lse)
+            """,
+            path="veomni/ops/kernels/toy_sparse_mla/kernel.py",
+            title="the caller's softmax scale never reaches the kernel",
+        ),
+    )
+    good = (
+        Example(
+            """
+            def sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=None):
+                scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+                return q * scale, kv
+
+
+            def sparse_mla_backward(q, kv, o, do, lse, sm_scale):
+                return sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=sm_scale)
+            """,
+            path="veomni/ops/kernels/toy_sparse_mla/kernel.py",
+        ),
+        Example(
+            """
+            def sparse_mqa_bwd(q, kv, o, do, lse, sm_scale=None):
+                scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+                return q * scale, kv
+
+
+            def sparse_mla_backward(q, kv, o, do, lse, sm_scale):
+                scale = sm_scale or q.shape[-1] ** -0.5
+                return sparse_mqa_bwd(q, kv, o, do, lse, scale)
+            """,
+            path="veomni/ops/kernels/toy_sparse_mla/kernel.py",
+        ),
+    )
+    fix_safety = "No fix: pass the value on by keyword (or drop the parameter if it is meant to be unused)."
+    node_types = (ast.Call,)
+    requires = ("(",)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._unread: dict[int, dict[str, str]] = {}
+        self._done: set[tuple[int, str]] = set()
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        func = self.ctx.function
+        if func is None:
+            return
+        unread = self._unread.get(id(func))
+        if unread is None:
+            unread = self._unread[id(func)] = _unread_parameters(func)
+        if not unread or any(isinstance(a, ast.Starred) for a in node.args):
+            return
+        if any(kw.arg is None for kw in node.keywords):
+            return
+        found = callee(self.ctx, node)
+        if found is None or found.sig.opaque:
+            return
+        sig = found.sig
+        passed = set(sig.positional[: len(node.args)]) | {kw.arg for kw in node.keywords if kw.arg}
+        names = set(sig.positional) | set(sig.keywords)
+        for param in sorted(unread):
+            if (
+                param in passed
+                or param not in names
+                or param in sig.unread
+                or (id(func), param) in self._done
+            ):
+                continue
+            if unread[param] != _NO_DEFAULT and unread[param] == sig.default_of(param):
+                continue  # the defaults agree: only a caller's explicit value is at stake
+            if not confirmed(self.ctx, node, found):
+                return
+            self._done.add((id(func), param))
+            self.report(
+                node,
+                f"`{func.name}` takes `{param}` and never reads it, and {found.label} ({found.where}) takes "
+                f"`{param}` too but is not given it: the caller's value is dropped; pass `{param}={param}`",
+            )

@@ -1,0 +1,178 @@
+"""Twin statements: code written in pairs for two roles of one computation (the query and the key, cos and sin,
+the image and the video stream, the gate and the up projection, the height and the width, input and output
+splits), the second statement of a pair made by copying the first and swapping its role words. The first is the
+reference for the second: a statement that is its twin with every role word swapped but one, where the
+unswapped word is the other side's and that side's counterpart exists in the function, reads the wrong role's
+value (``k_embed = npu_rotary_mul(q, cos, sin).to(k.dtype)`` beside ``q_embed = npu_rotary_mul(q, ...)``).
+
+Statements are compared as token sequences of their source (identifiers, operators, literals): equal length, every
+position equal, or the twin's word swapped, or (the leftover) the twin's word kept. Read statically; nothing is
+imported."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from npu_lint.core.astutil import nodes_of, own_nodes
+
+# the role pairs, each word matched as a whole ``_``-separated part of an identifier
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("q", "k"),
+    ("query", "key"),
+    ("cos", "sin"),
+    ("image", "video"),
+    ("images", "videos"),
+    ("gate", "up"),
+    ("height", "width"),
+    ("input", "output"),
+    ("src", "dst"),
+    ("row", "col"),
+    ("pos", "neg"),
+    ("chosen", "rejected"),
+    ("scatter", "gather"),
+)
+_OTHER = {a: b for a, b in PAIRS} | {b: a for a, b in PAIRS}
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d*)?|\S")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
+MAX_TOKENS = 80
+
+
+def _parts(ident: str) -> list[str]:
+    return ident.split("_")
+
+
+def swap_word(ident: str, pair: tuple[str, str]) -> str:
+    """``ident`` with each part that is one word of ``pair`` replaced by the other (``q_embed`` -> ``k_embed``)."""
+    a, b = pair
+    parts = _parts(ident)
+    return "_".join(b if p == a else a if p == b else p for p in parts)
+
+
+def _side(ident: str, pair: tuple[str, str]) -> str | None:
+    parts = _parts(ident)
+    has_a, has_b = pair[0] in parts, pair[1] in parts
+    if has_a == has_b:
+        return None
+    return pair[0] if has_a else pair[1]
+
+
+def _statement_side(stmt: ast.stmt, tokens: list[str], pair: tuple[str, str]) -> str | None:
+    """The role a statement is written for: its assignment target's, else the majority of its role words."""
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    sides = {
+        s
+        for t in targets
+        for n in ast.walk(t)
+        if isinstance(n, (ast.Name, ast.Attribute))
+        for s in [_side(n.id if isinstance(n, ast.Name) else n.attr, pair)]
+        if s
+    }
+    if len(sides) == 1:
+        return sides.pop()
+    if sides:
+        return None
+    counts = {pair[0]: 0, pair[1]: 0}
+    for tok in tokens:
+        side = _side(tok, pair)
+        if side:
+            counts[side] += 1
+    if counts[pair[0]] == counts[pair[1]]:
+        return None
+    return pair[0] if counts[pair[0]] > counts[pair[1]] else pair[1]
+
+
+# metadata both roles share (a batch size read from the query, the dtype both casts restore)
+_METADATA = frozenset({"size", "shape", "device", "dtype", "ndim", "numel", "dim"})
+
+
+def _shared_read(tokens: list[str], i: int) -> bool:
+    """Whether the word at ``i`` is read for what both roles share: its metadata (``q.size(0)``, ``k.dtype``),
+    or a config field (``self.config.image_token_id``: a model constant another branch may reuse on purpose)."""
+    if i + 2 < len(tokens) and tokens[i + 1] == "." and tokens[i + 2] in _METADATA:
+        return True
+    return i >= 2 and tokens[i - 1] == "." and tokens[i - 2] == "config"
+
+
+def twin_leftovers(func: ast.AST, known: set[str] | None = None) -> list[tuple[ast.stmt, str, str]]:
+    """``(statement, leftover, expected)``: a statement of ``func`` that is a twin of another statement of it
+    with every role word swapped but one, the unswapped word the other role's (by the statement's target, or its
+    majority of role words), and the expected word a name the function (or ``known``: the file's attribute
+    names) has. ``q_len`` beside a key statement is a shared read when no ``k_len`` exists."""
+    stmts = [s for s in own_nodes(func) if isinstance(s, _STATEMENTS)]
+    if len(stmts) < 2:
+        return []
+    names = {n.id for n in nodes_of(func, ast.Name)} | {  # type: ignore[attr-defined]
+        a.arg
+        for a in nodes_of(func, ast.arg)  # type: ignore[attr-defined]
+    }
+    attrs = {n.attr for n in nodes_of(func, ast.Attribute)} | (known or set())  # type: ignore[attr-defined]
+    by_length: dict[int, list[tuple[ast.stmt, list[str]]]] = {}
+    for s in stmts:
+        text = ast.unparse(s)
+        if "\n" in text:
+            continue
+        tokens = _TOKEN.findall(text)
+        if len(tokens) > MAX_TOKENS or not any(
+            _OTHER.keys() & set(_parts(t)) for t in tokens if _IDENT.match(t)
+        ):
+            continue
+        by_length.setdefault(len(tokens), []).append((s, tokens))
+    out: list[tuple[ast.stmt, str, str]] = []
+    for group in by_length.values():
+        if len(group) < 2:
+            continue
+        for s, mine in group:
+            found = _leftover(s, mine, group, names, attrs)
+            if found is not None:
+                out.append((s, *found))
+    return out
+
+
+def _leftover(
+    s: ast.stmt,
+    mine: list[str],
+    group: list[tuple[ast.stmt, list[str]]],
+    names: set[str],
+    attrs: set[str],
+) -> tuple[str, str] | None:
+    for pair in PAIRS:
+        side = _statement_side(s, mine, pair)
+        if side is None:
+            continue
+        wrong = _OTHER[side]
+        for t, theirs in group:
+            if t is s:
+                continue
+            swapped = leftover = 0
+            bad: tuple[str, str] | None = None
+            for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+                if a == b:
+                    mapped = swap_word(b, pair)
+                    if mapped == b or not _IDENT.match(b):
+                        continue
+                    # the twin's role word kept: a leftover when it is the other role's and the expected
+                    # counterpart exists, else a shared read (``q_len``)
+                    attribute = i > 0 and mine[i - 1] == "."
+                    if _shared_read(mine, i):
+                        continue
+                    if _side(a, pair) == wrong and (mapped in attrs if attribute else mapped in names):
+                        leftover += 1
+                        bad = bad or (a, mapped)
+                        continue
+                    if _side(a, pair) == wrong:
+                        continue
+                    break
+                if swap_word(b, pair) == a:
+                    swapped += 1
+                    continue
+                break
+            else:
+                if swapped and leftover == 1 and bad is not None:
+                    return bad
+    return None
