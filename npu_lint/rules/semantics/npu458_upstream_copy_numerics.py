@@ -6,13 +6,15 @@ import ast
 
 from npu_lint.core.astutil import transformers_version
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni import losspath
+from npu_lint.veomni import losspath, refedits
 from npu_lint.veomni.patchgen import generated_banner, load_file
 from npu_lint.veomni.upstream import (
     decorator_target,
     file_source_module,
+    replaced_function,
     same_node,
     upstream_class_method,
+    upstream_function,
     upstream_path,
 )
 
@@ -110,7 +112,7 @@ class UpstreamCopyNumerics(Rule):
         ),
     )
     fix_safety = "No fix: restore upstream's code (regenerate), or move an intended change into the spec."
-    requires = (("Based on:", "override_method", "modify_init"),)
+    requires = (("Based on:", "override_method", "modify_init", "replace_function"),)
     node_types = ()
 
     @classmethod
@@ -144,16 +146,28 @@ class UpstreamCopyNumerics(Rule):
             if not isinstance(stmt, ast.FunctionDef):
                 continue
             target = decorator_target(stmt)
-            if target is None:
-                continue
-            their = upstream_class_method(module, target[0], target[1])
+            if target is not None:
+                their = upstream_class_method(module, target[0], target[1])
+                name = f"{target[0]}.{target[1]}"
+            else:
+                replaced = replaced_function(stmt)
+                their = upstream_function(module, replaced) if replaced else None
+                name = replaced or ""
             if their is None or _same_body(stmt, their):
                 continue
-            name = f"{target[0]}.{target[1]}"
             reference = f"upstream `{name}` (`{module}`) computes otherwise"
-            for site, kind, detail in self._faults(stmt, their, True):
+            faults = self._faults(stmt, their, True) if target is not None else []
+            for site, kind, detail in faults:
                 self._report(site, name, kind, detail, reference)
                 break
+            else:
+                for site, what in refedits.function_edits(stmt, their):
+                    self.report(
+                        site,
+                        f"`{name}`: this statement is upstream's with one edit: {what}; upstream `{module}` "
+                        "computes it otherwise; restore upstream's statement or write the change as a rewrite",
+                    )
+                    break
 
     @staticmethod
     def _faults(mine: ast.AST, their: ast.AST, patched: bool) -> list[tuple[ast.AST, str, str]]:

@@ -1,0 +1,275 @@
+"""Single edits of a reference statement: a function that copies statements of a reference (a spec's replacement
+of the upstream method or function it replaces) and changes one of them in one place.
+
+A replacement is a rewrite, so most of its statements are upstream's own (the eager body below a kernel guard,
+the loss head around the kernel call, the rotary cast around a fused kernel) and the rest are new. A statement
+that is upstream's with exactly one small change (an operator, a number, a comparison, an operand, an argument,
+an fp32 upcast, a dtype, a reduction, or a name read in place of another name the reference also reads) is
+rarely a deliberate rewrite: deliberate rewrites call something else, add arguments or restructure. This module
+aligns the two bodies statement by statement (equivalent spellings made alike) and names each such edit.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Iterator
+
+from npu_lint.veomni.losspath import _Canon, _code, _sequence_like
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_DTYPES = frozenset({"float32", "float", "bfloat16", "float16", "half", "double", "float64"})
+_REDUCERS = frozenset({"mean", "sum", "max", "min", "amax", "amin", "prod", "logsumexp", "nansum", "nanmean"})
+_UPCASTS = frozenset({"float", "double"})
+_OPS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.MatMult: "@",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+}
+
+
+def _canon(node: ast.AST) -> ast.AST:
+    import copy
+
+    if isinstance(node, ast.expr):
+        return _Canon().visit(ast.Expression(copy.deepcopy(node))).body  # type: ignore[no-any-return]
+    return _Canon().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
+
+
+def _key(node: ast.AST) -> str:
+    return ast.dump(_canon(node))
+
+
+def _diffs(a: object, b: object, out: list[tuple[object, object]], limit: int = 3) -> None:
+    """The outermost differing node pairs of ``a`` and ``b`` (positions ignored); a list whose length differs,
+    or whose items are the other's reordered, is one difference at its owner (the caller records it)."""
+    if len(out) > limit:
+        return
+    if type(a) is not type(b):
+        out.append((a, b))
+        return
+    if isinstance(a, ast.AST):
+        for name in a._fields:
+            x, y = getattr(a, name, None), getattr(b, name, None)
+            if isinstance(x, list):
+                if len(x) != len(y) or _permuted(x, y):  # type: ignore[arg-type]
+                    out.append((a, b))
+                    continue
+                for i, j in zip(x, y, strict=True):  # type: ignore[call-overload]
+                    _diffs(i, j, out, limit)
+            elif isinstance(x, ast.AST) or isinstance(y, ast.AST):
+                _diffs(x, y, out, limit)
+            elif x != y and repr(x) != repr(y):
+                out.append((a, b))
+        return
+    if a != b and repr(a) != repr(b):
+        out.append((a, b))
+
+
+def _permuted(x: list, y: list) -> bool:  # type: ignore[type-arg]
+    if len(x) < 2 or not all(isinstance(i, ast.AST) for i in (*x, *y)):
+        return False
+    kx, ky = [ast.dump(i) for i in x], [ast.dump(i) for i in y]
+    return kx != ky and sorted(kx) == sorted(ky)
+
+
+def _dump(node: object) -> str:
+    return ast.dump(node) if isinstance(node, ast.AST) else repr(node)
+
+
+def _short(node: object) -> str:
+    text = " ".join(ast.unparse(node).split()) if isinstance(node, ast.AST) else repr(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _leaf(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _upcast_of(call: object, inner: object) -> bool:
+    """``call`` is ``inner.float()`` (``.to(torch.float32)`` is made ``.float()`` by the canonical form)."""
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in _UPCASTS
+        and not call.args
+        and _dump(call.func.value) == _dump(inner)
+    )
+
+
+def classify(up: object, cp: object, reads: set[str]) -> str | None:
+    """What one edit turned ``up`` into ``cp``, or None when it is not a small edit of a kind that changes what
+    the statement computes (``reads``: the identifiers the reference function reads)."""
+    if _upcast_of(up, cp):
+        return f"the fp32 upcast `{_short(up)}` is dropped"
+    if isinstance(up, ast.BinOp) and isinstance(cp, ast.BinOp):
+        if (
+            type(up.op) is not type(cp.op)
+            and _dump(up.left) == _dump(cp.left)
+            and _dump(up.right) == _dump(cp.right)
+        ):
+            a, b = _OPS.get(type(up.op)), _OPS.get(type(cp.op))
+            if a and b:
+                return f"`{_short(up)}` uses `{b}` where the reference uses `{a}`"
+        return None
+    if isinstance(up, ast.BinOp) and not (_sequence_like(up.left) or _sequence_like(up.right)):
+        if _dump(cp) in (_dump(up.left), _dump(up.right)):
+            return f"`{_short(up)}` lost an operand (`{_short(cp)}`)"
+        return None
+    if isinstance(up, ast.Compare) and isinstance(cp, ast.Compare):
+        if len(up.ops) == len(cp.ops) == 1 and _dump(up.left) == _dump(cp.left):
+            if _dump(up.comparators) == _dump(cp.comparators):
+                return f"`{_short(up)}` is tested as `{_short(cp)}`"
+        return None
+    if isinstance(cp, ast.UnaryOp) and isinstance(cp.op, ast.Not) and _dump(cp.operand) == _dump(up):
+        return f"`{_short(up)}` is negated"
+    if isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.Not) and _dump(up.operand) == _dump(cp):
+        return f"`{_short(up)}` lost its `not`"
+    if isinstance(up, ast.BoolOp) and isinstance(cp, ast.BoolOp) and type(up.op) is not type(cp.op):
+        if _dump(up.values) == _dump(cp.values):
+            return f"`{_short(up)}` is combined with the other boolean operator"
+        return None
+    if isinstance(up, ast.Constant) and isinstance(cp, ast.Constant):
+        if isinstance(up.value, (int, float)) and isinstance(cp.value, (int, float)):
+            if not isinstance(up.value, bool) and not isinstance(cp.value, bool) and up.value != cp.value:
+                return f"the constant `{up.value!r}` is `{cp.value!r}` here"
+        return None
+    if isinstance(up, ast.Call) and isinstance(cp, ast.Call):
+        if _dump(up.func) != _dump(cp.func):
+            return None
+        ua, ca = [_dump(x) for x in up.args], [_dump(x) for x in cp.args]
+        uk = {k.arg: _dump(k.value) for k in up.keywords}
+        ck = {k.arg: _dump(k.value) for k in cp.keywords}
+        if uk == ck and ua != ca:
+            if len(ca) == len(ua) - 1 and all(x in ua for x in ca):
+                dropped = next(up.args[i] for i, x in enumerate(ua) if ua.count(x) > ca.count(x))
+                return f"`{_short(up.func)}(...)` is called without the argument `{_short(dropped)}`"
+            if len(ca) == len(ua) and sorted(ca) == sorted(ua):
+                return f"the arguments of `{_short(up.func)}(...)` are in another order than the reference's"
+        if ua == ca and uk != ck and len(ck) == len(uk) - 1 and all(uk.get(k) == v for k, v in ck.items()):
+            gone = next(k for k in uk if k not in ck)
+            if gone is not None:
+                return f"`{_short(up.func)}(...)` is called without `{gone}=`"
+        return None
+    if isinstance(up, ast.Attribute) and isinstance(cp, ast.Attribute):
+        if _dump(up.value) != _dump(cp.value) or up.attr == cp.attr:
+            return None
+        if up.attr in _DTYPES and cp.attr in _DTYPES:
+            return f"the dtype `{up.attr}` is `{cp.attr}` here"
+        if up.attr in _REDUCERS and cp.attr in _REDUCERS:
+            return f"the reduction `{up.attr}` is `{cp.attr}` here"
+        if cp.attr in reads and twin_names(up.attr, cp.attr):
+            return f"`{_short(cp)}` is read where the reference reads `{_short(up)}`"
+        return None
+    if isinstance(up, ast.Name) and isinstance(cp, ast.Name) and cp.id in reads and twin_names(up.id, cp.id):
+        return f"`{cp.id}` is read where the reference reads `{up.id}`"
+    if isinstance(up, ast.Slice) and isinstance(cp, ast.Slice):
+        if _dump(up.lower) == _dump(cp.upper) and _dump(up.upper) == _dump(cp.lower):
+            return f"the slice `{_short(up)}` is taken from the other end"
+    return None
+
+
+def twin_names(a: str, b: str) -> bool:
+    """Two names of one pair (``q``/``k``, ``q_proj``/``k_proj``, ``gate_proj``/``up_proj``, ``cos``/``sin``):
+    the same words but one, and that one a short word on both sides (a side, not a different quantity)."""
+    wa, wb = a.split("_"), b.split("_")
+    if a == b or len(wa) != len(wb):
+        return False
+    diff = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
+    return len(diff) == 1 and all(0 < len(w) <= 6 for w in diff[0])
+
+
+def _reads(func: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out
+
+
+def statement_edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[ast.AST, str] | None:
+    """``(site, what)`` when ``cp`` is ``up`` with one small edit (`classify`), else None."""
+    a, b = _canon(up), _canon(cp)
+    pairs: list[tuple[object, object]] = []
+    _diffs(a, b, pairs)
+    if len(pairs) != 1:
+        return None
+    x, y = pairs[0]
+    what = classify(x, y, reads)
+    if what is None:
+        return None
+    return cp, what
+
+
+def _header(stmt: ast.stmt) -> list[tuple[str, object]]:
+    return [f for f in ast.iter_fields(stmt) if f[0] not in ("body", "orelse", "handlers", "finalbody")]
+
+
+def body_edits(
+    mine: list[ast.stmt], theirs: list[ast.stmt], reads: set[str]
+) -> Iterator[tuple[ast.AST, str]]:
+    """``(site, what)`` for each statement of ``mine`` that is one statement of ``theirs`` with one small edit;
+    the bodies are aligned statement by statement and a compound statement is aligned again inside."""
+    theirs, mine = _code(theirs), _code(mine)
+    a = [_key(s) for s in theirs]
+    b = [_key(s) for s in mine]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "replace":
+            continue
+        up, cp = theirs[i1:i2], mine[j1:j2]
+        if len(up) != len(cp):
+            # a run rewritten: pair each changed statement with the reference statement it is closest to
+            for c in cp:
+                best = max(up, key=lambda u: difflib.SequenceMatcher(None, _key(u), _key(c)).ratio())
+                yield from _pair(best, c, reads)
+            continue
+        for u, c in zip(up, cp, strict=True):
+            yield from _pair(u, c, reads)
+
+
+def _pair(u: ast.stmt, c: ast.stmt, reads: set[str]) -> Iterator[tuple[ast.AST, str]]:
+    if type(u) is not type(c) or isinstance(u, _FUNCS):
+        return
+    inner_u, inner_c = getattr(u, "body", None), getattr(c, "body", None)
+    if isinstance(inner_u, list) and isinstance(inner_c, list):
+        hu, hc = _header(u), _header(c)
+        same = all(_dump(x) == _dump(y) for (_n, x), (_m, y) in zip(hu, hc, strict=True))
+        if not same:
+            pairs: list[tuple[object, object]] = []
+            for (_n, x), (_m, y) in zip(hu, hc, strict=True):
+                _diffs(
+                    _canon(x) if isinstance(x, ast.AST) else x,
+                    _canon(y) if isinstance(y, ast.AST) else y,
+                    pairs,
+                )
+            if len(pairs) == 1:
+                what = classify(pairs[0][0], pairs[0][1], reads)
+                if what is not None:
+                    yield c, what
+            return
+        yield from body_edits(inner_c, inner_u, reads)
+        yield from body_edits(getattr(c, "orelse", []), getattr(u, "orelse", []), reads)
+        return
+    found = statement_edit(u, c, reads)
+    if found is not None:
+        yield found
+
+
+def function_edits(mine: ast.AST, theirs: ast.AST) -> list[tuple[ast.AST, str]]:
+    """``(site, what)`` for the statements of a replacement ``mine`` that are statements of the reference
+    function ``theirs`` with one small edit each."""
+    reads = _reads(theirs)
+    return list(body_edits(mine.body, theirs.body, reads))  # type: ignore[attr-defined]
