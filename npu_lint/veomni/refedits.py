@@ -21,6 +21,7 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _DTYPES = frozenset({"float32", "float", "bfloat16", "float16", "half", "double", "float64"})
 _REDUCERS = frozenset({"mean", "sum", "max", "min", "amax", "amin", "prod", "logsumexp", "nansum", "nanmean"})
 _UPCASTS = frozenset({"float", "double"})
+_OPERATORS = (ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
 _OPS = {
     ast.Add: "+",
     ast.Sub: "-",
@@ -63,7 +64,12 @@ def _diffs(a: object, b: object, out: list[tuple[object, object]], limit: int = 
                     out.append((a, b))
                     continue
                 for i, j in zip(x, y, strict=True):  # type: ignore[call-overload]
+                    if isinstance(i, _OPERATORS) and type(i) is not type(j):
+                        out.append((a, b))  # an operator changed: the difference is its expression's
+                        break
                     _diffs(i, j, out, limit)
+            elif isinstance(x, _OPERATORS) and type(x) is not type(y):
+                out.append((a, b))
             elif isinstance(x, ast.AST) or isinstance(y, ast.AST):
                 _diffs(x, y, out, limit)
             elif x != y and repr(x) != repr(y):
