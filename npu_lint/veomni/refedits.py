@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from collections.abc import Iterator
 
 from npu_lint.veomni.losspath import _Canon, _code, _sequence_like
@@ -53,6 +54,9 @@ def _diffs(a: object, b: object, out: list[tuple[object, object]], limit: int = 
     or whose items are the other's reordered, is one difference at its owner (the caller records it)."""
     if len(out) > limit:
         return
+    if isinstance(a, ast.Call | ast.BinOp) and isinstance(b, ast.expr) and _wraps(a, b):
+        out.append((a, b))  # an upcast or an operand around the other dropped
+        return
     if type(a) is not type(b):
         out.append((a, b))
         return
@@ -77,6 +81,12 @@ def _diffs(a: object, b: object, out: list[tuple[object, object]], limit: int = 
         return
     if a != b and repr(a) != repr(b):
         out.append((a, b))
+
+
+def _wraps(a: ast.Call | ast.BinOp, b: ast.expr) -> bool:
+    if isinstance(a, ast.BinOp):
+        return isinstance(b, ast.BinOp) and _dump(b) in (_dump(a.left), _dump(a.right))
+    return _upcast_of(a, b) and isinstance(b, ast.Call)
 
 
 def _permuted(x: list, y: list) -> bool:  # type: ignore[type-arg]
@@ -208,6 +218,12 @@ def _reads(func: ast.AST) -> set[str]:
 
 def statement_edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[ast.AST, str] | None:
     """``(site, what)`` when ``cp`` is ``up`` with one small edit (`classify`), else None."""
+    found = _edit(up, cp, reads)
+    return (cp, found[2]) if found is not None else None
+
+
+def _edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[object, object, str] | None:
+    """``(reference node, copy node, what)`` of the one small edit turning ``up`` into ``cp``."""
     a, b = _canon(up), _canon(cp)
     pairs: list[tuple[object, object]] = []
     _diffs(a, b, pairs)
@@ -215,9 +231,7 @@ def statement_edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[ast.AST
         return None
     x, y = pairs[0]
     what = classify(x, y, reads)
-    if what is None:
-        return None
-    return cp, what
+    return (x, y, what) if what is not None else None
 
 
 def _header(stmt: ast.stmt) -> list[tuple[str, object]]:
@@ -279,3 +293,195 @@ def function_edits(mine: ast.AST, theirs: ast.AST) -> list[tuple[ast.AST, str]]:
     function ``theirs`` with one small edit each."""
     reads = _reads(theirs)
     return list(body_edits(mine.body, theirs.body, reads))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Twin statements: two assignments side by side whose targets are one pair (``q_embed``/``k_embed``,
+# ``cos``/``sin``, ``query_states``/``key_states``) are one computation written twice, the second by copying the
+# first and swapping the side; each is the other's reference.
+
+_TWIN_WINDOW = 4
+# the two sides of the symmetric computations model code writes twice: attention's queries and keys, rotary's
+# cosine and sine tables, a gated MLP's two projections, a preference pair's two answers
+# the other spellings of a side (``q_t = query[...]`` beside ``k_t = key[...]``)
+_SPELLINGS: dict[frozenset[str], tuple[tuple[str, str], ...]] = {
+    frozenset({"q", "k"}): (("q", "k"), ("query", "key")),
+    frozenset({"query", "key"}): (("q", "k"), ("query", "key")),
+}
+_SIDES = frozenset(
+    {
+        frozenset({"q", "k"}),
+        frozenset({"query", "key"}),
+        frozenset({"cos", "sin"}),
+        frozenset({"gate", "up"}),
+        frozenset({"chosen", "rejected"}),
+    }
+)
+
+
+def _target_name(stmt: ast.stmt) -> str | None:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return _leaf(stmt.targets[0])
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        return _leaf(stmt.target)
+    return None
+
+
+def _side_words(a: str, b: str) -> tuple[str, str] | None:
+    wa, wb = a.split("_"), b.split("_")
+    diff = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
+    return diff[0] if len(diff) == 1 else None
+
+
+class _Rename(ast.NodeTransformer):
+    """Identifiers of one side renamed to the other's (word by word; ``key`` also as ``k`` when the other word's
+    first letter differs)."""
+
+    def __init__(self, words: dict[str, str]) -> None:
+        self.words = words
+
+    def _name(self, name: str) -> str:
+        return "_".join(self.words.get(w, w) for w in name.split("_"))
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._name(node.id)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        node.attr = self._name(node.attr)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._name(node.arg)
+        return node
+
+
+def _renamed(stmt: ast.stmt, words: dict[str, str]) -> ast.stmt:
+    import copy
+
+    return _Rename(words).visit(copy.deepcopy(stmt))  # type: ignore[no-any-return]
+
+
+def _idents(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+    return out
+
+
+def _words_of(node: ast.AST) -> set[str]:
+    return {w for name in _idents(node) for w in name.split("_")}
+
+
+def twin_statement_edits(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
+    """``(site, what, sibling)`` for an assignment that is its twin sibling's (the assignment beside it to the
+    other name of a pair) with the side swapped and one more edit: a name of the other side read
+    (``q_embed = rot(k.float(), ...)``), an upcast, a constant, an operator or an argument the sibling keeps."""
+    out: list[tuple[ast.stmt, str, str]] = []
+    reported: set[int] = set()
+    known: set[str] = set()
+    for body in _bodies(func):
+        for i, s1 in enumerate(body):
+            t1 = _target_name(s1)
+            if t1 is None:
+                continue
+            for s2 in body[i + 1 : i + 1 + _TWIN_WINDOW]:
+                t2 = _target_name(s2)
+                if t2 is None or not twin_names(t1, t2):
+                    continue
+                side = _side_words(t1, t2)
+                if side is None or frozenset(side) not in _SIDES:
+                    continue
+                w1, w2 = side
+                words = {w2: w1, w1: w2}
+                own1, own2 = {w1}, {w2}
+                for a, b in _SPELLINGS.get(frozenset(side), ()):
+                    mine, theirs = (a, b) if a[:1] == w1[:1] else (b, a)
+                    words.update({theirs: mine, mine: theirs})
+                    own1.add(mine)
+                    own2.add(theirs)
+                if not known:
+                    known = _idents(func)
+                found = _twin_edit(s1, s2, words, own1, known) or _twin_edit(s2, s1, words, own2, known)
+                if found is not None and id(found[0]) not in reported:
+                    reported.add(id(found[0]))
+                    out.append(found)
+                break
+    return out
+
+
+_TWIN_KINDS = re.compile(
+    r"fp32 upcast|is read where|uses `|is tested as|negated|lost its `not`|boolean operator|dtype|reduction"
+)
+_META = frozenset({"size", "shape", "dtype", "device", "ndim", "dim"})
+
+
+def _meta_only(stmt: ast.AST, name: str) -> bool:
+    """Every read of ``name`` in ``stmt`` asks for a size, a dtype or a device (or is ``len(name)``)."""
+    meta = total = 0
+    for n in ast.walk(stmt):
+        if _leaf(n) == name:
+            total += 1
+        if isinstance(n, ast.Attribute) and n.attr in _META and _leaf(n.value) == name:
+            meta += 1
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" and n.args:
+            meta += _leaf(n.args[0]) == name
+    return total > 0 and meta >= total
+
+
+def _count(node: ast.AST, name: str) -> int:
+    return sum(1 for n in ast.walk(node) if _leaf(n) == name)
+
+
+def _is_call_of(node: object, method: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+
+
+def _twin_edit(
+    s1: ast.stmt, s2: ast.stmt, words: dict[str, str], own: set[str], known: set[str]
+) -> tuple[ast.stmt, str, str] | None:
+    mapped = _renamed(s2, words)  # s2 as it would read on s1's side
+    if _key(mapped) == _key(s1):
+        return None
+    edit = _edit(mapped, s1, _idents(s1) | _idents(mapped))
+    if edit is None:
+        return None
+    x, y, what = edit
+    if isinstance(x, ast.Constant) or not _TWIN_KINDS.search(what):
+        # the sides' numbers may differ by design (a row and a column index), and so may a bias, a scaling
+        # applied to the queries alone, a flag one side passes (``split_heads(key, k=True)``), a one-sided limit
+        return None
+    if isinstance(y, ast.Name | ast.Attribute) and _meta_only(s1, _leaf(y) or ""):
+        return None  # a size, dtype or device both sides share (``key.view(bsz, q_len, ...)``)
+    if isinstance(x, ast.Name | ast.Attribute) and isinstance(y, ast.Name | ast.Attribute):
+        # a name of the other side read in place of this side's own: the own name must exist in the function,
+        # and the name read must carry the other side's word
+        want, got = _leaf(x) or "", _leaf(y) or ""
+        other = {w for w in words if w not in own}
+        if want not in known:
+            return None
+        if not (set(got.split("_")) & other):
+            # or a name of another pair read twice in place of its twin (``rot(k, sin, sin)``)
+            pair = _side_words(want, got) if len(want.split("_")) == len(got.split("_")) else None
+            if pair is None or frozenset(pair) not in _SIDES or set(pair) & set(words):
+                return None
+            if _count(s1, got) <= _count(s1, want):
+                return None
+    return s1, what, _short(s2)
+
+
+def _bodies(func: ast.AST) -> Iterator[list[ast.stmt]]:
+    stack: list[ast.AST] = [func]
+    while stack:
+        node = stack.pop()
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+                stack.extend(s for s in block if not isinstance(s, _FUNCS) or s is func)
+        for handler in getattr(node, "handlers", ()):
+            stack.append(handler)

@@ -33,7 +33,9 @@ class UpstreamCopyNumerics(Rule):
         "A generated module's copy of upstream code (an RMSNorm, a router, a loss head) computes other numerics "
         "than the installed transformers: an fp32 upcast dropped, eps no longer added, a norm submodule "
         "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed; so does "
-        "a spec's replacement of an upstream method, or any edit of a method no patch names."
+        "a spec's replacement of an upstream method or function (a statement kept from upstream with one small "
+        "edit: an operator, a number, a comparison, an operand, an argument, an upcast, a name of the pair), or "
+        "any edit of a method no patch names."
     )
     why = (
         "A generated module is the upstream modeling code with the spec's patches applied; the code no patch "
@@ -52,7 +54,12 @@ class UpstreamCopyNumerics(Rule):
         "constant changed) is reported, equivalent spellings aside. A spec's `override_method` replacement is "
         "compared with the upstream method it replaces the same way (its kept eager body), and a rewrite must "
         "still call the norm submodule upstream calls on each tensor (not `self.q_norm` on the keys), scale "
-        "the terms upstream scales by a loss coefficient, and form `1 + weight` in fp32 where upstream does."
+        "the terms upstream scales by a loss coefficient, and form `1 + weight` in fp32 where upstream does. A "
+        "`replace_function` replacement is compared with the upstream function it replaces. A rewrite's statement "
+        "that is one of upstream's with exactly one small change (`+` for `-`, `is None` for `is not None`, a "
+        "number, an operand, a positional argument or keyword left out, arguments reordered, `.float()` dropped, "
+        "another dtype or reduction, `self.gate_proj` read where upstream reads `self.up_proj`) is reported: a "
+        "deliberate rewrite calls something else or adds, it rarely changes one token of upstream's statement."
     )
     bad = (
         Example(
