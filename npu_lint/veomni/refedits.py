@@ -60,6 +60,20 @@ def _diffs(a: object, b: object, out: list[tuple[object, object]], limit: int = 
     if type(a) is not type(b):
         out.append((a, b))
         return
+    if isinstance(a, ast.BinOp | ast.BoolOp | ast.UnaryOp) and type(a.op) is not type(b.op):  # type: ignore[attr-defined]
+        out.append((a, b))  # an operator changed: the difference is its expression's
+        return
+    if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Add | ast.Mult):
+        # the canonical form orders a commutative operation's operands by their text, so an edit inside one
+        # operand may move it to the other side: compare both pairings and keep the closer
+        straight: list[tuple[object, object]] = []
+        crossed: list[tuple[object, object]] = []
+        _diffs(a.left, b.left, straight, limit)  # type: ignore[attr-defined]
+        _diffs(a.right, b.right, straight, limit)  # type: ignore[attr-defined]
+        _diffs(a.left, b.right, crossed, limit)  # type: ignore[attr-defined]
+        _diffs(a.right, b.left, crossed, limit)  # type: ignore[attr-defined]
+        out.extend(straight if len(straight) <= len(crossed) else crossed)
+        return
     if isinstance(a, ast.AST):
         for name in a._fields:
             x, y = getattr(a, name, None), getattr(b, name, None)
@@ -100,6 +114,10 @@ def _dump(node: object) -> str:
     return ast.dump(node) if isinstance(node, ast.AST) else repr(node)
 
 
+def _dumps(nodes: list[ast.expr]) -> list[str]:
+    return [ast.dump(n) for n in nodes]
+
+
 def _short(node: object) -> str:
     text = " ".join(ast.unparse(node).split()) if isinstance(node, ast.AST) else repr(node)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -130,11 +148,11 @@ def classify(up: object, cp: object, reads: set[str]) -> str | None:
     if _upcast_of(up, cp):
         return f"the fp32 upcast `{_short(up)}` is dropped"
     if isinstance(up, ast.BinOp) and isinstance(cp, ast.BinOp):
-        if (
-            type(up.op) is not type(cp.op)
-            and _dump(up.left) == _dump(cp.left)
-            and _dump(up.right) == _dump(cp.right)
-        ):
+        same = _dump(up.left) == _dump(cp.left) and _dump(up.right) == _dump(cp.right)
+        crossed = _dump(up.left) == _dump(cp.right) and _dump(up.right) == _dump(
+            cp.left
+        )  # a canonical reorder
+        if type(up.op) is not type(cp.op) and (same or crossed):
             a, b = _OPS.get(type(up.op)), _OPS.get(type(cp.op))
             if a and b:
                 return f"`{_short(up)}` uses `{b}` where the reference uses `{a}`"
@@ -145,7 +163,7 @@ def classify(up: object, cp: object, reads: set[str]) -> str | None:
         return None
     if isinstance(up, ast.Compare) and isinstance(cp, ast.Compare):
         if len(up.ops) == len(cp.ops) == 1 and _dump(up.left) == _dump(cp.left):
-            if _dump(up.comparators) == _dump(cp.comparators):
+            if _dumps(up.comparators) == _dumps(cp.comparators):
                 return f"`{_short(up)}` is tested as `{_short(cp)}`"
         return None
     if isinstance(cp, ast.UnaryOp) and isinstance(cp.op, ast.Not) and _dump(cp.operand) == _dump(up):
@@ -153,7 +171,7 @@ def classify(up: object, cp: object, reads: set[str]) -> str | None:
     if isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.Not) and _dump(up.operand) == _dump(cp):
         return f"`{_short(up)}` lost its `not`"
     if isinstance(up, ast.BoolOp) and isinstance(cp, ast.BoolOp) and type(up.op) is not type(cp.op):
-        if _dump(up.values) == _dump(cp.values):
+        if _dumps(up.values) == _dumps(cp.values):
             return f"`{_short(up)}` is combined with the other boolean operator"
         return None
     if isinstance(up, ast.Constant) and isinstance(cp, ast.Constant):
@@ -243,7 +261,7 @@ def body_edits(
 ) -> Iterator[tuple[ast.AST, str]]:
     """``(site, what)`` for each statement of ``mine`` that is one statement of ``theirs`` with one small edit;
     the bodies are aligned statement by statement and a compound statement is aligned again inside."""
-    theirs, mine = _code(theirs), _code(mine)
+    theirs, mine = _split(_code(theirs)), _split(_code(mine))
     a = [_key(s) for s in theirs]
     b = [_key(s) for s in mine]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
@@ -258,6 +276,31 @@ def body_edits(
             continue
         for u, c in zip(up, cp, strict=True):
             yield from _pair(u, c, reads)
+
+
+def _split(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """``a, b = x, y`` as ``a = x`` and ``b = y`` (the same computation when no right side reads a target)."""
+    out: list[ast.stmt] = []
+    for s in stmts:
+        if (
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple)
+            and isinstance(s.value, ast.Tuple)
+            and len(s.targets[0].elts) == len(s.value.elts)
+            and all(isinstance(t, ast.Name) for t in s.targets[0].elts)
+            and not any(
+                isinstance(n, ast.Name) and n.id == t.id  # type: ignore[attr-defined]
+                for v in s.value.elts[1:]
+                for t in s.targets[0].elts[:-1]
+                for n in ast.walk(v)
+            )
+        ):
+            for t, v in zip(s.targets[0].elts, s.value.elts, strict=True):
+                out.append(ast.copy_location(ast.Assign([t], v, lineno=s.lineno), s))
+        else:
+            out.append(s)
+    return out
 
 
 def _pair(u: ast.stmt, c: ast.stmt, reads: set[str]) -> Iterator[tuple[ast.AST, str]]:
@@ -279,7 +322,8 @@ def _pair(u: ast.stmt, c: ast.stmt, reads: set[str]) -> Iterator[tuple[ast.AST, 
                 what = classify(pairs[0][0], pairs[0][1], reads)
                 if what is not None:
                     yield c, what
-            return
+                    return
+            # a header rewritten (another autocast helper): the body below it is still aligned with upstream's
         yield from body_edits(inner_c, inner_u, reads)
         yield from body_edits(getattr(c, "orelse", []), getattr(u, "orelse", []), reads)
         return
@@ -363,6 +407,19 @@ def _renamed(stmt: ast.stmt, words: dict[str, str]) -> ast.stmt:
     return _Rename(words).visit(copy.deepcopy(stmt))  # type: ignore[no-any-return]
 
 
+def _self_attributes(module: ast.AST) -> set[str]:
+    """The attribute names the module's code assigns on ``self`` (``self.up_proj = ...``)."""
+    from npu_lint.core.astutil import nodes_of
+
+    return {
+        n.attr  # type: ignore[attr-defined]
+        for n in nodes_of(module, ast.Attribute)
+        if isinstance(n.ctx, ast.Store)  # type: ignore[attr-defined]
+        and isinstance(n.value, ast.Name)  # type: ignore[attr-defined]
+        and n.value.id == "self"  # type: ignore[attr-defined]
+    }
+
+
 def _idents(node: ast.AST) -> set[str]:
     out: set[str] = set()
     for n in ast.walk(node):
@@ -377,7 +434,7 @@ def _words_of(node: ast.AST) -> set[str]:
     return {w for name in _idents(node) for w in name.split("_")}
 
 
-def twin_statement_edits(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
+def twin_statement_edits(func: ast.AST, module: ast.AST | None = None) -> list[tuple[ast.stmt, str, str]]:
     """``(site, what, sibling)`` for an assignment that is its twin sibling's (the assignment beside it to the
     other name of a pair) with the side swapped and one more edit: a name of the other side read
     (``q_embed = rot(k.float(), ...)``), an upcast, a constant, an operator or an argument the sibling keeps."""
@@ -391,7 +448,7 @@ def twin_statement_edits(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
                 continue
             for s2 in body[i + 1 : i + 1 + _TWIN_WINDOW]:
                 t2 = _target_name(s2)
-                if t2 is None or not twin_names(t1, t2):
+                if t2 is None or t1 == t2 or len(t1.split("_")) != len(t2.split("_")):
                     continue
                 side = _side_words(t1, t2)
                 if side is None or frozenset(side) not in _SIDES:
@@ -405,7 +462,7 @@ def twin_statement_edits(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
                     own1.add(mine)
                     own2.add(theirs)
                 if not known:
-                    known = _idents(func)
+                    known = _idents(func) | (_self_attributes(module) if module is not None else set())
                 found = _twin_edit(s1, s2, words, own1, known) or _twin_edit(s2, s1, words, own2, known)
                 if found is not None and id(found[0]) not in reported:
                     reported.add(id(found[0]))
@@ -471,6 +528,8 @@ def _twin_edit(
                 return None
             if _count(s1, got) <= _count(s1, want):
                 return None
+    if "is read where" not in what and "upcast" not in what and s2.lineno > s1.lineno:
+        return s2, what, _short(s1)  # a change either side could hold: the later one, written by copying, is
     return s1, what, _short(s2)
 
 

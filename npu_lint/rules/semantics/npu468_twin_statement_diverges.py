@@ -93,7 +93,7 @@ class TwinStatementDiverges(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        for stmt, what, sibling in refedits.twin_statement_edits(node):
+        for stmt, what, sibling in refedits.twin_statement_edits(node, self.ctx.tree):
             if first_report(self, stmt):
                 self.report(
                     stmt,
