@@ -2906,7 +2906,9 @@ def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str
 # of upcast logits); a bf16 loss sum stops growing once it is ~256 times the increments it adds.
 
 _HALF = frozenset({"bfloat16", "float16", "half"})
-_LOSS_WORDS = frozenset({"loss", "losses", "nll", "logp", "logps", "logprob", "logprobs"})
+_LOSS_WORDS = frozenset(
+    {"loss", "losses", "nll", "logp", "logps", "logprob", "logprobs", "entropy", "entropies"}
+)
 _BUFFER_MAKERS = frozenset(
     {
         "empty",
@@ -2946,7 +2948,11 @@ def _binding_words(target: ast.AST) -> set[str]:
         name = str_value(target.slice)
     elif isinstance(target, ast.Constant) and isinstance(target.value, str):
         name = target.value
-    return set(name.lower().split("_")) if name else set()
+    if not name:
+        return set()
+    words = name.lower().split("_")
+    # ``log_probs`` is one word split in two
+    return {*words, *(a + b for a, b in zip(words, words[1:]))}
 
 
 def _fp32_loss_value(value: ast.AST) -> bool:

@@ -294,3 +294,98 @@ def test_twin_statement_with_one_more_change_is_reported(text: str, old: str, ne
     assert old in text
     mutated = text.replace(old, new, 1)
     assert _lint(MODEL_PATH, mutated, "NPU468") == [_line_of(mutated, new)]
+
+
+# NPU469: loss values created in half precision (dtype-swap mutants of three real files)
+CHANNEL_CHUNKED = """
+import torch
+import torch.nn.functional as F
+
+
+def _logits_chunked(cls, logits, labels_flat, ignore_index):
+    seq_len = logits.size(0)
+    result = torch.empty(seq_len, device=logits.device, dtype=torch.float32)
+    for start in range(0, seq_len, cls.EAGER_CHUNK_SIZE):
+        end = min(start + cls.EAGER_CHUNK_SIZE, seq_len)
+        result[start:end] = F.cross_entropy(
+            logits[start:end].float(),
+            labels_flat[start:end],
+            ignore_index=ignore_index,
+            reduction="none",
+        )
+    return result
+"""
+CHANNEL_TOTALS = """
+import torch
+
+
+def _reduce(self, reduced, per_token_loss, source_ids, local_totals, device):
+    records = [
+        {
+            "source_id": item["source_id"],
+            "loss_sum": torch.as_tensor(item["loss_sum"], device=per_token_loss.device, dtype=torch.float32),
+            "token_count": torch.as_tensor(item["token_count"], device=per_token_loss.device, dtype=torch.int64),
+        }
+        for item in reduced
+    ]
+    loss_sums = torch.zeros(len(source_ids), dtype=torch.float32, device=device)
+    return records, loss_sums
+"""
+CHUNK_LOGPROBS = """
+import torch
+
+
+def forward(ctx, h_2d, T, out_requires_grad):
+    log_probs = torch.zeros(T, device=h_2d.device, dtype=torch.float32, requires_grad=out_requires_grad)
+    entropy = torch.zeros(T, device=h_2d.device, dtype=torch.float32, requires_grad=out_requires_grad)
+    hidden = h_2d.to(torch.bfloat16)
+    return log_probs, entropy, hidden
+"""
+DISTILL = """
+import torch
+
+
+def forward(ctx, h_2d, T, out_requires_grad):
+    log_probs = torch.zeros(T, device=h_2d.device, dtype=torch.float32, requires_grad=out_requires_grad)
+    student_mass = torch.zeros(T, device=h_2d.device, dtype=torch.float32)
+    return log_probs, student_mass
+"""
+TRAINER_PATH = "veomni/trainer/callbacks/channel_loss_callback.py"
+
+
+@pytest.mark.parametrize("text", [CHANNEL_CHUNKED, CHANNEL_TOTALS, CHUNK_LOGPROBS, DISTILL])
+def test_fp32_loss_buffers_and_bf16_activations_are_quiet(text: str) -> None:
+    assert _lint(TRAINER_PATH, text, "NPU469") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new"),
+    [
+        (
+            CHANNEL_CHUNKED,
+            "dtype=torch.float32)",
+            "dtype=torch.bfloat16)",
+        ),  # filled with fp32 cross-entropies
+        (CHANNEL_TOTALS, "dtype=torch.float32),", "dtype=torch.bfloat16),"),  # a record's loss sum
+        (CHANNEL_TOTALS, "len(source_ids), dtype=torch.float32", "len(source_ids), dtype=torch.bfloat16"),
+        (
+            CHUNK_LOGPROBS,
+            "log_probs = torch.zeros(T, device=h_2d.device, dtype=torch.float32",
+            "log_probs = torch.zeros(T, device=h_2d.device, dtype=torch.float16",
+        ),
+        (
+            CHUNK_LOGPROBS,
+            "entropy = torch.zeros(T, device=h_2d.device, dtype=torch.float32",
+            "entropy = torch.zeros(T, device=h_2d.device, dtype=torch.bfloat16",
+        ),
+        (
+            DISTILL,
+            "log_probs = torch.zeros(T, device=h_2d.device, dtype=torch.float32",
+            "log_probs = torch.zeros(T, device=h_2d.device, dtype=torch.half",
+        ),
+    ],
+)
+def test_loss_values_in_half_precision_are_reported(text: str, old: str, new: str) -> None:
+    assert old in text
+    mutated = text.replace(old, new, 1)
+    assert _lint(TRAINER_PATH, mutated, "NPU469") == [_line_of(mutated, new)]
