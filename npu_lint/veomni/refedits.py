@@ -142,7 +142,7 @@ def _upcast_of(call: object, inner: object) -> bool:
     )
 
 
-def classify(up: object, cp: object, reads: set[str]) -> str | None:
+def classify(up: object, cp: object, reads: set[str], bound: frozenset[str] | None = None) -> str | None:
     """What one edit turned ``up`` into ``cp``, or None when it is not a small edit of a kind that changes what
     the statement computes (``reads``: the identifiers the reference function reads)."""
     if _upcast_of(up, cp):
@@ -188,12 +188,15 @@ def classify(up: object, cp: object, reads: set[str]) -> str | None:
         if uk == ck and ua != ca:
             if len(ca) == len(ua) - 1 and all(x in ua for x in ca):
                 dropped = next(up.args[i] for i, x in enumerate(ua) if ua.count(x) > ca.count(x))
+                if not _available(dropped, bound):
+                    return None
                 return f"`{_short(up.func)}(...)` is called without the argument `{_short(dropped)}`"
             if len(ca) == len(ua) and sorted(ca) == sorted(ua):
                 return f"the arguments of `{_short(up.func)}(...)` are in another order than the reference's"
         if ua == ca and uk != ck and len(ck) == len(uk) - 1 and all(uk.get(k) == v for k, v in ck.items()):
             gone = next(k for k in uk if k not in ck)
-            if gone is not None:
+            value = next(k.value for k in up.keywords if k.arg == gone)
+            if gone is not None and _available(value, bound):
                 return f"`{_short(up.func)}(...)` is called without `{gone}=`"
         return None
     if isinstance(up, ast.Attribute) and isinstance(cp, ast.Attribute):
@@ -216,12 +219,12 @@ def classify(up: object, cp: object, reads: set[str]) -> str | None:
 
 def twin_names(a: str, b: str) -> bool:
     """Two names of one pair (``q``/``k``, ``q_proj``/``k_proj``, ``gate_proj``/``up_proj``, ``cos``/``sin``):
-    the same words but one, and that one a short word on both sides (a side, not a different quantity)."""
+    the same words but one, and that one the two sides of a symmetric pair (`_SIDES`)."""
     wa, wb = a.split("_"), b.split("_")
     if a == b or len(wa) != len(wb):
         return False
     diff = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
-    return len(diff) == 1 and all(0 < len(w) <= 6 for w in diff[0])
+    return len(diff) == 1 and frozenset(diff[0]) in _SIDES
 
 
 def _reads(func: ast.AST) -> set[str]:
@@ -234,13 +237,17 @@ def _reads(func: ast.AST) -> set[str]:
     return out
 
 
-def statement_edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[ast.AST, str] | None:
+def statement_edit(
+    up: ast.stmt, cp: ast.stmt, reads: set[str], bound: frozenset[str] | None = None
+) -> tuple[ast.AST, str] | None:
     """``(site, what)`` when ``cp`` is ``up`` with one small edit (`classify`), else None."""
-    found = _edit(up, cp, reads)
+    found = _edit(up, cp, reads, bound)
     return (cp, found[2]) if found is not None else None
 
 
-def _edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[object, object, str] | None:
+def _edit(
+    up: ast.stmt, cp: ast.stmt, reads: set[str], bound: frozenset[str] | None = None
+) -> tuple[object, object, str] | None:
     """``(reference node, copy node, what)`` of the one small edit turning ``up`` into ``cp``."""
     a, b = _canon(up), _canon(cp)
     pairs: list[tuple[object, object]] = []
@@ -248,7 +255,7 @@ def _edit(up: ast.stmt, cp: ast.stmt, reads: set[str]) -> tuple[object, object, 
     if len(pairs) != 1:
         return None
     x, y = pairs[0]
-    what = classify(x, y, reads)
+    what = classify(x, y, reads, bound)
     return (x, y, what) if what is not None else None
 
 
@@ -257,7 +264,7 @@ def _header(stmt: ast.stmt) -> list[tuple[str, object]]:
 
 
 def body_edits(
-    mine: list[ast.stmt], theirs: list[ast.stmt], reads: set[str]
+    mine: list[ast.stmt], theirs: list[ast.stmt], reads: set[str], bound: frozenset[str] | None = None
 ) -> Iterator[tuple[ast.AST, str]]:
     """``(site, what)`` for each statement of ``mine`` that is one statement of ``theirs`` with one small edit;
     the bodies are aligned statement by statement and a compound statement is aligned again inside."""
@@ -272,10 +279,10 @@ def body_edits(
             # a run rewritten: pair each changed statement with the reference statement it is closest to
             for c in cp:
                 best = max(up, key=lambda u: difflib.SequenceMatcher(None, _key(u), _key(c)).ratio())
-                yield from _pair(best, c, reads)
+                yield from _pair(best, c, reads, bound)
             continue
         for u, c in zip(up, cp, strict=True):
-            yield from _pair(u, c, reads)
+            yield from _pair(u, c, reads, bound)
 
 
 def _split(stmts: list[ast.stmt]) -> list[ast.stmt]:
@@ -303,7 +310,40 @@ def _split(stmts: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def _pair(u: ast.stmt, c: ast.stmt, reads: set[str]) -> Iterator[tuple[ast.AST, str]]:
+def _bodies_equal(u: ast.stmt, c: ast.stmt) -> bool:
+    return all(
+        [_key(x) for x in _code(getattr(u, f, []))] == [_key(x) for x in _code(getattr(c, f, []))]
+        for f in ("body", "orelse")
+    )
+
+
+def _bound(func: ast.AST) -> frozenset[str]:
+    """The names a function binds: its parameters, assignment and loop targets, imports."""
+    out: set[str] = {"self", "cls"}
+    args = getattr(func, "args", None)
+    if args is not None:
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if a is not None:
+                out.add(a.arg)
+    for n in ast.walk(func):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.alias):
+            out.add((n.asname or n.name).split(".")[0])
+    return frozenset(out)
+
+
+def _available(node: ast.AST, bound: frozenset[str] | None) -> bool:
+    """Every local name ``node`` reads is bound in the replacement (None: not checked). An argument upstream
+    passes from a name the replacement never binds was left out on purpose (the value is not there)."""
+    if bound is None:
+        return True
+    return all(n.id in bound for n in ast.walk(node) if isinstance(n, ast.Name) and n.id[:1].islower())
+
+
+def _pair(
+    u: ast.stmt, c: ast.stmt, reads: set[str], bound: frozenset[str] | None = None
+) -> Iterator[tuple[ast.AST, str]]:
     if type(u) is not type(c) or isinstance(u, _FUNCS):
         return
     inner_u, inner_c = getattr(u, "body", None), getattr(c, "body", None)
@@ -318,16 +358,17 @@ def _pair(u: ast.stmt, c: ast.stmt, reads: set[str]) -> Iterator[tuple[ast.AST, 
                     _canon(y) if isinstance(y, ast.AST) else y,
                     pairs,
                 )
-            if len(pairs) == 1:
-                what = classify(pairs[0][0], pairs[0][1], reads)
+            kept = _bodies_equal(u, c)  # a test edited alone; with its body rewritten too it is a rewrite
+            if len(pairs) == 1 and kept:
+                what = classify(pairs[0][0], pairs[0][1], reads, bound)
                 if what is not None:
                     yield c, what
                     return
             # a header rewritten (another autocast helper): the body below it is still aligned with upstream's
-        yield from body_edits(inner_c, inner_u, reads)
-        yield from body_edits(getattr(c, "orelse", []), getattr(u, "orelse", []), reads)
+        yield from body_edits(inner_c, inner_u, reads, bound)
+        yield from body_edits(getattr(c, "orelse", []), getattr(u, "orelse", []), reads, bound)
         return
-    found = statement_edit(u, c, reads)
+    found = statement_edit(u, c, reads, bound)
     if found is not None:
         yield found
 
@@ -336,7 +377,7 @@ def function_edits(mine: ast.AST, theirs: ast.AST) -> list[tuple[ast.AST, str]]:
     """``(site, what)`` for the statements of a replacement ``mine`` that are statements of the reference
     function ``theirs`` with one small edit each."""
     reads = _reads(theirs)
-    return list(body_edits(mine.body, theirs.body, reads))  # type: ignore[attr-defined]
+    return list(body_edits(mine.body, theirs.body, reads, _bound(mine)))  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------------------------------

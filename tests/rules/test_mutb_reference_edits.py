@@ -389,3 +389,35 @@ def test_loss_values_in_half_precision_are_reported(text: str, old: str, new: st
     assert old in text
     mutated = text.replace(old, new, 1)
     assert _lint(TRAINER_PATH, mutated, "NPU469") == [_line_of(mutated, new)]
+
+
+def test_a_rewritten_branch_and_a_call_of_a_replaced_method_are_quiet() -> None:
+    # the test flipped together with a rewritten body (a default filled in): a rewrite, not a negated test;
+    # and an argument left out of a call of a method the same spec replaces with another signature
+    text = GEMMA3_TEXT.replace(
+        "    if inputs_embeds is None:\n        inputs_embeds = self.embed_tokens(input_ids)\n",
+        "    if inputs_embeds is not None:\n        inputs_embeds = inputs_embeds * self.embed_scale\n",
+    )
+    assert "inputs_embeds * self.embed_scale" in text
+    assert _lint(SPEC_PATH, text, "NPU458") == []
+    replaced = (
+        GEMMA3_TEXT.replace(
+            "self.rotary_emb(hidden_states, position_ids, layer_type)",
+            "self.rotary_emb(hidden_states, position_ids)",
+        )
+        + """
+
+@config.override_method("Gemma3RotaryEmbedding.rotary_emb", description="one table for every layer type")
+def rotary_emb(self, x, position_ids):
+    return x, position_ids
+"""
+    )
+    assert _lint(SPEC_PATH, replaced, "NPU458") == []
+    # the same argument left out with no replacement of the callee is reported
+    dropped = GEMMA3_TEXT.replace(
+        "self.rotary_emb(hidden_states, position_ids, layer_type)",
+        "self.rotary_emb(hidden_states, position_ids)",
+    )
+    assert _lint(SPEC_PATH, dropped, "NPU458") == [
+        _line_of(dropped, "self.rotary_emb(hidden_states, position_ids)")
+    ]
