@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of, walk
+from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of, str_value, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
@@ -2873,3 +2873,103 @@ def unscaled_gradients(backward: ast.FunctionDef) -> Iterator[tuple[ast.AST, str
         for elt in ret.value.elts:
             if isinstance(elt, ast.Name) and elt.id in saved and elt.id not in scaled:
                 yield elt, elt.id, sorted(saved & scaled)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loss values kept in half precision: a buffer or an accumulator of loss values (per-token losses, a loss sum,
+# log-probabilities) created in bf16/fp16. Loss values are fp32 by the loss path's contract (the cross-entropy
+# of upcast logits); a bf16 loss sum stops growing once it is ~256 times the increments it adds.
+
+_HALF = frozenset({"bfloat16", "float16", "half"})
+_LOSS_WORDS = frozenset(
+    {"loss", "losses", "nll", "logp", "logps", "logprob", "logprobs", "entropy", "entropies"}
+)
+_BUFFER_MAKERS = frozenset(
+    {
+        "empty",
+        "zeros",
+        "ones",
+        "full",
+        "as_tensor",
+        "tensor",
+        "empty_like",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+    }
+)
+_CE_NAMES = frozenset({"cross_entropy", "nll_loss", "log_softmax"})
+
+
+def _half_dtype(call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    values = [k.value for k in call.keywords if k.arg == "dtype"]
+    if func.attr == "to":
+        values += list(call.args)
+    elif func.attr not in _BUFFER_MAKERS:
+        return False
+    return any(isinstance(v, ast.Attribute) and v.attr in _HALF for v in values)
+
+
+def _binding_words(target: ast.AST) -> set[str]:
+    name = None
+    if isinstance(target, ast.Name):
+        name = target.id
+    elif isinstance(target, ast.Attribute):
+        name = target.attr
+    elif isinstance(target, ast.Subscript):
+        name = str_value(target.slice)
+    elif isinstance(target, ast.Constant) and isinstance(target.value, str):
+        name = target.value
+    if not name:
+        return set()
+    words = name.lower().split("_")
+    # ``log_probs`` is one word split in two
+    return {*words, *(a + b for a, b in zip(words, words[1:]))}
+
+
+def _fp32_loss_value(value: ast.AST) -> bool:
+    """A value computed in fp32: a cross-entropy / log-softmax, or anything with an fp32 upcast in it."""
+    for node in walk(value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if last in _CE_NAMES or last in ("float", "double") and not node.args:
+                return True
+            if any(
+                k.arg == "dtype" and isinstance(k.value, ast.Attribute) and k.value.attr == "float32"
+                for k in node.keywords
+            ):
+                return True
+    return False
+
+
+def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
+    """``(call, name, why)`` for a tensor of loss values created in bf16/fp16: bound to a loss name
+    (``loss_sum``, ``per_token_loss``, ``"loss_sum":`` in a record) or filled later in the function with fp32
+    loss values (``result[start:end] = F.cross_entropy(logits.float(), ...)``)."""
+    stores: dict[str, ast.AST] = {}
+    for node in nodes_of(func, ast.Assign):
+        for t in node.targets:  # type: ignore[attr-defined]
+            if (
+                isinstance(t, ast.Subscript)
+                and isinstance(t.value, ast.Name)
+                and _fp32_loss_value(node.value)
+            ):  # type: ignore[attr-defined]
+                stores.setdefault(t.value.id, node)
+    for node in nodes_of(func, ast.Assign, ast.Dict):
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        if isinstance(node, ast.Assign):
+            pairs = [(t, node.value) for t in node.targets]
+        else:
+            pairs = [(k, v) for k, v in zip(node.keys, node.values, strict=True) if k is not None]  # type: ignore[attr-defined]
+        for target, value in pairs:
+            if not (isinstance(value, ast.Call) and _half_dtype(value)):
+                continue
+            words = _binding_words(target)
+            if words & _LOSS_WORDS:
+                yield value, ast.unparse(target), "it holds loss values"
+            elif isinstance(target, ast.Name) and target.id in stores:
+                yield value, target.id, f"line {stores[target.id].lineno} fills it with fp32 loss values"  # type: ignore[attr-defined]

@@ -620,6 +620,30 @@ def decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
 _decorator_target = decorator_target  # the name other modules import
 
 
+def replaced_function(func: ast.FunctionDef) -> str | None:
+    """The upstream module-level function a spec's ``@config.replace_function("name")`` replaces."""
+    for deco in func.decorator_list:
+        if (
+            isinstance(deco, ast.Call)
+            and isinstance(deco.func, ast.Attribute)
+            and deco.func.attr == "replace_function"
+        ):
+            if deco.args and isinstance(deco.args[0], ast.Constant) and isinstance(deco.args[0].value, str):
+                return deco.args[0].value
+    return None
+
+
+def upstream_function(module: str, name: str) -> ast.FunctionDef | None:
+    """The module-level function ``name`` of upstream ``module`` (stdlib ast), or None."""
+    from npu_lint.veomni.patchgen import load_file
+
+    path = upstream_path(module)
+    parsed = load_file(str(path)) if path is not None else None
+    if parsed is None or parsed.tree is None:
+        return None
+    return next((n for n in parsed.tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
 def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
     """Whether ``func`` has the upstream method's body (formatting aside: what ``ast.dump`` compares);
     remembered per pair for the file (several rules ask about the same patched methods)."""

@@ -6,13 +6,15 @@ import ast
 
 from npu_lint.core.astutil import transformers_version
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni import losspath
+from npu_lint.veomni import losspath, refedits
 from npu_lint.veomni.patchgen import generated_banner, load_file
 from npu_lint.veomni.upstream import (
     decorator_target,
     file_source_module,
+    replaced_function,
     same_node,
     upstream_class_method,
+    upstream_function,
     upstream_path,
 )
 
@@ -31,7 +33,9 @@ class UpstreamCopyNumerics(Rule):
         "A generated module's copy of upstream code (an RMSNorm, a router, a loss head) computes other numerics "
         "than the installed transformers: an fp32 upcast dropped, eps no longer added, a norm submodule "
         "skipped, a reduction's op or axis changed, a flag tested the other way, a loss keyword changed; so does "
-        "a spec's replacement of an upstream method, or any edit of a method no patch names."
+        "a spec's replacement of an upstream method or function (a statement kept from upstream with one small "
+        "edit: an operator, a number, a comparison, an operand, an argument, an upcast, a name of the pair), or "
+        "any edit of a method no patch names."
     )
     why = (
         "A generated module is the upstream modeling code with the spec's patches applied; the code no patch "
@@ -50,7 +54,12 @@ class UpstreamCopyNumerics(Rule):
         "constant changed) is reported, equivalent spellings aside. A spec's `override_method` replacement is "
         "compared with the upstream method it replaces the same way (its kept eager body), and a rewrite must "
         "still call the norm submodule upstream calls on each tensor (not `self.q_norm` on the keys), scale "
-        "the terms upstream scales by a loss coefficient, and form `1 + weight` in fp32 where upstream does."
+        "the terms upstream scales by a loss coefficient, and form `1 + weight` in fp32 where upstream does. A "
+        "`replace_function` replacement is compared with the upstream function it replaces. A rewrite's statement "
+        "that is one of upstream's with exactly one small change (`+` for `-`, `is None` for `is not None`, a "
+        "number, an operand, a positional argument or keyword left out, arguments reordered, `.float()` dropped, "
+        "another dtype or reduction, `self.gate_proj` read where upstream reads `self.up_proj`) is reported: a "
+        "deliberate rewrite calls something else or adds, it rarely changes one token of upstream's statement."
     )
     bad = (
         Example(
@@ -110,7 +119,7 @@ class UpstreamCopyNumerics(Rule):
         ),
     )
     fix_safety = "No fix: restore upstream's code (regenerate), or move an intended change into the spec."
-    requires = (("Based on:", "override_method", "modify_init"),)
+    requires = (("Based on:", "override_method", "modify_init", "replace_function"),)
     node_types = ()
 
     @classmethod
@@ -140,20 +149,39 @@ class UpstreamCopyNumerics(Rule):
         module = file_source_module(ctx.tree, ctx.source.text, ctx.source.path)
         if not module or not module.startswith("transformers."):
             return
+        replaced_here = {
+            t[1]
+            for s in ctx.tree.body
+            if isinstance(s, ast.FunctionDef) and (t := decorator_target(s)) is not None
+        }
         for stmt in ctx.tree.body:
             if not isinstance(stmt, ast.FunctionDef):
                 continue
             target = decorator_target(stmt)
-            if target is None:
-                continue
-            their = upstream_class_method(module, target[0], target[1])
+            if target is not None:
+                their = upstream_class_method(module, target[0], target[1])
+                name = f"{target[0]}.{target[1]}"
+            else:
+                replaced = replaced_function(stmt)
+                their = upstream_function(module, replaced) if replaced else None
+                name = replaced or ""
             if their is None or _same_body(stmt, their):
                 continue
-            name = f"{target[0]}.{target[1]}"
             reference = f"upstream `{name}` (`{module}`) computes otherwise"
-            for site, kind, detail in self._faults(stmt, their, True):
+            faults = self._faults(stmt, their, True) if target is not None else []
+            for site, kind, detail in faults:
                 self._report(site, name, kind, detail, reference)
                 break
+            else:
+                for site, what in refedits.function_edits(stmt, their):
+                    if any(what.startswith(f"`self.{m}(") for m in replaced_here):
+                        continue  # a call of a method this spec replaces too: its signature is the spec's
+                    self.report(
+                        site,
+                        f"`{name}`: this statement is upstream's with one edit: {what}; upstream `{module}` "
+                        "computes it otherwise; restore upstream's statement or write the change as a rewrite",
+                    )
+                    break
 
     @staticmethod
     def _faults(mine: ast.AST, their: ast.AST, patched: bool) -> list[tuple[ast.AST, str, str]]:
