@@ -48,12 +48,22 @@ class Signature:
     inherits: tuple[str, ...] = ()  # a class without its own __init__: the dotted bases that decide
     returns: int | None = None  # the arity when every return is a tuple literal of that one length
     line: int = 0
+    required: frozenset[str] = frozenset()  # parameters without a default (positional or keyword-only)
 
     def accepts_keyword(self, name: str) -> bool:
         return self.opaque or self.varkw or name in self.keywords
 
     def max_positional(self) -> int | None:
         return None if (self.opaque or self.varargs) else len(self.positional)
+
+    def missing(self, positional: int, keywords: set[str]) -> list[str]:
+        """The parameters without a default that a call passing ``positional`` positional arguments and
+        these keyword names leaves unfilled (in signature order; none for an opaque signature)."""
+        if self.opaque:
+            return []
+        filled = set(self.positional[:positional]) | keywords
+        order = [*self.positional, *sorted(self.required - set(self.positional))]
+        return [p for p in order if p in self.required and p not in filled]
 
 
 def _decorator_name(node: ast.expr) -> str:
@@ -69,6 +79,11 @@ def _args_signature(
     if drop_first and positional:
         positional = positional[1:]
     keywords = frozenset([p for p in positional if p not in posonly] + [p.arg for p in args.kwonlyargs])
+    every = [p.arg for p in (*args.posonlyargs, *args.args)]
+    bare = every[: len(every) - len(args.defaults)]
+    required = {p for p in bare if p in positional} | {
+        p.arg for p, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None
+    }
     # ``**super_kwargs`` (transformers' modular convention): "the parent's signature", not a catch-all
     opaque = opaque or (args.kwarg is not None and args.kwarg.arg == "super_kwargs")
     return Signature(
@@ -80,6 +95,7 @@ def _args_signature(
         varkw=args.kwarg is not None,
         opaque=opaque,
         line=line,
+        required=frozenset(required),
     )
 
 
@@ -145,6 +161,22 @@ def _dataclass_fields(node: ast.ClassDef) -> list[str] | None:
     return out
 
 
+def _required_fields(node: ast.ClassDef) -> frozenset[str]:
+    """A plain dataclass's fields without a default (an annotation alone)."""
+    return frozenset(
+        stmt.target.id
+        for stmt in node.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and stmt.value is None
+        and (dotted_name(stmt.annotation) or "").rsplit(".", 1)[-1] != "ClassVar"
+        and not (
+            isinstance(stmt.annotation, ast.Subscript)
+            and (dotted_name(stmt.annotation.value) or "").rsplit(".", 1)[-1] == "ClassVar"
+        )
+    )
+
+
 def class_signature(node: ast.ClassDef) -> Signature:
     """What calling the class accepts: its own ``__init__``, a plain dataclass's fields, or (``inherits``) the
     bases' answer. A metaclass, ``__new__``, ``__call__``-style factories or unknown decorators: opaque."""
@@ -173,7 +205,14 @@ def class_signature(node: ast.ClassDef) -> Signature:
         fields = _dataclass_fields(node)
         if fields is None or bases:
             return Signature(node.name, "class", opaque=True, line=node.lineno)
-        return Signature(node.name, "class", tuple(fields), frozenset(fields), line=node.lineno)
+        return Signature(
+            node.name,
+            "class",
+            tuple(fields),
+            frozenset(fields),
+            line=node.lineno,
+            required=_required_fields(node),
+        )
     if not bases:
         return Signature(node.name, "class", line=node.lineno)
     return Signature(node.name, "class", inherits=bases, line=node.lineno)

@@ -292,6 +292,140 @@ def test_npu510_quiet_when_signature_accepts(tmp_path: Path) -> None:
     assert not _lint(tmp_path, MOD, text, "NPU510")
 
 
+ULYSSES = {
+    "veomni/distributed/sequence_parallel/__init__.py": "",
+    "veomni/distributed/sequence_parallel/ulysses.py": """
+        def all_to_all_tensor(x, scatter_dim, gather_dim, group, async_op=False):
+            return x
+    """,
+}
+
+
+def _lint_with(tmp_path: Path, extra: dict[str, str], rel: str, text: str, code: str) -> list[str]:
+    _tree(tmp_path, extra)
+    return _lint(tmp_path, rel, text, code)
+
+
+def test_npu510_required_argument_dropped(tmp_path: Path) -> None:
+    # mutants of veomni/data/multimodal/multimodal_transform.py (an argument dropped from a helper of the file)
+    transform = """
+        def mask_input_ids(modality_info, input_ids):
+            return input_ids
+
+
+        def process(modality_info, model_inputs):
+            return mask_input_ids(modality_info)
+    """
+    found = _lint(tmp_path / "a", "veomni/data/multimodal/multimodal_transform.py", transform, "NPU510")
+    assert found and "`input_ids`" in found[0] and found[0].startswith("6:")
+    # veomni/distributed/chunk_mbs.py: the axis of a slice helper dropped
+    chunk = """
+        def _slice_tensor(tensor, seq_range, dim):
+            slices = [slice(None)] * tensor.ndim
+            return tensor[tuple(slices)]
+
+
+        def slice_batch(data, seq_range, dim=1):
+            return _slice_tensor(data, seq_range)
+    """
+    found = _lint(tmp_path / "b", "veomni/distributed/chunk_mbs.py", chunk, "NPU510")
+    assert found and "`dim`" in found[0]
+    # veomni/distributed/sequence_parallel/async_ulysses.py: a keyword without default dropped from an import
+    ulysses = """
+        from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
+
+
+        def backward_step(grad_o, seq_dimension, head_dimension, sp_group):
+            return all_to_all_tensor(grad_o, gather_dim=seq_dimension, group=sp_group, async_op=True)
+    """
+    rel = "veomni/distributed/sequence_parallel/async_ulysses.py"
+    found = _lint_with(tmp_path / "c", ULYSSES, rel, ulysses, "NPU510")
+    assert found and "`scatter_dim`" in found[0] and "`gather_dim`" not in found[0]
+    # a method of the same class, by self.
+    dataset = """
+        class Mixed:
+            def _attach_meta(self, sample, ds_idx):
+                return sample
+
+            def __getitem__(self, i):
+                return self._attach_meta(i)
+    """
+    assert _lint(tmp_path / "d", "veomni/data/dataset.py", dataset, "NPU510")
+
+
+def test_npu510_swapped_named_arguments(tmp_path: Path) -> None:
+    transform = """
+        def keep_input_only(multimodal_config, multimodal_output_mask):
+            return multimodal_config
+
+
+        def process(multimodal_config, multimodal_output_mask):
+            return keep_input_only(multimodal_output_mask, multimodal_config)
+    """
+    found = _lint(tmp_path / "a", "veomni/data/multimodal/multimodal_transform.py", transform, "NPU510")
+    assert len(found) == 1 and "swapped" in found[0] and "`multimodal_output_mask`" in found[0]
+    clip = """
+        def fsdp2_clip_grad_norm(model, max_norm, norm_type=2.0):
+            return max_norm
+
+
+        def veomni_clip_grad_norm(model, max_norm, norm_type=2.0):
+            return fsdp2_clip_grad_norm(max_norm, model, norm_type)
+    """
+    assert _lint(tmp_path / "b", "veomni/distributed/clip_grad_norm.py", clip, "NPU510")
+    dims = """
+        from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
+
+
+        def to_heads(x, scatter_dim, gather_dim, group):
+            return all_to_all_tensor(x, gather_dim, scatter_dim, group)
+    """
+    assert _lint_with(tmp_path / "c", ULYSSES, "veomni/distributed/sequence_parallel/sp.py", dims, "NPU510")
+
+
+def test_npu510_quiet_on_complete_and_deliberate_calls(tmp_path: Path) -> None:
+    text = """
+        from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
+
+
+        def mask_input_ids(modality_info, input_ids, *, strict=False):
+            return input_ids
+
+
+        def gcd(a, b):
+            return a if b == 0 else gcd(b, a % b)  # recursion: the reversal is the algorithm
+
+
+        class Norm:
+            def __init__(self, in_channels, out_channels):
+                self.out_channels = out_channels
+
+
+        class Block:
+            def __init__(self, quant_channels, in_channels):
+                self.norm = Norm(quant_channels, in_channels)  # one name where another parameter is meant
+
+
+        class AllToAll:
+            @staticmethod
+            def forward(ctx, x, scatter_dim, gather_dim, group):
+                return all_to_all_tensor(x, scatter_dim, gather_dim, group)
+
+            @staticmethod
+            def backward(ctx, grad, scatter_dim, gather_dim, group):
+                return all_to_all_tensor(grad, gather_dim, scatter_dim, group)  # the adjoint reverses them
+
+
+        def process(modality_info, model_inputs, args, options):
+            mask_input_ids(modality_info, input_ids=model_inputs)
+            mask_input_ids(*args)
+            mask_input_ids(modality_info, **options)
+            return all_to_all_tensor(model_inputs, scatter_dim=1, gather_dim=2, group=None)
+    """
+    rel = "veomni/distributed/sequence_parallel/sp.py"
+    assert not _lint_with(tmp_path, ULYSSES, rel, text, "NPU510")
+
+
 # -- NPU511 -------------------------------------------------------------------------------------------------
 
 

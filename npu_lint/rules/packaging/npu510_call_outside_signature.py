@@ -13,7 +13,8 @@ class CallOutsideSignature(Rule):
     name = "call-outside-signature"
     summary = (
         "A call to one of the tree's own functions or classes passes a keyword its signature does not have, "
-        "or more positional arguments than it takes."
+        "more positional arguments than it takes, leaves out a parameter without a default, or passes "
+        "two variables named like two of its parameters each in the other's place."
     )
     why = (
         "Helpers, wrappers and model classes of a VeOmni tree change their parameters between releases (a "
@@ -98,8 +99,6 @@ class CallOutsideSignature(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if not node.keywords and len(node.args) < 1:
-            return
         found = callee(self.ctx, node)
         if found is None:
             return
@@ -107,8 +106,15 @@ class CallOutsideSignature(Rule):
         bad = [kw for kw in node.keywords if kw.arg is not None and not sig.accepts_keyword(kw.arg)]
         limit = sig.max_positional()
         starred = any(isinstance(a, ast.Starred) for a in node.args)
+        spread = any(kw.arg is None for kw in node.keywords)
         too_many = limit is not None and not starred and len(node.args) > limit
-        if not (bad or too_many) or not confirmed(self.ctx, node, found):
+        missing = (
+            []
+            if starred or spread or bad or too_many
+            else sig.missing(len(node.args), {kw.arg for kw in node.keywords if kw.arg})
+        )
+        misplaced = [] if starred or bad or too_many else self._misplaced(node, sig.positional)
+        if not (bad or too_many or missing or misplaced) or not confirmed(self.ctx, node, found):
             return
         what = f"{found.label}'s `__init__`" if sig.kind == "class" else found.label
         for kw in bad:
@@ -124,3 +130,42 @@ class CallOutsideSignature(Rule):
                 f"{what} ({found.where}) takes {limit} positional argument{'s' if limit != 1 else ''}, "
                 f"this call passes {len(node.args)}: it raises TypeError",
             )
+        if missing:
+            names = ", ".join(f"`{m}`" for m in missing)
+            self.report(
+                node,
+                f"{what} ({found.where}) requires {names}, which this call does not pass: it raises TypeError",
+            )
+        for arg, slot, named in misplaced[:1]:
+            self.report(
+                arg,
+                f"`{named}` is passed in the place of {what}'s parameter `{slot}` ({found.where}), while the "
+                f"callee has its own parameter `{named}` at another position: the arguments look swapped",
+            )
+
+    def _misplaced(self, node: ast.Call, params: tuple[str, ...]) -> list[tuple[ast.expr, str, str]]:
+        """Positional arguments that are plain names of another of the callee's parameters, each in the other's
+        place (``f(b, a)`` for ``def f(a, b)``). A name passed where another parameter is meant
+        (``Norm(quant_channels, in_channels)`` for ``def __init__(self, in_channels, out_channels)``) is a
+        caller's choice and not judged; a recursive call
+        (``gcd(b, a % b)``) and a ``backward`` (which hands its forward's arguments back in reverse) are left
+        alone."""
+        func = self.ctx.function
+        if func is not None and func.name == "backward":
+            return []
+        callee_name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        if func is not None and callee_name == func.name:
+            return []
+        where = {name: i for i, name in enumerate(params)}
+        passed = {kw.arg for kw in node.keywords}
+        out: list[tuple[ast.expr, str, str]] = []
+        for i, arg in enumerate(node.args[: len(params)]):
+            if not isinstance(arg, ast.Name) or arg.id == params[i]:
+                continue
+            j = where.get(arg.id)
+            if j is None or j == i or arg.id in passed:
+                continue
+            other = node.args[j] if j < len(node.args) else None
+            if isinstance(other, ast.Name) and other.id == params[i]:  # each in the other's place
+                out.append((arg, params[i], arg.id))
+        return out
