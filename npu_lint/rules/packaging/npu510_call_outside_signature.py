@@ -23,8 +23,10 @@ class CallOutsideSignature(Rule):
         "branch, a generated `_npu` module, a fallback). The callee is resolved statically in the tree being "
         "linted (the file's own top-level definitions, `self.` methods of its class, and names it imports from "
         "the tree, followed through re-exports); its own `def` (or its `__init__`, or a plain dataclass's "
-        "fields) is the truth. Callees with `**kwargs`/`*args`, unknown decorators, metaclasses or bases "
-        "outside the tree are never judged."
+        "fields) is the truth: a parameter without a default that no argument fills, or two arguments named "
+        "exactly like two of the callee's parameters handed in each other's place (a swap no caller means; a "
+        "`backward` reversing its forward's axes and a recursive call are left alone), is reported. Callees "
+        "with `**kwargs`/`*args`, unknown decorators, metaclasses or bases outside the tree are never judged."
     )
     bad = (
         Example(
@@ -62,6 +64,28 @@ class CallOutsideSignature(Rule):
             """,
             title="a method of the same class, by `self.`",
         ),
+        Example(
+            """
+            def slice_tokens(tensor, seq_range, dim):
+                return tensor.narrow(dim, seq_range[0], seq_range[1] - seq_range[0])
+
+
+            def local_chunk(hidden_states, seq_range):
+                return slice_tokens(hidden_states, seq_range)
+            """,
+            title="a parameter without a default left out",
+        ),
+        Example(
+            """
+            def keep_input_only(multimodal_config, multimodal_output_mask):
+                return {k: v for k, v in multimodal_config.items() if not multimodal_output_mask.get(k)}
+
+
+            def build(multimodal_config, multimodal_output_mask):
+                return keep_input_only(multimodal_output_mask, multimodal_config)
+            """,
+            title="two arguments named like the callee's parameters, each in the other's place",
+        ),
     )
     good = (
         Example(
@@ -87,6 +111,18 @@ class CallOutsideSignature(Rule):
 
             def build():
                 return Plan(world=8, pad=2)
+            """
+        ),
+        Example(
+            """
+            def all_to_all(x, scatter_dim, gather_dim, group):
+                return x
+
+
+            class SeqToHeads:
+                @staticmethod
+                def backward(ctx, grad, scatter_dim, gather_dim, group):
+                    return all_to_all(grad, gather_dim, scatter_dim, group)  # the adjoint reverses them
             """
         ),
     )
