@@ -558,3 +558,131 @@ def test_npu513_quiet_on_sibling_targets(tmp_path: Path) -> None:
     """
     root = _tree(tmp_path, {f"{PKG}/mini_npu_patch_gen_config.py": right})
     assert not _check_tree(root, "NPU513")
+
+
+# -- NPU516 -------------------------------------------------------------------------------------------------
+
+
+def test_npu516_dropped_binding_variants(tmp_path: Path) -> None:
+    # veomni/distributed/sequence_parallel/utils.py: `padding_size = ...` dropped before its use
+    pad = """
+        from torch import Tensor
+
+
+        def pad_tensor(x, dim, padding_size):
+            return x
+
+
+        def pad_for_sp(x: Tensor, dim: int, sp_world: int) -> Tensor:
+            dim_size = x.shape[dim]
+            if dim_size % sp_world:
+                x = pad_tensor(x, dim, padding_size)
+            return x
+    """
+    found = _lint(tmp_path / "a", "veomni/distributed/sequence_parallel/utils.py", pad, "NPU516")
+    assert [f.split(":")[0] for f in found] == ["11"] and "`padding_size`" in found[0]
+    # the same file: the list and the counter of a loop never created (`+=` alone does not bind)
+    split = """
+        def media_splits(image_lens, sp_size):
+            for image_len in image_lens:
+                for rank in range(sp_size):
+                    tokens_split.append(image_len // sp_size)
+                num_tokens += image_len
+            return tokens_split, num_tokens
+    """
+    found = _lint(tmp_path / "b", "veomni/distributed/sequence_parallel/utils.py", split, "NPU516")
+    assert len(found) == 2 and "`tokens_split`" in found[0] and "`num_tokens`" in found[1]
+    # veomni/models/seed_omni/modeling_seed_omni.py: a method's dict dropped
+    wrapper = """
+        class SeedOmniModel:
+            def forward(self, **kwargs):
+                for key, value in kwargs.items():
+                    encoder_decoder_inputs[key] = value
+                return self.decoder(**encoder_decoder_inputs)
+    """
+    assert _lint(tmp_path / "c", "veomni/models/seed_omni/modeling_seed_omni.py", wrapper, "NPU516")
+    # veomni/data/dataset.py: a buffer of indices dropped
+    buffer = """
+        class PackingDataset:
+            def _fill(self, buffer):
+                for i, sample in enumerate(buffer):
+                    if sample is None:
+                        indices_to_remove_from_buffer.append(i)
+                return indices_to_remove_from_buffer
+    """
+    assert _lint(tmp_path / "d", "veomni/data/dataset.py", buffer, "NPU516")
+
+
+def test_npu516_quiet_on_bound_names(tmp_path: Path) -> None:
+    text = """
+        from __future__ import annotations
+
+        try:
+            from torch_npu import npu_format_cast
+        except ImportError:
+            npu_format_cast = None
+
+        if npu_format_cast is None:
+            CAST_FORMAT = 2
+        else:
+            CAST_FORMAT = 29
+
+
+        def set_cache(value):
+            global _CACHE
+            _CACHE = value
+
+
+        def read_cache() -> ProcessGroup:  # an annotation only: never evaluated
+            return _CACHE
+
+
+        def media_splits(image_lens, sp_size, *rest, **options):
+            tokens_split = []
+            num_tokens = 0
+            for image_len in image_lens:
+                tokens_split.append(image_len // sp_size)
+                num_tokens += image_len
+            squares = [n * n for n in tokens_split if (m := n)]
+            try:
+                pass
+            except ValueError as err:
+                raise RuntimeError(str(err)) from err
+            with open(__file__) as handle:
+                handle.read()
+            return tokens_split, num_tokens, squares, m, rest, options, CAST_FORMAT
+
+
+        class Tower:
+            kind = "image"
+
+            def dummy(self):
+                def inner():
+                    return helper_defined_later()
+
+                return inner, __class__
+    """
+    later = "\n\ndef helper_defined_later():\n    return 1\n"
+    assert not _lint(
+        tmp_path / "a", "veomni/distributed/comm_extra.py", textwrap.dedent(text) + later, "NPU516"
+    )
+    star = """
+        from torch.nn.functional import *
+
+
+        def act(x):
+            return silu(x)
+    """
+    assert not _lint(tmp_path / "b", "veomni/ops/act.py", star, "NPU516")
+    rehomed = """
+        import types
+
+
+        def _process(path):
+            return _read_tensor_data_mmap(path)
+
+
+        def apply(module):
+            module._process = types.FunctionType(_process.__code__, module.__dict__)
+    """
+    assert not _lint(tmp_path / "c", "veomni/checkpoint/dcp_patch.py", rehomed, "NPU516")
