@@ -292,6 +292,140 @@ def test_npu510_quiet_when_signature_accepts(tmp_path: Path) -> None:
     assert not _lint(tmp_path, MOD, text, "NPU510")
 
 
+ULYSSES = {
+    "veomni/distributed/sequence_parallel/__init__.py": "",
+    "veomni/distributed/sequence_parallel/ulysses.py": """
+        def all_to_all_tensor(x, scatter_dim, gather_dim, group, async_op=False):
+            return x
+    """,
+}
+
+
+def _lint_with(tmp_path: Path, extra: dict[str, str], rel: str, text: str, code: str) -> list[str]:
+    _tree(tmp_path, extra)
+    return _lint(tmp_path, rel, text, code)
+
+
+def test_npu510_required_argument_dropped(tmp_path: Path) -> None:
+    # mutants of veomni/data/multimodal/multimodal_transform.py (an argument dropped from a helper of the file)
+    transform = """
+        def mask_input_ids(modality_info, input_ids):
+            return input_ids
+
+
+        def process(modality_info, model_inputs):
+            return mask_input_ids(modality_info)
+    """
+    found = _lint(tmp_path / "a", "veomni/data/multimodal/multimodal_transform.py", transform, "NPU510")
+    assert found and "`input_ids`" in found[0] and found[0].startswith("6:")
+    # veomni/distributed/chunk_mbs.py: the axis of a slice helper dropped
+    chunk = """
+        def _slice_tensor(tensor, seq_range, dim):
+            slices = [slice(None)] * tensor.ndim
+            return tensor[tuple(slices)]
+
+
+        def slice_batch(data, seq_range, dim=1):
+            return _slice_tensor(data, seq_range)
+    """
+    found = _lint(tmp_path / "b", "veomni/distributed/chunk_mbs.py", chunk, "NPU510")
+    assert found and "`dim`" in found[0]
+    # veomni/distributed/sequence_parallel/async_ulysses.py: a keyword without default dropped from an import
+    ulysses = """
+        from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
+
+
+        def backward_step(grad_o, seq_dimension, head_dimension, sp_group):
+            return all_to_all_tensor(grad_o, gather_dim=seq_dimension, group=sp_group, async_op=True)
+    """
+    rel = "veomni/distributed/sequence_parallel/async_ulysses.py"
+    found = _lint_with(tmp_path / "c", ULYSSES, rel, ulysses, "NPU510")
+    assert found and "`scatter_dim`" in found[0] and "`gather_dim`" not in found[0]
+    # a method of the same class, by self.
+    dataset = """
+        class Mixed:
+            def _attach_meta(self, sample, ds_idx):
+                return sample
+
+            def __getitem__(self, i):
+                return self._attach_meta(i)
+    """
+    assert _lint(tmp_path / "d", "veomni/data/dataset.py", dataset, "NPU510")
+
+
+def test_npu510_swapped_named_arguments(tmp_path: Path) -> None:
+    transform = """
+        def keep_input_only(multimodal_config, multimodal_output_mask):
+            return multimodal_config
+
+
+        def process(multimodal_config, multimodal_output_mask):
+            return keep_input_only(multimodal_output_mask, multimodal_config)
+    """
+    found = _lint(tmp_path / "a", "veomni/data/multimodal/multimodal_transform.py", transform, "NPU510")
+    assert len(found) == 1 and "swapped" in found[0] and "`multimodal_output_mask`" in found[0]
+    clip = """
+        def fsdp2_clip_grad_norm(model, max_norm, norm_type=2.0):
+            return max_norm
+
+
+        def veomni_clip_grad_norm(model, max_norm, norm_type=2.0):
+            return fsdp2_clip_grad_norm(max_norm, model, norm_type)
+    """
+    assert _lint(tmp_path / "b", "veomni/distributed/clip_grad_norm.py", clip, "NPU510")
+    dims = """
+        from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
+
+
+        def to_heads(x, scatter_dim, gather_dim, group):
+            return all_to_all_tensor(x, gather_dim, scatter_dim, group)
+    """
+    assert _lint_with(tmp_path / "c", ULYSSES, "veomni/distributed/sequence_parallel/sp.py", dims, "NPU510")
+
+
+def test_npu510_quiet_on_complete_and_deliberate_calls(tmp_path: Path) -> None:
+    text = """
+        from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
+
+
+        def mask_input_ids(modality_info, input_ids, *, strict=False):
+            return input_ids
+
+
+        def gcd(a, b):
+            return a if b == 0 else gcd(b, a % b)  # recursion: the reversal is the algorithm
+
+
+        class Norm:
+            def __init__(self, in_channels, out_channels):
+                self.out_channels = out_channels
+
+
+        class Block:
+            def __init__(self, quant_channels, in_channels):
+                self.norm = Norm(quant_channels, in_channels)  # one name where another parameter is meant
+
+
+        class AllToAll:
+            @staticmethod
+            def forward(ctx, x, scatter_dim, gather_dim, group):
+                return all_to_all_tensor(x, scatter_dim, gather_dim, group)
+
+            @staticmethod
+            def backward(ctx, grad, scatter_dim, gather_dim, group):
+                return all_to_all_tensor(grad, gather_dim, scatter_dim, group)  # the adjoint reverses them
+
+
+        def process(modality_info, model_inputs, args, options):
+            mask_input_ids(modality_info, input_ids=model_inputs)
+            mask_input_ids(*args)
+            mask_input_ids(modality_info, **options)
+            return all_to_all_tensor(model_inputs, scatter_dim=1, gather_dim=2, group=None)
+    """
+    rel = "veomni/distributed/sequence_parallel/sp.py"
+    assert not _lint_with(tmp_path, ULYSSES, rel, text, "NPU510")
+
+
 # -- NPU511 -------------------------------------------------------------------------------------------------
 
 
@@ -424,3 +558,131 @@ def test_npu513_quiet_on_sibling_targets(tmp_path: Path) -> None:
     """
     root = _tree(tmp_path, {f"{PKG}/mini_npu_patch_gen_config.py": right})
     assert not _check_tree(root, "NPU513")
+
+
+# -- NPU516 -------------------------------------------------------------------------------------------------
+
+
+def test_npu516_dropped_binding_variants(tmp_path: Path) -> None:
+    # veomni/distributed/sequence_parallel/utils.py: `padding_size = ...` dropped before its use
+    pad = """
+        from torch import Tensor
+
+
+        def pad_tensor(x, dim, padding_size):
+            return x
+
+
+        def pad_for_sp(x: Tensor, dim: int, sp_world: int) -> Tensor:
+            dim_size = x.shape[dim]
+            if dim_size % sp_world:
+                x = pad_tensor(x, dim, padding_size)
+            return x
+    """
+    found = _lint(tmp_path / "a", "veomni/distributed/sequence_parallel/utils.py", pad, "NPU516")
+    assert [f.split(":")[0] for f in found] == ["11"] and "`padding_size`" in found[0]
+    # the same file: the list and the counter of a loop never created (`+=` alone does not bind)
+    split = """
+        def media_splits(image_lens, sp_size):
+            for image_len in image_lens:
+                for rank in range(sp_size):
+                    tokens_split.append(image_len // sp_size)
+                num_tokens += image_len
+            return tokens_split, num_tokens
+    """
+    found = _lint(tmp_path / "b", "veomni/distributed/sequence_parallel/utils.py", split, "NPU516")
+    assert len(found) == 2 and "`tokens_split`" in found[0] and "`num_tokens`" in found[1]
+    # veomni/models/seed_omni/modeling_seed_omni.py: a method's dict dropped
+    wrapper = """
+        class SeedOmniModel:
+            def forward(self, **kwargs):
+                for key, value in kwargs.items():
+                    encoder_decoder_inputs[key] = value
+                return self.decoder(**encoder_decoder_inputs)
+    """
+    assert _lint(tmp_path / "c", "veomni/models/seed_omni/modeling_seed_omni.py", wrapper, "NPU516")
+    # veomni/data/dataset.py: a buffer of indices dropped
+    buffer = """
+        class PackingDataset:
+            def _fill(self, buffer):
+                for i, sample in enumerate(buffer):
+                    if sample is None:
+                        indices_to_remove_from_buffer.append(i)
+                return indices_to_remove_from_buffer
+    """
+    assert _lint(tmp_path / "d", "veomni/data/dataset.py", buffer, "NPU516")
+
+
+def test_npu516_quiet_on_bound_names(tmp_path: Path) -> None:
+    text = """
+        from __future__ import annotations
+
+        try:
+            from torch_npu import npu_format_cast
+        except ImportError:
+            npu_format_cast = None
+
+        if npu_format_cast is None:
+            CAST_FORMAT = 2
+        else:
+            CAST_FORMAT = 29
+
+
+        def set_cache(value):
+            global _CACHE
+            _CACHE = value
+
+
+        def read_cache() -> ProcessGroup:  # an annotation only: never evaluated
+            return _CACHE
+
+
+        def media_splits(image_lens, sp_size, *rest, **options):
+            tokens_split = []
+            num_tokens = 0
+            for image_len in image_lens:
+                tokens_split.append(image_len // sp_size)
+                num_tokens += image_len
+            squares = [n * n for n in tokens_split if (m := n)]
+            try:
+                pass
+            except ValueError as err:
+                raise RuntimeError(str(err)) from err
+            with open(__file__) as handle:
+                handle.read()
+            return tokens_split, num_tokens, squares, m, rest, options, CAST_FORMAT
+
+
+        class Tower:
+            kind = "image"
+
+            def dummy(self):
+                def inner():
+                    return helper_defined_later()
+
+                return inner, __class__
+    """
+    later = "\n\ndef helper_defined_later():\n    return 1\n"
+    assert not _lint(
+        tmp_path / "a", "veomni/distributed/comm_extra.py", textwrap.dedent(text) + later, "NPU516"
+    )
+    star = """
+        from torch.nn.functional import *
+
+
+        def act(x):
+            return silu(x)
+    """
+    assert not _lint(tmp_path / "b", "veomni/ops/act.py", star, "NPU516")
+    rehomed = """
+        import types
+
+
+        def _process(path):
+            return _read_tensor_data_mmap(path)
+
+
+        def apply(module):
+            module._process = types.FunctionType(_process.__code__, module.__dict__)
+    """
+    assert not _lint(tmp_path / "c", "veomni/checkpoint/dcp_patch.py", rehomed, "NPU516")

@@ -1,0 +1,214 @@
+"""NPU516 name-bound-nowhere."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+
+from npu_lint.core.astutil import nodes_of
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.genscope import module_bindings
+
+_IMPLICIT = frozenset(dir(builtins)) | {
+    "__file__",
+    "__name__",
+    "__doc__",
+    "__spec__",
+    "__package__",
+    "__path__",
+    "__loader__",
+    "__builtins__",
+    "__annotations__",
+    "__class__",
+    "__module__",
+    "__qualname__",
+    "__dict__",
+}
+# a file that reaches its namespace dynamically (or catches the NameError) may bind names no statement shows
+_DYNAMIC = frozenset({"globals", "locals", "vars", "exec", "eval", "NameError", "UnboundLocalError"})
+_REHOMED = ("__code__", "FunctionType", "__globals__")
+_BINDERS = (
+    ast.arg,
+    ast.Name,
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.ExceptHandler,
+    ast.Global,
+    ast.Nonlocal,
+    ast.MatchAs,
+    ast.MatchStar,
+    ast.MatchMapping,
+    ast.AugAssign,
+)
+
+
+def _bound_inside(definition: ast.AST) -> set[str]:
+    """Every name a top-level definition binds anywhere inside it (its nested scopes too: an
+    over-approximation, so a read counts as unbound only when nothing in the definition binds it). An
+    augmented assignment (``n += 1``) reads its target first, so it binds nothing by itself."""
+    out: set[str] = set()
+    augmented: set[int] = set()
+    nodes = nodes_of(definition, *_BINDERS)
+    for node in nodes:
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            augmented.add(id(node.target))
+    for node in nodes:
+        if isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load) and id(node) not in augmented:
+                out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            out.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
+    return out
+
+
+def _annotation_names(definition: ast.AST) -> set[str]:
+    """Names read only inside annotations (under ``from __future__ import annotations`` never evaluated)."""
+    out: set[str] = set()
+    for node in nodes_of(definition, ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.AnnAssign):
+        ann = getattr(
+            node, "returns" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else "annotation"
+        )
+        if ann is not None:
+            out.update(n.id for n in ast.walk(ann) if isinstance(n, ast.Name))
+    return out
+
+
+class NameBoundNowhere(Rule):
+    code = "NPU516"
+    name = "name-bound-nowhere"
+    summary = (
+        "A function of the tree reads a name that nothing binds: no parameter, assignment, loop target or "
+        "import of the function, no module-level definition and no builtin (an assignment dropped, or only "
+        "ever updated with `+=`)."
+    )
+    why = (
+        "A statement lost while porting a function (the `padding = ...` before its use, the `parts = []` "
+        "an `append` fills, the `count = 0` a loop adds to) leaves a read that raises `NameError` or "
+        "`UnboundLocalError` the first time the line runs, which on an NPU port is often a branch GPU CI never "
+        "takes (the sequence-parallel path, the NPU module, a fallback). The check is flow-insensitive and "
+        "conservative: a name bound anywhere in the top-level definition (nested scopes included), at module "
+        "level (inside `if`/`try` too) or by Python itself is never reported, and a file that star-imports, "
+        "reads `globals()`/`locals()`/`vars()`, calls `exec`/`eval`, catches `NameError` or re-homes a function "
+        "into another module's globals is not judged; neither are patch specs (their bodies run in the "
+        "generated module: NPU514)."
+    )
+    bad = (
+        Example(
+            """
+            import torch
+
+
+            def pad_for_sp(x, sp_world):
+                if x.shape[1] % sp_world:
+                    return torch.nn.functional.pad(x, (0, 0, 0, padding_size))
+                return x
+            """,
+            title="the assignment the read needs was dropped",
+        ),
+        Example(
+            """
+            def split_tokens(lengths, world):
+                for length in lengths:
+                    tokens_split.append(length // world)
+                return tokens_split
+            """,
+            title="the list an `append` fills was never created",
+        ),
+        Example(
+            """
+            def count_media(samples):
+                for sample in samples:
+                    num_tokens += sample["image_len"]
+                return num_tokens
+            """,
+            title="only ever updated with `+=`",
+        ),
+    )
+    good = (
+        Example(
+            """
+            import torch
+
+
+            def split_tokens(lengths, world):
+                tokens_split = []
+                num_tokens = 0
+                for length in lengths:
+                    tokens_split.append(length // world)
+                    num_tokens += length
+                return torch.tensor(tokens_split), num_tokens
+            """
+        ),
+        Example(
+            """
+            try:
+                from torch_npu import npu_format_cast
+            except ImportError:
+                npu_format_cast = None
+
+
+            def cast(x):
+                return x if npu_format_cast is None else npu_format_cast(x, 29)
+            """
+        ),
+    )
+    fix_safety = "No fix: restore the binding the function lost (or import the name)."
+    node_types = (ast.Module,)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        kind = ctx.source.kind
+        # a spec's bodies run in the generated module (NPU514 judges them); a function re-homed into another
+        # module's globals (``types.FunctionType(f.__code__, other.__dict__)``) reads that module's names
+        # a transformers modular file is a template its converter completes with the modeling file's names
+        if kind.test or kind.spec or os.path.basename(ctx.source.path).startswith("modular_"):
+            return False
+        return not any(w in ctx.source.text for w in _REHOMED)
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Module)
+        module = module_bindings(node.body)
+        if module is None:
+            return
+        names = nodes_of(node, ast.Name)
+        if any(isinstance(n, ast.Name) and n.id in _DYNAMIC for n in names):
+            return
+        declared = {name for g in nodes_of(node, ast.Global) if isinstance(g, ast.Global) for name in g.names}
+        known = module | declared | _IMPLICIT
+        for stmt in node.body:
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            reads = [
+                n
+                for n in nodes_of(stmt, ast.Name)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known
+            ]
+            if not reads:
+                continue
+            bound = _bound_inside(stmt) | _annotation_names(stmt)
+            seen: set[str] = set()
+            for read in reads:
+                assert isinstance(read, ast.Name)
+                if read.id in bound or read.id in seen:
+                    continue
+                seen.add(read.id)
+                self.report(
+                    read,
+                    f"`{read.id}` is read here but bound nowhere: no parameter, assignment, loop target or "
+                    f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError when "
+                    "this line runs (a dropped assignment?)",
+                )
