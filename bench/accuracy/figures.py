@@ -122,6 +122,9 @@ def render_heldout(code: str, heldout: dict) -> str:
                     f" (when it was held out: {fig['first_measured']['caught']} caught, "
                     f"{fig['first_measured']['at_lines']} at the lines)."
                     if "first_measured" in fig and rnd.get("status") != "held-out"
+                    else f" (before any rule work graded on it: {fig['before_rule_work']['caught']} caught, "
+                    f"{fig['before_rule_work']['at_lines']} at the lines)."
+                    if "before_rule_work" in fig and rnd.get("status") == "held-out"
                     else "."
                 )
             )
