@@ -353,7 +353,8 @@ def test_npu510_required_argument_dropped(tmp_path: Path) -> None:
     assert _lint(tmp_path / "d", "veomni/data/dataset.py", dataset, "NPU510")
 
 
-def test_npu510_swapped_named_arguments(tmp_path: Path) -> None:
+def test_swapped_named_arguments_are_reported_by_npu459(tmp_path: Path) -> None:
+    # two values named for each other's parameters: NPU459's check since the merge of mutA and mutC
     transform = """
         def keep_input_only(multimodal_config, multimodal_output_mask):
             return multimodal_config
@@ -362,8 +363,8 @@ def test_npu510_swapped_named_arguments(tmp_path: Path) -> None:
         def process(multimodal_config, multimodal_output_mask):
             return keep_input_only(multimodal_output_mask, multimodal_config)
     """
-    found = _lint(tmp_path / "a", "veomni/data/multimodal/multimodal_transform.py", transform, "NPU510")
-    assert len(found) == 1 and "swapped" in found[0] and "`multimodal_output_mask`" in found[0]
+    found = _lint(tmp_path / "a", "veomni/data/multimodal/multimodal_transform.py", transform, "NPU459")
+    assert len(found) == 1 and "multimodal_output_mask" in found[0]
     clip = """
         def fsdp2_clip_grad_norm(model, max_norm, norm_type=2.0):
             return max_norm
@@ -372,7 +373,7 @@ def test_npu510_swapped_named_arguments(tmp_path: Path) -> None:
         def veomni_clip_grad_norm(model, max_norm, norm_type=2.0):
             return fsdp2_clip_grad_norm(max_norm, model, norm_type)
     """
-    assert _lint(tmp_path / "b", "veomni/distributed/clip_grad_norm.py", clip, "NPU510")
+    assert _lint(tmp_path / "b", "veomni/distributed/clip_grad_norm.py", clip, "NPU459")
     dims = """
         from veomni.distributed.sequence_parallel.ulysses import all_to_all_tensor
 
@@ -380,7 +381,7 @@ def test_npu510_swapped_named_arguments(tmp_path: Path) -> None:
         def to_heads(x, scatter_dim, gather_dim, group):
             return all_to_all_tensor(x, gather_dim, scatter_dim, group)
     """
-    assert _lint_with(tmp_path / "c", ULYSSES, "veomni/distributed/sequence_parallel/sp.py", dims, "NPU510")
+    assert _lint_with(tmp_path / "c", ULYSSES, "veomni/distributed/sequence_parallel/sp.py", dims, "NPU459")
 
 
 def test_npu510_quiet_on_complete_and_deliberate_calls(tmp_path: Path) -> None:
