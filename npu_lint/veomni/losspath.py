@@ -23,6 +23,7 @@ Everything here is stdlib ``ast`` on one function; the rules in ``rules/semantic
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -1843,7 +1844,10 @@ class _Canon(ast.NodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         self.generic_visit(node)
-        load = ast.parse(ast.unparse(node.target), mode="eval").body
+        load = copy.deepcopy(node.target)  # the target read: the same nodes in Load context (no re-parse)
+        for sub in _walk(load):
+            if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.List, ast.Tuple)):
+                sub.ctx = ast.Load()
         return ast.Assign([node.target], ast.BinOp(load, node.op, node.value), lineno=node.lineno)
 
 
