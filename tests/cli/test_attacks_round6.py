@@ -180,7 +180,8 @@ def test_a_dropped_fix_is_reported_at_the_line_of_the_text_written(tmp_path: Pat
         '[tool.ruff]\nline-length = 80\n[tool.ruff.lint]\nselect = ["E"]\n'
     )
     (tmp_path / "t.py").write_text(
-        "import torch\n\n\ndef f(a_long_argument_name, b):\n"
+        "import torch\n\n\ndef combine_values(*values):\n    return values[0]\n\n\n"
+        "def f(a_long_argument_name, b):\n"
         "    return combine_values(a_long_argument_name.cuda(), b, a_long_argument_name)\n\n\n"
         "def g(m):\n    return torch.relu(m.cuda())  # fmt: skip\n"
     )
