@@ -72,7 +72,7 @@ def module_bindings(body: list[ast.stmt]) -> set[str] | None:
 
 
 # the node kinds that bind a name (``_local_names`` reads only these)
-_BINDERS = (
+BINDERS = (
     ast.arg,
     ast.Name,
     ast.Import,
@@ -92,7 +92,7 @@ def _local_names(func: ast.AST) -> set[str]:
     declares, exception names): an over-approximation of its local scopes, so a name read is free only when
     nothing inside binds it."""
     out: set[str] = set()
-    for node in nodes_of(func, *_BINDERS):
+    for node in nodes_of(func, *BINDERS):
         if isinstance(node, ast.arg):
             out.add(node.arg)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.twinread import unread_twins
+from npu_lint.veomni.twins import unread_twins
 
 
 class TwinLeftUnread(Rule):

@@ -8,7 +8,7 @@ import os
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.genscope import module_bindings
+from npu_lint.veomni.genscope import BINDERS, module_bindings
 
 _IMPLICIT = frozenset(dir(builtins)) | {
     "__file__",
@@ -28,22 +28,7 @@ _IMPLICIT = frozenset(dir(builtins)) | {
 # a file that reaches its namespace dynamically (or catches the NameError) may bind names no statement shows
 _DYNAMIC = frozenset({"globals", "locals", "vars", "exec", "eval", "NameError", "UnboundLocalError"})
 _REHOMED = ("__code__", "FunctionType", "__globals__")
-_BINDERS = (
-    ast.arg,
-    ast.Name,
-    ast.Import,
-    ast.ImportFrom,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.ExceptHandler,
-    ast.Global,
-    ast.Nonlocal,
-    ast.MatchAs,
-    ast.MatchStar,
-    ast.MatchMapping,
-    ast.AugAssign,
-)
+_BINDERS = (*BINDERS, ast.MatchStar, ast.MatchMapping, ast.AugAssign)  # genscope's, and the match captures
 
 
 def _bound_inside(definition: ast.AST) -> set[str]:
