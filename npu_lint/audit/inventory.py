@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npu_lint.core.astutil import call_name, keyword_arg
 from npu_lint.core.safeio import read_text
 from npu_lint.veomni.layout import find_veomni_root
 from npu_lint.veomni.patchgen import package_specs, veomni_root_of
@@ -37,17 +38,8 @@ def parse_file(path: Path) -> ast.Module | None:
         return None
 
 
-def call_name(node: ast.Call) -> str:
-    f = node.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-
-
 def str_const(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def keyword_value(node: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in node.keywords if k.arg == name), None)
 
 
 def embedded_trees(tree: ast.Module) -> list[ast.Module]:
@@ -103,11 +95,11 @@ def _spec_info(path: Path) -> dict[str, Any]:
         if isinstance(node, ast.Call):
             name = call_name(node)
             if name == "PatchConfig":
-                info["source_module"] = str_const(keyword_value(node, "source_module"))
-                info["target_file"] = str_const(keyword_value(node, "target_file"))
+                info["source_module"] = str_const(keyword_arg(node, "source_module"))
+                info["target_file"] = str_const(keyword_arg(node, "target_file"))
             elif name in ("override_method", "replace_function", "replace_class", "modify_init"):
-                target = str_const(node.args[0]) if node.args else str_const(keyword_value(node, "target"))
-                repl = keyword_value(node, "replacement")
+                target = str_const(node.args[0]) if node.args else str_const(keyword_arg(node, "target"))
+                repl = keyword_arg(node, "replacement")
                 info["patches"].append(
                     {
                         "kind": name,
@@ -120,9 +112,9 @@ def _spec_info(path: Path) -> dict[str, Any]:
                 info["patches"].append(
                     {
                         "kind": "external",
-                        "target": str_const(keyword_value(node, "target")),
+                        "target": str_const(keyword_arg(node, "target")),
                         "line": node.lineno,
-                        "replacement": str_const(keyword_value(node, "replacement_module")),
+                        "replacement": str_const(keyword_arg(node, "replacement_module")),
                     }
                 )
             elif name in ("deepcopy", "adopt_init_modifications"):

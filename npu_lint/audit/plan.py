@@ -18,13 +18,12 @@ from npu_lint.audit.checklist import FAIL, NOT_ATTAINABLE, AuditFacts
 from npu_lint.audit.inventory import (
     Lint,
     Package,
-    call_name,
     dispatch_decls,
     embedded_trees,
-    keyword_value,
     parse_file,
     str_const,
 )
+from npu_lint.core.astutil import call_name, keyword_arg
 from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.veomni import catalog, vendor_map
 from npu_lint.veomni.project import Project
@@ -127,9 +126,9 @@ def dependencies(files: list[Path], model_dir: Path, project: Project | None = N
                     mod = (
                         str_const(node.args[0])
                         if node.args
-                        else str_const(keyword_value(node, "replacement_module"))
+                        else str_const(keyword_arg(node, "replacement_module"))
                     )
-                    mod = mod or str_const(keyword_value(node, "replacement_module"))
+                    mod = mod or str_const(keyword_arg(node, "replacement_module"))
                     if mod:
                         modules = [mod]
                 for mod in modules:

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import dotted_name as _dotted
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.astutil import walk_pairs
 from npu_lint.rules.base import Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _submodules(cls: ast.ClassDef) -> set[str]:
