@@ -158,6 +158,7 @@ class Mutant:
     killed: bool = False
     strict: bool = False
     codes: list[str] = field(default_factory=list)
+    col: int = -1  # column of ``old`` on ``line`` (-1: the first occurrence at or after the line's start)
 
 
 def region_of(rel: str) -> str:
@@ -398,7 +399,7 @@ def plan(
             old, new_text = _replace(lines, span, new)
             if old == new_text:
                 continue
-            m = Mutant(tree_name, rel, region, op, span[0], span[2], old, new_text)
+            m = Mutant(tree_name, rel, region, op, span[0], span[2], old, new_text, col=span[1])
             if not half or half_of(m) == half:
                 pools[(op, region)].append(m)
     rng = random.Random(seed)
@@ -412,9 +413,14 @@ def plan(
 def apply(text: str, m: Mutant) -> str | None:
     lines = text.splitlines(keepends=True)
     start = sum(len(x) for x in lines[: m.line - 1])
-    idx = text.find(m.old, start)
-    if idx < 0 or text.count("\n", 0, idx) + 1 != m.line:
-        return None
+    if m.col >= 0:  # the exact span the site was read from (a first textual match may be another token)
+        idx = start + m.col
+        if text[idx : idx + len(m.old)] != m.old:
+            return None
+    else:
+        idx = text.find(m.old, start)
+        if idx < 0 or text.count("\n", 0, idx) + 1 != m.line:
+            return None
     out = text[:idx] + m.new + text[idx + len(m.old) :]
     try:
         ast.parse(out)

@@ -70,6 +70,20 @@ def test_apply_checks_the_line_and_the_parse() -> None:
     assert mutate.apply(text, mutate.Mutant("t", "f.py", "other", "x", 2, 2, "a + b", "a +")) is None
 
 
+def test_apply_replaces_the_planned_span_not_the_first_match_on_the_line(tmp_path: Path) -> None:
+    text = "def rotate(x, sin_u, sin, cos):\n    return x * sin_u + x * sin\n"
+    (tmp_path / "veomni").mkdir()
+    (tmp_path / "veomni" / "rope.py").write_text(text)
+    planned = [m for m in mutate.plan(tmp_path, 100, 0, set(), {"name-swap"}, "t") if m.old == "sin"]
+    assert planned and all(m.col == text.splitlines()[1].rindex("sin") for m in planned)
+    for m in planned:
+        assert (
+            mutate.apply(text, m) == f"def rotate(x, sin_u, sin, cos):\n    return x * sin_u + x * {m.new}\n"
+        )
+    stale = mutate.Mutant("t", "rope.py", "other", "name-swap", 2, 2, "sin", "cos", col=planned[0].col - 1)
+    assert mutate.apply(text, stale) is None
+
+
 def test_halves_split_the_sites_and_are_stable() -> None:
     ms = [mutate.Mutant("t", f"f{i}.py", "other", "const", i, i, "1", "2") for i in range(200)]
     halves = [mutate.half_of(m) for m in ms]
