@@ -60,6 +60,28 @@ def _bound_inside(definition: ast.AST) -> set[str]:
     return out
 
 
+def _module_level_stores(body: list[ast.stmt]) -> set[str]:
+    """Names the module's own statements bind wherever they sit (a walrus in an ``if`` test, a ``match``
+    capture, a ``while`` or ``except*`` body): the definitions' bodies are their own scopes."""
+    out: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            out.add(getattr(node, "name", ""))
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(a.asname or a.name.split(".")[0] for a in node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _annotation_names(definition: ast.AST) -> set[str]:
     """Names read only inside annotations (under ``from __future__ import annotations`` never evaluated)."""
     out: set[str] = set()
@@ -173,7 +195,7 @@ class NameBoundNowhere(Rule):
         if any(isinstance(n, ast.Name) and n.id in _DYNAMIC for n in names):
             return
         declared = {name for g in nodes_of(node, ast.Global) if isinstance(g, ast.Global) for name in g.names}
-        known = module | declared | _IMPLICIT
+        known = module | _module_level_stores(node.body) | declared | _IMPLICIT
         for stmt in node.body:
             if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
