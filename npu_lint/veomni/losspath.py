@@ -2888,6 +2888,22 @@ _HALF = frozenset({"bfloat16", "float16", "half"})
 _LOSS_WORDS = frozenset(
     {"loss", "losses", "nll", "logp", "logps", "logprob", "logprobs", "entropy", "entropies"}
 )
+# a loss name's qualifier that makes it no loss value: a 0/1 mask, a weight, a scale or coefficient
+_NOT_LOSS_VALUES = frozenset(
+    {
+        "mask",
+        "masks",
+        "weight",
+        "weights",
+        "scale",
+        "scales",
+        "scaler",
+        "coef",
+        "coeff",
+        "coefficient",
+        "factor",
+    }
+)
 _BUFFER_MAKERS = frozenset(
     {
         "empty",
@@ -2950,6 +2966,23 @@ def _fp32_loss_value(value: ast.AST) -> bool:
     return False
 
 
+def _upcast_of(value: ast.AST, name: str) -> bool:
+    """``name.float()``, ``name.double()`` or ``name.to(torch.float32)``: the name rebound in fp32."""
+    if not (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    ):
+        return False
+    if value.func.attr in ("float", "double") and not value.args:
+        return True
+    dtypes = [*value.args, *(k.value for k in value.keywords if k.arg == "dtype")]
+    return value.func.attr == "to" and any(
+        isinstance(d, ast.Attribute) and d.attr in ("float32", "float", "float64", "double") for d in dtypes
+    )
+
+
 def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
     """``(call, name, why)`` for a tensor of loss values created in bf16/fp16: bound to a loss name
     (``loss_sum``, ``per_token_loss``, ``"loss_sum":`` in a record) or filled later in the function with fp32
@@ -2963,6 +2996,18 @@ def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
                 and _fp32_loss_value(node.value)
             ):  # type: ignore[attr-defined]
                 stores.setdefault(t.value.id, node)
+    upcast: dict[str, int] = {}  # a name rebound in fp32 (the first line that does)
+    for node in nodes_of(func, ast.Assign):
+        for t in node.targets:  # type: ignore[attr-defined]
+            if isinstance(t, ast.Name) and _upcast_of(node.value, t.id):  # type: ignore[attr-defined]
+                upcast[t.id] = min(upcast.get(t.id, node.lineno), node.lineno)  # type: ignore[attr-defined]
+    fills: dict[str, list[int]] = {}  # lines that add to a name or store into it in place
+    for node in nodes_of(func, ast.AugAssign, ast.Assign):
+        targets = [node.target] if isinstance(node, ast.AugAssign) else node.targets  # type: ignore[attr-defined]
+        for t in targets:
+            base = t.value if isinstance(t, ast.Subscript) else t if isinstance(node, ast.AugAssign) else None
+            if isinstance(base, ast.Name):
+                fills.setdefault(base.id, []).append(node.lineno)  # type: ignore[attr-defined]
     for node in nodes_of(func, ast.Assign, ast.Dict):
         pairs: list[tuple[ast.AST, ast.AST]] = []
         if isinstance(node, ast.Assign):
@@ -2973,7 +3018,14 @@ def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
             if not (isinstance(value, ast.Call) and _half_dtype(value)):
                 continue
             words = _binding_words(target)
-            if words & _LOSS_WORDS:
+            if (
+                isinstance(target, ast.Name)
+                and target.id in upcast
+                and upcast[target.id] > value.lineno
+                and not any(value.lineno < line < upcast[target.id] for line in fills.get(target.id, ()))
+            ):
+                continue  # rebound in fp32 before it holds anything (``total_loss = total_loss.float()``)
+            if words & _LOSS_WORDS and not words & _NOT_LOSS_VALUES:
                 yield value, ast.unparse(target), "it holds loss values"
             elif isinstance(target, ast.Name) and target.id in stores:
                 yield value, target.id, f"line {stores[target.id].lineno} fills it with fp32 loss values"  # type: ignore[attr-defined]

@@ -40,6 +40,76 @@ QUIET = {
             return _SHM, other
         """,
     ),
+    # `del` marks the parameter unused on purpose
+    "NPU317-del-unused": (
+        "veomni/ops/kernels/toy_attn/interface.py",
+        """
+        def chunk_fwd(q, k, v, scale=None, cu_seqlens=None):
+            out = q @ k.transpose(-1, -2) * (scale or 1.0)
+            if cu_seqlens is not None:
+                out = out + cu_seqlens.sum()
+            return out @ v
+
+
+        def attn_npu(q, k, v, scale, cu_seqlens):
+            del cu_seqlens  # packed inputs are not supported by this kernel
+            return chunk_fwd(q, k, v, scale=scale)
+        """,
+    ),
+    # an override takes the parameter because the abstract interface does
+    "NPU317-abstract-interface": (
+        "veomni/ops/kernels/toy_attn/backends.py",
+        """
+        def chunk_fwd(q, k, v, scale=None):
+            return q @ k.transpose(-1, -2) * (scale or 1.0) @ v
+
+
+        class AttentionBackend:
+            def compute(self, q, k, v, scale):
+                raise NotImplementedError
+
+
+        class PrescaledBackend(AttentionBackend):
+            def compute(self, q, k, v, scale):
+                # the scale is folded into the query projection's weights
+                return chunk_fwd(q, k, v)
+        """,
+    ),
+    # a 0/1 loss mask, per-token loss weights, a loss scale and an aux-loss coefficient hold no loss values
+    "NPU469-mask-weight-scale": (
+        "veomni/ops/loss/toy_loss.py",
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def masked_ce(logits, labels, ignore_index=-100):
+            loss_mask = labels.ne(ignore_index).to(torch.bfloat16)
+            loss_weights = torch.ones_like(labels, dtype=torch.bfloat16)
+            loss_scale = torch.ones(1, device=logits.device, dtype=torch.bfloat16)
+            aux_loss_coef = torch.tensor(1e-3, dtype=torch.bfloat16, device=logits.device)
+            per_token = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none")
+            loss = (per_token * (loss_mask * loss_weights).flatten().float()).sum() / loss_mask.sum().float()
+            return loss * loss_scale.float(), aux_loss_coef
+        """,
+    ),
+    # the buffer is upcast before anything is added to it
+    "NPU469-upcast-before-fill": (
+        "veomni/ops/loss/toy_loss.py",
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def chunked_ce(hidden, weight, labels, chunk, dtype=torch.bfloat16):
+            total_loss = torch.zeros((), device=hidden.device, dtype=torch.bfloat16)
+            total_loss = total_loss.float()
+            for start in range(0, hidden.size(0), chunk):
+                logits = hidden[start : start + chunk] @ weight.t()
+                total_loss += F.cross_entropy(logits.float(), labels[start : start + chunk], reduction="sum")
+            return total_loss
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
@@ -123,3 +193,19 @@ def test_quiet(case):
     path, text = QUIET[case]
     code = case.split("-", 1)[0]
     assert lint_snippet(path, text, [code]) == []
+
+
+def test_npu469_still_reports_a_bf16_sum_upcast_after_the_fill():
+    text = """
+    import torch
+    import torch.nn.functional as F
+
+
+    def chunked_ce(hidden, weight, labels, chunk):
+        loss_sum = torch.zeros((), device=hidden.device, dtype=torch.bfloat16)
+        for start in range(0, hidden.size(0), chunk):
+            loss_sum += F.cross_entropy(hidden[start : start + chunk].float() @ weight.t(), labels, reduction="sum")
+        loss_sum = loss_sum.float()
+        return loss_sum
+    """
+    assert [d.line for d in lint_snippet("veomni/ops/loss/toy_loss.py", text, ["NPU469"])] == [6]
