@@ -110,6 +110,61 @@ QUIET = {
             return total_loss
         """,
     ),
+    # `_: KW_ONLY` is a sentinel, not a field the call must pass
+    "NPU510-dataclass-kw-only": (
+        "veomni/arguments/toy_args.py",
+        """
+        from dataclasses import KW_ONLY, dataclass
+
+
+        @dataclass
+        class ShardPlan:
+            world: int
+            _: KW_ONLY
+            pad: int = 1
+
+
+        def make_plan():
+            return ShardPlan(8, pad=2)
+        """,
+    ),
+    # the def is rewrapped (or swapped) at module level: its own signature is not what callers get
+    "NPU510-def-rebound": (
+        "veomni/distributed/toy_comm.py",
+        """
+        import torch
+
+
+        def _legacy(fn):
+            def wrapper(*args, pad=None, **kwargs):
+                return fn(*args, **kwargs)
+
+            return wrapper
+
+
+        def gather_seq(x, seq_dim, group=None):
+            return x
+
+
+        gather_seq = _legacy(gather_seq)
+
+
+        def reduce_seq(x, group=None):
+            return x
+
+
+        def _reduce_seq_v2(x, group=None, async_op=False):
+            return x
+
+
+        if hasattr(torch, "npu"):
+            reduce_seq = _reduce_seq_v2
+
+
+        def run(x, group):
+            return gather_seq(x, 1, group, pad=2), reduce_seq(x, group, async_op=True)
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
