@@ -165,6 +165,40 @@ QUIET = {
             return gather_seq(x, 1, group, pad=2), reduce_seq(x, group, async_op=True)
         """,
     ),
+    # the round trip's way back: the inverse all-to-all of the attention output
+    "NPU459-round-trip": (
+        "veomni/distributed/sequence_parallel/toy_ulysses.py",
+        """
+        def seq_all_to_all(x, scatter_dim, gather_dim, group):
+            return x
+
+
+        def ulysses_attn(q, scatter_dim, gather_dim, group, attn):
+            q = seq_all_to_all(q, scatter_dim, gather_dim, group)
+            out = attn(q)
+            return seq_all_to_all(out, gather_dim, scatter_dim, group)
+        """,
+    ),
+    # a function named for running its callee backwards
+    "NPU459-reverse-named": (
+        "veomni/ops/loss/toy_kd.py",
+        """
+        def kl_div(p, q):
+            return (p * (p.log() - q.log())).sum(-1)
+
+
+        def reverse_kl(p, q):
+            return kl_div(q, p)
+
+
+        def _copy(src, dst):
+            dst.copy_(src, non_blocking=True)
+
+
+        def reload(src, dst):
+            _copy(dst, src)
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
@@ -264,3 +298,17 @@ def test_npu469_still_reports_a_bf16_sum_upcast_after_the_fill():
         return loss_sum
     """
     assert [d.line for d in lint_snippet("veomni/ops/loss/toy_loss.py", text, ["NPU469"])] == [6]
+
+
+def test_npu459_still_reports_a_second_call_with_the_roles_swapped():
+    text = """
+    def rot(x, cos, sin):
+        return x * cos + x * sin
+
+
+    def qk_rot(q, k, cos, sin):
+        q = rot(q, cos, sin)
+        k = rot(k, sin, cos)
+        return q, k
+    """
+    assert [d.line for d in lint_snippet("veomni/ops/toy_rope.py", text, ["NPU459"])] == [7]
