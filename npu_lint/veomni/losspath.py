@@ -1764,7 +1764,7 @@ _UNARY_METHODS = frozenset(
 
 class _Canon(ast.NodeTransformer):
     """Spellings of one computation made alike: ``x ** 2`` / ``x.pow(2)`` / ``torch.pow(x, 2)`` as
-    ``x.square()``, ``torch.rsqrt(x)`` as ``x.rsqrt()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
+    ``x.square()``, ``torch.rsqrt(x)`` as ``x.rsqrt()``, ``x.size(d)`` as ``x.shape[d]``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -1788,10 +1788,17 @@ class _Canon(ast.NodeTransformer):
             return ast.Assign([node.target], node.value, lineno=node.lineno)
         return node
 
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):
+            return ast.IfExp(node.test.operand, node.orelse, node.body)  # ``a if not c else b``: ``b if c else a``
+        return node
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
         if not isinstance(func, ast.Attribute):
+            node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")  # keywords in any order
             return node
         two = lambda n: isinstance(n, ast.Constant) and n.value == 2  # noqa: E731
         fp32 = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
@@ -1802,6 +1809,9 @@ class _Canon(ast.NodeTransformer):
             and _is_fp32(fp32[0])
         ):
             return ast.Call(ast.Attribute(func.value, "float", ast.Load()), [], [])
+        if func.attr == "size" and not node.keywords and len(node.args) <= 1:
+            shape = ast.Attribute(func.value, "shape", ast.Load())  # ``x.size()`` is ``x.shape``
+            return ast.Subscript(shape, node.args[0], ast.Load()) if node.args else shape
         if func.attr == "reshape":
             func.attr = "view"
         if func.attr == "constant_" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
@@ -1928,11 +1938,36 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
         site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
         if site is None:
             continue
-        yield (
-            site,
-            "; ".join(_short(u) for u in up) or "(nothing)",
-            "; ".join(_short(c) for c in cp) or "(deleted)",
-        )
+        was = "; ".join(_short(u) for u in up) or "(nothing)"
+        now = "; ".join(_short(c) for c in cp) or "(deleted)"
+        if was == now and len(up) == len(cp) == 1:  # the edit lies past the shortened text: name its part
+            part_up, part_cp = _differing_part(up[0], cp[0])
+            was, now = f"... {_short(part_up)} ...", f"... {_short(part_cp)} ..."
+        yield site, was, now
+
+
+def _differing_part(a: ast.AST, b: ast.AST) -> tuple[ast.AST, ast.AST]:
+    """The innermost sub-expressions where two statements differ (descending while one child alone differs),
+    in their canonical spelling (keywords sorted)."""
+    import copy
+
+    a, b = _Canon().visit(copy.deepcopy(a)), _Canon().visit(copy.deepcopy(b))
+    while type(a) is type(b):
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        for (_n, x), (_m, y) in zip(ast.iter_fields(a), ast.iter_fields(b), strict=True):
+            if isinstance(x, list) and isinstance(y, list):
+                if len(x) != len(y):
+                    return a, b
+                pairs += [(u, v) for u, v in zip(x, y, strict=True) if _canon_key_expr(u) != _canon_key_expr(v)]
+            elif isinstance(x, ast.AST) and isinstance(y, ast.AST):
+                if _canon_key_expr(x) != _canon_key_expr(y):
+                    pairs.append((x, y))
+            elif x != y and not isinstance(x, ast.expr_context):
+                return a, b
+        if len(pairs) != 1 or not all(isinstance(n, ast.AST) for n in pairs[0]):
+            return a, b
+        a, b = pairs[0]
+    return a, b
 
 
 def _sequence_like(node: ast.AST) -> bool:

@@ -199,6 +199,48 @@ QUIET = {
             _copy(dst, src)
         """,
     ),
+    # an unpatched copy in equivalent spellings: `x.size()` for `x.shape`, a plain call's keywords reordered,
+    # `b if c else a` for `a if not c else b`
+    "NPU458-equivalent-spellings": (
+        "veomni/models/transformers/llama/generated/patched_modeling_llama_gpu.py",
+        """
+        # ==============================================================================
+        #  AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY
+        # ==============================================================================
+        #
+        #  Source: transformers.models.llama.modeling_llama
+        #  Based on: transformers==5.9.0
+        #
+        #  Patches applied:
+        #    - method_override: LlamaModel.forward
+
+        import torch
+
+
+        def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
+            batch, num_key_value_heads, slen, head_dim = hidden_states.size()
+            if n_rep == 1:
+                return hidden_states
+            hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+            return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+        def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+            key_states = repeat_kv(key, module.num_key_value_groups)
+            value_states = repeat_kv(value, module.num_key_value_groups)
+
+            attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+            if attention_mask is not None:
+                attn_weights = attn_weights + attention_mask
+
+            attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+            attn_weights = nn.functional.dropout(attn_weights, training=module.training, p=dropout)
+            attn_output = torch.matmul(attn_weights, value_states)
+            attn_output = attn_output.transpose(1, 2).contiguous()
+
+            return attn_output, attn_weights
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
