@@ -1791,7 +1791,8 @@ class _Canon(ast.NodeTransformer):
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):
-            return ast.IfExp(node.test.operand, node.orelse, node.body)  # ``a if not c else b``: ``b if c else a``
+            # ``a if not c else b``: ``b if c else a``
+            return ast.IfExp(node.test.operand, node.orelse, node.body)
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -1958,7 +1959,9 @@ def _differing_part(a: ast.AST, b: ast.AST) -> tuple[ast.AST, ast.AST]:
             if isinstance(x, list) and isinstance(y, list):
                 if len(x) != len(y):
                     return a, b
-                pairs += [(u, v) for u, v in zip(x, y, strict=True) if _canon_key_expr(u) != _canon_key_expr(v)]
+                pairs += [
+                    (u, v) for u, v in zip(x, y, strict=True) if _canon_key_expr(u) != _canon_key_expr(v)
+                ]
             elif isinstance(x, ast.AST) and isinstance(y, ast.AST):
                 if _canon_key_expr(x) != _canon_key_expr(y):
                     pairs.append((x, y))
