@@ -241,6 +241,29 @@ QUIET = {
             return attn_output, attn_weights
         """,
     ),
+    # the method is rebound on the instance (an NPU path swapped in by the constructor)
+    "NPU510-method-rebound-on-instance": (
+        "veomni/models/toy_block.py",
+        """
+        import torch
+
+
+        class Block(torch.nn.Module):
+            def __init__(self, use_npu=False):
+                super().__init__()
+                if use_npu:
+                    self.attn = self._attn_npu
+
+            def attn(self, x):
+                return x
+
+            def _attn_npu(self, x, cu_seqlens=None):
+                return x
+
+            def forward(self, x, cu_seqlens):
+                return self.attn(x, cu_seqlens=cu_seqlens)
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
