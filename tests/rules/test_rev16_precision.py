@@ -264,6 +264,20 @@ QUIET = {
                 return self.attn(x, cu_seqlens=cu_seqlens)
         """,
     ),
+    # an optional twin accepted for a uniform signature and unused: no statement of its side reads the other
+    "NPU727-optional-twin-unused": (
+        "veomni/models/transformers/toy_whisper/attention.py",
+        """
+        import torch.nn.functional as F
+
+
+        def whisper_qk(hidden, q_weight, k_weight, q_bias=None, k_bias=None):
+            # whisper's key projection has no bias
+            q = F.linear(hidden, q_weight, q_bias)
+            k = F.linear(hidden, k_weight)
+            return q, k
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
@@ -377,3 +391,16 @@ def test_npu459_still_reports_a_second_call_with_the_roles_swapped():
         return q, k
     """
     assert [d.line for d in lint_snippet("veomni/ops/toy_rope.py", text, ["NPU459"])] == [7]
+
+
+def test_npu727_still_reports_an_optional_twin_displaced():
+    text = """
+    import torch.nn.functional as F
+
+
+    def qk(hidden, q_weight, k_weight, q_bias=None, k_bias=None):
+        q = F.linear(hidden, q_weight, q_bias)
+        k = F.linear(hidden, k_weight, q_bias)
+        return q, k
+    """
+    assert [d.line for d in lint_snippet("veomni/models/toy_attn.py", text, ["NPU727"])] == [6]
