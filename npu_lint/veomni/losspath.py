@@ -2988,8 +2988,39 @@ def _binding_words(target: ast.AST) -> set[str]:
     return {*words, *(a + b for a, b in zip(words, words[1:]))}
 
 
+def _downcast(node: ast.Call) -> bool:
+    """``.to(<not fp32>)``, ``.bfloat16()``, ``.half()`` or ``.type_as(...)``: a value cast back down."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in ("bfloat16", "half", "type_as"):
+        return True
+    if func.attr != "to":
+        return False
+    dtypes = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+    return bool(dtypes) and not any(
+        isinstance(d, ast.Attribute) and d.attr in ("float32", "float", "float64", "double") for d in dtypes
+    )
+
+
 def _fp32_loss_value(value: ast.AST) -> bool:
-    """A value computed in fp32: a cross-entropy / log-softmax, or anything with an fp32 upcast in it."""
+    """A value computed in fp32: a cross-entropy / log-softmax, or anything with an fp32 upcast in it (unless
+    it is cast back down, or is a softmax's probabilities, no loss values)."""
+    calls = [n for n in walk(value) if isinstance(n, ast.Call)]
+    if not any(
+        (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")) in _CE_NAMES
+        for n in calls
+    ):
+        if any(_downcast(n) for n in calls):
+            return False  # computed in fp32 and stored in the buffer's own dtype on purpose
+        outer = value.func if isinstance(value, ast.Call) else None
+        if outer is not None and (
+            outer.attr if isinstance(outer, ast.Attribute) else getattr(outer, "id", "")
+        ) in (
+            "softmax",
+            "sigmoid",
+        ):
+            return False  # probabilities, no loss values
     for node in walk(value):
         if isinstance(node, ast.Call):
             func = node.func

@@ -278,6 +278,34 @@ QUIET = {
             return q, k
         """,
     ),
+    # bf16 buffers of activations, logits and probabilities computed in fp32 and stored in bf16 on purpose
+    "NPU469-fp32-compute-bf16-store": (
+        "veomni/distributed/moe/toy_combine.py",
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def moe_combine(expert_out, probs, index, num_tokens):
+            combined = torch.zeros(num_tokens, expert_out.size(-1), dtype=torch.bfloat16, device=expert_out.device)
+            combined[index] = (expert_out.float() * probs.float().unsqueeze(-1)).to(combined.dtype)
+            return combined
+
+
+        def gather_logits(hidden, weight, chunk):
+            logits = torch.empty(hidden.size(0), weight.size(0), dtype=torch.bfloat16, device=hidden.device)
+            for s in range(0, hidden.size(0), chunk):
+                logits[s : s + chunk] = F.linear(hidden[s : s + chunk].float(), weight.float()).to(torch.bfloat16)
+            return logits
+
+
+        def softmax_probs(logits, chunk):
+            probs = torch.empty_like(logits, dtype=torch.bfloat16)
+            for s in range(0, logits.size(0), chunk):
+                probs[s : s + chunk] = F.softmax(logits[s : s + chunk].float(), dim=-1)
+            return probs
+        """,
+    ),
     # the forward sets the attributes through `ctx.__dict__`
     "NPU634-ctx-dict-update": (
         "veomni/distributed/seq_comm.py",
