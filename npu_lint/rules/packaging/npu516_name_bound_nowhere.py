@@ -199,11 +199,18 @@ class NameBoundNowhere(Rule):
         for stmt in node.body:
             if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            reads = [
-                n
-                for n in nodes_of(stmt, ast.Name)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known
-            ]
+            # an augmented assignment's target is read first (``n += 1`` raises before any later read)
+            augmented = {id(a.target) for a in nodes_of(stmt, ast.AugAssign) if isinstance(a, ast.AugAssign)}
+            reads = sorted(
+                (
+                    n
+                    for n in nodes_of(stmt, ast.Name)
+                    if isinstance(n, ast.Name)
+                    and (isinstance(n.ctx, ast.Load) or id(n) in augmented)
+                    and n.id not in known
+                ),
+                key=lambda n: (n.lineno, n.col_offset),
+            )
             if not reads:
                 continue
             bound = _bound_inside(stmt) | _annotation_names(stmt)
@@ -216,6 +223,6 @@ class NameBoundNowhere(Rule):
                 self.report(
                     read,
                     f"`{read.id}` is read here but bound nowhere: no parameter, assignment, loop target or "
-                    f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError when "
-                    "this line runs (a dropped assignment?)",
+                    f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError (or "
+                    "UnboundLocalError) when this line runs (a dropped assignment?)",
                 )
