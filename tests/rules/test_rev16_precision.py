@@ -432,3 +432,15 @@ def test_npu727_still_reports_an_optional_twin_displaced():
         return q, k
     """
     assert [d.line for d in lint_snippet("veomni/models/toy_attn.py", text, ["NPU727"])] == [6]
+
+
+def test_npu468_message_describes_the_reported_statement():
+    text = """
+    def apply_rotary(q, k, cos, sin):
+        q_embed = (q * cos) + (rotate_half(q) * sin)
+        k_embed = (k * cos) - (rotate_half(k) * sin)
+        return q_embed, k_embed
+    """
+    (found,) = lint_snippet("veomni/ops/toy_rope.py", text, ["NPU468"])
+    assert found.line == 3
+    assert "rotate_half(k) * sin` uses `-` where the reference uses `+`" in found.message
