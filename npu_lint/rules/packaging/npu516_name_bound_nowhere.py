@@ -108,7 +108,7 @@ class NameBoundNowhere(Rule):
         "`UnboundLocalError` the first time the line runs, which on an NPU port is often a branch GPU CI never "
         "takes (the sequence-parallel path, the NPU module, a fallback). The check is flow-insensitive and "
         "conservative: a name bound anywhere in the top-level definition (nested scopes included), at module "
-        "level (inside `if`/`try` too) or by Python itself is never reported, and a file that star-imports, "
+        "level (inside `if`/`try` too, a walrus or `match` capture included) or by Python itself is never reported, and a file that star-imports, "
         "reads `globals()`/`locals()`/`vars()`, calls `exec`/`eval`, catches `NameError` or re-homes a function "
         "into another module's globals is not judged; neither are patch specs (their bodies run in the "
         "generated module: NPU514)."

@@ -77,7 +77,9 @@ class ForwardedArgumentsSwapped(Rule):
         "like another parameter of the callee (a local `k`, an attribute `self.backward`) while the parameter "
         "it lands in is another named argument's, so the two sit in each other's places, is reported; a name misplaced "
         "alone or passed twice is not (a second conv takes `(out_channels, out_channels)`), nor a call in an "
-        "autograd `backward(ctx, ...)`, whose adjoint hands its forward's roles over reversed: `scatter_dim` for `gather_dim`)."
+        "autograd `backward(ctx, ...)`, whose adjoint hands its forward's roles over reversed: `scatter_dim` for `gather_dim`), nor the way back of "
+        "a round trip (an earlier call of the same callee passed the pair in order and its result reaches this "
+        "call), nor a call in a function named for reversing (`reverse_kl`, `inverse_*`, `reload`)."
     )
     bad = (
         Example(

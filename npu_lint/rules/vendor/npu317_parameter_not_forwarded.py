@@ -91,7 +91,8 @@ class ParameterNotForwarded(Rule):
         "definitions, `self.` methods, names imported from the tree); parameters unread by interface "
         "(`self`, `ctx`, `**kwargs`, a leading underscore) are not considered, nor an optional parameter whose "
         "default is the callee's own (`generator=None` to `generator=None`): only an explicit value is at stake; "
-        "nor a parameter the callee does not read either."
+        "nor a parameter the callee does not read either, one the function `del`s (unused on purpose), or one an "
+        "abstract method of an in-file base class declares (an override takes it because the interface does)."
     )
     bad = (
         Example(
