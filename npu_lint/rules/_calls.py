@@ -238,13 +238,39 @@ def _method(ctx: Context, name: str) -> Callee | None:
         )
     subclassed = cls.name in bases  # type: ignore[operator]
     defs = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name]
-    if not subclassed and len(defs) == 1:
+    if not subclassed and len(defs) == 1 and not _rebound_on_instance(cls, name):
         sig = function_signature(defs[0], method=True)
         decorators = {dotted_name(d) for d in defs[0].decorator_list}
         if not sig.opaque and "property" not in decorators:
             found = Callee(sig, f"{_rel(ctx, ctx.source.path)}:{sig.line}", f"`{cls.name}.{name}`")
     ctx.memo[key] = found
     return found
+
+
+def _rebound_on_instance(cls: ast.ClassDef, name: str) -> bool:
+    """The class body or one of its methods rebinds ``<name>`` (``self.attn = self._attn_npu``,
+    ``setattr(self, "attn", ...)``, ``attn = _attn_npu``): ``self.<name>`` may be another callable."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                return True
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            args = node.args
+            if (
+                len(args) >= 2
+                and isinstance(args[0], ast.Name)
+                and args[0].id == "self"
+                and not (isinstance(args[1], ast.Constant) and args[1].value != name)
+            ):
+                return True
+    return any(
+        isinstance(stmt, (ast.Assign, ast.AnnAssign))
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in getattr(stmt, "targets", [getattr(stmt, "target", None)])
+        )
+        for stmt in cls.body
+    )
 
 
 def _bare_super(node: ast.expr) -> bool:

@@ -34,38 +34,47 @@ CTX_BUILTINS = frozenset(
 
 
 def _is_function_class(cls: ast.ClassDef) -> bool:
-    return any((dotted_name(b) or "").rsplit(".", 1)[-1] == "Function" for b in cls.bases)
+    """A direct ``torch.autograd.Function`` subclass with no other base (a mixin may set anything on ctx)."""
+    names = [(dotted_name(b) or "").rsplit(".", 1)[-1] for b in cls.bases]
+    return bool(names) and all(n == "Function" for n in names)
+
+
+def _ctx_param(method: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The parameter ``ctx`` arrives in: the first, or the second of a ``classmethod``."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    classmethod = any((dotted_name(d) or "") == "classmethod" for d in method.decorator_list)
+    index = 1 if classmethod else 0
+    return params[index].arg if len(params) > index else None
 
 
 def unset_ctx_reads(cls: ast.ClassDef) -> list[ast.Attribute]:
     """The first read of each ``ctx.<name>`` in the class's ``backward`` that no method of the class assigns
-    (and torch does not provide). Nothing when ``ctx`` is handed to a call (a helper may set it), set with
-    ``setattr``, or the class is not a ``torch.autograd.Function``."""
+    (and torch does not provide). Nothing when ``ctx`` escapes (handed to a call, where a helper or
+    ``setattr`` may set it, aliased, or its ``__dict__`` reached), or the class is not a plain
+    ``torch.autograd.Function``."""
     if not _is_function_class(cls):
         return []
     methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     backward = next((m for m in methods if m.name == "backward"), None)
-    if backward is None or not backward.args.args:
+    if backward is None or _ctx_param(backward) is None:
         return []
-    names = {m.name: (m.args.args[0].arg if m.args.args else None) for m in methods}
     written: set[str] = set()
     for method in methods:
-        ctx = names[method.name]
+        ctx = _ctx_param(method)
         if ctx is None:
             continue
-        for node in nodes_of(method, ast.Attribute, ast.Call):
-            if isinstance(node, ast.Attribute):
-                if (
-                    isinstance(node.value, ast.Name)
-                    and node.value.id == ctx
-                    and not isinstance(node.ctx, ast.Load)
-                ):
+        attr_bases: set[int] = set()
+        for node in nodes_of(method, ast.Attribute):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == ctx:
+                attr_bases.add(id(node.value))
+                if node.attr == "__dict__":
+                    return []  # ``ctx.__dict__.update(...)`` may set anything
+                if not isinstance(node.ctx, ast.Load):
                     written.add(node.attr)
-            elif isinstance(node, ast.Call):
-                args = [*node.args, *(k.value for k in node.keywords)]
-                if any(isinstance(a, ast.Name) and a.id == ctx for a in args):
-                    return []  # a helper (or setattr) may set anything
-    ctx = backward.args.args[0].arg
+        for node in nodes_of(method, ast.Name):
+            if isinstance(node, ast.Name) and node.id == ctx and id(node) not in attr_bases:
+                return []  # handed to a helper (or setattr), or aliased: it may set anything
+    ctx = _ctx_param(backward)
     out: list[ast.Attribute] = []
     seen: set[str] = set()
     for node in nodes_of(backward, ast.Attribute):

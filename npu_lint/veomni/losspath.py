@@ -1764,7 +1764,7 @@ _UNARY_METHODS = frozenset(
 
 class _Canon(ast.NodeTransformer):
     """Spellings of one computation made alike: ``x ** 2`` / ``x.pow(2)`` / ``torch.pow(x, 2)`` as
-    ``x.square()``, ``torch.rsqrt(x)`` as ``x.rsqrt()``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
+    ``x.square()``, ``torch.rsqrt(x)`` as ``x.rsqrt()``, ``x.size(d)`` as ``x.shape[d]``, a reduction's positional axis as ``dim=``, ``a op= b`` as ``a = a op b``."""
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -1788,10 +1788,18 @@ class _Canon(ast.NodeTransformer):
             return ast.Assign([node.target], node.value, lineno=node.lineno)
         return node
 
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):
+            # ``a if not c else b``: ``b if c else a``
+            return ast.IfExp(node.test.operand, node.orelse, node.body)
+        return node
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
         if not isinstance(func, ast.Attribute):
+            node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")  # keywords in any order
             return node
         two = lambda n: isinstance(n, ast.Constant) and n.value == 2  # noqa: E731
         fp32 = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
@@ -1802,6 +1810,9 @@ class _Canon(ast.NodeTransformer):
             and _is_fp32(fp32[0])
         ):
             return ast.Call(ast.Attribute(func.value, "float", ast.Load()), [], [])
+        if func.attr == "size" and not node.keywords and len(node.args) <= 1:
+            shape = ast.Attribute(func.value, "shape", ast.Load())  # ``x.size()`` is ``x.shape``
+            return ast.Subscript(shape, node.args[0], ast.Load()) if node.args else shape
         if func.attr == "reshape":
             func.attr = "view"
         if func.attr == "constant_" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
@@ -1928,11 +1939,38 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
         site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
         if site is None:
             continue
-        yield (
-            site,
-            "; ".join(_short(u) for u in up) or "(nothing)",
-            "; ".join(_short(c) for c in cp) or "(deleted)",
-        )
+        was = "; ".join(_short(u) for u in up) or "(nothing)"
+        now = "; ".join(_short(c) for c in cp) or "(deleted)"
+        if was == now and len(up) == len(cp) == 1:  # the edit lies past the shortened text: name its part
+            part_up, part_cp = _differing_part(up[0], cp[0])
+            was, now = f"... {_short(part_up)} ...", f"... {_short(part_cp)} ..."
+        yield site, was, now
+
+
+def _differing_part(a: ast.AST, b: ast.AST) -> tuple[ast.AST, ast.AST]:
+    """The innermost sub-expressions where two statements differ (descending while one child alone differs),
+    in their canonical spelling (keywords sorted)."""
+    import copy
+
+    a, b = _Canon().visit(copy.deepcopy(a)), _Canon().visit(copy.deepcopy(b))
+    while type(a) is type(b):
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        for (_n, x), (_m, y) in zip(ast.iter_fields(a), ast.iter_fields(b), strict=True):
+            if isinstance(x, list) and isinstance(y, list):
+                if len(x) != len(y):
+                    return a, b
+                pairs += [
+                    (u, v) for u, v in zip(x, y, strict=True) if _canon_key_expr(u) != _canon_key_expr(v)
+                ]
+            elif isinstance(x, ast.AST) and isinstance(y, ast.AST):
+                if _canon_key_expr(x) != _canon_key_expr(y):
+                    pairs.append((x, y))
+            elif x != y and not isinstance(x, ast.expr_context):
+                return a, b
+        if len(pairs) != 1 or not all(isinstance(n, ast.AST) for n in pairs[0]):
+            return a, b
+        a, b = pairs[0]
+    return a, b
 
 
 def _sequence_like(node: ast.AST) -> bool:
@@ -2888,6 +2926,22 @@ _HALF = frozenset({"bfloat16", "float16", "half"})
 _LOSS_WORDS = frozenset(
     {"loss", "losses", "nll", "logp", "logps", "logprob", "logprobs", "entropy", "entropies"}
 )
+# a loss name's qualifier that makes it no loss value: a 0/1 mask, a weight, a scale or coefficient
+_NOT_LOSS_VALUES = frozenset(
+    {
+        "mask",
+        "masks",
+        "weight",
+        "weights",
+        "scale",
+        "scales",
+        "scaler",
+        "coef",
+        "coeff",
+        "coefficient",
+        "factor",
+    }
+)
 _BUFFER_MAKERS = frozenset(
     {
         "empty",
@@ -2934,8 +2988,39 @@ def _binding_words(target: ast.AST) -> set[str]:
     return {*words, *(a + b for a, b in zip(words, words[1:]))}
 
 
+def _downcast(node: ast.Call) -> bool:
+    """``.to(<not fp32>)``, ``.bfloat16()``, ``.half()`` or ``.type_as(...)``: a value cast back down."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in ("bfloat16", "half", "type_as"):
+        return True
+    if func.attr != "to":
+        return False
+    dtypes = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+    return bool(dtypes) and not any(
+        isinstance(d, ast.Attribute) and d.attr in ("float32", "float", "float64", "double") for d in dtypes
+    )
+
+
 def _fp32_loss_value(value: ast.AST) -> bool:
-    """A value computed in fp32: a cross-entropy / log-softmax, or anything with an fp32 upcast in it."""
+    """A value computed in fp32: a cross-entropy / log-softmax, or anything with an fp32 upcast in it (unless
+    it is cast back down, or is a softmax's probabilities, no loss values)."""
+    calls = [n for n in walk(value) if isinstance(n, ast.Call)]
+    if not any(
+        (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")) in _CE_NAMES
+        for n in calls
+    ):
+        if any(_downcast(n) for n in calls):
+            return False  # computed in fp32 and stored in the buffer's own dtype on purpose
+        outer = value.func if isinstance(value, ast.Call) else None
+        if outer is not None and (
+            outer.attr if isinstance(outer, ast.Attribute) else getattr(outer, "id", "")
+        ) in (
+            "softmax",
+            "sigmoid",
+        ):
+            return False  # probabilities, no loss values
     for node in walk(value):
         if isinstance(node, ast.Call):
             func = node.func
@@ -2948,6 +3033,23 @@ def _fp32_loss_value(value: ast.AST) -> bool:
             ):
                 return True
     return False
+
+
+def _upcast_of(value: ast.AST, name: str) -> bool:
+    """``name.float()``, ``name.double()`` or ``name.to(torch.float32)``: the name rebound in fp32."""
+    if not (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    ):
+        return False
+    if value.func.attr in ("float", "double") and not value.args:
+        return True
+    dtypes = [*value.args, *(k.value for k in value.keywords if k.arg == "dtype")]
+    return value.func.attr == "to" and any(
+        isinstance(d, ast.Attribute) and d.attr in ("float32", "float", "float64", "double") for d in dtypes
+    )
 
 
 def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
@@ -2963,6 +3065,18 @@ def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
                 and _fp32_loss_value(node.value)
             ):  # type: ignore[attr-defined]
                 stores.setdefault(t.value.id, node)
+    upcast: dict[str, int] = {}  # a name rebound in fp32 (the first line that does)
+    for node in nodes_of(func, ast.Assign):
+        for t in node.targets:  # type: ignore[attr-defined]
+            if isinstance(t, ast.Name) and _upcast_of(node.value, t.id):  # type: ignore[attr-defined]
+                upcast[t.id] = min(upcast.get(t.id, node.lineno), node.lineno)  # type: ignore[attr-defined]
+    fills: dict[str, list[int]] = {}  # lines that add to a name or store into it in place
+    for node in nodes_of(func, ast.AugAssign, ast.Assign):
+        targets = [node.target] if isinstance(node, ast.AugAssign) else node.targets  # type: ignore[attr-defined]
+        for t in targets:
+            base = t.value if isinstance(t, ast.Subscript) else t if isinstance(node, ast.AugAssign) else None
+            if isinstance(base, ast.Name):
+                fills.setdefault(base.id, []).append(node.lineno)  # type: ignore[attr-defined]
     for node in nodes_of(func, ast.Assign, ast.Dict):
         pairs: list[tuple[ast.AST, ast.AST]] = []
         if isinstance(node, ast.Assign):
@@ -2973,7 +3087,14 @@ def half_loss_buffers(func: ast.AST) -> Iterator[tuple[ast.Call, str, str]]:
             if not (isinstance(value, ast.Call) and _half_dtype(value)):
                 continue
             words = _binding_words(target)
-            if words & _LOSS_WORDS:
+            if (
+                isinstance(target, ast.Name)
+                and target.id in upcast
+                and upcast[target.id] > value.lineno
+                and not any(value.lineno < line < upcast[target.id] for line in fills.get(target.id, ()))
+            ):
+                continue  # rebound in fp32 before it holds anything (``total_loss = total_loss.float()``)
+            if words & _LOSS_WORDS and not words & _NOT_LOSS_VALUES:
                 yield value, ast.unparse(target), "it holds loss values"
             elif isinstance(target, ast.Name) and target.id in stores:
                 yield value, target.id, f"line {stores[target.id].lineno} fills it with fp32 loss values"  # type: ignore[attr-defined]

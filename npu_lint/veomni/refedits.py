@@ -155,7 +155,7 @@ def classify(up: object, cp: object, reads: set[str], bound: frozenset[str] | No
         if type(up.op) is not type(cp.op) and (same or crossed):
             a, b = _OPS.get(type(up.op)), _OPS.get(type(cp.op))
             if a and b:
-                return f"`{_short(up)}` uses `{b}` where the reference uses `{a}`"
+                return f"`{_short(cp)}` uses `{b}` where the reference uses `{a}`"
         return None
     if isinstance(up, ast.BinOp) and not (_sequence_like(up.left) or _sequence_like(up.right)):
         if _dump(cp) in (_dump(up.left), _dump(up.right)):
@@ -570,7 +570,10 @@ def _twin_edit(
             if _count(s1, got) <= _count(s1, want):
                 return None
     if "is read where" not in what and "upcast" not in what and s2.lineno > s1.lineno:
-        return s2, what, _short(s1)  # a change either side could hold: the later one, written by copying, is
+        # a change either side could hold: the later one, written by copying, is reported, and the edit is
+        # described from its side (its own operator against the sibling's)
+        back = _edit(_renamed(s1, words), s2, _idents(s2) | _idents(s1))
+        return s2, back[2] if back is not None else what, _short(s1)
     return s1, what, _short(s2)
 
 

@@ -166,6 +166,8 @@ def _dataclass_fields(node: ast.ClassDef, required: list[str] | None = None) -> 
             ann = dotted_name(
                 stmt.annotation.value if isinstance(stmt.annotation, ast.Subscript) else stmt.annotation
             )
+            if ann and ann.rsplit(".", 1)[-1] == "KW_ONLY":
+                continue  # ``_: KW_ONLY``: a sentinel, no field (the fields after it are keyword-only)
             if ann and ann.rsplit(".", 1)[-1] in ("ClassVar", "InitVar"):
                 if ann.rsplit(".", 1)[-1] == "InitVar":
                     out.append(stmt.target.id)
@@ -240,6 +242,25 @@ def module_signatures(body: list[ast.stmt], arity: bool = True) -> dict[str, Sig
         if sig.name in out:
             twice.add(sig.name)
         out[sig.name] = sig
+    twice.update(_rebound(body) & set(out))
     for name in twice:
         del out[name]
+    return out
+
+
+def _rebound(body: list[ast.stmt]) -> set[str]:
+    """Names a module-level statement (inside ``if`` / ``try`` / ``with`` too) assigns or imports: a def
+    rewrapped (``gather = compat(gather)``) or swapped (``if npu: reduce = _reduce_v2``) is no longer its
+    ``def``."""
+    out: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(a.asname or a.name.split(".")[0] for a in node.names)
+        todo.extend(ast.iter_child_nodes(node))
     return out

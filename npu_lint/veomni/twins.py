@@ -220,14 +220,32 @@ def unread_twins(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
         return []
     read = {n.id for n in nodes_of(func, ast.Name) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     out = []
+    positional = [*args.posonlyargs, *args.args]
+    optional = {p.arg for p in positional[len(positional) - len(args.defaults) :]} | {
+        p.arg for p, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+    }
     for name, twins in candidates.items():
         if name in read:
             continue
         for twin, word in twins:
             if twin in bound and twin in read and any(word in r.split("_") for r in read if r != twin):
-                out.append((_slip(func, twin, word) or bound[name], name, twin))
+                slip = _slip(func, twin, word)
+                if (
+                    slip is None
+                    and name in optional
+                    and bound[name] is not None
+                    and name not in _stored(func)
+                ):
+                    break  # an optional parameter no statement of its side displaced: accepted and unused
+                out.append((slip or bound[name], name, twin))
                 break
     return out
+
+
+def _stored(func: ast.AST) -> set[str]:
+    return {
+        n.id for n in nodes_of(func, ast.Name) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
 
 
 def _slip(func: ast.FunctionDef | ast.AsyncFunctionDef, twin: str, word: str) -> ast.AST | None:

@@ -22,7 +22,8 @@ class CtxAttributeUnset(Rule):
         "every forward-only test; the first backward pass raises `AttributeError`, on NPU often in a "
         "sequence-parallel configuration GPU CI did not train. The class is the reference: an attribute "
         "is set when any of its methods assigns it; a class that hands `ctx` to a helper (which may set "
-        "anything) is not judged."
+        "anything), aliases it or reaches its `__dict__`, or that has a base besides `Function` (a mixin's "
+        "forward may set it), is not judged; a `classmethod` forward's ctx is its second parameter."
     )
     bad = (
         Example(

@@ -24,7 +24,8 @@ class TwinLeftUnread(Rule):
         "backward all-to-all sends with the forward's sizes. What the slip leaves behind is the twin it "
         "displaced: bound (a parameter, an assignment) and never read, although the function reads other "
         "names of that side. A function that ignores a whole side (a processor without video support) and "
-        "names unpacked from a tuple (which often discard fields) are not judged."
+        "names unpacked from a tuple (which often discard fields) are not judged, nor an optional parameter twin "
+        "that no statement of its side displaced (`k_bias=None` accepted for a uniform signature)."
     )
     bad = (
         Example(

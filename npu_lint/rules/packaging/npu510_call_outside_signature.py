@@ -23,7 +23,8 @@ class CallOutsideSignature(Rule):
         "linted (the file's own top-level definitions, `self.` methods of its class, and names it imports from "
         "the tree, followed through re-exports); its own `def` (or its `__init__`, or a plain dataclass's "
         "fields) is the truth. Callees with `**kwargs`/`*args`, unknown decorators, metaclasses or bases "
-        "outside the tree are never judged."
+        "outside the tree are never judged, nor a def rebound at module level (`f = wrap(f)`, swapped under an "
+        "`if`) or a method its class rebinds (`self.attn = self._attn_npu`)."
     )
     bad = (
         Example(

@@ -60,6 +60,28 @@ def _bound_inside(definition: ast.AST) -> set[str]:
     return out
 
 
+def _module_level_stores(body: list[ast.stmt]) -> set[str]:
+    """Names the module's own statements bind wherever they sit (a walrus in an ``if`` test, a ``match``
+    capture, a ``while`` or ``except*`` body): the definitions' bodies are their own scopes."""
+    out: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            out.add(getattr(node, "name", ""))
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(a.asname or a.name.split(".")[0] for a in node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _annotation_names(definition: ast.AST) -> set[str]:
     """Names read only inside annotations (under ``from __future__ import annotations`` never evaluated)."""
     out: set[str] = set()
@@ -86,7 +108,7 @@ class NameBoundNowhere(Rule):
         "`UnboundLocalError` the first time the line runs, which on an NPU port is often a branch GPU CI never "
         "takes (the sequence-parallel path, the NPU module, a fallback). The check is flow-insensitive and "
         "conservative: a name bound anywhere in the top-level definition (nested scopes included), at module "
-        "level (inside `if`/`try` too) or by Python itself is never reported, and a file that star-imports, "
+        "level (inside `if`/`try` too, a walrus or `match` capture included) or by Python itself is never reported, and a file that star-imports, "
         "reads `globals()`/`locals()`/`vars()`, calls `exec`/`eval`, catches `NameError` or re-homes a function "
         "into another module's globals is not judged; neither are patch specs (their bodies run in the "
         "generated module: NPU514)."
@@ -173,15 +195,22 @@ class NameBoundNowhere(Rule):
         if any(isinstance(n, ast.Name) and n.id in _DYNAMIC for n in names):
             return
         declared = {name for g in nodes_of(node, ast.Global) if isinstance(g, ast.Global) for name in g.names}
-        known = module | declared | _IMPLICIT
+        known = module | _module_level_stores(node.body) | declared | _IMPLICIT
         for stmt in node.body:
             if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            reads = [
-                n
-                for n in nodes_of(stmt, ast.Name)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known
-            ]
+            # an augmented assignment's target is read first (``n += 1`` raises before any later read)
+            augmented = {id(a.target) for a in nodes_of(stmt, ast.AugAssign) if isinstance(a, ast.AugAssign)}
+            reads = sorted(
+                (
+                    n
+                    for n in nodes_of(stmt, ast.Name)
+                    if isinstance(n, ast.Name)
+                    and (isinstance(n.ctx, ast.Load) or id(n) in augmented)
+                    and n.id not in known
+                ),
+                key=lambda n: (n.lineno, n.col_offset),
+            )
             if not reads:
                 continue
             bound = _bound_inside(stmt) | _annotation_names(stmt)
@@ -194,6 +223,6 @@ class NameBoundNowhere(Rule):
                 self.report(
                     read,
                     f"`{read.id}` is read here but bound nowhere: no parameter, assignment, loop target or "
-                    f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError when "
-                    "this line runs (a dropped assignment?)",
+                    f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError (or "
+                    "UnboundLocalError) when this line runs (a dropped assignment?)",
                 )

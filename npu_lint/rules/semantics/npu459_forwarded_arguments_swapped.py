@@ -4,10 +4,56 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._calls import callee as resolve_callee
 from npu_lint.rules._calls import confirmed, misplaced_arguments
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import losspath
+
+# a function named for running its callee backwards hands the roles over reversed by design
+_REVERSING = frozenset(
+    {"reverse", "reversed", "inverse", "inv", "undo", "swap", "swapped", "transpose", "transposed"}
+)
+_REVERSING_NAMES = frozenset({"reload", "restore", "unpermute", "unshuffle"})
+
+
+def _reverses(name: str) -> bool:
+    words = name.lower().strip("_").split("_")
+    return bool(set(words) & _REVERSING) or name.lower().strip("_") in _REVERSING_NAMES
+
+
+def _reads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _round_trip(func: ast.AST, call: ast.Call, names: set[str]) -> bool:
+    """An earlier call of the same callee in the function passes the same names in order and its result
+    reaches this call: this call is the round trip's way back (``q = all_to_all(q, scatter_dim, gather_dim)``,
+    ``out = attn(q)``, ``all_to_all(out, gather_dim, scatter_dim)``). A second call on another input with the
+    names swapped (``rot(k, sin, cos)`` after ``rot(q, cos, sin)``) is no round trip."""
+    target = ast.unparse(call.func)
+    order = [a.id for a in call.args if isinstance(a, ast.Name) and a.id in names]
+    assigns = sorted(
+        (n for n in nodes_of(func, ast.Assign) if n.lineno < call.lineno),  # type: ignore[attr-defined]
+        key=lambda n: n.lineno,  # type: ignore[attr-defined]
+    )
+    own = _reads(call) - names
+    for first in assigns:
+        calls = [c for c in ast.walk(first.value) if isinstance(c, ast.Call)]  # type: ignore[attr-defined]
+        if not any(
+            ast.unparse(c.func) == target
+            and (seen := [a.id for a in c.args if isinstance(a, ast.Name) and a.id in names]) != order
+            and sorted(seen) == sorted(order)
+            for c in calls
+        ):
+            continue
+        tainted = {t.id for t in first.targets for t in ast.walk(t) if isinstance(t, ast.Name)}  # type: ignore[attr-defined]
+        for later in assigns:
+            if later.lineno > first.lineno and _reads(later.value) & tainted:  # type: ignore[attr-defined]
+                tainted |= {t.id for t in later.targets for t in ast.walk(t) if isinstance(t, ast.Name)}  # type: ignore[attr-defined]
+        if own & tainted:
+            return True
+    return False
 
 
 class ForwardedArgumentsSwapped(Rule):
@@ -31,7 +77,9 @@ class ForwardedArgumentsSwapped(Rule):
         "like another parameter of the callee (a local `k`, an attribute `self.backward`) while the parameter "
         "it lands in is another named argument's, so the two sit in each other's places, is reported; a name misplaced "
         "alone or passed twice is not (a second conv takes `(out_channels, out_channels)`), nor a call in an "
-        "autograd `backward(ctx, ...)`, whose adjoint hands its forward's roles over reversed: `scatter_dim` for `gather_dim`)."
+        "autograd `backward(ctx, ...)`, whose adjoint hands its forward's roles over reversed: `scatter_dim` for `gather_dim`), nor the way back of "
+        "a round trip (an earlier call of the same callee passed the pair in order and its result reaches this "
+        "call), nor a call in a function named for reversing (`reverse_kl`, `inverse_*`, `reload`)."
     )
     bad = (
         Example(
@@ -103,11 +151,15 @@ class ForwardedArgumentsSwapped(Rule):
         func = self.ctx.function
         if func is not None and func.name == "backward" and func.args.args and func.args.args[0].arg == "ctx":
             return  # an autograd adjoint hands its forward's roles over reversed
+        if func is not None and _reverses(func.name):
+            return  # ``reverse_kl``, ``inverse_all_to_all``, ``reload``: the roles handed over reversed by design
         found = resolve_callee(self.ctx, node)
         if found is None:
             return
         misplaced = misplaced_arguments(node, found.sig)
         if not misplaced or not confirmed(self.ctx, node, found):
+            return
+        if func is not None and _round_trip(func, node, {name for _, name, _ in misplaced}):
             return
         self._seen.add(id(node))
         for arg, name, param in misplaced[:1]:
@@ -118,8 +170,16 @@ class ForwardedArgumentsSwapped(Rule):
             )
 
     def finish(self) -> None:
+        owner: dict[int, ast.AST] = {}  # each call's innermost enclosing function
+        for f in ast.walk(self.ctx.tree):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for call in nodes_of(f, ast.Call):
+                    owner[id(call)] = f
         for call, callee, arg, param in losspath.swapped_arguments(self.ctx.tree, self.ctx.source.path):
-            if id(call) in self._seen:
+            func = owner.get(id(call))
+            if id(call) in self._seen or (
+                func is not None and (_reverses(func.name) or _round_trip(func, call, {arg, param}))  # type: ignore[attr-defined]
+            ):
                 continue
             self.report(
                 call,

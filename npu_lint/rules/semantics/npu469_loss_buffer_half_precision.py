@@ -25,7 +25,9 @@ class LossBufferHalfPrecision(Rule):
         "stops growing once it is a few hundred times the terms it adds: the logged or reduced loss drifts from "
         "the one the GPU build reports, more so as the token count grows. The reference is the value the buffer "
         "receives (`F.cross_entropy(logits.float(), ...)`, `torch.as_tensor(x, dtype=torch.float32)`) or the "
-        "loss name it is bound to. Logits, activations and weights in bf16 are not reported."
+        "loss name it is bound to. Logits, activations and weights in bf16 are not reported, nor a loss mask, weight, "
+        "scale or coefficient, a buffer upcast before its first fill, or a fill cast back down or of softmax "
+        "probabilities."
     )
     bad = (
         Example(

@@ -26,13 +26,46 @@ def parameter_defaults(args: ast.arguments) -> dict[str, str]:
     return out
 
 
+def _stub(func: ast.AST) -> bool:
+    """A body that only documents, passes or raises: an abstract interface method."""
+    body = getattr(func, "body", [])
+    body = (
+        body[1:]
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+        else body
+    )
+    return all(
+        isinstance(s, (ast.Pass, ast.Raise))
+        or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        for s in body
+    )
+
+
+def _interface_parameters(tree: ast.Module, cls: ast.ClassDef, name: str) -> set[str]:
+    """The parameters of the abstract method ``name`` that one of ``cls``'s bases in the file declares (an
+    override takes them because the interface does, and may ignore them by design)."""
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    out: set[str] = set()
+    for base in cls.bases:
+        found = classes.get(base.id) if isinstance(base, ast.Name) else None
+        for stmt in found.body if found is not None else ():
+            if (
+                isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and stmt.name == name
+                and _stub(stmt)
+            ):
+                out.update(parameter_defaults(stmt.args))
+    return out
+
+
 def _unread_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
     """The named parameters ``func`` never reads (nested scopes included), interface names aside, with their
     defaults."""
     defaults = parameter_defaults(func.args)
     if not defaults:
         return {}
-    read = {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, ast.Load)}  # type: ignore[attr-defined]
+    # ``del group`` marks a parameter unused on purpose (the kernel does not support it)
+    read = {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, (ast.Load, ast.Del))}  # type: ignore[attr-defined]
     return {
         p: d for p, d in defaults.items() if p not in read and p not in _INTERFACE and not p.startswith("_")
     }
@@ -58,7 +91,8 @@ class ParameterNotForwarded(Rule):
         "definitions, `self.` methods, names imported from the tree); parameters unread by interface "
         "(`self`, `ctx`, `**kwargs`, a leading underscore) are not considered, nor an optional parameter whose "
         "default is the callee's own (`generator=None` to `generator=None`): only an explicit value is at stake; "
-        "nor a parameter the callee does not read either."
+        "nor a parameter the callee does not read either, one the function `del`s (unused on purpose), or one an "
+        "abstract method of an in-file base class declares (an override takes it because the interface does)."
     )
     bad = (
         Example(
@@ -123,6 +157,10 @@ class ParameterNotForwarded(Rule):
         unread = self._unread.get(id(func))
         if unread is None:
             unread = self._unread[id(func)] = _unread_parameters(func)
+            cls = self.ctx.enclosing(ast.ClassDef)
+            if unread and isinstance(cls, ast.ClassDef) and func in cls.body:
+                for param in _interface_parameters(self.ctx.tree, cls, func.name):
+                    unread.pop(param, None)
         if not unread or any(isinstance(a, ast.Starred) for a in node.args):
             return
         if any(kw.arg is None for kw in node.keywords):
