@@ -118,7 +118,8 @@ class GpuImportOnNpuPath(Rule):
     summary = (
         "A registration module imports GPU-only kernel code when it loads (a GPU vendor package, or a tree "
         "module that imports one at its top), or code that runs only on Ascend (an NPU spec or generated file, "
-        "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code."
+        "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code; or a module its "
+        "package's `__init__` loads on every host imports `torch_npu` or GPU kernel code when it loads."
     )
     why = (
         "Registration modules (`KernelSpec`, `register_op`, `OpSpec` tables and the kernel packages' "
@@ -137,6 +138,14 @@ class GpuImportOnNpuPath(Rule):
         "is left alone (Ascend carries triton-ascend). The rule reads the imported tree modules' top-level "
         "imports statically (a few levels), and leaves imports under `try`, availability or `TYPE_CHECKING` "
         "tests alone. "
+        "Beyond registration modules, a module that an enclosing package's `__init__` imports at its top "
+        "(`from .moe_layer import ...` in `distributed/moe/__init__.py`, `from .full import npu` in a rope "
+        "registry) is imported on every host that uses the package, before any device is chosen: it must not "
+        "import `torch_npu` (or another NPU vendor package) when it loads, nor a GPU vendor package other than "
+        "bare `triton`, nor a tree module not named for the NPU that imports GPU kernel code (CUDA Triton "
+        "kernels included) -- unless under the tree's own guard (`if not is_torch_npu_available():`, "
+        "`if IS_NPU_AVAILABLE:`, `try: ... except ImportError`). Packages named for a device are loaded only "
+        "on its path and are left alone. "
         "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
         "except ImportError` or an availability test, or, for a registration module, every other module imports "
         "it lazily; no other module imports it when it loads and the pyproject does not require it) imported "
