@@ -12,7 +12,12 @@ def _lines(text: str, path: str) -> list[int]:
 
 
 def test_probe_names() -> None:
-    for name in ("IS_CUDA_AVAILABLE", "IS_NPU_AVAILABLE", "is_torch_npu_available", "is_liger_kernel_available"):
+    for name in (
+        "IS_CUDA_AVAILABLE",
+        "IS_NPU_AVAILABLE",
+        "is_torch_npu_available",
+        "is_liger_kernel_available",
+    ):
         assert device_probe(name), name
     for name in ("is_flash_attn_2_available", "is_triton_available", "HAS_QUACK_AVAILABLE"):
         assert device_probe(name), name
