@@ -68,13 +68,58 @@ def _unguarded_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom
     return out
 
 
+def _guard_test(test: ast.expr) -> bool:
+    """A test that selects a host or backend: an availability probe, a device test, ``TYPE_CHECKING``, a
+    version test (any case: ``IS_NPU_AVAILABLE``, ``is_torch_npu_available()``)."""
+    text = ast.unparse(test).lower()
+    return any(w in text for w in ("available", "type_checking", "cuda", "npu", "version", "device"))
+
+
+def _top_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements a module runs whenever it loads: top level and plain ``if`` blocks, not under a
+    ``try`` nor a host or backend test (``_guard_test``)."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.append(stmt)
+        elif isinstance(stmt, ast.If) and not _guard_test(stmt.test):
+            out.extend(_top_imports(stmt.body))
+            out.extend(_top_imports(stmt.orelse))
+    return out
+
+
+def _package_loader(path: str, module: str) -> str | None:
+    """The enclosing package whose ``__init__`` (nearest first, up to the top package) that imports ``module`` at its
+    top, unguarded (``from .moe_layer import x``, ``from .full import npu``, ``from . import moe_layer``)."""
+    here = Path(path).parent
+    package = module.rsplit(".", 1)[0]
+    while package:
+        init = here / "__init__.py"
+        parsed = load_file(str(init)) if init.is_file() else None
+        if parsed is not None and parsed.tree is not None:
+            for stmt in _top_imports(parsed.tree.body):
+                if isinstance(stmt, ast.Import):
+                    names = [a.name for a in stmt.names]
+                else:
+                    base = absolute_module(package, True, stmt.level, stmt.module)
+                    names = [base, *(f"{base}.{a.name}" for a in stmt.names)] if base else []
+                if module in names:
+                    return package
+        if "." not in package:
+            return None
+        package = package.rsplit(".", 1)[0]
+        here = here.parent
+    return None
+
+
 class GpuImportOnNpuPath(Rule):
     code = "NPU308"
     name = "gpu-import-on-npu-path"
     summary = (
         "A registration module imports GPU-only kernel code when it loads (a GPU vendor package, or a tree "
         "module that imports one at its top), or code that runs only on Ascend (an NPU spec or generated file, "
-        "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code."
+        "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code; or a module its "
+        "package's `__init__` loads on every host imports `torch_npu` or GPU kernel code when it loads."
     )
     why = (
         "Registration modules (`KernelSpec`, `register_op`, `OpSpec` tables and the kernel packages' "
@@ -93,6 +138,14 @@ class GpuImportOnNpuPath(Rule):
         "is left alone (Ascend carries triton-ascend). The rule reads the imported tree modules' top-level "
         "imports statically (a few levels), and leaves imports under `try`, availability or `TYPE_CHECKING` "
         "tests alone. "
+        "Beyond registration modules, a module that an enclosing package's `__init__` imports at its top "
+        "(`from .moe_layer import ...` in `distributed/moe/__init__.py`, `from .full import npu` in a rope "
+        "registry) is imported on every host that uses the package, before any device is chosen: it must not "
+        "import `torch_npu` (or another NPU vendor package) when it loads, nor a GPU vendor package other than "
+        "bare `triton`, nor a tree module not named for the NPU that imports GPU kernel code (CUDA Triton "
+        "kernels included) -- unless under the tree's own guard (`if not is_torch_npu_available():`, "
+        "`if IS_NPU_AVAILABLE:`, `try: ... except ImportError`). Packages named for a device are loaded only "
+        "on its path and are left alone. "
         "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
         "except ImportError` or an availability test, or, for a registration module, every other module imports "
         "it lazily; no other module imports it when it loads and the pyproject does not require it) imported "
@@ -278,6 +331,8 @@ class GpuImportOnNpuPath(Rule):
         elif "/veomni/" in norm and not norm.endswith("/__init__.py"):
             self._loaded_by_registry(path)
         if "/veomni/" in norm:
+            self._loaded_by_package(path, registry)
+        if "/veomni/" in norm:
             self._optional_hoisted(registry)
             if "import_module" in text or "__import__" in text:
                 self._dynamic_hoisted()
@@ -408,6 +463,72 @@ class GpuImportOnNpuPath(Rule):
                 "imports it at its top: importing the registry fails on Ascend before any backend is chosen; "
                 "import it inside the function that uses it",
             )
+
+    def _loaded_by_package(self, path: str, registry: bool) -> None:
+        """A module its package loads with it: a package ``__init__`` itself, or a module an enclosing package's
+        ``__init__`` imports at its top (``from .moe_layer import ...``, ``from .full import npu``). Such a module
+        is imported on every host that uses the package, before any device or backend is chosen, so what it
+        imports when it loads must exist on every host: no NPU vendor package (``torch_npu``: GPU hosts have
+        none), no GPU vendor package but bare ``triton`` (Ascend carries triton-ascend), and no tree module not
+        named for the NPU that imports GPU kernel code when it loads (the CUDA Triton kernels included).
+        Imports under a ``try``, an availability / device / ``TYPE_CHECKING`` test are guarded."""
+        root = self.ctx.project.root
+        module, is_package = module_of(path)
+        if not module.startswith("veomni"):
+            return
+        if is_package:
+            return  # a package's own ``__init__``: loaded only when the package is (registration ones: ``_registry``)
+        package = _package_loader(path, module)
+        if package is None or _npu_named(package) or name_backend(package.rsplit(".", 1)[-1]) == CUDA:
+            return  # a package named for a device is loaded only on that device's path
+        loader = f"`{package.replace('.', '/')}/__init__.py`"
+        for stmt in _top_imports(self.ctx.tree.body):
+            if id(stmt) in self._hoisted:
+                continue
+            if isinstance(stmt, ast.Import):
+                targets = [a.name for a in stmt.names]
+            else:
+                base = absolute_module(module, is_package, stmt.level, stmt.module)
+                targets = [base] if base else []
+                if base and base.startswith("veomni"):
+                    targets += [f"{base}.{a.name}" for a in stmt.names]
+            for target in targets:
+                top = target.split(".", 1)[0]
+                kind = VENDOR_PACKAGES.get(top)
+                why = None
+                if kind == NPU_VENDOR:
+                    why = (
+                        f"`{top}` exists only on Ascend hosts: importing the package fails on every GPU or CPU "
+                        "host; import it inside the function that runs on NPU"
+                    )
+                elif kind in (GPU_KERNEL, GPU_ATTENTION):
+                    if top != "triton" and not registry:  # registration modules: ``_registry``
+                        why = (
+                            f"`{top}` is GPU-only: importing the package fails on Ascend, which has none; import "
+                            "it inside the function the GPU backend runs"
+                        )
+                elif target.startswith("veomni.") and root and not registry and not _npu_named(target):
+                    via, gpu = self._through_tree(str(root), target, skip_npu=True)
+                    if gpu is not None and not _npu_named(module):
+                        how = (
+                            f"`{target}` imports `{gpu}`"
+                            if via == target
+                            else f"through `{via}`, which imports `{gpu}`"
+                        )
+                        why = (
+                            f"that loads GPU-only kernel code ({how} when it loads): on Ascend the import fails or "
+                            "binds a CUDA kernel before the NPU path is chosen; import it only where the GPU "
+                            "backend is selected (`if not is_torch_npu_available():`, inside its function)"
+                        )
+                if why is None:
+                    continue
+                self._hoisted.add(id(stmt))
+                self.report(
+                    stmt,
+                    f"this module is imported whenever its package is ({loader} loads it at its top), on every "
+                    f"host, and it imports `{target}` when it loads: {why}",
+                )
+                break
 
     def _optional_hoisted(self, registry: bool) -> None:
         """A module-level import of a package treated as optional (``veomni.optional``): one this file guards

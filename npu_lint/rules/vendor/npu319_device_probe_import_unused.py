@@ -1,0 +1,144 @@
+"""NPU319 device-probe-import-unused."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.vendor_map import VENDOR_PACKAGES
+
+_PROBE = re.compile(r"^(?:is_|IS_|has_|HAS_)?(?P<stem>\w+?)(?:_available|_AVAILABLE|_is_available)$")
+_DEVICE_WORDS = ("npu", "cuda", "gpu", "ascend", "triton", "sm90", "hopper")
+
+
+def device_probe(name: str) -> bool:
+    """A name that tests a device or a vendor kernel package: ``IS_CUDA_AVAILABLE``, ``is_torch_npu_available``,
+    ``is_liger_kernel_available``, ``HAS_TRITON_AVAILABLE``; not ``is_package_available`` nor
+    ``is_transformers_version_available``."""
+    m = _PROBE.match(name)
+    if m is None:
+        return False
+    stem = m.group("stem").lower()
+    words = stem.split("_")
+    if any(w in words for w in _DEVICE_WORDS):
+        return True
+    return any(stem == p or stem.startswith(p + "_") for p in VENDOR_PACKAGES)
+
+
+class DeviceProbeImportUnused(Rule):
+    code = "NPU319"
+    name = "device-probe-import-unused"
+    summary = (
+        "A device or vendor-kernel availability probe (`IS_CUDA_AVAILABLE`, `is_torch_npu_available`, "
+        "`is_liger_kernel_available`) is imported and never read: the gate that tested it was dropped."
+    )
+    why = (
+        "VeOmni gates every vendor-kernel path on the device it needs: the Triton group-gemm import under "
+        "`if not is_torch_npu_available():`, Muon's quack kernels behind `if not IS_CUDA_AVAILABLE or ...: "
+        "return <fallback reason>`, batch-invariant mode's Triton aten overrides under `if enabled and "
+        "IS_CUDA_AVAILABLE:`. A file imports such a probe only to test it, and the tree is kept free of unused "
+        "imports by its linter, so a probe imported and never read is what remains when an edit (a refactor, "
+        "a simplified condition, a hoisted import) dropped the test: the guarded path now runs on every host, "
+        "a CUDA kernel on Ascend or a `torch_npu` import on a GPU host. Re-exports (a name listed in `__all__`, a module "
+        "without code of its own, `# noqa`) are left alone."
+    )
+    bad = (
+        Example(
+            """
+            from ...utils.device import IS_CUDA_AVAILABLE
+
+
+            def set_fused_softmax(enabled: bool = True):
+                if enabled:
+                    from .triton_softmax import register_softmax_override
+
+                    register_softmax_override()
+            """,
+            path="veomni/ops/fused_softmax/__init__.py",
+            title="the CUDA test of a Triton override dropped",
+        ),
+        Example(
+            """
+            from ..utils.import_utils import is_torch_npu_available
+            from ..ops.kernels.loss.triton_ce import fused_cross_entropy
+
+
+            def loss_fn(logits, labels):
+                return fused_cross_entropy(logits, labels)
+            """,
+            path="veomni/trainer/loss.py",
+            title="the NPU guard of a Triton kernel import dropped",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from ...utils.device import IS_CUDA_AVAILABLE
+
+
+            def set_fused_softmax(enabled: bool = True):
+                if enabled and IS_CUDA_AVAILABLE:
+                    from .triton_softmax import register_softmax_override
+
+                    register_softmax_override()
+            """,
+            path="veomni/ops/fused_softmax/__init__.py",
+        ),
+        Example(
+            """
+            from .device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE
+
+            __all__ = ["IS_CUDA_AVAILABLE", "IS_NPU_AVAILABLE"]
+            """,
+            path="veomni/utils/__init__.py",
+        ),
+    )
+    fix_safety = "No fix: restore the device test the edit dropped (or drop the import if no gate needs it)."
+    node_types = ()
+    requires = (("_available", "_AVAILABLE"),)
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        tree = self.ctx.tree
+        probes: list[tuple[ast.stmt, str]] = []
+        for stmt in ast.walk(tree):
+            if not isinstance(stmt, ast.ImportFrom) or stmt.module == "__future__":
+                continue
+            for alias in stmt.names:
+                bound = alias.asname or alias.name
+                if alias.asname is not None and alias.asname == alias.name:
+                    continue  # ``import x as x``: an explicit re-export
+                if device_probe(alias.name) and device_probe(bound):
+                    probes.append((stmt, bound))
+        if not probes:
+            return
+        if self._reexports(tree):
+            return
+        lines = self.ctx.source.text.splitlines()
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        strings = {
+            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        for stmt, bound in probes:
+            if bound in used or bound in strings:
+                continue
+            if any("noqa" in lines[i - 1] for i in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+                continue
+            self.report(
+                stmt,
+                f"`{bound}` is imported but never read: the device gate that tested it is gone, so the path it "
+                "guarded (a vendor kernel, a CUDA- or NPU-only import or probe) now runs on every host; restore "
+                f"the test on `{bound}` (or drop the import if no gate needs it)",
+            )
+
+    @staticmethod
+    def _reexports(tree: ast.Module) -> bool:
+        """A module that only re-exports names: no function or class of its own (names it lists in ``__all__``
+        are read as strings)."""
+        return not any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in ast.walk(tree)
+        )
