@@ -1,0 +1,481 @@
+"""Import-time wiring contracts (round 16): module-level state set without ``global`` (NPU235), the NPU module
+chosen by "not CUDA" (NPU236), a patch applied in one device branch only (NPU237), and NPU502's reading of a
+device switch written through the tree's device helper. Shapes in several regions, with other names, and the
+correct variants that must stay quiet."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from npu_lint.veomni import registration
+from tests.rules.snippets import lint_snippet
+
+# -- NPU502: a device switch through a helper is a switch -------------------------------------------------------
+
+
+def _static(text: str) -> list[str]:
+    tree = ast.parse(textwrap.dedent(text))
+    return [s.gpu_module for s in registration.find_static_imports(tree)]
+
+
+_SWITCHED = """
+from veomni.utils.device import {imp}
+from ...loader import MODELING_REGISTRY
+
+
+@MODELING_REGISTRY.register("toy")
+def register_toy_modeling(architecture: str):
+    if {test}:
+        from .generated.patched_modeling_toy_npu import ToyForCausalLM
+    else:
+        from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+    return ToyForCausalLM
+"""
+
+
+@pytest.mark.parametrize(
+    "imp,test",
+    [
+        ("get_device_type", 'get_device_type() == "npu"'),
+        ("get_device_type", '"npu" == get_device_type()'),
+        ("is_torch_npu_available", "is_torch_npu_available()"),
+        ("is_npu", "is_npu()"),
+        ("device", "device.on_npu()"),
+        ("get_device_type", 'get_device_type() != "npu" and False'),
+        ("IS_CUDA_AVAILABLE", "not IS_CUDA_AVAILABLE"),
+    ],
+)
+def test_npu502_helper_switch_is_a_switch(imp: str, test: str) -> None:
+    assert _static(_SWITCHED.format(imp=imp, test=test)) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        """
+        def register_toy_modeling(architecture):
+            from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+            return ToyForCausalLM
+        """,
+        """
+        def register_toy_modeling(architecture):
+            if "Causal" in architecture:
+                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+                return ToyForCausalLM
+        """,
+        """
+        def register_toy_modeling(architecture):
+            if use_npu_kernels_flag_from_config():
+                pass
+            from .generated import patched_modeling_toy_gpu as gen
+            return gen.ToyForCausalLM
+        """,
+    ],
+)
+def test_npu502_still_sees_static_imports(text: str) -> None:
+    assert _static(text) == ["patched_modeling_toy_gpu"]
+
+
+# -- NPU235: module-level state assigned without ``global`` -----------------------------------------------------
+_BAD_235 = [
+    (
+        "veomni/ops/config/singleton.py",
+        """
+        _ops_config = None
+
+
+        def set_ops_config(config):
+            _ops_config = config
+
+
+        def get_ops_config():
+            return _ops_config
+        """,
+    ),
+    (
+        "veomni/distributed/parallel_state.py",
+        """
+        from typing import Optional
+
+        _PARALLEL_STATE: Optional[object] = None
+
+
+        def init_parallel_state(dp_size, sp_size):
+            state = (dp_size, sp_size)
+            _PARALLEL_STATE = state
+            return state
+
+
+        def get_parallel_state():
+            if _PARALLEL_STATE is None:
+                raise RuntimeError("not initialised")
+            return _PARALLEL_STATE
+        """,
+    ),
+    (
+        "veomni/data/collator_registry.py",
+        """
+        COLLATORS = {}
+
+
+        def reset_collators(table):
+            COLLATORS = {k: v for k, v in table.items()}
+
+
+        def collator_for(name):
+            return COLLATORS[name]
+        """,
+    ),
+    (
+        "veomni/trainer/callbacks/state.py",
+        """
+        try:
+            _ACTIVE_TRAINER = None
+        except Exception:
+            pass
+
+
+        async def attach(trainer):
+            _ACTIVE_TRAINER, _ = trainer, None
+
+
+        def active():
+            return _ACTIVE_TRAINER
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize("path,text", _BAD_235)
+def test_npu235_reports(path: str, text: str) -> None:
+    assert [d.code for d in lint_snippet(path, text, ["NPU235"])] == ["NPU235"]
+
+
+_GOOD_235 = [
+    # declared global
+    """
+    _state = None
+
+
+    def install(s):
+        global _state
+        _state = s
+
+
+    def state():
+        return _state
+    """,
+    # the local is read: a shadowing local, not an install
+    """
+    _DEFAULT = "eager"
+
+
+    def pick(name):
+        _DEFAULT = name or "eager"
+        return _DEFAULT.lower()
+
+
+    def default():
+        return _DEFAULT
+    """,
+    # nobody reads the module variable back
+    """
+    _unused = None
+
+
+    def setter(v):
+        _unused = v
+    """,
+    # a method: class-level names are attributes
+    """
+    cache = None
+
+
+    class Holder:
+        def set(self, v):
+            cache = v
+
+        def get(self):
+            return cache
+    """,
+    # a loop variable that happens to reuse the module name
+    """
+    item = None
+
+
+    def scan(items):
+        for item in items:
+            pass
+
+
+    def last():
+        return item
+    """,
+    # the reader rebinds its own local of that name
+    """
+    _cfg = None
+
+
+    def set_cfg(c):
+        _cfg = c
+
+
+    def read():
+        _cfg = {}
+        return _cfg
+    """,
+    # a closure reads the local
+    """
+    _hook = None
+
+
+    def make(fn):
+        _hook = fn
+
+        def run():
+            return _hook()
+
+        return run
+
+
+    def current():
+        return _hook
+    """,
+]
+
+
+@pytest.mark.parametrize("text", _GOOD_235)
+def test_npu235_quiet(text: str) -> None:
+    assert lint_snippet("veomni/utils/state.py", text, ["NPU235"]) == []
+
+
+# -- NPU236: "not CUDA" choosing the NPU module -----------------------------------------------------------------
+_BAD_236 = [
+    (
+        "veomni/models/transformers/toy_moe/__init__.py",
+        """
+        from ....utils.device import IS_CUDA_AVAILABLE
+
+
+        def register(architecture):
+            if not IS_CUDA_AVAILABLE:
+                from .generated.patched_modeling_toy_moe_npu import ToyMoeForCausalLM
+            else:
+                from .generated.patched_modeling_toy_moe_gpu import ToyMoeForCausalLM
+            return ToyMoeForCausalLM
+        """,
+    ),
+    (
+        "veomni/ops/kernels/moe/loader.py",
+        """
+        import torch
+
+
+        def grouped_gemm():
+            if torch.cuda.is_available():
+                from .group_gemm_triton import group_gemm
+                return group_gemm
+            from .group_gemm_npu import group_gemm
+            return group_gemm
+        """,
+    ),
+    (
+        "veomni/distributed/comm.py",
+        """
+        from veomni.utils.device import get_device_type
+
+        if get_device_type() == "cuda":
+            import veomni.distributed.nccl_backend as backend
+        else:
+            import veomni.distributed.hccl_npu_backend as backend
+        """,
+    ),
+    (
+        "veomni/models/seed_omni/encoder/__init__.py",
+        """
+        from veomni.utils.device import IS_CUDA_AVAILABLE
+
+        Encoder = NpuEncoder if not IS_CUDA_AVAILABLE else GpuEncoder
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize("path,text", _BAD_236)
+def test_npu236_reports(path: str, text: str) -> None:
+    assert [d.code for d in lint_snippet(path, text, ["NPU236"])] == ["NPU236"]
+
+
+_GOOD_236 = [
+    # the NPU test itself
+    """
+    from ....utils.device import IS_NPU_AVAILABLE
+
+    if IS_NPU_AVAILABLE:
+        from .generated.patched_modeling_t_npu import T
+    else:
+        from .generated.patched_modeling_t_gpu import T
+    """,
+    # an elif chain that tests for the NPU
+    """
+    import torch
+
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+    if torch.cuda.is_available():
+        from .rope_triton import rope
+    elif IS_NPU_AVAILABLE:
+        from .rope_npu import rope
+    else:
+        from .rope_eager import rope
+    """,
+    # CUDA against eager: no NPU module involved
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        from .rope_triton import rope
+    else:
+        from .rope_eager import rope
+    """,
+    # a device string, not a module
+    """
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "npu"
+    """,
+    # the else branch checks the NPU again before importing it
+    """
+    from veomni.utils.device import IS_CUDA_AVAILABLE, is_torch_npu_available
+
+    if IS_CUDA_AVAILABLE:
+        from .kernels_cuda import k
+    else:
+        if is_torch_npu_available():
+            from .kernels_npu import k
+        else:
+            k = None
+    """,
+]
+
+
+@pytest.mark.parametrize("text", _GOOD_236)
+def test_npu236_quiet(text: str) -> None:
+    assert lint_snippet("veomni/ops/kernels/x/__init__.py", text, ["NPU236"]) == []
+
+
+# -- NPU237: a patch in one device branch only ------------------------------------------------------------------
+_BAD_237 = [
+    (
+        "veomni/models/transformers/toy/__init__.py",
+        """
+        from ....utils.device import IS_NPU_AVAILABLE
+
+
+        def register(architecture):
+            if IS_NPU_AVAILABLE:
+                from .generated import patched_modeling_toy_npu as gen
+            else:
+                from .generated import patched_modeling_toy_gpu as gen
+
+                apply_per_model_patches(gen, "toy")
+            return gen.ToyForCausalLM
+        """,
+    ),
+    (
+        "veomni/models/transformers/vlm/__init__.py",
+        """
+        from veomni.utils.device import get_device_type
+
+
+        def register(architecture):
+            if get_device_type() == "npu":
+                from .generated.patched_modeling_vlm_npu import VlmForConditionalGeneration, VlmModel
+
+                VlmModel._convert_lora_targets_to_parameters = staticmethod(convert_lora)
+            else:
+                from .generated.patched_modeling_vlm_gpu import VlmForConditionalGeneration, VlmModel
+            return VlmModel if "Model" == architecture else VlmForConditionalGeneration
+        """,
+    ),
+    (
+        "veomni/models/seed_omni/decoder/__init__.py",
+        """
+        from veomni.utils.device import IS_NPU_AVAILABLE
+
+        if not IS_NPU_AVAILABLE:
+            from .generated import patched_modeling_dec_gpu as impl
+
+            impl.bind_ops()
+        else:
+            from .generated import patched_modeling_dec_npu as impl
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize("path,text", _BAD_237)
+def test_npu237_reports(path: str, text: str) -> None:
+    assert [d.code for d in lint_snippet(path, text, ["NPU237"])] == ["NPU237"]
+
+
+_GOOD_237 = [
+    # the patch after the switch
+    """
+    from ....utils.device import IS_NPU_AVAILABLE
+
+    if IS_NPU_AVAILABLE:
+        from .generated import patched_modeling_t_npu as gen
+    else:
+        from .generated import patched_modeling_t_gpu as gen
+    apply_per_model_patches(gen)
+    """,
+    # the same patch in both branches
+    """
+    from ....utils.device import IS_NPU_AVAILABLE
+
+    if IS_NPU_AVAILABLE:
+        from .generated import patched_modeling_t_npu as gen
+        apply_per_model_patches(gen)
+    else:
+        from .generated import patched_modeling_t_gpu as gen
+        apply_per_model_patches(gen)
+    """,
+    # a device-specific counterpart in each branch
+    """
+    from ....utils.device import IS_NPU_AVAILABLE
+
+    if IS_NPU_AVAILABLE:
+        from .generated import patched_modeling_t_npu as gen
+        install_npu(gen)
+    else:
+        from .generated import patched_modeling_t_gpu as gen
+        install_cuda(gen)
+    """,
+    # a call that does not touch what the import bound
+    """
+    from ....utils.device import IS_NPU_AVAILABLE
+
+    if IS_NPU_AVAILABLE:
+        from .generated import patched_modeling_t_npu as gen
+    else:
+        from .generated import patched_modeling_t_gpu as gen
+        logger.info("gpu path")
+    """,
+    # not a device switch
+    """
+    if "Moe" in architecture:
+        from .generated import patched_modeling_t_npu as gen
+    else:
+        from .generated import patched_modeling_t_gpu as gen
+        apply_per_model_patches(gen)
+    """,
+]
+
+
+@pytest.mark.parametrize("text", _GOOD_237)
+def test_npu237_quiet(text: str) -> None:
+    assert lint_snippet("veomni/models/transformers/t/__init__.py", text, ["NPU237"]) == []
