@@ -479,3 +479,162 @@ _GOOD_237 = [
 @pytest.mark.parametrize("text", _GOOD_237)
 def test_npu237_quiet(text: str) -> None:
     assert lint_snippet("veomni/models/transformers/t/__init__.py", text, ["NPU237"]) == []
+
+
+# -- NPU234: an installer imported and never called -------------------------------------------------------------
+def _tree_lint(tmp_path, files: dict[str, str], target: str, code: str) -> list:  # noqa: ANN001
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import lint_source
+    from npu_lint.veomni.project import load_project
+
+    files = {"pyproject.toml": "[project]\nname = 'veomni'\n", "veomni/__init__.py": "", **files}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    path = tmp_path / target
+    project = load_project([str(tmp_path)])
+    return [
+        d
+        for d in lint_source(SourceFile.from_text(str(path), path.read_text()), [code], Settings(), project)
+        if d.code == code
+    ]
+
+
+_INSTALLERS = {
+    "veomni/ops/install.py": "def apply_ops_patch():\n    pass\n",
+    "veomni/loss/mapping.py": "def install_loss_mapping():\n    pass\n",
+    "veomni/models/transformers/wan/patch.py": "def apply_veomni_wan_transformer_patch(mod):\n    pass\n",
+}
+
+
+@pytest.mark.parametrize(
+    "target,text",
+    [
+        ("veomni/ops/__init__.py", "from .install import apply_ops_patch\n\n__all__ = ['apply_ops_patch']\n"),
+        ("veomni/loss/__init__.py", "from .mapping import install_loss_mapping as _install\n"),
+        (
+            "veomni/models/transformers/wan/__init__.py",
+            "from .patch import apply_veomni_wan_transformer_patch\n\n\ndef register():\n    return 1\n",
+        ),
+    ],
+)
+def test_npu234_reports(tmp_path, target: str, text: str) -> None:  # noqa: ANN001
+    got = _tree_lint(tmp_path, {**_INSTALLERS, target: text}, target, "NPU234")
+    assert [d.code for d in got] == ["NPU234"]
+
+
+@pytest.mark.parametrize(
+    "target,text,extra",
+    [
+        ("veomni/ops/__init__.py", "from .install import apply_ops_patch\n\napply_ops_patch()\n", {}),
+        (
+            "veomni/ops/__init__.py",
+            "from .install import apply_ops_patch\n",
+            {
+                "veomni/trainer/base.py": "from veomni.ops import apply_ops_patch\n\n\ndef f():\n    apply_ops_patch()\n"
+            },
+        ),
+        (
+            "veomni/models/transformers/wan/__init__.py",
+            "from .patch import apply_veomni_wan_transformer_patch\n\nHOOKS = [apply_veomni_wan_transformer_patch]\n",
+            {},
+        ),
+        ("veomni/ops/__init__.py", "from .install import apply_rotary_pos_emb_npu\n", {}),
+    ],
+)
+def test_npu234_quiet(tmp_path, target: str, text: str, extra: dict) -> None:  # noqa: ANN001
+    assert _tree_lint(tmp_path, {**_INSTALLERS, **extra, target: text}, target, "NPU234") == []
+
+
+# -- NPU209: a catalog row a row table dropped ------------------------------------------------------------------
+_ROWS = """
+from ...registry import register_op
+
+_IMPLS = ({impls})
+
+for _impl in _IMPLS:
+    register_op("attention", "standard", _impl, wrapper=lookup(_impl))
+"""
+
+
+def test_npu209_catalog_row_dropped(tmp_path) -> None:  # noqa: ANN001
+    impls = '"eager", "sdpa", "flash_attention_2", "flex_attention"'
+    target = "veomni/ops/kernels/attention/__init__.py"
+    got = _tree_lint(tmp_path, {target: _ROWS.format(impls=impls)}, target, "NPU209")
+    assert len(got) == 1 and "veomni_flash_attention_2" in got[0].message
+
+
+def test_npu209_catalog_rows_all_there(tmp_path) -> None:  # noqa: ANN001
+    impls = '"eager", "sdpa", "flash_attention_2", "flex_attention", "veomni_flash_attention_2"'
+    target = "veomni/ops/kernels/attention/__init__.py"
+    assert _tree_lint(tmp_path, {target: _ROWS.format(impls=impls)}, target, "NPU209") == []
+
+
+def test_npu209_catalog_row_in_another_module(tmp_path) -> None:  # noqa: ANN001
+    impls = '"eager", "sdpa", "flash_attention_2", "flex_attention"'
+    target = "veomni/ops/kernels/attention/__init__.py"
+    other = 'from ...registry import register_op\n\nregister_op("attention", "standard", "veomni_flash_attention_2", w)\n'
+    files = {target: _ROWS.format(impls=impls), "veomni/ops/kernels/attention/sp.py": other}
+    assert _tree_lint(tmp_path, files, target, "NPU209") == []
+
+
+# -- NPU705: a registered loader treats the classes it returns alike --------------------------------------------
+_LOADER = """
+from ...loader import MODELING_REGISTRY
+from ....utils.device import IS_NPU_AVAILABLE
+
+
+def _convert_toy_wrapped_targets(m, a, b):
+    return "model.layers"
+
+
+def _convert_toy_model_targets(m, a, b):
+    return "layers"
+
+
+@MODELING_REGISTRY.register("toy_vl")
+def register_toy_vl_modeling(architecture: str):
+    if {test}:
+{npu_import}
+    else:
+        from .generated.patched_modeling_toy_vl_gpu import ToyVLForConditionalGeneration, ToyVLModel, ToyVLText
+{body}
+    if "ForConditionalGeneration" in architecture:
+        return ToyVLForConditionalGeneration
+    return ToyVLModel
+"""
+_NPU_ALL = "        from .generated.patched_modeling_toy_vl_npu import ToyVLForConditionalGeneration, ToyVLModel, ToyVLText"
+_NPU_MIXED = (
+    "        from .generated.patched_modeling_toy_vl_gpu import ToyVLModel\n"
+    "        from .generated.patched_modeling_toy_vl_npu import ToyVLForConditionalGeneration, ToyVLText"
+)
+_HOOKS = (
+    "    for cls in ({classes}):\n        cls._create_checkpoint_tensor_converter = staticmethod(conv)\n"
+    "    ToyVLForConditionalGeneration._lora = staticmethod(_convert_toy_wrapped_targets)\n"
+    "    ToyVLModel._lora = staticmethod({model_fn})\n    ToyVLText._lora = staticmethod(text_fn)\n"
+)
+
+
+def _loader(test="IS_NPU_AVAILABLE", npu=_NPU_ALL, classes="ToyVLForConditionalGeneration, ToyVLModel, ToyVLText",
+            model_fn="_convert_toy_model_targets") -> str:  # fmt: skip
+    body = _HOOKS.format(classes=classes, model_fn=model_fn)
+    return _LOADER.format(test=test, npu_import=npu, body=body)
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        (_loader(npu=_NPU_MIXED), "GPU generated module"),
+        (_loader(test='get_device_type() == "npu"', npu=_NPU_MIXED), "GPU generated module"),
+        (_loader(classes="ToyVLForConditionalGeneration, ToyVLText"), "not to `ToyVLModel`"),
+        (_loader(model_fn="_convert_toy_wrapped_targets"), "_convert_toy_model_targets"),
+    ],
+)
+def test_npu705_loader_treats_classes_alike(text: str, needle: str) -> None:
+    got = lint_snippet("veomni/models/transformers/toy_vl/__init__.py", text, ["NPU705"])
+    assert len(got) == 1 and needle in got[0].message
+
+
+def test_npu705_loader_quiet() -> None:
+    assert lint_snippet("veomni/models/transformers/toy_vl/__init__.py", _loader(), ["NPU705"]) == []

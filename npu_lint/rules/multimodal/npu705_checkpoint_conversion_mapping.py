@@ -367,7 +367,8 @@ class CheckpointConversionMapping(Rule):
                 names = [n.id for n in ast.walk(where.value) if isinstance(n, ast.Name) and n.id in defined]
                 if len(names) == 1:
                     values.setdefault(names[0], []).append((cls, where))
-            if len(values) < 2:
+            texts = {ast.unparse(where.value) for _c, where in given if isinstance(where, ast.Assign)}
+            if len(texts) < 2:
                 continue  # one function for every class is a shared hook, not a per-class one
             for used, sites in sorted(values.items()):
                 if len(sites) < 2:
