@@ -638,3 +638,67 @@ def test_npu705_loader_treats_classes_alike(text: str, needle: str) -> None:
 
 def test_npu705_loader_quiet() -> None:
     assert lint_snippet("veomni/models/transformers/toy_vl/__init__.py", _loader(), ["NPU705"]) == []
+
+
+# -- NPU202: an OpSlot built inside a function is never bound ---------------------------------------------------
+@pytest.mark.parametrize(
+    "path,text",
+    [
+        (
+            "veomni/models/transformers/qwen3/generated/patched_modeling_qwen3_npu.py",
+            """
+            from veomni.ops.dispatch import OpSlot
+
+
+            class Qwen3RMSNorm:
+                def forward(self, hidden_states):
+                    slot = OpSlot("rms_norm", "standard")
+                    if slot.use_non_eager_impl:
+                        return slot(hidden_states, self.weight, 1e-6)
+                    return hidden_states
+            """,
+        ),
+        (
+            "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
+            """
+            from veomni.ops import dispatch
+
+
+            def toy_mlp_init_patched(self, config):
+                self.swiglu = dispatch.OpSlot("swiglu_mlp", "standard")
+            """,
+        ),
+        (
+            "veomni/models/seed_omni/decoder/loss_helpers.py",
+            """
+            from veomni.ops.dispatch import OpSlot
+
+
+            def causal_loss(logits, labels):
+                return OpSlot("cross_entropy_loss", "causal")(logits, labels)
+            """,
+        ),
+    ],
+)
+def test_npu202_slot_in_function(path: str, text: str) -> None:
+    got = lint_snippet(path, text, ["NPU202"])
+    assert [d.code for d in got] == ["NPU202"] and "never bound" in got[0].message
+
+
+def test_npu202_module_slot_quiet() -> None:
+    text = """
+    from veomni.ops.dispatch import OpSlot
+
+    veomni_rms_norm = OpSlot("rms_norm", "standard")
+
+
+    class Norm:
+        def forward(self, x):
+            if veomni_rms_norm.use_non_eager_impl:
+                return veomni_rms_norm(x)
+            return x
+    """
+    assert (
+        lint_snippet("veomni/models/transformers/t/generated/patched_modeling_t_npu.py", text, ["NPU202"])
+        == []
+    )
