@@ -6,8 +6,8 @@ import ast
 
 from npu_lint.rules._handles import (
     ATTENTION_HELPERS,
-    IMPL_RESOLVERS,
     HANDLES,
+    IMPL_RESOLVERS,
     INSTANCE_HANDLES,
     call_arg,
     call_name,
