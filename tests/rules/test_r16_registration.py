@@ -702,3 +702,135 @@ def test_npu202_module_slot_quiet() -> None:
         lint_snippet("veomni/models/transformers/t/generated/patched_modeling_t_npu.py", text, ["NPU202"])
         == []
     )
+
+
+# -- NPU219: a handle built in __init__ that its class never reads ----------------------------------------------
+_SPEC_HEAD = """
+from functools import partial
+
+from veomni.ops import VeomniOp
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="x.py")
+"""
+
+
+@pytest.mark.parametrize(
+    "path,text",
+    [
+        (
+            "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py",
+            _SPEC_HEAD
+            + """
+
+@config.override_method("ToyForCausalLM.__init__")
+def toy_causal_init(self, config):
+    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", resolve_op_impl("cross_entropy_loss_implementation"))
+    self.loss_function = partial(ForCausalLMLoss, op=self.veomni_ce)
+
+
+@config.override_method("ToyForTokenClassification.__init__")
+def toy_tok_init(self, config):
+    self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", resolve_op_impl("cross_entropy_loss_implementation"))
+    self.loss_function = partial(ForTokenClassification)
+
+
+@config.override_method("ToyForTokenClassification.forward")
+def toy_tok_forward(self, input_ids, labels=None):
+    return self.loss_function(self.score(input_ids), labels)
+""",
+        ),
+        (
+            "veomni/models/transformers/toy/modeling_toy.py",
+            """
+from veomni.ops import VeomniOp
+
+
+class ToyRMSNorm:
+    def __init__(self, hidden_size):
+        self.weight = hidden_size
+        self.veomni_rms_norm = VeomniOp("rms_norm", "standard", resolve_op_impl("rms_norm_implementation"))
+
+    def forward(self, hidden_states):
+        return rms_norm_eager(hidden_states, self.weight)
+""",
+        ),
+        (
+            "veomni/models/seed_omni/encoder/rotary.py",
+            """
+from veomni.ops import VeomniKernel
+
+
+class VisionRotary:
+    def __init__(self, dim):
+        self.dim = dim
+        self.rope = VeomniKernel("rope", "full", pick_impl())
+
+    def forward(self, q, k, cos, sin):
+        return apply_rotary_eager(q, k, cos, sin)
+""",
+        ),
+    ],
+)
+def test_npu219_handle_never_read(path: str, text: str) -> None:
+    got = lint_snippet(path, text, ["NPU219"])
+    assert [d.code for d in got] == ["NPU219"] and "never called" in got[0].message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # read in forward
+        """
+from veomni.ops import VeomniOp
+
+
+class Norm:
+    def __init__(self):
+        self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "npu")
+
+    def forward(self, x):
+        return self.veomni_rms_norm(x)
+""",
+        # the class has no other function here: its readers are elsewhere
+        """
+from veomni.ops import VeomniOp
+
+
+class Norm:
+    def __init__(self):
+        self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "npu")
+""",
+        # read by the base class's forward
+        """
+from veomni.ops import VeomniOp
+
+
+class Base:
+    def forward(self, x):
+        return self.veomni_rms_norm(x)
+
+
+class Norm(Base):
+    def __init__(self):
+        self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "npu")
+
+    def extra_repr(self):
+        return "norm"
+""",
+        # read through getattr
+        """
+from veomni.ops import VeomniOp
+
+
+class Norm:
+    def __init__(self):
+        self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "npu")
+
+    def forward(self, x):
+        return getattr(self, "veomni_rms_norm")(x)
+""",
+    ],
+)
+def test_npu219_handle_read_quiet(text: str) -> None:
+    assert lint_snippet("veomni/models/transformers/t/modeling_t.py", text, ["NPU219"]) == []
