@@ -834,3 +834,42 @@ class Norm:
 )
 def test_npu219_handle_read_quiet(text: str) -> None:
     assert lint_snippet("veomni/models/transformers/t/modeling_t.py", text, ["NPU219"]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        """
+        from ....utils.device import IS_NPU_AVAILABLE
+
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_t_gpu import TForTokenClassification
+            from .generated.patched_modeling_t_npu import TForCausalLM
+        else:
+            from .generated.patched_modeling_t_gpu import TForCausalLM, TForTokenClassification
+        """,
+        """
+        from veomni.utils.device import get_device_type
+
+
+        def load():
+            if get_device_type() != "npu":
+                from .generated.patched_modeling_t_gpu import TModel
+                from .generated.patched_modeling_t_npu import TForCausalLM
+            else:
+                from .generated.patched_modeling_t_npu import TForCausalLM, TModel
+            return TForCausalLM, TModel
+        """,
+        """
+        from veomni.utils.device import is_torch_npu_available
+
+        if is_torch_npu_available():
+            from .generated.patched_modeling_t_npu import TModel
+            from .generated.patched_modeling_t_gpu import TVisionTower
+        """,
+    ],
+)
+def test_npu237_branch_mixes_device_modules(text: str) -> None:
+    got = lint_snippet("veomni/models/transformers/t/__init__.py", text, ["NPU237"])
+    assert [d.code for d in got] == ["NPU237"]
+    assert "module and its other classes" in got[0].message

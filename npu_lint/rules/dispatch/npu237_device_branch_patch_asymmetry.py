@@ -50,6 +50,10 @@ def _treatments(stmts: list[ast.stmt], bound: set[str]) -> dict[str, ast.AST]:
     return out
 
 
+def _exprs(test: ast.expr) -> list[ast.expr]:
+    return [n for n in ast.walk(test) if isinstance(n, ast.expr)]
+
+
 def _device_test(test: ast.expr) -> bool:
     return any(
         isinstance(n, ast.expr) and (device_probe(n) is not None or cuda_probe(n) is not None)
@@ -62,7 +66,8 @@ class DeviceBranchPatchAsymmetry(Rule):
     name = "device-branch-patch-asymmetry"
     summary = (
         "A device switch imports a model's NPU module in one branch and its GPU module in the other, and only "
-        "one branch applies a patch, hook or install call to what it imported."
+        "one branch applies a patch, hook or install call to what it imported (or a branch takes some of its "
+        "classes from the other device's module)."
     )
     why = (
         "A package's `__init__.py` picks `patched_modeling_<model>_npu` or `_gpu` by the device and then treats "
@@ -155,10 +160,42 @@ class DeviceBranchPatchAsymmetry(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test and not ctx.source.kind.generated
 
+    def _mixed(self, node: ast.If) -> None:
+        """A device branch importing some of its model classes from the other device's module (the NPU branch
+        takes `Qwen3ForSequenceClassification` from `_gpu` and the rest from `_npu`)."""
+        on_npu = next((p for p in map(device_probe, _exprs(node.test)) if p is not None), None)
+        if on_npu is None:
+            cuda = next((p for p in map(cuda_probe, _exprs(node.test)) if p is not None), None)
+            on_npu = None if cuda is None else not cuda
+        if on_npu is None:
+            return
+        for branch, npu in ((node.body, on_npu), (node.orelse, not on_npu)):
+            imports = [
+                (stmt, device_module(stmt))
+                for stmt in branch
+                if isinstance(stmt, ast.ImportFrom) and device_module(stmt) is not None
+            ]
+            want = "npu" if npu else "gpu"
+            if not any(kind == want for _, kind in imports):
+                continue  # an inverted switch is NPU508's
+            for stmt, kind in imports:
+                if kind != want:
+                    names = ", ".join(f"`{a.asname or a.name}`" for a in stmt.names)
+                    self.report(
+                        stmt,
+                        f"the {'NPU' if npu else 'non-NPU'} branch of `if {ast.unparse(node.test)}:` imports "
+                        f"{names} from the {kind.upper()} module and its other classes from the {want.upper()} "
+                        "one: every class a device branch binds comes from the module that branch chose",
+                    )
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.If)
-        if not node.orelse or not _device_test(node.test):
+        if not _device_test(node.test):
             return
+        if not node.orelse:
+            self._mixed(node)
+            return
+        self._mixed(node)
         body_kinds, body_bound = _imports(node.body)
         else_kinds, else_bound = _imports(node.orelse)
         if len(body_kinds) != 1 or len(else_kinds) != 1 or body_kinds == else_kinds:

@@ -281,7 +281,8 @@ class CheckpointConversionMapping(Rule):
         for func in _registered_loaders(self.ctx.tree):
             returned, hooks = _loader(func)
             self._shared_hook_values(func, hooks)
-            self._mixed_device_modules(func)
+            if any("ForConditionalGeneration" in name for name in self._generated(func)):
+                self._mixed_device_modules(func)  # a multimodal loader (the dispatch side is NPU237's)
             hooked = {c for given in hooks.values() for c, _ in given}
             if len(returned | (hooked & self._generated(func))) < 3:
                 continue
