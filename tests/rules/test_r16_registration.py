@@ -873,3 +873,60 @@ def test_npu237_branch_mixes_device_modules(text: str) -> None:
     got = lint_snippet("veomni/models/transformers/t/__init__.py", text, ["NPU237"])
     assert [d.code for d in got] == ["NPU237"]
     assert "module and its other classes" in got[0].message
+
+
+# -- NPU234: a child module registering rows that nothing imports at import time --------------------------------
+_FAMILY = 'from ...registry import register_op\n\nregister_op("{op}", "standard", "eager", wrapper=None)\n'
+
+
+@pytest.mark.parametrize(
+    "target,parent,extra",
+    [
+        # the families package dropped from the ops package
+        ("veomni/ops/__init__.py", "from .registry import register_op\n", {}),
+        # one family dropped from the families package; another module imports it inside a function only
+        (
+            "veomni/ops/kernels/__init__.py",
+            "from . import rms_norm\n",
+            {"veomni/models/x.py": "def f():\n    from veomni.ops.kernels.rope import npu\n    return npu\n"},
+        ),
+        # a loss table module next to its package __init__
+        (
+            "veomni/ops/kernels/__init__.py",
+            "from . import rms_norm, rope\n",
+            {
+                "veomni/ops/kernels/loss_rows.py": 'from ..registry import register_op\n\nregister_op("ce", "s", "eager")\n'
+            },
+        ),
+    ],
+)
+def test_npu234_registering_child_not_imported(tmp_path, target: str, parent: str, extra: dict) -> None:  # noqa: ANN001
+    files = {
+        "veomni/ops/registry.py": "def register_op(*a, **k):\n    pass\n",
+        "veomni/ops/__init__.py": "from . import kernels\n",
+        "veomni/ops/kernels/__init__.py": "from . import rms_norm, rope\n",
+        "veomni/ops/kernels/rms_norm/__init__.py": _FAMILY.format(op="rms_norm"),
+        "veomni/ops/kernels/rope/__init__.py": "from .full import npu\n",
+        "veomni/ops/kernels/rope/full/__init__.py": "",
+        "veomni/ops/kernels/rope/full/npu.py": 'from ....registry import register_op\n\nregister_op("rope", "full", "npu")\n',
+        **extra,
+        target: parent,
+    }
+    got = _tree_lint(tmp_path, files, target, "NPU234")
+    assert [d.code for d in got] == ["NPU234"] and "at import time" in got[0].message
+
+
+def test_npu234_registering_children_imported(tmp_path) -> None:  # noqa: ANN001
+    files = {
+        "veomni/ops/registry.py": "def register_op(*a, **k):\n    pass\n",
+        "veomni/ops/__init__.py": "from . import kernels\n",
+        "veomni/ops/kernels/__init__.py": "from . import rms_norm\n",
+        "veomni/ops/kernels/rms_norm/__init__.py": _FAMILY.format(op="rms_norm"),
+        # imported at module level by another module of the tree
+        "veomni/ops/kernels/rope/__init__.py": _FAMILY.format(op="rope"),
+        "veomni/models/rope_user.py": "from veomni.ops.kernels.rope import something\n",
+        # registers only inside a function: not an import-time registration
+        "veomni/ops/kernels/lazy.py": "from ..registry import register_op\n\n\ndef setup():\n    register_op('a', 'b', 'c')\n",
+    }
+    for target in ("veomni/ops/__init__.py", "veomni/ops/kernels/__init__.py"):
+        assert _tree_lint(tmp_path, files, target, "NPU234") == []

@@ -44,14 +44,16 @@ def _registers(path: str) -> bool:
     return False
 
 
-_IMPORTS: dict[str, frozenset[tuple[str, str]]] = {}  # root -> (importer, imported) at module level
+_IMPORTS: dict[tuple[str, frozenset[str]], frozenset[tuple[str, str]]] = {}  # (root, names) -> imports
 
 
-def _top_level_imports(root: str) -> frozenset[tuple[str, str]]:
+def _top_level_imports(root: str, names: frozenset[str]) -> frozenset[tuple[str, str]]:
     """The absolute modules the tree's files import at module level (not inside functions or classes): for
-    ``from pkg import name`` both ``pkg`` and ``pkg.name``; each with the importing module."""
-    if root in _IMPORTS:
-        return _IMPORTS[root]
+    ``from pkg import name`` both ``pkg`` and ``pkg.name``; each with the importing module. Only files whose
+    text names one of ``names`` (the modules asked about) are parsed."""
+    key = (root, names)
+    if key in _IMPORTS:
+        return _IMPORTS[key]
     out: set[tuple[str, str]] = set()
     base = os.path.join(root, "veomni")
     for dirpath, dirnames, filenames in os.walk(base):
@@ -64,7 +66,7 @@ def _top_level_imports(root: str) -> frozenset[tuple[str, str]]:
                 text = read_text(file, limit=MAX_SMALL_BYTES)
             except (OSError, UnicodeDecodeError):
                 continue
-            if "import" not in text:
+            if "import" not in text or not any(name in text for name in names):
                 continue
             parsed = patchgen.load_file(file)
             if parsed is None or parsed.tree is None:
@@ -74,8 +76,8 @@ def _top_level_imports(root: str) -> frozenset[tuple[str, str]]:
             found: set[str] = set()
             _module_imports(parsed.tree.body, package, found)
             out.update((module, m) for m in found)
-    _IMPORTS[root] = frozenset(out)
-    return _IMPORTS[root]
+    _IMPORTS[key] = frozenset(out)
+    return _IMPORTS[key]
 
 
 def _module_imports(body: list[ast.stmt], package: str, out: set[str]) -> None:
@@ -207,7 +209,7 @@ class ImportWiringLost(Rule):
         registering = [(name, full) for name, full in children if _registers(full)]
         if not registering:
             return
-        imported = _top_level_imports(str(root))
+        imported = _top_level_imports(str(root), frozenset(name for name, _full in registering))
         for name, _full in registering:
             child = f"{module}.{name}"
             if any(
