@@ -930,3 +930,61 @@ def test_npu234_registering_children_imported(tmp_path) -> None:  # noqa: ANN001
     }
     for target in ("veomni/ops/__init__.py", "veomni/ops/kernels/__init__.py"):
         assert _tree_lint(tmp_path, files, target, "NPU234") == []
+
+
+# -- NPU229: a table of attention names skipping one of a numbered family ---------------------------------------
+@pytest.mark.parametrize(
+    "path,text",
+    [
+        (
+            "veomni/models/transformers/attention_utils.py",
+            """
+            VARLEN_ATTENTION_TYPES = (
+                "flash_attention_2",
+                "flash_attention_3",
+                "flash_attention_4",
+                "veomni_flash_attention_3_with_sp",
+                "veomni_flash_attention_4_with_sp",
+            )
+            """,
+        ),
+        (
+            "veomni/data/packing.py",
+            """
+            def needs_cu_seqlens(impl):
+                varlen = ["veomni_flash_attention_3", "veomni_flash_attention_4", "flash_attention_2", "flash_attention_3", "flash_attention_4"]
+                return impl in varlen
+            """,
+        ),
+        (
+            "veomni/models/diffusers/toy/modeling_toy.py",
+            """
+            _SP_ATTENTION = ["flash_attention_3", "flash_attention_4", "veomni_flash_attention_4_with_sp", "veomni_flash_attention_3_with_sp", "flash_attention_2"]
+            """,
+        ),
+    ],
+)
+def test_npu229_attention_table_gap(path: str, text: str) -> None:
+    got = lint_snippet(path, text, ["NPU229"])
+    assert [d.code for d in got] == ["NPU229"] and "table of attention implementations" in got[0].message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # complete families
+        """
+        VARLEN = ("flash_attention_2", "flash_attention_3", "veomni_flash_attention_2_with_sp", "veomni_flash_attention_3_with_sp")
+        """,
+        # one member of a family only: no family to compare
+        """
+        NAMES = ("flash_attention_2", "flash_attention_3", "flash_attention_4", "veomni_flash_attention_2_with_sp")
+        """,
+        # not attention names
+        """
+        VERSIONS = ("python3_9", "python3_10", "torch2_1", "torch2_2", "torch2_3")
+        """,
+    ],
+)
+def test_npu229_attention_table_quiet(text: str) -> None:
+    assert lint_snippet("veomni/models/transformers/attention_utils.py", text, ["NPU229"]) == []
