@@ -988,3 +988,59 @@ def test_npu229_attention_table_gap(path: str, text: str) -> None:
 )
 def test_npu229_attention_table_quiet(text: str) -> None:
     assert lint_snippet("veomni/models/transformers/attention_utils.py", text, ["NPU229"]) == []
+
+
+# -- NPU227: a binding named after one op binding another -------------------------------------------------------
+@pytest.mark.parametrize(
+    "path,text",
+    [
+        (
+            "veomni/models/transformers/t/modeling_t.py",
+            """
+            from veomni.ops import VeomniOp
+
+
+            class Norm:
+                def __init__(self):
+                    self.veomni_rms_norm = VeomniOp("rope", "full", "npu")
+            """,
+        ),
+        (
+            "veomni/models/seed_omni/decoder/moe.py",
+            """
+            from veomni.ops import VeomniOp
+
+
+            class Moe:
+                def __init__(self):
+                    self.load_balancing_loss_op = VeomniOp("moe_experts", "standard", "fused_npu")
+            """,
+        ),
+        (
+            "veomni/models/transformers/t/generated/patched_modeling_t_npu.py",
+            """
+            from veomni.ops import VeomniOp
+
+            veomni_swiglu_mlp = VeomniOp("rms_norm", "standard", "npu")
+            """,
+        ),
+    ],
+)
+def test_npu227_binding_names_another_op(path: str, text: str) -> None:
+    got = lint_snippet(path, text, ["NPU227"])
+    assert [d.code for d in got] == ["NPU227"] and "op but binds" in got[0].message
+
+
+def test_npu227_binding_names_its_own_op_quiet() -> None:
+    text = """
+    from veomni.ops import VeomniOp
+
+
+    class M:
+        def __init__(self):
+            self.veomni_rms_norm = VeomniOp("rms_norm", "standard", "npu")
+            self.veomni_moe_experts_forward = VeomniOp("moe_experts", "standard", "fused_npu")
+            self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", "eager")
+            self.rope = VeomniOp("rope", "full", "npu")
+    """
+    assert lint_snippet("veomni/models/transformers/t/modeling_t.py", text, ["NPU227"]) == []
