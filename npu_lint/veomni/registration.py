@@ -51,12 +51,29 @@ def generated_module(node: ast.ImportFrom) -> str | None:
 
 
 def _mentions_flag(test: ast.expr) -> bool:
+    """Whether ``test`` chooses by device: the ``IS_NPU_AVAILABLE`` flag, or any equivalent probe
+    (``get_device_type() == "npu"``, ``is_torch_npu_available()``, an ``is_npu()`` helper) anywhere in it."""
     for node in ast.walk(test):
         if isinstance(node, ast.Name) and node.id == FLAG:
             return True
         if isinstance(node, ast.Attribute) and node.attr == FLAG:
             return True
+        if isinstance(node, ast.expr) and (device_probe(node) is not None or _npu_helper(node)):
+            return True
     return False
+
+
+_NPU_HELPER = re.compile(
+    r"(?i)^(is_|use_|on_|run_on_|running_on_)?(torch_)?npu(_is)?(_available|_device|_host)?$"
+)
+
+
+def _npu_helper(node: ast.expr) -> bool:
+    """A device helper by its name alone: ``is_npu()``, ``IS_NPU``, ``utils.on_npu``, ``npu_is_available()``."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func
+    name = dotted_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    return name is not None and bool(_NPU_HELPER.match(name.rsplit(".", 1)[-1]))
 
 
 def _registry_call(node: ast.AST) -> bool:
@@ -294,4 +311,31 @@ def device_module(node: ast.ImportFrom) -> str | None:
             return "npu"
         if last.endswith(("_gpu", "_cuda")):
             return "gpu"
+    return None
+
+
+# -- "not CUDA" standing for "NPU" (NPU236) --------------------------------------------------------------------
+_CUDA_FLAGS = {"IS_CUDA_AVAILABLE", "IS_GPU_AVAILABLE", "IS_CUDA", "USE_CUDA"}
+_CUDA_CALLS = ("torch.cuda.is_available", "is_torch_cuda_available", "is_cuda_available")
+
+
+def cuda_probe(node: ast.expr) -> bool | None:
+    """Whether ``node`` probes for CUDA alone: True when it holds exactly on CUDA hosts (``IS_CUDA_AVAILABLE``,
+    ``torch.cuda.is_available()``, ``get_device_type() == "cuda"``), False when it holds on every host that is
+    not CUDA (its negation: Ascend, CPU, MLU alike), None when it is no CUDA probe."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = cuda_probe(node.operand)
+        return None if inner is None else not inner
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return True if name in _CUDA_FLAGS else None
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        func = dotted_name(node.func) or ""
+        return True if any(func == c or func.endswith("." + c) for c in _CUDA_CALLS) else None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        left, right = node.left, node.comparators[0]
+        for value, other in ((str_value(right), left), (str_value(left), right)):
+            text = ast.unparse(other)
+            if value in ("cuda", "gpu") and ("device" in text or text.endswith(".type")):
+                return isinstance(node.ops[0], ast.Eq)
     return None

@@ -36,6 +36,12 @@ def _src(example) -> SourceFile:
 # rules whose examples need the rest of a VeOmni tree (the files an import or a call resolves to): the example
 # is written into a small tree in tmp_path beside these files and linted with that tree's project
 TREE_CONTEXT: dict[str, dict[str, str]] = {
+    "NPU234": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/ops/install.py": "def apply_ops_patch():\n    ALL_ATTENTION_FUNCTIONS.update(ADAPTERS)\n",
+        "veomni/ops/kernels/__init__.py": '"""Adapters are installed by ``apply_ops_patch``."""\n',
+    },
     "NPU509": {
         "pyproject.toml": "[project]\nname = 'veomni'\n",
         "veomni/__init__.py": "",

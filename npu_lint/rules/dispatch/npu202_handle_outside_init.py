@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.rules._handles import (
     ATTENTION_HELPERS,
+    HANDLES,
     IMPL_RESOLVERS,
     INSTANCE_HANDLES,
     call_arg,
@@ -19,6 +20,7 @@ from npu_lint.rules._handles import (
 from npu_lint.rules.base import Context, Example, Rule
 
 _BUILT_PER_CALL = INSTANCE_HANDLES | ATTENTION_HELPERS  # VeomniOp, VeomniKernel, attention_op, ...
+_SLOTS = HANDLES - INSTANCE_HANDLES  # OpSlot: module globals the build-time binder binds
 
 
 class HandleOutsideInit(Rule):
@@ -114,11 +116,12 @@ class HandleOutsideInit(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.constructions: list[tuple[ast.Call, ast.AST]] = []
+        self.slots: list[tuple[ast.Call, ast.AST]] = []  # OpSlot(...) built inside a function
         self.functions: dict[ast.AST, tuple[str | None, str | None, bool]] = {}  # func -> (cls, name, free)
         self.calls: dict[ast.AST, set[str]] = {}  # func -> names it calls ("f" or "self.m")
         self.stack: list[ast.AST] = []  # enclosing functions (innermost last)
         text = ctx.source.text
-        if not any(name in text for name in _BUILT_PER_CALL):
+        if not any(name in text for name in _BUILT_PER_CALL | _SLOTS):
             self.node_types = ()  # every construction names one of them (finish has nothing to check)
             self.leave_types = ()
 
@@ -142,13 +145,26 @@ class HandleOutsideInit(Rule):
             self.calls.setdefault(func, set()).add(callee.id)
             if call_name(node, ctx) in _BUILT_PER_CALL:  # import aliases resolved
                 self.constructions.append((node, func))
+            elif call_name(node, ctx) in _SLOTS:
+                self.slots.append((node, func))
         elif isinstance(callee, ast.Attribute):
             if callee.attr in _BUILT_PER_CALL:
                 self.constructions.append((node, func))
+            elif callee.attr in _SLOTS:
+                self.slots.append((node, func))
             if isinstance(callee.value, ast.Name) and callee.value.id == "self":
                 self.calls.setdefault(func, set()).add("self." + callee.attr)
 
     def finish(self) -> None:
+        for call, func in self.slots:
+            name = call_name(call, self.ctx)
+            self.report(
+                call,
+                f"`{name}(...)` is constructed inside `{method_name(func)}`: the build-time binder binds the "
+                f"module's `{name}` globals only, so this one is never bound (`use_non_eager_impl` stays False, the "
+                "fused kernel is never used) and a new one is built every call; declare it at module scope as the "
+                "other slots are, or build a handle in `__init__`",
+            )
         if not self.constructions:
             return
         per_step: set[ast.AST] = set()

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.catalog import ANY, NPU, OpRow
+from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, NPU, OpRow
 from npu_lint.veomni.layout import find_veomni_root
 from npu_lint.veomni.project import Project, load_project
 from npu_lint.veomni.registry import read_registry_rows
@@ -89,18 +89,18 @@ class NpuRowMissing(Rule):
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        if not any(word in ctx.source.text for word in _MARKERS):
-            return False
-        return bool(ctx.project.npu_selections) or ctx.project.root is None
+        return any(word in ctx.source.text for word in _MARKERS)
 
     def finish(self) -> None:
         ctx = self.ctx
         project: Project | None = ctx.project
         if project is not None and project.root is None:
             project = _project_of(ctx.source.path)
+        register_rows, _slots, where, spec_where = read_registry_rows(ctx.tree)
+        if register_rows and where:
+            self._catalog_rows_missing(where, project)
         if project is None or not project.npu_selections:
             return
-        register_rows, _slots, where, spec_where = read_registry_rows(ctx.tree)
         slot_tree = not register_rows and bool(spec_where)
         if slot_tree:
             local = spec_where
@@ -203,6 +203,34 @@ class NpuRowMissing(Rule):
                         f"NPU-targeted code selects ({at}): an ops config choosing `{impl}` makes that lookup "
                         f"raise KeyError at model build; register `{op}/{variant}` under `{impl}` as well",
                     )
+
+    def _catalog_rows_missing(self, local: list[tuple[OpRow, int]], project: Project | None) -> None:
+        """A row an Ascend run selects by name (the contract catalog's device-agnostic or NPU rows of an
+        op/variant, e.g. `attention/standard/veomni_flash_attention_2`, the SP-aware attention the NPU models
+        use) that this module no longer registers while it registers the op/variant's other rows, and no other
+        module of the tree registers either."""
+        table = {(r.op, r.variant, r.impl) for r, _line in local}
+        if project is not None and project.root is not None:
+            table |= {(r.op, r.variant, r.impl) for r in project.registered}
+        for op, variant in sorted({(r.op, r.variant) for r, _line in local}):
+            catalog = [
+                r for r in BUILTIN_ROWS if (r.op, r.variant) == (op, variant) and r.requirement in (ANY, NPU)
+            ]
+            here = {r.impl for r, _line in local if (r.op, r.variant) == (op, variant)}
+            known = [r for r in catalog if r.impl in here]
+            if len(known) < 2:
+                continue  # this module is not the op/variant's row table
+            for row in catalog:
+                if (op, variant, row.impl) in table:
+                    continue
+                line = max(line for r, line in local if (r.op, r.variant) == (op, variant))
+                self.report(
+                    self._statement_at(line),
+                    f"`{op}/{variant}` has no `{row.impl}` row ({row.requirement}) in this tree although this "
+                    f"module registers its other rows ({', '.join(f'`{i}`' for i in sorted(here))}): models "
+                    f"select `{row.impl}` by name (an ops-config value, the NPU default), and their lookup raises "
+                    f"KeyError; register `{op}/{variant}/{row.impl}` again",
+                )
 
     def _statement_at(self, line: int) -> ast.AST:
         """The top-level statement holding ``line`` (the registration call's statement)."""

@@ -5,7 +5,66 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import last_name, walk
+from npu_lint.rules._handles import ATTENTION_HELPERS, INSTANCE_HANDLES, ROW_RESOLVERS, call_name, spec_target
 from npu_lint.rules.base import Context, Example, Rule
+
+_BUILT = (
+    INSTANCE_HANDLES | ROW_RESOLVERS | ATTENTION_HELPERS
+)  # VeomniOp, VeomniKernel, resolve_op, attention_op
+
+
+def _class_functions(tree: ast.Module) -> dict[str, list[ast.AST]]:
+    """Class name -> the functions of that class the file holds: its methods, and the patch-spec functions
+    that replace one of its methods (``@config.override_method("Cls.forward")``)."""
+    out: dict[str, list[ast.AST]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            out.setdefault(stmt.name, []).extend(
+                s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+            )
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cls = spec_target(stmt)[0]
+            if cls:
+                out.setdefault(cls, []).append(stmt)
+    return out
+
+
+def _bases(tree: ast.Module) -> dict[str, set[str]]:
+    return {
+        s.name: {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in s.bases}
+        for s in tree.body
+        if isinstance(s, ast.ClassDef)
+    }
+
+
+def _self_reads(func: ast.AST) -> set[str]:
+    """The attributes a function reads (``x.attr`` loads, ``getattr(x, "attr")``)."""
+    out: set[str] = set()
+    for node in walk(func):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            out.add(node.attr)
+        elif isinstance(node, ast.Call) and last_name(node.func) in ("getattr", "hasattr", "attrgetter"):
+            out.update(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return out
+
+
+def _init_handles(func: ast.AST) -> list[tuple[str, ast.Assign, str]]:
+    """``self.<attr> = VeomniOp(...)`` in an ``__init__``: (attr, statement, constructor)."""
+    out = []
+    for node in walk(func):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            name = call_name(node.value)
+            if name not in _BUILT:
+                continue
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    out.append((target.attr, node, name))
+    return out
+
 
 _SKIP_DECORATORS = ("abstractmethod", "overload", "override")
 
@@ -26,7 +85,8 @@ class NpuParameterIgnored(Rule):
     name = "npu-parameter-ignored"
     summary = (
         "A function takes a parameter that chooses its NPU behaviour (`npu_as`, `npu_impl`, `on_npu`, ...) and "
-        "never reads it, so every caller's NPU choice is dropped."
+        "never reads it, so every caller's NPU choice is dropped; or an `__init__` builds a dispatch handle on "
+        "`self` (carrying the ops config's NPU choice) that no function of its class reads."
     )
     why = (
         "Dispatch helpers carry the NPU side of a choice in a parameter: the ops-config reader "
@@ -36,6 +96,10 @@ class NpuParameterIgnored(Rule):
         "registered (KeyError at model build) or binds the wrong kernel, while every caller looks correct. The "
         "rule reads the function itself (stubs, abstract methods and overloads aside) and, for the tree's "
         "ops-config reader, names the specs that pass the parameter."
+        " The same choice is dropped when an `__init__` builds `self.veomni_ce = VeomniOp(...)` from the ops "
+        "config and nothing of the class uses it (a loss helper bound with `partial(...)` but without "
+        "`op=self.veomni_ce`, a forward calling the eager function): the class's methods in the file (its own, "
+        "or a spec's overrides of them, and its in-file base classes') are read for the attribute."
     )
     bad = (
         Example(
@@ -49,6 +113,27 @@ class NpuParameterIgnored(Rule):
             """,
             path="veomni/models_kernel/utils/impl_reader.py",
             title="the NPU remap parameter of an ops-config reader is never read",
+        ),
+        Example(
+            """
+            from functools import partial
+
+            from veomni.ops import VeomniOp
+
+
+            @config.override_method("ToyForSequenceClassification.__init__")
+            def toy_seq_cls_init_patched(self, config):
+                impl = resolve_op_impl("cross_entropy_loss_implementation", npu_as="chunk_loss")
+                self.veomni_ce = VeomniOp("cross_entropy_loss", "standard", impl)
+                self.loss_function = partial(ForSequenceClassificationLoss)
+
+
+            @config.override_method("ToyForSequenceClassification.forward")
+            def toy_seq_cls_forward_patched(self, input_ids, labels=None):
+                return self.loss_function(self.score(input_ids), labels)
+            """,
+            path="veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py",
+            title="the handle built and never passed to the loss helper",
         ),
     )
     good = (
@@ -70,12 +155,43 @@ class NpuParameterIgnored(Rule):
         ),
     )
     fix_safety = "No fix: how the parameter should change the result is decided by hand."
-    requires = ("def ", ("npu", "NPU", "Npu"))
+    requires = ("def ", ("npu", "NPU", "Npu", "VeomniOp", "VeomniKernel", "resolve_op", "attention_op"))
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test and not ctx.source.kind.generated
+
+    def finish(self) -> None:
+        """A handle an ``__init__`` builds on ``self`` (from the ops config, which carries the NPU choice) that no
+        function of its class reads: the forward runs whatever it runs instead (a loss helper bound without
+        ``op=``, a direct kernel call), so the configured implementation -- on Ascend the NPU one -- is dropped."""
+        tree = self.ctx.tree
+        classes = _class_functions(tree)
+        bases = _bases(tree)
+        for cls, funcs in sorted(classes.items()):
+            inits = [f for f in funcs if (spec_target(f)[1] or getattr(f, "name", None)) == "__init__"]
+            others = [f for f in funcs if f not in inits]
+            if not inits or not others:
+                continue  # the class's other methods are elsewhere: nothing to compare
+            related = [f for c in bases.get(cls, ()) for f in classes.get(c, [])]
+            for init in inits:
+                handles = _init_handles(init)
+                if not handles:
+                    continue
+                read: set[str] = set()
+                for func in [*funcs, *related]:
+                    read |= _self_reads(func)
+                for attr, stmt, name in handles:
+                    if attr in read:
+                        continue
+                    self.report(
+                        stmt,
+                        f"`{cls}.__init__` builds `self.{attr} = {name}(...)` and no function of `{cls}` reads "
+                        f"`{attr}`: the implementation the ops config chose (on Ascend the NPU one) is never "
+                        "called; pass the handle where it is meant to run (`op=self."
+                        f"{attr}` to the loss helper, the call in `forward`)",
+                    )
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))

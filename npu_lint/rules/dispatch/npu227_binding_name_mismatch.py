@@ -18,7 +18,7 @@ class BindingNameMismatch(Rule):
     code = "NPU227"
     name = "binding-name-mismatch"
     summary = (
-        "A dispatch binding's name names one variant or ops-config field and its arguments bind another "
+        "A dispatch binding's name names one op, variant or ops-config field and its arguments bind another "
         '(`veomni_causal_lm_loss = OpSlot("cross_entropy_loss", "seq_cls")`), or a spec replaces a function with '
         "the replacement it gives another one."
     )
@@ -186,6 +186,15 @@ class BindingNameMismatch(Rule):
         if op is None or variant is None:
             return
         table = vocab.slot_variants if kind == _SLOT else vocab.op_variants  # type: ignore[attr-defined]
+        padded = f"_{name.lower()}_"
+        named = max((o for o in table if f"_{o}_" in padded), key=len, default=None)
+        if named is not None and named != op and op in table:
+            self.report(
+                where,  # type: ignore[arg-type]
+                f'`{name}` names the `{named}` op but binds `{kind}("{op}", "{variant}")`: the code written '
+                f"against the name runs the `{op}` kernel (its arguments, its NPU row) instead",
+            )
+            return
         variants = table.get(op)
         if not variants or variant not in variants:
             return  # an unknown variant is NPU205's

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
 
-from npu_lint.core.astutil import str_value
+from npu_lint.core.astutil import str_value, walk
 from npu_lint.rules._handles import ATTENTION_FIELDS
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.layout import is_model_code
@@ -14,6 +15,8 @@ from npu_lint.veomni.vendor_map import (
     is_veomni_attention_name,
     veomni_attention_name,
 )
+
+_DIGITS = re.compile(r"\d+")
 
 
 def _attention_value(node: ast.expr) -> bool:
@@ -67,7 +70,8 @@ class AttentionNameGate(Rule):
     summary = (
         "Model code tests the attention implementation against one of transformers' GPU kernel names "
         '(`_attn_implementation == "flash_attention_2"`) to choose a path, so every name VeOmni actually runs '
-        "under (`veomni_flash_attention_2_with_sp`, an Ascend run's names) takes the other branch."
+        "under (`veomni_flash_attention_2_with_sp`, an Ascend run's names) takes the other branch; or a table "
+        "of attention names that such gates read skips one member of a numbered family its sibling family has."
     )
     why = (
         "transformers' own forwards test the attention implementation only against `eager` (or `sdpa`): "
@@ -103,6 +107,19 @@ class AttentionNameGate(Rule):
             path="veomni/models/transformers/toy/modeling_attn_gate.py",
             title="the fused loss tied to transformers' attention names",
         ),
+        Example(
+            """
+            VARLEN_ATTENTION_TYPES = (
+                "flash_attention_2",
+                "flash_attention_3",
+                "flash_attention_4",
+                "veomni_flash_attention_3_with_sp",
+                "veomni_flash_attention_4_with_sp",
+            )
+            """,
+            path="veomni/models/transformers/attention_utils.py",
+            title="the table of varlen attention names skips VeOmni's FA2 name",
+        ),
     )
     good = (
         Example(
@@ -121,16 +138,55 @@ class AttentionNameGate(Rule):
     fix_safety = (
         "No fix: whether the branch should test `eager` or admit the tree's names is the author's choice."
     )
-    requires = ("attn_implementation", TRANSFORMERS_ATTENTION_KERNELS)
+    requires = ("attention", TRANSFORMERS_ATTENTION_KERNELS)
     node_types = (ast.Compare,)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        # model code only: framework code (the arguments' __post_init__, the registry) maps these names
+        return not ctx.source.kind.test  # the name tables (finish) anywhere; the gates in model code only
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        # gates in model code only: framework code (the arguments' __post_init__, the registry) maps these names
         project = ctx.project
-        return ctx.source.kind.model_code and is_model_code(
+        self.model_code = ctx.source.kind.model_code and is_model_code(
             ctx.source.path, project.root, project.model_packages, project.api.layouts
         )
+        if not self.model_code:
+            self.node_types = ()
+
+    def finish(self) -> None:
+        """A literal table of attention implementation names (a tuple, list or set of strings) that holds a
+        numbered family of names for some versions and skips one its sibling family has
+        (`flash_attention_2/3/4` with `veomni_flash_attention_3/4_with_sp` only): a gate reading the table
+        (`in VARLEN_ATTENTION_TYPES`) sends runs under the skipped name down the other path."""
+        for node in walk(self.ctx.tree):
+            if not isinstance(node, (ast.Tuple, ast.List, ast.Set)) or len(node.elts) < 4:
+                continue
+            names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(names) != len(node.elts) or not all("attention" in n for n in names):
+                continue
+            families: dict[str, set[str]] = {}
+            for name in names:
+                numbers = _DIGITS.findall(name)
+                if len(numbers) == 1:
+                    families.setdefault(_DIGITS.sub("#", name), set()).add(numbers[0])
+            for family, versions in sorted(families.items()):
+                if len(versions) < 2:
+                    continue
+                for other, more in sorted(families.items()):
+                    missing = sorted(more - versions)
+                    if other == family or not missing or not versions < more:
+                        continue
+                    skipped = family.replace("#", missing[0])
+                    self.report(
+                        node,
+                        f"this table of attention implementations has `{family.replace('#', '<N>')}` for "
+                        f"{', '.join(sorted(versions))} but not `{skipped}`, although it lists `{other.replace('#', missing[0])}`: "
+                        f"a run under `{skipped}` (VeOmni's name for that kernel) misses whatever the table gates; "
+                        "add it",
+                    )
+                    break
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Compare)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._shared import PatchedMethod, def_span
+from npu_lint.veomni.registration import device_module, device_probe
 from npu_lint.veomni.upstream import patched_methods, super_inits, upstream_class_method, upstream_mro
 
 
@@ -119,6 +120,16 @@ def _loader(func: ast.FunctionDef) -> tuple[set[str], dict[str, list[tuple[str, 
             for target in _attr_targets(node, lambda name: name[:1].isupper()):
                 hooks.setdefault(target.attr, []).append((target.value.id, node))  # type: ignore[attr-defined]
     return {name for name in returns if name in generated}, hooks
+
+
+def _expr_nodes(test: ast.expr) -> list[ast.expr]:
+    return [n for n in ast.walk(test) if isinstance(n, ast.expr)]
+
+
+def _one_word_apart(a: str, b: str) -> bool:
+    """``_convert_x_model_targets`` / ``_convert_x_wrapped_targets``: same words but one."""
+    wa, wb = a.strip("_").split("_"), b.strip("_").split("_")
+    return len(wa) == len(wb) >= 3 and sum(x != y for x, y in zip(wa, wb, strict=True)) == 1
 
 
 class CheckpointConversionMapping(Rule):
@@ -269,12 +280,16 @@ class CheckpointConversionMapping(Rule):
         renamed)."""
         for func in _registered_loaders(self.ctx.tree):
             returned, hooks = _loader(func)
-            if len(returned) < 3:
+            self._shared_hook_values(func, hooks)
+            if any("ForConditionalGeneration" in name for name in self._generated(func)):
+                self._mixed_device_modules(func)  # a multimodal loader (the dispatch side is NPU237's)
+            hooked = {c for given in hooks.values() for c, _ in given}
+            if len(returned | (hooked & self._generated(func))) < 3:
                 continue
             found: dict[int, tuple[ast.AST, list[str], set[str], str]] = {}
             for attr, given in sorted(hooks.items()):
                 classes = {c for c, _ in given}
-                if len(classes & returned) < 2:
+                if len(classes & (returned | self._generated(func))) < 2:
                     continue
                 missing = sorted(returned - classes)
                 if not missing:
@@ -291,6 +306,83 @@ class CheckpointConversionMapping(Rule):
                     f"`{func.name}` attaches {named} to {', '.join(f'`{c}`' for c in sorted(classes))} but not to "
                     f"`{missing}`, which it also returns: a checkpoint whose architecture selects `{missing}` loads "
                     "without that hook (weights not converted, keys not mapped)",
+                )
+
+    def _generated(self, func: ast.FunctionDef) -> set[str]:
+        """The names ``func`` imports from a generated ``patched_modeling_*`` module."""
+        return {
+            a.asname or a.name
+            for node in _walk(func)
+            if isinstance(node, ast.ImportFrom)
+            and (node.module or "").rsplit(".", 1)[-1].startswith("patched_modeling_")
+            for a in node.names
+        }
+
+    def _mixed_device_modules(self, func: ast.FunctionDef) -> None:
+        """A device branch of the loader (``if IS_NPU_AVAILABLE:`` and its ``else``) that imports some of the
+        classes it returns from the other device's generated module: every class a loader returns comes from the
+        module its device test chose."""
+        for node in _walk(func):
+            if not isinstance(node, ast.If):
+                continue
+            on_npu = next((p for p in map(device_probe, _expr_nodes(node.test)) if p is not None), None)
+            if on_npu is None:
+                continue
+            for branch, npu in ((node.body, on_npu), (node.orelse, not on_npu)):
+                imports = [
+                    (stmt, device_module(stmt))
+                    for stmt in branch
+                    if isinstance(stmt, ast.ImportFrom)
+                    and "patched_modeling_" in ast.unparse(stmt)
+                    and device_module(stmt) is not None
+                ]
+                want = "npu" if npu else "gpu"
+                if not any(kind == want for _, kind in imports):
+                    continue  # an inverted switch is NPU508's, a lone import another rule's
+                for stmt, kind in imports:
+                    if kind == want:
+                        continue
+                    names = ", ".join(f"`{a.asname or a.name}`" for a in stmt.names)
+                    self.report(
+                        stmt,
+                        f"on {'Ascend' if npu else 'non-Ascend'} hosts `{func.name}` builds {names} from the "
+                        f"{kind.upper()} generated module while the other classes it returns come from the "
+                        f"{want.upper()} one: take every class from the module the device test chose",
+                    )
+
+    def _shared_hook_values(self, func: ast.FunctionDef, hooks: dict[str, list[tuple[str, ast.AST]]]) -> None:
+        """Per-class hooks set one by one (`A._hook = f_a`, `B._hook = f_b`, ...): two classes given the same
+        module-level function while a sibling function defined beside it for that hook is referenced nowhere --
+        the class that should get the unused one gets its sibling's (another module prefix, another layout)."""
+        tree = self.ctx.tree
+        defined = {s.name for s in tree.body if isinstance(s, ast.FunctionDef)}
+        loaded = {n.id for n in _walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        unused = defined - loaded
+        if not unused:
+            return
+        for attr, given in sorted(hooks.items()):
+            values: dict[str, list[tuple[str, ast.AST]]] = {}
+            for cls, where in given:
+                if not isinstance(where, ast.Assign):
+                    continue
+                names = [n.id for n in ast.walk(where.value) if isinstance(n, ast.Name) and n.id in defined]
+                if len(names) == 1:
+                    values.setdefault(names[0], []).append((cls, where))
+            texts = {ast.unparse(where.value) for _c, where in given if isinstance(where, ast.Assign)}
+            if len(texts) < 2:
+                continue  # one function for every class is a shared hook, not a per-class one
+            for used, sites in sorted(values.items()):
+                if len(sites) < 2:
+                    continue
+                sibling = next((u for u in sorted(unused) if _one_word_apart(u, used)), None)
+                if sibling is None:
+                    continue
+                cls, where = sites[-1]
+                self.report(
+                    where,
+                    f"`{func.name}` gives `{attr}` the same `{used}` to "
+                    f"{', '.join(f'`{c}`' for c, _ in sites)} while `{sibling}`, defined beside it for another "
+                    f"class, is used nowhere: `{cls}` probably needs `{sibling}` (its own module prefix)",
                 )
 
     def _nested(self, patched: PatchedMethod, cls: str) -> dict[str, str] | None:

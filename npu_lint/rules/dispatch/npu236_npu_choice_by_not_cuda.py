@@ -1,0 +1,213 @@
+"""NPU236 npu-choice-by-not-cuda."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from npu_lint.core.astutil import dotted_name, walk
+from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.registration import cuda_probe, device_probe
+
+_WORDS = re.compile(r"[A-Za-z0-9]+")
+_MODULE_PATH = re.compile(r"^\.*[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$|^\w+_\w+$")
+
+
+def _kind(name: str) -> set[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ")  # NpuEncoder -> Npu Encoder
+    words = {w.lower() for w in _WORDS.findall(spaced)}
+    out = set()
+    if words & {"npu", "ascend", "hccl"}:
+        out.add("npu")
+    if words & {"gpu", "cuda", "triton", "liger", "nccl"}:
+        out.add("gpu")
+    return out
+
+
+def _selected(part: list[ast.stmt] | ast.expr) -> tuple[set[str], str | None]:
+    """The device kinds a branch selects by what it imports (modules, names imported from them, the module names
+    it passes to ``import_module``; for a conditional expression, the names it evaluates), with the first name
+    that decided."""
+    kinds: set[str] = set()
+    first: str | None = None
+    nodes = [part] if isinstance(part, ast.expr) else part
+    for top in nodes:
+        for node in walk(top):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith("import_module"):
+                if (
+                    node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                ):
+                    names = [node.args[0].value]
+            elif isinstance(top, ast.expr) and isinstance(node, (ast.Name, ast.Attribute)):
+                names = [dotted_name(node) or ""]
+            elif isinstance(top, ast.expr) and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = (
+                    [node.value] if _MODULE_PATH.match(node.value) else []
+                )  # a module path, not a device name
+            for name in names:
+                found = _kind(name.rsplit(".", 1)[-1]) or _kind(name)
+                if found and first is None:
+                    first = name
+                kinds |= found
+    return kinds, first
+
+
+def _probes_npu(part: list[ast.stmt] | ast.expr) -> bool:
+    """Whether the branch tests for Ascend itself (an ``elif IS_NPU_AVAILABLE:`` chain, a nested check)."""
+    nodes = [part] if isinstance(part, ast.expr) else part
+    for top in nodes:
+        for node in walk(top):
+            if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+                for sub in ast.walk(node.test):
+                    if isinstance(sub, ast.expr) and device_probe(sub) is True and cuda_probe(sub) is None:
+                        return True
+    return False
+
+
+class NpuChoiceByNotCuda(Rule):
+    code = "NPU236"
+    name = "npu-choice-by-not-cuda"
+    summary = (
+        "The branch that selects an NPU module (a model's `_npu` generated module, an Ascend kernel module, "
+        "`torch_npu`) is reached by a test for *not CUDA* (`not IS_CUDA_AVAILABLE`, the `else` of "
+        "`torch.cuda.is_available()`) instead of a test for NPU."
+    )
+    why = (
+        "VeOmni chooses device modules by asking whether the host is an Ascend one (`IS_NPU_AVAILABLE`, "
+        '`get_device_type() == "npu"`). "Not CUDA" is a different set of hosts: CPU-only runs (unit tests, '
+        "checkpoint conversion, patchgen) and MLU hosts fall into it too. There the NPU module is imported: "
+        "`torch_npu` and its fused kernels are missing, so the import fails, or the NPU bindings are resolved "
+        "against a device that has none. Test for the NPU itself and keep the GPU/eager module for every other "
+        "host, as the other packages of the tree do."
+    )
+    bad = (
+        Example(
+            """
+            from ....utils.device import IS_CUDA_AVAILABLE
+
+
+            def register_toy_moe_modeling(architecture: str):
+                if not IS_CUDA_AVAILABLE:
+                    from .generated.patched_modeling_toy_moe_npu import ToyMoeForCausalLM
+                else:
+                    from .generated.patched_modeling_toy_moe_gpu import ToyMoeForCausalLM
+                return ToyMoeForCausalLM
+            """,
+            path="veomni/models/transformers/toy_moe/__init__.py",
+            title="`not CUDA` chooses the NPU generated module",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def load_rope_kernels():
+                if torch.cuda.is_available():
+                    from .rope_triton import apply_rope
+                else:
+                    from .rope_ascend import apply_rope
+                return apply_rope
+            """,
+            path="veomni/ops/kernels/rope/loader.py",
+            title="the `else` of a CUDA test imports the Ascend kernel",
+        ),
+        Example(
+            """
+            import importlib
+
+            from veomni.utils.device import get_device_type
+
+
+            def kernels():
+                name = "veomni.ops.npu_kernels" if get_device_type() != "cuda" else "veomni.ops.cuda_kernels"
+                return importlib.import_module(name)
+            """,
+            title="a device-type test against `cuda`",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from ....utils.device import IS_NPU_AVAILABLE
+
+
+            def register_toy_moe_modeling(architecture: str):
+                if IS_NPU_AVAILABLE:
+                    from .generated.patched_modeling_toy_moe_npu import ToyMoeForCausalLM
+                else:
+                    from .generated.patched_modeling_toy_moe_gpu import ToyMoeForCausalLM
+                return ToyMoeForCausalLM
+            """,
+            path="veomni/models/transformers/toy_moe/__init__.py",
+        ),
+        Example(
+            """
+            import torch
+
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def load_rope_kernels():
+                if torch.cuda.is_available():
+                    from .rope_triton import apply_rope
+                elif IS_NPU_AVAILABLE:
+                    from .rope_ascend import apply_rope
+                else:
+                    from .rope_eager import apply_rope
+                return apply_rope
+            """,
+            title="the Ascend module behind its own test",
+        ),
+    )
+    fix_safety = "No fix: test for the NPU (`IS_NPU_AVAILABLE`) and give other hosts the GPU/eager module."
+    node_types = (ast.If, ast.IfExp)
+    requires = (
+        ("npu", "NPU", "Npu", "ascend", "Ascend", "hccl"),
+        ("cuda", "CUDA", "Cuda", "gpu", "GPU", "Gpu"),
+    )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return not ctx.source.kind.test
+
+    def _after(self, node: ast.If) -> list[ast.stmt]:
+        parent = self.ctx.parent
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(parent, field, None)
+            if isinstance(stmts, list) and node in stmts:
+                return stmts[stmts.index(node) + 1 :]
+        return []
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, (ast.If, ast.IfExp))
+        on_cuda = cuda_probe(node.test)
+        if on_cuda is None:
+            return
+        body: list[ast.stmt] | ast.expr = node.body
+        orelse: list[ast.stmt] | ast.expr = node.orelse
+        if (
+            isinstance(node, ast.If)
+            and not node.orelse
+            and isinstance(node.body[-1], (ast.Return, ast.Raise))
+        ):
+            orelse = self._after(node)
+        cuda_part, other_part = (body, orelse) if on_cuda else (orelse, body)
+        if _probes_npu(other_part):
+            return
+        other_kinds, other_first = _selected(other_part)
+        cuda_kinds, cuda_first = _selected(cuda_part)
+        if other_kinds != {"npu"} or "gpu" not in cuda_kinds or "npu" in cuda_kinds:
+            return
+        self.report(
+            node.test,
+            f"`{ast.unparse(node.test)}` sends every host that is not CUDA (CPU-only runs, MLU) to `{other_first}`, "
+            f"the NPU module, and CUDA hosts to `{cuda_first}`: choose the NPU module by an NPU test "
+            "(`IS_NPU_AVAILABLE`) and give the other hosts the GPU/eager module",
+        )
