@@ -223,14 +223,35 @@ def _loads_after(
         if pos <= end:
             continue
         if kind == 0:
-            if _conditional(child, stmt, parents):
-                continue  # rebound on one path only: the old value still flows on the other
+            if _conditional(child, stmt, parents) or _other_branch(child, stmt, parents):
+                continue  # rebound on one path only (or on a path the binding is not on): the value still flows
             break
         out.append(child)
     return out
 
 
 _BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith)
+
+
+def _other_branch(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """``store`` and ``binding`` sit in the two arms of one ``if`` (``if a: x = host() else: x = dev()``): the
+    rebinding is not on the binding's path, so it does not end the binding's value."""
+    chain: dict[int, ast.AST] = {}  # ancestor id -> its child on the way to the binding
+    child: ast.AST = binding
+    node = parents.get(id(binding))
+    while node is not None:
+        chain[id(node)] = child
+        child, node = node, parents.get(id(node))
+    child = store
+    node = parents.get(id(store))
+    while node is not None:
+        if id(node) in chain:
+            if not isinstance(node, ast.If):
+                return False
+            mine, theirs = child, chain[id(node)]
+            return (mine in node.body and theirs in node.orelse) or (mine in node.orelse and theirs in node.body)
+        child, node = node, parents.get(id(node))
+    return False
 
 
 def _conditional(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -1615,6 +1636,17 @@ class DevicelessAllocation(Rule):
                     # returns it on the same device, rebinding the name
                     expr = parent
                     continue
+                if (
+                    isinstance(callee, ast.Name)
+                    and callee.id not in _HOST_CALLABLES
+                    and not callee.id[:1].isupper()
+                    and isinstance(parents.get(id(parent)), ast.Assign)
+                    and not self._device_handed(parent, expr, names)
+                ):
+                    # ``freqs = precompute_freqs(indices_grid=grid, dim=d)``: a helper handed the host value and
+                    # no device (no device tensor, no ``device=``) computes its result where that value lives
+                    expr = parent
+                    continue
                 return None
             if typ is ast.comprehension:
                 # iterating a list of host tensors: each element the loop binds is a host tensor
@@ -1659,6 +1691,28 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _device_handed(self, call: ast.Call, carried: ast.AST, names: dict[str, int]) -> bool:
+        """Any argument of ``call`` but ``carried`` gives the callee a device: a device tensor, a ``device=``
+        keyword, a ``.device`` read or a name spelt like a device (the helper may move the value there)."""
+        if isinstance(carried, ast.keyword):
+            carried = carried.value
+        for kw in call.keywords:
+            if kw.value is carried:
+                continue
+            if kw.arg is None or "device" in kw.arg:
+                return True
+        for value in _call_values(call):
+            if value is carried or any(n is carried for n in subtree(value)):
+                continue
+            if self._is_accel(value, names):
+                return True
+            for n in subtree(value):
+                if (isinstance(n, ast.Attribute) and n.attr == "device") or (
+                    isinstance(n, ast.Name) and "device" in n.id
+                ):
+                    return True
+        return False
 
     def _host_resident_root(self, expr: ast.AST) -> str | None:
         """``self.<attr>`` at the root of ``expr`` (through items, slices and method calls) when ``<attr>`` is a
