@@ -1008,6 +1008,7 @@ class DevicelessAllocation(Rule):
         # host allocations a module-level helper returns (no device data in the helper to take it from)
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
+        self._reached_return = False
         # ``self.inv_freq[...].float().to(self.inv_freq.device)``: a value moved to its own source's device
         self.self_moves: list[tuple[tuple[str, str], ast.Call, str]] = []
         self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
@@ -1108,7 +1109,20 @@ class DevicelessAllocation(Rule):
             return  # ``torch.tensor(x)`` of a device tensor keeps that device: nothing is allocated on the CPU
         self._returned = False
         self._collective = False
+        self._reached_return = False
         met = self._meets_accelerator(node)
+        if self._reached_return and (met is None or isinstance(met, ast.Return)):
+            handed = self._device_parameter()
+            if handed is not None and getattr(self.ctx.function, "name", "") not in self._init_builders():
+                # the caller hands this function the device and it returns a tensor allocated elsewhere: wrong
+                # on whatever path the function is called from
+                self.report(
+                    node,
+                    f"`torch.{qual[6:]}(...)` without `device=` allocates on the CPU although the caller hands "
+                    f"this function `{handed}`, and the result is returned to it; add `device={handed}`",
+                    make_fix(f"Add `device={handed}`", [self._device_edit(node, handed)]),
+                )
+                return
         if met is None:
             if self._returned:
                 self.helper_returns.append((unit, node, qual[6:]))
@@ -1614,6 +1628,8 @@ class DevicelessAllocation(Rule):
                     return callee.value  # x.masked_fill(mask, ...), x.index_select(0, ids)
                 qual = ctx.qualname(callee) or ""
                 if qual.startswith("torch."):
+                    if any(k.arg == "device" and _device_value(k.value) for k in parent.keywords):
+                        return None  # ``torch.linspace(torch.tensor(lo), hi, n, device=x.device)``: placed there
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     if other is not None:
                         return other
@@ -1687,10 +1703,51 @@ class DevicelessAllocation(Rule):
                 # handed back to device code: reported when the function works on device data
                 if self._boxed or self._scalar:
                     return None
+                self._reached_return = True
                 if not names and self._returns_device_code(func):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _init_builders(self) -> set[str]:
+        """Names the file's construction methods (``__init__``, ``_init_weights``...) call or refer to: a builder
+        whose tensors become parameters or buffers, which move with the module."""
+        cached = self.ctx.memo.get("npu103-init-builders")
+        if cached is None:
+            cached = set()
+            for func in nodes_of(self.ctx.tree, ast.FunctionDef):
+                if is_init_method(func.name):  # type: ignore[attr-defined]
+                    for n in subtree(func):
+                        if isinstance(n, ast.Attribute):
+                            cached.add(n.attr)
+                        elif isinstance(n, ast.Name):
+                            cached.add(n.id)
+            self.ctx.memo["npu103-init-builders"] = cached
+        return cached  # type: ignore[return-value]
+
+    def _device_parameter(self) -> str | None:
+        """The parameter of the enclosing function that hands it a device (``device``, ``target_device``, or one
+        annotated as a device), unless it defaults to the CPU; the innermost such function."""
+        for scope in reversed(self.ctx.parents):
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = scope.args
+            positional = [*args.posonlyargs, *args.args]
+            defaults: dict[str, ast.expr] = dict(
+                zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
+            )
+            defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d})
+            for arg in [*positional, *args.kwonlyargs]:
+                ann = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                named = arg.arg == "device" or arg.arg.endswith("_device")
+                if not (named or "device" in ann.lower()):
+                    continue
+                default = defaults.get(arg.arg)
+                if default is not None and _names_cpu(default):
+                    continue
+                return arg.arg
+            return None
+        return None
 
     def _device_handed(self, call: ast.Call, carried: ast.AST, names: dict[str, int]) -> bool:
         """Any argument of ``call`` but ``carried`` gives the callee a device: a device tensor, a ``device=``
