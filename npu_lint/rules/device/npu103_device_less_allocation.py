@@ -1009,6 +1009,8 @@ class DevicelessAllocation(Rule):
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
         self._reached_return = False
+        self._beside: ast.AST | None = None
+        self.returned_beside: dict[int, ast.AST] = {}  # allocation -> the device tensor returned beside it
         # ``self.inv_freq[...].float().to(self.inv_freq.device)``: a value moved to its own source's device
         self.self_moves: list[tuple[tuple[str, str], ast.Call, str]] = []
         self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
@@ -1110,7 +1112,10 @@ class DevicelessAllocation(Rule):
         self._returned = False
         self._collective = False
         self._reached_return = False
+        self._beside = None
         met = self._meets_accelerator(node)
+        if isinstance(met, ast.Return) and self._beside is not None:
+            self.returned_beside[id(node)] = self._beside
         if self._reached_return and (met is None or isinstance(met, ast.Return)):
             handed = self._device_parameter()
             if handed is not None and getattr(self.ctx.function, "name", "") not in self._init_builders():
@@ -1127,7 +1132,12 @@ class DevicelessAllocation(Rule):
             if self._returned:
                 self.helper_returns.append((unit, node, qual[6:]))
             return
-        if isinstance(met, ast.Return) and unit[0] in self.plain_classes and not self._collective:
+        if (
+            isinstance(met, ast.Return)
+            and unit[0] in self.plain_classes
+            and not self._collective
+            and id(node) not in self.returned_beside
+        ):
             return  # a plain class's caller is not known to be device code (an empty result "on CPU" on purpose)
         source = self._device_source(node, met)
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
@@ -1573,6 +1583,16 @@ class DevicelessAllocation(Rule):
                     if real(grand.value, names):
                         return grand.value
                     return None
+                if isinstance(grand, ast.Return) and not self._scalar:
+                    self._note_beside(expr, parent.elts, names)
+                expr = parent
+                continue
+            if typ is ast.Dict:
+                assert isinstance(parent, ast.Dict)
+                if expr not in parent.values:
+                    return None
+                if isinstance(parents.get(id(parent)), ast.Return) and not self._scalar:
+                    self._note_beside(expr, parent.values, names)
                 expr = parent
                 continue
             if typ in (ast.UnaryOp, ast.Starred, ast.IfExp, ast.ListComp, ast.GeneratorExp, ast.NamedExpr):
@@ -1708,6 +1728,31 @@ class DevicelessAllocation(Rule):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _report_beside(self, node: ast.Call, factory: str, beside: ast.AST) -> None:
+        """Off the forward path: the allocation is returned beside a device tensor, so the caller (a dummy-input
+        builder's, a loss helper's) receives mixed devices, whatever path calls it."""
+        shown = self.ctx.source.segment(beside)
+        source = f"{shown}.device" if isinstance(beside, (ast.Name, ast.Attribute)) else None
+        self.report(
+            node,
+            f"`torch.{factory}(...)` without `device=` allocates on the CPU and is returned beside `{shown}`, a "
+            "device tensor: the caller receives mixed devices"
+            + (f"; add `device={source}`" if source else "; allocate it on that tensor's device"),
+            make_fix(f"Add `device={source}`", [self._device_edit(node, source)]) if source else None,
+        )
+
+    def _note_beside(self, expr: ast.AST, siblings: list, names: dict[str, int]) -> None:
+        """The host value is returned in one tuple, list or dict with a device tensor (``return {"features":
+        pixels_on_device, "grid_thw": host}``): remember that sibling; the caller gets mixed devices."""
+        if self._beside is not None:
+            return
+        for sib in siblings:
+            if sib is expr or sib is None or isinstance(sib, ast.Starred):
+                continue
+            if self._is_accel(sib, names):
+                self._beside = sib
+                return
 
     def _init_builders(self) -> set[str]:
         """Names the file's construction methods (``__init__``, ``_init_weights``...) call or refer to: a builder
@@ -2246,6 +2291,9 @@ class DevicelessAllocation(Rule):
             return
         forward = self._forward_units()
         for unit, node, factory, source in self.pending:
+            if unit not in forward and id(node) in self.returned_beside:
+                self._report_beside(node, factory, self.returned_beside[id(node)])
+                continue
             if unit not in forward and id(node) not in self._collective_met:
                 continue
             collective = self._collective_met.get(id(node))
