@@ -2291,7 +2291,12 @@ class DevicelessAllocation(Rule):
             return
         forward = self._forward_units()
         for unit, node, factory, source in self.pending:
-            if unit not in forward and id(node) in self.returned_beside:
+            if (
+                unit not in forward
+                and id(node) in self.returned_beside
+                and unit[1] not in self._init_builders()
+                and not is_init_method(unit[1])
+            ):
                 self._report_beside(node, factory, self.returned_beside[id(node)])
                 continue
             if unit not in forward and id(node) not in self._collective_met:
