@@ -434,6 +434,13 @@ class DevicelessAllocation(Rule):
         "return on the CPU on purpose is not reported. An `nn` module built with a live tensor's dtype "
         "(`dtype=ref.dtype`, or a `**factory_kwargs` dict literal with a `dtype` and no `device` key) but not "
         "its device allocates its parameters on the CPU beside that tensor."
+        " Wherever a function sits (forward path or not, any region of the tree): an allocation that ignores a "
+        "device the caller hands the function (a `device` / `*_device` parameter, or one annotated as a device) "
+        "and is returned to that caller, and a host allocation returned in one tuple, list or dict beside a device "
+        "tensor (a dummy-input builder, a loss helper), are reported; construction-time builders (called from "
+        "`__init__`, their tensors become buffers) are not. A host value handed to a helper that gets no device "
+        "(no device tensor, no `device=`) is followed into the helper's result; a `torch.*` op given `device=` "
+        "ends the host path; a rebinding in the other arm of an `if` does not end it."
     )
     bad = (
         Example(
@@ -865,6 +872,68 @@ class DevicelessAllocation(Rule):
             """,
             path="veomni/lora/toy_layers.py",
             title="a module built to match a live tensor's dtype but not its device",
+        ),
+        Example(
+            """
+            import torch
+            from dataclasses import dataclass
+
+
+            @dataclass(frozen=True)
+            class ToyGuidance:
+                skips: list
+
+                def mask(self, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+                    mask = torch.ones((len(self.skips),), dtype=dtype)
+                    for i, skipped in enumerate(self.skips):
+                        if block in skipped:
+                            mask[i] = 0
+                    return mask
+            """,
+            fixed="""
+            import torch
+            from dataclasses import dataclass
+
+
+            @dataclass(frozen=True)
+            class ToyGuidance:
+                skips: list
+
+                def mask(self, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+                    mask = torch.ones((len(self.skips),), dtype=dtype, device=device)
+                    for i, skipped in enumerate(self.skips):
+                        if block in skipped:
+                            mask[i] = 0
+                    return mask
+            """,
+            path="veomni/models/diffusers/toy/guidance.py",
+            title="a device handed to the function and ignored by the allocation it returns",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyVisionEncoder(nn.Module):
+                def dummy_inputs(self):
+                    pixels = torch.randn((4, 588), dtype=self.dtype, device=self.device)
+                    grid = torch.tensor([[1, 2, 2]], dtype=torch.int32)
+                    return {"pixel_values": pixels, "grid_thw": grid}
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToyVisionEncoder(nn.Module):
+                def dummy_inputs(self):
+                    pixels = torch.randn((4, 588), dtype=self.dtype, device=self.device)
+                    grid = torch.tensor([[1, 2, 2]], dtype=torch.int32, device=pixels.device)
+                    return {"pixel_values": pixels, "grid_thw": grid}
+            """,
+            path="veomni/models/seed_omni/toy/modeling_toy.py",
+            title="a host tensor returned beside a device tensor (off the forward path)",
         ),
     )
     good = (
@@ -1664,23 +1733,12 @@ class DevicelessAllocation(Rule):
                     isinstance(callee, ast.Name)
                     and callee.id not in _HOST_CALLABLES
                     and not callee.id[:1].isupper()
-                    and parent.args
-                    and parent.args[0] is expr
-                    and isinstance(parents.get(id(parent)), ast.Assign)
-                ):
-                    # ``freqs = slice_for_rank(freqs, dim=0)``: a helper transforming the tensor it is handed
-                    # returns it on the same device, rebinding the name
-                    expr = parent
-                    continue
-                if (
-                    isinstance(callee, ast.Name)
-                    and callee.id not in _HOST_CALLABLES
-                    and not callee.id[:1].isupper()
                     and isinstance(parents.get(id(parent)), ast.Assign)
                     and not self._device_handed(parent, expr, names)
                 ):
-                    # ``freqs = precompute_freqs(indices_grid=grid, dim=d)``: a helper handed the host value and
-                    # no device (no device tensor, no ``device=``) computes its result where that value lives
+                    # ``freqs = slice_for_rank(freqs, dim=0)``, ``freqs = precompute_freqs(indices_grid=grid,
+                    # dim=d)``: a helper handed the host value and no device (no device tensor, no ``device=``)
+                    # computes its result where that value lives
                     expr = parent
                     continue
                 return None
