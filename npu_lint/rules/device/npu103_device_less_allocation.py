@@ -249,7 +249,9 @@ def _other_branch(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST])
             if not isinstance(node, ast.If):
                 return False
             mine, theirs = child, chain[id(node)]
-            return (mine in node.body and theirs in node.orelse) or (mine in node.orelse and theirs in node.body)
+            return (mine in node.body and theirs in node.orelse) or (
+                mine in node.orelse and theirs in node.body
+            )
         child, node = node, parents.get(id(node))
     return False
 
@@ -1718,7 +1720,8 @@ class DevicelessAllocation(Rule):
                 qual = ctx.qualname(callee) or ""
                 if qual.startswith("torch."):
                     if any(k.arg == "device" and _device_value(k.value) for k in parent.keywords):
-                        return None  # ``torch.linspace(torch.tensor(lo), hi, n, device=x.device)``: placed there
+                        # ``torch.linspace(torch.tensor(lo), hi, n, device=x.device)``: placed on that device
+                        return None
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     if other is not None:
                         return other
@@ -1837,7 +1840,11 @@ class DevicelessAllocation(Rule):
             args = scope.args
             positional = [*args.posonlyargs, *args.args]
             defaults: dict[str, ast.expr] = dict(
-                zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
+                zip(
+                    [a.arg for a in positional[len(positional) - len(args.defaults) :]],
+                    args.defaults,
+                    strict=True,
+                )
             )
             defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d})
             for arg in [*positional, *args.kwonlyargs]:
