@@ -1211,6 +1211,9 @@ class DevicelessAllocation(Rule):
         ):
             return  # a plain class's caller is not known to be device code (an empty result "on CPU" on purpose)
         source = self._device_source(node, met)
+        beside = self.returned_beside.get(id(node))
+        if source is None and isinstance(beside, (ast.Name, ast.Attribute)):
+            source = f"{self.ctx.source.segment(beside)}.device"  # the device tensor returned beside it
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
             self._guessed.add(id(node))
         if self._collective:
