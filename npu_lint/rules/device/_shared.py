@@ -787,6 +787,8 @@ def spec_targets(tree: ast.Module) -> dict[str, str]:
 
 
 def _is_dtype_expr(ctx: Context, node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute) and node.attr == "dtype":
+        return True  # ``.to(next(self.mlp.parameters()).dtype)``: a dtype, whatever it is read from
     dotted = ctx.dotted(node) or ""
     last = dotted.split(".")[-1].lower()
     return bool(last) and any(w in last for w in _DTYPE_WORDS)

@@ -37,6 +37,7 @@ from npu_lint.rules.device._shared import (
     npu_module,
     outside_veomni,
 )
+from npu_lint.veomni.backends import imports_device_helpers
 
 
 def _names_cuda(node: ast.AST) -> bool:
@@ -731,8 +732,10 @@ class HardcodedCudaDevice(Rule):
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         """Model code, and kernel code that is not a CUDA kernel (``veomni.backends``: Ascend adapters, eager
-        fallbacks, registries and helpers under ``veomni/ops`` run on NPU hosts too)."""
-        return device_neutral_scope(ctx)
+        fallbacks, registries and helpers under ``veomni/ops`` run on NPU hosts too); and a kernel file that imports
+        the tree's device module helpers (``get_torch_device``): its author launches through them, so a
+        ``torch.cuda.*`` runtime call beside them breaks the file on triton-ascend (only those are checked there)."""
+        return device_neutral_scope(ctx) or (not ctx.source.kind.test and imports_device_helpers(ctx.tree))
 
     requires = (
         ("cuda", "nccl"),
@@ -753,6 +756,8 @@ class HardcodedCudaDevice(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._seen: set[int] = set()
+        # a CUDA kernel file written against the tree's device helpers: only its torch.cuda.* runtime calls
+        self._helpers_only = not device_neutral_scope(ctx)
 
     # -- reporting helpers ----------------------------------------------------------------------------
     def _report_string(self, node: ast.expr, what: str) -> None:
@@ -856,6 +861,10 @@ class HardcodedCudaDevice(Rule):
 
     def visit(self, node: ast.AST) -> None:
         typ = type(node)
+        if self._helpers_only:
+            if typ is ast.Attribute and node.attr != "is_cuda":  # type: ignore[attr-defined]
+                self._visit_attribute(node)  # type: ignore[arg-type]
+            return
         if typ is ast.Call:
             self._visit_call(node)  # type: ignore[arg-type]
         elif typ is ast.Attribute:

@@ -223,14 +223,37 @@ def _loads_after(
         if pos <= end:
             continue
         if kind == 0:
-            if _conditional(child, stmt, parents):
-                continue  # rebound on one path only: the old value still flows on the other
+            if _conditional(child, stmt, parents) or _other_branch(child, stmt, parents):
+                continue  # rebound on one path only (or on a path the binding is not on): the value still flows
             break
         out.append(child)
     return out
 
 
 _BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith)
+
+
+def _other_branch(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """``store`` and ``binding`` sit in the two arms of one ``if`` (``if a: x = host() else: x = dev()``): the
+    rebinding is not on the binding's path, so it does not end the binding's value."""
+    chain: dict[int, ast.AST] = {}  # ancestor id -> its child on the way to the binding
+    child: ast.AST = binding
+    node = parents.get(id(binding))
+    while node is not None:
+        chain[id(node)] = child
+        child, node = node, parents.get(id(node))
+    child = store
+    node = parents.get(id(store))
+    while node is not None:
+        if id(node) in chain:
+            if not isinstance(node, ast.If):
+                return False
+            mine, theirs = child, chain[id(node)]
+            return (mine in node.body and theirs in node.orelse) or (
+                mine in node.orelse and theirs in node.body
+            )
+        child, node = node, parents.get(id(node))
+    return False
 
 
 def _conditional(store: ast.AST, binding: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -413,6 +436,13 @@ class DevicelessAllocation(Rule):
         "return on the CPU on purpose is not reported. An `nn` module built with a live tensor's dtype "
         "(`dtype=ref.dtype`, or a `**factory_kwargs` dict literal with a `dtype` and no `device` key) but not "
         "its device allocates its parameters on the CPU beside that tensor."
+        " Wherever a function sits (forward path or not, any region of the tree): an allocation that ignores a "
+        "device the caller hands the function (a `device` / `*_device` parameter, or one annotated as a device) "
+        "and is returned to that caller, and a host allocation returned in one tuple, list or dict beside a device "
+        "tensor (a dummy-input builder, a loss helper), are reported; construction-time builders (called from "
+        "`__init__`, their tensors become buffers) are not. A host value handed to a helper that gets no device "
+        "(no device tensor, no `device=`) is followed into the helper's result; a `torch.*` op given `device=` "
+        "ends the host path; a rebinding in the other arm of an `if` does not end it."
     )
     bad = (
         Example(
@@ -845,6 +875,68 @@ class DevicelessAllocation(Rule):
             path="veomni/lora/toy_layers.py",
             title="a module built to match a live tensor's dtype but not its device",
         ),
+        Example(
+            """
+            import torch
+            from dataclasses import dataclass
+
+
+            @dataclass(frozen=True)
+            class ToyGuidance:
+                skips: list
+
+                def mask(self, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+                    mask = torch.ones((len(self.skips),), dtype=dtype)
+                    for i, skipped in enumerate(self.skips):
+                        if block in skipped:
+                            mask[i] = 0
+                    return mask
+            """,
+            fixed="""
+            import torch
+            from dataclasses import dataclass
+
+
+            @dataclass(frozen=True)
+            class ToyGuidance:
+                skips: list
+
+                def mask(self, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+                    mask = torch.ones((len(self.skips),), dtype=dtype, device=device)
+                    for i, skipped in enumerate(self.skips):
+                        if block in skipped:
+                            mask[i] = 0
+                    return mask
+            """,
+            path="veomni/models/diffusers/toy/guidance.py",
+            title="a device handed to the function and ignored by the allocation it returns",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class ToyVisionEncoder(nn.Module):
+                def dummy_inputs(self):
+                    pixels = torch.randn((4, 588), dtype=self.dtype, device=self.device)
+                    grid = torch.tensor([[1, 2, 2]], dtype=torch.int32)
+                    return {"pixel_values": pixels, "grid_thw": grid}
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class ToyVisionEncoder(nn.Module):
+                def dummy_inputs(self):
+                    pixels = torch.randn((4, 588), dtype=self.dtype, device=self.device)
+                    grid = torch.tensor([[1, 2, 2]], dtype=torch.int32, device=pixels.device)
+                    return {"pixel_values": pixels, "grid_thw": grid}
+            """,
+            path="veomni/models/seed_omni/toy/modeling_toy.py",
+            title="a host tensor returned beside a device tensor (off the forward path)",
+        ),
     )
     good = (
         Example(
@@ -987,6 +1079,9 @@ class DevicelessAllocation(Rule):
         # host allocations a module-level helper returns (no device data in the helper to take it from)
         self.helper_returns: list[tuple[tuple[str, str], ast.Call, str]] = []
         self._returned = False
+        self._reached_return = False
+        self._beside: ast.AST | None = None
+        self.returned_beside: dict[int, ast.AST] = {}  # allocation -> the device tensor returned beside it
         # ``self.inv_freq[...].float().to(self.inv_freq.device)``: a value moved to its own source's device
         self.self_moves: list[tuple[tuple[str, str], ast.Call, str]] = []
         self.generators: list[tuple[tuple[str, str], ast.Call]] = []  # torch.Generator() without a device
@@ -1087,14 +1182,38 @@ class DevicelessAllocation(Rule):
             return  # ``torch.tensor(x)`` of a device tensor keeps that device: nothing is allocated on the CPU
         self._returned = False
         self._collective = False
+        self._reached_return = False
+        self._beside = None
         met = self._meets_accelerator(node)
+        if isinstance(met, ast.Return) and self._beside is not None:
+            self.returned_beside[id(node)] = self._beside
+        if self._reached_return and (met is None or isinstance(met, ast.Return)):
+            handed = self._device_parameter()
+            if handed is not None and getattr(self.ctx.function, "name", "") not in self._init_builders():
+                # the caller hands this function the device and it returns a tensor allocated elsewhere: wrong
+                # on whatever path the function is called from
+                self.report(
+                    node,
+                    f"`torch.{qual[6:]}(...)` without `device=` allocates on the CPU although the caller hands "
+                    f"this function `{handed}`, and the result is returned to it; add `device={handed}`",
+                    make_fix(f"Add `device={handed}`", [self._device_edit(node, handed)]),
+                )
+                return
         if met is None:
             if self._returned:
                 self.helper_returns.append((unit, node, qual[6:]))
             return
-        if isinstance(met, ast.Return) and unit[0] in self.plain_classes and not self._collective:
+        if (
+            isinstance(met, ast.Return)
+            and unit[0] in self.plain_classes
+            and not self._collective
+            and id(node) not in self.returned_beside
+        ):
             return  # a plain class's caller is not known to be device code (an empty result "on CPU" on purpose)
         source = self._device_source(node, met)
+        beside = self.returned_beside.get(id(node))
+        if source is None and isinstance(beside, (ast.Name, ast.Attribute)):
+            source = f"{self.ctx.source.segment(beside)}.device"  # the device tensor returned beside it
         if source is not None and self._combined_elsewhere(node, source.split(".")[0]):
             self._guessed.add(id(node))
         if self._collective:
@@ -1538,6 +1657,16 @@ class DevicelessAllocation(Rule):
                     if real(grand.value, names):
                         return grand.value
                     return None
+                if isinstance(grand, ast.Return) and not self._scalar:
+                    self._note_beside(expr, parent.elts, names)
+                expr = parent
+                continue
+            if typ is ast.Dict:
+                assert isinstance(parent, ast.Dict)
+                if expr not in parent.values:
+                    return None
+                if isinstance(parents.get(id(parent)), ast.Return) and not self._scalar:
+                    self._note_beside(expr, parent.values, names)
                 expr = parent
                 continue
             if typ in (ast.UnaryOp, ast.Starred, ast.IfExp, ast.ListComp, ast.GeneratorExp, ast.NamedExpr):
@@ -1593,6 +1722,9 @@ class DevicelessAllocation(Rule):
                     return callee.value  # x.masked_fill(mask, ...), x.index_select(0, ids)
                 qual = ctx.qualname(callee) or ""
                 if qual.startswith("torch."):
+                    if any(k.arg == "device" and _device_value(k.value) for k in parent.keywords):
+                        # ``torch.linspace(torch.tensor(lo), hi, n, device=x.device)``: placed on that device
+                        return None
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     if other is not None:
                         return other
@@ -1607,12 +1739,12 @@ class DevicelessAllocation(Rule):
                     isinstance(callee, ast.Name)
                     and callee.id not in _HOST_CALLABLES
                     and not callee.id[:1].isupper()
-                    and parent.args
-                    and parent.args[0] is expr
                     and isinstance(parents.get(id(parent)), ast.Assign)
+                    and not self._device_handed(parent, expr, names)
                 ):
-                    # ``freqs = slice_for_rank(freqs, dim=0)``: a helper transforming the tensor it is handed
-                    # returns it on the same device, rebinding the name
+                    # ``freqs = slice_for_rank(freqs, dim=0)``, ``freqs = precompute_freqs(indices_grid=grid,
+                    # dim=d)``: a helper handed the host value and no device (no device tensor, no ``device=``)
+                    # computes its result where that value lives
                     expr = parent
                     continue
                 return None
@@ -1655,10 +1787,102 @@ class DevicelessAllocation(Rule):
                 # handed back to device code: reported when the function works on device data
                 if self._boxed or self._scalar:
                     return None
+                self._reached_return = True
                 if not names and self._returns_device_code(func):
                     self._returned = True  # a helper without device data: judged at its call sites (finish)
                 return parent if names and self._returns_device_code(func) else None
             return None
+
+    def _report_beside(self, node: ast.Call, factory: str, beside: ast.AST) -> None:
+        """Off the forward path: the allocation is returned beside a device tensor, so the caller (a dummy-input
+        builder's, a loss helper's) receives mixed devices, whatever path calls it."""
+        shown = self.ctx.source.segment(beside)
+        source = f"{shown}.device" if isinstance(beside, (ast.Name, ast.Attribute)) else None
+        self.report(
+            node,
+            f"`torch.{factory}(...)` without `device=` allocates on the CPU and is returned beside `{shown}`, a "
+            "device tensor: the caller receives mixed devices"
+            + (f"; add `device={source}`" if source else "; allocate it on that tensor's device"),
+            make_fix(f"Add `device={source}`", [self._device_edit(node, source)]) if source else None,
+        )
+
+    def _note_beside(self, expr: ast.AST, siblings: list, names: dict[str, int]) -> None:
+        """The host value is returned in one tuple, list or dict with a device tensor (``return {"features":
+        pixels_on_device, "grid_thw": host}``): remember that sibling; the caller gets mixed devices."""
+        if self._beside is not None:
+            return
+        for sib in siblings:
+            if sib is expr or sib is None or isinstance(sib, ast.Starred):
+                continue
+            if self._is_accel(sib, names):
+                self._beside = sib
+                return
+
+    def _init_builders(self) -> set[str]:
+        """Names the file's construction methods (``__init__``, ``_init_weights``...) call or refer to: a builder
+        whose tensors become parameters or buffers, which move with the module."""
+        cached = self.ctx.memo.get("npu103-init-builders")
+        if cached is None:
+            cached = set()
+            for func in nodes_of(self.ctx.tree, ast.FunctionDef):
+                if is_init_method(func.name):  # type: ignore[attr-defined]
+                    for n in subtree(func):
+                        if isinstance(n, ast.Attribute):
+                            cached.add(n.attr)
+                        elif isinstance(n, ast.Name):
+                            cached.add(n.id)
+            self.ctx.memo["npu103-init-builders"] = cached
+        return cached  # type: ignore[return-value]
+
+    def _device_parameter(self) -> str | None:
+        """The parameter of the enclosing function that hands it a device (``device``, ``target_device``, or one
+        annotated as a device), unless it defaults to the CPU; the innermost such function."""
+        for scope in reversed(self.ctx.parents):
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = scope.args
+            positional = [*args.posonlyargs, *args.args]
+            defaults: dict[str, ast.expr] = dict(
+                zip(
+                    [a.arg for a in positional[len(positional) - len(args.defaults) :]],
+                    args.defaults,
+                    strict=True,
+                )
+            )
+            defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d})
+            for arg in [*positional, *args.kwonlyargs]:
+                ann = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                named = arg.arg == "device" or arg.arg.endswith("_device")
+                if not (named or "device" in ann.lower()):
+                    continue
+                default = defaults.get(arg.arg)
+                if default is not None and _names_cpu(default):
+                    continue
+                return arg.arg
+            return None
+        return None
+
+    def _device_handed(self, call: ast.Call, carried: ast.AST, names: dict[str, int]) -> bool:
+        """Any argument of ``call`` but ``carried`` gives the callee a device: a device tensor, a ``device=``
+        keyword, a ``.device`` read or a name spelt like a device (the helper may move the value there)."""
+        if isinstance(carried, ast.keyword):
+            carried = carried.value
+        for kw in call.keywords:
+            if kw.value is carried:
+                continue
+            if kw.arg is None or "device" in kw.arg:
+                return True
+        for value in _call_values(call):
+            if value is carried or any(n is carried for n in subtree(value)):
+                continue
+            if self._is_accel(value, names):
+                return True
+            for n in subtree(value):
+                if (isinstance(n, ast.Attribute) and n.attr == "device") or (
+                    isinstance(n, ast.Name) and "device" in n.id
+                ):
+                    return True
+        return False
 
     def _host_resident_root(self, expr: ast.AST) -> str | None:
         """``self.<attr>`` at the root of ``expr`` (through items, slices and method calls) when ``<attr>`` is a
@@ -2135,6 +2359,14 @@ class DevicelessAllocation(Rule):
             return
         forward = self._forward_units()
         for unit, node, factory, source in self.pending:
+            if (
+                unit not in forward
+                and id(node) in self.returned_beside
+                and unit[1] not in self._init_builders()
+                and not is_init_method(unit[1])
+            ):
+                self._report_beside(node, factory, self.returned_beside[id(node)])
+                continue
             if unit not in forward and id(node) not in self._collective_met:
                 continue
             collective = self._collective_met.get(id(node))
