@@ -10,8 +10,8 @@ return `sigma * noise + (1 - sigma) * sample`: the noise rises."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from npu_lint.core.astutil import last_name
 from npu_lint.core.astutil import walk as _walk
@@ -57,32 +57,35 @@ def _factors(node: ast.AST) -> list[ast.AST] | None:
     return None
 
 
-def _split(term: ast.AST) -> tuple[str | None, str | None, str | None]:
-    """(one-minus coefficient text, plain coefficient text, operand leaf) of a product term."""
+def _readings(term: ast.AST) -> list[tuple[str, bool, str]]:
+    """The ways to read a product term as coefficient times operand: (coefficient text, whether it is a
+    `1 - s` whose `s` is the text, operand leaf)."""
     factors = _factors(term)
     if not factors:
-        return None, None, None
+        return []
     a, b = factors
+    out = []
     for coef, operand in ((a, b), (b, a)):
         name = leaf(operand)
         if name is None:
             continue
         one_minus = _is_one_minus(coef)
-        if one_minus is not None:
-            return one_minus, None, name
-        return None, ast.unparse(coef), name
-    return None, None, None
+        out.append((one_minus, True, name) if one_minus is not None else (ast.unparse(coef), False, name))
+    return out
 
 
 def _interpolation_of(value: ast.AST) -> tuple[str, str, str] | None:
     """(rising, falling, s) of `s * a + (1 - s) * b` in any order of terms and factors."""
     if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
         return None
-    left, right = _split(value.left), _split(value.right)
-    for one, other in ((left, right), (right, left)):
-        if one[0] is not None and other[1] is not None and one[0] == other[1] and one[2] and other[2]:
-            if one[2] != other[2]:
-                return other[2], one[2], one[0]
+    left, right = _readings(value.left), _readings(value.right)
+    for ones, others in ((left, right), (right, left)):
+        for s, is_one_minus, falling in ones:
+            if not is_one_minus:
+                continue
+            for coef, plain, rising in others:
+                if not plain and coef == s and rising != falling:
+                    return rising, falling, s
     return None
 
 
@@ -147,18 +150,24 @@ def reversed_targets(
             continue
         for it in own:
             if minuend == it.falling and subtrahend == it.rising:
-                yield n, (
-                    f"`{ast.unparse(value)}` is the negated velocity of the noising `{_shown(it)}` "
-                    f"(d/ds is `{it.rising} - {it.falling}`)"
+                yield (
+                    n,
+                    (
+                        f"`{ast.unparse(value)}` is the negated velocity of the noising `{_shown(it)}` "
+                        f"(d/ds is `{it.rising} - {it.falling}`)"
+                    ),
                 )
                 break
         else:
             if {minuend, subtrahend} <= params:
                 for it in siblings:
                     if subtrahend == it.rising and minuend != it.rising:
-                        yield n, (
-                            f"`{ast.unparse(value)}` subtracts `{subtrahend}`, the operand the class's noising "
-                            f"`{_shown(it)}` raises: the velocity is `{it.rising} - <sample>`"
+                        yield (
+                            n,
+                            (
+                                f"`{ast.unparse(value)}` subtracts `{subtrahend}`, the operand the class's noising "
+                                f"`{_shown(it)}` raises: the velocity is `{it.rising} - <sample>`"
+                            ),
                         )
                         break
 
@@ -186,9 +195,12 @@ def reconstruction_faults(func: ast.AST, own: list[Interpolation]) -> Iterator[t
                 if isinstance(a, ast.Name) and a.id == it.name and _has_factor(b, it.coefficient):
                     others = [f for f in _factors(b) or [] if ast.unparse(f) != it.coefficient]
                     if others and leaf(others[0]) not in (it.rising, it.falling, None):
-                        yield n, (
-                            f"`{ast.unparse(n)}` adds `{it.coefficient}` times the prediction to the noisy "
-                            f"`{it.name}` (`{_shown(it)}`): x0 is `{it.name} - {it.coefficient} * v`"
+                        yield (
+                            n,
+                            (
+                                f"`{ast.unparse(n)}` adds `{it.coefficient}` times the prediction to the noisy "
+                                f"`{it.name}` (`{_shown(it)}`): x0 is `{it.name} - {it.coefficient} * v`"
+                            ),
                         )
                     break
 
@@ -208,7 +220,10 @@ def epsilon_onto_data(func: ast.AST, own: list[Interpolation]) -> Iterator[tuple
             if not pred or not target:
                 continue
             if ("noise_pred" in pred or pred.startswith("eps")) and target == it.falling:
-                yield n, (
-                    f"the noise prediction `{pred}` is regressed onto `{target}`, the clean operand of the "
-                    f"noising `{_shown(it)}` (the noise is `{it.rising}`)"
+                yield (
+                    n,
+                    (
+                        f"the noise prediction `{pred}` is regressed onto `{target}`, the clean operand of the "
+                        f"noising `{_shown(it)}` (the noise is `{it.rising}`)"
+                    ),
                 )

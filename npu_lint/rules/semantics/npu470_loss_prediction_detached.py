@@ -27,9 +27,26 @@ _TORCH_LOSSES = {
     "huber_loss",
 }
 # the argument (keyword or value) names of a prediction: what a training loss differentiates
+_THROUGH = (
+    "float",
+    "to",
+    "view",
+    "reshape",
+    "contiguous",
+    "flatten",
+    "bfloat16",
+    "half",
+    "log_softmax",
+    "softmax",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+)
 _PREDICTION = re.compile(r"logit|hidden|pred|model_out|student|^input$|^inputs$|^scores?$", re.IGNORECASE)
 _NOT_TRAINING = re.compile(r"eval|valid|metric|^log_|_log$|report|record|monitor|^test", re.IGNORECASE)
-_NOT_LOSS = re.compile(r"^(log|record|report|update|append|gather|all_reduce|reduce|print|track)", re.IGNORECASE)
+_NOT_LOSS = re.compile(
+    r"^(log|record|report|update|append|gather|all_reduce|reduce|print|track)", re.IGNORECASE
+)
 
 
 def _is_loss_callee(name: str) -> bool:
@@ -44,7 +61,7 @@ def _detached_root(node: ast.AST) -> ast.AST | None:
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if node.func.attr in _DETACH:
             return node.func.value
-        if node.func.attr in ("float", "to", "view", "reshape", "contiguous", "flatten", "bfloat16", "half"):
+        if node.func.attr in _THROUGH:
             node = node.func.value
             continue
         return None
@@ -155,7 +172,9 @@ class LossPredictionDetached(Rule):
             path="veomni/models/transformers/toy/generated/patched_modeling_toy_npu.py",
         ),
     )
-    fix_safety = "No fix: drop the detach unless the backbone is meant to be frozen (then freeze it explicitly)."
+    fix_safety = (
+        "No fix: drop the detach unless the backbone is meant to be frozen (then freeze it explicitly)."
+    )
     requires = ("detach", ("loss", "cross_entropy", "kl_div"))
     node_types = ()
 

@@ -11,7 +11,19 @@ from npu_lint.rules.semantics._shared import first_report, functions_of
 
 # a local named as a term of an objective: `kl_loss`, `aux_loss`, `z_loss`, `kl`, `kld`, `commitment`
 _TERM = re.compile(r"loss|(^|_)kld?($|_)|(^|_)kl_div|commitment|penalty", re.IGNORECASE)
-_CALLABLE = ("_fn", "_func", "_fct", "_function", "_cls", "_class", "_type", "_name", "_key", "_keys", "_names")
+_CALLABLE = (
+    "_fn",
+    "_func",
+    "_fct",
+    "_function",
+    "_cls",
+    "_class",
+    "_type",
+    "_name",
+    "_key",
+    "_keys",
+    "_names",
+)
 
 
 def _is_term(name: str) -> bool:
@@ -36,7 +48,11 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
     for n in _walk(func):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             return []
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("locals", "vars", "exec", "eval"):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("locals", "vars", "exec", "eval")
+        ):
             return []
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             loads.add(n.id)
@@ -44,7 +60,11 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
             value = n.value
             if isinstance(value, ast.Constant):
                 continue
-            if isinstance(value, (ast.BinOp, ast.UnaryOp)) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            if (
+                isinstance(value, (ast.BinOp, ast.UnaryOp))
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+            ):
                 continue  # a combined loss stored and dropped is NPU425's
             for t in n.targets:
                 stores.extend((name, n) for name in _targets(t) if _is_term(name.id))

@@ -34,9 +34,7 @@ def straight_through_faults(expr: ast.BinOp) -> str | None:
     ever written as the straight-through estimator `x + (y - x).detach()` with its detach lost."""
     terms: list[tuple[int, ast.AST]] = []
     _signed_terms(expr, 1, terms)
-    if len(terms) != 3 or any(
-        isinstance(t, ast.Call) and last_name(t.func) in _DETACH for _, t in terms
-    ):
+    if len(terms) != 3 or any(isinstance(t, ast.Call) and last_name(t.func) in _DETACH for _, t in terms):
         return None
     seen: dict[str, set[int]] = {}
     for sign, term in terms:
