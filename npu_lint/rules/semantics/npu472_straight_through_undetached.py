@@ -42,8 +42,8 @@ def straight_through_faults(expr: ast.BinOp) -> str | None:
             seen.setdefault(ast.unparse(term), set()).add(sign)
     for text, signs in seen.items():
         if signs == {1, -1}:
-            others = [ast.unparse(t) for _, t in terms if ast.unparse(t) != text]
-            if len(others) == 1:
+            others = [ast.unparse(t) for sign, t in terms if ast.unparse(t) != text and sign > 0]
+            if len(others) == 1:  # the quantised operand is added: the value is `+x_q`
                 return f"`{text}` is added and subtracted around `{others[0]}`"
     return None
 
