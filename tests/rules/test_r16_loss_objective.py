@@ -332,3 +332,15 @@ def test_npu473_reported(path: str, text: str, line: int) -> None:
 )
 def test_npu473_quiet(text: str) -> None:
     assert _found("veomni/models/diffusers/toy_dit/modeling_toy_dit.py", text, "NPU473") == []
+
+
+def test_npu471_reported_at_the_total_that_omits_the_term() -> None:
+    text = """
+    def decode_loss(self, feats, labels):
+        rec_loss = F.l1_loss(self.dec(feats), labels)
+        z, kld = self.posterior(feats)
+        perceptual_loss = self.lpips(z, labels)
+        loss = rec_loss + perceptual_loss
+        return loss
+    """
+    assert _found("veomni/models/transformers/toy_vae/modeling_toy_vae.py", text, "NPU471") == [5]

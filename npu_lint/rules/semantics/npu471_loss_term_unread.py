@@ -40,9 +40,10 @@ def _targets(node: ast.AST) -> list[ast.Name]:
     return []
 
 
-def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.Name, ast.AST]]:
-    """(target, statement) for each loss-term local of ``func`` computed and never read, when the function
-    hands on another loss (reads a different loss-named local)."""
+def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.AST, ast.AST]]:
+    """(site, binding statement) for each loss-term local of ``func`` computed and never read, when the function
+    hands on another loss (reads a different loss-named local); the site is the later sum of loss terms that
+    omits it when there is one, else the binding."""
     loads: set[str] = set()
     stores: list[tuple[ast.Name, ast.AST]] = []
     for n in _walk(func):
@@ -77,8 +78,34 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
     for target, stmt in stores:
         if target.id in loads or not (handed_on - {target.id}):
             continue
-        found.append((target, stmt))
+        found.append((_total_after(func, stmt) or target, stmt))
     return found
+
+
+def _total_after(func: ast.AST, stmt: ast.AST) -> ast.AST | None:
+    """The last sum of loss terms assigned to a loss-named local after ``stmt``: where the term was meant to be
+    added (`loss = mse_loss + diff_loss`)."""
+    best = None
+    for n in _walk(func):
+        if (
+            isinstance(n, ast.Assign)
+            and n.lineno > getattr(stmt, "end_lineno", stmt.lineno)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and "loss" in n.targets[0].id.lower()
+            and isinstance(n.value, ast.BinOp)
+            and isinstance(n.value.op, ast.Add)
+            and sum(isinstance(x, ast.Name) and "loss" in x.id.lower() for x in _walk(n.value)) >= 2
+        ):
+            if best is None or n.lineno > best.lineno:
+                best = n
+    return best
+
+
+def _name_in(stmt: ast.AST, _site: ast.AST) -> str:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+    names = [n.id for t in targets if t is not None for n in _targets(t) if _is_term(n.id)]
+    return names[0] if names else "?"
 
 
 class LossTermUnread(Rule):
@@ -138,11 +165,17 @@ class LossTermUnread(Rule):
 
     def finish(self) -> None:
         for func in functions_of(self.ctx.tree, self.ctx.source.text, "loss"):
-            for target, _stmt in unread_terms(func):
-                if first_report(self, target):
+            for site, stmt in unread_terms(func):
+                name = site.id if isinstance(site, ast.Name) else _name_in(stmt, site)
+                where = (
+                    ""
+                    if isinstance(site, ast.Name)
+                    else f" (computed at line {stmt.lineno}; this total omits it)"
+                )
+                if first_report(self, site):
                     self.report(
-                        target,
-                        f"`{target.id}` is a loss term computed in `{func.name}` and never read: it never reaches "
+                        site,
+                        f"`{name}` is a loss term computed in `{func.name}` and never read{where}: it never reaches "
                         "the loss the function hands on (the regulariser is thrown away); add it to the loss, or "
                         "name it `_...` if it is meant to be dropped",
                     )
