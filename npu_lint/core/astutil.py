@@ -576,6 +576,15 @@ def _children(node: ast.AST) -> list[ast.AST]:
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
+def following_statements(parent: ast.AST | None, node: ast.AST) -> list[ast.stmt]:
+    """The statements after ``node`` in the block of ``parent`` that holds it (body, else or finally), or []."""
+    for field in ("body", "orelse", "finalbody"):
+        stmts = getattr(parent, field, None)
+        if isinstance(stmts, list) and node in stmts:
+            return stmts[stmts.index(node) + 1 :]
+    return []
+
+
 def statements(node: ast.AST) -> list[ast.stmt]:
     """Every statement of ``node``'s subtree (``node`` itself included when it is one), found by following
     statement lists only (bodies, ``else`` / ``finally`` blocks, handlers, match cases): a tenth of the nodes

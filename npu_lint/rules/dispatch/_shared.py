@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import following_statements, walk
 from npu_lint.rules._handles import (
     GUARD_ATTRS,
     Block,
@@ -84,7 +84,9 @@ class GuardFinder:
         if needs_check:
             region: list[ast.AST] = [node]
             if isinstance(node, ast.If) and not node.orelse:
-                region.extend(self._following(node))  # the path taken when the guarded branch returns
+                region.extend(
+                    following_statements(self.ctx.parent, node)
+                )  # the path taken when the guarded branch returns
             self.pending.append((test, region, what, owner_class(ctx, ctx.function), receiver))
             return
         self.reported.append((test, what))
@@ -114,15 +116,6 @@ class GuardFinder:
                     (node, list(node.body), what, owner_class(self.ctx, self.ctx.function), None)
                 )
                 return
-
-    def _following(self, node: ast.If) -> list[ast.stmt]:
-        """The statements after ``node`` in its block."""
-        parent = self.ctx.parent
-        for name in ("body", "orelse", "finalbody"):
-            stmts = getattr(parent, name, None)
-            if isinstance(stmts, list) and node in stmts:
-                return stmts[stmts.index(node) + 1 :]
-        return []
 
     def _falls_through(self, node: ast.If) -> bool:
         """The guarded branch returns and code follows the `if` in its block (the eager copy)."""

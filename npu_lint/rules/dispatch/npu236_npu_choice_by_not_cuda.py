@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import dotted_name, walk
+from npu_lint.core.astutil import dotted_name, following_statements, walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.registration import cuda_probe, device_probe
 
@@ -177,14 +177,6 @@ class NpuChoiceByNotCuda(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _after(self, node: ast.If) -> list[ast.stmt]:
-        parent = self.ctx.parent
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(parent, field, None)
-            if isinstance(stmts, list) and node in stmts:
-                return stmts[stmts.index(node) + 1 :]
-        return []
-
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.If, ast.IfExp))
         on_cuda = cuda_probe(node.test)
@@ -197,7 +189,7 @@ class NpuChoiceByNotCuda(Rule):
             and not node.orelse
             and isinstance(node.body[-1], (ast.Return, ast.Raise))
         ):
-            orelse = self._after(node)
+            orelse = following_statements(self.ctx.parent, node)
         cuda_part, other_part = (body, orelse) if on_cuda else (orelse, body)
         if _probes_npu(other_part):
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import dotted_name
+from npu_lint.core.astutil import dotted_name, following_statements
 from npu_lint.rules.base import Context, Example, Rule
 
 _NPU_FLAG = re.compile(
@@ -185,14 +185,6 @@ class InvertedDeviceSwitch(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _after(self, node: ast.If) -> list[ast.stmt]:
-        parent = self.ctx.parent
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(parent, field, None)
-            if isinstance(stmts, list) and node in stmts:
-                return stmts[stmts.index(node) + 1 :]
-        return []
-
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.If, ast.IfExp))
         sense = npu_sense(node.test)
@@ -208,7 +200,9 @@ class InvertedDeviceSwitch(Rule):
             and not node.orelse
             and isinstance(node.body[-1], (ast.Return, ast.Raise))
         ):
-            orelse = self._after(node)  # ``if test: return a`` then ``return b``: the rest is the else branch
+            orelse = following_statements(
+                self.ctx.parent, node
+            )  # ``if test: return a`` then ``return b``: the rest is the else branch
         on_npu, elsewhere = (body, orelse) if sense else (orelse, body)
         npu_kinds, npu_first = _selected(on_npu)
         other_kinds, other_first = _selected(elsewhere)
