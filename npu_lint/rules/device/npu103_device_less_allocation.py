@@ -30,6 +30,7 @@ from npu_lint.rules.device._shared import (
     zero_size,
 )
 
+_HOST_METADATA = re.compile(r"(?:^|_)(?:cu_seqlens|seqlens?|lens|lengths|offsets|sizes|splits|counts)$")
 _TENSOR_NAME = re.compile(
     r"^(hidden_states|inputs_embeds|input_ids|position_ids|attention_mask|pixel_values\w*|input_features|"
     r"\w*_embeds|\w*_lens|\w*_mask|grid_thw|query|key|value|x|q|k|v|cos|sin|logits|labels)$"
@@ -1665,6 +1666,13 @@ class DevicelessAllocation(Rule):
                 assert isinstance(parent, ast.Dict)
                 if expr not in parent.values:
                     return None
+                key = parent.keys[parent.values.index(expr)]
+                if (
+                    isinstance(key, ast.Constant)
+                    and isinstance(key.value, str)
+                    and _HOST_METADATA.search(key.value)
+                ):
+                    return None  # host-side metadata stored by name (`"cu_seqlens": torch.tensor(cu)`): CPU on purpose
                 if isinstance(parents.get(id(parent)), ast.Return) and not self._scalar:
                     self._note_beside(expr, parent.values, names)
                 expr = parent

@@ -218,9 +218,12 @@ class ImportWiringLost(Rule):
                 for importer, m in imported
             ):
                 continue
-            at = next((s for s in self.ctx.tree.body if isinstance(s, (ast.Import, ast.ImportFrom))), None)
+            body = self.ctx.tree.body
+            at = next(
+                (s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))), body[0] if body else None
+            )
             self.report(
-                at if at is not None else self.ctx.tree,
+                at if at is not None else (1, 0, 1, 0),
                 f"`{child}` registers kernel rows when it is imported, and no module of the tree imports it at "
                 f"import time (here or elsewhere; imports inside functions run too late): its rows are missing "
                 f"when handles resolve; import it here (`from . import {name}`)",
