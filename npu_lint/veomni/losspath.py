@@ -23,13 +23,12 @@ Everything here is stdlib ``ast`` on one function; the rules in ``rules/semantic
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of, str_value, walk
+from npu_lint.core.astutil import call_name, copy_tree, int_value, last_name, nodes_of, str_value, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
@@ -1855,7 +1854,7 @@ class _Canon(ast.NodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         self.generic_visit(node)
-        load = copy.deepcopy(node.target)  # the target read: the same nodes in Load context (no re-parse)
+        load = copy_tree(node.target)  # the target read: the same nodes in Load context (no re-parse)
         for sub in _walk(load):
             if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.List, ast.Tuple)):
                 sub.ctx = ast.Load()
@@ -1863,9 +1862,7 @@ class _Canon(ast.NodeTransformer):
 
 
 def _canon_key(stmt: ast.stmt) -> str:
-    import copy
-
-    return ast.dump(_Canon().visit(copy.deepcopy(stmt)))
+    return ast.dump(_Canon().visit(copy_tree(stmt)))
 
 
 def _short(node: ast.AST) -> str:
@@ -1950,9 +1947,7 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
 def _differing_part(a: ast.AST, b: ast.AST) -> tuple[ast.AST, ast.AST]:
     """The innermost sub-expressions where two statements differ (descending while one child alone differs),
     in their canonical spelling (keywords sorted)."""
-    import copy
-
-    a, b = _Canon().visit(copy.deepcopy(a)), _Canon().visit(copy.deepcopy(b))
+    a, b = _Canon().visit(copy_tree(a)), _Canon().visit(copy_tree(b))
     while type(a) is type(b):
         pairs: list[tuple[ast.AST, ast.AST]] = []
         for (_n, x), (_m, y) in zip(ast.iter_fields(a), ast.iter_fields(b), strict=True):
@@ -1983,10 +1978,8 @@ def _sequence_like(node: ast.AST) -> bool:
 
 
 def _canon_key_expr(node: ast.AST) -> str:
-    import copy
-
     if isinstance(node, ast.expr):
-        return ast.dump(_Canon().visit(ast.Expression(copy.deepcopy(node))))
+        return ast.dump(_Canon().visit(ast.Expression(copy_tree(node))))
     return ast.dump(node) if isinstance(node, ast.AST) else repr(node)
 
 
