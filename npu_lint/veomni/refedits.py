@@ -16,7 +16,7 @@ import difflib
 import re
 from collections.abc import Iterator
 
-from npu_lint.core.astutil import copy_tree
+from npu_lint.core.astutil import copy_tree, nodes_of, scoped_memo, walk
 from npu_lint.veomni.losspath import _Canon, _code, _sequence_like
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -488,22 +488,27 @@ def _renamed(stmt: ast.stmt, words: dict[str, str]) -> ast.stmt:
     return _Rename(words).visit(copy_tree(stmt))  # type: ignore[no-any-return]
 
 
-def _self_attributes(module: ast.AST) -> set[str]:
-    """The attribute names the module's code assigns on ``self`` (``self.up_proj = ...``)."""
-    from npu_lint.core.astutil import nodes_of
-
-    return {
+def _self_attributes(module: ast.AST) -> frozenset[str]:
+    """The attribute names the module's code assigns on ``self`` (``self.up_proj = ...``): read once per module
+    and file scope (every function of the module asks)."""
+    memo = scoped_memo("refedits.self_attributes")
+    hit = memo.get(id(module))
+    if hit is not None and hit[0] is module:
+        return hit[1]  # type: ignore[no-any-return]
+    found = frozenset(
         n.attr  # type: ignore[attr-defined]
         for n in nodes_of(module, ast.Attribute)
         if isinstance(n.ctx, ast.Store)  # type: ignore[attr-defined]
         and isinstance(n.value, ast.Name)  # type: ignore[attr-defined]
         and n.value.id == "self"  # type: ignore[attr-defined]
-    }
+    )
+    memo[id(module)] = (module, found)
+    return found
 
 
 def _idents(node: ast.AST) -> set[str]:
     out: set[str] = set()
-    for n in ast.walk(node):
+    for n in walk(node):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.Attribute):
