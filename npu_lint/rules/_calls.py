@@ -256,13 +256,13 @@ def _rebound_on_instance(cls: ast.ClassDef, name: str, memo: dict[object, object
     if hit is not None and hit[0] is cls:  # type: ignore[index]
         names, any_name = hit[1]  # type: ignore[index]
     else:
-        names, any_name = _rebinds(cls)
+        names, any_name = _class_rebinds(cls)
         if memo is not None:
             memo[key] = (cls, (names, any_name))
     return any_name or name in names
 
 
-def _rebinds(cls: ast.ClassDef) -> tuple[frozenset[object], bool]:
+def _class_rebinds(cls: ast.ClassDef) -> tuple[frozenset[object], bool]:
     """The names a class rebinds on its instances or in its body, and whether a ``setattr(self, <not a
     constant>, ...)`` may rebind any name."""
     names: set[object] = set()
