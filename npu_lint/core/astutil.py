@@ -197,6 +197,28 @@ _NO_NODE_FIELDS = frozenset(
 _WALK_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+_LEAVES = (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
+
+
+def copy_tree(node: ast.AST) -> ast.AST:
+    """A deep copy of an AST, as ``copy.deepcopy`` makes it (every node's attributes, the positions too) at a
+    fraction of its cost; the field-less context and operator nodes (``Load``, ``Add``, which the parser shares)
+    are shared rather than copied (nothing mutates them), and constants' values are immutable."""
+    typ = type(node)
+    new = typ.__new__(typ)
+    state = node.__dict__.copy()
+    for name, value in state.items():
+        if isinstance(value, ast.AST):
+            if not isinstance(value, _LEAVES):
+                state[name] = copy_tree(value)
+        elif type(value) is list:
+            state[name] = [
+                copy_tree(v) if isinstance(v, ast.AST) and not isinstance(v, _LEAVES) else v for v in value
+            ]
+    new.__dict__.update(state)
+    return new
+
+
 def walk_pairs(node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     """(child, parent) for every node under ``node``, children in exactly ``ast.walk`` order (so ``[node,
     *children]`` is ``list(ast.walk(node))`` and each parent's children come in ``iter_child_nodes`` order).

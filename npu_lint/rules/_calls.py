@@ -238,7 +238,7 @@ def _method(ctx: Context, name: str) -> Callee | None:
         )
     subclassed = cls.name in bases  # type: ignore[operator]
     defs = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name]
-    if not subclassed and len(defs) == 1 and not _rebound_on_instance(cls, name):
+    if not subclassed and len(defs) == 1 and not _rebound_on_instance(cls, name, ctx.memo):
         sig = function_signature(defs[0], method=True)
         decorators = {dotted_name(d) for d in defs[0].decorator_list}
         if not sig.opaque and "property" not in decorators:
@@ -247,30 +247,43 @@ def _method(ctx: Context, name: str) -> Callee | None:
     return found
 
 
-def _rebound_on_instance(cls: ast.ClassDef, name: str) -> bool:
+def _rebound_on_instance(cls: ast.ClassDef, name: str, memo: dict[object, object] | None = None) -> bool:
     """The class body or one of its methods rebinds ``<name>`` (``self.attn = self._attn_npu``,
-    ``setattr(self, "attn", ...)``, ``attn = _attn_npu``): ``self.<name>`` may be another callable."""
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Store):
+    ``setattr(self, "attn", ...)``, ``attn = _attn_npu``): ``self.<name>`` may be another callable. The class
+    is read once (into ``memo``, the file's, when given) for every name asked about."""
+    key = ("pkg-rebound", id(cls))
+    hit = memo.get(key) if memo is not None else None
+    if hit is not None and hit[0] is cls:  # type: ignore[index]
+        names, any_name = hit[1]  # type: ignore[index]
+    else:
+        names, any_name = _class_rebinds(cls)
+        if memo is not None:
+            memo[key] = (cls, (names, any_name))
+    return any_name or name in names
+
+
+def _class_rebinds(cls: ast.ClassDef) -> tuple[frozenset[object], bool]:
+    """The names a class rebinds on its instances or in its body, and whether a ``setattr(self, <not a
+    constant>, ...)`` may rebind any name."""
+    names: set[object] = set()
+    any_name = False
+    for node in walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
-                return True
+                names.add(node.attr)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             args = node.args
-            if (
-                len(args) >= 2
-                and isinstance(args[0], ast.Name)
-                and args[0].id == "self"
-                and not (isinstance(args[1], ast.Constant) and args[1].value != name)
-            ):
-                return True
-    return any(
-        isinstance(stmt, (ast.Assign, ast.AnnAssign))
-        and any(
-            isinstance(t, ast.Name) and t.id == name
-            for t in getattr(stmt, "targets", [getattr(stmt, "target", None)])
-        )
-        for stmt in cls.body
-    )
+            if len(args) >= 2 and isinstance(args[0], ast.Name) and args[0].id == "self":
+                if isinstance(args[1], ast.Constant):
+                    names.add(args[1].value)
+                else:
+                    any_name = True
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            for t in getattr(stmt, "targets", [getattr(stmt, "target", None)]):
+                if isinstance(t, ast.Name):
+                    names.add(t.id)
+    return frozenset(names), any_name
 
 
 def _bare_super(node: ast.expr) -> bool:

@@ -23,13 +23,12 @@ Everything here is stdlib ``ast`` on one function; the rules in ``rules/semantic
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import call_name, int_value, last_name, nodes_of, str_value, walk
+from npu_lint.core.astutil import call_name, copy_tree, int_value, last_name, nodes_of, str_value, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import same_node
@@ -1517,7 +1516,68 @@ def numeric_features(stmts: list[ast.stmt]) -> Counter[tuple[str, ...]]:
                     out["offset",] += 1
                     if _offset_upcast(node):
                         out["offset32",] += 1
+                elif (expanded := _expanded_offset(node)) is not None:
+                    out["offset",] += 1  # ``x + x * weight``: ``x * (1 + weight)`` expanded into a sum
+                    if _upcast(expanded):
+                        out["offset32",] += 1
     return out
+
+
+def _expanded_offset(node: ast.BinOp) -> ast.expr | None:
+    """The weight of ``x + x * weight`` (either order of the sum and of the product): the ``1 + weight``
+    offset (Gemma's RMSNorm) written as a sum, where no ``1 + weight`` is ever formed in the weight's dtype."""
+    found = _expanded(node)
+    return found[1] if found is not None else None
+
+
+def _expanded(node: ast.BinOp) -> tuple[ast.expr, ast.expr] | None:
+    """``(x, weight)`` of ``x + x * weight`` (either order of the sum and of the product)."""
+    for x, prod in ((node.left, node.right), (node.right, node.left)):
+        if isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult):
+            for a, w in ((prod.left, prod.right), (prod.right, prod.left)):
+                if _weight_term(w) and same_node(a, x):
+                    return x, w
+    return None
+
+
+class _OffsetForm(ast.NodeTransformer):
+    """``x * (1 + w)`` and ``x + x * w`` (``w`` a weight, either order) as one form, ``x.__offset__(w)``."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Add):
+            found = _expanded(node)
+            if found is not None:
+                return ast.Call(ast.Attribute(found[0], "__offset__", ast.Load()), [found[1]], [])
+        elif isinstance(node.op, ast.Mult):
+            for x, add in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(add, ast.BinOp) and isinstance(add.op, ast.Add) and _offset_add(add):
+                    w = add.right if isinstance(add.left, ast.Constant) else add.left
+                    return ast.Call(ast.Attribute(x, "__offset__", ast.Load()), [w], [])
+        return node
+
+
+def _offset_key(stmt: ast.stmt) -> str:
+    """A statement's canonical key with every ``1 + weight`` offset in one form (expanded or not)."""
+    return ast.dump(_OffsetForm().visit(_Canon().visit(copy_tree(stmt))))
+
+
+def _weight_term(n: ast.AST) -> bool:
+    """``self.weight``, or it cast (``.float()``, ``.to(...)``)."""
+    while isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "to"):
+        n = n.func.value
+    return isinstance(n, ast.Attribute) and n.attr == "weight"
+
+
+def _upcast(side: ast.AST) -> bool:
+    return (
+        isinstance(side, ast.Call)
+        and isinstance(side.func, ast.Attribute)
+        and (
+            (side.func.attr == "float" and not side.args)
+            or (side.func.attr in ("to", "type") and any(_is_fp32(a) for a in side.args))
+        )
+    )
 
 
 _COEFFICIENT = re.compile(r"(?:^|_)coeff?(?:icient)?(?:_|$)")
@@ -1855,7 +1915,7 @@ class _Canon(ast.NodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         self.generic_visit(node)
-        load = copy.deepcopy(node.target)  # the target read: the same nodes in Load context (no re-parse)
+        load = copy_tree(node.target)  # the target read: the same nodes in Load context (no re-parse)
         for sub in _walk(load):
             if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.List, ast.Tuple)):
                 sub.ctx = ast.Load()
@@ -1863,9 +1923,7 @@ class _Canon(ast.NodeTransformer):
 
 
 def _canon_key(stmt: ast.stmt) -> str:
-    import copy
-
-    return ast.dump(_Canon().visit(copy.deepcopy(stmt)))
+    return ast.dump(_Canon().visit(copy_tree(stmt)))
 
 
 def _short(node: ast.AST) -> str:
@@ -1939,6 +1997,8 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
         site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))
         if site is None:
             continue
+        if len(up) == len(cp) == 1 and _offset_key(up[0]) == _offset_key(cp[0]):
+            continue  # ``x * (1 + w)`` written ``x + x * w``: the same offset (Gemma's RMSNorm)
         was = "; ".join(_short(u) for u in up) or "(nothing)"
         now = "; ".join(_short(c) for c in cp) or "(deleted)"
         if was == now and len(up) == len(cp) == 1:  # the edit lies past the shortened text: name its part
@@ -1950,9 +2010,7 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
 def _differing_part(a: ast.AST, b: ast.AST) -> tuple[ast.AST, ast.AST]:
     """The innermost sub-expressions where two statements differ (descending while one child alone differs),
     in their canonical spelling (keywords sorted)."""
-    import copy
-
-    a, b = _Canon().visit(copy.deepcopy(a)), _Canon().visit(copy.deepcopy(b))
+    a, b = _Canon().visit(copy_tree(a)), _Canon().visit(copy_tree(b))
     while type(a) is type(b):
         pairs: list[tuple[ast.AST, ast.AST]] = []
         for (_n, x), (_m, y) in zip(ast.iter_fields(a), ast.iter_fields(b), strict=True):
@@ -1983,10 +2041,8 @@ def _sequence_like(node: ast.AST) -> bool:
 
 
 def _canon_key_expr(node: ast.AST) -> str:
-    import copy
-
     if isinstance(node, ast.expr):
-        return ast.dump(_Canon().visit(ast.Expression(copy.deepcopy(node))))
+        return ast.dump(_Canon().visit(ast.Expression(copy_tree(node))))
     return ast.dump(node) if isinstance(node, ast.AST) else repr(node)
 
 

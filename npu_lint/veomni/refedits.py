@@ -16,6 +16,7 @@ import difflib
 import re
 from collections.abc import Iterator
 
+from npu_lint.core.astutil import copy_tree, nodes_of, scoped_memo, walk
 from npu_lint.veomni.losspath import _Canon, _code, _sequence_like
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -38,15 +39,57 @@ _OPS = {
 
 
 def _canon(node: ast.AST) -> ast.AST:
-    import copy
-
     if isinstance(node, ast.expr):
-        return _Canon().visit(ast.Expression(copy.deepcopy(node))).body  # type: ignore[no-any-return]
-    return _Canon().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
+        return _Canon().visit(ast.Expression(copy_tree(node))).body  # type: ignore[no-any-return]
+    return _Canon().visit(copy_tree(node))  # type: ignore[no-any-return]
+
+
+# ``_key`` of a node, memoised by identity (the node is held, so its id is not reused while its entry lives): one
+# alignment asks for the same statement's key once per candidate pairing, and NPU458 and NPU468 align the same
+# upstream bodies file after file. Bounded; the trees are never mutated (``_canon`` works on a copy).
+_KEYS: dict[int, tuple[ast.AST, str]] = {}
+_KEYS_MAX = 8192
 
 
 def _key(node: ast.AST) -> str:
-    return ast.dump(_canon(node))
+    hit = _KEYS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    key = ast.dump(_canon(node))
+    if len(_KEYS) >= _KEYS_MAX:
+        _KEYS.clear()
+    _KEYS[id(node)] = (node, key)
+    return key
+
+
+def _closest(up: list[ast.stmt], c: ast.stmt) -> ast.stmt:
+    """The first statement of ``up`` whose key is most like ``c``'s (``difflib`` ratio, as ``max`` picks it): one
+    matcher holds ``c``'s key, a candidate whose cheap upper bounds cannot beat the best so far is skipped, and a
+    ratio is remembered by the two keys (specs of one family repeat their replacements)."""
+    if len(up) == 1:
+        return up[0]
+    kc = _key(c)
+    matcher: difflib.SequenceMatcher[str] | None = None
+    best, best_ratio = up[0], -1.0
+    for u in up:
+        ku = _key(u)
+        r = _RATIOS.get((ku, kc))
+        if r is None:
+            if matcher is None:
+                matcher = difflib.SequenceMatcher(None, "", kc)
+            matcher.set_seq1(ku)
+            if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
+                continue  # an upper bound of its ratio: it cannot be the (first) best
+            r = matcher.ratio()
+            if len(_RATIOS) >= _KEYS_MAX:
+                _RATIOS.clear()
+            _RATIOS[(ku, kc)] = r
+        if r > best_ratio:
+            best, best_ratio = u, r
+    return best
+
+
+_RATIOS: dict[tuple[str, str], float] = {}
 
 
 def _diffs(a: object, b: object, out: list[tuple[object, object]], limit: int = 3) -> None:
@@ -278,8 +321,7 @@ def body_edits(
         if len(up) != len(cp):
             # a run rewritten: pair each changed statement with the reference statement it is closest to
             for c in cp:
-                best = max(up, key=lambda u: difflib.SequenceMatcher(None, _key(u), _key(c)).ratio())
-                yield from _pair(best, c, reads, bound)
+                yield from _pair(_closest(up, c), c, reads, bound)
             continue
         for u, c in zip(up, cp, strict=True):
             yield from _pair(u, c, reads, bound)
@@ -443,27 +485,30 @@ class _Rename(ast.NodeTransformer):
 
 
 def _renamed(stmt: ast.stmt, words: dict[str, str]) -> ast.stmt:
-    import copy
-
-    return _Rename(words).visit(copy.deepcopy(stmt))  # type: ignore[no-any-return]
+    return _Rename(words).visit(copy_tree(stmt))  # type: ignore[no-any-return]
 
 
-def _self_attributes(module: ast.AST) -> set[str]:
-    """The attribute names the module's code assigns on ``self`` (``self.up_proj = ...``)."""
-    from npu_lint.core.astutil import nodes_of
-
-    return {
+def _self_attributes(module: ast.AST) -> frozenset[str]:
+    """The attribute names the module's code assigns on ``self`` (``self.up_proj = ...``): read once per module
+    and file scope (every function of the module asks)."""
+    memo = scoped_memo("refedits.self_attributes")
+    hit = memo.get(id(module))
+    if hit is not None and hit[0] is module:
+        return hit[1]  # type: ignore[no-any-return]
+    found = frozenset(
         n.attr  # type: ignore[attr-defined]
         for n in nodes_of(module, ast.Attribute)
         if isinstance(n.ctx, ast.Store)  # type: ignore[attr-defined]
         and isinstance(n.value, ast.Name)  # type: ignore[attr-defined]
         and n.value.id == "self"  # type: ignore[attr-defined]
-    }
+    )
+    memo[id(module)] = (module, found)
+    return found
 
 
 def _idents(node: ast.AST) -> set[str]:
     out: set[str] = set()
-    for n in ast.walk(node):
+    for n in walk(node):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.Attribute):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import nodes_of, own_nodes
+from npu_lint.core.astutil import nodes_of, own_nodes, walk
 
 # the role pairs, each word matched as a whole ``_``-separated part of an identifier
 PAIRS: tuple[tuple[str, str], ...] = (
@@ -58,21 +58,29 @@ def _side(ident: str, pair: tuple[str, str]) -> str | None:
     return pair[0] if has_a else pair[1]
 
 
-def _statement_side(stmt: ast.stmt, tokens: list[str], pair: tuple[str, str]) -> str | None:
-    """The role a statement is written for: its assignment target's, else the majority of its role words."""
+def _target_idents(stmt: ast.stmt) -> list[str]:
+    """The names and attributes an assignment's targets spell (``ast.walk`` order); none for other statements."""
     targets: list[ast.expr] = []
     if isinstance(stmt, ast.Assign):
         targets = stmt.targets
     elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
         targets = [stmt.target]
-    sides = {
-        s
+    return [
+        n.id if isinstance(n, ast.Name) else n.attr
         for t in targets
-        for n in ast.walk(t)
+        for n in walk(t)
         if isinstance(n, (ast.Name, ast.Attribute))
-        for s in [_side(n.id if isinstance(n, ast.Name) else n.attr, pair)]
-        if s
-    }
+    ]
+
+
+def _statement_side(
+    stmt: ast.stmt, tokens: list[str], pair: tuple[str, str], idents: list[str] | None = None
+) -> str | None:
+    """The role a statement is written for: its assignment target's, else the majority of its role words.
+    ``idents``: the statement's ``_target_idents`` when the caller has them."""
+    if idents is None:
+        idents = _target_idents(stmt)
+    sides = {s for i in idents for s in [_side(i, pair)] if s}
     if len(sides) == 1:
         return sides.pop()
     if sides:
@@ -85,6 +93,35 @@ def _statement_side(stmt: ast.stmt, tokens: list[str], pair: tuple[str, str]) ->
     if counts[pair[0]] == counts[pair[1]]:
         return None
     return pair[0] if counts[pair[0]] > counts[pair[1]] else pair[1]
+
+
+_IDENT_FIELDS = frozenset({"id", "attr", "arg"})
+
+
+def _may_have_role_word(stmt: ast.stmt) -> bool:
+    """False only when no identifier token of ``ast.unparse(stmt)`` can have a role word as a part (so the
+    statement is not unparsed): its identifiers are its names, attributes, keywords and parameters, spelled
+    as they are (ASCII ones: split on ``_`` as the tokens are), its syntax words (none a role word), numbers
+    (none), and its string constants' text (any role word in it, or any character ``repr`` escapes, keeps it)."""
+    for node in walk(stmt):
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, str):
+                if name in _IDENT_FIELDS:  # an identifier, one token as it is
+                    if not value.isascii() or _OTHER.keys() & set(_parts(value)):
+                        return True
+                # any other text (a string constant, a type comment), as unparse quotes and escapes it
+                elif not value.isascii() or not value.isprintable() or "\\" in value:
+                    return True
+                elif any(w in value for w in _OTHER):
+                    return True
+            elif isinstance(value, bytes):
+                return True
+            elif type(value) is list and any(  # ``global`` / ``nonlocal`` names
+                isinstance(v, str) and (not v.isascii() or _OTHER.keys() & set(_parts(v))) for v in value
+            ):
+                return True
+    return False
 
 
 # metadata both roles share (a batch size read from the query, the dtype both casts restore)
@@ -107,13 +144,10 @@ def twin_leftovers(func: ast.AST, known: set[str] | None = None) -> list[tuple[a
     stmts = [s for s in own_nodes(func) if isinstance(s, _STATEMENTS)]
     if len(stmts) < 2:
         return []
-    names = {n.id for n in nodes_of(func, ast.Name)} | {  # type: ignore[attr-defined]
-        a.arg
-        for a in nodes_of(func, ast.arg)  # type: ignore[attr-defined]
-    }
-    attrs = {n.attr for n in nodes_of(func, ast.Attribute)} | (known or set())  # type: ignore[attr-defined]
     by_length: dict[int, list[tuple[ast.stmt, list[str]]]] = {}
     for s in stmts:
+        if not _may_have_role_word(s):
+            continue
         text = ast.unparse(s)
         if "\n" in text:
             continue
@@ -124,9 +158,15 @@ def twin_leftovers(func: ast.AST, known: set[str] | None = None) -> list[tuple[a
             continue
         by_length.setdefault(len(tokens), []).append((s, tokens))
     out: list[tuple[ast.stmt, str, str]] = []
-    for group in by_length.values():
-        if len(group) < 2:
-            continue
+    groups = [group for group in by_length.values() if len(group) >= 2]
+    if not groups:
+        return out
+    names = {n.id for n in nodes_of(func, ast.Name)} | {  # type: ignore[attr-defined]
+        a.arg
+        for a in nodes_of(func, ast.arg)  # type: ignore[attr-defined]
+    }
+    attrs = {n.attr for n in nodes_of(func, ast.Attribute)} | (known or set())  # type: ignore[attr-defined]
+    for group in groups:
         for s, mine in group:
             found = _leftover(s, mine, group, names, attrs)
             if found is not None:
@@ -141,8 +181,12 @@ def _leftover(
     names: set[str],
     attrs: set[str],
 ) -> tuple[str, str] | None:
+    idents = _target_idents(s)
+    words = {p for t in mine for p in _parts(t)}
     for pair in PAIRS:
-        side = _statement_side(s, mine, pair)
+        if pair[0] not in words and pair[1] not in words:
+            continue  # neither word in any token (the targets' names are tokens too): no side
+        side = _statement_side(s, mine, pair, idents)
         if side is None:
             continue
         wrong = _OTHER[side]

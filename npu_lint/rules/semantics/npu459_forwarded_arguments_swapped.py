@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, walk
 from npu_lint.rules._calls import callee as resolve_callee
 from npu_lint.rules._calls import confirmed, misplaced_arguments
 from npu_lint.rules.base import Context, Example, Rule
@@ -170,12 +170,15 @@ class ForwardedArgumentsSwapped(Rule):
             )
 
     def finish(self) -> None:
+        swapped = list(losspath.swapped_arguments(self.ctx.tree, self.ctx.source.path))
+        if not swapped:
+            return  # most files: no enclosing functions to look up
         owner: dict[int, ast.AST] = {}  # each call's innermost enclosing function
-        for f in ast.walk(self.ctx.tree):
+        for f in walk(self.ctx.tree):
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for call in nodes_of(f, ast.Call):
                     owner[id(call)] = f
-        for call, callee, arg, param in losspath.swapped_arguments(self.ctx.tree, self.ctx.source.path):
+        for call, callee, arg, param in swapped:
             func = owner.get(id(call))
             if id(call) in self._seen or (
                 func is not None and (_reverses(func.name) or _round_trip(func, call, {arg, param}))  # type: ignore[attr-defined]
