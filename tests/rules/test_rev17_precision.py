@@ -72,3 +72,113 @@ _REPORTS_237 = [
 @pytest.mark.parametrize("path,text", _REPORTS_237)
 def test_npu237_still_reports_neutral_wiring(path: str, text: str) -> None:
     assert [d.code for d in lint_snippet(path, text, ["NPU237"])] == ["NPU237"]
+
+
+# -- NPU321: refusals only a backward can make, forward refusals through a helper or another spelling -----------
+_FN = """
+import torch
+
+from .utils import is_arch35, is_npu
+
+
+def _check_supported():
+    if is_arch35():
+        raise NotImplementedError("not supported on arch35")
+
+
+def _require_cuda(t):
+    if not t.is_cuda:
+        raise RuntimeError("CUDA tensors only")
+
+
+class Fn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, flag):
+{forward}
+        ctx.save_for_backward(x, w)
+        ctx.flag = flag
+        return x * w
+
+    @staticmethod
+    def backward(ctx, dy):
+{backward}
+        x, w = ctx.saved_tensors
+        return dy * w, dy * x, None
+"""
+
+
+def _fn(forward: str, backward: str) -> str:
+    return _FN.format(forward=textwrap.indent(forward, " " * 8), backward=textwrap.indent(backward, " " * 8))
+
+
+_QUIET_321 = [
+    _fn("_check_supported()", 'if is_arch35():\n    raise NotImplementedError("arch35")'),
+    _fn("pass", 'if ctx.needs_input_grad[2]:\n    raise NotImplementedError("no grad for flag")'),
+    _fn("pass", 'if dy.dtype == torch.float64:\n    raise TypeError("fp64 grads")'),
+    _fn(
+        "pass",
+        'if ctx.saved_tensors[0].requires_grad and dy.is_sparse:\n    raise NotImplementedError("sparse")',
+    ),
+    _fn(
+        "pass",
+        'if ctx.flag and torch.are_deterministic_algorithms_enabled():\n    raise RuntimeError("nondet")',
+    ),
+    _fn(
+        'if x.device.type != "cuda":\n    raise RuntimeError("CUDA only")',
+        'if not dy.is_cuda:\n    raise RuntimeError("CUDA")',
+    ),
+    _fn("_require_cuda(x)", 'if dy.device.type != "cuda":\n    raise RuntimeError("CUDA only")'),
+    _fn('assert not is_arch35(), "arch35"', 'if is_arch35():\n    raise NotImplementedError("arch35")'),
+]
+
+
+@pytest.mark.parametrize(
+    "path", ["veomni/ops/kernels/toy/_ascend/fn.py", "veomni/distributed/sequence_parallel/fn.py"]
+)
+@pytest.mark.parametrize("text", _QUIET_321)
+def test_npu321_quiet(path: str, text: str) -> None:
+    assert lint_snippet(path, text, ["NPU321"]) == []
+
+
+_REPORTS_321 = [
+    (
+        "veomni/ops/kernels/toy/_ascend/fn.py",
+        _fn("pass", 'if is_arch35():\n    raise NotImplementedError("arch35")'),
+    ),
+    ("veomni/ops/fused/fn.py", _fn("pass", 'if not dy.is_cuda:\n    raise RuntimeError("CUDA only")')),
+    (
+        "veomni/models/transformers/m/fn.py",
+        _fn("pass", 'if dy.device.type == "npu":\n    raise RuntimeError("no NPU")'),
+    ),
+    (
+        "veomni/distributed/fn.py",
+        _fn("pass", 'if is_npu():\n    raise NotImplementedError("no Ascend port")'),
+    ),
+]
+
+
+@pytest.mark.parametrize("path,text", _REPORTS_321)
+def test_npu321_reports(path: str, text: str) -> None:
+    assert [d.code for d in lint_snippet(path, text, ["NPU321"])] == ["NPU321"]
+
+
+def test_npu321_module_pair_reports_and_helper_quiet() -> None:
+    bad = """
+    from ....utils.device import IS_NPU_AVAILABLE
+
+
+    def chunk_fwd(q, k, v):
+        return q @ k.transpose(-1, -2) @ v
+
+
+    def chunk_bwd(do, q, k, v):
+        if IS_NPU_AVAILABLE:
+            raise NotImplementedError("chunk kernel has no Ascend port")
+        return do
+    """
+    good = bad.replace("def chunk_fwd(q, k, v):\n", "def chunk_fwd(q, k, v):\n        _refuse_npu()\n") + (
+        "\n\n    def _refuse_npu():\n        if IS_NPU_AVAILABLE:\n            raise NotImplementedError('no port')\n"
+    )
+    path = "veomni/ops/kernels/chunk/chunk.py"
+    assert [d.code for d in lint_snippet(path, textwrap.dedent(bad), ["NPU321"])] == ["NPU321"]
+    assert lint_snippet(path, textwrap.dedent(good), ["NPU321"]) == []
