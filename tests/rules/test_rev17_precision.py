@@ -182,3 +182,103 @@ def test_npu321_module_pair_reports_and_helper_quiet() -> None:
     path = "veomni/ops/kernels/chunk/chunk.py"
     assert [d.code for d in lint_snippet(path, textwrap.dedent(bad), ["NPU321"])] == ["NPU321"]
     assert lint_snippet(path, textwrap.dedent(good), ["NPU321"]) == []
+
+
+# -- NPU234: wiring done by an import_module loop, an entry script, or an alias ----------------------------------
+def _tree_lint(tmp_path, files: dict[str, str], target: str, code: str) -> list:  # noqa: ANN001
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import lint_source
+    from npu_lint.veomni.project import load_project
+
+    files = {"pyproject.toml": "[project]\nname = 'veomni'\n", "veomni/__init__.py": "", **files}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    path = tmp_path / target
+    project = load_project([str(tmp_path)])
+    return [
+        d
+        for d in lint_source(SourceFile.from_text(str(path), path.read_text()), [code], Settings(), project)
+        if d.code == code
+    ]
+
+
+_FAMILY = 'from ...registry import register_op\n\nregister_op("{op}", "standard", "eager", lambda x: x)\n'
+_ROWS_TREE = {
+    "veomni/ops/registry.py": "def register_op(*args, **kwargs):\n    pass\n",
+    "veomni/ops/__init__.py": "from . import kernels  # noqa: F401\n",
+    "veomni/ops/kernels/rope/__init__.py": _FAMILY.format(op="rope"),
+    "veomni/ops/kernels/swiglu/__init__.py": _FAMILY.format(op="swiglu"),
+}
+_KERNELS = "veomni/ops/kernels/__init__.py"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'import importlib\n\nfor _fam in ("rope", "swiglu"):\n    importlib.import_module(f"{__name__}.{_fam}")\n',
+        'from importlib import import_module\n\nfor name in ["rope", "swiglu"]:\n    import_module(f"{__package__}.{name}")\n',
+        'import importlib\n\nimportlib.import_module(".rope", __name__)\nimportlib.import_module("veomni.ops.kernels.swiglu")\n',
+        "from . import rope, swiglu  # noqa: F401\n",
+    ],
+)
+def test_npu234_dynamic_family_imports_quiet(tmp_path, text: str) -> None:  # noqa: ANN001
+    assert _tree_lint(tmp_path, {**_ROWS_TREE, _KERNELS: text}, _KERNELS, "NPU234") == []
+
+
+def test_npu234_dynamic_loop_missing_a_family_reports(tmp_path) -> None:  # noqa: ANN001
+    text = 'import importlib\n\nfor _fam in ("rope",):\n    importlib.import_module(f"{__name__}.{_fam}")\n'
+    got = _tree_lint(tmp_path, {**_ROWS_TREE, _KERNELS: text}, _KERNELS, "NPU234")
+    assert len(got) == 1 and "swiglu" in got[0].message
+
+
+_INSTALLER_TREE = {
+    "veomni/ops/install.py": "def apply_ops_patch():\n    pass\n",
+    "veomni/loss/mapping.py": "def install_loss_mapping():\n    pass\n",
+    "veomni/ops/__init__.py": "from .install import apply_ops_patch\n",
+    "veomni/loss/__init__.py": "from .mapping import install_loss_mapping\n",
+}
+
+
+@pytest.mark.parametrize(
+    "target,extra",
+    [
+        (
+            "veomni/ops/__init__.py",
+            {"tasks/train.py": "from veomni.ops import apply_ops_patch\n\napply_ops_patch()\n"},
+        ),
+        (
+            "veomni/loss/__init__.py",
+            {
+                "scripts/launch.py": "import veomni.loss as L\nfrom veomni.loss import install_loss_mapping\n\n\ndef main():\n    install_loss_mapping()\n"
+            },
+        ),
+        (
+            "veomni/ops/__init__.py",
+            {"veomni/__init__.py": "from .ops import apply_ops_patch as _apply\n\n_apply()\n"},
+        ),
+        (
+            "veomni/loss/__init__.py",
+            {
+                "veomni/trainer/base.py": "from veomni.loss import install_loss_mapping as _wire\n\n\ndef build():\n    _wire()\n"
+            },
+        ),
+    ],
+)
+def test_npu234_installer_called_elsewhere_quiet(tmp_path, target: str, extra: dict) -> None:  # noqa: ANN001
+    assert _tree_lint(tmp_path, {**_INSTALLER_TREE, **extra}, target, "NPU234") == []
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"tasks/train.py": "from veomni.ops import apply_ops_patch  # noqa: F401\n"},
+        {"tests/test_ops.py": "from veomni.ops import apply_ops_patch\n\napply_ops_patch()\n"},
+        {"veomni/__init__.py": "from .ops import apply_ops_patch as _apply  # noqa: F401\n"},
+    ],
+)
+def test_npu234_installer_never_called_reports(tmp_path, extra: dict) -> None:  # noqa: ANN001
+    got = _tree_lint(tmp_path, {**_INSTALLER_TREE, **extra}, "veomni/ops/__init__.py", "NPU234")
+    assert [d.code for d in got] == ["NPU234"]
