@@ -282,3 +282,57 @@ def test_npu234_installer_called_elsewhere_quiet(tmp_path, target: str, extra: d
 def test_npu234_installer_never_called_reports(tmp_path, extra: dict) -> None:  # noqa: ANN001
     got = _tree_lint(tmp_path, {**_INSTALLER_TREE, **extra}, "veomni/ops/__init__.py", "NPU234")
     assert [d.code for d in got] == ["NPU234"]
+
+
+# -- NPU319: a probe another tree module imports from this one is a re-export ------------------------------------
+_PROBES = {
+    "veomni/ops/__init__.py": "",  # a VeOmni root (veomni/ops)
+    "veomni/utils/device.py": "IS_CUDA_AVAILABLE = True\nIS_NPU_AVAILABLE = False\n",
+    "veomni/utils/import_utils.py": "def is_torch_npu_available():\n    return False\n",
+}
+_COMPAT = """
+from {up}utils.import_utils import is_torch_npu_available
+from {up}utils.device import IS_CUDA_AVAILABLE
+
+
+def to_device(x, device):
+    return x.to(device)
+"""
+
+
+@pytest.mark.parametrize(
+    "target,importer,text",
+    [
+        (
+            "veomni/ops/kernels/toy/compat.py",
+            "veomni/ops/kernels/toy/user.py",
+            "from .compat import {names}\n",
+        ),
+        ("veomni/data/compat.py", "veomni/data/collator.py", "from veomni.data.compat import {names}\n"),
+        (
+            "veomni/distributed/compat.py",
+            "veomni/trainer/base.py",
+            "from ..distributed.compat import {names}\n",
+        ),
+    ],
+)
+def test_npu319_reexported_probe_quiet(tmp_path, target: str, importer: str, text: str) -> None:  # noqa: ANN001
+    up = "." * (target.count("/"))
+    both = "IS_CUDA_AVAILABLE, is_torch_npu_available"
+    files = {**_PROBES, target: _COMPAT.format(up=up), importer: text.format(names=both)}
+    assert _tree_lint(tmp_path, files, target, "NPU319") == []
+    # only one of the two probes is imported from here: the other is still unread
+    files[importer] = text.format(names="is_torch_npu_available")
+    got = _tree_lint(tmp_path, files, target, "NPU319")
+    assert len(got) == 1 and "IS_CUDA_AVAILABLE" in got[0].message
+
+
+def test_npu319_importer_of_another_module_does_not_count(tmp_path) -> None:  # noqa: ANN001
+    target = "veomni/ops/kernels/toy/compat.py"
+    files = {
+        **_PROBES,
+        target: _COMPAT.format(up="...."),
+        "veomni/ops/kernels/toy/user.py": "from ....utils.device import IS_CUDA_AVAILABLE\n"
+        "from ....utils.import_utils import is_torch_npu_available\n",
+    }
+    assert len(_tree_lint(tmp_path, files, target, "NPU319")) == 2
