@@ -336,3 +336,40 @@ def test_npu319_importer_of_another_module_does_not_count(tmp_path) -> None:  # 
         "from ....utils.import_utils import is_torch_npu_available\n",
     }
     assert len(_tree_lint(tmp_path, files, target, "NPU319")) == 2
+
+
+# -- NPU320: only operators the tree defines, judged by the import closure (no built-in catalog) -----------------
+_REG = '@torch.library.custom_op("toyops::gelu", mutates_args=())\ndef gelu(x: torch.Tensor) -> torch.Tensor:\n    return x\n'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # torch_npu kernels a catalog once missed, extension and torch namespaces: not defined by the tree
+        "import torch\nimport torch_npu\n\n\ndef f(x, q, k):\n    return torch.ops.npu.npu_mrope(x, q, k, x, [16, 24, 24]), torch.ops.npu.npu_gmm_v2\n",
+        "import torch\n\ntorch.ops.load_library('libmindspeed_ops.so')\n\n\ndef f(x):\n    return torch.ops.mindspeed.npu_rope(x)\n",
+        "import torch\n\n\ndef f(x):\n    return torch.ops.aten.add.Tensor(x, x), torch.ops._c10d_functional.wait_tensor(x)\n",
+        # the tree's operator, its definition imported (directly or defined here)
+        "import torch\n\nfrom . import reg  # noqa: F401\n\n\ndef f(x):\n    return torch.ops.toyops.gelu(x)\n",
+        "import torch\n\n" + _REG + "\n\ndef f(x):\n    return torch.ops.toyops.gelu.default(x)\n",
+    ],
+)
+def test_npu320_quiet(tmp_path, text: str) -> None:  # noqa: ANN001
+    files = {"veomni/ops/__init__.py": "", "veomni/ops/kernels/toy/reg.py": "import torch\n\n\n" + _REG}
+    target = "veomni/ops/kernels/toy/use.py"
+    assert _tree_lint(tmp_path, {**files, target: text}, target, "NPU320") == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "veomni/ops/kernels/toy/use.py",
+        "veomni/models/transformers/toy/modeling_toy.py",
+        "veomni/trainer/toy.py",
+    ],
+)
+def test_npu320_tree_operator_without_its_import_reports(tmp_path, target: str) -> None:  # noqa: ANN001
+    files = {"veomni/ops/__init__.py": "", "veomni/ops/kernels/toy/reg.py": "import torch\n\n\n" + _REG}
+    text = "import torch\n\n\ndef f(x):\n    return torch.ops.toyops.gelu(x)\n"
+    got = _tree_lint(tmp_path, {**files, target: text}, target, "NPU320")
+    assert len(got) == 1 and "veomni.ops.kernels.toy.reg" in got[0].message
