@@ -373,3 +373,44 @@ def test_npu320_tree_operator_without_its_import_reports(tmp_path, target: str) 
     text = "import torch\n\n\ndef f(x):\n    return torch.ops.toyops.gelu(x)\n"
     got = _tree_lint(tmp_path, {**files, target: text}, target, "NPU320")
     assert len(got) == 1 and "veomni.ops.kernels.toy.reg" in got[0].message
+
+
+# -- NPU308: the package-loaded closure reports only what the module itself would be reported for ---------------
+def _moe(tmp_path, kernel: str, direct: str = "") -> list:  # noqa: ANN001
+    files = {
+        "veomni/ops/__init__.py": "",
+        "veomni/distributed/moe/__init__.py": "from .moe_layer import MoELayer\n",
+        "veomni/distributed/moe/fused_kernels.py": kernel,
+        "veomni/distributed/moe/moe_layer.py": f"{direct}from . import fused_kernels\n\n\nclass MoELayer:\n    pass\n",
+    }
+    return _tree_lint(tmp_path, files, "veomni/distributed/moe/moe_layer.py", "NPU308")
+
+
+_TRITON = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef _k(x_ptr, BLOCK: tl.constexpr):\n    pass\n"
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        _TRITON,
+        "import triton\n",
+        "try:\n    from liger_kernel.ops.swiglu import LigerSiLUMulFunction\nexcept ImportError:\n    LigerSiLUMulFunction = None\n",
+    ],
+)
+def test_npu308_bare_triton_one_module_away_quiet(tmp_path, kernel: str) -> None:  # noqa: ANN001
+    assert _moe(tmp_path, kernel) == []
+    assert (
+        _moe(tmp_path / "direct", "", direct="import triton\n") == []
+    )  # the same import in the module itself
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "from liger_kernel.ops.swiglu import LigerSiLUMulFunction\n",
+        "import flash_attn\n",
+        "from quack.gemm import gemm\n",
+    ],
+)
+def test_npu308_gpu_package_one_module_away_reports(tmp_path, kernel: str) -> None:  # noqa: ANN001
+    assert [d.code for d in _moe(tmp_path, kernel)] == ["NPU308"]

@@ -142,8 +142,8 @@ class GpuImportOnNpuPath(Rule):
         "(`from .moe_layer import ...` in `distributed/moe/__init__.py`, `from .full import npu` in a rope "
         "registry) is imported on every host that uses the package, before any device is chosen: it must not "
         "import `torch_npu` (or another NPU vendor package) when it loads, nor a GPU vendor package other than "
-        "bare `triton`, nor a tree module not named for the NPU that imports GPU kernel code (CUDA Triton "
-        "kernels included) -- unless under the tree's own guard (`if not is_torch_npu_available():`, "
+        "bare `triton`, nor a tree module not named for the NPU that imports such a package when it loads (what "
+        "the module itself would be reported for: a kernel module's bare `triton` is not) -- unless under the tree's own guard (`if not is_torch_npu_available():`, "
         "`if IS_NPU_AVAILABLE:`, `try: ... except ImportError`). Packages named for a device are loaded only "
         "on its path and are left alone. "
         "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
@@ -470,7 +470,7 @@ class GpuImportOnNpuPath(Rule):
         is imported on every host that uses the package, before any device or backend is chosen, so what it
         imports when it loads must exist on every host: no NPU vendor package (``torch_npu``: GPU hosts have
         none), no GPU vendor package but bare ``triton`` (Ascend carries triton-ascend), and no tree module not
-        named for the NPU that imports GPU kernel code when it loads (the CUDA Triton kernels included).
+        named for the NPU that imports such a package when it loads (bare ``triton`` is not one, there as here).
         Imports under a ``try``, an availability / device / ``TYPE_CHECKING`` test are guarded."""
         root = self.ctx.project.root
         module, is_package = module_of(path)
@@ -508,7 +508,8 @@ class GpuImportOnNpuPath(Rule):
                             "it inside the function the GPU backend runs"
                         )
                 elif target.startswith("veomni.") and root and not registry and not _npu_named(target):
-                    via, gpu = self._through_tree(str(root), target, skip_npu=True)
+                    # what the module itself would be reported for: a bare ``triton`` is not (triton-ascend)
+                    via, gpu = self._through_tree(str(root), target, skip_npu=True, triton=False)
                     if gpu is not None and not _npu_named(module):
                         how = (
                             f"`{target}` imports `{gpu}`"
@@ -731,11 +732,12 @@ class GpuImportOnNpuPath(Rule):
 
     @staticmethod
     def _through_tree(
-        root: str, module: str, depth: int = 3, skip_npu: bool = False
+        root: str, module: str, depth: int = 3, skip_npu: bool = False, triton: bool = True
     ) -> tuple[str | None, str | None]:
         """A tree module (``veomni.ops.kernels.x.quack_gemm``) that imports a GPU vendor package when it loads,
         itself or through the tree modules it imports at its top (a few levels). ``skip_npu``: modules named for
-        the NPU are not followed (their Triton is triton-ascend)."""
+        the NPU are not followed (their Triton is triton-ascend). ``triton=False``: a bare ``triton`` import
+        does not count (the callers that do not report it in the module itself: Ascend has triton-ascend)."""
         parts = module.split(".")
         if parts[0] != "veomni" or depth <= 0 or (skip_npu and _npu_named(module)):
             return None, None
@@ -757,12 +759,12 @@ class GpuImportOnNpuPath(Rule):
                     names = [resolved] if resolved else []
                 for name in names:
                     top = _gpu_package(name)
-                    if top is not None:
+                    if top is not None and (triton or top != "triton"):
                         return module, top
                     if name.startswith("veomni.") and not is_package:
                         inner.append(name)
             for name in inner:
-                _via, top = GpuImportOnNpuPath._through_tree(root, name, depth - 1, skip_npu)
+                _via, top = GpuImportOnNpuPath._through_tree(root, name, depth - 1, skip_npu, triton)
                 if top is not None:
                     return module, top
             return None, None
