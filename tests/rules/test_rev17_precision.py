@@ -414,3 +414,25 @@ def test_npu308_bare_triton_one_module_away_quiet(tmp_path, kernel: str) -> None
 )
 def test_npu308_gpu_package_one_module_away_reports(tmp_path, kernel: str) -> None:  # noqa: ANN001
     assert [d.code for d in _moe(tmp_path, kernel)] == ["NPU308"]
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        # the tree's own backend factory imports the Triton kernel module only on demand
+        "def build():\n    from ..distributed.moe.fused_kernels import _k\n\n    return _k\n",
+        "from ..utils.import_utils import is_torch_npu_available\n\nif not is_torch_npu_available():\n"
+        "    from ..distributed.moe import fused_kernels\n",
+    ],
+)
+def test_npu308_triton_kernel_module_the_tree_loads_on_demand_reports(tmp_path, factory: str) -> None:  # noqa: ANN001
+    files = {
+        "veomni/ops/__init__.py": "",
+        "veomni/utils/import_utils.py": "def is_torch_npu_available():\n    return False\n",
+        "veomni/distributed/moe/__init__.py": "from .moe_layer import MoELayer\n",
+        "veomni/distributed/moe/fused_kernels.py": _TRITON,
+        "veomni/distributed/moe/moe_layer.py": "from . import fused_kernels\n\n\nclass MoELayer:\n    pass\n",
+        "veomni/ops/moe_backend.py": factory,
+    }
+    got = _tree_lint(tmp_path, files, "veomni/distributed/moe/moe_layer.py", "NPU308")
+    assert [d.code for d in got] == ["NPU308"]

@@ -88,6 +88,43 @@ def _top_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
+_DEFERRED: dict[tuple[str, ...], frozenset[str]] = {}  # tree files -> modules the tree imports only on demand
+
+
+def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
+    """The tree modules some module imports on demand: inside a function, or under a host/backend guard or a
+    ``try`` (``from .group_gemm import ...`` inside ``ops/kernels/moe``'s factory). The tree treats such a module
+    as backend-selected code, whatever it imports."""
+    hit = _DEFERRED.get(files)
+    if hit is not None:
+        return hit
+    out: set[str] = set()
+    for file in files:
+        parsed = load_file(file)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            continue
+        module, is_package = module_of(file)
+        eager = {id(stmt) for stmt in _top_imports(tree.body)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and id(node) not in eager and node.level:
+                base = absolute_module(module, is_package, node.level, node.module)
+                if base:
+                    out.add(base)
+                    out.update(f"{base}.{a.name}" for a in node.names)
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and id(node) not in eager
+                and (node.module or "").startswith("veomni.")
+            ):
+                out.add(node.module or "")
+                out.update(f"{node.module}.{a.name}" for a in node.names)
+    if len(_DEFERRED) > 8:
+        _DEFERRED.clear()
+    _DEFERRED[files] = frozenset(out)
+    return _DEFERRED[files]
+
+
 def _package_loader(path: str, module: str) -> str | None:
     """The enclosing package whose ``__init__`` (nearest first, up to the top package) that imports ``module`` at its
     top, unguarded (``from .moe_layer import x``, ``from .full import npu``, ``from . import moe_layer``)."""
@@ -508,8 +545,13 @@ class GpuImportOnNpuPath(Rule):
                             "it inside the function the GPU backend runs"
                         )
                 elif target.startswith("veomni.") and root and not registry and not _npu_named(target):
-                    # what the module itself would be reported for: a bare ``triton`` is not (triton-ascend)
+                    # what the module itself would be reported for: a bare ``triton`` is not (triton-ascend),
+                    # unless the tree itself imports that kernel code only on demand (a backend's factory)
                     via, gpu = self._through_tree(str(root), target, skip_npu=True, triton=False)
+                    if gpu is None:
+                        via, gpu = self._through_tree(str(root), target, skip_npu=True)
+                        if gpu is not None and not self._deferred_elsewhere(target, via, str(root)):
+                            via, gpu = None, None
                     if gpu is not None and not _npu_named(module):
                         how = (
                             f"`{target}` imports `{gpu}`"
@@ -729,6 +771,33 @@ class GpuImportOnNpuPath(Rule):
                     "import fails before the NPU rows can be selected; import it inside the backend's factory",
                 )
                 break
+
+    def _deferred_elsewhere(self, target: str, via: str | None, root: str) -> bool:
+        """Whether the tree imports the kernel code ``target`` reaches (``target`` itself, or ``via``, the module
+        that imports the vendor package, or a module importing ``via`` at its top) only on demand elsewhere."""
+        deferred = _deferred_modules(self.ctx.project.tree_files)
+        if target in deferred or (via is not None and via in deferred):
+            return True
+        if via is None:
+            return False
+        for importer in deferred:  # a deferred module whose top imports load ``via``
+            if not importer.startswith("veomni."):
+                continue
+            base = Path(root, *importer.split("."))
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if not candidate.is_file():
+                    continue
+                parsed = load_file(str(candidate))
+                if parsed is None or parsed.tree is None:
+                    break
+                is_package = candidate.name == "__init__.py"
+                for stmt in _top_imports(parsed.tree.body):
+                    if isinstance(stmt, ast.ImportFrom):
+                        base_mod = absolute_module(importer, is_package, stmt.level, stmt.module)
+                        if base_mod == via or any(f"{base_mod}.{a.name}" == via for a in stmt.names):
+                            return True
+                break
+        return False
 
     @staticmethod
     def _through_tree(
