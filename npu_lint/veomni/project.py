@@ -94,6 +94,9 @@ class Project:
     import_sites: dict[str, tuple[Site, ...]] = field(default_factory=dict)
     # the import names of the packages the tree's pyproject requires (``veomni.optional.required``)
     required_packages: frozenset[str] = frozenset()
+    # the tree's ``veomni/**/*.py`` as the one walk listed them (``scanstore.list_tree``), for the rules that read
+    # the whole tree (NPU234); not part of the fingerprint (the tables above are what the files say)
+    tree_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.generation is not None and not isinstance(self.generation, Generation):
@@ -392,6 +395,7 @@ def load_project(paths: list[str], settings: Settings | None = None) -> Project:
         npu_remaps=read_npu_remaps(packages_found, root),
         import_sites=scan_sites(root, listing.select(IMPORT_SCAN_SKIP)),
         required_packages=required(root),
+        tree_files=tuple(str(path) for path, _parts in listing.files),
     )
 
 

@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name, str_value
+from npu_lint.core.astutil import dotted_name, str_value, walk
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
@@ -339,3 +339,69 @@ def cuda_probe(node: ast.expr) -> bool | None:
             if value in ("cuda", "gpu") and ("device" in text or text.endswith(".type")):
                 return isinstance(node.ops[0], ast.Eq)
     return None
+
+
+# -- the device a branch selects by what it imports (NPU236, NPU508) ---------------------------------------------
+_KIND_WORD = re.compile(r"[A-Za-z0-9]+")
+_NPU_KIND_WORDS = frozenset({"npu", "ascend", "hccl"})
+
+
+def name_device_kinds(name: str, gpu_words: frozenset[str], camel: bool = False) -> set[str]:
+    """The device kinds (``npu``, ``gpu``) a name's words declare (``camel``: ``NpuEncoder`` is two words);
+    ``gpu_words`` are the words that mean the GPU side for the caller."""
+    if camel:
+        name = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    words = {w.lower() for w in _KIND_WORD.findall(name.replace("_", " "))}
+    out = set()
+    if words & _NPU_KIND_WORDS:
+        out.add("npu")
+    if words & gpu_words:
+        out.add("gpu")
+    return out
+
+
+def branch_device_kinds(
+    part: list[ast.stmt] | ast.expr,
+    gpu_words: frozenset[str],
+    *,
+    camel: bool = False,
+    literal: re.Pattern[str],
+    literals_in_statements: bool = False,
+) -> tuple[set[str], str | None]:
+    """The device kinds a branch selects by what it imports (modules, names imported from them, the module names
+    it passes to ``import_module``; for a conditional expression, the names it evaluates; string literals
+    matching ``literal``, in statements too when ``literals_in_statements``), with the first name that decided."""
+    kinds: set[str] = set()
+    first: str | None = None
+    nodes = [part] if isinstance(part, ast.expr) else part
+    for top in nodes:
+        for node in walk(top):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith("import_module"):
+                if (
+                    node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                ):
+                    names = [node.args[0].value]
+            elif isinstance(top, ast.expr) and isinstance(node, (ast.Name, ast.Attribute)):
+                names = [dotted_name(node) or ""]
+            elif (
+                (literals_in_statements or isinstance(top, ast.expr))
+                and isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and literal.match(node.value)
+            ):
+                names = [node.value]  # a module path (or a device/backend name), not prose
+            for name in names:
+                found = name_device_kinds(name.rsplit(".", 1)[-1], gpu_words, camel) or name_device_kinds(
+                    name, gpu_words, camel
+                )
+                if found and first is None:
+                    first = name
+                kinds |= found
+    return kinds, first

@@ -42,6 +42,17 @@ TREE_CONTEXT: dict[str, dict[str, str]] = {
         "veomni/ops/install.py": "def apply_ops_patch():\n    ALL_ATTENTION_FUNCTIONS.update(ADAPTERS)\n",
         "veomni/ops/kernels/__init__.py": '"""Adapters are installed by ``apply_ops_patch``."""\n',
     },
+    "NPU320": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/ops/__init__.py": "",
+        "veomni/ops/kernels/gated_delta_rule/_ascend/_ops.py": (
+            "import torch\n\n\n"
+            '@torch.library.custom_op("veomni_gdr::chunk_fwd_o", mutates_args=())\n'
+            "def chunk_fwd_o(q, k, v, h, g, scale: float):\n"
+            "    return q\n"
+        ),
+    },
     "NPU509": {
         "pyproject.toml": "[project]\nname = 'veomni'\n",
         "veomni/__init__.py": "",

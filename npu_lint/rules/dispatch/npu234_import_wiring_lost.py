@@ -7,9 +7,10 @@ import os
 import re
 from pathlib import Path
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni import patchgen
+from npu_lint.veomni import patchgen, scanstore
 from npu_lint.veomni.layout import find_veomni_root
 from npu_lint.veomni.registry import read_registry_tree
 
@@ -21,14 +22,26 @@ _INSTALLER = re.compile(r"^_?(install_\w+|apply_\w*patch\w*|\w+_install|register
 _REGISTER_TEXT = ("register_op(", "register_kernel(", "KernelSpec(")
 
 
-def _registers(path: str) -> bool:
+def _tree_files(ctx: Context, root: Path) -> tuple[str, ...]:
+    """The tree's ``veomni/**/*.py``: the project's one listing when the project is this tree, else one walk."""
+    project = ctx.project
+    if (
+        project.root is not None
+        and os.path.realpath(project.root) == os.path.realpath(root)
+        and project.tree_files
+    ):
+        return project.tree_files
+    return tuple(str(path) for path, _parts in scanstore.list_tree(root).files)
+
+
+def _registers(path: str, files: tuple[str, ...]) -> bool:
     """Whether the module (a file, or a package and its modules) registers rows at module level."""
-    files = [path] if path.endswith(".py") else []
-    if not files:
-        for dirpath, dirnames, filenames in os.walk(path):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            files.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
-    for file in files:
+    if path.endswith(".py"):
+        chosen = [path]
+    else:
+        prefix = os.path.join(path, "")
+        chosen = [f for f in files if f.startswith(prefix)]
+    for file in chosen:
         try:
             text = read_text(file, limit=MAX_SMALL_BYTES)
         except (OSError, UnicodeDecodeError):
@@ -47,7 +60,9 @@ def _registers(path: str) -> bool:
 _IMPORTS: dict[tuple[str, frozenset[str]], frozenset[tuple[str, str]]] = {}  # (root, names) -> imports
 
 
-def _top_level_imports(root: str, names: frozenset[str]) -> frozenset[tuple[str, str]]:
+def _top_level_imports(
+    root: str, names: frozenset[str], files: tuple[str, ...]
+) -> frozenset[tuple[str, str]]:
     """The absolute modules the tree's files import at module level (not inside functions or classes): for
     ``from pkg import name`` both ``pkg`` and ``pkg.name``; each with the importing module. Only files whose
     text names one of ``names`` (the modules asked about) are parsed."""
@@ -55,32 +70,55 @@ def _top_level_imports(root: str, names: frozenset[str]) -> frozenset[tuple[str,
     if key in _IMPORTS:
         return _IMPORTS[key]
     out: set[tuple[str, str]] = set()
-    base = os.path.join(root, "veomni")
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-        for filename in sorted(filenames):
-            if not filename.endswith(".py"):
-                continue
-            file = os.path.join(dirpath, filename)
-            try:
-                text = read_text(file, limit=MAX_SMALL_BYTES)
-            except (OSError, UnicodeDecodeError):
-                continue
-            if "import" not in text or not any(name in text for name in names):
-                continue
-            parsed = patchgen.load_file(file)
-            if parsed is None or parsed.tree is None:
-                continue
-            module = patchgen.module_of(file) or ""
-            package = module if filename == "__init__.py" else module.rpartition(".")[0]
-            found: set[str] = set()
-            _module_imports(parsed.tree.body, package, found)
-            out.update((module, m) for m in found)
+    for file in files:
+        try:
+            text = read_text(file, limit=MAX_SMALL_BYTES)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "import" not in text or not any(name in text for name in names):
+            continue
+        parsed = patchgen.load_file(file)
+        if parsed is None or parsed.tree is None:
+            continue
+        module = patchgen.module_of(file) or ""
+        package = module if os.path.basename(file) == "__init__.py" else module.rpartition(".")[0]
+        found: set[str] = set()
+        _module_imports(parsed.tree.body, package, found, module)
+        out.update((module, m) for m in found)
     _IMPORTS[key] = frozenset(out)
     return _IMPORTS[key]
 
 
-def _module_imports(body: list[ast.stmt], package: str, out: set[str]) -> None:
+def _dynamic_imports(stmt: ast.stmt, package: str, module: str, out: set[str]) -> None:
+    """``importlib.import_module(...)`` at module level: a literal name (relative ones against ``package=``), or
+    a loop over literal names (``for fam in ("rope", "moe"): import_module(f"{__name__}.{fam}")``)."""
+    loop_values: list[str] = []
+    var = None
+    if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name):
+        if isinstance(stmt.iter, (ast.Tuple, ast.List, ast.Set)):
+            loop_values = [
+                e.value for e in stmt.iter.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
+            var = stmt.target.id
+    for node in ast.walk(stmt):
+        if not (isinstance(node, ast.Call) and call_name(node) == "import_module" and node.args):
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            name = arg.value
+            out.add(f"{package}{name}" if name.startswith(".") else name)
+        elif var is not None:
+            text = ast.unparse(arg)
+            for value in loop_values:
+                if isinstance(arg, ast.Name) and arg.id == var:
+                    out.add(value)
+                elif isinstance(arg, ast.JoinedStr) and "{" + var + "}" in text:
+                    head = module if "{__name__}" in text else package if "{__package__}" in text else ""
+                    if head:
+                        out.add(f"{head}.{value}")
+
+
+def _module_imports(body: list[ast.stmt], package: str, out: set[str], module: str = "") -> None:
     for stmt in body:
         if isinstance(stmt, ast.Import):
             out.update(a.name for a in stmt.names)
@@ -93,36 +131,57 @@ def _module_imports(body: list[ast.stmt], package: str, out: set[str]) -> None:
                 base = stmt.module or ""
             out.add(base)
             out.update(f"{base}.{a.name}" for a in stmt.names)
+        elif isinstance(stmt, (ast.Expr, ast.For)):
+            _dynamic_imports(stmt, package, module, out)
         elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
-            _module_imports(stmt.body, package, out)
-            _module_imports(getattr(stmt, "orelse", []), package, out)
-            _module_imports(getattr(stmt, "finalbody", []), package, out)
+            _module_imports(stmt.body, package, out, module)
+            _module_imports(getattr(stmt, "orelse", []), package, out, module)
+            _module_imports(getattr(stmt, "finalbody", []), package, out, module)
             for handler in getattr(stmt, "handlers", []):
-                _module_imports(handler.body, package, out)
+                _module_imports(handler.body, package, out, module)
 
 
-def _called_in_tree(root: str, name: str, skip: str) -> bool:
-    """Whether any Python file of the tree (but ``skip``) calls or passes ``name`` on (a word followed by ``(``,
-    or used as a value outside an import)."""
-    pattern = re.compile(rf"\b{re.escape(name)}\b\s*[(),\]]")
-    base = os.path.join(root, "veomni")
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
-        for filename in filenames:
-            path = os.path.join(dirpath, filename)
-            if not filename.endswith(".py") or os.path.realpath(path) == skip:
+def _calls(text: str, name: str) -> bool:
+    """Whether a file's text calls or passes ``name`` on (a word followed by ``(``, or used as a value outside an
+    import), directly or through an import alias (``from .ops import apply_ops_patch as _apply``)."""
+    names = [name] + re.findall(rf"\b{re.escape(name)}\s+as\s+(\w+)", text)
+    for spelled in names:
+        pattern = re.compile(rf"\b{re.escape(spelled)}\b\s*[(),\]]")
+        for line in text.splitlines():
+            stripped = line.strip()
+            if spelled in line and not stripped.startswith(("from ", "import ", "#", '"', "'")):
+                if pattern.search(line) and not stripped.startswith(("def ", "async def ")):
+                    return True
+    return False
+
+
+# the places an entry script calls the tree's installers from, beside the package itself (`tasks/train.py`)
+_ENTRY_SKIP = frozenset({"veomni", "tests", "test", "docs", "node_modules", "build", "dist", "site-packages"})
+
+
+def _entry_scripts(root: str) -> list[str]:
+    """The Python files of the checkout outside ``veomni/`` (entry scripts: ``tasks/``, ``scripts/``...)."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in _ENTRY_SKIP and not d.startswith((".", "_")) and "venv" not in d
+        )
+        out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
+    return out
+
+
+def _called_in_tree(root: str, files: tuple[str, ...], name: str, skip: str) -> bool:
+    """Whether any Python file of the tree (but ``skip``), or an entry script of the checkout, calls ``name``."""
+    for group in (files, None):
+        for path in group if group is not None else _entry_scripts(root):
+            if os.path.realpath(path) == skip:
                 continue
             try:
                 text = read_text(path, limit=MAX_SMALL_BYTES)
             except (OSError, UnicodeDecodeError):
                 continue
-            if name not in text:
-                continue
-            for line in text.splitlines():
-                stripped = line.strip()
-                if name in line and not stripped.startswith(("from ", "import ", "#", '"', "'")):
-                    if pattern.search(line) and not stripped.startswith(("def ", "async def ")):
-                        return True
+            if name in text and _calls(text, name):
+                return True
     return False
 
 
@@ -206,10 +265,11 @@ class ImportWiringLost(Rule):
                 children.append((entry[:-3], full))
             elif os.path.isfile(os.path.join(full, "__init__.py")) and not entry.startswith((".", "_")):
                 children.append((entry, full))
-        registering = [(name, full) for name, full in children if _registers(full)]
+        files = _tree_files(self.ctx, root)
+        registering = [(name, full) for name, full in children if _registers(full, files)]
         if not registering:
             return
-        imported = _top_level_imports(str(root), frozenset(name for name, _full in registering))
+        imported = _top_level_imports(str(root), frozenset(name for name, _full in registering), files)
         for name, _full in registering:
             child = f"{module}.{name}"
             if any(
@@ -246,7 +306,9 @@ class ImportWiringLost(Rule):
         for local, stmt in sorted(imported.items()):
             if local in used:
                 continue
-            if root is None or _called_in_tree(str(root), local, os.path.realpath(self.ctx.source.path)):
+            if root is None or _called_in_tree(
+                str(root), _tree_files(self.ctx, root), local, os.path.realpath(self.ctx.source.path)
+            ):
                 continue
             self.report(
                 stmt,

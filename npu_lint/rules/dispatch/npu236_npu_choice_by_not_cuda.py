@@ -5,58 +5,18 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import dotted_name, following_statements, walk
+from npu_lint.core.astutil import following_statements, walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.registration import cuda_probe, device_probe
+from npu_lint.veomni.registration import branch_device_kinds, cuda_probe, device_probe
 
-_WORDS = re.compile(r"[A-Za-z0-9]+")
 _MODULE_PATH = re.compile(r"^\.*[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$|^\w+_\w+$")
-
-
-def _kind(name: str) -> set[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ")  # NpuEncoder -> Npu Encoder
-    words = {w.lower() for w in _WORDS.findall(spaced)}
-    out = set()
-    if words & {"npu", "ascend", "hccl"}:
-        out.add("npu")
-    if words & {"gpu", "cuda", "triton", "liger", "nccl"}:
-        out.add("gpu")
-    return out
+_GPU_WORDS = frozenset({"gpu", "cuda", "triton", "liger", "nccl"})
 
 
 def _selected(part: list[ast.stmt] | ast.expr) -> tuple[set[str], str | None]:
-    """The device kinds a branch selects by what it imports (modules, names imported from them, the module names
-    it passes to ``import_module``; for a conditional expression, the names it evaluates), with the first name
-    that decided."""
-    kinds: set[str] = set()
-    first: str | None = None
-    nodes = [part] if isinstance(part, ast.expr) else part
-    for top in nodes:
-        for node in walk(top):
-            names: list[str] = []
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or "", *(a.name for a in node.names)]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith("import_module"):
-                if (
-                    node.args
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)
-                ):
-                    names = [node.args[0].value]
-            elif isinstance(top, ast.expr) and isinstance(node, (ast.Name, ast.Attribute)):
-                names = [dotted_name(node) or ""]
-            elif isinstance(top, ast.expr) and isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names = (
-                    [node.value] if _MODULE_PATH.match(node.value) else []
-                )  # a module path, not a device name
-            for name in names:
-                found = _kind(name.rsplit(".", 1)[-1]) or _kind(name)
-                if found and first is None:
-                    first = name
-                kinds |= found
-    return kinds, first
+    """The device kinds a branch selects (``registration.branch_device_kinds``; Triton and Liger count as GPU,
+    ``NpuEncoder`` is two words; string literals only in a conditional expression, module paths only)."""
+    return branch_device_kinds(part, _GPU_WORDS, camel=True, literal=_MODULE_PATH)
 
 
 def _probes_npu(part: list[ast.stmt] | ast.expr) -> bool:

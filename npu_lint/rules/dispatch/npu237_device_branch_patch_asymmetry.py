@@ -3,10 +3,37 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import dotted_name, walk
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.backends import ANY, name_backend
 from npu_lint.veomni.registration import cuda_probe, device_module, device_probe
+
+# what wiring a model module for use does to it: a patch, an install, a hook, a checkpoint/LoRA converter, a
+# registration. Logging, `hasattr` checks, plain flags (`_supports_flex_attn = False`) are not wiring.
+_WIRING = re.compile(
+    r"(^|_)(patch|patches|patched|install|hook|hooks|attach|register|converter|converters|convert|lora|apply|bind|"
+    r"wrap|monkey|monkeypatch)($|_)"
+)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def _wiring(name: str) -> bool:
+    return bool(_WIRING.search(_snake(name)))
+
+
+def _device_specific(node: ast.AST) -> bool:
+    """A name in the node declares one backend (`npu_fused_ops_enable`, `install_cuda_graphs`, `liger_rope`):
+    device-specific enablement is legitimately one-sided."""
+    for sub in ast.walk(node):
+        name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else None
+        if name is not None and name_backend(name) != ANY:
+            return True
+    return False
 
 
 def _imports(stmts: list[ast.stmt]) -> tuple[set[str], set[str]]:
@@ -28,26 +55,56 @@ def _treatments(stmts: list[ast.stmt], bound: set[str]) -> dict[str, ast.AST]:
     (``apply_device_patch(gen)``), the attributes it sets on one (``Cls._hook = ...``), the methods it calls on
     one (``gen.install()``). Key -> the first node."""
     out: dict[str, ast.AST] = {}
+    covered: set[int] = set()  # the calls inside a reported attribute set's value (`M.f = wrap(M.f)`)
     for stmt in stmts:
         for node in walk(stmt):
+            if id(node) in covered:
+                continue
             if isinstance(node, ast.Call):
                 func = dotted_name(node.func) or ""
                 args = [*node.args, *(k.value for k in node.keywords)]
                 uses = any(isinstance(n, ast.Name) and n.id in bound for a in args for n in ast.walk(a))
+                if _device_specific(node):
+                    continue
                 if uses and func:
-                    out.setdefault(f"call `{func}(...)`", node)
+                    if _wiring(func.rsplit(".", 1)[-1]):
+                        out.setdefault(f"call `{func}(...)`", node)
                 elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-                    if node.func.value.id in bound:
+                    if node.func.value.id in bound and _wiring(node.func.attr):
                         out.setdefault(f"call `.{node.func.attr}(...)`", node)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     if (
                         isinstance(target, ast.Attribute)
-                        and isinstance(target.value, ast.Name)
-                        and target.value.id in bound
+                        and _root(target) in bound
+                        and _wiring_value(target.attr, node.value)
                     ):
                         out.setdefault(f"set `.{target.attr}`", node)
+                        covered.update(id(n) for n in ast.walk(node.value))
     return out
+
+
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from (`gen.Model.forward` -> `gen`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _wiring_value(attr: str, value: ast.expr) -> bool:
+    """An attribute set that attaches wiring: a callable (not a literal flag) named for a hook, converter or patch,
+    naming no one backend."""
+    if isinstance(value, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set)):
+        return False
+    if _device_specific(value) or name_backend(attr) != ANY:
+        return False
+    names = [attr]
+    for sub in ast.walk(value):
+        if isinstance(sub, ast.Name):
+            names.append(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            names.append(sub.attr)
+    return any(_wiring(n) for n in names)
 
 
 def _exprs(test: ast.expr) -> list[ast.expr]:
@@ -76,7 +133,9 @@ class DeviceBranchPatchAsymmetry(Rule):
         "reach both modules; moved into one branch (an indentation slip, a copy of the GPU branch), the other "
         "device's module loads unpatched: on Ascend the ops config's rotary/RMSNorm/MoE choices are never "
         "applied, or the NPU classes lack the converter. The rule compares what each branch does to the names "
-        "its import bound and reports a call or attribute set present in one branch only."
+        "its import bound and reports a patch, install, hook, converter or registration (named so, and naming no one "
+        "backend) present in one branch only: logging, `hasattr` checks, plain flags and device-specific enablement "
+        "(`gen.npu_fused_ops_enable()`, a liger kernel bound on the GPU side) are legitimately one-sided."
     )
     bad = (
         Example(
@@ -219,7 +278,8 @@ class DeviceBranchPatchAsymmetry(Rule):
                 device = "NPU" if missing_kind == "npu" else "GPU"
                 self.report(
                     at,
-                    f"only one branch of `if {ast.unparse(node.test)}:` does this ({key} on the imported model "
-                    f"module or classes): the {device} module the other branch imports loads without it; move it "
-                    "after the `if`/`else` so both device modules get it",
+                    f"only one branch of `if {ast.unparse(node.test)}:` wires the imported model module or classes "
+                    f"({key}, a device-neutral patch/install/hook/converter): the {device} module the other branch "
+                    "imports loads without it; apply it after the `if`/`else` so both device modules get it (a "
+                    "device-specific enablement is named for its backend: `npu_*`, `*_cuda_*`)",
                 )

@@ -7,12 +7,12 @@ import re
 
 from npu_lint.core.astutil import dotted_name, following_statements
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.registration import branch_device_kinds
 
 _NPU_FLAG = re.compile(
     r"(?i)^(is_)?(torch_)?npu(_is)?_available$|^is_npu$|^use_npu$|^on_npu$|^npu_available$"
 )
 _CUDA_FLAG = re.compile(r"(?i)^(is_)?(torch_)?cuda(_is)?_available$|^is_cuda$|^use_cuda$|^on_cuda$")
-_WORDS = re.compile(r"[A-Za-z0-9]+")
 _NAME_LIKE = re.compile(r"^\.*[A-Za-z_][\w.]*$")
 
 
@@ -60,50 +60,13 @@ def npu_sense(test: ast.expr) -> bool | None:
     return _flag_sense(test)
 
 
-def _kind(name: str) -> set[str]:
-    words = {w.lower() for w in _WORDS.findall(name.replace("_", " "))}
-    out = set()
-    if words & {"npu", "ascend", "hccl"}:
-        out.add("npu")
-    if words & {"gpu", "cuda", "nccl"}:
-        out.add("gpu")
-    return out
+_GPU_WORDS = frozenset({"gpu", "cuda", "nccl"})
 
 
 def _selected(stmts: list[ast.stmt] | ast.expr) -> tuple[set[str], str | None]:
-    """The device kinds a branch selects (by the modules it imports, the module names it passes to
-    ``import_module``, and the names it binds from them), and the first module name that decided."""
-    kinds: set[str] = set()
-    first: str | None = None
-    nodes = [stmts] if isinstance(stmts, ast.expr) else stmts
-    for top in nodes:
-        for node in ast.walk(top):
-            names: list[str] = []
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or "", *(a.name for a in node.names)]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith("import_module"):
-                if (
-                    node.args
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)
-                ):
-                    names = [node.args[0].value]
-            elif isinstance(top, ast.expr) and isinstance(node, (ast.Name, ast.Attribute)):
-                names = [dotted_name(node) or ""]
-            elif (
-                isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and _NAME_LIKE.match(node.value)
-            ):
-                names = [node.value]  # a module path or a device/backend name, not prose
-            for name in names:
-                found = _kind(name.rsplit(".", 1)[-1]) or _kind(name)
-                if found and first is None:
-                    first = name
-                kinds |= found
-    return kinds, first
+    """The device kinds a branch selects (``registration.branch_device_kinds``; string literals anywhere that
+    look like a module path or a device/backend name), and the first name that decided."""
+    return branch_device_kinds(stmts, _GPU_WORDS, literal=_NAME_LIKE, literals_in_statements=True)
 
 
 class InvertedDeviceSwitch(Rule):

@@ -88,6 +88,43 @@ def _top_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
+_DEFERRED: dict[tuple[str, ...], frozenset[str]] = {}  # tree files -> modules the tree imports only on demand
+
+
+def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
+    """The tree modules some module imports on demand: inside a function, or under a host/backend guard or a
+    ``try`` (``from .group_gemm import ...`` inside ``ops/kernels/moe``'s factory). The tree treats such a module
+    as backend-selected code, whatever it imports."""
+    hit = _DEFERRED.get(files)
+    if hit is not None:
+        return hit
+    out: set[str] = set()
+    for file in files:
+        parsed = load_file(file)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            continue
+        module, is_package = module_of(file)
+        eager = {id(stmt) for stmt in _top_imports(tree.body)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and id(node) not in eager and node.level:
+                base = absolute_module(module, is_package, node.level, node.module)
+                if base:
+                    out.add(base)
+                    out.update(f"{base}.{a.name}" for a in node.names)
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and id(node) not in eager
+                and (node.module or "").startswith("veomni.")
+            ):
+                out.add(node.module or "")
+                out.update(f"{node.module}.{a.name}" for a in node.names)
+    if len(_DEFERRED) > 8:
+        _DEFERRED.clear()
+    _DEFERRED[files] = frozenset(out)
+    return _DEFERRED[files]
+
+
 def _package_loader(path: str, module: str) -> str | None:
     """The enclosing package whose ``__init__`` (nearest first, up to the top package) that imports ``module`` at its
     top, unguarded (``from .moe_layer import x``, ``from .full import npu``, ``from . import moe_layer``)."""
@@ -142,8 +179,8 @@ class GpuImportOnNpuPath(Rule):
         "(`from .moe_layer import ...` in `distributed/moe/__init__.py`, `from .full import npu` in a rope "
         "registry) is imported on every host that uses the package, before any device is chosen: it must not "
         "import `torch_npu` (or another NPU vendor package) when it loads, nor a GPU vendor package other than "
-        "bare `triton`, nor a tree module not named for the NPU that imports GPU kernel code (CUDA Triton "
-        "kernels included) -- unless under the tree's own guard (`if not is_torch_npu_available():`, "
+        "bare `triton`, nor a tree module not named for the NPU that imports such a package when it loads (what "
+        "the module itself would be reported for: a kernel module's bare `triton` is not) -- unless under the tree's own guard (`if not is_torch_npu_available():`, "
         "`if IS_NPU_AVAILABLE:`, `try: ... except ImportError`). Packages named for a device are loaded only "
         "on its path and are left alone. "
         "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
@@ -470,7 +507,7 @@ class GpuImportOnNpuPath(Rule):
         is imported on every host that uses the package, before any device or backend is chosen, so what it
         imports when it loads must exist on every host: no NPU vendor package (``torch_npu``: GPU hosts have
         none), no GPU vendor package but bare ``triton`` (Ascend carries triton-ascend), and no tree module not
-        named for the NPU that imports GPU kernel code when it loads (the CUDA Triton kernels included).
+        named for the NPU that imports such a package when it loads (bare ``triton`` is not one, there as here).
         Imports under a ``try``, an availability / device / ``TYPE_CHECKING`` test are guarded."""
         root = self.ctx.project.root
         module, is_package = module_of(path)
@@ -508,7 +545,13 @@ class GpuImportOnNpuPath(Rule):
                             "it inside the function the GPU backend runs"
                         )
                 elif target.startswith("veomni.") and root and not registry and not _npu_named(target):
-                    via, gpu = self._through_tree(str(root), target, skip_npu=True)
+                    # what the module itself would be reported for: a bare ``triton`` is not (triton-ascend),
+                    # unless the tree itself imports that kernel code only on demand (a backend's factory)
+                    via, gpu = self._through_tree(str(root), target, skip_npu=True, triton=False)
+                    if gpu is None:
+                        via, gpu = self._through_tree(str(root), target, skip_npu=True)
+                        if gpu is not None and not self._deferred_elsewhere(target, via, str(root)):
+                            via, gpu = None, None
                     if gpu is not None and not _npu_named(module):
                         how = (
                             f"`{target}` imports `{gpu}`"
@@ -729,13 +772,41 @@ class GpuImportOnNpuPath(Rule):
                 )
                 break
 
+    def _deferred_elsewhere(self, target: str, via: str | None, root: str) -> bool:
+        """Whether the tree imports the kernel code ``target`` reaches (``target`` itself, or ``via``, the module
+        that imports the vendor package, or a module importing ``via`` at its top) only on demand elsewhere."""
+        deferred = _deferred_modules(self.ctx.project.tree_files)
+        if target in deferred or (via is not None and via in deferred):
+            return True
+        if via is None:
+            return False
+        for importer in deferred:  # a deferred module whose top imports load ``via``
+            if not importer.startswith("veomni."):
+                continue
+            base = Path(root, *importer.split("."))
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if not candidate.is_file():
+                    continue
+                parsed = load_file(str(candidate))
+                if parsed is None or parsed.tree is None:
+                    break
+                is_package = candidate.name == "__init__.py"
+                for stmt in _top_imports(parsed.tree.body):
+                    if isinstance(stmt, ast.ImportFrom):
+                        base_mod = absolute_module(importer, is_package, stmt.level, stmt.module)
+                        if base_mod == via or any(f"{base_mod}.{a.name}" == via for a in stmt.names):
+                            return True
+                break
+        return False
+
     @staticmethod
     def _through_tree(
-        root: str, module: str, depth: int = 3, skip_npu: bool = False
+        root: str, module: str, depth: int = 3, skip_npu: bool = False, triton: bool = True
     ) -> tuple[str | None, str | None]:
         """A tree module (``veomni.ops.kernels.x.quack_gemm``) that imports a GPU vendor package when it loads,
         itself or through the tree modules it imports at its top (a few levels). ``skip_npu``: modules named for
-        the NPU are not followed (their Triton is triton-ascend)."""
+        the NPU are not followed (their Triton is triton-ascend). ``triton=False``: a bare ``triton`` import
+        does not count (the callers that do not report it in the module itself: Ascend has triton-ascend)."""
         parts = module.split(".")
         if parts[0] != "veomni" or depth <= 0 or (skip_npu and _npu_named(module)):
             return None, None
@@ -757,12 +828,12 @@ class GpuImportOnNpuPath(Rule):
                     names = [resolved] if resolved else []
                 for name in names:
                     top = _gpu_package(name)
-                    if top is not None:
+                    if top is not None and (triton or top != "triton"):
                         return module, top
                     if name.startswith("veomni.") and not is_package:
                         inner.append(name)
             for name in inner:
-                _via, top = GpuImportOnNpuPath._through_tree(root, name, depth - 1, skip_npu)
+                _via, top = GpuImportOnNpuPath._through_tree(root, name, depth - 1, skip_npu, triton)
                 if top is not None:
                     return module, top
             return None, None

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
+from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.imports import veomni_imports
 from npu_lint.veomni.vendor_map import VENDOR_PACKAGES
 
 _PROBE = re.compile(r"^(?:is_|IS_|has_|HAS_)?(?P<stem>\w+?)(?:_available|_AVAILABLE|_is_available)$")
@@ -41,7 +45,7 @@ class DeviceProbeImportUnused(Rule):
         "imports by its linter, so a probe imported and never read is what remains when an edit (a refactor, "
         "a simplified condition, a hoisted import) dropped the test: the guarded path now runs on every host, "
         "a CUDA kernel on Ascend or a `torch_npu` import on a GPU host. Re-exports (a name listed in `__all__`, a module "
-        "without code of its own, `# noqa`) are left alone."
+        "without code of its own, `# noqa`, a name another module of the tree imports from this one) are left alone."
     )
     bad = (
         Example(
@@ -123,17 +127,46 @@ class DeviceProbeImportUnused(Rule):
         strings = {
             n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
         }
-        for stmt, bound in probes:
-            if bound in used or bound in strings:
-                continue
+        unread = [(stmt, bound) for stmt, bound in probes if bound not in used and bound not in strings]
+        imported_from_here = self._imported_from_here({bound for _stmt, bound in unread}) if unread else set()
+        for stmt, bound in unread:
             if any("noqa" in lines[i - 1] for i in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
                 continue
+            if bound in imported_from_here:
+                continue  # re-exported: another module of the tree imports it from this one
             self.report(
                 stmt,
                 f"`{bound}` is imported but never read: the device gate that tested it is gone, so the path it "
                 "guarded (a vendor kernel, a CUDA- or NPU-only import or probe) now runs on every host; restore "
                 f"the test on `{bound}` (or drop the import if no gate needs it)",
             )
+
+    def _imported_from_here(self, names: set[str]) -> set[str]:
+        """Which of ``names`` another module of the tree imports from this module (``from .compat import
+        is_torch_npu_available``): dropping the import here would break that importer."""
+        module = patchgen.module_of(os.path.abspath(self.ctx.source.path))
+        if module is None:
+            return set()
+        here = os.path.realpath(self.ctx.source.path)
+        out: set[str] = set()
+        for file in self.ctx.project.tree_files:
+            if os.path.realpath(file) == here:
+                continue
+            try:
+                text = read_text(file, limit=MAX_SMALL_BYTES)
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "import" not in text or not any(name in text for name in names - out):
+                continue
+            parsed = patchgen.load_file(file)
+            if parsed is None or parsed.tree is None:
+                continue
+            out.update(
+                name for mod, name in veomni_imports(parsed.tree, file) if mod == module and name in names
+            )
+            if out == names:
+                break
+        return out
 
     @staticmethod
     def _reexports(tree: ast.Module) -> bool:

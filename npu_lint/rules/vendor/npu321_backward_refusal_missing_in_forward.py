@@ -26,15 +26,75 @@ def _refusals(body: list[ast.stmt]) -> list[tuple[ast.If, str]]:
     return out
 
 
-def _called_names(test: ast.expr) -> set[str]:
-    """The names a test reads or calls (``is_arch35``, ``IS_NPU_AVAILABLE``, ``x.is_cuda`` -> ``is_cuda``)."""
+# a tensor's device, read off the tensor: `x.is_cuda`, `x.device.type != "cuda"`, `x.is_npu`, `x.device`
+_DEVICE_ATTRS = frozenset({"is_cuda", "is_npu", "device", "device_type", "is_xpu"})
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _probes(test: ast.expr, params: set[str]) -> tuple[set[str], bool]:
+    """What a refusal tests that a forward could test too: the names of the module-level probes it reads
+    (``is_arch35``, ``IS_NPU_AVAILABLE``, ``torch``), and whether it tests a tensor's device (``dy.is_cuda``).
+    What it reads off the backward's own arguments otherwise (``ctx.needs_input_grad``, the grad's dtype or
+    sparsity, state the forward stored on ``ctx``) only a backward can refuse, and is no probe."""
     names: set[str] = set()
+    device = False
+    own = params | {"ctx", "self", "cls"}
     for node in ast.walk(test):
-        if isinstance(node, ast.Name):
+        if isinstance(node, ast.Attribute) and _root(node) in own:
+            if node.attr not in _DEVICE_ATTRS and not (
+                isinstance(node.value, ast.Attribute) and node.value.attr in _DEVICE_ATTRS
+            ):
+                return set(), False  # conditioned on what only the backward holds
+            device = True
+        elif (
+            isinstance(node, ast.Name)
+            and node.id not in params
+            and node.id not in ("ctx", "self", "cls", "None")
+        ):
             names.add(node.id)
-        elif isinstance(node, ast.Attribute):
+        elif isinstance(node, ast.Attribute) and _root(node) not in params | {"ctx", "self", "cls"}:
             names.add(node.attr)
-    return names
+    return names, device
+
+
+def _reads(func: ast.AST, helpers: dict[str, ast.AST], depth: int = 3) -> tuple[set[str], bool]:
+    """The names a function reads (and whether it tests a tensor's device), through the module's functions and
+    the class's methods it calls (``_check_supported()``, ``self._validate(x)``), a bounded number of levels."""
+    names: set[str] = set()
+    device = False
+    seen: set[int] = set()
+    todo = [(func, depth)]
+    while todo:
+        fn, left = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+                if node.attr in _DEVICE_ATTRS:
+                    device = True
+            if left and isinstance(node, ast.Call):
+                callee = node.func
+                name = (
+                    callee.id
+                    if isinstance(callee, ast.Name)
+                    else callee.attr
+                    if isinstance(callee, ast.Attribute)
+                    and isinstance(callee.value, ast.Name)
+                    and callee.value.id in ("self", "cls", "ctx")
+                    else None
+                )
+                if name in helpers:
+                    todo.append((helpers[name], left - 1))
+    return names, device
 
 
 _PAIRS = (("forward", "backward"), ("fwd", "bwd"))
@@ -119,6 +179,10 @@ class BackwardRefusalMissingInForward(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.ClassDef, ast.Module))
         functions = {f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        helpers: dict[str, ast.AST] = {
+            f.name: f for f in self.ctx.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        helpers.update(functions)
         for name, forward in functions.items():
             for fwd, bwd in _PAIRS:
                 if isinstance(node, ast.ClassDef):
@@ -132,20 +196,21 @@ class BackwardRefusalMissingInForward(Rule):
                 backward = functions.get(partner)
                 if backward is None:
                     continue
-                read = {n.id for n in ast.walk(forward) if isinstance(n, ast.Name)} | {
-                    n.attr for n in ast.walk(forward) if isinstance(n, ast.Attribute)
+                read, tests_device = _reads(forward, {k: v for k, v in helpers.items() if v is not backward})
+                params = {
+                    a.arg
+                    for a in (
+                        *backward.args.posonlyargs,
+                        *backward.args.args,
+                        *backward.args.kwonlyargs,
+                        *(x for x in (backward.args.vararg, backward.args.kwarg) if x is not None),
+                    )
                 }
                 for stmt, text in _refusals(backward.body):
-                    params = {
-                        a.arg
-                        for a in (*backward.args.posonlyargs, *backward.args.args, *backward.args.kwonlyargs)
-                    }
-                    probes = {
-                        n
-                        for n in _called_names(stmt.test)
-                        if n not in params and n not in ("ctx", "self", "None")
-                    }
-                    if not probes or probes & read:
+                    probes, device = _probes(stmt.test, params)
+                    if not probes and not device:
+                        continue  # a refusal only a backward can make (the grad's dtype, `ctx.needs_input_grad`)
+                    if probes & read or (device and tests_device):
                         continue
                     self.report(
                         forward,

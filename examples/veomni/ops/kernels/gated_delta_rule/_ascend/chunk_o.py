@@ -1,6 +1,5 @@
 import torch
-import torch_npu
 
 
 def chunk_fwd_o(q, k, v, h, g, scale):
-    return torch.ops.npu.npu_chunk_fwd_o(q, k, v, h, g, scale=scale)
+    return torch.ops.veomni_gdr.chunk_fwd_o(q, k, v, h, g, scale)

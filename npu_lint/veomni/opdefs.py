@@ -1,0 +1,165 @@
+"""The custom operators a VeOmni tree defines itself, and which tree modules a module's import loads.
+
+``torch.ops.<ns>.<op>`` resolves only once the module that defines the operator has run: a
+``@torch.library.custom_op("ns::op")`` / ``triton_op`` decorator, ``torch.library.define("ns::op(...)")``, or a
+``torch.library.Library("ns", "DEF")`` whose ``define("op(...)")`` names it. :func:`tree_op_definitions` reads
+those definitions from the tree's files (the project's one listing, parsed through the run's store of parsed
+files); :func:`import_closure` gives the tree modules that loading a file loads (its enclosing packages'
+``__init__`` and, transitively, every tree module they import). Operators the tree does not define (torch's,
+torch_npu's, an extension package's) are not described here: the names come from the tree, never from a
+built-in catalog. Asked by NPU320.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from npu_lint.core.astutil import absolute_module, call_name, str_value
+from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
+from npu_lint.veomni import patchgen
+
+_DEFINERS = frozenset({"custom_op", "triton_op", "define"})
+_MARKERS = ("::", "Library(")
+
+# tree files -> {(namespace, op): (file, line) of each definition}
+_DEFINITIONS: dict[tuple[str, ...], dict[tuple[str, str], tuple[tuple[str, int], ...]]] = {}
+
+
+def _schema_name(text: str) -> str:
+    """``"op(Tensor x) -> Tensor"`` / ``"op.overload(...)"`` -> ``op``."""
+    return text.split("(", 1)[0].split(".", 1)[0].strip()
+
+
+def file_op_definitions(tree: ast.Module) -> list[tuple[str, str, int]]:
+    """``(namespace, op, line)`` for each operator a module defines."""
+    libraries: dict[str, str] = {}  # name bound to a Library -> its namespace
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and call_name(node.value) == "Library"
+            and node.value.args
+        ):
+            namespace = str_value(node.value.args[0])
+            if namespace:
+                for target in node.targets:
+                    if isinstance(target, (ast.Name, ast.Attribute)):
+                        libraries[ast.unparse(target)] = namespace
+    out: list[tuple[str, str, int]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or call_name(node) not in _DEFINERS or not node.args:
+            continue
+        text = str_value(node.args[0])
+        if not text:
+            continue
+        if "::" in text:
+            namespace, _sep, rest = text.partition("::")
+            op = _schema_name(rest)
+            if namespace and op:
+                out.append((namespace.strip(), op, node.lineno))
+        elif isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) in libraries:
+            op = _schema_name(text)
+            if op:
+                out.append((libraries[ast.unparse(node.func.value)], op, node.lineno))
+    return out
+
+
+def tree_op_definitions(files: tuple[str, ...]) -> dict[tuple[str, str], tuple[tuple[str, int], ...]]:
+    """Every operator the tree's files define, with where (read once per listing)."""
+    hit = _DEFINITIONS.get(files)
+    if hit is not None:
+        return hit
+    found: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for file in files:
+        try:
+            text = read_text(file, limit=MAX_SMALL_BYTES)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not any(marker in text for marker in _MARKERS):
+            continue
+        parsed = patchgen.load_file(file)
+        if parsed is None or parsed.tree is None:
+            continue
+        for namespace, op, line in file_op_definitions(parsed.tree):
+            found.setdefault((namespace, op), []).append((file, line))
+    if len(_DEFINITIONS) > 8:
+        _DEFINITIONS.clear()
+    _DEFINITIONS[files] = out = {key: tuple(where) for key, where in found.items()}
+    return out
+
+
+def _module_file(root: str, module: str) -> str | None:
+    parts = module.split(".")
+    for candidate in (os.path.join(root, *parts) + ".py", os.path.join(root, *parts, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _with_packages(root: str, module: str) -> list[str]:
+    """The files importing ``module`` runs: each enclosing package's ``__init__`` and the module itself."""
+    parts = module.split(".")
+    out = []
+    for i in range(1, len(parts) + 1):
+        file = _module_file(root, ".".join(parts[:i]))
+        if file is not None:
+            out.append(file)
+    return out
+
+
+def _imported_modules(file: str, root: str, tree: ast.Module | None = None) -> set[str]:
+    """The absolute modules a file imports anywhere (a ``from M import name`` also names ``M.name``, a
+    submodule perhaps)."""
+    if tree is None:
+        parsed = patchgen.load_file(file)
+        if parsed is None or parsed.tree is None:
+            return set()
+        tree = parsed.tree
+    module, is_package = _module_name(file, root)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_module(module, is_package, node.level, node.module)
+            if base:
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Call) and call_name(node) == "import_module" and node.args:
+            name = str_value(node.args[0])
+            if name:
+                level = len(name) - len(name.lstrip("."))
+                out.add(absolute_module(module, is_package, level, name[level:] or None) or name)
+    return out
+
+
+def _module_name(file: str, root: str) -> tuple[str, bool]:
+    rel = os.path.relpath(file, root)
+    parts = rel[:-3].split(os.sep) if rel.endswith(".py") else rel.split(os.sep)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts), is_package
+
+
+def import_closure(file: str, root: str, tree: ast.Module | None = None, limit: int = 2000) -> set[str]:
+    """The real paths of the tree files loaded when ``file`` (parsed as ``tree``, when given) is imported: its
+    enclosing packages' ``__init__``, itself, and every tree module those import (anywhere in them),
+    transitively."""
+    module, _is_package = _module_name(file, root)
+    todo = [*_with_packages(root, module)]
+    seen: set[str] = {os.path.realpath(file)}
+    for target in _imported_modules(file, root, tree):
+        if target.split(".")[0] == "veomni":
+            todo.extend(_with_packages(root, target))
+    while todo and len(seen) < limit:
+        current = todo.pop()
+        real = os.path.realpath(current)
+        if real in seen:
+            continue
+        seen.add(real)
+        for target in _imported_modules(current, root):
+            if target.split(".")[0] == "veomni":
+                todo.extend(_with_packages(root, target))
+    return seen
