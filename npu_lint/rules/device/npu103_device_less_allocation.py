@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import call_name, nodes_of, str_value, walk_pairs
+from npu_lint.core.astutil import call_name, nodes_of, own_nodes, str_value, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -1100,6 +1100,7 @@ class DevicelessAllocation(Rule):
         self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
         self._parents_cache: dict[int, dict[int, ast.AST]] = {}
+        self._host_returning_cache: dict[str, bool] = {}
 
     def _unit(self) -> tuple[str, str] | None:
         parents = self.ctx.parents
@@ -1452,6 +1453,8 @@ class DevicelessAllocation(Rule):
                     and func.id not in _HOST_CALLABLES
                     and not func.id[:1].isupper()
                 ):
+                    if isinstance(func, ast.Name) and self._host_returning(func.id):
+                        return False  # a helper of this file that returns host copies (`x.sum(-1).cpu()`)
                     # ``helper(x)``, ``torch.func.grad_and_value(f)(x, w)``: computation on device data returns
                     # device data (a class, ``Foo(x)``, is not a tensor; builtins return host values)
                     return any(self._is_accel(a, names) for a in _call_values(node))
@@ -1474,6 +1477,37 @@ class DevicelessAllocation(Rule):
             if isinstance(node, (ast.List, ast.Tuple)):
                 return any(self._is_accel(e, names) for e in node.elts)
             return False
+
+    def _host_returning(self, name: str) -> bool:
+        """``name`` is a module-level function of this file every ``return`` of which hands back host data: a
+        `.cpu()` / `.to("cpu")` copy or a host sink's value (`.tolist()`, `.item()`)."""
+        cache = self._host_returning_cache
+        if name in cache:
+            return cache[name]
+        func = next(
+            (
+                s
+                for s in self.ctx.tree.body
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name
+            ),
+            None,
+        )
+        values = [r.value for r in own_nodes(func) if isinstance(r, ast.Return)] if func is not None else []
+        host = bool(values) and all(
+            v is not None
+            and all(
+                _on_cpu(o, self.ctx, plain=False)
+                or (
+                    isinstance(o, ast.Call)
+                    and isinstance(o.func, ast.Attribute)
+                    and o.func.attr in HOST_SINKS
+                )
+                for o in _outcomes(v)
+            )
+            for v in values
+        )
+        cache[name] = host
+        return host
 
     def _exclusive(self, use: ast.Name) -> bool:
         """The assignment that put ``use``'s name on the device is in the other branch of an ``if`` than ``use``."""
@@ -2356,7 +2390,7 @@ class DevicelessAllocation(Rule):
         if self.generators:
             forward = self._forward_units()
             for unit, node in self.generators:
-                if unit in forward:
+                if unit in forward and not self._host_draws_only(node):
                     self.report(
                         node,
                         "`torch.Generator()` without `device=` is a CPU generator on the forward path: random ops "
@@ -2595,7 +2629,10 @@ class DevicelessAllocation(Rule):
             sites = [
                 (call, method)
                 for call, method in callers.get(unit, [])
-                if not _moved_after(call, method) and (not unit[0] or self._result_meets_device(call, method))
+                if not _moved_after(call, method)
+                and (
+                    self._result_meets_device(call, method) if unit[0] else not self._host_only(call, method)
+                )
             ]
             if not sites:
                 continue
@@ -2607,6 +2644,42 @@ class DevicelessAllocation(Rule):
                 f"`{method.name}` (line {call.lineno}) uses on the forward path; pass the device in (from the "
                 "caller's data) and allocate with `device=`",
             )
+
+    def _host_only(self, call: ast.Call, method: ast.AST) -> bool:
+        """The result of ``call`` is only read on the host: each read (of the call itself, or of the one local it
+        is bound to) is the receiver of a host sink or a scalar method (`sizes.tolist()`, `n.item()`) or a
+        metadata attribute (`.shape`); it never reaches device code."""
+        parents = self._parent_map(method)
+        stmt = parents.get(id(call))
+        uses: list[ast.AST] = [call]
+        if isinstance(stmt, ast.Assign) and stmt.value is call:
+            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                return False
+            bound = stmt.targets[0].id
+            uses = [
+                n
+                for n in subtree(method)
+                if isinstance(n, ast.Name)
+                and n.id == bound
+                and isinstance(n.ctx, ast.Load)
+                and n.lineno > call.lineno
+            ]
+        if not uses:
+            return False
+        for use in uses:
+            attr = parents.get(id(use))
+            if not (isinstance(attr, ast.Attribute) and attr.value is use):
+                return False
+            if attr.attr in ("shape", "dtype", "ndim"):
+                continue
+            grand = parents.get(id(attr))
+            if not (
+                isinstance(grand, ast.Call)
+                and grand.func is attr
+                and (attr.attr in HOST_SINKS or attr.attr in SCALAR_METHODS)
+            ):
+                return False
+        return True
 
     def _result_meets_device(self, call: ast.Call, method: ast.AST) -> bool:
         """The result of ``call`` (a method on ``self``) is combined with the caller's device data: an operand
@@ -2706,6 +2779,61 @@ class DevicelessAllocation(Rule):
                 f"created on the accelerator (line {line}): torch rejects the mismatch; add `device={source}`",
                 make_fix(f"Add `device={source}`", [self._device_edit(node, source)]),
             )
+
+    def _host_draws_only(self, node: ast.Call) -> bool:
+        """``g = torch.Generator()`` (possibly `.manual_seed(seed)`) bound to a local whose every read draws on
+        the host (`generator=g` of a `torch.*` draw without `device=` or on the CPU) or seeds it: reproducible CPU
+        noise on purpose; where those samples go is the draw's own question (a device-less draw that meets
+        device data unmoved is reported there)."""
+        func = next(
+            (
+                f
+                for f in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef)
+                if any(n is node for n in own_nodes(f))
+            ),
+            None,
+        )
+        if func is None:
+            return False
+        parents = self._parent_map(func)
+        expr: ast.AST = node
+        while True:
+            attr = parents.get(id(expr))
+            call = parents.get(id(attr)) if isinstance(attr, ast.Attribute) else None
+            if isinstance(call, ast.Call) and call.func is attr and attr.attr == "manual_seed":
+                expr = call
+                continue
+            break
+        stmt = parents.get(id(expr))
+        if not (
+            isinstance(stmt, ast.Assign)
+            and stmt.value is expr
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            return False
+        name = stmt.targets[0].id
+        uses = [
+            n
+            for n in own_nodes(func)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        ]
+        if not uses:
+            return False
+        for use in uses:
+            parent = parents.get(id(use))
+            if isinstance(parent, ast.Attribute) and parent.attr in ("manual_seed", "seed", "initial_seed"):
+                continue
+            draw = parents.get(id(parent)) if isinstance(parent, ast.keyword) else None
+            if not (
+                isinstance(parent, ast.keyword) and parent.arg == "generator" and isinstance(draw, ast.Call)
+            ):
+                return False
+            qual = self.ctx.qualname(draw.func) or ""
+            device = next((k.value for k in draw.keywords if k.arg == "device"), None)
+            if not qual.startswith("torch.") or (device is not None and not _names_cpu(device)):
+                return False
+        return True
 
     def _host_generators_used_on_device(self) -> None:
         """``self.gen = torch.Generator()`` (no device: a CPU generator), later handed to a draw on another device
