@@ -58,7 +58,7 @@ class NoisingTargetInconsistent(Rule):
         ),
     )
     fix_safety = "No fix: which side is wrong (the noising or the target) is the author's decision."
-    requires = (("target", "noise", "sigma"),)
+    requires = (("target", "velocity", "noise", "sigma", "loss"),)
     node_types = ()
 
     @classmethod
