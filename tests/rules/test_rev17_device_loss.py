@@ -834,3 +834,94 @@ def test_npu473_precheck_skips_files_without_noising() -> None:
     )
     assert noising.may_noise(parse_snippet("def f(x, s):\n    return (1 - s) * x\n"))
     assert noising.may_noise(parse_snippet("def f(x):\n    return torch.randn_like(x)\n"))
+
+
+# --- NPU103: host metadata in a dict, read by how it is consumed (not by its key's name) ---------------------
+
+DICT_FIELDS_QUIET = [
+    (  # the injections' control: ViT metadata precomputed on the host and handed to the module's own forward
+        "veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_npu.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ToyVisionModel(nn.Module):
+            def dummy_forward(self):
+                pixel_values = torch.zeros((16, 8), dtype=self.dtype, device=self.device)
+                cu = [0, 16]
+                vit_metadata = {
+                    "grid_thw_list": [[1, 4, 4]],
+                    "cu_seqlens": torch.tensor(cu, dtype=torch.int32),
+                    "max_seqlen": 16,
+                }
+                return self(hidden_states=pixel_values, vit_metadata=vit_metadata)
+        """,
+    ),
+    (  # a key no name list knows, handed inline to a submodule
+        "veomni/models/diffusers/toy_dit/modeling_toy_dit.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ToyDiT(nn.Module):
+            def forward(self, latents, frames):
+                return self.blocks(latents, extra={"frame_table": torch.arange(frames)})
+        """,
+    ),
+    (  # an ops kernel adapter handing host boundaries to the fused op's module wrapper
+        "veomni/ops/kernels/toy_attn/adapter.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ToyVarlenAttention(nn.Module):
+            def forward(self, q, k, v, bounds):
+                meta = {"bounds_host": torch.tensor(bounds, dtype=torch.int64)}
+                return self.kernel(q, k, v, meta=meta)
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "text"), DICT_FIELDS_QUIET)
+def test_npu103_dict_fields_handed_to_a_module_are_quiet(path: str, text: str) -> None:
+    assert _found(path, text, "NPU103") == []
+
+
+DICT_FIELDS_USED = [
+    (  # the field read back and combined with device data in the same function
+        "veomni/models/transformers/toy/modeling_toy.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ToyLM(nn.Module):
+            def forward(self, hidden_states, n):
+                meta = {"cu_seqlens": torch.arange(n)}
+                return hidden_states + meta["cu_seqlens"]
+        """,
+        7,
+    ),
+    (  # a tensor (not a dict field) handed to a submodule still meets it
+        "veomni/models/diffusers/toy_dit/modeling_toy_dit.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ToyDiT(nn.Module):
+            def forward(self, latents, frames):
+                return self.blocks(latents, torch.arange(frames))
+        """,
+        7,
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "text", "line"), DICT_FIELDS_USED)
+def test_npu103_dict_fields_used_on_device_report(path: str, text: str, line: int) -> None:
+    assert _found(path, text, "NPU103") == [line]

@@ -30,7 +30,6 @@ from npu_lint.rules.device._shared import (
     zero_size,
 )
 
-_HOST_METADATA = re.compile(r"(?:^|_)(?:cu_seqlens|seqlens?|lens|lengths|offsets|sizes|splits|counts)$")
 _TENSOR_NAME = re.compile(
     r"^(hidden_states|inputs_embeds|input_ids|position_ids|attention_mask|pixel_values\w*|input_features|"
     r"\w*_embeds|\w*_lens|\w*_mask|grid_thw|query|key|value|x|q|k|v|cos|sin|logits|labels)$"
@@ -1588,6 +1587,7 @@ class DevicelessAllocation(Rule):
         self._taint_end: dict[str, int] = {}
         work: list[tuple[ast.AST, bool]] = [(node, False)]
         self._scalar = _scalar_tensor(node)
+        self._dict_fields: set[str] = set()  # locals bound to a dict literal that carries the host value
         budget = 200
         while work and budget:
             budget -= 1
@@ -1700,13 +1700,6 @@ class DevicelessAllocation(Rule):
                 assert isinstance(parent, ast.Dict)
                 if expr not in parent.values:
                     return None
-                key = parent.keys[parent.values.index(expr)]
-                if (
-                    isinstance(key, ast.Constant)
-                    and isinstance(key.value, str)
-                    and _HOST_METADATA.search(key.value)
-                ):
-                    return None  # host-side metadata stored by name (`"cu_seqlens": torch.tensor(cu)`): CPU on purpose
                 if isinstance(parents.get(id(parent)), ast.Return) and not self._scalar:
                     self._note_beside(expr, parent.values, names)
                 expr = parent
@@ -1758,6 +1751,14 @@ class DevicelessAllocation(Rule):
                     self._taint(callee.value.id, _statement(parent, parents), work, tainted, func, parents)
                     return None
                 if self._calls_module(parent, func):
+                    carried = expr.value if isinstance(expr, ast.keyword) else expr
+                    if isinstance(carried, ast.Dict) or (
+                        isinstance(carried, ast.Name) and carried.id in self._dict_fields
+                    ):
+                        # a field of a dict handed to a module (`self(x, metadata={"cu_seqlens": host})`): the
+                        # module reads it by name, as host metadata or moved (VeOmni's ViT metadata stays on the
+                        # CPU on purpose); what it does with the field is its own code's question
+                        return None
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     return other if other is not None else parent
                 if isinstance(callee, ast.Attribute) and accel(callee.value, names):
@@ -1817,6 +1818,8 @@ class DevicelessAllocation(Rule):
                     if typ is ast.AugAssign and accel(target, names):
                         return target
                     if isinstance(target, ast.Name):
+                        if isinstance(expr, ast.Dict):
+                            self._dict_fields.add(target.id)
                         self._taint(target.id, parent, work, tainted, func, parents)
                     elif isinstance(target, ast.Subscript) and accel(target.value, names):
                         return target.value  # device[idx] = host value
