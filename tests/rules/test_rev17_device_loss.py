@@ -407,6 +407,41 @@ METHOD_QUIET = [
 ]
 
 
+METHOD_QUIET += [
+    (  # a shadow the author marks as an unused local on purpose
+        "veomni/utils/toy_seed.py",
+        """
+        _seed = 0
+
+
+        def check_seed_is_zero():
+            _seed = 1  # noqa: F841  shadow
+            assert get_seed() == 0
+
+
+        def get_seed():
+            return _seed
+        """,
+    ),
+    (
+        "veomni/distributed/toy_world.py",
+        """
+        _world = None
+
+
+        class Config:
+            def reset(self):
+                _world = None  # noqa: E501, F841
+                self._world = 1
+
+
+        def world():
+            return _world
+        """,
+    ),
+]
+
+
 @pytest.mark.parametrize(("path", "text"), METHOD_QUIET)
 def test_npu235_method_quiet(path: str, text: str) -> None:
     assert _found(path, text, "NPU235") == []

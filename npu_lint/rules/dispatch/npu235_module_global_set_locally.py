@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_F841 = re.compile(r"#\s*noqa:[^#]*\bF841\b")
 
 
 def _module_names(tree: ast.Module) -> set[str]:
@@ -86,7 +88,8 @@ class ModuleGlobalSetLocally(Rule):
         "it does nothing: the getter keeps returning `None` (or the default) and every NPU kernel the config "
         "selected falls back to its default, silently. The rule reports a function, or a method of a top-level class (a bare name "
         "assigned in a method is a local too, not an attribute), that assigns a name the module binds at top level and some other function reads, when the function neither declares it "
-        "`global`/`nonlocal` nor reads the local it assigned."
+        "`global`/`nonlocal` nor reads the local it assigned; an assignment marked `# noqa: F841` (the author declares the "
+        "unused local deliberate) is left alone."
     )
     bad = (
         Example(
@@ -206,6 +209,8 @@ class ModuleGlobalSetLocally(Rule):
         for name in sorted(candidates & module):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue
+            if _F841.search(self.ctx.source.line_text(stored[name].lineno)):
+                continue  # the author declares the local unused on purpose (`# noqa: F841`: a shadow, a test)
             readers = [r for r in _readers(self.ctx.tree, name) if r is not node]
             if not readers:
                 continue
