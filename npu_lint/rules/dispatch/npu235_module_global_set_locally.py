@@ -210,7 +210,7 @@ class ModuleGlobalSetLocally(Rule):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue
             if _F841.search(self.ctx.source.line_text(stored[name].lineno)):
-                continue  # the author declares the local unused on purpose (`# noqa: F841`: a shadow, a test)
+                continue  # the author marks the unused local deliberate (a noqa F841 comment: a shadow, a test)
             readers = [r for r in _readers(self.ctx.tree, name) if r is not node]
             if not readers:
                 continue
