@@ -179,6 +179,10 @@ class ModuleGlobalSetLocally(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._module: set[str] | None = None  # the names the module binds at top level, read once per file
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
         parents = self.ctx.parents
@@ -205,7 +209,9 @@ class ModuleGlobalSetLocally(Rule):
         candidates = set(stored) - loaded - _declared(node)
         if not candidates:
             return
-        module = _module_names(self.ctx.tree)
+        if self._module is None:
+            self._module = _module_names(self.ctx.tree)
+        module = self._module
         for name in sorted(candidates & module):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue
