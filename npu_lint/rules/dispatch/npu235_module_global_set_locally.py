@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from npu_lint.core.astutil import walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_F841 = re.compile(r"#\s*noqa:[^#]*\bF841\b")
 
 
 def _module_names(tree: ast.Module) -> set[str]:
@@ -88,8 +86,8 @@ class ModuleGlobalSetLocally(Rule):
         "it does nothing: the getter keeps returning `None` (or the default) and every NPU kernel the config "
         "selected falls back to its default, silently. The rule reports a function, or a method of a top-level class (a bare name "
         "assigned in a method is a local too, not an attribute), that assigns a name the module binds at top level and some other function reads, when the function neither declares it "
-        "`global`/`nonlocal` nor reads the local it assigned; an assignment marked `# noqa: F841` (the author declares the "
-        "unused local deliberate) is left alone."
+        "`global`/`nonlocal` nor reads the local it assigned (also when the assignment is marked `# noqa: F841`: silencing "
+        "the unused-local warning does not make the assignment reach the module)."
     )
     bad = (
         Example(
@@ -215,8 +213,6 @@ class ModuleGlobalSetLocally(Rule):
         for name in sorted(candidates & module):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue
-            if _F841.search(self.ctx.source.line_text(stored[name].lineno)):
-                continue  # the author marks the unused local deliberate (a noqa F841 comment: a shadow, a test)
             readers = [r for r in _readers(self.ctx.tree, name) if r is not node]
             if not readers:
                 continue
