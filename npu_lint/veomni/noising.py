@@ -5,7 +5,10 @@ the x0 reconstruction a loss regresses onto.
 An interpolation has a *rising* operand (coefficient `s`) and a *falling* one (coefficient `1 - s`): its
 velocity `d x_t / d s` is `rising - falling`, and `x_t - s * velocity` recovers the falling operand. Diffusers'
 ``scale_noise(sample, timestep, noise)`` and VeOmni's flow-match ``add_noise(original_samples, noise, ...)``
-return `sigma * noise + (1 - sigma) * sample`: the noise rises."""
+return `sigma * noise + (1 - sigma) * sample`: the noise rises. A scaled mix `a * x0 + b * noise` with other
+coefficients (DDPM's `sqrt(abar) * x0 + sqrt(1 - abar) * eps`) is read as a noising too when exactly one operand
+is the function's Gaussian draw (the noise is what is sampled); it implies no velocity, only which operand is the
+noise."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import last_name
+from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 
 _CASTS = ("to", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous", "clone")
@@ -26,6 +29,7 @@ class Interpolation:
     rising: str  # leaf name of the operand with coefficient `s` (the noise, in the usual convention)
     falling: str  # leaf name of the operand with coefficient `1 - s` (the data)
     coefficient: str | None  # the text of `s` (None for a scheduler call)
+    flow: bool = True  # a flow-matching interpolation (`1 - s` / `s`), not a scaled mix `a * x0 + b * noise`
 
 
 def leaf(node: ast.AST) -> str | None:
@@ -104,14 +108,79 @@ def _call_interpolation(call: ast.Call) -> tuple[str, str] | None:
     return None
 
 
+_GAUSSIAN = ("randn", "randn_like", "normal", "normal_")
+
+
+def _drawn(func: ast.AST) -> set[str]:
+    """Locals ``func`` binds only to a Gaussian draw (`noise = torch.randn_like(x0)`): the noise it mixes in."""
+    drawn: set[str] = set()
+    other: set[str] = set()
+    for n in _walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            value = n.value
+            while (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in _CASTS
+            ):
+                value = value.func.value
+            random = isinstance(value, ast.Call) and last_name(value.func) in _GAUSSIAN
+            (drawn if random else other).add(n.targets[0].id)
+    return drawn - other
+
+
+def _scaled_mix(value: ast.AST, drawn: set[str]) -> tuple[str, str] | None:
+    """(noise, sample) of `a * sample + b * noise` (DDPM's `sqrt(abar) * x0 + sqrt(1 - abar) * eps`, any
+    coefficients) where exactly one operand is the function's Gaussian draw: the noise is what is sampled."""
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return None
+    operands = []
+    for term in (value.left, value.right):
+        names = {r[2] for r in _readings(term)}
+        noise = names & drawn
+        rest = names - drawn
+        operands.append((noise, rest))
+    (n1, r1), (n2, r2) = operands
+    if len(n1) == 1 and not n2 and len(r2) == 1:
+        return next(iter(n1)), next(iter(r2))
+    if len(n2) == 1 and not n1 and len(r1) == 1:
+        return next(iter(n2)), next(iter(r1))
+    return None
+
+
+def may_noise(tree: ast.AST) -> bool:
+    """A cheap pre-check: ``tree`` holds something an interpolation is read from (a `1 - s` coefficient, a
+    scheduler's `scale_noise` / `add_noise`, a Gaussian draw); a file without one holds no noising."""
+    for n in nodes_of(tree, ast.BinOp):
+        if (
+            isinstance(n.op, ast.Sub)  # type: ignore[attr-defined]
+            and isinstance(n.left, ast.Constant)  # type: ignore[attr-defined]
+            and n.left.value in (1, 1.0)  # type: ignore[attr-defined]
+        ):
+            return True
+    return any(
+        last_name(c.func) in ("scale_noise", "add_noise", *_GAUSSIAN)  # type: ignore[attr-defined]
+        for c in nodes_of(tree, ast.Call)
+    )
+
+
 def interpolations(func: ast.AST) -> list[Interpolation]:
     found = []
+    drawn: set[str] | None = None
     for n in _walk(func):
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             target = n.targets[0].id if isinstance(n.targets[0], ast.Name) else None
             got = _interpolation_of(n.value)
             if got:
                 found.append(Interpolation(n, target, got[0], got[1], got[2]))
+                continue
+            if isinstance(n.value, ast.BinOp) and isinstance(n.value.op, ast.Add):
+                if drawn is None:
+                    drawn = _drawn(func)
+                mix = _scaled_mix(n.value, drawn) if drawn else None
+                if mix:
+                    found.append(Interpolation(n, target, mix[0], mix[1], None, flow=False))
+                    continue
             elif isinstance(n.value, ast.Call):
                 called = _call_interpolation(n.value)
                 if called:
@@ -137,7 +206,15 @@ def reversed_targets(
     `x_t = (1 - s) * x0 + s * noise`. ``own``: the interpolations of ``func``; ``siblings``: those of the other
     methods of its class (a scheduler's `add_noise` / `training_target` pair), matched by the noise's name."""
     params = _params(func)
+    own = [it for it in own if it.flow]
+    siblings = [it for it in siblings if it.flow]
     for n in _walk(func):
+        if isinstance(n, ast.Call) and own:
+            # a target written inline: `mse_loss(pred, latents - noise)`
+            value = _loss_target(n)
+            if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Sub):
+                yield from _against(value, value, own)
+            continue
         if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
             continue
         if "target" not in n.targets[0].id.lower() and "velocity" not in n.targets[0].id.lower():
@@ -170,6 +247,33 @@ def reversed_targets(
                             ),
                         )
                         break
+
+
+def _loss_target(call: ast.Call) -> ast.AST | None:
+    """The regression target of a loss call: `target=` or its second positional argument."""
+    if "loss" not in (last_name(call.func) or "").lower():
+        return None
+    kw = next((k.value for k in call.keywords if k.arg == "target"), None)
+    if kw is not None:
+        return kw
+    return call.args[1] if len(call.args) >= 2 else None
+
+
+def _against(site: ast.AST, value: ast.BinOp, own: list[Interpolation]) -> Iterator[tuple[ast.AST, str]]:
+    """``value`` (`a - b`) as the negated velocity of one of the flow interpolations ``own``."""
+    minuend, subtrahend = leaf(value.left), leaf(value.right)
+    if not minuend or not subtrahend or minuend == subtrahend:
+        return
+    for it in own:
+        if minuend == it.falling and subtrahend == it.rising:
+            yield (
+                site,
+                (
+                    f"`{ast.unparse(value)}` is the negated velocity of the noising `{_shown(it)}` "
+                    f"(d/ds is `{it.rising} - {it.falling}`)"
+                ),
+            )
+            return
 
 
 def _shown(it: Interpolation) -> str:

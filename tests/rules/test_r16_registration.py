@@ -189,14 +189,15 @@ _GOOD_235 = [
     def setter(v):
         _unused = v
     """,
-    # a method: class-level names are attributes
+    # a method that sets an attribute of the same name (a bare name in a method is a local: that is NPU235's bug,
+    # see tests/rules/test_rev17_device_loss.py)
     """
     cache = None
 
 
     class Holder:
         def set(self, v):
-            cache = v
+            self.cache = v
 
         def get(self):
             return cache

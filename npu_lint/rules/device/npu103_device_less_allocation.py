@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import PurePath
 
-from npu_lint.core.astutil import call_name, nodes_of, str_value, walk_pairs
+from npu_lint.core.astutil import call_name, nodes_of, own_nodes, str_value, walk_pairs
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -30,7 +30,6 @@ from npu_lint.rules.device._shared import (
     zero_size,
 )
 
-_HOST_METADATA = re.compile(r"(?:^|_)(?:cu_seqlens|seqlens?|lens|lengths|offsets|sizes|splits|counts)$")
 _TENSOR_NAME = re.compile(
     r"^(hidden_states|inputs_embeds|input_ids|position_ids|attention_mask|pixel_values\w*|input_features|"
     r"\w*_embeds|\w*_lens|\w*_mask|grid_thw|query|key|value|x|q|k|v|cos|sin|logits|labels)$"
@@ -429,7 +428,7 @@ class DevicelessAllocation(Rule):
         "inherit a device and are fine; so are allocations in `__init__`/`_init_weights` (parameters and "
         "buffers move with the module), allocations moved at once (`.to(x.device)`), an explicit "
         '`device="cpu"`, code under `with torch.device(...)`, and values only used on the host (`.tolist()`).'
-        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (kernels' eager code and adapters under `veomni/ops`, distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
+        " Also: a module-level helper without device data that returns a host allocation its forward-path caller uses unmoved; `torch.Generator()` without a device on the forward path; an allocation on the device of a tensor that stays on the CPU (a plain tensor attribute set in `__init__`, which `model.to()` does not move, or a `.cpu()` copy) or that the function itself copies to another tensor's device (host metadata: `meta.to(hidden_states.device)`), also through a local one of whose outcomes it is (`device = meta.device if use_meta else hidden_states.device`). `torch.tensor([n] * count)` is a Python list however its length is computed: host data. Beyond model files, the framework's own device-side code is checked the same way (kernels' eager code and adapters under `veomni/ops`, distributed helpers, utils: a module-level function nothing in the file calls is an entry point, and an `autograd.Function`'s `forward`/`backward` run on device data); the data pipeline (`data/`, `datasets/`, `tools/`, `scripts/`) builds host batches on purpose. A module-level helper's host result that its caller only reads on the host (`sizes.tolist()`, `.item()`, `.shape`) is not reported, nor is data from a helper of the file every `return` of which hands back a host copy (`mask.sum(-1).cpu()`); a `torch.Generator()` bound to a local whose every use seeds it or draws on the host (`generator=g` of a draw without `device=`: reproducible CPU noise, moved afterwards) is deliberate. A host value carried in a dict literal that is handed to a module (`self(x, metadata={'cu_seqlens': host})`) is a field the module reads by name (host metadata, or moved where it is read): not followed into it. A list of host tensors iterated by a comprehension yields host tensors, and `torch.stack`/`torch.cat` of it is one. A host allocation handed to a `torch.distributed` collective as its tensor is reported wherever it is (a trainer's metric reduction too): HCCL and NCCL take device tensors only; a file that names a gloo (CPU) group, or a `group=` naming a CPU group, is left out."
         " A method on `self` that returns a host allocation is reported where its forward-path caller combines "
         "the result with device data (arithmetic, a `torch.*` op, an index), not where the caller collects "
         "host metadata. Outside the model packages and the data pipeline, the methods of plain (non-module) "
@@ -1100,6 +1099,7 @@ class DevicelessAllocation(Rule):
         self._accel_sites: dict[int, dict[str, ast.AST]] = {}
         self._param_cache: dict[int, set[str]] = {}
         self._parents_cache: dict[int, dict[int, ast.AST]] = {}
+        self._host_returning_cache: dict[str, bool] = {}
 
     def _unit(self) -> tuple[str, str] | None:
         parents = self.ctx.parents
@@ -1452,6 +1452,8 @@ class DevicelessAllocation(Rule):
                     and func.id not in _HOST_CALLABLES
                     and not func.id[:1].isupper()
                 ):
+                    if isinstance(func, ast.Name) and self._host_returning(func.id):
+                        return False  # a helper of this file that returns host copies (`x.sum(-1).cpu()`)
                     # ``helper(x)``, ``torch.func.grad_and_value(f)(x, w)``: computation on device data returns
                     # device data (a class, ``Foo(x)``, is not a tensor; builtins return host values)
                     return any(self._is_accel(a, names) for a in _call_values(node))
@@ -1474,6 +1476,37 @@ class DevicelessAllocation(Rule):
             if isinstance(node, (ast.List, ast.Tuple)):
                 return any(self._is_accel(e, names) for e in node.elts)
             return False
+
+    def _host_returning(self, name: str) -> bool:
+        """``name`` is a module-level function of this file every ``return`` of which hands back host data: a
+        `.cpu()` / `.to("cpu")` copy or a host sink's value (`.tolist()`, `.item()`)."""
+        cache = self._host_returning_cache
+        if name in cache:
+            return cache[name]
+        func = next(
+            (
+                s
+                for s in self.ctx.tree.body
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name
+            ),
+            None,
+        )
+        values = [r.value for r in own_nodes(func) if isinstance(r, ast.Return)] if func is not None else []
+        host = bool(values) and all(
+            v is not None
+            and all(
+                _on_cpu(o, self.ctx, plain=False)
+                or (
+                    isinstance(o, ast.Call)
+                    and isinstance(o.func, ast.Attribute)
+                    and o.func.attr in HOST_SINKS
+                )
+                for o in _outcomes(v)
+            )
+            for v in values
+        )
+        cache[name] = host
+        return host
 
     def _exclusive(self, use: ast.Name) -> bool:
         """The assignment that put ``use``'s name on the device is in the other branch of an ``if`` than ``use``."""
@@ -1554,6 +1587,7 @@ class DevicelessAllocation(Rule):
         self._taint_end: dict[str, int] = {}
         work: list[tuple[ast.AST, bool]] = [(node, False)]
         self._scalar = _scalar_tensor(node)
+        self._dict_fields: set[str] = set()  # locals bound to a dict literal that carries the host value
         budget = 200
         while work and budget:
             budget -= 1
@@ -1666,13 +1700,6 @@ class DevicelessAllocation(Rule):
                 assert isinstance(parent, ast.Dict)
                 if expr not in parent.values:
                     return None
-                key = parent.keys[parent.values.index(expr)]
-                if (
-                    isinstance(key, ast.Constant)
-                    and isinstance(key.value, str)
-                    and _HOST_METADATA.search(key.value)
-                ):
-                    return None  # host-side metadata stored by name (`"cu_seqlens": torch.tensor(cu)`): CPU on purpose
                 if isinstance(parents.get(id(parent)), ast.Return) and not self._scalar:
                     self._note_beside(expr, parent.values, names)
                 expr = parent
@@ -1724,6 +1751,14 @@ class DevicelessAllocation(Rule):
                     self._taint(callee.value.id, _statement(parent, parents), work, tainted, func, parents)
                     return None
                 if self._calls_module(parent, func):
+                    carried = expr.value if isinstance(expr, ast.keyword) else expr
+                    if isinstance(carried, ast.Dict) or (
+                        isinstance(carried, ast.Name) and carried.id in self._dict_fields
+                    ):
+                        # a field of a dict handed to a module (`self(x, metadata={'cu_seqlens': host})`): the
+                        # module reads it by name, as host metadata or moved (VeOmni's ViT metadata stays on the
+                        # CPU on purpose); what it does with the field is its own code's question
+                        return None
                     other = next((a for a in _call_values(parent) if a is not expr and accel(a, names)), None)
                     return other if other is not None else parent
                 if isinstance(callee, ast.Attribute) and accel(callee.value, names):
@@ -1783,6 +1818,8 @@ class DevicelessAllocation(Rule):
                     if typ is ast.AugAssign and accel(target, names):
                         return target
                     if isinstance(target, ast.Name):
+                        if isinstance(expr, ast.Dict):
+                            self._dict_fields.add(target.id)
                         self._taint(target.id, parent, work, tainted, func, parents)
                     elif isinstance(target, ast.Subscript) and accel(target.value, names):
                         return target.value  # device[idx] = host value
@@ -2356,7 +2393,7 @@ class DevicelessAllocation(Rule):
         if self.generators:
             forward = self._forward_units()
             for unit, node in self.generators:
-                if unit in forward:
+                if unit in forward and not self._host_draws_only(node):
                     self.report(
                         node,
                         "`torch.Generator()` without `device=` is a CPU generator on the forward path: random ops "
@@ -2595,7 +2632,10 @@ class DevicelessAllocation(Rule):
             sites = [
                 (call, method)
                 for call, method in callers.get(unit, [])
-                if not _moved_after(call, method) and (not unit[0] or self._result_meets_device(call, method))
+                if not _moved_after(call, method)
+                and (
+                    self._result_meets_device(call, method) if unit[0] else not self._host_only(call, method)
+                )
             ]
             if not sites:
                 continue
@@ -2607,6 +2647,42 @@ class DevicelessAllocation(Rule):
                 f"`{method.name}` (line {call.lineno}) uses on the forward path; pass the device in (from the "
                 "caller's data) and allocate with `device=`",
             )
+
+    def _host_only(self, call: ast.Call, method: ast.AST) -> bool:
+        """The result of ``call`` is only read on the host: each read (of the call itself, or of the one local it
+        is bound to) is the receiver of a host sink or a scalar method (`sizes.tolist()`, `n.item()`) or a
+        metadata attribute (`.shape`); it never reaches device code."""
+        parents = self._parent_map(method)
+        stmt = parents.get(id(call))
+        uses: list[ast.AST] = [call]
+        if isinstance(stmt, ast.Assign) and stmt.value is call:
+            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                return False
+            bound = stmt.targets[0].id
+            uses = [
+                n
+                for n in subtree(method)
+                if isinstance(n, ast.Name)
+                and n.id == bound
+                and isinstance(n.ctx, ast.Load)
+                and n.lineno > call.lineno
+            ]
+        if not uses:
+            return False
+        for use in uses:
+            attr = parents.get(id(use))
+            if not (isinstance(attr, ast.Attribute) and attr.value is use):
+                return False
+            if attr.attr in ("shape", "dtype", "ndim"):
+                continue
+            grand = parents.get(id(attr))
+            if not (
+                isinstance(grand, ast.Call)
+                and grand.func is attr
+                and (attr.attr in HOST_SINKS or attr.attr in SCALAR_METHODS)
+            ):
+                return False
+        return True
 
     def _result_meets_device(self, call: ast.Call, method: ast.AST) -> bool:
         """The result of ``call`` (a method on ``self``) is combined with the caller's device data: an operand
@@ -2706,6 +2782,61 @@ class DevicelessAllocation(Rule):
                 f"created on the accelerator (line {line}): torch rejects the mismatch; add `device={source}`",
                 make_fix(f"Add `device={source}`", [self._device_edit(node, source)]),
             )
+
+    def _host_draws_only(self, node: ast.Call) -> bool:
+        """``g = torch.Generator()`` (possibly `.manual_seed(seed)`) bound to a local whose every read draws on
+        the host (`generator=g` of a `torch.*` draw without `device=` or on the CPU) or seeds it: reproducible CPU
+        noise on purpose; where those samples go is the draw's own question (a device-less draw that meets
+        device data unmoved is reported there)."""
+        func = next(
+            (
+                f
+                for f in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef)
+                if any(n is node for n in own_nodes(f))
+            ),
+            None,
+        )
+        if func is None:
+            return False
+        parents = self._parent_map(func)
+        expr: ast.AST = node
+        while True:
+            attr = parents.get(id(expr))
+            call = parents.get(id(attr)) if isinstance(attr, ast.Attribute) else None
+            if isinstance(call, ast.Call) and call.func is attr and attr.attr == "manual_seed":
+                expr = call
+                continue
+            break
+        stmt = parents.get(id(expr))
+        if not (
+            isinstance(stmt, ast.Assign)
+            and stmt.value is expr
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            return False
+        name = stmt.targets[0].id
+        uses = [
+            n
+            for n in own_nodes(func)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        ]
+        if not uses:
+            return False
+        for use in uses:
+            parent = parents.get(id(use))
+            if isinstance(parent, ast.Attribute) and parent.attr in ("manual_seed", "seed", "initial_seed"):
+                continue
+            draw = parents.get(id(parent)) if isinstance(parent, ast.keyword) else None
+            if not (
+                isinstance(parent, ast.keyword) and parent.arg == "generator" and isinstance(draw, ast.Call)
+            ):
+                return False
+            qual = self.ctx.qualname(draw.func) or ""
+            device = next((k.value for k in draw.keywords if k.arg == "device"), None)
+            if not qual.startswith("torch.") or (device is not None and not _names_cpu(device)):
+                return False
+        return True
 
     def _host_generators_used_on_device(self) -> None:
         """``self.gen = torch.Generator()`` (no device: a CPU generator), later handed to a draw on another device

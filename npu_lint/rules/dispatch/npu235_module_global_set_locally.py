@@ -74,7 +74,7 @@ class ModuleGlobalSetLocally(Rule):
     code = "NPU235"
     name = "module-global-set-locally"
     summary = (
-        "A function assigns a module-level variable (a singleton, an installed config, a registry) without "
+        "A function or a method assigns a module-level variable (a singleton, an installed config, a registry) without "
         "`global`, never reads what it assigned, and another function reads the module variable: the "
         "assignment binds a local and the module variable keeps its old value."
     )
@@ -84,9 +84,10 @@ class ModuleGlobalSetLocally(Rule):
         "`get_ops_config()`; kernel tables and parallel states follow the same shape. In Python an assignment "
         "inside a function binds a local unless the function declares the name `global`, so a setter without "
         "it does nothing: the getter keeps returning `None` (or the default) and every NPU kernel the config "
-        "selected falls back to its default, silently. The rule reports a function that assigns a name the "
-        "module binds at top level and some other function reads, when the function neither declares it "
-        "`global`/`nonlocal` nor reads the local it assigned."
+        "selected falls back to its default, silently. The rule reports a function, or a method of a top-level class (a bare name "
+        "assigned in a method is a local too, not an attribute), that assigns a name the module binds at top level and some other function reads, when the function neither declares it "
+        "`global`/`nonlocal` nor reads the local it assigned (also when the assignment is marked `# noqa: F841`: silencing "
+        "the unused-local warning does not make the assignment reach the module)."
     )
     bad = (
         Example(
@@ -103,6 +104,22 @@ class ModuleGlobalSetLocally(Rule):
             """,
             path="veomni/ops/config/singleton.py",
             title="the setter binds a local",
+        ),
+        Example(
+            """
+            _ATTN_IMPL = "eager"
+
+
+            class Installer:
+                def install(self, impl):
+                    _ATTN_IMPL = impl
+
+
+            def attn_impl():
+                return _ATTN_IMPL
+            """,
+            path="veomni/utils/toy_installer.py",
+            title="a method binds a local, not the module variable",
         ),
         Example(
             """
@@ -160,10 +177,18 @@ class ModuleGlobalSetLocally(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._module: set[str] | None = None  # the names the module binds at top level, read once per file
+
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
-        if self.ctx.parent is not self.ctx.tree:
-            return  # methods and nested functions: their names are usually attributes or closures
+        parents = self.ctx.parents
+        if not (
+            (len(parents) == 1 and parents[0] is self.ctx.tree)
+            or (len(parents) == 2 and parents[0] is self.ctx.tree and isinstance(parents[1], ast.ClassDef))
+        ):
+            return  # nested functions: a name they bind may be meant for the enclosing function (a closure)
         own = _own_nodes(node)
         stored: dict[str, ast.Name] = {}
         loaded: set[str] = set()
@@ -182,7 +207,9 @@ class ModuleGlobalSetLocally(Rule):
         candidates = set(stored) - loaded - _declared(node)
         if not candidates:
             return
-        module = _module_names(self.ctx.tree)
+        if self._module is None:
+            self._module = _module_names(self.ctx.tree)
+        module = self._module
         for name in sorted(candidates & module):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue

@@ -253,9 +253,21 @@ def _find_eager_weight_products(tree: ast.Module) -> list[tuple[str, ast.expr, s
 
 def weight_products(func: ast.AST) -> list[tuple[ast.expr, str, bool]]:
     """Each operand of a multiplication in ``func`` that is the module's weight: (operand, attribute, with the
-    `1 +` offset). A local holding the scale (`scale = 1.0 + self.weight`) counts."""
+    `1 +` offset). A local holding the scale (`scale = 1.0 + self.weight`) counts, and so does the offset expanded
+    into a sum (`x + x * self.weight`, `x * w + x`: `x * (1 + w)`)."""
     out: list[tuple[ast.expr, str, bool]] = []
     receiver = receiver_of(func)
+    # `x + x * w` / `x * w + x` is `x * (1 + w)`: the offset written out as a sum (the applied scale, not its
+    # spelling, is what counts)
+    expanded: set[int] = set()
+    for node in _walk(func):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            for prod, addend in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult):
+                    key = ast.dump(addend)
+                    for side, other in ((prod.left, prod.right), (prod.right, prod.left)):
+                        if ast.dump(other) == key:
+                            expanded.add(id(side))
     for node in _walk(func):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
             continue
@@ -269,7 +281,7 @@ def weight_products(func: ast.AST) -> list[tuple[ast.expr, str, bool]]:
             inner = offset_inner(value)
             attr = raw_weight_attr(inner if inner is not None else value, receiver)
             if attr is not None and "weight" in attr:
-                out.append((side, attr, inner is not None))
+                out.append((side, attr, inner is not None or id(side) in expanded))
     return out
 
 

@@ -68,6 +68,13 @@ def _detached_root(node: ast.AST) -> ast.AST | None:
     return None
 
 
+def _local_root(node: ast.AST) -> ast.Name | None:
+    """The local name an argument reads through shape / dtype views (`logits.view(-1, v).float()` -> `logits`)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _THROUGH:
+        node = node.func.value
+    return node if isinstance(node, ast.Name) else None
+
+
 def _leaf(node: ast.AST) -> str:
     while isinstance(node, (ast.Call, ast.Subscript)):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -110,11 +117,15 @@ def detached_predictions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[t
             candidates.append(("", call.args[0]))
         for key, value in candidates:
             root = _detached_root(value)
-            if root is None and isinstance(value, ast.Name):
-                root = detached_locals.get(value.id)
+            name = _leaf(root) if root is not None else ""
+            local = _local_root(value)
+            if root is None and local is not None and local.id in detached_locals:
+                # `logits = self.lm_head(h).detach()`, then `cross_entropy(logits.view(-1, v), ...)`: the local
+                # names the prediction, whatever the detached expression's own leaf is (`lm_head`)
+                root = detached_locals[local.id]
+                name = local.id if _PREDICTION.search(local.id) else _leaf(root)
             if root is None:
                 continue
-            name = _leaf(root)
             if "teacher" in (key + name).lower() or "target" in (key + name).lower():
                 continue
             if key and not _PREDICTION.search(key):
@@ -144,7 +155,8 @@ class LossPredictionDetached(Rule):
         "`torch.no_grad()` or in an evaluation / metric / logging function. Checked in every function of any "
         "file: a call whose name says loss (or a torch loss function) given, as a prediction-named keyword "
         "(`hidden_states`, `logits`, `input`, `*pred*`) or as its first argument named so, a value written "
-        "`x.detach()` or bound to one in the function."
+        "`x.detach()` or bound to one in the function (`logits = self.lm_head(h).detach()`, read directly or "
+        "through views: `cross_entropy(logits.view(-1, v), ...)`)."
     )
     bad = (
         Example(

@@ -65,8 +65,9 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
                 isinstance(value, (ast.BinOp, ast.UnaryOp))
                 and len(n.targets) == 1
                 and isinstance(n.targets[0], ast.Name)
+                and any(isinstance(x, ast.Name) and _is_term(x.id) for x in _walk(value))
             ):
-                continue  # a combined loss stored and dropped is NPU425's
+                continue  # a combined loss (arithmetic of loss terms) stored and dropped is NPU425's
             for t in n.targets:
                 stores.extend((name, n) for name in _targets(t) if _is_term(name.id))
         elif isinstance(n, ast.AnnAssign) and n.value is not None and not isinstance(n.value, ast.Constant):
@@ -123,8 +124,8 @@ class LossTermUnread(Rule):
         "router balance or the codebook commitment is no longer constrained, with no error. Checked in every "
         "function of any file: a local named as a loss term (`loss`, `kl`, `kld`, `kl_div`, `commitment`, "
         "`penalty` in its name; a name starting with `_` is a deliberate discard) bound by an assignment or a "
-        "tuple unpack, never read in the function (nested functions included), while the function reads another "
-        "loss-named value. A combined sum stored and dropped is NPU425."
+        "tuple unpack (also an inline term: `kld = -0.5 * (1 + logvar - mu**2 - logvar.exp()).mean()`), never read in the function (nested functions included), while the function reads another "
+        "loss-named value. A combined sum (arithmetic that reads other loss terms) stored and dropped is NPU425."
     )
     bad = (
         Example(

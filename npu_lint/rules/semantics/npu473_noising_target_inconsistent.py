@@ -25,8 +25,11 @@ class NoisingTargetInconsistent(Rule):
         "must be: a target written the other way round, scheduler arguments swapped so the data rises with `s`, "
         "an x0 reconstruction `x_t + s * v` instead of `x_t - s * v`, or an epsilon prediction regressed onto the "
         "clean sample all train a model the sampler cannot use, on every device and with a finite, decreasing "
-        "loss. Checked in every function of any file against the interpolation it (or its class) builds; a "
-        "target written `-(x0 - noise)` is the velocity again and is not reported."
+        "loss. Checked in every function of any file against the interpolation it (or its class) builds (a "
+        "target bound to a local or written inline in the loss call, `mse_loss(pred, x0 - noise)`); a "
+        "target written `-(x0 - noise)` is the velocity again and is not reported. A DDPM-style mix "
+        "`a * x0 + b * noise` (any coefficients, the noise being the function's Gaussian draw) fixes which operand "
+        "is the noise: a noise prediction regressed onto the other is reported."
     )
     bad = (
         Example(
@@ -55,7 +58,7 @@ class NoisingTargetInconsistent(Rule):
         ),
     )
     fix_safety = "No fix: which side is wrong (the noising or the target) is the author's decision."
-    requires = (("target", "noise", "sigma"),)
+    requires = (("target", "velocity", "noise", "sigma", "loss"),)
     node_types = ()
 
     @classmethod
@@ -78,6 +81,8 @@ class NoisingTargetInconsistent(Rule):
         return out
 
     def finish(self) -> None:
+        if not noising.may_noise(self.ctx.tree):
+            return
         memo: dict[int, list[noising.Interpolation]] = {}
 
         def of(func: ast.AST) -> list[noising.Interpolation]:
