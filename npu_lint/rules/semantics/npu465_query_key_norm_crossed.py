@@ -15,8 +15,9 @@ class QueryKeyNormCrossed(Rule):
     code = "NPU465"
     name = "query-key-norm-crossed"
     summary = (
-        "A key-side norm statement is its query-side sibling with every q/k name swapped but one: the keys "
-        "normalised by `self.q_norm`, a key norm's backward handed the query rows' saved `invvar_q`."
+        "A key-side (query-side) norm statement is its sibling with every q/k name swapped but one: the keys "
+        "normalised by `self.q_norm`, a key norm's backward handed the query rows' saved `invvar_q`, the query "
+        "norm (or its backward) handed the key tensor."
     )
     why = (
         "Attention with QK-norm normalises queries and keys with two norms of their own (`q_norm` and "
@@ -36,6 +37,19 @@ class QueryKeyNormCrossed(Rule):
                 return query_states, key_states
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
+        ),
+        Example(
+            """
+            import torch_npu
+
+
+            def qk_norm_backward(dy_q, dy_k, q, k, norm_q_weight, norm_k_weight, invvar_q, invvar_k):
+                grad_k, grad_norm_k_weight = torch_npu.npu_rms_norm_backward(dy_k, k, norm_k_weight, invvar_k)
+                grad_q, grad_norm_q_weight = torch_npu.npu_rms_norm_backward(dy_q, k, norm_q_weight, invvar_q)
+                return grad_q, grad_k, grad_norm_q_weight, grad_norm_k_weight
+            """,
+            path="veomni/distributed/sequence_parallel/async_ulysses.py",
+            title="the query norm's backward recomputed from the keys",
         ),
     )
     good = (
