@@ -7,6 +7,7 @@ import ast
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import norms
+from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -17,7 +18,7 @@ class QueryKeyNormCrossed(Rule):
     summary = (
         "A key-side (query-side) norm statement is its sibling with every q/k name swapped but one: the keys "
         "normalised by `self.q_norm`, a key norm's backward handed the query rows' saved `invvar_q`, the query "
-        "norm (or its backward) handed the key tensor."
+        "norm handed the key tensor (an Ascend norm kernel handed it is NPU315's)."
     )
     why = (
         "Attention with QK-norm normalises queries and keys with two norms of their own (`q_norm` and "
@@ -40,16 +41,13 @@ class QueryKeyNormCrossed(Rule):
         ),
         Example(
             """
-            import torch_npu
-
-
-            def qk_norm_backward(dy_q, dy_k, q, k, norm_q_weight, norm_k_weight, invvar_q, invvar_k):
-                grad_k, grad_norm_k_weight = torch_npu.npu_rms_norm_backward(dy_k, k, norm_k_weight, invvar_k)
-                grad_q, grad_norm_q_weight = torch_npu.npu_rms_norm_backward(dy_q, k, norm_q_weight, invvar_q)
-                return grad_q, grad_k, grad_norm_q_weight, grad_norm_k_weight
+            def qk_norm(self, query_states, key_states):
+                key_states = self.k_norm(key_states)
+                query_states = self.q_norm(key_states)
+                return query_states, key_states
             """,
-            path="veomni/distributed/sequence_parallel/async_ulysses.py",
-            title="the query norm's backward recomputed from the keys",
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="the query norm handed the keys",
         ),
     )
     good = (
@@ -72,7 +70,15 @@ class QueryKeyNormCrossed(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        for stmt, leftover, expected in norms.query_key_leftovers(node):
+        imported: frozenset[str] | None = None
+        for stmt, leftover, expected, operand in norms.query_key_leftovers(node):
+            if operand:
+                if imported is None:
+                    imported = self.ctx.memo.get("npucalls.imported")
+                    if imported is None:
+                        imported = self.ctx.memo["npucalls.imported"] = torch_npu_names(self.ctx.tree)
+                if any(kernel_of(c, imported) for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+                    continue  # an Ascend kernel's twin call fed the other side's tensor: NPU315's
             if first_report(self, stmt):
                 self.report(
                     stmt,
