@@ -662,16 +662,33 @@ def _norm_statement(stmt: ast.stmt) -> bool:
 _NORMISH = re.compile(r"norm|invvar|rstd|weight|variance|eps", re.I)
 
 
-def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
+def _norm_operands(stmt: ast.stmt) -> set[str]:
+    """Names handed directly to a norm call of ``stmt`` (``npu_rms_norm_backward(dy, k, w, invvar)`` -> ``dy``,
+    ``k``, ...): the tensor a norm normalises, or whose backward it recomputes, is the norm's own input, so a
+    leftover there (the query backward fed the keys) matters like a leftover weight; ``q.dtype`` or ``q_len``
+    read inside another expression does not count."""
+    out: set[str] = set()
+    for node in nodes_of(stmt, ast.Call):
+        assert isinstance(node, ast.Call)
+        if "norm" in call_name(node).lower():
+            for arg in (*node.args, *(kw.value for kw in node.keywords)):
+                if isinstance(arg, ast.Name):
+                    out.add(arg.id)
+    return out
+
+
+def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str, bool]]:
     """``(statement, leftover, expected)`` for a statement on the key (or query) side of a norm computation that
     is its query (key) sibling statement with every q/k name swapped except one: ``key_states =
     self.q_norm(key_states)`` beside ``query_states = self.q_norm(query_states)``, a key backward handed
-    ``invvar_q``. Statements are compared by their identifiers in order (constants may differ)."""
+    ``invvar_q``. Statements are compared by their identifiers in order (constants may differ). The last item
+    says the leftover is the tensor handed to the norm (`npu_rms_norm_backward(dy, k, norm_q_weight, ...)`)
+    rather than the norm's weight or saved state."""
     stmts = [s for s in nodes_of(func, ast.Assign, ast.AugAssign, ast.Expr, ast.Return) if _norm_statement(s)]
     if len(stmts) < 2:
         return []
     idents = {id(s): _IDENT.findall(ast.unparse(s)) for s in stmts}
-    out: list[tuple[ast.stmt, str, str]] = []
+    out: list[tuple[ast.stmt, str, str, bool]] = []
     for s in stmts:
         mine = idents[id(s)]
         counts = {"q": 0, "k": 0}
@@ -689,8 +706,12 @@ def query_key_leftovers(func: ast.AST) -> list[tuple[ast.stmt, str, str]]:
                 continue
             mapped = [_swapped(i) for i in theirs]
             diff = [(a, b) for a, b in zip(mine, mapped, strict=True) if a != b]
-            if diff and all(other in _roles(a) and b == _swapped(a) and _NORMISH.search(a) for a, b in diff):
-                out.append((s, diff[0][0], diff[0][1]))
+            operands = _norm_operands(s)
+            if diff and all(
+                other in _roles(a) and b == _swapped(a) and (_NORMISH.search(a) or a in operands)
+                for a, b in diff
+            ):
+                out.append((s, diff[0][0], diff[0][1], not any(_NORMISH.search(a) for a, _b in diff)))
                 break
     return out
 

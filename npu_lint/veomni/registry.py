@@ -80,7 +80,7 @@ def hardware_kind(node: ast.expr | None) -> str | None:
         if "any" in kinds or "npu" in kinds:
             return ANY
         return GPU if "gpu" in kinds else MLU
-    return {"npu": NPU, "gpu": GPU, "mlu": MLU}.get(kinds[0], ANY)
+    return {"npu": NPU, "gpu": GPU, "cuda": GPU, "mlu": MLU}.get(kinds[0], ANY)
 
 
 def _call_name(node: ast.Call) -> str:

@@ -125,7 +125,7 @@ class NpuFallbackIncomplete(Rule):
         fallback = [t for t in tables if _is_fallback_table(t[0], t[2])]
         if len(allowed) != 1 or len(fallback) != 1:
             return
-        allowed_name, _a_stmt, _a_dict, allow = allowed[0]
+        allowed_name, _a_stmt, a_dict, allow = allowed[0]
         fb_name, fb_stmt, fb_dict, fb = fallback[0]
         defaults: dict[str, str] = {}
         for stmt in ast.walk(node):
@@ -157,7 +157,9 @@ class NpuFallbackIncomplete(Rule):
         ]
         if not missing:
             return
-        at: ast.AST = fb_dict.values[-1] if fb_dict.values else fb_stmt
+        at = self._slot(fb_dict, a_dict, defaults, missing[0][0]) or (
+            fb_dict.values[-1] if fb_dict.values else fb_stmt
+        )
         shown = ", ".join(f'`{field}` (default "{default}")' for field, default in missing)
         self.report(
             at,
@@ -165,6 +167,24 @@ class NpuFallbackIncomplete(Rule):
             "NPU: on an Ascend host the default stays, so a default ops config is rejected at validation (or "
             "binds a CUDA-only kernel); add the field's NPU (or eager) value",
         )
+
+    @staticmethod
+    def _slot(
+        fb_dict: ast.Dict, allow_dict: ast.Dict, defaults: dict[str, str], field: str
+    ) -> ast.AST | None:
+        """The fallback entry the missing ``field`` belongs before, in the order the allow-list (else the
+        dataclass) lists the fields: where the entry was lost or is to be written."""
+        order = [k.value for k in allow_dict.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        if field not in order:
+            order = list(defaults)
+        if field not in order:
+            return None
+        rank = {name: i for i, name in enumerate(order)}
+        for key in fb_dict.keys:
+            name = key.value if isinstance(key, ast.Constant) else None
+            if isinstance(name, str) and rank.get(name, -1) > rank[field]:
+                return key
+        return None
 
     @staticmethod
     def _shown(values: set[str]) -> str:

@@ -213,7 +213,12 @@ class NpuRowGpuRequirement(Rule):
                 )
 
     def _line_node(self, line: int) -> ast.AST:
+        """The row's call at ``line``, narrowed to its device gate (``hardware=`` / ``requirement=``) when it
+        spells one, so the finding lands on the requirement that files the row under the wrong device."""
         for node in ast.walk(self.ctx.tree):
             if isinstance(node, ast.Call) and node.lineno == line:
+                for kw in node.keywords:
+                    if kw.arg in ("hardware", "requirement"):
+                        return kw.value
                 return node
         return self.ctx.tree

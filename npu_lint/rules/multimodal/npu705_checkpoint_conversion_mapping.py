@@ -122,6 +122,12 @@ def _loader(func: ast.FunctionDef) -> tuple[set[str], dict[str, list[tuple[str, 
     return {name for name in returns if name in generated}, hooks
 
 
+def _checkpoint_hook(attr: str) -> bool:
+    """A class hook that loading a checkpoint reads: a tensor converter, a key conversion mapping."""
+    lowered = attr.lower()
+    return "checkpoint" in lowered or lowered.endswith("mapping")
+
+
 def _expr_nodes(test: ast.expr) -> list[ast.expr]:
     return [n for n in ast.walk(test) if isinstance(n, ast.expr)]
 
@@ -137,7 +143,8 @@ class CheckpointConversionMapping(Rule):
     name = "checkpoint-conversion-mapping"
     summary = (
         "A patched `__init__` renames or re-nests submodules without a `_checkpoint_conversion_mapping`, or a "
-        "registered loader attaches checkpoint hooks to some of the classes it returns and not to another."
+        "registered loader attaches checkpoint hooks to some of the classes it returns and not to another (or "
+        "not to a generated class it equips with a hook of its own)."
     )
     why = (
         "Checkpoint keys are module attribute paths (`model.language_model.layers.0...`). A patched "
@@ -151,7 +158,9 @@ class CheckpointConversionMapping(Rule):
         " A registered loader in a package `__init__.py` that attaches checkpoint hooks (a tensor converter, a "
         "key mapping: `Cls._create_checkpoint_tensor_converter = ...`) to several of the generated classes it can "
         "return must attach them to every one it returns: a checkpoint whose architecture selects the class "
-        "without the hook loads unconverted (per-expert weights never fused, keys never renamed)."
+        "without the hook loads unconverted (per-expert weights never fused, keys never renamed). A generated "
+        "class the loader equips with a hook of its own (a text model given its LoRA-target converter) is built "
+        "from a checkpoint too, so it needs the checkpoint hooks (`*checkpoint*`, `*_mapping`) its siblings get."
     )
     bad = (
         Example(
@@ -286,25 +295,35 @@ class CheckpointConversionMapping(Rule):
             hooked = {c for given in hooks.values() for c, _ in given}
             if len(returned | (hooked & self._generated(func))) < 3:
                 continue
-            found: dict[int, tuple[ast.AST, list[str], set[str], str]] = {}
+            generated = self._generated(func)
+            # the classes the loader builds for: those it returns and the generated ones it equips with a hook of
+            # their own (a text model given its LoRA-target converter is built from a checkpoint too)
+            prepared = returned | (hooked & generated)
+            found: dict[int, tuple[ast.AST, list[str], set[str], str, str]] = {}
             for attr, given in sorted(hooks.items()):
                 classes = {c for c, _ in given}
-                if len(classes & (returned | self._generated(func))) < 2:
+                if len(classes & (returned | generated)) < 2:
                     continue
-                missing = sorted(returned - classes)
+                missing = sorted((prepared if _checkpoint_hook(attr) else returned) - classes)
                 if not missing:
                     continue
+                other = next(
+                    (a for a, g in sorted(hooks.items()) if a != attr and missing[0] in {c for c, _ in g}), ""
+                )
+                role = (
+                    "which it also returns" if missing[0] in returned else f"which it also equips (`{other}`)"
+                )
                 at = next(
                     (where for c, where in given if isinstance(where, (ast.Tuple, ast.List))), given[0][1]
                 )
-                entry = found.setdefault(id(at), (at, [], classes & returned, missing[0]))
+                entry = found.setdefault(id(at), (at, [], classes & prepared, missing[0], role))
                 entry[1].append(attr)
-            for at, attrs, classes, missing in found.values():
+            for at, attrs, classes, missing, role in found.values():
                 named = ", ".join(f"`{a}`" for a in attrs)
                 self.report(
                     at,
                     f"`{func.name}` attaches {named} to {', '.join(f'`{c}`' for c in sorted(classes))} but not to "
-                    f"`{missing}`, which it also returns: a checkpoint whose architecture selects `{missing}` loads "
+                    f"`{missing}`, {role}: a checkpoint whose architecture selects `{missing}` loads "
                     "without that hook (weights not converted, keys not mapped)",
                 )
 

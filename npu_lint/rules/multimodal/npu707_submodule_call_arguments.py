@@ -83,6 +83,24 @@ def _resigned(module: str, cls: str, attr: str, mine: ast.FunctionDef | None) ->
     return theirs is None or _params(theirs) != _params(mine)
 
 
+def _splatting(targets: list[tuple[str, str, ast.FunctionDef]]) -> dict[str, list[ast.FunctionDef]]:
+    """Submodule -> the file's patched methods that hand their own ``**kwargs`` on to ``self.<submodule>(...)``
+    (the image features method beside the video one: the twin that shows the keywords are meant to arrive)."""
+    out: dict[str, list[ast.FunctionDef]] = {}
+    for _cls, _method, func in targets:
+        mine = func.args.kwarg.arg if func.args.kwarg is not None else None
+        if mine is None:
+            continue
+        for attr, calls in _self_calls(func).items():
+            if any(
+                k.arg is None and isinstance(k.value, ast.Name) and k.value.id == mine
+                for c in calls
+                for k in c.keywords
+            ):
+                out.setdefault(attr, []).append(func)
+    return out
+
+
 def _targets(tree: ast.Module) -> list[tuple[str, str, ast.FunctionDef]]:
     """Every method a spec (``override_method``) or generated file (class bodies) defines: (class, method, def)."""
     out: list[tuple[str, str, ast.FunctionDef]] = []
@@ -103,7 +121,8 @@ class SubmoduleCallArguments(Rule):
     name = "submodule-call-arguments"
     summary = (
         "A patched method still calls a submodule (tower, language model) the upstream method calls, but no "
-        "longer passes it an input the upstream call passes."
+        "longer passes it an input the upstream call passes (a keyword, or the `**kwargs` the upstream method and "
+        "a twin patched method of the file hand on)."
     )
     why = (
         "The wrapper's inputs reach the towers and the language model only through these calls: a keyword the "
@@ -114,9 +133,32 @@ class SubmoduleCallArguments(Rule):
         "training runs and learns the wrong thing, on GPU and NPU alike. The upstream method is read from the "
         "installed transformers source; output switches and generation caches (`return_dict`, `use_cache`, "
         "`past_key_values`, ...) may be dropped, and a keyword the patched call may still carry through its "
-        "`**kwargs` (not a local or parameter of the patched method) is not reported."
+        "`**kwargs` (not a local or parameter of the patched method) is not reported. The method's own "
+        "`**kwargs` are an input too: where the upstream method hands them on to the submodule and another "
+        "patched method of the file does so for the same submodule (the image features beside the video "
+        "features), a patched method that takes `**kwargs`, reads them nowhere and calls the submodule without "
+        "them drops what its callers send (the collator's precomputed vision metadata, attention arguments)."
     )
     bad = (
+        Example(
+            """
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen2_vl.modeling_qwen2_vl", target_file="x.py")
+
+
+            @config.override_method("Qwen2VLModel.get_image_features")
+            def image_features(self, pixel_values, image_grid_thw=None, **kwargs):
+                return self.visual(pixel_values, grid_thw=image_grid_thw, return_dict=True, **kwargs)
+
+
+            @config.override_method("Qwen2VLModel.get_video_features")
+            def video_features(self, pixel_values_videos, video_grid_thw=None, **kwargs):
+                return self.visual(pixel_values_videos, grid_thw=video_grid_thw, return_dict=True)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the video features swallow the keywords the image features hand to the tower",
+        ),
         Example(
             """
             from veomni.patchgen.patch_spec import PatchConfig
@@ -234,6 +276,7 @@ class SubmoduleCallArguments(Rule):
             }
             if listed:
                 targets = [t for t in targets if f"{t[0]}.{t[1]}" in listed]
+        splatting = _splatting(targets)
         for cls, method, func in targets:
             upstream = upstream_class_method(module, cls, method)
             if upstream is None:
@@ -249,6 +292,8 @@ class SubmoduleCallArguments(Rule):
                     continue
                 if (cls, attr) not in own and f'"{cls}.{attr}"' in text:
                     continue  # re-defined by a `replacement=` function this file imports: signature unknown
+                if attr in splatting and any(f is not func for f in splatting[attr]):
+                    self._splat_dropped(cls, method, attr, upstream, func, originals, calls, splatting[attr])
                 # what every upstream call of the submodule passes by keyword
                 wanted = set.intersection(
                     *({k.arg for k in c.keywords if k.arg and not _none(k.value)} for c in originals)
@@ -302,3 +347,46 @@ class SubmoduleCallArguments(Rule):
                         f"{', '.join(f'`{m}=`' for m in missing)}, which the upstream `{cls}.{method}` passes: "
                         f"`self.{attr}` falls back to its default for {'it' if len(missing) == 1 else 'them'}",
                     )
+
+    def _splat_dropped(
+        self,
+        cls: str,
+        method: str,
+        attr: str,
+        upstream: ast.FunctionDef,
+        func: ast.FunctionDef,
+        originals: list[ast.Call],
+        calls: list[ast.Call],
+        twins: list[ast.FunctionDef],
+    ) -> None:
+        """Every upstream call of the submodule hands on the method's own ``**kwargs`` and the patched method,
+        which takes ``**kwargs`` too, calls it with no ``**`` mapping and reads its keywords nowhere: whatever the caller sends through
+        the keywords (the collator's precomputed metadata, attention arguments) stops here."""
+        theirs = upstream.args.kwarg.arg if upstream.args.kwarg is not None else None
+        mine = func.args.kwarg.arg if func.args.kwarg is not None else None
+        if theirs is None or mine is None:
+            return
+        if any(
+            isinstance(n, ast.Name) and n.id == mine and isinstance(n.ctx, ast.Load)
+            for n in nodes_of(func, ast.Name)
+        ):
+            return  # the method reads its keywords (hands them elsewhere, picks some out): a choice, not a loss
+        if not all(
+            any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == theirs for k in c.keywords)
+            for c in originals
+        ):
+            return
+        twin = next(f.name for f in twins if f is not func)
+        for call in calls:
+            if any(k.arg is None for k in call.keywords) or any(
+                isinstance(a, ast.Starred) for a in call.args
+            ):
+                continue
+            last = [*call.args, *(k.value for k in call.keywords)]
+            at = max(last, key=lambda n: (n.lineno, n.col_offset)) if last else call.func
+            self.report(
+                at,
+                f"`{cls}.{method}` takes `**{mine}` but calls `self.{attr}(...)` without it, while the upstream "
+                f"`{cls}.{method}` hands `**{theirs}` on to `self.{attr}`: the keywords its callers send (precomputed "
+                f"metadata, attention arguments) never reach the submodule, as they do from `{twin}` beside it",
+            )

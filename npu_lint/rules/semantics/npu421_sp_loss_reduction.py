@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import nodes_of, own_nodes
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (memoised per file)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import functions_of
@@ -197,6 +197,26 @@ def _ce_results(func: ast.AST) -> list[tuple[ast.Assign, str]]:
     return out
 
 
+def _returned_losses(func: ast.AST, seen: set[str]) -> list[tuple[ast.AST, str]]:
+    """A loss local the function computes with a call of its own (a chunked loss's `Function.apply`, a loss
+    helper: `chunk_loss = ChunkLoss.apply(...)`, `loss, logits = loss_fn(...)`) and returns: reported at the
+    return that hands it out (where the reduction belongs). Cross-entropy results are `_ce_results`'."""
+    made: set[str] = set()
+    for n in own_nodes(func):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and not _sp_reducer(n.value):
+            for target in n.targets:
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                made.update(e.id for e in elts if isinstance(e, ast.Name) and "loss" in e.id.lower())
+    out: list[tuple[ast.AST, str]] = []
+    for n in own_nodes(func):
+        if isinstance(n, ast.Return) and n.value is not None:
+            values = n.value.elts if isinstance(n.value, ast.Tuple) else [n.value]
+            out.extend(
+                (n, v.id) for v in values if isinstance(v, ast.Name) and v.id in made and v.id not in seen
+            )
+    return out
+
+
 def _sp_reducer(call: ast.Call) -> bool:
     callee = (last_name(call.func) or "").lower()
     if callee == "apply" and isinstance(call.func, ast.Attribute):
@@ -207,7 +227,7 @@ def _sp_reducer(call: ast.Call) -> bool:
 class SpLossReduction(Rule):
     code = "NPU421"
     name = "sp-loss-reduction"
-    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's; or a loss's token count counts the ignored labels too; or a loss's autograd backward ignores the incoming gradient."
+    summary = "A loss reduced across ranks is divided by a token count that is not summed too (or not weighted by it first), or by a summed count with no guard against zero, or weighted under sequence parallelism by a count that is not the group's; or a loss's token count counts the ignored labels too; or a loss's autograd backward ignores the incoming gradient; or a function under sequence parallelism returns a shard loss (a cross-entropy, a chunked loss's result) that never reaches the SP reduction its file imports."
     why = (
         "Under sequence parallelism each rank holds a slice of every sequence, so a token-mean loss is "
         "`sum_ranks(loss_r * n_r) / sum_ranks(n_r)`: the loss-token products and the token counts are both summed "
@@ -256,6 +276,20 @@ class SpLossReduction(Rule):
             """,
             path="veomni/models/transformers/toy_vlm/modeling_toy_vlm.py",
             title="a second head's shard loss never reduced over the SP group",
+        ),
+        Example(
+            """
+            from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
+
+
+            def chunked_loss(hidden_states, weight, labels):
+                if not get_parallel_state().sp_enabled:
+                    labels = labels[..., 1:]
+                chunk_loss = ChunkedCE.apply(hidden_states, weight, labels)
+                return chunk_loss, None
+            """,
+            path="veomni/ops/kernels/cross_entropy/chunked.py",
+            title="a chunked loss returned without the SP reduction",
         ),
         Example(
             """
@@ -629,11 +663,13 @@ class SpLossReduction(Rule):
                     for m in _walk(a)
                     if isinstance(m, ast.Name)
                 )
-        for assign, name in _ce_results(func):
+        found = _ce_results(func)
+        seen = {name for _assign, name in found}
+        for at, name in [*found, *_returned_losses(func, seen)]:
             if name in reduced:
                 continue
             self.report(
-                assign,
+                at,
                 f"`{func.name}` runs under sequence parallelism (it reads `sp_enabled`), but `{name}` is this rank's "
                 "shard mean and never reaches the sequence-parallel loss reduction this file imports: "
                 "each rank trains on its own shard's mean (NaN on a shard without labels), not the group's "

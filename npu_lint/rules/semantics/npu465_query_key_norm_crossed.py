@@ -7,6 +7,7 @@ import ast
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import norms
+from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -15,8 +16,9 @@ class QueryKeyNormCrossed(Rule):
     code = "NPU465"
     name = "query-key-norm-crossed"
     summary = (
-        "A key-side norm statement is its query-side sibling with every q/k name swapped but one: the keys "
-        "normalised by `self.q_norm`, a key norm's backward handed the query rows' saved `invvar_q`."
+        "A key-side (query-side) norm statement is its sibling with every q/k name swapped but one: the keys "
+        "normalised by `self.q_norm`, a key norm's backward handed the query rows' saved `invvar_q`, the query "
+        "norm handed the key tensor (an Ascend norm kernel handed it is NPU315's)."
     )
     why = (
         "Attention with QK-norm normalises queries and keys with two norms of their own (`q_norm` and "
@@ -36,6 +38,16 @@ class QueryKeyNormCrossed(Rule):
                 return query_states, key_states
             """,
             path="veomni/models/transformers/toy/modeling_toy.py",
+        ),
+        Example(
+            """
+            def qk_norm(self, query_states, key_states):
+                key_states = self.k_norm(key_states)
+                query_states = self.q_norm(key_states)
+                return query_states, key_states
+            """,
+            path="veomni/models/transformers/toy/modeling_toy.py",
+            title="the query norm handed the keys",
         ),
     )
     good = (
@@ -58,7 +70,15 @@ class QueryKeyNormCrossed(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        for stmt, leftover, expected in norms.query_key_leftovers(node):
+        imported: frozenset[str] | None = None
+        for stmt, leftover, expected, operand in norms.query_key_leftovers(node):
+            if operand:
+                if imported is None:
+                    imported = self.ctx.memo.get("npucalls.imported")
+                    if imported is None:
+                        imported = self.ctx.memo["npucalls.imported"] = torch_npu_names(self.ctx.tree)
+                if any(kernel_of(c, imported) for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+                    continue  # an Ascend kernel's twin call fed the other side's tensor: NPU315's
             if first_report(self, stmt):
                 self.report(
                     stmt,

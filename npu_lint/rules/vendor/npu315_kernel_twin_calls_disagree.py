@@ -7,6 +7,7 @@ from collections import Counter
 
 from npu_lint.core.astutil import dotted_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni import norms
 from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 from npu_lint.veomni.vendor_map import NPU_TWIN_OPTIONS
 
@@ -171,8 +172,9 @@ class KernelTwinCallsDisagree(Rule):
     name = "kernel-twin-calls-disagree"
     summary = (
         "Two calls of one Ascend kernel in the same adapter (the q and k rotations, a grouped matmul's forward and "
-        "backward) read the same data in different layouts, or the backward's weight gradient multiplies its "
-        "operands in the other order than the forward's product implies."
+        "backward) read the same data in different layouts, or the query-side call of a q/k norm kernel is fed "
+        "the key-side tensor (or the reverse), or the backward's weight gradient multiplies its operands in the "
+        "other order than the forward's product implies."
     )
     why = (
         "A kernel adapter calls the same kernel on twin inputs: `npu_rotary_mul(q, cos, sin)` and "
@@ -227,6 +229,19 @@ class KernelTwinCallsDisagree(Rule):
             path="veomni/ops/kernels/toy_moe/npu_gmm.py",
             title="the weight gradient computed as dy^T x",
         ),
+        Example(
+            """
+            import torch_npu
+
+
+            def qk_norm_backward(dy_q, dy_k, q, k, norm_q_weight, norm_k_weight, invvar_q, invvar_k):
+                grad_k, grad_norm_k_weight = torch_npu.npu_rms_norm_backward(dy_k, k, norm_k_weight, invvar_k)
+                grad_q, grad_norm_q_weight = torch_npu.npu_rms_norm_backward(dy_q, k, norm_q_weight, invvar_q)
+                return grad_q, grad_k, grad_norm_q_weight, grad_norm_k_weight
+            """,
+            path="veomni/distributed/sequence_parallel/async_ulysses.py",
+            title="the query norm's backward recomputed from the keys",
+        ),
     )
     good = (
         Example(
@@ -279,8 +294,39 @@ class KernelTwinCallsDisagree(Rule):
         self._twins(node)
 
     # -- twin calls -----------------------------------------------------------------------------------------
+    def _crossed(self, unit: ast.AST, imported: frozenset[str]) -> None:
+        """The q-side and k-side calls of one norm kernel (`npu_rms_norm`, `npu_rms_norm_backward`) are one
+        statement with the q/k names swapped: a call that keeps the query side's weight and saved state but is
+        handed the key tensor (or the reverse) normalises, or differentiates, the other side's rows."""
+        for stmt, leftover, expected, operand in norms.query_key_leftovers(unit):
+            if not operand:
+                continue  # a leftover weight or saved state: NPU465's
+            for call in nodes_of(stmt, ast.Call):
+                assert isinstance(call, ast.Call)
+                kernel = kernel_of(call, imported)
+                if kernel is None:
+                    continue
+                arg = next(
+                    (
+                        a
+                        for a in (*call.args, *(k.value for k in call.keywords))
+                        if isinstance(a, ast.Name) and a.id == leftover
+                    ),
+                    None,
+                )
+                if arg is None:
+                    continue
+                self.report(
+                    arg,
+                    f"`{kernel}` is handed `{leftover}` in a call otherwise on the other side of its q/k twin call: "
+                    f"the twin's names swapped give `{expected}` here, so the kernel normalises (or differentiates) "
+                    "the other side's rows with this side's weight and saved state",
+                )
+                break
+
     def _twins(self, unit: ast.AST) -> None:
         imported = self._imported()
+        self._crossed(unit, imported)
         groups: dict[tuple[object, ...], list[tuple[ast.Call, object]]] = {}
         for call in nodes_of(unit, ast.Call):
             assert isinstance(call, ast.Call)
