@@ -37,3 +37,47 @@ def test_npu215_gpu_vendor_beside_torch_npu_still_reports() -> None:
     assert [d.code for d in lint_snippet("veomni/ops/kernels/layer_norm/__init__.py", text, ["NPU215"])] == [
         "NPU215"
     ]
+
+
+# -- NPU212: an NPU fallback entry added to the table by a module-level statement after its literal -------------
+_OPS_212 = """
+from dataclasses import dataclass, field
+from typing import Dict
+
+_NPU_ALLOWED: Dict[str, frozenset] = {
+    "rms_norm_implementation": frozenset({"npu"}),
+    "moe_implementation": frozenset({"fused_npu"}),
+}
+_NPU_DEFAULT_FALLBACK: Dict[str, str] = {
+    "moe_implementation": "fused_npu",
+}
+{later}
+
+
+@dataclass
+class OpsImplementationConfig:
+    rms_norm_implementation: str = field(default="liger_kernel")
+    moe_implementation: str = field(default="fused_triton")
+"""
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        '_NPU_DEFAULT_FALLBACK["rms_norm_implementation"] = "npu"',
+        '_NPU_DEFAULT_FALLBACK.update({"rms_norm_implementation": "npu"})',
+        '_NPU_DEFAULT_FALLBACK.update(rms_norm_implementation="npu")',
+        '_NPU_DEFAULT_FALLBACK.setdefault("rms_norm_implementation", "npu")',
+        '_NPU_DEFAULT_FALLBACK |= {"rms_norm_implementation": "eager"}',
+    ],
+)
+def test_npu212_entry_added_after_the_literal(later: str) -> None:
+    text = _OPS_212.replace("{later}", later)
+    assert lint_snippet("veomni/arguments/arguments_types.py", text, ["NPU212"]) == []
+
+
+def test_npu212_entry_for_another_field_added_still_reports() -> None:
+    text = _OPS_212.replace("{later}", '_NPU_DEFAULT_FALLBACK["swiglu_mlp_implementation"] = "eager"')
+    assert [d.code for d in lint_snippet("veomni/arguments/arguments_types.py", text, ["NPU212"])] == [
+        "NPU212"
+    ]
