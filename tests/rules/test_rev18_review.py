@@ -3,6 +3,8 @@ quiet (and the rules' true positives keep reporting: their own dev tests)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from tests.rules.snippets import lint_snippet
@@ -80,4 +82,76 @@ def test_npu212_entry_for_another_field_added_still_reports() -> None:
     text = _OPS_212.replace("{later}", '_NPU_DEFAULT_FALLBACK["swiglu_mlp_implementation"] = "eager"')
     assert [d.code for d in lint_snippet("veomni/arguments/arguments_types.py", text, ["NPU212"])] == [
         "NPU212"
+    ]
+
+
+# -- NPU312: a sibling kernel call on another path than the preparation, or before it -------------------------
+_ROPE_312 = [
+    """
+    def rotary_forward(q, k, cos, sin, unsqueeze_dim=1):
+        if q.dim() == 3:
+            return torch_npu.npu_rotary_mul(q, cos, sin), torch_npu.npu_rotary_mul(k, cos, sin)
+        cos_u = cos.unsqueeze(unsqueeze_dim)
+        sin_u = sin.unsqueeze(unsqueeze_dim)
+        return torch_npu.npu_rotary_mul(q, cos_u, sin_u), torch_npu.npu_rotary_mul(k, cos_u, sin_u)
+    """,
+    """
+    def rotary_forward(q, k, cos, sin, unsqueeze_dim=1):
+        if cos.dim() == q.dim():
+            q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+        else:
+            cos_u = cos.unsqueeze(unsqueeze_dim)
+            sin_u = sin.unsqueeze(unsqueeze_dim)
+            q_embed = torch_npu.npu_rotary_mul(q, cos_u, sin_u)
+        return q_embed
+    """,
+    """
+    def rotary_forward(q, k, cos, sin):
+        q_embed = torch_npu.npu_rotary_mul(q, cos, sin)
+        cos_t = cos.transpose(1, 2)
+        sin_t = sin.transpose(1, 2)
+        k_embed = torch_npu.npu_rotary_mul(k.transpose(1, 2), cos_t, sin_t)
+        return q_embed, k_embed
+    """,
+    """
+    def rope_both(q, k, cos, sin, is_vision):
+        if is_vision:
+            cos_v = cos.repeat(1, 1, 2)
+            sin_v = sin.repeat(1, 1, 2)
+            return torch_npu.npu_rotary_mul(q, cos_v, sin_v), torch_npu.npu_rotary_mul(k, cos_v, sin_v)
+        return torch_npu.npu_rotary_mul(q, cos, sin), torch_npu.npu_rotary_mul(k, cos, sin)
+    """,
+    """
+    def rotary_forward(q, k, cos, sin, unsqueeze_dim=1):
+        match q.dim():
+            case 3:
+                return torch_npu.npu_rotary_mul(q, cos, sin)
+            case _:
+                cos_u = cos.unsqueeze(unsqueeze_dim)
+                return torch_npu.npu_rotary_mul(q, cos_u, sin.unsqueeze(unsqueeze_dim))
+    """,
+]
+
+
+@pytest.mark.parametrize("body", _ROPE_312)
+def test_npu312_sibling_call_not_after_the_preparation(body: str) -> None:
+    text = "import torch_npu\n\n" + textwrap.dedent(body)
+    assert lint_snippet("veomni/ops/kernels/rope/full/npu.py", text, ["NPU312"]) == []
+
+
+def test_npu312_sibling_call_after_the_preparation_in_a_nested_block_still_reports() -> None:
+    text = """
+    import torch_npu
+
+
+    def rotary_forward(q, k, cos, sin, unsqueeze_dim=1):
+        cos_u = cos.unsqueeze(unsqueeze_dim)
+        sin_u = sin.unsqueeze(unsqueeze_dim)
+        q_embed = torch_npu.npu_rotary_mul(q, cos_u, sin_u)
+        if k is not None:
+            k = torch_npu.npu_rotary_mul(k, cos, sin_u)
+        return q_embed, k
+    """
+    assert [d.code for d in lint_snippet("veomni/ops/kernels/rope/full/npu.py", text, ["NPU312"])] == [
+        "NPU312"
     ]
