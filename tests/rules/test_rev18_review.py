@@ -155,3 +155,30 @@ def test_npu312_sibling_call_after_the_preparation_in_a_nested_block_still_repor
     assert [d.code for d in lint_snippet("veomni/ops/kernels/rope/full/npu.py", text, ["NPU312"])] == [
         "NPU312"
     ]
+
+
+# -- NPU465: the key norm computed with the query norm's epsilon (one config value for both norms) ---------------
+_QK_465 = """
+import torch_npu
+
+
+def qk(self, query_states, key_states):
+    query_states = torch_npu.npu_rms_norm(query_states, self.q_norm.weight, epsilon=self.q_norm.{q_eps})[0]
+    key_states = torch_npu.npu_rms_norm(key_states, self.k_norm.{k_w}, epsilon=self.q_norm.{q_eps})[0]
+    return query_states, key_states
+"""
+
+
+@pytest.mark.parametrize("q_eps", ["variance_epsilon", "eps"])
+def test_npu465_query_norm_epsilon_shared(q_eps: str) -> None:
+    text = _QK_465.format(q_eps=q_eps, k_w="weight")
+    assert lint_snippet("veomni/models/transformers/m/modeling_m.py", text, ["NPU465"]) == []
+
+
+def test_npu465_query_norm_weight_on_the_keys_still_reports() -> None:
+    text = _QK_465.format(q_eps="eps", k_w="weight").replace(
+        "self.k_norm.weight, epsilon=self.q_norm.eps", "self.q_norm.weight, epsilon=self.k_norm.eps"
+    )
+    assert [d.code for d in lint_snippet("veomni/models/transformers/m/modeling_m.py", text, ["NPU465"])] == [
+        "NPU465"
+    ]
