@@ -182,3 +182,65 @@ def test_npu465_query_norm_weight_on_the_keys_still_reports() -> None:
     assert [d.code for d in lint_snippet("veomni/models/transformers/m/modeling_m.py", text, ["NPU465"])] == [
         "NPU465"
     ]
+
+
+# -- NPU421: a returned loss that is no shard loss (gathered inputs), reduced through a helper, or handed on with
+# its count for the caller to reduce -----------------------------------------------------------------------------
+_CHUNK_421 = """
+import torch
+from ....distributed.parallel_state import get_parallel_state
+from ....distributed.sequence_parallel import reduce_sequence_parallel_loss
+
+
+def chunk_loss_function(hidden_states, weights, labels, ignore_index=-100, **kwargs):
+    sp_enabled = get_parallel_state().sp_enabled
+    if not sp_enabled:
+        labels = labels[..., 1:].contiguous()
+    chunk_loss = ChunkLoss.apply(hidden_states, weights, labels)
+{tail}
+"""
+_QUIET_421 = [
+    "    if sp_enabled:\n        chunk_loss = _sp_reduce(chunk_loss, labels, ignore_index)\n    return chunk_loss, None\n\n\n"
+    "def _sp_reduce(loss, labels, ignore_index):\n    return reduce_sequence_parallel_loss(loss, (labels != ignore_index).sum())",
+    "    num_valid_tokens = (labels != ignore_index).sum()\n    return chunk_loss, num_valid_tokens",
+    "    reduce_fn = reduce_sequence_parallel_loss if sp_enabled else (lambda loss, n: loss)\n"
+    "    chunk_loss = reduce_fn(chunk_loss, (labels != ignore_index).sum())\n    return chunk_loss, None",
+]
+
+
+@pytest.mark.parametrize("tail", _QUIET_421)
+def test_npu421_returned_loss_reduced_elsewhere(tail: str) -> None:
+    text = _CHUNK_421.replace("{tail}", tail)
+    assert lint_snippet("veomni/ops/kernels/cross_entropy/chunk_loss.py", text, ["NPU421"]) == []
+
+
+_MODEL_421 = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.distributed.sequence_parallel import gather_outputs, reduce_sequence_parallel_loss
+
+
+class ToyForCausalLM:
+    def forward(self, input_ids, labels=None, **kwargs):
+        hidden_states = self.model(input_ids)
+        if get_parallel_state().sp_enabled:
+            hidden_states = gather_outputs(hidden_states, gather_dim=1, group=get_parallel_state().sp_group)
+        loss, logits = self.loss_function(hidden_states=hidden_states, weights=self.lm_head.weight, labels=labels)
+        return loss, logits
+
+    def aux(self, router_logits):
+        if get_parallel_state().sp_enabled:
+            router_logits = all_gather_router_logits(router_logits)
+        aux_loss = load_balancing_loss_func(router_logits, self.num_experts, self.top_k)
+        return aux_loss
+"""
+
+
+def test_npu421_loss_of_gathered_inputs_is_no_shard_loss() -> None:
+    assert lint_snippet("veomni/models/transformers/toy/modeling_toy.py", _MODEL_421, ["NPU421"]) == []
+
+
+def test_npu421_returned_chunk_loss_unreduced_still_reports() -> None:
+    text = _CHUNK_421.replace("{tail}", "    return chunk_loss, None")
+    assert [
+        d.code for d in lint_snippet("veomni/ops/kernels/cross_entropy/chunk_loss.py", text, ["NPU421"])
+    ] == ["NPU421"]
