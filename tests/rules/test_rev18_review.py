@@ -244,3 +244,39 @@ def test_npu421_returned_chunk_loss_unreduced_still_reports() -> None:
     assert [
         d.code for d in lint_snippet("veomni/ops/kernels/cross_entropy/chunk_loss.py", text, ["NPU421"])
     ] == ["NPU421"]
+
+
+# -- NPU705: a wrapper's own key mapping is not owed to an equipped text model that has its converter ---------------
+_LOADER_705 = """
+from ...loader import MODELING_REGISTRY
+
+
+def _text_targets(_model, modules, patterns):
+    return patterns
+
+
+@MODELING_REGISTRY.register("toy_vl_moe")
+def register_toy_vl_moe_modeling(architecture: str):
+    from .checkpoint_tensor_converter import create_toy_converter
+    from .generated.patched_modeling_toy_vl_moe_gpu import ToyForConditionalGeneration, ToyModel, ToyTextModel
+
+    for model_cls in (ToyForConditionalGeneration, ToyModel, ToyTextModel):
+        model_cls._create_checkpoint_tensor_converter = staticmethod(create_toy_converter)
+    ToyTextModel._convert_lora_targets_to_parameters = staticmethod(_text_targets)
+    ToyForConditionalGeneration._checkpoint_conversion_mapping = {"^model.language_model": "model.language_model"}
+    ToyModel._checkpoint_conversion_mapping = {"^language_model": "language_model"}
+    if "ForConditionalGeneration" in architecture:
+        return ToyForConditionalGeneration
+    return ToyModel
+"""
+
+
+def test_npu705_per_class_key_mapping_not_owed_to_the_text_model() -> None:
+    assert lint_snippet("veomni/models/transformers/toy_vl_moe/__init__.py", _LOADER_705, ["NPU705"]) == []
+
+
+def test_npu705_shared_converter_missing_on_the_text_model_still_reports() -> None:
+    text = _LOADER_705.replace("ToyModel, ToyTextModel):", "ToyModel):")
+    assert [
+        d.code for d in lint_snippet("veomni/models/transformers/toy_vl_moe/__init__.py", text, ["NPU705"])
+    ] == ["NPU705"]
