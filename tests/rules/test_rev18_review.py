@@ -277,6 +277,5 @@ def test_npu705_per_class_key_mapping_not_owed_to_the_text_model() -> None:
 
 def test_npu705_shared_converter_missing_on_the_text_model_still_reports() -> None:
     text = _LOADER_705.replace("ToyModel, ToyTextModel):", "ToyModel):")
-    assert [
-        d.code for d in lint_snippet("veomni/models/transformers/toy_vl_moe/__init__.py", text, ["NPU705"])
-    ] == ["NPU705"]
+    found = lint_snippet("veomni/models/transformers/toy_vl_moe/__init__.py", text, ["NPU705"])
+    assert any("_create_checkpoint_tensor_converter" in d.message for d in found)
