@@ -279,3 +279,35 @@ def test_npu705_shared_converter_missing_on_the_text_model_still_reports() -> No
     text = _LOADER_705.replace("ToyModel, ToyTextModel):", "ToyModel):")
     found = lint_snippet("veomni/models/transformers/toy_vl_moe/__init__.py", text, ["NPU705"])
     assert any("_create_checkpoint_tensor_converter" in d.message for d in found)
+
+
+# -- NPU707: a patched method's keywords dropped on purpose (`**_unused`, `del kwargs`) beside a twin that splats ----
+_SPEC_707 = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen2_5_vl.modeling_qwen2_5_vl", target_file="x.py")
+
+
+@config.override_method("Qwen2_5_VLModel.get_image_features")
+def image_features_patched(self, pixel_values, image_grid_thw=None, **kwargs):
+    return self.visual(pixel_values, grid_thw=image_grid_thw, return_dict=True, **kwargs)
+
+
+@config.override_method("Qwen2_5_VLModel.get_video_features")
+def video_features_patched(self, pixel_values_videos, video_grid_thw=None, **{kw}):
+    {drop}
+    return self.visual(pixel_values_videos, grid_thw=video_grid_thw, return_dict=True)
+"""
+
+
+@pytest.mark.parametrize("kw,drop", [("_unused", "pass"), ("kwargs", "del kwargs  # no video metadata")])
+def test_npu707_keywords_dropped_on_purpose(kw: str, drop: str) -> None:
+    text = _SPEC_707.replace("{kw}", kw).replace("{drop}", drop)
+    path = "veomni/models/transformers/qwen2_5vl/qwen2_5_vl_gpu_patch_gen_config.py"
+    assert [d for d in lint_snippet(path, text, ["NPU707"]) if "**" in d.message] == []
+
+
+def test_npu707_keywords_swallowed_still_reports() -> None:
+    text = _SPEC_707.replace("{kw}", "kwargs").replace("{drop}", "pass")
+    path = "veomni/models/transformers/qwen2_5vl/qwen2_5_vl_gpu_patch_gen_config.py"
+    assert [d.code for d in lint_snippet(path, text, ["NPU707"]) if "**" in d.message] == ["NPU707"]
