@@ -311,3 +311,38 @@ def test_npu707_keywords_swallowed_still_reports() -> None:
     text = _SPEC_707.replace("{kw}", "kwargs").replace("{drop}", "pass")
     path = "veomni/models/transformers/qwen2_5vl/qwen2_5_vl_gpu_patch_gen_config.py"
     assert [d.code for d in lint_snippet(path, text, ["NPU707"]) if "**" in d.message] == ["NPU707"]
+
+
+# -- NPU402: Gemma's offset expanded into a sum over a local (`scaled = x * w`, then `x + scaled`) -------------------
+_NORM_402 = """
+import torch
+from torch import nn
+
+
+class ToyRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        scaled = output * self.weight.float()
+        return ({total}).type_as(x)
+"""
+
+
+@pytest.mark.parametrize("total", ["output + scaled", "scaled + output"])
+def test_npu402_offset_expanded_over_a_local(total: str) -> None:
+    text = _NORM_402.replace("{total}", total)
+    assert lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU402"]) == []
+
+
+def test_npu402_raw_weight_through_a_local_still_reports() -> None:
+    text = _NORM_402.replace("{total}", "scaled")
+    assert [
+        d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU402"])
+    ] == ["NPU402"]
