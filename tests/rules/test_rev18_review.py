@@ -346,3 +346,30 @@ def test_npu402_raw_weight_through_a_local_still_reports() -> None:
     assert [
         d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU402"])
     ] == ["NPU402"]
+
+
+# -- NPU470: a loss of detached logits computed as a measurement (never returned, stored or back-propagated) --------
+_STATS_470 = """
+import torch.nn.functional as F
+
+
+def forward(self, input_ids, labels=None):
+    logits = self.lm_head(self.model(input_ids).last_hidden_state)
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    per_token_loss = F.cross_entropy(logits.detach().float().flatten(0, 1), labels.flatten(), reduction="none")
+    {use}
+    return loss, logits
+"""
+
+
+def test_npu470_detached_loss_used_as_a_measurement() -> None:
+    text = _STATS_470.replace("{use}", "self.token_stats.update(per_token_loss)")
+    assert lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU470"]) == []
+
+
+@pytest.mark.parametrize("use", ["loss = loss + per_token_loss.mean()", "self.aux = per_token_loss"])
+def test_npu470_detached_loss_in_the_objective_still_reports(use: str) -> None:
+    text = _STATS_470.replace("{use}", use)
+    assert [
+        d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU470"])
+    ] == ["NPU470"]
