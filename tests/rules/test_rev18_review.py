@@ -373,3 +373,38 @@ def test_npu470_detached_loss_in_the_objective_still_reports(use: str) -> None:
     assert [
         d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU470"])
     ] == ["NPU470"]
+
+
+# -- NPU471: loss-named locals that are no term (a mask popped from the batch, a weight, a logged value), a term
+# dropped with `del` -----------------------------------------------------------------------------------------------
+_FWD_471 = """
+import torch.nn.functional as F
+
+
+def forward(self, input_ids, labels=None, **kwargs):
+    {extra}
+    logits = self.lm_head(self.model(input_ids, **kwargs).last_hidden_state)
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    return loss, logits
+"""
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        'loss_mask = kwargs.pop("loss_mask", None)',
+        "loss_weight = self.config.loss_weight",
+        "loss_value = labels.float().mean().item()",
+        'aux_loss = kwargs.pop("aux_loss")\n    del aux_loss',
+    ],
+)
+def test_npu471_no_term_or_dropped_on_purpose(extra: str) -> None:
+    text = _FWD_471.replace("{extra}", extra)
+    assert lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU471"]) == []
+
+
+def test_npu471_term_unread_still_reports() -> None:
+    text = _FWD_471.replace("{extra}", "kl_loss = self.kl_term(input_ids)")
+    assert [
+        d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU471"])
+    ] == ["NPU471"]
