@@ -408,3 +408,40 @@ def test_npu471_term_unread_still_reports() -> None:
     assert [
         d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU471"])
     ] == ["NPU471"]
+
+
+# -- NPU235: a module name only declared (`name: T`), or a dead local beside a call of the file's own setter ---------
+_STATE_235 = """
+_ops_config = None
+
+
+def set_ops_config(config):
+    global _ops_config
+    _ops_config = config
+
+
+def get_ops_config():
+    return _ops_config
+
+
+def {body}
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'typed_stub(config) -> None:\n    _ops_config: "OpsConfig"\n    print(config)',
+        "clear():\n    _ops_config = None  # noqa: F841\n    set_ops_config(None)",
+    ],
+)
+def test_npu235_no_install_lost(body: str) -> None:
+    text = _STATE_235.replace("{body}", body)
+    assert lint_snippet("veomni/ops/config/singleton.py", text, ["NPU235"]) == []
+
+
+def test_npu235_reset_without_global_still_reports() -> None:
+    text = _STATE_235.replace(
+        "{body}", "clear():\n    _ops_config = None  # noqa: F841\n    print('cleared')"
+    )
+    assert [d.code for d in lint_snippet("veomni/ops/config/singleton.py", text, ["NPU235"])] == ["NPU235"]
