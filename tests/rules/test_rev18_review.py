@@ -445,3 +445,34 @@ def test_npu235_reset_without_global_still_reports() -> None:
         "{body}", "clear():\n    _ops_config = None  # noqa: F841\n    print('cleared')"
     )
     assert [d.code for d in lint_snippet("veomni/ops/config/singleton.py", text, ["NPU235"])] == ["NPU235"]
+
+
+# -- NPU103: a host value moved with `.to(<tensor>)` whose name holds a dtype word as a substring (`keypoints`) -----
+_MOVE_103 = """
+import torch
+from torch import nn
+
+
+class ToyModel(nn.Module):
+    def forward(self, hidden_states, {name}):
+        divisor = torch.tensor([[4.0, 3.0]])
+        divisor = divisor.to({name})
+        return {name} / divisor
+"""
+
+
+@pytest.mark.parametrize("name", ["keypoints", "hint_states", "checkpoint_acts"])
+def test_npu103_moved_to_a_tensor_whose_name_holds_a_dtype_substring(name: str) -> None:
+    text = _MOVE_103.replace("{name}", name)
+    assert lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"]) == []
+
+
+@pytest.mark.parametrize("name", ["compute_dtype", "torch.int32", "torch.bfloat16"])
+def test_npu103_cast_to_a_dtype_still_reports(name: str) -> None:
+    text = _MOVE_103.replace("divisor.to({name})", f"divisor.to({name})").replace(
+        "def forward(self, hidden_states, {name}):", "def forward(self, hidden_states, x):"
+    )
+    text = text.replace("return {name} / divisor", "return hidden_states / divisor").replace("{name}", name)
+    assert [
+        d.code for d in lint_snippet("veomni/models/transformers/toy/modeling_toy.py", text, ["NPU103"])
+    ] == ["NPU103"]
