@@ -395,6 +395,7 @@ def forward(self, input_ids, labels=None, **kwargs):
         'loss_mask = kwargs.pop("loss_mask", None)',
         "loss_weight = self.config.loss_weight",
         "loss_value = labels.float().mean().item()",
+        'loss_dict = {"n": labels.numel()}',
         'aux_loss = kwargs.pop("aux_loss")\n    del aux_loss',
     ],
 )

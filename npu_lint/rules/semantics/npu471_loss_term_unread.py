@@ -33,6 +33,11 @@ _CALLABLE = (
     "_factor",
     "_value",
     "_item",
+    "_dict",
+    "_stats",
+    "_info",
+    "_log",
+    "_logs",
 )
 
 
