@@ -791,7 +791,12 @@ def _is_dtype_expr(ctx: Context, node: ast.AST) -> bool:
         return True  # ``.to(next(self.mlp.parameters()).dtype)``: a dtype, whatever it is read from
     dotted = ctx.dotted(node) or ""
     last = dotted.split(".")[-1].lower()
-    return bool(last) and any(w in last for w in _DTYPE_WORDS)
+    # a word of the name (`torch.int32`, `compute_dtype`, `half_t`), not a substring (`keypoints`, `hint`)
+    return any(
+        part in _DTYPE_WORDS or part.rstrip("0123456789").lstrip("uq") in _DTYPE_WORDS
+        for part in last.split("_")
+        if part
+    )
 
 
 def moves_device(ctx: Context, call: ast.Call) -> bool:

@@ -26,6 +26,49 @@ def _is_fallback_table(name: str, table: ast.Dict) -> bool:
     )
 
 
+def _later_entries(tree: ast.Module, name: str) -> dict[str, set[str]]:
+    """Entries a module-level statement adds to the table ``name`` after its literal: ``NAME["f"] = "v"``,
+    ``NAME.update({"f": "v"})`` / ``NAME.update(f="v")``, ``NAME.setdefault("f", "v")``, ``NAME |= {...}``."""
+    out: dict[str, set[str]] = {}
+
+    def add(key: ast.expr | str | None, value: ast.expr) -> None:
+        field = key if isinstance(key, str) else key.value if isinstance(key, ast.Constant) else None
+        if isinstance(field, str) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out.setdefault(field, set()).add(value.value)
+
+    def add_dict(value: ast.expr) -> None:
+        if isinstance(value, ast.Dict):
+            for key, item in zip(value.keys, value.values, strict=False):
+                add(key, item)
+
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == name
+            ):
+                add(target.slice, stmt.value)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+            add_dict(stmt.value)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = stmt.value.func
+            if not (
+                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name
+            ):
+                continue
+            call = stmt.value
+            if func.attr == "update":
+                for arg in call.args:
+                    add_dict(arg)
+                for kw in call.keywords:
+                    add(kw.arg, kw.value)
+            elif func.attr == "setdefault" and len(call.args) == 2:
+                add(call.args[0], call.args[1])
+    return out
+
+
 class NpuFallbackIncomplete(Rule):
     code = "NPU212"
     name = "npu-fallback-incomplete"
@@ -127,6 +170,7 @@ class NpuFallbackIncomplete(Rule):
             return
         allowed_name, _a_stmt, a_dict, allow = allowed[0]
         fb_name, fb_stmt, fb_dict, fb = fallback[0]
+        fb = {**fb, **{k: fb.get(k, set()) | v for k, v in _later_entries(node, fb_name).items()}}
         defaults: dict[str, str] = {}
         for stmt in ast.walk(node):
             if isinstance(stmt, ast.ClassDef):

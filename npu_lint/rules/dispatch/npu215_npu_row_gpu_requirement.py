@@ -32,6 +32,10 @@ def _requires(call: ast.Call, constants: dict[str, ast.expr] | None = None) -> l
     return []
 
 
+def _npu_package(name: str) -> bool:
+    return VENDOR_PACKAGES.get(name.split(".")[0]) == NPU_VENDOR
+
+
 def _gpu_package(name: str) -> bool:
     family = VENDOR_PACKAGES.get(name.split(".")[0])
     return family is not None and family != NPU_VENDOR
@@ -156,9 +160,13 @@ class NpuRowGpuRequirement(Rule):
         for name, call in entries:
             if not _names_npu(name):
                 continue
-            for item in _requires(call, self.constants):
+            requires = _requires(call, self.constants)
+            # an entry that requires the NPU runtime itself shares the rest with its siblings legitimately
+            # (`einops`, `torch`): only a GPU vendor package beside it is wrong
+            own_runtime = any(_npu_package(str_value(item) or "") for item in requires)
+            for item in requires:
                 package = str_value(item) or ""
-                if package in sibling:
+                if package in sibling and not own_runtime:
                     why = f"the package the `{sibling[package]}` entry of the same table requires"
                 elif _gpu_package(package):
                     why = "a GPU-only vendor package"

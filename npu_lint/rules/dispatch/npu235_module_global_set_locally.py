@@ -192,8 +192,10 @@ class ModuleGlobalSetLocally(Rule):
         own = _own_nodes(node)
         stored: dict[str, ast.Name] = {}
         loaded: set[str] = set()
+        # `name: T` without a value binds nothing (a declaration, not an install)
+        declared_only = {id(s.target) for s in own if isinstance(s, ast.AnnAssign) and s.value is None}
         for sub in own:
-            if isinstance(sub, ast.Name):
+            if isinstance(sub, ast.Name) and id(sub) not in declared_only:
                 if isinstance(sub.ctx, ast.Store):
                     stored.setdefault(sub.id, sub)
                 else:
@@ -214,7 +216,7 @@ class ModuleGlobalSetLocally(Rule):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue
             readers = [r for r in _readers(self.ctx.tree, name) if r is not node]
-            if not readers:
+            if not readers or self._calls_setter(own, name):
                 continue
             reader = readers[0].name  # type: ignore[attr-defined]
             self.report(
@@ -222,6 +224,14 @@ class ModuleGlobalSetLocally(Rule):
                 f"`{node.name}` assigns `{name}` without `global {name}` and never reads it: the assignment binds a "
                 f"local, so the module-level `{name}` that `{reader}` reads keeps its old value",
             )
+
+    def _calls_setter(self, own: list[ast.AST], name: str) -> bool:
+        """The function also calls a module-level function of the file that declares `global name` (the setter):
+        the module variable is set through it, the local is a dead store."""
+        setters = {f.name for f in self.ctx.tree.body if isinstance(f, _FUNCS) and name in _declared(f)}
+        return any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in setters for c in own
+        )
 
 
 def _binds(stmt: ast.AST, name: str) -> bool:

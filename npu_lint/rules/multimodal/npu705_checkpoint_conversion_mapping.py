@@ -299,12 +299,22 @@ class CheckpointConversionMapping(Rule):
             # the classes the loader builds for: those it returns and the generated ones it equips with a hook of
             # their own (a text model given its LoRA-target converter is built from a checkpoint too)
             prepared = returned | (hooked & generated)
+            checkpointed = {c for a, g in hooks.items() if _checkpoint_hook(a) for c, _w in g}
             found: dict[int, tuple[ast.AST, list[str], set[str], str, str]] = {}
             for attr, given in sorted(hooks.items()):
                 classes = {c for c, _ in given}
                 if len(classes & (returned | generated)) < 2:
                     continue
-                missing = sorted((prepared if _checkpoint_hook(attr) else returned) - classes)
+                # a hook given one value (a shared converter) is owed to every class built from a checkpoint; a
+                # hook written per class (each wrapper's own key mapping) to an equipped class only when the loader
+                # gives it no checkpoint hook at all (one that has its converter needs no wrapper's key renaming)
+                shared = (
+                    len({ast.unparse(w.value) if isinstance(w, ast.Assign) else "" for _c, w in given}) == 1
+                )
+                owed = returned
+                if _checkpoint_hook(attr):
+                    owed = returned | {c for c in prepared if shared or c not in checkpointed}
+                missing = sorted(owed - classes)
                 if not missing:
                     continue
                 other = next(

@@ -364,13 +364,13 @@ class SubmoduleCallArguments(Rule):
         the keywords (the collator's precomputed metadata, attention arguments) stops here."""
         theirs = upstream.args.kwarg.arg if upstream.args.kwarg is not None else None
         mine = func.args.kwarg.arg if func.args.kwarg is not None else None
-        if theirs is None or mine is None:
-            return
+        if theirs is None or mine is None or mine.startswith("_"):
+            return  # `**_unused`: the keywords are named as dropped on purpose
         if any(
-            isinstance(n, ast.Name) and n.id == mine and isinstance(n.ctx, ast.Load)
+            isinstance(n, ast.Name) and n.id == mine and isinstance(n.ctx, (ast.Load, ast.Del))
             for n in nodes_of(func, ast.Name)
         ):
-            return  # the method reads its keywords (hands them elsewhere, picks some out): a choice, not a loss
+            return  # the method reads (or `del`s) its keywords: hands them elsewhere, picks some out, drops them
         if not all(
             any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == theirs for k in c.keywords)
             for c in originals

@@ -525,7 +525,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         if "RMSNorm" not in self.ctx.source.text and "RmsNorm" not in self.ctx.source.text:
             return
         for cls, node, attr, offset in eager_weight_products(self.ctx.tree):
-            if offset or not self.zero_init(cls, attr):
+            if offset or not self.zero_init(cls, attr) or self._expanded_via_local(node):
                 continue
             text = self.ctx.source.segment(node)
             self.report(
@@ -539,6 +539,43 @@ class OffsetRmsNormDropped(_RmsNormCalls):
                     "changes the scale to norm(x) * (1 + weight), as the zero-initialised weight intends",
                 ),
             )
+
+    def _expanded_via_local(self, weight: ast.expr) -> bool:
+        """`scaled = x * w` then `x + scaled`: the offset expanded into a sum over a local (`x * (1 + w)`)."""
+        tree = self.ctx.tree
+        prod = next(
+            (
+                n
+                for n in _walk(tree)
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and weight in (n.left, n.right)
+            ),
+            None,
+        )
+        if prod is None:
+            return False
+        other = ast.dump(prod.right if prod.left is weight else prod.left)
+        local = next(
+            (
+                n.targets[0].id
+                for n in _walk(tree)
+                if isinstance(n, ast.Assign)
+                and n.value is prod
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+            ),
+            None,
+        )
+        if local is None:
+            return False
+        return any(
+            isinstance(n, ast.BinOp)
+            and isinstance(n.op, ast.Add)
+            and any(
+                isinstance(a, ast.Name) and a.id == local and ast.dump(b) == other
+                for a, b in ((n.left, n.right), (n.right, n.left))
+            )
+            for n in _walk(tree)
+        )
 
     def _vendor_and_external(self) -> None:
         ctx = self.ctx

@@ -211,10 +211,23 @@ def _returned_losses(func: ast.AST, seen: set[str]) -> list[tuple[ast.AST, str]]
     for n in own_nodes(func):
         if isinstance(n, ast.Return) and n.value is not None:
             values = n.value.elts if isinstance(n.value, ast.Tuple) else [n.value]
+            if any(isinstance(v, ast.Name) and _is_count(v.id) for v in values):
+                continue  # the loss handed on with its token count: the caller weights and reduces it
             out.extend(
                 (n, v.id) for v in values if isinstance(v, ast.Name) and v.id in made and v.id not in seen
             )
     return out
+
+
+def _reducer_name(name: str) -> bool:
+    lowered = name.lower()
+    return "reduce" in lowered and "loss" in lowered and "sequence" in lowered
+
+
+def _gathers(nodes: list[ast.AST]) -> bool:
+    """The function gathers its inputs over the ranks (`gather_outputs(x, gather_dim=1, group=sp_group)`): a
+    loss of the gathered tensors is the whole sequence's, no shard's."""
+    return any(isinstance(n, ast.Call) and "gather" in (last_name(n.func) or "").lower() for n in nodes)
 
 
 def _sp_reducer(call: ast.Call) -> bool:
@@ -646,6 +659,24 @@ class SpLossReduction(Rule):
         if self.sp_reduced_here:
             self._unreduced_shard_loss(func)
 
+    def _reducer_routes(self) -> set[str]:
+        """Names that reach the SP loss reduction in this file: a name bound to it (`reduce_fn =
+        reduce_sequence_parallel_loss if sp else ...`) or a function whose body calls it (`_sp_reduce`)."""
+        routes: set[str] | None = self.ctx.memo.get("npu421.routes")
+        if routes is None:
+            routes = set()
+            for n in nodes_of(self.ctx.tree, ast.Assign, ast.FunctionDef):
+                if isinstance(n, ast.FunctionDef):
+                    if any(isinstance(c, ast.Call) and _sp_reducer(c) for c in _walk(n)):
+                        routes.add(n.name)
+                elif any(
+                    isinstance(m, (ast.Name, ast.Attribute)) and _reducer_name(last_name(m) or "")
+                    for m in _walk(n.value)
+                ):
+                    routes.update(t.id for t in n.targets if isinstance(t, ast.Name))
+            self.ctx.memo["npu421.routes"] = routes
+        return routes
+
     def _unreduced_shard_loss(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """A function that branches on the sequence-parallel switch computes a token-mean cross-entropy on the
         rank's shard: it must reach the SP loss reduction (which this file imports) before it is used."""
@@ -665,7 +696,16 @@ class SpLossReduction(Rule):
                 )
         found = _ce_results(func)
         seen = {name for _assign, name in found}
-        for at, name in [*found, *_returned_losses(func, seen)]:
+        returned = [] if _gathers(nodes) else _returned_losses(func, seen)
+        if returned:
+            routes = self._reducer_routes()
+            for n in nodes:
+                if isinstance(n, ast.Call) and (last_name(n.func) or "") in routes:
+                    reduced.update(m.id for a in n.args for m in _walk(a) if isinstance(m, ast.Name))
+                    reduced.update(
+                        m.id for k in n.keywords for m in _walk(k.value) if isinstance(m, ast.Name)
+                    )
+        for at, name in [*found, *returned]:
             if name in reduced:
                 continue
             self.report(

@@ -12,6 +12,23 @@ from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+_EPS_ATTRS = frozenset({"eps", "epsilon", "variance_epsilon"})
+
+
+def _eps_only(stmt: ast.stmt, leftover: str) -> bool:
+    """Every read of ``leftover`` in ``stmt`` is the owner of an epsilon attribute (``self.q_norm.eps``): the
+    norm's constant, not its weight, its state or its input."""
+    owners = [n for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and n.attr in _EPS_ATTRS]
+    eps_reads = {id(n.value) for n in owners}
+    reads = [
+        n
+        for n in ast.walk(stmt)
+        if (isinstance(n, ast.Name) and n.id == leftover)
+        or (isinstance(n, ast.Attribute) and n.attr == leftover)
+    ]
+    return bool(reads) and all(id(n) in eps_reads for n in reads)
+
+
 class QueryKeyNormCrossed(Rule):
     code = "NPU465"
     name = "query-key-norm-crossed"
@@ -79,6 +96,8 @@ class QueryKeyNormCrossed(Rule):
                         imported = self.ctx.memo["npucalls.imported"] = torch_npu_names(self.ctx.tree)
                 if any(kernel_of(c, imported) for c in ast.walk(stmt) if isinstance(c, ast.Call)):
                     continue  # an Ascend kernel's twin call fed the other side's tensor: NPU315's
+            if _eps_only(stmt, leftover):
+                continue  # the other side's norm read only for its epsilon (one config value for both norms)
             if first_report(self, stmt):
                 self.report(
                     stmt,

@@ -95,6 +95,50 @@ def _in_no_grad(func: ast.AST, call: ast.AST) -> bool:
     return False
 
 
+def _outside_objective(func: ast.AST, call: ast.Call) -> bool:
+    """The loss call's result lands in a local that never reaches what the function returns or back-propagates
+    (`per_token_loss = cross_entropy(logits.detach(), ..., reduction="none")` handed to a statistics meter): a
+    measurement, not a term of the objective."""
+    target = next(
+        (
+            n.targets[0].id
+            for n in _walk(func)
+            if isinstance(n, ast.Assign)
+            and n.value is call
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+        ),
+        None,
+    )
+    if target is None:
+        return False
+    reached: set[str] = set()
+    for n in _walk(func):
+        if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None:
+            reached.update(m.id for m in _walk(n.value) if isinstance(m, ast.Name))
+        elif isinstance(n, ast.Call) and last_name(n.func) == "backward":
+            reached.update(m.id for m in _walk(n) if isinstance(m, ast.Name))
+        elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(
+                not isinstance(t, ast.Name) for t in targets
+            ):  # `self.loss = ...`: kept beyond the function
+                reached.update(m.id for m in _walk(n.value) if isinstance(m, ast.Name))
+    changed = True
+    while changed:
+        changed = False
+        for n in _walk(func):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                names = {m.id for t in targets for m in _walk(t) if isinstance(m, ast.Name)}
+                if names & reached:
+                    new = {m.id for m in _walk(n.value) if isinstance(m, ast.Name)} - reached
+                    if new:
+                        reached |= new
+                        changed = True
+    return target not in reached
+
+
 def detached_predictions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.AST, str, str]]:
     """(site, callee, argument) for each loss call of ``func`` fed a detached prediction."""
     if _NOT_TRAINING.search(func.name):
@@ -132,7 +176,7 @@ def detached_predictions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[t
                 continue
             if not key and not (_PREDICTION.search(name) and "loss" not in name.lower()):
                 continue
-            if _in_no_grad(func, call):
+            if _in_no_grad(func, call) or _outside_objective(func, call):
                 continue
             found.append((value, callee, ast.unparse(value)))
     return found

@@ -23,6 +23,21 @@ _CALLABLE = (
     "_key",
     "_keys",
     "_names",
+    # what a loss is weighted, masked or logged with, not a term of it (`loss_mask = kwargs.pop("loss_mask")`)
+    "_mask",
+    "_weight",
+    "_weights",
+    "_scale",
+    "_coef",
+    "_coeff",
+    "_factor",
+    "_value",
+    "_item",
+    "_dict",
+    "_stats",
+    "_info",
+    "_log",
+    "_logs",
 )
 
 
@@ -55,8 +70,8 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
             and n.func.id in ("locals", "vars", "exec", "eval")
         ):
             return []
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            loads.add(n.id)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Load, ast.Del)):
+            loads.add(n.id)  # `del aux_loss`: dropped on purpose
         elif isinstance(n, ast.Assign):
             value = n.value
             if isinstance(value, ast.Constant):

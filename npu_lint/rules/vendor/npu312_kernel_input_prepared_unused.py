@@ -151,10 +151,11 @@ class KernelInputPreparedUnused(Rule):
                     )
                     return
         if made:
-            self._twin_unprepared(calls, made, own, imported)
+            self._twin_unprepared(node, calls, made, own, imported)
 
     def _twin_unprepared(
         self,
+        func: ast.AST,
         calls: list[ast.AST],
         made: dict[str, tuple[str, ast.Assign]],
         own: set[int],
@@ -172,6 +173,13 @@ class KernelInputPreparedUnused(Rule):
                 name, part = _base(arg)
                 if name in made:
                     slots.setdefault((kernel, slot), set()).add((name, part))
+        parents: dict[int, tuple[ast.AST, list[ast.stmt]]] = {}  # statement -> (its parent, its block)
+        for parent in ast.walk(func):
+            for _field, block in ast.iter_fields(parent):
+                if isinstance(block, list):
+                    for stmt in block:
+                        if isinstance(stmt, ast.stmt):
+                            parents[id(stmt)] = (parent, block)
         for call in calls:
             assert isinstance(call, ast.Call)
             if id(call) not in own:
@@ -185,6 +193,8 @@ class KernelInputPreparedUnused(Rule):
                     source, assign = made[local]
                     if source != name or part != their_part or id(assign) not in own:
                         continue
+                    if not _dominates(assign, call, func, parents):
+                        continue  # prepared on another path (a mode switch's arm) or after this call
                     self.report(
                         arg,
                         f"`{name}` is passed to `{kernel}` as it came, but a sibling call of the same kernel gets "
@@ -192,6 +202,24 @@ class KernelInputPreparedUnused(Rule):
                         f"function prepared the value for the kernel and this call skips it; pass `{local}`",
                     )
                     return
+
+
+def _dominates(
+    assign: ast.stmt, call: ast.Call, func: ast.AST, parents: dict[int, tuple[ast.AST, list[ast.stmt]]]
+) -> bool:
+    """The preparation runs before ``call`` on every path to it: a statement of the preparation's own block
+    after it holds the call (a call on the other arm of a branch, or before the preparation, is one the value
+    was not prepared for)."""
+    entry = parents.get(id(assign))
+    if entry is None:
+        return False
+    block = entry[1]
+    index = next(i for i, stmt in enumerate(block) if stmt is assign)
+    later = {id(stmt) for stmt in block[index + 1 :]}
+    for stmt in ast.walk(func):
+        if id(stmt) in later and any(n is call for n in ast.walk(stmt)):
+            return True
+    return False
 
 
 def _base(arg: ast.expr) -> tuple[str | None, str]:
