@@ -173,6 +173,11 @@ class Fix:
         )
 
 
+def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
+    """Whether ``--fix`` (``--unsafe-fixes`` when ``unsafe``) applies ``fix`` (re-exported by the engine)."""
+    return fix is not None and fix.applies(unsafe)
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where a finding inside a generated file comes from (the patch spec)."""

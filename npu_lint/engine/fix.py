@@ -13,7 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from npu_lint.core.config import Settings
-from npu_lint.core.diagnostics import Applicability, CreateFile, Diagnostic, Edit, Fix, text_hash
+from npu_lint.core.diagnostics import (
+    Applicability,
+    CreateFile,
+    Diagnostic,
+    Edit,
+    fix_applicable,
+    text_hash,
+)
 from npu_lint.core.imports import orphaned_import_edits
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.format import fmt_protected_lines, format_touched, long_line_limit
@@ -106,10 +113,6 @@ def _format(before: str, after: str, src: SourceFile) -> str:
     """``after`` with the statements that differ from ``before`` formatted (never unparsable text)."""
     formatted = format_touched(before, after, src.path, src.newline)
     return formatted if formatted != after and parses(formatted) else after
-
-
-def fix_applicable(fix: Fix | None, unsafe: bool) -> bool:
-    return fix is not None and fix.applies(unsafe)
 
 
 @dataclass

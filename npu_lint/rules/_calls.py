@@ -11,7 +11,7 @@ import ast
 import os
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name, module_package, resolve_relative, walk
+from npu_lint.core.astutil import dotted_name, module_package, nodes_of, resolve_relative, walk
 from npu_lint.rules.base import Context
 from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.signatures import Signature, function_signature, module_signatures, tuple_arity
@@ -267,12 +267,14 @@ def _class_rebinds(cls: ast.ClassDef) -> tuple[frozenset[object], bool]:
     constant>, ...)`` may rebind any name."""
     names: set[object] = set()
     any_name = False
-    for node in walk(cls):
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            if isinstance(node.value, ast.Name) and node.value.id == "self":
-                names.add(node.attr)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
-            args = node.args
+    # a set and a flag: the order the nodes are read in does not matter (the file index's lists, no walk)
+    for node in nodes_of(cls, ast.Attribute):
+        if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+            if isinstance(node.value, ast.Name) and node.value.id == "self":  # type: ignore[attr-defined]
+                names.add(node.attr)  # type: ignore[attr-defined]
+    for node in nodes_of(cls, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "setattr":  # type: ignore[attr-defined]
+            args = node.args  # type: ignore[attr-defined]
             if len(args) >= 2 and isinstance(args[0], ast.Name) and args[0].id == "self":
                 if isinstance(args[1], ast.Constant):
                     names.add(args[1].value)

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import last_name, nodes_of
-from npu_lint.core.astutil import walk as _walk
 
 _CASTS = ("to", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous", "clone")
 
@@ -115,7 +114,7 @@ def _drawn(func: ast.AST) -> set[str]:
     """Locals ``func`` binds only to a Gaussian draw (`noise = torch.randn_like(x0)`): the noise it mixes in."""
     drawn: set[str] = set()
     other: set[str] = set()
-    for n in _walk(func):
+    for n in nodes_of(func, ast.Assign):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             value = n.value
             while (
@@ -167,7 +166,7 @@ def may_noise(tree: ast.AST) -> bool:
 def interpolations(func: ast.AST) -> list[Interpolation]:
     found = []
     drawn: set[str] | None = None
-    for n in _walk(func):
+    for n in nodes_of(func, ast.Assign, ast.Return):  # the only kinds read below, in walk order
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             target = n.targets[0].id if isinstance(n.targets[0], ast.Name) else None
             got = _interpolation_of(n.value)
@@ -208,7 +207,7 @@ def reversed_targets(
     params = _params(func)
     own = [it for it in own if it.flow]
     siblings = [it for it in siblings if it.flow]
-    for n in _walk(func):
+    for n in nodes_of(func, ast.Call, ast.Assign):  # the only kinds read below, in walk order
         if isinstance(n, ast.Call) and own:
             # a target written inline: `mse_loss(pred, latents - noise)`
             value = _loss_target(n)
@@ -292,7 +291,7 @@ def reconstruction_faults(func: ast.AST, own: list[Interpolation]) -> Iterator[t
     for it in own:
         if it.name is None or it.coefficient is None:
             continue
-        for n in _walk(func):
+        for n in nodes_of(func, ast.BinOp):
             if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)):
                 continue
             for a, b in ((n.left, n.right), (n.right, n.left)):
@@ -312,7 +311,7 @@ def reconstruction_faults(func: ast.AST, own: list[Interpolation]) -> Iterator[t
 def epsilon_onto_data(func: ast.AST, own: list[Interpolation]) -> Iterator[tuple[ast.AST, str]]:
     """A noise prediction (`noise_pred`, `eps`) regressed onto the data operand of the noising."""
     for it in own:
-        for n in _walk(func):
+        for n in nodes_of(func, ast.Call):
             if not isinstance(n, ast.Call):
                 continue
             callee = (last_name(n.func) or "").lower()

@@ -292,7 +292,13 @@ def _edit(
     up: ast.stmt, cp: ast.stmt, reads: set[str], bound: frozenset[str] | None = None
 ) -> tuple[object, object, str] | None:
     """``(reference node, copy node, what)`` of the one small edit turning ``up`` into ``cp``."""
-    a, b = _canon(up), _canon(cp)
+    return _canonical_edit(_canon(up), _canon(cp), reads, bound)
+
+
+def _canonical_edit(
+    a: ast.AST, b: ast.AST, reads: set[str], bound: frozenset[str] | None = None
+) -> tuple[object, object, str] | None:
+    """``_edit`` of two statements already in canonical form (``_canon``; neither is modified)."""
     pairs: list[tuple[object, object]] = []
     _diffs(a, b, pairs)
     if len(pairs) != 1:
@@ -516,6 +522,13 @@ def _idents(node: ast.AST) -> set[str]:
     return out
 
 
+def _func_idents(func: ast.AST) -> set[str]:
+    """``_idents(func)`` read from the file index's lists of names and attributes (no walk of the function)."""
+    out = {n.id for n in nodes_of(func, ast.Name)}  # type: ignore[attr-defined]
+    out.update(n.attr for n in nodes_of(func, ast.Attribute))  # type: ignore[attr-defined]
+    return out
+
+
 def _words_of(node: ast.AST) -> set[str]:
     return {w for name in _idents(node) for w in name.split("_")}
 
@@ -548,7 +561,7 @@ def twin_statement_edits(func: ast.AST, module: ast.AST | None = None) -> list[t
                     own1.add(mine)
                     own2.add(theirs)
                 if not known:
-                    known = _idents(func) | (_self_attributes(module) if module is not None else set())
+                    known = _func_idents(func) | (_self_attributes(module) if module is not None else set())
                 found = _twin_edit(s1, s2, words, own1, known) or _twin_edit(s2, s1, words, own2, known)
                 if found is not None and id(found[0]) not in reported:
                     reported.add(id(found[0]))
@@ -588,9 +601,11 @@ def _twin_edit(
     s1: ast.stmt, s2: ast.stmt, words: dict[str, str], own: set[str], known: set[str]
 ) -> tuple[ast.stmt, str, str] | None:
     mapped = _renamed(s2, words)  # s2 as it would read on s1's side
-    if _key(mapped) == _key(s1):
+    canonical = _canon(mapped)
+    own_canonical, own_key = _canonical_of(s1)
+    if ast.dump(canonical) == own_key:
         return None
-    edit = _edit(mapped, s1, _idents(s1) | _idents(mapped))
+    edit = _canonical_edit(canonical, own_canonical, _idents(s1) | _idents(mapped))
     if edit is None:
         return None
     x, y, what = edit
@@ -620,6 +635,19 @@ def _twin_edit(
         back = _edit(_renamed(s1, words), s2, _idents(s2) | _idents(s1))
         return s2, back[2] if back is not None else what, _short(s1)
     return s1, what, _short(s2)
+
+
+def _canonical_of(stmt: ast.stmt) -> tuple[ast.AST, str]:
+    """``stmt``'s canonical form and its key (``_key``), once per statement and file scope: a statement is the
+    first of one twin pair and the second of the next (the canonical tree is only read, never modified)."""
+    memo = scoped_memo("refedits.twin_canonical")
+    hit = memo.get(id(stmt))
+    if hit is not None and hit[0] is stmt:
+        return hit[1]  # type: ignore[no-any-return]
+    canonical = _canon(stmt)
+    found = (canonical, ast.dump(canonical))
+    memo[id(stmt)] = (stmt, found)
+    return found
 
 
 def _bodies(func: ast.AST) -> Iterator[list[ast.stmt]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of, own_nodes, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -33,23 +33,10 @@ def _module_names(tree: ast.Module) -> set[str]:
     return out
 
 
-def _own_nodes(func: ast.AST) -> list[ast.AST]:
-    """The nodes of ``func``'s body that belong to its own scope (not to nested functions, lambdas or classes)."""
-    out: list[ast.AST] = []
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (*_FUNCS, ast.Lambda, ast.ClassDef)):
-            continue
-        out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
 def _declared(func: ast.AST) -> set[str]:
     return {
         name
-        for node in _own_nodes(func)
+        for node in own_nodes(func)
         if isinstance(node, (ast.Global, ast.Nonlocal))
         for name in node.names
     }
@@ -61,7 +48,7 @@ def _readers(tree: ast.Module, name: str) -> list[ast.AST]:
     for node in walk(tree):
         if not isinstance(node, _FUNCS):
             continue
-        own = _own_nodes(node)
+        own = own_nodes(node)
         loads = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in own)
         stores = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in own)
         args = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
@@ -180,6 +167,7 @@ class ModuleGlobalSetLocally(Rule):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._module: set[str] | None = None  # the names the module binds at top level, read once per file
+        self._readers: dict[str, list[ast.AST]] = {}  # per module name, the functions that read it
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, _FUNCS)
@@ -189,7 +177,19 @@ class ModuleGlobalSetLocally(Rule):
             or (len(parents) == 2 and parents[0] is self.ctx.tree and isinstance(parents[1], ast.ClassDef))
         ):
             return  # nested functions: a name they bind may be meant for the enclosing function (a closure)
-        own = _own_nodes(node)
+        if self._module is None:
+            self._module = _module_names(self.ctx.tree)
+        module = self._module
+        if not module:
+            return
+        # only a name the module binds can be reported: a function storing none of them anywhere (its own scope
+        # is part of its subtree) is done without listing its own nodes
+        if not any(
+            type(n.ctx) is ast.Store and n.id in module
+            for n in nodes_of(node, ast.Name)  # type: ignore[attr-defined]
+        ):
+            return
+        own = own_nodes(node)
         stored: dict[str, ast.Name] = {}
         loaded: set[str] = set()
         # `name: T` without a value binds nothing (a declaration, not an install)
@@ -200,22 +200,22 @@ class ModuleGlobalSetLocally(Rule):
                     stored.setdefault(sub.id, sub)
                 else:
                     loaded.add(sub.id)
-        if not stored:
+        if not stored.keys() & module:
             return
         # names read by a nested function (a closure) count as read
-        for sub in walk(node):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-                loaded.add(sub.id)
+        for sub in nodes_of(node, ast.Name):
+            if isinstance(sub.ctx, ast.Load):  # type: ignore[attr-defined]
+                loaded.add(sub.id)  # type: ignore[attr-defined]
         candidates = set(stored) - loaded - _declared(node)
         if not candidates:
             return
-        if self._module is None:
-            self._module = _module_names(self.ctx.tree)
-        module = self._module
         for name in sorted(candidates & module):
             if any(isinstance(s, (ast.For, ast.comprehension, ast.With)) for s in own if _binds(s, name)):
                 continue
-            readers = [r for r in _readers(self.ctx.tree, name) if r is not node]
+            found = self._readers.get(name)
+            if found is None:
+                found = self._readers[name] = _readers(self.ctx.tree, name)
+            readers = [r for r in found if r is not node]
             if not readers or self._calls_setter(own, name):
                 continue
             reader = readers[0].name  # type: ignore[attr-defined]

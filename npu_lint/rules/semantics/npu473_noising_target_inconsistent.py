@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import noising
@@ -68,14 +69,14 @@ class NoisingTargetInconsistent(Rule):
     def _methods(self) -> list[tuple[ast.AST, list[ast.AST]]]:
         """Each function with the other methods of its class (none for a module-level function)."""
         out: list[tuple[ast.AST, list[ast.AST]]] = []
-        for node in ast.walk(self.ctx.tree):
+        for node in nodes_of(self.ctx.tree, ast.ClassDef):  # walk order (the file index's lists)
             if isinstance(node, ast.ClassDef):
                 methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
                 out.extend((m, [o for o in methods if o is not m]) for m in methods)
         in_class = {id(f) for f, _ in out}
         out.extend(
             (n, [])
-            for n in ast.walk(self.ctx.tree)
+            for n in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(n) not in in_class
         )
         return out
