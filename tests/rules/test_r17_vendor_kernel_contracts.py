@@ -96,3 +96,111 @@ def test_method_style_offset_kernel_through_add(tmp_path: Path) -> None:
     plain = body.replace(".add(1.0)", "")
     files = _offset_kernel(plain, "shifted_forward_npu")
     assert _lines(tmp_path / "b", files, "veomni/ops/kernels/norms/rms_norm/npu.py", "NPU409") == [7]
+
+
+# -- NPU315: twin calls reading data the forward hands the backward through ctx --------------------------------
+
+_LORA_GMM = """
+import torch
+import torch_npu
+
+
+class LoraExpertMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tokens, lora_b, counts):
+        ctx.save_for_backward(tokens, lora_b)
+        ctx.counts = counts
+        return torch_npu.npu_grouped_matmul([tokens], [lora_b], group_list=counts, group_list_type={fwd})[0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        tokens, lora_b = ctx.saved_tensors
+        counts = ctx.{attr}
+        d_tokens = torch_npu.npu_grouped_matmul(
+            [grad], [lora_b.transpose(1, 2)], group_list=counts, group_list_type=1
+        )[0]
+        return d_tokens, None, None
+"""
+
+_SAVED_GMM = """
+import torch
+import torch_npu
+
+
+class ExpertUp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w_up, offsets):
+        ctx.save_for_backward(h, w_up, offsets)
+        return torch_npu.npu_grouped_matmul([h], [w_up], group_list=offsets{fwd})[0]
+
+    @staticmethod
+    def backward(ctx, dy):
+        h, w_up, offsets = ctx.saved_tensors
+        dh = torch_npu.npu_grouped_matmul([dy], [w_up.mT], group_list=offsets, group_list_type=0)[0]
+        return dh, None, None
+"""
+
+
+def test_group_list_stashed_in_ctx_is_the_same_data_in_the_backward(tmp_path: Path) -> None:
+    rel = "veomni/lora/ops/expert_lora.py"
+    bad = _LORA_GMM.format(fwd=0, attr="counts")
+    # a tie: the call that departs from the kernel's default (the backward's) is the one reported
+    assert _lines(tmp_path / "a", {rel: bad}, rel, "NPU315") == [16]
+    good = _LORA_GMM.format(fwd=1, attr="counts")
+    assert _lines(tmp_path / "b", {rel: good}, rel, "NPU315") == []
+    # the backward reads another stash: not the forward's data, the two layouts may differ
+    other = _LORA_GMM.format(fwd=0, attr="cumulative").replace(
+        "ctx.counts = counts", "ctx.counts = counts\n        ctx.cumulative = counts.cumsum(0)"
+    )
+    assert _lines(tmp_path / "c", {rel: other}, rel, "NPU315") == []
+
+
+def test_group_list_saved_for_backward_is_the_same_data(tmp_path: Path) -> None:
+    rel = "veomni/distributed/moe/expert_up.py"
+    bad = _SAVED_GMM.format(fwd=", group_list_type=1")
+    assert _lines(tmp_path / "a", {rel: bad}, rel, "NPU315") == [9]
+    good = _SAVED_GMM.format(fwd="")
+    assert _lines(tmp_path / "b", {rel: good}, rel, "NPU315") == []
+
+
+# -- NPU315: kernels a patch spec imports into the generated module -------------------------------------------
+
+_SPEC_ROPE = """
+import torch
+
+from veomni.models.transformers.glm4v.glm4v_gpu_patch_gen_config import config
+
+{imports}
+
+
+@config.replace_function("apply_rotary_pos_emb_vision", description="fused rope")
+def apply_rotary_pos_emb_vision(q, k, cos, sin):
+    cos, sin = cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()
+    q_embed = {rot}(q.float(), cos, sin).to(q.dtype)
+    k_embed = {rot}(k.float(), cos, sin, rotary_mode="{mode}").to(k.dtype)
+    return q_embed, k_embed
+"""
+
+
+def test_rotary_mode_twins_in_a_spec_importing_the_kernel_with_add_import(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/glm4v/glm4v_npu_patch_gen_config.py"
+    for i, (imports, rot) in enumerate(
+        (
+            ('config.add_import("torch_npu", names=["npu_rotary_mul"])', "npu_rotary_mul"),
+            (
+                'config.add_post_import_block("from torch_npu import npu_rotary_mul as fused_rope")',
+                "fused_rope",
+            ),
+        )
+    ):
+        bad = _SPEC_ROPE.format(imports=imports, rot=rot, mode="interleave")
+        assert _lines(tmp_path / f"a{i}", {rel: bad}, rel, "NPU315") == [12], imports
+        good = _SPEC_ROPE.format(imports=imports, rot=rot, mode="half")
+        assert _lines(tmp_path / f"b{i}", {rel: good}, rel, "NPU315") == [], imports
+
+
+def test_same_name_imported_from_another_module_is_not_the_kernel(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/glm4v/glm4v_npu_patch_gen_config.py"
+    imports = 'config.add_import("veomni.ops.rope_eager", names=["npu_rotary_mul"])'
+    bad = _SPEC_ROPE.format(imports=imports, rot="npu_rotary_mul", mode="interleave")
+    assert _lines(tmp_path, {rel: bad}, rel, "NPU315") == []
