@@ -204,3 +204,64 @@ def test_same_name_imported_from_another_module_is_not_the_kernel(tmp_path: Path
     imports = 'config.add_import("veomni.ops.rope_eager", names=["npu_rotary_mul"])'
     bad = _SPEC_ROPE.format(imports=imports, rot="npu_rotary_mul", mode="interleave")
     assert _lines(tmp_path, {rel: bad}, rel, "NPU315") == []
+
+
+# -- NPU309: the halves handed to a fused SwiGLU ---------------------------------------------------------------
+
+
+def test_swiglu_fed_the_gate_second_anywhere(tmp_path: Path) -> None:
+    cases = {
+        "veomni/distributed/moe/expert_mlp.py": (
+            """
+            import torch
+            import torch_npu
+
+
+            def expert_forward(up, gate, w_down):
+                gate_up = torch.cat([up, gate], dim=-1)
+                return torch_npu.npu_swiglu(gate_up, dim=-1) @ w_down
+            """,
+            [6],
+        ),
+        "veomni/models/transformers/toy_llm/modeling_toy_llm.py": (
+            """
+            import torch
+            import torch_npu
+            from torch import nn
+
+
+            class ToyMLP(nn.Module):
+                def forward(self, x):
+                    return self.down_proj(torch_npu.npu_swiglu(torch.cat((self.up_proj(x), self.gate_proj(x)), dim=-1)))
+            """,
+            [8],
+        ),
+        "veomni/lora/ops/fused_glu.py": (
+            """
+            import torch
+            from torch_npu import npu_swiglu as fused_glu
+
+
+            def lora_glu(h, gate_states):
+                return fused_glu(torch.concat([h.float(), gate_states.float()], -1))
+            """,
+            [6],
+        ),
+    }
+    for i, (rel, (text, lines)) in enumerate(cases.items()):
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU309") == lines, rel
+
+
+def test_swiglu_halves_in_the_right_order_or_not_its_halves_stay_quiet(tmp_path: Path) -> None:
+    rel = "veomni/distributed/moe/expert_mlp.py"
+    for i, body in enumerate(
+        (
+            "gate_up = torch.cat([gate, up], dim=-1)\n    return torch_npu.npu_swiglu(gate_up, dim=-1)",
+            "gate_up = torch.cat([self_gate(x) * 0 + gate, up], -1)\n    return torch_npu.npu_swiglu(gate_up)",
+            "both = torch.cat([up, gate], dim=0)\n    return torch_npu.npu_swiglu(both, dim=-1)",
+            "both = torch.cat([up, gate_up], dim=-1)\n    return torch_npu.npu_swiglu(both, dim=-1)",
+            "both = torch.cat([up, gate], dim=-1)\n    return local_swiglu(both, dim=-1)",
+        )
+    ):
+        text = f"import torch\nimport torch_npu\n\n\ndef expert_forward(x, up, gate, gate_up, self_gate, local_swiglu):\n    {body}\n"
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU309") == [], body

@@ -59,6 +59,24 @@ def _last(node: ast.AST) -> str:
     return ""
 
 
+def _half_name(node: ast.AST) -> str:
+    """The name a half of a fused GLU's input goes by: ``gate`` -> ``gate``, ``self.gate_proj(x)`` ->
+    ``gate_proj``, ``gate.float()`` -> ``gate``."""
+    while (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ELEMENTWISE
+    ):
+        node = node.func.value
+    if isinstance(node, ast.Call):
+        node = node.func
+    return _last(node)
+
+
+def _gate_half(node: ast.AST) -> bool:
+    """A half named for the gate alone (``gate``, ``gate_states``, ``self.gate_proj(x)``; not ``gate_up``)."""
+    name = _half_name(node)
+    return _words(name, ("gate", "gates")) and not _words(name, ("up",))
+
+
 def _roles(node: ast.AST) -> set[str]:
     """The roles (``weight``, ``eps``, ``cos``, ``sin``) an argument's last name spells as whole words."""
     words = set(re.split(r"[_\d]+", _last(node).lower()))
@@ -202,7 +220,11 @@ class NpuKernelCallContract(Rule):
             return None
         name = func.attr if isinstance(func, ast.Attribute) else func.id
         if name not in _KERNELS:
-            return None
+            alias = self.ctx.imports.get(name, "") if isinstance(func, ast.Name) else ""
+            if not alias.startswith(_PREFIXES):
+                return None
+            name = alias.rpartition(".")[2]  # `from torch_npu import npu_swiglu as fused_glu`
+            return name if name in _KERNELS else None
         qual = self.ctx.local_qualname(func) or ""
         return name if qual.startswith(_PREFIXES) else None
 
@@ -235,6 +257,8 @@ class NpuKernelCallContract(Rule):
                     "`npu_swiglu(..., dim=0)` splits the token axis into gate and up halves: the projection's "
                     "gate/up halves lie on the last (feature) dim; use `dim=-1`",
                 )
+            else:
+                self._swiglu_halves(node, -1 if dim is None and self._arg(node, 1, "dim") is None else dim)
         elif kernel == "npu_fusion_attention":
             self._fusion_attention(node)
         elif kernel == "npu_grouped_matmul":
@@ -273,6 +297,40 @@ class NpuKernelCallContract(Rule):
             f'`npu_rotary_mul` runs in rotary_mode "{mode}", but `{cos.id}` is built for "{laid}" (it {how}, line '
             f"{built[0].lineno}): the kernel rotates other element pairs than the table was made for; pass "
             f'`rotary_mode="{laid}"`',
+        )
+
+    def _swiglu_halves(self, call: ast.Call, dim: int | None) -> None:
+        """``npu_swiglu(t, dim)`` is ``silu(t1) * t2`` for the halves ``t1, t2`` of ``t`` along ``dim``: the half
+        named for the gate must come first. A concatenation (in the call, or the local it reads) along that axis
+        with a gate-named second half and a first half not named for the gate activates the wrong operand."""
+        if dim is None:
+            return
+        value = self._resolved(self._arg(call, 0, "input") or ast.Pass())  # type: ignore[arg-type]
+        if not (isinstance(value, ast.Call) and _last(value.func) in ("cat", "concat", "concatenate")):
+            return
+        halves = (
+            value.args[0]
+            if value.args
+            else next((k.value for k in value.keywords if k.arg == "tensors"), None)
+        )
+        if not isinstance(halves, (ast.List, ast.Tuple)) or len(halves.elts) != 2:
+            return
+        if any(isinstance(e, ast.Starred) for e in halves.elts):
+            return
+        axis = next((k.value for k in value.keywords if k.arg in ("dim", "axis")), None)
+        if axis is None and len(value.args) > 1:
+            axis = value.args[1]
+        cat_dim = 0 if axis is None else int_value(axis)
+        if cat_dim is None or cat_dim != dim:
+            return  # another axis than the kernel splits: not its halves
+        first, second = halves.elts
+        if not _gate_half(second) or _gate_half(first):
+            return
+        self.report(
+            halves,
+            f"`npu_swiglu` applies SiLU to the first half of its input and multiplies the second by it, but "
+            f"`{ast.unparse(value)}` puts the gate (`{ast.unparse(second)}`) second: the activation lands on "
+            f"`{ast.unparse(first)}` instead of the gate; concatenate the gate first",
         )
 
     @staticmethod
