@@ -265,3 +265,62 @@ def test_swiglu_halves_in_the_right_order_or_not_its_halves_stay_quiet(tmp_path:
     ):
         text = f"import torch\nimport torch_npu\n\n\ndef expert_forward(x, up, gate, gate_up, self_gate, local_swiglu):\n    {body}\n"
         assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU309") == [], body
+
+
+# -- NPU309: the rank of a rotary table against the tensor it rotates -------------------------------------------
+
+
+def test_rotary_table_one_rank_short_of_the_rotated_tensor(tmp_path: Path) -> None:
+    cases = {
+        "veomni/models/transformers/toy_vl/toy_vl_npu_patch_gen_config.py": """
+            import torch
+            import torch_npu
+
+            from veomni.models.transformers.toy_vl.toy_vl_gpu_patch_gen_config import config
+
+
+            @config.replace_function("apply_rotary_pos_emb_vision", description="fused rope")
+            def apply_rotary_pos_emb_vision(q, k, cos, sin):
+                q, k = q[None], k[None]
+                cos, sin = cos[:, None].float(), sin[:, None].float()
+                return torch_npu.npu_rotary_mul(q, cos, sin).squeeze(0), torch_npu.npu_rotary_mul(k, cos, sin).squeeze(0)
+            """,
+        "veomni/distributed/sequence_parallel/rope_sp.py": """
+            import torch
+            import torch_npu
+
+
+            def rotate_local_shard(hidden, freqs_cos, freqs_sin):
+                shard = torch.unsqueeze(hidden, 0)
+                c = torch.unsqueeze(freqs_cos, 1)
+                s = torch.unsqueeze(freqs_sin, 1)
+                return torch_npu.npu_rotary_mul(shard, c, s).squeeze(0)
+            """,
+        "veomni/ops/kernels/video_rope/npu.py": """
+            import torch_npu
+
+
+            def rope_3d(x, table_c, table_s):
+                table_c = table_c.unsqueeze(2)
+                table_s = table_s.unsqueeze(2)
+                return torch_npu.npu_rotary_mul(x.unsqueeze(0).contiguous(), table_c, table_s).squeeze(0)
+            """,
+    }
+    expected = [[11, 11], [9], [7]]
+    for i, ((rel, text), lines) in enumerate(zip(cases.items(), expected)):
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU309") == lines, rel
+
+
+def test_rotary_table_shaped_to_the_rank_of_the_rotated_tensor_stays_quiet(tmp_path: Path) -> None:
+    rel = "veomni/ops/kernels/video_rope/npu.py"
+    for i, body in enumerate(
+        (
+            "x = x.unsqueeze(0)\n    c = c.unsqueeze(0).unsqueeze(2)\n    s = s[None, :, None]",
+            "c = c.unsqueeze(1)\n    s = s.unsqueeze(1)",  # text rope: [B, S, D] table for [B, H, S, D]
+            "x = x.unsqueeze(0)\n    c = c.view(1, -1, 1, 64)\n    s = s.view(1, -1, 1, 64)",  # rank unknown
+            "x = x.unsqueeze(0)\n    c = c[None, None]\n    s = s[None, None]",  # [S, D] for [S, H, D]: 2 axes
+            "pass",  # the caller shaped the table
+        )
+    ):
+        text = f"import torch_npu\n\n\ndef rope_3d(x, c, s):\n    {body}\n    return torch_npu.npu_rotary_mul(x, c, s)\n"
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU309") == [], body
