@@ -324,3 +324,44 @@ def test_rotary_table_shaped_to_the_rank_of_the_rotated_tensor_stays_quiet(tmp_p
     ):
         text = f"import torch_npu\n\n\ndef rope_3d(x, c, s):\n    {body}\n    return torch_npu.npu_rotary_mul(x, c, s)\n"
         assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU309") == [], body
+
+
+# -- NPU322: Ascend's private tensor formats switched on -----------------------------------------------------
+
+
+def test_private_formats_switched_on_in_any_region(tmp_path: Path) -> None:
+    cases = {
+        "veomni/trainer/npu_setup.py": (
+            "import torch\nimport torch_npu\n\n\ndef setup():\n    torch.npu.config.allow_internal_format = True\n",
+            [6],
+        ),
+        "veomni/ops/kernels/moe/npu_fused.py": (
+            "import torch_npu as tnpu\n\ntnpu.npu.config.allow_internal_format = 1\n",
+            [3],
+        ),
+        "veomni/checkpoint/npu_io.py": (
+            "from torch.npu import config as npu_cfg\n\n\ndef save(x):\n"
+            "    setattr(npu_cfg, 'allow_internal_format', True)\n    return x\n",
+            [5],
+        ),
+        "veomni/models/transformers/toy/toy_npu_patch_gen_config.py": (
+            "import torch\n\nif torch.npu.is_available():\n    torch.npu.config.allow_internal_format = True\n",
+            [4],
+        ),
+    }
+    for i, (rel, (text, lines)) in enumerate(cases.items()):
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU322") == lines, rel
+
+
+def test_private_formats_kept_off_or_other_objects_stay_quiet(tmp_path: Path) -> None:
+    rel = "veomni/utils/device.py"
+    for i, text in enumerate(
+        (
+            "import torch\n\ntorch.npu.config.allow_internal_format = False\n",
+            "import torch\n\ntorch.npu.config.allow_internal_format = 0\n",
+            "import torch\n\n\ndef f(flag):\n    torch.npu.config.allow_internal_format = flag\n",
+            "class Opts:\n    allow_internal_format = True\n\n\nopts = Opts()\nopts.allow_internal_format = True\n",
+            "import torch\n\ntorch.backends.config.allow_internal_format = True\n",
+        )
+    ):
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU322") == [], text

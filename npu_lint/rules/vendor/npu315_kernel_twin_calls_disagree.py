@@ -218,7 +218,9 @@ class KernelTwinCallsDisagree(Rule):
         "`group_list_type`) must then agree: a key rotated in interleaved pairs while the query is rotated by "
         "halves no longer encodes relative position, a group list read as counts in the backward and as "
         "cumulative ends in the forward multiplies tokens by the wrong experts in one direction only. The calls "
-        "are each other's reference (the majority wins; on a tie, the call that departs from the kernel's default). Likewise a backward of "
+        "are each other's reference (the majority wins; on a tie, the call that departs from the kernel's default); "
+        "what the forward stashes in `ctx` (`ctx.group_list = group_list`, `ctx.save_for_backward(...)`) and the "
+        "backward takes back under the same name is the same data. Likewise a backward of "
         "`y = x @ w` owes `dw = x^T @ dy`: `dy^T @ x` is the transposed gradient, a shape error or, for square "
         "experts, silently transposed updates."
     )
