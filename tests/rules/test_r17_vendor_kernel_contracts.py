@@ -365,3 +365,22 @@ def test_private_formats_kept_off_or_other_objects_stay_quiet(tmp_path: Path) ->
         )
     ):
         assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU322") == [], text
+
+
+def test_rotary_table_left_unshaped_where_its_twin_call_shapes_it(tmp_path: Path) -> None:
+    rel = "veomni/distributed/sequence_parallel/rope_shard.py"
+    text = """
+        import torch_npu
+
+
+        def rotate_pair(query, key, freqs_cos, freqs_sin):
+            c, s = freqs_cos[:, None], freqs_sin[:, None]
+            query = torch_npu.npu_rotary_mul(query, c, s)
+            key = torch_npu.npu_rotary_mul(key, {k_tables})
+            return query, key
+        """
+    assert _lines(tmp_path / "a", {rel: text.format(k_tables="freqs_cos, freqs_sin")}, rel, "NPU309") == [7]
+    assert _lines(tmp_path / "b", {rel: text.format(k_tables="c, s")}, rel, "NPU309") == []
+    # neither call shapes the table: the caller did
+    quiet = text.format(k_tables="freqs_cos, freqs_sin").replace("query, c, s", "query, freqs_cos, freqs_sin")
+    assert _lines(tmp_path / "c", {rel: quiet}, rel, "NPU309") == []

@@ -426,15 +426,32 @@ class NpuKernelCallContract(Rule):
         if rotated is None or table is None or rotated[0] == table[0]:
             return
         (x_name, added_x), (cos_name, added_cos) = rotated, table
-        if added_cos < 1 or added_cos > added_x:
+        if added_cos > added_x:
             return
+        if added_cos < 1 and not self._table_shaped_elsewhere(call, function, defs, params, cos_name):
+            return  # the caller may have shaped it: nothing here says the table lacks the head axis
         self.report(
             call,
             f"`npu_rotary_mul` needs `{ast.unparse(cos)}` of the rank of `{ast.unparse(x)}`, but the table "
-            f"`{cos_name}` (which has no head axis) gets {added_cos} new axis here and `{x_name}` gets {added_x}: "
+            f"`{cos_name}` (which has no head axis) gets {added_cos} new {'axis' if added_cos == 1 else 'axes'} here "
+            f"and `{x_name}` gets {added_x}: "
             "it reaches the kernel at least one rank short and is rejected or broadcast along the wrong axes; "
             "unsqueeze the table once more than the tensor it rotates (at the head axis)",
         )
+
+    def _table_shaped_elsewhere(
+        self, call: ast.Call, function: ast.AST, defs: dict[str, ast.expr], params: set[str], table: str
+    ) -> bool:
+        """Another ``npu_rotary_mul`` call of the function unsqueezes the same table parameter for the kernel (the
+        query's rotation given ``cos.unsqueeze(1)``): the table arrives without the head axis."""
+        for other in nodes_of(function, ast.Call):
+            if other is call or not isinstance(other, ast.Call) or self._kernel(other) != "npu_rotary_mul":
+                continue
+            cos = self._arg(other, 1, "r1")
+            found = _rank_origin(cos, _single_bindings(function, other.lineno), params) if cos else None
+            if found is not None and found[0] == table and found[1] >= 1:
+                return True
+        return False
 
     def _swiglu_halves(self, call: ast.Call, dim: int | None) -> None:
         """``npu_swiglu(t, dim)`` is ``silu(t1) * t2`` for the halves ``t1, t2`` of ``t`` along ``dim``: the half
