@@ -384,3 +384,73 @@ def test_rotary_table_left_unshaped_where_its_twin_call_shapes_it(tmp_path: Path
     # neither call shapes the table: the caller did
     quiet = text.format(k_tables="freqs_cos, freqs_sin").replace("query, c, s", "query, freqs_cos, freqs_sin")
     assert _lines(tmp_path / "c", {rel: quiet}, rel, "NPU309") == []
+
+
+# -- NPU317: a module-private helper that never reads what its callers hand it ---------------------------------
+
+
+def test_private_helper_drops_a_value_its_callers_pass(tmp_path: Path) -> None:
+    cases = {
+        "veomni/ops/kernels/moe/npu_experts.py": (
+            """
+            import torch_npu
+
+
+            def _glu(x, limit):
+                return torch_npu.npu_swiglu(x, dim=-1)
+
+
+            def experts(x, limit):
+                return _glu(x, limit)
+            """,
+            [4],
+        ),
+        "veomni/distributed/sequence_parallel/gather.py": (
+            """
+            import torch.distributed as dist
+
+
+            def _gather(x, group):
+                out = [x] * dist.get_world_size()
+                dist.all_gather(out, x)
+                return out
+
+
+            def gather_seq(x, sp_group):
+                return _gather(x, group=sp_group)
+            """,
+            [4],
+        ),
+        "veomni/data/collate_pad.py": (
+            """
+            import torch
+
+
+            def _pad(rows, pad_id, width):
+                return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
+
+
+            def collate(rows, tokenizer):
+                return _pad(rows, tokenizer.pad_token_id, max(len(r) for r in rows))
+            """,
+            [4],
+        ),
+    }
+    for i, (rel, (text, lines)) in enumerate(cases.items()):
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU317") == lines, rel
+
+
+def test_private_helper_reading_or_not_given_the_value_stays_quiet(tmp_path: Path) -> None:
+    rel = "veomni/ops/kernels/moe/npu_experts.py"
+    for i, (helper, call) in enumerate(
+        (
+            ("def _glu(x, limit):\n    return x.clamp(max=limit)", "_glu(x, limit)"),
+            ("def _glu(x, limit=None):\n    return x", "_glu(x, None)"),
+            ("def _glu(x, limit=None):\n    return x", "_glu(x)"),
+            ("def _glu(x, limit):\n    del limit\n    return x", "_glu(x, limit)"),
+            ("def glu(x, limit):\n    return x", "glu(x, limit)"),  # public: an interface other files call
+            ("@torch.compile\ndef _glu(x, limit):\n    return x", "_glu(x, limit)"),
+        )
+    ):
+        text = f"import torch\n\n\n{helper}\n\n\ndef experts(x, limit):\n    return {call}\n"
+        assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU317") == [], helper

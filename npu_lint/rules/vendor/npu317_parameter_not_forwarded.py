@@ -77,7 +77,8 @@ class ParameterNotForwarded(Rule):
     summary = (
         "A function never reads one of its parameters, and calls one of the tree's own functions that takes a "
         "parameter of that very name without passing it: the caller's value is dropped and the callee's "
-        "default (or nothing) stands in."
+        "default (or nothing) stands in. Likewise a module-private helper that never reads a parameter its "
+        "callers in the file hand a value."
     )
     why = (
         "Kernel wrappers, adapters and parallel helpers forward their inputs to the function that does the "
@@ -92,7 +93,10 @@ class ParameterNotForwarded(Rule):
         "(`self`, `ctx`, `**kwargs`, a leading underscore) are not considered, nor an optional parameter whose "
         "default is the callee's own (`generator=None` to `generator=None`): only an explicit value is at stake; "
         "nor a parameter the callee does not read either, one the function `del`s (unused on purpose), or one an "
-        "abstract method of an in-file base class declares (an override takes it because the interface does)."
+        "abstract method of an in-file base class declares (an override takes it because the interface does). "
+        "A module-private helper (`_swiglu(x, swiglu_limit)`, undecorated, only called from its own file) whose "
+        "body stops reading a parameter that a caller in the file hands a value (not `None`) drops that value "
+        "the same way: the clamp, group or scale the caller chose never applies."
     )
     bad = (
         Example(
@@ -189,3 +193,56 @@ class ParameterNotForwarded(Rule):
                 f"`{func.name}` takes `{param}` and never reads it, and {found.label} ({found.where}) takes "
                 f"`{param}` too but is not given it: the caller's value is dropped; pass `{param}={param}`",
             )
+
+    def finish(self) -> None:
+        """A module-private helper (``_name``: only this file calls it) that never reads a parameter its callers
+        here hand a value: ``_swiglu(x, swiglu_limit)`` whose body no longer looks at ``swiglu_limit`` runs the
+        plain path for every caller."""
+        tree = self.ctx.tree
+        helpers = {
+            s.name: s
+            for s in tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and s.name.startswith("_")
+            and not s.name.startswith("__")
+            and not s.decorator_list
+            and not _stub(s)
+        }
+        if not helpers:
+            return
+        unread = {name: _unread_parameters(func) for name, func in helpers.items()}
+        unread = {name: params for name, params in unread.items() if params}
+        if not unread:
+            return
+        passed: dict[tuple[str, str], tuple[ast.Call, ast.expr]] = {}
+        for call in nodes_of(tree, ast.Call):
+            assert isinstance(call, ast.Call)
+            if not isinstance(call.func, ast.Name) or call.func.id not in unread:
+                continue
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords
+            ):
+                continue
+            for param, value in _given(helpers[call.func.id], call):
+                if param in unread[call.func.id] and not (
+                    isinstance(value, ast.Constant) and value.value is None
+                ):
+                    passed.setdefault((call.func.id, param), (call, value))
+        for (name, param), (call, value) in sorted(passed.items(), key=lambda kv: (kv[1][0].lineno, kv[0])):
+            func = helpers[name]
+            arg = next(
+                a for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs) if a.arg == param
+            )
+            self.report(
+                arg,
+                f"`{name}` never reads `{param}`, but its caller at line {call.lineno} hands it "
+                f"`{ast.unparse(value)}`: the caller's value is dropped and the helper runs as if it were not set; "
+                "use it (or stop passing it)",
+            )
+
+
+def _given(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> list[tuple[str, ast.expr]]:
+    """The parameters a call of ``func`` hands a value, with the value."""
+    positional = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    out = [(positional[i], a) for i, a in enumerate(call.args) if i < len(positional)]
+    return out + [(k.arg, k.value) for k in call.keywords if k.arg]
