@@ -430,8 +430,8 @@ def test_private_helper_drops_a_value_its_callers_pass(tmp_path: Path) -> None:
                 return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
 
 
-            def collate(rows, tokenizer):
-                return _pad(rows, tokenizer.pad_token_id, max(len(r) for r in rows))
+            def collate(rows, pad_token_id):
+                return _pad(rows, pad_token_id, max(len(r) for r in rows))
             """,
             [4],
         ),
@@ -450,6 +450,11 @@ def test_private_helper_reading_or_not_given_the_value_stays_quiet(tmp_path: Pat
             ("def _glu(x, limit):\n    del limit\n    return x", "_glu(x, limit)"),
             ("def glu(x, limit):\n    return x", "glu(x, limit)"),  # public: an interface other files call
             ("@torch.compile\ndef _glu(x, limit):\n    return x", "_glu(x, limit)"),
+            (
+                "def _glu(x, limit):\n    return torch.tanh(x)",
+                "_glu(x, 0.5)",
+            ),  # a literal: no knob passed down
+            ("def _glu(x, limit):\n    return x + 1", "_glu(x, limit)"),  # no tensor work: not an adapter
         )
     ):
         text = f"import torch\n\n\n{helper}\n\n\ndef experts(x, limit):\n    return {call}\n"

@@ -94,9 +94,10 @@ class ParameterNotForwarded(Rule):
         "default is the callee's own (`generator=None` to `generator=None`): only an explicit value is at stake; "
         "nor a parameter the callee does not read either, one the function `del`s (unused on purpose), or one an "
         "abstract method of an in-file base class declares (an override takes it because the interface does). "
-        "A module-private helper (`_swiglu(x, swiglu_limit)`, undecorated, only called from its own file) whose "
-        "body stops reading a parameter that a caller in the file hands a value (not `None`) drops that value "
-        "the same way: the clamp, group or scale the caller chose never applies."
+        "A module-private tensor helper (`_swiglu(x, swiglu_limit)`: undecorated, only called from its own file, "
+        "calling torch, torch_npu or triton) whose body stops reading a parameter that a caller in the file hands "
+        "one of its own parameters drops that value the same way: the clamp, group or scale chosen upstream "
+        "never applies."
     )
     bad = (
         Example(
@@ -194,6 +195,25 @@ class ParameterNotForwarded(Rule):
                 f"`{param}` too but is not given it: the caller's value is dropped; pass `{param}={param}`",
             )
 
+    def _tensor_work(self, func: ast.AST) -> bool:
+        """The helper calls torch, torch_npu or triton (a kernel adapter, a collective, a tensor transform)."""
+        return any(
+            (self.ctx.qualname(c.func) or "").startswith(_TENSOR_LIBRARIES)
+            for c in nodes_of(func, ast.Call)
+            if isinstance(c, ast.Call)
+        )
+
+    def _caller_parameters(self, call: ast.Call) -> set[str]:
+        """The parameters of the top-level function (or method) whose body holds ``call``."""
+        for stmt in self.ctx.tree.body:
+            scopes = [stmt] if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            if isinstance(stmt, ast.ClassDef):
+                scopes = [s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            for func in scopes:
+                if func.lineno <= call.lineno <= (func.end_lineno or func.lineno):
+                    return set(parameter_defaults(func.args))
+        return set()
+
     def finish(self) -> None:
         """A module-private helper (``_name``: only this file calls it) that never reads a parameter its callers
         here hand a value: ``_swiglu(x, swiglu_limit)`` whose body no longer looks at ``swiglu_limit`` runs the
@@ -211,7 +231,9 @@ class ParameterNotForwarded(Rule):
         if not helpers:
             return
         unread = {name: _unread_parameters(func) for name, func in helpers.items()}
-        unread = {name: params for name, params in unread.items() if params}
+        unread = {
+            name: params for name, params in unread.items() if params and self._tensor_work(helpers[name])
+        }
         if not unread:
             return
         passed: dict[tuple[str, str], tuple[ast.Call, ast.expr]] = {}
@@ -223,10 +245,10 @@ class ParameterNotForwarded(Rule):
                 k.arg is None for k in call.keywords
             ):
                 continue
+            caller = self._caller_parameters(call)
             for param, value in _given(helpers[call.func.id], call):
-                if param in unread[call.func.id] and not (
-                    isinstance(value, ast.Constant) and value.value is None
-                ):
+                # a value the caller itself was handed (a knob passed down the chain), not a literal or a local
+                if param in unread[call.func.id] and isinstance(value, ast.Name) and value.id in caller:
                     passed.setdefault((call.func.id, param), (call, value))
         for (name, param), (call, value) in sorted(passed.items(), key=lambda kv: (kv[1][0].lineno, kv[0])):
             func = helpers[name]
@@ -239,6 +261,9 @@ class ParameterNotForwarded(Rule):
                 f"`{ast.unparse(value)}`: the caller's value is dropped and the helper runs as if it were not set; "
                 "use it (or stop passing it)",
             )
+
+
+_TENSOR_LIBRARIES = ("torch.", "torch_npu.", "triton.")
 
 
 def _given(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> list[tuple[str, ast.expr]]:
