@@ -459,3 +459,27 @@ def test_private_helper_reading_or_not_given_the_value_stays_quiet(tmp_path: Pat
     ):
         text = f"import torch\n\n\n{helper}\n\n\ndef experts(x, limit):\n    return {call}\n"
         assert _lines(tmp_path / str(i), {rel: text}, rel, "NPU317") == [], helper
+
+
+def test_private_helper_parameter_documented_as_unused_stays_quiet(tmp_path: Path) -> None:
+    rel = "veomni/ops/kernels/segment/reduce.py"
+    text = '''
+        import torch
+
+
+        def _segment_reduce(values, index, name):
+            """Reduce segment-wise.
+
+            Args:
+                values: the values.
+                name (`str`):
+                    Name for the operation. {note}
+            """
+            return torch.zeros_like(values).index_add_(0, index, values)
+
+
+        def reduce_sum(values, index, name="segmented_reduce_sum"):
+            return _segment_reduce(values, index, name)
+        '''
+    assert _lines(tmp_path / "a", {rel: text.format(note="Currently not used")}, rel, "NPU317") == []
+    assert _lines(tmp_path / "b", {rel: text.format(note="Shown in profiles.")}, rel, "NPU317") == [4]

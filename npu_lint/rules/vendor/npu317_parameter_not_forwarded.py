@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._calls import callee, confirmed
@@ -97,7 +98,7 @@ class ParameterNotForwarded(Rule):
         "A module-private tensor helper (`_swiglu(x, swiglu_limit)`: undecorated, only called from its own file, "
         "calling torch, torch_npu or triton) whose body stops reading a parameter that a caller in the file hands "
         "one of its own parameters drops that value the same way: the clamp, group or scale chosen upstream "
-        "never applies."
+        "never applies (unless its docstring says the parameter is unused)."
     )
     bad = (
         Example(
@@ -230,7 +231,10 @@ class ParameterNotForwarded(Rule):
         }
         if not helpers:
             return
-        unread = {name: _unread_parameters(func) for name, func in helpers.items()}
+        unread = {
+            name: {p: d for p, d in _unread_parameters(func).items() if not _documented_unused(func, p)}
+            for name, func in helpers.items()
+        }
         unread = {
             name: params for name, params in unread.items() if params and self._tensor_work(helpers[name])
         }
@@ -264,6 +268,24 @@ class ParameterNotForwarded(Rule):
 
 
 _TENSOR_LIBRARIES = ("torch.", "torch_npu.", "triton.")
+_UNUSED_WORDS = re.compile(r"not used|unused|ignored|no effect|kept for compatibility", re.I)
+
+
+def _documented_unused(func: ast.AST, param: str) -> bool:
+    """The helper's docstring says the parameter is unused on purpose (``name (str): ... Currently not used``):
+    its entry, the parameter's line and the lines indented deeper than it."""
+    doc = ast.get_docstring(func) or ""  # type: ignore[arg-type]
+    at = re.search(rf"^[ \t]*\**{re.escape(param)}\b", doc, re.M)
+    if at is None:
+        return False
+    lines = doc[at.start() :].splitlines()
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    own = [lines[0]]
+    for line in lines[1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        own.append(line)
+    return _UNUSED_WORDS.search("\n".join(own)) is not None
 
 
 def _given(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> list[tuple[str, ast.expr]]:
