@@ -206,20 +206,46 @@ def _strip_casts(node: ast.AST) -> ast.AST:
             "to",
             "type_as",
             "type",
+            "clone",
+            "detach",
+            "contiguous",
         )
     ):
         node = node.func.value
     return node
 
 
-def _is_offset_weight(node: ast.AST) -> bool:
-    node = _strip_casts(node)
+def _plus_one(node: ast.AST) -> ast.AST | None:
+    """The operand a node adds 1 to, in any spelling: ``1 + w``, ``w + 1.0``, ``w.add(1)`` / ``w.add_(1)``,
+    ``torch.add(w, 1)`` (``alpha`` left at 1); None for anything else."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _strip_casts(node.left), _strip_casts(node.right)
-        return (_is_one(node.left) and _self_target(right, "weight") is not None) or (
-            _is_one(node.right) and _self_target(left, "weight") is not None
-        )
-    return False
+        if _is_one(node.left):
+            return node.right
+        if _is_one(node.right):
+            return node.left
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    if node.func.attr not in ("add", "add_") or any(k.arg not in ("other", "alpha") for k in node.keywords):
+        return None
+    alpha = next((k.value for k in node.keywords if k.arg == "alpha"), None)
+    if alpha is not None and not _is_one(alpha):
+        return None
+    other = next((k.value for k in node.keywords if k.arg == "other"), None)
+    receiver = node.func.value
+    if isinstance(receiver, ast.Name) and receiver.id == "torch":  # torch.add(w, 1) / torch.add(1, w)
+        args = [*node.args, *([other] if other is not None else [])]
+        if len(args) != 2:
+            return None
+        return args[1] if _is_one(args[0]) else args[0] if _is_one(args[1]) else None
+    if other is None and len(node.args) == 1:
+        other = node.args[0]
+    return receiver if other is not None and _is_one(other) else None
+
+
+def _is_offset_weight(node: ast.AST) -> bool:
+    operand = _plus_one(_strip_casts(node))
+    return operand is not None and _self_target(_strip_casts(operand), "weight") is not None
 
 
 def _eps_attr(init: ast.AST | None, forward: ast.AST | None) -> str | None:
@@ -325,11 +351,9 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
             node
         ):  # Liger's functional RMSNorm adds its literal `offset` (1) to the weight itself
             offset = True
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            if (_is_one(node.left) and is_weight(node.right)) or (
-                _is_one(node.right) and is_weight(node.left)
-            ):
-                offset = True
+        operand = _plus_one(node)
+        if operand is not None and is_weight(operand):
+            offset = True
         if is_weight(node) and not isinstance(node, ast.Call):
             used = True
     raises_on_weight = any(isinstance(n, ast.Raise) for n in _walk(func)) and not offset

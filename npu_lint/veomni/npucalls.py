@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from npu_lint.core.astutil import last_name, nodes_of, walk
+from npu_lint.core.astutil import last_name, nodes_of, parse_snippet, walk
 from npu_lint.veomni.patchgen import load_file
 
 if TYPE_CHECKING:
@@ -71,12 +71,42 @@ class ImportedKernels(frozenset):
     real: dict[str, str]
 
 
-def torch_npu_names(tree: ast.Module) -> frozenset[str]:
-    real: dict[str, str] = {}
+def _from_torch_npu(tree: ast.AST, real: dict[str, str]) -> None:
     for node in nodes_of(tree, ast.ImportFrom):
         assert isinstance(node, ast.ImportFrom)
         if node.module == "torch_npu":
             real.update((a.asname or a.name, a.name) for a in node.names if a.name.startswith("npu_"))
+
+
+def torch_npu_names(tree: ast.Module) -> frozenset[str]:
+    """The kernels a module imports from ``torch_npu``: its own import statements and, for a patch spec, what it
+    adds to the generated module (``config.add_import("torch_npu", names=["npu_rotary_mul"])``, a post-import
+    block ``from torch_npu import ...``), which the spec's replacement functions then call by the bare name."""
+    real: dict[str, str] = {}
+    _from_torch_npu(tree, real)
+    for call in nodes_of(tree, ast.Call):
+        assert isinstance(call, ast.Call)
+        if not isinstance(call.func, ast.Attribute) or not call.args:
+            continue
+        first = call.args[0]
+        text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+        if text is None:
+            continue
+        if call.func.attr == "add_import" and text == "torch_npu":
+            names = next((k.value for k in call.keywords if k.arg == "names"), None)
+            if names is None and len(call.args) > 1:
+                names = call.args[1]
+            for elt in names.elts if isinstance(names, (ast.List, ast.Tuple)) else ():
+                if (
+                    isinstance(elt, ast.Constant)
+                    and isinstance(elt.value, str)
+                    and elt.value.startswith("npu_")
+                ):
+                    real[elt.value] = elt.value
+        elif call.func.attr == "add_post_import_block" and "torch_npu" in text:
+            block = parse_snippet(text)
+            if block is not None:
+                _from_torch_npu(block, real)
     names = ImportedKernels(real)
     names.real = real
     return names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 
 from npu_lint.core.astutil import dotted_name, int_value, nodes_of, walk
@@ -57,6 +58,131 @@ def _last(node: ast.AST) -> str:
     if isinstance(node, ast.Subscript):
         return _last(node.value)
     return ""
+
+
+_RANK_KEEPING = frozenset({"float", "to", "contiguous", "half", "bfloat16", "type_as", "clone", "detach"})
+
+
+def _rank_step(node: ast.AST) -> tuple[ast.AST, int] | None:
+    """One step of a value's construction and how many axes it adds: ``t.unsqueeze(d)`` / ``torch.unsqueeze(t,
+    d)`` +1, ``t.squeeze(d)`` -1, ``t[None, :, None]`` one per None less one per integer index, a cast 0; None for
+    a step whose rank change is not known (``view``, ``reshape``, ``squeeze()``)."""
+    if isinstance(node, ast.Subscript):
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        delta = 0
+        for item in items:
+            if isinstance(item, ast.Constant) and item.value is None:
+                delta += 1
+            elif isinstance(item, (ast.Slice, ast.Starred)) or (
+                isinstance(item, ast.Constant) and item.value is Ellipsis
+            ):
+                continue
+            elif int_value(item) is not None:
+                delta -= 1
+            else:
+                return None  # a tensor index: another shape altogether
+        return node.value, delta
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    attr, receiver = node.func.attr, node.func.value
+    if isinstance(receiver, ast.Name) and receiver.id == "torch":
+        if attr in ("unsqueeze", "squeeze") and len(node.args) == 2:
+            return node.args[0], 1 if attr == "unsqueeze" else -1
+        return None
+    if attr == "unsqueeze" and (node.args or node.keywords):
+        return receiver, 1
+    if attr == "squeeze" and (node.args or node.keywords):
+        return receiver, -1
+    if attr in _RANK_KEEPING:
+        return receiver, 0
+    return None
+
+
+def _rank_origin(
+    node: ast.AST, defs: dict[str, ast.expr], params: set[str], depth: int = 0
+) -> tuple[str, int] | None:
+    """The parameter a value is built from and the axes added on the way (through the function's locals bound
+    once), None when a step's rank change is not known."""
+    total = 0
+    while depth < 32:
+        depth += 1
+        if isinstance(node, ast.Name):
+            if node.id in defs and not getattr(node, "free", False):
+                node = defs[node.id]
+                continue
+            return (node.id, total) if node.id in params else None
+        step = _rank_step(node)
+        if step is None:
+            return None
+        node, delta = step
+        total += delta
+    return None
+
+
+def _single_bindings(function: ast.AST, before: int) -> dict[str, ast.expr]:
+    """The locals of a function bound by one plain assignment (``a = e`` / ``a, b = e1, e2``) before line
+    ``before``, each rebinding of a name in order (``cos = cos.unsqueeze(1)`` reads the parameter ``cos``):
+    name -> its value, as a chain of the versions. Names bound any other way (loops, branches, augmented
+    assignment) are left out."""
+    body = getattr(function, "body", [])
+    out: dict[str, ast.expr] = {}
+    other: set[str] = set()
+    for stmt in body:
+        if stmt.lineno >= before:
+            break
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            if isinstance(target, ast.Name):
+                pairs = [(target, value)]
+            elif (
+                isinstance(target, ast.Tuple)
+                and isinstance(value, ast.Tuple)
+                and len(target.elts) == len(value.elts)
+            ):
+                pairs = list(zip(target.elts, value.elts))
+            for name, expr in pairs:
+                if isinstance(name, ast.Name):
+                    out[name.id] = _substitute(expr, out)
+            continue
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                other.add(sub.id)
+    return {k: v for k, v in out.items() if k not in other}
+
+
+def _substitute(expr: ast.expr, bound: dict[str, ast.expr]) -> ast.expr:
+    """``expr`` with the names it reads that are already bound replaced by their values (a fresh tree): the value
+    a rebinding reads is the previous version, not itself."""
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:  # noqa: N802 - ast visitor protocol
+            if not isinstance(node.ctx, ast.Load):
+                return node
+            if node.id in bound:
+                return bound[node.id]
+            node.free = True  # type: ignore[attr-defined]  # the name's value on entry: not looked up again
+            return node
+
+    return _Sub().visit(copy.deepcopy(expr))
+
+
+def _half_name(node: ast.AST) -> str:
+    """The name a half of a fused GLU's input goes by: ``gate`` -> ``gate``, ``self.gate_proj(x)`` ->
+    ``gate_proj``, ``gate.float()`` -> ``gate``."""
+    while (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ELEMENTWISE
+    ):
+        node = node.func.value
+    if isinstance(node, ast.Call):
+        node = node.func
+    return _last(node)
+
+
+def _gate_half(node: ast.AST) -> bool:
+    """A half named for the gate alone (``gate``, ``gate_states``, ``self.gate_proj(x)``; not ``gate_up``)."""
+    name = _half_name(node)
+    return _words(name, ("gate", "gates")) and not _words(name, ("up",))
 
 
 def _roles(node: ast.AST) -> set[str]:
@@ -117,7 +243,10 @@ class NpuKernelCallContract(Rule):
         "count from the layout's N axis (BSND: 2, BNSD / TND: 1), needs `actual_seq_qlen` / `actual_seq_kvlen` "
         "for `TND`, takes `keep_prob = 1 - dropout`, `scale = 1 / sqrt(head_dim)`, and an `atten_mask` whose "
         "True entries are masked out (`torch.triu(ones, diagonal=1)` for causal; a `tril` mask keeps only the "
-        "future); `sparse_mode` is 0-8; `npu_swiglu` splits the last (feature) dim; `npu_grouped_matmul`'s "
+        "future); `sparse_mode` is 0-8; `npu_swiglu` splits the last (feature) dim and activates its first half, so "
+        "a concatenation handing it the gate second (`torch.cat([x, gate], -1)`) activates the wrong operand; "
+        "`npu_rotary_mul` multiplies tensors of one rank, so a wrapper that unsqueezes a cos/sin table (which has "
+        "no head axis) must add one axis more to it than to the tensor it rotates; `npu_grouped_matmul`'s "
         "`group_list_type` is 0 for a cumulative group list and 1 for per-group counts. Each mistake either fails "
         "on the first Ascend step or, worse, runs and trains on wrong numbers while the GPU path is right. "
         "Arguments are judged by their spelling (a `sin` table in the `cos` slot, an `eps` in the weight slot) "
@@ -202,7 +331,11 @@ class NpuKernelCallContract(Rule):
             return None
         name = func.attr if isinstance(func, ast.Attribute) else func.id
         if name not in _KERNELS:
-            return None
+            alias = self.ctx.imports.get(name, "") if isinstance(func, ast.Name) else ""
+            if not alias.startswith(_PREFIXES):
+                return None
+            name = alias.rpartition(".")[2]  # `from torch_npu import npu_swiglu as fused_glu`
+            return name if name in _KERNELS else None
         qual = self.ctx.local_qualname(func) or ""
         return name if qual.startswith(_PREFIXES) else None
 
@@ -227,6 +360,7 @@ class NpuKernelCallContract(Rule):
                 )
             else:
                 self._rotary_layout(node, mode or "half")
+            self._rotary_rank(node)
         elif kernel == "npu_swiglu":
             dim = int_value(self._arg(node, 1, "dim"))
             if dim == 0:
@@ -235,6 +369,8 @@ class NpuKernelCallContract(Rule):
                     "`npu_swiglu(..., dim=0)` splits the token axis into gate and up halves: the projection's "
                     "gate/up halves lie on the last (feature) dim; use `dim=-1`",
                 )
+            else:
+                self._swiglu_halves(node, -1 if dim is None and self._arg(node, 1, "dim") is None else dim)
         elif kernel == "npu_fusion_attention":
             self._fusion_attention(node)
         elif kernel == "npu_grouped_matmul":
@@ -273,6 +409,82 @@ class NpuKernelCallContract(Rule):
             f'`npu_rotary_mul` runs in rotary_mode "{mode}", but `{cos.id}` is built for "{laid}" (it {how}, line '
             f"{built[0].lineno}): the kernel rotates other element pairs than the table was made for; pass "
             f'`rotary_mode="{laid}"`',
+        )
+
+    def _rotary_rank(self, call: ast.Call) -> None:
+        """``npu_rotary_mul(x, r1, r2)`` multiplies tensors of one rank (4-D): a cos/sin table lacks the head axis
+        of the queries and keys it rotates, so a wrapper that shapes the table itself (unsqueezes it) must add at
+        least one axis more to it than to ``x``. A table given as many new axes as ``x`` (or fewer) reaches the
+        kernel one rank short: rejected, or broadcast along the wrong axes."""
+        function = self.ctx.function
+        x, cos = self._arg(call, 0, "input"), self._arg(call, 1, "r1")
+        if function is None or x is None or cos is None:
+            return
+        params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+        defs = _single_bindings(function, call.lineno)
+        rotated, table = _rank_origin(x, defs, params), _rank_origin(cos, defs, params)
+        if rotated is None or table is None or rotated[0] == table[0]:
+            return
+        (x_name, added_x), (cos_name, added_cos) = rotated, table
+        if added_cos > added_x:
+            return
+        if added_cos < 1 and not self._table_shaped_elsewhere(call, function, defs, params, cos_name):
+            return  # the caller may have shaped it: nothing here says the table lacks the head axis
+        self.report(
+            call,
+            f"`npu_rotary_mul` needs `{ast.unparse(cos)}` of the rank of `{ast.unparse(x)}`, but the table "
+            f"`{cos_name}` (which has no head axis) gets {added_cos} new {'axis' if added_cos == 1 else 'axes'} here "
+            f"and `{x_name}` gets {added_x}: "
+            "it reaches the kernel at least one rank short and is rejected or broadcast along the wrong axes; "
+            "unsqueeze the table once more than the tensor it rotates (at the head axis)",
+        )
+
+    def _table_shaped_elsewhere(
+        self, call: ast.Call, function: ast.AST, defs: dict[str, ast.expr], params: set[str], table: str
+    ) -> bool:
+        """Another ``npu_rotary_mul`` call of the function unsqueezes the same table parameter for the kernel (the
+        query's rotation given ``cos.unsqueeze(1)``): the table arrives without the head axis."""
+        for other in nodes_of(function, ast.Call):
+            if other is call or not isinstance(other, ast.Call) or self._kernel(other) != "npu_rotary_mul":
+                continue
+            cos = self._arg(other, 1, "r1")
+            found = _rank_origin(cos, _single_bindings(function, other.lineno), params) if cos else None
+            if found is not None and found[0] == table and found[1] >= 1:
+                return True
+        return False
+
+    def _swiglu_halves(self, call: ast.Call, dim: int | None) -> None:
+        """``npu_swiglu(t, dim)`` is ``silu(t1) * t2`` for the halves ``t1, t2`` of ``t`` along ``dim``: the half
+        named for the gate must come first. A concatenation (in the call, or the local it reads) along that axis
+        with a gate-named second half and a first half not named for the gate activates the wrong operand."""
+        if dim is None:
+            return
+        value = self._resolved(self._arg(call, 0, "input") or ast.Pass())  # type: ignore[arg-type]
+        if not (isinstance(value, ast.Call) and _last(value.func) in ("cat", "concat", "concatenate")):
+            return
+        halves = (
+            value.args[0]
+            if value.args
+            else next((k.value for k in value.keywords if k.arg == "tensors"), None)
+        )
+        if not isinstance(halves, (ast.List, ast.Tuple)) or len(halves.elts) != 2:
+            return
+        if any(isinstance(e, ast.Starred) for e in halves.elts):
+            return
+        axis = next((k.value for k in value.keywords if k.arg in ("dim", "axis")), None)
+        if axis is None and len(value.args) > 1:
+            axis = value.args[1]
+        cat_dim = 0 if axis is None else int_value(axis)
+        if cat_dim is None or cat_dim != dim:
+            return  # another axis than the kernel splits: not its halves
+        first, second = halves.elts
+        if not _gate_half(second) or _gate_half(first):
+            return
+        self.report(
+            halves,
+            f"`npu_swiglu` applies SiLU to the first half of its input and multiplies the second by it, but "
+            f"`{ast.unparse(value)}` puts the gate (`{ast.unparse(second)}`) second: the activation lands on "
+            f"`{ast.unparse(first)}` instead of the gate; concatenate the gate first",
         )
 
     @staticmethod

@@ -128,11 +128,46 @@ def _exclusive(a: _Chain, b: _Chain) -> bool:
     return False
 
 
+def _carried(unit: ast.AST) -> set[int]:
+    """The name stores of ``unit`` that only take back what the forward handed the backward under the same name:
+    ``group_list = ctx.group_list`` after ``ctx.group_list = group_list``, ``x, w = ctx.saved_tensors`` after
+    ``ctx.save_for_backward(x, w)``. They bind the same data again, not new data."""
+    stashed: set[tuple[str, str]] = set()  # (attribute, name)
+    saved: list[str] = []
+    for node in ast.walk(unit):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    stashed.add((target.attr, node.value.id))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "save_for_backward"
+        ):
+            saved = [a.id if isinstance(a, ast.Name) else "" for a in node.args]
+    out: set[int] = set()
+    for node in ast.walk(unit):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        if not isinstance(value, ast.Attribute) or not isinstance(value.value, ast.Name):
+            continue
+        if isinstance(target, ast.Name) and (value.attr, target.id) in stashed:
+            out.add(id(target))
+        elif isinstance(target, (ast.Tuple, ast.List)) and value.attr == "saved_tensors":
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Name) and i < len(saved) and saved[i] == elt.id:
+                    out.add(id(elt))
+    return out
+
+
 def _stores(unit: ast.AST) -> dict[str, list[int]]:
-    """The lines where each name of ``unit`` is (re)bound."""
+    """The lines where each name of ``unit`` is (re)bound to new data (a backward taking back what its forward
+    stashed in ``ctx`` under the same name rebinds nothing)."""
+    carried = _carried(unit)
     out: dict[str, list[int]] = {}
     for node in ast.walk(unit):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in carried:
             out.setdefault(node.id, []).append(node.lineno)
     return out
 
@@ -183,7 +218,9 @@ class KernelTwinCallsDisagree(Rule):
         "`group_list_type`) must then agree: a key rotated in interleaved pairs while the query is rotated by "
         "halves no longer encodes relative position, a group list read as counts in the backward and as "
         "cumulative ends in the forward multiplies tokens by the wrong experts in one direction only. The calls "
-        "are each other's reference (the majority wins; on a tie, the call that departs from the kernel's default). Likewise a backward of "
+        "are each other's reference (the majority wins; on a tie, the call that departs from the kernel's default); "
+        "what the forward stashes in `ctx` (`ctx.group_list = group_list`, `ctx.save_for_backward(...)`) and the "
+        "backward takes back under the same name is the same data. Likewise a backward of "
         "`y = x @ w` owes `dw = x^T @ dy`: `dy^T @ x` is the transposed gradient, a shape error or, for square "
         "experts, silently transposed updates."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._calls import callee, confirmed
@@ -77,7 +78,8 @@ class ParameterNotForwarded(Rule):
     summary = (
         "A function never reads one of its parameters, and calls one of the tree's own functions that takes a "
         "parameter of that very name without passing it: the caller's value is dropped and the callee's "
-        "default (or nothing) stands in."
+        "default (or nothing) stands in. Likewise a module-private helper that never reads a parameter its "
+        "callers in the file hand a value."
     )
     why = (
         "Kernel wrappers, adapters and parallel helpers forward their inputs to the function that does the "
@@ -92,7 +94,11 @@ class ParameterNotForwarded(Rule):
         "(`self`, `ctx`, `**kwargs`, a leading underscore) are not considered, nor an optional parameter whose "
         "default is the callee's own (`generator=None` to `generator=None`): only an explicit value is at stake; "
         "nor a parameter the callee does not read either, one the function `del`s (unused on purpose), or one an "
-        "abstract method of an in-file base class declares (an override takes it because the interface does)."
+        "abstract method of an in-file base class declares (an override takes it because the interface does). "
+        "A module-private tensor helper (`_swiglu(x, swiglu_limit)`: undecorated, only called from its own file, "
+        "calling torch, torch_npu or triton) whose body stops reading a parameter that a caller in the file hands "
+        "one of its own parameters drops that value the same way: the clamp, group or scale chosen upstream "
+        "never applies (unless its docstring says the parameter is unused)."
     )
     bad = (
         Example(
@@ -189,3 +195,101 @@ class ParameterNotForwarded(Rule):
                 f"`{func.name}` takes `{param}` and never reads it, and {found.label} ({found.where}) takes "
                 f"`{param}` too but is not given it: the caller's value is dropped; pass `{param}={param}`",
             )
+
+    def _tensor_work(self, func: ast.AST) -> bool:
+        """The helper calls torch, torch_npu or triton (a kernel adapter, a collective, a tensor transform)."""
+        return any(
+            (self.ctx.qualname(c.func) or "").startswith(_TENSOR_LIBRARIES)
+            for c in nodes_of(func, ast.Call)
+            if isinstance(c, ast.Call)
+        )
+
+    def _caller_parameters(self, call: ast.Call) -> set[str]:
+        """The parameters of the top-level function (or method) whose body holds ``call``."""
+        for stmt in self.ctx.tree.body:
+            scopes = [stmt] if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            if isinstance(stmt, ast.ClassDef):
+                scopes = [s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            for func in scopes:
+                if func.lineno <= call.lineno <= (func.end_lineno or func.lineno):
+                    return set(parameter_defaults(func.args))
+        return set()
+
+    def finish(self) -> None:
+        """A module-private helper (``_name``: only this file calls it) that never reads a parameter its callers
+        here hand a value: ``_swiglu(x, swiglu_limit)`` whose body no longer looks at ``swiglu_limit`` runs the
+        plain path for every caller."""
+        tree = self.ctx.tree
+        helpers = {
+            s.name: s
+            for s in tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and s.name.startswith("_")
+            and not s.name.startswith("__")
+            and not s.decorator_list
+            and not _stub(s)
+        }
+        if not helpers:
+            return
+        unread = {
+            name: {p: d for p, d in _unread_parameters(func).items() if not _documented_unused(func, p)}
+            for name, func in helpers.items()
+        }
+        unread = {
+            name: params for name, params in unread.items() if params and self._tensor_work(helpers[name])
+        }
+        if not unread:
+            return
+        passed: dict[tuple[str, str], tuple[ast.Call, ast.expr]] = {}
+        for call in nodes_of(tree, ast.Call):
+            assert isinstance(call, ast.Call)
+            if not isinstance(call.func, ast.Name) or call.func.id not in unread:
+                continue
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords
+            ):
+                continue
+            caller = self._caller_parameters(call)
+            for param, value in _given(helpers[call.func.id], call):
+                # a value the caller itself was handed (a knob passed down the chain), not a literal or a local
+                if param in unread[call.func.id] and isinstance(value, ast.Name) and value.id in caller:
+                    passed.setdefault((call.func.id, param), (call, value))
+        for (name, param), (call, value) in sorted(passed.items(), key=lambda kv: (kv[1][0].lineno, kv[0])):
+            func = helpers[name]
+            arg = next(
+                a for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs) if a.arg == param
+            )
+            self.report(
+                arg,
+                f"`{name}` never reads `{param}`, but its caller at line {call.lineno} hands it "
+                f"`{ast.unparse(value)}`: the caller's value is dropped and the helper runs as if it were not set; "
+                "use it (or stop passing it)",
+            )
+
+
+_TENSOR_LIBRARIES = ("torch.", "torch_npu.", "triton.")
+_UNUSED_WORDS = re.compile(r"not used|unused|ignored|no effect|kept for compatibility", re.I)
+
+
+def _documented_unused(func: ast.AST, param: str) -> bool:
+    """The helper's docstring says the parameter is unused on purpose (``name (str): ... Currently not used``):
+    its entry, the parameter's line and the lines indented deeper than it."""
+    doc = ast.get_docstring(func) or ""  # type: ignore[arg-type]
+    at = re.search(rf"^[ \t]*\**{re.escape(param)}\b", doc, re.M)
+    if at is None:
+        return False
+    lines = doc[at.start() :].splitlines()
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    own = [lines[0]]
+    for line in lines[1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        own.append(line)
+    return _UNUSED_WORDS.search("\n".join(own)) is not None
+
+
+def _given(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> list[tuple[str, ast.expr]]:
+    """The parameters a call of ``func`` hands a value, with the value."""
+    positional = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    out = [(positional[i], a) for i, a in enumerate(call.args) if i < len(positional)]
+    return out + [(k.arg, k.value) for k in call.keywords if k.arg]
