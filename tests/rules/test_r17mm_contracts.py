@@ -1,0 +1,150 @@
+"""Round-17 contracts in the loss, multimodal and registration families, each checked at sites other than the
+dev case (other files, regions and names), with the correct code beside it staying quiet."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_lint.core.config import Settings
+from npu_lint.core.source import SourceFile
+from npu_lint.engine import lint_source
+from tests.corpus import VEOMNI_MAIN, VEOMNI_OP, shared_tree
+
+
+def _found(rel: str, text: str, codes: list[str]) -> list[tuple[str, int]]:
+    src = SourceFile.from_text(rel, textwrap.dedent(text).lstrip("\n"))
+    return sorted((d.code, d.line) for d in lint_source(src, codes, Settings(), None))
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, s in enumerate(textwrap.dedent(text).lstrip("\n").splitlines(), 1) if needle in s)
+
+
+# --- NPU412: a loss that takes the caller's pre-shifted labels must not shift `labels` over them -------------
+
+_WRAPPER_GOOD = """
+import torch.nn.functional as F
+
+
+def {name}(logits, labels, ignore_index=-100, {param}=None, **kwargs):
+    logits = logits.float()
+    if {param} is None:
+        labels = F.pad(labels, (0, 1), value=ignore_index)
+        {param} = labels[..., 1:].contiguous()
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), {param}.view(-1), ignore_index=ignore_index)
+"""
+
+_WRAPPER_BAD = """
+import torch.nn.functional as F
+
+
+def {name}(logits, labels, ignore_index=-100, {param}=None, **kwargs):
+    logits = logits.float()
+    labels = F.pad(labels, (0, 1), value=ignore_index)
+    {param} = labels[..., 1:].contiguous()
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), {param}.view(-1), ignore_index=ignore_index)
+"""
+
+# never reads the parameter: shifts inline
+_INLINE_BAD = """
+import torch.nn.functional as F
+
+
+def {name}(logits, labels, {param}=None):
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
+"""
+
+_SP_BRANCH_GOOD = """
+import torch.nn.functional as F
+
+
+def {name}(logits, labels, sp_enabled, {param}=None):
+    if not sp_enabled:
+        if {param} is None:
+            {param} = F.pad(labels, (0, 1), value=-100)[..., 1:]
+    else:
+        if {param} is not None:
+            print("already shifted")
+        {param} = labels
+    return F.cross_entropy(logits.flatten(0, 1), {param}.flatten())
+"""
+
+_SITES = [
+    ("veomni/ops/kernels/cross_entropy/__init__.py", "causal_loss_wrapper", "shift_labels"),
+    (
+        "veomni/models/transformers/qwen3/generated/patched_modeling_qwen3_gpu.py",
+        "next_token_ce",
+        "shift_labels",
+    ),
+    ("veomni/trainer/dpo_trainer.py", "token_nll", "shifted_labels"),
+    ("veomni/models/seed_omni/decoder/lm_head_loss.py", "lm_head_loss", "shift_labels"),
+]
+
+
+def test_npu412_caller_shift_labels_overwritten_anywhere() -> None:
+    for rel, name, param in _SITES:
+        good = _WRAPPER_GOOD.format(name=name, param=param)
+        assert _found(rel, good, ["NPU412"]) == [], rel
+        assert _found(rel, _SP_BRANCH_GOOD.format(name=name, param=param), ["NPU412"]) == [], rel
+        bad = _WRAPPER_BAD.format(name=name, param=param)
+        assert _found(rel, bad, ["NPU412"]) == [("NPU412", _line(bad, "labels[..., 1:]"))], rel
+
+
+def test_npu412_caller_shift_labels_never_read() -> None:
+    for rel, name, param in _SITES:
+        bad = _INLINE_BAD.format(name=name, param=param)
+        assert ("NPU412", _line(bad, "labels[:, 1:]")) in _found(rel, bad, ["NPU412"]), rel
+    # no such parameter: the function's own shift is the only one there is
+    plain = _INLINE_BAD.format(name="f", param="reduction").replace("reduction=None", "reduction='mean'")
+    assert _found("veomni/ops/kernels/cross_entropy/eager.py", plain, ["NPU412"]) == []
+
+
+# --- NPU458 / NPU703: moving a name to another device computes nothing: the method is still upstream's ------
+
+_MOVES = [
+    # (tree, file, the statement the move goes before, the move)
+    (
+        VEOMNI_OP,
+        "veomni/models_kernel/transformers/gemma3/generated/patched_modeling_gemma3_gpu.py",
+        "            inputs_embeds = inputs_embeds.masked_scatter(special_image_mask, image_features)\n",
+        "            special_image_mask = special_image_mask.to(device=inputs_embeds.device)\n",
+    ),
+    (
+        VEOMNI_MAIN,
+        "veomni/models/transformers/gemma3/generated/patched_modeling_gemma3_gpu.py",
+        "            inputs_embeds = inputs_embeds.masked_scatter(special_image_mask, image_features)\n",
+        "            image_features = image_features.to(inputs_embeds.device)\n",
+    ),
+    (
+        VEOMNI_MAIN,
+        "veomni/models/transformers/llama/generated/patched_modeling_llama_gpu.py",
+        "        hidden_states = self.post_attention_layernorm(hidden_states)\n",
+        "        hidden_states = hidden_states.to(self.post_attention_layernorm.weight.device)\n",
+    ),
+    (
+        VEOMNI_MAIN,
+        "veomni/models/transformers/gemma3/generated/patched_modeling_gemma3_gpu.py",
+        "        normed_vision_outputs = self.mm_soft_emb_norm(pooled_vision_outputs)\n",
+        "        pooled_vision_outputs = pooled_vision_outputs.to(target_device, non_blocking=True)\n",
+    ),
+]
+
+
+def _tree_found(tree: str, rel: str, text: str, codes: list[str]) -> list[str]:
+    src = SourceFile.from_text(rel, text)
+    return sorted(d.code for d in lint_source(src, codes, Settings(), None))
+
+
+def test_device_move_in_a_generated_copy_is_upstream_code() -> None:
+    codes = ["NPU458", "NPU703", "NPU701", "NPU716"]
+    for tree, rel, anchor, move in _MOVES:
+        text = (shared_tree(tree) / rel).read_text(encoding="utf-8")
+        assert text.count(anchor) == 1, rel
+        before = _tree_found(tree, rel, text, codes)
+        moved = text.replace(anchor, move + anchor)
+        assert _tree_found(tree, rel, moved, codes) == before, rel
+        # a cast changes what is computed: that edit of upstream code is still reported
+        indent = move[: len(move) - len(move.lstrip())]
+        name = move.strip().split(" = ")[0]
+        cast = f"{indent}{name} = {name}.to(torch.float16)\n"
+        assert "NPU458" in _tree_found(tree, rel, text.replace(anchor, cast + anchor), ["NPU458"]), rel
