@@ -148,3 +148,61 @@ def test_device_move_in_a_generated_copy_is_upstream_code() -> None:
         name = move.strip().split(" = ")[0]
         cast = f"{indent}{name} = {name}.to(torch.float16)\n"
         assert "NPU458" in _tree_found(tree, rel, text.replace(anchor, cast + anchor), ["NPU458"]), rel
+
+
+# --- NPU719: one medium's entry read off a container and handed on, the twin's left in the container ---------
+
+_KEYED = {
+    # a collator building the position ids of a packed batch
+    "veomni/data/multimodal/omni_collator.py": """
+def collate_positions(batch, rope_fn, vid_token):
+    ids = batch["input_ids"]
+    vid_mask = ids == vid_token
+    batch["video_mask"] = vid_mask
+    pos = rope_fn(
+        ids,
+        image_grid_thw=batch.get("image_grid_thw"),
+        {twin}attention_mask=batch["attention_mask"],
+    )
+    return pos
+""",
+    # a generated model forward computing the rope index from its kwargs
+    "veomni/models/transformers/qwen3_vl/generated/patched_modeling_qwen3_vl_npu.py": """
+def compute_rope(self, input_ids, mm_inputs, attention_mask):
+    video_mask = input_ids == self.config.video_token_id
+    position_ids, deltas = self.get_rope_index(
+        input_ids,
+        image_grid_thw=mm_inputs["image_grid_thw"],
+        {twin}attention_mask=attention_mask,
+    )
+    return position_ids, video_mask
+""",
+    # a trainer step preparing the multimodal inputs of a micro-batch
+    "veomni/trainer/vlm_trainer.py": """
+def prepare(self, micro_batch):
+    has_video = "pixel_values_videos" in micro_batch
+    return self.model.visual_inputs(
+        position_ids=micro_batch["position_ids"],
+        image_grid_thw=micro_batch.get("image_grid_thw"),
+        {twin}with_video=has_video,
+    )
+""",
+}
+
+
+def test_npu719_twin_entry_left_in_the_container() -> None:
+    for rel, text in _KEYED.items():
+        good = text.replace("{twin}", 'video_grid_thw=TWIN,\n        ')
+        holder = "batch" if "batch" in text else ("mm_inputs" if "mm_inputs" in text else "micro_batch")
+        good = good.replace("TWIN", f'{holder}.get("video_grid_thw")')
+        assert _found(rel, good, ["NPU719"]) == [], rel
+        bad = text.replace("{twin}", "")
+        assert _found(rel, bad, ["NPU719"]) == [("NPU719", _line(bad, "image_grid_thw="))], rel
+    # the other medium has no such entry anywhere in the file (audio carries lengths, not a grid): quiet
+    audio = _KEYED["veomni/data/multimodal/omni_collator.py"].replace("vid", "audio").replace("video", "audio")
+    assert _found("veomni/data/multimodal/omni_collator.py", audio.replace("{twin}", ""), ["NPU719"]) == []
+    # the function handles one medium only: quiet
+    image_only = "\n".join(
+        s for s in _KEYED["veomni/data/multimodal/omni_collator.py"].splitlines() if "vid" not in s
+    )
+    assert _found("veomni/data/multimodal/omni_collator.py", image_only.replace("{twin}", ""), ["NPU719"]) == []
