@@ -192,17 +192,21 @@ def prepare(self, micro_batch):
 
 def test_npu719_twin_entry_left_in_the_container() -> None:
     for rel, text in _KEYED.items():
-        good = text.replace("{twin}", 'video_grid_thw=TWIN,\n        ')
+        good = text.replace("{twin}", "video_grid_thw=TWIN,\n        ")
         holder = "batch" if "batch" in text else ("mm_inputs" if "mm_inputs" in text else "micro_batch")
         good = good.replace("TWIN", f'{holder}.get("video_grid_thw")')
         assert _found(rel, good, ["NPU719"]) == [], rel
         bad = text.replace("{twin}", "")
         assert _found(rel, bad, ["NPU719"]) == [("NPU719", _line(bad, "image_grid_thw="))], rel
     # the other medium has no such entry anywhere in the file (audio carries lengths, not a grid): quiet
-    audio = _KEYED["veomni/data/multimodal/omni_collator.py"].replace("vid", "audio").replace("video", "audio")
+    audio = (
+        _KEYED["veomni/data/multimodal/omni_collator.py"].replace("vid", "audio").replace("video", "audio")
+    )
     assert _found("veomni/data/multimodal/omni_collator.py", audio.replace("{twin}", ""), ["NPU719"]) == []
     # the function handles one medium only: quiet
     image_only = "\n".join(
         s for s in _KEYED["veomni/data/multimodal/omni_collator.py"].splitlines() if "vid" not in s
     )
-    assert _found("veomni/data/multimodal/omni_collator.py", image_only.replace("{twin}", ""), ["NPU719"]) == []
+    assert (
+        _found("veomni/data/multimodal/omni_collator.py", image_only.replace("{twin}", ""), ["NPU719"]) == []
+    )
