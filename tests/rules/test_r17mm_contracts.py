@@ -210,3 +210,39 @@ def test_npu719_twin_entry_left_in_the_container() -> None:
     assert (
         _found("veomni/data/multimodal/omni_collator.py", image_only.replace("{twin}", ""), ["NPU719"]) == []
     )
+
+
+# --- NPU206: an Ascend row without its requirement is reported where the requirement goes ---------------------
+
+_ROWS = """
+from veomni.ops.registry import CudaKernelRequirement, GpuKernelRequirement, register_op
+
+from . import {mod}
+
+
+register_op(
+    "{op}",
+    "{variant}",
+    "npu",
+    {mod}.forward,
+    {mod}.backward,{req}
+)
+"""
+
+
+def test_npu206_reported_at_the_row_end_or_the_wrong_requirement() -> None:
+    sites = [
+        ("veomni/ops/kernels/swiglu/__init__.py", "swiglu", "standard", "swiglu_npu"),
+        ("veomni/ops/kernels/rotary/__init__.py", "rotary_pos_emb", "partial", "rope_npu"),
+        ("veomni/ops/kernels/layer_norm/__init__.py", "layer_norm", "standard", "ln_ascend"),
+    ]
+    for rel, op, variant, mod in sites:
+        text = _ROWS.format(op=op, variant=variant, mod=mod, req="{req}")
+        missing = text.replace("{req}", "")
+        assert _found(rel, missing, ["NPU206"]) == [("NPU206", _line(missing, ".backward,"))], rel
+        wrong = text.replace("{req}", "\n    requirement=CudaKernelRequirement(),")
+        assert _found(rel, wrong, ["NPU206"]) == [("NPU206", _line(wrong, "requirement="))], rel
+        good = text.replace("{req}", "\n    requirement=NpuKernelRequirement(),").replace(
+            "CudaKernelRequirement,", "CudaKernelRequirement, NpuKernelRequirement,"
+        )
+        assert _found(rel, good, ["NPU206"]) == [], rel
