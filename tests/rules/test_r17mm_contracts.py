@@ -246,3 +246,57 @@ def test_npu206_reported_at_the_row_end_or_the_wrong_requirement() -> None:
             "CudaKernelRequirement,", "CudaKernelRequirement, NpuKernelRequirement,"
         )
         assert _found(rel, good, ["NPU206"]) == [], rel
+
+
+# --- NPU220: an NPU KernelSpec whose factory builds the GPU row's kernel is reported at that factory's import --
+
+_SPECS = """
+from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+
+def _gpu_factory():
+    from .{gpu_mod} import {gpu_fn}
+
+    return _adapt({gpu_fn})
+
+
+def _ascend_factory():
+    from .{npu_mod} import {npu_fn}
+
+    return _adapt({npu_fn})
+
+
+KERNEL_REGISTRY.register(
+    KernelSpec(
+        name="triton",
+        op_name="{op}",
+        variant="standard",
+        factory=_gpu_factory,
+        hardware=HardwareRequirement(device_type="gpu"),
+    )
+)
+KERNEL_REGISTRY.register(
+    KernelSpec(
+        name="npu",
+        op_name="{op}",
+        variant="standard",
+        factory=_ascend_factory,
+        hardware=HardwareRequirement(device_type="npu"),
+    )
+)
+"""
+
+
+def test_npu220_reported_at_the_factory_import() -> None:
+    sites = [
+        ("veomni/ops/kernels/rotary/__init__.py", "rotary_pos_emb", "fused_rope", "apply_fused_rope"),
+        ("veomni/ops/kernels/rms_norm/__init__.py", "rms_norm", "fused_norm", "fused_rms_norm"),
+        ("veomni/ops/kernels/swiglu/__init__.py", "swiglu", "liger_swiglu", "swiglu_forward"),
+    ]
+    for rel, op, gpu_mod, gpu_fn in sites:
+        good = _SPECS.format(op=op, gpu_mod=gpu_mod, gpu_fn=gpu_fn, npu_mod="npu_" + op, npu_fn=op + "_npu")
+        assert _found(rel, good, ["NPU220"]) == [], rel
+        bad = _SPECS.format(op=op, gpu_mod=gpu_mod, gpu_fn=gpu_fn, npu_mod=gpu_mod, npu_fn=gpu_fn)
+        lines = textwrap.dedent(bad).lstrip("\n").splitlines()
+        imports = [i for i, s in enumerate(lines, 1) if s.strip() == f"from .{gpu_mod} import {gpu_fn}"]
+        assert _found(rel, bad, ["NPU220"]) == [("NPU220", imports[1])], rel
