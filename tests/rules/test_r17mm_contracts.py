@@ -300,3 +300,35 @@ def test_npu220_reported_at_the_factory_import() -> None:
         lines = textwrap.dedent(bad).lstrip("\n").splitlines()
         imports = [i for i, s in enumerate(lines, 1) if s.strip() == f"from .{gpu_mod} import {gpu_fn}"]
         assert _found(rel, bad, ["NPU220"]) == [("NPU220", imports[1])], rel
+
+
+# --- NPU219: an NPU parameter never read is reported at the return that answers without it --------------------
+
+_RESOLVERS = {
+    "veomni/ops/dispatch.py": """
+def pick_kernel(op, *, {npu}=None):
+    name = CONFIG.get(op, "eager")
+    {use}return name
+""",
+    "veomni/models/transformers/qwen3/qwen3_npu_patch_gen_config.py": """
+def attention_impl(config, {npu}=None):
+    impl = getattr(config, "_attn_implementation", "eager")
+    {use}return impl
+""",
+    "veomni/distributed/moe/backend.py": """
+def moe_backend(cfg, npu_backend=None):
+    backend = cfg.moe_implementation
+    {use}return backend
+""",
+}
+
+
+def test_npu219_reported_at_the_return() -> None:
+    for rel, text in _RESOLVERS.items():
+        npu = "npu_backend" if "npu_backend" in text else "npu_as"
+        target = text.strip().splitlines()[1].split(" = ")[0].strip()
+        bad = text.replace("{npu}", npu).replace("{use}", "")
+        assert _found(rel, bad, ["NPU219"]) == [("NPU219", _line(bad, "return "))], rel
+        use = f"if {npu} is not None and {target} == 'npu':\n        return {npu}\n    "
+        good = text.replace("{npu}", npu).replace("{use}", use)
+        assert _found(rel, good, ["NPU219"]) == [], rel
