@@ -332,3 +332,30 @@ def test_npu219_reported_at_the_return() -> None:
         use = f"if {npu} is not None and {target} == 'npu':\n        return {npu}\n    "
         good = text.replace("{npu}", npu).replace("{use}", use)
         assert _found(rel, good, ["NPU219"]) == [], rel
+
+
+# --- NPU701 / NPU703: an unpatched generated forward that lost the statement consuming a media input ----------
+
+_GEMMA3_BLOCK = """            if token_type_ids is not None:
+                mask_kwargs["block_sequence_ids"] = get_block_sequence_ids_for_mask(
+                    token_type_ids, device=inputs_embeds.device
+                )
+"""
+
+
+def test_npu701_reported_where_the_consuming_statement_was() -> None:
+    rel = "veomni/models/transformers/gemma3/generated/patched_modeling_gemma3_gpu.py"
+    text = (shared_tree(VEOMNI_MAIN) / rel).read_text(encoding="utf-8")
+    assert text.count(_GEMMA3_BLOCK) == 1
+    codes = ["NPU701", "NPU703"]
+    assert _tree_found(VEOMNI_MAIN, rel, text, codes) == []
+    edited = text.replace(_GEMMA3_BLOCK, "")
+    src = SourceFile.from_text(rel, edited)
+    found = [(d.code, d.line) for d in lint_source(src, codes, Settings(), None)]
+    cut = text.index(_GEMMA3_BLOCK)
+    following = edited[: edited.index("sliding_mask_kwargs = mask_kwargs.copy()", cut)].count("\n") + 1
+    # the input is reported where its consumer stood; no dummy-forward demand on an unpatched upstream method
+    assert found == [("NPU701", following)]
+    # another statement of the same method removed that reads no media input: NPU701 stays quiet
+    other = text[:cut] + text[cut:].replace("            sliding_mask_kwargs = mask_kwargs.copy()\n", "", 1)
+    assert [d.code for d in lint_source(SourceFile.from_text(rel, other), ["NPU701"], Settings(), None)] == []
