@@ -359,3 +359,20 @@ def test_npu701_reported_where_the_consuming_statement_was() -> None:
     # another statement of the same method removed that reads no media input: NPU701 stays quiet
     other = text[:cut] + text[cut:].replace("            sliding_mask_kwargs = mask_kwargs.copy()\n", "", 1)
     assert [d.code for d in lint_source(SourceFile.from_text(rel, other), ["NPU701"], Settings(), None)] == []
+
+
+def test_npu412_shift_labels_handed_on_in_a_closure_is_read() -> None:
+    text = """
+    import torch.nn.functional as F
+
+
+    def chunked_ce(hidden, weight, labels, chunk=1024, shift_labels=None):
+        labels = labels[..., 1:].contiguous()
+        hidden = hidden[..., :-1, :].contiguous()
+
+        def one(h, y):
+            return ce(F.linear(h, weight), y, shift_labels)
+
+        return sum(one(h, y) for h, y in zip(hidden.split(chunk, 1), labels.split(chunk, 1)))
+    """
+    assert _found("veomni/ops/kernels/cross_entropy/chunked.py", text, ["NPU412"]) == []

@@ -176,7 +176,9 @@ def _given_shift_ignored(func: ast.AST) -> list[ast.AST]:
         return []
     out: list[ast.AST] = []
     body = own_nodes(func)
-    read = {n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in given}
+    read = {  # a closure's read counts: the parameter is handed on there (a per-chunk loss)
+        n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in given
+    }
     if given - read:  # never read: every shift of the labels in the function ignores it
         out.extend(
             n
