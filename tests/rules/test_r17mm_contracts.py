@@ -376,3 +376,24 @@ def test_npu412_shift_labels_handed_on_in_a_closure_is_read() -> None:
         return sum(one(h, y) for h, y in zip(hidden.split(chunk, 1), labels.split(chunk, 1)))
     """
     assert _found("veomni/ops/kernels/cross_entropy/chunked.py", text, ["NPU412"]) == []
+
+
+def test_npu412_read_on_a_branch_that_returns_does_not_guard_the_shift() -> None:
+    for rel, name, param in _SITES:
+        early = f"""
+        import torch.nn.functional as F
+
+
+        def {name}(logits, labels, {param}=None, return_log_probs=False):
+            if return_log_probs:
+                return per_token(logits, labels, {param}=({param}))
+            labels = F.pad(labels, (0, 1), value=-100)
+            {param} = labels[..., 1:].contiguous()
+            return F.cross_entropy(logits.flatten(0, 1), {param}.flatten())
+        """
+        assert _found(rel, early, ["NPU412"]) == [("NPU412", _line(early, "labels[..., 1:]"))], rel
+        guarded = early.replace(
+            f"            {param} = labels[..., 1:]",
+            f"            if {param} is None:\n                {param} = labels[..., 1:]",
+        )
+        assert _found(rel, guarded, ["NPU412"]) == [], rel

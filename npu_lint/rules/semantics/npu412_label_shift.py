@@ -161,6 +161,14 @@ def _shifted_before(func: ast.AST, node: ast.AST, name: str) -> bool:
     return False
 
 
+def _on_path(stmt: ast.AST) -> list[ast.AST]:
+    """What of an earlier statement can run before later code: an `if` whose body always leaves the function
+    (ends in `return` / `raise`) contributes its test and its `else` only."""
+    if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
+        return [stmt.test, *stmt.orelse]
+    return [stmt]
+
+
 def _given_shift_ignored(func: ast.AST) -> list[ast.AST]:
     """Label shifts that replace a caller's pre-shifted labels: the function takes them as a parameter
     (`shift_labels=None`, `shifted_labels`) and, on some path, shifts `labels` itself without reading that
@@ -196,7 +204,8 @@ def _given_shift_ignored(func: ast.AST) -> list[ast.AST]:
         if any(
             isinstance(m, ast.Name) and m.id in names and isinstance(m.ctx, ast.Load)
             for stmt in path_before(func, node)
-            for m in _walk(stmt)
+            for part in _on_path(stmt)
+            for m in _walk(part)
         ):
             continue
         if any(isinstance(m, ast.Name) and m.id in names for m in _walk(node.value)):
