@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from npu_lint.core.astutil import call_name, copy_tree, int_value, last_name, nodes_of, str_value, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
-from npu_lint.veomni.upstream import same_node
+from npu_lint.veomni.upstream import device_move, same_node
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -1932,7 +1932,8 @@ def _short(node: ast.AST) -> str:
 
 
 def _code(stmts: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements that compute: docstrings and bare string constants (comments in string form) dropped."""
+    """The statements that compute: docstrings and bare string constants (comments in string form) dropped,
+    and moves of a name to another device (`x = x.to(y.device)`), which compute nothing."""
     return [
         s
         for s in stmts
@@ -1940,6 +1941,7 @@ def _code(stmts: list[ast.stmt]) -> list[ast.stmt]:
             isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
         )
         and not isinstance(s, ast.Pass)
+        and not device_move(s)
     ]
 
 

@@ -659,6 +659,60 @@ def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
     return same
 
 
+def _same_without_moves(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
+    """``_same_body`` with the moves of a name to another device (`x = x.to(y.device)`) left out of every
+    statement list on both sides: such an edit computes nothing, so the method is still upstream's."""
+    stack: list[tuple[object, object]] = [(func.body, upstream.body)]
+    AST = ast.AST
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, AST):
+            for name in x._fields:
+                stack.append((getattr(x, name, None), getattr(y, name, None)))
+        elif type(x) is list:
+            if x and isinstance(x[0], ast.stmt) or y and isinstance(y[0], ast.stmt):  # type: ignore[index]
+                x = [s for s in x if not device_move(s)]  # type: ignore[attr-defined]
+                y = [s for s in y if not device_move(s)]  # type: ignore[union-attr]
+            if len(x) != len(y):  # type: ignore[arg-type]
+                return False
+            stack.extend(zip(x, y))  # type: ignore[call-overload]
+        elif x != y and repr(x) != repr(y):
+            return False
+    return True
+
+
+def _device_arg(node: ast.AST) -> bool:
+    """A device and nothing else: `x.device`, a name `device` / `*_device`, `torch.device(...)`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "device"
+    if isinstance(node, ast.Name):
+        return node.id == "device" or node.id.endswith("_device")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device"
+
+
+def device_move(stmt: ast.stmt) -> bool:
+    """`x = x.to(y.device)` (or `device=`): a name rebound to itself on another device, dtype and values
+    unchanged: the numerics of the code around it are the same with or without it."""
+    if not (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return False
+    call = stmt.value
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "to"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == stmt.targets[0].id
+    ):
+        return False
+    given = [*call.args, *(kw.value for kw in call.keywords if kw.arg in ("device", None))]
+    others = [kw for kw in call.keywords if kw.arg not in ("device", "non_blocking")]
+    return len(given) == 1 and not others and _device_arg(given[0])
+
+
 def same_node(a: ast.AST, b: ast.AST) -> bool:
     """``ast.dump(a) == ast.dump(b)`` without building the strings: node types and fields compared pairwise
     (positions ignored), stopping at the first difference; constants compare by type and ``repr``."""
@@ -712,7 +766,7 @@ def patched_methods(
         upstream = upstream_class_method(module, cls, method)
         if upstream is None and new_ok and upstream_class(module, cls) is not None:
             upstream = _empty_method(method)
-        if upstream is None or _same_body(upstream, func):
+        if upstream is None or _same_body(upstream, func) or _same_without_moves(upstream, func):
             continue
         out.append(PatchedMethod(module, cls, method, func, upstream))
     return out

@@ -314,7 +314,7 @@ def test_npu_parameter_ignored_variants() -> None:
         return 0
     """
     diags = _text(source, "NPU219")
-    assert [d.line for d in diags] == [2, 9]
+    assert [d.line for d in diags] == [3, 10]  # at the return that answers without the parameter
 
 
 # -- NPU201 / NPU204 ---------------------------------------------------------------------------------------------

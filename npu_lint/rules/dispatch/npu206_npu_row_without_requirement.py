@@ -179,8 +179,11 @@ class NpuRowWithoutRequirement(Rule):
         edits: list[Edit] = []
         if "NpuKernelRequirement" not in ctx.imports:
             edits.extend(ctx.import_edits(module, "NpuKernelRequirement"))
+        site: ast.AST = call
         if requirement is not None:
             edits.append(ctx.replace(requirement.value, "NpuKernelRequirement()"))
+            if requirement.value.lineno != call.lineno:
+                site = requirement.value  # where the wrong requirement is written
         else:
             last = max(
                 [*call.args, *(k.value for k in call.keywords)],
@@ -188,9 +191,13 @@ class NpuRowWithoutRequirement(Rule):
             )
             end = ctx.source.node_range(last)[1]
             edits.append(Edit(end, end, ", requirement=NpuKernelRequirement()"))
+            if (
+                last.lineno != call.lineno
+            ):  # a call over several lines: where the requirement belongs, after its
+                site = last  # last argument (the line a reader adds it to)
         fix = make_fix("Add `requirement=NpuKernelRequirement()`", edits)
         self.report(
-            call,
+            site,
             f"row `{op}/{variant}/{impl}` runs Ascend code but has no `requirement=NpuKernelRequirement()`: "
             "it is selectable on every device",
             fix,

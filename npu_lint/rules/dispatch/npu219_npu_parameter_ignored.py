@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import last_name, walk
+from npu_lint.core.astutil import last_name, own_nodes, walk
 from npu_lint.rules._handles import ATTENTION_HELPERS, INSTANCE_HANDLES, ROW_RESOLVERS, call_name, spec_target
 from npu_lint.rules.base import Context, Example, Rule
 
@@ -225,8 +225,10 @@ class NpuParameterIgnored(Rule):
                 if callers and node.name in _resolvers(self.ctx)
                 else ""
             )
+            returns = [n for n in own_nodes(node) if isinstance(n, ast.Return) and n.value is not None]
             self.report(
-                param,
+                # where the function answers without it (the last return: where it belongs), else the parameter
+                max(returns, key=lambda n: n.lineno) if returns else param,
                 f"`{node.name}` takes `{param.arg}` but never reads it{evidence}: every caller's NPU choice is "
                 "dropped, so on Ascend the function answers as on GPU (a row nobody registered, or the GPU "
                 f"kernel); use `{param.arg}`",

@@ -7,13 +7,13 @@ from npu_lint.veomni.catalog import NPU
 from npu_lint.veomni.resolution import MARKERS, binding_gpu_reason, file_bindings, module_of
 
 
-def _culprit_argument(row, reason: str):  # noqa: ANN001, ANN202
+def _culprit_argument(row, reason: str, tree):  # noqa: ANN001, ANN202
     """Where a register_op row names the GPU callable (its backward, forward or wrapper argument); the row's call
     for the other kinds."""
     import ast
 
     if row.kind != "register_op" or not isinstance(row.node, ast.Call):
-        return row.node
+        return _factory_site(row, tree) or row.node
     call = row.node
     by_role = dict(zip(("forward", "backward"), call.args[3:5], strict=False))
     by_role.update({k.arg: k.value for k in call.keywords if k.arg in ("forward", "backward", "wrapper")})
@@ -21,6 +21,33 @@ def _culprit_argument(row, reason: str):  # noqa: ANN001, ANN202
         if reason.startswith(f"its {role} ") and role in by_role:
             return by_role[role]
     return by_role.get("wrapper") or by_role.get("forward") or call
+
+
+def _factory_site(row, tree):  # noqa: ANN001, ANN202
+    """Where a row's factory, defined in this file, takes in the GPU callable it builds (the import of it, else
+    the factory's return): the line a reader changes; None when the factory is not a function of this file."""
+    import ast
+
+    call = row.node
+    factory = next((k.value for k in getattr(call, "keywords", []) if k.arg == "factory"), None)
+    if not isinstance(factory, ast.Name) or row.target is None:
+        return None
+    func = next(
+        (
+            s
+            for s in tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == factory.id
+        ),
+        None,
+    )
+    if func is None:
+        return None
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            a.name == row.target.attr or (a.asname or a.name) == row.target.attr for a in node.names
+        ):
+            return node
+    return next((n for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None), None)
 
 
 class NpuRowBindsGpuKernel(Rule):
@@ -158,7 +185,7 @@ class NpuRowBindsGpuKernel(Rule):
             what = f"`{row.target.dotted}`" if row.target is not None else "what its factory builds"
             where = f"`{row.op}/{row.variant}`" if row.variant != row.op else f"`{row.op}`"
             self.report(
-                _culprit_argument(row, reason),
+                _culprit_argument(row, reason, self.ctx.tree),
                 f"{where} binds its NPU implementation `{row.impl}` to {what}, {reason}: an Ascend host that "
                 f"resolves `{row.impl}` gets GPU-only code (an import Ascend lacks, or a CUDA kernel) when the op "
                 "binds; bind the op's NPU kernel",

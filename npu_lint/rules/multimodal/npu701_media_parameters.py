@@ -31,6 +31,7 @@ from npu_lint.rules.multimodal._shared import (
 from npu_lint.veomni.upstream import (
     file_source_module,
     patched_methods,
+    same_node,
     upstream_class_method,
 )
 
@@ -260,6 +261,9 @@ def _where_dropped(
                 near = next((given[b] for b in before if b in given), None)
                 if near is not None or call.keywords:
                     return near or call.keywords[-1], f" (not in the `{ast.unparse(call.func)}(...)` call)"
+    removed = _where_removed(func, upstream, name)
+    if removed is not None:
+        return removed
     # the call that receives the most of the other media inputs
     best: tuple[int, ast.Call] | None = None
     for calls in mine.values():
@@ -277,6 +281,35 @@ def _where_dropped(
     return near or call.keywords[
         -1
     ], f" (not in the `{ast.unparse(call.func)}(...)` call with the other media inputs)"
+
+
+def _where_removed(func: ast.FunctionDef, upstream: ast.FunctionDef, name: str) -> tuple[ast.AST, str] | None:
+    """Where the copy dropped the upstream statement that consumed ``name`` (its consuming call gone with it):
+    the copy's statement that follows it in upstream (the first later sibling the copy still has, verbatim),
+    for the innermost such statement."""
+    own = [n for n in _walk(func) if isinstance(n, ast.stmt)]
+    found: list[tuple[int, ast.stmt, ast.stmt]] = []
+    for block in _walk(upstream):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(block, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, stmt in enumerate(stmts):
+                if not isinstance(stmt, ast.stmt) or not any(_is(n, name) for n in _walk(stmt)):
+                    continue
+                if any(same_node(stmt, mine) for mine in own):
+                    continue  # the copy still has it
+                for later in stmts[i + 1 :]:
+                    twin = next((mine for mine in own if same_node(later, mine)), None)
+                    if twin is not None:
+                        found.append((len(_walk(stmt)), stmt, twin))
+                        break
+    if not found:
+        return None
+    _size, stmt, twin = min(found, key=lambda f: f[0])
+    text = " ".join(ast.unparse(stmt).split())
+    text = text if len(text) <= 70 else text[:67] + "..."
+    return twin, f" (upstream's `{text}` stood before this statement)"
 
 
 def _self_method(call: ast.Call) -> str | None:

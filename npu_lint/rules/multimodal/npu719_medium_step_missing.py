@@ -147,6 +147,32 @@ def _vocab(func: ast.AST) -> set[str]:
     return out
 
 
+def _holder(value: ast.AST) -> ast.AST:
+    return value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[attr-defined]
+
+
+def _keyed_read(value: ast.AST, medium: str) -> bool:
+    """`inputs.get("image_grid_thw")` / `inputs["image_grid_thw"]`: one medium's entry read from a container by
+    its key, a container (the processor's outputs, a batch) that holds every medium's entry under its own key."""
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("get", "pop")
+    ):
+        holder, key = value.func.value, value.args[0] if value.args else None
+    elif isinstance(value, ast.Subscript):
+        holder, key = value.value, value.slice
+    else:
+        return False
+    return (
+        isinstance(holder, (ast.Name, ast.Attribute))
+        and not media_of(ast.unparse(holder))
+        and isinstance(key, ast.Constant)
+        and isinstance(key.value, str)
+        and media_of(key.value) == {medium}
+    )
+
+
 def _union_operands(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _union_operands(node.left) + _union_operands(node.right)
@@ -290,6 +316,7 @@ class MediumStepMissing(Rule):
                 break
         if len(held) < 2:
             return
+        self._held = held
         stmts = _statements(node)
         self._stmts = stmts
         # (holder, medium) of each bookkeeping step the function does
@@ -631,7 +658,7 @@ class MediumStepMissing(Rule):
         present = set(names)
         if len([n for n in names if n]) < 2:
             return
-        for name, value in zip(names, values):
+        for key, name, value in zip(keys, names, values):
             if not any(k in name for k in ("grid", "mask", "pixel_values", "seqlen")):
                 continue
             media = media_of(name) if name else set()
@@ -648,16 +675,27 @@ class MediumStepMissing(Rule):
                 if twin_key == name or twin_key in present:
                     continue
                 twin_values = {rewrite(w, medium, other) for w in value_words}
-                if twin_values <= vocab and twin_key in vocab | {
-                    rewrite(w, medium, other) for w in value_words
-                }:
-                    where = f"`{callee}(...)`" if callee else "this dict"
-                    self.report(
-                        node,
-                        f"{where} passes the {medium}'s `{name}` but not the {other}'s `{twin_key}`, though this "
-                        f"function has `{sorted(twin_values)[0]}`: the receiver never sees the {other}'s entry",
-                    )
-                    return
+                if twin_values <= vocab and twin_key in vocab | twin_values:
+                    has = f"this function has `{sorted(twin_values)[0]}`"
+                elif (
+                    other in self._held
+                    and (twin_key in self.ctx.source.text or {medium, other} == {"image", "video"})
+                    and _keyed_read(value, medium)
+                ):
+                    # the entry is read off a container that holds every medium's entries by key, and the
+                    # function handles the other medium: the twin is one `.get` away (images and videos have the
+                    # same entries, from the same processor; audio has its own, so its twin must be one the file
+                    # spells somewhere)
+                    has = f"this function handles the {other} and `{ast.unparse(_holder(value))}` carries its entry"
+                else:
+                    continue
+                where = f"`{callee}(...)`" if callee else "this dict"
+                self.report(
+                    key if isinstance(key, ast.keyword) else node,
+                    f"{where} passes the {medium}'s `{name}` but not the {other}'s `{twin_key}`, though {has}: the "
+                    f"receiver never sees the {other}'s entry",
+                )
+                return
 
     def _union(self, index: ast.BinOp, vocab: set[str]) -> None:
         operands = _union_operands(index)

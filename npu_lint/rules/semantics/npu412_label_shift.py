@@ -161,6 +161,59 @@ def _shifted_before(func: ast.AST, node: ast.AST, name: str) -> bool:
     return False
 
 
+def _on_path(stmt: ast.AST) -> list[ast.AST]:
+    """What of an earlier statement can run before later code: an `if` whose body always leaves the function
+    (ends in `return` / `raise`) contributes its test and its `else` only."""
+    if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
+        return [stmt.test, *stmt.orelse]
+    return [stmt]
+
+
+def _given_shift_ignored(func: ast.AST) -> list[ast.AST]:
+    """Label shifts that replace a caller's pre-shifted labels: the function takes them as a parameter
+    (`shift_labels=None`, `shifted_labels`) and, on some path, shifts `labels` itself without reading that
+    parameter first (an assignment to it, or a shift in a function that never reads it at all), so labels
+    the caller shifted (the sequence-parallel collator's, a packed batch's) are shifted again or dropped."""
+    args = func.args  # type: ignore[attr-defined]
+    given = {
+        a.arg
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if "shift" in a.arg and "label" in a.arg
+    }
+    if not given:
+        return []
+    out: list[ast.AST] = []
+    body = own_nodes(func)
+    read = {  # a closure's read counts: the parameter is handed on there (a per-chunk loss)
+        n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in given
+    }
+    if given - read:  # never read: every shift of the labels in the function ignores it
+        out.extend(
+            n
+            for n in body
+            if isinstance(n, ast.Subscript) and _is_shift(n) and "shift" not in ast.unparse(n.value)
+        )
+    for node in body:
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id in given for t in node.targets)
+            and any(_is_shift(m) for m in _walk(node.value))
+        ):
+            continue
+        names = {t.id for t in node.targets if isinstance(t, ast.Name) and t.id in given}
+        if any(
+            isinstance(m, ast.Name) and m.id in names and isinstance(m.ctx, ast.Load)
+            for stmt in path_before(func, node)
+            for part in _on_path(stmt)
+            for m in _walk(part)
+        ):
+            continue
+        if any(isinstance(m, ast.Name) and m.id in names for m in _walk(node.value)):
+            continue
+        out.append(node.value)
+    return out
+
+
 def _minus_one(node: ast.AST | None) -> bool:
     return (
         isinstance(node, ast.UnaryOp)
@@ -1040,6 +1093,14 @@ class LabelShift(LossRule):
     def _generic(self, func: ast.AST) -> None:
         """Any function: shifted labels handed as `labels=` to a loss that shifts them; unshifted labels
         handed as `shift_labels=` (the loss then skips its own shift)."""
+        for node in _given_shift_ignored(func):
+            if self._once(node):
+                self.report(
+                    node,
+                    "the labels are shifted here without looking at the caller's `shift_labels`: labels a caller "
+                    "already shifted (the sequence-parallel collator, a packed batch) are thrown away and the "
+                    "targets move one token; shift only when `shift_labels is None`",
+                )
         shifted = _shifted_names(func)
         short = _short_names(func)
         raw = {
