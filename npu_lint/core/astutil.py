@@ -779,6 +779,15 @@ _SNIPPETS: Bounded[str, ast.Module | None] = Bounded(512)
 _SNIPPET_MAX = 1 << 15  # characters: a longer text is parsed, not remembered (a whole file has its own store)
 
 
+def assigned_name(scope: ast.AST, value: ast.AST) -> str | None:
+    """The name ``value`` is bound to by a plain ``name = value`` somewhere in ``scope``, or None (tuple
+    targets, attributes, several targets and annotated assignments do not count)."""
+    for n in nodes_of(scope, ast.Assign):
+        if n.value is value and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):  # type: ignore[attr-defined]
+            return n.targets[0].id  # type: ignore[attr-defined]
+    return None
+
+
 def parse_snippet(text: str) -> ast.Module | None:
     """``ast.parse(text)``, None when it does not parse, remembered by the text itself: the code strings that
     several rules read (a spec's post-import block, a replacement renamed by a ``name_map``) are parsed once per

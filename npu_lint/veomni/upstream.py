@@ -16,6 +16,7 @@ import ast
 import functools
 import os
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -662,25 +663,7 @@ def _same_body(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
 def _same_without_moves(upstream: ast.FunctionDef, func: ast.FunctionDef) -> bool:
     """``_same_body`` with the moves of a name to another device (`x = x.to(y.device)`) left out of every
     statement list on both sides: such an edit computes nothing, so the method is still upstream's."""
-    stack: list[tuple[object, object]] = [(func.body, upstream.body)]
-    AST = ast.AST
-    while stack:
-        x, y = stack.pop()
-        if type(x) is not type(y):
-            return False
-        if isinstance(x, AST):
-            for name in x._fields:
-                stack.append((getattr(x, name, None), getattr(y, name, None)))
-        elif type(x) is list:
-            if x and isinstance(x[0], ast.stmt) or y and isinstance(y[0], ast.stmt):  # type: ignore[index]
-                x = [s for s in x if not device_move(s)]  # type: ignore[attr-defined]
-                y = [s for s in y if not device_move(s)]  # type: ignore[union-attr]
-            if len(x) != len(y):  # type: ignore[arg-type]
-                return False
-            stack.extend(zip(x, y))  # type: ignore[call-overload]
-        elif x != y and repr(x) != repr(y):
-            return False
-    return True
+    return same_node(func, upstream, skip=device_move, fields=("body",))
 
 
 def _device_arg(node: ast.AST) -> bool:
@@ -713,11 +696,21 @@ def device_move(stmt: ast.stmt) -> bool:
     return len(given) == 1 and not others and _device_arg(given[0])
 
 
-def same_node(a: ast.AST, b: ast.AST) -> bool:
+def same_node(
+    a: ast.AST,
+    b: ast.AST,
+    skip: Callable[[ast.stmt], bool] | None = None,
+    fields: tuple[str, ...] | None = None,
+) -> bool:
     """``ast.dump(a) == ast.dump(b)`` without building the strings: node types and fields compared pairwise
-    (positions ignored), stopping at the first difference; constants compare by type and ``repr``."""
-    stack: list[tuple[object, object]] = [(a, b)]
+    (positions ignored), stopping at the first difference; constants compare by type and ``repr``. ``skip``
+    leaves the statements it accepts out of every statement list on both sides; ``fields`` compares only those
+    fields of ``a`` and ``b`` themselves."""
     AST = ast.AST
+    if fields is None:
+        stack: list[tuple[object, object]] = [(a, b)]
+    else:
+        stack = [(getattr(a, name, None), getattr(b, name, None)) for name in fields]
     while stack:
         x, y = stack.pop()
         if type(x) is not type(y):
@@ -726,6 +719,9 @@ def same_node(a: ast.AST, b: ast.AST) -> bool:
             for name in x._fields:
                 stack.append((getattr(x, name, None), getattr(y, name, None)))
         elif type(x) is list:
+            if skip is not None and (x and isinstance(x[0], ast.stmt) or y and isinstance(y[0], ast.stmt)):  # type: ignore[index]
+                x = [s for s in x if not skip(s)]  # type: ignore[attr-defined]
+                y = [s for s in y if not skip(s)]  # type: ignore[union-attr]
             if len(x) != len(y):  # type: ignore[arg-type]
                 return False
             stack.extend(zip(x, y))  # type: ignore[call-overload]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 
+from npu_lint.core.astutil import assigned_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules._handles import call_arg
@@ -554,17 +555,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         if prod is None:
             return False
         other = ast.dump(prod.right if prod.left is weight else prod.left)
-        local = next(
-            (
-                n.targets[0].id
-                for n in _walk(tree)
-                if isinstance(n, ast.Assign)
-                and n.value is prod
-                and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name)
-            ),
-            None,
-        )
+        local = assigned_name(tree, prod)
         if local is None:
             return False
         return any(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from npu_lint.core.astutil import last_name
+from npu_lint.core.astutil import assigned_name, last_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report, functions_of
@@ -99,17 +99,7 @@ def _outside_objective(func: ast.AST, call: ast.Call) -> bool:
     """The loss call's result lands in a local that never reaches what the function returns or back-propagates
     (`per_token_loss = cross_entropy(logits.detach(), ..., reduction="none")` handed to a statistics meter): a
     measurement, not a term of the objective."""
-    target = next(
-        (
-            n.targets[0].id
-            for n in _walk(func)
-            if isinstance(n, ast.Assign)
-            and n.value is call
-            and len(n.targets) == 1
-            and isinstance(n.targets[0], ast.Name)
-        ),
-        None,
-    )
+    target = assigned_name(func, call)
     if target is None:
         return False
     reached: set[str] = set()
