@@ -147,6 +147,44 @@ def _vocab(func: ast.AST) -> set[str]:
     return out
 
 
+def _refusal(stmt: ast.AST) -> bool:
+    """`if "pixel_values_videos" in inputs: raise ...`: a medium named only to be refused."""
+    return isinstance(stmt, ast.If) and not stmt.orelse and bool(stmt.body) and isinstance(stmt.body[-1], ast.Raise)
+
+
+def _handled(func: ast.AST) -> set[str]:
+    """The media a function handles: named anywhere in it but in the test of a refusal (`if videos: raise`)."""
+    out: set[str] = set()
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        n = todo.pop()
+        if _refusal(n):
+            todo.extend(n.body)  # type: ignore[attr-defined]
+            continue
+        if isinstance(n, ast.Name):
+            out |= media_of(n.id)
+        elif isinstance(n, ast.Attribute):
+            out |= media_of(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 80:
+            out |= media_of(n.value)
+        elif isinstance(n, ast.keyword) and n.arg:
+            out |= media_of(n.arg)
+        elif isinstance(n, ast.arg):
+            out |= media_of(n.arg)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _receiver(node: ast.AST) -> tuple[str, set[str]] | None:
+    """What a dict display or a call with keywords hands on: its receiver (`dict` for a dict display or `dict()`,
+    else the callee's spelling) and the names of its entries."""
+    if isinstance(node, ast.Dict):
+        return "dict", {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    if isinstance(node, ast.Call) and node.keywords:
+        return ast.unparse(node.func), {k.arg for k in node.keywords if k.arg}
+    return None
+
+
 def _holder(value: ast.AST) -> ast.AST:
     return value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[attr-defined]
 
@@ -330,6 +368,8 @@ class MediumStepMissing(Rule):
         self._paired_appends(node)
         self._guard_styles(node)
         assigned = {n.id for n in nodes_of(node, ast.Name) if isinstance(n.ctx, ast.Store)}
+        self._func = node
+        self._receivers = [r for r in map(_receiver, nodes_of(node, ast.Dict, ast.Call)) if r is not None]
         for sub in nodes_of(node, ast.Dict, ast.Call, ast.Assign):
             if isinstance(sub, ast.Dict):
                 keys = [k for k in sub.keys if k is not None]
@@ -674,11 +714,15 @@ class MediumStepMissing(Rule):
                 twin_key = rewrite(name, medium, other)
                 if twin_key == name or twin_key in present:
                     continue
+                receiver = "dict" if callee in (None, "dict") else callee
+                if any(r == receiver and twin_key in keys_ and name not in keys_ for r, keys_ in self._receivers):
+                    continue  # one call (or dict) per medium: the twin's entry goes to its own call
                 twin_values = {rewrite(w, medium, other) for w in value_words}
                 if twin_values <= vocab and twin_key in vocab | twin_values:
                     has = f"this function has `{sorted(twin_values)[0]}`"
                 elif (
                     other in self._held
+                    and other in _handled(self._func)
                     and (twin_key in self.ctx.source.text or {medium, other} == {"image", "video"})
                     and _keyed_read(value, medium)
                 ):

@@ -1,0 +1,106 @@
+"""Precision review rev19: correct variants in VeOmni's shapes that the reviewed rules reported; each must stay
+quiet (and the rules' true positives keep reporting: their own dev tests and the paired tests here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rules.snippets import lint_snippet
+
+# -- NPU412: the caller's shift_labels read in a `try` body, the labels shifted in its handler -----------------
+_LOSS_412 = """
+from torch import nn
+from ....distributed.parallel_state import get_parallel_state
+
+
+def ForCausalLMLoss(logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, shift_labels=None, **kw):
+    sp_enabled = get_parallel_state().sp_enabled
+{body}
+    return nn.functional.cross_entropy(logits.view(-1, vocab_size), shift_labels.view(-1), ignore_index=ignore_index)
+"""
+_SHIFT_412 = "nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:].contiguous()"
+
+
+def test_npu412_shift_labels_read_in_the_try_body() -> None:
+    body = f"""    try:
+        shift_labels = shift_labels.contiguous()
+    except AttributeError:
+        shift_labels = labels if sp_enabled else {_SHIFT_412}"""
+    text = _LOSS_412.format(body=body)
+    assert lint_snippet("veomni/ops/kernels/cross_entropy/__init__.py", text, ["NPU412"]) == []
+
+
+def test_npu412_shift_over_the_given_labels_still_reports() -> None:
+    body = f"""    try:
+        n = labels.numel()
+    except AttributeError:
+        n = 0
+    shift_labels = labels if sp_enabled or not n else {_SHIFT_412}"""
+    text = _LOSS_412.format(body=body)
+    found = lint_snippet("veomni/ops/kernels/cross_entropy/__init__.py", text, ["NPU412"])
+    assert [d.code for d in found] == ["NPU412"]
+
+
+# -- NPU719: one call (or dict) per medium; a medium the function only refuses ---------------------------------
+_PER_MEDIUM_719 = {
+    "dicts": """
+def split_media(batch, image_token_id, video_token_id):
+    ids = batch["input_ids"]
+    image_inputs = {"pixel_values": batch["pixel_values"], "image_grid_thw": batch["image_grid_thw"]}
+    video_inputs = {"pixel_values_videos": batch["pixel_values_videos"], "video_grid_thw": batch["video_grid_thw"]}
+    return image_inputs, video_inputs, ids == image_token_id, ids == video_token_id
+""",
+    "calls": """
+def token_counts(processor, model_inputs):
+    merge = processor.image_processor.merge_size
+    image_num = _token_num(image_grid_thw=model_inputs.get("image_grid_thw"), merge_size=merge)
+    video_num = _token_num(video_grid_thw=model_inputs.get("video_grid_thw"), merge_size=merge)
+    return {"image": image_num, "video": video_num}
+""",
+    "dict_calls": """
+def collect(batch, encoders):
+    out = {}
+    out["image"] = dict(image_grid_thw=batch.get("image_grid_thw"), pixel_values=batch.get("pixel_values"))
+    out["video"] = dict(video_grid_thw=batch.get("video_grid_thw"), pixel_values_videos=batch.get("pixel_values_videos"))
+    return out
+""",
+    "branches": """
+def encode(sample, processor, position_id_func):
+    model_inputs = processor(text=sample["text"], images=sample.get("images"), videos=sample.get("videos"))
+    if sample.get("videos"):
+        pos = position_id_func(input_ids=model_inputs["input_ids"], video_grid_thw=model_inputs["video_grid_thw"])
+    else:
+        pos = position_id_func(input_ids=model_inputs["input_ids"], image_grid_thw=model_inputs.get("image_grid_thw"))
+    return pos
+""",
+    "refused": """
+def encode(model_inputs, position_id_func):
+    if "pixel_values_videos" in model_inputs:
+        raise NotImplementedError("this model takes images only")
+    return position_id_func(
+        input_ids=model_inputs["input_ids"],
+        image_grid_thw=model_inputs.get("image_grid_thw"),
+        attention_mask=model_inputs["attention_mask"],
+    )
+""",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_PER_MEDIUM_719))
+def test_npu719_one_call_per_medium_or_refused(shape: str) -> None:
+    assert lint_snippet("veomni/data/data_transform.py", _PER_MEDIUM_719[shape], ["NPU719"]) == []
+
+
+def test_npu719_twin_grid_passed_to_another_receiver_still_reports() -> None:
+    text = """
+def encode(model_inputs, position_id_func):
+    video_mask = model_inputs["input_ids"] == 151656
+    pos = position_id_func(
+        input_ids=model_inputs["input_ids"],
+        image_grid_thw=model_inputs.get("image_grid_thw"),
+        attention_mask=model_inputs["attention_mask"],
+    )
+    return dict(position_ids=pos, video_grid_thw=model_inputs.get("video_grid_thw"), video_mask=video_mask)
+"""
+    found = lint_snippet("veomni/data/data_transform.py", text, ["NPU719"])
+    assert [(d.code, d.line) for d in found][:1] == [("NPU719", 5)]
