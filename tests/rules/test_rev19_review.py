@@ -148,6 +148,53 @@ def test_npu309_table_arrives_with_its_head_axis(shape: str) -> None:
 
 
 def test_npu309_table_one_rank_short_still_reports() -> None:
-    text = _ROPE_309["helper"].replace("cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()", "cos.float(), sin.float()")
+    text = _ROPE_309["helper"].replace(
+        "cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()", "cos.float(), sin.float()"
+    )
     found = lint_snippet("veomni/ops/kernels/rotary/npu.py", text, ["NPU309"])
     assert [d.code for d in found] == ["NPU309"]
+
+
+# -- NPU315: the forward stashes its group list, then rebinds the name to another layout for its own call -------
+_GMM_315 = """
+import torch
+import torch_npu
+
+
+class ExpertMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, group_list):
+        {stash}
+        {rebind}
+        return torch_npu.npu_grouped_matmul([x], [w], group_list=group_list, group_list_type={fwd})[0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        {take}
+        dx = torch_npu.npu_grouped_matmul([grad], [w.transpose(1, 2)], group_list=group_list, group_list_type=1)[0]
+        return dx, None, None
+"""
+_STASHES_315 = {
+    "attribute": (
+        "ctx.save_for_backward(x, w)\n        ctx.group_list = group_list",
+        "x, w = ctx.saved_tensors\n        group_list = ctx.group_list",
+    ),
+    "saved": ("ctx.save_for_backward(x, w, group_list)", "x, w, group_list = ctx.saved_tensors"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_STASHES_315))
+def test_npu315_forward_rebinds_the_stashed_name(kind: str) -> None:
+    stash, take = _STASHES_315[kind]
+    text = _GMM_315.format(
+        stash=stash, rebind="group_list = torch.cumsum(group_list, dim=0)", fwd=0, take=take
+    )
+    assert lint_snippet("veomni/distributed/moe/expert_gmm.py", text, ["NPU315"]) == []
+
+
+@pytest.mark.parametrize("kind", sorted(_STASHES_315))
+def test_npu315_stashed_after_a_same_layout_rebinding_still_reports(kind: str) -> None:
+    stash, take = _STASHES_315[kind]
+    text = _GMM_315.format(stash="group_list = group_list.to(torch.int64)", rebind=stash, fwd=0, take=take)
+    found = lint_snippet("veomni/distributed/moe/expert_gmm.py", text, ["NPU315"])
+    assert [d.code for d in found] == ["NPU315"]

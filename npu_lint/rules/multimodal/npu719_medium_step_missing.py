@@ -149,7 +149,12 @@ def _vocab(func: ast.AST) -> set[str]:
 
 def _refusal(stmt: ast.AST) -> bool:
     """`if "pixel_values_videos" in inputs: raise ...`: a medium named only to be refused."""
-    return isinstance(stmt, ast.If) and not stmt.orelse and bool(stmt.body) and isinstance(stmt.body[-1], ast.Raise)
+    return (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and bool(stmt.body)
+        and isinstance(stmt.body[-1], ast.Raise)
+    )
 
 
 def _handled(func: ast.AST) -> set[str]:
@@ -179,7 +184,9 @@ def _receiver(node: ast.AST) -> tuple[str, set[str]] | None:
     """What a dict display or a call with keywords hands on: its receiver (`dict` for a dict display or `dict()`,
     else the callee's spelling) and the names of its entries."""
     if isinstance(node, ast.Dict):
-        return "dict", {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        return "dict", {
+            k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
     if isinstance(node, ast.Call) and node.keywords:
         return ast.unparse(node.func), {k.arg for k in node.keywords if k.arg}
     return None
@@ -715,7 +722,9 @@ class MediumStepMissing(Rule):
                 if twin_key == name or twin_key in present:
                     continue
                 receiver = "dict" if callee in (None, "dict") else callee
-                if any(r == receiver and twin_key in keys_ and name not in keys_ for r, keys_ in self._receivers):
+                if any(
+                    r == receiver and twin_key in keys_ and name not in keys_ for r, keys_ in self._receivers
+                ):
                     continue  # one call (or dict) per medium: the twin's entry goes to its own call
                 twin_values = {rewrite(w, medium, other) for w in value_words}
                 if twin_values <= vocab and twin_key in vocab | twin_values:

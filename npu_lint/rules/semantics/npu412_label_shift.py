@@ -174,7 +174,8 @@ def _tried_before(func: ast.AST, node: ast.AST) -> list[ast.AST]:
     return [
         stmt
         for t in _walk(func)
-        if isinstance(t, ast.Try) and any(n is node for h in (*t.handlers, *t.orelse, *t.finalbody) for n in _walk(h))
+        if isinstance(t, ast.Try)
+        and any(n is node for h in (*t.handlers, *t.orelse, *t.finalbody) for n in _walk(h))
         for stmt in t.body
     ]
 
