@@ -198,3 +198,70 @@ def test_npu315_stashed_after_a_same_layout_rebinding_still_reports(kind: str) -
     text = _GMM_315.format(stash="group_list = group_list.to(torch.int64)", rebind=stash, fwd=0, take=take)
     found = lint_snippet("veomni/distributed/moe/expert_gmm.py", text, ["NPU315"])
     assert [d.code for d in found] == ["NPU315"]
+
+
+# -- NPU317: a knob the caller vets before handing it on; a helper also chosen as a value (one signature) --------
+_HELPERS_317 = {
+    "refused": """
+import torch
+import torch_npu
+
+
+def _npu_attention(q, k, v, scale, window_size):
+    mask = torch.triu(torch.ones(q.shape[1], k.shape[1], dtype=torch.bool, device=q.device), diagonal=1)
+    return torch_npu.npu_fusion_attention(q, k, v, q.shape[2], "BSND", atten_mask=mask, scale=scale, sparse_mode=3)[0]
+
+
+def flash_attention_forward(q, k, v, softmax_scale=None, sliding_window=None):
+    if sliding_window is not None:
+        raise NotImplementedError("sliding window attention is not supported on Ascend")
+    scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
+    return _npu_attention(q, k, v, scale, sliding_window)
+""",
+    "asserted": """
+import torch_npu
+
+
+def _rotate(x, cos, sin, interleaved):
+    return torch_npu.npu_rotary_mul(x, cos, sin)
+
+
+def apply_rotary(q, k, cos, sin, interleaved=False):
+    assert not interleaved, "the fused Ascend kernel rotates halves"
+    return _rotate(q, cos, sin, interleaved), _rotate(k, cos, sin, interleaved)
+""",
+    "one_signature": """
+import torch
+import torch_npu
+
+
+def _fused(hidden_states, weight, eps, upcast):
+    return torch_npu.npu_rms_norm(hidden_states, weight, epsilon=eps)[0]
+
+
+def _eager(hidden_states, weight, eps, upcast):
+    x = hidden_states.float() if upcast else hidden_states
+    return (weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))).to(hidden_states.dtype)
+
+
+def rms_norm_forward(hidden_states, weight, eps, upcast=True, fused=True):
+    impl = _fused if fused else _eager
+    return impl(hidden_states, weight, eps, upcast) if fused is not None else _fused(hidden_states, weight, eps, upcast)
+""",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_HELPERS_317))
+def test_npu317_knob_vetted_by_the_caller_or_one_signature(shape: str) -> None:
+    assert lint_snippet("veomni/ops/kernels/attention/npu.py", _HELPERS_317[shape], ["NPU317"]) == []
+
+
+def test_npu317_knob_vetted_by_another_function_still_reports() -> None:
+    text = (
+        _HELPERS_317["asserted"].replace(
+            '    assert not interleaved, "the fused Ascend kernel rotates halves"\n', ""
+        )
+        + "\n\ndef check(interleaved):\n    assert not interleaved\n"
+    )
+    found = lint_snippet("veomni/ops/kernels/attention/npu.py", text, ["NPU317"])
+    assert [d.code for d in found] == ["NPU317"]
