@@ -265,3 +265,50 @@ def test_npu317_knob_vetted_by_another_function_still_reports() -> None:
     )
     found = lint_snippet("veomni/ops/kernels/attention/npu.py", text, ["NPU317"])
     assert [d.code for d in found] == ["NPU317"]
+
+
+# -- NPU409: one kernel serving the standard and the offset rows through a flag the offset row binds ------------
+_REG_409 = """
+import functools
+
+from ....registry import register_op
+from .npu import rms_norm_npu
+
+register_op("rms_norm", "standard", "npu", rms_norm_npu, None)
+register_op("rms_norm", "qwen3_5", "npu", functools.partial(rms_norm_npu, zero_centered=True), None)
+"""
+_KERNEL_409 = """
+import torch_npu
+
+
+def rms_norm_npu(x, weight, eps, zero_centered=False):
+    w = {weight}
+    return torch_npu.npu_rms_norm(x, w, eps)[0]
+"""
+
+
+def _lines_409(tmp_path, kernel: str) -> list[int]:
+    from tests.rules.test_r17_vendor_kernel_contracts import _lines
+
+    files = {
+        "veomni/ops/kernels/norms/rms_norm/__init__.py": _REG_409,
+        "veomni/ops/kernels/norms/rms_norm/npu.py": kernel,
+    }
+    return _lines(tmp_path, files, "veomni/ops/kernels/norms/rms_norm/npu.py", "NPU409")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="NPU409: the kernel's contract is read in npu_lint/veomni/norms.py (shared by the RMSNorm rules), which "
+    "takes any `1 + weight` as the offset contract, a flag-guarded one too; the fix belongs there",
+)
+def test_npu409_flag_guarded_offset_serves_both_rows(tmp_path) -> None:
+    kernel = _KERNEL_409.format(
+        weight="weight.float().add(1.0).to(weight.dtype) if zero_centered else weight"
+    )
+    assert _lines_409(tmp_path, kernel) == []
+
+
+def test_npu409_unconditional_offset_on_the_standard_row_still_reports(tmp_path) -> None:
+    kernel = _KERNEL_409.format(weight="weight.float().add(1.0).to(weight.dtype)")
+    assert _lines_409(tmp_path, kernel) == [6]
