@@ -312,3 +312,41 @@ def test_npu409_flag_guarded_offset_serves_both_rows(tmp_path) -> None:
 def test_npu409_unconditional_offset_on_the_standard_row_still_reports(tmp_path) -> None:
     kernel = _KERNEL_409.format(weight="weight.float().add(1.0).to(weight.dtype)")
     assert _lines_409(tmp_path, kernel) == [6]
+
+
+# -- NPU719: a dict that gets the twin medium's entries after its display ---------------------------------------
+_FILLED_719 = {
+    "subscript": """
+def forward_step(self, batch):
+    mm = dict(image_grid_thw=batch.get("image_grid_thw"), pixel_values=batch.get("pixel_values"))
+    mm["video_grid_thw"] = batch.get("video_grid_thw")
+    mm["pixel_values_videos"] = batch.get("pixel_values_videos")
+    return self.model(input_ids=batch["input_ids"], **mm)
+""",
+    "update": """
+def forward_step(self, batch):
+    mm = dict(image_grid_thw=batch.get("image_grid_thw"), pixel_values=batch.get("pixel_values"))
+    mm.update(video_grid_thw=batch.get("video_grid_thw"), pixel_values_videos=batch.get("pixel_values_videos"))
+    return self.model(input_ids=batch["input_ids"], **mm)
+""",
+    "conditional": """
+def forward_step(self, batch):
+    kwargs = {"pixel_values": batch.get("pixel_values"), "image_grid_thw": batch.get("image_grid_thw")}
+    if "pixel_values_videos" in batch:
+        kwargs["pixel_values_videos"] = batch["pixel_values_videos"]
+        kwargs["video_grid_thw"] = batch["video_grid_thw"]
+    return self.model(input_ids=batch["input_ids"], **kwargs)
+""",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_FILLED_719))
+def test_npu719_twin_entries_added_to_the_dict_later(shape: str) -> None:
+    assert lint_snippet("veomni/trainer/vlm_trainer.py", _FILLED_719[shape], ["NPU719"]) == []
+
+
+def test_npu719_dict_completed_with_other_entries_still_reports() -> None:
+    text = _FILLED_719["subscript"].replace('mm["video_grid_thw"]', 'mm["attention_mask"]')
+    text = text.replace('batch.get("video_grid_thw")', 'batch.get("attention_mask")')
+    found = lint_snippet("veomni/trainer/vlm_trainer.py", text, ["NPU719"])
+    assert [(d.code, d.line) for d in found][:1] == [("NPU719", 2)]
