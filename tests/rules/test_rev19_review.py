@@ -350,3 +350,32 @@ def test_npu719_dict_completed_with_other_entries_still_reports() -> None:
     text = text.replace('batch.get("video_grid_thw")', 'batch.get("attention_mask")')
     found = lint_snippet("veomni/trainer/vlm_trainer.py", text, ["NPU719"])
     assert [(d.code, d.line) for d in found][:1] == [("NPU719", 2)]
+
+
+# -- NPU409: an offset kernel on the offset row spelling `1 + weight` as an augmented assignment or in a helper ---
+_OFFSET_BODIES_409 = {
+    "augmented": "def centered_norm_npu(x, gamma, eps):\n    g = gamma.float()\n    g += 1.0\n"
+    "    return torch_npu.npu_rms_norm(x, g.to(x.dtype), eps)[0]\n",
+    "helper": "def _centered(w):\n    return 1.0 + w.float()\n\n\ndef centered_norm_npu(x, gamma, eps):\n"
+    "    return torch_npu.npu_rms_norm(x, _centered(gamma).to(x.dtype), eps)[0]\n",
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="NPU409: `g += 1.0` and a module helper returning `1.0 + w` are not read as the offset; the kernel "
+    "contract is read in npu_lint/veomni/norms.py (_function_contract, shared by the RMSNorm rules)",
+)
+@pytest.mark.parametrize("shape", sorted(_OFFSET_BODIES_409))
+def test_npu409_offset_spelled_by_augmented_assignment_or_helper(tmp_path, shape: str) -> None:
+    from tests.rules.test_r17_vendor_kernel_contracts import _lines, _offset_kernel
+
+    files = _offset_kernel(_OFFSET_BODIES_409[shape])
+    assert _lines(tmp_path, files, "veomni/ops/kernels/norms/rms_norm/npu.py", "NPU409") == []
+
+
+def test_npu409_plain_kernel_on_the_offset_row_still_reports(tmp_path) -> None:
+    from tests.rules.test_r17_vendor_kernel_contracts import _lines, _offset_kernel
+
+    body = "def centered_norm_npu(x, gamma, eps):\n    g = gamma.float()\n    return torch_npu.npu_rms_norm(x, g, eps)[0]\n"
+    assert _lines(tmp_path, _offset_kernel(body), "veomni/ops/kernels/norms/rms_norm/npu.py", "NPU409") == [7]
