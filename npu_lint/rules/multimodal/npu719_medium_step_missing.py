@@ -147,6 +147,102 @@ def _vocab(func: ast.AST) -> set[str]:
     return out
 
 
+def _refusal(stmt: ast.AST) -> bool:
+    """`if "pixel_values_videos" in inputs: raise ...`: a medium named only to be refused."""
+    return (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and bool(stmt.body)
+        and isinstance(stmt.body[-1], ast.Raise)
+    )
+
+
+def _handled(func: ast.AST) -> set[str]:
+    """The media a function handles: named anywhere in it but in the test of a refusal (`if videos: raise`)."""
+    out: set[str] = set()
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        n = todo.pop()
+        if _refusal(n):
+            todo.extend(n.body)  # type: ignore[attr-defined]
+            continue
+        if isinstance(n, ast.Name):
+            out |= media_of(n.id)
+        elif isinstance(n, ast.Attribute):
+            out |= media_of(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 80:
+            out |= media_of(n.value)
+        elif isinstance(n, ast.keyword) and n.arg:
+            out |= media_of(n.arg)
+        elif isinstance(n, ast.arg):
+            out |= media_of(n.arg)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _receiver(node: ast.AST) -> tuple[str, set[str]] | None:
+    """What a dict display or a call with keywords hands on: its receiver (`dict` for a dict display or `dict()`,
+    else the callee's spelling) and the names of its entries."""
+    if isinstance(node, ast.Dict):
+        return "dict", {
+            k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
+    if isinstance(node, ast.Call) and node.keywords:
+        return ast.unparse(node.func), {k.arg for k in node.keywords if k.arg}
+    return None
+
+
+def _filled(func: ast.AST) -> tuple[dict[int, str], set[tuple[str, str]]]:
+    """The dicts a function builds under a name: the name each dict display / ``dict(...)`` / ``d.update(...)``
+    fills (by node id), and every (name, key) put in one (``d = {...}``, ``d[key] = v``, ``d.update(key=v)``,
+    ``d.setdefault(key, v)``): entries added after the display are handed on with it."""
+    holders: dict[int, str] = {}
+    keys: set[tuple[str, str]] = set()
+
+    def entries(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Dict):
+            return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        if isinstance(node, ast.Call):
+            return {k.arg for k in node.keywords if k.arg}
+        return set()
+
+    for n in nodes_of(func, ast.Assign, ast.Call):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            target, value = n.targets[0], n.value
+            if isinstance(target, ast.Name) and (
+                isinstance(value, ast.Dict)
+                or (isinstance(value, ast.Call) and _last_word(value.func) == "dict")
+            ):
+                holders[id(value)] = target.id
+                keys.update((target.id, k) for k in entries(value))
+            elif (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.value, ast.Name)
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)
+            ):
+                keys.add((target.value.id, target.slice.value))
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.attr in ("update", "setdefault")
+        ):
+            name = n.func.value.id
+            holders[id(n)] = name
+            keys.update((name, k) for k in entries(n))
+            for arg in n.args[:1]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    keys.add((name, arg.value))
+                else:
+                    keys.update((name, k) for k in entries(arg))
+    return holders, keys
+
+
+def _last_word(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
 def _holder(value: ast.AST) -> ast.AST:
     return value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[attr-defined]
 
@@ -330,6 +426,9 @@ class MediumStepMissing(Rule):
         self._paired_appends(node)
         self._guard_styles(node)
         assigned = {n.id for n in nodes_of(node, ast.Name) if isinstance(n.ctx, ast.Store)}
+        self._func = node
+        self._receivers = [r for r in map(_receiver, nodes_of(node, ast.Dict, ast.Call)) if r is not None]
+        self._holders, self._filled = _filled(node)
         for sub in nodes_of(node, ast.Dict, ast.Call, ast.Assign):
             if isinstance(sub, ast.Dict):
                 keys = [k for k in sub.keys if k is not None]
@@ -674,11 +773,19 @@ class MediumStepMissing(Rule):
                 twin_key = rewrite(name, medium, other)
                 if twin_key == name or twin_key in present:
                     continue
+                receiver = "dict" if callee in (None, "dict") else callee
+                if any(
+                    r == receiver and twin_key in keys_ and name not in keys_ for r, keys_ in self._receivers
+                ):
+                    continue  # one call (or dict) per medium: the twin's entry goes to its own call
+                if (self._holders.get(id(node)), twin_key) in self._filled:
+                    continue  # the dict gets the twin's entry before or after (`d["video_grid_thw"] = ...`)
                 twin_values = {rewrite(w, medium, other) for w in value_words}
                 if twin_values <= vocab and twin_key in vocab | twin_values:
                     has = f"this function has `{sorted(twin_values)[0]}`"
                 elif (
                     other in self._held
+                    and other in _handled(self._func)
                     and (twin_key in self.ctx.source.text or {medium, other} == {"image", "video"})
                     and _keyed_read(value, medium)
                 ):

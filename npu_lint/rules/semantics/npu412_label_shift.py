@@ -169,6 +169,17 @@ def _on_path(stmt: ast.AST) -> list[ast.AST]:
     return [stmt]
 
 
+def _tried_before(func: ast.AST, node: ast.AST) -> list[ast.AST]:
+    """The `try` bodies that run before ``node`` when it sits in one of their handlers, `else` or `finally`."""
+    return [
+        stmt
+        for t in _walk(func)
+        if isinstance(t, ast.Try)
+        and any(n is node for h in (*t.handlers, *t.orelse, *t.finalbody) for n in _walk(h))
+        for stmt in t.body
+    ]
+
+
 def _given_shift_ignored(func: ast.AST) -> list[ast.AST]:
     """Label shifts that replace a caller's pre-shifted labels: the function takes them as a parameter
     (`shift_labels=None`, `shifted_labels`) and, on some path, shifts `labels` itself without reading that
@@ -203,7 +214,7 @@ def _given_shift_ignored(func: ast.AST) -> list[ast.AST]:
         names = {t.id for t in node.targets if isinstance(t, ast.Name) and t.id in given}
         if any(
             isinstance(m, ast.Name) and m.id in names and isinstance(m.ctx, ast.Load)
-            for stmt in path_before(func, node)
+            for stmt in [*path_before(func, node), *_tried_before(func, node)]
             for part in _on_path(stmt)
             for m in _walk(part)
         ):

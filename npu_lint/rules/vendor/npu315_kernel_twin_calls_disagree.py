@@ -128,6 +128,20 @@ def _exclusive(a: _Chain, b: _Chain) -> bool:
     return False
 
 
+def _kept(unit: ast.AST, stash: ast.AST, name: str) -> bool:
+    """``name`` is not rebound in the function that stashes it after the stash: its later calls read that data."""
+    scopes = [
+        f
+        for f in ast.walk(unit)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and f.lineno <= stash.lineno <= (f.end_lineno or 0)
+    ]
+    return not any(
+        isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name and n.lineno > stash.lineno
+        for n in ast.walk(scopes[-1] if scopes else unit)
+    )
+
+
 def _carried(unit: ast.AST) -> set[int]:
     """The name stores of ``unit`` that only take back what the forward handed the backward under the same name:
     ``group_list = ctx.group_list`` after ``ctx.group_list = group_list``, ``x, w = ctx.saved_tensors`` after
@@ -137,14 +151,18 @@ def _carried(unit: ast.AST) -> set[int]:
     for node in ast.walk(unit):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
             for target in node.targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and _kept(unit, node, node.value.id)
+                ):
                     stashed.add((target.attr, node.value.id))
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "save_for_backward"
         ):
-            saved = [a.id if isinstance(a, ast.Name) else "" for a in node.args]
+            saved = [a.id if isinstance(a, ast.Name) and _kept(unit, node, a.id) else "" for a in node.args]
     out: set[int] = set()
     for node in ast.walk(unit):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:

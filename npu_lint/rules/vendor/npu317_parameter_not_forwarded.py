@@ -212,7 +212,9 @@ class ParameterNotForwarded(Rule):
                 scopes = [s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
             for func in scopes:
                 if func.lineno <= call.lineno <= (func.end_lineno or func.lineno):
+                    self._caller_scope: ast.AST = func
                     return set(parameter_defaults(func.args))
+        self._caller_scope = ast.Module(body=[], type_ignores=[])
         return set()
 
     def finish(self) -> None:
@@ -240,6 +242,16 @@ class ParameterNotForwarded(Rule):
         }
         if not unread:
             return
+        # a helper also handled as a value (`impl = _fused if fused else _eager`) has an interface's signature
+        called = {id(c.func) for c in nodes_of(tree, ast.Call) if isinstance(c, ast.Call)}
+        for n in nodes_of(tree, ast.Name):
+            if (
+                isinstance(n, ast.Name)
+                and n.id in unread
+                and isinstance(n.ctx, ast.Load)
+                and id(n) not in called
+            ):
+                unread.pop(n.id)
         passed: dict[tuple[str, str], tuple[ast.Call, ast.expr]] = {}
         for call in nodes_of(tree, ast.Call):
             assert isinstance(call, ast.Call)
@@ -250,9 +262,22 @@ class ParameterNotForwarded(Rule):
             ):
                 continue
             caller = self._caller_parameters(call)
+            vetted = {  # names the caller tests in an `assert` or an `if` that raises
+                n.id
+                for t in nodes_of(self._caller_scope, ast.Assert, ast.If)
+                if isinstance(t, ast.Assert) or (t.body and isinstance(t.body[-1], ast.Raise))  # type: ignore[attr-defined]
+                for n in ast.walk(t.test)  # type: ignore[attr-defined]
+                if isinstance(n, ast.Name)
+            }
             for param, value in _given(helpers[call.func.id], call):
-                # a value the caller itself was handed (a knob passed down the chain), not a literal or a local
-                if param in unread[call.func.id] and isinstance(value, ast.Name) and value.id in caller:
+                # a value the caller itself was handed (a knob passed down the chain), not a literal or a local,
+                # and does not vet itself (`assert not interleaved`, `if window is not None: raise ...`)
+                if (
+                    param in unread[call.func.id]
+                    and isinstance(value, ast.Name)
+                    and value.id in caller
+                    and value.id not in vetted
+                ):
                     passed.setdefault((call.func.id, param), (call, value))
         for (name, param), (call, value) in sorted(passed.items(), key=lambda kv: (kv[1][0].lineno, kv[0])):
             func = helpers[name]
