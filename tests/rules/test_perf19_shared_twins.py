@@ -86,4 +86,6 @@ def test_npu468_follows_the_modules_self_attributes() -> None:
     with_attr = _found(textwrap.dedent(METHOD) + "\n\n" + textwrap.dedent(INIT), "NPU468")
     assert without == []
     assert len(with_attr) == 1
-    assert _found(METHOD, "NPU468") == []  # the same function's text again, without the attribute: still quiet
+    assert (
+        _found(METHOD, "NPU468") == []
+    )  # the same function's text again, without the attribute: still quiet
