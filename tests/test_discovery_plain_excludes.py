@@ -60,3 +60,8 @@ def test_plain_names_match_as_pathspec_does() -> None:
 def test_other_patterns_go_to_pathspec() -> None:
     for pattern in ("*.py", "a/b", "!keep", "#comment", "a\\\\b", ".", "..", "dir/", " x", "a?", "[ab]"):
         assert not _plain(pattern), pattern
+
+
+def test_no_pattern_excludes_nothing() -> None:
+    assert not _Excludes([]).match_file("build/x.py")
+    assert _Excludes(["build"]).match_file("a/build/x.py")
