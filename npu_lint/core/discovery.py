@@ -30,9 +30,8 @@ class _Excludes:
 
     def __init__(self, patterns: list[str]) -> None:
         if all(_plain(p) for p in patterns):
-            names = "|".join(
-                re.escape(p) for p in patterns
-            )  # one expression: a path matches one when it matches any
+            # one expression for all: a path matches it exactly when it matches one name's
+            names = "|".join(re.escape(p) for p in patterns)
             self.searches = [re.compile(f"^(?:.+/)?(?:{names})(?:/|$)").search] if patterns else []
             return
         import pathspec
