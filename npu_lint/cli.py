@@ -625,11 +625,11 @@ def _print_unapplied(diagnostics, args, texts: dict[str, str] | None = None) -> 
 def _refuse_output_over_input(args: argparse.Namespace, named: list[str], files: list[str]) -> None:
     """``-o m.py m.py`` or ``--write-baseline m.py m.py`` would replace the source with a report: refused, as is
     any existing Python source or project file, the baseline and the configuration in use."""
-    from npu_lint.engine.write import output_refusal
-
     for flag, target in (("--output-file", args.output_file), ("--write-baseline", args.write_baseline)):
         if not target:
             continue
+        from npu_lint.engine.write import output_refusal
+
         protected = [
             *named,
             *files,
@@ -662,6 +662,8 @@ def _check_adoption_flags(args: argparse.Namespace) -> None:
 
 def _adoption(args: argparse.Namespace, diagnostics: list, errors: list[str]) -> list | int:  # noqa: C901
     """--add-noqa / --write-baseline (the run ends here: an exit code) and --baseline (the findings left)."""
+    if not (args.add_noqa or args.write_baseline or args.baseline):
+        return diagnostics  # a plain check imports neither the adoption code nor the lint chain it reads with
     from npu_lint.engine.adopt import BaselineError, add_noqa, filter_baseline, write_baseline
 
     def finish() -> int:
@@ -737,11 +739,14 @@ def _emit(text: str, output_file: str | None) -> None:
 def _report(diagnostics, fmt, args, settings, codes, fixed_counts, dropped, created) -> None:  # noqa: ANN001
     from npu_lint.engine import fix_applicable
     from npu_lint.report import render
-    from npu_lint.rules.base import all_rules
 
     # only SARIF (rule descriptors) and --statistics (names) read the rule classes: the other formats take
-    # everything from the findings, and a warm run then imports no rule module
-    rules = all_rules() if args.statistics or fmt == "sarif" else {}
+    # everything from the findings, and a warm run then imports no rule module (nor ``rules.base``)
+    rules: dict = {}
+    if args.statistics or fmt == "sarif":
+        from npu_lint.rules.base import all_rules
+
+        rules = all_rules()
     if args.statistics:
         from npu_lint.engine.adopt import distinct
 

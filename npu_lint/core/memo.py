@@ -62,7 +62,11 @@ class Bounded(Generic[K, V]):
 # but nodes (no line numbers in messages): the caller vouches for both, and passes whatever else the analysis
 # reads as its arguments.
 
-_CONTENT: Bounded[tuple[object, ...], tuple[object, object]] = Bounded(512)
+# one store of 512 entries per analysis: the per-function analyses (twin statements, unread twins, ...) asked
+# for every function of every file would otherwise push the rarer ones (a function's SP flow) out of a shared
+# store before the copy that could reuse them is linted
+_CONTENT: dict[tuple[str, str], Bounded[tuple[object, ...], tuple[object, object]]] = {}
+_PER_ANALYSIS = 512
 _ATOMS = (str, int, float, bool, bytes, type(None))
 
 
@@ -158,8 +162,12 @@ def by_content(
     segment = _segment(node, lines)
     if segment is None:
         return analysis(node, *args, *unkeyed)
-    key = (analysis.__module__, analysis.__qualname__, args, getattr(node, "col_offset", -1), segment)
-    hit = _CONTENT.get(key)
+    name = (analysis.__module__, analysis.__qualname__)
+    store = _CONTENT.get(name)
+    if store is None:
+        store = _CONTENT[name] = Bounded(_PER_ANALYSIS)
+    key = (args, getattr(node, "col_offset", -1), segment)
+    hit = store.get(key)
     if hit is not None:
         old, snapshot = hit
         try:
@@ -168,7 +176,7 @@ def by_content(
             pass
     result = analysis(node, *args, *unkeyed)
     try:  # a copy: the caller may change what it was handed
-        _CONTENT[key] = (node, _carry(result, None, {}))
+        store[key] = (node, _carry(result, None, {}))
     except _Foreign:
         pass
     return result

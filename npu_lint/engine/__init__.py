@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from npu_lint.engine.lint import (
         GENERATED_FIX_REASON,
         SYNTAX_CODE,
-        FileResult,
-        InternalError,
         build_deferred_fixes,
         check_source,
         lint_path,
@@ -26,10 +24,12 @@ if TYPE_CHECKING:
     )
     from npu_lint.engine.passes import fix_until_stable, merge_fixes, staged_passes
     from npu_lint.engine.pool import ProjectJob, lint_paths, project_diagnostics
+    from npu_lint.engine.result import FileResult, InternalError
     from npu_lint.engine.suppress import apply_suppressions, file_suppression, noqa_codes, per_file_ignored
     from npu_lint.engine.walk import rule_classes
     from npu_lint.engine.write import write_atomic
 
+# name -> the module it is imported from at first use: the one table of the package's names
 _SUBMODULE = {
     "apply_edits": "npu_lint.engine.fix",
     "apply_suppressions": "npu_lint.engine.suppress",
@@ -37,14 +37,14 @@ _SUBMODULE = {
     "Cache": "npu_lint.engine.cache",
     "check_source": "npu_lint.engine.lint",
     "file_suppression": "npu_lint.engine.suppress",
-    "FileResult": "npu_lint.engine.lint",
+    "FileResult": "npu_lint.engine.result",
     "fix_applicable": "npu_lint.core.diagnostics",
     "fix_source": "npu_lint.engine.fix",
     "fix_tree": "npu_lint.engine.fix",
     "fix_until_stable": "npu_lint.engine.passes",
     "FixOutcome": "npu_lint.engine.fix",
     "GENERATED_FIX_REASON": "npu_lint.engine.lint",
-    "InternalError": "npu_lint.engine.lint",
+    "InternalError": "npu_lint.engine.result",
     "lint_path": "npu_lint.engine.lint",
     "lint_paths": "npu_lint.engine.pool",
     "lint_source": "npu_lint.engine.lint",
@@ -73,14 +73,17 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+# the public names: the table's (a literal for the linters; tests/test_engine_exports.py checks that the
+# ``TYPE_CHECKING`` imports, the table and this list name the same names)
 __all__ = [
-    "GENERATED_FIX_REASON",
-    "SYNTAX_CODE",
     "Cache",
     "FileResult",
     "FixOutcome",
+    "GENERATED_FIX_REASON",
     "InternalError",
     "ProjectJob",
+    "SYNTAX_CODE",
+    "TreeFix",
     "apply_edits",
     "apply_suppressions",
     "build_deferred_fixes",
@@ -90,17 +93,16 @@ __all__ = [
     "fix_source",
     "fix_tree",
     "fix_until_stable",
-    "merge_fixes",
-    "staged_passes",
-    "TreeFix",
     "lint_path",
     "lint_paths",
     "lint_source",
+    "merge_fixes",
     "noqa_codes",
     "parses",
-    "project_diagnostics",
     "per_file_ignored",
+    "project_diagnostics",
     "read_source",
     "rule_classes",
+    "staged_passes",
     "write_atomic",
 ]

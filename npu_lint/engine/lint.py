@@ -8,7 +8,6 @@ import hashlib
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 
 from npu_lint.core.astutil import index_file, walk_memo
 from npu_lint.core.config import Settings
@@ -17,6 +16,7 @@ from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
 from npu_lint.core.textscan import for_thread
 from npu_lint.engine.guard import guard_fixes
+from npu_lint.engine.result import FileResult, InternalError
 from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
 from npu_lint.engine.walk import _walk, rule_classes
 from npu_lint.rules.base import Context
@@ -27,25 +27,6 @@ from npu_lint.veomni.project import Project
 SYNTAX_CODE = "NPU001"
 
 GENERATED_FIX_REASON = "generated file: fix the patch spec and regenerate (patchgen), never edit generated/"
-
-
-class InternalError(Exception):
-    """A one-line internal error; ``diagnostics``: the findings of the file's other rules (rule isolation)."""
-
-    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None) -> None:
-        super().__init__(message)
-        self.diagnostics: list[Diagnostic] = diagnostics or []
-
-
-@dataclass
-class FileResult:
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    error: str | None = None  # one-line message for an unreadable file / internal error (exit code 2)
-    cached: bool = False
-    size: int = -1  # bytes linted (the cache stores the result only if they are the bytes it keyed)
-    digest: str = ""
-    not_analysed: str = ""  # why the file was read but not analysed (said on stderr; never cached)
 
 
 def _syntax_diagnostic(src: SourceFile, message: str, line: int, col: int) -> Diagnostic:

@@ -7,6 +7,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from npu_lint.core.astutil import walk_memo
 from npu_lint.core.config import Settings
@@ -14,12 +15,16 @@ from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile
 from npu_lint.engine.cache import Cache
-from npu_lint.engine.guard import guard_fixes
-from npu_lint.engine.lint import FileResult, InternalError, lint_path, read_source
-from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
-from npu_lint.rules.base import PROJECT_REGISTRY, ProjectRule, load_rule_modules
+from npu_lint.engine.result import FileResult, InternalError
 from npu_lint.rules.index import project_codes
 from npu_lint.veomni.project import Project
+
+if TYPE_CHECKING:
+    from npu_lint.rules.base import ProjectRule
+
+# A warm run (every file a cache hit, the project rules' answer cached) needs none of the lint chain: the engine's
+# file pass (``engine.lint``: the walk, the rule base, the analysis modules it imports), the rule registry, the
+# fix guard and the suppressions are imported where a file is linted or a project rule runs.
 
 POOL_THRESHOLD = 24  # files; below this a process pool costs more than it saves
 
@@ -104,10 +109,14 @@ def _init_worker(codes: list[str], settings: Settings, project: Project | None, 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["args"] = (codes, settings, project)
     _WORKER["gc"] = _Collector()  # for the worker's life (it only lints)
+    from npu_lint.rules.base import load_rule_modules
+
     load_rule_modules()
 
 
 def _work(path: str) -> FileResult:
+    from npu_lint.engine.lint import lint_path
+
     codes, settings, project = _WORKER["args"]  # type: ignore[misc]
     try:
         return lint_path(path, codes, settings, project)
@@ -141,6 +150,8 @@ def _work_group(
 ) -> tuple[list[FileResult], list, list]:
     """One model package in one worker: its files linted (trees kept for the project rules), then the
     per-package project rules over ``scope`` (the package's linted files). Returns results, findings, errors."""
+    from npu_lint.engine.lint import lint_path
+
     codes, settings, project = _WORKER["args"]  # type: ignore[misc]
     out = []
     for path in lint:
@@ -151,6 +162,8 @@ def _work_group(
     diags: list[Diagnostic] = []
     errors: list[str] = []
     if scope is not None and rules:
+        from npu_lint.rules.base import PROJECT_REGISTRY
+
         classes = [PROJECT_REGISTRY[c] for c in rules]
         diags = _run_project_rules(classes, project, scope, codes, settings, False, None, errors)
     return out, diags, errors
@@ -236,6 +249,8 @@ def lint_paths(
             project_job.diagnostics.extend(hit)
             key = None
         else:
+            from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+
             load_rule_modules()
             selected = [PROJECT_REGISTRY[c] for c in chosen]
             if pooled and not project_job.fix_mode:
@@ -289,6 +304,8 @@ def lint_paths(
             raise
         pool.shutdown(wait=True)
     else:
+        if todo:
+            from npu_lint.engine.lint import lint_path
         collector = _Collector()
         try:
             for path in todo:
@@ -352,6 +369,8 @@ def _project_diagnostics(
     sources: dict[str, SourceFile] | None,
     errors: list[str] | None,
 ) -> list[Diagnostic]:
+    from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
+
     load_rule_modules()
     rules = [PROJECT_REGISTRY[c] for c in codes if c in PROJECT_REGISTRY]
     if not rules:
@@ -386,6 +405,9 @@ def _run_project_rules(
 ) -> list[Diagnostic]:
     """The findings of ``rules`` over ``files``, suppressions applied; a rule that raises is reported in
     ``errors`` (the one failure policy: ``internal error in NPUxxx``) and the others still run."""
+    from npu_lint.engine.guard import guard_fixes
+    from npu_lint.engine.lint import read_source
+    from npu_lint.engine.suppress import apply_suppressions, per_file_ignored
     from npu_lint.fixers import resolve as resolve_fixer
 
     out = []

@@ -494,7 +494,7 @@ def _renamed(stmt: ast.stmt, words: dict[str, str]) -> ast.stmt:
     return _Rename(words).visit(copy_tree(stmt))  # type: ignore[no-any-return]
 
 
-def _self_attributes(module: ast.AST) -> frozenset[str]:
+def self_attributes(module: ast.AST) -> frozenset[str]:
     """The attribute names the module's code assigns on ``self`` (``self.up_proj = ...``): read once per module
     and file scope (every function of the module asks)."""
     memo = scoped_memo("refedits.self_attributes")
@@ -537,6 +537,12 @@ def twin_statement_edits(func: ast.AST, module: ast.AST | None = None) -> list[t
     """``(site, what, sibling)`` for an assignment that is its twin sibling's (the assignment beside it to the
     other name of a pair) with the side swapped and one more edit: a name of the other side read
     (``q_embed = rot(k.float(), ...)``), an upcast, a constant, an operator or an argument the sibling keeps."""
+    return twin_edits_with(func, self_attributes(module) if module is not None else frozenset())
+
+
+def twin_edits_with(func: ast.AST, attributes: frozenset[str]) -> list[tuple[ast.stmt, str, str]]:
+    """``twin_statement_edits`` with the module's ``self`` attributes (``self_attributes``) given: a function of
+    ``func``'s subtree and ``attributes`` alone (so its answer can be shared by content, ``core.memo.by_content``)."""
     out: list[tuple[ast.stmt, str, str]] = []
     reported: set[int] = set()
     known: set[str] = set()
@@ -561,7 +567,7 @@ def twin_statement_edits(func: ast.AST, module: ast.AST | None = None) -> list[t
                     own1.add(mine)
                     own2.add(theirs)
                 if not known:
-                    known = _func_idents(func) | (_self_attributes(module) if module is not None else set())
+                    known = _func_idents(func) | attributes
                 found = _twin_edit(s1, s2, words, own1, known) or _twin_edit(s2, s1, words, own2, known)
                 if found is not None and id(found[0]) not in reported:
                     reported.add(id(found[0]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import child_nodes, dotted_name, walk
+from npu_lint.core.astutil import child_nodes, dotted_name, nodes_of
 
 # decorators that keep the decorated function's call signature
 _TRANSPARENT = frozenset(
@@ -148,7 +148,7 @@ def function_signature(
     opaque = any(n not in _TRANSPARENT and n.rsplit(".", 1)[-1] not in _TRANSPARENT for n in names)
     drop = method and "staticmethod" not in names
     sig = _args_signature(node.name, "function", node.args, drop, opaque, node.lineno)
-    read = {n.id for stmt in node.body for n in walk(stmt) if isinstance(n, ast.Name)}
+    read = {n.id for stmt in node.body for n in nodes_of(stmt, ast.Name)}  # type: ignore[attr-defined]
     unread = frozenset(p for p in (*sig.positional, *sig.keywords) if p not in read)
     if unread:
         sig = Signature(**{**sig.__dict__, "unread": unread})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import call_name, last_name, none_tested, str_value, walk
+from npu_lint.core.astutil import call_name, last_name, nodes_of, none_tested, str_value, walk
 from npu_lint.rules.base import Context, Example, Rule
 
 _GPU_DEVICES = frozenset({"cuda", "gpu"})
@@ -119,7 +119,7 @@ def _selects_eager(
 def _eager_names(function: ast.AST) -> frozenset[str]:
     """The names a function compares with ``"eager"`` (its implementation name: ``impl_name == "eager"``)."""
     out = set()
-    for sub in walk(function):
+    for sub in nodes_of(function, ast.Compare):
         if (
             isinstance(sub, ast.Compare)
             and len(sub.ops) == 1

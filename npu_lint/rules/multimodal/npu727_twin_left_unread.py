@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.memo import by_content
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.twins import unread_twins
 
@@ -83,7 +84,8 @@ class TwinLeftUnread(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        for at, name, twin in unread_twins(node):
+        # a function of the function's subtree alone: shared with its verbatim copies (core.memo.by_content)
+        for at, name, twin in by_content(unread_twins, node, self.ctx.source.lines):
             self.report(
                 at,
                 f"`{name}` is bound in `{node.name}` and never read, while its twin `{twin}` and other names of "

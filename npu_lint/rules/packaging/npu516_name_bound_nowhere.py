@@ -191,8 +191,10 @@ class NameBoundNowhere(Rule):
         module = module_bindings(node.body)
         if module is None:
             return
-        names = nodes_of(node, ast.Name)
-        if any(isinstance(n, ast.Name) and n.id in _DYNAMIC for n in names):
+        text = self.ctx.source.text  # a name read is spelled in the text: without the word, no node to test
+        if any(w in text for w in _DYNAMIC) and any(
+            isinstance(n, ast.Name) and n.id in _DYNAMIC for n in nodes_of(node, ast.Name)
+        ):
             return
         declared = {name for g in nodes_of(node, ast.Global) if isinstance(g, ast.Global) for name in g.names}
         known = module | _module_level_stores(node.body) | declared | _IMPLICIT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.memo import by_content
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import norms
@@ -88,7 +89,10 @@ class QueryKeyNormCrossed(Rule):
 
     def visit(self, node: ast.AST) -> None:
         imported: frozenset[str] | None = None
-        for stmt, leftover, expected, operand in norms.query_key_leftovers(node):
+        # a function of the function's subtree alone: shared with its verbatim copies (core.memo.by_content)
+        for stmt, leftover, expected, operand in by_content(
+            norms.query_key_leftovers, node, self.ctx.source.lines
+        ):
             if operand:
                 if imported is None:
                     imported = self.ctx.memo.get("npucalls.imported")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.memo import by_content
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report
 from npu_lint.veomni import refedits
@@ -93,7 +94,12 @@ class TwinStatementDiverges(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        for stmt, what, sibling in refedits.twin_statement_edits(node, self.ctx.tree):
+        # a function of the function's text and the module's ``self`` attributes: shared with its verbatim
+        # copies (a generated file's, the same function linted again by the editor)
+        attributes = refedits.self_attributes(self.ctx.tree)
+        for stmt, what, sibling in by_content(
+            refedits.twin_edits_with, node, self.ctx.source.lines, attributes
+        ):
             if first_report(self, stmt):
                 self.report(
                     stmt,

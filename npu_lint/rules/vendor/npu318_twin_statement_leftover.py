@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.memo import by_content
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import twins
 
@@ -89,7 +90,8 @@ class TwinStatementLeftover(Rule):
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:
-        for stmt, leftover, expected in twins.twin_leftovers(node):
+        # a function of the function's subtree alone: shared with its verbatim copies (core.memo.by_content)
+        for stmt, leftover, expected in by_content(twins.twin_leftovers, node, self.ctx.source.lines):
             self.report(
                 stmt,
                 f"`{leftover}` in a statement that is otherwise its twin statement's with every role word "
