@@ -3,6 +3,9 @@ variant is paired with a true positive of the same shape that still reports, in 
 
 from __future__ import annotations
 
+import ast
+import textwrap
+
 import pytest
 
 from tests.rules.snippets import lint_snippet
@@ -101,6 +104,7 @@ def compute_loss(self, model, batch, **kwargs):
 )
 def test_npu471_not_a_term_by_value_quiet(extra: str) -> None:
     text = _FWD_471.replace("{extra}", extra)
+    ast.parse(text)
     assert _lines("veomni/trainer/toy_trainer.py", text, "NPU471") == []
 
 
@@ -115,3 +119,77 @@ def test_npu471_not_a_term_by_value_quiet(extra: str) -> None:
 def test_npu471_term_by_value_same_shape_reports(extra: str) -> None:
     text = _FWD_471.replace("{extra}", extra)
     assert _lines("veomni/trainer/toy_trainer.py", text, "NPU471") != []
+
+
+# -- NPU421: only a gather whose result flows into the returned loss makes it the whole sequence's -----------------
+_GATHER_421 = [
+    (  # a chunked loss in the kernels region: the positions are gathered, the hidden states are not
+        "veomni/ops/kernels/cross_entropy/chunk_loss.py",
+        """
+        from ....distributed.parallel_state import get_parallel_state
+        from ....distributed.sequence_parallel import gather_outputs, reduce_sequence_parallel_loss
+
+
+        def chunk_loss_function(hidden_states, weights, labels, position_ids=None, **kwargs):
+            sp_enabled = get_parallel_state().sp_enabled
+            if sp_enabled:
+                {gather}
+            chunk_loss = ChunkLoss.apply(hidden_states, weights, labels)
+            return chunk_loss, None
+        """,
+        "position_ids = gather_outputs(position_ids, gather_dim=1, group=get_parallel_state().sp_group)",
+        "hidden_states = gather_outputs(hidden_states, gather_dim=1, group=get_parallel_state().sp_group)",
+    ),
+    (  # a model forward: the router logits are gathered for the aux statistics, the language loss is a shard's
+        "veomni/models/transformers/toy_moe/modeling_toy_moe.py",
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+        from veomni.distributed.sequence_parallel import gather_outputs, reduce_sequence_parallel_loss
+
+
+        class ToyMoeForCausalLM:
+            def forward(self, input_ids, labels=None, **kwargs):
+                out = self.model(input_ids)
+                hidden, router_logits = out.last_hidden_state, out.router_logits
+                if get_parallel_state().sp_enabled:
+                    {gather}
+                lm_loss, logits = self.loss_function(hidden_states=hidden, weights=self.lm_head.weight, labels=labels)
+                return lm_loss, logits, router_logits
+        """,
+        "router_logits = gather_outputs(router_logits, gather_dim=0, group=get_parallel_state().sp_group)",
+        "hidden = torch.cat(gather_outputs(hidden, gather_dim=1, group=get_parallel_state().sp_group), dim=1)",
+    ),
+    (  # a seed-omni decoder head: an in-place all_gather of token counts for logging vs of the hidden states
+        "veomni/models/seed_omni/decoder/toy_audio/modeling_toy_audio.py",
+        """
+        import torch
+        import torch.distributed as dist
+        from veomni.distributed.parallel_state import get_parallel_state
+        from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
+
+
+        def lm_head_loss(self, hidden, labels):
+            parts = [torch.empty_like(hidden) for _ in range(get_parallel_state().sp_size)]
+            if get_parallel_state().sp_enabled:
+                {gather}
+            head_loss, _ = self.loss_fn(hidden, self.head.weight, labels)
+            return head_loss
+        """,
+        "dist.all_gather(parts, labels.ne(-100).sum(), group=get_parallel_state().sp_group)\n"
+        "                self.log_tokens(parts)",
+        "dist.all_gather(parts, hidden, group=get_parallel_state().sp_group)\n"
+        "                hidden = torch.cat(parts, dim=1)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "text", "unrelated", "_related"), _GATHER_421)
+def test_npu421_gather_of_something_else_reports(path: str, text: str, unrelated: str, _related: str) -> None:
+    assert [d.code for d in lint_snippet(path, text.replace("{gather}", unrelated), ["NPU421"])] == ["NPU421"]
+
+
+@pytest.mark.parametrize(("path", "text", "_unrelated", "related"), _GATHER_421)
+def test_npu421_loss_of_gathered_values_quiet(path: str, text: str, _unrelated: str, related: str) -> None:
+    text = text.replace("{gather}", related)
+    ast.parse(textwrap.dedent(text))  # the variant is code, not a syntax error the linter skips
+    assert lint_snippet(path, text, ["NPU421"]) == []
