@@ -193,3 +193,121 @@ def test_npu421_loss_of_gathered_values_quiet(path: str, text: str, _unrelated: 
     text = text.replace("{gather}", related)
     ast.parse(textwrap.dedent(text))  # the variant is code, not a syntax error the linter skips
     assert lint_snippet(path, text, ["NPU421"]) == []
+
+
+# -- NPU703: a zero factor however spelled; a dummy forward run by a helper is followed through the helper's result --
+_VL_SPEC = "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py"
+_VL_703 = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+{helper}
+
+@config.override_method("Qwen3VLModel.forward")
+def vl_forward(self, input_ids=None, pixel_values=None, image_grid_thw=None, **kwargs):
+    h = self.get_input_embeddings()(input_ids)
+    if pixel_values is not None:
+        h = h + self.visual(pixel_values, grid_thw=image_grid_thw).pooler_output.mean()
+    elif get_parallel_state().fsdp_enabled:
+{dummy}
+    return self.language_model(inputs_embeds=h, **kwargs)
+"""
+_AUDIO_GEN = "veomni/models/transformers/qwen2_audio/generated/patched_modeling_qwen2_audio_npu.py"
+_AUDIO_703 = """
+# ==============================================================================
+#  AUTO-GENERATED FILE - DO NOT EDIT DIRECTLY
+# ==============================================================================
+#
+#  Source: transformers.models.qwen2_audio.modeling_qwen2_audio
+#  Based on: transformers==5.9.0
+#
+#  Patches applied:
+#    - method_override: Qwen2AudioForConditionalGeneration.forward
+#
+# ==============================================================================
+
+from veomni.distributed.parallel_state import get_parallel_state
+
+
+class Qwen2AudioForConditionalGeneration(Qwen2AudioPreTrainedModel):
+{helper}
+    def forward(self, input_ids=None, input_features=None, feature_attention_mask=None, **kwargs):
+        inputs_embeds = self.get_input_embeddings()(input_ids)
+        if input_features is not None:
+            feats = self.audio_tower(input_features).last_hidden_state
+            inputs_embeds = inputs_embeds.masked_scatter(self.audio_mask(input_ids), self.multi_modal_projector(feats))
+        elif get_parallel_state().fsdp_enabled:
+{dummy}
+        return self.language_model(inputs_embeds=inputs_embeds, **kwargs)
+"""
+
+# (path, template, helper, dummy body that is right, dummy body that drops the tower, line of the defect)
+_CASES_703 = [
+    (  # `.mul(0.0)` in a spec
+        _VL_SPEC,
+        _VL_703,
+        "",
+        "        fake = self.visual.dummy_forward()\n        h = h + fake.pooler_output.float().mean().mul(0.0).to(h.dtype)",
+        "        fake = self.visual.dummy_forward()\n        h = h + fake.pooler_output.float().mean().mul(1.0).to(h.dtype)",
+        [13, 14],
+    ),
+    (  # `torch.mul(x, 0)` / `.mul_(0.0)` in a generated class body
+        _AUDIO_GEN,
+        _AUDIO_703,
+        "",
+        "            fake = torch.mul(self.audio_tower.dummy_forward().last_hidden_state.mean(), 0)\n"
+        "            inputs_embeds = inputs_embeds + fake",
+        "            fake = torch.mul(self.audio_tower.dummy_forward().last_hidden_state.mean(), 2)\n"
+        "            inputs_embeds = inputs_embeds + fake",
+        [24],
+    ),
+    (  # a module-level helper of the spec that zeroes the output and returns it
+        _VL_SPEC,
+        _VL_703,
+        "\n\ndef _fake_vision(self):\n    return self.visual.dummy_forward().pooler_output.mean().mul_(0.0)\n\n",
+        "        h = h + _fake_vision(self).to(h.dtype)",
+        "        _fake_vision(self)",
+        [18],
+    ),
+    (  # a method that returns the raw output: the forward zeroes it
+        _AUDIO_GEN,
+        _AUDIO_703,
+        "    def _audio_dummy(self):\n        return self.audio_tower.dummy_forward()\n\n",
+        "            fake = self._audio_dummy().last_hidden_state.mean() * 0.0\n"
+        "            inputs_embeds = inputs_embeds + fake",
+        "            fake = self._audio_dummy().last_hidden_state.mean()\n"
+        "            inputs_embeds = inputs_embeds + fake",
+        [27],
+    ),
+    (  # a method that adds the zero-valued output to the stream it is given and returns the sum
+        _AUDIO_GEN,
+        _AUDIO_703,
+        "    def _with_fake_audio(self, embeds):\n"
+        "        fake = self.audio_tower.dummy_forward().last_hidden_state.mean() * 0.0\n"
+        "        return embeds + fake\n\n",
+        "            inputs_embeds = self._with_fake_audio(inputs_embeds)",
+        "            unused = self._with_fake_audio(inputs_embeds)",
+        [28],
+    ),
+]
+
+
+def _code_703(template: str, helper: str, dummy: str) -> str:
+    text = template.replace("{helper}", helper).replace("{dummy}", dummy)
+    ast.parse(text)  # a variant is code, never a syntax error the linter skips
+    return text
+
+
+@pytest.mark.parametrize(("path", "template", "helper", "good", "_bad", "_line"), _CASES_703)
+def test_npu703_zero_dependency_however_spelled_quiet(
+    path: str, template: str, helper: str, good: str, _bad: str, _line: list[int]
+) -> None:
+    assert _lines(path, _code_703(template, helper, good), "NPU703") == []
+
+
+@pytest.mark.parametrize(("path", "template", "helper", "_good", "bad", "line"), _CASES_703)
+def test_npu703_tower_dropped_still_reports(
+    path: str, template: str, helper: str, _good: str, bad: str, line: list[int]
+) -> None:
+    assert _lines(path, _code_703(template, helper, bad), "NPU703") == line

@@ -37,11 +37,30 @@ def _tower_of(call: ast.Call) -> str | None:
     return None
 
 
-def _zero_products(func: ast.AST) -> list[ast.BinOp]:
-    out = []
-    for node in nodes_of(func, ast.BinOp):
+def _is_zero(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+        and node.value == 0
+    )
+
+
+def _zero_products(func: ast.AST) -> list[ast.expr]:
+    """The products by zero of ``func``, however spelled: `x * 0.0`, `0 * x`, `x.mul(0.0)`, `x.mul_(0)`,
+    `torch.mul(x, 0.0)`."""
+    out: list[ast.expr] = []
+    for node in nodes_of(func, ast.BinOp, ast.Call):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-            if any(isinstance(side, ast.Constant) and side.value == 0 for side in (node.left, node.right)):
+            if _is_zero(node.left) or _is_zero(node.right):
+                out.append(node)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("mul", "mul_")
+        ):
+            factors = [*node.args, *(k.value for k in node.keywords if k.arg == "other")]
+            if any(_is_zero(f) for f in factors[-1:]):  # the multiplier: the last positional (or `other=`)
                 out.append(node)
     return out
 
@@ -69,6 +88,52 @@ def _zeroed(func: ast.FunctionDef, call: ast.Call) -> bool:
         if len(derived) == before:
             break
     return bool(derived & product_names)
+
+
+def _dummy_helpers(
+    tree: ast.Module, func: ast.FunctionDef
+) -> list[tuple[ast.Call, ast.FunctionDef, list[ast.Call]]]:
+    """The calls of ``func`` to a function of the same file that runs a tower's dummy forward itself (a method of
+    its class, `self._audio_dummy(...)`, or a module-level helper, `_run_dummy(self, ...)`): (the call in
+    ``func``, the helper, the helper's dummy forwards)."""
+    defs: dict[str, ast.FunctionDef] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            defs.setdefault(stmt.name, stmt)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and func in stmt.body:
+            defs.update((m.name, m) for m in stmt.body if isinstance(m, ast.FunctionDef))
+    out: list[tuple[ast.Call, ast.FunctionDef, list[ast.Call]]] = []
+    for call in nodes_of(func, ast.Call):
+        assert isinstance(call, ast.Call)
+        callee = call.func
+        if (
+            isinstance(callee, ast.Attribute)
+            and isinstance(callee.value, ast.Name)
+            and callee.value.id == "self"
+        ):
+            name = callee.attr
+        elif isinstance(callee, ast.Name):
+            name = callee.id
+        else:
+            continue
+        helper = defs.get(name)
+        if helper is None or helper is func:
+            continue
+        inner = [c for c in _dummy_calls(helper) if _tower_of(c) is not None]
+        if inner:
+            out.append((call, helper, inner))
+    return out
+
+
+def _returned(func: ast.FunctionDef, call: ast.Call) -> bool:
+    """Whether the dummy forward's output (or a value computed from it) is what ``func`` returns."""
+    flow = _Flow(func)
+    tainted = _tainted_defs(func, flow, {call})
+    return any(
+        isinstance(n, ast.Return) and n.value is not None and _touches(n.value, flow, {call}, tainted)
+        for n in _walk(func)
+    )
 
 
 _CASTS = {"to", "mean", "sum", "float", "type_as", "detach", "contiguous", "view", "reshape", "flatten"}
@@ -1424,7 +1489,10 @@ class TextOnlyDummyForward(WrapperRule):
         if not towers:
             return
         calls = _dummy_calls(func)
-        covered = {_tower_of(c) for c in calls}
+        helpers = _dummy_helpers(self.ctx.tree, func)
+        covered = {_tower_of(c) for c in calls} | {
+            _tower_of(c) for _site, _h, inner in helpers for c in inner
+        }
         missing = [t for t in towers if t not in covered]
         if missing:
             branch = _media_branch(func, missing[0])
@@ -1447,12 +1515,52 @@ class TextOnlyDummyForward(WrapperRule):
                     "the dummy forward's zero-valued output is computed but never added to the text path: the "
                     "tower drops out of the autograd graph",
                 )
-        self._per_modality(func, calls)
+        for site, helper, inner in helpers:
+            self._through_helper(func, site, helper, inner)
+        sites = [*calls, *(site for site, _h, _inner in helpers)]
+        self._per_modality(func, sites)
         self._side_features(func, calls)
         self._dead_outputs(func, calls)
         self._guards(func, calls)
-        self._other_media_guards(func, calls)
+        self._other_media_guards(func, sites)
         self._cuts(func, calls)
+
+    def _through_helper(
+        self, func: ast.FunctionDef, site: ast.Call, helper: ast.FunctionDef, inner: list[ast.Call]
+    ) -> None:
+        """A dummy forward run by a helper the forward calls: when the helper returns the output, it is followed
+        from the helper's call into the forward's text path; otherwise the helper must use it itself."""
+        for call in inner:
+            if not _returned(helper, call):
+                if not _zeroed(helper, call):
+                    self.report(
+                        call,
+                        "the dummy forward's output is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
+                        "the tower drops out of the autograd graph",
+                    )
+                elif not _consumed(helper, call):
+                    self.report(
+                        call,
+                        f"the dummy forward's zero-valued output is computed but neither returned by `{helper.name}` "
+                        "nor added to the text path: the tower drops out of the autograd graph",
+                    )
+                continue
+            if not (_zeroed(helper, call) or _zeroed(func, site)):
+                self.report(
+                    site,
+                    f"`{helper.name}` returns the dummy forward's output and it is not added with a zero-valued "
+                    "dependency (`fake.mean() * 0.0`): the tower drops out of the autograd graph",
+                )
+                return
+            if not _consumed(func, site):
+                self.report(
+                    site,
+                    f"`{helper.name}` returns the dummy forward's zero-valued output, but `{func.name}` never adds "
+                    "it to the text path: the tower drops out of the autograd graph",
+                )
+                return
+        self._dead_outputs(helper, inner)
+        self._cuts(helper, inner)
 
     def _guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """A dummy forward run only under another parallelism (`elif get_parallel_state().sp_enabled:`): the
