@@ -311,3 +311,82 @@ def test_npu703_tower_dropped_still_reports(
     path: str, template: str, helper: str, _good: str, bad: str, line: list[int]
 ) -> None:
     assert _lines(path, _code_703(template, helper, bad), "NPU703") == line
+
+
+# -- NPU431: the eps a norm is built with, read positionally or by keyword against the norm's signature and through
+# the locals of the __init__ ---------------------------------------------------------------------------------------
+_CASES_431 = [
+    (  # a spec override in the VeomniOp tree: q/k norms of Qwen3 attention, eps through a local, positionally
+        "veomni/models_kernel/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+        """
+        from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+        from veomni.patchgen import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+
+
+        @config.override_method("Qwen3Attention.__init__")
+        def qwen3_attention_init_patched(self, config, layer_idx):
+            super().__init__()
+            self.head_dim = config.head_dim
+            norm_eps = {eps}
+            self.q_norm = Qwen3RMSNorm(self.head_dim, norm_eps)
+            self.k_norm = Qwen3RMSNorm(self.head_dim, eps=norm_eps)
+        """,
+        "config.rms_norm_eps",
+        "1e-5",
+        [12, 13],
+    ),
+    (  # a generated class body: the eps read with getattr into a local, then a chain of locals
+        "veomni/models/transformers/llama/generated/patched_modeling_llama_npu.py",
+        """
+        # Source: transformers.models.llama.modeling_llama
+        from torch import nn
+
+
+        class LlamaDecoderLayer(nn.Module):
+            def __init__(self, config, layer_idx):
+                super().__init__()
+                eps_cfg = {eps}
+                eps = eps_cfg
+                self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps)
+                self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        """,
+        'getattr(config, "rms_norm_eps", 1e-6)',
+        "config.layer_norm_eps",
+        [10],
+    ),
+    (  # a DeepSeek-V3 MLA norm that upstream builds with the class default: a configured eps passed positionally
+        "veomni/models/transformers/deepseek_v3/deepseek_v3_gpu_patch_gen_config.py",
+        """
+        from veomni.patchgen import PatchConfig
+
+        config = PatchConfig(source_module="transformers.models.deepseek_v3.modeling_deepseek_v3", target_file="x.py")
+
+
+        @config.override_method("DeepseekV3Attention.__init__")
+        def deepseek_v3_attention_init_patched(self, config, layer_idx):
+            super().__init__()
+            self.kv_lora_rank = config.kv_lora_rank
+            kv_eps = {eps}
+            self.kv_a_layernorm = DeepseekV3RMSNorm(self.kv_lora_rank, kv_eps)
+        """,
+        "1e-6",
+        "config.rms_norm_eps",
+        [11],
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "text", "right", "_wrong", "_lines_"), _CASES_431)
+def test_npu431_eps_through_locals_and_positions_quiet(
+    path: str, text: str, right: str, _wrong: str, _lines_: list[int]
+) -> None:
+    assert _lines(path, text.replace("{eps}", right), "NPU431") == []
+
+
+@pytest.mark.parametrize(("path", "text", "_right", "wrong", "lines"), _CASES_431)
+def test_npu431_other_eps_through_locals_and_positions_reports(
+    path: str, text: str, _right: str, wrong: str, lines: list[int]
+) -> None:
+    assert _lines(path, text.replace("{eps}", wrong), "NPU431") == lines
