@@ -390,3 +390,61 @@ def test_npu431_other_eps_through_locals_and_positions_reports(
     path: str, text: str, _right: str, wrong: str, lines: list[int]
 ) -> None:
     assert _lines(path, text.replace("{eps}", wrong), "NPU431") == lines
+
+
+# -- NPU703: a dummy side output that never reaches the text path is reported where the text-only branch lacks it ---
+_SIDE_703 = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+@config.override_method("Qwen3VLModel.forward")
+def vl_forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None, **kwargs):
+    h = self.get_input_embeddings()(input_ids)
+    if pixel_values is not None:
+        feats = self.get_image_features(pixel_values, image_grid_thw)
+        h = h + feats.pooler_output.mean()
+        image_side = feats.deepstack_features
+    elif get_parallel_state().fsdp_enabled:
+        dummy = self.visual.dummy_forward()
+        h = h + dummy.pooler_output.mean() * 0.0
+        dummy_side = dummy.deepstack_features
+    masks, side = None, None
+    if pixel_values is not None:
+        masks = input_ids == self.config.image_token_id
+        side = image_side
+    else:
+{text_only}
+    return self.language_model(inputs_embeds=h, visual_pos_masks=masks, deepstack_visual_embeds=side, **kwargs)
+"""
+
+
+@pytest.mark.parametrize(
+    ("text_only", "line"),
+    [
+        ("        pass", 23),  # the hand-off deleted
+        ("        masks = None", 23),  # the branch fills something else
+        ("        # the text-only ranks add nothing\n        h = h * 1.0", 24),
+    ],
+)
+def test_npu703_side_output_missing_reported_in_the_text_only_branch(text_only: str, line: int) -> None:
+    text = _SIDE_703.replace("{text_only}", text_only)
+    ast.parse(text)
+    assert _lines(_VL_SPEC, text, "NPU703") == [line]
+
+
+@pytest.mark.parametrize(
+    "text_only", ["        side = dummy_side", "        if dummy_side is not None:\n            side = dummy_side"]
+)
+def test_npu703_side_output_handed_on_quiet(text_only: str) -> None:
+    text = _SIDE_703.replace("{text_only}", text_only)
+    ast.parse(text)
+    assert _lines(_VL_SPEC, text, "NPU703") == []
+
+
+def test_npu703_side_output_without_a_text_only_branch_reported_at_the_holder() -> None:
+    text = _SIDE_703.replace("    else:\n{text_only}\n", "")
+    ast.parse(text)
+    assert _lines(_VL_SPEC, text, "NPU703") == [17]

@@ -415,10 +415,14 @@ def _media_branch(func: ast.AST, tower: str) -> ast.If | None:
     return None
 
 
-def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) -> ast.Assign | None:
+def _text_only_reset(
+    func: ast.FunctionDef, attr: str, dummy_reads: set[int]
+) -> tuple[ast.stmt, str, bool] | None:
     """`<side> = None` in the final `else` of a branch chain, where `<side>` is what the real path fills with the
     tower's ``attr`` (`deepstack_visual_embeds = deepstack_image_embeds`, itself read from `.deepstack_features`
-    of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path)."""
+    of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path).
+    Without such a reset: the first statement of a final `else` that fills no `<side>` at all. (statement, the
+    `<side>` name, whether it is a reset to None)"""
     assigns = nodes_of(func, ast.Assign)  # read only
     side: set[str] = set()
     for _ in range(4):
@@ -446,7 +450,40 @@ def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) ->
                 and isinstance(stmt.value, ast.Constant)
                 and stmt.value.value is None
             ):
-                return stmt
+                return stmt, stmt.targets[0].id, True
+    return _text_only_gap(func, side)
+
+
+def _filled(stmts: list[ast.stmt], side: set[str]) -> list[str]:
+    """The names of ``side`` that ``stmts`` assign (at any depth, in order)."""
+    return [
+        t.id
+        for stmt in stmts
+        for n in _walk(stmt)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id in side
+    ]
+
+
+def _text_only_gap(func: ast.FunctionDef, side: set[str]) -> tuple[ast.stmt, str, bool] | None:
+    """The final `else` of a branch chain whose other branches fill ``side`` (`elif pixel_values is not None:
+    deepstack_visual_embeds = deepstack_image_embeds`) while it fills none of it: the text-only branch, where the
+    dummy forward's side output belongs: its first statement and the name the other branches fill, else None."""
+    ifs = [n for n in nodes_of(func, ast.If) if isinstance(n, ast.If)]
+    elifs = {id(n.orelse[0]) for n in ifs if len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If)}
+    for head in ifs:
+        if id(head) in elifs:
+            continue
+        node, filled = head, []
+        while True:
+            filled += _filled(node.body, side)
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            break
+        if filled and node.orelse and not _filled(node.orelse, side):
+            return node.orelse[0], filled[0], False
     return None
 
 
@@ -1689,15 +1726,16 @@ class TextOnlyDummyForward(WrapperRule):
                 continue
             reset = _text_only_reset(func, value.attr, dummy_reads)
             if reset is not None:
-                if reset in reported:
+                at, target, to_none = reset
+                if at in reported:
                     continue
-                reported.add(reset)
-                target = reset.targets[0].id  # type: ignore[attr-defined]
+                reported.add(at)
+                sets = "sets" if to_none else "never fills"
                 self.report(
-                    reset,
-                    f"the text-only branch sets `{target}` (what the real path fills with the tower's "
-                    f"`{value.attr}`) to `None` while `{name}` holds the dummy forward's `{value.attr}` and is never "
-                    "read: the layers producing it get no gradient on text-only ranks",
+                    at,
+                    f"the text-only branch {sets} `{target}` (what the real path fills with the tower's "
+                    f"`{value.attr}`){' to `None`' if to_none else ''} while `{name}` holds the dummy forward's "
+                    f"`{value.attr}` and is never read: the layers producing it get no gradient on text-only ranks",
                 )
                 continue
             self.report(
