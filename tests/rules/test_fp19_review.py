@@ -183,16 +183,20 @@ _GATHER_421 = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "unrelated", "_related"), _GATHER_421)
-def test_npu421_gather_of_something_else_reports(path: str, text: str, unrelated: str, _related: str) -> None:
-    assert [d.code for d in lint_snippet(path, text.replace("{gather}", unrelated), ["NPU421"])] == ["NPU421"]
-
-
-@pytest.mark.parametrize(("path", "text", "_unrelated", "related"), _GATHER_421)
-def test_npu421_loss_of_gathered_values_quiet(path: str, text: str, _unrelated: str, related: str) -> None:
-    text = text.replace("{gather}", related)
+@pytest.mark.parametrize(
+    ("path", "text", "gather", "expected"),
+    [
+        variant
+        for path, text, unrelated, related in _GATHER_421
+        for variant in ((path, text, unrelated, ["NPU421"]), (path, text, related, []))
+    ],
+)
+def test_npu421_only_a_gather_flowing_into_the_loss_quiets(
+    path: str, text: str, gather: str, expected: list[str]
+) -> None:
+    text = text.replace("{gather}", gather)
     ast.parse(textwrap.dedent(text))  # the variant is code, not a syntax error the linter skips
-    assert lint_snippet(path, text, ["NPU421"]) == []
+    assert [d.code for d in lint_snippet(path, text, ["NPU421"])] == expected
 
 
 # -- NPU703: a zero factor however spelled; a dummy forward run by a helper is followed through the helper's result --
@@ -299,18 +303,18 @@ def _code_703(template: str, helper: str, dummy: str) -> str:
     return text
 
 
-@pytest.mark.parametrize(("path", "template", "helper", "good", "_bad", "_line"), _CASES_703)
-def test_npu703_zero_dependency_however_spelled_quiet(
-    path: str, template: str, helper: str, good: str, _bad: str, _line: list[int]
+@pytest.mark.parametrize(
+    ("path", "template", "helper", "dummy", "expected"),
+    [
+        variant
+        for path, template, helper, good, bad, lines in _CASES_703
+        for variant in ((path, template, helper, good, []), (path, template, helper, bad, lines))
+    ],
+)
+def test_npu703_zero_dependency_however_spelled_and_through_helpers(
+    path: str, template: str, helper: str, dummy: str, expected: list[int]
 ) -> None:
-    assert _lines(path, _code_703(template, helper, good), "NPU703") == []
-
-
-@pytest.mark.parametrize(("path", "template", "helper", "_good", "bad", "line"), _CASES_703)
-def test_npu703_tower_dropped_still_reports(
-    path: str, template: str, helper: str, _good: str, bad: str, line: list[int]
-) -> None:
-    assert _lines(path, _code_703(template, helper, bad), "NPU703") == line
+    assert _lines(path, _code_703(template, helper, dummy), "NPU703") == expected
 
 
 # -- NPU431: the eps a norm is built with, read positionally or by keyword against the norm's signature and through
@@ -378,18 +382,18 @@ _CASES_431 = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "right", "_wrong", "_lines_"), _CASES_431)
-def test_npu431_eps_through_locals_and_positions_quiet(
-    path: str, text: str, right: str, _wrong: str, _lines_: list[int]
+@pytest.mark.parametrize(
+    ("path", "text", "eps", "expected"),
+    [
+        variant
+        for path, text, right, wrong, lines in _CASES_431
+        for variant in ((path, text, right, []), (path, text, wrong, lines))
+    ],
+)
+def test_npu431_eps_read_through_locals_and_positions(
+    path: str, text: str, eps: str, expected: list[int]
 ) -> None:
-    assert _lines(path, text.replace("{eps}", right), "NPU431") == []
-
-
-@pytest.mark.parametrize(("path", "text", "_right", "wrong", "lines"), _CASES_431)
-def test_npu431_other_eps_through_locals_and_positions_reports(
-    path: str, text: str, _right: str, wrong: str, lines: list[int]
-) -> None:
-    assert _lines(path, text.replace("{eps}", wrong), "NPU431") == lines
+    assert _lines(path, text.replace("{eps}", eps), "NPU431") == expected
 
 
 # -- NPU703: a dummy side output that never reaches the text path is reported where the text-only branch lacks it ---
@@ -436,7 +440,8 @@ def test_npu703_side_output_missing_reported_in_the_text_only_branch(text_only: 
 
 
 @pytest.mark.parametrize(
-    "text_only", ["        side = dummy_side", "        if dummy_side is not None:\n            side = dummy_side"]
+    "text_only",
+    ["        side = dummy_side", "        if dummy_side is not None:\n            side = dummy_side"],
 )
 def test_npu703_side_output_handed_on_quiet(text_only: str) -> None:
     text = _SIDE_703.replace("{text_only}", text_only)

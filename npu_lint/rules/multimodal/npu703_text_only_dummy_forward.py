@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
@@ -1540,18 +1541,7 @@ class TextOnlyDummyForward(WrapperRule):
             )
             return
         for call in calls:
-            if not _zeroed(func, call):
-                self.report(
-                    call,
-                    "the dummy forward's output is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
-                    "the tower drops out of the autograd graph",
-                )
-            elif not _consumed(func, call):
-                self.report(
-                    call,
-                    "the dummy forward's zero-valued output is computed but never added to the text path: the "
-                    "tower drops out of the autograd graph",
-                )
+            self._report_use(call, _zeroed(func, call), lambda c=call: _consumed(func, c))
         for site, helper, inner in helpers:
             self._through_helper(func, site, helper, inner)
         sites = [*calls, *(site for site, _h, _inner in helpers)]
@@ -1562,6 +1552,26 @@ class TextOnlyDummyForward(WrapperRule):
         self._other_media_guards(func, sites)
         self._cuts(func, calls)
 
+    def _report_use(self, at: ast.AST, zeroed: bool, consumed: Callable[[], bool], by: str = "") -> bool:
+        """Report a dummy forward's output (``by``: the helper that returns it) that is not scaled to zero, or
+        whose zero-valued result never reaches the text path; whether something was reported."""
+        shown = f" (returned by `{by}`)" if by else ""
+        if not zeroed:
+            self.report(
+                at,
+                f"the dummy forward's output{shown} is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
+                "the tower drops out of the autograd graph",
+            )
+            return True
+        if not consumed():
+            self.report(
+                at,
+                f"the dummy forward's zero-valued output{shown} is computed but never added to the text path: the "
+                "tower drops out of the autograd graph",
+            )
+            return True
+        return False
+
     def _through_helper(
         self, func: ast.FunctionDef, site: ast.Call, helper: ast.FunctionDef, inner: list[ast.Call]
     ) -> None:
@@ -1569,32 +1579,10 @@ class TextOnlyDummyForward(WrapperRule):
         from the helper's call into the forward's text path; otherwise the helper must use it itself."""
         for call in inner:
             if not _returned(helper, call):
-                if not _zeroed(helper, call):
-                    self.report(
-                        call,
-                        "the dummy forward's output is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
-                        "the tower drops out of the autograd graph",
-                    )
-                elif not _consumed(helper, call):
-                    self.report(
-                        call,
-                        f"the dummy forward's zero-valued output is computed but neither returned by `{helper.name}` "
-                        "nor added to the text path: the tower drops out of the autograd graph",
-                    )
-                continue
-            if not (_zeroed(helper, call) or _zeroed(func, site)):
-                self.report(
-                    site,
-                    f"`{helper.name}` returns the dummy forward's output and it is not added with a zero-valued "
-                    "dependency (`fake.mean() * 0.0`): the tower drops out of the autograd graph",
-                )
-                return
-            if not _consumed(func, site):
-                self.report(
-                    site,
-                    f"`{helper.name}` returns the dummy forward's zero-valued output, but `{func.name}` never adds "
-                    "it to the text path: the tower drops out of the autograd graph",
-                )
+                self._report_use(call, _zeroed(helper, call), lambda c=call: _consumed(helper, c))
+            elif self._report_use(
+                site, _zeroed(helper, call) or _zeroed(func, site), lambda: _consumed(func, site), helper.name
+            ):
                 return
         self._dead_outputs(helper, inner)
         self._cuts(helper, inner)
