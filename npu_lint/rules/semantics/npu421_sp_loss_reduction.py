@@ -281,7 +281,9 @@ class SpLossReduction(Rule):
         "lost. The Ascend runs that use sequence parallelism for long "
         "contexts hit all three. Checked wherever a function all-reduces a loss or its token count "
         "(`dist.all_reduce`, the tree's `all_reduce` helper), in autograd functions' backward passes through the "
-        "saved counts too, whatever the names."
+        "saved counts too, whatever the names. A returned loss computed from values gathered over the ranks "
+        "(`gather_outputs(...)`, the list `dist.all_gather` fills, and what is computed from them) is the whole "
+        "sequence's, not a shard's; a gather of anything else in the function does not make it so."
     )
     bad = (
         Example(

@@ -155,7 +155,9 @@ class RmsNormEpsUpstream(Rule):
         "normalises differently from the checkpoint on every device, silently (GPU and NPU generated modules "
         "then disagree with the reference too). The patched `__init__` (a spec's override, a generated or "
         "in-tree copy) is compared norm by norm with the upstream transformers `__init__` of the same class, and "
-        "each norm class's default eps with the upstream class's."
+        "each norm class's default eps with the upstream class's. The eps is read by keyword or by its position in "
+        "the norm's signature, and through the `__init__`'s locals (`norm_eps = config.rms_norm_eps`, then "
+        "`RMSNorm(dim, norm_eps)`); a positional argument of a norm whose signature is unknown is not judged."
     )
     bad = (
         Example(
