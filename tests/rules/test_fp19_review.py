@@ -183,6 +183,26 @@ _GATHER_421 = [
 ]
 
 
+_GATHER_421.append(
+    (  # a diffusion trainer: an autograd gather of the hidden states vs an all-to-all that hands a shard back
+        "veomni/trainer/toy_dit_trainer.py",
+        """
+        from veomni.distributed.parallel_state import get_parallel_state
+        from veomni.distributed.sequence_parallel import reduce_sequence_parallel_loss
+
+
+        def denoise_loss(self, hidden, target):
+            if get_parallel_state().sp_enabled:
+                {gather}
+            flow_loss, _ = self.flow_loss_fn(self.proj(hidden), target)
+            return flow_loss
+        """,
+        "hidden = gather_heads_scatter_seq(hidden, head_dim=2, seq_dim=1)",
+        "hidden = _AllGather.apply(hidden, get_parallel_state().sp_group)",
+    )
+)
+
+
 @pytest.mark.parametrize(
     ("path", "text", "gather", "expected"),
     [
@@ -380,6 +400,28 @@ _CASES_431 = [
         [11],
     ),
 ]
+
+
+_CASES_431.append(
+    (  # a norm built with keyword arguments spread from a dict: the eps is not readable, unlike one spelled out
+        "veomni/models/transformers/qwen3/generated/patched_modeling_qwen3_gpu.py",
+        """
+        # Source: transformers.models.qwen3.modeling_qwen3
+        from torch import nn
+
+
+        class Qwen3DecoderLayer(nn.Module):
+            def __init__(self, config, layer_idx):
+                super().__init__()
+                norm_kwargs = {"eps": config.rms_norm_eps}
+                self.input_layernorm = Qwen3RMSNorm(config.hidden_size{eps})
+                self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        """,
+        ", **norm_kwargs",
+        ", eps=norm_kwargs['eps'] * 10",
+        [9],
+    )
+)
 
 
 @pytest.mark.parametrize(

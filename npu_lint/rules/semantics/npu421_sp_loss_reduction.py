@@ -225,7 +225,14 @@ def _reducer_name(name: str) -> bool:
 
 
 def _is_gather(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and "gather" in (last_name(node.func) or "").lower()
+    """A call that gathers over the ranks (`gather_outputs(...)`, `dist.all_gather(...)`, `_AllGather.apply(...)`);
+    an all-to-all that scatters the sequence back (`gather_heads_scatter_seq`) hands on a shard again."""
+    if not isinstance(node, ast.Call):
+        return False
+    callee = (last_name(node.func) or "").lower()
+    if callee == "apply" and isinstance(node.func, ast.Attribute):
+        callee = (last_name(node.func.value) or "").lower()
+    return "gather" in callee and "scatter" not in callee
 
 
 def _gathered(nodes: list[ast.AST]) -> set[str]:

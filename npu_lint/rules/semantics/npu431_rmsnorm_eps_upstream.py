@@ -326,6 +326,10 @@ class RmsNormEpsUpstream(Rule):
             norm_init = self._norm_init(module, norm)
             default = _eps_default(norm_init)
             position = _eps_position(norm_init)
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords
+            ):
+                continue  # the eps may come in `*args` / `**kwargs`: not readable here
             if position is None and norm_init is None and len(call.args) + len(ref.args) > 2:
                 continue  # the norm's signature is unknown: a positional eps cannot be told from the size
             got, want = self._eps_arg(call, position), self._eps_arg(ref, position)
