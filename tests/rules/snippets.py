@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
+from npu_lint.veomni.project import load_project
 
 # an Ascend adapter that splits the fused head axis for the kernel and returns its output unmerged (NPU314) ...
 WAN_ADAPTER = """import torch_npu
@@ -36,3 +38,26 @@ def lint_snippet(path: str, text: str, codes: Sequence[str]) -> list[Diagnostic]
     in the engine's order."""
     src = SourceFile.from_text(path, textwrap.dedent(text).lstrip("\n"))
     return [d for d in lint_source(src, list(codes), Settings()) if d.code in codes]
+
+
+def ops_tree(root: Path, files: dict[str, str], pyproject: str = "[project]\nname = 'veomni'\n") -> Path:
+    """A VeOmni tree under ``root``: a pyproject, the `veomni.ops.kernels` packages and ``files`` (relative path ->
+    text, dedented) written into it; returns ``root``."""
+    base = {
+        "pyproject.toml": pyproject,
+        "veomni/__init__.py": "",
+        "veomni/ops/__init__.py": "",
+        "veomni/ops/kernels/__init__.py": "",
+    }
+    for rel, text in {**base, **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def lint_in_tree(root: Path, rel: str, codes: Sequence[str]) -> list[Diagnostic]:
+    """The findings of ``codes`` on the file ``rel`` of the tree at ``root``, linted with the tree's project."""
+    path = root / rel
+    project = load_project([str(path)])
+    return lint_source(SourceFile.from_text(str(path), path.read_text()), list(codes), Settings(), project)

@@ -11,26 +11,14 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.optional import GUARDED, LAZY, TOP, import_sites, optional_in_tree
 from npu_lint.veomni.project import load_project
+from tests.rules.snippets import lint_in_tree, ops_tree
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    base = {
-        "pyproject.toml": "[project]\nname = 'veomni'\ndependencies = ['einops>=0.8']\n",
-        "veomni/__init__.py": "",
-        "veomni/ops/__init__.py": "",
-        "veomni/ops/kernels/__init__.py": "",
-    }
-    for rel, text in {**base, **files}.items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return tmp_path
+    return ops_tree(tmp_path, files, pyproject="[project]\nname = 'veomni'\ndependencies = ['einops>=0.8']\n")
 
 
-def _lint_file(root: Path, rel: str, codes: list[str]) -> list:
-    path = root / rel
-    project = load_project([str(path)])
-    return lint_source(SourceFile.from_text(str(path), path.read_text()), codes, Settings(), project)
+_lint_file = lint_in_tree
 
 
 # -- veomni.optional and NPU308 ----------------------------------------------------------------------------

@@ -7,35 +7,13 @@ written in another file, region and naming than the dev cases; correct variants 
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from npu_lint.core.config import Settings
-from npu_lint.core.source import SourceFile
-from npu_lint.engine import lint_source
-from npu_lint.veomni.project import load_project
-
-
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    base = {
-        "pyproject.toml": "[project]\nname = 'veomni'\n",
-        "veomni/__init__.py": "",
-        "veomni/ops/__init__.py": "",
-        "veomni/ops/kernels/__init__.py": "",
-    }
-    for rel, text in {**base, **files}.items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return tmp_path
+from tests.rules.snippets import lint_in_tree, ops_tree
 
 
 def _lines(tmp_path: Path, files: dict[str, str], rel: str, code: str) -> list[int]:
-    root = _tree(tmp_path, files)
-    path = root / rel
-    project = load_project([str(path)])
-    diags = lint_source(SourceFile.from_text(str(path), path.read_text()), [code], Settings(), project)
-    return sorted(d.line for d in diags)
+    return sorted(d.line for d in lint_in_tree(ops_tree(tmp_path, files), rel, [code]))
 
 
 # -- NPU409: the offset written as a method call -------------------------------------------------------------

@@ -157,11 +157,6 @@ HOST_ONLY = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text"), HOST_ONLY)
-def test_npu103_host_only_values_are_quiet(path: str, text: str) -> None:
-    assert _found(path, text, "NPU103") == []
-
-
 DEVICE_USE = [
     (  # the helper's host tensor meets the forward's data through a submodule
         "veomni/models/transformers/toy/modeling_toy.py",
@@ -368,11 +363,6 @@ METHOD_SETTERS += [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "line"), METHOD_SETTERS)
-def test_npu235_method_setters_report(path: str, text: str, line: int) -> None:
-    assert _found(path, text, "NPU235") == [line]
-
-
 METHOD_QUIET = [
     (  # the method declares the global
         "veomni/utils/toy_installer.py",
@@ -443,11 +433,6 @@ METHOD_QUIET = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text"), METHOD_QUIET)
-def test_npu235_method_quiet(path: str, text: str) -> None:
-    assert _found(path, text, "NPU235") == []
-
-
 # --- NPU402: the offset expanded into a sum ---------------------------------------------------------------------
 
 _ZERO_NORM = """
@@ -490,11 +475,6 @@ EXPANDED = [
 ]
 
 
-@pytest.mark.parametrize(("path", "body"), EXPANDED)
-def test_npu402_expanded_offset_is_the_offset(path: str, body: str) -> None:
-    assert _found(path, _ZERO_NORM.format(body=body), "NPU402") == []
-
-
 DROPPED = [
     ("veomni/models/transformers/toy/modeling_toy.py", "        output = output * self.weight.float()"),
     # the sum adds something other than the multiplicand: not `x * (1 + w)`
@@ -509,9 +489,13 @@ DROPPED = [
 ]
 
 
-@pytest.mark.parametrize(("path", "body"), DROPPED)
-def test_npu402_raw_weight_still_reports(path: str, body: str) -> None:
-    assert _found(path, _ZERO_NORM.format(body=body), "NPU402") == [16]
+@pytest.mark.parametrize(
+    ("path", "body", "lines"), [*((p, b, []) for p, b in EXPANDED), *((p, b, [16]) for p, b in DROPPED)]
+)
+def test_npu402_expanded_offset_is_the_offset_raw_weight_reports(
+    path: str, body: str, lines: list[int]
+) -> None:
+    assert _found(path, _ZERO_NORM.format(body=body), "NPU402") == lines
 
 
 # --- NPU470: a detached local read through views ---------------------------------------------------------------
@@ -572,11 +556,6 @@ DETACHED_LOCALS = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "line"), DETACHED_LOCALS)
-def test_npu470_detached_local_through_views(path: str, text: str, line: int) -> None:
-    assert _found(path, text, "NPU470") == [line]
-
-
 DETACH_QUIET = [
     (  # a detached teacher / target local
         "veomni/trainer/toy_distill_trainer.py",
@@ -614,11 +593,6 @@ DETACH_QUIET = [
         """,
     ),
 ]
-
-
-@pytest.mark.parametrize(("path", "text"), DETACH_QUIET)
-def test_npu470_quiet(path: str, text: str) -> None:
-    assert _found(path, text, "NPU470") == []
 
 
 # --- NPU471: an inline-arithmetic term never added ------------------------------------------------------------
@@ -673,11 +647,6 @@ INLINE_TERMS = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "line"), INLINE_TERMS)
-def test_npu471_inline_term_unread(path: str, text: str, line: int) -> None:
-    assert _found(path, text, "NPU471") == [line]
-
-
 TERM_QUIET = [
     (  # the inline term is added
         "veomni/models/transformers/toy/modeling_toy.py",
@@ -713,11 +682,6 @@ TERM_QUIET = [
         """,
     ),
 ]
-
-
-@pytest.mark.parametrize(("path", "text"), TERM_QUIET)
-def test_npu471_quiet(path: str, text: str) -> None:
-    assert _found(path, text, "NPU471") == []
 
 
 # --- NPU473: an inline target, a DDPM noise prediction onto x0 ---------------------------------------------------
@@ -787,11 +751,6 @@ NOISING_FAULTS = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "line"), NOISING_FAULTS)
-def test_npu473_faults_report(path: str, text: str, line: int) -> None:
-    assert _found(path, text, "NPU473") == [line]
-
-
 NOISING_QUIET = [
     (  # the velocity inline
         "veomni/models/diffusers/toy_dit/modeling_toy_dit.py",
@@ -856,11 +815,6 @@ NOISING_QUIET = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text"), NOISING_QUIET)
-def test_npu473_quiet(path: str, text: str) -> None:
-    assert _found(path, text, "NPU473") == []
-
-
 def test_npu473_precheck_skips_files_without_noising() -> None:
     from npu_lint.core.astutil import parse_snippet
     from npu_lint.veomni import noising
@@ -922,11 +876,6 @@ DICT_FIELDS_QUIET = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text"), DICT_FIELDS_QUIET)
-def test_npu103_dict_fields_handed_to_a_module_are_quiet(path: str, text: str) -> None:
-    assert _found(path, text, "NPU103") == []
-
-
 DICT_FIELDS_USED = [
     (  # the field read back and combined with device data in the same function
         "veomni/models/transformers/toy/modeling_toy.py",
@@ -958,6 +907,31 @@ DICT_FIELDS_USED = [
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "line"), DICT_FIELDS_USED)
-def test_npu103_dict_fields_used_on_device_report(path: str, text: str, line: int) -> None:
-    assert _found(path, text, "NPU103") == [line]
+# --- every table above: each fault reported at its line, each correct variant quiet -------------------------------
+
+_REPORTED = [
+    ("NPU235", METHOD_SETTERS),
+    ("NPU470", DETACHED_LOCALS),
+    ("NPU471", INLINE_TERMS),
+    ("NPU473", NOISING_FAULTS),
+    ("NPU103", DICT_FIELDS_USED),
+]
+_QUIET = [
+    ("NPU103", HOST_ONLY),
+    ("NPU235", METHOD_QUIET),
+    ("NPU470", DETACH_QUIET),
+    ("NPU471", TERM_QUIET),
+    ("NPU473", NOISING_QUIET),
+    ("NPU103", DICT_FIELDS_QUIET),
+]
+
+
+@pytest.mark.parametrize(
+    ("code", "path", "text", "lines"),
+    [
+        *((code, path, text, [line]) for code, cases in _REPORTED for path, text, line in cases),
+        *((code, path, text, []) for code, cases in _QUIET for path, text in cases),
+    ],
+)
+def test_reported_at_its_line_or_quiet(code: str, path: str, text: str, lines: list[int]) -> None:
+    assert _found(path, text, code) == lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
@@ -37,11 +38,30 @@ def _tower_of(call: ast.Call) -> str | None:
     return None
 
 
-def _zero_products(func: ast.AST) -> list[ast.BinOp]:
-    out = []
-    for node in nodes_of(func, ast.BinOp):
+def _is_zero(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+        and node.value == 0
+    )
+
+
+def _zero_products(func: ast.AST) -> list[ast.expr]:
+    """The products by zero of ``func``, however spelled: `x * 0.0`, `0 * x`, `x.mul(0.0)`, `x.mul_(0)`,
+    `torch.mul(x, 0.0)`."""
+    out: list[ast.expr] = []
+    for node in nodes_of(func, ast.BinOp, ast.Call):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-            if any(isinstance(side, ast.Constant) and side.value == 0 for side in (node.left, node.right)):
+            if _is_zero(node.left) or _is_zero(node.right):
+                out.append(node)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("mul", "mul_")
+        ):
+            factors = [*node.args, *(k.value for k in node.keywords if k.arg == "other")]
+            if any(_is_zero(f) for f in factors[-1:]):  # the multiplier: the last positional (or `other=`)
                 out.append(node)
     return out
 
@@ -69,6 +89,52 @@ def _zeroed(func: ast.FunctionDef, call: ast.Call) -> bool:
         if len(derived) == before:
             break
     return bool(derived & product_names)
+
+
+def _dummy_helpers(
+    tree: ast.Module, func: ast.FunctionDef
+) -> list[tuple[ast.Call, ast.FunctionDef, list[ast.Call]]]:
+    """The calls of ``func`` to a function of the same file that runs a tower's dummy forward itself (a method of
+    its class, `self._audio_dummy(...)`, or a module-level helper, `_run_dummy(self, ...)`): (the call in
+    ``func``, the helper, the helper's dummy forwards)."""
+    defs: dict[str, ast.FunctionDef] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            defs.setdefault(stmt.name, stmt)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and func in stmt.body:
+            defs.update((m.name, m) for m in stmt.body if isinstance(m, ast.FunctionDef))
+    out: list[tuple[ast.Call, ast.FunctionDef, list[ast.Call]]] = []
+    for call in nodes_of(func, ast.Call):
+        assert isinstance(call, ast.Call)
+        callee = call.func
+        if (
+            isinstance(callee, ast.Attribute)
+            and isinstance(callee.value, ast.Name)
+            and callee.value.id == "self"
+        ):
+            name = callee.attr
+        elif isinstance(callee, ast.Name):
+            name = callee.id
+        else:
+            continue
+        helper = defs.get(name)
+        if helper is None or helper is func:
+            continue
+        inner = [c for c in _dummy_calls(helper) if _tower_of(c) is not None]
+        if inner:
+            out.append((call, helper, inner))
+    return out
+
+
+def _returned(func: ast.FunctionDef, call: ast.Call) -> bool:
+    """Whether the dummy forward's output (or a value computed from it) is what ``func`` returns."""
+    flow = _Flow(func)
+    tainted = _tainted_defs(func, flow, {call})
+    return any(
+        isinstance(n, ast.Return) and n.value is not None and _touches(n.value, flow, {call}, tainted)
+        for n in _walk(func)
+    )
 
 
 _CASTS = {"to", "mean", "sum", "float", "type_as", "detach", "contiguous", "view", "reshape", "flatten"}
@@ -350,10 +416,14 @@ def _media_branch(func: ast.AST, tower: str) -> ast.If | None:
     return None
 
 
-def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) -> ast.Assign | None:
+def _text_only_reset(
+    func: ast.FunctionDef, attr: str, dummy_reads: set[int]
+) -> tuple[ast.stmt, str, bool] | None:
     """`<side> = None` in the final `else` of a branch chain, where `<side>` is what the real path fills with the
     tower's ``attr`` (`deepstack_visual_embeds = deepstack_image_embeds`, itself read from `.deepstack_features`
-    of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path)."""
+    of the real features), through locals; ``dummy_reads`` are the dummy output's own reads (not the real path).
+    Without such a reset: the first statement of a final `else` that fills no `<side>` at all. (statement, the
+    `<side>` name, whether it is a reset to None)"""
     assigns = nodes_of(func, ast.Assign)  # read only
     side: set[str] = set()
     for _ in range(4):
@@ -381,7 +451,40 @@ def _text_only_reset(func: ast.FunctionDef, attr: str, dummy_reads: set[int]) ->
                 and isinstance(stmt.value, ast.Constant)
                 and stmt.value.value is None
             ):
-                return stmt
+                return stmt, stmt.targets[0].id, True
+    return _text_only_gap(func, side)
+
+
+def _filled(stmts: list[ast.stmt], side: set[str]) -> list[str]:
+    """The names of ``side`` that ``stmts`` assign (at any depth, in order)."""
+    return [
+        t.id
+        for stmt in stmts
+        for n in _walk(stmt)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id in side
+    ]
+
+
+def _text_only_gap(func: ast.FunctionDef, side: set[str]) -> tuple[ast.stmt, str, bool] | None:
+    """The final `else` of a branch chain whose other branches fill ``side`` (`elif pixel_values is not None:
+    deepstack_visual_embeds = deepstack_image_embeds`) while it fills none of it: the text-only branch, where the
+    dummy forward's side output belongs: its first statement and the name the other branches fill, else None."""
+    ifs = [n for n in nodes_of(func, ast.If) if isinstance(n, ast.If)]
+    elifs = {id(n.orelse[0]) for n in ifs if len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If)}
+    for head in ifs:
+        if id(head) in elifs:
+            continue
+        node, filled = head, []
+        while True:
+            filled += _filled(node.body, side)
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            break
+        if filled and node.orelse and not _filled(node.orelse, side):
+            return node.orelse[0], filled[0], False
     return None
 
 
@@ -642,7 +745,7 @@ class TextOnlyDummyForward(WrapperRule):
         "embeddings, a zero-valued dependency that keeps the tower in the autograd graph. This rule checks a "
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
-        " The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition; a sum stored in a local nobody reads does not count); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported."
+        " The zero factor may be spelled `* 0.0`, `.mul(0)`, `.mul_(0.0)` or `torch.mul(x, 0)`; a dummy forward run by a helper of the same file (a method of the class, a module-level function of the spec) is followed through the helper: when the helper returns the output, from the helper's call on. The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition; a sum stored in a local nobody reads does not count); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported, in the text-only branch (the final `else`) that resets or never fills what the real path fills with it, when there is one."
         " A dummy forward guarded by another parallelism (`sp_enabled`, `ulysses_enabled`, `tp_size > 1`) is "
         "skipped by the FSDP ranks where that parallelism is off (unless the other side of the test runs its own "
         "dummy of that tower), and a dummy output cut out of autograd before it reaches the text path "
@@ -1424,7 +1527,10 @@ class TextOnlyDummyForward(WrapperRule):
         if not towers:
             return
         calls = _dummy_calls(func)
-        covered = {_tower_of(c) for c in calls}
+        helpers = _dummy_helpers(self.ctx.tree, func)
+        covered = {_tower_of(c) for c in calls} | {
+            _tower_of(c) for _site, _h, inner in helpers for c in inner
+        }
         missing = [t for t in towers if t not in covered]
         if missing:
             branch = _media_branch(func, missing[0])
@@ -1435,24 +1541,51 @@ class TextOnlyDummyForward(WrapperRule):
             )
             return
         for call in calls:
-            if not _zeroed(func, call):
-                self.report(
-                    call,
-                    "the dummy forward's output is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
-                    "the tower drops out of the autograd graph",
-                )
-            elif not _consumed(func, call):
-                self.report(
-                    call,
-                    "the dummy forward's zero-valued output is computed but never added to the text path: the "
-                    "tower drops out of the autograd graph",
-                )
-        self._per_modality(func, calls)
+            self._report_use(call, _zeroed(func, call), lambda c=call: _consumed(func, c))
+        for site, helper, inner in helpers:
+            self._through_helper(func, site, helper, inner)
+        sites = [*calls, *(site for site, _h, _inner in helpers)]
+        self._per_modality(func, sites)
         self._side_features(func, calls)
         self._dead_outputs(func, calls)
         self._guards(func, calls)
-        self._other_media_guards(func, calls)
+        self._other_media_guards(func, sites)
         self._cuts(func, calls)
+
+    def _report_use(self, at: ast.AST, zeroed: bool, consumed: Callable[[], bool], by: str = "") -> bool:
+        """Report a dummy forward's output (``by``: the helper that returns it) that is not scaled to zero, or
+        whose zero-valued result never reaches the text path; whether something was reported."""
+        shown = f" (returned by `{by}`)" if by else ""
+        if not zeroed:
+            self.report(
+                at,
+                f"the dummy forward's output{shown} is not added with a zero-valued dependency (`fake.mean() * 0.0`): "
+                "the tower drops out of the autograd graph",
+            )
+            return True
+        if not consumed():
+            self.report(
+                at,
+                f"the dummy forward's zero-valued output{shown} is computed but never added to the text path: the "
+                "tower drops out of the autograd graph",
+            )
+            return True
+        return False
+
+    def _through_helper(
+        self, func: ast.FunctionDef, site: ast.Call, helper: ast.FunctionDef, inner: list[ast.Call]
+    ) -> None:
+        """A dummy forward run by a helper the forward calls: when the helper returns the output, it is followed
+        from the helper's call into the forward's text path; otherwise the helper must use it itself."""
+        for call in inner:
+            if not _returned(helper, call):
+                self._report_use(call, _zeroed(helper, call), lambda c=call: _consumed(helper, c))
+            elif self._report_use(
+                site, _zeroed(helper, call) or _zeroed(func, site), lambda: _consumed(func, site), helper.name
+            ):
+                return
+        self._dead_outputs(helper, inner)
+        self._cuts(helper, inner)
 
     def _guards(self, func: ast.FunctionDef, calls: list[ast.Call]) -> None:
         """A dummy forward run only under another parallelism (`elif get_parallel_state().sp_enabled:`): the
@@ -1581,15 +1714,16 @@ class TextOnlyDummyForward(WrapperRule):
                 continue
             reset = _text_only_reset(func, value.attr, dummy_reads)
             if reset is not None:
-                if reset in reported:
+                at, target, to_none = reset
+                if at in reported:
                     continue
-                reported.add(reset)
-                target = reset.targets[0].id  # type: ignore[attr-defined]
+                reported.add(at)
+                sets = "sets" if to_none else "never fills"
                 self.report(
-                    reset,
-                    f"the text-only branch sets `{target}` (what the real path fills with the tower's "
-                    f"`{value.attr}`) to `None` while `{name}` holds the dummy forward's `{value.attr}` and is never "
-                    "read: the layers producing it get no gradient on text-only ranks",
+                    at,
+                    f"the text-only branch {sets} `{target}` (what the real path fills with the tower's "
+                    f"`{value.attr}`){' to `None`' if to_none else ''} while `{name}` holds the dummy forward's "
+                    f"`{value.attr}` and is never read: the layers producing it get no gradient on text-only ranks",
                 )
                 continue
             self.report(

@@ -224,10 +224,42 @@ def _reducer_name(name: str) -> bool:
     return "reduce" in lowered and "loss" in lowered and "sequence" in lowered
 
 
-def _gathers(nodes: list[ast.AST]) -> bool:
-    """The function gathers its inputs over the ranks (`gather_outputs(x, gather_dim=1, group=sp_group)`): a
-    loss of the gathered tensors is the whole sequence's, no shard's."""
-    return any(isinstance(n, ast.Call) and "gather" in (last_name(n.func) or "").lower() for n in nodes)
+def _is_gather(node: ast.AST) -> bool:
+    """A call that gathers over the ranks (`gather_outputs(...)`, `dist.all_gather(...)`, `_AllGather.apply(...)`);
+    an all-to-all that scatters the sequence back (`gather_heads_scatter_seq`) hands on a shard again."""
+    if not isinstance(node, ast.Call):
+        return False
+    callee = (last_name(node.func) or "").lower()
+    if callee == "apply" and isinstance(node.func, ast.Attribute):
+        callee = (last_name(node.func.value) or "").lower()
+    return "gather" in callee and "scatter" not in callee
+
+
+def _gathered(nodes: list[ast.AST]) -> set[str]:
+    """The locals that hold tensors gathered over the ranks (`h = gather_outputs(h, gather_dim=1, group=sp)`, the
+    output list of `dist.all_gather(parts, h)`) and every local computed from them: a loss of those is the whole
+    sequence's, no shard's. A gather of something else (positions, metrics) says nothing of the loss."""
+    out: set[str] = set()
+    flows: list[tuple[set[str], set[str]]] = []  # (names stored, names read)
+    for n in nodes:
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            stored = {m.id for t in targets for m in _walk(t) if isinstance(m, ast.Name)}
+            if any(_is_gather(m) for m in _walk(n.value)):
+                out |= stored
+            read = {m.id for m in _walk(n.value) if isinstance(m, ast.Name) and m.id != "self"}
+            flows.append((stored, read))
+        elif isinstance(n, ast.Expr) and _is_gather(n.value) and n.value.args:  # type: ignore[attr-defined]
+            buffer = n.value.args[0]  # type: ignore[attr-defined]
+            out.update(m.id for m in _walk(buffer) if isinstance(m, ast.Name))  # filled in place
+    changed = bool(out)
+    while changed:
+        changed = False
+        for stored, read in flows:
+            if stored - out and read & out:
+                out |= stored
+                changed = True
+    return out
 
 
 def _sp_reducer(call: ast.Call) -> bool:
@@ -256,7 +288,9 @@ class SpLossReduction(Rule):
         "lost. The Ascend runs that use sequence parallelism for long "
         "contexts hit all three. Checked wherever a function all-reduces a loss or its token count "
         "(`dist.all_reduce`, the tree's `all_reduce` helper), in autograd functions' backward passes through the "
-        "saved counts too, whatever the names."
+        "saved counts too, whatever the names. A returned loss computed from values gathered over the ranks "
+        "(`gather_outputs(...)`, the list `dist.all_gather` fills, and what is computed from them) is the whole "
+        "sequence's, not a shard's; a gather of anything else in the function does not make it so."
     )
     bad = (
         Example(
@@ -696,7 +730,8 @@ class SpLossReduction(Rule):
                 )
         found = _ce_results(func)
         seen = {name for _assign, name in found}
-        returned = [] if _gathers(nodes) else _returned_losses(func, seen)
+        gathered = _gathered(nodes)
+        returned = [(at, name) for at, name in _returned_losses(func, seen) if name not in gathered]
         if returned:
             routes = self._reducer_routes()
             for n in nodes:

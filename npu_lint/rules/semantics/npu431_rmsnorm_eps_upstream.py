@@ -94,6 +94,29 @@ def _norm_builds(init: ast.FunctionDef) -> dict[str, ast.Call]:
     return out
 
 
+def _through_local(got: ast.expr | None, init: ast.FunctionDef, call: ast.Call) -> ast.expr | None:
+    """A local handed as the eps (`norm_eps = config.rms_norm_eps`, then `RMSNorm(dim, norm_eps)`): the value of
+    its last plain assignment in the ``__init__`` before the build (followed through further locals)."""
+    seen: set[str] = set()
+    while isinstance(got, ast.Name) and got.id not in seen:
+        seen.add(got.id)
+        bound = [
+            n
+            for n in _walk(init)
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            and n.value is not None
+            and n.lineno < call.lineno
+            and any(
+                isinstance(t, ast.Name) and t.id == got.id
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+        ]
+        if not bound:
+            return got  # a parameter or a name of the module: taken as it is spelled
+        got = max(bound, key=lambda n: n.lineno).value
+    return got
+
+
 def _through_sibling(
     got: ast.expr | None, builds: dict[str, ast.Call], call: ast.Call, position: int | None
 ) -> ast.expr | None:
@@ -132,7 +155,9 @@ class RmsNormEpsUpstream(Rule):
         "normalises differently from the checkpoint on every device, silently (GPU and NPU generated modules "
         "then disagree with the reference too). The patched `__init__` (a spec's override, a generated or "
         "in-tree copy) is compared norm by norm with the upstream transformers `__init__` of the same class, and "
-        "each norm class's default eps with the upstream class's."
+        "each norm class's default eps with the upstream class's. The eps is read by keyword or by its position in "
+        "the norm's signature, and through the `__init__`'s locals (`norm_eps = config.rms_norm_eps`, then "
+        "`RMSNorm(dim, norm_eps)`); a positional argument of a norm whose signature is unknown is not judged."
     )
     bad = (
         Example(
@@ -301,8 +326,15 @@ class RmsNormEpsUpstream(Rule):
             norm_init = self._norm_init(module, norm)
             default = _eps_default(norm_init)
             position = _eps_position(norm_init)
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords
+            ):
+                continue  # the eps may come in `*args` / `**kwargs`: not readable here
+            if position is None and norm_init is None and len(call.args) + len(ref.args) > 2:
+                continue  # the norm's signature is unknown: a positional eps cannot be told from the size
             got, want = self._eps_arg(call, position), self._eps_arg(ref, position)
-            m, u = _meaning(_through_sibling(got, mine, call, position), default), _meaning(want, default)
+            mine_eps = _through_sibling(_through_local(got, init, call), mine, call, position)
+            m, u = _meaning(mine_eps, default), _meaning(_through_local(want, upstream, ref), default)
             if m is None or u is None or m == u:
                 continue
             self.report(

@@ -5,44 +5,161 @@ from __future__ import annotations
 import ast
 import re
 
+from npu_lint.core.astutil import last_name
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import first_report, functions_of
 
 # a local named as a term of an objective: `kl_loss`, `aux_loss`, `z_loss`, `kl`, `kld`, `commitment`
 _TERM = re.compile(r"loss|(^|_)kld?($|_)|(^|_)kl_div|commitment|penalty", re.IGNORECASE)
-_CALLABLE = (
-    "_fn",
-    "_func",
-    "_fct",
-    "_function",
-    "_cls",
-    "_class",
-    "_type",
-    "_name",
-    "_key",
-    "_keys",
-    "_names",
-    # what a loss is weighted, masked or logged with, not a term of it (`loss_mask = kwargs.pop("loss_mask")`)
-    "_mask",
-    "_weight",
-    "_weights",
-    "_scale",
-    "_coef",
-    "_coeff",
-    "_factor",
-    "_value",
-    "_item",
-    "_dict",
-    "_stats",
-    "_info",
-    "_log",
-    "_logs",
-)
 
 
 def _is_term(name: str) -> bool:
-    return bool(_TERM.search(name)) and not name.startswith("_") and not name.lower().endswith(_CALLABLE)
+    return bool(_TERM.search(name)) and not name.startswith("_")
+
+
+# what a value is, read from the value itself (the local is never read, so its binding is all there is to go by)
+_HOST = frozenset({"item", "tolist", "numpy", "detach"})  # a logged copy, out of the autograd graph
+_BUILTINS = frozenset(
+    {
+        "float",
+        "int",
+        "bool",
+        "str",
+        "len",
+        "round",
+        "repr",
+        "format",
+        "dict",
+        "list",
+        "tuple",
+        "set",
+        "sorted",
+    }
+)
+_MAKERS = frozenset({"partial", "getattr"})  # a callable or an attribute looked up, not a tensor
+_FACTORIES = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "arange",
+        "tensor",
+    }
+)
+_MASKS = frozenset({"ne", "eq", "gt", "ge", "lt", "le", "logical_not", "logical_and", "logical_or", "bool"})
+_CASTS = frozenset(
+    {"float", "half", "bfloat16", "long", "int", "to", "type_as", "view", "reshape", "flatten"}
+)
+_SETTINGS = ("config", "cfg", "args", "hparams", "conf")
+_DISPLAYS = (
+    ast.Dict,
+    ast.List,
+    ast.Set,
+    ast.Tuple,
+    ast.ListComp,
+    ast.DictComp,
+    ast.SetComp,
+    ast.GeneratorExp,
+    ast.JoinedStr,
+    ast.Lambda,
+    ast.Compare,
+    ast.BoolOp,
+)
+
+
+def _root(node: ast.AST) -> tuple[ast.AST, list[str]]:
+    """The root of an attribute / subscript chain and the attribute names along it."""
+    attrs: list[str] = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+        node = node.value
+    return node, attrs
+
+
+def _locals_of(func: ast.AST) -> set[str]:
+    """Names the function binds itself (assignments, loop and `with` targets, parameters)."""
+    out: set[str] = set()
+    for n in _walk(func):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+    return out
+
+
+def _bound(target: ast.AST, value: ast.AST) -> list[tuple[ast.Name, ast.AST | None]]:
+    """The names a target binds and the value each receives (None: an element of a call's results)."""
+    if isinstance(target, ast.Name):
+        return [(target, value)]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        elts = getattr(value, "elts", None)
+        if isinstance(value, (ast.Tuple, ast.List)) and elts is not None and len(elts) == len(target.elts):
+            return [pair for t, v in zip(target.elts, elts, strict=True) for pair in _bound(t, v)]
+        return [(name, None) for name in _targets(target)]
+    if isinstance(target, ast.Starred):
+        return [(name, None) for name in _targets(target.value)]
+    return []
+
+
+def _kwargs_param(func: ast.AST) -> str | None:
+    kwarg = getattr(getattr(func, "args", None), "kwarg", None)
+    return kwarg.arg if kwarg is not None else None
+
+
+def computes_term(value: ast.AST, func: ast.AST, own: set[str]) -> bool:
+    """Whether a value bound to a loss-named local is a tensor the function computes for its objective (a loss
+    call's result, arithmetic, an output read off a result), not a setting, a mask, a logged copy, a container, a
+    callable or an input taken out of the way: decided by what flows into the local, since it is never read."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _CASTS
+        and isinstance(value.func.value, (ast.Compare, ast.BoolOp, ast.Call))
+    ):
+        value = value.func.value  # `(labels != -100).float()`: what is cast is what it is
+    if isinstance(value, ast.Constant) or isinstance(value, _DISPLAYS):
+        return False  # a literal, a container, a comparison (a mask), a string, a lambda
+    if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return False  # masks combined: `attention_mask & (labels != -100)`
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.Invert, ast.Not)):
+        return False  # a mask inverted
+    if isinstance(value, (ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Await, ast.NamedExpr)):
+        return True
+    if isinstance(value, ast.Call):
+        callee = value.func
+        name = last_name(callee) or ""
+        if name in _HOST or name in _MASKS or name in _MAKERS or name in _FACTORIES:
+            return False
+        if isinstance(callee, ast.Name) and (callee.id in _BUILTINS or callee.id in _MAKERS):
+            return False
+        if name[:1].isupper():
+            return False  # a class instantiated: a loss module, a config object, not a tensor
+        if name == "pop":
+            return False  # taken out of a mapping so it is not handed on (`kwargs.pop("loss_mask")`)
+        if isinstance(callee, ast.Attribute) and name in ("get", "setdefault"):
+            root, _attrs = _root(callee.value)
+            if isinstance(root, ast.Name) and root.id == _kwargs_param(func):
+                return False  # an input read out of `**kwargs`
+        return True
+    if isinstance(value, (ast.Attribute, ast.Subscript, ast.Name)):
+        root, attrs = _root(value)
+        if any(a.lower().endswith(_SETTINGS) for a in attrs):
+            return False  # a hyperparameter: `self.config.loss_weight`
+        if not isinstance(root, ast.Name):
+            return True  # read off a call's result: `self.head(x).aux_loss`
+        if root.id == "self" or root.id.lower().endswith(_SETTINGS):
+            return False  # a module, a bound method or a setting of the object, read without being run
+        if root.id == _kwargs_param(func):
+            return False  # an input read out of `**kwargs`
+        return root.id in own  # read off a value of this function; a module-level name is not
+    return True
 
 
 def _targets(node: ast.AST) -> list[ast.Name]:
@@ -61,6 +178,16 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
     omits it when there is one, else the binding."""
     loads: set[str] = set()
     stores: list[tuple[ast.Name, ast.AST]] = []
+    own: set[str] | None = None
+
+    def term(value: ast.AST | None) -> bool:
+        nonlocal own
+        if value is None:
+            return True  # one of a call's results (`embeds, kl_loss = self.proj_head(x)`): an output
+        if own is None:
+            own = _locals_of(func)
+        return computes_term(value, func, own)
+
     for n in _walk(func):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             return []
@@ -84,9 +211,9 @@ def unread_terms(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
             ):
                 continue  # a combined loss (arithmetic of loss terms) stored and dropped is NPU425's
             for t in n.targets:
-                stores.extend((name, n) for name in _targets(t) if _is_term(name.id))
-        elif isinstance(n, ast.AnnAssign) and n.value is not None and not isinstance(n.value, ast.Constant):
-            stores.extend((name, n) for name in _targets(n.target) if _is_term(name.id))
+                stores.extend((name, n) for name, v in _bound(t, value) if _is_term(name.id) and term(v))
+        elif isinstance(n, ast.AnnAssign) and n.value is not None:
+            stores.extend((name, n) for name, v in _bound(n.target, n.value) if _is_term(name.id) and term(v))
     if not stores:
         return []
     handed_on = {name for name in loads if "loss" in name.lower()}
@@ -139,8 +266,14 @@ class LossTermUnread(Rule):
         "router balance or the codebook commitment is no longer constrained, with no error. Checked in every "
         "function of any file: a local named as a loss term (`loss`, `kl`, `kld`, `kl_div`, `commitment`, "
         "`penalty` in its name; a name starting with `_` is a deliberate discard) bound by an assignment or a "
-        "tuple unpack (also an inline term: `kld = -0.5 * (1 + logvar - mu**2 - logvar.exp()).mean()`), never read in the function (nested functions included), while the function reads another "
-        "loss-named value. A combined sum (arithmetic that reads other loss terms) stored and dropped is NPU425."
+        "tuple unpack (also an inline term: `kld = -0.5 * (1 + logvar - mu**2 - logvar.exp()).mean()`), never read "
+        "in the function (nested functions included), while the function reads another loss-named value. Whether "
+        "the local holds a term is read from what flows into it, whatever its name: a loss call's result, "
+        "arithmetic, one of a call's results or an output read off one is a term (`loss_weights = "
+        "self.token_weights(labels)` thrown away drops the weighting too); a setting (`self.config.loss_weight`), a "
+        "mask (a comparison, `.ne(...)`, `&`), a logged copy (`.item()`, `.detach()`), a container, a callable "
+        "(`nn.CrossEntropyLoss()`, `partial(...)`, `F.cross_entropy`) or an input taken out of `**kwargs` is not. "
+        "A combined sum (arithmetic that reads other loss terms) stored and dropped is NPU425."
     )
     bad = (
         Example(
@@ -192,6 +325,6 @@ class LossTermUnread(Rule):
                     self.report(
                         site,
                         f"`{name}` is a loss term computed in `{func.name}` and never read{where}: it never reaches "
-                        "the loss the function hands on (the regulariser is thrown away); add it to the loss, or "
-                        "name it `_...` if it is meant to be dropped",
+                        "the loss the function hands on (the regulariser, or the weighting it carries, is thrown "
+                        "away); add it to the loss, or name it `_...` if it is meant to be dropped",
                     )
