@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import transformers_version
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni import losspath, refedits
+from npu_lint.veomni import copyequiv, losspath, refedits
 from npu_lint.veomni.patchgen import generated_banner, load_file
 from npu_lint.veomni.upstream import (
     decorator_target,
@@ -240,7 +240,8 @@ class UpstreamCopyNumerics(Rule):
                 if is_patched:
                     continue
                 # No patch names this method: it is upstream's code, and any other computation is an edit.
-                for site, was, now in losspath.copy_differences(mine.body, their.body):
+                keys = copyequiv.Keys(mine, their)
+                for site, was, now in losspath.copy_differences(mine.body, their.body, keys):
                     self.report(
                         site,
                         f"`{name}` is not patched by the spec, yet it differs from transformers=={banner.based_on} "
