@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import transformers_version
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni import copyequiv, losspath, refedits
+from npu_lint.veomni import copyequiv, losspath, normflow, refedits
 from npu_lint.veomni.patchgen import generated_banner, load_file
 from npu_lint.veomni.upstream import (
     decorator_target,
@@ -193,6 +193,10 @@ class UpstreamCopyNumerics(Rule):
         if offset is not None:
             faults.append((offset, "offset", "upstream multiplies by the weight itself"))
         faults += losspath.copy_numeric_faults(mine.body, their.body, patched)  # type: ignore[attr-defined]
+        faults += [
+            (site, "norm", f"`{callee}` no longer receives `self.{norm}`'s output, which upstream hands it")
+            for site, norm, callee in normflow.lost_consumers(mine, their)
+        ]
         if patched:
             faults += losspath.rewritten_copy_faults(mine, their)
         return faults
