@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from npu_lint.core.astutil import walk as _walk
 
 # tensor methods that keep a tensor's values (a view, a cast): a name bound through them still holds the norm's output
-_KEEP = frozenset({"view", "reshape", "transpose", "contiguous", "to", "float", "flatten", "unsqueeze", "permute"})
+_KEEP = frozenset(
+    {"view", "reshape", "transpose", "contiguous", "to", "float", "flatten", "unsqueeze", "permute"}
+)
 
 
 def _norm_attr(node: ast.AST) -> str | None:
@@ -76,10 +78,11 @@ def lost_consumers(mine: ast.AST, theirs: ast.AST) -> Iterator[tuple[ast.AST, st
     no longer hands that output (the norm itself still called)."""
     up, cp = norm_consumers(theirs), norm_consumers(mine)
     called = _callees(mine)
+    norms = {a for n in _walk(mine) if (a := _norm_attr(n)) is not None}
     for attr, consumers in up.items():
-        if attr not in cp:
-            continue  # the norm is gone or consumed elsewhere: the feature comparison judges that
-        for callee in sorted(consumers - cp[attr]):
+        if attr not in norms:
+            continue  # the norm is gone: the feature comparison judges that
+        for callee in sorted(consumers - cp.get(attr, set())):
             if callee not in called:
                 continue
             site = next(n for n in _walk(mine) if isinstance(n, ast.Call) and _callee(n) == callee)
