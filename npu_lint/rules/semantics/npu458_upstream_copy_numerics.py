@@ -59,7 +59,13 @@ class UpstreamCopyNumerics(Rule):
         "that is one of upstream's with exactly one small change (`+` for `-`, `is None` for `is not None`, a "
         "number, an operand, a positional argument or keyword left out, arguments reordered, `.float()` dropped, "
         "another dtype or reduction, `self.gate_proj` read where upstream reads `self.up_proj`) is reported: a "
-        "deliberate rewrite calls something else or adds, it rarely changes one token of upstream's statement."
+        "deliberate rewrite calls something else or adds, it rarely changes one token of upstream's statement. "
+        "A callee upstream hands a norm's output (the DSA indexer given the normalised query residual) that the "
+        "copy still calls with the un-normalised tensor is reported too, patched or not. An unpatched copy is read "
+        "with its function as context: a temporary it introduces is written out at its uses, SiLU spelled "
+        "`x * sigmoid(x)`, a top-k or argmax whose values are dropped taken on the logits instead of their "
+        "softmax over the same axis, and a norm submodule applied after a transpose of two leading axes of a head "
+        "split are upstream's computation and not reported."
     )
     bad = (
         Example(
