@@ -27,11 +27,15 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from npu_lint.core.astutil import call_name, copy_tree, int_value, last_name, nodes_of, str_value, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
 from npu_lint.veomni.upstream import device_move, same_node
+
+if TYPE_CHECKING:
+    from npu_lint.veomni.copyequiv import Keys
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -1945,17 +1949,27 @@ def _code(stmts: list[ast.stmt]) -> list[ast.stmt]:
     ]
 
 
-def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[tuple[ast.AST, str, str]]:
+def copy_differences(
+    mine: list[ast.stmt], theirs: list[ast.stmt], keys: Keys | None = None
+) -> Iterator[tuple[ast.AST, str, str]]:
     """``(site, upstream, copy)`` for each run of statements an unpatched copy of upstream code (a generated
     module's method no patch names) computes differently from upstream, equivalent spellings aside (`_Canon`):
     such a copy is upstream's code, statement for statement, so every other change is an edit nobody reviewed.
     A compound statement whose header is kept is aligned again inside; an inserted statement is reported
-    as added."""
+    as added. With ``keys`` (`copyequiv.Keys` of the two functions) a temporary the copy introduces is written out
+    at its uses, and the rewrites that keep what upstream computes only given the function around them are made
+    alike too."""
     import difflib
 
     theirs, mine = _code(theirs), _code(mine)
-    a = [_canon_key(s) for s in theirs]
-    b = [_canon_key(s) for s in mine]
+    if keys is not None:
+        theirs = [s for s in theirs if not keys.drop_theirs(s)]
+        mine = [s for s in mine if not keys.drop_mine(s)]
+        a = [keys.theirs(s) for s in theirs]
+        b = [keys.mine(s) for s in mine]
+    else:
+        a = [_canon_key(s) for s in theirs]
+        b = [_canon_key(s) for s in mine]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
@@ -1988,12 +2002,14 @@ def copy_differences(mine: list[ast.stmt], theirs: list[ast.stmt]) -> Iterator[t
                         for hu, hc in zip(handlers_up, handlers_cp, strict=True)
                     )
                 ):
-                    yield from copy_differences(inner_cp, inner_up)
-                    yield from copy_differences(getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []))
-                    for hu, hc in zip(handlers_up, handlers_cp, strict=True):
-                        yield from copy_differences(hc.body, hu.body)
+                    yield from copy_differences(inner_cp, inner_up, keys)
                     yield from copy_differences(
-                        getattr(cp[0], "finalbody", []), getattr(up[0], "finalbody", [])
+                        getattr(cp[0], "orelse", []), getattr(up[0], "orelse", []), keys
+                    )
+                    for hu, hc in zip(handlers_up, handlers_cp, strict=True):
+                        yield from copy_differences(hc.body, hu.body, keys)
+                    yield from copy_differences(
+                        getattr(cp[0], "finalbody", []), getattr(up[0], "finalbody", []), keys
                     )
                     continue
         site = cp[0] if cp else (mine[j1] if j1 < len(mine) else (mine[-1] if mine else None))

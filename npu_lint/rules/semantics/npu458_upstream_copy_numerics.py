@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import transformers_version
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni import losspath, refedits
+from npu_lint.veomni import copyequiv, losspath, normflow, refedits
 from npu_lint.veomni.patchgen import generated_banner, load_file
 from npu_lint.veomni.upstream import (
     decorator_target,
@@ -59,7 +59,13 @@ class UpstreamCopyNumerics(Rule):
         "that is one of upstream's with exactly one small change (`+` for `-`, `is None` for `is not None`, a "
         "number, an operand, a positional argument or keyword left out, arguments reordered, `.float()` dropped, "
         "another dtype or reduction, `self.gate_proj` read where upstream reads `self.up_proj`) is reported: a "
-        "deliberate rewrite calls something else or adds, it rarely changes one token of upstream's statement."
+        "deliberate rewrite calls something else or adds, it rarely changes one token of upstream's statement. "
+        "A callee upstream hands a norm's output (the DSA indexer given the normalised query residual) that the "
+        "copy still calls with the un-normalised tensor is reported too, patched or not. An unpatched copy is read "
+        "with its function as context: a temporary it introduces is written out at its uses, SiLU spelled "
+        "`x * sigmoid(x)`, a top-k or argmax whose values are dropped taken on the logits instead of their "
+        "softmax over the same axis, and a norm submodule applied after a transpose of two leading axes of a head "
+        "split are upstream's computation and not reported."
     )
     bad = (
         Example(
@@ -193,6 +199,10 @@ class UpstreamCopyNumerics(Rule):
         if offset is not None:
             faults.append((offset, "offset", "upstream multiplies by the weight itself"))
         faults += losspath.copy_numeric_faults(mine.body, their.body, patched)  # type: ignore[attr-defined]
+        faults += [
+            (site, "norm", f"`{callee}` no longer receives `self.{norm}`'s output, which upstream hands it")
+            for site, norm, callee in normflow.lost_consumers(mine, their)
+        ]
         if patched:
             faults += losspath.rewritten_copy_faults(mine, their)
         return faults
@@ -240,7 +250,8 @@ class UpstreamCopyNumerics(Rule):
                 if is_patched:
                     continue
                 # No patch names this method: it is upstream's code, and any other computation is an edit.
-                for site, was, now in losspath.copy_differences(mine.body, their.body):
+                keys = copyequiv.Keys(mine, their)
+                for site, was, now in losspath.copy_differences(mine.body, their.body, keys):
                     self.report(
                         site,
                         f"`{name}` is not patched by the spec, yet it differs from transformers=={banner.based_on} "

@@ -1,0 +1,195 @@
+"""NPU730 trainable-submodule-unapplied."""
+
+from __future__ import annotations
+
+import ast
+
+from npu_lint.core.astutil import walk as _walk
+from npu_lint.rules.base import Example, Rule
+
+# what a module attribute may be the receiver of without being applied to data
+_BOOKKEEPING = frozenset(
+    {
+        "requires_grad_",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "train",
+        "eval",
+        "to",
+        "apply",
+        "state_dict",
+        "load_state_dict",
+        "modules",
+        "named_modules",
+        "children",
+        "zero_grad",
+        "half",
+        "float",
+        "bfloat16",
+        "cuda",
+        "cpu",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+    }
+)
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _built(init: ast.FunctionDef) -> dict[str, ast.Assign]:
+    """``self.x = Something(...)``: attributes ``__init__`` builds from a call (a submodule)."""
+    out: dict[str, ast.Assign] = {}
+    for node in _walk(init):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            for target in node.targets:
+                name = _self_attr(target)
+                if name is not None:
+                    out.setdefault(name, node)
+    return out
+
+
+def _trained(node: ast.AST) -> str | None:
+    """The attribute ``self.x.requires_grad_(True)`` / ``self.x.requires_grad_()`` makes trainable."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "requires_grad_"
+        and not (node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value is False)
+    ):
+        return _self_attr(node.func.value)
+    return None
+
+
+class TrainableSubmoduleUnapplied(Rule):
+    code = "NPU730"
+    name = "trainable-submodule-unapplied"
+    summary = (
+        "A class builds a submodule in `__init__` and makes it trainable (`self.projector.requires_grad_(True)`), "
+        "but no method of the class (or of a subclass in the file) ever applies it to data."
+    )
+    why = (
+        "Encoders and towers of a multimodal model (a seed-omni encoder's `projector`, an aligner, a merger) are "
+        "built in `__init__` and unfrozen by a `set_*_trainable` method, and the forward path (`lm_encode`, "
+        "its dummy twin, `forward`) applies them. When the path stops calling one, its features keep the tower's "
+        "width (a shape mismatch with the language model's hidden size, or silently the wrong space when the "
+        "widths agree) and the parameters the trainer unfroze get no gradient: FSDP/DDP then report unused "
+        "parameters, or the optimizer steps a module that never trains. A submodule the class builds itself, "
+        "makes trainable, and never calls, passes on, iterates or returns in any method (its own or a subclass's "
+        "in the same file) is reported; a submodule only a parent class or an outside caller applies is not built "
+        "by the class and is not judged."
+    )
+    bad = (
+        Example(
+            """
+            from torch import nn
+
+
+            class ToyVisionEncoder(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.merger = nn.Linear(config.hidden_size, config.out_size)
+                    self.projector = nn.Linear(config.out_size, config.output_size)
+
+                def set_projector_trainable_only(self):
+                    self.requires_grad_(False)
+                    self.projector.requires_grad_(True)
+
+                def lm_encode(self, features):
+                    return self.merger(features)
+            """,
+            path="veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py",
+            title="the projector made trainable and never applied",
+        ),
+    )
+    good = (
+        Example(
+            """
+            from torch import nn
+
+
+            class ToyVisionEncoder(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.merger = nn.Linear(config.hidden_size, config.out_size)
+                    self.projector = nn.Linear(config.out_size, config.output_size)
+
+                def set_projector_trainable_only(self):
+                    self.requires_grad_(False)
+                    self.projector.requires_grad_(True)
+
+                def lm_encode(self, features):
+                    return self.projector(self.merger(features))
+            """,
+            path="veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py",
+        ),
+    )
+    fix_safety = "No fix: where the submodule belongs in the forward path is the author's to say."
+    requires = ("requires_grad_",)
+    node_types = ()
+
+    @classmethod
+    def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
+        return not ctx.source.kind.test
+
+    def finish(self) -> None:
+        classes = [c for c in _walk(self.ctx.tree) if isinstance(c, ast.ClassDef)]
+        for cls in classes:
+            init = next(
+                (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+            )
+            if init is None:
+                continue
+            built = _built(init)
+            if not built:
+                continue
+            family = [cls] + [
+                c
+                for c in classes
+                if c is not cls and any(isinstance(b, ast.Name) and b.id == cls.name for b in c.bases)
+            ]
+            trained: set[str] = set()
+            applied: set[str] = set()
+            for member in family:
+                for node in _walk(member):
+                    name = _trained(node)
+                    if name is not None:
+                        trained.add(name)
+                    applied |= self._applied(node)
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Name)
+                        and node.func.id in ("getattr", "setattr", "hasattr")
+                        and len(node.args) >= 2
+                        and isinstance(node.args[1], ast.Constant)
+                    ):
+                        applied.add(str(node.args[1].value))  # reached by name: not followed
+            for name in sorted(trained - applied):
+                if name in built:
+                    self.report(
+                        built[name],
+                        f"`self.{name}` is built here and made trainable, but no method of `{cls.name}` applies it: "
+                        "the forward path skips it (its features keep the previous width) and the unfrozen "
+                        f"parameters get no gradient; call `self.{name}(...)` where the path used to",
+                    )
+
+    @staticmethod
+    def _applied(node: ast.AST) -> set[str]:
+        """Attributes ``node`` uses other than as the receiver of bookkeeping (``self.x(...)``, ``f(self.x)``,
+        ``for m in self.x``, ``return self.x``, ``self.x.forward(...)``)."""
+        out: set[str] = set()
+        for child in ast.iter_child_nodes(node):
+            name = _self_attr(child)
+            if name is None or not isinstance(child.ctx, ast.Load):  # type: ignore[attr-defined]
+                continue
+            if isinstance(node, ast.Attribute) and node.attr in _BOOKKEEPING:
+                continue  # ``self.x.requires_grad_``: bookkeeping
+            if isinstance(node, ast.Assign) and child in node.targets:
+                continue
+            out.add(name)
+        return out
