@@ -1,0 +1,117 @@
+"""Vendor and device contracts that hold anywhere in a VeOmni tree, on shapes other than the round-15 dev cases
+(a backward recomputing its forward's fused kernel with other options; ...): transfer variants in other regions and
+names, and correct code that stays quiet."""
+
+from __future__ import annotations
+
+from tests.rules.snippets import lint_snippet
+
+
+def _lines(code: str, path: str, text: str) -> list[int]:
+    return sorted(d.line for d in lint_snippet(path, text, [code]))
+
+
+# -- NPU315: a backward's recompute of the forward's fused kernel -------------------------------------------------
+
+
+def test_recompute_autograd_function_torch_npu_layout() -> None:
+    text = """
+    import torch
+    import torch_npu
+
+
+    class RingAttnFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, heads):
+            out = torch_npu.npu_fusion_attention(q, k, v, heads, input_layout="BSND", sparse_mode=0)[0]
+            ctx.save_for_backward(q, k, v)
+            return out
+
+        @staticmethod
+        def backward(ctx, dout):
+            q, k, v = ctx.saved_tensors
+            out = torch_npu.npu_fusion_attention(q, k, v, 8, input_layout="BNSD", sparse_mode=0)[0]
+            return recompute_grads(dout, out), None, None, None
+    """
+    assert _lines("NPU315", "veomni/distributed/sequence_parallel/ring_npu.py", text) == [8, 15]
+
+
+def test_recompute_module_pair_torch_ops_chunk_size() -> None:
+    text = """
+    import torch
+
+    from . import _ops  # noqa: F401
+
+
+    def segment_reduce_forward(x, offsets):
+        return torch.ops.veomni_data.segment_reduce(x, offsets, chunk_size=64, reduce="sum")
+
+
+    def segment_reduce_backward(dy, x, offsets):
+        y = torch.ops.veomni_data.segment_reduce.default(x, offsets, chunk_size=128, reduce="sum")
+        return dy * y
+    """
+    assert _lines("NPU315", "veomni/data/kernels/segment.py", text) == [7, 11]
+
+
+def test_recompute_generated_like_file_bool_option() -> None:
+    text = """
+    import torch
+
+
+    def chunk_linear_attn_fwd(q, k, v, g):
+        o = torch.ops.npu.npu_chunk_linear_attn(q, k, v, g, normalize=True, head_first=False)
+        return o
+
+
+    def chunk_linear_attn_bwd(do, q, k, v, g):
+        o = torch.ops.npu.npu_chunk_linear_attn(q, k, v, g, normalize=True, head_first=True)
+        return torch.ops.npu.npu_chunk_linear_attn_grad(do, o, q, k, v, g)
+    """
+    assert _lines("NPU315", "veomni/models/transformers/toy_lin/linear_attn_npu.py", text) == [5, 10]
+
+
+def test_recompute_quiet_when_options_agree_or_only_select_outputs() -> None:
+    text = """
+    import torch
+
+
+    def chunk_delta_fwd(k, w, u, g, h0, output_final_state, chunk_size=64):
+        return torch.ops.npu.npu_chunk_delta_h(
+            k, w, u, g=g, initial_state=h0, output_final_state=output_final_state, save_new_value=True,
+            use_exp2=False, chunk_size=chunk_size,
+        )
+
+
+    def chunk_delta_bwd(do, k, w, u, g, h0, chunk_size=64):
+        h, v_new, _ = torch.ops.npu.npu_chunk_delta_h(
+            k, w, u, g=g, initial_state=h0, output_final_state=False, save_new_value=False,
+            use_exp2=False, chunk_size=chunk_size,
+        )
+        return torch.ops.npu.npu_chunk_delta_bwd(do, h, v_new)
+    """
+    assert _lines("NPU315", "veomni/ops/kernels/toy_delta/_ascend/delta.py", text) == []
+
+
+def test_recompute_quiet_for_triton_launch_constants_and_unpaired_functions() -> None:
+    text = """
+    import torch
+    import triton
+
+
+    def scan_fwd(x):
+        y = torch.empty_like(x)
+        _scan_fwd_kernel[(x.shape[0],)](x, y, BLOCK=64)
+        return torch.ops.veomni.scan(x, exclusive=False)
+
+
+    def scan_bwd(dy):
+        dx = torch.empty_like(dy)
+        _scan_bwd_kernel[(dy.shape[0],)](dy, dx, BLOCK=128)
+        return torch.ops.veomni.scan(dy.flip(0), exclusive=False).flip(0)
+
+
+    def cumsum_fwd(x):
+        return torch.ops.veomni.scan(x, exclusive=True)
+    """
+    assert _lines("NPU315", "veomni/ops/kernels/scan/triton_scan.py", text) == []
