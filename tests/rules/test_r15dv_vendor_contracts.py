@@ -115,3 +115,66 @@ def test_recompute_quiet_for_triton_launch_constants_and_unpaired_functions() ->
         return torch.ops.veomni.scan(x, exclusive=True)
     """
     assert _lines("NPU315", "veomni/ops/kernels/scan/triton_scan.py", text) == []
+
+
+# -- NPU103: an allocation that inherits a tensor's device, told to use the host ----------------------------------
+
+
+def test_host_override_new_method_in_model_code() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    class ToyGate(nn.Module):
+        def forward(self, hidden_states):
+            keep = hidden_states.new_ones(hidden_states.shape[:-1], dtype=torch.bool, device=torch.device("cpu"))
+            return hidden_states * keep.unsqueeze(-1)
+    """
+    assert _lines("NPU103", "veomni/models/transformers/toy_gate/modeling_toy_gate.py", text) == [7]
+
+
+def test_host_override_like_in_distributed_helper() -> None:
+    text = """
+    import torch
+    import torch.distributed as dist
+
+
+    def reduce_grad_norm(grad, group):
+        acc = torch.zeros_like(grad, device="cpu")
+        acc.add_(grad.float().pow(2))
+        dist.all_reduce(acc, group=group)
+        return acc.sqrt()
+    """
+    assert _lines("NPU103", "veomni/distributed/clip_grad.py", text) == [6]
+
+
+def test_host_override_new_full_in_optimizer() -> None:
+    text = """
+    def init_state(param):
+        return {"step": param.new_full((), 0.0, device="cpu:0"), "exp_avg": param.new_zeros(param.shape)}
+    """
+    assert _lines("NPU103", "veomni/optim/toy_adam.py", text) == [2]
+
+
+def test_host_override_quiet_pinned_data_or_own_device() -> None:
+    pinned = """
+    import torch
+
+
+    def offload(param):
+        buf = torch.empty_like(param, device="cpu", pin_memory=True)
+        buf.copy_(param, non_blocking=True)
+        return buf
+    """
+    assert _lines("NPU103", "veomni/checkpoint/offload.py", pinned) == []
+    data = """
+    def pad_labels(labels, n):
+        return labels.new_full((n,), -100, device="cpu")
+    """
+    assert _lines("NPU103", "veomni/data/collators/pad.py", data) == []
+    own = """
+    def empty_bias(weight):
+        return weight.new_empty(0, device=weight.device)
+    """
+    assert _lines("NPU103", "veomni/ops/kernels/toy/utils.py", own) == []
