@@ -15,7 +15,9 @@ from npu_lint.veomni.vendor_map import NPU_TWIN_OPTIONS
 _UNSET = object()
 # keyword options that choose what a call returns or keeps, not how it computes: a backward's recompute may set
 # them otherwise (`output_final_state=False`, `save_new_value=True`, `return_lse=False`)
-_OUTPUT_OPTION = re.compile(r"^(output|return|save|store|keep|need|needs|require|requires|emit|with|compute)_|grad")
+_OUTPUT_OPTION = re.compile(
+    r"^(output|return|save|store|keep|need|needs|require|requires|emit|with|compute)_|grad"
+)
 # the forward / backward naming of a kernel's two passes (an autograd Function's methods, module functions)
 _PASSES = (("forward", "backward"), ("fwd", "bwd"))
 
@@ -378,7 +380,9 @@ class KernelTwinCallsDisagree(Rule):
                 if self.ctx.function is None:  # else the enclosing function's unit holds its twin calls
                     self._twins(node)
                 self._weight_grad(node)
-                methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                methods = {
+                    m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                }
                 if "forward" in methods and "backward" in methods:
                     self._recompute(methods["forward"], methods["backward"])
             return
@@ -531,7 +535,9 @@ class KernelTwinCallsDisagree(Rule):
                     if repr(value) in fwd_values:
                         continue
                     short = kernel.rpartition(".")[2]
-                    where = f"the backward's recompute (line {call.lineno}, `{getattr(backward, 'name', '')}`)"
+                    where = (
+                        f"the backward's recompute (line {call.lineno}, `{getattr(backward, 'name', '')}`)"
+                    )
                     # neither side is the reference: the finding marks both calls
                     for at, mine, theirs, other in (
                         (fwd_call, opts[option], value, where),
