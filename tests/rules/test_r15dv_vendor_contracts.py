@@ -30,10 +30,11 @@ def test_recompute_autograd_function_torch_npu_layout() -> None:
         @staticmethod
         def backward(ctx, dout):
             q, k, v = ctx.saved_tensors
-            out = torch_npu.npu_fusion_attention(q, k, v, 8, input_layout="BNSD", sparse_mode=0)[0]
+            heads = ctx.heads
+            out = torch_npu.npu_fusion_attention(q, k, v, heads, input_layout="BNSD", sparse_mode=0)[0]
             return recompute_grads(dout, out), None, None, None
     """
-    assert _lines("NPU315", "veomni/distributed/sequence_parallel/ring_npu.py", text) == [8, 15]
+    assert _lines("NPU315", "veomni/distributed/sequence_parallel/ring_npu.py", text) == [8, 16]
 
 
 def test_recompute_module_pair_torch_ops_chunk_size() -> None:
@@ -115,6 +116,28 @@ def test_recompute_quiet_for_triton_launch_constants_and_unpaired_functions() ->
         return torch.ops.veomni.scan(x, exclusive=True)
     """
     assert _lines("NPU315", "veomni/ops/kernels/scan/triton_scan.py", text) == []
+
+
+def test_recompute_quiet_when_backward_reuses_the_kernel_on_gradients() -> None:
+    text = """
+    import torch
+    import torch_npu
+
+
+    class GroupedLinear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, group_list):
+            ctx.save_for_backward(x, w, group_list)
+            return torch_npu.npu_grouped_matmul([x], [w], group_list=group_list, group_type=0, split_item=2)[0]
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, w, group_list = ctx.saved_tensors
+            dx = torch_npu.npu_grouped_matmul([grad], [w.transpose(1, 2)], group_list=group_list, group_type=0, split_item=2)[0]
+            dw = torch_npu.npu_grouped_matmul([x.t()], [grad], group_list=group_list, group_type=2, split_item=3)[0]
+            return dx, dw, None
+    """
+    assert _lines("NPU315", "veomni/ops/kernels/moe/toy_group_linear.py", text) == []
 
 
 # -- NPU103: an allocation that inherits a tensor's device, told to use the host ----------------------------------

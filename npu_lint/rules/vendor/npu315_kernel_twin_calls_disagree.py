@@ -35,6 +35,27 @@ def _op_kernel(call: ast.Call, imported: frozenset[str]) -> str | None:
     return None
 
 
+def _same_inputs(first: ast.Call, second: ast.Call) -> bool:
+    """Two calls handed the same data: the same positional arguments (by their text), or, without positional
+    arguments, the same values for every data keyword they share (at least one). A backward's recompute reads what
+    the forward read; a backward that reuses the kernel for a gradient (`[grad], [w.T]`) reads other data."""
+    if first.args or second.args:
+        return len(first.args) == len(second.args) and all(
+            ast.dump(a) == ast.dump(b) for a, b in zip(first.args, second.args)
+        )
+    shared = {k.arg: k.value for k in first.keywords if k.arg}
+    common = [(shared[k.arg], k.value) for k in second.keywords if k.arg in shared and not _literal(k.value)]
+    return bool(common) and all(ast.dump(a) == ast.dump(b) for a, b in common)
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def _literal_options(call: ast.Call) -> dict[str, object]:
     """The keyword options a call passes a literal (``use_exp2=False``, ``rotary_mode="half"``)."""
     out: dict[str, object] = {}
@@ -262,7 +283,8 @@ class KernelTwinCallsDisagree(Rule):
         "what the forward did not save (an autograd Function's `forward` / `backward`, module functions `<x>_fwd` / "
         "`<x>_bwd`) must compute exactly what the forward computed: an option passed a literal in both "
         "(`use_exp2`, `transpose_state_layout`, `chunk_size`, `rotary_mode`) that differs makes the gradients those "
-        "of another function. Options that only choose what the call returns or keeps (`output_*`, `save_*`, "
+        "of another function. A recompute reads the forward's data (the same positional arguments); a backward that "
+        "reuses the kernel on other data (`[grad], [w.T]` for a gradient) is no recompute. Options that only choose what the call returns or keeps (`output_*`, `save_*`, "
         "`return_*`, `*grad*`) may differ; neither call is the reference, so both are marked."
     )
     bad = (
@@ -532,8 +554,8 @@ class KernelTwinCallsDisagree(Rule):
                     continue
                 fwd_call, opts = ahead[kernel][0]
                 for call, value in bwd:
-                    if repr(value) in fwd_values:
-                        continue
+                    if repr(value) in fwd_values or not _same_inputs(fwd_call, call):
+                        continue  # agreeing, or the kernel reused on other data (a gradient's product), no recompute
                     short = kernel.rpartition(".")[2]
                     where = (
                         f"the backward's recompute (line {call.lineno}, `{getattr(backward, 'name', '')}`)"
