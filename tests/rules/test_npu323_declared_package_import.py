@@ -128,3 +128,126 @@ def test_quiet_when_the_handler_imports_the_package_itself_or_names_no_package(t
     }
     assert _lines(tmp_path, files, "veomni/data/video_reader.py") == []
     assert _lines(tmp_path, files, "veomni/data/audio_reader.py") == []
+
+
+# -- NPU324: a probe switch between two calls of one name whose import lost its own switch ------------------------
+
+
+def _lines324(tmp_path, files: dict[str, str], target: str) -> list[int]:  # noqa: ANN001
+    files = {"pyproject.toml": "[project]\nname = 'veomni'\n", "veomni/__init__.py": "", **files}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    path = tmp_path / target
+    project = load_project([str(tmp_path)])
+    diags = lint_source(SourceFile.from_text(str(path), path.read_text()), ["NPU324"], Settings(), project)
+    return sorted(d.line for d in diags if d.code == "NPU324")
+
+
+_A2A_OLD = """
+def all_to_all_tokens(x, group):
+    return x
+"""
+_A2A_NEW = """
+def all_to_all_tokens(x, group, async_op=False):
+    return x
+"""
+
+
+def test_device_switch_in_distributed_code(tmp_path) -> None:  # noqa: ANN001
+    caller = """
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+    from .comm_legacy import all_to_all_tokens
+
+
+    def exchange(x, group):
+        if IS_NPU_AVAILABLE:
+            return all_to_all_tokens(x, group, async_op=True)
+        return all_to_all_tokens(x, group)
+    """
+    files = {
+        "veomni/ops/__init__.py": "",
+        "veomni/utils/__init__.py": "",
+        "veomni/utils/device.py": "IS_NPU_AVAILABLE = False\n",
+        "veomni/distributed/__init__.py": "",
+        "veomni/distributed/moe/__init__.py": "",
+        "veomni/distributed/moe/comm_legacy.py": _A2A_OLD,
+        "veomni/distributed/moe/comm_hccl.py": _A2A_NEW,
+        "veomni/distributed/moe/exchange.py": caller,
+    }
+    assert _lines324(tmp_path, files, "veomni/distributed/moe/exchange.py") == [3]
+    switched = caller.replace(
+        "from .comm_legacy import all_to_all_tokens\n",
+        "if IS_NPU_AVAILABLE:\n    from .comm_hccl import all_to_all_tokens\nelse:\n    from .comm_legacy import all_to_all_tokens\n",
+    )
+    files["veomni/distributed/moe/exchange.py"] = switched
+    assert _lines324(tmp_path, files, "veomni/distributed/moe/exchange.py") == []
+
+
+def test_soc_switch_in_model_helper_with_decorated_callee(tmp_path) -> None:  # noqa: ANN001
+    files = {
+        "veomni/ops/__init__.py": "",
+        "veomni/models/__init__.py": "",
+        "veomni/models/toy/__init__.py": "",
+        "veomni/models/toy/_kernels.py": """
+        import functools
+
+
+        def contiguous_inputs(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                return fn(*args, **kwargs)
+
+            return wrapper
+
+
+        @contiguous_inputs
+        def fused_gate(x, w, bias=None):
+            return x @ w
+        """,
+        "veomni/models/toy/modeling_toy.py": """
+        from veomni.utils.soc import is_910b
+
+        from ._kernels import fused_gate
+
+
+        class ToyGate:
+            def forward(self, x):
+                if not is_910b():
+                    return fused_gate(x, self.w, bias=self.b, transpose_w=True)
+                return fused_gate(x, self.w, bias=self.b)
+        """,
+    }
+    assert _lines324(tmp_path, files, "veomni/models/toy/modeling_toy.py") == [3]
+
+
+def test_quiet_for_data_tests_kwargs_callees_and_accepted_keywords(tmp_path) -> None:  # noqa: ANN001
+    files = {
+        "veomni/ops/__init__.py": "",
+        "veomni/data/__init__.py": "",
+        "veomni/data/_decode.py": """
+        def decode(path, fast=False, **options):
+            return path
+
+
+        def resize(img, size, antialias=True):
+            return img
+        """,
+        "veomni/data/reader.py": """
+        from ._decode import decode, resize
+
+        USE_FAST = True
+
+
+        def read(path, size, antialias):
+            if USE_FAST:
+                img = decode(path, fast=True, threads=4)
+                return resize(img, size, antialias=False)
+            img = decode(path)
+            if antialias:
+                return resize(img, size, antialias=antialias)
+            return resize(img, size)
+        """,
+    }
+    assert _lines324(tmp_path, files, "veomni/data/reader.py") == []

@@ -68,6 +68,15 @@ TREE_CONTEXT: dict[str, dict[str, str]] = {
             "    return chunk_scan\n"
         ),
     },
+    "NPU324": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/ops/__init__.py": "",
+        "veomni/ops/kernels/toy_gdr/_ascend/triton/cumsum.py": "def chunk_cumsum(g, cu_seqlens=None):\n    return g\n",
+        "veomni/ops/kernels/toy_gdr/_ascend/triton_core/cumsum.py": (
+            "def chunk_cumsum(g, cu_seqlens=None, chunk_indices=None):\n    return g\n"
+        ),
+    },
     "NPU509": {
         "pyproject.toml": "[project]\nname = 'veomni'\n",
         "veomni/__init__.py": "",
