@@ -201,3 +201,33 @@ def test_host_override_quiet_pinned_data_or_own_device() -> None:
         return weight.new_empty(0, device=weight.device)
     """
     assert _lines("NPU103", "veomni/ops/kernels/toy/utils.py", own) == []
+
+
+# -- NPU319: the unread probe reported at the file's one device test ----------------------------------------------
+
+
+def test_unread_probe_reported_at_the_one_device_test() -> None:
+    text = """
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+    def pick_allreduce(tensor):
+        if tensor.device.type == "cuda" or tensor.is_cuda:
+            return "nccl_fused"
+        return "plain"
+    """
+    assert _lines("NPU319", "veomni/distributed/comm_select.py", text) == [5]
+
+
+def test_unread_probe_reported_at_the_import_when_device_tests_are_many() -> None:
+    text = """
+    from veomni.utils.device import IS_CUDA_AVAILABLE, get_device_type
+
+
+    def gate(x, y):
+        if x.device.type != get_device_type():
+            return None
+        assert y.is_cuda
+        return x
+    """
+    assert _lines("NPU319", "veomni/trainer/toy_gate.py", text) == [1]
