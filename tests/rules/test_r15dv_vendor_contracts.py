@@ -231,3 +231,91 @@ def test_unread_probe_reported_at_the_import_when_device_tests_are_many() -> Non
         return x
     """
     assert _lines("NPU319", "veomni/trainer/toy_gate.py", text) == [1]
+
+
+# -- NPU111: a module built at run time, fed device data, never moved ---------------------------------------------
+
+
+def test_runtime_module_in_trainer_torch_nn() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    def distill_step(student, batch, device):
+        probe = nn.Linear(1024, 10)
+        feats = student(batch["x"].to(device))
+        return probe(feats.detach().to(device))
+    """
+    assert _lines("NPU111", "veomni/trainer/toy_distill.py", text) == [6]
+
+
+def test_runtime_module_in_data_free_ops_torchaudio() -> None:
+    text = """
+    import torchaudio
+
+
+    def resample_to(wave, rate, target, device):
+        resampler = torchaudio.transforms.Resample(
+            orig_freq=rate,
+            new_freq=target,
+        )
+        return resampler(wave.to(device=device))
+    """
+    assert _lines("NPU111", "veomni/ops/kernels/toy_audio/resample.py", text) == [7]
+
+
+def test_runtime_module_in_model_method_own_class() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    class PatchMixer(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+
+
+    class ToyVisionTower(nn.Module):
+        def build_mixer(self, pixels, dim):
+            mixer = PatchMixer(dim)
+            return mixer.proj(pixels.npu()).sum()
+    """
+    assert _lines("NPU111", "veomni/models/transformers/toy_vit/modeling_toy_vit.py", text) == [13]
+
+
+def test_runtime_module_quiet_when_moved_returned_stored_or_host_only() -> None:
+    text = """
+    import torch
+    from torch import nn
+
+
+    def moved(x, device):
+        m = nn.Linear(4, 4)
+        m = m.to(device)
+        return m(x.to(device))
+
+
+    def returned(x, device):
+        m = nn.Linear(4, 4)
+        return m
+
+
+    class Owner(nn.Module):
+        def lazy_head(self, x, device):
+            head = nn.Linear(4, 4)
+            self.head = head
+            return head(x.to(device))
+
+        def __init__(self):
+            super().__init__()
+            proj = nn.Linear(4, 4)
+            self.out = proj(torch.zeros(4).to("cpu"))
+
+
+    def host_only(x):
+        m = nn.Linear(4, 4)
+        return m(x.to("cpu"))
+    """
+    assert _lines("NPU111", "veomni/models/transformers/toy_mix/modeling_toy_mix.py", text) == []
