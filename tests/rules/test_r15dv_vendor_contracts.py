@@ -319,3 +319,16 @@ def test_runtime_module_quiet_when_moved_returned_stored_or_host_only() -> None:
         return m(x.to("cpu"))
     """
     assert _lines("NPU111", "veomni/models/transformers/toy_mix/modeling_toy_mix.py", text) == []
+
+
+def test_runtime_module_quiet_for_stateless_losses() -> None:
+    text = """
+    from torch import nn
+
+
+    def compute_loss(logits, labels):
+        loss_fct = nn.CrossEntropyLoss()
+        labels = labels.to(logits.device)
+        return loss_fct(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
+    """
+    assert _lines("NPU111", "veomni/models/transformers/toy_lm/modeling_toy_lm.py", text) == []

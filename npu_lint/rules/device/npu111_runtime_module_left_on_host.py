@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
 
-from npu_lint.core.astutil import dotted_name, nodes_of, resolve_relative
+from npu_lint.core.astutil import call_name, dotted_name, last_name, nodes_of, resolve_relative
 from npu_lint.rules._calls import _index, _resolve_dotted
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.device._shared import is_init_method, module_classes
@@ -13,6 +14,31 @@ from npu_lint.veomni.patchgen import load_file
 # libraries whose classes called from a function build modules with parameters or buffers
 _MODULE_LIBRARIES = ("torch.nn.", "torchaudio.transforms.", "torchvision.transforms.v2.")
 _MOVES = frozenset({"to", "cuda", "npu", "to_empty"})
+
+
+# `torch.nn` classes that own parameters or buffers (losses, activations, dropout own none unless given a tensor)
+_STATEFUL_NN = re.compile(
+    r"^(Linear|Bilinear|Lazy\w+|Conv\w*|Embedding\w*|\w*Norm\w*|MultiheadAttention|LSTM|GRU|RNN|\w+RNN\w*|PReLU|"
+    r"Transformer\w*|Sequential|ModuleList|ModuleDict|ParameterList|ParameterDict)$"
+)
+
+
+def _stateful(cls: ast.ClassDef) -> bool:
+    """A module class that owns state: it registers a buffer or a parameter, or assigns a submodule
+    (`self.proj = nn.Linear(...)`, `self.mel = MelSpectrogram(...)`)."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and (
+            call_name(node) in ("register_buffer", "register_parameter", "Parameter")
+        ):
+            return True
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Attribute) for t in node.targets)
+            and isinstance(node.value, ast.Call)
+            and (last_name(node.value.func) or "")[:1].isupper()
+        ):
+            return True
+    return False
 
 
 def _module_base(base: ast.expr) -> bool:
@@ -55,7 +81,8 @@ class RuntimeModuleLeftOnHost(Rule):
         "that module to the device (`processor.waveform_to_mel(audio.to(device=device))`), the module's weights "
         "or buffers (a mel filter bank, a window) meet device data: a device-mismatch error on the first call on "
         "an NPU (and a GPU). The module class is the file's own `nn.Module` subclass, one of the tree's (resolved "
-        "through the shared resolver and read for its bases), or a `torch.nn` / `torchaudio.transforms` class. "
+        "through the shared resolver and read for its bases) that owns state (a buffer, a parameter, a submodule), "
+        "a stateful `torch.nn` layer (not a loss, an activation or dropout), or a `torchaudio.transforms` class. "
         "Construction-time builders (`__init__`, `_init_*`) are not checked, nor a module the function moves, "
         "returns or stores on `self` (the caller or the parent moves it)."
     )
@@ -125,8 +152,12 @@ class RuntimeModuleLeftOnHost(Rule):
         if self._modules is None:
             self._modules = module_classes(self.ctx.tree, self.ctx)
         if isinstance(func, ast.Name) and func.id in self._modules and func.id not in self.ctx.imports:
-            return True
+            return any(
+                isinstance(s, ast.ClassDef) and s.name == func.id and _stateful(s) for s in self.ctx.tree.body
+            )
         qual = self.ctx.qualname(func) or ""
+        if qual.startswith("torch.nn."):
+            return qual.count(".") == 2 and _STATEFUL_NN.match(qual.rsplit(".", 1)[-1]) is not None
         if qual.startswith(_MODULE_LIBRARIES):
             return qual.rsplit(".", 1)[-1][:1].isupper()
         if not isinstance(func, ast.Name) or func.id not in self.ctx.imports:
@@ -151,7 +182,7 @@ class RuntimeModuleLeftOnHost(Rule):
         tree = parsed.tree if parsed is not None else None
         for stmt in tree.body if tree is not None else ():
             if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-                self._resolved[key] = any(_module_base(b) for b in stmt.bases)
+                self._resolved[key] = any(_module_base(b) for b in stmt.bases) and _stateful(stmt)
         return self._resolved[key]
 
     def _vendored(self, module: str) -> str | None:
