@@ -332,3 +332,52 @@ def test_runtime_module_quiet_for_stateless_losses() -> None:
         return loss_fct(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
     """
     assert _lines("NPU111", "veomni/models/transformers/toy_lm/modeling_toy_lm.py", text) == []
+
+
+def test_runtime_module_of_a_vendored_package_in_the_tree(tmp_path) -> None:  # noqa: ANN001
+    import textwrap
+
+    from npu_lint.core.config import Settings
+    from npu_lint.core.source import SourceFile
+    from npu_lint.engine import lint_source
+    from npu_lint.veomni.project import load_project
+
+    files = {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/ops/__init__.py": "",
+        "veomni/models/diffusers/toy_video/toy_core/blocks.py": """
+        import torch
+        from torch import nn
+
+
+        class FrameNorm(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(dim))
+
+            def forward(self, x):
+                return x * self.weight
+
+
+        class Config:
+            def __init__(self, dim):
+                self.dim = dim
+        """,
+        "veomni/models/diffusers/toy_video/pipeline.py": """
+        from toy_core.blocks import Config, FrameNorm
+
+
+        def normalise(frames, device):
+            norm = FrameNorm(64)
+            cfg = Config(64)
+            return norm(frames.to(device)), cfg(frames.to(device))
+        """,
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    path = tmp_path / "veomni/models/diffusers/toy_video/pipeline.py"
+    project = load_project([str(tmp_path)])
+    diags = lint_source(SourceFile.from_text(str(path), path.read_text()), ["NPU111"], Settings(), project)
+    assert [d.line for d in diags if d.code == "NPU111"] == [5]
