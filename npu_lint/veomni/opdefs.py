@@ -8,12 +8,18 @@ files); :func:`import_closure` gives the tree modules that loading a file loads 
 ``__init__`` and, transitively, every tree module they import). Operators the tree does not define (torch's,
 torch_npu's, an extension package's) are not described here: the names come from the tree, never from a
 built-in catalog. Asked by NPU320.
+
+:func:`tree_import_requirements` reads what the tree says a module's import loads from outside the tree: a
+``try: from .m import f`` whose ``except ImportError as e`` handler tests ``e.name == "pkg"`` (or
+``e.name in (...)``) declares that importing ``m`` imports ``pkg`` (an extension that registers operators, an
+optional backend); :func:`imports_package` tells whether a file imports a package anywhere. Asked by NPU323.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+from dataclasses import dataclass
 
 from npu_lint.core.astutil import absolute_module, call_name, str_value
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
@@ -21,6 +27,113 @@ from npu_lint.veomni import patchgen
 
 _DEFINERS = frozenset({"custom_op", "triton_op", "define"})
 _MARKERS = ("::", "Library(")
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+# tree files -> the import requirements their handlers declare
+_REQUIREMENTS: dict[tuple[str, ...], tuple[ImportRequirement, ...]] = {}
+
+
+@dataclass(frozen=True)
+class ImportRequirement:
+    """``try: from .m import f`` / ``except ImportError as e: if e.name == "pkg"`` at ``file:line``: importing
+    the tree module ``module`` is declared to import the external package ``package``."""
+
+    file: str
+    line: int
+    module: str
+    package: str
+
+
+def _named_packages(handler: ast.ExceptHandler) -> list[tuple[str, int]]:
+    """The package names a handler compares its exception's ``.name`` with (``e.name == "x"``,
+    ``e.name in ("x", "y")``), with the comparison's line."""
+    if handler.name is None:
+        return []
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(handler):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        left, right = node.left, node.comparators[0]
+        if not (
+            isinstance(left, ast.Attribute)
+            and left.attr == "name"
+            and isinstance(left.value, ast.Name)
+            and left.value.id == handler.name
+        ):
+            continue
+        values = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
+        out.extend((v, node.lineno) for v in map(str_value, values) if v)
+    return out
+
+
+def file_import_requirements(file: str, root: str, tree: ast.Module) -> list[ImportRequirement]:
+    """The import requirements one file's handlers declare (see :class:`ImportRequirement`)."""
+    module, is_package = _module_name(file, root)
+    out: list[ImportRequirement] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        named: list[tuple[str, int]] = []
+        for handler in node.handlers:
+            caught = handler.type
+            kinds = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught is not None else []
+            if any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds):
+                named.extend(_named_packages(handler))
+        if not named:
+            continue
+        direct: set[str] = set()
+        guarded: list[str] = []
+        for stmt in node.body:
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Import):
+                    direct.update(a.name.split(".")[0] for a in sub.names)
+                elif isinstance(sub, ast.ImportFrom):
+                    base = absolute_module(module, is_package, sub.level, sub.module)
+                    if base and _module_file(root, base) is not None:
+                        guarded.append(base)
+                    elif base:
+                        direct.add(base.split(".")[0])
+        for target in guarded:
+            out.extend(
+                ImportRequirement(file, line, target, package)
+                for package, line in named
+                if package.split(".")[0] not in direct
+            )
+    return out
+
+
+def tree_import_requirements(files: tuple[str, ...], root: str) -> tuple[ImportRequirement, ...]:
+    """Every import requirement the tree's handlers declare (read once per listing)."""
+    hit = _REQUIREMENTS.get(files)
+    if hit is not None:
+        return hit
+    found: list[ImportRequirement] = []
+    for file in files:
+        try:
+            text = read_text(file, limit=MAX_SMALL_BYTES)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if ".name" not in text or not any(kind in text for kind in _IMPORT_ERRORS):
+            continue
+        parsed = patchgen.load_file(file)
+        if parsed is None or parsed.tree is None:
+            continue
+        found.extend(file_import_requirements(file, root, parsed.tree))
+    if len(_REQUIREMENTS) > 8:
+        _REQUIREMENTS.clear()
+    _REQUIREMENTS[files] = out = tuple(found)
+    return out
+
+
+def imports_package(file: str, root: str, package: str, tree: ast.Module | None = None) -> bool:
+    """Whether a file imports ``package`` (or one of its submodules) anywhere."""
+    return any(m == package or m.startswith(package + ".") for m in _imported_modules(file, root, tree))
+
+
+def module_file(root: str, module: str) -> str | None:
+    """The file of a tree module (its ``__init__`` for a package), if the tree has it."""
+    return _module_file(root, module)
+
 
 # tree files -> {(namespace, op): (file, line) of each definition}
 _DEFINITIONS: dict[tuple[str, ...], dict[tuple[str, str], tuple[tuple[str, int], ...]]] = {}

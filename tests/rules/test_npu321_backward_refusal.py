@@ -33,7 +33,7 @@ def test_cuda_kernel_function_refuses_non_cuda_only_in_backward() -> None:
                 return grad * grad_output, None, None
         """,
         "veomni/ops/kernels/cross_entropy/fused_linear.py",
-    ) == [8]
+    ) == [9]
 
 
 def test_module_fwd_bwd_pair_soc_refusal() -> None:
@@ -54,7 +54,7 @@ def test_module_fwd_bwd_pair_soc_refusal() -> None:
             return torch_npu.npu_scan_grad(dy, x, a)
         """,
         "veomni/ops/kernels/scan/npu.py",
-    ) == [6]
+    ) == [7]
 
 
 def test_moe_function_config_refusal() -> None:
@@ -76,7 +76,7 @@ def test_moe_function_config_refusal() -> None:
                 return dy, None, None, None
         """,
         "veomni/distributed/moe/group_gemm_fn.py",
-    ) == [6]
+    ) == [7]
 
 
 def test_refusals_in_both_or_on_backward_inputs_stay_quiet() -> None:

@@ -53,6 +53,30 @@ TREE_CONTEXT: dict[str, dict[str, str]] = {
             "    return q\n"
         ),
     },
+    "NPU323": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/ops/__init__.py": "",
+        "veomni/ops/kernels/toy_scan/__init__.py": (
+            "def _npu_factory():\n"
+            "    try:\n"
+            "        from ._ascend.scan import chunk_scan\n"
+            "    except ModuleNotFoundError as e:\n"
+            '        if e.name == "scan_npu":\n'
+            '            raise RuntimeError("install scan_npu") from e\n'
+            "        raise\n"
+            "    return chunk_scan\n"
+        ),
+    },
+    "NPU324": {
+        "pyproject.toml": "[project]\nname = 'veomni'\n",
+        "veomni/__init__.py": "",
+        "veomni/ops/__init__.py": "",
+        "veomni/ops/kernels/toy_gdr/_ascend/triton/cumsum.py": "def chunk_cumsum(g, cu_seqlens=None):\n    return g\n",
+        "veomni/ops/kernels/toy_gdr/_ascend/triton_core/cumsum.py": (
+            "def chunk_cumsum(g, cu_seqlens=None, chunk_indices=None):\n    return g\n"
+        ),
+    },
     "NPU509": {
         "pyproject.toml": "[project]\nname = 'veomni'\n",
         "veomni/__init__.py": "",

@@ -50,6 +50,8 @@ _SIZED = frozenset({"empty", "zeros", "ones", "full", "rand", "randn"})
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack"})
 _HOST_SIDE_DIR = re.compile(r"(^|/)(data|dataset|datasets|preprocess\w*|tools|scripts|examples)/")
 _SCALAR_TYPES = frozenset({"int", "bool", "str", "float", "None"})
+# tensor methods that allocate on their receiver's device (a `device=` override defeats them)
+_INHERITING = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided"})
 
 
 _SETTINGS_NAME = re.compile(
@@ -443,8 +445,23 @@ class DevicelessAllocation(Rule):
         "`__init__`, their tensors become buffers) are not. A host value handed to a helper that gets no device "
         "(no device tensor, no `device=`) is followed into the helper's result; a `torch.*` op given `device=` "
         "ends the host path; a rebinding in the other arm of an `if` does not end it."
+        " The `x.new_*` and `torch.*_like` families exist to take a tensor's device: told "
+        '`device="cpu"` in device-side code (model, kernel, distributed code; not the data pipeline, not a pinned '
+        "`pin_memory=True` staging buffer) they build a host tensor beside the device data they were modelled on "
+        "(a bias sentinel handed to a kernel with the weights, a mask), wherever the function sits."
     )
     bad = (
+        Example(
+            """
+            from torch import Tensor
+
+
+            def empty_bias(weight: Tensor) -> Tensor:
+                return weight.new_empty(0, device="cpu")
+            """,
+            path="veomni/ops/kernels/toy_swiglu/utils.py",
+            title="an inherited device overridden with the host",
+        ),
         Example(
             """
             import torch
@@ -1130,6 +1147,8 @@ class DevicelessAllocation(Rule):
             self.self_calls.setdefault(unit, set()).add(func.attr)
         if type(func) is ast.Attribute and func.attr == "to":
             self._self_move(unit, node, func)
+        if type(func) is ast.Attribute and (func.attr in _INHERITING or func.attr.endswith("_like")):
+            self._host_override(node, func)
         if (
             (
                 (isinstance(func, ast.Attribute) and func.attr == "Generator")
@@ -1222,6 +1241,32 @@ class DevicelessAllocation(Rule):
                 self.ctx.qualname(met.func) or "" if isinstance(met, ast.Call) else ""
             )
         self.pending.append((unit, node, qual[6:], source))
+
+    def _host_override(self, node: ast.Call, func: ast.Attribute) -> None:
+        """``weight.new_empty(0, device="cpu")`` / ``torch.zeros_like(x, device="cpu")``: an allocation whose whole
+        point is to take a tensor's device, told to use the host instead, in device-side code. The result (a bias
+        sentinel, a mask, a buffer) sits on the CPU next to the device data it was modelled on; a host staging
+        buffer says so (``pin_memory=True``) and the data pipeline builds host tensors on purpose."""
+        if not self.entry_file:
+            return
+        device_kw = next((k for k in node.keywords if k.arg == "device"), None)
+        if device_kw is None or not _names_cpu(device_kw.value):
+            return
+        if any(k.arg in ("pin_memory", None) for k in node.keywords):
+            return
+        if func.attr in _INHERITING:
+            ref = self.ctx.source.segment(func.value)
+        else:
+            if (self.ctx.qualname(func) or "") != f"torch.{func.attr}" or not node.args:
+                return
+            ref = self.ctx.source.segment(node.args[0])
+        what = func.attr if func.attr in _INHERITING else f"torch.{func.attr}"
+        self.report(
+            device_kw.value,
+            f"`{what}` exists to take `{ref}`'s device, but `device={self.ctx.source.segment(device_kw.value)}` "
+            f"puts the result on the host, next to `{ref}`'s device data: the first op mixing the two fails on the "
+            "NPU (or the GPU); drop the device override",
+        )
 
     def _module_matching_dtype(self, node: ast.Call, func: ast.Attribute) -> None:
         """``nn.Linear(i, o, dtype=ref.dtype)`` (directly or through ``**factory_kwargs`` of a dict literal the

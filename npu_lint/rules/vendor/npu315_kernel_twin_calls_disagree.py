@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 
 from npu_lint.core.astutil import dotted_name, nodes_of
@@ -12,6 +13,62 @@ from npu_lint.veomni.npucalls import kernel_of, torch_npu_names
 from npu_lint.veomni.vendor_map import NPU_TWIN_OPTIONS
 
 _UNSET = object()
+# keyword options that choose what a call returns or keeps, not how it computes: a backward's recompute may set
+# them otherwise (`output_final_state=False`, `save_new_value=True`, `return_lse=False`)
+_OUTPUT_OPTION = re.compile(
+    r"^(output|return|save|store|keep|need|needs|require|requires|emit|with|compute)_|grad"
+)
+# the forward / backward naming of a kernel's two passes (an autograd Function's methods, module functions)
+_PASSES = (("forward", "backward"), ("fwd", "bwd"))
+
+
+def _op_kernel(call: ast.Call, imported: frozenset[str]) -> str | None:
+    """A fused kernel a call launches: a ``torch_npu`` kernel, or a dispatcher operator ``torch.ops.<ns>.<op>``
+    (its ``.default`` overload included)."""
+    kernel = kernel_of(call, imported)
+    if kernel is not None:
+        return kernel
+    name = dotted_name(call.func) or ""
+    parts = name.split(".")
+    if len(parts) in (4, 5) and parts[:2] == ["torch", "ops"] and (len(parts) == 4 or parts[4] == "default"):
+        return ".".join(parts[:4])
+    return None
+
+
+def _same_inputs(first: ast.Call, second: ast.Call) -> bool:
+    """Two calls handed the same data: the same positional arguments (by their text), or, without positional
+    arguments, the same values for every data keyword they share (at least one). A backward's recompute reads what
+    the forward read; a backward that reuses the kernel for a gradient (`[grad], [w.T]`) reads other data."""
+    if first.args or second.args:
+        return len(first.args) == len(second.args) and all(
+            ast.dump(a) == ast.dump(b) for a, b in zip(first.args, second.args)
+        )
+    shared = {k.arg: k.value for k in first.keywords if k.arg}
+    common = [(shared[k.arg], k.value) for k in second.keywords if k.arg in shared and not _literal(k.value)]
+    return bool(common) and all(ast.dump(a) == ast.dump(b) for a, b in common)
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _literal_options(call: ast.Call) -> dict[str, object]:
+    """The keyword options a call passes a literal (``use_exp2=False``, ``rotary_mode="half"``)."""
+    out: dict[str, object] = {}
+    for kw in call.keywords:
+        if kw.arg is None or _OUTPUT_OPTION.search(kw.arg):
+            continue
+        try:
+            value = ast.literal_eval(kw.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            out[kw.arg] = value
+    return out
 
 
 def _autograd(node: ast.ClassDef) -> bool:
@@ -240,7 +297,13 @@ class KernelTwinCallsDisagree(Rule):
         "what the forward stashes in `ctx` (`ctx.group_list = group_list`, `ctx.save_for_backward(...)`) and the "
         "backward takes back under the same name is the same data. Likewise a backward of "
         "`y = x @ w` owes `dw = x^T @ dy`: `dy^T @ x` is the transposed gradient, a shape error or, for square "
-        "experts, silently transposed updates."
+        "experts, silently transposed updates. A backward that launches the forward's kernel again to recompute "
+        "what the forward did not save (an autograd Function's `forward` / `backward`, module functions `<x>_fwd` / "
+        "`<x>_bwd`) must compute exactly what the forward computed: an option passed a literal in both "
+        "(`use_exp2`, `transpose_state_layout`, `chunk_size`, `rotary_mode`) that differs makes the gradients those "
+        "of another function. A recompute reads the forward's data (the same positional arguments); a backward that "
+        "reuses the kernel on other data (`[grad], [w.T]` for a gradient) is no recompute. Options that only choose what the call returns or keeps (`output_*`, `save_*`, "
+        "`return_*`, `*grad*`) may differ; neither call is the reference, so both are marked."
     )
     bad = (
         Example(
@@ -319,8 +382,26 @@ class KernelTwinCallsDisagree(Rule):
             path="veomni/ops/kernels/toy_rope/npu.py",
         ),
     )
+    bad += (
+        Example(
+            """
+            import torch
+
+
+            def chunk_scan_fwd(x, decay, chunk_size=64):
+                return torch.ops.npu.npu_chunk_scan(x, decay, chunk_size=chunk_size, use_exp2=False)
+
+
+            def chunk_scan_bwd(dy, x, decay, chunk_size=64):
+                h = torch.ops.npu.npu_chunk_scan(x, decay, chunk_size=chunk_size, use_exp2=True)
+                return torch.ops.npu.npu_chunk_scan_grad(dy, h, decay)
+            """,
+            path="veomni/ops/kernels/toy_scan/_ascend/scan.py",
+            title="the backward recomputes the forward's kernel with another decay base",
+        ),
+    )
     fix_safety = "No fix: which layout is right is read from the data's construction and the eager reference."
-    requires = (("torch_npu", "autograd"),)
+    requires = (("torch_npu", "autograd", "torch.ops."),)
     node_types = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
@@ -339,10 +420,29 @@ class KernelTwinCallsDisagree(Rule):
                 if self.ctx.function is None:  # else the enclosing function's unit holds its twin calls
                     self._twins(node)
                 self._weight_grad(node)
+                methods = {
+                    m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                }
+                if "forward" in methods and "backward" in methods:
+                    self._recompute(methods["forward"], methods["backward"])
             return
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         if self.ctx.function is not None:
             return  # inside the outer function's unit
+        if self.ctx.parent is self.ctx.tree:
+            for fwd, bwd in _PASSES:
+                if node.name.endswith("_" + fwd):
+                    partner = node.name[: -len(fwd)] + bwd
+                    backward = next(
+                        (
+                            s
+                            for s in self.ctx.tree.body
+                            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == partner
+                        ),
+                        None,
+                    )
+                    if backward is not None:
+                        self._recompute(node, backward)
         owner = self.ctx.parent
         if isinstance(owner, ast.ClassDef) and _autograd(owner):
             return  # inside the autograd Function's unit
@@ -445,6 +545,53 @@ class KernelTwinCallsDisagree(Rule):
                     f"{twin.lineno} reads the same {what} with `{option}={ref_value!r}`{note}: one of them lays the "
                     "shared data out wrongly; make them agree with how it is built (and with the eager reference)",
                 )
+
+    # -- the backward's recompute of the forward's kernel --------------------------------------------------------
+    def _recompute(self, forward: ast.AST, backward: ast.AST) -> None:
+        """A backward that launches the forward's fused kernel again (to recompute what the forward did not save)
+        owes it the forward's computing options: `npu_chunk_gated_delta_rule_fwd_h(..., use_exp2=False)` in the
+        forward and `use_exp2=True` in the backward's recompute decay the state by exp(g) in one and 2**g in the
+        other, so the gradients are not those of the forward's output."""
+        imported = self._imported()
+
+        def options(unit: ast.AST) -> dict[str, list[tuple[ast.Call, dict[str, object]]]]:
+            out: dict[str, list[tuple[ast.Call, dict[str, object]]]] = {}
+            for call in nodes_of(unit, ast.Call):
+                assert isinstance(call, ast.Call)
+                kernel = _op_kernel(call, imported)
+                if kernel is not None:
+                    out.setdefault(kernel, []).append((call, _literal_options(call)))
+            return out
+
+        ahead, behind = options(forward), options(backward)
+        for kernel in sorted(ahead.keys() & behind.keys()):
+            for option in sorted({o for _, opts in ahead[kernel] for o in opts}):
+                fwd_values = {repr(opts[option]) for _, opts in ahead[kernel] if option in opts}
+                bwd = [(c, opts[option]) for c, opts in behind[kernel] if option in opts]
+                if len(fwd_values) != 1 or not bwd or any(option not in opts for _, opts in ahead[kernel]):
+                    continue
+                fwd_call, opts = ahead[kernel][0]
+                for call, value in bwd:
+                    if repr(value) in fwd_values or not _same_inputs(fwd_call, call):
+                        continue  # agreeing, or the kernel reused on other data (a gradient's product), no recompute
+                    short = kernel.rpartition(".")[2]
+                    where = (
+                        f"the backward's recompute (line {call.lineno}, `{getattr(backward, 'name', '')}`)"
+                    )
+                    # neither side is the reference: the finding marks both calls
+                    for at, mine, theirs, other in (
+                        (fwd_call, opts[option], value, where),
+                        (call, value, opts[option], f"the forward's call (line {fwd_call.lineno})"),
+                    ):
+                        keyword = next((k for k in at.keywords if k.arg == option), None)
+                        self.report(
+                            keyword.value if keyword is not None else at,
+                            f"`{short}` is launched with `{option}={mine!r}` here but with `{option}={theirs!r}` "
+                            f"by {other}: a backward that recomputes the forward's kernel must compute what the "
+                            "forward computed, or its gradients are not those of the forward's output; make the "
+                            "two calls agree",
+                        )
+                    break
 
     # -- the backward's weight gradient -----------------------------------------------------------------------
     def _weight_grad(self, cls: ast.ClassDef) -> None:

@@ -6,6 +6,7 @@ import ast
 import os
 import re
 
+from npu_lint.core.astutil import call_name
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import patchgen
@@ -30,6 +31,27 @@ def device_probe(name: str) -> bool:
     return any(stem == p or stem.startswith(p + "_") for p in VENDOR_PACKAGES)
 
 
+_DEVICE_ATTRS = frozenset({"is_cuda", "is_npu", "device_type"})
+_DEVICE_CALLS = frozenset({"get_device_type", "get_device_name", "get_torch_device"})
+
+
+def _device_gates(tree: ast.Module) -> list[ast.expr]:
+    """The tests (`if`, conditional expression, `assert`) that read a device: a tensor's `.device` /
+    `.device.type` / `.is_cuda`, or the current device type (`get_device_type()`)."""
+    out: list[ast.expr] = []
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)) else None
+        if test is None:
+            continue
+        for sub in ast.walk(test):
+            if (isinstance(sub, ast.Attribute) and (sub.attr in _DEVICE_ATTRS or sub.attr == "device")) or (
+                isinstance(sub, ast.Call) and call_name(sub) in _DEVICE_CALLS
+            ):
+                out.append(test)
+                break
+    return out
+
+
 class DeviceProbeImportUnused(Rule):
     code = "NPU319"
     name = "device-probe-import-unused"
@@ -45,7 +67,10 @@ class DeviceProbeImportUnused(Rule):
         "imports by its linter, so a probe imported and never read is what remains when an edit (a refactor, "
         "a simplified condition, a hoisted import) dropped the test: the guarded path now runs on every host, "
         "a CUDA kernel on Ascend or a `torch_npu` import on a GPU host. Re-exports (a name listed in `__all__`, a module "
-        "without code of its own, `# noqa`, a name another module of the tree imports from this one) are left alone."
+        "without code of its own, `# noqa`, a name another module of the tree imports from this one) are left alone. "
+        "When the file holds exactly one device test (an `if` / `assert` / conditional expression reading a "
+        "tensor's `.device` or `.is_cuda`, or `get_device_type()`), the finding sits there, where the dropped "
+        "test most likely stood; otherwise on the import."
     )
     bad = (
         Example(
@@ -134,6 +159,16 @@ class DeviceProbeImportUnused(Rule):
                 continue
             if bound in imported_from_here:
                 continue  # re-exported: another module of the tree imports it from this one
+            gates = _device_gates(tree)
+            if len(gates) == 1:
+                self.report(
+                    gates[0],
+                    f"`{bound}` (imported at line {stmt.lineno}) is never read, and this is the file's one device "
+                    "test, where the dropped test most likely stood: without it the path it guards runs on every "
+                    "host (a tensor's device compared with the current device type holds on Ascend too, both "
+                    f"'npu'); restore the test on `{bound}` here",
+                )
+                continue
             self.report(
                 stmt,
                 f"`{bound}` is imported but never read: the device gate that tested it is gone, so the path it "

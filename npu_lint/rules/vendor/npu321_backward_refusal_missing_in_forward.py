@@ -100,6 +100,14 @@ def _reads(func: ast.AST, helpers: dict[str, ast.AST], depth: int = 3) -> tuple[
 _PAIRS = (("forward", "backward"), ("fwd", "bwd"))
 
 
+def _top(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+    """Where the forward's refusal belongs: its first statement after the docstring (the def when it has none)."""
+    for stmt in func.body:
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            return stmt
+    return func
+
+
 class BackwardRefusalMissingInForward(Rule):
     code = "NPU321"
     name = "backward-refusal-missing-in-forward"
@@ -116,7 +124,8 @@ class BackwardRefusalMissingInForward(Rule):
         "first backward. A refusal the backward keeps (a leading `if <test>: raise`) whose probe the forward "
         "never reads is what remains when an edit dropped the forward's copy. Pairs are the `forward` / "
         "`backward` methods of one class (an `autograd.Function`) and module functions `<x>_fwd` / `<x>_bwd` "
-        "or `<x>_forward` / `<x>_backward`."
+        "or `<x>_forward` / `<x>_backward`. The finding sits on the forward's first statement, where the refusal "
+        "belongs."
     )
     bad = (
         Example(
@@ -213,7 +222,7 @@ class BackwardRefusalMissingInForward(Rule):
                     if probes & read or (device and tests_device):
                         continue
                     self.report(
-                        forward,
+                        _top(forward),
                         f"`{backward.name}` refuses `{text}` (line {stmt.lineno}) but `{forward.name}` never tests "
                         "it: the forward launches the kernel on what the backward says is unsupported, and the run "
                         "fails (or computes garbage) before that refusal; refuse it at the top of the forward too",
