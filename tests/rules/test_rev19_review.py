@@ -134,14 +134,8 @@ def apply_rotary_mla(q_pe, k_pe, cos, sin):
     return q_pe, k_pe
 """,
 }
-_XFAIL_309 = pytest.mark.xfail(
-    strict=True,
-    reason="NPU309 rotary rank: needs the in-file callers' table shaping and the sibling rotation's rank "
-    "(~30 lines in the rule; patch in the rev19 report), beyond the few lines allowed here",
-)
 
 
-@_XFAIL_309
 @pytest.mark.parametrize("shape", sorted(_ROPE_309))
 def test_npu309_table_arrives_with_its_head_axis(shape: str) -> None:
     assert lint_snippet("veomni/ops/kernels/rotary/npu.py", _ROPE_309[shape], ["NPU309"]) == []

@@ -430,6 +430,10 @@ class NpuKernelCallContract(Rule):
             return
         if added_cos < 1 and not self._table_shaped_elsewhere(call, function, defs, params, cos_name):
             return  # the caller may have shaped it: nothing here says the table lacks the head axis
+        if any(c == added_cos and a < c for a, c in self._sibling_ranks(call, function, params, cos_name)):
+            return  # a sibling rotation takes this very table for an unsqueezed-less tensor: its rank is right
+        if self._callers_shape(function, cos_name):
+            return  # the callers in this file hand the table in with its head axis already added
         self.report(
             call,
             f"`npu_rotary_mul` needs `{ast.unparse(cos)}` of the rank of `{ast.unparse(x)}`, but the table "
@@ -438,6 +442,35 @@ class NpuKernelCallContract(Rule):
             "it reaches the kernel at least one rank short and is rejected or broadcast along the wrong axes; "
             "unsqueeze the table once more than the tensor it rotates (at the head axis)",
         )
+
+    def _sibling_ranks(self, call: ast.Call, function: ast.AST, params: set[str], table: str) -> list[tuple]:
+        """(axes added to the tensor, axes added to the table) of the function's other rotations of ``table``."""
+        out = []
+        for other in nodes_of(function, ast.Call):
+            if other is call or not isinstance(other, ast.Call) or self._kernel(other) != "npu_rotary_mul":
+                continue
+            defs = _single_bindings(function, other.lineno)
+            x, cos = self._arg(other, 0, "input"), self._arg(other, 1, "r1")
+            found = [_rank_origin(v, defs, params) if v is not None else None for v in (x, cos)]
+            if found[0] is not None and found[1] is not None and found[1][0] == table:
+                out.append((found[0][1], found[1][1]))
+        return out
+
+    def _callers_shape(self, function: ast.FunctionDef | ast.AsyncFunctionDef, table: str) -> bool:
+        """A call of ``function`` elsewhere in the file hands ``table`` in unsqueezed (``cos.unsqueeze(-2)``)."""
+        names = [a.arg for a in function.args.args if a.arg not in ("self", "cls")]
+        for caller in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            for c in nodes_of(caller, ast.Call):
+                if not (isinstance(c, ast.Call) and _last(c.func) == function.name):
+                    continue
+                arg = next((k.value for k in c.keywords if k.arg == table), None)
+                if arg is None and table in names and names.index(table) < len(c.args):
+                    arg = c.args[names.index(table)]
+                ps = {a.arg for a in (*caller.args.posonlyargs, *caller.args.args, *caller.args.kwonlyargs)}
+                found = _rank_origin(arg, _single_bindings(caller, c.lineno), ps) if arg is not None else None
+                if found is not None and found[1] >= 1:
+                    return True
+        return False
 
     def _table_shaped_elsewhere(
         self, call: ast.Call, function: ast.AST, defs: dict[str, ast.expr], params: set[str], table: str
