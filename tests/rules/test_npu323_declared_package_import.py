@@ -5,28 +5,11 @@ quiet."""
 
 from __future__ import annotations
 
-import textwrap
-
-from npu_lint.core.config import Settings
-from npu_lint.core.source import SourceFile
-from npu_lint.engine import lint_source
-from npu_lint.veomni.project import load_project
+from tests.rules.snippets import lint_in_tree, ops_tree
 
 
-def _lines(tmp_path, files: dict[str, str], target: str) -> list[int]:  # noqa: ANN001
-    files = {
-        "pyproject.toml": "[project]\nname = 'veomni'\n",
-        "veomni/__init__.py": "",
-        "veomni/ops/__init__.py": "",
-        **files,
-    }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text).lstrip("\n"))
-    path = tmp_path / target
-    project = load_project([str(tmp_path)])
-    diags = lint_source(SourceFile.from_text(str(path), path.read_text()), ["NPU323"], Settings(), project)
-    return sorted(d.line for d in diags if d.code == "NPU323")
+def _lines(tmp_path, files: dict[str, str], target: str, code: str = "NPU323") -> list[int]:  # noqa: ANN001
+    return sorted(d.line for d in lint_in_tree(ops_tree(tmp_path, files), target, [code]) if d.code == code)
 
 
 # a MoE dispatcher in the distributed region: `deep_ep_npu` registers torch.ops.deep_ep.*
@@ -134,14 +117,7 @@ def test_quiet_when_the_handler_imports_the_package_itself_or_names_no_package(t
 
 
 def _lines324(tmp_path, files: dict[str, str], target: str) -> list[int]:  # noqa: ANN001
-    files = {"pyproject.toml": "[project]\nname = 'veomni'\n", "veomni/__init__.py": "", **files}
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text).lstrip("\n"))
-    path = tmp_path / target
-    project = load_project([str(tmp_path)])
-    diags = lint_source(SourceFile.from_text(str(path), path.read_text()), ["NPU324"], Settings(), project)
-    return sorted(d.line for d in diags if d.code == "NPU324")
+    return _lines(tmp_path, files, target, "NPU324")
 
 
 _A2A_OLD = """
