@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import os
+import weakref
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import absolute_module, call_name, str_value
@@ -221,14 +222,30 @@ def _with_packages(root: str, module: str) -> list[str]:
     return out
 
 
-def _imported_modules(file: str, root: str, tree: ast.Module | None = None) -> set[str]:
+# parsed tree -> {(file, root): the modules it imports}; a tree is a file's state (patchgen.load_file keeps one per
+# mtime and size), so an edited file gets a new tree and a new answer, and the entry goes with the tree
+_IMPORTS: weakref.WeakKeyDictionary[ast.Module, dict[tuple[str, str], frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _imported_modules(file: str, root: str, tree: ast.Module | None = None) -> frozenset[str]:
     """The absolute modules a file imports anywhere (a ``from M import name`` also names ``M.name``, a
-    submodule perhaps)."""
+    submodule perhaps); computed once per parsed tree."""
     if tree is None:
         parsed = patchgen.load_file(file)
         if parsed is None or parsed.tree is None:
-            return set()
+            return frozenset()
         tree = parsed.tree
+    per_tree = _IMPORTS.setdefault(tree, {})
+    hit = per_tree.get((file, root))
+    if hit is None:
+        hit = per_tree[(file, root)] = frozenset(_read_imports(file, root, tree))
+    return hit
+
+
+def _read_imports(file: str, root: str, tree: ast.Module) -> set[str]:
+    """The modules ``tree`` (the file ``file`` of the tree at ``root``) imports anywhere."""
     module, is_package = _module_name(file, root)
     out: set[str] = set()
     for node in ast.walk(tree):
