@@ -127,7 +127,9 @@ DSV3_Q = "            q_states = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(
 def test_transfer_to_other_attentions(model: str, patched: str, old: str, new: str) -> None:
     root = transformers_dir()
     assert root is not None
-    if old not in read_text(str(root / "models" / model / f"modeling_{model}.py")):
-        pytest.skip("upstream spelled otherwise in this transformers version")
+    upstream = read_text(str(root / "models" / model / f"modeling_{model}.py"))
+    assert old in upstream, (
+        f"the installed transformers spells {model}'s {patched} otherwise: update the case"
+    )
     found = _findings(model, patched, old, new)
     assert any("no longer receives" in m for m in found), found
