@@ -80,6 +80,21 @@ def test_reviewed_figures_reach_the_pages() -> None:
     assert npu101 is not None and "transformers 5.9.0 `models/`: 0 findings" in npu101
 
 
+def test_a_rule_page_gives_the_held_out_round_in_full_and_each_dev_round_in_one_clause() -> None:
+    reviewed = json.loads((ROOT / "bench" / "accuracy" / "reviewed.json").read_text(encoding="utf-8"))
+    heldout = reviewed["heldout"]
+    held = [name for name, rnd in heldout.items() if rnd.get("status") == "held-out"]
+    dev = [name for name, rnd in heldout.items() if rnd.get("status") != "held-out"]
+    page = _section((DOCS / "NPU101.md").read_text(encoding="utf-8"), "Precision on real code")
+    assert page is not None and held and dev
+    for name in held:  # the round that grades the rules, with its provenance
+        assert page.count(f"bench/heldout/{name} (held-out, written blind; {heldout[name]['when']})") == 1
+    for name in dev:  # a dev round: its figure, without the provenance heldout.md keeps
+        fig = heldout[name]["categories"]["device"]
+        assert page.count(f"{name} {fig['caught']} of {fig['bugs']} (") == 1, name
+        assert heldout[name]["when"] not in page, name
+
+
 _ENTRY = re.compile(r"^( {0,12})([\w<>-]+/|[\w-]+\.py)(?=\s|$)")
 
 

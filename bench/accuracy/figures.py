@@ -104,31 +104,52 @@ HELDOUT_FAMILIES = {
 }
 
 
+def _rounds_newest_first(heldout: dict) -> list[tuple[str, dict]]:
+    return sorted(heldout.items(), key=lambda kv: int(kv[0].removeprefix("round") or 0), reverse=True)
+
+
 def render_heldout(code: str, heldout: dict) -> str:
-    """The held-out (blind) figures of the category a rule belongs to, one sentence per round, newest first."""
-    out = []
-    for name, rnd in sorted(
-        heldout.items(), key=lambda kv: int(kv[0].removeprefix("round") or 0), reverse=True
-    ):
+    """The blind figures of the category a rule belongs to: the held-out round in full (with its provenance),
+    then every dev round (a round the rule authors have since read) in one compact list, newest first; the
+    provenance of each round is in bench/accuracy/heldout.md."""
+    held, dev = [], []
+    for name, rnd in _rounds_newest_first(heldout):
         for category, fig in sorted(rnd.get("categories", {}).items()):
             if not any(code.startswith(p) for p in HELDOUT_FAMILIES.get(category, ())):
                 continue
-            status = "held-out, written blind" if rnd.get("status") == "held-out" else "now a dev set"
-            out.append(
-                f"Family `{category}` on bench/heldout/{name} ({status}; {rnd['when']}): {fig['caught']} of "
-                f"{fig['bugs']} bugs caught in the edited file, {fig['at_lines']} at the edited lines; "
-                f"controls quiet {fig['controls_quiet']} of {fig['controls']}"
-                + (
-                    f" (when it was held out: {fig['first_measured']['caught']} caught, "
-                    f"{fig['first_measured']['at_lines']} at the lines)."
-                    if "first_measured" in fig and rnd.get("status") != "held-out"
-                    else f" (before any rule work graded on it: {fig['before_rule_work']['caught']} caught, "
-                    f"{fig['before_rule_work']['at_lines']} at the lines)."
-                    if "before_rule_work" in fig and rnd.get("status") == "held-out"
-                    else "."
+            if rnd.get("status") == "held-out":
+                before = fig.get("before_rule_work")
+                held.append(
+                    f"Family `{category}` on bench/heldout/{name} (held-out, written blind; {rnd['when']}): "
+                    f"{fig['caught']} of {fig['bugs']} bugs caught in the edited file, {fig['at_lines']} at the "
+                    f"edited lines; controls quiet {fig['controls_quiet']} of {fig['controls']}"
+                    + (
+                        f" (before any rule work graded on it: {before['caught']} caught, "
+                        f"{before['at_lines']} at the lines)."
+                        if before
+                        else "."
+                    )
                 )
+                continue
+            first = fig.get("first_measured")
+            dev.append(
+                f"{name} {fig['caught']} of {fig['bugs']} ({fig['at_lines']} at the lines, controls "
+                f"{fig['controls_quiet']} of {fig['controls']}"
+                + (f"; {first['caught']} when held out)" if first else ")")
             )
-    return " ".join(out)
+    if dev:
+        held.append(
+            f"Family `{category_of(code)}` on the earlier rounds, now dev sets (read by the rule authors since; "
+            "bugs caught in the edited file, newest first; provenance in bench/accuracy/heldout.md): "
+            + ", ".join(dev)
+            + "."
+        )
+    return " ".join(held)
+
+
+def category_of(code: str) -> str:
+    """The held-out category whose families include ``code`` ("" when none does)."""
+    return next((c for c, prefixes in HELDOUT_FAMILIES.items() if code.startswith(prefixes)), "")
 
 
 def build(reviewed: dict) -> dict:
