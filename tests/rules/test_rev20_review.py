@@ -5,10 +5,11 @@ VeOmni's shapes that the rules must not report, each paired with a still-reporte
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from tests.rules.snippets import lint_snippet
+from tests.rules.snippets import lint_in_tree, lint_snippet, ops_tree
 
 
 def _lines(code: str, path: str, text: str) -> list[int]:
@@ -232,3 +233,164 @@ def test_npu111_torchvision_v2_transforms_own_no_state() -> None:
         "v2.Resize((224, 224), antialias=True)", "torchaudio.transforms.Resample(16000, 8000)"
     )
     assert _lines("NPU111", "veomni/data/multimodal/toy_aug.py", stateful) == [5]
+
+
+# -- NPU730: a submodule made trainable and never applied -----------------------------------------------------------
+
+_ENC_HEAD = """
+from abc import abstractmethod
+
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.merger = nn.Linear(config.hidden_size, config.out_size)
+        self.projector = nn.Linear(config.out_size, config.output_size)
+
+    def set_projector_trainable_only(self):
+        self.requires_grad_(False)
+        self.projector.requires_grad_(True)
+"""
+
+# (quiet tail, its true-positive twin): the twin's path never reaches the projector
+_NPU730_PAIRS = {
+    "abstract_forward_path": (
+        """
+        @abstractmethod
+        def lm_encode(self, features):
+            ...
+        """,
+        """
+        @staticmethod
+        def lm_encode(features):
+            return features
+        """,
+    ),
+    "not_implemented_forward_path": (
+        """
+        def lm_encode(self, features):
+            '''Subclasses apply the merger and the projector.'''
+            raise NotImplementedError
+        """,
+        """
+        def lm_encode(self, features):
+            '''Subclasses apply the merger and the projector.'''
+            raise ValueError(self.merger(features))
+        """,
+    ),
+    "getattr_by_modality": (
+        """
+        def lm_encode(self, features, kind):
+            return getattr(self, f"{kind}")(features)
+        """,
+        """
+        def lm_encode(self, features, kind):
+            return getattr(features, f"{kind}")(self.merger)
+        """,
+    ),
+    "get_submodule": (
+        """
+        def lm_encode(self, features):
+            return self.get_submodule("projector")(self.merger(features))
+        """,
+        """
+        def lm_encode(self, features):
+            return self.get_submodule("merger")(features)
+        """,
+    ),
+    "modules_dict": (
+        """
+        def lm_encode(self, features):
+            return self._modules["projector"](self.merger(features))
+        """,
+        """
+        def lm_encode(self, features):
+            return self._modules["merger"](features)
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU730_PAIRS))
+def test_npu730_quiet_variant_and_its_true_twin(case: str) -> None:
+    good, bad = _NPU730_PAIRS[case]
+    path = "veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py"
+    indent = lambda t: textwrap.indent(textwrap.dedent(t), "    ")  # noqa: E731
+    assert _lines("NPU730", path, _ENC_HEAD + indent(good)) == []
+    assert _lines("NPU730", path, _ENC_HEAD + indent(bad)) == [10]
+
+
+def test_npu730_quiet_when_an_owner_or_helper_in_the_file_applies_it() -> None:
+    text = _ENC_HEAD + textwrap.indent(
+        textwrap.dedent(
+            """
+            def lm_encode(self, features):
+                return self.merger(features)
+            """
+        ),
+        "    ",
+    )
+    owner = """
+
+    class Model(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.vision_tower = Encoder(config)
+
+        def forward(self, x):
+            return self.vision_tower.projector(self.vision_tower.lm_encode(x))
+    """
+    helper = """
+
+    def apply_projector(model, x):
+        return model.projector(x)
+    """
+    path = "veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py"
+    assert _lines("NPU730", path, text + textwrap.dedent(owner)) == []
+    assert _lines("NPU730", path, text + textwrap.dedent(helper)) == []
+    assert _lines("NPU730", path, text + textwrap.dedent(owner.replace("projector(", "merger("))) == [10]
+
+
+def test_npu730_quiet_when_the_tree_parent_applies_the_rebuilt_submodule(tmp_path: Path) -> None:
+    parent = """
+    from torch import nn
+
+
+    class ParentVision(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.merger = nn.Linear(config.hidden_size, config.out_size)
+            self.projector = nn.Identity()
+
+        def forward(self, x):
+            return self.projector(self.merger(x))
+    """
+    child = """
+    from torch import nn
+
+    from .parent import ParentVision
+
+
+    class ChildVision(ParentVision):
+        def __init__(self, config):
+            super().__init__(config)
+            self.projector = nn.Linear(config.out_size, config.output_size)
+
+        def set_projector_trainable_only(self):
+            self.requires_grad_(False)
+            self.projector.requires_grad_(True)
+
+        def lm_encode(self, x):
+            return super().forward(x)
+    """
+    pkg = "veomni/models/seed_omni/encoder/toy_vision/"
+    files = {pkg + "__init__.py": "", pkg + "parent.py": parent, pkg + "child.py": child}
+    for init in ("veomni/models/", "veomni/models/seed_omni/", "veomni/models/seed_omni/encoder/"):
+        files[init + "__init__.py"] = ""
+    root = ops_tree(tmp_path / "good", files)
+    assert [d.line for d in lint_in_tree(root, pkg + "child.py", ["NPU730"])] == []
+    files[pkg + "parent.py"] = parent.replace("self.projector(self.merger(x))", "self.merger(x)")
+    root = ops_tree(tmp_path / "bad", files)
+    assert [d.line for d in lint_in_tree(root, pkg + "child.py", ["NPU730"])] == [9]
