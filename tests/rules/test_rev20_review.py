@@ -394,3 +394,164 @@ def test_npu730_quiet_when_the_tree_parent_applies_the_rebuilt_submodule(tmp_pat
     files[pkg + "parent.py"] = parent.replace("self.projector(self.merger(x))", "self.merger(x)")
     root = ops_tree(tmp_path / "bad", files)
     assert [d.line for d in lint_in_tree(root, pkg + "child.py", ["NPU730"])] == [9]
+
+
+# -- NPU729: a model-type test naming part of a group tested together elsewhere ---------------------------------------
+
+_OMNI_TAIL = """
+
+def unfreeze(model, model_config):
+    if model_config.model_type in ("qwen2_5_omni", "qwen3_omni_moe"):
+        model.thinker.requires_grad_(True)
+    if model_config.model_type in ("qwen2_5_omni", "qwen3_omni_moe"):
+        model.disable_talker()
+"""
+
+# (quiet variant, its true-positive twin): in the twin the group test no longer dominates the refinement
+_NPU729_PAIRS = {
+    "guard_return": (
+        """
+        def freeze(model, model_config):
+            if model_config.model_type not in ("qwen2_5_omni", "qwen3_omni_moe"):
+                return model.visual
+            if model_config.model_type == "qwen3_omni_moe":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+        """
+        def freeze(model, model_config):
+            if model_config.model_type not in ("qwen2_5_omni", "qwen3_omni_moe"):
+                model.visual.requires_grad_(True)
+            if model_config.model_type == "qwen3_omni_moe":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+    ),
+    "guard_continue": (
+        """
+        def freeze(models):
+            for model in models:
+                if model.config.model_type not in ("qwen2_5_omni", "qwen3_omni_moe"):
+                    continue
+                if model.config.model_type == "qwen3_omni_moe":
+                    model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+        """
+        def freeze(models):
+            for model in models:
+                if model.config.model_type in ("qwen2_5_omni", "qwen3_omni_moe"):
+                    continue
+                if model.config.model_type == "qwen3_omni_moe":
+                    model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+    ),
+    "guard_assert": (
+        """
+        def freeze(model, model_config):
+            assert model_config.model_type in ("qwen2_5_omni", "qwen3_omni_moe")
+            if model_config.model_type == "qwen3_omni_moe":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+        """
+        def freeze(model, model_config):
+            assert model_config.model_type
+            if model_config.model_type == "qwen3_omni_moe":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+    ),
+    "flag_bound_from_the_group": (
+        """
+        def freeze(model, model_config):
+            is_omni = model_config.model_type in ("qwen2_5_omni", "qwen3_omni_moe")
+            if is_omni:
+                if model_config.model_type == "qwen3_omni_moe":
+                    model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+        """
+        def freeze(model, model_config):
+            is_omni = model_config.model_type == "qwen2_5_omni"
+            if is_omni:
+                model.thinker.audio_tower.requires_grad_(True)
+        """,
+    ),
+    "helper_returning_the_group_test": (
+        """
+        def _is_omni(model_type):
+            return model_type in ("qwen2_5_omni", "qwen3_omni_moe")
+
+
+        def freeze(model, model_type):
+            if not _is_omni(model_type):
+                return
+            if model_type == "qwen3_omni_moe":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+        """
+        def _is_omni(model_type):
+            return model_type in ("qwen2_5_omni", "qwen3_omni_moe")
+
+
+        def freeze(model, model_type):
+            if not _is_omni(model_type):
+                model.visual.requires_grad_(True)
+            if model_type == "qwen3_omni_moe":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+    ),
+    "and_after_the_group_test": (
+        """
+        def freeze(model, model_config):
+            if model_config.model_type in ("qwen2_5_omni", "qwen3_omni_moe") and (
+                model_config.model_type != "qwen2_5_omni"
+            ):
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+        """
+        def freeze(model, model_config):
+            if model_config.model_type in ("qwen2_5_vl",) or model_config.model_type != "qwen2_5_omni":
+                model.thinker.audio_tower.proj1.requires_grad_(True)
+        """,
+    ),
+    "conditional_expression": (
+        """
+        def audio_of(model, model_config):
+            return (
+                (model.thinker.audio_tower.proj1 if model_config.model_type == "qwen3_omni_moe" else None)
+                if model_config.model_type in ("qwen2_5_omni", "qwen3_omni_moe")
+                else None
+            )
+        """,
+        """
+        def audio_of(model, model_config):
+            return model.thinker.audio_tower if model_config.model_type == "qwen2_5_omni" else None
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU729_PAIRS))
+def test_npu729_quiet_variant_and_its_true_twin(case: str) -> None:
+    good, bad = _NPU729_PAIRS[case]
+    path = "veomni/trainer/toy_trainer.py"
+    assert _lines("NPU729", path, textwrap.dedent(good) + _OMNI_TAIL) == []
+    assert len(_lines("NPU729", path, textwrap.dedent(bad) + _OMNI_TAIL)) == 1
+
+
+def test_npu729_quiet_on_a_subgroup_that_is_a_group_of_its_own() -> None:
+    text = """
+    VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+    MROPE = ("qwen2_vl", "qwen2_5_vl")
+
+
+    def build(model_type, x):
+        if model_type in VL:
+            x = 1
+        if model_type in VL:
+            x = 2
+        if model_type in MROPE:
+            x = 3
+        if model_type in MROPE:
+            x = 4
+        return x
+    """
+    assert _lines("NPU729", "veomni/data/toy_transform.py", text) == []
+    once = text.replace("if model_type in MROPE:\n            x = 4", "if x:\n            x = 4")
+    assert _lines("NPU729", "veomni/data/toy_transform.py", once) == [10]
