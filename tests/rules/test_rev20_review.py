@@ -555,3 +555,117 @@ def test_npu729_quiet_on_a_subgroup_that_is_a_group_of_its_own() -> None:
     assert _lines("NPU729", "veomni/data/toy_transform.py", text) == []
     once = text.replace("if model_type in MROPE:\n            x = 4", "if x:\n            x = 4")
     assert _lines("NPU729", "veomni/data/toy_transform.py", once) == [10]
+
+
+# -- NPU728: token permutations applied asymmetrically ----------------------------------------------------------------
+
+_PERM_HEAD = """
+import torch
+
+
+class Tower:
+    def forward(self, hidden_states, rotary_pos_emb, grid_thw, window_index):
+        seq_len, _ = hidden_states.size()
+        hidden_states = hidden_states.reshape(seq_len // self.unit, self.unit, -1)
+        hidden_states = hidden_states[window_index, :, :]
+        hidden_states = hidden_states.reshape(seq_len, -1)
+"""
+
+# the twin's gather, spelled another way (quiet), and left out or by another tensor (reported)
+_NPU728_TWIN_PAIRS = {
+    "torch_index_select": (
+        "rotary_pos_emb = torch.index_select(rotary_pos_emb, 0, window_index)",
+        "rotary_pos_emb = torch.flip(rotary_pos_emb, (0,))",
+    ),
+    "ellipsis": (
+        "rotary_pos_emb = rotary_pos_emb[window_index, ...]",
+        "rotary_pos_emb = rotary_pos_emb[..., 0]",
+    ),
+    "keyword_index_select": (
+        "rotary_pos_emb = rotary_pos_emb.index_select(dim=0, index=window_index)",
+        "rotary_pos_emb = rotary_pos_emb.index_select(dim=-1, index=grid_thw)",
+    ),
+    "cast_index": (
+        "rotary_pos_emb = rotary_pos_emb[window_index.long()]",
+        "rotary_pos_emb = rotary_pos_emb.long()",
+    ),
+    "helper_handed_the_index": (
+        "rotary_pos_emb = self.permute_rows(rotary_pos_emb, window_index)",
+        "rotary_pos_emb = self.permute_rows(rotary_pos_emb, grid_thw)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU728_TWIN_PAIRS))
+def test_npu728_twin_gathered_another_way_and_its_true_twin(case: str) -> None:
+    good, bad = _NPU728_TWIN_PAIRS[case]
+    path = "veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_gpu.py"
+    tail = """
+        rotary_pos_emb = rotary_pos_emb.reshape(seq_len // self.unit, self.unit, -1)
+        {gather}
+        rotary_pos_emb = rotary_pos_emb.reshape(seq_len, -1)
+        return self.blocks(hidden_states, rotary_pos_emb)
+"""
+    assert _lines("NPU728", path, _PERM_HEAD + tail.format(gather=good)) == []
+    assert _lines("NPU728", path, _PERM_HEAD + tail.format(gather=bad)) == [13]
+
+
+_INVERSE = """
+import torch
+
+
+class Tower:
+    def forward(self, hidden_states, window_index):
+{body}
+"""
+
+# the inverse applied on every path another way (quiet), and its twin where one path misses it (reported)
+_NPU728_INVERSE_PAIRS = {
+    "loop_over_outputs": (
+        """
+        hidden_states = hidden_states[window_index, :]
+        outs = self.blocks(hidden_states)
+        reverse_indices = torch.argsort(window_index)
+        for i, out in enumerate(outs):
+            outs[i] = out[reverse_indices, :]
+        return outs
+        """,
+        """
+        hidden_states = hidden_states[window_index, :]
+        outs = self.blocks(hidden_states)
+        reverse_indices = torch.argsort(window_index)
+        if self.sp:
+            outs = outs[reverse_indices, :]
+        return outs
+        """,
+    ),
+    "under_the_permutation_test": (
+        """
+        if self.use_window:
+            hidden_states = hidden_states[window_index, :]
+        merged = self.merger(self.blocks(hidden_states))
+        reverse_indices = torch.argsort(window_index)
+        if self.use_window:
+            merged = merged[reverse_indices, :]
+        return merged
+        """,
+        """
+        if self.use_window:
+            hidden_states = hidden_states[window_index, :]
+        merged = self.merger(self.blocks(hidden_states))
+        reverse_indices = torch.argsort(window_index)
+        if self.sp:
+            merged = merged[reverse_indices, :]
+        return merged
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU728_INVERSE_PAIRS))
+def test_npu728_inverse_on_every_path_and_its_true_twin(case: str) -> None:
+    good, bad = _NPU728_INVERSE_PAIRS[case]
+    path = "veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_gpu.py"
+    body = lambda t: textwrap.indent(textwrap.dedent(t), " " * 8)  # noqa: E731
+    assert _lines("NPU728", path, _INVERSE.format(body=body(good))) == []
+    assert len(_lines("NPU728", path, _INVERSE.format(body=body(bad)))) == 1
