@@ -669,3 +669,121 @@ def test_npu728_inverse_on_every_path_and_its_true_twin(case: str) -> None:
     body = lambda t: textwrap.indent(textwrap.dedent(t), " " * 8)  # noqa: E731
     assert _lines("NPU728", path, _INVERSE.format(body=body(good))) == []
     assert len(_lines("NPU728", path, _INVERSE.format(body=body(bad)))) == 1
+
+
+# -- NPU474: a norm backward that drops the saved weight --------------------------------------------------------------
+
+_NORM_FN = """
+import torch
+
+
+class RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return (x.float() * rstd * weight.float()).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+{body}
+"""
+
+# (a backward that reads the weight another way, the same backward with the weight dropped)
+_NPU474_PAIRS = {
+    "helper_defined_inside": (
+        """
+        x, weight, rstd = ctx.saved_tensors
+
+        def _scale(t):
+            return t * weight.float()
+
+        g = _scale(grad_out.float())
+        x_hat = x.float() * rstd
+        grad_x = rstd * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))
+        return grad_x.to(x.dtype), (grad_out.float() * x_hat).sum(0), None
+        """,
+        """
+        x, weight, rstd = ctx.saved_tensors
+
+        def _scale(t):
+            return t * weight.float()
+
+        g = grad_out.float()
+        x_hat = x.float() * rstd
+        grad_x = rstd * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))
+        return grad_x.to(x.dtype), (grad_out.float() * x_hat).sum(0), None
+        """,
+    ),
+    "recomputed_graph_backward": (
+        """
+        x, weight, rstd = ctx.saved_tensors
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad():
+            y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()
+        y.backward(grad_out)
+        return x.grad, None, None
+        """,
+        """
+        x, weight, rstd = ctx.saved_tensors
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad():
+            y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+        y.backward(grad_out)
+        return x.grad, None, None
+        """,
+    ),
+    "autograd_backward_call": (
+        """
+        x, weight, rstd = ctx.saved_tensors
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad():
+            y = x.float() * rstd * weight.float()
+        torch.autograd.backward(y, grad_out)
+        return x.grad, None, None
+        """,
+        """
+        x, weight, rstd = ctx.saved_tensors
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad():
+            y = x.float() * rstd * weight.dtype.itemsize
+        torch.autograd.backward(y, grad_out)
+        return x.grad, None, None
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU474_PAIRS))
+def test_npu474_weight_read_another_way_and_its_true_twin(case: str) -> None:
+    good, bad = _NPU474_PAIRS[case]
+    path = "veomni/ops/kernels/rms_norm/toy_rms.py"
+    body = lambda t: textwrap.indent(textwrap.dedent(t), " " * 8)  # noqa: E731
+    assert _lines("NPU474", path, _NORM_FN.format(body=body(good))) == []
+    assert _lines("NPU474", path, _NORM_FN.format(body=body(bad))) == [14]
+
+
+def test_npu474_quiet_on_a_quantisation_scale_passed_straight_through() -> None:
+    text = """
+    import torch
+
+
+    class RMSNormQuantFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, eps, fp8_scale):
+            rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+            ctx.save_for_backward(x, weight, rstd, fp8_scale)
+            return (x.float() * rstd * weight.float() * fp8_scale).to(torch.float8_e4m3fn)
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            x, weight, rstd, fp8_scale = ctx.saved_tensors
+            g = grad_out.float() * weight.float()
+            x_hat = x.float() * rstd
+            grad_x = rstd * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))
+            return grad_x.to(x.dtype), (grad_out.float() * x_hat).sum(0), None, None
+    """
+    path = "veomni/ops/kernels/rms_norm/toy_rms_fp8.py"
+    assert _lines("NPU474", path, text) == []
+    dropped = text.replace("g = grad_out.float() * weight.float()", "g = grad_out.float()")
+    assert _lines("NPU474", path, dropped) == [13]
