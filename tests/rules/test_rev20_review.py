@@ -787,3 +787,108 @@ def test_npu474_quiet_on_a_quantisation_scale_passed_straight_through() -> None:
     assert _lines("NPU474", path, text) == []
     dropped = text.replace("g = grad_out.float() * weight.float()", "g = grad_out.float()")
     assert _lines("NPU474", path, dropped) == [13]
+
+
+# -- NPU323: a package the tree says a module's import loads, no longer imported ------------------------------------
+
+_FLA_IMPL = """
+import torch
+import torch_npu
+
+import fla_npu  # noqa: F401
+
+
+def chunk(x):
+    return torch.ops.npu.npu_chunk_fwd(x)
+"""
+_PLAIN_UTIL = """
+import torch
+
+
+def pad(x):
+    return x
+"""
+
+
+def _handler(body: str, package: str = "fla_npu") -> str:
+    return f"""
+def factory():
+    try:
+{textwrap.indent(textwrap.dedent(body).strip(), " " * 8)}
+    except ImportError as e:
+        if e.name == "{package}":
+            raise RuntimeError("install {package}") from e
+        raise
+    return None
+"""
+
+
+def _npu323(tmp_path: Path, files: dict[str, str], target: str) -> list[int]:
+    return [d.line for d in lint_in_tree(ops_tree(tmp_path, files), target, ["NPU323"])]
+
+
+def test_npu323_another_import_of_the_same_try_loads_the_package(tmp_path: Path) -> None:
+    files = {
+        "veomni/ops/kernels/gdr/__init__.py": "",
+        "veomni/ops/kernels/gdr/impl.py": _FLA_IMPL,
+        "veomni/ops/kernels/gdr/utils.py": _PLAIN_UTIL,
+        "veomni/ops/kernels/registry.py": _handler("from .gdr.impl import chunk\nfrom .gdr.utils import pad"),
+    }
+    assert _npu323(tmp_path / "good", files, "veomni/ops/kernels/registry.py") == []
+    files["veomni/ops/kernels/gdr/impl.py"] = _FLA_IMPL.replace("import fla_npu  # noqa: F401\n", "")
+    assert _npu323(tmp_path / "bad", files, "veomni/ops/kernels/registry.py") == [6]
+
+
+def test_npu323_from_package_import_submodule(tmp_path: Path) -> None:
+    files = {
+        "veomni/ops/kernels/gdr/__init__.py": "",
+        "veomni/ops/kernels/gdr/impl.py": _FLA_IMPL,
+        "veomni/ops/kernels/registry.py": _handler("from .gdr import impl"),
+    }
+    assert _npu323(tmp_path / "good", files, "veomni/ops/kernels/registry.py") == []
+    files["veomni/ops/kernels/gdr/impl.py"] = _FLA_IMPL.replace("import fla_npu  # noqa: F401\n", "")
+    assert _npu323(tmp_path / "bad", files, "veomni/ops/kernels/registry.py") == [5]
+
+
+def test_npu323_dunder_import_of_the_package(tmp_path: Path) -> None:
+    files = {
+        "veomni/ops/kernels/gdr/__init__.py": _handler("from .impl import chunk"),
+        "veomni/ops/kernels/gdr/impl.py": _FLA_IMPL.replace(
+            "import fla_npu  # noqa: F401\n", '__import__("fla_npu")\n'
+        ),
+    }
+    assert _npu323(tmp_path / "good", files, "veomni/ops/kernels/gdr/__init__.py") == []
+    files["veomni/ops/kernels/gdr/impl.py"] = _FLA_IMPL.replace(
+        "import fla_npu  # noqa: F401\n", '__import__("os")\n'
+    )
+    assert _npu323(tmp_path / "bad", files, "veomni/ops/kernels/gdr/__init__.py") == [5]
+
+
+_VIA_THIRD_PARTY = """
+from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+
+def chunk(x):
+    return chunk_gated_delta_rule(x)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not statically decidable from the tree: `fla` (a third-party package the module imports) imports "
+    "`triton` itself; the tree alone cannot tell which packages an external import loads",
+)
+def test_npu323_package_loaded_by_a_third_party_import(tmp_path: Path) -> None:
+    files = {
+        "veomni/ops/kernels/gdr/__init__.py": _handler("from .impl import chunk", package="triton"),
+        "veomni/ops/kernels/gdr/impl.py": _VIA_THIRD_PARTY,
+    }
+    assert _npu323(tmp_path, files, "veomni/ops/kernels/gdr/__init__.py") == []
+
+
+def test_npu323_package_loaded_by_no_import_still_reported(tmp_path: Path) -> None:
+    files = {
+        "veomni/ops/kernels/gdr/__init__.py": _handler("from .impl import chunk", package="triton"),
+        "veomni/ops/kernels/gdr/impl.py": _VIA_THIRD_PARTY.replace("from fla.ops", "from veomni.ops"),
+    }
+    assert _npu323(tmp_path, files, "veomni/ops/kernels/gdr/__init__.py") == [5]
