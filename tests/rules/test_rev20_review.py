@@ -892,3 +892,73 @@ def test_npu323_package_loaded_by_no_import_still_reported(tmp_path: Path) -> No
         "veomni/ops/kernels/gdr/impl.py": _VIA_THIRD_PARTY.replace("from fla.ops", "from veomni.ops"),
     }
     assert _npu323(tmp_path, files, "veomni/ops/kernels/gdr/__init__.py") == [5]
+
+
+# -- NPU324: a probe switch between calls of one name whose import lost its own switch ------------------------------
+
+_CUMSUM_CALLER = """
+from .triton.utils import is_arch35
+from .kernels import chunk_cumsum
+
+
+def local_cumsum(g, cu_seqlens, chunk_indices):
+    if is_arch35():
+        return chunk_cumsum(g, cu_seqlens=cu_seqlens, chunk_indices=chunk_indices)
+    return chunk_cumsum(g, cu_seqlens=cu_seqlens)
+"""
+
+_NPU324_REEXPORTS = {
+    "if_switch": (
+        """
+        from .triton.utils import is_arch35
+
+        if is_arch35():
+            from .triton_core.cumsum import chunk_cumsum
+        else:
+            from .triton.cumsum import chunk_cumsum
+        """,
+        """
+        from .triton.utils import is_arch35
+
+        if is_arch35():
+            from .triton_core.cumsum import chunk_indices_of
+        from .triton.cumsum import chunk_cumsum
+        """,
+    ),
+    "try_switch": (
+        """
+        try:
+            from .triton_core.cumsum import chunk_cumsum
+        except ImportError:
+            from .triton.cumsum import chunk_cumsum
+        """,
+        """
+        try:
+            from .triton_core.cumsum import chunk_indices_of
+        except ImportError:
+            chunk_indices_of = None
+        from .triton.cumsum import chunk_cumsum
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU324_REEXPORTS))
+def test_npu324_switch_moved_into_the_reexporting_module(tmp_path: Path, case: str) -> None:
+    good, bad = _NPU324_REEXPORTS[case]
+    pkg = "veomni/ops/kernels/gdr/"
+    files = {
+        pkg + "__init__.py": "",
+        pkg + "triton/__init__.py": "",
+        pkg + "triton/utils.py": "def is_arch35():\n    return False\n",
+        pkg + "triton/cumsum.py": "def chunk_cumsum(g, cu_seqlens=None):\n    return g\n",
+        pkg + "triton_core/__init__.py": "",
+        pkg
+        + "triton_core/cumsum.py": "def chunk_cumsum(g, cu_seqlens=None, chunk_indices=None):\n    return g\n"
+        "\n\ndef chunk_indices_of(x):\n    return x\n",
+        pkg + "glue.py": _CUMSUM_CALLER,
+    }
+    root = ops_tree(tmp_path / "good", {**files, pkg + "kernels.py": good})
+    assert [d.line for d in lint_in_tree(root, pkg + "glue.py", ["NPU324"])] == []
+    root = ops_tree(tmp_path / "bad", {**files, pkg + "kernels.py": bad})
+    assert [d.line for d in lint_in_tree(root, pkg + "glue.py", ["NPU324"])] == [2]
