@@ -170,9 +170,10 @@ class RuntimeModuleLeftOnHost(Rule):
         "or buffers (a mel filter bank, a window) meet device data: a device-mismatch error on the first call on "
         "an NPU (and a GPU). The module class is the file's own `nn.Module` subclass, one of the tree's (resolved "
         "through the shared resolver and read for its bases) that owns state (a buffer, a parameter, a submodule), "
-        "a stateful `torch.nn` layer (not a loss, an activation or dropout), or a `torchaudio.transforms` class. "
-        "Construction-time builders (`__init__`, `_init_*`) are not checked, nor a module the function moves, "
-        "returns or stores on `self` (the caller or the parent moves it)."
+        "a stateful `torch.nn` layer (not a loss, an activation or dropout), or a `torchaudio.transforms` class "
+        "with a buffer. Construction-time builders (`__init__`, `_init_*`) are not checked, nor a module built on "
+        "the device (`device=`, `with torch.device(d):`), nor one the function moves, returns, rebinds through a "
+        "wrapper or hands to `self` (the caller or the parent moves it)."
     )
     bad = (
         Example(

@@ -71,8 +71,10 @@ class ModelTypeGroupSplit(Rule):
         "shares a layout; a test that names only some of them sends the others down the other path (a flat "
         "`visual` lookup that raises, a freeze or a processor step silently skipped) for that one step. A group "
         "counts when two or more tests of the module name exactly it; a test naming a strict part of it is "
-        "reported unless it sits inside a test of the whole group (a refinement) or other tests of the module "
-        "name the missing types apart from it (per-model handling)."
+        "reported unless a test of the whole group dominates it (a refinement: inside its `if`, after it in an "
+        "`and`, after a guard `if model_type not in GROUP: return` or an `assert`, through a flag or helper bound "
+        "from it), its own types are a group tested together twice, or other tests of the module name the missing "
+        "types apart from it (per-model handling)."
     )
     bad = (
         Example(

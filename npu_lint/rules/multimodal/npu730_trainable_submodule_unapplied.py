@@ -117,7 +117,8 @@ class TrainableSubmoduleUnapplied(Rule):
         "parameters, or the optimizer steps a module that never trains. A submodule the class builds itself, "
         "makes trainable, and never calls, passes on, iterates or returns in any method (its own or a subclass's "
         "in the same file) is reported; a submodule only a parent class or an outside caller applies is not built "
-        "by the class and is not judged."
+        "by the class and is not judged, nor one the tree's parent class applies, one an owner in the file calls "
+        "(`self.tower.projector(x)`), nor an abstract base's (its path lives in subclasses)."
     )
     bad = (
         Example(
