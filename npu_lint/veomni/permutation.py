@@ -139,6 +139,48 @@ def _twin_faults(func: ast.AST, indexes: set[str]) -> Iterator[tuple[ast.AST, st
             gathered.setdefault(node.targets[0].id, set()).update(h for h in handed if h in permuting)
             if not gathered[node.targets[0].id]:
                 del gathered[node.targets[0].id]
+    inverse_of: dict[str, str] = {}  # `rev = argsort(idx)`: rev -> idx
+    first: dict[str, int] = {}  # name -> line of its first gather
+    restored: dict[str, int] = {}  # name -> line where the inverse of one of its permutations gathers it
+    for node in _own_walk(func):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and call_name(node.value) == "argsort"
+        ):
+            call = node.value
+            source = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if not (isinstance(source, ast.Name) and source.id != "torch") and call.args:
+                source = call.args[0]
+            if isinstance(source, ast.Name):
+                inverse_of[node.targets[0].id] = source.id
+    for node in _own_walk(func):
+        found = _gather_index(node)
+        if found is not None:
+            line = node.lineno  # type: ignore[attr-defined]
+            first[found[0]] = min(first.get(found[0], line), line)
+            if inverse_of.get(found[1]) in gathered.get(found[0], ()):
+                restored[found[0]] = min(restored.get(found[0], line), line)
+    assigns = [
+        n
+        for n in _own_walk(func)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+    ]
+    changed = True
+    while changed:  # derived from a permuted tensor after its gather (`residual = self.norm(hidden_states)`)
+        changed = False
+        for n in assigns:
+            target = n.targets[0].id  # type: ignore[attr-defined]
+            if target in gathered:
+                continue
+            for g in {r.id for r in ast.walk(n.value) if isinstance(r, ast.Name)} - {target}:
+                if g in gathered and g in first and n.lineno > first[g]:
+                    gathered[target] = set(gathered[g])
+                    first[target] = n.lineno
+                    changed = True
+                    break
     reported: set[str] = set()
     for names in shaped.values():
         if len(names) < 2:
@@ -150,6 +192,8 @@ def _twin_faults(func: ast.AST, indexes: set[str]) -> Iterator[tuple[ast.AST, st
             for b in sorted(names):
                 if b == a or b in reported or gathered.get(b):
                     continue
+                if a in restored and restored[a] < names[b].lineno:
+                    continue  # `a` is back in its first order by the time `b` is shaped like it
                 reported.add(b)
                 perm = sorted(perms)[0]
                 yield (

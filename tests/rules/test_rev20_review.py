@@ -962,3 +962,43 @@ def test_npu324_switch_moved_into_the_reexporting_module(tmp_path: Path, case: s
     assert [d.line for d in lint_in_tree(root, pkg + "glue.py", ["NPU324"])] == []
     root = ops_tree(tmp_path / "bad", {**files, pkg + "kernels.py": bad})
     assert [d.line for d in lint_in_tree(root, pkg + "glue.py", ["NPU324"])] == [2]
+
+
+_NPU728_LATER_TWINS = {
+    # a tensor computed from the permuted one after its gather is in window order already
+    "derived_after_the_gather": (
+        """
+        residual = self.norm(hidden_states)
+        residual = residual.reshape(seq_len, -1)
+        """,
+        """
+        residual = self.norm(rotary_pos_emb)
+        residual = residual.reshape(seq_len, -1)
+        """,
+    ),
+    # a tensor shaped like it once the inverse restored its order
+    "after_the_inverse": (
+        """
+        reverse_indices = torch.argsort(window_index)
+        hidden_states = hidden_states[reverse_indices, :]
+        residual = self.merger(rotary_pos_emb)
+        residual = residual.reshape(seq_len, -1)
+        """,
+        """
+        reverse_indices = torch.argsort(window_index)
+        residual = self.merger(rotary_pos_emb)
+        residual = residual.reshape(seq_len, -1)
+        hidden_states = hidden_states[reverse_indices, :]
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NPU728_LATER_TWINS))
+def test_npu728_twin_shaped_later_and_its_true_twin(case: str) -> None:
+    good, bad = _NPU728_LATER_TWINS[case]
+    path = "veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_gpu.py"
+    body = lambda t: textwrap.indent(textwrap.dedent(t).strip(), " " * 8)  # noqa: E731
+    head = _PERM_HEAD + "        hidden_states = self.blocks(hidden_states)\n"
+    assert _lines("NPU728", path, head + body(good) + "\n        return hidden_states, residual\n") == []
+    assert len(_lines("NPU728", path, head + body(bad) + "\n        return hidden_states, residual\n")) == 1
