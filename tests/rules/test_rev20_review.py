@@ -1002,3 +1002,28 @@ def test_npu728_twin_shaped_later_and_its_true_twin(case: str) -> None:
     head = _PERM_HEAD + "        hidden_states = self.blocks(hidden_states)\n"
     assert _lines("NPU728", path, head + body(good) + "\n        return hidden_states, residual\n") == []
     assert len(_lines("NPU728", path, head + body(bad) + "\n        return hidden_states, residual\n")) == 1
+
+
+def test_npu730_quiet_when_a_parent_in_the_file_applies_it() -> None:
+    text = """
+    from torch import nn
+
+
+    class BaseTower(nn.Module):
+        def forward(self, x):
+            return self.projector(self.merger(x))
+
+
+    class Tower(BaseTower):
+        def __init__(self, config):
+            super().__init__()
+            self.merger = nn.Linear(config.hidden_size, config.out_size)
+            self.projector = nn.Linear(config.out_size, config.output_size)
+
+        def set_projector_trainable_only(self):
+            self.requires_grad_(False)
+            self.projector.requires_grad_(True)
+    """
+    path = "veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py"
+    assert _lines("NPU730", path, text) == []
+    assert _lines("NPU730", path, text.replace("self.projector(self.merger(x))", "self.merger(x)")) == [13]

@@ -240,6 +240,11 @@ class TrainableSubmoduleUnapplied(Rule):
         """What the tree's direct parent classes of ``cls`` (resolved through the shared resolver) apply: a
         parent's ``forward`` may apply the submodule a subclass rebuilds."""
         out: set[str] = set()
+        own = {c.name: c for c in _walk(self.ctx.tree) if isinstance(c, ast.ClassDef)}
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in own and own[base.id] is not cls:
+                for node in _walk(own[base.id]):  # a parent in the same file
+                    out |= self._applied(node)
         index = _index(self.ctx)
         if index is None:
             return out
