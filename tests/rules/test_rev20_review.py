@@ -1027,3 +1027,30 @@ def test_npu730_quiet_when_a_parent_in_the_file_applies_it() -> None:
     path = "veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py"
     assert _lines("NPU730", path, text) == []
     assert _lines("NPU730", path, text.replace("self.projector(self.merger(x))", "self.merger(x)")) == [13]
+
+
+def test_npu730_widened_to_parameters_loop_unfreezing() -> None:
+    text = """
+    from torch import nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.merger = nn.Linear(config.hidden_size, config.out_size)
+            self.projector = nn.Linear(config.out_size, config.output_size)
+
+        def set_projector_trainable_only(self):
+            self.requires_grad_(False)
+            for p in self.projector.parameters():
+                p.requires_grad = True
+
+        def lm_encode(self, features):
+            return self.merger(features)
+    """
+    path = "veomni/models/seed_omni/encoder/toy_vision/modeling_toy_vision.py"
+    assert _lines("NPU730", path, text) == [8]
+    assert (
+        _lines("NPU730", path, text.replace("self.merger(features)", "self.projector(self.merger(features))"))
+        == []
+    )

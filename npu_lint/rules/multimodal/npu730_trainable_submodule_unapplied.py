@@ -66,6 +66,20 @@ def _trained(node: ast.AST) -> str | None:
         and not (node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value is False)
     ):
         return _self_attr(node.func.value)
+    if (  # `for p in self.x.parameters(): p.requires_grad = True`
+        isinstance(node, ast.For)
+        and isinstance(node.iter, ast.Call)
+        and isinstance(node.iter.func, ast.Attribute)
+        and node.iter.func.attr == "parameters"
+        and any(
+            isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in a.targets)
+            and isinstance(a.value, ast.Constant)
+            and a.value.value is True
+            for a in node.body
+        )
+    ):
+        return _self_attr(node.iter.func.value)
     return None
 
 
