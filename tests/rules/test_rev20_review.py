@@ -1085,3 +1085,15 @@ def test_npu729_group_member_choosing_the_layout_still_reported() -> None:
         return model.thinker.visual if model_config.model_type == "qwen3_omni_moe" else model.visual
     """
     assert _lines("NPU729", "veomni/trainer/toy_trainer.py", text) == [6]
+
+
+def test_npu111_a_moved_result_is_no_moved_module() -> None:
+    text = """
+    def encode(wave, encoder, device):
+        frontend = MelFrontend(80)
+        return encoder(frontend.features(wave.to(device=device)).to(device))
+    """
+    path = "veomni/models/diffusers/toy_audio/audio_vae.py"
+    assert len(_lines("NPU111", path, _MEL + textwrap.dedent(text))) == 1
+    moved = text.replace("MelFrontend(80)", "MelFrontend(80).eval().to(device)")
+    assert _lines("NPU111", path, _MEL + textwrap.dedent(moved)) == []

@@ -110,10 +110,35 @@ def _stateless_container(call: ast.Call) -> bool:
     )
 
 
+# `nn.Module` methods that return the module itself (a chain through them still holds the module)
+_RETURNS_SELF = (
+    frozenset(
+        {
+            "eval",
+            "train",
+            "requires_grad_",
+            "float",
+            "half",
+            "bfloat16",
+            "double",
+            "apply",
+            "type",
+            "zero_grad",
+        }
+    )
+    | _MOVES
+)
+
+
 def _root_name(node: ast.expr) -> ast.Name | None:
-    """The name a method chain starts from: ``m`` of ``m.eval().requires_grad_(False)``."""
-    while isinstance(node, (ast.Call, ast.Attribute)):
-        node = node.func if isinstance(node, ast.Call) else node.value
+    """The module a chain of its self-returning methods starts from: ``m`` of ``m.eval().requires_grad_(False)``
+    (never of ``m.features(x)``, whose result is data)."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _RETURNS_SELF
+    ):
+        node = node.func.value
     return node if isinstance(node, ast.Name) else None
 
 
