@@ -1095,5 +1095,7 @@ def test_npu111_a_moved_result_is_no_moved_module() -> None:
     """
     path = "veomni/models/diffusers/toy_audio/audio_vae.py"
     assert len(_lines("NPU111", path, _MEL + textwrap.dedent(text))) == 1
+    rebound = text.replace("MelFrontend(80)\n", "MelFrontend(80)\n        frontend = frontend.eval()\n")
+    assert len(_lines("NPU111", path, _MEL + textwrap.dedent(rebound))) == 1
     moved = text.replace("MelFrontend(80)", "MelFrontend(80).eval().to(device)")
     assert _lines("NPU111", path, _MEL + textwrap.dedent(moved)) == []

@@ -358,6 +358,7 @@ class RuntimeModuleLeftOnHost(Rule):
                         and target.id in built
                         and sub.value is not built[target.id]
                         and any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(sub.value))
+                        and _root_name(sub.value) is None  # `m = m.eval()` is the same module, unmoved
                     ):
                         moved.add(target.id)  # rebound to what a wrapper made of it (`m = wrap(m, ...)`)
             if isinstance(sub, ast.Call):
