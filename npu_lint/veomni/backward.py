@@ -92,6 +92,25 @@ def _simple_statements(func: ast.AST) -> list[ast.stmt]:
     ]
 
 
+def _nested_defs(func: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Helpers a backward defines inside itself (``def _scale(t): return t * w``): calling one reads what it
+    closes over."""
+    return [
+        c
+        for n in _own(func)
+        for c in ast.iter_child_nodes(n)
+        if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+
+def _autograd_backward(node: ast.AST) -> bool:
+    """``y.backward(g)`` / ``torch.autograd.backward(y, g)``: a recomputed graph's backward, writing the
+    gradients into its leaves' ``.grad``."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+    )
+
+
 def gradient_sources(backward: ast.AST) -> set[str]:
     """Every name the values a backward returns depend on, through its assignments; a call made for its effect
     (an in-place op, a kernel launch writing into an output buffer) that reads a needed name makes every name
@@ -101,9 +120,19 @@ def gradient_sources(backward: ast.AST) -> set[str]:
     for s in stmts:
         if isinstance(s, ast.Return) and s.value is not None:
             needed |= value_reads(s.value)
+        if isinstance(s, ast.Expr) and _autograd_backward(s.value):
+            needed |= value_reads(s.value)  # the gradients it writes are what the backward returns
+    closures = {
+        d.name: {n.id for n in ast.walk(d) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for d in _nested_defs(backward)
+    }
     changed = True
     while changed:
         changed = False
+        for name, reads in closures.items():
+            if name in needed and not reads <= needed:
+                needed |= reads
+                changed = True
         for s in stmts:
             if isinstance(s, ast.Return):
                 continue

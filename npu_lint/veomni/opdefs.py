@@ -90,7 +90,15 @@ def file_import_requirements(file: str, root: str, tree: ast.Module) -> list[Imp
                     direct.update(a.name.split(".")[0] for a in sub.names)
                 elif isinstance(sub, ast.ImportFrom):
                     base = absolute_module(module, is_package, sub.level, sub.module)
-                    if base and _module_file(root, base) is not None:
+                    # `from .pkg import sub`: the submodule, when it is one, is what the import loads
+                    subs = [
+                        f"{base}.{a.name}"
+                        for a in sub.names
+                        if base and _module_file(root, f"{base}.{a.name}")
+                    ]
+                    if subs:
+                        guarded.extend(subs)
+                    elif base and _module_file(root, base) is not None:
                         guarded.append(base)
                     elif base:
                         direct.add(base.split(".")[0])
@@ -256,7 +264,7 @@ def _read_imports(file: str, root: str, tree: ast.Module) -> set[str]:
             if base:
                 out.add(base)
                 out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
-        elif isinstance(node, ast.Call) and call_name(node) == "import_module" and node.args:
+        elif isinstance(node, ast.Call) and call_name(node) in ("import_module", "__import__") and node.args:
             name = str_value(node.args[0])
             if name:
                 level = len(name) - len(name.lstrip("."))

@@ -27,31 +27,55 @@ def _full_slice(node: ast.AST) -> bool:
     return isinstance(node, ast.Slice) and node.lower is None and node.upper is None and node.step is None
 
 
+def _index_name(node: ast.AST | None) -> str | None:
+    """``idx`` of ``idx``, ``idx.long()``, ``idx.to(device)`` (an index tensor, a name, perhaps cast or moved)."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("long", "int", "to", "cuda", "npu")
+    ):
+        node = node.func.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _gather_index(node: ast.AST) -> tuple[str, str] | None:
-    """``(tensor, index)`` of ``t[idx]``, ``t[idx, :, :]`` or ``t.index_select(0, idx)`` (a row gather by an
-    index tensor ``idx``, a name)."""
+    """``(tensor, index)`` of ``t[idx]``, ``t[idx, :, :]``, ``t[idx, ...]``, ``t.index_select(0, idx)`` or
+    ``torch.index_select(t, 0, idx)`` (a row gather by an index tensor ``idx``, a name, perhaps cast)."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         sl = node.slice
-        if isinstance(sl, ast.Name):
-            return node.value.id, sl.id
+        index = _index_name(sl)
+        if index is not None:
+            return node.value.id, index
         if (
             isinstance(sl, ast.Tuple)
             and sl.elts
-            and isinstance(sl.elts[0], ast.Name)
-            and all(_full_slice(e) for e in sl.elts[1:])
+            and _index_name(sl.elts[0]) is not None
+            and all(
+                _full_slice(e) or (isinstance(e, ast.Constant) and e.value is Ellipsis) for e in sl.elts[1:]
+            )
         ):
-            return node.value.id, sl.elts[0].id
-    if (
-        isinstance(node, ast.Call)
-        and call_name(node) == "index_select"
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and len(node.args) == 2
-        and isinstance(node.args[0], ast.Constant)
-        and node.args[0].value == 0
-        and isinstance(node.args[1], ast.Name)
-    ):
-        return node.func.value.id, node.args[1].id
+            return node.value.id, _index_name(sl.elts[0])  # type: ignore[return-value]
+    if isinstance(node, ast.Call) and call_name(node) == "index_select":
+        args = list(node.args)
+        if not (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)):
+            return None
+        if node.func.value.id == "torch":  # torch.index_select(t, 0, idx)
+            if not args:
+                return None
+            tensor = args.pop(0)
+        else:
+            tensor = node.func.value
+        keywords = {k.arg: k.value for k in node.keywords}
+        dim = args[0] if args else keywords.get("dim")
+        index = args[1] if len(args) > 1 else keywords.get("index")
+        name = _index_name(index)
+        if (
+            isinstance(tensor, ast.Name)
+            and isinstance(dim, ast.Constant)
+            and dim.value == 0
+            and name is not None
+        ):
+            return tensor.id, name
     return None
 
 
@@ -94,6 +118,7 @@ def _reshape_key(value: ast.AST) -> tuple[str, str] | None:
 def _twin_faults(func: ast.AST, indexes: set[str]) -> Iterator[tuple[ast.AST, str]]:
     shaped: dict[str, dict[str, ast.Assign]] = {}  # shape -> name -> its (last) reshape statement
     gathered: dict[str, set[str]] = {}  # name -> index names it is gathered by
+    permuting = {g[1] for n in _own_walk(func) if (g := _gather_index(n)) is not None and g[1] in indexes}
     for node in _own_walk(func):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             key = _reshape_key(node.value)
@@ -102,6 +127,60 @@ def _twin_faults(func: ast.AST, indexes: set[str]) -> Iterator[tuple[ast.AST, st
         found = _gather_index(node)
         if found is not None:
             gathered.setdefault(found[0], set()).add(found[1])
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and _reshape_key(node.value) is None
+        ):
+            # bound by a helper handed the index (`rot = self.rot_pos_emb(grid_thw, window_index)`): it permutes
+            handed = {_index_name(a) for a in (*node.value.args, *(k.value for k in node.value.keywords))}
+            gathered.setdefault(node.targets[0].id, set()).update(h for h in handed if h in permuting)
+            if not gathered[node.targets[0].id]:
+                del gathered[node.targets[0].id]
+    inverse_of: dict[str, str] = {}  # `rev = argsort(idx)`: rev -> idx
+    first: dict[str, int] = {}  # name -> line of its first gather
+    restored: dict[str, int] = {}  # name -> line where the inverse of one of its permutations gathers it
+    for node in _own_walk(func):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and call_name(node.value) == "argsort"
+        ):
+            call = node.value
+            source = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if not (isinstance(source, ast.Name) and source.id != "torch") and call.args:
+                source = call.args[0]
+            if isinstance(source, ast.Name):
+                inverse_of[node.targets[0].id] = source.id
+    for node in _own_walk(func):
+        found = _gather_index(node)
+        if found is not None:
+            line = node.lineno  # type: ignore[attr-defined]
+            first[found[0]] = min(first.get(found[0], line), line)
+            if inverse_of.get(found[1]) in gathered.get(found[0], ()):
+                restored[found[0]] = min(restored.get(found[0], line), line)
+    assigns = [
+        n
+        for n in _own_walk(func)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+    ]
+    changed = True
+    while changed:  # derived from a permuted tensor after its gather (`residual = self.norm(hidden_states)`)
+        changed = False
+        for n in assigns:
+            target = n.targets[0].id  # type: ignore[attr-defined]
+            if target in gathered:
+                continue
+            for g in {r.id for r in ast.walk(n.value) if isinstance(r, ast.Name)} - {target}:
+                if g in gathered and g in first and n.lineno > first[g]:
+                    gathered[target] = set(gathered[g])
+                    first[target] = n.lineno
+                    changed = True
+                    break
     reported: set[str] = set()
     for names in shaped.values():
         if len(names) < 2:
@@ -113,6 +192,8 @@ def _twin_faults(func: ast.AST, indexes: set[str]) -> Iterator[tuple[ast.AST, st
             for b in sorted(names):
                 if b == a or b in reported or gathered.get(b):
                     continue
+                if a in restored and restored[a] < names[b].lineno:
+                    continue  # `a` is back in its first order by the time `b` is shaped like it
                 reported.add(b)
                 perm = sorted(perms)[0]
                 yield (
@@ -152,6 +233,8 @@ def _covers(stmts: list[ast.stmt], name: str) -> bool:
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             if _exits(s.body):
                 return False
+            if any(_reads(b, name) for b in s.body):
+                return True  # applied to each of the outputs the loop walks
             continue  # a loop may not run
         if isinstance(s, ast.Raise):
             return True
@@ -197,6 +280,18 @@ def _rest_after(func: ast.AST, target: ast.stmt) -> list[ast.stmt] | None:
     return find(func.body)  # type: ignore[attr-defined]
 
 
+def _guarded_tests(func: ast.AST, index: str) -> set[str]:
+    """The tests of the ``if`` statements (without ``else``) under which the function permutes by ``index``."""
+    out: set[str] = set()
+    for node in _own_walk(func):
+        if isinstance(node, ast.If) and not node.orelse:
+            if any(
+                (g := _gather_index(n)) is not None and g[1] == index for s in node.body for n in _own_walk(s)
+            ):
+                out.add(ast.unparse(node.test))
+    return out
+
+
 def _inverse_faults(func: ast.AST, permuting: set[str]) -> Iterator[tuple[ast.AST, str]]:
     for node in _own_walk(func):
         if not (
@@ -227,6 +322,8 @@ def _inverse_faults(func: ast.AST, permuting: set[str]) -> Iterator[tuple[ast.AS
             )
             continue
         site = _one_sided(rest, inverse)
+        if site is not None and ast.unparse(site.test) in _guarded_tests(func, source.id):
+            continue  # the inverse is applied under the very test the permutation was
         yield (
             site or node,
             f"`{inverse}` (the inverse of the `{source.id}` permutation) is applied on one branch only: on the "

@@ -71,8 +71,10 @@ class ModelTypeGroupSplit(Rule):
         "shares a layout; a test that names only some of them sends the others down the other path (a flat "
         "`visual` lookup that raises, a freeze or a processor step silently skipped) for that one step. A group "
         "counts when two or more tests of the module name exactly it; a test naming a strict part of it is "
-        "reported unless it sits inside a test of the whole group (a refinement) or other tests of the module "
-        "name the missing types apart from it (per-model handling)."
+        "reported unless a test of the whole group dominates it (a refinement: inside its `if`, after it in an "
+        "`and`, after a guard `if model_type not in GROUP: return` or an `assert`, through a flag or helper bound "
+        "from it), its own types are a group tested together twice, or other tests of the module name the missing "
+        "types apart from it (per-model handling)."
     )
     bad = (
         Example(
@@ -130,6 +132,8 @@ class ModelTypeGroupSplit(Rule):
             return
         inside = self._inside_group_tests(tree, constants, set(groups))
         for node, types in tests:
+            if types in groups:
+                continue  # a group of its own (a layout a subset of the types shares, tested together twice)
             for group in groups:
                 if not (types < group) or id(node) in inside:
                     continue
@@ -153,17 +157,81 @@ class ModelTypeGroupSplit(Rule):
     def _inside_group_tests(
         tree: ast.Module, constants: dict[str, tuple[str, ...]], groups: set[frozenset[str]]
     ) -> set[int]:
-        """Comparisons inside the body of an ``if`` that tests a whole group (refinements of it)."""
-        out: set[int] = set()
+        """Comparisons a test of a whole group dominates (refinements of it): the body of an ``if`` (or of a
+        conditional expression) on the group, the later operands of an ``and`` after it, and the rest of a block
+        after a guard (``if model_type not in GROUP: return``, ``assert model_type in GROUP``); the group test may
+        be spelled through a flag bound from it (``is_omni = model_type in GROUP``) or a helper that returns it."""
+
+        def group_compare(node: ast.AST, positive: bool) -> bool:
+            if not isinstance(node, ast.Compare):
+                return False
+            found = _tested(node, constants)
+            if found is None or frozenset(found) not in groups:
+                return False
+            return isinstance(node.ops[0], (ast.NotIn, ast.NotEq)) != positive
+
+        flags: set[str] = set()
+        helpers: set[str] = set()
         for node in _walk(tree):
-            if isinstance(node, ast.If):
-                test_nodes = [n for n in _walk(node.test) if isinstance(n, ast.Compare)]
-                if any(
-                    (found := _tested(c, constants)) is not None
-                    and frozenset(found) in groups
-                    and not isinstance(c.ops[0], (ast.NotIn, ast.NotEq))
-                    for c in test_nodes
-                ):
-                    for stmt in node.body:
-                        out.update(id(n) for n in _walk(stmt) if isinstance(n, ast.Compare))
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and group_compare(node.value, True)
+            ):
+                flags.add(node.targets[0].id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = [
+                    b
+                    for b in node.body
+                    if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+                ]
+                if len(body) == 1 and isinstance(body[0], ast.Return) and group_compare(body[0].value, True):
+                    helpers.add(node.name)
+
+        def positive(test: ast.AST) -> bool:
+            if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+                return any(positive(v) for v in test.values)
+            if isinstance(test, ast.Name):
+                return test.id in flags
+            if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
+                return test.func.id in helpers
+            return group_compare(test, True)
+
+        def negative(test: ast.AST) -> bool:
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                return positive(test.operand)
+            if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+                return any(negative(v) for v in test.values)
+            return group_compare(test, False)
+
+        out: set[int] = set()
+
+        def mark(nodes: list[ast.AST]) -> None:
+            for stmt in nodes:
+                out.update(id(n) for n in _walk(stmt) if isinstance(n, ast.Compare))
+
+        for node in _walk(tree):
+            if isinstance(node, (ast.If, ast.IfExp)) and positive(node.test):
+                mark(node.body if isinstance(node.body, list) else [node.body])
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                for k, value in enumerate(node.values):
+                    if positive(value):
+                        mark(list(node.values[k + 1 :]))
+                        break
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if not isinstance(block, list):
+                    continue
+                for k, stmt in enumerate(block):
+                    guard = (isinstance(stmt, ast.Assert) and positive(stmt.test)) or (
+                        isinstance(stmt, ast.If)
+                        and negative(stmt.test)
+                        and bool(stmt.body)
+                        and isinstance(stmt.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+                    )
+                    if guard:
+                        mark(list(block[k + 1 :]))
+                        if isinstance(stmt, ast.If):
+                            mark(list(stmt.orelse))
         return out

@@ -9,6 +9,8 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.backward import is_autograd_function, unused_saved
 
 _WEIGHT = re.compile(r"(?:^|_)(?:weight|gamma|scale|w)(?:_|$)", re.I)
+# a scale that is no norm weight: a quantisation scale (straight-through in the backward) or an output's
+_NOT_WEIGHT = re.compile(r"(?:^|_)(?:fp8|int8|quant|amax|inv|descale|out|output)(?:_|$)", re.I)
 
 
 class NormBackwardDropsWeight(Rule):
@@ -96,7 +98,7 @@ class NormBackwardDropsWeight(Rule):
         if "norm" not in node.name.lower() and "norm" not in self.ctx.source.path.lower():
             return
         for name, _backward in unused_saved(node):
-            if not _WEIGHT.search(name.id):
+            if not _WEIGHT.search(name.id) or _NOT_WEIGHT.search(name.id):
                 continue
             self.report(
                 name,

@@ -148,8 +148,20 @@ class DeclaredPackageImportMissing(Rule):
                 continue
             if any(imports_package(file, root, req.package) for file in closure):
                 continue
+            if any(
+                other.module != req.module
+                and any(
+                    imports_package(f, root, req.package) for f in self._closure(files, root, other.module)
+                )
+                for other in requirements
+                if (other.file, other.line, other.package) == (req.file, req.line, req.package)
+            ):
+                continue  # another import of the same `try:` loads it (the handler speaks for the block)
             reported.add((req.module, req.package))
             if handler_here:
+                if (str(req.line), req.package) in reported:
+                    continue  # one finding per handler test, however many of its imports lack the package
+                reported.add((str(req.line), req.package))
                 test = next(
                     (n for n in nodes_of(self.ctx.tree, ast.Compare) if getattr(n, "lineno", 0) == req.line),
                     None,

@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.astutil import nodes_of, resolve_relative
 from npu_lint.rules._calls import _index, _resolve_dotted
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.patchgen import load_file
 
 
 def _local_names(func: ast.AST) -> set[str]:
@@ -35,6 +36,40 @@ def _arm_calls(arm: list[ast.stmt]) -> dict[str, list[ast.Call]]:
             if isinstance(call.func, ast.Name) and not any(k.arg is None for k in call.keywords):
                 out.setdefault(call.func.id, []).append(call)
     return out
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name).split(".")[0] == name for a in node.names
+        ):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+    return False
+
+
+def _switched_on_the_way(index, qual: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a tree module the name is re-exported through binds it under an ``if`` or a ``try`` at its top level
+    (``kernels.py``: ``if is_arch35(): from .triton_core.cumsum import f`` / ``else: ...``): the switch moved there."""
+    for _hop in range(4):
+        module, _dot, name = qual.rpartition(".")
+        located = index.module_path(module) if module else None
+        parsed = load_file(str(located[0])) if located else None
+        if parsed is None or parsed.tree is None:
+            return False
+        if any(isinstance(stmt, (ast.If, ast.Try)) and _binds(stmt, name) for stmt in parsed.tree.body):
+            return True
+        info = index.info(module)
+        if info is None or name not in info.reexports:
+            return False
+        source, source_name = info.reexports[name]
+        if source_name is None:
+            return False
+        qual = f"{source}.{source_name}"
+    return False
 
 
 class SwitchedCallUnlikeBinding(Rule):
@@ -165,7 +200,7 @@ class SwitchedCallUnlikeBinding(Rule):
             if qual.startswith("."):
                 qual = resolve_relative(self.ctx.source.path, qual)
             resolved = _resolve_dotted(index, qual)
-            if resolved is None:
+            if resolved is None or _switched_on_the_way(index, qual):
                 continue
             _origin, sig = resolved
             if sig.kind != "function" or sig.varkw:
