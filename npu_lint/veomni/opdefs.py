@@ -30,8 +30,6 @@ _DEFINERS = frozenset({"custom_op", "triton_op", "define"})
 _MARKERS = ("::", "Library(")
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
-# tree files -> the import requirements their handlers declare
-_REQUIREMENTS: dict[tuple[str, ...], tuple[ImportRequirement, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -104,10 +102,8 @@ def file_import_requirements(file: str, root: str, tree: ast.Module) -> list[Imp
 
 
 def tree_import_requirements(files: tuple[str, ...], root: str) -> tuple[ImportRequirement, ...]:
-    """Every import requirement the tree's handlers declare (read once per listing)."""
-    hit = _REQUIREMENTS.get(files)
-    if hit is not None:
-        return hit
+    """Every import requirement the tree's handlers declare. Reads every file: a rule asks once per project
+    (``Project.remember``), so the answer goes with the project when a file changes."""
     found: list[ImportRequirement] = []
     for file in files:
         try:
@@ -120,10 +116,7 @@ def tree_import_requirements(files: tuple[str, ...], root: str) -> tuple[ImportR
         if parsed is None or parsed.tree is None:
             continue
         found.extend(file_import_requirements(file, root, parsed.tree))
-    if len(_REQUIREMENTS) > 8:
-        _REQUIREMENTS.clear()
-    _REQUIREMENTS[files] = out = tuple(found)
-    return out
+    return tuple(found)
 
 
 def imports_package(file: str, root: str, package: str, tree: ast.Module | None = None) -> bool:
@@ -134,10 +127,6 @@ def imports_package(file: str, root: str, package: str, tree: ast.Module | None 
 def module_file(root: str, module: str) -> str | None:
     """The file of a tree module (its ``__init__`` for a package), if the tree has it."""
     return _module_file(root, module)
-
-
-# tree files -> {(namespace, op): (file, line) of each definition}
-_DEFINITIONS: dict[tuple[str, ...], dict[tuple[str, str], tuple[tuple[str, int], ...]]] = {}
 
 
 def _schema_name(text: str) -> str:
@@ -180,10 +169,8 @@ def file_op_definitions(tree: ast.Module) -> list[tuple[str, str, int]]:
 
 
 def tree_op_definitions(files: tuple[str, ...]) -> dict[tuple[str, str], tuple[tuple[str, int], ...]]:
-    """Every operator the tree's files define, with where (read once per listing)."""
-    hit = _DEFINITIONS.get(files)
-    if hit is not None:
-        return hit
+    """Every operator the tree's files define, with where. Reads every file: a rule asks once per project
+    (``Project.remember``)."""
     found: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for file in files:
         try:
@@ -197,10 +184,7 @@ def tree_op_definitions(files: tuple[str, ...]) -> dict[tuple[str, str], tuple[t
             continue
         for namespace, op, line in file_op_definitions(parsed.tree):
             found.setdefault((namespace, op), []).append((file, line))
-    if len(_DEFINITIONS) > 8:
-        _DEFINITIONS.clear()
-    _DEFINITIONS[files] = out = {key: tuple(where) for key, where in found.items()}
-    return out
+    return {key: tuple(where) for key, where in found.items()}
 
 
 def _module_file(root: str, module: str) -> str | None:
