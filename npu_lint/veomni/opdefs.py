@@ -22,7 +22,7 @@ import os
 import weakref
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import absolute_module, call_name, str_value
+from npu_lint.core.astutil import absolute_module, call_name, statements, str_value, walk
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
@@ -216,23 +216,31 @@ _IMPORTS: weakref.WeakKeyDictionary[ast.Module, dict[tuple[str, str], frozenset[
 def _imported_modules(file: str, root: str, tree: ast.Module | None = None) -> frozenset[str]:
     """The absolute modules a file imports anywhere (a ``from M import name`` also names ``M.name``, a
     submodule perhaps); computed once per parsed tree."""
+    text: str | None = None
     if tree is None:
         parsed = patchgen.load_file(file)
         if parsed is None or parsed.tree is None:
             return frozenset()
-        tree = parsed.tree
+        tree, text = parsed.tree, parsed.text
     per_tree = _IMPORTS.setdefault(tree, {})
     hit = per_tree.get((file, root))
     if hit is None:
-        hit = per_tree[(file, root)] = frozenset(_read_imports(file, root, tree))
+        hit = per_tree[(file, root)] = frozenset(_read_imports(file, root, tree, text))
     return hit
 
 
-def _read_imports(file: str, root: str, tree: ast.Module) -> set[str]:
-    """The modules ``tree`` (the file ``file`` of the tree at ``root``) imports anywhere."""
+def _read_imports(file: str, root: str, tree: ast.Module, text: str | None = None) -> set[str]:
+    """The modules ``tree`` (the file ``file`` of the tree at ``root``, whose text is ``text`` when given)
+    imports anywhere. Imports are statements: when the text cannot spell an ``import_module`` call (ASCII, no
+    such word), only the statement lists are followed, not every expression node."""
     module, is_package = _module_name(file, root)
     out: set[str] = set()
-    for node in ast.walk(tree):
+    nodes = (
+        statements(tree)
+        if text is not None and text.isascii() and "import_module" not in text
+        else walk(tree)
+    )
+    for node in nodes:
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
