@@ -106,7 +106,9 @@ class Project:
     # requirements and closures, the operators the tree defines (NPU320, NPU323), NPU308's on-demand imports,
     # NPU234's top-level imports. Owned by this index, so it dies with it: a run's one project, or the language
     # server's until a file it depends on changes (the server then builds a new one); bounded
-    memo: Bounded[Hashable, object] = field(default_factory=lambda: Bounded(512), compare=False, repr=False)
+    memo: Bounded[Hashable, object] = field(
+        default_factory=lambda: Bounded(512), init=False, compare=False, repr=False
+    )
 
     def remember(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()`` once per project for ``key`` (see ``memo``); a project without a tree (the one shared by
