@@ -106,12 +106,35 @@ def _read_toml(path: str) -> dict | None:
         return None
 
 
-@functools.lru_cache(maxsize=256)
+_CONFIG_NAMES = ("ruff.toml", ".ruff.toml", "pyproject.toml")
+
+
 def ruff_style(directory: str) -> RuffStyle:
-    """The ruff settings that govern files in ``directory`` (nearest configuration upwards)."""
+    """The ruff settings that govern files in ``directory`` (nearest configuration upwards). Remembered per
+    state (size, mtime) of the configuration files on the way up, so a long-lived process (the language server)
+    sees an edited, a new or a removed one."""
+    state: list[tuple[str, int, int]] = []
     current = os.path.abspath(directory)
     while True:
-        for name in ("ruff.toml", ".ruff.toml", "pyproject.toml"):
+        for name in _CONFIG_NAMES:
+            path = os.path.join(current, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            state.append((path, st.st_size, st.st_mtime_ns))
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return _ruff_style_at(directory, tuple(state))
+
+
+@functools.lru_cache(maxsize=256)
+def _ruff_style_at(directory: str, _state: tuple[tuple[str, int, int], ...]) -> RuffStyle:
+    current = os.path.abspath(directory)
+    while True:
+        for name in _CONFIG_NAMES:
             path = os.path.join(current, name)
             if not os.path.isfile(path):
                 continue

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -48,6 +50,24 @@ class Bounded(Generic[K, V]):
 
     def clear(self) -> None:
         self._data.clear()
+
+
+def per_tree(func: Callable[[ast.AST], V]) -> Callable[[ast.AST], V]:
+    """``func(tree)`` once per tree object, held weakly (the entry goes with the tree). A file's parsed tree is
+    its state (the run's store of parsed files, ``patchgen.load_file``, parses a file again when its size or
+    mtime changes), so what is derived from a file's tree this way follows edits, where a memo keyed by the
+    path would not."""
+    store: weakref.WeakKeyDictionary[ast.AST, V] = weakref.WeakKeyDictionary()
+
+    @functools.wraps(func)
+    def wrapper(tree: ast.AST) -> V:
+        try:
+            return store[tree]
+        except KeyError:
+            value = store[tree] = func(tree)
+            return value
+
+    return wrapper
 
 
 # -- analyses shared between files by content ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.core.memo import Bounded
 from npu_lint.core.safeio import read_text
 from npu_lint.core.source import SourceFile
 
@@ -124,7 +125,7 @@ def noqa_codes(line_text: str) -> set[str] | None | bool:
     return _codes_in(match.group("codes"))
 
 
-_SPEC_LINES: dict[str, tuple[tuple[int, int], list[str]]] = {}
+_SPEC_LINES: Bounded[str, tuple[tuple[int, int], list[str]]] = Bounded(256)  # path -> (its state, lines)
 
 
 def _origin_line(path: str, line: int) -> str:

@@ -11,6 +11,7 @@ The class attributes (code, name, summary, why, bad, good, fix_safety) are the r
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import textwrap
 from collections.abc import Callable, Hashable, Iterable
@@ -580,6 +581,21 @@ class Context:
             cached = self.memo["default-ranges"] = sorted(out)
         return cached  # type: ignore[return-value]
 
+    def _in_default(self, start: int, end: int) -> bool:
+        """Whether ``start:end`` lies inside a default value's range: some range starting at or before ``start``
+        ends at or after ``end``, i.e. the largest end among the ranges starting at or before ``start`` (a
+        bisection over the sorted ranges, not a scan of every default of the file per edit)."""
+        cached = self.memo.get("default-ranges-reach")
+        if cached is None:
+            ranges = self.default_ranges()
+            reach: list[int] = []
+            for _start, stop in ranges:
+                reach.append(max(stop, reach[-1]) if reach else stop)
+            cached = self.memo["default-ranges-reach"] = ([r[0] for r in ranges], reach)
+        starts, reach = cached  # type: ignore[misc]
+        i = bisect.bisect_right(starts, start)
+        return i > 0 and reach[i - 1] >= end
+
     def _default_call_guard(self, node: ast.AST | tuple[int, int, int, int], fix: Fix) -> Fix:
         """A fix that would put a call into a default argument is never applied (ruff B008: the call runs
         once, at import time, and the tree's quality gate rejects it): display only, with the reason. A fix
@@ -587,9 +603,7 @@ class Context:
         default without a call and passes."""
         text = self.source.text
         calls = [e for e in fix.edits if e.content.count("(") > text[e.start : e.end].count("(")]
-        if not calls or not any(
-            start <= e.start and e.end <= end for e in calls for start, end in self.default_ranges()
-        ):
+        if not calls or not any(self._in_default(e.start, e.end) for e in calls):
             return fix
         from dataclasses import replace
 

@@ -107,18 +107,31 @@ def _text_backend(name: str, text: str) -> str:
     return CUDA if cuda else ANY
 
 
-@functools.lru_cache(maxsize=256)
 def directory_backend(directory: str) -> str:
     """The backend of a kernel package: CUDA when some of its modules are CUDA kernels and none is an Ascend
     adapter (``deepseek_v4/``: TileLang kernels and their helpers; ``_kernels/utils/``: Triton tuning and
     benchmark helpers), NPU in the mirror case, else ANY (a mixed package, such as one holding both the Triton
-    and the NPU grouped GEMM)."""
-    seen: set[str] = set()
+    and the NPU grouped GEMM). Remembered per state of the directory's modules (names, sizes, mtimes), so a
+    long-lived process (the language server) sees an edited or a new module."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         return ANY
+    state: list[tuple[str, int, int]] = []
     for name in names[:200]:
+        if name.endswith(".py") and name != "__init__.py":
+            try:
+                st = os.stat(os.path.join(directory, name))
+            except OSError:
+                continue
+            state.append((name, st.st_size, st.st_mtime_ns))
+    return _directory_backend_at(directory, tuple(state))
+
+
+@functools.lru_cache(maxsize=256)
+def _directory_backend_at(directory: str, state: tuple[tuple[str, int, int], ...]) -> str:
+    seen: set[str] = set()
+    for name, _size, _mtime in state:
         if not name.endswith(".py") or name == "__init__.py":
             continue
         try:

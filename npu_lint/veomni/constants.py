@@ -4,21 +4,24 @@ statically from the module that defines them."""
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
+from npu_lint.core.memo import per_tree
 from npu_lint.veomni.patchgen import load_file
 
 # where VeOmni defines the data contract's constants (first match wins), relative to the tree root
 _CANDIDATES = ("veomni/utils/constants.py", "veomni/data/constants.py")
 
 
-@functools.lru_cache(maxsize=32)
 def _module_ints(path: str) -> dict[str, int]:
-    parsed = load_file(path)  # the run's one tree of the file
+    parsed = load_file(path)  # the run's one tree of the file (a new one when the file changed)
     tree = parsed.tree if parsed is not None else None
-    if tree is None:
-        return {}
+    return _ints_of(tree) if tree is not None else {}
+
+
+@per_tree
+def _ints_of(tree: ast.AST) -> dict[str, int]:
+    assert isinstance(tree, ast.Module)
     out: dict[str, int] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -56,12 +59,14 @@ _LOSS_MODULES = (
 )
 
 
-@functools.lru_cache(maxsize=32)
 def _ignore_defaults(path: str) -> frozenset[int]:
-    parsed = load_file(path)  # the run's one tree of the file
+    parsed = load_file(path)  # the run's one tree of the file (a new one when the file changed)
     tree = parsed.tree if parsed is not None else None
-    if tree is None:
-        return frozenset()
+    return _ignore_defaults_of(tree) if tree is not None else frozenset()
+
+
+@per_tree
+def _ignore_defaults_of(tree: ast.AST) -> frozenset[int]:
     found: set[int] = set()
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -22,7 +22,7 @@ import os
 import weakref
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import absolute_module, call_name, str_value
+from npu_lint.core.astutil import absolute_module, call_name, statements, str_value, walk
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
@@ -30,8 +30,6 @@ _DEFINERS = frozenset({"custom_op", "triton_op", "define"})
 _MARKERS = ("::", "Library(")
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
-# tree files -> the import requirements their handlers declare
-_REQUIREMENTS: dict[tuple[str, ...], tuple[ImportRequirement, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -112,10 +110,8 @@ def file_import_requirements(file: str, root: str, tree: ast.Module) -> list[Imp
 
 
 def tree_import_requirements(files: tuple[str, ...], root: str) -> tuple[ImportRequirement, ...]:
-    """Every import requirement the tree's handlers declare (read once per listing)."""
-    hit = _REQUIREMENTS.get(files)
-    if hit is not None:
-        return hit
+    """Every import requirement the tree's handlers declare. Reads every file: a rule asks once per project
+    (``Project.remember``), so the answer goes with the project when a file changes."""
     found: list[ImportRequirement] = []
     for file in files:
         try:
@@ -128,10 +124,7 @@ def tree_import_requirements(files: tuple[str, ...], root: str) -> tuple[ImportR
         if parsed is None or parsed.tree is None:
             continue
         found.extend(file_import_requirements(file, root, parsed.tree))
-    if len(_REQUIREMENTS) > 8:
-        _REQUIREMENTS.clear()
-    _REQUIREMENTS[files] = out = tuple(found)
-    return out
+    return tuple(found)
 
 
 def imports_package(file: str, root: str, package: str, tree: ast.Module | None = None) -> bool:
@@ -142,10 +135,6 @@ def imports_package(file: str, root: str, package: str, tree: ast.Module | None 
 def module_file(root: str, module: str) -> str | None:
     """The file of a tree module (its ``__init__`` for a package), if the tree has it."""
     return _module_file(root, module)
-
-
-# tree files -> {(namespace, op): (file, line) of each definition}
-_DEFINITIONS: dict[tuple[str, ...], dict[tuple[str, str], tuple[tuple[str, int], ...]]] = {}
 
 
 def _schema_name(text: str) -> str:
@@ -188,10 +177,8 @@ def file_op_definitions(tree: ast.Module) -> list[tuple[str, str, int]]:
 
 
 def tree_op_definitions(files: tuple[str, ...]) -> dict[tuple[str, str], tuple[tuple[str, int], ...]]:
-    """Every operator the tree's files define, with where (read once per listing)."""
-    hit = _DEFINITIONS.get(files)
-    if hit is not None:
-        return hit
+    """Every operator the tree's files define, with where. Reads every file: a rule asks once per project
+    (``Project.remember``)."""
     found: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for file in files:
         try:
@@ -205,10 +192,7 @@ def tree_op_definitions(files: tuple[str, ...]) -> dict[tuple[str, str], tuple[t
             continue
         for namespace, op, line in file_op_definitions(parsed.tree):
             found.setdefault((namespace, op), []).append((file, line))
-    if len(_DEFINITIONS) > 8:
-        _DEFINITIONS.clear()
-    _DEFINITIONS[files] = out = {key: tuple(where) for key, where in found.items()}
-    return out
+    return {key: tuple(where) for key, where in found.items()}
 
 
 def _module_file(root: str, module: str) -> str | None:
@@ -240,23 +224,31 @@ _IMPORTS: weakref.WeakKeyDictionary[ast.Module, dict[tuple[str, str], frozenset[
 def _imported_modules(file: str, root: str, tree: ast.Module | None = None) -> frozenset[str]:
     """The absolute modules a file imports anywhere (a ``from M import name`` also names ``M.name``, a
     submodule perhaps); computed once per parsed tree."""
+    text: str | None = None
     if tree is None:
         parsed = patchgen.load_file(file)
         if parsed is None or parsed.tree is None:
             return frozenset()
-        tree = parsed.tree
+        tree, text = parsed.tree, parsed.text
     per_tree = _IMPORTS.setdefault(tree, {})
     hit = per_tree.get((file, root))
     if hit is None:
-        hit = per_tree[(file, root)] = frozenset(_read_imports(file, root, tree))
+        hit = per_tree[(file, root)] = frozenset(_read_imports(file, root, tree, text))
     return hit
 
 
-def _read_imports(file: str, root: str, tree: ast.Module) -> set[str]:
-    """The modules ``tree`` (the file ``file`` of the tree at ``root``) imports anywhere."""
+def _read_imports(file: str, root: str, tree: ast.Module, text: str | None = None) -> set[str]:
+    """The modules ``tree`` (the file ``file`` of the tree at ``root``, whose text is ``text`` when given)
+    imports anywhere. Imports are statements: when the text cannot spell an ``import_module`` call (ASCII, no
+    such word), only the statement lists are followed, not every expression node."""
     module, is_package = _module_name(file, root)
     out: set[str] = set()
-    for node in ast.walk(tree):
+    nodes = (
+        statements(tree)
+        if text is not None and text.isascii() and "import_module" not in text
+        else walk(tree)
+    )
+    for node in nodes:
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):

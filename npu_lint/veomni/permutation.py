@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, nodes_of
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -333,8 +333,14 @@ def _inverse_faults(func: ast.AST, permuting: set[str]) -> Iterator[tuple[ast.AS
 
 def permutation_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """``(site, message)`` for each asymmetric token permutation of one function (see NPU728)."""
-    indexes = _index_tensors(func)
+    # no row gather anywhere in the subtree (nested scopes included: a superset, read from the file's index):
+    # nothing to report, without walking the function twice
+    if not any(_gather_index(n) is not None for n in nodes_of(func, ast.Subscript, ast.Call)):
+        return
     gathers = [g for n in _own_walk(func) if (g := _gather_index(n)) is not None]
+    if not gathers:
+        return
+    indexes = _index_tensors(func)
     permuting = {index for _t, index in gathers if index in indexes}
     if not permuting:
         return

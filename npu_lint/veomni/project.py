@@ -32,8 +32,9 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from npu_lint.core.memo import Bounded
 from npu_lint.veomni import scanstore
 from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
 from npu_lint.veomni.layout import find_model_packages, find_veomni_root
@@ -51,8 +52,12 @@ from npu_lint.veomni.registry import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
+
     from npu_lint.core.config import Settings
 
+T = TypeVar("T")
+_MISSING = object()
 OP_SLOT = Generation.OP_SLOT
 VEOMNI_OP = Generation.VEOMNI_OP
 VEOMNI_KERNEL = Generation.VEOMNI_KERNEL
@@ -97,6 +102,23 @@ class Project:
     # the tree's ``veomni/**/*.py`` as the one walk listed them (``scanstore.list_tree``), for the rules that read
     # the whole tree (NPU234); not part of the fingerprint (the tables above are what the files say)
     tree_files: tuple[str, ...] = ()
+    # what the rules and helpers derive from the tree's files once per project (`remember`): NPU323's import
+    # requirements and closures, the operators the tree defines (NPU320, NPU323), NPU308's on-demand imports,
+    # NPU234's top-level imports. Owned by this index, so it dies with it: a run's one project, or the language
+    # server's until a file it depends on changes (the server then builds a new one); bounded
+    memo: Bounded[Hashable, object] = field(
+        default_factory=lambda: Bounded(512), init=False, compare=False, repr=False
+    )
+
+    def remember(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` once per project for ``key`` (see ``memo``); a project without a tree (the one shared by
+        every file outside a tree) keeps nothing."""
+        if self.root is None:
+            return compute()
+        hit = self.memo.get(key, _MISSING)
+        if hit is _MISSING:
+            hit = self.memo[key] = compute()
+        return hit  # type: ignore[return-value]
 
     def __post_init__(self) -> None:
         if self.generation is not None and not isinstance(self.generation, Generation):

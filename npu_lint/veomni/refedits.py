@@ -69,24 +69,37 @@ def _closest(up: list[ast.stmt], c: ast.stmt) -> ast.stmt:
     if len(up) == 1:
         return up[0]
     kc = _key(c)
-    matcher: difflib.SequenceMatcher[str] | None = None
-    best, best_ratio = up[0], -1.0
-    for u in up:
+    matcher = difflib.SequenceMatcher(None, "", kc)
+    # each candidate's ratio, or an upper bound of it (``quick_ratio``: the characters both keys hold) when not
+    # known yet; candidates are then settled most promising first, so the best is found early and the others'
+    # bounds rule them out without their (costly) ratio. The answer is the one a scan in order would give: the
+    # highest ratio, the first of equals.
+    bounds: list[tuple[float, int, bool]] = []  # (ratio or its bound, index, exact)
+    for i, u in enumerate(up):
         ku = _key(u)
         r = _RATIOS.get((ku, kc))
-        if r is None:
-            if matcher is None:
-                matcher = difflib.SequenceMatcher(None, "", kc)
+        if r is not None:
+            bounds.append((r, i, True))
+            continue
+        matcher.set_seq1(ku)
+        bounds.append((min(matcher.real_quick_ratio(), matcher.quick_ratio()), i, False))
+    bounds.sort(key=lambda b: (-b[0], b[1]))
+    best_index, best_ratio = 0, -1.0
+    for bound, i, exact in bounds:
+        if bound < best_ratio or (bound == best_ratio and i > best_index):
+            break  # this one and every later one (bounds no higher) cannot be the first best
+        if exact:
+            r = bound
+        else:
+            ku = _key(up[i])
             matcher.set_seq1(ku)
-            if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
-                continue  # an upper bound of its ratio: it cannot be the (first) best
             r = matcher.ratio()
             if len(_RATIOS) >= _KEYS_MAX:
                 _RATIOS.clear()
             _RATIOS[(ku, kc)] = r
-        if r > best_ratio:
-            best, best_ratio = u, r
-    return best
+        if r > best_ratio or (r == best_ratio and i < best_index):
+            best_index, best_ratio = i, r
+    return up[best_index]
 
 
 _RATIOS: dict[tuple[str, str], float] = {}

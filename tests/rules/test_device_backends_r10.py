@@ -57,7 +57,6 @@ def test_directory_backend(tmp_path: Path) -> None:
     (mixed / "fast.py").write_text("import triton\n")
     (mixed / "npu_fast.py").write_text("import torch_npu\n")
     (mixed / "helpers.py").write_text("import torch\n")
-    backends.directory_backend.cache_clear()
     assert backends.directory_backend(str(cuda_pkg)) == backends.CUDA
     assert backends.directory_backend(str(mixed)) == backends.ANY
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from npu_lint.core.memo import Bounded
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni import scanstore
 from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, NPU, OpRow
 from npu_lint.veomni.layout import find_veomni_root
 from npu_lint.veomni.project import Project, load_project
@@ -14,7 +16,8 @@ from npu_lint.veomni.registry import read_registry_rows
 _MARKERS = ("register_op", "register_kernel", "KernelSpec")
 # the examples' tree (a toy model whose generated NPU file constructs `swiglu_mlp/gated`)
 _FIXTURE = "tests/fixtures/trees/npu_row_missing/veomni/ops/kernels/swiglu/__init__.py"
-_PROJECTS: dict[str, Project | None] = {}
+# (root, the stat keys of its `veomni/**/*.py`) -> its project: an edited tree gets a new one; bounded
+_PROJECTS: Bounded[tuple[str, str], Project] = Bounded(4)
 
 
 def _project_of(path: str) -> Project | None:
@@ -22,10 +25,11 @@ def _project_of(path: str) -> Project | None:
     root = find_veomni_root(Path(path))
     if root is None:
         return None
-    key = str(root)
-    if key not in _PROJECTS:
-        _PROJECTS[key] = load_project([key])
-    return _PROJECTS[key]
+    key = (str(root), scanstore.stat_key(root, [p for p, _parts in scanstore.list_tree(root).files])[0])
+    hit = _PROJECTS.get(key)
+    if hit is None:
+        hit = _PROJECTS[key] = load_project([str(root)])
+    return hit
 
 
 def _npu_capable(row: OpRow) -> bool:

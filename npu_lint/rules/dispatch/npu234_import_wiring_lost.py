@@ -57,18 +57,12 @@ def _registers(path: str, files: tuple[str, ...]) -> bool:
     return False
 
 
-_IMPORTS: dict[tuple[str, frozenset[str]], frozenset[tuple[str, str]]] = {}  # (root, names) -> imports
-
-
 def _top_level_imports(
     root: str, names: frozenset[str], files: tuple[str, ...]
 ) -> frozenset[tuple[str, str]]:
     """The absolute modules the tree's files import at module level (not inside functions or classes): for
     ``from pkg import name`` both ``pkg`` and ``pkg.name``; each with the importing module. Only files whose
-    text names one of ``names`` (the modules asked about) are parsed."""
-    key = (root, names)
-    if key in _IMPORTS:
-        return _IMPORTS[key]
+    text names one of ``names`` (the modules asked about) are parsed. Asked once per project."""
     out: set[tuple[str, str]] = set()
     for file in files:
         try:
@@ -85,8 +79,7 @@ def _top_level_imports(
         found: set[str] = set()
         _module_imports(parsed.tree.body, package, found, module)
         out.update((module, m) for m in found)
-    _IMPORTS[key] = frozenset(out)
-    return _IMPORTS[key]
+    return frozenset(out)
 
 
 def _dynamic_imports(stmt: ast.stmt, package: str, module: str, out: set[str]) -> None:
@@ -269,7 +262,10 @@ class ImportWiringLost(Rule):
         registering = [(name, full) for name, full in children if _registers(full, files)]
         if not registering:
             return
-        imported = _top_level_imports(str(root), frozenset(name for name, _full in registering), files)
+        names = frozenset(name for name, _full in registering)
+        imported = self.ctx.project.remember(
+            ("NPU234.imports", str(root), names, files), lambda: _top_level_imports(str(root), names, files)
+        )
         for name, _full in registering:
             child = f"{module}.{name}"
             if any(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import call_name, nodes_of
+from npu_lint.core.memo import by_content
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import normaliser_issues, rms_sites, self_scaled_by_root
 
@@ -170,7 +171,8 @@ class RmsNormStatistic(Rule):
                 for c in nodes_of(func, ast.Call)
             ):
                 continue
-            for node in self_scaled_by_root(func):
+            # once per function text (a generated file's copies, a function the editor lints again)
+            for node in by_content(self_scaled_by_root, func, self.ctx.source.lines):
                 self.report(
                     node,
                     f"`{func.name}` {_MESSAGES['inverted']}: `{ast.unparse(node)}` grows with the tensor's own "

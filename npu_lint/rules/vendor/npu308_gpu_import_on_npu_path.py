@@ -88,16 +88,10 @@ def _top_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
-_DEFERRED: dict[tuple[str, ...], frozenset[str]] = {}  # tree files -> modules the tree imports only on demand
-
-
 def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
     """The tree modules some module imports on demand: inside a function, or under a host/backend guard or a
     ``try`` (``from .group_gemm import ...`` inside ``ops/kernels/moe``'s factory). The tree treats such a module
-    as backend-selected code, whatever it imports."""
-    hit = _DEFERRED.get(files)
-    if hit is not None:
-        return hit
+    as backend-selected code, whatever it imports. Reads every file: asked once per project."""
     out: set[str] = set()
     for file in files:
         parsed = load_file(file)
@@ -119,10 +113,7 @@ def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
             ):
                 out.add(node.module or "")
                 out.update(f"{node.module}.{a.name}" for a in node.names)
-    if len(_DEFERRED) > 8:
-        _DEFERRED.clear()
-    _DEFERRED[files] = frozenset(out)
-    return _DEFERRED[files]
+    return frozenset(out)
 
 
 def _package_loader(path: str, module: str) -> str | None:
@@ -775,7 +766,8 @@ class GpuImportOnNpuPath(Rule):
     def _deferred_elsewhere(self, target: str, via: str | None, root: str) -> bool:
         """Whether the tree imports the kernel code ``target`` reaches (``target`` itself, or ``via``, the module
         that imports the vendor package, or a module importing ``via`` at its top) only on demand elsewhere."""
-        deferred = _deferred_modules(self.ctx.project.tree_files)
+        project = self.ctx.project
+        deferred = project.remember("NPU308.deferred", lambda: _deferred_modules(project.tree_files))
         if target in deferred or (via is not None and via in deferred):
             return True
         if via is None:

@@ -104,7 +104,7 @@ class OpRegistrationImportMissing(Rule):
                     calls.append((node, *op))
         if not calls:
             return
-        defined = tree_op_definitions(files)
+        defined = self.ctx.project.remember("opdefs.definitions", lambda: tree_op_definitions(files))
         own = {(ns, op) for ns, op, _line in file_op_definitions(self.ctx.tree)}
         wanted = [(node, ns, op) for node, ns, op in calls if (ns, op) in defined and (ns, op) not in own]
         if not wanted:

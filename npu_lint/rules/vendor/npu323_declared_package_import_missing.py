@@ -16,9 +16,6 @@ from npu_lint.veomni.opdefs import (
     tree_op_definitions,
 )
 
-# (tree files, module) -> the real paths its import loads; bounded by clearing
-_CLOSURES: dict[tuple[int, str], frozenset[str]] = {}
-
 
 def _extension_ops(tree: ast.Module, defined: set[tuple[str, str]]) -> list[ast.Attribute]:
     """The outermost ``torch.ops.<ns>.<op>`` references of operators the tree does not define (an extension
@@ -117,23 +114,25 @@ class DeclaredPackageImportMissing(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
-    def _closure(self, files: tuple[str, ...], root: str, module: str) -> frozenset[str]:
-        key = (hash(files), module)
-        hit = _CLOSURES.get(key)
-        if hit is None:
+    def _closure(self, root: str, module: str) -> frozenset[str]:
+        """The real paths ``module``'s import loads, once per project (it goes with the project when a file
+        changes)."""
+
+        def compute() -> frozenset[str]:
             file = module_file(root, module)
-            hit = frozenset(import_closure(file, root)) if file is not None else frozenset()
-            if len(_CLOSURES) > 256:
-                _CLOSURES.clear()
-            _CLOSURES[key] = hit
-        return hit
+            return frozenset(import_closure(file, root)) if file is not None else frozenset()
+
+        return self.ctx.project.remember(("NPU323.closure", root, module), compute)
 
     def finish(self) -> None:
         root = self.ctx.project.root
         files = self.ctx.project.tree_files
         if root is None or not files:
             return
-        requirements = tree_import_requirements(files, root)
+        project = self.ctx.project
+        requirements = project.remember(
+            ("opdefs.requirements", root), lambda: tree_import_requirements(files, root)
+        )
         if not requirements:
             return
         path = os.path.realpath(os.path.abspath(self.ctx.source.path))
@@ -141,7 +140,7 @@ class DeclaredPackageImportMissing(Rule):
         reported: set[tuple[str, str]] = set()
         for req in requirements:
             handler_here = os.path.realpath(req.file) == path
-            closure = self._closure(files, root, req.module)
+            closure = self._closure(root, req.module)
             if not closure or (not handler_here and path not in closure):
                 continue
             if (req.module, req.package) in reported:
@@ -176,7 +175,7 @@ class DeclaredPackageImportMissing(Rule):
                     )
                 continue
             if ops is None:
-                defined = set(tree_op_definitions(files))
+                defined = set(project.remember("opdefs.definitions", lambda: tree_op_definitions(files)))
                 ops = _extension_ops(self.ctx.tree, defined)
             if ops:
                 node = ops[0]

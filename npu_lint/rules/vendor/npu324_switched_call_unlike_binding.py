@@ -141,6 +141,7 @@ class SwitchedCallUnlikeBinding(Rule):
         super().__init__(ctx)
         self._done: set[str] = set()
         self._bindings: dict[str, list[ast.stmt]] | None = None
+        self._locals: dict[int, tuple[ast.AST, set[str]]] = {}  # id(function) -> (it, its local names)
 
     def _bound_by(self) -> dict[str, list[ast.stmt]]:
         """name -> every statement of the file that binds it (imports, defs, assignments)."""
@@ -174,7 +175,12 @@ class SwitchedCallUnlikeBinding(Rule):
         if func is None:
             return
         other = node.orelse or self._after(node)
-        if not other or not _global_switch(node.test, _local_names(func)):
+        if not other:
+            return
+        local = self._locals.get(id(func))
+        if local is None or local[0] is not func:  # once per function, not per `if` in it
+            local = self._locals[id(func)] = (func, _local_names(func))
+        if not _global_switch(node.test, local[1]):
             return
         body, orelse = _arm_calls(node.body), _arm_calls(other)
         for name in sorted(body.keys() & orelse.keys()):
