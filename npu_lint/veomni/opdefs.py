@@ -239,13 +239,13 @@ def _imported_modules(file: str, root: str, tree: ast.Module | None = None) -> f
 
 def _read_imports(file: str, root: str, tree: ast.Module, text: str | None = None) -> set[str]:
     """The modules ``tree`` (the file ``file`` of the tree at ``root``, whose text is ``text`` when given)
-    imports anywhere. Imports are statements: when the text cannot spell an ``import_module`` call (ASCII, no
-    such word), only the statement lists are followed, not every expression node."""
+    imports anywhere. Imports are statements: when the text cannot spell an ``import_module`` or ``__import__``
+    call (ASCII, neither word), only the statement lists are followed, not every expression node."""
     module, is_package = _module_name(file, root)
     out: set[str] = set()
     nodes = (
         statements(tree)
-        if text is not None and text.isascii() and "import_module" not in text
+        if text is not None and text.isascii() and "import_module" not in text and "__import__" not in text
         else walk(tree)
     )
     for node in nodes:

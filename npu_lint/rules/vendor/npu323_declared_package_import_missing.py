@@ -149,9 +149,7 @@ class DeclaredPackageImportMissing(Rule):
                 continue
             if any(
                 other.module != req.module
-                and any(
-                    imports_package(f, root, req.package) for f in self._closure(files, root, other.module)
-                )
+                and any(imports_package(f, root, req.package) for f in self._closure(root, other.module))
                 for other in requirements
                 if (other.file, other.line, other.package) == (req.file, req.line, req.package)
             ):
