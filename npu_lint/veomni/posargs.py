@@ -21,7 +21,12 @@ import ast
 
 from npu_lint.core.astutil import last_name, walk
 from npu_lint.core.memo import Bounded
-from npu_lint.veomni.upstream import decorator_target, module_path, upstream_class_method, upstream_class_names
+from npu_lint.veomni.upstream import (
+    decorator_target,
+    module_path,
+    upstream_class_method,
+    upstream_class_names,
+)
 
 __all__ = ["needed_parameters", "reached_definitions", "registered_model_types", "PIPELINE_NAMES"]
 
@@ -70,7 +75,11 @@ def needed_parameters(func: ast.FunctionDef) -> frozenset[str]:
     indexed: set[str] = set()
     rebound: set[str] = set()
     for node in walk(func):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+        ):
             if node.value.id in defaulted:
                 indexed.add(node.value.id)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in defaulted:

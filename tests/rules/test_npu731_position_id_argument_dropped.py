@@ -47,7 +47,9 @@ def _transform(model_type: str, args: str) -> str:
 def test_transform_of_qwen3_omni_drops_audio_seqlens() -> None:
     bad = _transform("qwen3_omni_moe", 'second_per_grids=batch.get("video_second_per_grid"),')
     assert _lines(bad, COLLATE_PATH) == [8]
-    good = _transform("qwen3_omni_moe", 'second_per_grids=batch.get("video_second_per_grid"), audio_seqlens=lengths,')
+    good = _transform(
+        "qwen3_omni_moe", 'second_per_grids=batch.get("video_second_per_grid"), audio_seqlens=lengths,'
+    )
     assert _lines(good, COLLATE_PATH) == []
 
 
@@ -117,7 +119,9 @@ def test_spec_forward_reaches_the_upstream_method() -> None:
     assert _lines(bad, path) == [11]
     good = SPEC.replace("ARGS", "False, audio_feature_lengths, video_second_per_grid")
     assert _lines(good, path) == []
-    keywords = SPEC.replace("ARGS", "audio_seqlens=audio_feature_lengths, second_per_grids=video_second_per_grid")
+    keywords = SPEC.replace(
+        "ARGS", "audio_seqlens=audio_feature_lengths, second_per_grids=video_second_per_grid"
+    )
     assert _lines(keywords, path) == []
 
 

@@ -113,7 +113,9 @@ class PositionIdArgumentDropped(Rule):
             title="a parameter with a None fallback may be left out; a spread may carry anything",
         ),
     )
-    fix_safety = "No fix: where the caller finds the missing layout (the processor's output, the batch) varies."
+    fix_safety = (
+        "No fix: where the caller finds the missing layout (the processor's output, the batch) varies."
+    )
     requires = (("rope_index", "position_id_func", "position_ids_func", "position_id_fn"),)
     node_types = ()
 
@@ -126,13 +128,19 @@ class PositionIdArgumentDropped(Rule):
         source: list[str | None] = []
         for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
             for call in nodes_of(func, ast.Call):
-                if not isinstance(call, ast.Call) or last_name(call.func) not in _CALLED or not _own(call, func):
+                if (
+                    not isinstance(call, ast.Call)
+                    or last_name(call.func) not in _CALLED
+                    or not _own(call, func)
+                ):
                     continue
                 if not source:
                     source.append(file_source_module(tree, self.ctx.source.text, self.ctx.source.path))
                 self._check(call, func, source[0])
 
-    def _check(self, call: ast.Call, scope: ast.FunctionDef | ast.AsyncFunctionDef, source: str | None) -> None:
+    def _check(
+        self, call: ast.Call, scope: ast.FunctionDef | ast.AsyncFunctionDef, source: str | None
+    ) -> None:
         missing: dict[str, tuple[str, ast.FunctionDef]] = {}
         for label, definition in reached_definitions(call, scope, self.ctx.tree, source):
             passed = _passed(call, definition)
