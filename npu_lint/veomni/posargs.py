@@ -18,6 +18,7 @@ read from the installed transformers (``transformers.models.<type>.modeling_<typ
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import last_name, walk
 from npu_lint.core.memo import Bounded
@@ -28,12 +29,27 @@ from npu_lint.veomni.upstream import (
     upstream_class_names,
 )
 
-__all__ = ["needed_parameters", "reached_definitions", "registered_model_types", "PIPELINE_NAMES"]
+__all__ = [
+    "is_position_method",
+    "needed_parameters",
+    "reached_definitions",
+    "registered_model_types",
+    "PIPELINE_NAMES",
+]
 
 # the data pipeline's handle on the model's position-id function
 PIPELINE_NAMES = frozenset({"position_id_func", "position_ids_func", "position_id_fn"})
 # the model's own position-id methods
 _METHOD_NAMES = ("get_rope_index",)
+# the methods that compute a medium's positions (`get_vision_position_ids`, `compute_3d_position_ids`,
+# `get_llm_pos_ids_for_vision`, `get_rope_index`)
+_POSITION_METHOD = re.compile(r"rope_index|position_ids|pos_ids")
+
+
+def is_position_method(name: str) -> bool:
+    """Whether a called name is one of the model's position-id methods, or the data pipeline's handle on one."""
+    return name in PIPELINE_NAMES or _POSITION_METHOD.search(name) is not None and name != "position_ids"
+
 
 _NEEDED: Bounded = Bounded(256)
 
@@ -158,7 +174,7 @@ def reached_definitions(
             for method_name in _METHOD_NAMES:
                 out.extend(_upstream_methods(module, method_name))
         return out
-    if name not in _METHOD_NAMES:
+    if not is_position_method(name):
         return []
     local = [n for n in walk(tree) if isinstance(n, ast.FunctionDef) and n is not scope and _defines(n, name)]
     if local:

@@ -8,12 +8,11 @@ import re
 from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.posargs import PIPELINE_NAMES, needed_parameters, reached_definitions
+from npu_lint.veomni.posargs import is_position_method, needed_parameters, reached_definitions
 from npu_lint.veomni.upstream import file_source_module
 
 # a parameter carrying a medium's layout (the call is on the media path when it passes one)
 _LAYOUT = re.compile(r"grid|seqlens|lengths|second_per|media|multimodal")
-_CALLED = PIPELINE_NAMES | {"get_rope_index"}
 
 
 def _passed(call: ast.Call, func: ast.FunctionDef) -> set[str] | None:
@@ -116,7 +115,7 @@ class PositionIdArgumentDropped(Rule):
     fix_safety = (
         "No fix: where the caller finds the missing layout (the processor's output, the batch) varies."
     )
-    requires = (("rope_index", "position_id_func", "position_ids_func", "position_id_fn"),)
+    requires = (("rope_index", "position_id", "pos_ids"),)
     node_types = ()
 
     @classmethod
@@ -130,7 +129,7 @@ class PositionIdArgumentDropped(Rule):
             for call in nodes_of(func, ast.Call):
                 if (
                     not isinstance(call, ast.Call)
-                    or last_name(call.func) not in _CALLED
+                    or not is_position_method(last_name(call.func) or "")
                     or not _own(call, func)
                 ):
                     continue
