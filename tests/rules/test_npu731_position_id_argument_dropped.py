@@ -46,7 +46,7 @@ def _transform(model_type: str, args: str) -> str:
 
 def test_transform_of_qwen3_omni_drops_audio_seqlens() -> None:
     bad = _transform("qwen3_omni_moe", 'second_per_grids=batch.get("video_second_per_grid"),')
-    assert _lines(bad, COLLATE_PATH) == [8]
+    assert _lines(bad, COLLATE_PATH) == [13]  # the last argument, where the missing one belongs
     good = _transform(
         "qwen3_omni_moe", 'second_per_grids=batch.get("video_second_per_grid"), audio_seqlens=lengths,'
     )
@@ -55,7 +55,7 @@ def test_transform_of_qwen3_omni_drops_audio_seqlens() -> None:
 
 def test_transform_of_qwen2_5_omni_drops_second_per_grids() -> None:
     bad = _transform("qwen2_5_omni", "audio_seqlens=lengths,")
-    assert _lines(bad, "veomni/data/omni_transform.py") == [8]
+    assert _lines(bad, "veomni/data/omni_transform.py") == [13]
 
 
 def test_truly_optional_parameter_and_other_models_stay_quiet() -> None:
@@ -88,7 +88,7 @@ def test_shared_body_of_a_registered_transform() -> None:
         batch["position_ids"] = _omni_positions(batch, position_id_func)["position_ids"]
         return [batch]
     """
-    assert _lines(src, "veomni/data/transforms/omni.py") == [5]
+    assert _lines(src, "veomni/data/transforms/omni.py") == [8]
 
 
 SPEC = """
@@ -116,7 +116,7 @@ def thinker_forward(self, input_ids, attention_mask=None, image_grid_thw=None, v
 def test_spec_forward_reaches_the_upstream_method() -> None:
     path = "veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_npu_patch_gen_config.py"
     bad = SPEC.replace("ARGS", "False, audio_feature_lengths")
-    assert _lines(bad, path) == [11]
+    assert _lines(bad, path) == [16]
     good = SPEC.replace("ARGS", "False, audio_feature_lengths, video_second_per_grid")
     assert _lines(good, path) == []
     keywords = SPEC.replace(

@@ -153,8 +153,14 @@ class PositionIdArgumentDropped(Rule):
             return
         shown = ", ".join(f"`{p}`" for p in missing)
         param, (label, definition) = next(iter(missing.items()))
+        # at the call's last argument, where the missing one belongs
+        last = max(
+            [*call.args, *(k.value for k in call.keywords)],
+            key=lambda n: (n.lineno, n.col_offset),
+            default=call,
+        )
         self.report(
-            call,
+            last,
             f"`{ast.unparse(call.func)}(...)` passes the media layout but not {shown}: `{label}` indexes "
             f"`{_use(definition, param)}` without a None check, so the first sample holding that medium fails "
             "(or gets positions on a default interval) in the data pipeline; pass it on",
