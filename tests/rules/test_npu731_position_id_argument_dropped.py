@@ -165,3 +165,29 @@ def test_seed_omni_unbound_call_and_text_only_call() -> None:
         return a, b, c
     """
     assert _lines(src, "veomni/models/seed_omni/positions.py") == [7]
+
+
+SPREAD = """
+from veomni.data.registry import DATA_TRANSFORM_REGISTRY
+
+
+@DATA_TRANSFORM_REGISTRY.register("qwen3_vl_moe")
+def encode_vl_sample(sample, processor, position_id_func):
+    enc = processor(sample)
+    call_kwargs = {"input_ids": enc["input_ids"], "image_grid_thw": enc.get("image_grid_thw")}
+    call_kwargs["video_grid_thw"] = enc.get("video_grid_thw")
+    EXTRA
+    enc["position_ids"] = position_id_func(**call_kwargs)["position_ids"]
+    return [enc]
+"""
+
+
+def test_required_argument_missing_from_a_mapping_built_in_the_transform() -> None:
+    path = "veomni/data/multimodal/vl_transform.py"
+    # transformers 5.9's Qwen3-VL-MoE get_rope_index requires mm_token_type_ids
+    assert _lines(SPREAD.replace("EXTRA", "pass"), path) == [10]
+    good = SPREAD.replace("EXTRA", 'call_kwargs["mm_token_type_ids"] = enc["mm_token_type_ids"]')
+    assert _lines(good, path) == []
+    # the mapping is updated from elsewhere: it may hold anything
+    opaque = SPREAD.replace("EXTRA", "call_kwargs.update(enc.extra)")
+    assert _lines(opaque, path) == []

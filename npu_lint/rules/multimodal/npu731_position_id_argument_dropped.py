@@ -15,10 +15,66 @@ from npu_lint.veomni.upstream import file_source_module
 _LAYOUT = re.compile(r"grid|seqlens|lengths|second_per|media|multimodal")
 
 
-def _passed(call: ast.Call, func: ast.FunctionDef) -> set[str] | None:
-    """The parameters of ``func`` the call binds (None when a ``*`` or ``**`` spread may bind any)."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+def _dict_keys(name: str, scope: ast.AST) -> set[str] | None:
+    """The keys of a mapping built in ``scope`` from a dict literal with constant keys and ``name["k"] = v``
+    stores, read nowhere else but by subscript or ``.get`` (else None: it may hold anything)."""
+    keys: set[str] = set()
+    literal = False
+    for node in _walk(scope):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            if literal or not isinstance(node.value, ast.Dict) or len(node.targets) != 1:
+                return None
+            for key in node.value.keys:
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    return None
+                keys.add(key.value)
+            literal = True
+    if not literal:
         return None
+    parents = {id(child): parent for parent in _walk(scope) for child in ast.iter_child_nodes(parent)}
+    for node in _walk(scope):
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(node.ctx, ast.Store):
+            continue
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            if isinstance(parent.ctx, ast.Store):
+                if not (isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, str)):
+                    return None
+                keys.add(parent.slice.value)
+            continue
+        if isinstance(parent, ast.Attribute) and parent.attr == "get":
+            continue
+        if isinstance(parent, ast.keyword) and parent.arg is None:
+            continue  # the spread itself
+        return None  # handed on, updated, popped: unknown
+    return keys
+
+
+def _passed(call: ast.Call, func: ast.FunctionDef, scope: ast.AST) -> set[str] | None:
+    """The parameters of ``func`` the call binds (None when a ``*`` or ``**`` spread may bind any; a spread of a
+    mapping built in ``scope`` from constant keys binds those keys)."""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    out: set[str] = set()
+    for k in call.keywords:
+        if k.arg is not None:
+            out.add(k.arg)
+            continue
+        keys = _dict_keys(k.value.id, scope) if isinstance(k.value, ast.Name) else None
+        if keys is None:
+            return None
+        out |= keys
+    params = _positional(call, func)
+    out.update(params[: len(call.args)])
+    return out
+
+
+def _positional(call: ast.Call, func: ast.FunctionDef) -> list[str]:
+    """The positional parameters a call's positional arguments bind (``self`` dropped for a bound call)."""
     params = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
     unbound = (
         isinstance(call.func, ast.Attribute)
@@ -27,9 +83,17 @@ def _passed(call: ast.Call, func: ast.FunctionDef) -> set[str] | None:
     )
     if not unbound and params and params[0] in ("self", "cls"):
         params = params[1:]
-    out = {k.arg for k in call.keywords if k.arg}
-    out.update(params[: len(call.args)])
-    return out
+    return params
+
+
+def _required(call: ast.Call, func: ast.FunctionDef) -> set[str]:
+    """Parameters without a default (``self`` of a bound call excluded)."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    without = {a.arg for a in positional[: len(positional) - len(args.defaults)]}
+    without &= set(_positional(call, func))
+    without |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None}
+    return without
 
 
 def _own(call: ast.Call, func: ast.AST) -> bool:
@@ -52,7 +116,8 @@ class PositionIdArgumentDropped(Rule):
     name = "position-id-argument-dropped"
     summary = (
         "A call of the model's position-id function (`get_rope_index`, a data transform's `position_id_func`) "
-        "passes the media layout but leaves out a media argument the function indexes without a None check "
+        "passes the media layout but leaves out an argument the function needs: one it requires "
+        "(`mm_token_type_ids` in transformers 5.9), or one it indexes without a None check "
         "(`second_per_grids[video_idx]`, `audio_seqlens[audio_idx]`): optional in the signature, needed by "
         "every sample that holds that medium."
     )
@@ -68,7 +133,9 @@ class PositionIdArgumentDropped(Rule):
         "upstream module the file copies, or, for a data transform's `position_id_func`, the `get_rope_index` "
         "of every model type the transform is registered for, from the installed transformers. A parameter the "
         "function tests for None (`if second_per_grid_ts is not None`) is truly optional and not asked for; a "
-        "call with a `*`/`**` spread is not judged, nor one that passes no media layout at all (NPU711)."
+        "parameter without a default is needed by every sample. A `**` spread of a mapping the function builds from "
+        'constant keys (a dict literal, `kwargs["k"] = v`) binds those keys; any other spread, and a call that '
+        "passes no media layout at all (NPU711), is not judged."
     )
     bad = (
         Example(
@@ -140,19 +207,28 @@ class PositionIdArgumentDropped(Rule):
     def _check(
         self, call: ast.Call, scope: ast.FunctionDef | ast.AsyncFunctionDef, source: str | None
     ) -> None:
-        missing: dict[str, tuple[str, ast.FunctionDef]] = {}
+        missing: dict[str, tuple[str, ast.FunctionDef, bool]] = {}
         for label, definition in reached_definitions(call, scope, self.ctx.tree, source):
-            passed = _passed(call, definition)
+            passed = _passed(call, definition, scope)
             if passed is None:
                 return
             if not any(_LAYOUT.search(p) for p in passed):
                 continue  # no media layout passed at all: NPU711's case
+            for param in sorted(_required(call, definition) - passed):
+                missing.setdefault(param, (label, definition, True))
             for param in sorted(needed_parameters(definition) - passed):
-                missing.setdefault(param, (label, definition))
+                missing.setdefault(param, (label, definition, False))
         if not missing:
             return
         shown = ", ".join(f"`{p}`" for p in missing)
-        param, (label, definition) = next(iter(missing.items()))
+        param, (label, definition, required) = next(iter(missing.items()))
+        why = (
+            f"`{label}` requires `{param}` (no default), so every sample fails with a TypeError in the data "
+            "pipeline"
+            if required
+            else f"`{label}` indexes `{_use(definition, param)}` without a None check, so the first sample "
+            "holding that medium fails (or gets positions on a default interval) in the data pipeline"
+        )
         # at the call's last argument, where the missing one belongs
         last = max(
             [*call.args, *(k.value for k in call.keywords)],
@@ -161,7 +237,5 @@ class PositionIdArgumentDropped(Rule):
         )
         self.report(
             last,
-            f"`{ast.unparse(call.func)}(...)` passes the media layout but not {shown}: `{label}` indexes "
-            f"`{_use(definition, param)}` without a None check, so the first sample holding that medium fails "
-            "(or gets positions on a default interval) in the data pipeline; pass it on",
+            f"`{ast.unparse(call.func)}(...)` passes the media layout but not {shown}: {why}; pass it on",
         )
