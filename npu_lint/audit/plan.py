@@ -460,7 +460,9 @@ def build_steps(facts: AuditFacts, checklist: list[dict[str, Any]]) -> list[str]
             "`_gpu` one (NPU502)."
         )
     if status.get("registration") == FAIL:
-        steps.append("Register every model type (the multimodal wrapper and its text backbone) (NPU503).")
+        steps.append(
+            "Register every model type (the multimodal wrapper and its text backbone) (NPU732, NPU503)."
+        )
     if not present.get("tests"):
         steps.append(
             "Add tests: the package imports on a CPU host and both generated modules build a tiny model."

@@ -142,11 +142,11 @@ def step_audit(run: Run, result: StepResult) -> None:
 _DEVICE_SEMANTICS = ("NPU1", "NPU4", "NPU6", "NPU7")
 _DISPATCH = ("NPU2", "NPU303")
 _SPEC = ("NPU501", "NPU504")
-_INIT = ("NPU502", "NPU503")
+_INIT = ("NPU502", "NPU503", "NPU732")
 
 
 def step_device(run: Run, result: StepResult) -> None:
-    want = lambda c: c.startswith(_DEVICE_SEMANTICS)  # noqa: E731
+    want = lambda c: c.startswith(_DEVICE_SEMANTICS) and c not in _INIT  # noqa: E731  (NPU732: the init step's)
     remaining = _fix(run, result, want, unsafe=False)
     _left(run, result, remaining, want)
     if any(d.fix is not None and d.fix.applicability == "unsafe" for d in remaining if want(d.code)):
@@ -507,7 +507,10 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("npu-spec", "NPU sibling spec: deepcopy of the GPU spec (NPU501, NPU504)"),
     # patchgen before the switch: a failure never leaves an __init__ importing a module that does not exist
     ("patchgen", "The tree's patchgen, twice; the second run must change nothing"),
-    ("init", "`__init__` switch on IS_NPU_AVAILABLE and registration of every model type (NPU502, NPU503)"),
+    (
+        "init",
+        "`__init__` switch on IS_NPU_AVAILABLE and registration of every model type (NPU502, NPU503, NPU732)",
+    ),
     ("model-test", "A focused model test in the style of the tree's tests/models/"),
     ("ruff", "The tree's ruff on the changed files"),
     ("verify", "verify (pin, checkpoint) and the generated model test, when the verify extra is installed"),

@@ -223,7 +223,7 @@ def test_npu704_npu_sibling_drops_wrapper_position_id_func(tmp_path: Path) -> No
     assert _lines(dropped, "NPU704", str(gen / "patched_modeling_qwen2_5_omni_gpu.py")) == []
 
 
-# -- NPU503: a text model type resolves to the multimodal wrapper (transformers source known) --------------------
+# -- NPU732 (NPU503 before 2026-12-04): a text model type resolves to the multimodal wrapper (transformers source known)
 
 INIT = """
 from ...loader import MODELING_REGISTRY
@@ -272,7 +272,7 @@ config = PatchConfig(
 """
 
 
-def _npu503(root: Path) -> list[dict]:
+def _npu503(root: Path, code: str = "NPU732") -> list[dict]:
     res = subprocess.run(
         [
             sys.executable,
@@ -281,7 +281,7 @@ def _npu503(root: Path) -> list[dict]:
             "check",
             "--no-cache",
             "--select",
-            "NPU503",
+            code,
             "--output-format",
             "json",
             ".",
@@ -296,7 +296,7 @@ def _npu503(root: Path) -> list[dict]:
     return json.loads(res.stdout)
 
 
-def test_npu503_text_type_returns_the_multimodal_wrapper(tmp_path: Path) -> None:
+def test_npu732_text_type_returns_the_multimodal_wrapper(tmp_path: Path) -> None:
     pkg = tmp_path / "veomni/models/transformers/qwen3_vl"
     (pkg / "generated").mkdir(parents=True)
     (tmp_path / "veomni/ops").mkdir(parents=True)
@@ -305,11 +305,12 @@ def test_npu503_text_type_returns_the_multimodal_wrapper(tmp_path: Path) -> None
     (pkg / "__init__.py").write_text(
         INIT.replace("TEXT_CLASS", "Qwen3VLForConditionalGeneration").lstrip("\n")
     )
-    found = [d for d in _npu503(tmp_path) if "whose config is of model type" in d["message"]]
+    found = [d for d in _npu503(tmp_path) if "a class of the sibling model type" in d["message"]]
     assert [d["location"]["row"] for d in found] == [15], found
     assert "`qwen3_vl_text`" in found[0]["message"] and "`qwen3_vl`" in found[0]["message"]
+    assert _npu503(tmp_path, "NPU503") == []  # one model type, one rule: NPU732 owns a VLM's types
     (pkg / "__init__.py").write_text(INIT.replace("TEXT_CLASS", "Qwen3VLForCausalLM").lstrip("\n"))
-    assert [d for d in _npu503(tmp_path) if "whose config is of model type" in d["message"]] == []
+    assert [d for d in _npu503(tmp_path) if "a class of the sibling model type" in d["message"]] == []
 
 
 # -- NPU710: a trainer path under a model-type guard exists on each named type's model ----------------------------

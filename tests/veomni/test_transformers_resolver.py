@@ -11,7 +11,7 @@ import pytest
 
 from npu_lint.core import astutil
 from npu_lint.rules.packaging import _shared as packaging
-from npu_lint.veomni import upstream
+from npu_lint.veomni import upstream, vlmtypes
 
 MODULE = "transformers.models.toyx.modeling_toyx"
 
@@ -77,8 +77,8 @@ def test_semantics_reader(fake_src: Path) -> None:  # NPU4xx / NPU7xx: upstream_
     assert upstream.upstream_class(MODULE, "ToyxRMSNorm") is not None
 
 
-def test_packaging_reader(fake_src: Path) -> None:  # NPU50x: config model_type, NPU506's version
-    assert packaging._model_type(MODULE, "ToyxConfig") == "toyx"
+def test_packaging_reader(fake_src: Path) -> None:  # NPU503/NPU732: config model_type, NPU506's version
+    assert vlmtypes._model_type(MODULE, "ToyxConfig") == "toyx"
     assert packaging._installed_transformers() == "0.0.1"
 
 

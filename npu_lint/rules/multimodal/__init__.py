@@ -3,5 +3,6 @@ the model's own position-id function, text-only micro-batches still run every mo
 submodules keep their checkpoint keys mapped. Upstream forwards are read from the installed transformers source
 (never imported).
 
-That both model types of a VLM are registered stays NPU503 (packaging): it reads package registrations with the
-packaging family's helpers, and codes are never reused."""
+That every model type of a VLM is registered (the wrapper's and the text backbone's) is NPU732, a project rule of
+this family since 2026-12-04 (NPU503 reported it before; the readers it shares with NPU503 live in
+`veomni/vlmtypes.py`); NPU503 keeps the loaders' other faults, and codes are never reused."""

@@ -10,13 +10,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from npu_lint.core.astutil import transformers_dir, transformers_version
+from npu_lint.core.astutil import transformers_version
 from npu_lint.core.diagnostics import Diagnostic, Fix, Origin, text_hash
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import ProjectRule
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
-from npu_lint.veomni.registration import explicit_registrations, registered_types
 
 
 def _guarded(check: Callable[..., Iterable[Diagnostic]]) -> Callable[..., list[Diagnostic]]:
@@ -175,12 +174,6 @@ def _first_line_range(path: str, line: int) -> tuple[int, int]:
 # -- NPU503 ------------------------------------------------------------------------------------------
 
 _TOP_NAME = re.compile(r"^(?:class|def|async def)\s+(\w+)|^(\w+)\s*(?::[^=\n]*)?=", re.MULTILINE)
-_CLASS = re.compile(r"^class\s+(\w+)\s*[(:]", re.MULTILINE)
-_CONFIG_ATTR = re.compile(
-    r"^\s{4}config(?:_class)?\s*[:=]\s*\"?(\w+)|^\s{4}def __init__\(\s*self,\s*config:\s*\"?(\w+)",
-    re.MULTILINE,
-)
-_MODEL_TYPE = re.compile(r"^\s+model_type\s*[:=][^\"'\n]*[\"'](\w+)[\"']", re.MULTILINE)
 
 
 def _top_level_names(path: str) -> set[str] | None:
@@ -214,109 +207,6 @@ def _defines(path: str, name: str, names: set[str]) -> bool:
                 if isinstance(node, ast.alias) and (node.asname or node.name) == name:
                     return True
     return False
-
-
-def _class_block(text: str, name: str) -> str | None:
-    """The source of a top-level class (up to the next top-level statement), found textually."""
-    match = re.search(rf"^class\s+{re.escape(name)}\s*[(:]", text, re.MULTILINE)
-    if not match:
-        return None
-    line_end = text.find("\n", match.end())
-    if line_end == -1:
-        return text[match.start() :]
-    pos = line_end + 1
-    for line in text[pos:].splitlines(keepends=True):
-        if line[:1] and not line[0].isspace() and not line.startswith(("#", ")")):
-            break
-        pos += len(line)
-    return text[match.start() : pos]
-
-
-def _transformers_dir() -> str | None:
-    found = transformers_dir()
-    return str(found) if found is not None else None
-
-
-def _model_type(source_module: str | None, config_class: str) -> str | None:
-    """``model_type`` of a transformers config class, read from the installed transformers source."""
-    model_dir = _model_dir(source_module)
-    if model_dir is None:
-        return None
-    try:
-        names = sorted(
-            n for n in os.listdir(model_dir) if n.startswith("configuration_") and n.endswith(".py")
-        )
-    except OSError:
-        return None
-    for name in names:
-        parsed = patchgen.load_file(os.path.join(model_dir, name))
-        if parsed is None:
-            continue
-        block = _class_block(parsed.text, config_class)
-        if block is None:
-            continue
-        match = _MODEL_TYPE.search(block)
-        if match:
-            return match.group(1)
-    return None
-
-
-@dataclass
-class Registration:
-    function: ast.FunctionDef
-    types: tuple[str, ...]
-    decorator_line: int
-    imports: list[tuple[str, str, ast.AST]]  # (generated module basename, name, node)
-
-
-def _registrations(tree: ast.Module) -> list[Registration]:
-    out = []
-    explicit = explicit_registrations(tree)
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.FunctionDef):
-            continue
-        types = registered_types(stmt, explicit)
-        if not types:
-            continue
-        imports: list[tuple[str, str, ast.AST]] = []
-        aliases: dict[str, str] = {}
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                last = module.rsplit(".", 1)[-1]
-                if last.startswith("patched_modeling_"):
-                    for alias in node.names:
-                        imports.append((last, alias.name, node))
-                elif last == "generated":
-                    for alias in node.names:
-                        if alias.name.startswith("patched_modeling_"):
-                            aliases[alias.asname or alias.name] = alias.name
-        if aliases:
-            for node in ast.walk(stmt):
-                if (
-                    isinstance(node, ast.Attribute)
-                    and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases
-                ):
-                    imports.append((aliases[node.value.id], node.attr, node))
-        lines = [d.lineno for d in stmt.decorator_list] + [at for _, at in explicit.get(stmt.name, [])]
-        line = min(lines) if stmt.decorator_list else stmt.lineno
-        out.append(Registration(stmt, types, line, imports))
-    return out
-
-
-def _imports(reg: Registration, name: str) -> bool:
-    return any(n == name for _, n, _ in reg.imports)
-
-
-def _model_dir(source_module: str | None) -> str | None:
-    if not source_module or not source_module.startswith("transformers.models."):
-        return None
-    base = _transformers_dir()
-    if base is None:
-        return None
-    model_dir = os.path.join(base, *source_module.split(".")[1:-1])
-    return model_dir if os.path.isdir(model_dir) else None
 
 
 # -- NPU504 ------------------------------------------------------------------------------------------

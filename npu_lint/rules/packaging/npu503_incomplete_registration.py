@@ -10,42 +10,20 @@ from npu_lint.core.astutil import nodes_of
 from npu_lint.core.diagnostics import Diagnostic
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
-    _CLASS,
-    _CONFIG_ATTR,
-    Registration,
-    _class_block,
     _defines,
     _diag,
-    _first_line_range,
     _guarded,
-    _imports,
     _linted,
-    _model_dir,
-    _model_type,
-    _registrations,
     _top_level_names,
     packages,
 )
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
-from npu_lint.veomni.registration import explicit_registrations, registered_types
-
-
-def _unregistered_helper(tree: ast.Module, classes: set[str]) -> ast.FunctionDef | None:
-    """A module-level function that imports one of ``classes`` from a generated module but is registered under
-    no model type (the helper whose registration is missing)."""
-    explicit = explicit_registrations(tree)
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.FunctionDef) or registered_types(stmt, explicit):
-            continue
-        for node in ast.walk(stmt):
-            if (
-                isinstance(node, ast.ImportFrom)
-                and (node.module or "").rsplit(".", 1)[-1].startswith("patched_modeling_")
-                and any(a.name in classes for a in node.names)
-            ):
-                return stmt
-    return None
+from npu_lint.veomni.vlmtypes import (
+    _registrations,
+    foreign_returns,
+    sibling_types,
+)
 
 
 def _unreturned_heads(func: ast.FunctionDef, imported: list[str]) -> tuple[ast.stmt, list[str]] | None:
@@ -266,22 +244,19 @@ class IncompleteRegistration(ProjectRule):
     per_package = True  # findings of one model package at a time (the engine may run it per package)
     name = "incomplete-registration"
     summary = (
-        "A vision-language package does not register both its multimodal and its text-backbone model types, "
-        "or registers classes its generated module lacks, or resolves a model type to a class built for another."
+        "A package's registration is inconsistent with its modules: a registered loader imports a class the "
+        "generated module lacks, picks no class for an architecture it imports a head for, or resolves a model type "
+        "to a class built for an unrelated one (the model types of one VLM are NPU732's)."
     )
     why = (
-        "Registration is keyed by `config.json`'s `model_type`. A VLM's generated module serves two model types: "
-        "the multimodal wrapper (`...ForConditionalGeneration`, e.g. `gemma3`) and its text backbone "
-        "(`...ForCausalLM`, e.g. `gemma3_text`). A type that is not registered silently falls back to the stock "
-        "transformers class, without VeOmni's patches (and without the NPU kernels). A registered function "
-        "that imports a class the generated module does not define fails only when that model is built. A "
-        "loader registered for one type that returns, whatever the architecture, a class whose config is of "
-        "another type (the `<m>_text` loader returning the multimodal wrapper, whose config needs a "
-        "`vision_config`) cannot build that type's checkpoints."
+        "Registration is keyed by `config.json`'s `model_type`. A registered function that imports a class the "
+        "generated module does not define fails only when that model is built. A loader registered for one type "
+        "that returns, whatever the architecture, a class whose config is of another, unrelated type cannot build "
+        "that type's checkpoints (the wrapper and the sub-model types of one vision-language model, `gemma3` and "
+        "`gemma3_text`, are NPU732's, with the types such a package must register)."
         " Registration is read however it is written: `@MODELING_REGISTRY.register(...)`, the call "
         '`MODELING_REGISTRY.register("t")(fn)` or `register("t", fn)`, `MODELING_REGISTRY["t"] = fn`, or a loop '
-        "over literal model types; a helper that loads a missing type's class but is registered under no type is "
-        "where the finding goes. A registered function that picks its class by `architecture` and imports a head "
+        "over literal model types. A registered function that picks its class by `architecture` and imports a head "
         "class (`...ForTokenClassification`) it returns for no architecture sends that checkpoint to another "
         "class; so does a dispatch test that no architecture reaches because an earlier, broader test returns "
         'first (`"ForConditionalGeneration" in architecture` before `"ThinkerForConditionalGeneration" in '
@@ -293,40 +268,6 @@ class IncompleteRegistration(ProjectRule):
         "subclass) hands out the stock class: the package's changes never run."
     )
     bad = (
-        Example(
-            """
-            from ...loader import MODELING_REGISTRY
-
-
-            @MODELING_REGISTRY.register("toy_text")
-            def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
-
-                return ToyForCausalLM
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-            title="the generated module defines `ToyForConditionalGeneration` (model type `toy`)",
-        ),
-        Example(
-            """
-            from ...loader import MODELING_REGISTRY
-
-
-            @MODELING_REGISTRY.register("toy")
-            def register_toy_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
-
-                return ToyForConditionalGeneration
-
-
-            def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
-
-                return ToyForCausalLM
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-            title="the text-backbone helper is written but never registered (reported at the helper)",
-        ),
         Example(
             """
             from ...loader import MODELING_REGISTRY
@@ -370,29 +311,6 @@ class IncompleteRegistration(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="a broad architecture test returns before a narrower one (the token-classification head is "
             "never built)",
-        ),
-        Example(
-            """
-            from ...loader import MODELING_REGISTRY
-
-
-            @MODELING_REGISTRY.register("toy")
-            def register_toy_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM, ToyForConditionalGeneration
-
-                if "ForCausalLM" in architecture:
-                    return ToyForCausalLM
-                return ToyForConditionalGeneration
-
-
-            @MODELING_REGISTRY.register("toy_text")
-            def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
-
-                return ToyForConditionalGeneration
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-            title="the text-backbone type resolves to the multimodal wrapper",
         ),
     )
     good = (
@@ -488,51 +406,6 @@ class IncompleteRegistration(ProjectRule):
         "is a decision for the author."
     )
 
-    @staticmethod
-    def _type_of(text: str, cls: str, source_module: str | None) -> str | None:
-        block = _class_block(text, cls)
-        match = _CONFIG_ATTR.search(block or "")
-        if match is None:
-            return None
-        return _model_type(source_module, match.group(1) or match.group(2))
-
-    def _foreign_returns(
-        self, reg: Registration, by_module: dict[str, str]
-    ) -> list[tuple[ast.AST, str, str]]:
-        """Classes a loader returns whatever the architecture (it has no `architecture` test; or for any
-        architecture, when it is registered for text types only) whose config's model type, read from the
-        transformers source, is none of the types it is registered for: (the return, class, the class's type)."""
-        func = reg.function
-        text_only = all(t.endswith("_text") for t in reg.types)  # a text config builds no multimodal class
-        if not text_only and any(isinstance(n, ast.Name) and n.id == "architecture" for n in ast.walk(func)):
-            return []
-        origin = {name: module for module, name, _ in reg.imports}
-        out: list[tuple[ast.AST, str, str]] = []
-        for node in ast.walk(func):
-            if not (isinstance(node, ast.Return) and isinstance(node.value, ast.Name)):
-                continue
-            name = node.value.id
-            gen_path = by_module.get(origin.get(name, ""))
-            if gen_path is None:
-                continue
-            gen_file = patchgen.load_file(gen_path)
-            if gen_file is None:
-                continue
-            banner = patchgen.generated_banner(gen_path, gen_file.text)
-            own_type = self._type_of(gen_file.text, name, banner.source_module)
-            if (
-                own_type is None
-                and text_only
-                and name.endswith("ForConditionalGeneration")
-                and _model_dir(banner.source_module) is None
-            ):
-                own_type = reg.types[0][
-                    : -len("_text")
-                ]  # no transformers source: VeOmni's `<m>` / `<m>_text`
-            if own_type is not None and own_type not in reg.types:
-                out.append((node, name, own_type))
-        return out
-
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         linted = _linted(paths)
@@ -559,7 +432,6 @@ class IncompleteRegistration(ProjectRule):
             if not regs:
                 continue
             by_module = {os.path.basename(g)[:-3]: g for g in pkg.generated}
-            registered = {t for r in regs for t in r.types}
             # reverse check: imported names the generated module lacks
             for reg in regs:
                 for module, name, node in reg.imports:
@@ -580,7 +452,9 @@ class IncompleteRegistration(ProjectRule):
                     )
             # a loader that returns, for every architecture, a class built for another model type
             for reg in regs:
-                for node, name, own_type in self._foreign_returns(reg, by_module):
+                for node, name, own_type in foreign_returns(reg, by_module):
+                    if any(sibling_types(own_type, t) for t in reg.types):
+                        continue  # two model types of one VLM: NPU732
                     yield _diag(
                         self,
                         pkg.init,
@@ -642,67 +516,3 @@ class IncompleteRegistration(ProjectRule):
                         end_line=test.test.end_lineno,
                         end_col=test.test.end_col_offset,
                     )
-            # the multimodal / text-backbone pair
-            used = {m for r in regs for m, _, _ in r.imports}
-            gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
-                m for m in used if m in by_module
-            )
-            if not gpu_modules:
-                continue
-            gen_path = by_module[gpu_modules[0]]
-            gen_file = patchgen.load_file(gen_path)
-            if gen_file is None:
-                continue
-            text = gen_file.text
-            classes = set(_CLASS.findall(text))
-            banner = patchgen.generated_banner(gen_path, text)
-            prefixes = sorted(
-                c[: -len("ForConditionalGeneration")]
-                for c in classes
-                if c.endswith("ForConditionalGeneration")
-            )
-            main = [p for p in prefixes if p and not any(q != p and p.startswith(q) for q in prefixes)]
-            missing: list[str] = []
-            missing_classes: set[str] = set()
-            source_known = _model_dir(banner.source_module) is not None
-            for prefix in main:
-                fcg, clm = f"{prefix}ForConditionalGeneration", f"{prefix}ForCausalLM"
-                mm_type = self._type_of(text, fcg, banner.source_module)
-                text_type = self._type_of(text, clm, banner.source_module) if clm in classes else None
-                if not source_known and clm in classes:
-                    # no transformers source for this model: VeOmni's convention, `<m>` and `<m>_text`
-                    if mm_type is None:
-                        text_types = [
-                            t for r in regs if _imports(r, clm) for t in r.types if t.endswith("_text")
-                        ]
-                        mm_type = text_types[0][: -len("_text")] if text_types else None
-                    if text_type is None:
-                        mm_types = (
-                            [mm_type] if mm_type else [t for r in regs if _imports(r, fcg) for t in r.types]
-                        )
-                        text_type = f"{mm_types[0]}_text" if mm_types else None
-                if mm_type is not None and mm_type not in registered:
-                    missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
-                    missing_classes.add(fcg)
-                if text_type is not None and text_type not in registered:
-                    missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
-                    missing_classes.add(clm)
-            if missing:
-                first = regs[0]
-                line = first.decorator_line
-                helper = _unregistered_helper(parsed.tree, missing_classes)
-                note = ""
-                if helper is not None:
-                    line = helper.lineno
-                    note = f" (`{helper.name}` loads it but is registered under no model type)"
-                col, end = _first_line_range(pkg.init, line)
-                have = ", ".join(f"`{t}`" for t in sorted(registered))
-                yield _diag(
-                    self,
-                    pkg.init,
-                    line,
-                    f"`{gpu_modules[0]}` serves {' and '.join(missing)}, but `__init__.py` registers only {have}"
-                    f"{note}: unregistered types load the stock transformers class",
-                    col=col,
-                    end_col=end,
-                )

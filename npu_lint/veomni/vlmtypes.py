@@ -1,0 +1,267 @@
+"""The model types a package serves and registers, read from its ``__init__.py`` and its generated module.
+
+Registration is keyed by ``config.json``'s ``model_type``. A vision-language (or omni) package serves several model
+types: the multimodal wrapper (``...ForConditionalGeneration``, e.g. ``qwen3_5``) and its sub-models (the text
+backbone, ``...ForCausalLM``, e.g. ``qwen3_5_text``). The classes a generated module defines are read textually
+(``class X(...)``), the model type of a class from its config annotation (``config: Qwen3_5TextConfig``) and the
+installed transformers configuration source (never imported); without a transformers source for the model,
+VeOmni's convention (``<m>`` and ``<m>_text``) stands in.
+
+:func:`registrations` reads a package's registered loaders (any spelling: decorator, call, subscript, loop);
+:func:`sibling_types` says whether two model types belong to one VLM (one is the other's sub-model,
+``<m>_<part>``); :func:`unregistered_vlm_types` is the gap between the types the generated module serves and the
+types the package registers (NPU732).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+
+from npu_lint.core.astutil import transformers_dir
+from npu_lint.veomni import patchgen
+from npu_lint.veomni.registration import explicit_registrations, registered_types
+
+_CLASS = re.compile(r"^class\s+(\w+)\s*[(:]", re.MULTILINE)
+_CONFIG_ATTR = re.compile(
+    r"^\s{4}config(?:_class)?\s*[:=]\s*\"?(\w+)|^\s{4}def __init__\(\s*self,\s*config:\s*\"?(\w+)",
+    re.MULTILINE,
+)
+_MODEL_TYPE = re.compile(r"^\s+model_type\s*[:=][^\"'\n]*[\"'](\w+)[\"']", re.MULTILINE)
+
+
+def _class_block(text: str, name: str) -> str | None:
+    """The source of a top-level class (up to the next top-level statement), found textually."""
+    match = re.search(rf"^class\s+{re.escape(name)}\s*[(:]", text, re.MULTILINE)
+    if not match:
+        return None
+    line_end = text.find("\n", match.end())
+    if line_end == -1:
+        return text[match.start() :]
+    pos = line_end + 1
+    for line in text[pos:].splitlines(keepends=True):
+        if line[:1] and not line[0].isspace() and not line.startswith(("#", ")")):
+            break
+        pos += len(line)
+    return text[match.start() : pos]
+
+
+def _transformers_dir() -> str | None:
+    found = transformers_dir()
+    return str(found) if found is not None else None
+
+
+def _model_type(source_module: str | None, config_class: str) -> str | None:
+    """``model_type`` of a transformers config class, read from the installed transformers source."""
+    model_dir = _model_dir(source_module)
+    if model_dir is None:
+        return None
+    try:
+        names = sorted(
+            n for n in os.listdir(model_dir) if n.startswith("configuration_") and n.endswith(".py")
+        )
+    except OSError:
+        return None
+    for name in names:
+        parsed = patchgen.load_file(os.path.join(model_dir, name))
+        if parsed is None:
+            continue
+        block = _class_block(parsed.text, config_class)
+        if block is None:
+            continue
+        match = _MODEL_TYPE.search(block)
+        if match:
+            return match.group(1)
+    return None
+
+
+@dataclass
+class Registration:
+    function: ast.FunctionDef
+    types: tuple[str, ...]
+    decorator_line: int
+    imports: list[tuple[str, str, ast.AST]]  # (generated module basename, name, node)
+
+
+def _registrations(tree: ast.Module) -> list[Registration]:
+    out = []
+    explicit = explicit_registrations(tree)
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef):
+            continue
+        types = registered_types(stmt, explicit)
+        if not types:
+            continue
+        imports: list[tuple[str, str, ast.AST]] = []
+        aliases: dict[str, str] = {}
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                last = module.rsplit(".", 1)[-1]
+                if last.startswith("patched_modeling_"):
+                    for alias in node.names:
+                        imports.append((last, alias.name, node))
+                elif last == "generated":
+                    for alias in node.names:
+                        if alias.name.startswith("patched_modeling_"):
+                            aliases[alias.asname or alias.name] = alias.name
+        if aliases:
+            for node in ast.walk(stmt):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases
+                ):
+                    imports.append((aliases[node.value.id], node.attr, node))
+        lines = [d.lineno for d in stmt.decorator_list] + [at for _, at in explicit.get(stmt.name, [])]
+        line = min(lines) if stmt.decorator_list else stmt.lineno
+        out.append(Registration(stmt, types, line, imports))
+    return out
+
+
+def _imports(reg: Registration, name: str) -> bool:
+    return any(n == name for _, n, _ in reg.imports)
+
+
+def _model_dir(source_module: str | None) -> str | None:
+    if not source_module or not source_module.startswith("transformers.models."):
+        return None
+    base = _transformers_dir()
+    if base is None:
+        return None
+    model_dir = os.path.join(base, *source_module.split(".")[1:-1])
+    return model_dir if os.path.isdir(model_dir) else None
+
+
+def sibling_types(a: str, b: str) -> bool:
+    """Whether two distinct model types are the wrapper and a sub-model of one VLM (``gemma3``/``gemma3_text``,
+    ``qwen2_5_omni``/``qwen2_5_omni_thinker``): one is the other followed by ``_<part>``."""
+    return a != b and (a.startswith(b + "_") or b.startswith(a + "_"))
+
+
+def type_of(text: str, cls: str, source_module: str | None) -> str | None:
+    """The model type of a class a generated module defines (its config annotation's ``model_type``)."""
+    block = _class_block(text, cls)
+    match = _CONFIG_ATTR.search(block or "")
+    if match is None:
+        return None
+    return _model_type(source_module, match.group(1) or match.group(2))
+
+
+@dataclass(frozen=True)
+class TypeGap:
+    """Model types the generated module serves that no loader of the package registers."""
+
+    module: str  # the generated module's basename
+    missing: tuple[str, ...]  # "the text-backbone model type `t` (`Cls`)"
+    classes: frozenset[str]
+
+
+def unregistered_vlm_types(regs: list[Registration], by_module: dict[str, str]) -> TypeGap | None:
+    """The multimodal / text-backbone pair of a VLM's generated module (``<P>ForConditionalGeneration`` and
+    ``<P>ForCausalLM``) against the model types the package registers."""
+    registered = {t for r in regs for t in r.types}
+    used = {m for r in regs for m, _, _ in r.imports}
+    gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
+        m for m in used if m in by_module
+    )
+    if not gpu_modules:
+        return None
+    gen_path = by_module[gpu_modules[0]]
+    gen_file = patchgen.load_file(gen_path)
+    if gen_file is None:
+        return None
+    text = gen_file.text
+    classes = set(_CLASS.findall(text))
+    banner = patchgen.generated_banner(gen_path, text)
+    prefixes = sorted(
+        c[: -len("ForConditionalGeneration")] for c in classes if c.endswith("ForConditionalGeneration")
+    )
+    main = [p for p in prefixes if p and not any(q != p and p.startswith(q) for q in prefixes)]
+    missing: list[str] = []
+    missing_classes: set[str] = set()
+    source_known = _model_dir(banner.source_module) is not None
+    for prefix in main:
+        fcg, clm = f"{prefix}ForConditionalGeneration", f"{prefix}ForCausalLM"
+        mm_type = type_of(text, fcg, banner.source_module)
+        text_type = type_of(text, clm, banner.source_module) if clm in classes else None
+        if not source_known and clm in classes:
+            # no transformers source for this model: VeOmni's convention, `<m>` and `<m>_text`
+            if mm_type is None:
+                text_types = [t for r in regs if _imports(r, clm) for t in r.types if t.endswith("_text")]
+                mm_type = text_types[0][: -len("_text")] if text_types else None
+            if text_type is None:
+                mm_types = [mm_type] if mm_type else [t for r in regs if _imports(r, fcg) for t in r.types]
+                text_type = f"{mm_types[0]}_text" if mm_types else None
+        if mm_type is not None and mm_type not in registered:
+            missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
+            missing_classes.add(fcg)
+        if text_type is not None and text_type not in registered:
+            missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
+            missing_classes.add(clm)
+    if not missing:
+        return None
+    return TypeGap(gpu_modules[0], tuple(missing), frozenset(missing_classes))
+
+
+def foreign_returns(
+    reg: Registration, by_module: dict[str, str], every_branch: bool = False
+) -> list[tuple[ast.Return, str, str]]:
+    """Classes a loader returns whose config's model type (read from the transformers source) is none of the types
+    it is registered for: (the return, class, the class's type). Judged when the loader returns them whatever the
+    architecture (it has no `architecture` test), when it is registered for text types only (a text config builds
+    no multimodal class), or, with ``every_branch``, when every class it returns is of another type."""
+    func = reg.function
+    text_only = all(t.endswith("_text") for t in reg.types)
+    dispatches = any(isinstance(n, ast.Name) and n.id == "architecture" for n in ast.walk(func))
+    origin = {name: module for module, name, _ in reg.imports}
+    out: list[tuple[ast.Return, str, str]] = []
+    returns = 0
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        returns += 1
+        if not isinstance(node.value, ast.Name):
+            continue
+        name = node.value.id
+        gen_path = by_module.get(origin.get(name, ""))
+        if gen_path is None:
+            continue
+        gen_file = patchgen.load_file(gen_path)
+        if gen_file is None:
+            continue
+        banner = patchgen.generated_banner(gen_path, gen_file.text)
+        own_type = type_of(gen_file.text, name, banner.source_module)
+        if (
+            own_type is None
+            and text_only
+            and name.endswith("ForConditionalGeneration")
+            and _model_dir(banner.source_module) is None
+        ):
+            own_type = reg.types[0][: -len("_text")]  # no transformers source: VeOmni's `<m>` / `<m>_text`
+        if own_type is not None and own_type not in reg.types:
+            out.append((node, name, own_type))
+    if not dispatches or text_only:
+        return out
+    if every_branch and out and len(out) == returns:
+        return out
+    return []
+
+
+def unregistered_helper(tree: ast.Module, classes: set[str]) -> ast.FunctionDef | None:
+    """A module-level function that imports one of ``classes`` from a generated module but is registered under
+    no model type (the helper whose registration is missing)."""
+    explicit = explicit_registrations(tree)
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or registered_types(stmt, explicit):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").rsplit(".", 1)[-1].startswith("patched_modeling_")
+                and any(a.name in classes for a in node.names)
+            ):
+                return stmt
+    return None
