@@ -164,3 +164,67 @@ def test_post_import_block_redeclaration_in_a_spec():
     path = "veomni/models/transformers/qwen3/qwen3_npu_patch_gen_config.py"
     assert [c for c, _ in _codes(path, SPEC.format(first="standard", last="qwen3_5"))] == ["NPU403"]
     assert _codes(path, SPEC.format(first="qwen3_5", last="standard")) == []
+
+
+# -- NPU430: one handle of a weighted variant shared by a weighted norm and a weight-less one -------------------
+SHARED = """
+import torch
+from torch import nn
+from veomni.ops.dispatch import OpSlot
+
+{slot} = OpSlot("rms_norm", "{variant}")
+
+
+class {weighted}(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return {slot}(x, self.weight, self.eps)
+
+
+class {plain}(nn.Module):
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        return {slot}(x, None, self.eps)
+"""
+
+SHARED_SITES = [
+    ("veomni/models/transformers/deepseek_v4/generated/patched_modeling_deepseek_v4_gpu.py", "veomni_norm"),
+    ("veomni/models/diffusers/wan/modeling_wan_norms.py", "dit_norm_slot"),
+    ("veomni/ops/kernels/rms_norm/mixed_wrappers.py", "_rms"),
+]
+
+
+def _npu430(path: str, text: str) -> list[int]:
+    return [d.line for d in lint_snippet(path, text, ["NPU430"])]
+
+
+@pytest.mark.parametrize(("path", "slot"), SHARED_SITES)
+def test_the_odd_call_of_a_shared_handle_is_reported_at_the_call(path, slot):
+    text = SHARED.format(slot=slot, variant="standard", weighted="QNormA", plain="IndexerNorm")
+    assert _npu430(path, text) == [24]  # the weight-less call, not the declaration the weighted norm needs
+    text = SHARED.format(slot=slot, variant="unweighted", weighted="QNormA", plain="IndexerNorm")
+    assert _npu430(path, text) == [15]  # the weighted call of the unweighted handle
+
+
+@pytest.mark.parametrize(("path", "slot"), SHARED_SITES)
+def test_every_call_contradicting_the_variant_is_reported_once_at_the_declaration(path, slot):
+    text = SHARED.format(slot=slot, variant="standard", weighted="QNormA", plain="IndexerNorm")
+    text = text.replace("(x, self.weight, self.eps)", "(x, None, self.eps)")
+    assert _npu430(path, text) == [5]
+
+
+@pytest.mark.parametrize(("path", "slot"), SHARED_SITES)
+def test_a_handle_per_contract_is_quiet(path, slot):
+    text = SHARED.format(slot=slot, variant="standard", weighted="QNormA", plain="IndexerNorm")
+    text = text.replace(f"        return {slot}(x, None", f"        return {slot}_plain(x, None")
+    text = text.replace(
+        "\n\nclass QNormA", f'{slot}_plain = OpSlot("rms_norm", "unweighted")\n\n\nclass QNormA', 1
+    )
+    assert _npu430(path, text) == []
