@@ -158,6 +158,9 @@ class Kept:
     # the values of the gradients the backward returns depend on it; None when not known (an attribute, a tensor
     # unpacked in a nested function, or a backward handing its context to a helper, whose reads are not visible)
     gradient: bool | None
+    # when its values do not reach the gradients: the last statement of the backward that binds a value computed
+    # from it which the gradients never use (`w32 = weight.float()` left unused): where the value was dropped
+    dropped: ast.stmt | None = None
 
 
 def _ctx_name(func: ast.AST) -> str | None:
@@ -175,10 +178,6 @@ def _unpacks(node: ast.AST) -> bool:
         and isinstance(node.value, ast.Attribute)
         and node.value.attr in ("saved_tensors", "saved_variables")
     )
-
-
-def _backward_of(cls: ast.ClassDef) -> ast.FunctionDef | None:
-    return next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "backward"), None)
 
 
 def kept_for_backward(cls: ast.ClassDef) -> list[Kept]:
@@ -224,17 +223,34 @@ def kept_for_backward(cls: ast.ClassDef) -> list[Kept]:
             if not isinstance(elt, ast.Name) or elt.id.startswith("_"):
                 continue
             gradient: bool | None = None
+            dropped: ast.stmt | None = None
             if id(n) in own and not opaque:
                 if sources is None:
                     sources = gradient_sources(bwd)
                 gradient = elt.id in sources
-            out.append(Kept(elt.id, elt, False, elt.id in loads, gradient))
+                if not gradient:
+                    dropped = _dropped_at(bwd, elt.id, sources)
+            out.append(Kept(elt.id, elt, False, elt.id in loads, gradient, dropped))
     return out
 
 
-def unused_saved(cls: ast.ClassDef) -> Iterator[tuple[ast.Name, ast.FunctionDef]]:
-    """Saved tensors a Function's backward unpacks and never uses for the values of the gradients it returns."""
-    backward = _backward_of(cls)
+def _dropped_at(bwd: ast.AST, name: str, sources: set[str]) -> ast.stmt | None:
+    """The last assignment in ``bwd`` that computes a value from ``name`` (its values, not its metadata) into a
+    name the returned gradients never depend on."""
+    found: ast.stmt | None = None
+    for stmt in _simple_statements(bwd):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = _targets(stmt)
+            if targets and not targets & sources and name in value_reads(stmt.value):
+                if found is None or stmt.lineno > found.lineno:
+                    found = stmt
+    return found
+
+
+def unused_saved(cls: ast.ClassDef) -> Iterator[tuple[ast.Name, ast.AST]]:
+    """Saved tensors a Function's backward unpacks and never uses for the values of the gradients it returns: (the
+    unpacked name, where its value was dropped: the last statement computing from it a value the gradients never
+    use, else the unpacked name)."""
     for kept in kept_for_backward(cls):
-        if kept.gradient is False and backward is not None:
-            yield kept.node, backward  # type: ignore[misc]
+        if kept.gradient is False:
+            yield kept.node, kept.dropped or kept.node  # type: ignore[misc]

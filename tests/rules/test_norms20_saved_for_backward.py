@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
+import pytest
+
 from npu_lint.veomni.backward import Kept, kept_for_backward
 from tests.rules.snippets import lint_snippet
 
@@ -68,3 +70,46 @@ def test_weight_used_by_value_leaves_both_quiet() -> None:
     text = CLS.format(name="FusedNormLossFunction", w="weight").replace("dy.to(weight.dtype)", "dy * weight")
     text = text.replace("        ctx.unused_flag = True\n", "")
     assert lint_snippet("veomni/ops/kernels/loss/norm_loss.py", text, ["NPU444", "NPU474"]) == []
+
+
+NORM_FN = """
+import torch
+
+
+class {name}(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, {w}, eps):
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, {w}, rstd)
+        return (x.float() * rstd * {w}.float()).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, {w}, rstd = ctx.saved_tensors
+        x_hat = x.float() * rstd
+        g32 = dy.float()
+        w32 = {w}.float()
+        d = g32
+        dx = rstd * (d - x_hat * (d * x_hat).mean(-1, keepdim=True))
+        return dx.to(x.dtype), (g32 * x_hat).sum(0), None
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "w"),
+    [
+        ("veomni/ops/kernels/rms_norm/triton_deterministic.py", "DeterministicRMSNormFunction", "weight"),
+        ("veomni/models/transformers/toy/modeling_toy.py", "ToyNormFn", "gamma"),
+        ("veomni/distributed/sequence_parallel/sp_norm.py", "SPNormFunction", "scale"),
+    ],
+)
+def test_npu474_points_at_the_statement_that_drops_the_weight(path: str, name: str, w: str) -> None:
+    text = NORM_FN.format(name=name, w=w)
+    assert [d.line for d in lint_snippet(path, text, ["NPU474"])] == [16]  # `w32 = w.float()`, never used
+    # read for its dtype only: nothing was computed from it, so the unpacking is where it is dropped
+    text = text.replace(f"        w32 = {w}.float()\n", "").replace(
+        "(g32 * x_hat).sum(0)", f"(g32 * x_hat).sum(0).to({w}.dtype)"
+    )
+    assert [d.line for d in lint_snippet(path, text, ["NPU474"])] == [13]
+    text = NORM_FN.format(name=name, w=w).replace("d = g32\n", "d = g32 * w32\n")
+    assert lint_snippet(path, text, ["NPU474"]) == []
