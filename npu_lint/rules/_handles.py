@@ -323,6 +323,9 @@ class Handle:
     call: ast.Call  # the constructor call
     block: Block | None = None  # set when declared inside a post-import block
     raw_variant: str | None = None  # the variant literal as written
+    # the body (module, block or function) whose own statement binds it, when the binding is straight-line there
+    # (not under an ``if``/``try``/loop): a later such binding of the same name replaces it (``scope_of``)
+    scope: int | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -355,6 +358,7 @@ class HandleTable:
                 if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
                     handle = self._handle(stmt.value, block, ctx)
                     if handle is not None:
+                        handle.scope = id(block)
                         for target in stmt.targets:
                             if isinstance(target, ast.Name):
                                 self.module.setdefault(target.id, []).append(handle)
@@ -376,6 +380,9 @@ class HandleTable:
         if handle is None:
             return
         func = ctx.enclosing(*_SCOPES)
+        parent = ctx.parent
+        if parent is (func if func is not None else ctx.tree):
+            handle.scope = id(parent)
         for target in node.targets:
             if isinstance(target, ast.Name) and func is None:
                 self.module.setdefault(target.id, []).append(handle)
@@ -407,7 +414,7 @@ class HandleTable:
         if not found:
             return None
         if len({(h.op, h.variant) for h in found}) != 1:
-            return None
+            return in_effect(found)
         return found[0]
 
     def is_handle(self, ctx: Context, callee: ast.expr, cls: str | None, _depth: int = 0) -> bool:
@@ -430,6 +437,16 @@ class HandleTable:
         return any(
             self.is_handle(ctx, inner, cls, _depth + 1) for wrapper in wrappers for inner in _wrapped(wrapper)
         )
+
+
+def in_effect(found: list[Handle]) -> Handle | None:
+    """The binding a later call sees among several of one name: the last, when every one is a straight-line
+    statement of the same body (a generated file re-declaring a module slot, an ``__init__`` re-binding
+    ``self.<attr>``); None when they are alternatives (branches) or in different bodies."""
+    scopes = {h.scope for h in found}
+    if len(scopes) != 1 or None in scopes:
+        return None
+    return max(found, key=lambda h: (h.call.lineno, h.call.col_offset))
 
 
 def self_attr(node: ast.AST) -> str | None:

@@ -1,11 +1,16 @@
-"""What a custom autograd backward computes its gradients from: the tensors the forward saved, followed through
-the backward's assignments, in-place calls and kernel launches into the values it returns (metadata reads such as
-``w.dtype`` or ``x.shape`` do not carry a value). Asked by NPU474."""
+"""What a custom autograd Function keeps for its backward and what the backward does with it: the one
+saved-for-backward analysis (``kept_for_backward``). Each value the forward keeps (``ctx.save_for_backward(...)``
+unpacked from ``ctx.saved_tensors``, or a ``ctx.<attr>`` it sets) is recorded with whether the backward reads it
+at all and whether the gradients it returns depend on its values: followed through the backward's assignments,
+in-place calls and kernel launches (metadata reads such as ``w.dtype`` or ``x.shape`` do not carry a value).
+NPU444 (a loss path's backward dropping a kept factor) asks the first, NPU474 (a norm's backward dropping its
+saved weight) the second."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 # attribute reads and methods that give a tensor's metadata, not its values
@@ -171,19 +176,110 @@ def saved_names(backward: ast.AST) -> list[ast.Name]:
     return out
 
 
-def unused_saved(cls: ast.ClassDef) -> Iterator[tuple[ast.Name, ast.FunctionDef]]:
-    """Saved tensors a Function's backward unpacks and never uses for the values of the gradients it returns."""
-    backward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "backward"), None)
-    if backward is None:
-        return
-    names = [n for n in saved_names(backward) if not n.id.startswith("_")]
-    if not names:
-        return
-    ctx = backward.args.args[0].arg if backward.args.args else "ctx"
-    for call in _own(backward):  # the context handed whole to a helper: what it reads is not visible here
-        if isinstance(call, ast.Call) and any(isinstance(a, ast.Name) and a.id == ctx for a in call.args):
-            return
-    sources = gradient_sources(backward)
-    for name in names:
-        if name.id not in sources:
-            yield name, backward
+@dataclass(frozen=True)
+class Kept:
+    """A value a Function's forward keeps for its backward."""
+
+    name: str  # the backward's name for a saved tensor (`w`), or `ctx.<attr>` for a context attribute
+    node: ast.AST  # the unpacked name in the backward, or the forward's assignment of the attribute
+    attribute: bool  # kept as a context attribute (`ctx.scale = ...`), not through `save_for_backward`
+    read: bool  # the backward reads it at all (a nested function of the backward included)
+    # the values of the gradients the backward returns depend on it; None when not known (an attribute, a tensor
+    # unpacked in a nested function, or a backward handing its context to a helper, whose reads are not visible)
+    gradient: bool | None
+    # when its values do not reach the gradients: the last statement of the backward that binds a value computed
+    # from it which the gradients never use (`w32 = weight.float()` left unused): where the value was dropped
+    dropped: ast.stmt | None = None
+
+
+def _ctx_name(func: ast.AST) -> str | None:
+    args = getattr(func, "args", None)
+    if args is None or not args.args:
+        return None
+    return args.args[0].arg
+
+
+def _unpacks(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], (ast.Tuple, ast.List))
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr in ("saved_tensors", "saved_variables")
+    )
+
+
+def kept_for_backward(cls: ast.ClassDef) -> list[Kept]:
+    """What ``cls``'s forward keeps for its backward and how the backward uses each (``Kept``); private names
+    (``_``-prefixed) of the unpacking are left out, as are the context's own flags (``needs_``/``mark_``/``set_``)."""
+    methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    fwd, bwd = methods.get("forward"), methods.get("backward")
+    if bwd is None:
+        return []
+    bctx = _ctx_name(bwd)
+    every = list(ast.walk(bwd))
+    loads = {n.id for n in every if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    own = {id(n) for n in _own(bwd)}
+    # the context handed whole to a helper: what it reads is not visible here
+    opaque = any(
+        isinstance(call, ast.Call)
+        and any(isinstance(a, ast.Name) and a.id == (bctx or "ctx") for a in call.args)
+        for call in _own(bwd)
+    )
+    sources: set[str] | None = None
+    out: list[Kept] = []
+    fctx = _ctx_name(fwd) if fwd is not None else None
+    if fwd is not None and fctx is not None and bctx is not None:
+        attrs = {
+            n.attr
+            for n in every
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == bctx
+        }
+        for n in ast.walk(fwd):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == fctx
+                        and not t.attr.startswith(("needs_", "mark_", "set_"))
+                    ):
+                        out.append(Kept(f"{fctx}.{t.attr}", n, True, t.attr in attrs, None))
+    for n in every:
+        if not _unpacks(n):
+            continue
+        for elt in n.targets[0].elts:  # type: ignore[attr-defined]
+            if not isinstance(elt, ast.Name) or elt.id.startswith("_"):
+                continue
+            gradient: bool | None = None
+            dropped: ast.stmt | None = None
+            if id(n) in own and not opaque:
+                if sources is None:
+                    sources = gradient_sources(bwd)
+                gradient = elt.id in sources
+                if not gradient:
+                    dropped = _dropped_at(bwd, elt.id, sources)
+            out.append(Kept(elt.id, elt, False, elt.id in loads, gradient, dropped))
+    return out
+
+
+def _dropped_at(bwd: ast.AST, name: str, sources: set[str]) -> ast.stmt | None:
+    """The last assignment in ``bwd`` that computes a value from ``name`` (its values, not its metadata) into a
+    name the returned gradients never depend on."""
+    found: ast.stmt | None = None
+    for stmt in _simple_statements(bwd):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = _targets(stmt)
+            if targets and not targets & sources and name in value_reads(stmt.value):
+                if found is None or stmt.lineno > found.lineno:
+                    found = stmt
+    return found
+
+
+def unused_saved(cls: ast.ClassDef) -> Iterator[tuple[ast.Name, ast.AST]]:
+    """Saved tensors a Function's backward unpacks and never uses for the values of the gradients it returns: (the
+    unpacked name, where its value was dropped: the last statement computing from it a value the gradients never
+    use, else the unpacked name)."""
+    for kept in kept_for_backward(cls):
+        if kept.gradient is False:
+            yield kept.node, kept.dropped or kept.node  # type: ignore[misc]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from npu_lint.core.astutil import call_name, copy_tree, int_value, last_name, nodes_of, str_value, walk
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.core.memo import Bounded
+from npu_lint.veomni.backward import kept_for_backward
 from npu_lint.veomni.upstream import device_move, same_node
 
 if TYPE_CHECKING:
@@ -761,13 +762,6 @@ def supervised_header_faults(func: ast.AST) -> Iterator[tuple[ast.AST, str]]:
 # Custom autograd functions: what the forward keeps for the backward
 
 
-def _ctx_name(func: ast.AST) -> str | None:
-    args = getattr(func, "args", None)
-    if args is None or not args.args:
-        return None
-    return args.args[0].arg
-
-
 def _gradient_site(bwd: ast.AST) -> ast.AST | None:
     """The first statement of a backward that reads its incoming gradient (where a lost factor belongs)."""
     args = bwd.args.args  # type: ignore[attr-defined]
@@ -784,48 +778,16 @@ def _gradient_site(bwd: ast.AST) -> ast.AST | None:
 def saved_but_unused(cls: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
     """In an autograd Function, values the forward keeps for the backward (`ctx.x = ...`, `ctx.save_for_backward(a,
     b)`) that the backward never reads: unpacked from `ctx.saved_tensors` and dropped, or a `ctx` attribute never
-    read. Yields (the backward's statement that uses the incoming gradient, else where the value is kept, the
-    name)."""
+    read (``backward.kept_for_backward``, the one saved-for-backward analysis). Yields (the backward's statement
+    that uses the incoming gradient, else where the value is kept, the name)."""
     methods = {f.name: f for f in cls.body if isinstance(f, _FUNCS)}
     fwd, bwd = methods.get("forward"), methods.get("backward")
-    if fwd is None or bwd is None:
-        return
-    fctx, bctx = _ctx_name(fwd), _ctx_name(bwd)
-    if fctx is None or bctx is None:
+    if fwd is None or bwd is None or not fwd.args.args or not bwd.args.args:
         return
     site = _gradient_site(bwd)
-    bwd_attrs = {
-        n.attr
-        for n in _walk(bwd)
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == bctx
-    }
-    loads = {n.id for n in _walk(bwd) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    # ctx attributes set in forward, never read in backward
-    for n in _walk(fwd):
-        if isinstance(n, ast.Assign):
-            for t in n.targets:
-                if (
-                    isinstance(t, ast.Attribute)
-                    and isinstance(t.value, ast.Name)
-                    and t.value.id == fctx
-                    and t.attr not in bwd_attrs
-                    and not t.attr.startswith(("needs_", "mark_", "set_"))
-                ):
-                    yield site or n, f"{fctx}.{t.attr}"
-    # saved tensors unpacked in backward, never read
-    for n in _walk(bwd):
-        if not (
-            isinstance(n, ast.Assign)
-            and len(n.targets) == 1
-            and isinstance(n.targets[0], (ast.Tuple, ast.List))
-        ):
-            continue
-        v = n.value
-        if not (isinstance(v, ast.Attribute) and v.attr in ("saved_tensors", "saved_variables")):
-            continue
-        for elt in n.targets[0].elts:
-            if isinstance(elt, ast.Name) and not elt.id.startswith("_") and elt.id not in loads:
-                yield site or elt, elt.id
+    for kept in kept_for_backward(cls):
+        if not kept.read:
+            yield site or kept.node, kept.name
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -323,13 +323,102 @@ class KernelFunction:
 _NAME_WORDS = (("qwen3_5", OFFSET), ("gemma", OFFSET), ("offset", OFFSET), ("zero_centered", OFFSET))
 
 
-def function_kernel(func: ast.FunctionDef) -> KernelFunction:
-    """A function read as an RMSNorm kernel: what it does with the weight it is given (or the module's)."""
-    return _function_contract(func)
+def function_kernel(
+    func: ast.FunctionDef, module: ast.Module | None = None, flags: dict[str, object] | None = None
+) -> KernelFunction:
+    """A function read as an RMSNorm kernel: what it does with the weight it is given (or the module's).
+
+    ``module``: the module defining it, whose functions it may hand the weight to (``_centered(gamma)`` returning
+    ``1.0 + w``). ``flags``: the keyword values a binding fixes (``functools.partial(kernel, zero_centered=True)``;
+    ``{}`` for the function bound as it is, its defaults): a ``1 + weight`` under a branch on a parameter is then
+    judged by the branch that runs. None (nothing known of the binding) counts any offset."""
+    return _function_contract(func, module, flags)
 
 
-def _function_contract(func: ast.FunctionDef) -> KernelFunction:
-    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+def _params(func: ast.FunctionDef | ast.Lambda) -> list[str]:
+    return [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+
+
+def _param_values(func: ast.FunctionDef, flags: dict[str, object]) -> dict[str, object]:
+    """Each parameter's value under a binding: the bound keyword, else its literal default."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    values: dict[str, object] = {}
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+        if isinstance(default, ast.Constant):
+            values[arg.arg] = default.value
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        if isinstance(default, ast.Constant):
+            values[arg.arg] = default.value
+    values.update(flags)
+    return values
+
+
+_UNKNOWN = object()
+
+
+def _truth(test: ast.AST, values: dict[str, object]) -> object:
+    """The truth of a branch test on the function's parameters (``zero_centered``, ``not offset``, ``a and b``),
+    or ``_UNKNOWN``."""
+    if isinstance(test, ast.Name):
+        return bool(values[test.id]) if test.id in values else _UNKNOWN
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, values)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_truth(v, values) for v in test.values]
+        want = isinstance(test.op, ast.Or)
+        if want in parts:
+            return want
+        return _UNKNOWN if _UNKNOWN in parts else not want
+    return _UNKNOWN
+
+
+def _live_nodes(func: ast.FunctionDef, flags: dict[str, object] | None) -> list[ast.AST]:
+    """The nodes of ``func`` (``ast.walk`` order is not kept) that run under ``flags``: a branch on a parameter
+    whose value the binding fixes keeps only the side taken."""
+    if flags is None:
+        return _walk(func)
+    values = _param_values(func, flags)
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [func]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, (ast.If, ast.IfExp)):
+            truth = _truth(node.test, values)
+            if truth is not _UNKNOWN:
+                stack.append(node.test)
+                taken = node.body if truth else node.orelse
+                stack.extend(taken if isinstance(taken, list) else [taken])
+                continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _helper_offsets(module: ast.Module | None) -> dict[str, set[int]]:
+    """Module-level functions that add 1 to one of their parameters and return it (``def _centered(w): return
+    1.0 + w.float()``): name -> the positions of those parameters."""
+    out: dict[str, set[int]] = {}
+    for stmt in module.body if module is not None else ():
+        if not isinstance(stmt, ast.FunctionDef):
+            continue
+        params = _params(stmt)
+        for node in _walk(stmt):
+            if isinstance(node, ast.Return) and node.value is not None:
+                operand = _plus_one(_strip_casts(node.value))
+                operand = _strip_casts(operand) if operand is not None else None
+                if isinstance(operand, ast.Name) and operand.id in params:
+                    out.setdefault(stmt.name, set()).add(params.index(operand.id))
+    return out
+
+
+def _function_contract(
+    func: ast.FunctionDef, module: ast.Module | None = None, flags: dict[str, object] | None = None
+) -> KernelFunction:
+    params = _params(func)
     first = params[0] if params else ""
     module_attrs = frozenset(
         n.attr
@@ -338,15 +427,24 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
     )
     method_style = "weight" in module_attrs
     weight_param = next((p for p in params if "weight" in p), params[1] if len(params) > 1 else None)
+    nodes = _live_nodes(func, flags)
+    # locals bound to the weight as it is, or cast (`g = gamma.float()`): an offset added to one is the weight's
+    aliases: set[str] = set()
+    for node in nodes:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _is_weight_ref(_strip_casts(node.value), method_style, first, weight_param, aliases)
+        ):
+            aliases.add(node.targets[0].id)
 
     def is_weight(node: ast.AST) -> bool:
-        node = _strip_casts(node)
-        if method_style:
-            return _named_attr(node, first, "weight")
-        return isinstance(node, ast.Name) and node.id == weight_param
+        return _is_weight_ref(_strip_casts(node), method_style, first, weight_param, aliases)
 
+    helpers = _helper_offsets(module) if module is not None else {}
     offset = used = False
-    for node in _walk(func):
+    for node in nodes:
         if _liger_offset(
             node
         ):  # Liger's functional RMSNorm adds its literal `offset` (1) to the weight itself
@@ -354,9 +452,20 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
         operand = _plus_one(node)
         if operand is not None and is_weight(operand):
             offset = True
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Add)
+            and _is_one(node.value)
+            and isinstance(node.target, ast.Name)
+            and node.target.id in aliases
+        ):
+            offset = True  # `g = gamma.float(); g += 1.0`
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers:
+            if any(i < len(node.args) and is_weight(node.args[i]) for i in helpers[node.func.id]):
+                offset = True  # `_centered(gamma)`, a helper of the module returning `1.0 + w`
         if is_weight(node) and not isinstance(node, ast.Call):
             used = True
-    raises_on_weight = any(isinstance(n, ast.Raise) for n in _walk(func)) and not offset
+    raises_on_weight = any(isinstance(n, ast.Raise) for n in nodes) and not offset
     if offset:
         contract: str | None = OFFSET
     elif used and raises_on_weight and not method_style:
@@ -372,6 +481,14 @@ def _function_contract(func: ast.FunctionDef) -> KernelFunction:
     return KernelFunction(
         func.name, contract, method_style, module_attrs if method_style else frozenset(), calls_rms
     )
+
+
+def _is_weight_ref(
+    node: ast.AST, method_style: bool, first: str, weight_param: str | None, aliases: set[str]
+) -> bool:
+    if method_style:
+        return _named_attr(node, first, "weight") or (isinstance(node, ast.Name) and node.id in aliases)
+    return isinstance(node, ast.Name) and (node.id == weight_param or node.id in aliases)
 
 
 def _liger_offset(node: ast.AST) -> bool:
@@ -402,13 +519,16 @@ def _kernel_functions_at(path: str, state: tuple[int, int, int]) -> dict[str, Ke
     tree = _tree_of(path)
     if tree is None:
         return {}
-    return {s.name: _function_contract(s) for s in tree.body if isinstance(s, ast.FunctionDef)}
+    return {s.name: _function_contract(s, tree) for s in tree.body if isinstance(s, ast.FunctionDef)}
 
 
-def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
+def kernel_function(
+    dotted: str, anchor: str | None, flags: dict[str, object] | None = None
+) -> KernelFunction | None:
     """The RMSNorm kernel function ``dotted`` (``veomni.ops.kernels.rms_norm.npu.qwen3_5_rms_norm_forward_npu``)
     as the tree holding ``anchor`` defines it: read from the kernel module's source (never imported). Without
-    the tree's source, its contract is read from the words of its name (``qwen3_5_``/``gemma``: offset)."""
+    the tree's source, its contract is read from the words of its name (``qwen3_5_``/``gemma``: offset).
+    ``flags``: the keywords a binding fixes (see ``function_kernel``)."""
     module, _, name = dotted.rpartition(".")
     if not module.startswith("veomni.ops.kernels"):
         return None
@@ -423,6 +543,20 @@ def kernel_function(dotted: str, anchor: str | None) -> KernelFunction | None:
                 st = None
             if st is not None:
                 found = _kernel_functions_at(path, (st.st_size, st.st_mtime_ns, st.st_ino)).get(name)
+                if found is not None and flags is not None:
+                    tree = _tree_of(path)
+                    func = next(
+                        (
+                            f
+                            for f in getattr(tree, "body", ())
+                            if isinstance(f, ast.FunctionDef) and f.name == name
+                        ),
+                        None,
+                    )
+                    if func is not None:
+                        found = dataclasses.replace(
+                            found, contract=_function_contract(func, tree, flags).contract
+                        )
                 if found is not None:
                     if not found.rms and "rms_norm" in module:
                         return dataclasses.replace(found, rms=True)

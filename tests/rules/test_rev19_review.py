@@ -291,11 +291,6 @@ def _lines_409(tmp_path, kernel: str) -> list[int]:
     return _lines(tmp_path, files, "veomni/ops/kernels/norms/rms_norm/npu.py", "NPU409")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NPU409: the kernel's contract is read in npu_lint/veomni/norms.py (shared by the RMSNorm rules), which "
-    "takes any `1 + weight` as the offset contract, a flag-guarded one too; the fix belongs there",
-)
 def test_npu409_flag_guarded_offset_serves_both_rows(tmp_path) -> None:
     kernel = _KERNEL_409.format(
         weight="weight.float().add(1.0).to(weight.dtype) if zero_centered else weight"
@@ -355,11 +350,6 @@ _OFFSET_BODIES_409 = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NPU409: `g += 1.0` and a module helper returning `1.0 + w` are not read as the offset; the kernel "
-    "contract is read in npu_lint/veomni/norms.py (_function_contract, shared by the RMSNorm rules)",
-)
 @pytest.mark.parametrize("shape", sorted(_OFFSET_BODIES_409))
 def test_npu409_offset_spelled_by_augmented_assignment_or_helper(tmp_path, shape: str) -> None:
     from tests.rules.test_r17_vendor_kernel_contracts import _lines, _offset_kernel

@@ -527,6 +527,14 @@ def first_report(rule: Rule, where: ast.AST) -> bool:
     return True
 
 
+def norm_code(ctx: Context) -> bool:
+    """The files the RMSNorm variant rules read: model code, and the tree's kernel modules that define norm modules,
+    kernel wrappers or forwards (``veomni/ops/kernels/rms_norm/...``, ``npu_rms_norm_gated.py``)."""
+    return ctx.source.kind.model_code or (
+        ctx.source.kind.kernel and not ctx.source.kind.test and "rms_norm" in ctx.source.text
+    )
+
+
 class _RmsNormCalls(Rule):
     """Collects handle declarations and RMSNorm handle calls; subclasses judge them in ``finish``.
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.diagnostics import Applicability
-from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.base import Context, Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _assigned_in,
     _RmsNormCalls,
+    norm_code,
     offset_inner,
     offset_raw,
     weight_argument,
@@ -30,6 +31,7 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
         "runs, the loss is just wrong. This happens when OpSlot-era Gemma 3 code, which passed `1.0 + w` to a "
         "`standard` slot, is moved to the `offset` variant without dropping the 1."
         " A kernel function of the tree that adds 1 to the weight it is given (read from its source) is an offset kernel too."
+        " The tree's kernel modules that mention `rms_norm` (in-tree wrappers, `veomni/ops/kernels/...`) are read as model code is."
     )
     bad = (
         Example(
@@ -205,6 +207,10 @@ class OffsetRmsNormDoubleApplication(_RmsNormCalls):
         "`(1 + w).to(d)` -> `w.to(d)`; a variable is replaced at the call by the raw expression it was built "
         "from), which is what the `offset` kernel expects. The variable itself is left for other uses."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return norm_code(ctx)
 
     def finish(self) -> None:
         ctx = self.ctx

@@ -41,6 +41,7 @@ class OffsetRmsNormDropped(_RmsNormCalls):
         " The weight's initialisation may be a fill: a parameter created empty and filled by `nn.init.zeros_`/`ones_`/`constant_`, `.zero_()` or `.fill_()` (in `__init__` or another method of the class) counts as zeros or ones; a vendor kernel reached through a helper function of the file (`def _npu_norm(x, w, eps)`, or `(module, x)`) is judged like the kernel, and torch_npu's `gamma=` keyword is read as the weight."
         " torch's own `F.rms_norm(x, shape, weight, eps)` is a standard kernel (weight third, eps fourth)."
         " Forwards a device patch installs for its target norm (a factory's inner forward, a `replace_forward` backend entry naming a kernel of the tree) are read against that class too."
+        " A handle declared twice in one body (a generated file re-declaring its module slot after a model-specific block, an `__init__` re-binding `self.<attr>`) is judged by its last straight-line declaration, the one every later call sees; declarations under a branch are alternatives and are not judged."
     )
     bad = (
         Example(

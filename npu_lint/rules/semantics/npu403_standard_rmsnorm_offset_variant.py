@@ -6,8 +6,14 @@ import ast
 
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules._handles import call_arg
-from npu_lint.rules.base import Example
-from npu_lint.rules.semantics._shared import _RmsNormCalls, raw_weight_attr, receiver_of, weight_argument
+from npu_lint.rules.base import Context, Example
+from npu_lint.rules.semantics._shared import (
+    _RmsNormCalls,
+    norm_code,
+    raw_weight_attr,
+    receiver_of,
+    weight_argument,
+)
 
 
 class StandardRmsNormOffsetVariant(_RmsNormCalls):
@@ -28,6 +34,7 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         " Kernel functions of the tree (`veomni.ops.kernels...`) are read from their source: one that adds 1 to the weight it is given (or, method-style, to the module's weight) is an offset kernel."
         " A norm class replaced by another model's norm class (transformers', or the tree's own, read from source) is judged by that class's contract."
         " Liger's functional RMSNorm adds its `offset` argument: a literal 1 makes it an offset kernel, 0 (or none, the default) a standard one."
+        " A handle declared twice in one body is judged by its last straight-line declaration; the tree's kernel modules that mention `rms_norm` (in-tree wrappers, `veomni/ops/kernels/...`) are read as model code is."
     )
     bad = (
         Example(
@@ -194,6 +201,10 @@ class StandardRmsNormOffsetVariant(_RmsNormCalls):
         "one, named as the tree's registry names it. Offered only when every call of that handle in the file "
         "passes a ones-initialised weight raw, and the declaration is a literal in this file."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return norm_code(ctx)
 
     def finish(self) -> None:
         for node, target, dotted, contract, mine in self.external_rms():

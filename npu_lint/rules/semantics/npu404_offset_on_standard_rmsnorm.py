@@ -7,11 +7,12 @@ import functools
 import os
 
 from npu_lint.core.diagnostics import Applicability
-from npu_lint.rules.base import Example, make_fix
+from npu_lint.rules.base import Context, Example, make_fix
 from npu_lint.rules.semantics._shared import (
     _assigned_in,
     _RmsNormCalls,
     eager_weight_products,
+    norm_code,
     offset_inner,
     offset_raw,
     raw_weight_attr,
@@ -51,6 +52,7 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "upstream class of a generated copy starts at zeros) whose weight a class `__init__` or the model's "
         "`_init_weights` (`init.ones_(module.weight)` under `isinstance(module, XRMSNorm)`) sets to ones scales "
         "every normalised activation by 2 in a fresh or partly loaded model (`norms.weight_init_faults`)."
+        " The tree's kernel modules that mention `rms_norm` (in-tree wrappers, `veomni/ops/kernels/...`) are read as model code is."
     )
     bad = (
         Example(
@@ -208,6 +210,10 @@ class OffsetOnStandardRmsNorm(_RmsNormCalls):
         "Unsafe (changes the numerics, to the intended ones): the argument becomes the raw weight. Unsafe "
         "because a checkpoint trained with the wrong scale would change behaviour."
     )
+
+    @classmethod
+    def applies_to(cls, ctx: Context) -> bool:
+        return norm_code(ctx)
 
     def finish(self) -> None:
         ctx = self.ctx

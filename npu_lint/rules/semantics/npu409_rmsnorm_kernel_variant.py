@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import os
 
-from npu_lint.core.astutil import call_arg, module_package, nodes_of, resolve_relative, str_value
+from npu_lint.core.astutil import call_arg, last_name, module_package, nodes_of, resolve_relative, str_value
 from npu_lint.core.astutil import walk as _walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.norms import function_kernel, kernel_function, rms_variant_contract
@@ -62,30 +62,47 @@ def _function_of(
 
 def _factory_result(
     factory: ast.FunctionDef, tree: ast.Module, path: str, module_imports: dict[str, str]
-) -> tuple[str | None, ast.AST | None]:
+) -> tuple[str | None, ast.AST | None, dict[str, object]]:
     """What a KernelSpec factory returns: `from .npu import fn; return fn` -> the dotted name of `fn`; a function
-    of the same module -> its def."""
+    of the same module -> its def; `return functools.partial(fn, zero_centered=True)` -> `fn` and the keywords."""
     imports = {**module_imports, **_imports(factory, path)}
     nested = {s.name: s for s in factory.body if isinstance(s, ast.FunctionDef)}
     for node in _walk(factory):
         if isinstance(node, ast.Return) and node.value is not None:
-            value = node.value
+            value, flags = _partial(node.value)
             if isinstance(value, ast.Name) and value.id in nested:
-                return None, nested[
-                    value.id
-                ]  # a kernel the factory defines (a closure over Liger's function)
+                return (
+                    None,
+                    nested[value.id],
+                    flags,
+                )  # a kernel the factory defines (a closure over Liger's function)
             if isinstance(value, ast.Name) and value.id not in imports:
-                return _function_of(value, tree, imports)
-            return _dotted(value, imports), None
-    return None, None
+                return (*_function_of(value, tree, imports), flags)
+            return _dotted(value, imports), None, flags
+    return None, None, {}
 
 
-def registered_rms_rows(
-    tree: ast.Module, path: str
-) -> list[tuple[str, ast.expr, str | None, ast.AST | None]]:
+def _partial(node: ast.expr) -> tuple[ast.expr, dict[str, object]]:
+    """A row's callable and the keywords its binding fixes: ``functools.partial(kernel, zero_centered=True)`` ->
+    (``kernel``, ``{"zero_centered": True}``); a plain name -> (it, ``{}``: its defaults)."""
+    if (
+        isinstance(node, ast.Call)
+        and last_name(node.func) == "partial"
+        and node.args
+        and len(node.args) == 1
+        and all(k.arg is not None and isinstance(k.value, ast.Constant) for k in node.keywords)
+    ):
+        return node.args[0], {k.arg: k.value.value for k in node.keywords}  # type: ignore[union-attr, misc]
+    return node, {}
+
+
+Row = tuple[str, ast.expr, "str | None", "ast.AST | None", dict[str, object]]
+
+
+def registered_rms_rows(tree: ast.Module, path: str) -> list[Row]:
     """The rms_norm rows of a registering module binding a variant to a function: (variant, the argument naming the
-    function, its dotted name, or its def in the same file)."""
-    out: list[tuple[str, ast.expr, str | None, ast.AST | None]] = []
+    function, its dotted name, or its def in the same file, the keywords a ``functools.partial`` binding fixes)."""
+    out: list[Row] = []
     imports = _imports(tree, path)
     for call in nodes_of(tree, ast.Call):
         name = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", None)
@@ -97,9 +114,10 @@ def registered_rms_rows(
             if variant is None or not isinstance(factory, ast.Name):
                 continue
             dotted, local = _function_of(factory, tree, imports)
+            flags: dict[str, object] = {}
             if isinstance(local, ast.FunctionDef):
-                dotted, local = _factory_result(local, tree, path, imports)
-            out.append((variant, factory, dotted, local))
+                dotted, local, flags = _factory_result(local, tree, path, imports)
+            out.append((variant, factory, dotted, local, flags))
         elif name in ("register_op", "register_kernel"):
             if str_value(call_arg(call, 0, "op")) != "rms_norm":
                 continue
@@ -110,17 +128,25 @@ def registered_rms_rows(
                 node = call_arg(call, index, keyword)
                 if node is None:
                     continue
-                dotted, local = _function_of(node, tree, imports)
-                out.append((variant, node, dotted, local))
+                target, flags = _partial(node)
+                dotted, local = _function_of(target, tree, imports)
+                out.append((variant, node, dotted, local, flags))
     return out
 
 
-def _contract_of(dotted: str | None, local: ast.AST | None, anchor: str, variants: set[str]) -> str | None:
+def _contract_of(
+    dotted: str | None,
+    local: ast.AST | None,
+    anchor: str,
+    variants: set[str],
+    flags: dict[str, object],
+    module: ast.Module | None = None,
+) -> str | None:
     if isinstance(local, ast.FunctionDef):
-        return function_kernel(local).contract
+        return function_kernel(local, module, flags).contract
     if dotted is None:
         return None
-    found = kernel_function(dotted, anchor)
+    found = kernel_function(dotted, anchor, flags)
     if found is not None and found.contract is not None:
         return found.contract
     # not on disk: the package the row imports it from names a variant (`rms_norm.standard.npu.forward`)
@@ -272,9 +298,9 @@ class RmsNormKernelVariant(Rule):
         seen: set[int] = set()
         rows = registered_rms_rows(ctx.tree, path)
         variants = {v for v, *_ in rows}
-        for variant, node, dotted, local in rows:
+        for variant, node, dotted, local, flags in rows:
             want = rms_variant_contract(None, variant)
-            got = _contract_of(dotted, local, path, variants)
+            got = _contract_of(dotted, local, path, variants, flags, ctx.tree)
             if want is None or got is None or want == got or id(node) in seen:
                 continue
             if want == "unweighted" and got == "standard" and _forwards_weight(local):
@@ -336,14 +362,14 @@ class RmsNormKernelVariant(Rule):
             parsed = load_file(other)
             if parsed is None or parsed.tree is None or "rms_norm" not in parsed.text:
                 continue
-            for variant, _node, dotted, _local in registered_rms_rows(parsed.tree, other):
+            for variant, _node, dotted, _local, flags in registered_rms_rows(parsed.tree, other):
                 if dotted is None or dotted.rpartition(".")[0] != module:
                     continue
                 func = functions.get(dotted.rpartition(".")[2])
                 if func is None:
                     continue
                 want = rms_variant_contract(None, variant)
-                got = function_kernel(func).contract
+                got = function_kernel(func, ctx.tree, flags).contract
                 if want is None or got is None or want == got:
                     continue
                 self.report(

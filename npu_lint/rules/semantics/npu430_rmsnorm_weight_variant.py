@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HANDLES, HandleCalls, call_arg, str_value
+from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import weight_argument
 
@@ -29,7 +29,9 @@ class RmsNormWeightVariant(Rule):
         "gamma tensor, so a handle declared with a weighted variant and called with `weight=None` fails on "
         "Ascend (or silently picks another path) while eager works; the reverse drops a trained weight. The "
         "handle's declaration (module-level slot, post-import block, `self.<attr>` handle, or a local) and "
-        "its calls are read from the file itself; the finding sits on the declaration when this file holds it."
+        "its calls are read from the file itself; the finding sits on the declaration when this file holds it and every "
+        "call contradicts it, and on each odd call when the handle's other calls agree with its variant (one "
+        "`standard` slot shared by the weighted norms and a weight-less one that should use its own slot)."
     )
     bad = (
         Example(
@@ -111,35 +113,59 @@ class RmsNormWeightVariant(Rule):
         self.calls.visit(node)
 
     def finish(self) -> None:
-        reported: set[int] = set()
+        # per handle: its calls that pass a weight argument, and those whose weight contradicts the variant
+        calls: dict[int, list[tuple[ast.Call, ast.expr | None, bool]]] = {}
+        handles: dict[int, Handle] = {}
         for call, handle, _func in self.calls.resolved():
-            variant = handle.raw_variant
-            if variant is None or id(handle.call) in reported:
+            if handle.raw_variant is None:
                 continue
             weight = weight_argument(call)
             if weight is None and len(call.args) < 2:
                 continue  # the weight is not passed positionally or by name here: nothing to compare
-            unweighted = variant == _UNWEIGHTED
-            if unweighted == (weight is None or _is_none(weight)):
+            unweighted = handle.raw_variant == _UNWEIGHTED
+            wrong = unweighted != (weight is None or _is_none(weight))
+            handles[id(handle.call)] = handle
+            calls.setdefault(id(handle.call), []).append((call, weight, wrong))
+        for key, found in calls.items():
+            handle = handles[key]
+            wrong = [(call, weight) for call, weight, bad in found if bad]
+            if not wrong:
                 continue
-            reported.add(id(handle.call))
-            name = self.ctx.source.segment(call.func)
-            op = (
-                str_value(call_arg(handle.call, 0, "op_name" if handle.kind == "OpSlot" else "op"))
-                or "rms_norm"
+            if len(wrong) == len(found):
+                # every call contradicts the declared variant: the declaration is the defect (reported there once)
+                call, weight = wrong[0]
+                self.report(self.calls.where(handle), self._message(handle, call, weight))
+                continue
+            for (
+                call,
+                weight,
+            ) in wrong:  # the other calls agree with the declaration: these calls are the odd ones
+                self.report(call, self._message(handle, call, weight, odd=True))
+
+    def _message(self, handle: Handle, call: ast.Call, weight: ast.expr | None, odd: bool = False) -> str:
+        variant = handle.raw_variant
+        name = self.ctx.source.segment(call.func)
+        op = str_value(call_arg(handle.call, 0, "op_name" if handle.kind == "OpSlot" else "op")) or "rms_norm"
+        declared = f'`{handle.kind}("{op}", "{variant}")`'
+        line = call.lineno
+        if variant == _UNWEIGHTED:
+            fix = (
+                "call the weighted handle the file declares for this norm"
+                if odd
+                else "declare the weighted variant the norm's eager path uses"
             )
-            declared = f'`{handle.kind}("{op}", "{variant}")`'
-            line = call.lineno
-            if unweighted:
-                message = (
-                    f"`{name}` is declared as {declared}, the variant without a weight, but line {line} passes it "
-                    f"`{self.ctx.source.segment(weight)}`: the kernel ignores the trained weight; declare the "
-                    "weighted variant the norm's eager path uses"
-                )
-            else:
-                message = (
-                    f"`{name}` is declared as {declared}, which multiplies by a weight, but line {line} calls it "
-                    f"with no weight (`None`): the weighted NPU kernel needs a gamma tensor, so this norm fails "
-                    f'on Ascend (or takes another path than eager); declare it as the "{_UNWEIGHTED}" variant'
-                )
-            self.report(self.calls.where(handle), message)
+            return (
+                f"`{name}` is declared as {declared}, the variant without a weight, but line {line} passes it "
+                f"`{self.ctx.source.segment(weight) if weight is not None else ''}`: the kernel ignores the trained "
+                f"weight; {fix}"
+            )
+        fix = (
+            f'call a handle declared with the "{_UNWEIGHTED}" variant (the other calls of `{name}` pass a weight)'
+            if odd
+            else f'declare it as the "{_UNWEIGHTED}" variant'
+        )
+        return (
+            f"`{name}` is declared as {declared}, which multiplies by a weight, but line {line} calls it with no "
+            f"weight (`None`): the weighted NPU kernel needs a gamma tensor, so this norm fails on Ascend (or takes "
+            f"another path than eager); {fix}"
+        )

@@ -30,6 +30,7 @@ class NormBackwardDropsWeight(Rule):
         "through its assignments, in-place calls and kernel launches; a saved weight (`weight`, `gamma`, "
         "`scale`, `w`) that none of them reads for its values (a read of `weight.dtype` or a cast bound and "
         "never read does not count) is reported, in any region (ops/kernels, a model file, a spec)."
+        " Reported where the weight's value was dropped: the last statement computing from it a value the gradients never use (`w32 = weight.float()` left unused), else its unpacking."
     )
     bad = (
         Example(
@@ -97,11 +98,11 @@ class NormBackwardDropsWeight(Rule):
             return
         if "norm" not in node.name.lower() and "norm" not in self.ctx.source.path.lower():
             return
-        for name, _backward in unused_saved(node):
+        for name, where in unused_saved(node):
             if not _WEIGHT.search(name.id) or _NOT_WEIGHT.search(name.id):
                 continue
             self.report(
-                name,
+                where,
                 f"`{node.name}.backward` unpacks the saved `{name.id}` and never uses its values for the gradients "
                 "it returns: the forward scales the normalised input by it, so the input gradient must too "
                 f"(`grad * {name.id}`); every layer below this norm gets a wrong gradient",
