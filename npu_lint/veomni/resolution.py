@@ -603,6 +603,7 @@ def default_backends(root: str) -> dict[tuple[str, str], tuple[str, int, str]]:
 # -- the NPU host's view of implementation-name code -------------------------------------------------------------
 
 NPU_NAME = "<npu>"  # the NPU implementation name of an op whose NPU default is not spelled out here
+NONE = "<none>"  # Python's None, as a parameter left at its default holds it (``default_env``)
 _NPU_PREDICATE = re.compile(r"(?i)^(is_(torch_)?npu(_is)?_available|is_npu|npu_available|on_npu|use_npu)$")
 _CUDA_PREDICATE = re.compile(r"(?i)^(is_(torch_)?cuda_available|is_cuda|cuda_available)$")
 _CONFIG_WORDS = ("config", "cfg")
@@ -680,6 +681,15 @@ class NpuHost:
             return a if a == b else _UNKNOWN
         if isinstance(node, ast.Call):
             return self._call(node, env)
+        if isinstance(node, ast.BoolOp):  # ``npu_as or "eager"``: the first operand that is true (the last)
+            got = _UNKNOWN
+            for operand in node.values:
+                got = self.value(operand, env)
+                if got.value is None:
+                    return _UNKNOWN
+                if (got.value not in (NONE, "")) == isinstance(node.op, ast.Or):
+                    return got
+            return got
         return _UNKNOWN
 
     def _call(self, node: ast.Call, env: dict[str, HostValue]) -> HostValue:
@@ -729,6 +739,19 @@ class NpuHost:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             decided, dep = self.test(node.operand, env)
             return (None if decided is None else not decided), dep
+        if isinstance(node, ast.Name) and env.get(node.id, _UNKNOWN).value == NONE:
+            return False, False  # a parameter left at its default None
+        if (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None
+        ):
+            left = self.value(node.left, env)
+            if left.value is None:
+                return None, False
+            return (left.value == NONE) == isinstance(node.ops[0], ast.Is), left.npu
         if isinstance(node, ast.BoolOp):
             results = [self.test(v, env) for v in node.values]
             is_and = isinstance(node.op, ast.And)
@@ -795,6 +818,28 @@ def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
             continue
         env[name] = got
     return env
+
+
+def default_env(func: ast.AST) -> dict[str, HostValue]:
+    """A function's parameters that default to None or a string and are never rebound in its body, as a call that
+    leaves them out sees them (``npu_as: str | None = None`` holds :data:`NONE`)."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    args = func.args
+    pairs = list(zip(reversed(args.posonlyargs + args.args), reversed(args.defaults), strict=False))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    rebound = {
+        n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+    }
+    out: dict[str, HostValue] = {}
+    for arg, default in pairs:
+        if arg.arg in rebound or not isinstance(default, ast.Constant):
+            continue
+        if default.value is None:
+            out[arg.arg] = HostValue(NONE)
+        elif isinstance(default.value, str):
+            out[arg.arg] = HostValue(default.value)
+    return out
 
 
 # -- what a handle asks for on an NPU host ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch.npu212_npu_fallback_incomplete import _is_fallback_table
 from npu_lint.rules.dispatch.npu216_npu_fallback_gpu_row import field_ops
 from npu_lint.veomni.catalog import NPU
-from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, host_env, names_npu
+from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, default_env, host_env, names_npu
 
 
 def _eager(node: ast.AST | None) -> bool:
@@ -32,6 +32,22 @@ def _npu_with_eager(test: ast.expr) -> str | None:
     if "eager" not in literals:
         return None
     return next((lit for lit in literals if names_npu(lit)), None)
+
+
+def _defaulted_eager(value: ast.expr | None, host: NpuHost | None, env: dict[str, HostValue] | None) -> str:
+    """The parameters (``npu_as``), as words, whose defaults make ``value`` the string ``eager``
+    (``npu_as if npu_as is not None else "eager"``, ``npu_as or "eager"``, ``npu_as`` defaulting to ``"eager"``);
+    "" when it is not eager that way."""
+    if value is None or host is None or not env or host.value(value, env).value != "eager":
+        return ""
+    used = sorted(
+        {
+            n.id
+            for n in ast.walk(value)
+            if isinstance(n, ast.Name) and n.id in env and not env[n.id].npu and env[n.id].value is not None
+        }
+    )
+    return " and ".join(f"`{name}`" for name in used)
 
 
 class NpuSelectionForcedEager(Rule):
@@ -149,7 +165,8 @@ class NpuSelectionForcedEager(Rule):
             for node in nodes_of(func, ast.If, ast.IfExp):
                 assert isinstance(node, (ast.If, ast.IfExp))
                 if env is None:
-                    env = host_env(func, host)
+                    # parameters at their defaults (``npu_as=None``): what a call that leaves them out gets
+                    env = {**default_env(func), **host_env(func, host)}
                 decided, dep = host.test(node.test, env)
                 if decided is None or not dep:
                     self._grouped_with_eager(node)
@@ -158,7 +175,7 @@ class NpuSelectionForcedEager(Rule):
                     continue
                 if isinstance(node, ast.IfExp) and self._inverted_choice(node, host, env):
                     continue
-                what = self._eager_path(node, decided)
+                what = self._eager_path(node, decided, host, env)
                 if what is None:
                     continue
                 reason = self._reason(node.test, env, host)
@@ -234,7 +251,12 @@ class NpuSelectionForcedEager(Rule):
                 )
 
     @staticmethod
-    def _eager_path(node: ast.If | ast.IfExp, decided: bool) -> str | None:
+    def _eager_path(
+        node: ast.If | ast.IfExp,
+        decided: bool,
+        host: NpuHost | None = None,
+        env: dict[str, HostValue] | None = None,
+    ) -> str | None:
         if isinstance(node, ast.IfExp):
             chosen = node.body if decided else node.orelse
             return "is `'eager'`" if _eager(chosen) else None
@@ -242,9 +264,14 @@ class NpuSelectionForcedEager(Rule):
         for stmt in block:
             if isinstance(stmt, ast.Assign) and _eager(stmt.value):
                 return f"sets `{ast.unparse(stmt.targets[0])}` to `'eager'`"
+            if isinstance(stmt, ast.Assign) and (defaulted := _defaulted_eager(stmt.value, host, env)):
+                return f"sets `{ast.unparse(stmt.targets[0])}` to `'eager'` in every call that leaves out {defaulted}"
             if isinstance(stmt, ast.Return):
                 if _eager(stmt.value):
                     return "returns `'eager'`"
+                defaulted = _defaulted_eager(stmt.value, host, env)
+                if defaulted:
+                    return f"returns `'eager'` to every call that leaves out {defaulted}"
                 if (
                     stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
                 ) and (_names_eager(node.test)):

@@ -3,35 +3,35 @@
 from __future__ import annotations
 
 import ast
+import os
 
-from npu_lint.core.astutil import walk
+from npu_lint.core.astutil import nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.registration import device_module, device_probe, static_false
+from npu_lint.veomni.registration import (
+    HOSTS,
+    Reached,
+    device_module_ref,
+    device_reach,
+    host_holds,
+    probe_names,
+)
+
+_DEVICE = {"npu": "Ascend", "gpu": "GPU"}
+_MODULE = {"npu": "NPU", "gpu": "GPU"}
+_OTHER = {"npu": "gpu", "gpu": "npu"}
 
 
-def _device_modules(stmts: list[ast.stmt]) -> set[str]:
-    """The device suffixes (``npu`` / ``gpu``) of the modules a branch imports: ``from .generated.x_npu import``
-    and ``from .generated import x_gpu as gen``."""
-    found: set[str] = set()
-    for stmt in stmts:
-        for sub in walk(stmt):
-            if isinstance(sub, ast.ImportFrom):
-                device = device_module(sub)
-                if device is not None:
-                    found.add(device)
-    return found
-
-
-def _narrowed(test: ast.expr) -> tuple[str, bool, ast.expr] | None:
-    """A test joining a device probe with an operand that is not one (nor ``TYPE_CHECKING``): (``and``/``or``,
-    on which host the probe holds (True: Ascend), the operand), or None."""
-    if not isinstance(test, ast.BoolOp):
-        return None
-    probes = [p for p in (device_probe(v) for v in test.values) if p is not None]
-    other = [v for v in test.values if device_probe(v) is None and not static_false(v)]
-    if len(probes) != 1 or len(other) != 1:
-        return None
-    return ("and" if isinstance(test.op, ast.And) else "or"), probes[0], other[0]
+def _condition(reached: Reached, host: str, names: dict[str, ast.expr]) -> str:
+    """Where the import runs, in words: ``` `x` holds ```, ``` `x` does not hold ```, ``` `import ...` fails ```;
+    of a test joining the device probe with other conditions, the operands the device does not decide."""
+    node = reached.narrowed_by
+    if isinstance(node, ast.expr):
+        shown = node
+        if isinstance(node, ast.BoolOp):
+            rest = [v for v in node.values if host_holds(v, host, names) is None]
+            shown = rest[0] if len(rest) == 1 else ast.BoolOp(op=node.op, values=rest)
+        return f"`{ast.unparse(shown)}` {'holds' if reached.branch else 'does not hold'}"
+    return f"`{ast.unparse(node).splitlines()[0]}` fails" if node is not None else ""
 
 
 class NpuModuleChoiceNarrowed(Rule):
@@ -85,38 +85,87 @@ class NpuModuleChoiceNarrowed(Rule):
         ),
     )
     fix_safety = "No fix: test the device alone and move the other condition after the import."
-    requires = ("_npu",)
-    node_types = (ast.If,)
+    requires = (("_npu", "_gpu", "_cuda"),)
+    node_types = ()
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test and not ctx.source.kind.generated
 
-    def visit(self, node: ast.AST) -> None:
-        assert isinstance(node, ast.If)
-        narrowed = _narrowed(node.test)  # the test first: most ifs are not a device choice
-        if narrowed is None:
+    def finish(self) -> None:
+        tree = self.ctx.tree
+        if not any(isinstance(n, ast.ImportFrom) and device_module_ref(n) for n in walk(tree)):
             return
-        body, orelse = _device_modules(node.body), _device_modules(node.orelse)
-        if not ({"npu"} == body and "gpu" in orelse) and not ({"gpu"} == body and "npu" in orelse):
+        module_names = probe_names([tree.body])
+        self._present = {
+            ref for n in walk(tree) if isinstance(n, ast.ImportFrom) and (ref := device_module_ref(n))
+        }
+        self._said: set[tuple[int, str]] = set()
+        self._scope(tree.body, module_names)
+        for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+            self._scope(func.body, {**module_names, **probe_names([func.body])})
+
+    def _scope(self, stmts: list[ast.stmt], names: dict[str, ast.expr]) -> None:
+        """What each host imports in one scope, model module by model module: the Ascend host must import the
+        NPU module and only it, the GPU host the GPU module."""
+        reach = {host: device_reach(stmts, host, names) for host in HOSTS}
+        switched = {r.stem for host in HOSTS for r in reach[host] if r.switched}
+        self._names = names
+        for stem in sorted(switched):
+            per = {host: [r for r in reach[host] if r.stem == stem] for host in HOSTS}
+            kinds = {host: {r.kind for r in per[host]} for host in HOSTS}
+            if (
+                kinds["npu"] == {"gpu"}
+                and kinds["gpu"] == {"npu"}
+                and all(r.narrowed_by is None for host in HOSTS for r in per[host])
+            ):
+                continue  # the switch inverted: NPU508
+            for host in HOSTS:
+                for reached in per[host]:
+                    if reached.kind == _OTHER[host]:
+                        self._wrong(host, reached)
+
+    def _wrong(self, host: str, reached: Reached) -> None:
+        wrong = _MODULE[reached.kind]
+        module = f"{reached.stem.rsplit('.', 1)[-1]}_{reached.kind}"
+        if reached.narrowed_by is not None:
+            at = reached.narrowed_by
+            key = (id(at), host)
+            if key in self._said:
+                return
+            self._said.add(key)
+            self.report(
+                at,
+                f"the model's NPU/GPU module is chosen by more than the device: {_DEVICE[host]} runs where "
+                f"{_condition(reached, host, self._names)} import the {wrong} module `{module}` (its kernels and ops-config names "
+                "belong to the other device); choose the module by the device probe alone and decide the rest "
+                "after the import",
+            )
             return
-        op, on_ascend, operand = narrowed
-        # the host where the probe does not decide the test (``and``: where it holds; ``or``: where it fails):
-        # there the operand alone chooses the module
-        ascend = on_ascend if op == "and" else not on_ascend
-        right = "npu" if ascend else "gpu"
-        chosen = next(iter(body))
-        other = {"npu": "gpu", "gpu": "npu"}
-        decided = chosen if op == "or" else other[chosen]  # what the host the probe decides imports
-        if decided != other[right]:
-            return  # the probe sends its own host to the other device's module: another mistake
-        holds = chosen != right  # the operand holding sends the host to the body's (wrong) module
-        wrong = "GPU" if right == "npu" else "NPU"
+        if not reached.switched or not self._exists(reached, host):
+            return
+        key = (id(reached.node), host)
+        if key in self._said:
+            return
+        self._said.add(key)
         self.report(
-            node.test,
-            f"the model's NPU/GPU module is chosen by `{ast.unparse(node.test)}`: "
-            f"{'Ascend' if ascend else 'GPU'} runs where `{ast.unparse(operand)}` "
-            f"{'holds' if holds else 'does not hold'} import the {wrong} module (its kernels and ops-config names "
-            "belong to the other device); choose the module by the device probe alone and decide the rest after "
-            "the import",
+            reached.node,
+            f"on {_DEVICE[host]} hosts the device switch imports the {wrong} module `{module}` although the "
+            f"package has its {_MODULE[host]} module `{reached.stem.rsplit('.', 1)[-1]}_{host}`: the "
+            f"{_MODULE[host]} patches are never used there; import the `_{host}` module in this branch",
         )
+
+    def _exists(self, reached: Reached, host: str) -> bool:
+        """Whether the package has the module ``host`` should import: this file imports it somewhere, or it is
+        on disk next to the one imported."""
+        if (host, reached.stem) in self._present:
+            return True
+        node = reached.node
+        path = self.ctx.source.path
+        if not node.level or not os.path.isfile(path):
+            return False
+        base = os.path.dirname(os.path.abspath(path))
+        for _ in range(node.level - 1):
+            base = os.path.dirname(base)
+        return os.path.isfile(os.path.join(base, *reached.stem.split(".")) + f"_{host}.py")
