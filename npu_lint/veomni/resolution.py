@@ -647,8 +647,12 @@ class NpuHost:
     availability false, an ops-config implementation field holds its NPU value (``field_values``, else the op's
     NPU name, :data:`NPU_NAME`). ``env`` maps local names to what they hold."""
 
-    def __init__(self, field_values: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, field_values: dict[str, str] | None = None, constants: dict[str, ast.expr] | None = None
+    ) -> None:
         self.field_values = field_values or {}
+        # module-level tables (``_ALIASES = {"npu": "eager"}``) that a lookup of an implementation name reads
+        self.constants = constants or {}
 
     def field(self, name: str | None) -> HostValue:
         if name is None:
@@ -681,6 +685,8 @@ class NpuHost:
             return a if a == b else _UNKNOWN
         if isinstance(node, ast.Call):
             return self._call(node, env)
+        if isinstance(node, ast.Subscript):  # ``_ALIASES[impl]``
+            return self._lookup(node.value, node.slice, None, env)
         if isinstance(node, ast.BoolOp):  # ``npu_as or "eager"``: the first operand that is true (the last)
             got = _UNKNOWN
             for operand in node.values:
@@ -704,6 +710,22 @@ class NpuHost:
             if literal is None and _config_object(obj):
                 return self.field(None)
             return _UNKNOWN
+        if (
+            name == "get" and isinstance(node.func, ast.Attribute) and node.args
+        ):  # ``_ALIASES.get(impl, impl)``
+            return self._lookup(
+                node.func.value, node.args[0], node.args[1] if len(node.args) > 1 else None, env
+            )
+        if name == "replace" and isinstance(node.func, ast.Attribute) and len(node.args) == 2:
+            base = self.value(node.func.value, env)
+            old, new = str_value(node.args[0]), str_value(node.args[1])
+            if base.value is None or old is None or new is None:
+                return HostValue(None, base.npu)
+            if (
+                base.value == NPU_NAME
+            ):  # the NPU name is not spelled here: ``npu`` replaced whole, else unknown
+                return HostValue(new, base.npu) if old == "npu" else HostValue(None, base.npu)
+            return HostValue(base.value.replace(old, new), base.npu)
         if name in ("removeprefix", "removesuffix", "lower", "strip") and isinstance(
             node.func, ast.Attribute
         ):
@@ -728,6 +750,29 @@ class NpuHost:
             return got
         return _UNKNOWN
 
+    def _lookup(
+        self, table: ast.expr, key: ast.expr, default: ast.expr | None, env: dict[str, HostValue]
+    ) -> HostValue:
+        """A table lookup of an implementation name: the row an NPU host's name selects (the one key naming the NPU
+        when the name is not spelled here), else ``default``."""
+        if isinstance(table, ast.Name) and isinstance(self.constants.get(table.id), ast.Dict):
+            table = self.constants[table.id]
+        got = self.value(key, env)
+        if not isinstance(table, ast.Dict) or got.value is None:
+            return _UNKNOWN
+        keys = [str_value(k) if k is not None else None for k in table.keys]
+        if None in keys:
+            return _UNKNOWN  # ``**other``, or keys that are no literals
+        hits = [i for i, k in enumerate(keys) if self._equal(got.value, k)]
+        if len(hits) == 1:
+            found = self.value(table.values[hits[0]], env)
+            return HostValue(found.value, got.npu or found.npu)
+        if hits or default is None:
+            return _UNKNOWN
+        if got.value == NPU_NAME and any(k is not None and names_npu(k) for k in keys):
+            return _UNKNOWN
+        return self.value(default, env)
+
     def test(self, node: ast.expr, env: dict[str, HostValue]) -> tuple[bool | None, bool]:
         """(the decision, whether the NPU host decided it): True/False, or None when the host cannot tell."""
         pred = _predicate_name(node) if isinstance(node, (ast.Call, ast.Name, ast.Attribute)) else None
@@ -739,6 +784,18 @@ class NpuHost:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             decided, dep = self.test(node.operand, env)
             return (None if decided is None else not decided), dep
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+            and len(node.args) == 1
+        ):  # ``impl.endswith("_npu")``
+            base, affix = self.value(node.func.value, env), str_value(node.args[0])
+            if not base.npu or base.value is None or affix is None:
+                return None, False
+            if base.value == NPU_NAME:
+                return (True, True) if names_npu(affix) else (None, False)
+            return getattr(base.value, node.func.attr)(affix), True
         if isinstance(node, ast.Name) and env.get(node.id, _UNKNOWN).value == NONE:
             return False, False  # a parameter left at its default None
         if (
@@ -764,6 +821,20 @@ class NpuHost:
                     dep for _, dep in results
                 )
             return None, False
+        if (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and str_value(node.left) is not None
+        ):  # ``"npu" in impl``
+            right = self.value(node.comparators[0], env)
+            part = str_value(node.left) or ""
+            if not right.npu or right.value is None:
+                return None, False
+            hit = names_npu(part) or None if right.value == NPU_NAME else part in right.value
+            if hit is None:
+                return None, False
+            return hit == isinstance(node.ops[0], ast.In), True
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left = self.value(node.left, env)
             if not left.npu or left.value is None:

@@ -50,6 +50,25 @@ def _defaulted_eager(value: ast.expr | None, host: NpuHost | None, env: dict[str
     return " and ".join(f"`{name}`" for name in used)
 
 
+def _mappings(func: ast.AST, constants: dict[str, ast.expr]) -> list[ast.expr]:
+    """The expressions of ``func`` that may map an implementation name to another: lookups in a literal table or
+    a module-level one (``_ALIASES[impl]``, ``_ALIASES.get(impl, impl)``), ``.replace("npu", ...)``."""
+
+    def table(node: ast.expr) -> bool:
+        return isinstance(node, ast.Dict) or (isinstance(node, ast.Name) and node.id in constants)
+
+    out: list[ast.expr] = []
+    for node in nodes_of(func, ast.Subscript, ast.Call):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and table(node.value):
+            out.append(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr == "get" and table(node.func.value):
+                out.append(node)
+            elif node.func.attr == "replace" and names_npu(str_value(node.args[0])):
+                out.append(node)
+    return out
+
+
 class NpuSelectionForcedEager(Rule):
     code = "NPU222"
     name = "npu-selection-forced-eager"
@@ -158,10 +177,23 @@ class NpuSelectionForcedEager(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
+        self._seen: set[int] = set()
         self._tables()
-        host = NpuHost()
+        constants = {
+            s.targets[0].id: s.value
+            for s in self.ctx.tree.body
+            if isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Dict)
+        }
+        host = NpuHost(constants=constants)
         for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             env: dict[str, HostValue] | None = None
+            mappings = _mappings(func, constants)
+            if mappings:
+                env = {**default_env(func), **host_env(func, host)}
+                self._mapped_to_eager(mappings, host, env)
             for node in nodes_of(func, ast.If, ast.IfExp):
                 assert isinstance(node, (ast.If, ast.IfExp))
                 if env is None:
@@ -185,6 +217,24 @@ class NpuSelectionForcedEager(Rule):
                     f"selects {what}: the op's NPU kernel is never bound on Ascend, whatever the ops config "
                     "selects; carry the configured NPU implementation name to the binding",
                 )
+
+    def _mapped_to_eager(self, mappings: list[ast.expr], host: NpuHost, env: dict[str, HostValue]) -> None:
+        """A value computed from the implementation name an NPU host reads that is ``eager`` with no test on the
+        way: a table lookup (``_ALIASES.get(impl, impl)`` with ``{"npu": "eager"}``), a rewrite
+        (``impl.replace("npu", "eager")``)."""
+        for node in mappings:
+            if id(node) in self._seen:
+                continue  # a nested function's node, met again in the enclosing one
+            self._seen.add(id(node))
+            got = host.value(node, env)
+            if got.value != "eager" or not got.npu:
+                continue
+            self.report(
+                node,
+                f"on an NPU host `{ast.unparse(node)}` turns the configured NPU implementation name into "
+                "`'eager'`: the op's NPU kernel is never bound on Ascend, whatever the ops config selects; carry "
+                "the NPU name to the binding",
+            )
 
     def _grouped_with_eager(self, node: ast.If | ast.IfExp) -> None:
         npu = _npu_with_eager(node.test)
