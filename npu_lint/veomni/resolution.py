@@ -866,12 +866,14 @@ class NpuHost:
         return names_npu(literal)
 
 
-def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
+def host_env(func: ast.AST, host: NpuHost, before: int | None = None) -> dict[str, HostValue]:
     """What the local names of a function hold on an NPU host: names assigned once (or always the same value)
-    from an implementation-name read, in statement order."""
+    from an implementation-name read, in statement order (``before``: only the assignments above that line)."""
     env: dict[str, HostValue] = {}
     seen: dict[str, int] = {}
     assigns = nodes_of(func, ast.Assign)
+    if before is not None:
+        assigns = [a for a in assigns if a.lineno < before]  # type: ignore[attr-defined]
     for node in assigns:
         assert isinstance(node, ast.Assign)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -88,7 +88,11 @@ class NpuSelectionForcedEager(Rule):
         "selects eager makes every Ascend run silently use the unfused path (or lose the only varlen kernel) "
         "whatever the config says. The rule evaluates each test as an NPU host does: NPU availability true, "
         "CUDA availability false, an implementation field holding its NPU name (the tree's own NPU default "
-        "when it is eager counts as no decision), local names followed through their assignments."
+        "when it is eager counts as no decision), local names followed through their assignments, parameters "
+        "left at their defaults (a resolver whose NPU branch returns `npu_as if npu_as is not None else "
+        "'eager'` sends every op called without `npu_as` -- RMSNorm, RoPE -- to eager); a table lookup "
+        '(`{"npu": "eager"}.get(impl, impl)`) or a rewrite (`impl.replace("npu", "eager")`) that turns the NPU '
+        "name into eager is the same decision without a test."
     )
     bad = (
         Example(
@@ -149,6 +153,21 @@ class NpuSelectionForcedEager(Rule):
             path="veomni/ops/scan_rows.py",
             title="the NPU name listed with eager; an NPU-decided alias with its branches swapped",
         ),
+        Example(
+            """
+            from veomni.ops.config import get_ops_config
+
+
+            def resolve_op_impl(field: str, *, npu_as: str | None = None) -> str:
+                cfg = get_ops_config()
+                impl = "eager" if cfg is None else getattr(cfg, field, "eager")
+                if impl == "npu":
+                    return npu_as if npu_as is not None else "eager"
+                return impl
+            """,
+            path="veomni/models_kernel/utils/op_utils.py",
+            title="the tree's resolver sends `npu` to eager for every op called without `npu_as`",
+        ),
     )
     good = (
         Example(
@@ -192,8 +211,7 @@ class NpuSelectionForcedEager(Rule):
             env: dict[str, HostValue] | None = None
             mappings = _mappings(func, constants)
             if mappings:
-                env = {**default_env(func), **host_env(func, host)}
-                self._mapped_to_eager(mappings, host, env)
+                self._mapped_to_eager(func, mappings, host)
             for node in nodes_of(func, ast.If, ast.IfExp):
                 assert isinstance(node, (ast.If, ast.IfExp))
                 if env is None:
@@ -218,7 +236,7 @@ class NpuSelectionForcedEager(Rule):
                     "selects; carry the configured NPU implementation name to the binding",
                 )
 
-    def _mapped_to_eager(self, mappings: list[ast.expr], host: NpuHost, env: dict[str, HostValue]) -> None:
+    def _mapped_to_eager(self, func: ast.AST, mappings: list[ast.expr], host: NpuHost) -> None:
         """A value computed from the implementation name an NPU host reads that is ``eager`` with no test on the
         way: a table lookup (``_ALIASES.get(impl, impl)`` with ``{"npu": "eager"}``), a rewrite
         (``impl.replace("npu", "eager")``)."""
@@ -226,6 +244,8 @@ class NpuSelectionForcedEager(Rule):
             if id(node) in self._seen:
                 continue  # a nested function's node, met again in the enclosing one
             self._seen.add(id(node))
+            # what the names hold where the mapping reads them (``impl = _ALIASES.get(impl, impl)`` rebinds)
+            env = {**default_env(func), **host_env(func, host, before=node.lineno)}
             got = host.value(node, env)
             if got.value != "eager" or not got.npu:
                 continue

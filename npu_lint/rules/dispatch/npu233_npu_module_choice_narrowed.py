@@ -38,18 +38,23 @@ class NpuModuleChoiceNarrowed(Rule):
     code = "NPU233"
     name = "npu-module-choice-narrowed"
     summary = (
-        "The branch that imports a model's NPU module (its generated `_npu` file) instead of the GPU one tests "
-        "the device together with another condition: some Ascend runs get the GPU module (or some GPU runs the "
-        "NPU one)."
+        "On an Ascend host a model package does not always import its NPU module (its generated `_npu` file): "
+        "the device test is joined with another condition (in the test, a nested test, an early return, a name "
+        "holding it, a `try` falling back), or the branch that runs on Ascend imports the `_gpu` module while the "
+        "package has the `_npu` one (or a GPU host gets the NPU module)."
     )
     why = (
         "A model package chooses between its two generated modules by the device alone: `if IS_NPU_AVAILABLE:` "
-        "imports `patched_modeling_<model>_npu`, else `_gpu`, in every package of the tree. The GPU module "
-        "reaches CUDA-only kernels (Liger, flash-attn, Triton) and the GPU ops-config names; the NPU module "
-        'reaches the Ascend ones. A test such as `IS_NPU_AVAILABLE and "ForCausalLM" in architecture` sends '
-        "every other architecture on an Ascend host to the GPU module, which fails at its first CUDA kernel or "
-        "silently runs eager paths; `IS_NPU_AVAILABLE or flag` sends GPU hosts to the NPU module. Choose the "
-        "module by the device probe alone and decide the rest after the import, as the other packages do."
+        "imports `patched_modeling_<model>_npu`, else `_gpu`, in every package of the tree and for every model "
+        "type it registers. The GPU module reaches CUDA-only kernels (Liger, flash-attn, Triton) and the GPU "
+        "ops-config names; the NPU module reaches the Ascend ones. A test such as `IS_NPU_AVAILABLE and "
+        '"ForCausalLM" in architecture` sends every other architecture on an Ascend host to the GPU module, which '
+        "fails at its first CUDA kernel or silently runs eager paths; `IS_NPU_AVAILABLE or flag` sends GPU hosts "
+        "to the NPU module; an NPU branch that imports `_gpu` (a second model type's registration, say) never "
+        "uses the NPU patches at all. The rule evaluates every test on the way to each device-module import as "
+        "an Ascend host and as a GPU host (the device probes decided, other conditions open) and reports an "
+        "import of the other device's module that a host runs. Choose the module by the device probe alone and "
+        "decide the rest after the import, as the other packages do."
     )
     bad = (
         Example(
@@ -66,6 +71,29 @@ class NpuModuleChoiceNarrowed(Rule):
             """,
             path="veomni/models/transformers/toy/__init__.py",
             title="only the causal LM gets the NPU module on Ascend",
+        ),
+        Example(
+            """
+            from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+            def register_toy_modeling(architecture: str):
+                if IS_NPU_AVAILABLE:
+                    from .generated.patched_modeling_toy_npu import ToyModel
+                else:
+                    from .generated.patched_modeling_toy_gpu import ToyModel
+                return ToyModel
+
+
+            def register_toy_text_modeling(architecture: str):
+                if IS_NPU_AVAILABLE:
+                    from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+                else:
+                    from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+                return ToyForCausalLM
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="the text model type's NPU branch imports the GPU module",
         ),
     )
     good = (
