@@ -173,6 +173,45 @@ def test_npu_branch_importing_the_gpu_module_when_the_npu_module_is_on_disk(tmp_
     assert lines() == [6]
 
 
+def test_second_model_type_registration_without_a_switch() -> None:
+    source = """
+    from veomni.models_kernel.registry import MODELING_REGISTRY
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+
+    @MODELING_REGISTRY.register("qwen2_vl")
+    def register_qwen2_vl_modeling(architecture: str):
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_qwen2_vl_npu import Qwen2VLForConditionalGeneration
+        else:
+            from .generated.patched_modeling_qwen2_vl_gpu import Qwen2VLForConditionalGeneration
+        return Qwen2VLForConditionalGeneration
+
+
+    @MODELING_REGISTRY.register("qwen2_vl_text")
+    def register_qwen2_vl_text_modeling(architecture: str):
+        from .generated.patched_modeling_qwen2_vl_gpu import Qwen2VLTextModel
+
+        return Qwen2VLTextModel
+    """
+    assert _lines(source, "NPU233", "veomni/models_kernel/transformers/qwen2_vl/__init__.py") == [16]
+
+
+def test_npu_branch_importing_another_models_npu_module() -> None:
+    source = """
+    from veomni.utils.device import is_torch_npu_available
+
+
+    def register_qwen3_moe_modeling(architecture: str):
+        if is_torch_npu_available():
+            from .generated.patched_modeling_qwen3_npu import Qwen3MoeForCausalLM
+        else:
+            from .generated.patched_modeling_qwen3_moe_gpu import Qwen3MoeForCausalLM
+        return Qwen3MoeForCausalLM
+    """
+    assert _lines(source, "NPU233", "veomni/models/transformers/qwen3_moe/__init__.py") == [6]
+
+
 def test_module_choice_quiet_for_correct_switches() -> None:
     source = """
     from veomni.utils.device import IS_MLU_AVAILABLE, IS_NPU_AVAILABLE
@@ -214,6 +253,28 @@ def test_module_choice_quiet_for_correct_switches() -> None:
         else:
             from .generated.patched_modeling_d_gpu import D
         return D
+
+
+    def register_e(architecture: str):
+        from .generated.patched_modeling_e_gpu import E  # e has no NPU module in this file: NPU502's question
+
+        return E
+
+
+    def register_f_text(architecture: str):
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_f_npu import FText
+        else:
+            from .generated.patched_modeling_f_gpu import FText
+        return FText
+
+
+    def register_f(architecture: str):
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_f_npu import F
+        else:
+            from .generated.patched_modeling_f_gpu import F
+        return F
     """
     assert _lines(source, "NPU233", "veomni/models/transformers/a/__init__.py") == []
 

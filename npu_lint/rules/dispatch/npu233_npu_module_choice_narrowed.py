@@ -139,7 +139,15 @@ class NpuModuleChoiceNarrowed(Rule):
         NPU module and only it, the GPU host the GPU module."""
         reach = {host: device_reach(stmts, host, names) for host in HOSTS}
         switched = {r.stem for host in HOSTS for r in reach[host] if r.switched}
+        for reached in reach["npu"]:
+            if (
+                reached.stem not in switched
+                and reached.kind == "gpu"
+                and ("npu", reached.stem) in self._present
+            ):
+                self._unswitched(reached)
         self._names = names
+        self._other_model(reach)
         for stem in sorted(switched):
             per = {host: [r for r in reach[host] if r.stem == stem] for host in HOSTS}
             kinds = {host: {r.kind for r in per[host]} for host in HOSTS}
@@ -182,6 +190,41 @@ class NpuModuleChoiceNarrowed(Rule):
             f"on {_DEVICE[host]} hosts the device switch imports the {wrong} module `{module}` although the "
             f"package has its {_MODULE[host]} module `{reached.stem.rsplit('.', 1)[-1]}_{host}`: the "
             f"{_MODULE[host]} patches are never used there; import the `_{host}` module in this branch",
+        )
+
+    def _other_model(self, reach: dict[str, list[Reached]]) -> None:
+        """A switch whose two branches import different models' modules: the NPU branch of a ``qwen3_moe``
+        package importing ``patched_modeling_qwen3_npu`` gives Ascend the dense model's classes."""
+        chosen = {
+            host: {r.stem for r in reach[host] if r.switched and r.kind == host and r.narrowed_by is None}
+            for host in HOSTS
+        }
+        if len(chosen["npu"]) != 1 or len(chosen["gpu"]) != 1 or chosen["npu"] == chosen["gpu"]:
+            return
+        npu_stem, gpu_stem = next(iter(chosen["npu"])), next(iter(chosen["gpu"]))
+        if npu_stem.rsplit(".", 1)[0] != gpu_stem.rsplit(".", 1)[0]:
+            return  # another directory: not two modules of one generated set
+        node = next(r.node for r in reach["npu"] if r.stem == npu_stem)
+        self._said.add((id(node), "npu"))
+        self.report(
+            node,
+            f"on Ascend hosts the switch imports `{npu_stem.rsplit('.', 1)[-1]}_npu` and on GPU hosts "
+            f"`{gpu_stem.rsplit('.', 1)[-1]}_gpu`: the two branches load different models' modules; import the "
+            "NPU module of the model the GPU branch loads",
+        )
+
+    def _unswitched(self, reached: Reached) -> None:
+        """A path with no device test that imports the GPU module in a file that imports the NPU module of the same
+        model elsewhere (a second model type's registration left out of the switch)."""
+        if id(reached.node) in {k for k, _ in self._said}:
+            return
+        self._said.add((id(reached.node), "npu"))
+        name = reached.stem.rsplit(".", 1)[-1]
+        self.report(
+            reached.node,
+            f"this path imports the GPU module `{name}_gpu` on every host, Ascend included, while this file "
+            f"imports `{name}_npu` for the package's other registrations: choose the module by "
+            "`IS_NPU_AVAILABLE` here too",
         )
 
     def _exists(self, reached: Reached, host: str) -> bool:
