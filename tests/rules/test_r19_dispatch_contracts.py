@@ -212,6 +212,57 @@ def test_npu_branch_importing_another_models_npu_module() -> None:
     assert _lines(source, "NPU233", "veomni/models/transformers/qwen3_moe/__init__.py") == [6]
 
 
+def test_device_flag_rebound_to_a_constant() -> None:
+    source = """
+    from veomni.utils.device import IS_NPU_AVAILABLE
+
+    IS_NPU_AVAILABLE = False  # TODO: NPU module not validated for the MoE router yet
+
+
+    def register_qwen2_moe_modeling(architecture: str):
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_qwen2_moe_npu import Qwen2MoeForCausalLM
+        else:
+            from .generated.patched_modeling_qwen2_moe_gpu import Qwen2MoeForCausalLM
+        return Qwen2MoeForCausalLM
+    """
+    assert _lines(source, "NPU233", "veomni/models/transformers/qwen2_moe/__init__.py") == [3]
+
+
+def test_device_flag_imported_as_another_probe() -> None:
+    source = """
+    from veomni.models_kernel.registry import MODELING_REGISTRY
+    from veomni.utils.device import IS_CUDA_AVAILABLE as IS_NPU_AVAILABLE
+
+
+    @MODELING_REGISTRY.register("gpt_oss")
+    def register_gpt_oss_modeling(architecture: str):
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_gpt_oss_npu import GptOssForCausalLM
+        else:
+            from .generated.patched_modeling_gpt_oss_gpu import GptOssForCausalLM
+        return GptOssForCausalLM
+    """
+    assert _lines(source, "NPU233", "veomni/models_kernel/transformers/gpt_oss/__init__.py") == [2]
+
+
+def test_device_flag_bound_to_the_probe_is_quiet() -> None:
+    source = """
+    from veomni.utils.import_utils import is_torch_npu_available
+
+    IS_NPU_AVAILABLE = is_torch_npu_available()
+
+
+    def register_olmo_modeling(architecture: str):
+        if IS_NPU_AVAILABLE:
+            from .generated.patched_modeling_olmo_npu import OlmoForCausalLM
+        else:
+            from .generated.patched_modeling_olmo_gpu import OlmoForCausalLM
+        return OlmoForCausalLM
+    """
+    assert _lines(source, "NPU233", "veomni/models/transformers/olmo/__init__.py") == []
+
+
 def test_module_choice_quiet_for_correct_switches() -> None:
     source = """
     from veomni.utils.device import IS_MLU_AVAILABLE, IS_NPU_AVAILABLE

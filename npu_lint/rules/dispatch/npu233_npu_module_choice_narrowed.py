@@ -11,6 +11,7 @@ from npu_lint.veomni.registration import (
     HOSTS,
     Reached,
     device_module_ref,
+    device_probe,
     device_reach,
     host_holds,
     probe_names,
@@ -129,6 +130,7 @@ class NpuModuleChoiceNarrowed(Rule):
             ref for n in walk(tree) if isinstance(n, ast.ImportFrom) and (ref := device_module_ref(n))
         }
         self._said: set[tuple[int, str]] = set()
+        self._shadowed(tree)
         self._scope(tree.body, module_names)
         for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
             assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -190,6 +192,50 @@ class NpuModuleChoiceNarrowed(Rule):
             f"on {_DEVICE[host]} hosts the device switch imports the {wrong} module `{module}` although the "
             f"package has its {_MODULE[host]} module `{reached.stem.rsplit('.', 1)[-1]}_{host}`: the "
             f"{_MODULE[host]} patches are never used there; import the `_{host}` module in this branch",
+        )
+
+    def _shadowed(self, tree: ast.Module) -> None:
+        """A device flag that a switch over the model's modules tests, rebound in this file to something that is
+        not that probe: ``IS_NPU_AVAILABLE = False``, ``from veomni.utils.device import IS_CUDA_AVAILABLE as
+        IS_NPU_AVAILABLE``. Every switch on it then chooses the module by something other than the device."""
+        tested: set[str] = set()
+        for node in nodes_of(tree, ast.If):
+            assert isinstance(node, ast.If)
+            if any(
+                isinstance(n, ast.ImportFrom) and device_module_ref(n) for b in node.body for n in walk(b)
+            ):
+                tested.update(n.id for n in ast.walk(node.test) if isinstance(n, ast.Name))
+        flags = {name for name in tested if device_probe(ast.Name(id=name)) is not None}
+        if not flags:
+            return
+        scopes = [tree.body] + [f.body for f in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef)]  # type: ignore[attr-defined]
+        for stmts in scopes:
+            for stmt in stmts:
+                if isinstance(stmt, ast.ImportFrom):
+                    for alias in stmt.names:
+                        if alias.asname in flags and alias.name != alias.asname:
+                            if device_probe(ast.Name(id=alias.name)) != device_probe(
+                                ast.Name(id=alias.asname)
+                            ):
+                                self._report_shadow(stmt, alias.asname, alias.name)
+                    continue
+                target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+                if isinstance(stmt, ast.AnnAssign):
+                    target = stmt.target
+                if not isinstance(target, ast.Name) or target.id not in flags or stmt.value is None:  # type: ignore[union-attr]
+                    continue
+                on_npu = device_probe(target)
+                value = stmt.value  # type: ignore[union-attr]
+                if host_holds(value, "npu") == on_npu and host_holds(value, "gpu") == (not on_npu):
+                    continue  # the probe itself, spelled another way
+                self._report_shadow(stmt, target.id, ast.unparse(value))
+
+    def _report_shadow(self, node: ast.stmt, flag: str, value: str) -> None:
+        self.report(
+            node,
+            f"`{flag}` is bound here to `{value}`, not to the device probe its name promises: the switch on it "
+            "that chooses the model's NPU or GPU module no longer follows the device; import the flag from the "
+            "tree's device module",
         )
 
     def _other_model(self, reach: dict[str, list[Reached]]) -> None:
