@@ -22,6 +22,16 @@ _MODULE = {"npu": "NPU", "gpu": "GPU"}
 _OTHER = {"npu": "gpu", "gpu": "npu"}
 
 
+def _base(reached: Reached) -> str:
+    """The module's own name without its device suffix (``patched_modeling_qwen3``), however it is imported."""
+    return reached.stem.rsplit(".", 1)[-1]
+
+
+def _generated(reached: Reached) -> bool:
+    """A patchgen output module (``generated/patched_modeling_<m>_<device>``), not a kernel or vendor module."""
+    return "generated" in reached.stem.split(".") or _base(reached).startswith("patched_")
+
+
 def _condition(reached: Reached, host: str, names: dict[str, ast.expr]) -> str:
     """Where the import runs, in words: ``` `x` holds ```, ``` `x` does not hold ```, ``` `import ...` fails ```;
     of a test joining the device probe with other conditions, the operands the device does not decide."""
@@ -127,7 +137,9 @@ class NpuModuleChoiceNarrowed(Rule):
             return
         module_names = probe_names([tree.body])
         self._present = {
-            ref for n in walk(tree) if isinstance(n, ast.ImportFrom) and (ref := device_module_ref(n))
+            (ref[0], ref[1].rsplit(".", 1)[-1])
+            for n in walk(tree)
+            if isinstance(n, ast.ImportFrom) and (ref := device_module_ref(n))
         }
         self._said: set[tuple[int, str]] = set()
         self._shadowed(tree)
@@ -140,18 +152,18 @@ class NpuModuleChoiceNarrowed(Rule):
         """What each host imports in one scope, model module by model module: the Ascend host must import the
         NPU module and only it, the GPU host the GPU module."""
         reach = {host: device_reach(stmts, host, names) for host in HOSTS}
-        switched = {r.stem for host in HOSTS for r in reach[host] if r.switched}
+        switched = {_base(r) for host in HOSTS for r in reach[host] if r.switched}
         for reached in reach["npu"]:
             if (
-                reached.stem not in switched
+                _base(reached) not in switched
                 and reached.kind == "gpu"
-                and ("npu", reached.stem) in self._present
+                and ("npu", _base(reached)) in self._present
             ):
                 self._unswitched(reached)
         self._names = names
         self._other_model(reach)
         for stem in sorted(switched):
-            per = {host: [r for r in reach[host] if r.stem == stem] for host in HOSTS}
+            per = {host: [r for r in reach[host] if _base(r) == stem] for host in HOSTS}
             kinds = {host: {r.kind for r in per[host]} for host in HOSTS}
             if (
                 kinds["npu"] == {"gpu"}
@@ -242,15 +254,17 @@ class NpuModuleChoiceNarrowed(Rule):
         """A switch whose two branches import different models' modules: the NPU branch of a ``qwen3_moe``
         package importing ``patched_modeling_qwen3_npu`` gives Ascend the dense model's classes."""
         chosen = {
-            host: {r.stem for r in reach[host] if r.switched and r.kind == host and r.narrowed_by is None}
+            host: {
+                _base(r)
+                for r in reach[host]
+                if r.switched and r.kind == host and r.narrowed_by is None and _generated(r)
+            }
             for host in HOSTS
         }
         if len(chosen["npu"]) != 1 or len(chosen["gpu"]) != 1 or chosen["npu"] == chosen["gpu"]:
             return
         npu_stem, gpu_stem = next(iter(chosen["npu"])), next(iter(chosen["gpu"]))
-        if npu_stem.rsplit(".", 1)[0] != gpu_stem.rsplit(".", 1)[0]:
-            return  # another directory: not two modules of one generated set
-        node = next(r.node for r in reach["npu"] if r.stem == npu_stem)
+        node = next(r.node for r in reach["npu"] if _base(r) == npu_stem)
         self._said.add((id(node), "npu"))
         self.report(
             node,
@@ -276,7 +290,7 @@ class NpuModuleChoiceNarrowed(Rule):
     def _exists(self, reached: Reached, host: str) -> bool:
         """Whether the package has the module ``host`` should import: this file imports it somewhere, or it is
         on disk next to the one imported."""
-        if (host, reached.stem) in self._present:
+        if (host, _base(reached)) in self._present:
             return True
         node = reached.node
         path = self.ctx.source.path
