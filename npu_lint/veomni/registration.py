@@ -424,7 +424,7 @@ def host_holds(
     cuda = cuda_probe(test)
     if cuda is not None:
         return cuda if host == "gpu" else not cuda
-    if static_false(test):
+    if static_false(test) or _other_device_probe(test):
         return False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = host_holds(test.operand, host, names, depth)
@@ -440,6 +440,30 @@ def host_holds(
     if isinstance(test, ast.Name) and names and test.id in names and depth < 4:
         return host_holds(names[test.id], host, names, depth + 1)
     return None
+
+
+_OTHER_DEVICE = re.compile(r"(?i)(^|_)(mlu|xpu|musa|hpu|mps)(_|$)")
+
+
+def _other_device_probe(node: ast.expr) -> bool:
+    """A probe for a third kind of host (``IS_MLU_AVAILABLE``, ``is_torch_xpu_available()``,
+    ``get_device_type() == "mlu"``): false on Ascend and CUDA hosts alike."""
+    if isinstance(node, ast.Call) and not node.args:
+        node = node.func
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return bool(_OTHER_DEVICE.search(name)) and ("available" in name.lower() or name.isupper())
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        for value, other in (
+            (str_value(node.comparators[0]), node.left),
+            (str_value(node.left), node.comparators[0]),
+        ):
+            text = ast.unparse(other)
+            if value in ("mlu", "xpu", "musa", "hpu", "mps", "cpu") and (
+                "device" in text or text.endswith(".type")
+            ):
+                return True
+    return False
 
 
 def mentions_device(test: ast.expr, names: dict[str, ast.expr] | None = None, depth: int = 0) -> bool:

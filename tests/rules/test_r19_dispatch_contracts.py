@@ -326,6 +326,14 @@ def test_module_choice_quiet_for_correct_switches() -> None:
         else:
             from .generated.patched_modeling_f_gpu import F
         return F
+
+
+    def register_g(architecture: str):
+        if IS_NPU_AVAILABLE or IS_MLU_AVAILABLE:  # an MLU host is neither an Ascend nor a CUDA one
+            from .generated.patched_modeling_g_npu import G
+        else:
+            from .generated.patched_modeling_g_gpu import G
+        return G
     """
     assert _lines(source, "NPU233", "veomni/models/transformers/a/__init__.py") == []
 
