@@ -454,3 +454,71 @@ def test_resolvers_keeping_the_npu_name_are_quiet() -> None:
         return ops_config.moe_implementation.replace("npu_fused", "fused_npu")
     """
     assert _lines(source, "NPU222", "veomni/models_kernel/utils/op_utils.py") == []
+
+
+# -- NPU219: `npu_as` read, but not where the NPU name is ------------------------------------------------------
+
+
+def test_resolver_applying_npu_as_to_the_eager_name() -> None:
+    source = """
+    from veomni.ops.config import get_ops_config
+
+
+    def resolve_op_impl(field: str, *, npu_as: str | None = None) -> str:
+        cfg = get_ops_config()
+        impl = "eager" if cfg is None else getattr(cfg, field, "eager")
+        if npu_as is not None and impl == "eager":
+            return npu_as
+        return impl
+    """
+    assert _lines(source, "NPU219", "veomni/models_kernel/utils/op_utils.py") == [9]
+
+
+def test_kernel_resolver_applying_npu_as_to_a_gpu_name() -> None:
+    source = """
+    from veomni.ops.config import get_ops_config
+
+
+    def resolve_kernel_impl(field, npu_as=None):
+        config = get_ops_config()
+        if config is None:
+            return "eager"
+        value = getattr(config, field, "eager")
+        if value == "liger_kernel" and npu_as is not None:
+            return npu_as
+        return value
+    """
+    assert _lines(source, "NPU219", "veomni/models_kernel/utils/kernel_utils.py") == [11]
+
+
+def test_config_reader_in_the_ops_package_remapping_nothing_on_npu() -> None:
+    source = """
+    def implementation(ops_config, field, *, npu_as=None):
+        impl = getattr(ops_config, field)
+        if impl == "triton" and npu_as:
+            return npu_as
+        return impl
+    """
+    assert _lines(source, "NPU219", "veomni/ops/config/singleton.py") == [5]
+
+
+def test_resolvers_remapping_the_npu_name_are_quiet() -> None:
+    source = """
+    from veomni.ops.config import get_ops_config
+
+
+    def resolve_op_impl(field: str, *, npu_as: str | None = None) -> str:
+        cfg = get_ops_config()
+        impl = "eager" if cfg is None else getattr(cfg, field, "eager")
+        if npu_as is not None and impl == "npu":
+            return npu_as
+        return impl
+
+
+    def resolve_kernel_impl(field, npu_as=None):
+        impl = getattr(get_ops_config(), field, "eager")
+        if impl == "npu" and npu_as:
+            impl = npu_as
+        return impl
+    """
+    assert _lines(source, "NPU219", "veomni/models_kernel/utils/op_utils.py") == []
