@@ -185,12 +185,17 @@ class NpuModuleChoiceNarrowed(Rule):
             if key in self._said:
                 return
             self._said.add(key)
+            chosen = (
+                f"chosen by `{ast.unparse(at)}`"
+                if isinstance(at, ast.expr)
+                else "chosen by more than the device"
+            )
             self.report(
                 at,
-                f"the model's NPU/GPU module is chosen by more than the device: {_DEVICE[host]} runs where "
-                f"{_condition(reached, host, self._names)} import the {wrong} module `{module}` (its kernels and ops-config names "
-                "belong to the other device); choose the module by the device probe alone and decide the rest "
-                "after the import",
+                f"the model's NPU/GPU module is {chosen}: {_DEVICE[host]} runs where "
+                f"{_condition(reached, host, self._names)} import the {wrong} module (its kernels and ops-config "
+                "names belong to the other device); choose the module by the device probe alone and decide the "
+                "rest after the import",
             )
             return
         if not reached.switched or not self._exists(reached, host):
