@@ -405,3 +405,205 @@ def branch_device_kinds(
                     first = name
                 kinds |= found
     return kinds, first
+
+
+# -- which device module each host imports (NPU233) -------------------------------------------------------------
+HOSTS = ("npu", "gpu")  # an Ascend host, a CUDA host
+
+
+def host_holds(
+    test: ast.expr, host: str, names: dict[str, ast.expr] | None = None, depth: int = 0
+) -> bool | None:
+    """Whether ``test`` holds on ``host`` (``"npu"``: Ascend, ``"gpu"``: CUDA) as far as the device decides it:
+    True / False, or None when another condition (an architecture, a setting, an environment variable) decides.
+    ``names`` maps local names to the single expression they were assigned (``_ON_NPU = IS_NPU_AVAILABLE and
+    x``), followed a few levels deep."""
+    probe = device_probe(test)
+    if probe is not None:
+        return probe if host == "npu" else not probe
+    cuda = cuda_probe(test)
+    if cuda is not None:
+        return cuda if host == "gpu" else not cuda
+    if static_false(test) or _other_device_probe(test):
+        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = host_holds(test.operand, host, names, depth)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        results = [host_holds(v, host, names, depth) for v in test.values]
+        short = isinstance(
+            test.op, ast.Or
+        )  # the value that decides the whole: True for `or`, False for `and`
+        if short in results:
+            return short
+        return None if None in results else not short
+    if isinstance(test, ast.Name) and names and test.id in names and depth < 4:
+        return host_holds(names[test.id], host, names, depth + 1)
+    return None
+
+
+_OTHER_DEVICE = re.compile(r"(?i)(^|_)(mlu|xpu|musa|hpu|mps)(_|$)")
+
+
+def _other_device_probe(node: ast.expr) -> bool:
+    """A probe for a third kind of host (``IS_MLU_AVAILABLE``, ``is_torch_xpu_available()``,
+    ``get_device_type() == "mlu"``): false on Ascend and CUDA hosts alike."""
+    if isinstance(node, ast.Call) and not node.args:
+        node = node.func
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return bool(_OTHER_DEVICE.search(name)) and ("available" in name.lower() or name.isupper())
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        for value, other in (
+            (str_value(node.comparators[0]), node.left),
+            (str_value(node.left), node.comparators[0]),
+        ):
+            text = ast.unparse(other)
+            if value in ("mlu", "xpu", "musa", "hpu", "mps", "cpu") and (
+                "device" in text or text.endswith(".type")
+            ):
+                return True
+    return False
+
+
+def mentions_device(test: ast.expr, names: dict[str, ast.expr] | None = None, depth: int = 0) -> bool:
+    """Whether a device probe is part of ``test`` (directly or through a name of ``names``)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.expr) and (device_probe(node) is not None or cuda_probe(node) is not None):
+            return True
+        if isinstance(node, ast.Name) and names and node.id in names and depth < 4:
+            if mentions_device(names[node.id], names, depth + 1):
+                return True
+    return False
+
+
+def probe_names(scopes: list[list[ast.stmt]]) -> dict[str, ast.expr]:
+    """The names assigned exactly once, in the statement lists of ``scopes`` (a module's, a function's own), from
+    an expression that tests the device: ``_USE_NPU_MODULE = IS_NPU_AVAILABLE and not flag``."""
+    found: dict[str, ast.expr] = {}
+    counts: dict[str, int] = {}
+    for stmts in scopes:
+        for stmt in stmts:
+            target: ast.expr | None = None
+            value: ast.expr | None = None
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target, value = stmt.targets[0], stmt.value
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                target, value = stmt.target, stmt.value
+            if isinstance(target, ast.Name) and value is not None:
+                counts[target.id] = counts.get(target.id, 0) + 1
+                found[target.id] = value
+    out = {k: v for k, v in found.items() if counts[k] == 1}
+    return {k: v for k, v in out.items() if mentions_device(v, out)}
+
+
+def device_module_ref(node: ast.ImportFrom) -> tuple[str, str] | None:
+    """(``"npu"``/``"gpu"``, the module's stem without its device suffix) of a model's device module import:
+    ``from .generated.patched_modeling_x_npu import A`` -> ("npu", "generated.patched_modeling_x")."""
+    module = node.module or ""
+    for name in [module, *(f"{module}.{a.name}" if module else a.name for a in node.names)]:
+        last = name.rsplit(".", 1)[-1]
+        for suffix, kind in (("_npu", "npu"), ("_gpu", "gpu"), ("_cuda", "gpu")):
+            if last.endswith(suffix) and len(last) > len(suffix):
+                return kind, name[: -len(suffix)]
+    return None
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A device module import one host runs: its kind and stem (``device_module_ref``), the statement, whether a
+    device test is on its path, and the first test on its path that the device does not decide (with the branch
+    taken: True the body, False the else branch), or the first statement of a ``try`` whose failure runs it (branch
+    None), or None when the host always runs it."""
+
+    kind: str
+    stem: str
+    node: ast.ImportFrom
+    switched: bool
+    narrowed_by: ast.AST | None = None
+    branch: bool | None = None
+
+
+def device_reach(stmts: list[ast.stmt], host: str, names: dict[str, ast.expr] | None = None) -> list[Reached]:
+    """The device module imports ``host`` runs in ``stmts`` (nested function and class bodies excluded), each
+    with the conditions on its path (``Reached``)."""
+    out: list[Reached] = []
+    _reach(stmts, host, names or {}, False, None, None, out)
+    return out
+
+
+def _reach(
+    stmts: list[ast.stmt],
+    host: str,
+    names: dict[str, ast.expr],
+    switched: bool,
+    narrowed: ast.AST | None,
+    branch: bool | None,
+    out: list[Reached],
+) -> bool:
+    """Appends what ``host`` imports in ``stmts`` to ``out``; True when the block always ends the function (a
+    ``return`` or ``raise`` on every path the device decides)."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.ImportFrom):
+            ref = device_module_ref(stmt)
+            if ref is not None:
+                out.append(Reached(ref[0], ref[1], stmt, switched, narrowed, branch))
+        elif isinstance(stmt, (ast.Return, ast.Raise)):
+            return True
+        elif isinstance(stmt, ast.If):
+            holds = host_holds(stmt.test, host, names)
+            device = switched or mentions_device(stmt.test, names)
+            if holds is not None:
+                if _reach(stmt.body if holds else stmt.orelse, host, names, device, narrowed, branch, out):
+                    return True
+                continue
+            first = narrowed is None
+            ends_body = _reach(
+                stmt.body,
+                host,
+                names,
+                device,
+                stmt.test if first else narrowed,
+                True if first else branch,
+                out,
+            )
+            ends_else = _reach(
+                stmt.orelse,
+                host,
+                names,
+                device,
+                stmt.test if first else narrowed,
+                False if first else branch,
+                out,
+            )
+            if ends_body and ends_else:
+                return True
+            if (ends_body or ends_else) and first:
+                # what follows runs only where the test took the other branch
+                narrowed, branch, switched = stmt.test, not ends_body, device
+        elif isinstance(stmt, ast.Try):
+            ends = _reach(stmt.body, host, names, switched, narrowed, branch, out)
+            for handler in stmt.handlers:
+                # the handler runs where the ``try`` body failed: narrowed by that body (its first statement)
+                _reach(
+                    handler.body,
+                    host,
+                    names,
+                    switched,
+                    narrowed or stmt.body[0],
+                    branch if narrowed else None,
+                    out,
+                )
+            _reach(stmt.orelse, host, names, switched, narrowed, branch, out)
+            if _reach(stmt.finalbody, host, names, switched, narrowed, branch, out) or (
+                ends and not stmt.handlers
+            ):
+                return True
+        elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+            if _reach(stmt.body, host, names, switched, narrowed, branch, out) and isinstance(
+                stmt, (ast.With, ast.AsyncWith)
+            ):
+                return True
+            if not isinstance(stmt, (ast.With, ast.AsyncWith)):
+                _reach(stmt.orelse, host, names, switched, narrowed, branch, out)
+    return False

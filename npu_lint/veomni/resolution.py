@@ -603,6 +603,7 @@ def default_backends(root: str) -> dict[tuple[str, str], tuple[str, int, str]]:
 # -- the NPU host's view of implementation-name code -------------------------------------------------------------
 
 NPU_NAME = "<npu>"  # the NPU implementation name of an op whose NPU default is not spelled out here
+NONE = "<none>"  # Python's None, as a parameter left at its default holds it (``default_env``)
 _NPU_PREDICATE = re.compile(r"(?i)^(is_(torch_)?npu(_is)?_available|is_npu|npu_available|on_npu|use_npu)$")
 _CUDA_PREDICATE = re.compile(r"(?i)^(is_(torch_)?cuda_available|is_cuda|cuda_available)$")
 _CONFIG_WORDS = ("config", "cfg")
@@ -646,8 +647,12 @@ class NpuHost:
     availability false, an ops-config implementation field holds its NPU value (``field_values``, else the op's
     NPU name, :data:`NPU_NAME`). ``env`` maps local names to what they hold."""
 
-    def __init__(self, field_values: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, field_values: dict[str, str] | None = None, constants: dict[str, ast.expr] | None = None
+    ) -> None:
         self.field_values = field_values or {}
+        # module-level tables (``_ALIASES = {"npu": "eager"}``) that a lookup of an implementation name reads
+        self.constants = constants or {}
 
     def field(self, name: str | None) -> HostValue:
         if name is None:
@@ -680,6 +685,17 @@ class NpuHost:
             return a if a == b else _UNKNOWN
         if isinstance(node, ast.Call):
             return self._call(node, env)
+        if isinstance(node, ast.Subscript):  # ``_ALIASES[impl]``
+            return self._lookup(node.value, node.slice, None, env)
+        if isinstance(node, ast.BoolOp):  # ``npu_as or "eager"``: the first operand that is true (the last)
+            got = _UNKNOWN
+            for operand in node.values:
+                got = self.value(operand, env)
+                if got.value is None:
+                    return _UNKNOWN
+                if (got.value not in (NONE, "")) == isinstance(node.op, ast.Or):
+                    return got
+            return got
         return _UNKNOWN
 
     def _call(self, node: ast.Call, env: dict[str, HostValue]) -> HostValue:
@@ -694,6 +710,22 @@ class NpuHost:
             if literal is None and _config_object(obj):
                 return self.field(None)
             return _UNKNOWN
+        if (
+            name == "get" and isinstance(node.func, ast.Attribute) and node.args
+        ):  # ``_ALIASES.get(impl, impl)``
+            return self._lookup(
+                node.func.value, node.args[0], node.args[1] if len(node.args) > 1 else None, env
+            )
+        if name == "replace" and isinstance(node.func, ast.Attribute) and len(node.args) == 2:
+            base = self.value(node.func.value, env)
+            old, new = str_value(node.args[0]), str_value(node.args[1])
+            if base.value is None or old is None or new is None:
+                return HostValue(None, base.npu)
+            if (
+                base.value == NPU_NAME
+            ):  # the NPU name is not spelled here: ``npu`` replaced whole, else unknown
+                return HostValue(new, base.npu) if old == "npu" else HostValue(None, base.npu)
+            return HostValue(base.value.replace(old, new), base.npu)
         if name in ("removeprefix", "removesuffix", "lower", "strip") and isinstance(
             node.func, ast.Attribute
         ):
@@ -718,6 +750,29 @@ class NpuHost:
             return got
         return _UNKNOWN
 
+    def _lookup(
+        self, table: ast.expr, key: ast.expr, default: ast.expr | None, env: dict[str, HostValue]
+    ) -> HostValue:
+        """A table lookup of an implementation name: the row an NPU host's name selects (the one key naming the NPU
+        when the name is not spelled here), else ``default``."""
+        if isinstance(table, ast.Name) and isinstance(self.constants.get(table.id), ast.Dict):
+            table = self.constants[table.id]
+        got = self.value(key, env)
+        if not isinstance(table, ast.Dict) or got.value is None:
+            return _UNKNOWN
+        keys = [str_value(k) if k is not None else None for k in table.keys]
+        if None in keys:
+            return _UNKNOWN  # ``**other``, or keys that are no literals
+        hits = [i for i, k in enumerate(keys) if self._equal(got.value, k)]
+        if len(hits) == 1:
+            found = self.value(table.values[hits[0]], env)
+            return HostValue(found.value, got.npu or found.npu)
+        if hits or default is None:
+            return _UNKNOWN
+        if got.value == NPU_NAME and any(k is not None and names_npu(k) for k in keys):
+            return _UNKNOWN
+        return self.value(default, env)
+
     def test(self, node: ast.expr, env: dict[str, HostValue]) -> tuple[bool | None, bool]:
         """(the decision, whether the NPU host decided it): True/False, or None when the host cannot tell."""
         pred = _predicate_name(node) if isinstance(node, (ast.Call, ast.Name, ast.Attribute)) else None
@@ -729,6 +784,31 @@ class NpuHost:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             decided, dep = self.test(node.operand, env)
             return (None if decided is None else not decided), dep
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+            and len(node.args) == 1
+        ):  # ``impl.endswith("_npu")``
+            base, affix = self.value(node.func.value, env), str_value(node.args[0])
+            if not base.npu or base.value is None or affix is None:
+                return None, False
+            if base.value == NPU_NAME:
+                return (True, True) if names_npu(affix) else (None, False)
+            return getattr(base.value, node.func.attr)(affix), True
+        if isinstance(node, ast.Name) and env.get(node.id, _UNKNOWN).value == NONE:
+            return False, False  # a parameter left at its default None
+        if (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None
+        ):
+            left = self.value(node.left, env)
+            if left.value is None:
+                return None, False
+            return (left.value == NONE) == isinstance(node.ops[0], ast.Is), left.npu
         if isinstance(node, ast.BoolOp):
             results = [self.test(v, env) for v in node.values]
             is_and = isinstance(node.op, ast.And)
@@ -741,6 +821,20 @@ class NpuHost:
                     dep for _, dep in results
                 )
             return None, False
+        if (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and str_value(node.left) is not None
+        ):  # ``"npu" in impl``
+            right = self.value(node.comparators[0], env)
+            part = str_value(node.left) or ""
+            if not right.npu or right.value is None:
+                return None, False
+            hit = names_npu(part) or None if right.value == NPU_NAME else part in right.value
+            if hit is None:
+                return None, False
+            return hit == isinstance(node.ops[0], ast.In), True
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left = self.value(node.left, env)
             if not left.npu or left.value is None:
@@ -772,12 +866,14 @@ class NpuHost:
         return names_npu(literal)
 
 
-def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
+def host_env(func: ast.AST, host: NpuHost, before: int | None = None) -> dict[str, HostValue]:
     """What the local names of a function hold on an NPU host: names assigned once (or always the same value)
-    from an implementation-name read, in statement order."""
+    from an implementation-name read, in statement order (``before``: only the assignments above that line)."""
     env: dict[str, HostValue] = {}
     seen: dict[str, int] = {}
     assigns = nodes_of(func, ast.Assign)
+    if before is not None:
+        assigns = [a for a in assigns if a.lineno < before]  # type: ignore[attr-defined]
     for node in assigns:
         assert isinstance(node, ast.Assign)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -795,6 +891,28 @@ def host_env(func: ast.AST, host: NpuHost) -> dict[str, HostValue]:
             continue
         env[name] = got
     return env
+
+
+def default_env(func: ast.AST) -> dict[str, HostValue]:
+    """A function's parameters that default to None or a string and are never rebound in its body, as a call that
+    leaves them out sees them (``npu_as: str | None = None`` holds :data:`NONE`)."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    args = func.args
+    pairs = list(zip(reversed(args.posonlyargs + args.args), reversed(args.defaults), strict=False))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    rebound = {
+        n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+    }
+    out: dict[str, HostValue] = {}
+    for arg, default in pairs:
+        if arg.arg in rebound or not isinstance(default, ast.Constant):
+            continue
+        if default.value is None:
+            out[arg.arg] = HostValue(NONE)
+        elif isinstance(default.value, str):
+            out[arg.arg] = HostValue(default.value)
+    return out
 
 
 # -- what a handle asks for on an NPU host ----------------------------------------------------------------------

@@ -7,6 +7,7 @@ import ast
 from npu_lint.core.astutil import last_name, own_nodes, walk
 from npu_lint.rules._handles import ATTENTION_HELPERS, INSTANCE_HANDLES, ROW_RESOLVERS, call_name, spec_target
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, host_env
 
 _BUILT = (
     INSTANCE_HANDLES | ROW_RESOLVERS | ATTENTION_HELPERS
@@ -85,7 +86,8 @@ class NpuParameterIgnored(Rule):
     name = "npu-parameter-ignored"
     summary = (
         "A function takes a parameter that chooses its NPU behaviour (`npu_as`, `npu_impl`, `on_npu`, ...) and "
-        "never reads it, so every caller's NPU choice is dropped; or an `__init__` builds a dispatch handle on "
+        "never reads it (or, a remap of the NPU name such as `npu_as`, reads it where the NPU name never "
+        "reaches), so every caller's NPU choice is dropped; or an `__init__` builds a dispatch handle on "
         "`self` (carrying the ops config's NPU choice) that no function of its class reads."
     )
     why = (
@@ -95,7 +97,10 @@ class NpuParameterIgnored(Rule):
         "never reads that parameter returns the GPU-side answer on Ascend: the handle asks for a row nobody "
         "registered (KeyError at model build) or binds the wrong kernel, while every caller looks correct. The "
         "rule reads the function itself (stubs, abstract methods and overloads aside) and, for the tree's "
-        "ops-config reader, names the specs that pass the parameter."
+        "ops-config reader, names the specs that pass the parameter. A reader that reads `npu_as` only under a "
+        "test the NPU name fails (`if npu_as is not None and impl == 'eager'`) drops it the same way: the rule "
+        "follows the body as an NPU host whose ops config holds the NPU name and whose caller passed the remap, "
+        "and reports the return that answers the NPU name instead."
         " The same choice is dropped when an `__init__` builds `self.veomni_ce = VeomniOp(...)` from the ops "
         "config and nothing of the class uses it (a loss helper bound with `partial(...)` but without "
         "`op=self.veomni_ce`, a forward calling the eager function): the class's methods in the file (its own, "
@@ -113,6 +118,21 @@ class NpuParameterIgnored(Rule):
             """,
             path="veomni/models_kernel/utils/impl_reader.py",
             title="the NPU remap parameter of an ops-config reader is never read",
+        ),
+        Example(
+            """
+            from veomni.ops.config import get_ops_config
+
+
+            def read_impl(field: str, *, npu_as: str | None = None) -> str:
+                cfg = get_ops_config()
+                impl = "eager" if cfg is None else getattr(cfg, field, "eager")
+                if npu_as is not None and impl == "eager":
+                    return npu_as
+                return impl
+            """,
+            path="veomni/models_kernel/utils/impl_reader.py",
+            title="the remap applied to another name than the NPU one",
         ),
         Example(
             """
@@ -218,6 +238,8 @@ class NpuParameterIgnored(Rule):
                 return  # the parameters are read as a whole
         for param in params:
             if param.arg in read:
+                if {"as", "alias", "name", "impl"} & set(param.arg.lower().split("_")):
+                    self._remap_unused(node, param.arg)  # a remap of the NPU name: ``npu_as``, ``npu_alias``
                 continue
             callers = [at for _r, _f, value, at in self.ctx.project.npu_remaps if param.arg == "npu_as"]
             evidence = (
@@ -233,6 +255,58 @@ class NpuParameterIgnored(Rule):
                 "dropped, so on Ascend the function answers as on GPU (a row nobody registered, or the GPU "
                 f"kernel); use `{param.arg}`",
             )
+
+    def _remap_unused(self, func: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> None:
+        """An ops-config reader that reads ``npu_as`` but, on an NPU host whose configuration holds the NPU name,
+        still answers that name when a caller passes ``npu_as`` (``if npu_as is not None and impl == "eager"``):
+        the remap never applies where it is meant to."""
+        host = NpuHost()
+        env = {**host_env(func, host), param: HostValue(_ASKED)}
+        answer = _answer(func.body, host, env)
+        if answer is None or answer[0].value is None or not answer[0].npu or answer[0].value == _ASKED:
+            return
+        shown = "its NPU name" if answer[0].value == NPU_NAME else f"`{answer[0].value}`"
+        self.report(
+            answer[1],
+            f"on an NPU host whose ops config holds the NPU name, `{func.name}` answers {shown} even when a caller "
+            f"passes `{param}`: the remap never applies where it is meant to, and the handle asks for a row the NPU "
+            f"does not register (cross-entropy has no `npu` row); apply `{param}` when the value is the NPU name",
+        )
+
+
+_ASKED = "<npu_as>"  # what a caller passed as ``npu_as``
+_CONFIG = "<config>"  # an ops config object
+
+
+def _answer(
+    stmts: list[ast.stmt], host: NpuHost, env: dict[str, HostValue]
+) -> tuple[HostValue, ast.Return] | None:
+    """What a function body returns on an NPU host, statement by statement (assignments followed, tests the host
+    decides taken); None when a test is not decided or the return is not reached plainly."""
+    env = dict(env)
+    for stmt in stmts:
+        if isinstance(stmt, ast.Return):
+            return (host.value(stmt.value, env), stmt) if stmt.value is not None else None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = stmt.value
+            if isinstance(value, ast.Call) and "config" in call_name(value).lower():
+                env[stmt.targets[0].id] = HostValue(_CONFIG)  # the installed ops config: not None on a run
+            else:
+                env[stmt.targets[0].id] = host.value(value, env)
+        elif isinstance(stmt, ast.If):
+            decided, _dep = host.test(stmt.test, env)
+            if decided is None:
+                return None
+            branch = stmt.body if decided else stmt.orelse
+            if any(isinstance(n, ast.Return) for s in branch for n in walk(s)):
+                return _answer(branch, host, env)
+            if any(isinstance(n, (ast.Assign, ast.AugAssign)) for s in branch for n in walk(s)):
+                return None  # the branch rebinds names: not followed
+        elif any(isinstance(n, (ast.Return, ast.Raise)) for n in walk(stmt)):
+            return None  # returns inside loops, ``try`` or ``with``: not followed
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.While, ast.With, ast.Try)):
+            return None
+    return None
 
 
 def _resolvers(ctx: Context) -> set[str]:

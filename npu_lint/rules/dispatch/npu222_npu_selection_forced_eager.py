@@ -9,7 +9,7 @@ from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.dispatch.npu212_npu_fallback_incomplete import _is_fallback_table
 from npu_lint.rules.dispatch.npu216_npu_fallback_gpu_row import field_ops
 from npu_lint.veomni.catalog import NPU
-from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, host_env, names_npu
+from npu_lint.veomni.resolution import NPU_NAME, HostValue, NpuHost, default_env, host_env, names_npu
 
 
 def _eager(node: ast.AST | None) -> bool:
@@ -34,6 +34,41 @@ def _npu_with_eager(test: ast.expr) -> str | None:
     return next((lit for lit in literals if names_npu(lit)), None)
 
 
+def _defaulted_eager(value: ast.expr | None, host: NpuHost | None, env: dict[str, HostValue] | None) -> str:
+    """The parameters (``npu_as``), as words, whose defaults make ``value`` the string ``eager``
+    (``npu_as if npu_as is not None else "eager"``, ``npu_as or "eager"``, ``npu_as`` defaulting to ``"eager"``);
+    "" when it is not eager that way."""
+    if value is None or host is None or not env or host.value(value, env).value != "eager":
+        return ""
+    used = sorted(
+        {
+            n.id
+            for n in ast.walk(value)
+            if isinstance(n, ast.Name) and n.id in env and not env[n.id].npu and env[n.id].value is not None
+        }
+    )
+    return " and ".join(f"`{name}`" for name in used)
+
+
+def _mappings(func: ast.AST, constants: dict[str, ast.expr]) -> list[ast.expr]:
+    """The expressions of ``func`` that may map an implementation name to another: lookups in a literal table or
+    a module-level one (``_ALIASES[impl]``, ``_ALIASES.get(impl, impl)``), ``.replace("npu", ...)``."""
+
+    def table(node: ast.expr) -> bool:
+        return isinstance(node, ast.Dict) or (isinstance(node, ast.Name) and node.id in constants)
+
+    out: list[ast.expr] = []
+    for node in nodes_of(func, ast.Subscript, ast.Call):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and table(node.value):
+            out.append(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr == "get" and table(node.func.value):
+                out.append(node)
+            elif node.func.attr == "replace" and names_npu(str_value(node.args[0])):
+                out.append(node)
+    return out
+
+
 class NpuSelectionForcedEager(Rule):
     code = "NPU222"
     name = "npu-selection-forced-eager"
@@ -53,7 +88,11 @@ class NpuSelectionForcedEager(Rule):
         "selects eager makes every Ascend run silently use the unfused path (or lose the only varlen kernel) "
         "whatever the config says. The rule evaluates each test as an NPU host does: NPU availability true, "
         "CUDA availability false, an implementation field holding its NPU name (the tree's own NPU default "
-        "when it is eager counts as no decision), local names followed through their assignments."
+        "when it is eager counts as no decision), local names followed through their assignments, parameters "
+        "left at their defaults (a resolver whose NPU branch returns `npu_as if npu_as is not None else "
+        "'eager'` sends every op called without `npu_as` -- RMSNorm, RoPE -- to eager); a table lookup "
+        '(`{"npu": "eager"}.get(impl, impl)`) or a rewrite (`impl.replace("npu", "eager")`) that turns the NPU '
+        "name into eager is the same decision without a test."
     )
     bad = (
         Example(
@@ -114,6 +153,21 @@ class NpuSelectionForcedEager(Rule):
             path="veomni/ops/scan_rows.py",
             title="the NPU name listed with eager; an NPU-decided alias with its branches swapped",
         ),
+        Example(
+            """
+            from veomni.ops.config import get_ops_config
+
+
+            def resolve_op_impl(field: str, *, npu_as: str | None = None) -> str:
+                cfg = get_ops_config()
+                impl = "eager" if cfg is None else getattr(cfg, field, "eager")
+                if impl == "npu":
+                    return npu_as if npu_as is not None else "eager"
+                return impl
+            """,
+            path="veomni/models_kernel/utils/op_utils.py",
+            title="the tree's resolver sends `npu` to eager for every op called without `npu_as`",
+        ),
     )
     good = (
         Example(
@@ -142,14 +196,27 @@ class NpuSelectionForcedEager(Rule):
         return not ctx.source.kind.test
 
     def finish(self) -> None:
+        self._seen: set[int] = set()
         self._tables()
-        host = NpuHost()
+        constants = {
+            s.targets[0].id: s.value
+            for s in self.ctx.tree.body
+            if isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Dict)
+        }
+        host = NpuHost(constants=constants)
         for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             env: dict[str, HostValue] | None = None
+            mappings = _mappings(func, constants)
+            if mappings:
+                self._mapped_to_eager(func, mappings, host)
             for node in nodes_of(func, ast.If, ast.IfExp):
                 assert isinstance(node, (ast.If, ast.IfExp))
                 if env is None:
-                    env = host_env(func, host)
+                    # parameters at their defaults (``npu_as=None``): what a call that leaves them out gets
+                    env = {**default_env(func), **host_env(func, host)}
                 decided, dep = host.test(node.test, env)
                 if decided is None or not dep:
                     self._grouped_with_eager(node)
@@ -158,7 +225,7 @@ class NpuSelectionForcedEager(Rule):
                     continue
                 if isinstance(node, ast.IfExp) and self._inverted_choice(node, host, env):
                     continue
-                what = self._eager_path(node, decided)
+                what = self._eager_path(node, decided, host, env)
                 if what is None:
                     continue
                 reason = self._reason(node.test, env, host)
@@ -168,6 +235,26 @@ class NpuSelectionForcedEager(Rule):
                     f"selects {what}: the op's NPU kernel is never bound on Ascend, whatever the ops config "
                     "selects; carry the configured NPU implementation name to the binding",
                 )
+
+    def _mapped_to_eager(self, func: ast.AST, mappings: list[ast.expr], host: NpuHost) -> None:
+        """A value computed from the implementation name an NPU host reads that is ``eager`` with no test on the
+        way: a table lookup (``_ALIASES.get(impl, impl)`` with ``{"npu": "eager"}``), a rewrite
+        (``impl.replace("npu", "eager")``)."""
+        for node in mappings:
+            if id(node) in self._seen:
+                continue  # a nested function's node, met again in the enclosing one
+            self._seen.add(id(node))
+            # what the names hold where the mapping reads them (``impl = _ALIASES.get(impl, impl)`` rebinds)
+            env = {**default_env(func), **host_env(func, host, before=node.lineno)}
+            got = host.value(node, env)
+            if got.value != "eager" or not got.npu:
+                continue
+            self.report(
+                node,
+                f"on an NPU host `{ast.unparse(node)}` turns the configured NPU implementation name into "
+                "`'eager'`: the op's NPU kernel is never bound on Ascend, whatever the ops config selects; carry "
+                "the NPU name to the binding",
+            )
 
     def _grouped_with_eager(self, node: ast.If | ast.IfExp) -> None:
         npu = _npu_with_eager(node.test)
@@ -234,7 +321,12 @@ class NpuSelectionForcedEager(Rule):
                 )
 
     @staticmethod
-    def _eager_path(node: ast.If | ast.IfExp, decided: bool) -> str | None:
+    def _eager_path(
+        node: ast.If | ast.IfExp,
+        decided: bool,
+        host: NpuHost | None = None,
+        env: dict[str, HostValue] | None = None,
+    ) -> str | None:
         if isinstance(node, ast.IfExp):
             chosen = node.body if decided else node.orelse
             return "is `'eager'`" if _eager(chosen) else None
@@ -242,9 +334,14 @@ class NpuSelectionForcedEager(Rule):
         for stmt in block:
             if isinstance(stmt, ast.Assign) and _eager(stmt.value):
                 return f"sets `{ast.unparse(stmt.targets[0])}` to `'eager'`"
+            if isinstance(stmt, ast.Assign) and (defaulted := _defaulted_eager(stmt.value, host, env)):
+                return f"sets `{ast.unparse(stmt.targets[0])}` to `'eager'` in every call that leaves out {defaulted}"
             if isinstance(stmt, ast.Return):
                 if _eager(stmt.value):
                     return "returns `'eager'`"
+                defaulted = _defaulted_eager(stmt.value, host, env)
+                if defaulted:
+                    return f"returns `'eager'` to every call that leaves out {defaulted}"
                 if (
                     stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
                 ) and (_names_eager(node.test)):
