@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name, str_value, walk
+from npu_lint.core.astutil import dotted_name, last_name, str_value, walk
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
@@ -108,6 +108,8 @@ def explicit_registrations(tree: ast.Module) -> dict[str, list[tuple[str, int]]]
     out: dict[str, list[tuple[str, int]]] = {}
 
     def add(keys: list[str], fn: ast.AST | None, line: int) -> None:
+        if isinstance(fn, ast.Call) and last_name(fn.func) == "partial" and fn.args:
+            fn = fn.args[0]  # `functools.partial(load, text=True)` registers `load`
         if isinstance(fn, ast.Name):
             for key in keys:
                 out.setdefault(fn.id, []).append((key, line))
@@ -283,6 +285,17 @@ def device_probe(node: ast.expr) -> bool | None:
             if func == known or func.endswith("." + known):
                 return polarity
         return None
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+        and isinstance(node.comparators[0], ast.Constant)
+        and isinstance(node.comparators[0].value, bool)
+    ):
+        # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
+        inner = device_probe(node.left)
+        same = isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
+        return None if inner is None else inner == same
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         left, right = node.left, node.comparators[0]
         for value, other in ((str_value(right), left), (str_value(left), right)):
@@ -332,6 +345,17 @@ def cuda_probe(node: ast.expr) -> bool | None:
     if isinstance(node, ast.Call) and not node.args and not node.keywords:
         func = dotted_name(node.func) or ""
         return True if any(func == c or func.endswith("." + c) for c in _CUDA_CALLS) else None
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+        and isinstance(node.comparators[0], ast.Constant)
+        and isinstance(node.comparators[0].value, bool)
+    ):
+        # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
+        inner = device_probe(node.left)
+        same = isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
+        return None if inner is None else inner == same
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         left, right = node.left, node.comparators[0]
         for value, other in ((str_value(right), left), (str_value(left), right)):
