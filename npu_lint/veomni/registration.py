@@ -463,7 +463,21 @@ def host_holds(
         return None if None in results else not short
     if isinstance(test, ast.Name) and names and test.id in names and depth < 4:
         return host_holds(names[test.id], host, names, depth + 1)
+    if _helper_call(test, names) and depth < 4:
+        return host_holds(names[f"{test.func.id}()"], host, names, depth + 1)  # type: ignore[index,union-attr]
     return None
+
+
+def _helper_call(test: ast.expr, names: dict[str, ast.expr] | None) -> bool:
+    """``_use_npu_module()``: a call without arguments of a function of ``names`` (its returned expression)."""
+    return (
+        isinstance(test, ast.Call)
+        and not test.args
+        and not test.keywords
+        and isinstance(test.func, ast.Name)
+        and bool(names)
+        and f"{test.func.id}()" in names  # type: ignore[operator]
+    )
 
 
 _OTHER_DEVICE = re.compile(r"(?i)(^|_)(mlu|xpu|musa|hpu|mps)(_|$)")
@@ -498,6 +512,9 @@ def mentions_device(test: ast.expr, names: dict[str, ast.expr] | None = None, de
         if isinstance(node, ast.Name) and names and node.id in names and depth < 4:
             if mentions_device(names[node.id], names, depth + 1):
                 return True
+        if _helper_call(node, names) and depth < 4:
+            if mentions_device(names[f"{node.func.id}()"], names, depth + 1):  # type: ignore[index,union-attr]
+                return True
     return False
 
 
@@ -514,6 +531,20 @@ def probe_names(scopes: list[list[ast.stmt]]) -> dict[str, ast.expr]:
                 target, value = stmt.targets[0], stmt.value
             elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
                 target, value = stmt.target, stmt.value
+            body = [
+                b
+                for b in getattr(stmt, "body", [])
+                if not isinstance(getattr(b, "value", None), ast.Constant)
+            ]
+            if (
+                isinstance(stmt, ast.FunctionDef)
+                and not any((*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs))
+                and len(body) == 1
+                and isinstance(body[0], ast.Return)
+                and body[0].value is not None
+            ):
+                # `def _use_npu_module(): return IS_NPU_AVAILABLE`, called as `_use_npu_module()`
+                target, value = ast.Name(id=f"{stmt.name}()"), body[0].value
             if isinstance(target, ast.Name) and value is not None:
                 counts[target.id] = counts.get(target.id, 0) + 1
                 found[target.id] = value

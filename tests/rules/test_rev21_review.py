@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.rules.snippets import lint_snippet
 from tests.rules.test_npu732_vlm_model_types import GENERATED_TOY_OMNI, _findings
 
@@ -158,13 +156,9 @@ def register_toy_modeling(architecture: str):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a module-local helper returning the device probe is not followed (device_probe reads "
-    "one expression without the file's functions)",
-)
 def test_npu233_quiet_on_a_helper_returning_the_probe() -> None:
     assert _codes(INIT, HELPER_PROBE.format(probe="IS_NPU_AVAILABLE"), "NPU233") == []
+    assert _codes(INIT, HELPER_PROBE.format(probe="IS_NPU_AVAILABLE and FLAG"), "NPU233")
 
 
 # --- NPU219 ---------------------------------------------------------------------------------------------------
