@@ -72,7 +72,13 @@ def _none_tested(func: ast.FunctionDef, name: str) -> bool:
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             if isinstance(node.operand, ast.Name) and node.operand.id == name:
                 return True
-        elif isinstance(node, ast.Call) and last_name(node.func) in ("getattr", "isinstance", "len"):
+        elif isinstance(node, ast.Call) and last_name(node.func) in (
+            "getattr",
+            "hasattr",
+            "isinstance",
+            "is_tensor",
+            "len",
+        ):
             if any(isinstance(a, ast.Name) and a.id == name for a in node.args):
                 return True
     return False
@@ -86,8 +92,17 @@ def needed_parameters(func: ast.FunctionDef) -> frozenset[str]:
         return hit[1]  # type: ignore[no-any-return]
     args = func.args
     positional = [*args.posonlyargs, *args.args]
-    defaulted = {a.arg for a in positional[len(positional) - len(args.defaults) :]}
-    defaulted |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None}
+    # only a None default leaves the parameter unset (a tuple default such as `merge_sizes=(2, 2)` is a value)
+    defaulted = {
+        a.arg
+        for a, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False)
+        if isinstance(d, ast.Constant) and d.value is None
+    }
+    defaulted |= {
+        a.arg
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False)
+        if isinstance(d, ast.Constant) and d.value is None
+    }
     indexed: set[str] = set()
     rebound: set[str] = set()
     for node in walk(func):
@@ -177,6 +192,18 @@ def reached_definitions(
     if not is_position_method(name):
         return []
     local = [n for n in walk(tree) if isinstance(n, ast.FunctionDef) and n is not scope and _defines(n, name)]
+    if (
+        isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "self"
+    ):
+        # `self.<name>(...)` in a class that defines `<name>` runs that class's definition, not a sibling class's
+        for cls in walk(tree):
+            if isinstance(cls, ast.ClassDef) and scope in cls.body:
+                own = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n in local]
+                if own:
+                    local = own
+                break
     if local:
         return [(name, fn) for fn in local]
     if source_module and module_path(source_module) is not None:

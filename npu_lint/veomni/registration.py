@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name, str_value, walk
+from npu_lint.core.astutil import dotted_name, last_name, str_value, walk
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
 
@@ -108,6 +108,8 @@ def explicit_registrations(tree: ast.Module) -> dict[str, list[tuple[str, int]]]
     out: dict[str, list[tuple[str, int]]] = {}
 
     def add(keys: list[str], fn: ast.AST | None, line: int) -> None:
+        if isinstance(fn, ast.Call) and last_name(fn.func) == "partial" and fn.args:
+            fn = fn.args[0]  # `functools.partial(load, text=True)` registers `load`
         if isinstance(fn, ast.Name):
             for key in keys:
                 out.setdefault(fn.id, []).append((key, line))
@@ -283,6 +285,17 @@ def device_probe(node: ast.expr) -> bool | None:
             if func == known or func.endswith("." + known):
                 return polarity
         return None
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+        and isinstance(node.comparators[0], ast.Constant)
+        and isinstance(node.comparators[0].value, bool)
+    ):
+        # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
+        inner = device_probe(node.left)
+        same = isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
+        return None if inner is None else inner == same
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         left, right = node.left, node.comparators[0]
         for value, other in ((str_value(right), left), (str_value(left), right)):
@@ -332,6 +345,17 @@ def cuda_probe(node: ast.expr) -> bool | None:
     if isinstance(node, ast.Call) and not node.args and not node.keywords:
         func = dotted_name(node.func) or ""
         return True if any(func == c or func.endswith("." + c) for c in _CUDA_CALLS) else None
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+        and isinstance(node.comparators[0], ast.Constant)
+        and isinstance(node.comparators[0].value, bool)
+    ):
+        # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
+        inner = device_probe(node.left)
+        same = isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
+        return None if inner is None else inner == same
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         left, right = node.left, node.comparators[0]
         for value, other in ((str_value(right), left), (str_value(left), right)):
@@ -439,7 +463,21 @@ def host_holds(
         return None if None in results else not short
     if isinstance(test, ast.Name) and names and test.id in names and depth < 4:
         return host_holds(names[test.id], host, names, depth + 1)
+    if _helper_call(test, names) and depth < 4:
+        return host_holds(names[f"{test.func.id}()"], host, names, depth + 1)  # type: ignore[index,union-attr]
     return None
+
+
+def _helper_call(test: ast.expr, names: dict[str, ast.expr] | None) -> bool:
+    """``_use_npu_module()``: a call without arguments of a function of ``names`` (its returned expression)."""
+    return (
+        isinstance(test, ast.Call)
+        and not test.args
+        and not test.keywords
+        and isinstance(test.func, ast.Name)
+        and bool(names)
+        and f"{test.func.id}()" in names  # type: ignore[operator]
+    )
 
 
 _OTHER_DEVICE = re.compile(r"(?i)(^|_)(mlu|xpu|musa|hpu|mps)(_|$)")
@@ -474,6 +512,9 @@ def mentions_device(test: ast.expr, names: dict[str, ast.expr] | None = None, de
         if isinstance(node, ast.Name) and names and node.id in names and depth < 4:
             if mentions_device(names[node.id], names, depth + 1):
                 return True
+        if _helper_call(node, names) and depth < 4:
+            if mentions_device(names[f"{node.func.id}()"], names, depth + 1):  # type: ignore[index,union-attr]
+                return True
     return False
 
 
@@ -490,6 +531,20 @@ def probe_names(scopes: list[list[ast.stmt]]) -> dict[str, ast.expr]:
                 target, value = stmt.targets[0], stmt.value
             elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
                 target, value = stmt.target, stmt.value
+            body = [
+                b
+                for b in getattr(stmt, "body", [])
+                if not isinstance(getattr(b, "value", None), ast.Constant)
+            ]
+            if (
+                isinstance(stmt, ast.FunctionDef)
+                and not any((*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs))
+                and len(body) == 1
+                and isinstance(body[0], ast.Return)
+                and body[0].value is not None
+            ):
+                # `def _use_npu_module(): return IS_NPU_AVAILABLE`, called as `_use_npu_module()`
+                target, value = ast.Name(id=f"{stmt.name}()"), body[0].value
             if isinstance(target, ast.Name) and value is not None:
                 counts[target.id] = counts.get(target.id, 0) + 1
                 found[target.id] = value

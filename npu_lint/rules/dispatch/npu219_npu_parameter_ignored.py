@@ -30,6 +30,27 @@ def _class_functions(tree: ast.Module) -> dict[str, list[ast.AST]]:
     return out
 
 
+def _interface_overrides(tree: ast.Module) -> set[int]:
+    """Methods that implement an in-file base class's method of the same name and parameters (the signature is
+    the interface's: a GPU-side implementation may have no use for the NPU parameter)."""
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    out: set[int] = set()
+    for cls in classes.values():
+        inherited: dict[str, set[str]] = {}
+        for base in cls.bases:
+            base_cls = classes.get(base.id) if isinstance(base, ast.Name) else None
+            for stmt in base_cls.body if base_cls is not None else []:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = stmt.args
+                    inherited[stmt.name] = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in inherited:
+                a = stmt.args
+                if {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} <= inherited[stmt.name]:
+                    out.add(id(stmt))
+    return out
+
+
 def _bases(tree: ast.Module) -> dict[str, set[str]]:
     return {
         s.name: {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in s.bases}
@@ -221,6 +242,11 @@ class NpuParameterIgnored(Rule):
         ]
         if not params or _trivial(node):
             return
+        cached = getattr(self, "_overrides", None)
+        if cached is None or cached[0] is not self.ctx.tree:
+            cached = self._overrides = (self.ctx.tree, _interface_overrides(self.ctx.tree))
+        if id(node) in cached[1]:
+            return  # the base class's signature: the interface, not this implementation, takes the parameter
         for decorator in node.decorator_list:
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
             name = last_name(target) or ""
