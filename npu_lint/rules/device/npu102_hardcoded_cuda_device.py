@@ -317,6 +317,12 @@ _NOT_DEVICE_CALLS = frozenset(
 )
 
 
+def _may_name_cuda(node: ast.expr) -> bool:
+    """Whether an argument of a call can be what ``_visit_call`` reports: a ``"cuda"``/``"cuda:N"`` or ``"nccl"``
+    constant, or a device name built on CUDA's."""
+    return cuda_string(node) is not None or is_nccl(node) or built_cuda_device(node)
+
+
 class HardcodedCudaDevice(Rule):
     code = "NPU102"
     name = "hardcoded-cuda-device"
@@ -1019,17 +1025,10 @@ class HardcodedCudaDevice(Rule):
         )
 
     def _visit_call(self, node: ast.Call) -> None:
-        args = node.args
-        if not node.keywords and (
-            not args
-            or (
-                len(args) < 2
-                and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
-                and cuda_string(args[0]) is None
-                and not built_cuda_device(args[0])
-            )
+        if not any(_may_name_cuda(arg) for arg in node.args) and not any(
+            _may_name_cuda(kw.value) for kw in node.keywords
         ):
-            return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
+            return  # nothing below can report: every report is of an argument that names CUDA or NCCL
         ctx = self.ctx
         qual = ctx.qualname(node.func) or ""
         func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual
