@@ -317,10 +317,21 @@ _NOT_DEVICE_CALLS = frozenset(
 )
 
 
-def _may_name_cuda(node: ast.expr) -> bool:
-    """Whether an argument of a call can be what ``_visit_call`` reports: a ``"cuda"``/``"cuda:N"`` or ``"nccl"``
-    constant, or a device name built on CUDA's."""
-    return cuda_string(node) is not None or is_nccl(node) or built_cuda_device(node)
+_BUILT = (ast.JoinedStr, ast.BinOp, ast.Call)  # what ``built_cuda_device`` can accept
+
+
+def _may_name_cuda(call: ast.Call) -> bool:
+    """Whether an argument of ``call`` can be what ``_visit_call`` reports: a ``"cuda"``/``"cuda:N"`` or
+    ``"nccl"`` constant (any string starting so: a superset), or a device name built on CUDA's."""
+    for value in [*call.args, *[kw.value for kw in call.keywords]]:
+        typ = type(value)
+        if typ is ast.Constant:
+            text = value.value  # type: ignore[attr-defined]
+            if isinstance(text, str) and text.startswith(("cuda", "nccl")):
+                return True
+        elif typ in _BUILT and built_cuda_device(value):
+            return True
+    return False
 
 
 class HardcodedCudaDevice(Rule):
@@ -1025,9 +1036,7 @@ class HardcodedCudaDevice(Rule):
         )
 
     def _visit_call(self, node: ast.Call) -> None:
-        if not any(_may_name_cuda(arg) for arg in node.args) and not any(
-            _may_name_cuda(kw.value) for kw in node.keywords
-        ):
+        if not _may_name_cuda(node):
             return  # nothing below can report: every report is of an argument that names CUDA or NCCL
         ctx = self.ctx
         qual = ctx.qualname(node.func) or ""
