@@ -317,6 +317,23 @@ _NOT_DEVICE_CALLS = frozenset(
 )
 
 
+_BUILT = (ast.JoinedStr, ast.BinOp, ast.Call)  # what ``built_cuda_device`` can accept
+
+
+def _may_name_cuda(call: ast.Call) -> bool:
+    """Whether an argument of ``call`` can be what ``_visit_call`` reports: a ``"cuda"``/``"cuda:N"`` or
+    ``"nccl"`` constant (any string starting so: a superset), or a device name built on CUDA's."""
+    for value in [*call.args, *[kw.value for kw in call.keywords]]:
+        typ = type(value)
+        if typ is ast.Constant:
+            text = value.value  # type: ignore[attr-defined]
+            if isinstance(text, str) and text.startswith(("cuda", "nccl")):
+                return True
+        elif typ in _BUILT and built_cuda_device(value):
+            return True
+    return False
+
+
 class HardcodedCudaDevice(Rule):
     code = "NPU102"
     name = "hardcoded-cuda-device"
@@ -1019,17 +1036,8 @@ class HardcodedCudaDevice(Rule):
         )
 
     def _visit_call(self, node: ast.Call) -> None:
-        args = node.args
-        if not node.keywords and (
-            not args
-            or (
-                len(args) < 2
-                and not (isinstance(args[0], ast.Constant) and args[0].value in ("cuda", "nccl"))
-                and cuda_string(args[0]) is None
-                and not built_cuda_device(args[0])
-            )
-        ):
-            return  # nothing below can report: no keyword, no "cuda"/"nccl" first argument, no default
+        if not _may_name_cuda(node):
+            return  # nothing below can report: every report is of an argument that names CUDA or NCCL
         ctx = self.ctx
         qual = ctx.qualname(node.func) or ""
         func_attr = node.func.attr if isinstance(node.func, ast.Attribute) else qual

@@ -261,14 +261,18 @@ class RuntimeModuleLeftOnHost(Rule):
         super().__init__(ctx)
         self._modules: set[str] | None = None
         self._resolved: dict[str, bool] = {}
+        self._local: dict[str, list[ast.ClassDef]] | None = None
 
     def _is_module_class(self, func: ast.expr) -> bool:
         if self._modules is None:
             self._modules = module_classes(self.ctx.tree, self.ctx)
         if isinstance(func, ast.Name) and func.id in self._modules and func.id not in self.ctx.imports:
-            return any(
-                isinstance(s, ast.ClassDef) and s.name == func.id and _stateful(s) for s in self.ctx.tree.body
-            )
+            if self._local is None:  # the module's classes by name, in order: one pass over the body
+                self._local = {}
+                for stmt in self.ctx.tree.body:
+                    if isinstance(stmt, ast.ClassDef):
+                        self._local.setdefault(stmt.name, []).append(stmt)
+            return any(_stateful(s) for s in self._local.get(func.id, ()))
         qual = self.ctx.qualname(func) or ""
         if qual.startswith("torch.nn."):
             return qual.count(".") == 2 and _STATEFUL_NN.match(qual.rsplit(".", 1)[-1]) is not None

@@ -176,6 +176,8 @@ class NameBoundNowhere(Rule):
     fix_safety = "No fix: restore the binding the function lost (or import the name)."
     node_types = (ast.Module,)
 
+    _known: frozenset[str] = frozenset()  # the module's names, for the definition being checked
+
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         kind = ctx.source.kind
@@ -197,34 +199,40 @@ class NameBoundNowhere(Rule):
         ):
             return
         declared = {name for g in nodes_of(node, ast.Global) if isinstance(g, ast.Global) for name in g.names}
-        known = module | _module_level_stores(node.body) | declared | _IMPLICIT
+        known = frozenset(module | _module_level_stores(node.body) | declared | _IMPLICIT)
         for stmt in node.body:
-            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                # once per definition text and module names (a definition the editor lints again unchanged)
+                self._known = known
+                self.report_shared(self._check_definition, stmt, known)
+
+    def _check_definition(self, stmt: ast.AST) -> None:
+        """The reads of one top-level definition that nothing binds (``self._known``: the module's names)."""
+        assert isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        # an augmented assignment's target is read first (``n += 1`` raises before any later read)
+        augmented = {id(a.target) for a in nodes_of(stmt, ast.AugAssign) if isinstance(a, ast.AugAssign)}
+        reads = sorted(
+            (
+                n
+                for n in nodes_of(stmt, ast.Name)
+                if isinstance(n, ast.Name)
+                and (isinstance(n.ctx, ast.Load) or id(n) in augmented)
+                and n.id not in self._known
+            ),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        if not reads:
+            return
+        bound = _bound_inside(stmt) | _annotation_names(stmt)
+        seen: set[str] = set()
+        for read in reads:
+            assert isinstance(read, ast.Name)
+            if read.id in bound or read.id in seen:
                 continue
-            # an augmented assignment's target is read first (``n += 1`` raises before any later read)
-            augmented = {id(a.target) for a in nodes_of(stmt, ast.AugAssign) if isinstance(a, ast.AugAssign)}
-            reads = sorted(
-                (
-                    n
-                    for n in nodes_of(stmt, ast.Name)
-                    if isinstance(n, ast.Name)
-                    and (isinstance(n.ctx, ast.Load) or id(n) in augmented)
-                    and n.id not in known
-                ),
-                key=lambda n: (n.lineno, n.col_offset),
+            seen.add(read.id)
+            self.report(
+                read,
+                f"`{read.id}` is read here but bound nowhere: no parameter, assignment, loop target or "
+                f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError (or "
+                "UnboundLocalError) when this line runs (a dropped assignment?)",
             )
-            if not reads:
-                continue
-            bound = _bound_inside(stmt) | _annotation_names(stmt)
-            seen: set[str] = set()
-            for read in reads:
-                assert isinstance(read, ast.Name)
-                if read.id in bound or read.id in seen:
-                    continue
-                seen.add(read.id)
-                self.report(
-                    read,
-                    f"`{read.id}` is read here but bound nowhere: no parameter, assignment, loop target or "
-                    f"import of `{stmt.name}` binds it, nor the module, nor Python: it raises NameError (or "
-                    "UnboundLocalError) when this line runs (a dropped assignment?)",
-                )
