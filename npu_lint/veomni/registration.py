@@ -268,6 +268,20 @@ _DEVICE_NAMES = {"npu": True, "cuda": False, "gpu": False}
 _STATIC_FALSE = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}  # false when the code runs
 
 
+def _compared_to_bool(node: ast.expr) -> tuple[ast.expr, bool] | None:
+    """``probe is True`` / ``probe == False`` / ``probe is not True``: the probe, and whether the test holds when
+    the probe does; None for any other expression."""
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+        and isinstance(node.comparators[0], ast.Constant)
+        and isinstance(node.comparators[0].value, bool)
+    ):
+        return node.left, isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
+    return None
+
+
 def device_probe(node: ast.expr) -> bool | None:
     """Whether ``node`` tests the device, and on which host it holds: True on Ascend hosts (``IS_NPU_AVAILABLE``,
     ``is_torch_npu_available()``, ``torch.npu.is_available()``, ``device_type == "npu"``), False on GPU hosts
@@ -285,17 +299,10 @@ def device_probe(node: ast.expr) -> bool | None:
             if func == known or func.endswith("." + known):
                 return polarity
         return None
-    if (
-        isinstance(node, ast.Compare)
-        and len(node.ops) == 1
-        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
-        and isinstance(node.comparators[0], ast.Constant)
-        and isinstance(node.comparators[0].value, bool)
-    ):
-        # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
-        inner = device_probe(node.left)
-        same = isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
-        return None if inner is None else inner == same
+    compared = _compared_to_bool(node)
+    if compared is not None:  # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
+        inner = device_probe(compared[0])
+        return None if inner is None else inner == compared[1]
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         left, right = node.left, node.comparators[0]
         for value, other in ((str_value(right), left), (str_value(left), right)):
@@ -345,17 +352,10 @@ def cuda_probe(node: ast.expr) -> bool | None:
     if isinstance(node, ast.Call) and not node.args and not node.keywords:
         func = dotted_name(node.func) or ""
         return True if any(func == c or func.endswith("." + c) for c in _CUDA_CALLS) else None
-    if (
-        isinstance(node, ast.Compare)
-        and len(node.ops) == 1
-        and isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
-        and isinstance(node.comparators[0], ast.Constant)
-        and isinstance(node.comparators[0].value, bool)
-    ):
-        # `IS_NPU_AVAILABLE is True`, `is_torch_npu_available() == False`
-        inner = device_probe(node.left)
-        same = isinstance(node.ops[0], (ast.Is, ast.Eq)) == node.comparators[0].value
-        return None if inner is None else inner == same
+    compared = _compared_to_bool(node)
+    if compared is not None:  # `IS_CUDA_AVAILABLE is True`, `torch.cuda.is_available() == False`
+        inner = cuda_probe(compared[0])
+        return None if inner is None else inner == compared[1]
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         left, right = node.left, node.comparators[0]
         for value, other in ((str_value(right), left), (str_value(left), right)):

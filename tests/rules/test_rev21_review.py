@@ -3,8 +3,12 @@ that the rules reported, each paired with a still-reported true positive of the 
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
+import pytest
+
+from npu_lint.veomni.registration import cuda_probe, device_probe
 from tests.rules.snippets import lint_snippet
 from tests.rules.test_npu732_vlm_model_types import GENERATED_TOY_OMNI, _findings
 
@@ -185,3 +189,19 @@ def test_npu219_quiet_on_an_interface_implementation() -> None:
     # the GPU implementation of an in-file interface has no use for the NPU parameter the signature carries
     assert _codes(OPS, INTERFACE.format(base="KernelBinder"), "NPU219") == []
     assert _codes(OPS, INTERFACE.format(base="object"), "NPU219") == [8]
+
+
+@pytest.mark.parametrize(
+    ("test", "cuda", "ascend"),
+    [
+        ("IS_CUDA_AVAILABLE is True", True, False),
+        ("torch.cuda.is_available() == False", False, True),
+        ("IS_NPU_AVAILABLE is True", None, True),  # an NPU probe compared to a bool is no CUDA probe
+        ("IS_NPU_AVAILABLE != True", None, False),
+    ],
+)
+def test_a_probe_compared_to_a_bool_is_read_by_the_probe_it_compares(
+    test: str, cuda: bool | None, ascend: bool
+) -> None:
+    expr = ast.parse(test, mode="eval").body
+    assert (cuda_probe(expr), device_probe(expr)) == (cuda, ascend)
