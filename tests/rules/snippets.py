@@ -12,6 +12,20 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
 
+# an RMSNorm autograd Function up to its backward's normalised input (`{cls}`, weight `{w}`); tests append the rest
+NORM_FUNCTION_HEAD = """
+class {cls}(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, {w}, eps):
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, {w}, rstd)
+        return (x.float() * rstd * {w}.float()).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, {w}, rstd = ctx.saved_tensors
+        x_hat = x.float() * rstd
+"""
 # an Ascend adapter that splits the fused head axis for the kernel and returns its output unmerged (NPU314) ...
 WAN_ADAPTER = """import torch_npu
 from einops import rearrange

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from npu_lint.veomni.backward import Kept, kept_for_backward
-from tests.rules.snippets import lint_snippet
+from tests.rules.snippets import NORM_FUNCTION_HEAD, lint_snippet
 
 CLS = """
 \"\"\"A norm fused into the loss.\"\"\"
@@ -72,27 +72,16 @@ def test_weight_used_by_value_leaves_both_quiet() -> None:
     assert lint_snippet("veomni/ops/kernels/loss/norm_loss.py", text, ["NPU444", "NPU474"]) == []
 
 
-NORM_FN = """
-import torch
-
-
-class {name}(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, {w}, eps):
-        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
-        ctx.save_for_backward(x, {w}, rstd)
-        return (x.float() * rstd * {w}.float()).to(x.dtype)
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, {w}, rstd = ctx.saved_tensors
-        x_hat = x.float() * rstd
-        g32 = dy.float()
+NORM_FN = (
+    "\nimport torch\n\n"
+    + NORM_FUNCTION_HEAD.replace("{cls}", "{name}")
+    + """        g32 = dy.float()
         w32 = {w}.float()
         d = g32
         dx = rstd * (d - x_hat * (d * x_hat).mean(-1, keepdim=True))
         return dx.to(x.dtype), (g32 * x_hat).sum(0), None
 """
+)
 
 
 @pytest.mark.parametrize(

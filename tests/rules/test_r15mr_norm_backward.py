@@ -11,6 +11,7 @@ import pytest
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
+from tests.rules.snippets import NORM_FUNCTION_HEAD
 
 PATHS = [
     "veomni/ops/kernels/rms_norm/toy_fused.py",
@@ -25,19 +26,7 @@ def _lines(code: str, path: str) -> list[int]:
     return sorted(d.line for d in lint_source(src, ["NPU474"], Settings()) if d.code == "NPU474")
 
 
-HEAD = """
-class {cls}(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, {w}, eps):
-        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
-        ctx.save_for_backward(x, {w}, rstd)
-        return (x.float() * rstd * {w}.float()).to(x.dtype)
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, {w}, rstd = ctx.saved_tensors
-        x_hat = x.float() * rstd
-"""
+HEAD = NORM_FUNCTION_HEAD
 
 BAD = [
     # only the dtype read
