@@ -1,0 +1,262 @@
+"""Review 22 (precision): correct variants of the RMSNorm rules (NPU409, NPU430, NPU401, NPU403, NPU404, NPU444)
+that a maintainer would write and that the rules reported, each paired with a still-reported true positive of
+the same shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.rules.snippets import lint_in_tree, lint_snippet, ops_tree
+
+# --- NPU409 ---------------------------------------------------------------------------------------------------
+
+KERNELS = "veomni/ops/kernels/rms_norm"
+
+
+def _factory_init(rows: dict[str, str]) -> str:
+    """A main-layout registering module: one KernelSpec row per variant, its factory importing ``npu.<fn>``."""
+    out = ["from ...kernel_registry import KERNEL_REGISTRY, KernelSpec\n"]
+    for variant, fn in rows.items():
+        out.append(
+            f"\n\ndef _npu_{variant}_rms_norm_factory():\n    from .npu import {fn}\n\n    return {fn}\n\n\n"
+            f'KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="rms_norm", variant="{variant}", '
+            f"factory=_npu_{variant}_rms_norm_factory))\n"
+        )
+    return "".join(out)
+
+
+def _npu409(tmp_path: Path, rows: dict[str, str], npu: str) -> list[tuple[str, int]]:
+    root = ops_tree(tmp_path, {f"{KERNELS}/__init__.py": _factory_init(rows), f"{KERNELS}/npu.py": npu})
+    return [
+        (rel.rpartition("/")[2], d.line)
+        for rel in (f"{KERNELS}/__init__.py", f"{KERNELS}/npu.py")
+        for d in lint_in_tree(root, rel, ["NPU409"])
+    ]
+
+
+GUARDED = '''
+"""rms_norm NPU kernels."""
+import torch_npu
+
+
+def standard_rms_norm_forward_npu(hidden_states, weight, eps):
+    if weight is None:
+        raise ValueError("standard RMSNorm needs a weight")
+    return torch_npu.npu_rms_norm(hidden_states, weight, eps)[0]
+
+
+def unweighted_rms_norm_forward_npu(hidden_states, weight, eps):
+    assert weight is None, "Unweighted RMSNorm expects weight=None."
+    variance = hidden_states.float().square().mean(-1, keepdim=True)
+    return hidden_states * (variance + eps).rsqrt().to(hidden_states.dtype)
+
+
+def dropping_rms_norm_forward_npu(hidden_states, weight, eps):
+    del weight  # always called with weight=None
+    variance = hidden_states.float().square().mean(-1, keepdim=True)
+    return hidden_states * (variance + eps).rsqrt().to(hidden_states.dtype)
+'''
+
+
+@pytest.mark.parametrize("unweighted", ["unweighted_rms_norm_forward_npu", "dropping_rms_norm_forward_npu"])
+def test_npu409_quiet_on_weight_guards(tmp_path: Path, unweighted: str) -> None:
+    # `if weight is None: raise` guards a standard kernel; `assert weight is None` / `del weight` an unweighted one
+    rows = {"standard": "standard_rms_norm_forward_npu", "unweighted": unweighted}
+    assert _npu409(tmp_path, rows, GUARDED) == []
+
+
+def test_npu409_still_reports_an_unweighted_kernel_on_the_standard_row(tmp_path: Path) -> None:
+    rows = {"standard": "unweighted_rms_norm_forward_npu", "unweighted": "standard_rms_norm_forward_npu"}
+    assert len(_npu409(tmp_path, rows, GUARDED)) == 4
+
+
+OFFSET_BY_VALUE = '''
+"""rms_norm NPU kernels."""
+import torch_npu
+
+_zero_centered = lambda w: (1.0 + w.float())  # noqa: E731
+
+
+def _npu_rms_norm(hidden_states, weight, eps, offset=0.0):
+    if offset:
+        weight = weight.float() + offset
+    return torch_npu.npu_rms_norm(hidden_states, weight.to(hidden_states.dtype), eps)[0]
+
+
+def standard_rms_norm_forward_npu(hidden_states, weight, eps):
+    return _npu_rms_norm(hidden_states, weight, eps)
+
+
+def helper_rms_norm_forward_npu(hidden_states, weight, eps):
+    return _npu_rms_norm(hidden_states, weight, eps, offset=1.0)
+
+
+def lambda_rms_norm_forward_npu(hidden_states, weight, eps):
+    return torch_npu.npu_rms_norm(hidden_states, _zero_centered(weight).to(hidden_states.dtype), eps)[0]
+
+
+def flag_rms_norm_forward_npu(hidden_states, weight, eps, zero_centered=True):
+    offset = 1.0 if zero_centered else 0.0
+    return torch_npu.npu_rms_norm(hidden_states, weight + offset, eps)[0]
+
+
+def unflagged_rms_norm_forward_npu(hidden_states, weight, eps, zero_centered=False):
+    offset = 1.0 if zero_centered else 0.0
+    return torch_npu.npu_rms_norm(hidden_states, weight + offset, eps)[0]
+'''
+
+
+@pytest.mark.parametrize(
+    "offset",
+    ["helper_rms_norm_forward_npu", "lambda_rms_norm_forward_npu", "flag_rms_norm_forward_npu"],
+)
+def test_npu409_quiet_on_an_offset_added_by_value(tmp_path: Path, offset: str) -> None:
+    # the 1 comes from a helper's `offset=1.0`, a module-level lambda, or a local fixed by a flag's default
+    rows = {"standard": "standard_rms_norm_forward_npu", "qwen3_5": offset}
+    assert _npu409(tmp_path, rows, OFFSET_BY_VALUE) == []
+
+
+@pytest.mark.parametrize("plain", ["standard_rms_norm_forward_npu", "unflagged_rms_norm_forward_npu"])
+def test_npu409_still_reports_an_offset_row_without_it(tmp_path: Path, plain: str) -> None:
+    rows = {"standard": "standard_rms_norm_forward_npu", "qwen3_5": plain}
+    assert len(_npu409(tmp_path, rows, OFFSET_BY_VALUE)) == 2
+
+
+LEGACY_INIT = """
+from ...registry import register_op
+from .qwen3_5 import npu as qwen3_5_npu
+from .unweighted import npu as unweighted_npu
+
+register_op("rms_norm", "qwen3_5", "npu", qwen3_5_npu.forward, qwen3_5_npu.backward)
+register_op("rms_norm", "unweighted", "npu", unweighted_npu.forward, unweighted_npu.backward)
+"""
+
+QWEN35_RAW = '''
+"""qwen3_5 rms_norm NPU kernel (raw forward/backward pair)."""
+import torch_npu
+
+from ....registry import SavedState
+
+
+def forward(hidden_states, weight, *, eps):
+    out, rstd = torch_npu.npu_rms_norm(hidden_states, (1.0 + weight.float()).to(hidden_states.dtype), eps)
+    return out, SavedState((hidden_states, weight, rstd))
+
+
+def backward(grad_output, saved):
+    x, weight, rstd = saved.tensors
+    scale = {scale}
+    return torch_npu.npu_rms_norm_backward(grad_output, x, scale.to(x.dtype), rstd)
+'''
+
+UNWEIGHTED_RAW = '''
+"""unweighted rms_norm kernel (raw forward/backward pair)."""
+import torch
+
+from ....registry import SavedState
+
+
+def forward(hidden_states, *, eps):
+    rstd = torch.rsqrt(hidden_states.float().pow(2).mean(-1, keepdim=True) + eps)
+    return (hidden_states.float() * rstd).to(hidden_states.dtype), SavedState((hidden_states, rstd))
+
+
+def backward(grad_output, saved):
+    x, rstd = saved.tensors
+    xhat = x.float() * rstd
+    dx = rstd * (grad_output.float() - xhat * (grad_output.float() * xhat).mean(-1, keepdim=True))
+    return (dx.to(x.dtype),)
+'''
+
+
+def _legacy(tmp_path: Path, scale: str) -> list[tuple[str, int]]:
+    files = {
+        f"{KERNELS}/__init__.py": LEGACY_INIT,
+        f"{KERNELS}/qwen3_5/__init__.py": "",
+        f"{KERNELS}/qwen3_5/npu.py": QWEN35_RAW.replace("{scale}", scale),
+        f"{KERNELS}/unweighted/__init__.py": "",
+        f"{KERNELS}/unweighted/npu.py": UNWEIGHTED_RAW,
+    }
+    root = ops_tree(tmp_path, files)
+    return [
+        (rel, d.line)
+        for rel in (f"{KERNELS}/__init__.py", f"{KERNELS}/qwen3_5/npu.py", f"{KERNELS}/unweighted/npu.py")
+        for d in lint_in_tree(root, rel, ["NPU409"])
+    ]
+
+
+def test_npu409_quiet_on_raw_backwards_of_the_legacy_layout(tmp_path: Path) -> None:
+    # a raw backward `(grad_output, saved)` takes no weight parameter: it unpacks the weight from `saved`
+    assert _legacy(tmp_path, "1.0 + weight.float()") == []
+
+
+def test_npu409_still_reports_a_raw_backward_dropping_the_offset(tmp_path: Path) -> None:
+    assert [rel.rpartition("/")[0] for rel, _ in _legacy(tmp_path, "weight.float()")] == [
+        KERNELS,
+        f"{KERNELS}/qwen3_5",
+    ]
+
+
+# --- NPU430 ---------------------------------------------------------------------------------------------------
+
+KERNEL_MODEL = "veomni/models_kernel/transformers/toy/modeling_toy.py"
+
+REDECLARED_LOCAL = """
+from veomni.ops import VeomniOp
+
+
+def rmsnorm_forward_patched(self, x, impl):
+    op = VeomniOp("rms_norm", "standard", impl)
+    if self.weight is None:
+        op = VeomniOp("rms_norm", "unweighted", impl)
+        return op(x, None, eps=self.eps)
+    return op(x, {weight}, eps=self.eps)
+"""
+
+
+def test_npu430_quiet_on_a_local_redeclared_in_a_branch() -> None:
+    # the unweighted binding inside the `if` is not the one the call after the `if` sees
+    text = REDECLARED_LOCAL.format(weight="self.weight")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == []
+
+
+def test_npu430_still_reports_the_standard_local_called_without_a_weight() -> None:
+    text = REDECLARED_LOCAL.format(weight="None")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [5]
+
+
+NONE_BOUND = """
+from torch import nn
+from veomni.ops import VeomniOp
+from veomni.ops.dispatch import OpSlot
+
+veomni_unweighted_rms_norm = OpSlot("rms_norm", "unweighted")
+
+
+class ToyUnweightedRMSNorm(nn.Module):
+    def __init__(self, impl, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = {attr}
+        self.kernel = VeomniOp("rms_norm", "unweighted", impl)
+
+    def forward(self, x):
+        return self.kernel(x, self.weight, eps=self.eps)
+
+
+def unweighted_rmsnorm_forward_patched(self, x):
+    weight = {local}  # this layout has no affine weight
+    return veomni_unweighted_rms_norm(x, weight, self.eps)
+"""
+
+
+def test_npu430_quiet_on_a_weight_bound_to_none() -> None:
+    text = NONE_BOUND.format(attr="None", local="None")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == []
+
+
+def test_npu430_still_reports_a_trained_weight_given_to_the_unweighted_row() -> None:
+    text = NONE_BOUND.format(attr="nn.Parameter(torch.ones(8))", local="self.scale")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [5, 13]
