@@ -41,6 +41,7 @@ __all__ = [
     "KernelFunction",
     "kernel_function",
     "function_kernel",
+    "call_flags",
     "class_contract_of",
     "defines_norm_class",
     "weight_init_faults",
@@ -350,8 +351,27 @@ def _param_values(func: ast.FunctionDef, flags: dict[str, object]) -> dict[str, 
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
         if isinstance(default, ast.Constant):
             values[arg.arg] = default.value
-    values.update(flags)
+    for key, value in flags.items():  # an int key: a positional argument of a call (``call_flags``)
+        if isinstance(key, int):
+            if key < len(positional):
+                values[positional[key].arg] = value
+        else:
+            values[key] = value
     return values
+
+
+def call_flags(call: ast.Call) -> dict[object, object]:
+    """The binding a direct call gives a kernel function, as ``function_kernel``'s ``flags``: its literal
+    arguments (keywords by name, positional ones by index); any other argument is unknown."""
+    out: dict[object, object] = {}
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        out[index] = arg.value if isinstance(arg, ast.Constant) else _UNKNOWN
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            out[keyword.arg] = keyword.value.value if isinstance(keyword.value, ast.Constant) else _UNKNOWN
+    return out
 
 
 _UNKNOWN = object()
@@ -361,7 +381,8 @@ def _truth(test: ast.AST, values: dict[str, object]) -> object:
     """The truth of a branch test on the function's parameters (``zero_centered``, ``not offset``, ``a and b``),
     or ``_UNKNOWN``."""
     if isinstance(test, ast.Name):
-        return bool(values[test.id]) if test.id in values else _UNKNOWN
+        value = values.get(test.id, _UNKNOWN)
+        return _UNKNOWN if value is _UNKNOWN else bool(value)
     if isinstance(test, ast.Constant):
         return bool(test.value)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):

@@ -260,3 +260,38 @@ def test_npu430_quiet_on_a_weight_bound_to_none() -> None:
 def test_npu430_still_reports_a_trained_weight_given_to_the_unweighted_row() -> None:
     text = NONE_BOUND.format(attr="nn.Parameter(torch.ones(8))", local="self.scale")
     assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [5, 13]
+
+
+# --- NPU401 ---------------------------------------------------------------------------------------------------
+
+FLAG_KERNEL = """
+import torch
+import torch_npu
+from torch import nn
+
+
+def rms_norm_npu(x, weight, eps, zero_centered=False):
+    if zero_centered:
+        weight = 1.0 + weight.float()
+    return torch_npu.npu_rms_norm(x, weight.to(x.dtype), eps)[0]
+
+
+class ToyGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return rms_norm_npu(x, 1.0 + self.weight.float(), self.eps{flag})
+"""
+
+
+def test_npu401_quiet_on_a_flagged_kernel_called_without_its_flag() -> None:
+    # `zero_centered` left at its default (False): the kernel uses the weight as given, `1 + w` is the offset once
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, FLAG_KERNEL.format(flag=""), ["NPU401"])] == []
+
+
+@pytest.mark.parametrize("flag", [", zero_centered=True", ", True"])
+def test_npu401_still_reports_the_flagged_kernel_given_its_flag(flag: str) -> None:
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, FLAG_KERNEL.format(flag=flag), ["NPU401"])] == [19]

@@ -24,6 +24,7 @@ from npu_lint.veomni import vendor_map
 from npu_lint.veomni.norms import (
     KernelFunction,
     RmsContract,
+    call_flags,
     class_contract_of,
     class_rms_contract,
     defines_norm_class,
@@ -1037,8 +1038,12 @@ class _RmsNormCalls(Rule):
         if call is not None and qual.startswith("liger_kernel") and "rms" in qual.lower():
             return liger_offset_contract(call)
         found = self.local_kernel(qual) if "." not in qual else None
+        flags = call_flags(call) if call is not None else None  # `zero_centered=True` given, or its default
+        if found is not None and flags is not None:
+            func = next(s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name == qual)
+            found = function_kernel(func, self.ctx.tree, flags)
         if found is None:
-            found = kernel_function(qual, self.ctx.source.path)
+            found = kernel_function(qual, self.ctx.source.path, flags)
         if found is not None:
             return found.contract
         kernel = vendor_map.lookup(qual)
