@@ -146,18 +146,18 @@ def param_init_kind(func: ast.AST, attr: str) -> str | None:
         if not isinstance(node, ast.Assign) or not any(_self_target(t, attr) for t in node.targets):
             continue
         value = node.value
+        made = None
         if isinstance(value, ast.Call) and last_name(value.func) == "Parameter" and value.args:
             inner = value.args[0]
             name = last_name(inner.func) if isinstance(inner, ast.Call) else None
             if name in ("zeros", "zeros_like", "new_zeros"):
-                return "zeros"
-            if name in ("ones", "ones_like", "new_ones"):
-                return "ones"
-            if name in ("full", "new_full") and isinstance(inner, ast.Call) and len(inner.args) >= 2:
-                fill = _fill_kind(inner.args[1])
-                if fill is not None:
-                    return fill
-        return fill_kind(func, attr) or "other"
+                made = "zeros"
+            elif name in ("ones", "ones_like", "new_ones"):
+                made = "ones"
+            elif name in ("full", "new_full") and isinstance(inner, ast.Call) and len(inner.args) >= 2:
+                made = _fill_kind(inner.args[1])
+        # filled in place after it is made (`torch.ones(d)` then `self.weight.data.zero_()`): the fill is the value
+        return fill_kind(func, attr) or made or "other"
     return None
 
 

@@ -295,3 +295,84 @@ def test_npu401_quiet_on_a_flagged_kernel_called_without_its_flag() -> None:
 @pytest.mark.parametrize("flag", [", zero_centered=True", ", True"])
 def test_npu401_still_reports_the_flagged_kernel_given_its_flag(flag: str) -> None:
     assert [d.line for d in lint_snippet(KERNEL_MODEL, FLAG_KERNEL.format(flag=flag), ["NPU401"])] == [19]
+
+
+# --- NPU403 ---------------------------------------------------------------------------------------------------
+
+REFILLED = """
+import torch
+from torch import nn
+from veomni.ops import VeomniOp
+
+
+class ToyGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, impl, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        {refill}
+        self.kernel = VeomniOp("rms_norm", "qwen3_5", impl)
+
+    def reset_parameters(self):
+        {reset}
+
+    def forward(self, x):
+        return self.kernel(x, self.weight, eps=self.eps)
+"""
+
+
+@pytest.mark.parametrize(
+    ("refill", "reset"),
+    [("self.weight.data.zero_()", "pass"), ("self.reset_parameters()", "nn.init.zeros_(self.weight)")],
+)
+def test_npu403_quiet_on_a_weight_refilled_with_zeros(refill: str, reset: str) -> None:
+    # made with ones, then zeroed in place (in `__init__`, or by `reset_parameters`): a Gemma-style weight
+    text = REFILLED.format(refill=refill, reset=reset)
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU403"])] == []
+
+
+def test_npu403_still_reports_a_weight_left_at_ones() -> None:
+    text = REFILLED.format(refill="self.reset_parameters()", reset="nn.init.ones_(self.weight)")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU403"])] == [12]
+
+
+FLAGGED_TREE_KERNEL = '''
+"""rms_norm NPU kernels."""
+import torch_npu
+
+
+def rms_norm_npu(hidden_states, weight, eps, zero_centered=False):
+    if zero_centered:
+        weight = 1.0 + weight.float()
+    return torch_npu.npu_rms_norm(hidden_states, weight.to(hidden_states.dtype), eps)[0]
+'''
+
+WAN_NORM = """
+import torch
+from torch import nn
+
+from veomni.ops.kernels.rms_norm.npu import rms_norm_npu
+
+
+class WanRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return rms_norm_npu(x, self.weight, self.eps{flag})
+"""
+
+
+@pytest.mark.parametrize(("flag", "lines"), [("", []), (", zero_centered=True", [14])])
+def test_npu403_reads_a_tree_kernel_under_the_call_flags(tmp_path: Path, flag: str, lines: list[int]) -> None:
+    # an in-tree model's norm calling the tree's flagged kernel without the flag: the standard path
+    rel = "veomni/models/transformers/wan/modeling_wan.py"
+    files = {
+        f"{KERNELS}/__init__.py": "",
+        f"{KERNELS}/npu.py": FLAGGED_TREE_KERNEL,
+        rel: WAN_NORM.format(flag=flag),
+    }
+    root = ops_tree(tmp_path, files)
+    assert [d.line for d in lint_in_tree(root, rel, ["NPU403"])] == lines

@@ -811,6 +811,12 @@ class _RmsNormCalls(Rule):
                     kinds = {k for k in filled if k is not None}
                     if len(kinds) == 1:
                         return kinds.pop()
+                elif result in ("ones", "zeros") and any(
+                    fill_kind(f, attr) not in (None, result)
+                    for f in node.body
+                    if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+                ):
+                    return None  # refilled otherwise by another method (`reset_parameters`): which one runs last?
                 if result is not None:
                     return result
             for base in node.bases:
