@@ -45,6 +45,7 @@ __all__ = [
     "class_contract_of",
     "defines_norm_class",
     "weight_init_faults",
+    "init_weights_fills",
     "unread_weights",
 ]
 
@@ -891,6 +892,33 @@ def weight_init_faults(
                     fill = _receiver_fill(n, {receiver.id})
                     if fill is not None and fill[1] != expected:
                         out.append((n, rms[0], fill[1], expected))
+    return out
+
+
+def init_weights_fills(tree: ast.Module, cls_name: str) -> set[str]:
+    """What the file's weight initialisers (``_init_weights``) fill ``cls_name``'s weight with
+    (`init.zeros_(module.weight)` under `isinstance(module, Cls)`): "zeros" / "ones"."""
+    out: set[str] = set()
+    for func in nodes_of(tree, ast.FunctionDef):
+        if "init" not in func.name or func.name == "__init__":
+            continue
+        for branch in _walk(func):
+            test = branch.test if isinstance(branch, ast.If) else None
+            if not (
+                isinstance(test, ast.Call)
+                and last_name(test.func) == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0], ast.Name)
+            ):
+                continue
+            kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            if cls_name not in {last_name(k) for k in kinds}:
+                continue
+            for stmt in branch.body:
+                for n in _walk(stmt):
+                    fill = _receiver_fill(n, {test.args[0].id})
+                    if fill is not None:
+                        out.add(fill[1])
     return out
 
 

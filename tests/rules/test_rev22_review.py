@@ -376,3 +376,65 @@ def test_npu403_reads_a_tree_kernel_under_the_call_flags(tmp_path: Path, flag: s
     }
     root = ops_tree(tmp_path, files)
     assert [d.line for d in lint_in_tree(root, rel, ["NPU403"])] == lines
+
+
+# --- NPU404 ---------------------------------------------------------------------------------------------------
+
+SUBCLASS_ZEROED = """
+import torch_npu
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+
+class ToyGemmaRMSNorm(LlamaRMSNorm):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__(hidden_size, eps)
+        {refill}
+
+    def forward(self, x):
+        return torch_npu.npu_rms_norm(x, 1.0 + self.weight.float(), self.variance_epsilon)[0]
+"""
+
+
+def test_npu404_quiet_on_an_upstream_ones_weight_zeroed_by_the_subclass() -> None:
+    text = SUBCLASS_ZEROED.format(refill="self.weight.data.zero_()  # Gemma-style")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU404"])] == []
+
+
+def test_npu404_still_reports_the_subclass_left_at_ones() -> None:
+    text = SUBCLASS_ZEROED.format(refill="self.weight.data.fill_(1.0)")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU404"])] == [11]
+
+
+INIT_WEIGHTS_ZEROED = """
+import torch
+import torch_npu
+from torch import nn
+from transformers import PreTrainedModel
+
+
+class ToyGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return torch_npu.npu_rms_norm(x, 1.0 + self.weight.float(), self.eps)[0]
+
+
+class ToyPreTrainedModel(PreTrainedModel):
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, ToyGemmaRMSNorm):
+            nn.init.{fill}(module.weight)
+"""
+
+
+def test_npu404_quiet_when_init_weights_zeroes_the_norm() -> None:
+    text = INIT_WEIGHTS_ZEROED.format(fill="zeros_")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU404"])] == []
+
+
+def test_npu404_still_reports_when_init_weights_keeps_ones() -> None:
+    text = INIT_WEIGHTS_ZEROED.format(fill="ones_")  # the call, and the fill (ones into an offset norm)
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU404"])] == [14, 21]

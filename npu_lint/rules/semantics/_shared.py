@@ -30,6 +30,7 @@ from npu_lint.veomni.norms import (
     defines_norm_class,
     fill_kind,
     function_kernel,
+    init_weights_fills,
     kernel_function,
     param_init_kind,
     rms_variant_contract,
@@ -789,7 +790,17 @@ class _RmsNormCalls(Rule):
         """How the class initialises ``self.<attr>``: "zeros" | "ones" | "other" | None (unknown).
 
         Read from a spec's ``__init__`` patch, the class's own ``__init__`` in the file, its bases (in the file
-        or upstream transformers), or, for a patched copy of an upstream class, the upstream class."""
+        or upstream transformers), or, for a patched copy of an upstream class, the upstream class. A model's
+        ``_init_weights`` of the file filling the class's weight otherwise (`nn.init.zeros_(module.weight)` under
+        `isinstance(module, Cls)`) makes it unknown: which of the two a loaded model starts from is not read."""
+        found = self._weight_kind(cls, attr, depth)
+        if found in ("ones", "zeros") and attr == "weight" and cls is not None and depth == 0:
+            fills = init_weights_fills(self.ctx.tree, cls)
+            if fills and fills != {found}:
+                return None
+        return found
+
+    def _weight_kind(self, cls: str | None, attr: str, depth: int = 0) -> str | None:
         if cls is None or depth > 6:
             return None
         patch = self.init_patches.get(cls)
@@ -801,7 +812,8 @@ class _RmsNormCalls(Rule):
         if node is not None:
             init = self._local_init(cls)
             if init is not None:
-                result = param_init_kind(init, attr)
+                # `super().__init__(...)` then `self.weight.data.zero_()`: the fill is what it starts at
+                result = param_init_kind(init, attr) or fill_kind(init, attr)
                 if result == "other":  # created empty: filled by another method (`reset_parameters`)?
                     filled = [
                         fill_kind(f, attr)
@@ -822,7 +834,7 @@ class _RmsNormCalls(Rule):
             for base in node.bases:
                 name = last_name(base)
                 if name in self.classes and name != cls:
-                    result = self.weight_kind(name, attr, depth + 1)
+                    result = self._weight_kind(name, attr, depth + 1)
                     if result is not None:
                         return result
                     continue
