@@ -438,3 +438,47 @@ def test_npu404_quiet_when_init_weights_zeroes_the_norm() -> None:
 def test_npu404_still_reports_when_init_weights_keeps_ones() -> None:
     text = INIT_WEIGHTS_ZEROED.format(fill="ones_")  # the call, and the fill (ones into an offset norm)
     assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU404"])] == [14, 21]
+
+
+# --- NPU444 ---------------------------------------------------------------------------------------------------
+
+LOSS_KERNEL = "veomni/ops/kernels/cross_entropy/chunk_loss.py"
+
+HELPER_BACKWARD = """
+import torch
+
+
+def _chunk_loss_backward(ctx, grad_output):
+    grad_input, grad_weight = ctx.saved_tensors
+    scale = grad_output / ctx.num_tokens
+    return grad_input * scale, grad_weight * scale, None, None
+
+
+class ChunkLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden_states, weight, labels, num_tokens):
+        ctx.save_for_backward(torch.zeros_like(hidden_states), torch.zeros_like(weight))
+        ctx.num_tokens = num_tokens
+        return hidden_states.sum() / num_tokens
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {body}
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return _chunk_loss_backward(ctx, grad_output)",
+        'return grad_output * getattr(ctx, "num_tokens", 1), None, None, None',
+    ],
+)
+def test_npu444_quiet_on_a_context_read_by_a_helper_or_getattr(body: str) -> None:
+    text = HELPER_BACKWARD.format(body=body)
+    assert [d.line for d in lint_snippet(LOSS_KERNEL, text, ["NPU444"])] == []
+
+
+def test_npu444_still_reports_a_context_attribute_never_read() -> None:
+    text = HELPER_BACKWARD.format(body="return grad_output, None, None, None")
+    assert [d.line for d in lint_snippet(LOSS_KERNEL, text, ["NPU444"])] == [18]
