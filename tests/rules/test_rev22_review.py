@@ -481,4 +481,4 @@ def test_npu444_quiet_on_a_context_read_by_a_helper_or_getattr(body: str) -> Non
 
 def test_npu444_still_reports_a_context_attribute_never_read() -> None:
     text = HELPER_BACKWARD.format(body="return grad_output, None, None, None")
-    assert [d.line for d in lint_snippet(LOSS_KERNEL, text, ["NPU444"])] == [18]
+    assert [d.line for d in lint_snippet(LOSS_KERNEL, text, ["NPU444"])] == [19]
