@@ -482,3 +482,35 @@ def test_npu444_quiet_on_a_context_read_by_a_helper_or_getattr(body: str) -> Non
 def test_npu444_still_reports_a_context_attribute_never_read() -> None:
     text = HELPER_BACKWARD.format(body="return grad_output, None, None, None")
     assert [d.line for d in lint_snippet(LOSS_KERNEL, text, ["NPU444"])] == [19]
+
+
+INHERITED_ATTR = """
+from torch import nn
+from veomni.models_kernel.transformers.toy.modeling_base import ToyRMSNorm
+from veomni.ops import VeomniOp
+
+
+class ToyPlainNorm(nn.Module):
+    def __init__(self, impl):
+        super().__init__()
+        self.kernel = VeomniOp("rms_norm", "unweighted", impl)
+
+    def forward(self, x):
+        return self.kernel(x, None, eps=1e-6)
+
+
+class ToyQKNorm({base}):
+    def forward(self, x):
+        return self.kernel(x, self.weight, eps=self.eps)
+"""
+
+
+def test_npu430_quiet_on_an_attribute_of_a_base_defined_elsewhere() -> None:
+    # `ToyQKNorm.kernel` comes from the imported `ToyRMSNorm`, not from the file's unrelated `ToyPlainNorm`
+    text = INHERITED_ATTR.format(base="ToyRMSNorm")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == []
+
+
+def test_npu430_still_reports_the_attribute_inherited_from_the_file() -> None:
+    text = INHERITED_ATTR.format(base="ToyPlainNorm")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [17]
