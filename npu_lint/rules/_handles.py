@@ -468,6 +468,29 @@ def _local_in_effect(binds: list[tuple[Handle, int, tuple[int, int]]], call: ast
     return handle
 
 
+def foreign_attr(
+    tree: ast.Module, table: HandleTable, callee: ast.expr, handle: Handle, cls: str | None
+) -> bool:
+    """``self.<attr>`` called in a class of this file that neither declares ``<attr>`` nor descends (in this file)
+    from the class that declared ``handle``: its handle comes from a base defined elsewhere, not from this file's
+    other class with an attribute of the same name (``HandleTable.resolve`` falls back to any class's)."""
+    attr = callee.attr if self_attr(callee) is not None else None  # type: ignore[union-attr]
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    if attr is None or cls not in classes or (cls, attr) in table.attrs:
+        return False
+    owners = {c for (c, a), hs in table.attrs.items() if a == attr and any(h is handle for h in hs)}
+    ancestors: set[str] = set()
+    todo = [cls]
+    while todo:
+        node = classes.get(todo.pop())
+        for base in node.bases if node is not None else ():
+            name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+            if name and name not in ancestors:
+                ancestors.add(name)
+                todo.append(name)
+    return not owners & ancestors
+
+
 def in_effect(found: list[Handle]) -> Handle | None:
     """The binding a later call sees among several of one name: the last, when every one is a straight-line
     statement of the same body (a generated file re-declaring a module slot, an ``__init__`` re-binding

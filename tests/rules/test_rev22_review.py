@@ -514,3 +514,41 @@ def test_npu430_quiet_on_an_attribute_of_a_base_defined_elsewhere() -> None:
 def test_npu430_still_reports_the_attribute_inherited_from_the_file() -> None:
     text = INHERITED_ATTR.format(base="ToyPlainNorm")
     assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [17]
+
+
+INHERITED_OFFSET_ATTR = """
+import torch
+from torch import nn
+from veomni.models_kernel.transformers.toy.modeling_base import ToyRMSNorm
+from veomni.ops import VeomniOp
+
+
+class ToyGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, impl, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+        self.kernel = VeomniOp("rms_norm", "qwen3_5", impl)
+
+    def forward(self, x):
+        return self.kernel(x, self.weight, eps=self.eps)
+
+
+class ToyQKNorm({base}):
+    def __init__(self, dim, impl, eps=1e-6):
+        super().__init__(dim, impl, eps)
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return self.kernel(x, self.weight, eps=self.eps)
+"""
+
+
+def test_npu403_quiet_on_an_attribute_of_a_base_defined_elsewhere() -> None:
+    text = INHERITED_OFFSET_ATTR.format(base="ToyRMSNorm")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU403"])] == []
+
+
+def test_npu403_still_reports_the_offset_attribute_inherited_from_the_file() -> None:
+    text = INHERITED_OFFSET_ATTR.format(base="ToyGemmaRMSNorm")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU403"])] == [24]

@@ -15,6 +15,7 @@ from npu_lint.rules._handles import (
     Handle,
     HandleTable,
     call_arg,
+    foreign_attr,
     owner_class,
     spec_target,
     str_value,
@@ -727,6 +728,8 @@ class _RmsNormCalls(Rule):
         out = []
         for call, func, cls in self.state.calls:
             handle = self.handles.resolve(self.ctx, call.func, cls)
+            if handle is not None and foreign_attr(self.ctx.tree, self.handles, call.func, handle, cls):
+                continue  # an attribute of a base defined elsewhere, not of the file's class of that name
             if handle is None and isinstance(call.func, ast.Name):  # a handle local to the function
                 found = self.state.local_handles.get((id(func), call.func.id), [])
                 if len(found) == 1:

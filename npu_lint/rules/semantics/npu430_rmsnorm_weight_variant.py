@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, str_value
+from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, foreign_attr, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import weight_argument
 
@@ -167,7 +167,9 @@ class RmsNormWeightVariant(Rule):
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
         for call, handle, func, cls in self.calls.resolved_in_classes():
-            if handle.raw_variant is None or self._foreign_attr(call, handle, cls):
+            if handle.raw_variant is None or foreign_attr(
+                self.ctx.tree, self.calls.table, call.func, handle, cls
+            ):
                 continue
             weight = weight_argument(call)
             if weight is None and len(call.args) < 2:
@@ -192,28 +194,6 @@ class RmsNormWeightVariant(Rule):
                 weight,
             ) in wrong:  # the other calls agree with the declaration: these calls are the odd ones
                 self.report(call, self._message(handle, call, weight, odd=True))
-
-    def _foreign_attr(self, call: ast.Call, handle: Handle, cls: str | None) -> bool:
-        """``self.<attr>(...)`` in a class of this file that neither declares ``<attr>`` nor descends (in this
-        file) from the class that does: its handle comes from a base defined elsewhere, not from this file's
-        other class of the same attribute name."""
-        attr = call.func.attr if isinstance(call.func, ast.Attribute) else None
-        classes = {c.name: c for c in self.ctx.tree.body if isinstance(c, ast.ClassDef)}
-        if attr is None or cls not in classes or (cls, attr) in self.calls.table.attrs:
-            return False
-        owners = {
-            c for (c, a), hs in self.calls.table.attrs.items() if a == attr and any(h is handle for h in hs)
-        }
-        ancestors: set[str] = set()
-        todo = [cls]
-        while todo:
-            node = classes.get(todo.pop())
-            for base in node.bases if node is not None else ():
-                name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
-                if name and name not in ancestors:
-                    ancestors.add(name)
-                    todo.append(name)
-        return not owners & ancestors
 
     def _message(self, handle: Handle, call: ast.Call, weight: ast.expr | None, odd: bool = False) -> str:
         variant = handle.raw_variant
