@@ -552,3 +552,45 @@ def test_npu403_quiet_on_an_attribute_of_a_base_defined_elsewhere() -> None:
 def test_npu403_still_reports_the_offset_attribute_inherited_from_the_file() -> None:
     text = INHERITED_OFFSET_ATTR.format(base="ToyGemmaRMSNorm")
     assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU403"])] == [24]
+
+
+KERNEL_PACKAGE_FORWARD = '''
+"""rms_norm NPU forward replacements."""
+import torch_npu
+
+
+def gemma_rms_norm_forward_npu(self, x):
+    """Forward replacement for Gemma-style norms (weights start at zero)."""
+    return torch_npu.npu_rms_norm(x, 1.0 + self.weight.float(), self.variance_epsilon)[0]
+'''
+
+ONES_NORM_CLASS = '''
+"""Batch-invariant rms_norm."""
+import torch
+from torch import nn
+
+
+class BatchInvariantRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon) * self.weight
+'''
+
+
+@pytest.mark.parametrize(("package", "lines"), [(KERNELS, []), ("veomni/models/transformers/toy", [7])])
+def test_npu404_a_kernel_package_forward_is_not_its_sibling_class(
+    tmp_path: Path, package: str, lines: list[int]
+) -> None:
+    # a kernel package serves every model: its one norm class does not own a forward written for Gemma-style norms
+    # (in a model package, the package's one norm class does)
+    files = {
+        f"{package}/__init__.py": "",
+        f"{package}/npu.py": KERNEL_PACKAGE_FORWARD,
+        f"{package}/bi.py": ONES_NORM_CLASS,
+    }
+    root = ops_tree(tmp_path, files)
+    assert [d.line for d in lint_in_tree(root, f"{package}/npu.py", ["NPU404"])] == lines

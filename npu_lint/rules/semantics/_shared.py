@@ -405,8 +405,8 @@ def _tree_norm_owner(ctx: Context, state: _RmsNormState) -> str | None:
     """The RMSNorm class a kernel wrapper written as a module-level method belongs to: the only RMSNorm-like
     class defined in the wrapper's own directory (the model package defines its norm there); its ClassDef is
     added to the file's classes so its weight initialisation and eps attribute are read."""
-    if ctx.source.kind.generated or ctx.source.kind.spec:
-        return None
+    if ctx.source.kind.generated or ctx.source.kind.spec or ctx.source.kind.kernel:
+        return None  # a kernel package (`veomni/ops/kernels/rms_norm/`) serves every model, not its own class
     directory = os.path.dirname(os.path.abspath(ctx.source.path))
     found = {(n, p, ln) for p, n, ln in _norm_classes_in(directory)}
     if len({n for n, _, _ in found}) != 1 or len(found) != 1:
