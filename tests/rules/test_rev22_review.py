@@ -594,3 +594,27 @@ def test_npu404_a_kernel_package_forward_is_not_its_sibling_class(
     }
     root = ops_tree(tmp_path, files)
     assert [d.line for d in lint_in_tree(root, f"{package}/npu.py", ["NPU404"])] == lines
+
+
+REBOUND_LATER = """
+from veomni.ops import VeomniOp
+
+
+def weighted_norm(x, w, eps):
+    fn = VeomniOp("rms_norm", "unweighted", "npu")
+    for _ in range(1):
+        y = fn(x, {first}, eps=eps)
+    fn = VeomniOp("rms_norm", "standard", "npu")
+    return fn(y, w, eps=eps)
+"""
+
+
+def test_npu430_quiet_on_a_call_before_the_local_is_rebound() -> None:
+    # the call on line 7 sees the unweighted binding above it, not the standard one below
+    text = REBOUND_LATER.format(first="None")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == []
+
+
+def test_npu430_still_reports_the_weight_given_to_the_earlier_binding() -> None:
+    text = REBOUND_LATER.format(first="w")
+    assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [5]
