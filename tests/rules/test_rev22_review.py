@@ -618,3 +618,56 @@ def test_npu430_quiet_on_a_call_before_the_local_is_rebound() -> None:
 def test_npu430_still_reports_the_weight_given_to_the_earlier_binding() -> None:
     text = REBOUND_LATER.format(first="w")
     assert [d.line for d in lint_snippet(KERNEL_MODEL, text, ["NPU430"])] == [5]
+
+
+SHARED_INIT = """
+import functools
+
+from ...registry import register_op
+from .shared import npu as shared_npu
+
+register_op("rms_norm", "standard", "npu", shared_npu.forward, shared_npu.backward)
+register_op(
+    "rms_norm",
+    "qwen3_5",
+    "npu",
+    functools.partial(shared_npu.forward, offset={offset}),
+    functools.partial(shared_npu.backward, offset={offset}),
+)
+"""
+
+SHARED_NPU = '''
+"""rms_norm NPU kernels shared by the standard and qwen3_5 rows (the offset bound per row)."""
+import torch_npu
+
+from ....registry import SavedState
+
+
+def forward(hidden_states, weight, *, eps, offset=0.0):
+    w = weight.float() + offset
+    out, rstd = torch_npu.npu_rms_norm(hidden_states, w.to(hidden_states.dtype), eps)
+    return out, SavedState((hidden_states, weight, rstd))
+
+
+def backward(grad_output, saved, offset=0.0):
+    x, weight, rstd = saved.tensors
+    w = weight.float() + offset
+    return torch_npu.npu_rms_norm_backward(grad_output, x, w.to(x.dtype), rstd)
+'''
+
+
+@pytest.mark.parametrize(("offset", "count"), [("1.0", 0), ("0.0", 4)])
+def test_npu409_reads_an_offset_bound_by_partial_per_row(tmp_path: Path, offset: str, count: int) -> None:
+    # one kernel pair for both rows, `functools.partial(..., offset=1.0)` on the qwen3_5 row: quiet; 0.0 is reported
+    files = {
+        f"{KERNELS}/__init__.py": SHARED_INIT.format(offset=offset),
+        f"{KERNELS}/shared/__init__.py": "",
+        f"{KERNELS}/shared/npu.py": SHARED_NPU,
+    }
+    root = ops_tree(tmp_path, files)
+    found = [
+        d
+        for rel in (f"{KERNELS}/__init__.py", f"{KERNELS}/shared/npu.py")
+        for d in lint_in_tree(root, rel, ["NPU409"])
+    ]
+    assert len(found) == count
