@@ -439,6 +439,58 @@ class HandleTable:
         )
 
 
+def _statement_list_span(parent: ast.AST | None, stmt: ast.stmt) -> tuple[int, int]:
+    """The lines of the statement list (a body, an ``else``, a handler) of ``parent`` holding ``stmt``: (first,
+    last), the last negated when the list ends in a ``return``/``raise``/``continue``/``break``."""
+    for _name, value in ast.iter_fields(parent) if parent is not None else ():
+        if isinstance(value, list) and any(v is stmt for v in value):
+            end = getattr(value[-1], "end_lineno", None) or value[-1].lineno
+            if isinstance(value[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+                return value[0].lineno, -end  # the list leaves its block: its bindings reach no later line
+            return value[0].lineno, end
+    return stmt.lineno, getattr(stmt, "end_lineno", None) or stmt.lineno
+
+
+def _local_in_effect(binds: list[tuple[Handle, int, tuple[int, int]]], call: ast.Call) -> Handle | None:
+    """The local binding a call sees: the last one above it in a statement list holding the call (it runs before
+    the call), unless a binding between them in another branch binds another op or variant."""
+    before = [(h, line, span) for h, line, span in binds if line < call.lineno]
+    dominating = [b for b in before if b[2][0] <= call.lineno <= abs(b[2][1])]
+    if not dominating:
+        return None
+    handle, line, _span = dominating[-1]
+    if any(
+        (h.op, h.variant) != (handle.op, handle.variant)
+        for h, other, (_start, end) in before
+        if other > line and end > 0  # a binding in a branch that returns never reaches the call
+    ):
+        return None
+    return handle
+
+
+def foreign_attr(
+    tree: ast.Module, table: HandleTable, callee: ast.expr, handle: Handle, cls: str | None
+) -> bool:
+    """``self.<attr>`` called in a class of this file that neither declares ``<attr>`` nor descends (in this file)
+    from the class that declared ``handle``: its handle comes from a base defined elsewhere, not from this file's
+    other class with an attribute of the same name (``HandleTable.resolve`` falls back to any class's)."""
+    attr = callee.attr if self_attr(callee) is not None else None  # type: ignore[union-attr]
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    if attr is None or cls not in classes or (cls, attr) in table.attrs:
+        return False
+    owners = {c for (c, a), hs in table.attrs.items() if a == attr and any(h is handle for h in hs)}
+    ancestors: set[str] = set()
+    todo = [cls]
+    while todo:
+        node = classes.get(todo.pop())
+        for base in node.bases if node is not None else ():
+            name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+            if name and name not in ancestors:
+                ancestors.add(name)
+                todo.append(name)
+    return not owners & ancestors
+
+
 def in_effect(found: list[Handle]) -> Handle | None:
     """The binding a later call sees among several of one name: the last, when every one is a straight-line
     statement of the same body (a generated file re-declaring a module slot, an ``__init__`` re-binding
@@ -806,6 +858,9 @@ class HandleCalls:
         self.table = HandleTable()
         self.calls: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None, str | None]] = []
         self.locals: dict[tuple[int, str], Handle] = {}  # (function, name) -> a handle built in that function
+        # (function, name) -> each binding of a local handle: the handle, and the lines of the statement list
+        # holding it (a call after it within those lines runs after it)
+        self.local_binds: dict[tuple[int, str], list[tuple[Handle, int, tuple[int, int]]]] = {}
 
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.Assign):
@@ -814,9 +869,13 @@ class HandleCalls:
             if func is not None and isinstance(node.value, ast.Call):
                 handle = HandleTable._handle(node.value, None, self.ctx)
                 if handle is not None:
+                    span = _statement_list_span(self.ctx.parent, node)
                     for target in node.targets:
                         if isinstance(target, ast.Name):
                             self.locals[(id(func), target.id)] = handle
+                            self.local_binds.setdefault((id(func), target.id), []).append(
+                                (handle, node.lineno, span)
+                            )
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
             func = self.ctx.function
             if func is not None:
@@ -833,7 +892,11 @@ class HandleCalls:
         for call, func, cls in self.calls:
             handle = None
             if isinstance(call.func, ast.Name):
-                handle = self.locals.get((id(func), call.func.id))
+                binds = self.local_binds.get((id(func), call.func.id))
+                if binds:
+                    handle = _local_in_effect(binds, call)
+                    if handle is None:
+                        continue  # bound only later, or by alternatives of another variant: unknown here
             if handle is None:
                 handle = self.table.resolve(self.ctx, call.func, cls)
             if handle is not None and handle.op in self.ops:

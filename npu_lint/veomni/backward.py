@@ -235,6 +235,23 @@ def kept_for_backward(cls: ast.ClassDef) -> list[Kept]:
             for n in every
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == bctx
         }
+        # `getattr(ctx, "scale", 1)` reads its attribute; `getattr(ctx, name)`, or the context handed whole to a
+        # helper (`return _backward(ctx, grad)`), may read any
+        any_attr = opaque
+        for n in every:
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id in ("getattr", "hasattr")
+                and len(n.args) >= 2
+                and isinstance(n.args[0], ast.Name)
+                and n.args[0].id == bctx
+            ):
+                name = n.args[1].value if isinstance(n.args[1], ast.Constant) else None
+                if isinstance(name, str):
+                    attrs.add(name)
+                else:
+                    any_attr = True
         for n in ast.walk(fwd):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
@@ -244,7 +261,7 @@ def kept_for_backward(cls: ast.ClassDef) -> list[Kept]:
                         and t.value.id == fctx
                         and not t.attr.startswith(("needs_", "mark_", "set_"))
                     ):
-                        out.append(Kept(f"{fctx}.{t.attr}", n, True, t.attr in attrs, None))
+                        out.append(Kept(f"{fctx}.{t.attr}", n, True, any_attr or t.attr in attrs, None))
     for n in every:
         if not _unpacks(n):
             continue

@@ -41,9 +41,11 @@ __all__ = [
     "KernelFunction",
     "kernel_function",
     "function_kernel",
+    "call_flags",
     "class_contract_of",
     "defines_norm_class",
     "weight_init_faults",
+    "init_weights_fills",
     "unread_weights",
 ]
 
@@ -145,18 +147,18 @@ def param_init_kind(func: ast.AST, attr: str) -> str | None:
         if not isinstance(node, ast.Assign) or not any(_self_target(t, attr) for t in node.targets):
             continue
         value = node.value
+        made = None
         if isinstance(value, ast.Call) and last_name(value.func) == "Parameter" and value.args:
             inner = value.args[0]
             name = last_name(inner.func) if isinstance(inner, ast.Call) else None
             if name in ("zeros", "zeros_like", "new_zeros"):
-                return "zeros"
-            if name in ("ones", "ones_like", "new_ones"):
-                return "ones"
-            if name in ("full", "new_full") and isinstance(inner, ast.Call) and len(inner.args) >= 2:
-                fill = _fill_kind(inner.args[1])
-                if fill is not None:
-                    return fill
-        return fill_kind(func, attr) or "other"
+                made = "zeros"
+            elif name in ("ones", "ones_like", "new_ones"):
+                made = "ones"
+            elif name in ("full", "new_full") and isinstance(inner, ast.Call) and len(inner.args) >= 2:
+                made = _fill_kind(inner.args[1])
+        # filled in place after it is made (`torch.ones(d)` then `self.weight.data.zero_()`): the fill is the value
+        return fill_kind(func, attr) or made or "other"
     return None
 
 
@@ -350,8 +352,27 @@ def _param_values(func: ast.FunctionDef, flags: dict[str, object]) -> dict[str, 
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
         if isinstance(default, ast.Constant):
             values[arg.arg] = default.value
-    values.update(flags)
+    for key, value in flags.items():  # an int key: a positional argument of a call (``call_flags``)
+        if isinstance(key, int):
+            if key < len(positional):
+                values[positional[key].arg] = value
+        else:
+            values[key] = value
     return values
+
+
+def call_flags(call: ast.Call) -> dict[object, object]:
+    """The binding a direct call gives a kernel function, as ``function_kernel``'s ``flags``: its literal
+    arguments (keywords by name, positional ones by index); any other argument is unknown."""
+    out: dict[object, object] = {}
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        out[index] = arg.value if isinstance(arg, ast.Constant) else _UNKNOWN
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            out[keyword.arg] = keyword.value.value if isinstance(keyword.value, ast.Constant) else _UNKNOWN
+    return out
 
 
 _UNKNOWN = object()
@@ -361,7 +382,8 @@ def _truth(test: ast.AST, values: dict[str, object]) -> object:
     """The truth of a branch test on the function's parameters (``zero_centered``, ``not offset``, ``a and b``),
     or ``_UNKNOWN``."""
     if isinstance(test, ast.Name):
-        return bool(values[test.id]) if test.id in values else _UNKNOWN
+        value = values.get(test.id, _UNKNOWN)
+        return _UNKNOWN if value is _UNKNOWN else bool(value)
     if isinstance(test, ast.Constant):
         return bool(test.value)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -403,6 +425,18 @@ def _helper_offsets(module: ast.Module | None) -> dict[str, set[int]]:
     1.0 + w.float()``): name -> the positions of those parameters."""
     out: dict[str, set[int]] = {}
     for stmt in module.body if module is not None else ():
+        if (  # `_centered = lambda w: 1.0 + w.float()`
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Lambda)
+        ):
+            params = _params(stmt.value)
+            operand = _plus_one(_strip_casts(stmt.value.body))
+            operand = _strip_casts(operand) if operand is not None else None
+            if isinstance(operand, ast.Name) and operand.id in params:
+                out.setdefault(stmt.targets[0].id, set()).add(params.index(operand.id))
+            continue
         if not isinstance(stmt, ast.FunctionDef):
             continue
         params = _params(stmt)
@@ -415,8 +449,28 @@ def _helper_offsets(module: ast.Module | None) -> dict[str, set[int]]:
     return out
 
 
+def _number(node: ast.AST, values: dict[str, object], any_branch: bool) -> object:
+    """The number ``node`` is under ``values`` (a literal, a parameter's bound value, ``1.0 if flag else 0.0``),
+    else ``_UNKNOWN``; ``any_branch``: an undecided ``IfExp`` counts as 1 when one side is."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.Name):
+        value = values.get(node.id, _UNKNOWN)
+        return value if type(value) in (int, float) else _UNKNOWN
+    if isinstance(node, ast.IfExp):
+        truth = _truth(node.test, values)
+        if truth is not _UNKNOWN:
+            return _number(node.body if truth else node.orelse, values, any_branch)
+        sides = [_number(node.body, values, any_branch), _number(node.orelse, values, any_branch)]
+        return 1 if any_branch and 1 in sides else _UNKNOWN
+    return _UNKNOWN
+
+
 def _function_contract(
-    func: ast.FunctionDef, module: ast.Module | None = None, flags: dict[str, object] | None = None
+    func: ast.FunctionDef,
+    module: ast.Module | None = None,
+    flags: dict[str, object] | None = None,
+    depth: int = 0,
 ) -> KernelFunction:
     params = _params(func)
     first = params[0] if params else ""
@@ -426,7 +480,21 @@ def _function_contract(
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == first
     )
     method_style = "weight" in module_attrs
-    weight_param = next((p for p in params if "weight" in p), params[1] if len(params) > 1 else None)
+    weight_param = next((p for p in params if "weight" in p), None)
+    if weight_param is None:
+        # a raw backward `(grad_output, saved)` unpacks the weight from what the forward saved
+        weight_param = next(
+            (
+                e.id
+                for n in _walk(func)
+                if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple)
+                for e in n.targets[0].elts
+                if isinstance(e, ast.Name) and "weight" in e.id
+            ),
+            None,
+        )
+    if weight_param is None and len(params) > 1 and not _is_backward(func, params):
+        weight_param = params[1]
     nodes = _live_nodes(func, flags)
     # locals bound to the weight as it is, or cast (`g = gamma.float()`): an offset added to one is the weight's
     aliases: set[str] = set()
@@ -443,7 +511,34 @@ def _function_contract(
         return _is_weight_ref(_strip_casts(node), method_style, first, weight_param, aliases)
 
     helpers = _helper_offsets(module) if module is not None else {}
-    offset = used = False
+    # numbers the body adds: parameters bound or defaulted, locals fixed to one (`offset = 1.0 if zc else 0.0`)
+    values = _param_values(func, flags or {})
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            number = _number(node.value, values, flags is None)
+            if number is not _UNKNOWN:
+                values[node.targets[0].id] = number
+
+    def is_one(node: ast.AST) -> bool:
+        return _number(node, values, flags is None) == 1
+
+    module_funcs = {
+        s.name: s for s in (module.body if module is not None else ()) if isinstance(s, ast.FunctionDef)
+    }
+    offset = used = rejects = False
+    guards = (
+        {  # `weight is None` / `weight is not None` tests and `del weight`: no use of the weight's values
+            id(n.left)
+            for n in nodes
+            if isinstance(n, ast.Compare) and len(n.ops) == 1 and _is_none(n.comparators[0])
+        }
+        | {id(t) for n in nodes if isinstance(n, ast.Delete) for t in n.targets}
+    )
+    for node in nodes:
+        if _rejects_weight(node, is_weight):
+            rejects = True  # `if weight is not None: raise ...`, `assert weight is None`
+        if isinstance(node, ast.Delete) and any(is_weight(t) for t in node.targets):
+            rejects = True  # `del weight`: the weight it is handed is dropped
     for node in nodes:
         if _liger_offset(
             node
@@ -452,10 +547,21 @@ def _function_contract(
         operand = _plus_one(node)
         if operand is not None and is_weight(operand):
             offset = True
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            if (is_one(node.right) and is_weight(node.left)) or (is_one(node.left) and is_weight(node.right)):
+                offset = True  # `weight + offset`, the offset a parameter bound to 1
+        if depth < 2 and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            callee = module_funcs.get(node.func.id)
+            if (
+                callee is not None
+                and callee is not func
+                and _passes_weight_to_offset(node, callee, module, is_weight, depth)
+            ):
+                offset = True  # `_rms_norm_npu(x, weight, eps, offset=1.0)`, a module helper adding it
         if (
             isinstance(node, ast.AugAssign)
             and isinstance(node.op, ast.Add)
-            and _is_one(node.value)
+            and is_one(node.value)
             and isinstance(node.target, ast.Name)
             and node.target.id in aliases
         ):
@@ -463,12 +569,11 @@ def _function_contract(
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers:
             if any(i < len(node.args) and is_weight(node.args[i]) for i in helpers[node.func.id]):
                 offset = True  # `_centered(gamma)`, a helper of the module returning `1.0 + w`
-        if is_weight(node) and not isinstance(node, ast.Call):
+        if is_weight(node) and not isinstance(node, ast.Call) and id(node) not in guards:
             used = True
-    raises_on_weight = any(isinstance(n, ast.Raise) for n in nodes) and not offset
     if offset:
         contract: str | None = OFFSET
-    elif used and raises_on_weight and not method_style:
+    elif rejects and not used and not method_style:
         contract = UNWEIGHTED  # `if weight is not None: raise ...`
     elif used:
         contract = STANDARD
@@ -481,6 +586,57 @@ def _function_contract(
     return KernelFunction(
         func.name, contract, method_style, module_attrs if method_style else frozenset(), calls_rms
     )
+
+
+def _passes_weight_to_offset(
+    call: ast.Call,
+    callee: ast.FunctionDef,
+    module: ast.Module | None,
+    is_weight,
+    depth: int,  # noqa: ANN001
+) -> bool:
+    """A call handing the weight to a module function that adds 1 to it under the arguments the call gives."""
+    params = _params(callee)
+    weight = next((p for p in params if "weight" in p), params[1] if len(params) > 1 else None)
+    if weight is None:
+        return False
+    index = params.index(weight)
+    given = (
+        call.args[index]
+        if index < len(call.args)
+        else next((k.value for k in call.keywords if k.arg == weight), None)
+    )
+    if given is None or isinstance(given, ast.Starred) or not is_weight(given):
+        return False
+    bound: dict[str, object] = {
+        params[i]: a.value for i, a in enumerate(call.args[: len(params)]) if isinstance(a, ast.Constant)
+    }
+    bound.update({k.arg: k.value.value for k in call.keywords if k.arg and isinstance(k.value, ast.Constant)})
+    return _function_contract(callee, module, bound, depth + 1).contract == OFFSET
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _is_backward(func: ast.FunctionDef, params: list[str]) -> bool:
+    """A raw backward (``def backward(grad_output, saved)``): its second parameter is no weight."""
+    return "backward" in func.name.lower() or (bool(params) and params[0].startswith(("grad", "dy", "d_out")))
+
+
+def _rejects_weight(node: ast.AST, is_weight) -> bool:  # noqa: ANN001
+    """``if weight is not None: raise ...`` or ``assert weight is None``: a kernel refusing any weight."""
+    test = node.test if isinstance(node, (ast.If, ast.Assert)) else None
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and _is_none(test.comparators[0])
+        and is_weight(test.left)
+    ):
+        return False
+    if isinstance(node, ast.Assert):
+        return isinstance(test.ops[0], ast.Is)
+    return isinstance(test.ops[0], ast.IsNot) and any(isinstance(n, ast.Raise) for n in node.body)
 
 
 def _is_weight_ref(
@@ -736,6 +892,33 @@ def weight_init_faults(
                     fill = _receiver_fill(n, {receiver.id})
                     if fill is not None and fill[1] != expected:
                         out.append((n, rms[0], fill[1], expected))
+    return out
+
+
+def init_weights_fills(tree: ast.Module, cls_name: str) -> set[str]:
+    """What the file's weight initialisers (``_init_weights``) fill ``cls_name``'s weight with
+    (`init.zeros_(module.weight)` under `isinstance(module, Cls)`): "zeros" / "ones"."""
+    out: set[str] = set()
+    for func in nodes_of(tree, ast.FunctionDef):
+        if "init" not in func.name or func.name == "__init__":
+            continue
+        for branch in _walk(func):
+            test = branch.test if isinstance(branch, ast.If) else None
+            if not (
+                isinstance(test, ast.Call)
+                and last_name(test.func) == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0], ast.Name)
+            ):
+                continue
+            kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            if cls_name not in {last_name(k) for k in kinds}:
+                continue
+            for stmt in branch.body:
+                for n in _walk(stmt):
+                    fill = _receiver_fill(n, {test.args[0].id})
+                    if fill is not None:
+                        out.add(fill[1])
     return out
 
 

@@ -15,6 +15,7 @@ from npu_lint.rules._handles import (
     Handle,
     HandleTable,
     call_arg,
+    foreign_attr,
     owner_class,
     spec_target,
     str_value,
@@ -24,11 +25,13 @@ from npu_lint.veomni import vendor_map
 from npu_lint.veomni.norms import (
     KernelFunction,
     RmsContract,
+    call_flags,
     class_contract_of,
     class_rms_contract,
     defines_norm_class,
     fill_kind,
     function_kernel,
+    init_weights_fills,
     kernel_function,
     param_init_kind,
     rms_variant_contract,
@@ -402,8 +405,8 @@ def _tree_norm_owner(ctx: Context, state: _RmsNormState) -> str | None:
     """The RMSNorm class a kernel wrapper written as a module-level method belongs to: the only RMSNorm-like
     class defined in the wrapper's own directory (the model package defines its norm there); its ClassDef is
     added to the file's classes so its weight initialisation and eps attribute are read."""
-    if ctx.source.kind.generated or ctx.source.kind.spec:
-        return None
+    if ctx.source.kind.generated or ctx.source.kind.spec or ctx.source.kind.kernel:
+        return None  # a kernel package (`veomni/ops/kernels/rms_norm/`) serves every model, not its own class
     directory = os.path.dirname(os.path.abspath(ctx.source.path))
     found = {(n, p, ln) for p, n, ln in _norm_classes_in(directory)}
     if len({n for n, _, _ in found}) != 1 or len(found) != 1:
@@ -725,6 +728,8 @@ class _RmsNormCalls(Rule):
         out = []
         for call, func, cls in self.state.calls:
             handle = self.handles.resolve(self.ctx, call.func, cls)
+            if handle is not None and foreign_attr(self.ctx.tree, self.handles, call.func, handle, cls):
+                continue  # an attribute of a base defined elsewhere, not of the file's class of that name
             if handle is None and isinstance(call.func, ast.Name):  # a handle local to the function
                 found = self.state.local_handles.get((id(func), call.func.id), [])
                 if len(found) == 1:
@@ -788,7 +793,17 @@ class _RmsNormCalls(Rule):
         """How the class initialises ``self.<attr>``: "zeros" | "ones" | "other" | None (unknown).
 
         Read from a spec's ``__init__`` patch, the class's own ``__init__`` in the file, its bases (in the file
-        or upstream transformers), or, for a patched copy of an upstream class, the upstream class."""
+        or upstream transformers), or, for a patched copy of an upstream class, the upstream class. A model's
+        ``_init_weights`` of the file filling the class's weight otherwise (`nn.init.zeros_(module.weight)` under
+        `isinstance(module, Cls)`) makes it unknown: which of the two a loaded model starts from is not read."""
+        found = self._weight_kind(cls, attr, depth)
+        if found in ("ones", "zeros") and attr == "weight" and cls is not None and depth == 0:
+            fills = init_weights_fills(self.ctx.tree, cls)
+            if fills and fills != {found}:
+                return None
+        return found
+
+    def _weight_kind(self, cls: str | None, attr: str, depth: int = 0) -> str | None:
         if cls is None or depth > 6:
             return None
         patch = self.init_patches.get(cls)
@@ -800,7 +815,8 @@ class _RmsNormCalls(Rule):
         if node is not None:
             init = self._local_init(cls)
             if init is not None:
-                result = param_init_kind(init, attr)
+                # `super().__init__(...)` then `self.weight.data.zero_()`: the fill is what it starts at
+                result = param_init_kind(init, attr) or fill_kind(init, attr)
                 if result == "other":  # created empty: filled by another method (`reset_parameters`)?
                     filled = [
                         fill_kind(f, attr)
@@ -810,12 +826,18 @@ class _RmsNormCalls(Rule):
                     kinds = {k for k in filled if k is not None}
                     if len(kinds) == 1:
                         return kinds.pop()
+                elif result in ("ones", "zeros") and any(
+                    fill_kind(f, attr) not in (None, result)
+                    for f in node.body
+                    if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+                ):
+                    return None  # refilled otherwise by another method (`reset_parameters`): which one runs last?
                 if result is not None:
                     return result
             for base in node.bases:
                 name = last_name(base)
                 if name in self.classes and name != cls:
-                    result = self.weight_kind(name, attr, depth + 1)
+                    result = self._weight_kind(name, attr, depth + 1)
                     if result is not None:
                         return result
                     continue
@@ -1037,8 +1059,12 @@ class _RmsNormCalls(Rule):
         if call is not None and qual.startswith("liger_kernel") and "rms" in qual.lower():
             return liger_offset_contract(call)
         found = self.local_kernel(qual) if "." not in qual else None
+        flags = call_flags(call) if call is not None else None  # `zero_centered=True` given, or its default
+        if found is not None and flags is not None:
+            func = next(s for s in self.ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name == qual)
+            found = function_kernel(func, self.ctx.tree, flags)
         if found is None:
-            found = kernel_function(qual, self.ctx.source.path)
+            found = kernel_function(qual, self.ctx.source.path, flags)
         if found is not None:
             return found.contract
         kernel = vendor_map.lookup(qual)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, str_value
+from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, foreign_attr, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import weight_argument
 
@@ -13,6 +13,49 @@ _UNWEIGHTED = "unweighted"
 
 def _is_none(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+def _bound_to_none(weight: ast.expr, func: ast.AST | None, cls: ast.ClassDef | None) -> bool:
+    """A name every assignment of the function binds to ``None`` (``weight = None``), or ``self.<attr>`` that the
+    class only ever sets to ``None`` (``self.weight = None``, ``register_parameter("weight", None)``)."""
+    values: list[ast.expr] = []
+    if isinstance(weight, ast.Name) and func is not None:
+        if weight.id in {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}:
+            return False
+        values = [
+            n.value
+            for n in ast.walk(func)
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == weight.id for t in n.targets)
+        ]
+        values += [n.target for n in ast.walk(func) if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For))
+                   if isinstance(n.target, ast.Name) and n.target.id == weight.id]  # fmt: skip
+    elif (
+        isinstance(weight, ast.Attribute)
+        and isinstance(weight.value, ast.Name)
+        and weight.value.id == "self"
+        and cls is not None
+    ):
+        for n in ast.walk(cls):
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if any(
+                    isinstance(t, ast.Attribute)
+                    and t.attr == weight.attr
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                    for t in targets
+                ):
+                    values.append(n.value if n.value is not None else n.target)
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("register_parameter", "register_buffer")
+                and len(n.args) == 2
+                and str_value(n.args[0]) == weight.attr
+            ):
+                values.append(n.args[1])
+    return bool(values) and all(_is_none(v) for v in values)
 
 
 class RmsNormWeightVariant(Rule):
@@ -116,14 +159,24 @@ class RmsNormWeightVariant(Rule):
         # per handle: its calls that pass a weight argument, and those whose weight contradicts the variant
         calls: dict[int, list[tuple[ast.Call, ast.expr | None, bool]]] = {}
         handles: dict[int, Handle] = {}
-        for call, handle, _func in self.calls.resolved():
-            if handle.raw_variant is None:
+        classes = {
+            id(f): c
+            for c in ast.walk(self.ctx.tree)
+            if isinstance(c, ast.ClassDef)
+            for f in c.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for call, handle, func, cls in self.calls.resolved_in_classes():
+            if handle.raw_variant is None or foreign_attr(
+                self.ctx.tree, self.calls.table, call.func, handle, cls
+            ):
                 continue
             weight = weight_argument(call)
             if weight is None and len(call.args) < 2:
                 continue  # the weight is not passed positionally or by name here: nothing to compare
             unweighted = handle.raw_variant == _UNWEIGHTED
-            wrong = unweighted != (weight is None or _is_none(weight))
+            none = weight is None or _is_none(weight) or _bound_to_none(weight, func, classes.get(id(func)))
+            wrong = unweighted != none
             handles[id(handle.call)] = handle
             calls.setdefault(id(handle.call), []).append((call, weight, wrong))
         for key, found in calls.items():
