@@ -72,6 +72,7 @@ DEPENDENCY_GLOBS = (
     "**/veomni/ops/**/*.py",
     "**/veomni/kernels/**/*.py",
     "**/veomni/**/utils/*.py",  # zero-argument implementation resolvers (NPU204)
+    "**/veomni/**/*.py",  # any module of the tree: the project's facts are derived from all of them
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
 SECTION = "npu-lint"

@@ -10,7 +10,7 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.helpers import codes, open_document, wait_diagnostics
+from tests.lsp.helpers import codes, open_document, wait_diagnostics, watched_globs
 
 PACKAGE = Path("veomni/ops/kernels/scan")
 INIT = """
@@ -96,6 +96,7 @@ ENTRY = "from veomni.ops.kernels.scan.kernel import chunk_scan  # noqa: F401\n"
 async def test_closure_follows_a_module_outside_the_shared_directories(
     push_client: LanguageClient, project: Path
 ) -> None:
+    assert "**/veomni/**/*.py" in await watched_globs(push_client)  # a real client reports the edit
     tree(project)
     (project / PACKAGE / "__init__.py").write_text(textwrap.dedent(INIT_OUTSIDE).lstrip())
     for rel in ("veomni/distributed/__init__.py", str(OUTSIDE)):
