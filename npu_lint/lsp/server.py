@@ -40,6 +40,7 @@ from pygls.workspace import TextDocument, Workspace
 from npu_lint import __version__
 from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
 from npu_lint.core.diagnostics import CreateFile, Diagnostic
+from npu_lint.core.reparse import DocumentParse
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_applicable, fix_tree, lint_source
 from npu_lint.lsp.actions import (
@@ -326,6 +327,7 @@ class NpuLintServer(LanguageServer):
         self._configs: dict[str, _Config] = {}
         self._projects: dict[str, Project | None] = {}
         self._results: dict[str, LintResult] = {}
+        self._parses: dict[str, DocumentParse] = {}  # per open document: its last parse (``core.reparse``)
         self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._lint_ms: dict[
@@ -541,7 +543,10 @@ class NpuLintServer(LanguageServer):
             project = self.project_for(path, settings)
             try:
                 start = time.perf_counter()
-                diags = lint_source(src, codes, settings, project)
+                reuse = self._parses.get(uri)
+                if reuse is None:
+                    reuse = self._parses[uri] = DocumentParse()
+                diags = lint_source(src, codes, settings, project, reuse=reuse)
                 diags.extend(self._project_diagnostics(src, codes, settings, project))
                 self.measured(uri, (time.perf_counter() - start) * 1000)
             except Exception as exc:  # keep serving; say what happened
@@ -988,6 +993,7 @@ def create_server() -> NpuLintServer:
         uri = params.text_document.uri
         ls.cancel_pending(uri)
         ls._results.pop(uri, None)
+        ls._parses.pop(uri, None)
         ls._lint_text.pop(uri, None)
         ls._lint_ms.pop(uri, None)
         if not ls.pull_mode:
