@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from npu_lint.core.astutil import FileIndex
 from npu_lint.core.reparse import DocumentParse
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,6 +43,15 @@ PIECES = [
 
 def _dump(tree: ast.AST) -> str:
     return ast.dump(tree, include_attributes=True)
+
+
+def _same_index(doc: DocumentParse, tree: ast.Module) -> None:
+    """The document's file index (spliced after a partial parse) is the one ``FileIndex`` builds for the tree."""
+    fresh = FileIndex(tree)
+    assert doc.index is not None and doc.index.root is tree
+    assert [id(n) for n in doc.index.nodes] == [id(n) for n in fresh.nodes]
+    assert doc.index.depth == fresh.depth
+    assert doc.index.by_type == fresh.by_type
 
 
 def _sources() -> list[str]:
@@ -80,7 +90,7 @@ def test_partial_parse_is_the_whole_parse(seed: int) -> None:
         doc = DocumentParse()
         doc.parse(source, "m.py")
         text = source
-        for _ in range(70):
+        for _ in range(50):
             new = _edit(rng, text)
             try:
                 want = ast.parse(new)
@@ -96,8 +106,9 @@ def test_partial_parse_is_the_whole_parse(seed: int) -> None:
             partial += doc.reparsed - before
             assert _dump(got) == _dump(want)
             assert got is not want and isinstance(got, ast.Module)
+            _same_index(doc, got)
             text = new
-    assert partial > 60  # the partial path is the one exercised
+    assert partial > 40  # the partial path is the one exercised
 
 
 def test_fallbacks() -> None:
@@ -105,21 +116,31 @@ def test_fallbacks() -> None:
     doc.parse("import os\n\n\nx = 1\ny = 2\n", "m.py")
     doc.parse("import os\n\n\nx = 1\n\ny = 2\n", "m.py")  # a line added: whole
     assert doc.reparsed == 0
-    doc.parse("import os\n\n\nx = 1\n\ny = 3\n", "m.py")
+    tree = doc.parse("import os\n\n\nx = 1\n\ny = 3\n", "m.py")
     assert doc.reparsed == 1
+    _same_index(doc, tree)
+    tree = doc.parse("import os\n\n\nx = 1\n# y\ny = 3\n", "m.py")  # between statements
+    assert doc.reparsed == 2
+    _same_index(doc, tree)
+    tree = doc.parse("import os\n\n\nx = 1\nz = 0\ny = 3\n", "m.py")  # a statement typed there
+    assert doc.reparsed == 3 and len(tree.body) == 4
+    _same_index(doc, tree)
+    tree = doc.parse("import os\n\n\nx = 1\n\ny = 3\n", "m.py")  # and removed
+    assert doc.reparsed == 4 and len(tree.body) == 3
+    _same_index(doc, tree)
     doc.parse("import os\n\n\nx = 1\n\ny = 3; z = 4\n", "m.py")
     doc.parse("import os\n\n\nx = 1\n\ny = 3; z = 5\n", "m.py")
-    assert doc.reparsed == 3  # the statements sharing the line are parsed together
+    assert doc.reparsed == 6  # the statements sharing the line are parsed together
     doc.parse("import sys\n\n\nx = 1\n\ny = 3; z = 5\n", "m.py")  # the first two lines: whole
-    assert doc.reparsed == 3
+    assert doc.reparsed == 6
     with pytest.raises(SyntaxError):  # does not parse alone: parsed whole, which says why
         doc.parse("import sys\n\n\nx = (1\n\ny = 3; z = 5\n", "m.py")
-    assert doc.reparsed == 3 and doc.text == "import sys\n\n\nx = 1\n\ny = 3; z = 5\n"  # the last parse kept
+    assert doc.reparsed == 6 and doc.text == "import sys\n\n\nx = 1\n\ny = 3; z = 5\n"  # the last parse kept
     doc.parse('import sys\n\n\nx = "a"\n\ny = 3; z = 5\n', "m.py")
-    assert doc.reparsed == 4
+    assert doc.reparsed == 7
     with pytest.warns(DeprecationWarning):  # warns at the file's own line: parsed whole
         doc.parse('import sys\n\n\nx = "\\w"\n\ny = 3; z = 5\n', "m.py")
-    assert doc.reparsed == 4
+    assert doc.reparsed == 7
 
 
 def test_server_findings_unchanged_over_edits(tmp_path: Path) -> None:

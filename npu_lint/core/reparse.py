@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 import warnings
 
+from npu_lint.core.astutil import FileIndex, splice_index
+
 __all__ = ["DocumentParse"]
 
 
@@ -28,27 +30,30 @@ class DocumentParse:
     """The last parse of one document: ``parse(text, path)`` is ``ast.parse(text, filename=path)``, built from
     the last tree where the edit allows (see the module docstring)."""
 
-    __slots__ = ("text", "lines", "tree", "_spans", "reparsed")
+    __slots__ = ("text", "lines", "tree", "index", "_spans", "reparsed")
 
     def __init__(self) -> None:
         self.text: str | None = None
         self.lines: list[str] = []
         self.tree: ast.Module | None = None
+        self.index: FileIndex | None = None  # the tree's file index (``astutil.FileIndex``), spliced likewise
         self._spans: list[tuple[int, int]] | None = None
         self.reparsed = 0  # how many parses were partial (tests, benches)
 
     def parse(self, text: str, path: str) -> ast.Module:
         lines = text.split("\n")
-        tree = self._partial(text, lines)
-        if tree is None:
+        found = self._partial(text, lines)
+        if found is None:
             tree = ast.parse(text, filename=path)
+            index = FileIndex(tree)
         else:
+            tree, index = found
             self.reparsed += 1
-        self.text, self.lines, self.tree, self._spans = text, lines, tree, None
+        self.text, self.lines, self.tree, self.index, self._spans = text, lines, tree, index, None
         return tree
 
     def forget(self) -> None:
-        self.text, self.lines, self.tree, self._spans = None, [], None, None
+        self.text, self.lines, self.tree, self.index, self._spans = None, [], None, None, None
 
     def spans(self) -> list[tuple[int, int]]:
         """Per top-level statement of the last tree: its first line (decorators included) and its last."""
@@ -62,12 +67,15 @@ class DocumentParse:
             self._spans = out
         return self._spans
 
-    def _partial(self, text: str, lines: list[str]) -> ast.Module | None:
-        old, tree = self.lines, self.tree
-        if tree is None or self.text is None or len(lines) != len(old) or "barry_as_FLUFL" in text:
+    def _partial(self, text: str, lines: list[str]) -> tuple[ast.Module, FileIndex] | None:
+        old, tree, index = self.lines, self.tree, self.index
+        if tree is None or index is None or self.text is None or len(lines) != len(old):
+            return None
+        if "barry_as_FLUFL" in text:
             return None
         if text == self.text:
-            return ast.Module(body=list(tree.body), type_ignores=list(tree.type_ignores))
+            same = ast.Module(body=list(tree.body), type_ignores=list(tree.type_ignores))
+            return same, splice_index(index, same, 0, -1, [])
         n = len(lines)
         first = 0
         while first < n and lines[first] == old[first]:
@@ -112,4 +120,5 @@ class DocumentParse:
         for stmt in new.body:
             ast.increment_lineno(stmt, start - 1)
         body = [*tree.body[:k0], *new.body, *tree.body[k1 + 1 :]]
-        return ast.Module(body=body, type_ignores=[])
+        module = ast.Module(body=body, type_ignores=[])
+        return module, splice_index(index, module, k0, k1, new.body)

@@ -127,10 +127,10 @@ def _check_source(
         limit = sys.get_int_max_str_digits()
         sys.set_int_max_str_digits(digits + 1)
         try:
-            return _check_parsed(src, tree, codes, project, fix_mode)
+            return _check_parsed(src, tree, codes, project, fix_mode, reuse)
         finally:
             sys.set_int_max_str_digits(limit)
-    return _check_parsed(src, tree, codes, project, fix_mode)
+    return _check_parsed(src, tree, codes, project, fix_mode, reuse)
 
 
 # an integer literal in hex / octal / binary: CPython parses any length (a decimal one past 4,300 digits is a
@@ -153,9 +153,16 @@ def _literal_digits(text: str) -> int:
 
 
 def _check_parsed(
-    src: SourceFile, tree: ast.Module, codes: list[str], project: Project | None, fix_mode: bool
+    src: SourceFile,
+    tree: ast.Module,
+    codes: list[str],
+    project: Project | None,
+    fix_mode: bool,
+    reuse: DocumentParse | None = None,
 ) -> list[Diagnostic]:
-    index_file(tree)  # the rules' per-function node lists come from one index of the file (``nodes_of``)
+    # the rules' per-function node lists come from one index of the file (``nodes_of``); an editor document's
+    # parse hands its own (spliced around the edit)
+    index_file(tree, reuse.index if reuse is not None and reuse.tree is tree else None)
     ctx = Context(src, tree, project, fix_mode)
     text = (
         src.text
