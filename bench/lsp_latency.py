@@ -221,7 +221,9 @@ async def measure(path: Path, text: str, samples: int, pull: bool) -> tuple[list
     return times, found, cpu_ms
 
 
-def in_process(path: Path, text: str, samples: int) -> list[float]:
+def in_process(path: Path, text: str, samples: int, edited: bool = False) -> list[float]:
+    """``lint_source`` of the same text ``samples`` times; ``edited``: as the server lints the document, with
+    its last parse (``core.reparse``) and the bench's comment edit alternated."""
     sys.path.insert(0, str(REPO))
     from npu_lint.core.config import Settings, selected_codes
     from npu_lint.core.source import SourceFile
@@ -231,10 +233,23 @@ def in_process(path: Path, text: str, samples: int) -> list[float]:
     known = {code: rule.default_enabled for code, rule in all_rules().items()}
     settings = Settings(root=str(path.parent))
     codes = selected_codes(settings, known)
+    texts = [text, text]
+    reuse = None
+    if edited:
+        from npu_lint.core.reparse import DocumentParse
+
+        reuse = DocumentParse()
+        lines = text.split("\n")  # the line `measure` edits
+        target = next(
+            i for i in range(len(lines) // 2, len(lines)) if lines[i].startswith("# [MODIFIED CLASS]")
+        )
+        lines[target] = lines[target].replace("# [MODIFIED CLASS]", "# [MODIFIED CLASS*")
+        texts[1] = "\n".join(lines)
+        lint_source(SourceFile.from_text(str(path), text), codes, settings, reuse=reuse)
     out = []
-    for _ in range(samples):
+    for n in range(samples):
         start = time.perf_counter()
-        lint_source(SourceFile.from_text(str(path), text), codes, settings)
+        lint_source(SourceFile.from_text(str(path), texts[(n + 1) % 2]), codes, settings, reuse=reuse)
         out.append((time.perf_counter() - start) * 1000)
     return out
 
@@ -262,11 +277,13 @@ def main() -> int:
         push, found, push_cpu = asyncio.run(measure(path, text, args.samples, pull=False))
         pull, _, pull_cpu = asyncio.run(measure(path, text, args.samples, pull=True))
         lint = in_process(path, text, args.samples)
+        edited = in_process(path, text, args.samples, edited=True)
     print(f"file: {text.count(chr(10))} lines, {len(text)} characters (generated-style), {found} diagnostics")
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(summary("push: didChange -> publish", push))
     print(summary("pull: didChange + diagnostic", pull))
     print(summary("in-process lint_source", lint))
+    print(summary("in-process, edited, document parse", edited))
     for name, cpu in (("push", push_cpu), ("pull", pull_cpu)):
         if cpu is not None:
             print(f"server CPU time per change ({name}): {cpu:.1f} ms")

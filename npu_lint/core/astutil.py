@@ -517,12 +517,54 @@ class FileIndex:
         return [nodes[k] for k in picked]
 
 
-def index_file(tree: ast.AST) -> None:
+def index_file(tree: ast.AST, index: FileIndex | None = None) -> None:
     """Name ``tree`` the file of the innermost ``walk_memo`` scope: its one index (``file_index``) is built at
     the first question, the engine's walk and ``nodes_of`` on any of its subtrees read it (the engine calls this
-    per linted file)."""
+    per linted file); ``index``, when given, is ``tree``'s already built (an editor document's, spliced)."""
     if _SCOPED:
-        _SCOPED[-1]["astutil.file"] = {"tree": tree}
+        slot: dict[str, object] = {"tree": tree}
+        if index is not None and index.root is tree:
+            slot["index"] = index
+        _SCOPED[-1]["astutil.file"] = slot
+
+
+def splice_index(old: FileIndex, root: ast.Module, k0: int, k1: int, new: list[ast.stmt]) -> FileIndex:
+    """The index of ``root``, a module whose body is ``old.root``'s with its statements ``k0..k1`` (none when
+    ``k1 < k0``: inserted before ``k0``) replaced by ``new``: the old listing's slices around them, the new
+    statements indexed alone, the ranks after them shifted. ``FileIndex(root)`` gives the same (tests/test_reparse.py)."""
+    body = old.root.body  # type: ignore[attr-defined]
+    if getattr(old.root, "type_ignores", None) or getattr(root, "type_ignores", None):
+        return FileIndex(root)
+    size = len(old.nodes)
+    tops: list[int] = []
+    i = 1
+    for _stmt in body:  # each top-level statement's rank: the subtrees follow one another
+        tops.append(i)
+        i = old.end(i)
+    start = tops[k0] if k0 < len(tops) else size
+    stop = tops[k1 + 1] if k1 + 1 < len(tops) else size
+    sub = FileIndex(ast.Module(body=new, type_ignores=[]))
+    added = len(sub.nodes) - 1
+    delta = added - (stop - start)
+    index = object.__new__(FileIndex)
+    index.root = root
+    index.nodes = [root, *old.nodes[1:start], *sub.nodes[1:], *old.nodes[stop:]]
+    index.depth = [*old.depth[:start], *sub.depth[1:], *old.depth[stop:]]
+    by_type: dict[type, list[int]] = {}
+    shift = start - 1
+    for typ in {*old.by_type, *sub.by_type}:
+        ranks = old.by_type.get(typ, [])
+        lo = bisect.bisect_left(ranks, start)
+        hi = bisect.bisect_left(ranks, stop)
+        added_ranks = [r + shift for r in sub.by_type.get(typ, ()) if r]
+        merged = [*ranks[:lo], *added_ranks, *([r + delta for r in ranks[hi:]] if delta else ranks[hi:])]
+        if merged:
+            by_type[typ] = merged
+    index.by_type = by_type
+    index._rank = None
+    index._ends = {}
+    index._depths = None
+    return index
 
 
 def file_index(tree: ast.AST) -> FileIndex:

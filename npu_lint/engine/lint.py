@@ -12,6 +12,7 @@ import sys
 from npu_lint.core.astutil import index_file, walk_memo
 from npu_lint.core.config import Settings
 from npu_lint.core.diagnostics import SEVERITY_ERROR, Applicability, Diagnostic, Fix
+from npu_lint.core.reparse import DocumentParse
 from npu_lint.core.safeio import read_regular
 from npu_lint.core.source import DecodeError, SourceFile, decode_source
 from npu_lint.core.textscan import for_thread
@@ -51,19 +52,22 @@ def check_source(
     project: Project | None = None,
     fix_mode: bool = False,
     share: os.stat_result | None = None,
+    reuse: DocumentParse | None = None,
 ) -> list[Diagnostic]:
     """All diagnostics of the selected rules for one decoded file, before suppressions.
 
     The cyclic garbage collector is paused meanwhile: parsing and walking allocate tens of thousands of
     acyclic nodes, and the collections they trigger cost a third of the time; whatever is left to collect
     is collected once the collector runs again. ``share`` (the stat of the bytes ``src`` was decoded from)
-    offers the tree of a generated file, spec or `__init__` to the project rules run later in this process."""
+    offers the tree of a generated file, spec or `__init__` to the project rules run later in this process.
+    ``reuse`` (an editor document's last parse, ``core.reparse``) parses again only the statements an edit
+    touched."""
     with walk_memo():  # the rules of one file walk the same subtrees many times: listed once
         if not gc.isenabled():
-            return _check_source(src, codes, project, fix_mode, share)
+            return _check_source(src, codes, project, fix_mode, share, reuse)
         gc.disable()
         try:
-            return _check_source(src, codes, project, fix_mode, share)
+            return _check_source(src, codes, project, fix_mode, share, reuse)
         finally:
             # what the rules keep (a file's tree in the per-file memos, until the next file replaces it) would
             # be traversed by the young collection the next allocation triggers: 40-90 ms on a 2,500-line
@@ -81,6 +85,7 @@ def _check_source(
     project: Project | None,
     fix_mode: bool,
     share: os.stat_result | None = None,
+    reuse: DocumentParse | None = None,
 ) -> list[Diagnostic]:
     # the trees other files' rules read too (the project rules: specs, generated files, `__init__`s; the NPU40x
     # rules: a package's RMSNorm classes) are shared: each file is parsed once per run
@@ -97,7 +102,9 @@ def _check_source(
         # a file the project (or another file's rules, or the module index) already parsed in this process, with
         # this text: whether or not this file's tree is offered to the project rules, it is not parsed again
         tree = shared_tree(src.path, src.text, share)
-        if tree is None:
+        if tree is None and reuse is not None:
+            tree = reuse.parse(src.text, src.path)
+        elif tree is None:
             tree = ast.parse(src.text, filename=src.path)
     except SyntaxError as exc:
         if SYNTAX_CODE not in codes:
@@ -120,10 +127,10 @@ def _check_source(
         limit = sys.get_int_max_str_digits()
         sys.set_int_max_str_digits(digits + 1)
         try:
-            return _check_parsed(src, tree, codes, project, fix_mode)
+            return _check_parsed(src, tree, codes, project, fix_mode, reuse)
         finally:
             sys.set_int_max_str_digits(limit)
-    return _check_parsed(src, tree, codes, project, fix_mode)
+    return _check_parsed(src, tree, codes, project, fix_mode, reuse)
 
 
 # an integer literal in hex / octal / binary: CPython parses any length (a decimal one past 4,300 digits is a
@@ -146,9 +153,16 @@ def _literal_digits(text: str) -> int:
 
 
 def _check_parsed(
-    src: SourceFile, tree: ast.Module, codes: list[str], project: Project | None, fix_mode: bool
+    src: SourceFile,
+    tree: ast.Module,
+    codes: list[str],
+    project: Project | None,
+    fix_mode: bool,
+    reuse: DocumentParse | None = None,
 ) -> list[Diagnostic]:
-    index_file(tree)  # the rules' per-function node lists come from one index of the file (``nodes_of``)
+    # the rules' per-function node lists come from one index of the file (``nodes_of``); an editor document's
+    # parse hands its own (spliced around the edit)
+    index_file(tree, reuse.index if reuse is not None and reuse.tree is tree else None)
     ctx = Context(src, tree, project, fix_mode)
     text = (
         src.text
@@ -284,10 +298,11 @@ def lint_source(
     project: Project | None = None,
     fix_mode: bool = False,
     share: os.stat_result | None = None,
+    reuse: DocumentParse | None = None,
 ) -> list[Diagnostic]:
     src = without_surrogates(src)
     try:
-        diags = check_source(src, codes, project, fix_mode, share)
+        diags = check_source(src, codes, project, fix_mode, share, reuse)
     except InternalError as exc:  # a rule failed: the other rules' findings, suppressed as usual, go with it
         if exc.diagnostics:
             exc.diagnostics = _suppressed(src, exc.diagnostics, settings, codes)

@@ -40,6 +40,7 @@ from pygls.workspace import TextDocument, Workspace
 from npu_lint import __version__
 from npu_lint.core.config import ConfigError, Settings, find_config_file, load_config, selected_codes
 from npu_lint.core.diagnostics import CreateFile, Diagnostic
+from npu_lint.core.reparse import DocumentParse
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import fix_applicable, fix_tree, lint_source
 from npu_lint.lsp.actions import (
@@ -72,6 +73,7 @@ DEPENDENCY_GLOBS = (
     "**/veomni/ops/**/*.py",
     "**/veomni/kernels/**/*.py",
     "**/veomni/**/utils/*.py",  # zero-argument implementation resolvers (NPU204)
+    "**/veomni/**/*.py",  # any module of the tree: the project's facts are derived from all of them
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
 SECTION = "npu-lint"
@@ -325,6 +327,7 @@ class NpuLintServer(LanguageServer):
         self._configs: dict[str, _Config] = {}
         self._projects: dict[str, Project | None] = {}
         self._results: dict[str, LintResult] = {}
+        self._parses: dict[str, DocumentParse] = {}  # per open document: its last parse (``core.reparse``)
         self._lint_text: dict[str, tuple[str, int | None]] = {}  # onSave mode: text as of open / last save
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._lint_ms: dict[
@@ -454,9 +457,12 @@ class NpuLintServer(LanguageServer):
 
     def project_version(self, path: str) -> str:
         """The state of the files a document's result depends on besides its own text: the other files of its
-        model package (specs, `__init__.py` registrations) and of its `generated/` directory, and the registry
-        modules (`veomni/ops`, `veomni/kernels`) and helper modules (`veomni/**/utils`) of its VeOmni tree: names,
-        sizes and modification times."""
+        model package (specs, `__init__.py` registrations) and of its `generated/` directory, the registry
+        modules (`veomni/ops`, `veomni/kernels`) and helper modules (`veomni/**/utils`) of its VeOmni tree, and
+        every file of its project's listing (`Project.tree_files`, with their directories: a file added or
+        removed): names, sizes and modification times. The project's facts are derived from the whole listing
+        (its import sites, NPU323's import closures through any module of the tree, the operators the tree
+        defines, NPU308's on-demand imports), so an edit of any of its files builds the project again."""
         from npu_lint.veomni.layout import shared_module_files
         from npu_lint.veomni.project import find_veomni_root
 
@@ -467,10 +473,12 @@ class NpuLintServer(LanguageServer):
         trees = [root / "veomni" / "ops", root / "veomni" / "kernels"] if root is not None else []
         h = hashlib.blake2b(digest_size=8)
         me = os.path.abspath(path)
+        seen: set[str] = set()
 
         def add(file: str) -> None:
-            if not file.endswith(".py") or file == me:
+            if not file.endswith(".py") or file == me or file in seen:
                 return
+            seen.add(file)
             try:
                 st = os.stat(file)
             except OSError:
@@ -493,10 +501,26 @@ class NpuLintServer(LanguageServer):
         for file in shared_module_files(root):
             if not file.startswith(tuple(str(t) + os.sep for t in trees)):
                 add(file)
+        project = self._projects.get(str(root)) if root is not None else None
+        if project is not None and project.tree_files:
+            directories: set[str] = set()
+            for file in project.tree_files:
+                add(file)
+                directories.add(os.path.dirname(file))
+            for directory in sorted(directories):  # an entry added or removed changes its directory
+                try:
+                    st = os.stat(directory)
+                except OSError:
+                    h.update(f"{directory}\0-\n".encode("utf-8", "surrogatepass"))
+                    continue
+                h.update(f"{directory}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
         return h.hexdigest()
 
     def lint(self, uri: str, text: str, version: int | None) -> LintResult:
         path = self.path_for(uri)
+        settings, codes = self.effective(path)
+        if not self.excluded(path, settings):
+            self.project_for(path, settings)  # first: its listing is part of the version
         deps = self.project_version(path)
         cached = self._results.get(uri)
         if (
@@ -508,8 +532,10 @@ class NpuLintServer(LanguageServer):
             cached.version = version
             return cached
         if cached is not None and cached.deps != deps:
-            self.forget_project(path)  # a spec, generated or registry file changed: index it again
-        settings, codes = self.effective(path)
+            self.forget_project(path)  # a file of the project changed: index it again
+            if not self.excluded(path, settings):
+                self.project_for(path, settings)
+                deps = self.project_version(path)  # the new index's listing (a file added or removed)
         src = SourceFile.from_text(path, text)
         project: Project | None = None
         diags: list[Diagnostic] = []
@@ -517,7 +543,10 @@ class NpuLintServer(LanguageServer):
             project = self.project_for(path, settings)
             try:
                 start = time.perf_counter()
-                diags = lint_source(src, codes, settings, project)
+                reuse = self._parses.get(uri)
+                if reuse is None:
+                    reuse = self._parses[uri] = DocumentParse()
+                diags = lint_source(src, codes, settings, project, reuse=reuse)
                 diags.extend(self._project_diagnostics(src, codes, settings, project))
                 self.measured(uri, (time.perf_counter() - start) * 1000)
             except Exception as exc:  # keep serving; say what happened
@@ -964,6 +993,7 @@ def create_server() -> NpuLintServer:
         uri = params.text_document.uri
         ls.cancel_pending(uri)
         ls._results.pop(uri, None)
+        ls._parses.pop(uri, None)
         ls._lint_text.pop(uri, None)
         ls._lint_ms.pop(uri, None)
         if not ls.pull_mode:

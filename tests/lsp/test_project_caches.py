@@ -10,7 +10,7 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.helpers import codes, open_document, wait_diagnostics
+from tests.lsp.helpers import codes, open_document, wait_diagnostics, watched_globs
 
 PACKAGE = Path("veomni/ops/kernels/scan")
 INIT = """
@@ -74,4 +74,39 @@ async def test_requirements_follow_an_edited_handler(push_client: LanguageClient
     init = project / PACKAGE / "__init__.py"
     init.write_text("def build_scan():\n    from .dispatcher import chunk_scan\n\n    return chunk_scan\n")
     changed(push_client, init)
+    await wait_diagnostics(push_client, uri, lambda d: codes(d) == [])
+
+
+# the guarded import reaches the kernel through a module outside `veomni/ops`, `veomni/kernels`, the model
+# packages and the `utils` helpers: the project's version must cover it (issue 19 item 3)
+OUTSIDE = Path("veomni/distributed/scan_entry.py")
+INIT_OUTSIDE = """
+def build_scan():
+    try:
+        from veomni.distributed.scan_entry import chunk_scan
+    except ImportError as e:
+        if e.name == "scan_npu":
+            raise RuntimeError("install scan_npu") from e
+        raise
+    return chunk_scan
+"""
+ENTRY = "from veomni.ops.kernels.scan.kernel import chunk_scan  # noqa: F401\n"
+
+
+async def test_closure_follows_a_module_outside_the_shared_directories(
+    push_client: LanguageClient, project: Path
+) -> None:
+    assert "**/veomni/**/*.py" in await watched_globs(push_client)  # a real client reports the edit
+    tree(project)
+    (project / PACKAGE / "__init__.py").write_text(textwrap.dedent(INIT_OUTSIDE).lstrip())
+    for rel in ("veomni/distributed/__init__.py", str(OUTSIDE)):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+    (project / "veomni/distributed/__init__.py").write_text("")
+    (project / OUTSIDE).write_text(ENTRY)
+    uri = open_document(push_client, project / PACKAGE / "kernel.py", KERNEL)
+    await wait_diagnostics(push_client, uri, lambda d: codes(d) == ["NPU323"])
+    # the entry module no longer imports the kernel module: the kernel is outside the guarded import's closure
+    entry = project / OUTSIDE
+    entry.write_text("def chunk_scan(x, decay):\n    return x\n")
+    changed(push_client, entry)
     await wait_diagnostics(push_client, uri, lambda d: codes(d) == [])
