@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.catalog import NPU
+from npu_lint.veomni.imports import ModuleIndex
 from npu_lint.veomni.resolution import MARKERS, Binding, default_backends, file_bindings, module_of
+from npu_lint.veomni.rowvariants import misbound
+
+
+def _apart(first: Binding, row: Binding) -> bool:
+    """Whether two rows binding one callable are rows the tree keeps apart: another op or variant of the same kind
+    of row (an op's per-model table and its registry row binding one kernel are the same op)."""
+    if first.kind == row.kind:
+        return (first.op, first.variant) != (row.op, row.variant)
+    return first.op != row.op
 
 
 def _fit(row: Binding, attr: str) -> int:
@@ -89,27 +99,31 @@ class NpuRowsShareKernel(Rule):
     requires = (MARKERS, ("npu", "NPU", "Npu"))
     node_types = ()
 
+    _index: ModuleIndex | None = None
+
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
     def finish(self) -> None:
         module, is_package = module_of(self.ctx.source.path)
-        rows = [r for r in file_bindings(self.ctx.tree, module, is_package) if r.device == NPU]
-        seen: dict[tuple[str, str, str], Binding] = {}
+        every = file_bindings(self.ctx.tree, module, is_package)
+        rows = [r for r in every if r.device == NPU]
+        seen: dict[tuple[str, str], list[Binding]] = {}
+        reported: set[int] = set()
         for row in rows:
             if row.target is None or not row.target.attr or row.per_model:
                 continue
             key = (row.target.module, row.target.attr)
-            first = seen.setdefault(key, row)
-            if first is row:
+            earlier = seen.setdefault(key, [])
+            clash = next((first for first in earlier if _apart(first, row)), None)
+            earlier.append(row)
+            if clash is None:
                 continue
-            if first.kind == row.kind and (first.op, first.variant) == (row.op, row.variant):
-                continue
-            if first.kind != row.kind and first.op == row.op:
-                continue  # an op's per-model table and its registry row binding one kernel: the same op
+            first = clash
             if _fit(first, row.target.attr) < _fit(row, row.target.attr):
                 first, row = row, first  # the kernel's name spells the other row's op: report the misfit
+            reported.add(id(row))
             self.report(
                 row.node,
                 f"the NPU row `{row.impl}` of `{row.op}/{row.variant}` binds `{row.target.dotted}`, the kernel "
@@ -117,7 +131,48 @@ class NpuRowsShareKernel(Rule):
                 f"{getattr(first.node, 'lineno', '?')}): the tree keeps the two apart (their call contracts "
                 "differ), so on Ascend one of them runs the other's kernel; bind each its own NPU kernel",
             )
+        self._misbound([r for r in rows if id(r) not in reported and not r.per_model], every, module)
         self._overrides([r for r in rows if r.per_model and r.target is not None])
+
+    def _misbound(self, rows: list[Binding], every: list[Binding], module: str) -> None:
+        """An NPU row whose callable the tree writes for another variant (or op) of the registration."""
+        variants: dict[str, set[str]] = {}
+        for r in every:
+            if r.kind != "backend":
+                variants.setdefault(r.op, set()).add(r.variant)
+        ops = frozenset(r.op for r in every)
+        for row in rows:
+            for role, target in row.parts or ((("kernel", row.target),) if row.target is not None else ()):
+                found = misbound(
+                    module,
+                    row.op,
+                    row.variant,
+                    target.module,
+                    target.attr,
+                    frozenset(variants.get(row.op, ())),
+                    ops,
+                    self._functions(target.module),
+                )
+                if found is None:
+                    continue
+                self.report(
+                    row.node,
+                    f"the NPU row `{row.impl}` of `{row.op}/{row.variant}` binds `{target.dotted}` as its "
+                    f"{role}, which the tree writes for `{found.what}` ({found.evidence}): on Ascend the "
+                    f"`{row.variant}` variant runs another variant's kernel (a partial rotary rotating every "
+                    "channel, a vision table applied in the text layout); bind the row's own NPU kernel",
+                )
+                break
+
+    def _functions(self, module: str) -> tuple[str, ...]:
+        root = self.ctx.project.root
+        if not root:
+            return ()
+        if self._index is None:
+            api_index = self.ctx.project.api.index
+            self._index = api_index if api_index is not None else ModuleIndex(root)
+        info = self._index.info(module)
+        return tuple(info.functions) if info is not None else ()
 
     def _overrides(self, rows: list[Binding]) -> None:
         root = self.ctx.project.root
