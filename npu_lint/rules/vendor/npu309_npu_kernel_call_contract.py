@@ -8,6 +8,7 @@ import re
 
 from npu_lint.core.astutil import dotted_name, int_value, nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.ropelayout import convention
 from npu_lint.veomni.vendor_map import (
     NPU_AUX_OUTPUTS,
     NPU_AUX_WORDS,
@@ -383,21 +384,29 @@ class NpuKernelCallContract(Rule):
         function = self.ctx.function
         cos = self._arg(call, 1, "r1")
         if function is None or not isinstance(cos, ast.Name):
+            if function is not None and cos is not None:
+                self._module_convention(call, mode, ast.unparse(cos))
             return
         built = [
             a.value
             for a in nodes_of(function, ast.Assign)
             if any(isinstance(t, ast.Name) and t.id == cos.id for t in a.targets)  # type: ignore[attr-defined]
         ]
-        if len(built) != 1:
-            return
-        calls = {
-            _pair_layout(c)
-            for c in walk(built[0])
-            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-        }
+        calls = (
+            {
+                _pair_layout(c)
+                for c in walk(built[0])
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            }
+            if len(built) == 1
+            else set()
+        )
         laid = "interleave" if "interleave" in calls else "half" if "half" in calls else None
-        if laid is None or laid == mode:
+        if laid is None:
+            if len(built) <= 1:
+                self._module_convention(call, mode, cos.id)
+            return
+        if laid == mode:
             return
         how = (
             "repeats each frequency for its pair (interleaved)"
@@ -409,6 +418,24 @@ class NpuKernelCallContract(Rule):
             f'`npu_rotary_mul` runs in rotary_mode "{mode}", but `{cos.id}` is built for "{laid}" (it {how}, line '
             f"{built[0].lineno}): the kernel rotates other element pairs than the table was made for; pass "
             f'`rotary_mode="{laid}"`',
+        )
+
+    def _module_convention(self, call: ast.Call, mode: str, table: str) -> None:
+        """The table is not built here (a parameter, the caller's tensor): the module's own rotary code (its
+        tables and eager rotation, upstream's for a spec, the package's eager fallback for an adapter) says which
+        channels pair up; a mode that is not that convention rotates other pairs than the tables were built for."""
+        found = convention(self.ctx.tree, self.ctx.source.text, self.ctx.source.path)
+        if found is None or found[0] == mode:
+            return
+        laid, where = found
+        written = (
+            "" if any(k.arg == "rotary_mode" for k in call.keywords) or len(call.args) > 3 else " (default)"
+        )
+        self.report(
+            call,
+            f'`npu_rotary_mul` runs in rotary_mode "{mode}"{written}, but `{table}` comes from rotary code that '
+            f'follows the "{laid}" convention ({where}): the kernel rotates other channel pairs than the eager '
+            f'path and the cos/sin tables do; pass `rotary_mode="{laid}"`',
         )
 
     def _rotary_rank(self, call: ast.Call) -> None:
