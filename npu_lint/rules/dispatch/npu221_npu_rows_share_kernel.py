@@ -39,7 +39,12 @@ class NpuRowsShareKernel(Rule):
         "override names the default's own entry, one of them runs the other's contract on Ascend: wrong "
         "numerics or a signature error, while the GPU rows stay distinct. The rule resolves every row to the "
         "callable it binds (factories followed through their imports) and compares the NPU rows of a module "
-        "with each other, and a model's NPU overrides with the tree's registry defaults."
+        "with each other (each row with every earlier one), and a model's NPU overrides with the tree's registry "
+        "defaults. A single NPU row is held to its variant too, read from the tree (`veomni/rowvariants.py`): "
+        "its callable lives in another variant's package (`rope/full/npu.py` for the `partial` row), its name "
+        "spells another variant or a longer op of the registration (`apply_rotary_pos_emb_vision_npu` for "
+        "`rotary_pos_emb`), or its module also defines the same name plus the row's own variant words "
+        "(`partial_apply_rotary_pos_emb_npu` beside the `apply_rotary_pos_emb_npu` a partial row binds)."
     )
     bad = (
         Example(
@@ -79,6 +84,22 @@ class NpuRowsShareKernel(Rule):
             """,
             path="veomni/ops/kernels/adanorm/__init__.py",
             title="a VeomniOp row registering another variant's NPU forward",
+        ),
+        Example(
+            """
+            from ...registry import register_kernel
+            from ...requirement import NpuKernelRequirement
+            from .banded import eager as banded_eager
+            from .plain import eager as plain_eager
+            from .plain import npu as plain_npu
+
+            register_kernel("twist", "plain", "eager", plain_eager.forward, plain_eager.backward)
+            register_kernel("twist", "banded", "eager", banded_eager.forward, banded_eager.backward)
+            register_kernel("twist", "banded", "npu", plain_npu.forward, banded_eager.backward,
+                            requirement=NpuKernelRequirement())
+            """,
+            path="veomni/kernels/_kernels/twist/__init__.py",
+            title="the only NPU row of the banded variant binds the plain variant's package",
         ),
     )
     good = (

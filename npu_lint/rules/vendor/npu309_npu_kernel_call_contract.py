@@ -240,7 +240,12 @@ class NpuKernelCallContract(Rule):
     why = (
         "torch_npu's fused kernels are not drop-in copies of the CUDA ones. `npu_rms_norm(x, gamma, epsilon)` "
         "returns `(y, rstd)` and the trees take `[0]`; `npu_rotary_mul(x, r1=cos, r2=sin, rotary_mode)` knows "
-        "`half` and `interleave`; `npu_fusion_attention(q, k, v, head_num, input_layout, ...)` reads the head "
+        "`half` and `interleave`, and the mode must be the convention of the cos/sin tables and of the eager "
+        "rotation it replaces (rotate-half: `torch.cat((f, f), dim=-1)`, `cat((-x2, x1))` over `// 2` halves; "
+        "interleaved pairs: `repeat_interleave(2, dim=-1)`, stride-2 slices stacked on a new axis, "
+        "`view_as_complex`), read from the function itself, else from its module, the upstream module a spec "
+        "or generated file copies, or the eager module an adapter falls back to (`veomni/ropelayout.py`, the body "
+        "and not the helper's name deciding); `npu_fusion_attention(q, k, v, head_num, input_layout, ...)` reads the head "
         "count from the layout's N axis (BSND: 2, BNSD / TND: 1), needs `actual_seq_qlen` / `actual_seq_kvlen` "
         "for `TND`, takes `keep_prob = 1 - dropout`, `scale = 1 / sqrt(head_dim)`, and an `atten_mask` whose "
         "True entries are masked out (`torch.triu(ones, diagonal=1)` for causal; a `tril` mask keeps only the "
@@ -275,6 +280,26 @@ class NpuKernelCallContract(Rule):
             """,
             path="veomni/ops/kernels/toy_rope/npu.py",
             title="sin and cos in each other's place",
+        ),
+        Example(
+            """
+            import torch
+            from torch_npu import npu_rotary_mul
+
+
+            def rotate_half(x):
+                x1, x2 = x.chunk(2, dim=-1)
+                return torch.cat((-x2, x1), dim=-1)
+
+
+            def apply_rotary_pos_emb_vision(q, k, cos, sin):
+                cos, sin = cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()
+                q_embed = npu_rotary_mul(q.float(), cos, sin, rotary_mode="interleave")
+                k_embed = npu_rotary_mul(k.float(), cos, sin, rotary_mode="interleave")
+                return q_embed.to(q.dtype), k_embed.to(k.dtype)
+            """,
+            path="veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_npu.py",
+            title="interleaved pairs rotated in a module whose tables and eager rotation are rotate-half",
         ),
         Example(
             """
