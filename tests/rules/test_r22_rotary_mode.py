@@ -238,3 +238,29 @@ def test_layout_reader() -> None:
     assert set(half) == {HALF}
     inter = module_layouts(ast.parse(textwrap.dedent(_MISNAMED.format(mode='"half"'))))
     assert set(inter) == {INTERLEAVE}
+
+
+def test_mode_from_a_module_constant_or_a_parameter(tmp_path: Path) -> None:
+    """A module constant is read; a mode handed in by the caller is the caller's to choose: nothing to judge."""
+    text = """
+    import torch
+    import torch_npu
+
+    PAIR_MODE = "interleave"
+
+
+    def rotate_half(x):
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+
+    def by_constant(x, cos, sin):
+        return torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode=PAIR_MODE)
+
+
+    def by_parameter(x, cos, sin, mode="interleave"):
+        return torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode=mode)
+    """
+    path = _write(tmp_path, "veomni/models/seed_omni/foundation/pairs/modeling_pairs.py", text)
+    diags = _lint(tmp_path, path)
+    assert len(diags) == 1 and 'rotary_mode "interleave"' in diags[0].message, [d.message for d in diags]

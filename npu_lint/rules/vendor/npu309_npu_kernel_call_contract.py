@@ -378,13 +378,14 @@ class NpuKernelCallContract(Rule):
             self._permute_out_tokens(node)
         self._roles(node, kernel)
         if kernel == "npu_rotary_mul":
-            mode = _str(self._arg(node, 3, "rotary_mode"))
+            given = self._arg(node, 3, "rotary_mode")
+            mode = _str(given) if given is None or _str(given) is not None else self._constant_mode(given)
             if mode is not None and mode not in NPU_ROTARY_MODES:
                 self.report(
                     node,
                     f'`npu_rotary_mul` has no rotary_mode "{mode}" (it knows {", ".join(sorted(NPU_ROTARY_MODES))})',
                 )
-            else:
+            elif mode is not None or given is None:
                 self._rotary_layout(node, mode or "half")
             self._rotary_rank(node)
         elif kernel == "npu_swiglu":
@@ -401,6 +402,19 @@ class NpuKernelCallContract(Rule):
             self._fusion_attention(node)
         elif kernel == "npu_grouped_matmul":
             self._group_list_type(node)
+
+    def _constant_mode(self, node: ast.expr) -> str | None:
+        """A mode named by a module-level string constant (``ROPE_MODE = "interleave"``); None for anything else (a
+        parameter, a config read: the caller decides, nothing to judge here)."""
+        if not isinstance(node, ast.Name):
+            return None
+        values = [
+            _str(stmt.value)
+            for stmt in self.ctx.tree.body
+            if isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)
+        ]
+        return values[0] if len(values) == 1 else None
 
     def _rotary_layout(self, call: ast.Call, mode: str) -> None:
         """cos/sin laid out for one rotary mode (each frequency repeated for its pair, ``repeat_interleave(2,
