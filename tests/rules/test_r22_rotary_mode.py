@@ -264,3 +264,27 @@ def test_mode_from_a_module_constant_or_a_parameter(tmp_path: Path) -> None:
     path = _write(tmp_path, "veomni/models/seed_omni/foundation/pairs/modeling_pairs.py", text)
     diags = _lint(tmp_path, path)
     assert len(diags) == 1 and 'rotary_mode "interleave"' in diags[0].message, [d.message for d in diags]
+
+
+def test_table_reassigned_without_a_layout(tmp_path: Path) -> None:
+    """`c = c.unsqueeze(1)` then `c = c.float()`: two bindings, neither lays the table out; the module decides."""
+    text = """
+    import torch
+    import torch_npu
+
+
+    class WarpRotary(torch.nn.Module):
+        def forward(self, t):
+            freqs = torch.outer(t, self.inv_freq)
+            return freqs.repeat_interleave(2, dim=-1).cos(), freqs.repeat_interleave(2, dim=-1).sin()
+
+
+    def warp(x, c, s):
+        c = c.unsqueeze(1)
+        c = c.float()
+        s = s.unsqueeze(1).float()
+        return torch_npu.npu_rotary_mul(x, c, s, rotary_mode="{mode}")
+    """
+    rel = "veomni/models/transformers/warp/warp_npu_patch.py"
+    assert len(_lint(tmp_path, _write(tmp_path, rel, text.replace("{mode}", "half")))) == 1
+    assert _lint(tmp_path, _write(tmp_path, rel, text.replace("{mode}", "interleave"))) == []

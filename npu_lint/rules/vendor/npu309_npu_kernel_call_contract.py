@@ -431,19 +431,24 @@ class NpuKernelCallContract(Rule):
             for a in nodes_of(function, ast.Assign)
             if any(isinstance(t, ast.Name) and t.id == cos.id for t in a.targets)  # type: ignore[attr-defined]
         ]
-        calls = (
+        steps = [
             {
                 _pair_layout(c)
-                for c in walk(built[0])
+                for c in walk(value)
                 if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
             }
-            if len(built) == 1
-            else set()
-        )
+            - {None}
+            for value in built
+        ]
+        if not any(steps):
+            # not laid out here (handed in, only unsqueezed or cast): the module's rotary code is the reference
+            self._module_convention(call, mode, cos.id)
+            return
+        if len(built) != 1:
+            return
+        calls = steps[0]
         laid = "interleave" if "interleave" in calls else "half" if "half" in calls else None
         if laid is None:
-            if len(built) <= 1:
-                self._module_convention(call, mode, cos.id)
             return
         if laid == mode:
             return
