@@ -288,3 +288,37 @@ def test_table_reassigned_without_a_layout(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/warp/warp_npu_patch.py"
     assert len(_lint(tmp_path, _write(tmp_path, rel, text.replace("{mode}", "half")))) == 1
     assert _lint(tmp_path, _write(tmp_path, rel, text.replace("{mode}", "interleave"))) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        ('torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin, layout="BSND", rotary_mode="interleave")', 1),
+        ('torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin, layout="BSND", rotary_mode="half")', 0),
+        ('npu_mrope(pos, q, k, cache, 128, mrope_section=[16, 24, 24], rotary_mode="interleave")', 1),
+        ('npu_mrope(pos, q, k, cache, 128, mrope_section=[16, 24, 24], rotary_mode="quarter")', 0),
+        ('other_lib.apply(q, k, cos, sin, rotary_mode="interleave")', 0),
+    ],
+)
+def test_other_ascend_rotary_kernels(tmp_path: Path, call: str, expected: int) -> None:
+    """Every torch_npu rotary kernel told its convention by `rotary_mode`, not only `npu_rotary_mul`."""
+    text = f"""
+    import torch
+    import torch_npu
+    from torch_npu import npu_mrope
+
+    import other_lib
+
+
+    def rotate_half(x):
+        x1 = x[..., : x.shape[-1] // 2]
+        x2 = x[..., x.shape[-1] // 2 :]
+        return torch.cat((-x2, x1), dim=-1)
+
+
+    def fused(q, k, cos, sin, pos=None, cache=None):
+        return {call}
+    """
+    path = _write(tmp_path, "veomni/models/transformers/mesa/mesa_npu_kernels.py", text)
+    diags = _lint(tmp_path, path)
+    assert len(diags) == expected, [d.message for d in diags]

@@ -369,6 +369,7 @@ class NpuKernelCallContract(Rule):
         assert isinstance(node, ast.Call)
         kernel = self._kernel(node)
         if kernel is None:
+            self._other_rotary(node)
             return
         if kernel in NPU_TUPLE_RESULTS and kernel != "npu_grouped_matmul":
             self._tuple_result(node, kernel)
@@ -402,6 +403,20 @@ class NpuKernelCallContract(Rule):
             self._fusion_attention(node)
         elif kernel == "npu_grouped_matmul":
             self._group_list_type(node)
+
+    def _other_rotary(self, call: ast.Call) -> None:
+        """Another Ascend rotary kernel told its convention by a literal ``rotary_mode`` keyword
+        (``npu_apply_rotary_pos_emb``, ``npu_mrope``): held to the module's rotary convention like
+        ``npu_rotary_mul`` (modes other than "half" / "interleave" are left alone)."""
+        given = next((k.value for k in call.keywords if k.arg == "rotary_mode"), None)
+        mode = _str(given) if given is not None else None
+        if mode not in NPU_ROTARY_MODES or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            return
+        qual = self.ctx.local_qualname(call.func) or ""
+        if isinstance(call.func, ast.Name):
+            qual = self.ctx.imports.get(call.func.id, qual)
+        if qual.startswith(_PREFIXES):
+            self._module_convention(call, mode, "cos/sin", qual.rpartition(".")[2])
 
     def _constant_mode(self, node: ast.expr) -> str | None:
         """A mode named by a module-level string constant (``ROPE_MODE = "interleave"``); None for anything else (a
@@ -464,7 +479,9 @@ class NpuKernelCallContract(Rule):
             f'`rotary_mode="{laid}"`',
         )
 
-    def _module_convention(self, call: ast.Call, mode: str, table: str) -> None:
+    def _module_convention(
+        self, call: ast.Call, mode: str, table: str, kernel: str = "npu_rotary_mul"
+    ) -> None:
         """The table is not built here (a parameter, the caller's tensor): the module's own rotary code (its
         tables and eager rotation, upstream's for a spec, the package's eager fallback for an adapter) says which
         channels pair up; a mode that is not that convention rotates other pairs than the tables were built for."""
@@ -477,7 +494,7 @@ class NpuKernelCallContract(Rule):
         )
         self.report(
             call,
-            f'`npu_rotary_mul` runs in rotary_mode "{mode}"{written}, but `{table}` comes from rotary code that '
+            f'`{kernel}` runs in rotary_mode "{mode}"{written}, but `{table}` comes from rotary code that '
             f'follows the "{laid}" convention ({where}): the kernel rotates other channel pairs than the eager '
             f'path and the cos/sin tables do; pass `rotary_mode="{laid}"`',
         )
