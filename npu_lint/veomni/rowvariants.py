@@ -38,9 +38,14 @@ class Misbinding:
     evidence: str
 
 
-def _path_variant(registry: str, module: str, variant: str, variants: frozenset[str]) -> Misbinding | None:
+def _path_variant(
+    registry: str, module: str, variant: str, variants: frozenset[str], own_package: bool
+) -> Misbinding | None:
     """A component of the callable's module below the registration package that is another variant of the op,
-    while no component is the row's own variant (``rope.full.npu`` bound by the ``partial`` row)."""
+    while no component is the row's own variant (``rope.full.npu`` bound by the ``partial`` row) and the tree has
+    a package of the row's own variant (else the reuse is the tree's choice: it wrote nothing else)."""
+    if not own_package:
+        return None
     reg, mod = registry.split("."), module.split(".")
     common = 0
     while common < min(len(reg), len(mod)) and reg[common] == mod[common]:
@@ -54,10 +59,16 @@ def _path_variant(registry: str, module: str, variant: str, variants: frozenset[
     return Misbinding(others[0], f"its module `{module}` is the `{others[0]}` variant's package")
 
 
-def _name_variant(attr: str, op: str, variant: str, variants: frozenset[str]) -> Misbinding | None:
-    """The callable's name spells one other variant of the op as whole words and not the row's own."""
+def _name_variant(
+    attr: str, op: str, variant: str, variants: frozenset[str], functions: tuple[str, ...]
+) -> Misbinding | None:
+    """The callable's name spells one other variant of the op as whole words and not the row's own, while its
+    module defines a function that spells the row's own variant (a partial kernel serving the full row is a
+    choice when nothing in the module is named for the full one: it rotates a prefix as long as the head)."""
     have = _words(attr)
     if _contains(have, _words(variant)):
+        return None
+    if not any(_contains(_words(f), _words(variant)) for f in functions if f != attr):
         return None
     others = [
         v
@@ -116,13 +127,15 @@ def misbound(
     variants: frozenset[str],
     ops: frozenset[str],
     functions: tuple[str, ...],
+    own_package: bool = True,
 ) -> Misbinding | None:
     """The evidence that the callable ``module:attr`` bound by the row ``op/variant`` of the registration module
     ``registry`` is written for another variant or op: ``variants`` are the op's variants registered beside the
-    row, ``ops`` the ops registered there, ``functions`` the top-level functions of ``module``."""
+    row, ``ops`` the ops registered there, ``functions`` the top-level functions of ``module``, ``own_package``
+    whether the tree has a package of the row's own variant (a row binds into it, or the module exists)."""
     return (
-        _path_variant(registry, module, variant, variants)
-        or (_name_variant(attr, op, variant, variants) if attr else None)
+        _path_variant(registry, module, variant, variants, own_package)
+        or (_name_variant(attr, op, variant, variants, functions) if attr else None)
         or (_name_op(attr, op, ops) if attr else None)
         or (_sibling(attr, op, variant, functions) if attr else None)
     )

@@ -189,7 +189,15 @@ def test_npu_row_of_an_only_npu_variant_bound_to_another_package(tmp_path: Path)
     assert len(diags) == 1 and "mixer/gated" in diags[0].message, [d.message for d in diags]
 
 
-def test_name_spelling_another_variant() -> None:
+@pytest.mark.parametrize(
+    ("functions", "expected"),
+    [
+        (("whole_spin_npu", "band_spin_npu"), "band"),
+        # nothing is named for `whole`: the band kernel serving the whole row is the tree's choice
+        (("spin_npu", "band_spin_npu"), None),
+    ],
+)
+def test_name_spelling_another_variant(functions: tuple[str, ...], expected: str | None) -> None:
     found = misbound(
         "veomni.ops.kernels.spin",
         "spin",
@@ -198,9 +206,25 @@ def test_name_spelling_another_variant() -> None:
         "band_spin_npu",
         frozenset({"whole", "band"}),
         frozenset({"spin"}),
-        ("spin_npu", "band_spin_npu"),
+        functions,
     )
-    assert found is not None and found.what == "band"
+    assert (found.what if found is not None else None) == expected
+
+
+def test_another_variants_package_reused_when_the_tree_has_none_of_its_own(tmp_path: Path) -> None:
+    """The `gated` variant has no package in the tree: its NPU row reusing the dense package is the tree's
+    choice, not a slip."""
+    _write(tmp_path, "veomni/ops/kernels/mixer/dense/npu.py", "def forward(x):\n    return x\n")
+    text = """
+    from ...registry import register_op
+    from ...requirement import NpuKernelRequirement
+    from .dense import npu as dense_npu
+
+    register_op("mixer", "dense", "eager", None)
+    register_op("mixer", "gated", "npu", dense_npu.forward, requirement=NpuKernelRequirement())
+    """
+    path = _write(tmp_path, "veomni/ops/kernels/mixer/__init__.py", text)
+    assert _lint(tmp_path, path) == []
 
 
 def test_generic_names_stay_quiet() -> None:

@@ -162,6 +162,12 @@ class NpuRowsShareKernel(Rule):
             if r.kind != "backend":
                 variants.setdefault(r.op, set()).add(r.variant)
         ops = frozenset(r.op for r in every)
+        packaged = {
+            (r.op, part)
+            for r in every
+            for _, t in (r.parts or ((("kernel", r.target),) if r.target is not None else ()))
+            for part in t.module.split(".")
+        }
         for row in rows:
             for role, target in row.parts or ((("kernel", row.target),) if row.target is not None else ()):
                 found = misbound(
@@ -173,6 +179,7 @@ class NpuRowsShareKernel(Rule):
                     frozenset(variants.get(row.op, ())),
                     ops,
                     self._functions(target.module),
+                    (row.op, row.variant) in packaged or self._has_module(f"{module}.{row.variant}"),
                 )
                 if found is None:
                     continue
@@ -185,14 +192,22 @@ class NpuRowsShareKernel(Rule):
                 )
                 break
 
-    def _functions(self, module: str) -> tuple[str, ...]:
+    def _has_module(self, module: str) -> bool:
+        index = self._module_index()
+        return index is not None and index.has_module(module)
+
+    def _module_index(self) -> ModuleIndex | None:
         root = self.ctx.project.root
         if not root:
-            return ()
+            return None
         if self._index is None:
             api_index = self.ctx.project.api.index
             self._index = api_index if api_index is not None else ModuleIndex(root)
-        info = self._index.info(module)
+        return self._index
+
+    def _functions(self, module: str) -> tuple[str, ...]:
+        index = self._module_index()
+        info = index.info(module) if index is not None else None
         return tuple(info.functions) if info is not None else ()
 
     def _overrides(self, rows: list[Binding]) -> None:
