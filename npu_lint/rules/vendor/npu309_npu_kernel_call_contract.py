@@ -8,6 +8,7 @@ import re
 
 from npu_lint.core.astutil import dotted_name, int_value, nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.ropelayout import convention
 from npu_lint.veomni.vendor_map import (
     NPU_AUX_OUTPUTS,
     NPU_AUX_WORDS,
@@ -239,7 +240,12 @@ class NpuKernelCallContract(Rule):
     why = (
         "torch_npu's fused kernels are not drop-in copies of the CUDA ones. `npu_rms_norm(x, gamma, epsilon)` "
         "returns `(y, rstd)` and the trees take `[0]`; `npu_rotary_mul(x, r1=cos, r2=sin, rotary_mode)` knows "
-        "`half` and `interleave`; `npu_fusion_attention(q, k, v, head_num, input_layout, ...)` reads the head "
+        "`half` and `interleave`, and the mode must be the convention of the cos/sin tables and of the eager "
+        "rotation it replaces (rotate-half: `torch.cat((f, f), dim=-1)`, `cat((-x2, x1))` over `// 2` halves; "
+        "interleaved pairs: `repeat_interleave(2, dim=-1)`, stride-2 slices stacked on a new axis, "
+        "`view_as_complex`), read from the function itself, else from its module, the upstream module a spec "
+        "or generated file copies, or the eager module an adapter falls back to (`veomni/ropelayout.py`, the body "
+        "and not the helper's name deciding); `npu_fusion_attention(q, k, v, head_num, input_layout, ...)` reads the head "
         "count from the layout's N axis (BSND: 2, BNSD / TND: 1), needs `actual_seq_qlen` / `actual_seq_kvlen` "
         "for `TND`, takes `keep_prob = 1 - dropout`, `scale = 1 / sqrt(head_dim)`, and an `atten_mask` whose "
         "True entries are masked out (`torch.triu(ones, diagonal=1)` for causal; a `tril` mask keeps only the "
@@ -274,6 +280,26 @@ class NpuKernelCallContract(Rule):
             """,
             path="veomni/ops/kernels/toy_rope/npu.py",
             title="sin and cos in each other's place",
+        ),
+        Example(
+            """
+            import torch
+            from torch_npu import npu_rotary_mul
+
+
+            def rotate_half(x):
+                x1, x2 = x.chunk(2, dim=-1)
+                return torch.cat((-x2, x1), dim=-1)
+
+
+            def apply_rotary_pos_emb_vision(q, k, cos, sin):
+                cos, sin = cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()
+                q_embed = npu_rotary_mul(q.float(), cos, sin, rotary_mode="interleave")
+                k_embed = npu_rotary_mul(k.float(), cos, sin, rotary_mode="interleave")
+                return q_embed.to(q.dtype), k_embed.to(k.dtype)
+            """,
+            path="veomni/models/transformers/toy_vl/generated/patched_modeling_toy_vl_npu.py",
+            title="interleaved pairs rotated in a module whose tables and eager rotation are rotate-half",
         ),
         Example(
             """
@@ -343,6 +369,7 @@ class NpuKernelCallContract(Rule):
         assert isinstance(node, ast.Call)
         kernel = self._kernel(node)
         if kernel is None:
+            self._other_rotary(node)
             return
         if kernel in NPU_TUPLE_RESULTS and kernel != "npu_grouped_matmul":
             self._tuple_result(node, kernel)
@@ -352,13 +379,14 @@ class NpuKernelCallContract(Rule):
             self._permute_out_tokens(node)
         self._roles(node, kernel)
         if kernel == "npu_rotary_mul":
-            mode = _str(self._arg(node, 3, "rotary_mode"))
+            given = self._arg(node, 3, "rotary_mode")
+            mode = _str(given) if given is None or _str(given) is not None else self._constant_mode(given)
             if mode is not None and mode not in NPU_ROTARY_MODES:
                 self.report(
                     node,
                     f'`npu_rotary_mul` has no rotary_mode "{mode}" (it knows {", ".join(sorted(NPU_ROTARY_MODES))})',
                 )
-            else:
+            elif mode is not None or given is None:
                 self._rotary_layout(node, mode or "half")
             self._rotary_rank(node)
         elif kernel == "npu_swiglu":
@@ -376,6 +404,33 @@ class NpuKernelCallContract(Rule):
         elif kernel == "npu_grouped_matmul":
             self._group_list_type(node)
 
+    def _other_rotary(self, call: ast.Call) -> None:
+        """Another Ascend rotary kernel told its convention by a literal ``rotary_mode`` keyword
+        (``npu_apply_rotary_pos_emb``, ``npu_mrope``): held to the module's rotary convention like
+        ``npu_rotary_mul`` (modes other than "half" / "interleave" are left alone)."""
+        given = next((k.value for k in call.keywords if k.arg == "rotary_mode"), None)
+        mode = _str(given) if given is not None else None
+        if mode not in NPU_ROTARY_MODES or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            return
+        qual = self.ctx.local_qualname(call.func) or ""
+        if isinstance(call.func, ast.Name):
+            qual = self.ctx.imports.get(call.func.id, qual)
+        if qual.startswith(_PREFIXES):
+            self._module_convention(call, mode, "cos/sin", qual.rpartition(".")[2])
+
+    def _constant_mode(self, node: ast.expr) -> str | None:
+        """A mode named by a module-level string constant (``ROPE_MODE = "interleave"``); None for anything else (a
+        parameter, a config read: the caller decides, nothing to judge here)."""
+        if not isinstance(node, ast.Name):
+            return None
+        values = [
+            _str(stmt.value)
+            for stmt in self.ctx.tree.body
+            if isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)
+        ]
+        return values[0] if len(values) == 1 else None
+
     def _rotary_layout(self, call: ast.Call, mode: str) -> None:
         """cos/sin laid out for one rotary mode (each frequency repeated for its pair, ``repeat_interleave(2,
         dim=-1)``: interleaved pairs; the halves concatenated, ``torch.cat((f, f), dim=-1)``: rotate-half) handed
@@ -383,21 +438,34 @@ class NpuKernelCallContract(Rule):
         function = self.ctx.function
         cos = self._arg(call, 1, "r1")
         if function is None or not isinstance(cos, ast.Name):
+            if function is not None and cos is not None:
+                self._module_convention(call, mode, ast.unparse(cos))
             return
         built = [
             a.value
             for a in nodes_of(function, ast.Assign)
             if any(isinstance(t, ast.Name) and t.id == cos.id for t in a.targets)  # type: ignore[attr-defined]
         ]
+        steps = [
+            {
+                _pair_layout(c)
+                for c in walk(value)
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            }
+            - {None}
+            for value in built
+        ]
+        if not any(steps):
+            # not laid out here (handed in, only unsqueezed or cast): the module's rotary code is the reference
+            self._module_convention(call, mode, cos.id)
+            return
         if len(built) != 1:
             return
-        calls = {
-            _pair_layout(c)
-            for c in walk(built[0])
-            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-        }
+        calls = steps[0]
         laid = "interleave" if "interleave" in calls else "half" if "half" in calls else None
-        if laid is None or laid == mode:
+        if laid is None:
+            return
+        if laid == mode:
             return
         how = (
             "repeats each frequency for its pair (interleaved)"
@@ -409,6 +477,26 @@ class NpuKernelCallContract(Rule):
             f'`npu_rotary_mul` runs in rotary_mode "{mode}", but `{cos.id}` is built for "{laid}" (it {how}, line '
             f"{built[0].lineno}): the kernel rotates other element pairs than the table was made for; pass "
             f'`rotary_mode="{laid}"`',
+        )
+
+    def _module_convention(
+        self, call: ast.Call, mode: str, table: str, kernel: str = "npu_rotary_mul"
+    ) -> None:
+        """The table is not built here (a parameter, the caller's tensor): the module's own rotary code (its
+        tables and eager rotation, upstream's for a spec, the package's eager fallback for an adapter) says which
+        channels pair up; a mode that is not that convention rotates other pairs than the tables were built for."""
+        found = convention(self.ctx.tree, self.ctx.source.text, self.ctx.source.path)
+        if found is None or found[0] == mode:
+            return
+        laid, where = found
+        written = (
+            "" if any(k.arg == "rotary_mode" for k in call.keywords) or len(call.args) > 3 else " (default)"
+        )
+        self.report(
+            call,
+            f'`{kernel}` runs in rotary_mode "{mode}"{written}, but `{table}` comes from rotary code that '
+            f'follows the "{laid}" convention ({where}): the kernel rotates other channel pairs than the eager '
+            f'path and the cos/sin tables do; pass `rotary_mode="{laid}"`',
         )
 
     def _rotary_rank(self, call: ast.Call) -> None:
