@@ -174,3 +174,39 @@ def test_zero_term_sum_rebuilt_only_elsewhere_is_quiet() -> None:
         "    embeds = embeds.to(self.dtype)\n",
     ):
         assert _lines(_VIDEO_SPEC, _video("        routed = placeholder_feats", after=after)) == [], after
+
+
+# An in-tree omni model (Seed-Omni layout): the encoder's dummy pass result must reach the text stream times zero.
+_OMNI = "veomni/models/seed_omni/modeling_toy_omni.py"
+_OMNI_TEXT = """
+import torch
+
+
+class ToyOmniModel(torch.nn.Module):
+    def embed(self, inputs_embeds, audio_features=None):
+        if audio_features is not None:
+            inputs_embeds = inputs_embeds + self.audio_encoder.lm_encode(audio_features)
+        elif self.training:
+            placeholder = self.audio_encoder.lm_dummy_encode()
+{use}
+        return inputs_embeds
+"""
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "            if placeholder is not None:\n                pass",
+        "            assert placeholder.shape[-1] == inputs_embeds.shape[-1]",
+    ],
+)
+def test_in_tree_dummy_result_only_tested_is_reported(use: str) -> None:
+    assert _lines(_OMNI, _OMNI_TEXT.replace("{use}", use)) == [9]
+
+
+def test_in_tree_dummy_result_added_times_zero_is_quiet() -> None:
+    for use in (
+        "            inputs_embeds = inputs_embeds + placeholder.mean() * 0.0",
+        "            if placeholder is not None:\n                inputs_embeds += placeholder.mean() * 0.0",
+    ):
+        assert _lines(_OMNI, _OMNI_TEXT.replace("{use}", use)) == [], use

@@ -1247,6 +1247,7 @@ class TextOnlyDummyForward(WrapperRule):
             params = {a.arg for a in func.args.args}
             stmts = [n for n in nodes_of(func, ast.Assign, ast.AnnAssign, ast.AugAssign)]
             branches = _branch_sides(func)
+            parents: dict[int, ast.AST] | None = None
             for stmt in stmts:
                 value = stmt.value
                 target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
@@ -1279,6 +1280,12 @@ class TextOnlyDummyForward(WrapperRule):
                     and stmt.lineno < n.lineno <= min(later, default=10**9)  # type: ignore[attr-defined]
                     and not _exclusive(branches, stmt, n)
                 ]
+                if uses:
+                    if parents is None:
+                        parents = {id(c): n for n in _walk(func) for c in ast.iter_child_nodes(n)}
+                    uses = [
+                        u for u in uses if not _presence_only(u, parents)
+                    ]  # `if fake is not None:` reads nothing
                 if not uses:
                     self.report(
                         stmt,
