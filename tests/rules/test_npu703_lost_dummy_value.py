@@ -210,3 +210,19 @@ def test_in_tree_dummy_result_added_times_zero_is_quiet() -> None:
         "            if placeholder is not None:\n                inputs_embeds += placeholder.mean() * 0.0",
     ):
         assert _lines(_OMNI, _OMNI_TEXT.replace("{use}", use)) == [], use
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "            dummy_layers = self.audio_tower.dummy_forward().layer_features",
+        '            dummy_layers = getattr(probe, "layer_features", None)',
+    ],
+)
+def test_side_output_read_in_other_spellings(read: str) -> None:
+    text = _AUDIO.replace("            dummy_layers = probe.layer_features", read)
+    assert read in text
+    lost = text.replace("{text_only}", "            if dummy_layers is not None:\n                layer_feed = None")
+    assert 32 in _lines(_AUDIO_GEN, lost)
+    kept = text.replace("{text_only}", "            layer_feed = dummy_layers")
+    assert 32 not in _lines(_AUDIO_GEN, kept)

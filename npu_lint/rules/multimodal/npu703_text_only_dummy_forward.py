@@ -453,6 +453,26 @@ def _text_only_reset(
     return _text_only_gap(func, side)
 
 
+def _dummy_output_attr(value: ast.AST, holders: set[str], calls: list[ast.Call]) -> str | None:
+    """The output of a dummy forward an expression reads: `fake.deepstack_features` of a local holding the dummy
+    forward's result, `self.visual.dummy_forward().deepstack_features`, `getattr(fake, "deepstack_features", None)`."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr":
+        if (
+            len(value.args) >= 2
+            and isinstance(value.args[1], ast.Constant)
+            and isinstance(value.args[1].value, str)
+        ):
+            owner = value.args[0]
+            if owner in calls or isinstance(owner, ast.Name) and owner.id in holders:
+                return value.args[1].value
+        return None
+    if isinstance(value, ast.Attribute) and (
+        value.value in calls or isinstance(value.value, ast.Name) and value.value.id in holders
+    ):
+        return value.attr
+    return None
+
+
 def _is_elif(node: ast.If) -> bool:
     """Whether ``node``'s `else` is an `elif` (an `if` at the column of ``node``), not an `else:` whose body opens
     with an `if` of its own."""
@@ -1791,13 +1811,14 @@ class TextOnlyDummyForward(WrapperRule):
         for node in _walk(func):
             if isinstance(node, ast.Assign) and node.value in calls:
                 holders.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        if not holders:
+        if not calls:
             return
         reported: set[ast.AST] = set()
         dummy_reads = {
             id(n)
             for n in _walk(func)
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in holders
+            if isinstance(n, ast.Attribute)
+            and (isinstance(n.value, ast.Name) and n.value.id in holders or n.value in calls)
         }
         for node in _walk(func):
             if not (
@@ -1806,12 +1827,8 @@ class TextOnlyDummyForward(WrapperRule):
                 and isinstance(node.targets[0], ast.Name)
             ):
                 continue
-            value = node.value
-            if not (
-                isinstance(value, ast.Attribute)
-                and isinstance(value.value, ast.Name)
-                and value.value.id in holders
-            ):
+            attr = _dummy_output_attr(node.value, holders, calls)
+            if attr is None:
                 continue
             name = node.targets[0].id
             reached, rebound = _value_reaches_use(func, node, name)
@@ -1827,12 +1844,12 @@ class TextOnlyDummyForward(WrapperRule):
                 )
                 self.report(
                     rebound,
-                    f"`{bound}` is bound again here before the dummy forward's `{value.attr}` (held in `{name}`) is "
+                    f"`{bound}` is bound again here before the dummy forward's `{attr}` (held in `{name}`) is "
                     "read: that output never reaches the text path, and the layers producing it get no gradient on "
                     "text-only ranks",
                 )
                 continue
-            reset = _text_only_reset(func, value.attr, dummy_reads)
+            reset = _text_only_reset(func, attr, dummy_reads)
             if reset is not None:
                 at, target, to_none = reset
                 if at in reported:
@@ -1842,13 +1859,13 @@ class TextOnlyDummyForward(WrapperRule):
                 self.report(
                     at,
                     f"the text-only branch {sets} `{target}` (what the real path fills with the tower's "
-                    f"`{value.attr}`){' to `None`' if to_none else ''} while `{name}` holds the dummy forward's "
-                    f"`{value.attr}` and is never read: the layers producing it get no gradient on text-only ranks",
+                    f"`{attr}`){' to `None`' if to_none else ''} while `{name}` holds the dummy forward's "
+                    f"`{attr}` and is never read for its data: the layers producing it get no gradient on text-only ranks",
                 )
                 continue
             self.report(
                 node,
-                f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
+                f"`{name}` holds the dummy forward's `{attr}` but is never read for its data: that output never reaches "
                 "the text path, and the layers producing it get no gradient on text-only ranks",
             )
 
