@@ -10,7 +10,8 @@ VeOmni's convention (``<m>`` and ``<m>_text``) stands in.
 :func:`registrations` reads a package's registered loaders (any spelling: decorator, call, subscript, loop);
 :func:`sibling_types` says whether two model types belong to one VLM (one is the other's sub-model,
 ``<m>_<part>``); :func:`unregistered_vlm_types` is the gap between the types the generated module serves and the
-types the package registers (NPU732).
+types the package registers (NPU732). :func:`unresolved_text_configs` reads the config registry: a package that
+registers the config of a VLM type must resolve the model type of that config's text sub-config too (NPU732).
 """
 
 from __future__ import annotations
