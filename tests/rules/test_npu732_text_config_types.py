@@ -190,3 +190,21 @@ def test_configs_without_a_named_text_sub_config_are_quiet(tmp_path: Path) -> No
         return Qwen3Config
     """
     assert _lines(tmp_path / "d", "qwen3", text_only) == []
+
+
+def test_qwen2_5_vl_config_registered_by_subscript(tmp_path: Path) -> None:
+    init = """
+    from ...loader import MODEL_CONFIG_REGISTRY
+
+
+    def qwen2_5_vl_config():
+        from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLConfig as VLConfig
+
+        return VLConfig
+
+
+    MODEL_CONFIG_REGISTRY["qwen2_5_vl"] = qwen2_5_vl_config
+    """
+    assert _lines(tmp_path / "a", "qwen2_5vl", init) == [10]
+    both = init + '    MODEL_CONFIG_REGISTRY["qwen2_5_vl_text"] = qwen2_5_vl_config\n'
+    assert _lines(tmp_path / "b", "qwen2_5vl", both) == []
