@@ -97,7 +97,10 @@ def _video(text_only: str, middle: str = "", after: str = "") -> str:
         # the dev shape in another model and layout: the hand-off assigns None under the presence test
         ("            if dummy_layers is not None:\n                layer_feed = None", 32),
         # the presence test of a truthiness kind, the value only logged by size
-        ("            layer_feed = None\n            if dummy_layers:\n                print(len(dummy_layers))", 31),
+        (
+            "            layer_feed = None\n            if dummy_layers:\n                print(len(dummy_layers))",
+            31,
+        ),
     ],
 )
 def test_generated_audio_side_output_only_tested_is_reported(text_only: str, line: int) -> None:
@@ -154,7 +157,9 @@ def test_spec_side_output_only_tested_is_reported_at_the_text_only_reset() -> No
 
 def test_zero_term_sum_overwritten_before_the_decoder_reads_it() -> None:
     # the stream holding the zero-valued term is rebuilt from the token ids before the decoder reads it
-    text = _video("        routed = placeholder_feats", after="    embeds = self.get_input_embeddings()(input_ids)\n")
+    text = _video(
+        "        routed = placeholder_feats", after="    embeds = self.get_input_embeddings()(input_ids)\n"
+    )
     assert _lines(_VIDEO_SPEC, text) == [16]  # the dummy forward whose zero term never reaches the text path
     # in the generated audio file: the sum is stored in a scratch local, then the scratch local is replaced
     audio = _AUDIO.replace("{text_only}", "            layer_feed = dummy_layers").replace(
@@ -222,7 +227,9 @@ def test_in_tree_dummy_result_added_times_zero_is_quiet() -> None:
 def test_side_output_read_in_other_spellings(read: str) -> None:
     text = _AUDIO.replace("            dummy_layers = probe.layer_features", read)
     assert read in text
-    lost = text.replace("{text_only}", "            if dummy_layers is not None:\n                layer_feed = None")
+    lost = text.replace(
+        "{text_only}", "            if dummy_layers is not None:\n                layer_feed = None"
+    )
     assert 32 in _lines(_AUDIO_GEN, lost)
     kept = text.replace("{text_only}", "            layer_feed = dummy_layers")
     assert 32 not in _lines(_AUDIO_GEN, kept)
