@@ -76,13 +76,14 @@ def _npu_helper(node: ast.expr) -> bool:
     return name is not None and bool(_NPU_HELPER.match(name.rsplit(".", 1)[-1]))
 
 
-def _registry_call(node: ast.AST) -> bool:
-    """``MODELING_REGISTRY.register`` (the attribute, possibly qualified: ``loader.MODELING_REGISTRY.register``)."""
+def _registry_call(node: ast.AST, registry: str = "MODELING_REGISTRY") -> bool:
+    """``MODELING_REGISTRY.register`` (the attribute, possibly qualified: ``loader.MODELING_REGISTRY.register``);
+    ``registry`` names another registry (``MODEL_CONFIG_REGISTRY``)."""
     return (
         isinstance(node, ast.Attribute)
         and node.attr == "register"
         and isinstance(node.value, (ast.Name, ast.Attribute))
-        and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) == "MODELING_REGISTRY"
+        and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) == registry
     )
 
 
@@ -101,10 +102,12 @@ def _register_key(call: ast.Call) -> ast.AST | None:
     return next((k.value for k in call.keywords if k.arg == "key"), None)
 
 
-def explicit_registrations(tree: ast.Module) -> dict[str, list[tuple[str, int]]]:
+def explicit_registrations(
+    tree: ast.Module, registry: str = "MODELING_REGISTRY"
+) -> dict[str, list[tuple[str, int]]]:
     """Registrations written as statements at module level, by function name -> [(model type, line)]:
     ``MODELING_REGISTRY.register("t")(fn)``, ``MODELING_REGISTRY.register("t", fn)``, ``MODELING_REGISTRY["t"] =
-    fn``, also inside a ``for t in ("a", "b"):`` loop over literal types."""
+    fn``, also inside a ``for t in ("a", "b"):`` loop over literal types (``registry``: another registry's name)."""
     out: dict[str, list[tuple[str, int]]] = {}
 
     def add(keys: list[str], fn: ast.AST | None, line: int) -> None:
@@ -132,19 +135,19 @@ def explicit_registrations(tree: ast.Module) -> dict[str, list[tuple[str, int]]]
                     isinstance(target, ast.Subscript)
                     and isinstance(target.value, (ast.Name, ast.Attribute))
                     and (target.value.id if isinstance(target.value, ast.Name) else target.value.attr)
-                    == "MODELING_REGISTRY"
+                    == registry
                 ):
                     add(_keys(target.slice, loops), stmt.value, stmt.lineno)
                 continue
             if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
                 continue
             call = stmt.value
-            if isinstance(call.func, ast.Call) and _registry_call(call.func.func) and call.args:
+            if isinstance(call.func, ast.Call) and _registry_call(call.func.func, registry) and call.args:
                 key = _register_key(call.func)
                 add(_keys(key, loops) if key is not None else [], call.args[0], stmt.lineno)
-            elif _registry_call(call.func) and len(call.args) >= 2:
+            elif _registry_call(call.func, registry) and len(call.args) >= 2:
                 add(_keys(call.args[0], loops), call.args[1], stmt.lineno)
-            elif _registry_call(call.func):
+            elif _registry_call(call.func, registry):
                 fn = next((k.value for k in call.keywords if k.arg == "cls_or_func"), None)
                 key = _register_key(call)
                 add(_keys(key, loops) if key is not None else [], fn, stmt.lineno)
@@ -154,13 +157,16 @@ def explicit_registrations(tree: ast.Module) -> dict[str, list[tuple[str, int]]]
 
 
 def registered_types(
-    func: ast.FunctionDef | ast.AsyncFunctionDef, explicit: dict[str, list[tuple[str, int]]] | None = None
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    explicit: dict[str, list[tuple[str, int]]] | None = None,
+    registry: str = "MODELING_REGISTRY",
 ) -> tuple[str, ...]:
-    """Model types ``func`` is registered under: by ``@MODELING_REGISTRY.register(...)`` decorators, and by the
-    module-level statements ``explicit`` holds (:func:`explicit_registrations`)."""
+    """Model types ``func`` is registered under: by ``@MODELING_REGISTRY.register(...)`` decorators (``registry``:
+    another registry's name), and by the module-level statements ``explicit`` holds (:func:`explicit_registrations`
+    of the same registry)."""
     out = []
     for deco in func.decorator_list:
-        if isinstance(deco, ast.Call) and _registry_call(deco.func):
+        if isinstance(deco, ast.Call) and _registry_call(deco.func, registry):
             key = _register_key(deco)
             if key is not None:
                 out.extend(_keys(key, {}))

@@ -10,7 +10,8 @@ VeOmni's convention (``<m>`` and ``<m>_text``) stands in.
 :func:`registrations` reads a package's registered loaders (any spelling: decorator, call, subscript, loop);
 :func:`sibling_types` says whether two model types belong to one VLM (one is the other's sub-model,
 ``<m>_<part>``); :func:`unregistered_vlm_types` is the gap between the types the generated module serves and the
-types the package registers (NPU732).
+types the package registers (NPU732). :func:`unresolved_text_configs` reads the config registry: a package that
+registers the config of a VLM type must resolve the model type of that config's text sub-config too (NPU732).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import transformers_dir
+from npu_lint.core.astutil import last_name, transformers_dir
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.registration import explicit_registrations, registered_types
 
@@ -265,3 +266,189 @@ def unregistered_helper(tree: ast.Module, classes: set[str]) -> ast.FunctionDef 
             ):
                 return stmt
     return None
+
+
+# -- the config registry: a VLM config's text sub-config type must resolve too -----------------------------------
+
+CONFIG_REGISTRY = "MODEL_CONFIG_REGISTRY"
+
+
+@dataclass(frozen=True)
+class ConfigRegistration:
+    """A loader registered in the config registry: the model types it is registered under, the config class it
+    returns and the file that defines that class (the installed transformers source or the tree's own module)."""
+
+    function: ast.FunctionDef
+    types: tuple[str, ...]
+    line: int  # the first registration (decorator or module-level statement)
+    config_class: str
+    config_file: str | None
+
+
+def _import_file(node: ast.ImportFrom, init: str) -> str | None:
+    """The file an import of a configuration class reads: `transformers.models.<m>.configuration_<m>` in the
+    installed transformers source, a relative module of the tree's package; None for anything else."""
+    module = node.module or ""
+    if node.level:
+        base = os.path.dirname(init)
+        for _ in range(node.level - 1):
+            base = os.path.dirname(base)
+        path = os.path.join(base, *module.split(".")) + ".py" if module else None
+    elif module.startswith("transformers.models."):
+        root = _transformers_dir()
+        path = os.path.join(root, *module.split(".")[1:]) + ".py" if root else None
+    else:
+        return None
+    return path if path is not None and os.path.isfile(path) else None
+
+
+def config_registrations(tree: ast.Module, init: str) -> list[ConfigRegistration]:
+    """The package's config loaders (`@MODEL_CONFIG_REGISTRY.register("t")`, any spelling :func:`registrations`
+    reads) and the config class each returns (`return Qwen2VLConfig`, imported in the loader or the module)."""
+    explicit = explicit_registrations(tree, CONFIG_REGISTRY)
+    module_imports = {
+        (alias.asname or alias.name): (stmt, alias.name)
+        for stmt in tree.body
+        if isinstance(stmt, ast.ImportFrom)
+        for alias in stmt.names
+    }
+    out: list[ConfigRegistration] = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef):
+            continue
+        types = registered_types(stmt, explicit, CONFIG_REGISTRY)
+        if not types:
+            continue
+        returned = [
+            n.value.id for n in ast.walk(stmt) if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)
+        ]
+        if len(set(returned)) != 1:
+            continue  # no single config class
+        local = {
+            (alias.asname or alias.name): (node, alias.name)
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        found = local.get(returned[0]) or module_imports.get(returned[0])
+        if found is None:
+            continue
+        lines = [d.lineno for d in stmt.decorator_list] + [at for _, at in explicit.get(stmt.name, [])]
+        out.append(
+            ConfigRegistration(
+                stmt, types, min(lines) if lines else stmt.lineno, found[1], _import_file(found[0], init)
+            )
+        )
+    return out
+
+
+def _classes(path: str) -> dict[str, ast.ClassDef]:
+    parsed = patchgen.load_file(path)
+    if parsed is None or parsed.tree is None:
+        return {}
+    return {n.name: n for n in parsed.tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _class_attr(classes: dict[str, ast.ClassDef], name: str, attr: str, depth: int = 0) -> ast.expr | None:
+    """The value a class of one module (or a base class of the same module) assigns to ``attr`` in its body."""
+    node = classes.get(name)
+    if node is None or depth > 4:
+        return None
+    for stmt in node.body:
+        target = (
+            stmt.targets[0]
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            else getattr(stmt, "target", None)
+        )
+        if isinstance(target, ast.Name) and target.id == attr and getattr(stmt, "value", None) is not None:
+            return stmt.value  # type: ignore[attr-defined]
+    for base in node.bases:
+        base_name = last_name(base)
+        if base_name is not None:
+            found = _class_attr(classes, base_name, attr, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def text_subconfig(config_file: str, config_class: str) -> tuple[str, str] | None:
+    """The text sub-config of a composite config class (`sub_configs = {"text_config": Qwen2VLTextConfig, ...}`)
+    and its model type (`model_type = "qwen2_vl_text"`), both read from the module that defines the class; None
+    when the class has no such sub-config, or it is generic (`AutoConfig`) or defined elsewhere."""
+    classes = _classes(config_file)
+    subs = _class_attr(classes, config_class, "sub_configs")
+    if not isinstance(subs, ast.Dict):
+        return None
+    text_cls = next(
+        (
+            v.id
+            for k, v in zip(subs.keys, subs.values)
+            if isinstance(k, ast.Constant) and k.value == "text_config" and isinstance(v, ast.Name)
+        ),
+        None,
+    )
+    if text_cls is None:
+        return None
+    model_type = _class_attr(classes, text_cls, "model_type")
+    if not (isinstance(model_type, ast.Constant) and isinstance(model_type.value, str) and model_type.value):
+        return None
+    return text_cls, model_type.value
+
+
+def _keys_named(path: str, model_type: str) -> bool:
+    parsed = patchgen.load_file(path)
+    return (
+        parsed is not None
+        and "REGISTRY" in parsed.text
+        and (f'"{model_type}"' in parsed.text or f"'{model_type}'" in parsed.text)
+    )
+
+
+def resolved_in_tree(init: str, tree: ast.Module, model_type: str) -> bool:
+    """Whether a checkpoint of ``model_type`` resolves through VeOmni's registries: the package registers it
+    (modeling or config registry), or a sibling package's `__init__.py` names it as a key."""
+    if model_type in {t for r in _registrations(tree) for t in r.types}:
+        return True
+    explicit = explicit_registrations(tree, CONFIG_REGISTRY)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and model_type in registered_types(
+            stmt, explicit, CONFIG_REGISTRY
+        ):
+            return True
+    package = os.path.dirname(os.path.abspath(init))
+    parent = os.path.dirname(package)
+    try:
+        siblings = sorted(os.listdir(parent))
+    except OSError:
+        return False
+    for name in siblings:
+        other = os.path.join(parent, name, "__init__.py")
+        if os.path.join(parent, name) != package and os.path.isfile(other) and _keys_named(other, model_type):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class TextConfigGap:
+    registration: ConfigRegistration
+    text_class: str
+    text_type: str
+
+
+def unresolved_text_configs(tree: ast.Module, init: str) -> list[TextConfigGap]:
+    """Config loaders of a VLM type whose config's text sub-config is of a model type no registry resolves: the
+    package takes over the VLM's config resolution but a checkpoint whose `config.json` names the text type gets
+    the stock config and no VeOmni model."""
+    out: list[TextConfigGap] = []
+    for reg in config_registrations(tree, init):
+        if reg.config_file is None:
+            continue
+        found = text_subconfig(reg.config_file, reg.config_class)
+        if found is None:
+            continue
+        text_class, text_type = found
+        if text_type in reg.types or not any(sibling_types(text_type, t) for t in reg.types):
+            continue
+        if not resolved_in_tree(init, tree, text_type):
+            out.append(TextConfigGap(reg, text_class, text_type))
+    return out

@@ -217,22 +217,20 @@ def _consumed(func: ast.FunctionDef, call: ast.Call) -> bool:
             for n in _walk(node)
         )
 
-    holder: dict[ast.AST, tuple[str, int]] = {}  # BinOp -> the local its statement stores it in
-    loads: dict[str, list[int]] = {}
-    for node in nodes_of(func, ast.Assign, ast.Name):
+    holder: dict[ast.AST, ast.Assign] = {}  # BinOp -> the statement storing it in a local
+    for node in nodes_of(func, ast.Assign):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             for n in _walk(node.value):
                 if isinstance(n, ast.BinOp):
-                    holder[n] = (node.targets[0].id, node.end_lineno or node.lineno)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            loads.setdefault(node.id, []).append(node.lineno)
+                    holder[n] = node
 
     def dead(node: ast.BinOp) -> bool:
-        """The sum is stored in a local that is never read afterwards (`unused = inputs_embeds + fake`)."""
-        if node not in holder:
+        """The sum is stored in a local whose value is never read afterwards (`unused = inputs_embeds + fake`),
+        or is bound again (by an assignment that always runs after it) before any read."""
+        stmt = holder.get(node)
+        if stmt is None:
             return False
-        name, line = holder[node]
-        return not any(at > line for at in loads.get(name, []))
+        return not _value_reaches_use(func, stmt, stmt.targets[0].id)[0]  # type: ignore[attr-defined]
 
     for node in _walk(func):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
@@ -440,9 +438,9 @@ def _text_only_reset(
     if not side:
         return None
     for node in nodes_of(func, ast.If):
-        if not isinstance(node, ast.If) or not node.orelse or isinstance(node.orelse[0], ast.If):
+        if not isinstance(node, ast.If) or not node.orelse or _is_elif(node):
             continue
-        for stmt in node.orelse:
+        for stmt in (n for top in node.orelse for n in _walk(top)):
             if (
                 isinstance(stmt, ast.Assign)
                 and len(stmt.targets) == 1
@@ -453,6 +451,126 @@ def _text_only_reset(
             ):
                 return stmt, stmt.targets[0].id, True
     return _text_only_gap(func, side)
+
+
+def _dummy_output_attr(value: ast.AST, holders: set[str], calls: list[ast.Call]) -> str | None:
+    """The output of a dummy forward an expression reads: `fake.deepstack_features` of a local holding the dummy
+    forward's result, `self.visual.dummy_forward().deepstack_features`, `getattr(fake, "deepstack_features", None)`."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr":
+        if (
+            len(value.args) >= 2
+            and isinstance(value.args[1], ast.Constant)
+            and isinstance(value.args[1].value, str)
+        ):
+            owner = value.args[0]
+            if owner in calls or isinstance(owner, ast.Name) and owner.id in holders:
+                return value.args[1].value
+        return None
+    if isinstance(value, ast.Attribute) and (
+        value.value in calls or isinstance(value.value, ast.Name) and value.value.id in holders
+    ):
+        return value.attr
+    return None
+
+
+def _is_elif(node: ast.If) -> bool:
+    """Whether ``node``'s `else` is an `elif` (an `if` at the column of ``node``), not an `else:` whose body opens
+    with an `if` of its own."""
+    return (
+        len(node.orelse) == 1
+        and isinstance(node.orelse[0], ast.If)
+        and node.orelse[0].col_offset == node.col_offset
+    )
+
+
+_SIZES = {"len", "isinstance", "bool", "type", "id"}
+
+
+def _presence_only(load: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    """Whether a read of a value tests only that it exists or its metadata: `x is not None`, `x == None`,
+    `if x:`, `not x`, `len(x)`, `x.shape`: such a read hands none of the value's data on."""
+    parent = parents.get(id(load))
+    if isinstance(parent, ast.Compare) and all(
+        isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in parent.ops
+    ):
+        operands = [parent.left, *parent.comparators]
+        return any(isinstance(o, ast.Constant) and o.value is None for o in operands)
+    if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+        return True
+    if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and parent.test is load:
+        return True
+    if isinstance(parent, ast.BoolOp):
+        grand = parents.get(id(parent))
+        return isinstance(grand, (ast.If, ast.While, ast.IfExp)) and grand.test is parent
+    if isinstance(parent, ast.Attribute) and parent.attr in _META:
+        return True
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _SIZES
+
+
+def _stores(func: ast.AST, name: str) -> list[ast.stmt]:
+    """The statements of ``func`` that bind ``name`` (a plain or annotated assignment, any target position)."""
+    out: list[ast.stmt] = []
+    for node in nodes_of(func, ast.Assign, ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+        if any(isinstance(t, ast.Name) and t.id == name for target in targets for t in _walk(target)):
+            out.append(node)  # type: ignore[arg-type]
+    return out
+
+
+def _after(node: ast.AST, stmt: ast.AST) -> bool:
+    end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)  # type: ignore[attr-defined]
+    return (node.lineno, node.col_offset) >= end  # type: ignore[attr-defined]
+
+
+def _value_reaches_use(
+    func: ast.AST, holder: ast.stmt, name: str, depth: int = 0
+) -> tuple[bool, ast.stmt | None]:
+    """Whether the value ``holder`` binds to ``name`` reaches a use of its data: a read after ``holder``, on a
+    path ``holder`` can take, that no assignment running whenever ``holder`` ran binds ``name`` again before,
+    and that is not a presence test (`x is not None`, `if x:`) or a metadata read (`x.shape`, `len(x)`); a plain
+    copy (`y = x`) counts when the copy reaches such a use in turn. (reached, the first rebinding that
+    overwrote the value before its reads, if any)"""
+    branches = _branch_sides(func)
+    parents = {id(c): n for n in _walk(func) for c in ast.iter_child_nodes(n)}
+    own_sides = set(branches.get(id(holder), []))
+    rebinds = sorted(
+        (
+            s
+            for s in _stores(func, name)
+            if s is not holder and _after(s, holder) and set(branches.get(id(s), [])) <= own_sides
+        ),
+        key=lambda s: (s.lineno, s.col_offset),
+    )
+    killer: ast.stmt | None = None
+    for load in nodes_of(func, ast.Name):
+        if not (isinstance(load, ast.Name) and load.id == name and isinstance(load.ctx, ast.Load)):
+            continue
+        if not _after(load, holder) or _exclusive(branches, holder, load):
+            continue
+        first = next(
+            (s for s in rebinds if not _after(s, load) and load not in set(_walk(s))),
+            None,
+        )
+        if first is not None:
+            killer = killer or first
+            continue
+        if _presence_only(load, parents):
+            continue
+        copy = parents.get(id(load))
+        if (
+            depth < 3
+            and isinstance(copy, ast.Assign)
+            and copy.value is load
+            and len(copy.targets) == 1
+            and isinstance(copy.targets[0], ast.Name)
+        ):
+            reached, inner = _value_reaches_use(func, copy, copy.targets[0].id, depth + 1)
+            if reached:
+                return True, None
+            killer = killer or inner
+            continue
+        return True, None
+    return False, killer
 
 
 def _filled(stmts: list[ast.stmt], side: set[str]) -> list[str]:
@@ -472,14 +590,14 @@ def _text_only_gap(func: ast.FunctionDef, side: set[str]) -> tuple[ast.stmt, str
     deepstack_visual_embeds = deepstack_image_embeds`) while it fills none of it: the text-only branch, where the
     dummy forward's side output belongs: its first statement and the name the other branches fill, else None."""
     ifs = [n for n in nodes_of(func, ast.If) if isinstance(n, ast.If)]
-    elifs = {id(n.orelse[0]) for n in ifs if len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If)}
+    elifs = {id(n.orelse[0]) for n in ifs if _is_elif(n)}
     for head in ifs:
         if id(head) in elifs:
             continue
         node, filled = head, []
         while True:
             filled += _filled(node.body, side)
-            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            if _is_elif(node):
                 node = node.orelse[0]
                 continue
             break
@@ -745,7 +863,7 @@ class TextOnlyDummyForward(WrapperRule):
         "embeddings, a zero-valued dependency that keeps the tower in the autograd graph. This rule checks a "
         "patched `Model.forward` that handles media for each tower the upstream class builds (`visual`, "
         "`vision_tower`, `audio_tower`): a `dummy_forward()` call, and a multiplication by zero."
-        " The zero factor may be spelled `* 0.0`, `.mul(0)`, `.mul_(0.0)` or `torch.mul(x, 0)`; a dummy forward run by a helper of the same file (a method of the class, a module-level function of the spec) is followed through the helper: when the helper returns the output, from the helper's call on. The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition; a sum stored in a local nobody reads does not count); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read is reported, in the text-only branch (the final `else`) that resets or never fills what the real path fills with it, when there is one."
+        " The zero factor may be spelled `* 0.0`, `.mul(0)`, `.mul_(0.0)` or `torch.mul(x, 0)`; a dummy forward run by a helper of the same file (a method of the class, a module-level function of the spec) is followed through the helper: when the helper returns the output, from the helper's call on. The zero-valued output must also reach the text path (added to the embeddings, passed on, or merged into the real path's variable: followed through locals by reaching definition; a sum stored in a local nobody reads does not count); each media branch of the real path (`if pixel_values_videos is not None:`, audio `input_features`) needs its own dummy forward for the ranks without that medium; and side outputs the real path reads from the tower (deepstack features) must be fed from the dummy output too; a local holding an output of the dummy forward (`fake_deepstack = fake.deepstack_features`) that is never read for its data (a presence test, `is not None`, `if x:`, `len(x)`, is not a read) or is bound again, itself or the plain copy handing it on, by an assignment that always runs before its reads, is reported (at that assignment), in the text-only branch (the final `else`) that resets or never fills what the real path fills with it, when there is one."
         " A dummy forward guarded by another parallelism (`sp_enabled`, `ulysses_enabled`, `tp_size > 1`) is "
         "skipped by the FSDP ranks where that parallelism is off (unless the other side of the test runs its own "
         "dummy of that tower), and a dummy output cut out of autograd before it reaches the text path "
@@ -1149,6 +1267,7 @@ class TextOnlyDummyForward(WrapperRule):
             params = {a.arg for a in func.args.args}
             stmts = [n for n in nodes_of(func, ast.Assign, ast.AnnAssign, ast.AugAssign)]
             branches = _branch_sides(func)
+            parents: dict[int, ast.AST] | None = None
             for stmt in stmts:
                 value = stmt.value
                 target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
@@ -1181,6 +1300,12 @@ class TextOnlyDummyForward(WrapperRule):
                     and stmt.lineno < n.lineno <= min(later, default=10**9)  # type: ignore[attr-defined]
                     and not _exclusive(branches, stmt, n)
                 ]
+                if uses:
+                    if parents is None:
+                        parents = {id(c): n for n in _walk(func) for c in ast.iter_child_nodes(n)}
+                    uses = [
+                        u for u in uses if not _presence_only(u, parents)
+                    ]  # `if fake is not None:` reads nothing
                 if not uses:
                     self.report(
                         stmt,
@@ -1686,14 +1811,14 @@ class TextOnlyDummyForward(WrapperRule):
         for node in _walk(func):
             if isinstance(node, ast.Assign) and node.value in calls:
                 holders.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        if not holders:
+        if not calls:
             return
-        loaded = {n.id for n in _walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         reported: set[ast.AST] = set()
         dummy_reads = {
             id(n)
             for n in _walk(func)
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in holders
+            if isinstance(n, ast.Attribute)
+            and (isinstance(n.value, ast.Name) and n.value.id in holders or n.value in calls)
         }
         for node in _walk(func):
             if not (
@@ -1702,17 +1827,29 @@ class TextOnlyDummyForward(WrapperRule):
                 and isinstance(node.targets[0], ast.Name)
             ):
                 continue
-            value = node.value
-            if not (
-                isinstance(value, ast.Attribute)
-                and isinstance(value.value, ast.Name)
-                and value.value.id in holders
-            ):
+            attr = _dummy_output_attr(node.value, holders, calls)
+            if attr is None:
                 continue
             name = node.targets[0].id
-            if name in loaded:
+            reached, rebound = _value_reaches_use(func, node, name)
+            if reached:
                 continue
-            reset = _text_only_reset(func, value.attr, dummy_reads)
+            if rebound is not None and rebound not in reported:
+                reported.add(rebound)
+                bound = ", ".join(
+                    t.id
+                    for target in getattr(rebound, "targets", [getattr(rebound, "target", None)])
+                    for t in _walk(target)
+                    if isinstance(t, ast.Name)
+                )
+                self.report(
+                    rebound,
+                    f"`{bound}` is bound again here before the dummy forward's `{attr}` (held in `{name}`) is "
+                    "read: that output never reaches the text path, and the layers producing it get no gradient on "
+                    "text-only ranks",
+                )
+                continue
+            reset = _text_only_reset(func, attr, dummy_reads)
             if reset is not None:
                 at, target, to_none = reset
                 if at in reported:
@@ -1722,13 +1859,13 @@ class TextOnlyDummyForward(WrapperRule):
                 self.report(
                     at,
                     f"the text-only branch {sets} `{target}` (what the real path fills with the tower's "
-                    f"`{value.attr}`){' to `None`' if to_none else ''} while `{name}` holds the dummy forward's "
-                    f"`{value.attr}` and is never read: the layers producing it get no gradient on text-only ranks",
+                    f"`{attr}`){' to `None`' if to_none else ''} while `{name}` holds the dummy forward's "
+                    f"`{attr}` and is never read for its data: the layers producing it get no gradient on text-only ranks",
                 )
                 continue
             self.report(
                 node,
-                f"`{name}` holds the dummy forward's `{value.attr}` but is never read: that output never reaches "
+                f"`{name}` holds the dummy forward's `{attr}` but is never read for its data: that output never reaches "
                 "the text path, and the layers producing it get no gradient on text-only ranks",
             )
 

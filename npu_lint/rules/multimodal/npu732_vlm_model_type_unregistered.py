@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 
 from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.rules._registration import LITERAL_TYPE_LOOP, REGISTRATION_FIX_SAFETY, TWO_LOADERS
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
@@ -15,6 +16,7 @@ from npu_lint.veomni.vlmtypes import (
     sibling_types,
     unregistered_helper,
     unregistered_vlm_types,
+    unresolved_text_configs,
 )
 
 
@@ -39,7 +41,8 @@ class VlmModelTypeUnregistered(ProjectRule):
     summary = (
         "A vision-language package does not register every model type of the VLM under its own key: the "
         "multimodal wrapper's (`gemma3`) and the text backbone's (`gemma3_text`) that its generated module serves, "
-        "or a type's key resolves only to the classes of its sibling type."
+        "or a type's key resolves only to the classes of its sibling type, or the VLM's config is registered while "
+        "its text sub-config's type resolves nowhere."
     )
     why = (
         "Registration is keyed by `config.json`'s `model_type`, and a VLM is several model types: the multimodal "
@@ -54,6 +57,12 @@ class VlmModelTypeUnregistered(ProjectRule):
         "`register(...)` calls, `REGISTRY[...] = fn`, loops over literal types); a helper that loads a missing "
         "type's class but is registered under no type is where the finding goes. Only modeling registrations count "
         "(a config registered alone builds nothing); the loaders' other faults are NPU503's."
+        " A package that registers the config of a VLM type (`MODEL_CONFIG_REGISTRY`) takes over that VLM's config "
+        'resolution, so the model type of the config\'s text sub-config (`sub_configs["text_config"]`, read from '
+        "the installed transformers source or the tree's own configuration module, when it is the VLM's "
+        "`<m>_<part>`) must resolve too: registered as a config key (to the VLM's config) or a modeling key, by the "
+        "package or a sibling package; otherwise a checkpoint whose config.json names the text type keeps the stock "
+        "config and finds no VeOmni model."
     )
     bad = (
         Example(
@@ -113,61 +122,54 @@ class VlmModelTypeUnregistered(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="the text-backbone type resolves to the multimodal wrapper",
         ),
+        Example(
+            """
+            from ...loader import MODEL_CONFIG_REGISTRY
+
+
+            @MODEL_CONFIG_REGISTRY.register("qwen2_vl")
+            def register_qwen2_vl_config():
+                from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLConfig
+
+                return Qwen2VLConfig
+            """,
+            path="veomni/models/transformers/qwen2_vl/__init__.py",
+            title="the VLM's config is registered, its text sub-config's type `qwen2_vl_text` nowhere",
+        ),
     )
     good = (
+        TWO_LOADERS,
+        LITERAL_TYPE_LOOP,
         Example(
             """
-            from ...loader import MODELING_REGISTRY
+            from ...loader import MODEL_CONFIG_REGISTRY
 
 
-            @MODELING_REGISTRY.register("toy")
-            def register_toy_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
+            @MODEL_CONFIG_REGISTRY.register("qwen2_vl")
+            @MODEL_CONFIG_REGISTRY.register("qwen2_vl_text")
+            def register_qwen2_vl_config():
+                from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLConfig
 
-                return ToyForConditionalGeneration
-
-
-            @MODELING_REGISTRY.register("toy_text")
-            def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
-
-                return ToyForCausalLM
+                return Qwen2VLConfig
             """,
-            path="veomni/models/transformers/toy/__init__.py",
-        ),
-        Example(
-            """
-            from ...loader import MODELING_REGISTRY
-
-
-            def load_any_toy(architecture: str):
-                from .generated import patched_modeling_toy_gpu as generated
-
-                return getattr(generated, architecture)
-
-
-            for model_type in ("toy", "toy_text"):
-                MODELING_REGISTRY.register(model_type)(load_any_toy)
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-            title="one loader registered for both types in a loop over literal model types",
+            path="veomni/models/transformers/qwen2_vl/__init__.py",
+            title="a text checkpoint's config resolves to the VLM's config",
         ),
     )
-    fix_safety = (
-        "No fix: which classes a new model type should return (and whether the package means to be text-only) "
-        "is a decision for the author."
-    )
+    fix_safety = REGISTRATION_FIX_SAFETY
 
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         return list(self._check(paths))
 
     def _check(self, paths: list[str]) -> Iterable[Diagnostic]:
         for init in sorted({p for p in paths if os.path.basename(p) == "__init__.py"}):
-            by_module = _generated(os.path.dirname(init))
-            if not by_module:
-                continue
             parsed = patchgen.load_file(init)
             if parsed is None or parsed.tree is None:
+                continue
+            if "MODEL_CONFIG_REGISTRY" in parsed.text:
+                yield from self._text_configs(parsed, init)
+            by_module = _generated(os.path.dirname(init))
+            if not by_module:
                 continue
             regs = _registrations(parsed.tree)
             if not regs:
@@ -208,6 +210,23 @@ class VlmModelTypeUnregistered(ProjectRule):
                 line,
                 f"`{gap.module}` serves {' and '.join(gap.missing)}, but `__init__.py` registers only {have}"
                 f"{note}: unregistered types load the stock transformers class",
+            )
+
+    def _text_configs(self, parsed: patchgen.ParsedFile, init: str) -> Iterable[Diagnostic]:
+        """A config loader of a VLM type whose config's text sub-config type no registry resolves."""
+        assert parsed.tree is not None
+        for gap in unresolved_text_configs(parsed.tree, init):
+            reg = gap.registration
+            keys = " and ".join(f"`{t}`" for t in reg.types)
+            yield self._diag(
+                parsed,
+                init,
+                reg.line,
+                f"`{reg.function.name}` registers `{reg.config_class}` for {keys}, but the model type of its text "
+                f"sub-config (`{gap.text_class}`), `{gap.text_type}`, is registered in no registry: a checkpoint "
+                f"whose config.json names `{gap.text_type}` keeps the stock config and finds no VeOmni model "
+                f"(register `{gap.text_type}` too, as a config key resolving to `{reg.config_class}` or as a "
+                "modeling key)",
             )
 
     def _diag(

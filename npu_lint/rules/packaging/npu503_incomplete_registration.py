@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.core.diagnostics import Diagnostic
+from npu_lint.rules._registration import LITERAL_TYPE_LOOP, REGISTRATION_FIX_SAFETY, TWO_LOADERS
 from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import (
     _defines,
@@ -340,26 +341,7 @@ class IncompleteRegistration(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="the narrower tests first",
         ),
-        Example(
-            """
-            from ...loader import MODELING_REGISTRY
-
-
-            @MODELING_REGISTRY.register("toy")
-            def register_toy_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForConditionalGeneration
-
-                return ToyForConditionalGeneration
-
-
-            @MODELING_REGISTRY.register("toy_text")
-            def register_toy_text_modeling(architecture: str):
-                from .generated.patched_modeling_toy_gpu import ToyForCausalLM
-
-                return ToyForCausalLM
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-        ),
+        TWO_LOADERS,
         Example(
             """
             from ...loader import MODELING_REGISTRY
@@ -383,28 +365,9 @@ class IncompleteRegistration(ProjectRule):
             path="veomni/models/transformers/toy/__init__.py",
             title="registered by calls at import time instead of decorators",
         ),
-        Example(
-            """
-            from ...loader import MODELING_REGISTRY
-
-
-            def load_any_toy(architecture: str):
-                from .generated import patched_modeling_toy_gpu as generated
-
-                return getattr(generated, architecture)
-
-
-            for model_type in ("toy", "toy_text"):
-                MODELING_REGISTRY.register(model_type)(load_any_toy)
-            """,
-            path="veomni/models/transformers/toy/__init__.py",
-            title="one loader registered for both types in a loop over literal model types",
-        ),
+        LITERAL_TYPE_LOOP,
     )
-    fix_safety = (
-        "No fix: which classes a new model type should return (and whether the package means to be text-only) "
-        "is a decision for the author."
-    )
+    fix_safety = REGISTRATION_FIX_SAFETY
 
     @_guarded
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
