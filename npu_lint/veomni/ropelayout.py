@@ -309,3 +309,31 @@ def _package_imports(tree: ast.Module, path: str) -> list[tuple[str, str]]:
             if os.path.isfile(file) and os.path.abspath(file) != os.path.abspath(path):
                 out.append((".".join([*package, name]), file))
     return out
+
+
+def imported_helper(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` is imported into the module (``from .rope import rope_tables``, ``import x as name``)."""
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in stmt.names):
+                return True
+    return False
+
+
+def helper_convention(tree: ast.Module, path: str, name: str) -> tuple[str, str] | None:
+    """The one rotary convention of the module of the package that ``name`` is imported from relatively
+    (``from .tables import rope_tables``: the tables are built there, not in this module), or None."""
+    from npu_lint.veomni.patchgen import load_file
+
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.ImportFrom) or stmt.level != 1 or not stmt.module or "." in stmt.module:
+            continue
+        if not any((a.asname or a.name) == name for a in stmt.names):
+            continue
+        file = os.path.join(os.path.dirname(os.path.abspath(path)), stmt.module + ".py")
+        parsed = load_file(file) if os.path.isfile(file) else None
+        if parsed is None or parsed.tree is None:
+            return None
+        found = module_layouts(parsed.tree)
+        return _one(found, f"`{stmt.module}` ") if found else None
+    return None

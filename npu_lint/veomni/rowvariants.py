@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _NOISE = frozenset({"", "fn", "func", "impl", "kernel", "forward", "backward", "wrapper", "op"})
+_BACKENDS = frozenset({"npu", "ascend", "cuda", "gpu", "triton", "eager", "torch", "liger", "fused"})
 
 
 def _words(name: str) -> tuple[str, ...]:
@@ -59,6 +60,17 @@ def _path_variant(
     return Misbinding(others[0], f"its module `{module}` is the `{others[0]}` variant's package")
 
 
+def _parallel(name: str, attr: str, variant: str) -> bool:
+    """``name`` spells ``variant`` and is the same kind of function as ``attr``: beyond the variant words they
+    share a word that is not a backend or filler word (``whole_spin_npu`` beside ``band_spin_npu``; a helper
+    ``_pad_to_full`` or ``text_position_ids`` is no implementation of the ``full`` / ``text`` variant)."""
+    theirs = _words(name)
+    if not _contains(theirs, _words(variant)):
+        return False
+    skip = _NOISE | _BACKENDS | set(_words(variant))
+    return bool((set(theirs) - skip) & (set(_words(attr)) - skip))
+
+
 def _name_variant(
     attr: str, op: str, variant: str, variants: frozenset[str], functions: tuple[str, ...]
 ) -> Misbinding | None:
@@ -68,7 +80,7 @@ def _name_variant(
     have = _words(attr)
     if _contains(have, _words(variant)):
         return None
-    if not any(_contains(_words(f), _words(variant)) for f in functions if f != attr):
+    if not any(_parallel(f, attr, variant) for f in functions if f != attr):
         return None
     others = [
         v
