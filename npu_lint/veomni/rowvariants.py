@@ -109,7 +109,9 @@ def _name_op(attr: str, op: str, ops: frozenset[str]) -> Misbinding | None:
     return Misbinding(others[0], f"its name `{attr}` spells the op `{others[0]}`")
 
 
-def _sibling(attr: str, op: str, variant: str, functions: tuple[str, ...]) -> Misbinding | None:
+def _sibling(
+    attr: str, op: str, variant: str, functions: tuple[str, ...], variants: frozenset[str] = frozenset()
+) -> Misbinding | None:
     """The callable's module also defines a function named like it plus words of the row's own op or variant
     (``partial_apply_rotary_pos_emb_npu`` beside ``apply_rotary_pos_emb_npu`` for the ``partial`` row): the tree
     keeps a distinct implementation for the row, and the row binds the generic one."""
@@ -123,8 +125,11 @@ def _sibling(attr: str, op: str, variant: str, functions: tuple[str, ...]) -> Mi
             continue
         theirs = set(_words(name)) - _NOISE
         extra = theirs - have
-        if have < theirs and extra <= own:
-            found.append(name)
+        if not have < theirs or not extra <= own:
+            continue
+        if len(variants) > 1 and not extra & set(_words(variant)):
+            continue  # named for the op only, among several variants: the generic (full) kernel, no variant's
+        found.append(name)
     if len(found) != 1:
         return None
     return Misbinding(variant, f"its module also defines `{found[0]}`, named for `{op}/{variant}`")
@@ -149,5 +154,5 @@ def misbound(
         _path_variant(registry, module, variant, variants, own_package)
         or (_name_variant(attr, op, variant, variants, functions) if attr else None)
         or (_name_op(attr, op, ops) if attr else None)
-        or (_sibling(attr, op, variant, functions) if attr else None)
+        or (_sibling(attr, op, variant, functions, variants) if attr else None)
     )

@@ -217,3 +217,64 @@ def test_tables_from_an_imported_helper(tmp_path: Path, mode: str, expected: int
         if "rotary_mode" in d.message
     ]
     assert len(diags) == expected, [d.message for d in diags]
+
+
+_PARTIAL_ROW = """
+from ...kernel_registry import KERNEL_REGISTRY, HardwareRequirement, KernelSpec
+
+
+def _npu_full_factory():
+    from .npu import apply_rotary_pos_emb_npu
+
+    return apply_rotary_pos_emb_npu
+
+
+def _npu_partial_factory():
+    from .npu import apply_rotary_npu
+
+    return apply_rotary_npu
+
+
+KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="rotary_pos_emb", variant="full",
+                                    factory=_npu_full_factory, hardware=HardwareRequirement(device_type="npu")))
+KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="rotary_pos_emb", variant="partial",
+                                    factory=_npu_partial_factory, hardware=HardwareRequirement(device_type="npu")))
+"""
+
+_GENERIC_NPU = """
+def apply_rotary_npu(q, k, cos, sin):
+    return q, k
+
+
+def apply_rotary_pos_emb_npu(q, k, cos, sin):
+    return q, k
+
+
+def {extra}(q, k, cos, sin):
+    return q, k
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        # `apply_rotary_pos_emb_npu` spells the op only: it is the full row's kernel, not the partial one's
+        ("rope_cache_npu", 0),
+        (
+            "partial_apply_rotary_npu",
+            1,
+        ),  # a sibling named for the partial variant: the row binds the generic one
+    ],
+)
+def test_sibling_named_for_the_op_only(tmp_path: Path, extra: str, expected: int) -> None:
+    root = ops_tree(
+        tmp_path,
+        {
+            "veomni/ops/kernels/rope/__init__.py": _PARTIAL_ROW,
+            "veomni/ops/kernels/rope/npu.py": _GENERIC_NPU.format(extra=extra),
+        },
+    )
+    diags = [
+        d for d in lint_in_tree(root, "veomni/ops/kernels/rope/__init__.py", ["NPU221"]) if d.code == "NPU221"
+    ]
+    assert len(diags) == expected, [d.message for d in diags]
