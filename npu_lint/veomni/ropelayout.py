@@ -119,6 +119,9 @@ def _rotation_helper(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None
     return None
 
 
+_DTYPE_WORDS = frozenset({"to", "as", "cast", "precision", "fp16", "dtype", "float", "float16"})
+
+
 def _named_convention(name: str) -> str | None:
     """A rotary function named for one convention (``apply_split_rotary_emb``, ``apply_interleaved_rope``): the
     module works in that convention too, whatever its body does (it may hand the work to a kernel)."""
@@ -126,7 +129,8 @@ def _named_convention(name: str) -> str | None:
     if not _rotary_name(name):
         return None
     interleaved = any(p.startswith("interleav") for p in parts) or "every" in parts and "two" in parts
-    halves = "split" in parts or "half" in parts
+    # ``half`` also names the fp16 dtype (``freqs_to_half``, ``rope_half_precision``): not a layout then
+    halves = "split" in parts or ("half" in parts and not _DTYPE_WORDS & set(parts))
     if interleaved == halves:
         return None
     return INTERLEAVE if interleaved else HALF
@@ -157,6 +161,11 @@ def _table_step(call: ast.Call) -> str | None:
         parts = call.args[0]
         if isinstance(parts, (ast.Tuple, ast.List)) and len(parts.elts) == 2 and _same(*parts.elts):
             return HALF
+    if name == "stack" and call.args and _dim(call, 1) == -1:
+        # ``torch.stack((f, f), dim=-1).flatten(-2)``: each frequency beside itself, for its adjacent pair
+        parts = call.args[0]
+        if isinstance(parts, (ast.Tuple, ast.List)) and len(parts.elts) == 2 and _same(*parts.elts):
+            return INTERLEAVE
     return None
 
 

@@ -278,3 +278,49 @@ def test_sibling_named_for_the_op_only(tmp_path: Path, extra: str, expected: int
         d for d in lint_in_tree(root, "veomni/ops/kernels/rope/__init__.py", ["NPU221"]) if d.code == "NPU221"
     ]
     assert len(diags) == expected, [d.message for d in diags]
+
+
+_NAMED = """
+import torch
+import torch_npu
+
+
+def {helper}(freqs):
+    return freqs.half()
+
+
+{tables}
+
+def apply_rope_npu(x, cos, sin):
+    return torch_npu.npu_rotary_mul(x, cos, sin, rotary_mode="{mode}")
+"""
+
+_STACKED = """
+def rope_tables(freqs):
+    emb = torch.stack((freqs, freqs), dim=-1).flatten(-2)
+    return emb.cos(), emb.sin()
+"""
+
+
+@pytest.mark.parametrize(
+    ("helper", "tables", "mode", "expected"),
+    [
+        # `half` is the fp16 dtype in `rope_freqs_to_half`, not the rotate-half layout
+        ("rope_freqs_to_half", "", "interleave", 0),
+        ("apply_half_rotary_emb", "", "interleave", 1),  # a rotary function named for halves
+        # each frequency stacked beside itself and flattened: interleaved tables
+        ("rope_freqs_to_half", _STACKED, "interleave", 0),
+        ("rope_freqs_to_half", _STACKED, "half", 1),
+    ],
+)
+def test_half_as_a_dtype_and_stacked_tables(
+    tmp_path: Path, helper: str, tables: str, mode: str, expected: int
+) -> None:
+    text = _NAMED.format(helper=helper, tables=tables, mode=mode)
+    root = ops_tree(tmp_path, {"veomni/ops/kernels/rope16/npu.py": text})
+    diags = [
+        d
+        for d in lint_in_tree(root, "veomni/ops/kernels/rope16/npu.py", ["NPU309"])
+        if "rotary_mode" in d.message
+    ]
+    assert len(diags) == expected, [d.message for d in diags]
