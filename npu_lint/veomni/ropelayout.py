@@ -119,6 +119,9 @@ def _rotation_helper(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None
     return None
 
 
+_DTYPE_WORDS = frozenset({"to", "as", "cast", "precision", "fp16", "dtype", "float", "float16"})
+
+
 def _named_convention(name: str) -> str | None:
     """A rotary function named for one convention (``apply_split_rotary_emb``, ``apply_interleaved_rope``): the
     module works in that convention too, whatever its body does (it may hand the work to a kernel)."""
@@ -126,7 +129,8 @@ def _named_convention(name: str) -> str | None:
     if not _rotary_name(name):
         return None
     interleaved = any(p.startswith("interleav") for p in parts) or "every" in parts and "two" in parts
-    halves = "split" in parts or "half" in parts
+    # ``half`` also names the fp16 dtype (``freqs_to_half``, ``rope_half_precision``): not a layout then
+    halves = "split" in parts or ("half" in parts and not _DTYPE_WORDS & set(parts))
     if interleaved == halves:
         return None
     return INTERLEAVE if interleaved else HALF
@@ -157,6 +161,11 @@ def _table_step(call: ast.Call) -> str | None:
         parts = call.args[0]
         if isinstance(parts, (ast.Tuple, ast.List)) and len(parts.elts) == 2 and _same(*parts.elts):
             return HALF
+    if name == "stack" and call.args and _dim(call, 1) == -1:
+        # ``torch.stack((f, f), dim=-1).flatten(-2)``: each frequency beside itself, for its adjacent pair
+        parts = call.args[0]
+        if isinstance(parts, (ast.Tuple, ast.List)) and len(parts.elts) == 2 and _same(*parts.elts):
+            return INTERLEAVE
     return None
 
 
@@ -309,3 +318,31 @@ def _package_imports(tree: ast.Module, path: str) -> list[tuple[str, str]]:
             if os.path.isfile(file) and os.path.abspath(file) != os.path.abspath(path):
                 out.append((".".join([*package, name]), file))
     return out
+
+
+def imported_helper(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` is imported into the module (``from .rope import rope_tables``, ``import x as name``)."""
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in stmt.names):
+                return True
+    return False
+
+
+def helper_convention(tree: ast.Module, path: str, name: str) -> tuple[str, str] | None:
+    """The one rotary convention of the module of the package that ``name`` is imported from relatively
+    (``from .tables import rope_tables``: the tables are built there, not in this module), or None."""
+    from npu_lint.veomni.patchgen import load_file
+
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.ImportFrom) or stmt.level != 1 or not stmt.module or "." in stmt.module:
+            continue
+        if not any((a.asname or a.name) == name for a in stmt.names):
+            continue
+        file = os.path.join(os.path.dirname(os.path.abspath(path)), stmt.module + ".py")
+        parsed = load_file(file) if os.path.isfile(file) else None
+        if parsed is None or parsed.tree is None:
+            return None
+        found = module_layouts(parsed.tree)
+        return _one(found, f"`{stmt.module}` ") if found else None
+    return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _NOISE = frozenset({"", "fn", "func", "impl", "kernel", "forward", "backward", "wrapper", "op"})
+_BACKENDS = frozenset({"npu", "ascend", "cuda", "gpu", "triton", "eager", "torch", "liger", "fused"})
 
 
 def _words(name: str) -> tuple[str, ...]:
@@ -59,6 +60,17 @@ def _path_variant(
     return Misbinding(others[0], f"its module `{module}` is the `{others[0]}` variant's package")
 
 
+def _parallel(name: str, attr: str, variant: str) -> bool:
+    """``name`` spells ``variant`` and is the same kind of function as ``attr``: beyond the variant words they
+    share a word that is not a backend or filler word (``whole_spin_npu`` beside ``band_spin_npu``; a helper
+    ``_pad_to_full`` or ``text_position_ids`` is no implementation of the ``full`` / ``text`` variant)."""
+    theirs = _words(name)
+    if not _contains(theirs, _words(variant)):
+        return False
+    skip = _NOISE | _BACKENDS | set(_words(variant))
+    return bool((set(theirs) - skip) & (set(_words(attr)) - skip))
+
+
 def _name_variant(
     attr: str, op: str, variant: str, variants: frozenset[str], functions: tuple[str, ...]
 ) -> Misbinding | None:
@@ -68,7 +80,7 @@ def _name_variant(
     have = _words(attr)
     if _contains(have, _words(variant)):
         return None
-    if not any(_contains(_words(f), _words(variant)) for f in functions if f != attr):
+    if not any(_parallel(f, attr, variant) for f in functions if f != attr):
         return None
     others = [
         v
@@ -97,7 +109,9 @@ def _name_op(attr: str, op: str, ops: frozenset[str]) -> Misbinding | None:
     return Misbinding(others[0], f"its name `{attr}` spells the op `{others[0]}`")
 
 
-def _sibling(attr: str, op: str, variant: str, functions: tuple[str, ...]) -> Misbinding | None:
+def _sibling(
+    attr: str, op: str, variant: str, functions: tuple[str, ...], variants: frozenset[str] = frozenset()
+) -> Misbinding | None:
     """The callable's module also defines a function named like it plus words of the row's own op or variant
     (``partial_apply_rotary_pos_emb_npu`` beside ``apply_rotary_pos_emb_npu`` for the ``partial`` row): the tree
     keeps a distinct implementation for the row, and the row binds the generic one."""
@@ -111,8 +125,11 @@ def _sibling(attr: str, op: str, variant: str, functions: tuple[str, ...]) -> Mi
             continue
         theirs = set(_words(name)) - _NOISE
         extra = theirs - have
-        if have < theirs and extra <= own:
-            found.append(name)
+        if not have < theirs or not extra <= own:
+            continue
+        if len(variants) > 1 and not extra & set(_words(variant)):
+            continue  # named for the op only, among several variants: the generic (full) kernel, no variant's
+        found.append(name)
     if len(found) != 1:
         return None
     return Misbinding(variant, f"its module also defines `{found[0]}`, named for `{op}/{variant}`")
@@ -137,5 +154,5 @@ def misbound(
         _path_variant(registry, module, variant, variants, own_package)
         or (_name_variant(attr, op, variant, variants, functions) if attr else None)
         or (_name_op(attr, op, ops) if attr else None)
-        or (_sibling(attr, op, variant, functions) if attr else None)
+        or (_sibling(attr, op, variant, functions, variants) if attr else None)
     )

@@ -45,7 +45,7 @@ class NpuRowsShareKernel(Rule):
         "spells another variant or a longer op of the registration (`apply_rotary_pos_emb_vision_npu` for "
         "`rotary_pos_emb`), or its module also defines the same name plus the row's own variant words "
         "(`partial_apply_rotary_pos_emb_npu` beside the `apply_rotary_pos_emb_npu` a partial row binds), always "
-        "provided the tree has an implementation of the row's own variant (its package, a function named for it): "
+        "provided the tree has an implementation of the row's own variant (its package, a function named like the kernel for it): "
         "reusing another variant's kernel where the tree wrote none is its choice."
     )
     bad = (

@@ -8,7 +8,7 @@ import re
 
 from npu_lint.core.astutil import dotted_name, int_value, nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.ropelayout import convention
+from npu_lint.veomni.ropelayout import convention, helper_convention, imported_helper
 from npu_lint.veomni.vendor_map import (
     NPU_AUX_OUTPUTS,
     NPU_AUX_WORDS,
@@ -224,8 +224,16 @@ def _pair_layout(call: ast.Call) -> str | None:
         if repeats is not None and int_value(repeats) == 2 and _last_axis(call, first + 1):
             return "interleave"
         return None
-    if name in ("cat", "concat") and _last_axis(call, 1):
-        return "half"
+    if name in ("cat", "concat") and _last_axis(call, 1) and call.args:
+        # the same operand twice lays out halves; different ones (2-D vision axes, mrope sections, a partial
+        # table padded to the head) are joined pieces whose own steps say the layout
+        parts = call.args[0]
+        if (
+            isinstance(parts, (ast.Tuple, ast.List))
+            and len(parts.elts) == 2
+            and ast.dump(parts.elts[0]) == ast.dump(parts.elts[1])
+        ):
+            return "half"
     return None
 
 
@@ -243,8 +251,9 @@ class NpuKernelCallContract(Rule):
         "`half` and `interleave`, and the mode must be the convention of the cos/sin tables and of the eager "
         "rotation it replaces (rotate-half: `torch.cat((f, f), dim=-1)`, `cat((-x2, x1))` over `// 2` halves; "
         "interleaved pairs: `repeat_interleave(2, dim=-1)`, stride-2 slices stacked on a new axis, "
-        "`view_as_complex`), read from the function itself, else from its module, the upstream module a spec "
-        "or generated file copies, or the eager module an adapter falls back to (`veomni/ropelayout.py`, the body "
+        "`view_as_complex`), read from the function itself (tables joined from different pieces "
+        "say nothing by the join), else from the module of an imported helper that builds them, its own module, "
+        "the upstream module a spec or generated file copies, or the eager module an adapter falls back to (`veomni/ropelayout.py`, the body "
         "and not the helper's name deciding); `npu_fusion_attention(q, k, v, head_num, input_layout, ...)` reads the head "
         "count from the layout's N axis (BSND: 2, BNSD / TND: 1), needs `actual_seq_qlen` / `actual_seq_kvlen` "
         "for `TND`, takes `keep_prob = 1 - dropout`, `scale = 1 / sqrt(head_dim)`, and an `atten_mask` whose "
@@ -456,6 +465,13 @@ class NpuKernelCallContract(Rule):
             for value in built
         ]
         if not any(steps):
+            helper = self._table_helper(function, cos.id)
+            if helper is not None:
+                # built by a function imported from another module: that module's rotary code is the reference
+                found = helper_convention(self.ctx.tree, self.ctx.source.path, helper)
+                if found is not None and found[0] != mode:
+                    self._report_convention(call, mode, cos.id, found)
+                return
             # not laid out here (handed in, only unsqueezed or cast): the module's rotary code is the reference
             self._module_convention(call, mode, cos.id)
             return
@@ -488,6 +504,24 @@ class NpuKernelCallContract(Rule):
         found = convention(self.ctx.tree, self.ctx.source.text, self.ctx.source.path)
         if found is None or found[0] == mode:
             return
+        self._report_convention(call, mode, table, found, kernel)
+
+    def _table_helper(self, function: ast.AST, table: str) -> str | None:
+        """The imported function whose call binds ``table`` in ``function`` (``cos, sin = rope_tables(freqs)``
+        with ``from .tables import rope_tables``), or None."""
+        for a in nodes_of(function, ast.Assign):
+            assert isinstance(a, ast.Assign)
+            if not any(isinstance(n, ast.Name) and n.id == table for t in a.targets for n in ast.walk(t)):
+                continue
+            if isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name):
+                name = a.value.func.id
+                if imported_helper(self.ctx.tree, name):  # type: ignore[arg-type]
+                    return name
+        return None
+
+    def _report_convention(
+        self, call: ast.Call, mode: str, table: str, found: tuple[str, str], kernel: str = "npu_rotary_mul"
+    ) -> None:
         laid, where = found
         written = (
             "" if any(k.arg == "rotary_mode" for k in call.keywords) or len(call.args) > 3 else " (default)"
