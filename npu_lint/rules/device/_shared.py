@@ -1072,6 +1072,9 @@ def _is_npu_test(node: ast.AST) -> bool:
     return False
 
 
+npu_test = _is_npu_test  # public: NPU105 asks it of a whole scope
+
+
 def npu_guard_in(test: ast.AST, whole: bool = False) -> ast.AST | None:
     """The NPU-only test among the operands of an ``and`` (or the whole test when ``whole``): a CUDA test
     conjoined with it can never hold, so the branch it guards is dead on the NPU it was written for."""
