@@ -1092,9 +1092,11 @@ def npu_module(path: str) -> bool:
     return stem == "npu" or stem.startswith("npu_") or stem.endswith("_npu") or "npu" in parts[-3:-1]
 
 
-def bool_operand_removal(ctx: Context, node: ast.AST) -> Edit | None:
-    """An edit removing ``node`` from the ``and`` it is a direct operand of (``a and x.is_cuda`` -> ``a``)."""
-    parent = ctx.parents[-1] if ctx.parents else None
+def bool_operand_removal(ctx: Context, node: ast.AST, parent: ast.AST | None = None) -> Edit | None:
+    """An edit removing ``node`` from the ``and`` it is a direct operand of (``a and x.is_cuda`` -> ``a``);
+    ``parent``: that ``and`` when ``node`` is not the node being visited."""
+    if parent is None:
+        parent = ctx.parents[-1] if ctx.parents else None
     if not (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)) or len(parent.values) < 2:
         return None
     values = parent.values

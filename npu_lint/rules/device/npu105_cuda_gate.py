@@ -184,6 +184,67 @@ def _npu_path_beside(ctx: Context, node: ast.If) -> bool:
     return False
 
 
+def _negative_cuda_test(ctx: Context, test: ast.AST) -> bool:
+    """A test that holds for every non-CUDA device: ``x.device.type != "cuda"``, ``not x.is_cuda``, ``not
+    IS_CUDA_AVAILABLE`` (or an ``or`` with one of them)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_negative_cuda_test(ctx, v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+        return isinstance(test.ops[0], (ast.NotEq, ast.NotIn)) and _cuda_compare(test)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if isinstance(inner, ast.Attribute) and inner.attr == "is_cuda":
+            return True
+        if isinstance(inner, ast.Compare) and len(inner.comparators) == 1:
+            return isinstance(inner.ops[0], (ast.Eq, ast.In)) and _cuda_compare(inner)
+        return _host_cuda_probe(ctx, inner)
+    return False
+
+
+def _returns_none(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Return) and (
+        stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+    )
+
+
+def _text_value(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _text_value(node.left) or _text_value(node.right)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+_CAPABILITY_WORDS = ("capability", "get_device_properties")
+
+
+def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
+    """``if <not CUDA>: return None`` at the top of a reason probe (a function that returns why a kernel is
+    unavailable, ``None`` when it is usable) that vets CUDA devices by their compute capability afterwards: every
+    other accelerator gets no reason, so the CUDA-only kernel is called on it."""
+    func = ctx.function
+    if (
+        not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+        or node not in func.body
+        or node.orelse
+        or len(node.body) != 1
+        or not _returns_none(node.body[0])
+        or not _returns_none(func.body[-1])
+        or not _negative_cuda_test(ctx, node.test)
+    ):
+        return False
+    after = func.body[func.body.index(node) + 1 :]
+    reasons = capability = False
+    for stmt in after:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Return) and _text_value(sub.value):
+                reasons = True
+            elif isinstance(sub, ast.Call):
+                name = (last_name(sub.func) or "").lower()
+                capability = capability or any(w in name for w in _CAPABILITY_WORDS)
+    return reasons and capability
+
+
 def _original_scope(ctx: Context) -> bool:
     kind = ctx.source.kind
     return kind.model_code or npu_module(ctx.source.path) or device_neutral_scope(ctx)
@@ -432,7 +493,7 @@ class CudaGate(Rule):
         self._reported.add(id(probe))
         test = ctx.source.segment(probe)
         fix = None
-        edit = bool_operand_removal(ctx, probe) if probe is not node.test else None
+        edit = bool_operand_removal(ctx, probe, node.test) if probe is not node.test else None
         if edit is not None:
             fix = make_fix(
                 f"Remove `{test}` from the condition",
@@ -448,10 +509,24 @@ class CudaGate(Rule):
             fix,
         )
 
+    def _report_passing_probe(self, node: ast.If) -> None:
+        for sub in ast.walk(node.test):
+            self._reported.add(id(sub))
+        test = self.ctx.source.segment(node.test)
+        self.report(
+            node.test,
+            f"`{test}` returns no reason (None) for every non-CUDA device, while CUDA devices are vetted by compute "
+            "capability: on an Ascend NPU the probe says the CUDA-only kernel is usable and the caller runs it "
+            "instead of falling back; return a reason for devices that are not CUDA",
+        )
+
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
         if isinstance(node, ast.If):
-            self._gate_on_neutral_code(node)
+            if _non_cuda_passes_probe(ctx, node):
+                self._report_passing_probe(node)
+            else:
+                self._gate_on_neutral_code(node)
             return
         if self._scoped is None:
             self._scoped = _original_scope(ctx)
