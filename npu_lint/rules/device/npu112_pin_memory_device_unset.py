@@ -117,7 +117,7 @@ class PinMemoryDeviceUnset(Rule):
         "Safe: adds `pin_memory_device=get_device_type()` (imported from the tree's device module), the device "
         "the loader pinned for on CUDA hosts and the NPU on Ascend. Offered only where the helper can be imported."
     )
-    requires = ("pin_memory", _CLASS)
+    requires = ("pin_memory",)
     node_types = (ast.Call,)
 
     @classmethod
