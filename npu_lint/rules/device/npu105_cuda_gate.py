@@ -255,7 +255,8 @@ class CudaGate(Rule):
     name = "cuda-gate"
     summary = (
         'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`, '
-        "`torch.cuda.is_available()`) guards a dispatch handle or an NPU code path."
+        "`torch.cuda.is_available()`) guards a dispatch handle or an NPU code path; a CUDA-only host gate "
+        "(`IS_CUDA_AVAILABLE`) wraps device-neutral code; a kernel probe gives every non-CUDA device no reason."
     )
     why = (
         '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
@@ -266,7 +267,15 @@ class CudaGate(Rule):
         "kernel per device, so the guard needs no device test. A CUDA test that sits next to a CUDA-only "
         'implementation name (`impl == "triton"`, `"tilelang"`, `use_flash_attn`...) or inside a branch '
         "or function that selects one guards a CUDA kernel on purpose and is not reported (NPU102 reports "
-        "other device-type branches)."
+        "other device-type branches). In every region of the tree (data, trainer, utils, checkpoint, optim...): "
+        "`if IS_CUDA_AVAILABLE [and ...]:` around code written for any accelerator (it calls "
+        "`get_torch_device()`, `get_device_type()`..., itself or through a function or class of the file) drops "
+        "that feature on Ascend, silently (a memory profiler that never records, a cache never emptied); and a "
+        "probe that returns why a CUDA-only kernel is unavailable (`None`: usable) but returns `None` for every "
+        "non-CUDA device before vetting CUDA devices by compute capability sends Ascend tensors to the CUDA "
+        "kernel instead of the fallback. A gate whose body names CUDA itself, that has an NPU branch beside it, "
+        "or a negated early exit (`if not IS_CUDA_AVAILABLE: return`) is not reported: whether that feature "
+        "exists on Ascend is the author's call."
     )
     bad = (
         Example(
@@ -439,8 +448,90 @@ class CudaGate(Rule):
             """,
             title="a CUDA-presence probe (`torch.cuda.is_available()`) in a dispatch guard",
         ),
+        Example(
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE, get_torch_device
+
+
+            class ProfilerWithMem:
+                def __init__(self, inner):
+                    self._p = inner
+
+                def start(self):
+                    get_torch_device().memory._record_memory_history()
+                    return self._p.start()
+
+
+            def create_profiler(base_profiler, profile_memory):
+                if IS_CUDA_AVAILABLE and profile_memory:
+                    return ProfilerWithMem(base_profiler)
+                return base_profiler
+            """,
+            fixed="""
+            from veomni.utils.device import get_torch_device
+
+
+            class ProfilerWithMem:
+                def __init__(self, inner):
+                    self._p = inner
+
+                def start(self):
+                    get_torch_device().memory._record_memory_history()
+                    return self._p.start()
+
+
+            def create_profiler(base_profiler, profile_memory):
+                if profile_memory:
+                    return ProfilerWithMem(base_profiler)
+                return base_profiler
+            """,
+            path="veomni/utils/toy_helper.py",
+            title="a CUDA-only host gate around device-neutral code (any region; unsafe fix: drop it)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def fused_unavailable_reason(grad):
+                if grad.device.type != "cuda":
+                    return None
+                major, minor = torch.cuda.get_device_capability(grad.device)
+                if major < 9:
+                    return f"compute capability {major}.{minor} is unsupported"
+                return None
+            """,
+            path="veomni/optim/toy_ns.py",
+            title="a kernel probe that gives every non-CUDA device no reason",
+        ),
     )
     good = (
+        Example(
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE, get_torch_device
+
+
+            def start_memory_history(profile_memory):
+                if (IS_CUDA_AVAILABLE or IS_NPU_AVAILABLE) and profile_memory:
+                    get_torch_device().memory._record_memory_history()
+            """,
+            path="veomni/utils/toy_helper.py",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def fused_unavailable_reason(grad):
+                if grad.device.type != "cuda":
+                    return f"{grad.device.type} tensors are unsupported"
+                major, minor = torch.cuda.get_device_capability(grad.device)
+                if major < 9:
+                    return f"compute capability {major}.{minor} is unsupported"
+                return None
+            """,
+            path="veomni/optim/toy_ns.py",
+        ),
         Example(
             """
             import torch
