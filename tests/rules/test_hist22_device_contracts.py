@@ -436,7 +436,9 @@ def test_loader_class_of_another_module_of_the_tree(tmp_path: Path) -> None:
         "def build(ds, pin):\n    return PackedLoader(ds, pin_memory=pin)\n"
     )
     project = load_project([str(tmp_path)])
-    found = lint_source(SourceFile.from_text(str(trainer), trainer.read_text()), ["NPU112"], Settings(), project)
+    found = lint_source(
+        SourceFile.from_text(str(trainer), trainer.read_text()), ["NPU112"], Settings(), project
+    )
     assert [d.line for d in found] == [5]
     # the loader module sets the pin device itself: quiet
     (tmp_path / "veomni" / "data" / "loaders.py").write_text(
@@ -446,4 +448,7 @@ def test_loader_class_of_another_module_of_the_tree(tmp_path: Path) -> None:
         "        super().__init__(*a, pin_memory_device='npu', **kw)\n"
     )
     project = load_project([str(tmp_path)])
-    assert lint_source(SourceFile.from_text(str(trainer), trainer.read_text()), ["NPU112"], Settings(), project) == []
+    assert (
+        lint_source(SourceFile.from_text(str(trainer), trainer.read_text()), ["NPU112"], Settings(), project)
+        == []
+    )

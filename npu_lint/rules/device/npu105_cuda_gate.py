@@ -156,7 +156,12 @@ def _cuda_specific_words(node: ast.AST) -> bool:
 
 
 def _called_names(nodes: list[ast.stmt]) -> set[str]:
-    return {name for n in nodes for sub in ast.walk(n) if isinstance(sub, ast.Call) and (name := last_name(sub.func))}
+    return {
+        name
+        for n in nodes
+        for sub in ast.walk(n)
+        if isinstance(sub, ast.Call) and (name := last_name(sub.func))
+    }
 
 
 def _npu_path_beside(ctx: Context, node: ast.If) -> bool:
@@ -550,7 +555,9 @@ class CudaGate(Rule):
         "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
         "NPU row. No fix otherwise."
     )
-    requires = (("cuda", "CUDA"),)  # `.is_cuda`, a "cuda" comparison, `torch.cuda.is_available()`, `IS_CUDA_AVAILABLE`
+    requires = (
+        ("cuda", "CUDA"),
+    )  # `.is_cuda`, a "cuda" comparison, `torch.cuda.is_available()`, `IS_CUDA_AVAILABLE`
     node_types = (ast.Attribute, ast.Compare, ast.Call, ast.If)
 
     @classmethod

@@ -74,6 +74,14 @@ class PinMemoryDeviceUnset(Rule):
             def build_eval_loader(dataset, batch_size, workers):
                 return StatefulDataLoader(dataset, batch_size=batch_size, num_workers=workers, pin_memory=True)
             """,
+            fixed="""
+            from torchdata.stateful_dataloader import StatefulDataLoader
+            from veomni.utils.device import get_device_type
+
+
+            def build_eval_loader(dataset, batch_size, workers):
+                return StatefulDataLoader(dataset, batch_size=batch_size, num_workers=workers, pin_memory=True, pin_memory_device=get_device_type())
+            """,
             path="veomni/trainer/toy_eval.py",
             title="a checkpointable loader that pins for CUDA",
         ),
@@ -89,6 +97,19 @@ class PinMemoryDeviceUnset(Rule):
 
             def build(dataset):
                 return ShardLoader(dataset, batch_size=4, pin_memory=True)
+            """,
+            fixed="""
+            from torchdata.stateful_dataloader import StatefulDataLoader
+            from veomni.utils.device import get_device_type
+
+
+            class ShardLoader(StatefulDataLoader):
+                def __init__(self, dataset, pin: bool = True, **kwargs):
+                    super().__init__(dataset, pin_memory=pin, **kwargs)
+
+
+            def build(dataset):
+                return ShardLoader(dataset, batch_size=4, pin_memory=True, pin_memory_device=get_device_type())
             """,
             path="veomni/data/toy_shards.py",
             title="a subclass of it, built with pinning on",
