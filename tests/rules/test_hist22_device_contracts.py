@@ -452,3 +452,100 @@ def test_loader_class_of_another_module_of_the_tree(tmp_path: Path) -> None:
         lint_source(SourceFile.from_text(str(trainer), trainer.read_text()), ["NPU112"], Settings(), project)
         == []
     )
+
+
+# -- NPU109: a state-dict shard gathered where it lives (the host under CPU offload), handed to a collective -----
+
+GATHER_BAD = [
+    (  # a generator over a local state dict's values, gathered through `.data`, all-reduced
+        "veomni/distributed/toy_ema.py",
+        """
+        import torch.distributed as dist
+
+
+        def average_weights(model, group):
+            sd = model.state_dict()
+            out = []
+            for p in sd.values():
+                whole = p.data.full_tensor()
+                dist.all_reduce(whole, group=group)
+                out.append(whole)
+            return out
+        """,
+    ),
+    (  # the receive buffer is made like the gathered tensor: the broadcast goes through an alias
+        "veomni/models/seed_omni/toy_sync.py",
+        """
+        import torch
+        import torch.distributed as dist
+
+
+        def sync_towers(tower, src, group):
+            for key, shard in tower.state_dict().items():
+                full = shard.full_tensor()
+                recv = torch.empty_like(full)
+                operand = full if dist.get_rank() == src else recv
+                dist.broadcast(operand, src=src, group=group)
+        """,
+    ),
+    (  # in a trainer callback
+        "veomni/trainer/callbacks/toy_push.py",
+        """
+        import torch.distributed
+
+
+        def push_to_rollout(model, group):
+            for name, value in model.state_dict().items():
+                gathered = value.full_tensor() if hasattr(value, "full_tensor") else value
+                torch.distributed.broadcast(gathered, src=0, group=group)
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "text"), GATHER_BAD)
+def test_state_dict_shard_gathered_where_it_lives_reaches_a_collective(path: str, text: str) -> None:
+    found = _lint(path, text, ["NPU109"])
+    assert [d.line for d in found] == [_line_of(text, "full_tensor()")]
+    assert "gathers a `state_dict()` shard where it lives" in found[0].message
+
+
+GATHER_QUIET = [
+    # staged on the device first
+    """
+    import torch
+    import torch.distributed as dist
+
+
+    def push(model, device, group):
+        for name, value in model.state_dict().items():
+            gathered = value.to(device, non_blocking=True).full_tensor()
+            dist.broadcast(gathered, src=0, group=group)
+    """,
+    # gathered for a save to disk: no collective
+    """
+    import torch
+
+
+    def save(model, path):
+        full = {}
+        for name, value in model.state_dict().items():
+            full[name] = value.full_tensor()
+        torch.save(full, path)
+    """,
+    # a gradient, not a state-dict entry
+    """
+    import torch.distributed as dist
+
+
+    def norm(params, group):
+        for p in params:
+            g = p.grad.full_tensor()
+            dist.all_reduce(g, group=group)
+    """,
+]
+
+
+@pytest.mark.parametrize("text", GATHER_QUIET)
+def test_gathers_that_stay_quiet(text: str) -> None:
+    assert _lint("veomni/checkpoint/toy_export.py", text, ["NPU109"]) == []
