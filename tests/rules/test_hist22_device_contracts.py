@@ -102,6 +102,38 @@ GATE_BAD = [
 ]
 
 
+GATE_BAD += [
+    (  # the gate is kept in a flag first
+        "veomni/utils/toy_trace.py",
+        """
+        from .device import IS_CUDA_AVAILABLE, get_torch_device
+
+
+        def trace_step(step, record):
+            keep_history = IS_CUDA_AVAILABLE and record
+            if keep_history:
+                get_torch_device().memory._record_memory_history(max_entries=step)
+        """,
+        6,
+        "keep_history",
+    ),
+    (  # the host's device type compared with "cuda"
+        "veomni/ops/toy_stream_pool.py",
+        """
+        from veomni.utils.device import get_device_type, get_torch_device
+
+
+        def side_stream():
+            if get_device_type() == "cuda":
+                return get_torch_device().Stream()
+            return None
+        """,
+        5,
+        'get_device_type() == "cuda"',
+    ),
+]
+
+
 @pytest.mark.parametrize(("path", "text", "line", "probe"), GATE_BAD)
 def test_cuda_only_host_gate_around_neutral_code(path: str, text: str, line: int, probe: str) -> None:
     found = _lint(path, text, ["NPU105"])
@@ -117,6 +149,18 @@ def test_gate_fix_drops_the_probe_from_the_and() -> None:
 
 
 GATE_QUIET = [
+    (  # a flag that admits any accelerator
+        "veomni/utils/toy_trace.py",
+        """
+        from .device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE, get_torch_device
+
+
+        def trace_step(step, record):
+            keep_history = (IS_CUDA_AVAILABLE or IS_NPU_AVAILABLE) and record
+            if keep_history:
+                get_torch_device().memory._record_memory_history(max_entries=step)
+        """,
+    ),
     (  # the fixed shape: any accelerator
         "veomni/utils/toy_prof.py",
         """

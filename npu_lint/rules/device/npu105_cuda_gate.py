@@ -65,17 +65,55 @@ def _host_cuda_probe(ctx: Context, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and cuda_presence_probe(ctx, node)
 
 
-def cuda_only_host_gate(ctx: Context, test: ast.AST) -> ast.AST | None:
-    """The CUDA host probe an ``if`` test requires (the whole test, or an operand of its top-level ``and``);
-    None when the test admits another accelerator anywhere (``IS_CUDA_AVAILABLE or IS_NPU_AVAILABLE``)."""
-    if _host_cuda_probe(ctx, test):
+def _cuda_probe(ctx: Context, node: ast.AST, flags: bool = True) -> bool:
+    """A host probe (``IS_CUDA_AVAILABLE``, ``torch.cuda.is_available()``), a positive device comparison
+    (``get_device_type() == "cuda"``, ``x.device.type == "cuda"``) or, with ``flags``, a local flag assigned
+    once in the function from a CUDA-only gate (``use_mem = IS_CUDA_AVAILABLE and profile_memory``)."""
+    if _host_cuda_probe(ctx, node):
+        return True
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.comparators) == 1
+        and isinstance(node.ops[0], (ast.Eq, ast.In))
+    ):
+        left, right = node.left, node.comparators[0]
+        if _cuda_compare(node):
+            return True
+        side = left if cuda_string(right) else right if cuda_string(left) else None
+        return isinstance(side, ast.Call) and last_name(side.func) == "get_device_type"
+    if flags and isinstance(node, ast.Name) and ctx.function is not None:
+        values = [
+            s.value
+            for s in ast.walk(ctx.function)
+            if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            and any(
+                isinstance(x, ast.Name) and x.id == node.id
+                for x in getattr(s, "targets", [getattr(s, "target", None)])
+            )
+        ]
+        return (
+            len(values) == 1 and values[0] is not None and _gate_of(ctx, values[0], flags=False) is not None
+        )
+    return False
+
+
+def _gate_of(ctx: Context, test: ast.AST, flags: bool = True) -> ast.AST | None:
+    if _cuda_probe(ctx, test, flags):
         return test
     if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
         return None
-    probe = next((v for v in test.values if _host_cuda_probe(ctx, v)), None)
+    probe = next((v for v in test.values if _cuda_probe(ctx, v, flags)), None)
     if probe is None or any(npu_test(sub) for sub in ast.walk(test)):
         return None
     return probe
+
+
+def cuda_only_host_gate(ctx: Context, test: ast.AST) -> ast.AST | None:
+    """The CUDA probe an ``if`` test requires (the whole test, or an operand of its top-level ``and``); None when
+    the test admits another accelerator anywhere (``IS_CUDA_AVAILABLE or IS_NPU_AVAILABLE``)."""
+    if any(npu_test(sub) for sub in ast.walk(test)):
+        return None
+    return _gate_of(ctx, test)
 
 
 def _neutral_helper_call(ctx: Context, node: ast.AST) -> bool:
