@@ -149,6 +149,19 @@ def test_gate_fix_drops_the_probe_from_the_and() -> None:
 
 
 GATE_QUIET = [
+    (  # a setting compared with "cuda" (it may mean "the accelerator"), mapped to the host's device
+        "veomni/trainer/toy_init.py",
+        """
+        import torch
+        from veomni.utils.device import get_device_type
+
+
+        def pick(init_device="cpu"):
+            if init_device == "cuda":
+                return torch.device(get_device_type())
+            return torch.device("cpu")
+        """,
+    ),
     (  # a flag that admits any accelerator
         "veomni/utils/toy_trace.py",
         """

@@ -66,8 +66,9 @@ def _host_cuda_probe(ctx: Context, node: ast.AST) -> bool:
 
 
 def _cuda_probe(ctx: Context, node: ast.AST, flags: bool = True) -> bool:
-    """A host probe (``IS_CUDA_AVAILABLE``, ``torch.cuda.is_available()``), a positive device comparison
-    (``get_device_type() == "cuda"``, ``x.device.type == "cuda"``) or, with ``flags``, a local flag assigned
+    """A host probe (``IS_CUDA_AVAILABLE``, ``torch.cuda.is_available()``), the host's device type compared with
+    CUDA (``get_device_type() == "cuda"``; not a setting such as ``init_device == "cuda"``, which may name "the
+    accelerator") or, with ``flags``, a local flag assigned
     once in the function from a CUDA-only gate (``use_mem = IS_CUDA_AVAILABLE and profile_memory``)."""
     if _host_cuda_probe(ctx, node):
         return True
@@ -76,9 +77,10 @@ def _cuda_probe(ctx: Context, node: ast.AST, flags: bool = True) -> bool:
         and len(node.comparators) == 1
         and isinstance(node.ops[0], (ast.Eq, ast.In))
     ):
-        left, right = node.left, node.comparators[0]
-        if _cuda_compare(node):
-            return True
+        left, right = (
+            node.left,
+            node.comparators[0],
+        )  # the host's device type; a value's device may be a setting
         side = left if cuda_string(right) else right if cuda_string(left) else None
         return isinstance(side, ast.Call) and last_name(side.func) == "get_device_type"
     if flags and isinstance(node, ast.Name) and ctx.function is not None:
