@@ -1072,6 +1072,9 @@ def _is_npu_test(node: ast.AST) -> bool:
     return False
 
 
+npu_test = _is_npu_test  # public: NPU105 asks it of a whole scope
+
+
 def npu_guard_in(test: ast.AST, whole: bool = False) -> ast.AST | None:
     """The NPU-only test among the operands of an ``and`` (or the whole test when ``whole``): a CUDA test
     conjoined with it can never hold, so the branch it guards is dead on the NPU it was written for."""
@@ -1089,9 +1092,11 @@ def npu_module(path: str) -> bool:
     return stem == "npu" or stem.startswith("npu_") or stem.endswith("_npu") or "npu" in parts[-3:-1]
 
 
-def bool_operand_removal(ctx: Context, node: ast.AST) -> Edit | None:
-    """An edit removing ``node`` from the ``and`` it is a direct operand of (``a and x.is_cuda`` -> ``a``)."""
-    parent = ctx.parents[-1] if ctx.parents else None
+def bool_operand_removal(ctx: Context, node: ast.AST, parent: ast.AST | None = None) -> Edit | None:
+    """An edit removing ``node`` from the ``and`` it is a direct operand of (``a and x.is_cuda`` -> ``a``);
+    ``parent``: that ``and`` when ``node`` is not the node being visited."""
+    if parent is None:
+        parent = ctx.parents[-1] if ctx.parents else None
     if not (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)) or len(parent.values) < 2:
         return None
     values = parent.values

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import last_name
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
+    CUDA_ONLY_IMPLS,
     bool_operand_removal,
     cuda_gate_on_npu_path,
     cuda_presence_probe,
     cuda_string,
     device_neutral_scope,
     in_fstring,
+    npu_guard_in,
     npu_module,
+    npu_test,
 )
+from npu_lint.veomni.backends import DEVICE_HELPERS
 
 
 def _device_like(node: ast.AST) -> bool:
@@ -49,12 +54,254 @@ def _cuda_compare(node: ast.Compare) -> bool:
     return False
 
 
+_HOST_CUDA_FLAGS = frozenset({"IS_CUDA_AVAILABLE"})  # VeOmni's host flag (``veomni.utils.device``)
+_BARE_HELPERS = frozenset({"get_torch_device", "get_device_type", "get_device_id"})  # distinctive unqualified
+
+
+def _host_cuda_probe(ctx: Context, node: ast.AST) -> bool:
+    """``IS_CUDA_AVAILABLE`` (VeOmni's flag, however imported) or ``torch.cuda.is_available()``."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return last_name(node) in _HOST_CUDA_FLAGS
+    return isinstance(node, ast.Call) and cuda_presence_probe(ctx, node)
+
+
+def _cuda_probe(ctx: Context, node: ast.AST, flags: bool = True) -> bool:
+    """A host probe (``IS_CUDA_AVAILABLE``, ``torch.cuda.is_available()``), the host's device type compared with
+    CUDA (``get_device_type() == "cuda"``; not a setting such as ``init_device == "cuda"``, which may name "the
+    accelerator") or, with ``flags``, a local flag assigned
+    once in the function from a CUDA-only gate (``use_mem = IS_CUDA_AVAILABLE and profile_memory``)."""
+    if _host_cuda_probe(ctx, node):
+        return True
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.comparators) == 1
+        and isinstance(node.ops[0], (ast.Eq, ast.In))
+    ):
+        left, right = (
+            node.left,
+            node.comparators[0],
+        )  # the host's device type; a value's device may be a setting
+        side = left if cuda_string(right) else right if cuda_string(left) else None
+        return isinstance(side, ast.Call) and last_name(side.func) == "get_device_type"
+    if flags and isinstance(node, ast.Name) and ctx.function is not None:
+        values = [
+            s.value
+            for s in ast.walk(ctx.function)
+            if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            and any(
+                isinstance(x, ast.Name) and x.id == node.id
+                for x in getattr(s, "targets", [getattr(s, "target", None)])
+            )
+        ]
+        return (
+            len(values) == 1 and values[0] is not None and _gate_of(ctx, values[0], flags=False) is not None
+        )
+    return False
+
+
+def _gate_of(ctx: Context, test: ast.AST, flags: bool = True) -> ast.AST | None:
+    if _cuda_probe(ctx, test, flags):
+        return test
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return None
+    probe = next((v for v in test.values if _cuda_probe(ctx, v, flags)), None)
+    if probe is None or any(npu_test(sub) for sub in ast.walk(test)):
+        return None
+    return probe
+
+
+def cuda_only_host_gate(ctx: Context, test: ast.AST) -> ast.AST | None:
+    """The CUDA probe an ``if`` test requires (the whole test, or an operand of its top-level ``and``); None when
+    the test admits another accelerator anywhere (``IS_CUDA_AVAILABLE or IS_NPU_AVAILABLE``)."""
+    if any(npu_test(sub) for sub in ast.walk(test)):
+        return None
+    return _gate_of(ctx, test)
+
+
+def _neutral_helper_call(ctx: Context, node: ast.AST) -> bool:
+    """A call of the tree's device-neutral helpers (``get_torch_device()``, ``get_device_type()``...)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = last_name(node.func)
+    if name not in DEVICE_HELPERS:
+        return False
+    parts = (ctx.qualname(node.func) or "").split(".")
+    if len(parts) >= 2:
+        return parts[-2] == "device" and parts[-1] == name
+    return name in _BARE_HELPERS
+
+
+def _cuda_specific(ctx: Context, nodes: list[ast.AST]) -> bool:
+    """Code that names CUDA itself: ``torch.cuda.*`` / ``torch.backends.cuda``, a ``"cuda"``/``"nccl"`` string, a
+    CUDA or GPU flag or a CUDA-only implementation name (``triton``, ``flash_attn``...): it is CUDA code on
+    purpose. Docstrings and bare string statements are prose, not code, and are not read."""
+    stack: list[ast.AST] = list(nodes)
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Constant):
+            continue
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            low = sub.value.lower()
+            if "cuda" in low or "nccl" in low or any(w in low for w in CUDA_ONLY_IMPLS):
+                return True
+        elif isinstance(sub, (ast.Name, ast.Attribute)):
+            word = (sub.id if isinstance(sub, ast.Name) else sub.attr).lower()
+            if "cuda" in word or "gpu" in word or "nccl" in word or any(w in word for w in CUDA_ONLY_IMPLS):
+                return True
+        stack.extend(ast.iter_child_nodes(sub))
+    return False
+
+
+def _top_definitions(ctx: Context) -> dict[str, ast.AST]:
+    found = ctx.memo.get("npu105-top-defs")
+    if found is None:
+        found = {}
+        for stmt in ctx.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found[stmt.name] = stmt
+        ctx.memo["npu105-top-defs"] = found
+    return found  # type: ignore[return-value]
+
+
+def _neutral_code(ctx: Context, body: list[ast.stmt]) -> str | None:
+    """What makes ``body`` device-neutral code: a call of a device-neutral helper in it, or in a top-level
+    function or class of the file it calls (one level); None when it has none or names CUDA itself."""
+    if _cuda_specific(ctx, body):
+        return None
+    defs = _top_definitions(ctx)
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if _neutral_helper_call(ctx, sub):
+                return f"`{ctx.source.segment(sub)}`"
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in defs:
+                target = defs[sub.func.id]
+                if _cuda_specific(ctx, [target]):
+                    continue
+                for inner in ast.walk(target):
+                    if _neutral_helper_call(ctx, inner):
+                        return f"`{sub.func.id}`, which calls `{ctx.source.segment(inner)}`"
+    return None
+
+
+def _names_cuda_only_impl_in(test: ast.AST) -> bool:
+    return _cuda_specific_words(test)
+
+
+def _cuda_specific_words(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        word = sub.value if isinstance(sub, ast.Constant) and isinstance(sub.value, str) else last_name(sub)
+        if word and any(w in word.lower() for w in CUDA_ONLY_IMPLS):
+            return True
+    return False
+
+
+def _called_names(nodes: list[ast.stmt]) -> set[str]:
+    return {
+        name
+        for n in nodes
+        for sub in ast.walk(n)
+        if isinstance(sub, ast.Call) and (name := last_name(sub.func))
+    }
+
+
+def _npu_path_beside(ctx: Context, node: ast.If) -> bool:
+    """The NPU gets its own path for the same work: the ``else``/``elif`` tests for an NPU host, or an ``if``
+    on an NPU host in the same block calls something the CUDA-gated body calls."""
+    if any(npu_test(sub) for s in node.orelse for sub in ast.walk(s)):
+        return True
+    parent = ctx.parents[-1] if ctx.parents else None
+    block = None
+    for field in ("body", "orelse", "finalbody"):
+        candidate = getattr(parent, field, None)
+        if isinstance(candidate, list) and node in candidate:
+            block = candidate
+            break
+    if block is None:
+        return False
+    called: set[str] | None = None
+    for stmt in block:
+        if stmt is node or not isinstance(stmt, ast.If) or npu_guard_in(stmt.test, whole=True) is None:
+            continue
+        if called is None:
+            called = _called_names(node.body)
+        if called & _called_names(stmt.body):
+            return True
+    return False
+
+
+def _negative_cuda_test(ctx: Context, test: ast.AST) -> bool:
+    """A test that holds for every non-CUDA device: ``x.device.type != "cuda"``, ``not x.is_cuda``, ``not
+    IS_CUDA_AVAILABLE`` (or an ``or`` with one of them)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_negative_cuda_test(ctx, v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+        return isinstance(test.ops[0], (ast.NotEq, ast.NotIn)) and _cuda_compare(test)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if isinstance(inner, ast.Attribute) and inner.attr == "is_cuda":
+            return True
+        if isinstance(inner, ast.Compare) and len(inner.comparators) == 1:
+            return isinstance(inner.ops[0], (ast.Eq, ast.In)) and _cuda_compare(inner)
+        return _host_cuda_probe(ctx, inner)
+    return False
+
+
+def _returns_none(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Return) and (
+        stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+    )
+
+
+def _text_value(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _text_value(node.left) or _text_value(node.right)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+_CAPABILITY_WORDS = ("capability", "get_device_properties")
+
+
+def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
+    """``if <not CUDA>: return None`` at the top of a reason probe (a function that returns why a kernel is
+    unavailable, ``None`` when it is usable) that vets CUDA devices by their compute capability afterwards: every
+    other accelerator gets no reason, so the CUDA-only kernel is called on it."""
+    func = ctx.function
+    if (
+        not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+        or node not in func.body
+        or node.orelse
+        or len(node.body) != 1
+        or not _returns_none(node.body[0])
+        or not _returns_none(func.body[-1])
+        or not _negative_cuda_test(ctx, node.test)
+    ):
+        return False
+    after = func.body[func.body.index(node) + 1 :]
+    reasons = capability = False
+    for stmt in after:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Return) and _text_value(sub.value):
+                reasons = True
+            elif isinstance(sub, ast.Call):
+                name = (last_name(sub.func) or "").lower()
+                capability = capability or any(w in name for w in _CAPABILITY_WORDS)
+    return reasons and capability
+
+
+def _original_scope(ctx: Context) -> bool:
+    kind = ctx.source.kind
+    return kind.model_code or npu_module(ctx.source.path) or device_neutral_scope(ctx)
+
+
 class CudaGate(Rule):
     code = "NPU105"
     name = "cuda-gate"
     summary = (
         'A CUDA test (`.is_cuda`, `device.type == "cuda"`, `device.type in ("cuda", ...)`, '
-        "`torch.cuda.is_available()`) guards a dispatch handle or an NPU code path."
+        "`torch.cuda.is_available()`) guards a dispatch handle or an NPU code path; a CUDA-only host gate "
+        "(`IS_CUDA_AVAILABLE`) wraps device-neutral code; a kernel probe gives every non-CUDA device no reason."
     )
     why = (
         '`x.is_cuda` and `x.device.type == "cuda"` are False for Ascend tensors. Added to a generic dispatch '
@@ -65,7 +312,15 @@ class CudaGate(Rule):
         "kernel per device, so the guard needs no device test. A CUDA test that sits next to a CUDA-only "
         'implementation name (`impl == "triton"`, `"tilelang"`, `use_flash_attn`...) or inside a branch '
         "or function that selects one guards a CUDA kernel on purpose and is not reported (NPU102 reports "
-        "other device-type branches)."
+        "other device-type branches). In every region of the tree (data, trainer, utils, checkpoint, optim...): "
+        "`if IS_CUDA_AVAILABLE [and ...]:` around code written for any accelerator (it calls "
+        "`get_torch_device()`, `get_device_type()`..., itself or through a function or class of the file) drops "
+        "that feature on Ascend, silently (a memory profiler that never records, a cache never emptied); and a "
+        "probe that returns why a CUDA-only kernel is unavailable (`None`: usable) but returns `None` for every "
+        "non-CUDA device before vetting CUDA devices by compute capability sends Ascend tensors to the CUDA "
+        "kernel instead of the fallback. A gate whose body names CUDA itself, that has an NPU branch beside it, "
+        "or a negated early exit (`if not IS_CUDA_AVAILABLE: return`) is not reported: whether that feature "
+        "exists on Ascend is the author's call."
     )
     bad = (
         Example(
@@ -238,8 +493,90 @@ class CudaGate(Rule):
             """,
             title="a CUDA-presence probe (`torch.cuda.is_available()`) in a dispatch guard",
         ),
+        Example(
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE, get_torch_device
+
+
+            class ProfilerWithMem:
+                def __init__(self, inner):
+                    self._p = inner
+
+                def start(self):
+                    get_torch_device().memory._record_memory_history()
+                    return self._p.start()
+
+
+            def create_profiler(base_profiler, profile_memory):
+                if IS_CUDA_AVAILABLE and profile_memory:
+                    return ProfilerWithMem(base_profiler)
+                return base_profiler
+            """,
+            fixed="""
+            from veomni.utils.device import get_torch_device
+
+
+            class ProfilerWithMem:
+                def __init__(self, inner):
+                    self._p = inner
+
+                def start(self):
+                    get_torch_device().memory._record_memory_history()
+                    return self._p.start()
+
+
+            def create_profiler(base_profiler, profile_memory):
+                if profile_memory:
+                    return ProfilerWithMem(base_profiler)
+                return base_profiler
+            """,
+            path="veomni/utils/toy_helper.py",
+            title="a CUDA-only host gate around device-neutral code (any region; unsafe fix: drop it)",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def fused_unavailable_reason(grad):
+                if grad.device.type != "cuda":
+                    return None
+                major, minor = torch.cuda.get_device_capability(grad.device)
+                if major < 9:
+                    return f"compute capability {major}.{minor} is unsupported"
+                return None
+            """,
+            path="veomni/optim/toy_ns.py",
+            title="a kernel probe that gives every non-CUDA device no reason",
+        ),
     )
     good = (
+        Example(
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE, get_torch_device
+
+
+            def start_memory_history(profile_memory):
+                if (IS_CUDA_AVAILABLE or IS_NPU_AVAILABLE) and profile_memory:
+                    get_torch_device().memory._record_memory_history()
+            """,
+            path="veomni/utils/toy_helper.py",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def fused_unavailable_reason(grad):
+                if grad.device.type != "cuda":
+                    return f"{grad.device.type} tensors are unsupported"
+                major, minor = torch.cuda.get_device_capability(grad.device)
+                if major < 9:
+                    return f"compute capability {major}.{minor} is unsupported"
+                return None
+            """,
+            path="veomni/optim/toy_ns.py",
+        ),
         Example(
             """
             import torch
@@ -258,17 +595,81 @@ class CudaGate(Rule):
         "the guarded kernel might really be CUDA-only under a generic name; check that the bound kernel has an "
         "NPU row. No fix otherwise."
     )
-    requires = ("cuda",)  # `.is_cuda`, a comparison with a "cuda" device type, `torch.cuda.is_available()`
-    node_types = (ast.Attribute, ast.Compare, ast.Call)
+    requires = (
+        ("cuda", "CUDA"),
+    )  # `.is_cuda`, a "cuda" comparison, `torch.cuda.is_available()`, `IS_CUDA_AVAILABLE`
+    node_types = (ast.Attribute, ast.Compare, ast.Call, ast.If)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
-        """Model code, and the NPU adapters among kernel code (``veomni/ops/.../npu*.py``)."""
-        kind = ctx.source.kind
-        return not kind.test and (kind.model_code or npu_module(ctx.source.path) or device_neutral_scope(ctx))
+        """Any code but tests: a CUDA-only host gate around device-neutral code is a defect in every region
+        (data, trainer, utils, checkpoint...). The other gates are read in model code and the NPU adapters
+        among kernel code (``veomni/ops/.../npu*.py``)."""
+        return not ctx.source.kind.test
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+        self._scoped: bool | None = None
+
+    def _gate_on_neutral_code(self, node: ast.If) -> None:
+        """``if IS_CUDA_AVAILABLE [and ...]:`` around device-neutral code, with no NPU path beside it."""
+        ctx = self.ctx
+        probe = cuda_only_host_gate(ctx, node.test)
+        if probe is None or _names_cuda_only_impl_in(node.test):
+            return
+        what = _neutral_code(ctx, node.body)
+        if what is None:
+            return
+        if node.orelse and _neutral_code(ctx, node.orelse) is not None:
+            return  # the other accelerators get their own device-neutral path
+        func = ctx.function
+        if func is not None and any(w in func.name.lower() for w in CUDA_ONLY_IMPLS):
+            return
+        if _npu_path_beside(ctx, node):
+            return
+        self._reported.add(id(probe))
+        test = ctx.source.segment(probe)
+        fix = None
+        edit = bool_operand_removal(ctx, probe, node.test) if probe is not node.test else None
+        if edit is not None:
+            fix = make_fix(
+                f"Remove `{test}` from the condition",
+                [edit],
+                Applicability.UNSAFE,
+                "the guarded feature may really be missing on Ascend: check that the device API it uses exists there",
+            )
+        self.report(
+            probe,
+            f"`{test}` is False on an Ascend host, but the code it gates is device-neutral ({what}): the "
+            "feature is silently dropped on the NPU; test for any accelerator (`IS_CUDA_AVAILABLE or "
+            "IS_NPU_AVAILABLE`) or drop the CUDA test",
+            fix,
+        )
+
+    def _report_passing_probe(self, node: ast.If) -> None:
+        for sub in ast.walk(node.test):
+            self._reported.add(id(sub))
+        test = self.ctx.source.segment(node.test)
+        self.report(
+            node.test,
+            f"`{test}` returns no reason (None) for every non-CUDA device, while CUDA devices are vetted by compute "
+            "capability: on an Ascend NPU the probe says the CUDA-only kernel is usable and the caller runs it "
+            "instead of falling back; return a reason for devices that are not CUDA",
+        )
 
     def visit(self, node: ast.AST) -> None:
         ctx = self.ctx
+        if isinstance(node, ast.If):
+            if _non_cuda_passes_probe(ctx, node):
+                self._report_passing_probe(node)
+            else:
+                self._gate_on_neutral_code(node)
+            return
+        if self._scoped is None:
+            self._scoped = _original_scope(ctx)
+        if not self._scoped or id(node) in self._reported:
+            return
         if isinstance(node, ast.Attribute):
             if node.attr != "is_cuda" or not isinstance(node.ctx, ast.Load):
                 return

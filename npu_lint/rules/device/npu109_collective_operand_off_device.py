@@ -41,13 +41,67 @@ def _subject(target: ast.AST) -> str | None:
     return target.id if isinstance(target, ast.Name) else None
 
 
+_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like"})
+
+
+def _state_dict_shards(func: ast.AST) -> set[str]:
+    """Loop variables over a ``state_dict()``'s entries: ``for name, p in model.state_dict().items()``, ``for p in
+    sd.values()`` with ``sd = model.state_dict()``."""
+    held = set()
+    for sub in nodes_of(func, ast.Assign):
+        assert isinstance(sub, ast.Assign)
+        if isinstance(sub.value, ast.Call) and call_name(sub.value) == "state_dict":
+            held |= {t.id for t in sub.targets if isinstance(t, ast.Name)}
+    shards = set()
+    for loop in nodes_of(func, ast.For):
+        assert isinstance(loop, ast.For)
+        it = loop.iter
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("items", "values")
+        ):
+            continue
+        owner = it.func.value
+        if not (
+            (isinstance(owner, ast.Call) and call_name(owner) == "state_dict")
+            or (isinstance(owner, ast.Name) and owner.id in held)
+        ):
+            continue
+        target = loop.target
+        if it.func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target = target.elts[1]
+        if isinstance(target, ast.Name):
+            shards.add(target.id)
+    return shards
+
+
+def _unstaged_gather(value: ast.AST, shards: set[str]) -> ast.Call | None:
+    """``p.full_tensor()`` (or ``p.data.full_tensor()``) of a state-dict entry, as the value itself or a branch of
+    a conditional expression: gathered where the shard lives, not staged on the device first."""
+    branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    for branch in branches:
+        if (
+            isinstance(branch, ast.Call)
+            and isinstance(branch.func, ast.Attribute)
+            and branch.func.attr == "full_tensor"
+        ):
+            recv = branch.func.value
+            if isinstance(recv, ast.Attribute) and recv.attr == "data":
+                recv = recv.value
+            if isinstance(recv, ast.Name) and recv.id in shards:
+                return branch
+    return None
+
+
 class CollectiveOperandOffDevice(Rule):
     code = "NPU109"
     name = "collective-operand-off-device"
     summary = (
         "A tensor created without a device (`torch.tensor(0.0)`, `torch.zeros(())`) reaches a collective: "
         "handed to it, returned by a helper whose result is reduced, or kept as the default of an accumulator the "
-        "reduced values are stored into."
+        "reduced values are stored into; or a `state_dict()` entry gathered with `full_tensor()` where it lives "
+        "(not staged on the device) is handed to one."
     )
     why = (
         "Without `device=` a factory allocates on the CPU. An accumulator that only becomes a device tensor when "
@@ -56,7 +110,12 @@ class CollectiveOperandOffDevice(Rule):
         "follows rejects a CPU tensor (or the combination with the other ranks' device values fails with a "
         "device mismatch). On GPUs NCCL fails the same way, but only on the rare rank with nothing local, so it "
         "goes unnoticed until a migration changes the sharding. Allocate collective operands on the device "
-        "(`device=torch.device(get_device_type())`, or the device of the tensors they accumulate)."
+        "(`device=torch.device(get_device_type())`, or the device of the tensors they accumulate). The same holds "
+        "for a model's `state_dict()` under FSDP2's `CPUOffloadPolicy` (a configuration VeOmni offers): its "
+        "DTensor shards live on the host, so `p.full_tensor()` all-gathers over gloo and returns a CPU tensor; "
+        "a weight export that broadcasts it (expert weights over the EP group) fails on HCCL. Stage the shard "
+        "first: `p.to(torch.device(get_device_type(), get_device_id())).full_tensor()`. A gather that only "
+        "feeds a save to disk is not reported."
     )
     bad = (
         Example(
@@ -79,6 +138,21 @@ class CollectiveOperandOffDevice(Rule):
             """,
             path="veomni/distributed/toy_norm.py",
             title="a helper's CPU accumulator, reduced by its caller",
+        ),
+        Example(
+            """
+            import torch.distributed as dist
+            from torch.distributed.tensor import DTensor
+
+
+            def export_experts(model, rank, group):
+                for name, param in model.state_dict().items():
+                    full = param.full_tensor() if isinstance(param, DTensor) else param
+                    dist.broadcast(full, group_src=0, group=group)
+                    yield name, full
+            """,
+            path="veomni/checkpoint/toy_export.py",
+            title="a state-dict shard gathered where it lives (the host under CPU offload), then broadcast",
         ),
     )
     good = (
@@ -106,6 +180,25 @@ class CollectiveOperandOffDevice(Rule):
             path="veomni/distributed/toy_norm.py",
             title="on the device; a CPU count that never reaches a collective",
         ),
+        Example(
+            """
+            import torch
+            import torch.distributed as dist
+            from torch.distributed.tensor import DTensor
+
+            from veomni.utils.device import get_device_id, get_device_type
+
+
+            def export_experts(model, rank, group):
+                device = torch.device(get_device_type(), get_device_id())
+                for name, param in model.state_dict().items():
+                    full = param.to(device).full_tensor() if isinstance(param, DTensor) else param
+                    dist.broadcast(full, group_src=0, group=group)
+                    yield name, full
+            """,
+            path="veomni/checkpoint/toy_export.py",
+            title="staged on the device before the gather",
+        ),
     )
     fix_safety = "No fix: which device the operand belongs on is read from the tree's device helper by hand."
     requires = (("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"), "torch.")
@@ -119,6 +212,9 @@ class CollectiveOperandOffDevice(Rule):
         assert isinstance(node, ast.Module)
         funcs = nodes_of(node, ast.FunctionDef, ast.AsyncFunctionDef)
         calls = nodes_of(node, ast.Call)
+        if "full_tensor" in self.ctx.source.text and "state_dict" in self.ctx.source.text:
+            for func in funcs:
+                self._gathered_where_offloaded(func)
         if not any(_device_less(c) for c in calls):
             return  # nothing allocated without a device in this file
         if not any(distlife.dist_call(c) in distlife.COLLECTIVES for c in calls):
@@ -157,6 +253,56 @@ class CollectiveOperandOffDevice(Rule):
                             "allocate it on the device of the tensors it exchanges",
                         )
                         break
+
+    def _gathered_where_offloaded(self, func: ast.AST) -> None:
+        """A ``state_dict()`` entry gathered with ``full_tensor()`` where it lives, handed to a collective."""
+        colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+        if not colls:
+            return
+        shards = _state_dict_shards(func)
+        if not shards:
+            return
+        gathered: dict[str, ast.Call] = {}
+        assigns = [
+            s
+            for s in nodes_of(func, ast.Assign)
+            if len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+        ]  # type: ignore[attr-defined]
+        for sub in assigns:
+            found = _unstaged_gather(sub.value, shards)  # type: ignore[attr-defined]
+            if found is not None:
+                gathered[sub.targets[0].id] = found  # type: ignore[attr-defined]
+        if not gathered:
+            return
+        for _ in range(
+            2
+        ):  # aliases: `t = gathered if mine else buffer`, `buffer = torch.empty_like(gathered)`
+            for sub in assigns:
+                value = sub.value  # type: ignore[attr-defined]
+                name = sub.targets[0].id  # type: ignore[attr-defined]
+                if name in gathered:
+                    continue
+                parts = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+                for part in parts:
+                    if isinstance(part, ast.Call) and call_name(part) in _LIKE and part.args:
+                        part = part.args[0]
+                    if isinstance(part, ast.Name) and part.id in gathered:
+                        gathered[name] = gathered[part.id]
+                        break
+        for call in colls:
+            assert isinstance(call, ast.Call)
+            hit = next((n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered), None)
+            if hit is None:
+                continue
+            gather = gathered[hit]
+            self.report(
+                gather,
+                f"`{self.ctx.source.segment(gather)}` gathers a `state_dict()` shard where it lives and `{hit}` is "
+                f"handed to `dist.{distlife.dist_call(call)}`: under FSDP2's `CPUOffloadPolicy` the shards live "
+                "on the host, so the gather runs over gloo and the HCCL collective gets a CPU tensor; stage the "
+                "shard on the device first (`p.to(torch.device(get_device_type(), get_device_id())).full_tensor()`)",
+            )
+            return
 
     def _function(self, func: ast.AST, reduced: set[str], reducers: set[str]) -> None:
         made: dict[str, ast.Call] = {}
