@@ -70,6 +70,14 @@ def ops_tree(root: Path, files: dict[str, str], pyproject: str = "[project]\nnam
     return root
 
 
+def write_file(root: Path, rel: str, text: str) -> Path:
+    """Write ``text`` (dedented) to ``root / rel``, creating its directories; the path written."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
 def lint_in_tree(root: Path, rel: str, codes: Sequence[str]) -> list[Diagnostic]:
     """The findings of ``codes`` on the file ``rel`` of the tree at ``root``, linted with the tree's project."""
     path = root / rel

@@ -17,13 +17,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
 from npu_lint.veomni.ropelayout import HALF, INTERLEAVE, module_layouts
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
+from tests.rules.snippets import write_file as _write
 
 
 def _lint(root: Path, path: Path) -> list:
