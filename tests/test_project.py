@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-import textwrap
 import types
 from pathlib import Path
 
@@ -14,25 +13,19 @@ import pytest
 from npu_lint.core.config import ConfigError
 from npu_lint.veomni.catalog import ANY, BUILTIN_ROWS, GPU, MLU, NPU, OpRow
 from npu_lint.veomni.project import OP_SLOT, VEOMNI_OP, Project, load_project, read_live_rows
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
+from tests.rules.snippets import write_file
 
 
 @pytest.fixture
 def veomni_op_tree(tmp_path: Path) -> Path:
     """A VeomniOp-generation tree: registry.py defines VeomniOp; kernels register rows."""
-    _write(tmp_path, "veomni/ops/__init__.py", "from .registry import VeomniOp, register_op\n")
-    _write(
+    write_file(tmp_path, "veomni/ops/__init__.py", "from .registry import VeomniOp, register_op\n")
+    write_file(
         tmp_path,
         "veomni/ops/registry.py",
         "class VeomniOp:\n    pass\n\n\ndef register_op(*a, **k):\n    pass\n",
     )
-    _write(
+    write_file(
         tmp_path,
         "veomni/ops/kernels/rms_norm/__init__.py",
         """
@@ -54,9 +47,9 @@ def veomni_op_tree(tmp_path: Path) -> Path:
         register_op("rms_norm", _f(name), "eager", wrapper=_f)  # computed: skipped
         """,
     )
-    _write(tmp_path, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py", "config = None\n")
-    _write(tmp_path, "veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py", "x = 1\n")
-    _write(tmp_path, "veomni/models/transformers/other/modeling_other.py", "x = 1\n")
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py", "config = None\n")
+    write_file(tmp_path, "veomni/models/transformers/toy/generated/patched_modeling_toy_gpu.py", "x = 1\n")
+    write_file(tmp_path, "veomni/models/transformers/other/modeling_other.py", "x = 1\n")
     return tmp_path
 
 
@@ -96,8 +89,8 @@ def test_project_is_picklable(veomni_op_tree: Path) -> None:
 
 
 def test_out_of_tree_falls_back_to_builtin_rows(tmp_path: Path) -> None:
-    _write(tmp_path, "mymodel/mymodel_gpu_patch_gen_config.py", "config = None\n")
-    _write(tmp_path, "mymodel/modeling.py", "x = 1\n")
+    write_file(tmp_path, "mymodel/mymodel_gpu_patch_gen_config.py", "config = None\n")
+    write_file(tmp_path, "mymodel/modeling.py", "x = 1\n")
     project = load_project([str(tmp_path / "mymodel" / "modeling.py")])
     assert project.root is None and project.generation is None
     assert project.rows == BUILTIN_ROWS
@@ -107,7 +100,7 @@ def test_out_of_tree_falls_back_to_builtin_rows(tmp_path: Path) -> None:
 
 
 def test_unknown_generation_merges_tree_rows_with_catalog(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "veomni/ops/kernels/extra.py",
         'from veomni.ops import register_op\nregister_op("rope", "full", "flash_rope", wrapper=None)\n',
@@ -197,7 +190,7 @@ def test_cli_live_registry_without_veomni(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    _write(tmp_path, "model.py", "x = 1\n")
+    write_file(tmp_path, "model.py", "x = 1\n")
     repo = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": str(repo)}
     proc = subprocess.run(
@@ -228,8 +221,8 @@ def test_cli_live_registry_without_veomni(tmp_path: Path) -> None:
 
 
 def test_live_registry_imports_the_tree_in_a_subprocess_only(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/__init__.py", "")
-    _write(
+    write_file(tmp_path, "veomni/__init__.py", "")
+    write_file(
         tmp_path,
         "veomni/ops/__init__.py",
         """

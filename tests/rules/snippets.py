@@ -74,7 +74,7 @@ def write_file(root: Path, rel: str, text: str) -> Path:
     """Write ``text`` (dedented) to ``root / rel``, creating its directories; the path written."""
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
     return path
 
 

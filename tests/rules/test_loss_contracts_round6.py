@@ -18,6 +18,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import Project
 from tests.corpus import VEOMNI_MAIN, VEOMNI_OP, shared_tree
+from tests.rules.snippets import write_file
 
 SITES = [
     # the eager table entry of the classification head gets the causal wrapper (named, not the same value)
@@ -130,12 +131,6 @@ def test_contract_at_another_site(tree: str, rel: str, old: str, new: str, code:
     assert len(after) == len(before) + count, (before, after)
 
 
-def _write(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-
-
 LOADER = """
 import copy
 
@@ -162,7 +157,7 @@ def step_tokens(micro_batches):
 
 
 def test_filler_marker_is_read_from_the_trees_loader(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/data/dynamic_batching.py", LOADER)
+    write_file(tmp_path, "veomni/data/dynamic_batching.py", LOADER)
     rel = "veomni/trainer/token_count.py"
     bad = textwrap.dedent(COUNTER.format(skip="pass")).lstrip("\n")
     good = textwrap.dedent(COUNTER.format(skip='if mb.get("is_filler_pad"):\n            continue')).lstrip(
@@ -172,7 +167,7 @@ def test_filler_marker_is_read_from_the_trees_loader(tmp_path: Path) -> None:
     assert _found(tmp_path, rel, good, "NPU423") == []
     # a tree whose loader marks nothing: not judged
     other = tmp_path / "other"
-    _write(other, "veomni/data/dynamic_batching.py", LOADER.replace("True", "False"))
+    write_file(other, "veomni/data/dynamic_batching.py", LOADER.replace("True", "False"))
     assert _found(other, rel, bad, "NPU423") == []
 
 
@@ -286,13 +281,15 @@ def blockwise_ce(hidden, head_weight, labels, ignore_index=-100):
 def test_a_loss_reading_the_sp_switch_shifts_only_without_it(
     tmp_path: Path, shift: str, lines: list[int]
 ) -> None:
-    _write(tmp_path, "veomni/data/data_collator.py", SP_COLLATOR)
+    write_file(tmp_path, "veomni/data/data_collator.py", SP_COLLATOR)
     rel = "veomni/ops/kernels/cross_entropy/blockwise.py"
     text = textwrap.dedent(BLOCKWISE).lstrip("\n").replace("{shift}", shift)
     assert _found(tmp_path, rel, text, "NPU412") == lines
     # a tree whose SP collator does not shift: the loss owns the shift on both settings
     plain = tmp_path / "plain"
-    _write(plain, "veomni/data/data_collator.py", SP_COLLATOR.replace('["labels"][..., 1:]', '["labels"]'))
+    write_file(
+        plain, "veomni/data/data_collator.py", SP_COLLATOR.replace('["labels"][..., 1:]', '["labels"]')
+    )
     assert _found(plain, rel, text, "NPU412") == []
 
 

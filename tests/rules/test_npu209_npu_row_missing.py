@@ -3,7 +3,6 @@ code selects. Built trees in tmp_path (both registry generations), own ops and v
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from npu_lint.core.config import Settings
@@ -11,13 +10,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
 from npu_lint.veomni.registry import read_npu_selections
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
+from tests.rules.snippets import write_file
 
 
 def _lint(root: Path, path: Path) -> list:
@@ -46,8 +39,8 @@ KERNEL_REGISTRY.register(
 
 
 def test_opslot_tree_variant_without_its_npu_kernelspec(tmp_path: Path) -> None:
-    registry = _write(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _SLOT_REGISTRY)
-    _write(
+    registry = write_file(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _SLOT_REGISTRY)
+    write_file(
         tmp_path,
         "veomni/models/transformers/toy/toy_npu_patch_gen_config.py",
         '''
@@ -68,7 +61,7 @@ def test_opslot_tree_variant_without_its_npu_kernelspec(tmp_path: Path) -> None:
 
 
 def test_register_op_tree_rows_in_a_loop_and_eager_selections(tmp_path: Path) -> None:
-    registry = _write(
+    registry = write_file(
         tmp_path,
         "veomni/ops/kernels/gelu/__init__.py",
         """
@@ -81,16 +74,18 @@ def test_register_op_tree_rows_in_a_loop_and_eager_selections(tmp_path: Path) ->
         """,
     )
     model = "veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_npu.py"
-    _write(tmp_path, model, 'self.act = VeomniOp("gelu", "exact", "eager")\n')
+    write_file(tmp_path, model, 'self.act = VeomniOp("gelu", "exact", "eager")\n')
     assert _lint(tmp_path, registry) == []  # the eager row, spelled out: no NPU row needed
-    _write(tmp_path, model, 'self.act = VeomniOp("gelu", "exact", resolve_op_impl("gelu_implementation"))\n')
+    write_file(
+        tmp_path, model, 'self.act = VeomniOp("gelu", "exact", resolve_op_impl("gelu_implementation"))\n'
+    )
     diags = _lint(tmp_path, registry)
     assert [d.line for d in diags] == [5]  # the loop's row of gelu/exact
     assert "no NPU register_op row for `gelu/exact` (its rows: eager (any))" in diags[0].message
 
 
 def test_quiet_when_the_op_has_no_npu_kernel_at_all(tmp_path: Path) -> None:
-    registry = _write(
+    registry = write_file(
         tmp_path,
         "veomni/ops/kernels/gelu/__init__.py",
         """
@@ -102,21 +97,23 @@ def test_quiet_when_the_op_has_no_npu_kernel_at_all(tmp_path: Path) -> None:
         """,
     )
     model = "veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_npu.py"
-    _write(tmp_path, model, 'self.act = VeomniOp("gelu", "exact", resolve_op_impl("gelu_implementation"))\n')
+    write_file(
+        tmp_path, model, 'self.act = VeomniOp("gelu", "exact", resolve_op_impl("gelu_implementation"))\n'
+    )
     assert _lint(tmp_path, registry) == []
 
 
 def test_selections_come_from_npu_files_only(tmp_path: Path) -> None:
     pkg = tmp_path / "veomni/models/transformers/toy"
-    _write(tmp_path, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py", 'OpSlot("a", "b")\n')
-    _write(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", 'OpSlot("c", "d")\n')
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py", 'OpSlot("a", "b")\n')
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", 'OpSlot("c", "d")\n')
     assert read_npu_selections((str(pkg),), tmp_path) == (
         ("c", "d", "veomni/models/transformers/toy/toy_npu_patch_gen_config.py:1"),
     )
 
 
 def test_the_npu_row_registered_under_a_variant_nobody_selects_is_pointed_at(tmp_path: Path) -> None:
-    registry = _write(
+    registry = write_file(
         tmp_path,
         "veomni/ops/kernels/gelu/__init__.py",
         """
@@ -134,7 +131,7 @@ def test_the_npu_row_registered_under_a_variant_nobody_selects_is_pointed_at(tmp
         """,
     )
     model = "veomni/models_kernel/transformers/toy/generated/patched_modeling_toy_npu.py"
-    _write(
+    write_file(
         tmp_path,
         model,
         'self.a = VeomniOp("gelu", "tanh", impl)\nself.b = VeomniOp("gelu", "exact", resolve_op_impl("gelu_implementation"))\n',

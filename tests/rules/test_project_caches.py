@@ -5,10 +5,9 @@ new answer. Each test lints, edits a file the answer depends on, loads the proje
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from tests.rules.snippets import lint_in_tree, ops_tree
+from tests.rules.snippets import lint_in_tree, ops_tree, write_file
 
 # the tree declares that importing `veomni.distributed.moe.dispatcher` imports `deep_ep_npu`
 _INIT = """
@@ -51,10 +50,6 @@ def _tree(tmp_path: Path, dispatcher: str, init: str = _INIT) -> Path:
     )
 
 
-def _write(root: Path, rel: str, text: str) -> None:
-    (root / rel).write_text(textwrap.dedent(text).lstrip())
-
-
 def _lines(root: Path, rel: str, code: str) -> list[int]:
     return sorted(d.line for d in lint_in_tree(root, rel, [code]) if d.code == code)
 
@@ -64,7 +59,7 @@ def test_npu323_closure_follows_an_edited_module(tmp_path: Path) -> None:
     root = _tree(tmp_path, "from .kernel import npu_dispatch\n\n\nclass DeepEPDispatcher:\n    pass\n")
     assert _lines(root, "veomni/distributed/moe/kernel.py", "NPU323") == [2]
     # the dispatcher no longer imports it: the kernel is outside the closure (same file listing)
-    _write(root, "veomni/distributed/moe/dispatcher.py", "class DeepEPDispatcher:\n    pass\n")
+    write_file(root, "veomni/distributed/moe/dispatcher.py", "class DeepEPDispatcher:\n    pass\n")
     assert _lines(root, "veomni/distributed/moe/kernel.py", "NPU323") == []
 
 
@@ -72,10 +67,10 @@ def test_npu323_requirements_follow_an_edited_handler(tmp_path: Path) -> None:
     root = _tree(tmp_path, "from .kernel import npu_dispatch\n\n\nclass DeepEPDispatcher:\n    pass\n")
     assert _lines(root, "veomni/distributed/moe/kernel.py", "NPU323") == [2]
     # the handler that declared the requirement is gone (same file listing)
-    _write(root, "veomni/distributed/moe/__init__.py", _INIT_NO_HANDLER)
+    write_file(root, "veomni/distributed/moe/__init__.py", _INIT_NO_HANDLER)
     assert _lines(root, "veomni/distributed/moe/kernel.py", "NPU323") == []
     # and back
-    _write(root, "veomni/distributed/moe/__init__.py", _INIT)
+    write_file(root, "veomni/distributed/moe/__init__.py", _INIT)
     assert _lines(root, "veomni/distributed/moe/kernel.py", "NPU323") == [2]
 
 
@@ -108,7 +103,7 @@ def test_npu320_definitions_follow_an_edited_definer(tmp_path: Path) -> None:
     )
     assert _lines(root, "veomni/ops/kernels/dsa/caller.py", "NPU320") == [5]
     # the tree no longer defines the operator (same file listing): not the rule's business any more
-    _write(root, "veomni/ops/kernels/dsa/_ops.py", _DEFINER.format(op="other_indexer_op"))
+    write_file(root, "veomni/ops/kernels/dsa/_ops.py", _DEFINER.format(op="other_indexer_op"))
     assert _lines(root, "veomni/ops/kernels/dsa/caller.py", "NPU320") == []
 
 
@@ -165,5 +160,7 @@ def test_npu234_top_level_imports_follow_an_edited_module(tmp_path: Path) -> Non
     )
     assert _lines(root, "veomni/ops/kernels/__init__.py", "NPU234") == []
     # the one module-level import of the family is gone: its rows are never registered
-    _write(root, "veomni/ops/__init__.py", "def load():\n    from .kernels import rms_norm  # noqa: F401\n")
+    write_file(
+        root, "veomni/ops/__init__.py", "def load():\n    from .kernels import rms_norm  # noqa: F401\n"
+    )
     assert _lines(root, "veomni/ops/kernels/__init__.py", "NPU234") == [1]

@@ -6,7 +6,6 @@ declared hardware-agnostic (NPU224), slot declarations inside post-import blocks
 from __future__ import annotations
 
 import ast
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
 from npu_lint.veomni.resolution import file_bindings, names_gpu, npu_selection
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
+from tests.rules.snippets import write_file
 
 
 def _lint(root: Path, path: Path, code: str) -> list:
@@ -73,7 +66,7 @@ def test_rows_registered_in_a_loop_are_read_per_iteration() -> None:
 
 @pytest.mark.parametrize(("fast_hw", "found"), [("gpu", 0), ("any", 1)])
 def test_npu224_loop_row_declared_for_any_device(tmp_path: Path, fast_hw: str, found: int) -> None:
-    path = _write(tmp_path, "veomni/ops/kernels/mix/__init__.py", _LOOP_ROWS.format(fast_hw=fast_hw))
+    path = write_file(tmp_path, "veomni/ops/kernels/mix/__init__.py", _LOOP_ROWS.format(fast_hw=fast_hw))
     got = _lint(tmp_path, path, "NPU224")
     assert len(got) == found
     if found:
@@ -98,7 +91,7 @@ register_op("blend", "base", "npu", base_ascend.forward, {npu_backward}, require
     [("base_ascend.backward", 0), ("base_plain.backward", 0), ("base_cuda.backward", 1)],
 )
 def test_npu220_checks_the_backward_of_a_raw_pair(tmp_path: Path, npu_backward: str, found: int) -> None:
-    path = _write(
+    path = write_file(
         tmp_path, "veomni/ops/kernels/blend/__init__.py", _RAW_ROWS.format(npu_backward=npu_backward)
     )
     got = _lint(tmp_path, path, "NPU220")
@@ -111,7 +104,7 @@ def test_npu224_device_free_row_with_a_gpu_backward(tmp_path: Path) -> None:
     text = _RAW_ROWS.format(npu_backward="base_ascend.backward").replace(
         "base_plain.forward, base_plain.backward)", "base_plain.forward, base_cuda.backward)"
     )
-    path = _write(tmp_path, "veomni/ops/kernels/blend/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/blend/__init__.py", text)
     got = _lint(tmp_path, path, "NPU224")
     assert len(got) == 1 and "blend/base/plain" in got[0].message
 
@@ -156,7 +149,7 @@ def test_npu220_adapter_argument_of_a_loop_row(
     """The same adapter (``partial(ScoreLoss, ...)``) around another kernel is not the GPU row's kernel; the
     Liger kernel handed to it is."""
     text = _ADAPTED_ROWS.format(npu_module=npu_module, npu_fn=npu_fn)
-    path = _write(tmp_path, "veomni/ops/kernels/score/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/score/__init__.py", text)
     assert len(_lint(tmp_path, path, "NPU220")) == found
 
 
@@ -186,7 +179,7 @@ def test_npu224_attention_rows_through_transformers_are_left_alone(tmp_path: Pat
     for _impl in ("eager", "sdpa", "flash_attention_2", "veomni_flash_attention_3"):
         register_op("attention", "standard", _impl, wrapper=lookup(_impl))
     """
-    path = _write(tmp_path, "veomni/ops/kernels/attention/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/attention/__init__.py", text)
     assert _lint(tmp_path, path, "NPU224") == []
 
 
@@ -218,9 +211,9 @@ def toy_forcausallm_init_patched(self, config):
     ("npu_as", "found"), [("chunk_loss", ""), ("liger_kernel", "only runs"), ("npu", "KeyError")]
 )
 def test_npu205_npu_as_remap_on_an_npu_host(tmp_path: Path, npu_as: str, found: str) -> None:
-    _write(tmp_path, "veomni/ops/__init__.py", "")
-    _write(tmp_path, "veomni/ops/kernels/loss/__init__.py", _CE_ROWS)
-    path = _write(
+    write_file(tmp_path, "veomni/ops/__init__.py", "")
+    write_file(tmp_path, "veomni/ops/kernels/loss/__init__.py", _CE_ROWS)
+    path = write_file(
         tmp_path,
         "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py",
         _CE_SPEC.format(npu_as=npu_as),
@@ -277,8 +270,8 @@ config.add_post_import_block(
     [("score_loss", "causal", 0), ("score", "causal", 1), ("score_loss", "causal_lm", 1)],
 )
 def test_npu205_slots_of_a_post_import_block(tmp_path: Path, op: str, variant: str, found: int) -> None:
-    _write(tmp_path, "veomni/ops/kernels/score_loss/__init__.py", _SLOT_TREE)
-    path = _write(
+    write_file(tmp_path, "veomni/ops/kernels/score_loss/__init__.py", _SLOT_TREE)
+    path = write_file(
         tmp_path,
         "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
         _SLOT_SPEC.format(op=op, variant=variant),
@@ -299,6 +292,6 @@ def test_npu224_hardware_bound_to_a_module_constant(tmp_path: Path) -> None:
             '_FAST_HARDWARE = HardwareRequirement(device_type="gpu")\n\n\ndef _plain_factory',
         )
     )
-    path = _write(tmp_path, "veomni/ops/kernels/mix/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/mix/__init__.py", text)
     assert "_FAST_HARDWARE)" in path.read_text()
     assert _lint(tmp_path, path, "NPU224") == []

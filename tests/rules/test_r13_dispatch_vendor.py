@@ -13,18 +13,12 @@ from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
+from tests.rules.snippets import write_file
 
 
 def _lines(source: str, code: str, path: str) -> list[int]:
     found = lint_source(SourceFile.from_text(path, textwrap.dedent(source).lstrip()), [code], Settings())
     return [d.line for d in found if d.code == code]
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
 
 
 def _tree_lines(root: Path, path: Path, code: str) -> list[int]:
@@ -183,7 +177,7 @@ def test_npu311_argument_order_and_int32_cast() -> None:
 
 
 def test_npu311_compares_with_calls_in_other_files(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "veomni/ops/kernels/moe/npu_group_gemm.py",
         """
@@ -194,7 +188,7 @@ def test_npu311_compares_with_calls_in_other_files(tmp_path: Path) -> None:
             return torch_npu.npu_moe_token_unpermute(output, row_ids_map, probs=routing_weights)
         """,
     )
-    lora = _write(
+    lora = write_file(
         tmp_path,
         "veomni/lora/ops/npu_moe.py",
         """
@@ -385,7 +379,7 @@ def test_npu221_backend_entry_binds_another_ops_kernel() -> None:
 
 
 def test_npu231_reads_the_trees_own_rows(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "veomni/ops/kernels/moe_experts/__init__.py",
         """
@@ -395,7 +389,7 @@ def test_npu231_reads_the_trees_own_rows(tmp_path: Path) -> None:
         register_op("moe_experts", "gpt_oss", "eager", wrapper=None)
         """,
     )
-    spec = _write(
+    spec = write_file(
         tmp_path,
         "veomni/models/transformers/gpt_oss/modeling_experts.py",
         """
@@ -410,7 +404,7 @@ def test_npu231_reads_the_trees_own_rows(tmp_path: Path) -> None:
     )
     assert _tree_lines(tmp_path, spec, "NPU231") == [6]
     # the built-in catalog's `rms_norm/deepseek_v4` is not this tree's row: a deepseek_v4 package is left alone
-    norm = _write(
+    norm = write_file(
         tmp_path,
         "veomni/models/transformers/deepseek_v4/modeling_norm.py",
         """

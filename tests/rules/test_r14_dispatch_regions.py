@@ -5,14 +5,13 @@ a tree-defined zero-argument resolver of another op (NPU204, every handle constr
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
-from tests.rules.snippets import lint_snippet
+from tests.rules.snippets import lint_snippet, write_file
 
 
 def _lines(source: str, code: str, path: str) -> list[int]:
@@ -156,13 +155,6 @@ def test_module_choice_quiet_for_device_only_tests() -> None:
 # -- NPU204: a tree-defined resolver of another op's field ---------------------------------------------------
 
 
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
-
-
 def _tree_lines(root: Path, path: Path, code: str) -> list[int]:
     project = load_project([str(root)])
     found = lint_source(
@@ -191,17 +183,17 @@ def resolve_norm_impl() -> str:
 
 
 def test_handles_built_with_another_ops_resolver(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/__init__.py", "")
-    _write(tmp_path, "veomni/ops/__init__.py", "from .registry import VeomniOp  # noqa: F401\n")
-    _write(
+    write_file(tmp_path, "veomni/__init__.py", "")
+    write_file(tmp_path, "veomni/ops/__init__.py", "from .registry import VeomniOp  # noqa: F401\n")
+    write_file(
         tmp_path,
         "veomni/ops/registry.py",
         "class VeomniOp:\n    def __init__(self, op, variant, impl='eager'):\n        pass\n",
     )
-    _write(tmp_path, "veomni/models_kernel/__init__.py", "")
-    _write(tmp_path, "veomni/models_kernel/utils/__init__.py", "")
-    _write(tmp_path, "veomni/models_kernel/utils/op_utils.py", _OP_UTILS)
-    model = _write(
+    write_file(tmp_path, "veomni/models_kernel/__init__.py", "")
+    write_file(tmp_path, "veomni/models_kernel/utils/__init__.py", "")
+    write_file(tmp_path, "veomni/models_kernel/utils/op_utils.py", _OP_UTILS)
+    model = write_file(
         tmp_path,
         "veomni/models_kernel/transformers/deepseek_v3/modeling_deepseek_v3.py",
         """

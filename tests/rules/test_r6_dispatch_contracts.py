@@ -14,13 +14,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
 from npu_lint.veomni.registry import read_registry_rows
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
+from tests.rules.snippets import write_file
 
 
 def _lint(root: Path, path: Path, code: str) -> list:
@@ -58,8 +52,10 @@ config.add_post_import_block(
 
 
 def _alias_tree(tmp_path: Path, skip: str) -> Path:
-    registry = _write(tmp_path, "veomni/ops/kernels/token_loss/__init__.py", _ALIAS_LOOP.format(skip=skip))
-    _write(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", _NPU_MODEL)
+    registry = write_file(
+        tmp_path, "veomni/ops/kernels/token_loss/__init__.py", _ALIAS_LOOP.format(skip=skip)
+    )
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", _NPU_MODEL)
     return registry
 
 
@@ -101,7 +97,7 @@ register_op("gate_mix", "standard", "ascend", mix_ascend.gate, requirement=NpuKe
 
 
 def test_npu_kernel_under_the_cuda_name_is_reported_on_the_name(tmp_path: Path) -> None:
-    registry = _write(
+    registry = write_file(
         tmp_path, "veomni/ops/kernels/token_mix/__init__.py", _REGISTER_ROWS.format(name="cuda_fused")
     )
     diags = _lint(tmp_path, registry, "NPU213")
@@ -110,7 +106,7 @@ def test_npu_kernel_under_the_cuda_name_is_reported_on_the_name(tmp_path: Path) 
 
 
 def test_npu_kernel_under_its_own_name_is_quiet(tmp_path: Path) -> None:
-    registry = _write(
+    registry = write_file(
         tmp_path, "veomni/ops/kernels/token_mix/__init__.py", _REGISTER_ROWS.format(name="ascend")
     )
     assert _lint(tmp_path, registry, "NPU213") == []

@@ -16,13 +16,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import load_project
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
+from tests.rules.snippets import write_file
 
 
 def _lint(root: Path, path: Path, code: str) -> list:
@@ -64,10 +58,10 @@ def toy_forcausallm_init_patched(self, config):
     ],
 )
 def test_npu_remap_target_registered_cuda_only(tmp_path: Path, req: str, extra: str, expected: int) -> None:
-    registry = _write(
+    registry = write_file(
         tmp_path, "veomni/ops/kernels/token_loss/__init__.py", _LOSS_ROWS.format(req=req, extra=extra)
     )
-    _write(tmp_path, "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py", _REMAP_SPEC)
+    write_file(tmp_path, "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py", _REMAP_SPEC)
     diags = _lint(tmp_path, registry, "NPU215")
     assert len(diags) == expected
     if expected:
@@ -79,8 +73,8 @@ def test_npu_remap_target_with_an_npu_row_as_well_is_quiet(tmp_path: Path) -> No
         'register_op("token_loss", "standard", "blocked", blocked.fwd, blocked.bwd, '
         "requirement=NpuKernelRequirement())\n"
     )
-    registry = _write(tmp_path, "veomni/ops/kernels/token_loss/__init__.py", text)
-    _write(tmp_path, "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py", _REMAP_SPEC)
+    registry = write_file(tmp_path, "veomni/ops/kernels/token_loss/__init__.py", text)
+    write_file(tmp_path, "veomni/models_kernel/transformers/toy/toy_gpu_patch_gen_config.py", _REMAP_SPEC)
     assert _lint(tmp_path, registry, "NPU215") == []
 
 
@@ -127,8 +121,8 @@ KERNEL_REGISTRY.register(
 
 @pytest.mark.parametrize("aux,expected", [("fused", 1), ("eager", 0), ("unknown_name", 0)])
 def test_npu_default_table_against_the_tree_rows(tmp_path: Path, aux: str, expected: int) -> None:
-    _write(tmp_path, "veomni/ops/kernels/aux_loss/__init__.py", _AUX_ROWS)
-    args = _write(tmp_path, "veomni/arguments/ops_args.py", _TABLE.format(aux=aux))
+    write_file(tmp_path, "veomni/ops/kernels/aux_loss/__init__.py", _AUX_ROWS)
+    args = write_file(tmp_path, "veomni/arguments/ops_args.py", _TABLE.format(aux=aux))
     diags = _lint(tmp_path, args, "NPU216")
     assert len(diags) == expected
     if expected:
@@ -191,9 +185,9 @@ class FusedNorm:
     ],
 )
 def test_per_model_npu_backend(tmp_path: Path, npu_entry: str, expected: int) -> None:
-    _write(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
-    _write(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
-    patch = _write(
+    write_file(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
+    patch = write_file(
         tmp_path,
         "veomni/models/transformers/toy/device_patch.py",
         _PATCH.format(entry="FusedNorm", npu_entry=npu_entry),
@@ -209,8 +203,8 @@ def test_per_model_npu_backend(tmp_path: Path, npu_entry: str, expected: int) ->
     ],
 )
 def test_npu_backend_disabled_through_a_constant_or_dict_call(tmp_path: Path, table: str) -> None:
-    _write(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
-    patch = _write(
+    write_file(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
+    patch = write_file(
         tmp_path,
         "veomni/models/transformers/toy/device_patch.py",
         "from ....ops.config.registry import BackendSpec, apply_per_model_patches\n\n" + table,
@@ -223,13 +217,13 @@ def test_a_curated_backend_list_that_disables_several_defaults_is_quiet(tmp_path
     """veomni 0.1.12's deepseek_v4 disables both registry defaults (`liger_kernel`, `npu`) and binds its own Triton
     kernel: the generic kernels do not implement its interleaved partial rotary (a deliberate list, not an
     oversight). One `None` beside a bound backend is still reported (the test above)."""
-    _write(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
-    _write(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
+    write_file(tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS)
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
     table = (
         '_TABLE = {"layer_norm": {"liger_kernel": None, "npu": None, '
         '"triton": BackendSpec(entry="veomni.models.transformers.toy.toy_npu_ops:FusedNorm")}}\n'
     )
-    patch = _write(
+    patch = write_file(
         tmp_path,
         "veomni/models/transformers/toy/device_patch.py",
         "from ....ops.config.registry import BackendSpec, apply_per_model_patches\n\n" + table,
@@ -238,11 +232,11 @@ def test_a_curated_backend_list_that_disables_several_defaults_is_quiet(tmp_path
 
 
 def test_disabling_a_backend_the_tree_has_no_npu_rows_for_is_quiet(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path, "veomni/ops/kernels/layer_norm/__init__.py", _NORM_ROWS.replace('"layer_norm"', '"other"')
     )
-    _write(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
-    patch = _write(
+    write_file(tmp_path, "veomni/models/transformers/toy/toy_npu_ops.py", _NPU_OPS)
+    patch = write_file(
         tmp_path,
         "veomni/models/transformers/toy/device_patch.py",
         _PATCH.format(entry="FusedNorm", npu_entry='"npu": None,'),
@@ -281,8 +275,8 @@ def bind_expert_gemm(model=None, kernel: str = "cutlass", *, strict: str = "npu"
     ],
 )
 def test_binder_default_omitted(tmp_path: Path, call: str, expected: int) -> None:
-    _write(tmp_path, "veomni/ops/kernels/expert_gemm/__init__.py", _BINDER)
-    caller = _write(
+    write_file(tmp_path, "veomni/ops/kernels/expert_gemm/__init__.py", _BINDER)
+    caller = write_file(
         tmp_path,
         "veomni/models/builder.py",
         f"def build(model, kernel, options):\n    {call}\n    return model\n",

@@ -18,13 +18,7 @@ from npu_lint.engine import lint_source
 from npu_lint.veomni.catalog import GPU, NPU
 from npu_lint.veomni.project import load_project
 from npu_lint.veomni.resolution import default_backends, file_bindings, gpu_marker
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
+from tests.rules.snippets import write_file
 
 
 def _lint(root: Path, path: Path, code: str) -> list:
@@ -73,7 +67,7 @@ def _adapt(kernel):
 )
 def test_npu_kernel_spec_bound_to_gpu_code(tmp_path: Path, npu_factory: str, expected: int) -> None:
     text = _SPEC_ROWS.format(factories=_GPU_FACTORY + "\n\n" + npu_factory)
-    path = _write(tmp_path, "veomni/ops/kernels/mix/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/mix/__init__.py", text)
     diags = _lint(tmp_path, path, "NPU220")
     assert len(diags) == expected, [d.message for d in diags]
     if expected:
@@ -95,7 +89,7 @@ def test_veomni_op_npu_row_wrapper(tmp_path: Path, wrapper: str, expected: int) 
     register_op("blend", "standard", "fused", wrapper=fast_cuda.run, requirement=CudaKernelRequirement())
     register_op("blend", "standard", "fused_npu", wrapper={wrapper}, requirement=NpuKernelRequirement())
     """
-    path = _write(tmp_path, "veomni/ops/kernels/blend/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/blend/__init__.py", text)
     assert len(_lint(tmp_path, path, "NPU220")) == expected
 
 
@@ -135,7 +129,7 @@ def test_per_model_npu_backend_bound_to_gpu_code(tmp_path: Path, npu_value: str,
             extra_backends={{"norm": {{"triton": _FAST, {npu_value}}}}},
         )
     """
-    path = _write(tmp_path, "veomni/models/toy/device_patch.py", text)
+    path = write_file(tmp_path, "veomni/models/toy/device_patch.py", text)
     assert len(_lint(tmp_path, path, "NPU220")) == expected
 
 
@@ -177,7 +171,7 @@ KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="shift", variant="prefix
     ],
 )
 def test_two_variants_share_an_npu_kernel(tmp_path: Path, body: str, expected: int) -> None:
-    path = _write(tmp_path, "veomni/ops/kernels/shift/__init__.py", _VARIANTS.format(body=body))
+    path = write_file(tmp_path, "veomni/ops/kernels/shift/__init__.py", _VARIANTS.format(body=body))
     diags = _lint(tmp_path, path, "NPU221")
     assert len(diags) == expected, [d.message for d in diags]
     if expected:
@@ -204,7 +198,7 @@ def test_the_same_kernel_in_two_generations_is_quiet(tmp_path: Path) -> None:
     KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="spin", variant="full", factory=_npu_factory,
                                         hardware=HardwareRequirement(device_type="npu")))
     """
-    path = _write(tmp_path, "veomni/ops/kernels/spin/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/spin/__init__.py", text)
     assert _lint(tmp_path, path, "NPU221") == []
 
 
@@ -234,7 +228,7 @@ register_op(
     ],
 )
 def test_model_npu_override_rebinds_the_default(tmp_path: Path, entry: str, expected: int) -> None:
-    _write(tmp_path, "veomni/ops/kernels/spin/__init__.py", _DEFAULT_TABLE)
+    write_file(tmp_path, "veomni/ops/kernels/spin/__init__.py", _DEFAULT_TABLE)
     text = f"""
     from veomni.ops.config.registry import BackendSpec, apply_per_model_patches
 
@@ -248,7 +242,7 @@ def test_model_npu_override_rebinds_the_default(tmp_path: Path, entry: str, expe
         apply_per_model_patches(hf_module=module, model_name="Toy", targets={{"spin": "spin_toy"}},
                                 extra_backends={{"spin": _SPIN_TABLE}})
     """
-    path = _write(tmp_path, "veomni/models/toy/device_patch.py", text)
+    path = write_file(tmp_path, "veomni/models/toy/device_patch.py", text)
     diags = _lint(tmp_path, path, "NPU221")
     assert len(diags) == expected, [d.message for d in diags]
     assert default_backends(str(tmp_path))[("spin", "npu")][0] == "veomni.ops.kernels.spin.npu:spin_npu"
@@ -379,7 +373,7 @@ def test_npu_host_decides_for_eager(source: str, expected: int) -> None:
 
 
 def test_npu_default_table_maps_an_npu_op_to_eager(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "veomni/ops/kernels/mix/__init__.py",
         """
@@ -396,7 +390,7 @@ def test_npu_default_table_maps_an_npu_op_to_eager(tmp_path: Path) -> None:
         "blur_implementation": "eager",
     }
     """
-    path = _write(tmp_path, "veomni/arguments/ops_defaults.py", text)
+    path = write_file(tmp_path, "veomni/arguments/ops_defaults.py", text)
     diags = _lint(tmp_path, path, "NPU222")
     assert [d.line for d in diags] == [2], [d.message for d in diags]  # `blur` has no NPU row: eager is right
     assert "mix/standard/npu" in diags[0].message
@@ -419,13 +413,13 @@ def test_npu_default_table_maps_an_npu_op_to_eager(tmp_path: Path) -> None:
     ],
 )
 def test_registry_imports_gpu_code_when_it_loads(tmp_path: Path, header: str, expected: int) -> None:
-    _write(
+    write_file(
         tmp_path, "veomni/ops/kernels/mix/cutile_gemm.py", "import cutlass  # noqa: F401\nimport deep_gemm\n"
     )
-    _write(
+    write_file(
         tmp_path, "veomni/ops/kernels/mix/chain.py", "from .cutile_gemm import cutile_mix\n\nmix_chain = 1\n"
     )
-    _write(tmp_path, "veomni/ops/kernels/mix/npu_mix.py", "import torch_npu  # noqa: F401\n")
+    write_file(tmp_path, "veomni/ops/kernels/mix/npu_mix.py", "import torch_npu  # noqa: F401\n")
     text = (
         "from ...utils.import_utils import is_package_available\n"
         f"{header}\n\n"
@@ -449,7 +443,7 @@ def test_registry_imports_gpu_code_when_it_loads(tmp_path: Path, header: str, ex
 )  # fmt: skip
 def test_npu_spec_imports_gpu_vendor(tmp_path: Path, body: str, expected: int) -> None:
     text = f"def toy_forward_npu(self, x):\n{body}\n"
-    path = _write(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text)
+    path = write_file(tmp_path, "veomni/models/transformers/toy/toy_npu_patch_gen_config.py", text)
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]
 
@@ -560,7 +554,7 @@ KERNEL_REGISTRY.register(KernelSpec(name="npu", op_name="blur", variant="standar
     ],
 )
 def test_gpu_row_resolved_at_import(tmp_path: Path, tail: str, expected: int) -> None:
-    path = _write(tmp_path, "veomni/ops/kernels/blur/__init__.py", _BLUR_ROWS.replace("{tail}", tail))
+    path = write_file(tmp_path, "veomni/ops/kernels/blur/__init__.py", _BLUR_ROWS.replace("{tail}", tail))
     diags = _lint(tmp_path, path, "NPU223")
     assert len(diags) == expected, [d.message for d in diags]
 
@@ -570,14 +564,14 @@ def test_gpu_row_resolved_at_import(tmp_path: Path, tail: str, expected: int) ->
 
 def _scan_tree(root: Path) -> None:
     """A tree with a CUDA Triton kernel module (not named for a toolchain), an Ascend Triton module, and a chain."""
-    _write(root, "veomni/ops/kernels/scan/_kernels/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
-    _write(
+    write_file(root, "veomni/ops/kernels/scan/_kernels/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
+    write_file(
         root,
         "veomni/ops/kernels/scan/grouped.py",
         "from ._kernels.scan_gemm import scan_gemm\n\ngrouped = 1\n",
     )
-    _write(root, "veomni/ops/kernels/scan/_ascend/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
-    _write(
+    write_file(root, "veomni/ops/kernels/scan/_ascend/scan_gemm.py", "import triton\n\nscan_gemm = 1\n")
+    write_file(
         root, "veomni/ops/kernels/scan/npu_grouped.py", "from ._ascend.scan_gemm import scan_gemm\n\ng = 1\n"
     )
 
@@ -614,7 +608,7 @@ def _scan_tree(root: Path) -> None:
 )
 def test_npu_kernel_module_imports_gpu_code(tmp_path: Path, rel: str, source: str, expected: int) -> None:
     _scan_tree(tmp_path)
-    path = _write(tmp_path, rel, source)
+    path = write_file(tmp_path, rel, source)
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]
 
@@ -643,7 +637,7 @@ def test_npu_branch_imports_gpu_code(tmp_path: Path, branch: str, expected: int)
         "def bind_scan(kernel, ready=True):\n    global _fn\n    fn = None\n"
         f"    {branch}\n    _fn = fn\n"
     )
-    path = _write(tmp_path, "veomni/ops/kernels/scan/binder.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/scan/binder.py", text)
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]
     if expected:
@@ -666,7 +660,7 @@ def test_npu_row_factory_imports_gpu_code(tmp_path: Path, factory_body: str, row
         f"def _scan_factory():\n    {factory_body}\n\n\n"
         f'KERNEL_REGISTRY.register(KernelSpec(op_name="scan", variant="standard", factory=_scan_factory, {row}))\n'
     )
-    path = _write(tmp_path, "veomni/ops/kernels/scan/__init__.py", text)
+    path = write_file(tmp_path, "veomni/ops/kernels/scan/__init__.py", text)
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]
     if expected:
@@ -687,8 +681,8 @@ def test_module_loaded_by_registry_imports_gpu_vendor(
     tmp_path: Path, init_line: str, module_header: str, expected: int
 ) -> None:
     """The import to make lazy is in the module the registration package loads: reported there."""
-    _write(tmp_path, "veomni/ops/kernels/dense/__init__.py", f"{init_line}\n\ndense_rows = []\n")
-    path = _write(
+    write_file(tmp_path, "veomni/ops/kernels/dense/__init__.py", f"{init_line}\n\ndense_rows = []\n")
+    path = write_file(
         tmp_path,
         "veomni/ops/kernels/dense/dense_attn.py",
         f"{module_header}\n\n\ndef dense_forward():\n    return 1\n",
@@ -709,6 +703,6 @@ def test_module_loaded_by_registry_imports_gpu_vendor(
 def test_npu_spec_imports_tree_gpu_module(tmp_path: Path, line: str, expected: int) -> None:
     _scan_tree(tmp_path)
     text = f"from veomni.patchgen.patch_spec import PatchConfig\n\nconfig = PatchConfig()\n{line}\n"
-    path = _write(tmp_path, "veomni/models_kernel/transformers/toy/toy_npu_patch_gen_config.py", text)
+    path = write_file(tmp_path, "veomni/models_kernel/transformers/toy/toy_npu_patch_gen_config.py", text)
     diags = _lint(tmp_path, path, "NPU308")
     assert len(diags) == expected, [d.message for d in diags]

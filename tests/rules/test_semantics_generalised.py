@@ -10,13 +10,7 @@ from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import Project
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
+from tests.rules.snippets import write_file
 
 
 def _codes(path: Path, codes: list[str], root: Path | None = None) -> list[tuple[int, str]]:
@@ -44,7 +38,7 @@ def replaced_norm_forward(self, x):
 def test_spec_eager_fallback_of_a_zero_initialised_norm_through_a_local(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py"
     args = {"module": "gemma2.modeling_gemma2", "cls": "Gemma2RMSNorm"}
-    spec = _write(tmp_path, rel, NORM_SPEC.format(scale="self.weight.float()", **args))
+    spec = write_file(tmp_path, rel, NORM_SPEC.format(scale="self.weight.float()", **args))
     assert _codes(spec, ["NPU402", "NPU404"]) == [(12, "NPU402")]
     for kept in ("1.0 + self.weight.float()", "self.weight.float() + 1", "self.weight.float().add(1.0)"):
         spec.write_text(textwrap.dedent(NORM_SPEC.format(scale=kept, **args)).lstrip("\n"))
@@ -54,7 +48,7 @@ def test_spec_eager_fallback_of_a_zero_initialised_norm_through_a_local(tmp_path
 def test_spec_eager_fallback_of_a_ones_initialised_norm_with_the_offset(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
     args = {"module": "qwen2.modeling_qwen2", "cls": "Qwen2RMSNorm"}
-    spec = _write(tmp_path, rel, NORM_SPEC.format(scale="self.weight.add(1)", **args))
+    spec = write_file(tmp_path, rel, NORM_SPEC.format(scale="self.weight.add(1)", **args))
     assert _codes(spec, ["NPU402", "NPU404"]) == [(12, "NPU404")]
     spec.write_text(textwrap.dedent(NORM_SPEC.format(scale="self.weight", **args)).lstrip("\n"))
     assert _codes(spec, ["NPU402", "NPU404"]) == []
@@ -73,8 +67,8 @@ def shared_lm_loss(self, logits, labels, **kwargs):
 
 
 def _loss(tmp_path: Path, body: str = "pass", after: str = "pass") -> list[tuple[int, str]]:
-    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
-    path = _write(
+    write_file(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    path = write_file(
         tmp_path,
         "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py",
         LOSS_HELPER.format(body=body, after=after),
@@ -112,7 +106,7 @@ def test_reduced_loss_divided_again_by_a_label_count_in_a_helper(tmp_path: Path)
         ('F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum")', []),
         ("F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction=reduction)", []),
     ):
-        path = _write(
+        path = write_file(
             tmp_path,
             "veomni/models/transformers/toy/modeling_toy.py",
             f"""
@@ -276,7 +270,7 @@ class ToyRMSNorm(nn.Module):
 
 
 def test_offset_variant_on_a_ones_weight_is_reported_at_the_declaration(tmp_path: Path) -> None:
-    path = _write(tmp_path, "veomni/models/transformers/toy/modeling_toy.py", OFFSET_HANDLE)
+    path = write_file(tmp_path, "veomni/models/transformers/toy/modeling_toy.py", OFFSET_HANDLE)
     assert _codes(path, ["NPU403"]) == [(11, "NPU403")]  # once, at the variant every call contradicts
 
 
@@ -300,15 +294,19 @@ def test_kernel_wrapper_naming_its_module_otherwise(tmp_path: Path) -> None:
     def dit_norm_forward_npu(norm_module, hidden):
         return torch_npu.npu_rms_norm(hidden, {weight}, epsilon=norm_module.{eps})[0]
     """
-    _write(tmp_path, f"{pkg}/modeling_toy_dit.py", norm.format(init="ones"))
-    path = _write(tmp_path, f"{pkg}/npu_patch.py", wrapper.format(weight="norm_module.weight + 1", eps="eps"))
+    write_file(tmp_path, f"{pkg}/modeling_toy_dit.py", norm.format(init="ones"))
+    path = write_file(
+        tmp_path, f"{pkg}/npu_patch.py", wrapper.format(weight="norm_module.weight + 1", eps="eps")
+    )
     codes = ["NPU402", "NPU404", "NPU405"]
     assert _codes(path, codes) == [(5, "NPU404")]
     path.write_text(textwrap.dedent(wrapper.format(weight="norm_module.weight", eps="variance_epsilon")))
     assert [c for _, c in _codes(path, codes)] == ["NPU405"]
     zeros = "veomni/models/transformers/toy_dit_offset"  # another package: the in-tree classes are read once
-    _write(tmp_path, f"{zeros}/modeling_toy_dit.py", norm.format(init="zeros"))
-    path = _write(tmp_path, f"{zeros}/npu_patch.py", wrapper.format(weight="norm_module.weight", eps="eps"))
+    write_file(tmp_path, f"{zeros}/modeling_toy_dit.py", norm.format(init="zeros"))
+    path = write_file(
+        tmp_path, f"{zeros}/npu_patch.py", wrapper.format(weight="norm_module.weight", eps="eps")
+    )
     assert [c for _, c in _codes(path, codes)] == ["NPU402"]
     path.write_text(textwrap.dedent(wrapper.format(weight="1 + norm_module.weight", eps="eps")))
     assert _codes(path, codes) == []
@@ -335,8 +333,8 @@ def test_an_edited_in_tree_norm_class_is_read_again(tmp_path: Path) -> None:
     def edit_norm_forward_npu(norm_module, hidden):
         return torch_npu.npu_rms_norm(hidden, norm_module.weight, epsilon=norm_module.eps)[0]
     """
-    modeling = _write(tmp_path, f"{pkg}/modeling_toy_dit_edit.py", norm.format(init="ones"))
-    path = _write(tmp_path, f"{pkg}/npu_patch.py", wrapper)
+    modeling = write_file(tmp_path, f"{pkg}/modeling_toy_dit_edit.py", norm.format(init="ones"))
+    path = write_file(tmp_path, f"{pkg}/npu_patch.py", wrapper)
     codes = ["NPU402", "NPU404"]
     assert _codes(path, codes) == []
     modeling.write_text(textwrap.dedent(norm.format(init="zeros")) + "\n# edited\n")
@@ -355,9 +353,9 @@ def test_short_shift_labels_fit_logits_computed_from_hidden_states_cut_at_one(tm
         shift_labels = labels[..., 1:].contiguous()
         return self.loss_function(logits=logits, labels=None, shift_labels=shift_labels, **kwargs)
     """
-    cut = _write(tmp_path, "cut/modeling_cut.py", forward.format(keep="keep"))
+    cut = write_file(tmp_path, "cut/modeling_cut.py", forward.format(keep="keep"))
     assert _codes(cut, ["NPU412"]) == []
-    full = _write(tmp_path, "full/modeling_full.py", forward.format(keep=":"))
+    full = write_file(tmp_path, "full/modeling_full.py", forward.format(keep=":"))
     assert _codes(full, ["NPU412"]) == [(8, "NPU412")]  # full-length logits: the short labels misalign
 
 
@@ -381,7 +379,7 @@ def test_upcast_followed_through_a_view(tmp_path: Path) -> None:
             grouped = grouped * torch.rsqrt(variance + self.variance_epsilon)
             return self.weight * grouped.view_as(hidden_states).to(input_dtype)
     """
-    upcast = _write(tmp_path, "a/modeling_a.py", norm.format(cast=".to(torch.float32)"))
+    upcast = write_file(tmp_path, "a/modeling_a.py", norm.format(cast=".to(torch.float32)"))
     assert _codes(upcast, ["NPU406"]) == []
-    plain = _write(tmp_path, "b/modeling_b.py", norm.format(cast=".contiguous()"))
+    plain = write_file(tmp_path, "b/modeling_b.py", norm.format(cast=".contiguous()"))
     assert [c for _, c in _codes(plain, ["NPU406"])] == ["NPU406"]

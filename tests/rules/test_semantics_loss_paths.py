@@ -3,20 +3,13 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import Project
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
+from tests.rules.snippets import write_file
 
 
 def _codes(path: Path, codes: list[str], root: Path | None = None) -> list[tuple[int, str]]:
@@ -38,7 +31,7 @@ def next_token_targets(label_ids, ignore_index=-100, **kwargs):
 
 
 def test_labels_padded_with_the_pad_default(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    write_file(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
     for pad, hit in (
         ("F.pad(label_ids, (0, 1))", True),
         ("F.pad(label_ids, (0, 1), 'constant')", True),
@@ -46,13 +39,13 @@ def test_labels_padded_with_the_pad_default(tmp_path: Path) -> None:
         ("F.pad(label_ids, (0, 1), 'constant', -100)", False),
         ("F.pad(label_ids, (0, 1), mode='replicate')", False),
     ):
-        path = _write(tmp_path, "veomni/ops/kernels/toy_loss/__init__.py", PADDED.format(pad=pad))
+        path = write_file(tmp_path, "veomni/ops/kernels/toy_loss/__init__.py", PADDED.format(pad=pad))
         assert bool(_codes(path, ["NPU413"], tmp_path)) is hit, pad
 
 
 def test_labels_padded_with_zero_where_the_tree_ignores_zero(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = 0\n")
-    path = _write(
+    write_file(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = 0\n")
+    path = write_file(
         tmp_path,
         "veomni/ops/kernels/toy_loss/__init__.py",
         PADDED.format(pad="F.pad(label_ids, (0, 1))").replace("-100", "0"),
@@ -81,7 +74,7 @@ def test_auxiliary_loss_detached_inline_or_through_a_local(tmp_path: Path) -> No
             False,
         ),
     ):
-        path = _write(
+        path = write_file(
             tmp_path,
             "veomni/models/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py",
             DETACHED.format(body=body),
@@ -108,9 +101,9 @@ def qwen2_lm_forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwar
 
 def test_logits_to_keep_slice_sign(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py"
-    bad = _write(tmp_path, rel, KEEP.format(keep="slice(logits_to_keep, None)"))
+    bad = write_file(tmp_path, rel, KEEP.format(keep="slice(logits_to_keep, None)"))
     assert [c for _, c in _codes(bad, ["NPU414"])] == ["NPU414"]
-    good = _write(tmp_path, rel, KEEP.format(keep="slice(-logits_to_keep, None)"))
+    good = write_file(tmp_path, rel, KEEP.format(keep="slice(-logits_to_keep, None)"))
     assert _codes(good, ["NPU414"]) == []
 
 
@@ -142,7 +135,7 @@ def test_router_logits_switch_must_fall_back_to_the_config(tmp_path: Path) -> No
         ("output_router_logits = output_router_logits or self.config.output_router_logits", False),
         ("output_router_logits = kwargs.get('force', self.config.text_config.output_router_logits)", False),
     ):
-        path = _write(tmp_path, rel, SWITCH.format(switch=switch))
+        path = write_file(tmp_path, rel, SWITCH.format(switch=switch))
         assert bool(_codes(path, ["NPU418"])) is hit, switch
 
 
@@ -157,19 +150,19 @@ def router_penalty(self, outputs, mask):
 
 def test_upstream_loss_function_arguments_out_of_order(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/mixtral/mixtral_gpu_patch_gen_config.py"
-    bad = _write(tmp_path, rel, SWAPPED.format(args="self.config.top_k, self.config.num_experts"))
+    bad = write_file(tmp_path, rel, SWAPPED.format(args="self.config.top_k, self.config.num_experts"))
     assert [c for _, c in _codes(bad, ["NPU418"])] == ["NPU418", "NPU418"]
-    good = _write(tmp_path, rel, SWAPPED.format(args="self.config.num_experts, self.config.top_k"))
+    good = write_file(tmp_path, rel, SWAPPED.format(args="self.config.num_experts, self.config.top_k"))
     assert _codes(good, ["NPU418"]) == []
 
 
 def test_tree_loss_function_arguments_out_of_order(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "veomni/ops/kernels/toy_balance/__init__.py",
         "def balance_loss(router_scores, num_experts, top_k, attention_mask=None):\n    return 0\n",
     )
-    path = _write(
+    path = write_file(
         tmp_path,
         "veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
         """
@@ -213,7 +206,7 @@ def mistral_token_forward(self, input_ids=None, labels=None, **kwargs):
 
 
 def test_loss_wrapper_return_unpacked_into_another_count(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/ops/kernels/cross_entropy/__init__.py", WRAPPERS)
+    write_file(tmp_path, "veomni/ops/kernels/cross_entropy/__init__.py", WRAPPERS)
     rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
     for unpack, hit in (
         ("loss, scores", True),
@@ -221,16 +214,16 @@ def test_loss_wrapper_return_unpacked_into_another_count(tmp_path: Path) -> None
         ("loss, scores, _", False),
         ("loss, *_", False),
     ):
-        path = _write(tmp_path, rel, SEQ_CLS.format(unpack=unpack))
+        path = write_file(tmp_path, rel, SEQ_CLS.format(unpack=unpack))
         assert bool(_codes(path, ["NPU419"], tmp_path)) is hit, unpack
     # without the tree's wrappers the count is not judged
     other = tmp_path / "other"
-    path = _write(other, rel, SEQ_CLS.format(unpack="loss, scores"))
+    path = write_file(other, rel, SEQ_CLS.format(unpack="loss, scores"))
     assert _codes(path, ["NPU419"], other) == []
 
 
 def test_causal_lm_head_bound_to_the_classification_loss(tmp_path: Path) -> None:
-    path = _write(
+    path = write_file(
         tmp_path,
         "veomni/models/transformers/mistral/generated/patched_modeling_mistral_gpu.py",
         """
@@ -282,16 +275,16 @@ def test_states_selected_with_the_unshifted_target_mask(tmp_path: Path) -> None:
         ("picked = hidden_states[:, :-1][vq_mask[:, 1:]]", "extra = hidden_states[vq_mask]", True),
         ("picked = hidden_states[:, :-1][vq_mask[:, 1:]]", "extra = vq_ids[vq_mask]", False),
     ):
-        path = _write(tmp_path, rel, SELECTED.format(sp=sp, after=after))
+        path = write_file(tmp_path, rel, SELECTED.format(sp=sp, after=after))
         assert bool(_codes(path, ["NPU412"])) is hit, (sp, after)
 
 
 def test_logits_to_keep_default_changed(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py"
     text = KEEP.format(keep="slice(-logits_to_keep, None)")
-    bad = _write(tmp_path, rel, text.replace("logits_to_keep=0", "logits_to_keep=4"))
+    bad = write_file(tmp_path, rel, text.replace("logits_to_keep=0", "logits_to_keep=4"))
     assert [c for _, c in _codes(bad, ["NPU414"])] == ["NPU414"]
-    assert _codes(_write(tmp_path, rel, text), ["NPU414"]) == []
+    assert _codes(write_file(tmp_path, rel, text), ["NPU414"]) == []
 
 
 OLMOE = """
@@ -327,7 +320,7 @@ def test_auxiliary_loss_compared_with_the_upstream_forward(tmp_path: Path) -> No
         text = OLMOE.format(args=args, add=add)
         if add == "pass":
             text = text.replace("gate_penalty", "aux_loss")
-        path = _write(tmp_path, rel, text)
+        path = write_file(tmp_path, rel, text)
         assert len(_codes(path, ["NPU418"])) == expected, (args, add)
 
 
@@ -339,9 +332,9 @@ def test_fused_and_eager_branches_disagree_on_the_order(tmp_path: Path) -> None:
             return self.balance_op_loss({fused}, mask)
         return plain_balance_loss(logits_per_layer, self.experts, self.k, mask)
     """
-    bad = _write(tmp_path, rel, body.format(fused="logits_per_layer, self.k, self.experts"))
+    bad = write_file(tmp_path, rel, body.format(fused="logits_per_layer, self.k, self.experts"))
     assert [c for _, c in _codes(bad, ["NPU418"])] == ["NPU418"]
-    good = _write(tmp_path, rel, body.format(fused="logits_per_layer, self.experts, self.k"))
+    good = write_file(tmp_path, rel, body.format(fused="logits_per_layer, self.experts, self.k"))
     assert _codes(good, ["NPU418"]) == []
 
 
@@ -366,18 +359,18 @@ class GraniteForSequenceClassification(GranitePreTrainedModel):
 
 def test_loss_unpack_count_against_the_file_when_the_tree_cannot_tell(tmp_path: Path) -> None:
     # the tree's loss module has no readable wrappers (an API stub): the file's other unpacks decide
-    _write(
+    write_file(
         tmp_path,
         "veomni/models_kernel/loss_utils/__init__.py",
         "def ForCausalLMLoss(**kwargs):\n    raise NotImplementedError\n",
     )
     rel = "veomni/models_kernel/transformers/granite/generated/patched_modeling_granite_gpu.py"
-    bad = _write(tmp_path, rel, UNPACKS.format(unpack="loss, scores"))
+    bad = write_file(tmp_path, rel, UNPACKS.format(unpack="loss, scores"))
     assert [c for _, c in _codes(bad, ["NPU419"], tmp_path)] == ["NPU419"]
-    good = _write(tmp_path, rel, UNPACKS.format(unpack="loss, scores, _"))
+    good = write_file(tmp_path, rel, UNPACKS.format(unpack="loss, scores, _"))
     assert _codes(good, ["NPU419"], tmp_path) == []
     # one against one: no majority, not judged
-    tied = _write(
+    tied = write_file(
         tmp_path,
         rel,
         UNPACKS.replace(
@@ -390,7 +383,7 @@ def test_loss_unpack_count_against_the_file_when_the_tree_cannot_tell(tmp_path: 
 def test_logits_to_keep_slice_on_another_axis(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/qwen2/qwen2_npu_patch_gen_config.py"
     text = KEEP.format(keep="slice(-logits_to_keep, None)")
-    bad = _write(tmp_path, rel, text.replace("last[:, keep, :]", "last[keep, :, :]"))
+    bad = write_file(tmp_path, rel, text.replace("last[:, keep, :]", "last[keep, :, :]"))
     assert [c for _, c in _codes(bad, ["NPU414"])] == ["NPU414"]
 
 
@@ -399,7 +392,7 @@ def test_switch_handed_on_as_a_false_constant(tmp_path: Path) -> None:
     text = SWITCH.format(
         switch="output_router_logits = output_router_logits or self.config.output_router_logits"
     )
-    bad = _write(
+    bad = write_file(
         tmp_path,
         rel,
         text.replace("output_router_logits=output_router_logits,", "output_router_logits=False,"),
@@ -412,7 +405,7 @@ def test_auxiliary_loss_computed_without_a_graph(tmp_path: Path) -> None:
         "with torch.no_grad():\n        balance = gate_out.aux_loss\n"
         "    ce_loss = ce_loss + self.router_aux_loss_coef * balance"
     )
-    path = _write(
+    path = write_file(
         tmp_path,
         "veomni/models/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py",
         DETACHED.format(body=body.replace("balance", "aux_balance")),
@@ -421,7 +414,7 @@ def test_auxiliary_loss_computed_without_a_graph(tmp_path: Path) -> None:
 
 
 def test_labels_compared_with_another_ignore_value(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    write_file(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
     rel = "veomni/models/transformers/toy/modeling_toy.py"
     for count, hit in (
         ("(target_labels != 0).sum()", True),
@@ -431,7 +424,7 @@ def test_labels_compared_with_another_ignore_value(tmp_path: Path) -> None:
         # a mask compared near the labels (gemma3's attention-mask crop), not the labels themselves
         ("target_labels[ignore_index.to(target_labels.device) != 0]", False),
     ):
-        path = _write(
+        path = write_file(
             tmp_path,
             rel,
             f"def token_count(target_labels, ignore_index=-100):\n    return {count}\n",
@@ -440,7 +433,7 @@ def test_labels_compared_with_another_ignore_value(tmp_path: Path) -> None:
 
 
 def test_router_logits_returned_detached_through_a_spec(tmp_path: Path) -> None:
-    path = _write(
+    path = write_file(
         tmp_path,
         "veomni/models/transformers/olmoe/olmoe_gpu_patch_gen_config.py",
         """
@@ -479,13 +472,13 @@ def test_reverse_of_the_causal_pairing(tmp_path: Path) -> None:
         ("a, b = logits[..., :-1, :], labels[..., :-1]", 1),
         ("a, b = logits[..., :-1, :], labels[..., 1:]", 0),
     ):
-        path = _write(tmp_path, rel, text.format(pair=pair))
+        path = write_file(tmp_path, rel, text.format(pair=pair))
         assert len(_codes(path, ["NPU412"])) == expected, pair
 
 
 def test_branch_order_blames_the_call_its_definition_does_not_confirm(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/toy_moe/toy_moe_npu_patch_gen_config.py"
-    path = _write(
+    path = write_file(
         tmp_path,
         rel,
         """
@@ -530,22 +523,22 @@ def token_loss(logits, labels, ignore_index=-100, **kwargs):
 
 
 def test_labels_shifted_again_on_the_sequence_parallel_branch(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    write_file(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
     rel = "veomni/ops/kernels/toy_ce/__init__.py"
     for test, hit in (("sp_enabled", True), ("not sp_enabled", False)):
-        _write(tmp_path, "veomni/data/data_collator.py", COLLATOR)
-        path = _write(tmp_path, rel, SP_LOSS.format(test=test))
+        write_file(tmp_path, "veomni/data/data_collator.py", COLLATOR)
+        path = write_file(tmp_path, rel, SP_LOSS.format(test=test))
         assert bool(_codes(path, ["NPU412"], tmp_path)) is hit, test
     # a tree whose collator does not shift: not judged
     (tmp_path / "veomni/data/data_collator.py").write_text(
         "class SequenceParallelCollator:\n    pass\n", encoding="utf-8"
     )
-    path = _write(tmp_path, rel, SP_LOSS.format(test="sp_enabled"))
+    path = write_file(tmp_path, rel, SP_LOSS.format(test="sp_enabled"))
     assert _codes(path, ["NPU412"], tmp_path) == []
 
 
 def test_controls_of_the_new_loss_checks(tmp_path: Path) -> None:
-    _write(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
+    write_file(tmp_path, "veomni/utils/constants.py", "IGNORE_INDEX = -100\n")
     rel = "veomni/models/transformers/toy_moe/modeling_toy_moe.py"
     for body in (
         # a padding id mapped to the ignore index: the comparison picks the positions to rewrite
@@ -554,7 +547,7 @@ def test_controls_of_the_new_loss_checks(tmp_path: Path) -> None:
         # the auxiliary loss detached for the returned output only, after it was added with its graph
         "loss = loss + self.router_aux_loss_coef * aux_loss\n    aux_loss = aux_loss.detach()\n    return loss, aux_loss",
     ):
-        path = _write(
+        path = write_file(
             tmp_path,
             rel,
             f"import torch\n\n\ndef head(self, loss, aux_loss, label_ids, ignore_index=-100):\n    {body}\n",
@@ -563,7 +556,7 @@ def test_controls_of_the_new_loss_checks(tmp_path: Path) -> None:
 
 
 def test_loss_bound_with_partial_on_the_instance(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "veomni/models_kernel/loss_utils/__init__.py",
         "def balance_loss(gate_logits=None, num_experts=None, top_k=2, attention_mask=None, op=None):\n"
@@ -584,7 +577,7 @@ def test_loss_bound_with_partial_on_the_instance(tmp_path: Path) -> None:
             return self.balance(outputs.router_logits, {args}, attention_mask)
     """
     rel = "veomni/models_kernel/transformers/toy_moe/generated/patched_modeling_toy_moe_gpu.py"
-    bad = _write(tmp_path, rel, text.format(args="self.top_k, self.num_experts"))
+    bad = write_file(tmp_path, rel, text.format(args="self.top_k, self.num_experts"))
     assert [c for _, c in _codes(bad, ["NPU418"], tmp_path)] == ["NPU418", "NPU418"]
-    good = _write(tmp_path, rel, text.format(args="self.num_experts, self.top_k"))
+    good = write_file(tmp_path, rel, text.format(args="self.num_experts, self.top_k"))
     assert _codes(good, ["NPU418"], tmp_path) == []

@@ -7,22 +7,15 @@ modules' eager fallbacks and registering modules."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from npu_lint.core.config import Settings
 from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.project import Project
+from tests.rules.snippets import write_file
 
 RMS = ["NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU406", "NPU407", "NPU408", "NPU409", "NPU410"]
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def _codes(path: Path, root: Path) -> list[tuple[int, str]]:
@@ -31,9 +24,9 @@ def _codes(path: Path, root: Path) -> list[tuple[int, str]]:
 
 
 def _tree(tmp_path: Path) -> Path:
-    _write(tmp_path, "veomni/__init__.py", "")
-    _write(tmp_path, "veomni/ops/__init__.py", "")
-    _write(tmp_path, "veomni/ops/kernels/__init__.py", "")
+    write_file(tmp_path, "veomni/__init__.py", "")
+    write_file(tmp_path, "veomni/ops/__init__.py", "")
+    write_file(tmp_path, "veomni/ops/kernels/__init__.py", "")
     return tmp_path
 
 
@@ -59,9 +52,9 @@ def mistral_norm_forward_patched(self, hidden):
 def test_spec_forward_returning_fp32_where_upstream_casts_back(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
-    path = _write(root, rel, LLAMA_SPEC.format(ret="self.weight * wide"))
+    path = write_file(root, rel, LLAMA_SPEC.format(ret="self.weight * wide"))
     assert (13, "NPU407") in _codes(path, root)
-    path = _write(root, rel, LLAMA_SPEC.format(ret="self.weight * wide.to(hidden.dtype)"))
+    path = write_file(root, rel, LLAMA_SPEC.format(ret="self.weight * wide.to(hidden.dtype)"))
     assert _codes(path, root) == []  # and the kernel call's return is not judged
 
 
@@ -88,9 +81,9 @@ class LatentRMSNorm(nn.Module):
 def test_in_tree_class_through_its_own_helper(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/latent/modeling_latent.py"
-    path = _write(root, rel, IN_TREE_NORM.format(ret="out"))
+    path = write_file(root, rel, IN_TREE_NORM.format(ret="out"))
     assert _codes(path, root) == [(16, "NPU407")]  # the helper `_rms` returns fp32 by design: not reported
-    path = _write(root, rel, IN_TREE_NORM.format(ret="out.type_as(x)"))
+    path = write_file(root, rel, IN_TREE_NORM.format(ret="out.type_as(x)"))
     assert _codes(path, root) == []
 
 
@@ -103,12 +96,12 @@ def test_kernel_fallback_returning_fp32(tmp_path: Path) -> None:
         acc = acc * (acc.square().mean(dim=-1, keepdim=True) + eps).rsqrt()
         return {ret}
     """
-    path = _write(root, rel, text.format(ret="acc * (1.0 + scale.float())"))
+    path = write_file(root, rel, text.format(ret="acc * (1.0 + scale.float())"))
     assert _codes(path, root) == [(4, "NPU407")]
     # the cast applied to the scale only: the product is promoted back to fp32
-    path = _write(root, rel, text.format(ret="acc * (1.0 + scale.float()).to(states.dtype)"))
+    path = write_file(root, rel, text.format(ret="acc * (1.0 + scale.float()).to(states.dtype)"))
     assert _codes(path, root) == [(4, "NPU407")]
-    path = _write(root, rel, text.format(ret="(acc * (1.0 + scale.float())).to(states.dtype)"))
+    path = write_file(root, rel, text.format(ret="(acc * (1.0 + scale.float())).to(states.dtype)"))
     assert _codes(path, root) == []
 
 
@@ -129,9 +122,9 @@ def test_kernel_fallback_squaring_its_argument_in_the_input_dtype(tmp_path: Path
     def _inner(t, eps):
         return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)
     """
-    path = _write(root, rel, text.format(squared="states"))
+    path = write_file(root, rel, text.format(squared="states"))
     assert _codes(path, root) == [(4, "NPU406")]  # the private helper is given fp32 by its caller
-    path = _write(root, rel, text.format(squared="states.float()"))
+    path = write_file(root, rel, text.format(squared="states.float()"))
     assert _codes(path, root) == []
 
 
@@ -166,9 +159,11 @@ class Qwen2RMSNorm(nn.Module):
 def test_generated_copy_adding_eps_after_the_root_or_ignoring_its_eps(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/qwen2/generated/patched_modeling_qwen2_gpu.py"
-    path = _write(root, rel, GENERATED_NORM.format(eps="eps", denominator="(rms + self.variance_epsilon)"))
+    path = write_file(
+        root, rel, GENERATED_NORM.format(eps="eps", denominator="(rms + self.variance_epsilon)")
+    )
     assert (21, "NPU408") in _codes(path, root)
-    path = _write(root, rel, GENERATED_NORM.format(eps="1e-5", denominator="rms"))
+    path = write_file(root, rel, GENERATED_NORM.format(eps="1e-5", denominator="rms"))
     assert (15, "NPU408") in _codes(path, root)
 
 
@@ -181,9 +176,9 @@ def test_kernel_fallback_with_eps_after_a_power_root(tmp_path: Path) -> None:
         norm = {norm}
         return weight * (x32 / norm).to(x.dtype)
     """
-    path = _write(root, rel, text.format(norm="x32.pow(2).mean(-1, keepdim=True) ** 0.5 + eps"))
+    path = write_file(root, rel, text.format(norm="x32.pow(2).mean(-1, keepdim=True) ** 0.5 + eps"))
     assert _codes(path, root) == [(3, "NPU408")]
-    path = _write(root, rel, text.format(norm="(x32.pow(2).mean(-1, keepdim=True) + eps) ** 0.5"))
+    path = write_file(root, rel, text.format(norm="(x32.pow(2).mean(-1, keepdim=True) + eps) ** 0.5"))
     assert _codes(path, root) == []
 
 
@@ -206,9 +201,9 @@ def qwen3_norm_init(self, hidden_size, eps=1e-6):
 def test_init_patch_storing_a_literal_eps(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py"
-    path = _write(root, rel, MODIFY_INIT.format(value="1e-6"))
+    path = write_file(root, rel, MODIFY_INIT.format(value="1e-6"))
     assert (12, "NPU408") in _codes(path, root)
-    path = _write(root, rel, MODIFY_INIT.format(value="eps"))
+    path = write_file(root, rel, MODIFY_INIT.format(value="eps"))
     assert (12, "NPU408") not in _codes(path, root)
 
 
@@ -239,13 +234,13 @@ def backward(grad, x, w, eps):
 def test_register_op_row_bound_to_the_other_variants_kernel(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/ops/kernels/rms_norm/__init__.py"
-    path = _write(root, rel, ROWS.format(impl="standard_triton"))
+    path = write_file(root, rel, ROWS.format(impl="standard_triton"))
     # the modules are not on disk: the variant package they are imported from says what they do
     assert _codes(path, root) == [(6, "NPU409"), (6, "NPU409")]
-    path = _write(root, rel, ROWS.format(impl="gemma_triton"))
+    path = write_file(root, rel, ROWS.format(impl="gemma_triton"))
     assert _codes(path, root) == []
     # on disk, the kernel's own source decides (the gemma package's kernel that drops the offset)
-    _write(root, "veomni/ops/kernels/rms_norm/gemma/triton.py", PLAIN)
+    write_file(root, "veomni/ops/kernels/rms_norm/gemma/triton.py", PLAIN)
     assert _codes(path, root) == [(6, "NPU409")]  # backward touches no weight: unread
 
 
@@ -275,11 +270,11 @@ def zero_centered_norm(x, gamma, eps):
 
 def test_kernel_module_function_registered_for_the_offset_variant(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    registry = _write(root, "veomni/ops/kernels/rms_norm/__init__.py", FACTORY_ROWS)
-    kernel = _write(root, "veomni/ops/kernels/rms_norm/ascend.py", ASCEND.format(weight="gamma"))
+    registry = write_file(root, "veomni/ops/kernels/rms_norm/__init__.py", FACTORY_ROWS)
+    kernel = write_file(root, "veomni/ops/kernels/rms_norm/ascend.py", ASCEND.format(weight="gamma"))
     assert _codes(kernel, root) == [(5, "NPU409")]
     assert _codes(registry, root) == [(11, "NPU409")]
-    kernel = _write(root, "veomni/ops/kernels/rms_norm/ascend.py", ASCEND.format(weight="gamma + 1"))
+    kernel = write_file(root, "veomni/ops/kernels/rms_norm/ascend.py", ASCEND.format(weight="gamma + 1"))
     assert _codes(kernel, root) == []
     assert _codes(registry, root) == []
 
@@ -306,7 +301,7 @@ def qwen2_norm_forward_patched(self, hidden_states):
 def _stat(tree: Path, **kw: str) -> list[tuple[int, str]]:
     values = {"stat": "hidden_states.pow(2).mean(-1, keepdim=True)", "op": "*", "root": "rsqrt", **kw}
     rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
-    return _codes(_write(tree, rel, STAT_SPEC.format(**values)), tree)
+    return _codes(write_file(tree, rel, STAT_SPEC.format(**values)), tree)
 
 
 def test_spec_normalising_by_another_statistic(tmp_path: Path) -> None:
@@ -342,9 +337,9 @@ def test_in_tree_class_normalising_by_a_variance_without_a_mean_of_squares(tmp_p
             return (self.weight * h).to(x.dtype)
     """
     rel = "veomni/models/transformers/block/modeling_block.py"
-    path = _write(root, rel, text.format(stat="h.var(dim=-1, keepdim=True, unbiased=False)"))
+    path = write_file(root, rel, text.format(stat="h.var(dim=-1, keepdim=True, unbiased=False)"))
     assert _codes(path, root) == [(13, "NPU410")]
-    path = _write(root, rel, text.format(stat="h.square().mean(dim=-1, keepdim=True)"))
+    path = write_file(root, rel, text.format(stat="h.square().mean(dim=-1, keepdim=True)"))
     assert _codes(path, root) == []
 
 
@@ -352,7 +347,7 @@ def test_root_of_the_mean_of_squares_without_epsilon(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
     text = STAT_SPEC.format(stat="hidden_states.pow(2).mean(-1, keepdim=True)", op="*", root="rsqrt")
-    path = _write(root, rel, text.replace("ms + self.variance_epsilon", "ms"))
+    path = write_file(root, rel, text.replace("ms + self.variance_epsilon", "ms"))
     assert _codes(path, root) == [(12, "NPU408")]
 
 
@@ -361,7 +356,7 @@ def test_cast_back_to_a_fixed_dtype(tmp_path: Path) -> None:
     rel = "veomni/models/transformers/qwen2/qwen2_gpu_patch_gen_config.py"
     text = STAT_SPEC.format(stat="hidden_states.pow(2).mean(-1, keepdim=True)", op="*", root="rsqrt")
     for cast in ("hidden_states.half()", "hidden_states.to(dtype=torch.bfloat16)"):
-        path = _write(root, rel, text.replace("hidden_states.to(input_dtype)", cast))
+        path = write_file(root, rel, text.replace("hidden_states.to(input_dtype)", cast))
         assert _codes(path, root) == [(13, "NPU407")], cast
 
 
@@ -376,7 +371,7 @@ def test_other_norms_and_metrics_taking_a_root_of_squares_are_not_rmsnorms(tmp_p
         inv_norm = torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
         return x * inv_norm
     """
-    path = _write(root, "veomni/models/transformers/linear/modeling_linear.py", model)
+    path = write_file(root, "veomni/models/transformers/linear/modeling_linear.py", model)
     assert _codes(path, root) == []
     metric = """
     def get_err_ratio(x, y):
@@ -384,7 +379,7 @@ def test_other_norms_and_metrics_taking_a_root_of_squares_are_not_rmsnorms(tmp_p
         base = x.flatten().square().mean().sqrt().item()
         return err / (base + 1e-8)
     """
-    path = _write(root, "veomni/ops/kernels/gated_delta_rule/utils.py", metric)
+    path = write_file(root, "veomni/ops/kernels/gated_delta_rule/utils.py", metric)
     assert _codes(path, root) == []
 
 
@@ -403,9 +398,9 @@ def test_fused_kernel_left_at_its_default_epsilon(tmp_path: Path) -> None:
     def reference(states, gamma, eps):
         return F.rms_norm(states, (states.shape[-1],), gamma{torch})
     """
-    path = _write(root, rel, text.format(npu="", torch=""))
+    path = write_file(root, rel, text.format(npu="", torch=""))
     assert _codes(path, root) == [(6, "NPU408"), (10, "NPU408")]
-    path = _write(root, rel, text.format(npu=", epsilon=eps", torch=", eps"))
+    path = write_file(root, rel, text.format(npu=", epsilon=eps", torch=", eps"))
     assert _codes(path, root) == []
 
 
@@ -431,11 +426,11 @@ def test_fused_branch_given_an_upcast_input_and_a_spec_helper(tmp_path: Path) ->
             return fused_norm({arg}, self.weight, self.variance_epsilon)
         return _rms_norm_eager(hidden, self.weight, self.variance_epsilon)
     """
-    path = _write(root, rel, text.format(cast="", arg="hidden"))
+    path = write_file(root, rel, text.format(cast="", arg="hidden"))
     assert (10, "NPU407") in _codes(path, root)  # the spec's own helper returns fp32
-    path = _write(root, rel, text.format(cast=".to(x.dtype)", arg="hidden.float()"))
+    path = write_file(root, rel, text.format(cast=".to(x.dtype)", arg="hidden.float()"))
     assert (16, "NPU407") in _codes(path, root)  # the kernel is given fp32 and returns fp32
-    path = _write(root, rel, text.format(cast=".to(x.dtype)", arg="hidden"))
+    path = write_file(root, rel, text.format(cast=".to(x.dtype)", arg="hidden"))
     assert [c for c in _codes(path, root) if c[1] == "NPU407"] == []
 
 
@@ -456,7 +451,7 @@ def test_liger_kernel_with_a_literal_offset_is_an_offset_kernel(tmp_path: Path) 
 
     KERNEL_REGISTRY.register(KernelSpec(name="liger", op_name="rms_norm", variant="gemma", factory=_factory))
     """
-    path = _write(root, "veomni/ops/kernels/rms_norm/liger_rows.py", text.format(offset="1.0"))
+    path = write_file(root, "veomni/ops/kernels/rms_norm/liger_rows.py", text.format(offset="1.0"))
     assert _codes(path, root) == []
-    path = _write(root, "veomni/ops/kernels/rms_norm/liger_rows.py", text.format(offset="0.0"))
+    path = write_file(root, "veomni/ops/kernels/rms_norm/liger_rows.py", text.format(offset="0.0"))
     assert _codes(path, root) == [(13, "NPU409")]

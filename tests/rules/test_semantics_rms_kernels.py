@@ -13,6 +13,7 @@ from npu_lint.core.source import SourceFile
 from npu_lint.engine import lint_source
 from npu_lint.veomni.norms import kernel_function
 from npu_lint.veomni.project import Project
+from tests.rules.snippets import write_file
 
 RMS = ["NPU401", "NPU402", "NPU403", "NPU404", "NPU405", "NPU406"]
 
@@ -39,21 +40,14 @@ def no_weight_norm_npu(x, norm_weight, eps):
 """
 
 
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
-
-
 def _codes(path: Path, root: Path) -> list[tuple[int, str]]:
     src = SourceFile.from_text(str(path), path.read_text(encoding="utf-8"))
     return sorted((d.line, d.code) for d in lint_source(src, RMS, Settings(), Project(root=str(root))))
 
 
 def _tree(tmp_path: Path) -> Path:
-    _write(tmp_path, "veomni/__init__.py", "")
-    _write(tmp_path, "veomni/ops/kernels/norm_npu.py", KERNELS)
+    write_file(tmp_path, "veomni/__init__.py", "")
+    write_file(tmp_path, "veomni/ops/kernels/norm_npu.py", KERNELS)
     return tmp_path
 
 
@@ -74,7 +68,7 @@ def patched_norm_forward(self, x):
 def _spec(tmp_path: Path, model: str, cls: str, kernel: str, args: str) -> Path:
     rel = f"veomni/models/transformers/{model}/{model}_npu_patch_gen_config.py"
     text = FORWARD_SPEC.format(module=f"{model}.modeling_{model}", cls=cls, kernel=kernel, args=args)
-    return _write(tmp_path, rel, text)
+    return write_file(tmp_path, rel, text)
 
 
 def test_kernel_contracts_are_read_from_the_tree(tmp_path: Path) -> None:
@@ -162,9 +156,9 @@ def test_fixed_eps_given_to_the_kernel_of_a_norm_that_keeps_its_own(tmp_path: Pa
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/toy/modeling_toy.py"
     for eps in ("1e-6", "eps=_FIXED"):
-        path = _write(root, rel, IN_TREE.format(eps=eps))
+        path = write_file(root, rel, IN_TREE.format(eps=eps))
         assert _codes(path, root) == [(17, "NPU405")], eps
-    path = _write(root, rel, IN_TREE.format(eps="eps=self.variance_epsilon"))
+    path = write_file(root, rel, IN_TREE.format(eps="eps=self.variance_epsilon"))
     assert _codes(path, root) == []  # and the attention's own literal is not a norm class's
 
 
@@ -193,12 +187,12 @@ config.override_method("{cls}.forward", replacement=gemma2_norm_forward_patched)
 
 def test_forward_reused_from_another_model_for_a_standard_norm(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    _write(root, "veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py", OWNER)
+    write_file(root, "veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py", OWNER)
     rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
-    spec = _write(root, rel, REUSER.format(model="mistral", cls="MistralRMSNorm"))
+    spec = write_file(root, rel, REUSER.format(model="mistral", cls="MistralRMSNorm"))
     assert _codes(spec, root) == [(5, "NPU404"), (5, "NPU405")]
     rel = "veomni/models/transformers/gemma/gemma_gpu_patch_gen_config.py"
-    spec = _write(root, rel, REUSER.format(model="gemma", cls="GemmaRMSNorm"))
+    spec = write_file(root, rel, REUSER.format(model="gemma", cls="GemmaRMSNorm"))
     assert _codes(spec, root) == []  # Gemma's norm has the same contract: zeros, `1 + w`, `self.eps`
 
 
@@ -220,7 +214,7 @@ class {cls}(nn.Module):
 def _generated(root: Path, model: str, cls: str, body: str) -> Path:
     rel = f"veomni/models/transformers/{model}/generated/patched_modeling_{model}_gpu.py"
     text = CAST.format(model=model, cls=cls, body=textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8))
-    return _write(root, rel, text)
+    return write_file(root, rel, text)
 
 
 def test_weight_applied_after_the_cast_back_where_upstream_scales_in_fp32(tmp_path: Path) -> None:
@@ -276,7 +270,7 @@ def test_vendor_kernel_reached_through_a_local_helper_or_by_keyword(tmp_path: Pa
         "torch_npu.npu_rms_norm(hidden, gamma=self.weight, epsilon=self.eps)[0]": [(17, "NPU402")],
     }
     for call, expected in cases.items():
-        spec = _write(root, rel, HELPER_SPEC.format(call=call))
+        spec = write_file(root, rel, HELPER_SPEC.format(call=call))
         assert _codes(spec, root) == expected, call
 
 
@@ -299,9 +293,9 @@ def mistral_norm_forward_patched(self, h):
 def test_literal_epsilon_in_the_eager_math_of_a_patched_norm(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
-    spec = _write(root, rel, EAGER_EPS.format(eps="1e-5"))
+    spec = write_file(root, rel, EAGER_EPS.format(eps="1e-5"))
     assert _codes(spec, root) == [(11, "NPU405")]
-    spec = _write(root, rel, EAGER_EPS.format(eps="self.variance_epsilon"))
+    spec = write_file(root, rel, EAGER_EPS.format(eps="self.variance_epsilon"))
     assert _codes(spec, root) == []
 
 
@@ -335,10 +329,10 @@ def test_weight_created_empty_and_filled_by_another_method(tmp_path: Path) -> No
         "self.weight.data.zero_()",
         "nn.init.constant_(self.weight, 0.0)",
     ):
-        path = _write(root, rel, FILLED.format(fill=fill))
+        path = write_file(root, rel, FILLED.format(fill=fill))
         assert _codes(path, root) == [(11, "NPU402")], fill
     for fill in ("nn.init.ones_(self.weight)", "self.weight.data.fill_(1.0)"):
-        path = _write(root, rel, FILLED.format(fill=fill))
+        path = write_file(root, rel, FILLED.format(fill=fill))
         assert _codes(path, root) == [], fill
 
 
@@ -357,8 +351,8 @@ def test_kernel_module_imported_inside_the_forward_under_an_alias(tmp_path: Path
         return kernels.{kernel}(x, self.weight, self.variance_epsilon)
     """
     rel = "veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py"
-    assert _codes(_write(root, rel, text.format(kernel="shifted_norm_npu")), root) == [(10, "NPU403")]
-    assert _codes(_write(root, rel, text.format(kernel="plain_norm_npu")), root) == []
+    assert _codes(write_file(root, rel, text.format(kernel="shifted_norm_npu")), root) == [(10, "NPU403")]
+    assert _codes(write_file(root, rel, text.format(kernel="plain_norm_npu")), root) == []
 
 
 def test_method_style_kernel_registered_as_the_forward(tmp_path: Path) -> None:
@@ -371,10 +365,10 @@ def test_method_style_kernel_registered_as_the_forward(tmp_path: Path) -> None:
     config.override_method("{cls}.forward", replacement=module_norm_npu)
     """
     rel = "veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py"
-    spec = _write(root, rel, text.format(model="gemma2", cls="Gemma2RMSNorm"))
+    spec = write_file(root, rel, text.format(model="gemma2", cls="Gemma2RMSNorm"))
     assert _codes(spec, root) == [(5, "NPU402"), (5, "NPU405")]
     rel = "veomni/models/transformers/mistral/mistral_npu_patch_gen_config.py"
-    assert _codes(_write(root, rel, text.format(model="mistral", cls="MistralRMSNorm")), root) == []
+    assert _codes(write_file(root, rel, text.format(model="mistral", cls="MistralRMSNorm")), root) == []
 
 
 CTOR = """
@@ -397,9 +391,9 @@ def test_norm_built_without_the_configured_eps_in_a_patched_init(tmp_path: Path)
     root = _tree(tmp_path)
     rel = "veomni/models/transformers/mistral/mistral_gpu_patch_gen_config.py"
     for eps in (", eps=1e-5", "", ", eps=config.layer_norm_eps"):
-        spec = _write(root, rel, CTOR.format(eps=eps))
+        spec = write_file(root, rel, CTOR.format(eps=eps))
         assert _codes(spec, root) == [(12, "NPU405")], eps
-    spec = _write(root, rel, CTOR.format(eps=", eps=config.rms_norm_eps"))
+    spec = write_file(root, rel, CTOR.format(eps=", eps=config.rms_norm_eps"))
     assert _codes(spec, root) == []
 
 
@@ -427,7 +421,7 @@ def test_torch_functional_rms_norm_is_a_standard_kernel(tmp_path: Path) -> None:
         ("1.0 + self.weight.float()", "self.eps"): [],
     }
     for (weight, eps), expected in cases.items():
-        spec = _write(root, rel, TORCH_FN.format(weight=weight, eps=eps))
+        spec = write_file(root, rel, TORCH_FN.format(weight=weight, eps=eps))
         assert _codes(spec, root) == expected, (weight, eps)
 
 
@@ -447,7 +441,7 @@ config.patches.append(
 
 def test_norm_class_replaced_by_another_models_norm(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    _write(
+    write_file(
         root,
         "veomni/models/transformers/toy/modeling_toy.py",
         """
@@ -471,14 +465,14 @@ def test_norm_class_replaced_by_another_models_norm(tmp_path: Path) -> None:
         ("veomni.models.transformers.toy.modeling_toy", "ToyShiftedRMSNorm"),
     ):
         text = EXTERNAL.format(model="mistral", cls="MistralRMSNorm", module=module, name=name)
-        assert _codes(_write(root, rel, text), root) == [(8, "NPU403")], name
+        assert _codes(write_file(root, rel, text), root) == [(8, "NPU403")], name
     text = EXTERNAL.format(
         model="mistral",
         cls="MistralRMSNorm",
         module="transformers.models.qwen2.modeling_qwen2",
         name="Qwen2RMSNorm",
     )
-    assert _codes(_write(root, rel, text), root) == []
+    assert _codes(write_file(root, rel, text), root) == []
     rel = "veomni/models/transformers/gemma2/gemma2_gpu_patch_gen_config.py"
     text = EXTERNAL.format(
         model="gemma2",
@@ -486,7 +480,7 @@ def test_norm_class_replaced_by_another_models_norm(tmp_path: Path) -> None:
         module="transformers.models.qwen2.modeling_qwen2",
         name="Qwen2RMSNorm",
     )
-    assert _codes(_write(root, rel, text), root) == [(8, "NPU402")]
+    assert _codes(write_file(root, rel, text), root) == [(8, "NPU402")]
 
 
 DEVICE_PATCH = """
@@ -524,7 +518,7 @@ def _device_patch(root: Path, model: str, cls: str, weight: str, eps: str, entry
     rel = f"veomni/models/transformers/{model}/device_patch.py"
     factory = f"veomni.models.transformers.{model}.device_patch:_make_fused_norm_forward"
     text = DEVICE_PATCH.format(cls=cls, weight=weight, eps=eps, entry=entry, factory=factory)
-    return _write(root, rel, text)
+    return write_file(root, rel, text)
 
 
 def test_forward_built_by_a_device_patch_factory_for_its_target_norm(tmp_path: Path) -> None:
@@ -573,7 +567,7 @@ def test_liger_functional_norm_offset_and_casting_mode(tmp_path: Path) -> None:
     ]
     for args, offset, mode, expected in cases:
         rel = f"veomni/models/transformers/{args['model']}/{args['model']}_gpu_patch_gen_config.py"
-        spec = _write(root, rel, LIGER.format(offset=offset, mode=mode, **args))
+        spec = write_file(root, rel, LIGER.format(offset=offset, mode=mode, **args))
         assert _codes(spec, root) == expected, (args["cls"], offset, mode)
 
 
@@ -593,5 +587,7 @@ def test_one_plus_weight_held_in_a_local_given_to_an_offset_kernel(tmp_path: Pat
         return shifted_norm_npu(x, scale, self.eps)
     """
     rel = "veomni/models/transformers/gemma2/gemma2_npu_patch_gen_config.py"
-    assert _codes(_write(root, rel, text.format(scale="1.0 + self.weight.float()")), root) == [(11, "NPU401")]
-    assert _codes(_write(root, rel, text.format(scale="self.weight.float()")), root) == []
+    assert _codes(write_file(root, rel, text.format(scale="1.0 + self.weight.float()")), root) == [
+        (11, "NPU401")
+    ]
+    assert _codes(write_file(root, rel, text.format(scale="self.weight.float()")), root) == []
