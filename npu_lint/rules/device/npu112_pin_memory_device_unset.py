@@ -8,7 +8,7 @@ import os
 from npu_lint.core.astutil import last_name, resolve_relative
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
-from npu_lint.rules.device._shared import helper_edits
+from npu_lint.rules.device._shared import child_of, cuda_presence_probe, helper_edits, npu_test
 from npu_lint.veomni.patchgen import load_file
 
 # torchdata's checkpointable loader: its pin-memory thread takes `torch.cuda.current_device()` unless
@@ -47,6 +47,41 @@ def _pins(call: ast.Call) -> ast.keyword | None:
     if isinstance(value, ast.Constant) and value.value in (False, None, 0):
         return None
     return found
+
+
+def _cuda_only(ctx: Context, test: ast.AST) -> bool:
+    """A condition that holds on CUDA hosts only: ``torch.cuda.is_available()``, ``IS_CUDA_AVAILABLE``, ``not
+    IS_NPU_AVAILABLE``, or an ``and`` with one of them (an Ascend host never pins through it)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_cuda_only(ctx, v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return npu_test(test.operand)
+    if isinstance(test, ast.Call):
+        return cuda_presence_probe(ctx, test)
+    return isinstance(test, (ast.Name, ast.Attribute)) and last_name(test) == "IS_CUDA_AVAILABLE"
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def _on_cuda_hosts_only(ctx: Context, node: ast.AST) -> bool:
+    """The call runs on CUDA hosts only: in the body of ``if <CUDA-only>:``, the ``else`` of ``if
+    IS_NPU_AVAILABLE:``, or after ``if IS_NPU_AVAILABLE: return ...`` in the same block."""
+    for parent, child in child_of(ctx, node):
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            in_body = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
+            if _cuda_only(ctx, parent.test) if in_body else npu_test(parent.test):
+                return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[: block.index(child)]:
+                    if isinstance(stmt, ast.If) and npu_test(stmt.test) and _exits(stmt.body):
+                        return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+    return False
 
 
 class PinMemoryDeviceUnset(Rule):
@@ -221,6 +256,8 @@ class PinMemoryDeviceUnset(Rule):
         if kw is None or not self._is_stateful_loader(node):
             return
         ctx = self.ctx
+        if _cuda_only(ctx, kw.value) or _on_cuda_hosts_only(ctx, node):
+            return  # pins on CUDA hosts only: an Ascend host never reaches `torch.cuda.current_device()`
         fix = None
         edits = helper_edits(ctx, "get_device_type")
         if edits is not None:
