@@ -1273,7 +1273,7 @@ class TextOnlyDummyForward(WrapperRule):
                 target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
                 if not (
                     isinstance(value, ast.Call)
-                    and is_dummy_callee((last_name(value.func) or "").lower())
+                    and _dummy_pass_callee((last_name(value.func) or "").lower())
                     and not isinstance(stmt, ast.AugAssign)
                 ):
                     continue
@@ -1311,7 +1311,7 @@ class TextOnlyDummyForward(WrapperRule):
                         stmt,
                         f"`{name}` holds the dummy pass's output (`{ast.unparse(value.func)}()`) but is never read: "
                         "it never reaches the loss, so the tower gets no gradient on text-only micro-batches and "
-                        "its gradient collectives do not match the ranks that saw media (add `{name}.mean() * 0.0` "
+                        f"its gradient collectives do not match the ranks that saw media (add `{name}.mean() * 0.0` "
                         "to the text stream)",
                     )
                     continue
@@ -1948,6 +1948,20 @@ def _adds(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) for n in _walk(node))
 
 
+_DUMMY_BUILDERS = ("get_", "build_", "make_", "create_", "gen_", "generate_", "prepare_", "init_", "load_")
+_DUMMY_DATA = ("input", "inputs", "data", "dataset", "batch", "sample", "metadata", "mask", "ids", "config", "shape")
+
+
+def _dummy_pass_callee(name: str) -> bool:
+    """A tower's fake-input pass (`dummy_forward`, `lm_dummy_encode`), not a builder of dummy data
+    (`make_dummy_batch`, `_get_lm_dummy_data`, `_dummy_vit_metadata`): only a pass's result carries the tower's
+    parameters into the graph."""
+    if not is_dummy_callee(name):
+        return False
+    bare = name.lstrip("_")
+    return not bare.startswith(_DUMMY_BUILDERS) and bare.rpartition("_")[2] not in _DUMMY_DATA
+
+
 def _zero_factor(node: ast.AST) -> bool:
     """`... * 0.0`, `0 * ...`, `.mul(0)`, `.mul_(0.0)`: a term scaled to zero."""
     zero = lambda n: isinstance(n, ast.Constant) and n.value in (0, 0.0) and not isinstance(n.value, bool)  # noqa: E731
@@ -1955,7 +1969,7 @@ def _zero_factor(node: ast.AST) -> bool:
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and (zero(n.left) or zero(n.right)):
             return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("mul", "mul_"):
-            if n.args and zero(n.args[0]):
+            if any(zero(a) for a in n.args[:2]):  # `x.mul(0)`, `torch.mul(x, 0)`
                 return True
     return False
 
