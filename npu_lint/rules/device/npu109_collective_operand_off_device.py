@@ -94,6 +94,31 @@ def _unstaged_gather(value: ast.AST, shards: set[str]) -> ast.Call | None:
     return None
 
 
+def _moved(value: ast.AST, name: str) -> bool:
+    """``name.to(...)`` / ``name.npu()`` / ``name.cuda()``: the value moved onto a device."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("to", "npu", "cuda")
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    )
+
+
+def _gloo_groups(func: ast.AST) -> set[str]:
+    """Locals bound to a gloo process group (``dist.new_group(backend="gloo")``): collectives over it take host
+    tensors."""
+    out = set()
+    for sub in nodes_of(func, ast.Assign):
+        assert isinstance(sub, ast.Assign)
+        value = sub.value
+        if isinstance(value, ast.Call) and call_name(value) in ("new_group", "new_subgroups"):
+            backend = keyword_arg(value, "backend")
+            if isinstance(backend, ast.Constant) and isinstance(backend.value, str) and "gloo" in backend.value:
+                out |= {t.id for t in sub.targets if isinstance(t, ast.Name)}
+    return out
+
+
 class CollectiveOperandOffDevice(Rule):
     code = "NPU109"
     name = "collective-operand-off-device"
@@ -289,9 +314,20 @@ class CollectiveOperandOffDevice(Rule):
                     if isinstance(part, ast.Name) and part.id in gathered:
                         gathered[name] = gathered[part.id]
                         break
+        staged = {
+            s.targets[0].id  # type: ignore[attr-defined]
+            for s in assigns
+            if _moved(s.value, s.targets[0].id)  # type: ignore[attr-defined]
+        }  # `full = full.to(device)`: staged on the device after the gather
+        gloo = _gloo_groups(func)
         for call in colls:
             assert isinstance(call, ast.Call)
-            hit = next((n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered), None)
+            group = keyword_arg(call, "group")
+            if isinstance(group, ast.Name) and group.id in gloo:
+                continue  # exchanged over a gloo group: host tensors are what it takes
+            hit = next(
+                (n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered and n not in staged), None
+            )
             if hit is None:
                 continue
             gather = gathered[hit]
