@@ -323,7 +323,8 @@ def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
     func = ctx.function
     if (
         not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
-        or "warn" in func.name.lower()  # a warning to log (None: nothing to warn about), not a kernel's reason
+        or "warn"
+        in func.name.lower()  # a warning to log (None: nothing to warn about), not a kernel's reason
         or node not in func.body
         or node.orelse
         or len(node.body) != 1

@@ -114,7 +114,11 @@ def _gloo_groups(func: ast.AST) -> set[str]:
         value = sub.value
         if isinstance(value, ast.Call) and call_name(value) in ("new_group", "new_subgroups"):
             backend = keyword_arg(value, "backend")
-            if isinstance(backend, ast.Constant) and isinstance(backend.value, str) and "gloo" in backend.value:
+            if (
+                isinstance(backend, ast.Constant)
+                and isinstance(backend.value, str)
+                and "gloo" in backend.value
+            ):
                 out |= {t.id for t in sub.targets if isinstance(t, ast.Name)}
     return out
 
@@ -326,7 +330,8 @@ class CollectiveOperandOffDevice(Rule):
             if isinstance(group, ast.Name) and group.id in gloo:
                 continue  # exchanged over a gloo group: host tensors are what it takes
             hit = next(
-                (n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered and n not in staged), None
+                (n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered and n not in staged),
+                None,
             )
             if hit is None:
                 continue

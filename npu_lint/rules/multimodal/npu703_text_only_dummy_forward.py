@@ -1949,7 +1949,9 @@ def _adds(node: ast.AST) -> bool:
 
 
 _DUMMY_BUILDERS = ("get_", "build_", "make_", "create_", "gen_", "generate_", "prepare_", "init_", "load_")
-_DUMMY_DATA = ("input", "inputs", "data", "dataset", "batch", "sample", "metadata", "mask", "ids", "config", "shape")
+_DUMMY_DATA = frozenset(
+    {"input", "inputs", "data", "dataset", "batch", "sample", "metadata", "mask", "ids", "config", "shape"}
+)  # fmt: skip
 
 
 def _dummy_pass_callee(name: str) -> bool:
