@@ -51,13 +51,21 @@ def _pins(call: ast.Call) -> ast.keyword | None:
 
 def _cuda_only(ctx: Context, test: ast.AST) -> bool:
     """A condition that holds on CUDA hosts only: ``torch.cuda.is_available()``, ``IS_CUDA_AVAILABLE``, ``not
-    IS_NPU_AVAILABLE``, or an ``and`` with one of them (an Ascend host never pins through it)."""
+    IS_NPU_AVAILABLE``, ``device.type == "cuda"``, ``get_device_type() != "npu"``, or an ``and`` with one of them
+    (an Ascend host never pins through it)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_cuda_only(ctx, v) for v in test.values)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return npu_test(test.operand)
     if isinstance(test, ast.Call):
         return cuda_presence_probe(ctx, test)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        # `device.type == "cuda"`, `get_device_type() != "npu"`
+        values = {c.value for c in (test.left, *test.comparators) if isinstance(c, ast.Constant)}
+        op = test.ops[0]
+        return (isinstance(op, ast.Eq) and "cuda" in values) or (
+            isinstance(op, ast.NotEq) and "npu" in values
+        )
     return isinstance(test, (ast.Name, ast.Attribute)) and last_name(test) == "IS_CUDA_AVAILABLE"
 
 

@@ -2027,7 +2027,16 @@ def _holds_stream(
             for t in (o.targets if isinstance(o, ast.Assign) else [o.target])  # type: ignore[attr-defined]
         )
     ]
+    dummies = {  # locals holding a dummy pass's result: a value read off them is scratch, not the text stream
+        t.id
+        for o in stmts
+        if isinstance(o.value, ast.Call)  # type: ignore[attr-defined]
+        and _dummy_pass_callee((last_name(o.value.func) or "").lower())  # type: ignore[attr-defined]
+        for t in (o.targets if isinstance(o, ast.Assign) else [o.target])  # type: ignore[attr-defined]
+        if isinstance(t, ast.Name)
+    }
     return bool(earlier) and not any(
-        _zero_factor(o.value) or any(isinstance(n, ast.Name) and n.id == name for n in _walk(o.value))  # type: ignore[attr-defined]
+        _zero_factor(o.value)  # type: ignore[attr-defined]
+        or any(isinstance(n, ast.Name) and (n.id == name or n.id in dummies) for n in _walk(o.value))  # type: ignore[attr-defined]
         for o in earlier
     )
