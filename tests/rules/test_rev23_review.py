@@ -561,3 +561,46 @@ def test_npu732_quiet_on_a_text_type_registered_with_the_two_argument_call(tmp_p
 
 def test_npu732_still_reports_the_text_type_registered_nowhere(tmp_path: Path) -> None:
     assert len(_npu732(tmp_path, "")) == 1
+
+
+# --- NPU703: a dummy forward's side output read with getattr feeds the side path ----------------------------
+
+SPEC = "veomni/models/transformers/qwen3_vl/qwen3_vl_gpu_patch_gen_config.py"
+
+SIDE = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.qwen3_vl.modeling_qwen3_vl", target_file="x.py")
+
+
+@config.override_method("Qwen3VLModel.forward")
+def vl_forward(self, input_ids=None, pixel_values=None, pixel_values_videos=None, image_grid_thw=None, **kwargs):
+    h = self.get_input_embeddings()(input_ids)
+    side = None
+    if pixel_values is not None:
+        feats = self.get_image_features(pixel_values, image_grid_thw)
+        h = h + feats.pooler_output.mean()
+        side = feats.deepstack_features
+    else:
+        dummy = self.visual.dummy_forward()
+        h = h + dummy.pooler_output.mean() * 0.0
+        side = {read}
+    if pixel_values_videos is not None:
+        feats = self.get_video_features(pixel_values_videos)
+        h = h + feats.pooler_output.mean()
+    else:
+        dummy = self.visual.dummy_forward()
+        h = h + dummy.pooler_output.mean() * 0.0
+        side = dummy.deepstack_features if side is None else side
+    return self.language_model(inputs_embeds=h, deepstack_visual_embeds=side, **kwargs)
+"""
+
+
+def test_npu703_quiet_on_a_side_output_read_with_getattr() -> None:
+    text = SIDE.format(read='getattr(dummy, "deepstack_features", None)')
+    assert lint_snippet(SPEC, text, ["NPU703"]) == []
+
+
+def test_npu703_still_reports_a_side_output_the_dummy_does_not_feed() -> None:
+    found = lint_snippet(SPEC, SIDE.format(read='getattr(dummy, "pooler_output", None)'), ["NPU703"])
+    assert any("reads `deepstack_features` from the tower" in d.message for d in found)

@@ -268,6 +268,18 @@ def _output_attrs(func: ast.FunctionDef, sources: list[ast.Call]) -> set[str]:
             or (isinstance(node.value, ast.Name) and flow.reaching(node.value) in holders)
         ):
             out.add(node.attr)
+    for node in nodes_of(func, ast.Call):  # `getattr(fake, "deepstack_features", None)`
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            owner = node.args[0]
+            if owner in sources or (isinstance(owner, ast.Name) and flow.reaching(owner) in holders):
+                out.add(node.args[1].value)
     return out
 
 
