@@ -373,9 +373,13 @@ class CudaGate(Rule):
         "that feature on Ascend, silently (a memory profiler that never records, a cache never emptied); and a "
         "probe that returns why a CUDA-only kernel is unavailable (`None`: usable) but returns `None` for every "
         "non-CUDA device before vetting CUDA devices by compute capability sends Ascend tensors to the CUDA "
-        "kernel instead of the fallback. A gate whose body names CUDA itself, that has an NPU branch beside it, "
-        "or a negated early exit (`if not IS_CUDA_AVAILABLE: return`) is not reported: whether that feature "
-        "exists on Ascend is the author's call."
+        "kernel instead of the fallback. A gate whose body names CUDA itself (or NVIDIA-only tooling: NVTX, NVML, "
+        "Transformer Engine), whose test also requires a CUDA-only trait (`get_gpu_compute_capability() >= 90`, "
+        "`torch.version.hip is None`), that has an NPU branch beside it (or an `else` that names the NPU or says "
+        "the feature is CUDA-only), that never runs on an NPU host (after `if IS_NPU_AVAILABLE: ... return`, in "
+        "the `else` of an NPU test, in a class or function named for CUDA), or a negated early exit (`if not "
+        "IS_CUDA_AVAILABLE: return`) is not reported: whether that feature exists on Ascend is the author's call; "
+        "nor is a probe that returns a warning to log (a function named for a warning)."
     )
     bad = (
         Example(

@@ -144,7 +144,8 @@ class CollectiveOperandOffDevice(Rule):
         "DTensor shards live on the host, so `p.full_tensor()` all-gathers over gloo and returns a CPU tensor; "
         "a weight export that broadcasts it (expert weights over the EP group) fails on HCCL. Stage the shard "
         "first: `p.to(torch.device(get_device_type(), get_device_id())).full_tensor()`. A gather that only "
-        "feeds a save to disk is not reported."
+        "feeds a save to disk is not reported, nor one moved onto the device before the collective (`full = "
+        'full.to(device)`) or exchanged over a gloo group (`dist.new_group(backend="gloo")`).'
     )
     bad = (
         Example(

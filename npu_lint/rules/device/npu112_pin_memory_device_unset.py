@@ -106,7 +106,9 @@ class PinMemoryDeviceUnset(Rule):
         "fetched, so training dies in the data loader. Pass the host's device type "
         "(`pin_memory_device=get_device_type()`). torch's own `DataLoader` asks the current accelerator and "
         "is not reported; a loader given `**kwargs` or a subclass that sets the pin device itself is not "
-        "reported either."
+        "reported either, nor one that pins on CUDA hosts only (`pin_memory=torch.cuda.is_available()`, "
+        "`pin_memory=pin and IS_CUDA_AVAILABLE`, a call under `if IS_CUDA_AVAILABLE:` or after `if "
+        "IS_NPU_AVAILABLE: return ...`)."
     )
     bad = (
         Example(

@@ -903,7 +903,7 @@ class TextOnlyDummyForward(WrapperRule):
         "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away. A spec that "
         "imports another spec's dummy-forward replacement and never registers it leaves its tower without "
         "`dummy_forward`."
-        " In any function, the result of a dummy pass (`tower.dummy_forward()`, a Seed-Omni encoder's `lm_dummy_encode()`) must reach the text stream times zero: a result never read (nor a value derived from it), one added without a zero factor, or a zero term assigned over the stream the function holds is reported."
+        " In any function, the result of a dummy pass (`tower.dummy_forward()`, a Seed-Omni encoder's `lm_dummy_encode()`; not a builder of dummy data such as `make_dummy_batch()`) must reach the text stream times zero: a result never read (nor a value derived from it), one added without a zero factor, or a zero term assigned over the stream the function holds is reported."
     )
     bad = (
         Example(
