@@ -214,6 +214,32 @@ def test_npu105_still_reports_the_same_shape_as_a_kernel_reason_probe() -> None:
     assert len(found) == 1 and "returns no reason" in found[0].message
 
 
+NPU_FIRST = """
+from veomni.utils.device import IS_NPU_AVAILABLE, get_gpu_compute_capability
+
+
+def fused_unavailable_reason(x):
+    if IS_NPU_AVAILABLE:
+        {npu}
+    if x.device.type != "cuda":
+        return None
+    cap = get_gpu_compute_capability(x.device)
+    if cap < 90:
+        return f"sm{{cap}} is too old for the fused kernel"
+    return None
+"""
+
+
+def test_npu105_quiet_on_a_probe_that_answers_for_the_npu_first() -> None:
+    text = NPU_FIRST.format(npu='return "the fused kernel is CUDA-only"')
+    assert lint_snippet("veomni/optim/toy_probe.py", text, ["NPU105"]) == []
+
+
+def test_npu105_still_reports_a_probe_whose_npu_branch_passes_too() -> None:
+    found = lint_snippet("veomni/optim/toy_probe.py", NPU_FIRST.format(npu="return None"), ["NPU105"])
+    assert len(found) == 1 and "returns no reason" in found[0].message
+
+
 # --- NPU112: a loader that pins on CUDA hosts only ----------------------------------------------------------
 
 DATA = "veomni/data/toy_loader.py"

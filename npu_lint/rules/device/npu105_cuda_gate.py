@@ -333,6 +333,16 @@ def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
         or not _negative_cuda_test(ctx, node.test)
     ):
         return False
+    before = func.body[: func.body.index(node)]
+    if any(
+        isinstance(s, ast.If)
+        and npu_guard_in(s.test, whole=True) is not None
+        and s.body
+        and not _returns_none(s.body[-1])
+        and isinstance(s.body[-1], (ast.Return, ast.Raise))
+        for s in before
+    ):
+        return False  # the NPU host got its own answer first (`if IS_NPU_AVAILABLE: return "CUDA-only"`)
     after = func.body[func.body.index(node) + 1 :]
     reasons = capability = False
     for stmt in after:
