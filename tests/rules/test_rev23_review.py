@@ -430,6 +430,37 @@ def test_npu109_still_reports_an_unstaged_gather_on_the_device_group(name: str) 
     assert len(found) == 1 and "gathers a `state_dict()` shard where it lives" in found[0].message
 
 
+OBJECTS = """
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+
+def export_on_rank0(model, world):
+    gathered = [None] * world
+    for name, param in model.state_dict().items():
+        full = param.full_tensor() if isinstance(param, DTensor) else param
+        dist.{collective}(gathered, full)
+        yield name, gathered
+
+
+def count_tokens(n_local, world):
+    count = torch.tensor(n_local)
+    out = [None] * world
+    dist.{collective}(out, count)
+    return out
+"""
+
+
+def test_npu109_quiet_on_object_collectives() -> None:
+    # `all_gather_object` pickles its operand on the host: a CPU tensor is what it takes
+    assert lint_snippet(CKPT, OBJECTS.format(collective="all_gather_object"), ["NPU109"]) == []
+
+
+def test_npu109_still_reports_the_same_operands_of_a_tensor_collective() -> None:
+    assert len(lint_snippet(CKPT, OBJECTS.format(collective="all_gather"), ["NPU109"])) == 2
+
+
 # --- NPU703: dummy-data builders are not dummy passes; torch.mul(x, 0) is a zero factor ----------------------
 
 OMNI = "veomni/models/seed_omni/toy_omni.py"

@@ -8,6 +8,13 @@ from npu_lint.core.astutil import call_name, keyword_arg, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import distlife
 
+# collectives whose operands are device tensors: the object collectives pickle any value on the host
+_TENSOR_COLLECTIVES = distlife.COLLECTIVES - {
+    "all_gather_object",
+    "broadcast_object_list",
+    "barrier",
+    "monitored_barrier",
+}
 _FACTORIES = frozenset({"tensor", "zeros", "ones", "empty", "full", "scalar_tensor", "as_tensor"})
 
 
@@ -247,13 +254,13 @@ class CollectiveOperandOffDevice(Rule):
                 self._gathered_where_offloaded(func)
         if not any(_device_less(c) for c in calls):
             return  # nothing allocated without a device in this file
-        if not any(distlife.dist_call(c) in distlife.COLLECTIVES for c in calls):
+        if not any(distlife.dist_call(c) in _TENSOR_COLLECTIVES for c in calls):
             return  # no collective in this file: nothing is reduced, no operand reaches one
         # functions whose result reaches a collective (in the caller, or in a reducing helper of this file)
         reduced: set[str] = set()
         reducers: set[str] = set()  # functions of this file that run a collective
         for func in funcs:
-            colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+            colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in _TENSOR_COLLECTIVES]
             if not colls:
                 continue
             reducers.add(func.name)  # type: ignore[attr-defined]
@@ -270,7 +277,7 @@ class CollectiveOperandOffDevice(Rule):
         # a factory written straight into a collective's tensor arguments (an all_gather output list)
         for sub in calls:
             assert isinstance(sub, ast.Call)
-            if distlife.dist_call(sub) not in distlife.COLLECTIVES:
+            if distlife.dist_call(sub) not in _TENSOR_COLLECTIVES:
                 continue
             for arg in sub.args[:2]:
                 for inner in nodes_of(arg, ast.Call):
@@ -286,7 +293,7 @@ class CollectiveOperandOffDevice(Rule):
 
     def _gathered_where_offloaded(self, func: ast.AST) -> None:
         """A ``state_dict()`` entry gathered with ``full_tensor()`` where it lives, handed to a collective."""
-        colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+        colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in _TENSOR_COLLECTIVES]
         if not colls:
             return
         shards = _state_dict_shards(func)
@@ -359,7 +366,7 @@ class CollectiveOperandOffDevice(Rule):
         name = getattr(func, "name", "")
         for sub in nodes_of(func, ast.Call, ast.Return, ast.Assign):
             why = None
-            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES and sub.args:
+            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in _TENSOR_COLLECTIVES and sub.args:
                 hit = set().union(*(_names(a) for a in sub.args[:2])) & made.keys()
                 if hit:
                     why = (hit.pop(), f"is handed to `dist.{distlife.dist_call(sub)}`")
