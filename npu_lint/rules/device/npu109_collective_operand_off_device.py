@@ -152,7 +152,9 @@ class CollectiveOperandOffDevice(Rule):
         "a weight export that broadcasts it (expert weights over the EP group) fails on HCCL. Stage the shard "
         "first: `p.to(torch.device(get_device_type(), get_device_id())).full_tensor()`. A gather that only "
         "feeds a save to disk is not reported, nor one moved onto the device before the collective (`full = "
-        'full.to(device)`) or exchanged over a gloo group (`dist.new_group(backend="gloo")`).'
+        'full.to(device)`) or exchanged over a gloo group (`dist.new_group(backend="gloo")`); the object '
+        "collectives (`all_gather_object`, `broadcast_object_list`) pickle their operands on the host and are not "
+        "read."
     )
     bad = (
         Example(
