@@ -661,3 +661,48 @@ def test_npu703_quiet_on_a_side_output_read_with_getattr() -> None:
 def test_npu703_still_reports_a_side_output_the_dummy_does_not_feed() -> None:
     found = lint_snippet(SPEC, SIDE.format(read='getattr(dummy, "pooler_output", None)'), ["NPU703"])
     assert any("reads `deepstack_features` from the tower" in d.message for d in found)
+
+
+# --- NPU732: the multimodal type of a package's generated module registered by a sibling package -------------
+
+QWEN3_VL_TEXT_INIT = """
+from ...loader import MODELING_REGISTRY
+
+
+@MODELING_REGISTRY.register("qwen3_vl_text")
+def register_qwen3_vl_text_modeling(architecture: str):
+    from .generated.patched_modeling_qwen3_vl_gpu import Qwen3VLForCausalLM
+
+    return Qwen3VLForCausalLM
+"""
+
+QWEN3_VL_MM_INIT = """
+from ...loader import MODELING_REGISTRY
+
+
+@MODELING_REGISTRY.register("{key}")
+def register_qwen3_vl_modeling(architecture: str):
+    from ..qwen3_vl.generated.patched_modeling_qwen3_vl_gpu import Qwen3VLForConditionalGeneration
+
+    return Qwen3VLForConditionalGeneration
+"""
+
+
+def _npu732_sibling(tmp_path: Path, key: str) -> list[str]:
+    from tests.rules.test_npu732_vlm_model_types import GENERATED_QWEN3_VL
+
+    base = "veomni/models/transformers"
+    write_file(tmp_path, f"{base}/qwen3_vl/generated/patched_modeling_qwen3_vl_gpu.py", GENERATED_QWEN3_VL)
+    init = write_file(tmp_path, f"{base}/qwen3_vl/__init__.py", QWEN3_VL_TEXT_INIT)
+    write_file(tmp_path, f"{base}/qwen3_vl_mm/__init__.py", QWEN3_VL_MM_INIT.format(key=key))
+    rule = PROJECT_REGISTRY["NPU732"]()
+    return [d.message for d in rule.check(None, [str(init)]) if d.path == str(init)]  # type: ignore[arg-type]
+
+
+def test_npu732_quiet_when_a_sibling_package_registers_the_multimodal_type(tmp_path: Path) -> None:
+    assert _npu732_sibling(tmp_path, "qwen3_vl") == []
+
+
+def test_npu732_still_reports_when_the_sibling_registers_another_type(tmp_path: Path) -> None:
+    found = _npu732_sibling(tmp_path, "qwen3_vl_mm")
+    assert len(found) == 1 and "the multimodal model type `qwen3_vl`" in found[0]

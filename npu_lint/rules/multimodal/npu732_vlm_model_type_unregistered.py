@@ -194,7 +194,7 @@ class VlmModelTypeUnregistered(ProjectRule):
                         node.col_offset,
                         node.end_col_offset,
                     )
-            gap = unregistered_vlm_types(regs, by_module)
+            gap = unregistered_vlm_types(regs, by_module, init)
             if gap is None:
                 continue
             line = regs[0].decorator_line
