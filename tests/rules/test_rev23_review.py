@@ -204,9 +204,10 @@ def {name}(device):
 """
 
 
-def test_npu105_quiet_on_a_warning_text_for_cuda_devices() -> None:
+@pytest.mark.parametrize("name", ["tf32_warning", "tf32_hint", "precision_message"])
+def test_npu105_quiet_on_a_warning_text_for_cuda_devices(name: str) -> None:
     # None means "nothing to warn about": right for every non-CUDA device
-    assert lint_snippet("veomni/utils/toy_tf32.py", PROBE.format(name="tf32_warning"), ["NPU105"]) == []
+    assert lint_snippet("veomni/utils/toy_tf32.py", PROBE.format(name=name), ["NPU105"]) == []
 
 
 def test_npu105_still_reports_the_same_shape_as_a_kernel_reason_probe() -> None:

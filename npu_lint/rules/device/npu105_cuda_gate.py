@@ -313,6 +313,7 @@ def _text_value(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
+_ADVICE = ("warn", "hint", "advice", "suggest", "message")  # functions returning a text to log or show
 _CAPABILITY_WORDS = ("capability", "get_device_properties")
 
 
@@ -323,8 +324,7 @@ def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
     func = ctx.function
     if (
         not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
-        or "warn"
-        in func.name.lower()  # a warning to log (None: nothing to warn about), not a kernel's reason
+        or any(w in func.name.lower() for w in _ADVICE)  # a text to log (None: nothing to say)
         or node not in func.body
         or node.orelse
         or len(node.body) != 1
@@ -389,7 +389,7 @@ class CudaGate(Rule):
         "the feature is CUDA-only), that never runs on an NPU host (after `if IS_NPU_AVAILABLE: ... return`, in "
         "the `else` of an NPU test, in a class or function named for CUDA), or a negated early exit (`if not "
         "IS_CUDA_AVAILABLE: return`) is not reported: whether that feature exists on Ascend is the author's call; "
-        "nor is a probe that returns a warning to log (a function named for a warning)."
+        "nor is a probe that returns a text to log (a function named for a warning, hint or message)."
     )
     bad = (
         Example(
