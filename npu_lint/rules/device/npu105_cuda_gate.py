@@ -271,7 +271,7 @@ def _off_npu_by_construction(ctx: Context, node: ast.If) -> bool:
                 for stmt in block[: block.index(child)]:
                     if (
                         isinstance(stmt, ast.If)
-                        and npu_guard_in(stmt.test, whole=True) is not None
+                        and npu_test(stmt.test)
                         and stmt.body
                         and isinstance(stmt.body[-1], (ast.Return, ast.Raise))
                     ):
@@ -336,7 +336,7 @@ def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
     before = func.body[: func.body.index(node)]
     if any(
         isinstance(s, ast.If)
-        and npu_guard_in(s.test, whole=True) is not None
+        and npu_test(s.test)
         and s.body
         and not _returns_none(s.body[-1])
         and isinstance(s.body[-1], (ast.Return, ast.Raise))
