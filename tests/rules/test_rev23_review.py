@@ -707,3 +707,64 @@ def test_npu732_quiet_when_a_sibling_package_registers_the_multimodal_type(tmp_p
 def test_npu732_still_reports_when_the_sibling_registers_another_type(tmp_path: Path) -> None:
     found = _npu732_sibling(tmp_path, "qwen3_vl_mm")
     assert len(found) == 1 and "the multimodal model type `qwen3_vl`" in found[0]
+
+
+# --- NPU703: a rebinding in an `except` handler or a loop body does not always run ---------------------------
+
+GLM4V = "veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py"
+GLM4V_FORWARD = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.glm4v.modeling_glm4v", target_file="x.py")
+
+
+@config.override_method("Glm4vModel.forward")
+def glm4v_model_forward(self, input_ids=None, pixel_values_videos=None, video_grid_thw=None, **kwargs):
+    embeds = self.get_input_embeddings()(input_ids)
+    placeholder_feats = None
+    if pixel_values_videos is not None:
+        clip = self.visual(pixel_values_videos, grid_thw=video_grid_thw)
+        embeds = embeds.masked_scatter(input_ids == self.config.video_token_id, clip.pooler_output)
+        stack_feats = clip.multiscale_features
+    elif get_parallel_state().fsdp_enabled:
+        ghost = self.visual.dummy_forward()
+        embeds = embeds + ghost.pooler_output.mean() * 0.0
+{hold}
+    if pixel_values_videos is not None:
+        routed = stack_feats
+    else:
+        routed = placeholder_feats
+    return self.language_model(inputs_embeds=embeds, multiscale=routed, **kwargs)
+"""
+
+REBIND_QUIET = {
+    "except_handler": (
+        "        try:\n            placeholder_feats = ghost.multiscale_features\n"
+        "        except AttributeError:\n            placeholder_feats = None\n"
+    ),
+    "loop_body": (
+        "        placeholder_feats = ghost.multiscale_features\n"
+        "        for feat in ghost.extra_features or ():\n            placeholder_feats = None\n"
+    ),
+}
+REBIND_REPORTED = {
+    "after_try": (
+        "        try:\n            placeholder_feats = ghost.multiscale_features\n"
+        "        except AttributeError:\n            raise\n        placeholder_feats = None\n"
+    ),
+    "plain": "        placeholder_feats = ghost.multiscale_features\n        placeholder_feats = None\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REBIND_QUIET))
+def test_npu703_quiet_on_a_rebinding_that_may_not_run(name: str) -> None:
+    text = GLM4V_FORWARD.format(hold=REBIND_QUIET[name].rstrip("\n"))
+    assert lint_snippet(GLM4V, text, ["NPU703"]) == []
+
+
+@pytest.mark.parametrize("name", sorted(REBIND_REPORTED))
+def test_npu703_still_reports_a_rebinding_that_always_runs(name: str) -> None:
+    text = GLM4V_FORWARD.format(hold=REBIND_REPORTED[name].rstrip("\n"))
+    found = lint_snippet(GLM4V, text, ["NPU703"])
+    assert any("is bound again here before" in d.message for d in found)

@@ -534,6 +534,20 @@ def _after(node: ast.AST, stmt: ast.AST) -> bool:
     return (node.lineno, node.col_offset) >= end  # type: ignore[attr-defined]
 
 
+_SKIPPABLE = (ast.ExceptHandler, ast.For, ast.AsyncFor, ast.While, ast.match_case)
+
+
+def _maybe_skipped(stmt: ast.AST, holder: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether ``stmt`` sits in a block that may not run when ``holder`` did: an `except` handler, a loop body
+    or a `case` that does not hold ``holder`` too."""
+    node = parents.get(id(stmt))
+    while node is not None:
+        if isinstance(node, _SKIPPABLE):
+            return holder not in set(_walk(node))
+        node = parents.get(id(node))
+    return False
+
+
 def _value_reaches_use(
     func: ast.AST, holder: ast.stmt, name: str, depth: int = 0
 ) -> tuple[bool, ast.stmt | None]:
@@ -549,7 +563,10 @@ def _value_reaches_use(
         (
             s
             for s in _stores(func, name)
-            if s is not holder and _after(s, holder) and set(branches.get(id(s), [])) <= own_sides
+            if s is not holder
+            and _after(s, holder)
+            and set(branches.get(id(s), [])) <= own_sides
+            and not _maybe_skipped(s, holder, parents)
         ),
         key=lambda s: (s.lineno, s.col_offset),
     )
