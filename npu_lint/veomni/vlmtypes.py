@@ -160,10 +160,15 @@ class TypeGap:
     classes: frozenset[str]
 
 
-def unregistered_vlm_types(regs: list[Registration], by_module: dict[str, str]) -> TypeGap | None:
+def unregistered_vlm_types(
+    regs: list[Registration], by_module: dict[str, str], init: str | None = None
+) -> TypeGap | None:
     """The multimodal / text-backbone pair of a VLM's generated module (``<P>ForConditionalGeneration`` and
-    ``<P>ForCausalLM``) against the model types the package registers."""
+    ``<P>ForCausalLM``) against the model types the package registers (with ``init``, the package's
+    `__init__.py`: or a sibling package registers as modeling keys)."""
     registered = {t for r in regs for t in r.types}
+    if init is not None:
+        registered |= sibling_modeling_types(init)
     used = {m for r in regs for m, _, _ in r.imports}
     gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
         m for m in used if m in by_module
@@ -426,6 +431,27 @@ def resolved_in_tree(init: str, tree: ast.Module, model_type: str) -> bool:
         if os.path.join(parent, name) != package and os.path.isfile(other) and _keys_named(other, model_type):
             return True
     return False
+
+
+def sibling_modeling_types(init: str) -> set[str]:
+    """The model types the sibling packages of ``init``'s package register as modeling keys (a package that
+    registers the multimodal type of another package's generated module)."""
+    package = os.path.dirname(os.path.abspath(init))
+    parent = os.path.dirname(package)
+    try:
+        siblings = sorted(os.listdir(parent))
+    except OSError:
+        return set()
+    out: set[str] = set()
+    for name in siblings:
+        other = os.path.join(parent, name, "__init__.py")
+        if os.path.join(parent, name) == package or not os.path.isfile(other):
+            continue
+        parsed = patchgen.load_file(other)
+        if parsed is None or parsed.tree is None or "REGISTRY" not in parsed.text:
+            continue
+        out |= {t for r in _registrations(parsed.tree) for t in r.types}
+    return out
 
 
 @dataclass(frozen=True)

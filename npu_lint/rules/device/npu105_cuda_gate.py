@@ -19,6 +19,7 @@ from npu_lint.rules.device._shared import (
     npu_module,
     npu_test,
 )
+from npu_lint.veomni import backends
 from npu_lint.veomni.backends import DEVICE_HELPERS
 
 
@@ -131,6 +132,12 @@ def _neutral_helper_call(ctx: Context, node: ast.AST) -> bool:
     return name in _BARE_HELPERS
 
 
+# NVIDIA-only tooling and libraries a CUDA-gated body may use without naming CUDA (NVTX ranges, NVML queries,
+# Transformer Engine, apex), and the ROCm marker a test excludes AMD hosts with (``torch.version.hip is None``)
+_NVIDIA_WORDS = ("nvtx", "nvml", "nvidia", "transformer_engine", "apex")
+_NVIDIA_EXACT = frozenset({"hip", "rocm"})
+
+
 def _cuda_specific(ctx: Context, nodes: list[ast.AST]) -> bool:
     """Code that names CUDA itself: ``torch.cuda.*`` / ``torch.backends.cuda``, a ``"cuda"``/``"nccl"`` string, a
     CUDA or GPU flag or a CUDA-only implementation name (``triton``, ``flash_attn``...): it is CUDA code on
@@ -147,6 +154,11 @@ def _cuda_specific(ctx: Context, nodes: list[ast.AST]) -> bool:
         elif isinstance(sub, (ast.Name, ast.Attribute)):
             word = (sub.id if isinstance(sub, ast.Name) else sub.attr).lower()
             if "cuda" in word or "gpu" in word or "nccl" in word or any(w in word for w in CUDA_ONLY_IMPLS):
+                return True
+            if word in _NVIDIA_EXACT or any(w in word for w in _NVIDIA_WORDS):
+                return True
+        elif isinstance(sub, ast.alias):
+            if any(w in sub.name.lower() for w in (*_NVIDIA_WORDS, *CUDA_ONLY_IMPLS)):
                 return True
         stack.extend(ast.iter_child_nodes(sub))
     return False
@@ -229,6 +241,47 @@ def _npu_path_beside(ctx: Context, node: ast.If) -> bool:
     return False
 
 
+def _names_npu(nodes: list[ast.stmt]) -> bool:
+    """A block that names the NPU (``torch_npu``, ``torch.npu``, an ``npu_*`` function): the NPU's own path."""
+    for stmt in nodes:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.alias):
+                word = sub.name
+            elif isinstance(sub, (ast.Name, ast.Attribute)):
+                word = sub.id if isinstance(sub, ast.Name) else sub.attr
+            else:
+                continue
+            if backends.name_backend(word) == backends.NPU:
+                return True
+    return False
+
+
+def _off_npu_by_construction(ctx: Context, node: ast.If) -> bool:
+    """The gate never runs on an NPU host, or its scope is CUDA code by name: it is in the ``else`` of ``if
+    IS_NPU_AVAILABLE:``, after ``if IS_NPU_AVAILABLE: ... return`` in its block, or in a class or function
+    named for CUDA (``CudaGraphRunner``)."""
+    chain = [*ctx.parents, node]
+    for i in range(len(chain) - 2, -1, -1):
+        parent, child = chain[i], chain[i + 1]
+        if isinstance(parent, ast.If) and child in parent.orelse and npu_test(parent.test):
+            return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[: block.index(child)]:
+                    if (
+                        isinstance(stmt, ast.If)
+                        and npu_test(stmt.test)
+                        and stmt.body
+                        and isinstance(stmt.body[-1], (ast.Return, ast.Raise))
+                    ):
+                        return True
+        if isinstance(parent, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if backends.name_backend(parent.name) == backends.CUDA:
+                return True
+    return False
+
+
 def _negative_cuda_test(ctx: Context, test: ast.AST) -> bool:
     """A test that holds for every non-CUDA device: ``x.device.type != "cuda"``, ``not x.is_cuda``, ``not
     IS_CUDA_AVAILABLE`` (or an ``or`` with one of them)."""
@@ -260,6 +313,7 @@ def _text_value(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
+_ADVICE = ("warn", "hint", "advice", "suggest", "message")  # functions returning a text to log or show
 _CAPABILITY_WORDS = ("capability", "get_device_properties")
 
 
@@ -270,6 +324,7 @@ def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
     func = ctx.function
     if (
         not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+        or any(w in func.name.lower() for w in _ADVICE)  # a text to log (None: nothing to say)
         or node not in func.body
         or node.orelse
         or len(node.body) != 1
@@ -278,6 +333,16 @@ def _non_cuda_passes_probe(ctx: Context, node: ast.If) -> bool:
         or not _negative_cuda_test(ctx, node.test)
     ):
         return False
+    before = func.body[: func.body.index(node)]
+    if any(
+        isinstance(s, ast.If)
+        and npu_test(s.test)
+        and s.body
+        and not _returns_none(s.body[-1])
+        and isinstance(s.body[-1], (ast.Return, ast.Raise))
+        for s in before
+    ):
+        return False  # the NPU host got its own answer first (`if IS_NPU_AVAILABLE: return "CUDA-only"`)
     after = func.body[func.body.index(node) + 1 :]
     reasons = capability = False
     for stmt in after:
@@ -318,9 +383,13 @@ class CudaGate(Rule):
         "that feature on Ascend, silently (a memory profiler that never records, a cache never emptied); and a "
         "probe that returns why a CUDA-only kernel is unavailable (`None`: usable) but returns `None` for every "
         "non-CUDA device before vetting CUDA devices by compute capability sends Ascend tensors to the CUDA "
-        "kernel instead of the fallback. A gate whose body names CUDA itself, that has an NPU branch beside it, "
-        "or a negated early exit (`if not IS_CUDA_AVAILABLE: return`) is not reported: whether that feature "
-        "exists on Ascend is the author's call."
+        "kernel instead of the fallback. A gate whose body names CUDA itself (or NVIDIA-only tooling: NVTX, NVML, "
+        "Transformer Engine), whose test also requires a CUDA-only trait (`get_gpu_compute_capability() >= 90`, "
+        "`torch.version.hip is None`), that has an NPU branch beside it (or an `else` that names the NPU or says "
+        "the feature is CUDA-only), that never runs on an NPU host (after `if IS_NPU_AVAILABLE: ... return`, in "
+        "the `else` of an NPU test, in a class or function named for CUDA), or a negated early exit (`if not "
+        "IS_CUDA_AVAILABLE: return`) is not reported: whether that feature exists on Ascend is the author's call; "
+        "nor is a probe that returns a text to log (a function named for a warning, hint or message)."
     )
     bad = (
         Example(
@@ -618,11 +687,18 @@ class CudaGate(Rule):
         probe = cuda_only_host_gate(ctx, node.test)
         if probe is None or _names_cuda_only_impl_in(node.test):
             return
+        others = [v for v in node.test.values if v is not probe] if isinstance(node.test, ast.BoolOp) else []
+        if _cuda_specific(ctx, others):
+            return  # `IS_CUDA_AVAILABLE and get_gpu_compute_capability() >= 90`: a CUDA feature by construction
         what = _neutral_code(ctx, node.body)
         if what is None:
             return
         if node.orelse and _neutral_code(ctx, node.orelse) is not None:
             return  # the other accelerators get their own device-neutral path
+        if node.orelse and (_names_npu(node.orelse) or _cuda_specific(ctx, node.orelse)):
+            return  # the else is the NPU's own path, or says the feature is CUDA-only: the author's call
+        if _off_npu_by_construction(ctx, node):
+            return
         func = ctx.function
         if func is not None and any(w in func.name.lower() for w in CUDA_ONLY_IMPLS):
             return

@@ -8,6 +8,13 @@ from npu_lint.core.astutil import call_name, keyword_arg, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import distlife
 
+# collectives whose operands are device tensors: the object collectives pickle any value on the host
+_TENSOR_COLLECTIVES = distlife.COLLECTIVES - {
+    "all_gather_object",
+    "broadcast_object_list",
+    "barrier",
+    "monitored_barrier",
+}
 _FACTORIES = frozenset({"tensor", "zeros", "ones", "empty", "full", "scalar_tensor", "as_tensor"})
 
 
@@ -94,6 +101,35 @@ def _unstaged_gather(value: ast.AST, shards: set[str]) -> ast.Call | None:
     return None
 
 
+def _moved(value: ast.AST, name: str) -> bool:
+    """``name.to(...)`` / ``name.npu()`` / ``name.cuda()``: the value moved onto a device."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("to", "npu", "cuda")
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    )
+
+
+def _gloo_groups(func: ast.AST) -> set[str]:
+    """Locals bound to a gloo process group (``dist.new_group(backend="gloo")``): collectives over it take host
+    tensors."""
+    out = set()
+    for sub in nodes_of(func, ast.Assign):
+        assert isinstance(sub, ast.Assign)
+        value = sub.value
+        if isinstance(value, ast.Call) and call_name(value) in ("new_group", "new_subgroups"):
+            backend = keyword_arg(value, "backend")
+            if (
+                isinstance(backend, ast.Constant)
+                and isinstance(backend.value, str)
+                and "gloo" in backend.value
+            ):
+                out |= {t.id for t in sub.targets if isinstance(t, ast.Name)}
+    return out
+
+
 class CollectiveOperandOffDevice(Rule):
     code = "NPU109"
     name = "collective-operand-off-device"
@@ -115,7 +151,10 @@ class CollectiveOperandOffDevice(Rule):
         "DTensor shards live on the host, so `p.full_tensor()` all-gathers over gloo and returns a CPU tensor; "
         "a weight export that broadcasts it (expert weights over the EP group) fails on HCCL. Stage the shard "
         "first: `p.to(torch.device(get_device_type(), get_device_id())).full_tensor()`. A gather that only "
-        "feeds a save to disk is not reported."
+        "feeds a save to disk is not reported, nor one moved onto the device before the collective (`full = "
+        'full.to(device)`) or exchanged over a gloo group (`dist.new_group(backend="gloo")`); the object '
+        "collectives (`all_gather_object`, `broadcast_object_list`) pickle their operands on the host and are not "
+        "read."
     )
     bad = (
         Example(
@@ -217,13 +256,13 @@ class CollectiveOperandOffDevice(Rule):
                 self._gathered_where_offloaded(func)
         if not any(_device_less(c) for c in calls):
             return  # nothing allocated without a device in this file
-        if not any(distlife.dist_call(c) in distlife.COLLECTIVES for c in calls):
+        if not any(distlife.dist_call(c) in _TENSOR_COLLECTIVES for c in calls):
             return  # no collective in this file: nothing is reduced, no operand reaches one
         # functions whose result reaches a collective (in the caller, or in a reducing helper of this file)
         reduced: set[str] = set()
         reducers: set[str] = set()  # functions of this file that run a collective
         for func in funcs:
-            colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+            colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in _TENSOR_COLLECTIVES]
             if not colls:
                 continue
             reducers.add(func.name)  # type: ignore[attr-defined]
@@ -240,7 +279,7 @@ class CollectiveOperandOffDevice(Rule):
         # a factory written straight into a collective's tensor arguments (an all_gather output list)
         for sub in calls:
             assert isinstance(sub, ast.Call)
-            if distlife.dist_call(sub) not in distlife.COLLECTIVES:
+            if distlife.dist_call(sub) not in _TENSOR_COLLECTIVES:
                 continue
             for arg in sub.args[:2]:
                 for inner in nodes_of(arg, ast.Call):
@@ -256,7 +295,7 @@ class CollectiveOperandOffDevice(Rule):
 
     def _gathered_where_offloaded(self, func: ast.AST) -> None:
         """A ``state_dict()`` entry gathered with ``full_tensor()`` where it lives, handed to a collective."""
-        colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in distlife.COLLECTIVES]
+        colls = [c for c in nodes_of(func, ast.Call) if distlife.dist_call(c) in _TENSOR_COLLECTIVES]
         if not colls:
             return
         shards = _state_dict_shards(func)
@@ -289,9 +328,21 @@ class CollectiveOperandOffDevice(Rule):
                     if isinstance(part, ast.Name) and part.id in gathered:
                         gathered[name] = gathered[part.id]
                         break
+        staged = {
+            s.targets[0].id  # type: ignore[attr-defined]
+            for s in assigns
+            if _moved(s.value, s.targets[0].id)  # type: ignore[attr-defined]
+        }  # `full = full.to(device)`: staged on the device after the gather
+        gloo = _gloo_groups(func)
         for call in colls:
             assert isinstance(call, ast.Call)
-            hit = next((n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered), None)
+            group = keyword_arg(call, "group")
+            if isinstance(group, ast.Name) and group.id in gloo:
+                continue  # exchanged over a gloo group: host tensors are what it takes
+            hit = next(
+                (n for a in call.args[:2] for n in sorted(_names(a)) if n in gathered and n not in staged),
+                None,
+            )
             if hit is None:
                 continue
             gather = gathered[hit]
@@ -317,7 +368,7 @@ class CollectiveOperandOffDevice(Rule):
         name = getattr(func, "name", "")
         for sub in nodes_of(func, ast.Call, ast.Return, ast.Assign):
             why = None
-            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in distlife.COLLECTIVES and sub.args:
+            if isinstance(sub, ast.Call) and distlife.dist_call(sub) in _TENSOR_COLLECTIVES and sub.args:
                 hit = set().union(*(_names(a) for a in sub.args[:2])) & made.keys()
                 if hit:
                     why = (hit.pop(), f"is handed to `dist.{distlife.dist_call(sub)}`")

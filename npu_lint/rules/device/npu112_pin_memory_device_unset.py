@@ -8,7 +8,7 @@ import os
 from npu_lint.core.astutil import last_name, resolve_relative
 from npu_lint.core.diagnostics import Applicability, Edit
 from npu_lint.rules.base import Context, Example, Rule, make_fix
-from npu_lint.rules.device._shared import helper_edits
+from npu_lint.rules.device._shared import child_of, cuda_presence_probe, helper_edits, npu_test
 from npu_lint.veomni.patchgen import load_file
 
 # torchdata's checkpointable loader: its pin-memory thread takes `torch.cuda.current_device()` unless
@@ -49,6 +49,49 @@ def _pins(call: ast.Call) -> ast.keyword | None:
     return found
 
 
+def _cuda_only(ctx: Context, test: ast.AST) -> bool:
+    """A condition that holds on CUDA hosts only: ``torch.cuda.is_available()``, ``IS_CUDA_AVAILABLE``, ``not
+    IS_NPU_AVAILABLE``, ``device.type == "cuda"``, ``get_device_type() != "npu"``, or an ``and`` with one of them
+    (an Ascend host never pins through it)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_cuda_only(ctx, v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return npu_test(test.operand)
+    if isinstance(test, ast.Call):
+        return cuda_presence_probe(ctx, test)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        # `device.type == "cuda"`, `get_device_type() != "npu"`
+        values = {c.value for c in (test.left, *test.comparators) if isinstance(c, ast.Constant)}
+        op = test.ops[0]
+        return (isinstance(op, ast.Eq) and "cuda" in values) or (
+            isinstance(op, ast.NotEq) and "npu" in values
+        )
+    return isinstance(test, (ast.Name, ast.Attribute)) and last_name(test) == "IS_CUDA_AVAILABLE"
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def _on_cuda_hosts_only(ctx: Context, node: ast.AST) -> bool:
+    """The call runs on CUDA hosts only: in the body of ``if <CUDA-only>:``, the ``else`` of ``if
+    IS_NPU_AVAILABLE:``, or after ``if IS_NPU_AVAILABLE: return ...`` in the same block."""
+    for parent, child in child_of(ctx, node):
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            in_body = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
+            if _cuda_only(ctx, parent.test) if in_body else npu_test(parent.test):
+                return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[: block.index(child)]:
+                    if isinstance(stmt, ast.If) and npu_test(stmt.test) and _exits(stmt.body):
+                        return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+    return False
+
+
 class PinMemoryDeviceUnset(Rule):
     code = "NPU112"
     name = "pin-memory-device-unset"
@@ -63,7 +106,9 @@ class PinMemoryDeviceUnset(Rule):
         "fetched, so training dies in the data loader. Pass the host's device type "
         "(`pin_memory_device=get_device_type()`). torch's own `DataLoader` asks the current accelerator and "
         "is not reported; a loader given `**kwargs` or a subclass that sets the pin device itself is not "
-        "reported either."
+        "reported either, nor one that pins on CUDA hosts only (`pin_memory=torch.cuda.is_available()`, "
+        "`pin_memory=pin and IS_CUDA_AVAILABLE`, a call under `if IS_CUDA_AVAILABLE:` or after `if "
+        "IS_NPU_AVAILABLE: return ...`)."
     )
     bad = (
         Example(
@@ -221,6 +266,8 @@ class PinMemoryDeviceUnset(Rule):
         if kw is None or not self._is_stateful_loader(node):
             return
         ctx = self.ctx
+        if _cuda_only(ctx, kw.value) or _on_cuda_hosts_only(ctx, node):
+            return  # pins on CUDA hosts only: an Ascend host never reaches `torch.cuda.current_device()`
         fix = None
         edits = helper_edits(ctx, "get_device_type")
         if edits is not None:

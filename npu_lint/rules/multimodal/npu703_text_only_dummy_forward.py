@@ -268,6 +268,18 @@ def _output_attrs(func: ast.FunctionDef, sources: list[ast.Call]) -> set[str]:
             or (isinstance(node.value, ast.Name) and flow.reaching(node.value) in holders)
         ):
             out.add(node.attr)
+    for node in nodes_of(func, ast.Call):  # `getattr(fake, "deepstack_features", None)`
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            owner = node.args[0]
+            if owner in sources or (isinstance(owner, ast.Name) and flow.reaching(owner) in holders):
+                out.add(node.args[1].value)
     return out
 
 
@@ -522,6 +534,20 @@ def _after(node: ast.AST, stmt: ast.AST) -> bool:
     return (node.lineno, node.col_offset) >= end  # type: ignore[attr-defined]
 
 
+_SKIPPABLE = (ast.ExceptHandler, ast.For, ast.AsyncFor, ast.While, ast.match_case)
+
+
+def _maybe_skipped(stmt: ast.AST, holder: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether ``stmt`` sits in a block that may not run when ``holder`` did: an `except` handler, a loop body
+    or a `case` that does not hold ``holder`` too."""
+    node = parents.get(id(stmt))
+    while node is not None:
+        if isinstance(node, _SKIPPABLE):
+            return holder not in set(_walk(node))
+        node = parents.get(id(node))
+    return False
+
+
 def _value_reaches_use(
     func: ast.AST, holder: ast.stmt, name: str, depth: int = 0
 ) -> tuple[bool, ast.stmt | None]:
@@ -537,7 +563,10 @@ def _value_reaches_use(
         (
             s
             for s in _stores(func, name)
-            if s is not holder and _after(s, holder) and set(branches.get(id(s), [])) <= own_sides
+            if s is not holder
+            and _after(s, holder)
+            and set(branches.get(id(s), [])) <= own_sides
+            and not _maybe_skipped(s, holder, parents)
         ),
         key=lambda s: (s.lineno, s.col_offset),
     )
@@ -891,7 +920,7 @@ class TextOnlyDummyForward(WrapperRule):
         "dependency written as a statement of its own (`outputs.logits.mean() * 0.0`) is thrown away. A spec that "
         "imports another spec's dummy-forward replacement and never registers it leaves its tower without "
         "`dummy_forward`."
-        " In any function, the result of a dummy pass (`tower.dummy_forward()`, a Seed-Omni encoder's `lm_dummy_encode()`) must reach the text stream times zero: a result never read (nor a value derived from it), one added without a zero factor, or a zero term assigned over the stream the function holds is reported."
+        " In any function, the result of a dummy pass (`tower.dummy_forward()`, a Seed-Omni encoder's `lm_dummy_encode()`; not a builder of dummy data such as `make_dummy_batch()`) must reach the text stream times zero: a result never read (nor a value derived from it), one added without a zero factor, or a zero term assigned over the stream the function holds is reported."
     )
     bad = (
         Example(
@@ -1273,7 +1302,7 @@ class TextOnlyDummyForward(WrapperRule):
                 target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
                 if not (
                     isinstance(value, ast.Call)
-                    and is_dummy_callee((last_name(value.func) or "").lower())
+                    and _dummy_pass_callee((last_name(value.func) or "").lower())
                     and not isinstance(stmt, ast.AugAssign)
                 ):
                     continue
@@ -1311,7 +1340,7 @@ class TextOnlyDummyForward(WrapperRule):
                         stmt,
                         f"`{name}` holds the dummy pass's output (`{ast.unparse(value.func)}()`) but is never read: "
                         "it never reaches the loss, so the tower gets no gradient on text-only micro-batches and "
-                        "its gradient collectives do not match the ranks that saw media (add `{name}.mean() * 0.0` "
+                        f"its gradient collectives do not match the ranks that saw media (add `{name}.mean() * 0.0` "
                         "to the text stream)",
                     )
                     continue
@@ -1948,6 +1977,22 @@ def _adds(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) for n in _walk(node))
 
 
+_DUMMY_BUILDERS = ("get_", "build_", "make_", "create_", "gen_", "generate_", "prepare_", "init_", "load_")
+_DUMMY_DATA = frozenset(
+    {"input", "inputs", "data", "dataset", "batch", "sample", "metadata", "mask", "ids", "config", "shape"}
+)  # fmt: skip
+
+
+def _dummy_pass_callee(name: str) -> bool:
+    """A tower's fake-input pass (`dummy_forward`, `lm_dummy_encode`), not a builder of dummy data
+    (`make_dummy_batch`, `_get_lm_dummy_data`, `_dummy_vit_metadata`): only a pass's result carries the tower's
+    parameters into the graph."""
+    if not is_dummy_callee(name):
+        return False
+    bare = name.lstrip("_")
+    return not bare.startswith(_DUMMY_BUILDERS) and bare.rpartition("_")[2] not in _DUMMY_DATA
+
+
 def _zero_factor(node: ast.AST) -> bool:
     """`... * 0.0`, `0 * ...`, `.mul(0)`, `.mul_(0.0)`: a term scaled to zero."""
     zero = lambda n: isinstance(n, ast.Constant) and n.value in (0, 0.0) and not isinstance(n.value, bool)  # noqa: E731
@@ -1955,7 +2000,7 @@ def _zero_factor(node: ast.AST) -> bool:
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and (zero(n.left) or zero(n.right)):
             return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("mul", "mul_"):
-            if n.args and zero(n.args[0]):
+            if any(zero(a) for a in n.args[:2]):  # `x.mul(0)`, `torch.mul(x, 0)`
                 return True
     return False
 
@@ -2011,7 +2056,16 @@ def _holds_stream(
             for t in (o.targets if isinstance(o, ast.Assign) else [o.target])  # type: ignore[attr-defined]
         )
     ]
+    dummies = {  # locals holding a dummy pass's result: a value read off them is scratch, not the text stream
+        t.id
+        for o in stmts
+        if isinstance(o.value, ast.Call)  # type: ignore[attr-defined]
+        and _dummy_pass_callee((last_name(o.value.func) or "").lower())  # type: ignore[attr-defined]
+        for t in (o.targets if isinstance(o, ast.Assign) else [o.target])  # type: ignore[attr-defined]
+        if isinstance(t, ast.Name)
+    }
     return bool(earlier) and not any(
-        _zero_factor(o.value) or any(isinstance(n, ast.Name) and n.id == name for n in _walk(o.value))  # type: ignore[attr-defined]
+        _zero_factor(o.value)  # type: ignore[attr-defined]
+        or any(isinstance(n, ast.Name) and (n.id == name or n.id in dummies) for n in _walk(o.value))  # type: ignore[attr-defined]
         for o in earlier
     )

@@ -54,7 +54,8 @@ class VlmModelTypeUnregistered(ProjectRule):
         "type's checkpoints, and leaves the sibling's key unregistered. The model type of each class is read from "
         "its config annotation and the installed transformers configuration source (VeOmni's `<m>` / `<m>_text` "
         "convention when transformers has no such model). Registration is read however it is written (decorators, "
-        "`register(...)` calls, `REGISTRY[...] = fn`, loops over literal types); a helper that loads a missing "
+        "`register(...)` calls, `REGISTRY[...] = fn`, loops over literal types; a type a sibling package "
+        "registers as a modeling key counts); a helper that loads a missing "
         "type's class but is registered under no type is where the finding goes. Only modeling registrations count "
         "(a config registered alone builds nothing); the loaders' other faults are NPU503's."
         " A package that registers the config of a VLM type (`MODEL_CONFIG_REGISTRY`) takes over that VLM's config "
@@ -194,7 +195,7 @@ class VlmModelTypeUnregistered(ProjectRule):
                         node.col_offset,
                         node.end_col_offset,
                     )
-            gap = unregistered_vlm_types(regs, by_module)
+            gap = unregistered_vlm_types(regs, by_module, init)
             if gap is None:
                 continue
             line = regs[0].decorator_line
