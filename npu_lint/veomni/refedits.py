@@ -47,19 +47,41 @@ def _canon(node: ast.AST) -> ast.AST:
 # ``_key`` of a node, memoised by identity (the node is held, so its id is not reused while its entry lives): one
 # alignment asks for the same statement's key once per candidate pairing, and NPU458 and NPU468 align the same
 # upstream bodies file after file. Bounded; the trees are never mutated (``_canon`` works on a copy).
-_KEYS: dict[int, tuple[ast.AST, str]] = {}
+_KEYS: dict[int, tuple[ast.AST, str, ast.AST]] = {}
 _KEYS_MAX = 8192
 
 
 def _key(node: ast.AST) -> str:
+    return _keyed(node)[0]
+
+
+def _keyed(node: ast.AST) -> tuple[str, ast.AST]:
+    """``node``'s key and the canonical form it dumps (only read, never modified), memoised as ``_key``."""
     hit = _KEYS.get(id(node))
     if hit is not None and hit[0] is node:
-        return hit[1]
-    key = ast.dump(_canon(node))
+        return hit[1], hit[2]
+    canonical = _canon(node)
+    key = ast.dump(canonical)
     if len(_KEYS) >= _KEYS_MAX:
         _KEYS.clear()
-    _KEYS[id(node)] = (node, key)
-    return key
+    _KEYS[id(node)] = (node, key, canonical)
+    return key, canonical
+
+
+def _may_pair(up: list[ast.stmt], c: ast.stmt, reads: set[str], bound: frozenset[str] | None) -> bool:
+    """Whether ``_pair(u, c)`` can yield for some ``u`` of ``up``: else which of them is closest to ``c``
+    (``_closest``, ``difflib`` ratios) does not matter. ``_pair`` yields nothing for a statement of another
+    type or a definition; a compound statement is aligned inside (so any of its type may yield), and a simple
+    one yields only ``statement_edit(u, c)``, computed here on the memoised canonical forms."""
+    if isinstance(c, _FUNCS):
+        return False
+    same = [u for u in up if type(u) is type(c)]
+    if not same:
+        return False
+    if isinstance(getattr(c, "body", None), list):
+        return True
+    mine = _keyed(c)[1]
+    return any(_canonical_edit(_keyed(u)[1], mine, reads, bound) is not None for u in same)
 
 
 def _closest(up: list[ast.stmt], c: ast.stmt) -> ast.stmt:
@@ -340,7 +362,8 @@ def body_edits(
         if len(up) != len(cp):
             # a run rewritten: pair each changed statement with the reference statement it is closest to
             for c in cp:
-                yield from _pair(_closest(up, c), c, reads, bound)
+                if len(up) == 1 or _may_pair(up, c, reads, bound):
+                    yield from _pair(_closest(up, c), c, reads, bound)
             continue
         for u, c in zip(up, cp, strict=True):
             yield from _pair(u, c, reads, bound)
