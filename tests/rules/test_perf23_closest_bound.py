@@ -75,4 +75,6 @@ def f(x):
     monkeypatch.setattr(refedits, "_closest", lambda up, c: calls.append(c) or closest(up, c))
     found = refedits.function_edits(ast.parse(mine).body[0], ast.parse(theirs_if).body[0])
     assert [type(c).__name__ for c in calls] == ["If"]
-    assert [what for _site, what in found] == ["`1 + b` uses `+` where the reference uses `-`"]  # canonical order
+    assert [what for _site, what in found] == [
+        "`1 + b` uses `+` where the reference uses `-`"
+    ]  # canonical order
