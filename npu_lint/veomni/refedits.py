@@ -68,20 +68,30 @@ def _keyed(node: ast.AST) -> tuple[str, ast.AST]:
     return key, canonical
 
 
-def _may_pair(up: list[ast.stmt], c: ast.stmt, reads: set[str], bound: frozenset[str] | None) -> bool:
-    """Whether ``_pair(u, c)`` can yield for some ``u`` of ``up``: else which of them is closest to ``c``
-    (``_closest``, ``difflib`` ratios) does not matter. ``_pair`` yields nothing for a statement of another
-    type or a definition; a compound statement is aligned inside (so any of its type may yield), and a simple
-    one yields only ``statement_edit(u, c)``, computed here on the memoised canonical forms."""
+def _pairings(
+    up: list[ast.stmt], c: ast.stmt, reads: set[str], bound: frozenset[str] | None
+) -> dict[int, list[tuple[ast.AST, str]]]:
+    """What ``_pair(u, c)`` yields, by the index of ``u`` in ``up``, for the statements ``u`` it yields something
+    for. When there are none, which statement of ``up`` is closest to ``c`` (``_closest``, its ``difflib``
+    ratios: the costly part) does not matter. ``_pair`` yields nothing for a statement of another type or a
+    definition; a simple statement yields ``statement_edit(u, c)``, computed here on the memoised canonical
+    forms."""
+    out: dict[int, list[tuple[ast.AST, str]]] = {}
     if isinstance(c, _FUNCS):
-        return False
-    same = [u for u in up if type(u) is type(c)]
-    if not same:
-        return False
-    if isinstance(getattr(c, "body", None), list):
-        return True
-    mine = _keyed(c)[1]
-    return any(_canonical_edit(_keyed(u)[1], mine, reads, bound) is not None for u in same)
+        return out
+    compound = isinstance(getattr(c, "body", None), list)
+    mine = None if compound else _keyed(c)[1]
+    for i, u in enumerate(up):
+        if type(u) is not type(c):
+            continue
+        if mine is None:
+            found = list(_pair(u, c, reads, bound))
+        else:
+            edit = _canonical_edit(_keyed(u)[1], mine, reads, bound)
+            found = [(c, edit[2])] if edit is not None else []
+        if found:
+            out[i] = found
+    return out
 
 
 def _closest(up: list[ast.stmt], c: ast.stmt) -> ast.stmt:
@@ -362,8 +372,13 @@ def body_edits(
         if len(up) != len(cp):
             # a run rewritten: pair each changed statement with the reference statement it is closest to
             for c in cp:
-                if len(up) == 1 or _may_pair(up, c, reads, bound):
-                    yield from _pair(_closest(up, c), c, reads, bound)
+                if len(up) == 1:
+                    yield from _pair(up[0], c, reads, bound)
+                    continue
+                found = _pairings(up, c, reads, bound)
+                if found:  # else no pairing yields: which statement is closest does not matter
+                    best = _closest(up, c)
+                    yield from next((f for i, f in found.items() if up[i] is best), [])
             continue
         for u, c in zip(up, cp, strict=True):
             yield from _pair(u, c, reads, bound)
