@@ -1266,7 +1266,7 @@ class TextOnlyDummyForward(WrapperRule):
             assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
             params = {a.arg for a in func.args.args}
             stmts = [n for n in nodes_of(func, ast.Assign, ast.AnnAssign, ast.AugAssign)]
-            branches = _branch_sides(func)
+            branches: dict[int, list[tuple[int, str]]] | None = None  # at the first dummy result
             parents: dict[int, ast.AST] | None = None
             for stmt in stmts:
                 value = stmt.value
@@ -1282,6 +1282,8 @@ class TextOnlyDummyForward(WrapperRule):
                 if len(names) != 1 or len(elts) != len([e for e in elts if isinstance(e, ast.Name)]):
                     continue  # one result named (`out, _ = tower.dummy(...)`); several are followed elsewhere
                 name = names[0]
+                if branches is None:
+                    branches = _branch_sides(func)
                 later = [
                     o.lineno
                     for o in stmts
