@@ -70,10 +70,9 @@ DEPENDENCY_GLOBS = (
     "**/*_patch_gen_config.py",
     "**/generated/*.py",
     "**/__init__.py",
-    "**/veomni/ops/**/*.py",
-    "**/veomni/kernels/**/*.py",
-    "**/veomni/**/utils/*.py",  # zero-argument implementation resolvers (NPU204)
-    "**/veomni/**/*.py",  # any module of the tree: the project's facts are derived from all of them
+    # any module of the tree (the registry modules of veomni/ops and veomni/kernels, the helper modules of
+    # veomni/**/utils NPU204 follows, ...): the project's facts are derived from all of them
+    "**/veomni/**/*.py",
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
 SECTION = "npu-lint"
@@ -457,50 +456,39 @@ class NpuLintServer(LanguageServer):
 
     def project_version(self, path: str) -> str:
         """The state of the files a document's result depends on besides its own text: the other files of its
-        model package (specs, `__init__.py` registrations) and of its `generated/` directory, the registry
-        modules (`veomni/ops`, `veomni/kernels`) and helper modules (`veomni/**/utils`) of its VeOmni tree, and
-        every file of its project's listing (`Project.tree_files`, with their directories: a file added or
-        removed): names, sizes and modification times. The project's facts are derived from the whole listing
-        (its import sites, NPU323's import closures through any module of the tree, the operators the tree
-        defines, NPU308's on-demand imports), so an edit of any of its files builds the project again."""
-        from npu_lint.veomni.layout import shared_module_files
+        model package (specs, `__init__.py` registrations) and of its `generated/` directory, and every file of
+        its project's listing (`Project.tree_files`, with their directories: a file added or removed): names,
+        sizes and modification times. The project's facts are derived from the whole listing (its import sites,
+        NPU323's import closures through any module of the tree, the operators the tree defines, NPU308's
+        on-demand imports), so an edit of any of its files builds the project again. The listing covers the
+        registry modules (`veomni/ops`, `veomni/kernels`) and the helper modules (`veomni/**/utils`); without a
+        project (not built yet, or the document excluded) those are listed here instead."""
         from npu_lint.veomni.project import find_veomni_root
 
         here = Path(path)
         package = here.parent.parent if here.parent.name == "generated" else here.parent
-        directories = [package, package / "generated"]
         root = find_veomni_root(here)
-        trees = [root / "veomni" / "ops", root / "veomni" / "kernels"] if root is not None else []
-        h = hashlib.blake2b(digest_size=8)
         me = os.path.abspath(path)
-        seen: set[str] = set()
+        seen: set[str] = {me}
+        lines: list[str] = []  # hashed once at the end
 
         def add(file: str) -> None:
-            if not file.endswith(".py") or file == me or file in seen:
+            if file in seen or not file.endswith(".py"):
                 return
             seen.add(file)
             try:
                 st = os.stat(file)
             except OSError:
                 return
-            h.update(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+            lines.append(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\n")
 
-        for directory in directories:
+        for directory in (package, package / "generated"):
             try:
                 names = sorted(os.listdir(directory))
             except OSError:
                 continue
             for name in names:
                 add(os.path.join(directory, name))
-        for tree in trees:
-            for dirpath, dirnames, filenames in os.walk(tree):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
-                for name in sorted(filenames):
-                    add(os.path.join(dirpath, name))
-        # the tree's helper modules (a zero-argument implementation resolver NPU204 follows)
-        for file in shared_module_files(root):
-            if not file.startswith(tuple(str(t) + os.sep for t in trees)):
-                add(file)
         project = self._projects.get(str(root)) if root is not None else None
         if project is not None and project.tree_files:
             directories: set[str] = set()
@@ -511,10 +499,22 @@ class NpuLintServer(LanguageServer):
                 try:
                     st = os.stat(directory)
                 except OSError:
-                    h.update(f"{directory}\0-\n".encode("utf-8", "surrogatepass"))
+                    lines.append(f"{directory}\0-\n")
                     continue
-                h.update(f"{directory}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
-        return h.hexdigest()
+                lines.append(f"{directory}\0{st.st_mtime_ns}\n")
+        elif root is not None:
+            from npu_lint.veomni.layout import shared_module_files
+
+            trees = [root / "veomni" / "ops", root / "veomni" / "kernels"]
+            for tree in trees:
+                for dirpath, dirnames, filenames in os.walk(tree):
+                    dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+                    for name in sorted(filenames):
+                        add(os.path.join(dirpath, name))
+            # the tree's helper modules (a zero-argument implementation resolver NPU204 follows)
+            for file in shared_module_files(root):
+                add(file)
+        return hashlib.blake2b("".join(lines).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
     def lint(self, uri: str, text: str, version: int | None) -> LintResult:
         path = self.path_for(uri)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import os
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from npu_lint.core.astutil import absolute_module, call_name, statements, str_value, walk
@@ -277,9 +278,16 @@ def import_closure(file: str, root: str, tree: ast.Module | None = None, limit: 
     """The real paths of the tree files loaded when ``file`` (parsed as ``tree``, when given) is imported: its
     enclosing packages' ``__init__``, itself, and every tree module those import (anywhere in them),
     transitively."""
+    return set(closure_files(file, root, tree, limit))
+
+
+def closure_files(file: str, root: str, tree: ast.Module | None = None, limit: int = 2000) -> Iterator[str]:
+    """``import_closure``'s files, one by one in the order it finds them (a caller looking for one file that
+    does something stops there, without reading the rest of the tree)."""
     module, _is_package = _module_name(file, root)
     todo = [*_with_packages(root, module)]
     seen: set[str] = {os.path.realpath(file)}
+    yield os.path.realpath(file)
     for target in _imported_modules(file, root, tree):
         if target.split(".")[0] == "veomni":
             todo.extend(_with_packages(root, target))
@@ -289,7 +297,7 @@ def import_closure(file: str, root: str, tree: ast.Module | None = None, limit: 
         if real in seen:
             continue
         seen.add(real)
+        yield real
         for target in _imported_modules(current, root):
             if target.split(".")[0] == "veomni":
                 todo.extend(_with_packages(root, target))
-    return seen

@@ -7,20 +7,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from npu_lint.core.astutil import call_name, nodes_of
+from npu_lint.core.astutil import call_name, nodes_of, own_nodes
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-def _own_walk(node: ast.AST) -> Iterator[ast.AST]:
-    """``node``'s subtree without nested function or class scopes."""
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        yield cur
-        for child in ast.iter_child_nodes(cur):
-            if not isinstance(child, _FUNCS):
-                stack.append(child)
+def _own_walk(node: ast.AST) -> list[ast.AST]:
+    """``node``'s subtree without nested function or class scopes: ``node``, then ``own_nodes(node)`` (the same
+    stack order; listed once per file scope, shared with the other rules asking)."""
+    return [node, *own_nodes(node)]
 
 
 def _full_slice(node: ast.AST) -> bool:

@@ -47,19 +47,51 @@ def _canon(node: ast.AST) -> ast.AST:
 # ``_key`` of a node, memoised by identity (the node is held, so its id is not reused while its entry lives): one
 # alignment asks for the same statement's key once per candidate pairing, and NPU458 and NPU468 align the same
 # upstream bodies file after file. Bounded; the trees are never mutated (``_canon`` works on a copy).
-_KEYS: dict[int, tuple[ast.AST, str]] = {}
+_KEYS: dict[int, tuple[ast.AST, str, ast.AST]] = {}
 _KEYS_MAX = 8192
 
 
 def _key(node: ast.AST) -> str:
+    return _keyed(node)[0]
+
+
+def _keyed(node: ast.AST) -> tuple[str, ast.AST]:
+    """``node``'s key and the canonical form it dumps (only read, never modified), memoised as ``_key``."""
     hit = _KEYS.get(id(node))
     if hit is not None and hit[0] is node:
-        return hit[1]
-    key = ast.dump(_canon(node))
+        return hit[1], hit[2]
+    canonical = _canon(node)
+    key = ast.dump(canonical)
     if len(_KEYS) >= _KEYS_MAX:
         _KEYS.clear()
-    _KEYS[id(node)] = (node, key)
-    return key
+    _KEYS[id(node)] = (node, key, canonical)
+    return key, canonical
+
+
+def _pairings(
+    up: list[ast.stmt], c: ast.stmt, reads: set[str], bound: frozenset[str] | None
+) -> dict[int, list[tuple[ast.AST, str]]]:
+    """What ``_pair(u, c)`` yields, by the index of ``u`` in ``up``, for the statements ``u`` it yields something
+    for. When there are none, which statement of ``up`` is closest to ``c`` (``_closest``, its ``difflib``
+    ratios: the costly part) does not matter. ``_pair`` yields nothing for a statement of another type or a
+    definition; a simple statement yields ``statement_edit(u, c)``, computed here on the memoised canonical
+    forms."""
+    out: dict[int, list[tuple[ast.AST, str]]] = {}
+    if isinstance(c, _FUNCS):
+        return out
+    compound = isinstance(getattr(c, "body", None), list)
+    mine = None if compound else _keyed(c)[1]
+    for i, u in enumerate(up):
+        if type(u) is not type(c):
+            continue
+        if mine is None:
+            found = list(_pair(u, c, reads, bound))
+        else:
+            edit = _canonical_edit(_keyed(u)[1], mine, reads, bound)
+            found = [(c, edit[2])] if edit is not None else []
+        if found:
+            out[i] = found
+    return out
 
 
 def _closest(up: list[ast.stmt], c: ast.stmt) -> ast.stmt:
@@ -340,7 +372,13 @@ def body_edits(
         if len(up) != len(cp):
             # a run rewritten: pair each changed statement with the reference statement it is closest to
             for c in cp:
-                yield from _pair(_closest(up, c), c, reads, bound)
+                if len(up) == 1:
+                    yield from _pair(up[0], c, reads, bound)
+                    continue
+                found = _pairings(up, c, reads, bound)
+                if found:  # else no pairing yields: which statement is closest does not matter
+                    best = _closest(up, c)
+                    yield from next((f for i, f in found.items() if up[i] is best), [])
             continue
         for u, c in zip(up, cp, strict=True):
             yield from _pair(u, c, reads, bound)

@@ -901,9 +901,7 @@ def default_env(func: ast.AST) -> dict[str, HostValue]:
     args = func.args
     pairs = list(zip(reversed(args.posonlyargs + args.args), reversed(args.defaults), strict=False))
     pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
-    rebound = {
-        n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
-    }
+    rebound = {n.id for n in nodes_of(func, ast.Name) if isinstance(n.ctx, (ast.Store, ast.Del))}
     out: dict[str, HostValue] = {}
     for arg, default in pairs:
         if arg.arg in rebound or not isinstance(default, ast.Constant):

@@ -96,6 +96,27 @@ def _statement_side(
 
 
 _IDENT_FIELDS = frozenset({"id", "attr", "arg"})
+# the fields of Python's grammar (3.9-3.13) that can hold a string, bytes or a list of strings (identifiers, type
+# comments, a constant's value and kind, ``global`` names, a match pattern's names): the other fields hold nodes,
+# lists of nodes, numbers or None, so ``_may_have_role_word`` reads only these (per node type, once)
+_TEXT_NAMES = frozenset(
+    {
+        "id",
+        "attr",
+        "arg",
+        "name",
+        "asname",
+        "module",
+        "names",
+        "rest",
+        "kwd_attrs",
+        "type_comment",
+        "kind",
+        "value",
+        "tag",
+    }
+)
+_TEXT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _may_have_role_word(stmt: ast.stmt) -> bool:
@@ -104,7 +125,10 @@ def _may_have_role_word(stmt: ast.stmt) -> bool:
     as they are (ASCII ones: split on ``_`` as the tokens are), its syntax words (none a role word), numbers
     (none), and its string constants' text (any role word in it, or any character ``repr`` escapes, keeps it)."""
     for node in walk(stmt):
-        for name in node._fields:
+        fields = _TEXT_FIELDS.get(type(node))
+        if fields is None:
+            fields = _TEXT_FIELDS[type(node)] = tuple(f for f in type(node)._fields if f in _TEXT_NAMES)
+        for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, str):
                 if name in _IDENT_FIELDS:  # an identifier, one token as it is

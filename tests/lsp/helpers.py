@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -122,3 +123,16 @@ async def watched_globs(client: LanguageClient) -> set[str]:
             break
         await asyncio.sleep(0.02)
     return globs
+
+
+def glob_watches(globs: set[str], path: Path) -> bool:
+    """Whether one of the LSP glob patterns matches ``path`` (``**`` any run of directories, ``*`` and ``?``
+    within one name), as the client's file watcher would."""
+    target = path.as_posix()
+    for glob in globs:
+        pattern = ""
+        for part in re.split(r"(\*\*/|\*|\?)", glob):
+            pattern += {"**/": "(?:[^/]*/)*", "*": "[^/]*", "?": "[^/]"}.get(part, re.escape(part))
+        if re.search(r"(?:^|/)" + pattern + r"\Z", target):
+            return True
+    return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import last_name
+from npu_lint.core.astutil import last_name, nodes_of
 from npu_lint.core.diagnostics import Applicability
 from npu_lint.rules.base import Context, Example, Rule, make_fix
 from npu_lint.rules.device._shared import (
@@ -87,9 +87,8 @@ def _cuda_probe(ctx: Context, node: ast.AST, flags: bool = True) -> bool:
     if flags and isinstance(node, ast.Name) and ctx.function is not None:
         values = [
             s.value
-            for s in ast.walk(ctx.function)
-            if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-            and any(
+            for s in nodes_of(ctx.function, ast.Assign, ast.AnnAssign, ast.AugAssign)
+            if any(
                 isinstance(x, ast.Name) and x.id == node.id
                 for x in getattr(s, "targets", [getattr(s, "target", None)])
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from npu_lint.core.astutil import call_name, nodes_of
+from npu_lint.core.astutil import call_name, nodes_of, scoped_memo
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules._handles import method_name, spec_target
 from npu_lint.rules.base import Example
@@ -557,7 +557,7 @@ def _value_reaches_use(
     copy (`y = x`) counts when the copy reaches such a use in turn. (reached, the first rebinding that
     overwrote the value before its reads, if any)"""
     branches = _branch_sides(func)
-    parents = {id(c): n for n in _walk(func) for c in ast.iter_child_nodes(n)}
+    parents = _child_parents(func)
     own_sides = set(branches.get(id(holder), []))
     rebinds = sorted(
         (
@@ -1295,7 +1295,7 @@ class TextOnlyDummyForward(WrapperRule):
             assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
             params = {a.arg for a in func.args.args}
             stmts = [n for n in nodes_of(func, ast.Assign, ast.AnnAssign, ast.AugAssign)]
-            branches = _branch_sides(func)
+            branches: dict[int, list[tuple[int, str]]] | None = None  # at the first dummy result
             parents: dict[int, ast.AST] | None = None
             for stmt in stmts:
                 value = stmt.value
@@ -1311,6 +1311,8 @@ class TextOnlyDummyForward(WrapperRule):
                 if len(names) != 1 or len(elts) != len([e for e in elts if isinstance(e, ast.Name)]):
                     continue  # one result named (`out, _ = tower.dummy(...)`); several are followed elsewhere
                 name = names[0]
+                if branches is None:
+                    branches = _branch_sides(func)
                 later = [
                     o.lineno
                     for o in stmts
@@ -2005,9 +2007,25 @@ def _zero_factor(node: ast.AST) -> bool:
     return False
 
 
+def _child_parents(func: ast.AST) -> dict[int, ast.AST]:
+    """``id(child)`` -> its parent (the last, for a node the parser shares) in ``func``, once per function and
+    file scope (``_value_reaches_use`` asks per dummy output and per copy of it); read it, never modify it."""
+    memo = scoped_memo("npu703.child_parents")
+    hit = memo.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]  # type: ignore[no-any-return]
+    parents = {id(c): n for n in _walk(func) for c in ast.iter_child_nodes(n)}
+    memo[id(func)] = (func, parents)
+    return parents
+
+
 def _branch_sides(func: ast.AST) -> dict[int, list[tuple[int, str]]]:
     """For every node of ``func``: the ``(id(if_node), "body" | "orelse")`` sides of the `if` statements it lies
-    in."""
+    in; once per function and file scope (read it, never modify it)."""
+    memo = scoped_memo("npu703.branch_sides")
+    hit = memo.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]  # type: ignore[no-any-return]
     out: dict[int, list[tuple[int, str]]] = {}
 
     def mark(node: ast.AST, sides: list[tuple[int, str]]) -> None:
@@ -2023,6 +2041,7 @@ def _branch_sides(func: ast.AST) -> dict[int, list[tuple[int, str]]]:
             mark(child, sides)
 
     mark(func, [])
+    memo[id(func)] = (func, out)
     return out
 
 

@@ -1271,6 +1271,8 @@ def _chunk_axes(tree: ast.Module) -> list[tuple[ast.Call, int, str, int]]:
     dim 1, then `l.t()`) lays them out differently on purpose."""
     out: list[tuple[ast.Call, int, str, int]] = []
     for scope in [tree, *nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef)]:
+        if not any(a.attr == "split" for a in nodes_of(scope, ast.Attribute)):  # type: ignore[attr-defined]
+            continue  # no `.split(...)` in the scope (its nested functions included): no pair
         nodes = own_nodes(scope)
         labels: list[tuple[ast.Call, str, int]] = []
         states: list[tuple[str, str, int]] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules._handles import HANDLES, Handle, HandleCalls, call_arg, foreign_attr, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._shared import weight_argument
@@ -161,8 +162,7 @@ class RmsNormWeightVariant(Rule):
         handles: dict[int, Handle] = {}
         classes = {
             id(f): c
-            for c in ast.walk(self.ctx.tree)
-            if isinstance(c, ast.ClassDef)
+            for c in nodes_of(self.ctx.tree, ast.ClassDef)
             for f in c.body
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
         }

@@ -189,13 +189,12 @@ def _kept(unit: ast.AST, stash: ast.AST, name: str) -> bool:
     """``name`` is not rebound in the function that stashes it after the stash: its later calls read that data."""
     scopes = [
         f
-        for f in ast.walk(unit)
-        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and f.lineno <= stash.lineno <= (f.end_lineno or 0)
+        for f in nodes_of(unit, ast.FunctionDef, ast.AsyncFunctionDef)
+        if f.lineno <= stash.lineno <= (f.end_lineno or 0)
     ]
     return not any(
-        isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name and n.lineno > stash.lineno
-        for n in ast.walk(scopes[-1] if scopes else unit)
+        isinstance(n.ctx, ast.Store) and n.id == name and n.lineno > stash.lineno
+        for n in nodes_of(scopes[-1] if scopes else unit, ast.Name)
     )
 
 
@@ -205,7 +204,7 @@ def _carried(unit: ast.AST) -> set[int]:
     ``ctx.save_for_backward(x, w)``. They bind the same data again, not new data."""
     stashed: set[tuple[str, str]] = set()  # (attribute, name)
     saved: list[str] = []
-    for node in ast.walk(unit):
+    for node in nodes_of(unit, ast.Assign, ast.Call):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
             for target in node.targets:
                 if (
@@ -221,8 +220,8 @@ def _carried(unit: ast.AST) -> set[int]:
         ):
             saved = [a.id if isinstance(a, ast.Name) and _kept(unit, node, a.id) else "" for a in node.args]
     out: set[int] = set()
-    for node in ast.walk(unit):
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+    for node in nodes_of(unit, ast.Assign):
+        if len(node.targets) != 1:
             continue
         target, value = node.targets[0], node.value
         if not isinstance(value, ast.Attribute) or not isinstance(value.value, ast.Name):
@@ -241,8 +240,8 @@ def _stores(unit: ast.AST) -> dict[str, list[int]]:
     stashed in ``ctx`` under the same name rebinds nothing)."""
     carried = _carried(unit)
     out: dict[str, list[int]] = {}
-    for node in ast.walk(unit):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in carried:
+    for node in nodes_of(unit, ast.Name):
+        if isinstance(node.ctx, ast.Store) and id(node) not in carried:
             out.setdefault(node.id, []).append(node.lineno)
     return out
 

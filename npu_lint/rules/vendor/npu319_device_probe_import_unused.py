@@ -6,7 +6,7 @@ import ast
 import os
 import re
 
-from npu_lint.core.astutil import call_name
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni import patchgen
@@ -134,8 +134,8 @@ class DeviceProbeImportUnused(Rule):
     def finish(self) -> None:
         tree = self.ctx.tree
         probes: list[tuple[ast.stmt, str]] = []
-        for stmt in ast.walk(tree):
-            if not isinstance(stmt, ast.ImportFrom) or stmt.module == "__future__":
+        for stmt in nodes_of(tree, ast.ImportFrom):
+            if stmt.module == "__future__":
                 continue
             for alias in stmt.names:
                 bound = alias.asname or alias.name
@@ -148,10 +148,8 @@ class DeviceProbeImportUnused(Rule):
         if self._reexports(tree):
             return
         lines = self.ctx.source.text.splitlines()
-        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        strings = {
-            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-        }
+        used = {n.id for n in nodes_of(tree, ast.Name)}
+        strings = {n.value for n in nodes_of(tree, ast.Constant) if isinstance(n.value, str)}
         unread = [(stmt, bound) for stmt, bound in probes if bound not in used and bound not in strings]
         imported_from_here = self._imported_from_here({bound for _stmt, bound in unread}) if unread else set()
         for stmt, bound in unread:

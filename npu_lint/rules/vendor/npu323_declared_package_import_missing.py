@@ -8,6 +8,7 @@ import os
 from npu_lint.core.astutil import dotted_name, nodes_of
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.opdefs import (
+    closure_files,
     file_op_definitions,
     import_closure,
     imports_package,
@@ -124,6 +125,18 @@ class DeclaredPackageImportMissing(Rule):
 
         return self.ctx.project.remember(("NPU323.closure", root, module), compute)
 
+    def _loads(self, root: str, module: str, package: str) -> bool:
+        """Whether a file of ``module``'s closure imports ``package``: the closure read in order up to the first
+        such file (usually the module itself), once per project."""
+
+        def compute() -> bool:
+            file = module_file(root, module)
+            return file is not None and any(
+                imports_package(f, root, package) for f in closure_files(file, root)
+            )
+
+        return self.ctx.project.remember(("NPU323.loads", root, module, package), compute)
+
     def finish(self) -> None:
         root = self.ctx.project.root
         files = self.ctx.project.tree_files
@@ -139,6 +152,8 @@ class DeclaredPackageImportMissing(Rule):
         ops: list[ast.Attribute] | None = None
         reported: set[tuple[str, str]] = set()
         for req in requirements:
+            if self._loads(root, req.module, req.package):
+                continue  # what the handler says holds (checked below too: the cheap way first)
             handler_here = os.path.realpath(req.file) == path
             closure = self._closure(root, req.module)
             if not closure or (not handler_here and path not in closure):

@@ -13,7 +13,7 @@ from npu_lint.veomni.patchgen import load_file
 def _local_names(func: ast.AST) -> set[str]:
     """A function's parameters and the names it binds."""
     out: set[str] = set()
-    for node in ast.walk(func):
+    for node in nodes_of(func, ast.arg, ast.Name):
         if isinstance(node, ast.arg):
             out.add(node.arg)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
