@@ -272,7 +272,7 @@ class SilentEagerFallback(Rule):
         ),
     )
     fix_safety = "No fix: raise, or warn before falling back; which one the op wants is decided by hand."
-    requires = (("eager", "cuda"),)
+    requires = (("eager", "cuda", "kernel", "impl"),)
     node_types = (ast.If, ast.Try, ast.Call)
 
     @classmethod
@@ -283,6 +283,17 @@ class SilentEagerFallback(Rule):
         if self.ctx.function is None:
             return
         if isinstance(node, ast.If):
+            unbound = _unknown_name_unbinds(node, self.ctx.parent)
+            if unbound is not None:
+                subject, target = unbound
+                self.report(
+                    target,
+                    f"an implementation name that no branch of the chain over `{subject}` accepts (a misspelt "
+                    "one, or a GPU kernel's name on an Ascend host) leaves "
+                    f"`{ast.unparse(target.targets[0])}` unbound (`None`) without raising: the missing kernel "
+                    "fails later, far from the setting that caused it; raise for an unknown or unavailable name",
+                )
+                return
             probe = _failed_probe(node.test, _eager_names(self.ctx.function))
             if probe is None:
                 return
@@ -314,6 +325,15 @@ class SilentEagerFallback(Rule):
                     "back",
                 )
         elif isinstance(node, ast.Call):
+            if _config_field_default(node):
+                self.report(
+                    node.args[2],
+                    f"`{_short(node)}` answers a field the ops config does not have with "
+                    f"`{ast.unparse(node.args[2])}`: a misspelt or stale field name silently keeps the compiled-in "
+                    "kernel choice (a GPU backend on an Ascend host) instead of failing when the config is bound; "
+                    "read the field without a default",
+                )
+                return
             if call_name(node) != "get" or len(node.args) != 2 or not isinstance(node.func, ast.Attribute):
                 return
             default = node.args[1]
@@ -325,6 +345,79 @@ class SilentEagerFallback(Rule):
                 f"`{ast.unparse(default)}`: an unknown variant or implementation name silently runs the eager "
                 "path instead of failing the lookup; look the key up and raise when it is missing",
             )
+
+
+def _config_field_default(node: ast.Call) -> bool:
+    """``getattr(ops_config, self.field_name, self._value)``: a config object's field read by a name the code
+    computes (a generic binder of config slots), with a default other than ``None`` standing in for a field the
+    config lacks. A literal field name is a reader of one known field (its default documents the config's own)."""
+    if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3):
+        return False
+    obj, field, default = node.args
+    owner = (_last_name(obj) or "").lower()
+    if "config" not in owner and "cfg" not in owner:
+        return False
+    if isinstance(field, ast.Constant) or isinstance(default, ast.Constant) and default.value is None:
+        return False
+    return isinstance(field, (ast.Name, ast.Attribute, ast.Subscript))
+
+
+def _name_test(test: ast.expr) -> str | None:
+    """The subject of ``impl == "literal"`` (also as the first operand of an ``and``), else None."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Eq, ast.In))
+        and isinstance(test.left, (ast.Name, ast.Attribute))
+        and str_value(test.comparators[0]) is not None
+    ):
+        return ast.unparse(test.left)
+    return None
+
+
+def _unknown_name_unbinds(node: ast.If, parent: ast.AST | None) -> tuple[str, ast.Assign] | None:
+    """The head of a chain ``if impl == "a": k = ... elif impl == "b": k = ... else: k = None`` (two or more
+    tests of one name against literals, each branch binding the kernel): the subject and the ``else`` that binds
+    ``None`` without raising or logging."""
+    if isinstance(parent, ast.If) and parent.orelse == [node]:
+        return None  # not the head of the chain
+    subject = _name_test(node.test)
+    if subject is None:
+        return None
+    tests, branch = 1, node
+    while len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
+        branch = branch.orelse[0]
+        if _name_test(branch.test) != subject:
+            return None
+        tests += 1
+    final = branch.orelse
+    if tests < 2 or len(final) != 1 or not isinstance(final[0], ast.Assign):
+        return None
+    assign = final[0]
+    if (
+        not (isinstance(assign.value, ast.Constant) and assign.value.value is None)
+        or len(assign.targets) != 1
+    ):
+        return None
+    target = ast.unparse(assign.targets[0])
+    bound = [
+        b
+        for b in _chain_bodies(node)
+        if any(isinstance(s, ast.Assign) and target in {ast.unparse(t) for t in s.targets} for s in b)
+    ]
+    if len(bound) < 2:
+        return None
+    return subject, assign
+
+
+def _chain_bodies(node: ast.If) -> list[list[ast.stmt]]:
+    out = [node.body]
+    while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        out.append(node.body)
+    return out
 
 
 def _what(node: ast.AST) -> str:
