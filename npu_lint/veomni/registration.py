@@ -178,6 +178,38 @@ def find_static_imports(tree: ast.Module, choice: DeviceChoice | None = None) ->
     return sorted(out, key=lambda s: (s.node.lineno, s.node.col_offset))
 
 
+def find_partial_switches(
+    tree: ast.Module, choice: DeviceChoice | None = None
+) -> list[tuple[ast.If, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
+    """Device switches over a model's generated modules with no branch for every other host: ``if
+    IS_CUDA_AVAILABLE: <gpu> elif IS_NPU_AVAILABLE: <npu>`` and no ``else``. Every test is a device probe, so a
+    host where none holds (CPU-only, or a probe that misreports) imports no module and the classes are unbound."""
+    choice = choice or DeviceChoice(tree)
+    out: list[tuple[ast.If, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
+    for func, body in choice.scopes():
+        for stmt in body:
+            if not isinstance(stmt, ast.If):
+                continue
+            chain, node = [stmt], stmt
+            while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                chain.append(node)
+            if node.orelse or not all(
+                choice.holds(n.test, h, func) is not None for n in chain for h in ("npu", "gpu")
+            ):
+                continue
+            imports = [
+                i
+                for n in chain
+                for b in n.body
+                for i in walk(b)
+                if isinstance(i, ast.ImportFrom) and device_module_ref(i) and "generated" in (i.module or "")
+            ]
+            if imports:
+                out.append((stmt, func))
+    return out
+
+
 def flag_bound(tree: ast.Module) -> bool:
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom) and any((a.asname or a.name) == FLAG for a in stmt.names):

@@ -272,7 +272,7 @@ class SilentEagerFallback(Rule):
         ),
     )
     fix_safety = "No fix: raise, or warn before falling back; which one the op wants is decided by hand."
-    requires = (("eager", "cuda", "kernel", "impl"),)
+    requires = (("eager", "cuda", "kernel", "impl", "getattr"),)
     node_types = (ast.If, ast.Try, ast.Call)
 
     @classmethod
@@ -359,7 +359,7 @@ def _config_field_default(node: ast.Call) -> bool:
         return False
     if isinstance(field, ast.Constant) or isinstance(default, ast.Constant) and default.value is None:
         return False
-    return isinstance(field, (ast.Name, ast.Attribute, ast.Subscript))
+    return True
 
 
 def _name_test(test: ast.expr) -> str | None:
@@ -371,10 +371,17 @@ def _name_test(test: ast.expr) -> str | None:
         and len(test.ops) == 1
         and isinstance(test.ops[0], (ast.Eq, ast.In))
         and isinstance(test.left, (ast.Name, ast.Attribute))
-        and str_value(test.comparators[0]) is not None
+        and _literals(test.comparators[0])
     ):
         return ast.unparse(test.left)
     return None
+
+
+def _literals(node: ast.expr) -> bool:
+    """A string literal, or a tuple / list / set of them."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(str_value(e) is not None for e in node.elts)
+    return str_value(node) is not None
 
 
 def _unknown_name_unbinds(node: ast.If, parent: ast.AST | None) -> tuple[str, ast.Assign] | None:
