@@ -257,3 +257,91 @@ def test_npu502_partial_switch_fires(text: str) -> None:
 )
 def test_npu502_partial_switch_quiet(text: str) -> None:
     assert _partial(text) == []
+
+
+# -- NPU228: a requested implementation narrowed by call conditions, dropped without notice ------------------------
+_NARROWED_BAD = [
+    (
+        "veomni/models/transformers/deepseek_v3/deepseek_v3_gpu_patch_gen_config.py",
+        """
+        def mla_attention_forward(self, query, key, value, attn_impl):
+            use_flashmla = attn_impl == "flashmla" and query.is_cuda and query.shape[-1] == 576
+            if use_flashmla:
+                return flash_mla_with_kvcache(query, key, value)
+            return eager_mla(query, key, value)
+        """,
+    ),
+    (
+        "veomni/ops/kernels/rotary/__init__.py",
+        """
+        def apply_rotary(q, k, cos, sin, rope_backend="triton"):
+            fused = rope_backend == "npu" and q.device.type == "npu" and q.dim() == 4
+            if fused:
+                return npu_rotary_mul(q, cos, sin), npu_rotary_mul(k, cos, sin)
+            else:
+                return rotate_eager(q, k, cos, sin)
+        """,
+    ),
+    (
+        "veomni/models/diffusers/wan/attention.py",
+        """
+        class WanAttention:
+            def forward(self, x, mask):
+                fast = self.kernel_impl == "sparse_video" and mask is None and x.shape[1] % 128 == 0
+                if fast:
+                    return sparse_video_attention(x)
+                return sdpa(x, mask)
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize("path,text", _NARROWED_BAD)
+def test_npu228_narrowed_request_fires(path: str, text: str) -> None:
+    found = lint_snippet(path, text, ["NPU228"])
+    assert len(found) == 1 and "without notice" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the requested-but-unusable case raises
+        """
+        def forward(query, attention_implementation):
+            use_tilelang = attention_implementation == "tilelang" and query.is_cuda
+            if attention_implementation == "tilelang" and not use_tilelang:
+                raise ValueError("tilelang requested but unusable")
+            if use_tilelang:
+                return tilelang_attention(query)
+            return eager_attention(query)
+        """,
+        # ... or warns
+        """
+        def forward(query, attention_implementation):
+            use_tilelang = attention_implementation == "tilelang" and query.is_cuda
+            if not use_tilelang and attention_implementation == "tilelang":
+                logger.warning_once("tilelang unusable here, running eager")
+            if use_tilelang:
+                return tilelang_attention(query)
+            return eager_attention(query)
+        """,
+        # the flag is the request alone
+        """
+        def forward(query, attention_implementation):
+            use_tilelang = attention_implementation == "tilelang"
+            if use_tilelang:
+                return tilelang_attention(query)
+            return eager_attention(query)
+        """,
+        # a condition on something other than an implementation name
+        """
+        def forward(query, mode):
+            causal = mode == "causal" and query.shape[1] > 1
+            if causal:
+                return masked(query)
+            return plain(query)
+        """,
+    ],
+)
+def test_npu228_narrowed_request_quiet(text: str) -> None:
+    assert lint_snippet("veomni/models/transformers/x/x_gpu_patch_gen_config.py", text, ["NPU228"]) == []

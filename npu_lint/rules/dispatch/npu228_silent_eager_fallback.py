@@ -279,6 +279,10 @@ class SilentEagerFallback(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._said_narrowed: set[tuple[int, str]] = set()
+
     def visit(self, node: ast.AST) -> None:
         if self.ctx.function is None:
             return
@@ -294,6 +298,20 @@ class SilentEagerFallback(Rule):
                     "fails later, far from the setting that caused it; raise for an unknown or unavailable name",
                 )
                 return
+            narrowed = _narrowed_request(node, self.ctx.function)
+            if narrowed is not None:
+                assign, request = narrowed
+                key = (id(assign), "narrowed")
+                if key not in self._said_narrowed:
+                    self._said_narrowed.add(key)
+                    self.report(
+                        node.test,
+                        f"`{ast.unparse(assign.targets[0])}` (line {assign.lineno}) holds `{ast.unparse(request)}` only where the other "
+                        "conditions hold too, and nothing raises or warns when the implementation was requested "
+                        f"but they fail (`{ast.unparse(request)} and not {ast.unparse(assign.targets[0])}`): on a "
+                        "call the kernel cannot serve (an Ascend tensor, a shape it lacks) the configured kernel is "
+                        "dropped for the fallback path without notice; raise when the requested one cannot run",
+                    )
             probe = _failed_probe(node.test, _eager_names(self.ctx.function))
             if probe is None:
                 return
@@ -375,6 +393,44 @@ def _name_test(test: ast.expr) -> str | None:
     ):
         return ast.unparse(test.left)
     return None
+
+
+def _narrowed_request(node: ast.If, function: ast.AST | None) -> tuple[ast.Assign, ast.expr] | None:
+    """``use_k = impl == "k" and x.is_cuda and ...`` then ``if use_k:`` with an ``else`` path (or code after it):
+    the assignment and the request (``impl == "k"``) when no test of ``not use_k`` in the function speaks."""
+    if function is None or not isinstance(node.test, ast.Name):
+        return None
+    flag = node.test.id
+    assigns = [
+        a
+        for a in walk(function)
+        if isinstance(a, ast.Assign)
+        and len(a.targets) == 1
+        and isinstance(a.targets[0], ast.Name)
+        and a.targets[0].id == flag
+    ]
+    if len(assigns) != 1 or not isinstance(assigns[0].value, ast.BoolOp):
+        return None
+    value = assigns[0].value
+    if not isinstance(value.op, ast.And) or len(value.values) < 2:
+        return None
+    request = next(
+        (v for v in value.values if _name_test(v) is not None and isinstance(v, ast.Compare)), None
+    )
+    if request is None or not any(w in _name_test(request).lower() for w in ("impl", "backend", "kernel")):  # type: ignore[union-attr]
+        return None
+    for other in walk(function):
+        if isinstance(other, ast.If) and other is not node:
+            negated = any(
+                isinstance(n, ast.UnaryOp)
+                and isinstance(n.op, ast.Not)
+                and isinstance(n.operand, ast.Name)
+                and n.operand.id == flag
+                for n in walk(other.test)
+            )
+            if negated and _speaks(other.body):
+                return None
+    return assigns[0], request
 
 
 def _literals(node: ast.expr) -> bool:
