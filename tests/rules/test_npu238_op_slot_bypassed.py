@@ -203,3 +203,64 @@ def test_op_key() -> None:
     assert op_key("LigerRMSNorm") == op_key("rms_norm") == op_key("npu_rms_norm")
     assert op_key("causal_conv1d_update") != op_key("causal_conv1d")
     assert op_key("torch_chunk_gated_delta_rule") != op_key("chunk_gated_delta_rule")
+
+
+@pytest.mark.parametrize(
+    "path,text",
+    [
+        # the eager reference in the else of the slot's guard
+        (
+            "veomni/models/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            """
+            from transformers.models.toy_moe.modeling_toy_moe import load_balancing_loss_func
+            from veomni.ops.dispatch import OpSlot
+
+            veomni_load_balancing_loss = OpSlot("load_balancing_loss", "standard")
+
+
+            def forward(self, router_logits):
+                if veomni_load_balancing_loss.use_non_eager_impl:
+                    aux_loss = veomni_load_balancing_loss(router_logits, self.num_experts)
+                else:
+                    aux_loss = load_balancing_loss_func(router_logits, self.num_experts)
+                return aux_loss
+            """,
+        ),
+        # a wrapper handed the handle
+        (
+            "veomni/models_kernel/transformers/toy_moe/toy_moe_gpu_patch_gen_config.py",
+            """
+            from functools import partial
+
+            from veomni.models_kernel.loss_utils import load_balancing_loss
+            from veomni.ops import VeomniOp
+
+
+            def init(self, config):
+                self.veomni_lb = VeomniOp("load_balancing_loss", "standard", "eager")
+                self.load_balancing_loss = partial(load_balancing_loss, op=self.veomni_lb)
+            """,
+        ),
+    ],
+)
+def test_quiet_beside_the_slot(path: str, text: str) -> None:
+    assert lint_snippet(path, text, ["NPU238"]) == []
+
+
+def test_fires_outside_the_guard_of_the_slot() -> None:
+    text = """
+    from veomni.ops.dispatch import OpSlot
+
+    causal_conv1d_fn = None
+    veomni_causal_conv1d = OpSlot("causal_conv1d", "standard")
+
+
+    def forward(self, x):
+        if veomni_causal_conv1d.use_non_eager_impl:
+            y = veomni_causal_conv1d(x)
+        for _ in range(2):
+            x = causal_conv1d_fn(x)
+        return x
+    """
+    found = lint_snippet("veomni/models/transformers/x/generated/patched_modeling_x_npu.py", text, ["NPU238"])
+    assert len(found) == 1

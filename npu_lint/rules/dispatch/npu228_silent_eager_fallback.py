@@ -375,9 +375,9 @@ def _config_field_default(node: ast.Call) -> bool:
     owner = (_last_name(obj) or "").lower()
     if "config" not in owner and "cfg" not in owner:
         return False
-    if isinstance(field, ast.Constant) or isinstance(default, ast.Constant) and default.value is None:
-        return False
-    return True
+    # a literal default ("eager", None) is the config's documented value for a field it may lack; a computed one
+    # (`self._value`, a parameter) is a kernel choice compiled in elsewhere
+    return not isinstance(field, ast.Constant) and not isinstance(default, ast.Constant)
 
 
 def _name_test(test: ast.expr) -> str | None:
@@ -417,8 +417,10 @@ def _narrowed_request(node: ast.If, function: ast.AST | None) -> tuple[ast.Assig
     request = next(
         (v for v in value.values if _name_test(v) is not None and isinstance(v, ast.Compare)), None
     )
-    if request is None or not any(w in _name_test(request).lower() for w in ("impl", "backend", "kernel")):  # type: ignore[union-attr]
+    if request is None or not _names_implementation(_name_test(request) or ""):
         return None
+    if not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) for b in node.body for c in walk(b)):
+        return None  # the branch runs no kernel function of its own (a layout or unpacking choice)
     for other in walk(function):
         if isinstance(other, ast.If) and other is not node:
             negated = any(
@@ -431,6 +433,11 @@ def _narrowed_request(node: ast.If, function: ast.AST | None) -> tuple[ast.Assig
             if negated and _speaks(other.body):
                 return None
     return assigns[0], request
+
+
+def _names_implementation(subject: str) -> bool:
+    """A name that holds an implementation choice (``fused_moe_kernel``, ``attn_backend``, ``self.impl``)."""
+    return any(w in subject.rsplit(".", 1)[-1].lower() for w in ("impl", "backend", "kernel"))
 
 
 def _literals(node: ast.expr) -> bool:
@@ -447,7 +454,7 @@ def _unknown_name_unbinds(node: ast.If, parent: ast.AST | None) -> tuple[str, as
     if isinstance(parent, ast.If) and parent.orelse == [node]:
         return None  # not the head of the chain
     subject = _name_test(node.test)
-    if subject is None:
+    if subject is None or not _names_implementation(subject):
         return None
     tests, branch = 1, node
     while len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):

@@ -68,6 +68,28 @@ def _locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[st
     return out - declared_global
 
 
+def _mentions(node: ast.AST, slot: str) -> bool:
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and ast.unparse(n) == slot for n in ast.walk(node))
+
+
+def _beside_slot(node: ast.Name, slot: str, parents: dict[int, ast.AST]) -> bool:
+    """The name is the slot's own fallback or wrapper: in the statement that reads the slot (``slot.bound_kernel()
+    or torch_x``, ``partial(x, op=slot)``), or under a test of it (the ``else`` of ``if slot.use_non_eager_impl``)."""
+    current: ast.AST = node
+    while id(current) in parents:
+        parent = parents[id(current)]
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and _mentions(parent.test, slot):
+            return True
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)) and _mentions(
+            parent, slot
+        ):
+            return True  # a simple statement that reads the slot beside the name
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        current = parent
+    return False
+
+
 class OpSlotBypassed(Rule):
     code = "NPU238"
     name = "op-slot-bypassed"
@@ -151,12 +173,13 @@ class OpSlotBypassed(Rule):
         for func in nodes_of(ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
             bound = _locals(func)
+            parents = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
             for node in nodes_of(func, ast.Name):
                 assert isinstance(node, ast.Name)
                 if not isinstance(node.ctx, ast.Load) or node.id in bound or node.id in handles:
                     continue
                 found = slots.get(op_key(node.id))
-                if found is None or (id(func), node.id) in said:
+                if found is None or (id(func), node.id) in said or _beside_slot(node, found[1], parents):
                     continue
                 said.add((id(func), node.id))
                 op, slot = found
