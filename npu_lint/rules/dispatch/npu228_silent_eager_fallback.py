@@ -208,7 +208,12 @@ class SilentEagerFallback(Rule):
         "of the throughput (and with different numerics) and nothing in the log says so; a fallback to the row "
         "keyed for `cuda` runs a GPU kernel on Ascend and fails inside it. The rule reports such "
         "a branch or handler when it neither raises nor warns nor logs; a fallback that is announced is left "
-        "alone."
+        "alone. The same silence in three other shapes: a generic binder reading a config field by a computed "
+        "name with a computed default (`getattr(ops_config, self.field_name, self._value)`: a misspelt field "
+        'keeps the compiled-in kernel); a chain over an implementation name (`if kernel == "npu": ... elif '
+        'kernel == "triton": ...`) whose `else` binds `None` instead of raising; and a flag that holds the '
+        'requested implementation only where call conditions hold too (`use_k = impl == "k" and x.is_cuda`) '
+        'with no raise or warning for `impl == "k" and not use_k`.'
     )
     bad = (
         Example(
