@@ -275,7 +275,12 @@ def probe_names(
                 )  # `_on_npu = lambda: IS_NPU_AVAILABLE`
             if isinstance(stmt, ast.ImportFrom):
                 for alias in stmt.names:
-                    if alias.asname and alias.asname != alias.name and device_probe(ast.Name(id=alias.name)):
+                    flag = ast.Name(id=alias.name)
+                    if (
+                        alias.asname
+                        and alias.asname != alias.name
+                        and (device_probe(flag) is not None or cuda_probe(flag) is not None)
+                    ):
                         # `from veomni.utils.device import IS_NPU_AVAILABLE as ON_ASCEND`
                         counts[alias.asname] = counts.get(alias.asname, 0) + 1
                         found[alias.asname] = ast.Name(id=alias.name)
@@ -444,3 +449,25 @@ class DeviceChoice:
     ) -> list[Reached]:
         """:func:`device_reach` of one scope with its names."""
         return device_reach(stmts, host, self.names(func))
+
+    def expand(
+        self, test: ast.expr, func: ast.FunctionDef | ast.AsyncFunctionDef | None = None, depth: int = 0
+    ) -> ast.expr:
+        """``test`` with each alias and helper call of the scope replaced by what it stands for (a copy; ``test``
+        itself when nothing is replaced): ``not on_cuda`` after ``on_cuda = torch.cuda.is_available()`` is
+        ``not torch.cuda.is_available()``, for the readers that take one probe expression (NPU236)."""
+        names = self.names(func)
+        if depth > 4 or not names:
+            return test
+        if isinstance(test, ast.Name) and test.id in names:
+            return self.expand(names[test.id], func, depth + 1)
+        if _helper_call(test, names):
+            return self.expand(names[f"{test.func.id}()"], func, depth + 1)  # type: ignore[union-attr]
+        if isinstance(test, ast.UnaryOp):
+            inner = self.expand(test.operand, func, depth)
+            return test if inner is test.operand else ast.UnaryOp(op=test.op, operand=inner)
+        if isinstance(test, ast.BoolOp):
+            values = [self.expand(v, func, depth) for v in test.values]
+            changed = any(a is not b for a, b in zip(values, test.values))
+            return ast.BoolOp(op=test.op, values=values) if changed else test
+        return test

@@ -257,3 +257,74 @@ def test_npu502_quiet_on_a_package_choosing_through_an_alias(tmp_path: Path) -> 
     )
     loud = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert "NPU502" in loud.stdout, loud.stdout + loud.stderr
+
+
+@pytest.mark.parametrize(
+    "path,text",
+    [
+        (
+            "veomni/models/transformers/glm4/__init__.py",
+            """
+            import torch
+
+
+            def register_glm4_modeling(architecture):
+                on_cuda = torch.cuda.is_available()
+                if not on_cuda:
+                    from .generated.patched_modeling_glm4_npu import Glm4Model
+                else:
+                    from .generated.patched_modeling_glm4_gpu import Glm4Model
+                return Glm4Model
+            """,
+        ),
+        (
+            "veomni/ops/kernels/rotary/__init__.py",
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE
+
+            _GPU = IS_CUDA_AVAILABLE
+
+
+            def _cuda_host():
+                return _GPU
+
+
+            def load_rotary():
+                if _cuda_host():
+                    from .triton_rotary import apply_rotary
+                else:
+                    from .npu_rotary import apply_rotary
+                return apply_rotary
+            """,
+        ),
+        (
+            "veomni/models/seed_omni/encoder/vit/__init__.py",
+            """
+            from veomni.utils.device import IS_CUDA_AVAILABLE as HAS_CUDA
+
+
+            def build_vit():
+                if HAS_CUDA:
+                    from .generated.patched_modeling_vit_gpu import Vit
+                    return Vit
+                from .generated.patched_modeling_vit_npu import Vit
+                return Vit
+            """,
+        ),
+    ],
+)
+def test_npu236_reads_aliases_of_the_cuda_probe(path: str, text: str) -> None:
+    assert [d.code for d in lint_snippet(path, text, ["NPU236"])] == ["NPU236"]
+
+
+def test_npu236_alias_of_the_npu_probe_is_quiet() -> None:
+    text = """
+    def register_glm4_modeling(architecture):
+        on_npu = IS_NPU_AVAILABLE
+        if on_npu:
+            from .generated.patched_modeling_glm4_npu import Glm4Model
+        else:
+            from .generated.patched_modeling_glm4_gpu import Glm4Model
+        return Glm4Model
+    """
+    assert lint_snippet("veomni/models/transformers/glm4/__init__.py", text, ["NPU236"]) == []
